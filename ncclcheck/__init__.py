@@ -1,0 +1,25 @@
+"""ncclcheck: can these nodes train together, and if not, which node, which interface, which setting is wrong?
+
+The Python API (the CLI is a thin layer over it):
+
+    import ncclcheck
+    report = ncclcheck.run_preflight()          # -> ncclcheck.model.Report
+    print(report.status, report.to_json())
+
+Importing ncclcheck is cheap: torch is imported only by the functions that need it.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "run_preflight", "run_bench", "run_links", "run_env", "run_recommend"]
+
+
+def __getattr__(name: str):
+    # Lazy so that `import ncclcheck` (and `ncclcheck --help`) never pays for the api's imports.
+    if name in ("run_preflight", "run_bench", "run_links", "run_env", "run_recommend"):
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(name)

@@ -1,0 +1,55 @@
+"""What a job running on one rank of a formed world gets: its placement, its process group's backend and device,
+a deadline, the shared store, and two callbacks.
+
+A job is `def job(ctx: WorkerContext, payload: dict) -> dict` (JSON in, JSON out). world.py forms the world in every
+launch mode (standalone local ranks, multi-node launcher, torchrun, Slurm, MPI), calls
+torch.distributed.init_process_group, runs the job on every rank, and gathers the results. Jobs never form worlds
+themselves, so bench, links and the preflight probe work the same way under every launcher.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Protocol
+
+
+class Observer(Protocol):
+    """Progress reporting, implemented by the console renderer on rank 0; the core never imports rich."""
+
+    def start(self, total: int, label: str) -> None: ...
+
+    def advance(self, label: str = "") -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class NullObserver:
+    def start(self, total: int, label: str) -> None:
+        pass
+
+    def advance(self, label: str = "") -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+@dataclass
+class WorkerContext:
+    rank: int
+    world_size: int
+    local_rank: int = 0
+    local_world_size: int = 1
+    node_rank: int = 0
+    nnodes: int = 1
+    backend: str = "gloo"  # the initialized default process group's backend: "nccl" | "gloo"
+    device: str = "cpu"  # "cpu" or "cuda:<local index>"
+    timeout_s: float = 60.0
+    deadline: float = float("inf")  # time.monotonic() by which the job must have ended
+    store: Any = None  # the world's torch.distributed Store, for JSON side-channel exchange (may be None in tests)
+    observer: Any = field(default_factory=NullObserver)  # real progress on global rank 0 only
+    # emit(kind, data): stream a partial result (e.g. one bench row) towards the report as soon as it exists, so
+    # a run cut short still reports what it measured. The world decides where it goes (store, queue, file).
+    emit: Callable[[str, dict], None] = lambda kind, data: None
+    test_hooks: dict = field(default_factory=dict)  # only tests set these (e.g. corrupt a result on one rank)
+    log_dir: Optional[str] = None  # where jobs may write side files (NCCL_DEBUG_FILE...)

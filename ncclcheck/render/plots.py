@@ -41,7 +41,7 @@ def bench_plot_svg(op: str, rows: list[BenchRow]) -> Optional[str]:
 
     matplotlib.use("Agg", force=False)
     from matplotlib.figure import Figure
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
 
     with matplotlib.rc_context({"svg.hashsalt": "ncclcheck", "svg.fonttype": "none", "font.size": 9}):
         fig = Figure(figsize=(9.0, 3.4), layout="constrained")
@@ -58,7 +58,7 @@ def bench_plot_svg(op: str, rows: list[BenchRow]) -> Optional[str]:
                     ax.scatter([r.bytes for r in bad], ys, s=90, facecolors="none", edgecolors="#c62828",
                                linewidths=1.6, zorder=5, label="wrong results" if ax is ax_bw else None)
         for ax, title, ylabel in ((ax_bw, f"{op}: bus bandwidth", "busbw (GB/s)"),
-                                  (ax_t, f"{op}: time per op", "time (us)")):
+                                  (ax_t, f"{op}: time per op", "time (slowest rank)")):
             ax.set_xscale("log", base=2)
             if sizes:
                 ax.xaxis.set_major_locator(FixedLocator(sizes))
@@ -70,6 +70,7 @@ def bench_plot_svg(op: str, rows: list[BenchRow]) -> Optional[str]:
             ax.grid(True, which="major", alpha=0.3)
             ax.tick_params(axis="x", labelrotation=45)
         ax_t.set_yscale("log")
+        ax_t.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         ax_t.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: format_us(v)))
         ax_t.yaxis.set_minor_formatter(NullFormatter())
         ax_bw.set_ylim(bottom=0)

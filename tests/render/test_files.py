@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pathlib
 
 import pytest
 
@@ -75,3 +76,20 @@ def test_overwrite_is_atomic_and_keeps_nothing_temporary(tmp_path):
 def test_write_failure_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="cannot write"):
         write_outputs(load_example("links-slow-node"), junit=str(tmp_path / "missing" / "r.xml"))
+
+
+def test_rendering_never_imports_torch(tmp_path):
+    import subprocess
+    import sys
+
+    example = str(pathlib.Path(__file__).parent / "examples" / "bench-gate-fail.json")
+    code = (
+        "import json, sys\n"
+        "from ncclcheck.model import Report\n"
+        "from ncclcheck.render.files import write_outputs\n"
+        f"r = Report.from_json(json.load(open({example!r})))\n"
+        f"write_outputs(r, html={str(tmp_path / 'r.html')!r}, markdown={str(tmp_path / 'r.md')!r},"
+        f" junit={str(tmp_path / 'r.xml')!r}, env_out={str(tmp_path / 'r.env')!r})\n"
+        "assert 'torch' not in sys.modules, 'render imported torch'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

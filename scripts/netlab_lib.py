@@ -1,8 +1,9 @@
 """The multi-host lab: network namespaces as hosts on one machine, so multi-node behaviour runs over real kernel TCP.
 
-A lab NAME is: a bridge NAME-br0 in the root namespace; hosts h1..hN, each a network namespace NAME-hI with its own
-UTS namespace (hostname hI), loopback, eth0 (a veth whose peer NAME-hIe0 is a port of NAME-br0, address
-198.18.SLOT.I/24), its own nftables table `inet netlab` and its own /etc/netns/NAME-hI/hosts. SLOT comes from a
+A lab NAME is: a "switch" namespace NAME-sw holding the bridge NAME-br0; hosts h1..hN, each a network namespace
+NAME-hI with its own UTS namespace (hostname hI), loopback, eth0 (a veth whose peer NAME-hIe0 is a port of NAME-br0,
+address 198.18.SLOT.I/24), its own nftables table `inet netlab` and its own /etc/netns/NAME-hI/hosts. Nothing of a
+lab lives in the root namespace, so its traffic never meets the machine's firewall or routes. SLOT comes from a
 flock'd registry so several labs coexist. Scenarios (docker decoy, dead NIC, blocked port, slow links, MTU, hostname
 on loopback) are switches kept in the lab's state file and reconciled onto the running lab.
 """
@@ -175,11 +176,16 @@ class LabState:
             raise NetlabError(f"no address plan for {nic!r} (eth0, eth1)")
         return f"{net}.{self.slot}.{self.index(host)}"
 
+    @property
+    def sw(self) -> str:
+        """The switch namespace: the lab's bridges and the bridge-side veth ends."""
+        return f"{self.name}-sw"
+
     def bridge(self, nic: str) -> str:
         return f"{self.name}-br{nic[-1]}"
 
     def port(self, host: str, nic: str) -> str:
-        """Root-side veth of host's nic (a port of the lab's bridge)."""
+        """Bridge-side veth of host's nic (a port of the lab's bridge, in the switch namespace)."""
         return f"{self.name}-h{self.index(host)}e{nic[-1]}"
 
     def uts(self, host: str) -> Path:
@@ -311,7 +317,12 @@ def up(name: str, n: int, scenarios: Sequence[Sequence[str]] = (), *, owner_pid:
 
 def _intact(state: LabState) -> bool:
     namespaces = set(list_netns())
-    return all(state.ns(h) in namespaces for h in state.hosts) and Path(f"/sys/class/net/{state.bridge('eth0')}").exists()
+    return all(ns in namespaces for ns in [state.sw, *map(state.ns, state.hosts)]) and _has_link(state.sw,
+                                                                                                  state.bridge("eth0"))
+
+
+def _has_link(ns: str, link: str) -> bool:
+    return sh(["ip", "-n", ns, "link", "show", link], check=False).returncode == 0
 
 
 def list_netns() -> list[str]:
@@ -319,28 +330,35 @@ def list_netns() -> list[str]:
     return [line.split()[0] for line in out.splitlines() if line.strip()]
 
 
-def _make_bridge(name: str) -> None:
-    if not Path(f"/sys/class/net/{name}").exists():
-        sh(["ip", "link", "add", name, "type", "bridge"])
-    # No IPv6 link-local on the root side: the root namespace must hold no lab address at all.
-    sh(["ip", "link", "set", name, "addrgenmode", "none"])
-    # Bridged lab traffic must not traverse the root namespace's iptables (bridge-nf-call-iptables=1 there).
-    sh(["ip", "link", "set", name, "type", "bridge", "nf_call_iptables", "0", "nf_call_ip6tables", "0",
+def _make_bridge(state: LabState, nic: str) -> None:
+    ip, name = ["ip", "-n", state.sw], state.bridge(nic)
+    if not _has_link(state.sw, name):
+        sh([*ip, "link", "add", name, "type", "bridge"])
+    sh([*ip, "link", "set", name, "addrgenmode", "none"])  # the switch holds no address, not even link-local
+    # The per-bridge switch can only add br_netfilter calls, never remove those the namespace's sysctl asks for
+    # (the kernel ORs them), hence the sysctl in _create; this keeps a bridge quiet if that sysctl is turned on.
+    sh([*ip, "link", "set", name, "type", "bridge", "nf_call_iptables", "0", "nf_call_ip6tables", "0",
         "nf_call_arptables", "0"])
-    sh(["ip", "link", "set", name, "up"])
+    sh([*ip, "link", "set", name, "up"])
 
 
 def _add_nic(state: LabState, host: str, nic: str, addr: str) -> None:
-    ns, port = state.ns(host), state.port(host, nic)
-    sh(["ip", "link", "add", port, "type", "veth", "peer", "name", nic, "netns", ns])
-    sh(["ip", "link", "set", port, "addrgenmode", "none"])
-    sh(["ip", "link", "set", port, "master", state.bridge(nic), "up"])
+    ns, port, ip = state.ns(host), state.port(host, nic), ["ip", "-n", state.sw]
+    sh([*ip, "link", "add", port, "type", "veth", "peer", "name", nic, "netns", ns])
+    sh([*ip, "link", "set", port, "addrgenmode", "none"])
+    sh([*ip, "link", "set", port, "master", state.bridge(nic), "up"])
     sh(["ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", nic])
     sh(["ip", "-n", ns, "link", "set", nic, "up"])
 
 
 def _create(state: LabState) -> None:
-    _make_bridge(state.bridge("eth0"))
+    # The bridge lives in its own namespace, not the root one: there the machine's br_netfilter setting
+    # (bridge-nf-call-iptables=1 on Docker/Kubernetes hosts) would run lab traffic through the machine's firewall.
+    sh(["ip", "netns", "add", state.sw])
+    if Path("/proc/sys/net/bridge").is_dir():
+        sh(["ip", "netns", "exec", state.sw, "sysctl", "-q", "-w", "net.bridge.bridge-nf-call-iptables=0",
+            "net.bridge.bridge-nf-call-ip6tables=0", "net.bridge.bridge-nf-call-arptables=0"], check=False)
+    _make_bridge(state, "eth0")
     lab_dir(state.name).mkdir(parents=True, exist_ok=True)
     for host in state.hosts:
         ns = state.ns(host)
@@ -369,6 +387,8 @@ def _down_locked(name: str) -> None:
         for pid in sh(["ip", "netns", "pids", ns], check=False).stdout.split():
             with contextlib.suppress(ProcessLookupError, ValueError):
                 os.kill(int(pid), signal.SIGKILL)
+    # Deleting the namespaces deletes the veths and bridges in them; anything named like the lab in the root
+    # namespace is a leftover (of a crash half-way through a veth move) and goes too.
     links = [p.name for p in Path("/sys/class/net").iterdir() if p.name.startswith(prefix)]
     for link in sorted(links, key=lambda x: "-br" in x):  # ports first, then bridges
         sh(["ip", "link", "del", link], check=False)
@@ -396,6 +416,8 @@ def leftovers(name: str) -> list[str]:
     if lab_dir(name).exists():
         found.append(f"dir {lab_dir(name)}")
     found += [f"mount {m}" for m in _mounts() if m.startswith(f"{lab_dir(name)}/")]
+    if lab_lock(name).exists():
+        found.append(f"lock {lab_lock(name)}")
     if name in registered_labs():
         found.append(f"registry entry {name}")
     return found
@@ -531,15 +553,15 @@ def _write_etc(state: LabState, host: str) -> None:
 
 
 def _reconcile_eth1(state: LabState) -> None:
-    have = Path(f"/sys/class/net/{state.bridge('eth1')}").exists()
+    have = _has_link(state.sw, state.bridge("eth1"))
     if state.scenarios.second_nic and not have:
-        _make_bridge(state.bridge("eth1"))
+        _make_bridge(state, "eth1")
         for host in state.hosts:
             _add_nic(state, host, "eth1", state.ip(host, "eth1"))
     elif not state.scenarios.second_nic and have:
         for host in state.hosts:
-            sh(["ip", "link", "del", state.port(host, "eth1")], check=False)
-        sh(["ip", "link", "del", state.bridge("eth1")], check=False)
+            sh(["ip", "-n", state.sw, "link", "del", state.port(host, "eth1")], check=False)
+        sh(["ip", "-n", state.sw, "link", "del", state.bridge("eth1")], check=False)
 
 
 def _reconcile_docker(ns: str, want: bool) -> None:
@@ -618,7 +640,8 @@ def shaping_commands(state: LabState, host: str) -> list[list[str]]:
     cmds: list[list[str]] = []
     if link and link["direction"] == "both":
         # Host-bound traffic leaves the bridge through the root-side veth: shaping its egress limits host ingress.
-        cmds.append(["tc", "qdisc", "add", "dev", state.port(host, "eth0"), "root", *_tbf(link["rate"])])
+        cmds.append(["tc", "-n", state.sw, "qdisc", "add", "dev", state.port(host, "eth0"), "root",
+                     *_tbf(link["rate"])])
     if link and not pairs:
         cmds.append([*tc, "qdisc", "add", "dev", "eth0", "root", *_tbf(link["rate"])])
     elif pairs:
@@ -643,7 +666,7 @@ def shaping_commands(state: LabState, host: str) -> list[list[str]]:
 
 def _shape(state: LabState, host: str) -> None:
     sh(["tc", "-n", state.ns(host), "qdisc", "del", "dev", "eth0", "root"], check=False)
-    sh(["tc", "qdisc", "del", "dev", state.port(host, "eth0"), "root"], check=False)
+    sh(["tc", "-n", state.sw, "qdisc", "del", "dev", state.port(host, "eth0"), "root"], check=False)
     for cmd in shaping_commands(state, host):
         sh(cmd)
 

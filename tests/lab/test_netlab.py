@@ -1,4 +1,4 @@
-"""Self-tests of the multi-host lab: each scenario does to real kernel TCP what it claims, and nothing is left behind."""
+"""Self-tests of the multi-host lab: each scenario does to real kernel TCP what it claims; nothing is left behind."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ PY = sys.executable
 TCPTOOL = str(Path(__file__).with_name("tcptool.py"))
 NETLAB = str(REPO_ROOT / "scripts" / "netlab")
 PORT = 29500
-BULK = 4 << 20
+BULK = 4 << 20  # 4 MiB: ~0.7 s at 50mbit, a few ms unshaped
 # SIOCGIFFLAGS, as NCCL's getifaddrs() sees them (sysfs `flags` lacks IFF_RUNNING, which the kernel computes).
 IFF_FLAGS = ("import fcntl, socket, struct, sys; s = socket.socket(); "
-             "print(struct.unpack('16sH', fcntl.ioctl(s, 0x8913, struct.pack('16sH', sys.argv[1].encode(), 0)))[1])")  # 4 MiB: ~0.7 s at 50mbit, a few ms unshaped
+             "print(struct.unpack('16sH', fcntl.ioctl(s, 0x8913, struct.pack('16sH', sys.argv[1].encode(), 0)))[1])")
 
 
 def serve(lab: Lab, host: str, port: int = PORT) -> subprocess.Popen:
@@ -63,7 +63,7 @@ def test_bridged_traffic_ignores_the_machine_firewall(lab):
     serve(lab2, "h2")
     table = f"netlabtest{lab2.name}"
     subnet = f"198.18.{lab2.state.slot}.0/24"
-    drop_all = " ".join(f"chain {hook}x {{ type filter hook {hook} priority 0; policy accept; ip saddr {subnet} drop; }};"
+    drop_all = " ".join(f"chain {hook}x {{ type filter hook {hook} priority 0; ip saddr {subnet} drop; }};"
                         for hook in ("prerouting", "forward", "input"))
     subprocess.run(["nft", "-f", "-"], input=f"table ip {table} {{ {drop_all} }}", text=True, check=True)
     try:

@@ -17,16 +17,16 @@ SCENARIO_HELP = "scenarios (repeat --scenario, quote ones with arguments):\n" + 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="netlab", description="Hosts from network namespaces, for multi-node tests.",
                                 epilog=SCENARIO_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--name", default=os.environ.get("NETLAB_NAME", nl.DEFAULT_NAME),
-                   help="lab name, prefixes every namespace/link (default $NETLAB_NAME or %(default)s)")
+    p.add_argument("--name", default=os.environ.get("NETLAB_NAME"),
+                   help=f"lab name, 1-8 chars [a-z0-9], prefixes its namespaces and links (default $NETLAB_NAME or "
+                        f"{nl.DEFAULT_NAME}; status without it lists every lab)")
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("up", help="make the lab (idempotent; re-applies exactly the given scenarios)",
                        epilog=SCENARIO_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("n", type=int, help="number of hosts (h1..hN)")
     s.add_argument("--scenario", action="append", default=[], metavar="'NAME [ARGS]'")
     sub.add_parser("down", help="remove the lab and everything it made (idempotent)")
-    s = sub.add_parser("status", help="show labs (all, or --name's when given) as JSON")
-    s.add_argument("--all", action="store_true", help="every lab on this machine")
+    sub.add_parser("status", help="show the lab given by --name, or every lab on this machine, as JSON")
     s = sub.add_parser("exec", help="run a command on a host: exec h1 -- CMD...")
     s.add_argument("host")
     s.add_argument("argv", nargs=argparse.REMAINDER)
@@ -39,6 +39,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    listing = args.cmd == "status" and args.name is None
+    args.name = args.name or nl.DEFAULT_NAME
     try:
         if args.cmd == "up":
             state = nl.up(args.name, args.n, [shlex.split(s) for s in args.scenario])
@@ -46,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "down":
             nl.down(args.name)
         elif args.cmd == "status":
-            print(json.dumps(nl.status(None if args.all else args.name), indent=2))
+            print(json.dumps(nl.status(None if listing else args.name), indent=2))
         elif args.cmd == "exec":
             cmd = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
             if not cmd:

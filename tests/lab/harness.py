@@ -8,7 +8,6 @@ import secrets
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -100,7 +99,9 @@ class Lab:
             nl.down(self.name)
             raise
         self.hosts: list[str] = self.state.hosts
-        self.tmp = Path(tempfile.mkdtemp(prefix=f"netlab-{self.name}-"))
+        # Scratch space (outputs, reports) inside the lab's run directory: `down` removes it, even a reaped one's.
+        self.tmp = nl.lab_dir(self.name) / "scratch"
+        self.tmp.mkdir()
         self._procs: list[subprocess.Popen] = []
 
     # -- addressing ---------------------------------------------------------------------------------------------
@@ -269,7 +270,7 @@ class Lab:
 
     # -- teardown -------------------------------------------------------------------------------------------------
     def down(self) -> None:
-        """Kill what was started on the lab and remove it all (idempotent)."""
+        """Kill what was started on the lab and remove it all, its scratch directory too (idempotent)."""
         for proc in self._procs:
             if proc.poll() is None:
                 _kill_group(proc, 0.0)

@@ -245,3 +245,21 @@ def test_run_all_kills_at_deadline_and_ncclcheck_parses_reports(lab, tmp_path):
     assert got["h1"].rc == 0 and got["h1"].report == {"schema": "ncclcheck.report/1",
                                                        "argv": ["preflight", "--nnodes", "2"], "host": "h1"}
     assert got["h2"].rc == 3 and got["h2"].report is None
+
+
+def test_a_lab_whose_test_session_was_killed_is_reaped():
+    code = ("import sys, time; from tests.lab.harness import Lab; lab = Lab(2); print(lab.name, flush=True); "
+            "time.sleep(600)")
+    owner = subprocess.Popen([PY, "-c", code], stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    name = owner.stdout.readline().strip()
+    try:
+        assert name and nl.load_state(name).owner_pid == owner.pid
+        assert name not in nl.reap_orphans(), "a live session's lab was reaped"
+        owner.kill()
+        owner.wait()
+        assert name in nl.reap_orphans()
+        assert nl.leftovers(name) == []
+    finally:
+        owner.kill()
+        if name:
+            nl.down(name)

@@ -251,3 +251,17 @@ def summary_lines(summary: dict) -> list[str]:
                    f"{format_size_short(e['largest_bytes'])}, latency {format_us(e['latency_us'])} at "
                    f"{format_size_short(e['smallest_bytes'])}")
     return out
+
+
+def outcome(cfg: BenchConfig, rows: list[BenchRow], skips: Iterable[dict] = (), stopped: Optional[dict] = None,
+            hardware: Optional[dict] = None, base_rows: Optional[list[BenchRow]] = None
+            ) -> tuple[list[CheckResult], dict, bool]:
+    """Everything a bench Report needs beyond the rows: (checks, extra, partial).
+
+    rows: from the job's result (rows_from_result) or, when the world broke, the rows it emitted before that.
+    extra holds "bench_summary" and, when the sweep stopped early, "bench_stopped"."""
+    checks = evaluate(rows, cfg, skips, base_rows)
+    extra: dict[str, Any] = {"bench_summary": summarize(rows, hardware)}
+    if stopped:
+        extra["bench_stopped"] = stopped
+    return checks, extra, bool(stopped)

@@ -143,3 +143,13 @@ def test_report_with_bench_rows_validates_against_the_schema():
     doc = _report(rows, checks).to_json()
     jsonschema.validate(doc, schema)
     assert doc["status"] == "fail" and doc["exit_code"] == 1
+
+
+def test_outcome_marks_a_stopped_sweep_partial():
+    from ncclcheck.bench.gates import outcome
+
+    stopped = {"reason": "deadline", "op": "all_gather", "bytes": 64 * M, "detail": "stopped before all_gather"}
+    checks, extra, partial = outcome(BenchConfig(**{**CFG.__dict__, "min_busbw_gbps": 1.0}), ROWS[:4], [], stopped)
+    assert partial and extra["bench_stopped"] == stopped
+    assert [c.id for c in checks] == ["bench.correctness", "bench.min_busbw"]
+    assert checks[1].status is Status.FAIL and "all_gather at 64M: not measured" in checks[1].summary

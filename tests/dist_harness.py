@@ -25,8 +25,10 @@ def _resolve(qualname: str):
     return getattr(importlib.import_module(mod), fn)
 
 
-def _rank_main(rank: int, n: int, port: int, job: str, payload: dict, hooks: dict, q, deadline_s: float) -> None:
+def _rank_main(rank: int, n: int, port: int, job: str, payload: dict, hooks: dict, q, deadline_s: float,
+               backend: str, env: dict, log_dir) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.update(env)  # before torch/NCCL initialise, as a real launcher would
     try:
         import datetime
 
@@ -36,12 +38,16 @@ def _rank_main(rank: int, n: int, port: int, job: str, payload: dict, hooks: dic
         from ncclcheck.worker import WorkerContext
 
         torch.set_num_threads(1)
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=n,
+        device = "cpu"
+        if backend == "nccl":
+            device = f"cuda:{rank}"
+            torch.cuda.set_device(rank)
+        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=n,
                                 timeout=datetime.timedelta(seconds=60))
         events: list = []
-        ctx = WorkerContext(rank=rank, world_size=n, local_rank=rank, local_world_size=n, backend="gloo",
-                            device="cpu", deadline=time.monotonic() + deadline_s,
-                            emit=lambda kind, data: events.append((kind, data)), test_hooks=hooks)
+        ctx = WorkerContext(rank=rank, world_size=n, local_rank=rank, local_world_size=n, backend=backend,
+                            device=device, deadline=time.monotonic() + deadline_s,
+                            emit=lambda kind, data: events.append((kind, data)), test_hooks=hooks, log_dir=log_dir)
         result = _resolve(job)(ctx, payload)
         q.put((rank, "ok", {"result": result, "events": events}))
         dist.destroy_process_group()
@@ -50,14 +56,18 @@ def _rank_main(rank: int, n: int, port: int, job: str, payload: dict, hooks: dic
 
 
 def run_job(job: str, payload: dict, nranks: int = 2, timeout: float = 120.0, hooks: dict | None = None,
-            deadline_s: float = 600.0) -> list[dict]:
-    """Every rank's {"result", "events"}, by rank. Raises AssertionError on a rank error or a timeout."""
+            deadline_s: float = 600.0, backend: str = "gloo", env: dict | None = None,
+            log_dir: str | None = None) -> list[dict]:
+    """Every rank's {"result", "events"}, by rank. Raises AssertionError on a rank error or a timeout.
+
+    backend "nccl" puts rank r on cuda:r; `env` is set in each rank before torch.distributed initialises."""
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     port = free_port()
-    procs = [ctx.Process(target=_rank_main, args=(r, nranks, port, job, payload, hooks or {}, q, deadline_s),
+    procs = [ctx.Process(target=_rank_main, args=(r, nranks, port, job, payload, hooks or {}, q, deadline_s,
+                                                             backend, env or {}, log_dir),
                          daemon=True) for r in range(nranks)]
     for p in procs:
         p.start()

@@ -231,24 +231,23 @@ def run_sweep(ctx, cfg: BenchConfig) -> dict:
     skipped: list[dict] = []
     stopped: Optional[dict] = None
     history: dict = {}
-    total = len(cfg.ops) * len(cfg.sizes) * len(places)
+    runnable: dict[str, list[bool]] = {}
+    for op in cfg.ops:
+        runnable[op] = []
+        for p in places:
+            why = unsupported_reason(op, p, n)
+            if why:
+                skipped.append({"op": op, "dtype": cfg.dtype, "in_place": p, "reason": why})
+            else:
+                runnable[op].append(p)
     if lead:
-        ctx.observer.start(total, "bench")
+        ctx.observer.start(sum(len(v) for v in runnable.values()) * len(cfg.sizes), "bench")
     try:
         for op in cfg.ops:
-            dead = {p: unsupported_reason(op, p, n) for p in places}
-            for p, why in dead.items():
-                if why:
-                    skipped.append({"op": op, "dtype": cfg.dtype, "in_place": p, "reason": why})
-            live = [p for p in places if not dead[p]]
-            for size in cfg.sizes:
-                if stopped:
-                    break
+            live = runnable[op]
+            for i, size in enumerate(cfg.sizes):
                 if not live:
-                    if lead:
-                        for _ in places:
-                            ctx.observer.advance(f"{op} skipped")
-                    continue
+                    break
                 est = _estimate_s(history, op, size, cfg, len(live))
                 fits = time.monotonic() + est + DEADLINE_MARGIN_S <= ctx.deadline
                 go, _ = _all_agree(ctx, fits)
@@ -264,6 +263,9 @@ def run_sweep(ctx, cfg: BenchConfig) -> dict:
                     if isinstance(row, str):
                         skipped.append({"op": op, "dtype": cfg.dtype, "in_place": in_place, "reason": row})
                         live = [p for p in live if p != in_place]
+                        if lead:  # the sizes this placement will now not run
+                            for _ in cfg.sizes[i + 1:]:
+                                ctx.observer.advance(f"{op} skipped")
                     else:
                         history[op] = history["*"] = (counts.bytes, row.time_us)
                         if lead:

@@ -76,6 +76,13 @@ def test_rows_are_emitted_as_they_land_and_only_rank0_reports(world):
         assert other["events"] == [] and all(run["rows"] == [] for run in other["result"]["runs"])
 
 
+def test_progress_reaches_its_total_on_rank0_only(world):
+    n, res = world
+    for run in _dtype_runs(res):
+        assert run["progress"] == {"total": len(run["rows"]), "advanced": len(run["rows"]), "stopped": True}
+    assert res[1]["result"]["runs"][0]["progress"]["total"] is None  # never started on other ranks
+
+
 def test_chunked_sizes_report_the_rounding(world):
     n, res = world
     rows = _dtype_runs(res)[0]["rows"]  # float32

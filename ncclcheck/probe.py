@@ -48,7 +48,10 @@ class MasterProbe:
         return self.status == "ok"
 
     def to_json(self) -> dict:
-        return asdict(self)
+        """The dict checks.local.check_master_reachable reads (mode/ok/kind/error) plus the details."""
+        d = asdict(self)
+        d.update(mode="connect", ok=self.ok, kind=self.status, error=self.last_error)
+        return d
 
 
 def _classify(exc: BaseException) -> str:
@@ -79,18 +82,17 @@ def resolve(host: str) -> list[str]:
 def probe_master(
     addr: str,
     port: int,
-    deadline_s: float,
+    deadline: float,
     interval_s: float = 0.25,
     connect_timeout_s: float = CONNECT_TIMEOUT_S,
     resolve_grace_s: float = 5.0,
 ) -> MasterProbe:
-    """Connect to addr:port, retrying until deadline_s seconds have passed (node 0 may start later than us).
+    """Connect to addr:port, retrying until `deadline` (a time.monotonic() value): node 0 may start after us.
 
     Refused and timed-out connects are retried; a name that still does not resolve after resolve_grace_s is given
     up early (a typo will not start resolving). The last failure's class is the verdict.
     """
     start = time.monotonic()
-    end = start + max(0.0, deadline_s)
     attempts, last_error, status, resolved = 0, None, "timeout", []
     while True:
         attempts += 1
@@ -100,15 +102,15 @@ def probe_master(
             target = resolved[0]
             family = socket.AF_INET6 if ":" in target else socket.AF_INET
             with socket.socket(family, socket.SOCK_STREAM) as s:
-                s.settimeout(max(0.05, min(connect_timeout_s, end - now)))
+                s.settimeout(max(0.05, min(connect_timeout_s, deadline - now)))
                 s.connect((target, port))
             return MasterProbe(addr, port, "ok", attempts, time.monotonic() - start, None, resolved, target)
         except OSError as e:
             status, last_error = _classify(e), f"{type(e).__name__}: {e}"
         now = time.monotonic()
-        if now >= end or (status == "unresolvable" and now - start >= resolve_grace_s):
+        if now >= deadline or (status == "unresolvable" and now - start >= resolve_grace_s):
             return MasterProbe(addr, port, status, attempts, now - start, last_error, resolved)
-        time.sleep(min(interval_s, max(0.0, end - now)))
+        time.sleep(min(interval_s, max(0.0, deadline - now)))
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,25 @@ def check_bind(port: int, host: str = "") -> BindCheck:
         return BindCheck(port, False, e.errno == errno.EADDRINUSE, f"{type(e).__name__}: {e}")
     finally:
         s.close()
+
+
+def bind_test(addr: str, port: int) -> dict:
+    """Node 0's view of the master: can it host the rendezvous port, and is MASTER_ADDR one of its addresses?
+
+    Returns the dict checks.local.check_master_reachable reads. A MASTER_ADDR that is not local is only a warning
+    text (a Kubernetes service address is legitimately not an address of pod 0).
+    """
+    b = check_bind(port)
+    local = is_local_address(addr)
+    d: dict = {"addr": addr, "port": port, "mode": "bind", "ok": b.bindable, "in_use": b.in_use,
+               "error": b.error, "kind": "in_use" if b.in_use else (None if b.bindable else "error"), "local": local}
+    if b.in_use:
+        d["error"] = f"port {port} is already in use on this host ({b.error})"
+    if local is False:
+        d["warning"] = f"MASTER_ADDR {addr} is not an address of this host, but node rank 0 hosts the rendezvous"
+    elif local is None:
+        d["warning"] = f"MASTER_ADDR {addr} does not resolve on this host"
+    return d
 
 
 def is_local_address(host: str) -> Optional[bool]:

@@ -8,6 +8,7 @@ import time
 
 from ncclcheck.probe import (
     MeshListener,
+    bind_test,
     build_matrix,
     candidate_addresses,
     check_bind,
@@ -27,13 +28,13 @@ def test_master_ok_when_listening():
     with socket.socket() as srv:
         srv.bind(("127.0.0.1", 0))
         srv.listen(8)
-        r = probe_master("127.0.0.1", srv.getsockname()[1], deadline_s=2)
+        r = probe_master("127.0.0.1", srv.getsockname()[1], time.monotonic() + 2)
     assert r.ok and r.attempts == 1 and r.connected_to == "127.0.0.1"
 
 
 def test_master_refused_is_retried_until_the_deadline():
     t = time.monotonic()
-    r = probe_master("127.0.0.1", _free_port(), deadline_s=1.0, interval_s=0.2)
+    r = probe_master("127.0.0.1", _free_port(), time.monotonic() + 1.0, interval_s=0.2)
     assert r.status == "refused" and r.attempts >= 3
     assert 0.9 < time.monotonic() - t < 3
     assert "refused" in r.last_error.lower()
@@ -54,7 +55,7 @@ def test_master_that_starts_late_is_found():
     th = threading.Thread(target=late)
     th.start()
     try:
-        r = probe_master("127.0.0.1", port, deadline_s=5, interval_s=0.1)
+        r = probe_master("127.0.0.1", port, time.monotonic() + 5, interval_s=0.1)
     finally:
         th.join()
         srv.close()
@@ -77,7 +78,7 @@ def test_master_timeout_when_nothing_accepts():
                 pass
             fillers.append(c)
         t = time.monotonic()
-        r = probe_master("127.0.0.1", port, deadline_s=1.0, connect_timeout_s=0.4)
+        r = probe_master("127.0.0.1", port, time.monotonic() + 1.0, connect_timeout_s=0.4)
         for c in fillers:
             c.close()
     assert r.status == "timeout"
@@ -86,7 +87,7 @@ def test_master_timeout_when_nothing_accepts():
 
 def test_master_unresolvable_gives_up_after_grace():
     t = time.monotonic()
-    r = probe_master("no-such-host.invalid", 29500, deadline_s=30, resolve_grace_s=0.5, interval_s=0.1)
+    r = probe_master("no-such-host.invalid", 29500, time.monotonic() + 30, resolve_grace_s=0.5, interval_s=0.1)
     assert r.status == "unresolvable" and time.monotonic() - t < 5
 
 
@@ -98,6 +99,24 @@ def test_check_bind_names_a_port_in_use():
         b = check_bind(port)
     assert not b.bindable and b.in_use
     assert check_bind(_free_port()).bindable
+
+
+def test_bind_test_feeds_the_master_check():
+    from ncclcheck.checks.local import LocalInput, check_master_reachable
+    from tests.fakefacts import facts
+
+    with socket.socket() as srv:
+        srv.bind(("", 0))
+        srv.listen(1)
+        port = srv.getsockname()[1]
+        d = bind_test("127.0.0.1", port)
+        res = check_master_reachable(LocalInput.of(facts(), node_rank=0, multi_node=True, master=d))
+    assert res.status.value == "fail" and "already in use" in res.summary
+    ok = bind_test("127.0.0.1", _free_port())
+    assert ok["ok"] and ok["local"] is True
+    refused = probe_master("127.0.0.1", _free_port(), time.monotonic() + 0.3).to_json()
+    res = check_master_reachable(LocalInput.of(facts(), node_rank=1, multi_node=True, master=refused))
+    assert res.status.value == "fail" and "start node 0 first" in res.fix
 
 
 def test_candidate_addresses_from_facts():

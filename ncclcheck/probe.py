@@ -433,6 +433,25 @@ def usable_everywhere(entry: dict, ranks: list[int]) -> bool:
     """Every ordered pair of nodes reached each other on this interface (and every node has it)."""
     m = entry.get("matrix") or []
     n = len(ranks)
-    if n < 2 or len(entry.get("nodes") or []) != n:
+    if n < 2 or len(entry.get("nodes") or []) != n or entry.get("duplicates"):
         return False
     return all(m[i][j] is True for i in range(n) for j in range(n) if i != j)
+
+
+def column_reached(entry: dict, j: int, n: int) -> bool:
+    """Every other node reached node index j on this interface (what NCCL needs of the address j advertises)."""
+    m = entry.get("matrix") or []
+    if entry.get("duplicates"):
+        return False  # which node answers a shared address depends on who connects
+    return n >= 2 and all(m[i][j] is True for i in range(n) if i != j)
+
+
+def reachable_by_node(mesh: dict, ranks: list[int]) -> dict[int, list[str]]:
+    """{node rank: [its interface names that every other node reached]} — per-node usable interfaces."""
+    n = len(ranks)
+    out: dict[int, list[str]] = {r: [] for r in ranks}
+    for iface, entry in sorted((mesh or {}).items()):
+        for j, r in enumerate(ranks):
+            if column_reached(entry, j, n):
+                out[r].append(iface)
+    return out

@@ -94,9 +94,11 @@ def test_missing_node_is_named_within_the_timeout(tmp_path):
 
 def test_duplicate_node_rank_names_both_hosts(tmp_path):
     port = _free_port()
-    procs = [_start(tmp_path, "n0", "--nnodes", 2, "--node-rank", 0, "--port", port, "--timeout", 8),
-             _start(tmp_path, "a", "--nnodes", 2, "--node-rank", 1, "--port", port, "--hostname", "alpha"),
+    # The duplicates start first (they wait for node 0), so both have joined by the time node 0 decides.
+    procs = [_start(tmp_path, "a", "--nnodes", 2, "--node-rank", 1, "--port", port, "--hostname", "alpha"),
              _start(tmp_path, "b", "--nnodes", 2, "--node-rank", 1, "--port", port, "--hostname", "beta")]
+    time.sleep(3)
+    procs.append(_start(tmp_path, "n0", "--nnodes", 2, "--node-rank", 0, "--port", port, "--timeout", 8))
     res = _finish(procs, 40)
     for rc, doc in res:
         w = _by_id(doc)[("rendezvous.world", None)]

@@ -58,7 +58,8 @@ def chosen_interface(view: NodeView) -> tuple:
     if cands:
         best = cands[0]
         speed = format_mbps_link(best.get("speed_mbps"))
-        return best, f"the fastest running {best.get('kind')} interface with an address ({speed})"
+        speed = "" if speed == "?" else f" ({speed})"
+        return best, f"the fastest running {best.get('kind')} interface with an address{speed}"
     return None, ""
 
 

@@ -1,0 +1,208 @@
+"""Multi-node acceptance tests: `ncclcheck preflight` on every host of a namespace lab, one scenario per test.
+
+Each test bounds its run with a deadline (the harness kills survivors) and, for the failure scenarios, checks that
+the nodes give up within --timeout + 10 s and name what is wrong (address, port, rank, hostname, node).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Optional
+
+import pytest
+
+from tests.lab.harness import Lab, NcclcheckRun
+
+pytestmark = pytest.mark.lab
+
+PORT = 29500
+OK_TIMEOUT = 30  # --timeout for runs that should pass: generous, a 2-core machine is slow to import torch
+FAIL_TIMEOUT = 8  # --timeout for runs that should fail: they must give up within FAIL_TIMEOUT + SLACK
+SLACK = 10
+
+
+def world(lab_: Lab, nnodes: int, timeout: int, master: Optional[str] = None) -> list[str]:
+    return ["preflight", "--nnodes", str(nnodes), "--master-addr", master or lab_.ip("h1"),
+            "--master-port", str(PORT), "--timeout", str(timeout)]
+
+
+def run_ranks(lab_: Lab, ranks: dict[str, int], nnodes: int, timeout: int, master: Optional[str] = None,
+              extra: Optional[dict[str, list[str]]] = None, deadline: Optional[float] = None
+              ) -> dict[str, NcclcheckRun]:
+    args = {h: [*world(lab_, nnodes, timeout, master), "--node-rank", str(r), *((extra or {}).get(h, []))]
+            for h, r in ranks.items()}
+    return lab_.ncclcheck(args, deadline=deadline or timeout + 3 * SLACK)
+
+
+def run_all_ranks(lab_: Lab, timeout: int, **kw) -> dict[str, NcclcheckRun]:
+    return run_ranks(lab_, {h: i for i, h in enumerate(lab_.hosts)}, len(lab_.hosts), timeout, **kw)
+
+
+def check(run: NcclcheckRun, check_id: str, node: object = "any") -> dict:
+    assert run.report is not None, f"{run.host}: no JSON report (rc={run.rc})\n{run.stdout}\n{run.stderr}"
+    found = [c for c in run.report["checks"] if c["id"] == check_id and (node == "any" or c["node"] == node)]
+    assert found, f"{run.host}: no {check_id} (node={node}) in {[c['id'] for c in run.report['checks']]}"
+    return found[0]
+
+
+def socket_ifname(run: NcclcheckRun) -> list[str]:
+    assert run.report is not None, run.stderr
+    return [r["value"] for r in run.report["recommendations"] if r["name"] == "NCCL_SOCKET_IFNAME"]
+
+
+def explain(runs: dict[str, NcclcheckRun]) -> str:
+    return "\n".join(f"--- {h} rc={r.rc} {r.elapsed:.1f}s timed_out={r.timed_out}\n{r.stdout[-2000:]}\n"
+                     f"{r.stderr[-2000:]}" for h, r in runs.items())
+
+
+def assert_failed_in_time(runs: dict[str, NcclcheckRun], hosts: list[str], timeout: int = FAIL_TIMEOUT) -> None:
+    for h in hosts:
+        assert runs[h].rc == 1, explain(runs)
+        assert runs[h].elapsed <= timeout + SLACK, f"{h} took {runs[h].elapsed:.1f}s\n{explain(runs)}"
+
+
+def test_healthy_three_nodes_pass_and_agree(lab):
+    lab3 = lab(3)
+    runs = run_all_ranks(lab3, OK_TIMEOUT)
+    assert all(r.rc == 0 for r in runs.values()), explain(runs)
+    for run in runs.values():
+        assert socket_ifname(run) and set(socket_ifname(run)) <= {"eth0", "=eth0"}, run.report["recommendations"]
+        assert check(run, "rendezvous.world")["status"] == "pass"
+    checks = {h: [(c["id"], c["node"]) for c in r.report["checks"]] for h, r in runs.items()}
+    assert checks["h1"] == checks["h2"] == checks["h3"]
+
+
+def test_docker_decoy_recommends_eth0_and_names_docker0_unusable(lab):
+    lab3 = lab(3, scenario="docker-decoy")
+    runs = run_all_ranks(lab3, OK_TIMEOUT)
+    assert all(r.rc == 0 for r in runs.values()), explain(runs)
+    for run in runs.values():
+        values = socket_ifname(run)
+        assert values and set(values) <= {"eth0", "=eth0"}, run.report["recommendations"]
+        assert not any("docker0" in r["value"] for r in run.report["recommendations"])
+        peer = check(run, "net.peer_reachability")
+        assert "docker0" in peer["summary"] and "unusable" in peer["summary"], peer["summary"]
+        assert "docker0" in peer["evidence"]["unusable"]
+
+
+def test_dead_nic_eth1_reported_unreachable_and_not_recommended(lab):
+    lab2 = lab(2, scenario="dead-nic")
+    runs = run_all_ranks(lab2, OK_TIMEOUT)
+    assert all(r.rc == 0 for r in runs.values()), explain(runs)
+    for run in runs.values():
+        values = socket_ifname(run)
+        assert values and set(values) <= {"eth0", "=eth0"}, run.report["recommendations"]
+        assert not any("eth1" in r["value"] for r in run.report["recommendations"])
+        peer = check(run, "net.peer_reachability")
+        text = json.dumps(peer)
+        assert "eth1" in peer["summary"], peer["summary"]
+        eth1 = peer["evidence"]["interfaces"]["eth1"]
+        assert not any(ok for row in eth1["matrix"] for ok in row if ok is not None), text
+        assert "eth1" in peer["evidence"]["unusable"], text
+
+
+def test_blocked_master_port_named_by_other_nodes(lab):
+    lab3 = lab(3, scenario=f"blocked-port h1 {PORT}")
+    runs = run_all_ranks(lab3, FAIL_TIMEOUT)
+    assert_failed_in_time(runs, ["h2", "h3"])
+    target = f"{lab3.ip('h1')}:{PORT}"
+    for h in ("h2", "h3"):
+        c = check(runs[h], "rendezvous.master_reachable", node=lab3.hosts.index(h))
+        assert c["status"] == "fail", c
+        assert target in c["summary"] + c["detail"], c
+        assert target in runs[h].stdout, runs[h].stdout
+
+
+@pytest.mark.parametrize("master", ["unused-ip", "nosuchhost"])
+def test_wrong_master_address_named(lab, master):
+    lab2 = lab(2)
+    addr = f"198.18.{lab2.state.slot}.250" if master == "unused-ip" else "nosuchhost"
+    runs = run_ranks(lab2, {"h2": 1}, 2, FAIL_TIMEOUT, master=addr)
+    assert_failed_in_time(runs, ["h2"])
+    c = check(runs["h2"], "rendezvous.master_reachable")
+    assert c["status"] == "fail", c
+    assert addr in c["summary"] + c["detail"], c
+    assert addr in runs["h2"].stdout, runs["h2"].stdout
+
+
+def test_node_that_never_starts_is_named_missing(lab):
+    lab2 = lab(2)
+    runs = run_ranks(lab2, {"h1": 0, "h2": 1}, 3, FAIL_TIMEOUT)
+    assert_failed_in_time(runs, ["h1", "h2"])
+    for run in runs.values():
+        c = check(run, "rendezvous.world")
+        assert c["status"] == "fail", c
+        assert c["evidence"]["missing"] == [2], c
+        assert "2" in c["summary"], c
+
+
+def test_duplicate_node_rank_names_both_hostnames(lab):
+    lab3 = lab(3)
+    runs = run_ranks(lab3, {"h1": 0, "h2": 1, "h3": 1}, 3, FAIL_TIMEOUT)
+    assert runs["h1"].rc == 1, explain(runs)
+    assert runs["h1"].elapsed <= FAIL_TIMEOUT + SLACK, explain(runs)
+    c = check(runs["h1"], "rendezvous.world")
+    assert c["status"] == "fail", c
+    text = c["summary"] + c["detail"]
+    assert "h2" in text and "h3" in text, c
+    # the nodes holding rank 1 fail too (whichever one lost the race cannot be part of the world)
+    for h in ("h2", "h3"):
+        assert runs[h].rc != 0, explain(runs)
+        assert runs[h].elapsed <= FAIL_TIMEOUT + SLACK, explain(runs)
+
+
+def test_code_differing_on_one_node_is_named(lab):
+    lab3 = lab(3)
+    extra = {}
+    for h in lab3.hosts:
+        d = lab3.tmp / f"code-{h}"
+        d.mkdir()
+        (d / "train.py").write_text("print('hello')\n" if h != "h3" else "print('changed')\n")
+        extra[h] = ["--code", str(d)]
+    runs = run_all_ranks(lab3, OK_TIMEOUT, extra=extra)
+    c = check(runs["h1"], "code.consistent")
+    assert c["status"] == "fail", c
+    text = c["summary"] + c["detail"]
+    assert "h3" in text or "node 2" in text or "2" in json.dumps(c.get("evidence")), c
+    for run in runs.values():
+        assert run.rc == 1, explain(runs)
+
+
+def test_torchrun_worker_mode_two_local_ranks(lab):
+    lab1 = lab(1)
+    report = lab1.tmp / "torchrun.json"
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
+            "--master-addr", "127.0.0.1", "--master-port", str(PORT), "-m", "ncclcheck", "preflight",
+            "--timeout", str(OK_TIMEOUT), "--json", str(report)]
+    runs = lab1.run_all({"h1": argv}, deadline=OK_TIMEOUT + 3 * SLACK, cwd=lab1.tmp)
+    run = runs["h1"]
+    assert run.rc == 0, f"{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    got = json.loads(report.read_text())
+    assert got["world"]["launcher"] == "torchrun", got["world"]
+    assert got["world"]["world_size"] == 2, got["world"]
+
+
+def test_slurm_simulated_by_environment(lab):
+    lab2 = lab(2)
+    common = {"SLURM_NTASKS": "2", "SLURM_NNODES": "2", "SLURM_JOB_NODELIST": "h[1-2]", "SLURM_JOB_ID": "4242",
+              "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NUM_NODES": "2",
+              "SLURM_STEP_NODELIST": "h[1-2]", "SLURM_STEP_TASKS_PER_NODE": "1(x2)",
+              "SLURM_TASKS_PER_NODE": "1(x2)", "SLURM_LOCALID": "0"}
+    host_env = {h: {**common, "SLURM_PROCID": str(i), "SLURM_NODEID": str(i)} for i, h in enumerate(lab2.hosts)}
+    runs = lab2.ncclcheck({h: ["preflight", "--timeout", str(OK_TIMEOUT)] for h in lab2.hosts},
+                          deadline=OK_TIMEOUT + 3 * SLACK, host_env=host_env)
+    assert all(r.rc == 0 for r in runs.values()), explain(runs)
+    for run in runs.values():
+        assert run.report["world"]["launcher"] == "slurm", run.report["world"]
+        assert run.report["world"]["master"].split(":")[0] == "h1", run.report["world"]
+        assert run.report["world"]["world_size"] == 2, run.report["world"]
+
+
+def test_hostname_loopback_named(lab):
+    lab2 = lab(2, scenario="hostname-loopback h2")
+    runs = run_all_ranks(lab2, OK_TIMEOUT)
+    c = check(runs["h2"], "host.hostname_resolves", node=1)
+    assert c["status"] in ("fail", "warn"), c
+    assert "127.0.1.1" in c["summary"] + c["detail"], c
+    assert check(runs["h1"], "host.hostname_resolves", node=0)["status"] == "pass"

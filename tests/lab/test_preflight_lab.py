@@ -163,8 +163,8 @@ def test_code_differing_on_one_node_is_named(lab):
     runs = run_all_ranks(lab3, OK_TIMEOUT, extra=extra)
     c = check(runs["h1"], "code.consistent")
     assert c["status"] == "fail", c
-    text = c["summary"] + c["detail"]
-    assert "h3" in text or "node 2" in text or "2" in json.dumps(c.get("evidence")), c
+    assert "h3" in c["summary"] and "h1" not in c["summary"] and "h2" not in c["summary"], c
+    assert c["evidence"]["odd_nodes"] == [2], c
     for run in runs.values():
         assert run.rc == 1, explain(runs)
 

@@ -4,7 +4,10 @@ Pure: numbers in, the report's `links` section and CheckResults out. `matrix[a][
 in GB/s (1e9 bytes/s), or None where it was not measured.
 
 Rules:
-- a direction is slow when it is below `relative` x the median of all measured directions, or below `min_gbps`;
+- the reference is the median over nodes of each node's best measured direction: equal to the median of all links
+  on a healthy cluster, but not dragged down when one node's links are all slow (with 3 nodes a bad NIC slows 2/3
+  of the links, and the plain median would then call the slow value normal);
+- a direction is slow when it is below `relative` x the reference, or below `min_gbps`;
 - an unordered link is slow when either direction is slow (egress shaping slows one direction only);
 - a node is slow when it has at least two measured links and more than half of them are slow;
 - a link is reported on its own only when neither endpoint is a slow node (the node explains it).
@@ -44,7 +47,8 @@ INSPECT_LINK = (
 class Classification:
     """The intermediate verdict, also used by the job to plan quick-mode re-tests."""
 
-    median_gbps: Optional[float]
+    median_gbps: Optional[float]  # of all measured directions (shown to the user)
+    reference_gbps: Optional[float]  # what "normal" is: median over nodes of their best direction
     threshold_gbps: Optional[float]
     slow_cells: list  # [(a, b)] directed measurements that are slow
     slow_links: list  # [(a, b)] a < b, slow in at least one direction (including those a slow node explains)
@@ -67,9 +71,14 @@ def classify(matrix: Matrix, relative: float = 0.5, min_gbps: Optional[float] = 
     n = len(matrix)
     cells = [(a, b, float(matrix[a][b])) for a in range(n) for b in range(n) if a != b and _measured(matrix[a][b])]
     if not cells:
-        return Classification(None, None, [], [], [], {}, [])
+        return Classification(None, None, None, [], [], [], {}, [])
     median = statistics.median(v for _, _, v in cells)
-    threshold = relative * median
+    best: dict[int, float] = {}
+    for a, b, v in cells:
+        for x in (a, b):
+            best[x] = max(best.get(x, 0.0), v)
+    reference = statistics.median(best.values())
+    threshold = relative * reference
     if min_gbps is not None:
         threshold = max(threshold, min_gbps)
     slow_cells = sorted((a, b) for a, b, v in cells if v < threshold)
@@ -82,7 +91,7 @@ def classify(matrix: Matrix, relative: float = 0.5, min_gbps: Optional[float] = 
             counts[x] = (sum(lk in slow_links for lk in mine), len(mine))
     slow_nodes = sorted(x for x, (s, m) in counts.items() if m >= 2 and s * 2 > m)
     good = sorted(x for x, (s, _) in counts.items() if s == 0)
-    return Classification(median, threshold, slow_cells, slow_links, slow_nodes, counts, good)
+    return Classification(median, reference, threshold, slow_cells, slow_links, slow_nodes, counts, good)
 
 
 def _name(node: int, hosts: Optional[Sequence[str]], unit: str = "node") -> str:
@@ -148,6 +157,7 @@ def analyze(
         "slow": slow_items,
         "slow_nodes": list(c.slow_nodes),
         "median_gbps": c.median_gbps,
+        "reference_gbps": c.reference_gbps,
         "threshold_gbps": c.threshold_gbps,
         "relative": relative,
         "min_gbps": min_gbps,
@@ -187,7 +197,7 @@ def analyze(
         reason = f"nothing measured: needs at least 2 {unit}s" if n < 2 else "no pair could be measured"
         checks.append(skipped(CHECK_SLOW, reason))
     else:
-        rule = f"{_fmt(c.threshold_gbps)} ({relative:g} x median {_fmt(c.median_gbps)}"
+        rule = f"{_fmt(c.threshold_gbps)} ({relative:g} x the typical node's best link, {_fmt(c.reference_gbps)}"
         rule += f", --min-gbps {min_gbps:g})" if min_gbps is not None else ")"
         for x in c.slow_nodes:
             s, m = c.link_counts[x]
@@ -207,7 +217,7 @@ def analyze(
                 fix=INSPECT_NODE.format(who=name(x)),
                 node=x,
                 evidence={"node": x, "slow_links": s, "links": m, "worst_gbps": worst,
-                          "median_gbps": c.median_gbps, "threshold_gbps": c.threshold_gbps},
+                          "reference_gbps": c.reference_gbps, "threshold_gbps": c.threshold_gbps},
             ))
         for item in slow_items:
             a, b = item["a"], item["b"]
@@ -218,7 +228,7 @@ def analyze(
                        f"{' and '.join(name(x) for x in lonely)} {'has' if len(lonely) == 1 else 'have'} "
                        "no other measured link, so")
                 detail = (f"{why} ncclcheck can't tell which endpoint is at fault: re-run with a third {unit} "
-                          "(a known-good one) to decide.")
+                          f"(a known-good one) to decide. Slow means below {rule}.")
                 fix = (INSPECT_NODE.format(who=f"both {name(a)} and {name(b)}") + "; or "
                        + INSPECT_LINK.format(a=name(a), b=name(b)))
             else:

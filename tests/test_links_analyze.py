@@ -178,3 +178,22 @@ def test_property_one_slow_link(n, data):
 def test_property_healthy_flags_nothing(n, data):
     sec = analyze(_noisy(n, data.draw), size=1).section
     assert sec["slow_nodes"] == [] and sec["slow"] == []
+
+
+def test_a_slow_node_and_an_unrelated_slow_link_are_both_named_and_nothing_else():
+    m = full(4)
+    for y in (0, 2, 3):
+        m[1][y] = SLOW
+    m[0][3] = SLOW
+    sec = analyze(m, size=1).section
+    assert sec["slow_nodes"] == [1] and [(s["a"], s["b"]) for s in sec["slow"]] == [(0, 3)]
+
+
+def test_two_slow_nodes_in_four():
+    m = full(4)
+    for x in (1, 2):
+        for y in range(4):
+            if y != x:
+                m[x][y] = m[y][x] = SLOW
+    sec = analyze(m, size=1).section
+    assert sec["slow_nodes"] == [1, 2] and sec["slow"] == []

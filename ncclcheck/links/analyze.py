@@ -9,7 +9,8 @@ Rules:
   of the links, and the plain median would then call the slow value normal);
 - a direction is slow when it is below `relative` x the reference, or below `min_gbps`;
 - an unordered link is slow when either direction is slow (egress shaping slows one direction only);
-- a node is slow when it has at least two measured links and more than half of them are slow;
+- a node is slow when it has at least two measured links and more than half of them are slow, counting greedily:
+  once a node is named, its links no longer count against its partners; a node with no fast link is slow;
 - a link is reported on its own only when neither endpoint is a slow node (the node explains it).
 With two nodes, or an endpoint that has no other measured link, nobody can tell which endpoint is at fault: the
 link is named and the check says so.
@@ -53,7 +54,8 @@ class Classification:
     slow_cells: list  # [(a, b)] directed measurements that are slow
     slow_links: list  # [(a, b)] a < b, slow in at least one direction (including those a slow node explains)
     slow_nodes: list  # [node]
-    link_counts: dict  # node -> (slow links, measured links)
+    link_counts: dict  # node -> (slow links, measured links), links to slow nodes left out
+    raw_counts: dict  # node -> (slow links, measured links), all of them
     good_nodes: list  # nodes with measured links, none of them slow
 
 
@@ -71,7 +73,7 @@ def classify(matrix: Matrix, relative: float = 0.5, min_gbps: Optional[float] = 
     n = len(matrix)
     cells = [(a, b, float(matrix[a][b])) for a in range(n) for b in range(n) if a != b and _measured(matrix[a][b])]
     if not cells:
-        return Classification(None, None, None, [], [], [], {}, [])
+        return Classification(None, None, None, [], [], [], {}, {}, [])
     median = statistics.median(v for _, _, v in cells)
     best: dict[int, float] = {}
     for a, b, v in cells:
@@ -84,14 +86,32 @@ def classify(matrix: Matrix, relative: float = 0.5, min_gbps: Optional[float] = 
     slow_cells = sorted((a, b) for a, b, v in cells if v < threshold)
     links = sorted({(min(a, b), max(a, b)) for a, b, _ in cells})
     slow_links = sorted({(min(a, b), max(a, b)) for a, b in slow_cells})
-    counts: dict[int, tuple[int, int]] = {}
+    slow_nodes: list[int] = []
+    # Greedy: name the node with the largest share of slow links, then stop counting its links against its
+    # partners (a slow node explains them), and look again. Without this, a slow node plus one unrelated slow link
+    # makes the link's endpoints look like slow nodes too.
+    while True:
+        counts = _counts(n, links, slow_links, set(slow_nodes))
+        cand = [(s / m, s, -x) for x, (s, m) in counts.items() if x not in slow_nodes and m >= 2 and s * 2 > m]
+        if not cand:
+            break
+        slow_nodes.append(-max(cand)[2])
+    raw = _counts(n, links, slow_links, set())
+    # A node none of whose links is fast is slow whatever its partners are (a cluster below --min-gbps everywhere).
+    slow_nodes = sorted(set(slow_nodes) | {x for x, (s, m) in raw.items() if m >= 2 and s == m})
+    good = sorted(x for x, (s, m) in raw.items() if s == 0)
+    return Classification(median, reference, threshold, slow_cells, slow_links, slow_nodes, counts, raw, good)
+
+
+def _counts(n: int, links: list, slow_links: list, explained: set) -> dict[int, tuple[int, int]]:
+    """node -> (slow links, measured links), leaving out links to nodes in `explained`."""
+    slow = set(slow_links)
+    out: dict[int, tuple[int, int]] = {}
     for x in range(n):
-        mine = [lk for lk in links if x in lk]
+        mine = [lk for lk in links if x in lk and not (set(lk) - {x}) & explained]
         if mine:
-            counts[x] = (sum(lk in slow_links for lk in mine), len(mine))
-    slow_nodes = sorted(x for x, (s, m) in counts.items() if m >= 2 and s * 2 > m)
-    good = sorted(x for x, (s, _) in counts.items() if s == 0)
-    return Classification(median, reference, threshold, slow_cells, slow_links, slow_nodes, counts, good)
+            out[x] = (sum(lk in slow for lk in mine), len(mine))
+    return out
 
 
 def _name(node: int, hosts: Optional[Sequence[str]], unit: str = "node") -> str:
@@ -200,7 +220,7 @@ def analyze(
         rule = f"{_fmt(c.threshold_gbps)} ({relative:g} x the typical node's best link, {_fmt(c.reference_gbps)}"
         rule += f", --min-gbps {min_gbps:g})" if min_gbps is not None else ")"
         for x in c.slow_nodes:
-            s, m = c.link_counts[x]
+            s, m = c.raw_counts[x]
             mine = [_cell(matrix, x, y) for y in range(n) if y != x] + [_cell(matrix, y, x) for y in range(n) if y != x]
             worst = min(v for v in mine if v is not None)
             out_slow = sum((x, y) in slow_cells for y in range(n))
@@ -245,7 +265,7 @@ def analyze(
                 evidence=dict(item),
             ))
         if not c.slow_nodes and not slow_items:
-            links = sum(m for _, m in c.link_counts.values()) // 2
+            links = sum(m for _, m in c.raw_counts.values()) // 2
             checks.append(passed(
                 CHECK_SLOW,
                 f"no slow {unit} or link: {links} links measured, median {_fmt(c.median_gbps)}, "

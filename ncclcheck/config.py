@@ -7,8 +7,9 @@ Flag values fall back to NCCLCHECK_* variables and then to the variables torchru
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Optional
 
 from .errors import UsageError
 

@@ -1,0 +1,44 @@
+"""The facts layer: the only code that reads hardware, sysfs, procfs and the resolver. One JSON-able dict per node."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from typing import Any, Callable, Optional
+
+log = logging.getLogger(__name__)
+
+__all__ = ["collect_node_facts", "GROUPS"]
+
+GROUPS = ("host", "interfaces", "route", "rdma", "gpu", "versions", "packages", "code", "paths", "env")
+
+
+def _safe(group: str, fn: Callable[[], Any]) -> Any:
+    """A collector's result, or {"unavailable": reason}: one broken group must never cost the others."""
+    try:
+        return fn()
+    except Exception as e:
+        log.warning("facts group %r unavailable", group, exc_info=True)
+        return {"unavailable": f"{type(e).__name__}: {e}"}
+
+
+def collect_node_facts(code_path: Optional[str] = None, paths: Iterable[str] = (),
+                       master_addr: Optional[str] = None) -> dict:
+    """Every group of docs/facts.md for this node. Never raises; cheap on a CPU node (torch is not imported)."""
+    from . import code, envvars, gpu, host, net, packages, rdma, versions
+    from . import paths as paths_mod
+
+    facts: dict = {}
+    facts["host"] = _safe("host", host.collect)
+    facts["interfaces"] = _safe("interfaces", net.read_interfaces)
+    facts["route"] = _safe("route", lambda: net.route_to(master_addr)) if master_addr else None
+    facts["rdma"] = _safe("rdma", rdma.collect)
+    facts["gpu"] = _safe("gpu", gpu.collect)
+    facts["versions"] = _safe("versions", lambda: versions.collect(facts["gpu"]))
+    facts["packages"] = _safe("packages", packages.collect)
+    facts["code"] = _safe("code", lambda: code.collect(code_path))
+    facts["paths"] = _safe("paths", lambda: paths_mod.collect(list(paths)))
+    facts["env"] = _safe("env", envvars.collect)
+    facts["collected_at"] = time.time()
+    return facts

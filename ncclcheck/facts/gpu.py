@@ -1,0 +1,165 @@
+"""NVIDIA GPUs: count, names, memory, CUDA/NCCL/driver versions and topology; torch is imported only with a driver."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+from collections.abc import Sequence
+from typing import Any, Callable, Optional
+
+from .roots import procfs, read_text
+from .util import run_cmd
+
+log = logging.getLogger(__name__)
+
+Runner = Callable[[Sequence[str], float], str]
+SMI_TIMEOUT_S = 5.0
+_DRIVER_RE = re.compile(r"Kernel Module\s+(?:for\s+\S+\s+)?(\d+(?:\.\d+)+)")
+
+
+def _default_run(argv: Sequence[str], timeout_s: float) -> str:
+    return run_cmd(argv, timeout_s)
+
+
+def _default_torch() -> Any:
+    import torch  # lazy: only on a node with an NVIDIA driver
+
+    return torch
+
+
+def nccl_version_str(v: Any) -> Optional[str]:
+    """torch.cuda.nccl.version(): a tuple (2, 21, 5) in torch 2.x, an int code (22105 / 2708) in older releases."""
+    if isinstance(v, (tuple, list)) and v:
+        return ".".join(str(int(x)) for x in v)
+    if isinstance(v, int) and v > 0:
+        # NCCL_VERSION_CODE: major*10000+minor*100+patch since 2.9, major*1000+minor*100+patch before
+        if v >= 20900:
+            return f"{v // 10000}.{v % 10000 // 100}.{v % 100}"
+        return f"{v // 1000}.{v % 1000 // 100}.{v % 100}"
+    return None
+
+
+def driver_from_procfs() -> Optional[str]:
+    m = _DRIVER_RE.search(read_text(procfs("driver", "nvidia", "version")) or "")
+    return m.group(1) if m else None
+
+
+def _smi_devices(run: Runner) -> list:
+    out = run(["nvidia-smi", "--query-gpu=index,name,memory.total,uuid,pci.bus_id",
+               "--format=csv,noheader,nounits"], SMI_TIMEOUT_S)
+    devices = []
+    for line in out.splitlines():
+        cols = [c.strip() for c in line.split(",")]
+        if len(cols) < 5 or not cols[0].isdigit():
+            continue
+        try:
+            mem = int(float(cols[2]) * (1 << 20))  # MiB
+        except ValueError:
+            mem = None
+        devices.append({"index": int(cols[0]), "name": cols[1], "memory_bytes": mem, "uuid": cols[3],
+                        "pci_bus_id": cols[4]})
+    return devices
+
+
+def _select_visible(devices: list, visible: Optional[str]) -> list:
+    """nvidia-smi ignores CUDA_VISIBLE_DEVICES; apply it (indices or GPU-uuid prefixes) and renumber like CUDA does."""
+    if visible is None:
+        return devices
+    chosen = []
+    for tok in (t.strip() for t in visible.split(",")):
+        if not tok:
+            break
+        if tok.isdigit():
+            match = [d for d in devices if d["index"] == int(tok)]
+        else:
+            match = [d for d in devices if d["uuid"] and d["uuid"].startswith(tok)]
+        if not match:
+            break  # CUDA stops at the first invalid entry
+        chosen.append(match[0])
+    return [dict(d, index=i) for i, d in enumerate(chosen)]
+
+
+def _has_driver(which: Callable[[str], Optional[str]]) -> bool:
+    return os.path.exists(procfs("driver", "nvidia", "version")) or which("nvidia-smi") is not None
+
+
+def collect(run: Optional[Runner] = None, which: Optional[Callable[[str], Optional[str]]] = None,
+            load_torch: Optional[Callable[[], Any]] = None) -> dict:
+    """GPU facts; each part that fails leaves its fields null and says why in `reason`."""
+    run = run or _default_run
+    which = which or shutil.which
+    load_torch = load_torch or _default_torch
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    facts: dict = {"count": 0, "source": "none", "reason": None, "devices": [], "visible_devices": visible,
+                   "driver": None, "cuda": None, "nccl": None, "topology": None}
+    if not _has_driver(which):
+        facts["reason"] = "no NVIDIA driver"
+        return facts
+    reasons = []
+    have_smi = which("nvidia-smi") is not None
+
+    smi_devices = None
+    if have_smi:
+        try:
+            smi_devices = _select_visible(_smi_devices(run), visible)
+        except Exception as e:
+            reasons.append(f"nvidia-smi query failed: {e}")
+
+    # torch.cuda.device_count() asks NVML first and does not initialise CUDA in this process, so workers forked
+    # later can still use CUDA; get_device_properties() would, so it is only a fallback when nvidia-smi is absent.
+    torch = None
+    try:
+        torch = load_torch()
+        facts["cuda"] = getattr(torch.version, "cuda", None)
+        if facts["cuda"] is None:
+            reasons.append("torch is a CPU build (torch.version.cuda is None)")
+        try:
+            facts["nccl"] = nccl_version_str(torch.cuda.nccl.version())
+        except Exception as e:
+            reasons.append(f"torch.cuda.nccl.version() failed: {e}")
+        if torch.cuda.is_available():
+            facts["count"] = int(torch.cuda.device_count())
+            facts["source"] = "torch"
+        elif facts["cuda"] is not None:
+            reasons.append("torch.cuda.is_available() is False")
+    except Exception as e:
+        reasons.append(f"torch unusable: {e}")
+        torch = None
+
+    if smi_devices is not None:
+        facts["devices"] = smi_devices
+        if facts["source"] == "none":
+            facts["count"], facts["source"] = len(smi_devices), "nvidia-smi"
+    elif facts["source"] == "torch":
+        try:
+            devs = []
+            for i in range(facts["count"]):
+                p = torch.cuda.get_device_properties(i)
+                bus = getattr(p, "pci_bus_id", None)
+                pci = (f"{getattr(p, 'pci_domain_id', 0):08x}:{bus:02x}:{getattr(p, 'pci_device_id', 0):02x}.0"
+                       if isinstance(bus, int) else None)
+                devs.append({"index": i, "name": p.name, "memory_bytes": int(p.total_memory),
+                             "uuid": str(p.uuid) if getattr(p, "uuid", None) is not None else None,
+                             "pci_bus_id": pci})
+            facts["devices"] = devs
+        except Exception as e:
+            reasons.append(f"device properties unavailable: {e}")
+
+    facts["driver"] = driver_from_procfs()
+    if facts["driver"] is None and have_smi:
+        try:
+            lines = run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], SMI_TIMEOUT_S)
+            facts["driver"] = next((s.strip() for s in lines.splitlines() if s.strip()), None)
+        except Exception as e:
+            reasons.append(f"driver version unavailable: {e}")
+    if have_smi:
+        try:
+            facts["topology"] = run(["nvidia-smi", "topo", "-m"], SMI_TIMEOUT_S).strip() or None
+        except Exception as e:
+            reasons.append(f"nvidia-smi topo -m failed: {e}")
+    facts["reason"] = "; ".join(reasons) or None
+    if reasons:
+        log.info("gpu facts degraded: %s", facts["reason"])
+    return facts

@@ -1,0 +1,161 @@
+"""Rich terminal view of a Report: returns renderables, never prints, computes no verdicts.
+
+Failing checks come first with their fix; recommendations are a plain `export` block (no box characters) so it
+can be copied into a shell as it is.
+"""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from ..model import Report, Status
+from ..units import format_bytes, format_mbps_link
+
+STYLE = {Status.FAIL: "bold red", Status.WARN: "yellow", Status.PASS: "green", Status.SKIP: "dim"}
+MARK = {Status.FAIL: "FAIL", Status.WARN: "WARN", Status.PASS: "pass", Status.SKIP: "skip"}
+_ORDER = {Status.FAIL: 0, Status.WARN: 1, Status.PASS: 2, Status.SKIP: 3}
+
+
+def header(report: Report) -> Text:
+    w = report.world
+    who = ", ".join(n.hostname for n in report.nodes[:4]) + (" ..." if len(report.nodes) > 4 else "")
+    t = Text()
+    t.append(f"ncclcheck {report.command} ", style="bold")
+    t.append(f"{w.nnodes} node(s), {w.world_size} rank(s), {w.launcher}")
+    if w.master:
+        t.append(f", master {w.master}")
+    if who:
+        t.append(f" [{who}]", style="dim")
+    return t
+
+
+def checks_table(report: Report, show_passed: bool = True) -> Table:
+    table = Table(show_header=True, header_style="bold", expand=False, box=None, pad_edge=False)
+    table.add_column("status", no_wrap=True)
+    table.add_column("check", no_wrap=True)
+    table.add_column("node", justify="right", no_wrap=True)
+    table.add_column("result")
+    rows = sorted(enumerate(report.checks), key=lambda ic: (_ORDER[ic[1].status], ic[0]))
+    for _, c in rows:
+        if not show_passed and c.status in (Status.PASS, Status.SKIP):
+            continue
+        node = "all" if c.node is None else str(c.node)
+        result = Text(c.summary)
+        if c.status in (Status.FAIL, Status.WARN) and c.fix:
+            result.append("\n  fix: ", style="bold")
+            result.append(c.fix)
+        table.add_row(Text(MARK[c.status], style=STYLE[c.status]), c.id, node, result)
+    return table
+
+
+def recommendations_block(report: Report) -> Group:
+    """Heading + `export` lines; per-node values grouped under a comment naming the node."""
+    parts: list = [Text("Recommended environment", style="bold")]
+    common = [r for r in report.recommendations if r.node is None]
+    per_node = [r for r in report.recommendations if r.node is not None]
+    for r in common:
+        parts.append(Text(f"  # {r.reason}", style="dim"))
+        parts.append(Text(f"  export {r.name}={_shell(r.value)}"))
+    for node in sorted({r.node for r in per_node}):
+        host = next((n.hostname for n in report.nodes if n.node_rank == node), "?")
+        parts.append(Text(f"  # node {node} ({host}) only", style="dim"))
+        for r in per_node:
+            if r.node == node:
+                parts.append(Text(f"  export {r.name}={_shell(r.value)}    # {r.reason}"))
+    return Group(*parts)
+
+
+def _shell(value: str) -> str:
+    import shlex
+
+    return shlex.quote(value)
+
+
+def verdict(report: Report) -> Text:
+    st = report.status
+    t = Text()
+    t.append(f"{st.value.upper()}", style=STYLE[st])
+    counts = {s: sum(1 for c in report.checks if c.status is s) for s in Status}
+    t.append(f"  {counts[Status.PASS]} passed, {counts[Status.WARN]} warnings, {counts[Status.FAIL]} failed, "
+             f"{counts[Status.SKIP]} skipped in {report.duration_s:.1f}s")
+    if report.partial:
+        t.append("  (partial: the run was cut short)", style="yellow")
+    root = report.root_cause()
+    if root is not None:
+        where = "" if root.node is None else f" on node {root.node}"
+        t.append(f"\nroot cause{where}: ", style="bold red")
+        t.append(f"[{root.id}] {root.summary}")
+        if root.fix:
+            t.append("\nfix: ", style="bold")
+            t.append(root.fix)
+    if report.log_path and st is Status.FAIL:
+        t.append(f"\nlog: {report.log_path}", style="dim")
+    return t
+
+
+def render_report(report: Report, verbose: bool = True) -> list:
+    """Everything for the terminal, in order. The CLI prints these; bench/links add their own sections."""
+    out: list = [header(report), checks_table(report, show_passed=verbose)]
+    if report.recommendations:
+        out.append(recommendations_block(report))
+    out.append(verdict(report))
+    return out
+
+
+def render_env(report: Report) -> list:
+    """`ncclcheck env`: this node's facts as compact tables."""
+    out: list = [header(report)]
+    for node in report.nodes:
+        f = node.facts
+        host = f.get("host") or {}
+        t = Table(title=f"node {node.node_rank}: {node.hostname}", box=None, show_header=False, title_justify="left")
+        t.add_column("what", style="bold")
+        t.add_column("value")
+        v = f.get("versions") or {}
+        t.add_row("versions", ", ".join(f"{k} {val}" for k, val in v.items() if val and k != "unavailable"))
+        g = f.get("gpu") or {}
+        t.add_row("gpus", f"{g.get('count', '?')} " + ", ".join(d.get("name", "?") for d in g.get("devices") or [])
+                  if "unavailable" not in g else f"unavailable: {g['unavailable']}")
+        if isinstance(host.get("shm"), dict) and "total_bytes" in host["shm"]:
+            t.add_row("/dev/shm", format_bytes(host["shm"]["total_bytes"]))
+        ml = host.get("memlock") or {}
+        if isinstance(ml, dict) and "soft" in ml:
+            t.add_row("memlock", "unlimited" if ml["soft"] is None else format_bytes(ml["soft"]))
+        if host.get("port_range"):
+            t.add_row("ephemeral ports", "-".join(str(x) for x in host["port_range"]))
+        t.add_row("hostname", f"{host.get('hostname')} -> {', '.join(host.get('resolves_to') or []) or '?'}")
+        route = f.get("route")
+        if isinstance(route, dict) and route.get("interface"):
+            t.add_row("route to master", f"{route.get('target')} via {route['interface']} from {route.get('source')}")
+        code = f.get("code") or {}
+        if code.get("hash"):
+            t.add_row("code", f"{code.get('kind')} {code.get('path')} {str(code['hash'])[:19]}")
+        out.append(t)
+        ifs = f.get("interfaces")
+        if isinstance(ifs, list):
+            it = Table(box=None, header_style="bold")
+            for col in ("interface", "kind", "state", "mtu", "speed", "addresses"):
+                it.add_column(col)
+            for i in ifs:
+                state = "running" if i.get("running") else ("up" if i.get("up") else "down")
+                addrs = [a["address"] for a in (i.get("ipv4") or []) + (i.get("ipv6") or [])]
+                it.add_row(i["name"], str(i.get("kind")), state, str(i.get("mtu") or "?"),
+                           format_mbps_link(i.get("speed_mbps")), ", ".join(addrs))
+            out.append(it)
+        rdma = f.get("rdma") or {}
+        devs = rdma.get("devices") or []
+        if devs:
+            rt = Table(box=None, header_style="bold")
+            for col in ("hca:port", "state", "phys", "rate", "link layer", "RoCE v2 GID"):
+                rt.add_column(col)
+            for d in devs:
+                for p in d.get("ports") or []:
+                    rt.add_row(f"{d['name']}:{p.get('port')}", str(p.get("state")), str(p.get("phys_state")),
+                               str(p.get("rate")), str(p.get("link_layer")), str(p.get("roce_v2_gid_index")))
+            out.append(rt)
+        env = (f.get("env") or {}).get("vars") or {}
+        if env:
+            out.append(Text("environment: " + " ".join(f"{k}={v}" for k, v in sorted(env.items())), style="dim"))
+    return out

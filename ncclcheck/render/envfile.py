@@ -1,0 +1,96 @@
+"""The recommended environment as a file people `source` (sh or bash) before launching training.
+
+Layout: a header, then every cluster-wide setting as `export NAME=value` under a comment with its reason, then, when
+some settings differ per node, a `case` on the node rank. The node rank is taken from the first of these that is set:
+NCCLCHECK_NODE_RANK (ours), NODE_RANK (Lightning and many launch scripts), GROUP_RANK (set by torchrun for its
+workers), SLURM_NODEID (srun), JOB_COMPLETION_INDEX (Kubernetes indexed Job), PET_NODE_RANK (Kubeflow PyTorchJob).
+When none is set the short hostname is matched against the hostnames the report saw, so a plain ssh shell works too.
+A node the file does not know gets a warning on stderr and keeps the cluster-wide values only.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from ..model import Recommendation, Report
+from .common import one_line
+
+_NAME_RE = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+RANK_VARIABLES = ("NCCLCHECK_NODE_RANK", "NODE_RANK", "GROUP_RANK", "SLURM_NODEID", "JOB_COMPLETION_INDEX",
+                  "PET_NODE_RANK")
+
+
+def _comment(text: str) -> str:
+    return "# " + one_line(text) if text else "#"
+
+
+def _export_lines(rec: Recommendation, indent: str = "") -> list[str]:
+    if not _NAME_RE.match(rec.name):
+        # Names come from other machines' reports: never let one become shell code.
+        return [f"{indent}# skipped: {one_line(repr(rec.name))} is not a valid variable name"]
+    return [f"{indent}{_comment(rec.reason)}", f"{indent}export {rec.name}={shlex.quote(rec.value)}"]
+
+
+def _rank_expr() -> str:
+    expr = ""
+    for var in reversed(RANK_VARIABLES):
+        expr = f"${{{var}:-{expr}}}"
+    return f'"{expr}"'
+
+
+def render_exports(report: Report) -> str:
+    """Only the cluster-wide `export` lines with their reasons (the copyable block in HTML and Markdown)."""
+    lines: list[str] = []
+    for rec in report.recommendations:
+        if rec.node is None:
+            lines += _export_lines(rec)
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def render_envfile(report: Report) -> str:
+    """A sourceable sh/bash file with every recommendation of the report."""
+    out = [
+        "# ncclcheck recommended environment: source this file before launching training.",
+        f"# From `ncclcheck {report.command}` {report.version}, started {one_line(report.started) or '?'}.",
+    ]
+    if not report.recommendations:
+        out.append("# No settings recommended: the defaults suit this cluster.")
+        return "\n".join(out) + "\n"
+    common = render_exports(report)
+    if common:
+        out += ["", common.rstrip("\n")]
+    per_node: dict[int, list[Recommendation]] = {}
+    for rec in report.recommendations:
+        if rec.node is not None:
+            per_node.setdefault(rec.node, []).append(rec)
+    if per_node:
+        out += [
+            "",
+            "# Settings that differ per node, chosen by the node rank from the first of",
+            "# " + ", ".join(RANK_VARIABLES) + " that is set, or else by hostname.",
+            f"_ncclcheck_node={_rank_expr()}",
+        ]
+        hosts = [(n.node_rank, n.hostname) for n in report.nodes if n.node_rank in per_node and n.hostname]
+        if hosts:
+            out += ['if [ -z "$_ncclcheck_node" ]; then',
+                    '  case "$(hostname -s 2>/dev/null || hostname)" in']
+            for rank, host in sorted(hosts):
+                names = [host] + ([host.split(".", 1)[0]] if "." in host else [])
+                pattern = "|".join(shlex.quote(h) for h in names)
+                out.append(f"    {pattern}) _ncclcheck_node={rank} ;;")
+            out += ["  esac", "fi"]
+        out.append('case "$_ncclcheck_node" in')
+        for rank in sorted(per_node):
+            out.append(f"  {rank})")
+            for rec in per_node[rank]:
+                out += _export_lines(rec, indent="    ")
+            out.append("    ;;")
+        out += [
+            "  *)",
+            '    echo "ncclcheck env: unknown node rank (set NCCLCHECK_NODE_RANK): per-node settings not applied" >&2',
+            "    ;;",
+            "esac",
+            "unset _ncclcheck_node",
+        ]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,108 @@
+"""Writing the rendered reports to the paths given on the command line (--html, --markdown, --junit, --env-out).
+
+The CLI calls check_writable() on every output path BEFORE running, so a typo in a path is a usage error (exit 2) in
+a second instead of a lost report after a long bench. write_outputs() writes each file atomically (temp file in the
+same directory, then rename), so a CI step never reads half a report.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Callable, Optional, Union
+
+from ..errors import UsageError
+from ..model import Report
+
+
+def check_writable(path: str) -> None:
+    """Raise UsageError (one line) when `path` cannot be written: missing directory, a directory, no permission."""
+    if not path or not str(path).strip():
+        raise UsageError("output path is empty")
+    path = os.path.abspath(os.path.expanduser(str(path)))
+    parent = os.path.dirname(path) or "."
+    if os.path.isdir(path):
+        raise UsageError(f"cannot write {path}: it is a directory")
+    if not os.path.isdir(parent):
+        raise UsageError(f"cannot write {path}: directory {parent} does not exist")
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise UsageError(f"cannot write {path}: permission denied")
+    # Creating the temp file is what write_outputs will need: probe exactly that (root ignores mode bits, so
+    # os.access alone would say yes on a read-only mount).
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".ncclcheck-probe-", dir=parent)
+    except OSError as err:
+        raise UsageError(f"cannot write {path}: {err.strerror or err}") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def write_atomic(path: str, data: Union[str, bytes]) -> None:
+    """Write data to path through a temp file in the same directory and a rename."""
+    path = os.path.abspath(os.path.expanduser(path))
+    parent = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _renderers() -> dict[str, Callable[[Report], str]]:
+    # Imported here so writing only a Markdown file never imports the HTML renderer (and matplotlib).
+    def html(r: Report) -> str:
+        from .html import render_html
+
+        return render_html(r)
+
+    def markdown(r: Report) -> str:
+        from .markdown import render_markdown
+
+        return render_markdown(r)
+
+    def junit(r: Report) -> str:
+        from .junit import render_junit
+
+        return render_junit(r)
+
+    def env(r: Report) -> str:
+        from .envfile import render_envfile
+
+        return render_envfile(r)
+
+    return {"html": html, "markdown": markdown, "junit": junit, "env_out": env}
+
+
+def write_outputs(report: Report, html: Optional[str] = None, markdown: Optional[str] = None,
+                  junit: Optional[str] = None, env_out: Optional[str] = None) -> list[str]:
+    """Render and write each requested file; returns the absolute paths written, in argument order.
+
+    Raises UsageError when a path cannot be written (the CLI should have called check_writable first).
+    """
+    renderers = _renderers()
+    written: list[str] = []
+    for kind, path in (("html", html), ("markdown", markdown), ("junit", junit), ("env_out", env_out)):
+        if not path:
+            continue
+        text = renderers[kind](report)
+        try:
+            write_atomic(path, text)
+        except OSError as err:
+            raise UsageError(f"cannot write {path}: {err.strerror or err}") from None
+        written.append(os.path.abspath(os.path.expanduser(path)))
+    return written

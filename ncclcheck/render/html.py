@@ -1,0 +1,459 @@
+"""One self-contained HTML page for a Report: status and root cause, checks, the environment to copy, per-node
+facts, bench tables and plots, and the links heatmap.
+
+Self-contained means inline CSS and JS and plots as data: URIs: the page opens from a CI artifact or an e-mail with
+no network. Everything shown comes from other machines (summaries, hostnames, env values), so every string goes
+through html.escape. The page shows what the report says; it decides nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from html import escape
+from typing import Any, Optional
+
+from ..model import BenchRow, Report, Status
+from ..units import format_bytes, format_gbps, format_mbps_link, format_us
+from . import plots
+from .common import STATUS_WORD, check_case_name, checks_for_display, node_label, status_headline
+from .envfile import render_envfile
+
+_CSS = """
+:root{--fail:#c62828;--warn:#b26a00;--pass:#2e7d32;--skip:#607d8b;--bg:#fafafa;--line:#e0e0e0;--ink:#212121}
+*{box-sizing:border-box}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--ink);background:var(--bg);
+ margin:0;padding:0 24px 40px}
+header{margin:0 -24px 16px;padding:18px 24px;border-bottom:4px solid var(--skip);background:#fff}
+header.status-fail{border-color:var(--fail)}header.status-warn{border-color:var(--warn)}
+header.status-pass{border-color:var(--pass)}
+h1{font-size:22px;margin:0 0 6px}h2{font-size:18px;margin:28px 0 8px}h3{font-size:15px;margin:14px 0 6px}
+.meta{color:#555;margin:2px 0}
+.root-cause{margin:10px 0 0;padding:10px 12px;background:#fdecea;border-left:4px solid var(--fail)}
+.note{padding:8px 12px;background:#fff8e1;border-left:4px solid var(--warn)}
+.badge{display:inline-block;min-width:46px;text-align:center;padding:1px 7px;border-radius:10px;color:#fff;
+ font-size:12px;font-weight:600;vertical-align:middle}
+.badge.fail{background:var(--fail)}.badge.warn{background:var(--warn)}.badge.pass{background:var(--pass)}
+.badge.skip{background:var(--skip)}
+table{border-collapse:collapse;background:#fff;margin:6px 0 10px;width:100%}
+th,td{border:1px solid var(--line);padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#f0f0f0;font-weight:600}
+table.checks td:nth-child(-n+3){white-space:nowrap}
+td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
+tr.status-fail td{background:#fff5f5}tr.status-warn td{background:#fffbf0}
+code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px}
+pre{background:#fff;border:1px solid var(--line);padding:10px;overflow-x:auto;white-space:pre-wrap;margin:6px 0}
+pre.env{background:#263238;color:#eceff1;border:0}
+details{background:#fff;border:1px solid var(--line);border-radius:4px;margin:6px 0;padding:4px 10px}
+details>summary{cursor:pointer;font-weight:600;padding:4px 0}
+td details{border:0;padding:0;margin:2px 0 0;background:transparent}td details>summary{font-weight:400;color:#555}
+.fix{color:#0d47a1}
+button.copy{font:inherit;padding:4px 12px;border:1px solid #90a4ae;border-radius:4px;background:#fff;cursor:pointer}
+figure.plot{margin:8px 0 16px;background:#fff;border:1px solid var(--line);padding:6px}
+figure.plot img{max-width:100%;height:auto;display:block}
+figcaption{color:#555;font-size:12px}
+table.heatmap{width:auto}table.heatmap td{text-align:center;min-width:78px;font-variant-numeric:tabular-nums}
+table.heatmap td.slow{outline:3px solid var(--fail);outline-offset:-3px;font-weight:700}
+table.heatmap td.self{background:#eee;color:#999}
+table.heatmap th.slow-node{color:var(--fail)}
+.wrong{color:var(--fail);font-weight:700}
+footer{margin-top:30px;color:#777;font-size:12px}
+"""
+
+_JS = """
+(function(){
+  var button = document.getElementById('copy-env');
+  if (!button) return;
+  var block = document.getElementById('env-block');
+  function done(){ button.textContent = 'Copied'; setTimeout(function(){ button.textContent = 'Copy'; }, 1500); }
+  function fallback(){
+    var range = document.createRange(); range.selectNodeContents(block);
+    var sel = window.getSelection(); sel.removeAllRanges(); sel.addRange(range);
+    try { if (document.execCommand('copy')) done(); } catch (e) {}
+  }
+  button.addEventListener('click', function(){
+    var text = block.textContent;
+    if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(text).then(done, fallback);
+    else fallback();
+  });
+})();
+"""
+
+
+def e(value: Any) -> str:
+    """Escape anything for HTML text or a quoted attribute."""
+    return escape("" if value is None else str(value), quote=True)
+
+
+def _badge(status: Status) -> str:
+    return f'<span class="badge {status.value}">{STATUS_WORD[status]}</span>'
+
+
+def _dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _kv_table(pairs: list[tuple[str, Any]]) -> str:
+    rows = "".join(f"<tr><th>{e(k)}</th><td>{v}</td></tr>" for k, v in pairs if v not in (None, ""))
+    return f'<table class="kv">{rows}</table>' if rows else ""
+
+
+def _unavailable(group: Any) -> Optional[str]:
+    if isinstance(group, dict) and "unavailable" in group:
+        return f'<p class="note">unavailable: {e(group["unavailable"])}</p>'
+    return None
+
+
+# ---------------------------------------------------------------- header, checks, recommendations
+
+def _header(report: Report) -> str:
+    w = report.world
+    parts = [
+        f'<header class="status-{report.status.value}">',
+        f"<h1>ncclcheck {e(report.command)} {_badge(report.status)}</h1>",
+        f'<p class="meta">{e(status_headline(report))} · {w.nnodes} node(s), world size {w.world_size}, '
+        f"backend {e(w.backend)}, launcher {e(w.launcher)}"
+        + (f", master {e(w.master)}" if w.master else "")
+        + "</p>",
+        f'<p class="meta">started {e(report.started)} · {report.duration_s:.1f} s · ncclcheck {e(report.version)}'
+        + (f" · log <code>{e(report.log_path)}</code>" if report.log_path else "")
+        + "</p>",
+    ]
+    cause = report.root_cause()
+    if cause is not None:
+        fix = f'<br><span class="fix">Fix: {e(cause.fix)}</span>' if cause.fix else ""
+        parts.append(f'<p class="root-cause" id="root-cause"><strong>Root cause:</strong> '
+                     f"<code>{e(check_case_name(cause))}</code> on {e(node_label(cause.node, report))}: "
+                     f"{e(cause.summary)}{fix}</p>")
+    if report.partial:
+        parts.append('<p class="note">The run was cut short: this report holds what was gathered.</p>')
+    parts.append("</header>")
+    return "\n".join(parts)
+
+
+def _checks(report: Report) -> str:
+    counts = {s: sum(1 for c in report.checks if c.status is s) for s in Status}
+    tally = ", ".join(f"{n} {STATUS_WORD[s].lower()}" for s, n in counts.items() if n)
+    out = ['<section id="checks">', f"<h2>Checks</h2><p class=\"meta\">{e(tally) or 'no checks ran'}</p>"]
+    if report.checks:
+        out.append('<table class="checks"><thead><tr><th>status</th><th>check</th><th>node</th><th>summary</th>'
+                   "<th>fix</th></tr></thead><tbody>")
+        for c in checks_for_display(report):
+            more = ""
+            if c.detail or c.evidence:
+                body = e(c.detail)
+                if c.evidence:
+                    body += ("\n\n" if c.detail else "") + e(json.dumps(c.evidence, indent=1, sort_keys=True,
+                                                                          default=str))
+                more = f"<details><summary>details</summary><pre>{body}</pre></details>"
+            out.append(
+                f'<tr class="check status-{c.status.value}" data-check="{e(c.id)}">'
+                f"<td>{_badge(c.status)}</td><td><code>{e(check_case_name(c))}</code></td>"
+                f"<td>{e(node_label(c.node, report))}</td><td>{e(c.summary)}{more}</td>"
+                f'<td class="fix">{e(c.fix)}</td></tr>'
+            )
+        out.append("</tbody></table>")
+    out.append("</section>")
+    return "\n".join(out)
+
+
+def _recommendations(report: Report) -> str:
+    if not report.recommendations:
+        return ('<section id="recommendations"><h2>Recommended environment</h2>'
+                "<p>No settings recommended.</p></section>")
+    rows = "".join(
+        f"<tr><td><code>{e(r.name)}</code></td><td><code>{e(r.value)}</code></td>"
+        f"<td>{e(node_label(r.node, report))}</td><td>{e(r.reason)}</td></tr>"
+        for r in report.recommendations
+    )
+    return (
+        '<section id="recommendations"><h2>Recommended environment</h2>'
+        '<p>Source this before launching training (per-node values are chosen by node rank or hostname). '
+        '<button class="copy" id="copy-env" type="button">Copy</button></p>'
+        f'<pre class="env" id="env-block">{e(render_envfile(report))}</pre>'
+        "<table><thead><tr><th>name</th><th>value</th><th>node</th><th>reason</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table></section>"
+    )
+
+
+# ---------------------------------------------------------------- bench and links
+
+def _bench(report: Report) -> str:
+    rows: list[BenchRow] = report.bench or []
+    out = ['<section id="bench"><h2>Bench</h2>']
+    ops: dict[str, list[BenchRow]] = {}
+    for r in rows:
+        ops.setdefault(r.op, []).append(r)
+    if plots.plots_available():
+        for op, op_rows in ops.items():
+            svg = plots.bench_plot_svg(op, op_rows)
+            if svg is None:
+                continue
+            data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
+            out.append(f'<figure class="plot" data-op="{e(op)}"><img alt="{e(op)}: busbw and time vs message size" '
+                       f'src="data:image/svg+xml;base64,{data}"><figcaption>{e(op)}: bus bandwidth and time per '
+                       "operation against message size (log2 axis); red circles mark sizes with wrong results."
+                       "</figcaption></figure>")
+    else:
+        out.append('<p class="note" id="plots-missing">Plots need matplotlib: '
+                   "<code>pip install 'ncclcheck[html]'</code>, then <code>ncclcheck report RUN.json --html "
+                   "FILE</code>.</p>")
+    out.append('<table class="bench"><thead><tr><th>op</th><th class="num">size</th><th class="num">count</th>'
+               '<th>dtype</th><th>placement</th><th class="num">time</th><th class="num">algbw</th>'
+               '<th class="num">busbw</th><th class="num">wrong</th><th class="num">rank times</th><th>note</th>'
+               "</tr></thead><tbody>")
+    for op, op_rows in ops.items():
+        for r in op_rows:
+            if r.wrong is None:
+                wrong = "-"
+            else:
+                wrong = f'<span class="wrong">{r.wrong}</span>' if r.wrong else "0"
+            spread = ""
+            times = [t for t in r.rank_time_us if isinstance(t, (int, float))]
+            if len(times) > 1:
+                spread = f"{format_us(min(times))} – {format_us(max(times))}"
+            note = "; ".join(f"{k}: {v}" for k, v in sorted(r.extra.items()))
+            out.append(
+                f'<tr class="{"status-fail" if r.wrong else ""}"><td>{e(op)}</td>'
+                f'<td class="num">{e(format_bytes(r.bytes))}</td><td class="num">{r.count}</td><td>{e(r.dtype)}</td>'
+                f"<td>{'in-place' if r.in_place else 'out-of-place'}</td>"
+                f'<td class="num">{e(format_us(r.time_us))}</td><td class="num">{e(format_gbps(r.algbw_gbps))}</td>'
+                f'<td class="num">{e(format_gbps(r.busbw_gbps))}</td><td class="num">{wrong}</td>'
+                f'<td class="num">{e(spread)}</td><td>{e(note)}</td></tr>'
+            )
+    out.append("</tbody></table></section>")
+    return "\n".join(out)
+
+
+def _cell_colour(value: float, top: float) -> str:
+    # Red (low) to green (high) relative to the best link: a colour scale only, the slow verdict is the report's.
+    ratio = max(0.0, min(1.0, value / top)) if top > 0 else 0.0
+    return f"hsl({120 * ratio:.0f},65%,{88 - 18 * ratio:.0f}%)"
+
+
+def _links(report: Report) -> str:
+    links = _dict(report.links)
+    matrix = links.get("matrix_gbps") if isinstance(links.get("matrix_gbps"), list) else []
+    slow_pairs = set()
+    for s in links.get("slow") or []:
+        if isinstance(s, dict):
+            slow_pairs.add((s.get("a"), s.get("b")))
+            slow_pairs.add((s.get("b"), s.get("a")))
+    slow_nodes = set(n for n in (links.get("slow_nodes") or []) if isinstance(n, int))
+    values = [v for row in matrix if isinstance(row, list) for v in row if isinstance(v, (int, float))]
+    top = max(values) if values else 0.0
+    size = links.get("size")
+    out = ['<section id="links"><h2>Links</h2>',
+           f'<p class="meta">Bandwidth of every node pair at {e(format_bytes(size)) if isinstance(size, int) else "?"}'
+           " (GB/s). Outlined cells are the slow links the run named.</p>",
+           '<table class="heatmap"><thead><tr><th></th>']
+    n = len(matrix)
+    for j in range(n):
+        cls = ' class="slow-node"' if j in slow_nodes else ""
+        out.append(f"<th{cls}>{e(node_label(j, report))}</th>")
+    out.append("</tr></thead><tbody>")
+    for i, row in enumerate(matrix):
+        cls = ' class="slow-node"' if i in slow_nodes else ""
+        cells = [f"<th{cls}>{e(node_label(i, report))}</th>"]
+        for j, v in enumerate(row if isinstance(row, list) else []):
+            slow = (i, j) in slow_pairs
+            if isinstance(v, (int, float)):
+                cells.append(f'<td class="{"slow" if slow else "ok"}" style="background:{_cell_colour(v, top)}"'
+                             f' title="node {i} to node {j}">{v:.1f}{" ⚠" if slow else ""}</td>')
+            else:
+                cells.append(f'<td class="{"slow" if slow else "self"}">{"no result ⚠" if slow else "—"}</td>')
+        out.append(f"<tr>{''.join(cells)}</tr>")
+    out.append("</tbody></table>")
+    slow = [s for s in links.get("slow") or [] if isinstance(s, dict)]
+    if slow:
+        items = "".join(
+            f"<li>{e(node_label(s.get('a'), report))} ↔ {e(node_label(s.get('b'), report))}: "
+            f"{e(format_gbps(s['gbps'])) if isinstance(s.get('gbps'), (int, float)) else 'no result'}</li>"
+            for s in slow
+        )
+        out.append(f"<h3>Slow links</h3><ul>{items}</ul>")
+    if slow_nodes:
+        out.append("<p><strong>Slow nodes:</strong> "
+                   + ", ".join(e(node_label(n, report)) for n in sorted(slow_nodes)) + "</p>")
+    out.append("</section>")
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------- per-node facts
+
+def _host(host: Any) -> str:
+    h = _dict(host)
+    if _unavailable(host):
+        return _unavailable(host) or ""
+    shm = _dict(h.get("shm"))
+    memlock = _dict(h.get("memlock"))
+    shm_text = (_unavailable(h.get("shm")) or "") if "unavailable" in shm else (
+        f"{e(format_bytes(shm['total_bytes']))} total, {e(format_bytes(shm.get('free_bytes') or 0))} free"
+        if isinstance(shm.get("total_bytes"), (int, float)) else "")
+
+    def limit(v: Any) -> str:
+        return "unlimited" if v is None else e(format_bytes(v)) if isinstance(v, (int, float)) else e(v)
+
+    port_range = h.get("port_range")
+    return _kv_table([
+        ("FQDN", e(h.get("fqdn"))),
+        ("resolves to", e(", ".join(map(str, h.get("resolves_to") or [])) or h.get("resolve_error") or "nothing")),
+        ("OS / kernel", e(" / ".join(str(x) for x in (h.get("os"), h.get("kernel")) if x))),
+        ("container", e("yes" if h.get("in_container") else "no") if "in_container" in h else None),
+        ("CPUs / memory", e(f"{h.get('cpu_count', '?')} / {format_bytes(h['mem_total_bytes'])}")
+         if isinstance(h.get("mem_total_bytes"), (int, float)) else None),
+        ("/dev/shm", shm_text),
+        ("memlock (soft / hard)", f"{limit(memlock.get('soft'))} / {limit(memlock.get('hard'))}" if memlock else None),
+        ("ephemeral ports", e(f"{port_range[0]}-{port_range[1]}") if isinstance(port_range, list)
+         and len(port_range) == 2 else None),
+    ])
+
+
+def _interfaces(ifaces: Any) -> str:
+    if _unavailable(ifaces):
+        return _unavailable(ifaces) or ""
+    if not isinstance(ifaces, list) or not ifaces:
+        return "<p>none reported</p>"
+    rows = []
+    for i in ifaces:
+        i = _dict(i)
+        state = "running" if i.get("running") else ("up" if i.get("up") else "down")
+        addrs = [f"{a.get('address')}/{a.get('prefixlen')}" for a in (i.get("ipv4") or []) + (i.get("ipv6") or [])
+                 if isinstance(a, dict)]
+        rows.append(
+            f"<tr><td><code>{e(i.get('name'))}</code></td><td>{e(i.get('kind'))}</td><td>{e(state)}"
+            f" ({e(i.get('operstate'))})</td><td class=\"num\">{e(format_mbps_link(i.get('speed_mbps')))}</td>"
+            f'<td class="num">{e(i.get("mtu"))}</td><td>{"<br>".join(e(a) for a in addrs)}</td>'
+            f"<td>{e(i.get('driver') or '')}</td><td>{e(i.get('numa_node') if i.get('numa_node') is not None else '')}"
+            "</td></tr>"
+        )
+    return ('<table class="ifaces"><thead><tr><th>interface</th><th>kind</th><th>state</th><th class="num">speed</th>'
+            '<th class="num">MTU</th><th>addresses</th><th>driver</th><th>NUMA</th></tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
+def _gpus(gpu: Any) -> str:
+    if _unavailable(gpu):
+        return _unavailable(gpu) or ""
+    g = _dict(gpu)
+    head = _kv_table([
+        ("GPUs", e(f"{g.get('count', 0)} (from {g.get('source', '?')})")),
+        ("why none", e(g.get("reason")) if not g.get("count") else None),
+        ("CUDA_VISIBLE_DEVICES", e(g.get("visible_devices"))),
+        ("driver / CUDA / NCCL", e(" / ".join(str(g.get(k) or "-") for k in ("driver", "cuda", "nccl")))
+         if g.get("count") else None),
+    ])
+    devices = [d for d in g.get("devices") or [] if isinstance(d, dict)]
+    table = ""
+    if devices:
+        rows = "".join(
+            f"<tr><td>{e(d.get('index'))}</td><td>{e(d.get('name'))}</td><td class=\"num\">"
+            f"{e(format_bytes(d['memory_bytes'])) if isinstance(d.get('memory_bytes'), (int, float)) else ''}</td>"
+            f"<td><code>{e(d.get('pci_bus_id'))}</code></td><td><code>{e(d.get('uuid'))}</code></td></tr>"
+            for d in devices
+        )
+        table = ('<table><thead><tr><th>#</th><th>name</th><th class="num">memory</th><th>PCI</th><th>UUID</th>'
+                 f"</tr></thead><tbody>{rows}</tbody></table>")
+    topo = g.get("topology")
+    if topo:
+        table += f"<details><summary>nvidia-smi topo -m</summary><pre>{e(topo)}</pre></details>"
+    return head + table
+
+
+def _rdma(rdma: Any) -> str:
+    if _unavailable(rdma):
+        return _unavailable(rdma) or ""
+    rows = []
+    for d in _dict(rdma).get("devices") or []:
+        d = _dict(d)
+        for p in d.get("ports") or []:
+            p = _dict(p)
+            rows.append(
+                f"<tr><td><code>{e(d.get('name'))}</code></td><td>{e(p.get('port'))}</td><td>{e(p.get('state'))}</td>"
+                f"<td>{e(p.get('phys_state'))}</td><td>{e(p.get('rate'))}</td><td>{e(p.get('link_layer'))}</td>"
+                f"<td>{e(', '.join(map(str, p.get('netdevs') or [])))}</td>"
+                f"<td>{e(p.get('roce_v2_gid_index') if p.get('roce_v2_gid_index') is not None else '')}</td>"
+                f"<td>{e(d.get('fw_ver') or '')}</td></tr>"
+            )
+    if not rows:
+        return "<p>no RDMA devices</p>"
+    return ("<table><thead><tr><th>device</th><th>port</th><th>state</th><th>physical</th><th>rate</th>"
+            "<th>link layer</th><th>netdevs</th><th>RoCE v2 GID</th><th>firmware</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
+def _versions(facts: dict) -> str:
+    v = _dict(facts.get("versions"))
+    pk = _dict(facts.get("packages"))
+    code = _dict(facts.get("code"))
+    pairs = [(k, e(v.get(k))) for k in ("python", "torch", "cuda", "nccl", "driver", "ncclcheck", "platform")]
+    if pk:
+        pairs.append(("packages", e(f"{pk.get('count', '?')} installed, {pk.get('hash', '')}")))
+    if code:
+        desc = f"{code.get('path', '?')} ({code.get('kind', '?')})"
+        if code.get("git_head"):
+            desc += f" at {code['git_head']}" + (" + local changes" if code.get("dirty") else "")
+        pairs.append(("code", e(desc + (f", {code['hash']}" if code.get("hash") else ""))))
+    return _kv_table(pairs) or _unavailable(facts.get("versions")) or ""
+
+
+def _env(facts: dict) -> str:
+    env = _dict(facts.get("env"))
+    variables = _dict(env.get("vars"))
+    rows = "".join(f"<tr><td><code>{e(k)}</code></td><td><code>{e(v)}</code></td></tr>"
+                   for k, v in sorted(variables.items()))
+    redacted = env.get("redacted") or []
+    text = f"<table><tbody>{rows}</tbody></table>" if rows else "<p>none set</p>"
+    if redacted:
+        text += f"<p>values withheld (look secret): {e(', '.join(map(str, redacted)))}</p>"
+    return text
+
+
+def _nodes(report: Report) -> str:
+    if not report.nodes:
+        return ""
+    out = ['<section id="nodes"><h2>Nodes</h2>']
+    for n in report.nodes:
+        f = _dict(n.facts)
+        gpu = _dict(f.get("gpu"))
+        title = f"node {n.node_rank}: {n.hostname}"
+        if gpu.get("count"):
+            title += f" · {gpu['count']} GPU(s)"
+        out.append(f'<details class="node" id="node-{e(n.node_rank)}"><summary>{e(title)}</summary>')
+        out.append("<h3>Host</h3>" + _host(f.get("host")))
+        out.append("<h3>Interfaces</h3>" + _interfaces(f.get("interfaces")))
+        route = _dict(f.get("route"))
+        if route.get("interface"):
+            out.append(f"<p>Route to {e(route.get('target'))}: via <code>{e(route.get('interface'))}</code> "
+                       f"from {e(route.get('source'))}</p>")
+        out.append("<h3>GPUs</h3>" + _gpus(f.get("gpu")))
+        out.append("<h3>RDMA</h3>" + _rdma(f.get("rdma")))
+        out.append("<h3>Versions</h3>" + _versions(f))
+        out.append("<h3>Environment</h3>" + _env(f))
+        out.append("<details><summary>all facts (JSON)</summary><pre>"
+                   f"{e(json.dumps(f, indent=1, sort_keys=True, default=str))}</pre></details>")
+        out.append("</details>")
+    out.append("</section>")
+    return "\n".join(out)
+
+
+def render_html(report: Report) -> str:
+    """The whole page as one string."""
+    sections = [_header(report), _checks(report)]
+    if report.recommendations or report.command in ("preflight", "recommend"):
+        sections.append(_recommendations(report))
+    if report.bench:
+        sections.append(_bench(report))
+    if report.links is not None:
+        sections.append(_links(report))
+    sections.append(_nodes(report))
+    sections.append(f"<footer>ncclcheck {e(report.version)} · schema ncclcheck.report/1 · "
+                    f"render this again with <code>ncclcheck report RUN.json --html FILE</code></footer>")
+    title = f"ncclcheck {report.command}: {STATUS_WORD[report.status]}"
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{e(title)}</title><style>{_CSS}</style></head>\n<body>\n"
+        + "\n".join(s for s in sections if s)
+        + f"\n<script>{_JS}</script>\n</body></html>\n"
+    )

@@ -1,0 +1,120 @@
+"""JUnit XML for CI systems (Jenkins, GitLab, GitHub test reporters): every check is a test case.
+
+Shape: `<testsuites>` with one `<testsuite>` per section (preflight checks, bench gates, links), one `<testcase>` per
+check, named `<id>[node N]` (bench gates scoped to an op add `[op]`). A failed check carries `<failure>` with the
+summary as message and detail + fix as text; a skipped one `<skipped>` with its reason; a warning passes with the
+text in `<system-out>`, unless the run was strict, where the report itself counts warnings as failures.
+Valid against the common junit-10.xsd shape (tests/render/junit.xsd).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+
+from ..model import CheckResult, Report, Status
+from .common import check_case_name, hostnames, node_label
+
+# XML 1.0 cannot carry most control characters even escaped; text from other machines may contain them.
+_XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+SECTION_ORDER = ("preflight", "bench", "links")
+
+
+def _x(text: object) -> str:
+    return _XML_ILLEGAL.sub("\ufffd", str(text))
+
+
+def section_of(check: CheckResult) -> str:
+    prefix = check.id.split(".", 1)[0]
+    return prefix if prefix in ("bench", "links") else "preflight"
+
+
+def _body(report: Report, c: CheckResult) -> str:
+    parts = [f"{c.id} on {node_label(c.node, report)}: {c.summary}"]
+    if c.detail:
+        parts += ["", c.detail]
+    if c.fix:
+        parts += ["", f"Fix: {c.fix}"]
+    if c.evidence:
+        parts += ["", "Evidence: " + json.dumps(c.evidence, sort_keys=True, default=str)]
+    return _x("\n".join(parts))
+
+
+def _case_time(c: CheckResult) -> float:
+    t = c.evidence.get("duration_s") if isinstance(c.evidence, dict) else None
+    return float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) and t >= 0 else 0.0
+
+
+def _testcase(report: Report, c: CheckResult) -> tuple[ET.Element, str]:
+    """The element and how it counts: 'pass', 'failure' or 'skipped'."""
+    case = ET.Element("testcase", {
+        "classname": _x(f"ncclcheck.{c.id.split('.', 1)[0]}"),
+        "name": _x(check_case_name(c)),
+        "time": f"{_case_time(c):.3f}",
+    })
+    if c.status is Status.FAIL or (c.status is Status.WARN and report.strict):
+        kind = "fail" if c.status is Status.FAIL else "warn (strict)"
+        ET.SubElement(case, "failure", {"message": _x(c.summary), "type": kind}).text = _body(report, c)
+        return case, "failure"
+    if c.status is Status.SKIP:
+        ET.SubElement(case, "skipped", {"message": _x(c.summary)})
+        return case, "skipped"
+    if c.status is Status.WARN:
+        ET.SubElement(case, "system-out").text = "WARN: " + _body(report, c)
+    return case, "pass"
+
+
+def _properties(report: Report) -> ET.Element:
+    props = ET.Element("properties")
+    world = report.world
+    values = [
+        ("ncclcheck.command", report.command), ("ncclcheck.version", report.version),
+        ("ncclcheck.status", report.status.value), ("ncclcheck.exit_code", report.exit_code),
+        ("ncclcheck.strict", str(report.strict).lower()), ("ncclcheck.partial", str(report.partial).lower()),
+        ("world.nnodes", world.nnodes), ("world.world_size", world.world_size), ("world.backend", world.backend),
+        ("world.launcher", world.launcher), ("world.master", world.master or ""),
+    ]
+    if report.log_path:
+        values.append(("ncclcheck.log", report.log_path))
+    for name, value in values:
+        ET.SubElement(props, "property", {"name": name, "value": _x(value)})
+    return props
+
+
+def render_junit(report: Report) -> str:
+    """The JUnit XML document as a string (UTF-8 declared)."""
+    by_section: dict[str, list[CheckResult]] = {}
+    for c in report.checks:
+        by_section.setdefault(section_of(c), []).append(c)
+    if not by_section:
+        by_section["preflight"] = []
+    host = hostnames(report).get(0) or "localhost"
+    root = ET.Element("testsuites", {"name": _x(f"ncclcheck {report.command}")})
+    totals = {"tests": 0, "failures": 0, "skipped": 0}
+    for index, section in enumerate(s for s in SECTION_ORDER if s in by_section):
+        cases = [_testcase(report, c) for c in by_section[section]]
+        counts = {
+            "tests": len(cases),
+            "failures": sum(1 for _, k in cases if k == "failure"),
+            "skipped": sum(1 for _, k in cases if k == "skipped"),
+        }
+        for k, v in counts.items():
+            totals[k] += v
+        suite = ET.SubElement(root, "testsuite", {
+            "name": section, "tests": str(counts["tests"]), "failures": str(counts["failures"]), "errors": "0",
+            "skipped": str(counts["skipped"]),
+            "time": f"{sum(_case_time(c) for c in by_section[section]):.3f}",
+            "timestamp": _x(report.started), "hostname": _x(host), "id": str(index), "package": "ncclcheck",
+        })
+        suite.append(_properties(report))
+        for case, _ in cases:
+            suite.append(case)
+    root.set("tests", str(totals["tests"]))
+    root.set("failures", str(totals["failures"]))
+    root.set("errors", "0")
+    root.set("skipped", str(totals["skipped"]))
+    root.set("time", f"{max(report.duration_s, 0.0):.3f}")
+    ET.indent(root, space="  ")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

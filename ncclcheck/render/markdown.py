@@ -1,0 +1,106 @@
+"""A Markdown summary of a Report for `$GITHUB_STEP_SUMMARY`, pull-request comments and wikis.
+
+Status line and root cause, the checks table (failures and warnings first), the recommended environment as a code
+block, the bench table and the slow links. Cell text comes from other machines, so it is escaped for Markdown and
+HTML (GitHub renders inline HTML).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..model import Report, Status
+from ..units import format_bytes, format_gbps, format_us
+from .common import STATUS_WORD, check_case_name, checks_for_display, node_label, one_line, status_headline
+from .envfile import render_envfile
+
+_ICON = {Status.PASS: "✅", Status.WARN: "⚠️", Status.FAIL: "❌", Status.SKIP: "⏭️"}
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|])")
+
+
+def md_text(text: object) -> str:
+    """Escape one line of untrusted text for a Markdown table cell or paragraph."""
+    s = one_line(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_SPECIAL.sub(r"\\\1", s)
+
+
+def md_code(text: object) -> str:
+    """Untrusted text as an inline code span (backslashes do not escape inside one, so backticks are replaced)."""
+    return "`" + one_line(text).replace("`", "'") + "`"
+
+
+def _fence(body: str) -> str:
+    # A fence longer than any backtick run inside, so a value cannot close the block early.
+    longest = max((len(m) for m in re.findall(r"`+", body)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def _checks(report: Report) -> list[str]:
+    if not report.checks:
+        return ["_No checks ran._"]
+    out = ["| status | check | node | summary | fix |", "|---|---|---|---|---|"]
+    for c in checks_for_display(report):
+        out.append(
+            f"| {_ICON[c.status]} {STATUS_WORD[c.status]} | {md_code(check_case_name(c))}"
+            f" | {md_text(node_label(c.node, report))} | {md_text(c.summary)}"
+            f" | {md_text(c.fix) if c.status in (Status.FAIL, Status.WARN) else ''} |"
+        )
+    return out
+
+
+def _bench(report: Report) -> list[str]:
+    out = ["| op | size | dtype | placement | time | algbw | busbw | wrong |", "|---|---:|---|---|---:|---:|---:|---:|"]
+    for r in report.bench or []:
+        wrong = "-" if r.wrong is None else (f"**{r.wrong}**" if r.wrong else "0")
+        out.append(
+            f"| {md_text(r.op)} | {format_bytes(r.bytes)} | {md_text(r.dtype)} | {'in' if r.in_place else 'out'}"
+            f" | {format_us(r.time_us)} | {format_gbps(r.algbw_gbps)} | {format_gbps(r.busbw_gbps)} | {wrong} |"
+        )
+    return out
+
+
+def _links(report: Report) -> list[str]:
+    links = report.links or {}
+    size = links.get("size")
+    out = [f"Pairwise bandwidth at {format_bytes(size)}." if isinstance(size, int) else "Pairwise bandwidth."]
+    slow = links.get("slow") or []
+    if not slow:
+        out += ["", "No slow links."]
+    else:
+        out.append("")
+        for s in slow:
+            gbps = s.get("gbps")
+            out.append(f"- node {md_text(s.get('a'))} ↔ node {md_text(s.get('b'))}: "
+                       f"{format_gbps(gbps) if isinstance(gbps, (int, float)) else 'no result'}")
+    slow_nodes = links.get("slow_nodes") or []
+    if slow_nodes:
+        out += ["", "**Slow nodes:** " + ", ".join(md_text(node_label(n, report)) for n in slow_nodes)]
+    return out
+
+
+def render_markdown(report: Report) -> str:
+    """The whole summary as one Markdown string."""
+    out = [f"## {_ICON[report.status]} ncclcheck {md_text(report.command)}: {status_headline(report)}", ""]
+    world = report.world
+    out.append(
+        f"{world.nnodes} node(s), world size {world.world_size}, backend {md_text(world.backend)}, "
+        f"launcher {md_text(world.launcher)} · ncclcheck {md_text(report.version)} · "
+        f"{md_text(report.started)} · {report.duration_s:.1f} s"
+    )
+    cause = report.root_cause()
+    if cause is not None:
+        out += ["", f"**Root cause:** {md_code(check_case_name(cause))}: {md_text(cause.summary)}"]
+        if cause.fix:
+            out.append(f"**Fix:** {md_text(cause.fix)}")
+    if report.log_path:
+        out += ["", f"Log: {md_code(report.log_path)}"]
+    out += ["", "### Checks", ""] + _checks(report)
+    if report.recommendations:
+        body = render_envfile(report)
+        fence = _fence(body)
+        out += ["", "### Recommended environment", "", f"{fence}bash", body.rstrip("\n"), fence]
+    if report.bench:
+        out += ["", "### Bench", ""] + _bench(report)
+    if report.links is not None:
+        out += ["", "### Links", ""] + _links(report)
+    return "\n".join(out) + "\n"

@@ -1,0 +1,142 @@
+"""The CLI contract users script against: exit codes, one-line usage errors, JSON that validates, fast --help."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO, cli_env, run_cli
+
+
+def test_help_and_version_do_not_import_torch():
+    code = ("import sys\nfrom ncclcheck.cli import main\n"
+            "for argv in (['--help'], ['--version'], ['preflight', '--help'], ['bench', '--sizes', 'x']):\n"
+            "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+            "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), cwd=REPO)
+    assert out.stdout.strip().splitlines()[-1] == "NO-TORCH", out.stderr
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["preflight", "--master-port", "70000"], "--master-port"),
+    (["preflight", "--no-such-flag"], "--no-such-flag"),
+    (["bench", "--sizes", "1M-1X"], "1X"),
+    (["bench", "--ops", "allreduce"], "allreduce"),
+    (["bench", "--dtype", "float128"], "float128"),
+    (["bench", "--iters", "-3"], "--iters"),
+    (["preflight", "--json", "/nonexistent-dir/r.json"], "/nonexistent-dir"),
+    (["preflight", "--nnodes", "2"], "--master-addr"),
+    (["preflight", "--nnodes", "2", "--node-rank", "2", "--master-addr", "x"], "--node-rank"),
+    (["report", "/nonexistent.json"], "/nonexistent.json"),
+    ([], ""),
+])
+def test_usage_errors_exit_2_with_one_line(args, needle):
+    p = run_cli(*args)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr
+    if needle:
+        lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and needle in lines[0], p.stderr
+
+
+def test_preflight_standalone_passes_and_json_validates(validate_report):
+    p = run_cli("preflight", "--json", "-")
+    assert p.returncode == 0, p.stderr
+    doc = validate_report(p.stdout)
+    assert doc["command"] == "preflight" and doc["status"] in ("pass", "warn") and doc["exit_code"] == 0
+    ids = {c["id"] for c in doc["checks"]}
+    assert {"host.shm", "host.memlock", "net.interfaces", "net.socket_ifname", "ib.devices", "gpu.count",
+            "env.nccl", "host.hostname_resolves", "rendezvous.master_reachable"} <= ids
+    assert doc["nodes"][0]["facts"]["interfaces"]
+
+
+def test_preflight_console_is_readable():
+    p = run_cli("preflight")
+    assert p.returncode == 0, p.stderr
+    assert "net.interfaces" in p.stdout and ("PASS" in p.stdout or "WARN" in p.stdout)
+
+
+def test_socket_ifname_naming_no_interface_fails_with_root_cause(validate_report, tmp_path):
+    out = tmp_path / "r.json"
+    p = run_cli("preflight", "--json", str(out), env={"NCCL_SOCKET_IFNAME": "nosuchnic9"})
+    assert p.returncode == 1
+    assert "root cause" in p.stdout and "nosuchnic9" in p.stdout
+    doc = validate_report(out.read_text())
+    bad = [c for c in doc["checks"] if c["status"] == "fail"]
+    assert bad and bad[0]["id"] == "net.socket_ifname"
+
+
+def test_strict_turns_warnings_into_failure():
+    env = {"NCCL_P2P_DISABLE": "1"}
+    assert run_cli("preflight", "--quiet", env=env).returncode == 0
+    assert run_cli("preflight", "--quiet", "--strict", env=env).returncode == 1
+
+
+def test_recommend_env_is_sourceable(tmp_path):
+    p = run_cli("recommend", "--format", "env")
+    assert p.returncode in (0, 1)
+    script = tmp_path / "rec.sh"
+    script.write_text(p.stdout)
+    names = [ln.split()[1].split("=")[0] for ln in p.stdout.splitlines() if ln.startswith("export ")]
+    probe = "; ".join(f'echo "{n}=${{{n}}}"' for n in names) or "true"
+    out = subprocess.run(["bash", "-c", f"set -e; source {script}; {probe}"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    for line in p.stdout.splitlines():
+        if line.startswith("export "):
+            name, _, value = line[len("export "):].partition("=")
+            assert f"{name}={value.strip(chr(39))}" in out.stdout
+
+
+def test_env_json(validate_report):
+    p = run_cli("env", "--json", "-")
+    assert p.returncode == 0, p.stderr
+    doc = validate_report(p.stdout)
+    assert doc["command"] == "env" and doc["checks"] == []
+
+
+def test_report_roundtrip_keeps_exit_code(tmp_path):
+    out = tmp_path / "r.json"
+    assert run_cli("preflight", "--json", str(out), env={"NCCL_SOCKET_IFNAME": "nosuchnic9"}).returncode == 1
+    p = run_cli("report", str(out))
+    assert p.returncode == 1 and "nosuchnic9" in p.stdout
+    (tmp_path / "bad.json").write_text("{not json")
+    p = run_cli("report", str(tmp_path / "bad.json"))
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+
+
+def test_internal_error_exits_3_and_names_the_log(monkeypatch, capsys, tmp_path):
+    from ncclcheck import api, cli
+
+    monkeypatch.setenv("NCCLCHECK_LOG_DIR", str(tmp_path))
+
+    def boom(config):
+        raise RuntimeError("simulated bug")
+
+    monkeypatch.setattr(api, "run_preflight", boom)
+    assert cli.main(["preflight"]) == 3
+    err = capsys.readouterr().err
+    assert "simulated bug" in err and str(tmp_path) in err
+    log = next(tmp_path.glob("ncclcheck-*.log")).read_text()
+    assert "Traceback" in log
+
+
+def test_interrupt_exits_130(monkeypatch, tmp_path):
+    from ncclcheck import api, cli
+
+    monkeypatch.setenv("NCCLCHECK_LOG_DIR", str(tmp_path))
+
+    def interrupted(config):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(api, "run_preflight", interrupted)
+    assert cli.main(["preflight"]) == 130
+
+
+def test_python_api_returns_report():
+    import ncclcheck
+
+    rep = ncclcheck.run_preflight()
+    assert rep.command == "preflight" and rep.checks and json.dumps(rep.to_json())

@@ -1,0 +1,43 @@
+"""Shared pytest helpers: run the CLI of THIS checkout in a subprocess, validate reports against the schema."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def cli_env(extra=None, drop=("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "MASTER_ADDR", "MASTER_PORT", "RANK",
+                              "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK")):
+    env = {k: v for k, v in os.environ.items() if k not in drop and not k.startswith(("NCCLCHECK_", "NCCL_"))}
+    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra or {})
+    return env
+
+
+def run_cli(*args, env=None, timeout=120, cwd=None):
+    """`python -m ncclcheck ARGS` from this checkout; returns CompletedProcess (text)."""
+    return subprocess.run([sys.executable, "-m", "ncclcheck", *args], capture_output=True, text=True,
+                          env=cli_env(env), timeout=timeout, cwd=cwd or REPO)
+
+
+@pytest.fixture
+def validate_report():
+    jsonschema = pytest.importorskip("jsonschema")
+    from ncclcheck.render.json import load_schema
+
+    validator = jsonschema.Draft202012Validator(load_schema())
+
+    def check(doc):
+        if isinstance(doc, str):
+            doc = json.loads(doc)
+        errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.path))
+        assert not errors, "; ".join(f"{list(e.path)}: {e.message}" for e in errors[:5])
+        return doc
+
+    return check

@@ -1,0 +1,250 @@
+"""Fake sysfs/procfs trees for tests: build a node's hardware on disk, point ncclcheck's facts layer at it.
+
+API (everything writes under a tmp directory and never needs root):
+
+    fs = FakeSys(tmp_path, monkeypatch)      # creates <tmp>/sys and <tmp>/proc, sets NCCLCHECK_SYSFS_ROOT/PROCFS_ROOT
+    fs.write("sys/class/net/eth0/mtu", "9000\\n")  # any file, str or bytes, relative to tmp_path; returns its Path
+    fs.net(name, kind="physical", *, up=True, running=None, speed=None, mtu=1500, addrs=(), driver=None,
+           numa_node=0, mac=None)            # one /sys/class/net/<name> shaped like a real interface of that kind:
+                                             # physical | ipoib | loopback | bridge | docker | veth | virtual | vpn
+    fs.addrs() / fs.stats()                  # psutil.net_if_addrs()/net_if_stats()-shaped dicts for what fs.net()
+                                             # built, in creation order (= getifaddrs order): pass them to
+                                             # net.read_interfaces(addrs=fs.addrs(), stats=fs.stats())
+    fs.ib_device(dev, *, fw_ver="28.39.1002", node_guid=..., numa_node=0, netdevs=())
+    fs.ib_port(dev, port=1, *, state="4: ACTIVE", phys_state="5: LinkUp", rate="400 Gb/sec (4X NDR)",
+               link_layer="InfiniBand", gids={index: (gid, type, ndev)}, empty_gid_slots=4)
+    fs.mounts(lines) / fs.shm(size_bytes)    # <proc>/mounts, the latter with a tmpfs /dev/shm "size=<n>k" line
+    fs.port_range(lo, hi) / fs.meminfo(total_bytes)
+
+    psutil_addrs({"eth0": ["198.18.0.1/24", "fe80::1/64"]})   # standalone psutil-shaped address dict
+
+Scenarios, named after the failure they pin (each takes a FakeSys, builds the tree and returns it):
+    ib_port_down(fs)          mlx5_0 port 1 ACTIVE/LinkUp 400 Gb/sec IB (netdev ib0); mlx5_1 port 1 DOWN/Disabled (ib1)
+    roce_gid_index_3(fs)      mlx5_0 port 1 Ethernet, netdev ens1f0: GIDs 0/1 v1/v2 link-local, 2 v1 IPv4-mapped,
+                              3 v2 IPv4-mapped (the one NCCL < 2.21 needs), zero slots after
+    no_rdma(fs)               no /sys/class/infiniband at all
+    docker0_decoy(fs, docker_running=False)
+                              eth0 physical running 100000 Mb/s 198.18.0.1/24; docker0 bridge, up, no carrier (or
+                              running with docker_running=True) 172.17.0.1/16; vethabc123 host-side veth; lo
+    container_shm_64mib(fs)   /dev/shm tmpfs size=65536k (67108864 bytes), as Docker gives a container by default
+
+Example:
+
+    def test_docker0_is_not_running(tmp_path, monkeypatch):
+        fs = docker0_decoy(FakeSys(tmp_path, monkeypatch))
+        ifs = {i["name"]: i for i in net.read_interfaces(addrs=fs.addrs(), stats=fs.stats())}
+        assert (ifs["docker0"]["kind"], ifs["docker0"]["up"], ifs["docker0"]["running"]) == ("docker", True, False)
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from collections import namedtuple
+from pathlib import Path
+from typing import Optional, Union
+
+# Same field names as psutil's namedtuples, so collectors cannot tell the difference.
+snicaddr = namedtuple("snicaddr", "family address netmask broadcast ptp")
+snicstats = namedtuple("snicstats", "isup duplex speed mtu flags")
+
+AF_LINK = 17  # psutil.AF_LINK on Linux (AF_PACKET)
+IFF_UP, IFF_BROADCAST, IFF_LOOPBACK, IFF_MULTICAST = 0x1, 0x2, 0x8, 0x1000
+
+
+def psutil_addrs(spec: dict) -> dict:
+    """{"eth0": ["198.18.0.1/24", "fe80::1/64"]} -> {"eth0": [snicaddr, ...]} like psutil.net_if_addrs()."""
+    out = {}
+    for name, cidrs in spec.items():
+        entries = []
+        for cidr in cidrs:
+            iface = ipaddress.ip_interface(cidr)
+            fam = socket.AF_INET6 if iface.version == 6 else socket.AF_INET
+            entries.append(snicaddr(fam, str(iface.ip), str(iface.netmask), None, None))
+        out[name] = entries
+    return out
+
+
+class FakeSys:
+    def __init__(self, root: Union[str, Path], monkeypatch=None):
+        self.root = Path(root)
+        self.sysfs = self.root / "sys"
+        self.procfs = self.root / "proc"
+        self.sysfs.mkdir(parents=True, exist_ok=True)
+        self.procfs.mkdir(parents=True, exist_ok=True)
+        self._ifaces: dict = {}  # name -> (cidrs, snicstats), in creation order
+        self._next_ifindex = 1
+        if monkeypatch is not None:
+            monkeypatch.setenv("NCCLCHECK_SYSFS_ROOT", str(self.sysfs))
+            monkeypatch.setenv("NCCLCHECK_PROCFS_ROOT", str(self.procfs))
+
+    # -- generic --------------------------------------------------------------------------------------------
+    def write(self, rel: str, content: Union[str, bytes]) -> Path:
+        p = self.root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            p.write_bytes(content)
+        else:
+            p.write_text(content)
+        return p
+
+    def _symlink(self, rel: str, target: str) -> None:
+        p = self.root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if p.is_symlink() or p.exists():
+            p.unlink()
+        os.symlink(target, p)
+
+    # -- /sys/class/net -------------------------------------------------------------------------------------
+    def net(self, name: str, kind: str = "physical", *, up: bool = True, running: Optional[bool] = None,
+            speed: Optional[int] = None, mtu: int = 1500, addrs=(), driver: Optional[str] = None,
+            numa_node: Optional[int] = 0, mac: Optional[str] = None) -> Path:
+        """An interface as the kernel shows it. running defaults to up; a not-running up interface gets operstate
+        "down" and no carrier (docker0 with no containers). The flags file never has IFF_RUNNING: the kernel's
+        doesn't either."""
+        running = up if running is None else running
+        base = f"sys/class/net/{name}"
+        ifindex = self._next_ifindex
+        self._next_ifindex += 1
+        iflink = ifindex
+        if_type, flags = 1, IFF_BROADCAST | IFF_MULTICAST
+        operstate = "up" if running else "down"
+        if kind == "loopback":
+            if_type, flags, operstate, numa_node = 772, IFF_LOOPBACK, "unknown" if running else "down", None
+            mac = mac or "00:00:00:00:00:00"
+        elif kind == "ipoib":
+            if_type = 32
+            driver = driver or "mlx5_core"
+        if up:
+            flags |= IFF_UP
+        has_device = kind in ("physical", "ipoib")
+        if has_device:
+            driver = driver or ("mlx5_core" if kind == "ipoib" else "ice")
+            self.write(f"{base}/device/vendor", "0x15b3\n")
+            self._symlink(f"{base}/device/driver", f"../../../../bus/pci/drivers/{driver}")
+            if numa_node is not None:
+                self.write(f"{base}/device/numa_node", f"{numa_node}\n")
+        if kind in ("bridge", "docker"):
+            (self.root / base / "bridge").mkdir(parents=True, exist_ok=True)
+        if kind == "veth":
+            iflink = ifindex + 100  # the peer's ifindex, in another namespace
+        if kind == "vpn":
+            self.write(f"{base}/tun_flags", "0x1001\n")
+        self.write(f"{base}/type", f"{if_type}\n")
+        self.write(f"{base}/flags", f"{flags:#x}\n")
+        self.write(f"{base}/operstate", f"{operstate}\n")
+        self.write(f"{base}/mtu", f"{mtu}\n")
+        self.write(f"{base}/ifindex", f"{ifindex}\n")
+        self.write(f"{base}/iflink", f"{iflink}\n")
+        self.write(f"{base}/address", (mac or f"02:00:00:00:00:{ifindex:02x}") + "\n")
+        # carrier and speed read EINVAL on a down interface (here: empty files, which read as None too)
+        self.write(f"{base}/carrier", "1\n" if running else "")
+        self.write(f"{base}/speed", f"{speed}\n" if (running and speed is not None) else ("-1\n" if running else ""))
+        psflags = ["up"] if up else []
+        psflags += ["loopback"] if kind == "loopback" else ["broadcast"]
+        psflags += ["running"] if (up and running) else []
+        psflags += [] if kind == "loopback" else ["multicast"]
+        self._ifaces[name] = (list(addrs), snicstats(up, 0, speed or 0, mtu, ",".join(psflags)))
+        return self.root / base
+
+    def addrs(self) -> dict:
+        out = psutil_addrs({n: cidrs for n, (cidrs, _s) in self._ifaces.items()})
+        for entries in out.values():  # psutil lists the link-layer address too; collectors must skip it
+            entries.insert(0, snicaddr(AF_LINK, "02:00:00:00:00:00", None, "ff:ff:ff:ff:ff:ff", None))
+        return out
+
+    def stats(self) -> dict:
+        return {n: s for n, (_c, s) in self._ifaces.items()}
+
+    # -- /sys/class/infiniband ------------------------------------------------------------------------------
+    def ib_device(self, dev: str, *, fw_ver: str = "28.39.1002", node_guid: str = "a088:c203:0012:3456",
+                  numa_node: Optional[int] = 0, netdevs=()) -> Path:
+        base = f"sys/class/infiniband/{dev}"
+        self.write(f"{base}/fw_ver", f"{fw_ver}\n")
+        self.write(f"{base}/node_guid", f"{node_guid}\n")
+        if numa_node is not None:
+            self.write(f"{base}/device/numa_node", f"{numa_node}\n")
+        for i, nd in enumerate(netdevs):
+            self.write(f"{base}/device/net/{nd}/dev_port", f"{i}\n")
+        return self.root / base
+
+    def ib_port(self, dev: str, port: int = 1, *, state: str = "4: ACTIVE", phys_state: str = "5: LinkUp",
+                rate: str = "400 Gb/sec (4X NDR)", link_layer: str = "InfiniBand", gids=None,
+                empty_gid_slots: int = 4) -> Path:
+        """gids: {index: (gid, type, ndev-or-None)}; empty_gid_slots all-zero slots follow them, as on real ports
+        (their type/ndev files read EINVAL: empty here)."""
+        base = f"sys/class/infiniband/{dev}/ports/{port}"
+        self.write(f"{base}/state", f"{state}\n")
+        self.write(f"{base}/phys_state", f"{phys_state}\n")
+        self.write(f"{base}/rate", f"{rate}\n")
+        self.write(f"{base}/link_layer", f"{link_layer}\n")
+        gids = gids if gids is not None else {0: ("fe80:0000:0000:0000:a088:c203:0012:3456", "IB/RoCE v1", None)}
+        for i, (gid, gtype, ndev) in gids.items():
+            self.write(f"{base}/gids/{i}", f"{gid}\n")
+            self.write(f"{base}/gid_attrs/types/{i}", f"{gtype}\n")
+            self.write(f"{base}/gid_attrs/ndevs/{i}", f"{ndev}\n" if ndev else "")
+        start = max(gids, default=-1) + 1
+        for i in range(start, start + empty_gid_slots):
+            self.write(f"{base}/gids/{i}", "0000:0000:0000:0000:0000:0000:0000:0000\n")
+            self.write(f"{base}/gid_attrs/types/{i}", "")
+            self.write(f"{base}/gid_attrs/ndevs/{i}", "")
+        return self.root / base
+
+    # -- procfs ---------------------------------------------------------------------------------------------
+    def mounts(self, lines) -> Path:
+        return self.write("proc/mounts", "".join(line.rstrip("\n") + "\n" for line in lines))
+
+    def shm(self, size_bytes: int) -> Path:
+        return self.mounts([
+            "overlay / overlay rw,relatime,lowerdir=/l,upperdir=/u,workdir=/w 0 0",
+            "proc /proc proc rw,nosuid,nodev,noexec,relatime 0 0",
+            f"shm /dev/shm tmpfs rw,nosuid,nodev,noexec,relatime,size={size_bytes // 1024}k 0 0",
+        ])
+
+    def port_range(self, lo: int = 32768, hi: int = 60999) -> Path:
+        return self.write("proc/sys/net/ipv4/ip_local_port_range", f"{lo}\t{hi}\n")
+
+    def meminfo(self, total_bytes: int) -> Path:
+        return self.write("proc/meminfo", f"MemTotal:       {total_bytes // 1024} kB\nMemFree:        1024 kB\n")
+
+
+# -- scenarios ----------------------------------------------------------------------------------------------
+def ib_port_down(fs: FakeSys) -> FakeSys:
+    fs.ib_device("mlx5_0", netdevs=["ib0"])
+    fs.ib_port("mlx5_0", 1)
+    fs.ib_device("mlx5_1", node_guid="a088:c203:0012:3457", numa_node=1, netdevs=["ib1"])
+    fs.ib_port("mlx5_1", 1, state="1: DOWN", phys_state="3: Disabled", rate="10 Gb/sec (4X SDR)",
+               gids={0: ("fe80:0000:0000:0000:a088:c203:0012:3457", "IB/RoCE v1", None)})
+    return fs
+
+
+ROCE_GIDS = {
+    0: ("fe80:0000:0000:0000:0e42:a1ff:fe12:3456", "IB/RoCE v1", "ens1f0"),
+    1: ("fe80:0000:0000:0000:0e42:a1ff:fe12:3456", "RoCE v2", "ens1f0"),
+    2: ("0000:0000:0000:0000:0000:ffff:c612:0001", "IB/RoCE v1", "ens1f0"),
+    3: ("0000:0000:0000:0000:0000:ffff:c612:0001", "RoCE v2", "ens1f0"),
+}
+
+
+def roce_gid_index_3(fs: FakeSys) -> FakeSys:
+    fs.ib_device("mlx5_0", netdevs=["ens1f0"])
+    fs.ib_port("mlx5_0", 1, rate="100 Gb/sec (4X EDR)", link_layer="Ethernet", gids=ROCE_GIDS)
+    return fs
+
+
+def no_rdma(fs: FakeSys) -> FakeSys:
+    return fs
+
+
+def docker0_decoy(fs: FakeSys, docker_running: bool = False) -> FakeSys:
+    fs.net("lo", "loopback", mtu=65536, addrs=["127.0.0.1/8", "::1/128"])
+    fs.net("eth0", "physical", speed=100000, mtu=9000, driver="mlx5_core", addrs=["198.18.0.1/24", "fe80::1/64"])
+    fs.net("docker0", "docker", running=docker_running, addrs=["172.17.0.1/16"])
+    fs.net("vethabc123", "veth", addrs=["fe80::2/64"])
+    return fs
+
+
+def container_shm_64mib(fs: FakeSys) -> FakeSys:
+    fs.shm(64 << 20)
+    return fs

@@ -1,0 +1,139 @@
+"""Node-local checks on fake facts: the statuses a user would see, and that fixes are concrete."""
+
+from ncclcheck.checks import run_local_checks
+from ncclcheck.checks.local import LocalInput
+from ncclcheck.model import Status
+from tests.fakefacts import facts, ib_one_active_one_down, iface, roce_v2_at_3
+
+
+def run(f, **kw):
+    return run_local_checks(LocalInput.of(f, **kw))
+
+
+def by_id(results, cid):
+    return [r for r in results if r.id == cid]
+
+
+def status(results, cid):
+    return {r.status for r in by_id(results, cid)}
+
+
+def test_healthy_node_passes_everything():
+    res = run(facts())
+    assert not [r for r in res if r.status in (Status.FAIL, Status.WARN)], [r.summary for r in res]
+    assert status(res, "rendezvous.master_reachable") == {Status.SKIP}
+    assert status(res, "ib.devices") == {Status.SKIP}
+
+
+def test_socket_ifname_naming_no_interface_fails_with_the_present_names():
+    res = run(facts(env={"NCCL_SOCKET_IFNAME": "ens5"}))
+    (r,) = by_id(res, "net.socket_ifname")
+    assert r.status is Status.FAIL
+    assert "ens5" in r.summary and "eth0" in r.summary
+    assert "no socket interface found" in r.fix
+
+
+def test_socket_ifname_prefix_collision_warns_with_exact_form():
+    f = facts(interfaces=[iface("eth1", ipv4="10.0.1.1"), iface("eth10", ipv4="10.0.10.1")],
+              env={"NCCL_SOCKET_IFNAME": "eth1"})
+    (r,) = by_id(run(f), "net.socket_ifname")
+    assert r.status is Status.WARN and "eth10" in r.summary and "=eth1" in r.fix
+
+
+def test_socket_ifname_docker_on_multi_node_fails():
+    f = facts(interfaces=[iface("docker0", "docker", "172.17.0.1"), iface("eth0", ipv4="10.0.0.1")],
+              env={"NCCL_SOCKET_IFNAME": "docker0"})
+    assert status(run(f, multi_node=True), "net.socket_ifname") == {Status.FAIL}
+
+
+def test_gloo_ifname_must_be_exact():
+    res = run(facts(env={"GLOO_SOCKET_IFNAME": "eth"}))
+    (r,) = by_id(res, "net.socket_ifname")
+    assert r.status is Status.FAIL and "exact" in r.fix
+
+
+def test_shm_64mib_warns_on_cpu_and_fails_with_gpus():
+    small = {"path": "/dev/shm", "total_bytes": 64 << 20, "free_bytes": 64 << 20}
+    (r,) = by_id(run(facts(host={"shm": small})), "host.shm")
+    assert r.status is Status.WARN and "64 MiB" in r.summary and "--shm-size" in r.fix
+    gpus = {"count": 8, "source": "torch", "devices": [{"name": "H200"}] * 8}
+    (r,) = by_id(run(facts(host={"shm": small}, gpu=gpus)), "host.shm")
+    assert r.status is Status.FAIL
+
+
+def test_memlock_matters_only_with_active_rdma():
+    limited = {"soft": 8 << 20, "hard": 8 << 20}
+    assert status(run(facts(host={"memlock": limited})), "host.memlock") == {Status.PASS}
+    res = run(facts(host={"memlock": limited}, rdma=ib_one_active_one_down()))
+    (r,) = by_id(res, "host.memlock")
+    assert r.status is Status.FAIL and "ulimit -l unlimited" in r.fix
+
+
+def test_hostname_on_loopback_fails_multi_node_only():
+    lo = {"resolves_to": ["127.0.1.1"], "loopback": True}
+    assert status(run(facts(host=lo)), "host.hostname_resolves") == {Status.PASS}
+    (r,) = by_id(run(facts(host=lo), multi_node=True), "host.hostname_resolves")
+    assert r.status is Status.FAIL and "127.0.1.1" in r.summary and "GLOO_SOCKET_IFNAME" in r.fix
+    relaxed = run(facts(host=lo, env={"GLOO_SOCKET_IFNAME": "eth0"}), multi_node=True)
+    assert status(relaxed, "host.hostname_resolves") == {Status.WARN}
+
+
+def test_ib_down_port_warns_and_active_port_named():
+    res = run(facts(rdma=ib_one_active_one_down()))
+    (r,) = by_id(res, "ib.devices")
+    assert r.status is Status.WARN and "mlx5_1:1" in r.summary
+
+
+def test_ib_hca_matching_only_down_port_fails():
+    res = run(facts(rdma=ib_one_active_one_down(), env={"NCCL_IB_HCA": "=mlx5_1"}))
+    assert Status.FAIL in status(res, "ib.devices")
+
+
+def test_roce_old_nccl_without_gid_index_warns_with_index_3():
+    f = facts(rdma=roce_v2_at_3(), versions={"nccl": "2.18.3"})
+    (r,) = by_id(run(f), "ib.devices")
+    assert r.status is Status.WARN and r.fix == "export NCCL_IB_GID_INDEX=3"
+    assert status(run(facts(rdma=roce_v2_at_3(), versions={"nccl": "2.21.5"})), "ib.devices") == {Status.PASS}
+
+
+def test_gpu_count_against_nproc():
+    g = {"count": 4, "source": "torch", "devices": [{"name": "H100"}] * 4}
+    assert status(run(facts(gpu=g), nproc_per_node=8), "gpu.count") == {Status.FAIL}
+    assert status(run(facts(gpu=g), nproc_per_node=4), "gpu.count") == {Status.PASS}
+    assert status(run(facts(), backend="nccl"), "gpu.count") == {Status.FAIL}
+
+
+def test_debug_switches_warned_and_thread_product_checked():
+    res = run(facts(env={"NCCL_P2P_DISABLE": "1", "NCCL_SOCKET_NTHREADS": "16", "NCCL_NSOCKS_PERTHREAD": "8"}))
+    st = status(res, "env.nccl")
+    assert st == {Status.WARN, Status.FAIL}
+
+
+def test_master_probe_results_become_fixes():
+    refused = {"addr": "10.0.0.9", "port": 29500, "mode": "connect", "ok": False, "kind": "timeout",
+               "error": "timed out after 5.0s"}
+    (r,) = by_id(run(facts(), master=refused), "rendezvous.master_reachable")
+    assert r.status is Status.FAIL and "10.0.0.9:29500" in r.summary and "firewall" in r.fix
+
+
+def test_unavailable_group_skips_not_crashes():
+    res = run(facts(interfaces={"unavailable": "psutil missing"}, host={"unavailable": "boom"}))
+    assert status(res, "net.interfaces") == {Status.SKIP}
+    assert status(res, "host.shm") == {Status.SKIP}
+    assert all(r.summary for r in res)
+
+
+def test_nccl_default_bootstrap_differs_from_master_route_warns():
+    f = facts(interfaces=[iface("ens1", ipv4="192.168.9.1"), iface("eth0", ipv4="10.0.0.1")],
+              route={"target": "10.0.0.5", "target_ip": "10.0.0.5", "interface": "eth0", "source": "10.0.0.1"})
+    (r,) = by_id(run(f, multi_node=True), "net.interfaces")
+    assert r.status is Status.WARN and "ens1" in r.summary and "=eth0" in r.fix
+
+
+def test_old_nccl_would_bootstrap_on_dead_interface_warns():
+    f = facts(interfaces=[iface("eth9", ipv4="10.9.0.1", running=False), iface("eth0", ipv4="10.0.0.1")],
+              versions={"nccl": "2.21.5"})
+    (r,) = by_id(run(f), "net.interfaces")
+    assert r.status is Status.WARN and "eth9" in r.summary
+    f["versions"]["nccl"] = "2.28.3"
+    assert status(run(f), "net.interfaces") == {Status.PASS}

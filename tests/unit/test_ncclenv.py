@@ -1,0 +1,40 @@
+"""NCCL's variable syntax and default interface order, as NCCL-FACTS.md states them."""
+
+from ncclcheck import ncclenv
+from tests.fakefacts import iface
+
+
+def test_spec_forms():
+    assert ncclenv.parse_spec("eth").matches("eth0")
+    assert ncclenv.parse_spec("eth1").matches("eth10")  # a prefix: the trap the '=' form avoids
+    assert not ncclenv.parse_spec("=eth1").matches("eth10")
+    assert ncclenv.parse_spec("bond0").matches("bond0.2093")
+    assert not ncclenv.parse_spec("^docker").matches("docker0")
+    assert ncclenv.parse_spec("^docker").matches("eth0")
+    assert not ncclenv.parse_spec("^=docker0").matches("docker0")
+    assert ncclenv.parse_spec("^=docker0").matches("docker01")
+    assert ncclenv.parse_spec("") is None and ncclenv.parse_spec(None) is None
+
+
+def test_hca_ports():
+    spec = ncclenv.parse_spec("=mlx5_0:1,mlx5_1:1")
+    assert spec.matches("mlx5_0", 1) and not spec.matches("mlx5_0", 2) and not spec.matches("mlx5_10", 1)
+    assert ncclenv.parse_spec("mlx5_1").matches("mlx5_10", 1)
+
+
+def test_default_order_prefers_ib_then_not_docker_lo_virbr():
+    ifs = [iface("lo", "loopback", "127.0.0.1"), iface("docker0", "docker", "172.17.0.1"),
+           iface("eth0", ipv4="10.0.0.1"), iface("ib0", "ipoib", "192.168.0.1"), iface("virbr0", "bridge", "1.1.1.1")]
+    assert ncclenv.nccl_default_order(ifs, "2.28.3") == ["ib0", "eth0", "docker0", "lo", "virbr0"]
+
+
+def test_default_order_running_only_since_2_28_3():
+    ifs = [iface("eth9", ipv4="10.9.0.1", running=False), iface("eth0", ipv4="10.0.0.1")]
+    assert ncclenv.nccl_default_order(ifs, "2.28.3") == ["eth0"]
+    assert ncclenv.nccl_default_order(ifs, "2.21.5") == ["eth9", "eth0"]
+
+
+def test_old_nccl_does_not_demote_virbr():
+    ifs = [iface("virbr0", "bridge", "192.168.122.1"), iface("eth0", ipv4="10.0.0.1")]
+    assert ncclenv.nccl_default_order(ifs, "2.18.1")[0] == "virbr0"
+    assert ncclenv.nccl_default_order(ifs, "2.28.3")[0] == "eth0"

@@ -124,19 +124,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _check_writable(path: Optional[str], flag: str) -> None:
-    """Fail before running, not after a 10-minute sweep, when an output cannot be written."""
-    if not path or path == "-":
-        return
-    parent = os.path.dirname(os.path.abspath(path)) or "."
-    if os.path.isdir(path):
-        raise UsageError(f"{flag} {path}: is a directory")
-    if not os.path.isdir(parent):
-        raise UsageError(f"{flag} {path}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        raise UsageError(f"{flag} {path}: not writable")
-
-
 def config_from_args(args: argparse.Namespace, env=None) -> Config:
     """Turn parsed flags into the one typed Config. Raises UsageError on any bad value."""
     env = os.environ if env is None else env
@@ -144,7 +131,7 @@ def config_from_args(args: argparse.Namespace, env=None) -> Config:
     world_kw = {k: getattr(args, k, None) for k in ("nnodes", "node_rank", "nproc_per_node", "master_addr",
                                                      "master_port", "backend", "timeout")}
     world = build_world(**world_kw, env=env)
-    output = OutputConfig(
+    output = OutputConfig(  # every command has the flags it accepts; getattr covers those it does not
         json_path=getattr(args, "json", None),
         quiet=bool(getattr(args, "quiet", False)),
         strict=bool(getattr(args, "strict", False)),
@@ -153,8 +140,15 @@ def config_from_args(args: argparse.Namespace, env=None) -> Config:
         markdown=getattr(args, "markdown", None),
         env_out=getattr(args, "env_out", None),
     )
+    from .render.files import check_writable
+
     for flag in ("json", "html", "junit", "markdown", "env_out", "save_baseline"):
-        _check_writable(getattr(args, flag, None), "--" + flag.replace("_", "-"))
+        path = getattr(args, flag, None)
+        if path and path != "-":
+            try:
+                check_writable(path)
+            except UsageError as exc:
+                raise UsageError(f"--{flag.replace('_', '-')}: {exc}") from None
     code = getattr(args, "code", None)
     if code is not None and not os.path.exists(code):
         raise UsageError(f"--code {code}: no such file or directory")
@@ -264,16 +258,19 @@ def _emit(config: Config, report, log_path: str) -> None:
             sys.stdout.write(text)
             sys.stdout.flush()
         else:
-            _write_atomic(out.json_path, text)
+            from .render.files import write_atomic
+
+            write_atomic(out.json_path, text)
     term = Console(stderr=json_to_stdout or (config.command == "recommend" and config.recommend_format != "text"),
                    highlight=False)
+    from .render.files import write_outputs
+
+    write_outputs(report, html=out.html, markdown=out.markdown, junit=out.junit, env_out=out.env_out)
     if config.command == "recommend" and config.recommend_format in ("env", "json"):
         if config.recommend_format == "env":
-            import shlex
+            from .render.envfile import render_envfile
 
-            for r in report.recommendations:
-                node = "" if r.node is None else f" (node {r.node} only)"
-                sys.stdout.write(f"# {r.reason}{node}\nexport {r.name}={shlex.quote(r.value)}\n")
+            sys.stdout.write(render_envfile(report))
         else:
             import json
 
@@ -292,13 +289,6 @@ def _emit(config: Config, report, log_path: str) -> None:
         return
     for part in view.render_report(report):
         term.print(part)
-
-
-def _write_atomic(path: str, text: str) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def main(argv: Optional[list] = None) -> int:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from .facts.roots import is_decimal
+
 # Kinds NCCL would happily pick but a multi-node job must not: addresses that are the same on every node or that
 # only reach this host. (NCCL itself only demotes docker/lo/virbr; veth/cni/flannel are NOT excluded by it.)
 NEVER_FOR_MULTI_NODE = ("loopback", "docker", "veth", "bridge")
@@ -30,7 +32,7 @@ class IfSpec:
 def _match_one(item: str, name: str, port: Optional[int], exact: bool) -> bool:
     # "mlx5_0:1" restricts to one port; a bare device matches all its ports.
     dev, _, p = item.partition(":")
-    if p and port is not None and p.isdigit() and int(p) != port:
+    if p and port is not None and is_decimal(p) and int(p) != port:
         return False
     return name == dev if exact else name.startswith(dev)
 

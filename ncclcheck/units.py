@@ -10,6 +10,7 @@ import math
 import re
 
 from .errors import UsageError
+from .facts.roots import is_decimal
 
 _SUFFIX = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([BKMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
@@ -48,7 +49,7 @@ def parse_sizes(text: str) -> list[int]:
         factor = 2
         if ":" in part:
             rng, _, fac = part.partition(":")
-            if not fac.strip().isdigit() or int(fac) < 2:
+            if not is_decimal(fac.strip()) or int(fac) < 2:
                 raise UsageError(f"bad --sizes item {part!r}: the factor after ':' must be an integer >= 2")
             factor = int(fac)
             part = rng

@@ -172,7 +172,8 @@ def check_interfaces(inp: LocalInput) -> CheckResult:
     ifs = _interfaces(inp)
     nccl_version = (inp.facts.get("versions") or {}).get("nccl")
     order = ncclenv.nccl_default_order(ifs, nccl_version)
-    usable = [i["name"] for i in ifs if i.get("running") and ncclenv.has_ipv4(i) and i.get("kind") != "loopback"]
+    usable = [i["name"] for i in ifs if i.get("running") and ncclenv.has_ipv4(i)
+              and i.get("kind") not in ncclenv.NEVER_FOR_MULTI_NODE]
     ev = {
         "interfaces": [
             {k: i.get(k) for k in ("name", "kind", "up", "running", "mtu", "speed_mbps")}

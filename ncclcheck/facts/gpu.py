@@ -9,7 +9,7 @@ import shutil
 from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
-from .roots import procfs, read_text
+from .roots import is_decimal, procfs, read_text
 from .util import run_cmd
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ def _smi_devices(run: Runner) -> list:
     devices = []
     for line in out.splitlines():
         cols = [c.strip() for c in line.split(",")]
-        if len(cols) < 5 or not cols[0].isdigit():
+        if len(cols) < 5 or not is_decimal(cols[0]):
             continue
         try:
             mem = int(float(cols[2]) * (1 << 20))  # MiB
@@ -71,7 +71,7 @@ def _select_visible(devices: list, visible: Optional[str]) -> list:
     for tok in (t.strip() for t in visible.split(",")):
         if not tok:
             break
-        if tok.isdigit():
+        if is_decimal(tok):
             match = [d for d in devices if d["index"] == int(tok)]
         else:
             match = [d for d in devices if d["uuid"] and d["uuid"].startswith(tok)]

@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
-from .roots import procfs, procfs_root, read_text
+from .roots import is_decimal, procfs, procfs_root, read_text
 
 RESOLVE_TIMEOUT_S = 2.0
 _CONTAINER_HINTS = ("docker", "kubepods", "containerd", "libpod", "podman", "lxc", "crio")
@@ -97,7 +97,7 @@ def _parse_size_option(options: str) -> Optional[int]:
         if opt.startswith("size="):
             val = opt[5:].strip().lower()
             num, suffix = (val[:-1], val[-1]) if val and val[-1] in "kmgt" else (val, "")
-            if num.isdigit():
+            if is_decimal(num):
                 return int(num) * _SIZE_SUFFIX[suffix]
     return None
 
@@ -135,7 +135,7 @@ def memlock(getrlimit: Optional[Callable] = None) -> dict:
 
 def port_range() -> Optional[list]:
     parts = (read_text(procfs("sys", "net", "ipv4", "ip_local_port_range")) or "").split()
-    if len(parts) == 2 and all(p.isdigit() for p in parts):
+    if len(parts) == 2 and all(is_decimal(p) for p in parts):
         return [int(parts[0]), int(parts[1])]
     return None
 
@@ -144,7 +144,7 @@ def mem_total_bytes() -> Optional[int]:
     for line in (read_text(procfs("meminfo")) or "").splitlines():
         if line.startswith("MemTotal:"):
             parts = line.split()
-            if len(parts) >= 2 and parts[1].isdigit():
+            if len(parts) >= 2 and is_decimal(parts[1]):
                 return int(parts[1]) * 1024  # the kernel's "kB" is KiB
     if procfs_root() != "/proc":
         return None  # a fake or host procfs without meminfo: do not mix in this machine's memory

@@ -6,7 +6,7 @@ import os
 import re
 from typing import Optional
 
-from .roots import read_int, read_text, sysfs
+from .roots import is_decimal, read_int, read_text, sysfs
 from .util import listdir
 
 MAX_GIDS = 1024  # IB ports expose 128-256 GID slots; bound the work on a hostile tree
@@ -22,7 +22,7 @@ def parse_state(text: Optional[str]) -> tuple:
     m = _STATE.match(text)
     if m:
         return int(m.group(1)), m.group(2)
-    if text.isdigit():
+    if is_decimal(text):
         return int(text), None
     return (None, text) if text.replace("_", "").isalnum() else (None, None)
 
@@ -53,7 +53,7 @@ def read_port(dev: str, port: int) -> dict:
     phys_code, phys = parse_state(read_text(os.path.join(p, "phys_state")))
     rate = read_text(os.path.join(p, "rate"))
     gids = []
-    indices = sorted(int(n) for n in listdir(os.path.join(p, "gids"), MAX_GIDS) if n.isdigit())
+    indices = sorted(int(n) for n in listdir(os.path.join(p, "gids"), MAX_GIDS) if is_decimal(n))
     for i in indices:
         gid = read_text(os.path.join(p, "gids", str(i)))
         if not gid or _is_zero_gid(gid):
@@ -80,7 +80,7 @@ def read_port(dev: str, port: int) -> dict:
 def read_device(dev: str) -> dict:
     d = sysfs("class", "infiniband", dev)
     numa = read_int(os.path.join(d, "device", "numa_node"))
-    ports = sorted(int(n) for n in listdir(os.path.join(d, "ports")) if n.isdigit())
+    ports = sorted(int(n) for n in listdir(os.path.join(d, "ports")) if is_decimal(n))
     return {
         "name": dev,
         "fw_ver": read_text(os.path.join(d, "fw_ver")) or None,

@@ -137,3 +137,10 @@ def test_old_nccl_would_bootstrap_on_dead_interface_warns():
     assert r.status is Status.WARN and "eth9" in r.summary
     f["versions"]["nccl"] = "2.28.3"
     assert status(run(f), "net.interfaces") == {Status.PASS}
+
+
+def test_docker_and_veth_are_not_counted_usable():
+    f = facts(interfaces=[iface("docker0", "docker", "172.17.0.1"), iface("vethab", "veth", "169.254.0.1"),
+                          iface("eth0", ipv4="10.0.0.1")])
+    (r,) = by_id(run(f), "net.interfaces")
+    assert r.evidence["usable"] == ["eth0"]

@@ -18,10 +18,11 @@ import json
 import os
 import socket
 import statistics
+import threading
 import time
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ..worker import WorkerContext
 from . import schedule
@@ -39,11 +40,13 @@ DEFAULTS: dict[str, Any] = {
     "timeout_s": None,  # one pair operation; None: the world's timeout
     "budget_s": None,  # per direction: stop timing early on a very slow link; None: timeout_s / 4
     "grace_s": 2.0,  # how long to wait for a node whose partner saw its connection close
+    "heartbeat_s": 5.0,  # a participant whose heartbeat has not moved for this long is dead
     "by": "auto",  # node | rank | auto (node when the world has several nodes)
     "stat": "median",  # median | best: which iteration time makes the GB/s (best resists a noisy, shared CPU)
 }
 ROW_KIND = "links_row"
-_POLL_S = 0.01
+_POLL_S = 0.02
+_BEAT_S = 0.5
 
 
 def payload_from_config(cfg: Any, timeout_s: Optional[float] = None) -> dict:
@@ -72,6 +75,7 @@ class _Opts:
         self.timeout_s = float(p["timeout_s"] if p["timeout_s"] is not None else ctx.timeout_s)
         self.budget_s = float(p["budget_s"] if p["budget_s"] is not None else max(1.0, self.timeout_s / 4))
         self.grace_s = float(p["grace_s"])
+        self.heartbeat_s = float(p["heartbeat_s"])
         self.stat = min if p["stat"] == "best" else statistics.median
         by = p["by"]
         self.by = ("node" if ctx.nnodes > 1 else "rank") if by == "auto" else by
@@ -95,15 +99,58 @@ class _KV:
     def get(self, key: str) -> Any:
         return json.loads(self.store.get(self.prefix + key))
 
-    def wait(self, key: str, timeout_s: float) -> Any:
-        """The value once it exists; raises TimeoutError after timeout_s (store errors propagate)."""
-        try:
-            self.store.wait([self.prefix + key], timedelta(seconds=max(0.05, timeout_s)))
-        except Exception as e:  # c10d raises DistStoreError/RuntimeError for a timeout, same text either way
-            if "timeout" in str(e).lower() or "timed out" in str(e).lower():
-                raise TimeoutError(f"no {key!r} within {timeout_s:.0f} s") from None
-            raise
+    def wait(self, key: str, timeout_s: float, alive: Optional[Callable[[], Optional[str]]] = None) -> Any:
+        """The value once it exists; TimeoutError after timeout_s, or as soon as `alive()` returns a reason.
+
+        Polls instead of store.wait(): a blocking wait holds the client's lock, which would stall the heartbeat."""
+        end = time.monotonic() + timeout_s
+        while not self.has(key):
+            if alive is not None and (why := alive()):
+                raise TimeoutError(why)
+            if time.monotonic() > end:
+                raise TimeoutError(f"no {key!r} within {timeout_s:.0f} s")
+            time.sleep(_POLL_S)
         return self.get(key)
+
+
+class _Heartbeat:
+    """Each participant bumps a counter in the store; a counter that stops moving means a dead process or host.
+
+    A node can die where no partner notices (a bye round, between rounds, before its pair connects); without
+    this, only the one-round bound would catch it."""
+
+    def __init__(self, kv: _KV, me: Optional[int]):
+        self.kv, self.me = kv, me
+        self.seen: dict[int, tuple[int, float]] = {}  # node -> (counter, when it last moved)
+        self._stop = threading.Event()
+        self._thread = None
+        if me is not None:
+            self.kv.store.add(f"{kv.prefix}hb/{me}", 1)
+            self._thread = threading.Thread(target=self._run, name="ncclcheck-links-heartbeat", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(_BEAT_S):
+            try:
+                self.kv.store.add(f"{self.kv.prefix}hb/{self.me}", 1)
+            except Exception:
+                return  # the store is gone: the waits will say so
+
+    def stale_s(self, node: int) -> float:
+        """Seconds since node's heartbeat last moved (0 the first time we look)."""
+        now = time.monotonic()
+        try:
+            count = int(self.kv.store.add(f"{self.kv.prefix}hb/{node}", 0))
+        except Exception:
+            return 0.0
+        last = self.seen.get(node)
+        if last is None or last[0] != count:
+            self.seen[node] = (count, now)
+            return 0.0
+        return now - last[1]
+
+    def stop(self) -> None:
+        self._stop.set()
 
 
 def _world_store(ctx: WorkerContext) -> Any:
@@ -155,6 +202,11 @@ class _Channel:
     def recv(self, t: Any) -> None:
         self.pg.recv([t], self.peer, 0).wait(self.td)
 
+    def tighten(self, first_s: float, limit_s: float) -> None:
+        """After the first transfer, bound each op by 20x its time (3 s at least): a peer that died without closing
+        its connection cleanly is then noticed in seconds, not after the whole --timeout."""
+        self.td = timedelta(seconds=min(limit_s, max(3.0, 20 * first_s)))
+
     def start(self) -> Any:
         if self.cuda:
             ev = self.torch.cuda.Event(enable_timing=True)
@@ -201,6 +253,8 @@ def _send_side(ch: _Channel, o: _Opts, delay_s: float) -> list[float]:
         ch.send(buf)
         ch.recv(ack)
         dt = ch.elapsed_s(t0)
+        if i == 0:
+            ch.tighten(dt - delay_s, o.timeout_s)
         if i >= o.warmup:
             times.append(dt)
         if int(ack.item()) == 0:
@@ -217,14 +271,18 @@ def _recv_side(ch: _Channel, o: _Opts) -> None:
     t0 = time.monotonic()
     total = o.warmup + o.iters
     for i in range(total):
+        t_i = time.monotonic()
         ch.recv(buf)
+        if i == 0:
+            ch.tighten(time.monotonic() - t_i, o.timeout_s)
         last = i == total - 1 or (i >= o.warmup and time.monotonic() - t0 > o.budget_s)
         ch.send(stop if last else go_on)
         if last:
             break
 
 
-def _measure_pair(ctx: WorkerContext, o: _Opts, kv: _KV, r: int, me: int, peer: int, unit: str) -> dict:
+def _measure_pair(ctx: WorkerContext, o: _Opts, kv: _KV, hb: _Heartbeat, r: int, me: int, peer: int,
+                  unit: str) -> dict:
     """Both directions of one pair; returns this side's transmit measurement (a->b is timed by a)."""
     res: dict = {"peer": peer, "tx_gbps": None, "tx_us": [], "error": None}
     a, b = min(me, peer), max(me, peer)
@@ -234,7 +292,7 @@ def _measure_pair(ctx: WorkerContext, o: _Opts, kv: _KV, r: int, me: int, peer: 
     try:
         # Meet in the store first, with our own bound: gloo's connect waits on the store's (long) default timeout.
         pair_kv.set(f"hello/{me}", 1)
-        pair_kv.wait(f"hello/{peer}", o.timeout_s)
+        pair_kv.wait(f"hello/{peer}", o.timeout_s, alive=lambda: _gone(hb, o, peer, unit))
         ch = _Channel(ctx, _store_prefixed(pair_kv), 0 if me == a else 1, o.timeout_s)
         delay = 0.0
         if hooks.get("slow_rank") == ctx.rank or hooks.get("slow_node") == me:
@@ -242,7 +300,7 @@ def _measure_pair(ctx: WorkerContext, o: _Opts, kv: _KV, r: int, me: int, peer: 
         elif list(hooks.get("slow_link") or ()) == [me, peer]:
             delay = float(hooks.get("delay_s", 0.05))
         for k, (src, _dst) in enumerate(((a, b), (b, a))):
-            if k == 1 and hooks.get("exit_rank") == ctx.rank and int(hooks.get("exit_round", 0)) == r:
+            if k == 1 and _dies_here(ctx, r, "transfer"):
                 os._exit(17)  # test hook only: this node dies in the middle of a round
             if me == src:
                 times = _send_side(ch, o, delay)
@@ -256,6 +314,12 @@ def _measure_pair(ctx: WorkerContext, o: _Opts, kv: _KV, r: int, me: int, peer: 
         if ch is not None:
             ch.close(failed=res["error"] is not None)
     return res
+
+
+def _dies_here(ctx: WorkerContext, r: int, where: str) -> bool:
+    h = ctx.test_hooks or {}
+    return h.get("exit_rank") == ctx.rank and int(h.get("exit_round", 0)) == r and \
+        h.get("exit_at", "transfer") == where
 
 
 def _store_prefixed(kv: _KV) -> Any:
@@ -286,24 +350,35 @@ def links_job(ctx: WorkerContext, payload: dict) -> dict:
     kv = _KV(store, f"ncclcheck/links/{seq}/")
     if me is not None:
         kv.set(f"host/{me}", socket.gethostname())
-    if me == 0:
-        return {**base, "role": "coordinator", **_Coordinator(ctx, o, kv, n, unit).run()}
-    return {**base, "role": "participant" if me is not None else "idle", **_follow(ctx, o, kv, me, unit)}
+    hb = _Heartbeat(kv, me)
+    try:
+        if me == 0:
+            return {**base, "role": "coordinator", **_Coordinator(ctx, o, kv, hb, n, unit).run()}
+        return {**base, "role": "participant" if me is not None else "idle", **_follow(ctx, o, kv, hb, me, unit)}
+    finally:
+        hb.stop()
 
 
-def _follow(ctx: WorkerContext, o: _Opts, kv: _KV, me: Optional[int], unit: str) -> dict:
+def _gone(hb: _Heartbeat, o: _Opts, node: int, unit: str) -> Optional[str]:
+    stale = hb.stale_s(node)
+    return f"{unit} {node} stopped answering (no heartbeat for {stale:.0f} s)" if stale > o.heartbeat_s else None
+
+
+def _follow(ctx: WorkerContext, o: _Opts, kv: _KV, hb: _Heartbeat, me: Optional[int], unit: str) -> dict:
     """A non-coordinating rank: take part in each round it is in until the coordinator says stop."""
     r = 0
     try:
         while True:
             bound = o.timeout_s + 5.0 if r == 0 else o.round_bound_s + o.grace_s + 5.0
             bound = min(bound, max(1.0, ctx.deadline - time.monotonic() + o.grace_s + 5.0))
-            msg = kv.wait(f"go/{r}", bound)
+            msg = kv.wait(f"go/{r}", bound, alive=lambda: _gone(hb, o, 0, unit))
             if msg.get("stop") or (me is not None and me in msg.get("dead", ())):
                 break
+            if me is not None and _dies_here(ctx, r, "start"):
+                os._exit(17)  # test hook only: this node dies where no partner sees its connection close
             if me is not None:
                 peer = next((b if a == me else a for a, b in msg["pairs"] if me in (a, b)), None)
-                res = _measure_pair(ctx, o, kv, r, me, peer, unit) if peer is not None else {"peer": None}
+                res = _measure_pair(ctx, o, kv, hb, r, me, peer, unit) if peer is not None else {"peer": None}
                 kv.set(f"done/{r}/{me}", res)
             r += 1
         return kv.wait("final", o.timeout_s)
@@ -317,8 +392,8 @@ def _follow(ctx: WorkerContext, o: _Opts, kv: _KV, me: Optional[int], unit: str)
 
 
 class _Coordinator:
-    def __init__(self, ctx: WorkerContext, o: _Opts, kv: _KV, n: int, unit: str):
-        self.ctx, self.o, self.kv, self.n, self.unit = ctx, o, kv, n, unit
+    def __init__(self, ctx: WorkerContext, o: _Opts, kv: _KV, hb: _Heartbeat, n: int, unit: str):
+        self.ctx, self.o, self.kv, self.hb, self.n, self.unit = ctx, o, kv, hb, n, unit
         self.matrix: list[list[Optional[float]]] = [[None] * n for _ in range(n)]
         self.tx_us: dict = {}
         self.dead: dict[int, int] = {}  # node -> round it died in
@@ -391,7 +466,7 @@ class _Coordinator:
         self.rounds_run.append(live)
         t0 = time.monotonic()
         peer = next((b if a == 0 else a for a, b in live if 0 in (a, b)), None)
-        mine = _measure_pair(self.ctx, o, kv, r, 0, peer, self.unit) if peer is not None else {"peer": None}
+        mine = _measure_pair(self.ctx, o, kv, self.hb, r, 0, peer, self.unit) if peer is not None else {"peer": None}
         kv.set(f"done/{r}/0", mine)
         alive = [x for x in range(self.n) if x not in self.dead]
         got, missing, cut = self._collect(r, alive, t0)
@@ -418,8 +493,8 @@ class _Coordinator:
                                      "gbps_ba": self.matrix[b][a], "error": err})
 
     def _collect(self, r: int, alive: list, t0: float) -> tuple[dict, list, bool]:
-        """Every alive participant's report for round r, within one round's bound. A node whose partner saw
-        the connection close gets only `grace_s` more: it is almost surely dead, and the others should not wait."""
+        """Every alive participant's report for round r, within one round's bound. A node whose heartbeat stopped
+        is dead at once; one whose partner saw the connection close gets only `grace_s` more."""
         kv, o = self.kv, self.o
         end = t0 + o.round_bound_s
         cut_at = max(self.ctx.deadline, time.monotonic() + o.grace_s)
@@ -433,7 +508,10 @@ class _Coordinator:
             if not missing:
                 return got, [], False
             now = time.monotonic()
-            accused = {res.get("peer") for res in got.values() if res.get("error")}
+            stale = {x for x in missing if self.hb.stale_s(x) > o.heartbeat_s}
+            if set(missing) <= stale:
+                return got, missing, False
+            accused = {res.get("peer") for res in got.values() if res.get("error")} | stale
             if set(missing) <= accused:
                 suspects_since = suspects_since or now
                 if now - suspects_since > o.grace_s:

@@ -85,3 +85,13 @@ def test_only_local_rank_0_of_each_node_carries_traffic():
     assert sorted(len(r) for r in sec["rounds"]) == [1, 1, 1]  # 3 nodes: one pair + a bye per round
     assert {run.results[r]["role"] for r in (1, 3, 5)} == {"idle"}
     assert all(run.results[r]["links"] == sec for r in range(6))
+
+
+def test_node_dying_between_rounds_is_caught_by_its_heartbeat_not_the_timeout():
+    # dies before its pair connects: no partner sees a connection close, and the op timeout is a long 30 s
+    hooks = {"exit_rank": 3, "exit_round": 1, "exit_at": "start"}
+    run = run_world(JOB, {**BASE, "heartbeat_s": 3.0}, 4, hooks=hooks, timeout_s=30, bound_s=90)
+    sec = _rank0(run)["links"]
+    assert sec["dead"] == [3] and sec["dead_round"] == {"3": 1}
+    assert sec["wall_s"] < 20
+    assert sorted(run.results) == [0, 1, 2]

@@ -4,6 +4,7 @@ run_links() -> Report. Usable from notebooks and other tools; nothing here print
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import time
 from typing import Optional
 
@@ -47,30 +48,63 @@ def _probe_master(world: WorldConfig) -> Optional[dict]:
 
     if world.node_rank == 0:
         return probe.bind_test(world.master_addr, world.master_port)
-    return probe.probe_master(world.master_addr, world.master_port, deadline=time.monotonic() + world.timeout_s)
+    return probe.probe_master(world.master_addr, world.master_port,
+                              deadline=time.monotonic() + world.timeout_s).to_json()
+
+
+def _placement(config: Config):
+    from .placement import detect_placement
+
+    return detect_placement(os.environ, config.world)
+
+
+def _log_path() -> Optional[str]:
+    import logging
+
+    for h in logging.getLogger().handlers:
+        if getattr(h, "baseFilename", None):
+            return h.baseFilename
+    return None
 
 
 def run_preflight(config: Optional[Config] = None, **overrides) -> Report:
     """Node-local checks, then (multi-node) world formation and cross-node checks, then recommendations."""
     config = _config(config, "preflight", **overrides)
     t0, started = time.monotonic(), _now_iso()
+    placement = _placement(config)
     world = config.world
-    facts = _collect(config)
-    master = _probe_master(world)
-    inp = LocalInput.of(facts, node_rank=world.node_rank, multi_node=world.multi_node,
+    if placement.worker_mode:  # torchrun/srun/mpirun told us where we are; the flags' world does not apply
+        world = WorldConfig(nnodes=placement.nnodes, node_rank=placement.node_rank,
+                            nproc_per_node=placement.local_world_size or None, master_addr=placement.master_addr,
+                            master_port=placement.master_port, backend=world.backend, timeout_s=world.timeout_s)
+    facts = _collect(config) if placement.node_leader else {}
+    master = _probe_master(world) if placement.node_leader and not placement.worker_mode else None
+    inp = LocalInput.of(facts, node_rank=world.node_rank, multi_node=placement.multi_node,
                         nproc_per_node=world.nproc_per_node, backend=world.backend, master=master)
-    checks = run_local_checks(inp)
-    recs = recommend_local(NodeView(facts, multi_node=world.multi_node))
+    checks = run_local_checks(inp) if placement.node_leader else []
+    command = config.command if config.command in ("preflight", "recommend") else "preflight"
+    if placement.multi_node or placement.worker_mode:
+        from . import world as _world
+
+        out = _world.run_cluster_preflight(config, placement, facts, checks, log_path=_log_path())
+        report = Report(command=command, version=__version__, started=started, world=out.world, nodes=out.nodes,
+                        checks=out.checks, strict=config.output.strict,
+                        recommendations=out.recommendations or recommend_local(NodeView(facts, multi_node=True)))
+        report.duration_s = time.monotonic() - t0
+        # Every process leaves with the same code, so srun/CI fail as a whole (node 0 publishes the verdict).
+        report.agreed_exit_code = out.agree_exit_code(report.exit_code)
+        report.prints = placement.node_leader
+        return report
     report = Report(
-        command=config.command if config.command in ("preflight", "recommend") else "preflight",
+        command=command,
         version=__version__,
         started=started,
-        world=WorldInfo(nnodes=world.nnodes, world_size=world.nnodes * (world.nproc_per_node or 1),
-                        backend=world.backend, master=f"{world.master_addr}:{world.master_port}"
-                        if world.master_addr else None, launcher="ncclcheck"),
+        world=WorldInfo(nnodes=1, world_size=world.nproc_per_node or 1, backend=world.backend,
+                        master=f"{world.master_addr}:{world.master_port}" if world.master_addr else None,
+                        launcher="ncclcheck"),
         nodes=[NodeInfo(world.node_rank, _hostname(facts), facts)],
         checks=checks,
-        recommendations=recs,
+        recommendations=recommend_local(NodeView(facts, multi_node=False)),
         strict=config.output.strict,
     )
     report.duration_s = time.monotonic() - t0
@@ -90,5 +124,88 @@ def run_env(config: Optional[Config] = None, **overrides) -> Report:
     report = Report(command="env", version=__version__, started=started,
                     world=WorldInfo(nnodes=1, world_size=0, backend="none", launcher="none"),
                     nodes=[NodeInfo(config.world.node_rank, _hostname(facts), facts)])
+    report.duration_s = time.monotonic() - t0
+    return report
+
+
+def _job_world(config: Config):
+    """(WorldConfig, Placement) for a job: worker mode takes the launcher's world; bounded master probe first."""
+    from .errors import WorldError
+
+    placement = _placement(config)
+    world = config.world
+    if placement.multi_node and not placement.worker_mode and world.node_rank != 0:
+        m = _probe_master(world)
+        if not m.get("ok"):
+            raise WorldError(f"cannot reach master {world.master_addr}:{world.master_port}: {m.get('error')}")
+    return world, placement
+
+
+def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Report:
+    """Collective sweeps on real process groups (NCCL on GPUs, gloo on CPUs) with nccl-tests' semantics."""
+    from .bench import gates
+    from .bench.collectives import bench_config_to_payload, bench_job, rows_from_result, validate
+    from .errors import WorldError
+    from .model import BenchRow, failed
+    from .runner import run_job
+
+    config = _config(config, "bench", **overrides)
+    t0, started = time.monotonic(), _now_iso()
+    try:
+        world, placement = _job_world(config)
+    except WorldError as exc:
+        return _world_failure_report(config, "bench", started, t0, str(exc))
+    nproc = world.nproc_per_node
+    world_size = placement.world_size if placement.worker_mode else world.nnodes * (nproc or _default_nproc())
+    cfg = validate(config.bench, world_size)  # UsageError before any rendezvous
+    base_rows = gates.load_baseline(cfg.baseline) if cfg.baseline else None
+    out = run_job(world, placement, bench_job, bench_config_to_payload(cfg), observer=observer,
+                  log_dir=os.path.dirname(_log_path() or "") or None)
+    result = out.results.get(0)
+    if result is not None:
+        rows = rows_from_result(result)
+        skips, stopped = result.get("skipped", []), result.get("stopped")
+    else:  # the world broke: report what rank 0 emitted before it did
+        rows = [BenchRow.from_json(e["data"]) for e in out.emitted if e.get("kind") == "bench_row"]
+        skips, stopped = [], {"reason": "world broke", "detail": "; ".join(
+            f"rank {f['rank']}: {f['reason']}" for f in out.failures)}
+    checks, extra, partial = gates.outcome(cfg, rows, skips, stopped, hardware=None, base_rows=base_rows)
+    if out.failures:
+        first = out.failures[0]
+        checks.insert(0, failed("bench.world", f"rank {first['rank']} failed: {first['reason']}",
+                                evidence={"failures": out.failures},
+                                fix="Run `ncclcheck preflight` with the same world flags to find the cause."))
+    report = Report(command="bench", version=__version__, started=started,
+                    world=WorldInfo(nnodes=placement.nnodes, world_size=out.world_size, backend=out.backend,
+                                    master=f"{world.master_addr}:{world.master_port}" if world.master_addr else None,
+                                    launcher=placement.launcher),
+                    checks=checks, bench=rows, strict=config.output.strict, partial=partial or bool(out.failures))
+    report.extra.update(extra)
+    if cfg.save_baseline:
+        from .render.files import write_atomic
+        from .render.json import render_json
+
+        write_atomic(cfg.save_baseline, render_json(report))
+    report.duration_s = time.monotonic() - t0
+    return report
+
+
+def _default_nproc() -> int:
+    from .runner import CPU_RANKS_DEFAULT, _gpu_count
+
+    return _gpu_count() or CPU_RANKS_DEFAULT
+
+
+def _world_failure_report(config: Config, command: str, started: str, t0: float, why: str) -> Report:
+    from .model import failed
+
+    w = config.world
+    report = Report(command=command, version=__version__, started=started,
+                    world=WorldInfo(nnodes=w.nnodes, world_size=0, backend=w.backend,
+                                    master=f"{w.master_addr}:{w.master_port}" if w.master_addr else None),
+                    checks=[failed("rendezvous.master_reachable", why, node=w.node_rank,
+                                   fix="Check MASTER_ADDR/MASTER_PORT and the firewall; `ncclcheck preflight` "
+                                       "names the cause.")],
+                    strict=config.output.strict, partial=True)
     report.duration_s = time.monotonic() - t0
     return report

@@ -230,6 +230,8 @@ def _run(config: Config, log_path: str):
         return api.run_recommend(config)
     if config.command == "env":
         return api.run_env(config)
+    if config.command == "bench":
+        return api.run_bench(config)
     if config.command == "report":
         import json
 
@@ -249,6 +251,8 @@ def _emit(config: Config, report, log_path: str) -> None:
     from .render import console as view
     from .render.json import render_json
 
+    if not report.prints:  # another rank of this node prints and writes the same report
+        return
     report.log_path = report.log_path or log_path
     out = config.output
     json_to_stdout = out.json_path == "-"

@@ -189,6 +189,10 @@ class Report:
     log_path: Optional[str] = None
     partial: bool = False  # the run was cut short; what is here is what was gathered
     extra: dict = field(default_factory=dict)  # command-specific sections (e.g. "bench_summary")
+    # Set when a formed world agreed on one exit code (node 0's), so every process of srun/CI exits alike.
+    agreed_exit_code: Optional[int] = None
+    # False on the non-leader ranks of a node in worker mode: they write JSON if asked but print nothing.
+    prints: bool = True
 
     @property
     def status(self) -> Status:
@@ -196,6 +200,8 @@ class Report:
 
     @property
     def exit_code(self) -> int:
+        if self.agreed_exit_code is not None:
+            return self.agreed_exit_code
         return exit_code_for(self.status, self.strict)
 
     def root_cause(self) -> Optional[CheckResult]:

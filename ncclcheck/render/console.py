@@ -97,7 +97,14 @@ def verdict(report: Report) -> Text:
 
 def render_report(report: Report, verbose: bool = True) -> list:
     """Everything for the terminal, in order. The CLI prints these; bench/links add their own sections."""
-    out: list = [header(report), checks_table(report, show_passed=verbose)]
+    out: list = [header(report)]
+    if report.bench is not None:
+        from .bench import bench_tables, summary_block
+
+        out.append(bench_tables(report.bench))
+        if report.extra.get("bench_summary"):
+            out.append(summary_block(report.extra["bench_summary"], report.checks, report.extra.get("bench_stopped")))
+    out.append(checks_table(report, show_passed=verbose))
     if report.recommendations:
         out.append(recommendations_block(report))
     out.append(verdict(report))

@@ -1,0 +1,114 @@
+"""--check: exactly representable, rank-dependent inputs and the exact output each op must produce.
+
+Values are small integers, so every partial sum a reduction can form (in any order, on any algorithm) stays inside
+the range where the dtype holds integers exactly: 2048 for float16 (11-bit significand), 256 for bfloat16 (8 bits),
+127 for int8. Outputs are compared exactly, element by element, the way nccl-tests counts "#wrong". The check is its
+own pass after the timed loop (as in nccl-tests), so filling and comparing never land inside a timing.
+"""
+
+from __future__ import annotations
+
+import math
+
+# Largest integer magnitude a sum may reach and still be exact (and fit) in the dtype.
+EXACT_LIMIT = {
+    "float16": 2048,
+    "bfloat16": 256,
+    "int8": 127,
+    "float32": 1 << 20,
+    "float64": 1 << 20,
+    "int32": 1 << 20,
+}
+
+
+def _value_params(dtype: str, nranks: int, reduces: bool) -> tuple[int, int]:
+    """(p, k): per-rank values are 1 + (r*3 + i) % p when k == 1, else 0/1 spread one rank in k.
+
+    For a reduction the sum over n ranks of values <= p must stay <= the limit: p = limit // n. When there are more
+    ranks than the limit (e.g. 300 ranks in bfloat16) values become 1 on only every k-th (rank+index), so at most
+    ceil(n/k) ones are ever summed.
+    """
+    limit = EXACT_LIMIT[dtype]
+    if not reduces:
+        return limit, 1
+    p = limit // nranks
+    if p >= 1:
+        return p, 1
+    return 1, math.ceil(nranks / limit)
+
+
+def rank_values(dtype: str, nranks: int, reduces: bool, rank: int, start: int, count: int, device="cpu"):
+    """Rank `rank`'s input elements [start, start+count) as float32 on `device` (exact small integers)."""
+    import torch
+
+    p, k = _value_params(dtype, nranks, reduces)
+    # int32 indices halve the temporary memory on a GPU for the sizes where they suffice.
+    itype = torch.int32 if start + count + nranks * 131 < (1 << 31) else torch.int64
+    idx = torch.arange(start, start + count, device=device, dtype=itype)
+    if k == 1:
+        if reduces:
+            v = 1 + (idx + rank * 3) % p
+        else:
+            v = (idx + rank * 131) % (p + 1)
+    else:
+        v = ((idx + rank) % k == 0).to(itype)
+    return v.to(torch.float32)
+
+
+def fill(buf, dtype: str, nranks: int, reduces: bool, rank: int, start: int = 0) -> None:
+    """Write rank's check values into `buf` (a 1-D tensor view), element i holding global index start+i."""
+    buf.copy_(rank_values(dtype, nranks, reduces, rank, start, buf.numel(), device=buf.device).to(buf.dtype))
+
+
+def expected_output(op: str, dtype: str, nranks: int, rank: int, counts, device="cpu", root: int = 0):
+    """The exact float32 output rank `rank` must hold after `op`, or None when this rank's output is unspecified
+    (reduce on a non-root rank)."""
+    import torch
+
+    from .ops import OPS
+
+    reduces = OPS[op].reduces
+    vals = lambda r, s, c: rank_values(dtype, nranks, reduces, r, s, c, device=device)  # noqa: E731
+    if op == "all_reduce" or (op == "reduce" and rank == root):
+        out = torch.zeros(counts.param_count, dtype=torch.float32, device=device)
+        for r in range(nranks):
+            out += vals(r, 0, counts.param_count)
+        return out
+    if op == "reduce":
+        return None
+    if op == "broadcast":
+        return vals(root, 0, counts.param_count)
+    if op == "sendrecv":
+        return vals((rank - 1) % nranks, 0, counts.param_count)
+    base = counts.param_count
+    if op == "all_gather":
+        return torch.cat([vals(r, 0, base) for r in range(nranks)])
+    if op == "reduce_scatter":
+        out = torch.zeros(base, dtype=torch.float32, device=device)
+        for r in range(nranks):
+            out += vals(r, rank * base, base)
+        return out
+    if op == "all_to_all":
+        # Rank r's input chunk q (elements q*base..) goes to rank q's output chunk r.
+        return torch.cat([vals(r, rank * base, base) for r in range(nranks)])
+    raise ValueError(f"no expected output for op {op!r}")
+
+
+def count_wrong(output, expected) -> int:
+    """Elements of `output` that differ from `expected` (exact comparison, NaN counts as wrong)."""
+    if expected is None:
+        return 0
+    import torch
+
+    got = output.reshape(-1).to(torch.float32)
+    return int((got != expected).sum().item())
+
+
+def corrupt(output) -> None:
+    """Test hook: perturb this rank's output after the collective so the check must catch it."""
+    flat = output.reshape(-1)
+    n = flat.numel()
+    # Every check value is >= 0, so -1 differs from whatever belongs there, exactly, in every dtype (adding 1 would
+    # not: 256 + 1 rounds back to 256 in bfloat16).
+    for i in sorted({0, n // 2, n - 1}):
+        flat[i] = -1

@@ -1,0 +1,98 @@
+"""One callable per (op, placement) over preallocated buffers: what the timed loop calls, nothing else.
+
+Buffers are allocated once per (op, size) and reused by warm-up, timing and the check. Every callable returns only
+when the collective is complete from the caller's point of view: on gloo the host is done; on NCCL the current
+CUDA stream is ordered after the collective (torch's blocking collectives make the current stream wait on the NCCL
+stream), so CUDA events recorded on the current stream around the loop bracket the collectives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from .ops import OPS, Counts
+
+# Ops for which torch.distributed has only an in-place form (one tensor is both input and output). Their
+# "out-of-place" rows time the same call; rows say so with in_place_call = true.
+TORCH_IN_PLACE_ONLY = {"all_reduce", "broadcast", "reduce"}
+ROOT = 0
+
+
+@dataclass
+class Runner:
+    call: Callable[[], None]
+    output: Any  # the tensor whose contents --check verifies
+    input: Any  # the tensor (or view) holding this rank's input; check values start at global index 0
+    clear: Any  # tensor to zero before the check pass, so stale results cannot pass as fresh ones
+
+
+def _fn(dist, new: str, old: str):
+    # torch 2.13 renamed all_gather_into_tensor/reduce_scatter_tensor to *_single and warns on the old names;
+    # older torch only has the old ones.
+    return getattr(dist, new, None) or getattr(dist, old)
+
+
+@dataclass
+class Buffers:
+    send: Any
+    recv: Any
+
+
+def allocate(counts: Counts, dtype, device: str) -> Buffers:
+    import torch
+
+    # zeros, not empty: uninitialised memory may hold denormals or NaNs that slow CPU reductions down.
+    send = torch.zeros(counts.send_count, dtype=dtype, device=device)
+    recv = torch.zeros(counts.recv_count, dtype=dtype, device=device)
+    return Buffers(send, recv)
+
+
+def make_runner(op: str, in_place: bool, bufs: Buffers, counts: Counts, rank: int, nranks: int,
+                group: Optional[Any] = None) -> Runner:
+    import torch.distributed as dist
+
+    base = counts.param_count
+    send, recv = bufs.send, bufs.recv
+    if op == "all_reduce":
+        t = recv if in_place else send
+        return Runner(lambda: dist.all_reduce(t, group=group), t, t, t)
+    if op == "broadcast":
+        t = recv if in_place else send
+        return Runner(lambda: dist.broadcast(t, src=ROOT, group=group), t, t, t)
+    if op == "reduce":
+        t = recv if in_place else send
+        return Runner(lambda: dist.reduce(t, dst=ROOT, group=group), t, t, t)
+    if op == "all_gather":
+        ag = _fn(dist, "all_gather_single", "all_gather_into_tensor")
+        src = recv[rank * base:(rank + 1) * base] if in_place else send
+        return Runner(lambda: ag(recv, src, group=group), recv, src, recv)
+    if op == "reduce_scatter":
+        rs = _fn(dist, "reduce_scatter_single", "reduce_scatter_tensor")
+        out = send[rank * base:(rank + 1) * base] if in_place else recv
+        return Runner(lambda: rs(out, send, group=group), out, send, out)
+    if op == "all_to_all":
+        if in_place:
+            raise ValueError("all_to_all has no in-place form")
+        return Runner(lambda: dist.all_to_all_single(recv, send, group=group), recv, send, recv)
+    if op == "sendrecv":
+        if in_place:
+            raise ValueError("sendrecv has no in-place form")
+        peer_to, peer_from = (rank + 1) % nranks, (rank - 1) % nranks
+
+        def sendrecv() -> None:
+            ops = [dist.P2POp(dist.isend, send, peer_to, group), dist.P2POp(dist.irecv, recv, peer_from, group)]
+            for w in dist.batch_isend_irecv(ops):
+                w.wait()
+
+        return Runner(sendrecv, recv, send, recv)
+    raise ValueError(f"unknown op {op!r}")
+
+
+def unsupported_reason(op: str, in_place: bool, nranks: int) -> Optional[str]:
+    """Why (op, placement) cannot run on this world at all, before trying it; None when it can."""
+    if in_place and not OPS[op].in_place_supported:
+        return f"{op} has no in-place form (nccl-tests does not verify it in place either)"
+    if op == "sendrecv" and nranks < 2:
+        return "sendrecv needs at least 2 ranks"
+    return None

@@ -1,0 +1,148 @@
+"""Cluster-wide recommendation rules from the full-mesh reachability matrix (probe.build_matrix).
+
+NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME: the interface that is present, running and reached from every other node,
+fastest first; one value for the cluster when a common name works, per-node values (Recommendation.node) when the
+usable interface's name differs between nodes. NCCL takes name prefixes (eth1 also matches eth10), so the exact
+`=name` form is used when the name is a prefix of another interface present on some node; Gloo takes exact names.
+Never docker/virbr/lo/veth/bridge interfaces (ncclenv.NEVER_FOR_MULTI_NODE), whatever the probe says.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from .. import ncclenv, probe
+from ..model import Recommendation
+from ..units import format_mbps_link
+
+_KIND_RANK = {"ipoib": 0, "physical": 1, "virtual": 2, "vpn": 3}
+_NEVER_PREFIXES = ("docker", "virbr", "lo", "veth", "br-", "cni", "flannel")
+
+
+@dataclass(frozen=True)
+class MeshView:
+    """Every node's facts plus the matrix: the input of every cluster-wide rule."""
+
+    nodes: list  # [(node_rank, hostname, facts)]
+    mesh: dict  # probe.build_matrix output
+
+    @property
+    def ranks(self) -> list:
+        return [r for r, _, _ in self.nodes]
+
+    def iface(self, rank: int, name: str) -> dict:
+        for r, _, f in self.nodes:
+            if r == rank:
+                for i in (f or {}).get("interfaces") or []:
+                    if isinstance(i, dict) and i.get("name") == name:
+                        return i
+        return {}
+
+    def all_names(self) -> set:
+        return {i.get("name") for _, _, f in self.nodes for i in (f or {}).get("interfaces") or []
+                if isinstance(i, dict) and i.get("name")}
+
+
+def _allowed(itf: dict, name: str) -> bool:
+    return (bool(itf) and itf.get("running", True) and itf.get("kind") not in ncclenv.NEVER_FOR_MULTI_NODE
+            and not name.startswith(_NEVER_PREFIXES))
+
+
+def _rank_key(itf: dict) -> tuple:
+    return (-(itf.get("speed_mbps") or 0), _KIND_RANK.get(itf.get("kind"), 9), itf.get("name", ""))
+
+
+def usable_per_node(view: MeshView) -> dict:
+    """{rank: [interface names every other node reached, allowed for a job, best first]}."""
+    reached = probe.reachable_by_node(view.mesh, view.ranks)
+    out = {}
+    for r in view.ranks:
+        names = [n for n in reached.get(r, []) if _allowed(view.iface(r, n), n)]
+        out[r] = sorted(names, key=lambda n, r=r: _rank_key(view.iface(r, n)))
+    return out
+
+
+def nccl_value(name: str, present: set) -> str:
+    """'eth0', or '=eth0' when 'eth0' as an NCCL prefix would also select another present interface (eth01)."""
+    return f"={name}" if any(o != name and o.startswith(name) for o in present) else name
+
+
+def _unusable_note(view: MeshView, chosen: set) -> str:
+    notes = []
+    for name, e in sorted(view.mesh.items()):
+        if name in chosen or probe.usable_everywhere(e, view.ranks):
+            continue
+        if e.get("duplicates"):
+            a, rs = next(iter(e["duplicates"].items()))
+            notes.append(f"{name} unusable: same address {a} on nodes {','.join(map(str, rs))}")
+        elif e.get("errors"):
+            pair, err = next(iter(sorted(e["errors"].items())))
+            notes.append(f"{name} unusable: {pair} {err}")
+    return ("; " + "; ".join(notes)) if notes else ""
+
+
+def rule_socket_ifname(view: MeshView) -> list:
+    if len(view.ranks) < 2 or not view.mesh:
+        return []
+    usable = usable_per_node(view)
+    if any(not u for u in usable.values()):
+        return []  # net.peer_reachability fails with the matrix as evidence; there is nothing safe to recommend
+    present = view.all_names()
+    n = len(view.ranks)
+    common = set.intersection(*(set(u) for u in usable.values()))
+    if common:
+        # Fastest by the slowest node's speed for that name: a job runs at its slowest link.
+        best = min(common, key=lambda nm: (-min((view.iface(r, nm).get("speed_mbps") or 0) for r in view.ranks),
+                                           _KIND_RANK.get(view.iface(view.ranks[0], nm).get("kind"), 9), nm))
+        speed = min((view.iface(r, best).get("speed_mbps") or 0) for r in view.ranks)
+        why = (f"{best} connects every pair of the {n} nodes in the full-mesh probe"
+               f"{f' ({format_mbps_link(speed)})' if speed else ''}{_unusable_note(view, {best})}")
+        value = nccl_value(best, present)
+        if value.startswith("="):
+            why += f"; exact form because {best} as a prefix also matches " + ", ".join(
+                sorted(o for o in present if o != best and o.startswith(best)))
+        return [Recommendation("NCCL_SOCKET_IFNAME", value, why),
+                Recommendation("GLOO_SOCKET_IFNAME", best, f"same interface as NCCL ({best}); Gloo takes exact names")]
+    out = []
+    for r in view.ranks:
+        name = usable[r][0]
+        why = (f"interface names differ between nodes; on node {r} {name} is reached from every other node"
+               f"{_unusable_note(view, set(u[0] for u in usable.values()))}")
+        out.append(Recommendation("NCCL_SOCKET_IFNAME", nccl_value(name, present), why, node=r))
+        out.append(Recommendation("GLOO_SOCKET_IFNAME", name, "same interface as NCCL on this node; exact name",
+                                  node=r))
+    return out
+
+
+# MTU alignment is not an environment variable: net.mtu_consistent carries the `ip link set ... mtu` fix.
+RULES: list[Callable[[MeshView], list]] = [rule_socket_ifname]
+
+
+def recommend_mesh(view: MeshView) -> list:
+    out: list = []
+    for rule in RULES:
+        out.extend(rule(view))
+    return out
+
+
+def merge_recommendations(mesh_recs: list, per_node: dict, names_from_mesh: Optional[set] = None) -> list:
+    """Cluster recommendations = the mesh rules' plus each node's local ones, collapsed to one node=None entry
+    where every node agrees. Local socket-interface advice is dropped when the mesh rule decided it."""
+    names_from_mesh = names_from_mesh if names_from_mesh is not None else {r.name for r in mesh_recs}
+    out = list(mesh_recs)
+    ranks = sorted(per_node)
+    by_name: dict = {}
+    for r in ranks:
+        for rec in per_node[r]:
+            if rec.name in names_from_mesh:
+                continue
+            by_name.setdefault(rec.name, {})[r] = rec
+    for name, recs in by_name.items():
+        values = {rec.value for rec in recs.values()}
+        if len(recs) == len(ranks) and len(values) == 1:
+            first = recs[ranks[0]]
+            out.append(Recommendation(name, first.value, first.reason + f" (all {len(ranks)} nodes)"))
+        else:
+            out.extend(Recommendation(name, rec.value, rec.reason, node=r) for r, rec in sorted(recs.items()))
+    return out

@@ -1,0 +1,452 @@
+"""Multi-node world formation for preflight: bounded rendezvous through a c10d TCPStore, fact exchange, mesh probe,
+cross-node checks, and one agreed exit code.
+
+    outcome = run_cluster_preflight(config, placement, local_facts, local_results)
+    ... build the Report from outcome.world / nodes / checks / recommendations ...
+    code = outcome.agree_exit_code(report.exit_code)   # node 0 publishes, the others adopt
+
+Protocol (all values JSON, keys under "ncclcheck/<run>/"): node 0 hosts the store at MASTER_ADDR:MASTER_PORT (a plain
+socket probe runs first so a blocked port is named in seconds); every node leader appends its join record
+(`join/count` counter + `join/<i>`) = {node_rank, nnodes, hostname, pid, uuid, facts, checks}; node 0 alone decides
+when the world is complete (every rank 0..N-1 joined, then a short grace for duplicates) or the deadline passed, and
+publishes `world/verdict`. Then `mesh/ep/<rank>` endpoints, parallel probes, `mesh/row/<rank>` results; every node
+computes the same cross-node checks from the same data; node 0 publishes `world/final` with the exit code.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+import uuid as _uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Optional
+
+from . import probe
+from ._store import JsonStore, StoreLost, open_store
+from .checks.cross import CrossInput, run_cross_checks
+from .config import Config
+from .model import CheckResult, NodeInfo, Recommendation, Status, WorldInfo, failed, passed, skipped
+from .placement import Placement
+from .recommend.mesh import MeshView, merge_recommendations, recommend_mesh
+
+log = logging.getLogger(__name__)
+
+JOIN_GRACE_S = 1.0  # after every rank joined, how long node 0 keeps listening for a duplicate node rank
+MESH_PHASE_S = 30.0  # upper bound of the mesh phase (endpoints, probes, rows), below --timeout
+FINAL_WAIT_S = 15.0
+
+
+@dataclass
+class ClusterOutcome:
+    """What the multi-node part of preflight found. `formed` is False when the world could not form."""
+
+    world: WorldInfo
+    nodes: list  # list[NodeInfo], node-rank order (only this node when the world did not form)
+    checks: list  # list[CheckResult]: rendezvous.* plus cross-node checks, and every node's local results
+    recommendations: list  # list[Recommendation]
+    formed: bool = False
+    verdict: dict = field(default_factory=dict)
+    _store: Optional[JsonStore] = None
+    _is_host: bool = False
+    _members: int = 0
+    _deadline_s: float = FINAL_WAIT_S
+
+    def agree_exit_code(self, exit_code: int) -> int:
+        """Node 0 publishes its exit code and waits (bounded) until every member read it; others adopt it.
+
+        Every process of a formed world then exits with the same code, so srun/CI fail as a whole. Without a
+        formed world each node keeps its own code. Closes the store.
+        """
+        st, self._store = self._store, None
+        if st is None or not self.formed:
+            return exit_code
+        end = time.monotonic() + self._deadline_s
+        try:
+            if self._is_host:
+                st.set("world/final", {"exit_code": exit_code})
+                st.wait_count("world/final_ack", self._members - 1, end)
+                return exit_code
+            final = st.wait_get("world/final", end)
+            st.add("world/final_ack", 1)
+            if isinstance(final, dict) and isinstance(final.get("exit_code"), int):
+                return max(final["exit_code"], exit_code) if exit_code == 3 else final["exit_code"]
+            return exit_code
+        except Exception as exc:  # noqa: BLE001 - the store going away at the end must not become a crash
+            log.warning("could not agree on the exit code: %s", exc)
+            return exit_code
+
+    def close(self) -> None:
+        self._store = None
+
+
+def _hostname(facts: dict) -> str:
+    return ((facts or {}).get("host") or {}).get("hostname") or socket.gethostname()
+
+
+def _run_prefix(placement: Placement, env: Optional[dict] = None) -> str:
+    env = os.environ if env is None else env
+    run = env.get("NCCLCHECK_RUN_ID") or env.get("TORCHELASTIC_RUN_ID") or env.get("SLURM_JOB_ID") or "preflight"
+    return f"ncclcheck/{run}/"
+
+
+def _uses_agent_store(placement: Placement, env: Optional[dict] = None) -> bool:
+    """Under torchrun the agent already hosts the store at MASTER_ADDR:MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE)."""
+    env = os.environ if env is None else env
+    return placement.launcher == "torchrun" and str(env.get("TORCHELASTIC_USE_AGENT_STORE", "")).lower() == "true"
+
+
+def _is_server(placement: Placement) -> bool:
+    """Does this process host the TCPStore? Node 0's agent, or global rank 0 unless torchrun's agent hosts it."""
+    if placement.launcher == "ncclcheck":
+        return placement.node_rank == 0
+    return placement.rank == 0 and not _uses_agent_store(placement)
+
+
+def _is_decider(placement: Placement) -> bool:
+    """Node 0 (global rank 0 in worker mode) decides who joined and publishes the verdict and the exit code."""
+    return placement.node_rank == 0 and placement.node_leader
+
+
+def _master_result(results: list) -> Optional[CheckResult]:
+    for r in results:
+        if r.id == "rendezvous.master_reachable":
+            return r
+    return None
+
+
+def _world_info(config: Config, placement: Placement, nnodes: int) -> WorldInfo:
+    w = config.world
+    nproc = placement.local_world_size or w.nproc_per_node or 1
+    return WorldInfo(
+        nnodes=nnodes,
+        world_size=placement.world_size if placement.worker_mode else nnodes * nproc,
+        backend=w.backend,
+        master=f"{placement.master_addr}:{placement.master_port}" if placement.master_addr else None,
+        launcher=placement.launcher,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Verdict: who joined, who is missing, who is duplicated, who disagrees on --nnodes
+
+
+def decide(joins: list, expected_nnodes: int, final: bool) -> dict:
+    """Pure: the world verdict from join records. `complete` when every rank of the reference --nnodes joined.
+
+    The reference --nnodes is the majority's (ties: node 0's, it hosts the rendezvous). Ranks outside it, duplicate
+    ranks (each named by hostname) and nodes started with a different --nnodes make the world fail to form.
+    """
+    counts = Counter(j.get("nnodes") for j in joins if isinstance(j.get("nnodes"), int))
+    ref = expected_nnodes
+    if counts:
+        top = max(counts.values())
+        leaders = [n for n, c in counts.items() if c == top]
+        ref = expected_nnodes if expected_nnodes in leaders else min(leaders)
+    by_rank: dict = {}
+    for j in joins:
+        by_rank.setdefault(j.get("node_rank"), []).append(j)
+    present = sorted(r for r in by_rank if isinstance(r, int) and 0 <= r < ref)
+    missing = [r for r in range(ref) if r not in by_rank]
+    dups = {r: [f"{j.get('hostname')} (pid {j.get('pid')})" for j in js] for r, js in by_rank.items() if len(js) > 1}
+    out_of_range = sorted(r for r in by_rank if not (isinstance(r, int) and 0 <= r < ref))
+    mismatch = [{"node_rank": j.get("node_rank"), "hostname": j.get("hostname"), "nnodes": j.get("nnodes")}
+                for j in joins if j.get("nnodes") != ref]
+    complete = not missing
+    ok = complete and not dups and not out_of_range and not mismatch
+    members = [by_rank[r][0] for r in present]
+    return {
+        "ok": ok, "complete": complete, "final": final, "nnodes": ref, "missing": missing,
+        "duplicates": {str(r): h for r, h in dups.items()}, "out_of_range": out_of_range, "nnodes_mismatch": mismatch,
+        "members": [{"node_rank": m["node_rank"], "uuid": m["uuid"], "hostname": m.get("hostname"),
+                     "key": m.get("_key")} for m in members],
+        "joined": [{"node_rank": j.get("node_rank"), "hostname": j.get("hostname"), "nnodes": j.get("nnodes"),
+                    "pid": j.get("pid")} for j in joins],
+    }
+
+
+def world_check(verdict: dict, elapsed_s: float, timeout_s: float) -> CheckResult:
+    """rendezvous.world from a verdict: names missing ranks, duplicate ranks and --nnodes disagreements."""
+    cid = "rendezvous.world"
+    n = verdict.get("nnodes")
+    ev = {k: verdict.get(k) for k in ("nnodes", "missing", "duplicates", "out_of_range", "nnodes_mismatch",
+                                      "joined")}
+    if verdict.get("ok"):
+        hosts = ", ".join(f"{m['node_rank']}={m.get('hostname')}" for m in verdict.get("members", []))
+        return passed(cid, f"all {n} node ranks joined in {elapsed_s:.1f} s ({hosts})", evidence=ev)
+    problems, fixes = [], []
+    if verdict.get("missing"):
+        miss = ",".join(map(str, verdict["missing"]))
+        problems.append(f"node rank(s) {miss} never joined within {timeout_s:g} s")
+        fixes.append(f"start ncclcheck with --node-rank {miss} on the missing node(s), or check why they cannot "
+                     "reach MASTER_ADDR:MASTER_PORT (their own reports say)")
+    for r, hosts in (verdict.get("duplicates") or {}).items():
+        problems.append(f"node rank {r} claimed by {len(hosts)} nodes: {', '.join(hosts)}")
+        fixes.append("give every node a distinct --node-rank (0..N-1)")
+    if verdict.get("out_of_range"):
+        problems.append(f"node rank(s) {','.join(map(str, verdict['out_of_range']))} are outside 0..{n - 1}")
+    for m in verdict.get("nnodes_mismatch") or []:
+        problems.append(f"node {m['node_rank']} ({m['hostname']}) was started with --nnodes {m['nnodes']}, "
+                        f"the others with {n}")
+    if verdict.get("nnodes_mismatch"):
+        fixes.append(f"start every node with the same --nnodes ({n})")
+    return failed(cid, "; ".join(problems) or "the world did not form", evidence=ev,
+                  fix="; ".join(fixes) or "see the other nodes' reports")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The preflight itself
+
+
+@dataclass
+class _Ctx:
+    config: Config
+    placement: Placement
+    facts: dict
+    results: list
+    node_id: str
+    log_path: Optional[str]
+    start: float
+    join_grace_s: float = JOIN_GRACE_S
+
+    @property
+    def timeout_s(self) -> float:
+        return self.config.world.timeout_s
+
+    @property
+    def rdzv_deadline(self) -> float:
+        return self.start + self.timeout_s
+
+
+def _alone(ctx: _Ctx, extra: list, nnodes: Optional[int] = None) -> ClusterOutcome:
+    """The world did not form: this node's own report, saying why from its side."""
+    p = ctx.placement
+    return ClusterOutcome(
+        world=_world_info(ctx.config, p, nnodes or p.nnodes),
+        nodes=[NodeInfo(p.node_rank, _hostname(ctx.facts), ctx.facts)],
+        checks=list(ctx.results) + extra,
+        recommendations=[],
+        formed=False,
+    )
+
+
+def _connect(ctx: _Ctx) -> tuple:
+    """(store, decider, problem CheckResult or None). Plain-socket probe first, then the TCPStore, bounded."""
+    p = ctx.placement
+    host = _is_server(p)
+    prefix = _run_prefix(p)
+    addr, port = p.master_addr, p.master_port
+    if host:
+        b = probe.check_bind(port)
+        if not b.bindable:
+            if b.in_use:
+                # Maybe another node started as rank 0 on this host first: join it, and be named as a duplicate.
+                try:
+                    st = open_store(addr, port, False, 3.0, ctx.log_path, prefix)
+                    if st.has("host"):
+                        return st, False, None
+                except ConnectionError:
+                    pass
+            return None, True, failed(
+                "rendezvous.world", f"node 0 cannot host the rendezvous on port {port}: {b.error}",
+                evidence=b.to_json(),
+                fix=f"Free the port (ss -ltnp 'sport = :{port}') or choose another --master-port on every node.")
+        try:
+            st = open_store(addr if probe.is_local_address(addr) else "0.0.0.0", port, True, ctx.timeout_s,
+                            ctx.log_path, prefix)
+        except ConnectionError as e:
+            return None, True, failed("rendezvous.world", f"node 0 could not start the rendezvous store: {e}",
+                                      fix="See the log; check --master-port is free on node 0.")
+        st.set("host", {"hostname": _hostname(ctx.facts), "pid": os.getpid(), "uuid": ctx.node_id})
+        return st, True, None
+    decider = _is_decider(p)
+    m = _master_result(ctx.results)
+    if m is None or m.status is Status.FAIL:
+        pr = probe.probe_master(addr, port, ctx.rdzv_deadline)
+        if not pr.ok:
+            return None, decider, failed(
+                "rendezvous.world", f"could not join: master {addr}:{port} {pr.status} after {pr.attempts} attempts "
+                f"in {pr.elapsed_s:.1f} s", evidence=pr.to_json(),
+                fix="See rendezvous.master_reachable: start node 0 first, check MASTER_ADDR/MASTER_PORT and the "
+                    "firewall between the nodes.")
+    remaining = max(1.0, ctx.rdzv_deadline - time.monotonic())
+    try:
+        st = open_store(addr, port, False, min(remaining, 30.0), ctx.log_path, prefix)
+    except ConnectionError as e:
+        return None, decider, failed("rendezvous.world", f"could not join the rendezvous store at {addr}:{port}: "
+                                     f"{e}", fix="Check that node 0 runs ncclcheck (not another service) on "
+                                                 "MASTER_PORT.")
+    return st, decider, None
+
+
+def _read_joins(st: JsonStore, seen: dict) -> list:
+    n = st.add("join/count", 0)
+    for i in range(1, n + 1):
+        if i not in seen:
+            v = st.get_now(f"join/{i}")
+            if v is not None:
+                v["_key"] = f"join/{i}"
+                seen[i] = v
+    return [seen[i] for i in sorted(seen)]
+
+
+def _host_decides(ctx: _Ctx, st: JsonStore) -> dict:
+    seen: dict = {}
+    complete_at = None
+    while True:
+        joins = _read_joins(st, seen)
+        now = time.monotonic()
+        v = decide(joins, ctx.placement.nnodes, final=False)
+        if v["complete"] and complete_at is None:
+            complete_at = now
+        if (complete_at is not None and now - complete_at >= ctx.join_grace_s) or now >= ctx.rdzv_deadline:
+            v = decide(_read_joins(st, seen), ctx.placement.nnodes, final=True)
+            v["elapsed_s"] = now - ctx.start
+            st.set("world/verdict", v)
+            return v
+        time.sleep(0.05)
+
+
+def _mesh_phase(ctx: _Ctx, st: JsonStore, members: list, leader: bool) -> tuple:
+    """(matrix, attempts_by_rank). Listeners stay up until every member has published its row (bounded)."""
+    p = ctx.placement
+    ranks = [m["node_rank"] for m in members]
+    end = time.monotonic() + min(MESH_PHASE_S, ctx.timeout_s)
+    listener = None
+    if leader:
+        addrs = probe.candidate_addresses(ctx.facts.get("interfaces"), include_loopback=False)
+        listener = probe.MeshListener(p.node_rank, ctx.node_id, addrs)
+        listener.start()
+        st.set(f"mesh/ep/{p.node_rank}", {"id": ctx.node_id, "endpoints": listener.endpoints,
+                                           "bind_errors": listener.bind_errors})
+    try:
+        eps = {}
+        for r in ranks:
+            v = st.wait_get(f"mesh/ep/{r}", end)
+            eps[r] = v if isinstance(v, dict) else {"id": None, "endpoints": {}}
+        if leader:
+            budget = max(1.0, min(end - time.monotonic(), 20.0))
+            rows = probe.probe_peers(p.node_rank, eps, deadline_s=budget)
+            st.set(f"mesh/row/{p.node_rank}", rows)
+        attempts = {}
+        for r in ranks:
+            v = st.wait_get(f"mesh/row/{r}", end)
+            if isinstance(v, list):
+                attempts[r] = v
+    finally:
+        if listener is not None:
+            listener.close()
+    matrix = probe.build_matrix(ranks, {r: e.get("endpoints") or {} for r, e in eps.items()}, attempts)
+    return matrix, attempts
+
+
+def run_cluster_preflight(
+    config: Config,
+    placement: Placement,
+    local_facts: dict,
+    local_results: list,
+    log_path: Optional[str] = None,
+    join_grace_s: float = JOIN_GRACE_S,
+) -> ClusterOutcome:
+    """Form the world (bounded), exchange facts as JSON, probe the mesh, run cross-node checks and rules.
+
+    local_results are this node's node-local CheckResults (node=node_rank). Returns the aggregated outcome; every
+    node of a formed world returns the same nodes/checks/recommendations. Never raises for network trouble: it
+    becomes a failed rendezvous.* check. Call `outcome.agree_exit_code(code)` once the report is built.
+    """
+    ctx = _Ctx(config, placement, local_facts, list(local_results), _uuid.uuid4().hex, log_path, time.monotonic(),
+               join_grace_s)
+    if not placement.master_addr or not placement.master_port:
+        return _alone(ctx, [skipped("rendezvous.world", "single node: no world to form")])
+    st, decider, problem = _connect(ctx)
+    if problem is not None:
+        return _alone(ctx, [problem])
+    try:
+        return _after_connect(ctx, st, decider)
+    except StoreLost as e:
+        who = "this node hosts it" if decider else "node 0 hosts it"
+        return _alone(ctx, [failed("rendezvous.world", f"lost the rendezvous store ({who}): {e}",
+                                   fix="Look at node 0's report and log: it exited or crashed before the others "
+                                       "finished.")])
+
+
+def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
+    placement, config, local_facts, local_results = ctx.placement, ctx.config, ctx.facts, ctx.results
+    leader = placement.node_leader
+    if leader:
+        i = st.add("join/count", 1)
+        st.set(f"join/{i}", {
+            "node_rank": placement.node_rank, "nnodes": placement.nnodes, "hostname": _hostname(local_facts),
+            "pid": os.getpid(), "uuid": ctx.node_id, "launcher": placement.launcher,
+            "facts": local_facts, "checks": [c.to_json() for c in local_results],
+        })
+    if decider:
+        verdict = _host_decides(ctx, st)
+        # Keep the store up until everyone who joined has read the verdict (bounded): a node must learn why.
+        st.wait_count("world/verdict_read", len(verdict.get("joined", [])) - 1, time.monotonic() + FINAL_WAIT_S)
+    else:
+        # Node 0 may have started up to --timeout after us: wait for its verdict a little beyond our own deadline.
+        verdict = st.wait_get("world/verdict", ctx.rdzv_deadline + ctx.timeout_s + 5.0)
+        if verdict is None:
+            return _alone(ctx, [failed("rendezvous.world", "node 0 hosts the rendezvous but never published who "
+                                       "joined (it may have crashed or been stopped)",
+                                       fix="Look at node 0's report and log.")])
+        if leader:
+            st.add("world/verdict_read", 1)
+    elapsed = float(verdict.get("elapsed_s") or (time.monotonic() - ctx.start))
+    wcheck = world_check(verdict, elapsed, ctx.timeout_s)
+    me_in = any(m["uuid"] == ctx.node_id for m in verdict.get("members", [])) or not leader
+    if not verdict.get("ok") or not me_in:
+        if verdict.get("ok") and not me_in:
+            wcheck = failed("rendezvous.world", f"node rank {placement.node_rank} was already taken when this node "
+                            "joined; the world formed without it", evidence={"verdict": verdict},
+                            fix="give every node a distinct --node-rank (0..N-1)")
+        return _alone(ctx, [wcheck], verdict.get("nnodes"))
+    members = verdict["members"]
+    joins = {m["node_rank"]: st.get_now(m["key"]) or {} for m in members}
+    matrix, attempts = _mesh_phase(ctx, st, members, leader)
+    nodes = [(r, j.get("hostname") or "?", j.get("facts") or {}) for r, j in sorted(joins.items())]
+    checks: list = []
+    for _, j in sorted(joins.items()):
+        checks.extend(CheckResult.from_json(c) for c in j.get("checks") or [])
+    checks.append(wcheck)
+    checks.extend(run_cross_checks(CrossInput(nodes, mesh=matrix, attempts=attempts)))
+    recs = _recommendations(nodes, matrix)
+    outcome = ClusterOutcome(
+        world=_world_info(config, placement, len(members)),
+        nodes=[NodeInfo(r, h, f) for r, h, f in nodes],
+        checks=checks,
+        recommendations=recs,
+        formed=True,
+        verdict=verdict,
+        _store=st,
+        _is_host=decider,
+        _members=_expected_processes(placement, len(members)),
+    )
+    return outcome
+
+
+def _expected_processes(placement: Placement, nmembers: int) -> int:
+    """How many processes read world/final: node leaders in launcher mode, every rank in worker mode."""
+    return placement.world_size if placement.worker_mode else nmembers
+
+
+def _recommendations(nodes: list, matrix: dict) -> list:
+    try:
+        from .recommend import NodeView, recommend_local
+    except ImportError:  # the node-local rules are optional for this module
+        return recommend_mesh(MeshView(nodes, matrix))
+    mesh_recs = recommend_mesh(MeshView(nodes, matrix))
+    per_node: dict[int, list[Recommendation]] = {}
+    for r, _, f in nodes:
+        try:
+            per_node[r] = recommend_local(NodeView(f, node=None, multi_node=True))
+        except Exception:  # noqa: BLE001 - a broken local rule must not hide the cluster's advice
+            log.exception("local recommendation rules failed on node %s's facts", r)
+            per_node[r] = []
+    ifname = {"NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"}
+    # The matrix decides the socket interface; when it could not (nothing usable everywhere) say nothing rather
+    # than repeat a per-node guess that the probe just showed does not connect the nodes.
+    return merge_recommendations(mesh_recs, per_node, names_from_mesh=ifname)

@@ -1,0 +1,127 @@
+"""Fidelity of ncclcheck's bench: its busbw vs a bare torch.distributed timing loop, same sizes and iterations,
+interleaved in ONE run (alternating which goes first), repeated, medians compared. Target: ratio >= 0.97.
+
+    python scripts/bench_fidelity.py [--sizes 16M,32M,64M] [--ops all_reduce,all_gather] [--iters 10]
+                                     [--warmup 3] [--repeats 5] [--nranks 2]
+
+Spawns its own local gloo world (loopback, free port) with torch.multiprocessing; both measurements use the
+slowest rank's per-iteration time, which is ncclcheck's definition. Prints figures; it never fails on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _bare(dist, torch, op: str, size: int, iters: int, warmup: int, rank: int, n: int) -> float:
+    """The loop a user would write: buffers, warm-up, barrier, perf_counter around `iters` calls. Returns the
+    slowest rank's per-iteration time in us."""
+    if op == "all_reduce":
+        t = torch.zeros(size // 4, dtype=torch.float32)
+        call = lambda: dist.all_reduce(t)  # noqa: E731
+    else:
+        per = (size // 4) // n // 4 * 4  # the same count rule as nccl-tests (16-byte chunks)
+        inp = torch.zeros(per, dtype=torch.float32)
+        out = torch.zeros(per * n, dtype=torch.float32)
+        ag = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        call = lambda: ag(out, inp)  # noqa: E731
+    for _ in range(warmup):
+        call()
+    dist.barrier()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        call()
+    us = (time.perf_counter() - t0) * 1e6 / iters
+    mine = torch.tensor([us], dtype=torch.float64)
+    alls = [torch.zeros(1, dtype=torch.float64) for _ in range(n)]
+    dist.all_gather(alls, mine)
+    return max(float(x) for x in alls)
+
+
+def _rank(rank: int, n: int, port: int, args, q) -> None:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+    import torch.distributed as dist
+
+    from ncclcheck.bench.collectives import run_sweep
+    from ncclcheck.bench.ops import bandwidths, coll_counts
+    from ncclcheck.config import BenchConfig
+    from ncclcheck.worker import WorkerContext
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=n)
+    ctx = WorkerContext(rank=rank, world_size=n, local_rank=rank, local_world_size=n, backend="gloo", device="cpu")
+    results = []  # (op, size, impl, busbw)
+    for rep in range(args.repeats):
+        for op in args.ops:
+            for size in args.sizes:
+                order = ("ncclcheck", "bare") if rep % 2 == 0 else ("bare", "ncclcheck")
+                for impl in order:
+                    if impl == "ncclcheck":
+                        cfg = BenchConfig(sizes=(size,), ops=(op,), iters=args.iters, warmup=args.warmup)
+                        out = run_sweep(ctx, cfg)
+                        bw = out["rows"][0]["busbw_gbps"] if rank == 0 else None
+                    else:
+                        t = _bare(dist, torch, op, size, args.iters, args.warmup, rank, n)
+                        bw = bandwidths(op, coll_counts(op, size, "float32", n).bytes, t, n)[1]
+                    if rank == 0:
+                        results.append((op, size, impl, bw))
+    dist.destroy_process_group()
+    if rank == 0:
+        q.put(results)
+
+
+def main(argv=None) -> int:
+    from ncclcheck.bench.ops import parse_ops
+    from ncclcheck.units import format_size_short, parse_sizes
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", default="16M,32M,64M")
+    p.add_argument("--ops", default="all_reduce,all_gather")
+    p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--nranks", type=int, default=2)
+    args = p.parse_args(argv)
+    args.sizes = parse_sizes(args.sizes)
+    args.ops = parse_ops(args.ops)
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mctx = mp.get_context("spawn")
+    q = mctx.Queue()
+    t0 = time.time()
+    procs = [mctx.Process(target=_rank, args=(r, args.nranks, port, args, q)) for r in range(args.nranks)]
+    for pr in procs:
+        pr.start()
+    results = q.get(timeout=3600)
+    for pr in procs:
+        pr.join()
+    by: dict = {}
+    for op, size, impl, bw in results:
+        by.setdefault((op, size), {}).setdefault(impl, []).append(bw)
+    print(f"gloo, {args.nranks} local ranks, iters {args.iters}, warmup {args.warmup}, repeats {args.repeats} "
+          f"(medians of busbw, GB/s; slowest-rank time in both)")
+    print(f"{'op':<12} {'size':>6} {'ncclcheck':>10} {'bare':>10} {'ratio':>7}")
+    ratios = []
+    for (op, size), d in by.items():
+        a, b = statistics.median(d["ncclcheck"]), statistics.median(d["bare"])
+        ratio = a / b if b else float("nan")
+        ratios.append(ratio)
+        print(f"{op:<12} {format_size_short(size):>6} {a:>10.3f} {b:>10.3f} {ratio:>7.3f}")
+    print(f"median ratio {statistics.median(ratios):.3f}, min {min(ratios):.3f} (target >= 0.97); "
+          f"took {time.time() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""The NCCL paths (CUDA events, device buffers, the NCCL debug log) on real GPUs. Skipped without CUDA."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU with torch CUDA"),
+]
+
+
+def _nranks() -> int:
+    return max(1, min(2, torch.cuda.device_count()))
+
+
+def test_nccl_sweep_is_exact_and_timed_with_cuda_events():
+    from ncclcheck.bench.collectives import bench_config_to_payload
+    from ncclcheck.bench.ops import OPS
+    from ncclcheck.config import BenchConfig
+    from tests.dist_harness import run_job
+
+    n = _nranks()
+    cfg = BenchConfig(sizes=(1 << 16, 1 << 22), ops=tuple(OPS), dtype="bfloat16", iters=5, warmup=2,
+                      in_place=True, check=True)
+    res = run_job("ncclcheck.bench.collectives.bench_job", bench_config_to_payload(cfg), nranks=n,
+                  backend="nccl", timeout=300)
+    out = res[0]["result"]
+    assert out["backend"] == "nccl" and out["device"] == "cuda:0"
+    assert out["rows"], out["skipped"]
+    for r in out["rows"]:
+        assert r["wrong"] == 0, r
+        assert r["time_us"] > 0
+
+
+def test_nccl_debug_log_is_written_and_parsed(tmp_path):
+    from ncclcheck.bench.nccl_debug import nccl_debug_env
+    from tests.dist_harness import run_job
+
+    n = _nranks()
+    res = run_job("ncclcheck.bench.nccl_debug.nccl_debug_job", {}, nranks=n, backend="nccl", timeout=300,
+                  env=nccl_debug_env(str(tmp_path)), log_dir=str(tmp_path))
+    parsed = res[0]["result"]["parsed"]
+    assert parsed is not None, res[0]["result"]["note"]
+    assert parsed["version"] and parsed["bootstrap"]

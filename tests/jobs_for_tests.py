@@ -1,0 +1,28 @@
+"""Module-level jobs for the runner tests (spawned workers import them by name)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+
+def allreduce_job(ctx, payload):
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor([float(ctx.rank + 1)])
+    dist.all_reduce(t)
+    ctx.emit("row", {"rank": ctx.rank, "sum": t.item()})
+    return {"sum": t.item(), "backend": ctx.backend, "world": ctx.world_size}
+
+
+def crash_or_hang_job(ctx, payload):
+    ctx.emit("row", {"rank": ctx.rank, "step": 1})
+    what = ctx.test_hooks.get("do")
+    if what == "crash":
+        os._exit(7)
+    if what == "hang":
+        time.sleep(3600)
+    if what == "raise":
+        raise ValueError("bad input on this rank")
+    return {"ok": True}

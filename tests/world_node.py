@@ -1,0 +1,51 @@
+"""One fake node for the multi-process world tests: fake facts whose eth0 is 127.0.0.<rank+1> and whose docker0 is
+127.0.0.9 on every node, then world.run_cluster_preflight; writes the outcome as JSON to --out."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ncclcheck.config import Config, WorldConfig
+from ncclcheck.model import passed
+from ncclcheck.placement import detect_placement
+from ncclcheck.world import run_cluster_preflight
+from tests.fakefacts import facts, iface
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nnodes", type=int)
+    ap.add_argument("--node-rank", type=int)
+    ap.add_argument("--addr", default="127.0.0.1")
+    ap.add_argument("--port", type=int)
+    ap.add_argument("--timeout", type=float, default=10)
+    ap.add_argument("--hostname")
+    ap.add_argument("--out")
+    ap.add_argument("--torch", default="2.13.0")
+    ap.add_argument("--code", default="sha256:c")
+    ap.add_argument("--no-eth1", action="store_true")
+    a = ap.parse_args()
+    r = a.node_rank
+    ifs = [iface("lo", "loopback", "127.0.0.1"), iface("eth0", ipv4=f"127.0.0.{r + 1}", speed=10000),
+           iface("docker0", "docker", "127.0.0.9")]
+    f = facts(interfaces=ifs, versions={"torch": a.torch}, code={"hash": a.code},
+              host={"hostname": a.hostname or f"host{r}"})
+    world = WorldConfig(nnodes=a.nnodes, node_rank=r, master_addr=a.addr, master_port=a.port, timeout_s=a.timeout)
+    cfg = Config(command="preflight", world=world)
+    placement = detect_placement({}, world)
+    local = [passed("host.shm", "fine", node=r)]
+    out = run_cluster_preflight(cfg, placement, f, local, log_path=a.out + ".log", join_grace_s=0.5)
+    worst = max((c.status.rank for c in out.checks), default=0)
+    code = out.agree_exit_code(1 if worst == 3 else 0)
+    with open(a.out, "w") as fh:
+        json.dump({"formed": out.formed, "exit_code": code, "world": out.world.to_json(),
+                   "nodes": [n.node_rank for n in out.nodes], "hosts": [n.hostname for n in out.nodes],
+                   "checks": [c.to_json() for c in out.checks],
+                   "recommendations": [x.to_json() for x in out.recommendations]}, fh)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

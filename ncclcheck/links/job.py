@@ -72,7 +72,11 @@ class _Opts:
         self.seed = int(p["seed"])
         self.relative = float(p["relative"])
         self.min_gbps = None if p["min_gbps"] is None else float(p["min_gbps"])
-        self.timeout_s = float(p["timeout_s"] if p["timeout_s"] is not None else ctx.timeout_s)
+        # One pair operation's bound. The world's --timeout bounds the whole job (runner.py), so by default an op
+        # gets a third of what is left of it: a dead peer is normally caught much sooner (heartbeat, 20x rule).
+        left = ctx.deadline - time.monotonic()
+        default = ctx.timeout_s if left == float("inf") else min(ctx.timeout_s, max(5.0, left / 3))
+        self.timeout_s = float(p["timeout_s"] if p["timeout_s"] is not None else default)
         self.budget_s = float(p["budget_s"] if p["budget_s"] is not None else max(1.0, self.timeout_s / 4))
         self.grace_s = float(p["grace_s"])
         self.heartbeat_s = float(p["heartbeat_s"])
@@ -153,12 +157,16 @@ class _Heartbeat:
         self._stop.set()
 
 
-def _world_store(ctx: WorkerContext) -> Any:
-    if ctx.store is not None:
-        return ctx.store
-    from torch.distributed.distributed_c10d import _get_default_store
+def _world_store(ctx: WorkerContext) -> tuple[Any, str]:
+    """(c10d store, key prefix). runner.py hands jobs a JsonStore: use the c10d store under it, inside its prefix."""
+    st = ctx.store
+    if st is None:
+        from torch.distributed.distributed_c10d import _get_default_store
 
-    return _get_default_store()
+        return _get_default_store(), ""
+    if hasattr(st, "raw") and hasattr(st, "prefix"):
+        return st.raw, st.prefix
+    return st, ""
 
 
 # ------------------------------------------------------------------------------------------- one pair's channel
@@ -343,11 +351,11 @@ def links_job(ctx: WorkerContext, payload: dict) -> dict:
                     extra={"mode": o.mode, "iters": o.iters, "rounds": []})
         return {**base, "role": "coordinator" if me == 0 else "idle", "links": a.section,
                 "checks": [c.to_json() for c in a.checks]}
-    store = _world_store(ctx)
+    store, prefix = _world_store(ctx)
     # Every rank calls every job the same number of times, so its own call count names this run on all ranks
     # without a collective.
-    seq = store.add(f"ncclcheck/links/calls/{ctx.rank}", 1)
-    kv = _KV(store, f"ncclcheck/links/{seq}/")
+    seq = store.add(f"{prefix}ncclcheck/links/calls/{ctx.rank}", 1)
+    kv = _KV(store, f"{prefix}ncclcheck/links/{seq}/")
     if me is not None:
         kv.set(f"host/{me}", socket.gethostname())
     hb = _Heartbeat(kv, me)

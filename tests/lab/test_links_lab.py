@@ -1,7 +1,7 @@
 """`ncclcheck links` on namespace hosts over real TCP: a tbf-limited host, a limited pair, healthy, a killed host.
 
-Node rank i runs on host h(i+1). Rates are chosen so the fault is ~10x below the unshaped veth path (~2 Gbit/s
-on a 2-vCPU machine) while the sizes keep each run to seconds.
+Node rank i runs on host h(i+1). Every host is shaped to 1 Gbit/s so pairs are network-bound (unshaped veth on a
+small shared VM is CPU-bound and varies 3x between transfers); the fault is a 10x slower host or path.
 """
 
 from __future__ import annotations
@@ -24,18 +24,21 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 def _missing() -> str:
     if importlib.util.find_spec("tests.lab.harness") is None:
         return "tests/lab/harness.py (the netlab lab) is not here yet"
-    if importlib.util.find_spec("ncclcheck.world") is None or \
-            not hasattr(importlib.import_module("ncclcheck.world"), "run_job"):
-        return "ncclcheck links is not wired to world.run_job yet"
+    if not hasattr(importlib.import_module("ncclcheck.api"), "run_links"):
+        return "ncclcheck links is not wired yet (api.run_links)"
     return ""
 
 
 if _missing():
     pytest.skip(_missing(), allow_module_level=True)
 
-SIZE = "8M"
-RATE = "200mbit"
-TIMEOUT = 20
+SIZE = "4M"
+RATE = "100mbit"
+TIMEOUT = 60
+
+
+def cluster(n: int, *extra) -> list:
+    return [("slow-link", f"h{i + 1}", "1gbit") for i in range(n)] + list(extra)
 
 
 def world(lab_, i: int) -> list[str]:
@@ -63,7 +66,7 @@ def slow_checks(report) -> list:
 
 
 def test_tbf_limited_host_is_named_and_no_other(lab):
-    lab4 = lab(4, scenario=("slow-link", "h3", RATE))
+    lab4 = lab(4, scenario=cluster(4, ("slow-link", "h3", RATE)))
     runs = run_links(lab4)
     sec = links_of(runs)
     assert sec["slow_nodes"] == [2], json.dumps(sec["matrix_gbps"])
@@ -74,7 +77,7 @@ def test_tbf_limited_host_is_named_and_no_other(lab):
 
 
 def test_one_limited_path_names_the_link_not_a_node(lab):
-    lab4 = lab(4, scenario=("slow-pair", "h2", "h4", RATE))
+    lab4 = lab(4, scenario=cluster(4, ("slow-pair", "h2", "h4", RATE)))
     sec = links_of(run_links(lab4))
     assert sec["slow_nodes"] == [], json.dumps(sec["matrix_gbps"])
     assert [(s["a"], s["b"]) for s in sec["slow"]] == [(1, 3)]
@@ -84,7 +87,7 @@ def test_one_limited_path_names_the_link_not_a_node(lab):
 
 
 def test_healthy_four_hosts_flag_nothing(lab):
-    lab4 = lab(4)
+    lab4 = lab(4, scenario=cluster(4))
     runs = run_links(lab4)
     sec = links_of(runs)
     m = sec["matrix_gbps"]
@@ -99,9 +102,9 @@ def _tx_bytes(lab_, host: str) -> int:
 
 
 def test_host_killed_during_the_run_is_named_and_the_others_finish_in_time(lab):
-    lab4 = lab(4)
+    lab4 = lab(4, scenario=cluster(4))
     # big enough that the run lasts well past the moment h3 is killed
-    args = {h: [*world(lab4, i), "--size", "64M", "--iters", "10"] for i, h in enumerate(lab4.hosts)}
+    args = {h: [*world(lab4, i), "--size", "16M", "--iters", "6"] for i, h in enumerate(lab4.hosts)}
     paths = {h: str(lab4.tmp / f"links-{h}.json") for h in lab4.hosts}
     procs = {h: lab4.spawn(h, [sys.executable, "-m", "ncclcheck", *a, "--json", paths[h]], cwd=str(lab4.tmp),
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -109,7 +112,7 @@ def test_host_killed_during_the_run_is_named_and_the_others_finish_in_time(lab):
     # Kill h3 once it is moving bulk data: the world has formed and the links rounds are under way.
     base = _tx_bytes(lab4, "h3")
     end = time.monotonic() + 90
-    while _tx_bytes(lab4, "h3") - base < 100 << 20:
+    while _tx_bytes(lab4, "h3") - base < 40 << 20:
         assert time.monotonic() < end, "h3 never started sending bulk data"
         assert procs["h3"].poll() is None, "h3 exited before it was killed"
         time.sleep(0.1)
@@ -117,7 +120,7 @@ def test_host_killed_during_the_run_is_named_and_the_others_finish_in_time(lab):
     killed_at = time.monotonic()
     for h in ("h1", "h2", "h4"):
         try:
-            procs[h].wait(timeout=3 * TIMEOUT + 30)
+            procs[h].wait(timeout=TIMEOUT + 30)
         except subprocess.TimeoutExpired:
             pytest.fail(f"{h} still running {time.monotonic() - killed_at:.0f} s after h3 was killed")
     waited = time.monotonic() - killed_at
@@ -127,4 +130,5 @@ def test_host_killed_during_the_run_is_named_and_the_others_finish_in_time(lab):
         dead = [c for c in rep["checks"] if c["id"] == "links.dead" and c["status"] == "fail"]
         assert [c["node"] for c in dead] == [2], rep["checks"]
         assert rep["links"]["dead"] == [2]
-    assert waited < 3 * TIMEOUT + 30
+    assert waited < TIMEOUT  # heartbeats and the 20x rule, not the --timeout, caught it
+    print(f"survivors exited {waited:.1f} s after h3 was killed")

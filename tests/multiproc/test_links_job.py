@@ -95,3 +95,17 @@ def test_node_dying_between_rounds_is_caught_by_its_heartbeat_not_the_timeout():
     assert sec["dead"] == [3] and sec["dead_round"] == {"3": 1}
     assert sec["wall_s"] < 20
     assert sorted(run.results) == [0, 1, 2]
+
+
+def test_through_the_runner_as_the_cli_runs_it():
+    from ncclcheck.config import WorldConfig
+    from ncclcheck.links.job import links_job
+    from ncclcheck.placement import detect_placement
+    from ncclcheck.runner import run_job
+
+    w = WorldConfig(nproc_per_node=3, timeout_s=60)
+    out = run_job(w, detect_placement({}, w), links_job, {**BASE, "by": "rank"})
+    assert out.ok, out.failures
+    sec = out.results[0]["links"]
+    assert sec["unit"] == "rank" and len(sec["matrix_gbps"]) == 3 and sec["slow"] == []
+    assert sum(e["kind"] == "links_row" for e in out.emitted) == 3

@@ -1,0 +1,533 @@
+"""links_job: measure node-to-node bandwidth in rounds of disjoint pairs on a formed world, and name the slow ones.
+
+Runs on every rank (see worker.py). One process per node carries the traffic (local rank 0; with `by="rank"` every
+rank counts as a "node", which is what a single-machine run and the tests use). Coordination goes through the
+world's store as JSON, data through a private two-rank process group per pair, so:
+- nothing here is a collective over the whole world: a dead node cannot hang a barrier;
+- a timeout poisons only that pair's group (a gloo timeout closes every connection of its context);
+- every blocking wait has a bound (pair ops: `timeout_s`; store waits: one round's worst case).
+
+Node 0's participant coordinates: it publishes each round's pairs (`go/<r>`), collects every participant's report
+(`done/<r>/<node>`), declares nodes that never report dead, plans quick-mode re-tests, and publishes the analysis
+(`final`) that every rank returns.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import statistics
+import threading
+import time
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any, Callable, Optional
+
+from ..worker import WorkerContext
+from . import schedule
+from .analyze import analyze, classify
+
+DEFAULTS: dict[str, Any] = {
+    "size": 64 << 20,  # bytes per transfer
+    "iters": 5,  # timed transfers per direction
+    "warmup": 1,
+    "rounds": "full",  # full | quick
+    "quick_rounds": 3,
+    "seed": 0,
+    "relative": 0.5,
+    "min_gbps": None,
+    "timeout_s": None,  # one pair operation; None: the world's timeout
+    "budget_s": None,  # per direction: stop timing early on a very slow link; None: timeout_s / 4
+    "grace_s": 2.0,  # how long to wait for a node whose partner saw its connection close
+    "heartbeat_s": 5.0,  # a participant whose heartbeat has not moved for this long is dead
+    "by": "auto",  # node | rank | auto (node when the world has several nodes)
+    "stat": "median",  # median | best: which iteration time makes the GB/s (best resists a noisy, shared CPU)
+}
+ROW_KIND = "links_row"
+_POLL_S = 0.02
+_BEAT_S = 0.5
+
+
+def payload_from_config(cfg: Any, timeout_s: Optional[float] = None) -> dict:
+    """The job payload for a config.LinksConfig (what api.run_links passes to world.run_job)."""
+    return {
+        "size": cfg.size,
+        "iters": cfg.iters,
+        "rounds": cfg.rounds,
+        "min_gbps": cfg.min_gbps,
+        "relative": cfg.relative,
+        "timeout_s": timeout_s,
+    }
+
+
+class _Opts:
+    def __init__(self, payload: dict, ctx: WorkerContext):
+        p = {**DEFAULTS, **{k: v for k, v in (payload or {}).items() if v is not None}}
+        self.size = max(1, int(p["size"]))
+        self.iters = max(1, int(p["iters"]))
+        self.warmup = max(0, int(p["warmup"]))
+        self.mode = "quick" if p["rounds"] == "quick" else "full"
+        self.quick_rounds = max(1, int(p["quick_rounds"]))
+        self.seed = int(p["seed"])
+        self.relative = float(p["relative"])
+        self.min_gbps = None if p["min_gbps"] is None else float(p["min_gbps"])
+        # One pair operation's bound. The world's --timeout bounds the whole job (runner.py), so by default an op
+        # gets a third of what is left of it: a dead peer is normally caught much sooner (heartbeat, 20x rule).
+        left = ctx.deadline - time.monotonic()
+        default = ctx.timeout_s if left == float("inf") else min(ctx.timeout_s, max(5.0, left / 3))
+        self.timeout_s = float(p["timeout_s"] if p["timeout_s"] is not None else default)
+        self.budget_s = float(p["budget_s"] if p["budget_s"] is not None else max(1.0, self.timeout_s / 4))
+        self.grace_s = float(p["grace_s"])
+        self.heartbeat_s = float(p["heartbeat_s"])
+        self.stat = min if p["stat"] == "best" else statistics.median
+        by = p["by"]
+        self.by = ("node" if ctx.nnodes > 1 else "rank") if by == "auto" else by
+        # Worst case for one round: pair setup, then each direction runs past its budget by one send+ack.
+        self.round_bound_s = 3 * self.timeout_s + 2 * self.budget_s + 5.0
+
+
+# ---------------------------------------------------------------------------------------------- store (JSON only)
+class _KV:
+    """JSON values under one prefix of the world's store. Never pickle: a peer must not run code on us."""
+
+    def __init__(self, store: Any, prefix: str):
+        self.store, self.prefix = store, prefix
+
+    def set(self, key: str, value: Any) -> None:
+        self.store.set(self.prefix + key, json.dumps(value))
+
+    def has(self, key: str) -> bool:
+        return bool(self.store.check([self.prefix + key]))
+
+    def get(self, key: str) -> Any:
+        return json.loads(self.store.get(self.prefix + key))
+
+    def wait(self, key: str, timeout_s: float, alive: Optional[Callable[[], Optional[str]]] = None) -> Any:
+        """The value once it exists; TimeoutError after timeout_s, or as soon as `alive()` returns a reason.
+
+        Polls instead of store.wait(): a blocking wait holds the client's lock, which would stall the heartbeat."""
+        end = time.monotonic() + timeout_s
+        while not self.has(key):
+            if alive is not None and (why := alive()):
+                raise TimeoutError(why)
+            if time.monotonic() > end:
+                raise TimeoutError(f"no {key!r} within {timeout_s:.0f} s")
+            time.sleep(_POLL_S)
+        return self.get(key)
+
+
+class _Heartbeat:
+    """Each participant bumps a counter in the store; a counter that stops moving means a dead process or host.
+
+    A node can die where no partner notices (a bye round, between rounds, before its pair connects); without
+    this, only the one-round bound would catch it."""
+
+    def __init__(self, kv: _KV, me: Optional[int]):
+        self.kv, self.me = kv, me
+        self.seen: dict[int, tuple[int, float]] = {}  # node -> (counter, when it last moved)
+        self._stop = threading.Event()
+        self._thread = None
+        if me is not None:
+            self.kv.store.add(f"{kv.prefix}hb/{me}", 1)
+            self._thread = threading.Thread(target=self._run, name="ncclcheck-links-heartbeat", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(_BEAT_S):
+            try:
+                self.kv.store.add(f"{self.kv.prefix}hb/{self.me}", 1)
+            except Exception:
+                return  # the store is gone: the waits will say so
+
+    def stale_s(self, node: int) -> float:
+        """Seconds since node's heartbeat last moved (0 the first time we look)."""
+        now = time.monotonic()
+        try:
+            count = int(self.kv.store.add(f"{self.kv.prefix}hb/{node}", 0))
+        except Exception:
+            return 0.0
+        last = self.seen.get(node)
+        if last is None or last[0] != count:
+            self.seen[node] = (count, now)
+            return 0.0
+        return now - last[1]
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def _world_store(ctx: WorkerContext) -> tuple[Any, str]:
+    """(c10d store, key prefix). runner.py hands jobs a JsonStore: use the c10d store under it, inside its prefix."""
+    st = ctx.store
+    if st is None:
+        from torch.distributed.distributed_c10d import _get_default_store
+
+        return _get_default_store(), ""
+    if hasattr(st, "raw") and hasattr(st, "prefix"):
+        return st.raw, st.prefix
+    return st, ""
+
+
+# ------------------------------------------------------------------------------------------- one pair's channel
+@contextmanager
+def _env(name: str, value: str):
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
+class _Channel:
+    """A private two-rank process group between the members of one pair, with bounded send/recv and a timer."""
+
+    def __init__(self, ctx: WorkerContext, store: Any, pair_rank: int, timeout_s: float):
+        import torch
+        import torch.distributed as dist
+
+        self.torch = torch
+        self.td = timedelta(seconds=timeout_s)
+        self.peer = 1 - pair_rank
+        self.cuda = ctx.backend == "nccl" and str(ctx.device).startswith("cuda")
+        self.device = torch.device(ctx.device if self.cuda else "cpu")
+        if self.cuda:
+            opts = dist.ProcessGroupNCCL.Options()
+            opts._timeout = self.td
+            # 2 = clean up only: a failed pair aborts its communicator instead of tearing the process down.
+            with _env("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2"):
+                self.pg = dist.ProcessGroupNCCL(store, pair_rank, 2, opts)
+        else:
+            self.pg = dist.ProcessGroupGloo(store, pair_rank, 2, self.td)
+
+    def send(self, t: Any) -> None:
+        self.pg.send([t], self.peer, 0).wait(self.td)
+
+    def recv(self, t: Any) -> None:
+        self.pg.recv([t], self.peer, 0).wait(self.td)
+
+    def tighten(self, first_s: float, limit_s: float) -> None:
+        """After the first transfer, bound each op by 20x its time (3 s at least): a peer that died without closing
+        its connection cleanly is then noticed in seconds, not after the whole --timeout."""
+        self.td = timedelta(seconds=min(limit_s, max(3.0, 20 * first_s)))
+
+    def start(self) -> Any:
+        if self.cuda:
+            ev = self.torch.cuda.Event(enable_timing=True)
+            ev.record()
+            return ev
+        return time.perf_counter()
+
+    def elapsed_s(self, start: Any) -> float:
+        if self.cuda:
+            end = self.torch.cuda.Event(enable_timing=True)
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / 1e3
+        return time.perf_counter() - start
+
+    def close(self, failed: bool) -> None:
+        closer = getattr(self.pg, "abort" if failed else "shutdown", None)
+        if self.cuda and closer is not None:
+            try:
+                closer()
+            except Exception:
+                pass
+        self.pg = None
+
+
+def _short(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    # gloo prefixes its messages with the C++ source location; the user needs the reason.
+    if text.startswith("[") and "] " in text:
+        text = text.split("] ", 1)[1]
+    return (text[:200] + "...") if len(text) > 200 else (text or type(e).__name__)
+
+
+def _send_side(ch: _Channel, o: _Opts, delay_s: float) -> list[float]:
+    """Sender's clock: send `size` bytes, then wait for the receiver's 4-byte ack (continue=1 / stop=0)."""
+    torch = ch.torch
+    buf = torch.empty(o.size, dtype=torch.uint8, device=ch.device)
+    ack = torch.zeros(1, dtype=torch.int32, device=ch.device)
+    times = []
+    for i in range(o.warmup + o.iters):
+        t0 = ch.start()
+        if delay_s:
+            time.sleep(delay_s)  # test hook only: a slow transmit path
+        ch.send(buf)
+        ch.recv(ack)
+        dt = ch.elapsed_s(t0)
+        if i == 0:
+            ch.tighten(dt - delay_s, o.timeout_s)
+        if i >= o.warmup:
+            times.append(dt)
+        if int(ack.item()) == 0:
+            break
+    return times
+
+
+def _recv_side(ch: _Channel, o: _Opts) -> None:
+    """Receiver: after each transfer, tell the sender whether to go on (stops early once past the budget)."""
+    torch = ch.torch
+    buf = torch.empty(o.size, dtype=torch.uint8, device=ch.device)
+    go_on = torch.ones(1, dtype=torch.int32, device=ch.device)
+    stop = torch.zeros(1, dtype=torch.int32, device=ch.device)
+    t0 = time.monotonic()
+    total = o.warmup + o.iters
+    for i in range(total):
+        t_i = time.monotonic()
+        ch.recv(buf)
+        if i == 0:
+            ch.tighten(time.monotonic() - t_i, o.timeout_s)
+        last = i == total - 1 or (i >= o.warmup and time.monotonic() - t0 > o.budget_s)
+        ch.send(stop if last else go_on)
+        if last:
+            break
+
+
+def _measure_pair(ctx: WorkerContext, o: _Opts, kv: _KV, hb: _Heartbeat, r: int, me: int, peer: int,
+                  unit: str) -> dict:
+    """Both directions of one pair; returns this side's transmit measurement (a->b is timed by a)."""
+    res: dict = {"peer": peer, "tx_gbps": None, "tx_us": [], "error": None}
+    a, b = min(me, peer), max(me, peer)
+    hooks = ctx.test_hooks or {}
+    pair_kv = _KV(kv.store, f"{kv.prefix}pg/{r}/{a}-{b}/")
+    ch = None
+    try:
+        # Meet in the store first, with our own bound: gloo's connect waits on the store's (long) default timeout.
+        pair_kv.set(f"hello/{me}", 1)
+        pair_kv.wait(f"hello/{peer}", o.timeout_s, alive=lambda: _gone(hb, o, peer, unit))
+        ch = _Channel(ctx, _store_prefixed(pair_kv), 0 if me == a else 1, o.timeout_s)
+        delay = 0.0
+        if hooks.get("slow_rank") == ctx.rank or hooks.get("slow_node") == me:
+            delay = float(hooks.get("delay_s", 0.05))
+        elif list(hooks.get("slow_link") or ()) == [me, peer]:
+            delay = float(hooks.get("delay_s", 0.05))
+        for k, (src, _dst) in enumerate(((a, b), (b, a))):
+            if k == 1 and _dies_here(ctx, r, "transfer"):
+                os._exit(17)  # test hook only: this node dies in the middle of a round
+            if me == src:
+                times = _send_side(ch, o, delay)
+                res["tx_us"] = [round(t * 1e6, 1) for t in times]
+                res["tx_gbps"] = o.size / o.stat(times) / 1e9
+            else:
+                _recv_side(ch, o)
+    except Exception as e:
+        res["error"] = _short(e)
+    finally:
+        if ch is not None:
+            ch.close(failed=res["error"] is not None)
+    return res
+
+
+def _dies_here(ctx: WorkerContext, r: int, where: str) -> bool:
+    h = ctx.test_hooks or {}
+    return h.get("exit_rank") == ctx.rank and int(h.get("exit_round", 0)) == r and \
+        h.get("exit_at", "transfer") == where
+
+
+def _store_prefixed(kv: _KV) -> Any:
+    import torch.distributed as dist
+
+    return dist.PrefixStore(kv.prefix + "c10d/", kv.store)
+
+
+# ----------------------------------------------------------------------------------------------------- the job
+def links_job(ctx: WorkerContext, payload: dict) -> dict:
+    """Run the links schedule. Every rank returns the same analysed result (when the coordinator survives):
+    {"links": <report section>, "checks": [CheckResult JSON], "role", "unit", "id", "error"?}."""
+    o = _Opts(payload, ctx)
+    if o.by == "rank":
+        unit, me, n = "rank", ctx.rank, ctx.world_size
+    else:
+        unit, me, n = "node", (ctx.node_rank if ctx.local_rank == 0 else None), ctx.nnodes
+    base = {"unit": unit, "id": me}
+    if n < 2:
+        a = analyze([[None]] * n if n else [], size=o.size, relative=o.relative, min_gbps=o.min_gbps, unit=unit,
+                    extra={"mode": o.mode, "iters": o.iters, "rounds": []})
+        return {**base, "role": "coordinator" if me == 0 else "idle", "links": a.section,
+                "checks": [c.to_json() for c in a.checks]}
+    store, prefix = _world_store(ctx)
+    # Every rank calls every job the same number of times, so its own call count names this run on all ranks
+    # without a collective.
+    seq = store.add(f"{prefix}ncclcheck/links/calls/{ctx.rank}", 1)
+    kv = _KV(store, f"{prefix}ncclcheck/links/{seq}/")
+    if me is not None:
+        kv.set(f"host/{me}", socket.gethostname())
+    hb = _Heartbeat(kv, me)
+    try:
+        if me == 0:
+            return {**base, "role": "coordinator", **_Coordinator(ctx, o, kv, hb, n, unit).run()}
+        return {**base, "role": "participant" if me is not None else "idle", **_follow(ctx, o, kv, hb, me, unit)}
+    finally:
+        hb.stop()
+
+
+def _gone(hb: _Heartbeat, o: _Opts, node: int, unit: str) -> Optional[str]:
+    stale = hb.stale_s(node)
+    return f"{unit} {node} stopped answering (no heartbeat for {stale:.0f} s)" if stale > o.heartbeat_s else None
+
+
+def _follow(ctx: WorkerContext, o: _Opts, kv: _KV, hb: _Heartbeat, me: Optional[int], unit: str) -> dict:
+    """A non-coordinating rank: take part in each round it is in until the coordinator says stop."""
+    r = 0
+    try:
+        while True:
+            bound = o.timeout_s + 5.0 if r == 0 else o.round_bound_s + o.grace_s + 5.0
+            bound = min(bound, max(1.0, ctx.deadline - time.monotonic() + o.grace_s + 5.0))
+            msg = kv.wait(f"go/{r}", bound, alive=lambda: _gone(hb, o, 0, unit))
+            if msg.get("stop") or (me is not None and me in msg.get("dead", ())):
+                break
+            if me is not None and _dies_here(ctx, r, "start"):
+                os._exit(17)  # test hook only: this node dies where no partner sees its connection close
+            if me is not None:
+                peer = next((b if a == me else a for a, b in msg["pairs"] if me in (a, b)), None)
+                res = _measure_pair(ctx, o, kv, hb, r, me, peer, unit) if peer is not None else {"peer": None}
+                kv.set(f"done/{r}/{me}", res)
+            r += 1
+        return kv.wait("final", o.timeout_s)
+    except Exception as e:
+        why = _short(e)
+        return {"links": None, "checks": [{
+            "id": "links.dead", "status": "fail", "node": 0,
+            "summary": f"the coordinating {unit} (0) stopped answering during the links run: {why}",
+            "detail": f"{unit} {me} gave up waiting after round {r}.", "fix": f"read {unit} 0's log",
+            "evidence": {"round": r}}], "error": why}
+
+
+class _Coordinator:
+    def __init__(self, ctx: WorkerContext, o: _Opts, kv: _KV, hb: _Heartbeat, n: int, unit: str):
+        self.ctx, self.o, self.kv, self.hb, self.n, self.unit = ctx, o, kv, hb, n, unit
+        self.matrix: list[list[Optional[float]]] = [[None] * n for _ in range(n)]
+        self.tx_us: dict = {}
+        self.dead: dict[int, int] = {}  # node -> round it died in
+        self.errors: dict[tuple, str] = {}
+        self.rounds_run: list = []
+        self.unmeasured: list = []
+        self.cut = False  # the deadline cut a round short
+
+    def run(self) -> dict:
+        o, ctx = self.o, self.ctx
+        plan = schedule.quick_rounds(self.n, o.quick_rounds, o.seed) if o.mode == "quick" else \
+            schedule.circle_rounds(self.n)
+        if o.mode == "quick" and o.quick_rounds >= self.n - 1:
+            plan = schedule.circle_rounds(self.n)  # quick would cover everything anyway
+        retested = o.mode != "quick" or len(plan) == len(schedule.circle_rounds(self.n))
+        ctx.observer.start(len(plan), "links")
+        t_start = time.monotonic()
+        last_round_s = 0.0
+        r = 0
+        try:
+            while True:
+                if r == len(plan) and not retested and not self.cut:
+                    plan += self._retest_plan()
+                    retested = True
+                if r >= len(plan):
+                    break
+                # Stop before a round that cannot finish by the deadline; what is measured is still reported.
+                if self.cut or time.monotonic() + 1.2 * last_round_s + 1.0 > ctx.deadline:
+                    self.unmeasured += [list(p) for rd in plan[r:] for p in rd]
+                    break
+                t0 = time.monotonic()
+                self._round(r, plan[r])
+                last_round_s = time.monotonic() - t0
+                ctx.observer.advance(f"round {r + 1}")
+                r += 1
+        finally:
+            ctx.observer.stop()
+        hosts = [self.kv.get(f"host/{x}") if self.kv.has(f"host/{x}") else "" for x in range(self.n)]
+        result = analyze(
+            self.matrix, size=o.size, relative=o.relative, min_gbps=o.min_gbps, hosts=hosts,
+            dead=sorted(self.dead), unit=self.unit,
+            errors=[{"a": a, "b": b, "error": e} for (a, b), e in sorted(self.errors.items())
+                    if a not in self.dead and b not in self.dead],
+            unmeasured=self.unmeasured,
+            extra={"mode": o.mode, "iters": o.iters, "rounds": self.rounds_run,
+                   "dead_round": {str(k): v for k, v in sorted(self.dead.items())},
+                   "wall_s": round(time.monotonic() - t_start, 3), "tx_us": self.tx_us},
+        )
+        final = {"links": result.section, "checks": [c.to_json() for c in result.checks]}
+        self.kv.set("final", final)
+        self.kv.set(f"go/{r}", {"stop": True, "dead": sorted(self.dead)})
+        return final
+
+    def _retest_plan(self) -> list:
+        c = classify(self.matrix, self.o.relative, self.o.min_gbps)
+        suspects = [p for p in c.slow_links if p[0] not in self.dead and p[1] not in self.dead]
+        good = [g for g in c.good_nodes if g not in self.dead]
+        measured = [(a, b) for a in range(self.n) for b in range(a + 1, self.n)
+                    if self.matrix[a][b] is not None or self.matrix[b][a] is not None]
+        return schedule.retest_rounds(suspects, good, measured)
+
+    def _round(self, r: int, pairs: list) -> None:
+        kv, o = self.kv, self.o
+        live = [list(p) for p in pairs if p[0] not in self.dead and p[1] not in self.dead]
+        for a, b in pairs:
+            if [a, b] not in live:
+                self.ctx.emit(ROW_KIND, {"round": r, "a": a, "b": b, "gbps_ab": None, "gbps_ba": None,
+                                         "error": f"skipped: {self.unit} {a if a in self.dead else b} is dead"})
+        kv.set(f"go/{r}", {"pairs": live, "dead": sorted(self.dead)})
+        self.rounds_run.append(live)
+        t0 = time.monotonic()
+        peer = next((b if a == 0 else a for a, b in live if 0 in (a, b)), None)
+        mine = _measure_pair(self.ctx, o, kv, self.hb, r, 0, peer, self.unit) if peer is not None else {"peer": None}
+        kv.set(f"done/{r}/0", mine)
+        alive = [x for x in range(self.n) if x not in self.dead]
+        got, missing, cut = self._collect(r, alive, t0)
+        for x in missing:
+            if cut:  # the deadline ended the wait: late, not dead
+                self.unmeasured += [[a, b] for a, b in live if x in (a, b) and [a, b] not in self.unmeasured]
+            else:
+                self.dead[x] = r
+        self.cut = cut
+        for x, res in got.items():
+            p = res.get("peer")
+            if p is None:
+                continue
+            if res.get("tx_gbps") is not None:
+                self.matrix[x][p] = res["tx_gbps"]
+                self.tx_us[f"{x}->{p}"] = res.get("tx_us", [])
+            if res.get("error"):
+                self.errors.setdefault((min(x, p), max(x, p)), res["error"])
+        for a, b in live:
+            err = self.errors.get((a, b))
+            if a in self.dead or b in self.dead:
+                err = f"{self.unit} {a if a in self.dead else b} died: {err or 'no report'}"
+            self.ctx.emit(ROW_KIND, {"round": r, "a": a, "b": b, "gbps_ab": self.matrix[a][b],
+                                     "gbps_ba": self.matrix[b][a], "error": err})
+
+    def _collect(self, r: int, alive: list, t0: float) -> tuple[dict, list, bool]:
+        """Every alive participant's report for round r, within one round's bound. A node whose heartbeat stopped
+        is dead at once; one whose partner saw the connection close gets only `grace_s` more."""
+        kv, o = self.kv, self.o
+        end = t0 + o.round_bound_s
+        cut_at = max(self.ctx.deadline, time.monotonic() + o.grace_s)
+        got: dict[int, dict] = {}
+        suspects_since: Optional[float] = None
+        while True:
+            for x in alive:
+                if x not in got and kv.has(f"done/{r}/{x}"):
+                    got[x] = kv.get(f"done/{r}/{x}")
+            missing = [x for x in alive if x not in got]
+            if not missing:
+                return got, [], False
+            now = time.monotonic()
+            stale = {x for x in missing if self.hb.stale_s(x) > o.heartbeat_s}
+            if set(missing) <= stale:
+                return got, missing, False
+            accused = {res.get("peer") for res in got.values() if res.get("error")} | stale
+            if set(missing) <= accused:
+                suspects_since = suspects_since or now
+                if now - suspects_since > o.grace_s:
+                    return got, missing, False
+            else:
+                suspects_since = None
+            if now > end:
+                return got, missing, False
+            if now > cut_at:
+                return got, missing, True
+            time.sleep(_POLL_S)

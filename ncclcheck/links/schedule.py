@@ -1,0 +1,102 @@
+"""Which node pairs to measure in which round: circle-method rounds, quick random pairings, and re-test plans.
+
+Pure functions of node counts and node ids; no torch, no I/O. A round is a list of disjoint pairs `(a, b)` with
+`a < b`: every pair in a round runs at the same time, so a round costs about one pair's time and the full schedule
+about (n-1) pair times instead of n(n-1)/2.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+
+Pair = tuple[int, int]
+Round = list[Pair]
+
+
+def _norm(a: int, b: int) -> Pair:
+    return (a, b) if a < b else (b, a)
+
+
+def circle_rounds(n: int) -> list[Round]:
+    """Round-robin (circle method): n nodes -> n-1 rounds of n/2 disjoint pairs, every unordered pair exactly once.
+
+    Odd n gets a phantom node: each round one real node sits out (a bye), so there are n rounds of (n-1)/2 pairs.
+    """
+    if n < 2:
+        return []
+    m = n + (n % 2)  # the phantom node m-1 == n when n is odd
+    ring = list(range(m))
+    rounds: list[Round] = []
+    for _ in range(m - 1):
+        pairs = [_norm(ring[i], ring[m - 1 - i]) for i in range(m // 2)]
+        rounds.append(sorted(p for p in pairs if p[1] < n))
+        # Node ring[0] stays put; everyone else moves one seat round the table.
+        ring = [ring[0], ring[-1], *ring[1:-1]]
+    return rounds
+
+
+def quick_rounds(n: int, count: int = 3, seed: int = 0) -> list[Round]:
+    """`count` rounds of disjoint pairs with no pair repeated: circle rounds over a seeded random relabelling.
+
+    Each node meets `count` different partners (one fewer in a round where it has the bye). With count >= n-1 this
+    is the full schedule.
+    """
+    if n < 2 or count <= 0:
+        return []
+    rng = random.Random(seed)
+    label = list(range(n))
+    rng.shuffle(label)
+    full = circle_rounds(n)
+    chosen = rng.sample(range(len(full)), min(count, len(full)))
+    return [sorted(_norm(label[a], label[b]) for a, b in full[i]) for i in sorted(chosen)]
+
+
+def pairs_of(rounds: Iterable[Sequence[Pair]]) -> list[Pair]:
+    return [p for r in rounds for p in r]
+
+
+def retest_rounds(
+    suspect_pairs: Iterable[Pair],
+    good_nodes: Iterable[int],
+    measured: Iterable[Pair] = (),
+) -> list[Round]:
+    """Rounds that test each member of each slow pair against a node known to be good.
+
+    A member already measured against a good node needs no re-test (that measurement already says whether it is
+    bad). Good partners are spread so that the tests pack into as few rounds as possible; a member for which no good
+    partner exists is left out (the analysis then says it could not tell which endpoint is at fault).
+    """
+    good = sorted(set(good_nodes))
+    done = {_norm(a, b) for a, b in measured}
+    members: list[int] = []
+    for a, b in suspect_pairs:
+        for x in (a, b):
+            if x not in members:
+                members.append(x)
+    todo = [x for x in members if not any(_norm(x, g) in done for g in good if g != x)]
+    rounds: list[Round] = []
+    busy: list[set[int]] = []
+    for x in todo:
+        placed = False
+        for i in range(len(rounds) + 1):
+            if i == len(rounds):
+                rounds.append([])
+                busy.append(set())
+            if x in busy[i]:
+                continue
+            partners = [g for g in good if g != x and g not in busy[i] and _norm(x, g) not in done]
+            if not partners:
+                continue
+            # The good node with the fewest re-tests so far, so no single good node becomes the bottleneck.
+            load = {g: sum(g in r for r in busy) for g in partners}
+            g = min(partners, key=lambda p: (load[p], p))
+            rounds[i].append(_norm(x, g))
+            busy[i].update((x, g))
+            done.add(_norm(x, g))
+            placed = True
+            break
+        if not placed and rounds and not rounds[-1]:
+            rounds.pop()
+            busy.pop()
+    return [sorted(r) for r in rounds if r]

@@ -1,0 +1,132 @@
+"""Rich terminal view of a `links` section: the node x node bandwidth matrix with slow cells highlighted, and the
+slow nodes and links named. Returns renderables, never prints, decides nothing (the verdicts are the section's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Optional
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from ..units import format_bytes, format_gbps
+
+SLOW = "bold red"
+SLOW_NODE = "bold red"
+DEAD = "dim red"
+
+
+def _ints(xs: Any) -> list[int]:
+    return [x for x in (xs or []) if isinstance(x, int)]
+
+
+def _host(i: Any, links: Mapping, names: Optional[Mapping[int, str]]) -> str:
+    hosts = links.get("hosts") or []
+    from_section = hosts[i] if isinstance(i, int) and 0 <= i < len(hosts) and isinstance(hosts[i], str) else ""
+    return (names or {}).get(i) or from_section
+
+
+def _label(i: Any, links: Mapping, names: Optional[Mapping[int, str]]) -> str:
+    unit = links.get("unit") or "node"
+    host = _host(i, links, names)
+    return f"{unit} {i} ({host})" if host else f"{unit} {i}"
+
+
+def _slow_cells(links: Mapping) -> set:
+    """Directed cells the analysis marked slow; for saved runs without them, both directions of named links/nodes."""
+    if isinstance(links.get("slow_cells"), list):
+        return {(c[0], c[1]) for c in links["slow_cells"] if isinstance(c, list) and len(c) == 2}
+    cells = set()
+    for s in links.get("slow") or []:
+        if isinstance(s, dict):
+            cells |= {(s.get("a"), s.get("b")), (s.get("b"), s.get("a"))}
+    n = len(links.get("matrix_gbps") or [])
+    for x in _ints(links.get("slow_nodes")):
+        cells |= {(x, y) for y in range(n)} | {(y, x) for y in range(n)}
+    return cells
+
+
+def matrix_table(links: Mapping, names: Optional[Mapping[int, str]] = None) -> Table:
+    """Rows send, columns receive: cell (a, b) is a -> b in GB/s. Slow cells, slow and dead nodes are marked."""
+    matrix = links.get("matrix_gbps") if isinstance(links.get("matrix_gbps"), list) else []
+    n = len(matrix)
+    slow = _slow_cells(links)
+    slow_nodes, dead = set(_ints(links.get("slow_nodes"))), set(_ints(links.get("dead")))
+    t = Table(header_style="bold", box=None, pad_edge=False)
+    t.add_column("from \\ to", no_wrap=True)
+    for j in range(n):
+        t.add_column(Text(str(j), style=SLOW_NODE if j in slow_nodes else DEAD if j in dead else ""),
+                     justify="right")
+    for i, row in enumerate(matrix):
+        style = SLOW_NODE if i in slow_nodes else DEAD if i in dead else "bold"
+        host = _host(i, links, names)
+        head = Text(f"{i} {host}".rstrip(), style=style)
+        if i in dead:
+            head.append(" dead", style=DEAD)
+        cells: list = [head]
+        for j in range(n):
+            v = row[j] if isinstance(row, list) and j < len(row) else None
+            if i == j:
+                cells.append(Text("·", style="dim"))
+            elif isinstance(v, (int, float)):
+                txt = f"{v:.2f}" if v < 100 else f"{v:.0f}"
+                cells.append(Text(txt, style=SLOW if (i, j) in slow else ""))
+            else:
+                cells.append(Text("dead" if i in dead or j in dead else "-", style=DEAD if i in dead or j in dead
+                                  else "dim"))
+        t.add_row(*cells)
+    return t
+
+
+def findings(links: Mapping, names: Optional[Mapping[int, str]] = None) -> Text:
+    """The named slow nodes, slow links, dead nodes and failed pairs, one per line."""
+    t = Text()
+    ref = links.get("reference_gbps", links.get("median_gbps"))
+    thr = links.get("threshold_gbps")
+    for x in _ints(links.get("dead")):
+        t.append("dead ", style=DEAD)
+        t.append(f"{_label(x, links, names)} stopped answering; its pairs were not measured\n")
+    for x in _ints(links.get("slow_nodes")):
+        t.append("slow node ", style=SLOW_NODE)
+        t.append(f"{_label(x, links, names)}: most of its links are below {format_gbps(thr)}\n")
+    for s in links.get("slow") or []:
+        if not isinstance(s, dict):
+            continue
+        t.append("slow link ", style=SLOW)
+        t.append(f"{_label(s.get('a'), links, names)} <-> {_label(s.get('b'), links, names)}: "
+                 f"{format_gbps(s.get('gbps'))}")
+        if s.get("ambiguous"):
+            t.append(" (can't tell which endpoint)", style="yellow")
+        t.append("\n")
+    for e in links.get("errors") or []:
+        if isinstance(e, dict):
+            t.append("failed pair ", style=SLOW)
+            t.append(f"{e.get('a')}-{e.get('b')}: {' '.join(str(e.get('error', '?')).split())}\n")
+    if not t.plain:
+        t.append("no slow node or link", style="green")
+        if isinstance(ref, (int, float)):
+            t.append(f" (typical {format_gbps(ref)}, threshold {format_gbps(thr)})", style="dim")
+    elif isinstance(ref, (int, float)):
+        t.append(f"typical link {format_gbps(ref)}, slow below {format_gbps(thr)}", style="dim")
+    t.rstrip()
+    return t
+
+
+def render_links(links: Optional[Mapping], names: Optional[Mapping[int, str]] = None) -> list:
+    """Renderables for the terminal: the matrix, then the findings. `names` (node -> hostname) overrides the
+    section's own `hosts`."""
+    if not links:
+        return []
+    rounds = links.get("rounds")
+    head = Text("Links", style="bold")
+    head.append("  GB/s, row sends to column", style="dim")
+    size, iters = links.get("size"), links.get("iters")
+    if isinstance(size, int):
+        head.append(f"; {format_bytes(size)}" + (f" x {iters}" if isinstance(iters, int) else ""), style="dim")
+    if isinstance(rounds, list):
+        head.append(f"; {len(rounds)} rounds of disjoint pairs ({links.get('mode', 'full')})", style="dim")
+    if isinstance(links.get("wall_s"), (int, float)):
+        head.append(f", {links['wall_s']:.1f} s", style="dim")
+    return [Group(head, matrix_table(links, names), findings(links, names))]

@@ -1,0 +1,111 @@
+"""links_job on a real multi-process gloo world over loopback (4 ranks as 4 nodes unless said otherwise)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.distharness import run_world
+
+JOB = "ncclcheck.links.job:links_job"
+# A shared 2-core test machine time-slices the ranks (a transfer now and then waits a 4 ms scheduler tick), so the
+# tests take the best of a few iterations and a wide relative margin; the faults they inject are 100x, not 2x.
+BASE = {"size": 1 << 20, "iters": 5, "stat": "best", "relative": 0.05}
+
+pytestmark = pytest.mark.slow
+
+
+def _rank0(run):
+    assert not run.errors, run.errors
+    assert 0 in run.results, (run.exitcodes, run.errors)
+    return run.results[0]
+
+
+def _slow(res):
+    return [c for c in res["checks"] if c["id"] == "links.slow" and c["status"] == "fail"]
+
+
+def test_healthy_full_schedule_fills_the_matrix_and_flags_nothing():
+    run = run_world(JOB, BASE, 4, timeout_s=10)
+    res = _rank0(run)
+    sec = res["links"]
+    m = sec["matrix_gbps"]
+    assert all((m[a][b] is None) == (a == b) for a in range(4) for b in range(4))
+    assert sec["slow"] == [] and sec["slow_nodes"] == [] and sec["dead"] == []
+    assert [len(r) for r in sec["rounds"]] == [2, 2, 2]  # 3 rounds of 2 simultaneous pairs
+    assert {c["id"]: c["status"] for c in res["checks"]} == {"links.slow": "pass"}
+    # every rank returns the same verdict; rows were streamed as the rounds finished
+    assert all(run.results[r]["links"] == sec for r in range(4))
+    rows = [d for _, kind, d in run.emits if kind == "links_row"]
+    assert sorted((d["a"], d["b"]) for d in rows) == [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
+    assert all(d["gbps_ab"] and d["gbps_ba"] and d["error"] is None for d in rows)
+
+
+def test_slow_transmit_on_rank_2_names_node_2_only():
+    run = run_world(JOB, BASE, 4, hooks={"slow_rank": 2, "delay_s": 0.1}, timeout_s=10)
+    res = _rank0(run)
+    assert res["links"]["slow_nodes"] == [2] and res["links"]["slow"] == []
+    [c] = _slow(res)
+    assert c["node"] == 2 and "outgoing" in c["detail"]
+
+
+def test_slow_path_between_two_nodes_names_the_link_not_a_node():
+    run = run_world(JOB, BASE, 4, hooks={"slow_link": [1, 3], "delay_s": 0.1}, timeout_s=10)
+    sec = _rank0(run)["links"]
+    assert sec["slow_nodes"] == [] and [(s["a"], s["b"]) for s in sec["slow"]] == [(1, 3)]
+
+
+def test_killed_node_is_named_and_the_others_finish_within_the_timeout():
+    run = run_world(JOB, BASE, 4, hooks={"exit_rank": 2, "exit_round": 1}, timeout_s=10, bound_s=60)
+    res = _rank0(run)
+    sec = res["links"]
+    assert sec["dead"] == [2] and sec["dead_round"] == {"2": 1}
+    assert [c["node"] for c in res["checks"] if c["id"] == "links.dead"] == [2]
+    assert run.exitcodes[2] == 17 and all(run.exitcodes[r] == 0 for r in (0, 1, 3))
+    assert sorted(run.results) == [0, 1, 3]
+    # the survivors did not sit out a timeout per remaining round: the partner saw the connection close
+    assert sec["wall_s"] < 10
+    # pairs after the death were skipped, not attempted; node 2's row is empty apart from what it sent before dying
+    assert all(2 not in p for rnd in sec["rounds"][2:] for p in rnd)
+    rows = [d for _, kind, d in run.emits if kind == "links_row" and 2 in (d["a"], d["b"])]
+    assert rows and all(d["error"] for d in rows if d["gbps_ab"] is None or d["gbps_ba"] is None)
+
+
+def test_quick_mode_retests_the_slow_pair_members_and_names_the_node():
+    payload = {**BASE, "rounds": "quick", "quick_rounds": 1, "seed": 3}
+    run = run_world(JOB, payload, 4, hooks={"slow_rank": 1, "delay_s": 0.1}, timeout_s=10)
+    sec = _rank0(run)["links"]
+    assert sec["mode"] == "quick" and len(sec["rounds"]) >= 2  # one random round, then re-tests
+    assert sec["slow_nodes"] == [1] and sec["slow"] == []
+
+
+def test_only_local_rank_0_of_each_node_carries_traffic():
+    run = run_world(JOB, {**BASE, "by": "node"}, 6, nproc_per_node=2, timeout_s=10)
+    sec = _rank0(run)["links"]
+    assert sec["unit"] == "node" and len(sec["matrix_gbps"]) == 3
+    assert sorted(len(r) for r in sec["rounds"]) == [1, 1, 1]  # 3 nodes: one pair + a bye per round
+    assert {run.results[r]["role"] for r in (1, 3, 5)} == {"idle"}
+    assert all(run.results[r]["links"] == sec for r in range(6))
+
+
+def test_node_dying_between_rounds_is_caught_by_its_heartbeat_not_the_timeout():
+    # dies before its pair connects: no partner sees a connection close, and the op timeout is a long 30 s
+    hooks = {"exit_rank": 3, "exit_round": 1, "exit_at": "start"}
+    run = run_world(JOB, {**BASE, "heartbeat_s": 3.0}, 4, hooks=hooks, timeout_s=30, bound_s=90)
+    sec = _rank0(run)["links"]
+    assert sec["dead"] == [3] and sec["dead_round"] == {"3": 1}
+    assert sec["wall_s"] < 20
+    assert sorted(run.results) == [0, 1, 2]
+
+
+def test_through_the_runner_as_the_cli_runs_it():
+    from ncclcheck.config import WorldConfig
+    from ncclcheck.links.job import links_job
+    from ncclcheck.placement import detect_placement
+    from ncclcheck.runner import run_job
+
+    w = WorldConfig(nproc_per_node=3, timeout_s=60)
+    out = run_job(w, detect_placement({}, w), links_job, {**BASE, "by": "rank"})
+    assert out.ok, out.failures
+    sec = out.results[0]["links"]
+    assert sec["unit"] == "rank" and len(sec["matrix_gbps"]) == 3 and sec["slow"] == []
+    assert sum(e["kind"] == "links_row" for e in out.emitted) == 3

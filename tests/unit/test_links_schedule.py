@@ -1,0 +1,88 @@
+"""Pair schedules: every link measured exactly once, pairs in a round disjoint, re-tests decide the endpoint."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ncclcheck.links.schedule import circle_rounds, pairs_of, quick_rounds, retest_rounds
+
+
+def _disjoint(rnd) -> bool:
+    nodes = [x for p in rnd for x in p]
+    return len(nodes) == len(set(nodes))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(min_value=2, max_value=40))
+def test_circle_covers_every_pair_exactly_once_in_disjoint_rounds(n):
+    rounds = circle_rounds(n)
+    pairs = pairs_of(rounds)
+    assert sorted(pairs) == [(a, b) for a in range(n) for b in range(a + 1, n)]
+    assert all(_disjoint(r) for r in rounds)
+    assert all(a < b for a, b in pairs)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(min_value=2, max_value=40))
+def test_round_count_is_n_minus_1_even_and_n_odd_with_one_bye(n):
+    rounds = circle_rounds(n)
+    if n % 2 == 0:
+        assert len(rounds) == n - 1 and all(len(r) == n // 2 for r in rounds)
+    else:
+        assert len(rounds) == n and all(len(r) == (n - 1) // 2 for r in rounds)
+        # each node sits out exactly once
+        byes = [set(range(n)) - {x for p in r for x in p} for r in rounds]
+        assert sorted(b.pop() for b in byes) == list(range(n))
+
+
+def test_small_worlds():
+    assert circle_rounds(0) == [] and circle_rounds(1) == []
+    assert circle_rounds(2) == [[(0, 1)]]
+    assert len(circle_rounds(8)) == 7
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(min_value=2, max_value=30), st.integers(min_value=1, max_value=5), st.integers(0, 1000))
+def test_quick_rounds_disjoint_no_repeats_seeded(n, count, seed):
+    rounds = quick_rounds(n, count, seed)
+    assert len(rounds) == min(count, len(circle_rounds(n)))
+    assert all(_disjoint(r) for r in rounds)
+    pairs = pairs_of(rounds)
+    assert len(pairs) == len(set(pairs))
+    assert rounds == quick_rounds(n, count, seed)  # same seed, same plan on every node
+
+
+def test_retest_pairs_each_member_of_a_slow_pair_with_a_good_node():
+    rounds = retest_rounds([(0, 1)], good_nodes=[2, 3, 4, 5])
+    pairs = pairs_of(rounds)
+    assert len(rounds) == 1 and _disjoint(rounds[0])
+    partners = {x: ({a, b} - {x}).pop() for a, b in pairs for x in (a, b) if x in (0, 1)}
+    assert set(partners) == {0, 1} and set(partners.values()) <= {2, 3, 4, 5}
+
+
+def test_retest_skips_members_already_measured_against_a_good_node():
+    assert pairs_of(retest_rounds([(0, 1)], good_nodes=[2, 3], measured=[(0, 2)])) in ([(1, 2)], [(1, 3)])
+    assert retest_rounds([(0, 1)], good_nodes=[2], measured=[(0, 2), (1, 2)]) == []
+
+
+def test_retest_without_good_nodes_plans_nothing():
+    assert retest_rounds([(0, 1), (2, 3)], good_nodes=[]) == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(min_value=4, max_value=20), st.data())
+def test_retest_rounds_are_disjoint_and_use_only_good_partners(n, data):
+    nodes = list(range(n))
+    bad = data.draw(st.lists(st.sampled_from(nodes), min_size=1, max_size=n // 2, unique=True))
+    good = [x for x in nodes if x not in bad]
+    suspects = [(min(b, g), max(b, g)) for b, g in zip(bad, reversed(nodes)) if b != g]
+    rounds = retest_rounds(suspects, good)
+    assert all(_disjoint(r) for r in rounds)
+    for a, b in pairs_of(rounds):
+        assert a in good or b in good
+    tested = {x for p in pairs_of(rounds) for x in p}
+    for a, b in suspects:
+        for x in (a, b):
+            if any(g != x for g in good):
+                assert x in tested

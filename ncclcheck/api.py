@@ -170,6 +170,13 @@ def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Re
         skips, stopped = [], {"reason": "world broke", "detail": "; ".join(
             f"rank {f['rank']}: {f['reason']}" for f in out.failures)}
     checks, extra, partial = gates.outcome(cfg, rows, skips, stopped, hardware=None, base_rows=base_rows)
+    if out.world_size > 1 and rows:
+        from .bench.straggler import find_stragglers
+
+        # Arrival = each rank's start of the timed loop after the shared barrier (bench records it per row).
+        timing = [{"arrival_us": (r.extra.get("arrival") or {}).get("start_offset_us"),
+                   "rank_time_us": r.rank_time_us} for r in rows]
+        checks.extend(find_stragglers(timing).checks)
     if out.failures:
         first = out.failures[0]
         checks.insert(0, failed("bench.world", f"rank {first['rank']} failed: {first['reason']}",
@@ -207,5 +214,33 @@ def _world_failure_report(config: Config, command: str, started: str, t0: float,
                                    fix="Check MASTER_ADDR/MASTER_PORT and the firewall; `ncclcheck preflight` "
                                        "names the cause.")],
                     strict=config.output.strict, partial=True)
+    report.duration_s = time.monotonic() - t0
+    return report
+
+
+def run_links(config: Optional[Config] = None, observer=None, **overrides) -> Report:
+    """Node-to-node bandwidth in disjoint-pair rounds; names the slow node or link (ncclcheck.links)."""
+    from .config import LinksConfig
+    from .errors import WorldError
+    from .links.job import links_job, payload_from_config
+    from .links.outcome import from_outcome
+    from .runner import run_job
+
+    config = _config(config, "links", **overrides)
+    t0, started = time.monotonic(), _now_iso()
+    try:
+        world, placement = _job_world(config)
+    except WorldError as exc:
+        return _world_failure_report(config, "links", started, t0, str(exc))
+    payload = payload_from_config(config.links or LinksConfig())
+    out = run_job(world, placement, links_job, payload, observer=observer,
+                  log_dir=os.path.dirname(_log_path() or "") or None)
+    nproc = placement.local_world_size if placement.worker_mode else (world.nproc_per_node or _default_nproc())
+    section, checks, partial = from_outcome(out, payload, ranks_per_node=nproc)
+    report = Report(command="links", version=__version__, started=started,
+                    world=WorldInfo(nnodes=placement.nnodes, world_size=out.world_size, backend=out.backend,
+                                    master=f"{world.master_addr}:{world.master_port}" if world.master_addr else None,
+                                    launcher=placement.launcher),
+                    checks=checks, links=section, strict=config.output.strict, partial=partial)
     report.duration_s = time.monotonic() - t0
     return report

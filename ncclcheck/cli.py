@@ -104,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--iters", default="5", help="transfers per direction per pair (default 5)")
     k.add_argument("--rounds", default="full", choices=["full", "quick"], help="full: every pair; quick: sampled")
     k.add_argument("--min-gbps", help="gate: a link below this GB/s is slow")
-    k.add_argument("--relative", default="0.5", help="a link below this fraction of the median is slow (0.5)")
+    k.add_argument("--relative", default="0.5",
+                   help="a link below this fraction of the typical node's best link is slow (0.5)")
 
     r = sub.add_parser("recommend", parents=[world, out, facts], help="print the recommended environment")
     r.add_argument("--format", default="text", choices=["text", "env", "json"],
@@ -232,6 +233,8 @@ def _run(config: Config, log_path: str):
         return api.run_env(config)
     if config.command == "bench":
         return api.run_bench(config)
+    if config.command == "links":
+        return api.run_links(config)
     if config.command == "report":
         import json
 

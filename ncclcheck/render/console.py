@@ -104,6 +104,10 @@ def render_report(report: Report, verbose: bool = True) -> list:
         out.append(bench_tables(report.bench))
         if report.extra.get("bench_summary"):
             out.append(summary_block(report.extra["bench_summary"], report.checks, report.extra.get("bench_stopped")))
+    if report.links is not None:
+        from .links import render_links
+
+        out.extend(render_links(report.links, {n.node_rank: n.hostname for n in report.nodes}))
     out.append(checks_table(report, show_passed=verbose))
     if report.recommendations:
         out.append(recommendations_block(report))

@@ -137,19 +137,11 @@ def parse_nccl_debug(text: str) -> dict:
 
 
 def ifname_matches(spec: str, name: str) -> bool:
-    """NCCL_SOCKET_IFNAME semantics: comma list of prefixes; leading '^' excludes; '=' means exact names."""
-    spec = (spec or "").strip()
-    if not spec:
-        return True
-    exclude = spec.startswith("^")
-    if exclude:
-        spec = spec[1:]
-    exact = spec.startswith("=")
-    if exact:
-        spec = spec[1:]
-    items = [s.strip() for s in spec.split(",") if s.strip()]
-    hit = any((name == s) if exact else name.startswith(s) for s in items)
-    return not hit if exclude else hit
+    """NCCL_SOCKET_IFNAME semantics (ncclenv.parse_spec, the one implementation); an unset spec matches anything."""
+    from ..ncclenv import parse_spec
+
+    parsed = parse_spec(spec)
+    return True if parsed is None else parsed.matches(name)
 
 
 def _rec_values(recommendations: Iterable[Any]) -> dict[str, str]:

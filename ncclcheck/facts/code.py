@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 from collections.abc import Sequence
 from typing import Callable, Optional
 
 from .tree import SKIP_DIRS, hash_file, walk
+from .util import run_cmd
 
 GIT_TIMEOUT_S = 5.0
 MAX_DIFF_BYTES = 32 << 20
@@ -24,17 +24,7 @@ def _git(args: Sequence[str], cwd: str) -> bytes:
     """git output (bounded in time and size); RuntimeError with git's first stderr line on failure."""
     # GIT_OPTIONAL_LOCKS=0: `git diff` must not take index.lock under the user's own git commands.
     env = dict(os.environ, GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0", LC_ALL="C")
-    try:
-        p = subprocess.run(["git", *args], cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True,
-                           timeout=GIT_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired as e:
-        raise RuntimeError(f"git {args[0]} timed out after {GIT_TIMEOUT_S:g}s") from e
-    except OSError as e:
-        raise RuntimeError(f"git: {e.strerror or e}") from e
-    if p.returncode != 0:
-        lines = p.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise RuntimeError(f"git {args[0]}: " + (lines[0] if lines else f"exit {p.returncode}"))
-    return p.stdout
+    return run_cmd(["git", *args], GIT_TIMEOUT_S, cwd=cwd, env=env, text=False)
 
 
 def _base(path: str, kind: str) -> dict:

@@ -37,8 +37,9 @@ def bounded(fn: Callable[[], Any], timeout_s: float) -> Any:
     return box.get("value")
 
 
-def run_cmd(argv: Sequence[str], timeout_s: float = 5.0, cwd: Optional[str] = None, env: Optional[dict] = None) -> str:
-    """Run a command, return stdout; raise RuntimeError with a one-line reason on failure or timeout."""
+def run_cmd(argv: Sequence[str], timeout_s: float = 5.0, cwd: Optional[str] = None, env: Optional[dict] = None,
+            text: bool = True):
+    """Run a command, return stdout (bytes when text=False); RuntimeError with a one-line reason on failure."""
     try:
         proc = subprocess.run(
             list(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout_s, check=False
@@ -50,7 +51,7 @@ def run_cmd(argv: Sequence[str], timeout_s: float = 5.0, cwd: Optional[str] = No
     if proc.returncode != 0:
         err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         raise RuntimeError(f"{argv[0]} exited {proc.returncode}" + (f": {err[0]}" if err else ""))
-    return proc.stdout.decode("utf-8", "replace")
+    return proc.stdout.decode("utf-8", "replace") if text else proc.stdout
 
 
 def listdir(path: str, limit: int = 4096) -> list:

@@ -1,7 +1,16 @@
-"""Run a job on N local gloo ranks (spawned processes, loopback, a free port) and return every rank's result.
+"""A bounded multi-process world for job tests: N spawned gloo (or NCCL) ranks on loopback, one WorkerContext each,
+the same context a real world (ncclcheck.runner) hands to a job.
 
-A stand-in for world.py in tests: it builds the same WorkerContext a real world hands to a job. Bounded: a rank that
-hangs or dies fails the test after `timeout` seconds instead of hanging the suite.
+    run = run_world("ncclcheck.links.job:links_job", payload, world_size=4)   # tolerant: deaths are data
+    run.results[0], run.exitcodes, run.emits, run.errors
+
+    res = run_job("ncclcheck.bench.collectives.bench_job", payload, nranks=2)  # strict: any rank error fails
+    res[0]["result"], res[0]["events"]
+
+The store is hosted by the test process (as a launcher agent would), so a rank that dies does not take it along.
+With nproc_per_node < world_size the ranks stand in for several nodes, and each simulated node gets its own
+hostname (real hostname + "-node<k>"), since that is what distinct nodes look like to a job. Everything is bounded:
+ranks still running at the end are killed.
 """
 
 from __future__ import annotations
@@ -9,28 +18,37 @@ from __future__ import annotations
 import importlib
 import os
 import queue
-import socket
 import time
-import traceback
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Optional
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+@dataclass
+class WorldRun:
+    results: dict  # rank -> job result (ranks that died or hung are missing)
+    exitcodes: dict  # rank -> exit code (None: killed by us after the bound)
+    emits: list = field(default_factory=list)  # (rank, kind, data) in arrival order
+    errors: dict = field(default_factory=dict)  # rank -> traceback text when the job raised
+    wall_s: float = 0.0
 
 
-def _resolve(qualname: str):
-    mod, _, fn = qualname.rpartition(".")
+def _resolve(job_ref: str):
+    """'pkg.mod:fn' or 'pkg.mod.fn'."""
+    mod, sep, fn = job_ref.partition(":")
+    if not sep:
+        mod, _, fn = job_ref.rpartition(".")
     return getattr(importlib.import_module(mod), fn)
 
 
-def _rank_main(rank: int, n: int, port: int, job: str, payload: dict, hooks: dict, q, deadline_s: float,
-               backend: str, env: dict, log_dir) -> None:
+def _child(job_ref: str, payload: dict, rank: int, ws: int, nproc: int, port: int, hooks: dict, timeout_s: float,
+           deadline_s: float, backend: str, env: dict, log_dir: Optional[str], q: Any) -> None:
+    import traceback
+
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.update(env)  # before torch/NCCL initialise, as a real launcher would
     try:
-        import datetime
+        import socket
 
         import torch
         import torch.distributed as dist
@@ -38,60 +56,102 @@ def _rank_main(rank: int, n: int, port: int, job: str, payload: dict, hooks: dic
         from ncclcheck.worker import WorkerContext
 
         torch.set_num_threads(1)
+        node_rank = rank // nproc
+        if ws > nproc:  # several simulated nodes: give each its own hostname
+            real = socket.gethostname()
+            socket.gethostname = lambda: f"{real}-node{node_rank}"
         device = "cpu"
         if backend == "nccl":
-            device = f"cuda:{rank}"
-            torch.cuda.set_device(rank)
-        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=n,
-                                timeout=datetime.timedelta(seconds=60))
-        events: list = []
-        ctx = WorkerContext(rank=rank, world_size=n, local_rank=rank, local_world_size=n, backend=backend,
-                            device=device, deadline=time.monotonic() + deadline_s,
-                            emit=lambda kind, data: events.append((kind, data)), test_hooks=hooks, log_dir=log_dir)
-        result = _resolve(job)(ctx, payload)
-        q.put((rank, "ok", {"result": result, "events": events}))
-        dist.destroy_process_group()
-    except BaseException:  # report everything: the parent turns it into a test failure with the traceback
-        q.put((rank, "error", traceback.format_exc()))
+            device = f"cuda:{rank % nproc}"
+            torch.cuda.set_device(rank % nproc)
+        store = dist.TCPStore("127.0.0.1", port, ws, False, timeout=timedelta(seconds=30))
+        dist.init_process_group(backend, store=dist.PrefixStore("pg/", store), rank=rank, world_size=ws,
+                                timeout=timedelta(seconds=timeout_s))
+        ctx = WorkerContext(
+            rank=rank, world_size=ws, local_rank=rank % nproc, local_world_size=nproc, node_rank=node_rank,
+            nnodes=ws // nproc, backend=backend, device=device, timeout_s=timeout_s,
+            deadline=time.monotonic() + deadline_s, store=dist.PrefixStore("job/", store),
+            emit=lambda kind, data: q.put(("emit", rank, kind, data)), test_hooks=dict(hooks), log_dir=log_dir,
+        )
+        out = _resolve(job_ref)(ctx, payload)
+        q.put(("result", rank, out))
+    except BaseException:
+        q.put(("error", rank, traceback.format_exc()))
+    finally:
+        q.close()
+        q.join_thread()  # flush what we put before leaving
+        # Skip interpreter teardown: a peer that died can make gloo's destructors slow.
+        os._exit(0)
 
 
-def run_job(job: str, payload: dict, nranks: int = 2, timeout: float = 120.0, hooks: dict | None = None,
-            deadline_s: float = 600.0, backend: str = "gloo", env: dict | None = None,
-            log_dir: str | None = None) -> list[dict]:
-    """Every rank's {"result", "events"}, by rank. Raises AssertionError on a rank error or a timeout.
+def run_world(job_ref: str, payload: dict, world_size: int = 4, nproc_per_node: int = 1,
+              hooks: Optional[dict] = None, timeout_s: float = 5.0, bound_s: float = 90.0, deadline_s: float = 120.0,
+              backend: str = "gloo", env: Optional[dict] = None, log_dir: Optional[str] = None) -> WorldRun:
+    """Run the job on every rank; ranks that die, raise or hang are recorded, not raised."""
+    import multiprocessing as mp
 
-    backend "nccl" puts rank r on cuda:r; `env` is set in each rank before torch.distributed initialises."""
-    import torch.multiprocessing as mp
+    import torch.distributed as dist
 
     ctx = mp.get_context("spawn")
+    store = dist.TCPStore("127.0.0.1", 0, world_size, True, timeout=timedelta(seconds=30), wait_for_workers=False)
     q = ctx.Queue()
-    port = free_port()
-    procs = [ctx.Process(target=_rank_main, args=(r, nranks, port, job, payload, hooks or {}, q, deadline_s,
-                                                             backend, env or {}, log_dir),
-                         daemon=True) for r in range(nranks)]
+    procs = [ctx.Process(target=_child, args=(job_ref, payload, r, world_size, nproc_per_node, store.port,
+                                              hooks or {}, timeout_s, deadline_s, backend, env or {}, log_dir, q),
+                         daemon=True)
+             for r in range(world_size)]
+    t0 = time.monotonic()
     for p in procs:
         p.start()
-    results: dict = {}
-    end = time.monotonic() + timeout
-    try:
-        while len(results) < nranks:
-            left = end - time.monotonic()
-            if left <= 0:
-                raise AssertionError(f"job {job} timed out after {timeout}s; ranks done: {sorted(results)}")
-            try:
-                rank, status, data = q.get(timeout=min(left, 1.0))
-            except queue.Empty:
-                dead = [i for i, p in enumerate(procs) if p.exitcode not in (None, 0) and i not in results]
-                if dead:
-                    raise AssertionError(f"rank(s) {dead} died without a result") from None
-                continue
-            if status == "error":
-                raise AssertionError(f"rank {rank} failed:\n{data}")
-            results[rank] = data
-    finally:
-        for p in procs:
-            p.join(timeout=5)
-            if p.is_alive():
-                p.kill()
-                p.join(timeout=5)
-    return [results[r] for r in range(nranks)]
+    run = WorldRun({}, {})
+    end = t0 + bound_s
+    while time.monotonic() < end and len(run.results) + len(run.errors) < world_size:
+        try:
+            msg = q.get(timeout=0.2)
+        except queue.Empty:
+            if all(not p.is_alive() for p in procs):
+                break
+            continue
+        if msg[0] == "emit":
+            run.emits.append(msg[1:])
+        elif msg[0] == "result":
+            run.results[msg[1]] = msg[2]
+        else:
+            run.errors[msg[1]] = msg[2]
+    run.wall_s = time.monotonic() - t0
+    for r, p in enumerate(procs):
+        p.join(timeout=max(0.1, end - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join(5)
+            run.exitcodes[r] = None
+        else:
+            run.exitcodes[r] = p.exitcode
+    while True:  # emits that arrived after the last result
+        try:
+            msg = q.get_nowait()
+        except (queue.Empty, OSError, ValueError):
+            break
+        if msg[0] == "emit":
+            run.emits.append(msg[1:])
+    del store
+    return run
+
+
+def run_job(job: str, payload: dict, nranks: int = 2, timeout: float = 120.0, hooks: Optional[dict] = None,
+            deadline_s: float = 600.0, backend: str = "gloo", env: Optional[dict] = None,
+            log_dir: Optional[str] = None) -> list:
+    """Strict: every rank's {"result", "events"} by rank, one node of `nranks` local ranks. Raises AssertionError
+    when a rank fails or the world does not finish within `timeout`.
+
+    backend "nccl" puts rank r on cuda:r; `env` is set in each rank before torch.distributed initialises."""
+    run = run_world(job, payload, world_size=nranks, nproc_per_node=nranks, hooks=hooks, timeout_s=60.0,
+                    bound_s=timeout, deadline_s=deadline_s, backend=backend, env=env, log_dir=log_dir)
+    if run.errors:
+        rank = min(run.errors)
+        raise AssertionError(f"rank {rank} failed:\n{run.errors[rank]}")
+    missing = [r for r in range(nranks) if r not in run.results]
+    if missing:
+        raise AssertionError(f"job {job}: rank(s) {missing} gave no result within {timeout}s "
+                             f"(exit codes {run.exitcodes})")
+    return [{"result": run.results[r], "events": [(k, d) for rk, k, d in run.emits if rk == r]}
+            for r in range(nranks)]

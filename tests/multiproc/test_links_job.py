@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.distharness import run_world
+from tests.dist_harness import run_world
 
 JOB = "ncclcheck.links.job:links_job"
 # A shared 2-core test machine time-slices the ranks (a transfer now and then waits a 4 ms scheduler tick), so the

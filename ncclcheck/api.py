@@ -141,11 +141,25 @@ def _job_world(config: Config):
     return world, placement
 
 
-def _job_world_info(world: WorldConfig, placement, out) -> WorldInfo:
-    return WorldInfo(nnodes=placement.nnodes, world_size=out.world_size, backend=out.backend,
-                     master=f"{world.master_addr}:{world.master_port}" if world.master_addr else None,
-                     launcher=placement.launcher)
 
+def _run_world_job(world: WorldConfig, placement, job, payload: dict, observer=None):
+    """run_job with the run's log directory, so NCCL debug files and worker logs land beside the run's log."""
+    from .runner import run_job
+
+    return run_job(world, placement, job, payload, observer=observer,
+                   log_dir=os.path.dirname(_log_path() or "") or None)
+
+
+def _job_report(command: str, config: Config, started: str, t0: float, world: WorldConfig, placement, out,
+                **fields) -> Report:
+    """The Report of a bench/links run: world from the job's outcome, timed from the command's start."""
+    report = Report(command=command, version=__version__, started=started,
+                    world=WorldInfo(nnodes=placement.nnodes, world_size=out.world_size, backend=out.backend,
+                                    master=f"{world.master_addr}:{world.master_port}" if world.master_addr else None,
+                                    launcher=placement.launcher),
+                    strict=config.output.strict, **fields)
+    report.duration_s = time.monotonic() - t0
+    return report
 
 def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Report:
     """Collective sweeps on real process groups (NCCL on GPUs, gloo on CPUs) with nccl-tests' semantics."""
@@ -153,7 +167,6 @@ def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Re
     from .bench.collectives import bench_config_to_payload, bench_job, rows_from_result, validate
     from .errors import WorldError
     from .model import BenchRow, failed
-    from .runner import run_job
 
     config = _config(config, "bench", **overrides)
     t0, started = time.monotonic(), _now_iso()
@@ -165,8 +178,7 @@ def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Re
     world_size = placement.world_size if placement.worker_mode else world.nnodes * (nproc or _default_nproc())
     cfg = validate(config.bench, world_size)  # UsageError before any rendezvous
     base_rows = gates.load_baseline(cfg.baseline) if cfg.baseline else None
-    out = run_job(world, placement, bench_job, bench_config_to_payload(cfg), observer=observer,
-                  log_dir=os.path.dirname(_log_path() or "") or None)
+    out = _run_world_job(world, placement, bench_job, bench_config_to_payload(cfg), observer)
     result = out.results.get(0)
     if result is not None:
         rows = rows_from_result(result)
@@ -188,16 +200,13 @@ def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Re
         checks.insert(0, failed("bench.world", f"rank {first['rank']} failed: {first['reason']}",
                                 evidence={"failures": out.failures},
                                 fix="Run `ncclcheck preflight` with the same world flags to find the cause."))
-    report = Report(command="bench", version=__version__, started=started,
-                    world=_job_world_info(world, placement, out),
-                    checks=checks, bench=rows, strict=config.output.strict, partial=partial or bool(out.failures))
-    report.extra.update(extra)
+    report = _job_report("bench", config, started, t0, world, placement, out, checks=checks, bench=rows, extra=extra,
+                         partial=partial or bool(out.failures))
     if cfg.save_baseline:
         from .render.files import write_atomic
         from .render.json import render_json
 
         write_atomic(cfg.save_baseline, render_json(report))
-    report.duration_s = time.monotonic() - t0
     return report
 
 
@@ -228,7 +237,6 @@ def run_links(config: Optional[Config] = None, observer=None, **overrides) -> Re
     from .errors import WorldError
     from .links.job import links_job, payload_from_config
     from .links.outcome import from_outcome
-    from .runner import run_job
 
     config = _config(config, "links", **overrides)
     t0, started = time.monotonic(), _now_iso()
@@ -237,22 +245,8 @@ def run_links(config: Optional[Config] = None, observer=None, **overrides) -> Re
     except WorldError as exc:
         return _world_failure_report(config, "links", started, t0, str(exc))
     payload = payload_from_config(config.links or LinksConfig())
-    out = run_job(world, placement, links_job, payload, observer=observer,
-                  log_dir=os.path.dirname(_log_path() or "") or None)
+    out = _run_world_job(world, placement, links_job, payload, observer)
     nproc = placement.local_world_size if placement.worker_mode else (world.nproc_per_node or _default_nproc())
     section, checks, partial = from_outcome(out, payload, ranks_per_node=nproc)
-    if placement.nnodes == 1:
-        # Ranks on one machine over loopback: differences are CPU scheduling, not a network; never a failure.
-        import dataclasses
-
-        from .model import Status
-
-        checks = [dataclasses.replace(c, status=Status.WARN,
-                                      detail=(c.detail + " " if c.detail else "") + "Single node: these ranks talk "
-                                      "over loopback, so the matrix reflects CPU scheduling, not a network.")
-                  if c.id == "links.slow" and c.status is Status.FAIL else c for c in checks]
-    report = Report(command="links", version=__version__, started=started,
-                    world=_job_world_info(world, placement, out),
-                    checks=checks, links=section, strict=config.output.strict, partial=partial)
-    report.duration_s = time.monotonic() - t0
-    return report
+    return _job_report("links", config, started, t0, world, placement, out, checks=checks, links=section,
+                       partial=partial)

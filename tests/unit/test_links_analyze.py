@@ -197,3 +197,18 @@ def test_two_slow_nodes_in_four():
                 m[x][y] = m[y][x] = SLOW
     sec = analyze(m, size=1).section
     assert sec["slow_nodes"] == [1, 2] and sec["slow"] == []
+
+
+def test_ranks_on_one_host_warn_instead_of_failing():
+    """Standalone links: the 'nodes' are ranks on one machine over loopback, so slowness is CPU scheduling."""
+    m = full(4)
+    for y in range(4):
+        if y != 2:
+            m[2][y] = SLOW
+    res = analyze(m, size=1 << 20, hosts=["vm"] * 4, unit="rank")
+    assert res.section["slow_nodes"] == [2]
+    [c] = [c for c in res.checks if c.id == "links.slow"]
+    assert c.status is Status.WARN and "loopback" in c.detail
+    assert not slow_checks(res)
+    # The same matrix across distinct hosts is a failure.
+    assert slow_checks(analyze(m, size=1 << 20, hosts=["h0", "h1", "h2", "h3"]))

@@ -12,6 +12,7 @@ from . import __version__
 from .checks import run_local_checks
 from .checks.local import LocalInput
 from .config import Config, WorldConfig
+from .facts import hostname_of
 from .model import NodeInfo, Report, WorldInfo
 from .recommend import NodeView, recommend_local
 
@@ -32,12 +33,6 @@ def _collect(config: Config) -> dict:
 
     return collect_node_facts(code_path=config.code_path, paths=config.paths,
                               master_addr=config.world.master_addr)
-
-
-def _hostname(facts: dict) -> str:
-    import socket
-
-    return (facts.get("host") or {}).get("hostname") or socket.gethostname()
 
 
 def _probe_master(world: WorldConfig) -> Optional[dict]:
@@ -102,7 +97,7 @@ def run_preflight(config: Optional[Config] = None, **overrides) -> Report:
         world=WorldInfo(nnodes=1, world_size=world.nproc_per_node or 1, backend=world.backend,
                         master=f"{world.master_addr}:{world.master_port}" if world.master_addr else None,
                         launcher="ncclcheck"),
-        nodes=[NodeInfo(world.node_rank, _hostname(facts), facts)],
+        nodes=[NodeInfo(world.node_rank, hostname_of(facts), facts)],
         checks=checks,
         recommendations=recommend_local(NodeView(facts, multi_node=False)),
         strict=config.output.strict,
@@ -123,7 +118,7 @@ def run_env(config: Optional[Config] = None, **overrides) -> Report:
     facts = _collect(config)
     report = Report(command="env", version=__version__, started=started,
                     world=WorldInfo(nnodes=1, world_size=0, backend="none", launcher="none"),
-                    nodes=[NodeInfo(config.world.node_rank, _hostname(facts), facts)])
+                    nodes=[NodeInfo(config.world.node_rank, hostname_of(facts), facts)])
     report.duration_s = time.monotonic() - t0
     return report
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import time
 import uuid as _uuid
 from collections import Counter
@@ -28,6 +27,7 @@ from . import probe
 from ._store import JsonStore, StoreLost, open_store
 from .checks.cross import CrossInput, run_cross_checks
 from .config import Config
+from .facts import hostname_of
 from .model import CheckResult, NodeInfo, Recommendation, Status, WorldInfo, failed, passed, skipped
 from .placement import Placement
 from .recommend.mesh import MeshView, merge_recommendations, recommend_mesh
@@ -80,10 +80,6 @@ class ClusterOutcome:
 
     def close(self) -> None:
         self._store = None
-
-
-def _hostname(facts: dict) -> str:
-    return ((facts or {}).get("host") or {}).get("hostname") or socket.gethostname()
 
 
 def _run_prefix(placement: Placement, env: Optional[dict] = None) -> str:
@@ -225,7 +221,7 @@ def _alone(ctx: _Ctx, extra: list, nnodes: Optional[int] = None) -> ClusterOutco
     p = ctx.placement
     return ClusterOutcome(
         world=_world_info(ctx.config, p, nnodes or p.nnodes),
-        nodes=[NodeInfo(p.node_rank, _hostname(ctx.facts), ctx.facts)],
+        nodes=[NodeInfo(p.node_rank, hostname_of(ctx.facts), ctx.facts)],
         checks=list(ctx.results) + extra,
         recommendations=[],
         formed=False,
@@ -259,7 +255,7 @@ def _connect(ctx: _Ctx) -> tuple:
         except ConnectionError as e:
             return None, True, failed("rendezvous.world", f"node 0 could not start the rendezvous store: {e}",
                                       fix="See the log; check --master-port is free on node 0.")
-        st.set("host", {"hostname": _hostname(ctx.facts), "pid": os.getpid(), "uuid": ctx.node_id})
+        st.set("host", {"hostname": hostname_of(ctx.facts), "pid": os.getpid(), "uuid": ctx.node_id})
         return st, True, None
     decider = _is_decider(p)
     m = _master_result(ctx.results)
@@ -378,7 +374,7 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
     if leader:
         i = st.add("join/count", 1)
         st.set(f"join/{i}", {
-            "node_rank": placement.node_rank, "nnodes": placement.nnodes, "hostname": _hostname(local_facts),
+            "node_rank": placement.node_rank, "nnodes": placement.nnodes, "hostname": hostname_of(local_facts),
             "pid": os.getpid(), "uuid": ctx.node_id, "launcher": placement.launcher,
             "facts": local_facts, "checks": [c.to_json() for c in local_results],
         })

@@ -42,3 +42,10 @@ def collect_node_facts(code_path: Optional[str] = None, paths: Iterable[str] = (
     facts["env"] = _safe("env", envvars.collect)
     facts["collected_at"] = time.time()
     return facts
+
+
+def hostname_of(facts: Optional[dict]) -> str:
+    """A node's hostname from its facts, or this machine's when the facts lack it (a non-leader rank)."""
+    import socket
+
+    return ((facts or {}).get("host") or {}).get("hostname") or socket.gethostname()

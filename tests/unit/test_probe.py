@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import socket
 import time
@@ -22,6 +23,30 @@ def _free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def dropping_port():
+    """A loopback port whose listener's accept queue is full: the kernel drops new SYNs, so connects time out,
+    like a firewall that drops. Yields the port."""
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(0)
+        port = srv.getsockname()[1]
+        fillers = []
+        try:
+            for _ in range(3):
+                c = socket.socket()
+                c.settimeout(0.3)
+                try:
+                    c.connect(("127.0.0.1", port))
+                except OSError:
+                    pass
+                fillers.append(c)
+            yield port
+        finally:
+            for c in fillers:
+                c.close()
 
 
 def test_master_ok_when_listening():
@@ -63,24 +88,9 @@ def test_master_that_starts_late_is_found():
 
 
 def test_master_timeout_when_nothing_accepts():
-    # A listener whose accept queue is full drops SYNs: connects time out, like a firewall that drops.
-    with socket.socket() as srv:
-        srv.bind(("127.0.0.1", 0))
-        srv.listen(0)
-        port = srv.getsockname()[1]
-        fillers = []
-        for _ in range(3):
-            c = socket.socket()
-            c.settimeout(0.3)
-            try:
-                c.connect(("127.0.0.1", port))
-            except OSError:
-                pass
-            fillers.append(c)
+    with dropping_port() as port:
         t = time.monotonic()
         r = probe_master("127.0.0.1", port, time.monotonic() + 1.0, connect_timeout_s=0.4)
-        for c in fillers:
-            c.close()
     assert r.status == "timeout"
     assert time.monotonic() - t < 3
 
@@ -191,23 +201,9 @@ def test_mesh_answer_from_the_wrong_node_is_detected():
 
 
 def test_mesh_is_bounded_by_its_deadline():
-    with socket.socket() as srv:  # accept queue full: every connect hangs until its own timeout
-        srv.bind(("127.0.0.1", 0))
-        srv.listen(0)
-        port = srv.getsockname()[1]
-        fillers = []
-        for _ in range(3):
-            c = socket.socket()
-            c.settimeout(0.2)
-            try:
-                c.connect(("127.0.0.1", port))
-            except OSError:
-                pass
-            fillers.append(c)
+    with dropping_port() as port:  # every connect hangs until its own timeout
         peers = {1: {"id": "x", "endpoints": {"eth0": [["127.0.0.1", port]] * 20}}}
         t = time.monotonic()
         rows = probe_peers(0, peers, timeout_s=5.0, deadline_s=0.5, max_workers=4)
-        for c in fillers:
-            c.close()
     assert time.monotonic() - t < 2.0
     assert len(rows) == 20 and not any(r["ok"] for r in rows)

@@ -11,6 +11,12 @@ Importing ncclcheck is cheap: torch is imported only by the functions that need 
 
 from __future__ import annotations
 
+import logging
+
+# A library logs; the application decides where it goes. Without this, Python-API users would see "No handlers"
+# tracebacks of our warnings on stderr (the CLI installs its own file handler on the root logger).
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
 __version__ = "0.1.0"
 
 __all__ = ["__version__", "run_preflight", "run_bench", "run_links", "run_env", "run_recommend"]

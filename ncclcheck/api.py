@@ -29,17 +29,18 @@ def _config(config: Optional[Config], command: str, **overrides) -> Config:
 
 
 def _collect(config: Config) -> dict:
+    from .dist.runner import load_torch
     from .facts import collect_node_facts
 
-    return collect_node_facts(code_path=config.code_path, paths=config.paths,
-                              master_addr=config.world.master_addr)
+    return collect_node_facts(load_torch=load_torch, code_path=config.code_path, paths=config.paths,
+                              master_addr=config.world.master_addr, tool_version=__version__)
 
 
 def _probe_master(world: WorldConfig) -> Optional[dict]:
     """Single-node view of the master: node 0 tests the port is bindable; others connect (bounded)."""
     if world.master_addr is None:
         return None
-    from . import probe
+    from .preflight import probe
 
     if world.node_rank == 0:
         return probe.bind_test(world.master_addr, world.master_port)
@@ -48,7 +49,7 @@ def _probe_master(world: WorldConfig) -> Optional[dict]:
 
 
 def _placement(config: Config):
-    from .placement import detect_placement
+    from .dist.placement import detect_placement
 
     return detect_placement(os.environ, config.world)
 
@@ -79,7 +80,7 @@ def run_preflight(config: Optional[Config] = None, **overrides) -> Report:
     checks = run_local_checks(inp) if placement.node_leader else []
     command = config.command if config.command in ("preflight", "recommend") else "preflight"
     if placement.multi_node or placement.worker_mode:
-        from . import world as _world
+        from .preflight import cluster as _world
 
         out = _world.run_cluster_preflight(config, placement, facts, checks, log_path=_log_path())
         report = Report(command=command, version=__version__, started=started, world=out.world, nodes=out.nodes,
@@ -139,7 +140,7 @@ def _job_world(config: Config):
 
 def _run_world_job(world: WorldConfig, placement, job, payload: dict, observer=None):
     """run_job with the run's log directory, so NCCL debug files and worker logs land beside the run's log."""
-    from .runner import run_job
+    from .dist.runner import run_job
 
     return run_job(world, placement, job, payload, observer=observer,
                    log_dir=os.path.dirname(_log_path() or "") or None)
@@ -206,9 +207,9 @@ def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Re
 
 
 def _default_nproc() -> int:
-    from .runner import CPU_RANKS_DEFAULT, _gpu_count
+    from .dist.runner import CPU_RANKS_DEFAULT, gpu_count
 
-    return _gpu_count() or CPU_RANKS_DEFAULT
+    return gpu_count() or CPU_RANKS_DEFAULT
 
 
 def _world_failure_report(config: Config, command: str, started: str, t0: float, why: str) -> Report:

@@ -10,7 +10,11 @@ import math
 import re
 
 from .errors import UsageError
-from .facts.roots import is_decimal
+
+
+def is_decimal(text: str) -> bool:
+    """ASCII digits only: str.isdigit() also accepts '¹' and other characters that int() rejects."""
+    return text.isascii() and text.isdigit()
 
 _SUFFIX = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([BKMGT]?)(?:I?B)?\s*$", re.IGNORECASE)

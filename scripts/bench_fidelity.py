@@ -53,7 +53,7 @@ def _rank(rank: int, n: int, port: int, args, q) -> None:
     from ncclcheck.bench.collectives import run_sweep
     from ncclcheck.bench.ops import bandwidths, coll_counts
     from ncclcheck.config import BenchConfig
-    from ncclcheck.worker import WorkerContext
+    from ncclcheck.dist.context import WorkerContext
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=n)
     ctx = WorkerContext(rank=rank, world_size=n, local_rank=rank, local_world_size=n, backend="gloo", device="cpu")

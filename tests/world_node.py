@@ -8,9 +8,9 @@ import json
 import sys
 
 from ncclcheck.config import Config, WorldConfig
+from ncclcheck.dist.placement import detect_placement
 from ncclcheck.model import passed
-from ncclcheck.placement import detect_placement
-from ncclcheck.world import run_cluster_preflight
+from ncclcheck.preflight.cluster import run_cluster_preflight
 from tests.fakefacts import facts, iface
 
 

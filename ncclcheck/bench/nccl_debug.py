@@ -11,10 +11,10 @@ from __future__ import annotations
 import glob
 import os
 import re
-import socket
 from collections.abc import Iterable
 from typing import Any, Optional
 
+from ..facts import hostname
 from ..model import CheckResult, passed, skipped, warned
 
 CHECK_ID = "nccl.transport"
@@ -138,7 +138,7 @@ def parse_nccl_debug(text: str) -> dict:
 
 def ifname_matches(spec: str, name: str) -> bool:
     """NCCL_SOCKET_IFNAME semantics (ncclenv.parse_spec, the one implementation); an unset spec matches anything."""
-    from ..ncclenv import parse_spec
+    from ..nccl.rules import parse_spec
 
     parsed = parse_spec(spec)
     return True if parsed is None else parsed.matches(name)
@@ -274,7 +274,7 @@ def nccl_debug_job(ctx, payload: dict) -> dict:
         dist.destroy_process_group(group)
     pid = os.getpid()
     files = glob.glob(os.path.join(log_dir, f"nccl.*.{pid}"))
-    path = files[0] if files else os.path.join(log_dir, f"nccl.{socket.gethostname().split('.')[0]}.{pid}")
+    path = files[0] if files else os.path.join(log_dir, f"nccl.{hostname().split('.')[0]}.{pid}")
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             text = f.read()

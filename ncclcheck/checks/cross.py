@@ -1,9 +1,9 @@
 """Cross-node checks: pure functions of every node's facts (and the mesh probe) -> CheckResults with node=None.
 
 Input is a `CrossInput`: `nodes` = [(node_rank, hostname, facts)] in node-rank order, plus the per-interface
-reachability matrix from probe.build_matrix and the probe attempts (for clock offsets). Every node of a formed world
-runs these on the same data, so every node writes the same verdicts. "The" value of anything is the majority's; the
-odd nodes are named by rank and hostname.
+reachability matrix (nccl.reachability.build_matrix) and the probe attempts (for clock offsets). Every node of a
+formed world runs these on the same data, so every node writes the same verdicts. "The" value of anything is the
+majority's; the odd nodes are named by rank and hostname.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from .. import ncclenv, probe
 from ..model import CheckResult, failed, passed, skipped, warned
+from ..nccl import reachability, rules
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_")
 @dataclass(frozen=True)
 class CrossInput:
     nodes: list  # [(node_rank, hostname, facts)]
-    mesh: Optional[dict] = None  # probe.build_matrix output; None when the probe did not run
+    mesh: Optional[dict] = None  # reachability.build_matrix output; None when the probe did not run
     attempts: dict = field(default_factory=dict)  # {node_rank: [probe attempt records]}
 
     @property
@@ -250,9 +250,9 @@ def chosen_interface(facts: dict, usable: Optional[list] = None) -> Optional[str
     interface from the mesh, else the route to the master."""
     ifs = facts.get("interfaces") if isinstance(facts.get("interfaces"), list) else []
     env = (facts.get("env") or {}).get("vars") or {}
-    spec = ncclenv.parse_spec(env.get("NCCL_SOCKET_IFNAME"))
+    spec = rules.parse_spec(env.get("NCCL_SOCKET_IFNAME"))
     if spec is not None:
-        hits = ncclenv.socket_ifname_matches(spec, ifs)
+        hits = rules.socket_ifname_matches(spec, ifs)
         if hits:
             return hits[0]["name"]
     if usable:
@@ -268,7 +268,7 @@ def check_mtu(inp: CrossInput) -> CheckResult:
     cid = "net.mtu_consistent"
     if (s := _single(inp, cid)) is not None:
         return s
-    usable = probe.reachable_by_node(inp.mesh, inp.ranks) if inp.mesh else {}
+    usable = reachability.reachable_by_node(inp.mesh, inp.ranks) if inp.mesh else {}
     mtus, names = {}, {}
     for r, _, f in inp.nodes:
         name = chosen_interface(f or {}, [u for u in usable.get(r, []) if _kind(f, u) not in _NEVER])
@@ -374,7 +374,7 @@ def check_env(inp: CrossInput) -> CheckResult:
 
 
 def _active_set(rdma: dict) -> list:
-    return sorted(f"{d}:{p}" for d, p, _ in ncclenv.active_ib_ports(rdma))
+    return sorted(f"{d}:{p}" for d, p, _ in rules.active_ib_ports(rdma))
 
 
 def check_ib(inp: CrossInput) -> CheckResult:
@@ -404,7 +404,7 @@ def check_ib(inp: CrossInput) -> CheckResult:
                    "subnet manager), or pin NCCL_IB_HCA to ports present everywhere.")
 
 
-_NEVER = ncclenv.NEVER_FOR_MULTI_NODE
+_NEVER = rules.NEVER_FOR_MULTI_NODE
 
 
 def _kind(facts: dict, name: str) -> Optional[str]:
@@ -423,8 +423,8 @@ def check_peer_reachability(inp: CrossInput) -> CheckResult:
         return skipped(cid, "the mesh probe did not run (no candidate interface addresses were published)")
     ranks = inp.ranks
     facts = {r: f for r, _, f in inp.nodes}
-    usable = probe.reachable_by_node(inp.mesh, ranks)
-    good_ifaces = [i for i, e in sorted(inp.mesh.items()) if probe.usable_everywhere(e, ranks)]
+    usable = reachability.reachable_by_node(inp.mesh, ranks)
+    good_ifaces = [i for i, e in sorted(inp.mesh.items()) if reachability.usable_everywhere(e, ranks)]
     unusable = {i: e for i, e in inp.mesh.items() if i not in good_ifaces}
     why_unusable = {}
     for i, e in sorted(unusable.items()):
@@ -453,9 +453,9 @@ def check_peer_reachability(inp: CrossInput) -> CheckResult:
     for r, _, f in inp.nodes:
         ifs = f.get("interfaces") if isinstance(f.get("interfaces"), list) else []
         env = (f.get("env") or {}).get("vars") or {}
-        spec = ncclenv.parse_spec(env.get("NCCL_SOCKET_IFNAME"))
-        picked = ([i["name"] for i in ncclenv.socket_ifname_matches(spec, ifs) if ncclenv.has_ipv4(i)]
-                  if spec else ncclenv.nccl_default_order(ifs, (f.get("versions") or {}).get("nccl")))
+        spec = rules.parse_spec(env.get("NCCL_SOCKET_IFNAME"))
+        picked = ([i["name"] for i in rules.socket_ifname_matches(spec, ifs) if rules.has_ipv4(i)]
+                  if spec else rules.nccl_default_order(ifs, (f.get("versions") or {}).get("nccl")))
         if picked and picked[0] not in job_usable[r]:
             bad_choice.append((r, picked[0], spec is not None))
     good_desc = ", ".join(good_ifaces) if good_ifaces else "per node: " + "; ".join(

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .. import ncclenv
 from ..model import CheckResult, failed, passed, skipped, warned
+from ..nccl import rules
 from ..units import format_bytes
 
 SHM_MIN_BYTES = 1 << 30  # NCCL's SHM transport and DataLoader workers; Docker's default of 64 MiB breaks both
@@ -149,7 +149,7 @@ def check_memlock(inp: LocalInput) -> CheckResult:
     if why or not isinstance(ml, dict):
         return skipped(cid, f"memlock limit unknown: {why or 'not collected'}", node=node)
     soft = ml.get("soft")
-    active = ncclenv.active_ib_ports(_rdma(inp))
+    active = rules.active_ib_ports(_rdma(inp))
     ev = {"soft": soft, "hard": ml.get("hard"), "active_rdma_ports": len(active)}
     if soft is None:
         return passed(cid, "memlock is unlimited", node=node, evidence=ev)
@@ -171,9 +171,9 @@ def check_interfaces(inp: LocalInput) -> CheckResult:
         return skipped(cid, f"interfaces unavailable: {why}", node=node)
     ifs = _interfaces(inp)
     nccl_version = (inp.facts.get("versions") or {}).get("nccl")
-    order = ncclenv.nccl_default_order(ifs, nccl_version)
-    usable = [i["name"] for i in ifs if i.get("running") and ncclenv.has_ipv4(i)
-              and i.get("kind") not in ncclenv.NEVER_FOR_MULTI_NODE]
+    order = rules.nccl_default_order(ifs, nccl_version)
+    usable = [i["name"] for i in ifs if i.get("running") and rules.has_ipv4(i)
+              and i.get("kind") not in rules.NEVER_FOR_MULTI_NODE]
     ev = {
         "interfaces": [
             {k: i.get(k) for k in ("name", "kind", "up", "running", "mtu", "speed_mbps")}
@@ -189,10 +189,10 @@ def check_interfaces(inp: LocalInput) -> CheckResult:
                    fix="Bring up the cluster network interface (ip link set <if> up) and give it an address."
                    if inp.multi_node else "")
     # NCCL before 2.28.3 counts any interface with an address, link or not: it may bootstrap on a dead one.
-    v = ncclenv.version_tuple(nccl_version)
+    v = rules.version_tuple(nccl_version)
     old_first = None
     if v is None or v < (2, 28, 3):
-        old_order = ncclenv.nccl_default_order(ifs, "2.28.2")
+        old_order = rules.nccl_default_order(ifs, "2.28.2")
         old_first = old_order[0] if old_order and not _by_name(inp)[old_order[0]].get("running") else None
     route = inp.facts.get("route") or {}
     master_if = route.get("interface") if isinstance(route, dict) else None
@@ -206,7 +206,7 @@ def check_interfaces(inp: LocalInput) -> CheckResult:
                       detail="With NCCL_SOCKET_IFNAME unset NCCL takes the first match of its own order "
                              f"({', '.join(order)}); peers then try to connect to {first}'s address.",
                       fix=f"export NCCL_SOCKET_IFNAME=={master_if} GLOO_SOCKET_IFNAME={master_if}")
-    if unset and inp.multi_node and first and _by_name(inp).get(first, {}).get("kind") in ncclenv.NEVER_FOR_MULTI_NODE:
+    if unset and inp.multi_node and first and _by_name(inp).get(first, {}).get("kind") in rules.NEVER_FOR_MULTI_NODE:
         return warned(cid, f"NCCL would bootstrap on {first}, a {_by_name(inp)[first].get('kind')} interface",
                       node=node, evidence=ev,
                       fix="Pin NCCL_SOCKET_IFNAME to the interface the nodes share (see recommendations).")
@@ -234,9 +234,9 @@ def check_socket_ifname(inp: LocalInput) -> list:
     notes: list = []
     ev: dict = {"NCCL_SOCKET_IFNAME": nccl_value, "GLOO_SOCKET_IFNAME": gloo_value}
     if nccl_value:
-        spec = ncclenv.parse_spec(nccl_value)
-        hits = ncclenv.socket_ifname_matches(spec, ifs) if spec and spec.names else []
-        live = [i for i in hits if i.get("running") and ncclenv.has_usable_address(i)]
+        spec = rules.parse_spec(nccl_value)
+        hits = rules.socket_ifname_matches(spec, ifs) if spec and spec.names else []
+        live = [i for i in hits if i.get("running") and rules.has_usable_address(i)]
         ev["nccl_matches"] = [i["name"] for i in hits]
         if not spec or not spec.names:
             problems.append((f"NCCL_SOCKET_IFNAME={nccl_value!r} names no interface",
@@ -250,20 +250,20 @@ def check_socket_ifname(inp: LocalInput) -> list:
             problems.append((f"NCCL_SOCKET_IFNAME={nccl_value} matches only {', '.join(ev['nccl_matches'])}, "
                              "none running with an address", "Bring that interface up or name another one."))
         else:
-            bad = [i["name"] for i in live if i.get("kind") in ncclenv.NEVER_FOR_MULTI_NODE]
+            bad = [i["name"] for i in live if i.get("kind") in rules.NEVER_FOR_MULTI_NODE]
             if inp.multi_node and bad:
                 problems.append((f"NCCL_SOCKET_IFNAME={nccl_value} selects {', '.join(bad)} "
                                  "(loopback/docker/bridge/veth) on a multi-node run",
                                  "Name the interface the nodes share, exact form (=eth0)."))
             if not spec.exact and not spec.exclude:
-                extra = sorted({c for n in spec.names for c in ncclenv.prefix_collisions(n, ifs)})
+                extra = sorted({c for n in spec.names for c in rules.prefix_collisions(n, ifs)})
                 if extra:
                     notes.append((f"NCCL_SOCKET_IFNAME={nccl_value} is a prefix and also matches "
                                   f"{', '.join(extra)}", f"Use the exact form ={','.join(spec.names)}."))
     if gloo_value:
-        names = ncclenv.gloo_names(gloo_value)
+        names = rules.gloo_names(gloo_value)
         missing = [n for n in names if n not in byname]
-        dead = [n for n in names if n in byname and not (byname[n].get("running") and ncclenv.has_ipv4(byname[n]))]
+        dead = [n for n in names if n in byname and not (byname[n].get("running") and rules.has_ipv4(byname[n]))]
         ev["gloo_names"] = names
         if missing:
             problems.append((f"GLOO_SOCKET_IFNAME={gloo_value}: no interface named {', '.join(missing)}",
@@ -272,7 +272,7 @@ def check_socket_ifname(inp: LocalInput) -> list:
             problems.append((f"GLOO_SOCKET_IFNAME={gloo_value}: {', '.join(dead)} not running with an IPv4 "
                              "address", "Name a running interface with an address."))
         if nccl_value and not missing:
-            spec = ncclenv.parse_spec(nccl_value)
+            spec = rules.parse_spec(nccl_value)
             if spec and not spec.exclude and not any(spec.matches(n) for n in names):
                 notes.append((f"GLOO_SOCKET_IFNAME={gloo_value} and NCCL_SOCKET_IFNAME={nccl_value} name different "
                               "interfaces", "Use the same interface for both unless that is deliberate."))
@@ -296,10 +296,10 @@ def check_ib_devices(inp: LocalInput) -> list:
     why = _unavailable(rdma)
     if why:
         return [skipped(cid, f"RDMA facts unavailable: {why}", node=node)]
-    ports = ncclenv.all_ib_ports(rdma)
+    ports = rules.all_ib_ports(rdma)
     if not ports:
         return [skipped(cid, "no RDMA devices: NCCL will use TCP sockets", node=node, evidence={"devices": []})]
-    active = ncclenv.active_ib_ports(rdma)
+    active = rules.active_ib_ports(rdma)
     ev = {"ports": [{"device": d, "port": p, "state": x.get("state"), "phys_state": x.get("phys_state"),
                      "rate": x.get("rate"), "link_layer": x.get("link_layer"),
                      "roce_v2_gid_index": x.get("roce_v2_gid_index")} for d, p, x in ports]}
@@ -318,19 +318,19 @@ def check_ib_devices(inp: LocalInput) -> list:
                               fix="Repair the port (cable, subnet manager: `sminfo`, switch port); to fail loudly "
                                   "instead of falling back, run with NCCL_NET=IB."))
     else:
-        spec = ncclenv.parse_spec(hca)
+        spec = rules.parse_spec(hca)
         if spec is not None:
             chosen = [(d, p) for d, p, _ in active if spec.matches(d, p)]
             if not chosen:
                 results.append(failed(cid, f"NCCL_IB_HCA={hca} matches no ACTIVE port", node=node, evidence=ev,
-                                      fix=f"Set NCCL_IB_HCA={ncclenv.hca_value(active)} (active ports only)."))
+                                      fix=f"Set NCCL_IB_HCA={rules.hca_value(active)} (active ports only)."))
         if down:
             results.append(warned(cid, f"{len(active)} active, not active: {', '.join(down)}", node=node,
                                   evidence=ev, detail="NCCL silently skips ports that are not ACTIVE.",
                                   fix="Repair the down ports or exclude them with an exact NCCL_IB_HCA."))
         roce = [(d, p, x) for d, p, x in active if (x.get("link_layer") or "").lower() == "ethernet"]
         gid = inp.env.get("NCCL_IB_GID_INDEX")
-        if roce and not ncclenv.dynamic_gid_index(nccl_version) and gid is None:
+        if roce and not rules.dynamic_gid_index(nccl_version) and gid is None:
             idx = {x.get("roce_v2_gid_index") for _, _, x in roce}
             want = next(iter(idx)) if len(idx) == 1 else None
             if want not in (None, 0):

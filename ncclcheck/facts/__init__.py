@@ -9,7 +9,7 @@ from typing import Any, Callable, Optional
 
 log = logging.getLogger(__name__)
 
-__all__ = ["collect_node_facts", "GROUPS"]
+__all__ = ["collect_node_facts", "GROUPS", "hostname", "hostname_of"]
 
 GROUPS = ("host", "interfaces", "route", "rdma", "gpu", "versions", "packages", "code", "paths", "env")
 
@@ -24,7 +24,8 @@ def _safe(group: str, fn: Callable[[], Any]) -> Any:
 
 
 def collect_node_facts(code_path: Optional[str] = None, paths: Iterable[str] = (),
-                       master_addr: Optional[str] = None) -> dict:
+                       master_addr: Optional[str] = None, tool_version: Optional[str] = None,
+                       load_torch: Optional[Callable[[], Any]] = None) -> dict:
     """Every group of docs/facts.md for this node. Never raises; cheap on a CPU node (torch is not imported)."""
     from . import code, envvars, gpu, host, net, packages, rdma, versions
     from . import paths as paths_mod
@@ -34,8 +35,8 @@ def collect_node_facts(code_path: Optional[str] = None, paths: Iterable[str] = (
     facts["interfaces"] = _safe("interfaces", net.read_interfaces)
     facts["route"] = _safe("route", lambda: net.route_to(master_addr)) if master_addr else None
     facts["rdma"] = _safe("rdma", rdma.collect)
-    facts["gpu"] = _safe("gpu", gpu.collect)
-    facts["versions"] = _safe("versions", lambda: versions.collect(facts["gpu"]))
+    facts["gpu"] = _safe("gpu", lambda: gpu.collect(load_torch=load_torch))
+    facts["versions"] = _safe("versions", lambda: versions.collect(facts["gpu"], tool_version))
     facts["packages"] = _safe("packages", packages.collect)
     facts["code"] = _safe("code", lambda: code.collect(code_path))
     facts["paths"] = _safe("paths", lambda: paths_mod.collect(list(paths)))
@@ -46,6 +47,11 @@ def collect_node_facts(code_path: Optional[str] = None, paths: Iterable[str] = (
 
 def hostname_of(facts: Optional[dict]) -> str:
     """A node's hostname from its facts, or this machine's when the facts lack it (a non-leader rank)."""
+    return ((facts or {}).get("host") or {}).get("hostname") or hostname()
+
+
+def hostname() -> str:
+    """This machine's hostname (the UTS name, as NCCL_DEBUG_FILE's %h and Slurm use it)."""
     import socket
 
-    return ((facts or {}).get("host") or {}).get("hostname") or socket.gethostname()
+    return socket.gethostname()

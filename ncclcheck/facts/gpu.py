@@ -1,4 +1,7 @@
-"""NVIDIA GPUs: count, names, memory, CUDA/NCCL/driver versions and topology; torch is imported only with a driver."""
+"""NVIDIA GPUs: count, names, memory, CUDA/NCCL/driver versions and topology.
+
+The NCCL version that matters is the one torch loads, so torch is consulted, but never imported here: the caller hands
+in a loader (`load_torch`), called only on a node with an NVIDIA driver. facts/ stays importable without torch."""
 
 from __future__ import annotations
 
@@ -9,7 +12,8 @@ import shutil
 from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
-from .roots import is_decimal, procfs, read_text
+from ..units import is_decimal
+from .roots import procfs, read_text
 from .util import run_cmd
 
 log = logging.getLogger(__name__)
@@ -23,10 +27,17 @@ def _default_run(argv: Sequence[str], timeout_s: float) -> str:
     return run_cmd(argv, timeout_s)
 
 
-def _default_torch() -> Any:
-    import torch  # lazy: only on a node with an NVIDIA driver
+def _no_torch() -> Any:
+    raise RuntimeError("torch was not consulted (no loader given)")
 
-    return torch
+
+def usable_gpu_count(load_torch: Callable[[], Any]) -> int:
+    """GPUs that torch can use in this process (CUDA_VISIBLE_DEVICES applied); 0 without a usable CUDA torch."""
+    try:
+        torch = load_torch()
+        return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
+    except Exception:  # noqa: BLE001 - no usable CUDA is simply zero GPUs
+        return 0
 
 
 def nccl_version_str(v: Any) -> Optional[str]:
@@ -90,7 +101,7 @@ def collect(run: Optional[Runner] = None, which: Optional[Callable[[str], Option
     """GPU facts; each part that fails leaves its fields null and says why in `reason`."""
     run = run or _default_run
     which = which or shutil.which
-    load_torch = load_torch or _default_torch
+    load_torch = load_torch or _no_torch
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     facts: dict = {"count": 0, "source": "none", "reason": None, "devices": [], "visible_devices": visible,
                    "driver": None, "cuda": None, "nccl": None, "topology": None}

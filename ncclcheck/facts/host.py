@@ -11,7 +11,8 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
-from .roots import is_decimal, procfs, procfs_root, read_text
+from ..units import is_decimal
+from .roots import procfs, procfs_root, read_text
 
 RESOLVE_TIMEOUT_S = 2.0
 _CONTAINER_HINTS = ("docker", "kubepods", "containerd", "libpod", "podman", "lxc", "crio")

@@ -198,3 +198,28 @@ def route_to(target: str, addrs: Optional[Mapping] = None, timeout_s: float = 2.
             interface = name
             break
     return {"target": target, "target_ip": ip, "interface": interface, "source": source}
+
+
+def resolve_host(host: str) -> list[str]:
+    """IPv4 first, then IPv6, unique, in getaddrinfo order. Raises socket.gaierror when the name does not resolve."""
+    infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    v4 = [i[4][0] for i in infos if i[0] == socket.AF_INET]
+    v6 = [i[4][0] for i in infos if i[0] == socket.AF_INET6]
+    return list(dict.fromkeys(v4 + v6))
+
+
+def is_local_address(host: str) -> Optional[bool]:
+    """Does `host` name an address of this machine? None when it does not resolve."""
+    try:
+        addrs = resolve_host(host)
+    except OSError:
+        return None
+    for a in addrs:
+        family = socket.AF_INET6 if ":" in a else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((a, 0))
+                return True
+            except OSError:
+                continue
+    return False

@@ -6,7 +6,8 @@ import os
 import re
 from typing import Optional
 
-from .roots import is_decimal, read_int, read_text, sysfs
+from ..units import is_decimal
+from .roots import read_int, read_text, sysfs
 from .util import listdir
 
 MAX_GIDS = 1024  # IB ports expose 128-256 GID slots; bound the work on a hostile tree

@@ -43,8 +43,3 @@ def read_int(path: str):
         return int(text.split()[0], 0) if text else None
     except (ValueError, IndexError):
         return None
-
-
-def is_decimal(text: str) -> bool:
-    """ASCII digits only: str.isdigit() also accepts '¹' and other characters that int() rejects."""
-    return text.isascii() and text.isdigit()

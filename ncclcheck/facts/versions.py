@@ -14,9 +14,9 @@ def dist_version(name: str) -> Optional[str]:
         return None
 
 
-def collect(gpu: Optional[dict] = None) -> dict:
-    """gpu: the gpu group's facts, when collected (CUDA/NCCL/driver are only known there)."""
-    from .. import __version__
+def collect(gpu: Optional[dict] = None, tool_version: Optional[str] = None) -> dict:
+    """gpu: the gpu group's facts, when collected (CUDA/NCCL/driver are only known there); tool_version: this
+    ncclcheck's version, handed down by the api (facts never import the package root, which sits above them)."""
 
     g = gpu if isinstance(gpu, dict) and "unavailable" not in gpu else {}
     return {
@@ -25,6 +25,6 @@ def collect(gpu: Optional[dict] = None) -> dict:
         "cuda": g.get("cuda"),
         "nccl": g.get("nccl"),
         "driver": g.get("driver"),
-        "ncclcheck": __version__,
+        "ncclcheck": tool_version or dist_version("ncclcheck"),
         "platform": platform.platform(),
     }

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import statistics
 import threading
 import time
@@ -24,7 +23,8 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, Callable, Optional
 
-from ..worker import WorkerContext
+from ..dist.context import WorkerContext
+from ..facts import hostname
 from . import schedule
 from .analyze import analyze, classify
 
@@ -357,7 +357,7 @@ def links_job(ctx: WorkerContext, payload: dict) -> dict:
     seq = store.add(f"{prefix}ncclcheck/links/calls/{ctx.rank}", 1)
     kv = _KV(store, f"{prefix}ncclcheck/links/{seq}/")
     if me is not None:
-        kv.set(f"host/{me}", socket.gethostname())
+        kv.set(f"host/{me}", hostname())
     hb = _Heartbeat(kv, me)
     try:
         if me == 0:

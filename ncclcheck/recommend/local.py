@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from .. import ncclenv
 from ..model import Recommendation
+from ..nccl import rules
 from ..units import format_mbps_link
 
 # Kind preference when no master route decides: IPoIB and real NICs before virtual ones.
@@ -41,7 +41,7 @@ def candidate_interfaces(view: NodeView) -> list:
     """Running interfaces with IPv4 that a job may use, best first: never loopback/docker/bridge/veth."""
     cands = [
         i for i in view.interfaces
-        if i.get("running") and ncclenv.has_ipv4(i) and i.get("kind") not in ncclenv.NEVER_FOR_MULTI_NODE
+        if i.get("running") and rules.has_ipv4(i) and i.get("kind") not in rules.NEVER_FOR_MULTI_NODE
     ]
     return sorted(cands, key=lambda i: (_KIND_RANK.get(i.get("kind"), 9), -(i.get("speed_mbps") or 0)))
 
@@ -52,7 +52,7 @@ def chosen_interface(view: NodeView) -> tuple:
     byname = {i["name"]: i for i in view.interfaces}
     if isinstance(route, dict) and route.get("interface") in byname:
         iface = byname[route["interface"]]
-        if iface.get("kind") not in ncclenv.NEVER_FOR_MULTI_NODE:
+        if iface.get("kind") not in rules.NEVER_FOR_MULTI_NODE:
             return iface, f"it carries the route to the master {route.get('target')} (source {route.get('source')})"
     cands = candidate_interfaces(view)
     if cands:
@@ -68,7 +68,7 @@ def rule_socket_ifname(view: NodeView) -> list:
     if iface is None:
         return []
     name = iface["name"]
-    order = ncclenv.nccl_default_order(view.interfaces, view.nccl_version)
+    order = rules.nccl_default_order(view.interfaces, view.nccl_version)
     default_note = f"; unset, NCCL would bootstrap on {order[0]}" if order and order[0] != name else ""
     # The exact form always: a bare 'eth1' also selects eth10, and 'bond0' selects bond0.2093.
     return [
@@ -78,10 +78,10 @@ def rule_socket_ifname(view: NodeView) -> list:
 
 
 def rule_ib(view: NodeView) -> list:
-    ports = ncclenv.all_ib_ports(view.rdma)
+    ports = rules.all_ib_ports(view.rdma)
     if not ports:
         return []
-    active = ncclenv.active_ib_ports(view.rdma)
+    active = rules.active_ib_ports(view.rdma)
     if not active:
         return [Recommendation("NCCL_IB_DISABLE", "1",
                                f"{len(ports)} RDMA port(s) present but none ACTIVE: say sockets explicitly rather "
@@ -91,9 +91,9 @@ def rule_ib(view: NodeView) -> list:
     reason = "ACTIVE ports only, exact form (a bare mlx5_1 also matches mlx5_10..19)"
     if skipped:
         reason += f"; leaves out {', '.join(skipped)} (not ACTIVE)"
-    out.append(Recommendation("NCCL_IB_HCA", ncclenv.hca_value(active), reason, node=view.node))
+    out.append(Recommendation("NCCL_IB_HCA", rules.hca_value(active), reason, node=view.node))
     roce = [x for _, _, x in active if (x.get("link_layer") or "").lower() == "ethernet"]
-    if roce and view.nccl_version and not ncclenv.dynamic_gid_index(view.nccl_version):
+    if roce and view.nccl_version and not rules.dynamic_gid_index(view.nccl_version):
         idx = {x.get("roce_v2_gid_index") for x in roce} - {None}
         if len(idx) == 1:
             i = idx.pop()
@@ -104,7 +104,7 @@ def rule_ib(view: NodeView) -> list:
 
 
 def rule_socket_threads(view: NodeView) -> list:
-    if ncclenv.active_ib_ports(view.rdma):
+    if rules.active_ib_ports(view.rdma):
         return []
     iface, _ = chosen_interface(view)
     speed = (iface or {}).get("speed_mbps") or 0

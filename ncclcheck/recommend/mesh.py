@@ -1,10 +1,10 @@
-"""Cluster-wide recommendation rules from the full-mesh reachability matrix (probe.build_matrix).
+"""Cluster-wide recommendation rules from the full-mesh reachability matrix (reachability.build_matrix).
 
 NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME: the interface that is present, running and reached from every other node,
 fastest first; one value for the cluster when a common name works, per-node values (Recommendation.node) when the
 usable interface's name differs between nodes. NCCL takes name prefixes (eth1 also matches eth10), so the exact
 `=name` form is used when the name is a prefix of another interface present on some node; Gloo takes exact names.
-Never docker/virbr/lo/veth/bridge interfaces (ncclenv.NEVER_FOR_MULTI_NODE), whatever the probe says.
+Never docker/virbr/lo/veth/bridge interfaces (rules.NEVER_FOR_MULTI_NODE), whatever the probe says.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from .. import ncclenv, probe
 from ..model import Recommendation
+from ..nccl import reachability, rules
 from ..units import format_mbps_link
 
 _KIND_RANK = {"ipoib": 0, "physical": 1, "virtual": 2, "vpn": 3}
@@ -25,7 +25,7 @@ class MeshView:
     """Every node's facts plus the matrix: the input of every cluster-wide rule."""
 
     nodes: list  # [(node_rank, hostname, facts)]
-    mesh: dict  # probe.build_matrix output
+    mesh: dict  # reachability.build_matrix output
 
     @property
     def ranks(self) -> list:
@@ -45,7 +45,7 @@ class MeshView:
 
 
 def _allowed(itf: dict, name: str) -> bool:
-    return (bool(itf) and itf.get("running", True) and itf.get("kind") not in ncclenv.NEVER_FOR_MULTI_NODE
+    return (bool(itf) and itf.get("running", True) and itf.get("kind") not in rules.NEVER_FOR_MULTI_NODE
             and not name.startswith(_NEVER_PREFIXES))
 
 
@@ -55,7 +55,7 @@ def _rank_key(itf: dict) -> tuple:
 
 def usable_per_node(view: MeshView) -> dict:
     """{rank: [interface names every other node reached, allowed for a job, best first]}."""
-    reached = probe.reachable_by_node(view.mesh, view.ranks)
+    reached = reachability.reachable_by_node(view.mesh, view.ranks)
     out = {}
     for r in view.ranks:
         names = [n for n in reached.get(r, []) if _allowed(view.iface(r, n), n)]
@@ -71,7 +71,7 @@ def nccl_value(name: str, present: set) -> str:
 def _unusable_note(view: MeshView, chosen: set) -> str:
     notes = []
     for name, e in sorted(view.mesh.items()):
-        if name in chosen or probe.usable_everywhere(e, view.ranks):
+        if name in chosen or reachability.usable_everywhere(e, view.ranks):
             continue
         if e.get("duplicates"):
             a, rs = next(iter(e["duplicates"].items()))

@@ -26,8 +26,8 @@ def main() -> None:
     a = ap.parse_args()
     import torch.distributed as dist
 
+    from ncclcheck.dist.context import WorkerContext
     from ncclcheck.links.job import links_job
-    from ncclcheck.worker import WorkerContext
 
     host, _, port = a.master.rpartition(":")
     store = dist.TCPStore(host, int(port), a.nnodes, a.rank == 0, timeout=timedelta(seconds=60))

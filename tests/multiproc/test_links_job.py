@@ -99,9 +99,9 @@ def test_node_dying_between_rounds_is_caught_by_its_heartbeat_not_the_timeout():
 
 def test_through_the_runner_as_the_cli_runs_it():
     from ncclcheck.config import WorldConfig
+    from ncclcheck.dist.placement import detect_placement
+    from ncclcheck.dist.runner import run_job
     from ncclcheck.links.job import links_job
-    from ncclcheck.placement import detect_placement
-    from ncclcheck.runner import run_job
 
     w = WorldConfig(nproc_per_node=3, timeout_s=60)
     out = run_job(w, detect_placement({}, w), links_job, {**BASE, "by": "rank"})

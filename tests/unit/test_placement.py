@@ -7,8 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ncclcheck.config import WorldConfig
-from ncclcheck.errors import UsageError
-from ncclcheck.placement import (
+from ncclcheck.dist.placement import (
     compress_nodelist,
     detect_launcher,
     detect_placement,
@@ -16,6 +15,7 @@ from ncclcheck.placement import (
     parse_tasks_per_node,
     slurm_default_port,
 )
+from ncclcheck.errors import UsageError
 
 
 @pytest.mark.parametrize(

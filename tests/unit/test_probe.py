@@ -7,16 +7,8 @@ import copy
 import socket
 import time
 
-from ncclcheck.probe import (
-    MeshListener,
-    bind_test,
-    build_matrix,
-    candidate_addresses,
-    check_bind,
-    probe_master,
-    probe_peers,
-    usable_everywhere,
-)
+from ncclcheck.nccl.reachability import build_matrix, candidate_addresses, usable_everywhere
+from ncclcheck.preflight.probe import MeshListener, bind_test, check_bind, probe_master, probe_peers
 
 
 def _free_port(host: str = "127.0.0.1") -> int:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 from ncclcheck.config import WorldConfig
-from ncclcheck.placement import detect_placement
-from ncclcheck.runner import resolve_backend, run_job
+from ncclcheck.dist.placement import detect_placement
+from ncclcheck.dist.runner import resolve_backend, run_job
 from tests.jobs_for_tests import allreduce_job, crash_or_hang_job
 
 
@@ -51,8 +51,9 @@ def test_worker_mode_runs_in_process_as_that_rank(tmp_path):
     with socket.socket() as s:
         s.bind(("", 0))
         port = s.getsockname()[1]
-    code = ("import json,os,sys; from ncclcheck.config import WorldConfig; from ncclcheck.placement import "
-            "detect_placement; from ncclcheck.runner import run_job; from tests.jobs_for_tests import allreduce_job;"
+    code = ("import json,os,sys; from ncclcheck.config import WorldConfig; "
+            "from ncclcheck.dist.placement import detect_placement; from ncclcheck.dist.runner import run_job; "
+            "from tests.jobs_for_tests import allreduce_job;"
             "w=WorldConfig(timeout_s=30); o=run_job(w, detect_placement(os.environ, w), allreduce_job, {});"
             "print(json.dumps({'r': {str(k): v for k, v in o.results.items()}, 'f': o.failures}))")
     procs = []

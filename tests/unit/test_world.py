@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from ncclcheck.world import decide, world_check
+from ncclcheck.preflight.cluster import decide, world_check
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -154,8 +154,8 @@ def test_decide_is_pure_and_names_everything():
 @pytest.mark.parametrize("n", [1])
 def test_single_node_has_no_world_to_form(n):
     from ncclcheck.config import Config, WorldConfig
-    from ncclcheck.placement import detect_placement
-    from ncclcheck.world import run_cluster_preflight
+    from ncclcheck.dist.placement import detect_placement
+    from ncclcheck.preflight.cluster import run_cluster_preflight
 
     cfg = Config(command="preflight", world=WorldConfig())
     out = run_cluster_preflight(cfg, detect_placement({}, cfg.world), {}, [])

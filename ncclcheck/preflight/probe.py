@@ -3,7 +3,8 @@
 `probe_master` is a bounded, retried TCP connect to MASTER_ADDR:MASTER_PORT; `check_bind` tells node 0 whether it can
 host the rendezvous port. The full-mesh probe is `MeshListener` (an ephemeral-port listener on every candidate
 address, answering with the node's identity and wall clock) plus `probe_peers` (connect to every other node's
-endpoints in parallel) and `build_matrix` (the per-interface reachability matrix). Only JSON travels on the wire.
+endpoints in parallel); nccl/reachability.py turns the attempts into the per-interface matrix. Only JSON travels on
+the wire.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from typing import Optional
+
+from ..facts.net import is_local_address, resolve_host
 
 MAGIC = "NCCLCHECK-PROBE/1"
 CONNECT_TIMEOUT_S = 2.0
@@ -70,14 +73,6 @@ def _classify(exc: BaseException) -> str:
     return "error"
 
 
-def resolve(host: str) -> list[str]:
-    """IPv4 first, then IPv6, unique, in getaddrinfo order. Raises socket.gaierror when the name does not resolve."""
-    infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    v4 = [i[4][0] for i in infos if i[0] == socket.AF_INET]
-    v6 = [i[4][0] for i in infos if i[0] == socket.AF_INET6]
-    return list(dict.fromkeys(v4 + v6))
-
-
 def probe_master(
     addr: str,
     port: int,
@@ -97,7 +92,7 @@ def probe_master(
         attempts += 1
         now = time.monotonic()
         try:
-            resolved = resolve(addr)
+            resolved = resolve_host(addr)
             target = resolved[0]
             family = socket.AF_INET6 if ":" in target else socket.AF_INET
             with socket.socket(family, socket.SOCK_STREAM) as s:
@@ -158,47 +153,8 @@ def bind_test(addr: str, port: int) -> dict:
     return d
 
 
-def is_local_address(host: str) -> Optional[bool]:
-    """Does `host` name an address of this machine? None when it does not resolve."""
-    try:
-        addrs = resolve(host)
-    except OSError:
-        return None
-    for a in addrs:
-        family = socket.AF_INET6 if ":" in a else socket.AF_INET
-        with socket.socket(family, socket.SOCK_STREAM) as s:
-            try:
-                s.bind((a, 0))
-                return True
-            except OSError:
-                continue
-    return False
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # Full-mesh probe
-
-
-def candidate_addresses(interfaces: object, include_loopback: bool = False) -> dict[str, list[str]]:
-    """{iface: [IPv4 addresses]} of every up interface in the facts' `interfaces` list (docs/facts.md).
-
-    Docker and other virtual interfaces are kept on purpose: probing them is how we show they are unusable.
-    """
-    out: dict[str, list[str]] = {}
-    if not isinstance(interfaces, list):
-        return out
-    for itf in interfaces:
-        if not isinstance(itf, dict) or not itf.get("up", True):
-            continue
-        name = itf.get("name")
-        if not name or ((itf.get("kind") == "loopback" or name == "lo") and not include_loopback):
-            continue
-        # Interfaces are filtered by kind, not by address: the loopback *interface* is skipped on a multi-node
-        # run, which is also what lets tests stand 127.0.0.2/127.0.0.3 in for other hosts' NICs.
-        addrs = [a["address"] for a in itf.get("ipv4") or [] if isinstance(a, dict) and a.get("address")]
-        if addrs:
-            out[name] = addrs
-    return out
 
 
 def _read_line(sock: socket.socket, deadline: float) -> bytes:
@@ -354,98 +310,4 @@ def probe_peers(
             out.append(rec)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
-    return out
-
-
-def duplicate_addresses(endpoints_by_rank: dict[int, dict]) -> dict[str, list[int]]:
-    """{addr: [node ranks]} for every address published by more than one node (docker0 172.17.0.1 everywhere)."""
-    owners: dict[str, set] = {}
-    for rank, eps in endpoints_by_rank.items():
-        for _iface, pairs in (eps or {}).items():
-            for addr, _port in pairs:
-                owners.setdefault(addr, set()).add(rank)
-    return {a: sorted(r) for a, r in owners.items() if len(r) > 1}
-
-
-def build_matrix(
-    ranks: list[int],
-    endpoints_by_rank: dict[int, dict],
-    attempts_by_rank: dict[int, list[dict]],
-) -> dict[str, dict]:
-    """Per-interface reachability between nodes, as the report shows it.
-
-    {iface: {"matrix": [[True|False|None]], "errors": {"0->1": "..."}, "duplicates": {addr: [ranks]},
-             "nodes": [ranks having it]}}. matrix[i][j] is whether node ranks[i] reached node ranks[j] on the
-    interface named iface on node j (None: j has no such interface, or i == j). An address published by several
-    nodes is unusable whatever the connect did: which node answers depends on who connects.
-    """
-    idx = {r: i for i, r in enumerate(ranks)}
-    dups = duplicate_addresses(endpoints_by_rank)
-    ifaces = sorted({i for eps in endpoints_by_rank.values() for i in (eps or {})})
-    out: dict[str, dict] = {}
-    for iface in ifaces:
-        have = [r for r in ranks if (endpoints_by_rank.get(r) or {}).get(iface)]
-        m: list[list] = [[None] * len(ranks) for _ in ranks]
-        errors: dict[str, str] = {}
-        for src in ranks:
-            for dst in have:
-                if src != dst:
-                    m[idx[src]][idx[dst]] = False
-        for src in ranks:
-            if src not in attempts_by_rank and any(d != src for d in have):
-                errors[f"{src}->*"] = f"node {src} did not report its probe results"
-        for src, attempts in attempts_by_rank.items():
-            if src not in idx:
-                continue
-            by_dst: dict[int, list[dict]] = {}
-            for a in attempts:
-                if a.get("iface") == iface and a.get("peer") in idx:
-                    by_dst.setdefault(a["peer"], []).append(a)
-            for dst, recs in by_dst.items():
-                good, why = False, []
-                for a in recs:
-                    if a["addr"] in dups:
-                        on = ",".join(str(r) for r in dups[a["addr"]])
-                        why.append(f"{a['addr']}: same address on nodes {on}")
-                    elif not a.get("ok"):
-                        why.append(f"{a['addr']}:{a['port']}: {a.get('error')}")
-                    elif a.get("reached") != dst or (a.get("expected_id") and a.get("reached_id") != a["expected_id"]):
-                        who = "itself" if a.get("reached") == src else f"node {a.get('reached')}"
-                        why.append(f"{a['addr']}:{a['port']}: answered by {who}, not node {dst}")
-                    else:
-                        good = True
-                m[idx[src]][idx[dst]] = good
-                if not good and why:
-                    errors[f"{src}->{dst}"] = "; ".join(why)
-        iface_dups = {a: r for a, r in dups.items()
-                      if any(a == p[0] for eps in endpoints_by_rank.values() for p in (eps or {}).get(iface, []))}
-        out[iface] = {"matrix": m, "errors": errors, "duplicates": iface_dups, "nodes": have}
-    return out
-
-
-def usable_everywhere(entry: dict, ranks: list[int]) -> bool:
-    """Every ordered pair of nodes reached each other on this interface (and every node has it)."""
-    m = entry.get("matrix") or []
-    n = len(ranks)
-    if n < 2 or len(entry.get("nodes") or []) != n or entry.get("duplicates"):
-        return False
-    return all(m[i][j] is True for i in range(n) for j in range(n) if i != j)
-
-
-def column_reached(entry: dict, j: int, n: int) -> bool:
-    """Every other node reached node index j on this interface (what NCCL needs of the address j advertises)."""
-    m = entry.get("matrix") or []
-    if entry.get("duplicates"):
-        return False  # which node answers a shared address depends on who connects
-    return n >= 2 and all(m[i][j] is True for i in range(n) if i != j)
-
-
-def reachable_by_node(mesh: dict, ranks: list[int]) -> dict[int, list[str]]:
-    """{node rank: [its interface names that every other node reached]} — per-node usable interfaces."""
-    n = len(ranks)
-    out: dict[int, list[str]] = {r: [] for r in ranks}
-    for iface, entry in sorted((mesh or {}).items()):
-        for j, r in enumerate(ranks):
-            if column_reached(entry, j, n):
-                out[r].append(iface)
     return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from .facts.roots import is_decimal
+from ..units import is_decimal
 
 # Kinds NCCL would happily pick but a multi-node job must not: addresses that are the same on every node or that
 # only reach this host. (NCCL itself only demotes docker/lo/virbr; veth/cni/flannel are NOT excluded by it.)

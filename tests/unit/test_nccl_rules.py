@@ -1,6 +1,6 @@
 """NCCL's variable syntax and default interface order, as NCCL-FACTS.md states them."""
 
-from ncclcheck import ncclenv
+from ncclcheck.nccl import rules as ncclenv
 from tests.fakefacts import iface
 
 

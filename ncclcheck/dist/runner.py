@@ -24,10 +24,12 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from ._store import JsonStore, StoreLost, first_line, open_store
-from .config import WorldConfig
+from .store import JsonStore, StoreLost, first_line, open_store
+from ..config import WorldConfig
 from .placement import Placement
-from .worker import NullObserver, WorkerContext
+from .roles import is_server
+from ..facts.gpu import usable_gpu_count
+from .context import NullObserver, WorkerContext
 
 log = logging.getLogger(__name__)
 CPU_RANKS_DEFAULT = 2
@@ -55,13 +57,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _gpu_count() -> int:
-    try:
-        import torch
+def load_torch():
+    """The torch module, for the facts layer (which never imports torch itself)."""
+    import torch
 
-        return torch.cuda.device_count() if torch.cuda.is_available() else 0
-    except Exception:  # noqa: BLE001 - no usable CUDA is simply zero GPUs
-        return 0
+    return torch
+
+
+def gpu_count() -> int:
+    """GPUs torch can use here: the runner spawns one rank per GPU."""
+    return usable_gpu_count(load_torch)
 
 
 def resolve_backend(requested: str, gpus: int, nproc: int) -> str:
@@ -150,7 +155,7 @@ def _collect(st: JsonStore, world_size: int, deadline: float) -> JobOutcome:
 
 def _launch_local(world_config: WorldConfig, placement: Placement, job_fn: Callable, payload: dict,
                   log_dir: Optional[str], test_hooks: Optional[dict]) -> JobOutcome:
-    gpus = _gpu_count()
+    gpus = gpu_count()
     nproc = world_config.nproc_per_node or placement.local_world_size or gpus or CPU_RANKS_DEFAULT
     backend = resolve_backend(world_config.backend, gpus, nproc)
     nnodes, node = placement.nnodes, placement.node_rank
@@ -215,13 +220,11 @@ def _launch_local(world_config: WorldConfig, placement: Placement, job_fn: Calla
 
 def _run_in_process(world_config: WorldConfig, placement: Placement, job_fn: Callable, payload: dict,
                     observer: Any, log_dir: Optional[str]) -> JobOutcome:
-    from .world import _is_server
-
-    gpus = _gpu_count()
+    gpus = gpu_count()
     backend = resolve_backend(world_config.backend, gpus, placement.local_world_size)
     timeout_s = world_config.timeout_s
     log_path = os.path.join(log_dir, f"job.rank{placement.rank}.log") if log_dir else None
-    server = _is_server(placement)
+    server = is_server(placement, os.environ)
     st = open_store("0.0.0.0" if server else placement.master_addr, placement.master_port, server, timeout_s,
                     log_path, "ncclcheck/job/")
     spec = {"rank": placement.rank, "world_size": placement.world_size, "local_rank": placement.local_rank,

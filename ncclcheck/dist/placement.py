@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Optional
 
-from .config import DEFAULT_MASTER_PORT, WorldConfig
-from .errors import UsageError
+from ..config import DEFAULT_MASTER_PORT, WorldConfig
+from ..errors import UsageError
 
 LAUNCHERS = ("ncclcheck", "torchrun", "slurm", "mpi")
 

@@ -23,14 +23,18 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..checks.cross import CrossInput, run_cross_checks
+from ..config import Config
+from ..dist import roles
+from ..dist.placement import Placement
+from ..dist.store import JsonStore, StoreLost, open_store
+from ..facts import hostname_of
+from ..facts.net import is_local_address
+from ..model import CheckResult, NodeInfo, Recommendation, Status, WorldInfo, failed, passed, skipped
+from ..nccl import reachability
+from ..recommend import NodeView, recommend_local
+from ..recommend.mesh import MeshView, merge_recommendations, recommend_mesh
 from . import probe
-from ._store import JsonStore, StoreLost, open_store
-from .checks.cross import CrossInput, run_cross_checks
-from .config import Config
-from .facts import hostname_of
-from .model import CheckResult, NodeInfo, Recommendation, Status, WorldInfo, failed, passed, skipped
-from .placement import Placement
-from .recommend.mesh import MeshView, merge_recommendations, recommend_mesh
 
 log = logging.getLogger(__name__)
 
@@ -80,30 +84,6 @@ class ClusterOutcome:
 
     def close(self) -> None:
         self._store = None
-
-
-def _run_prefix(placement: Placement, env: Optional[dict] = None) -> str:
-    env = os.environ if env is None else env
-    run = env.get("NCCLCHECK_RUN_ID") or env.get("TORCHELASTIC_RUN_ID") or env.get("SLURM_JOB_ID") or "preflight"
-    return f"ncclcheck/{run}/"
-
-
-def _uses_agent_store(placement: Placement, env: Optional[dict] = None) -> bool:
-    """Under torchrun the agent already hosts the store at MASTER_ADDR:MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE)."""
-    env = os.environ if env is None else env
-    return placement.launcher == "torchrun" and str(env.get("TORCHELASTIC_USE_AGENT_STORE", "")).lower() == "true"
-
-
-def _is_server(placement: Placement) -> bool:
-    """Does this process host the TCPStore? Node 0's agent, or global rank 0 unless torchrun's agent hosts it."""
-    if placement.launcher == "ncclcheck":
-        return placement.node_rank == 0
-    return placement.rank == 0 and not _uses_agent_store(placement)
-
-
-def _is_decider(placement: Placement) -> bool:
-    """Node 0 (global rank 0 in worker mode) decides who joined and publishes the verdict and the exit code."""
-    return placement.node_rank == 0 and placement.node_leader
 
 
 def _master_result(results: list) -> Optional[CheckResult]:
@@ -231,8 +211,8 @@ def _alone(ctx: _Ctx, extra: list, nnodes: Optional[int] = None) -> ClusterOutco
 def _connect(ctx: _Ctx) -> tuple:
     """(store, decider, problem CheckResult or None). Plain-socket probe first, then the TCPStore, bounded."""
     p = ctx.placement
-    host = _is_server(p)
-    prefix = _run_prefix(p)
+    host = roles.is_server(p, os.environ)
+    prefix = roles.run_prefix(os.environ)
     addr, port = p.master_addr, p.master_port
     if host:
         b = probe.check_bind(port)
@@ -250,14 +230,14 @@ def _connect(ctx: _Ctx) -> tuple:
                 evidence=b.to_json(),
                 fix=f"Free the port (ss -ltnp 'sport = :{port}') or choose another --master-port on every node.")
         try:
-            st = open_store(addr if probe.is_local_address(addr) else "0.0.0.0", port, True, ctx.timeout_s,
+            st = open_store(addr if is_local_address(addr) else "0.0.0.0", port, True, ctx.timeout_s,
                             ctx.log_path, prefix)
         except ConnectionError as e:
             return None, True, failed("rendezvous.world", f"node 0 could not start the rendezvous store: {e}",
                                       fix="See the log; check --master-port is free on node 0.")
         st.set("host", {"hostname": hostname_of(ctx.facts), "pid": os.getpid(), "uuid": ctx.node_id})
         return st, True, None
-    decider = _is_decider(p)
+    decider = roles.is_decider(p)
     m = _master_result(ctx.results)
     if m is None or m.status is Status.FAIL:
         pr = probe.probe_master(addr, port, ctx.rdzv_deadline)
@@ -312,7 +292,7 @@ def _mesh_phase(ctx: _Ctx, st: JsonStore, members: list, leader: bool) -> tuple:
     end = time.monotonic() + min(MESH_PHASE_S, ctx.timeout_s)
     listener = None
     if leader:
-        addrs = probe.candidate_addresses(ctx.facts.get("interfaces"), include_loopback=False)
+        addrs = reachability.candidate_addresses(ctx.facts.get("interfaces"), include_loopback=False)
         listener = probe.MeshListener(p.node_rank, ctx.node_id, addrs)
         listener.start()
         st.set(f"mesh/ep/{p.node_rank}", {"id": ctx.node_id, "endpoints": listener.endpoints,
@@ -334,7 +314,7 @@ def _mesh_phase(ctx: _Ctx, st: JsonStore, members: list, leader: bool) -> tuple:
     finally:
         if listener is not None:
             listener.close()
-    matrix = probe.build_matrix(ranks, {r: e.get("endpoints") or {} for r, e in eps.items()}, attempts)
+    matrix = reachability.build_matrix(ranks, {r: e.get("endpoints") or {} for r, e in eps.items()}, attempts)
     return matrix, attempts
 
 
@@ -430,10 +410,6 @@ def _expected_processes(placement: Placement, nmembers: int) -> int:
 
 
 def _recommendations(nodes: list, matrix: dict) -> list:
-    try:
-        from .recommend import NodeView, recommend_local
-    except ImportError:  # the node-local rules are optional for this module
-        return recommend_mesh(MeshView(nodes, matrix))
     mesh_recs = recommend_mesh(MeshView(nodes, matrix))
     per_node: dict[int, list[Recommendation]] = {}
     for r, _, f in nodes:

@@ -122,8 +122,21 @@ def _run_rank(spec: dict, st: JsonStore, job_fn: Callable, payload: dict, observ
         raise
 
 
+def worker_env(backend: str, extra: Optional[dict] = None, inherited: Optional[dict] = None) -> dict:
+    """Variables a spawned worker needs before torch and NCCL initialise (they read them once, at init).
+
+    On NCCL, TORCH_NCCL_ASYNC_ERROR_HANDLING=2 (clean up only): a failed or timed-out communicator is aborted and the
+    error reaches our code, which names it, instead of tearing the process down. A value the user set wins."""
+    env = dict(extra or {})
+    if backend == "nccl" and "TORCH_NCCL_ASYNC_ERROR_HANDLING" not in (inherited or {}):
+        env.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2")
+    return env
+
+
 def _worker_main(spec: dict, job_fn: Callable, payload: dict) -> None:
     """Entry point of a spawned local worker."""
+    # The one place a worker's environment is written: this process is new and torch is not initialised yet.
+    os.environ.update(spec.get("env") or {})
     if spec.get("log_path"):
         logging.basicConfig(filename=spec["log_path"], level=logging.DEBUG)
     try:
@@ -154,7 +167,7 @@ def _collect(st: JsonStore, world_size: int, deadline: float) -> JobOutcome:
 
 
 def _launch_local(world_config: WorldConfig, placement: Placement, job_fn: Callable, payload: dict,
-                  log_dir: Optional[str], test_hooks: Optional[dict]) -> JobOutcome:
+                  log_dir: Optional[str], test_hooks: Optional[dict], env: Optional[dict]) -> JobOutcome:
     gpus = gpu_count()
     nproc = world_config.nproc_per_node or placement.local_world_size or gpus or CPU_RANKS_DEFAULT
     backend = resolve_backend(world_config.backend, gpus, nproc)
@@ -172,13 +185,14 @@ def _launch_local(world_config: WorldConfig, placement: Placement, job_fn: Calla
     deadline = time.monotonic() + timeout_s
     deadline_wall = time.time() + timeout_s
     ctx = mp.get_context("spawn")
+    child_env = worker_env(backend, env, os.environ)
     procs = {}
     for lr in range(nproc):
         rank = node * nproc + lr
         spec = {"host": host, "port": port, "prefix": prefix, "rank": rank, "world_size": world_size,
                 "local_rank": lr, "local_world_size": nproc, "node_rank": node, "nnodes": nnodes,
                 "backend": backend, "timeout_s": timeout_s, "deadline_wall": deadline_wall, "log_path": log_path,
-                "log_dir": log_dir, "test_hooks": (test_hooks or {}).get(rank) or {}}
+                "log_dir": log_dir, "test_hooks": (test_hooks or {}).get(rank) or {}, "env": child_env}
         p = ctx.Process(target=_worker_main, args=(spec, job_fn, payload), name=f"ncclcheck-rank{rank}", daemon=True)
         p.start()
         procs[rank] = p
@@ -250,8 +264,12 @@ def _run_in_process(world_config: WorldConfig, placement: Placement, job_fn: Cal
 
 
 def run_job(world_config: WorldConfig, placement: Placement, job_fn: Callable, payload: dict,
-            observer: Any = None, log_dir: Optional[str] = None, test_hooks: Optional[dict] = None) -> JobOutcome:
-    """Run job_fn on every rank of the world this process belongs to; bounded by world_config.timeout_s."""
+            observer: Any = None, log_dir: Optional[str] = None, test_hooks: Optional[dict] = None,
+            env: Optional[dict] = None) -> JobOutcome:
+    """Run job_fn on every rank of the world this process belongs to; bounded by world_config.timeout_s.
+
+    env: variables for the ranks this call spawns, set before torch initialises (NCCL_DEBUG_FILE...). In worker mode
+    the launcher made this process, so its environment is the launcher's: run_job never rewrites os.environ."""
     if placement.worker_mode:
         return _run_in_process(world_config, placement, job_fn, payload, observer, log_dir)
-    return _launch_local(world_config, placement, job_fn, payload, log_dir, test_hooks)
+    return _launch_local(world_config, placement, job_fn, payload, log_dir, test_hooks, env)

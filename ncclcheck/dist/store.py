@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 _fd_lock = threading.Lock()
 
@@ -75,11 +75,34 @@ class JsonStore:
     def has(self, key: str) -> bool:
         return bool(self._call(self.raw.check, [self._k(key)]))
 
+    def scoped(self, sub: str) -> JsonStore:
+        """The same store under prefix + sub (a subclass stays a subclass: tests wrap stores to inject faults)."""
+        return type(self)(self.raw, self.prefix + sub, self.log_path, self.server)
+
+    def get(self, key: str) -> Any:
+        """The value of a key known to exist (blocks on a missing key: use get_now or wait for unknown keys)."""
+        return json.loads(self._call(self.raw.get, self._k(key)).decode("utf-8"))
+
+    def wait(self, key: str, timeout_s: float, alive: Optional[Callable[[], Optional[str]]] = None,
+             poll_s: float = 0.02) -> Any:
+        """The value once it exists; TimeoutError after timeout_s, or as soon as `alive()` returns a reason.
+
+        Polls instead of store.wait(): a blocking wait holds the client's lock, which would stall a heartbeat
+        thread sharing this client."""
+        end = time.monotonic() + timeout_s
+        while not self.has(key):
+            if alive is not None and (why := alive()):
+                raise TimeoutError(why)
+            if time.monotonic() > end:
+                raise TimeoutError(f"no {key!r} within {timeout_s:.0f} s")
+            time.sleep(poll_s)
+        return self.get(key)
+
     def get_now(self, key: str) -> Any:
         """The value if the key exists now, else None (never blocks on a missing key)."""
         if not self.has(key):
             return None
-        return json.loads(self._call(self.raw.get, self._k(key)).decode("utf-8"))
+        return self.get(key)
 
     def wait_get(self, key: str, deadline: float, poll_s: float = 0.05) -> Any:
         """The value once the key exists, or None at the deadline (a time.monotonic() value)."""

@@ -1,8 +1,8 @@
 """links_job: measure node-to-node bandwidth in rounds of disjoint pairs on a formed world, and name the slow ones.
 
-Runs on every rank (see worker.py). One process per node carries the traffic (local rank 0; with `by="rank"` every
-rank counts as a "node", which is what a single-machine run and the tests use). Coordination goes through the
-world's store as JSON, data through a private two-rank process group per pair, so:
+Runs on every rank of a world formed by dist/runner.py. One process per node carries the traffic (local rank 0; with
+`by="rank"` every rank counts as a "node", which is what a single-machine run and the tests use). Coordination goes
+through the world's store as JSON, data through a private two-rank process group per pair, so:
 - nothing here is a collective over the whole world: a dead node cannot hang a barrier;
 - a timeout poisons only that pair's group (a gloo timeout closes every connection of its context);
 - every blocking wait has a bound (pair ops: `timeout_s`; store waits: one round's worst case).
@@ -14,16 +14,14 @@ Node 0's participant coordinates: it publishes each round's pairs (`go/<r>`), co
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
 import threading
 import time
-from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from ..dist.context import WorkerContext
+from ..dist.store import JsonStore
 from ..facts import hostname
 from . import schedule
 from .analyze import analyze, classify
@@ -50,7 +48,7 @@ _BEAT_S = 0.5
 
 
 def payload_from_config(cfg: Any, timeout_s: Optional[float] = None) -> dict:
-    """The job payload for a config.LinksConfig (what api.run_links passes to world.run_job)."""
+    """The job payload for a config.LinksConfig (what api.run_links passes to dist.runner.run_job)."""
     return {
         "size": cfg.size,
         "iters": cfg.iters,
@@ -87,56 +85,26 @@ class _Opts:
         self.round_bound_s = 3 * self.timeout_s + 2 * self.budget_s + 5.0
 
 
-# ---------------------------------------------------------------------------------------------- store (JSON only)
-class _KV:
-    """JSON values under one prefix of the world's store. Never pickle: a peer must not run code on us."""
-
-    def __init__(self, store: Any, prefix: str):
-        self.store, self.prefix = store, prefix
-
-    def set(self, key: str, value: Any) -> None:
-        self.store.set(self.prefix + key, json.dumps(value))
-
-    def has(self, key: str) -> bool:
-        return bool(self.store.check([self.prefix + key]))
-
-    def get(self, key: str) -> Any:
-        return json.loads(self.store.get(self.prefix + key))
-
-    def wait(self, key: str, timeout_s: float, alive: Optional[Callable[[], Optional[str]]] = None) -> Any:
-        """The value once it exists; TimeoutError after timeout_s, or as soon as `alive()` returns a reason.
-
-        Polls instead of store.wait(): a blocking wait holds the client's lock, which would stall the heartbeat."""
-        end = time.monotonic() + timeout_s
-        while not self.has(key):
-            if alive is not None and (why := alive()):
-                raise TimeoutError(why)
-            if time.monotonic() > end:
-                raise TimeoutError(f"no {key!r} within {timeout_s:.0f} s")
-            time.sleep(_POLL_S)
-        return self.get(key)
-
-
 class _Heartbeat:
     """Each participant bumps a counter in the store; a counter that stops moving means a dead process or host.
 
     A node can die where no partner notices (a bye round, between rounds, before its pair connects); without
     this, only the one-round bound would catch it."""
 
-    def __init__(self, kv: _KV, me: Optional[int]):
+    def __init__(self, kv: JsonStore, me: Optional[int]):
         self.kv, self.me = kv, me
         self.seen: dict[int, tuple[int, float]] = {}  # node -> (counter, when it last moved)
         self._stop = threading.Event()
         self._thread = None
         if me is not None:
-            self.kv.store.add(f"{kv.prefix}hb/{me}", 1)
+            self.kv.add(f"hb/{me}", 1)
             self._thread = threading.Thread(target=self._run, name="ncclcheck-links-heartbeat", daemon=True)
             self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.wait(_BEAT_S):
             try:
-                self.kv.store.add(f"{self.kv.prefix}hb/{self.me}", 1)
+                self.kv.add(f"hb/{self.me}", 1)
             except Exception:
                 return  # the store is gone: the waits will say so
 
@@ -144,7 +112,7 @@ class _Heartbeat:
         """Seconds since node's heartbeat last moved (0 the first time we look)."""
         now = time.monotonic()
         try:
-            count = int(self.kv.store.add(f"{self.kv.prefix}hb/{node}", 0))
+            count = self.kv.add(f"hb/{node}", 0)
         except Exception:
             return 0.0
         last = self.seen.get(node)
@@ -157,40 +125,34 @@ class _Heartbeat:
         self._stop.set()
 
 
-def _world_store(ctx: WorkerContext) -> tuple[Any, str]:
-    """(c10d store, key prefix). runner.py hands jobs a JsonStore: use the c10d store under it, inside its prefix."""
+def _job_store(ctx: WorkerContext) -> JsonStore:
+    """The world's store as JSON. The runner hands jobs a JsonStore; a bare c10d store (or none: the default
+    process group's) is wrapped."""
     st = ctx.store
+    if isinstance(st, JsonStore):
+        return st
     if st is None:
         from torch.distributed.distributed_c10d import _get_default_store
 
-        return _get_default_store(), ""
-    if hasattr(st, "raw") and hasattr(st, "prefix"):
-        return st.raw, st.prefix
-    return st, ""
+        st = _get_default_store()
+    return JsonStore(st)
 
 
 # ------------------------------------------------------------------------------------------- one pair's channel
-@contextmanager
-def _env(name: str, value: str):
-    old = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = old
+class Channel:
+    """A private two-rank process group between the members of one pair, with bounded send/recv and a timer.
 
+    The transport of links_job: `round_no` and `peer_id` name the pair (tests substitute a subclass that injects
+    faults). On NCCL, TORCH_NCCL_ASYNC_ERROR_HANDLING comes from the worker's environment, which the runner sets
+    before torch initialises (dist/runner.py: a failed pair aborts its communicator, not the process)."""
 
-class _Channel:
-    """A private two-rank process group between the members of one pair, with bounded send/recv and a timer."""
-
-    def __init__(self, ctx: WorkerContext, store: Any, pair_rank: int, timeout_s: float):
+    def __init__(self, ctx: WorkerContext, store: Any, pair_rank: int, timeout_s: float, round_no: int = 0,
+                 peer_id: int = -1):
         import torch
         import torch.distributed as dist
 
         self.torch = torch
+        self.round_no, self.peer_id = round_no, peer_id
         self.td = timedelta(seconds=timeout_s)
         self.peer = 1 - pair_rank
         self.cuda = ctx.backend == "nccl" and str(ctx.device).startswith("cuda")
@@ -198,9 +160,7 @@ class _Channel:
         if self.cuda:
             opts = dist.ProcessGroupNCCL.Options()
             opts._timeout = self.td
-            # 2 = clean up only: a failed pair aborts its communicator instead of tearing the process down.
-            with _env("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2"):
-                self.pg = dist.ProcessGroupNCCL(store, pair_rank, 2, opts)
+            self.pg = dist.ProcessGroupNCCL(store, pair_rank, 2, opts)
         else:
             self.pg = dist.ProcessGroupGloo(store, pair_rank, 2, self.td)
 
@@ -248,7 +208,7 @@ def _short(e: BaseException) -> str:
     return (text[:200] + "...") if len(text) > 200 else (text or type(e).__name__)
 
 
-def _send_side(ch: _Channel, o: _Opts, delay_s: float) -> list[float]:
+def _send_side(ch: Channel, o: _Opts) -> list[float]:
     """Sender's clock: send `size` bytes, then wait for the receiver's 4-byte ack (continue=1 / stop=0)."""
     torch = ch.torch
     buf = torch.empty(o.size, dtype=torch.uint8, device=ch.device)
@@ -256,13 +216,11 @@ def _send_side(ch: _Channel, o: _Opts, delay_s: float) -> list[float]:
     times = []
     for i in range(o.warmup + o.iters):
         t0 = ch.start()
-        if delay_s:
-            time.sleep(delay_s)  # test hook only: a slow transmit path
         ch.send(buf)
         ch.recv(ack)
         dt = ch.elapsed_s(t0)
         if i == 0:
-            ch.tighten(dt - delay_s, o.timeout_s)
+            ch.tighten(dt, o.timeout_s)
         if i >= o.warmup:
             times.append(dt)
         if int(ack.item()) == 0:
@@ -270,7 +228,7 @@ def _send_side(ch: _Channel, o: _Opts, delay_s: float) -> list[float]:
     return times
 
 
-def _recv_side(ch: _Channel, o: _Opts) -> None:
+def _recv_side(ch: Channel, o: _Opts) -> None:
     """Receiver: after each transfer, tell the sender whether to go on (stops early once past the budget)."""
     torch = ch.torch
     buf = torch.empty(o.size, dtype=torch.uint8, device=ch.device)
@@ -289,29 +247,21 @@ def _recv_side(ch: _Channel, o: _Opts) -> None:
             break
 
 
-def _measure_pair(ctx: WorkerContext, o: _Opts, kv: _KV, hb: _Heartbeat, r: int, me: int, peer: int,
-                  unit: str) -> dict:
+def _measure_pair(ctx: WorkerContext, o: _Opts, kv: JsonStore, hb: _Heartbeat, r: int, me: int, peer: int,
+                  unit: str, transport: type) -> dict:
     """Both directions of one pair; returns this side's transmit measurement (a->b is timed by a)."""
     res: dict = {"peer": peer, "tx_gbps": None, "tx_us": [], "error": None}
     a, b = min(me, peer), max(me, peer)
-    hooks = ctx.test_hooks or {}
-    pair_kv = _KV(kv.store, f"{kv.prefix}pg/{r}/{a}-{b}/")
+    pair_kv = kv.scoped(f"pg/{r}/{a}-{b}/")
     ch = None
     try:
         # Meet in the store first, with our own bound: gloo's connect waits on the store's (long) default timeout.
         pair_kv.set(f"hello/{me}", 1)
         pair_kv.wait(f"hello/{peer}", o.timeout_s, alive=lambda: _gone(hb, o, peer, unit))
-        ch = _Channel(ctx, _store_prefixed(pair_kv), 0 if me == a else 1, o.timeout_s)
-        delay = 0.0
-        if hooks.get("slow_rank") == ctx.rank or hooks.get("slow_node") == me:
-            delay = float(hooks.get("delay_s", 0.05))
-        elif list(hooks.get("slow_link") or ()) == [me, peer]:
-            delay = float(hooks.get("delay_s", 0.05))
-        for k, (src, _dst) in enumerate(((a, b), (b, a))):
-            if k == 1 and _dies_here(ctx, r, "transfer"):
-                os._exit(17)  # test hook only: this node dies in the middle of a round
+        ch = transport(ctx, _store_prefixed(pair_kv), 0 if me == a else 1, o.timeout_s, round_no=r, peer_id=peer)
+        for src, _dst in ((a, b), (b, a)):
             if me == src:
-                times = _send_side(ch, o, delay)
+                times = _send_side(ch, o)
                 res["tx_us"] = [round(t * 1e6, 1) for t in times]
                 res["tx_gbps"] = o.size / o.stat(times) / 1e9
             else:
@@ -324,22 +274,18 @@ def _measure_pair(ctx: WorkerContext, o: _Opts, kv: _KV, hb: _Heartbeat, r: int,
     return res
 
 
-def _dies_here(ctx: WorkerContext, r: int, where: str) -> bool:
-    h = ctx.test_hooks or {}
-    return h.get("exit_rank") == ctx.rank and int(h.get("exit_round", 0)) == r and \
-        h.get("exit_at", "transfer") == where
-
-
-def _store_prefixed(kv: _KV) -> Any:
+def _store_prefixed(kv: JsonStore) -> Any:
     import torch.distributed as dist
 
-    return dist.PrefixStore(kv.prefix + "c10d/", kv.store)
+    return dist.PrefixStore(kv.prefix + "c10d/", kv.raw)
 
 
 # ----------------------------------------------------------------------------------------------------- the job
-def links_job(ctx: WorkerContext, payload: dict) -> dict:
+def links_job(ctx: WorkerContext, payload: dict, transport: type = Channel) -> dict:
     """Run the links schedule. Every rank returns the same analysed result (when the coordinator survives):
-    {"links": <report section>, "checks": [CheckResult JSON], "role", "unit", "id", "error"?}."""
+    {"links": <report section>, "checks": [CheckResult JSON], "role", "unit", "id", "error"?}.
+
+    transport: the pair channel class (Channel; tests pass a subclass that injects slow or dying peers)."""
     o = _Opts(payload, ctx)
     if o.by == "rank":
         unit, me, n = "rank", ctx.rank, ctx.world_size
@@ -351,18 +297,19 @@ def links_job(ctx: WorkerContext, payload: dict) -> dict:
                     extra={"mode": o.mode, "iters": o.iters, "rounds": []})
         return {**base, "role": "coordinator" if me == 0 else "idle", "links": a.section,
                 "checks": [c.to_json() for c in a.checks]}
-    store, prefix = _world_store(ctx)
+    store = _job_store(ctx)
     # Every rank calls every job the same number of times, so its own call count names this run on all ranks
     # without a collective.
-    seq = store.add(f"{prefix}ncclcheck/links/calls/{ctx.rank}", 1)
-    kv = _KV(store, f"{prefix}ncclcheck/links/{seq}/")
+    seq = store.add(f"ncclcheck/links/calls/{ctx.rank}", 1)
+    kv = store.scoped(f"ncclcheck/links/{seq}/")
     if me is not None:
         kv.set(f"host/{me}", hostname())
     hb = _Heartbeat(kv, me)
     try:
         if me == 0:
-            return {**base, "role": "coordinator", **_Coordinator(ctx, o, kv, hb, n, unit).run()}
-        return {**base, "role": "participant" if me is not None else "idle", **_follow(ctx, o, kv, hb, me, unit)}
+            return {**base, "role": "coordinator", **_Coordinator(ctx, o, kv, hb, n, unit, transport).run()}
+        return {**base, "role": "participant" if me is not None else "idle",
+                **_follow(ctx, o, kv, hb, me, unit, transport)}
     finally:
         hb.stop()
 
@@ -372,7 +319,8 @@ def _gone(hb: _Heartbeat, o: _Opts, node: int, unit: str) -> Optional[str]:
     return f"{unit} {node} stopped answering (no heartbeat for {stale:.0f} s)" if stale > o.heartbeat_s else None
 
 
-def _follow(ctx: WorkerContext, o: _Opts, kv: _KV, hb: _Heartbeat, me: Optional[int], unit: str) -> dict:
+def _follow(ctx: WorkerContext, o: _Opts, kv: JsonStore, hb: _Heartbeat, me: Optional[int], unit: str,
+            transport: type) -> dict:
     """A non-coordinating rank: take part in each round it is in until the coordinator says stop."""
     r = 0
     try:
@@ -382,11 +330,10 @@ def _follow(ctx: WorkerContext, o: _Opts, kv: _KV, hb: _Heartbeat, me: Optional[
             msg = kv.wait(f"go/{r}", bound, alive=lambda: _gone(hb, o, 0, unit))
             if msg.get("stop") or (me is not None and me in msg.get("dead", ())):
                 break
-            if me is not None and _dies_here(ctx, r, "start"):
-                os._exit(17)  # test hook only: this node dies where no partner sees its connection close
             if me is not None:
                 peer = next((b if a == me else a for a, b in msg["pairs"] if me in (a, b)), None)
-                res = _measure_pair(ctx, o, kv, hb, r, me, peer, unit) if peer is not None else {"peer": None}
+                res = (_measure_pair(ctx, o, kv, hb, r, me, peer, unit, transport) if peer is not None
+                       else {"peer": None})
                 kv.set(f"done/{r}/{me}", res)
             r += 1
         return kv.wait("final", o.timeout_s)
@@ -400,8 +347,10 @@ def _follow(ctx: WorkerContext, o: _Opts, kv: _KV, hb: _Heartbeat, me: Optional[
 
 
 class _Coordinator:
-    def __init__(self, ctx: WorkerContext, o: _Opts, kv: _KV, hb: _Heartbeat, n: int, unit: str):
+    def __init__(self, ctx: WorkerContext, o: _Opts, kv: JsonStore, hb: _Heartbeat, n: int, unit: str,
+                 transport: type):
         self.ctx, self.o, self.kv, self.hb, self.n, self.unit = ctx, o, kv, hb, n, unit
+        self.transport = transport
         self.matrix: list[list[Optional[float]]] = [[None] * n for _ in range(n)]
         self.tx_us: dict = {}
         self.dead: dict[int, int] = {}  # node -> round it died in
@@ -439,7 +388,7 @@ class _Coordinator:
                 r += 1
         finally:
             ctx.observer.stop()
-        hosts = [self.kv.get(f"host/{x}") if self.kv.has(f"host/{x}") else "" for x in range(self.n)]
+        hosts = [self.kv.get_now(f"host/{x}") or "" for x in range(self.n)]
         result = analyze(
             self.matrix, size=o.size, relative=o.relative, min_gbps=o.min_gbps, hosts=hosts,
             dead=sorted(self.dead), unit=self.unit,
@@ -474,7 +423,8 @@ class _Coordinator:
         self.rounds_run.append(live)
         t0 = time.monotonic()
         peer = next((b if a == 0 else a for a, b in live if 0 in (a, b)), None)
-        mine = _measure_pair(self.ctx, o, kv, self.hb, r, 0, peer, self.unit) if peer is not None else {"peer": None}
+        mine = (_measure_pair(self.ctx, o, kv, self.hb, r, 0, peer, self.unit, self.transport) if peer is not None
+                else {"peer": None})
         kv.set(f"done/{r}/0", mine)
         alive = [x for x in range(self.n) if x not in self.dead]
         got, missing, cut = self._collect(r, alive, t0)
@@ -510,8 +460,8 @@ class _Coordinator:
         suspects_since: Optional[float] = None
         while True:
             for x in alive:
-                if x not in got and kv.has(f"done/{r}/{x}"):
-                    got[x] = kv.get(f"done/{r}/{x}")
+                if x not in got and (done := kv.get_now(f"done/{r}/{x}")) is not None:
+                    got[x] = done
             missing = [x for x in alive if x not in got]
             if not missing:
                 return got, [], False

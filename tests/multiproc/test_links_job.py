@@ -7,6 +7,7 @@ import pytest
 from tests.dist_harness import run_world
 
 JOB = "ncclcheck.links.job:links_job"
+FAULTY = "tests.links_faults:links_job_with_faults"  # links_job with injected slow or dying peers
 # A shared 2-core test machine time-slices the ranks (a transfer now and then waits a 4 ms scheduler tick), so the
 # tests take the best of a few iterations and a wide relative margin; the faults they inject are 100x, not 2x.
 BASE = {"size": 1 << 20, "iters": 5, "stat": "best", "relative": 0.05}
@@ -41,7 +42,7 @@ def test_healthy_full_schedule_fills_the_matrix_and_flags_nothing():
 
 
 def test_slow_transmit_on_rank_2_names_node_2_only():
-    run = run_world(JOB, BASE, 4, hooks={"slow_rank": 2, "delay_s": 0.1}, timeout_s=10)
+    run = run_world(FAULTY, {**BASE, "faults": {"slow_rank": 2, "delay_s": 0.1}}, 4, timeout_s=10)
     res = _rank0(run)
     assert res["links"]["slow_nodes"] == [2] and res["links"]["slow"] == []
     [c] = _slow(res)
@@ -49,13 +50,13 @@ def test_slow_transmit_on_rank_2_names_node_2_only():
 
 
 def test_slow_path_between_two_nodes_names_the_link_not_a_node():
-    run = run_world(JOB, BASE, 4, hooks={"slow_link": [1, 3], "delay_s": 0.1}, timeout_s=10)
+    run = run_world(FAULTY, {**BASE, "faults": {"slow_link": [1, 3], "delay_s": 0.1}}, 4, timeout_s=10)
     sec = _rank0(run)["links"]
     assert sec["slow_nodes"] == [] and [(s["a"], s["b"]) for s in sec["slow"]] == [(1, 3)]
 
 
 def test_killed_node_is_named_and_the_others_finish_within_the_timeout():
-    run = run_world(JOB, BASE, 4, hooks={"exit_rank": 2, "exit_round": 1}, timeout_s=10, bound_s=60)
+    run = run_world(FAULTY, {**BASE, "faults": {"exit_rank": 2, "exit_round": 1}}, 4, timeout_s=10, bound_s=60)
     res = _rank0(run)
     sec = res["links"]
     assert sec["dead"] == [2] and sec["dead_round"] == {"2": 1}
@@ -72,7 +73,7 @@ def test_killed_node_is_named_and_the_others_finish_within_the_timeout():
 
 def test_quick_mode_retests_the_slow_pair_members_and_names_the_node():
     payload = {**BASE, "rounds": "quick", "quick_rounds": 1, "seed": 3}
-    run = run_world(JOB, payload, 4, hooks={"slow_rank": 1, "delay_s": 0.1}, timeout_s=10)
+    run = run_world(FAULTY, {**payload, "faults": {"slow_rank": 1, "delay_s": 0.1}}, 4, timeout_s=10)
     sec = _rank0(run)["links"]
     assert sec["mode"] == "quick" and len(sec["rounds"]) >= 2  # one random round, then re-tests
     assert sec["slow_nodes"] == [1] and sec["slow"] == []
@@ -89,8 +90,8 @@ def test_only_local_rank_0_of_each_node_carries_traffic():
 
 def test_node_dying_between_rounds_is_caught_by_its_heartbeat_not_the_timeout():
     # dies before its pair connects: no partner sees a connection close, and the op timeout is a long 30 s
-    hooks = {"exit_rank": 3, "exit_round": 1, "exit_at": "start"}
-    run = run_world(JOB, {**BASE, "heartbeat_s": 3.0}, 4, hooks=hooks, timeout_s=30, bound_s=90)
+    faults = {"exit_rank": 3, "exit_round": 1, "exit_at": "start"}
+    run = run_world(FAULTY, {**BASE, "heartbeat_s": 3.0, "faults": faults}, 4, timeout_s=30, bound_s=90)
     sec = _rank0(run)["links"]
     assert sec["dead"] == [3] and sec["dead_round"] == {"3": 1}
     assert sec["wall_s"] < 20

@@ -1,0 +1,77 @@
+"""links_job with injected faults, for the multi-process tests: the faults live here, not in product code.
+
+    run_world("tests.links_faults:links_job_with_faults", {**payload, "faults": {...}}, ...)
+
+faults (all optional):
+  slow_rank / slow_node: N     this rank / node transmits slowly (each data send waits delay_s first)
+  slow_link: [A, B]            only A's transmissions to B are slow (a slow path, not a slow node)
+  delay_s: 0.05                the extra time per data send
+  exit_rank: R, exit_round: K  rank R dies (exit code 17) in round K:
+  exit_at: "transfer"          ... between the pair's two directions (its partner sees the connection close), or
+           "start"             ... right after reading round K's pairs, before meeting its partner (nobody sees a
+                               connection close: only its heartbeat stops)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+from ncclcheck.dist.store import JsonStore
+from ncclcheck.links import job
+
+
+def _me(ctx) -> int:
+    return ctx.rank if ctx.nnodes == 1 else ctx.node_rank
+
+
+def _faulty_channel(ctx, f: dict) -> type:
+    me, delay = _me(ctx), float(f.get("delay_s", 0.05))
+    slow_everywhere = f.get("slow_rank") == ctx.rank or f.get("slow_node") == me
+    dies = f.get("exit_rank") == ctx.rank and f.get("exit_at", "transfer") == "transfer"
+
+    class FaultyChannel(job.Channel):
+        first_kind = None
+
+        def _data_op(self, kind: str, t) -> None:
+            if t.numel() <= 1:  # the 4-byte go-on/stop acks are not data
+                return
+            if dies and self.round_no == int(f.get("exit_round", 0)):
+                self.first_kind = self.first_kind or kind
+                if kind != self.first_kind:  # the pair's second direction begins
+                    os._exit(17)
+            if kind == "send" and (slow_everywhere or list(f.get("slow_link") or ()) == [me, self.peer_id]):
+                time.sleep(delay)
+
+        def send(self, t) -> None:
+            self._data_op("send", t)
+            super().send(t)
+
+        def recv(self, t) -> None:
+            self._data_op("recv", t)
+            super().recv(t)
+
+    return FaultyChannel
+
+
+def _faulty_store(ctx, f: dict) -> type:
+    dies = f.get("exit_rank") == ctx.rank and f.get("exit_at") == "start"
+    go_key = f"go/{int(f.get('exit_round', 0))}"
+
+    class FaultyStore(JsonStore):
+        def wait(self, key, timeout_s, alive=None, poll_s=0.02):
+            value = super().wait(key, timeout_s, alive, poll_s)
+            if dies and key == go_key and not value.get("stop"):
+                os._exit(17)
+            return value
+
+    return FaultyStore
+
+
+def links_job_with_faults(ctx, payload: dict) -> dict:
+    f = dict(payload.get("faults") or {})
+    payload = {k: v for k, v in payload.items() if k != "faults"}
+    st = job._job_store(ctx)
+    ctx = dataclasses.replace(ctx, store=_faulty_store(ctx, f)(st.raw, st.prefix, st.log_path, st.server))
+    return job.links_job(ctx, payload, transport=_faulty_channel(ctx, f))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from ..model import CheckResult, failed, passed, skipped, warned
 from ..nccl import reachability, rules
@@ -472,29 +472,3 @@ def check_peer_reachability(inp: CrossInput) -> CheckResult:
     if why_unusable:
         summary += "; unusable: " + "; ".join(f"{i} ({w})" for i, w in why_unusable.items())
     return passed(cid, summary, evidence=ev)
-
-
-CROSS_CHECKS: dict[str, Callable[[CrossInput], CheckResult]] = {
-    "versions.consistent": check_versions,
-    "packages.consistent": check_packages,
-    "code.consistent": check_code,
-    "paths.consistent": check_paths,
-    "net.peer_reachability": check_peer_reachability,
-    "net.mtu_consistent": check_mtu,
-    "ib.devices": check_ib,
-    "gpu.count": check_gpu_count,
-    "env.nccl": check_env,
-    "time.clock_skew": check_clock_skew,
-}
-
-
-def run_cross_checks(inp: CrossInput) -> list:
-    """Every cross-node check; one that raises becomes a skip naming the bug (never hides the others)."""
-    out = []
-    for cid, fn in CROSS_CHECKS.items():
-        try:
-            out.append(fn(inp))
-        except Exception as exc:  # noqa: BLE001
-            log.exception("cross check %s crashed", cid)
-            out.append(skipped(cid, f"internal error in this check ({type(exc).__name__}: {exc}); see the log"))
-    return out

@@ -23,7 +23,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..checks.cross import CrossInput, run_cross_checks
+from ..checks import CrossInput, run_cross_checks
 from ..config import Config
 from ..dist import roles
 from ..dist.placement import Placement

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ncclcheck.checks.cross import CrossInput, check_clock_skew, run_cross_checks
+from ncclcheck.checks import CrossInput, run_cross_checks
+from ncclcheck.checks.cross import check_clock_skew
 from ncclcheck.model import Recommendation, Status
 from ncclcheck.recommend.mesh import MeshView, merge_recommendations, recommend_mesh
 from tests.fakefacts import facts, iface

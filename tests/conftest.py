@@ -41,3 +41,14 @@ def validate_report():
         return doc
 
     return check
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tiers by folder: tests/multiproc spawn processes (slow), tests/lab need root and namespaces (lab), so
+    `pytest -m "not slow and not lab"` is the fast tier."""
+    for item in items:
+        path = str(item.fspath)
+        if f"{os.sep}tests{os.sep}multiproc{os.sep}" in path:
+            item.add_marker(pytest.mark.slow)
+        elif f"{os.sep}tests{os.sep}lab{os.sep}" in path:
+            item.add_marker(pytest.mark.lab)

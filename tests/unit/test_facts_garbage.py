@@ -36,6 +36,7 @@ def _fresh(monkeypatch):
         yield FakeSys(root, monkeypatch)
 
 
+@pytest.mark.slow  # 60 generated trees each: the fast tier stays fast, the full suite keeps them
 @SETTINGS
 @given(attr=st.sampled_from(NET_ATTRS), data=garbage)
 def test_net_attribute_garbage(monkeypatch, attr, data):
@@ -50,6 +51,7 @@ def test_net_attribute_garbage(monkeypatch, attr, data):
     assert e["up"] in (True, False, None) and e["running"] in (True, False, None)
 
 
+@pytest.mark.slow  # 60 generated trees each: the fast tier stays fast, the full suite keeps them
 @SETTINGS
 @given(attr=st.sampled_from(PORT_ATTRS + DEV_ATTRS), data=garbage, roce=st.booleans())
 def test_rdma_attribute_garbage(monkeypatch, attr, data, roce):
@@ -65,6 +67,7 @@ def test_rdma_attribute_garbage(monkeypatch, attr, data, roce):
     assert all(isinstance(g["gid"], str) and g["gid"] for g in p["gids"])
 
 
+@pytest.mark.slow  # 60 generated trees each: the fast tier stays fast, the full suite keeps them
 @SETTINGS
 @given(data=garbage)
 def test_procfs_garbage(monkeypatch, data):
@@ -93,6 +96,7 @@ def test_missing_directories(tmp_path, monkeypatch, missing):
     host.shm()
 
 
+@pytest.mark.slow  # 60 generated trees each: the fast tier stays fast, the full suite keeps them
 @SETTINGS
 @given(name=st.text(min_size=1, max_size=20))
 def test_odd_interface_names_from_getifaddrs(monkeypatch, name):

@@ -60,6 +60,81 @@ def _transport_kind(via: str) -> str:
     return parts[0]
 
 
+def _empty_parse() -> dict:
+    return {
+        "version": None, "cuda": None, "bootstrap": [], "socket_interfaces": [], "ib_devices": [], "ib_oob": None,
+        "ib_no_device": False, "network": None, "transports": {}, "via": {}, "gdrdma": False,
+        "net_transport": None, "channels": None, "coll_channels": None, "env": {}, "warnings": [], "nranks": None,
+    }
+
+
+def _add_unique(out: dict, field: str, seen: set, key: tuple, value: dict) -> None:
+    # Every rank logs the same interfaces: keep each once, in first-seen order.
+    if key not in seen:
+        seen.add(key)
+        out[field].append(value)
+
+
+def _on_version(line: str, out: dict, st: dict) -> None:
+    m = _VERSION.search(line)
+    if m and out["version"] is None:
+        out["version"], out["cuda"] = m.group(1), m.group(2)
+
+
+def _on_bootstrap(line: str, out: dict, st: dict) -> None:
+    m = _BOOTSTRAP.search(line)
+    if m:
+        _add_unique(out, "bootstrap", st["boot"], m.groups(), {"ifname": m.group(1), "addr": m.group(2)})
+
+
+def _on_socket(line: str, out: dict, st: dict) -> None:
+    m = _SOCKET_LINE.search(line)
+    for _, ifname, addr in _IF_ITEM.findall(m.group(1)) if m else ():
+        _add_unique(out, "socket_interfaces", st["sock"], (ifname, addr), {"ifname": ifname, "addr": addr})
+
+
+def _on_ib(line: str, out: dict, st: dict) -> None:
+    if _IB_NONE.search(line):
+        out["ib_no_device"] = True
+    m = _IB_LINE.search(line)
+    if not m:
+        return
+    for _, dev, port, ll in _IB_ITEM.findall(m.group(1)):
+        _add_unique(out, "ib_devices", st["ib"], (dev, port), {"device": dev, "port": int(port), "link_layer": ll})
+    o = _OOB.search(m.group(1))
+    if o and out["ib_oob"] is None:
+        out["ib_oob"] = {"ifname": o.group(1), "addr": o.group(2)}
+
+
+def _on_channel(line: str, out: dict, st: dict) -> None:
+    m = _VIA.search(line)
+    if not m:
+        return
+    st["channels"].add(int(m.group(1)))
+    via = m.group(6)
+    out["via"][via] = out["via"].get(via, 0) + 1
+    kind = _transport_kind(via)
+    out["transports"][kind] = out["transports"].get(kind, 0) + 1
+    out["gdrdma"] = out["gdrdma"] or "GDRDMA" in via
+
+
+def _on_scalars(line: str, out: dict, st: dict) -> None:
+    """One-value lines: the network in use, collective channels, NCCL_* echoed back, warnings, the rank count."""
+    if m := _NETWORK.search(line):
+        out["network"] = m.group(1).strip()
+    if m := _COLL_CHANNELS.search(line):
+        out["coll_channels"] = max(int(m.group(1)), out["coll_channels"] or 0)
+    if m := _ENV.search(line):
+        out["env"][m.group(1)] = m.group(2).rstrip(".")
+    if (m := _WARN.search(line)) and len(out["warnings"]) < 20:
+        out["warnings"].append(m.group(1).strip())
+    if m := _INIT_COMPLETE.search(line):
+        out["nranks"] = int(m.group(2))
+
+
+_LINE_PARSERS = (_on_version, _on_bootstrap, _on_socket, _on_ib, _on_channel, _on_scalars)
+
+
 def parse_nccl_debug(text: str) -> dict:
     """Facts from NCCL INFO output (one or many ranks' lines):
 
@@ -69,63 +144,12 @@ def parse_nccl_debug(text: str) -> dict:
     net_transport ("IB" | "Socket" | plugin | None when no inter-node connection was logged), channels,
     coll_channels, env {NCCL_X: value}, warnings [text], nranks.
     """
-    out: dict[str, Any] = {
-        "version": None, "cuda": None, "bootstrap": [], "socket_interfaces": [], "ib_devices": [], "ib_oob": None,
-        "ib_no_device": False, "network": None, "transports": {}, "via": {}, "gdrdma": False,
-        "net_transport": None, "channels": None, "coll_channels": None, "env": {}, "warnings": [], "nranks": None,
-    }
-    channels: set[int] = set()
-    seen_boot, seen_sock, seen_ib = set(), set(), set()
+    out = _empty_parse()
+    state: dict = {"boot": set(), "sock": set(), "ib": set(), "channels": set()}
     for line in (text or "").splitlines():
-        m = _VERSION.search(line)
-        if m and out["version"] is None:
-            out["version"], out["cuda"] = m.group(1), m.group(2)
-        m = _BOOTSTRAP.search(line)
-        if m and m.groups() not in seen_boot:
-            seen_boot.add(m.groups())
-            out["bootstrap"].append({"ifname": m.group(1), "addr": m.group(2)})
-        m = _SOCKET_LINE.search(line)
-        if m:
-            for _, ifname, addr in _IF_ITEM.findall(m.group(1)):
-                if (ifname, addr) not in seen_sock:
-                    seen_sock.add((ifname, addr))
-                    out["socket_interfaces"].append({"ifname": ifname, "addr": addr})
-        m = _IB_LINE.search(line)
-        if m:
-            for _, dev, port, ll in _IB_ITEM.findall(m.group(1)):
-                if (dev, port) not in seen_ib:
-                    seen_ib.add((dev, port))
-                    out["ib_devices"].append({"device": dev, "port": int(port), "link_layer": ll})
-            o = _OOB.search(m.group(1))
-            if o and out["ib_oob"] is None:
-                out["ib_oob"] = {"ifname": o.group(1), "addr": o.group(2)}
-        if _IB_NONE.search(line):
-            out["ib_no_device"] = True
-        m = _NETWORK.search(line)
-        if m:
-            out["network"] = m.group(1).strip()
-        m = _VIA.search(line)
-        if m:
-            channels.add(int(m.group(1)))
-            via = m.group(6)
-            out["via"][via] = out["via"].get(via, 0) + 1
-            kind = _transport_kind(via)
-            out["transports"][kind] = out["transports"].get(kind, 0) + 1
-            if "GDRDMA" in via:
-                out["gdrdma"] = True
-        m = _COLL_CHANNELS.search(line)
-        if m:
-            out["coll_channels"] = max(int(m.group(1)), out["coll_channels"] or 0)
-        m = _ENV.search(line)
-        if m:
-            out["env"][m.group(1)] = m.group(2).rstrip(".")
-        m = _WARN.search(line)
-        if m and len(out["warnings"]) < 20:
-            out["warnings"].append(m.group(1).strip())
-        m = _INIT_COMPLETE.search(line)
-        if m:
-            out["nranks"] = int(m.group(2))
-    out["channels"] = (max(channels) + 1) if channels else None
+        for parse in _LINE_PARSERS:
+            parse(line, out, state)
+    out["channels"] = (max(state["channels"]) + 1) if state["channels"] else None
     nets = [k for k in out["transports"] if k.startswith("NET/")]
     if nets:
         kinds = [k.split("/", 1)[1] for k in nets]

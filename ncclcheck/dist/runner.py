@@ -166,36 +166,64 @@ def _collect(st: JsonStore, world_size: int, deadline: float) -> JobOutcome:
     return out
 
 
-def _launch_local(world_config: WorldConfig, placement: Placement, job_fn: Callable, payload: dict,
-                  log_dir: Optional[str], test_hooks: Optional[dict], env: Optional[dict]) -> JobOutcome:
+@dataclass
+class _LocalWorld:
+    """This node's share of a launcher-mode world: where the store is, who we are, what we spawn."""
+
+    host: str
+    port: int
+    server: bool
+    node: int
+    nnodes: int
+    nproc: int
+    backend: str
+    timeout_s: float
+    log_path: Optional[str]
+    prefix: str = "ncclcheck/job/"
+
+    @property
+    def world_size(self) -> int:
+        return self.nnodes * self.nproc
+
+    @property
+    def standalone(self) -> bool:
+        return self.nnodes == 1
+
+
+def _local_world(world_config: WorldConfig, placement: Placement, log_dir: Optional[str]) -> _LocalWorld:
     gpus = gpu_count()
     nproc = world_config.nproc_per_node or placement.local_world_size or gpus or CPU_RANKS_DEFAULT
-    backend = resolve_backend(world_config.backend, gpus, nproc)
-    nnodes, node = placement.nnodes, placement.node_rank
-    world_size = nnodes * nproc
-    standalone = nnodes == 1
-    host = "127.0.0.1" if standalone else placement.master_addr
-    port = _free_port() if standalone else placement.master_port
-    server = standalone or node == 0
-    timeout_s = world_config.timeout_s
-    log_path = os.path.join(log_dir, f"job.node{node}.log") if log_dir else None
-    prefix = "ncclcheck/job/"
-    bind_host = host if standalone else "0.0.0.0"
-    st = open_store(bind_host if server else host, port, server, timeout_s, log_path, prefix)
-    deadline = time.monotonic() + timeout_s
-    deadline_wall = time.time() + timeout_s
+    standalone = placement.nnodes == 1
+    return _LocalWorld(
+        host="127.0.0.1" if standalone else placement.master_addr,
+        port=_free_port() if standalone else placement.master_port,
+        server=standalone or placement.node_rank == 0, node=placement.node_rank, nnodes=placement.nnodes,
+        nproc=nproc, backend=resolve_backend(world_config.backend, gpus, nproc), timeout_s=world_config.timeout_s,
+        log_path=os.path.join(log_dir, f"job.node{placement.node_rank}.log") if log_dir else None)
+
+
+def _spawn_ranks(lw: _LocalWorld, job_fn: Callable, payload: dict, log_dir: Optional[str],
+                 test_hooks: Optional[dict], env: Optional[dict]) -> dict:
+    """Start this node's ranks (spawned: a forked CUDA context would be unusable); {global rank: process}."""
     ctx = mp.get_context("spawn")
-    child_env = worker_env(backend, env, os.environ)
+    child_env = worker_env(lw.backend, env, os.environ)
+    deadline_wall = time.time() + lw.timeout_s
     procs = {}
-    for lr in range(nproc):
-        rank = node * nproc + lr
-        spec = {"host": host, "port": port, "prefix": prefix, "rank": rank, "world_size": world_size,
-                "local_rank": lr, "local_world_size": nproc, "node_rank": node, "nnodes": nnodes,
-                "backend": backend, "timeout_s": timeout_s, "deadline_wall": deadline_wall, "log_path": log_path,
-                "log_dir": log_dir, "test_hooks": (test_hooks or {}).get(rank) or {}, "env": child_env}
+    for lr in range(lw.nproc):
+        rank = lw.node * lw.nproc + lr
+        spec = {"host": lw.host, "port": lw.port, "prefix": lw.prefix, "rank": rank, "world_size": lw.world_size,
+                "local_rank": lr, "local_world_size": lw.nproc, "node_rank": lw.node, "nnodes": lw.nnodes,
+                "backend": lw.backend, "timeout_s": lw.timeout_s, "deadline_wall": deadline_wall,
+                "log_path": lw.log_path, "log_dir": log_dir, "test_hooks": (test_hooks or {}).get(rank) or {},
+                "env": child_env}
         p = ctx.Process(target=_worker_main, args=(spec, job_fn, payload), name=f"ncclcheck-rank{rank}", daemon=True)
         p.start()
         procs[rank] = p
+    return procs
+
+
+def _reap(procs: dict, deadline: float) -> list:
+    """Wait for every rank until the deadline; terminate, then kill, the ones still running. Returns those ranks."""
     hung = []
     for rank, p in procs.items():
         p.join(max(0.0, deadline - time.monotonic()))
@@ -207,28 +235,51 @@ def _launch_local(world_config: WorldConfig, placement: Placement, job_fn: Calla
         if procs[rank].is_alive():
             procs[rank].kill()
             procs[rank].join(1.0)
-    # Ranks on other nodes finish on their own clock: wait for their results a little, bounded.
-    out = _collect(st, world_size, time.monotonic() + (0.5 if standalone else min(10.0, timeout_s)))
-    out.backend = backend
+    return hung
+
+
+def _name_failures(out: JobOutcome, lw: _LocalWorld, procs: dict, hung: list) -> None:
+    """Every rank without a result gets one reason: killed at the deadline, exited early, or its node never said."""
     named = {f["rank"] for f in out.failures}
     for rank, p in procs.items():
         if rank in out.results or rank in named:
             continue
         if rank in hung:
-            out.failures.append({"rank": rank, "reason": f"still running after the {timeout_s:g} s deadline; killed"})
+            out.failures.append({"rank": rank,
+                                 "reason": f"still running after the {lw.timeout_s:g} s deadline; killed"})
         else:
             out.failures.append({"rank": rank, "reason": f"exited with code {p.exitcode} without a result"})
-    for r in range(world_size):
-        if r not in procs and r not in out.results and r not in {f["rank"] for f in out.failures}:
-            out.failures.append({"rank": r, "reason": f"no result from node {r // nproc}"})
+    named = {f["rank"] for f in out.failures}
+    for r in range(lw.world_size):
+        if r not in procs and r not in out.results and r not in named:
+            out.failures.append({"rank": r, "reason": f"no result from node {r // lw.nproc}"})
     out.failures.sort(key=lambda f: f["rank"])
-    if not standalone:
-        try:
-            st.add("job/done", 1)
-            if server:
-                st.wait_count("job/done", nnodes, time.monotonic() + 10.0)
-        except StoreLost:
-            pass
+
+
+def _say_done(st: JsonStore, server: bool, members: int) -> None:
+    """Node 0 hosts the store: it stays up (bounded) until every member has read what it needs."""
+    try:
+        st.add("job/done", 1)
+        if server:
+            st.wait_count("job/done", members, time.monotonic() + 10.0)
+    except StoreLost:
+        pass
+
+
+def _launch_local(world_config: WorldConfig, placement: Placement, job_fn: Callable, payload: dict,
+                  log_dir: Optional[str], test_hooks: Optional[dict], env: Optional[dict]) -> JobOutcome:
+    lw = _local_world(world_config, placement, log_dir)
+    bind_host = lw.host if lw.standalone else "0.0.0.0"
+    st = open_store(bind_host if lw.server else lw.host, lw.port, lw.server, lw.timeout_s, lw.log_path, lw.prefix)
+    deadline = time.monotonic() + lw.timeout_s
+    procs = _spawn_ranks(lw, job_fn, payload, log_dir, test_hooks, env)
+    hung = _reap(procs, deadline)
+    # Ranks on other nodes finish on their own clock: wait for their results a little, bounded.
+    out = _collect(st, lw.world_size, time.monotonic() + (0.5 if lw.standalone else min(10.0, lw.timeout_s)))
+    out.backend = lw.backend
+    _name_failures(out, lw, procs, hung)
+    if not lw.standalone:
+        _say_done(st, lw.server, lw.nnodes)
     return out
 
 
@@ -254,12 +305,7 @@ def _run_in_process(world_config: WorldConfig, placement: Placement, job_fn: Cal
     missing = [r for r in range(placement.world_size)
                if r not in out.results and r not in {f["rank"] for f in out.failures}]
     out.failures.extend({"rank": r, "reason": "no result before the deadline"} for r in missing)
-    try:
-        st.add("job/done", 1)
-        if server:
-            st.wait_count("job/done", placement.world_size, time.monotonic() + 10.0)
-    except StoreLost:
-        pass
+    _say_done(st, server, placement.world_size)
     return out
 
 

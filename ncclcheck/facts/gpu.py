@@ -96,31 +96,11 @@ def _has_driver(which: Callable[[str], Optional[str]]) -> bool:
     return os.path.exists(procfs("driver", "nvidia", "version")) or which("nvidia-smi") is not None
 
 
-def collect(run: Optional[Runner] = None, which: Optional[Callable[[str], Optional[str]]] = None,
-            load_torch: Optional[Callable[[], Any]] = None) -> dict:
-    """GPU facts; each part that fails leaves its fields null and says why in `reason`."""
-    run = run or _default_run
-    which = which or shutil.which
-    load_torch = load_torch or _no_torch
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    facts: dict = {"count": 0, "source": "none", "reason": None, "devices": [], "visible_devices": visible,
-                   "driver": None, "cuda": None, "nccl": None, "topology": None}
-    if not _has_driver(which):
-        facts["reason"] = "no NVIDIA driver"
-        return facts
-    reasons = []
-    have_smi = which("nvidia-smi") is not None
+def _from_torch(facts: dict, load_torch: Callable[[], Any], reasons: list) -> Any:
+    """CUDA and NCCL versions as torch sees them, and torch's GPU count; the torch module, or None if unusable.
 
-    smi_devices = None
-    if have_smi:
-        try:
-            smi_devices = _select_visible(_smi_devices(run), visible)
-        except Exception as e:
-            reasons.append(f"nvidia-smi query failed: {e}")
-
-    # torch.cuda.device_count() asks NVML first and does not initialise CUDA in this process, so workers forked
-    # later can still use CUDA; get_device_properties() would, so it is only a fallback when nvidia-smi is absent.
-    torch = None
+    torch.cuda.device_count() asks NVML first and does not initialise CUDA in this process, so workers forked later
+    can still use CUDA; get_device_properties() would, so it is only a fallback when nvidia-smi is absent."""
     try:
         torch = load_torch()
         facts["cuda"] = getattr(torch.version, "cuda", None)
@@ -135,41 +115,69 @@ def collect(run: Optional[Runner] = None, which: Optional[Callable[[str], Option
             facts["source"] = "torch"
         elif facts["cuda"] is not None:
             reasons.append("torch.cuda.is_available() is False")
+        return torch
     except Exception as e:
         reasons.append(f"torch unusable: {e}")
-        torch = None
+        return None
 
+
+def _torch_devices(torch: Any, count: int) -> list:
+    devs = []
+    for i in range(count):
+        p = torch.cuda.get_device_properties(i)
+        bus = getattr(p, "pci_bus_id", None)
+        pci = (f"{getattr(p, 'pci_domain_id', 0):08x}:{bus:02x}:{getattr(p, 'pci_device_id', 0):02x}.0"
+               if isinstance(bus, int) else None)
+        devs.append({"index": i, "name": p.name, "memory_bytes": int(p.total_memory),
+                     "uuid": str(p.uuid) if getattr(p, "uuid", None) is not None else None, "pci_bus_id": pci})
+    return devs
+
+
+def _smi_text(run: Runner, argv: list, what: str, reasons: list) -> Optional[str]:
+    try:
+        return run(argv, SMI_TIMEOUT_S)
+    except Exception as e:
+        reasons.append(f"{what}: {e}")
+        return None
+
+
+def collect(run: Optional[Runner] = None, which: Optional[Callable[[str], Optional[str]]] = None,
+            load_torch: Optional[Callable[[], Any]] = None) -> dict:
+    """GPU facts; each part that fails leaves its fields null and says why in `reason`."""
+    run = run or _default_run
+    which = which or shutil.which
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    facts: dict = {"count": 0, "source": "none", "reason": None, "devices": [], "visible_devices": visible,
+                   "driver": None, "cuda": None, "nccl": None, "topology": None}
+    if not _has_driver(which):
+        facts["reason"] = "no NVIDIA driver"
+        return facts
+    reasons: list = []
+    have_smi = which("nvidia-smi") is not None
+    smi_devices = None
+    if have_smi:
+        try:
+            smi_devices = _select_visible(_smi_devices(run), visible)
+        except Exception as e:
+            reasons.append(f"nvidia-smi query failed: {e}")
+    torch = _from_torch(facts, load_torch or _no_torch, reasons)
     if smi_devices is not None:
         facts["devices"] = smi_devices
         if facts["source"] == "none":
             facts["count"], facts["source"] = len(smi_devices), "nvidia-smi"
     elif facts["source"] == "torch":
         try:
-            devs = []
-            for i in range(facts["count"]):
-                p = torch.cuda.get_device_properties(i)
-                bus = getattr(p, "pci_bus_id", None)
-                pci = (f"{getattr(p, 'pci_domain_id', 0):08x}:{bus:02x}:{getattr(p, 'pci_device_id', 0):02x}.0"
-                       if isinstance(bus, int) else None)
-                devs.append({"index": i, "name": p.name, "memory_bytes": int(p.total_memory),
-                             "uuid": str(p.uuid) if getattr(p, "uuid", None) is not None else None,
-                             "pci_bus_id": pci})
-            facts["devices"] = devs
+            facts["devices"] = _torch_devices(torch, facts["count"])
         except Exception as e:
             reasons.append(f"device properties unavailable: {e}")
-
     facts["driver"] = driver_from_procfs()
     if facts["driver"] is None and have_smi:
-        try:
-            lines = run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], SMI_TIMEOUT_S)
-            facts["driver"] = next((s.strip() for s in lines.splitlines() if s.strip()), None)
-        except Exception as e:
-            reasons.append(f"driver version unavailable: {e}")
+        lines = _smi_text(run, ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                          "driver version unavailable", reasons) or ""
+        facts["driver"] = next((s.strip() for s in lines.splitlines() if s.strip()), None)
     if have_smi:
-        try:
-            facts["topology"] = run(["nvidia-smi", "topo", "-m"], SMI_TIMEOUT_S).strip() or None
-        except Exception as e:
-            reasons.append(f"nvidia-smi topo -m failed: {e}")
+        facts["topology"] = (_smi_text(run, ["nvidia-smi", "topo", "-m"], "nvidia-smi topo -m failed", reasons)
+                             or "").strip() or None
     facts["reason"] = "; ".join(reasons) or None
     if reasons:
         log.info("gpu facts degraded: %s", facts["reason"])

@@ -320,7 +320,7 @@ def _measure(ctx, op: str, cfg: BenchConfig, in_place: bool, bufs, counts, hooks
 
 
 def bench_job(ctx, payload: dict) -> dict:
-    """Job entry point (world.py calls it on every rank): payload = bench_config_to_payload(cfg).
+    """Job entry point (dist/runner.run_job calls it on every rank): payload = bench_config_to_payload(cfg).
 
     Returns {"rank", "world_size", "backend", "device", "dtype", "rows": [BenchRow JSON] (rank 0 only),
     "skipped": [{"op", "dtype", "in_place", "reason"}], "stopped": None | {"reason", "op", "bytes", "detail"}}.

@@ -162,7 +162,7 @@ def parse_nccl_debug(text: str) -> dict:
 
 
 def ifname_matches(spec: str, name: str) -> bool:
-    """NCCL_SOCKET_IFNAME semantics (ncclenv.parse_spec, the one implementation); an unset spec matches anything."""
+    """NCCL_SOCKET_IFNAME semantics (nccl.rules.parse_spec, the one implementation); an unset spec matches anything."""
     from ..nccl.rules import parse_spec
 
     parsed = parse_spec(spec)

@@ -30,7 +30,7 @@ class LocalInput:
     multi_node: bool = False
     nproc_per_node: Optional[int] = None
     backend: str = "auto"
-    master: Optional[dict] = None  # master probe result (probe.py), None when not probed
+    master: Optional[dict] = None  # master probe result (preflight/probe.py), None when not probed
     env: dict = field(default_factory=dict)  # facts["env"]["vars"], for convenience
 
     @classmethod

@@ -1,10 +1,11 @@
 """What a job running on one rank of a formed world gets: its placement, its process group's backend and device,
 a deadline, the shared store, and two callbacks.
 
-A job is `def job(ctx: WorkerContext, payload: dict) -> dict` (JSON in, JSON out). world.py forms the world in every
-launch mode (standalone local ranks, multi-node launcher, torchrun, Slurm, MPI), calls
+A job is `def job(ctx: WorkerContext, payload: dict) -> dict` (JSON in, JSON out). dist/runner.py forms the world in
+every launch mode (standalone local ranks, multi-node launcher, torchrun, Slurm, MPI), calls
 torch.distributed.init_process_group, runs the job on every rank, and gathers the results. Jobs never form worlds
-themselves, so bench, links and the preflight probe work the same way under every launcher.
+themselves, so bench and links work the same way under every launcher. (Preflight needs no process group: it meets
+through the same store and roles, in preflight/cluster.py, so it can name a world that cannot form.)
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ class _Opts:
         self.seed = int(p["seed"])
         self.relative = float(p["relative"])
         self.min_gbps = None if p["min_gbps"] is None else float(p["min_gbps"])
-        # One pair operation's bound. The world's --timeout bounds the whole job (runner.py), so by default an op
+        # One pair operation's bound. The world's --timeout bounds the whole job (dist/runner.py), so by default an op
         # gets a third of what is left of it: a dead peer is normally caught much sooner (heartbeat, 20x rule).
         left = ctx.deadline - time.monotonic()
         default = ctx.timeout_s if left == float("inf") else min(ctx.timeout_s, max(5.0, left / 3))

@@ -2,7 +2,7 @@
 
     python -m tests.lab.links_driver --rank I --nnodes N --master ADDR:PORT --payload '{...}' --out FILE
 
-The job-level lab tests use it so links is tested over real kernel TCP before (and independently of) world.py.
+The job-level lab tests use it so links is tested over real kernel TCP before (and independently of) dist/runner.py.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from typing import Optional
 from . import __version__
 from .checks import run_local_checks
 from .checks.local import LocalInput
-from .config import Config, WorldConfig
+from .config import Config, WorldConfig, format_endpoint
 from .facts import hostname_of
 from .model import NodeInfo, Report, WorldInfo
 from .recommend import NodeView, recommend_local
@@ -96,7 +96,7 @@ def run_preflight(config: Optional[Config] = None, **overrides) -> Report:
         version=__version__,
         started=started,
         world=WorldInfo(nnodes=1, world_size=world.nproc_per_node or 1, backend=world.backend,
-                        master=f"{world.master_addr}:{world.master_port}" if world.master_addr else None,
+                        master=format_endpoint(world.master_addr, world.master_port),
                         launcher="ncclcheck"),
         nodes=[NodeInfo(world.node_rank, hostname_of(facts), facts)],
         checks=checks,
@@ -133,7 +133,8 @@ def _job_world(config: Config):
     if placement.multi_node and not placement.worker_mode and world.node_rank != 0:
         m = _probe_master(world)
         if not m.get("ok"):
-            raise WorldError(f"cannot reach master {world.master_addr}:{world.master_port}: {m.get('error')}")
+            raise WorldError(f"cannot reach master {format_endpoint(world.master_addr, world.master_port)}: "
+                             f"{m.get('error')}")
     return world, placement
 
 
@@ -151,7 +152,7 @@ def _job_report(command: str, config: Config, started: str, t0: float, world: Wo
     """The Report of a bench/links run: world from the job's outcome, timed from the command's start."""
     report = Report(command=command, version=__version__, started=started,
                     world=WorldInfo(nnodes=placement.nnodes, world_size=out.world_size, backend=out.backend,
-                                    master=f"{world.master_addr}:{world.master_port}" if world.master_addr else None,
+                                    master=format_endpoint(world.master_addr, world.master_port),
                                     launcher=placement.launcher),
                     strict=config.output.strict, **fields)
     report.duration_s = time.monotonic() - t0
@@ -218,7 +219,7 @@ def _world_failure_report(config: Config, command: str, started: str, t0: float,
     w = config.world
     report = Report(command=command, version=__version__, started=started,
                     world=WorldInfo(nnodes=w.nnodes, world_size=0, backend=w.backend,
-                                    master=f"{w.master_addr}:{w.master_port}" if w.master_addr else None),
+                                    master=format_endpoint(w.master_addr, w.master_port)),
                     checks=[failed("rendezvous.master_reachable", why, node=w.node_rank,
                                    fix="Check MASTER_ADDR/MASTER_PORT and the firewall; `ncclcheck preflight` "
                                        "names the cause.")],

@@ -171,3 +171,11 @@ def build_world(
         backend=be,
         timeout_s=t if t is not None else DEFAULT_TIMEOUT_S,
     )
+
+
+def format_endpoint(addr: Optional[str], port: Optional[int]) -> Optional[str]:
+    """"host:port" as reports show it ("[v6]:port" for an IPv6 literal); None without an address."""
+    if not addr:
+        return None
+    host = f"[{addr}]" if ":" in addr and not addr.startswith("[") else addr
+    return f"{host}:{port}" if port is not None else host

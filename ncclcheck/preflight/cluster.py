@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..checks import CrossInput, run_cross_checks
-from ..config import Config
+from ..config import Config, format_endpoint
 from ..dist import roles
 from ..dist.placement import Placement
 from ..dist.store import JsonStore, StoreLost, open_store
@@ -100,7 +100,7 @@ def _world_info(config: Config, placement: Placement, nnodes: int) -> WorldInfo:
         nnodes=nnodes,
         world_size=placement.world_size if placement.worker_mode else nnodes * nproc,
         backend=w.backend,
-        master=f"{placement.master_addr}:{placement.master_port}" if placement.master_addr else None,
+        master=format_endpoint(placement.master_addr, placement.master_port),
         launcher=placement.launcher,
     )
 
@@ -243,17 +243,17 @@ def _connect(ctx: _Ctx) -> tuple:
         pr = probe.probe_master(addr, port, ctx.rdzv_deadline)
         if not pr.ok:
             return None, decider, failed(
-                "rendezvous.world", f"could not join: master {addr}:{port} {pr.status} after {pr.attempts} attempts "
-                f"in {pr.elapsed_s:.1f} s", evidence=pr.to_json(),
+                "rendezvous.world", f"could not join: master {format_endpoint(addr, port)} {pr.status} after "
+                f"{pr.attempts} attempts in {pr.elapsed_s:.1f} s", evidence=pr.to_json(),
                 fix="See rendezvous.master_reachable: start node 0 first, check MASTER_ADDR/MASTER_PORT and the "
                     "firewall between the nodes.")
     remaining = max(1.0, ctx.rdzv_deadline - time.monotonic())
     try:
         st = open_store(addr, port, False, min(remaining, 30.0), ctx.log_path, prefix)
     except ConnectionError as e:
-        return None, decider, failed("rendezvous.world", f"could not join the rendezvous store at {addr}:{port}: "
-                                     f"{e}", fix="Check that node 0 runs ncclcheck (not another service) on "
-                                                 "MASTER_PORT.")
+        return None, decider, failed(
+            "rendezvous.world", f"could not join the rendezvous store at {format_endpoint(addr, port)}: {e}",
+            fix="Check that node 0 runs ncclcheck (not another service) on MASTER_PORT.")
     return st, decider, None
 
 

@@ -29,7 +29,9 @@ def quiet_native(log_path: Optional[str]) -> Iterator[None]:
         except (AttributeError, ValueError, OSError):
             pass
         saved = os.dup(2)
-        target = os.open(log_path or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        # O_CREAT only for a log file: creating os.devnull would turn a missing /dev/null into a growing file.
+        target = (os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if log_path
+                  else os.open(os.devnull, os.O_WRONLY))
         try:
             os.dup2(target, 2)
             yield

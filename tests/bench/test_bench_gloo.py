@@ -30,7 +30,7 @@ def _cfg(**kw) -> dict:
 def _runs() -> list[dict]:
     runs = [{"cfg": _cfg(dtype=dt)} for dt in DTYPES]
     runs.append({"cfg": _cfg(ops=("all_reduce", "all_gather"), dtype="bfloat16", in_place=False),
-                 "hooks": {"corrupt": {"rank": 1, "op": "all_reduce"}}})
+                 "corrupt": {"rank": 1, "op": "all_reduce"}})
     # A deadline already inside the safety margin: nothing may start, and the job must still return.
     runs.append({"cfg": _cfg(ops=("all_reduce",), dtype="float32", in_place=False), "deadline_s": 0.2})
     return runs
@@ -64,6 +64,11 @@ def test_every_op_and_dtype_is_exact_or_skipped_with_a_reason(world):
             assert r["dtype"] == dtype and len(r["rank_time_us"]) == n
             assert r["time_us"] == max(r["rank_time_us"])
             assert len(r["arrival"]["barrier_wait_us"]) == n
+            st = r["iter_stats"]  # every timed iteration, slowest rank each, summarised
+            assert st["iters"] == 2 and len(st["iter_us"]) == 2 and all(0 <= k < n for k in st["slowest_rank"])
+            assert st["min_us"] <= st["p50_us"] <= st["p99_us"] <= st["max_us"] == max(st["iter_us"])
+            assert sum(st["slowest_rank_counts"].values()) == 2 and st["cv"] >= 0
+            assert r["arrival_spread_us"] >= 0
         assert run["stopped"] is None
 
 

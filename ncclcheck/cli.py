@@ -61,6 +61,9 @@ def _output_flags() -> argparse.ArgumentParser:
     g.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
     g.add_argument("--junit", metavar="FILE", help="write JUnit XML (one testcase per check)")
     g.add_argument("--markdown", metavar="FILE", help="write Markdown (e.g. $GITHUB_STEP_SUMMARY)")
+    g.add_argument("--prometheus", metavar="FILE",
+                   help="write Prometheus text metrics (ncclcheck_*) atomically, e.g. for node_exporter's textfile "
+                        "collector")
     return p
 
 
@@ -118,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--junit", metavar="FILE")
     rp.add_argument("--markdown", metavar="FILE")
     rp.add_argument("--env-out", metavar="FILE")
+    rp.add_argument("--prometheus", metavar="FILE", help="Prometheus text metrics of the saved run")
     rp.add_argument("--quiet", action="store_true")
 
     e = sub.add_parser("env", parents=[facts], help="this node's facts (versions, GPUs, network, RDMA)")
@@ -140,10 +144,11 @@ def config_from_args(args: argparse.Namespace, env=None) -> Config:
         junit=getattr(args, "junit", None),
         markdown=getattr(args, "markdown", None),
         env_out=getattr(args, "env_out", None),
+        prometheus=getattr(args, "prometheus", None),
     )
     from .render.files import check_writable
 
-    for flag in ("json", "html", "junit", "markdown", "env_out", "save_baseline"):
+    for flag in ("json", "html", "junit", "markdown", "env_out", "save_baseline", "prometheus"):
         path = getattr(args, flag, None)
         if path and path != "-":
             try:
@@ -273,6 +278,11 @@ def _emit(config: Config, report, log_path: str) -> None:
     from .render.files import write_outputs
 
     write_outputs(report, html=out.html, markdown=out.markdown, junit=out.junit, env_out=out.env_out)
+    if out.prometheus:
+        from .render.files import write_atomic
+        from .render.prometheus import render_prometheus
+
+        write_atomic(out.prometheus, render_prometheus(report))
     if config.command == "recommend" and config.recommend_format in ("env", "json"):
         if config.recommend_format == "env":
             from .render.envfile import render_envfile

@@ -42,6 +42,7 @@ class OutputConfig:
     junit: Optional[str] = None
     markdown: Optional[str] = None
     env_out: Optional[str] = None
+    prometheus: Optional[str] = None  # Prometheus text exposition (node_exporter textfile collector)
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,7 @@ def run_preflight(config: Optional[Config] = None, **overrides) -> Report:
     """Node-local checks, then (multi-node) world formation and cross-node checks, then recommendations."""
     config = _config(config, "preflight", **overrides)
     t0, started = time.monotonic(), _now_iso()
+    golden = _load_golden(config)  # a bad baseline file is a usage error before anything runs
     placement = _placement(config)
     world = config.world
     if placement.worker_mode:  # torchrun/srun/mpirun told us where we are; the flags' world does not apply
@@ -86,6 +87,7 @@ def run_preflight(config: Optional[Config] = None, **overrides) -> Report:
         report = Report(command=command, version=__version__, started=started, world=out.world, nodes=out.nodes,
                         checks=out.checks, strict=config.output.strict,
                         recommendations=out.recommendations or recommend_local(NodeView(facts, multi_node=True)))
+        _compare_golden(config, report, golden)
         report.duration_s = time.monotonic() - t0
         # Every process leaves with the same code, so srun/CI fail as a whole (node 0 publishes the verdict).
         report.agreed_exit_code = out.agree_exit_code(report.exit_code)
@@ -103,8 +105,43 @@ def run_preflight(config: Optional[Config] = None, **overrides) -> Report:
         recommendations=recommend_local(NodeView(facts, multi_node=False)),
         strict=config.output.strict,
     )
+    _compare_golden(config, report, golden)
     report.duration_s = time.monotonic() - t0
     return report
+
+
+def _load_golden(config: Config):
+    """The nodes of preflight --baseline's saved run, or None without one."""
+    if not (config.baseline and config.baseline.path):
+        return None
+    import json
+
+    from .checks.drift import baseline_nodes
+    from .errors import UsageError
+
+    path = config.baseline.path
+    try:
+        with open(path, encoding="utf-8") as f:
+            return baseline_nodes(json.load(f), f"--baseline {path}")
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--baseline {path}: cannot read it as JSON ({exc})") from None
+
+
+def _compare_golden(config: Config, report: Report, golden) -> None:
+    """baseline.drift per node against --baseline, then --save-baseline (before the exit code is agreed)."""
+    if golden is not None:
+        from .checks.drift import drift_checks
+
+        report.checks.extend(drift_checks(report.nodes, golden, config.baseline.path))
+    _save_baseline(config, report)
+
+
+def _save_baseline(config: Config, report: Report) -> None:
+    if config.baseline and config.baseline.save and report.prints:
+        from .render.files import write_atomic
+        from .render.json import render_json
+
+        write_atomic(config.baseline.save, render_json(report))
 
 
 def run_recommend(config: Optional[Config] = None, **overrides) -> Report:
@@ -236,6 +273,11 @@ def run_links(config: Optional[Config] = None, observer=None, **overrides) -> Re
 
     config = _config(config, "links", **overrides)
     t0, started = time.monotonic(), _now_iso()
+    base = None
+    if config.baseline and config.baseline.path:
+        from .links.baseline import load_links_baseline
+
+        base = load_links_baseline(config.baseline.path)
     try:
         world, placement = _job_world(config)
     except WorldError as exc:
@@ -244,5 +286,12 @@ def run_links(config: Optional[Config] = None, observer=None, **overrides) -> Re
     out = _run_world_job(world, placement, links_job, payload, observer)
     nproc = placement.local_world_size if placement.worker_mode else (world.nproc_per_node or _default_nproc())
     section, checks, partial = from_outcome(out, payload, ranks_per_node=nproc)
-    return _job_report("links", config, started, t0, world, placement, out, checks=checks, links=section,
-                       partial=partial)
+    report = _job_report("links", config, started, t0, world, placement, out, checks=checks, links=section,
+                         partial=partial)
+    if base is not None:
+        from .links.baseline import compare_links
+
+        report.checks.append(compare_links(section, report.nodes, base, config.baseline.tolerance,
+                                           config.baseline.path))
+    _save_baseline(config, report)
+    return report

@@ -17,6 +17,7 @@ from typing import Optional
 
 from . import __version__
 from .config import (
+    BaselineConfig,
     BenchConfig,
     Config,
     LinksConfig,
@@ -75,6 +76,11 @@ def _facts_flags() -> argparse.ArgumentParser:
     return p
 
 
+def _baseline_flags(p: argparse.ArgumentParser, metavar: str, what: str) -> None:
+    p.add_argument("--baseline", metavar=metavar, help=what)
+    p.add_argument("--save-baseline", metavar="FILE", help="save this run's JSON as a baseline")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="ncclcheck", description="Can these nodes train together? Which node, interface or "
                      "setting is wrong? Then: are the collectives' numbers normal?")
@@ -86,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Node-local checks, then (multi-node) world formation, cross-node checks and "
                                    "a full-mesh probe, then recommended settings.")
     p.add_argument("--env-out", metavar="FILE", help="write the recommended variables as a sourceable file")
+    _baseline_flags(p, "GOLDEN.json", "compare every node's versions, NCCL variables, interfaces, RDMA ports and "
+                    "packages with a saved known-good run (baseline.drift warns; --strict fails)")
 
     b = sub.add_parser("bench", parents=[world, out], help="collective bandwidth/latency sweeps (nccl-tests semantics)")
     b.add_argument("--sizes", default="1M-64M", help="1M-1G (doubling), 1M-1G:4, 1K,64K,1M, 8M (default 1M-64M)")
@@ -109,6 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--min-gbps", help="gate: a link below this GB/s is slow")
     k.add_argument("--relative", default="0.5",
                    help="a link below this fraction of the typical node's best link is slow (0.5)")
+    _baseline_flags(k, "RUN.json", "gate: fail on a link slower than the same link in a saved links run")
+    k.add_argument("--tolerance", default="0.1", help="allowed relative slowdown against --baseline (0.1)")
 
     r = sub.add_parser("recommend", parents=[world, out, facts], help="print the recommended environment")
     r.add_argument("--format", default="text", choices=["text", "env", "json"],
@@ -167,6 +177,8 @@ def config_from_args(args: argparse.Namespace, env=None) -> Config:
         cfg["report_input"] = args.run
     if cmd == "bench":
         cfg["bench"] = bench_config_from_args(args)
+    if cmd in ("preflight", "links") and (args.baseline or args.save_baseline):
+        cfg["baseline"] = baseline_config_from_args(args)
     if cmd == "links":
         from .units import parse_size
 
@@ -178,6 +190,15 @@ def config_from_args(args: argparse.Namespace, env=None) -> Config:
             relative=parse_float(args.relative, "--relative"),
         )
     return Config(**cfg)
+
+
+def baseline_config_from_args(args: argparse.Namespace) -> BaselineConfig:
+    if args.baseline and not os.path.isfile(args.baseline):
+        raise UsageError(f"--baseline {args.baseline}: no such file")
+    tol = parse_float(getattr(args, "tolerance", None) or "0.1", "--tolerance")
+    if tol >= 1:
+        raise UsageError("--tolerance is a fraction: 0.1 means 10%")
+    return BaselineConfig(path=args.baseline, save=args.save_baseline, tolerance=tol)
 
 
 def bench_config_from_args(args: argparse.Namespace) -> BenchConfig:

@@ -71,6 +71,15 @@ class LinksConfig:
 
 
 @dataclass(frozen=True)
+class BaselineConfig:
+    """preflight/links --baseline (a saved known-good run), --tolerance (links) and --save-baseline."""
+
+    path: Optional[str] = None
+    save: Optional[str] = None
+    tolerance: float = 0.1
+
+
+@dataclass(frozen=True)
 class Config:
     command: str
     world: WorldConfig = field(default_factory=WorldConfig)
@@ -81,6 +90,7 @@ class Config:
     report_input: Optional[str] = None
     bench: Optional[BenchConfig] = None
     links: Optional[LinksConfig] = None
+    baseline: Optional[BaselineConfig] = None  # preflight and links; bench has its own in BenchConfig
 
 
 def env_fallback(env: Mapping[str, str], *names: str) -> Optional[str]:

@@ -117,6 +117,8 @@ def _bench(report: Report) -> list[_Family]:
 def _links(report: Report) -> list[_Family]:
     links = report.links or {}
     hosts = _hostnames(report)
+    if isinstance(links.get("hosts"), list):  # the matrix's own names, index by index
+        hosts = dict(enumerate(str(h) for h in links["hosts"]))
     bw = _Family("link_bandwidth_bytes_per_second", "gauge", "measured bandwidth from node a to node b")
     for a, row in enumerate(links.get("matrix_gbps") or []):
         for b, gbps in enumerate(row or []):

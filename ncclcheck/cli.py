@@ -132,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--markdown", metavar="FILE")
     rp.add_argument("--env-out", metavar="FILE")
     rp.add_argument("--prometheus", metavar="FILE", help="Prometheus text metrics of the saved run")
+    rp.add_argument("--format", default="text", choices=["text", "labels"],
+                    help="labels: kubectl commands that label (and taint) each node of the run (docs/deploy.md)")
     rp.add_argument("--quiet", action="store_true")
 
     e = sub.add_parser("env", parents=[facts], help="this node's facts (versions, GPUs, network, RDMA)")
@@ -155,6 +157,7 @@ def config_from_args(args: argparse.Namespace, env=None) -> Config:
         markdown=getattr(args, "markdown", None),
         env_out=getattr(args, "env_out", None),
         prometheus=getattr(args, "prometheus", None),
+        format=getattr(args, "format", "text") if cmd == "report" else "text",
     )
     from .render.files import check_writable
 
@@ -304,6 +307,11 @@ def _emit(config: Config, report, log_path: str) -> None:
         from .render.prometheus import render_prometheus
 
         write_atomic(out.prometheus, render_prometheus(report))
+    if out.format == "labels":
+        from .render.labels import render_labels
+
+        sys.stdout.write(render_labels(report))
+        return
     if config.command == "recommend" and config.recommend_format in ("env", "json"):
         if config.recommend_format == "env":
             from .render.envfile import render_envfile

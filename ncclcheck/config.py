@@ -43,6 +43,7 @@ class OutputConfig:
     markdown: Optional[str] = None
     env_out: Optional[str] = None
     prometheus: Optional[str] = None  # Prometheus text exposition (node_exporter textfile collector)
+    format: str = "text"  # report --format: text | labels (kubectl commands for node labels and taints)
 
 
 @dataclass(frozen=True)

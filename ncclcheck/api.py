@@ -87,6 +87,7 @@ def run_preflight(config: Optional[Config] = None, **overrides) -> Report:
         report = Report(command=command, version=__version__, started=started, world=out.world, nodes=out.nodes,
                         checks=out.checks, strict=config.output.strict,
                         recommendations=out.recommendations or recommend_local(NodeView(facts, multi_node=True)))
+        _nccl_diagnostics(config, report)
         _compare_golden(config, report, golden)
         report.duration_s = time.monotonic() - t0
         # Every process leaves with the same code, so srun/CI fail as a whole (node 0 publishes the verdict).
@@ -105,6 +106,7 @@ def run_preflight(config: Optional[Config] = None, **overrides) -> Report:
         recommendations=recommend_local(NodeView(facts, multi_node=False)),
         strict=config.output.strict,
     )
+    _nccl_diagnostics(config, report)
     _compare_golden(config, report, golden)
     report.duration_s = time.monotonic() - t0
     return report
@@ -125,6 +127,31 @@ def _load_golden(config: Config):
             return baseline_nodes(json.load(f), f"--baseline {path}")
     except (OSError, ValueError) as exc:
         raise UsageError(f"--baseline {path}: cannot read it as JSON ({exc})") from None
+
+
+def _nccl_diagnostics(config: Config, report: Report) -> None:
+    """nccl.ras from saved `ncclras -f json` output and nccl.transport from saved NCCL_DEBUG captures."""
+    diag = config.nccl_diag
+    if diag is None or not (diag.ras or diag.debug):
+        return
+    from .errors import UsageError
+
+    def read(flag: str, path: str) -> str:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                return f.read()
+        except OSError as exc:
+            raise UsageError(f"{flag} {path}: cannot read it ({exc.strerror or exc})") from None
+
+    if diag.ras:
+        from .checks.nccl_ras import ras_check_from_text
+
+        report.checks.append(ras_check_from_text(read("--nccl-ras", diag.ras), diag.ras))
+    if diag.debug:
+        from .bench.nccl_debug import checks_from_captures
+
+        texts = {p: read("--nccl-debug", p) for p in diag.debug}
+        report.checks.extend(checks_from_captures(texts, report.nodes, report.recommendations))
 
 
 def _compare_golden(config: Config, report: Report, golden) -> None:
@@ -228,6 +255,8 @@ def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Re
         timing = [{"arrival_us": (r.extra.get("arrival") or {}).get("start_offset_us"),
                    "rank_time_us": r.rank_time_us} for r in rows]
         checks.extend(find_stragglers(timing).checks)
+    if config.nccl_diag and config.nccl_diag.capture:
+        checks.extend(_nccl_capture(world, placement, out.backend, extra))
     if out.failures:
         first = out.failures[0]
         checks.insert(0, failed("bench.world", f"rank {first['rank']} failed: {first['reason']}",
@@ -241,6 +270,20 @@ def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Re
 
         write_atomic(cfg.save_baseline, render_json(report))
     return report
+
+
+def _nccl_capture(world: WorldConfig, placement, backend: str, extra: dict) -> list:
+    """bench --nccl-capture: a fresh world whose ranks log NCCL's choices and dump its topology and graph per host;
+    nccl.transport per node, and the files' paths in the report (`nccl_captures`)."""
+    from .bench.nccl_debug import captures_section, nccl_debug_job, transport_checks
+    from .model import skipped
+
+    if backend != "nccl":
+        return [skipped("nccl.transport", f"--nccl-capture needs the nccl backend on GPUs; this run used {backend}")]
+    out = _run_world_job(world, placement, nccl_debug_job, {})
+    results = [r for _, r in sorted(out.results.items())]
+    extra["nccl_captures"] = captures_section(results)
+    return transport_checks(results)
 
 
 def _default_nproc() -> int:

@@ -21,6 +21,7 @@ from .config import (
     BenchConfig,
     Config,
     LinksConfig,
+    NcclDiagConfig,
     OutputConfig,
     build_world,
     parse_float,
@@ -92,6 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Node-local checks, then (multi-node) world formation, cross-node checks and "
                                    "a full-mesh probe, then recommended settings.")
     p.add_argument("--env-out", metavar="FILE", help="write the recommended variables as a sourceable file")
+    p.add_argument("--nccl-ras", metavar="FILE", help="read saved `ncclras -f json` output into the nccl.ras check "
+                   "(dead, missing and lagging ranks of a running job)")
+    p.add_argument("--nccl-debug", metavar="FILE", action="append", default=[],
+                   help="read a saved NCCL_DEBUG=INFO capture into nccl.transport (repeatable)")
     _baseline_flags(p, "GOLDEN.json", "compare every node's versions, NCCL variables, interfaces, RDMA ports and "
                     "packages with a saved known-good run (baseline.drift warns; --strict fails)")
 
@@ -109,6 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--baseline", metavar="RUN.json", help="gate: fail on busbw regression against a saved run")
     b.add_argument("--tolerance", default="0.1", help="allowed relative regression against --baseline (0.1)")
     b.add_argument("--save-baseline", metavar="FILE", help="save this run's JSON as a baseline")
+    b.add_argument("--nccl-capture", action="store_true",
+                   help="on GPUs: capture NCCL's debug log, topology and graph dumps per host and check the transport")
 
     k = sub.add_parser("links", parents=[world, out], help="node-to-node bandwidth matrix; names slow links/nodes")
     k.add_argument("--size", default="64M", help="message size per transfer (default 64M)")
@@ -180,6 +187,8 @@ def config_from_args(args: argparse.Namespace, env=None) -> Config:
         cfg["report_input"] = args.run
     if cmd == "bench":
         cfg["bench"] = bench_config_from_args(args)
+    if cmd in ("preflight", "bench"):
+        cfg["nccl_diag"] = nccl_diag_config_from_args(args)
     if cmd in ("preflight", "links") and (args.baseline or args.save_baseline):
         cfg["baseline"] = baseline_config_from_args(args)
     if cmd == "links":
@@ -193,6 +202,14 @@ def config_from_args(args: argparse.Namespace, env=None) -> Config:
             relative=parse_float(args.relative, "--relative"),
         )
     return Config(**cfg)
+
+
+def nccl_diag_config_from_args(args: argparse.Namespace) -> NcclDiagConfig:
+    ras, debug = getattr(args, "nccl_ras", None), tuple(getattr(args, "nccl_debug", None) or ())
+    for flag, path in [("--nccl-ras", ras)] + [("--nccl-debug", d) for d in debug]:
+        if path and not os.path.isfile(path):
+            raise UsageError(f"{flag} {path}: no such file")
+    return NcclDiagConfig(ras=ras, debug=debug, capture=bool(getattr(args, "nccl_capture", False)))
 
 
 def baseline_config_from_args(args: argparse.Namespace) -> BaselineConfig:

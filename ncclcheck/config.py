@@ -81,6 +81,16 @@ class BaselineConfig:
 
 
 @dataclass(frozen=True)
+class NcclDiagConfig:
+    """NCCL's own diagnostics: saved `ncclras -f json` output and NCCL_DEBUG captures (preflight), and capturing the
+    debug log plus topology/graph dumps on a GPU bench run."""
+
+    ras: Optional[str] = None
+    debug: tuple = ()
+    capture: bool = False
+
+
+@dataclass(frozen=True)
 class Config:
     command: str
     world: WorldConfig = field(default_factory=WorldConfig)
@@ -92,6 +102,7 @@ class Config:
     bench: Optional[BenchConfig] = None
     links: Optional[LinksConfig] = None
     baseline: Optional[BaselineConfig] = None  # preflight and links; bench has its own in BenchConfig
+    nccl_diag: Optional[NcclDiagConfig] = None
 
 
 def env_fallback(env: Mapping[str, str], *names: str) -> Optional[str]:

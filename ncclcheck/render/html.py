@@ -245,8 +245,23 @@ def _bench(report: Report) -> str:
                 f'<td class="num">{e(format_gbps(r.busbw_gbps))}</td><td class="num">{wrong}</td>'
                 f'<td class="num">{e(spread)}</td><td>{e(note)}</td></tr>'
             )
-    out.append("</tbody></table></section>")
+    out.append("</tbody></table>")
+    out.append(_nccl_captures(report.extra.get("nccl_captures") or {}))
+    out.append("</section>")
     return "\n".join(out)
+
+
+def _nccl_captures(captures: dict) -> str:
+    """Links to what NCCL itself wrote on each host during bench --nccl-capture (debug log, topology, graph)."""
+    if not captures:
+        return ""
+    items = []
+    for host, c in sorted(captures.items()):
+        files = [("debug log", p) for p in c.get("debug") or []] + \
+                [(k, c[k]) for k in ("topo", "graph") if c.get(k)]
+        links = ", ".join(f'<a href="file://{e(p)}">{e(kind)}</a>' for kind, p in files) or "nothing written"
+        items.append(f"<li>{e(host)}: {links}</li>")
+    return '<h3>NCCL captures</h3><ul class="nccl-captures">' + "".join(items) + "</ul>"
 
 
 def _cell_colour(value: float, top: float) -> str:

@@ -45,3 +45,15 @@ def test_bad_baseline_files_are_usage_errors(tmp_path):
         assert p.returncode == 2 and "--baseline" in p.stderr and "Traceback" not in p.stderr, p.stderr
     p = run_cli("links", "--baseline", str(empty))
     assert p.returncode == 2 and "no links matrix" in p.stderr, p.stderr
+
+
+def test_links_against_a_baseline_no_real_link_can_match(tmp_path):
+    """A baseline of 1e6 GB/s per link: every measured link is slower by far more than --tolerance."""
+    base = tmp_path / "links-golden.json"
+    base.write_text(json.dumps({"schema": "ncclcheck.report/1", "command": "links", "nodes": [],
+                                "links": {"size": 1 << 20, "matrix_gbps": [[None, 1e6], [1e6, None]]}}))
+    p = run_cli("links", "--size", "1M", "--baseline", str(base), "--tolerance", "0.2", "--json", "-", timeout=180)
+    assert p.returncode == 1, p.stderr
+    c = next(c for c in json.loads(p.stdout)["checks"] if c["id"] == "links.baseline")
+    assert c["status"] == "fail" and "slower than the baseline by more than 20%" in c["summary"]
+    assert c["evidence"]["compared"] and all(x["ratio"] < 0.8 for x in c["evidence"]["compared"])

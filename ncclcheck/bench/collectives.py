@@ -145,12 +145,21 @@ class Timing:
     barrier_wait_us: float
     start_offset_us: float
     wall_start_s: float
+    stride: int = 1  # iterations per entry of iter_us (1 up to stats.MAX_SAMPLES iterations)
+
+
+def _marks(iters: int, stride: int) -> list[int]:
+    """After which iterations (1-based) a timestamp is taken: every `stride`-th and the last."""
+    return [i for i in range(1, iters + 1) if i % stride == 0 or i == iters]
 
 
 def _timed_loop(ctx, call, iters: int) -> Timing:
-    """Time `iters` calls after a barrier, one timestamp per iteration: CUDA events on the current stream with
-    NCCL, perf_counter on gloo (whose collectives complete on the host). The mean is first-to-last timestamp over
-    iters, exactly what a bare loop measures; the per-iteration stamps add one cheap call per iteration."""
+    """Time `iters` calls after a barrier, one timestamp per iteration (per `stride` iterations past
+    stats.MAX_SAMPLES): CUDA events on the current stream with NCCL, perf_counter on gloo (whose collectives
+    complete on the host). The mean is first-to-last timestamp over iters, exactly what a bare loop measures; the
+    stamps in between add one cheap call per iteration."""
+    stride = stats.stride_for(iters)
+    marks = set(_marks(iters, stride)) if stride > 1 else None
     t_enter = time.perf_counter()
     _barrier(ctx)
     t_exit = time.perf_counter()
@@ -158,25 +167,35 @@ def _timed_loop(ctx, call, iters: int) -> Timing:
     if ctx.backend == "nccl":
         import torch
 
-        events = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(len(marks or range(iters)) + 1)]
         t_start = time.perf_counter()
         events[0].record()
-        for i in range(iters):
+        k = 1
+        for i in range(1, iters + 1):
             call()
-            events[i + 1].record()
+            if marks is None or i in marks:
+                events[k].record()
+                k += 1
         events[-1].synchronize()
-        iter_us = [a.elapsed_time(b) * 1000.0 for a, b in zip(events, events[1:])]
+        gaps_us = [a.elapsed_time(b) * 1000.0 for a, b in zip(events, events[1:])]
         per_iter_us = events[0].elapsed_time(events[-1]) * 1000.0 / iters
     else:
-        pc = time.perf_counter
-        stamps = [0.0] * (iters + 1)
-        t_start = stamps[0] = pc()
-        for i in range(iters):
-            call()
-            stamps[i + 1] = pc()
-        iter_us = stats.per_iteration(stamps)
+        stamp_fn = time.perf_counter
+        stamps = [stamp_fn()]
+        t_start = stamps[0]
+        if marks is None:  # the common case: the tightest loop
+            for _ in range(iters):
+                call()
+                stamps.append(stamp_fn())
+        else:
+            for i in range(1, iters + 1):
+                call()
+                if i in marks:
+                    stamps.append(stamp_fn())
+        gaps_us = stats.per_iteration(stamps)
         per_iter_us = (stamps[-1] - stamps[0]) * 1e6 / iters
-    return Timing(per_iter_us, iter_us, (t_exit - t_enter) * 1e6, (t_start - t_exit) * 1e6, wall)
+    iter_us = [g / n for g, n in zip(gaps_us, stats.bucket_sizes(iters, stride))]
+    return Timing(per_iter_us, iter_us, (t_exit - t_enter) * 1e6, (t_start - t_exit) * 1e6, wall, stride)
 
 
 def _slowest_per_iteration(ctx, iter_us: list) -> tuple[list[float], list[int]]:
@@ -287,7 +306,7 @@ def _measure(ctx, op: str, cfg: BenchConfig, in_place: bool, bufs, counts, runne
                                    timing.wall_start_s, float(wrong)])
     worst, who = _slowest_per_iteration(ctx, timing.iter_us)
     return _build_row(op, cfg.dtype, in_place, counts, per_rank, cfg.check, ctx.world_size,
-                      stats.iteration_stats(worst, who))
+                      stats.iteration_stats(worst, who, iters=cfg.iters, stride=timing.stride))
 
 
 # ---------------------------------------------------------------------------------------------------------------

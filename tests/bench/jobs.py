@@ -6,6 +6,7 @@ import dataclasses
 import time
 from typing import Optional
 
+from ncclcheck.bench import stats
 from ncclcheck.bench.collectives import bench_config_from_payload, run_sweep
 from ncclcheck.bench.runners import make_runner
 
@@ -62,7 +63,13 @@ def sweeps(ctx, payload: dict) -> dict:
     for run in payload["runs"]:
         ctx.deadline = time.monotonic() + run["deadline_s"] if run.get("deadline_s") is not None else float("inf")
         obs = ctx.observer = CountingObserver()
-        res = run_sweep(ctx, bench_config_from_payload(run["cfg"]), corrupting_factory(run.get("corrupt")))
+        default_cap = stats.MAX_SAMPLES
+        # A small sample cap makes striding show without 10,000 iterations.
+        stats.MAX_SAMPLES = run.get("max_samples") or default_cap
+        try:
+            res = run_sweep(ctx, bench_config_from_payload(run["cfg"]), corrupting_factory(run.get("corrupt")))
+        finally:
+            stats.MAX_SAMPLES = default_cap
         res["progress"] = {"total": obs.total, "advanced": obs.advanced, "stopped": obs.stopped}
         out.append(res)
     return {"runs": out}

@@ -31,6 +31,9 @@ def _runs() -> list[dict]:
     runs = [{"cfg": _cfg(dtype=dt)} for dt in DTYPES]
     runs.append({"cfg": _cfg(ops=("all_reduce", "all_gather"), dtype="bfloat16", in_place=False),
                  "corrupt": {"rank": 1, "op": "all_reduce"}})
+    # 7 iterations, at most 3 timestamps: samples are means of 3, 3 and 1 iterations.
+    runs.append({"cfg": _cfg(ops=("all_reduce",), dtype="float32", in_place=False, iters=7, sizes=(4096,)),
+                 "max_samples": 3})
     # A deadline already inside the safety margin: nothing may start, and the job must still return.
     runs.append({"cfg": _cfg(ops=("all_reduce",), dtype="float32", in_place=False), "deadline_s": 0.2})
     return runs
@@ -107,6 +110,14 @@ def test_corrupted_output_is_caught(world):
     rows = rows_from_result(run)
     verdict = correctness(rows, BenchConfig(check=True))
     assert verdict.status is Status.FAIL and "all_reduce 4K bfloat16" in verdict.summary
+
+
+def test_long_loops_are_sampled_per_stride(world):
+    n, res = world
+    (row,) = res[0]["result"]["runs"][len(DTYPES) + 1]["rows"]
+    st = row["iter_stats"]
+    assert (st["iters"], st["stride"], len(st["iter_us"]), len(st["slowest_rank"])) == (7, 3, 3, 3)
+    assert st["min_us"] <= st["p50_us"] <= st["max_us"]
 
 
 def test_deadline_stops_before_starting_a_size(world):

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from ncclcheck.bench.stats import HIGH_CV, MAX_KEPT_ITERS, iteration_stats, per_iteration, percentile
+from ncclcheck.bench.stats import (
+    HIGH_CV,
+    MAX_KEPT_ITERS,
+    MAX_SAMPLES,
+    bucket_sizes,
+    iteration_stats,
+    per_iteration,
+    percentile,
+    stride_for,
+)
 
 
 def test_percentile_interpolates_like_numpy():
@@ -41,6 +50,14 @@ def test_long_runs_keep_statistics_but_not_every_iteration():
 
 def test_no_iterations_give_no_statistics():
     assert iteration_stats([], []) is None
+
+
+def test_strides_keep_the_sample_count_bounded():
+    assert stride_for(20) == 1 and stride_for(MAX_SAMPLES) == 1 and stride_for(MAX_SAMPLES + 1) == 2
+    assert bucket_sizes(7, 3) == [3, 3, 1] and bucket_sizes(6, 3) == [3, 3] and bucket_sizes(5, 1) == [1] * 5
+    assert len(bucket_sizes(10**6, stride_for(10**6))) <= MAX_SAMPLES
+    st = iteration_stats([10.0, 12.0, 11.0], [0, 1, 0], iters=7, stride=3)
+    assert st["iters"] == 7 and st["stride"] == 3 and "stride" not in iteration_stats([1.0], [0])
 
 
 def test_per_iteration_differences_in_microseconds():

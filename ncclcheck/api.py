@@ -87,12 +87,12 @@ def run_preflight(config: Optional[Config] = None, **overrides) -> Report:
         report = Report(command=command, version=__version__, started=started, world=out.world, nodes=out.nodes,
                         checks=out.checks, strict=config.output.strict,
                         recommendations=out.recommendations or recommend_local(NodeView(facts, multi_node=True)))
+        report.prints = placement.node_leader
         _nccl_diagnostics(config, report)
         _compare_golden(config, report, golden)
         report.duration_s = time.monotonic() - t0
         # Every process leaves with the same code, so srun/CI fail as a whole (node 0 publishes the verdict).
         report.agreed_exit_code = out.agree_exit_code(report.exit_code)
-        report.prints = placement.node_leader
         return report
     report = Report(
         command=command,

@@ -67,6 +67,7 @@ def run_preflight(config: Optional[Config] = None, **overrides) -> Report:
     """Node-local checks, then (multi-node) world formation and cross-node checks, then recommendations."""
     config = _config(config, "preflight", **overrides)
     t0, started = time.monotonic(), _now_iso()
+    golden = _load_golden(config)  # a bad baseline file is a usage error before anything runs
     placement = _placement(config)
     world = config.world
     if placement.worker_mode:  # torchrun/srun/mpirun told us where we are; the flags' world does not apply
@@ -86,10 +87,12 @@ def run_preflight(config: Optional[Config] = None, **overrides) -> Report:
         report = Report(command=command, version=__version__, started=started, world=out.world, nodes=out.nodes,
                         checks=out.checks, strict=config.output.strict,
                         recommendations=out.recommendations or recommend_local(NodeView(facts, multi_node=True)))
+        report.prints = placement.node_leader
+        _nccl_diagnostics(config, report)
+        _compare_golden(config, report, golden)
         report.duration_s = time.monotonic() - t0
         # Every process leaves with the same code, so srun/CI fail as a whole (node 0 publishes the verdict).
         report.agreed_exit_code = out.agree_exit_code(report.exit_code)
-        report.prints = placement.node_leader
         return report
     report = Report(
         command=command,
@@ -103,8 +106,69 @@ def run_preflight(config: Optional[Config] = None, **overrides) -> Report:
         recommendations=recommend_local(NodeView(facts, multi_node=False)),
         strict=config.output.strict,
     )
+    _nccl_diagnostics(config, report)
+    _compare_golden(config, report, golden)
     report.duration_s = time.monotonic() - t0
     return report
+
+
+def _load_golden(config: Config):
+    """The nodes of preflight --baseline's saved run, or None without one."""
+    if not (config.baseline and config.baseline.path):
+        return None
+    import json
+
+    from .checks.drift import baseline_nodes
+    from .errors import UsageError
+
+    path = config.baseline.path
+    try:
+        with open(path, encoding="utf-8") as f:
+            return baseline_nodes(json.load(f), f"--baseline {path}")
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--baseline {path}: cannot read it as JSON ({exc})") from None
+
+
+def _nccl_diagnostics(config: Config, report: Report) -> None:
+    """nccl.ras from saved `ncclras -f json` output and nccl.transport from saved NCCL_DEBUG captures."""
+    diag = config.nccl_diag
+    if diag is None or not (diag.ras or diag.debug):
+        return
+    from .errors import UsageError
+
+    def read(flag: str, path: str) -> str:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                return f.read()
+        except OSError as exc:
+            raise UsageError(f"{flag} {path}: cannot read it ({exc.strerror or exc})") from None
+
+    if diag.ras:
+        from .checks.nccl_ras import ras_check_from_text
+
+        report.checks.append(ras_check_from_text(read("--nccl-ras", diag.ras), diag.ras))
+    if diag.debug:
+        from .bench.nccl_debug import checks_from_captures
+
+        texts = {p: read("--nccl-debug", p) for p in diag.debug}
+        report.checks.extend(checks_from_captures(texts, report.nodes, report.recommendations))
+
+
+def _compare_golden(config: Config, report: Report, golden) -> None:
+    """baseline.drift per node against --baseline, then --save-baseline (before the exit code is agreed)."""
+    if golden is not None:
+        from .checks.drift import drift_checks
+
+        report.checks.extend(drift_checks(report.nodes, golden, config.baseline.path))
+    _save_baseline(config, report)
+
+
+def _save_baseline(config: Config, report: Report) -> None:
+    if config.baseline and config.baseline.save and report.prints:
+        from .render.files import write_atomic
+        from .render.json import render_json
+
+        write_atomic(config.baseline.save, render_json(report))
 
 
 def run_recommend(config: Optional[Config] = None, **overrides) -> Report:
@@ -192,6 +256,8 @@ def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Re
         timing = [{"arrival_us": (r.extra.get("arrival") or {}).get("start_offset_us"),
                    "rank_time_us": r.rank_time_us} for r in rows]
         checks.extend(find_stragglers(timing).checks)
+    if config.nccl_diag and config.nccl_diag.capture:
+        checks.extend(_nccl_capture(world, placement, out.backend, extra))
     if out.failures:
         first = out.failures[0]
         checks.insert(0, failed("bench.world", f"rank {first['rank']} failed: {first['reason']}",
@@ -205,6 +271,20 @@ def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Re
 
         write_atomic(cfg.save_baseline, render_json(report))
     return report
+
+
+def _nccl_capture(world: WorldConfig, placement, backend: str, extra: dict) -> list:
+    """bench --nccl-capture: a fresh world whose ranks log NCCL's choices and dump its topology and graph per host;
+    nccl.transport per node, and the files' paths in the report (`nccl_captures`)."""
+    from .bench.nccl_debug import captures_section, nccl_debug_job, transport_checks
+    from .model import skipped
+
+    if backend != "nccl":
+        return [skipped("nccl.transport", f"--nccl-capture needs the nccl backend on GPUs; this run used {backend}")]
+    out = _run_world_job(world, placement, nccl_debug_job, {})
+    results = [r for _, r in sorted(out.results.items())]
+    extra["nccl_captures"] = captures_section(results)
+    return transport_checks(results)
 
 
 def _default_nproc() -> int:
@@ -237,6 +317,11 @@ def run_links(config: Optional[Config] = None, observer=None, **overrides) -> Re
 
     config = _config(config, "links", **overrides)
     t0, started = time.monotonic(), _now_iso()
+    base = None
+    if config.baseline and config.baseline.path:
+        from .links.baseline import load_links_baseline
+
+        base = load_links_baseline(config.baseline.path)
     try:
         world, placement = _job_world(config)
     except WorldError as exc:
@@ -245,5 +330,12 @@ def run_links(config: Optional[Config] = None, observer=None, **overrides) -> Re
     out = _run_world_job(world, placement, links_job, payload, observer)
     nproc = placement.local_world_size if placement.worker_mode else (world.nproc_per_node or _default_nproc())
     section, checks, partial = from_outcome(out, payload, ranks_per_node=nproc)
-    return _job_report("links", config, started, t0, world, placement, out, checks=checks, links=section,
-                       partial=partial)
+    report = _job_report("links", config, started, t0, world, placement, out, checks=checks, links=section,
+                         partial=partial)
+    if base is not None:
+        from .links.baseline import compare_links
+
+        report.checks.append(compare_links(section, report.nodes, base, config.baseline.tolerance,
+                                           config.baseline.path))
+    _save_baseline(config, report)
+    return report

@@ -17,9 +17,11 @@ from typing import Optional
 
 from . import __version__
 from .config import (
+    BaselineConfig,
     BenchConfig,
     Config,
     LinksConfig,
+    NcclDiagConfig,
     OutputConfig,
     build_world,
     parse_float,
@@ -61,6 +63,9 @@ def _output_flags() -> argparse.ArgumentParser:
     g.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
     g.add_argument("--junit", metavar="FILE", help="write JUnit XML (one testcase per check)")
     g.add_argument("--markdown", metavar="FILE", help="write Markdown (e.g. $GITHUB_STEP_SUMMARY)")
+    g.add_argument("--prometheus", metavar="FILE",
+                   help="write Prometheus text metrics (ncclcheck_*) atomically, e.g. for node_exporter's textfile "
+                        "collector")
     return p
 
 
@@ -70,6 +75,11 @@ def _facts_flags() -> argparse.ArgumentParser:
     p.add_argument("--path", metavar="P", action="append", default=[],
                    help="a path that must exist with the same content on every node (repeatable)")
     return p
+
+
+def _baseline_flags(p: argparse.ArgumentParser, metavar: str, what: str) -> None:
+    p.add_argument("--baseline", metavar=metavar, help=what)
+    p.add_argument("--save-baseline", metavar="FILE", help="save this run's JSON as a baseline")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,6 +93,12 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Node-local checks, then (multi-node) world formation, cross-node checks and "
                                    "a full-mesh probe, then recommended settings.")
     p.add_argument("--env-out", metavar="FILE", help="write the recommended variables as a sourceable file")
+    p.add_argument("--nccl-ras", metavar="FILE", help="read saved `ncclras -f json` output into the nccl.ras check "
+                   "(dead, missing and lagging ranks of a running job)")
+    p.add_argument("--nccl-debug", metavar="FILE", action="append", default=[],
+                   help="read a saved NCCL_DEBUG=INFO capture into nccl.transport (repeatable)")
+    _baseline_flags(p, "GOLDEN.json", "compare every node's versions, NCCL variables, interfaces, RDMA ports and "
+                    "packages with a saved known-good run (baseline.drift warns; --strict fails)")
 
     b = sub.add_parser("bench", parents=[world, out], help="collective bandwidth/latency sweeps (nccl-tests semantics)")
     b.add_argument("--sizes", default="1M-64M", help="1M-1G (doubling), 1M-1G:4, 1K,64K,1M, 8M (default 1M-64M)")
@@ -98,6 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--baseline", metavar="RUN.json", help="gate: fail on busbw regression against a saved run")
     b.add_argument("--tolerance", default="0.1", help="allowed relative regression against --baseline (0.1)")
     b.add_argument("--save-baseline", metavar="FILE", help="save this run's JSON as a baseline")
+    b.add_argument("--nccl-capture", action="store_true",
+                   help="on GPUs: capture NCCL's debug log, topology and graph dumps per host and check the transport")
 
     k = sub.add_parser("links", parents=[world, out], help="node-to-node bandwidth matrix; names slow links/nodes")
     k.add_argument("--size", default="64M", help="message size per transfer (default 64M)")
@@ -106,6 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--min-gbps", help="gate: a link below this GB/s is slow")
     k.add_argument("--relative", default="0.5",
                    help="a link below this fraction of the typical node's best link is slow (0.5)")
+    _baseline_flags(k, "RUN.json", "gate: fail on a link slower than the same link in a saved links run")
+    k.add_argument("--tolerance", default="0.1", help="allowed relative slowdown against --baseline (0.1)")
 
     r = sub.add_parser("recommend", parents=[world, out, facts], help="print the recommended environment")
     r.add_argument("--format", default="text", choices=["text", "env", "json"],
@@ -118,6 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--junit", metavar="FILE")
     rp.add_argument("--markdown", metavar="FILE")
     rp.add_argument("--env-out", metavar="FILE")
+    rp.add_argument("--prometheus", metavar="FILE", help="Prometheus text metrics of the saved run")
+    rp.add_argument("--format", default="text", choices=["text", "labels"],
+                    help="labels: kubectl commands that label (and taint) each node of the run (docs/deploy.md)")
     rp.add_argument("--quiet", action="store_true")
 
     e = sub.add_parser("env", parents=[facts], help="this node's facts (versions, GPUs, network, RDMA)")
@@ -140,10 +163,12 @@ def config_from_args(args: argparse.Namespace, env=None) -> Config:
         junit=getattr(args, "junit", None),
         markdown=getattr(args, "markdown", None),
         env_out=getattr(args, "env_out", None),
+        prometheus=getattr(args, "prometheus", None),
+        format=getattr(args, "format", "text") if cmd == "report" else "text",
     )
     from .render.files import check_writable
 
-    for flag in ("json", "html", "junit", "markdown", "env_out", "save_baseline"):
+    for flag in ("json", "html", "junit", "markdown", "env_out", "save_baseline", "prometheus"):
         path = getattr(args, flag, None)
         if path and path != "-":
             try:
@@ -162,6 +187,10 @@ def config_from_args(args: argparse.Namespace, env=None) -> Config:
         cfg["report_input"] = args.run
     if cmd == "bench":
         cfg["bench"] = bench_config_from_args(args)
+    if cmd in ("preflight", "bench"):
+        cfg["nccl_diag"] = nccl_diag_config_from_args(args)
+    if cmd in ("preflight", "links") and (args.baseline or args.save_baseline):
+        cfg["baseline"] = baseline_config_from_args(args)
     if cmd == "links":
         from .units import parse_size
 
@@ -173,6 +202,23 @@ def config_from_args(args: argparse.Namespace, env=None) -> Config:
             relative=parse_float(args.relative, "--relative"),
         )
     return Config(**cfg)
+
+
+def nccl_diag_config_from_args(args: argparse.Namespace) -> NcclDiagConfig:
+    ras, debug = getattr(args, "nccl_ras", None), tuple(getattr(args, "nccl_debug", None) or ())
+    for flag, path in [("--nccl-ras", ras)] + [("--nccl-debug", d) for d in debug]:
+        if path and not os.path.isfile(path):
+            raise UsageError(f"{flag} {path}: no such file")
+    return NcclDiagConfig(ras=ras, debug=debug, capture=bool(getattr(args, "nccl_capture", False)))
+
+
+def baseline_config_from_args(args: argparse.Namespace) -> BaselineConfig:
+    if args.baseline and not os.path.isfile(args.baseline):
+        raise UsageError(f"--baseline {args.baseline}: no such file")
+    tol = parse_float(getattr(args, "tolerance", None) or "0.1", "--tolerance")
+    if tol >= 1:
+        raise UsageError("--tolerance is a fraction: 0.1 means 10%")
+    return BaselineConfig(path=args.baseline, save=args.save_baseline, tolerance=tol)
 
 
 def bench_config_from_args(args: argparse.Namespace) -> BenchConfig:
@@ -273,6 +319,16 @@ def _emit(config: Config, report, log_path: str) -> None:
     from .render.files import write_outputs
 
     write_outputs(report, html=out.html, markdown=out.markdown, junit=out.junit, env_out=out.env_out)
+    if out.prometheus:
+        from .render.files import write_atomic
+        from .render.prometheus import render_prometheus
+
+        write_atomic(out.prometheus, render_prometheus(report))
+    if out.format == "labels":
+        from .render.labels import render_labels
+
+        sys.stdout.write(render_labels(report))
+        return
     if config.command == "recommend" and config.recommend_format in ("env", "json"):
         if config.recommend_format == "env":
             from .render.envfile import render_envfile

@@ -42,6 +42,8 @@ class OutputConfig:
     junit: Optional[str] = None
     markdown: Optional[str] = None
     env_out: Optional[str] = None
+    prometheus: Optional[str] = None  # Prometheus text exposition (node_exporter textfile collector)
+    format: str = "text"  # report --format: text | labels (kubectl commands for node labels and taints)
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,25 @@ class LinksConfig:
 
 
 @dataclass(frozen=True)
+class BaselineConfig:
+    """preflight/links --baseline (a saved known-good run), --tolerance (links) and --save-baseline."""
+
+    path: Optional[str] = None
+    save: Optional[str] = None
+    tolerance: float = 0.1
+
+
+@dataclass(frozen=True)
+class NcclDiagConfig:
+    """NCCL's own diagnostics: saved `ncclras -f json` output and NCCL_DEBUG captures (preflight), and capturing the
+    debug log plus topology/graph dumps on a GPU bench run."""
+
+    ras: Optional[str] = None
+    debug: tuple = ()
+    capture: bool = False
+
+
+@dataclass(frozen=True)
 class Config:
     command: str
     world: WorldConfig = field(default_factory=WorldConfig)
@@ -80,6 +101,8 @@ class Config:
     report_input: Optional[str] = None
     bench: Optional[BenchConfig] = None
     links: Optional[LinksConfig] = None
+    baseline: Optional[BaselineConfig] = None  # preflight and links; bench has its own in BenchConfig
+    nccl_diag: Optional[NcclDiagConfig] = None
 
 
 def env_fallback(env: Mapping[str, str], *names: str) -> Optional[str]:

@@ -10,17 +10,21 @@ what it measured. Sizes that cannot finish before ctx.deadline are not started; 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, fields
-from typing import Any, Optional
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Callable, Optional
 
 from ..config import BenchConfig
 from ..errors import UsageError
 from ..model import BenchRow
 from ..units import format_size_short
 from . import check as chk
+from . import stats
 from .ops import OPS, bandwidths, coll_counts, dtype_name, parse_ops, torch_dtype
-from .runners import TORCH_IN_PLACE_ONLY, allocate, make_runner, unsupported_reason
+from .runners import TORCH_IN_PLACE_ONLY, Runner, allocate, make_runner, unsupported_reason
+from .straggler import annotate_row
 
+# (op, in_place, buffers, counts, rank, nranks) -> Runner: what one measurement times and checks.
+RunnerFactory = Callable[..., Runner]
 PAYLOAD_KEYS = tuple(f.name for f in fields(BenchConfig))
 # Per-rank figures gathered after each measurement, in this order.
 _STATS = ("time_us", "barrier_wait_us", "start_offset_us", "wall_start_s", "wrong")
@@ -132,8 +136,30 @@ def _gather_stats(ctx, values: list[float]) -> list[list[float]]:
 # one measurement
 
 
-def _timed_loop(ctx, call, iters: int) -> tuple[float, float, float, float]:
-    """(per-iteration us, barrier wait us, start offset us, wall-clock start s) on this rank."""
+@dataclass
+class Timing:
+    """This rank's timed loop: the mean per iteration (the nccl-tests figure), each iteration, and its arrival."""
+
+    per_iter_us: float
+    iter_us: list
+    barrier_wait_us: float
+    start_offset_us: float
+    wall_start_s: float
+    stride: int = 1  # iterations per entry of iter_us (1 up to stats.MAX_SAMPLES iterations)
+
+
+def _marks(iters: int, stride: int) -> list[int]:
+    """After which iterations (1-based) a timestamp is taken: every `stride`-th and the last."""
+    return [i for i in range(1, iters + 1) if i % stride == 0 or i == iters]
+
+
+def _timed_loop(ctx, call, iters: int) -> Timing:
+    """Time `iters` calls after a barrier, one timestamp per iteration (per `stride` iterations past
+    stats.MAX_SAMPLES): CUDA events on the current stream with NCCL, perf_counter on gloo (whose collectives
+    complete on the host). The mean is first-to-last timestamp over iters, exactly what a bare loop measures; the
+    stamps in between add one cheap call per iteration."""
+    stride = stats.stride_for(iters)
+    marks = set(_marks(iters, stride)) if stride > 1 else None
     t_enter = time.perf_counter()
     _barrier(ctx)
     t_exit = time.perf_counter()
@@ -141,58 +167,93 @@ def _timed_loop(ctx, call, iters: int) -> tuple[float, float, float, float]:
     if ctx.backend == "nccl":
         import torch
 
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(len(marks or range(iters)) + 1)]
         t_start = time.perf_counter()
-        start.record()
-        for _ in range(iters):
+        events[0].record()
+        k = 1
+        for i in range(1, iters + 1):
             call()
-        end.record()
-        end.synchronize()
-        per_iter_us = start.elapsed_time(end) * 1000.0 / iters
+            if marks is None or i in marks:
+                events[k].record()
+                k += 1
+        events[-1].synchronize()
+        gaps_us = [a.elapsed_time(b) * 1000.0 for a, b in zip(events, events[1:])]
+        per_iter_us = events[0].elapsed_time(events[-1]) * 1000.0 / iters
     else:
-        t_start = time.perf_counter()
-        for _ in range(iters):
-            call()
-        per_iter_us = (time.perf_counter() - t_start) * 1e6 / iters
-    return per_iter_us, (t_exit - t_enter) * 1e6, (t_start - t_exit) * 1e6, wall
+        stamp_fn = time.perf_counter
+        stamps = [stamp_fn()]
+        t_start = stamps[0]
+        if marks is None:  # the common case: the tightest loop
+            for _ in range(iters):
+                call()
+                stamps.append(stamp_fn())
+        else:
+            for i in range(1, iters + 1):
+                call()
+                if i in marks:
+                    stamps.append(stamp_fn())
+        gaps_us = stats.per_iteration(stamps)
+        per_iter_us = (stamps[-1] - stamps[0]) * 1e6 / iters
+    iter_us = [g / n for g, n in zip(gaps_us, stats.bucket_sizes(iters, stride))]
+    return Timing(per_iter_us, iter_us, (t_exit - t_enter) * 1e6, (t_start - t_exit) * 1e6, wall, stride)
 
 
-def _check_pass(ctx, op: str, dtype: str, runner, counts, hooks: dict, in_place: bool) -> int:
+def _slowest_per_iteration(ctx, iter_us: list) -> tuple[list[float], list[int]]:
+    """(slowest time, slowest rank) per iteration over the world: two all_reduces of `iters` values, so the cost
+    does not grow with the world size (the lowest rank wins a tie)."""
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor(iter_us, dtype=torch.float64, device=ctx.device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    worst = t.cpu().tolist()
+    mine = [float(ctx.rank) if x >= w else float(ctx.world_size) for x, w in zip(iter_us, worst)]
+    who = torch.tensor(mine, dtype=torch.float64, device=ctx.device)
+    dist.all_reduce(who, op=dist.ReduceOp.MIN)
+    return worst, [int(r) for r in who.cpu().tolist()]
+
+
+def _check_pass(ctx, op: str, dtype: str, runner, counts) -> int:
     """Fresh inputs, one collective, exact comparison. Returns this rank's wrong-element count."""
     runner.clear.zero_()
     chk.fill(runner.input, dtype, ctx.world_size, OPS[op].reduces, ctx.rank)
     _sync(ctx)
     runner.call()
     _sync(ctx)
-    c = hooks.get("corrupt") if hooks else None
-    if c and c.get("rank") == ctx.rank and c.get("op", op) == op and c.get("in_place", in_place) == in_place:
-        chk.corrupt(runner.output)
     expected = chk.expected_output(op, dtype, ctx.world_size, ctx.rank, counts, device=ctx.device)
     return chk.count_wrong(runner.output, expected)
 
 
-def _build_row(op: str, dtype: str, in_place: bool, counts, stats: list[list[float]], checked: bool,
-               nranks: int) -> BenchRow:
-    times = [s[0] for s in stats]
+def _build_row(op: str, dtype: str, in_place: bool, counts, per_rank: list[list[float]], checked: bool,
+               nranks: int, iters: Optional[dict] = None) -> BenchRow:
+    times = [s[0] for s in per_rank]
     t = max(times)  # a collective is as slow as its slowest member
     algbw, busbw = bandwidths(op, counts.bytes, t, nranks)
-    extra: dict[str, Any] = {
-        "arrival": {
-            "barrier_wait_us": [round(s[1], 3) for s in stats],
-            "start_offset_us": [round(s[2], 3) for s in stats],
-            "wall_start_s": [s[3] for s in stats],
-        },
+    arrival = {
+        "barrier_wait_us": [round(s[1], 3) for s in per_rank],
+        "start_offset_us": [round(s[2], 3) for s in per_rank],
+        "wall_start_s": [s[3] for s in per_rank],
     }
+    extra: dict[str, Any] = {"arrival": arrival}
+    if iters is not None:
+        extra["iter_stats"] = iters
+    if nranks > 1:
+        # What a reader can act on: how far apart the ranks started, and the rank that kept the others waiting.
+        note = annotate_row({"arrival_us": arrival["start_offset_us"], "rank_time_us": times})
+        extra["arrival_spread_us"] = round(max(arrival["start_offset_us"]) - min(arrival["start_offset_us"]), 3)
+        if note["late_rank"] is not None:
+            extra["late_rank"] = note["late_rank"]
+            extra["late_by_us"] = note["late_by_us"]
     if counts.rounded:
         extra["requested_bytes"] = counts.requested_bytes
     if op in TORCH_IN_PLACE_ONLY:
         extra["in_place_call"] = True
     wrong = None
     if checked:
-        per_rank = [int(s[4]) for s in stats]
-        wrong = sum(per_rank)
+        rank_wrong = [int(s[4]) for s in per_rank]
+        wrong = sum(rank_wrong)
         if wrong:
-            extra["rank_wrong"] = per_rank
+            extra["rank_wrong"] = rank_wrong
     return BenchRow(
         op=op, bytes=counts.bytes, count=counts.count, dtype=dtype, in_place=in_place,
         time_us=round(t, 3), algbw_gbps=round(algbw, 4), busbw_gbps=round(busbw, 4), wrong=wrong,
@@ -211,96 +272,10 @@ def _estimate_s(history: dict, op: str, size: int, cfg: BenchConfig, n_place: in
     return per_iter_s * (cfg.warmup + cfg.iters + (2 if cfg.check else 0)) * n_place
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# the job
-
-
-def run_sweep(ctx, cfg: BenchConfig) -> dict:
-    """The sweep itself (bench_job minus payload decoding); every rank calls it with the same cfg."""
-    import torch
-
-    cfg = validate(cfg, ctx.world_size)
-    n = ctx.world_size
-    if ctx.device.startswith("cuda"):
-        torch.cuda.set_device(ctx.device)
-    tdtype = torch_dtype(cfg.dtype)
-    places = placements(cfg)
-    hooks = ctx.test_hooks or {}
-    lead = ctx.rank == 0
-    rows: list[dict] = []
-    skipped: list[dict] = []
-    stopped: Optional[dict] = None
-    history: dict = {}
-    runnable: dict[str, list[bool]] = {}
-    for op in cfg.ops:
-        runnable[op] = []
-        for p in places:
-            why = unsupported_reason(op, p, n)
-            if why:
-                skipped.append({"op": op, "dtype": cfg.dtype, "in_place": p, "reason": why})
-            else:
-                runnable[op].append(p)
-    if lead:
-        ctx.observer.start(sum(len(v) for v in runnable.values()) * len(cfg.sizes), "bench")
-    try:
-        for op in cfg.ops:
-            live = runnable[op]
-            for i, size in enumerate(cfg.sizes):
-                if not live:
-                    break
-                est = _estimate_s(history, op, size, cfg, len(live))
-                fits = time.monotonic() + est + DEADLINE_MARGIN_S <= ctx.deadline
-                go, _ = _all_agree(ctx, fits)
-                if not go:
-                    stopped = {"reason": "deadline", "op": op, "bytes": size,
-                               "detail": f"stopped before {op} at {format_size_short(size)}: it would not finish "
-                                         f"before the run's deadline (--timeout)"}
-                    break
-                counts = coll_counts(op, size, cfg.dtype, n)
-                bufs = allocate(counts, tdtype, ctx.device)
-                for in_place in live:
-                    row = _measure(ctx, op, cfg, in_place, bufs, counts, hooks)
-                    if isinstance(row, str):
-                        skipped.append({"op": op, "dtype": cfg.dtype, "in_place": in_place, "reason": row})
-                        live = [p for p in live if p != in_place]
-                        if lead:  # the sizes this placement will now not run
-                            for _ in cfg.sizes[i + 1:]:
-                                ctx.observer.advance(f"{op} skipped")
-                    else:
-                        history[op] = history["*"] = (counts.bytes, row.time_us)
-                        if lead:
-                            rows.append(row.to_json())
-                            ctx.emit("bench_row", row.to_json())
-                    if lead:
-                        ctx.observer.advance(f"{op} {format_size_short(size)}")
-                del bufs
-            if stopped:
-                break
-    finally:
-        if lead:
-            ctx.observer.stop()
-    if stopped and lead:
-        ctx.emit("bench_stopped", stopped)
-    return {
-        "rank": ctx.rank,
-        "world_size": n,
-        "backend": ctx.backend,
-        "device": ctx.device,
-        "dtype": cfg.dtype,
-        "rows": rows,  # rank 0 only: every rank has the data, but n copies of n-long arrays would be quadratic
-        "skipped": skipped,
-        "stopped": stopped,
-    }
-
-
-def _measure(ctx, op: str, cfg: BenchConfig, in_place: bool, bufs, counts, hooks: dict):
-    """One row, or a string saying why this (op, dtype, placement) cannot run on this backend."""
-    runner = make_runner(op, in_place, bufs, counts, ctx.rank, ctx.world_size)
-    if cfg.check:
-        # Timing on the check values keeps reductions away from denormals and NaNs.
-        chk.fill(runner.input, cfg.dtype, ctx.world_size, OPS[op].reduces, ctx.rank)
-    # The first warm-up call doubles as the probe: a backend that lacks the op or dtype raises here, on every
-    # rank alike (the check is local, before any byte moves), and all ranks agree before going further.
+def _probe(ctx, runner) -> Optional[str]:
+    """The first warm-up call doubles as the probe: a backend that lacks the op or dtype raises here, on every rank
+    alike (the check is local, before any byte moves), and all ranks agree before going further. Returns why the
+    op cannot run, or None."""
     err = None
     try:
         runner.call()
@@ -308,15 +283,151 @@ def _measure(ctx, op: str, cfg: BenchConfig, in_place: bool, bufs, counts, hooks
     except (RuntimeError, ValueError, TypeError, NotImplementedError) as e:
         err = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:300]
     ok, bad = _all_agree(ctx, err is None)
-    if not ok:
-        return err or f"not supported by the {ctx.backend} backend on rank(s) {bad}"
+    if ok:
+        return None
+    return err or f"not supported by the {ctx.backend} backend on rank(s) {bad}"
+
+
+def _measure(ctx, op: str, cfg: BenchConfig, in_place: bool, bufs, counts, runner_factory: RunnerFactory):
+    """One row, or a string saying why this (op, dtype, placement) cannot run on this backend."""
+    runner = runner_factory(op, in_place, bufs, counts, ctx.rank, ctx.world_size)
+    if cfg.check:
+        # Timing on the check values keeps reductions away from denormals and NaNs.
+        chk.fill(runner.input, cfg.dtype, ctx.world_size, OPS[op].reduces, ctx.rank)
+    why = _probe(ctx, runner)
+    if why:
+        return why
     for _ in range(max(0, cfg.warmup - 1)):
         runner.call()
     _sync(ctx)
-    per_iter_us, wait_us, offset_us, wall = _timed_loop(ctx, runner.call, cfg.iters)
-    wrong = _check_pass(ctx, op, cfg.dtype, runner, counts, hooks, in_place) if cfg.check else 0
-    stats = _gather_stats(ctx, [per_iter_us, wait_us, offset_us, wall, float(wrong)])
-    return _build_row(op, cfg.dtype, in_place, counts, stats, cfg.check, ctx.world_size)
+    timing = _timed_loop(ctx, runner.call, cfg.iters)
+    wrong = _check_pass(ctx, op, cfg.dtype, runner, counts) if cfg.check else 0
+    per_rank = _gather_stats(ctx, [timing.per_iter_us, timing.barrier_wait_us, timing.start_offset_us,
+                                   timing.wall_start_s, float(wrong)])
+    worst, who = _slowest_per_iteration(ctx, timing.iter_us)
+    return _build_row(op, cfg.dtype, in_place, counts, per_rank, cfg.check, ctx.world_size,
+                      stats.iteration_stats(worst, who, iters=cfg.iters, stride=timing.stride))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the sweep
+
+
+@dataclass
+class _Sweep:
+    """What a sweep has gathered so far (rows on rank 0 only) and what it needs to plan the next size."""
+
+    ctx: Any
+    cfg: BenchConfig
+    runner_factory: RunnerFactory
+    rows: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)
+    stopped: Optional[dict] = None
+    history: dict = field(default_factory=dict)
+
+    @property
+    def lead(self) -> bool:
+        return self.ctx.rank == 0
+
+    def skip(self, op: str, in_place: bool, reason: str) -> None:
+        self.skipped.append({"op": op, "dtype": self.cfg.dtype, "in_place": in_place, "reason": reason})
+
+    def advance(self, label: str) -> None:
+        if self.lead:
+            self.ctx.observer.advance(label)
+
+
+def _runnable(sw: _Sweep) -> dict[str, list[bool]]:
+    """Per op, the placements this world can run at all; the others are recorded as skipped with the reason."""
+    out: dict[str, list[bool]] = {}
+    for op in sw.cfg.ops:
+        out[op] = []
+        for p in placements(sw.cfg):
+            why = unsupported_reason(op, p, sw.ctx.world_size)
+            if why:
+                sw.skip(op, p, why)
+            else:
+                out[op].append(p)
+    return out
+
+
+def _fits(sw: _Sweep, op: str, size: int, n_place: int) -> bool:
+    """Every rank agrees the next size can finish before the deadline; otherwise the sweep stops here."""
+    est = _estimate_s(sw.history, op, size, sw.cfg, n_place)
+    go, _ = _all_agree(sw.ctx, time.monotonic() + est + DEADLINE_MARGIN_S <= sw.ctx.deadline)
+    if not go:
+        sw.stopped = {"reason": "deadline", "op": op, "bytes": size,
+                      "detail": f"stopped before {op} at {format_size_short(size)}: it would not finish "
+                                f"before the run's deadline (--timeout)"}
+    return go
+
+
+def _run_size(sw: _Sweep, op: str, size: int, live: list[bool], sizes_left: int, tdtype) -> list[bool]:
+    """Every live placement of (op, size); returns the placements still live afterwards."""
+    ctx, cfg = sw.ctx, sw.cfg
+    counts = coll_counts(op, size, cfg.dtype, ctx.world_size)
+    bufs = allocate(counts, tdtype, ctx.device)
+    still = list(live)
+    for in_place in live:
+        row = _measure(ctx, op, cfg, in_place, bufs, counts, sw.runner_factory)
+        if isinstance(row, str):
+            sw.skip(op, in_place, row)
+            still.remove(in_place)
+            for _ in range(sizes_left):  # the sizes this placement will now not run
+                sw.advance(f"{op} skipped")
+        else:
+            sw.history[op] = sw.history["*"] = (counts.bytes, row.time_us)
+            if sw.lead:
+                sw.rows.append(row.to_json())
+                ctx.emit("bench_row", row.to_json())
+        sw.advance(f"{op} {format_size_short(size)}")
+    del bufs
+    return still
+
+
+def _run_op(sw: _Sweep, op: str, live: list[bool], tdtype) -> None:
+    sizes = sw.cfg.sizes
+    for i, size in enumerate(sizes):
+        if not live or not _fits(sw, op, size, len(live)):
+            return
+        live = _run_size(sw, op, size, live, len(sizes) - i - 1, tdtype)
+
+
+def run_sweep(ctx, cfg: BenchConfig, runner_factory: Optional[RunnerFactory] = None) -> dict:
+    """The sweep itself (bench_job minus payload decoding); every rank calls it with the same cfg.
+
+    `runner_factory` (default runners.make_runner) builds the callable each measurement times and checks: the seam
+    through which tests inject faults, so product code carries no test hooks."""
+    import torch
+
+    cfg = validate(cfg, ctx.world_size)
+    if ctx.device.startswith("cuda"):
+        torch.cuda.set_device(ctx.device)
+    tdtype = torch_dtype(cfg.dtype)
+    sw = _Sweep(ctx, cfg, runner_factory or make_runner)
+    runnable = _runnable(sw)
+    if sw.lead:
+        ctx.observer.start(sum(len(v) for v in runnable.values()) * len(cfg.sizes), "bench")
+    try:
+        for op in cfg.ops:
+            _run_op(sw, op, runnable[op], tdtype)
+            if sw.stopped:
+                break
+    finally:
+        if sw.lead:
+            ctx.observer.stop()
+    if sw.stopped and sw.lead:
+        ctx.emit("bench_stopped", sw.stopped)
+    return {
+        "rank": ctx.rank,
+        "world_size": ctx.world_size,
+        "backend": ctx.backend,
+        "device": ctx.device,
+        "dtype": cfg.dtype,
+        "rows": sw.rows,  # rank 0 only: every rank has the data, but n copies of n-long arrays would be quadratic
+        "skipped": sw.skipped,
+        "stopped": sw.stopped,
+    }
 
 
 def bench_job(ctx, payload: dict) -> dict:

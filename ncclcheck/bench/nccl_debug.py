@@ -22,13 +22,52 @@ CHECK_ID = "nccl.transport"
 DEBUG_SUBSYS = "INIT,BOOTSTRAP,NET,ENV"
 
 
-def nccl_debug_env(log_dir: str) -> dict[str, str]:
-    """Variables that make NCCL log its choices to <log_dir>/nccl.<host>.<pid> (NCCL expands %h and %p)."""
-    return {
+def nccl_debug_env(log_dir: str, host: Optional[str] = None, dump_rank: Optional[int] = None) -> dict[str, str]:
+    """Variables that make NCCL log its choices to <log_dir>/nccl.<host>.<pid> (NCCL expands %h and %p).
+
+    With `host`, also the topology and graph dumps beside it, one per host (NCCL does not expand %h in these, so the
+    name is ours): <log_dir>/nccl-topo.<host>.xml and nccl-graph.<host>.xml, written by the rank `dump_rank` (the
+    node's first global rank, so that every host writes its own; NCCL's default is rank 0 only)."""
+    env = {
         "NCCL_DEBUG": "INFO",
         "NCCL_DEBUG_SUBSYS": DEBUG_SUBSYS,
         "NCCL_DEBUG_FILE": os.path.join(log_dir, "nccl.%h.%p"),
     }
+    if host:
+        env["NCCL_TOPO_DUMP_FILE"] = os.path.join(log_dir, f"nccl-topo.{host}.xml")
+        env["NCCL_GRAPH_DUMP_FILE"] = os.path.join(log_dir, f"nccl-graph.{host}.xml")
+        if dump_rank is not None:
+            env["NCCL_TOPO_DUMP_FILE_RANK"] = env["NCCL_GRAPH_DUMP_FILE_RANK"] = str(int(dump_rank))
+    return env
+
+
+def captures_section(results: Iterable[dict]) -> dict:
+    """The report's `nccl_captures`: per host, the debug log, topology and graph dumps the GPU run left, so the
+    report links them (files that were not written are left out)."""
+    out: dict[str, dict] = {}
+    for r in results:
+        if not isinstance(r, dict):
+            continue
+        host = r.get("host") or f"node{r.get('node_rank')}"
+        entry = out.setdefault(host, {"node_rank": r.get("node_rank"), "debug": []})
+        if r.get("file") and r.get("parsed") is not None:
+            entry["debug"].append(r["file"])
+        for kind in ("topo", "graph"):
+            if r.get(f"{kind}_file"):
+                entry[kind] = r[f"{kind}_file"]
+    return out
+
+
+def transport_checks(results: Iterable[dict], recommendations: Iterable[Any] = ()) -> list[CheckResult]:
+    """nccl.transport per node from the GPU run's parsed debug logs (the node's first rank that logged)."""
+    by_node: dict = {}
+    for r in results:
+        if isinstance(r, dict) and r.get("parsed") is not None:
+            by_node.setdefault(r.get("node_rank"), r["parsed"])
+    if not by_node:
+        return [compare_with_recommendation({}, recommendations)]
+    return [compare_with_recommendation(p, recommendations, node=n) for n, p in sorted(by_node.items(),
+                                                                                       key=lambda kv: kv[0] or 0)]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -264,6 +303,37 @@ def _describe(parsed: dict, used_ifs: list[str]) -> str:
     return "; ".join(bits) or "nothing it logged could be read"
 
 
+_LINE_HOST = re.compile(r"^([\w.-]+):\d+:\d+ \[\d+\] NCCL", re.M)
+
+
+def capture_host(path: str, text: str) -> Optional[str]:
+    """The host a saved NCCL_DEBUG capture came from: its lines' `host:pid:tid` prefix, else an nccl.<host>.<pid>
+    file name."""
+    m = _LINE_HOST.search(text or "")
+    if m:
+        return m.group(1)
+    parts = os.path.basename(path).split(".")
+    return parts[1] if len(parts) >= 3 and parts[0] == "nccl" else None
+
+
+def checks_from_captures(captures: dict[str, str], nodes: Iterable[Any] = (),
+                         recommendations: Iterable[Any] = ()) -> list[CheckResult]:
+    """nccl.transport for each saved capture (path -> text), on the node whose hostname it names when the report
+    has that node; captures of one host are read together (one file per process)."""
+    ranks = {str(getattr(n, "hostname", "")).split(".")[0]: getattr(n, "node_rank", None) for n in nodes}
+    by_host: dict[str, list[str]] = {}
+    for path, text in captures.items():
+        by_host.setdefault(capture_host(path, text) or path, []).append(text)
+    out = []
+    for host, texts in by_host.items():
+        node = ranks.get(host.split(".")[0])
+        r = compare_with_recommendation(parse_nccl_debug("\n".join(texts)), recommendations, node=node)
+        ev = dict(r.evidence, host=host)
+        out.append(CheckResult(r.id, r.status, r.summary if node is not None or host in r.summary
+                               else f"{host}: {r.summary}", r.detail, r.fix, r.node, ev))
+    return out
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # the GPU job
 
@@ -272,8 +342,10 @@ def nccl_debug_job(ctx, payload: dict) -> dict:
     """Job: a fresh NCCL communicator + one all_reduce, then every rank parses its own NCCL_DEBUG_FILE.
 
     payload: {"log_dir": optional dir (default ctx.log_dir), "bytes": optional all_reduce size (default 1 MiB)}.
-    Returns {"rank", "node_rank", "parsed", "file", "note"}; parsed is None when the run could not happen."""
-    base = {"rank": ctx.rank, "node_rank": ctx.node_rank, "parsed": None, "file": None, "note": ""}
+    Returns {"rank", "node_rank", "host", "parsed", "file", "note"} plus "topo_file"/"graph_file" on a node's first
+    rank when NCCL wrote those dumps; parsed is None when the run could not happen."""
+    host = hostname().split(".")[0]
+    base = {"rank": ctx.rank, "node_rank": ctx.node_rank, "host": host, "parsed": None, "file": None, "note": ""}
     if ctx.backend != "nccl" or not str(ctx.device).startswith("cuda"):
         return {**base, "note": "the NCCL transport check needs the nccl backend on a GPU"}
     import torch
@@ -284,7 +356,7 @@ def nccl_debug_job(ctx, payload: dict) -> dict:
         return {**base, "note": "no log directory for NCCL_DEBUG_FILE"}
     os.makedirs(log_dir, exist_ok=True)
     note = ""
-    want = nccl_debug_env(log_dir)
+    want = nccl_debug_env(log_dir, host, dump_rank=ctx.node_rank * ctx.local_world_size)
     if os.environ.get("NCCL_DEBUG_FILE") != want["NCCL_DEBUG_FILE"]:
         # NCCL reads these once, at init: they must come from whoever started this rank (run_job(env=...) or the
         # launcher). Setting them here would be too late, and would change the user's environment.
@@ -299,8 +371,13 @@ def nccl_debug_job(ctx, payload: dict) -> dict:
     finally:
         dist.destroy_process_group(group)
     pid = os.getpid()
+    if ctx.local_rank == 0:  # the node's dump rank wrote them (during the new group's init)
+        for kind in ("topo", "graph"):
+            dump = os.environ.get(f"NCCL_{kind.upper()}_DUMP_FILE")
+            if dump and os.path.isfile(dump):
+                base[f"{kind}_file"] = dump
     files = glob.glob(os.path.join(log_dir, f"nccl.*.{pid}"))
-    path = files[0] if files else os.path.join(log_dir, f"nccl.{hostname().split('.')[0]}.{pid}")
+    path = files[0] if files else os.path.join(log_dir, f"nccl.{host}.{pid}")
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             text = f.read()

@@ -28,49 +28,57 @@ def nccl_time(us: Optional[float]) -> str:
     return f"{us:.2f}"
 
 
-def _wrong(row: Optional[BenchRow]) -> Text:
-    if row is None:
-        return Text("")
+def _wrong(row: BenchRow) -> Text:
     if row.wrong is None:
         return Text("N/A", style="dim")
     return Text(str(row.wrong), style="bold red" if row.wrong else "green")
 
 
-def _cells(row: Optional[BenchRow]) -> list:
-    if row is None:
-        return ["", "", "", ""]
-    return [nccl_time(row.time_us), f"{row.algbw_gbps:.2f}", f"{row.busbw_gbps:.2f}", _wrong(row)]
+def _variation(row: BenchRow) -> tuple[str, Text]:
+    """(p99 cell, cv cell): '-' for rows saved before per-iteration timing existed."""
+    st = row.extra.get("iter_stats")
+    if not isinstance(st, dict):
+        return "-", Text("-", style="dim")
+    cv = Text(f"{100 * st['cv']:.0f}%")
+    if st.get("high_variation"):
+        cv.stylize("bold yellow")
+        cv.append("!", style="bold yellow")
+    return nccl_time(st["p99_us"]), cv
+
+
+# (header, justify): two-line headers so that no header is wider than the numbers under it; nccl-tests' type, redop
+# and root columns go to the title (one value per table), which is what lets a row fit in 80 columns.
+_COLUMNS = (("size\n(B)", "right"), ("count\n(elts)", "right"), ("place", "left"), ("time\n(us)", "right"),
+            ("p99\n(us)", "right"), ("var\n(cv)", "right"), ("algbw\n(GB/s)", "right"), ("busbw\n(GB/s)", "right"),
+            ("#wrong", "right"))
 
 
 def bench_table(rows: Iterable[BenchRow], op: str, dtype: str) -> Table:
-    """One op's sweep: size, count, type, redop, root, then time/algbw/busbw/#wrong out-of-place and in-place."""
-    rows = [r for r in rows if r.op == op and r.dtype == dtype]
-    by_size: dict[int, dict[bool, BenchRow]] = {}
+    """One op's sweep, one line per (size, placement), compact enough for an 80-column terminal: size, count,
+    placement, mean time (the nccl-tests figure), p99 over iterations, coefficient of variation (flagged with '!'
+    when high), algbw, busbw, #wrong. Numbers are never cut: on a terminal narrower than the table a cell folds
+    onto a second line instead of ending in an ellipsis."""
+    rows = sorted((r for r in rows if r.op == op and r.dtype == dtype), key=lambda r: (r.bytes, bool(r.in_place)))
+    title = f"{op}  type {dtype}  redop {_REDOP.get(op, 'none')}  root {_ROOT.get(op, '-1')}"
+    t = Table(title=title, title_justify="left", show_edge=False, pad_edge=False, box=None, padding=(0, 1),
+              header_style="bold")
+    for name, just in _COLUMNS:
+        t.add_column(name, justify=just, overflow="fold")
     for r in rows:
-        by_size.setdefault(r.bytes, {})[bool(r.in_place)] = r
-    has_ip = any(True in v for v in by_size.values())
-    t = Table(title=f"{op} ({dtype})", title_justify="left", show_edge=False, pad_edge=False)
-    for name in ("size (B)", "count (elements)", "type", "redop", "root"):
-        t.add_column(name, justify="right" if name.startswith(("size", "count", "root")) else "left")
-    for place in ("out-of-place",) + (("in-place",) if has_ip else ()):
-        t.add_column(f"{place}\ntime (us)", justify="right")
-        t.add_column("algbw\n(GB/s)", justify="right")
-        t.add_column("busbw\n(GB/s)", justify="right")
-        t.add_column("#wrong", justify="right")
-    for size in sorted(by_size):
-        pair = by_size[size]
-        any_row = pair.get(False) or pair.get(True)
-        size_cell = Text(str(size))
-        req = any_row.extra.get("requested_bytes")
-        if req is not None:
+        size_cell = Text(str(r.bytes))
+        if r.extra.get("requested_bytes") is not None:
             size_cell.append("*", style="yellow")
-        cells: list = [size_cell, str(any_row.count), dtype, _REDOP.get(op, "none"), _ROOT.get(op, "-1")]
-        cells += _cells(pair.get(False))
-        if has_ip:
-            cells += _cells(pair.get(True))
-        t.add_row(*cells)
+        p99, cv = _variation(r)
+        t.add_row(size_cell, str(r.count), "in" if r.in_place else "out", nccl_time(r.time_us), p99, cv,
+                  f"{r.algbw_gbps:.2f}", f"{r.busbw_gbps:.2f}", _wrong(r))
+    notes = []
     if any(r.extra.get("requested_bytes") is not None for r in rows):
-        t.caption = "* rounded down from the requested size as nccl-tests does (per-rank chunks of 16 bytes)"
+        notes.append("* rounded down from the requested size as nccl-tests does (per-rank chunks of 16 bytes)")
+    if any((r.extra.get("iter_stats") or {}).get("high_variation") for r in rows):
+        notes.append("! iteration times vary a lot: p99 is far from the mean; look for other jobs, CPU contention "
+                     "or a flapping link")
+    if notes:
+        t.caption = "\n".join(notes)
         t.caption_justify = "left"
     return t
 

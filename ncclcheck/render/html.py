@@ -178,6 +178,26 @@ def _recommendations(report: Report) -> str:
 
 # ---------------------------------------------------------------- bench and links
 
+def _bench_note(r: BenchRow) -> str:
+    """What a reader can act on for one row (the late rank, unsteady iterations, wrong ranks, rounding), or nothing.
+    The bench decided each of these; this only words them."""
+    parts = []
+    if r.extra.get("late_rank") is not None:
+        part = f"rank {r.extra['late_rank']} arrived {format_us(r.extra.get('late_by_us') or 0)} late"
+        if r.extra.get("arrival_spread_us") is not None:
+            part += f" (arrival spread {format_us(r.extra['arrival_spread_us'])})"
+        parts.append(part)
+    st = r.extra.get("iter_stats") or {}
+    if st.get("high_variation"):
+        parts.append(f"unsteady: iterations vary by {100 * st['cv']:.0f}% (max {format_us(st['max_us'])})")
+    if r.extra.get("rank_wrong"):
+        bad = [str(k) for k, w in enumerate(r.extra["rank_wrong"]) if w]
+        parts.append(f"wrong results on rank {', '.join(bad)}")
+    if r.extra.get("requested_bytes") is not None:
+        parts.append(f"requested {format_bytes(r.extra['requested_bytes'])}, rounded as nccl-tests does")
+    return "; ".join(parts)
+
+
 def _bench(report: Report) -> str:
     rows: list[BenchRow] = report.bench or []
     out = ['<section id="bench"><h2>Bench</h2>']
@@ -199,7 +219,8 @@ def _bench(report: Report) -> str:
                    "<code>pip install 'ncclcheck[html]'</code>, then <code>ncclcheck report RUN.json --html "
                    "FILE</code>.</p>")
     out.append('<table class="bench"><thead><tr><th>op</th><th class="num">size</th><th class="num">count</th>'
-               '<th>dtype</th><th>placement</th><th class="num">time</th><th class="num">algbw</th>'
+               '<th>dtype</th><th>placement</th><th class="num">time</th><th class="num">p99</th>'
+               '<th class="num">algbw</th>'
                '<th class="num">busbw</th><th class="num">wrong</th><th class="num">rank times</th><th>note</th>'
                "</tr></thead><tbody>")
     for op, op_rows in ops.items():
@@ -212,17 +233,35 @@ def _bench(report: Report) -> str:
             times = [t for t in r.rank_time_us if isinstance(t, (int, float))]
             if len(times) > 1:
                 spread = f"{format_us(min(times))} – {format_us(max(times))}"
-            note = "; ".join(f"{k}: {v}" for k, v in sorted(r.extra.items()))
+            note = _bench_note(r)
+            st = r.extra.get("iter_stats") or {}
+            p99 = format_us(st["p99_us"]) if "p99_us" in st else "-"
             out.append(
                 f'<tr class="{"status-fail" if r.wrong else ""}"><td>{e(op)}</td>'
                 f'<td class="num">{e(format_bytes(r.bytes))}</td><td class="num">{r.count}</td><td>{e(r.dtype)}</td>'
                 f"<td>{'in-place' if r.in_place else 'out-of-place'}</td>"
-                f'<td class="num">{e(format_us(r.time_us))}</td><td class="num">{e(format_gbps(r.algbw_gbps))}</td>'
+                f'<td class="num">{e(format_us(r.time_us))}</td><td class="num">{e(p99)}</td>'
+                f'<td class="num">{e(format_gbps(r.algbw_gbps))}</td>'
                 f'<td class="num">{e(format_gbps(r.busbw_gbps))}</td><td class="num">{wrong}</td>'
                 f'<td class="num">{e(spread)}</td><td>{e(note)}</td></tr>'
             )
-    out.append("</tbody></table></section>")
+    out.append("</tbody></table>")
+    out.append(_nccl_captures(report.extra.get("nccl_captures") or {}))
+    out.append("</section>")
     return "\n".join(out)
+
+
+def _nccl_captures(captures: dict) -> str:
+    """Links to what NCCL itself wrote on each host during bench --nccl-capture (debug log, topology, graph)."""
+    if not captures:
+        return ""
+    items = []
+    for host, c in sorted(captures.items()):
+        files = [("debug log", p) for p in c.get("debug") or []] + \
+                [(k, c[k]) for k in ("topo", "graph") if c.get(k)]
+        links = ", ".join(f'<a href="file://{e(p)}">{e(kind)}</a>' for kind, p in files) or "nothing written"
+        items.append(f"<li>{e(host)}: {links}</li>")
+    return '<h3>NCCL captures</h3><ul class="nccl-captures">' + "".join(items) + "</ul>"
 
 
 def _cell_colour(value: float, top: float) -> str:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from typing import Optional
 
+from ncclcheck.bench import stats
 from ncclcheck.bench.collectives import bench_config_from_payload, run_sweep
+from ncclcheck.bench.runners import make_runner
 
 
 class CountingObserver:
@@ -21,16 +25,51 @@ class CountingObserver:
         self.stopped = True
 
 
+def corrupt(output) -> None:
+    """Perturb a rank's output after the collective so the check must catch it."""
+    flat = output.reshape(-1)
+    n = flat.numel()
+    # Every check value is >= 0, so -1 differs from whatever belongs there, exactly, in every dtype (adding 1 would
+    # not: 256 + 1 rounds back to 256 in bfloat16).
+    for i in sorted({0, n // 2, n - 1}):
+        flat[i] = -1
+
+
+def corrupting_factory(spec: Optional[dict]):
+    """A runner factory that damages the output after every call on one rank (spec: {"rank", "op"?, "in_place"?}):
+    the fault a broken GPU or transport would cause, injected through run_sweep's seam instead of product code."""
+    if not spec:
+        return make_runner
+
+    def factory(op, in_place, bufs, counts, rank, nranks, group=None):
+        runner = make_runner(op, in_place, bufs, counts, rank, nranks, group)
+        if rank != spec["rank"] or spec.get("op", op) != op or spec.get("in_place", in_place) != in_place:
+            return runner
+
+        def call() -> None:
+            runner.call()
+            corrupt(runner.output)
+
+        return dataclasses.replace(runner, call=call)
+
+    return factory
+
+
 def sweeps(ctx, payload: dict) -> dict:
-    """Several sweeps on one world: payload = {"runs": [{"cfg": <bench payload>, "hooks": {...}, "deadline_s": x}]}.
+    """Several sweeps on one world: payload = {"runs": [{"cfg": <bench payload>, "corrupt": {...}, "deadline_s": x}]}.
 
     One world per rank count keeps the suite fast on a 2-core machine."""
     out = []
     for run in payload["runs"]:
-        ctx.test_hooks = run.get("hooks") or {}
         ctx.deadline = time.monotonic() + run["deadline_s"] if run.get("deadline_s") is not None else float("inf")
         obs = ctx.observer = CountingObserver()
-        res = run_sweep(ctx, bench_config_from_payload(run["cfg"]))
+        default_cap = stats.MAX_SAMPLES
+        # A small sample cap makes striding show without 10,000 iterations.
+        stats.MAX_SAMPLES = run.get("max_samples") or default_cap
+        try:
+            res = run_sweep(ctx, bench_config_from_payload(run["cfg"]), corrupting_factory(run.get("corrupt")))
+        finally:
+            stats.MAX_SAMPLES = default_cap
         res["progress"] = {"total": obs.total, "advanced": obs.advanced, "stopped": obs.stopped}
         out.append(res)
     return {"runs": out}

@@ -33,6 +33,8 @@ def test_nccl_sweep_is_exact_and_timed_with_cuda_events():
     for r in out["rows"]:
         assert r["wrong"] == 0, r
         assert r["time_us"] > 0
+        st = r["iter_stats"]  # one CUDA event per iteration
+        assert st["iters"] == 5 and st["min_us"] <= st["p50_us"] <= st["p99_us"] <= st["max_us"]
 
 
 def test_nccl_debug_log_is_written_and_parsed(tmp_path):
@@ -45,3 +47,16 @@ def test_nccl_debug_log_is_written_and_parsed(tmp_path):
     parsed = res[0]["result"]["parsed"]
     assert parsed is not None, res[0]["result"]["note"]
     assert parsed["version"] and parsed["bootstrap"]
+
+
+def test_nccl_capture_dumps_topology_and_graph_per_host(tmp_path):
+    from ncclcheck.bench.nccl_debug import captures_section
+    from tests.dist_harness import run_job
+
+    n = _nranks()
+    res = run_job("ncclcheck.bench.nccl_debug.nccl_debug_job", {"log_dir": str(tmp_path)}, nranks=n,
+                  backend="nccl", timeout=300, log_dir=str(tmp_path))
+    sec = captures_section([r["result"] for r in res])
+    (host,) = sec
+    assert sec[host]["debug"] and sec[host].get("topo"), (sec, res[0]["result"]["note"])
+    assert "<system" in open(sec[host]["topo"]).read()

@@ -30,7 +30,10 @@ def _cfg(**kw) -> dict:
 def _runs() -> list[dict]:
     runs = [{"cfg": _cfg(dtype=dt)} for dt in DTYPES]
     runs.append({"cfg": _cfg(ops=("all_reduce", "all_gather"), dtype="bfloat16", in_place=False),
-                 "hooks": {"corrupt": {"rank": 1, "op": "all_reduce"}}})
+                 "corrupt": {"rank": 1, "op": "all_reduce"}})
+    # 7 iterations, at most 3 timestamps: samples are means of 3, 3 and 1 iterations.
+    runs.append({"cfg": _cfg(ops=("all_reduce",), dtype="float32", in_place=False, iters=7, sizes=(4096,)),
+                 "max_samples": 3})
     # A deadline already inside the safety margin: nothing may start, and the job must still return.
     runs.append({"cfg": _cfg(ops=("all_reduce",), dtype="float32", in_place=False), "deadline_s": 0.2})
     return runs
@@ -64,6 +67,11 @@ def test_every_op_and_dtype_is_exact_or_skipped_with_a_reason(world):
             assert r["dtype"] == dtype and len(r["rank_time_us"]) == n
             assert r["time_us"] == max(r["rank_time_us"])
             assert len(r["arrival"]["barrier_wait_us"]) == n
+            st = r["iter_stats"]  # every timed iteration, slowest rank each, summarised
+            assert st["iters"] == 2 and len(st["iter_us"]) == 2 and all(0 <= k < n for k in st["slowest_rank"])
+            assert st["min_us"] <= st["p50_us"] <= st["p99_us"] <= st["max_us"] == max(st["iter_us"])
+            assert sum(st["slowest_rank_counts"].values()) == 2 and st["cv"] >= 0
+            assert r["arrival_spread_us"] >= 0
         assert run["stopped"] is None
 
 
@@ -102,6 +110,14 @@ def test_corrupted_output_is_caught(world):
     rows = rows_from_result(run)
     verdict = correctness(rows, BenchConfig(check=True))
     assert verdict.status is Status.FAIL and "all_reduce 4K bfloat16" in verdict.summary
+
+
+def test_long_loops_are_sampled_per_stride(world):
+    n, res = world
+    (row,) = res[0]["result"]["runs"][len(DTYPES) + 1]["rows"]
+    st = row["iter_stats"]
+    assert (st["iters"], st["stride"], len(st["iter_us"]), len(st["slowest_rank"])) == (7, 3, 3, 3)
+    assert st["min_us"] <= st["p50_us"] <= st["max_us"]
 
 
 def test_deadline_stops_before_starting_a_size(world):

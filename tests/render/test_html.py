@@ -147,3 +147,31 @@ def test_unavailable_fact_groups_render_as_a_note():
     report.nodes[0].facts["rdma"] = "garbage from an old version"
     text = " ".join(Page(html_mod.render_html(report)).text)
     assert "unavailable: psutil failed" in text
+
+
+def test_bench_note_column_names_what_a_user_can_act_on():
+    """Issue 15: the note column showed raw dicts ("arrival: {'barrier_wait_us': ...}"); now it names the late rank,
+    unsteady iterations, wrong ranks and rounding, and stays empty otherwise."""
+    from ncclcheck.model import BenchRow, Report
+
+    stats = {"iters": 20, "p50_us": 100.0, "p99_us": 900.0, "min_us": 90.0, "max_us": 950.0, "cv": 0.45,
+             "high_variation": True}
+    arrival = {"barrier_wait_us": [1.0, 2.0], "start_offset_us": [0.5, 400.0], "wall_start_s": [1.0, 1.0]}
+    late = BenchRow("all_reduce", 1 << 20, 1 << 18, "float32", False, 500.0, 2.0, 4.0, 3, [500.0, 100.0],
+                    {"arrival": arrival, "late_rank": 1, "late_by_us": 399.5, "arrival_spread_us": 399.5,
+                     "iter_stats": stats, "rank_wrong": [0, 3], "in_place_call": True})
+    quiet = BenchRow("all_reduce", 2 << 20, 1 << 19, "float32", False, 600.0, 2.0, 4.0, 0, [600.0, 590.0],
+                     {"arrival": arrival, "arrival_spread_us": 2.0, "in_place_call": True,
+                      "iter_stats": dict(stats, cv=0.01, high_variation=False, p99_us=610.0)})
+    rep = Report(command="bench", version="0", started="now", bench=[late, quiet])
+    page = render_html(rep)
+    assert "barrier_wait_us" not in page and "in_place_call" not in page and "{" not in _bench_section(page)
+    text = " ".join(Page(page).text)
+    assert "rank 1 arrived" in text and "late" in text and "unsteady: iterations vary by 45%" in text
+    assert "wrong results on rank 1" in text
+    notes = re.findall(r"<td>([^<]*)</td></tr>", _bench_section(page))
+    assert notes[1] == ""  # nothing to act on: an empty note
+
+
+def _bench_section(page: str) -> str:
+    return page[page.index('<section id="bench">'):page.index("</section>", page.index('<section id="bench">'))]

@@ -10,6 +10,7 @@ import torch
 
 from ncclcheck.bench import check as chk
 from ncclcheck.bench.ops import OPS, coll_counts, torch_dtype
+from tests.bench.jobs import corrupt
 
 
 def _inputs(op, dtype, n, counts):
@@ -84,7 +85,7 @@ def test_corruption_is_always_visible():
         exp = chk.expected_output("all_reduce", dtype, 2, 0, counts)
         out = exp.to(torch_dtype(dtype)).clone()
         assert chk.count_wrong(out, exp) == 0
-        chk.corrupt(out)
+        corrupt(out)
         assert chk.count_wrong(out, exp) == 3
 
 

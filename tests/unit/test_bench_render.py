@@ -30,10 +30,54 @@ ROWS = [
 
 def test_table_has_nccl_tests_columns_and_values():
     out = _text(bench_tables(ROWS))
-    for word in ("size (B)", "count (elements)", "redop", "out-of-place", "in-place", "busbw", "#wrong",
-                 "all_reduce (float32)", "1048576", "150.2", "12.50", "6.99", "sum", "N/A"):
+    # Issue 15 changed the layout: placement is a column ("out"/"in" rows) and type/redop/root moved to the title.
+    for word in ("size", "count", "redop sum", "place", "busbw", "#wrong", "p99", "all_reduce  type float32",
+                 "1048576", "150.2", "12.50", "6.99", "sum", "N/A"):
         assert word in out, word
+    lines = out.splitlines()
+    assert any(" out " in ln and "150.2" in ln for ln in lines) and any(" in " in ln and "140.0" in ln for ln in lines)
     assert "1048560*" in out and "rounded down" in out  # the all_gather row was rounded
+
+
+def _stats(p99, cv, high=False):
+    return {"iters": 20, "p50_us": p99 / 2, "p99_us": p99, "min_us": 1.0, "max_us": p99, "cv": cv,
+            "high_variation": high}
+
+
+def _lines80(renderable) -> list[str]:
+    c = Console(record=True, width=80, color_system=None)
+    c.print(renderable)
+    return c.export_text().splitlines()
+
+
+def test_80_columns_never_cut_a_number_or_header():
+    """The sizes and counts of a 1G sweep, times in the millions of us: every digit on one line at 80 columns."""
+    rows = []
+    for size in (4, 16777216, 1 << 30):
+        for in_place in (False, True):
+            rows.append(BenchRow("all_reduce", size, size, "int8", in_place, 1234567.8, 1234.56, 2469.12, 0,
+                                 [1.0, 2.0], {"iter_stats": _stats(2345678.9, 0.05)}))
+    lines = _lines80(bench_tables(rows))
+    text = "\n".join(lines)
+    assert "…" not in text and max(len(ln) for ln in lines) <= 80
+    for token in ("16777216", "1073741824", "1234568", "2345679", "1234.56", "2469.12", "(elts)", "(GB/s)",
+                  "#wrong"):
+        assert token in text, token
+
+
+def test_p99_and_high_variation_are_shown_and_flagged():
+    rows = [BenchRow("all_gather", 1 << 20, 1 << 18, "float32", False, 100.0, 1.0, 1.0, None, [100.0, 90.0],
+                     {"iter_stats": _stats(950.0, 0.42, True)}),
+            BenchRow("all_gather", 2 << 20, 1 << 19, "float32", False, 200.0, 1.0, 1.0, None, [200.0, 190.0],
+                     {"iter_stats": _stats(210.0, 0.03)})]
+    text = "\n".join(_lines80(bench_tables(rows)))
+    assert "950.0" in text and "42%!" in text and "3%" in text and "3%!" not in text
+    assert "vary a lot" in text
+
+
+def test_rows_without_iteration_stats_render_dashes():
+    text = "\n".join(_lines80(bench_tables(ROWS[:1])))
+    assert "12.50" in text and " - " in text
 
 
 def test_nccl_time_format():

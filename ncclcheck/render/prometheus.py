@@ -1,0 +1,144 @@
+"""Prometheus text exposition of a Report, for node_exporter's textfile collector (`--prometheus FILE`).
+
+Metric names start with `ncclcheck_` and use base units (seconds, bytes per second: nccl-tests' GB/s are 1e9 B/s).
+A check's status is an enum: one sample per possible status, 1 for the current one, so `== 1` alerts need no
+mapping table. Every metric of one run carries `command`, so a bench file and a preflight file can sit side by side
+in the collector's directory without clashing. Formats only: every number comes from the Report.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Iterable
+from typing import Optional
+
+from ..model import Report, Status
+
+PREFIX = "ncclcheck_"
+_STATUSES = [s.value for s in (Status.PASS, Status.SKIP, Status.WARN, Status.FAIL)]
+_GB = 1e9  # nccl-tests' GB/s
+
+
+def _escape(value: object) -> str:
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _labels(labels: dict) -> str:
+    if not labels:
+        return ""
+    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items()) + "}"
+
+
+def _num(x: float) -> str:
+    return repr(float(x)) if x == x else "NaN"
+
+
+class _Family:
+    def __init__(self, name: str, kind: str, help_text: str):
+        self.name, self.kind, self.help, self.samples = PREFIX + name, kind, help_text, []
+
+    def add(self, value: float, **labels) -> None:
+        self.samples.append((labels, value))
+
+    def lines(self) -> list[str]:
+        if not self.samples:
+            return []
+        out = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} {self.kind}"]
+        out += [f"{self.name}{_labels(lb)} {_num(v)}" for lb, v in self.samples]
+        return out
+
+
+def _epoch(started: str) -> Optional[float]:
+    try:
+        return _dt.datetime.fromisoformat(started).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+def _hostnames(report: Report) -> dict[int, str]:
+    return {n.node_rank: n.hostname for n in report.nodes}
+
+
+def _run(report: Report) -> list[_Family]:
+    cmd = report.command
+    info = _Family("info", "gauge", "ncclcheck version and the world of this run (value is always 1)")
+    info.add(1, command=cmd, version=report.version, backend=report.world.backend, launcher=report.world.launcher,
+             nnodes=report.world.nnodes, world_size=report.world.world_size)
+    status = _Family("run_status", "gauge", "overall verdict of the run: 1 for the current status")
+    for s in _STATUSES:
+        status.add(1 if report.status.value == s else 0, command=cmd, status=s)
+    code = _Family("run_exit_code", "gauge", "exit code of the run (0 ok, 1 failed, 2 usage, 3 internal)")
+    code.add(report.exit_code, command=cmd)
+    dur = _Family("run_duration_seconds", "gauge", "wall time of the run")
+    dur.add(report.duration_s, command=cmd)
+    ts = _Family("run_timestamp_seconds", "gauge", "when the run started (Unix time)")
+    t = _epoch(report.started)
+    if t is not None:
+        ts.add(t, command=cmd)
+    partial = _Family("run_partial", "gauge", "1 when the run was cut short and holds only what it gathered")
+    partial.add(1 if report.partial else 0, command=cmd)
+    return [info, status, code, dur, ts, partial]
+
+
+def _checks(report: Report) -> list[_Family]:
+    hosts = _hostnames(report)
+    fam = _Family("check_status", "gauge", "status of one check on one node (node=all: cross-node); 1 for the "
+                  "current status")
+    for c in report.checks:
+        node = "all" if c.node is None else str(c.node)
+        host = hosts.get(c.node, "") if c.node is not None else ""
+        for s in _STATUSES:
+            fam.add(1 if c.status.value == s else 0, command=report.command, check=c.id, node=node, hostname=host,
+                    status=s)
+    return [fam]
+
+
+def _bench(report: Report) -> list[_Family]:
+    busbw = _Family("bench_busbw_bytes_per_second", "gauge", "bus bandwidth (nccl-tests busbw) per op, dtype, size")
+    algbw = _Family("bench_algbw_bytes_per_second", "gauge", "algorithm bandwidth (nccl-tests algbw)")
+    mean = _Family("bench_time_seconds", "gauge", "mean time per operation, slowest rank (nccl-tests time)")
+    p99 = _Family("bench_time_p99_seconds", "gauge", "99th percentile of the per-iteration time (slowest rank)")
+    cv = _Family("bench_time_cv_ratio", "gauge", "coefficient of variation of the per-iteration time")
+    wrong = _Family("bench_wrong_elements", "gauge", "elements that differ from the exact result (--check)")
+    for r in report.bench or []:
+        lb = {"op": r.op, "dtype": r.dtype, "bytes": r.bytes, "in_place": "true" if r.in_place else "false"}
+        busbw.add(r.busbw_gbps * _GB, **lb)
+        algbw.add(r.algbw_gbps * _GB, **lb)
+        mean.add(r.time_us * 1e-6, **lb)
+        st = r.extra.get("iter_stats") or {}
+        if "p99_us" in st:
+            p99.add(st["p99_us"] * 1e-6, **lb)
+            cv.add(st["cv"], **lb)
+        if r.wrong is not None:
+            wrong.add(r.wrong, **lb)
+    return [busbw, algbw, mean, p99, cv, wrong]
+
+
+def _links(report: Report) -> list[_Family]:
+    links = report.links or {}
+    hosts = _hostnames(report)
+    if isinstance(links.get("hosts"), list):  # the matrix's own names, index by index
+        hosts = dict(enumerate(str(h) for h in links["hosts"]))
+    bw = _Family("link_bandwidth_bytes_per_second", "gauge", "measured bandwidth from node a to node b")
+    for a, row in enumerate(links.get("matrix_gbps") or []):
+        for b, gbps in enumerate(row or []):
+            if gbps is not None and a != b:
+                bw.add(gbps * _GB, a=a, b=b, a_hostname=hosts.get(a, ""), b_hostname=hosts.get(b, ""),
+                       size=links.get("size", ""))
+    slow = _Family("link_slow_node", "gauge", "1 for each node the links run named slow")
+    for n in links.get("slow_nodes") or []:
+        slow.add(1, node=n, hostname=hosts.get(n, ""))
+    slow_links = _Family("link_slow", "gauge", "1 for each link (node pair) the links run named slow")
+    for s in links.get("slow") or []:
+        slow_links.add(1, a=s.get("a"), b=s.get("b"))
+    return [bw, slow, slow_links]
+
+
+def render_prometheus(report: Report) -> str:
+    """The whole exposition, one family per metric name, ending in a newline (as the text format requires)."""
+    families: Iterable[_Family] = _run(report) + _checks(report) + _bench(report) + _links(report)
+    lines = [ln for f in families for ln in f.lines()]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["render_prometheus", "PREFIX"]

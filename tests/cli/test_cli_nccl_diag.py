@@ -1,0 +1,48 @@
+"""preflight --nccl-ras / --nccl-debug read recorded NCCL outputs into checks; bench --nccl-capture says plainly that
+it needs GPUs on a CPU run; the HTML report links the files a GPU run captured."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ncclcheck.model import BenchRow, Report
+from ncclcheck.render.html import render_html
+from tests.conftest import REPO, run_cli
+
+DATA = f"{REPO}/tests/data/nccl"
+
+
+def test_preflight_reads_ras_and_debug_captures(validate_report):
+    p = run_cli("preflight", "--nccl-ras", f"{DATA}/ras-dead-rank.json", "--nccl-debug", f"{DATA}/nccl.node-a.511",
+                "--json", "-")
+    assert p.returncode == 1, p.stderr  # a dead rank fails the run
+    doc = validate_report(p.stdout)
+    ras = next(c for c in doc["checks"] if c["id"] == "nccl.ras")
+    assert ras["status"] == "fail" and "rank 6" in ras["summary"]
+    tr = next(c for c in doc["checks"] if c["id"] == "nccl.transport")
+    assert "NET/IB" in tr["summary"] or "NET/IB" in tr["detail"]
+
+
+def test_missing_capture_file_is_a_usage_error():
+    p = run_cli("preflight", "--nccl-ras", "/nonexistent/ras.json")
+    assert p.returncode == 2 and "--nccl-ras" in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.mark.slow
+def test_bench_nccl_capture_on_cpu_is_a_skip_with_the_reason():
+    p = run_cli("bench", "--sizes", "4K", "--ops", "all_reduce", "--iters", "2", "--warmup", "1", "--nccl-capture",
+                "--json", "-", timeout=180)
+    assert p.returncode == 0, p.stderr
+    tr = next(c for c in json.loads(p.stdout)["checks"] if c["id"] == "nccl.transport")
+    assert tr["status"] == "skip" and "needs the nccl backend" in tr["summary"]
+
+
+def test_html_links_the_captured_files():
+    row = BenchRow("all_reduce", 4, 1, "float32", False, 1.0, 0.0, 0.0, None, [1.0])
+    rep = Report(command="bench", version="0", started="now", bench=[row],
+                 extra={"nccl_captures": {"gpu-a": {"node_rank": 0, "debug": ["/l/nccl.gpu-a.1"],
+                                                    "topo": "/l/nccl-topo.gpu-a.xml"}}})
+    page = render_html(Report.from_json(rep.to_json()))
+    assert 'href="file:///l/nccl-topo.gpu-a.xml"' in page and ">debug log<" in page

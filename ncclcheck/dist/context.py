@@ -52,5 +52,4 @@ class WorkerContext:
     # emit(kind, data): stream a partial result (e.g. one bench row) towards the report as soon as it exists, so
     # a run cut short still reports what it measured. The world decides where it goes (store, queue, file).
     emit: Callable[[str, dict], None] = lambda kind, data: None
-    test_hooks: dict = field(default_factory=dict)  # only tests set these (e.g. corrupt a result on one rank)
     log_dir: Optional[str] = None  # where jobs may write side files (NCCL_DEBUG_FILE...)

@@ -107,7 +107,7 @@ def _run_rank(spec: dict, st: JsonStore, job_fn: Callable, payload: dict, observ
                 backend=spec["backend"], device=device, timeout_s=spec["timeout_s"],
                 deadline=time.monotonic() + max(0.0, spec["deadline_wall"] - time.time()), store=st,
                 observer=observer if (observer is not None and rank == 0) else NullObserver(),
-                emit=_emitter(st, rank), test_hooks=spec.get("test_hooks") or {}, log_dir=spec.get("log_dir"),
+                emit=_emitter(st, rank), log_dir=spec.get("log_dir"),
             )
             result = job_fn(ctx, payload)
         finally:
@@ -203,7 +203,7 @@ def _local_world(world_config: WorldConfig, placement: Placement, log_dir: Optio
 
 
 def _spawn_ranks(lw: _LocalWorld, job_fn: Callable, payload: dict, log_dir: Optional[str],
-                 test_hooks: Optional[dict], env: Optional[dict]) -> dict:
+                 env: Optional[dict]) -> dict:
     """Start this node's ranks (spawned: a forked CUDA context would be unusable); {global rank: process}."""
     ctx = mp.get_context("spawn")
     child_env = worker_env(lw.backend, env, os.environ)
@@ -214,7 +214,7 @@ def _spawn_ranks(lw: _LocalWorld, job_fn: Callable, payload: dict, log_dir: Opti
         spec = {"host": lw.host, "port": lw.port, "prefix": lw.prefix, "rank": rank, "world_size": lw.world_size,
                 "local_rank": lr, "local_world_size": lw.nproc, "node_rank": lw.node, "nnodes": lw.nnodes,
                 "backend": lw.backend, "timeout_s": lw.timeout_s, "deadline_wall": deadline_wall,
-                "log_path": lw.log_path, "log_dir": log_dir, "test_hooks": (test_hooks or {}).get(rank) or {},
+                "log_path": lw.log_path, "log_dir": log_dir,
                 "env": child_env}
         p = ctx.Process(target=_worker_main, args=(spec, job_fn, payload), name=f"ncclcheck-rank{rank}", daemon=True)
         p.start()
@@ -267,12 +267,12 @@ def _say_done(st: JsonStore, server: bool, members: int) -> None:
 
 
 def _launch_local(world_config: WorldConfig, placement: Placement, job_fn: Callable, payload: dict,
-                  log_dir: Optional[str], test_hooks: Optional[dict], env: Optional[dict]) -> JobOutcome:
+                  log_dir: Optional[str], env: Optional[dict]) -> JobOutcome:
     lw = _local_world(world_config, placement, log_dir)
     bind_host = lw.host if lw.standalone else "0.0.0.0"
     st = open_store(bind_host if lw.server else lw.host, lw.port, lw.server, lw.timeout_s, lw.log_path, lw.prefix)
     deadline = time.monotonic() + lw.timeout_s
-    procs = _spawn_ranks(lw, job_fn, payload, log_dir, test_hooks, env)
+    procs = _spawn_ranks(lw, job_fn, payload, log_dir, env)
     hung = _reap(procs, deadline)
     # Ranks on other nodes finish on their own clock: wait for their results a little, bounded.
     out = _collect(st, lw.world_size, time.monotonic() + (0.5 if lw.standalone else min(10.0, lw.timeout_s)))
@@ -310,7 +310,7 @@ def _run_in_process(world_config: WorldConfig, placement: Placement, job_fn: Cal
 
 
 def run_job(world_config: WorldConfig, placement: Placement, job_fn: Callable, payload: dict,
-            observer: Any = None, log_dir: Optional[str] = None, test_hooks: Optional[dict] = None,
+            observer: Any = None, log_dir: Optional[str] = None,
             env: Optional[dict] = None) -> JobOutcome:
     """Run job_fn on every rank of the world this process belongs to; bounded by world_config.timeout_s.
 
@@ -318,4 +318,4 @@ def run_job(world_config: WorldConfig, placement: Placement, job_fn: Callable, p
     the launcher made this process, so its environment is the launcher's: run_job never rewrites os.environ."""
     if placement.worker_mode:
         return _run_in_process(world_config, placement, job_fn, payload, observer, log_dir)
-    return _launch_local(world_config, placement, job_fn, payload, log_dir, test_hooks, env)
+    return _launch_local(world_config, placement, job_fn, payload, log_dir, env)

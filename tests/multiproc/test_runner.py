@@ -22,9 +22,9 @@ def test_standalone_two_cpu_ranks_allreduce():
 
 def test_crash_hang_and_exception_are_named_and_emits_survive():
     w = WorldConfig(nproc_per_node=3, timeout_s=15)
-    hooks = {0: {"do": "raise"}, 1: {"do": "crash"}, 2: {"do": "hang"}}
+    faults = {"do": {"0": "raise", "1": "crash", "2": "hang"}}
     t = time.monotonic()
-    out = run_job(w, detect_placement({}, w), crash_or_hang_job, {}, test_hooks=hooks)
+    out = run_job(w, detect_placement({}, w), crash_or_hang_job, faults)
     assert time.monotonic() - t < 15 + 10
     reasons = {f["rank"]: f["reason"] for f in out.failures}
     assert "ValueError: bad input on this rank" in reasons[0]

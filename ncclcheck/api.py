@@ -11,7 +11,7 @@ from typing import Optional
 from . import __version__
 from .checks import run_local_checks
 from .checks.local import LocalInput
-from .config import Config, WorldConfig
+from .config import Budget, Config, WorldConfig
 from .facts import hostname_of
 from .model import NodeInfo, Report, WorldInfo
 from .recommend import NodeView, recommend_local
@@ -36,7 +36,7 @@ def _collect(config: Config) -> dict:
                               master_addr=config.world.master_addr, tool_version=__version__)
 
 
-def _probe_master(world: WorldConfig) -> Optional[dict]:
+def _probe_master(world: WorldConfig, budget: Optional[Budget] = None) -> Optional[dict]:
     """Single-node view of the master: node 0 tests the port is bindable; others connect (bounded)."""
     if world.master_addr is None:
         return None
@@ -44,8 +44,8 @@ def _probe_master(world: WorldConfig) -> Optional[dict]:
 
     if world.node_rank == 0:
         return probe.bind_test(world.master_addr, world.master_port)
-    return probe.probe_master(world.master_addr, world.master_port,
-                              deadline=time.monotonic() + world.timeout_s).to_json()
+    budget = budget or Budget(world.timeout_s)
+    return probe.probe_master(world.master_addr, world.master_port, deadline=budget.deadline("master_probe")).to_json()
 
 
 def _placement(config: Config):
@@ -74,7 +74,7 @@ def run_preflight(config: Optional[Config] = None, **overrides) -> Report:
                             nproc_per_node=placement.local_world_size or None, master_addr=placement.master_addr,
                             master_port=placement.master_port, backend=world.backend, timeout_s=world.timeout_s)
     facts = _collect(config) if placement.node_leader else {}
-    master = _probe_master(world) if placement.node_leader and not placement.worker_mode else None
+    master = _probe_master(world, config.budget) if placement.node_leader and not placement.worker_mode else None
     inp = LocalInput.of(facts, node_rank=world.node_rank, multi_node=placement.multi_node,
                         nproc_per_node=world.nproc_per_node, backend=world.backend, master=master)
     checks = run_local_checks(inp) if placement.node_leader else []
@@ -131,19 +131,19 @@ def _job_world(config: Config):
     placement = _placement(config)
     world = config.world
     if placement.multi_node and not placement.worker_mode and world.node_rank != 0:
-        m = _probe_master(world)
+        m = _probe_master(world, config.budget)
         if not m.get("ok"):
             raise WorldError(f"cannot reach master {world.master_addr}:{world.master_port}: {m.get('error')}")
     return world, placement
 
 
 
-def _run_world_job(world: WorldConfig, placement, job, payload: dict, observer=None):
+def _run_world_job(world: WorldConfig, placement, job, payload: dict, observer=None, budget=None, step_ops=1):
     """run_job with the run's log directory, so NCCL debug files and worker logs land beside the run's log."""
     from .dist.runner import run_job
 
     return run_job(world, placement, job, payload, observer=observer,
-                   log_dir=os.path.dirname(_log_path() or "") or None)
+                   log_dir=os.path.dirname(_log_path() or "") or None, budget=budget, step_ops=step_ops)
 
 
 def _job_report(command: str, config: Config, started: str, t0: float, world: WorldConfig, placement, out,
@@ -174,7 +174,9 @@ def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Re
     world_size = placement.world_size if placement.worker_mode else world.nnodes * (nproc or _default_nproc())
     cfg = validate(config.bench, world_size)  # UsageError before any rendezvous
     base_rows = gates.load_baseline(cfg.baseline) if cfg.baseline else None
-    out = _run_world_job(world, placement, bench_job, bench_config_to_payload(cfg), observer)
+    # Between two rows: the size's agreement, warm-up, barrier, timed iterations, check and stats collectives.
+    step_ops = (cfg.warmup + cfg.iters + 6) * (2 if cfg.in_place else 1)
+    out = _run_world_job(world, placement, bench_job, bench_config_to_payload(cfg), observer, config.budget, step_ops)
     result = out.results.get(0)
     if result is not None:
         rows = rows_from_result(result)
@@ -241,7 +243,8 @@ def run_links(config: Optional[Config] = None, observer=None, **overrides) -> Re
     except WorldError as exc:
         return _world_failure_report(config, "links", started, t0, str(exc))
     payload = payload_from_config(config.links or LinksConfig())
-    out = _run_world_job(world, placement, links_job, payload, observer)
+    # Between two emitted pair rows: one round (pair setup, warm-up, timed transfers both ways, the report).
+    out = _run_world_job(world, placement, links_job, payload, observer, config.budget, step_ops=5)
     nproc = placement.local_world_size if placement.worker_mode else (world.nproc_per_node or _default_nproc())
     section, checks, partial = from_outcome(out, payload, ranks_per_node=nproc)
     return _job_report("links", config, started, t0, world, placement, out, checks=checks, links=section,

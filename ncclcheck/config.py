@@ -7,6 +7,7 @@ Flag values fall back to NCCLCHECK_* variables and then to the variables torchru
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Optional
@@ -16,6 +17,48 @@ from .errors import UsageError
 DEFAULT_MASTER_PORT = 29500
 DEFAULT_TIMEOUT_S = 60.0
 BACKENDS = ("auto", "nccl", "gloo")
+
+
+# The waits --timeout bounds, by name: each may last at most T before its cause is named (DESIGN.md: a hang bound).
+PHASES = ("master_probe", "join", "exchange", "mesh", "collective", "final")
+# The one table of waits whose length does not depend on --timeout (seconds), and why each is what it is.
+FIXED_BOUNDS_S = {
+    "connect_attempt": 2.0,  # one TCP connect of a probe; a healthy LAN answers in milliseconds
+    "join_grace": 1.0,  # after every rank joined, node 0 listens this long for a duplicate node rank
+    "verdict_grace": 5.0,  # beyond T, for node 0's verdict to reach a node that joined late in node 0's window
+    "final_agreement": 15.0,  # node 0 waits for every member to read the agreed exit code
+    "collect": 10.0,  # after the local ranks ended, for the results of ranks on other nodes
+    "kill_grace": 3.0,  # SIGTERM -> SIGKILL for a rank that must be stopped
+    "stall_grace": 2.0,  # beyond a job step's bound (its collectives x T) before the agent calls a silent world hung
+}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """--timeout parsed once, when the process starts: T bounds each named phase's wait; the rest are fixed.
+
+    A sweep (bench, links) is not a wait: it runs as long as its work needs, while each collective in it is bounded
+    by T ("collective"), and a collective that does not complete within T is a hang the report names.
+    """
+
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    started: float = field(default_factory=time.monotonic)  # time.monotonic() when the process started
+
+    def bound(self, phase: str) -> float:
+        """Seconds the wait named `phase` may last (a PHASES name: T; else the fixed table)."""
+        if phase in PHASES:
+            return self.timeout_s
+        try:
+            return FIXED_BOUNDS_S[phase]
+        except KeyError:
+            raise ValueError(f"unknown budget phase {phase!r}") from None
+
+    def deadline(self, phase: str, since: Optional[float] = None) -> float:
+        """time.monotonic() by which the wait `phase`, begun at `since` (default: now), must end."""
+        return (time.monotonic() if since is None else since) + self.bound(phase)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
 
 
 @dataclass(frozen=True)
@@ -80,6 +123,11 @@ class Config:
     report_input: Optional[str] = None
     bench: Optional[BenchConfig] = None
     links: Optional[LinksConfig] = None
+    budget: Optional[Budget] = None  # None: built from world.timeout_s when the Config is made
+
+    def __post_init__(self) -> None:
+        if self.budget is None:
+            object.__setattr__(self, "budget", Budget(self.world.timeout_s))
 
 
 def env_fallback(env: Mapping[str, str], *names: str) -> Optional[str]:

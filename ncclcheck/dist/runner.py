@@ -8,7 +8,8 @@
   workers with global rank node_rank * nproc + local_rank;
 - worker mode (torchrun/srun/mpirun started us): the job runs in this process as that rank.
 Results and `ctx.emit` records go through the store as JSON as soon as they exist, so a worker that crashes or hangs
-loses nothing it already emitted; a worker still running at the deadline is killed and named. job_fn must be a
+loses nothing it already emitted; each collective is bounded by --timeout (the process group's timeout), and a
+world that emits nothing for longer than one job step's bound is hung: its ranks are killed and named. job_fn must be a
 module-level function (it is pickled by reference into spawned workers).
 """
 
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from .store import JsonStore, StoreLost, first_line, open_store
-from ..config import WorldConfig
+from ..config import Budget, WorldConfig
 from .placement import Placement
 from .roles import is_server
 from ..facts.gpu import usable_gpu_count
@@ -33,7 +34,7 @@ from .context import NullObserver, WorkerContext
 
 log = logging.getLogger(__name__)
 CPU_RANKS_DEFAULT = 2
-_KILL_GRACE_S = 3.0
+_POLL_S = 0.25
 
 
 @dataclass
@@ -90,7 +91,9 @@ def _run_rank(spec: dict, st: JsonStore, job_fn: Callable, payload: dict, observ
 
     rank = spec["rank"]
     try:
-        timeout = _dt.timedelta(seconds=max(1.0, spec["deadline_wall"] - time.time()))
+        # Each collective's hang bound is the budget's "collective" phase (T), not what is left of a job deadline:
+        # a sweep runs as long as its work needs.
+        timeout = _dt.timedelta(seconds=max(1.0, spec["op_timeout_s"]))
         device = "cpu"
         if spec["backend"] == "nccl":
             import torch
@@ -105,7 +108,7 @@ def _run_rank(spec: dict, st: JsonStore, job_fn: Callable, payload: dict, observ
                 rank=rank, world_size=spec["world_size"], local_rank=spec["local_rank"],
                 local_world_size=spec["local_world_size"], node_rank=spec["node_rank"], nnodes=spec["nnodes"],
                 backend=spec["backend"], device=device, timeout_s=spec["timeout_s"],
-                deadline=time.monotonic() + max(0.0, spec["deadline_wall"] - time.time()), store=st,
+                deadline=float("inf"), store=st,
                 observer=observer if (observer is not None and rank == 0) else NullObserver(),
                 emit=_emitter(st, rank), test_hooks=spec.get("test_hooks") or {}, log_dir=spec.get("log_dir"),
             )
@@ -153,8 +156,34 @@ def _collect(st: JsonStore, world_size: int, deadline: float) -> JobOutcome:
     return out
 
 
+def _stall_bound(budget: Budget, step_ops: int) -> float:
+    """How long a world may go without emitting before it is hung: one job step's collectives, each bounded by T."""
+    return max(1, step_ops) * budget.bound("collective") + budget.bound("stall_grace")
+
+
+def _watch(procs: dict, st: JsonStore, stall_s: float) -> list:
+    """Wait while local ranks run; the ranks still alive once the world emitted nothing for stall_s (hung).
+
+    A sweep has no overall deadline (it runs as long as its work needs): each collective is bounded by the process
+    group's timeout, and this watch is the backstop for a rank stuck outside one."""
+    last_count, last_change = -1, time.monotonic()
+    while any(p.is_alive() for p in procs.values()):
+        try:
+            count = st.add("emit/count", 0)
+        except StoreLost:
+            count = last_count
+        now = time.monotonic()
+        if count != last_count:
+            last_count, last_change = count, now
+        elif now - last_change > stall_s:
+            return [r for r, p in procs.items() if p.is_alive()]
+        for p in procs.values():
+            p.join(_POLL_S / max(1, len(procs)))
+    return []
+
+
 def _launch_local(world_config: WorldConfig, placement: Placement, job_fn: Callable, payload: dict,
-                  log_dir: Optional[str], test_hooks: Optional[dict]) -> JobOutcome:
+                  log_dir: Optional[str], test_hooks: Optional[dict], budget: Budget, step_ops: int) -> JobOutcome:
     gpus = gpu_count()
     nproc = world_config.nproc_per_node or placement.local_world_size or gpus or CPU_RANKS_DEFAULT
     backend = resolve_backend(world_config.backend, gpus, nproc)
@@ -164,44 +193,41 @@ def _launch_local(world_config: WorldConfig, placement: Placement, job_fn: Calla
     host = "127.0.0.1" if standalone else placement.master_addr
     port = _free_port() if standalone else placement.master_port
     server = standalone or node == 0
-    timeout_s = world_config.timeout_s
+    timeout_s = budget.bound("collective")
     log_path = os.path.join(log_dir, f"job.node{node}.log") if log_dir else None
     prefix = "ncclcheck/job/"
     bind_host = host if standalone else "0.0.0.0"
-    st = open_store(bind_host if server else host, port, server, timeout_s, log_path, prefix)
-    deadline = time.monotonic() + timeout_s
-    deadline_wall = time.time() + timeout_s
+    st = open_store(bind_host if server else host, port, server, budget.bound("join"), log_path, prefix)
     ctx = mp.get_context("spawn")
     procs = {}
     for lr in range(nproc):
         rank = node * nproc + lr
         spec = {"host": host, "port": port, "prefix": prefix, "rank": rank, "world_size": world_size,
                 "local_rank": lr, "local_world_size": nproc, "node_rank": node, "nnodes": nnodes,
-                "backend": backend, "timeout_s": timeout_s, "deadline_wall": deadline_wall, "log_path": log_path,
+                "backend": backend, "timeout_s": timeout_s, "op_timeout_s": timeout_s, "log_path": log_path,
                 "log_dir": log_dir, "test_hooks": (test_hooks or {}).get(rank) or {}}
         p = ctx.Process(target=_worker_main, args=(spec, job_fn, payload), name=f"ncclcheck-rank{rank}", daemon=True)
         p.start()
         procs[rank] = p
-    hung = []
-    for rank, p in procs.items():
-        p.join(max(0.0, deadline - time.monotonic()))
-        if p.is_alive():
-            hung.append(rank)
-            p.terminate()
+    stall_s = _stall_bound(budget, step_ops)
+    hung = _watch(procs, st, stall_s)
     for rank in hung:
-        procs[rank].join(_KILL_GRACE_S)
+        procs[rank].terminate()
+    for rank in hung:
+        procs[rank].join(budget.bound("kill_grace"))
         if procs[rank].is_alive():
             procs[rank].kill()
             procs[rank].join(1.0)
     # Ranks on other nodes finish on their own clock: wait for their results a little, bounded.
-    out = _collect(st, world_size, time.monotonic() + (0.5 if standalone else min(10.0, timeout_s)))
+    out = _collect(st, world_size, time.monotonic() + (0.5 if standalone else budget.bound("collect")))
     out.backend = backend
     named = {f["rank"] for f in out.failures}
     for rank, p in procs.items():
         if rank in out.results or rank in named:
             continue
         if rank in hung:
-            out.failures.append({"rank": rank, "reason": f"still running after the {timeout_s:g} s deadline; killed"})
+            out.failures.append({"rank": rank, "reason": f"hung: no progress from the job for {stall_s:g} s "
+                                 f"(a step's bound at --timeout {timeout_s:g} s); killed"})
         else:
             out.failures.append({"rank": rank, "reason": f"exited with code {p.exitcode} without a result"})
     for r in range(world_size):
@@ -212,30 +238,30 @@ def _launch_local(world_config: WorldConfig, placement: Placement, job_fn: Calla
         try:
             st.add("job/done", 1)
             if server:
-                st.wait_count("job/done", nnodes, time.monotonic() + 10.0)
+                st.wait_count("job/done", nnodes, budget.deadline("collect"))
         except StoreLost:
             pass
     return out
 
 
 def _run_in_process(world_config: WorldConfig, placement: Placement, job_fn: Callable, payload: dict,
-                    observer: Any, log_dir: Optional[str]) -> JobOutcome:
+                    observer: Any, log_dir: Optional[str], budget: Budget) -> JobOutcome:
     gpus = gpu_count()
     backend = resolve_backend(world_config.backend, gpus, placement.local_world_size)
-    timeout_s = world_config.timeout_s
+    timeout_s = budget.bound("collective")
     log_path = os.path.join(log_dir, f"job.rank{placement.rank}.log") if log_dir else None
     server = is_server(placement, os.environ)
-    st = open_store("0.0.0.0" if server else placement.master_addr, placement.master_port, server, timeout_s,
-                    log_path, "ncclcheck/job/")
+    st = open_store("0.0.0.0" if server else placement.master_addr, placement.master_port, server,
+                    budget.bound("join"), log_path, "ncclcheck/job/")
     spec = {"rank": placement.rank, "world_size": placement.world_size, "local_rank": placement.local_rank,
             "local_world_size": placement.local_world_size, "node_rank": placement.node_rank,
-            "nnodes": placement.nnodes, "backend": backend, "timeout_s": timeout_s,
-            "deadline_wall": time.time() + timeout_s, "log_dir": log_dir}
+            "nnodes": placement.nnodes, "backend": backend, "timeout_s": timeout_s, "op_timeout_s": timeout_s,
+            "log_dir": log_dir}
     try:
         _run_rank(spec, st, job_fn, payload, observer)
     except Exception:  # noqa: BLE001 - recorded in the store as error/<rank>
         pass
-    out = _collect(st, placement.world_size, time.monotonic() + min(10.0, timeout_s))
+    out = _collect(st, placement.world_size, budget.deadline("collect"))
     out.backend = backend
     missing = [r for r in range(placement.world_size)
                if r not in out.results and r not in {f["rank"] for f in out.failures}]
@@ -243,15 +269,21 @@ def _run_in_process(world_config: WorldConfig, placement: Placement, job_fn: Cal
     try:
         st.add("job/done", 1)
         if server:
-            st.wait_count("job/done", placement.world_size, time.monotonic() + 10.0)
+            st.wait_count("job/done", placement.world_size, budget.deadline("collect"))
     except StoreLost:
         pass
     return out
 
 
 def run_job(world_config: WorldConfig, placement: Placement, job_fn: Callable, payload: dict,
-            observer: Any = None, log_dir: Optional[str] = None, test_hooks: Optional[dict] = None) -> JobOutcome:
-    """Run job_fn on every rank of the world this process belongs to; bounded by world_config.timeout_s."""
+            observer: Any = None, log_dir: Optional[str] = None, test_hooks: Optional[dict] = None,
+            budget: Optional[Budget] = None, step_ops: int = 1) -> JobOutcome:
+    """Run job_fn on every rank of the world this process belongs to.
+
+    Each wait is bounded by the budget (default: built from world_config.timeout_s): the join by T, each collective
+    by T; the job itself runs as long as it keeps emitting, and is hung once it emits nothing for step_ops x T
+    (+ a fixed grace), step_ops being the most collectives the job runs between two emits."""
+    budget = budget or Budget(world_config.timeout_s)
     if placement.worker_mode:
-        return _run_in_process(world_config, placement, job_fn, payload, observer, log_dir)
-    return _launch_local(world_config, placement, job_fn, payload, log_dir, test_hooks)
+        return _run_in_process(world_config, placement, job_fn, payload, observer, log_dir, budget)
+    return _launch_local(world_config, placement, job_fn, payload, log_dir, test_hooks, budget, step_ops)

@@ -250,16 +250,25 @@ def run_sweep(ctx, cfg: BenchConfig) -> dict:
                     break
                 est = _estimate_s(history, op, size, cfg, len(live))
                 fits = time.monotonic() + est + DEADLINE_MARGIN_S <= ctx.deadline
-                go, _ = _all_agree(ctx, fits)
+                _arrive(ctx, op, size)
+                try:
+                    go, _ = _all_agree(ctx, fits)
+                except RuntimeError as exc:  # a collective past its bound (--timeout): a hang, named
+                    stopped = _hang(ctx, op, size, exc)
+                    break
                 if not go:
                     stopped = {"reason": "deadline", "op": op, "bytes": size,
                                "detail": f"stopped before {op} at {format_size_short(size)}: it would not finish "
-                                         f"before the run's deadline (--timeout)"}
+                                         f"before the run's deadline"}
                     break
                 counts = coll_counts(op, size, cfg.dtype, n)
                 bufs = allocate(counts, tdtype, ctx.device)
                 for in_place in live:
-                    row = _measure(ctx, op, cfg, in_place, bufs, counts, hooks)
+                    try:
+                        row = _measure(ctx, op, cfg, in_place, bufs, counts, hooks)
+                    except RuntimeError as exc:
+                        stopped = _hang(ctx, op, size, exc)
+                        break
                     if isinstance(row, str):
                         skipped.append({"op": op, "dtype": cfg.dtype, "in_place": in_place, "reason": row})
                         live = [p for p in live if p != in_place]
@@ -274,6 +283,8 @@ def run_sweep(ctx, cfg: BenchConfig) -> dict:
                     if lead:
                         ctx.observer.advance(f"{op} {format_size_short(size)}")
                 del bufs
+                if stopped:
+                    break
             if stopped:
                 break
     finally:
@@ -291,6 +302,40 @@ def run_sweep(ctx, cfg: BenchConfig) -> dict:
         "skipped": skipped,
         "stopped": stopped,
     }
+
+
+def _arrive(ctx, op: str, size: int) -> None:
+    """Mark in the store that this rank reached (op, size): a hang then names the ranks that did not."""
+    st = ctx.store
+    if st is None:
+        return
+    try:
+        st.set(f"bench/at/{op}/{size}/{ctx.rank}", "1")
+    except Exception:  # noqa: BLE001 - the mark only improves a hang's message; the sweep must not depend on it
+        pass
+
+
+def _absent(ctx, op: str, size: int) -> list[int]:
+    st = ctx.store
+    has = getattr(st, "has", None) or (lambda k: bool(st.check([k])))
+    out = []
+    for r in range(ctx.world_size):
+        try:
+            if not has(f"bench/at/{op}/{size}/{r}"):
+                out.append(r)
+        except Exception:  # noqa: BLE001 - the store may be gone with the rank that hung
+            return []
+    return out
+
+
+def _hang(ctx, op: str, size: int, exc: BaseException) -> dict:
+    """The `stopped` record of a collective that did not complete within its bound (or whose peer died)."""
+    absent = _absent(ctx, op, size) if ctx.store is not None else []
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    who = f"; rank(s) {','.join(map(str, absent))} never arrived" if absent else ""
+    return {"reason": "hang", "op": op, "bytes": size, "ranks_absent": absent,
+            "detail": f"{op} at {format_size_short(size)} did not complete within --timeout "
+                      f"{ctx.timeout_s:g} s{who} ({first})"}
 
 
 def _measure(ctx, op: str, cfg: BenchConfig, in_place: bool, bufs, counts, hooks: dict):

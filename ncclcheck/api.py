@@ -181,10 +181,15 @@ def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Re
     if result is not None:
         rows = rows_from_result(result)
         skips, stopped = result.get("skipped", []), result.get("stopped")
-    else:  # the world broke: report what rank 0 emitted before it did
+    else:  # the world broke or was interrupted: report what rank 0 emitted before it did
         rows = [BenchRow.from_json(e["data"]) for e in out.emitted if e.get("kind") == "bench_row"]
         skips, stopped = [], {"reason": "world broke", "detail": "; ".join(
             f"rank {f['rank']}: {f['reason']}" for f in out.failures)}
+        hang = next((e["data"] for e in out.emitted if e.get("kind") == "bench_stopped"), None)
+        if out.interrupted:
+            stopped = {"reason": "interrupted", "detail": "interrupted (Ctrl-C) before the sweep ended"}
+        elif isinstance(hang, dict):
+            stopped = hang
     checks, extra, partial = gates.outcome(cfg, rows, skips, stopped, hardware=None, base_rows=base_rows)
     if out.world_size > 1 and rows:
         from .bench.straggler import find_stragglers
@@ -193,13 +198,14 @@ def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Re
         timing = [{"arrival_us": (r.extra.get("arrival") or {}).get("start_offset_us"),
                    "rank_time_us": r.rank_time_us} for r in rows]
         checks.extend(find_stragglers(timing).checks)
-    if out.failures:
+    if out.failures and not out.interrupted:
         first = out.failures[0]
         checks.insert(0, failed("bench.world", f"rank {first['rank']} failed: {first['reason']}",
                                 evidence={"failures": out.failures},
                                 fix="Run `ncclcheck preflight` with the same world flags to find the cause."))
     report = _job_report("bench", config, started, t0, world, placement, out, checks=checks, bench=rows, extra=extra,
                          partial=partial or bool(out.failures))
+    report.interrupted = out.interrupted
     if cfg.save_baseline:
         from .render.files import write_atomic
         from .render.json import render_json
@@ -247,5 +253,7 @@ def run_links(config: Optional[Config] = None, observer=None, **overrides) -> Re
     out = _run_world_job(world, placement, links_job, payload, observer, config.budget, step_ops=5)
     nproc = placement.local_world_size if placement.worker_mode else (world.nproc_per_node or _default_nproc())
     section, checks, partial = from_outcome(out, payload, ranks_per_node=nproc)
-    return _job_report("links", config, started, t0, world, placement, out, checks=checks, links=section,
-                       partial=partial)
+    report = _job_report("links", config, started, t0, world, placement, out, checks=checks, links=section,
+                         partial=partial)
+    report.interrupted = out.interrupted
+    return report

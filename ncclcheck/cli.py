@@ -18,6 +18,7 @@ from typing import Optional
 from . import __version__
 from .config import (
     BenchConfig,
+    Budget,
     Config,
     LinksConfig,
     OutputConfig,
@@ -125,8 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def config_from_args(args: argparse.Namespace, env=None) -> Config:
-    """Turn parsed flags into the one typed Config. Raises UsageError on any bad value."""
+def config_from_args(args: argparse.Namespace, env=None, started: Optional[float] = None) -> Config:
+    """Turn parsed flags into the one typed Config (with the run's Budget, clocked from `started`, a
+    time.monotonic() taken when the process started). Raises UsageError on any bad value."""
     env = os.environ if env is None else env
     cmd = args.command
     world_kw = {k: getattr(args, k, None) for k in ("nnodes", "node_rank", "nproc_per_node", "master_addr",
@@ -153,7 +155,8 @@ def config_from_args(args: argparse.Namespace, env=None) -> Config:
     code = getattr(args, "code", None)
     if code is not None and not os.path.exists(code):
         raise UsageError(f"--code {code}: no such file or directory")
-    cfg = dict(command=cmd, world=world, output=output, code_path=code, paths=tuple(getattr(args, "path", []) or []))
+    cfg = dict(command=cmd, world=world, output=output, code_path=code, paths=tuple(getattr(args, "path", []) or []),
+               budget=Budget(world.timeout_s, started if started is not None else time.monotonic()))
     if cmd == "recommend":
         cfg["recommend_format"] = args.format
     if cmd == "report":
@@ -299,13 +302,14 @@ def _emit(config: Config, report, log_path: str) -> None:
 
 
 def main(argv: Optional[list] = None) -> int:
+    started = time.monotonic()  # the Budget's clock: every wait of this run is bounded from here on
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
         if not args.command:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
-        config = config_from_args(args)
+        config = config_from_args(args, started=started)
     except UsageError as exc:
         print(f"ncclcheck: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -313,6 +317,9 @@ def main(argv: Optional[list] = None) -> int:
     try:
         report = _run(config, log_path)
         _emit(config, report, log_path)
+        if report.interrupted:  # the partial report is written; the exit code says it was interrupted
+            print("ncclcheck: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
         return report.exit_code
     except UsageError as exc:
         print(f"ncclcheck: error: {exc}", file=sys.stderr)

@@ -193,6 +193,7 @@ class Report:
     agreed_exit_code: Optional[int] = None
     # False on the non-leader ranks of a node in worker mode: they write JSON if asked but print nothing.
     prints: bool = True
+    interrupted: bool = False  # Ctrl-C: the partial report is still written, and the process exits 130
 
     @property
     def status(self) -> Status:

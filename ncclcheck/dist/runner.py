@@ -19,6 +19,7 @@ import datetime as _dt
 import logging
 import multiprocessing as mp
 import os
+import signal
 import socket
 import time
 import traceback
@@ -46,6 +47,7 @@ class JobOutcome:
     results: dict = field(default_factory=dict)  # global rank -> job_fn's dict
     emitted: list = field(default_factory=list)  # [{"rank", "kind", "data"}] in arrival order
     failures: list = field(default_factory=list)  # [{"rank", "reason"}]
+    interrupted: bool = False  # Ctrl-C reached the agent: its ranks were stopped; `emitted` holds what they made
 
     @property
     def ok(self) -> bool:
@@ -127,6 +129,8 @@ def _run_rank(spec: dict, st: JsonStore, job_fn: Callable, payload: dict, observ
 
 def _worker_main(spec: dict, job_fn: Callable, payload: dict) -> None:
     """Entry point of a spawned local worker."""
+    # Ctrl-C to the process group is the agent's to handle (partial report, exit 130): no traceback from a rank.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if spec.get("log_path"):
         logging.basicConfig(filename=spec["log_path"], level=logging.DEBUG)
     try:
@@ -210,7 +214,11 @@ def _launch_local(world_config: WorldConfig, placement: Placement, job_fn: Calla
         p.start()
         procs[rank] = p
     stall_s = _stall_bound(budget, step_ops)
-    hung = _watch(procs, st, stall_s)
+    interrupted = False
+    try:
+        hung = _watch(procs, st, stall_s)
+    except KeyboardInterrupt:
+        interrupted, hung = True, [r for r, p in procs.items() if p.is_alive()]
     for rank in hung:
         procs[rank].terminate()
     for rank in hung:
@@ -219,13 +227,17 @@ def _launch_local(world_config: WorldConfig, placement: Placement, job_fn: Calla
             procs[rank].kill()
             procs[rank].join(1.0)
     # Ranks on other nodes finish on their own clock: wait for their results a little, bounded.
-    out = _collect(st, world_size, time.monotonic() + (0.5 if standalone else budget.bound("collect")))
+    collect_s = 0.5 if standalone or interrupted else budget.bound("collect")
+    out = _collect(st, world_size, time.monotonic() + collect_s)
     out.backend = backend
+    out.interrupted = interrupted
     named = {f["rank"] for f in out.failures}
     for rank, p in procs.items():
         if rank in out.results or rank in named:
             continue
-        if rank in hung:
+        if interrupted:
+            out.failures.append({"rank": rank, "reason": "interrupted (Ctrl-C); stopped"})
+        elif rank in hung:
             out.failures.append({"rank": rank, "reason": f"hung: no progress from the job for {stall_s:g} s "
                                  f"(a step's bound at --timeout {timeout_s:g} s); killed"})
         else:

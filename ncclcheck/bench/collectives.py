@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 from ..config import BenchConfig
 from ..errors import UsageError
-from ..model import BenchRow
+from ..model import BenchRow, sig
 from ..units import format_size_short
 from . import check as chk
 from .ops import OPS, bandwidths, coll_counts, dtype_name, parse_ops, torch_dtype
@@ -178,8 +178,8 @@ def _build_row(op: str, dtype: str, in_place: bool, counts, stats: list[list[flo
     algbw, busbw = bandwidths(op, counts.bytes, t, nranks)
     extra: dict[str, Any] = {
         "arrival": {
-            "barrier_wait_us": [round(s[1], 3) for s in stats],
-            "start_offset_us": [round(s[2], 3) for s in stats],
+            "barrier_wait_us": [sig(s[1]) for s in stats],
+            "start_offset_us": [sig(s[2]) for s in stats],
             "wall_start_s": [s[3] for s in stats],
         },
     }
@@ -195,8 +195,8 @@ def _build_row(op: str, dtype: str, in_place: bool, counts, stats: list[list[flo
             extra["rank_wrong"] = per_rank
     return BenchRow(
         op=op, bytes=counts.bytes, count=counts.count, dtype=dtype, in_place=in_place,
-        time_us=round(t, 3), algbw_gbps=round(algbw, 4), busbw_gbps=round(busbw, 4), wrong=wrong,
-        rank_time_us=[round(x, 3) for x in times], extra=extra,
+        time_us=sig(t), algbw_gbps=sig(algbw), busbw_gbps=sig(busbw), wrong=wrong,
+        rank_time_us=[sig(x) for x in times], extra=extra,
     )
 
 

@@ -160,6 +160,8 @@ def config_from_args(args: argparse.Namespace, env=None, started: Optional[float
     if cmd == "recommend":
         cfg["recommend_format"] = args.format
     if cmd == "report":
+        if os.path.isdir(args.run):
+            raise UsageError(f"{args.run}: is a directory, not a JSON report")
         if not os.path.isfile(args.run):
             raise UsageError(f"{args.run}: no such file")
         cfg["report_input"] = args.run
@@ -242,11 +244,22 @@ def _run(config: Config, log_path: str):
         import json
 
         from .model import Report
+        from .render.validate import schema_problem
 
         try:
             with open(config.report_input, encoding="utf-8") as f:
-                return Report.from_json(json.load(f))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+                doc = json.load(f)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{config.report_input}: cannot read it ({exc})") from None
+        except ValueError as exc:
+            raise UsageError(f"{config.report_input}: not JSON ({exc})") from None
+        problem = schema_problem(doc)
+        if problem:
+            raise UsageError(f"{config.report_input}: not an ncclcheck report (schema ncclcheck.report/1): "
+                             f"{problem}")
+        try:
+            return Report.from_json(doc)
+        except (ValueError, KeyError, TypeError) as exc:
             raise UsageError(f"{config.report_input}: not an ncclcheck JSON report ({exc})") from None
     raise UsageError(f"'{config.command}' is not available yet in this version")
 

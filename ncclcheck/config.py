@@ -139,6 +139,18 @@ def env_fallback(env: Mapping[str, str], *names: str) -> Optional[str]:
     return None
 
 
+def pick(flag_value: Optional[str], flag: str, env: Mapping[str, str], *names: str) -> tuple[Optional[str], str]:
+    """(value, what to call it in an error): the flag when given, else the first set variable, named as such, so
+    `MASTER_PORT=abc` is reported as MASTER_PORT, not as a bad --master-port."""
+    if flag_value is not None:
+        return flag_value, flag
+    for n in names:
+        v = env.get(n)
+        if v is not None and v.strip() != "":
+            return v.strip(), f"{n} (environment)"
+    return None, flag
+
+
 def parse_int(value: Optional[str], what: str, lo: Optional[int] = None, hi: Optional[int] = None) -> Optional[int]:
     if value is None:
         return None
@@ -177,39 +189,33 @@ def build_world(
 ) -> WorldConfig:
     """Flags first, then NCCLCHECK_*, then the launcher-standard names. Raises UsageError on bad values."""
     env = os.environ if env is None else env
-    n = parse_int(nnodes if nnodes is not None else env_fallback(env, "NCCLCHECK_NNODES"), "--nnodes", 1, 100000)
-    n = n or 1
-    r = parse_int(
-        node_rank if node_rank is not None else env_fallback(env, "NCCLCHECK_NODE_RANK", "NODE_RANK", "GROUP_RANK"),
-        "--node-rank",
-        0,
-    )
-    r = r or 0
+    v, what = pick(nnodes, "--nnodes", env, "NCCLCHECK_NNODES")
+    n = parse_int(v, what, 1, 100000) or 1
+    v, what = pick(node_rank, "--node-rank", env, "NCCLCHECK_NODE_RANK", "NODE_RANK", "GROUP_RANK")
+    r = parse_int(v, what, 0) or 0
     if r >= n:
-        raise UsageError(f"--node-rank {r} is out of range for --nnodes {n} (valid: 0..{n - 1})")
-    nproc_raw = nproc_per_node if nproc_per_node is not None else env_fallback(env, "NCCLCHECK_NPROC_PER_NODE")
+        raise UsageError(f"{what} {r} is out of range for --nnodes {n} (valid: 0..{n - 1})")
+    nproc_raw, what = pick(nproc_per_node, "--nproc-per-node", env, "NCCLCHECK_NPROC_PER_NODE")
     nproc = None
     if nproc_raw is not None and nproc_raw not in ("auto", "gpu"):
-        nproc = parse_int(nproc_raw, "--nproc-per-node", 1, 1024)
-    addr = master_addr if master_addr is not None else env_fallback(env, "NCCLCHECK_MASTER_ADDR", "MASTER_ADDR")
+        nproc = parse_int(nproc_raw, what, 1, 1024)
+    addr, what = pick(master_addr, "--master-addr", env, "NCCLCHECK_MASTER_ADDR", "MASTER_ADDR")
     if addr is not None:
         addr = addr.strip()
         if not addr or any(c.isspace() for c in addr) or "/" in addr:
-            raise UsageError(f"--master-addr {addr!r} is not a host name or address")
-    port = parse_int(
-        master_port if master_port is not None else env_fallback(env, "NCCLCHECK_MASTER_PORT", "MASTER_PORT"),
-        "--master-port",
-        1,
-        65535,
-    )
+            raise UsageError(f"{what} {addr!r} is not a host name or address")
+    v, what = pick(master_port, "--master-port", env, "NCCLCHECK_MASTER_PORT", "MASTER_PORT")
+    port = parse_int(v, what, 1, 65535)
     if n > 1 and addr is None:
         raise UsageError("--nnodes > 1 needs --master-addr (or MASTER_ADDR): the address of node rank 0")
     if addr is not None and port is None:
         port = DEFAULT_MASTER_PORT
-    be = (backend if backend is not None else env_fallback(env, "NCCLCHECK_BACKEND")) or "auto"
+    be, what = pick(backend, "--backend", env, "NCCLCHECK_BACKEND")
+    be = be or "auto"
     if be not in BACKENDS:
-        raise UsageError(f"--backend must be one of {', '.join(BACKENDS)}, got {be!r}")
-    t = parse_float(timeout if timeout is not None else env_fallback(env, "NCCLCHECK_TIMEOUT"), "--timeout")
+        raise UsageError(f"{what} must be one of {', '.join(BACKENDS)}, got {be!r}")
+    v, what = pick(timeout, "--timeout", env, "NCCLCHECK_TIMEOUT")
+    t = parse_float(v, what)
     return WorldConfig(
         nnodes=n,
         node_rank=r,

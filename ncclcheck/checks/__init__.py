@@ -20,6 +20,7 @@ LOCAL_CHECKS = {
     "host.shm": local.check_shm,
     "host.memlock": local.check_memlock,
     "env.nccl": local.check_env_nccl,
+    "paths.exist": local.check_paths_exist,
 }
 
 

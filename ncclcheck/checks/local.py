@@ -422,3 +422,19 @@ def check_env_nccl(inp: LocalInput) -> list:
         out.append(passed(cid, f"{n} relevant variable(s) set, none problematic" if n else "no NCCL/Gloo variables",
                           node=node, evidence=ev))
     return out
+
+
+def check_paths_exist(inp: LocalInput) -> CheckResult:
+    """paths.exist: every --path given exists and is readable on this node (a typo must not pass silently)."""
+    cid, node = "paths.exist", inp.node_rank
+    paths = inp.facts.get("paths")
+    if not isinstance(paths, list) or not paths:
+        return skipped(cid, "no --path given", node=node)
+    bad = [p for p in paths if isinstance(p, dict) and (not p.get("exists") or not p.get("readable"))]
+    ev = {"paths": paths}
+    if bad:
+        text = "; ".join(f"{p.get('path')}: {p.get('reason') or 'not readable'}" for p in bad)
+        return warned(cid, text, node=node, evidence=ev,
+                      fix="Check the --path spelling, or mount/copy it on this node with read permission for the "
+                          "job's user.")
+    return passed(cid, f"{len(paths)} path(s) exist and are readable", node=node, evidence=ev)

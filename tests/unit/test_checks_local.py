@@ -144,3 +144,15 @@ def test_docker_and_veth_are_not_counted_usable():
                           iface("eth0", ipv4="10.0.0.1")])
     (r,) = by_id(run(f), "net.interfaces")
     assert r.evidence["usable"] == ["eth0"]
+
+
+def test_a_path_that_does_not_exist_warns_naming_it(tmp_path):
+    from ncclcheck.checks.local import LocalInput, check_paths_exist
+    from ncclcheck.facts.paths import collect
+    from ncclcheck.model import Status
+
+    facts = {"paths": collect([str(tmp_path), "/nonexistent/data"])}
+    r = check_paths_exist(LocalInput.of(facts))
+    assert r.status is Status.WARN and "/nonexistent/data: does not exist" in r.summary
+    assert str(tmp_path) not in r.summary
+    assert check_paths_exist(LocalInput.of({"paths": collect([str(tmp_path)])})).status is Status.PASS

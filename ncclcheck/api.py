@@ -173,6 +173,7 @@ def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Re
     nproc = world.nproc_per_node
     world_size = placement.world_size if placement.worker_mode else world.nnodes * (nproc or _default_nproc())
     cfg = validate(config.bench, world_size)  # UsageError before any rendezvous
+    _check_memory(cfg, world, placement, world_size)
     base_rows = gates.load_baseline(cfg.baseline) if cfg.baseline else None
     # Between two rows: the size's agreement, warm-up, barrier, timed iterations, check and stats collectives.
     step_ops = (cfg.warmup + cfg.iters + 6) * (2 if cfg.in_place else 1)
@@ -212,6 +213,18 @@ def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Re
 
         write_atomic(cfg.save_baseline, render_json(report))
     return report
+
+
+def _check_memory(cfg, world: WorldConfig, placement, world_size: int) -> None:
+    """UsageError when the ranks of this node cannot allocate the largest --sizes (before any rank starts)."""
+    from .bench.memory import check_fits
+    from .dist.runner import gpu_count, load_torch, resolve_backend
+    from .facts.gpu import device_memory_bytes
+    from .facts.host import mem_available_bytes
+
+    local = placement.local_world_size if placement.worker_mode else (world.nproc_per_node or _default_nproc())
+    on_gpu = resolve_backend(world.backend, gpu_count(), local) == "nccl"
+    check_fits(cfg, world_size, local, mem_available_bytes(), device_memory_bytes(load_torch) if on_gpu else None)
 
 
 def _default_nproc() -> int:

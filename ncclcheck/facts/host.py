@@ -154,6 +154,20 @@ def mem_total_bytes() -> Optional[int]:
     return int(psutil.virtual_memory().total)
 
 
+def mem_available_bytes() -> Optional[int]:
+    """MemAvailable: what the ranks of a bench on this host can allocate without swapping."""
+    for line in (read_text(procfs("meminfo")) or "").splitlines():
+        if line.startswith("MemAvailable:"):
+            parts = line.split()
+            if len(parts) >= 2 and is_decimal(parts[1]):
+                return int(parts[1]) * 1024
+    if procfs_root() != "/proc":
+        return None
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
 def os_pretty_name(path: str = "/etc/os-release") -> Optional[str]:
     for line in (read_text(path) or "").splitlines():
         if line.startswith("PRETTY_NAME="):

@@ -165,3 +165,9 @@ def test_a_bad_environment_variable_is_named_as_such():
     p = run_cli("preflight", env={"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "abc"})
     assert p.returncode == 2, (p.stdout, p.stderr)
     assert "MASTER_PORT" in p.stderr and "--master-port" not in p.stderr, p.stderr
+
+
+def test_sizes_the_ranks_cannot_allocate_are_a_usage_error():
+    p = run_cli("bench", "--sizes", "1T")
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert "--sizes" in p.stderr and "choose smaller --sizes" in p.stderr and "preflight" not in p.stderr, p.stderr

@@ -138,12 +138,26 @@ def _job_world(config: Config):
 
 
 
+def _side_dir() -> Optional[str]:
+    """This run's side directory beside its log (<log>.d: worker logs, NCCL debug files); the CLI removes it at
+    exit when nothing was written there."""
+    path = _log_path()
+    if not path:
+        return None
+    side = path[:-4] + ".d" if path.endswith(".log") else path + ".d"
+    try:
+        os.makedirs(side, exist_ok=True)
+    except OSError:
+        return None
+    return side
+
+
 def _run_world_job(world: WorldConfig, placement, job, payload: dict, observer=None, budget=None, step_ops=1):
     """run_job with the run's log directory, so NCCL debug files and worker logs land beside the run's log."""
     from .dist.runner import run_job
 
     return run_job(world, placement, job, payload, observer=observer,
-                   log_dir=os.path.dirname(_log_path() or "") or None, budget=budget, step_ops=step_ops)
+                   log_dir=_side_dir(), budget=budget, step_ops=step_ops)
 
 
 def _job_report(command: str, config: Config, started: str, t0: float, world: WorldConfig, placement, out,

@@ -8,6 +8,7 @@ Exit codes (DESIGN.md): 0 passed (warnings allowed), 1 a check failed / a gate m
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -214,17 +215,79 @@ def bench_config_from_args(args: argparse.Namespace) -> BenchConfig:
     )
 
 
+LOG_KEEP = 20  # runs whose logs are kept in the log directory
+
+
+def log_dir(env=None) -> str:
+    """$NCCLCHECK_LOG_DIR, else $XDG_STATE_HOME/ncclcheck, else ~/.local/state/ncclcheck: one predictable place."""
+    env = os.environ if env is None else env
+    if env.get("NCCLCHECK_LOG_DIR"):
+        return env["NCCLCHECK_LOG_DIR"]
+    state = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(state, "ncclcheck")
+
+
+def _prune_logs(directory: str, keep: int = LOG_KEEP) -> None:
+    """Keep the newest `keep` runs' logs (a run: ncclcheck-<stamp>-<pid>.log and its .d side directory)."""
+    import shutil
+
+    try:
+        runs = sorted((n[:-4] for n in os.listdir(directory) if n.startswith("ncclcheck-") and n.endswith(".log")),
+                      key=lambda n: os.path.getmtime(os.path.join(directory, n + ".log")))
+    except OSError:
+        return
+    for name in runs[:-keep] if len(runs) > keep else []:
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(directory, name + ".log"))
+        shutil.rmtree(os.path.join(directory, name + ".d"), ignore_errors=True)
+
+
 def _setup_logging() -> str:
-    """Everything detailed (tracebacks, torch's native noise) goes to a per-run log file, not the console."""
-    log_dir = os.environ.get("NCCLCHECK_LOG_DIR") or tempfile.gettempdir()
-    os.makedirs(log_dir, exist_ok=True)
-    path = os.path.join(log_dir, f"ncclcheck-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
-    handler = logging.FileHandler(path, encoding="utf-8")
+    """Everything detailed (tracebacks, torch's native noise) goes to this run's log file, not the console.
+
+    The file is created on the first record only (delay=True) and removed at exit when nothing was written, so
+    a clean run leaves nothing behind; the last LOG_KEEP runs are kept."""
+    directory = log_dir()
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError:
+        directory = tempfile.gettempdir()
+    _prune_logs(directory, LOG_KEEP - 1)
+    path = os.path.join(directory, f"ncclcheck-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
+    handler = logging.FileHandler(path, encoding="utf-8", delay=True)
     handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"))
     root = logging.getLogger()
     root.addHandler(handler)
-    root.setLevel(logging.DEBUG if os.environ.get("NCCLCHECK_DEBUG") else logging.INFO)
+    root.setLevel(logging.DEBUG if os.environ.get("NCCLCHECK_DEBUG") else logging.WARNING)
     return path
+
+
+def has_content(path: Optional[str]) -> bool:
+    """Does the log hold anything (so that printing its path points the user at details)?"""
+    try:
+        return bool(path) and os.path.getsize(path) > 0
+    except OSError:
+        return False
+
+
+def _finish_logging(path: str) -> None:
+    """Remove this run's log (and side directory) when nothing was written to them."""
+    for h in list(logging.getLogger().handlers):
+        if getattr(h, "baseFilename", None) == os.path.abspath(path):
+            h.close()
+            logging.getLogger().removeHandler(h)
+    side = path[:-4] + ".d"
+    if os.path.isdir(side):
+        for name in os.listdir(side):
+            f = os.path.join(side, name)
+            if os.path.isfile(f) and not has_content(f):
+                with contextlib.suppress(OSError):
+                    os.remove(f)
+        with contextlib.suppress(OSError):
+            os.rmdir(side)
+    if os.path.exists(path) and not has_content(path) and not os.path.isdir(side):
+        with contextlib.suppress(OSError):
+            os.remove(path)
 
 
 def _run(config: Config, log_path: str):
@@ -272,7 +335,8 @@ def _emit(config: Config, report, log_path: str) -> None:
 
     if not report.prints:  # another rank of this node prints and writes the same report
         return
-    report.log_path = report.log_path or log_path
+    if not report.log_path and has_content(log_path):  # printed only when it holds the details referred to
+        report.log_path = log_path
     out = config.output
     json_to_stdout = out.json_path == "-"
     if out.json_path:
@@ -327,6 +391,13 @@ def main(argv: Optional[list] = None) -> int:
         print(f"ncclcheck: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     log_path = _setup_logging()
+    try:
+        return _main(config, log_path)
+    finally:
+        _finish_logging(log_path)
+
+
+def _main(config: Config, log_path: str) -> int:
     try:
         report = _run(config, log_path)
         _emit(config, report, log_path)

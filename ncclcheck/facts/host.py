@@ -189,11 +189,23 @@ def container_hint(root: str = "/") -> Optional[str]:
     return None
 
 
+def hosts_lines(hostname: str, path: str = "/etc/hosts") -> list:
+    """The /etc/hosts lines that name `hostname` (or its short form), in file order: a fix can quote them."""
+    short = hostname.split(".")[0]
+    out = []
+    for line in (read_text(path) or "").splitlines():
+        words = line.split("#", 1)[0].split()
+        if len(words) >= 2 and any(w in (hostname, short) for w in words[1:]):
+            out.append(line.strip())
+    return out
+
+
 def collect(gethostname: Optional[Callable] = None, getfqdn: Optional[Callable] = None,
             getaddrinfo: Optional[Callable] = None, getrlimit: Optional[Callable] = None) -> dict:
     hostname = (gethostname or socket.gethostname)()
     facts: dict[str, Any] = {"hostname": hostname}
     facts.update(resolve(hostname, getfqdn, getaddrinfo))
+    facts["hosts_lines"] = hosts_lines(hostname)
     try:
         facts["shm"] = shm()
     except Exception as e:

@@ -272,6 +272,21 @@ def _master_failed(m: CheckResult, addr: str, port: int) -> CheckResult:
                       "firewall between the nodes.")
 
 
+def _tie_to_master(wcheck: CheckResult, results: list) -> CheckResult:
+    """On node 0: ranks that never joined while MASTER_ADDR is not an address of this host are most likely the
+    same fault (the others were sent elsewhere): say so in the verdict, with the fix."""
+    m = _master_result(results)
+    ev = (m.evidence or {}) if m is not None else {}
+    if wcheck.status is not Status.FAIL or not (wcheck.evidence or {}).get("missing") or ev.get("mode") != "bind":
+        return wcheck
+    if ev.get("local") is not False and ev.get("local") is not None:
+        return wcheck
+    why = "does not resolve here" if ev.get("local") is None else "is not an address of this host"
+    return failed(wcheck.id, f"{wcheck.summary}; MASTER_ADDR {ev.get('addr')} {why}, so the other nodes were "
+                  "sent elsewhere", detail=wcheck.detail, evidence=dict(wcheck.evidence or {}, master=ev),
+                  fix=f"Set MASTER_ADDR to an address of node 0 (this host) on every node, then {wcheck.fix}")
+
+
 def _read_joins(st: JsonStore, seen: dict) -> list:
     n = st.add("join/count", 0)
     for i in range(1, n + 1):
@@ -387,7 +402,7 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
         if leader:
             st.add("world/verdict_read", 1)
     elapsed = float(verdict.get("elapsed_s") or (time.monotonic() - ctx.start))
-    wcheck = world_check(verdict, elapsed, ctx.timeout_s)
+    wcheck = _tie_to_master(world_check(verdict, elapsed, ctx.timeout_s), ctx.results if decider else [])
     me_in = any(m["uuid"] == ctx.node_id for m in verdict.get("members", [])) or not leader
     if not verdict.get("ok") or not me_in:
         if verdict.get("ok") and not me_in:

@@ -105,9 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--size", default="64M", help="message size per transfer (default 64M)")
     k.add_argument("--iters", default="5", help="transfers per direction per pair (default 5)")
     k.add_argument("--rounds", default="full", choices=["full", "quick"], help="full: every pair; quick: sampled")
-    k.add_argument("--min-gbps", help="gate: a link below this GB/s is slow")
+    k.add_argument("--min-gbps", help="gate: any link below this GB/s fails the run (links.min_gbps)")
     k.add_argument("--relative", default="0.5",
-                   help="a link below this fraction of the typical node's best link is slow (0.5)")
+                   help="a link below this fraction of the typical link, and clearly set apart, is slow (0.5)")
 
     r = sub.add_parser("recommend", parents=[world, out, facts], help="print the recommended environment")
     r.add_argument("--format", default="text", choices=["text", "env", "json"],

@@ -13,7 +13,7 @@ CHECK_IDS = [
     "net.interfaces", "net.socket_ifname", "net.peer_reachability", "net.mtu_consistent", "ib.devices", "gpu.count",
     "versions.consistent", "packages.consistent", "code.consistent", "paths.consistent", "time.clock_skew", "env.nccl",
     "nccl.transport", "bench.correctness", "bench.min_busbw", "bench.baseline", "links.slow",
-    "paths.exist", "bench.coverage",
+    "paths.exist", "bench.coverage", "links.min_gbps",
 ]
 
 

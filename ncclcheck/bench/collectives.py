@@ -250,6 +250,9 @@ def run_sweep(ctx, cfg: BenchConfig) -> dict:
                     break
                 est = _estimate_s(history, op, size, cfg, len(live))
                 fits = time.monotonic() + est + DEADLINE_MARGIN_S <= ctx.deadline
+                h = hooks.get("hang")  # tests: this rank stalls before (op, size), so the others' collective hangs
+                if h and h.get("rank") == ctx.rank and h.get("op", op) == op and h.get("bytes", size) == size:
+                    time.sleep(float(h.get("sleep_s", 3600)))
                 _arrive(ctx, op, size)
                 try:
                     go, _ = _all_agree(ctx, fits)

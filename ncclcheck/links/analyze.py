@@ -35,7 +35,10 @@ CHECK_DEAD = "links.dead"
 CHECK_PAIR_ERROR = "links.pair_error"
 CHECK_INCOMPLETE = "links.incomplete"
 CHECK_MIN_GBPS = "links.min_gbps"
-GAP = 1.5  # a low group is a clear outlier only when the next value up is at least this many times larger
+# A low group is a clear outlier only when the next value up is at least this many times larger. 2, not 1.5: on the
+# lab's shared 2-core machine CPU-bound transfers of healthy hosts varied up to 3x, and 1.5 made 2 of 10 healthy
+# 4-host runs name a slow link or node (scripts/links_rates.py); the faults to find are 5-100x.
+GAP = 2.0
 MAJORITY_GAP = 2.5  # ... and this many when the low group is most of the measurements (a noisy machine's spread is
 # within 2x: issue 13 saw 0.73-0.85 GB/s against a best link of 1.87)
 

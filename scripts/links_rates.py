@@ -36,7 +36,8 @@ def one_run(lab, args: argparse.Namespace) -> dict:
     cells = [v for row in sec["matrix_gbps"] for v in row if v is not None]
     return {"slow_nodes": sec["slow_nodes"], "slow_links": [[s["a"], s["b"]] for s in sec["slow"]],
             "min_gbps": min(cells), "max_gbps": max(cells), "reference_gbps": sec.get("reference_gbps"),
-            "exit_code": rep["exit_code"], "wall_s": round(time.monotonic() - t0, 1)}
+            "exit_code": rep["exit_code"], "wall_s": round(time.monotonic() - t0, 1),
+            "matrix_gbps": [[None if v is None else round(v, 4) for v in row] for row in sec["matrix_gbps"]]}
 
 
 def series(lab, name: str, runs: int, hit, args: argparse.Namespace) -> list:
@@ -45,7 +46,8 @@ def series(lab, name: str, runs: int, hit, args: argparse.Namespace) -> list:
         r = one_run(lab, args)
         r["hit"] = bool(hit(r)) if "error" not in r else False
         out.append(r)
-        print(f"{name:10s} run {i + 1:2d}: {'OK ' if r['hit'] else 'BAD'} {json.dumps(r)}", flush=True)
+        brief = {k: v for k, v in r.items() if k != "matrix_gbps" or not r["hit"]}  # the matrix when it missed
+        print(f"{name:10s} run {i + 1:2d}: {'OK ' if r['hit'] else 'BAD'} {json.dumps(brief)}", flush=True)
     return out
 
 
@@ -59,6 +61,8 @@ def main() -> int:
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--timeout", type=int, default=60)
     ap.add_argument("--deadline", type=float, default=240.0)
+    ap.add_argument("--only", choices=["healthy", "slow_host", "slow_path"], action="append",
+                    help="run only these series (repeatable; default all three)")
     ap.add_argument("--json")
     args = ap.parse_args()
 
@@ -72,22 +76,30 @@ def main() -> int:
             for h in lab.hosts if args.base_rate else []:
                 lab.slow_link(h, args.base_rate)
 
-        base()
-        results["healthy"] = series(lab, "healthy", args.healthy,
-                                    lambda r: not r["slow_nodes"] and not r["slow_links"], args)
-        lab.slow_link("h2", args.rate)
-        results["slow_host"] = series(lab, "slow host", args.faulty,
-                                      lambda r: r["slow_nodes"] == [1] and not r["slow_links"], args)
-        base()
-        lab.slow_pair("h1", "h2", args.rate)
-        results["slow_path"] = series(lab, "slow path", args.faulty,
-                                      lambda r: not r["slow_nodes"] and r["slow_links"] == [[0, 1]], args)
+        only = args.only or ["healthy", "slow_host", "slow_path"]
+        if "healthy" in only:
+            base()
+            results["healthy"] = series(lab, "healthy", args.healthy,
+                                        lambda r: not r["slow_nodes"] and not r["slow_links"], args)
+        if "slow_host" in only:
+            base()
+            lab.slow_link("h2", args.rate)
+            results["slow_host"] = series(lab, "slow host", args.faulty,
+                                          lambda r: r["slow_nodes"] == [1] and not r["slow_links"], args)
+        if "slow_path" in only:
+            base()
+            lab.slow_pair("h1", "h2", args.rate)
+            results["slow_path"] = series(lab, "slow path", args.faulty,
+                                          lambda r: not r["slow_nodes"] and r["slow_links"] == [[0, 1]], args)
     finally:
         lab.down()
     h, s, p = (results.get(k, []) for k in ("healthy", "slow_host", "slow_path"))
-    print(f"false alarms: {sum(not r['hit'] for r in h)} of {len(h)} healthy runs (goal 0)")
-    print(f"slow host named alone: {sum(r['hit'] for r in s)} of {len(s)} (goal {len(s)})")
-    print(f"slow path named as the link, no node blamed: {sum(r['hit'] for r in p)} of {len(p)} (goal {len(p)})")
+    if h:
+        print(f"false alarms: {sum(not r['hit'] for r in h)} of {len(h)} healthy runs (goal 0)")
+    if s:
+        print(f"slow host named alone: {sum(r['hit'] for r in s)} of {len(s)} (goal {len(s)})")
+    if p:
+        print(f"slow path named as the link, no node blamed: {sum(r['hit'] for r in p)} of {len(p)} (goal {len(p)})")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     return 0

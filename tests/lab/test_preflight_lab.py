@@ -107,6 +107,7 @@ def test_blocked_master_port_named_by_other_nodes(lab):
     # every node (node 0 names the ranks that never joined).
     lab3 = lab(3, scenario=f"blocked-port h1 {PORT}")
     runs = run_all_ranks(lab3, 15)
+    print("blocked master port, --timeout 15: " + ", ".join(f"{h} {r.elapsed:.1f} s" for h, r in runs.items()))
     assert_failed_in_time(runs, ["h1", "h2", "h3"], timeout=15)
     assert check(runs["h1"], "rendezvous.world")["evidence"]["missing"] == [1, 2]
     target = f"{lab3.ip('h1')}:{PORT}"

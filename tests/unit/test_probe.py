@@ -226,3 +226,8 @@ def test_mesh_is_bounded_by_its_deadline():
         rows = probe_peers(0, peers, timeout_s=5.0, deadline_s=0.5, max_workers=4)
     assert time.monotonic() - t < 2.0
     assert len(rows) == 20 and not any(r["ok"] for r in rows)
+
+
+def test_the_traffic_rule_guard_refuses_an_outside_address():
+    with socket.socket() as s, pytest.raises(AssertionError, match="traffic rule"):
+        s.connect(("192.0.2.1", 9))  # TEST-NET-1: never reached, the guard stops it first

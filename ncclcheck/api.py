@@ -11,7 +11,7 @@ from typing import Optional
 from . import __version__
 from .checks import run_local_checks
 from .checks.local import LocalInput
-from .config import Config, WorldConfig, format_endpoint
+from .config import Budget, Config, WorldConfig, format_endpoint
 from .facts import hostname_of
 from .model import NodeInfo, Report, WorldInfo
 from .recommend import NodeView, recommend_local
@@ -36,7 +36,7 @@ def _collect(config: Config) -> dict:
                               master_addr=config.world.master_addr, tool_version=__version__)
 
 
-def _probe_master(world: WorldConfig) -> Optional[dict]:
+def _probe_master(world: WorldConfig, budget: Optional[Budget] = None) -> Optional[dict]:
     """Single-node view of the master: node 0 tests the port is bindable; others connect (bounded)."""
     if world.master_addr is None:
         return None
@@ -44,8 +44,8 @@ def _probe_master(world: WorldConfig) -> Optional[dict]:
 
     if world.node_rank == 0:
         return probe.bind_test(world.master_addr, world.master_port)
-    return probe.probe_master(world.master_addr, world.master_port,
-                              deadline=time.monotonic() + world.timeout_s).to_json()
+    budget = budget or Budget(world.timeout_s)
+    return probe.probe_master(world.master_addr, world.master_port, deadline=budget.deadline("master_probe")).to_json()
 
 
 def _placement(config: Config):
@@ -75,7 +75,7 @@ def run_preflight(config: Optional[Config] = None, **overrides) -> Report:
                             nproc_per_node=placement.local_world_size or None, master_addr=placement.master_addr,
                             master_port=placement.master_port, backend=world.backend, timeout_s=world.timeout_s)
     facts = _collect(config) if placement.node_leader else {}
-    master = _probe_master(world) if placement.node_leader and not placement.worker_mode else None
+    master = _probe_master(world, config.budget) if placement.node_leader and not placement.worker_mode else None
     inp = LocalInput.of(facts, node_rank=world.node_rank, multi_node=placement.multi_node,
                         nproc_per_node=world.nproc_per_node, backend=world.backend, master=master)
     checks = run_local_checks(inp) if placement.node_leader else []
@@ -195,7 +195,7 @@ def _job_world(config: Config):
     placement = _placement(config)
     world = config.world
     if placement.multi_node and not placement.worker_mode and world.node_rank != 0:
-        m = _probe_master(world)
+        m = _probe_master(world, config.budget)
         if not m.get("ok"):
             raise WorldError(f"cannot reach master {format_endpoint(world.master_addr, world.master_port)}: "
                              f"{m.get('error')}")
@@ -203,12 +203,27 @@ def _job_world(config: Config):
 
 
 
-def _run_world_job(world: WorldConfig, placement, job, payload: dict, observer=None):
+def _side_dir() -> Optional[str]:
+    """This run's side directory beside its log (<log>.d: worker logs, NCCL debug files); the CLI removes it at
+    exit when nothing was written there."""
+    path = _log_path()
+    if not path:
+        return None
+    side = path[:-4] + ".d" if path.endswith(".log") else path + ".d"
+    try:
+        os.makedirs(side, exist_ok=True)
+    except OSError:
+        return None
+    return side
+
+
+def _run_world_job(world: WorldConfig, placement, job, payload: dict, observer=None, budget=None, step_ops=1,
+                   env=None):
     """run_job with the run's log directory, so NCCL debug files and worker logs land beside the run's log."""
     from .dist.runner import run_job
 
     return run_job(world, placement, job, payload, observer=observer,
-                   log_dir=os.path.dirname(_log_path() or "") or None)
+                   log_dir=_side_dir(), budget=budget, step_ops=step_ops, env=env)
 
 
 def _job_report(command: str, config: Config, started: str, t0: float, world: WorldConfig, placement, out,
@@ -238,16 +253,24 @@ def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Re
     nproc = world.nproc_per_node
     world_size = placement.world_size if placement.worker_mode else world.nnodes * (nproc or _default_nproc())
     cfg = validate(config.bench, world_size)  # UsageError before any rendezvous
+    _check_memory(cfg, world, placement, world_size)
     base_rows = gates.load_baseline(cfg.baseline) if cfg.baseline else None
-    out = _run_world_job(world, placement, bench_job, bench_config_to_payload(cfg), observer)
+    # Between two rows: the size's agreement, warm-up, barrier, timed iterations, check and stats collectives.
+    step_ops = (cfg.warmup + cfg.iters + 6) * (2 if cfg.in_place else 1)
+    out = _run_world_job(world, placement, bench_job, bench_config_to_payload(cfg), observer, config.budget, step_ops)
     result = out.results.get(0)
     if result is not None:
         rows = rows_from_result(result)
         skips, stopped = result.get("skipped", []), result.get("stopped")
-    else:  # the world broke: report what rank 0 emitted before it did
+    else:  # the world broke or was interrupted: report what rank 0 emitted before it did
         rows = [BenchRow.from_json(e["data"]) for e in out.emitted if e.get("kind") == "bench_row"]
         skips, stopped = [], {"reason": "world broke", "detail": "; ".join(
             f"rank {f['rank']}: {f['reason']}" for f in out.failures)}
+        hang = next((e["data"] for e in out.emitted if e.get("kind") == "bench_stopped"), None)
+        if out.interrupted:
+            stopped = {"reason": "interrupted", "detail": "interrupted (Ctrl-C) before the sweep ended"}
+        elif isinstance(hang, dict):
+            stopped = hang
     checks, extra, partial = gates.outcome(cfg, rows, skips, stopped, hardware=None, base_rows=base_rows)
     if out.world_size > 1 and rows:
         from .bench.straggler import find_stragglers
@@ -258,13 +281,14 @@ def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Re
         checks.extend(find_stragglers(timing).checks)
     if config.nccl_diag and config.nccl_diag.capture:
         checks.extend(_nccl_capture(world, placement, out.backend, extra))
-    if out.failures:
+    if out.failures and not out.interrupted:
         first = out.failures[0]
         checks.insert(0, failed("bench.world", f"rank {first['rank']} failed: {first['reason']}",
                                 evidence={"failures": out.failures},
                                 fix="Run `ncclcheck preflight` with the same world flags to find the cause."))
     report = _job_report("bench", config, started, t0, world, placement, out, checks=checks, bench=rows, extra=extra,
                          partial=partial or bool(out.failures))
+    report.interrupted = out.interrupted
     if cfg.save_baseline:
         from .render.files import write_atomic
         from .render.json import render_json
@@ -281,10 +305,29 @@ def _nccl_capture(world: WorldConfig, placement, backend: str, extra: dict) -> l
 
     if backend != "nccl":
         return [skipped("nccl.transport", f"--nccl-capture needs the nccl backend on GPUs; this run used {backend}")]
-    out = _run_world_job(world, placement, nccl_debug_job, {})
+    from .bench.nccl_debug import nccl_debug_env
+    from .facts import hostname
+
+    # NCCL reads its debug and dump variables once, at init: they go into the spawned ranks' environment.
+    log_dir = _side_dir()
+    nproc = world.nproc_per_node or _default_nproc()
+    env = nccl_debug_env(log_dir, hostname().split(".")[0], dump_rank=placement.node_rank * nproc) if log_dir else None
+    out = _run_world_job(world, placement, nccl_debug_job, {"log_dir": log_dir}, env=env)
     results = [r for _, r in sorted(out.results.items())]
     extra["nccl_captures"] = captures_section(results)
     return transport_checks(results)
+
+
+def _check_memory(cfg, world: WorldConfig, placement, world_size: int) -> None:
+    """UsageError when the ranks of this node cannot allocate the largest --sizes (before any rank starts)."""
+    from .bench.memory import check_fits
+    from .dist.runner import gpu_count, load_torch, resolve_backend
+    from .facts.gpu import device_memory_bytes
+    from .facts.host import mem_available_bytes
+
+    local = placement.local_world_size if placement.worker_mode else (world.nproc_per_node or _default_nproc())
+    on_gpu = resolve_backend(world.backend, gpu_count(), local) == "nccl"
+    check_fits(cfg, world_size, local, mem_available_bytes(), device_memory_bytes(load_torch) if on_gpu else None)
 
 
 def _default_nproc() -> int:
@@ -327,11 +370,13 @@ def run_links(config: Optional[Config] = None, observer=None, **overrides) -> Re
     except WorldError as exc:
         return _world_failure_report(config, "links", started, t0, str(exc))
     payload = payload_from_config(config.links or LinksConfig())
-    out = _run_world_job(world, placement, links_job, payload, observer)
+    # Between two emitted pair rows: one round (pair setup, warm-up, timed transfers both ways, the report).
+    out = _run_world_job(world, placement, links_job, payload, observer, config.budget, step_ops=5)
     nproc = placement.local_world_size if placement.worker_mode else (world.nproc_per_node or _default_nproc())
     section, checks, partial = from_outcome(out, payload, ranks_per_node=nproc)
     report = _job_report("links", config, started, t0, world, placement, out, checks=checks, links=section,
                          partial=partial)
+    report.interrupted = out.interrupted
     if base is not None:
         from .links.baseline import compare_links
 

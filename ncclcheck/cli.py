@@ -8,6 +8,7 @@ Exit codes (DESIGN.md): 0 passed (warnings allowed), 1 a check failed / a gate m
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -19,6 +20,7 @@ from . import __version__
 from .config import (
     BaselineConfig,
     BenchConfig,
+    Budget,
     Config,
     LinksConfig,
     NcclDiagConfig,
@@ -121,9 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--size", default="64M", help="message size per transfer (default 64M)")
     k.add_argument("--iters", default="5", help="transfers per direction per pair (default 5)")
     k.add_argument("--rounds", default="full", choices=["full", "quick"], help="full: every pair; quick: sampled")
-    k.add_argument("--min-gbps", help="gate: a link below this GB/s is slow")
+    k.add_argument("--min-gbps", help="gate: any link below this GB/s fails the run (links.min_gbps)")
     k.add_argument("--relative", default="0.5",
-                   help="a link below this fraction of the typical node's best link is slow (0.5)")
+                   help="a link below this fraction of the typical link, and clearly set apart, is slow (0.5)")
     _baseline_flags(k, "RUN.json", "gate: fail on a link slower than the same link in a saved links run")
     k.add_argument("--tolerance", default="0.1", help="allowed relative slowdown against --baseline (0.1)")
 
@@ -148,8 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def config_from_args(args: argparse.Namespace, env=None) -> Config:
-    """Turn parsed flags into the one typed Config. Raises UsageError on any bad value."""
+def config_from_args(args: argparse.Namespace, env=None, started: Optional[float] = None) -> Config:
+    """Turn parsed flags into the one typed Config (with the run's Budget, clocked from `started`, a
+    time.monotonic() taken when the process started). Raises UsageError on any bad value."""
     env = os.environ if env is None else env
     cmd = args.command
     world_kw = {k: getattr(args, k, None) for k in ("nnodes", "node_rank", "nproc_per_node", "master_addr",
@@ -178,10 +181,13 @@ def config_from_args(args: argparse.Namespace, env=None) -> Config:
     code = getattr(args, "code", None)
     if code is not None and not os.path.exists(code):
         raise UsageError(f"--code {code}: no such file or directory")
-    cfg = dict(command=cmd, world=world, output=output, code_path=code, paths=tuple(getattr(args, "path", []) or []))
+    cfg = dict(command=cmd, world=world, output=output, code_path=code, paths=tuple(getattr(args, "path", []) or []),
+               budget=Budget(world.timeout_s, started if started is not None else time.monotonic()))
     if cmd == "recommend":
         cfg["recommend_format"] = args.format
     if cmd == "report":
+        if os.path.isdir(args.run):
+            raise UsageError(f"{args.run}: is a directory, not a JSON report")
         if not os.path.isfile(args.run):
             raise UsageError(f"{args.run}: no such file")
         cfg["report_input"] = args.run
@@ -255,17 +261,79 @@ def bench_config_from_args(args: argparse.Namespace) -> BenchConfig:
     )
 
 
+LOG_KEEP = 20  # runs whose logs are kept in the log directory
+
+
+def log_dir(env=None) -> str:
+    """$NCCLCHECK_LOG_DIR, else $XDG_STATE_HOME/ncclcheck, else ~/.local/state/ncclcheck: one predictable place."""
+    env = os.environ if env is None else env
+    if env.get("NCCLCHECK_LOG_DIR"):
+        return env["NCCLCHECK_LOG_DIR"]
+    state = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(state, "ncclcheck")
+
+
+def _prune_logs(directory: str, keep: int = LOG_KEEP) -> None:
+    """Keep the newest `keep` runs' logs (a run: ncclcheck-<stamp>-<pid>.log and its .d side directory)."""
+    import shutil
+
+    try:
+        runs = sorted((n[:-4] for n in os.listdir(directory) if n.startswith("ncclcheck-") and n.endswith(".log")),
+                      key=lambda n: os.path.getmtime(os.path.join(directory, n + ".log")))
+    except OSError:
+        return
+    for name in runs[:-keep] if len(runs) > keep else []:
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(directory, name + ".log"))
+        shutil.rmtree(os.path.join(directory, name + ".d"), ignore_errors=True)
+
+
 def _setup_logging() -> str:
-    """Everything detailed (tracebacks, torch's native noise) goes to a per-run log file, not the console."""
-    log_dir = os.environ.get("NCCLCHECK_LOG_DIR") or tempfile.gettempdir()
-    os.makedirs(log_dir, exist_ok=True)
-    path = os.path.join(log_dir, f"ncclcheck-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
-    handler = logging.FileHandler(path, encoding="utf-8")
+    """Everything detailed (tracebacks, torch's native noise) goes to this run's log file, not the console.
+
+    The file is created on the first record only (delay=True) and removed at exit when nothing was written, so
+    a clean run leaves nothing behind; the last LOG_KEEP runs are kept."""
+    directory = log_dir()
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError:
+        directory = tempfile.gettempdir()
+    _prune_logs(directory, LOG_KEEP - 1)
+    path = os.path.join(directory, f"ncclcheck-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
+    handler = logging.FileHandler(path, encoding="utf-8", delay=True)
     handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"))
     root = logging.getLogger()
     root.addHandler(handler)
-    root.setLevel(logging.DEBUG if os.environ.get("NCCLCHECK_DEBUG") else logging.INFO)
+    root.setLevel(logging.DEBUG if os.environ.get("NCCLCHECK_DEBUG") else logging.WARNING)
     return path
+
+
+def has_content(path: Optional[str]) -> bool:
+    """Does the log hold anything (so that printing its path points the user at details)?"""
+    try:
+        return bool(path) and os.path.getsize(path) > 0
+    except OSError:
+        return False
+
+
+def _finish_logging(path: str) -> None:
+    """Remove this run's log (and side directory) when nothing was written to them."""
+    for h in list(logging.getLogger().handlers):
+        if getattr(h, "baseFilename", None) == os.path.abspath(path):
+            h.close()
+            logging.getLogger().removeHandler(h)
+    side = path[:-4] + ".d"
+    if os.path.isdir(side):
+        for name in os.listdir(side):
+            f = os.path.join(side, name)
+            if os.path.isfile(f) and not has_content(f):
+                with contextlib.suppress(OSError):
+                    os.remove(f)
+        with contextlib.suppress(OSError):
+            os.rmdir(side)
+    if os.path.exists(path) and not has_content(path) and not os.path.isdir(side):
+        with contextlib.suppress(OSError):
+            os.remove(path)
 
 
 def _run(config: Config, log_path: str):
@@ -285,11 +353,22 @@ def _run(config: Config, log_path: str):
         import json
 
         from .model import Report
+        from .render.validate import schema_problem
 
         try:
             with open(config.report_input, encoding="utf-8") as f:
-                return Report.from_json(json.load(f))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+                doc = json.load(f)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{config.report_input}: cannot read it ({exc})") from None
+        except ValueError as exc:
+            raise UsageError(f"{config.report_input}: not JSON ({exc})") from None
+        problem = schema_problem(doc)
+        if problem:
+            raise UsageError(f"{config.report_input}: not an ncclcheck report (schema ncclcheck.report/1): "
+                             f"{problem}")
+        try:
+            return Report.from_json(doc)
+        except (ValueError, KeyError, TypeError) as exc:
             raise UsageError(f"{config.report_input}: not an ncclcheck JSON report ({exc})") from None
     raise UsageError(f"'{config.command}' is not available yet in this version")
 
@@ -302,7 +381,8 @@ def _emit(config: Config, report, log_path: str) -> None:
 
     if not report.prints:  # another rank of this node prints and writes the same report
         return
-    report.log_path = report.log_path or log_path
+    if not report.log_path and has_content(log_path):  # printed only when it holds the details referred to
+        report.log_path = log_path
     out = config.output
     json_to_stdout = out.json_path == "-"
     if out.json_path:
@@ -355,20 +435,31 @@ def _emit(config: Config, report, log_path: str) -> None:
 
 
 def main(argv: Optional[list] = None) -> int:
+    started = time.monotonic()  # the Budget's clock: every wait of this run is bounded from here on
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
         if not args.command:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
-        config = config_from_args(args)
+        config = config_from_args(args, started=started)
     except UsageError as exc:
         print(f"ncclcheck: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     log_path = _setup_logging()
     try:
+        return _main(config, log_path)
+    finally:
+        _finish_logging(log_path)
+
+
+def _main(config: Config, log_path: str) -> int:
+    try:
         report = _run(config, log_path)
         _emit(config, report, log_path)
+        if report.interrupted:  # the partial report is written; the exit code says it was interrupted
+            print("ncclcheck: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
         return report.exit_code
     except UsageError as exc:
         print(f"ncclcheck: error: {exc}", file=sys.stderr)

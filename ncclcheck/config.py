@@ -7,6 +7,7 @@ Flag values fall back to NCCLCHECK_* variables and then to the variables torchru
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Optional
@@ -16,6 +17,49 @@ from .errors import UsageError
 DEFAULT_MASTER_PORT = 29500
 DEFAULT_TIMEOUT_S = 60.0
 BACKENDS = ("auto", "nccl", "gloo")
+
+
+# The waits --timeout bounds, by name: each may last at most T before its cause is named (DESIGN.md: a hang bound).
+PHASES = ("master_probe", "join", "exchange", "mesh", "collective", "final")
+# The one table of waits whose length does not depend on --timeout (seconds), and why each is what it is.
+FIXED_BOUNDS_S = {
+    "connect_attempt": 2.0,  # one TCP connect of a probe; a healthy LAN answers in milliseconds
+    "join_grace": 1.0,  # after every rank joined, node 0 listens this long for a duplicate node rank
+    "verdict_grace": 5.0,  # beyond T, for node 0's verdict to reach a node that joined late in node 0's window
+    "final_agreement": 15.0,  # node 0 waits for every member to read the agreed exit code
+    "collect": 10.0,  # after the local ranks ended, for the results of ranks on other nodes
+    "kill_grace": 3.0,  # SIGTERM -> SIGKILL for a rank that must be stopped
+    "stall_grace": 2.0,  # beyond a job step's bound (its collectives x T) before the agent calls a silent world hung
+    "rank_start": 60.0,  # a spawned rank's start (a new Python, torch's import) before it joins; then the join has T
+}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """--timeout parsed once, when the process starts: T bounds each named phase's wait; the rest are fixed.
+
+    A sweep (bench, links) is not a wait: it runs as long as its work needs, while each collective in it is bounded
+    by T ("collective"), and a collective that does not complete within T is a hang the report names.
+    """
+
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    started: float = field(default_factory=time.monotonic)  # time.monotonic() when the process started
+
+    def bound(self, phase: str) -> float:
+        """Seconds the wait named `phase` may last (a PHASES name: T; else the fixed table)."""
+        if phase in PHASES:
+            return self.timeout_s
+        try:
+            return FIXED_BOUNDS_S[phase]
+        except KeyError:
+            raise ValueError(f"unknown budget phase {phase!r}") from None
+
+    def deadline(self, phase: str, since: Optional[float] = None) -> float:
+        """time.monotonic() by which the wait `phase`, begun at `since` (default: now), must end."""
+        return (time.monotonic() if since is None else since) + self.bound(phase)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
 
 
 @dataclass(frozen=True)
@@ -103,6 +147,11 @@ class Config:
     links: Optional[LinksConfig] = None
     baseline: Optional[BaselineConfig] = None  # preflight and links; bench has its own in BenchConfig
     nccl_diag: Optional[NcclDiagConfig] = None
+    budget: Optional[Budget] = None  # None: built from world.timeout_s when the Config is made
+
+    def __post_init__(self) -> None:
+        if self.budget is None:
+            object.__setattr__(self, "budget", Budget(self.world.timeout_s))
 
 
 def env_fallback(env: Mapping[str, str], *names: str) -> Optional[str]:
@@ -112,6 +161,18 @@ def env_fallback(env: Mapping[str, str], *names: str) -> Optional[str]:
         if v is not None and v.strip() != "":
             return v.strip()
     return None
+
+
+def pick(flag_value: Optional[str], flag: str, env: Mapping[str, str], *names: str) -> tuple[Optional[str], str]:
+    """(value, what to call it in an error): the flag when given, else the first set variable, named as such, so
+    `MASTER_PORT=abc` is reported as MASTER_PORT, not as a bad --master-port."""
+    if flag_value is not None:
+        return flag_value, flag
+    for n in names:
+        v = env.get(n)
+        if v is not None and v.strip() != "":
+            return v.strip(), f"{n} (environment)"
+    return None, flag
 
 
 def parse_int(value: Optional[str], what: str, lo: Optional[int] = None, hi: Optional[int] = None) -> Optional[int]:
@@ -152,39 +213,33 @@ def build_world(
 ) -> WorldConfig:
     """Flags first, then NCCLCHECK_*, then the launcher-standard names. Raises UsageError on bad values."""
     env = os.environ if env is None else env
-    n = parse_int(nnodes if nnodes is not None else env_fallback(env, "NCCLCHECK_NNODES"), "--nnodes", 1, 100000)
-    n = n or 1
-    r = parse_int(
-        node_rank if node_rank is not None else env_fallback(env, "NCCLCHECK_NODE_RANK", "NODE_RANK", "GROUP_RANK"),
-        "--node-rank",
-        0,
-    )
-    r = r or 0
+    v, what = pick(nnodes, "--nnodes", env, "NCCLCHECK_NNODES")
+    n = parse_int(v, what, 1, 100000) or 1
+    v, what = pick(node_rank, "--node-rank", env, "NCCLCHECK_NODE_RANK", "NODE_RANK", "GROUP_RANK")
+    r = parse_int(v, what, 0) or 0
     if r >= n:
-        raise UsageError(f"--node-rank {r} is out of range for --nnodes {n} (valid: 0..{n - 1})")
-    nproc_raw = nproc_per_node if nproc_per_node is not None else env_fallback(env, "NCCLCHECK_NPROC_PER_NODE")
+        raise UsageError(f"{what} {r} is out of range for --nnodes {n} (valid: 0..{n - 1})")
+    nproc_raw, what = pick(nproc_per_node, "--nproc-per-node", env, "NCCLCHECK_NPROC_PER_NODE")
     nproc = None
     if nproc_raw is not None and nproc_raw not in ("auto", "gpu"):
-        nproc = parse_int(nproc_raw, "--nproc-per-node", 1, 1024)
-    addr = master_addr if master_addr is not None else env_fallback(env, "NCCLCHECK_MASTER_ADDR", "MASTER_ADDR")
+        nproc = parse_int(nproc_raw, what, 1, 1024)
+    addr, what = pick(master_addr, "--master-addr", env, "NCCLCHECK_MASTER_ADDR", "MASTER_ADDR")
     if addr is not None:
         addr = addr.strip()
         if not addr or any(c.isspace() for c in addr) or "/" in addr:
-            raise UsageError(f"--master-addr {addr!r} is not a host name or address")
-    port = parse_int(
-        master_port if master_port is not None else env_fallback(env, "NCCLCHECK_MASTER_PORT", "MASTER_PORT"),
-        "--master-port",
-        1,
-        65535,
-    )
+            raise UsageError(f"{what} {addr!r} is not a host name or address")
+    v, what = pick(master_port, "--master-port", env, "NCCLCHECK_MASTER_PORT", "MASTER_PORT")
+    port = parse_int(v, what, 1, 65535)
     if n > 1 and addr is None:
         raise UsageError("--nnodes > 1 needs --master-addr (or MASTER_ADDR): the address of node rank 0")
     if addr is not None and port is None:
         port = DEFAULT_MASTER_PORT
-    be = (backend if backend is not None else env_fallback(env, "NCCLCHECK_BACKEND")) or "auto"
+    be, what = pick(backend, "--backend", env, "NCCLCHECK_BACKEND")
+    be = be or "auto"
     if be not in BACKENDS:
-        raise UsageError(f"--backend must be one of {', '.join(BACKENDS)}, got {be!r}")
-    t = parse_float(timeout if timeout is not None else env_fallback(env, "NCCLCHECK_TIMEOUT"), "--timeout")
+        raise UsageError(f"{what} must be one of {', '.join(BACKENDS)}, got {be!r}")
+    v, what = pick(timeout, "--timeout", env, "NCCLCHECK_TIMEOUT")
+    t = parse_float(v, what)
     return WorldConfig(
         nnodes=n,
         node_rank=r,

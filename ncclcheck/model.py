@@ -32,6 +32,16 @@ class Status(str, enum.Enum):
 _RANK = {Status.PASS: 0, Status.SKIP: 1, Status.WARN: 2, Status.FAIL: 3}
 
 
+
+SIG_DIGITS = 6  # every measured figure in the JSON keeps at least this many significant digits; renderers round
+
+
+def sig(x: float, digits: int = SIG_DIGITS) -> float:
+    """x to `digits` significant digits (0.000412345678 -> 0.000412346), unlike round(x, 4) -> 0.0004."""
+    if not isinstance(x, (int, float)) or x != x or x in (float("inf"), float("-inf")) or x == 0:
+        return x
+    return float(f"{x:.{digits}g}")
+
 @dataclass(frozen=True)
 class CheckResult:
     """One check's verdict. `node` is the node rank it is about, or None for a cross-node result."""
@@ -193,6 +203,7 @@ class Report:
     agreed_exit_code: Optional[int] = None
     # False on the non-leader ranks of a node in worker mode: they write JSON if asked but print nothing.
     prints: bool = True
+    interrupted: bool = False  # Ctrl-C: the partial report is still written, and the process exits 130
 
     @property
     def status(self) -> Status:

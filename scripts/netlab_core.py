@@ -139,6 +139,9 @@ class Scenarios:
     slow_pair: list[dict] = dataclasses.field(default_factory=list)  # {"host", "peer", "rate"}
     mtu: dict[str, int] = dataclasses.field(default_factory=dict)
     hostname_loopback: list[str] = dataclasses.field(default_factory=list)
+    # stock Ubuntu /etc/hosts: the own name on 127.0.1.1 first, then on its real address
+    hostname_loopback_first: list[str] = dataclasses.field(default_factory=list)
+    inbound_drop: list[str] = dataclasses.field(default_factory=list)  # hosts dropping every new inbound TCP conn
 
 
 @dataclasses.dataclass

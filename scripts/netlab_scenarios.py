@@ -37,6 +37,8 @@ SCENARIO_USAGE = {
     "slow-pair": "slow-pair HOST PEER RATE",
     "mtu": "mtu HOST MTU",
     "hostname-loopback": "hostname-loopback HOST",
+    "hostname-loopback-first": "hostname-loopback-first HOST",
+    "inbound-drop": "inbound-drop HOST",
 }
 
 
@@ -94,6 +96,10 @@ def apply_scenario(sc: Scenarios, tokens: list[str], state: LabState) -> None:
         sc.mtu[host(args[0])] = number(args[1], "MTU", 68, 65535)
     elif kind == "hostname-loopback":
         sc.hostname_loopback = sorted({*sc.hostname_loopback, host(args[0])}, key=state.index)
+    elif kind == "hostname-loopback-first":
+        sc.hostname_loopback_first = sorted({*sc.hostname_loopback_first, host(args[0])}, key=state.index)
+    elif kind == "inbound-drop":
+        sc.inbound_drop = sorted({*sc.inbound_drop, host(args[0])}, key=state.index)
 
 
 def reconcile(state: LabState) -> None:
@@ -119,6 +125,8 @@ def _write_etc(state: LabState, host: str) -> None:
     lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
     if host in state.scenarios.hostname_loopback:
         lines.append(f"{LOOPBACK_HOSTNAME_ADDR}\t{host}")  # stock Ubuntu: own name on loopback
+    elif host in state.scenarios.hostname_loopback_first:
+        lines.append(f"{LOOPBACK_HOSTNAME_ADDR}\t{host}")  # before the real line below: getaddrinfo returns it first
     lines += [f"{state.ip(h)}\t{h}" for h in state.hosts
               if not (h == host and host in state.scenarios.hostname_loopback)]
     write_atomic(etc / "hosts", "\n".join(lines) + "\n")
@@ -178,6 +186,8 @@ def nft_ruleset(state: LabState, host: str) -> str:
         if b["host"] == host:
             verdict = "reject with tcp reset" if b["mode"] == "reject" else "drop"
             inp.append(f'iifname != "lo" tcp dport {b["port"]} {verdict}')
+    if host in sc.inbound_drop:  # a host firewall: new inbound connections dropped, its own outbound ones work
+        inp.append('iifname != "lo" meta l4proto tcp ct state new drop')
     body = "\n".join(f"    {r}" for r in inp)
     obody = "\n".join(f"    {r}" for r in out)
     return (f"table inet {NFT_TABLE} {{}}\ndelete table inet {NFT_TABLE}\n"

@@ -52,3 +52,39 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
         elif f"{os.sep}tests{os.sep}lab{os.sep}" in path:
             item.add_marker(pytest.mark.lab)
+_ALLOWED_NETS = ("127.0.0.0/8", "198.18.0.0/15", "::1/128")  # loopback and the lab's own namespaces (issue 13)
+
+
+def _allowed(address) -> bool:
+    import ipaddress
+
+    if not isinstance(address, tuple):  # AF_UNIX paths and the like never leave the machine
+        return True
+    try:
+        ip = ipaddress.ip_address(str(address[0]).split("%")[0])
+    except ValueError:
+        return False  # a name: connect() would resolve it through the machine's resolver
+    return any(ip in ipaddress.ip_network(n) for n in _ALLOWED_NETS)
+
+
+@pytest.fixture(autouse=True)
+def _traffic_stays_on_loopback_and_the_lab(monkeypatch):
+    """No test in this process connects outside 127.0.0.0/8 and the lab's 198.18.0.0/15 (the traffic rule)."""
+    import socket
+
+    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
+
+    def guard(address) -> None:
+        if not _allowed(address):
+            raise AssertionError(f"traffic rule: a test tried to connect to {address!r}")
+
+    def connect(self, address):
+        guard(address)
+        return real_connect(self, address)
+
+    def connect_ex(self, address):
+        guard(address)
+        return real_connect_ex(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)

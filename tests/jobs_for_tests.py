@@ -26,3 +26,16 @@ def crash_or_hang_job(ctx, payload):
     if what == "raise":
         raise ValueError("bad input on this rank")
     return {"ok": True}
+
+
+def steps_job(ctx, payload):
+    """A job longer than --timeout whose every step (a sleep, then an all_reduce) emits: never a hang."""
+    import torch
+    import torch.distributed as dist
+
+    for i in range(payload["steps"]):
+        time.sleep(payload["step_s"])
+        t = torch.ones(1)
+        dist.all_reduce(t)
+        ctx.emit("step", {"rank": ctx.rank, "i": i})
+    return {"steps": payload["steps"]}

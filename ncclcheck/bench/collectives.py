@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 
 from ..config import BenchConfig
 from ..errors import UsageError
-from ..model import BenchRow
+from ..model import BenchRow, sig
 from ..units import format_size_short
 from . import check as chk
 from . import stats
@@ -230,8 +230,8 @@ def _build_row(op: str, dtype: str, in_place: bool, counts, per_rank: list[list[
     t = max(times)  # a collective is as slow as its slowest member
     algbw, busbw = bandwidths(op, counts.bytes, t, nranks)
     arrival = {
-        "barrier_wait_us": [round(s[1], 3) for s in per_rank],
-        "start_offset_us": [round(s[2], 3) for s in per_rank],
+        "barrier_wait_us": [sig(s[1]) for s in per_rank],
+        "start_offset_us": [sig(s[2]) for s in per_rank],
         "wall_start_s": [s[3] for s in per_rank],
     }
     extra: dict[str, Any] = {"arrival": arrival}
@@ -240,7 +240,7 @@ def _build_row(op: str, dtype: str, in_place: bool, counts, per_rank: list[list[
     if nranks > 1:
         # What a reader can act on: how far apart the ranks started, and the rank that kept the others waiting.
         note = annotate_row({"arrival_us": arrival["start_offset_us"], "rank_time_us": times})
-        extra["arrival_spread_us"] = round(max(arrival["start_offset_us"]) - min(arrival["start_offset_us"]), 3)
+        extra["arrival_spread_us"] = sig(max(arrival["start_offset_us"]) - min(arrival["start_offset_us"]))
         if note["late_rank"] is not None:
             extra["late_rank"] = note["late_rank"]
             extra["late_by_us"] = note["late_by_us"]
@@ -256,8 +256,8 @@ def _build_row(op: str, dtype: str, in_place: bool, counts, per_rank: list[list[
             extra["rank_wrong"] = rank_wrong
     return BenchRow(
         op=op, bytes=counts.bytes, count=counts.count, dtype=dtype, in_place=in_place,
-        time_us=round(t, 3), algbw_gbps=round(algbw, 4), busbw_gbps=round(busbw, 4), wrong=wrong,
-        rank_time_us=[round(x, 3) for x in times], extra=extra,
+        time_us=sig(t), algbw_gbps=sig(algbw), busbw_gbps=sig(busbw), wrong=wrong,
+        rank_time_us=[sig(x) for x in times], extra=extra,
     )
 
 
@@ -288,9 +288,42 @@ def _probe(ctx, runner) -> Optional[str]:
     return err or f"not supported by the {ctx.backend} backend on rank(s) {bad}"
 
 
-def _measure(ctx, op: str, cfg: BenchConfig, in_place: bool, bufs, counts, runner_factory: RunnerFactory):
+def _arrive(ctx, op: str, size: int) -> None:
+    """Mark in the store that this rank reached (op, size): a hang then names the ranks that did not."""
+    st = ctx.store
+    if st is None:
+        return
+    try:
+        st.set(f"bench/at/{op}/{size}/{ctx.rank}", "1")
+    except Exception:  # noqa: BLE001 - the mark only improves a hang's message; the sweep must not depend on it
+        pass
+
+
+def _absent(ctx, op: str, size: int) -> list[int]:
+    st = ctx.store
+    has = getattr(st, "has", None) or (lambda k: bool(st.check([k])))
+    out = []
+    for r in range(ctx.world_size):
+        try:
+            if not has(f"bench/at/{op}/{size}/{r}"):
+                out.append(r)
+        except Exception:  # noqa: BLE001 - the store may be gone with the rank that hung
+            return []
+    return out
+
+
+def _hang(ctx, op: str, size: int, exc: BaseException) -> dict:
+    """The `stopped` record of a collective that did not complete within its bound (or whose peer died)."""
+    absent = _absent(ctx, op, size) if ctx.store is not None else []
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    who = f"; rank(s) {','.join(map(str, absent))} never arrived" if absent else ""
+    return {"reason": "hang", "op": op, "bytes": size, "ranks_absent": absent,
+            "detail": f"{op} at {format_size_short(size)} did not complete within --timeout "
+                      f"{ctx.timeout_s:g} s{who} ({first})"}
+
+
+def _measure(ctx, op: str, cfg: BenchConfig, in_place: bool, runner: Runner, counts):
     """One row, or a string saying why this (op, dtype, placement) cannot run on this backend."""
-    runner = runner_factory(op, in_place, bufs, counts, ctx.rank, ctx.world_size)
     if cfg.check:
         # Timing on the check values keeps reductions away from denormals and NaNs.
         chk.fill(runner.input, cfg.dtype, ctx.world_size, OPS[op].reduces, ctx.rank)
@@ -354,7 +387,11 @@ def _runnable(sw: _Sweep) -> dict[str, list[bool]]:
 def _fits(sw: _Sweep, op: str, size: int, n_place: int) -> bool:
     """Every rank agrees the next size can finish before the deadline; otherwise the sweep stops here."""
     est = _estimate_s(sw.history, op, size, sw.cfg, n_place)
-    go, _ = _all_agree(sw.ctx, time.monotonic() + est + DEADLINE_MARGIN_S <= sw.ctx.deadline)
+    try:
+        go, _ = _all_agree(sw.ctx, time.monotonic() + est + DEADLINE_MARGIN_S <= sw.ctx.deadline)
+    except RuntimeError as exc:  # a collective past its bound (--timeout): a hang, named
+        sw.stopped = _hang(sw.ctx, op, size, exc)
+        return False
     if not go:
         sw.stopped = {"reason": "deadline", "op": op, "bytes": size,
                       "detail": f"stopped before {op} at {format_size_short(size)}: it would not finish "
@@ -369,7 +406,13 @@ def _run_size(sw: _Sweep, op: str, size: int, live: list[bool], sizes_left: int,
     bufs = allocate(counts, tdtype, ctx.device)
     still = list(live)
     for in_place in live:
-        row = _measure(ctx, op, cfg, in_place, bufs, counts, sw.runner_factory)
+        runner = sw.runner_factory(op, in_place, bufs, counts, ctx.rank, ctx.world_size)
+        _arrive(ctx, op, size)
+        try:
+            row = _measure(ctx, op, cfg, in_place, runner, counts)
+        except RuntimeError as exc:  # a collective past its bound, or a peer that died: named, and the sweep stops
+            sw.stopped = _hang(ctx, op, size, exc)
+            break
         if isinstance(row, str):
             sw.skip(op, in_place, row)
             still.remove(in_place)
@@ -391,6 +434,8 @@ def _run_op(sw: _Sweep, op: str, live: list[bool], tdtype) -> None:
         if not live or not _fits(sw, op, size, len(live)):
             return
         live = _run_size(sw, op, size, live, len(sizes) - i - 1, tdtype)
+        if sw.stopped:
+            return
 
 
 def run_sweep(ctx, cfg: BenchConfig, runner_factory: Optional[RunnerFactory] = None) -> dict:

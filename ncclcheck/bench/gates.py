@@ -16,6 +16,7 @@ from ..config import BenchConfig
 from ..errors import UsageError
 from ..model import SCHEMA_ID, BenchRow, CheckResult, failed, passed, skipped, warned
 from ..units import format_gbps, format_size_short, format_us
+from .coverage import coverage_check
 
 
 def requested(row: BenchRow) -> int:
@@ -261,6 +262,7 @@ def outcome(cfg: BenchConfig, rows: list[BenchRow], skips: Iterable[dict] = (), 
     rows: from the job's result (rows_from_result) or, when the world broke, the rows it emitted before that.
     extra holds "bench_summary" and, when the sweep stopped early, "bench_stopped"."""
     checks = evaluate(rows, cfg, skips, base_rows)
+    checks.append(coverage_check(cfg, rows, skips, stopped))
     extra: dict[str, Any] = {"bench_summary": summarize(rows, hardware)}
     if stopped:
         extra["bench_stopped"] = stopped

@@ -442,6 +442,9 @@ def check_peer_reachability(inp: CrossInput) -> CheckResult:
     # Per node, interfaces every other node reached that a job may use (never docker/lo/veth/bridge).
     job_usable = {r: [i for i in usable[r] if _kind(facts[r], i) not in _NEVER] for r in ranks}
     stranded = [r for r in ranks if not job_usable[r]]
+    walled = [r for r in stranded if _drops_inbound(inp.mesh, ranks, r)]
+    if walled:
+        return _inbound_filtered(inp, walled, ev, why_unusable)
     if stranded:
         return failed(cid, f"no interface of {_who(inp, stranded)} is reachable from every other node",
                       detail="; ".join(f"{i}: {w}" for i, w in why_unusable.items()), evidence=ev,
@@ -472,3 +475,42 @@ def check_peer_reachability(inp: CrossInput) -> CheckResult:
     if why_unusable:
         summary += "; unusable: " + "; ".join(f"{i} ({w})" for i, w in why_unusable.items())
     return passed(cid, summary, evidence=ev)
+
+
+def _drops_inbound(mesh: dict, ranks: list, r: int) -> bool:
+    """Node r reached other nodes (outbound works; it also joined the rendezvous) but no peer reached it on any
+    interface: inbound TCP is filtered on r, which a firewall does, rather than a network fault between nodes."""
+    j, n = ranks.index(r), len(ranks)
+    out_ok = in_tried = False
+    for entry in mesh.values():
+        m = entry.get("matrix") or []
+        if len(m) != n:
+            continue
+        if any(m[j][k] is True for k in range(n) if k != j):
+            out_ok = True
+        col = [m[i][j] for i in range(n) if i != j]
+        if any(v is True for v in col):
+            return False
+        in_tried = in_tried or any(v is False for v in col)
+    return out_ok and in_tried
+
+
+def _inbound_filtered(inp: CrossInput, walled: list, ev: dict, why_unusable: dict) -> CheckResult:
+    facts = {r: f for r, _, f in inp.nodes}
+    parts, fixes = [], []
+    for r in walled:
+        pr = (facts.get(r, {}).get("host") or {}).get("port_range")
+        ports = f"{pr[0]}-{pr[1]}" if isinstance(pr, list) and len(pr) == 2 else "its ephemeral range " \
+            "(sysctl net.ipv4.ip_local_port_range)"
+        parts.append(f"node {r} ({inp.host(r)}) drops inbound TCP: a firewall")
+        master = "MASTER_PORT and " if r == 0 else ""
+        fixes.append(f"on node {r} ({inp.host(r)}) accept TCP from the other nodes on {master}ports {ports} "
+                     f"(e.g. iptables -I INPUT -p tcp -s <other nodes' subnet> --dport {ports.replace('-', ':')} "
+                     "-j ACCEPT, or the equivalent ufw/firewalld/security-group rule)")
+    return failed("net.peer_reachability", "; ".join(parts),
+                  detail="It reached the other nodes and joined the rendezvous (its outbound connections work), but "
+                         "no peer reached it on any interface: inbound connections are filtered on that node. "
+                         + "; ".join(f"{i}: {w}" for i, w in why_unusable.items()),
+                  evidence=dict(ev, inbound_filtered=walled),
+                  fix="Open node-to-node TCP, including the ephemeral range NCCL and Gloo listen on: "
+                      + "; ".join(fixes) + ".")

@@ -64,6 +64,17 @@ def check_master_reachable(inp: LocalInput) -> CheckResult:
         return skipped(cid, "no master address to test (standalone run on loopback)", node=node)
     where = f"{m.get('addr')}:{m.get('port')}"
     ev = dict(m)
+    if m.get("mode") == "bind" and m.get("ok") and m.get("local") is None:
+        return failed(cid, f"MASTER_ADDR {m.get('addr')} does not resolve on node {node}, which hosts the "
+                      "rendezvous", node=node, evidence=ev,
+                      fix="Set MASTER_ADDR (--master-addr) to node 0's address, as the other nodes can reach it, "
+                          "or fix the name in DNS / /etc/hosts on every node.")
+    if m.get("mode") == "bind" and m.get("ok") and m.get("local") is False:
+        return warned(cid, f"{where}: port is free, but MASTER_ADDR {m.get('addr')} is not an address of this "
+                      f"host (node {node} hosts the rendezvous)", node=node, evidence=ev,
+                      detail="Fine behind a service address (Kubernetes); otherwise the other nodes connect to "
+                             "another machine and never join.",
+                      fix="Set MASTER_ADDR to an address of node 0 on the network the nodes share.")
     if m.get("ok"):
         how = "port is free to bind" if m.get("mode") == "bind" else "accepts TCP connections"
         return passed(cid, f"{where} {how}", node=node, evidence=ev)
@@ -114,7 +125,38 @@ def check_hostname_resolves(inp: LocalInput) -> CheckResult:
                           "(\"Unable to resolve hostname to a (local) address\"); peers then cannot connect.",
                    fix=f"Map '{name}' to this node's routable address in /etc/hosts (stock Ubuntu maps it to "
                        "127.0.1.1), and set GLOO_SOCKET_IFNAME to the interface the nodes share.")
+    if _is_loopback(addrs[0]):
+        return _first_loopback(inp, name, addrs, ev)
     return passed(cid, f"{name} -> {', '.join(addrs)}", node=node, evidence=ev)
+
+
+def _is_loopback(addr: str) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(str(addr).split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def _first_loopback(inp: LocalInput, name: str, addrs: list, ev: dict) -> CheckResult:
+    """The hostname resolves first to loopback, then to a real address: Gloo binds the first one (getaddrinfo's
+    order), so its peers cannot connect, although the name does resolve to the right address too."""
+    cid, node = "host.hostname_resolves", inp.node_rank
+    lines = [ln for ln in (inp.facts.get("host") or {}).get("hosts_lines") or [] if ln.split()[0] == addrs[0]]
+    ev = dict(ev, first=addrs[0], hosts_lines=lines)
+    real = [a for a in addrs if not _is_loopback(a)]
+    text = (f"node {node}: hostname {name!r} resolves first to loopback {addrs[0]} (then {', '.join(real)}); "
+            "Gloo binds the first address")
+    where = f"the /etc/hosts line '{lines[0]}'" if lines else f"the /etc/hosts line mapping {name!r} to {addrs[0]}"
+    fix = (f"On node {node}, remove or comment out {where} (stock Ubuntu adds it), so that {name!r} resolves to "
+           f"{real[0] if real else 'its routable address'} first; or set GLOO_SOCKET_IFNAME to the shared interface.")
+    if not inp.multi_node:
+        return passed(cid, text + " (fine on one node)", node=node, evidence=ev)
+    res = warned if inp.env.get("GLOO_SOCKET_IFNAME") else failed
+    return res(cid, text, node=node, evidence=ev, fix=fix,
+               detail="Gloo looks its own hostname up and binds the first address getaddrinfo returns; peers then "
+                      "try to connect to loopback and the job hangs or fails with 'Connection refused'.")
 
 
 def check_shm(inp: LocalInput) -> CheckResult:
@@ -422,3 +464,19 @@ def check_env_nccl(inp: LocalInput) -> list:
         out.append(passed(cid, f"{n} relevant variable(s) set, none problematic" if n else "no NCCL/Gloo variables",
                           node=node, evidence=ev))
     return out
+
+
+def check_paths_exist(inp: LocalInput) -> CheckResult:
+    """paths.exist: every --path given exists and is readable on this node (a typo must not pass silently)."""
+    cid, node = "paths.exist", inp.node_rank
+    paths = inp.facts.get("paths")
+    if not isinstance(paths, list) or not paths:
+        return skipped(cid, "no --path given", node=node)
+    bad = [p for p in paths if isinstance(p, dict) and (not p.get("exists") or not p.get("readable"))]
+    ev = {"paths": paths}
+    if bad:
+        text = "; ".join(f"{p.get('path')}: {p.get('reason') or 'not readable'}" for p in bad)
+        return warned(cid, text, node=node, evidence=ev,
+                      fix="Check the --path spelling, or mount/copy it on this node with read permission for the "
+                          "job's user.")
+    return passed(cid, f"{len(paths)} path(s) exist and are readable", node=node, evidence=ev)

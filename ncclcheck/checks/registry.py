@@ -39,6 +39,7 @@ REGISTRY: tuple = (
     CheckSpec("host.shm", LOCAL, ("host",), local.check_shm),
     CheckSpec("host.memlock", LOCAL, ("host",), local.check_memlock),
     CheckSpec("env.nccl", LOCAL, ("env",), local.check_env_nccl),
+    CheckSpec("paths.exist", LOCAL, ("paths",), local.check_paths_exist),
     CheckSpec("versions.consistent", CROSS, ("versions",), cross.check_versions),
     CheckSpec("packages.consistent", CROSS, ("packages",), cross.check_packages),
     CheckSpec("code.consistent", CROSS, ("code",), cross.check_code),

@@ -8,7 +8,8 @@
   workers with global rank node_rank * nproc + local_rank;
 - worker mode (torchrun/srun/mpirun started us): the job runs in this process as that rank.
 Results and `ctx.emit` records go through the store as JSON as soon as they exist, so a worker that crashes or hangs
-loses nothing it already emitted; a worker still running at the deadline is killed and named. job_fn must be a
+loses nothing it already emitted; each collective is bounded by --timeout (the process group's timeout), and a
+world that emits nothing for longer than one job step's bound is hung: its ranks are killed and named. job_fn must be a
 module-level function (it is pickled by reference into spawned workers).
 """
 
@@ -18,22 +19,23 @@ import datetime as _dt
 import logging
 import multiprocessing as mp
 import os
+import signal
 import socket
 import time
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from .store import JsonStore, StoreLost, first_line, open_store
-from ..config import WorldConfig
-from .placement import Placement
-from .roles import is_server
+from ..config import Budget, WorldConfig
 from ..facts.gpu import usable_gpu_count
 from .context import NullObserver, WorkerContext
+from .placement import Placement
+from .roles import is_server
+from .store import JsonStore, StoreLost, first_line, open_store
 
 log = logging.getLogger(__name__)
 CPU_RANKS_DEFAULT = 2
-_KILL_GRACE_S = 3.0
+_POLL_S = 0.25
 
 
 @dataclass
@@ -45,6 +47,7 @@ class JobOutcome:
     results: dict = field(default_factory=dict)  # global rank -> job_fn's dict
     emitted: list = field(default_factory=list)  # [{"rank", "kind", "data"}] in arrival order
     failures: list = field(default_factory=list)  # [{"rank", "reason"}]
+    interrupted: bool = False  # Ctrl-C reached the agent: its ranks were stopped; `emitted` holds what they made
 
     @property
     def ok(self) -> bool:
@@ -90,7 +93,9 @@ def _run_rank(spec: dict, st: JsonStore, job_fn: Callable, payload: dict, observ
 
     rank = spec["rank"]
     try:
-        timeout = _dt.timedelta(seconds=max(1.0, spec["deadline_wall"] - time.time()))
+        # Each collective's hang bound is the budget's "collective" phase (T), not what is left of a job deadline:
+        # a sweep runs as long as its work needs.
+        timeout = _dt.timedelta(seconds=max(1.0, spec["op_timeout_s"]))
         device = "cpu"
         if spec["backend"] == "nccl":
             import torch
@@ -100,12 +105,13 @@ def _run_rank(spec: dict, st: JsonStore, job_fn: Callable, payload: dict, observ
         pg_store = dist.PrefixStore(st.prefix + "pg/", st.raw)
         dist.init_process_group(spec["backend"], store=pg_store, rank=rank, world_size=spec["world_size"],
                                 timeout=timeout)
+        st.add(f"ready/{spec['node_rank']}", 1)  # the agent's hang watch starts from here, not from the spawn
         try:
             ctx = WorkerContext(
                 rank=rank, world_size=spec["world_size"], local_rank=spec["local_rank"],
                 local_world_size=spec["local_world_size"], node_rank=spec["node_rank"], nnodes=spec["nnodes"],
                 backend=spec["backend"], device=device, timeout_s=spec["timeout_s"],
-                deadline=time.monotonic() + max(0.0, spec["deadline_wall"] - time.time()), store=st,
+                deadline=float("inf"), store=st,
                 observer=observer if (observer is not None and rank == 0) else NullObserver(),
                 emit=_emitter(st, rank), log_dir=spec.get("log_dir"),
             )
@@ -137,6 +143,8 @@ def _worker_main(spec: dict, job_fn: Callable, payload: dict) -> None:
     """Entry point of a spawned local worker."""
     # The one place a worker's environment is written: this process is new and torch is not initialised yet.
     os.environ.update(spec.get("env") or {})
+    # Ctrl-C to the process group is the agent's to handle (partial report, exit 130): no traceback from a rank.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if spec.get("log_path"):
         logging.basicConfig(filename=spec["log_path"], level=logging.DEBUG)
     try:
@@ -166,6 +174,34 @@ def _collect(st: JsonStore, world_size: int, deadline: float) -> JobOutcome:
     return out
 
 
+def _stall_bound(budget: Budget, step_ops: int) -> float:
+    """How long a world may go without emitting before it is hung: one job step's collectives, each bounded by T."""
+    return max(1, step_ops) * budget.bound("collective") + budget.bound("stall_grace")
+
+
+def _watch(procs: dict, st: JsonStore, stall_s: float, node: int, start_s: float) -> list:
+    """Wait while local ranks run; the ranks still alive once the world emitted nothing for stall_s (hung).
+
+    A sweep has no overall deadline (it runs as long as its work needs): each collective is bounded by the process
+    group's timeout, and this watch is the backstop for a rank stuck outside one. Until every local rank has joined
+    its process group, starting (a new Python, torch's import, the join) has its own bound, start_s."""
+    last_count, last_change = -1, time.monotonic()
+    while any(p.is_alive() for p in procs.values()):
+        try:
+            ready = st.add(f"ready/{node}", 0)
+            count = st.add("emit/count", 0) + ready
+        except StoreLost:
+            ready, count = len(procs), last_count
+        now = time.monotonic()
+        if count != last_count:
+            last_count, last_change = count, now
+        elif now - last_change > (stall_s if ready >= len(procs) else start_s):
+            return [r for r, p in procs.items() if p.is_alive()]
+        for p in procs.values():
+            p.join(_POLL_S / max(1, len(procs)))
+    return []
+
+
 @dataclass
 class _LocalWorld:
     """This node's share of a launcher-mode world: where the store is, who we are, what we spawn."""
@@ -177,7 +213,7 @@ class _LocalWorld:
     nnodes: int
     nproc: int
     backend: str
-    timeout_s: float
+    timeout_s: float  # each collective's bound (the budget's "collective" phase)
     log_path: Optional[str]
     prefix: str = "ncclcheck/job/"
 
@@ -190,7 +226,8 @@ class _LocalWorld:
         return self.nnodes == 1
 
 
-def _local_world(world_config: WorldConfig, placement: Placement, log_dir: Optional[str]) -> _LocalWorld:
+def _local_world(world_config: WorldConfig, placement: Placement, log_dir: Optional[str],
+                 budget: Budget) -> _LocalWorld:
     gpus = gpu_count()
     nproc = world_config.nproc_per_node or placement.local_world_size or gpus or CPU_RANKS_DEFAULT
     standalone = placement.nnodes == 1
@@ -198,7 +235,8 @@ def _local_world(world_config: WorldConfig, placement: Placement, log_dir: Optio
         host="127.0.0.1" if standalone else placement.master_addr,
         port=_free_port() if standalone else placement.master_port,
         server=standalone or placement.node_rank == 0, node=placement.node_rank, nnodes=placement.nnodes,
-        nproc=nproc, backend=resolve_backend(world_config.backend, gpus, nproc), timeout_s=world_config.timeout_s,
+        nproc=nproc, backend=resolve_backend(world_config.backend, gpus, nproc),
+        timeout_s=budget.bound("collective"),
         log_path=os.path.join(log_dir, f"job.node{placement.node_rank}.log") if log_dir else None)
 
 
@@ -207,46 +245,41 @@ def _spawn_ranks(lw: _LocalWorld, job_fn: Callable, payload: dict, log_dir: Opti
     """Start this node's ranks (spawned: a forked CUDA context would be unusable); {global rank: process}."""
     ctx = mp.get_context("spawn")
     child_env = worker_env(lw.backend, env, os.environ)
-    deadline_wall = time.time() + lw.timeout_s
     procs = {}
     for lr in range(lw.nproc):
         rank = lw.node * lw.nproc + lr
         spec = {"host": lw.host, "port": lw.port, "prefix": lw.prefix, "rank": rank, "world_size": lw.world_size,
                 "local_rank": lr, "local_world_size": lw.nproc, "node_rank": lw.node, "nnodes": lw.nnodes,
-                "backend": lw.backend, "timeout_s": lw.timeout_s, "deadline_wall": deadline_wall,
-                "log_path": lw.log_path, "log_dir": log_dir,
-                "env": child_env}
+                "backend": lw.backend, "timeout_s": lw.timeout_s, "op_timeout_s": lw.timeout_s,
+                "log_path": lw.log_path, "log_dir": log_dir, "env": child_env}
         p = ctx.Process(target=_worker_main, args=(spec, job_fn, payload), name=f"ncclcheck-rank{rank}", daemon=True)
         p.start()
         procs[rank] = p
     return procs
 
 
-def _reap(procs: dict, deadline: float) -> list:
-    """Wait for every rank until the deadline; terminate, then kill, the ones still running. Returns those ranks."""
-    hung = []
-    for rank, p in procs.items():
-        p.join(max(0.0, deadline - time.monotonic()))
-        if p.is_alive():
-            hung.append(rank)
-            p.terminate()
-    for rank in hung:
-        procs[rank].join(_KILL_GRACE_S)
+def _stop(procs: dict, ranks: list, grace_s: float) -> None:
+    """Terminate, then kill after grace_s, the given ranks."""
+    for rank in ranks:
+        procs[rank].terminate()
+    for rank in ranks:
+        procs[rank].join(grace_s)
         if procs[rank].is_alive():
             procs[rank].kill()
             procs[rank].join(1.0)
-    return hung
 
 
-def _name_failures(out: JobOutcome, lw: _LocalWorld, procs: dict, hung: list) -> None:
-    """Every rank without a result gets one reason: killed at the deadline, exited early, or its node never said."""
+def _name_failures(out: JobOutcome, lw: _LocalWorld, procs: dict, hung: list, stall_s: float) -> None:
+    """Every rank without a result gets one reason: interrupted, hung, exited early, or its node never said."""
     named = {f["rank"] for f in out.failures}
     for rank, p in procs.items():
         if rank in out.results or rank in named:
             continue
-        if rank in hung:
-            out.failures.append({"rank": rank,
-                                 "reason": f"still running after the {lw.timeout_s:g} s deadline; killed"})
+        if out.interrupted:
+            out.failures.append({"rank": rank, "reason": "interrupted (Ctrl-C); stopped"})
+        elif rank in hung:
+            out.failures.append({"rank": rank, "reason": f"hung: no progress from the job for {stall_s:g} s "
+                                 f"(a step's bound at --timeout {lw.timeout_s:g} s); killed"})
         else:
             out.failures.append({"rank": rank, "reason": f"exited with code {p.exitcode} without a result"})
     named = {f["rank"] for f in out.failures}
@@ -256,66 +289,78 @@ def _name_failures(out: JobOutcome, lw: _LocalWorld, procs: dict, hung: list) ->
     out.failures.sort(key=lambda f: f["rank"])
 
 
-def _say_done(st: JsonStore, server: bool, members: int) -> None:
-    """Node 0 hosts the store: it stays up (bounded) until every member has read what it needs."""
+def _say_done(st: JsonStore, server: bool, members: int, deadline: float) -> None:
+    """The store's host stays up (bounded) until every member has read what it needs."""
     try:
         st.add("job/done", 1)
         if server:
-            st.wait_count("job/done", members, time.monotonic() + 10.0)
+            st.wait_count("job/done", members, deadline)
     except StoreLost:
         pass
 
 
 def _launch_local(world_config: WorldConfig, placement: Placement, job_fn: Callable, payload: dict,
-                  log_dir: Optional[str], env: Optional[dict]) -> JobOutcome:
-    lw = _local_world(world_config, placement, log_dir)
+                  log_dir: Optional[str], env: Optional[dict], budget: Budget, step_ops: int) -> JobOutcome:
+    lw = _local_world(world_config, placement, log_dir, budget)
     bind_host = lw.host if lw.standalone else "0.0.0.0"
-    st = open_store(bind_host if lw.server else lw.host, lw.port, lw.server, lw.timeout_s, lw.log_path, lw.prefix)
-    deadline = time.monotonic() + lw.timeout_s
+    st = open_store(bind_host if lw.server else lw.host, lw.port, lw.server, budget.bound("join"), lw.log_path,
+                    lw.prefix)
     procs = _spawn_ranks(lw, job_fn, payload, log_dir, env)
-    hung = _reap(procs, deadline)
+    stall_s = _stall_bound(budget, step_ops)
+    interrupted = False
+    try:
+        hung = _watch(procs, st, stall_s, lw.node, budget.bound("rank_start") + budget.bound("join"))
+    except KeyboardInterrupt:
+        interrupted, hung = True, [r for r, p in procs.items() if p.is_alive()]
+    _stop(procs, hung, budget.bound("kill_grace"))
     # Ranks on other nodes finish on their own clock: wait for their results a little, bounded.
-    out = _collect(st, lw.world_size, time.monotonic() + (0.5 if lw.standalone else min(10.0, lw.timeout_s)))
-    out.backend = lw.backend
-    _name_failures(out, lw, procs, hung)
+    collect_s = 0.5 if lw.standalone or interrupted else budget.bound("collect")
+    out = _collect(st, lw.world_size, time.monotonic() + collect_s)
+    out.backend, out.interrupted = lw.backend, interrupted
+    _name_failures(out, lw, procs, hung, stall_s)
     if not lw.standalone:
-        _say_done(st, lw.server, lw.nnodes)
+        _say_done(st, lw.server, lw.nnodes, budget.deadline("collect"))
     return out
 
 
 def _run_in_process(world_config: WorldConfig, placement: Placement, job_fn: Callable, payload: dict,
-                    observer: Any, log_dir: Optional[str]) -> JobOutcome:
+                    observer: Any, log_dir: Optional[str], budget: Budget) -> JobOutcome:
     gpus = gpu_count()
     backend = resolve_backend(world_config.backend, gpus, placement.local_world_size)
-    timeout_s = world_config.timeout_s
+    timeout_s = budget.bound("collective")
     log_path = os.path.join(log_dir, f"job.rank{placement.rank}.log") if log_dir else None
     server = is_server(placement, os.environ)
-    st = open_store("0.0.0.0" if server else placement.master_addr, placement.master_port, server, timeout_s,
-                    log_path, "ncclcheck/job/")
+    st = open_store("0.0.0.0" if server else placement.master_addr, placement.master_port, server,
+                    budget.bound("join"), log_path, "ncclcheck/job/")
     spec = {"rank": placement.rank, "world_size": placement.world_size, "local_rank": placement.local_rank,
             "local_world_size": placement.local_world_size, "node_rank": placement.node_rank,
-            "nnodes": placement.nnodes, "backend": backend, "timeout_s": timeout_s,
-            "deadline_wall": time.time() + timeout_s, "log_dir": log_dir}
+            "nnodes": placement.nnodes, "backend": backend, "timeout_s": timeout_s, "op_timeout_s": timeout_s,
+            "log_dir": log_dir}
     try:
         _run_rank(spec, st, job_fn, payload, observer)
     except Exception:  # noqa: BLE001 - recorded in the store as error/<rank>
         pass
-    out = _collect(st, placement.world_size, time.monotonic() + min(10.0, timeout_s))
+    out = _collect(st, placement.world_size, budget.deadline("collect"))
     out.backend = backend
     missing = [r for r in range(placement.world_size)
                if r not in out.results and r not in {f["rank"] for f in out.failures}]
     out.failures.extend({"rank": r, "reason": "no result before the deadline"} for r in missing)
-    _say_done(st, server, placement.world_size)
+    _say_done(st, server, placement.world_size, budget.deadline("collect"))
     return out
 
 
 def run_job(world_config: WorldConfig, placement: Placement, job_fn: Callable, payload: dict,
-            observer: Any = None, log_dir: Optional[str] = None,
-            env: Optional[dict] = None) -> JobOutcome:
-    """Run job_fn on every rank of the world this process belongs to; bounded by world_config.timeout_s.
+            observer: Any = None, log_dir: Optional[str] = None, env: Optional[dict] = None,
+            budget: Optional[Budget] = None, step_ops: int = 1) -> JobOutcome:
+    """Run job_fn on every rank of the world this process belongs to.
+
+    Each wait is bounded by the budget (default: built from world_config.timeout_s): the join by T, each collective
+    by T; the job itself runs as long as it keeps emitting, and is hung once it emits nothing for step_ops x T
+    (+ a fixed grace), step_ops being the most collectives the job runs between two emits.
 
     env: variables for the ranks this call spawns, set before torch initialises (NCCL_DEBUG_FILE...). In worker mode
     the launcher made this process, so its environment is the launcher's: run_job never rewrites os.environ."""
+    budget = budget or Budget(world_config.timeout_s)
     if placement.worker_mode:
-        return _run_in_process(world_config, placement, job_fn, payload, observer, log_dir)
-    return _launch_local(world_config, placement, job_fn, payload, log_dir, env)
+        return _run_in_process(world_config, placement, job_fn, payload, observer, log_dir, budget)
+    return _launch_local(world_config, placement, job_fn, payload, log_dir, env, budget, step_ops)

@@ -40,6 +40,16 @@ def usable_gpu_count(load_torch: Callable[[], Any]) -> int:
         return 0
 
 
+def device_memory_bytes(load_torch: Callable[[], Any]) -> Optional[int]:
+    """The smallest total memory of the GPUs torch can use (a rank per GPU), None without GPUs."""
+    try:
+        torch = load_torch()
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        return min(int(torch.cuda.get_device_properties(i).total_memory) for i in range(n)) if n else None
+    except Exception:  # noqa: BLE001 - no usable CUDA: the host-memory bound applies instead
+        return None
+
+
 def nccl_version_str(v: Any) -> Optional[str]:
     """torch.cuda.nccl.version(): a tuple (2, 21, 5) in torch 2.x, an int code (22105 / 2708) in older releases."""
     if isinstance(v, (tuple, list)) and v:

@@ -154,6 +154,20 @@ def mem_total_bytes() -> Optional[int]:
     return int(psutil.virtual_memory().total)
 
 
+def mem_available_bytes() -> Optional[int]:
+    """MemAvailable: what the ranks of a bench on this host can allocate without swapping."""
+    for line in (read_text(procfs("meminfo")) or "").splitlines():
+        if line.startswith("MemAvailable:"):
+            parts = line.split()
+            if len(parts) >= 2 and is_decimal(parts[1]):
+                return int(parts[1]) * 1024
+    if procfs_root() != "/proc":
+        return None
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
 def os_pretty_name(path: str = "/etc/os-release") -> Optional[str]:
     for line in (read_text(path) or "").splitlines():
         if line.startswith("PRETTY_NAME="):
@@ -175,11 +189,23 @@ def container_hint(root: str = "/") -> Optional[str]:
     return None
 
 
+def hosts_lines(hostname: str, path: str = "/etc/hosts") -> list:
+    """The /etc/hosts lines that name `hostname` (or its short form), in file order: a fix can quote them."""
+    short = hostname.split(".")[0]
+    out = []
+    for line in (read_text(path) or "").splitlines():
+        words = line.split("#", 1)[0].split()
+        if len(words) >= 2 and any(w in (hostname, short) for w in words[1:]):
+            out.append(line.strip())
+    return out
+
+
 def collect(gethostname: Optional[Callable] = None, getfqdn: Optional[Callable] = None,
             getaddrinfo: Optional[Callable] = None, getrlimit: Optional[Callable] = None) -> dict:
     hostname = (gethostname or socket.gethostname)()
     facts: dict[str, Any] = {"hostname": hostname}
     facts.update(resolve(hostname, getfqdn, getaddrinfo))
+    facts["hosts_lines"] = hosts_lines(hostname)
     try:
         facts["shm"] = shm()
     except Exception as e:

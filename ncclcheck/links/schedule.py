@@ -100,3 +100,20 @@ def retest_rounds(
             rounds.pop()
             busy.pop()
     return [sorted(r) for r in rounds if r]
+
+
+def again_rounds(pairs: Iterable[Pair]) -> list[Round]:
+    """The given pairs once more, packed greedily into rounds of disjoint pairs (full mode's re-test of suspects:
+    a pair slowed by a passing hiccup measures normal the second time, a slow link or node does not)."""
+    rounds: list[Round] = []
+    busy: list[set[int]] = []
+    for a, b in sorted({_norm(a, b) for a, b in pairs}):
+        for i in range(len(rounds) + 1):
+            if i == len(rounds):
+                rounds.append([])
+                busy.append(set())
+            if a not in busy[i] and b not in busy[i]:
+                rounds[i].append((a, b))
+                busy[i] |= {a, b}
+                break
+    return rounds

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..checks import CrossInput, run_cross_checks
-from ..config import Config, format_endpoint
+from ..config import FIXED_BOUNDS_S, Budget, Config, format_endpoint
 from ..dist import roles
 from ..dist.placement import Placement
 from ..dist.store import JsonStore, StoreLost, open_store
@@ -38,9 +38,8 @@ from . import probe
 
 log = logging.getLogger(__name__)
 
-JOIN_GRACE_S = 1.0  # after every rank joined, how long node 0 keeps listening for a duplicate node rank
-MESH_PHASE_S = 30.0  # upper bound of the mesh phase (endpoints, probes, rows), below --timeout
-FINAL_WAIT_S = 15.0
+JOIN_GRACE_S = FIXED_BOUNDS_S["join_grace"]
+FINAL_WAIT_S = FIXED_BOUNDS_S["final_agreement"]
 
 
 @dataclass
@@ -188,12 +187,16 @@ class _Ctx:
     join_grace_s: float = JOIN_GRACE_S
 
     @property
+    def budget(self) -> Budget:
+        return self.config.budget or Budget(self.config.world.timeout_s)
+
+    @property
     def timeout_s(self) -> float:
-        return self.config.world.timeout_s
+        return self.budget.bound("join")
 
     @property
     def rdzv_deadline(self) -> float:
-        return self.start + self.timeout_s
+        return self.budget.deadline("join", since=self.start)
 
 
 def _alone(ctx: _Ctx, extra: list, nnodes: Optional[int] = None) -> ClusterOutcome:
@@ -239,22 +242,49 @@ def _connect(ctx: _Ctx) -> tuple:
         return st, True, None
     decider = roles.is_decider(p)
     m = _master_result(ctx.results)
+    if m is not None and m.status is Status.FAIL and (m.evidence or {}).get("mode") == "connect":
+        # The master probe already spent its bound (T) and its check names the cause: a second probe would
+        # double the time before the cause is named (issue 13: 2 x T on every non-master node).
+        return None, decider, _master_failed(m, addr, port)
     if m is None or m.status is Status.FAIL:
-        pr = probe.probe_master(addr, port, ctx.rdzv_deadline)
+        pr = probe.probe_master(addr, port, ctx.budget.deadline("master_probe"))
         if not pr.ok:
             return None, decider, failed(
                 "rendezvous.world", f"could not join: master {format_endpoint(addr, port)} {pr.status} after "
                 f"{pr.attempts} attempts in {pr.elapsed_s:.1f} s", evidence=pr.to_json(),
                 fix="See rendezvous.master_reachable: start node 0 first, check MASTER_ADDR/MASTER_PORT and the "
                     "firewall between the nodes.")
-    remaining = max(1.0, ctx.rdzv_deadline - time.monotonic())
     try:
-        st = open_store(addr, port, False, min(remaining, 30.0), ctx.log_path, prefix)
+        st = open_store(addr, port, False, ctx.budget.bound("join"), ctx.log_path, prefix)
     except ConnectionError as e:
         return None, decider, failed(
             "rendezvous.world", f"could not join the rendezvous store at {format_endpoint(addr, port)}: {e}",
             fix="Check that node 0 runs ncclcheck (not another service) on MASTER_PORT.")
     return st, decider, None
+
+
+def _master_failed(m: CheckResult, addr: str, port: int) -> CheckResult:
+    """rendezvous.world when this node's master probe failed: the probe's own finding, not a second probe."""
+    ev = m.evidence or {}
+    return failed("rendezvous.world", f"could not join: master {addr}:{port} {ev.get('kind') or 'unreachable'} after "
+                  f"{ev.get('attempts', '?')} attempts in {float(ev.get('elapsed_s') or 0):.1f} s", evidence=ev,
+                  fix="See rendezvous.master_reachable: start node 0 first, check MASTER_ADDR/MASTER_PORT and the "
+                      "firewall between the nodes.")
+
+
+def _tie_to_master(wcheck: CheckResult, results: list) -> CheckResult:
+    """On node 0: ranks that never joined while MASTER_ADDR is not an address of this host are most likely the
+    same fault (the others were sent elsewhere): say so in the verdict, with the fix."""
+    m = _master_result(results)
+    ev = (m.evidence or {}) if m is not None else {}
+    if wcheck.status is not Status.FAIL or not (wcheck.evidence or {}).get("missing") or ev.get("mode") != "bind":
+        return wcheck
+    if ev.get("local") is not False and ev.get("local") is not None:
+        return wcheck
+    why = "does not resolve here" if ev.get("local") is None else "is not an address of this host"
+    return failed(wcheck.id, f"{wcheck.summary}; MASTER_ADDR {ev.get('addr')} {why}, so the other nodes were "
+                  "sent elsewhere", detail=wcheck.detail, evidence=dict(wcheck.evidence or {}, master=ev),
+                  fix=f"Set MASTER_ADDR to an address of node 0 (this host) on every node, then {wcheck.fix}")
 
 
 def _read_joins(st: JsonStore, seen: dict) -> list:
@@ -289,7 +319,7 @@ def _mesh_phase(ctx: _Ctx, st: JsonStore, members: list, leader: bool) -> tuple:
     """(matrix, attempts_by_rank). Listeners stay up until every member has published its row (bounded)."""
     p = ctx.placement
     ranks = [m["node_rank"] for m in members]
-    end = time.monotonic() + min(MESH_PHASE_S, ctx.timeout_s)
+    end = ctx.budget.deadline("mesh")
     listener = None
     if leader:
         addrs = reachability.candidate_addresses(ctx.facts.get("interfaces"), include_loopback=False)
@@ -363,8 +393,8 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
         # Keep the store up until everyone who joined has read the verdict (bounded): a node must learn why.
         st.wait_count("world/verdict_read", len(verdict.get("joined", [])) - 1, time.monotonic() + FINAL_WAIT_S)
     else:
-        # Node 0 may have started up to --timeout after us: wait for its verdict a little beyond our own deadline.
-        verdict = st.wait_get("world/verdict", ctx.rdzv_deadline + ctx.timeout_s + 5.0)
+        # Node 0 was up when we connected, so it decides within its join bound (T) from now, plus the fixed grace.
+        verdict = st.wait_get("world/verdict", ctx.budget.deadline("join") + ctx.budget.bound("verdict_grace"))
         if verdict is None:
             return _alone(ctx, [failed("rendezvous.world", "node 0 hosts the rendezvous but never published who "
                                        "joined (it may have crashed or been stopped)",
@@ -372,7 +402,7 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
         if leader:
             st.add("world/verdict_read", 1)
     elapsed = float(verdict.get("elapsed_s") or (time.monotonic() - ctx.start))
-    wcheck = world_check(verdict, elapsed, ctx.timeout_s)
+    wcheck = _tie_to_master(world_check(verdict, elapsed, ctx.timeout_s), ctx.results if decider else [])
     me_in = any(m["uuid"] == ctx.node_id for m in verdict.get("members", [])) or not leader
     if not verdict.get("ok") or not me_in:
         if verdict.get("ok") and not me_in:

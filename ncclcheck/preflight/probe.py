@@ -17,7 +17,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 from ..facts.net import is_local_address, resolve_host
 
@@ -80,11 +80,13 @@ def probe_master(
     interval_s: float = 0.25,
     connect_timeout_s: float = CONNECT_TIMEOUT_S,
     resolve_grace_s: float = 5.0,
+    resolve: Callable[[str], list] = resolve_host,
 ) -> MasterProbe:
     """Connect to addr:port, retrying until `deadline` (a time.monotonic() value): node 0 may start after us.
 
     Refused and timed-out connects are retried; a name that still does not resolve after resolve_grace_s is given
-    up early (a typo will not start resolving). The last failure's class is the verdict.
+    up early (a typo will not start resolving). The last failure's class is the verdict. `resolve` is injectable
+    so tests never send a name query to the machine's resolver.
     """
     start = time.monotonic()
     attempts, last_error, status, resolved = 0, None, "timeout", []
@@ -92,7 +94,7 @@ def probe_master(
         attempts += 1
         now = time.monotonic()
         try:
-            resolved = resolve_host(addr)
+            resolved = resolve(addr)
             target = resolved[0]
             family = socket.AF_INET6 if ":" in target else socket.AF_INET
             with socket.socket(family, socket.SOCK_STREAM) as s:

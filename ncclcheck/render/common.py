@@ -56,3 +56,23 @@ def status_headline(report: Report) -> str:
     if report.partial:
         head += " [partial: the run was cut short]"
     return head
+
+
+def not_measured(report: Report) -> list[str]:
+    """One line per measurement the run was asked for and did not make, with why (bench op x size, links pairs).
+
+    Every renderer lists these: a run cut short must say what it did not measure (issue 13)."""
+    from ..units import format_size_short
+
+    out: list[str] = []
+    for c in report.checks:
+        items = c.evidence.get("not_measured") if isinstance(c.evidence, dict) else None
+        for m in items or []:
+            if isinstance(m, dict) and not m.get("unsupported"):
+                out.append(f"{m.get('op')}{' in-place' if m.get('in_place') else ''} "
+                           f"{format_size_short(int(m.get('bytes') or 0))}: {m.get('reason')}")
+    links = report.links if isinstance(report.links, dict) else {}
+    for pair in links.get("unmeasured") or []:
+        if isinstance(pair, (list, tuple)) and len(pair) == 2:
+            out.append(f"link {pair[0]} <-> {pair[1]}: not measured (the run was cut short)")
+    return out

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from ..model import Report, Status
 from ..units import format_bytes, format_mbps_link
+from .common import not_measured
 
 STYLE = {Status.FAIL: "bold red", Status.WARN: "yellow", Status.PASS: "green", Status.SKIP: "dim"}
 MARK = {Status.FAIL: "FAIL", Status.WARN: "WARN", Status.PASS: "pass", Status.SKIP: "skip"}
@@ -109,6 +110,12 @@ def render_report(report: Report, verbose: bool = True) -> list:
 
         out.extend(render_links(report.links, {n.node_rank: n.hostname for n in report.nodes}))
     out.append(checks_table(report, show_passed=verbose))
+    missing = not_measured(report)
+    if missing:
+        t = Text("Not measured:", style="bold yellow")
+        for line in missing:
+            t.append("\n  " + line, style="yellow")
+        out.append(t)
     if report.recommendations:
         out.append(recommendations_block(report))
     out.append(verdict(report))

@@ -16,7 +16,7 @@ from typing import Any, Optional
 from ..model import BenchRow, Report, Status
 from ..units import format_bytes, format_gbps, format_mbps_link, format_us
 from . import plots
-from .common import STATUS_WORD, check_case_name, checks_for_display, node_label, status_headline
+from .common import STATUS_WORD, check_case_name, checks_for_display, node_label, not_measured, status_headline
 from .envfile import render_envfile
 
 _CSS = """
@@ -127,6 +127,10 @@ def _header(report: Report) -> str:
                      f"{e(cause.summary)}{fix}</p>")
     if report.partial:
         parts.append('<p class="note">The run was cut short: this report holds what was gathered.</p>')
+    missing = not_measured(report)
+    if missing:
+        parts.append('<div class="note" id="not-measured"><strong>Not measured:</strong><ul>'
+                     + "".join(f"<li>{e(line)}</li>" for line in missing) + "</ul></div>")
     parts.append("</header>")
     return "\n".join(parts)
 

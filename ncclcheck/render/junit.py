@@ -14,6 +14,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from ..model import CheckResult, Report, Status
+from ..units import format_size_short
 from .common import check_case_name, hostnames, node_label
 
 # XML 1.0 cannot carry most control characters even escaped; text from other machines may contain them.
@@ -66,6 +67,21 @@ def _testcase(report: Report, c: CheckResult) -> tuple[ET.Element, str]:
     return case, "pass"
 
 
+def _not_measured_cases(c: CheckResult) -> list[tuple[ET.Element, str]]:
+    """One skipped testcase per op x size a run did not measure (bench.coverage's evidence), with the reason."""
+    items = c.evidence.get("not_measured") if isinstance(c.evidence, dict) else None
+    out = []
+    for m in items or []:
+        if not isinstance(m, dict) or m.get("unsupported"):
+            continue
+        what = f"{m.get('op')}{' in-place' if m.get('in_place') else ''} {format_size_short(int(m.get('bytes') or 0))}"
+        name = f"bench.measure[{what}]"
+        case = ET.Element("testcase", {"classname": "ncclcheck.bench", "name": _x(name), "time": "0.000"})
+        ET.SubElement(case, "skipped", {"message": _x(f"not measured: {m.get('reason')}")})
+        out.append((case, "skipped"))
+    return out
+
+
 def _properties(report: Report) -> ET.Element:
     props = ET.Element("properties")
     world = report.world
@@ -95,6 +111,7 @@ def render_junit(report: Report) -> str:
     totals = {"tests": 0, "failures": 0, "skipped": 0}
     for index, section in enumerate(s for s in SECTION_ORDER if s in by_section):
         cases = [_testcase(report, c) for c in by_section[section]]
+        cases += [k for c in by_section[section] for k in _not_measured_cases(c)]
         counts = {
             "tests": len(cases),
             "failures": sum(1 for _, k in cases if k == "failure"),

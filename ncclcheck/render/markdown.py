@@ -11,7 +11,15 @@ import re
 
 from ..model import Report, Status
 from ..units import format_bytes, format_gbps, format_us
-from .common import STATUS_WORD, check_case_name, checks_for_display, node_label, one_line, status_headline
+from .common import (
+    STATUS_WORD,
+    check_case_name,
+    checks_for_display,
+    node_label,
+    not_measured,
+    one_line,
+    status_headline,
+)
 from .envfile import render_envfile
 
 _ICON = {Status.PASS: "✅", Status.WARN: "⚠️", Status.FAIL: "❌", Status.SKIP: "⏭️"}
@@ -95,6 +103,9 @@ def render_markdown(report: Report) -> str:
     if report.log_path:
         out += ["", f"Log: {md_code(report.log_path)}"]
     out += ["", "### Checks", ""] + _checks(report)
+    missing = not_measured(report)
+    if missing:
+        out += ["", "### Not measured", ""] + [f"- {md_text(line)}" for line in missing]
     if report.recommendations:
         body = render_envfile(report)
         fence = _fence(body)

@@ -73,3 +73,21 @@ def sweeps(ctx, payload: dict) -> dict:
         res["progress"] = {"total": obs.total, "advanced": obs.advanced, "stopped": obs.stopped}
         out.append(res)
     return {"runs": out}
+
+
+def stalling_factory(spec: dict):
+    """A runner factory under which one rank stalls before (op, size) (spec: {"rank", "op", "bytes", "sleep_s"}), so
+    the others' collective hangs: the fault a stuck process causes, injected through run_sweep's seam."""
+
+    def factory(op, in_place, bufs, counts, rank, nranks, group=None):
+        if rank == spec["rank"] and spec.get("op", op) == op and spec.get("bytes", counts.requested_bytes) in (
+                counts.bytes, counts.requested_bytes):
+            time.sleep(float(spec.get("sleep_s", 3600)))
+        return make_runner(op, in_place, bufs, counts, rank, nranks, group)
+
+    return factory
+
+
+def bench_with_stall(ctx, payload: dict) -> dict:
+    """bench_job with one stalling rank: payload = {"cfg": <bench payload>, "stall": <stalling_factory spec>}."""
+    return run_sweep(ctx, bench_config_from_payload(payload["cfg"]), stalling_factory(payload["stall"]))

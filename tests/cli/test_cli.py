@@ -140,3 +140,34 @@ def test_python_api_returns_report():
 
     rep = ncclcheck.run_preflight()
     assert rep.command == "preflight" and rep.checks and json.dumps(rep.to_json())
+
+
+@pytest.mark.parametrize("content, needle", [
+    ("[]", "expected object, got array"),
+    ('{"schema": "x"}', "missing required field"),
+    ("{not json", "not JSON"),
+])
+def test_report_validates_its_input_against_the_schema(tmp_path, content, needle):
+    f = tmp_path / "run.json"
+    f.write_text(content)
+    p = run_cli("report", str(f))
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert needle in p.stderr, p.stderr
+
+
+def test_report_on_a_directory_says_directory(tmp_path):
+    p = run_cli("report", str(tmp_path))
+    assert p.returncode == 2 and "is a directory" in p.stderr, p.stderr
+
+
+def test_a_bad_environment_variable_is_named_as_such():
+    p = run_cli("preflight", env={"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "abc"})
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert "MASTER_PORT" in p.stderr and "--master-port" not in p.stderr, p.stderr
+
+
+def test_sizes_the_ranks_cannot_allocate_are_a_usage_error():
+    p = run_cli("bench", "--sizes", "1T")
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert "--sizes" in p.stderr and "choose smaller --sizes" in p.stderr and "preflight" not in p.stderr, p.stderr

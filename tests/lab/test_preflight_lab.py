@@ -103,9 +103,13 @@ def test_dead_nic_eth1_reported_unreachable_and_not_recommended(lab):
 
 
 def test_blocked_master_port_named_by_other_nodes(lab):
+    # issue 13: with --timeout 15 the cause was named after 2 x T (30.5 s); one budget names it within T + 10 s on
+    # every node (node 0 names the ranks that never joined).
     lab3 = lab(3, scenario=f"blocked-port h1 {PORT}")
-    runs = run_all_ranks(lab3, FAIL_TIMEOUT)
-    assert_failed_in_time(runs, ["h2", "h3"])
+    runs = run_all_ranks(lab3, 15)
+    print("blocked master port, --timeout 15: " + ", ".join(f"{h} {r.elapsed:.1f} s" for h, r in runs.items()))
+    assert_failed_in_time(runs, ["h1", "h2", "h3"], timeout=15)
+    assert check(runs["h1"], "rendezvous.world")["evidence"]["missing"] == [1, 2]
     target = f"{lab3.ip('h1')}:{PORT}"
     for h in ("h2", "h3"):
         c = check(runs[h], "rendezvous.master_reachable", node=lab3.hosts.index(h))
@@ -206,3 +210,45 @@ def test_hostname_loopback_named(lab):
     assert c["status"] in ("fail", "warn"), c
     assert "127.0.1.1" in c["summary"] + c["detail"], c
     assert check(runs["h1"], "host.hostname_resolves", node=0)["status"] == "pass"
+
+
+def test_inbound_filtering_named_as_a_firewall(lab):
+    lab3 = lab(3, scenario="inbound-drop h2")
+    runs = run_all_ranks(lab3, OK_TIMEOUT)
+    for h in ("h1", "h2", "h3"):
+        assert runs[h].rc == 1, explain(runs)
+        c = check(runs[h], "net.peer_reachability")
+        assert c["status"] == "fail", c
+        assert c["summary"] == "node 1 (h2) drops inbound TCP: a firewall", c
+        assert "ephemeral range" in c["fix"] and "node 1 (h2)" in c["fix"], c
+
+
+def test_hostname_resolving_first_to_loopback_fails_naming_the_node(lab):
+    lab2 = lab(2, scenario="hostname-loopback-first h2")
+    runs = run_all_ranks(lab2, OK_TIMEOUT)
+    c = check(runs["h2"], "host.hostname_resolves", node=1)
+    assert c["status"] == "fail", c
+    assert "node 1" in c["summary"] and "first to loopback 127.0.1.1" in c["summary"], c
+    assert "127.0.1.1\th2" in c["fix"], c
+    assert check(runs["h1"], "host.hostname_resolves", node=0)["status"] == "pass"
+    assert runs["h2"].rc == 1, explain(runs)
+
+
+def test_master_addr_no_node_has_is_tied_to_ranks_never_joining(lab):
+    lab3 = lab(3)
+    runs = run_all_ranks(lab3, FAIL_TIMEOUT, master=f"198.18.{lab3.state.slot}.250")
+    assert_failed_in_time(runs, ["h2", "h3"])
+    # node 0 was given an address it does not have: it still hosts, and says why nobody came
+    c = check(runs["h1"], "rendezvous.world")
+    assert c["status"] == "fail" and "1,2" in c["summary"], c
+    assert f"MASTER_ADDR 198.18.{lab3.state.slot}.250 is not an address of this host" in c["summary"], c
+
+
+def test_unresolvable_master_addr_fails_on_node_0(lab):
+    lab1 = lab(1)
+    runs = lab1.ncclcheck({"h1": ["preflight", "--nnodes", "2", "--node-rank", "0", "--master-addr",
+                                  "no.such.host.invalid", "--timeout", str(FAIL_TIMEOUT)]},
+                          deadline=FAIL_TIMEOUT + 3 * SLACK)
+    c = check(runs["h1"], "rendezvous.master_reachable", node=0)
+    assert c["status"] == "fail" and "does not resolve" in c["summary"], c
+    assert runs["h1"].rc == 1 and runs["h1"].elapsed <= FAIL_TIMEOUT + SLACK, explain(runs)

@@ -83,7 +83,9 @@ def test_only_local_rank_0_of_each_node_carries_traffic():
     run = run_world(JOB, {**BASE, "by": "node"}, 6, nproc_per_node=2, timeout_s=10)
     sec = _rank0(run)["links"]
     assert sec["unit"] == "node" and len(sec["matrix_gbps"]) == 3
-    assert sorted(len(r) for r in sec["rounds"]) == [1, 1, 1]  # 3 nodes: one pair + a bye per round
+    # 3 nodes: one pair + a bye per round (then, only if loopback noise made a suspect, its re-test: issue 13)
+    assert sorted(len(r) for r in sec["rounds"][:3]) == [1, 1, 1]
+    assert all(len(r) == 1 for r in sec["rounds"][3:])
     assert {run.results[r]["role"] for r in (1, 3, 5)} == {"idle"}
     assert all(run.results[r]["links"] == sec for r in range(6))
 

@@ -14,6 +14,7 @@ CHECK_IDS = [
     "versions.consistent", "packages.consistent", "code.consistent", "paths.consistent", "time.clock_skew", "env.nccl",
     "nccl.transport", "bench.correctness", "bench.min_busbw", "bench.baseline", "links.slow",
     "baseline.drift", "links.baseline", "nccl.ras",
+    "paths.exist", "bench.coverage", "links.min_gbps",
 ]
 
 

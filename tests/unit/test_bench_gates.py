@@ -151,5 +151,39 @@ def test_outcome_marks_a_stopped_sweep_partial():
     stopped = {"reason": "deadline", "op": "all_gather", "bytes": 64 * M, "detail": "stopped before all_gather"}
     checks, extra, partial = outcome(BenchConfig(**{**CFG.__dict__, "min_busbw_gbps": 1.0}), ROWS[:4], [], stopped)
     assert partial and extra["bench_stopped"] == stopped
-    assert [c.id for c in checks] == ["bench.correctness", "bench.min_busbw"]
+    # issue 13: a run cut short also says what it did not measure (bench.coverage), failing when a gate is lost
+    assert [c.id for c in checks] == ["bench.correctness", "bench.min_busbw", "bench.coverage"]
     assert checks[1].status is Status.FAIL and "all_gather at 64M: not measured" in checks[1].summary
+    cov = checks[2]
+    assert cov.status is Status.FAIL and "2 of 6" in cov.summary
+    assert [(m["op"], m["bytes"]) for m in cov.evidence["not_measured"]] == [("all_gather", M), ("all_gather", 64 * M)]
+    assert all("stopped at all_gather 64M: deadline" in m["reason"] for m in cov.evidence["not_measured"])
+
+
+def test_cut_short_without_a_gate_warns_and_every_renderer_lists_what_was_not_measured():
+    from ncclcheck.bench.gates import outcome
+    from ncclcheck.render.html import render_html
+    from ncclcheck.render.junit import render_junit
+    from ncclcheck.render.markdown import render_markdown
+
+    stopped = {"reason": "hang", "op": "all_gather", "bytes": 64 * M, "ranks_absent": [1],
+               "detail": "all_gather at 64M did not complete within --timeout 5 s; rank(s) 1 never arrived"}
+    checks, extra, partial = outcome(CFG, ROWS[:5], [], stopped)
+    cov = [c for c in checks if c.id == "bench.coverage"][0]
+    assert cov.status is Status.WARN and "rank(s) 1 never arrived" in cov.detail
+    rep = _report(ROWS[:5], checks)
+    rep.partial = partial
+    assert rep.status is not Status.PASS and rep.to_json()["status"] == "warn"
+    md = render_markdown(rep)
+    assert "### Not measured" in md and "gather 64M: the run stopped at all" in md and "64M: hang" in md
+    assert "all_gather 64M: the run stopped at all_gather 64M: hang" in render_html(rep)
+    junit = render_junit(rep)
+    assert 'name="bench.measure[all_gather 64M]"' in junit and "not measured: the run stopped" in junit
+
+
+def test_a_complete_sweep_passes_coverage():
+    from ncclcheck.bench.gates import outcome
+
+    checks, _, partial = outcome(CFG, ROWS, [], None)
+    cov = [c for c in checks if c.id == "bench.coverage"][0]
+    assert cov.status is Status.PASS and not partial and cov.evidence["measured"] == 6

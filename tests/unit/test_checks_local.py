@@ -144,3 +144,65 @@ def test_docker_and_veth_are_not_counted_usable():
                           iface("eth0", ipv4="10.0.0.1")])
     (r,) = by_id(run(f), "net.interfaces")
     assert r.evidence["usable"] == ["eth0"]
+
+
+def test_a_path_that_does_not_exist_warns_naming_it(tmp_path):
+    from ncclcheck.checks.local import LocalInput, check_paths_exist
+    from ncclcheck.facts.paths import collect
+    from ncclcheck.model import Status
+
+    facts = {"paths": collect([str(tmp_path), "/nonexistent/data"])}
+    r = check_paths_exist(LocalInput.of(facts))
+    assert r.status is Status.WARN and "/nonexistent/data: does not exist" in r.summary
+    assert str(tmp_path) not in r.summary
+    assert check_paths_exist(LocalInput.of({"paths": collect([str(tmp_path)])})).status is Status.PASS
+
+
+def test_hostname_resolving_first_to_loopback_fails_naming_node_and_hosts_line():
+    # stock Ubuntu /etc/hosts: "127.0.1.1 h2" before "198.18.0.3 h2"; getaddrinfo returns them in that order
+    first = {"hostname": "h2", "resolves_to": ["127.0.1.1", "198.18.0.3"], "loopback": False,
+             "hosts_lines": ["127.0.1.1\th2", "198.18.0.3\th2"]}
+    (r,) = by_id(run(facts(host=first), node_rank=1, multi_node=True), "host.hostname_resolves")
+    assert r.status is Status.FAIL, r
+    assert "node 1" in r.summary and "first to loopback 127.0.1.1" in r.summary and "198.18.0.3" in r.summary
+    assert "'127.0.1.1\th2'" in r.fix and "node 1" in r.fix
+    assert status(run(facts(host=first)), "host.hostname_resolves") == {Status.PASS}  # one node: fine
+    real_first = dict(first, resolves_to=["198.18.0.3", "127.0.1.1"])
+    assert status(run(facts(host=real_first), multi_node=True), "host.hostname_resolves") == {Status.PASS}
+
+
+def test_hosts_lines_reads_the_lines_naming_the_host(tmp_path):
+    from ncclcheck.facts.host import hosts_lines
+
+    f = tmp_path / "hosts"
+    f.write_text("127.0.0.1 localhost\n127.0.1.1 h2.lab h2  # ubuntu\n198.18.0.3 h2\n198.18.0.4 h20\n")
+    assert hosts_lines("h2", str(f)) == ["127.0.1.1 h2.lab h2  # ubuntu", "198.18.0.3 h2"]
+
+
+def test_node0_fails_on_an_unresolvable_master_addr_and_warns_on_a_foreign_one():
+    bind = {"addr": "no.such.host.invalid", "port": 29500, "mode": "bind", "ok": True, "in_use": False,
+            "error": None, "kind": None, "local": None}
+    (r,) = by_id(run(facts(), master=bind, multi_node=True), "rendezvous.master_reachable")
+    assert r.status is Status.FAIL and "no.such.host.invalid does not resolve on node 0" in r.summary
+    foreign = dict(bind, addr="198.18.0.250", local=False)
+    (r,) = by_id(run(facts(), master=foreign, multi_node=True), "rendezvous.master_reachable")
+    assert r.status is Status.WARN and "198.18.0.250 is not an address of this host" in r.summary
+    (r,) = by_id(run(facts(), master=dict(bind, addr="10.0.0.1", local=True)), "rendezvous.master_reachable")
+    assert r.status is Status.PASS
+
+
+def test_node0_ties_ranks_that_never_joined_to_a_foreign_master_addr():
+    from ncclcheck.checks.local import check_master_reachable
+    from ncclcheck.preflight.cluster import _tie_to_master, decide, world_check
+
+    verdict = decide([{"node_rank": 0, "nnodes": 3, "uuid": "a", "hostname": "h1"}], 3, final=True)
+    w = world_check(verdict, 8.0, 8.0)
+    m = check_master_reachable(LocalInput.of(facts(), multi_node=True, master={
+        "addr": "198.18.0.250", "port": 29500, "mode": "bind", "ok": True, "local": False}))
+    tied = _tie_to_master(w, [m])
+    assert tied.status is Status.FAIL and "1,2" in tied.summary
+    assert "never joined" in tied.summary and "MASTER_ADDR 198.18.0.250 is not an address of this host" in tied.summary
+    assert tied.fix.startswith("Set MASTER_ADDR to an address of node 0")
+    local = check_master_reachable(LocalInput.of(facts(), multi_node=True, master={
+        "addr": "198.18.0.1", "port": 29500, "mode": "bind", "ok": True, "local": True}))
+    assert _tie_to_master(w, [local]) is w

@@ -219,3 +219,24 @@ def test_merge_collapses_agreeing_local_recommendations_and_mesh_wins_ifname():
     out = {(r.name, r.node): r.value for r in merge_recommendations(mesh_recs, local)}
     assert out == {("NCCL_SOCKET_IFNAME", None): "eth0", ("NCCL_IB_DISABLE", None): "1",
                    ("NCCL_IB_HCA", 1): "=mlx5_0:1"}
+
+
+def test_inbound_filtering_is_named_as_a_firewall_with_the_nodes_ephemeral_range():
+    nodes = _cluster(3)
+    m = _full(3)
+    m[0][1] = m[2][1] = False  # nobody reaches node 1; node 1 reaches everyone
+    mesh = {"eth0": _entry(m, errors={"0->1": "10.0.0.2:40000: timeout", "2->1": "10.0.0.2:40000: timeout"}),
+            "docker0": DOCKER_DUP}
+    pr = _by_id(run_cross_checks(CrossInput(nodes, mesh=mesh)))["net.peer_reachability"]
+    assert pr.status is Status.FAIL
+    assert pr.summary == "node 1 (h1) drops inbound TCP: a firewall", pr.summary
+    assert "32768-60999" in pr.fix and "iptables" in pr.fix and "node 1 (h1)" in pr.fix
+    assert pr.evidence["inbound_filtered"] == [1]
+
+
+def test_a_node_cut_off_both_ways_is_not_called_a_firewall():
+    nodes = _cluster(3)
+    m = _full(3)
+    m[0][2] = m[1][2] = m[2][0] = m[2][1] = False
+    pr = _by_id(run_cross_checks(CrossInput(nodes, mesh={"eth0": _entry(m)})))["net.peer_reachability"]
+    assert pr.status is Status.FAIL and "firewall" not in pr.summary and "node 2 (h2)" in pr.summary

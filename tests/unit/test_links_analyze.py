@@ -212,3 +212,49 @@ def test_ranks_on_one_host_warn_instead_of_failing():
     assert not slow_checks(res)
     # The same matrix across distinct hosts is a failure.
     assert slow_checks(analyze(m, size=1 << 20, hosts=["h0", "h1", "h2", "h3"]))
+
+
+# --- issue 13: a robust reference, clear outliers only, --min-gbps is a gate ------------------------------------
+
+
+def test_a_noisy_machines_best_link_does_not_make_healthy_links_slow():
+    # seen in the lab: healthy links at 0.73-0.85 GB/s while one pair reached 1.87; the old reference (the typical
+    # node's best link) was 1.87, its half 0.93, and a healthy node was named slow
+    m = [[None, 1.87, 0.80, 0.78],
+         [1.86, None, 0.83, 0.85],
+         [0.73, 0.76, None, 1.85],
+         [0.79, 0.75, 1.84, None]]
+    res = analyze(m, size=1 << 20, hosts=["h0", "h1", "h2", "h3"])
+    assert res.section["slow_nodes"] == [] and res.section["slow"] == [], res.section
+    assert res.section["reference_gbps"] < 1.0
+
+
+def test_one_slow_path_on_a_noisy_machine_names_the_link_and_no_node():
+    m = [[None, 0.05, 0.80, 0.78],
+         [1.1, None, 0.83, 0.85],
+         [0.73, 0.76, None, 1.5],
+         [0.79, 0.75, 0.84, None]]
+    sec = analyze(m, size=1 << 20).section
+    assert sec["slow_nodes"] == [] and [(s["a"], s["b"]) for s in sec["slow"]] == [(0, 1)]
+
+
+def test_min_gbps_is_a_gate_that_fails_even_on_one_host():
+    m = full(4, 2.0)
+    res = analyze(m, size=1, min_gbps=5.0, hosts=["vm"] * 4, unit="rank")
+    [g] = [c for c in res.checks if c.id == "links.min_gbps"]
+    assert g.status is Status.FAIL and "12 of 12" in g.summary and "--min-gbps 5" in g.summary
+    ok = [c for c in analyze(full(4), size=1, min_gbps=5.0).checks if c.id == "links.min_gbps"]
+    assert [c.status for c in ok] == [Status.PASS]
+    nothing = [c for c in analyze([[None, None], [None, None]], size=1, min_gbps=5.0).checks
+               if c.id == "links.min_gbps"]
+    assert [c.status for c in nothing] == [Status.FAIL] and "cannot be evaluated" in nothing[0].summary
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(4, 12), st.data())
+def test_property_noise_within_2x_flags_nothing(n, data):
+    """A noisy machine: every link anywhere within a factor 2.2 band, in any arrangement."""
+    base = data.draw(st.floats(0.5, 20.0))
+    m = [[None if a == b else base * data.draw(st.floats(1.0, 2.2)) for b in range(n)] for a in range(n)]
+    sec = analyze(m, size=1).section
+    assert sec["slow_nodes"] == [] and sec["slow"] == []

@@ -86,3 +86,12 @@ def test_retest_rounds_are_disjoint_and_use_only_good_partners(n, data):
         for x in (a, b):
             if any(g != x for g in good):
                 assert x in tested
+
+
+def test_again_rounds_packs_suspect_pairs_into_disjoint_rounds():
+    from ncclcheck.links.schedule import again_rounds
+
+    rounds = again_rounds([(1, 0), (1, 2), (1, 3), (2, 3)])
+    assert sorted(pairs_of(rounds)) == [(0, 1), (1, 2), (1, 3), (2, 3)]
+    assert all(_disjoint(r) for r in rounds) and len(rounds) == 3  # node 1 is in three pairs
+    assert again_rounds([]) == []

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import ipaddress
 import socket
 import time
+
+import pytest
 
 from ncclcheck.nccl.reachability import build_matrix, candidate_addresses, usable_everywhere
 from ncclcheck.preflight.probe import MeshListener, bind_test, check_bind, probe_master, probe_peers
@@ -87,10 +90,34 @@ def test_master_timeout_when_nothing_accepts():
     assert time.monotonic() - t < 3
 
 
+def _no_such_name(name: str) -> list:
+    """An injected resolver: the name does not exist, and no query leaves the machine (issue 13)."""
+    raise socket.gaierror(socket.EAI_NONAME, f"Name or service not known: {name}")
+
+
 def test_master_unresolvable_gives_up_after_grace():
     t = time.monotonic()
-    r = probe_master("no-such-host.invalid", 29500, time.monotonic() + 30, resolve_grace_s=0.5, interval_s=0.1)
+    r = probe_master("no-such-host.invalid", 29500, time.monotonic() + 30, resolve_grace_s=0.5, interval_s=0.1,
+                     resolve=_no_such_name)
     assert r.status == "unresolvable" and time.monotonic() - t < 5
+    assert r.attempts >= 2  # retried within the grace: a name may start resolving once DNS catches up
+
+
+@pytest.fixture(autouse=True)
+def _no_dns_leaves_the_machine(monkeypatch):
+    """Every test here: a name lookup other than a literal address or localhost fails the test."""
+    real = socket.getaddrinfo
+
+    def guarded(host, *a, **kw):
+        h = host.decode() if isinstance(host, bytes) else host
+        if h not in (None, "", "localhost"):
+            try:
+                ipaddress.ip_address(h)
+            except ValueError:
+                raise AssertionError(f"a DNS query for {h!r} would leave the machine") from None
+        return real(host, *a, **kw)
+
+    monkeypatch.setattr(socket, "getaddrinfo", guarded)
 
 
 def test_check_bind_names_a_port_in_use():
@@ -199,3 +226,8 @@ def test_mesh_is_bounded_by_its_deadline():
         rows = probe_peers(0, peers, timeout_s=5.0, deadline_s=0.5, max_workers=4)
     assert time.monotonic() - t < 2.0
     assert len(rows) == 20 and not any(r["ok"] for r in rows)
+
+
+def test_the_traffic_rule_guard_refuses_an_outside_address():
+    with socket.socket() as s, pytest.raises(AssertionError, match="traffic rule"):
+        s.connect(("192.0.2.1", 9))  # TEST-NET-1: never reached, the guard stops it first

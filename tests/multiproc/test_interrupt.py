@@ -1,0 +1,52 @@
+"""Ctrl-C to the whole process group during a bench: partial JSON written, exit 130, no traceback from any rank."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from tests.conftest import REPO, cli_env
+
+pytestmark = pytest.mark.slow
+
+
+def _ranks_started(pid: int) -> bool:
+    try:
+        kids = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return False
+    return sum(1 for k in kids if "spawn" in " ".join(k.cmdline())) >= 2
+
+
+def test_ctrl_c_writes_partial_json_and_exits_130(tmp_path):
+    out = tmp_path / "run.json"
+    # Enough work that the sweep is still running when the signal arrives.
+    p = subprocess.Popen([sys.executable, "-m", "ncclcheck", "bench", "--sizes", "1K-64M", "--iters", "400",
+                          "--ops", "all_reduce,all_gather", "--json", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                         env=cli_env({"NCCLCHECK_LOG_DIR": str(tmp_path)}), start_new_session=True)
+    try:
+        end = time.monotonic() + 90
+        while not _ranks_started(p.pid) and time.monotonic() < end and p.poll() is None:
+            time.sleep(0.2)
+        assert p.poll() is None, p.communicate()
+        time.sleep(1.0)  # the ranks are importing torch or sweeping; either way the agent owns the signal
+        os.killpg(p.pid, signal.SIGINT)
+        stdout, stderr = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert p.returncode == 130, (stdout, stderr)
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    doc = json.loads(out.read_text())
+    assert doc["partial"] is True and doc["status"] != "pass", doc["status"]
+    cov = [c for c in doc["checks"] if c["id"] == "bench.coverage"][0]
+    assert cov["evidence"]["not_measured"], cov
+    assert all("interrupted" in m["reason"] for m in cov["evidence"]["not_measured"]), cov

@@ -25,6 +25,7 @@ from typing import Any, Callable, Optional
 
 from ..dist.context import WorkerContext
 from ..facts import hostname
+from ..model import sig
 from . import schedule
 from .analyze import analyze, classify
 
@@ -312,7 +313,7 @@ def _measure_pair(ctx: WorkerContext, o: _Opts, kv: _KV, hb: _Heartbeat, r: int,
                 os._exit(17)  # test hook only: this node dies in the middle of a round
             if me == src:
                 times = _send_side(ch, o, delay)
-                res["tx_us"] = [round(t * 1e6, 1) for t in times]
+                res["tx_us"] = [sig(t * 1e6) for t in times]
                 res["tx_gbps"] = o.size / o.stat(times) / 1e9
             else:
                 _recv_side(ch, o)

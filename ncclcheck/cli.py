@@ -52,7 +52,9 @@ def _world_flags() -> argparse.ArgumentParser:
     g.add_argument("--master-addr", help="address of node rank 0")
     g.add_argument("--master-port", help="rendezvous port on node rank 0 (default 29500)")
     g.add_argument("--backend", help="auto | nccl | gloo (default auto: nccl with GPUs, else gloo)")
-    g.add_argument("--timeout", help="bound in seconds on every phase (default 60)")
+    g.add_argument("--timeout", help="hang bound in seconds: the longest any single wait (master probe, join, mesh "
+                                     "probe, each collective) may last before its cause is named; never cuts a "
+                                     "sweep short (default 60)")
     return p
 
 

@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from ..config import BenchConfig
 from ..errors import UsageError
-from ..model import SCHEMA_ID, BenchRow, CheckResult, failed, passed, skipped, warned
+from ..model import SCHEMA_ID, BenchRow, CheckResult, failed, passed, sig, skipped, warned
 from ..units import format_gbps, format_size_short, format_us
 from .coverage import coverage_check
 
@@ -135,7 +135,7 @@ def baseline(rows: list[BenchRow], base_rows: list[BenchRow], tolerance: float, 
             continue  # a 1-rank baseline has busbw 0: nothing to compare against
         ratio = r.busbw_gbps / b.busbw_gbps
         compared.append({"op": r.op, "bytes": r.bytes, "dtype": r.dtype, "in_place": r.in_place,
-                         "busbw_gbps": r.busbw_gbps, "baseline_gbps": b.busbw_gbps, "ratio": round(ratio, 4)})
+                         "busbw_gbps": r.busbw_gbps, "baseline_gbps": b.busbw_gbps, "ratio": sig(ratio)})
         if ratio < 1.0 - tolerance:
             regressed.append((r, b, ratio))
     ev: dict[str, Any] = {"tolerance": tolerance, "baseline": source, "compared": compared,

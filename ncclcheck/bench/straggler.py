@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ..model import passed, skipped, warned
+from ..model import passed, sig, skipped, warned
 
 CHECK_ID = "bench.stragglers"
 
@@ -57,18 +57,18 @@ def annotate_row(row: Mapping, min_late_us: float = 100.0, relative: float = 0.1
     if arrival is not None and len(arrival) >= 2:
         late = max(range(len(arrival)), key=lambda r: arrival[r])
         late_by = arrival[late] - statistics.median(arrival)
-        out["wait_us"] = [round(arrival[late] - a, 3) for a in arrival]
+        out["wait_us"] = [sig(arrival[late] - a) for a in arrival]
         out["source"] = "arrival"
         own = durations[late] if durations is not None and len(durations) == len(arrival) else 0.0
     elif durations is not None and len(durations) >= 2:
         late = min(range(len(durations)), key=lambda r: durations[r])
         own = durations[late]
         late_by = statistics.median(durations) - own
-        out["wait_us"] = [round(d - own, 3) for d in durations]
+        out["wait_us"] = [sig(d - own) for d in durations]
         out["source"] = "duration"
     else:
         return out
-    out["late_by_us"] = round(max(0.0, late_by), 3)
+    out["late_by_us"] = sig(max(0.0, late_by))
     if late_by >= min_late_us and late_by >= relative * own:
         out["late_rank"] = late
     return out

@@ -23,6 +23,7 @@ from typing import Any, Optional
 from ..dist.context import WorkerContext
 from ..dist.store import JsonStore
 from ..facts import hostname
+from ..model import sig
 from . import schedule
 from .analyze import analyze, classify
 
@@ -262,7 +263,7 @@ def _measure_pair(ctx: WorkerContext, o: _Opts, kv: JsonStore, hb: _Heartbeat, r
         for src, _dst in ((a, b), (b, a)):
             if me == src:
                 times = _send_side(ch, o)
-                res["tx_us"] = [round(t * 1e6, 1) for t in times]
+                res["tx_us"] = [sig(t * 1e6) for t in times]
                 res["tx_gbps"] = o.size / o.stat(times) / 1e9
             else:
                 _recv_side(ch, o)

@@ -19,10 +19,11 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Optional
 
+from ..config import FIXED_BOUNDS_S
 from ..facts.net import is_local_address, resolve_host
 
 MAGIC = "NCCLCHECK-PROBE/1"
-CONNECT_TIMEOUT_S = 2.0
+CONNECT_TIMEOUT_S = FIXED_BOUNDS_S["connect_attempt"]
 _MAX_LINE = 4096
 
 # ---------------------------------------------------------------------------------------------------------------

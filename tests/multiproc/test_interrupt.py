@@ -50,3 +50,26 @@ def test_ctrl_c_writes_partial_json_and_exits_130(tmp_path):
     cov = [c for c in doc["checks"] if c["id"] == "bench.coverage"][0]
     assert cov["evidence"]["not_measured"], cov
     assert all("interrupted" in m["reason"] for m in cov["evidence"]["not_measured"]), cov
+
+
+def test_ctrl_c_during_links_writes_partial_json_and_exits_130(tmp_path):
+    out = tmp_path / "links.json"
+    p = subprocess.Popen([sys.executable, "-m", "ncclcheck", "links", "--nproc-per-node", "3", "--size", "64M",
+                          "--iters", "200", "--json", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                         env=cli_env({"NCCLCHECK_LOG_DIR": str(tmp_path)}), start_new_session=True)
+    try:
+        end = time.monotonic() + 90
+        while not _ranks_started(p.pid) and time.monotonic() < end and p.poll() is None:
+            time.sleep(0.2)
+        assert p.poll() is None, p.communicate()
+        time.sleep(1.0)
+        os.killpg(p.pid, signal.SIGINT)
+        stdout, stderr = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert p.returncode == 130, (stdout, stderr)
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    doc = json.loads(out.read_text())
+    assert doc["partial"] is True and doc["status"] != "pass", doc["status"]

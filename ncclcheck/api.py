@@ -36,13 +36,14 @@ def _collect(config: Config) -> dict:
                               master_addr=config.world.master_addr, tool_version=__version__)
 
 
-def _probe_master(world: WorldConfig) -> Optional[dict]:
-    """Single-node view of the master: node 0 tests the port is bindable; others connect (bounded)."""
+def _probe_master(world: WorldConfig, hosts_store: Optional[bool] = None) -> Optional[dict]:
+    """Single-node view of the master: the process that will host the store tests the port is bindable; others
+    connect (bounded). hosts_store None: node 0 hosts it (launcher mode)."""
     if world.master_addr is None:
         return None
     from .preflight import probe
 
-    if world.node_rank == 0:
+    if world.node_rank == 0 if hosts_store is None else hosts_store:
         return probe.bind_test(world.master_addr, world.master_port)
     return probe.probe_master(world.master_addr, world.master_port,
                               deadline=time.monotonic() + world.timeout_s).to_json()
@@ -74,7 +75,12 @@ def run_preflight(config: Optional[Config] = None, **overrides) -> Report:
                             nproc_per_node=placement.local_world_size or None, master_addr=placement.master_addr,
                             master_port=placement.master_port, backend=world.backend, timeout_s=world.timeout_s)
     facts = _collect(config) if placement.node_leader else {}
-    master = _probe_master(world) if placement.node_leader and not placement.worker_mode else None
+    master = None
+    if placement.node_leader and (placement.multi_node or not placement.worker_mode):
+        from .dist import roles
+
+        # Under a launcher too: rank 0 binds MASTER_PORT unless torchrun's agent store already holds it.
+        master = _probe_master(world, roles.is_server(placement, os.environ) if placement.worker_mode else None)
     inp = LocalInput.of(facts, node_rank=world.node_rank, multi_node=placement.multi_node,
                         nproc_per_node=world.nproc_per_node, backend=world.backend, master=master)
     checks = run_local_checks(inp) if placement.node_leader else []

@@ -24,12 +24,12 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from .store import JsonStore, StoreLost, first_line, open_store
 from ..config import WorldConfig
-from .placement import Placement
-from .roles import is_server
 from ..facts.gpu import usable_gpu_count
 from .context import NullObserver, WorkerContext
+from .placement import Placement
+from .roles import is_server
+from .store import JsonStore, StoreLost, first_line, open_store
 
 log = logging.getLogger(__name__)
 CPU_RANKS_DEFAULT = 2

@@ -329,6 +329,9 @@ def _one_line(config: Config, report, seat: Seat) -> str:
             f", exit {report.exit_code}; full report on {where}")
     if seat.writes and config.output.json_path and config.output.json_path != "-":
         text += f"; JSON in {config.output.json_path}"
+    root = report.root_cause() if report.status.value == "fail" else None
+    if root is not None:  # a world that did not form has no shared report: say here what went wrong from this side
+        text += f"; root cause{'' if root.node is None else f' on node {root.node}'}: [{root.id}] {root.summary}"
     return text
 
 
@@ -357,7 +360,7 @@ def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None) ->
     term = view.make_console(sys.stderr if machine_stdout else sys.stdout, os.environ, seat.launcher)
     if not seat.full:
         if seat.line:
-            term.print(_one_line(config, report, seat), markup=False, highlight=False)
+            term.print(_one_line(config, report, seat), markup=False, highlight=False, soft_wrap=True)
         return
     if config.command == "recommend" and config.recommend_format in ("env", "json"):
         if config.recommend_format == "env":

@@ -267,7 +267,7 @@ def _setup_logging() -> str:
     return path
 
 
-def _run(config: Config, log_path: str):
+def _run(config: Config, log_path: str, observer=None):
     from . import api
 
     if config.command == "preflight":
@@ -277,9 +277,9 @@ def _run(config: Config, log_path: str):
     if config.command == "env":
         return api.run_env(config)
     if config.command == "bench":
-        return api.run_bench(config)
+        return api.run_bench(config, observer=observer)
     if config.command == "links":
-        return api.run_links(config)
+        return api.run_links(config, observer=observer)
     if config.command == "report":
         import json
 
@@ -316,6 +316,15 @@ def seat_of(config: Config, placement, per_rank_paths: bool = False) -> Seat:
     return Seat(full=full, line=not full and placement.node_leader and not out.quiet,
                 writes=placement.node_leader or per_rank_paths, launcher=placement.launcher, rank=placement.rank,
                 node_rank=placement.node_rank)
+
+
+def _observer(config: Config, seat: Seat):
+    """Live progress on the console that prints the full report, only when it is a terminal (render/progress.py)."""
+    if not seat.full or config.output.json_path == "-":
+        return None
+    from .render.progress import make_observer
+
+    return make_observer(sys.stdout, os.environ, seat.launcher)
 
 
 def _one_line(config: Config, report, seat: Seat) -> str:
@@ -449,7 +458,7 @@ def _run_and_emit(args: argparse.Namespace, config: Config, log_path: str) -> in
         placement = placement_of(config.command, config.world, os.environ)
         templates = getattr(args, "_templates", {})
         seat = seat_of(config, placement, any(per_rank(t) for t in templates.values()))
-        report = _run(config, log_path)
+        report = _run(config, log_path, _observer(config, seat))
         _emit(config, report, log_path, seat)
         return report.exit_code
     except UsageError as exc:

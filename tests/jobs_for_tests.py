@@ -26,3 +26,13 @@ def crash_or_hang_job(ctx, payload):
     if what == "raise":
         raise ValueError("bad input on this rank")
     return {"ok": True}
+
+
+def progress_job(ctx, payload):
+    """Reports n steps of progress (only rank 0's observer is real)."""
+    n = int(payload.get("steps", 3))
+    ctx.observer.start(n, "steps")
+    for i in range(n):
+        ctx.observer.advance(f"step {i + 1}")
+    ctx.observer.stop()
+    return {"ok": True}

@@ -28,6 +28,7 @@ from ..config import WorldConfig
 from ..facts.gpu import usable_gpu_count
 from .context import NullObserver, WorkerContext
 from .placement import Placement
+from .relay import StoreObserver, relay
 from .roles import is_server
 from .store import JsonStore, StoreLost, first_line, open_store
 
@@ -128,7 +129,8 @@ def _worker_main(spec: dict, job_fn: Callable, payload: dict) -> None:
         logging.basicConfig(filename=spec["log_path"], level=logging.DEBUG)
     try:
         st = open_store(spec["host"], spec["port"], False, spec["timeout_s"], spec.get("log_path"), spec["prefix"])
-        _run_rank(spec, st, job_fn, payload)
+        # Rank 0 has no terminal of its own: its progress goes through the store to the agent's (dist/relay.py).
+        _run_rank(spec, st, job_fn, payload, StoreObserver(st) if spec.get("progress") else None)
     except Exception:  # noqa: BLE001 - the agent reads error/<rank> and the exit code
         os._exit(1)
     os._exit(0)
@@ -154,7 +156,7 @@ def _collect(st: JsonStore, world_size: int, deadline: float) -> JobOutcome:
 
 
 def _launch_local(world_config: WorldConfig, placement: Placement, job_fn: Callable, payload: dict,
-                  log_dir: Optional[str], test_hooks: Optional[dict]) -> JobOutcome:
+                  log_dir: Optional[str], test_hooks: Optional[dict], observer: Any = None) -> JobOutcome:
     gpus = gpu_count()
     nproc = world_config.nproc_per_node or placement.local_world_size or gpus or CPU_RANKS_DEFAULT
     backend = resolve_backend(world_config.backend, gpus, nproc)
@@ -178,16 +180,19 @@ def _launch_local(world_config: WorldConfig, placement: Placement, job_fn: Calla
         spec = {"host": host, "port": port, "prefix": prefix, "rank": rank, "world_size": world_size,
                 "local_rank": lr, "local_world_size": nproc, "node_rank": node, "nnodes": nnodes,
                 "backend": backend, "timeout_s": timeout_s, "deadline_wall": deadline_wall, "log_path": log_path,
-                "log_dir": log_dir, "test_hooks": (test_hooks or {}).get(rank) or {}}
+                "log_dir": log_dir, "test_hooks": (test_hooks or {}).get(rank) or {},
+                "progress": rank == 0 and observer is not None}
         p = ctx.Process(target=_worker_main, args=(spec, job_fn, payload), name=f"ncclcheck-rank{rank}", daemon=True)
         p.start()
         procs[rank] = p
     hung = []
-    for rank, p in procs.items():
-        p.join(max(0.0, deadline - time.monotonic()))
-        if p.is_alive():
-            hung.append(rank)
-            p.terminate()
+    show = observer if 0 in procs else None
+    with relay(lambda: open_store(host, port, False, timeout_s, log_path, prefix), show):
+        for rank, p in procs.items():
+            p.join(max(0.0, deadline - time.monotonic()))
+            if p.is_alive():
+                hung.append(rank)
+                p.terminate()
     for rank in hung:
         procs[rank].join(_KILL_GRACE_S)
         if procs[rank].is_alive():
@@ -254,4 +259,4 @@ def run_job(world_config: WorldConfig, placement: Placement, job_fn: Callable, p
     """Run job_fn on every rank of the world this process belongs to; bounded by world_config.timeout_s."""
     if placement.worker_mode:
         return _run_in_process(world_config, placement, job_fn, payload, observer, log_dir)
-    return _launch_local(world_config, placement, job_fn, payload, log_dir, test_hooks)
+    return _launch_local(world_config, placement, job_fn, payload, log_dir, test_hooks, observer)

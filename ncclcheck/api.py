@@ -64,7 +64,7 @@ def _log_path() -> Optional[str]:
     return None
 
 
-def run_preflight(config: Optional[Config] = None, **overrides) -> Report:
+def run_preflight(config: Optional[Config] = None, observer=None, **overrides) -> Report:
     """Node-local checks, then (multi-node) world formation and cross-node checks, then recommendations."""
     config = _config(config, "preflight", **overrides)
     t0, started = time.monotonic(), _now_iso()
@@ -88,7 +88,7 @@ def run_preflight(config: Optional[Config] = None, **overrides) -> Report:
     if placement.multi_node or placement.worker_mode:
         from .preflight import cluster as _world
 
-        out = _world.run_cluster_preflight(config, placement, facts, checks, log_path=_log_path())
+        out = _world.run_cluster_preflight(config, placement, facts, checks, log_path=_log_path(), observer=observer)
         report = Report(command=command, version=__version__, started=started, world=out.world, nodes=out.nodes,
                         checks=out.checks, strict=config.output.strict,
                         recommendations=out.recommendations or recommend_local(NodeView(facts, multi_node=True)))

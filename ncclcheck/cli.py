@@ -271,7 +271,7 @@ def _run(config: Config, log_path: str, observer=None):
     from . import api
 
     if config.command == "preflight":
-        return api.run_preflight(config)
+        return api.run_preflight(config, observer=observer)
     if config.command == "recommend":
         return api.run_recommend(config)
     if config.command == "env":
@@ -458,7 +458,12 @@ def _run_and_emit(args: argparse.Namespace, config: Config, log_path: str) -> in
         placement = placement_of(config.command, config.world, os.environ)
         templates = getattr(args, "_templates", {})
         seat = seat_of(config, placement, any(per_rank(t) for t in templates.values()))
-        report = _run(config, log_path, _observer(config, seat))
+        observer = _observer(config, seat)
+        try:
+            report = _run(config, log_path, observer)
+        finally:
+            if observer is not None:
+                observer.stop()  # a bar left running would garble the report (or the error) printed next
         _emit(config, report, log_path, seat)
         return report.exit_code
     except UsageError as exc:

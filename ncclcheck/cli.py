@@ -270,16 +270,17 @@ def _setup_logging() -> str:
 def _run(config: Config, log_path: str, observer=None):
     from . import api
 
+    progress = {"observer": observer} if observer is not None else {}  # the API's own defaults otherwise
     if config.command == "preflight":
-        return api.run_preflight(config, observer=observer)
+        return api.run_preflight(config, **progress)
     if config.command == "recommend":
         return api.run_recommend(config)
     if config.command == "env":
         return api.run_env(config)
     if config.command == "bench":
-        return api.run_bench(config, observer=observer)
+        return api.run_bench(config, **progress)
     if config.command == "links":
-        return api.run_links(config, observer=observer)
+        return api.run_links(config, **progress)
     if config.command == "report":
         import json
 
@@ -313,6 +314,8 @@ def seat_of(config: Config, placement, per_rank_paths: bool = False) -> Seat:
         return Seat(full=leader, line=False, writes=leader or per_rank_paths,
                     launcher=placement.launcher if placement else "ncclcheck")
     full = placement.rank == 0 or out.print_all
+    if config.command == "recommend" and config.recommend_format != "text":
+        full = placement.node_leader or out.print_all  # per-node data on stdout (`> nccl.env` on every node)
     return Seat(full=full, line=not full and placement.node_leader and not out.quiet,
                 writes=placement.node_leader or per_rank_paths, launcher=placement.launcher, rank=placement.rank,
                 node_rank=placement.node_rank)

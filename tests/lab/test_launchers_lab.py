@@ -183,3 +183,21 @@ def test_slurm_bring_up_leaves_nothing_after_down(lab):
     assert got.returncode == 0 and sorted(got.stdout.split()) == ["h1", "h2"], got.stderr
     lab2.down()
     assert not nl.leftovers(lab2.name)
+
+
+def test_torchrun_heterogeneous_nodes(lab):
+    """torchrun lets nodes run different numbers of ranks (LOCAL_WORLD_SIZE 2, 1, 1): the world is 3 nodes, 4 ranks."""
+    lab3 = lab(3)
+    cmds = {}
+    for i, h in enumerate(lab3.hosts):
+        argv = torchrun_argv(lab3, i, ["preflight", "--timeout", str(OK_TIMEOUT), "--json",
+                                       str(lab3.tmp / "pf-%h.json")])
+        argv[argv.index("--nproc-per-node") + 1] = "2" if h == "h1" else "1"
+        cmds[h] = argv
+    runs = lab3.run_all(cmds, deadline=DEADLINE, cwd=lab3.tmp, env=ENV)
+    out = merged(runs)
+    assert all(r.rc == 0 for r in runs.values()), explain(runs)
+    assert HEADER.findall(out) == [("preflight", "3", "4", "torchrun")], explain(runs)
+    for p in sorted(lab3.tmp.glob("pf-h*.json")):
+        w = json.loads(p.read_text())["world"]
+        assert (w["nnodes"], w["world_size"]) == (3, 4), (p, w)

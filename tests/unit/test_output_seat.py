@@ -74,3 +74,8 @@ def test_no_ansi_codes_on_a_pipe_even_for_styled_text():
     forced = io.StringIO()
     make_console(forced, {"FORCE_COLOR": "1"}).print("[bold red]FAIL[/] x")
     assert "\x1b[" in forced.getvalue()
+
+
+def test_recommend_env_is_per_node_data_printed_by_every_node_leader():
+    cfg = Config("recommend", recommend_format="env")
+    assert seat_of(cfg, _p(2, 0, 1)).full and not seat_of(cfg, _p(3, 1, 1)).full

@@ -155,6 +155,28 @@ def _collect(st: JsonStore, world_size: int, deadline: float) -> JobOutcome:
     return out
 
 
+AGREE_WAIT_S = 15.0
+
+
+def agree(st: JsonStore, out: JobOutcome, decider: bool) -> JobOutcome:
+    """Every process builds its report from the same outcome: the decider's (node 0 / global rank 0), so every
+    process of the world exits with the same code. Without the store, or past a bounded wait, keep our own."""
+    try:
+        if decider:
+            st.set("job/outcome", {"world_size": out.world_size, "backend": out.backend, "emitted": out.emitted,
+                                   "results": [[r, v] for r, v in sorted(out.results.items())],
+                                   "failures": out.failures})
+            return out
+        v = st.wait_get("job/outcome", time.monotonic() + AGREE_WAIT_S)
+    except StoreLost:
+        return out
+    if not isinstance(v, dict) or not isinstance(v.get("results"), list):
+        return out
+    return JobOutcome(world_size=int(v.get("world_size", out.world_size)), backend=v.get("backend") or out.backend,
+                      results={int(r): x for r, x in v["results"]}, emitted=list(v.get("emitted") or []),
+                      failures=list(v.get("failures") or []))
+
+
 def _launch_local(world_config: WorldConfig, placement: Placement, job_fn: Callable, payload: dict,
                   log_dir: Optional[str], test_hooks: Optional[dict], observer: Any = None) -> JobOutcome:
     gpus = gpu_count()
@@ -214,6 +236,7 @@ def _launch_local(world_config: WorldConfig, placement: Placement, job_fn: Calla
             out.failures.append({"rank": r, "reason": f"no result from node {r // nproc}"})
     out.failures.sort(key=lambda f: f["rank"])
     if not standalone:
+        out = agree(st, out, decider=server)
         try:
             st.add("job/done", 1)
             if server:
@@ -245,6 +268,7 @@ def _run_in_process(world_config: WorldConfig, placement: Placement, job_fn: Cal
     missing = [r for r in range(placement.world_size)
                if r not in out.results and r not in {f["rank"] for f in out.failures}]
     out.failures.extend({"rank": r, "reason": "no result before the deadline"} for r in missing)
+    out = agree(st, out, decider=placement.rank == 0)
     try:
         st.add("job/done", 1)
         if server:

@@ -78,3 +78,20 @@ def test_live_progress_only_on_a_terminal():
     assert make_observer(FakeTty(), {"TERM": "dumb"}) is None
     assert make_observer(FakeTty(), {}, launcher="mpi") is None
     assert isinstance(make_observer(FakeTty(), {"TERM": "xterm"}), RichObserver)
+
+
+def test_every_process_adopts_the_deciders_job_outcome():
+    from ncclcheck.dist.runner import JobOutcome, agree
+
+    class WaitingStore(FakeStore):
+        def wait_get(self, key, deadline, poll_s=0.05):
+            return self.get_now(key)
+
+    st = WaitingStore()
+    mine = JobOutcome(world_size=2, backend="gloo", results={0: {"x": 1}, 1: {"x": 2}})
+    assert agree(st, mine, decider=True) is mine
+    late = JobOutcome(world_size=2, backend="gloo", results={1: {"x": 2}},
+                      failures=[{"rank": 0, "reason": "no result before the deadline"}])
+    got = agree(st, late, decider=False)
+    assert (got.results, got.failures, got.ok) == ({0: {"x": 1}, 1: {"x": 2}}, [], True)
+    assert agree(WaitingStore(), late, decider=False) is late  # nothing published: keep our own

@@ -201,3 +201,11 @@ def test_torchrun_heterogeneous_nodes(lab):
     for p in sorted(lab3.tmp.glob("pf-h*.json")):
         w = json.loads(p.read_text())["world"]
         assert (w["nnodes"], w["world_size"]) == (3, 4), (p, w)
+
+
+def test_links_under_torchrun_prints_one_report(lab):
+    lab3 = lab(3)
+    runs = per_node(lab3, lambda lab_, i, a: torchrun_argv(lab_, i, a),
+                    # a loaded 2-core machine measures noisy rates: only a link 50x slower than typical is "slow" here
+                    ["links", "--size", "4M", "--iters", "3", "--relative", "0.02", "--timeout", str(OK_TIMEOUT)])
+    assert_one_report(runs, "torchrun", command="links")

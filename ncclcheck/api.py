@@ -28,12 +28,12 @@ def _config(config: Optional[Config], command: str, **overrides) -> Config:
     return config
 
 
-def _collect(config: Config) -> dict:
+def _collect(config: Config, master_addr: Optional[str] = None) -> dict:
     from .dist.runner import load_torch
     from .facts import collect_node_facts
 
     return collect_node_facts(load_torch=load_torch, code_path=config.code_path, paths=config.paths,
-                              master_addr=config.world.master_addr, tool_version=__version__)
+                              master_addr=master_addr or config.world.master_addr, tool_version=__version__)
 
 
 def _probe_master(world: WorldConfig, hosts_store: Optional[bool] = None) -> Optional[dict]:
@@ -55,6 +55,17 @@ def _placement(config: Config):
     return detect_placement(os.environ, config.world)
 
 
+def _world_of(config: Config, placement) -> WorldConfig:
+    """The world as dist.placement decided it (the launcher's variables, the flags, the defaults: one rule), with
+    the flags' backend and timeout."""
+    w = config.world
+    nproc = placement.local_world_size if placement.worker_mode else (w.nproc_per_node or
+                                                                        placement.local_world_size or None)
+    return WorldConfig(nnodes=placement.nnodes, node_rank=placement.node_rank, nproc_per_node=nproc or None,
+                       master_addr=placement.master_addr, master_port=placement.master_port, backend=w.backend,
+                       timeout_s=w.timeout_s, origin=w.origin)
+
+
 def _log_path() -> Optional[str]:
     import logging
 
@@ -69,12 +80,8 @@ def run_preflight(config: Optional[Config] = None, observer=None, **overrides) -
     config = _config(config, "preflight", **overrides)
     t0, started = time.monotonic(), _now_iso()
     placement = _placement(config)
-    world = config.world
-    if placement.worker_mode:  # torchrun/srun/mpirun told us where we are; the flags' world does not apply
-        world = WorldConfig(nnodes=placement.nnodes, node_rank=placement.node_rank,
-                            nproc_per_node=placement.local_world_size or None, master_addr=placement.master_addr,
-                            master_port=placement.master_port, backend=world.backend, timeout_s=world.timeout_s)
-    facts = _collect(config) if placement.node_leader else {}
+    world = _world_of(config, placement)
+    facts = _collect(config, world.master_addr) if placement.node_leader else {}
     master = None
     if placement.node_leader and (placement.multi_node or not placement.worker_mode):
         from .dist import roles
@@ -135,7 +142,7 @@ def _job_world(config: Config):
     from .errors import WorldError
 
     placement = _placement(config)
-    world = config.world
+    world = _world_of(config, placement)
     if placement.multi_node and not placement.worker_mode and world.node_rank != 0:
         m = _probe_master(world)
         if not m.get("ok"):
@@ -221,7 +228,7 @@ def _default_nproc() -> int:
 def _world_failure_report(config: Config, command: str, started: str, t0: float, why: str) -> Report:
     from .model import failed
 
-    w = config.world
+    w = _world_of(config, _placement(config))
     report = Report(command=command, version=__version__, started=started,
                     world=WorldInfo(nnodes=w.nnodes, world_size=0, backend=w.backend,
                                     master=f"{w.master_addr}:{w.master_port}" if w.master_addr else None),

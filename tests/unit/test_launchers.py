@@ -161,3 +161,16 @@ def test_parse_endpoint(text, want):
 def test_parse_endpoint_rejects(bad):
     with pytest.raises(UsageError):
         parse_endpoint(bad, "--x")
+
+
+def test_api_world_is_the_placements_in_every_mode():
+    from ncclcheck.api import _world_of
+    from ncclcheck.config import Config
+
+    env = {"JOB_COMPLETION_INDEX": "2"}
+    w = build_world(nnodes="3", master_addr="train-0.train", env=env)
+    world = _world_of(Config("preflight", world=w), detect_placement(env, w))
+    # the index is the node rank, and the default port is filled in where the flags gave none
+    assert (world.node_rank, world.nnodes, world.master_port) == (2, 3, 29500)
+    world = _world_of(Config("bench", world=build_world(env=TORCHRUN_STATIC)), place(TORCHRUN_STATIC))
+    assert (world.node_rank, world.nnodes, world.nproc_per_node, world.master_addr) == (2, 3, 2, "198.18.0.1")

@@ -209,3 +209,24 @@ def test_links_under_torchrun_prints_one_report(lab):
                     # a loaded 2-core machine measures noisy rates: only a link 50x slower than typical is "slow" here
                     ["links", "--size", "4M", "--iters", "3", "--relative", "0.02", "--timeout", str(OK_TIMEOUT)])
     assert_one_report(runs, "torchrun", command="links")
+
+
+@pytest.mark.parametrize("launcher", ["kubernetes", "pytorchjob"])
+def test_kubernetes_pods_as_node_agents(lab, launcher):
+    """What an Indexed Job (JOB_COMPLETION_INDEX) or a PyTorchJob (PET_*) gives each pod, one pod per lab host; the
+    pod's ncclcheck spawns its 2 ranks itself. The Indexed Job pod passes --nnodes and the master (the Job does not
+    say them); the PyTorchJob pod passes no world flag at all."""
+    lab3 = lab(3)
+    if launcher == "kubernetes":
+        args = ["preflight", "--nnodes", "3", "--nproc-per-node", "2", "--master-addr", "h1", "--master-port",
+                str(PORT), "--timeout", str(OK_TIMEOUT)]
+        host_env = {h: {"JOB_COMPLETION_INDEX": str(i)} for i, h in enumerate(lab3.hosts)}
+    else:
+        args = ["preflight", "--timeout", str(OK_TIMEOUT)]
+        host_env = {h: {"PET_NNODES": "3", "PET_NODE_RANK": str(i), "PET_MASTER_ADDR": "h1",
+                        "PET_MASTER_PORT": str(PORT), "PET_NPROC_PER_NODE": "2"} for i, h in enumerate(lab3.hosts)}
+    runs = lab3.ncclcheck({h: args for h in lab3.hosts}, deadline=DEADLINE, env=ENV, host_env=host_env)
+    assert_one_report(runs, launcher)
+    for run in runs.values():  # every pod writes its own JSON, the same world
+        w = run.report["world"]
+        assert (w["nnodes"], w["world_size"], w["launcher"]) == (3, 6, launcher), w

@@ -28,21 +28,23 @@ def _config(config: Optional[Config], command: str, **overrides) -> Config:
     return config
 
 
-def _collect(config: Config) -> dict:
+def _collect(config: Config, master_addr: Optional[str] = None) -> dict:
     from .dist.runner import load_torch
     from .facts import collect_node_facts
 
     return collect_node_facts(load_torch=load_torch, code_path=config.code_path, paths=config.paths,
-                              master_addr=config.world.master_addr, tool_version=__version__)
+                              master_addr=master_addr or config.world.master_addr, tool_version=__version__)
 
 
-def _probe_master(world: WorldConfig, budget: Optional[Budget] = None) -> Optional[dict]:
-    """Single-node view of the master: node 0 tests the port is bindable; others connect (bounded)."""
+def _probe_master(world: WorldConfig, budget: Optional[Budget] = None,
+                  hosts_store: Optional[bool] = None) -> Optional[dict]:
+    """Single-node view of the master: the process that will host the store tests the port is bindable; others
+    connect (bounded by the budget's master-probe phase). hosts_store None: node 0 hosts it (launcher mode)."""
     if world.master_addr is None:
         return None
     from .preflight import probe
 
-    if world.node_rank == 0:
+    if world.node_rank == 0 if hosts_store is None else hosts_store:
         return probe.bind_test(world.master_addr, world.master_port)
     budget = budget or Budget(world.timeout_s)
     return probe.probe_master(world.master_addr, world.master_port, deadline=budget.deadline("master_probe")).to_json()
@@ -54,6 +56,17 @@ def _placement(config: Config):
     return detect_placement(os.environ, config.world)
 
 
+def _world_of(config: Config, placement) -> WorldConfig:
+    """The world as dist.placement decided it (the launcher's variables, the flags, the defaults: one rule), with
+    the flags' backend and timeout."""
+    w = config.world
+    nproc = placement.local_world_size if placement.worker_mode else (w.nproc_per_node or
+                                                                        placement.local_world_size or None)
+    return WorldConfig(nnodes=placement.nnodes, node_rank=placement.node_rank, nproc_per_node=nproc or None,
+                       master_addr=placement.master_addr, master_port=placement.master_port, backend=w.backend,
+                       timeout_s=w.timeout_s, origin=w.origin)
+
+
 def _log_path() -> Optional[str]:
     import logging
 
@@ -63,19 +76,21 @@ def _log_path() -> Optional[str]:
     return None
 
 
-def run_preflight(config: Optional[Config] = None, **overrides) -> Report:
+def run_preflight(config: Optional[Config] = None, observer=None, **overrides) -> Report:
     """Node-local checks, then (multi-node) world formation and cross-node checks, then recommendations."""
     config = _config(config, "preflight", **overrides)
     t0, started = time.monotonic(), _now_iso()
     golden = _load_golden(config)  # a bad baseline file is a usage error before anything runs
     placement = _placement(config)
-    world = config.world
-    if placement.worker_mode:  # torchrun/srun/mpirun told us where we are; the flags' world does not apply
-        world = WorldConfig(nnodes=placement.nnodes, node_rank=placement.node_rank,
-                            nproc_per_node=placement.local_world_size or None, master_addr=placement.master_addr,
-                            master_port=placement.master_port, backend=world.backend, timeout_s=world.timeout_s)
-    facts = _collect(config) if placement.node_leader else {}
-    master = _probe_master(world, config.budget) if placement.node_leader and not placement.worker_mode else None
+    world = _world_of(config, placement)
+    facts = _collect(config, world.master_addr) if placement.node_leader else {}
+    master = None
+    if placement.node_leader and (placement.multi_node or not placement.worker_mode):
+        from .dist import roles
+
+        # Under a launcher too: rank 0 binds MASTER_PORT unless torchrun's agent store already holds it.
+        master = _probe_master(world, config.budget,
+                               roles.is_server(placement, os.environ) if placement.worker_mode else None)
     inp = LocalInput.of(facts, node_rank=world.node_rank, multi_node=placement.multi_node,
                         nproc_per_node=world.nproc_per_node, backend=world.backend, master=master)
     checks = run_local_checks(inp) if placement.node_leader else []
@@ -83,7 +98,7 @@ def run_preflight(config: Optional[Config] = None, **overrides) -> Report:
     if placement.multi_node or placement.worker_mode:
         from .preflight import cluster as _world
 
-        out = _world.run_cluster_preflight(config, placement, facts, checks, log_path=_log_path())
+        out = _world.run_cluster_preflight(config, placement, facts, checks, log_path=_log_path(), observer=observer)
         report = Report(command=command, version=__version__, started=started, world=out.world, nodes=out.nodes,
                         checks=out.checks, strict=config.output.strict,
                         recommendations=out.recommendations or recommend_local(NodeView(facts, multi_node=True)))
@@ -193,7 +208,7 @@ def _job_world(config: Config):
     from .errors import WorldError
 
     placement = _placement(config)
-    world = config.world
+    world = _world_of(config, placement)
     if placement.multi_node and not placement.worker_mode and world.node_rank != 0:
         m = _probe_master(world, config.budget)
         if not m.get("ok"):
@@ -339,7 +354,7 @@ def _default_nproc() -> int:
 def _world_failure_report(config: Config, command: str, started: str, t0: float, why: str) -> Report:
     from .model import failed
 
-    w = config.world
+    w = _world_of(config, _placement(config))
     report = Report(command=command, version=__version__, started=started,
                     world=WorldInfo(nnodes=w.nnodes, world_size=0, backend=w.backend,
                                     master=format_endpoint(w.master_addr, w.master_port)),

@@ -14,6 +14,8 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Optional
 
 from . import __version__
@@ -61,8 +63,13 @@ def _world_flags() -> argparse.ArgumentParser:
 def _output_flags() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     g = p.add_argument_group("output")
-    g.add_argument("--json", metavar="PATH", help="write the JSON report (schema ncclcheck.report/1); '-' = stdout")
-    g.add_argument("--quiet", action="store_true", help="print only the verdict")
+    g.add_argument("--json", metavar="PATH", help="write the JSON report (schema ncclcheck.report/1); '-' = stdout. "
+                   "Paths expand %%j (job id), %%n (node rank), %%h (hostname), %%r (rank: every rank writes)")
+    g.add_argument("--quiet", action="store_true",
+                   help="print only the verdict, on global rank 0 (the other processes print nothing)")
+    g.add_argument("--print-all", action="store_true",
+                   help="every process prints its full report (default: global rank 0 prints it, every other node "
+                        "one line)")
     g.add_argument("--strict", action="store_true", help="warnings fail (exit 1)")
     g.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
     g.add_argument("--junit", metavar="FILE", help="write JUnit XML (one testcase per check)")
@@ -160,9 +167,12 @@ def config_from_args(args: argparse.Namespace, env=None, started: Optional[float
     world_kw = {k: getattr(args, k, None) for k in ("nnodes", "node_rank", "nproc_per_node", "master_addr",
                                                      "master_port", "backend", "timeout")}
     world = build_world(**world_kw, env=env)
+    seat = placement_of(cmd, world, env)  # a launcher's world contradicting the flags is a usage error, now
+    _expand_paths(args, seat, env)
     output = OutputConfig(  # every command has the flags it accepts; getattr covers those it does not
         json_path=getattr(args, "json", None),
         quiet=bool(getattr(args, "quiet", False)),
+        print_all=bool(getattr(args, "print_all", False)),
         strict=bool(getattr(args, "strict", False)),
         html=getattr(args, "html", None),
         junit=getattr(args, "junit", None),
@@ -227,6 +237,40 @@ def baseline_config_from_args(args: argparse.Namespace) -> BaselineConfig:
     if tol >= 1:
         raise UsageError("--tolerance is a fraction: 0.1 means 10%")
     return BaselineConfig(path=args.baseline, save=args.save_baseline, tolerance=tol)
+
+
+_WORLD_COMMANDS = ("preflight", "recommend", "bench", "links")
+_PATH_FLAGS = ("json", "html", "junit", "markdown", "env_out", "save_baseline", "prometheus")
+
+
+def placement_of(command: str, world, env):
+    """This process's place in the job (dist.placement) for commands that form a world; env and report only need
+    it for %j/%n/%r in paths, so there a launcher's inconsistent variables are not an error."""
+    from .dist.placement import detect_placement
+
+    if command in _WORLD_COMMANDS:
+        return detect_placement(env, world)
+    try:
+        return detect_placement(env, world)
+    except UsageError:
+        return None
+
+
+def _expand_paths(args: argparse.Namespace, placement, env) -> None:
+    """%j %n %h %r in output paths, the same expansion on every process (so %n/%h/%r give distinct files)."""
+    from .dist.placement import job_id
+    from .facts import hostname
+    from .render.files import expand_path
+
+    fields = {"j": placement.job_id if placement else job_id(env), "n": placement.node_rank if placement else 0,
+              "r": placement.rank if placement else 0, "h": hostname()}
+    for flag in _PATH_FLAGS:
+        path = getattr(args, flag, None)
+        if path and path != "-" and "%" in path:
+            setattr(args, flag, expand_path(path, fields))
+            if not hasattr(args, "_templates"):
+                args._templates = {}
+            args._templates[flag] = path
 
 
 def bench_config_from_args(args: argparse.Namespace) -> BenchConfig:
@@ -338,19 +382,20 @@ def _finish_logging(path: str) -> None:
             os.remove(path)
 
 
-def _run(config: Config, log_path: str):
+def _run(config: Config, log_path: str, observer=None):
     from . import api
 
+    progress = {"observer": observer} if observer is not None else {}  # the API's own defaults otherwise
     if config.command == "preflight":
-        return api.run_preflight(config)
+        return api.run_preflight(config, **progress)
     if config.command == "recommend":
         return api.run_recommend(config)
     if config.command == "env":
         return api.run_env(config)
     if config.command == "bench":
-        return api.run_bench(config)
+        return api.run_bench(config, **progress)
     if config.command == "links":
-        return api.run_links(config)
+        return api.run_links(config, **progress)
     if config.command == "report":
         import json
 
@@ -375,41 +420,97 @@ def _run(config: Config, log_path: str):
     raise UsageError(f"'{config.command}' is not available yet in this version")
 
 
-def _emit(config: Config, report, log_path: str) -> None:
-    from rich.console import Console
+@dataclass(frozen=True)
+class Seat:
+    """What this process prints and writes. One report per job: global rank 0 (node 0's agent in launcher mode)
+    prints the full report; every other node's leader prints one line; other ranks print nothing."""
 
+    full: bool  # the full report (or, with --quiet, the verdict)
+    line: bool  # one line: node, verdict, where the full report is
+    writes: bool  # --json/--html/... files (node leaders; every rank when a path has %r)
+    launcher: str = "ncclcheck"
+    rank: int = 0
+    node_rank: int = 0
+
+
+def seat_of(config: Config, placement, per_rank_paths: bool = False) -> Seat:
+    out = config.output
+    if placement is None or config.command in ("env", "report"):
+        leader = placement is None or placement.node_leader
+        return Seat(full=leader, line=False, writes=leader or per_rank_paths,
+                    launcher=placement.launcher if placement else "ncclcheck")
+    full = placement.rank == 0 or out.print_all
+    if config.command == "recommend" and config.recommend_format != "text":
+        full = placement.node_leader or out.print_all  # per-node data on stdout (`> nccl.env` on every node)
+    return Seat(full=full, line=not full and placement.node_leader and not out.quiet,
+                writes=placement.node_leader or per_rank_paths, launcher=placement.launcher, rank=placement.rank,
+                node_rank=placement.node_rank)
+
+
+def _observer(config: Config, seat: Seat):
+    """Live progress on the console that prints the full report, only when it is a terminal (render/progress.py)."""
+    if not seat.full or config.output.json_path == "-":
+        return None
+    from .render.progress import make_observer
+
+    return make_observer(sys.stdout, os.environ, seat.launcher)
+
+
+def _one_line(config: Config, report, seat: Seat) -> str:
+    """The line a non-zero node prints: who it is, its verdict and exit code, where the full report is."""
+    from .facts import hostname
+
+    me = next((n.hostname for n in report.nodes if n.node_rank == seat.node_rank), None) or hostname()
+    first = next((n.hostname for n in report.nodes if n.node_rank == 0), None)
+    where = "global rank 0's console" + (f" (node 0, {first})" if first else " (node 0)")
+    text = (f"ncclcheck {report.command}: node {seat.node_rank} ({me}) rank {seat.rank}: {report.status.value.upper()}"
+            f", exit {report.exit_code}; full report on {where}")
+    if seat.writes and config.output.json_path and config.output.json_path != "-":
+        text += f"; JSON in {config.output.json_path}"
+    root = report.root_cause() if report.status.value == "fail" else None
+    if root is not None:  # a world that did not form has no shared report: say here what went wrong from this side
+        text += f"; root cause{'' if root.node is None else f' on node {root.node}'}: [{root.id}] {root.summary}"
+    return text
+
+
+def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None) -> None:
     from .render import console as view
     from .render.json import render_json
 
-    if not report.prints:  # another rank of this node prints and writes the same report
-        return
+    seat = seat or Seat(full=report.prints, line=False, writes=report.prints)
     if not report.log_path and has_content(log_path):  # printed only when it holds the details referred to
         report.log_path = log_path
     out = config.output
-    json_to_stdout = out.json_path == "-"
-    if out.json_path:
-        text = render_json(report)
-        if json_to_stdout:
-            sys.stdout.write(text)
-            sys.stdout.flush()
-        else:
+    json_to_stdout = out.json_path == "-" and seat.full
+    if seat.writes or json_to_stdout:
+        if out.json_path:
+            text = render_json(report)
+            if json_to_stdout:
+                sys.stdout.write(text)
+                sys.stdout.flush()
+            elif out.json_path != "-":
+                from .render.files import write_atomic
+
+                write_atomic(out.json_path, text)
+        from .render.files import write_outputs
+
+        write_outputs(report, html=out.html, markdown=out.markdown, junit=out.junit, env_out=out.env_out)
+        if out.prometheus:
             from .render.files import write_atomic
+            from .render.prometheus import render_prometheus
 
-            write_atomic(out.json_path, text)
-    term = Console(stderr=json_to_stdout or (config.command == "recommend" and config.recommend_format != "text"),
-                   highlight=False)
-    from .render.files import write_outputs
-
-    write_outputs(report, html=out.html, markdown=out.markdown, junit=out.junit, env_out=out.env_out)
-    if out.prometheus:
-        from .render.files import write_atomic
-        from .render.prometheus import render_prometheus
-
-        write_atomic(out.prometheus, render_prometheus(report))
-    if out.format == "labels":
+            write_atomic(out.prometheus, render_prometheus(report))
+    if out.format == "labels" and seat.full:
         from .render.labels import render_labels
 
         sys.stdout.write(render_labels(report))
+        return  # stdout is the script; nothing else may be mixed into it
+        write_outputs(report, html=out.html, markdown=out.markdown, junit=out.junit, env_out=out.env_out)
+    machine_stdout = out.json_path == "-" or (config.command == "recommend" and config.recommend_format != "text")
+    term = view.make_console(sys.stderr if machine_stdout else sys.stdout, os.environ, seat.launcher)
+    if not seat.full:
+        if seat.line:
+            term.print(_one_line(config, report, seat), markup=False, highlight=False, soft_wrap=True)
         return
     if config.command == "recommend" and config.recommend_format in ("env", "json"):
         if config.recommend_format == "env":
@@ -436,6 +537,45 @@ def _emit(config: Config, report, log_path: str) -> None:
         term.print(part)
 
 
+@contextlib.contextmanager
+def _native_stderr_to(log_path: str) -> Iterator[None]:
+    """torch's C++ code (c10d, gloo, NCCL) writes to fd 2 whenever it likes ("[c10d] The hostname of the client
+    socket cannot be retrieved..."): point fd 2 at the run's log for the whole run, in every mode (spawned ranks
+    inherit it), while Python's sys.stderr keeps writing to the console through a duplicate of the old fd 2."""
+    try:
+        saved = os.dup(2)
+        target = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError:
+        yield
+        return
+    old_stderr = sys.stderr
+    console = None
+    try:
+        sys.stderr.flush()
+    except (AttributeError, ValueError, OSError):
+        pass
+    if old_stderr is sys.__stderr__ and old_stderr is not None:
+        console = os.fdopen(os.dup(saved), "w", buffering=1, encoding=getattr(old_stderr, "encoding", None) or
+                            "utf-8", errors="backslashreplace")
+        sys.stderr = console
+    os.dup2(target, 2)
+    os.close(target)
+    logging.captureWarnings(True)  # torch's Python warnings belong in the log too
+    try:
+        yield
+    finally:
+        logging.captureWarnings(False)
+        try:
+            sys.stderr.flush()
+        except (AttributeError, ValueError, OSError):
+            pass
+        os.dup2(saved, 2)
+        os.close(saved)
+        if console is not None:
+            sys.stderr = old_stderr
+            console.close()
+
+
 def main(argv: Optional[list] = None) -> int:
     started = time.monotonic()  # the Budget's clock: every wait of this run is bounded from here on
     parser = build_parser()
@@ -449,16 +589,31 @@ def main(argv: Optional[list] = None) -> int:
         print(f"ncclcheck: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     log_path = _setup_logging()
+    with _native_stderr_to(log_path):
+        return _run_and_emit(args, config, log_path)
+
+
+def _run_and_emit(args: argparse.Namespace, config: Config, log_path: str) -> int:
     try:
-        return _main(config, log_path)
+        return _main(args, config, log_path)
     finally:
         _finish_logging(log_path)
 
 
-def _main(config: Config, log_path: str) -> int:
+def _main(args: argparse.Namespace, config: Config, log_path: str) -> int:
+    from .render.files import per_rank
+
     try:
-        report = _run(config, log_path)
-        _emit(config, report, log_path)
+        placement = placement_of(config.command, config.world, os.environ)
+        templates = getattr(args, "_templates", {})
+        seat = seat_of(config, placement, any(per_rank(t) for t in templates.values()))
+        observer = _observer(config, seat)
+        try:
+            report = _run(config, log_path, observer)
+        finally:
+            if observer is not None:
+                observer.stop()  # a bar left running would garble the report (or the error) printed next
+        _emit(config, report, log_path, seat)
         if report.interrupted:  # the partial report is written; the exit code says it was interrupted
             print("ncclcheck: interrupted", file=sys.stderr)
             return EXIT_INTERRUPTED

@@ -1,7 +1,8 @@
 """Typed configuration, built once from argv + environment. Everything below the CLI takes these dataclasses.
 
-Flag values fall back to NCCLCHECK_* variables and then to the variables torchrun and friends use
-(MASTER_ADDR, MASTER_PORT, NODE_RANK...), so `ncclcheck preflight` inside a job script needs no flags.
+Flag values fall back to NCCLCHECK_* variables and then to MASTER_ADDR, MASTER_PORT and NODE_RANK; a launcher's own
+world (torchrun, fabric run, srun, mpirun, Kubernetes) is read and reconciled with these in dist/placement.py, so
+`ncclcheck preflight` inside a job script needs no flags.
 """
 
 from __future__ import annotations
@@ -71,6 +72,9 @@ class WorldConfig:
     master_port: Optional[int] = None
     backend: str = "auto"
     timeout_s: float = DEFAULT_TIMEOUT_S
+    # Where each world value came from ("--nnodes", "NCCLCHECK_NNODES", "NODE_RANK"...); a value absent here is a
+    # default. dist.placement compares the user's values with a launcher's world and names both when they disagree.
+    origin: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def multi_node(self) -> bool:
@@ -81,6 +85,7 @@ class WorldConfig:
 class OutputConfig:
     json_path: Optional[str] = None  # "-" = stdout
     quiet: bool = False
+    print_all: bool = False  # every process prints its full report (default: global rank 0 only, others one line)
     strict: bool = False
     html: Optional[str] = None
     junit: Optional[str] = None
@@ -163,18 +168,6 @@ def env_fallback(env: Mapping[str, str], *names: str) -> Optional[str]:
     return None
 
 
-def pick(flag_value: Optional[str], flag: str, env: Mapping[str, str], *names: str) -> tuple[Optional[str], str]:
-    """(value, what to call it in an error): the flag when given, else the first set variable, named as such, so
-    `MASTER_PORT=abc` is reported as MASTER_PORT, not as a bad --master-port."""
-    if flag_value is not None:
-        return flag_value, flag
-    for n in names:
-        v = env.get(n)
-        if v is not None and v.strip() != "":
-            return v.strip(), f"{n} (environment)"
-    return None, flag
-
-
 def parse_int(value: Optional[str], what: str, lo: Optional[int] = None, hi: Optional[int] = None) -> Optional[int]:
     if value is None:
         return None
@@ -201,6 +194,53 @@ def parse_float(value: Optional[str], what: str, positive: bool = True) -> Optio
     return x
 
 
+def parse_port(value: Optional[str], what: str) -> Optional[int]:
+    """A TCP port 1..65535 (None stays None). The one port parser: flags, MASTER_PORT, PET_MASTER_PORT, endpoints."""
+    return parse_int(value, what, 1, 65535)
+
+
+def parse_host(value: Optional[str], what: str) -> Optional[str]:
+    """A host name or address (None stays None); '[v6]' loses its brackets."""
+    if value is None:
+        return None
+    host = str(value).strip()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not host or any(c.isspace() for c in host) or "/" in host:
+        raise UsageError(f"{what} {value!r} is not a host name or address")
+    return host
+
+
+def parse_endpoint(value: str, what: str) -> tuple[str, Optional[int]]:
+    """'host', 'host:port', '[v6addr]:port' or a bare IPv6 address -> (host, port or None)."""
+    text = str(value).strip()
+    if text.startswith("["):
+        host, sep, rest = text[1:].partition("]")
+        if not sep or (rest and not rest.startswith(":")):
+            raise UsageError(f"{what} {value!r} is not host:port")
+        return parse_host(host, what), parse_port(rest[1:], what) if rest else None
+    if text.count(":") == 1:
+        host, _, port = text.partition(":")
+        return parse_host(host, what), parse_port(port, what)
+    return parse_host(text, what), None
+
+
+def _pick(flag_value: Optional[str], flag: str, env: Mapping[str, str], *names: str) -> tuple[Optional[str], str]:
+    """(value, where it came from): the flag, else the first non-empty variable among names."""
+    if flag_value is not None:
+        return flag_value, flag
+    for n in names:
+        v = env_fallback(env, n)
+        if v is not None:
+            return v, n
+    return None, ""
+
+
+def is_user_origin(origin: str) -> bool:
+    """A value the user chose for ncclcheck (a flag or an NCCLCHECK_* variable), not one a launcher exported."""
+    return origin.startswith("--") or origin.startswith("NCCLCHECK_")
+
+
 def build_world(
     nnodes: Optional[str] = None,
     node_rank: Optional[str] = None,
@@ -211,43 +251,50 @@ def build_world(
     timeout: Optional[str] = None,
     env: Optional[Mapping[str, str]] = None,
 ) -> WorldConfig:
-    """Flags first, then NCCLCHECK_*, then the launcher-standard names. Raises UsageError on bad values."""
+    """Each value: the flag, then NCCLCHECK_*, then the launcher-standard name (MASTER_ADDR, MASTER_PORT, NODE_RANK).
+
+    Only single values are checked here. Whether node rank, node count and master agree with each other and with a
+    launcher that started us is decided in one place, dist.placement.detect_placement, which knows the launcher.
+    Raises UsageError on bad values.
+    """
     env = os.environ if env is None else env
-    v, what = pick(nnodes, "--nnodes", env, "NCCLCHECK_NNODES")
-    n = parse_int(v, what, 1, 100000) or 1
-    v, what = pick(node_rank, "--node-rank", env, "NCCLCHECK_NODE_RANK", "NODE_RANK", "GROUP_RANK")
-    r = parse_int(v, what, 0) or 0
-    if r >= n:
-        raise UsageError(f"{what} {r} is out of range for --nnodes {n} (valid: 0..{n - 1})")
-    nproc_raw, what = pick(nproc_per_node, "--nproc-per-node", env, "NCCLCHECK_NPROC_PER_NODE")
+    origin: dict[str, str] = {}
+    raw, src = _pick(nnodes, "--nnodes", env, "NCCLCHECK_NNODES")
+    n = parse_int(raw, _what(src), 1, 100000)
+    if n is not None:
+        origin["nnodes"] = src
+    raw, src = _pick(node_rank, "--node-rank", env, "NCCLCHECK_NODE_RANK", "NODE_RANK")
+    r = parse_int(raw, _what(src), 0)
+    if r is not None:
+        origin["node_rank"] = src
+    raw, src = _pick(nproc_per_node, "--nproc-per-node", env, "NCCLCHECK_NPROC_PER_NODE")
     nproc = None
-    if nproc_raw is not None and nproc_raw not in ("auto", "gpu"):
-        nproc = parse_int(nproc_raw, what, 1, 1024)
-    addr, what = pick(master_addr, "--master-addr", env, "NCCLCHECK_MASTER_ADDR", "MASTER_ADDR")
+    if raw is not None and raw not in ("auto", "gpu"):
+        nproc = parse_int(raw, _what(src), 1, 1024)
+        origin["nproc_per_node"] = src
+    raw, src = _pick(master_addr, "--master-addr", env, "NCCLCHECK_MASTER_ADDR", "MASTER_ADDR")
+    addr = parse_host(raw, _what(src))
     if addr is not None:
-        addr = addr.strip()
-        if not addr or any(c.isspace() for c in addr) or "/" in addr:
-            raise UsageError(f"{what} {addr!r} is not a host name or address")
-    v, what = pick(master_port, "--master-port", env, "NCCLCHECK_MASTER_PORT", "MASTER_PORT")
-    port = parse_int(v, what, 1, 65535)
-    if n > 1 and addr is None:
-        raise UsageError("--nnodes > 1 needs --master-addr (or MASTER_ADDR): the address of node rank 0")
-    if addr is not None and port is None:
-        port = DEFAULT_MASTER_PORT
-    be, what = pick(backend, "--backend", env, "NCCLCHECK_BACKEND")
-    be = be or "auto"
+        origin["master_addr"] = src
+    raw, src = _pick(master_port, "--master-port", env, "NCCLCHECK_MASTER_PORT", "MASTER_PORT")
+    port = parse_port(raw, _what(src))
+    if port is not None:
+        origin["master_port"] = src
+    be, src = _pick(backend, "--backend", env, "NCCLCHECK_BACKEND")
+    be, what = be or "auto", _what(src)
     if be not in BACKENDS:
         raise UsageError(f"{what} must be one of {', '.join(BACKENDS)}, got {be!r}")
-    v, what = pick(timeout, "--timeout", env, "NCCLCHECK_TIMEOUT")
-    t = parse_float(v, what)
+    raw, src = _pick(timeout, "--timeout", env, "NCCLCHECK_TIMEOUT")
+    t = parse_float(raw, _what(src))
     return WorldConfig(
-        nnodes=n,
-        node_rank=r,
+        nnodes=n or 1,
+        node_rank=r or 0,
         nproc_per_node=nproc,
         master_addr=addr,
         master_port=port,
         backend=be,
         timeout_s=t if t is not None else DEFAULT_TIMEOUT_S,
+        origin=origin,
     )
 
 
@@ -257,3 +304,8 @@ def format_endpoint(addr: Optional[str], port: Optional[int]) -> Optional[str]:
         return None
     host = f"[{addr}]" if ":" in addr and not addr.startswith("[") else addr
     return f"{host}:{port}" if port is not None else host
+
+
+def _what(origin: str) -> str:
+    """How an error names a value: the flag itself, or the variable it came from."""
+    return origin if origin.startswith("--") else f"{origin} (environment)"

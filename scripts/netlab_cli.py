@@ -1,4 +1,5 @@
-"""Command line of scripts/netlab: up, down, status, exec, scenario, gc over netlab_lib."""
+"""Command line of scripts/netlab: up, down, status, exec, scenario, gc over netlab_lib; slurm and mpi-agent over
+netlab_launchers."""
 
 from __future__ import annotations
 
@@ -34,6 +35,10 @@ def parser() -> argparse.ArgumentParser:
                        epilog=SCENARIO_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("tokens", nargs="+", metavar="NAME [ARGS]")
     sub.add_parser("gc", help="tear down labs whose owning test session died")
+    s = sub.add_parser("slurm", help="start Slurm on the lab (slurmctld on h1, a slurmd per host); prints the "
+                                     "SLURM_CONF to export before srun/sbatch on h1")
+    s.add_argument("--cpus", type=int, default=2, help="CPUs each lab node offers (default 2)")
+    sub.add_parser("mpi-agent", help="write the rsh agent for mpirun --mca plm_rsh_agent; prints its path")
     return p
 
 
@@ -58,6 +63,18 @@ def main(argv: list[str] | None = None) -> int:
             os.execvp(full[0], full)
         elif args.cmd == "scenario":
             nl.scenario(args.name, args.tokens)
+        elif args.cmd == "slurm":
+            import time
+
+            import netlab_launchers as nlx
+
+            t = time.monotonic()
+            env = nlx.slurm_up(nl.require_state(args.name), cpus=args.cpus)
+            print(f"export SLURM_CONF={env['SLURM_CONF']}   # Slurm up in {time.monotonic() - t:.1f} s", flush=True)
+        elif args.cmd == "mpi-agent":
+            import netlab_launchers as nlx
+
+            print(nlx.mpi_agent(nl.require_state(args.name)))
         elif args.cmd == "gc":
             for name in nl.reap_orphans():
                 print(f"removed orphan lab {name}")

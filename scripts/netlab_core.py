@@ -197,8 +197,11 @@ class LabState:
     @classmethod
     def from_json(cls, text: str) -> LabState:
         raw = json.loads(text)
-        raw["scenarios"] = Scenarios(**raw.get("scenarios", {}))
-        return cls(**raw)
+        # Labs made by another checkout of this tool (a newer or older netlab) share the machine's registry: keep
+        # the fields this version knows, so listing or reaping them never crashes on a field added elsewhere.
+        known = {f.name for f in dataclasses.fields(Scenarios)}
+        raw["scenarios"] = Scenarios(**{k: v for k, v in raw.get("scenarios", {}).items() if k in known})
+        return cls(**{k: v for k, v in raw.items() if k in {f.name for f in dataclasses.fields(cls)}})
 
 
 def lab_dir(name: str) -> Path:

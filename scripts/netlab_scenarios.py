@@ -131,8 +131,9 @@ def _write_etc(state: LabState, host: str) -> None:
               if not (h == host and host in state.scenarios.hostname_loopback)]
     write_atomic(etc / "hosts", "\n".join(lines) + "\n")
     write_atomic(etc / "hostname", host + "\n")
-    # No nameserver can be reached from a lab host: fail DNS look-ups fast instead of waiting for a timeout.
-    write_atomic(etc / "resolv.conf", "options timeout:1 attempts:1\n")
+    # No nameserver can be reached from a lab host: its own loopback (where nothing answers) fails DNS look-ups
+    # fast instead of waiting for a timeout, and never reaches the machine's resolver.
+    write_atomic(etc / "resolv.conf", "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
 
 
 def _reconcile_eth1(state: LabState) -> None:

@@ -39,3 +39,11 @@ def steps_job(ctx, payload):
         dist.all_reduce(t)
         ctx.emit("step", {"rank": ctx.rank, "i": i})
     return {"steps": payload["steps"]}
+def progress_job(ctx, payload):
+    """Reports n steps of progress (only rank 0's observer is real)."""
+    n = int(payload.get("steps", 3))
+    ctx.observer.start(n, "steps")
+    for i in range(n):
+        ctx.observer.advance(f"step {i + 1}")
+    ctx.observer.stop()
+    return {"ok": True}

@@ -14,6 +14,22 @@ from ncclcheck.preflight.cluster import run_cluster_preflight
 from tests.fakefacts import facts, iface
 
 
+class _Recorder:
+    """An Observer that keeps its calls (the preflight's progress) for the test to read."""
+
+    def __init__(self, calls: list) -> None:
+        self.calls = calls
+
+    def start(self, total: int, label: str) -> None:
+        self.calls.append(["start", total, label])
+
+    def advance(self, label: str = "") -> None:
+        self.calls.append(["advance", label])
+
+    def stop(self) -> None:
+        self.calls.append(["stop"])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nnodes", type=int)
@@ -36,14 +52,17 @@ def main() -> None:
     cfg = Config(command="preflight", world=world)
     placement = detect_placement({}, world)
     local = [passed("host.shm", "fine", node=r)]
-    out = run_cluster_preflight(cfg, placement, f, local, log_path=a.out + ".log", join_grace_s=0.5)
+    progress: list = []
+    observer = _Recorder(progress)
+    out = run_cluster_preflight(cfg, placement, f, local, log_path=a.out + ".log", join_grace_s=0.5,
+                                observer=observer)
     worst = max((c.status.rank for c in out.checks), default=0)
     code = out.agree_exit_code(1 if worst == 3 else 0)
     with open(a.out, "w") as fh:
         json.dump({"formed": out.formed, "exit_code": code, "world": out.world.to_json(),
                    "nodes": [n.node_rank for n in out.nodes], "hosts": [n.hostname for n in out.nodes],
                    "checks": [c.to_json() for c in out.checks],
-                   "recommendations": [x.to_json() for x in out.recommendations]}, fh)
+                   "recommendations": [x.to_json() for x in out.recommendations], "progress": progress}, fh)
     sys.exit(code)
 
 

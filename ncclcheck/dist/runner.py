@@ -30,6 +30,7 @@ from ..config import Budget, WorldConfig
 from ..facts.gpu import usable_gpu_count
 from .context import NullObserver, WorkerContext
 from .placement import Placement
+from .relay import StoreObserver, relay
 from .roles import is_server
 from .store import JsonStore, StoreLost, first_line, open_store
 
@@ -149,7 +150,8 @@ def _worker_main(spec: dict, job_fn: Callable, payload: dict) -> None:
         logging.basicConfig(filename=spec["log_path"], level=logging.DEBUG)
     try:
         st = open_store(spec["host"], spec["port"], False, spec["timeout_s"], spec.get("log_path"), spec["prefix"])
-        _run_rank(spec, st, job_fn, payload)
+        # Rank 0 has no terminal of its own: its progress goes through the store to the agent's (dist/relay.py).
+        _run_rank(spec, st, job_fn, payload, StoreObserver(st) if spec.get("progress") else None)
     except Exception:  # noqa: BLE001 - the agent reads error/<rank> and the exit code
         os._exit(1)
     os._exit(0)
@@ -172,6 +174,28 @@ def _collect(st: JsonStore, world_size: int, deadline: float) -> JobOutcome:
         if v is not None:
             out.emitted.append(v)
     return out
+
+
+AGREE_WAIT_S = 15.0
+
+
+def agree(st: JsonStore, out: JobOutcome, decider: bool) -> JobOutcome:
+    """Every process builds its report from the same outcome: the decider's (node 0 / global rank 0), so every
+    process of the world exits with the same code. Without the store, or past a bounded wait, keep our own."""
+    try:
+        if decider:
+            st.set("job/outcome", {"world_size": out.world_size, "backend": out.backend, "emitted": out.emitted,
+                                   "results": [[r, v] for r, v in sorted(out.results.items())],
+                                   "failures": out.failures, "interrupted": out.interrupted})
+            return out
+        v = st.wait_get("job/outcome", time.monotonic() + AGREE_WAIT_S)
+    except StoreLost:
+        return out
+    if not isinstance(v, dict) or not isinstance(v.get("results"), list):
+        return out
+    return JobOutcome(world_size=int(v.get("world_size", out.world_size)), backend=v.get("backend") or out.backend,
+                      results={int(r): x for r, x in v["results"]}, emitted=list(v.get("emitted") or []),
+                      failures=list(v.get("failures") or []), interrupted=bool(v.get("interrupted")))
 
 
 def _stall_bound(budget: Budget, step_ops: int) -> float:
@@ -241,7 +265,7 @@ def _local_world(world_config: WorldConfig, placement: Placement, log_dir: Optio
 
 
 def _spawn_ranks(lw: _LocalWorld, job_fn: Callable, payload: dict, log_dir: Optional[str],
-                 env: Optional[dict]) -> dict:
+                 env: Optional[dict], progress: bool) -> dict:
     """Start this node's ranks (spawned: a forked CUDA context would be unusable); {global rank: process}."""
     ctx = mp.get_context("spawn")
     child_env = worker_env(lw.backend, env, os.environ)
@@ -251,7 +275,8 @@ def _spawn_ranks(lw: _LocalWorld, job_fn: Callable, payload: dict, log_dir: Opti
         spec = {"host": lw.host, "port": lw.port, "prefix": lw.prefix, "rank": rank, "world_size": lw.world_size,
                 "local_rank": lr, "local_world_size": lw.nproc, "node_rank": lw.node, "nnodes": lw.nnodes,
                 "backend": lw.backend, "timeout_s": lw.timeout_s, "op_timeout_s": lw.timeout_s,
-                "log_path": lw.log_path, "log_dir": log_dir, "env": child_env}
+                "log_path": lw.log_path, "log_dir": log_dir, "env": child_env,
+                "progress": progress and rank == 0}
         p = ctx.Process(target=_worker_main, args=(spec, job_fn, payload), name=f"ncclcheck-rank{rank}", daemon=True)
         p.start()
         procs[rank] = p
@@ -300,16 +325,19 @@ def _say_done(st: JsonStore, server: bool, members: int, deadline: float) -> Non
 
 
 def _launch_local(world_config: WorldConfig, placement: Placement, job_fn: Callable, payload: dict,
-                  log_dir: Optional[str], env: Optional[dict], budget: Budget, step_ops: int) -> JobOutcome:
+                  log_dir: Optional[str], env: Optional[dict], budget: Budget, step_ops: int,
+                  observer: Any = None) -> JobOutcome:
     lw = _local_world(world_config, placement, log_dir, budget)
     bind_host = lw.host if lw.standalone else "0.0.0.0"
     st = open_store(bind_host if lw.server else lw.host, lw.port, lw.server, budget.bound("join"), lw.log_path,
                     lw.prefix)
-    procs = _spawn_ranks(lw, job_fn, payload, log_dir, env)
+    procs = _spawn_ranks(lw, job_fn, payload, log_dir, env, progress=observer is not None)
     stall_s = _stall_bound(budget, step_ops)
     interrupted = False
+    show = observer if 0 in procs else None  # rank 0's progress, replayed into this agent's bar
     try:
-        hung = _watch(procs, st, stall_s, lw.node, budget.bound("rank_start") + budget.bound("join"))
+        with relay(lambda: open_store(lw.host, lw.port, False, budget.bound("join"), lw.log_path, lw.prefix), show):
+            hung = _watch(procs, st, stall_s, lw.node, budget.bound("rank_start") + budget.bound("join"))
     except KeyboardInterrupt:
         interrupted, hung = True, [r for r, p in procs.items() if p.is_alive()]
     _stop(procs, hung, budget.bound("kill_grace"))
@@ -319,6 +347,7 @@ def _launch_local(world_config: WorldConfig, placement: Placement, job_fn: Calla
     out.backend, out.interrupted = lw.backend, interrupted
     _name_failures(out, lw, procs, hung, stall_s)
     if not lw.standalone:
+        out = agree(st, out, decider=lw.server)
         _say_done(st, lw.server, lw.nnodes, budget.deadline("collect"))
     return out
 
@@ -345,6 +374,7 @@ def _run_in_process(world_config: WorldConfig, placement: Placement, job_fn: Cal
     missing = [r for r in range(placement.world_size)
                if r not in out.results and r not in {f["rank"] for f in out.failures}]
     out.failures.extend({"rank": r, "reason": "no result before the deadline"} for r in missing)
+    out = agree(st, out, decider=placement.rank == 0)
     _say_done(st, server, placement.world_size, budget.deadline("collect"))
     return out
 
@@ -363,4 +393,4 @@ def run_job(world_config: WorldConfig, placement: Placement, job_fn: Callable, p
     budget = budget or Budget(world_config.timeout_s)
     if placement.worker_mode:
         return _run_in_process(world_config, placement, job_fn, payload, observer, log_dir, budget)
-    return _launch_local(world_config, placement, job_fn, payload, log_dir, env, budget, step_ops)
+    return _launch_local(world_config, placement, job_fn, payload, log_dir, env, budget, step_ops, observer)

@@ -21,7 +21,7 @@ import time
 import uuid as _uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from ..checks import CrossInput, run_cross_checks
 from ..config import FIXED_BOUNDS_S, Budget, Config, format_endpoint
@@ -185,6 +185,7 @@ class _Ctx:
     log_path: Optional[str]
     start: float
     join_grace_s: float = JOIN_GRACE_S
+    observer: Any = None  # progress on the deciding process's terminal (n of N nodes joined, mesh rows in)
 
     @property
     def budget(self) -> Budget:
@@ -301,8 +302,12 @@ def _read_joins(st: JsonStore, seen: dict) -> list:
 def _host_decides(ctx: _Ctx, st: JsonStore) -> dict:
     seen: dict = {}
     complete_at = None
+    shown = _Shown(ctx.observer, ctx.placement.nnodes, "nodes joined")
     while True:
         joins = _read_joins(st, seen)
+        if joins:
+            shown.update(len({j.get("node_rank") for j in joins}),
+                         f"node {joins[-1].get('node_rank')} ({joins[-1].get('hostname')})")
         now = time.monotonic()
         v = decide(joins, ctx.placement.nnodes, final=False)
         if v["complete"] and complete_at is None:
@@ -310,9 +315,29 @@ def _host_decides(ctx: _Ctx, st: JsonStore) -> dict:
         if (complete_at is not None and now - complete_at >= ctx.join_grace_s) or now >= ctx.rdzv_deadline:
             v = decide(_read_joins(st, seen), ctx.placement.nnodes, final=True)
             v["elapsed_s"] = now - ctx.start
+            shown.stop()
             st.set("world/verdict", v)
             return v
         time.sleep(0.05)
+
+
+class _Shown:
+    """Progress of a wait (`start` once, `advance` per new arrival) on an Observer, or nothing without one."""
+
+    def __init__(self, observer: Any, total: int, label: str) -> None:
+        self.observer, self.count = observer, 0
+        if observer is not None:
+            observer.start(total, label)
+
+    def update(self, count: int, label: str) -> None:
+        while self.observer is not None and self.count < count:
+            self.count += 1
+            self.observer.advance(label)
+
+    def stop(self) -> None:
+        if self.observer is not None:
+            self.observer.stop()
+            self.observer = None
 
 
 def _mesh_phase(ctx: _Ctx, st: JsonStore, members: list, leader: bool) -> tuple:
@@ -337,10 +362,13 @@ def _mesh_phase(ctx: _Ctx, st: JsonStore, members: list, leader: bool) -> tuple:
             rows = probe.probe_peers(p.node_rank, eps, deadline_s=budget)
             st.set(f"mesh/row/{p.node_rank}", rows)
         attempts = {}
+        shown = _Shown(ctx.observer if roles.is_decider(p) else None, len(ranks), "mesh probes")
         for r in ranks:
             v = st.wait_get(f"mesh/row/{r}", end)
             if isinstance(v, list):
                 attempts[r] = v
+            shown.update(len(attempts), f"node {r}")
+        shown.stop()
     finally:
         if listener is not None:
             listener.close()
@@ -355,6 +383,7 @@ def run_cluster_preflight(
     local_results: list,
     log_path: Optional[str] = None,
     join_grace_s: float = JOIN_GRACE_S,
+    observer: Any = None,
 ) -> ClusterOutcome:
     """Form the world (bounded), exchange facts as JSON, probe the mesh, run cross-node checks and rules.
 
@@ -363,7 +392,7 @@ def run_cluster_preflight(
     becomes a failed rendezvous.* check. Call `outcome.agree_exit_code(code)` once the report is built.
     """
     ctx = _Ctx(config, placement, local_facts, list(local_results), _uuid.uuid4().hex, log_path, time.monotonic(),
-               join_grace_s)
+               join_grace_s, observer)
     if not placement.master_addr or not placement.master_port:
         return _alone(ctx, [skipped("rendezvous.world", "single node: no world to form")])
     st, decider, problem = _connect(ctx)

@@ -6,7 +6,10 @@ can be copied into a shell as it is.
 
 from __future__ import annotations
 
-from rich.console import Group
+from collections.abc import Mapping
+from typing import Optional, TextIO
+
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
@@ -17,6 +20,31 @@ from .common import not_measured
 STYLE = {Status.FAIL: "bold red", Status.WARN: "yellow", Status.PASS: "green", Status.SKIP: "dim"}
 MARK = {Status.FAIL: "FAIL", Status.WARN: "WARN", Status.PASS: "pass", Status.SKIP: "skip"}
 _ORDER = {Status.FAIL: 0, Status.WARN: 1, Status.PASS: 2, Status.SKIP: 3}
+
+
+def use_color(is_tty: bool, env: Mapping[str, str], launcher: str = "ncclcheck") -> bool:
+    """Styles only on a terminal. NO_COLOR (any value) turns them off and FORCE_COLOR on (no-color.org,
+    force-color.org); TERM=dumb is no terminal. Open MPI hands its ranks a pseudo-terminal even when mpirun's own
+    output is a pipe or a file, so under mpirun only FORCE_COLOR turns styles on."""
+    if (env.get("NO_COLOR") or "") != "":
+        return False
+    if (env.get("FORCE_COLOR") or "") != "":
+        return True
+    if (env.get("TERM") or "") == "dumb" or launcher == "mpi":
+        return False
+    return is_tty
+
+
+def make_console(stream: TextIO, env: Mapping[str, str], launcher: str = "ncclcheck",
+                 width: Optional[int] = None) -> Console:
+    """The Console the CLI prints through: no ANSI codes at all unless use_color() says so."""
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    color = use_color(tty, env, launcher)
+    return Console(file=stream, force_terminal=color, no_color=not color, highlight=False, width=width,
+                   force_interactive=color and tty)
 
 
 def header(report: Report) -> Text:

@@ -9,10 +9,37 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Mapping
 from typing import Callable, Optional, Union
 
 from ..errors import UsageError
 from ..model import Report
+
+
+def expand_path(template: str, fields: Mapping[str, object]) -> str:
+    """Expand %j (job id), %n (node rank), %h (hostname), %r (global rank) and %% in an output path, like
+    NCCL_DEBUG_FILE's %h/%p. Other %x sequences stay as they are."""
+    out, i = [], 0
+    while i < len(template):
+        ch = template[i]
+        if ch == "%" and i + 1 < len(template):
+            key = template[i + 1]
+            if key == "%":
+                out.append("%")
+                i += 2
+                continue
+            if key in fields:
+                out.append(str(fields[key]))
+                i += 2
+                continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def per_rank(template: Optional[str]) -> bool:
+    """Does this path name one file per rank (%r), so every rank of a node writes its own?"""
+    return bool(template) and "%r" in template.replace("%%", "")
 
 
 def check_writable(path: str) -> None:

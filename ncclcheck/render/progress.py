@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from collections.abc import Mapping
+from typing import Optional, TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -39,3 +40,22 @@ class RichObserver:
             self._progress.stop()
             self._progress = None
             self._task = None
+
+
+def live_progress(is_tty: bool, env: Mapping[str, str], launcher: str = "ncclcheck") -> bool:
+    """A live display only on a real terminal: not on a pipe or file, not with TERM=dumb, and not under mpirun
+    (its ranks get a pseudo-terminal even when mpirun's output is a pipe)."""
+    return is_tty and (env.get("TERM") or "") != "dumb" and launcher != "mpi"
+
+
+def make_observer(stream: TextIO, env: Mapping[str, str], launcher: str = "ncclcheck") -> Optional[RichObserver]:
+    """The progress bar for rank 0's terminal, or None where there must be no live display."""
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    if not live_progress(tty, env, launcher):
+        return None
+    from .console import make_console
+
+    return RichObserver(make_console(stream, env, launcher), transient=True)

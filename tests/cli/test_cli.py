@@ -171,3 +171,19 @@ def test_sizes_the_ranks_cannot_allocate_are_a_usage_error():
     p = run_cli("bench", "--sizes", "1T")
     assert p.returncode == 2, (p.stdout, p.stderr)
     assert "--sizes" in p.stderr and "choose smaller --sizes" in p.stderr and "preflight" not in p.stderr, p.stderr
+def test_no_ansi_codes_when_stdout_is_a_pipe_unless_forced():
+    plain = run_cli("preflight")
+    assert "\x1b[" not in plain.stdout and "\x1b[" not in plain.stderr
+    forced = run_cli("preflight", env={"FORCE_COLOR": "1"})
+    assert "\x1b[" in forced.stdout
+
+
+def test_output_path_templates_expand(tmp_path):
+    p = run_cli("preflight", "--json", str(tmp_path / "pf-%j-n%n-r%r.json"), env={"SLURM_JOB_ID": "4242"})
+    assert p.returncode == 0, p.stderr
+    assert [f.name for f in tmp_path.iterdir()] == ["pf-4242-n0-r0.json"]
+
+
+def test_node_rank_in_the_environment_does_not_break_env():
+    p = run_cli("env", env={"NODE_RANK": "1"})
+    assert p.returncode == 0, p.stderr

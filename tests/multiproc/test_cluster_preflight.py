@@ -73,6 +73,11 @@ def test_three_nodes_form_the_same_report(tmp_path):
     assert reach["evidence"]["interfaces"]["eth0"]["matrix"] == [[None, True, True], [True, None, True],
                                                                  [True, True, None]]
     assert reach["evidence"]["interfaces"]["docker0"]["duplicates"] == {"127.0.0.9": [0, 1, 2]}
+    # progress of the waits on node 0 (the decider) only: n of 3 nodes joined, then mesh rows in
+    prog = docs[2]["progress"]
+    assert prog[0] == ["start", 3, "nodes joined"] and prog.count(["stop"]) == 2, prog
+    assert ["start", 3, "mesh probes"] in prog and sum(1 for c in prog if c[0] == "advance") == 6, prog
+    assert docs[0]["progress"] == docs[1]["progress"] == [], docs[0]["progress"]
     assert ("host.shm", 2) in checks  # every node's local results travel with it
     recs = {(r["name"], r["node"]): r["value"] for r in docs[0]["recommendations"]}
     assert recs[("NCCL_SOCKET_IFNAME", None)] == "eth0"

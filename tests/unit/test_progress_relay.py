@@ -1,0 +1,97 @@
+"""Progress travels from a spawned rank 0 through the store to the agent's observer; no live display on a pipe."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from ncclcheck.config import WorldConfig
+from ncclcheck.dist.placement import detect_placement
+from ncclcheck.dist.relay import StoreObserver, replay
+from ncclcheck.dist.runner import run_job
+from ncclcheck.render.progress import RichObserver, make_observer
+from tests.jobs_for_tests import progress_job
+
+
+class FakeStore:
+    """The JsonStore calls the relay uses, over a dict."""
+
+    def __init__(self) -> None:
+        self.kv: dict = {}
+
+    def add(self, key: str, n: int) -> int:
+        self.kv[key] = self.kv.get(key, 0) + n
+        return self.kv[key]
+
+    def set(self, key: str, value) -> None:
+        self.kv[key] = json.dumps(value)
+
+    def get_now(self, key: str):
+        return json.loads(self.kv[key]) if key in self.kv else None
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list = []
+
+    def start(self, total: int, label: str) -> None:
+        self.calls.append(("start", total, label))
+
+    def advance(self, label: str = "") -> None:
+        self.calls.append(("advance", label))
+
+    def stop(self) -> None:
+        self.calls.append(("stop",))
+
+
+def test_store_observer_events_replay_in_order_and_incrementally():
+    st, rec = FakeStore(), Recorder()
+    obs = StoreObserver(st)
+    obs.start(2, "bench")
+    obs.advance("1M")
+    done = replay(st, rec, 0)
+    obs.advance("2M")
+    obs.stop()
+    done = replay(st, rec, done)
+    assert done == 4
+    assert rec.calls == [("start", 2, "bench"), ("advance", "1M"), ("advance", "2M"), ("stop",)]
+
+
+def test_spawned_rank_zero_progress_reaches_the_agents_observer():
+    w = WorldConfig(nproc_per_node=2, timeout_s=60)
+    rec = Recorder()
+    out = run_job(w, detect_placement({}, w), progress_job, {"steps": 3}, observer=rec)
+    assert out.ok, out.failures
+    assert rec.calls[0] == ("start", 3, "steps")
+    assert [c for c in rec.calls if c[0] == "advance"] == [("advance", "step 1"), ("advance", "step 2"),
+                                                          ("advance", "step 3")]
+    assert rec.calls[-1] == ("stop",)
+
+
+class FakeTty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_live_progress_only_on_a_terminal():
+    assert make_observer(io.StringIO(), {}) is None
+    assert make_observer(FakeTty(), {"TERM": "dumb"}) is None
+    assert make_observer(FakeTty(), {}, launcher="mpi") is None
+    assert isinstance(make_observer(FakeTty(), {"TERM": "xterm"}), RichObserver)
+
+
+def test_every_process_adopts_the_deciders_job_outcome():
+    from ncclcheck.dist.runner import JobOutcome, agree
+
+    class WaitingStore(FakeStore):
+        def wait_get(self, key, deadline, poll_s=0.05):
+            return self.get_now(key)
+
+    st = WaitingStore()
+    mine = JobOutcome(world_size=2, backend="gloo", results={0: {"x": 1}, 1: {"x": 2}})
+    assert agree(st, mine, decider=True) is mine
+    late = JobOutcome(world_size=2, backend="gloo", results={1: {"x": 2}},
+                      failures=[{"rank": 0, "reason": "no result before the deadline"}])
+    got = agree(st, late, decider=False)
+    assert (got.results, got.failures, got.ok) == ({0: {"x": 1}, 1: {"x": 2}}, [], True)
+    assert agree(WaitingStore(), late, decider=False) is late  # nothing published: keep our own

@@ -42,6 +42,7 @@ from ncclcheck.checks.local import LocalInput  # noqa: E402
 from ncclcheck.config import Config, WorldConfig  # noqa: E402
 from ncclcheck.dist.placement import detect_placement  # noqa: E402
 from ncclcheck.model import Report  # noqa: E402
+from ncclcheck.nccl import reachability  # noqa: E402
 from ncclcheck.preflight import cluster, probe  # noqa: E402
 
 _tls = threading.local()
@@ -163,8 +164,8 @@ class Phases:
     def __init__(self):
         self.t: dict = {}
 
-    def wrap(self, name: str) -> None:
-        real = getattr(cluster, name)
+    def wrap(self, name: str, module=cluster) -> None:
+        real = getattr(module, name)
 
         def timed(*a, **kw):
             t0 = time.monotonic()
@@ -174,7 +175,7 @@ class Phases:
                 if getattr(_tls, "node0", False):
                     self.t[name] = (t0, time.monotonic())
 
-        setattr(cluster, name, timed)
+        setattr(module, name, timed)
 
 
 def free_port() -> int:
@@ -270,13 +271,17 @@ def main() -> None:
     ap.add_argument("--json-out", help="write node 0's JSON report of the largest formed run here")
     a = ap.parse_args()
     logging.disable(logging.WARNING)
+    # Hundreds of threads in one interpreter: switch the GIL less often than the 5 ms default so CPU-bound phases
+    # are not spent handing the lock around (each real node has its own interpreter and none of this contention).
+    sys.setswitchinterval(0.05)
     threading.stack_size(512 * 1024)
     counter, lock = [0, 0], threading.Lock()
     install_counter(counter, lock)
     install_probe_fault()
     phases = Phases()
-    for name in ("_connect", "_host_decides", "_mesh_start", "_mesh_collect"):
+    for name in ("_connect", "_host_decides", "_mesh_start", "_mesh_collect", "run_cross_checks", "_recommendations"):
         phases.wrap(name)
+    phases.wrap("build_matrix", reachability)
     base = base_facts()
     import torch.distributed  # noqa: F401 - every real node imports it on its own machine; pay it once, up front
     sizes = [int(x) for x in a.nodes.split(",") if x.strip()]
@@ -306,6 +311,8 @@ def main() -> None:
         def span(k, ph=ph):
             return f"{ph[k][1] - ph[k][0]:.2f}" if k in ph else "?"
 
+        print(f"  node 0 compute: build_matrix {span('build_matrix')} s, cross checks {span('run_cross_checks')} s, "
+              f"rules {span('_recommendations')} s", flush=True)
         print(f"N={n} formed: wall {ra['wall']:.2f} s | join+verdict {span('_host_decides')} s, mesh(own probes) "
               f"{span('_mesh_start')} s, rows+checks {span('_mesh_collect')} s, report at node 0 "
               f"{r0.get('report_s', 0):.2f} s | bytes/node {ra['bytes'] / n:,.0f} ({ra['requests'] / n:.1f} "

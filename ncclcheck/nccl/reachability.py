@@ -87,7 +87,9 @@ def build_matrix(
     idx = {r: i for i, r in enumerate(ranks)}
     is_sampled = sampled(n)
     dups = duplicate_addresses(endpoints_by_rank)
+    dup_texts: dict[str, str] = {}
     ifaces = sorted({i for eps in endpoints_by_rank.values() for i in (eps or {})})
+    addrs_of = {i: {p[0] for eps in endpoints_by_rank.values() for p in (eps or {}).get(i, [])} for i in ifaces}
     out: dict[str, dict] = {}
     for iface in ifaces:
         have = [r for r in ranks if (endpoints_by_rank.get(r) or {}).get(iface)]
@@ -111,7 +113,7 @@ def build_matrix(
                 if a.get("iface") == iface and a.get("peer") in idx and a.get("peer") in have:
                     by_dst.setdefault(a["peer"], []).append(a)
             for dst, recs in by_dst.items():
-                good, why = _judge(recs, src, dst, dups)
+                good, why = _judge(recs, src, dst, dups, dup_texts)
                 pairs[(idx[src], idx[dst])] = good
                 if not good and why:
                     errors[f"{src}->{dst}"] = "; ".join(why)
@@ -120,8 +122,7 @@ def build_matrix(
                 for d in have_idx:
                     if s_ != d:
                         pairs.setdefault((s_, d), False)
-        iface_dups = {a: r for a, r in dups.items()
-                      if any(a == p[0] for eps in endpoints_by_rank.values() for p in (eps or {}).get(iface, []))}
+        iface_dups = {a: r for a, r in dups.items() if a in addrs_of[iface]}
         usable, stuck = _usable(pairs, n, have_idx, bool(iface_dups))
         entry: dict = {"errors": errors, "duplicates": iface_dups, "nodes": have, "usable": usable,
                        "cannot_reach": [ranks[i] for i in sorted(stuck)], "pairs_tested": len(pairs)}
@@ -136,13 +137,19 @@ def build_matrix(
     return out
 
 
-def _judge(recs: list[dict], src: int, dst: int, dups: dict) -> tuple[bool, list[str]]:
+def _dup_text(addr: str, ranks: list[int]) -> str:
+    on = ",".join(str(r) for r in ranks[:8]) + (f" and {len(ranks) - 8} more" if len(ranks) > 8 else "")
+    return f"{addr}: same address on nodes {on}"
+
+
+def _judge(recs: list[dict], src: int, dst: int, dups: dict, texts: dict) -> tuple[bool, list[str]]:
     """Did src reach dst on one of the addresses it tried? (and why not, per address)."""
     good, why = False, []
     for a in recs:
         if a["addr"] in dups:
-            on = ",".join(str(r) for r in dups[a["addr"]])
-            why.append(f"{a['addr']}: same address on nodes {on}")
+            if a["addr"] not in texts:
+                texts[a["addr"]] = _dup_text(a["addr"], dups[a["addr"]])
+            why.append(texts[a["addr"]])
         elif not a.get("ok"):
             why.append(f"{a['addr']}:{a.get('port')}: {a.get('error')}")
         elif a.get("reached") != dst or (a.get("expected_id") and a.get("reached_id") != a["expected_id"]):

@@ -353,7 +353,8 @@ def _mesh_start(ctx: _Ctx, st: JsonStore, n: int, leader: bool) -> _Mesh:
         if isinstance(v, dict):
             eps[t] = v
     budget = max(1.0, min(end - time.monotonic(), 20.0))
-    rows = probe.probe_peers(p.node_rank, eps, deadline_s=budget)
+    own = {a for addrs_ in addrs.values() for a in addrs_}
+    rows = probe.probe_peers(p.node_rank, eps, deadline_s=budget, own_addresses=own)
     st.set(f"mesh/row/{p.node_rank}", probe.pack_row(rows))
     st.add("mesh/rows", 1)
     return m

@@ -185,6 +185,10 @@ class MeshListener:
         self._sel = selectors.DefaultSelector()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
+        # close() writes here to wake the serving thread, which otherwise sleeps in select() until a probe arrives
+        # (no periodic wake-ups: hundreds of idle listeners in one process must cost nothing).
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._sel.register(self._wake_r, selectors.EVENT_READ, "wake")
         for iface, addrs in addresses.items():
             for addr in addrs:
                 try:
@@ -214,8 +218,11 @@ class MeshListener:
     def _serve(self) -> None:
         conns: dict[socket.socket, list] = {}  # conn -> [deadline, buffer]
         while not self._stop.is_set():
-            for key, _ in self._sel.select(timeout=0.1):
+            timeout = max(0.0, min(dl for dl, _ in conns.values()) - time.monotonic()) if conns else None
+            for key, _ in self._sel.select(timeout=timeout):
                 sock = key.fileobj
+                if key.data == "wake":
+                    return self._drain(conns)
                 if key.data is None:  # a listening socket
                     try:
                         conn, _peer = sock.accept()  # type: ignore[union-attr]
@@ -229,6 +236,9 @@ class MeshListener:
             now = time.monotonic()
             for conn in [c for c, (dl, _) in conns.items() if dl < now]:
                 self._drop(conn, conns)
+        self._drain(conns)
+
+    def _drain(self, conns: dict) -> None:
         for conn in list(conns):
             self._drop(conn, conns)
 
@@ -265,14 +275,19 @@ class MeshListener:
 
     def close(self) -> None:
         self._stop.set()
+        try:
+            self._wake_w.send(b"x")
+        except OSError:
+            pass
         if self._thread is not None:
             self._thread.join(timeout=2.0)
-        for s in self._socks:
+        for s in [*self._socks, self._wake_r]:
             try:
                 self._sel.unregister(s)
             except (KeyError, ValueError):
                 pass
             s.close()
+        self._wake_w.close()
         self._socks = []
         self._sel.close()
 
@@ -331,8 +346,12 @@ def probe_peers(
     timeout_s: float = CONNECT_TIMEOUT_S,
     deadline_s: float = 30.0,
     max_workers: int = 64,
+    own_addresses: Optional[set] = None,
 ) -> list[dict]:
     """Probe every endpoint of every other node in `peers`, up to max_workers connections at a time.
+
+    An endpoint on one of `own_addresses` is not connected to: that address is duplicated (the report says so from
+    the published endpoints), and a connect would only reach a listener chosen by port.
 
     peers: {node_rank: {"id": node_id, "endpoints": {iface: [[addr, port], ...]}}}. Returns attempt records with
     "peer", "iface" and "expected_id" added; an attempt still running at the deadline is recorded as timed out.
@@ -344,6 +363,7 @@ def probe_peers(
         for iface, eps in sorted((info.get("endpoints") or {}).items())
         for addr, port in eps
     ]
+    mine = set(own_addresses or ())
     end = time.monotonic() + max(0.05, deadline_s)
     per = max(0.05, min(timeout_s, deadline_s))
     sel = selectors.DefaultSelector()
@@ -352,6 +372,10 @@ def probe_peers(
         while todo or live:
             while todo and live < max(1, max_workers):
                 job = todo.pop()
+                if job[2] in mine:  # a peer publishing one of our own addresses (docker0 everywhere): unusable
+                    done[job] = _attempt(job[2], job[3], "this address is also the prober's own: connecting "
+                                                         "would prove nothing")
+                    continue
                 p = _Probe(job, my_rank, min(end, time.monotonic() + per))
                 if _start(p, sel):
                     live += 1

@@ -1,6 +1,7 @@
-"""Presentation helpers shared by the file renderers: check ordering, labels and the text of the env block.
+"""Presentation helpers shared by the renderers: check ordering, labels, and the aggregation that keeps a 1,024-node
+report readable (one row per check: "pass on 1,021 nodes; fail on node 17 (gpu017): ...").
 
-Only ordering and wording live here. Every verdict (status, gate, slow link) is read from the Report as it is.
+Only ordering, grouping and wording live here. Every verdict (status, gate, slow link) is read from the Report as it is.
 """
 
 from __future__ import annotations
@@ -145,3 +146,31 @@ def group_summary(group: CheckGroup, hosts: dict[int, str], limit: int = NAMED_N
         if left:
             parts.append(f"{st.value} on {_count(left, 'more node')}")
     return "; ".join(parts)
+
+
+AGGREGATE_FROM_NODES = 8  # from this many nodes a report shows one row per check, not one per node per check
+
+
+def aggregated(report: Report) -> bool:
+    return max(len(report.nodes), report.world.nnodes or 0) >= AGGREGATE_FROM_NODES
+
+
+def group_row(group: CheckGroup, hosts: dict[int, str]) -> CheckResult:
+    """One result standing for a whole group: worst status, 'pass on N nodes; fail on node 17 (h): ...'."""
+    if len(group.results) == 1:
+        return group.results[0]
+    nodes = {st.value: group.nodes_with(st)[:64] for st in Status if group.nodes_with(st)}
+    counts = {st.value: len(group.nodes_with(st)) for st in Status if group.nodes_with(st)}
+    detail = "; ".join(one_line(c.detail) for c in group.cross if c.detail)
+    return CheckResult(group.id, group.status, group_summary(group, hosts), detail=detail, fix=group.fix, node=None,
+                       evidence={"aggregated": True, "nodes": nodes, "counts": counts})
+
+
+def display_checks(report: Report, ordered: bool = True) -> list[CheckResult]:
+    """The rows a renderer shows: every check on a small run; one row per check id from AGGREGATE_FROM_NODES
+    nodes (per-node detail stays in the JSON and the HTML node table). Failures first unless ordered is False."""
+    if not aggregated(report):
+        return checks_for_display(report) if ordered else list(report.checks)
+    hosts = hostnames(report)
+    groups = groups_for_display(report.checks) if ordered else group_checks(report.checks)
+    return [group_row(g, hosts) for g in groups]

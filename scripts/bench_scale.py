@@ -325,6 +325,16 @@ def main() -> None:
         mesh = next((c.summary for c in (rep.checks if rep else []) if c.id == "net.peer_reachability"), "")
         print(f"  JSON report at node 0: {len(doc):,} bytes, schema {validate(doc) if doc else 'no report'}; "
               f"peer_reachability: {mesh[:160]}{' (names other nodes too)' if rep and wrongly else ''}", flush=True)
+        if rep is not None:
+            from ncclcheck.render.html import render_html
+            from ncclcheck.render.junit import render_junit
+            from ncclcheck.render.markdown import render_markdown
+
+            t = time.monotonic()
+            md, xml, html = render_markdown(rep), render_junit(rep), render_html(rep)
+            print(f"  node 0 renders (outside the wall time): Markdown {len(md):,} B, JUnit {len(xml):,} B "
+                  f"({xml.count('<testcase ')} testcases), HTML {len(html):,} B in {time.monotonic() - t:.2f} s",
+                  flush=True)
         if a.json_out and n == sizes[-1] and doc:
             with open(a.json_out, "w") as fh:
                 fh.write(doc)

@@ -28,6 +28,7 @@ import gc
 import json
 import logging
 import os
+import re
 import resource
 import socket
 import sys
@@ -303,7 +304,7 @@ def main() -> None:
                                                         f"node {probe_r} (gpu{probe_r:04d})"),
             }
             pr = next((c for c in rep.checks if c.id == "net.peer_reachability"), None)
-            wrongly = pr is not None and pr.summary.count("node ") > 1
+            wrongly = pr is not None and set(re.findall(r"node (\d+) \(", pr.summary)) != {str(probe_r)}
         codes = sorted({v["exit"] for v in ra["results"].values()})
         ph = ra["phases"]
         t0 = ra["t0"]

@@ -26,7 +26,7 @@ import os
 import time
 import uuid as _uuid
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from ..checks.cross import CrossInput, run_cross_checks
@@ -479,7 +479,8 @@ def _decide_result(ctx: _Ctx, st: JsonStore, verdict: dict, joins: dict, wcheck:
     local: list = []
     for _, j in sorted(members.items()):
         local.extend(CheckResult.from_json(c) for c in j.get("checks") or [])
-    cross = run_cross_checks(CrossInput(nodes, mesh=matrix, attempts=attempts))
+    cross = [_mesh_note(c, matrix, len(nodes), {r: h for r, h, _ in nodes})
+             for c in run_cross_checks(CrossInput(nodes, mesh=matrix, attempts=attempts))]
     recs = _recommendations(nodes, matrix)
     hosts = {r: h for r, h, _ in nodes}
     mesh_info = {"nodes": mesh.n, "sampled": reachability.sampled(mesh.n),
@@ -496,6 +497,26 @@ def _decide_result(ctx: _Ctx, st: JsonStore, verdict: dict, joins: dict, wcheck:
         _is_host=True,
         _members=_expected_processes(ctx.placement, len(members)),
     )
+
+
+def _mesh_note(c: CheckResult, matrix: dict, n: int, hosts: dict) -> CheckResult:
+    """net.peer_reachability as the user needs it at scale: whether the mesh was sampled and how many pairs were
+    tested, and which nodes reached none of the peers they probed (the check names them as unreachable)."""
+    if c.id != "net.peer_reachability" or not matrix:
+        return c
+    stuck = sorted({r for e in matrix.values() if not e.get("duplicates") for r in e.get("cannot_reach") or []})
+    summary, detail, ev = c.summary, c.detail, dict(c.evidence)
+    if reachability.sampled(n):
+        tested = max((e.get("pairs_tested") or 0) for e in matrix.values())
+        summary += (f" (sampled mesh: {tested:,} of {n * (n - 1):,} node pairs tested per interface, ring neighbours "
+                    f"+ {reachability.SAMPLE_PEERS} random peers per node)")
+        ev.update(sampled=True, pairs_tested=tested)
+    if stuck:
+        named = ", ".join(f"node {r} ({hosts.get(r, '?')})" for r in stuck[:8])
+        detail = (f"{named} reached none of the peers it probed, which other nodes reached: its outgoing "
+                  f"connections fail (firewall, routing or a dead NIC on that node). " + detail).strip()
+        ev["cannot_reach"] = stuck
+    return replace(c, summary=summary, detail=detail, evidence=ev)
 
 
 def _index(key: object) -> int:

@@ -126,3 +126,15 @@ def test_group_summary_names_at_most_a_few_nodes():
     text = group_summary(g, {})
     assert text.startswith("pass on 1 node; fail on node 0: 0 GPUs") and text.endswith("fail on 12 more nodes")
     assert isinstance(g.results[0], CheckResult)
+
+
+def test_peer_reachability_says_sampled_and_names_the_node_that_reaches_nobody():
+    from ncclcheck.preflight.cluster import _mesh_note
+
+    n, bad = 100, 7
+    m = R.build_matrix(list(range(n)), _eps(n), _attempts(n, ok=lambda s, d: s != bad))
+    c = _mesh_note(failed("net.peer_reachability", "no interface of node 7 (h7) is reachable"), m, n,
+                   {r: f"h{r}" for r in range(n)})
+    assert "sampled mesh" in c.summary and f"of {n * (n - 1):,} node pairs" in c.summary
+    assert c.evidence["sampled"] and c.evidence["pairs_tested"] == m["eth0"]["pairs_tested"]
+    assert c.detail.startswith("node 7 (h7) reached none of the peers it probed") and c.evidence["cannot_reach"] == [7]

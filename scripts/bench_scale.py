@@ -81,6 +81,11 @@ class CountingStore:
         self._add(1 + 8 + sum(8 + len(k) for k in keys) + 1)
         return self._raw.check(keys)
 
+    def multi_get(self, keys):
+        vs = self._raw.multi_get(keys)
+        self._add(1 + 8 + sum(8 + len(k) for k in keys) + sum(8 + len(v) for v in vs))
+        return vs
+
     def wait(self, keys, timeout):
         self._add(1 + 8 + sum(8 + len(k) for k in keys) + 1)
         return self._raw.wait(keys, timeout)

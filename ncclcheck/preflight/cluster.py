@@ -21,6 +21,7 @@ node's key blocks in the store (one request), never polls.
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import logging
 import os
 import time
@@ -287,6 +288,23 @@ def wait_keys(st: JsonStore, keys: list[str], deadline: float) -> bool:
         raise StoreLost(first_line(exc)) from None
 
 
+def get_many(st: JsonStore, keys: list[str]) -> list:
+    """The values of keys that all exist, in one request (JSON-decoded; None where a value is not JSON)."""
+    if not keys:
+        return []
+    try:
+        raw = st.raw.multi_get([st.prefix + k for k in keys])
+    except Exception as exc:  # noqa: BLE001 - DistNetworkError when the store went away
+        raise StoreLost(first_line(exc)) from None
+    out = []
+    for v in raw:
+        try:
+            out.append(json.loads(bytes(v).decode("utf-8")))
+        except (ValueError, UnicodeDecodeError):
+            out.append(None)
+    return out
+
+
 def wait_get(st: JsonStore, key: str, deadline: float) -> object:
     """The value of key once it exists (blocking in the store), or None at the deadline."""
     return st.get_now(key) if wait_keys(st, [key], deadline) else None
@@ -346,12 +364,12 @@ def _mesh_start(ctx: _Ctx, st: JsonStore, n: int, leader: bool) -> _Mesh:
                                        "bind_errors": m.listener.bind_errors})
     targets = reachability.probe_targets(n, p.node_rank)
     keys = [f"mesh/ep/{t}" for t in targets]
-    wait_keys(st, keys, end)  # a peer that never publishes costs the wait, not a failure here
-    eps = {}
-    for t, k in zip(targets, keys):
-        v = st.get_now(k)
-        if isinstance(v, dict):
-            eps[t] = v
+    # One request for all the targets' endpoints: per-key reads would cost node 0's link a round trip per peer.
+    if wait_keys(st, keys, end):
+        values = get_many(st, keys)
+    else:  # a peer that never publishes costs the wait, not a failure here
+        values = [st.get_now(k) for k in keys]
+    eps = {t: v for t, v in zip(targets, values) if isinstance(v, dict)}
     budget = max(1.0, min(end - time.monotonic(), 20.0))
     own = {a for addrs_ in addrs.values() for a in addrs_}
     rows = probe.probe_peers(p.node_rank, eps, deadline_s=budget, own_addresses=own)

@@ -11,16 +11,25 @@ from ..render.common import group_checks, group_summary
 
 MAX_TEXT = 2000  # characters of a summary/detail/fix on the wire
 MAX_EVIDENCE_ITEM = 512  # evidence entries larger than this (JSON characters) stay in node 0's report only
-MAX_NAMED = 64  # node ranks listed per status in an aggregated check's evidence
+MAX_NAMED = 16  # node ranks listed per status in an aggregated check's evidence (the counts are exact)
 
 
 def _cap(text: str) -> str:
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
 
 
+def _per_node(v: object) -> bool:
+    """A map keyed by node rank ({"0": ..., "1": ...}), or a map of such maps: it grows with n, so it stays home."""
+    if not isinstance(v, dict) or not v:
+        return False
+    return all(str(k).isdigit() for k in v) or all(_per_node(x) for x in v.values())
+
+
 def _small_evidence(ev: dict) -> dict:
     out = {}
     for k, v in (ev or {}).items():
+        if _per_node(v) or (isinstance(v, list) and len(v) > MAX_NAMED):
+            continue
         try:
             if len(json.dumps(v, default=str)) <= MAX_EVIDENCE_ITEM:
                 out[k] = v
@@ -44,7 +53,7 @@ def aggregate_local(local: list[CheckResult], hosts: dict[int, str]) -> list[Che
     for g in group_checks([c for c in local if c.node is not None]):
         if g.status not in (Status.FAIL, Status.WARN):
             continue
-        nodes = {st.value: g.nodes_with(st)[:MAX_NAMED] for st in Status if g.nodes_with(st)}
+        nodes = {st.value: g.nodes_with(st)[:MAX_NAMED] for st in (Status.FAIL, Status.WARN) if g.nodes_with(st)}
         counts = {st.value: len(g.nodes_with(st)) for st in Status if g.nodes_with(st)}
         out.append(CheckResult(g.id, g.status, group_summary(g, hosts), fix=g.fix, node=None,
                                evidence={"aggregated": True, "nodes": nodes, "counts": counts}))

@@ -47,6 +47,7 @@ from ncclcheck.nccl import reachability  # noqa: E402
 from ncclcheck.preflight import cluster, probe  # noqa: E402
 
 _tls = threading.local()
+BREAKDOWN: dict = {}  # store bytes by key family (join, mesh/ep, mesh/row, world/result, ...) for --breakdown
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -59,35 +60,39 @@ class CountingStore:
     def __init__(self, raw, counter: list, lock: threading.Lock):
         self._raw, self._c, self._lock = raw, counter, lock
 
-    def _add(self, n: int) -> None:
+    def _add(self, n: int, keys=()) -> None:
         with self._lock:
             self._c[0] += n
             self._c[1] += 1
+            for k in keys[:1]:
+                part = "/".join(k.split("/")[2:4]) if k.count("/") >= 3 else k.split("/")[-1]
+                part = part.rstrip("0123456789").rstrip("/")
+                BREAKDOWN[part] = BREAKDOWN.get(part, 0) + n
 
     def set(self, key, value):
-        self._add(1 + 8 + len(key) + 8 + len(value))
+        self._add(1 + 8 + len(key) + 8 + len(value), [key])
         return self._raw.set(key, value)
 
     def get(self, key):
         v = self._raw.get(key)
-        self._add(1 + 8 + len(key) + 8 + len(v))
+        self._add(1 + 8 + len(key) + 8 + len(v), [key])
         return v
 
     def add(self, key, n):
-        self._add(1 + 8 + len(key) + 8 + 8)
+        self._add(1 + 8 + len(key) + 8 + 8, [key])
         return self._raw.add(key, n)
 
     def check(self, keys):
-        self._add(1 + 8 + sum(8 + len(k) for k in keys) + 1)
+        self._add(1 + 8 + sum(8 + len(k) for k in keys) + 1, list(keys))
         return self._raw.check(keys)
 
     def multi_get(self, keys):
         vs = self._raw.multi_get(keys)
-        self._add(1 + 8 + sum(8 + len(k) for k in keys) + sum(8 + len(v) for v in vs))
+        self._add(1 + 8 + sum(8 + len(k) for k in keys) + sum(8 + len(v) for v in vs), list(keys))
         return vs
 
     def wait(self, keys, timeout):
-        self._add(1 + 8 + sum(8 + len(k) for k in keys) + 1)
+        self._add(1 + 8 + sum(8 + len(k) for k in keys) + 1, list(keys))
         return self._raw.wait(keys, timeout)
 
 
@@ -274,6 +279,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nodes", default="8,64,256,1024", help="comma-separated N values")
     ap.add_argument("--timeout", type=float, default=60.0, help="--timeout of the formed run")
+    ap.add_argument("--breakdown", action="store_true", help="print store bytes per node by key family")
     ap.add_argument("--json-out", help="write node 0's JSON report of the largest formed run here")
     a = ap.parse_args()
     logging.disable(logging.WARNING)
@@ -296,7 +302,11 @@ def main() -> None:
         code_r, nccl_r, probe_r = max(1, n // 3), max(2, (2 * n) // 3), n - 2
         faults = {code_r: "code", nccl_r: "nccl", probe_r: "probes"}
         gc.collect()
+        BREAKDOWN.clear()
         ra = run(n, base, faults, a.timeout, counter, phases, skip=set(), dup_of=None)
+        if a.breakdown:
+            print("  bytes/node by key: " + ", ".join(f"{k or '?'} {v / n:,.0f}" for k, v in
+                                                     sorted(BREAKDOWN.items(), key=lambda kv: -kv[1])), flush=True)
         r0 = ra["results"].get((0, "main")) or {}
         rep = r0.get("report")
         checks = {}

@@ -360,8 +360,10 @@ def _mesh_start(ctx: _Ctx, st: JsonStore, n: int, leader: bool) -> _Mesh:
     addrs = reachability.candidate_addresses(ctx.facts.get("interfaces"), include_loopback=False)
     m.listener = probe.MeshListener(p.node_rank, ctx.node_id, addrs)
     m.listener.start()
-    st.set(f"mesh/ep/{p.node_rank}", {"id": ctx.node_id, "endpoints": m.listener.endpoints,
-                                       "bind_errors": m.listener.bind_errors})
+    ep: dict = {"id": ctx.node_id, "endpoints": m.listener.endpoints}
+    if m.listener.bind_errors:
+        ep["bind_errors"] = m.listener.bind_errors
+    st.set(f"mesh/ep/{p.node_rank}", ep)
     targets = reachability.probe_targets(n, p.node_rank)
     keys = [f"mesh/ep/{t}" for t in targets]
     # One request for all the targets' endpoints: per-key reads would cost node 0's link a round trip per peer.
@@ -407,7 +409,7 @@ def run_cluster_preflight(
     node of a formed world returns the same nodes/checks/recommendations. Never raises for network trouble: it
     becomes a failed rendezvous.* check. Call `outcome.agree_exit_code(code)` once the report is built.
     """
-    ctx = _Ctx(config, placement, local_facts, list(local_results), _uuid.uuid4().hex, log_path, time.monotonic(),
+    ctx = _Ctx(config, placement, local_facts, list(local_results), _uuid.uuid4().hex[:16], log_path, time.monotonic(),
                join_grace_s)
     if not placement.master_addr or not placement.master_port:
         return _alone(ctx, [skipped("rendezvous.world", "single node: no world to form")])

@@ -21,6 +21,7 @@ from typing import Optional
 from ..facts.net import is_local_address, resolve_host
 
 MAGIC = "NCCLCHECK-PROBE/1"
+OWN_ADDRESS = "not probed: the prober has this address too"  # a duplicated address needs no connect to be judged
 CONNECT_TIMEOUT_S = 2.0
 _MAX_LINE = 4096
 
@@ -373,8 +374,7 @@ def probe_peers(
             while todo and live < max(1, max_workers):
                 job = todo.pop()
                 if job[2] in mine:  # a peer publishing one of our own addresses (docker0 everywhere): unusable
-                    done[job] = _attempt(job[2], job[3], "this address is also the prober's own: connecting "
-                                                         "would prove nothing")
+                    done[job] = _attempt(job[2], job[3], OWN_ADDRESS)
                     continue
                 p = _Probe(job, my_rank, min(end, time.monotonic() + per))
                 if _start(p, sel):
@@ -477,12 +477,14 @@ def pack_row(attempts: list[dict]) -> list[list]:
     """Attempt records -> compact lists (the answerer's identity is checked here, so ids need not travel)."""
     out = []
     for a in attempts:
+        if a.get("error") == OWN_ADDRESS:
+            continue  # node 0 sees the duplicate in the published endpoints; the row need not repeat it
         ok, reached, err = bool(a.get("ok")), a.get("reached"), a.get("error")
         if ok and a.get("expected_id") and a.get("reached_id") != a.get("expected_id"):
             ok, err = False, f"answered by {a.get('reached_id')!s:.12}, not the node that published the endpoint"
         rtt = a.get("rtt_us")
         off = a.get("offset_s")
-        out.append([a.get("peer"), a.get("iface"), a.get("addr"), a.get("port"), int(ok), reached,
+        out.append([a.get("peer"), a.get("iface"), a.get("addr"), None if ok else a.get("port"), int(ok), reached,
                     None if rtt is None else int(rtt), None if off is None else round(off, 6), err])
     return out
 

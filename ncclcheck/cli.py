@@ -131,7 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     k = sub.add_parser("links", parents=[world, out], help="node-to-node bandwidth matrix; names slow links/nodes")
     k.add_argument("--size", default="64M", help="message size per transfer (default 64M)")
     k.add_argument("--iters", default="5", help="transfers per direction per pair (default 5)")
-    k.add_argument("--rounds", default="full", choices=["full", "quick"], help="full: every pair; quick: sampled")
+    k.add_argument("--rounds", default="auto", choices=["auto", "full", "quick", "scale"],
+                   help="full: every pair (n-1 rounds); scale: one pairing + re-tests of slow pairs (<= 4 rounds); "
+                        "quick: a few random rounds; auto: full below 16 nodes, scale from 16")
     k.add_argument("--min-gbps", help="gate: any link below this GB/s fails the run (links.min_gbps)")
     k.add_argument("--relative", default="0.5",
                    help="a link below this fraction of the typical link, and clearly set apart, is slow (0.5)")

@@ -115,7 +115,7 @@ class BenchConfig:
 class LinksConfig:
     size: int = 64 << 20
     iters: int = 5
-    rounds: str = "full"  # full | quick
+    rounds: str = "auto"  # auto | full | quick | scale (auto: full below 16 nodes, scale from 16)
     min_gbps: Optional[float] = None
     relative: float = 0.5  # a link below this fraction of the median is slow
 

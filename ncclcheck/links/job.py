@@ -31,7 +31,7 @@ DEFAULTS: dict[str, Any] = {
     "size": 64 << 20,  # bytes per transfer
     "iters": 5,  # timed transfers per direction
     "warmup": 1,
-    "rounds": "full",  # full | quick
+    "rounds": "auto",  # auto | full | quick | scale (links/schedule.auto_mode)
     "quick_rounds": 3,
     "seed": 0,
     "relative": 0.5,
@@ -66,7 +66,7 @@ class _Opts:
         self.size = max(1, int(p["size"]))
         self.iters = max(1, int(p["iters"]))
         self.warmup = max(0, int(p["warmup"]))
-        self.mode = "quick" if p["rounds"] == "quick" else "full"
+        self.mode = p["rounds"] if p["rounds"] in ("quick", "scale", "auto") else "full"  # auto: decided per n
         self.quick_rounds = max(1, int(p["quick_rounds"]))
         self.seed = int(p["seed"])
         self.relative = float(p["relative"])
@@ -362,14 +362,20 @@ class _Coordinator:
 
     def run(self) -> dict:
         o, ctx = self.o, self.ctx
+        o.mode = schedule.auto_mode(self.n, o.mode)
         plan = schedule.quick_rounds(self.n, o.quick_rounds, o.seed) if o.mode == "quick" else \
-            schedule.circle_rounds(self.n)
+            schedule.scale_first_round(self.n, o.seed) if o.mode == "scale" else schedule.circle_rounds(self.n)
         if o.mode == "quick" and o.quick_rounds >= self.n - 1:
             plan = schedule.circle_rounds(self.n)  # quick would cover everything anyway
-        # Suspects are measured again before any verdict: in quick mode against nodes that passed, in full mode
-        # (between real nodes; ranks on one host only measure CPU scheduling) the suspect pairs themselves.
-        retested = (o.mode != "quick" and self.unit != "node") or (
-            o.mode == "quick" and len(plan) == len(schedule.circle_rounds(self.n)))
+        # Suspects are measured again before any verdict: in quick mode against nodes that passed, in scale mode
+        # against two good partners each, in full mode (between real nodes; ranks on one host only measure CPU
+        # scheduling) the suspect pairs themselves.
+        if o.mode == "scale":
+            retested = False
+        elif o.mode == "full":
+            retested = self.unit != "node"
+        else:
+            retested = len(plan) == len(schedule.circle_rounds(self.n))
         ctx.observer.start(len(plan), "links")
         t_start = time.monotonic()
         last_round_s = 0.0
@@ -411,11 +417,13 @@ class _Coordinator:
     def _retest_plan(self) -> list:
         c = classify(self.matrix, self.o.relative, self.o.min_gbps)
         suspects = [p for p in c.slow_links if p[0] not in self.dead and p[1] not in self.dead]
-        if self.o.mode != "quick":
+        if self.o.mode == "full":
             return schedule.again_rounds(suspects)
         good = [g for g in c.good_nodes if g not in self.dead]
         measured = [(a, b) for a in range(self.n) for b in range(a + 1, self.n)
                     if self.matrix[a][b] is not None or self.matrix[b][a] is not None]
+        if self.o.mode == "scale":
+            return schedule.scale_retest_rounds(suspects, good, measured)
         return schedule.retest_rounds(suspects, good, measured)
 
     def _round(self, r: int, pairs: list) -> None:

@@ -117,3 +117,63 @@ def again_rounds(pairs: Iterable[Pair]) -> list[Round]:
                 busy[i] |= {a, b}
                 break
     return rounds
+# ---------------------------------------------------------------------------------------------------------------
+# Scalable mode: a number of rounds that does not grow with n
+
+SCALE_FROM = 16  # nodes; from here on `links` uses the scalable mode unless --rounds says otherwise
+SCALE_MAX_ROUNDS = 4  # one pairing round + at most three re-test rounds
+
+
+def auto_mode(n: int, requested: str = "auto") -> str:
+    """'full' | 'quick' | 'scale': what --rounds asked for, or for 'auto' full below SCALE_FROM nodes, else scale."""
+    if requested in ("full", "quick", "scale"):
+        return requested
+    return "scale" if n >= SCALE_FROM else "full"
+
+
+def scale_first_round(n: int, seed: int = 0) -> list[Round]:
+    """Round 1 of the scalable mode: one seeded random perfect matching (one node sits out when n is odd)."""
+    return quick_rounds(n, 1, seed)
+
+
+def scale_retest_rounds(
+    suspect_pairs: Iterable[Pair],
+    good_nodes: Iterable[int],
+    measured: Iterable[Pair] = (),
+    partners: int = 2,
+    max_rounds: int = SCALE_MAX_ROUNDS - 1,
+) -> list[Round]:
+    """Re-test every member of every slow pair against `partners` different good nodes, in at most max_rounds.
+
+    Two good partners per member tell a slow node (slow with both) from a slow link (fine with both), and a bad
+    "good" partner cannot convict a good node on its own. Each good node serves at most one re-test per round, so
+    the rounds stay disjoint; members that do not fit (more suspects than good nodes can serve) are left out and the
+    analysis says it could not tell (never a guess).
+    """
+    good = sorted(set(good_nodes))
+    done = {_norm(a, b) for a, b in measured}
+    members: list[int] = []
+    for a, b in suspect_pairs:
+        for x in (a, b):
+            if x not in members:
+                members.append(x)
+    rounds: list[Round] = [[] for _ in range(max_rounds)]
+    busy: list[set[int]] = [set() for _ in range(max_rounds)]
+    load = {g: 0 for g in good}
+    for x in members:
+        got = 0
+        for i in range(max_rounds):
+            if got >= partners:
+                break
+            if x in busy[i]:
+                continue
+            options = [g for g in good if g != x and g not in busy[i] and _norm(x, g) not in done]
+            if not options:
+                continue
+            g = min(options, key=lambda p: (load[p], p))
+            rounds[i].append(_norm(x, g))
+            busy[i].update((x, g))
+            done.add(_norm(x, g))
+            load[g] += 1
+            got += 1
+    return [sorted(r) for r in rounds if r]

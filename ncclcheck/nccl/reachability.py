@@ -1,8 +1,37 @@
 """The reachability matrix, as pure functions of what the mesh probe published: which node reached which node on
 which interface, which addresses are shared by several nodes (a docker0 with the same address everywhere), and which
-interfaces every node can use. The socket I/O that produces the attempts lives in preflight/probe.py."""
+interfaces every node can use. Up to FULL_MESH_MAX nodes every node probes every other; above it each node probes a
+seeded sample (`probe_targets`: ring neighbours plus k random peers), so the probe and the report stay O(n). The
+socket I/O that produces the attempts lives in preflight/probe.py."""
 
 from __future__ import annotations
+
+import random
+
+FULL_MESH_MAX = 32  # above this many nodes the mesh is sampled
+SAMPLE_PEERS = 12  # random peers per node in a sampled mesh, besides the two ring neighbours
+MAX_ERRORS = 50  # failed pairs listed per interface in a sampled mesh (the count is always exact)
+
+
+def sampled(n: int, full_max: int = FULL_MESH_MAX) -> bool:
+    return n > full_max
+
+
+def probe_targets(n: int, i: int, k: int = SAMPLE_PEERS, seed: int = 0, full_max: int = FULL_MESH_MAX) -> list[int]:
+    """The node indices node index i probes: every other node up to full_max nodes, else a bounded sample.
+
+    The sample is the two ring neighbours (so the probe graph is connected whatever the seed) plus k peers drawn
+    with a generator seeded by (seed, i): every node computes anyone's targets without talking to anyone, and each
+    node is probed by about k + 2 peers on average.
+    """
+    if n < 2:
+        return []
+    if not sampled(n, full_max):
+        return [j for j in range(n) if j != i]
+    ring = {(i + 1) % n, (i - 1) % n}
+    rng = random.Random(f"{seed}/{n}/{i}")
+    others = [j for j in rng.sample(range(n), min(n, k + 3)) if j != i and j not in ring][:k]
+    return sorted(ring | set(others))
 
 
 def candidate_addresses(interfaces: object, include_loopback: bool = False) -> dict[str, list[str]]:
@@ -41,73 +70,153 @@ def build_matrix(
     ranks: list[int],
     endpoints_by_rank: dict[int, dict],
     attempts_by_rank: dict[int, list[dict]],
+    planned: int | None = None,
 ) -> dict[str, dict]:
     """Per-interface reachability between nodes, as the report shows it.
 
     {iface: {"matrix": [[True|False|None]], "errors": {"0->1": "..."}, "duplicates": {addr: [ranks]},
-             "nodes": [ranks having it]}}. matrix[i][j] is whether node ranks[i] reached node ranks[j] on the
-    interface named iface on node j (None: j has no such interface, or i == j). An address published by several
-    nodes is unusable whatever the connect did: which node answers depends on who connects.
+             "nodes": [ranks having it], "usable": [bool per node], "cannot_reach": [ranks], "pairs_tested": T}}.
+    matrix[i][j] is whether node ranks[i] reached node ranks[j] on the interface named iface on node j (None: j has
+    no such interface, i == j, or the pair was not sampled). An address published by several nodes is unusable
+    whatever the connect did: which node answers depends on who connects. A sampled mesh (more than FULL_MESH_MAX
+    nodes) has no dense matrix: "sampled" is true and "errors" lists at most MAX_ERRORS failed pairs
+    ("errors_total" counts them all). `planned` is how many pairs each node probes; a node that reported nothing
+    fails its planned pairs.
     """
+    n = len(ranks)
     idx = {r: i for i, r in enumerate(ranks)}
+    is_sampled = sampled(n)
     dups = duplicate_addresses(endpoints_by_rank)
+    dup_texts: dict[str, str] = {}
     ifaces = sorted({i for eps in endpoints_by_rank.values() for i in (eps or {})})
+    addrs_of = {i: {p[0] for eps in endpoints_by_rank.values() for p in (eps or {}).get(i, [])} for i in ifaces}
     out: dict[str, dict] = {}
     for iface in ifaces:
         have = [r for r in ranks if (endpoints_by_rank.get(r) or {}).get(iface)]
-        m: list[list] = [[None] * len(ranks) for _ in ranks]
+        have_idx = {idx[r] for r in have}
+        pairs: dict[tuple[int, int], bool] = {}
         errors: dict[str, str] = {}
         for src in ranks:
-            for dst in have:
-                if src != dst:
-                    m[idx[src]][idx[dst]] = False
-        for src in ranks:
-            if src not in attempts_by_rank and any(d != src for d in have):
+            if src in attempts_by_rank:
+                continue
+            targets = probe_targets(n, idx[src]) if planned is None else probe_targets(n, idx[src], planned)
+            targets = [t for t in targets if t in have_idx]
+            if targets:
                 errors[f"{src}->*"] = f"node {src} did not report its probe results"
+                for t in targets:
+                    pairs[(idx[src], t)] = False
         for src, attempts in attempts_by_rank.items():
             if src not in idx:
                 continue
             by_dst: dict[int, list[dict]] = {}
             for a in attempts:
-                if a.get("iface") == iface and a.get("peer") in idx:
+                if a.get("iface") == iface and a.get("peer") in idx and a.get("peer") in have:
                     by_dst.setdefault(a["peer"], []).append(a)
             for dst, recs in by_dst.items():
-                good, why = False, []
-                for a in recs:
-                    if a["addr"] in dups:
-                        on = ",".join(str(r) for r in dups[a["addr"]])
-                        why.append(f"{a['addr']}: same address on nodes {on}")
-                    elif not a.get("ok"):
-                        why.append(f"{a['addr']}:{a['port']}: {a.get('error')}")
-                    elif a.get("reached") != dst or (a.get("expected_id") and a.get("reached_id") != a["expected_id"]):
-                        who = "itself" if a.get("reached") == src else f"node {a.get('reached')}"
-                        why.append(f"{a['addr']}:{a['port']}: answered by {who}, not node {dst}")
-                    else:
-                        good = True
-                m[idx[src]][idx[dst]] = good
+                good, why = _judge(recs, src, dst, dups, dup_texts)
+                pairs[(idx[src], idx[dst])] = good
                 if not good and why:
                     errors[f"{src}->{dst}"] = "; ".join(why)
-        iface_dups = {a: r for a, r in dups.items()
-                      if any(a == p[0] for eps in endpoints_by_rank.values() for p in (eps or {}).get(iface, []))}
-        out[iface] = {"matrix": m, "errors": errors, "duplicates": iface_dups, "nodes": have}
+        if not is_sampled:
+            for s_ in range(n):
+                for d in have_idx:
+                    if s_ != d:
+                        pairs.setdefault((s_, d), False)
+        iface_dups = {a: r for a, r in dups.items() if a in addrs_of[iface]}
+        usable, stuck = _usable(pairs, n, have_idx, bool(iface_dups))
+        entry: dict = {"errors": errors, "duplicates": iface_dups, "nodes": have, "usable": usable,
+                       "cannot_reach": [ranks[i] for i in sorted(stuck)], "pairs_tested": len(pairs)}
+        if is_sampled:
+            entry.update(sampled=True, errors=dict(sorted(errors.items())[:MAX_ERRORS]), errors_total=len(errors))
+        else:
+            m: list[list] = [[None] * n for _ in ranks]
+            for (s_, d), ok in pairs.items():
+                m[s_][d] = ok
+            entry["matrix"] = m
+        out[iface] = entry
     return out
 
 
-def usable_everywhere(entry: dict, ranks: list[int]) -> bool:
-    """Every ordered pair of nodes reached each other on this interface (and every node has it)."""
+def _dup_text(addr: str, ranks: list[int]) -> str:
+    on = ",".join(str(r) for r in ranks[:8]) + (f" and {len(ranks) - 8} more" if len(ranks) > 8 else "")
+    return f"{addr}: same address on nodes {on}"
+
+
+def _judge(recs: list[dict], src: int, dst: int, dups: dict, texts: dict) -> tuple[bool, list[str]]:
+    """Did src reach dst on one of the addresses it tried? (and why not, per address)."""
+    good, why = False, []
+    for a in recs:
+        if a["addr"] in dups:
+            if a["addr"] not in texts:
+                texts[a["addr"]] = _dup_text(a["addr"], dups[a["addr"]])
+            why.append(texts[a["addr"]])
+        elif not a.get("ok"):
+            why.append(f"{a['addr']}:{a.get('port')}: {a.get('error')}")
+        elif a.get("reached") != dst or (a.get("expected_id") and a.get("reached_id") != a["expected_id"]):
+            who = "itself" if a.get("reached") == src else f"node {a.get('reached')}"
+            why.append(f"{a['addr']}:{a.get('port')}: answered by {who}, not node {dst}")
+        else:
+            good = True
+    return good, why
+
+
+def _usable(pairs: dict, n: int, have: set, dup: bool) -> tuple[list[bool], set]:
+    """(usable per node index, indices that reached none of their targets although others reached those targets).
+
+    A node whose every probe failed while its targets answered others is the broken one: its failures are not held
+    against the nodes it probed (one bad node must not strand the cluster). A node is usable on the interface when
+    it has it, is not such a node, was reached by at least one other prober, and no other prober failed to reach it.
+    """
+    targets: list[list[int]] = [[] for _ in range(n)]
+    out_ok, in_ok = [0] * n, [0] * n
+    for (s, d), ok in pairs.items():
+        targets[s].append(d)
+        if ok:
+            out_ok[s] += 1
+            in_ok[d] += 1
+    # s's targets answered someone else (s itself reached none of them, so any success came from another node).
+    stuck = {s for s in range(n) if targets[s] and not out_ok[s] and any(in_ok[d] for d in targets[s])}
+    usable = [False] * n
+    if dup or n < 2:
+        return usable, stuck
+    reached = [False] * n
+    bad = [False] * n
+    for (s, d), ok in pairs.items():
+        if s in stuck:
+            continue
+        if ok:
+            reached[d] = True
+        else:
+            bad[d] = True
+    for j in have:
+        usable[j] = j not in stuck and reached[j] and not bad[j]
+    return usable, stuck
+
+
+def node_usable(entry: dict, n: int) -> list[bool]:
+    """Per node index: is this interface usable on that node (from "usable", or derived from a dense matrix)."""
+    u = entry.get("usable")
+    if isinstance(u, list) and len(u) == n:
+        return [bool(x) for x in u]
     m = entry.get("matrix") or []
+    pairs = {(i, j): v for i, row in enumerate(m) for j, v in enumerate(row or []) if v is not None and i != j}
+    have = {j for j in range(n) if any(m[i][j] is not None for i in range(len(m)) if i != j)}
+    return _usable(pairs, n, have, bool(entry.get("duplicates")))[0]
+
+
+def usable_everywhere(entry: dict, ranks: list[int]) -> bool:
+    """Every node has this interface and every tested pair of nodes reached each other on it."""
     n = len(ranks)
     if n < 2 or len(entry.get("nodes") or []) != n or entry.get("duplicates"):
         return False
-    return all(m[i][j] is True for i in range(n) for j in range(n) if i != j)
+    return all(node_usable(entry, n))
 
 
 def column_reached(entry: dict, j: int, n: int) -> bool:
-    """Every other node reached node index j on this interface (what NCCL needs of the address j advertises)."""
-    m = entry.get("matrix") or []
+    """Every other node that probed node index j reached it on this interface (what NCCL needs of j's address)."""
     if entry.get("duplicates"):
         return False  # which node answers a shared address depends on who connects
-    return n >= 2 and all(m[i][j] is True for i in range(n) if i != j)
+    return n >= 2 and node_usable(entry, n)[j]
 
 
 def reachable_by_node(mesh: dict, ranks: list[int]) -> dict[int, list[str]]:
@@ -115,7 +224,8 @@ def reachable_by_node(mesh: dict, ranks: list[int]) -> dict[int, list[str]]:
     n = len(ranks)
     out: dict[int, list[str]] = {r: [] for r in ranks}
     for iface, entry in sorted((mesh or {}).items()):
+        u = node_usable(entry, n) if not entry.get("duplicates") else [False] * n
         for j, r in enumerate(ranks):
-            if column_reached(entry, j, n):
+            if u[j]:
                 out[r].append(iface)
     return out

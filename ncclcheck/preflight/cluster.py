@@ -1,33 +1,40 @@
-"""Multi-node world formation for preflight: bounded rendezvous through a c10d TCPStore, fact exchange, mesh probe,
-cross-node checks, and one agreed exit code.
+"""Multi-node world formation for preflight: bounded rendezvous through a c10d TCPStore, fact upload, mesh probe,
+cross-node checks on node 0, one compact verdict, and one agreed exit code.
 
     outcome = run_cluster_preflight(config, placement, local_facts, local_results)
     ... build the Report from outcome.world / nodes / checks / recommendations ...
     code = outcome.agree_exit_code(report.exit_code)   # node 0 publishes, the others adopt
 
-Protocol (all values JSON, keys under "ncclcheck/<run>/"): node 0 hosts the store at MASTER_ADDR:MASTER_PORT (a plain
-socket probe runs first so a blocked port is named in seconds); every node leader appends its join record
-(`join/count` counter + `join/<i>`) = {node_rank, nnodes, hostname, pid, uuid, facts, checks}; node 0 alone decides
-when the world is complete (every rank 0..N-1 joined, then a short grace for duplicates) or the deadline passed, and
-publishes `world/verdict`. Then `mesh/ep/<rank>` endpoints, parallel probes, `mesh/row/<rank>` results; every node
-computes the same cross-node checks from the same data; node 0 publishes `world/final` with the exit code.
+Protocol (all values JSON, keys under "ncclcheck/<run>/"), sized so node 0's store carries O(n) bytes and every other
+node O(1): node 0 hosts the store at MASTER_ADDR:MASTER_PORT (a plain socket probe runs first so a blocked port is
+named in seconds); every node leader uploads its join record once (`join/count` counter + `join/<i>` = {node_rank,
+nnodes, hostname, pid, uuid, facts, checks}); node 0 alone reads them, decides when the world is complete (every rank
+0..N-1 joined, then a short grace for duplicates) or the deadline passed, and publishes a compact `world/verdict`
+(no per-node lists). Then each node publishes `mesh/ep/<rank>`, reads only the endpoints of the peers it probes
+(everyone up to nccl.reachability.FULL_MESH_MAX nodes, ring neighbours + seeded random peers above), and publishes
+its packed `mesh/row/<rank>`. Node 0 alone runs the cross-node checks and rules and publishes `world/result`: the
+checks with the nodes they name, the aggregated node-local exceptions and the recommendations, whose size grows
+with the problems, not with n. Finally node 0 publishes `world/final` with the exit code. Every wait on another
+node's key blocks in the store (one request), never polls.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
+import json
 import logging
 import os
 import time
 import uuid as _uuid
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 from ..checks import CrossInput, run_cross_checks
 from ..config import FIXED_BOUNDS_S, Budget, Config, format_endpoint
 from ..dist import roles
 from ..dist.placement import Placement
-from ..dist.store import JsonStore, StoreLost, open_store
+from ..dist.store import JsonStore, StoreLost, first_line, open_store
 from ..facts import hostname_of
 from ..facts.net import is_local_address
 from ..model import CheckResult, NodeInfo, Recommendation, Status, WorldInfo, failed, passed, skipped
@@ -35,6 +42,7 @@ from ..nccl import reachability
 from ..recommend import NodeView, recommend_local
 from ..recommend.mesh import MeshView, merge_recommendations, recommend_mesh
 from . import probe
+from . import verdict as wire
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +80,7 @@ class ClusterOutcome:
                 st.set("world/final", {"exit_code": exit_code})
                 st.wait_count("world/final_ack", self._members - 1, end)
                 return exit_code
-            final = st.wait_get("world/final", end)
+            final = wait_get(st, "world/final", end)
             st.add("world/final_ack", 1)
             if isinstance(final, dict) and isinstance(final.get("exit_code"), int):
                 return max(final["exit_code"], exit_code) if exit_code == 3 else final["exit_code"]
@@ -149,8 +157,11 @@ def world_check(verdict: dict, elapsed_s: float, timeout_s: float) -> CheckResul
     ev = {k: verdict.get(k) for k in ("nnodes", "missing", "duplicates", "out_of_range", "nnodes_mismatch",
                                       "joined")}
     if verdict.get("ok"):
-        hosts = ", ".join(f"{m['node_rank']}={m.get('hostname')}" for m in verdict.get("members", []))
-        return passed(cid, f"all {n} node ranks joined in {elapsed_s:.1f} s ({hosts})", evidence=ev)
+        members = verdict.get("members") or []
+        hosts = ", ".join(f"{m['node_rank']}={m.get('hostname')}" for m in members[:8])
+        more = f", and {len(members) - 8:,} more" if len(members) > 8 else ""
+        return passed(cid, f"all {n:,} node ranks joined in {elapsed_s:.1f} s" + (f" ({hosts}{more})" if hosts else ""),
+                      evidence=ev)
     problems, fixes = [], []
     if verdict.get("missing"):
         miss = ",".join(map(str, verdict["missing"]))
@@ -267,8 +278,9 @@ def _connect(ctx: _Ctx) -> tuple:
 def _master_failed(m: CheckResult, addr: str, port: int) -> CheckResult:
     """rendezvous.world when this node's master probe failed: the probe's own finding, not a second probe."""
     ev = m.evidence or {}
-    return failed("rendezvous.world", f"could not join: master {addr}:{port} {ev.get('kind') or 'unreachable'} after "
-                  f"{ev.get('attempts', '?')} attempts in {float(ev.get('elapsed_s') or 0):.1f} s", evidence=ev,
+    return failed("rendezvous.world", f"could not join: master {format_endpoint(addr, port)} "
+                  f"{ev.get('kind') or 'unreachable'} after {ev.get('attempts', '?')} attempts in "
+                  f"{float(ev.get('elapsed_s') or 0):.1f} s", evidence=ev,
                   fix="See rendezvous.master_reachable: start node 0 first, check MASTER_ADDR/MASTER_PORT and the "
                       "firewall between the nodes.")
 
@@ -288,6 +300,48 @@ def _tie_to_master(wcheck: CheckResult, results: list) -> CheckResult:
                   fix=f"Set MASTER_ADDR to an address of node 0 (this host) on every node, then {wcheck.fix}")
 
 
+def wait_keys(st: JsonStore, keys: list[str], deadline: float) -> bool:
+    """Block in the store until every key exists or the deadline passes (one request, no polling): True if all do.
+
+    Polling would cost every node a request every few tens of milliseconds, so node 0's store would carry traffic
+    growing with n times the wait; a blocking wait costs one request whatever the wait.
+    """
+    if not keys:
+        return True
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        return all(st.has(k) for k in keys)
+    try:
+        st.raw.wait([st.prefix + k for k in keys], _dt.timedelta(seconds=remaining))
+        return True
+    except Exception as exc:  # noqa: BLE001 - torch raises DistStoreError on timeout, DistNetworkError when lost
+        if type(exc).__name__ == "DistStoreError" and "timeout" in str(exc).lower():
+            return False
+        raise StoreLost(first_line(exc)) from None
+
+
+def get_many(st: JsonStore, keys: list[str]) -> list:
+    """The values of keys that all exist, in one request (JSON-decoded; None where a value is not JSON)."""
+    if not keys:
+        return []
+    try:
+        raw = st.raw.multi_get([st.prefix + k for k in keys])
+    except Exception as exc:  # noqa: BLE001 - DistNetworkError when the store went away
+        raise StoreLost(first_line(exc)) from None
+    out = []
+    for v in raw:
+        try:
+            out.append(json.loads(bytes(v).decode("utf-8")))
+        except (ValueError, UnicodeDecodeError):
+            out.append(None)
+    return out
+
+
+def wait_get(st: JsonStore, key: str, deadline: float) -> object:
+    """The value of key once it exists (blocking in the store), or None at the deadline."""
+    return st.get_now(key) if wait_keys(st, [key], deadline) else None
+
+
 def _read_joins(st: JsonStore, seen: dict) -> list:
     n = st.add("join/count", 0)
     for i in range(1, n + 1):
@@ -295,11 +349,13 @@ def _read_joins(st: JsonStore, seen: dict) -> list:
             v = st.get_now(f"join/{i}")
             if v is not None:
                 v["_key"] = f"join/{i}"
+                v["_index"] = i
                 seen[i] = v
     return [seen[i] for i in sorted(seen)]
 
 
-def _host_decides(ctx: _Ctx, st: JsonStore) -> dict:
+def _host_decides(ctx: _Ctx, st: JsonStore) -> tuple:
+    """(full verdict, join records by index). Node 0 reads each join record once, as it arrives."""
     seen: dict = {}
     complete_at = None
     shown = _Shown(ctx.observer, ctx.placement.nnodes, "nodes joined")
@@ -316,8 +372,8 @@ def _host_decides(ctx: _Ctx, st: JsonStore) -> dict:
             v = decide(_read_joins(st, seen), ctx.placement.nnodes, final=True)
             v["elapsed_s"] = now - ctx.start
             shown.stop()
-            st.set("world/verdict", v)
-            return v
+            st.set("world/verdict", wire.compact_world(v, max(seen, default=0)))
+            return v, seen
         time.sleep(0.05)
 
 
@@ -340,38 +396,64 @@ class _Shown:
             self.observer = None
 
 
-def _mesh_phase(ctx: _Ctx, st: JsonStore, members: list, leader: bool) -> tuple:
-    """(matrix, attempts_by_rank). Listeners stay up until every member has published its row (bounded)."""
+@dataclass
+class _Mesh:
+    """One node's part of the mesh phase: its listener (kept up until node 0 has every row) and its targets."""
+
+    listener: Optional[probe.MeshListener]
+    n: int
+    index: int
+    end: float
+
+
+def _mesh_start(ctx: _Ctx, st: JsonStore, n: int, leader: bool) -> _Mesh:
+    """Listen, publish this node's endpoints, read only its targets' endpoints, probe them, publish the row."""
     p = ctx.placement
-    ranks = [m["node_rank"] for m in members]
     end = ctx.budget.deadline("mesh")
-    listener = None
-    if leader:
-        addrs = reachability.candidate_addresses(ctx.facts.get("interfaces"), include_loopback=False)
-        listener = probe.MeshListener(p.node_rank, ctx.node_id, addrs)
-        listener.start()
-        st.set(f"mesh/ep/{p.node_rank}", {"id": ctx.node_id, "endpoints": listener.endpoints,
-                                           "bind_errors": listener.bind_errors})
-    try:
-        eps = {}
-        for r in ranks:
-            v = st.wait_get(f"mesh/ep/{r}", end)
-            eps[r] = v if isinstance(v, dict) else {"id": None, "endpoints": {}}
-        if leader:
-            budget = max(1.0, end - time.monotonic())  # what is left of the mesh phase's bound (T)
-            rows = probe.probe_peers(p.node_rank, eps, deadline_s=budget)
-            st.set(f"mesh/row/{p.node_rank}", rows)
-        attempts = {}
-        shown = _Shown(ctx.observer if roles.is_decider(p) else None, len(ranks), "mesh probes")
-        for r in ranks:
-            v = st.wait_get(f"mesh/row/{r}", end)
-            if isinstance(v, list):
-                attempts[r] = v
-            shown.update(len(attempts), f"node {r}")
-        shown.stop()
-    finally:
-        if listener is not None:
-            listener.close()
+    m = _Mesh(None, n, p.node_rank, end)
+    if not leader:
+        return m
+    addrs = reachability.candidate_addresses(ctx.facts.get("interfaces"), include_loopback=False)
+    m.listener = probe.MeshListener(p.node_rank, ctx.node_id, addrs)
+    m.listener.start()
+    ep: dict = {"id": ctx.node_id, "endpoints": m.listener.endpoints}
+    if m.listener.bind_errors:
+        ep["bind_errors"] = m.listener.bind_errors
+    st.set(f"mesh/ep/{p.node_rank}", ep)
+    targets = reachability.probe_targets(n, p.node_rank)
+    keys = [f"mesh/ep/{t}" for t in targets]
+    # One request for all the targets' endpoints: per-key reads would cost node 0's link a round trip per peer.
+    if wait_keys(st, keys, end):
+        values = get_many(st, keys)
+    else:  # a peer that never publishes costs the wait, not a failure here
+        values = [st.get_now(k) for k in keys]
+    eps = {t: v for t, v in zip(targets, values) if isinstance(v, dict)}
+    budget = max(1.0, end - time.monotonic())  # what is left of the mesh phase's bound (T)
+    own = {a for addrs_ in addrs.values() for a in addrs_}
+    rows = probe.probe_peers(p.node_rank, eps, deadline_s=budget, own_addresses=own)
+    st.set(f"mesh/row/{p.node_rank}", probe.pack_row(rows))
+    st.add("mesh/rows", 1)
+    return m
+
+
+def _mesh_collect(st: JsonStore, m: _Mesh, observer: Any = None) -> tuple:
+    """Node 0: (matrix, attempts_by_rank) once every node published its row or the mesh phase ended."""
+    shown = _Shown(observer, m.n, "mesh probes")
+    while time.monotonic() < m.end:
+        done = st.add("mesh/rows", 0)
+        shown.update(done, f"{done} of {m.n} nodes probed")
+        if done >= m.n:
+            break
+        time.sleep(0.1)
+    shown.stop()
+    eps, attempts = {}, {}
+    for r in range(m.n):
+        v = st.get_now(f"mesh/ep/{r}")
+        eps[r] = v if isinstance(v, dict) else {"id": None, "endpoints": {}}
+        row = st.get_now(f"mesh/row/{r}")
+        if isinstance(row, list):
+            attempts[r] = probe.unpack_row(row)
+    ranks = list(range(m.n))
     matrix = reachability.build_matrix(ranks, {r: e.get("endpoints") or {} for r, e in eps.items()}, attempts)
     return matrix, attempts
 
@@ -391,8 +473,8 @@ def run_cluster_preflight(
     node of a formed world returns the same nodes/checks/recommendations. Never raises for network trouble: it
     becomes a failed rendezvous.* check. Call `outcome.agree_exit_code(code)` once the report is built.
     """
-    ctx = _Ctx(config, placement, local_facts, list(local_results), _uuid.uuid4().hex, log_path, time.monotonic(),
-               join_grace_s, observer)
+    ctx = _Ctx(config, placement, local_facts, list(local_results), _uuid.uuid4().hex[:16], log_path,
+               time.monotonic(), join_grace_s, observer)
     if not placement.master_addr or not placement.master_port:
         return _alone(ctx, [skipped("rendezvous.world", "single node: no world to form")])
     st, decider, problem = _connect(ctx)
@@ -408,23 +490,26 @@ def run_cluster_preflight(
 
 
 def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
-    placement, config, local_facts, local_results = ctx.placement, ctx.config, ctx.facts, ctx.results
+    placement = ctx.placement
     leader = placement.node_leader
+    my_join = 0
     if leader:
-        i = st.add("join/count", 1)
-        st.set(f"join/{i}", {
-            "node_rank": placement.node_rank, "nnodes": placement.nnodes, "hostname": hostname_of(local_facts),
+        my_join = st.add("join/count", 1)
+        st.set(f"join/{my_join}", {
+            "node_rank": placement.node_rank, "nnodes": placement.nnodes, "hostname": hostname_of(ctx.facts),
             "pid": os.getpid(), "uuid": ctx.node_id, "launcher": placement.launcher,
-            "facts": local_facts, "checks": [c.to_json() for c in local_results],
+            "facts": ctx.facts, "checks": [c.to_json() for c in ctx.results],
         })
+    joins: dict = {}
     if decider:
-        verdict = _host_decides(ctx, st)
-        # Keep the store up until everyone who joined has read the verdict (bounded): a node must learn why.
-        st.wait_count("world/verdict_read", len(verdict.get("joined", [])) - 1, time.monotonic() + FINAL_WAIT_S)
+        verdict, joins = _host_decides(ctx, st)
+        if not verdict.get("ok"):
+            # Keep the store up until everyone who joined has read the verdict (bounded): a node must learn why.
+            st.wait_count("world/verdict_read", len(verdict.get("joined", [])) - 1, time.monotonic() + FINAL_WAIT_S)
     else:
         # Node 0 was up when we connected, so it decides within its join bound (T) from now, plus the fixed grace.
-        verdict = st.wait_get("world/verdict", ctx.budget.deadline("join") + ctx.budget.bound("verdict_grace"))
-        if verdict is None:
+        verdict = wait_get(st, "world/verdict", ctx.budget.deadline("join") + ctx.budget.bound("verdict_grace"))
+        if not isinstance(verdict, dict):
             return _alone(ctx, [failed("rendezvous.world", "node 0 hosts the rendezvous but never published who "
                                        "joined (it may have crashed or been stopped)",
                                        fix="Look at node 0's report and log.")])
@@ -432,35 +517,97 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
             st.add("world/verdict_read", 1)
     elapsed = float(verdict.get("elapsed_s") or (time.monotonic() - ctx.start))
     wcheck = _tie_to_master(world_check(verdict, elapsed, ctx.timeout_s), ctx.results if decider else [])
-    me_in = any(m["uuid"] == ctx.node_id for m in verdict.get("members", [])) or not leader
+    if decider:
+        me_in = any(m["uuid"] == ctx.node_id for m in verdict.get("members", [])) or not leader
+    else:  # an ok verdict admits every join node 0 read; a later join claimed a rank already taken
+        me_in = not leader or my_join <= int(verdict.get("last_join") or 0)
     if not verdict.get("ok") or not me_in:
         if verdict.get("ok") and not me_in:
             wcheck = failed("rendezvous.world", f"node rank {placement.node_rank} was already taken when this node "
                             "joined; the world formed without it", evidence={"verdict": verdict},
                             fix="give every node a distinct --node-rank (0..N-1)")
         return _alone(ctx, [wcheck], verdict.get("nnodes"))
-    members = verdict["members"]
-    joins = {m["node_rank"]: st.get_now(m["key"]) or {} for m in members}
-    matrix, attempts = _mesh_phase(ctx, st, members, leader)
-    nodes = [(r, j.get("hostname") or "?", j.get("facts") or {}) for r, j in sorted(joins.items())]
-    checks: list = []
-    for _, j in sorted(joins.items()):
-        checks.extend(CheckResult.from_json(c) for c in j.get("checks") or [])
-    checks.append(wcheck)
-    checks.extend(run_cross_checks(CrossInput(nodes, mesh=matrix, attempts=attempts)))
-    recs = _recommendations(nodes, matrix)
-    outcome = ClusterOutcome(
-        world=_world_info(config, placement, len(members)),
-        nodes=[NodeInfo(r, h, f) for r, h, f in nodes],
-        checks=checks,
+    n = int(verdict.get("nnodes") or len(verdict.get("members") or []))
+    mesh = _mesh_start(ctx, st, n, leader)
+    try:
+        if decider:
+            return _decide_result(ctx, st, verdict, joins, wcheck, mesh)
+        result = wait_get(st, "world/result", mesh.end + FINAL_WAIT_S + ctx.timeout_s)
+    finally:
+        if mesh.listener is not None:
+            mesh.listener.close()
+    if result is None:
+        return _alone(ctx, [wcheck, failed("rendezvous.world", "node 0 never published the cross-node verdict "
+                                           "(it may have crashed or been stopped)",
+                                           fix="Look at node 0's report and log.")], n)
+    cross, local_groups, recs, _mesh_info = wire.read_result(result)
+    return ClusterOutcome(
+        world=_world_info(ctx.config, placement, n),
+        nodes=[NodeInfo(placement.node_rank, hostname_of(ctx.facts), ctx.facts)] if leader else [],
+        checks=list(ctx.results) + (cross or [wcheck]) + local_groups,  # cross[0] is node 0's rendezvous.world
         recommendations=recs,
         formed=True,
         verdict=verdict,
         _store=st,
-        _is_host=decider,
-        _members=_expected_processes(placement, len(members)),
+        _is_host=False,
+        _members=_expected_processes(placement, n),
     )
-    return outcome
+
+
+def _decide_result(ctx: _Ctx, st: JsonStore, verdict: dict, joins: dict, wcheck: CheckResult,
+                   mesh: _Mesh) -> ClusterOutcome:
+    """Node 0: every node's facts and rows -> cross-node checks and rules -> `world/result`; the full outcome."""
+    matrix, attempts = _mesh_collect(st, mesh, ctx.observer)
+    members = {m["node_rank"]: joins.get(_index(m.get("key"))) or {} for m in verdict["members"]}
+    nodes = [(r, j.get("hostname") or "?", j.get("facts") or {}) for r, j in sorted(members.items())]
+    local: list = []
+    for _, j in sorted(members.items()):
+        local.extend(CheckResult.from_json(c) for c in j.get("checks") or [])
+    cross = [_mesh_note(c, matrix, len(nodes), {r: h for r, h, _ in nodes})
+             for c in run_cross_checks(CrossInput(nodes, mesh=matrix, attempts=attempts))]
+    recs = _recommendations(nodes, matrix)
+    hosts = {r: h for r, h, _ in nodes}
+    mesh_info = {"nodes": mesh.n, "sampled": reachability.sampled(mesh.n),
+                 "pairs_tested": max((e.get("pairs_tested") or 0 for e in matrix.values()), default=0)}
+    st.set("world/result", wire.build_result([wcheck, *cross], local, recs, hosts, mesh_info))
+    return ClusterOutcome(
+        world=_world_info(ctx.config, ctx.placement, len(members)),
+        nodes=[NodeInfo(r, h, f) for r, h, f in nodes],
+        checks=local + [wcheck] + cross,
+        recommendations=recs,
+        formed=True,
+        verdict=verdict,
+        _store=st,
+        _is_host=True,
+        _members=_expected_processes(ctx.placement, len(members)),
+    )
+
+
+def _mesh_note(c: CheckResult, matrix: dict, n: int, hosts: dict) -> CheckResult:
+    """net.peer_reachability as the user needs it at scale: whether the mesh was sampled and how many pairs were
+    tested, and which nodes reached none of the peers they probed (the check names them as unreachable)."""
+    if c.id != "net.peer_reachability" or not matrix:
+        return c
+    stuck = sorted({r for e in matrix.values() if not e.get("duplicates") for r in e.get("cannot_reach") or []})
+    summary, detail, ev = c.summary, c.detail, dict(c.evidence)
+    if reachability.sampled(n):
+        tested = max((e.get("pairs_tested") or 0) for e in matrix.values())
+        summary += (f" (sampled mesh: {tested:,} of {n * (n - 1):,} node pairs tested per interface, ring neighbours "
+                    f"+ {reachability.SAMPLE_PEERS} random peers per node)")
+        ev.update(sampled=True, pairs_tested=tested)
+    if stuck:
+        named = ", ".join(f"node {r} ({hosts.get(r, '?')})" for r in stuck[:8])
+        detail = (f"{named} reached none of the peers it probed, which other nodes reached: its outgoing "
+                  f"connections fail (firewall, routing or a dead NIC on that node). " + detail).strip()
+        ev["cannot_reach"] = stuck
+    return replace(c, summary=summary, detail=detail, evidence=ev)
+
+
+def _index(key: object) -> int:
+    try:
+        return int(str(key).rsplit("/", 1)[1])
+    except (IndexError, ValueError):
+        return -1
 
 
 def _expected_processes(placement: Placement, nmembers: int) -> int:

@@ -1,21 +1,20 @@
 """Plain-socket probes: is the master reachable (before any torch rendezvous), and which interfaces connect which nodes.
 
 `probe_master` is a bounded, retried TCP connect to MASTER_ADDR:MASTER_PORT; `check_bind` tells node 0 whether it can
-host the rendezvous port. The full-mesh probe is `MeshListener` (an ephemeral-port listener on every candidate
-address, answering with the node's identity and wall clock) plus `probe_peers` (connect to every other node's
-endpoints in parallel); nccl/reachability.py turns the attempts into the per-interface matrix. Only JSON travels on
-the wire.
+host the rendezvous port. The mesh probe is `MeshListener` (an ephemeral-port listener on every candidate address,
+answering with the node's identity and wall clock) plus `probe_peers` (connect to the chosen peers' endpoints
+concurrently); nccl/reachability.py turns the attempts into the per-interface matrix. Only JSON travels on the wire.
 """
 
 from __future__ import annotations
 
 import errno
 import json
+import os
 import selectors
 import socket
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Optional
 
@@ -23,6 +22,7 @@ from ..config import FIXED_BOUNDS_S
 from ..facts.net import is_local_address, resolve_host
 
 MAGIC = "NCCLCHECK-PROBE/1"
+OWN_ADDRESS = "not probed: the prober has this address too"  # a duplicated address needs no connect to be judged
 CONNECT_TIMEOUT_S = FIXED_BOUNDS_S["connect_attempt"]
 _MAX_LINE = 4096
 
@@ -157,7 +157,10 @@ def bind_test(addr: str, port: int) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Full-mesh probe
+# Mesh probe (full or sampled: nccl/reachability.probe_targets decides who probes whom)
+#
+# Both sides run in one thread each on non-blocking sockets: a node answering its ~k+2 probers, or probing ~k+2 peers
+# on every interface, costs no thread per connection, which is what lets hundreds of virtual nodes share a process.
 
 
 def _read_line(sock: socket.socket, deadline: float) -> bytes:
@@ -175,7 +178,7 @@ class MeshListener:
     """Listens on an ephemeral port on each candidate address and answers probes with this node's identity.
 
     Use as a context manager; `endpoints` is what to publish: {iface: [[addr, port], ...]}, and `bind_errors`
-    names addresses that could not be bound.
+    names addresses that could not be bound. One thread serves every connection (accept, read a line, answer).
     """
 
     def __init__(self, node_rank: int, node_id: str, addresses: dict[str, list[str]]):
@@ -186,6 +189,10 @@ class MeshListener:
         self._sel = selectors.DefaultSelector()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
+        # close() writes here to wake the serving thread, which otherwise sleeps in select() until a probe arrives
+        # (no periodic wake-ups: hundreds of idle listeners in one process must cost nothing).
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._sel.register(self._wake_r, selectors.EVENT_READ, "wake")
         for iface, addrs in addresses.items():
             for addr in addrs:
                 try:
@@ -198,7 +205,7 @@ class MeshListener:
                     self.bind_errors[f"{iface}/{addr}"] = f"{type(e).__name__}: {e}"
                     continue
                 self._socks.append(s)
-                self._sel.register(s, selectors.EVENT_READ)
+                self._sel.register(s, selectors.EVENT_READ, None)
                 self.endpoints.setdefault(iface, []).append([addr, s.getsockname()[1]])
 
     def __enter__(self) -> MeshListener:
@@ -213,46 +220,105 @@ class MeshListener:
         self._thread.start()
 
     def _serve(self) -> None:
+        conns: dict[socket.socket, list] = {}  # conn -> [deadline, buffer]
         while not self._stop.is_set():
-            for key, _ in self._sel.select(timeout=0.1):
-                try:
-                    conn, _peer = key.fileobj.accept()  # type: ignore[union-attr]
-                except OSError:
+            timeout = max(0.0, min(dl for dl, _ in conns.values()) - time.monotonic()) if conns else None
+            for key, _ in self._sel.select(timeout=timeout):
+                sock = key.fileobj
+                if key.data == "wake":
+                    return self._drain(conns)
+                if key.data is None:  # a listening socket
+                    try:
+                        conn, _peer = sock.accept()  # type: ignore[union-attr]
+                    except OSError:
+                        continue
+                    conn.setblocking(False)
+                    conns[conn] = [time.monotonic() + CONNECT_TIMEOUT_S, b""]
+                    self._sel.register(conn, selectors.EVENT_READ, "conn")
                     continue
-                threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+                self._on_data(sock, conns)  # type: ignore[arg-type]
+            now = time.monotonic()
+            for conn in [c for c, (dl, _) in conns.items() if dl < now]:
+                self._drop(conn, conns)
+        self._drain(conns)
 
-    def _answer(self, conn: socket.socket) -> None:
-        with conn:
-            try:
-                line = _read_line(conn, time.monotonic() + CONNECT_TIMEOUT_S)
-                req = json.loads(line.decode("utf-8"))
-                if not isinstance(req, dict) or req.get("magic") != MAGIC:
-                    return
+    def _drain(self, conns: dict) -> None:
+        for conn in list(conns):
+            self._drop(conn, conns)
+
+    def _on_data(self, conn: socket.socket, conns: dict) -> None:
+        try:
+            chunk = conn.recv(_MAX_LINE)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        state = conns[conn]
+        state[1] += chunk
+        if chunk and b"\n" not in state[1] and len(state[1]) < _MAX_LINE:
+            return
+        try:
+            req = json.loads(state[1].split(b"\n", 1)[0].decode("utf-8"))
+            if isinstance(req, dict) and req.get("magic") == MAGIC:
                 reply = {"magic": MAGIC, "node": self.node_rank, "id": self.node_id, "nonce": req.get("nonce"),
                          "time": time.time()}
+                conn.setblocking(True)
+                conn.settimeout(0.5)
                 conn.sendall(json.dumps(reply).encode() + b"\n")
-            except (OSError, ValueError):
-                return
+        except (OSError, ValueError):
+            pass
+        self._drop(conn, conns)
+
+    def _drop(self, conn: socket.socket, conns: dict) -> None:
+        conns.pop(conn, None)
+        try:
+            self._sel.unregister(conn)
+        except (KeyError, ValueError):
+            pass
+        conn.close()
 
     def close(self) -> None:
         self._stop.set()
+        try:
+            self._wake_w.send(b"x")
+        except OSError:
+            pass
         if self._thread is not None:
             self._thread.join(timeout=2.0)
-        for s in self._socks:
+        for s in [*self._socks, self._wake_r]:
             try:
                 self._sel.unregister(s)
             except (KeyError, ValueError):
                 pass
             s.close()
+        self._wake_w.close()
         self._socks = []
         self._sel.close()
+
+
+def _attempt(addr: str, port: int, error: Optional[str] = None) -> dict:
+    return {"addr": addr, "port": port, "ok": False, "reached": None, "reached_id": None, "error": error,
+            "rtt_us": None, "offset_s": None}
+
+
+def _reply_record(rec: dict, line: bytes, nonce: str, t0: float, t1: float) -> dict:
+    try:
+        reply = json.loads(line.decode("utf-8")) if line else None
+    except ValueError:
+        reply = None
+    if not isinstance(reply, dict) or reply.get("magic") != MAGIC or reply.get("nonce") != nonce:
+        rec["error"] = "connected, but something other than an ncclcheck probe answered"
+        return rec
+    rec.update(ok=True, reached=reply.get("node"), reached_id=reply.get("id"), rtt_us=(t1 - t0) * 1e6)
+    if isinstance(reply.get("time"), (int, float)):
+        rec["offset_s"] = reply["time"] - (t0 + t1) / 2  # NTP-style: remote clock minus our midpoint
+    return rec
 
 
 def probe_endpoint(addr: str, port: int, my_rank: int, timeout_s: float = CONNECT_TIMEOUT_S) -> dict:
     """One probe: connect, send a nonce, read back who answered. Returns a JSON-able attempt record."""
     nonce = f"{my_rank}-{time.monotonic_ns()}"
-    rec: dict = {"addr": addr, "port": port, "ok": False, "reached": None, "reached_id": None, "error": None,
-                 "rtt_us": None, "offset_s": None}
+    rec = _attempt(addr, port)
     deadline = time.monotonic() + timeout_s
     try:
         with socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -262,18 +328,20 @@ def probe_endpoint(addr: str, port: int, my_rank: int, timeout_s: float = CONNEC
             s.sendall(json.dumps({"magic": MAGIC, "from": my_rank, "nonce": nonce}).encode() + b"\n")
             line = _read_line(s, deadline)
             t1 = time.time()
-        reply = json.loads(line.decode("utf-8")) if line else None
-        if not isinstance(reply, dict) or reply.get("magic") != MAGIC or reply.get("nonce") != nonce:
-            rec["error"] = "connected, but something other than an ncclcheck probe answered"
-            return rec
-        rec.update(ok=True, reached=reply.get("node"), reached_id=reply.get("id"), rtt_us=(t1 - t0) * 1e6)
-        if isinstance(reply.get("time"), (int, float)):
-            rec["offset_s"] = reply["time"] - (t0 + t1) / 2  # NTP-style: remote clock minus our midpoint
-    except (OSError, ValueError) as e:
-        rec["error"] = _classify(e) if isinstance(e, OSError) else "garbled reply"
-        if isinstance(e, OSError):
-            rec["error"] = f"{rec['error']}: {e}"
+        return _reply_record(rec, line, nonce, t0, t1)
+    except OSError as e:
+        rec["error"] = f"{_classify(e)}: {e}"
     return rec
+
+
+class _Probe:
+    __slots__ = ("job", "sock", "nonce", "deadline", "t0", "buf", "rec", "me")
+
+    def __init__(self, job: tuple, my_rank: int, deadline: float):
+        self.job, self.deadline, self.t0, self.buf, self.me = job, deadline, 0.0, b"", my_rank
+        self.nonce = f"{my_rank}-{job[0]}-{time.monotonic_ns()}"
+        self.rec = _attempt(job[2], job[3])
+        self.sock: Optional[socket.socket] = None
 
 
 def probe_peers(
@@ -282,8 +350,12 @@ def probe_peers(
     timeout_s: float = CONNECT_TIMEOUT_S,
     deadline_s: float = 30.0,
     max_workers: int = 64,
+    own_addresses: Optional[set] = None,
 ) -> list[dict]:
-    """Probe every endpoint of every other node in parallel.
+    """Probe every endpoint of every other node in `peers`, up to max_workers connections at a time.
+
+    An endpoint on one of `own_addresses` is not connected to: that address is duplicated (the report says so from
+    the published endpoints), and a connect would only reach a listener chosen by port.
 
     peers: {node_rank: {"id": node_id, "endpoints": {iface: [[addr, port], ...]}}}. Returns attempt records with
     "peer", "iface" and "expected_id" added; an attempt still running at the deadline is recorded as timed out.
@@ -295,22 +367,137 @@ def probe_peers(
         for iface, eps in sorted((info.get("endpoints") or {}).items())
         for addr, port in eps
     ]
-    if not jobs:
-        return []
-    out: list[dict] = []
-    pool = ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(jobs))), thread_name_prefix="ncclcheck-probe")
+    mine = set(own_addresses or ())
+    end = time.monotonic() + max(0.05, deadline_s)
+    per = max(0.05, min(timeout_s, deadline_s))
+    sel = selectors.DefaultSelector()
+    todo, live, done = list(reversed(jobs)), 0, {}
     try:
-        per = max(0.05, min(timeout_s, deadline_s))
-        futs = {pool.submit(probe_endpoint, a, p, my_rank, per): (r, i, a, p, nid) for r, i, a, p, nid in jobs}
-        done, _ = wait(futs, timeout=max(0.05, deadline_s))
-        for fut, (rank, iface, addr, port, nid) in futs.items():
-            if fut in done:
-                rec = fut.result()
-            else:
-                rec = {"addr": addr, "port": port, "ok": False, "reached": None, "reached_id": None,
-                       "error": "timeout: the mesh probe's deadline passed", "rtt_us": None, "offset_s": None}
-            rec.update(peer=rank, iface=iface, expected_id=nid)
-            out.append(rec)
+        while todo or live:
+            while todo and live < max(1, max_workers):
+                job = todo.pop()
+                if job[2] in mine:  # a peer publishing one of our own addresses (docker0 everywhere): unusable
+                    done[job] = _attempt(job[2], job[3], OWN_ADDRESS)
+                    continue
+                p = _Probe(job, my_rank, min(end, time.monotonic() + per))
+                if _start(p, sel):
+                    live += 1
+                else:
+                    done[job] = p.rec
+            now = time.monotonic()
+            for key, events in sel.select(timeout=max(0.0, min(0.1, end - now))):
+                p = key.data
+                if _step(p, sel, events):
+                    done[p.job] = p.rec
+                    live -= 1
+            now = time.monotonic()
+            for key in list(sel.get_map().values()):
+                p = key.data
+                if p.deadline <= now:
+                    p.rec["error"] = ("timeout: the mesh probe's deadline passed" if p.deadline >= end - 1e-6
+                                      else "timeout: no answer within the connect timeout")
+                    _finish(p, sel)
+                    done[p.job] = p.rec
+                    live -= 1
+            if now >= end:
+                for job in todo:
+                    done[job] = _attempt(job[2], job[3], "timeout: the mesh probe's deadline passed")
+                todo = []
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        for key in list(sel.get_map().values()):
+            _finish(key.data, sel)
+        sel.close()
+    out = []
+    for job in jobs:
+        rank, iface, addr, port, nid = job
+        rec = done.get(job) or _attempt(addr, port, "timeout: the mesh probe's deadline passed")
+        rec.update(peer=rank, iface=iface, expected_id=nid)
+        out.append(rec)
+    return out
+
+
+def _start(p: _Probe, sel: selectors.BaseSelector) -> bool:
+    addr, port = p.job[2], p.job[3]
+    try:
+        s = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET, socket.SOCK_STREAM)
+    except OSError as e:
+        p.rec["error"] = f"{_classify(e)}: {e}"
+        return False
+    s.setblocking(False)
+    p.sock = s
+    err = s.connect_ex((addr, port))
+    if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
+        p.rec["error"] = f"{_classify(OSError(err, os.strerror(err)))}: [Errno {err}] {os.strerror(err)}"
+        s.close()
+        return False
+    sel.register(s, selectors.EVENT_WRITE, p)
+    return True
+
+
+def _step(p: _Probe, sel: selectors.BaseSelector, events: int) -> bool:
+    """Advance one probe on a readiness event; True when it finished (p.rec is final)."""
+    s = p.sock
+    assert s is not None
+    try:
+        if events & selectors.EVENT_WRITE and not p.t0:
+            err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if err:
+                raise OSError(err, os.strerror(err))
+            p.t0 = time.time()
+            s.send(json.dumps({"magic": MAGIC, "from": p.me, "nonce": p.nonce}).encode() + b"\n")
+            sel.modify(s, selectors.EVENT_READ, p)
+            return False
+        chunk = s.recv(_MAX_LINE)
+        p.buf += chunk
+        if chunk and b"\n" not in p.buf and len(p.buf) < _MAX_LINE:
+            return False
+        _reply_record(p.rec, p.buf.split(b"\n", 1)[0], p.nonce, p.t0, time.time())
+    except BlockingIOError:
+        return False
+    except OSError as e:
+        p.rec["error"] = f"{_classify(e)}: {e}"
+    _finish(p, sel)
+    return True
+
+
+def _finish(p: _Probe, sel: selectors.BaseSelector) -> None:
+    if p.sock is not None:
+        try:
+            sel.unregister(p.sock)
+        except (KeyError, ValueError):
+            pass
+        p.sock.close()
+        p.sock = None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A probe row on the wire: one short list per attempt instead of a dict, so node 0 reads O(k) bytes per node
+
+_ROW_FIELDS = ("peer", "iface", "addr", "port", "ok", "reached", "rtt_us", "offset_s", "error")
+
+
+def pack_row(attempts: list[dict]) -> list[list]:
+    """Attempt records -> compact lists (the answerer's identity is checked here, so ids need not travel)."""
+    out = []
+    for a in attempts:
+        if a.get("error") == OWN_ADDRESS:
+            continue  # node 0 sees the duplicate in the published endpoints; the row need not repeat it
+        ok, reached, err = bool(a.get("ok")), a.get("reached"), a.get("error")
+        if ok and a.get("expected_id") and a.get("reached_id") != a.get("expected_id"):
+            ok, err = False, f"answered by {a.get('reached_id')!s:.12}, not the node that published the endpoint"
+        rtt = a.get("rtt_us")
+        off = a.get("offset_s")
+        out.append([a.get("peer"), a.get("iface"), a.get("addr"), None if ok else a.get("port"), int(ok), reached,
+                    None if rtt is None else int(rtt), None if off is None else round(off, 6), err])
+    return out
+
+
+def unpack_row(row: object) -> list[dict]:
+    """Compact lists -> attempt records as nccl/reachability.build_matrix and the clock check read them."""
+    out = []
+    for item in row if isinstance(row, list) else []:
+        if isinstance(item, list) and len(item) == len(_ROW_FIELDS):
+            d = dict(zip(_ROW_FIELDS, item))
+            d["ok"] = bool(d["ok"])
+            out.append(d)
     return out

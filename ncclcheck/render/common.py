@@ -1,10 +1,12 @@
-"""Presentation helpers shared by the file renderers: check ordering, labels and the text of the env block.
+"""Presentation helpers shared by the renderers: check ordering, labels, and the aggregation that keeps a 1,024-node
+report readable (one row per check: "pass on 1,021 nodes; fail on node 17 (gpu017): ...").
 
-Only ordering and wording live here. Every verdict (status, gate, slow link) is read from the Report as it is.
+Only ordering, grouping and wording live here. Every verdict (status, gate, slow link) is read from the Report as it is.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 from ..model import CheckResult, Report, Status
@@ -76,3 +78,117 @@ def not_measured(report: Report) -> list[str]:
         if isinstance(pair, (list, tuple)) and len(pair) == 2:
             out.append(f"link {pair[0]} <-> {pair[1]}: not measured (the run was cut short)")
     return out
+# ---------------------------------------------------------------------------------------------------------------
+# Aggregation: one line per check however many nodes ran it ("pass on 1,021 nodes; fail on node 17 (gpu017): ...")
+
+NAMED_NODES = 8  # nodes named per (status, summary) before "and N more"
+
+
+@dataclass(frozen=True)
+class CheckGroup:
+    """Every result of one check id, in report order: per-node results and the cross-node one (node None)."""
+
+    id: str
+    results: tuple
+
+    @property
+    def status(self) -> Status:
+        return max((c.status for c in self.results), key=lambda s: s.rank)
+
+    @property
+    def per_node(self) -> list[CheckResult]:
+        return [c for c in self.results if c.node is not None]
+
+    @property
+    def cross(self) -> list[CheckResult]:
+        return [c for c in self.results if c.node is None]
+
+    def nodes_with(self, status: Status) -> list[int]:
+        return sorted(c.node for c in self.per_node if c.status is status)
+
+    @property
+    def fix(self) -> str:
+        for c in sorted(self.results, key=lambda c: -c.status.rank):
+            if c.fix:
+                return c.fix
+        return ""
+
+
+def group_checks(checks: list[CheckResult]) -> list[CheckGroup]:
+    """Results grouped by check id, groups in order of first appearance."""
+    by_id: dict[str, list[CheckResult]] = {}
+    for c in checks:
+        by_id.setdefault(c.id, []).append(c)
+    return [CheckGroup(cid, tuple(rs)) for cid, rs in by_id.items()]
+
+
+def groups_for_display(checks: list[CheckResult]) -> list[CheckGroup]:
+    """Groups sorted failures first; within a status the report's own (dependency) order is kept."""
+    return sorted(group_checks(checks), key=lambda g: _DISPLAY_ORDER.get(g.status, 9))
+
+
+def _count(n: int, what: str = "node") -> str:
+    return f"{n:,} {what}{'' if n == 1 else 's'}"
+
+
+def name_nodes(nodes: list[int], hosts: dict[int, str], limit: int = NAMED_NODES) -> str:
+    """'node 17 (gpu017), node 230 (gpu230)', and 'and 12 more' past the limit."""
+    shown = [f"node {r} ({hosts[r]})" if hosts.get(r) else f"node {r}" for r in nodes[:limit]]
+    more = f" and {len(nodes) - limit:,} more" if len(nodes) > limit else ""
+    return ", ".join(shown) + more
+
+
+def group_summary(group: CheckGroup, hosts: dict[int, str], limit: int = NAMED_NODES) -> str:
+    """One line for a whole check: the cross-node verdict, then 'pass on N nodes; fail on node 17 (h): why'."""
+    parts = [one_line(c.summary) for c in group.cross]
+    per = group.per_node
+    if not per:
+        return "; ".join(parts)
+    for st in (Status.PASS, Status.SKIP):
+        if (nodes := group.nodes_with(st)) and (st is Status.PASS or len(nodes) > limit):
+            parts.append(f"{st.value} on {_count(len(nodes))}")
+    for st in (Status.FAIL, Status.WARN, Status.SKIP):
+        bad = [c for c in per if c.status is st]
+        if st is Status.SKIP and len(bad) > limit:
+            continue
+        by_text: dict[str, list[int]] = {}
+        for c in bad:
+            by_text.setdefault(one_line(c.summary), []).append(c.node)
+        named, left = 0, 0
+        for text, nodes in sorted(by_text.items(), key=lambda kv: (-len(kv[1]), min(kv[1]))):
+            if named >= limit:  # per-node texts differ (numbers in them): name a few, count the rest
+                left += len(nodes)
+                continue
+            parts.append(f"{st.value} on {name_nodes(sorted(nodes), hosts, limit - named)}: {text}")
+            named += min(len(nodes), limit - named)
+        if left:
+            parts.append(f"{st.value} on {_count(left, 'more node')}")
+    return "; ".join(parts)
+
+
+AGGREGATE_FROM_NODES = 8  # from this many nodes a report shows one row per check, not one per node per check
+
+
+def aggregated(report: Report) -> bool:
+    return max(len(report.nodes), report.world.nnodes or 0) >= AGGREGATE_FROM_NODES
+
+
+def group_row(group: CheckGroup, hosts: dict[int, str]) -> CheckResult:
+    """One result standing for a whole group: worst status, 'pass on N nodes; fail on node 17 (h): ...'."""
+    if len(group.results) == 1:
+        return group.results[0]
+    nodes = {st.value: group.nodes_with(st)[:64] for st in Status if group.nodes_with(st)}
+    counts = {st.value: len(group.nodes_with(st)) for st in Status if group.nodes_with(st)}
+    detail = "; ".join(one_line(c.detail) for c in group.cross if c.detail)
+    return CheckResult(group.id, group.status, group_summary(group, hosts), detail=detail, fix=group.fix, node=None,
+                       evidence={"aggregated": True, "nodes": nodes, "counts": counts})
+
+
+def display_checks(report: Report, ordered: bool = True) -> list[CheckResult]:
+    """The rows a renderer shows: every check on a small run; one row per check id from AGGREGATE_FROM_NODES
+    nodes (per-node detail stays in the JSON and the HTML node table). Failures first unless ordered is False."""
+    if not aggregated(report):
+        return checks_for_display(report) if ordered else list(report.checks)
+    hosts = hostnames(report)
+    groups = groups_for_display(report.checks) if ordered else group_checks(report.checks)
+    return [group_row(g, hosts) for g in groups]

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from ..model import Report, Status
 from ..units import format_bytes, format_mbps_link
-from .common import not_measured
+from .common import display_checks, not_measured
 
 STYLE = {Status.FAIL: "bold red", Status.WARN: "yellow", Status.PASS: "green", Status.SKIP: "dim"}
 MARK = {Status.FAIL: "FAIL", Status.WARN: "WARN", Status.PASS: "pass", Status.SKIP: "skip"}
@@ -66,7 +66,7 @@ def checks_table(report: Report, show_passed: bool = True) -> Table:
     table.add_column("check", no_wrap=True)
     table.add_column("node", justify="right", no_wrap=True)
     table.add_column("result")
-    rows = sorted(enumerate(report.checks), key=lambda ic: (_ORDER[ic[1].status], ic[0]))
+    rows = sorted(enumerate(display_checks(report, ordered=False)), key=lambda ic: (_ORDER[ic[1].status], ic[0]))
     for _, c in rows:
         if not show_passed and c.status in (Status.PASS, Status.SKIP):
             continue

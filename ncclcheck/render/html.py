@@ -16,7 +16,15 @@ from typing import Any, Optional
 from ..model import BenchRow, Report, Status
 from ..units import format_bytes, format_gbps, format_mbps_link, format_us
 from . import plots
-from .common import STATUS_WORD, check_case_name, checks_for_display, node_label, not_measured, status_headline
+from .common import (
+    STATUS_WORD,
+    aggregated,
+    check_case_name,
+    display_checks,
+    node_label,
+    not_measured,
+    status_headline,
+)
 from .envfile import render_envfile
 
 _CSS = """
@@ -142,7 +150,7 @@ def _checks(report: Report) -> str:
     if report.checks:
         out.append('<table class="checks"><thead><tr><th>status</th><th>check</th><th>node</th><th>summary</th>'
                    "<th>fix</th></tr></thead><tbody>")
-        for c in checks_for_display(report):
+        for c in display_checks(report):
             more = ""
             if c.detail or c.evidence:
                 body = e(c.detail)
@@ -452,11 +460,72 @@ def _env(facts: dict) -> str:
     return text
 
 
+_SORT_JS = """
+(function(){
+  document.querySelectorAll('table.sortable').forEach(function(table){
+    table.querySelectorAll('th').forEach(function(th, col){
+      th.style.cursor = 'pointer';
+      th.addEventListener('click', function(){
+        var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+        var dir = th.getAttribute('data-dir') === 'asc' ? -1 : 1;
+        th.setAttribute('data-dir', dir === 1 ? 'asc' : 'desc');
+        rows.sort(function(a, b){
+          var x = a.cells[col].getAttribute('data-key') || a.cells[col].textContent;
+          var y = b.cells[col].getAttribute('data-key') || b.cells[col].textContent;
+          var nx = parseFloat(x), ny = parseFloat(y);
+          if (!isNaN(nx) && !isNaN(ny)) return dir * (nx - ny);
+          return dir * x.localeCompare(y);
+        });
+        rows.forEach(function(r){ body.appendChild(r); });
+      });
+    });
+  });
+})();
+"""
+
+_SEVERITY = {Status.FAIL: 0, Status.WARN: 1, Status.SKIP: 2, Status.PASS: 3}
+MAX_NODE_DETAILS = 64  # nodes shown with all their facts on a large run (the odd ones first); the JSON has all
+
+
+def _node_table(report: Report) -> str:
+    """Large runs: one sortable row per node (its worst status and what did not pass), inside a collapsible block."""
+    per: dict[int, list] = {}
+    for c in report.checks:
+        if c.node is not None:
+            per.setdefault(c.node, []).append(c)
+    rows = []
+    for n in report.nodes:
+        cs = per.get(n.node_rank, [])
+        worst = max((c.status for c in cs), key=lambda st: st.rank, default=Status.PASS)
+        odd = "; ".join(f"{c.id}: {c.summary}" for c in cs if c.status in (Status.FAIL, Status.WARN))
+        f = _dict(n.facts)
+        v = _dict(f.get("versions"))
+        rows.append((_SEVERITY[worst], n.node_rank,
+                     f'<tr class="status-{worst.value}"><td class="num">{e(n.node_rank)}</td><td>{e(n.hostname)}</td>'
+                     f'<td data-key="{_SEVERITY[worst]}">{_badge(worst)}</td>'
+                     f'<td class="num">{e(_dict(f.get("gpu")).get("count"))}</td><td>{e(v.get("torch"))}</td>'
+                     f'<td>{e(v.get("nccl"))}</td><td>{e(odd)}</td></tr>'))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    bad = sum(1 for r in rows if r[0] < 2)
+    return (f'<details class="node-table"{" open" if bad else ""}><summary>Per-node results: {len(rows):,} nodes, '
+            f"{bad:,} with a failure or warning (click a column to sort)</summary>"
+            '<table class="sortable"><thead><tr><th class="num">node</th><th>host</th><th>status</th>'
+            '<th class="num">GPUs</th><th>torch</th><th>NCCL</th><th>not passing</th></tr></thead><tbody>'
+            + "".join(r[2] for r in rows) + "</tbody></table></details>")
+
+
 def _nodes(report: Report) -> str:
     if not report.nodes:
         return ""
     out = ['<section id="nodes"><h2>Nodes</h2>']
-    for n in report.nodes:
+    nodes = report.nodes
+    if aggregated(report):
+        out.append(_node_table(report))
+        odd = {c.node for c in report.checks if c.node is not None and c.status in (Status.FAIL, Status.WARN)}
+        nodes = ([n for n in nodes if n.node_rank in odd] or nodes[:1])[:MAX_NODE_DETAILS]
+        out.append(f"<p class=\"meta\">All facts below for {len(nodes)} node(s) "
+                   f"{'that did not pass' if odd else '(the first)'}; the JSON report has every node's.</p>")
+    for n in nodes:
         f = _dict(n.facts)
         gpu = _dict(f.get("gpu"))
         title = f"node {n.node_rank}: {n.hostname}"
@@ -498,5 +567,5 @@ def render_html(report: Report) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{e(title)}</title><style>{_CSS}</style></head>\n<body>\n"
         + "\n".join(s for s in sections if s)
-        + f"\n<script>{_JS}</script>\n</body></html>\n"
+        + f"\n<script>{_JS}{_SORT_JS if aggregated(report) else ''}</script>\n</body></html>\n"
     )

@@ -14,7 +14,7 @@ from ..units import format_bytes, format_gbps, format_us
 from .common import (
     STATUS_WORD,
     check_case_name,
-    checks_for_display,
+    display_checks,
     node_label,
     not_measured,
     one_line,
@@ -47,7 +47,7 @@ def _checks(report: Report) -> list[str]:
     if not report.checks:
         return ["_No checks ran._"]
     out = ["| status | check | node | summary | fix |", "|---|---|---|---|---|"]
-    for c in checks_for_display(report):
+    for c in display_checks(report):
         out.append(
             f"| {_ICON[c.status]} {STATUS_WORD[c.status]} | {md_code(check_case_name(c))}"
             f" | {md_text(node_label(c.node, report))} | {md_text(c.summary)}"

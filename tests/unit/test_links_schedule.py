@@ -95,3 +95,28 @@ def test_again_rounds_packs_suspect_pairs_into_disjoint_rounds():
     assert sorted(pairs_of(rounds)) == [(0, 1), (1, 2), (1, 3), (2, 3)]
     assert all(_disjoint(r) for r in rounds) and len(rounds) == 3  # node 1 is in three pairs
     assert again_rounds([]) == []
+def test_scalable_mode_needs_at_most_four_rounds_whatever_n():
+    from ncclcheck.links.schedule import SCALE_MAX_ROUNDS, auto_mode, scale_first_round, scale_retest_rounds
+
+    for n in (16, 101, 1024):
+        first = scale_first_round(n, seed=3)
+        assert len(first) == 1 and len({x for p in first[0] for x in p}) >= n - 1  # a perfect matching
+        slow = first[0][:min(5, n // 8)]  # a few slow pairs
+        members = {x for p in slow for x in p}
+        good = [x for x in range(n) if x not in members]
+        re = scale_retest_rounds(slow, good, measured=first[0])
+        assert 1 + len(re) <= SCALE_MAX_ROUNDS
+        for rd in re:
+            flat = [x for p in rd for x in p]
+            assert len(flat) == len(set(flat))  # disjoint pairs in a round
+            assert all((a in members) != (b in members) for a, b in rd)  # a suspect meets a good node
+        partners = {m: {b if a == m else a for rd in re for a, b in rd if m in (a, b)} for m in members}
+        assert all(len(p) == 2 for p in partners.values())  # two witnesses each: slow node vs slow link
+    assert auto_mode(8) == "full" and auto_mode(16) == "scale" and auto_mode(1024, "full") == "full"
+
+
+def test_scalable_retest_leaves_out_what_does_not_fit_instead_of_adding_rounds():
+    from ncclcheck.links.schedule import scale_retest_rounds
+
+    re = scale_retest_rounds([(0, 1), (2, 3), (4, 5)], good_nodes=[6], partners=2, max_rounds=3)
+    assert len(re) <= 3 and all(len(rd) == 1 for rd in re)

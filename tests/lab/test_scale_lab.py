@@ -1,0 +1,34 @@
+"""Preflight on 16 real hosts (namespaces, one process each): everyone exits 0, and node 0's interface byte counters
+show per-node traffic within 1.3x of a 4-host run (O(n) bytes at node 0, not O(n^2)). Slow but bounded."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.lab.test_preflight_lab import explain, run_all_ranks
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+TIMEOUT = 120  # 16 processes importing torch on a 2-core machine join slowly; --timeout only bounds the waits
+
+
+def _counters(lab_, host: str = "h1") -> int:
+    out = lab_.exec(host, ["cat", "/sys/class/net/eth0/statistics/rx_bytes", "/sys/class/net/eth0/statistics/tx_bytes"],
+                    check=True).stdout.split()
+    return sum(int(x) for x in out)
+
+
+def _bytes_per_node(lab_) -> tuple[float, dict]:
+    before = _counters(lab_)
+    runs = run_all_ranks(lab_, TIMEOUT, deadline=TIMEOUT * 3)
+    assert all(r.rc == 0 for r in runs.values()), explain(runs)
+    return (_counters(lab_) - before) / len(lab_.hosts), runs
+
+
+def test_sixteen_hosts_pass_with_flat_bytes_per_node_at_node0(lab):
+    per4, _ = _bytes_per_node(lab(4))
+    per16, runs = _bytes_per_node(lab(16))
+    print(f"node 0 eth0 bytes per node: 4 hosts {per4:,.0f}, 16 hosts {per16:,.0f}, ratio {per16 / per4:.2f}")
+    assert per16 <= 1.3 * per4, (per4, per16)
+    world = next(c for c in runs["h1"].report["checks"] if c["id"] == "rendezvous.world")
+    assert world["status"] == "pass" and "16 node ranks" in world["summary"]

@@ -36,6 +36,25 @@ _RANK = {Status.PASS: 0, Status.SKIP: 1, Status.WARN: 2, Status.FAIL: 3}
 SIG_DIGITS = 6  # every measured figure in the JSON keeps at least this many significant digits; renderers round
 
 
+def load_saved_report(path: str, what: str) -> dict:
+    """A saved run's JSON (schema ncclcheck.report/1), for --baseline and friends. Raises UsageError naming `what`
+    (e.g. "--baseline run.json") when the file cannot be read, is not JSON, or is not an ncclcheck report."""
+    import json
+
+    from .errors import UsageError
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as e:
+        raise UsageError(f"{what}: cannot read it ({e.strerror or e})") from None
+    except ValueError as e:
+        raise UsageError(f"{what}: not JSON ({e})") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA_ID:
+        raise UsageError(f"{what}: not an ncclcheck report (expected schema {SCHEMA_ID})")
+    return data
+
+
 def sig(x: float, digits: int = SIG_DIGITS) -> float:
     """x to `digits` significant digits (0.000412345678 -> 0.000412346), unlike round(x, 4) -> 0.0004."""
     if not isinstance(x, (int, float)) or x != x or x in (float("inf"), float("-inf")) or x == 0:

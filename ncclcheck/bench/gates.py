@@ -8,13 +8,12 @@ and latency at the smallest, per op.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any, Optional
 
 from ..config import BenchConfig
 from ..errors import UsageError
-from ..model import SCHEMA_ID, BenchRow, CheckResult, failed, passed, sig, skipped, warned
+from ..model import BenchRow, CheckResult, failed, load_saved_report, passed, sig, skipped, warned
 from ..units import format_gbps, format_size_short, format_us
 from .coverage import coverage_check
 
@@ -101,15 +100,7 @@ def min_busbw(rows: list[BenchRow], cfg: BenchConfig) -> Optional[CheckResult]:
 
 def load_baseline(path: str) -> list[BenchRow]:
     """Bench rows of a saved report (schema ncclcheck.report/1). UsageError when unreadable or not such a report."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except OSError as e:
-        raise UsageError(f"--baseline {path}: cannot read it ({e.strerror or e})") from None
-    except ValueError as e:
-        raise UsageError(f"--baseline {path}: not JSON ({e})") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA_ID:
-        raise UsageError(f"--baseline {path}: not an ncclcheck report (expected schema {SCHEMA_ID})")
+    data = load_saved_report(path, f"--baseline {path}")
     if not data.get("bench"):
         raise UsageError(f"--baseline {path}: the report holds no bench rows")
     try:

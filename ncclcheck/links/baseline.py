@@ -4,12 +4,11 @@ ranks move between runs; hosts do not), else by node rank."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from ..errors import UsageError
-from ..model import SCHEMA_ID, CheckResult, NodeInfo, failed, passed, warned
+from ..model import CheckResult, NodeInfo, failed, load_saved_report, passed, warned
 from ..units import format_gbps
 
 CHECK_ID = "links.baseline"
@@ -17,15 +16,7 @@ CHECK_ID = "links.baseline"
 
 def load_links_baseline(path: str) -> dict:
     """The saved report's JSON (schema ncclcheck.report/1 with a links matrix). UsageError when it is not one."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except OSError as e:
-        raise UsageError(f"--baseline {path}: cannot read it ({e.strerror or e})") from None
-    except ValueError as e:
-        raise UsageError(f"--baseline {path}: not JSON ({e})") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA_ID:
-        raise UsageError(f"--baseline {path}: not an ncclcheck report (expected schema {SCHEMA_ID})")
+    data = load_saved_report(path, f"--baseline {path}")
     if not isinstance((data.get("links") or {}).get("matrix_gbps"), list):
         raise UsageError(f"--baseline {path}: the report holds no links matrix (save one with `ncclcheck links "
                          "--save-baseline FILE`)")

@@ -80,11 +80,14 @@ def probe_master(
     interval_s: float = 0.25,
     connect_timeout_s: float = CONNECT_TIMEOUT_S,
     resolve_grace_s: float = 5.0,
+    max_interval_s: float = 1.0,
 ) -> MasterProbe:
     """Connect to addr:port, retrying until `deadline` (a time.monotonic() value): node 0 may start after us.
 
-    Refused and timed-out connects are retried; a name that still does not resolve after resolve_grace_s is given
-    up early (a typo will not start resolving). The last failure's class is the verdict.
+    Refused and timed-out connects are retried, the pause growing from interval_s to max_interval_s: a thousand
+    nodes waiting for node 0 must not flood its link with connects while it starts. A name that still does not
+    resolve after resolve_grace_s is given up early (a typo will not start resolving). The last failure's class is
+    the verdict.
     """
     start = time.monotonic()
     attempts, last_error, status, resolved = 0, None, "timeout", []
@@ -105,6 +108,7 @@ def probe_master(
         if now >= deadline or (status == "unresolvable" and now - start >= resolve_grace_s):
             return MasterProbe(addr, port, status, attempts, now - start, last_error, resolved)
         time.sleep(min(interval_s, max(0.0, deadline - now)))
+        interval_s = min(max_interval_s, interval_s * 1.5)
 
 
 @dataclass(frozen=True)

@@ -350,7 +350,7 @@ class _Mesh:
     end: float
 
 
-def _mesh_start(ctx: _Ctx, st: JsonStore, n: int, leader: bool) -> _Mesh:
+def _mesh_start(ctx: _Ctx, st: JsonStore, n: int, leader: bool, decider: bool) -> _Mesh:
     """Listen, publish this node's endpoints, read only its targets' endpoints, probe them, publish the row."""
     p = ctx.placement
     end = time.monotonic() + min(MESH_PHASE_S, ctx.timeout_s)
@@ -364,18 +364,19 @@ def _mesh_start(ctx: _Ctx, st: JsonStore, n: int, leader: bool) -> _Mesh:
     if m.listener.bind_errors:
         ep["bind_errors"] = m.listener.bind_errors
     st.set(f"mesh/ep/{p.node_rank}", ep)
+    st.add("mesh/ep_count", 1)
+    if decider:  # node 0 says when every endpoint is there (or the phase ran out), so the others wait on one key
+        st.set("mesh/ep_ready", int(st.wait_count("mesh/ep_count", n, end) >= n))
     targets = reachability.probe_targets(n, p.node_rank)
     keys = [f"mesh/ep/{t}" for t in targets]
     # One request for all the targets' endpoints: per-key reads would cost node 0's link a round trip per peer.
-    if wait_keys(st, keys, end):
-        values = get_many(st, keys)
-    else:  # a peer that never publishes costs the wait, not a failure here
-        values = [st.get_now(k) for k in keys]
+    complete = wait_keys(st, ["mesh/ep_ready"], end + 1.0) and get_many(st, ["mesh/ep_ready"]) == [1]
+    values = get_many(st, keys) if complete else [st.get_now(k) for k in keys]  # a silent peer costs the wait
     eps = {t: v for t, v in zip(targets, values) if isinstance(v, dict)}
     budget = max(1.0, min(end - time.monotonic(), 20.0))
     own = {a for addrs_ in addrs.values() for a in addrs_}
     rows = probe.probe_peers(p.node_rank, eps, deadline_s=budget, own_addresses=own)
-    st.set(f"mesh/row/{p.node_rank}", probe.pack_row(rows))
+    st.set(f"mesh/row/{p.node_rank}", probe.pack_row(rows, eps))
     st.add("mesh/rows", 1)
     return m
 
@@ -387,11 +388,13 @@ def _mesh_collect(st: JsonStore, m: _Mesh) -> tuple:
     for r in range(m.n):
         v = st.get_now(f"mesh/ep/{r}")
         eps[r] = v if isinstance(v, dict) else {"id": None, "endpoints": {}}
+    published = {r: e.get("endpoints") or {} for r, e in eps.items()}
+    for r in range(m.n):
         row = st.get_now(f"mesh/row/{r}")
-        if isinstance(row, list):
-            attempts[r] = probe.unpack_row(row)
+        if isinstance(row, dict):
+            attempts[r] = probe.unpack_row(row, published)
     ranks = list(range(m.n))
-    matrix = reachability.build_matrix(ranks, {r: e.get("endpoints") or {} for r, e in eps.items()}, attempts)
+    matrix = reachability.build_matrix(ranks, published, attempts)
     return matrix, attempts
 
 
@@ -464,7 +467,7 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
                             fix="give every node a distinct --node-rank (0..N-1)")
         return _alone(ctx, [wcheck], verdict.get("nnodes"))
     n = int(verdict.get("nnodes") or len(verdict.get("members") or []))
-    mesh = _mesh_start(ctx, st, n, leader)
+    mesh = _mesh_start(ctx, st, n, leader, decider)
     try:
         if decider:
             return _decide_result(ctx, st, verdict, joins, wcheck, mesh)

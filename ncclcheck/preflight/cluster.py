@@ -10,9 +10,10 @@ node O(1): node 0 hosts the store at MASTER_ADDR:MASTER_PORT (a plain socket pro
 named in seconds); every node leader uploads its join record once (`join/count` counter + `join/<i>` = {node_rank,
 nnodes, hostname, pid, uuid, facts, checks}); node 0 alone reads them, decides when the world is complete (every rank
 0..N-1 joined, then a short grace for duplicates) or the deadline passed, and publishes a compact `world/verdict`
-(no per-node lists). Then each node publishes `mesh/ep/<rank>`, reads only the endpoints of the peers it probes
-(everyone up to nccl.reachability.FULL_MESH_MAX nodes, ring neighbours + seeded random peers above), and publishes
-its packed `mesh/row/<rank>`. Node 0 alone runs the cross-node checks and rules and publishes `world/result`: the
+(no per-node lists). Then each node publishes `mesh/ep/<rank>`, waits for and reads, in one request, only the
+endpoints of the peers it probes (everyone up to
+nccl.reachability.FULL_MESH_MAX nodes, ring neighbours + seeded random peers above), and publishes its packed
+`mesh/row/<rank>`. Node 0 alone runs the cross-node checks and rules and publishes `world/result`: the
 checks with the nodes they name, the aggregated node-local exceptions and the recommendations, whose size grows
 with the problems, not with n. Finally node 0 publishes `world/final` with the exit code. Every wait on another
 node's key blocks in the store (one request), never polls.
@@ -350,7 +351,7 @@ class _Mesh:
     end: float
 
 
-def _mesh_start(ctx: _Ctx, st: JsonStore, n: int, leader: bool, decider: bool) -> _Mesh:
+def _mesh_start(ctx: _Ctx, st: JsonStore, n: int, leader: bool) -> _Mesh:
     """Listen, publish this node's endpoints, read only its targets' endpoints, probe them, publish the row."""
     p = ctx.placement
     end = time.monotonic() + min(MESH_PHASE_S, ctx.timeout_s)
@@ -364,13 +365,11 @@ def _mesh_start(ctx: _Ctx, st: JsonStore, n: int, leader: bool, decider: bool) -
     if m.listener.bind_errors:
         ep["bind_errors"] = m.listener.bind_errors
     st.set(f"mesh/ep/{p.node_rank}", ep)
-    st.add("mesh/ep_count", 1)
-    if decider:  # node 0 says when every endpoint is there (or the phase ran out), so the others wait on one key
-        st.set("mesh/ep_ready", int(st.wait_count("mesh/ep_count", n, end) >= n))
     targets = reachability.probe_targets(n, p.node_rank)
     keys = [f"mesh/ep/{t}" for t in targets]
-    # One request for all the targets' endpoints: per-key reads would cost node 0's link a round trip per peer.
-    complete = wait_keys(st, ["mesh/ep_ready"], end + 1.0) and get_many(st, ["mesh/ep_ready"]) == [1]
+    # Wait for exactly this node's targets (so probing starts as soon as they listen, not all nodes at once), then
+    # one request for all their endpoints: per-key reads would cost node 0's link a round trip per peer.
+    complete = wait_keys(st, keys, end)
     values = get_many(st, keys) if complete else [st.get_now(k) for k in keys]  # a silent peer costs the wait
     eps = {t: v for t, v in zip(targets, values) if isinstance(v, dict)}
     budget = max(1.0, min(end - time.monotonic(), 20.0))
@@ -467,7 +466,7 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
                             fix="give every node a distinct --node-rank (0..N-1)")
         return _alone(ctx, [wcheck], verdict.get("nnodes"))
     n = int(verdict.get("nnodes") or len(verdict.get("members") or []))
-    mesh = _mesh_start(ctx, st, n, leader, decider)
+    mesh = _mesh_start(ctx, st, n, leader)
     try:
         if decider:
             return _decide_result(ctx, st, verdict, joins, wcheck, mesh)

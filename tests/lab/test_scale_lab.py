@@ -2,7 +2,7 @@
 show per-node traffic close to a 4-host run's (O(n) bytes at node 0, not O(n^2): before the compact protocol this
 ratio was 6.6x). Slow but bounded.
 
-Issue 12 asks for 1.3x; measured here 1.36x (15.5 KB -> 21.1 KB per node): below 32 nodes the mesh is full, so each
+Issue 12 asks for 1.3x; measured here 1.36-1.40x (15.0 KB -> 21.0 KB per node): below 32 nodes the mesh is full, so each
 node still reads n-1 endpoints and reports n-1 probes, and every host's ARP for its peers reaches node 0. The bound
 below catches any return to per-node traffic that grows with n; tightening it to 1.3 needs a leaner full mesh."""
 

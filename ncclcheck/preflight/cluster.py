@@ -10,9 +10,10 @@ node O(1): node 0 hosts the store at MASTER_ADDR:MASTER_PORT (a plain socket pro
 named in seconds); every node leader uploads its join record once (`join/count` counter + `join/<i>` = {node_rank,
 nnodes, hostname, pid, uuid, facts, checks}); node 0 alone reads them, decides when the world is complete (every rank
 0..N-1 joined, then a short grace for duplicates) or the deadline passed, and publishes a compact `world/verdict`
-(no per-node lists). Then each node publishes `mesh/ep/<rank>`, reads only the endpoints of the peers it probes
-(everyone up to nccl.reachability.FULL_MESH_MAX nodes, ring neighbours + seeded random peers above), and publishes
-its packed `mesh/row/<rank>`. Node 0 alone runs the cross-node checks and rules and publishes `world/result`: the
+(no per-node lists). Then each node publishes `mesh/ep/<rank>`, waits for and reads, in one request, only the
+endpoints of the peers it probes (everyone up to
+nccl.reachability.FULL_MESH_MAX nodes, ring neighbours + seeded random peers above), and publishes its packed
+`mesh/row/<rank>`. Node 0 alone runs the cross-node checks and rules and publishes `world/result`: the
 checks with the nodes they name, the aggregated node-local exceptions and the recommendations, whose size grows
 with the problems, not with n. Finally node 0 publishes `world/final` with the exit code. Every wait on another
 node's key blocks in the store (one request), never polls.
@@ -422,16 +423,15 @@ def _mesh_start(ctx: _Ctx, st: JsonStore, n: int, leader: bool) -> _Mesh:
     st.set(f"mesh/ep/{p.node_rank}", ep)
     targets = reachability.probe_targets(n, p.node_rank)
     keys = [f"mesh/ep/{t}" for t in targets]
-    # One request for all the targets' endpoints: per-key reads would cost node 0's link a round trip per peer.
-    if wait_keys(st, keys, end):
-        values = get_many(st, keys)
-    else:  # a peer that never publishes costs the wait, not a failure here
-        values = [st.get_now(k) for k in keys]
+    # Wait for exactly this node's targets (so probing starts as soon as they listen, not all nodes at once), then
+    # one request for all their endpoints: per-key reads would cost node 0's link a round trip per peer.
+    complete = wait_keys(st, keys, end)
+    values = get_many(st, keys) if complete else [st.get_now(k) for k in keys]  # a silent peer costs the wait
     eps = {t: v for t, v in zip(targets, values) if isinstance(v, dict)}
     budget = max(1.0, end - time.monotonic())  # what is left of the mesh phase's bound (T)
     own = {a for addrs_ in addrs.values() for a in addrs_}
     rows = probe.probe_peers(p.node_rank, eps, deadline_s=budget, own_addresses=own)
-    st.set(f"mesh/row/{p.node_rank}", probe.pack_row(rows))
+    st.set(f"mesh/row/{p.node_rank}", probe.pack_row(rows, eps))
     st.add("mesh/rows", 1)
     return m
 
@@ -450,11 +450,13 @@ def _mesh_collect(st: JsonStore, m: _Mesh, observer: Any = None) -> tuple:
     for r in range(m.n):
         v = st.get_now(f"mesh/ep/{r}")
         eps[r] = v if isinstance(v, dict) else {"id": None, "endpoints": {}}
+    published = {r: e.get("endpoints") or {} for r, e in eps.items()}
+    for r in range(m.n):
         row = st.get_now(f"mesh/row/{r}")
-        if isinstance(row, list):
-            attempts[r] = probe.unpack_row(row)
+        if isinstance(row, dict):
+            attempts[r] = probe.unpack_row(row, published)
     ranks = list(range(m.n))
-    matrix = reachability.build_matrix(ranks, {r: e.get("endpoints") or {} for r, e in eps.items()}, attempts)
+    matrix = reachability.build_matrix(ranks, published, attempts)
     return matrix, attempts
 
 

@@ -82,12 +82,14 @@ def probe_master(
     connect_timeout_s: float = CONNECT_TIMEOUT_S,
     resolve_grace_s: float = 5.0,
     resolve: Callable[[str], list] = resolve_host,
+    max_interval_s: float = 1.0,
 ) -> MasterProbe:
     """Connect to addr:port, retrying until `deadline` (a time.monotonic() value): node 0 may start after us.
 
-    Refused and timed-out connects are retried; a name that still does not resolve after resolve_grace_s is given
-    up early (a typo will not start resolving). The last failure's class is the verdict. `resolve` is injectable
-    so tests never send a name query to the machine's resolver.
+    Refused and timed-out connects are retried, the pause growing from interval_s to max_interval_s: a thousand
+    nodes waiting for node 0 must not flood its link with connects while it starts. A name that still does not
+    resolve after resolve_grace_s is given up early (a typo will not start resolving). The last failure's class is
+    the verdict. `resolve` is injectable so tests never send a name query to the machine's resolver.
     """
     start = time.monotonic()
     attempts, last_error, status, resolved = 0, None, "timeout", []
@@ -108,6 +110,7 @@ def probe_master(
         if now >= deadline or (status == "unresolvable" and now - start >= resolve_grace_s):
             return MasterProbe(addr, port, status, attempts, now - start, last_error, resolved)
         time.sleep(min(interval_s, max(0.0, deadline - now)))
+        interval_s = min(max_interval_s, interval_s * 1.5)
 
 
 @dataclass(frozen=True)
@@ -471,33 +474,60 @@ def _finish(p: _Probe, sel: selectors.BaseSelector) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# A probe row on the wire: one short list per attempt instead of a dict, so node 0 reads O(k) bytes per node
+# A probe row on the wire: a successful probe is five small integers (peer, interface index, address index, rtt and
+# clock offset in microseconds); node 0 knows the addresses from the published endpoints. Only failures carry text.
 
-_ROW_FIELDS = ("peer", "iface", "addr", "port", "ok", "reached", "rtt_us", "offset_s", "error")
 
-
-def pack_row(attempts: list[dict]) -> list[list]:
-    """Attempt records -> compact lists (the answerer's identity is checked here, so ids need not travel)."""
-    out = []
+def pack_row(attempts: list[dict], peers: dict[int, dict]) -> dict:
+    """Attempt records -> {"if": [iface names], "ok": [[peer, i, a, rtt_us, offset_us]], "fail": [[peer, i, addr,
+    port, reached, error]]}. The answerer's identity is checked here, so ids need not travel."""
+    ifaces: list[str] = []
+    ok_rows, fail_rows = [], []
     for a in attempts:
         if a.get("error") == OWN_ADDRESS:
             continue  # node 0 sees the duplicate in the published endpoints; the row need not repeat it
-        ok, reached, err = bool(a.get("ok")), a.get("reached"), a.get("error")
-        if ok and a.get("expected_id") and a.get("reached_id") != a.get("expected_id"):
-            ok, err = False, f"answered by {a.get('reached_id')!s:.12}, not the node that published the endpoint"
-        rtt = a.get("rtt_us")
-        off = a.get("offset_s")
-        out.append([a.get("peer"), a.get("iface"), a.get("addr"), None if ok else a.get("port"), int(ok), reached,
-                    None if rtt is None else int(rtt), None if off is None else round(off, 6), err])
-    return out
+        iface = a.get("iface")
+        if iface not in ifaces:
+            ifaces.append(iface)
+        i = ifaces.index(iface)
+        good = bool(a.get("ok")) and a.get("reached") == a.get("peer") and not (
+            a.get("expected_id") and a.get("reached_id") != a.get("expected_id"))
+        addrs = [e[0] for e in ((peers.get(a.get("peer")) or {}).get("endpoints") or {}).get(iface, [])]
+        if good and a.get("addr") in addrs:
+            rtt, off = a.get("rtt_us"), a.get("offset_s")
+            ok_rows.append([a["peer"], i, addrs.index(a["addr"]), None if rtt is None else int(rtt),
+                            None if off is None else int(off * 1e6)])
+            continue
+        err = a.get("error")
+        if a.get("ok") and a.get("expected_id") and a.get("reached_id") != a.get("expected_id"):
+            err = f"answered by {a.get('reached_id')!s:.12}, not the node that published the endpoint"
+        fail_rows.append([a.get("peer"), i, a.get("addr"), a.get("port"), a.get("reached"),
+                          err or ("answered by another node" if a.get("ok") else "failed")])
+    return {"if": ifaces, "ok": ok_rows, "fail": fail_rows}
 
 
-def unpack_row(row: object) -> list[dict]:
-    """Compact lists -> attempt records as nccl/reachability.build_matrix and the clock check read them."""
+def unpack_row(row: object, endpoints: dict[int, dict]) -> list[dict]:
+    """A packed row -> attempt records as nccl/reachability.build_matrix and the clock check read them.
+
+    endpoints: {node rank: {iface: [[addr, port], ...]}} as published (to recover successful probes' addresses)."""
+    if not isinstance(row, dict) or not isinstance(row.get("if"), list):
+        return []
+    ifaces = row["if"]
     out = []
-    for item in row if isinstance(row, list) else []:
-        if isinstance(item, list) and len(item) == len(_ROW_FIELDS):
-            d = dict(zip(_ROW_FIELDS, item))
-            d["ok"] = bool(d["ok"])
-            out.append(d)
+    for item in row.get("ok") or []:
+        try:
+            peer, i, ai, rtt, off = item
+            addr, port = ((endpoints.get(peer) or {}).get(ifaces[i]) or [])[ai]
+        except (TypeError, ValueError, IndexError):
+            continue
+        out.append({"peer": peer, "iface": ifaces[i], "addr": addr, "port": port, "ok": True, "reached": peer,
+                    "error": None, "rtt_us": rtt, "offset_s": None if off is None else off / 1e6})
+    for item in row.get("fail") or []:
+        try:
+            peer, i, addr, port, reached, err = item
+            iface = ifaces[i]
+        except (TypeError, ValueError, IndexError):
+            continue
+        out.append({"peer": peer, "iface": iface, "addr": addr, "port": port, "ok": False, "reached": reached,
+                    "error": err, "rtt_us": None, "offset_s": None})
     return out

@@ -11,6 +11,7 @@ import pytest
 from tests.conftest import REPO, cli_env, run_cli
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_help_and_version_do_not_import_torch():
     code = ("import sys\nfrom ncclcheck.cli import main\n"
             "for argv in (['--help'], ['--version'], ['preflight', '--help'], ['bench', '--sizes', 'x']):\n"
@@ -20,6 +21,7 @@ def test_help_and_version_do_not_import_torch():
     assert out.stdout.strip().splitlines()[-1] == "NO-TORCH", out.stderr
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 @pytest.mark.parametrize("args, needle", [
     (["preflight", "--master-port", "70000"], "--master-port"),
     (["preflight", "--no-such-flag"], "--no-such-flag"),
@@ -42,6 +44,7 @@ def test_usage_errors_exit_2_with_one_line(args, needle):
         assert len(lines) == 1 and needle in lines[0], p.stderr
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_preflight_standalone_passes_and_json_validates(validate_report):
     p = run_cli("preflight", "--json", "-")
     assert p.returncode == 0, p.stderr
@@ -53,12 +56,14 @@ def test_preflight_standalone_passes_and_json_validates(validate_report):
     assert doc["nodes"][0]["facts"]["interfaces"]
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_preflight_console_is_readable():
     p = run_cli("preflight")
     assert p.returncode == 0, p.stderr
     assert "net.interfaces" in p.stdout and ("PASS" in p.stdout or "WARN" in p.stdout)
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_socket_ifname_naming_no_interface_fails_with_root_cause(validate_report, tmp_path):
     out = tmp_path / "r.json"
     p = run_cli("preflight", "--json", str(out), env={"NCCL_SOCKET_IFNAME": "nosuchnic9"})
@@ -69,12 +74,14 @@ def test_socket_ifname_naming_no_interface_fails_with_root_cause(validate_report
     assert bad and bad[0]["id"] == "net.socket_ifname"
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_strict_turns_warnings_into_failure():
     env = {"NCCL_P2P_DISABLE": "1"}
     assert run_cli("preflight", "--quiet", env=env).returncode == 0
     assert run_cli("preflight", "--quiet", "--strict", env=env).returncode == 1
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_recommend_env_is_sourceable(tmp_path):
     p = run_cli("recommend", "--format", "env")
     assert p.returncode in (0, 1)
@@ -90,6 +97,7 @@ def test_recommend_env_is_sourceable(tmp_path):
             assert f"{name}={value.strip(chr(39))}" in out.stdout
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_env_json(validate_report):
     p = run_cli("env", "--json", "-")
     assert p.returncode == 0, p.stderr
@@ -97,6 +105,7 @@ def test_env_json(validate_report):
     assert doc["command"] == "env" and doc["checks"] == []
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_report_roundtrip_keeps_exit_code(tmp_path):
     out = tmp_path / "r.json"
     assert run_cli("preflight", "--json", str(out), env={"NCCL_SOCKET_IFNAME": "nosuchnic9"}).returncode == 1
@@ -142,6 +151,7 @@ def test_python_api_returns_report():
     assert rep.command == "preflight" and rep.checks and json.dumps(rep.to_json())
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 @pytest.mark.parametrize("content, needle", [
     ("[]", "expected object, got array"),
     ('{"schema": "x"}', "missing required field"),
@@ -156,21 +166,25 @@ def test_report_validates_its_input_against_the_schema(tmp_path, content, needle
     assert needle in p.stderr, p.stderr
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_report_on_a_directory_says_directory(tmp_path):
     p = run_cli("report", str(tmp_path))
     assert p.returncode == 2 and "is a directory" in p.stderr, p.stderr
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_a_bad_environment_variable_is_named_as_such():
     p = run_cli("preflight", env={"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "abc"})
     assert p.returncode == 2, (p.stdout, p.stderr)
     assert "MASTER_PORT" in p.stderr and "--master-port" not in p.stderr, p.stderr
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_sizes_the_ranks_cannot_allocate_are_a_usage_error():
     p = run_cli("bench", "--sizes", "1T")
     assert p.returncode == 2, (p.stdout, p.stderr)
     assert "--sizes" in p.stderr and "choose smaller --sizes" in p.stderr and "preflight" not in p.stderr, p.stderr
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_no_ansi_codes_when_stdout_is_a_pipe_unless_forced():
     plain = run_cli("preflight")
     assert "\x1b[" not in plain.stdout and "\x1b[" not in plain.stderr
@@ -178,12 +192,14 @@ def test_no_ansi_codes_when_stdout_is_a_pipe_unless_forced():
     assert "\x1b[" in forced.stdout
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_output_path_templates_expand(tmp_path):
     p = run_cli("preflight", "--json", str(tmp_path / "pf-%j-n%n-r%r.json"), env={"SLURM_JOB_ID": "4242"})
     assert p.returncode == 0, p.stderr
     assert [f.name for f in tmp_path.iterdir()] == ["pf-4242-n0-r0.json"]
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_node_rank_in_the_environment_does_not_break_env():
     p = run_cli("env", env={"NODE_RANK": "1"})
     assert p.returncode == 0, p.stderr

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.conftest import run_cli
 
 
@@ -12,6 +14,7 @@ def _drift(doc: dict) -> list[dict]:
     return [c for c in doc["checks"] if c["id"] == "baseline.drift"]
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_save_then_compare_then_drift(tmp_path, validate_report):
     golden = tmp_path / "golden.json"
     p = run_cli("preflight", "--save-baseline", str(golden), "--quiet")
@@ -35,6 +38,7 @@ def test_save_then_compare_then_drift(tmp_path, validate_report):
     assert run_cli("preflight", "--baseline", str(golden), "--strict", "--quiet").returncode == 1
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_bad_baseline_files_are_usage_errors(tmp_path):
     empty = tmp_path / "x.json"
     empty.write_text(json.dumps({"schema": "ncclcheck.report/1", "nodes": []}))
@@ -47,6 +51,7 @@ def test_bad_baseline_files_are_usage_errors(tmp_path):
     assert p.returncode == 2 and "no links matrix" in p.stderr, p.stderr
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_links_against_a_baseline_no_real_link_can_match(tmp_path):
     """A baseline of 1e6 GB/s per link: every measured link is slower by far more than --tolerance."""
     base = tmp_path / "links-golden.json"

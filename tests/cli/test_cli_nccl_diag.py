@@ -14,6 +14,7 @@ from tests.conftest import REPO, run_cli
 DATA = f"{REPO}/tests/data/nccl"
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_preflight_reads_ras_and_debug_captures(validate_report):
     p = run_cli("preflight", "--nccl-ras", f"{DATA}/ras-dead-rank.json", "--nccl-debug", f"{DATA}/nccl.node-a.511",
                 "--json", "-")
@@ -25,6 +26,7 @@ def test_preflight_reads_ras_and_debug_captures(validate_report):
     assert "NET/IB" in tr["summary"] or "NET/IB" in tr["detail"]
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_missing_capture_file_is_a_usage_error():
     p = run_cli("preflight", "--nccl-ras", "/nonexistent/ras.json")
     assert p.returncode == 2 and "--nccl-ras" in p.stderr and "Traceback" not in p.stderr

@@ -18,6 +18,7 @@ def _names(path) -> dict:
     return out
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_preflight_writes_check_metrics(tmp_path):
     prom = tmp_path / "ncclcheck.prom"
     p = run_cli("preflight", "--prometheus", str(prom))
@@ -43,6 +44,7 @@ def test_bench_writes_busbw_and_p99(tmp_path):
     assert p99 > 0 and mean > 0
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_report_converts_a_saved_run(tmp_path):
     prom = tmp_path / "links.prom"
     p = run_cli("report", f"{REPO}/tests/render/examples/links-slow-node.json", "--quiet", "--prometheus", str(prom))
@@ -51,6 +53,7 @@ def test_report_converts_a_saved_run(tmp_path):
     assert len(s["ncclcheck_link_bandwidth_bytes_per_second"]) == 12
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_unwritable_prometheus_path_is_a_usage_error():
     p = run_cli("preflight", "--prometheus", "/nonexistent-dir/x.prom")
     assert p.returncode == 2 and "--prometheus" in p.stderr and "Traceback" not in p.stderr

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from ncclcheck.cli import LOG_KEEP, log_dir
 from tests.conftest import REPO, run_cli
 
@@ -14,6 +16,7 @@ def test_log_dir_is_predictable():
     assert log_dir({}) == os.path.join(os.path.expanduser("~"), ".local", "state", "ncclcheck")
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_a_clean_run_leaves_no_log_and_old_logs_are_pruned(tmp_path):
     for i in range(LOG_KEEP + 5):
         f = tmp_path / f"ncclcheck-20250101-0000{i:02d}-{i}.log"

@@ -49,6 +49,7 @@ def test_hostname_is_the_fallback(tmp_path, shell):
     assert got == {"NCCL_SOCKET_IFNAME": "=eth1", "_ncclcheck_node": "<unset>"}
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 @pytest.mark.parametrize("shell", SHELLS)
 def test_unknown_node_keeps_cluster_values_and_says_so(tmp_path, shell):
     text = render_envfile(load_example("preflight-pass-2node"))

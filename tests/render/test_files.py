@@ -78,6 +78,7 @@ def test_write_failure_is_a_usage_error(tmp_path):
         write_outputs(load_example("links-slow-node"), junit=str(tmp_path / "missing" / "r.xml"))
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_rendering_never_imports_torch(tmp_path):
     import subprocess
     import sys

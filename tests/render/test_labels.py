@@ -10,6 +10,8 @@ import shlex
 import stat
 import subprocess
 
+import pytest
+
 from ncclcheck.model import NodeInfo, Report, failed, passed, warned
 from ncclcheck.render.labels import label_name, render_labels
 from tests.conftest import REPO, run_cli
@@ -88,6 +90,7 @@ def test_hostile_hostnames_are_skipped_not_run():
     assert len([c for c in _commands(text) if c[1] == "label"]) == 1
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_the_script_runs_against_kubectl(tmp_path):
     """The documented pipeline: report --format labels > FILE; sh FILE (here with a kubectl that records its args)."""
     log = tmp_path / "calls"

@@ -42,6 +42,7 @@ def test_a_crashing_collector_becomes_unavailable_not_a_crash(monkeypatch, caplo
     assert "sysfs says no" in caplog.text  # traceback logged for the run's log file
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 @pytest.mark.skipif(os.path.exists("/proc/driver/nvidia/version"), reason="has an NVIDIA driver")
 def test_cpu_node_does_not_import_torch_and_is_fast():
     code = ("import sys, time, json; t = time.perf_counter(); from ncclcheck.facts import collect_node_facts; "

@@ -52,6 +52,7 @@ def test_master_ok_when_listening():
     assert r.ok and r.attempts == 1 and r.connected_to == "127.0.0.1"
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_master_refused_is_retried_until_the_deadline():
     t = time.monotonic()
     r = probe_master("127.0.0.1", _free_port(), time.monotonic() + 1.0, interval_s=0.2)
@@ -60,6 +61,7 @@ def test_master_refused_is_retried_until_the_deadline():
     assert "refused" in r.last_error.lower()
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_master_that_starts_late_is_found():
     port = _free_port()
     import threading
@@ -82,6 +84,7 @@ def test_master_that_starts_late_is_found():
     assert r.ok and r.attempts > 1
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_master_timeout_when_nothing_accepts():
     with dropping_port() as port:
         t = time.monotonic()
@@ -95,6 +98,7 @@ def _no_such_name(name: str) -> list:
     raise socket.gaierror(socket.EAI_NONAME, f"Name or service not known: {name}")
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_master_unresolvable_gives_up_after_grace():
     t = time.monotonic()
     r = probe_master("no-such-host.invalid", 29500, time.monotonic() + 30, resolve_grace_s=0.5, interval_s=0.1,
@@ -219,6 +223,7 @@ def test_mesh_answer_from_the_wrong_node_is_detected():
     assert "answered by node 2, not node 1" in m["eth0"]["errors"]["0->1"]
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_mesh_is_bounded_by_its_deadline():
     with dropping_port() as port:  # every connect hangs until its own timeout
         peers = {1: {"id": "x", "endpoints": {"eth0": [["127.0.0.1", port]] * 20}}}

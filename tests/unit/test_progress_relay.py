@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 
+import pytest
+
 from ncclcheck.config import WorldConfig
 from ncclcheck.dist.placement import detect_placement
 from ncclcheck.dist.relay import StoreObserver, replay
@@ -57,6 +59,7 @@ def test_store_observer_events_replay_in_order_and_incrementally():
     assert rec.calls == [("start", 2, "bench"), ("advance", "1M"), ("advance", "2M"), ("stop",)]
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_spawned_rank_zero_progress_reaches_the_agents_observer():
     w = WorldConfig(nproc_per_node=2, timeout_s=60)
     rec = Recorder()

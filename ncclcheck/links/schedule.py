@@ -56,6 +56,11 @@ def pairs_of(rounds: Iterable[Sequence[Pair]]) -> list[Pair]:
     return [p for r in rounds for p in r]
 
 
+def _members(pairs: Iterable[Pair]) -> list[int]:
+    """The nodes of the given pairs, each once, in first-seen order."""
+    return list(dict.fromkeys(x for a, b in pairs for x in (a, b)))
+
+
 def retest_rounds(
     suspect_pairs: Iterable[Pair],
     good_nodes: Iterable[int],
@@ -69,11 +74,7 @@ def retest_rounds(
     """
     good = sorted(set(good_nodes))
     done = {_norm(a, b) for a, b in measured}
-    members: list[int] = []
-    for a, b in suspect_pairs:
-        for x in (a, b):
-            if x not in members:
-                members.append(x)
+    members = _members(suspect_pairs)
     todo = [x for x in members if not any(_norm(x, g) in done for g in good if g != x)]
     rounds: list[Round] = []
     busy: list[set[int]] = []
@@ -152,11 +153,7 @@ def scale_retest_rounds(
     """
     good = sorted(set(good_nodes))
     done = {_norm(a, b) for a, b in measured}
-    members: list[int] = []
-    for a, b in suspect_pairs:
-        for x in (a, b):
-            if x not in members:
-                members.append(x)
+    members = _members(suspect_pairs)
     rounds: list[Round] = [[] for _ in range(max_rounds)]
     busy: list[set[int]] = [set() for _ in range(max_rounds)]
     load = {g: 0 for g in good}

@@ -25,12 +25,19 @@ def _ranks_started(pid: int) -> bool:
     return sum(1 for k in kids if "spawn" in " ".join(k.cmdline())) >= 2
 
 
+def _sigint_as_on_a_terminal() -> None:
+    # A shell without job control starts background commands (CI may be one) with SIGINT ignored, and an ignored
+    # SIGINT is inherited: give the child the disposition it has when a user runs it and presses Ctrl-C.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupted_run(tmp_path, args: list, out) -> dict:
     """Start `ncclcheck ARGS --json OUT`, send SIGINT to its process group once its ranks run, and check what a
     user must see: exit 130, no traceback from any rank, and a partial report that is not PASS."""
     p = subprocess.Popen([sys.executable, "-m", "ncclcheck", *args, "--json", str(out)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-                         env=cli_env({"NCCLCHECK_LOG_DIR": str(tmp_path)}), start_new_session=True)
+                         env=cli_env({"NCCLCHECK_LOG_DIR": str(tmp_path)}), start_new_session=True,
+                         preexec_fn=_sigint_as_on_a_terminal)
     try:
         end = time.monotonic() + 90
         while not _ranks_started(p.pid) and time.monotonic() < end and p.poll() is None:

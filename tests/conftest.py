@@ -55,6 +55,11 @@ def pytest_collection_modifyitems(config, items):
 _ALLOWED_NETS = ("127.0.0.0/8", "198.18.0.0/15", "::1/128")  # loopback and the lab's own namespaces (issue 13)
 
 
+# The socket methods the guard hands allowed connects to (looked up per call, so the guard's own test can put a
+# recorder here and prove the guard stops an outside address without ever sending a packet).
+REAL_CONNECT: dict = {}
+
+
 def _allowed(address) -> bool:
     import ipaddress
 
@@ -72,7 +77,8 @@ def _traffic_stays_on_loopback_and_the_lab(monkeypatch):
     """No test in this process connects outside 127.0.0.0/8 and the lab's 198.18.0.0/15 (the traffic rule)."""
     import socket
 
-    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
+    REAL_CONNECT.setdefault("connect", socket.socket.connect)
+    REAL_CONNECT.setdefault("connect_ex", socket.socket.connect_ex)
 
     def guard(address) -> None:
         if not _allowed(address):
@@ -80,11 +86,11 @@ def _traffic_stays_on_loopback_and_the_lab(monkeypatch):
 
     def connect(self, address):
         guard(address)
-        return real_connect(self, address)
+        return REAL_CONNECT["connect"](self, address)
 
     def connect_ex(self, address):
         guard(address)
-        return real_connect_ex(self, address)
+        return REAL_CONNECT["connect_ex"](self, address)
 
     monkeypatch.setattr(socket.socket, "connect", connect)
     monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)

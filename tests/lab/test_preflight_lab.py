@@ -251,6 +251,10 @@ def test_master_addr_no_node_has_is_tied_to_ranks_never_joining(lab):
 
 def test_unresolvable_master_addr_fails_on_node_0(lab):
     lab1 = lab(1)
+    # The name is looked up inside h1's namespace, whose resolv.conf names only that namespace's own loopback
+    # (where nothing answers): the query never reaches the machine's resolver.
+    conf = lab1.exec("h1", ["cat", "/etc/resolv.conf"], check=True).stdout.split()
+    assert [w for w in conf if w != "nameserver"][:1] == ["127.0.0.1"] and conf.count("nameserver") == 1, conf
     runs = lab1.ncclcheck({"h1": ["preflight", "--nnodes", "2", "--node-rank", "0", "--master-addr",
                                   "no.such.host.invalid", "--timeout", str(FAIL_TIMEOUT)]},
                           deadline=FAIL_TIMEOUT + 3 * SLACK)

@@ -34,14 +34,14 @@ def test_socket_ifname_naming_no_interface_fails_with_the_present_names():
 
 
 def test_socket_ifname_prefix_collision_warns_with_exact_form():
-    f = facts(interfaces=[iface("eth1", ipv4="10.0.1.1"), iface("eth10", ipv4="10.0.10.1")],
+    f = facts(interfaces=[iface("eth1", ipv4="198.18.1.1"), iface("eth10", ipv4="198.18.10.1")],
               env={"NCCL_SOCKET_IFNAME": "eth1"})
     (r,) = by_id(run(f), "net.socket_ifname")
     assert r.status is Status.WARN and "eth10" in r.summary and "=eth1" in r.fix
 
 
 def test_socket_ifname_docker_on_multi_node_fails():
-    f = facts(interfaces=[iface("docker0", "docker", "172.17.0.1"), iface("eth0", ipv4="10.0.0.1")],
+    f = facts(interfaces=[iface("docker0", "docker", "198.19.17.1"), iface("eth0", ipv4="198.18.0.1")],
               env={"NCCL_SOCKET_IFNAME": "docker0"})
     assert status(run(f, multi_node=True), "net.socket_ifname") == {Status.FAIL}
 
@@ -110,10 +110,10 @@ def test_debug_switches_warned_and_thread_product_checked():
 
 
 def test_master_probe_results_become_fixes():
-    refused = {"addr": "10.0.0.9", "port": 29500, "mode": "connect", "ok": False, "kind": "timeout",
+    refused = {"addr": "198.18.0.9", "port": 29500, "mode": "connect", "ok": False, "kind": "timeout",
                "error": "timed out after 5.0s"}
     (r,) = by_id(run(facts(), master=refused), "rendezvous.master_reachable")
-    assert r.status is Status.FAIL and "10.0.0.9:29500" in r.summary and "firewall" in r.fix
+    assert r.status is Status.FAIL and "198.18.0.9:29500" in r.summary and "firewall" in r.fix
 
 
 def test_unavailable_group_skips_not_crashes():
@@ -124,14 +124,14 @@ def test_unavailable_group_skips_not_crashes():
 
 
 def test_nccl_default_bootstrap_differs_from_master_route_warns():
-    f = facts(interfaces=[iface("ens1", ipv4="192.168.9.1"), iface("eth0", ipv4="10.0.0.1")],
-              route={"target": "10.0.0.5", "target_ip": "10.0.0.5", "interface": "eth0", "source": "10.0.0.1"})
+    f = facts(interfaces=[iface("ens1", ipv4="198.19.9.1"), iface("eth0", ipv4="198.18.0.1")],
+              route={"target": "198.18.0.5", "target_ip": "198.18.0.5", "interface": "eth0", "source": "198.18.0.1"})
     (r,) = by_id(run(f, multi_node=True), "net.interfaces")
     assert r.status is Status.WARN and "ens1" in r.summary and "=eth0" in r.fix
 
 
 def test_old_nccl_would_bootstrap_on_dead_interface_warns():
-    f = facts(interfaces=[iface("eth9", ipv4="10.9.0.1", running=False), iface("eth0", ipv4="10.0.0.1")],
+    f = facts(interfaces=[iface("eth9", ipv4="198.18.9.1", running=False), iface("eth0", ipv4="198.18.0.1")],
               versions={"nccl": "2.21.5"})
     (r,) = by_id(run(f), "net.interfaces")
     assert r.status is Status.WARN and "eth9" in r.summary
@@ -140,8 +140,8 @@ def test_old_nccl_would_bootstrap_on_dead_interface_warns():
 
 
 def test_docker_and_veth_are_not_counted_usable():
-    f = facts(interfaces=[iface("docker0", "docker", "172.17.0.1"), iface("vethab", "veth", "169.254.0.1"),
-                          iface("eth0", ipv4="10.0.0.1")])
+    f = facts(interfaces=[iface("docker0", "docker", "198.19.17.1"), iface("vethab", "veth", "198.19.254.1"),
+                          iface("eth0", ipv4="198.18.0.1")])
     (r,) = by_id(run(f), "net.interfaces")
     assert r.evidence["usable"] == ["eth0"]
 
@@ -187,7 +187,7 @@ def test_node0_fails_on_an_unresolvable_master_addr_and_warns_on_a_foreign_one()
     foreign = dict(bind, addr="198.18.0.250", local=False)
     (r,) = by_id(run(facts(), master=foreign, multi_node=True), "rendezvous.master_reachable")
     assert r.status is Status.WARN and "198.18.0.250 is not an address of this host" in r.summary
-    (r,) = by_id(run(facts(), master=dict(bind, addr="10.0.0.1", local=True)), "rendezvous.master_reachable")
+    (r,) = by_id(run(facts(), master=dict(bind, addr="198.18.0.1", local=True)), "rendezvous.master_reachable")
     assert r.status is Status.PASS
 
 

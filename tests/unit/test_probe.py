@@ -155,12 +155,12 @@ def test_bind_test_feeds_the_master_check():
 def test_candidate_addresses_from_facts():
     ifaces = [
         {"name": "lo", "kind": "loopback", "up": True, "ipv4": [{"address": "127.0.0.1"}]},
-        {"name": "eth0", "kind": "physical", "up": True, "ipv4": [{"address": "10.0.0.1"}]},
-        {"name": "eth1", "kind": "physical", "up": False, "ipv4": [{"address": "10.1.0.1"}]},
-        {"name": "docker0", "kind": "docker", "up": True, "ipv4": [{"address": "172.17.0.1"}]},
+        {"name": "eth0", "kind": "physical", "up": True, "ipv4": [{"address": "198.18.0.1"}]},
+        {"name": "eth1", "kind": "physical", "up": False, "ipv4": [{"address": "198.18.100.1"}]},
+        {"name": "docker0", "kind": "docker", "up": True, "ipv4": [{"address": "198.19.17.1"}]},
         {"name": "ib0", "kind": "ipoib", "up": True, "ipv4": []},
     ]
-    assert candidate_addresses(ifaces) == {"eth0": ["10.0.0.1"], "docker0": ["172.17.0.1"]}
+    assert candidate_addresses(ifaces) == {"eth0": ["198.18.0.1"], "docker0": ["198.19.17.1"]}
     assert candidate_addresses({"unavailable": "x"}) == {}
 
 
@@ -233,6 +233,14 @@ def test_mesh_is_bounded_by_its_deadline():
     assert len(rows) == 20 and not any(r["ok"] for r in rows)
 
 
-def test_the_traffic_rule_guard_refuses_an_outside_address():
+def test_the_traffic_rule_guard_refuses_an_outside_address(monkeypatch):
+    from tests import conftest
+
+    reached = []  # stands in for the kernel's connect: even a broken guard sends nothing from this test
+    monkeypatch.setitem(conftest.REAL_CONNECT, "connect", lambda sock, address: reached.append(address))
     with socket.socket() as s, pytest.raises(AssertionError, match="traffic rule"):
-        s.connect(("192.0.2.1", 9))  # TEST-NET-1: never reached, the guard stops it first
+        s.connect(("192.0.2.1", 9))  # TEST-NET-1
+    assert reached == []
+    with socket.socket() as s:
+        s.connect(("127.0.0.1", 9))  # allowed: handed on (here to the recorder)
+    assert reached == [("127.0.0.1", 9)]

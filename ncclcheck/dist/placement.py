@@ -286,10 +286,15 @@ def _torchrun(env: Mapping[str, str]) -> dict:
     else:
         told["node_rank"] = _Told(told["rank"].value // max(1, local_size), "RANK//LOCAL_WORLD_SIZE", derived=True)
     # Under c10d rendezvous (TORCHELASTIC_USE_AGENT_STORE=True) these point at rank 0's agent store.
-    if _set(env, "MASTER_ADDR"):
-        told["master_addr"] = _Told(parse_host(env["MASTER_ADDR"], "MASTER_ADDR"), "MASTER_ADDR")
-    if _set(env, "MASTER_PORT"):
-        told["master_port"] = _Told(parse_port(env["MASTER_PORT"], "MASTER_PORT"), "MASTER_PORT")
+    return _told_master(env, told, "MASTER_ADDR", "MASTER_PORT")
+
+
+def _told_master(env: Mapping[str, str], told: dict, addr_var: str, port_var: str) -> dict:
+    """The master the launcher names in addr_var/port_var, when it names one (each value tagged with its variable)."""
+    if _set(env, addr_var):
+        told["master_addr"] = _Told(parse_host(env[addr_var], addr_var), addr_var)
+    if _set(env, port_var):
+        told["master_port"] = _Told(parse_port(env[port_var], port_var), port_var)
     return told
 
 
@@ -355,11 +360,7 @@ def _pytorchjob(env: Mapping[str, str]) -> dict:
     nproc = str(env.get("PET_NPROC_PER_NODE") or "").strip()
     if nproc and nproc not in ("auto", "gpu", "cpu"):
         told["local_world_size"] = _Told(parse_int(nproc, "PET_NPROC_PER_NODE", 1, 1024), "PET_NPROC_PER_NODE")
-    if _set(env, "PET_MASTER_ADDR"):
-        told["master_addr"] = _Told(parse_host(env["PET_MASTER_ADDR"], "PET_MASTER_ADDR"), "PET_MASTER_ADDR")
-    if _set(env, "PET_MASTER_PORT"):
-        told["master_port"] = _Told(parse_port(env["PET_MASTER_PORT"], "PET_MASTER_PORT"), "PET_MASTER_PORT")
-    return told
+    return _told_master(env, told, "PET_MASTER_ADDR", "PET_MASTER_PORT")
 
 
 def _kubernetes(env: Mapping[str, str]) -> dict:

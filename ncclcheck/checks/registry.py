@@ -57,11 +57,6 @@ def specs(scope: str) -> list:
     return [s for s in REGISTRY if s.scope == scope]
 
 
-def needed_groups(scope: str) -> list:
-    """The fact groups the checks of one scope read, in registry order (what a node must ship for cross checks)."""
-    return list(dict.fromkeys(g for s in specs(scope) for g in s.needs))
-
-
 def _missing(spec: CheckSpec, inp: Any) -> list:
     if spec.scope == LOCAL:
         return [g for g in spec.needs if g not in inp.facts]

@@ -315,13 +315,12 @@ def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Re
 def _nccl_capture(world: WorldConfig, placement, backend: str, extra: dict) -> list:
     """bench --nccl-capture: a fresh world whose ranks log NCCL's choices and dump its topology and graph per host;
     nccl.transport per node, and the files' paths in the report (`nccl_captures`)."""
-    from .bench.nccl_debug import captures_section, nccl_debug_job, transport_checks
+    from .bench.nccl_debug import captures_section, nccl_debug_env, nccl_debug_job, transport_checks
+    from .facts import hostname
     from .model import skipped
 
     if backend != "nccl":
         return [skipped("nccl.transport", f"--nccl-capture needs the nccl backend on GPUs; this run used {backend}")]
-    from .bench.nccl_debug import nccl_debug_env
-    from .facts import hostname
 
     # NCCL reads its debug and dump variables once, at init: they go into the spawned ranks' environment.
     log_dir = _side_dir()

@@ -155,9 +155,13 @@ def _marks(iters: int, stride: int) -> list[int]:
 
 def _timed_loop(ctx, call, iters: int) -> Timing:
     """Time `iters` calls after a barrier, one timestamp per iteration (per `stride` iterations past
-    stats.MAX_SAMPLES): CUDA events on the current stream with NCCL, perf_counter on gloo (whose collectives
-    complete on the host). The mean is first-to-last timestamp over iters, exactly what a bare loop measures; the
-    stamps in between add one cheap call per iteration."""
+    stats.MAX_SAMPLES). On gloo, whose collectives complete on the host, perf_counter stamps cost ~0.1 us and one
+    loop gives both the mean (first-to-last stamp over iters, what a bare loop measures) and each iteration.
+
+    With NCCL an event recorded per iteration costs ~3 us of CPU, which a launch-bound loop (small sizes, no data to
+    move) adds to every iteration: so the mean comes from a first loop timed exactly as nccl-tests and a bare loop
+    time it (one CUDA event pair around `iters` calls), and the per-iteration figures from a second loop with an
+    event per iteration, back to back on the same stream."""
     stride = stats.stride_for(iters)
     marks = set(_marks(iters, stride)) if stride > 1 else None
     t_enter = time.perf_counter()
@@ -167,18 +171,26 @@ def _timed_loop(ctx, call, iters: int) -> Timing:
     if ctx.backend == "nccl":
         import torch
 
+        # record(stream) costs ~3 us of CPU; record() looks the current stream up each time and costs ~13 us (H100,
+        # torch 2.11).
+        stream = torch.cuda.current_stream()
+        first, last = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         events = [torch.cuda.Event(enable_timing=True) for _ in range(len(marks or range(iters)) + 1)]
         t_start = time.perf_counter()
-        events[0].record()
+        first.record(stream)
+        for _ in range(iters):
+            call()
+        last.record(stream)
+        events[0].record(stream)
         k = 1
         for i in range(1, iters + 1):
             call()
             if marks is None or i in marks:
-                events[k].record()
+                events[k].record(stream)
                 k += 1
         events[-1].synchronize()
         gaps_us = [a.elapsed_time(b) * 1000.0 for a, b in zip(events, events[1:])]
-        per_iter_us = events[0].elapsed_time(events[-1]) * 1000.0 / iters
+        per_iter_us = first.elapsed_time(last) * 1000.0 / iters
     else:
         stamp_fn = time.perf_counter
         stamps = [stamp_fn()]
@@ -261,7 +273,7 @@ def _build_row(op: str, dtype: str, in_place: bool, counts, per_rank: list[list[
     )
 
 
-def _estimate_s(history: dict, op: str, size: int, cfg: BenchConfig, n_place: int) -> float:
+def _estimate_s(history: dict, op: str, size: int, cfg: BenchConfig, n_place: int, nccl: bool = False) -> float:
     """Seconds the next (op, size) needs, scaled from the last measurement (linear in bytes: pessimistic enough
     for bandwidth-bound sizes, and small sizes are cheap anyway). 0 when nothing was measured yet."""
     prev = history.get(op) or history.get("*")
@@ -269,7 +281,8 @@ def _estimate_s(history: dict, op: str, size: int, cfg: BenchConfig, n_place: in
         return 0.0
     prev_size, prev_us = prev
     per_iter_s = prev_us * 1e-6 * max(1.0, size / prev_size)
-    return per_iter_s * (cfg.warmup + cfg.iters + (2 if cfg.check else 0)) * n_place
+    timed = cfg.iters * (2 if nccl else 1)  # NCCL times a bare loop, then a stamped one (_timed_loop)
+    return per_iter_s * (cfg.warmup + timed + (2 if cfg.check else 0)) * n_place
 
 
 def _probe(ctx, runner) -> Optional[str]:
@@ -386,7 +399,7 @@ def _runnable(sw: _Sweep) -> dict[str, list[bool]]:
 
 def _fits(sw: _Sweep, op: str, size: int, n_place: int) -> bool:
     """Every rank agrees the next size can finish before the deadline; otherwise the sweep stops here."""
-    est = _estimate_s(sw.history, op, size, sw.cfg, n_place)
+    est = _estimate_s(sw.history, op, size, sw.cfg, n_place, sw.ctx.backend == "nccl")
     try:
         go, _ = _all_agree(sw.ctx, time.monotonic() + est + DEADLINE_MARGIN_S <= sw.ctx.deadline)
     except RuntimeError as exc:  # a collective past its bound (--timeout): a hang, named

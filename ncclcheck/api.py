@@ -237,6 +237,7 @@ def _run_world_job(world: WorldConfig, placement, job, payload: dict, observer=N
     """run_job with the run's log directory, so NCCL debug files and worker logs land beside the run's log."""
     from .dist.runner import run_job
 
+    _check_gpus(world, placement)
     return run_job(world, placement, job, payload, observer=observer,
                    log_dir=_side_dir(), budget=budget, step_ops=step_ops, env=env)
 
@@ -295,7 +296,7 @@ def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Re
                    "rank_time_us": r.rank_time_us} for r in rows]
         checks.extend(find_stragglers(timing).checks)
     if config.nccl_diag and config.nccl_diag.capture:
-        checks.extend(_nccl_capture(world, placement, out.backend, extra))
+        checks.extend(_nccl_capture(config, world, placement, out.backend, extra))
     if out.failures and not out.interrupted:
         first = out.failures[0]
         checks.insert(0, failed("bench.world", f"rank {first['rank']} failed: {first['reason']}",
@@ -312,9 +313,9 @@ def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Re
     return report
 
 
-def _nccl_capture(world: WorldConfig, placement, backend: str, extra: dict) -> list:
-    """bench --nccl-capture: a fresh world whose ranks log NCCL's choices and dump its topology and graph per host;
-    nccl.transport per node, and the files' paths in the report (`nccl_captures`)."""
+def _nccl_capture(config: Config, world: WorldConfig, placement, backend: str, extra: dict) -> list:
+    """bench/links --nccl-capture: a fresh world whose ranks log NCCL's choices and dump its topology and graph per
+    host; nccl.transport per node, and the files' paths in the report (`nccl_captures`)."""
     from .bench.nccl_debug import captures_section, nccl_debug_env, nccl_debug_job, transport_checks
     from .facts import hostname
     from .model import skipped
@@ -329,7 +330,9 @@ def _nccl_capture(world: WorldConfig, placement, backend: str, extra: dict) -> l
     out = _run_world_job(world, placement, nccl_debug_job, {"log_dir": log_dir}, env=env)
     results = [r for _, r in sorted(out.results.items())]
     extra["nccl_captures"] = captures_section(results)
-    return transport_checks(results)
+    # What NCCL chose, against what preflight would recommend on this node (its interfaces, RDMA ports, NCCL_*).
+    recs = recommend_local(NodeView(_collect(config), multi_node=world.nnodes > 1))
+    return transport_checks(results, recs)
 
 
 def _check_memory(cfg, world: WorldConfig, placement, world_size: int) -> None:
@@ -342,6 +345,25 @@ def _check_memory(cfg, world: WorldConfig, placement, world_size: int) -> None:
     local = placement.local_world_size if placement.worker_mode else (world.nproc_per_node or _default_nproc())
     on_gpu = resolve_backend(world.backend, gpu_count(), local) == "nccl"
     check_fits(cfg, world_size, local, mem_available_bytes(), device_memory_bytes(load_torch) if on_gpu else None)
+
+
+def _check_gpus(world: WorldConfig, placement) -> None:
+    """UsageError before any rank starts when NCCL ranks would share a GPU or have none: NCCL refuses two ranks on
+    one device ("Duplicate GPU detected : rank 0 and rank 1 both on CUDA device ..." from ncclCommInitRank, seen
+    with NCCL 2.28.9), and a rank without one fails in torch.cuda.set_device."""
+    from .dist.runner import gpu_count, resolve_backend
+    from .errors import UsageError
+
+    local = placement.local_world_size if placement.worker_mode else (world.nproc_per_node or _default_nproc())
+    gpus = gpu_count()
+    if resolve_backend(world.backend, gpus, local) != "nccl" or gpus >= local:
+        return
+    if gpus == 0:
+        raise UsageError("--backend nccl needs one GPU per rank and torch sees no CUDA device here; "
+                         "use --backend gloo (or auto)")
+    raise UsageError(f"--backend nccl with {local} ranks on this host needs {local} GPUs and it has {gpus}: NCCL "
+                     f"refuses two ranks on one GPU (\"Duplicate GPU detected\"); use --nproc-per-node {gpus} "
+                     "or --backend gloo")
 
 
 def _default_nproc() -> int:
@@ -388,8 +410,11 @@ def run_links(config: Optional[Config] = None, observer=None, **overrides) -> Re
     out = _run_world_job(world, placement, links_job, payload, observer, config.budget, step_ops=5)
     nproc = placement.local_world_size if placement.worker_mode else (world.nproc_per_node or _default_nproc())
     section, checks, partial = from_outcome(out, payload, ranks_per_node=nproc)
+    extra: dict = {}
+    if config.nccl_diag and config.nccl_diag.capture:
+        checks.extend(_nccl_capture(config, world, placement, out.backend, extra))
     report = _job_report("links", config, started, t0, world, placement, out, checks=checks, links=section,
-                         partial=partial)
+                         partial=partial, extra=extra)
     report.interrupted = out.interrupted
     if base is not None:
         from .links.baseline import compare_links

@@ -26,7 +26,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from ..config import Budget, WorldConfig
+from ..config import FIXED_BOUNDS_S, Budget, WorldConfig
 from ..facts.gpu import usable_gpu_count
 from .context import NullObserver, WorkerContext
 from .placement import Placement
@@ -203,13 +203,17 @@ def _stall_bound(budget: Budget, step_ops: int) -> float:
     return max(1, step_ops) * budget.bound("collective") + budget.bound("stall_grace")
 
 
-def _watch(procs: dict, st: JsonStore, stall_s: float, node: int, start_s: float) -> list:
-    """Wait while local ranks run; the ranks still alive once the world emitted nothing for stall_s (hung).
+def _watch(procs: dict, st: JsonStore, stall_s: float, node: int, start_s: float) -> tuple[list, Optional[str]]:
+    """Wait while local ranks run; (the ranks to stop, why) once the world emitted nothing for stall_s (hung: why
+    is None), or once a local rank died before the world formed; ([], None) when every rank ended.
 
     A sweep has no overall deadline (it runs as long as its work needs): each collective is bounded by the process
     group's timeout, and this watch is the backstop for a rank stuck outside one. Until every local rank has joined
-    its process group, starting (a new Python, torch's import, the join) has its own bound, start_s."""
+    its process group, starting (a new Python, torch's import, the join) has its own bound, start_s. A local rank
+    that died before every local rank joined means the world can never form: the others (waiting in their first
+    collective for it) are stopped after a short grace instead of the start bound."""
     last_count, last_change = -1, time.monotonic()
+    died_at: Optional[float] = None
     while any(p.is_alive() for p in procs.values()):
         try:
             ready = st.add(f"ready/{node}", 0)
@@ -217,13 +221,18 @@ def _watch(procs: dict, st: JsonStore, stall_s: float, node: int, start_s: float
         except StoreLost:
             ready, count = len(procs), last_count
         now = time.monotonic()
+        if died_at is None and ready < len(procs) and any(p.exitcode not in (None, 0) for p in procs.values()):
+            died_at = now
         if count != last_count:
             last_count, last_change = count, now
         elif now - last_change > (stall_s if ready >= len(procs) else start_s):
-            return [r for r, p in procs.items() if p.is_alive()]
+            return [r for r, p in procs.items() if p.is_alive()], None
+        if died_at is not None and now - died_at > FIXED_BOUNDS_S["kill_grace"]:
+            dead = ", ".join(str(r) for r, p in procs.items() if p.exitcode not in (None, 0))
+            return [r for r, p in procs.items() if p.is_alive()], f"stopped: rank {dead} exited before the world formed"
         for p in procs.values():
             p.join(_POLL_S / max(1, len(procs)))
-    return []
+    return [], None
 
 
 @dataclass
@@ -294,7 +303,8 @@ def _stop(procs: dict, ranks: list, grace_s: float) -> None:
             procs[rank].join(1.0)
 
 
-def _name_failures(out: JobOutcome, lw: _LocalWorld, procs: dict, hung: list, stall_s: float) -> None:
+def _name_failures(out: JobOutcome, lw: _LocalWorld, procs: dict, hung: list, stall_s: float,
+                   why: Optional[str] = None) -> None:
     """Every rank without a result gets one reason: interrupted, hung, exited early, or its node never said."""
     named = {f["rank"] for f in out.failures}
     for rank, p in procs.items():
@@ -302,6 +312,8 @@ def _name_failures(out: JobOutcome, lw: _LocalWorld, procs: dict, hung: list, st
             continue
         if out.interrupted:
             out.failures.append({"rank": rank, "reason": "interrupted (Ctrl-C); stopped"})
+        elif rank in hung and why:
+            out.failures.append({"rank": rank, "reason": why})
         elif rank in hung:
             out.failures.append({"rank": rank, "reason": f"hung: no progress from the job for {stall_s:g} s "
                                  f"(a step's bound at --timeout {lw.timeout_s:g} s); killed"})
@@ -337,15 +349,15 @@ def _launch_local(world_config: WorldConfig, placement: Placement, job_fn: Calla
     show = observer if 0 in procs else None  # rank 0's progress, replayed into this agent's bar
     try:
         with relay(lambda: open_store(lw.host, lw.port, False, budget.bound("join"), lw.log_path, lw.prefix), show):
-            hung = _watch(procs, st, stall_s, lw.node, budget.bound("rank_start") + budget.bound("join"))
+            hung, why = _watch(procs, st, stall_s, lw.node, budget.bound("rank_start") + budget.bound("join"))
     except KeyboardInterrupt:
-        interrupted, hung = True, [r for r, p in procs.items() if p.is_alive()]
+        interrupted, hung, why = True, [r for r, p in procs.items() if p.is_alive()], None
     _stop(procs, hung, budget.bound("kill_grace"))
     # Ranks on other nodes finish on their own clock: wait for their results a little, bounded.
     collect_s = 0.5 if lw.standalone or interrupted else budget.bound("collect")
     out = _collect(st, lw.world_size, time.monotonic() + collect_s)
     out.backend, out.interrupted = lw.backend, interrupted
-    _name_failures(out, lw, procs, hung, stall_s)
+    _name_failures(out, lw, procs, hung, stall_s, why)
     if not lw.standalone:
         out = agree(st, out, decider=lw.server)
         _say_done(st, lw.server, lw.nnodes, budget.deadline("collect"))

@@ -34,3 +34,29 @@ def test_device_memory_bound_on_gpus():
     with pytest.raises(UsageError, match="more than a GPU here can hold"):
         check_fits(cfg, 8, 8, 2048 * G, 80 * G)
     check_fits(BenchConfig(sizes=(8 * G,), ops=("all_reduce",)), 8, 8, 1 * G, 80 * G)  # host memory is not the bound
+
+
+def _gpus(monkeypatch, n: int) -> None:
+    import ncclcheck.dist.runner as runner
+
+    monkeypatch.setattr(runner, "gpu_count", lambda: n)
+
+
+def _world(backend: str, nproc: int):
+    from ncclcheck.config import WorldConfig
+    from ncclcheck.dist.placement import Placement
+
+    return WorldConfig(backend=backend, nproc_per_node=nproc), Placement(0, 1, 0, nproc, 0, 1, None, None)
+
+
+def test_nccl_ranks_sharing_a_gpu_are_refused_before_any_rank_starts(monkeypatch):
+    from ncclcheck.api import _check_gpus
+
+    _gpus(monkeypatch, 1)
+    with pytest.raises(UsageError, match=r"2 ranks on this host needs 2 GPUs and it has 1: .*Duplicate GPU"):
+        _check_gpus(*_world("nccl", 2))
+    _check_gpus(*_world("nccl", 1))  # one rank per GPU
+    _check_gpus(*_world("auto", 2))  # auto falls back to gloo
+    _gpus(monkeypatch, 0)
+    with pytest.raises(UsageError, match="sees no CUDA device"):
+        _check_gpus(*_world("nccl", 1))

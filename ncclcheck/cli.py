@@ -138,6 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--relative", default="0.5",
                    help="a link below this fraction of the typical link, and clearly set apart, is slow (0.5)")
     _baseline_flags(k, "RUN.json", "gate: fail on a link slower than the same link in a saved links run")
+    k.add_argument("--nccl-capture", action="store_true",
+                   help="on GPUs: capture NCCL's debug log, topology and graph dumps per host and check the transport")
     k.add_argument("--tolerance", default="0.1", help="allowed relative slowdown against --baseline (0.1)")
 
     r = sub.add_parser("recommend", parents=[world, out, facts], help="print the recommended environment")
@@ -207,7 +209,7 @@ def config_from_args(args: argparse.Namespace, env=None, started: Optional[float
         cfg["report_input"] = args.run
     if cmd == "bench":
         cfg["bench"] = bench_config_from_args(args)
-    if cmd in ("preflight", "bench"):
+    if cmd in ("preflight", "bench", "links"):
         cfg["nccl_diag"] = nccl_diag_config_from_args(args)
     if cmd in ("preflight", "links") and (args.baseline or args.save_baseline):
         cfg["baseline"] = baseline_config_from_args(args)

@@ -213,8 +213,13 @@ def analyze(
     checks += [_dead_check(v, x) for x in v.dead]
     checks += [_pair_error_check(v, e) for e in v.errors]
     if v.c.median_gbps is None:
-        reason = f"nothing measured: needs at least 2 {unit}s" if len(matrix) < 2 else "no pair could be measured"
-        checks.append(skipped(CHECK_SLOW, reason))
+        # A links run that measured nothing did not do what was asked: never a pass, whatever the reason.
+        if len(matrix) < 2:
+            checks.append(warned(CHECK_SLOW, f"nothing measured: links needs at least 2 {unit}s and this world has "
+                                 f"{len(matrix)}", fix="Run it across 2+ nodes, or with --nproc-per-node 2 or more "
+                                 "on one host (one GPU per rank with NCCL)."))
+        else:
+            checks.append(skipped(CHECK_SLOW, "no pair could be measured"))
     else:
         checks += [_slow_node_check(v, x) for x in v.c.slow_nodes]
         checks += [_slow_link_check(v, item) for item in v.slow_items]

@@ -104,7 +104,9 @@ def findings(links: Mapping, names: Optional[Mapping[int, str]] = None) -> Text:
         if isinstance(e, dict):
             t.append("failed pair ", style=SLOW)
             t.append(f"{e.get('a')}-{e.get('b')}: {' '.join(str(e.get('error', '?')).split())}\n")
-    if not t.plain:
+    if not t.plain and not isinstance(ref, (int, float)):
+        t.append("nothing measured", style="yellow")  # one rank, or no pair finished: not a clean bill of health
+    elif not t.plain:
         t.append("no slow node or link", style="green")
         if isinstance(ref, (int, float)):
             t.append(f" (typical {format_gbps(ref)}, threshold {format_gbps(thr)})", style="dim")

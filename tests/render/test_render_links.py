@@ -65,3 +65,8 @@ def test_dead_node_and_saved_runs_without_extra_keys():
 def test_renderer_does_not_print(capsys):
     render_links(_section())
     assert capsys.readouterr().out == ""
+
+
+def test_one_rank_section_says_nothing_was_measured():
+    out = _text(render_links(analyze([[None]], size=1 << 20, unit="rank").section))
+    assert "nothing measured" in out and "no slow node or link" not in out

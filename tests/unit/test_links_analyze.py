@@ -123,11 +123,6 @@ def test_dead_nodes_errors_and_unmeasured_pairs_are_reported():
     assert res.section["dead"] == [3]
 
 
-def test_fewer_than_two_nodes_is_a_skip():
-    res = analyze([[None]], size=1)
-    assert [c.status for c in res.checks] == [Status.SKIP]
-
-
 @pytest.mark.parametrize("n", [2, 4])
 def test_section_validates_against_the_report_schema(n):
     m = full(n)
@@ -258,3 +253,10 @@ def test_property_noise_within_2x_flags_nothing(n, data):
     m = [[None if a == b else base * data.draw(st.floats(1.0, 2.2)) for b in range(n)] for a in range(n)]
     sec = analyze(m, size=1).section
     assert sec["slow_nodes"] == [] and sec["slow"] == []
+
+
+def test_one_rank_measures_nothing_and_is_not_a_pass():
+    res = analyze([[None]], size=1 << 20, unit="rank")
+    [c] = res.checks
+    assert c.id == "links.slow" and c.status is Status.WARN
+    assert "links needs at least 2 ranks and this world has 1" in c.summary

@@ -231,8 +231,12 @@ def summarize(rows: list[BenchRow], hardware: Optional[dict] = None) -> dict:
         if ref:
             entry["reference"] = ref
         per_op.append(entry)
-    return {"per_op": per_op,
-            "note": "busbw at the largest size and latency at the smallest; small sizes are not averaged in"}
+    note = "busbw at the largest size and latency at the smallest; small sizes are not averaged in"
+    if rows and all(len(r.rank_time_us) == 1 for r in rows):
+        note += ("; 1 rank: nothing crosses a link, so busbw is 0 as in nccl-tests (factor (n-1)/n; broadcast's is "
+                 "1) and algbw is a copy on this device, or only the call's cost where one rank needs no copy "
+                 "(in-place all_reduce, broadcast): run on 2+ GPUs or nodes to measure the fabric")
+    return {"per_op": per_op, "note": note}
 
 
 def summary_lines(summary: dict) -> list[str]:

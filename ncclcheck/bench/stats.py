@@ -15,6 +15,10 @@ from typing import Optional
 # Coefficient of variation above which a row's iterations are called unsteady: the mean then hides iterations
 # much slower than it (noisy neighbours, CPU contention, a flapping link), and p99 is the figure to look at.
 HIGH_CV = 0.2
+# ...and whose standard deviation is above this: a spread of a few microseconds is the host's own scheduling jitter
+# on a launch-bound loop (seen: cv 20-30 % at ~45 us per call on an idle H100, every size up to 64 MB on one rank),
+# not a neighbour or a link, which cost tens of microseconds or more per slow iteration.
+JITTER_FLOOR_US = 50.0
 # Per-iteration arrays kept in the JSON up to this many iterations; statistics always use every sample.
 MAX_KEPT_ITERS = 1000
 # Timestamps per timed loop at most: past this, one stamp per `stride` iterations and each sample is the mean of
@@ -51,7 +55,8 @@ def iteration_stats(iter_us: Sequence[float], slowest_rank: Sequence[int], iters
     if not xs:
         return None
     mean = statistics.fmean(xs)
-    cv = statistics.pstdev(xs) / mean if mean > 0 else 0.0
+    sd = statistics.pstdev(xs)
+    cv = sd / mean if mean > 0 else 0.0
     counts: dict[str, int] = {}
     for r in slowest_rank:
         counts[str(int(r))] = counts.get(str(int(r)), 0) + 1
@@ -62,7 +67,7 @@ def iteration_stats(iter_us: Sequence[float], slowest_rank: Sequence[int], iters
         "min_us": round(min(xs), 3),
         "max_us": round(max(xs), 3),
         "cv": round(cv, 4),
-        "high_variation": cv > HIGH_CV,
+        "high_variation": cv > HIGH_CV and sd > JITTER_FLOOR_US,
         "slowest_rank_counts": dict(sorted(counts.items(), key=lambda kv: int(kv[0]))),
     }
     if stride > 1:
@@ -78,5 +83,5 @@ def per_iteration(timestamps: Sequence[float]) -> list[float]:
     return [(b - a) * 1e6 for a, b in zip(timestamps, timestamps[1:])]
 
 
-__all__ = ["HIGH_CV", "MAX_KEPT_ITERS", "MAX_SAMPLES", "stride_for", "bucket_sizes", "percentile",
+__all__ = ["HIGH_CV", "JITTER_FLOOR_US", "MAX_KEPT_ITERS", "MAX_SAMPLES", "stride_for", "bucket_sizes", "percentile",
            "iteration_stats", "per_iteration"]

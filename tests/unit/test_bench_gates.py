@@ -187,3 +187,10 @@ def test_a_complete_sweep_passes_coverage():
     checks, _, partial = outcome(CFG, ROWS, [], None)
     cov = [c for c in checks if c.id == "bench.coverage"][0]
     assert cov.status is Status.PASS and not partial and cov.evidence["measured"] == 6
+
+
+def test_summary_says_what_one_rank_measures():
+    one = [BenchRow(op="all_reduce", bytes=64 * M, count=16 * M, dtype="float32", in_place=False, time_us=40.0,
+                    algbw_gbps=1600.0, busbw_gbps=0.0, rank_time_us=[40.0])]
+    assert "1 rank: nothing crosses a link, so busbw is 0" in summarize(one)["note"]
+    assert "1 rank" not in summarize(ROWS)["note"]

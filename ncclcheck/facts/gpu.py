@@ -143,9 +143,13 @@ def _torch_devices(torch: Any, count: int) -> list:
     return devs
 
 
+# Terminal escapes (nvidia-smi topo -m underlines its header even when not on a terminal: seen with driver 580).
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
 def _smi_text(run: Runner, argv: list, what: str, reasons: list) -> Optional[str]:
     try:
-        return run(argv, SMI_TIMEOUT_S)
+        return _ANSI.sub("", run(argv, SMI_TIMEOUT_S))
     except Exception as e:
         reasons.append(f"{what}: {e}")
         return None

@@ -50,12 +50,15 @@ def test_nccl_debug_log_is_written_and_parsed(tmp_path):
 
 
 def test_nccl_capture_dumps_topology_and_graph_per_host(tmp_path):
-    from ncclcheck.bench.nccl_debug import captures_section
+    from ncclcheck.bench.nccl_debug import captures_section, nccl_debug_env
+    from ncclcheck.facts import hostname
     from tests.dist_harness import run_job
 
     n = _nranks()
+    # NCCL reads the dump variables once, at init: they go into the ranks' environment, as bench --nccl-capture does
+    env = nccl_debug_env(str(tmp_path), hostname().split(".")[0], dump_rank=0)
     res = run_job("ncclcheck.bench.nccl_debug.nccl_debug_job", {"log_dir": str(tmp_path)}, nranks=n,
-                  backend="nccl", timeout=300, log_dir=str(tmp_path))
+                  backend="nccl", timeout=300, env=env, log_dir=str(tmp_path))
     sec = captures_section([r["result"] for r in res])
     (host,) = sec
     assert sec[host]["debug"] and sec[host].get("topo"), (sec, res[0]["result"]["note"])

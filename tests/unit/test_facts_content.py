@@ -119,7 +119,8 @@ def test_packages_hash_is_over_normalized_name_and_version():
 
 
 def test_versions_take_cuda_nccl_driver_from_gpu_facts():
-    v = versions.collect({"cuda": "12.4", "nccl": "2.21.5", "driver": "560.35.03"})
+    # the api hands ncclcheck's version down (a source checkout on PYTHONPATH has no installed metadata)
+    v = versions.collect({"cuda": "12.4", "nccl": "2.21.5", "driver": "560.35.03"}, tool_version="0.1.0")
     assert (v["cuda"], v["nccl"], v["driver"], v["ncclcheck"]) == ("12.4", "2.21.5", "560.35.03", "0.1.0")
     assert versions.collect({"unavailable": "x"})["cuda"] is None
     assert v["python"].count(".") == 2

@@ -111,3 +111,14 @@ def no_torch_but_raise():
                                       (0, None), ("x", None)])
 def test_nccl_version_str(v, s):
     assert gpu.nccl_version_str(v) == s
+
+
+def test_topology_is_plain_text_without_terminal_escapes(fs):
+    # nvidia-smi 580 underlines the topo header even into a pipe (seen on an H100): the report keeps plain text.
+    fs.write("proc/driver/nvidia/version", DRIVER_FILE)
+
+    def run(argv, timeout):
+        return "\x1b[4mGPU0\tCPU Affinity\x1b[0m\nGPU0\t X \t0-15\n" if argv[1] == "topo" else fake_smi([])(argv, timeout)
+
+    g = gpu.collect(run=run, which=lambda n: "/usr/bin/nvidia-smi", load_torch=fake_torch)
+    assert g["topology"] == "GPU0\tCPU Affinity\nGPU0\t X \t0-15"

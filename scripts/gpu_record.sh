@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The GPU record (docs/gpu.md): every NCCL path of ncclcheck run once on a real NVIDIA GPU, each step's command,
+# exit code and output kept under OUTDIR. Run from the repository root on a machine with torch+CUDA:
+#     scripts/gpu_record.sh OUTDIR
+# Steps are independent and each is bounded by `timeout`, so one failure never hides the others.
+set -u
+out=${1:?usage: scripts/gpu_record.sh OUTDIR}
+mkdir -p "$out"
+export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD PYTHONUNBUFFERED=1
+py=${PYTHON:-python3}
+summary=$out/steps.txt
+: >"$summary"
+
+step() {  # step NAME SECONDS CMD... : run CMD, keep its output in NAME.log, one line per step in steps.txt
+    local name=$1 limit=$2
+    shift 2
+    local t0=$SECONDS
+    echo "== $name: $*" | tee "$out/$name.log"
+    timeout -k 10 "$limit" "$@" >>"$out/$name.log" 2>&1
+    local rc=$?
+    printf '%-14s rc=%-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - t0))" "$*" | tee -a "$summary"
+}
+
+step smi 20 nvidia-smi
+step versions 40 "$py" -c 'import torch, sys; print("python", sys.version.split()[0]); print("torch", torch.__version__);
+print("cuda", torch.version.cuda); print("nccl", ".".join(map(str, torch.cuda.nccl.version())));
+print("devices", torch.cuda.device_count(), torch.cuda.get_device_name(0))'
+step env 60 "$py" -m ncclcheck env --json "$out/env.json"
+step bench 120 "$py" -m ncclcheck bench --backend nccl --sizes 1K-1G --ops all --json "$out/bench.json"
+step bench_inplace 120 "$py" -m ncclcheck bench --backend nccl --sizes 1K-1G --ops all --in-place --check \
+    --json "$out/bench_inplace.json"
+step capture 90 "$py" -m ncclcheck bench --backend nccl --sizes 1M-16M --nccl-capture --json "$out/capture.json"
+step gpu_tests 150 "$py" -m pytest -q -p no:cacheprovider -m gpu -rs tests/bench/test_bench_gpu.py
+step links 90 "$py" -m ncclcheck links --backend nccl --nccl-capture --json "$out/links.json"
+step too_big 60 "$py" -m ncclcheck bench --backend nccl --sizes 512G
+step two_ranks 90 "$py" -m ncclcheck bench --backend nccl --nproc-per-node 2 --sizes 1M-4M
+step fidelity 180 "$py" scripts/bench_fidelity.py --backend nccl --nranks 1 --sizes 64M,128M,256M,512M,1G \
+    --iters 20 --warmup 5 --repeats 5
+step preflight 90 "$py" -m ncclcheck preflight --json "$out/preflight.json"
+step fast_tier 150 "$py" -m pytest -q -p no:cacheprovider -m "not slow and not lab"
+step slow_bench 300 "$py" -m pytest -q -p no:cacheprovider tests/multiproc/test_bench_gloo.py tests/multiproc/test_runner.py
+cat "$summary"

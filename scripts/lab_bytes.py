@@ -32,6 +32,7 @@ table netdev ncclcheck_bytes {{
 {counters}
     chain rx {{
         type filter hook ingress device "eth0" priority -500; policy accept;
+        tcp dport {port} tcp flags & (syn | ack) == syn counter name syn_rx
         tcp dport {port} counter name store_rx return
         tcp sport {port} counter name store_rx return
         meta l4proto tcp counter name mesh_rx return
@@ -40,6 +41,7 @@ table netdev ncclcheck_bytes {{
     }}
     chain tx {{
         type filter hook egress device "eth0" priority -500; policy accept;
+        tcp sport {port} tcp flags & rst == rst counter name rst_tx
         tcp sport {port} counter name store_tx return
         tcp dport {port} counter name store_tx return
         meta l4proto tcp counter name mesh_tx return
@@ -124,7 +126,7 @@ def measure(n: int, timeout: int, by_key: bool = False) -> dict:
             with open(os.path.join(site, "sitecustomize.py"), "w") as fh:
                 fh.write(SITECUSTOMIZE)
             kw = {"pythonpath": f"{site}:{REPO_ROOT}", "env": {"NCCLCHECK_BYTES_DIR": site}}
-        names = [f"{c}_{d}" for c in CATEGORIES for d in ("rx", "tx")]
+        names = [f"{c}_{d}" for c in CATEGORIES for d in ("rx", "tx")] + ["syn_rx", "rst_tx"]
         rules = RULES.format(counters="\n".join(f"    counter {x} {{}}" for x in names), port=PORT)
         lab.exec("h1", ["nft", "-f", "-"], input=rules, check=True)
         before_total, before = _eth0(lab), _counters(lab)
@@ -139,6 +141,8 @@ def measure(n: int, timeout: int, by_key: bool = False) -> dict:
             p = sum(after[f"{c}_{d}"][1] - before[f"{c}_{d}"][1] for d in ("rx", "tx"))
             out[c] = b / n
             out[c + "_pkts"] = p / n
+        # Connects to the store port and those refused (node 0 not listening yet): retries cost ~130 B each.
+        out["connects"], out["refused"] = ((after[k][1] - before[k][1]) / n for k in ("syn_rx", "rst_tx"))
         if by_key:
             keys: collections.Counter = collections.Counter()
             reqs: collections.Counter = collections.Counter()
@@ -170,7 +174,8 @@ def main() -> None:
             ref = ref or m["total"]
             cats = ", ".join(f"{c} {m[c]:,.0f} B ({m[c + '_pkts']:.1f} pkts)" for c in CATEGORIES)
             print(f"run {rep + 1} N={n}: eth0 {m['total']:,.0f} B/node (ratio to N={sizes[0]}: "
-                  f"{m['total'] / ref:.2f}) | {cats}", flush=True)
+                  f"{m['total'] / ref:.2f}) | {cats} | store connects {m['connects']:.1f}/node, "
+                  f"{m['refused']:.1f} refused", flush=True)
             if a.by_key:
                 print("  store payload by request (B/node, requests/node): " + ", ".join(
                     f"{k} {b:,.0f} ({r:.1f})" for k, (b, r) in sorted(m["keys"].items(), key=lambda kv: -kv[1][0])),

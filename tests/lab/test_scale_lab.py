@@ -2,7 +2,7 @@
 show per-node traffic close to a 4-host run's (O(n) bytes at node 0, not O(n^2): before the compact protocol this
 ratio was 6.6x). Slow but bounded.
 
-Issue 12 asks for 1.3x; measured 1.15-1.25x in nine runs (14.9-16.2 KB -> 18.5-18.8 KB per node; by category:
+Issue 12 asks for 1.3x; measured 1.15-1.25x in eleven runs (14.9-16.2 KB -> 18.5-18.8 KB per node; by category:
 `python3 scripts/lab_bytes.py --hosts 4,16 --by-key`). It was 1.36-1.41x (15.0 KB -> 21.2 KB) while every node read
 each peer's endpoints by key (two key names and a JSON record a peer) and wrote a timing for every peer; now node 0
 publishes one packed endpoint directory and a healthy row is runs of peer ranks. About 1.25x is the floor of any
@@ -10,7 +10,7 @@ protocol whose cost per non-zero node is flat: node 0's own exchange with its st
 (n-1)/n of a per-node cost, 3/4 at 4 hosts and 15/16 at 16. Above it: ARP (each pair of hosts in the full mesh
 resolves once, a broadcast that reaches node 0) and noise: while other work loads this 2-core machine, 16 processes
 start slowly and node 0 hosts its store seconds after the others probe it, each refused probe ~130 B (1.29-1.35x
-measured so, with 12-15 refused connects a node instead of 3-4)."""
+in three runs so; two of them counted 12-15 refused connects a node instead of 3-4)."""
 
 from __future__ import annotations
 

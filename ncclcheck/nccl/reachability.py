@@ -152,7 +152,8 @@ def _judge(recs: list[dict], src: int, dst: int, dups: dict, texts: dict) -> tup
             why.append(texts[a["addr"]])
         elif not a.get("ok"):
             why.append(f"{a['addr']}:{a.get('port')}: {a.get('error')}")
-        elif a.get("reached") != dst or (a.get("expected_id") and a.get("reached_id") != a["expected_id"]):
+        elif a.get("reached") != dst or (a.get("expected_id") and
+                                         not str(a.get("reached_id") or "").startswith(str(a["expected_id"]))):
             who = "itself" if a.get("reached") == src else f"node {a.get('reached')}"
             why.append(f"{a['addr']}:{a.get('port')}: answered by {who}, not node {dst}")
         else:

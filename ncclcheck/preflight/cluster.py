@@ -10,13 +10,14 @@ node O(1): node 0 hosts the store at MASTER_ADDR:MASTER_PORT (a plain socket pro
 named in seconds); every node leader uploads its join record once (`join/count` counter + `join/<i>` = {node_rank,
 nnodes, hostname, pid, uuid, facts, checks}); node 0 alone reads them, decides when the world is complete (every rank
 0..N-1 joined, then a short grace for duplicates) or the deadline passed, and publishes a compact `world/verdict`
-(no per-node lists). Then each node publishes `mesh/ep/<rank>`, waits for and reads, in one request, only the
-endpoints of the peers it probes (everyone up to
-nccl.reachability.FULL_MESH_MAX nodes, ring neighbours + seeded random peers above), and publishes its packed
-`mesh/row/<rank>`. Node 0 alone runs the cross-node checks and rules and publishes `world/result`: the
-checks with the nodes they name, the aggregated node-local exceptions and the recommendations, whose size grows
-with the problems, not with n. Finally node 0 publishes `world/final` with the exit code. Every wait on another
-node's key blocks in the store (one request), never polls.
+(no per-node lists). Then each node publishes `mesh/ep/<rank>` and reads the endpoints of the peers it probes:
+up to nccl.reachability.FULL_MESH_MAX nodes everyone, from the one packed `mesh/dir` node 0 publishes once every
+node's endpoints are in (12 bytes a peer); above it ring neighbours + seeded random peers, waited for and read in
+one request. It publishes its packed `mesh/row/<rank>` (a healthy row is runs of peer ranks, whatever n).
+Node 0 alone runs the cross-node checks and rules and publishes `world/result`: the checks with the nodes they
+name, the aggregated node-local exceptions and the recommendations, whose size grows with the problems, not with n.
+Finally node 0 publishes `world/final` with the exit code. Every wait on another node's key blocks in the store (one
+request), never polls.
 """
 
 from __future__ import annotations
@@ -407,7 +408,33 @@ class _Mesh:
     end: float
 
 
-def _mesh_start(ctx: _Ctx, st: JsonStore, n: int, leader: bool) -> _Mesh:
+def _peer_endpoints(st: JsonStore, n: int, rank: int, decider: bool, end: float) -> dict:
+    """{rank: {"id", "endpoints"}} of the peers this node probes.
+
+    Full mesh: node 0 waits for every node's endpoints (over loopback: its own store) and publishes them packed in
+    one `mesh/dir`; every other node waits for that one key and reads it, so its cost per peer is the 12 bytes of
+    the peer's entry, not two key names and a JSON record. Sampled mesh: wait for exactly this node's targets (so
+    probing starts as soon as they listen, not all nodes at once), then one request for all their endpoints.
+    """
+    targets = reachability.probe_targets(n, rank)
+    if not reachability.sampled(n):
+        if decider:
+            keys = [f"mesh/ep/{r}" for r in range(n)]
+            complete = wait_keys(st, keys, end)
+            values = get_many(st, keys) if complete else [st.get_now(k) for k in keys]  # a silent peer costs the wait
+            st.set("mesh/dir", probe.pack_directory(dict(enumerate(values)), n))
+            eps = {r: v for r, v in enumerate(values) if isinstance(v, dict)}
+        else:
+            eps = probe.unpack_directory(wait_get(st, "mesh/dir", end))
+        return {t: eps[t] for t in targets if t in eps}
+    keys = [f"mesh/ep/{t}" for t in targets]
+    # Per-key reads would cost node 0's link a round trip per peer.
+    complete = wait_keys(st, keys, end)
+    values = get_many(st, keys) if complete else [st.get_now(k) for k in keys]  # a silent peer costs the wait
+    return {t: v for t, v in zip(targets, values) if isinstance(v, dict)}
+
+
+def _mesh_start(ctx: _Ctx, st: JsonStore, n: int, leader: bool, decider: bool) -> _Mesh:
     """Listen, publish this node's endpoints, read only its targets' endpoints, probe them, publish the row."""
     p = ctx.placement
     end = ctx.budget.deadline("mesh")
@@ -421,17 +448,14 @@ def _mesh_start(ctx: _Ctx, st: JsonStore, n: int, leader: bool) -> _Mesh:
     if m.listener.bind_errors:
         ep["bind_errors"] = m.listener.bind_errors
     st.set(f"mesh/ep/{p.node_rank}", ep)
-    targets = reachability.probe_targets(n, p.node_rank)
-    keys = [f"mesh/ep/{t}" for t in targets]
-    # Wait for exactly this node's targets (so probing starts as soon as they listen, not all nodes at once), then
-    # one request for all their endpoints: per-key reads would cost node 0's link a round trip per peer.
-    complete = wait_keys(st, keys, end)
-    values = get_many(st, keys) if complete else [st.get_now(k) for k in keys]  # a silent peer costs the wait
-    eps = {t: v for t, v in zip(targets, values) if isinstance(v, dict)}
+    eps = _peer_endpoints(st, n, p.node_rank, decider, end)
     budget = max(1.0, end - time.monotonic())  # what is left of the mesh phase's bound (T)
     own = {a for addrs_ in addrs.values() for a in addrs_}
     rows = probe.probe_peers(p.node_rank, eps, deadline_s=budget, own_addresses=own)
-    st.set(f"mesh/row/{p.node_rank}", probe.pack_row(rows, eps))
+    # The clock check reads timings only of probes to or from the reference node (node rank 0, which decides):
+    # node 0's row (over loopback) keeps them all, the others only theirs towards node 0.
+    timed = None if decider else {0}
+    st.set(f"mesh/row/{p.node_rank}", probe.pack_row(rows, eps, timed=timed))
     st.add("mesh/rows", 1)
     return m
 
@@ -530,7 +554,7 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
                             fix="give every node a distinct --node-rank (0..N-1)")
         return _alone(ctx, [wcheck], verdict.get("nnodes"))
     n = int(verdict.get("nnodes") or len(verdict.get("members") or []))
-    mesh = _mesh_start(ctx, st, n, leader)
+    mesh = _mesh_start(ctx, st, n, leader, decider)
     try:
         if decider:
             return _decide_result(ctx, st, verdict, joins, wcheck, mesh)

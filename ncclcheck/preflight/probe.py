@@ -8,11 +8,13 @@ concurrently); nccl/reachability.py turns the attempts into the per-interface ma
 
 from __future__ import annotations
 
+import base64
 import errno
 import json
 import os
 import selectors
 import socket
+import struct
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -474,15 +476,51 @@ def _finish(p: _Probe, sel: selectors.BaseSelector) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# A probe row on the wire: a successful probe is five small integers (peer, interface index, address index, rtt and
-# clock offset in microseconds); node 0 knows the addresses from the published endpoints. Only failures carry text.
+# A probe row on the wire. In a healthy full mesh every node reaches every peer on the same interfaces, so successful
+# probes travel as runs of peer ranks per (interface, address index): [[0, 0, [[1, 15]]]] says "reached peers 1..15
+# on interface 0's first address", the same few bytes at 4 nodes or 32. Node 0 knows the addresses from the published
+# endpoints. Round-trip time and clock offset travel only for the peers in `timed` (the clock check reads them for the
+# pairs that include the reference node, nothing else reads them). Only failures carry text.
 
 
-def pack_row(attempts: list[dict], peers: dict[int, dict]) -> dict:
-    """Attempt records -> {"if": [iface names], "ok": [[peer, i, a, rtt_us, offset_us]], "fail": [[peer, i, addr,
-    port, reached, error]]}. The answerer's identity is checked here, so ids need not travel."""
+def _same_id(reached: object, expected: object) -> bool:
+    """The answerer is the node that published the endpoint: its id, or the id prefix a directory carries."""
+    return not expected or (isinstance(reached, str) and reached.startswith(str(expected)))
+
+
+def _runs(peers: list[int]) -> list:
+    """[1, 2, 3, 5, 7, 8] -> [[1, 3], 5, [7, 8]]."""
+    out: list = []
+    for p in sorted(set(peers)):
+        last = out[-1] if out else None
+        if isinstance(last, list) and last[1] == p - 1:
+            last[1] = p
+        elif isinstance(last, int) and last == p - 1:
+            out[-1] = [last, p]
+        else:
+            out.append(p)
+    return out
+
+
+def _unruns(runs: object) -> list[int]:
+    out: list[int] = []
+    for item in runs if isinstance(runs, list) else []:
+        if isinstance(item, int):
+            out.append(item)
+        elif isinstance(item, list) and len(item) == 2 and all(isinstance(x, int) for x in item) \
+                and 0 <= item[1] - item[0] <= 1_000_000:
+            out.extend(range(item[0], item[1] + 1))
+    return out
+
+
+def pack_row(attempts: list[dict], peers: dict[int, dict], timed: Optional[set] = None) -> dict:
+    """Attempt records -> {"if": [iface names], "okr": [[i, a, runs of peers]], "ok": [[peer, i, a, rtt_us,
+    offset_us]], "fail": [[peer, i, addr, port, reached, error]]}. Successful probes of peers in `timed` (all when
+    None) keep their timings in "ok"; the others go into "okr". The answerer's identity is checked here, so ids need
+    not travel."""
     ifaces: list[str] = []
     ok_rows, fail_rows = [], []
+    groups: dict[tuple, list[int]] = {}
     for a in attempts:
         if a.get("error") == OWN_ADDRESS:
             continue  # node 0 sees the duplicate in the published endpoints; the row need not repeat it
@@ -490,20 +528,26 @@ def pack_row(attempts: list[dict], peers: dict[int, dict]) -> dict:
         if iface not in ifaces:
             ifaces.append(iface)
         i = ifaces.index(iface)
-        good = bool(a.get("ok")) and a.get("reached") == a.get("peer") and not (
-            a.get("expected_id") and a.get("reached_id") != a.get("expected_id"))
+        good = bool(a.get("ok")) and a.get("reached") == a.get("peer") and _same_id(a.get("reached_id"),
+                                                                                    a.get("expected_id"))
         addrs = [e[0] for e in ((peers.get(a.get("peer")) or {}).get("endpoints") or {}).get(iface, [])]
         if good and a.get("addr") in addrs:
+            if timed is not None and a["peer"] not in timed:
+                groups.setdefault((i, addrs.index(a["addr"])), []).append(a["peer"])
+                continue
             rtt, off = a.get("rtt_us"), a.get("offset_s")
             ok_rows.append([a["peer"], i, addrs.index(a["addr"]), None if rtt is None else int(rtt),
                             None if off is None else int(off * 1e6)])
             continue
         err = a.get("error")
-        if a.get("ok") and a.get("expected_id") and a.get("reached_id") != a.get("expected_id"):
+        if a.get("ok") and not _same_id(a.get("reached_id"), a.get("expected_id")):
             err = f"answered by {a.get('reached_id')!s:.12}, not the node that published the endpoint"
         fail_rows.append([a.get("peer"), i, a.get("addr"), a.get("port"), a.get("reached"),
                           err or ("answered by another node" if a.get("ok") else "failed")])
-    return {"if": ifaces, "ok": ok_rows, "fail": fail_rows}
+    row: dict = {"if": ifaces, "ok": ok_rows, "fail": fail_rows}
+    if groups:
+        row["okr"] = [[i, ai, _runs(ps)] for (i, ai), ps in sorted(groups.items())]
+    return row
 
 
 def unpack_row(row: object, endpoints: dict[int, dict]) -> list[dict]:
@@ -513,8 +557,15 @@ def unpack_row(row: object, endpoints: dict[int, dict]) -> list[dict]:
     if not isinstance(row, dict) or not isinstance(row.get("if"), list):
         return []
     ifaces = row["if"]
+    items = [item for item in row.get("ok") or [] if isinstance(item, list)]
+    for group in row.get("okr") or []:
+        try:
+            i, ai, runs = group
+        except (TypeError, ValueError):
+            continue
+        items.extend([peer, i, ai, None, None] for peer in _unruns(runs))
     out = []
-    for item in row.get("ok") or []:
+    for item in items:
         try:
             peer, i, ai, rtt, off = item
             addr, port = ((endpoints.get(peer) or {}).get(ifaces[i]) or [])[ai]
@@ -530,4 +581,83 @@ def unpack_row(row: object, endpoints: dict[int, dict]) -> list[dict]:
             continue
         out.append({"peer": peer, "iface": iface, "addr": addr, "port": port, "ok": False, "reached": reached,
                     "error": err, "rtt_us": None, "offset_s": None})
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The endpoint directory of a full mesh: node 0 gathers every node's published endpoints and publishes them once, so a
+# node reads one value instead of naming n-1 keys twice (wait, then read). Each IPv4 node packs into 12 bytes
+# (base64): 4 bytes of its id, an endpoint count, then per endpoint an interface index, the address and the port.
+# A node with an id or address that does not fit goes into "x" as published; a node that published nothing is absent.
+
+ID_PREFIX_HEX = 8  # hex digits of a node id the directory carries; the answerer's full id must start with them
+_NODE = struct.Struct(">4sB")
+_ENDPOINT = struct.Struct(">B4sH")
+_ABSENT = 0xFF
+
+
+def _packable(info: dict, ifaces: list[str]) -> bool:
+    nid = str(info.get("id") or "")
+    try:
+        bytes.fromhex(nid[:ID_PREFIX_HEX])
+        eps = info.get("endpoints") or {}
+        pairs = [(i, a, p) for i, v in eps.items() for a, p in v]
+        for _, addr, port in pairs:
+            socket.inet_aton(addr)
+            if addr.count(".") != 3 or not 0 <= int(port) < 65536:
+                return False
+    except (ValueError, TypeError, OSError, AttributeError):
+        return False
+    return len(nid) >= ID_PREFIX_HEX and len(pairs) < _ABSENT and len(ifaces) + len(eps) < 256
+
+
+def pack_directory(endpoints: dict[int, dict], n: int) -> dict:
+    """{rank: {"id", "endpoints"}} of ranks 0..n-1 -> {"n": n, "if": [names], "b": base64, "x": {rank: info}}."""
+    ifaces: list[str] = []
+    buf, extra = bytearray(), {}
+    for r in range(n):
+        info = endpoints.get(r)
+        if not isinstance(info, dict) or not _packable(info, ifaces):
+            buf += _NODE.pack(b"\0\0\0\0", _ABSENT)
+            if isinstance(info, dict):
+                extra[str(r)] = {"id": info.get("id"), "endpoints": info.get("endpoints") or {}}
+            continue
+        pairs = [(i, a, p) for i, v in sorted((info.get("endpoints") or {}).items()) for a, p in v]
+        buf += _NODE.pack(bytes.fromhex(str(info["id"])[:ID_PREFIX_HEX]), len(pairs))
+        for iface, addr, port in pairs:
+            if iface not in ifaces:
+                ifaces.append(iface)
+            buf += _ENDPOINT.pack(ifaces.index(iface), socket.inet_aton(addr), int(port))
+    out: dict = {"n": n, "if": ifaces, "b": base64.b64encode(bytes(buf)).decode("ascii")}
+    if extra:
+        out["x"] = extra
+    return out
+
+
+def unpack_directory(d: object) -> dict[int, dict]:
+    """A packed directory -> {rank: {"id": id prefix, "endpoints": {iface: [[addr, port], ...]}}} (absent: left out)."""
+    if not isinstance(d, dict) or not isinstance(d.get("if"), list):
+        return {}
+    try:
+        buf, n = base64.b64decode(str(d.get("b") or "")), int(d.get("n") or 0)
+    except (ValueError, TypeError):
+        return {}
+    ifaces, out, pos = d["if"], {}, 0
+    for r in range(n):
+        try:
+            nid, count = _NODE.unpack_from(buf, pos)
+            pos += _NODE.size
+            if count == _ABSENT:
+                continue
+            eps: dict = {}
+            for _ in range(count):
+                i, addr, port = _ENDPOINT.unpack_from(buf, pos)
+                pos += _ENDPOINT.size
+                eps.setdefault(ifaces[i], []).append([socket.inet_ntoa(addr), port])
+        except (struct.error, IndexError):
+            break
+        out[r] = {"id": nid.hex(), "endpoints": eps}
+    for r, info in (d.get("x") or {}).items():
+        if str(r).isdigit() and isinstance(info, dict):
+            out[int(r)] = info
     return out

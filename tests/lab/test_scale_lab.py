@@ -2,9 +2,15 @@
 show per-node traffic close to a 4-host run's (O(n) bytes at node 0, not O(n^2): before the compact protocol this
 ratio was 6.6x). Slow but bounded.
 
-Issue 12 asks for 1.3x; measured here 1.36-1.40x (15.0 KB -> 21.0 KB per node): below 32 nodes the mesh is full, so each
-node still reads n-1 endpoints and reports n-1 probes, and every host's ARP for its peers reaches node 0. The bound
-below catches any return to per-node traffic that grows with n; tightening it to 1.3 needs a leaner full mesh."""
+Issue 12 asks for 1.3x; measured 1.15-1.25x in eleven runs (14.9-16.2 KB -> 18.5-18.8 KB per node; by category:
+`python3 scripts/lab_bytes.py --hosts 4,16 --by-key`). It was 1.36-1.41x (15.0 KB -> 21.2 KB) while every node read
+each peer's endpoints by key (two key names and a JSON record a peer) and wrote a timing for every peer; now node 0
+publishes one packed endpoint directory and a healthy row is runs of peer ranks. About 1.25x is the floor of any
+protocol whose cost per non-zero node is flat: node 0's own exchange with its store runs over loopback, so eth0 carries
+(n-1)/n of a per-node cost, 3/4 at 4 hosts and 15/16 at 16. Above it: ARP (each pair of hosts in the full mesh
+resolves once, a broadcast that reaches node 0) and noise: while other work loads this 2-core machine, 16 processes
+start slowly and node 0 hosts its store seconds after the others probe it, each refused probe ~130 B (1.29-1.35x
+in three runs so; two of them counted 12-15 refused connects a node instead of 3-4)."""
 
 from __future__ import annotations
 
@@ -15,7 +21,7 @@ from tests.lab.test_preflight_lab import explain, run_all_ranks
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 TIMEOUT = 120  # 16 processes importing torch on a 2-core machine join slowly; --timeout only bounds the waits
-MAX_RATIO = 1.5
+MAX_RATIO = 1.3
 
 
 def _counters(lab_, host: str = "h1") -> int:

@@ -138,3 +138,48 @@ def test_peer_reachability_says_sampled_and_names_the_node_that_reaches_nobody()
     assert "sampled mesh" in c.summary and f"of {n * (n - 1):,} node pairs" in c.summary
     assert c.evidence["sampled"] and c.evidence["pairs_tested"] == m["eth0"]["pairs_tested"]
     assert c.detail.startswith("node 7 (h7) reached none of the peers it probed") and c.evidence["cannot_reach"] == [7]
+
+
+def _published(n: int) -> dict:
+    return {r: {"id": f"{r:04x}" + "ab" * 6, "endpoints": {"eth0": [[f"198.18.5.{r + 1}", 40000 + r]],
+                                                           "docker0": [["172.17.0.1", 30000 + r]]}}
+            for r in range(n)}
+
+
+def test_the_endpoint_directory_round_trips_in_a_few_bytes_a_node():
+    from ncclcheck.preflight import probe as P
+
+    eps = _published(16)
+    eps[5] = {"id": "not-hex-at-all", "endpoints": {"eth0": [["fd00::5", 40005]]}}  # travels as published
+    del eps[9]  # never published: absent, not an empty entry
+    back = P.unpack_directory(json.loads(json.dumps(P.pack_directory(eps, 16))))
+    assert sorted(back) == [r for r in range(16) if r != 9]
+    assert back[5] == eps[5]
+    for r in (0, 7, 15):
+        assert back[r]["endpoints"] == eps[r]["endpoints"]
+        assert eps[r]["id"].startswith(back[r]["id"]) and len(back[r]["id"]) == P.ID_PREFIX_HEX
+    big, small = (len(json.dumps(P.pack_directory(_published(n), n))) for n in (32, 4))
+    assert (big - small) / 28 <= (5 + 2 * 7) * 4 / 3 + 1  # per node: base64 of 5 bytes + 7 per endpoint
+    assert P.unpack_directory({"if": ["eth0"], "n": 3, "b": "!!"}) == {}  # garbage is nobody, never a crash
+
+
+def test_a_healthy_probe_row_is_the_same_size_at_4_or_32_nodes_and_keeps_failures_and_node0_timings():
+    from ncclcheck.preflight import probe as P
+
+    def row(n: int, fail: frozenset = frozenset()) -> tuple:
+        eps = _published(n)
+        attempts = [{"peer": r, "iface": "eth0", "addr": eps[r]["endpoints"]["eth0"][0][0],
+                     "port": eps[r]["endpoints"]["eth0"][0][1], "ok": r not in fail, "reached": r,
+                     "reached_id": eps[r]["id"], "expected_id": eps[r]["id"][:P.ID_PREFIX_HEX], "rtt_us": 80.0,
+                     "offset_s": 0.002, "error": "refused: x" if r in fail else None} for r in range(2, n)]
+        packed = json.loads(json.dumps(P.pack_row(attempts, eps, timed={0, 2})))
+        published = {r: e["endpoints"] for r, e in eps.items()}
+        return packed, {a["peer"]: a for a in P.unpack_row(packed, published)}
+
+    (r4, _), (r32, back) = row(4), row(32, frozenset({7, 20}))
+    assert len(json.dumps(row(32)[0])) == len(json.dumps(r4)) + 6  # "[3, 31]" instead of "3"
+    assert sorted(back) == list(range(2, 32))
+    assert back[2]["offset_s"] == 0.002 and back[2]["rtt_us"] == 80  # towards a timed peer: kept
+    assert back[3]["ok"] and back[3]["rtt_us"] is None and back[3]["addr"] == "198.18.5.4"
+    assert not back[7]["ok"] and back[7]["error"] == "refused: x"
+    assert r32["okr"] == [[0, 0, [[3, 6], [8, 19], [21, 31]]]]

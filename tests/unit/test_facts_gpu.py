@@ -118,7 +118,9 @@ def test_topology_is_plain_text_without_terminal_escapes(fs):
     fs.write("proc/driver/nvidia/version", DRIVER_FILE)
 
     def run(argv, timeout):
-        return "\x1b[4mGPU0\tCPU Affinity\x1b[0m\nGPU0\t X \t0-15\n" if argv[1] == "topo" else fake_smi([])(argv, timeout)
+        if argv[1] == "topo":
+            return "\x1b[4mGPU0\tCPU Affinity\x1b[0m\nGPU0\t X \t0-15\n"
+        return fake_smi([])(argv, timeout)
 
     g = gpu.collect(run=run, which=lambda n: "/usr/bin/nvidia-smi", load_torch=fake_torch)
     assert g["topology"] == "GPU0\tCPU Affinity\nGPU0\t X \t0-15"

@@ -84,12 +84,13 @@ def probe_master(
     connect_timeout_s: float = CONNECT_TIMEOUT_S,
     resolve_grace_s: float = 5.0,
     resolve: Callable[[str], list] = resolve_host,
-    max_interval_s: float = 1.0,
+    max_interval_s: float = 2.0,
 ) -> MasterProbe:
     """Connect to addr:port, retrying until `deadline` (a time.monotonic() value): node 0 may start after us.
 
     Refused and timed-out connects are retried, the pause growing from interval_s to max_interval_s: a thousand
-    nodes waiting for node 0 must not flood its link with connects while it starts. A name that still does not
+    nodes waiting for node 0 must not flood its link with connects while it starts (at 16 lab hosts on a loaded
+    machine, a 1 s cap cost each node 12-15 refused connects, ~130 B each, on node 0's link before it listened). A name that still does not
     resolve after resolve_grace_s is given up early (a typo will not start resolving). The last failure's class is
     the verdict. `resolve` is injectable so tests never send a name query to the machine's resolver.
     """

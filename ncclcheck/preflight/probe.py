@@ -90,9 +90,10 @@ def probe_master(
 
     Refused and timed-out connects are retried, the pause growing from interval_s to max_interval_s: a thousand
     nodes waiting for node 0 must not flood its link with connects while it starts (at 16 lab hosts on a loaded
-    machine, a 1 s cap cost each node 12-15 refused connects, ~130 B each, on node 0's link before it listened). A name that still does not
-    resolve after resolve_grace_s is given up early (a typo will not start resolving). The last failure's class is
-    the verdict. `resolve` is injectable so tests never send a name query to the machine's resolver.
+    machine, a 1 s cap cost each node 12-15 refused connects, ~130 B each, on node 0's link before it listened).
+    A name that still does not resolve after resolve_grace_s is given up early (a typo will not start resolving).
+    The last failure's class is the verdict. `resolve` is injectable so tests never send a name query to the
+    machine's resolver.
     """
     start = time.monotonic()
     attempts, last_error, status, resolved = 0, None, "timeout", []

@@ -295,7 +295,7 @@ def links_job(ctx: WorkerContext, payload: dict, transport: type = Channel) -> d
     base = {"unit": unit, "id": me}
     if n < 2:
         a = analyze([[None]] * n if n else [], size=o.size, relative=o.relative, min_gbps=o.min_gbps, unit=unit,
-                    extra={"mode": o.mode, "iters": o.iters, "rounds": []})
+                    extra={"mode": schedule.auto_mode(n, o.mode), "iters": o.iters, "rounds": []})
         return {**base, "role": "coordinator" if me == 0 else "idle", "links": a.section,
                 "checks": [c.to_json() for c in a.checks]}
     store = _job_store(ctx)

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..units import format_bytes, format_gbps
+from .common import links_schedule
 
 SLOW = "bold red"
 SLOW_NODE = "bold red"
@@ -119,14 +120,14 @@ def render_links(links: Optional[Mapping], names: Optional[Mapping[int, str]] = 
     section's own `hosts`."""
     if not links:
         return []
-    rounds = links.get("rounds")
     head = Text("Links", style="bold")
     head.append("  GB/s, row sends to column", style="dim")
     size, iters = links.get("size"), links.get("iters")
     if isinstance(size, int):
         head.append(f"; {format_bytes(size)}" + (f" x {iters}" if isinstance(iters, int) else ""), style="dim")
-    if isinstance(rounds, list):
-        head.append(f"; {len(rounds)} rounds of disjoint pairs ({links.get('mode', 'full')})", style="dim")
     if isinstance(links.get("wall_s"), (int, float)):
-        head.append(f", {links['wall_s']:.1f} s", style="dim")
+        head.append(f"; {links['wall_s']:.1f} s", style="dim")
+    how = links_schedule(dict(links))
+    if how:
+        head.append("\n" + how, style="dim")
     return [Group(head, matrix_table(links, names), findings(links, names))]

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 import pytest
 
+from tests.lab.harness import REPO_ROOT
 from tests.lab.test_links_lab import links_of, slow_checks, world
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -57,6 +59,9 @@ def _scale_mode(runs, sec: dict) -> None:
     for rd in sec["rounds"]:
         flat = [x for p in rd for x in p]
         assert len(flat) == len(set(flat)), _why(sec)  # every round is disjoint pairs
+    schema = json.loads((REPO_ROOT / "ncclcheck/schema/report-1.schema.json").read_text())
+    for r in runs.values():
+        jsonschema.validate(r.report, schema)
     print(f"mode {sec['mode']}, rounds {sec['rounds']}, links wall {sec.get('wall_s')} s, reference "
           f"{sec.get('reference_gbps')} GB/s, slow nodes {sec['slow_nodes']}, slow links {sec['slow']}")
     console = " ".join(runs["h1"].stdout.split())

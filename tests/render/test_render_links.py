@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import io
+import json
+import pathlib
 import re
 
+import jsonschema
 from rich.console import Console
 
 from ncclcheck.links.analyze import analyze
@@ -65,3 +68,44 @@ def test_dead_node_and_saved_runs_without_extra_keys():
 def test_renderer_does_not_print(capsys):
     render_links(_section())
     assert capsys.readouterr().out == ""
+
+
+def _scale_section():
+    """16 nodes, scale mode: the pairing of 8 pairs, node 6 re-tested against 0 and 1 (its pair with 7 slow)."""
+    pairs = [(0, 8), (1, 9), (2, 5), (3, 14), (4, 10), (6, 7), (11, 12), (13, 15)]
+    m = [[None] * 16 for _ in range(16)]
+    for a, b in [*pairs, (0, 6), (1, 6), (2, 7), (3, 7)]:
+        slow = 6 in (a, b)
+        m[a][b] = m[b][a] = 0.01 if slow else 0.12
+    rounds = [pairs, [(0, 6), (2, 7)], [(1, 6), (3, 7)]]
+    return analyze(m, size=4 << 20, extra={"mode": "scale", "iters": 3, "rounds": rounds}).section
+
+
+def test_every_view_says_how_the_pairs_were_chosen_and_how_many_links_were_measured():
+    from ncclcheck.model import Report
+    from ncclcheck.render.html import render_html
+    from ncclcheck.render.markdown import render_markdown
+
+    sec = _scale_section()
+    assert sec["slow_nodes"] == [6]
+    out = " ".join(_text(render_links(sec)).split())
+    assert "Scale mode: 3 rounds of disjoint pairs" in out and "at most 4 whatever the node count" in out
+    assert "12 of 120 links measured" in out
+    rep = Report(command="links", version="0", started="now", links=sec)
+    md = render_markdown(rep)
+    assert "Scale mode: 3 rounds of disjoint pairs" in md and "12 of 120 links measured" in md
+    assert "Scale mode: 3 rounds of disjoint pairs" in render_html(rep)
+    # the section's mode and rounds are declared in the schema and validate
+    schema = pathlib.Path(__file__).parents[2] / "ncclcheck/schema/report-1.schema.json"
+    jsonschema.validate(json.loads(json.dumps(rep.to_json())), json.loads(schema.read_text()))
+    one = {**sec, "rounds": [sec["rounds"][0]]}
+    assert "1 round of disjoint pairs" in " ".join(_text(render_links(one)).split())
+
+
+def test_a_report_that_does_not_record_its_rounds_renders_without_them():
+    from ncclcheck.model import Report
+    from ncclcheck.render.markdown import render_markdown
+
+    sec = {k: v for k, v in _scale_section().items() if k not in ("rounds", "mode")}
+    assert "mode:" not in _text(render_links(sec))
+    assert "mode:" not in render_markdown(Report(command="links", version="0", started="now", links=sec))

@@ -109,3 +109,23 @@ def test_a_report_that_does_not_record_its_rounds_renders_without_them():
     sec = {k: v for k, v in _scale_section().items() if k not in ("rounds", "mode")}
     assert "mode:" not in _text(render_links(sec))
     assert "mode:" not in render_markdown(Report(command="links", version="0", started="now", links=sec))
+
+
+def test_a_large_run_lists_its_measured_pairs_instead_of_a_matrix_that_cannot_fit():
+    from ncclcheck.render.links import MATRIX_MAX_NODES, PAIRS_SHOWN
+
+    out = _text(render_links(_scale_section()))
+    assert "row sends to column" not in out and 16 > MATRIX_MAX_NODES
+    lines = out.splitlines()
+    assert any("node 6 <-> node 7" in line and line.split()[-2:] == ["0.01", "0.01"] for line in lines)
+    assert any("node 11 <-> node 12" in line for line in lines)  # few pairs: every one gets a row
+    # 1,024 nodes, one pairing of 512 pairs, one of them slow: that one gets a row, the others a summary line
+    n = 1024
+    m = [[None] * n for _ in range(n)]
+    for a in range(0, n, 2):
+        m[a][a + 1] = m[a + 1][a] = 0.01 if a == 10 else 0.12
+    sec = analyze(m, size=4 << 20, extra={"mode": "scale", "rounds": [[[a, a + 1] for a in range(0, n, 2)]]}).section
+    out = _text(render_links(sec))
+    assert "node 10 <-> node 11" in out and "node 12 <-> node 13" not in out and 512 > PAIRS_SHOWN
+    assert "511 other pairs measured: 0.12-0.12 GB/s, median 0.12" in out
+    assert len(out.splitlines()) < 20

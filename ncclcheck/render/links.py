@@ -119,7 +119,8 @@ def pairs_table(links: Mapping, names: Optional[Mapping[int, str]] = None) -> Gr
                        style=SLOW if set((a, b)) & marked else ""),
                   Text(_gbps(cell(a, b)), style=SLOW if (a, b) in slow else ""),
                   Text(_gbps(cell(b, a)), style=SLOW if (b, a) in slow else ""))
-    rest = [v for a, b in measured if (a, b) not in shown for v in (cell(a, b), cell(b, a))
+    listed = set(shown)
+    rest = [v for a, b in measured if (a, b) not in listed for v in (cell(a, b), cell(b, a))
             if isinstance(v, (int, float))]
     note = Text()
     if rest:

@@ -333,9 +333,30 @@ def _prune_logs(directory: str, keep: int = LOG_KEEP) -> None:
     except OSError:
         return
     for name in runs[:-keep] if len(runs) > keep else []:
+        if _in_flight(directory, name):
+            continue
         with contextlib.suppress(OSError):
             os.remove(os.path.join(directory, name + ".log"))
         shutil.rmtree(os.path.join(directory, name + ".d"), ignore_errors=True)
+
+
+def _in_flight(directory: str, name: str) -> bool:
+    """Is this run still going (its process is alive and its log changed within a day)? Many ncclcheck processes
+    share one log directory when nodes share a home or a host runs several (a lab of 16 namespace hosts): pruning
+    by count alone deleted the side files of runs still writing them, which then failed."""
+    pid = name.rsplit("-", 1)[-1]
+    try:
+        if not pid.isdigit() or int(pid) <= 1 or time.time() - os.path.getmtime(
+                os.path.join(directory, name + ".log")) > 86400:
+            return False
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    except (OSError, OverflowError):
+        return False
+    return True
 
 
 def _setup_logging() -> str:

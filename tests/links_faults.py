@@ -6,6 +6,7 @@ faults (all optional):
   slow_rank / slow_node: N     this rank / node transmits slowly (each data send waits delay_s first)
   slow_link: [A, B]            only A's transmissions to B are slow (a slow path, not a slow node)
   delay_s: 0.05                the extra time per data send
+  slow_rounds: [0]             the slow faults above apply only in these rounds (a passing hiccup); default all
   exit_rank: R, exit_round: K  rank R dies (exit code 17) in round K:
   exit_at: "transfer"          ... between the pair's two directions (its partner sees the connection close), or
            "start"             ... right after reading round K's pairs, before meeting its partner (nobody sees a
@@ -41,7 +42,9 @@ def _faulty_channel(ctx, f: dict) -> type:
                 self.first_kind = self.first_kind or kind
                 if kind != self.first_kind:  # the pair's second direction begins
                     os._exit(17)
-            if kind == "send" and (slow_everywhere or list(f.get("slow_link") or ()) == [me, self.peer_id]):
+            in_round = f.get("slow_rounds") is None or self.round_no in f["slow_rounds"]
+            slow_here = slow_everywhere or list(f.get("slow_link") or ()) == [me, self.peer_id]
+            if kind == "send" and in_round and slow_here:
                 time.sleep(delay)
 
         def send(self, t) -> None:

@@ -295,7 +295,7 @@ def links_job(ctx: WorkerContext, payload: dict, transport: type = Channel) -> d
     base = {"unit": unit, "id": me}
     if n < 2:
         a = analyze([[None]] * n if n else [], size=o.size, relative=o.relative, min_gbps=o.min_gbps, unit=unit,
-                    extra={"mode": o.mode, "iters": o.iters, "rounds": []})
+                    extra={"mode": schedule.auto_mode(n, o.mode), "iters": o.iters, "rounds": []})
         return {**base, "role": "coordinator" if me == 0 else "idle", "links": a.section,
                 "checks": [c.to_json() for c in a.checks]}
     store = _job_store(ctx)
@@ -368,23 +368,25 @@ class _Coordinator:
         if o.mode == "quick" and o.quick_rounds >= self.n - 1:
             plan = schedule.circle_rounds(self.n)  # quick would cover everything anyway
         # Suspects are measured again before any verdict: in quick mode against nodes that passed, in scale mode
-        # against two good partners each, in full mode (between real nodes; ranks on one host only measure CPU
-        # scheduling) the suspect pairs themselves.
+        # against two good partners each and then, for a pair whose members both passed, the pair itself once more;
+        # in full mode (between real nodes; ranks on one host only measure CPU scheduling) the suspect pairs
+        # themselves. Each stage is planned from what the rounds before it measured.
         if o.mode == "scale":
-            retested = False
+            stages = 2
         elif o.mode == "full":
-            retested = self.unit != "node"
+            stages = 0 if self.unit != "node" else 1
         else:
-            retested = len(plan) == len(schedule.circle_rounds(self.n))
+            stages = 0 if len(plan) == len(schedule.circle_rounds(self.n)) else 1
         ctx.observer.start(len(plan), "links")
         t_start = time.monotonic()
         last_round_s = 0.0
-        r = 0
+        r = stage = 0
         try:
             while True:
-                if r == len(plan) and not retested and not self.cut:
-                    plan += self._retest_plan()
-                    retested = True
+                if r == len(plan) and stage < stages and not self.cut:
+                    plan += self._retest_plan(stage, len(plan))
+                    stage += 1
+                    continue
                 if r >= len(plan):
                     break
                 # Stop before a round that cannot finish by the deadline; what is measured is still reported.
@@ -414,17 +416,29 @@ class _Coordinator:
         self.kv.set(f"go/{r}", {"stop": True, "dead": sorted(self.dead)})
         return final
 
-    def _retest_plan(self) -> list:
+    def _retest_plan(self, stage: int, planned: int) -> list:
+        """The rounds of re-test stage `stage`, planned from the matrix so far; `planned` rounds are already run."""
         c = classify(self.matrix, self.o.relative, self.o.min_gbps)
+        alive = [x for x in range(self.n) if x not in self.dead]
         suspects = [p for p in c.slow_links if p[0] not in self.dead and p[1] not in self.dead]
         if self.o.mode == "full":
             return schedule.again_rounds(suspects)
-        good = [g for g in c.good_nodes if g not in self.dead]
         measured = [(a, b) for a in range(self.n) for b in range(a + 1, self.n)
                     if self.matrix[a][b] is not None or self.matrix[b][a] is not None]
-        if self.o.mode == "scale":
-            return schedule.scale_retest_rounds(suspects, good, measured)
-        return schedule.retest_rounds(suspects, good, measured)
+        good = [g for g in c.good_nodes if g not in self.dead]
+        if self.o.mode == "quick":
+            return schedule.retest_rounds(suspects, good, measured)
+        left = schedule.SCALE_MAX_ROUNDS - planned
+        if stage == 0:
+            # The node that sat out the pairing (odd n) is measured too: otherwise nothing would be known of it.
+            untested = [x for x in alive if x not in c.raw_counts]
+            return schedule.scale_retest_rounds(suspects, good, measured, max_rounds=left - 1,
+                                                unmeasured_nodes=untested)
+        # Confirm: a slow pair neither of whose members is slow and both of which were re-tested.
+        slow_nodes = set(c.slow_nodes)
+        candidates = [(a, b) for a, b in suspects if a not in slow_nodes and b not in slow_nodes
+                      and c.raw_counts.get(a, (0, 0))[1] >= 2 and c.raw_counts.get(b, (0, 0))[1] >= 2]
+        return schedule.confirm_rounds(candidates, max_rounds=left)
 
     def _round(self, r: int, pairs: list) -> None:
         kv, o = self.kv, self.o

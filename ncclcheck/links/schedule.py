@@ -122,7 +122,7 @@ def again_rounds(pairs: Iterable[Pair]) -> list[Round]:
 # Scalable mode: a number of rounds that does not grow with n
 
 SCALE_FROM = 16  # nodes; from here on `links` uses the scalable mode unless --rounds says otherwise
-SCALE_MAX_ROUNDS = 4  # one pairing round + at most three re-test rounds
+SCALE_MAX_ROUNDS = 4  # one pairing round, two re-test rounds, one confirming round
 
 
 def auto_mode(n: int, requested: str = "auto") -> str:
@@ -142,18 +142,22 @@ def scale_retest_rounds(
     good_nodes: Iterable[int],
     measured: Iterable[Pair] = (),
     partners: int = 2,
-    max_rounds: int = SCALE_MAX_ROUNDS - 1,
+    max_rounds: int = SCALE_MAX_ROUNDS - 2,
+    unmeasured_nodes: Iterable[int] = (),
 ) -> list[Round]:
     """Re-test every member of every slow pair against `partners` different good nodes, in at most max_rounds.
 
     Two good partners per member tell a slow node (slow with both) from a slow link (fine with both), and a bad
-    "good" partner cannot convict a good node on its own. Each good node serves at most one re-test per round, so
-    the rounds stay disjoint; members that do not fit (more suspects than good nodes can serve) are left out and the
-    analysis says it could not tell (never a guess).
+    "good" partner cannot convict a good node on its own. `unmeasured_nodes` (the node that sat out round 1 when n
+    is odd) are measured against good partners the same way, so no node goes untested. Each good node serves at
+    most one re-test per round, so the rounds stay disjoint; members that do not fit (more suspects than good nodes
+    can serve) are left out and the analysis says it could not tell (never a guess). The default leaves one round
+    of SCALE_MAX_ROUNDS for confirm_rounds.
     """
     good = sorted(set(good_nodes))
     done = {_norm(a, b) for a, b in measured}
     members = _members(suspect_pairs)
+    members += [x for x in dict.fromkeys(unmeasured_nodes) if x not in members]
     rounds: list[Round] = [[] for _ in range(max_rounds)]
     busy: list[set[int]] = [set() for _ in range(max_rounds)]
     load = {g: 0 for g in good}
@@ -174,3 +178,11 @@ def scale_retest_rounds(
             load[g] += 1
             got += 1
     return [sorted(r) for r in rounds if r]
+
+
+def confirm_rounds(candidate_links: Iterable[Pair], max_rounds: int = 1) -> list[Round]:
+    """The scalable mode's last round: measure once more each slow pair whose members were both fine with their
+    good partners. A slow path is slow again; a pair slowed by a passing hiccup (a busy CPU, a burst of other
+    traffic) measures normal, so a hiccup is never reported as a slow link. The candidates of one pairing round are
+    disjoint, so they fit in one round; whatever does not fit in max_rounds is left out."""
+    return again_rounds(candidate_links)[:max(0, max_rounds)]

@@ -192,3 +192,32 @@ def display_checks(report: Report, ordered: bool = True) -> list[CheckResult]:
     hosts = hostnames(report)
     groups = groups_for_display(report.checks) if ordered else group_checks(report.checks)
     return [group_row(g, hosts) for g in groups]
+
+
+_LINKS_MODE = {
+    "full": "each pair in turn",
+    "quick": "a few random pairings, then re-tests of slow pairs against nodes that passed",
+    "scale": "one pairing, re-tests of slow pairs' members against nodes that passed, one confirming round; "
+             "at most 4 whatever the node count",
+}
+
+
+def links_schedule(links: dict) -> str:
+    """How a links run chose its pairs, from its section: 'Scale mode: 3 rounds of disjoint pairs (...); 12 of 120
+    links measured'. '' for a section that does not record its rounds (a report from before they were recorded)."""
+    rounds = links.get("rounds")
+    if not isinstance(rounds, list):
+        return ""
+    mode = links.get("mode") if isinstance(links.get("mode"), str) else "full"
+    matrix = links.get("matrix_gbps") if isinstance(links.get("matrix_gbps"), list) else []
+    n = len(matrix)
+    measured = sum(1 for a in range(n) for b in range(a + 1, n) if _has(matrix, a, b) or _has(matrix, b, a))
+    text = f"{mode.capitalize()} mode: {_count(len(rounds), 'round')} of disjoint pairs"
+    if mode in _LINKS_MODE:
+        text += f" ({_LINKS_MODE[mode]})"
+    return text + (f"; {measured:,} of {_count(n * (n - 1) // 2, 'link')} measured" if n > 1 else "")
+
+
+def _has(matrix: list, a: int, b: int) -> bool:
+    row = matrix[a]
+    return isinstance(row, list) and b < len(row) and isinstance(row[b], (int, float))

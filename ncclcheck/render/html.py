@@ -21,6 +21,7 @@ from .common import (
     aggregated,
     check_case_name,
     display_checks,
+    links_schedule,
     node_label,
     not_measured,
     status_headline,
@@ -294,9 +295,10 @@ def _links(report: Report) -> str:
     values = [v for row in matrix if isinstance(row, list) for v in row if isinstance(v, (int, float))]
     top = max(values) if values else 0.0
     size = links.get("size")
+    how = links_schedule(links)
     out = ['<section id="links"><h2>Links</h2>',
            f'<p class="meta">Bandwidth of every node pair at {e(format_bytes(size)) if isinstance(size, int) else "?"}'
-           " (GB/s). Outlined cells are the slow links the run named.</p>",
+           f" (GB/s). Outlined cells are the slow links the run named.{f' {e(how)}.' if how else ''}</p>",
            '<table class="heatmap"><thead><tr><th></th>']
     n = len(matrix)
     for j in range(n):

@@ -4,6 +4,7 @@ slow nodes and links named. Returns renderables, never prints, decides nothing (
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping
 from typing import Any, Optional
 
@@ -12,6 +13,12 @@ from rich.table import Table
 from rich.text import Text
 
 from ..units import format_bytes, format_gbps
+from .common import links_schedule
+
+# Above this many nodes the node x node matrix no longer fits a terminal (and at scale it is mostly empty: the
+# scalable mode measures one pairing): the measured pairs are listed instead.
+MATRIX_MAX_NODES = 12
+PAIRS_SHOWN = 40  # more measured pairs than this: the slow and re-tested ones are listed, the rest summarised
 
 SLOW = "bold red"
 SLOW_NODE = "bold red"
@@ -80,6 +87,48 @@ def matrix_table(links: Mapping, names: Optional[Mapping[int, str]] = None) -> T
     return t
 
 
+def _gbps(v: Any) -> str:
+    return f"{v:.2f}" if isinstance(v, (int, float)) else "-"
+
+
+def pairs_table(links: Mapping, names: Optional[Mapping[int, str]] = None) -> Group:
+    """The measured pairs, one row each (a -> b and back in GB/s), for runs too large for the matrix. Past
+    PAIRS_SHOWN only the pairs worth reading (slow, re-tested, touching a slow or dead node) get a row; a line
+    summarises the others."""
+    matrix = links.get("matrix_gbps") if isinstance(links.get("matrix_gbps"), list) else []
+    n = len(matrix)
+    slow = _slow_cells(links)
+    marked = set(_ints(links.get("slow_nodes"))) | set(_ints(links.get("dead")))
+
+    def cell(a: int, b: int) -> Any:
+        row = matrix[a]
+        return row[b] if isinstance(row, list) and b < len(row) else None
+
+    measured = [(a, b) for a in range(n) for b in range(a + 1, n)
+                if isinstance(cell(a, b), (int, float)) or isinstance(cell(b, a), (int, float))]
+    rounds = links.get("rounds") if isinstance(links.get("rounds"), list) else []
+    retested = {tuple(sorted(p)) for rd in rounds[1:] if isinstance(rd, list) for p in rd
+                if isinstance(p, list) and len(p) == 2}
+    worth = [p for p in measured if p in retested or (p[0], p[1]) in slow or (p[1], p[0]) in slow or set(p) & marked]
+    shown = measured if len(measured) <= PAIRS_SHOWN else worth
+    t = Table(header_style="bold", box=None, pad_edge=False)
+    for col, just in (("pair", "left"), ("a -> b", "right"), ("b -> a", "right")):
+        t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
+    for a, b in shown:
+        t.add_row(Text(f"{_label(a, links, names)} <-> {_label(b, links, names)}",
+                       style=SLOW if set((a, b)) & marked else ""),
+                  Text(_gbps(cell(a, b)), style=SLOW if (a, b) in slow else ""),
+                  Text(_gbps(cell(b, a)), style=SLOW if (b, a) in slow else ""))
+    listed = set(shown)
+    rest = [v for a, b in measured if (a, b) not in listed for v in (cell(a, b), cell(b, a))
+            if isinstance(v, (int, float))]
+    note = Text()
+    if rest:
+        note.append(f"{len(measured) - len(shown):,} other pairs measured: {min(rest):.2f}-{max(rest):.2f} GB/s, "
+                    f"median {statistics.median(rest):.2f}", style="dim")
+    return Group(t, note) if rest else Group(t)
+
+
 def findings(links: Mapping, names: Optional[Mapping[int, str]] = None) -> Text:
     """The named slow nodes, slow links, dead nodes and failed pairs, one per line."""
     t = Text()
@@ -121,14 +170,16 @@ def render_links(links: Optional[Mapping], names: Optional[Mapping[int, str]] = 
     section's own `hosts`."""
     if not links:
         return []
-    rounds = links.get("rounds")
+    n = len(links.get("matrix_gbps") or [])
     head = Text("Links", style="bold")
-    head.append("  GB/s, row sends to column", style="dim")
+    head.append("  GB/s" + (", row sends to column" if n <= MATRIX_MAX_NODES else ""), style="dim")
     size, iters = links.get("size"), links.get("iters")
     if isinstance(size, int):
         head.append(f"; {format_bytes(size)}" + (f" x {iters}" if isinstance(iters, int) else ""), style="dim")
-    if isinstance(rounds, list):
-        head.append(f"; {len(rounds)} rounds of disjoint pairs ({links.get('mode', 'full')})", style="dim")
     if isinstance(links.get("wall_s"), (int, float)):
-        head.append(f", {links['wall_s']:.1f} s", style="dim")
-    return [Group(head, matrix_table(links, names), findings(links, names))]
+        head.append(f"; {links['wall_s']:.1f} s", style="dim")
+    how = links_schedule(dict(links))
+    if how:
+        head.append("\n" + how, style="dim")
+    table = matrix_table(links, names) if n <= MATRIX_MAX_NODES else pairs_table(links, names)
+    return [Group(head, table, findings(links, names))]

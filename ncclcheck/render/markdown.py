@@ -15,6 +15,7 @@ from .common import (
     STATUS_WORD,
     check_case_name,
     display_checks,
+    links_schedule,
     node_label,
     not_measured,
     one_line,
@@ -71,6 +72,9 @@ def _links(report: Report) -> list[str]:
     links = report.links or {}
     size = links.get("size")
     out = [f"Pairwise bandwidth at {format_bytes(size)}." if isinstance(size, int) else "Pairwise bandwidth."]
+    how = links_schedule(links)
+    if how:
+        out[0] += f" {md_text(how)}."
     slow = links.get("slow") or []
     if not slow:
         out += ["", "No slow links."]

@@ -112,3 +112,53 @@ def test_through_the_runner_as_the_cli_runs_it():
     sec = out.results[0]["links"]
     assert sec["unit"] == "rank" and len(sec["matrix_gbps"]) == 3 and sec["slow"] == []
     assert sum(e["kind"] == "links_row" for e in out.emitted) == 3
+
+
+# --------------------------------------------------------------------- the scalable mode (--rounds scale, issue 12)
+SCALE = {**BASE, "rounds": "scale"}  # seed 0: round 1 pairs (0, 2), (1, 4), (3, 5) of 6 ranks; (1, 2), (3, 4) of 5
+
+
+def _first_pair_of_round_1(n: int) -> list:
+    from ncclcheck.links.schedule import scale_first_round
+
+    return list(scale_first_round(n, 0)[0][0])
+
+
+def test_scale_mode_names_a_slow_node_in_three_rounds():
+    run = run_world(FAULTY, {**SCALE, "faults": {"slow_rank": 1, "delay_s": 0.1}}, 6, timeout_s=20)
+    sec = _rank0(run)["links"]
+    assert sec["mode"] == "scale" and sec["slow_nodes"] == [1] and sec["slow"] == [], sec
+    # the pairing, then the members of the slow pair against two good partners each; no confirming round needed
+    assert len(sec["rounds"]) == 3
+    partners = {b if a == 1 else a for rd in sec["rounds"][1:] for a, b in rd if 1 in (a, b)}
+    assert len(partners) == 2 and 4 not in partners
+
+
+def test_scale_mode_names_a_slow_path_after_confirming_it():
+    a, b = _first_pair_of_round_1(6)
+    run = run_world(FAULTY, {**SCALE, "faults": {"slow_link": [a, b], "delay_s": 0.1}}, 6, timeout_s=20)
+    sec = _rank0(run)["links"]
+    assert sec["slow_nodes"] == [] and [(s["a"], s["b"]) for s in sec["slow"]] == [(a, b)], sec
+    assert len(sec["rounds"]) == 4 and sec["rounds"][-1] == [[a, b]]  # the pair itself, measured again
+    assert not sec["slow"][0]["ambiguous"]
+
+
+def test_scale_mode_does_not_blame_a_link_for_a_passing_hiccup():
+    # The pair is slow in round 1 only: both members pass their re-tests and the pair itself measures normal when
+    # confirmed, so nothing is named (before the confirming round this named the link).
+    a, b = _first_pair_of_round_1(6)
+    faults = {"slow_link": [a, b], "delay_s": 0.1, "slow_rounds": [0]}
+    run = run_world(FAULTY, {**SCALE, "faults": faults}, 6, timeout_s=20)
+    sec = _rank0(run)["links"]
+    assert sec["slow_nodes"] == [] and sec["slow"] == [], sec
+    assert len(sec["rounds"]) == 4 and sec["rounds"][-1] == [[a, b]]
+
+
+def test_scale_mode_measures_the_node_that_sat_out_the_pairing():
+    run = run_world(JOB, SCALE, 5, timeout_s=20)
+    sec = _rank0(run)["links"]
+    m = sec["matrix_gbps"]
+    assert [x for x in range(5) if all(m[x][y] is None for y in range(5))] == [], m  # every node has a link
+    # node 0 sat out round 1; it meets two good partners (two, so that a slow one would be named, not guessed at)
+    assert sorted(p for rd in sec["rounds"][1:] for p in rd) == [[0, 1], [0, 2]]
+    assert len(sec["rounds"]) == 3 and sec["slow"] == [] and sec["slow_nodes"] == []

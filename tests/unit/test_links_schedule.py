@@ -120,3 +120,23 @@ def test_scalable_retest_leaves_out_what_does_not_fit_instead_of_adding_rounds()
 
     re = scale_retest_rounds([(0, 1), (2, 3), (4, 5)], good_nodes=[6], partners=2, max_rounds=3)
     assert len(re) <= 3 and all(len(rd) == 1 for rd in re)
+
+
+def test_scalable_retest_measures_the_node_that_sat_out_and_leaves_a_round_to_confirm():
+    from ncclcheck.links.schedule import SCALE_MAX_ROUNDS, scale_first_round, scale_retest_rounds
+
+    first = scale_first_round(17, seed=1)
+    [bye] = set(range(17)) - {x for p in first[0] for x in p}
+    re = scale_retest_rounds([], [x for x in range(17) if x != bye], measured=first[0], unmeasured_nodes=[bye])
+    assert len(re) == 2 and all(len(rd) == 1 and bye in rd[0] for rd in re)
+    # by default the re-tests leave the last of the 4 rounds to confirm_rounds
+    many = scale_retest_rounds([(0, 1), (2, 3), (4, 5)], good_nodes=[6])
+    assert 1 + len(many) + 1 <= SCALE_MAX_ROUNDS
+
+
+def test_confirm_rounds_measure_candidate_pairs_again_within_the_limit():
+    from ncclcheck.links.schedule import confirm_rounds
+
+    assert confirm_rounds([(3, 1), (0, 2)]) == [[(0, 2), (1, 3)]]  # disjoint: one round
+    assert confirm_rounds([(0, 1), (1, 2)], max_rounds=1) == [[(0, 1)]]  # what does not fit is left out
+    assert confirm_rounds([(0, 1)], max_rounds=0) == [] and confirm_rounds([]) == []

@@ -218,6 +218,36 @@ def links_schedule(links: dict) -> str:
     return text + (f"; {measured:,} of {_count(n * (n - 1) // 2, 'link')} measured" if n > 1 else "")
 
 
+def links_slow_cells(links: dict) -> set:
+    """Directed cells the analysis marked slow; for saved runs without them, both directions of named links/nodes."""
+    if isinstance(links.get("slow_cells"), list):
+        return {(c[0], c[1]) for c in links["slow_cells"] if isinstance(c, list) and len(c) == 2}
+    cells = set()
+    for s in links.get("slow") or []:
+        if isinstance(s, dict):
+            cells |= {(s.get("a"), s.get("b")), (s.get("b"), s.get("a"))}
+    n = len(links.get("matrix_gbps") or [])
+    for x in links.get("slow_nodes") or []:
+        if isinstance(x, int):
+            cells |= {(x, y) for y in range(n)} | {(y, x) for y in range(n)}
+    return cells
+
+
+def links_pairs(links: dict) -> tuple[list, list]:
+    """(measured, worth): the node pairs (a < b) measured in either direction, and of those the ones worth a row in
+    a large run: re-tested, slow in a direction, or touching a slow or dead node."""
+    matrix = links.get("matrix_gbps") if isinstance(links.get("matrix_gbps"), list) else []
+    n = len(matrix)
+    slow = links_slow_cells(links)
+    marked = {x for x in list(links.get("slow_nodes") or []) + list(links.get("dead") or []) if isinstance(x, int)}
+    measured = [(a, b) for a in range(n) for b in range(a + 1, n) if _has(matrix, a, b) or _has(matrix, b, a)]
+    rounds = links.get("rounds") if isinstance(links.get("rounds"), list) else []
+    retested = {tuple(sorted(p)) for rd in rounds[1:] if isinstance(rd, list) for p in rd
+                if isinstance(p, list) and len(p) == 2}
+    worth = [p for p in measured if p in retested or (p[0], p[1]) in slow or (p[1], p[0]) in slow or set(p) & marked]
+    return measured, worth
+
+
 def _has(matrix: list, a: int, b: int) -> bool:
     row = matrix[a]
     return isinstance(row, list) and b < len(row) and isinstance(row[b], (int, float))

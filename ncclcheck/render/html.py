@@ -21,7 +21,9 @@ from .common import (
     aggregated,
     check_case_name,
     display_checks,
+    links_pairs,
     links_schedule,
+    links_slow_cells,
     node_label,
     not_measured,
     status_headline,
@@ -283,25 +285,15 @@ def _cell_colour(value: float, top: float) -> str:
     return f"hsl({120 * ratio:.0f},65%,{88 - 18 * ratio:.0f}%)"
 
 
-def _links(report: Report) -> str:
-    links = _dict(report.links)
-    matrix = links.get("matrix_gbps") if isinstance(links.get("matrix_gbps"), list) else []
-    slow_pairs = set()
-    for s in links.get("slow") or []:
-        if isinstance(s, dict):
-            slow_pairs.add((s.get("a"), s.get("b")))
-            slow_pairs.add((s.get("b"), s.get("a")))
-    slow_nodes = set(n for n in (links.get("slow_nodes") or []) if isinstance(n, int))
-    values = [v for row in matrix if isinstance(row, list) for v in row if isinstance(v, (int, float))]
-    top = max(values) if values else 0.0
-    size = links.get("size")
-    how = links_schedule(links)
-    out = ['<section id="links"><h2>Links</h2>',
-           f'<p class="meta">Bandwidth of every node pair at {e(format_bytes(size)) if isinstance(size, int) else "?"}'
-           f" (GB/s). Outlined cells are the slow links the run named.{f' {e(how)}.' if how else ''}</p>",
-           '<table class="heatmap"><thead><tr><th></th>']
-    n = len(matrix)
-    for j in range(n):
+# Above this many nodes a node x node table is too large to read or load (a million cells at 1,024 nodes, mostly
+# empty in scale mode): the measured pairs are listed in a sortable table instead.
+HEATMAP_MAX_NODES = 32
+PAIRS_LISTED = 2000  # more measured pairs than this (full mode at scale): the ones worth reading, the rest summarised
+
+
+def _heatmap(matrix: list, slow_pairs: set, slow_nodes: set, top: float, report: Report) -> list[str]:
+    out = ['<table class="heatmap"><thead><tr><th></th>']
+    for j in range(len(matrix)):
         cls = ' class="slow-node"' if j in slow_nodes else ""
         out.append(f"<th{cls}>{e(node_label(j, report))}</th>")
     out.append("</tr></thead><tbody>")
@@ -317,6 +309,62 @@ def _links(report: Report) -> str:
                 cells.append(f'<td class="{"slow" if slow else "self"}">{"no result ⚠" if slow else "—"}</td>')
         out.append(f"<tr>{''.join(cells)}</tr>")
     out.append("</tbody></table>")
+    return out
+
+
+def _links_pairs(links: dict, report: Report, top: float) -> str:
+    """One sortable row per measured pair (a -> b and b -> a), slow directions outlined; past PAIRS_LISTED only the
+    pairs worth reading, and one line for the rest."""
+    matrix = links["matrix_gbps"]
+    measured, worth = links_pairs(links)
+    slow = links_slow_cells(links)
+    shown = measured if len(measured) <= PAIRS_LISTED else worth
+
+    def cell(a: int, b: int) -> str:
+        row = matrix[a]
+        v = row[b] if isinstance(row, list) and b < len(row) else None
+        if not isinstance(v, (int, float)):
+            return '<td class="self">—</td>'
+        mark = (a, b) in slow
+        return (f'<td class="{"slow" if mark else "ok"}" style="background:{_cell_colour(v, top)}">'
+                f'{v:.2f}{" ⚠" if mark else ""}</td>')
+
+    rows = "".join(f"<tr><td>{e(node_label(a, report))}</td><td>{e(node_label(b, report))}</td>{cell(a, b)}"
+                   f"{cell(b, a)}</tr>" for a, b in shown)
+    note = ""
+    if len(shown) < len(measured):
+        note = (f'<p class="meta">{len(measured) - len(shown):,} other measured pairs are not listed: none is slow, '
+                "re-tested or on a slow or dead node; every value is in the JSON report.</p>")
+    return ('<table class="heatmap sortable"><thead><tr><th>node a</th><th>node b</th><th class="num">a → b</th>'
+            f'<th class="num">b → a</th></tr></thead><tbody>{rows}</tbody></table>{note}')
+
+
+def _pair_list(report: Report) -> bool:
+    matrix = _dict(report.links).get("matrix_gbps")
+    return isinstance(matrix, list) and len(matrix) > HEATMAP_MAX_NODES
+
+
+def _links(report: Report) -> str:
+    links = _dict(report.links)
+    matrix = links.get("matrix_gbps") if isinstance(links.get("matrix_gbps"), list) else []
+    slow_pairs = set()
+    for s in links.get("slow") or []:
+        if isinstance(s, dict):
+            slow_pairs.add((s.get("a"), s.get("b")))
+            slow_pairs.add((s.get("b"), s.get("a")))
+    slow_nodes = set(n for n in (links.get("slow_nodes") or []) if isinstance(n, int))
+    values = [v for row in matrix if isinstance(row, list) for v in row if isinstance(v, (int, float))]
+    top = max(values) if values else 0.0
+    size = links.get("size")
+    how = links_schedule(links)
+    out = ['<section id="links"><h2>Links</h2>',
+           f'<p class="meta">Bandwidth of every node pair at {e(format_bytes(size)) if isinstance(size, int) else "?"}'
+           f" (GB/s). Outlined cells are the slow links the run named.{f' {e(how)}.' if how else ''}</p>"]
+    n = len(matrix)
+    if n > HEATMAP_MAX_NODES:
+        out.append(_links_pairs(links, report, top))
+    else:
+        out.extend(_heatmap(matrix, slow_pairs, slow_nodes, top, report))
     slow = [s for s in links.get("slow") or [] if isinstance(s, dict)]
     if slow:
         items = "".join(
@@ -569,5 +617,5 @@ def render_html(report: Report) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{e(title)}</title><style>{_CSS}</style></head>\n<body>\n"
         + "\n".join(s for s in sections if s)
-        + f"\n<script>{_JS}{_SORT_JS if aggregated(report) else ''}</script>\n</body></html>\n"
+        + f"\n<script>{_JS}{_SORT_JS if aggregated(report) or _pair_list(report) else ''}</script>\n</body></html>\n"
     )

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..units import format_bytes, format_gbps
-from .common import links_schedule
+from .common import links_pairs, links_schedule, links_slow_cells
 
 # Above this many nodes the node x node matrix no longer fits a terminal (and at scale it is mostly empty: the
 # scalable mode measures one pairing): the measured pairs are listed instead.
@@ -42,17 +42,7 @@ def _label(i: Any, links: Mapping, names: Optional[Mapping[int, str]]) -> str:
 
 
 def _slow_cells(links: Mapping) -> set:
-    """Directed cells the analysis marked slow; for saved runs without them, both directions of named links/nodes."""
-    if isinstance(links.get("slow_cells"), list):
-        return {(c[0], c[1]) for c in links["slow_cells"] if isinstance(c, list) and len(c) == 2}
-    cells = set()
-    for s in links.get("slow") or []:
-        if isinstance(s, dict):
-            cells |= {(s.get("a"), s.get("b")), (s.get("b"), s.get("a"))}
-    n = len(links.get("matrix_gbps") or [])
-    for x in _ints(links.get("slow_nodes")):
-        cells |= {(x, y) for y in range(n)} | {(y, x) for y in range(n)}
-    return cells
+    return links_slow_cells(dict(links))
 
 
 def matrix_table(links: Mapping, names: Optional[Mapping[int, str]] = None) -> Table:
@@ -96,7 +86,6 @@ def pairs_table(links: Mapping, names: Optional[Mapping[int, str]] = None) -> Gr
     PAIRS_SHOWN only the pairs worth reading (slow, re-tested, touching a slow or dead node) get a row; a line
     summarises the others."""
     matrix = links.get("matrix_gbps") if isinstance(links.get("matrix_gbps"), list) else []
-    n = len(matrix)
     slow = _slow_cells(links)
     marked = set(_ints(links.get("slow_nodes"))) | set(_ints(links.get("dead")))
 
@@ -104,12 +93,7 @@ def pairs_table(links: Mapping, names: Optional[Mapping[int, str]] = None) -> Gr
         row = matrix[a]
         return row[b] if isinstance(row, list) and b < len(row) else None
 
-    measured = [(a, b) for a in range(n) for b in range(a + 1, n)
-                if isinstance(cell(a, b), (int, float)) or isinstance(cell(b, a), (int, float))]
-    rounds = links.get("rounds") if isinstance(links.get("rounds"), list) else []
-    retested = {tuple(sorted(p)) for rd in rounds[1:] if isinstance(rd, list) for p in rd
-                if isinstance(p, list) and len(p) == 2}
-    worth = [p for p in measured if p in retested or (p[0], p[1]) in slow or (p[1], p[0]) in slow or set(p) & marked]
+    measured, worth = links_pairs(dict(links))
     shown = measured if len(measured) <= PAIRS_SHOWN else worth
     t = Table(header_style="bold", box=None, pad_edge=False)
     for col, just in (("pair", "left"), ("a -> b", "right"), ("b -> a", "right")):

@@ -72,3 +72,20 @@ def test_a_large_run_lists_its_measured_pairs_instead_of_a_matrix_that_cannot_fi
     assert "node 10 <-> node 11" in out and "node 12 <-> node 13" not in out and 512 > PAIRS_SHOWN
     assert "511 other pairs measured: 0.12-0.12 GB/s, median 0.12" in out
     assert len(out.splitlines()) < 20
+
+
+def test_html_lists_the_pairs_of_a_large_run_instead_of_a_million_cell_table():
+    from ncclcheck.model import Report
+    from ncclcheck.render.html import HEATMAP_MAX_NODES, render_html
+
+    n = 1024
+    m = [[None] * n for _ in range(n)]
+    for a in range(0, n, 2):
+        m[a][a + 1] = m[a + 1][a] = 0.01 if a == 10 else 0.12
+    sec = analyze(m, size=4 << 20, extra={"mode": "scale", "rounds": [[[a, a + 1] for a in range(0, n, 2)]]}).section
+    html = render_html(Report(command="links", version="0", started="now", links=sec))
+    assert n > HEATMAP_MAX_NODES and "table.sortable" in html  # the sort script comes with the pair table
+    assert html.count("<tr><td>node") == 512  # every measured pair: one row each, no n x n table
+    assert "0.01 ⚠" in html and len(html) < 300_000
+    small = render_html(Report(command="links", version="0", started="now", links=_scale_section()))
+    assert 'title="node 6 to node 7"' in small and "<tr><td>node" not in small  # 16 nodes: the heatmap still

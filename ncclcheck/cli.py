@@ -138,6 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--relative", default="0.5",
                    help="a link below this fraction of the typical link, and clearly set apart, is slow (0.5)")
     _baseline_flags(k, "RUN.json", "gate: fail on a link slower than the same link in a saved links run")
+    k.add_argument("--seed", default="0",
+                   help="quick/scale modes pair nodes at random from this seed (default 0: every run measures the "
+                        "same pairs; vary it, e.g. --seed $(date +%%j), to cover other pairs across runs)")
     k.add_argument("--nccl-capture", action="store_true",
                    help="on GPUs: capture NCCL's debug log, topology and graph dumps per host and check the transport")
     k.add_argument("--tolerance", default="0.1", help="allowed relative slowdown against --baseline (0.1)")
@@ -222,6 +225,7 @@ def config_from_args(args: argparse.Namespace, env=None, started: Optional[float
             rounds=args.rounds,
             min_gbps=parse_float(args.min_gbps, "--min-gbps"),
             relative=parse_float(args.relative, "--relative"),
+            seed=parse_int(args.seed, "--seed", 0, 2**31 - 1),
         )
     return Config(**cfg)
 

@@ -118,6 +118,7 @@ class LinksConfig:
     rounds: str = "auto"  # auto | full | quick | scale (auto: full below 16 nodes, scale from 16)
     min_gbps: Optional[float] = None
     relative: float = 0.5  # a link below this fraction of the median is slow
+    seed: int = 0  # quick/scale modes: which random pairing is measured (vary it across runs to cover other pairs)
 
 
 @dataclass(frozen=True)

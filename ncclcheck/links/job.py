@@ -56,6 +56,7 @@ def payload_from_config(cfg: Any, timeout_s: Optional[float] = None) -> dict:
         "rounds": cfg.rounds,
         "min_gbps": cfg.min_gbps,
         "relative": cfg.relative,
+        "seed": getattr(cfg, "seed", 0),
         "timeout_s": timeout_s,
     }
 
@@ -407,7 +408,7 @@ class _Coordinator:
             errors=[{"a": a, "b": b, "error": e} for (a, b), e in sorted(self.errors.items())
                     if a not in self.dead and b not in self.dead],
             unmeasured=self.unmeasured,
-            extra={"mode": o.mode, "iters": o.iters, "rounds": self.rounds_run,
+            extra={"mode": o.mode, "iters": o.iters, "rounds": self.rounds_run, "seed": o.seed,
                    "dead_round": {str(k): v for k, v in sorted(self.dead.items())},
                    "wall_s": round(time.monotonic() - t_start, 3), "tx_us": self.tx_us},
         )

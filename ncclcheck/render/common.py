@@ -215,7 +215,10 @@ def links_schedule(links: dict) -> str:
     text = f"{mode.capitalize()} mode: {_count(len(rounds), 'round')} of disjoint pairs"
     if mode in _LINKS_MODE:
         text += f" ({_LINKS_MODE[mode]})"
-    return text + (f"; {measured:,} of {_count(n * (n - 1) // 2, 'link')} measured" if n > 1 else "")
+    text += f"; {measured:,} of {_count(n * (n - 1) // 2, 'link')} measured" if n > 1 else ""
+    if mode in ("quick", "scale") and isinstance(links.get("seed"), int):
+        text += f" (pairing seed {links['seed']}: --seed picks another)"
+    return text
 
 
 def links_slow_cells(links: dict) -> set:

@@ -89,3 +89,13 @@ def test_html_lists_the_pairs_of_a_large_run_instead_of_a_million_cell_table():
     assert "0.01 ⚠" in html and len(html) < 300_000
     small = render_html(Report(command="links", version="0", started="now", links=_scale_section()))
     assert 'title="node 6 to node 7"' in small and "<tr><td>node" not in small  # 16 nodes: the heatmap still
+
+
+def test_the_pairing_seed_is_recorded_and_said_and_the_cli_takes_another():
+    from ncclcheck.cli import build_parser, config_from_args
+    from ncclcheck.links.job import payload_from_config
+
+    sec = {**_scale_section(), "seed": 7}
+    assert "(pairing seed 7: --seed picks another)" in " ".join(_text(render_links(sec)).split())
+    args = build_parser().parse_args(["links", "--seed", "7"])
+    assert payload_from_config(config_from_args(args, env={}).links)["seed"] == 7

@@ -98,7 +98,11 @@ def run_preflight(config: Optional[Config] = None, observer=None, **overrides) -
     if placement.multi_node or placement.worker_mode:
         from .preflight import cluster as _world
 
-        out = _world.run_cluster_preflight(config, placement, facts, checks, log_path=_log_path(), observer=observer)
+        try:
+            out = _world.run_cluster_preflight(config, placement, facts, checks, log_path=_log_path(),
+                                               observer=observer)
+        except KeyboardInterrupt:
+            return _interrupted_preflight(config, command, started, t0, world, placement, facts, checks)
         report = Report(command=command, version=__version__, started=started, world=out.world, nodes=out.nodes,
                         checks=out.checks, strict=config.output.strict,
                         recommendations=out.recommendations or recommend_local(NodeView(facts, multi_node=True)))
@@ -123,6 +127,28 @@ def run_preflight(config: Optional[Config] = None, observer=None, **overrides) -
     )
     _nccl_diagnostics(config, report)
     _compare_golden(config, report, golden)
+    report.duration_s = time.monotonic() - t0
+    return report
+
+
+def _interrupted_preflight(config: Config, command: str, started: str, t0: float, world: WorldConfig, placement,
+                           facts: dict, checks: list) -> Report:
+    """Ctrl-C while the world formed or the mesh was probed: this node's own findings, and a failed
+    rendezvous.world saying the cross-node part never finished (the CLI writes it and exits 130)."""
+    from .model import failed
+
+    report = Report(
+        command=command, version=__version__, started=started,
+        world=WorldInfo(nnodes=world.nnodes, world_size=placement.world_size, backend=world.backend,
+                        master=format_endpoint(world.master_addr, world.master_port), launcher=placement.launcher),
+        nodes=[NodeInfo(world.node_rank, hostname_of(facts), facts)] if facts else [],
+        checks=list(checks) + [failed(
+            "rendezvous.world", "interrupted (Ctrl-C) before the world formed and the cross-node checks ran: "
+            "only this node's own checks are here", node=world.node_rank,
+            fix="Run it again on every node; `--timeout` bounds each wait if a node is slow to join.")],
+        recommendations=recommend_local(NodeView(facts, multi_node=True)) if facts else [],
+        strict=config.output.strict, partial=True)
+    report.interrupted = True
     report.duration_s = time.monotonic() - t0
     return report
 

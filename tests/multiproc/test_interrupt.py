@@ -68,3 +68,45 @@ def test_ctrl_c_writes_partial_json_and_exits_130(tmp_path):
 def test_ctrl_c_during_links_writes_partial_json_and_exits_130(tmp_path):
     _interrupted_run(tmp_path, ["links", "--nproc-per-node", "3", "--size", "64M", "--iters", "200"],
                      tmp_path / "links.json")
+
+
+def _listening(pid: int, port: int) -> bool:
+    try:
+        return any(c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN
+                   for c in psutil.Process(pid).net_connections())
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_ctrl_c_while_preflight_waits_for_nodes_writes_partial_json_and_exits_130(tmp_path):
+    # Node 0 of a 2-node world whose node 1 never comes: it hosts the store and waits for the join.
+    import socket
+
+    with socket.socket() as s:  # a free port on loopback
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "pf.json"
+    p = subprocess.Popen([sys.executable, "-m", "ncclcheck", "preflight", "--nnodes", "2", "--node-rank", "0",
+                          "--master-addr", "127.0.0.1", "--master-port", str(port), "--timeout", "60",
+                          "--json", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                         env=cli_env({"NCCLCHECK_LOG_DIR": str(tmp_path)}), start_new_session=True,
+                         preexec_fn=_sigint_as_on_a_terminal)
+    try:
+        end = time.monotonic() + 60
+        while not _listening(p.pid, port) and time.monotonic() < end and p.poll() is None:
+            time.sleep(0.2)
+        assert p.poll() is None and _listening(p.pid, port), p.communicate()
+        time.sleep(0.5)
+        os.killpg(p.pid, signal.SIGINT)
+        stdout, stderr = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert p.returncode == 130, (stdout, stderr)
+    assert "Traceback" not in stderr, stderr
+    doc = json.loads(out.read_text())
+    assert doc["partial"] is True and doc["status"] == "fail"
+    world = [c for c in doc["checks"] if c["id"] == "rendezvous.world"]
+    assert world and "interrupted (Ctrl-C)" in world[0]["summary"]
+    assert any(c["id"] == "net.interfaces" for c in doc["checks"])  # this node's own checks are kept

@@ -31,16 +31,17 @@ def _sigint_as_on_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _interrupted_run(tmp_path, args: list, out) -> dict:
-    """Start `ncclcheck ARGS --json OUT`, send SIGINT to its process group once its ranks run, and check what a
-    user must see: exit 130, no traceback from any rank, and a partial report that is not PASS."""
+def _interrupted_run(tmp_path, args: list, out, ready=_ranks_started) -> dict:
+    """Start `ncclcheck ARGS --json OUT`, send SIGINT to its process group once `ready(pid)` (default: its ranks
+    run), and check what a user must see: exit 130, no traceback from any rank, and a partial report that is not
+    PASS."""
     p = subprocess.Popen([sys.executable, "-m", "ncclcheck", *args, "--json", str(out)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
                          env=cli_env({"NCCLCHECK_LOG_DIR": str(tmp_path)}), start_new_session=True,
                          preexec_fn=_sigint_as_on_a_terminal)
     try:
         end = time.monotonic() + 90
-        while not _ranks_started(p.pid) and time.monotonic() < end and p.poll() is None:
+        while not ready(p.pid) and time.monotonic() < end and p.poll() is None:
             time.sleep(0.2)
         assert p.poll() is None, p.communicate()
         time.sleep(1.0)  # the ranks are importing torch or sweeping; either way the agent owns the signal
@@ -85,28 +86,9 @@ def test_ctrl_c_while_preflight_waits_for_nodes_writes_partial_json_and_exits_13
     with socket.socket() as s:  # a free port on loopback
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    out = tmp_path / "pf.json"
-    p = subprocess.Popen([sys.executable, "-m", "ncclcheck", "preflight", "--nnodes", "2", "--node-rank", "0",
-                          "--master-addr", "127.0.0.1", "--master-port", str(port), "--timeout", "60",
-                          "--json", str(out)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-                         env=cli_env({"NCCLCHECK_LOG_DIR": str(tmp_path)}), start_new_session=True,
-                         preexec_fn=_sigint_as_on_a_terminal)
-    try:
-        end = time.monotonic() + 60
-        while not _listening(p.pid, port) and time.monotonic() < end and p.poll() is None:
-            time.sleep(0.2)
-        assert p.poll() is None and _listening(p.pid, port), p.communicate()
-        time.sleep(0.5)
-        os.killpg(p.pid, signal.SIGINT)
-        stdout, stderr = p.communicate(timeout=30)
-    finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-    assert p.returncode == 130, (stdout, stderr)
-    assert "Traceback" not in stderr, stderr
-    doc = json.loads(out.read_text())
-    assert doc["partial"] is True and doc["status"] == "fail"
+    doc = _interrupted_run(tmp_path, ["preflight", "--nnodes", "2", "--node-rank", "0", "--master-addr", "127.0.0.1",
+                                      "--master-port", str(port), "--timeout", "60"], tmp_path / "pf.json",
+                           ready=lambda pid: _listening(pid, port))
     world = [c for c in doc["checks"] if c["id"] == "rendezvous.world"]
     assert world and "interrupted (Ctrl-C)" in world[0]["summary"]
     assert any(c["id"] == "net.interfaces" for c in doc["checks"])  # this node's own checks are kept

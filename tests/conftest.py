@@ -94,3 +94,51 @@ def _traffic_stays_on_loopback_and_the_lab(monkeypatch):
 
     monkeypatch.setattr(socket.socket, "connect", connect)
     monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+
+
+def _local_names(path: str = "/etc/hosts") -> set:
+    """Names /etc/hosts answers for (nsswitch's `files`, read before any resolver is asked): this machine's own
+    hostname and localhost. Looking them up sends nothing."""
+    names: set = set()
+    try:
+        with open(path) as f:
+            for line in f:
+                names.update(line.split("#", 1)[0].split()[1:])
+    except OSError:
+        pass
+    return names
+
+
+# Which resolver calls the guard wraps, with their real functions (looked up per call, like REAL_CONNECT).
+REAL_RESOLVE: dict = {}
+
+
+def _lookup_allowed(host) -> bool:
+    import ipaddress
+
+    h = host.decode() if isinstance(host, bytes) else host
+    if h in (None, "") or h in _local_names():
+        return True
+    try:
+        ipaddress.ip_address(str(h).split("%")[0])
+        return True  # a literal address: no query
+    except ValueError:
+        return False
+
+
+@pytest.fixture(autouse=True)
+def _names_resolve_only_locally(monkeypatch):
+    """No test in this process asks the machine's resolver for a name (the traffic rule): a lookup of anything but
+    a literal address or a name /etc/hosts holds fails the test. Products take an injected resolver for that;
+    the lab resolves its own names inside namespaces whose resolv.conf names their own loopback."""
+    import socket
+
+    for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex"):
+        REAL_RESOLVE.setdefault(name, getattr(socket, name))
+
+        def guarded(host, *a, _name=name, **kw):
+            if not _lookup_allowed(host):
+                raise AssertionError(f"traffic rule: a test asked the machine's resolver for {host!r}")
+            return REAL_RESOLVE[_name](host, *a, **kw)
+
+        monkeypatch.setattr(socket, name, guarded)

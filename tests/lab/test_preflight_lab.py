@@ -123,10 +123,20 @@ def test_blocked_master_port_named_by_other_nodes(lab):
         assert target in runs[h].stdout, runs[h].stdout
 
 
+def resolves_only_inside(lab_, host: str) -> None:
+    """A name looked up on `host` stays inside its namespace: its resolv.conf names only that namespace's own
+    loopback, where nothing answers, so no query reaches the machine's resolver (and a .invalid name, reserved by
+    RFC 6761, never resolves anywhere)."""
+    conf = lab_.exec(host, ["cat", "/etc/resolv.conf"], check=True).stdout.split()
+    assert [w for w in conf if w != "nameserver"][:1] == ["127.0.0.1"] and conf.count("nameserver") == 1, conf
+
+
 @pytest.mark.parametrize("master", ["unused-ip", "nosuchhost"])
 def test_wrong_master_address_named(lab, master):
     lab2 = lab(2)
-    addr = f"198.18.{lab2.state.slot}.250" if master == "unused-ip" else "nosuchhost"
+    addr = f"198.18.{lab2.state.slot}.250" if master == "unused-ip" else "nosuchhost.invalid"
+    if master == "nosuchhost":
+        resolves_only_inside(lab2, "h2")
     runs = run_ranks(lab2, {"h2": 1}, 2, FAIL_TIMEOUT, master=addr)
     assert_failed_in_time(runs, ["h2"])
     c = check(runs["h2"], "rendezvous.master_reachable")
@@ -251,10 +261,7 @@ def test_master_addr_no_node_has_is_tied_to_ranks_never_joining(lab):
 
 def test_unresolvable_master_addr_fails_on_node_0(lab):
     lab1 = lab(1)
-    # The name is looked up inside h1's namespace, whose resolv.conf names only that namespace's own loopback
-    # (where nothing answers): the query never reaches the machine's resolver.
-    conf = lab1.exec("h1", ["cat", "/etc/resolv.conf"], check=True).stdout.split()
-    assert [w for w in conf if w != "nameserver"][:1] == ["127.0.0.1"] and conf.count("nameserver") == 1, conf
+    resolves_only_inside(lab1, "h1")
     runs = lab1.ncclcheck({"h1": ["preflight", "--nnodes", "2", "--node-rank", "0", "--master-addr",
                                   "no.such.host.invalid", "--timeout", str(FAIL_TIMEOUT)]},
                           deadline=FAIL_TIMEOUT + 3 * SLACK)

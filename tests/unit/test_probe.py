@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import ipaddress
 import socket
 import time
 
@@ -105,23 +104,6 @@ def test_master_unresolvable_gives_up_after_grace():
                      resolve=_no_such_name)
     assert r.status == "unresolvable" and time.monotonic() - t < 5
     assert r.attempts >= 2  # retried within the grace: a name may start resolving once DNS catches up
-
-
-@pytest.fixture(autouse=True)
-def _no_dns_leaves_the_machine(monkeypatch):
-    """Every test here: a name lookup other than a literal address or localhost fails the test."""
-    real = socket.getaddrinfo
-
-    def guarded(host, *a, **kw):
-        h = host.decode() if isinstance(host, bytes) else host
-        if h not in (None, "", "localhost"):
-            try:
-                ipaddress.ip_address(h)
-            except ValueError:
-                raise AssertionError(f"a DNS query for {h!r} would leave the machine") from None
-        return real(host, *a, **kw)
-
-    monkeypatch.setattr(socket, "getaddrinfo", guarded)
 
 
 def test_check_bind_names_a_port_in_use():
@@ -231,6 +213,17 @@ def test_mesh_is_bounded_by_its_deadline():
         rows = probe_peers(0, peers, timeout_s=5.0, deadline_s=0.5, max_workers=4)
     assert time.monotonic() - t < 2.0
     assert len(rows) == 20 and not any(r["ok"] for r in rows)
+
+
+def test_the_traffic_rule_guard_refuses_a_lookup_through_the_machines_resolver(monkeypatch):
+    from tests import conftest
+
+    asked = []  # stands in for the resolver: even a broken guard sends no query from this test
+    monkeypatch.setitem(conftest.REAL_RESOLVE, "getaddrinfo", lambda host, *a, **kw: asked.append(host) or [])
+    with pytest.raises(AssertionError, match="traffic rule"):
+        socket.getaddrinfo("no-such-host.invalid", 29500)
+    socket.getaddrinfo("127.0.0.1", 29500)  # a literal address: handed on (here to the recorder)
+    assert asked == ["127.0.0.1"]
 
 
 def test_the_traffic_rule_guard_refuses_an_outside_address(monkeypatch):

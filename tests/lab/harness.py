@@ -275,3 +275,14 @@ class Lab:
             if proc.poll() is None:
                 _kill_group(proc, 0.0)
         nl.down(self.name)
+
+
+def code_drift(lab: Lab) -> dict[str, list[str]]:
+    """Per-host --code: h3's copy of the training code differs."""
+    extra = {}
+    for h in lab.hosts:
+        d = lab.tmp / f"code-{h}"
+        d.mkdir()
+        (d / "train.py").write_text("print('hello')\n" if h != "h3" else "print('changed')\n")
+        extra[h] = ["--code", str(d)]
+    return extra

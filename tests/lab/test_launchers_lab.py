@@ -17,7 +17,7 @@ from typing import Optional
 
 import pytest
 
-from tests.lab.harness import REPO_ROOT, HostRun, Lab, nl
+from tests.lab.harness import REPO_ROOT, HostRun, Lab, code_drift, nl
 
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
 import netlab_launchers as nlx  # noqa: E402
@@ -76,17 +76,6 @@ def torchrun_argv(lab: Lab, node: int, args: list[str], c10d: bool = False) -> l
 def fabric_argv(lab: Lab, node: int, args: list[str]) -> list[str]:
     return ["fabric", "run", "--accelerator", "cpu", "--devices", "2", "--num-nodes", "3", "--node-rank", str(node),
             "--main-address", lab.ip("h1"), "--main-port", str(PORT), MAIN, *args]
-
-
-def code_drift(lab: Lab) -> dict[str, list[str]]:
-    """Per-host --code: h3's copy of the training code differs."""
-    extra = {}
-    for h in lab.hosts:
-        d = lab.tmp / f"code-{h}"
-        d.mkdir()
-        (d / "train.py").write_text("print('hello')\n" if h != "h3" else "print('changed')\n")
-        extra[h] = ["--code", str(d)]
-    return extra
 
 
 def per_node(lab: Lab, make, args: list[str], extra: Optional[dict] = None) -> dict[str, HostRun]:

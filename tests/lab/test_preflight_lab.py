@@ -12,7 +12,7 @@ from typing import Optional
 
 import pytest
 
-from tests.lab.harness import Lab, NcclcheckRun
+from tests.lab.harness import Lab, NcclcheckRun, code_drift
 
 pytestmark = pytest.mark.lab
 
@@ -173,13 +173,7 @@ def test_duplicate_node_rank_names_both_hostnames(lab):
 
 def test_code_differing_on_one_node_is_named(lab):
     lab3 = lab(3)
-    extra = {}
-    for h in lab3.hosts:
-        d = lab3.tmp / f"code-{h}"
-        d.mkdir()
-        (d / "train.py").write_text("print('hello')\n" if h != "h3" else "print('changed')\n")
-        extra[h] = ["--code", str(d)]
-    runs = run_all_ranks(lab3, OK_TIMEOUT, extra=extra)
+    runs = run_all_ranks(lab3, OK_TIMEOUT, extra=code_drift(lab3))
     c = check(runs["h1"], "code.consistent")
     assert c["status"] == "fail", c
     assert "h3" in c["summary"] and "h1" not in c["summary"] and "h2" not in c["summary"], c

@@ -51,7 +51,7 @@ def _world_flags() -> argparse.ArgumentParser:
     g.add_argument("--nnodes", help="number of nodes (default 1: standalone on this machine)")
     g.add_argument("--node-rank", help="this node's rank, 0..nnodes-1")
     g.add_argument("--nproc-per-node", help="ranks per node (default: one per GPU, 2 CPU ranks without GPUs)")
-    g.add_argument("--master-addr", help="address of node rank 0")
+    g.add_argument("--master-addr", help="address of node rank 0 (host, or host:port like an rdzv endpoint)")
     g.add_argument("--master-port", help="rendezvous port on node rank 0 (default 29500)")
     g.add_argument("--backend", help="auto | nccl | gloo (default auto: nccl with GPUs, else gloo)")
     g.add_argument("--timeout", help="hang bound in seconds: the longest any single wait (master probe, join, mesh "

@@ -273,12 +273,17 @@ def build_world(
     if raw is not None and raw not in ("auto", "gpu"):
         nproc = parse_int(raw, _what(src), 1, 1024)
         origin["nproc_per_node"] = src
-    raw, src = _pick(master_addr, "--master-addr", env, "NCCLCHECK_MASTER_ADDR", "MASTER_ADDR")
-    addr = parse_host(raw, _what(src))
+    raw, addr_src = _pick(master_addr, "--master-addr", env, "NCCLCHECK_MASTER_ADDR", "MASTER_ADDR")
+    # host or host:port, like torchrun's --rdzv-endpoint: 'h1:29500' is a name that would never resolve otherwise
+    addr, addr_port = parse_endpoint(raw, _what(addr_src)) if raw is not None else (None, None)
     if addr is not None:
-        origin["master_addr"] = src
+        origin["master_addr"] = addr_src
     raw, src = _pick(master_port, "--master-port", env, "NCCLCHECK_MASTER_PORT", "MASTER_PORT")
     port = parse_port(raw, _what(src))
+    if addr_port is not None and port is not None and port != addr_port:
+        raise UsageError(f"{_what(addr_src)} names port {addr_port} but {_what(src)} is {port}: give the port once")
+    if port is None and addr_port is not None:
+        port, src = addr_port, addr_src
     if port is not None:
         origin["master_port"] = src
     be, src = _pick(backend, "--backend", env, "NCCLCHECK_BACKEND")

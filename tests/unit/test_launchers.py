@@ -174,3 +174,17 @@ def test_api_world_is_the_placements_in_every_mode():
     assert (world.node_rank, world.nnodes, world.master_port) == (2, 3, 29500)
     world = _world_of(Config("bench", world=build_world(env=TORCHRUN_STATIC)), place(TORCHRUN_STATIC))
     assert (world.node_rank, world.nnodes, world.nproc_per_node, world.master_addr) == (2, 3, 2, "198.18.0.1")
+
+
+def test_master_addr_takes_host_port_like_an_rdzv_endpoint():
+    from ncclcheck.cli import build_parser, config_from_args
+
+    def world(*argv):
+        return config_from_args(build_parser().parse_args(["preflight", *argv]), env={}).world
+
+    w = world("--master-addr", "198.18.0.1:29501")
+    assert (w.master_addr, w.master_port, w.origin["master_port"]) == ("198.18.0.1", 29501, "--master-addr")
+    w = world("--master-addr", "[fe80::1]:29501", "--master-port", "29501")
+    assert (w.master_addr, w.master_port) == ("fe80::1", 29501)
+    with pytest.raises(UsageError, match="--master-addr names port 29501 but --master-port is 29500"):
+        world("--master-addr", "198.18.0.1:29501", "--master-port", "29500")

@@ -534,7 +534,6 @@ def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None) ->
 
         sys.stdout.write(render_labels(report))
         return  # stdout is the script; nothing else may be mixed into it
-        write_outputs(report, html=out.html, markdown=out.markdown, junit=out.junit, env_out=out.env_out)
     machine_stdout = out.json_path == "-" or (config.command == "recommend" and config.recommend_format != "text")
     term = view.make_console(sys.stderr if machine_stdout else sys.stdout, os.environ, seat.launcher)
     if not seat.full:

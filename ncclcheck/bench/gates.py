@@ -14,7 +14,7 @@ from typing import Any, Optional
 from ..config import BenchConfig
 from ..errors import UsageError
 from ..model import BenchRow, CheckResult, failed, load_saved_report, passed, sig, skipped, warned
-from ..units import format_gbps, format_size_short, format_us
+from ..units import format_gbps, format_size_short
 from .coverage import coverage_check
 
 
@@ -237,16 +237,6 @@ def summarize(rows: list[BenchRow], hardware: Optional[dict] = None) -> dict:
                  "1) and algbw is a copy on this device, or only the call's cost where one rank needs no copy "
                  "(in-place all_reduce, broadcast): run on 2+ GPUs or nodes to measure the fabric")
     return {"per_op": per_op, "note": note}
-
-
-def summary_lines(summary: dict) -> list[str]:
-    """Plain one-line-per-op text of a summary (renderers may use it; they compute nothing else)."""
-    out = []
-    for e in summary.get("per_op", []):
-        out.append(f"{e['op']} {e['dtype']}: busbw {format_gbps(e['busbw_gbps'])} at "
-                   f"{format_size_short(e['largest_bytes'])}, latency {format_us(e['latency_us'])} at "
-                   f"{format_size_short(e['smallest_bytes'])}")
-    return out
 
 
 def outcome(cfg: BenchConfig, rows: list[BenchRow], skips: Iterable[dict] = (), stopped: Optional[dict] = None,

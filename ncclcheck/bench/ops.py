@@ -174,8 +174,7 @@ def coll_counts(op: str, size_bytes: int, dtype_or_elt: Union[str, int], nranks:
     count = int(size_bytes) // e
     send, recv, param, soff, roff = OPS[op].counts(count, nranks, e)
     if param <= 0 or max(send, recv) <= 0:
-        spec = OPS[op]
-        need = (_align_elems(e) * e * nranks) if spec.chunked else e
+        need = min_size(op, e, nranks)
         raise UsageError(
             f"size {size_bytes} B is too small for {op} with {nranks} ranks and {e}-byte elements: "
             f"it needs at least {need} B"
@@ -183,9 +182,9 @@ def coll_counts(op: str, size_bytes: int, dtype_or_elt: Union[str, int], nranks:
     return Counts(op, int(size_bytes), e, nranks, send, recv, param, soff, roff)
 
 
-def min_size(op: str, dtype: str, nranks: int) -> int:
+def min_size(op: str, dtype_or_elt: Union[str, int], nranks: int) -> int:
     """The smallest size in bytes that gives `op` at least one element per rank."""
-    e = element_size(dtype)
+    e = dtype_or_elt if isinstance(dtype_or_elt, int) else element_size(dtype_or_elt)
     return _align_elems(e) * e * nranks if OPS[op_name(op)].chunked else e
 
 

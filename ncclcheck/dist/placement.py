@@ -137,37 +137,6 @@ def expand_nodelist(text: str) -> list[str]:
     return hosts
 
 
-_LAST_NUM = re.compile(r"^(.*?)(\d+)(\D*)$")
-
-
-def compress_nodelist(hosts: list[str]) -> str:
-    """The inverse of expand_nodelist for lists of plain host names (order kept, runs of adjacent numbers merged)."""
-    groups: list[tuple[str, str, list[list[str]]]] = []  # (prefix, suffix, [[first, last], ...])
-    for h in hosts:
-        m = _LAST_NUM.match(h)
-        if not m:
-            groups.append((h, "", []))
-            continue
-        prefix, digits, suffix = m.groups()
-        if groups and groups[-1][2] and groups[-1][0] == prefix and groups[-1][1] == suffix:
-            runs = groups[-1][2]
-            first, last = runs[-1]
-            if int(digits) == int(last) + 1 and f"{int(digits):0{len(first)}d}" == digits:
-                runs[-1][1] = digits
-            else:
-                runs.append([digits, digits])
-        else:
-            groups.append((prefix, suffix, [[digits, digits]]))
-    out = []
-    for prefix, suffix, runs in groups:
-        if not runs:
-            out.append(prefix)
-        elif len(runs) == 1 and runs[0][0] == runs[0][1]:
-            out.append(prefix + runs[0][0] + suffix)
-        else:
-            body = ",".join(a if a == b else f"{a}-{b}" for a, b in runs)
-            out.append(f"{prefix}[{body}]{suffix}")
-    return ",".join(out)
 
 
 def parse_tasks_per_node(text: str) -> list[int]:

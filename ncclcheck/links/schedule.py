@@ -8,7 +8,7 @@ about (n-1) pair times instead of n(n-1)/2.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 Pair = tuple[int, int]
 Round = list[Pair]
@@ -50,10 +50,6 @@ def quick_rounds(n: int, count: int = 3, seed: int = 0) -> list[Round]:
     full = circle_rounds(n)
     chosen = rng.sample(range(len(full)), min(count, len(full)))
     return [sorted(_norm(label[a], label[b]) for a, b in full[i]) for i in sorted(chosen)]
-
-
-def pairs_of(rounds: Iterable[Sequence[Pair]]) -> list[Pair]:
-    return [p for r in rounds for p in r]
 
 
 def _members(pairs: Iterable[Pair]) -> list[int]:

@@ -213,13 +213,6 @@ def usable_everywhere(entry: dict, ranks: list[int]) -> bool:
     return all(node_usable(entry, n))
 
 
-def column_reached(entry: dict, j: int, n: int) -> bool:
-    """Every other node that probed node index j reached it on this interface (what NCCL needs of j's address)."""
-    if entry.get("duplicates"):
-        return False  # which node answers a shared address depends on who connects
-    return n >= 2 and node_usable(entry, n)[j]
-
-
 def reachable_by_node(mesh: dict, ranks: list[int]) -> dict[int, list[str]]:
     """{node rank: [its interface names that every other node reached]} — per-node usable interfaces."""
     n = len(ranks)

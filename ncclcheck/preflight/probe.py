@@ -170,17 +170,6 @@ def bind_test(addr: str, port: int) -> dict:
 # on every interface, costs no thread per connection, which is what lets hundreds of virtual nodes share a process.
 
 
-def _read_line(sock: socket.socket, deadline: float) -> bytes:
-    buf = b""
-    while b"\n" not in buf and len(buf) < _MAX_LINE:
-        sock.settimeout(max(0.01, deadline - time.monotonic()))
-        chunk = sock.recv(_MAX_LINE)
-        if not chunk:
-            break
-        buf += chunk
-    return buf.split(b"\n", 1)[0]
-
-
 class MeshListener:
     """Listens on an ephemeral port on each candidate address and answers probes with this node's identity.
 
@@ -319,25 +308,6 @@ def _reply_record(rec: dict, line: bytes, nonce: str, t0: float, t1: float) -> d
     rec.update(ok=True, reached=reply.get("node"), reached_id=reply.get("id"), rtt_us=(t1 - t0) * 1e6)
     if isinstance(reply.get("time"), (int, float)):
         rec["offset_s"] = reply["time"] - (t0 + t1) / 2  # NTP-style: remote clock minus our midpoint
-    return rec
-
-
-def probe_endpoint(addr: str, port: int, my_rank: int, timeout_s: float = CONNECT_TIMEOUT_S) -> dict:
-    """One probe: connect, send a nonce, read back who answered. Returns a JSON-able attempt record."""
-    nonce = f"{my_rank}-{time.monotonic_ns()}"
-    rec = _attempt(addr, port)
-    deadline = time.monotonic() + timeout_s
-    try:
-        with socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.settimeout(timeout_s)
-            s.connect((addr, port))
-            t0 = time.time()
-            s.sendall(json.dumps({"magic": MAGIC, "from": my_rank, "nonce": nonce}).encode() + b"\n")
-            line = _read_line(s, deadline)
-            t1 = time.time()
-        return _reply_record(rec, line, nonce, t0, t1)
-    except OSError as e:
-        rec["error"] = f"{_classify(e)}: {e}"
     return rec
 
 

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..model import BenchRow, CheckResult, Status
-from ..units import format_bytes, format_gbps, format_size_short, format_us
+from ..units import format_bytes, format_gbps, format_us
 
 _REDOP = {"all_reduce": "sum", "reduce_scatter": "sum", "reduce": "sum"}
 _ROOT = {"broadcast": "0", "reduce": "0"}
@@ -117,8 +117,3 @@ def summary_block(summary: dict, gates: Iterable[CheckResult] = (), stopped: Opt
     return Group(*parts)
 
 
-def row_line(row: BenchRow) -> str:
-    """One row as a single plain line (progress labels, logs)."""
-    place = " in-place" if row.in_place else ""
-    return (f"{row.op} {format_size_short(row.bytes)} {row.dtype}{place}: {nccl_time(row.time_us)} us, "
-            f"busbw {format_gbps(row.busbw_gbps)}")

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ncclcheck.links.schedule import circle_rounds, pairs_of, quick_rounds, retest_rounds
+from ncclcheck.links.schedule import Pair, circle_rounds, quick_rounds, retest_rounds
+
+
+def pairs_of(rounds: Iterable[Sequence[Pair]]) -> list[Pair]:
+    return [p for r in rounds for p in r]
 
 
 def _disjoint(rnd) -> bool:

@@ -604,6 +604,14 @@ def _native_stderr_to(log_path: str) -> Iterator[None]:
             console.close()
 
 
+def _say(line: str) -> None:
+    """A line on stderr before any report exists (usage error, interrupted): once per node, not once per rank."""
+    from .dist.placement import speaks_for_node
+
+    if speaks_for_node(os.environ):
+        print(line, file=sys.stderr)
+
+
 def main(argv: Optional[list] = None) -> int:
     started = time.monotonic()  # the Budget's clock: every wait of this run is bounded from here on
     parser = build_parser()
@@ -614,7 +622,7 @@ def main(argv: Optional[list] = None) -> int:
             return EXIT_USAGE
         config = config_from_args(args, started=started)
     except UsageError as exc:
-        print(f"ncclcheck: error: {exc}", file=sys.stderr)
+        _say(f"ncclcheck: error: {exc}")
         return EXIT_USAGE
     log_path = _setup_logging()
     with _native_stderr_to(log_path):
@@ -643,14 +651,14 @@ def _main(args: argparse.Namespace, config: Config, log_path: str) -> int:
                 observer.stop()  # a bar left running would garble the report (or the error) printed next
         _emit(config, report, log_path, seat)
         if report.interrupted:  # the partial report is written; the exit code says it was interrupted
-            print("ncclcheck: interrupted", file=sys.stderr)
+            _say("ncclcheck: interrupted")
             return EXIT_INTERRUPTED
         return report.exit_code
     except UsageError as exc:
-        print(f"ncclcheck: error: {exc}", file=sys.stderr)
+        _say(f"ncclcheck: error: {exc}")
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print("ncclcheck: interrupted", file=sys.stderr)
+        _say("ncclcheck: interrupted")
         return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - the one place that turns a bug into exit 3 with the log's path
         log.exception("internal error")

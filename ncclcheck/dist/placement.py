@@ -224,6 +224,20 @@ def detect_launcher(env: Mapping[str, str]) -> str:
     return "ncclcheck"
 
 
+_LOCAL_RANK_VAR = {"torchrun": "LOCAL_RANK", "fabric": "LOCAL_RANK", "mpi": "OMPI_COMM_WORLD_LOCAL_RANK",
+                   "slurm": "SLURM_LOCALID"}
+
+
+def speaks_for_node(env: Mapping[str, str]) -> bool:
+    """Whether this process says what went wrong before any report exists (a usage error, Ctrl-C): a launcher's
+    local rank 0, or a process no launcher started. The other ranks of a node would only repeat it, once per GPU."""
+    try:
+        var = _LOCAL_RANK_VAR.get(detect_launcher(env))
+        return var is None or _int(env, var, 0) == 0
+    except UsageError:  # a launcher's variable is malformed: better every rank says so than none
+        return True
+
+
 def job_id(env: Mapping[str, str]) -> str:
     """The launcher's id of this job (%j in output paths, the store's key prefix): the same on every process."""
     for name in ("NCCLCHECK_RUN_ID", "SLURM_JOB_ID", "SLURM_JOBID", "TORCHELASTIC_RUN_ID", "OMPI_MCA_ess_base_jobid",

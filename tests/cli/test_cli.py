@@ -203,3 +203,14 @@ def test_output_path_templates_expand(tmp_path):
 def test_node_rank_in_the_environment_does_not_break_env():
     p = run_cli("env", env={"NODE_RANK": "1"})
     assert p.returncode == 0, p.stderr
+
+
+def test_a_usage_error_under_a_launcher_is_said_once_per_node_not_once_per_rank():
+    from tests.conftest import run_cli
+
+    ranks = {"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
+             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    quiet = run_cli("bench", "--sizes", "banana", env=ranks)
+    assert quiet.returncode == 2 and quiet.stderr == ""  # local rank 1: its node's rank 0 says it
+    said = run_cli("bench", "--sizes", "banana", env={**ranks, "RANK": "0", "LOCAL_RANK": "0"})
+    assert said.returncode == 2 and said.stderr.count("ncclcheck: error:") == 1 and "banana" in said.stderr

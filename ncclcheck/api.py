@@ -292,8 +292,7 @@ def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Re
         world, placement = _job_world(config)
     except WorldError as exc:
         return _world_failure_report(config, "bench", started, t0, str(exc))
-    nproc = world.nproc_per_node
-    world_size = placement.world_size if placement.worker_mode else world.nnodes * (nproc or _default_nproc())
+    world_size = placement.world_size if placement.worker_mode else world.nnodes * _local_ranks(world, placement)
     cfg = validate(config.bench, world_size)  # UsageError before any rendezvous
     _check_memory(cfg, world, placement, world_size)
     base_rows = gates.load_baseline(cfg.baseline) if cfg.baseline else None
@@ -351,7 +350,7 @@ def _nccl_capture(config: Config, world: WorldConfig, placement, backend: str, e
 
     # NCCL reads its debug and dump variables once, at init: they go into the spawned ranks' environment.
     log_dir = _side_dir()
-    nproc = world.nproc_per_node or _default_nproc()
+    nproc = _local_ranks(world, placement)
     env = nccl_debug_env(log_dir, hostname().split(".")[0], dump_rank=placement.node_rank * nproc) if log_dir else None
     out = _run_world_job(world, placement, nccl_debug_job, {"log_dir": log_dir}, env=env)
     results = [r for _, r in sorted(out.results.items())]
@@ -368,7 +367,7 @@ def _check_memory(cfg, world: WorldConfig, placement, world_size: int) -> None:
     from .facts.gpu import device_memory_bytes
     from .facts.host import mem_available_bytes
 
-    local = placement.local_world_size if placement.worker_mode else (world.nproc_per_node or _default_nproc())
+    local = _local_ranks(world, placement)
     on_gpu = resolve_backend(world.backend, gpu_count(), local) == "nccl"
     check_fits(cfg, world_size, local, mem_available_bytes(), device_memory_bytes(load_torch) if on_gpu else None)
 
@@ -380,7 +379,7 @@ def _check_gpus(world: WorldConfig, placement) -> None:
     from .dist.runner import gpu_count, resolve_backend
     from .errors import UsageError
 
-    local = placement.local_world_size if placement.worker_mode else (world.nproc_per_node or _default_nproc())
+    local = _local_ranks(world, placement)
     gpus = gpu_count()
     if resolve_backend(world.backend, gpus, local) != "nccl" or gpus >= local:
         return
@@ -390,6 +389,12 @@ def _check_gpus(world: WorldConfig, placement) -> None:
     raise UsageError(f"--backend nccl with {local} ranks on this host needs {local} GPUs and it has {gpus}: NCCL "
                      f"refuses two ranks on one GPU (\"Duplicate GPU detected\"); use --nproc-per-node {gpus} "
                      "or --backend gloo")
+
+
+def _local_ranks(world: WorldConfig, placement) -> int:
+    """Ranks on this node: the launcher's in worker mode, else --nproc-per-node, else one per GPU (or the CPU
+    default)."""
+    return placement.local_world_size if placement.worker_mode else (world.nproc_per_node or _default_nproc())
 
 
 def _default_nproc() -> int:
@@ -434,7 +439,7 @@ def run_links(config: Optional[Config] = None, observer=None, **overrides) -> Re
     payload = payload_from_config(config.links or LinksConfig())
     # Between two emitted pair rows: one round (pair setup, warm-up, timed transfers both ways, the report).
     out = _run_world_job(world, placement, links_job, payload, observer, config.budget, step_ops=5)
-    nproc = placement.local_world_size if placement.worker_mode else (world.nproc_per_node or _default_nproc())
+    nproc = _local_ranks(world, placement)
     section, checks, partial = from_outcome(out, payload, ranks_per_node=nproc)
     extra: dict = {}
     if config.nccl_diag and config.nccl_diag.capture:

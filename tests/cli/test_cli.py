@@ -205,6 +205,17 @@ def test_node_rank_in_the_environment_does_not_break_env():
     assert p.returncode == 0, p.stderr
 
 
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
+def test_nccl_without_a_gpu_per_rank_is_refused_before_any_rank_starts():
+    from tests.conftest import run_cli
+
+    for cmd in (["bench", "--sizes", "1K"], ["links", "--size", "1K"]):
+        r = run_cli(*cmd, "--backend", "nccl", "--nproc-per-node", "2", timeout=60)
+        assert r.returncode == 2 and r.stderr.startswith("ncclcheck: error: --backend nccl "), r.stderr
+        assert r.stdout == ""  # no rank started, no report
+
+
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_a_usage_error_under_a_launcher_is_said_once_per_node_not_once_per_rank():
     from tests.conftest import run_cli
 

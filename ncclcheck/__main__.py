@@ -7,7 +7,7 @@ import os
 import sys
 
 if __name__ == "__main__" and not __package__:
-    # Run as a file: its own directory (full of modules named config, model, dist...) must not shadow anything;
+    # Run as a file: its own directory (full of modules named config, model, api...) must not shadow anything;
     # the directory holding the package takes its place, so `import ncclcheck` finds this copy.
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -29,7 +29,7 @@ def _config(config: Optional[Config], command: str, **overrides) -> Config:
 
 
 def _collect(config: Config, master_addr: Optional[str] = None) -> dict:
-    from .dist.runner import load_torch
+    from .agent.runner import load_torch
     from .facts import collect_node_facts
 
     return collect_node_facts(load_torch=load_torch, code_path=config.code_path, paths=config.paths,
@@ -51,13 +51,13 @@ def _probe_master(world: WorldConfig, budget: Optional[Budget] = None,
 
 
 def _placement(config: Config):
-    from .dist.placement import detect_placement
+    from .agent.launchers import detect_placement
 
     return detect_placement(os.environ, config.world)
 
 
 def _world_of(config: Config, placement) -> WorldConfig:
-    """The world as dist.placement decided it (the launcher's variables, the flags, the defaults: one rule), with
+    """The world as agent.launchers decided it (the launcher's variables, the flags, the defaults: one rule), with
     the flags' backend and timeout."""
     w = config.world
     nproc = placement.local_world_size if placement.worker_mode else (w.nproc_per_node or
@@ -86,7 +86,7 @@ def run_preflight(config: Optional[Config] = None, observer=None, **overrides) -
     facts = _collect(config, world.master_addr) if placement.node_leader else {}
     master = None
     if placement.node_leader and (placement.multi_node or not placement.worker_mode):
-        from .dist import roles
+        from .agent import roles
 
         # Under a launcher too: rank 0 binds MASTER_PORT unless torchrun's agent store already holds it.
         master = _probe_master(world, config.budget,
@@ -261,7 +261,7 @@ def _side_dir() -> Optional[str]:
 def _run_world_job(world: WorldConfig, placement, job, payload: dict, observer=None, budget=None, step_ops=1,
                    env=None):
     """run_job with the run's log directory, so NCCL debug files and worker logs land beside the run's log."""
-    from .dist.runner import run_job
+    from .agent.runner import run_job
 
     _check_gpus(world, placement)
     return run_job(world, placement, job, payload, observer=observer,
@@ -362,8 +362,8 @@ def _nccl_capture(config: Config, world: WorldConfig, placement, backend: str, e
 
 def _check_memory(cfg, world: WorldConfig, placement, world_size: int) -> None:
     """UsageError when the ranks of this node cannot allocate the largest --sizes (before any rank starts)."""
+    from .agent.runner import gpu_count, load_torch, resolve_backend
     from .bench.memory import check_fits
-    from .dist.runner import gpu_count, load_torch, resolve_backend
     from .facts.gpu import device_memory_bytes
     from .facts.host import mem_available_bytes
 
@@ -376,7 +376,7 @@ def _check_gpus(world: WorldConfig, placement) -> None:
     """UsageError before any rank starts when NCCL ranks would share a GPU or have none: NCCL refuses two ranks on
     one device ("Duplicate GPU detected : rank 0 and rank 1 both on CUDA device ..." from ncclCommInitRank, seen
     with NCCL 2.28.9), and a rank without one fails in torch.cuda.set_device."""
-    from .dist.runner import gpu_count, resolve_backend
+    from .agent.runner import gpu_count, resolve_backend
     from .errors import UsageError
 
     local = _local_ranks(world, placement)
@@ -398,7 +398,7 @@ def _local_ranks(world: WorldConfig, placement) -> int:
 
 
 def _default_nproc() -> int:
-    from .dist.runner import CPU_RANKS_DEFAULT, gpu_count
+    from .agent.runner import CPU_RANKS_DEFAULT, gpu_count
 
     return gpu_count() or CPU_RANKS_DEFAULT
 

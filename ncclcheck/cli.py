@@ -252,9 +252,9 @@ _PATH_FLAGS = ("json", "html", "junit", "markdown", "env_out", "save_baseline", 
 
 
 def placement_of(command: str, world, env):
-    """This process's place in the job (dist.placement) for commands that form a world; env and report only need
+    """This process's place in the job (agent.launchers) for commands that form a world; env and report only need
     it for %j/%n/%r in paths, so there a launcher's inconsistent variables are not an error."""
-    from .dist.placement import detect_placement
+    from .agent.launchers import detect_placement
 
     if command in _WORLD_COMMANDS:
         return detect_placement(env, world)
@@ -266,7 +266,7 @@ def placement_of(command: str, world, env):
 
 def _expand_paths(args: argparse.Namespace, placement, env) -> None:
     """%j %n %h %r in output paths, the same expansion on every process (so %n/%h/%r give distinct files)."""
-    from .dist.placement import job_id
+    from .agent.launchers import job_id
     from .facts import hostname
     from .render.files import expand_path
 
@@ -606,7 +606,7 @@ def _native_stderr_to(log_path: str) -> Iterator[None]:
 
 def _say(line: str) -> None:
     """A line on stderr before any report exists (usage error, interrupted): once per node, not once per rank."""
-    from .dist.placement import speaks_for_node
+    from .agent.launchers import speaks_for_node
 
     if speaks_for_node(os.environ):
         print(line, file=sys.stderr)

@@ -1,7 +1,7 @@
 """Typed configuration, built once from argv + environment. Everything below the CLI takes these dataclasses.
 
 Flag values fall back to NCCLCHECK_* variables and then to MASTER_ADDR, MASTER_PORT and NODE_RANK; a launcher's own
-world (torchrun, fabric run, srun, mpirun, Kubernetes) is read and reconciled with these in dist/placement.py, so
+world (torchrun, fabric run, srun, mpirun, Kubernetes) is read and reconciled with these in agent/launchers.py, so
 `ncclcheck preflight` inside a job script needs no flags.
 """
 
@@ -73,7 +73,7 @@ class WorldConfig:
     backend: str = "auto"
     timeout_s: float = DEFAULT_TIMEOUT_S
     # Where each world value came from ("--nnodes", "NCCLCHECK_NNODES", "NODE_RANK"...); a value absent here is a
-    # default. dist.placement compares the user's values with a launcher's world and names both when they disagree.
+    # default. agent.launchers compares the user's values with a launcher's world and names both when they disagree.
     origin: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
 
     @property
@@ -255,7 +255,7 @@ def build_world(
     """Each value: the flag, then NCCLCHECK_*, then the launcher-standard name (MASTER_ADDR, MASTER_PORT, NODE_RANK).
 
     Only single values are checked here. Whether node rank, node count and master agree with each other and with a
-    launcher that started us is decided in one place, dist.placement.detect_placement, which knows the launcher.
+    launcher that started us is decided in one place, agent.launchers.detect_placement, which knows the launcher.
     Raises UsageError on bad values.
     """
     env = os.environ if env is None else env

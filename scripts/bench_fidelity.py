@@ -64,10 +64,10 @@ def _rank(rank: int, n: int, port: int, args, q) -> None:
     import torch
     import torch.distributed as dist
 
+    from ncclcheck.agent.context import WorkerContext
     from ncclcheck.bench.collectives import run_sweep
     from ncclcheck.bench.ops import bandwidths, coll_counts
     from ncclcheck.config import BenchConfig
-    from ncclcheck.dist.context import WorkerContext
 
     device = "cpu"
     if args.backend == "nccl":

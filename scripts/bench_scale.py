@@ -38,10 +38,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from ncclcheck import __version__  # noqa: E402
+from ncclcheck.agent.launchers import detect_placement  # noqa: E402
 from ncclcheck.checks import run_local_checks  # noqa: E402
 from ncclcheck.checks.local import LocalInput  # noqa: E402
 from ncclcheck.config import Config, WorldConfig  # noqa: E402
-from ncclcheck.dist.placement import detect_placement  # noqa: E402
 from ncclcheck.model import Report  # noqa: E402
 from ncclcheck.nccl import reachability  # noqa: E402
 from ncclcheck.preflight import cluster, probe  # noqa: E402
@@ -130,7 +130,7 @@ def install_probe_fault() -> None:
 
 
 def base_facts() -> dict:
-    from ncclcheck.dist.runner import load_torch
+    from ncclcheck.agent.runner import load_torch
     from ncclcheck.facts import collect_node_facts
 
     return collect_node_facts(load_torch=load_torch, code_path=os.getcwd(), paths=[], master_addr=None,

@@ -57,7 +57,7 @@ table netdev ncclcheck_bytes {{
 # 8-byte length before every string, the reply) by key family; each process writes its counts to a file at exit.
 SITECUSTOMIZE = r"""
 import atexit, collections, json, os, re
-from ncclcheck.dist import store as _store
+from ncclcheck.rendezvous import store as _store
 _counts = collections.Counter()
 _reqs = collections.Counter()
 def _family(key):

@@ -1,5 +1,5 @@
 """A bounded multi-process world for job tests: N spawned gloo (or NCCL) ranks on loopback, one WorkerContext each,
-the same context a real world (ncclcheck.dist.runner) hands to a job.
+the same context a real world (ncclcheck.agent.runner) hands to a job.
 
     run = run_world("ncclcheck.links.job:links_job", payload, world_size=4)   # tolerant: deaths are data
     run.results[0], run.exitcodes, run.emits, run.errors
@@ -53,7 +53,7 @@ def _child(job_ref: str, payload: dict, rank: int, ws: int, nproc: int, port: in
         import torch
         import torch.distributed as dist
 
-        from ncclcheck.dist.context import WorkerContext
+        from ncclcheck.agent.context import WorkerContext
 
         torch.set_num_threads(1)
         node_rank = rank // nproc

@@ -19,8 +19,8 @@ import dataclasses
 import os
 import time
 
-from ncclcheck.dist.store import JsonStore
 from ncclcheck.links import job
+from ncclcheck.rendezvous.store import JsonStore
 
 
 def _me(ctx) -> int:

@@ -7,8 +7,8 @@ import argparse
 import json
 import sys
 
+from ncclcheck.agent.launchers import detect_placement
 from ncclcheck.config import Config, WorldConfig
-from ncclcheck.dist.placement import detect_placement
 from ncclcheck.model import passed
 from ncclcheck.preflight.cluster import run_cluster_preflight
 from tests.fakefacts import facts, iface

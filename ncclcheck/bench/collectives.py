@@ -489,7 +489,7 @@ def run_sweep(ctx, cfg: BenchConfig, runner_factory: Optional[RunnerFactory] = N
 
 
 def bench_job(ctx, payload: dict) -> dict:
-    """Job entry point (dist/runner.run_job calls it on every rank): payload = bench_config_to_payload(cfg).
+    """Job entry point (agent/runner.run_job calls it on every rank): payload = bench_config_to_payload(cfg).
 
     Returns {"rank", "world_size", "backend", "device", "dtype", "rows": [BenchRow JSON] (rank 0 only),
     "skipped": [{"op", "dtype", "in_place", "reason"}], "stopped": None | {"reason", "op", "bytes", "detail"}}.

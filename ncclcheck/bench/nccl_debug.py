@@ -2,7 +2,7 @@
 files, and the nccl.transport check comparing the choice with ncclcheck's recommendation.
 
 NCCL reads NCCL_DEBUG* once per process, at its first initialisation, so the variables must be in the worker's
-environment before any NCCL communicator exists: dist/runner.py's run_job(env=nccl_debug_env(dir)) puts it into
+environment before any NCCL communicator exists: agent/runner.py's run_job(env=nccl_debug_env(dir)) puts it into
 the spawned workers' environment.
 The parser is pure and tested on real log lines (NVIDIA/nccl issue threads); the job needs a GPU.
 """
@@ -361,7 +361,7 @@ def nccl_debug_job(ctx, payload: dict) -> dict:
         # NCCL reads these once, at init: they must come from whoever started this rank (run_job(env=...) or the
         # launcher). Setting them here would be too late, and would change the user's environment.
         note = (f"NCCL_DEBUG_FILE is not {want['NCCL_DEBUG_FILE']} in this rank's environment: start the ranks with "
-                "nccl_debug_env() (dist.runner.run_job(env=...))")
+                "nccl_debug_env() (agent.runner.run_job(env=...))")
     torch.cuda.set_device(ctx.device)
     group = dist.new_group(backend="nccl")  # a fresh communicator, so its INIT/NET lines are logged now
     try:

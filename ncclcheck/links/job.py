@@ -1,6 +1,6 @@
 """links_job: measure node-to-node bandwidth in rounds of disjoint pairs on a formed world, and name the slow ones.
 
-Runs on every rank of a world formed by dist/runner.py. One process per node carries the traffic (local rank 0; with
+Runs on every rank of a world formed by agent/runner.py. One process per node carries the traffic (local rank 0; with
 `by="rank"` every rank counts as a "node", which is what a single-machine run and the tests use). Coordination goes
 through the world's store as JSON, data through a private two-rank process group per pair, so:
 - nothing here is a collective over the whole world: a dead node cannot hang a barrier;
@@ -20,10 +20,10 @@ import time
 from datetime import timedelta
 from typing import Any, Optional
 
-from ..dist.context import WorkerContext
-from ..dist.store import JsonStore
+from ..agent.context import WorkerContext
 from ..facts import hostname
 from ..model import sig
+from ..rendezvous.store import JsonStore
 from . import schedule
 from .analyze import analyze, classify
 
@@ -49,7 +49,7 @@ _BEAT_S = 0.5
 
 
 def payload_from_config(cfg: Any, timeout_s: Optional[float] = None) -> dict:
-    """The job payload for a config.LinksConfig (what api.run_links passes to dist.runner.run_job)."""
+    """The job payload for a config.LinksConfig (what api.run_links passes to agent.runner.run_job)."""
     return {
         "size": cfg.size,
         "iters": cfg.iters,
@@ -72,7 +72,7 @@ class _Opts:
         self.seed = int(p["seed"])
         self.relative = float(p["relative"])
         self.min_gbps = None if p["min_gbps"] is None else float(p["min_gbps"])
-        # One pair operation's bound. The world's --timeout bounds the whole job (dist/runner.py), so by default an op
+        # One pair operation's bound. The world's --timeout bounds the whole job (agent/runner.py), so by default an op
         # gets a third of what is left of it: a dead peer is normally caught much sooner (heartbeat, 20x rule).
         left = ctx.deadline - time.monotonic()
         default = ctx.timeout_s if left == float("inf") else min(ctx.timeout_s, max(5.0, left / 3))
@@ -146,7 +146,7 @@ class Channel:
 
     The transport of links_job: `round_no` and `peer_id` name the pair (tests substitute a subclass that injects
     faults). On NCCL, TORCH_NCCL_ASYNC_ERROR_HANDLING comes from the worker's environment, which the runner sets
-    before torch initialises (dist/runner.py: a failed pair aborts its communicator, not the process)."""
+    before torch initialises (agent/runner.py: a failed pair aborts its communicator, not the process)."""
 
     def __init__(self, ctx: WorkerContext, store: Any, pair_rank: int, timeout_s: float, round_no: int = 0,
                  peer_id: int = -1):

@@ -32,17 +32,17 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
+from ..agent import roles
+from ..agent.launchers import Placement
 from ..checks import CrossInput, run_cross_checks
 from ..config import FIXED_BOUNDS_S, Budget, Config, format_endpoint
-from ..dist import roles
-from ..dist.placement import Placement
-from ..dist.store import JsonStore, StoreLost, first_line, open_store
 from ..facts import hostname_of
 from ..facts.net import is_local_address
 from ..model import CheckResult, NodeInfo, Recommendation, Status, WorldInfo, failed, passed, skipped
 from ..nccl import reachability
 from ..recommend import NodeView, recommend_local
 from ..recommend.mesh import MeshView, merge_recommendations, recommend_mesh
+from ..rendezvous.store import JsonStore, StoreLost, first_line, open_store
 from . import probe
 from . import verdict as wire
 

@@ -2,7 +2,7 @@
 
     python -m tests.lab.links_driver --rank I --nnodes N --master ADDR:PORT --payload '{...}' --out FILE
 
-The job-level lab tests use it so links is tested over real kernel TCP before (and independently of) dist/runner.py.
+The job-level lab tests use it so links is tested over real kernel TCP before (and independently of) agent/runner.py.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def main() -> None:
     a = ap.parse_args()
     import torch.distributed as dist
 
-    from ncclcheck.dist.context import WorkerContext
+    from ncclcheck.agent.context import WorkerContext
     from ncclcheck.links.job import links_job
 
     host, _, port = a.master.rpartition(":")

@@ -167,8 +167,8 @@ def test_decide_is_pure_and_names_everything():
 
 @pytest.mark.parametrize("n", [1])
 def test_single_node_has_no_world_to_form(n):
+    from ncclcheck.agent.launchers import detect_placement
     from ncclcheck.config import Config, WorldConfig
-    from ncclcheck.dist.placement import detect_placement
     from ncclcheck.preflight.cluster import run_cluster_preflight
 
     cfg = Config(command="preflight", world=WorldConfig())

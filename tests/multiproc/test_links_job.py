@@ -101,9 +101,9 @@ def test_node_dying_between_rounds_is_caught_by_its_heartbeat_not_the_timeout():
 
 
 def test_through_the_runner_as_the_cli_runs_it():
+    from ncclcheck.agent.launchers import detect_placement
+    from ncclcheck.agent.runner import run_job
     from ncclcheck.config import WorldConfig
-    from ncclcheck.dist.placement import detect_placement
-    from ncclcheck.dist.runner import run_job
     from ncclcheck.links.job import links_job
 
     w = WorldConfig(nproc_per_node=3, timeout_s=60)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
+from ncclcheck.agent.launchers import detect_placement
+from ncclcheck.agent.runner import resolve_backend, run_job
 from ncclcheck.config import WorldConfig
-from ncclcheck.dist.placement import detect_placement
-from ncclcheck.dist.runner import resolve_backend, run_job
 from tests.jobs_for_tests import allreduce_job, crash_or_hang_job, steps_job
 
 
@@ -54,7 +54,7 @@ def test_worker_mode_runs_in_process_as_that_rank(tmp_path):
         s.bind(("", 0))
         port = s.getsockname()[1]
     code = ("import json,os,sys; from ncclcheck.config import WorldConfig; "
-            "from ncclcheck.dist.placement import detect_placement; from ncclcheck.dist.runner import run_job; "
+            "from ncclcheck.agent.launchers import detect_placement; from ncclcheck.agent.runner import run_job; "
             "from tests.jobs_for_tests import allreduce_job;"
             "w=WorldConfig(timeout_s=30); o=run_job(w, detect_placement(os.environ, w), allreduce_job, {});"
             "print(json.dumps({'r': {str(k): v for k, v in o.results.items()}, 'f': o.failures}))")

@@ -37,14 +37,14 @@ def test_device_memory_bound_on_gpus():
 
 
 def _gpus(monkeypatch, n: int) -> None:
-    import ncclcheck.dist.runner as runner
+    import ncclcheck.agent.runner as runner
 
     monkeypatch.setattr(runner, "gpu_count", lambda: n)
 
 
 def _world(backend: str, nproc: int):
+    from ncclcheck.agent.launchers import Placement
     from ncclcheck.config import WorldConfig
-    from ncclcheck.dist.placement import Placement
 
     return WorldConfig(backend=backend, nproc_per_node=nproc), Placement(0, 1, 0, nproc, 0, 1, None, None)
 

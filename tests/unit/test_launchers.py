@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from ncclcheck.agent import roles
+from ncclcheck.agent.launchers import detect_placement, job_id
 from ncclcheck.config import build_world, parse_endpoint
-from ncclcheck.dist import roles
-from ncclcheck.dist.placement import detect_placement, job_id
 from ncclcheck.errors import UsageError
 
 

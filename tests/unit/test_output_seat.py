@@ -6,9 +6,9 @@ import io
 
 import pytest
 
+from ncclcheck.agent.launchers import Placement
 from ncclcheck.cli import seat_of
 from ncclcheck.config import Config, OutputConfig
-from ncclcheck.dist.placement import Placement
 from ncclcheck.render.console import make_console, use_color
 from ncclcheck.render.files import expand_path, per_rank
 

@@ -8,14 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ncclcheck.config import WorldConfig
-from ncclcheck.dist.placement import (
+from ncclcheck.agent.launchers import (
     detect_launcher,
     detect_placement,
     expand_nodelist,
     parse_tasks_per_node,
     slurm_default_port,
 )
+from ncclcheck.config import WorldConfig
 from ncclcheck.errors import UsageError
 
 

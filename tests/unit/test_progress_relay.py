@@ -7,10 +7,10 @@ import json
 
 import pytest
 
+from ncclcheck.agent.launchers import detect_placement
+from ncclcheck.agent.relay import StoreObserver, replay
+from ncclcheck.agent.runner import run_job
 from ncclcheck.config import WorldConfig
-from ncclcheck.dist.placement import detect_placement
-from ncclcheck.dist.relay import StoreObserver, replay
-from ncclcheck.dist.runner import run_job
 from ncclcheck.render.progress import RichObserver, make_observer
 from tests.jobs_for_tests import progress_job
 
@@ -84,7 +84,7 @@ def test_live_progress_only_on_a_terminal():
 
 
 def test_every_process_adopts_the_deciders_job_outcome():
-    from ncclcheck.dist.runner import JobOutcome, agree
+    from ncclcheck.agent.runner import JobOutcome, agree
 
     class WaitingStore(FakeStore):
         def wait_get(self, key, deadline, poll_s=0.05):

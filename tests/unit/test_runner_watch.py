@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ncclcheck.agent import runner
 from ncclcheck.config import FIXED_BOUNDS_S
-from ncclcheck.dist import runner
 
 
 class _Proc:

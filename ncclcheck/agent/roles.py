@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Optional
 
-from .placement import Placement, job_id
+from .launchers import Placement, job_id
 
 
 def run_prefix(env: Mapping[str, str]) -> str:

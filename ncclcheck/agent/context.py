@@ -1,7 +1,7 @@
 """What a job running on one rank of a formed world gets: its placement, its process group's backend and device,
 a deadline, the shared store, and two callbacks.
 
-A job is `def job(ctx: WorkerContext, payload: dict) -> dict` (JSON in, JSON out). dist/runner.py forms the world in
+A job is `def job(ctx: WorkerContext, payload: dict) -> dict` (JSON in, JSON out). agent/runner.py forms the world in
 every launch mode (standalone local ranks, multi-node launcher, torchrun, Slurm, MPI), calls
 torch.distributed.init_process_group, runs the job on every rank, and gathers the results. Jobs never form worlds
 themselves, so bench and links work the same way under every launcher. (Preflight needs no process group: it meets

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any, Callable, Optional
 
-from .store import JsonStore, StoreLost
+from ..rendezvous.store import JsonStore, StoreLost
 
 log = logging.getLogger(__name__)
 POLL_S = 0.1

@@ -28,11 +28,11 @@ from typing import Any, Callable, Optional
 
 from ..config import FIXED_BOUNDS_S, Budget, WorldConfig
 from ..facts.gpu import usable_gpu_count
+from ..rendezvous.store import JsonStore, StoreLost, first_line, open_store
 from .context import NullObserver, WorkerContext
-from .placement import Placement
+from .launchers import Placement
 from .relay import StoreObserver, relay
 from .roles import is_server
-from .store import JsonStore, StoreLost, first_line, open_store
 
 log = logging.getLogger(__name__)
 CPU_RANKS_DEFAULT = 2
@@ -150,7 +150,7 @@ def _worker_main(spec: dict, job_fn: Callable, payload: dict) -> None:
         logging.basicConfig(filename=spec["log_path"], level=logging.DEBUG)
     try:
         st = open_store(spec["host"], spec["port"], False, spec["timeout_s"], spec.get("log_path"), spec["prefix"])
-        # Rank 0 has no terminal of its own: its progress goes through the store to the agent's (dist/relay.py).
+        # Rank 0 has no terminal of its own: its progress goes through the store to the agent's (agent/relay.py).
         _run_rank(spec, st, job_fn, payload, StoreObserver(st) if spec.get("progress") else None)
     except Exception:  # noqa: BLE001 - the agent reads error/<rank> and the exit code
         os._exit(1)

@@ -454,3 +454,17 @@ def run_links(config: Optional[Config] = None, observer=None, **overrides) -> Re
                                            config.baseline.path))
     _save_baseline(config, report)
     return report
+
+
+def run_health(config: Optional[Config] = None, **overrides) -> Report:
+    """Node-local health for Slurm's HealthCheckProgram / Prolog (no torch), with optional drain/resume."""
+    from .health.run import run_health as _run_health
+
+    return _run_health(_config(config, "health", **overrides), __version__)
+
+
+def run_sweep(config: Optional[Config] = None, observer=None, **overrides) -> Report:
+    """Inside an allocation: links' rounds with re-tests, a verdict per node, only proven-bad nodes drained."""
+    from .sweep.run import run_sweep as _run_sweep
+
+    return _run_sweep(_config(config, "sweep", **overrides), run_links, observer=observer)

@@ -161,9 +161,66 @@ def build_parser() -> argparse.ArgumentParser:
                     help="labels: kubectl commands that label (and taint) each node of the run (docs/deploy.md)")
     rp.add_argument("--quiet", action="store_true")
 
+    _health_parsers(sub, world, out)
+
     e = sub.add_parser("env", parents=[facts], help="this node's facts (versions, GPUs, network, RDMA)")
     e.add_argument("--json", metavar="PATH", help="write the JSON report; '-' = stdout")
     return parser
+
+
+def _slurm_flags() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("Slurm (docs/slurm.md)")
+    g.add_argument("--drain", action="store_true", help="drain failing nodes with scontrol (Reason='ncclcheck: "
+                   "<check id>: <detail>'); resume after a clean run only nodes ncclcheck drained")
+    g.add_argument("--dry-run", action="store_true", help="print the scontrol commands instead of running them")
+    return p
+
+
+def _health_parsers(sub, world: argparse.ArgumentParser, out: argparse.ArgumentParser) -> None:
+    h = sub.add_parser("health", parents=[out, _slurm_flags()], help="node-local health check for Slurm's "
+                       "HealthCheckProgram / Prolog (seconds, no torch)",
+                       description="This node's GPUs, NCCL interface, RDMA ports, /dev/shm, memlock and NCCL "
+                                   "settings against what is expected of it; with --drain, drain it in Slurm.")
+    h.add_argument("--node", help="the Slurm node name (default: SLURMD_NODENAME, else the hostname)")
+    h.add_argument("--gpus", help="expected GPU count (default: the node's gpu Gres in Slurm, if any)")
+    h.add_argument("--ifname", help="the NCCL interface(s), NCCL_SOCKET_IFNAME syntax, e.g. =eth0 (default: "
+                                    "NCCL_SOCKET_IFNAME, else NCCL's own first choice)")
+    h.add_argument("--mtu", help="expected MTU of the NCCL interface")
+    h.add_argument("--min-speed", metavar="MBPS", help="minimum link speed of the NCCL interface, Mb/s")
+    h.add_argument("--ib-rate", metavar="GBPS", help="every RDMA port ACTIVE at least at this rate, Gb/s")
+    h.add_argument("--baseline", metavar="GOLDEN.json", help="compare with a saved known-good run (baseline.drift)")
+    h.add_argument("--timeout", help="bound on the node's own checks, seconds (default 20, at most 40: Slurm "
+                                     "kills a HealthCheckProgram at 60 s)")
+    w = sub.add_parser("sweep", parents=[world, out, _slurm_flags()], help="inside an allocation: find and drain "
+                       "the bad nodes (links rounds, suspects re-paired with good nodes)",
+                       description="Run with one task per node: srun --ntasks-per-node=1 ncclcheck sweep --drain")
+    w.add_argument("--size", default="64M", help="message size per transfer (default 64M)")
+    w.add_argument("--iters", default="5", help="transfers per direction per pair (default 5)")
+    w.add_argument("--min-gbps", help="any link below this GB/s is slow")
+    w.add_argument("--relative", default="0.5", help="a link below this fraction of the typical link is slow (0.5)")
+    w.add_argument("--seed", default="0", help="which random pairing is measured first (vary it across runs)")
+    w.add_argument("--good-out", metavar="FILE", help="write the healthy nodes' hostlist (for sbatch -w)")
+    w.add_argument("--bad-out", metavar="FILE", help="write the bad nodes' hostlist (for sbatch --exclude)")
+
+
+def _slurm_configs(args: argparse.Namespace, env) -> dict:
+    """health's and sweep's parts of the Config (SLURMD_NODENAME and the allocation's node list read here, once)."""
+    from .config import HEALTH_DEFAULT_TIMEOUT_S, HEALTH_MAX_TIMEOUT_S, HealthConfig, SlurmActionConfig, SweepConfig
+
+    act = SlurmActionConfig(drain=bool(args.drain) and not args.dry_run, dry_run=bool(args.dry_run))
+    if args.command == "sweep":
+        return {"sweep": SweepConfig(nodelist=env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST"),
+                                     slurm=act, good_out=args.good_out, bad_out=args.bad_out)}
+    timeout = parse_float(args.timeout, "--timeout") or HEALTH_DEFAULT_TIMEOUT_S
+    if timeout > HEALTH_MAX_TIMEOUT_S:
+        raise UsageError(f"--timeout {timeout:g}: at most {HEALTH_MAX_TIMEOUT_S:g} s (Slurm kills a "
+                         "HealthCheckProgram at 60 s, and scontrol needs time too)")
+    speed = parse_int(args.min_speed, "--min-speed", 1)
+    return {"health": HealthConfig(
+        node=args.node or env.get("SLURMD_NODENAME") or None, gpus=parse_int(args.gpus, "--gpus", 0),
+        ifname=args.ifname, mtu=parse_int(args.mtu, "--mtu", 68, 65536), min_speed_mbps=speed,
+        ib_rate_gbps=parse_float(args.ib_rate, "--ib-rate"), timeout_s=timeout, slurm=act)}
 
 
 def config_from_args(args: argparse.Namespace, env=None, started: Optional[float] = None) -> Config:
@@ -190,7 +247,7 @@ def config_from_args(args: argparse.Namespace, env=None, started: Optional[float
     )
     from .render.files import check_writable
 
-    for flag in ("json", "html", "junit", "markdown", "env_out", "save_baseline", "prometheus"):
+    for flag in _PATH_FLAGS:
         path = getattr(args, flag, None)
         if path and path != "-":
             try:
@@ -216,13 +273,19 @@ def config_from_args(args: argparse.Namespace, env=None, started: Optional[float
         cfg["nccl_diag"] = nccl_diag_config_from_args(args)
     if cmd in ("preflight", "links") and (args.baseline or args.save_baseline):
         cfg["baseline"] = baseline_config_from_args(args)
-    if cmd == "links":
+    if cmd in ("health", "sweep"):
+        cfg.update(_slurm_configs(args, env))
+    if cmd == "health" and args.baseline:
+        if not os.path.isfile(args.baseline):
+            raise UsageError(f"--baseline {args.baseline}: no such file")
+        cfg["baseline"] = BaselineConfig(path=args.baseline)
+    if cmd in ("links", "sweep"):
         from .units import parse_size
 
         cfg["links"] = LinksConfig(
             size=parse_size(args.size),
             iters=parse_int(args.iters, "--iters", 1, 100000),
-            rounds=args.rounds,
+            rounds=getattr(args, "rounds", "scale"),
             min_gbps=parse_float(args.min_gbps, "--min-gbps"),
             relative=parse_float(args.relative, "--relative"),
             seed=parse_int(args.seed, "--seed", 0, 2**31 - 1),
@@ -247,8 +310,8 @@ def baseline_config_from_args(args: argparse.Namespace) -> BaselineConfig:
     return BaselineConfig(path=args.baseline, save=args.save_baseline, tolerance=tol)
 
 
-_WORLD_COMMANDS = ("preflight", "recommend", "bench", "links")
-_PATH_FLAGS = ("json", "html", "junit", "markdown", "env_out", "save_baseline", "prometheus")
+_WORLD_COMMANDS = ("preflight", "recommend", "bench", "links", "sweep")
+_PATH_FLAGS = ("json", "html", "junit", "markdown", "env_out", "save_baseline", "prometheus", "good_out", "bad_out")
 
 
 def placement_of(command: str, world, env):
@@ -425,6 +488,10 @@ def _run(config: Config, log_path: str, observer=None):
         return api.run_bench(config, **progress)
     if config.command == "links":
         return api.run_links(config, **progress)
+    if config.command == "health":
+        return api.run_health(config)
+    if config.command == "sweep":
+        return api.run_sweep(config, **progress)
     if config.command == "report":
         import json
 
@@ -464,7 +531,7 @@ class Seat:
 
 def seat_of(config: Config, placement, per_rank_paths: bool = False) -> Seat:
     out = config.output
-    if placement is None or config.command in ("env", "report"):
+    if placement is None or config.command in ("env", "report", "health"):
         leader = placement is None or placement.node_leader
         return Seat(full=leader, line=False, writes=leader or per_rank_paths,
                     launcher=placement.launcher if placement else "ncclcheck")

@@ -138,6 +138,11 @@ def render_report(report: Report, verbose: bool = True) -> list:
 
         out.extend(render_links(report.links, {n.node_rank: n.hostname for n in report.nodes}))
     out.append(checks_table(report, show_passed=verbose))
+    from .slurm import slurm_lines
+
+    slurm = slurm_lines(report)
+    if slurm:
+        out.append(Text("\n".join(slurm)))
     missing = not_measured(report)
     if missing:
         t = Text("Not measured:", style="bold yellow")

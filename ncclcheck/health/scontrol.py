@@ -75,7 +75,7 @@ class Scontrol:
 
     def __init__(self, binary: Optional[str] = None, dry_run: bool = False, bound_s: Optional[float] = None,
                  run: Optional[Runner] = None):
-        self.binary = binary or shutil.which("scontrol")
+        self.binary = shutil.which("scontrol") if binary is None else (binary or None)  # "": none
         self.dry_run = dry_run
         self.bound_s = FIXED_BOUNDS_S["scontrol"] if bound_s is None else bound_s
         self.run = run or subprocess.run

@@ -54,7 +54,7 @@ def sweep(fake, tmp_path, **act):
     return rep
 
 
-def test_sweep_drains_exactly_the_proven_bad_node_named_as_slurm_names_it(fake, tmp_path):
+def test_sweep_drains_exactly_the_proven_bad_node_named_as_slurm_names_it(fake, tmp_path, validate_report):
     fake.nodes(gpu01=("ALLOCATED", None), gpu02=("ALLOCATED", None), gpu03=("ALLOCATED", None),
                gpu04=("ALLOCATED", None))
     rep = sweep(fake, tmp_path, drain=True)
@@ -67,6 +67,8 @@ def test_sweep_drains_exactly_the_proven_bad_node_named_as_slurm_names_it(fake, 
     assert lines[:4] == ["gpu01 | Healthy", "gpu02 | Healthy", "gpu03 | Healthy",
                          f"gpu04 | ERROR: {reason[len('Reason='):]}"]
     assert rep.command == "sweep" and rep.exit_code == 1
+    doc = validate_report(rep.to_json())
+    assert doc["sweep"]["bad"] == "gpu04" and doc["slurm"]["commands"][0].startswith(str(fake.bin / "scontrol"))
 
 
 def test_sweep_leaves_an_admins_drain_and_resumes_its_own(fake, tmp_path):

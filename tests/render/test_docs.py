@@ -15,6 +15,7 @@ CHECK_IDS = [
     "nccl.transport", "bench.correctness", "bench.min_busbw", "bench.baseline", "links.slow",
     "baseline.drift", "links.baseline", "nccl.ras",
     "paths.exist", "bench.coverage", "links.min_gbps",
+    "health.gpus", "health.nccl_interface", "health.ib_ports", "health.timeout", "slurm.drain",  # docs/slurm.md
 ]
 
 

@@ -123,3 +123,22 @@ def test_health_never_imports_torch(tmp_path):
     imported = [line.rsplit("|", 1)[-1].strip() for line in text.splitlines() if line.startswith("import time")]
     assert "ncclcheck.health.run" in imported, imported[-20:]
     assert not [m for m in imported if m.split(".")[0] == "torch"]
+
+
+def test_drift_from_a_golden_run_warns_and_drains_only_with_strict(fake_slurm, tmp_path):
+    golden = tmp_path / "golden.json"
+    p = run_cli("env", "--json", str(golden))
+    assert p.returncode == 0, p.stderr
+    fake_slurm.nodes(gpu07=("IDLE", None))
+    p = health(fake_slurm, *HEALTHY, "--baseline", str(golden), "--drain", "--json", "-")
+    drift = next(c for c in json.loads(p.stdout)["checks"] if c["id"] == "baseline.drift")
+    assert p.returncode == 0 and drift["status"] == "pass", drift  # the same node, read without torch
+    doc = json.loads(golden.read_text())
+    doc["nodes"][0]["facts"]["versions"]["torch"] = "1.0.0"
+    golden.write_text(json.dumps(doc))
+    p = health(fake_slurm, *HEALTHY, "--baseline", str(golden), "--drain")
+    assert p.returncode == 0 and fake_slurm.updates() == []  # a warning: no drain
+    p = health(fake_slurm, *HEALTHY, "--baseline", str(golden), "--drain", "--strict")
+    assert p.returncode == 1
+    assert fake_slurm.updates()[0][-1].startswith("Reason=ncclcheck: baseline.drift: 1 difference from the "
+                                                  "baseline: torch version 1.0.0 -> "), fake_slurm.updates()

@@ -3,6 +3,7 @@ them from the docs); here, without root, that block parses and says what the doc
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -22,3 +23,20 @@ def test_docs_slurm_conf_lines_are_the_labs_with_only_the_two_paths_replaced():
     for line in lines[1:]:
         if not line.startswith("Prolog="):
             assert line in text
+
+
+def test_every_ncclcheck_command_in_docs_slurm_md_parses():
+    """The health wrapper, the prolog and the nightly sweep script of the docs use flags that exist."""
+    import shlex
+
+    from ncclcheck.cli import build_parser
+
+    text = netlab_launchers.DOCS_SLURM.read_text().replace("\\\n", " ")
+    commands = [m.group(1) for line in text.splitlines()
+                if (m := re.search(r"(?:^|/|srun )ncclcheck ((?:health|sweep) .*)$", line.strip()))]
+    assert len(commands) >= 3, commands
+    for cmd in commands:
+        argv = shlex.split(cmd.replace('"$(date +%j)"', "7").replace('"/var/log/ncclcheck/sweep-$SLURM_JOB_ID.json"',
+                                                                       "x.json"))
+        args = build_parser().parse_args(argv)
+        assert args.command in ("health", "sweep") and (args.drain or args.dry_run), cmd

@@ -35,6 +35,6 @@ def slurm_lines(report: Report) -> list:
             lines.append(node_line(slurm.get("node") or "?", status, f"[{bad.id}] {bad.summary}" if bad else ""))
         cmds = slurm.get("commands") or []
         if cmds:
-            lines.append(("would run (--dry-run):" if slurm.get("dry_run") else "ran:") if cmds else "")
+            lines.append("would run (--dry-run):" if slurm.get("dry_run") else "ran:")
             lines.extend(f"  {c}" for c in cmds)
     return lines

@@ -1,0 +1,255 @@
+"""torch's flight-recorder dumps read as data, then compared across ranks per process group by sequence id.
+
+A dump (pickle or JSON, NCCL or gloo) holds each process group's last N collectives of one rank: collective_seq_id,
+profiling_name ("nccl:all_reduce"), input/output sizes and dtypes, state, retired, and per group the last enqueued /
+completed sequence ids (pg_status). The ring buffer keeps only the last N entries, so ranks are compared by sequence
+id, never by position, and only where their windows overlap (a wrapped buffer is normal, not an error).
+
+Gloo marks a collective that failed (timed out, peer closed) as retired like one that succeeded, so completion is not
+trusted to find the culprit: what each rank *enqueued* is. A rank that never enqueued the collective its peers are in
+did not enter it; ranks that enqueued different ops, sizes or dtypes at one sequence id mismatch.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+MAX_ENTRIES = 100_000  # per dump; torch's default buffer is 2,000
+_RANK_IN_NAME = re.compile(r"(\d+)(?:\.json|\.pkl|\.pickle)?$")
+DEFAULT_PG = "0"
+
+
+@dataclass
+class Coll:
+    """One collective as one rank enqueued it."""
+
+    seq: int
+    op: str
+    in_sizes: tuple
+    in_dtypes: tuple
+    out_sizes: tuple
+    record_id: int
+    time_ns: Optional[int]
+    timeout_ms: Optional[int]
+    done: bool
+
+    def signature(self) -> tuple:
+        return (self.op, self.in_sizes, self.in_dtypes)
+
+    def to_json(self) -> dict:
+        return {"seq": self.seq, "op": self.op, "input_sizes": [list(s) for s in self.in_sizes],
+                "input_dtypes": list(self.in_dtypes), "done": self.done}
+
+
+@dataclass
+class GroupTrace:
+    name: str
+    desc: str = ""
+    ranks: Optional[list] = None  # the group's global ranks when the dump says so (NCCL does; gloo often not)
+    last_enqueued: int = -1
+    last_completed: int = -1
+    colls: dict = field(default_factory=dict)  # seq -> Coll
+
+    @property
+    def enqueued(self) -> int:
+        return max([self.last_enqueued, *self.colls.keys()])
+
+    @property
+    def window(self) -> tuple:
+        return (min(self.colls), max(self.colls)) if self.colls else (None, None)
+
+
+@dataclass
+class RankDump:
+    rank: int
+    source: str
+    form: str  # pickle | json
+    version: str
+    backend: Optional[str]
+    groups: dict  # name -> GroupTrace
+    last: Optional[tuple] = None  # (group, seq) of the newest entry this rank recorded
+    entries: int = 0
+
+
+def rank_from_name(path: str) -> Optional[int]:
+    """torch writes <prefix><rank> (TORCH_FR_DUMP_TEMP_FILE / TORCH_NCCL_DEBUG_INFO_TEMP_FILE + rank): the trailing
+    number of the file name, the only place a dump names its rank."""
+    m = _RANK_IN_NAME.search(path.rsplit("/", 1)[-1])
+    return int(m.group(1)) if m else None
+
+
+def is_dump(doc: Any) -> bool:
+    return isinstance(doc, dict) and isinstance(doc.get("entries"), list) and "version" in doc
+
+
+def _int(v: Any, default: Optional[int] = None) -> Optional[int]:
+    return v if isinstance(v, int) and not isinstance(v, bool) else default
+
+
+def _str(v: Any, limit: int = 200) -> str:
+    return v[:limit] if isinstance(v, str) else ""
+
+
+def _sizes(v: Any) -> tuple:
+    if not isinstance(v, (list, tuple)):
+        return ()
+    return tuple(tuple(x for x in s if _int(x) is not None) if isinstance(s, (list, tuple)) else () for s in v[:64])
+
+
+def _dtypes(v: Any) -> tuple:
+    return tuple(_str(x, 40) for x in v[:64]) if isinstance(v, (list, tuple)) else ()
+
+
+def _group_ranks(cfg: Any) -> Optional[list]:
+    ranks = cfg.get("ranks") if isinstance(cfg, dict) else None
+    if isinstance(ranks, str):
+        try:
+            ranks = json.loads(ranks)
+        except ValueError:
+            return None
+    if isinstance(ranks, list) and ranks and all(_int(r) is not None for r in ranks[:1_000_000]):
+        return ranks
+    return None
+
+
+def normalise(doc: dict, rank: int, source: str, form: str) -> RankDump:
+    """One rank's dump as GroupTraces; every field type-checked (a dump may be hostile or from another version)."""
+    groups: dict = {}
+    last, last_id = None, -1
+    entries = doc["entries"][:MAX_ENTRIES]
+    backend = None
+    for e in entries:
+        if not isinstance(e, dict) or e.get("is_p2p"):
+            continue
+        pg = e.get("process_group")
+        name = _str(pg[0]) if isinstance(pg, (list, tuple)) and pg else str(_int(e.get("pg_id"), 0))
+        desc = _str(pg[1]) if isinstance(pg, (list, tuple)) and len(pg) > 1 else ""
+        seq = _int(e.get("collective_seq_id"))
+        if seq is None:
+            continue
+        g = groups.get(name)
+        if g is None:
+            g = groups[name] = GroupTrace(name, desc)
+        prof = _str(e.get("profiling_name"))
+        lib, _, op = prof.partition(":")
+        backend = backend or (lib if op else None)
+        state = _str(e.get("state"))
+        c = Coll(seq, op or prof or "?", _sizes(e.get("input_sizes")), _dtypes(e.get("input_dtypes")),
+                 _sizes(e.get("output_sizes")), _int(e.get("record_id"), -1), _int(e.get("time_created_ns")),
+                 _int(e.get("timeout_ms")), state == "completed" or e.get("retired") is True)
+        g.colls[seq] = c
+        if c.record_id >= last_id:
+            last, last_id = (name, seq), c.record_id
+    status = doc.get("pg_status")
+    for key, st in (status.items() if isinstance(status, dict) else ()):
+        if not isinstance(st, dict) or not isinstance(key, str):
+            continue
+        g = groups.get(key) or groups.setdefault(key, GroupTrace(key))
+        g.last_enqueued = max(g.last_enqueued, _int(st.get("last_enqueued_collective"), -1))
+        g.last_completed = max(g.last_completed, _int(st.get("last_completed_collective"), -1))
+    config = doc.get("pg_config")
+    for key, cfg in (config.items() if isinstance(config, dict) else ()):
+        ranks = _group_ranks(cfg)
+        # gloo writes the default group's config under the empty name; NCCL under the group's name
+        target = groups.get(key) or (groups.get(DEFAULT_PG) if key == "" else None)
+        if target is not None and ranks:
+            target.ranks = ranks
+    for g in groups.values():
+        done = [s for s, c in g.colls.items() if c.done]
+        g.last_completed = max([g.last_completed, *done])
+    return RankDump(rank, source, form, _str(doc.get("version"), 20), backend, groups, last, len(entries))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# comparison across ranks
+
+
+def _majority(groups: dict) -> tuple:
+    """The signature most ranks share (ties: the one with the lowest rank)."""
+    return max(groups, key=lambda sig: (len(groups[sig]), -min(groups[sig])))
+
+
+def _mismatch(dumps: dict, name: str, ranks: list) -> Optional[dict]:
+    """The first sequence id at which the ranks' enqueued collectives differ (op, then dtype, then size)."""
+    seqs = sorted({s for r in ranks for s in dumps[r].groups[name].colls})
+    for seq in seqs:
+        by_sig: dict = {}
+        for r in ranks:
+            c = dumps[r].groups[name].colls.get(seq)
+            if c is not None:
+                by_sig.setdefault(c.signature(), []).append(r)
+        if len(by_sig) < 2:
+            continue
+        major = _majority(by_sig)
+        others = [s for s in by_sig if s != major]
+        kind = ("op" if any(s[0] != major[0] for s in others) else
+                "dtype" if any(s[2] != major[2] for s in others) else "size")
+        variants = [{"ranks": sorted(by_sig[s]), "op": s[0], "input_sizes": [list(x) for x in s[1]],
+                     "input_dtypes": list(s[2])} for s in [major, *others]]
+        # the odd ones out are the culprits only when the majority is a real one (1 vs 1 names nobody)
+        clear = len(by_sig[major]) > max(len(by_sig[s]) for s in others)
+        return {"seq": seq, "kind": kind, "variants": variants,
+                "culprits": sorted(r for s in others for r in by_sig[s]) if clear else []}
+    return None
+
+
+def _members(name: str, dumps: dict, world: list) -> list:
+    """The group's ranks: what a dump's pg_config says, else the ranks that recorded it; the default group is
+    every rank of the job."""
+    for d in dumps.values():
+        g = d.groups.get(name)
+        if g is not None and g.ranks:
+            return sorted(set(g.ranks))
+    if name == DEFAULT_PG:
+        return list(world)
+    return sorted(r for r, d in dumps.items() if name in d.groups)
+
+
+def analyse_groups(dumps: dict, world: list) -> list[dict]:
+    """Per process group: where its ranks are, who never entered the collective the others wait in, the first
+    mismatch, and the ranks of the group that left no dump."""
+    names = sorted({n for d in dumps.values() for n in d.groups}, key=lambda n: (n != DEFAULT_PG, n))
+    out = []
+    for name in names:
+        members = _members(name, dumps, world)
+        dumped = [r for r in members if r in dumps and name in dumps[r].groups]
+        absent = [r for r in members if r in dumps and name not in dumps[r].groups]  # dumped, never used the group
+        no_dump = [r for r in members if r not in dumps]
+        if not dumped:
+            continue
+        enq = {r: dumps[r].groups[name].enqueued for r in dumped}
+        top = max(enq.values())
+        entered = sorted(r for r in dumped if enq[r] >= top)
+        lagging = sorted(r for r in dumped if enq[r] < top) + absent
+        desc = next((dumps[r].groups[name].desc for r in dumped if dumps[r].groups[name].desc), "")
+        ref = next((dumps[r].groups[name].colls.get(top) for r in entered if top in dumps[r].groups[name].colls),
+                   None)
+        all_done = all(dumps[r].groups[name].last_completed >= top for r in dumped)
+        out.append({
+            "pg": name, "desc": desc, "members": members, "dumped": dumped, "no_dump": no_dump,
+            "seq": top, "op": ref.op if ref else None,
+            "input_sizes": [list(s) for s in ref.in_sizes] if ref else [],
+            "input_dtypes": list(ref.in_dtypes) if ref else [],
+            "timeout_ms": ref.timeout_ms if ref else None,
+            "entered": entered, "not_entered": lagging,
+            "last_enqueued": {str(r): enq[r] for r in dumped},
+            "last_completed": {str(r): dumps[r].groups[name].last_completed for r in dumped},
+            "windows": {str(r): list(dumps[r].groups[name].window) for r in dumped},
+            "wrapped": any((dumps[r].groups[name].window[0] or 1) > 1 for r in dumped),
+            "mismatch": _mismatch(dumps, name, dumped),
+            "in_step": not lagging and not no_dump and all_done,
+        })
+    return out
+
+
+def timeline(dumps: dict, last_n: int = 8) -> dict:
+    """Per rank, its last `last_n` collectives (any group), newest last: what the HTML timeline draws."""
+    out = {}
+    for r, d in sorted(dumps.items()):
+        colls = sorted(((c.record_id, g.name, g.desc, c) for g in d.groups.values() for c in g.colls.values()),
+                       key=lambda t: t[0])[-last_n:]
+        out[str(r)] = [{"pg": name, "desc": desc, **c.to_json()} for _, name, desc, c in colls]
+    return out

@@ -1,0 +1,128 @@
+"""diagnose on real failures: a 4-rank gloo job under torchrun that skipped a collective, called another op, sent
+another size or dtype, or lost a rank to SIGKILL (fixtures/ made by fixtures/make_fixtures.py, kept with it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+
+import pytest
+
+from ncclcheck.postmortem.analyze import analyse
+from ncclcheck.postmortem.diagnose import diagnose
+from ncclcheck.postmortem.inputs import read_inputs
+from ncclcheck.postmortem.unpickle import RefusedPickle, loads_plain
+from tests.conftest import run_cli
+
+FIX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+
+
+def fixture(name: str) -> str:
+    return os.path.join(FIX, name)
+
+
+def root(name: str):
+    rep = diagnose([fixture(name)])
+    return rep, rep.checks[0]
+
+
+@pytest.mark.parametrize("name, kind, ranks", [
+    ("skip", "op_mismatch", [3]),  # rank 3 skipped all_reduce #4 and went on to the barrier
+    ("skip_wrapped", "op_mismatch", [3]),  # the same after the ring buffer wrapped (seq 29.. in a 16-entry buffer)
+    ("other_op", "op_mismatch", [3]),
+    ("size", "size_mismatch", [3]),
+    ("dtype", "dtype_mismatch", [3]),
+    ("subgroup_skip", "never_entered", [3]),
+    ("kill", "no_dump", [3]),
+])
+def test_each_real_failure_names_the_culprit_first(name, kind, ranks):
+    rep, first = root(name)
+    assert first.id == "postmortem.root_cause" and first.status.value == "fail"
+    assert first.evidence["kind"] == kind and first.evidence["ranks"] == ranks
+    assert rep.exit_code == 1 and rep.root_cause() is first
+
+
+def test_kill_names_host_signal_and_collective():
+    _, first = root("kill")
+    assert "rank 3 (host localhost, local rank 3)" in first.summary
+    assert "SIGKILL" in first.summary and "all_reduce #4 of default_pg" in first.summary
+
+
+def test_subgroup_hang_is_blamed_where_the_rank_stopped_not_where_others_queued():
+    rep, first = root("subgroup_skip")
+    assert first.evidence["pg"] == "1" and "never entered all_reduce #2" in first.summary
+    blocked = [c for c in rep.extra["postmortem"]["causes"] if c["kind"] == "blocked"]
+    assert blocked and blocked[0]["ranks"] == [1, 2] and not blocked[0]["cause"]
+
+
+def test_size_mismatch_survives_the_aborted_rank():
+    rep, first = root("size")
+    pm = rep.extra["postmortem"]
+    assert "2048" in first.summary and "1024" in first.summary
+    dead = [c for c in pm["causes"] if c["kind"] == "no_dump"]
+    assert dead[0]["ranks"] == [2] and "SIGABRT" in dead[0]["text"] and not dead[0]["cause"]
+
+
+def test_healthy_job_passes():
+    rep, first = root("healthy")
+    assert first.status.value == "pass" and rep.exit_code == 0
+
+
+def test_json_dumps_read_like_pickles(tmp_path):
+    for name in os.listdir(fixture("kill")):
+        if name.endswith(".json") and name.startswith("nccl_trace") or name == "launcher.log":
+            shutil.copy(os.path.join(fixture("kill"), name), tmp_path / name)
+    inp = read_inputs([str(tmp_path)])
+    assert sorted(inp.dumps) == [0, 1, 2] and {d.form for d in inp.dumps.values()} == {"json"}
+    assert analyse(inp)["causes"][0]["ranks"] == [3]
+
+
+def test_wrapped_buffer_is_compared_by_sequence_id():
+    pm = diagnose([fixture("skip_wrapped")]).extra["postmortem"]
+    g = pm["groups"][0]
+    assert g["wrapped"] and g["mismatch"]["seq"] == 41 and min(w[0] for w in g["windows"].values()) > 1
+
+
+class _Evil:
+    def __reduce__(self):
+        return (os.system, ("touch /tmp/ncclcheck-pwned",))
+
+
+def test_a_pickle_naming_a_class_is_refused_unrun(tmp_path):
+    data = pickle.dumps({"version": "2.10", "entries": [_Evil()]})
+    with pytest.raises(RefusedPickle):
+        loads_plain(data)
+    (tmp_path / "nccl_trace_rank_0").write_bytes(data)
+    shutil.copy(os.path.join(fixture("kill"), "nccl_trace_rank_1"), tmp_path / "nccl_trace_rank_1")
+    rep = diagnose([str(tmp_path)])
+    inputs = next(c for c in rep.checks if c.id == "postmortem.inputs")
+    assert inputs.status.value == "warn" and ("posix.system" in inputs.summary or "os.system" in inputs.summary)
+    assert not os.path.exists("/tmp/ncclcheck-pwned")
+
+
+def test_garbage_is_not_a_crash(tmp_path):
+    (tmp_path / "nccl_trace_rank_0").write_bytes(b"\x80\x04garbage")
+    (tmp_path / "nccl_trace_rank_1.json").write_text(json.dumps({"version": 1, "entries": [1, "x", {"pg_id": []}],
+                                                                 "pg_status": [], "pg_config": "no"}))
+    rep = diagnose([str(tmp_path)])
+    assert rep.checks[0].id == "postmortem.root_cause"
+
+
+def test_cli_exit_codes_and_schema(tmp_path, validate_report):
+    out = tmp_path / "r.json"
+    p = run_cli("diagnose", fixture("kill"), "--json", str(out), "--html", str(tmp_path / "r.html"),
+                "--markdown", str(tmp_path / "r.md"), "--junit", str(tmp_path / "r.xml"))
+    assert p.returncode == 1, p.stderr
+    doc = validate_report(out.read_text())
+    assert doc["command"] == "diagnose" and doc["postmortem"]["causes"][0]["ranks"] == [3]
+    html = (tmp_path / "r.html").read_text()
+    assert "Last collectives per rank" in html and "no dump" in html
+    assert "postmortem.root_cause" in (tmp_path / "r.xml").read_text()
+    assert run_cli("diagnose", fixture("healthy")).returncode == 0
+    bad = run_cli("diagnose", str(tmp_path / "nope"))
+    assert bad.returncode == 2 and "no such file" in bad.stderr and "Traceback" not in bad.stderr
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.txt").write_text("hello\n")
+    assert run_cli("diagnose", str(tmp_path / "empty")).returncode == 2

@@ -107,8 +107,8 @@ def synthetic(out: str, real_dump: str, nranks: int, entries: int, culprit: int)
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ranks", type=int, default=1024)
-    ap.add_argument("--entries", type=int, default=200, help="collectives per rank in the synthetic set (torch.s "
-                                                               "example buffer size)")
+    ap.add_argument("--entries", type=int, default=200,
+                    help="collectives per rank in the synthetic set (default 200; 2000 is torch's example buffer)")
     ap.add_argument("--keep", metavar="DIR", help="make the scenarios here and keep them")
     ap.add_argument("--scenarios", default="", help="comma list (default: all)")
     args = ap.parse_args()

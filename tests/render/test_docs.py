@@ -5,6 +5,8 @@ from __future__ import annotations
 import pathlib
 import re
 
+from ncclcheck.checks.registry import POSTMORTEM, REGISTRY
+
 DOCS = pathlib.Path(__file__).parents[2] / "docs"
 
 # DESIGN.md's Checks table plus the ids of the GPU, bench and links jobs.
@@ -15,7 +17,7 @@ CHECK_IDS = [
     "nccl.transport", "bench.correctness", "bench.min_busbw", "bench.baseline", "links.slow",
     "baseline.drift", "links.baseline", "nccl.ras",
     "paths.exist", "bench.coverage", "links.min_gbps",
-]
+] + [s.id for s in REGISTRY if s.scope == POSTMORTEM]  # diagnose's checks, from the one registry
 
 
 def test_troubleshooting_has_a_row_per_check_id():

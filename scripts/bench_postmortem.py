@@ -55,7 +55,8 @@ _RANKS = re.compile(r"(?:not (?:present|joined)|missing|mismatch)[^{\n]*\{([\d, 
 
 
 def theirs(path: str) -> tuple:
-    """torchfrtrace on the scenario's pickled dumps: (ranks it named or None, what it said, seconds)."""
+    """torchfrtrace on the scenario's pickled dumps: (ranks it named or None, what it said, seconds, it ran to the
+    end)."""
     tmp = tempfile.mkdtemp(prefix="frtrace-")
     try:
         for name in os.listdir(path):
@@ -66,15 +67,15 @@ def theirs(path: str) -> tuple:
             p = subprocess.run([sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace", tmp],
                                capture_output=True, text=True, timeout=300)
         except subprocess.TimeoutExpired:
-            return None, "timed out", time.perf_counter() - t0
+            return None, "timed out", time.perf_counter() - t0, False
         dt = time.perf_counter() - t0
         text = p.stdout + p.stderr
         m = _MISSING.search(text) or _RANKS.search(text)
         ranks = tuple(sorted(int(x) for x in m.group(1).split(",") if x.strip())) if m else None
         if p.returncode != 0:
             last = [ln for ln in text.strip().splitlines() if ln.strip()][-1:] or ["(no output)"]
-            return ranks, f"exit {p.returncode}: {last[0][:70]}", dt
-        return ranks, "named " + str(list(ranks)) if ranks else "named nobody", dt
+            return ranks, f"exit {p.returncode}: {last[0][:70]}", dt, False
+        return ranks, ("named " + str(list(ranks))) if ranks else "named nobody", dt, True
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -122,9 +123,9 @@ def main() -> int:
         mk.make(name, path)
         want = CULPRIT.get(name, (mk.NPROC - 1,))
         o_ranks, o_kind, o_dt = ours(path)
-        t_ranks, t_said, t_dt = theirs(path)
+        t_ranks, t_said, t_dt, t_ran = theirs(path)
         n_ours += o_ranks == want
-        n_theirs += t_ranks == want
+        n_theirs += t_ranks == want and (want is not None or t_ran)  # a crash names nobody: not "healthy"
         agree += bool(o_ranks and t_ranks and o_ranks == t_ranks)
         print(f"{name:14} {str(list(want) if want else '-'):8} {t_said[:44]:44} {t_dt:6.2f}  "
               f"{(str(list(o_ranks)) if o_ranks else '-') + ' ' + o_kind:26} {o_dt:6.2f}", flush=True)

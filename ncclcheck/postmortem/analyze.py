@@ -168,11 +168,45 @@ def _fr_causes(groups: list, inp: Inputs, hosts: dict, by_rank: dict) -> list:
             causes.append({"kind": "blocked", "cause": False, "pg": g["pg"], "seq": g["seq"], "ranks": behind,
                            "text": f"{ranks_text(behind)} did not reach {_coll(g)}: they were waiting in another "
                                    "group's collective", "fix": "", "source": "flight recorder"})
+    if not any(c["cause"] for c in causes) and any(c["kind"] == "blocked" for c in causes):
+        causes.insert(0, _cycle(inp, hosts, [r for c in causes if c["kind"] == "blocked" for r in c["ranks"]]))
+        causes = [c for c in causes if c]
+
     def stopped_here(c: dict) -> int:  # the group in which the culprits' last collective is explains the others
         last = [inp.dumps[r].last for r in c["ranks"] if r in inp.dumps and inp.dumps[r].last]
         return 0 if c["kind"] != "never_entered" or any(x[0] == c["pg"] for x in last) else 1
 
     return sorted(causes, key=lambda c: (c["kind"] == "never_entered", stopped_here(c)))
+
+
+def _cycle(inp: Inputs, hosts: dict, blocked: list) -> Optional[dict]:
+    """Ranks that each wait for another (A in group 1 waits for B; B went on to group 0 and waits for A): compare the
+    ranks' own orders of collectives; the first position where a minority did something else is where it skipped."""
+    need = set.union(*(set(inp.dumps[r].groups) for r in blocked if r in inp.dumps)) if blocked else set()
+    involved = sorted(r for r, d in inp.dumps.items() if need and need <= set(d.groups))
+    orders = {r: [(c.record_id, g.name, c.seq) for g in inp.dumps[r].groups.values() for c in g.colls.values()]
+              for r in involved}
+    shared = set.intersection(*(set(d.groups) for r, d in inp.dumps.items() if r in involved)) if involved else set()
+    seqs = {r: [(n, q) for _, n, q in sorted(o) if n in shared] for r, o in orders.items()}
+    for i in range(max((len(v) for v in seqs.values()), default=0)):
+        by: dict = {}
+        for r, v in seqs.items():
+            if i < len(v):
+                by.setdefault(v[i], []).append(r)
+        if len(by) < 2:
+            continue
+        major = max(by, key=lambda k: (len(by[k]), -min(by[k])))
+        odd = sorted(r for k, rs in by.items() if k != major for r in rs)
+        if len(by[major]) <= len(odd):
+            return None
+        went = next(k for k in by if k != major)
+        text = (f"{_who(odd[0], hosts) if len(odd) == 1 else ranks_text(odd)} skipped collective #{major[1]} of "
+                f"process group {major[0]} and went on to #{went[1]} of process group {went[0]}; "
+                f"{ranks_text(by[major])} wait in it")
+        return {"kind": "never_entered", "cause": True, "pg": major[0], "seq": major[1], "ranks": odd, "text": text,
+                "fix": "make every rank call the group's collectives in the same order (a rank-dependent branch "
+                       "skipped one)", "source": "flight recorder"}
+    return None
 
 
 def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: dict, have_cause: bool) -> list:

@@ -35,6 +35,9 @@ def root(name: str):
     ("size", "size_mismatch", [3]),
     ("dtype", "dtype_mismatch", [3]),
     ("subgroup_skip", "never_entered", [3]),
+    # the same job where rank 3 woke in time to enter the barrier: ranks 1, 2 wait for it in group 1, it waits for
+    # them in group 0 (a cycle); its own order of collectives shows it skipped group 1's #2
+    ("subgroup_skip_moved_on", "never_entered", [3]),
     ("kill", "no_dump", [3]),
 ])
 def test_each_real_failure_names_the_culprit_first(name, kind, ranks):

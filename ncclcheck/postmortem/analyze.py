@@ -57,7 +57,8 @@ def _hosts(inp: Inputs, preflight: Optional[dict], log_ranks: dict) -> dict:
     for f in inp.failures:
         r = f.get("rank")
         if isinstance(r, int):
-            out[r] = {**out.get(r, {}), "host": f.get("host"), "local_rank": f.get("local_rank"), "from": "launcher"}
+            said = {k: f[k] for k in ("host", "local_rank") if f.get(k) is not None}
+            out[r] = {**out.get(r, {}), **said, "from": "launcher"}
     return out
 
 

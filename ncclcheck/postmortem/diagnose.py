@@ -54,4 +54,5 @@ def _backend(inp) -> str:
 
 
 def _launcher(inp) -> str:
-    return "torchrun" if inp.failures else "none"
+    said = {f.get("launcher", "torchrun") for f in inp.failures}
+    return said.pop() if len(said) == 1 else "none"

@@ -65,8 +65,38 @@ def parse_failure_table(text: str) -> list[dict]:
     return [out[r] for r in sorted(out)]
 
 
+# srun's own report of a task that ended badly: "srun: error: h2: task 3: Killed", "...: tasks 0-1: Exited with exit
+# code 1" (Slurm's words for the signal: Killed = SIGKILL, Aborted = SIGABRT, Terminated = SIGTERM ...)
+_SRUN = re.compile(r"srun: error: ([\w.-]+): tasks? ([\d,\-]+): (Killed|Aborted|Terminated|Segmentation fault|"
+                   r"Bus error|Exited with exit code (\d+))")
+_SRUN_SIGNAL = {"Killed": "SIGKILL", "Aborted": "SIGABRT", "Terminated": "SIGTERM", "Segmentation fault": "SIGSEGV",
+                "Bus error": "SIGBUS"}
+
+
+def _task_ids(spec: str) -> list[int]:
+    out: list[int] = []
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        if lo.isdigit() and (not hi or hi.isdigit()):
+            out.extend(range(int(lo), min(int(hi or lo), int(lo) + 100_000) + 1))
+    return out
+
+
+def parse_srun_errors(text: str) -> list[dict]:
+    """srun's "task N: Killed" lines as failure records (the first one srun printed is marked first)."""
+    out: dict = {}
+    for m in _SRUN.finditer(text or ""):
+        host, tasks, what, code = m.groups()
+        sig = _SRUN_SIGNAL.get(what)
+        for r in _task_ids(tasks):
+            out.setdefault(r, {"rank": r, "local_rank": None, "host": host[:255], "signal": sig,
+                               "exitcode": int(code) if code else (-signal.Signals[sig].value if sig else None),
+                               "first": not out, "launcher": "slurm"})
+    return [out[r] for r in sorted(out)]
+
+
 def is_failure_table(text: str) -> bool:
-    return "Failures:" in text and ("exitcode" in text) or ROOT_CAUSE in text
+    return ("Failures:" in text and "exitcode" in text) or ROOT_CAUSE in text or "srun: error:" in text
 
 
 def is_error_file(doc: Any) -> bool:

@@ -22,25 +22,29 @@ _RANK_IN_NAME = re.compile(r"(\d+)(?:\.json|\.pkl|\.pickle)?$")
 DEFAULT_PG = "0"
 
 
-@dataclass
 class Coll:
-    """One collective as one rank enqueued it."""
+    """One collective as one rank enqueued it. Sizes and dtypes stay as the dump had them (compared with ==, which
+    is C speed) and are checked only when shown or when ranks differ: 1,024 ranks x 2,000 entries is 2M of them."""
 
-    seq: int
-    op: str
-    in_sizes: tuple
-    in_dtypes: tuple
-    record_id: int
-    time_ns: Optional[int]
-    timeout_ms: Optional[int]
-    done: bool
+    __slots__ = ("seq", "op", "in_sizes", "in_dtypes", "record_id", "time_ns", "timeout_ms", "done")
+
+    def __init__(self, seq: int, op: str, in_sizes: Any, in_dtypes: Any, record_id: int, time_ns: Optional[int],
+                 timeout_ms: Optional[int], done: bool) -> None:
+        self.seq, self.op, self.in_sizes, self.in_dtypes = seq, op, in_sizes, in_dtypes
+        self.record_id, self.time_ns, self.timeout_ms, self.done = record_id, time_ns, timeout_ms, done
+
+    def same(self, other: Coll) -> bool:
+        try:
+            return self.op == other.op and self.in_sizes == other.in_sizes and self.in_dtypes == other.in_dtypes
+        except RecursionError:  # a hostile, deeply nested value: not the same as anything
+            return False
 
     def signature(self) -> tuple:
-        return (self.op, self.in_sizes, self.in_dtypes)
+        return (self.op, _sizes(self.in_sizes), _dtypes(self.in_dtypes))
 
     def to_json(self) -> dict:
-        return {"seq": self.seq, "op": self.op, "input_sizes": [list(s) for s in self.in_sizes],
-                "input_dtypes": list(self.in_dtypes), "done": self.done}
+        return {"seq": self.seq, "op": self.op, "input_sizes": [list(s) for s in _sizes(self.in_sizes)],
+                "input_dtypes": list(_dtypes(self.in_dtypes)), "done": self.done}
 
 
 @dataclass
@@ -152,11 +156,19 @@ def normalise(doc: dict, rank: int, source: str, form: str) -> RankDump:
     last, last_id = None, -1
     entries = doc["entries"][:MAX_ENTRIES]
     backend = None
+    names: dict = {}
     for e in entries:
         if type(e) is not dict or e.get("is_p2p"):
             continue
         pg = e.get("process_group")
-        name = _str(pg[0]) if isinstance(pg, (list, tuple)) and pg else str(_int(e.get("pg_id"), 0))
+        name = names.get(pg) if type(pg) is tuple else None  # a pickle's (name, desc) tuple: look it up once
+        if name is None:
+            name = _str(pg[0]) if isinstance(pg, (list, tuple)) and pg else str(_int(e.get("pg_id"), 0))
+            if type(pg) is tuple and len(names) < 10_000:
+                try:
+                    names[pg] = name
+                except TypeError:
+                    pass
         seq = e.get("collective_seq_id")
         if type(seq) is not int:
             continue
@@ -167,7 +179,7 @@ def normalise(doc: dict, rank: int, source: str, form: str) -> RankDump:
         lib, op = _op(e.get("profiling_name"))
         backend = backend or lib or None
         rid, tns, tmo = e.get("record_id"), e.get("time_created_ns"), e.get("timeout_ms")
-        c = Coll(seq, op, _sizes(e.get("input_sizes")), _dtypes(e.get("input_dtypes")),
+        c = Coll(seq, op, e.get("input_sizes"), e.get("input_dtypes"),
                  rid if type(rid) is int else -1, tns if type(tns) is int else None,
                  tmo if type(tmo) is int else None, e.get("state") == "completed" or e.get("retired") is True)
         g.colls[seq] = c
@@ -206,11 +218,12 @@ def _mismatch(dumps: dict, name: str, ranks: list) -> Optional[dict]:
     """The first sequence id at which the ranks' enqueued collectives differ (op, then dtype, then size)."""
     seqs = sorted({s for r in ranks for s in dumps[r].groups[name].colls})
     for seq in seqs:
+        here = [(r, c) for r in ranks if (c := dumps[r].groups[name].colls.get(seq)) is not None]
+        if not here or all(c.same(here[0][1]) for _, c in here):
+            continue
         by_sig: dict = {}
-        for r in ranks:
-            c = dumps[r].groups[name].colls.get(seq)
-            if c is not None:
-                by_sig.setdefault(c.signature(), []).append(r)
+        for r, c in here:
+            by_sig.setdefault(c.signature(), []).append(r)
         if len(by_sig) < 2:
             continue
         major = _majority(by_sig)
@@ -261,8 +274,8 @@ def analyse_groups(dumps: dict, world: list) -> list[dict]:
         out.append({
             "pg": name, "desc": desc, "members": members, "dumped": dumped, "no_dump": no_dump,
             "seq": top, "op": ref.op if ref else None,
-            "input_sizes": [list(s) for s in ref.in_sizes] if ref else [],
-            "input_dtypes": list(ref.in_dtypes) if ref else [],
+            "input_sizes": [list(s) for s in _sizes(ref.in_sizes)] if ref else [],
+            "input_dtypes": list(_dtypes(ref.in_dtypes)) if ref else [],
             "timeout_ms": ref.timeout_ms if ref else None,
             "entered": entered, "not_entered": lagging,
             "last_enqueued": {str(r): enq[r] for r in dumped},

@@ -216,7 +216,11 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
                      ({r for r in world if r not in inp.dumps} if inp.dumps else set()))
     if not inp.dumps:  # no flight recorder at all: the launcher's dead ranks alone
         no_dump = sorted(r for r, f in by_rank.items() if f.get("signal"))
-    for r in no_dump:
+    def order(r: int) -> tuple:  # the launcher's first failure first; SIGTERM is usually the launcher stopping others
+        f = by_rank.get(r) or {}
+        return (not f.get("first"), f.get("signal") == "SIGTERM", not f.get("signal"), str(f.get("time") or ""), r)
+
+    for r in sorted(no_dump, key=order):
         death = _death(r, by_rank)
         where = next((g for g in groups if r in g["no_dump"]), None)
         text = f"{_who(r, hosts)} left no dump" if inp.dumps else f"{_who(r, hosts)} died"
@@ -224,8 +228,8 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
             text += f"; the other ranks were in {_coll(where)}"
         if death:
             text += f"; {death}"
-        signalled = bool((by_rank.get(r) or {}).get("signal"))
-        out.append({"kind": "no_dump" if inp.dumps else "died", "cause": signalled and not have_cause,
+        # with nothing else found, the rank that left nothing is the suspect, signal or not
+        out.append({"kind": "no_dump" if inp.dumps else "died", "cause": not have_cause,
                     "pg": where["pg"] if where else None, "seq": where["seq"] if where else None, "ranks": [r],
                     "text": text, "fix": "find why it died: `dmesg -T | grep -i -e oom -e killed` on its host (the "
                     "OOM killer sends SIGKILL), the scheduler's log (preemption, time limit), its own stderr",

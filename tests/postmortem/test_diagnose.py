@@ -129,3 +129,51 @@ def test_cli_exit_codes_and_schema(tmp_path, validate_report):
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "notes.txt").write_text("hello\n")
     assert run_cli("diagnose", str(tmp_path / "empty")).returncode == 2
+
+
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "nccl")
+
+
+def test_ncclras_json_among_the_inputs_runs_nccl_ras(tmp_path):
+    shutil.copy(os.path.join(DATA, "ras-dead-rank.json"), tmp_path / "ras.json")
+    rep = diagnose([str(tmp_path)])
+    ras = [c for c in rep.checks if c.id == "nccl.ras"]
+    assert ras and ras[0].status.value == "fail" and rep.exit_code == 1
+
+
+def test_preflight_ties_dumped_ranks_to_hosts(tmp_path):
+    pre = tmp_path / "pre.json"
+    pre.write_text(json.dumps({
+        "schema": "ncclcheck.report/1", "command": "preflight", "version": "x", "status": "pass", "exit_code": 0,
+        "started": "", "duration_s": 0, "checks": [], "recommendations": [
+            {"name": "NCCL_SOCKET_IFNAME", "value": "=eth0", "node": None, "reason": "r"}],
+        "world": {"nnodes": 2, "world_size": 4, "backend": "gloo", "master": None, "launcher": "torchrun"},
+        "nodes": [{"node_rank": 0, "hostname": "gpu01", "facts": {}}, {"node_rank": 1, "hostname": "gpu02",
+                                                                      "facts": {}}]}))
+    dumps = tmp_path / "d"
+    dumps.mkdir()
+    for r in (0, 1, 2):
+        shutil.copy(os.path.join(FIX, "kill", f"nccl_trace_rank_{r}"), dumps)
+    (dumps / "nccl.gpu01.77.log").write_text(
+        "gpu01:77:77 [0] NCCL INFO comm 0x5 rank 0 nRanks 4 nNodes 2 localRanks 2 localRank 0 MNNVL 0\n"
+        "gpu01:77:77 [0] NCCL INFO Bootstrap : Using docker0:172.17.0.1<0>\n")
+    rep = diagnose([str(dumps)], str(pre))
+    first = rep.checks[0]
+    assert first.evidence["ranks"] == [3] and "host gpu02, local rank 1" in first.summary
+    transport = next(c for c in rep.checks if c.id == "postmortem.transport")
+    assert transport.status.value == "warn" and "docker0" in transport.summary and "=eth0" in transport.summary
+
+
+def test_regenerated_failure_is_named(tmp_path):
+    """The fixture script still makes what the fixtures hold, on the installed torch (a fresh, real failure)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_fixtures", os.path.join(FIX, "make_fixtures.py"))
+    mk = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mk)
+    mk.make("dtype", str(tmp_path / "dtype"))
+    first = diagnose([str(tmp_path / "dtype")]).checks[0]
+    assert first.evidence["kind"] == "dtype_mismatch" and first.evidence["ranks"] == [3]
+
+
+test_regenerated_failure_is_named = pytest.mark.slow(test_regenerated_failure_is_named)

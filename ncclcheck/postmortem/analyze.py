@@ -185,7 +185,7 @@ def _cycle(inp: Inputs, hosts: dict, blocked: list) -> Optional[dict]:
     ranks' own orders of collectives; the first position where a minority did something else is where it skipped."""
     need = set.union(*(set(inp.dumps[r].groups) for r in blocked if r in inp.dumps)) if blocked else set()
     involved = sorted(r for r, d in inp.dumps.items() if need and need <= set(d.groups))
-    orders = {r: [(c.record_id, g.name, c.seq) for g in inp.dumps[r].groups.values() for c in g.colls.values()]
+    orders = {r: [(c.record_id, g.name, c.seq) for g in inp.dumps[r].groups.values() for c in g.all()]
               for r in involved}
     shared = set.intersection(*(set(d.groups) for r, d in inp.dumps.items() if r in involved)) if involved else set()
     seqs = {r: [(n, q) for _, n, q in sorted(o) if n in shared] for r, o in orders.items()}

@@ -33,11 +33,13 @@ class Coll:
         self.seq, self.op, self.in_sizes, self.in_dtypes = seq, op, in_sizes, in_dtypes
         self.record_id, self.time_ns, self.timeout_ms, self.done = record_id, time_ns, timeout_ms, done
 
-    def same(self, other: Coll) -> bool:
-        try:
-            return self.op == other.op and self.in_sizes == other.in_sizes and self.in_dtypes == other.in_dtypes
-        except RecursionError:  # a hostile, deeply nested value: not the same as anything
-            return False
+    @classmethod
+    def of(cls, seq: int, e: dict) -> Coll:
+        """The entry as read: every field type-checked here, when it is looked at."""
+        rid, tns, tmo = e.get("record_id"), e.get("time_created_ns"), e.get("timeout_ms")
+        return cls(seq, _op(e.get("profiling_name"))[1], e.get("input_sizes"), e.get("input_dtypes"),
+                   rid if type(rid) is int else -1, tns if type(tns) is int else None,
+                   tmo if type(tmo) is int else None, _done(e))
 
     def signature(self) -> tuple:
         return (self.op, _sizes(self.in_sizes), _dtypes(self.in_dtypes))
@@ -54,11 +56,18 @@ class GroupTrace:
     ranks: Optional[list] = None  # the group's global ranks when the dump says so (NCCL does; gloo often not)
     last_enqueued: int = -1
     last_completed: int = -1
-    colls: dict = field(default_factory=dict)  # seq -> Coll
+    colls: dict = field(default_factory=dict)  # seq -> the raw entry (a dict); Coll.of() reads one when needed
 
     @property
     def enqueued(self) -> int:
         return max([self.last_enqueued, *self.colls.keys()])
+
+    def coll(self, seq: int) -> Optional[Coll]:
+        e = self.colls.get(seq)
+        return None if e is None else Coll.of(seq, e)
+
+    def all(self) -> list:
+        return [Coll.of(q, e) for q, e in self.colls.items()]
 
     @property
     def window(self) -> tuple:
@@ -127,6 +136,19 @@ def _dtypes(v: Any) -> tuple:
     return hit
 
 
+def _done(e: dict) -> bool:
+    return e.get("retired") is True or e.get("state") == "completed"
+
+
+def _same(a: dict, b: dict) -> bool:
+    """Did two ranks enqueue the same collective (op, input sizes, dtypes)? Raw ==, C speed."""
+    try:
+        return (a.get("profiling_name") == b.get("profiling_name") and a.get("input_sizes") == b.get("input_sizes")
+                and a.get("input_dtypes") == b.get("input_dtypes"))
+    except RecursionError:  # a hostile, deeply nested value: not the same as anything
+        return False
+
+
 def _op(prof: Any) -> tuple:
     """"nccl:all_reduce" -> ("nccl", "all_reduce")."""
     hit = _SEEN.get(prof) if type(prof) is str else ("", "?")
@@ -161,14 +183,14 @@ def normalise(doc: dict, rank: int, source: str, form: str) -> RankDump:
         if type(e) is not dict or e.get("is_p2p"):
             continue
         pg = e.get("process_group")
-        name = names.get(pg) if type(pg) is tuple else None  # a pickle's (name, desc) tuple: look it up once
+        try:  # a pickle's (name, desc) tuple: read it once per dump
+            name = names.get(pg) if type(pg) is tuple else None
+        except TypeError:  # a tuple holding a list: not what torch writes, read it the slow way
+            name, pg = None, list(pg)
         if name is None:
             name = _str(pg[0]) if isinstance(pg, (list, tuple)) and pg else str(_int(e.get("pg_id"), 0))
             if type(pg) is tuple and len(names) < 10_000:
-                try:
-                    names[pg] = name
-                except TypeError:
-                    pass
+                names[pg] = name
         seq = e.get("collective_seq_id")
         if type(seq) is not int:
             continue
@@ -176,15 +198,14 @@ def normalise(doc: dict, rank: int, source: str, form: str) -> RankDump:
         if g is None:
             desc = _str(pg[1]) if isinstance(pg, (list, tuple)) and len(pg) > 1 else ""
             g = groups[name] = GroupTrace(name, desc)
-        lib, op = _op(e.get("profiling_name"))
-        backend = backend or lib or None
-        rid, tns, tmo = e.get("record_id"), e.get("time_created_ns"), e.get("timeout_ms")
-        c = Coll(seq, op, e.get("input_sizes"), e.get("input_dtypes"),
-                 rid if type(rid) is int else -1, tns if type(tns) is int else None,
-                 tmo if type(tmo) is int else None, e.get("state") == "completed" or e.get("retired") is True)
-        g.colls[seq] = c
-        if c.record_id >= last_id:
-            last, last_id = (name, seq), c.record_id
+        if backend is None:
+            backend = _op(e.get("profiling_name"))[0] or None
+        g.colls[seq] = e
+        if seq > g.last_completed and _done(e):
+            g.last_completed = seq
+        rid = e.get("record_id")
+        if type(rid) is int and rid >= last_id:
+            last, last_id = (name, seq), rid
     status = doc.get("pg_status")
     for key, st in (status.items() if isinstance(status, dict) else ()):
         if not isinstance(st, dict) or not isinstance(key, str):
@@ -199,9 +220,6 @@ def normalise(doc: dict, rank: int, source: str, form: str) -> RankDump:
         target = groups.get(key) or (groups.get(DEFAULT_PG) if key == "" else None)
         if target is not None and ranks:
             target.ranks = ranks
-    for g in groups.values():
-        done = [s for s, c in g.colls.items() if c.done]
-        g.last_completed = max([g.last_completed, *done])
     return RankDump(rank, source, form, _str(doc.get("version"), 20), backend, groups, last, len(entries))
 
 
@@ -218,12 +236,12 @@ def _mismatch(dumps: dict, name: str, ranks: list) -> Optional[dict]:
     """The first sequence id at which the ranks' enqueued collectives differ (op, then dtype, then size)."""
     seqs = sorted({s for r in ranks for s in dumps[r].groups[name].colls})
     for seq in seqs:
-        here = [(r, c) for r in ranks if (c := dumps[r].groups[name].colls.get(seq)) is not None]
-        if not here or all(c.same(here[0][1]) for _, c in here):
+        here = [(r, e) for r in ranks if (e := dumps[r].groups[name].colls.get(seq)) is not None]
+        if not here or all(_same(e, here[0][1]) for _, e in here):
             continue
         by_sig: dict = {}
-        for r, c in here:
-            by_sig.setdefault(c.signature(), []).append(r)
+        for r, e in here:
+            by_sig.setdefault(Coll.of(seq, e).signature(), []).append(r)
         if len(by_sig) < 2:
             continue
         major = _majority(by_sig)
@@ -268,8 +286,7 @@ def analyse_groups(dumps: dict, world: list) -> list[dict]:
         entered = sorted(r for r in dumped if enq[r] >= top)
         lagging = sorted(r for r in dumped if enq[r] < top) + absent
         desc = next((dumps[r].groups[name].desc for r in dumped if dumps[r].groups[name].desc), "")
-        ref = next((dumps[r].groups[name].colls.get(top) for r in entered if top in dumps[r].groups[name].colls),
-                   None)
+        ref = next((dumps[r].groups[name].coll(top) for r in entered if top in dumps[r].groups[name].colls), None)
         all_done = all(dumps[r].groups[name].last_completed >= top for r in dumped)
         out.append({
             "pg": name, "desc": desc, "members": members, "dumped": dumped, "no_dump": no_dump,
@@ -292,7 +309,7 @@ def timeline(dumps: dict, last_n: int = 8) -> dict:
     """Per rank, its last `last_n` collectives (any group), newest last: what the HTML timeline draws."""
     out = {}
     for r, d in sorted(dumps.items()):
-        colls = sorted(((c.record_id, g.name, g.desc, c) for g in d.groups.values() for c in g.colls.values()),
+        colls = sorted(((c.record_id, g.name, g.desc, c) for g in d.groups.values() for c in g.all()),
                        key=lambda t: t[0])[-last_n:]
         out[str(r)] = [{"pg": name, "desc": desc, **c.to_json()} for _, name, desc, c in colls]
     return out

@@ -103,7 +103,7 @@ def check_nccl_warnings(inp: PostmortemInput) -> CheckResult:
     """NCCL, gloo and torch failure messages classified by the one failure table (nccl/failures.py)."""
     a = inp.analysis
     kinds = ("op_mismatch", "size_mismatch", "dtype_mismatch", "never_entered", "blocked", "no_dump", "died")
-    found = [c for c in a.get("causes", []) if c["kind"] not in kinds]
+    found = [c for c in a.get("causes", []) if c["kind"] not in kinds and not c["kind"].startswith("ras_")]
     if not any(r["kind"] in ("nccl_log", "launcher_output", "log", "error_file") for r in a.get("inputs", [])):
         return skipped("postmortem.nccl_warnings", "no logs among the inputs (NCCL_DEBUG_FILE, the launcher's "
                                                    "output)")

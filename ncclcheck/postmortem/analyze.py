@@ -254,6 +254,39 @@ def _log_causes(events: list, hosts: dict) -> list:
     return out
 
 
+def _ras_causes(inp: Inputs) -> tuple:
+    """(causes, rank -> host) from `ncclras -f json` outputs: dead ranks and ranks with an error or abort are causes,
+    ranks behind their peers (where a hang sits) too; unresponsive ranks are listed as consequences."""
+    from ..checks.nccl_ras import parse_ras_json
+
+    out, hosts = [], {}
+    for path, text in inp.ras:
+        try:
+            parsed = parse_ras_json(text)
+        except ValueError:
+            continue
+        for c in parsed["communicators"]:
+            for kind, rows, cause, what in (
+                    ("ras_dead", c["dead"], True, "NCCL's RAS considers it dead"),
+                    ("ras_error", c["errors"], True, "NCCL's RAS reports an asynchronous error or abort"),
+                    ("ras_lagging", c["lagging"], True, "it issued fewer collectives than its peers (where the "
+                                                        "hang sits)"),
+                    ("ras_unresponsive", c["unresponsive"], False, "NCCL's RAS cannot reach it (not yet dead)")):
+                for r in rows:
+                    if not isinstance(r.get("rank"), int):
+                        continue
+                    if r.get("host"):
+                        hosts[r["rank"]] = {"host": str(r["host"])[:255], "local_rank": None}
+                    extra = f" ({r['op']} {r['count']} of {r['max']})" if kind == "ras_lagging" else ""
+                    out.append({"kind": kind, "cause": cause, "pg": None, "seq": None, "ranks": [r["rank"]],
+                                "text": f"rank {r['rank']} ({r.get('host') or '?'}"
+                                        f"{', GPU ' + str(r['cuda_dev']) if r.get('cuda_dev') is not None else ''})"
+                                        f": {what}{extra}",
+                                "fix": "drain that host: check its GPU (nvidia-smi -q, dmesg for Xid errors) and "
+                                       "NICs, then restart the job without it", "source": path})
+    return out, hosts
+
+
 def _transport(per_rank: dict, preflight: Optional[dict]) -> dict:
     rows = {}
     for r, p in sorted(per_rank.items()):
@@ -269,6 +302,8 @@ def _transport(per_rank: dict, preflight: Optional[dict]) -> dict:
 def analyse(inp: Inputs, preflight: Optional[dict] = None) -> dict:
     """The report's `postmortem` section (plain JSON)."""
     events, per_rank, log_hosts = _logs(inp)
+    ras, ras_hosts = _ras_causes(inp)
+    log_hosts = {**ras_hosts, **log_hosts}
     nranks = [p["nranks"] for p in per_rank.values() if p.get("nranks")]
     world = _world(inp, preflight, nranks)
     hosts = _hosts(inp, preflight, log_hosts)
@@ -276,10 +311,10 @@ def analyse(inp: Inputs, preflight: Optional[dict] = None) -> dict:
     groups = flight.analyse_groups(inp.dumps, world)
     fr = _fr_causes(groups, inp, hosts, by_rank)
     logs = _log_causes(events, hosts)
-    have = any(c["cause"] for c in fr + logs)
+    have = any(c["cause"] for c in fr + logs + ras)
     dead = _dead_causes(groups, world, inp, hosts, by_rank, have)
-    ordered = ([c for c in fr if c["cause"]] + [c for c in logs if c["cause"]] + [c for c in dead if c["cause"]] +
-               [c for c in fr + dead + logs if not c["cause"]])
+    ordered = ([c for c in fr if c["cause"]] + [c for c in ras if c["cause"]] + [c for c in logs if c["cause"]] +
+               [c for c in dead if c["cause"]] + [c for c in fr + ras + dead + logs if not c["cause"]])
     verdict = _verdict(ordered, groups, hosts, by_rank)
     ranks = []
     for r in world:

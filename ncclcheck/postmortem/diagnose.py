@@ -34,7 +34,9 @@ def diagnose(paths: list[str], preflight_path: Optional[str] = None, version: st
     for path, text in inp.ras:
         checks.append(ras_check_from_text(text, path))
     nodes = []
-    world = WorldInfo(nnodes=1, world_size=analysis["world_size"], backend=_backend(inp), launcher=_launcher(inp))
+    hosts = {r["host"] for r in analysis["ranks"] if r.get("host")}
+    world = WorldInfo(nnodes=max(1, len(hosts)), world_size=analysis["world_size"], backend=_backend(inp),
+                      launcher=_launcher(inp))
     if preflight:
         nodes = [NodeInfo(n["node_rank"], n.get("hostname", "?"), {}) for n in preflight.get("nodes") or []
                  if isinstance(n, dict) and isinstance(n.get("node_rank"), int)]

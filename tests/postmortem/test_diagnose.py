@@ -139,6 +139,8 @@ def test_ncclras_json_among_the_inputs_runs_nccl_ras(tmp_path):
     rep = diagnose([str(tmp_path)])
     ras = [c for c in rep.checks if c.id == "nccl.ras"]
     assert ras and ras[0].status.value == "fail" and rep.exit_code == 1
+    first = rep.checks[0]  # the verdict says it too, not "nothing wrong found"
+    assert first.status.value == "fail" and first.evidence["kind"] == "ras_dead"
 
 
 def test_preflight_ties_dumped_ranks_to_hosts(tmp_path):

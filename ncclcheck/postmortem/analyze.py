@@ -246,7 +246,8 @@ def _log_causes(events: list, hosts: dict) -> list:
             continue
         seen.add(key)
         cls = failures.BY_ID[e["class"]]
-        who = _who(e["rank"], hosts) if e["rank"] is not None else (f"host {e['host']}" if e["host"] else "a rank")
+        who = (_who(e["rank"], hosts) if e["rank"] is not None else f"host {e['host']}" if e["host"] else
+               f"{e['source'].rsplit('/', 1)[-1]} (no rank on the line)")
         seq = f" (SeqNum {e['seq']})" if e.get("seq") is not None else ""
         out.append({"kind": e["class"], "cause": cls.cause, "pg": None, "seq": e.get("seq"),
                     "ranks": [e["rank"]] if e["rank"] is not None else [], "text": f"{who}: {cls.what}{seq}",

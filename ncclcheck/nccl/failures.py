@@ -68,6 +68,13 @@ TABLE: tuple = (
                  "or the peer had not started or had died)",
                  "check MASTER_ADDR/MASTER_PORT and the firewall between the nodes (`ncclcheck preflight` probes "
                  "them); if the peer died, its own log says why"),
+    FailureClass("no_route", _rx(r"No route to host|Network is unreachable|"
+                                  r"Connect to \S+ failed\s*:\s*Connection timed out"), True,
+                 "a peer's address cannot be reached from this host (a firewall dropping packets, or NCCL using an "
+                 "interface whose network does not reach the peer)",
+                 "pin NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME to the interface every node routes over "
+                 "(`ncclcheck recommend`); `ncclcheck preflight` probes every pair on every interface "
+                 "(net.peer_reachability)"),
     FailureClass("init_timeout", _rx(r"Socket Timeout|DistStoreError|wait timeout after \d+\s*ms|"
                                      r"timed out after \d+\s*ms|Timed out (?:after|waiting) .*(?:clients|workers|"
                                      r"store|rendezvous|join)|bootstrap.*time(?:d)? ?out"), True,

@@ -64,6 +64,7 @@ def test_failure_table_under_srun_label():
     ("gpu7:1:9 [3] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer gpu08<50412>", "peer_closed", False),
     ("gpu7:1:9 [3] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.9<45321> failed : Connection refused", "connection_refused", True),
     ("torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 3/4 clients joined.", "init_timeout", True),
+    ("node-b:921:1146 [2] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.120.0.31<45321> failed : No route to host", "no_route", True),
 ])
 def test_failure_table_classes(line, cls, cause):
     got = failures.classify(line)
@@ -97,3 +98,13 @@ def test_recommend_postmortem_env_arms_the_job(tmp_path):
                  "export NCCL_DEBUG_SUBSYS=INIT,NET", f"export NCCL_DEBUG_FILE={tmp_path}/pm/nccl.%h.%p.log",
                  f"export TORCH_FR_DUMP_TEMP_FILE={tmp_path}/pm/nccl_trace_rank_"):
         assert line in out, out
+
+
+def test_the_saved_captures_name_the_unreachable_peer():
+    """tests/data/nccl: two hosts' NCCL_DEBUG files (shapes from NVIDIA/nccl threads); node-b cannot route."""
+    data = os.path.join(os.path.dirname(FIX), "..", "data", "nccl")
+    rep = diagnose([os.path.join(data, "nccl.node-a.511"), os.path.join(data, "nccl.node-b.924")])
+    first = rep.checks[0]
+    assert first.status.value == "fail" and first.evidence["kind"] == "no_route" and "node-b" in first.summary
+    transport = next(c for c in rep.checks if c.id == "postmortem.transport")
+    assert transport.evidence["ranks"]["0"]["net"] == "IB" and transport.evidence["ranks"]["0"]["interfaces"] == ["eth0"]

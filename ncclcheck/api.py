@@ -1,5 +1,5 @@
 """The Python API the CLI is a thin layer over: run_preflight(), run_env(), run_recommend(), run_bench(),
-run_links() -> Report. Usable from notebooks and other tools; nothing here prints or exits."""
+run_links(), run_diagnose() -> Report. Usable from notebooks and other tools; nothing here prints or exits."""
 
 from __future__ import annotations
 
@@ -214,7 +214,20 @@ def _save_baseline(config: Config, report: Report) -> None:
 
 def run_recommend(config: Optional[Config] = None, **overrides) -> Report:
     config = _config(config, "recommend", **overrides)
-    return run_preflight(config)
+    report = run_preflight(config)
+    if config.postmortem_dir:
+        from .recommend.postmortem import recommend_postmortem
+
+        report.recommendations.extend(recommend_postmortem(config.postmortem_dir, report.nodes))
+    return report
+
+
+def run_diagnose(config: Optional[Config] = None, **overrides) -> Report:
+    """What a failed or hung job left (config.diagnose.paths) -> the rank, host, collective and cause."""
+    config = _config(config, "diagnose", **overrides)
+    from .postmortem.diagnose import diagnose
+
+    return diagnose(list(config.diagnose.paths), config.diagnose.preflight, __version__)
 
 
 def run_env(config: Optional[Config] = None, **overrides) -> Report:

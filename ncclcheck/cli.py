@@ -149,6 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--format", default="text", choices=["text", "env", "json"],
                    help="env: 'export NAME=value' lines to source")
     r.add_argument("--env-out", metavar="FILE", help="write the recommended variables as a sourceable file")
+    r.add_argument("--postmortem", metavar="DIR", help="also arm the job so that its failure can be diagnosed: "
+                   "flight recorder, dump on timeout, NCCL debug log, all written under DIR (ncclcheck diagnose DIR)")
 
     rp = sub.add_parser("report", help="render a saved run: terminal, --html, --junit, --markdown")
     rp.add_argument("run", metavar="RUN.json")
@@ -162,6 +164,13 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--quiet", action="store_true")
 
     _health_parsers(sub, world, out)
+    d = sub.add_parser("diagnose", parents=[out], help="what a failed or hung job left -> rank, host, collective, "
+                       "cause", description="Reads flight-recorder dumps, NCCL logs, the launcher's output and error "
+                       "files and ncclras JSON (files, directories, globs; each recognised by its content) and names "
+                       "the root cause first. Exit 0: nothing wrong found; 1: a cause named; 2: bad input.")
+    d.add_argument("paths", metavar="PATH", nargs="+", help="a file, a directory (read recursively) or a glob")
+    d.add_argument("--preflight", metavar="RUN.json", help="a saved preflight report: ties ranks to hosts and "
+                   "compares NCCL's choices with its recommendations")
 
     e = sub.add_parser("env", parents=[facts], help="this node's facts (versions, GPUs, network, RDMA)")
     e.add_argument("--json", metavar="PATH", help="write the JSON report; '-' = stdout")
@@ -261,6 +270,13 @@ def config_from_args(args: argparse.Namespace, env=None, started: Optional[float
                budget=Budget(world.timeout_s, started if started is not None else time.monotonic()))
     if cmd == "recommend":
         cfg["recommend_format"] = args.format
+        cfg["postmortem_dir"] = _postmortem_dir(args.postmortem)
+    if cmd == "diagnose":
+        from .config import DiagnoseConfig
+
+        if args.preflight and not os.path.isfile(args.preflight):
+            raise UsageError(f"--preflight {args.preflight}: no such file")
+        cfg["diagnose"] = DiagnoseConfig(paths=tuple(args.paths), preflight=args.preflight)
     if cmd == "report":
         if os.path.isdir(args.run):
             raise UsageError(f"{args.run}: is a directory, not a JSON report")
@@ -291,6 +307,15 @@ def config_from_args(args: argparse.Namespace, env=None, started: Optional[float
             seed=parse_int(args.seed, "--seed", 0, 2**31 - 1),
         )
     return Config(**cfg)
+
+
+def _postmortem_dir(path: Optional[str]) -> Optional[str]:
+    """recommend --postmortem DIR: an absolute path (every rank writes there), not an existing file."""
+    if not path:
+        return None
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError(f"--postmortem {path}: exists and is not a directory")
+    return os.path.abspath(path)
 
 
 def nccl_diag_config_from_args(args: argparse.Namespace) -> NcclDiagConfig:
@@ -484,6 +509,8 @@ def _run(config: Config, log_path: str, observer=None):
         return api.run_recommend(config)
     if config.command == "env":
         return api.run_env(config)
+    if config.command == "diagnose":
+        return api.run_diagnose(config)
     if config.command == "bench":
         return api.run_bench(config, **progress)
     if config.command == "links":
@@ -531,7 +558,7 @@ class Seat:
 
 def seat_of(config: Config, placement, per_rank_paths: bool = False) -> Seat:
     out = config.output
-    if placement is None or config.command in ("env", "report", "health"):
+    if placement is None or config.command in ("env", "report", "health", "diagnose"):
         leader = placement is None or placement.node_leader
         return Seat(full=leader, line=False, writes=leader or per_rank_paths,
                     launcher=placement.launcher if placement else "ncclcheck")

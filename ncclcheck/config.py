@@ -101,6 +101,14 @@ class OutputConfig:
 
 
 @dataclass(frozen=True)
+class DiagnoseConfig:
+    """`diagnose PATH...`: what a failed job left, and optionally the preflight report that ties ranks to hosts."""
+
+    paths: tuple = ()
+    preflight: Optional[str] = None
+
+
+@dataclass(frozen=True)
 class BenchConfig:
     sizes: tuple = (1 << 20,)
     ops: tuple = ("all_reduce",)
@@ -198,6 +206,8 @@ class Config:
     nccl_diag: Optional[NcclDiagConfig] = None
     health: Optional[HealthConfig] = None
     sweep: Optional[SweepConfig] = None
+    diagnose: Optional[DiagnoseConfig] = None
+    postmortem_dir: Optional[str] = None  # recommend --postmortem DIR: arm the job so its failure can be diagnosed
     budget: Optional[Budget] = None  # None: built from world.timeout_s when the Config is made
 
     def __post_init__(self) -> None:

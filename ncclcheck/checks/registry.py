@@ -14,17 +14,17 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..model import CheckResult, skipped
-from . import cross, local
+from . import cross, local, postmortem
 
 log = logging.getLogger(__name__)
 
-LOCAL, CROSS = "local", "cross"
+LOCAL, CROSS, POSTMORTEM = "local", "cross", "postmortem"
 
 
 @dataclass(frozen=True)
 class CheckSpec:
     id: str
-    scope: str  # LOCAL | CROSS
+    scope: str  # LOCAL | CROSS | POSTMORTEM (a failed job's remains: postmortem.PostmortemInput)
     needs: tuple  # fact groups (docs/facts.md) the check reads; () = none beyond the run's own data
     fn: Callable[[Any], Any]  # LocalInput | CrossInput -> CheckResult | [CheckResult]
 
@@ -50,6 +50,14 @@ REGISTRY: tuple = (
     CheckSpec("gpu.count", CROSS, ("gpu",), cross.check_gpu_count),
     CheckSpec("env.nccl", CROSS, ("env",), cross.check_env),
     CheckSpec("time.clock_skew", CROSS, (), cross.check_clock_skew),
+    # diagnose: the verdict first (the report's root cause), then the findings it was drawn from
+    CheckSpec("postmortem.root_cause", POSTMORTEM, (), postmortem.check_root_cause),
+    CheckSpec("postmortem.collectives", POSTMORTEM, (), postmortem.check_collectives),
+    CheckSpec("postmortem.mismatch", POSTMORTEM, (), postmortem.check_mismatch),
+    CheckSpec("postmortem.ranks", POSTMORTEM, (), postmortem.check_ranks),
+    CheckSpec("postmortem.nccl_warnings", POSTMORTEM, (), postmortem.check_nccl_warnings),
+    CheckSpec("postmortem.transport", POSTMORTEM, (), postmortem.check_transport),
+    CheckSpec("postmortem.inputs", POSTMORTEM, (), postmortem.check_inputs),
 )
 
 

@@ -601,7 +601,11 @@ def _nodes(report: Report) -> str:
 
 def render_html(report: Report) -> str:
     """The whole page as one string."""
-    sections = [_header(report), _checks(report)]
+    from .postmortem import CSS as PM_CSS
+    from .postmortem import html_section
+
+    sections = [_header(report), html_section(report), _checks(report)]
+    css = _CSS + (PM_CSS if report.command == "diagnose" else "")
     if report.recommendations or report.command in ("preflight", "recommend"):
         sections.append(_recommendations(report))
     if report.bench:
@@ -615,7 +619,7 @@ def render_html(report: Report) -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{e(title)}</title><style>{_CSS}</style></head>\n<body>\n"
+        f"<title>{e(title)}</title><style>{css}</style></head>\n<body>\n"
         + "\n".join(s for s in sections if s)
         + f"\n<script>{_JS}{_SORT_JS if aggregated(report) or _pair_list(report) else ''}</script>\n</body></html>\n"
     )

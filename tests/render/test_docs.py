@@ -5,6 +5,8 @@ from __future__ import annotations
 import pathlib
 import re
 
+from ncclcheck.checks.registry import POSTMORTEM, REGISTRY
+
 DOCS = pathlib.Path(__file__).parents[2] / "docs"
 
 # DESIGN.md's Checks table plus the ids of the GPU, bench and links jobs.
@@ -16,7 +18,7 @@ CHECK_IDS = [
     "baseline.drift", "links.baseline", "nccl.ras",
     "paths.exist", "bench.coverage", "links.min_gbps",
     "health.gpus", "health.nccl_interface", "health.ib_ports", "health.timeout", "slurm.drain",  # docs/slurm.md
-]
+] + [s.id for s in REGISTRY if s.scope == POSTMORTEM]  # diagnose's checks, from the one registry
 
 
 def test_troubleshooting_has_a_row_per_check_id():

@@ -32,8 +32,9 @@ from .config import (
     parse_int,
 )
 from .errors import UsageError
+from .model import EXIT_INTERRUPTED  # written once, where the report's exit_code is derived
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
 log = logging.getLogger("ncclcheck")
 
@@ -90,7 +91,13 @@ def _facts_flags() -> argparse.ArgumentParser:
 
 def _baseline_flags(p: argparse.ArgumentParser, metavar: str, what: str) -> None:
     p.add_argument("--baseline", metavar=metavar, help=what)
-    p.add_argument("--save-baseline", metavar="FILE", help="save this run's JSON as a baseline")
+    _save_baseline_flags(p)
+
+
+def _save_baseline_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--save-baseline", metavar="FILE", help="save this run's JSON as a baseline (a FAILED run is "
+                   "refused unless --force)")
+    p.add_argument("--force", action="store_true", help="with --save-baseline: save the run even when it FAILED")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -124,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--gate-size", metavar="SIZE", help="size the gates look at (default: the largest)")
     b.add_argument("--baseline", metavar="RUN.json", help="gate: fail on busbw regression against a saved run")
     b.add_argument("--tolerance", default="0.1", help="allowed relative regression against --baseline (0.1)")
-    b.add_argument("--save-baseline", metavar="FILE", help="save this run's JSON as a baseline")
+    _save_baseline_flags(b)
     b.add_argument("--nccl-capture", action="store_true",
                    help="on GPUs: capture NCCL's debug log, topology and graph dumps per host and check the transport")
 
@@ -462,7 +469,9 @@ class Seat:
     node_rank: int = 0
 
 
-def seat_of(config: Config, placement, per_rank_paths: bool = False) -> Seat:
+def seat_of(config: Config, placement, per_rank_paths: bool = False, per_node_paths: bool = False) -> Seat:
+    """writes: the default rule of render.files.own_path (global rank 0 writes a path shared by every node; %n/%h
+    paths or --print-all add the other nodes' first ranks, %r paths every rank); each file is decided by it."""
     out = config.output
     if placement is None or config.command in ("env", "report"):
         leader = placement is None or placement.node_leader
@@ -471,9 +480,50 @@ def seat_of(config: Config, placement, per_rank_paths: bool = False) -> Seat:
     full = placement.rank == 0 or out.print_all
     if config.command == "recommend" and config.recommend_format != "text":
         full = placement.node_leader or out.print_all  # per-node data on stdout (`> nccl.env` on every node)
-    return Seat(full=full, line=not full and placement.node_leader and not out.quiet,
-                writes=placement.node_leader or per_rank_paths, launcher=placement.launcher, rank=placement.rank,
-                node_rank=placement.node_rank)
+    writes = placement.rank == 0 or per_rank_paths or (placement.node_leader and (per_node_paths or out.print_all))
+    return Seat(full=full, line=not full and placement.node_leader and not out.quiet, writes=writes,
+                launcher=placement.launcher, rank=placement.rank, node_rank=placement.node_rank)
+
+
+_OUTPUT_FIELDS = {"json": "json_path", "html": "html", "junit": "junit", "markdown": "markdown", "env_out": "env_out",
+                  "prometheus": "prometheus"}  # flag -> OutputConfig field
+# Files read on the node that wrote them (the training container sources its nccl.env; node_exporter reads a local
+# textfile directory): every node's first rank writes these, whatever the path. The others are the job's report.
+_NODE_FILES = ("env_out", "prometheus")
+
+
+def own_outputs(config: Config, placement, templates: dict) -> tuple[Config, Optional[str]]:
+    """(config with only the output paths this process writes, the --save-baseline path it writes or None).
+
+    The baseline is taken out of the API's hands so that the CLI writes it like every other file: once per job,
+    and refused for a failed run unless --force (_emit)."""
+    import dataclasses
+
+    from .render.files import own_path, per_rank
+
+    if placement is None or config.command in ("env", "report"):
+        leader = placement is None or placement.node_leader
+
+        def mine(flag: str, path: Optional[str]) -> Optional[str]:
+            return path if leader or per_rank(templates.get(flag)) else None
+    else:
+        def mine(flag: str, path: Optional[str]) -> Optional[str]:
+            if flag in _NODE_FILES:
+                return path if placement.node_leader or per_rank(templates.get(flag)) else None
+            return own_path(path, templates.get(flag), rank=placement.rank, node_rank=placement.node_rank,
+                            node_leader=placement.node_leader, every_node=config.output.print_all)
+
+    output = dataclasses.replace(config.output, **{f: mine(flag, getattr(config.output, f))
+                                                   for flag, f in _OUTPUT_FIELDS.items()})
+    changes: dict = {"output": output}
+    save = None
+    if config.bench is not None and config.bench.save_baseline:
+        save = mine("save_baseline", config.bench.save_baseline)
+        changes["bench"] = dataclasses.replace(config.bench, save_baseline=None)
+    if config.baseline is not None and config.baseline.save:
+        save = mine("save_baseline", config.baseline.save)
+        changes["baseline"] = dataclasses.replace(config.baseline, save=None)
+    return dataclasses.replace(config, **changes), save
 
 
 def _observer(config: Config, seat: Seat):
@@ -485,8 +535,9 @@ def _observer(config: Config, seat: Seat):
     return make_observer(sys.stdout, os.environ, seat.launcher)
 
 
-def _one_line(config: Config, report, seat: Seat) -> str:
-    """The line a non-zero node prints: who it is, its verdict and exit code, where the full report is."""
+def _one_line(config: Config, report, seat: Seat, given: tuple = ()) -> str:
+    """The line a non-zero node prints: who it is, its verdict and exit code, where the full report is; `given`:
+    the files asked for that node 0 writes and this process does not."""
     from .facts import hostname
 
     me = next((n.hostname for n in report.nodes if n.node_rank == seat.node_rank), None) or hostname()
@@ -494,15 +545,38 @@ def _one_line(config: Config, report, seat: Seat) -> str:
     where = "global rank 0's console" + (f" (node 0, {first})" if first else " (node 0)")
     text = (f"ncclcheck {report.command}: node {seat.node_rank} ({me}) rank {seat.rank}: {report.status.value.upper()}"
             f", exit {report.exit_code}; full report on {where}")
-    if seat.writes and config.output.json_path and config.output.json_path != "-":
+    if config.output.json_path and config.output.json_path != "-":
         text += f"; JSON in {config.output.json_path}"
+    if given:  # one report per job: say where it is and how to get this node's own
+        text += (f"; node 0 writes {', '.join(given)} (this node writes its own with %n or %h in the path, or with "
+                 "--print-all)")
     root = report.root_cause() if report.status.value == "fail" else None
     if root is not None:  # a world that did not form has no shared report: say here what went wrong from this side
         text += f"; root cause{'' if root.node is None else f' on node {root.node}'}: [{root.id}] {root.summary}"
     return text
 
 
-def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None) -> None:
+def _save_baseline(path: Optional[str], force: bool, report) -> None:
+    """--save-baseline: a later run is judged against this file, so a FAILED run is refused unless --force."""
+    if not path:
+        return
+    if report.status.value == "fail" and not force:
+        _say(f"ncclcheck: --save-baseline {path}: not saved: this run FAILED (a baseline is what later runs are "
+             "judged against); --force saves it anyway")
+        return
+    from .render.files import write_atomic
+    from .render.json import render_json
+
+    write_atomic(path, render_json(report))
+
+
+def _not_mine(asked: Config, mine: Config) -> tuple:
+    """The output files asked for that another process (node 0) writes, for this node's one line."""
+    return tuple(getattr(asked.output, f) for f in _OUTPUT_FIELDS.values()
+                 if getattr(asked.output, f) not in (None, "-") and getattr(mine.output, f) is None)
+
+
+def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None, given: tuple = ()) -> None:
     from .render import console as view
     from .render.json import render_json
 
@@ -511,24 +585,24 @@ def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None) ->
         report.log_path = log_path
     out = config.output
     json_to_stdout = out.json_path == "-" and seat.full
-    if seat.writes or json_to_stdout:
-        if out.json_path:
-            text = render_json(report)
-            if json_to_stdout:
-                sys.stdout.write(text)
-                sys.stdout.flush()
-            elif out.json_path != "-":
-                from .render.files import write_atomic
-
-                write_atomic(out.json_path, text)
-        from .render.files import write_outputs
-
-        write_outputs(report, html=out.html, markdown=out.markdown, junit=out.junit, env_out=out.env_out)
-        if out.prometheus:
+    # The paths in config.output are this process's own (own_outputs): write each one given.
+    if out.json_path:
+        text = render_json(report)
+        if json_to_stdout:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        elif out.json_path != "-":
             from .render.files import write_atomic
-            from .render.prometheus import render_prometheus
 
-            write_atomic(out.prometheus, render_prometheus(report))
+            write_atomic(out.json_path, text)
+    from .render.files import write_outputs
+
+    write_outputs(report, html=out.html, markdown=out.markdown, junit=out.junit, env_out=out.env_out)
+    if out.prometheus:
+        from .render.files import write_atomic
+        from .render.prometheus import render_prometheus
+
+        write_atomic(out.prometheus, render_prometheus(report))
     if out.format == "labels" and seat.full:
         from .render.labels import render_labels
 
@@ -538,7 +612,7 @@ def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None) ->
     term = view.make_console(sys.stderr if machine_stdout else sys.stdout, os.environ, seat.launcher)
     if not seat.full:
         if seat.line:
-            term.print(_one_line(config, report, seat), markup=False, highlight=False, soft_wrap=True)
+            term.print(_one_line(config, report, seat, given), markup=False, highlight=False, soft_wrap=True)
         return
     if config.command == "recommend" and config.recommend_format in ("env", "json"):
         if config.recommend_format == "env":
@@ -642,6 +716,8 @@ def _main(args: argparse.Namespace, config: Config, log_path: str) -> int:
     try:
         placement = placement_of(config.command, config.world, os.environ)
         templates = getattr(args, "_templates", {})
+        asked = config
+        config, save = own_outputs(config, placement, templates)
         seat = seat_of(config, placement, any(per_rank(t) for t in templates.values()))
         observer = _observer(config, seat)
         try:
@@ -649,7 +725,8 @@ def _main(args: argparse.Namespace, config: Config, log_path: str) -> int:
         finally:
             if observer is not None:
                 observer.stop()  # a bar left running would garble the report (or the error) printed next
-        _emit(config, report, log_path, seat)
+        _emit(config, report, log_path, seat, _not_mine(asked, config))
+        _save_baseline(save, bool(getattr(args, "force", False)), report)
         if report.interrupted:  # the partial report is written; the exit code says it was interrupted
             _say("ncclcheck: interrupted")
             return EXIT_INTERRUPTED

@@ -312,7 +312,8 @@ def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Re
             stopped = {"reason": "interrupted", "detail": "interrupted (Ctrl-C) before the sweep ended"}
         elif isinstance(hang, dict):
             stopped = hang
-    checks, extra, partial = gates.outcome(cfg, rows, skips, stopped, hardware=None, base_rows=base_rows)
+    checks, extra, partial = gates.outcome(cfg, rows, skips, stopped, hardware=None, base_rows=base_rows,
+                                           backend=out.backend)
     if out.world_size > 1 and rows:
         from .bench.straggler import find_stragglers
 

@@ -527,8 +527,9 @@ def own_outputs(config: Config, placement, templates: dict) -> tuple[Config, Opt
 
 
 def _observer(config: Config, seat: Seat):
-    """Live progress on the console that prints the full report, only when it is a terminal (render/progress.py)."""
-    if not seat.full or config.output.json_path == "-":
+    """Progress and each measured row on the console that prints the full report: a live bar on a terminal, plain
+    flushed lines on a pipe or in a file (render/progress.py)."""
+    if not seat.full or config.output.json_path == "-" or config.output.quiet:
         return None
     from .render.progress import make_observer
 
@@ -576,7 +577,8 @@ def _not_mine(asked: Config, mine: Config) -> tuple:
                  if getattr(asked.output, f) not in (None, "-") and getattr(mine.output, f) is None)
 
 
-def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None, given: tuple = ()) -> None:
+def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None, given: tuple = (),
+          rows_shown: bool = False) -> None:
     from .render import console as view
     from .render.json import render_json
 
@@ -635,7 +637,7 @@ def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None, gi
     if out.quiet:
         term.print(view.verdict(report))
         return
-    for part in view.render_report(report):
+    for part in view.render_report(report, rows_shown=rows_shown):
         term.print(part)
 
 
@@ -725,7 +727,7 @@ def _main(args: argparse.Namespace, config: Config, log_path: str) -> int:
         finally:
             if observer is not None:
                 observer.stop()  # a bar left running would garble the report (or the error) printed next
-        _emit(config, report, log_path, seat, _not_mine(asked, config))
+        _emit(config, report, log_path, seat, _not_mine(asked, config), getattr(observer, "streamed", 0) > 0)
         _save_baseline(save, bool(getattr(args, "force", False)), report)
         if report.interrupted:  # the partial report is written; the exit code says it was interrupted
             _say("ncclcheck: interrupted")

@@ -65,12 +65,15 @@ def _output_flags() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     g = p.add_argument_group("output")
     g.add_argument("--json", metavar="PATH", help="write the JSON report (schema ncclcheck.report/1); '-' = stdout. "
-                   "Paths expand %%j (job id), %%n (node rank), %%h (hostname), %%r (rank: every rank writes)")
+                   "Paths expand %%j (job id), %%n (node rank), %%h (hostname), %%r (rank: every rank writes). "
+                   "One report per job: a path the same on every node is written by node 0 only; %%n or %%h "
+                   "gives each node its own (so do --env-out and --prometheus, always: they are read on the node)")
     g.add_argument("--quiet", action="store_true",
                    help="print only the verdict, on global rank 0 (the other processes print nothing)")
     g.add_argument("--print-all", action="store_true",
                    help="every process prints its full report (default: global rank 0 prints it, every other node "
-                        "one line)")
+                        "one line), and every node writes its own report files: beside node 0's when the path is "
+                        "the same on every node (run.json -> run.node1.json)")
     g.add_argument("--strict", action="store_true", help="warnings fail (exit 1)")
     g.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
     g.add_argument("--junit", metavar="FILE", help="write JUnit XML (one testcase per check)")
@@ -183,6 +186,9 @@ def config_from_args(args: argparse.Namespace, env=None, started: Optional[float
     world = build_world(**world_kw, env=env)
     seat = placement_of(cmd, world, env)  # a launcher's world contradicting the flags is a usage error, now
     _expand_paths(args, seat, env)
+    if getattr(args, "quiet", False) and getattr(args, "print_all", False):
+        raise UsageError("--quiet (only rank 0's verdict) and --print-all (every process's full report) contradict "
+                         "each other: give one")
     output = OutputConfig(  # every command has the flags it accepts; getattr covers those it does not
         json_path=getattr(args, "json", None),
         quiet=bool(getattr(args, "quiet", False)),
@@ -212,10 +218,7 @@ def config_from_args(args: argparse.Namespace, env=None, started: Optional[float
     if cmd == "recommend":
         cfg["recommend_format"] = args.format
     if cmd == "report":
-        if os.path.isdir(args.run):
-            raise UsageError(f"{args.run}: is a directory, not a JSON report")
-        if not os.path.isfile(args.run):
-            raise UsageError(f"{args.run}: no such file")
+        input_file(args.run, "", "a JSON report written by --json")
         cfg["report_input"] = args.run
     if cmd == "bench":
         cfg["bench"] = bench_config_from_args(args)
@@ -237,17 +240,56 @@ def config_from_args(args: argparse.Namespace, env=None, started: Optional[float
     return Config(**cfg)
 
 
+def input_file(path: str, flag: str, what: str) -> None:
+    """UsageError (one line) unless `path` is a regular file this process can read; the message says which of
+    missing, a directory, not a regular file (/dev/null, a FIFO) or unreadable it is, and what was expected."""
+    name = f"{flag} {path}" if flag else path
+    if not os.path.exists(path):
+        raise UsageError(f"{name}: no such file")
+    if os.path.isdir(path):
+        raise UsageError(f"{name}: is a directory, not {what}")
+    if not os.path.isfile(path):
+        raise UsageError(f"{name}: not a regular file (a device or a pipe), not {what}")
+    if not os.access(path, os.R_OK):
+        raise UsageError(f"{name}: permission denied")
+    if os.path.getsize(path) == 0:
+        raise UsageError(f"{name}: the file is empty, not {what}")
+
+
+RAS_READ_LIMIT = 64 << 20  # bytes of --nccl-ras read: ncclras output of a very large job fits many times over
+
+
+def _check_ras_file(path: str) -> None:
+    """--nccl-ras must be `ncclras -f json` output: a wrong or binary file is a usage error, as a missing one is,
+    not a skipped check that lets the run pass."""
+    from .checks.nccl_ras import parse_ras_json
+
+    input_file(path, "--nccl-ras", "`ncclras -f json` output")
+    with open(path, "rb") as f:
+        data = f.read(RAS_READ_LIMIT)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"--nccl-ras {path}: a binary file, not `ncclras -f json` output") from None
+    try:
+        parse_ras_json(text)
+    except ValueError as exc:
+        raise UsageError(f"--nccl-ras {path}: not `ncclras -f json` output ({exc}); NCCL >= 2.28.7 writes that "
+                         "form") from None
+
+
 def nccl_diag_config_from_args(args: argparse.Namespace) -> NcclDiagConfig:
     ras, debug = getattr(args, "nccl_ras", None), tuple(getattr(args, "nccl_debug", None) or ())
-    for flag, path in [("--nccl-ras", ras)] + [("--nccl-debug", d) for d in debug]:
-        if path and not os.path.isfile(path):
-            raise UsageError(f"{flag} {path}: no such file")
+    for path in debug:
+        input_file(path, "--nccl-debug", "a saved NCCL_DEBUG=INFO log")
+    if ras:
+        _check_ras_file(ras)
     return NcclDiagConfig(ras=ras, debug=debug, capture=bool(getattr(args, "nccl_capture", False)))
 
 
 def baseline_config_from_args(args: argparse.Namespace) -> BaselineConfig:
-    if args.baseline and not os.path.isfile(args.baseline):
-        raise UsageError(f"--baseline {args.baseline}: no such file")
+    if args.baseline:
+        input_file(args.baseline, "--baseline", "a JSON report written by --json")
     tol = parse_float(getattr(args, "tolerance", None) or "0.1", "--tolerance")
     if tol >= 1:
         raise UsageError("--tolerance is a fraction: 0.1 means 10%")
@@ -301,8 +343,8 @@ def bench_config_from_args(args: argparse.Namespace) -> BenchConfig:
     dtypes = ("float32", "float16", "bfloat16", "int32", "float64", "int8")
     if args.dtype not in dtypes:
         raise UsageError(f"unknown dtype {args.dtype!r}: choose from {', '.join(dtypes)}")
-    if args.baseline and not os.path.isfile(args.baseline):
-        raise UsageError(f"--baseline {args.baseline}: no such file")
+    if args.baseline:
+        input_file(args.baseline, "--baseline", "a JSON report written by --json")
     tol = parse_float(args.tolerance, "--tolerance")
     if tol >= 1:
         raise UsageError("--tolerance is a fraction: 0.1 means 10%")
@@ -334,12 +376,30 @@ def log_dir(env=None) -> str:
     return os.path.join(state, "ncclcheck")
 
 
-def _prune_logs(directory: str, keep: int = LOG_KEEP) -> None:
-    """Keep the newest `keep` runs' logs (a run: ncclcheck-<stamp>-<pid>.log and its .d side directory)."""
+def log_host() -> str:
+    """This host's short name as it goes into log file names (ncclcheck-<host>-<stamp>-<pid>.log): with a home
+    shared by the nodes, each host keeps its own last LOG_KEEP runs and a log says where it was written."""
+    from .facts import hostname
+
+    short = hostname().split(".")[0] or "host"
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in short)
+
+
+def _this_hosts_log(name: str, host: str) -> bool:
+    """A run log of this host, or one named before logs were named by host (ncclcheck-<YYYYMMDD>-...)."""
+    if not (name.startswith("ncclcheck-") and name.endswith(".log")):
+        return False
+    rest = name[len("ncclcheck-"):]
+    return rest.startswith(host + "-") or (rest[:8].isdigit() and rest[8:9] == "-")
+
+
+def _prune_logs(directory: str, keep: int = LOG_KEEP, host: str = "") -> None:
+    """Keep this host's newest `keep` runs' logs (a run: ncclcheck-<host>-<stamp>-<pid>.log and its .d side
+    directory); other hosts' logs in a shared directory are theirs to prune."""
     import shutil
 
     try:
-        runs = sorted((n[:-4] for n in os.listdir(directory) if n.startswith("ncclcheck-") and n.endswith(".log")),
+        runs = sorted((n[:-4] for n in os.listdir(directory) if _this_hosts_log(n, host)),
                       key=lambda n: os.path.getmtime(os.path.join(directory, n + ".log")))
     except OSError:
         return
@@ -380,8 +440,9 @@ def _setup_logging() -> str:
         os.makedirs(directory, exist_ok=True)
     except OSError:
         directory = tempfile.gettempdir()
-    _prune_logs(directory, LOG_KEEP - 1)
-    path = os.path.join(directory, f"ncclcheck-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
+    host = log_host()
+    _prune_logs(directory, LOG_KEEP - 1, host)
+    path = os.path.join(directory, f"ncclcheck-{host}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
     handler = logging.FileHandler(path, encoding="utf-8", delay=True)
     handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"))
     root = logging.getLogger()
@@ -390,12 +451,26 @@ def _setup_logging() -> str:
     return path
 
 
+# torch's native lines that every healthy run may print (c10d, when the hostname does not resolve as it expects):
+# they alone are not "something to log", so a clean run leaves no log and its report points at none.
+TORCH_NOISE = ("The hostname of the client socket cannot be retrieved",)
+_NOISE_SCAN_BYTES = 1 << 16  # a log longer than this holds more than noise
+
+
 def has_content(path: Optional[str]) -> bool:
-    """Does the log hold anything (so that printing its path points the user at details)?"""
+    """Does the log hold anything besides torch's routine noise (so that printing its path points the user at
+    details)?"""
     try:
-        return bool(path) and os.path.getsize(path) > 0
+        size = os.path.getsize(path) if path else 0
+        if size == 0:
+            return False
+        if size > _NOISE_SCAN_BYTES:
+            return True
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = [ln for ln in f.read().splitlines() if ln.strip()]
     except OSError:
         return False
+    return any(not any(n in ln for n in TORCH_NOISE) for ln in lines)
 
 
 def _finish_logging(path: str) -> None:
@@ -634,8 +709,13 @@ def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None, gi
         for part in view.render_env(report):
             term.print(part)
         return
-    if out.quiet:
+    written = [p for p in (out.html, out.junit, out.markdown, out.env_out, out.prometheus) if p]
+    if out.quiet or (config.command == "report" and written):
+        # `report RUN.json --html F` renders a saved run into files: the verdict says what is in them, not the
+        # whole text report again (issue 24)
         term.print(view.verdict(report))
+        if not out.quiet:
+            term.print(f"wrote {', '.join(written)}", markup=False, highlight=False, soft_wrap=True)
         return
     for part in view.render_report(report, rows_shown=rows_shown):
         term.print(part)
@@ -688,11 +768,40 @@ def _say(line: str) -> None:
         print(line, file=sys.stderr)
 
 
+def _value_flags(parser: argparse.ArgumentParser) -> set:
+    """Every option string, of every subcommand, that takes a value."""
+    out: set = set()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                out |= _value_flags(sub)
+        elif action.option_strings and action.nargs != 0:
+            out.update(action.option_strings)
+    return out
+
+
+def join_dash_values(parser: argparse.ArgumentParser, argv: list) -> list:
+    """`--sizes -1M` -> `--sizes=-1M`: argparse takes a value that starts with '-' and a digit or '.' for an option
+    and answers a bare "expected one argument"; joined, the flag's own check names what is wrong with the value
+    ("sizes cannot be negative"), as `--sizes=-1M` already did."""
+    flags, out, i = _value_flags(parser), [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a in flags and i + 1 < len(argv) and len(argv[i + 1]) > 1 and argv[i + 1][0] == "-" \
+                and (argv[i + 1][1].isdigit() or argv[i + 1][1] == "."):
+            out.append(f"{a}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return out
+
+
 def main(argv: Optional[list] = None) -> int:
     started = time.monotonic()  # the Budget's clock: every wait of this run is bounded from here on
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(join_dash_values(parser, list(sys.argv[1:] if argv is None else argv)))
         if not args.command:
             parser.print_help(sys.stderr)
             return EXIT_USAGE

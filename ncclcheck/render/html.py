@@ -566,7 +566,7 @@ def _node_table(report: Report) -> str:
 
 
 def _nodes(report: Report) -> str:
-    if not report.nodes:
+    if not any(n.facts for n in report.nodes):  # bench/links name the node that measured, without its facts
         return ""
     out = ['<section id="nodes"><h2>Nodes</h2>']
     nodes = report.nodes
@@ -576,7 +576,7 @@ def _nodes(report: Report) -> str:
         nodes = ([n for n in nodes if n.node_rank in odd] or nodes[:1])[:MAX_NODE_DETAILS]
         out.append(f"<p class=\"meta\">All facts below for {len(nodes)} node(s) "
                    f"{'that did not pass' if odd else '(the first)'}; the JSON report has every node's.</p>")
-    for n in nodes:
+    for n in (n for n in nodes if n.facts):
         f = _dict(n.facts)
         gpu = _dict(f.get("gpu"))
         title = f"node {n.node_rank}: {n.hostname}"

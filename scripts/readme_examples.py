@@ -33,7 +33,7 @@ TIMEOUT_S = 300  # one example: the default bench sweep on a loaded 2-core machi
 SKIPS = (
     (r"^pip install", "installs into the environment (network, minutes); this script runs the checkout itself"),
     (r"python3? -m pytest", "the test suite itself (this script is one of its tests)"),
-    (r"scripts/readme_examples\.py", "this script itself"),
+    (r"scripts/readme_examples\.py", "this script itself: it would run itself again"),
     (r"^sudo scripts/netlab", "builds a network-namespace lab as root (tests/lab/test_netlab.py runs it)"),
     (r"scripts/bench_scale\.py", "a benchmark of minutes (1,024 simulated nodes); scripts/bench_scale.py --help"),
     (r"^(srun|mpirun)\b", "needs a Slurm / Open MPI allocation of several nodes (tests/lab/test_launchers_lab.py)"),

@@ -284,11 +284,14 @@ def _run_world_job(world: WorldConfig, placement, job, payload: dict, observer=N
 def _job_report(command: str, config: Config, started: str, t0: float, world: WorldConfig, placement, out,
                 **fields) -> Report:
     """The Report of a bench/links run: world from the job's outcome, timed from the command's start."""
+    from .facts import hostname
+
+    # The node that measured it, by name (JUnit's hostname, the header): no facts, those are preflight's.
     report = Report(command=command, version=__version__, started=started,
                     world=WorldInfo(nnodes=placement.nnodes, world_size=out.world_size, backend=out.backend,
                                     master=format_endpoint(world.master_addr, world.master_port),
                                     launcher=placement.launcher),
-                    strict=config.output.strict, **fields)
+                    nodes=[NodeInfo(placement.node_rank, hostname(), {})], strict=config.output.strict, **fields)
     report.duration_s = time.monotonic() - t0
     return report
 
@@ -325,7 +328,8 @@ def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Re
             stopped = {"reason": "interrupted", "detail": "interrupted (Ctrl-C) before the sweep ended"}
         elif isinstance(hang, dict):
             stopped = hang
-    checks, extra, partial = gates.outcome(cfg, rows, skips, stopped, hardware=None, base_rows=base_rows)
+    checks, extra, partial = gates.outcome(cfg, rows, skips, stopped, hardware=None, base_rows=base_rows,
+                                           backend=out.backend)
     if out.world_size > 1 and rows:
         from .bench.straggler import find_stragglers
 

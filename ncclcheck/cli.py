@@ -32,8 +32,9 @@ from .config import (
     parse_int,
 )
 from .errors import UsageError
+from .model import EXIT_INTERRUPTED  # written once, where the report's exit_code is derived
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
 log = logging.getLogger("ncclcheck")
 
@@ -64,12 +65,15 @@ def _output_flags() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     g = p.add_argument_group("output")
     g.add_argument("--json", metavar="PATH", help="write the JSON report (schema ncclcheck.report/1); '-' = stdout. "
-                   "Paths expand %%j (job id), %%n (node rank), %%h (hostname), %%r (rank: every rank writes)")
+                   "Paths expand %%j (job id), %%n (node rank), %%h (hostname), %%r (rank: every rank writes). "
+                   "One report per job: a path the same on every node is written by node 0 only; %%n or %%h "
+                   "gives each node its own (so do --env-out and --prometheus, always: they are read on the node)")
     g.add_argument("--quiet", action="store_true",
                    help="print only the verdict, on global rank 0 (the other processes print nothing)")
     g.add_argument("--print-all", action="store_true",
                    help="every process prints its full report (default: global rank 0 prints it, every other node "
-                        "one line)")
+                        "one line), and every node writes its own report files: beside node 0's when the path is "
+                        "the same on every node (run.json -> run.node1.json)")
     g.add_argument("--strict", action="store_true", help="warnings fail (exit 1)")
     g.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
     g.add_argument("--junit", metavar="FILE", help="write JUnit XML (one testcase per check)")
@@ -90,7 +94,13 @@ def _facts_flags() -> argparse.ArgumentParser:
 
 def _baseline_flags(p: argparse.ArgumentParser, metavar: str, what: str) -> None:
     p.add_argument("--baseline", metavar=metavar, help=what)
-    p.add_argument("--save-baseline", metavar="FILE", help="save this run's JSON as a baseline")
+    _save_baseline_flags(p)
+
+
+def _save_baseline_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--save-baseline", metavar="FILE", help="save this run's JSON as a baseline (a FAILED run is "
+                   "refused unless --force)")
+    p.add_argument("--force", action="store_true", help="with --save-baseline: save the run even when it FAILED")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -124,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--gate-size", metavar="SIZE", help="size the gates look at (default: the largest)")
     b.add_argument("--baseline", metavar="RUN.json", help="gate: fail on busbw regression against a saved run")
     b.add_argument("--tolerance", default="0.1", help="allowed relative regression against --baseline (0.1)")
-    b.add_argument("--save-baseline", metavar="FILE", help="save this run's JSON as a baseline")
+    _save_baseline_flags(b)
     b.add_argument("--nccl-capture", action="store_true",
                    help="on GPUs: capture NCCL's debug log, topology and graph dumps per host and check the transport")
 
@@ -242,6 +252,9 @@ def config_from_args(args: argparse.Namespace, env=None, started: Optional[float
     world = build_world(**world_kw, env=env)
     seat = placement_of(cmd, world, env)  # a launcher's world contradicting the flags is a usage error, now
     _expand_paths(args, seat, env)
+    if getattr(args, "quiet", False) and getattr(args, "print_all", False):
+        raise UsageError("--quiet (only rank 0's verdict) and --print-all (every process's full report) contradict "
+                         "each other: give one")
     output = OutputConfig(  # every command has the flags it accepts; getattr covers those it does not
         json_path=getattr(args, "json", None),
         quiet=bool(getattr(args, "quiet", False)),
@@ -278,10 +291,7 @@ def config_from_args(args: argparse.Namespace, env=None, started: Optional[float
             raise UsageError(f"--preflight {args.preflight}: no such file")
         cfg["diagnose"] = DiagnoseConfig(paths=tuple(args.paths), preflight=args.preflight)
     if cmd == "report":
-        if os.path.isdir(args.run):
-            raise UsageError(f"{args.run}: is a directory, not a JSON report")
-        if not os.path.isfile(args.run):
-            raise UsageError(f"{args.run}: no such file")
+        input_file(args.run, "", "a JSON report written by --json")
         cfg["report_input"] = args.run
     if cmd == "bench":
         cfg["bench"] = bench_config_from_args(args)
@@ -318,17 +328,56 @@ def _postmortem_dir(path: Optional[str]) -> Optional[str]:
     return os.path.abspath(path)
 
 
+def input_file(path: str, flag: str, what: str) -> None:
+    """UsageError (one line) unless `path` is a regular file this process can read; the message says which of
+    missing, a directory, not a regular file (/dev/null, a FIFO) or unreadable it is, and what was expected."""
+    name = f"{flag} {path}" if flag else path
+    if not os.path.exists(path):
+        raise UsageError(f"{name}: no such file")
+    if os.path.isdir(path):
+        raise UsageError(f"{name}: is a directory, not {what}")
+    if not os.path.isfile(path):
+        raise UsageError(f"{name}: not a regular file (a device or a pipe), not {what}")
+    if not os.access(path, os.R_OK):
+        raise UsageError(f"{name}: permission denied")
+    if os.path.getsize(path) == 0:
+        raise UsageError(f"{name}: the file is empty, not {what}")
+
+
+RAS_READ_LIMIT = 64 << 20  # bytes of --nccl-ras read: ncclras output of a very large job fits many times over
+
+
+def _check_ras_file(path: str) -> None:
+    """--nccl-ras must be `ncclras -f json` output: a wrong or binary file is a usage error, as a missing one is,
+    not a skipped check that lets the run pass."""
+    from .checks.nccl_ras import parse_ras_json
+
+    input_file(path, "--nccl-ras", "`ncclras -f json` output")
+    with open(path, "rb") as f:
+        data = f.read(RAS_READ_LIMIT)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"--nccl-ras {path}: a binary file, not `ncclras -f json` output") from None
+    try:
+        parse_ras_json(text)
+    except ValueError as exc:
+        raise UsageError(f"--nccl-ras {path}: not `ncclras -f json` output ({exc}); NCCL >= 2.28.7 writes that "
+                         "form") from None
+
+
 def nccl_diag_config_from_args(args: argparse.Namespace) -> NcclDiagConfig:
     ras, debug = getattr(args, "nccl_ras", None), tuple(getattr(args, "nccl_debug", None) or ())
-    for flag, path in [("--nccl-ras", ras)] + [("--nccl-debug", d) for d in debug]:
-        if path and not os.path.isfile(path):
-            raise UsageError(f"{flag} {path}: no such file")
+    for path in debug:
+        input_file(path, "--nccl-debug", "a saved NCCL_DEBUG=INFO log")
+    if ras:
+        _check_ras_file(ras)
     return NcclDiagConfig(ras=ras, debug=debug, capture=bool(getattr(args, "nccl_capture", False)))
 
 
 def baseline_config_from_args(args: argparse.Namespace) -> BaselineConfig:
-    if args.baseline and not os.path.isfile(args.baseline):
-        raise UsageError(f"--baseline {args.baseline}: no such file")
+    if args.baseline:
+        input_file(args.baseline, "--baseline", "a JSON report written by --json")
     tol = parse_float(getattr(args, "tolerance", None) or "0.1", "--tolerance")
     if tol >= 1:
         raise UsageError("--tolerance is a fraction: 0.1 means 10%")
@@ -382,8 +431,8 @@ def bench_config_from_args(args: argparse.Namespace) -> BenchConfig:
     dtypes = ("float32", "float16", "bfloat16", "int32", "float64", "int8")
     if args.dtype not in dtypes:
         raise UsageError(f"unknown dtype {args.dtype!r}: choose from {', '.join(dtypes)}")
-    if args.baseline and not os.path.isfile(args.baseline):
-        raise UsageError(f"--baseline {args.baseline}: no such file")
+    if args.baseline:
+        input_file(args.baseline, "--baseline", "a JSON report written by --json")
     tol = parse_float(args.tolerance, "--tolerance")
     if tol >= 1:
         raise UsageError("--tolerance is a fraction: 0.1 means 10%")
@@ -415,12 +464,30 @@ def log_dir(env=None) -> str:
     return os.path.join(state, "ncclcheck")
 
 
-def _prune_logs(directory: str, keep: int = LOG_KEEP) -> None:
-    """Keep the newest `keep` runs' logs (a run: ncclcheck-<stamp>-<pid>.log and its .d side directory)."""
+def log_host() -> str:
+    """This host's short name as it goes into log file names (ncclcheck-<host>-<stamp>-<pid>.log): with a home
+    shared by the nodes, each host keeps its own last LOG_KEEP runs and a log says where it was written."""
+    from .facts import hostname
+
+    short = hostname().split(".")[0] or "host"
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in short)
+
+
+def _this_hosts_log(name: str, host: str) -> bool:
+    """A run log of this host, or one named before logs were named by host (ncclcheck-<YYYYMMDD>-...)."""
+    if not (name.startswith("ncclcheck-") and name.endswith(".log")):
+        return False
+    rest = name[len("ncclcheck-"):]
+    return rest.startswith(host + "-") or (rest[:8].isdigit() and rest[8:9] == "-")
+
+
+def _prune_logs(directory: str, keep: int = LOG_KEEP, host: str = "") -> None:
+    """Keep this host's newest `keep` runs' logs (a run: ncclcheck-<host>-<stamp>-<pid>.log and its .d side
+    directory); other hosts' logs in a shared directory are theirs to prune."""
     import shutil
 
     try:
-        runs = sorted((n[:-4] for n in os.listdir(directory) if n.startswith("ncclcheck-") and n.endswith(".log")),
+        runs = sorted((n[:-4] for n in os.listdir(directory) if _this_hosts_log(n, host)),
                       key=lambda n: os.path.getmtime(os.path.join(directory, n + ".log")))
     except OSError:
         return
@@ -461,8 +528,9 @@ def _setup_logging() -> str:
         os.makedirs(directory, exist_ok=True)
     except OSError:
         directory = tempfile.gettempdir()
-    _prune_logs(directory, LOG_KEEP - 1)
-    path = os.path.join(directory, f"ncclcheck-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
+    host = log_host()
+    _prune_logs(directory, LOG_KEEP - 1, host)
+    path = os.path.join(directory, f"ncclcheck-{host}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
     handler = logging.FileHandler(path, encoding="utf-8", delay=True)
     handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"))
     root = logging.getLogger()
@@ -471,12 +539,26 @@ def _setup_logging() -> str:
     return path
 
 
+# torch's native lines that every healthy run may print (c10d, when the hostname does not resolve as it expects):
+# they alone are not "something to log", so a clean run leaves no log and its report points at none.
+TORCH_NOISE = ("The hostname of the client socket cannot be retrieved",)
+_NOISE_SCAN_BYTES = 1 << 16  # a log longer than this holds more than noise
+
+
 def has_content(path: Optional[str]) -> bool:
-    """Does the log hold anything (so that printing its path points the user at details)?"""
+    """Does the log hold anything besides torch's routine noise (so that printing its path points the user at
+    details)?"""
     try:
-        return bool(path) and os.path.getsize(path) > 0
+        size = os.path.getsize(path) if path else 0
+        if size == 0:
+            return False
+        if size > _NOISE_SCAN_BYTES:
+            return True
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = [ln for ln in f.read().splitlines() if ln.strip()]
     except OSError:
         return False
+    return any(not any(n in ln for n in TORCH_NOISE) for ln in lines)
 
 
 def _finish_logging(path: str) -> None:
@@ -556,7 +638,9 @@ class Seat:
     node_rank: int = 0
 
 
-def seat_of(config: Config, placement, per_rank_paths: bool = False) -> Seat:
+def seat_of(config: Config, placement, per_rank_paths: bool = False, per_node_paths: bool = False) -> Seat:
+    """writes: the default rule of render.files.own_path (global rank 0 writes a path shared by every node; %n/%h
+    paths or --print-all add the other nodes' first ranks, %r paths every rank); each file is decided by it."""
     out = config.output
     if placement is None or config.command in ("env", "report", "health", "diagnose"):
         leader = placement is None or placement.node_leader
@@ -565,22 +649,65 @@ def seat_of(config: Config, placement, per_rank_paths: bool = False) -> Seat:
     full = placement.rank == 0 or out.print_all
     if config.command == "recommend" and config.recommend_format != "text":
         full = placement.node_leader or out.print_all  # per-node data on stdout (`> nccl.env` on every node)
-    return Seat(full=full, line=not full and placement.node_leader and not out.quiet,
-                writes=placement.node_leader or per_rank_paths, launcher=placement.launcher, rank=placement.rank,
-                node_rank=placement.node_rank)
+    writes = placement.rank == 0 or per_rank_paths or (placement.node_leader and (per_node_paths or out.print_all))
+    return Seat(full=full, line=not full and placement.node_leader and not out.quiet, writes=writes,
+                launcher=placement.launcher, rank=placement.rank, node_rank=placement.node_rank)
+
+
+_OUTPUT_FIELDS = {"json": "json_path", "html": "html", "junit": "junit", "markdown": "markdown", "env_out": "env_out",
+                  "prometheus": "prometheus"}  # flag -> OutputConfig field
+# Files read on the node that wrote them (the training container sources its nccl.env; node_exporter reads a local
+# textfile directory): every node's first rank writes these, whatever the path. The others are the job's report.
+_NODE_FILES = ("env_out", "prometheus")
+
+
+def own_outputs(config: Config, placement, templates: dict) -> tuple[Config, Optional[str]]:
+    """(config with only the output paths this process writes, the --save-baseline path it writes or None).
+
+    The baseline is taken out of the API's hands so that the CLI writes it like every other file: once per job,
+    and refused for a failed run unless --force (_emit)."""
+    import dataclasses
+
+    from .render.files import own_path, per_rank
+
+    if placement is None or config.command in ("env", "report"):
+        leader = placement is None or placement.node_leader
+
+        def mine(flag: str, path: Optional[str]) -> Optional[str]:
+            return path if leader or per_rank(templates.get(flag)) else None
+    else:
+        def mine(flag: str, path: Optional[str]) -> Optional[str]:
+            if flag in _NODE_FILES:
+                return path if placement.node_leader or per_rank(templates.get(flag)) else None
+            return own_path(path, templates.get(flag), rank=placement.rank, node_rank=placement.node_rank,
+                            node_leader=placement.node_leader, every_node=config.output.print_all)
+
+    output = dataclasses.replace(config.output, **{f: mine(flag, getattr(config.output, f))
+                                                   for flag, f in _OUTPUT_FIELDS.items()})
+    changes: dict = {"output": output}
+    save = None
+    if config.bench is not None and config.bench.save_baseline:
+        save = mine("save_baseline", config.bench.save_baseline)
+        changes["bench"] = dataclasses.replace(config.bench, save_baseline=None)
+    if config.baseline is not None and config.baseline.save:
+        save = mine("save_baseline", config.baseline.save)
+        changes["baseline"] = dataclasses.replace(config.baseline, save=None)
+    return dataclasses.replace(config, **changes), save
 
 
 def _observer(config: Config, seat: Seat):
-    """Live progress on the console that prints the full report, only when it is a terminal (render/progress.py)."""
-    if not seat.full or config.output.json_path == "-":
+    """Progress and each measured row on the console that prints the full report: a live bar on a terminal, plain
+    flushed lines on a pipe or in a file (render/progress.py)."""
+    if not seat.full or config.output.json_path == "-" or config.output.quiet:
         return None
     from .render.progress import make_observer
 
     return make_observer(sys.stdout, os.environ, seat.launcher)
 
 
-def _one_line(config: Config, report, seat: Seat) -> str:
-    """The line a non-zero node prints: who it is, its verdict and exit code, where the full report is."""
+def _one_line(config: Config, report, seat: Seat, given: tuple = ()) -> str:
+    """The line a non-zero node prints: who it is, its verdict and exit code, where the full report is; `given`:
+    the files asked for that node 0 writes and this process does not."""
     from .facts import hostname
 
     me = next((n.hostname for n in report.nodes if n.node_rank == seat.node_rank), None) or hostname()
@@ -588,15 +715,39 @@ def _one_line(config: Config, report, seat: Seat) -> str:
     where = "global rank 0's console" + (f" (node 0, {first})" if first else " (node 0)")
     text = (f"ncclcheck {report.command}: node {seat.node_rank} ({me}) rank {seat.rank}: {report.status.value.upper()}"
             f", exit {report.exit_code}; full report on {where}")
-    if seat.writes and config.output.json_path and config.output.json_path != "-":
+    if config.output.json_path and config.output.json_path != "-":
         text += f"; JSON in {config.output.json_path}"
+    if given:  # one report per job: say where it is and how to get this node's own
+        text += (f"; node 0 writes {', '.join(given)} (this node writes its own with %n or %h in the path, or with "
+                 "--print-all)")
     root = report.root_cause() if report.status.value == "fail" else None
     if root is not None:  # a world that did not form has no shared report: say here what went wrong from this side
         text += f"; root cause{'' if root.node is None else f' on node {root.node}'}: [{root.id}] {root.summary}"
     return text
 
 
-def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None) -> None:
+def _save_baseline(path: Optional[str], force: bool, report) -> None:
+    """--save-baseline: a later run is judged against this file, so a FAILED run is refused unless --force."""
+    if not path:
+        return
+    if report.status.value == "fail" and not force:
+        _say(f"ncclcheck: --save-baseline {path}: not saved: this run FAILED (a baseline is what later runs are "
+             "judged against); --force saves it anyway")
+        return
+    from .render.files import write_atomic
+    from .render.json import render_json
+
+    write_atomic(path, render_json(report))
+
+
+def _not_mine(asked: Config, mine: Config) -> tuple:
+    """The output files asked for that another process (node 0) writes, for this node's one line."""
+    return tuple(getattr(asked.output, f) for f in _OUTPUT_FIELDS.values()
+                 if getattr(asked.output, f) not in (None, "-") and getattr(mine.output, f) is None)
+
+
+def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None, given: tuple = (),
+          rows_shown: bool = False) -> None:
     from .render import console as view
     from .render.json import render_json
 
@@ -605,24 +756,24 @@ def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None) ->
         report.log_path = log_path
     out = config.output
     json_to_stdout = out.json_path == "-" and seat.full
-    if seat.writes or json_to_stdout:
-        if out.json_path:
-            text = render_json(report)
-            if json_to_stdout:
-                sys.stdout.write(text)
-                sys.stdout.flush()
-            elif out.json_path != "-":
-                from .render.files import write_atomic
-
-                write_atomic(out.json_path, text)
-        from .render.files import write_outputs
-
-        write_outputs(report, html=out.html, markdown=out.markdown, junit=out.junit, env_out=out.env_out)
-        if out.prometheus:
+    # The paths in config.output are this process's own (own_outputs): write each one given.
+    if out.json_path:
+        text = render_json(report)
+        if json_to_stdout:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        elif out.json_path != "-":
             from .render.files import write_atomic
-            from .render.prometheus import render_prometheus
 
-            write_atomic(out.prometheus, render_prometheus(report))
+            write_atomic(out.json_path, text)
+    from .render.files import write_outputs
+
+    write_outputs(report, html=out.html, markdown=out.markdown, junit=out.junit, env_out=out.env_out)
+    if out.prometheus:
+        from .render.files import write_atomic
+        from .render.prometheus import render_prometheus
+
+        write_atomic(out.prometheus, render_prometheus(report))
     if out.format == "labels" and seat.full:
         from .render.labels import render_labels
 
@@ -632,7 +783,7 @@ def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None) ->
     term = view.make_console(sys.stderr if machine_stdout else sys.stdout, os.environ, seat.launcher)
     if not seat.full:
         if seat.line:
-            term.print(_one_line(config, report, seat), markup=False, highlight=False, soft_wrap=True)
+            term.print(_one_line(config, report, seat, given), markup=False, highlight=False, soft_wrap=True)
         return
     if config.command == "recommend" and config.recommend_format in ("env", "json"):
         if config.recommend_format == "env":
@@ -652,10 +803,15 @@ def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None) ->
         for part in view.render_env(report):
             term.print(part)
         return
-    if out.quiet:
+    written = [p for p in (out.html, out.junit, out.markdown, out.env_out, out.prometheus) if p]
+    if out.quiet or (config.command == "report" and written):
+        # `report RUN.json --html F` renders a saved run into files: the verdict says what is in them, not the
+        # whole text report again (issue 24)
         term.print(view.verdict(report))
+        if not out.quiet:
+            term.print(f"wrote {', '.join(written)}", markup=False, highlight=False, soft_wrap=True)
         return
-    for part in view.render_report(report):
+    for part in view.render_report(report, rows_shown=rows_shown):
         term.print(part)
 
 
@@ -706,11 +862,40 @@ def _say(line: str) -> None:
         print(line, file=sys.stderr)
 
 
+def _value_flags(parser: argparse.ArgumentParser) -> set:
+    """Every option string, of every subcommand, that takes a value."""
+    out: set = set()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                out |= _value_flags(sub)
+        elif action.option_strings and action.nargs != 0:
+            out.update(action.option_strings)
+    return out
+
+
+def join_dash_values(parser: argparse.ArgumentParser, argv: list) -> list:
+    """`--sizes -1M` -> `--sizes=-1M`: argparse takes a value that starts with '-' and a digit or '.' for an option
+    and answers a bare "expected one argument"; joined, the flag's own check names what is wrong with the value
+    ("sizes cannot be negative"), as `--sizes=-1M` already did."""
+    flags, out, i = _value_flags(parser), [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a in flags and i + 1 < len(argv) and len(argv[i + 1]) > 1 and argv[i + 1][0] == "-" \
+                and (argv[i + 1][1].isdigit() or argv[i + 1][1] == "."):
+            out.append(f"{a}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return out
+
+
 def main(argv: Optional[list] = None) -> int:
     started = time.monotonic()  # the Budget's clock: every wait of this run is bounded from here on
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(join_dash_values(parser, list(sys.argv[1:] if argv is None else argv)))
         if not args.command:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
@@ -736,6 +921,8 @@ def _main(args: argparse.Namespace, config: Config, log_path: str) -> int:
     try:
         placement = placement_of(config.command, config.world, os.environ)
         templates = getattr(args, "_templates", {})
+        asked = config
+        config, save = own_outputs(config, placement, templates)
         seat = seat_of(config, placement, any(per_rank(t) for t in templates.values()))
         observer = _observer(config, seat)
         try:
@@ -743,7 +930,8 @@ def _main(args: argparse.Namespace, config: Config, log_path: str) -> int:
         finally:
             if observer is not None:
                 observer.stop()  # a bar left running would garble the report (or the error) printed next
-        _emit(config, report, log_path, seat)
+        _emit(config, report, log_path, seat, _not_mine(asked, config), getattr(observer, "streamed", 0) > 0)
+        _save_baseline(save, bool(getattr(args, "force", False)), report)
         if report.interrupted:  # the partial report is written; the exit code says it was interrupted
             _say("ncclcheck: interrupted")
             return EXIT_INTERRUPTED

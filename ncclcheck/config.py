@@ -274,10 +274,10 @@ def parse_endpoint(value: str, what: str) -> tuple[str, Optional[int]]:
         host, sep, rest = text[1:].partition("]")
         if not sep or (rest and not rest.startswith(":")):
             raise UsageError(f"{what} {value!r} is not host:port")
-        return parse_host(host, what), parse_port(rest[1:], what) if rest else None
+        return parse_host(host, what), parse_port(rest[1:], f"the port in {what} {value!r}") if rest else None
     if text.count(":") == 1:
         host, _, port = text.partition(":")
-        return parse_host(host, what), parse_port(port, what)
+        return parse_host(host, what), parse_port(port, f"the port in {what} {value!r}")
     return parse_host(text, what), None
 
 

@@ -24,7 +24,7 @@ from ..agent.context import WorkerContext
 from ..facts import hostname
 from ..model import sig
 from ..rendezvous.store import JsonStore
-from . import schedule
+from . import efficiency, schedule
 from .analyze import analyze, classify
 
 DEFAULTS: dict[str, Any] = {
@@ -36,6 +36,7 @@ DEFAULTS: dict[str, Any] = {
     "seed": 0,
     "relative": 0.5,
     "min_gbps": None,
+    "min_efficiency": None,  # gate: each direction's GB/s / the bound of its two ends (links/efficiency.py)
     "timeout_s": None,  # one pair operation; None: the world's timeout
     "budget_s": None,  # per direction: stop timing early on a very slow link; None: timeout_s / 4
     "grace_s": 2.0,  # how long to wait for a node whose partner saw its connection close
@@ -55,6 +56,7 @@ def payload_from_config(cfg: Any, timeout_s: Optional[float] = None) -> dict:
         "iters": cfg.iters,
         "rounds": cfg.rounds,
         "min_gbps": cfg.min_gbps,
+        "min_efficiency": getattr(cfg, "min_efficiency", None),
         "relative": cfg.relative,
         "seed": getattr(cfg, "seed", 0),
         "timeout_s": timeout_s,
@@ -72,6 +74,7 @@ class _Opts:
         self.seed = int(p["seed"])
         self.relative = float(p["relative"])
         self.min_gbps = None if p["min_gbps"] is None else float(p["min_gbps"])
+        self.min_efficiency = None if p["min_efficiency"] is None else float(p["min_efficiency"])
         # One pair operation's bound. The world's --timeout bounds the whole job (agent/runner.py), so by default an op
         # gets a third of what is left of it: a dead peer is normally caught much sooner (heartbeat, 20x rule).
         left = ctx.deadline - time.monotonic()
@@ -306,6 +309,8 @@ def links_job(ctx: WorkerContext, payload: dict, transport: type = Channel) -> d
     kv = store.scoped(f"ncclcheck/links/{seq}/")
     if me is not None:
         kv.set(f"host/{me}", hostname())
+        if unit == "node":  # what this node's links can carry: the bound of every pair it is in
+            kv.set(f"links/{me}", _my_links(ctx))
     hb = _Heartbeat(kv, me)
     try:
         if me == 0:
@@ -314,6 +319,16 @@ def links_job(ctx: WorkerContext, payload: dict, transport: type = Channel) -> d
                 **_follow(ctx, o, kv, hb, me, unit, transport)}
     finally:
         hb.stop()
+
+
+def _my_links(ctx: WorkerContext) -> dict:
+    """This node's link facts (facts/links.py); never raises: without them the bound is unknown and says why."""
+    from ..facts.links import collect_for_job
+
+    try:
+        return collect_for_job(with_gpus=ctx.device.startswith("cuda"))
+    except Exception as e:  # noqa: BLE001
+        return {"unavailable": f"{type(e).__name__}: {e}"}
 
 
 def _gone(hb: _Heartbeat, o: _Opts, node: int, unit: str) -> Optional[str]:
@@ -412,7 +427,14 @@ class _Coordinator:
                    "dead_round": {str(k): v for k, v in sorted(self.dead.items())},
                    "wall_s": round(time.monotonic() - t_start, 3), "tx_us": self.tx_us},
         )
-        final = {"links": result.section, "checks": [c.to_json() for c in result.checks]}
+        checks = list(result.checks)
+        if self.unit == "node" or o.min_efficiency is not None:
+            by_node = {x: f for x in range(self.n) if isinstance(f := self.kv.get_now(f"links/{x}"), dict)}
+            fields, eff_checks = efficiency.evaluate(self.matrix, by_node, ctx.backend, self.unit, hosts,
+                                                     o.min_efficiency)
+            result.section.update(fields)
+            checks += eff_checks
+        final = {"links": result.section, "checks": [c.to_json() for c in checks]}
         self.kv.set("final", final)
         self.kv.set(f"go/{r}", {"stop": True, "dead": sorted(self.dead)})
         return final

@@ -34,6 +34,12 @@ def _net(name: str, *parts: str) -> str:
     return sysfs("class", "net", name, *parts)
 
 
+def _read_attr(path: str) -> str:
+    """One sysfs attribute, raising the read's OSError: its errno is the fact (EINVAL = link down)."""
+    with open(path, "rb") as f:
+        return f.read(64).decode("ascii", "strict").strip()
+
+
 def read_speed(name: str) -> dict:
     """{"speed_mbps": int | None, "speed_unknown": reason | None} from /sys/class/net/IF/speed.
 
@@ -41,8 +47,7 @@ def read_speed(name: str) -> dict:
     4294967295 are the encodings of "unknown" kernels have used."""
     path = _net(name, "speed")
     try:
-        with open(path, "rb") as f:
-            text = f.read(64).decode("ascii", "strict").strip()
+        text = _read_attr(path)
     except FileNotFoundError:
         return {"speed_mbps": None, "speed_unknown": "no speed attribute"}
     except OSError as e:
@@ -53,6 +58,8 @@ def read_speed(name: str) -> dict:
         return {"speed_mbps": None, "speed_unknown": f"speed unreadable: {e.strerror or e}"}
     except (UnicodeDecodeError, ValueError):
         return {"speed_mbps": None, "speed_unknown": "speed is not text"}
+    if not text:
+        return {"speed_mbps": None, "speed_unknown": "speed reads empty"}
     try:
         value = int(text)
     except ValueError:

@@ -246,7 +246,7 @@ def ring_bound(nets: dict, intra: Optional[Bound]) -> Bound:
     unknown = [b for b in nets.values() if b.gbps is None]
     if unknown:
         return Bound(None, unknown[0].by, unknown[0].transport, notes=unknown[0].notes)
-    net = _min(list(nets.values()))
+    net = _min([b for _, b in sorted(nets.items())])  # on a tie the lowest node rank names it
     if net is None:
         return Bound(None, "no node reported its links")
     notes = tuple(dict.fromkeys(n for b in nets.values() for n in b.notes))

@@ -117,17 +117,22 @@ def summary_block(summary: dict, gates: Iterable[CheckResult] = (), stopped: Opt
     bounded = any("bound_gbps" in e for e in per_op)
     cols = [("op", "left"), ("type", "left"), ("busbw", "right"), ("at", "right"), ("latency", "right"),
             ("at", "right")]
-    cols += [("bound", "right"), ("eff", "right"), ("bound by", "left")] if bounded else []
-    for name, just in cols + [("reference", "left")]:
+    cols += [("bound", "right"), ("eff", "right")] if bounded else []
+    # A run with bounds has room only for a reference that exists (an empty column costs the table its width).
+    refs = not bounded or any(e.get("reference") for e in per_op)
+    for name, just in cols + ([("reference", "left")] if refs else []):
         t.add_column(name, justify=just, overflow="fold")
     for e in per_op:
         cells = [e["op"], e["dtype"], format_gbps(e["busbw_gbps"]), format_bytes(e["largest_bytes"]),
                  format_us(e["latency_us"]), format_bytes(e["smallest_bytes"])]
         if bounded:
             b = e.get("bound_gbps")
-            cells += [bound_gbps_text(b), efficiency_text(e.get("efficiency")), e.get("bound_by") or ""]
-        t.add_row(*cells, e.get("reference", ""))
+            cells += [bound_gbps_text(b), efficiency_text(e.get("efficiency"))]
+        t.add_row(*cells, *([e.get("reference", "")] if refs else []))
     parts: list[RenderableType] = [t]
+    for e in per_op:
+        if e.get("bound_by"):
+            parts.append(Text(f"{e['op']} bound: {e['bound_by']}", style="dim"))
     if summary.get("note"):
         parts.append(Text(summary["note"], style="dim"))
     for g in gates:

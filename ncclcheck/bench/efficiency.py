@@ -59,6 +59,19 @@ def op_bounds(ops: Iterable[str], nnodes: int, backend: str, ranks_per_node: int
     return {op: B.op_bound(op, nnodes, backend, ranks_per_node, nets, intra) for op in ops}
 
 
+def hardware(nnodes: int, backend: str, ranks_per_node: int, by_node: dict) -> Optional[dict]:
+    """What gates.reference_note matches the published per-SKU figures on (the second opinion beside the bound):
+    GPU name and count per node from NVML, the NIC speed from the first active RDMA port."""
+    if not by_node:
+        return None
+    first = by_node[min(by_node)]
+    gpus = ((first.get("nvlink") or {}).get("gpus") or []) if isinstance(first.get("nvlink"), dict) else []
+    ports = [p for p in first.get("ib_ports") or [] if p.get("state") == "ACTIVE" and p.get("rate_gbps")]
+    return {"nnodes": nnodes, "gpus_per_node": ranks_per_node if backend == "nccl" else 0,
+            "gpu_name": gpus[0].get("name") if gpus else None,
+            "nic_gbit": int(ports[0]["rate_gbps"]) if ports else None}
+
+
 def annotate(rows: list[BenchRow], bounds: dict) -> None:
     """Write bound_gbps, bound_by and efficiency into each row (rows keep such fields in `extra`)."""
     for r in rows:
@@ -149,21 +162,22 @@ def min_efficiency_check(need: float, at: dict, bounds: dict, multi_rank: bool) 
 
 
 def evaluate(rows: list[BenchRow], gate_at: dict, world: Optional[dict], min_efficiency: Optional[float]
-             ) -> tuple[list, dict]:
-    """(checks, bounds) for a bench run. world: {"nnodes", "backend", "ranks_per_node", "records"}; None (a caller
-    that gathered no link facts) leaves rows as they are and checks nothing unless a gate was asked."""
+             ) -> tuple[list, dict, Optional[dict]]:
+    """(checks, bounds, hardware) for a bench run. world: {"nnodes", "backend", "ranks_per_node", "records"}; None
+    (a caller that gathered no link facts) leaves rows as they are and checks nothing unless a gate was asked."""
     if world is None:
         if min_efficiency is None:
-            return [], {}
-        return [failed("bench.min_efficiency", "no link facts were gathered: efficiency cannot be gated")], {}
+            return [], {}, None
+        return [failed("bench.min_efficiency", "no link facts were gathered: efficiency cannot be gated")], {}, None
     nnodes = int(world.get("nnodes") or 1)
     rpn = int(world.get("ranks_per_node") or 1)
+    backend = str(world.get("backend") or "gloo")
     ops = list(dict.fromkeys([r.op for r in rows] + list(gate_at)))
-    bounds = op_bounds(ops, nnodes, str(world.get("backend") or "gloo"), rpn, links_by_node(world.get("records")
-                                                                                            or []))
+    by_node = links_by_node(world.get("records") or [])
+    bounds = op_bounds(ops, nnodes, backend, rpn, by_node)
     annotate(rows, bounds)
     multi = nnodes * rpn > 1
     checks = [efficiency_check(op, gate_at.get(op), bounds[op], multi) for op in gate_at]
     if min_efficiency is not None:
         checks.append(min_efficiency_check(min_efficiency, gate_at, bounds, multi))
-    return checks, bounds
+    return checks, bounds, hardware(nnodes, backend, rpn, by_node)

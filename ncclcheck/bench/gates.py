@@ -253,9 +253,9 @@ def outcome(cfg: BenchConfig, rows: list[BenchRow], skips: Iterable[dict] = (), 
 
     checks = evaluate(rows, cfg, skips, base_rows)
     checks.append(coverage_check(cfg, rows, skips, stopped))
-    eff_checks, bounds = efficiency_checks(rows, gate_rows(rows, cfg), world, cfg.min_efficiency)
+    eff_checks, bounds, seen = efficiency_checks(rows, gate_rows(rows, cfg), world, cfg.min_efficiency)
     checks.extend(eff_checks)
-    extra: dict[str, Any] = {"bench_summary": summarize(rows, hardware)}
+    extra: dict[str, Any] = {"bench_summary": summarize(rows, hardware or seen)}
     summarize_bounds(extra["bench_summary"]["per_op"], bounds)
     if stopped:
         extra["bench_stopped"] = stopped

@@ -338,6 +338,11 @@ def _nvlink_gpu(nv: Any, i: int) -> dict:
         g["bus_id"] = bus.decode() if isinstance(bus, bytes) else str(bus)
     except Exception:  # noqa: BLE001
         g["bus_id"] = None
+    try:
+        name = nv.nvmlDeviceGetName(h)
+        g["name"] = (name.decode() if isinstance(name, bytes) else str(name))[:96]
+    except Exception:  # noqa: BLE001
+        g["name"] = None
     count = _field(nv, h, nv.NVML_FI_DEV_NVLINK_LINK_COUNT)
     g["link_count"] = count
     links = []

@@ -243,3 +243,16 @@ def test_links_matrices_and_the_slow_end_named():
 def test_links_on_one_host_cross_no_link():
     fields, checks = LE.evaluate([[None, 1.0], [1.0, None]], {}, "gloo", "rank", None, None)
     assert fields["bound_gbps"] == [[None, None], [None, None]] and checks[0].status.value == "skip"
+
+
+def test_eight_h100s_on_nvlink_get_the_bound_and_the_published_figure_beside_it():
+    h100 = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "links": [{"up": True, "speed_mbytes_per_s": 26562}] * 18}
+    f = node(nvlink={"gpus": [dict(h100, index=i) for i in range(8)]})
+    cfg = BenchConfig(sizes=(1 << 30,), ops=("all_reduce",))
+    rows = [row("all_reduce", 1 << 30, 370.0, ranks=8)]
+    checks, extra, _ = outcome(cfg, rows, world=bench_world(f, backend="nccl", rpn=8))
+    [s] = extra["bench_summary"]["per_op"]
+    assert s["bound_by"].startswith("GPU 0: 18 NVLink links") and s["bound_gbps"] == pytest.approx(478.116)
+    assert "published 8xH100" in s["reference"]  # the per-SKU note stays, as a second opinion
+    [eff] = [c for c in checks if c.id == "bench.efficiency"]
+    assert eff.status.value == "pass" and "nvlink" in eff.summary  # 370 of 478 = 77%, expected >= 75%

@@ -178,6 +178,9 @@ class FakeNvml:
     def nvmlDeviceGetPciInfo(self, h):
         return type("P", (), {"busId": f"00000000:{0x19 + h:02x}:00.0".encode()})()
 
+    def nvmlDeviceGetName(self, h):
+        return b"NVIDIA H100 80GB HBM3"
+
     def nvmlDeviceGetNvLinkVersion(self, h, link):
         raise AssertionError("the NvLink version enum is not a generation and must not be read")
 
@@ -201,6 +204,7 @@ def test_nvlink_counts_links_from_the_field_and_never_loops_to_the_maximum():
     got = links.read_nvlink(nv)
     g0, g1 = got["gpus"]
     assert (g0["link_count"], sum(x["speed_mbytes_per_s"] for x in g0["links"])) == (18, 18 * 26562)
+    assert (g0["name"], g0["bus_id"]) == ("NVIDIA H100 80GB HBM3", "00000000:19:00.0")
     assert [x["up"] for x in g1["links"]].count(False) == 1
     assert max(nv.asked_links) == 17 < nv.NVML_NVLINK_MAX_LINKS - 1
 

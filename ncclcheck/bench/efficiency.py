@@ -23,10 +23,11 @@ def link_record(ctx: Any) -> Optional[dict]:
     if getattr(ctx, "local_rank", 0) != 0:
         return None
     from ..facts import hostname
-    from ..facts.links import collect_for_job
+    from ..facts.links import collect_for_job, store_host
 
     try:
-        links = collect_for_job(with_gpus=str(getattr(ctx, "device", "cpu")).startswith("cuda"))
+        links = collect_for_job(with_gpus=str(getattr(ctx, "device", "cpu")).startswith("cuda"),
+                                peer=store_host(getattr(ctx, "store", None)))
     except Exception as e:  # noqa: BLE001 - reported as unavailable, the bound then says so
         links = {"unavailable": f"{type(e).__name__}: {e}"}
     return {"node": int(getattr(ctx, "node_rank", 0)), "hostname": hostname(), "links": links}
@@ -112,7 +113,7 @@ def efficiency_check(op: str, row: Optional[BenchRow], b: B.Bound, multi_rank: b
     if not multi_rank:
         return skipped(cid, f"{op}: one rank, nothing crosses a link", evidence=ev)
     if b.gbps is None:
-        if "no link bounds" in b.by or "nothing crosses" in b.by:
+        if b.transport == B.NO_LINK:
             return skipped(cid, f"{op}: {b.by}", evidence=ev)
         return warned(cid, f"{op}: bound unknown ({b.by}); efficiency not judged", detail="\n".join(b.notes),
                       fix="Read the interface's speed (ethtool IF) or set NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME to "

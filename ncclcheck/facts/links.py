@@ -10,6 +10,7 @@ import errno
 import json
 import os
 import re
+import socket
 from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
@@ -25,6 +26,7 @@ TC_TIMEOUT_S = 2.0
 MAX_TC_BYTES = 1 << 20
 MAX_ITEMS = 256  # qdiscs, classes, bond slaves, GPUs: bound the work on a hostile tree or tc output
 PCI_VENDOR_NVIDIA = "0x10de"
+ARPHRD_LOOPBACK = 772
 PCI_CLASS_GPU = ("0x0300", "0x0302")  # VGA controller, 3D controller
 
 Runner = Callable[[Sequence[str], float], str]
@@ -385,13 +387,34 @@ def default_interface(addrs: Optional[dict] = None, resolve: Optional[Callable[[
     return None
 
 
-def collect_for_job(run: Optional[Runner] = None, nvml: Any = None, with_gpus: bool = True) -> dict:
+def store_host(store: Any) -> Optional[str]:
+    """The address a rank reached its world's store at (JsonStore -> TCPStore, or PrefixStore -> TCPStore), or
+    None: the peer whose route names this node's interface when its host name does not resolve."""
+    obj = store
+    for _ in range(4):
+        host = getattr(obj, "host", None) if obj is not None else None
+        if isinstance(host, str) and host:
+            return host[:256]
+        obj = getattr(obj, "raw", None) or getattr(obj, "underlying_store", None)
+    return None
+
+
+def collect_for_job(run: Optional[Runner] = None, nvml: Any = None, with_gpus: bool = True,
+                    peer: Optional[str] = None) -> dict:
     """What bench and links send from each node (local rank 0) so node 0 can bound every figure: every interface
-    but loopback, the one the host name resolves to, RDMA ports, GPU links, and the NCCL_/GLOO_ variables that
-    choose among them."""
+    but loopback, the one the host name resolves to (else the one the kernel routes to `peer`, the world's store
+    address, by), RDMA ports, GPU links, and the NCCL_/GLOO_ variables that choose among them."""
     names = [n for n in listdir(sysfs("class", "net"), 64) if n != "lo" and not n.startswith(".")]
     out = collect(names[:16], run=run, nvml=nvml, with_gpus=with_gpus)
     out["default_interface"] = default_interface()
+    if out["default_interface"] is None and peer and peer not in ("0.0.0.0", "::"):
+        from .net import route_to
+
+        route = route_to(peer, resolver=lambda h, t: [(socket.AF_INET6 if ":" in h else socket.AF_INET, h)])
+        out["default_interface"] = route.get("interface")
+        out["default_interface_how"] = f"the route to {peer}"
+    out["loopback_interfaces"] = [n for n in listdir(sysfs("class", "net"), 64)
+                                  if read_int(_net(n, "type")) == ARPHRD_LOOPBACK]
     out["env"] = {k: os.environ[k][:256] for k in ENV_NAMES if k in os.environ}
     return out
 

@@ -68,6 +68,8 @@ def efficiency_check(matrix: list, nb: list, unit: str, hosts: Optional[list] = 
     def name(x: int) -> str:
         return f"node {x}" + (f" ({hosts[x]})" if hosts and x < len(hosts) and hosts[x] else "")
 
+    if all(pb.transport == B.NO_LINK for *_, pb in pairs):
+        return skipped(cid, f"no pair crossed a link: {pairs[0][3].by}")
     unknown = [(a, b, g, pb) for a, b, g, pb in pairs if pb.gbps is None]
     if unknown:
         a, b, _, pb = unknown[0]

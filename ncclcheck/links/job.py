@@ -45,6 +45,7 @@ DEFAULTS: dict[str, Any] = {
     "stat": "median",  # median | best: which iteration time makes the GB/s (best resists a noisy, shared CPU)
 }
 ROW_KIND = "links_row"
+LINK_FACTS_WAIT_S = 10.0  # how long round 0 waits for every node's link facts (facts/links.py reads in ~0.1 s)
 _POLL_S = 0.02
 _BEAT_S = 0.5
 
@@ -323,10 +324,10 @@ def links_job(ctx: WorkerContext, payload: dict, transport: type = Channel) -> d
 
 def _my_links(ctx: WorkerContext) -> dict:
     """This node's link facts (facts/links.py); never raises: without them the bound is unknown and says why."""
-    from ..facts.links import collect_for_job
+    from ..facts.links import collect_for_job, store_host
 
     try:
-        return collect_for_job(with_gpus=ctx.device.startswith("cuda"))
+        return collect_for_job(with_gpus=ctx.device.startswith("cuda"), peer=store_host(ctx.store))
     except Exception as e:  # noqa: BLE001
         return {"unavailable": f"{type(e).__name__}: {e}"}
 
@@ -393,6 +394,8 @@ class _Coordinator:
             stages = 0 if self.unit != "node" else 1
         else:
             stages = 0 if len(plan) == len(schedule.circle_rounds(self.n)) else 1
+        if self.unit == "node":
+            self._await_link_facts()
         ctx.observer.start(len(plan), "links")
         t_start = time.monotonic()
         last_round_s = 0.0
@@ -438,6 +441,17 @@ class _Coordinator:
         self.kv.set("final", final)
         self.kv.set(f"go/{r}", {"stop": True, "dead": sorted(self.dead)})
         return final
+
+    def _await_link_facts(self) -> None:
+        """Round 0 starts once every node has read its links (or after a short bound): a node still forking `tc`
+        would slow the first round's transfers on a small machine and be re-tested as a suspect."""
+        end = time.monotonic() + min(LINK_FACTS_WAIT_S, self.o.timeout_s)
+        todo = set(range(self.n))
+        while todo and time.monotonic() < end:
+            todo = {x for x in todo if self.kv.get_now(f"links/{x}") is None and not self.hb.stale_s(x) >
+                    self.o.heartbeat_s}
+            if todo:
+                time.sleep(_POLL_S)
 
     def _retest_plan(self, stage: int, planned: int) -> list:
         """The rounds of re-test stage `stage`, planned from the matrix so far; `planned` rounds are already run."""

@@ -36,12 +36,13 @@ EXPECTED_FRACTION = {
 }
 NCCL_UNKNOWN_SPEED_GBIT = 10  # nccl src/transport/net_socket.cc: speed <= 0 -> assume 10000 Mb/s
 RING_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "sendrecv")
+NO_LINK = "none"  # Bound.transport when the figure crosses no link at all (one rank, loopback): nothing to judge
 
 
 @dataclass(frozen=True)
 class Bound:
     """A bound (GB/s) and what sets it; gbps None = unknown, with `by` saying why. `transport` keys
-    EXPECTED_FRACTION; `virtual`: the figure is a virtual device's fixed speed, not a line rate."""
+    EXPECTED_FRACTION (NO_LINK: nothing crossed a link); `virtual`: a virtual device's fixed speed, not a line rate."""
 
     gbps: Optional[float]
     by: str
@@ -155,7 +156,8 @@ def _socket_names(links: dict, backend: str) -> tuple:
         want = [n.strip() for n in env["GLOO_SOCKET_IFNAME"].split(",") if n.strip()]
         return [n for n in names if n in want], "GLOO_SOCKET_IFNAME"
     default = links.get("default_interface")
-    return ([default] if default else []), "the interface this host's name resolves to"
+    how = links.get("default_interface_how") or "the interface this host's name resolves to"
+    return ([default] if default else []), how
 
 
 def nic_path(links: Optional[dict], backend: str, node: Any = None) -> Bound:
@@ -177,6 +179,9 @@ def nic_path(links: Optional[dict], backend: str, node: Any = None) -> Bound:
                 f"{ports[0]['rate_gbps']:g} Gb/s"
             return Bound(gbps, f"{where}{names}: {what} {'RoCE' if kind == 'roce' else 'IB'}", kind)
     names, how = _socket_names(links, backend)
+    loop = [n for n in names if n in (links.get("loopback_interfaces") or ["lo"])]
+    if names and loop == names:
+        return Bound(None, f"{where}{loop[0]} is loopback ({how}): no link bounds it", NO_LINK)
     devs = {d.get("name"): d for d in links.get("netdevs") or []}
     per = [netdev_bound(devs[n]) for n in names if n in devs]
     if not per:
@@ -207,9 +212,10 @@ def intra_node(links: Optional[dict], ranks: int, on_gpu: bool, node: Any = None
     bounds a ring. Without NVLink, the slowest GPU's PCIe link. CPU ranks on one host cross no link."""
     where = f"node {node} " if node is not None else ""
     if ranks < 2:
-        return Bound(None, f"{where}one rank: nothing crosses a link inside the node")
+        return Bound(None, f"{where}one rank: nothing crosses a link inside the node", NO_LINK)
     if not on_gpu:
-        return Bound(None, f"{where}CPU ranks on one host talk through loopback and memory: no link bounds them")
+        return Bound(None, f"{where}CPU ranks on one host talk through loopback and memory: no link bounds them",
+                     NO_LINK)
     if not isinstance(links, dict):
         return Bound(None, f"{where}link facts unavailable")
     nv = links.get("nvlink") or {}
@@ -243,7 +249,11 @@ def intra_node(links: Optional[dict], ranks: int, on_gpu: bool, node: Any = None
 def ring_bound(nets: dict, intra: Optional[Bound]) -> Bound:
     """Ring collectives across nodes: busbw <= the slowest node's NIC bound (nets: node -> nic_path Bound),
     capped by the intra-node bound when several ranks share a node."""
-    unknown = [b for b in nets.values() if b.gbps is None]
+    unknown = [b for b in nets.values() if b.gbps is None and b.transport != NO_LINK]
+    if not unknown and nets and all(b.transport == NO_LINK for b in nets.values()):
+        first = next(iter(nets.values()))
+        return intra if intra is not None and intra.gbps is not None else first
+    unknown = unknown or [b for b in nets.values() if b.gbps is None]
     if unknown:
         return Bound(None, unknown[0].by, unknown[0].transport, notes=unknown[0].notes)
     net = _min([b for _, b in sorted(nets.items())])  # on a tie the lowest node rank names it

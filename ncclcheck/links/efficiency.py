@@ -7,6 +7,7 @@ the coordinator reads them once all rounds are done.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Optional
 
 from ..model import CheckResult, failed, passed, sig, skipped, warned
@@ -103,6 +104,21 @@ def efficiency_check(matrix: list, nb: list, unit: str, hosts: Optional[list] = 
                        f"{100 * min(effs):.0f}-{100 * max(effs):.0f}%)", detail=notes, evidence=ev)
 
 
+def explain_slow(check: CheckResult, nb: list, slow_nodes: list, hosts: Optional[list]) -> CheckResult:
+    """When links.slow named nodes and each is slow because its own bound is the lowest (a shaper, a slower NIC), the
+    efficiency check says so: the fix is that link's rate, not a fault."""
+    known = [b.gbps for b in nb if b.gbps is not None]
+    if check.status.value != "pass" or not slow_nodes or len(known) < 2:
+        return check
+    top = max(known)
+    why = [f"node {x}" + (f" ({hosts[x]})" if hosts and x < len(hosts) and hosts[x] else "") + f": {nb[x].by}"
+           for x in slow_nodes if 0 <= x < len(nb) and nb[x].gbps is not None and nb[x].gbps < 0.75 * top]
+    if len(why) != len(slow_nodes):
+        return check
+    return replace(check, summary=check.summary + "; the slow node's own bound explains it (" + "; ".join(why) + ")",
+                   evidence={**check.evidence, "explained_slow_nodes": list(slow_nodes)})
+
+
 def min_efficiency_check(need: float, matrix: list, nb: list, unit: str) -> CheckResult:
     """links.min_efficiency: every measured direction >= need x its bound; an unknown bound cannot pass."""
     cid = "links.min_efficiency"
@@ -125,11 +141,12 @@ def min_efficiency_check(need: float, matrix: list, nb: list, unit: str) -> Chec
 
 
 def evaluate(matrix: list, by_node: dict, backend: str, unit: str, hosts: Optional[list],
-             min_efficiency: Optional[float]) -> tuple[dict, list]:
-    """(fields for the links section, checks)."""
+             min_efficiency: Optional[float], slow_nodes: list = ()) -> tuple[dict, list]:
+    """(fields for the links section, checks). slow_nodes: links.slow's verdict, explained where a node's own
+    bound is what makes it slow."""
     nb = node_bounds(by_node, len(matrix), backend)
     fields = section_fields(matrix, nb, unit)
-    checks = [efficiency_check(matrix, nb, unit, hosts)]
+    checks = [explain_slow(efficiency_check(matrix, nb, unit, hosts), nb, slow_nodes, hosts)]
     if min_efficiency is not None:
         checks.append(min_efficiency_check(min_efficiency, matrix, nb, unit))
     return fields, checks

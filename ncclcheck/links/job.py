@@ -431,11 +431,12 @@ class _Coordinator:
                    "wall_s": round(time.monotonic() - t_start, 3), "tx_us": self.tx_us},
         )
         checks = list(result.checks)
+        by_node = {x: f for x in range(self.n) if self.unit == "node" and isinstance(f := self.kv.get_now(
+            f"links/{x}"), dict)}
+        fields, eff_checks = efficiency.evaluate(self.matrix, by_node, ctx.backend, self.unit, hosts,
+                                                 o.min_efficiency, result.section.get("slow_nodes") or [])
+        result.section.update(fields)  # every pair carries its bound; ranks on one host: "crosses no link"
         if self.unit == "node" or o.min_efficiency is not None:
-            by_node = {x: f for x in range(self.n) if isinstance(f := self.kv.get_now(f"links/{x}"), dict)}
-            fields, eff_checks = efficiency.evaluate(self.matrix, by_node, ctx.backend, self.unit, hosts,
-                                                     o.min_efficiency)
-            result.section.update(fields)
             checks += eff_checks
         final = {"links": result.section, "checks": [c.to_json() for c in checks]}
         self.kv.set("final", final)

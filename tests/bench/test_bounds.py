@@ -256,3 +256,16 @@ def test_eight_h100s_on_nvlink_get_the_bound_and_the_published_figure_beside_it(
     assert "published 8xH100" in s["reference"]  # the per-SKU note stays, as a second opinion
     [eff] = [c for c in checks if c.id == "bench.efficiency"]
     assert eff.status.value == "pass" and "nvlink" in eff.summary  # 370 of 478 = 77%, expected >= 75%
+
+
+def test_a_slow_node_whose_own_shaper_explains_it_is_said():
+    m = [[None, 0.12, 0.024], [0.12, None, 0.024], [0.024, 0.024, None]]
+    by_node = {0: node(nic(speed=10000, tbf_bps=1e9)), 1: node(nic(speed=10000, tbf_bps=1e9)),
+               2: node(nic(speed=10000, tbf_bps=200e6))}
+    _, checks = LE.evaluate(m, by_node, "gloo", "node", ["h1", "h2", "h3"], None, slow_nodes=[2])
+    assert "own bound explains it (node 2 (h3): node 2 eth0: tbf 200 Mb/s)" in checks[0].summary
+    # a slow node whose bound is like the others' is a fault: nothing is explained
+    by_node[2] = node(nic(speed=10000, tbf_bps=1e9))
+    m[0][2] = m[2][0] = m[1][2] = m[2][1] = 0.1
+    _, checks = LE.evaluate(m, by_node, "gloo", "node", ["h1", "h2", "h3"], None, slow_nodes=[2])
+    assert "explains" not in checks[0].summary

@@ -66,11 +66,15 @@ def hardware(nnodes: int, backend: str, ranks_per_node: int, by_node: dict) -> O
     if not by_node:
         return None
     first = by_node[min(by_node)]
-    gpus = ((first.get("nvlink") or {}).get("gpus") or []) if isinstance(first.get("nvlink"), dict) else []
-    ports = [p for p in first.get("ib_ports") or [] if p.get("state") == "ACTIVE" and p.get("rate_gbps")]
-    return {"nnodes": nnodes, "gpus_per_node": ranks_per_node if backend == "nccl" else 0,
-            "gpu_name": gpus[0].get("name") if gpus else None,
-            "nic_gbit": int(ports[0]["rate_gbps"]) if ports else None}
+    try:
+        gpus = ((first.get("nvlink") or {}).get("gpus") or []) if isinstance(first.get("nvlink"), dict) else []
+        ports = [p for p in first.get("ib_ports") or [] if p.get("state") == "ACTIVE" and B._num(p.get("rate_gbps"))]
+        name = gpus[0].get("name") if gpus and isinstance(gpus, list) else None
+        return {"nnodes": nnodes, "gpus_per_node": ranks_per_node if backend == "nccl" else 0,
+                "gpu_name": name if isinstance(name, str) else None,
+                "nic_gbit": int(B._num(ports[0]["rate_gbps"])) if ports else None}
+    except B.MALFORMED:  # facts off the wire: no second opinion rather than no report
+        return None
 
 
 def annotate(rows: list[BenchRow], bounds: dict) -> None:

@@ -61,6 +61,13 @@ class Bound:
         return d
 
 
+def _num(x: Any) -> Optional[float]:
+    """A finite non-negative number from the wire, else None (bool is not a number here)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or x != x or x in (float("inf"), float("-inf")):
+        return None
+    return float(x) if x >= 0 else None
+
+
 def _gbit(gbps: float) -> str:
     """GB/s -> the link-rate wording people use ("100 Mb/s", "10 Gb/s", "400 Gb/s")."""
     bits = gbps * 8e9
@@ -88,7 +95,7 @@ def htb_default_ceil(shaper: dict) -> tuple:
     while cls in classes and cls not in seen:
         seen.add(cls)
         c = classes[cls]
-        ceil = c.get("ceil_bytes_per_s") or c.get("rate_bytes_per_s")
+        ceil = _num(c.get("ceil_bytes_per_s")) or _num(c.get("rate_bytes_per_s"))
         if ceil:
             rate = ceil if rate is None else min(rate, ceil)
         cls = c.get("parent")
@@ -101,8 +108,8 @@ def shaper_bound(shaper: Any) -> tuple:
     if not isinstance(shaper, dict) or shaper.get("unavailable"):
         return None, None, (shaper or {}).get("unavailable") if isinstance(shaper, dict) else None
     for q in shaper.get("qdiscs") or []:
-        if q.get("kind") == "tbf" and q.get("root") and q.get("rate_bytes_per_s"):
-            g = q["rate_bytes_per_s"] / 1e9
+        if q.get("kind") == "tbf" and q.get("root") and _num(q.get("rate_bytes_per_s")):
+            g = _num(q["rate_bytes_per_s"]) / 1e9
             return g, f"tbf {_gbit(g)}", None
     rate, cls_or_why = htb_default_ceil(shaper)
     if rate:
@@ -118,7 +125,7 @@ def netdev_bound(dev: dict) -> Bound:
     root tbf/htb shaper. A veth/tun line rate is the kernel's fixed figure and is flagged virtual."""
     name = dev.get("name", "?")
     notes: list = []
-    line = dev.get("speed_mbps") / 8000 if isinstance(dev.get("speed_mbps"), (int, float)) else None
+    line = _num(dev.get("speed_mbps")) / 8000 if _num(dev.get("speed_mbps")) else None
     virtual = bool(dev.get("virtual"))
     if virtual and line is not None:
         notes.append(f"{name} is virtual ({dev['virtual']}): {_gbit(line)} is not a line rate")
@@ -142,7 +149,7 @@ def netdev_bound(dev: dict) -> Bound:
 def _ib_selected(links: dict) -> list:
     env = links.get("env") or {}
     spec = parse_spec(env.get("NCCL_IB_HCA"))
-    ports = [p for p in links.get("ib_ports") or [] if p.get("state") == "ACTIVE" and p.get("rate_gbps")]
+    ports = [p for p in links.get("ib_ports") or [] if p.get("state") == "ACTIVE" and _num(p.get("rate_gbps"))]
     return [p for p in ports if spec is None or spec.matches(p.get("device", ""), p.get("port"))]
 
 
@@ -160,7 +167,27 @@ def _socket_names(links: dict, backend: str) -> tuple:
     return ([default] if default else []), how
 
 
+MALFORMED = (TypeError, ValueError, AttributeError, KeyError, IndexError, ZeroDivisionError, OverflowError)
+
+
 def nic_path(links: Optional[dict], backend: str, node: Any = None) -> Bound:
+    """nic_path_of, and for facts that came off the wire malformed (a peer may be hostile), an unknown bound that
+    says so instead of an exception on node 0."""
+    try:
+        return nic_path_of(links, backend, node)
+    except MALFORMED as e:
+        return Bound(None, f"node {node} sent malformed link facts ({type(e).__name__})")
+
+
+def intra_node(links: Optional[dict], ranks: int, on_gpu: bool, node: Any = None) -> Bound:
+    """intra_node_of, guarded like nic_path."""
+    try:
+        return intra_node_of(links, ranks, on_gpu, node)
+    except MALFORMED as e:
+        return Bound(None, f"node {node} sent malformed link facts ({type(e).__name__})")
+
+
+def nic_path_of(links: Optional[dict], backend: str, node: Any = None) -> Bound:
     """One node's network bound: NCCL on active IB/RoCE ports (NCCL_IB_HCA applied) sums their rates; otherwise
     the socket interfaces the backend uses (NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME, else the one the host name
     resolves to) sum their egress bounds."""
@@ -207,7 +234,7 @@ def pcie_gbps(gts: float, width: int) -> float:
     return gts * width * enc / 8
 
 
-def intra_node(links: Optional[dict], ranks: int, on_gpu: bool, node: Any = None) -> Bound:
+def intra_node_of(links: Optional[dict], ranks: int, on_gpu: bool, node: Any = None) -> Bound:
     """GPU to GPU inside one node: per GPU, the sum of its up NVLink links' speeds (NVML MB/s); the slowest GPU
     bounds a ring. Without NVLink, the slowest GPU's PCIe link. CPU ranks on one host cross no link."""
     where = f"node {node} " if node is not None else ""
@@ -222,7 +249,7 @@ def intra_node(links: Optional[dict], ranks: int, on_gpu: bool, node: Any = None
     per_gpu = []
     for g in (nv.get("gpus") or [])[:ranks]:
         up = [x.get("speed_mbytes_per_s") for x in g.get("links") or [] if x.get("up")]
-        if up and all(isinstance(s, (int, float)) and s > 0 for s in up):
+        if up and all(_num(s) for s in up):
             per_gpu.append((sum(up) / 1000, len(up), g.get("index")))
     if per_gpu and len(per_gpu) >= min(ranks, len(nv.get("gpus") or [])):
         gbps, n, idx = min(per_gpu)
@@ -230,12 +257,12 @@ def intra_node(links: Optional[dict], ranks: int, on_gpu: bool, node: Any = None
                      notes=("NVML's per-link speed is the raw signalling rate (H100: 26.56 GB/s per link for 25 GB/s "
                             "of data)",
                             "with NVLS (NVSwitch) all_reduce busbw is not a wire figure and may exceed this"))
-    pcie = [g for g in links.get("pcie_gpus") or [] if g.get("gts") and g.get("width")][:ranks]
+    pcie = [g for g in links.get("pcie_gpus") or [] if _num(g.get("gts")) and _num(g.get("width"))][:ranks]
     if pcie:
         worst = min(pcie, key=lambda g: pcie_gbps(g["gts"], g["width"]))
         gbps = pcie_gbps(worst["gts"], worst["width"])
         notes = ()
-        if worst.get("max_gts") and worst.get("max_width") and \
+        if _num(worst.get("max_gts")) and _num(worst.get("max_width")) and \
                 pcie_gbps(worst["max_gts"], worst["max_width"]) > gbps:
             notes = (f"GPU {worst['bus_id']} runs below its maximum link ({worst['max_gts']:g} GT/s "
                      f"x{worst['max_width']})",)

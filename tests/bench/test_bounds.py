@@ -269,3 +269,24 @@ def test_a_slow_node_whose_own_shaper_explains_it_is_said():
     m[0][2] = m[2][0] = m[1][2] = m[2][1] = 0.1
     _, checks = LE.evaluate(m, by_node, "gloo", "node", ["h1", "h2", "h3"], None, slow_nodes=[2])
     assert "explains" not in checks[0].summary
+
+
+@pytest.mark.parametrize("garbage", [
+    {"netdevs": 5}, {"netdevs": [{"name": "eth0", "speed_mbps": "fast", "shaper": {"qdiscs": "x"}}],
+                     "default_interface": "eth0"},
+    {"ib_ports": [{"device": "mlx5_0", "port": 1, "state": "ACTIVE", "rate_gbps": "400"}], "env": {}},
+    {"ib_ports": [{"state": "ACTIVE", "rate_gbps": float("nan")}]}, {"env": "NCCL_IB_HCA"},
+    {"nvlink": {"gpus": [{"links": "many"}]}, "pcie_gpus": [{"gts": True, "width": [16]}]},
+    {"netdevs": [{"name": "eth0", "speed_mbps": 10000, "shaper": {"qdiscs": [{"kind": "tbf", "root": True,
+                                                                               "rate_bytes_per_s": -1e9}]}}],
+     "default_interface": "eth0"},
+])
+def test_link_facts_off_the_wire_never_raise(garbage):
+    for backend in ("gloo", "nccl"):
+        b = B.nic_path(garbage, backend, 1)
+        assert b.gbps is None or b.gbps > 0
+        i = B.intra_node(garbage, 8, True, 1)
+        assert i.gbps is None or i.gbps > 0
+    checks, _, _ = outcome(BenchConfig(sizes=(4 << 20,), ops=("all_reduce",)), [row("all_reduce", 4 << 20, 1.0)],
+                           world=bench_world(garbage, garbage, backend="nccl", rpn=8))
+    assert [c.id for c in checks if c.id == "bench.efficiency"] == ["bench.efficiency"]

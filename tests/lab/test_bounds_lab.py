@@ -81,3 +81,21 @@ def test_unshaped_veth_is_bounded_at_10_gbit_and_said_virtual(lab):
     [chk] = [c for c in rep["checks"] if c["id"] == "links.efficiency"]
     assert chk["status"] == "warn" and "virtual" in chk["summary"], chk
     assert "not a line rate" in chk["detail"]
+
+
+def test_a_pair_far_below_its_bound_is_named_and_the_gate_fails(lab):
+    # Every host's link is 1 Gb/s (htb default class 1:10 where a pair class exists); h2 -> h3 alone is held to
+    # 50 Mb/s by an htb class behind a u32 filter. The bound of that pair is still 1 Gb/s (the default class: a
+    # per-destination class is not attributed), so its efficiency is ~5 % and is called out.
+    lab3 = lab(3, scenario=[("slow-link", "h1", FAST), ("slow-link", "h2", FAST), ("slow-link", "h3", FAST),
+                            ("slow-pair", "h2", "h3", "50mbit")])
+    rep = run(lab3, ["links", "--size", "4M", "--iters", "3", "--min-efficiency", "0.5"])
+    sec = rep["links"]
+    assert sec["bound_gbps"][1][2] == pytest.approx(gbps(FAST)), json.dumps(sec)
+    assert sec["bound_by"][1][2].startswith("node 1 eth0: htb class 1:10 1 Gb/s"), sec["bound_by"]
+    assert sec["efficiency"][1][2] < 0.1 < 0.5 < sec["efficiency"][2][1]
+    [chk] = [c for c in rep["checks"] if c["id"] == "links.efficiency"]
+    assert chk["status"] == "warn" and "node 1 (h2) -> node 2 (h3)" in chk["summary"], chk
+    [gate] = [c for c in rep["checks"] if c["id"] == "links.min_efficiency"]
+    assert gate["status"] == "fail" and gate["summary"].startswith("1 -> 2: efficiency"), gate
+    assert rep["exit_code"] == 1

@@ -329,7 +329,10 @@ def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Re
         elif isinstance(hang, dict):
             stopped = hang
     checks, extra, partial = gates.outcome(cfg, rows, skips, stopped, hardware=None, base_rows=base_rows,
-                                           backend=out.backend)
+                                           backend=out.backend,
+                                           world={"nnodes": placement.nnodes, "backend": out.backend,
+                                                  "ranks_per_node": _local_ranks(world, placement),
+                                                  "records": out.emitted})
     if out.world_size > 1 and rows:
         from .bench.straggler import find_stragglers
 

@@ -29,6 +29,7 @@ from .config import (
     OutputConfig,
     build_world,
     parse_float,
+    parse_fraction,
     parse_int,
 )
 from .errors import UsageError
@@ -131,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--in-place", action="store_true", help="in-place variants")
     b.add_argument("--check", action="store_true", help="verify results elementwise; wrong > 0 fails")
     b.add_argument("--min-busbw", metavar="GBPS", help="gate: fail if busbw at the gate size is below this")
+    b.add_argument("--min-efficiency", metavar="F",
+                   help="gate: fail if busbw at the gate size is below F x the bound of the links crossed (0-1)")
     b.add_argument("--gate-size", metavar="SIZE", help="size the gates look at (default: the largest)")
     b.add_argument("--baseline", metavar="RUN.json", help="gate: fail on busbw regression against a saved run")
     b.add_argument("--tolerance", default="0.1", help="allowed relative regression against --baseline (0.1)")
@@ -145,6 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="full: every pair (n-1 rounds); scale: one pairing + re-tests of slow pairs (<= 4 rounds); "
                         "quick: a few random rounds; auto: full below 16 nodes, scale from 16")
     k.add_argument("--min-gbps", help="gate: any link below this GB/s fails the run (links.min_gbps)")
+    k.add_argument("--min-efficiency", metavar="F",
+                   help="gate: fail if a pair's GB/s is below F x the bound of its two ends (0-1)")
     k.add_argument("--relative", default="0.5",
                    help="a link below this fraction of the typical link, and clearly set apart, is slow (0.5)")
     _baseline_flags(k, "RUN.json", "gate: fail on a link slower than the same link in a saved links run")
@@ -313,6 +318,7 @@ def config_from_args(args: argparse.Namespace, env=None, started: Optional[float
             iters=parse_int(args.iters, "--iters", 1, 100000),
             rounds=getattr(args, "rounds", "scale"),
             min_gbps=parse_float(args.min_gbps, "--min-gbps"),
+            min_efficiency=parse_fraction(args.min_efficiency, "--min-efficiency"),
             relative=parse_float(args.relative, "--relative"),
             seed=parse_int(args.seed, "--seed", 0, 2**31 - 1),
         )
@@ -445,6 +451,7 @@ def bench_config_from_args(args: argparse.Namespace) -> BenchConfig:
         in_place=args.in_place,
         check=args.check,
         min_busbw_gbps=parse_float(args.min_busbw, "--min-busbw"),
+        min_efficiency=parse_fraction(args.min_efficiency, "--min-efficiency"),
         gate_size=parse_size(args.gate_size) if args.gate_size else None,
         baseline=args.baseline,
         tolerance=tol,

@@ -118,6 +118,7 @@ class BenchConfig:
     in_place: bool = False
     check: bool = False
     min_busbw_gbps: Optional[float] = None
+    min_efficiency: Optional[float] = None  # gate: busbw / the bound of the links crossed (bench/efficiency.py)
     gate_size: Optional[int] = None
     baseline: Optional[str] = None
     tolerance: float = 0.1
@@ -130,6 +131,7 @@ class LinksConfig:
     iters: int = 5
     rounds: str = "auto"  # auto | full | quick | scale (auto: full below 16 nodes, scale from 16)
     min_gbps: Optional[float] = None
+    min_efficiency: Optional[float] = None  # gate: every pair's GB/s / the bound of its two ends
     relative: float = 0.5  # a link below this fraction of the median is slow
     seed: int = 0  # quick/scale modes: which random pairing is measured (vary it across runs to cover other pairs)
 
@@ -247,6 +249,14 @@ def parse_float(value: Optional[str], what: str, positive: bool = True) -> Optio
         raise UsageError(f"{what} must be a number, got {value!r}") from None
     if x != x or x in (float("inf"), float("-inf")) or (positive and x <= 0):
         raise UsageError(f"{what} must be a positive number, got {value!r}")
+    return x
+
+
+def parse_fraction(value: Optional[str], what: str) -> Optional[float]:
+    """A fraction in (0, 1] (--min-efficiency 0.8); UsageError otherwise."""
+    x = parse_float(value, what)
+    if x is not None and x > 1:
+        raise UsageError(f"{what} is a fraction of the bound: 0.8 means 80%, got {value!r}")
     return x
 
 

@@ -20,6 +20,7 @@ from ..model import BenchRow, sig
 from ..units import format_size_short
 from . import check as chk
 from . import stats
+from .efficiency import RECORD_KIND, link_record
 from .ops import OPS, bandwidths, coll_counts, dtype_name, parse_ops, torch_dtype
 from .runners import TORCH_IN_PLACE_ONLY, Runner, allocate, make_runner, unsupported_reason
 from .straggler import annotate_row
@@ -465,6 +466,9 @@ def run_sweep(ctx, cfg: BenchConfig, runner_factory: Optional[RunnerFactory] = N
         torch.cuda.set_device(ctx.device)
     tdtype = torch_dtype(cfg.dtype)
     sw = _Sweep(ctx, cfg, runner_factory or make_runner)
+    record = link_record(ctx)  # each node's links, for the bound of every row (bench/efficiency.py)
+    if record is not None:
+        ctx.emit(RECORD_KIND, record)
     runnable = _runnable(sw)
     if sw.lead:
         ctx.observer.start(sum(len(v) for v in runnable.values()) * len(cfg.sizes), "bench")

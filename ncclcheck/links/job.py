@@ -24,7 +24,7 @@ from ..agent.context import WorkerContext, show_row
 from ..facts import hostname
 from ..model import sig
 from ..rendezvous.store import JsonStore
-from . import schedule
+from . import efficiency, schedule
 from .analyze import analyze, classify
 
 DEFAULTS: dict[str, Any] = {
@@ -36,6 +36,7 @@ DEFAULTS: dict[str, Any] = {
     "seed": 0,
     "relative": 0.5,
     "min_gbps": None,
+    "min_efficiency": None,  # gate: each direction's GB/s / the bound of its two ends (links/efficiency.py)
     "timeout_s": None,  # one pair operation; None: the world's timeout
     "budget_s": None,  # per direction: stop timing early on a very slow link; None: timeout_s / 4
     "grace_s": 2.0,  # how long to wait for a node whose partner saw its connection close
@@ -44,6 +45,7 @@ DEFAULTS: dict[str, Any] = {
     "stat": "median",  # median | best: which iteration time makes the GB/s (best resists a noisy, shared CPU)
 }
 ROW_KIND = "links_row"
+LINK_FACTS_WAIT_S = 10.0  # how long round 0 waits for every node's link facts (facts/links.py reads in ~0.1 s)
 _POLL_S = 0.02
 _BEAT_S = 0.5
 
@@ -55,6 +57,7 @@ def payload_from_config(cfg: Any, timeout_s: Optional[float] = None) -> dict:
         "iters": cfg.iters,
         "rounds": cfg.rounds,
         "min_gbps": cfg.min_gbps,
+        "min_efficiency": getattr(cfg, "min_efficiency", None),
         "relative": cfg.relative,
         "seed": getattr(cfg, "seed", 0),
         "timeout_s": timeout_s,
@@ -72,6 +75,7 @@ class _Opts:
         self.seed = int(p["seed"])
         self.relative = float(p["relative"])
         self.min_gbps = None if p["min_gbps"] is None else float(p["min_gbps"])
+        self.min_efficiency = None if p["min_efficiency"] is None else float(p["min_efficiency"])
         # One pair operation's bound. The world's --timeout bounds the whole job (agent/runner.py), so by default an op
         # gets a third of what is left of it: a dead peer is normally caught much sooner (heartbeat, 20x rule).
         left = ctx.deadline - time.monotonic()
@@ -306,6 +310,8 @@ def links_job(ctx: WorkerContext, payload: dict, transport: type = Channel) -> d
     kv = store.scoped(f"ncclcheck/links/{seq}/")
     if me is not None:
         kv.set(f"host/{me}", hostname())
+        if unit == "node":  # what this node's links can carry: the bound of every pair it is in
+            kv.set(f"links/{me}", _my_links(ctx))
     hb = _Heartbeat(kv, me)
     try:
         if me == 0:
@@ -314,6 +320,16 @@ def links_job(ctx: WorkerContext, payload: dict, transport: type = Channel) -> d
                 **_follow(ctx, o, kv, hb, me, unit, transport)}
     finally:
         hb.stop()
+
+
+def _my_links(ctx: WorkerContext) -> dict:
+    """This node's link facts (facts/links.py); never raises: without them the bound is unknown and says why."""
+    from ..facts.links import collect_for_job, store_host
+
+    try:
+        return collect_for_job(with_gpus=ctx.device.startswith("cuda"), peer=store_host(ctx.store))
+    except Exception as e:  # noqa: BLE001
+        return {"unavailable": f"{type(e).__name__}: {e}"}
 
 
 def _gone(hb: _Heartbeat, o: _Opts, node: int, unit: str) -> Optional[str]:
@@ -378,6 +394,8 @@ class _Coordinator:
             stages = 0 if self.unit != "node" else 1
         else:
             stages = 0 if len(plan) == len(schedule.circle_rounds(self.n)) else 1
+        if self.unit == "node":
+            self._await_link_facts()
         ctx.observer.start(len(plan), "links")
         t_start = time.monotonic()
         last_round_s = 0.0
@@ -412,10 +430,29 @@ class _Coordinator:
                    "dead_round": {str(k): v for k, v in sorted(self.dead.items())},
                    "wall_s": round(time.monotonic() - t_start, 3), "tx_us": self.tx_us},
         )
-        final = {"links": result.section, "checks": [c.to_json() for c in result.checks]}
+        checks = list(result.checks)
+        by_node = {x: f for x in range(self.n) if self.unit == "node" and isinstance(f := self.kv.get_now(
+            f"links/{x}"), dict)}
+        fields, eff_checks = efficiency.evaluate(self.matrix, by_node, ctx.backend, self.unit, hosts,
+                                                 o.min_efficiency, result.section.get("slow_nodes") or [])
+        result.section.update(fields)  # every pair carries its bound; ranks on one host: "crosses no link"
+        if self.unit == "node" or o.min_efficiency is not None:
+            checks += eff_checks
+        final = {"links": result.section, "checks": [c.to_json() for c in checks]}
         self.kv.set("final", final)
         self.kv.set(f"go/{r}", {"stop": True, "dead": sorted(self.dead)})
         return final
+
+    def _await_link_facts(self) -> None:
+        """Round 0 starts once every node has read its links (or after a short bound): a node still forking `tc`
+        would slow the first round's transfers on a small machine and be re-tested as a suspect."""
+        end = time.monotonic() + min(LINK_FACTS_WAIT_S, self.o.timeout_s)
+        todo = set(range(self.n))
+        while todo and time.monotonic() < end:
+            todo = {x for x in todo if self.kv.get_now(f"links/{x}") is None and not self.hb.stale_s(x) >
+                    self.o.heartbeat_s}
+            if todo:
+                time.sleep(_POLL_S)
 
     def _retest_plan(self, stage: int, planned: int) -> list:
         """The rounds of re-test stage `stage`, planned from the matrix so far; `planned` rounds are already run."""

@@ -19,8 +19,10 @@ from . import plots
 from .common import (
     STATUS_WORD,
     aggregated,
+    bound_gbps_text,
     check_case_name,
     display_checks,
+    efficiency_text,
     links_pairs,
     links_schedule,
     links_slow_cells,
@@ -217,6 +219,7 @@ def _bench_note(r: BenchRow) -> str:
 def _bench(report: Report) -> str:
     rows: list[BenchRow] = report.bench or []
     out = ['<section id="bench"><h2>Bench</h2>']
+    bounded = any("bound_gbps" in r.extra for r in rows)
     ops: dict[str, list[BenchRow]] = {}
     for r in rows:
         ops.setdefault(r.op, []).append(r)
@@ -228,8 +231,9 @@ def _bench(report: Report) -> str:
             data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
             out.append(f'<figure class="plot" data-op="{e(op)}"><img alt="{e(op)}: busbw and time vs message size" '
                        f'src="data:image/svg+xml;base64,{data}"><figcaption>{e(op)}: bus bandwidth and time per '
-                       "operation against message size (log2 axis); red circles mark sizes with wrong results."
-                       "</figcaption></figure>")
+                       "operation against message size (log2 axis); red circles mark sizes with wrong results"
+                       + ("; the dashed line is the bound of the links crossed" if bounded else "")
+                       + ".</figcaption></figure>")
     else:
         out.append('<p class="note" id="plots-missing">Plots need matplotlib: '
                    "<code>pip install 'ncclcheck[html]'</code>, then <code>ncclcheck report RUN.json --html "
@@ -237,7 +241,9 @@ def _bench(report: Report) -> str:
     out.append('<table class="bench"><thead><tr><th>op</th><th class="num">size</th><th class="num">count</th>'
                '<th>dtype</th><th>placement</th><th class="num">time</th><th class="num">p99</th>'
                '<th class="num">algbw</th>'
-               '<th class="num">busbw</th><th class="num">wrong</th><th class="num">rank times</th><th>note</th>'
+               '<th class="num">busbw</th>'
+               + ('<th class="num">bound</th><th class="num">eff</th>' if bounded else "")
+               + '<th class="num">wrong</th><th class="num">rank times</th><th>note</th>'
                "</tr></thead><tbody>")
     for op, op_rows in ops.items():
         for r in op_rows:
@@ -258,9 +264,17 @@ def _bench(report: Report) -> str:
                 f"<td>{e(placement_label(r))}</td>"
                 f'<td class="num">{e(format_us(r.time_us))}</td><td class="num">{e(p99)}</td>'
                 f'<td class="num">{e(format_gbps(r.algbw_gbps))}</td>'
-                f'<td class="num">{e(format_gbps(r.busbw_gbps))}</td><td class="num">{wrong}</td>'
+                f'<td class="num">{e(format_gbps(r.busbw_gbps))}</td>'
+                + (f'<td class="num" title="{e(r.extra.get("bound_by") or "")}">'
+                   f'{e(bound_gbps_text(r.extra.get("bound_gbps")))}</td>'
+                   f'<td class="num">{e(efficiency_text(r.extra.get("efficiency")))}</td>' if bounded else "")
+                + f'<td class="num">{wrong}</td>'
                 f'<td class="num">{e(spread)}</td><td>{e(note)}</td></tr>'
             )
+    if bounded:
+        by = list(dict.fromkeys(str(r.extra["bound_by"]) for r in rows if r.extra.get("bound_by")))
+        out.append('<p class="meta">bound = what the links crossed can carry (docs/bounds.md); eff = busbw / bound. '
+                   + " · ".join(e(b) for b in by) + "</p>")
     out.append("</tbody></table>")
     out.append(_nccl_captures(report.extra.get("nccl_captures") or {}))
     out.append("</section>")
@@ -377,6 +391,19 @@ def _links(report: Report) -> str:
     if slow_nodes:
         out.append("<p><strong>Slow nodes:</strong> "
                    + ", ".join(e(node_label(n, report)) for n in sorted(slow_nodes)) + "</p>")
+    nb = links.get("node_bounds")
+    if isinstance(nb, dict) and nb:
+        items = "".join(f"<tr><td>{e(node_label(int(k), report) if str(k).isdigit() else k)}</td>"
+                        f'<td class="num">{e(bound_gbps_text((v or {}).get("bound_gbps")))}</td>'
+                        f"<td>{e((v or {}).get('bound_by') or '')}</td></tr>"
+                        for k, v in nb.items() if isinstance(v, dict))
+        effs = [x for row in links.get("efficiency") or [] if isinstance(row, list) for x in row
+                if isinstance(x, (int, float))]
+        span = f"; measured directions reached {e(efficiency_text(min(effs)))} to {e(efficiency_text(max(effs)))} " \
+               "of their pair's bound" if effs else ""
+        out.append(f'<h3>Bounds</h3><p class="meta">A pair is bounded by the slower of its two ends{span}.</p>'
+                   '<table class="bounds"><thead><tr><th>node</th><th class="num">bound</th><th>set by</th></tr>'
+                   f"</thead><tbody>{items}</tbody></table>")
     out.append("</section>")
     return "\n".join(out)
 

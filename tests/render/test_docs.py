@@ -15,6 +15,7 @@ CHECK_IDS = [
     "nccl.transport", "bench.correctness", "bench.min_busbw", "bench.baseline", "links.slow",
     "baseline.drift", "links.baseline", "nccl.ras",
     "paths.exist", "bench.coverage", "links.min_gbps",
+    "storage.shared", "storage.writable", "storage.space", "storage.throughput",
 ]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..model import CheckResult, failed, passed, skipped, warned
+from ..units import format_bytes
 from .outliers import RELATIVE, low_outliers
 
 SHARED, WRITABLE, SPACE, THROUGHPUT = "storage.shared", "storage.writable", "storage.space", "storage.throughput"
@@ -145,7 +146,8 @@ def check_space(inp) -> CheckResult:
                 continue
             lows.append((sp["free_bytes"], r, d))
             if need is not None and sp["free_bytes"] < need:
-                problems.append(f"{d} has {_bytes(sp['free_bytes'])} free on {_who(inp, r)}, --need {_bytes(need)}")
+                problems.append(f"{d} has {format_bytes(sp['free_bytes'])} free on {_who(inp, r)}, "
+                                f"--need {format_bytes(need)}")
             if sp.get("free_inodes") == 0 and sp.get("total_inodes"):
                 problems.append(f"{d} has no free inodes on {_who(inp, r)} (no new file can be created)")
     ev["need_bytes"] = need
@@ -157,16 +159,8 @@ def check_space(inp) -> CheckResult:
     if not lows:
         return skipped(SPACE, "free space unknown on every node", evidence=ev)
     least, r, d = min(lows)
-    need_txt = f", --need {_bytes(need)}" if need is not None else " (no --need given)"
-    return passed(SPACE, f"least free: {_bytes(least)} in {d} on {_who(inp, r)}{need_txt}", evidence=ev)
-
-
-def _bytes(n: int) -> str:
-    # Reports keep bytes; this one-line summary needs a readable figure (renderers receive it as text).
-    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= 1 << shift:
-            return f"{n / (1 << shift):.1f} {unit}"
-    return f"{n} B"
+    need_txt = f", --need {format_bytes(need)}" if need is not None else " (no --need given)"
+    return passed(SPACE, f"least free: {format_bytes(least)} in {d} on {_who(inp, r)}{need_txt}", evidence=ev)
 
 
 def check_shared(inp) -> CheckResult:

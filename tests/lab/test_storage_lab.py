@@ -45,8 +45,11 @@ def test_shared_directory_on_every_host_passes_and_is_left_empty(lab):
     runs = _run(lab3, share, OK_TIMEOUT, "--need", "1M")
     assert all(r.rc == 0 for r in runs.values()), explain(runs)
     node0 = runs["h1"]
-    for cid in ("storage.shared", "storage.writable", "storage.space", "storage.throughput"):
+    for cid in ("storage.shared", "storage.writable", "storage.space"):
         assert check(node0, cid)["status"] == "pass", (cid, check(node0, cid))
+    # A figure per node; on a loaded 2-core machine one host may be a clear outlier now and then (a warning).
+    tput = check(node0, "storage.throughput")
+    assert tput["status"] in ("pass", "warn") and len(tput["evidence"][share]["write_mb_s"]) == 3, tput
     shared = check(node0, "storage.shared")
     assert "one filesystem on 3 nodes" in shared["summary"], shared
     paths = check(node0, "paths.consistent")
@@ -91,7 +94,7 @@ def test_nearly_full_view_on_one_host_fails_need(lab):
     assert all(r.rc == 1 for r in runs.values()), explain(runs)
     space = check(runs["h1"], "storage.space")
     assert space["status"] == "fail", space
-    assert "on node 1 (h2), --need 64.0 MiB" in space["summary"], space
+    assert "on node 1 (h2), --need 64 MiB" in space["summary"], space
     assert "node 0" not in space["summary"] and "node 2" not in space["summary"], space
     assert "node 1 (h2)" in check(runs["h1"], "storage.shared")["summary"]
     assert _left(share) == [], _left(share)

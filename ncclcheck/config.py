@@ -49,6 +49,7 @@ class Budget:
     # another client's new file for its attribute-cache time (acdirmin 30 s by default), so the retries ride it out.
     shared_poll_s: float = 0.05  # first pause between two looks for another node's file or report
     shared_poll_max_s: float = 1.0  # the pause grows to this: a thousand nodes must not flood node 0's store
+    shared_poll_growth: float = 1.5  # ... by this factor per look
     shared_grace_s: float = 5.0  # beyond T, for a node's report (or node 0's "done") to reach the store
     shared_io_s: float = 5.0  # one node's writes in one directory (probe file, throughput figure), at most
 

@@ -221,6 +221,10 @@ def check_shared(inp) -> CheckResult:
                          "0's nonce file and node 0 never saw their markers")
             ev[d]["other_filesystem"] = other
     ev["slowest_nonce_us"] = slowest
+    for d, errs in zip(_dirs(inp), shared.get("cleanup") or []):
+        if errs:
+            warns.append(f"{d}: node 0 could not remove {', '.join(map(str, errs[:4]))}")
+    ev["cleanup"] = shared.get("cleanup")
     if fails:
         return failed(SHARED, "; ".join(fails + warns), evidence=ev,
                       detail="On a node where the shared mount did not come up, the path exists but is the local "
@@ -230,7 +234,8 @@ def check_shared(inp) -> CheckResult:
                           "should show the same source as on node 0), or wait for the automounter; for one-way "
                           "visibility lower the NFS attribute cache (actimeo) or raise --timeout.")
     if warns:
-        return warned(SHARED, "; ".join(warns), evidence=ev, fix="See storage.writable.")
+        return warned(SHARED, "; ".join(warns), evidence=ev,
+                      fix="See storage.writable for a node that cannot write; remove any file named above by hand.")
     n = len(inp.ranks)
     fs0 = "; ".join(f"{d}: {fs_label(_fact(inp, 0, i).get('mount'))}" for i, d in enumerate(_dirs(inp)))
     return passed(SHARED, f"{len(_dirs(inp))} dir(s) are one filesystem on {n} nodes ({fs0}); every node read node "

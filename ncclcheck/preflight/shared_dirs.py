@@ -61,6 +61,7 @@ class _Pause:
 
     def __init__(self, budget: Budget, end: float) -> None:
         self.s, self.max_s, self.end = budget.shared_poll_s, budget.shared_poll_max_s, end
+        self.growth = budget.shared_poll_growth
 
     def sleep(self) -> bool:
         """Sleep once; False when the deadline has passed (no more looks)."""
@@ -68,7 +69,7 @@ class _Pause:
         if left <= 0:
             return False
         time.sleep(min(self.s, left))
-        self.s = min(self.max_s, self.s * 1.5)
+        self.s = min(self.max_s, self.s * self.growth)
         return True
 
 
@@ -308,9 +309,10 @@ class LocalStore:
 
 
 def standalone_checks(facts: dict, node_rank: int, hostname: str, dirs: tuple, budget: Budget) -> list:
-    """The storage checks of a one-node run (writable, space, throughput; sharing needs a second node)."""
+    """The storage checks of a one-node run: writable, space, throughput (storage.shared is a skip: proving a
+    filesystem shared needs a second node)."""
     if not dirs:
         return []
     out = exchange(LocalStore(), 0, 1, dirs, budget.bound("shared_dir"), budget)
     res: list[CheckResult] = run_checks(CROSS, CrossInput([(node_rank, hostname, facts)], shared=out), "storage.")
-    return [c for c in res if c.id != "storage.shared"]
+    return res

@@ -244,6 +244,10 @@ def storage_config_from_args(args: argparse.Namespace) -> StorageConfig:
     dirs = tuple(getattr(args, "shared_dir", None) or ())
     if any(not d.strip() for d in dirs):
         raise UsageError("--shared-dir needs a directory, got an empty value")
+    from .preflight.shared_dirs import MAX_DIRS
+
+    if len(dirs) > MAX_DIRS:
+        raise UsageError(f"--shared-dir given {len(dirs)} times: at most {MAX_DIRS}")
     need = getattr(args, "need", None)
     if need is not None and not dirs:
         raise UsageError("--need SIZE applies to --shared-dir: give the directory it is about")

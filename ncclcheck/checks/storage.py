@@ -214,7 +214,8 @@ def check_shared(inp) -> CheckResult:
                              f"within the bound ({rep.get('looks')} looks): a stale attribute cache on that node")
         if other:
             differs = [r for r in other if _fs_key(mounts.get(r)) != ref]
-            named = "; ".join(f"{_who(inp, r)} has {fs_label(mounts.get(r))}" for r in other)
+            named = "; ".join(f"{_who(inp, r)} has " + (fs_label(mounts.get(r)) if _fact(inp, r, i).get("exists",
+                              True) else "no such directory") for r in other)
             why = (" where node 0 has " + fs_label(mounts.get(0))) if differs else \
                 " (the same kind of mount as node 0's, but not the same files: a node-local copy of the share)"
             fails.append(f"{d}: {len(other)} node(s) see another filesystem: {named}{why}; they never saw node "

@@ -97,7 +97,8 @@ def _own_part(rank: int, dirs: list, tag: str, nonce: str, deadline_s: float, bu
     # Every node looks for the nonce; the wait is one bound for all directories together.
     start, end = time.monotonic(), time.monotonic() + deadline_s
     want = nonce.encode()
-    pending = set(range(len(dirs)))
+    # A directory that is not there (ENOENT, ENOTDIR) cannot show the nonce: no wait for it.
+    pending = {i for i in range(len(dirs)) if per[i]["marker"].get("errno") not in ("ENOENT", "ENOTDIR")}
     looks = 0
     pause = _Pause(budget, end)
     while True:
@@ -108,8 +109,10 @@ def _own_part(rank: int, dirs: list, tag: str, nonce: str, deadline_s: float, bu
                 pending.discard(i)
         if not pending or not pause.sleep():
             break
-    for i in pending:
-        per[i].update(nonce_seen=False, nonce_after_us=None, looks=looks)
+    for i in range(len(dirs)):
+        per[i].setdefault("nonce_seen", False)
+        per[i].setdefault("nonce_after_us", None)
+        per[i].setdefault("looks", looks if i in pending else 0)
     for i, d in enumerate(dirs):
         per[i]["probe"] = _probe(d, names(tag, rank)[1])
         per[i]["throughput"] = _throughput(d, names(tag, rank)[2], budget)
@@ -227,9 +230,10 @@ def _follow(store: Any, rank: int, world_size: int, dirs: tuple, deadline_s: flo
         own = _own_part(rank, mine, tag, plan["nonce"], deadline_s, budget)
         store.set(f"node/{rank}", own)
         store.add("reports", 1)
-        # Node 0 looks for our marker within deadline_s after the last report, then publishes `done`.
+        # Node 0 looks for our marker within deadline_s after the last report, then publishes `done`; one grace
+        # more than node 0's own bound, so that a live node 0 is not taken for a dead one.
         pause = _Pause(budget, time.monotonic() + deadline_s + budget.shared_io_s * max(1, len(mine))
-                       + budget.shared_grace_s)
+                       + 2 * budget.shared_grace_s)
         while store.get_now("done") is None and pause.sleep():
             pass
         lost = store.get_now("done") is None

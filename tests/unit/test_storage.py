@@ -189,3 +189,15 @@ def test_hostile_plan_and_report_are_refused_or_trimmed():
                                   "evil": object()}] * 5}, 3, 1)
     assert len(rep["dirs"]) == 1 and rep["dirs"][0]["nonce_seen"] is False
     assert len(rep["dirs"][0]["path"]) <= shared_dirs.MAX_TEXT and rep["dirs"][0]["throughput"]["bytes"] == 0
+
+
+def test_a_directory_missing_on_one_node_is_named_without_waiting_for_the_nonce(tmp_path):
+    d, missing = str(tmp_path), str(tmp_path / "not-mounted")
+    out = _nodes([d, d, missing], FAST)
+    assert out["nodes"][2]["dirs"][0]["looks"] == 0 and not out["nodes"][2]["dirs"][0]["nonce_seen"]
+    assert os.listdir(d) == []
+    inp = CrossInput([(0, "h0", _facts(d)), (1, "h1", _facts(d)), (2, "h2", _facts(missing))], shared=out)
+    res = {c.id: c for c in run_checks("cross", inp, "storage.")}
+    assert res["storage.writable"].status is Status.FAIL
+    assert "does not exist on node 2 (h2)" in res["storage.writable"].summary
+    assert "node 2 (h2)" in res["storage.shared"].summary

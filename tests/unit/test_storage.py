@@ -201,3 +201,13 @@ def test_a_directory_missing_on_one_node_is_named_without_waiting_for_the_nonce(
     assert res["storage.writable"].status is Status.FAIL
     assert "does not exist on node 2 (h2)" in res["storage.writable"].summary
     assert "node 2 (h2)" in res["storage.shared"].summary
+
+
+def test_two_figures_name_nobody():
+    def rep(us):
+        return {"dirs": [{"throughput": {"bytes": 8 << 20, "write_us": us}}]}
+    facts = {"storage": {"dirs": [{"path": "/ckpt", "exists": True}]}}
+    inp = CrossInput([(0, "h0", facts), (1, "h1", facts)],
+                     shared={"tag": "x", "dirs": ["/ckpt"], "nodes": {0: rep(10000), 1: rep(100000)}})
+    c = {c.id: c for c in run_checks("cross", inp, "storage.")}["storage.throughput"]
+    assert c.status is Status.PASS and c.evidence["/ckpt"]["write_mb_s"] == {"0": 838.9, "1": 83.9}

@@ -33,7 +33,8 @@ def _collect(config: Config, master_addr: Optional[str] = None) -> dict:
     from .facts import collect_node_facts
 
     return collect_node_facts(load_torch=load_torch, code_path=config.code_path, paths=config.paths,
-                              master_addr=master_addr or config.world.master_addr, tool_version=__version__)
+                              master_addr=master_addr or config.world.master_addr, tool_version=__version__,
+                              shared_dirs=config.storage.dirs, need_bytes=config.storage.need_bytes)
 
 
 def _probe_master(world: WorldConfig, budget: Optional[Budget] = None,
@@ -113,6 +114,9 @@ def run_preflight(config: Optional[Config] = None, observer=None, **overrides) -
         # Every process leaves with the same code, so srun/CI fail as a whole (node 0 publishes the verdict).
         report.agreed_exit_code = out.agree_exit_code(report.exit_code)
         return report
+    from .preflight.shared_dirs import standalone_checks
+
+    checks += standalone_checks(facts, world.node_rank, hostname_of(facts), config.storage.dirs, config.budget)
     report = Report(
         command=command,
         version=__version__,

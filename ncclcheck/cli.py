@@ -27,6 +27,7 @@ from .config import (
     LinksConfig,
     NcclDiagConfig,
     OutputConfig,
+    StorageConfig,
     build_world,
     parse_float,
     parse_fraction,
@@ -117,6 +118,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env-out", metavar="FILE", help="write the recommended variables as a sourceable file")
     p.add_argument("--nccl-ras", metavar="FILE", help="read saved `ncclras -f json` output into the nccl.ras check "
                    "(dead, missing and lagging ranks of a running job)")
+    p.add_argument("--shared-dir", metavar="DIR", action="append", default=[],
+                   help="a directory every node must see as ONE shared, writable filesystem with room (checkpoints): "
+                        "proven with a per-run nonce file and per-node markers, all removed afterwards (repeatable)")
+    p.add_argument("--need", metavar="SIZE", help="free space each node's view of every --shared-dir must have, "
+                   "e.g. a checkpoint's size (64G; binary suffixes K M G T)")
     p.add_argument("--nccl-debug", metavar="FILE", action="append", default=[],
                    help="read a saved NCCL_DEBUG=INFO capture into nccl.transport (repeatable)")
     _baseline_flags(p, "GOLDEN.json", "compare every node's versions, NCCL variables, interfaces, RDMA ports and "
@@ -300,6 +306,8 @@ def config_from_args(args: argparse.Namespace, env=None, started: Optional[float
         cfg["report_input"] = args.run
     if cmd == "bench":
         cfg["bench"] = bench_config_from_args(args)
+    if cmd == "preflight":
+        cfg["storage"] = storage_config_from_args(args)
     if cmd in ("preflight", "bench", "links"):
         cfg["nccl_diag"] = nccl_diag_config_from_args(args)
     if cmd in ("preflight", "links") and (args.baseline or args.save_baseline):
@@ -370,6 +378,26 @@ def _check_ras_file(path: str) -> None:
     except ValueError as exc:
         raise UsageError(f"--nccl-ras {path}: not `ncclras -f json` output ({exc}); NCCL >= 2.28.7 writes that "
                          "form") from None
+
+
+def storage_config_from_args(args: argparse.Namespace) -> StorageConfig:
+    from .units import parse_size
+
+    dirs = tuple(getattr(args, "shared_dir", None) or ())
+    if any(not d.strip() for d in dirs):
+        raise UsageError("--shared-dir needs a directory, got an empty value")
+    from .preflight.shared_dirs import MAX_DIRS
+
+    if len(dirs) > MAX_DIRS:
+        raise UsageError(f"--shared-dir given {len(dirs)} times: at most {MAX_DIRS}")
+    need = getattr(args, "need", None)
+    if need is not None and not dirs:
+        raise UsageError("--need SIZE applies to --shared-dir: give the directory it is about")
+    try:
+        need_bytes = parse_size(need) if need is not None else None
+    except UsageError as exc:
+        raise UsageError(f"--need: {exc}") from None
+    return StorageConfig(dirs=dirs, need_bytes=need_bytes)
 
 
 def nccl_diag_config_from_args(args: argparse.Namespace) -> NcclDiagConfig:

@@ -21,7 +21,7 @@ BACKENDS = ("auto", "nccl", "gloo")
 
 
 # The waits --timeout bounds, by name: each may last at most T before its cause is named (DESIGN.md: a hang bound).
-PHASES = ("master_probe", "join", "exchange", "mesh", "collective", "final")
+PHASES = ("master_probe", "join", "exchange", "mesh", "collective", "final", "shared_dir")
 # The one table of waits whose length does not depend on --timeout (seconds), and why each is what it is.
 FIXED_BOUNDS_S = {
     "connect_attempt": 2.0,  # one TCP connect of a probe; a healthy LAN answers in milliseconds
@@ -50,6 +50,13 @@ class Budget:
 
     timeout_s: float = DEFAULT_TIMEOUT_S
     started: float = field(default_factory=time.monotonic)  # time.monotonic() when the process started
+    # --shared-dir (preflight/shared_dirs.py). Its visibility wait is the named phase "shared_dir" (T): NFS may hide
+    # another client's new file for its attribute-cache time (acdirmin 30 s by default), so the retries ride it out.
+    shared_poll_s: float = 0.05  # first pause between two looks for another node's file or report
+    shared_poll_max_s: float = 1.0  # the pause grows to this: a thousand nodes must not flood node 0's store
+    shared_poll_growth: float = 1.5  # ... by this factor per look
+    shared_grace_s: float = 5.0  # beyond T, for a node's report (or node 0's "done") to reach the store
+    shared_io_s: float = 5.0  # one node's writes in one directory (probe file, throughput figure), at most
 
     def bound(self, phase: str) -> float:
         """Seconds the wait named `phase` may last (a PHASES name: T; else the fixed table)."""
@@ -137,6 +144,15 @@ class LinksConfig:
 
 
 @dataclass(frozen=True)
+class StorageConfig:
+    """preflight --shared-dir (repeatable: directories every node must see as one writable filesystem) and --need
+    (bytes each node's view of them must have free, e.g. a checkpoint's size)."""
+
+    dirs: tuple = ()
+    need_bytes: Optional[int] = None
+
+
+@dataclass(frozen=True)
 class BaselineConfig:
     """preflight/links --baseline (a saved known-good run), --tolerance (links) and --save-baseline."""
 
@@ -210,6 +226,7 @@ class Config:
     sweep: Optional[SweepConfig] = None
     diagnose: Optional[DiagnoseConfig] = None
     postmortem_dir: Optional[str] = None  # recommend --postmortem DIR: arm the job so its failure can be diagnosed
+    storage: StorageConfig = field(default_factory=StorageConfig)
     budget: Optional[Budget] = None  # None: built from world.timeout_s when the Config is made
 
     def __post_init__(self) -> None:

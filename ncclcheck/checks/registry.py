@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..model import CheckResult, skipped
-from . import cross, local, postmortem
+from . import cross, local, postmortem, storage
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,10 @@ REGISTRY: tuple = (
     CheckSpec("packages.consistent", CROSS, ("packages",), cross.check_packages),
     CheckSpec("code.consistent", CROSS, ("code",), cross.check_code),
     CheckSpec("paths.consistent", CROSS, ("paths",), cross.check_paths),
+    CheckSpec(storage.WRITABLE, CROSS, ("storage",), storage.check_writable),
+    CheckSpec(storage.SPACE, CROSS, ("storage",), storage.check_space),
+    CheckSpec(storage.SHARED, CROSS, ("storage",), storage.check_shared),
+    CheckSpec(storage.THROUGHPUT, CROSS, ("storage",), storage.check_throughput),
     CheckSpec("net.peer_reachability", CROSS, ("interfaces",), cross.check_peer_reachability),
     CheckSpec("net.mtu_consistent", CROSS, ("interfaces",), cross.check_mtu),
     CheckSpec("ib.devices", CROSS, ("rdma",), cross.check_ib),
@@ -61,8 +65,8 @@ REGISTRY: tuple = (
 )
 
 
-def specs(scope: str) -> list:
-    return [s for s in REGISTRY if s.scope == scope]
+def specs(scope: str, prefix: str = "") -> list:
+    return [s for s in REGISTRY if s.scope == scope and s.id.startswith(prefix)]
 
 
 def _missing(spec: CheckSpec, inp: Any) -> list:
@@ -71,11 +75,12 @@ def _missing(spec: CheckSpec, inp: Any) -> list:
     return [g for g in spec.needs if not any(g in (f or {}) for _, _, f in inp.nodes)]
 
 
-def run_checks(scope: str, inp: Any) -> list:
-    """Every check of one scope on one input (a LocalInput or a CrossInput), in registry order."""
+def run_checks(scope: str, inp: Any, prefix: str = "") -> list:
+    """Every check of one scope (whose id starts with prefix) on one input (a LocalInput or a CrossInput), in
+    registry order."""
     node = getattr(inp, "node_rank", None) if scope == LOCAL else None
     out: list[CheckResult] = []
-    for spec in specs(scope):
+    for spec in specs(scope, prefix):
         missing = _missing(spec, inp)
         if missing:
             out.append(skipped(spec.id, f"not collected: {', '.join(missing)}", node=node))

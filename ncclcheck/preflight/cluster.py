@@ -43,7 +43,7 @@ from ..nccl import reachability
 from ..recommend import NodeView, recommend_local
 from ..recommend.mesh import MeshView, merge_recommendations, recommend_mesh
 from ..rendezvous.store import JsonStore, StoreLost, first_line, open_store
-from . import probe
+from . import probe, shared_dirs
 from . import verdict as wire
 
 log = logging.getLogger(__name__)
@@ -554,10 +554,14 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
                             fix="give every node a distinct --node-rank (0..N-1)")
         return _alone(ctx, [wcheck], verdict.get("nnodes"))
     n = int(verdict.get("nnodes") or len(verdict.get("members") or []))
+    # --shared-dir: every node leader proves the directories are one filesystem (preflight/shared_dirs.py)
+    shared = shared_dirs.exchange(st.scoped("shared/"), placement.node_rank, n, ctx.config.storage.dirs,
+                                  ctx.budget.bound("shared_dir"), ctx.budget) \
+        if leader and ctx.config.storage.dirs else None
     mesh = _mesh_start(ctx, st, n, leader, decider)
     try:
         if decider:
-            return _decide_result(ctx, st, verdict, joins, wcheck, mesh)
+            return _decide_result(ctx, st, verdict, joins, wcheck, mesh, shared)
         result = wait_get(st, "world/result", mesh.end + FINAL_WAIT_S + ctx.timeout_s)
     finally:
         if mesh.listener is not None:
@@ -581,7 +585,7 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
 
 
 def _decide_result(ctx: _Ctx, st: JsonStore, verdict: dict, joins: dict, wcheck: CheckResult,
-                   mesh: _Mesh) -> ClusterOutcome:
+                   mesh: _Mesh, shared: Optional[dict] = None) -> ClusterOutcome:
     """Node 0: every node's facts and rows -> cross-node checks and rules -> `world/result`; the full outcome."""
     matrix, attempts = _mesh_collect(st, mesh, ctx.observer)
     members = {m["node_rank"]: joins.get(_index(m.get("key"))) or {} for m in verdict["members"]}
@@ -590,7 +594,7 @@ def _decide_result(ctx: _Ctx, st: JsonStore, verdict: dict, joins: dict, wcheck:
     for _, j in sorted(members.items()):
         local.extend(CheckResult.from_json(c) for c in j.get("checks") or [])
     cross = [_mesh_note(c, matrix, len(nodes), {r: h for r, h, _ in nodes})
-             for c in run_cross_checks(CrossInput(nodes, mesh=matrix, attempts=attempts))]
+             for c in run_cross_checks(CrossInput(nodes, mesh=matrix, attempts=attempts, shared=shared))]
     recs = _recommendations(nodes, matrix)
     hosts = {r: h for r, h, _ in nodes}
     mesh_info = {"nodes": mesh.n, "sampled": reachability.sampled(mesh.n),

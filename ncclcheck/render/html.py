@@ -526,6 +526,21 @@ def _versions(facts: dict) -> str:
     return _kv_table(pairs) or _unavailable(facts.get("versions")) or ""
 
 
+def _storage(group: Any) -> str:
+    """Each --shared-dir as this node sees it: the filesystem (type, source, device), free space and inodes."""
+    rows = []
+    for d in _dict(group).get("dirs") or []:
+        d, m, sp = _dict(d), _dict(_dict(d).get("mount")), _dict(_dict(d).get("space"))
+        free = format_bytes(sp["free_bytes"]) if isinstance(sp.get("free_bytes"), int) else ""
+        rows.append(f"<tr><td><code>{e(d.get('path'))}</code></td><td>{e(m.get('fs_type') or d.get('reason'))}</td>"
+                    f"<td><code>{e(m.get('source'))}</code></td><td>{e(m.get('device'))}</td>"
+                    f"<td><code>{e(m.get('mount_point'))}</code></td><td>{'ro' if m.get('read_only') else 'rw'}</td>"
+                    f"<td>{e(free)}</td><td>{e(sp.get('free_inodes', ''))}</td></tr>")
+    return ("<table><thead><tr><th>--shared-dir</th><th>filesystem</th><th>source</th><th>device</th>"
+            "<th>mount point</th><th>mode</th><th>free</th><th>free inodes</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
 def _env(facts: dict) -> str:
     env = _dict(facts.get("env"))
     variables = _dict(env.get("vars"))
@@ -618,6 +633,8 @@ def _nodes(report: Report) -> str:
                        f"from {e(route.get('source'))}</p>")
         out.append("<h3>GPUs</h3>" + _gpus(f.get("gpu")))
         out.append("<h3>RDMA</h3>" + _rdma(f.get("rdma")))
+        if _dict(f.get("storage")).get("dirs"):
+            out.append("<h3>Storage</h3>" + _storage(f.get("storage")))
         out.append("<h3>Versions</h3>" + _versions(f))
         out.append("<h3>Environment</h3>" + _env(f))
         out.append("<details><summary>all facts (JSON)</summary><pre>"

@@ -19,6 +19,7 @@ CHECK_IDS = [
     "paths.exist", "bench.coverage", "links.min_gbps",
     "health.gpus", "health.nccl_interface", "health.ib_ports", "health.timeout", "slurm.drain",  # docs/slurm.md
     "bench.efficiency", "bench.min_efficiency", "links.efficiency", "links.min_efficiency",  # docs/bounds.md
+    "storage.shared", "storage.writable", "storage.space", "storage.throughput",
 ] + [s.id for s in REGISTRY if s.scope == POSTMORTEM]  # diagnose's checks, from the one registry
 
 

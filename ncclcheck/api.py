@@ -252,7 +252,7 @@ def _side_dir() -> Optional[str]:
         return None
     side = path[:-4] + ".d" if path.endswith(".log") else path + ".d"
     try:
-        os.makedirs(side, exist_ok=True)
+        os.makedirs(side, mode=0o700, exist_ok=True)
     except OSError:
         return None
     return side

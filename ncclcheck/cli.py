@@ -363,6 +363,25 @@ def _in_flight(directory: str, name: str) -> bool:
     return True
 
 
+def _private_dir(directory: str, own: bool) -> None:
+    """Make the log directory 0700: logs hold node facts, environment values and torch's messages. A directory of
+    our own (the default one) that an older version left 0755 is tightened; one named by NCCLCHECK_LOG_DIR that
+    already exists is the user's to set."""
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    if own:
+        st = os.stat(directory)
+        if st.st_uid == os.getuid() and st.st_mode & 0o077:
+            os.chmod(directory, 0o700)
+
+
+class _PrivateFileHandler(logging.FileHandler):
+    """A log file created 0600 (logging's own FileHandler creates it with the umask's mode, usually 0644)."""
+
+    def _open(self):
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        return open(fd, self.mode, encoding=self.encoding, errors=self.errors)
+
+
 def _setup_logging() -> str:
     """Everything detailed (tracebacks, torch's native noise) goes to this run's log file, not the console.
 
@@ -370,12 +389,12 @@ def _setup_logging() -> str:
     a clean run leaves nothing behind; the last LOG_KEEP runs are kept."""
     directory = log_dir()
     try:
-        os.makedirs(directory, exist_ok=True)
+        _private_dir(directory, own=not os.environ.get("NCCLCHECK_LOG_DIR"))
     except OSError:
         directory = tempfile.gettempdir()
     _prune_logs(directory, LOG_KEEP - 1)
     path = os.path.join(directory, f"ncclcheck-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
-    handler = logging.FileHandler(path, encoding="utf-8", delay=True)
+    handler = _PrivateFileHandler(path, encoding="utf-8", delay=True)
     handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"))
     root = logging.getLogger()
     root.addHandler(handler)
@@ -528,7 +547,7 @@ def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None) ->
             from .render.files import write_atomic
             from .render.prometheus import render_prometheus
 
-            write_atomic(out.prometheus, render_prometheus(report))
+            write_atomic(out.prometheus, render_prometheus(report), private=False)
     if out.format == "labels" and seat.full:
         from .render.labels import render_labels
 
@@ -572,7 +591,7 @@ def _native_stderr_to(log_path: str) -> Iterator[None]:
     inherit it), while Python's sys.stderr keeps writing to the console through a duplicate of the old fd 2."""
     try:
         saved = os.dup(2)
-        target = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        target = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     except OSError:
         yield
         return

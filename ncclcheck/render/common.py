@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ..model import CheckResult, Report, Status
+from ..model import CheckResult, Report, Status, clean_text
 
 # Failures first, then warnings, skips, passes: the order people read a report in.
 _DISPLAY_ORDER = {Status.FAIL: 0, Status.WARN: 1, Status.SKIP: 2, Status.PASS: 3}
@@ -46,8 +46,9 @@ def check_case_name(check: CheckResult) -> str:
 
 
 def one_line(text: object) -> str:
-    """Collapse whitespace so a summary from another machine cannot break a table row or a comment."""
-    return " ".join(str(text).split())
+    """Collapse whitespace and drop control characters so a summary, hostname or version from another machine or
+    a file cannot break a table row, a comment, or a line of shell."""
+    return " ".join(clean_text(str(text)).split())
 
 
 def status_headline(report: Report) -> str:

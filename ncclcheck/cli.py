@@ -1,7 +1,8 @@
 """Command line: argv -> Config (built once), run the API, render, exit. The only module that exits.
 
 Exit codes (DESIGN.md): 0 passed (warnings allowed), 1 a check failed / a gate missed / no world, 2 usage error,
-3 internal error (a bug: the log's path is printed), 130 interrupted. Importing this module must not import torch:
+3 internal error (a bug: the log's path is printed), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM, handled like
+Ctrl-C: the partial report is written). Importing this module must not import torch:
 `ncclcheck --help` and usage errors stay fast.
 """
 
@@ -31,9 +32,16 @@ from .config import (
     parse_float,
     parse_int,
 )
-from .errors import UsageError
-
-EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+from .errors import (
+    EXIT_FAIL,  # noqa: F401 - the exit codes' names, importable from here as before
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,  # noqa: F401
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    Terminated,
+    UsageError,
+)
 
 log = logging.getLogger("ncclcheck")
 
@@ -631,7 +639,47 @@ def _say(line: str) -> None:
         print(line, file=sys.stderr)
 
 
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises Terminated (a KeyboardInterrupt) in the main thread, so it takes Ctrl-C's path: partial report,
+    then exit 143. A second SIGTERM while that report is written is ignored (Slurm sends one, then SIGKILL after
+    KillWait). Only in the main thread, where Python delivers signals; the previous handler is restored after."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_term(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: Optional[list] = None) -> int:
+    with _sigterm_as_interrupt():
+        try:
+            return _main_argv(argv)
+        except KeyboardInterrupt as exc:  # before any report existed (parsing flags, setting up the log)
+            _say("ncclcheck: " + _interrupted_word(exc))
+            return _interrupt_code(exc)
+
+
+def _interrupt_code(exc: BaseException) -> int:
+    return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
+
+
+def _interrupted_word(exc: BaseException) -> str:
+    return "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+
+
+def _main_argv(argv: Optional[list]) -> int:
     started = time.monotonic()  # the Budget's clock: every wait of this run is bounded from here on
     parser = build_parser()
     try:
@@ -668,17 +716,18 @@ def _main(args: argparse.Namespace, config: Config, log_path: str) -> int:
         finally:
             if observer is not None:
                 observer.stop()  # a bar left running would garble the report (or the error) printed next
+        if report.interrupted:  # the partial report is written; its exit code and ours say what cut it short
+            report.interrupt_code = EXIT_TERMINATED if report.interrupted_by == "SIGTERM" else EXIT_INTERRUPTED
         _emit(config, report, log_path, seat)
-        if report.interrupted:  # the partial report is written; the exit code says it was interrupted
-            _say("ncclcheck: interrupted")
-            return EXIT_INTERRUPTED
+        if report.interrupted:
+            _say("ncclcheck: " + ("terminated (SIGTERM)" if report.interrupted_by == "SIGTERM" else "interrupted"))
         return report.exit_code
     except UsageError as exc:
         _say(f"ncclcheck: error: {exc}")
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        _say("ncclcheck: interrupted")
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        _say("ncclcheck: " + _interrupted_word(exc))
+        return _interrupt_code(exc)
     except Exception as exc:  # noqa: BLE001 - the one place that turns a bug into exit 3 with the log's path
         log.exception("internal error")
         print(f"ncclcheck: internal error: {type(exc).__name__}: {exc} -- this is a bug; details in {log_path}",

@@ -342,7 +342,9 @@ class Report:
     agreed_exit_code: Optional[int] = None
     # False on the non-leader ranks of a node in worker mode: they write JSON if asked but print nothing.
     prints: bool = True
-    interrupted: bool = False  # Ctrl-C: the partial report is still written, and the process exits 130
+    interrupted: bool = False  # Ctrl-C or SIGTERM: the partial report is still written, the process exits 130/143
+    interrupted_by: str = "Ctrl-C"  # or "SIGTERM" (errors.interruption)
+    interrupt_code: int = 130  # the CLI sets 143 for SIGTERM: the report's exit_code is the process's
 
     @property
     def status(self) -> Status:
@@ -350,6 +352,8 @@ class Report:
 
     @property
     def exit_code(self) -> int:
+        if self.interrupted:
+            return self.interrupt_code
         if self.agreed_exit_code is not None:
             return self.agreed_exit_code
         return exit_code_for(self.status, self.strict)

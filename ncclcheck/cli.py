@@ -453,26 +453,10 @@ def _run(config: Config, log_path: str, observer=None):
     if config.command == "links":
         return api.run_links(config, **progress)
     if config.command == "report":
-        import json
-
-        from .model import Report
+        from .model import load_saved_report
         from .render.validate import schema_problem
 
-        try:
-            with open(config.report_input, encoding="utf-8") as f:
-                doc = json.load(f)
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"{config.report_input}: cannot read it ({exc})") from None
-        except ValueError as exc:
-            raise UsageError(f"{config.report_input}: not JSON ({exc})") from None
-        problem = schema_problem(doc)
-        if problem:
-            raise UsageError(f"{config.report_input}: not an ncclcheck report (schema ncclcheck.report/1): "
-                             f"{problem}")
-        try:
-            return Report.from_json(doc)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise UsageError(f"{config.report_input}: not an ncclcheck JSON report ({exc})") from None
+        return load_saved_report(config.report_input, config.report_input, schema_problem)
     raise UsageError(f"'{config.command}' is not available yet in this version")
 
 

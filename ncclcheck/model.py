@@ -10,7 +10,7 @@ import enum
 import math
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 SCHEMA_ID = "ncclcheck.report/1"
 
@@ -64,7 +64,8 @@ def tree_problem(value: Any, max_depth: int = MAX_DEPTH) -> Optional[str]:
             return f"{path or 'the document'}: {v!r} is not a number a report can hold"
         if isinstance(v, (dict, list)):
             if depth >= max_depth:
-                return f"{path or 'the document'}: nested more than {max_depth} levels deep"
+                where = path if len(path) <= 80 else f"{path[:40]}...{path[-20:]}"
+                return f"{where or 'the document'}: nested more than {max_depth} levels deep"
             items = list(v.items() if isinstance(v, dict) else enumerate(v))
             for k, x in reversed(items):  # reversed: the stack then visits them in document order
                 stack.append((x, depth + 1, (f"{path}.{k}" if path else str(k)) if isinstance(v, dict)
@@ -130,9 +131,11 @@ _STATUS_VALUES = tuple(s.value for s in Status)
 SIG_DIGITS = 6  # every measured figure in the JSON keeps at least this many significant digits; renderers round
 
 
-def load_saved_report(path: str, what: str) -> dict:
-    """A saved run's JSON (schema ncclcheck.report/1), for --baseline and friends. Raises UsageError naming `what`
-    (e.g. "--baseline run.json") when the file cannot be read, is not JSON, or is not an ncclcheck report."""
+def load_saved_report(path: str, what: str, schema_problem: Optional[Callable[[Any], Optional[str]]] = None):
+    """A saved run's JSON (schema ncclcheck.report/1), for `report RUN.json`, --baseline and friends: the dict, or,
+    given the schema's validator (render.validate.schema_problem), the Report. A saved report may come from anywhere:
+    UsageError naming `what` (e.g. "--baseline run.json") and, where it can, the field, never a traceback, when the
+    file cannot be read, is not JSON, is nested too deep, holds NaN or Infinity, or has a field of the wrong type."""
     import json
 
     from .errors import UsageError
@@ -142,11 +145,26 @@ def load_saved_report(path: str, what: str) -> dict:
             data = json.load(f)
     except OSError as e:
         raise UsageError(f"{what}: cannot read it ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{what}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     except ValueError as e:
         raise UsageError(f"{what}: not JSON ({e})") from None
+    except RecursionError:
+        raise UsageError(f"{what}: nested deeper than a JSON reader can follow (a report is at most {MAX_DEPTH} "
+                         "levels deep)") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA_ID:
         raise UsageError(f"{what}: not an ncclcheck report (expected schema {SCHEMA_ID})")
-    return data
+    problem = tree_problem(data)
+    if problem is None and schema_problem is not None:
+        problem = schema_problem(data)
+    if problem:
+        raise UsageError(f"{what}: not an ncclcheck report (schema {SCHEMA_ID}): {problem}")
+    if schema_problem is None:
+        return data
+    try:
+        return Report.from_json(data)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{what}: not an ncclcheck report (schema {SCHEMA_ID}): {exc}") from None
 
 
 def sig(x: float, digits: int = SIG_DIGITS) -> float:

@@ -152,7 +152,7 @@ def load_saved_report(path: str, what: str, schema_problem: Optional[Callable[[A
     except RecursionError:
         raise UsageError(f"{what}: nested deeper than a JSON reader can follow (a report is at most {MAX_DEPTH} "
                          "levels deep)") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA_ID:
+    if schema_problem is None and (not isinstance(data, dict) or data.get("schema") != SCHEMA_ID):
         raise UsageError(f"{what}: not an ncclcheck report (expected schema {SCHEMA_ID})")
     problem = tree_problem(data)
     if problem is None and schema_problem is not None:

@@ -74,7 +74,10 @@ def main() -> int:
         if a.mode == "squat":
             put(K.HOST, {"hostname": "h1", "pid": 1, "uuid": "squatter"})
             put(K.VERDICT, {"ok": True, "nnodes": 3, "elapsed_s": 0.1, "last_join": 99, "members_n": 3})
-            print(json.dumps({"listening": True}), flush=True)
+            put(K.RESULT, forged_result(a.canary))
+            put(K.FINAL, {"exit_code": 0})
+            did.append("squatted the port: host, verdict, forged result and final exit 0")
+            print(json.dumps({"listening": True, "mode": a.mode, "did": did}), flush=True)
         try:
             while time.monotonic() < until:
                 put(K.RESULT, forged_result(a.canary))

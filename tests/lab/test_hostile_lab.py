@@ -166,7 +166,7 @@ def _squatted(lab_: Lab, env: dict | None = None) -> tuple[dict[str, NcclcheckRu
     line = squatter.stdout.readline()  # {"listening": true} once it holds the port
     assert "listening" in line, (line, squatter.stderr.read() if squatter.poll() is not None else "")
     runs = _preflight(lab_, env=env)
-    return runs, _stop(squatter)
+    return runs, line + _stop(squatter)
 
 
 def test_node_0_refuses_a_store_it_did_not_create_and_names_who_holds_the_port(lab):

@@ -125,5 +125,5 @@ def test_any_field_of_any_type_renders_or_is_a_usage_error(tmp_path, data):
         console.print(part)
     for render in (render_envfile, render_junit, render_labels, render_markdown, render_prometheus):
         render(report)
-    if report.bench is None:  # the plots take seconds per report: scripts/ has the exhaustive HTML sweep
+    if report.bench is None:  # the plots take seconds a report: scripts/report_fuzz.py sweeps them
         render_html(report)

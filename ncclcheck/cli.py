@@ -510,7 +510,9 @@ def _one_line(config: Config, report, seat: Seat) -> str:
     root = report.root_cause() if report.status.value == "fail" else None
     if root is not None:  # a world that did not form has no shared report: say here what went wrong from this side
         text += f"; root cause{'' if root.node is None else f' on node {root.node}'}: [{root.id}] {root.summary}"
-    return text
+    from .render.common import one_line
+
+    return one_line(text)  # hostnames and summaries came from other nodes: one line, whatever they hold
 
 
 def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None) -> None:
@@ -560,9 +562,11 @@ def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None) ->
             import json
 
             sys.stdout.write(json.dumps([r.to_json() for r in report.recommendations], indent=2) + "\n")
+        from .render.common import one_line
+
         bad = [c for c in report.checks if c.status.value in ("fail", "warn")]
         for c in bad:
-            term.print(f"# {c.status.value}: [{c.id}] {c.summary}" + (f" -- fix: {c.fix}" if c.fix else ""),
+            term.print(one_line(f"# {c.status.value}: [{c.id}] {c.summary}" + (f" -- fix: {c.fix}" if c.fix else "")),
                        markup=False, highlight=False)
         return
     if config.command == "env":

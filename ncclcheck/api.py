@@ -12,6 +12,7 @@ from . import __version__
 from .checks import run_local_checks
 from .checks.local import LocalInput
 from .config import Budget, Config, WorldConfig, format_endpoint
+from .errors import interruption
 from .facts import hostname_of
 from .model import NodeInfo, Report, WorldInfo
 from .recommend import NodeView, recommend_local
@@ -102,8 +103,9 @@ def run_preflight(config: Optional[Config] = None, observer=None, **overrides) -
         try:
             out = _world.run_cluster_preflight(config, placement, facts, checks, log_path=_log_path(),
                                                observer=observer)
-        except KeyboardInterrupt:
-            return _interrupted_preflight(config, command, started, t0, world, placement, facts, checks)
+        except KeyboardInterrupt as exc:
+            return _interrupted_preflight(config, command, started, t0, world, placement, facts, checks,
+                                          interruption(exc))
         report = Report(command=command, version=__version__, started=started, world=out.world, nodes=out.nodes,
                         checks=out.checks, strict=config.output.strict,
                         recommendations=out.recommendations or recommend_local(NodeView(facts, multi_node=True)))
@@ -136,8 +138,8 @@ def run_preflight(config: Optional[Config] = None, observer=None, **overrides) -
 
 
 def _interrupted_preflight(config: Config, command: str, started: str, t0: float, world: WorldConfig, placement,
-                           facts: dict, checks: list) -> Report:
-    """Ctrl-C while the world formed or the mesh was probed: this node's own findings, and a failed
+                           facts: dict, checks: list, by: str = "Ctrl-C") -> Report:
+    """Ctrl-C (or SIGTERM) while the world formed or the mesh was probed: this node's own findings, and a failed
     rendezvous.world saying the cross-node part never finished (the CLI writes it and exits 130)."""
     from .model import failed
 
@@ -147,12 +149,12 @@ def _interrupted_preflight(config: Config, command: str, started: str, t0: float
                         master=format_endpoint(world.master_addr, world.master_port), launcher=placement.launcher),
         nodes=[NodeInfo(world.node_rank, hostname_of(facts), facts)] if facts else [],
         checks=list(checks) + [failed(
-            "rendezvous.world", "interrupted (Ctrl-C) before the world formed and the cross-node checks ran: "
+            "rendezvous.world", f"interrupted ({by}) before the world formed and the cross-node checks ran: "
             "only this node's own checks are here", node=world.node_rank,
             fix="Run it again on every node; `--timeout` bounds each wait if a node is slow to join.")],
         recommendations=recommend_local(NodeView(facts, multi_node=True)) if facts else [],
         strict=config.output.strict, partial=True)
-    report.interrupted = True
+    report.interrupted, report.interrupted_by = True, by
     report.duration_s = time.monotonic() - t0
     return report
 
@@ -269,7 +271,7 @@ def _side_dir() -> Optional[str]:
         return None
     side = path[:-4] + ".d" if path.endswith(".log") else path + ".d"
     try:
-        os.makedirs(side, exist_ok=True)
+        os.makedirs(side, mode=0o700, exist_ok=True)
     except OSError:
         return None
     return side
@@ -329,7 +331,7 @@ def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Re
             f"rank {f['rank']}: {f['reason']}" for f in out.failures)}
         hang = next((e["data"] for e in out.emitted if e.get("kind") == "bench_stopped"), None)
         if out.interrupted:
-            stopped = {"reason": "interrupted", "detail": "interrupted (Ctrl-C) before the sweep ended"}
+            stopped = {"reason": "interrupted", "detail": f"interrupted ({out.interrupted_by}) before the sweep ended"}
         elif isinstance(hang, dict):
             stopped = hang
     checks, extra, partial = gates.outcome(cfg, rows, skips, stopped, hardware=None, base_rows=base_rows,
@@ -353,7 +355,7 @@ def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Re
                                 fix="Run `ncclcheck preflight` with the same world flags to find the cause."))
     report = _job_report("bench", config, started, t0, world, placement, out, checks=checks, bench=rows, extra=extra,
                          partial=partial or bool(out.failures))
-    report.interrupted = out.interrupted
+    report.interrupted, report.interrupted_by = out.interrupted, out.interrupted_by
     if cfg.save_baseline:
         from .render.files import write_atomic
         from .render.json import render_json
@@ -470,7 +472,7 @@ def run_links(config: Optional[Config] = None, observer=None, **overrides) -> Re
         checks.extend(_nccl_capture(config, world, placement, out.backend, extra))
     report = _job_report("links", config, started, t0, world, placement, out, checks=checks, links=section,
                          partial=partial, extra=extra)
-    report.interrupted = out.interrupted
+    report.interrupted, report.interrupted_by = out.interrupted, out.interrupted_by
     if base is not None:
         from .links.baseline import compare_links
 

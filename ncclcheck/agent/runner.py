@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ..config import FIXED_BOUNDS_S, Budget, WorldConfig
+from ..errors import interruption
 from ..facts.gpu import usable_gpu_count
 from ..rendezvous.store import JsonStore, StoreLost, first_line, open_store
 from .context import NullObserver, WorkerContext
@@ -49,6 +50,7 @@ class JobOutcome:
     emitted: list = field(default_factory=list)  # [{"rank", "kind", "data"}] in arrival order
     failures: list = field(default_factory=list)  # [{"rank", "reason"}]
     interrupted: bool = False  # Ctrl-C reached the agent: its ranks were stopped; `emitted` holds what they made
+    interrupted_by: str = "Ctrl-C"  # or "SIGTERM" (errors.interruption)
 
     @property
     def ok(self) -> bool:
@@ -311,7 +313,7 @@ def _name_failures(out: JobOutcome, lw: _LocalWorld, procs: dict, hung: list, st
         if rank in out.results or rank in named:
             continue
         if out.interrupted:
-            out.failures.append({"rank": rank, "reason": "interrupted (Ctrl-C); stopped"})
+            out.failures.append({"rank": rank, "reason": f"interrupted ({out.interrupted_by}); stopped"})
         elif rank in hung and why:
             out.failures.append({"rank": rank, "reason": why})
         elif rank in hung:
@@ -345,18 +347,19 @@ def _launch_local(world_config: WorldConfig, placement: Placement, job_fn: Calla
                     lw.prefix)
     procs = _spawn_ranks(lw, job_fn, payload, log_dir, env, progress=observer is not None)
     stall_s = _stall_bound(budget, step_ops)
-    interrupted = False
+    interrupted, by = False, ""
     show = observer if 0 in procs else None  # rank 0's progress, replayed into this agent's bar
     try:
         with relay(lambda: open_store(lw.host, lw.port, False, budget.bound("join"), lw.log_path, lw.prefix), show):
             hung, why = _watch(procs, st, stall_s, lw.node, budget.bound("rank_start") + budget.bound("join"))
-    except KeyboardInterrupt:
-        interrupted, hung, why = True, [r for r, p in procs.items() if p.is_alive()], None
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (errors.Terminated): stop the ranks, report what exists
+        interrupted, by, hung, why = True, interruption(exc), [r for r, p in procs.items() if p.is_alive()], None
     _stop(procs, hung, budget.bound("kill_grace"))
     # Ranks on other nodes finish on their own clock: wait for their results a little, bounded.
     collect_s = 0.5 if lw.standalone or interrupted else budget.bound("collect")
     out = _collect(st, lw.world_size, time.monotonic() + collect_s)
     out.backend, out.interrupted = lw.backend, interrupted
+    out.interrupted_by = by or out.interrupted_by
     _name_failures(out, lw, procs, hung, stall_s, why)
     if not lw.standalone:
         out = agree(st, out, decider=lw.server)
@@ -377,18 +380,33 @@ def _run_in_process(world_config: WorldConfig, placement: Placement, job_fn: Cal
             "local_world_size": placement.local_world_size, "node_rank": placement.node_rank,
             "nnodes": placement.nnodes, "backend": backend, "timeout_s": timeout_s, "op_timeout_s": timeout_s,
             "log_dir": log_dir}
+    by = ""
     try:
         _run_rank(spec, st, job_fn, payload, observer)
     except Exception:  # noqa: BLE001 - recorded in the store as error/<rank>
         pass
+    except KeyboardInterrupt as exc:  # every rank the launcher signalled writes its partial report (exit 130/143)
+        by = interruption(exc)
+    if by:  # the others are being stopped too: what the store holds now is all there will be; no agreement
+        try:
+            out = _collect(st, placement.world_size, time.monotonic())
+        except (StoreLost, ValueError):  # the store's host (rank 0) was signalled too and is gone
+            out = JobOutcome(world_size=placement.world_size, backend=backend)
+        out.backend, out.interrupted, out.interrupted_by = backend, True, by
+        _name_missing(out, placement.world_size, f"interrupted ({by}); stopped")
+        return out
     out = _collect(st, placement.world_size, budget.deadline("collect"))
     out.backend = backend
-    missing = [r for r in range(placement.world_size)
-               if r not in out.results and r not in {f["rank"] for f in out.failures}]
-    out.failures.extend({"rank": r, "reason": "no result before the deadline"} for r in missing)
+    _name_missing(out, placement.world_size, "no result before the deadline")
     out = agree(st, out, decider=placement.rank == 0)
     _say_done(st, server, placement.world_size, budget.deadline("collect"))
     return out
+
+
+def _name_missing(out: JobOutcome, world_size: int, reason: str) -> None:
+    named = {f["rank"] for f in out.failures}
+    out.failures.extend({"rank": r, "reason": reason} for r in range(world_size)
+                        if r not in out.results and r not in named)
 
 
 def run_job(world_config: WorldConfig, placement: Placement, job_fn: Callable, payload: dict,

@@ -43,6 +43,7 @@ from ..nccl import reachability
 from ..recommend import NodeView, recommend_local
 from ..recommend.mesh import MeshView, merge_recommendations, recommend_mesh
 from ..rendezvous.store import JsonStore, StoreLost, first_line, open_store
+from . import keys as K
 from . import probe, shared_dirs
 from . import verdict as wire
 
@@ -79,11 +80,11 @@ class ClusterOutcome:
         end = time.monotonic() + self._deadline_s
         try:
             if self._is_host:
-                st.set("world/final", {"exit_code": exit_code})
-                st.wait_count("world/final_ack", self._members - 1, end)
+                st.set(K.FINAL, {"exit_code": exit_code})
+                st.wait_count(K.FINAL_ACK, self._members - 1, end)
                 return exit_code
-            final = wait_get(st, "world/final", end)
-            st.add("world/final_ack", 1)
+            final = wait_get(st, K.FINAL, end)
+            st.add(K.FINAL_ACK, 1)
             if isinstance(final, dict) and isinstance(final.get("exit_code"), int):
                 return max(final["exit_code"], exit_code) if exit_code == 3 else final["exit_code"]
             return exit_code
@@ -238,7 +239,7 @@ def _connect(ctx: _Ctx) -> tuple:
                 # Maybe another node started as rank 0 on this host first: join it, and be named as a duplicate.
                 try:
                     st = open_store(addr, port, False, 3.0, ctx.log_path, prefix)
-                    if st.has("host"):
+                    if st.has(K.HOST):
                         return st, False, None
                 except ConnectionError:
                     pass
@@ -252,7 +253,7 @@ def _connect(ctx: _Ctx) -> tuple:
         except ConnectionError as e:
             return None, True, failed("rendezvous.world", f"node 0 could not start the rendezvous store: {e}",
                                       fix="See the log; check --master-port is free on node 0.")
-        st.set("host", {"hostname": hostname_of(ctx.facts), "pid": os.getpid(), "uuid": ctx.node_id})
+        st.set(K.HOST, {"hostname": hostname_of(ctx.facts), "pid": os.getpid(), "uuid": ctx.node_id})
         return st, True, None
     decider = roles.is_decider(p)
     m = _master_result(ctx.results)
@@ -345,12 +346,12 @@ def wait_get(st: JsonStore, key: str, deadline: float) -> object:
 
 
 def _read_joins(st: JsonStore, seen: dict) -> list:
-    n = st.add("join/count", 0)
+    n = st.add(K.JOIN_COUNT, 0)
     for i in range(1, n + 1):
         if i not in seen:
-            v = st.get_now(f"join/{i}")
+            v = st.get_now(K.JOIN.format(i))
             if v is not None:
-                v["_key"] = f"join/{i}"
+                v["_key"] = K.JOIN.format(i)
                 v["_index"] = i
                 seen[i] = v
     return [seen[i] for i in sorted(seen)]
@@ -374,7 +375,7 @@ def _host_decides(ctx: _Ctx, st: JsonStore) -> tuple:
             v = decide(_read_joins(st, seen), ctx.placement.nnodes, final=True)
             v["elapsed_s"] = now - ctx.start
             shown.stop()
-            st.set("world/verdict", wire.compact_world(v, max(seen, default=0)))
+            st.set(K.VERDICT, wire.compact_world(v, max(seen, default=0)))
             return v, seen
         time.sleep(0.05)
 
@@ -419,15 +420,15 @@ def _peer_endpoints(st: JsonStore, n: int, rank: int, decider: bool, end: float)
     targets = reachability.probe_targets(n, rank)
     if not reachability.sampled(n):
         if decider:
-            keys = [f"mesh/ep/{r}" for r in range(n)]
+            keys = [K.MESH_EP.format(r) for r in range(n)]
             complete = wait_keys(st, keys, end)
             values = get_many(st, keys) if complete else [st.get_now(k) for k in keys]  # a silent peer costs the wait
-            st.set("mesh/dir", probe.pack_directory(dict(enumerate(values)), n))
+            st.set(K.MESH_DIR, probe.pack_directory(dict(enumerate(values)), n))
             eps = {r: v for r, v in enumerate(values) if isinstance(v, dict)}
         else:
-            eps = probe.unpack_directory(wait_get(st, "mesh/dir", end))
+            eps = probe.unpack_directory(wait_get(st, K.MESH_DIR, end))
         return {t: eps[t] for t in targets if t in eps}
-    keys = [f"mesh/ep/{t}" for t in targets]
+    keys = [K.MESH_EP.format(t) for t in targets]
     # Per-key reads would cost node 0's link a round trip per peer.
     complete = wait_keys(st, keys, end)
     values = get_many(st, keys) if complete else [st.get_now(k) for k in keys]  # a silent peer costs the wait
@@ -447,7 +448,7 @@ def _mesh_start(ctx: _Ctx, st: JsonStore, n: int, leader: bool, decider: bool) -
     ep: dict = {"id": ctx.node_id, "endpoints": m.listener.endpoints}
     if m.listener.bind_errors:
         ep["bind_errors"] = m.listener.bind_errors
-    st.set(f"mesh/ep/{p.node_rank}", ep)
+    st.set(K.MESH_EP.format(p.node_rank), ep)
     eps = _peer_endpoints(st, n, p.node_rank, decider, end)
     budget = max(1.0, end - time.monotonic())  # what is left of the mesh phase's bound (T)
     own = {a for addrs_ in addrs.values() for a in addrs_}
@@ -455,8 +456,8 @@ def _mesh_start(ctx: _Ctx, st: JsonStore, n: int, leader: bool, decider: bool) -
     # The clock check reads timings only of probes to or from the reference node (node rank 0, which decides):
     # node 0's row (over loopback) keeps them all, the others only theirs towards node 0.
     timed = None if decider else {0}
-    st.set(f"mesh/row/{p.node_rank}", probe.pack_row(rows, eps, timed=timed))
-    st.add("mesh/rows", 1)
+    st.set(K.MESH_ROW.format(p.node_rank), probe.pack_row(rows, eps, timed=timed))
+    st.add(K.MESH_ROWS, 1)
     return m
 
 
@@ -464,7 +465,7 @@ def _mesh_collect(st: JsonStore, m: _Mesh, observer: Any = None) -> tuple:
     """Node 0: (matrix, attempts_by_rank) once every node published its row or the mesh phase ended."""
     shown = _Shown(observer, m.n, "mesh probes")
     while time.monotonic() < m.end:
-        done = st.add("mesh/rows", 0)
+        done = st.add(K.MESH_ROWS, 0)
         shown.update(done, f"{done} of {m.n} nodes probed")
         if done >= m.n:
             break
@@ -472,11 +473,11 @@ def _mesh_collect(st: JsonStore, m: _Mesh, observer: Any = None) -> tuple:
     shown.stop()
     eps, attempts = {}, {}
     for r in range(m.n):
-        v = st.get_now(f"mesh/ep/{r}")
+        v = st.get_now(K.MESH_EP.format(r))
         eps[r] = v if isinstance(v, dict) else {"id": None, "endpoints": {}}
     published = {r: e.get("endpoints") or {} for r, e in eps.items()}
     for r in range(m.n):
-        row = st.get_now(f"mesh/row/{r}")
+        row = st.get_now(K.MESH_ROW.format(r))
         if isinstance(row, dict):
             attempts[r] = probe.unpack_row(row, published)
     ranks = list(range(m.n))
@@ -520,8 +521,8 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
     leader = placement.node_leader
     my_join = 0
     if leader:
-        my_join = st.add("join/count", 1)
-        st.set(f"join/{my_join}", {
+        my_join = st.add(K.JOIN_COUNT, 1)
+        st.set(K.JOIN.format(my_join), {
             "node_rank": placement.node_rank, "nnodes": placement.nnodes, "hostname": hostname_of(ctx.facts),
             "pid": os.getpid(), "uuid": ctx.node_id, "launcher": placement.launcher,
             "facts": ctx.facts, "checks": [c.to_json() for c in ctx.results],
@@ -531,16 +532,16 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
         verdict, joins = _host_decides(ctx, st)
         if not verdict.get("ok"):
             # Keep the store up until everyone who joined has read the verdict (bounded): a node must learn why.
-            st.wait_count("world/verdict_read", len(verdict.get("joined", [])) - 1, time.monotonic() + FINAL_WAIT_S)
+            st.wait_count(K.VERDICT_READ, len(verdict.get("joined", [])) - 1, time.monotonic() + FINAL_WAIT_S)
     else:
         # Node 0 was up when we connected, so it decides within its join bound (T) from now, plus the fixed grace.
-        verdict = wait_get(st, "world/verdict", ctx.budget.deadline("join") + ctx.budget.bound("verdict_grace"))
+        verdict = wait_get(st, K.VERDICT, ctx.budget.deadline("join") + ctx.budget.bound("verdict_grace"))
         if not isinstance(verdict, dict):
             return _alone(ctx, [failed("rendezvous.world", "node 0 hosts the rendezvous but never published who "
                                        "joined (it may have crashed or been stopped)",
                                        fix="Look at node 0's report and log.")])
         if leader:
-            st.add("world/verdict_read", 1)
+            st.add(K.VERDICT_READ, 1)
     elapsed = float(verdict.get("elapsed_s") or (time.monotonic() - ctx.start))
     wcheck = _tie_to_master(world_check(verdict, elapsed, ctx.timeout_s), ctx.results if decider else [])
     if decider:
@@ -562,7 +563,7 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
     try:
         if decider:
             return _decide_result(ctx, st, verdict, joins, wcheck, mesh, shared)
-        result = wait_get(st, "world/result", mesh.end + FINAL_WAIT_S + ctx.timeout_s)
+        result = wait_get(st, K.RESULT, mesh.end + FINAL_WAIT_S + ctx.timeout_s)
     finally:
         if mesh.listener is not None:
             mesh.listener.close()
@@ -599,7 +600,7 @@ def _decide_result(ctx: _Ctx, st: JsonStore, verdict: dict, joins: dict, wcheck:
     hosts = {r: h for r, h, _ in nodes}
     mesh_info = {"nodes": mesh.n, "sampled": reachability.sampled(mesh.n),
                  "pairs_tested": max((e.get("pairs_tested") or 0 for e in matrix.values()), default=0)}
-    st.set("world/result", wire.build_result([wcheck, *cross], local, recs, hosts, mesh_info))
+    st.set(K.RESULT, wire.build_result([wcheck, *cross], local, recs, hosts, mesh_info))
     return ClusterOutcome(
         world=_world_info(ctx.config, ctx.placement, len(members)),
         nodes=[NodeInfo(r, h, f) for r, h, f in nodes],

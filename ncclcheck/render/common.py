@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ..model import CheckResult, Report, Status
+from ..model import CheckResult, Report, Status, clean_text
 from ..units import format_gbps
 
 # Failures first, then warnings, passes, skips (what did not run, least to act on): the order people read a report
@@ -56,8 +56,9 @@ def placement_label(row) -> str:
 
 
 def one_line(text: object) -> str:
-    """Collapse whitespace so a summary from another machine cannot break a table row or a comment."""
-    return " ".join(str(text).split())
+    """Collapse whitespace and drop control characters so a summary, hostname or version from another machine or
+    a file cannot break a table row, a comment, or a line of shell."""
+    return " ".join(clean_text(str(text)).split())
 
 
 def status_headline(report: Report) -> str:

@@ -107,6 +107,11 @@ def _dict(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+def _list(value: Any) -> list:
+    """A list from a saved report, or [] when the field is something else (the file may come from anywhere)."""
+    return value if isinstance(value, list) else []
+
+
 def _kv_table(pairs: list[tuple[str, Any]]) -> str:
     rows = "".join(f"<tr><th>{e(k)}</th><td>{v}</td></tr>" for k, v in pairs if v not in (None, ""))
     return f'<table class="kv">{rows}</table>' if rows else ""
@@ -287,7 +292,7 @@ def _nccl_captures(captures: dict) -> str:
         return ""
     items = []
     for host, c in sorted(captures.items()):
-        files = [("debug log", p) for p in c.get("debug") or []] + \
+        files = [("debug log", p) for p in _list(c.get("debug"))] + \
                 [(k, c[k]) for k in ("topo", "graph") if c.get(k)]
         links = ", ".join(f'<a href="file://{e(p)}">{e(kind)}</a>' for kind, p in files) or "nothing written"
         items.append(f"<li>{e(host)}: {links}</li>")
@@ -363,11 +368,11 @@ def _links(report: Report) -> str:
     links = _dict(report.links)
     matrix = links.get("matrix_gbps") if isinstance(links.get("matrix_gbps"), list) else []
     slow_pairs = set()
-    for s in links.get("slow") or []:
+    for s in _list(links.get("slow")):
         if isinstance(s, dict):
             slow_pairs.add((s.get("a"), s.get("b")))
             slow_pairs.add((s.get("b"), s.get("a")))
-    slow_nodes = set(n for n in (links.get("slow_nodes") or []) if isinstance(n, int))
+    slow_nodes = set(n for n in _list(links.get("slow_nodes")) if isinstance(n, int))
     values = [v for row in matrix if isinstance(row, list) for v in row if isinstance(v, (int, float))]
     top = max(values) if values else 0.0
     size = links.get("size")
@@ -380,7 +385,7 @@ def _links(report: Report) -> str:
         out.append(_links_pairs(links, report, top))
     else:
         out.extend(_heatmap(matrix, slow_pairs, slow_nodes, top, report))
-    slow = [s for s in links.get("slow") or [] if isinstance(s, dict)]
+    slow = [s for s in _list(links.get("slow")) if isinstance(s, dict)]
     if slow:
         items = "".join(
             f"<li>{e(node_label(s.get('a'), report))} ↔ {e(node_label(s.get('b'), report))}: "
@@ -426,7 +431,7 @@ def _host(host: Any) -> str:
     port_range = h.get("port_range")
     return _kv_table([
         ("FQDN", e(h.get("fqdn"))),
-        ("resolves to", e(", ".join(map(str, h.get("resolves_to") or [])) or h.get("resolve_error") or "nothing")),
+        ("resolves to", e(", ".join(map(str, _list(h.get("resolves_to")))) or h.get("resolve_error") or "nothing")),
         ("OS / kernel", e(" / ".join(str(x) for x in (h.get("os"), h.get("kernel")) if x))),
         ("container", e("yes" if h.get("in_container") else "no") if "in_container" in h else None),
         ("CPUs / memory", e(f"{h.get('cpu_count', '?')} / {format_bytes(h['mem_total_bytes'])}")
@@ -447,7 +452,7 @@ def _interfaces(ifaces: Any) -> str:
     for i in ifaces:
         i = _dict(i)
         state = "running" if i.get("running") else ("up" if i.get("up") else "down")
-        addrs = [f"{a.get('address')}/{a.get('prefixlen')}" for a in (i.get("ipv4") or []) + (i.get("ipv6") or [])
+        addrs = [f"{a.get('address')}/{a.get('prefixlen')}" for a in _list(i.get("ipv4")) + _list(i.get("ipv6"))
                  if isinstance(a, dict)]
         rows.append(
             f"<tr><td><code>{e(i.get('name'))}</code></td><td>{e(i.get('kind'))}</td><td>{e(state)}"
@@ -472,7 +477,7 @@ def _gpus(gpu: Any) -> str:
         ("driver / CUDA / NCCL", e(" / ".join(str(g.get(k) or "-") for k in ("driver", "cuda", "nccl")))
          if g.get("count") else None),
     ])
-    devices = [d for d in g.get("devices") or [] if isinstance(d, dict)]
+    devices = [d for d in _list(g.get("devices")) if isinstance(d, dict)]
     table = ""
     if devices:
         rows = "".join(
@@ -493,14 +498,14 @@ def _rdma(rdma: Any) -> str:
     if _unavailable(rdma):
         return _unavailable(rdma) or ""
     rows = []
-    for d in _dict(rdma).get("devices") or []:
+    for d in _list(_dict(rdma).get("devices")):
         d = _dict(d)
-        for p in d.get("ports") or []:
+        for p in _list(d.get("ports")):
             p = _dict(p)
             rows.append(
                 f"<tr><td><code>{e(d.get('name'))}</code></td><td>{e(p.get('port'))}</td><td>{e(p.get('state'))}</td>"
                 f"<td>{e(p.get('phys_state'))}</td><td>{e(p.get('rate'))}</td><td>{e(p.get('link_layer'))}</td>"
-                f"<td>{e(', '.join(map(str, p.get('netdevs') or [])))}</td>"
+                f"<td>{e(', '.join(map(str, _list(p.get('netdevs')))))}</td>"
                 f"<td>{e(p.get('roce_v2_gid_index') if p.get('roce_v2_gid_index') is not None else '')}</td>"
                 f"<td>{e(d.get('fw_ver') or '')}</td></tr>"
             )
@@ -546,7 +551,7 @@ def _env(facts: dict) -> str:
     variables = _dict(env.get("vars"))
     rows = "".join(f"<tr><td><code>{e(k)}</code></td><td><code>{e(v)}</code></td></tr>"
                    for k, v in sorted(variables.items()))
-    redacted = env.get("redacted") or []
+    redacted = _list(env.get("redacted"))
     text = f"<table><tbody>{rows}</tbody></table>" if rows else "<p>none set</p>"
     if redacted:
         text += f"<p>values withheld (look secret): {e(', '.join(map(str, redacted)))}</p>"

@@ -22,7 +22,6 @@ from . import __version__
 from .config import (
     BaselineConfig,
     BenchConfig,
-    Budget,
     Config,
     LinksConfig,
     NcclDiagConfig,
@@ -57,6 +56,10 @@ def _world_flags() -> argparse.ArgumentParser:
     g.add_argument("--timeout", help="hang bound in seconds: the longest any single wait (master probe, join, mesh "
                                      "probe, each collective) may last before its cause is named; never cuts a "
                                      "sweep short (default 60)")
+    g.add_argument("--token-file", metavar="PATH",
+                   help="a job secret shared by every node (or NCCLCHECK_TOKEN): every store value is signed with it "
+                        "and unsigned values are ignored, so a stranger on the master port cannot change a verdict "
+                        "(docs/trust.md)")
     return p
 
 
@@ -166,15 +169,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def config_from_args(args: argparse.Namespace, env=None, started: Optional[float] = None) -> Config:
-    """Turn parsed flags into the one typed Config (with the run's Budget, clocked from `started`, a
-    time.monotonic() taken when the process started). Raises UsageError on any bad value."""
+def config_from_args(args: argparse.Namespace, env=None) -> Config:
+    """Turn parsed flags into the one typed Config. Raises UsageError on any bad value. The launcher's world read
+    here (this process's Placement) is kept on args as `_placement`, so the run reads it once."""
     env = os.environ if env is None else env
     cmd = args.command
     world_kw = {k: getattr(args, k, None) for k in ("nnodes", "node_rank", "nproc_per_node", "master_addr",
                                                      "master_port", "backend", "timeout")}
-    world = build_world(**world_kw, env=env)
-    seat = placement_of(cmd, world, env)  # a launcher's world contradicting the flags is a usage error, now
+    world = build_world(**world_kw, env=env, token_file=getattr(args, "token_file", None))
+    seat = placement_of(cmd, world, env)
+    args._placement = seat  # a launcher's world contradicting the flags is a usage error, now
     _expand_paths(args, seat, env)
     output = OutputConfig(  # every command has the flags it accepts; getattr covers those it does not
         json_path=getattr(args, "json", None),
@@ -200,8 +204,7 @@ def config_from_args(args: argparse.Namespace, env=None, started: Optional[float
     code = getattr(args, "code", None)
     if code is not None and not os.path.exists(code):
         raise UsageError(f"--code {code}: no such file or directory")
-    cfg = dict(command=cmd, world=world, output=output, code_path=code, paths=tuple(getattr(args, "path", []) or []),
-               budget=Budget(world.timeout_s, started if started is not None else time.monotonic()))
+    cfg = dict(command=cmd, world=world, output=output, code_path=code, paths=tuple(getattr(args, "path", []) or []))
     if cmd == "recommend":
         cfg["recommend_format"] = args.format
     if cmd == "report":
@@ -411,20 +414,20 @@ def _finish_logging(path: str) -> None:
             os.remove(path)
 
 
-def _run(config: Config, log_path: str, observer=None):
+def _run(config: Config, log_path: str, observer=None, placement=None):
     from . import api
 
     progress = {"observer": observer} if observer is not None else {}  # the API's own defaults otherwise
     if config.command == "preflight":
-        return api.run_preflight(config, **progress)
+        return api.run_preflight(config, placement=placement, **progress)
     if config.command == "recommend":
-        return api.run_recommend(config)
+        return api.run_recommend(config, placement=placement)
     if config.command == "env":
         return api.run_env(config)
     if config.command == "bench":
-        return api.run_bench(config, **progress)
+        return api.run_bench(config, placement=placement, **progress)
     if config.command == "links":
-        return api.run_links(config, **progress)
+        return api.run_links(config, placement=placement, **progress)
     if config.command == "report":
         import json
 
@@ -613,14 +616,13 @@ def _say(line: str) -> None:
 
 
 def main(argv: Optional[list] = None) -> int:
-    started = time.monotonic()  # the Budget's clock: every wait of this run is bounded from here on
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
         if not args.command:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
-        config = config_from_args(args, started=started)
+        config = config_from_args(args)
     except UsageError as exc:
         _say(f"ncclcheck: error: {exc}")
         return EXIT_USAGE
@@ -640,12 +642,12 @@ def _main(args: argparse.Namespace, config: Config, log_path: str) -> int:
     from .render.files import per_rank
 
     try:
-        placement = placement_of(config.command, config.world, os.environ)
+        placement = getattr(args, "_placement", None) or placement_of(config.command, config.world, os.environ)
         templates = getattr(args, "_templates", {})
         seat = seat_of(config, placement, any(per_rank(t) for t in templates.values()))
         observer = _observer(config, seat)
         try:
-            report = _run(config, log_path, observer)
+            report = _run(config, log_path, observer, placement)
         finally:
             if observer is not None:
                 observer.stop()  # a bar left running would garble the report (or the error) printed next

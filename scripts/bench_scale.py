@@ -45,6 +45,7 @@ from ncclcheck.config import Config, WorldConfig  # noqa: E402
 from ncclcheck.model import Report  # noqa: E402
 from ncclcheck.nccl import reachability  # noqa: E402
 from ncclcheck.preflight import cluster, probe  # noqa: E402
+from ncclcheck.rendezvous.budget import Budget  # noqa: E402
 
 _tls = threading.local()
 BREAKDOWN: dict = {}  # store bytes by key family (join, mesh/ep, mesh/row, world/result, ...) for --breakdown
@@ -216,7 +217,7 @@ def run(n: int, base: dict, faults: dict, timeout: float, counter: list, phases:
                                                backend="gloo", master=None))
         if _tls.node0:
             phases.t["node0_enter"] = (t_start, time.monotonic())
-        out = cluster.run_cluster_preflight(cfg, placement, f, local, log_path=os.devnull, join_grace_s=0.5)
+        out = cluster.run_cluster_preflight(cfg, placement, f, local, Budget.of(cfg), join_grace_s=0.5)
         t_rep = time.monotonic()
         rep = Report(command="preflight", version=__version__, started="", world=out.world, nodes=out.nodes,
                      checks=out.checks, recommendations=out.recommendations)

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from ncclcheck.preflight.cluster import decide, world_check
+from ncclcheck.preflight.decide import decide, world_check
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

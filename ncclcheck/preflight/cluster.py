@@ -39,7 +39,7 @@ from ..nccl import reachability
 from ..rendezvous import agree
 from ..rendezvous.budget import Budget
 from ..rendezvous.journal import Journal
-from ..rendezvous.store import Guard, JsonStore, Limits, StoreLost, counter_cap, open_store
+from ..rendezvous.store import Guard, JsonStore, Limits, StoreLost, counter_cap, open_store, preload
 from . import probe, wire
 from .decide import decide, master_failed, master_result, mesh_note, recommendations, tie_to_master, world_check
 
@@ -226,6 +226,7 @@ def _connect(ctx: _Ctx) -> tuple:
         st.set("host", {"hostname": hostname_of(ctx.facts), "pid": os.getpid(), "uuid": ctx.node_id})
         return st, True, None
     decider = p.decider
+    preload()
     m = master_result(ctx.results)
     if m is not None and m.status is Status.FAIL and (m.evidence or {}).get("mode") == "connect":
         # The master probe already spent its bound (T) and its check names the cause: a second probe would

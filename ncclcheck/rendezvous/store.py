@@ -243,6 +243,12 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def preload() -> None:
+    """Import torch.distributed now: a node that waits for node 0 with the plain-socket probe must connect the
+    moment node 0 listens, not seconds later after torch's import (on a loaded host that missed node 0's window)."""
+    import torch.distributed  # noqa: F401
+
+
 def open_store(host: str, port: int, is_server: bool, timeout_s: float, prefix: str = "",
                guard: Optional[Guard] = None) -> JsonStore:
     """Host (is_server) or join the TCPStore at host:port, the connect bounded by timeout_s. Raises ConnectionError

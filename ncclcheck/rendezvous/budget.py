@@ -31,6 +31,7 @@ class Budget:
     socket_floor_s: float = 0.05  # no socket timeout below this: a zero timeout would make a socket non-blocking
     reply_send_s: float = 0.5  # a mesh listener's one-line reply to a prober on a healthy host
     select_tick_s: float = 0.1  # how often the mesh prober looks at the clock while connects are in flight
+    wait_slice_s: float = 2.0  # one blocking store request at most this long: c10d's wait ignores Ctrl-C
     thread_join_s: float = 2.0  # a helper thread (listener, progress relay) told to stop has this long to end
     # --- preflight's rendezvous
     join_grace_s: float = 1.0  # after every rank joined, node 0 listens this long for a duplicate node rank

@@ -6,10 +6,11 @@ arrives is distrusted (anyone who can reach the master port can write keys, as w
   unsigned or mis-signed is dropped and named in `store.rejected`, never raised;
 - the bytes read per run are capped (`Limits`), and counters read back are capped by the caller (`count`);
 - with a token (NCCLCHECK_TOKEN or --token-file) every value is HMAC-SHA256-signed over its full key and its JSON.
-Waits block in the store (one request, `TCPStore.wait`) and never poll. A c10d client serialises its calls, so a
-wait on it would stall every other thread using it: each thread gets its own connection (`clone()`), and no lock is
-held across a wait. fd 2 is never touched here: the plain-socket probe runs first, so a connect does not retry
-noisily, and the CLI keeps torch's native lines in the run's log (cli.py). torch is imported only to open a store.
+Waits block in the store (`TCPStore.wait`, one request per slice of a couple of seconds so Ctrl-C is answered) and
+never poll. A c10d client serialises its calls, so a wait on it would stall every other thread using it: each thread
+gets its own connection (`clone()`), and no lock is held across a wait. fd 2 is never touched here: the plain-socket
+probe runs first, so a connect does not retry noisily, and the CLI keeps torch's native lines in the run's log
+(cli.py). torch is imported only to open a store.
 """
 
 from __future__ import annotations
@@ -197,18 +198,25 @@ class JsonStore:
         return self._decode(key, self._call("get", self._k(key)), check)
 
     def wait(self, keys: list[str], deadline: float, budget: Budget) -> bool:
-        """Block in the store until every key exists or the deadline passes (one request): True if all do."""
+        """Block in the store until every key exists or the deadline passes: True if all do.
+
+        One blocking request per slice of budget.wait_slice_s: c10d's wait does not return for a signal, so a
+        single request for the whole wait would leave Ctrl-C unanswered for up to --timeout."""
         if not keys:
             return True
         if budget.passed(deadline):
             return all(self.has(k) for k in keys)
-        try:
-            self._client().wait([self._k(k) for k in keys], _dt.timedelta(seconds=budget.left(deadline)))
-            return True
-        except Exception as exc:  # noqa: BLE001 - torch raises DistStoreError on timeout, DistNetworkError when lost
-            if type(exc).__name__ == "DistStoreError" and "timeout" in str(exc).lower():
+        full = [self._k(k) for k in keys]
+        while True:
+            end = min(deadline, budget.deadline(budget.wait_slice_s))
+            try:
+                self._client().wait(full, _dt.timedelta(seconds=budget.left(end)))
+                return True
+            except Exception as exc:  # noqa: BLE001 - DistStoreError on timeout, DistNetworkError when lost
+                if not (type(exc).__name__ == "DistStoreError" and "timeout" in str(exc).lower()):
+                    raise StoreLost(first_line(exc)) from None
+            if budget.passed(deadline):
                 return False
-            raise StoreLost(first_line(exc)) from None
 
     def wait_get(self, key: str, deadline: float, budget: Budget,
                  check: Optional[Callable[[Any], Optional[str]]] = None) -> Any:

@@ -280,9 +280,8 @@ def _host_decides(ctx: _Ctx, st: JsonStore) -> tuple:
             complete_at = b.now()
         end = ctx.rdzv_deadline if complete_at is None else min(ctx.rdzv_deadline,
                                                                   b.deadline(ctx.join_grace_s, complete_at))
+        # wait_next is False at the end, or once the counter reached its cap (nothing more can honestly arrive).
         if b.passed(end) or not journal.wait_next(end, b):
-            if not b.passed(end):
-                continue  # the counter is at its cap: nothing more can honestly arrive; re-read until the end
             v = decide(take(), ctx.placement.nnodes, final=True)
             v["elapsed_s"] = b.since(ctx.start)
             if ctx.guard.rejected:

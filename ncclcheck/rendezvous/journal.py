@@ -18,7 +18,8 @@ class Journal:
     def __init__(self, st: JsonStore, name: str, cap: int,
                  check: Optional[Callable[[Any], Optional[str]]] = None) -> None:
         self.st, self.name, self.cap, self.check = st, name, cap, check
-        self.done = 0  # records taken so far (index of the last one read or skipped)
+        self.done = 0  # the highest index looked at so far
+        self.pending: set[int] = set()  # indices counted but not written yet when last looked at
 
     def append(self, record: Any) -> int:
         """Add a record; returns its index (1-based)."""
@@ -30,22 +31,26 @@ class Journal:
         return self.st.count(f"{self.name}/count", self.cap)
 
     def read_since(self) -> list[tuple[int, Any]]:
-        """[(index, record)] after the ones already taken, in order. A record counted but not yet written stops the
-        read there (the next call picks it up); a written record that is bad is skipped (the store names it)."""
-        out = []
+        """[(index, record)] not taken yet, in index order. A record counted but not written yet is looked for
+        again next time (a stranger who raises the counter without writing cannot hide the records after it); a
+        written record that is bad is dropped (the store names it). At most `cap` indices are ever looked at."""
         n = self.count()
-        while self.done < n:
-            key = f"{self.name}/{self.done + 1}"
+        todo = sorted(self.pending) + list(range(self.done + 1, n + 1))
+        self.done = max(self.done, n)
+        out = []
+        for i in todo:
+            key = f"{self.name}/{i}"
             if not self.st.has(key):
-                break
-            self.done += 1
+                self.pending.add(i)
+                continue
+            self.pending.discard(i)
             v = self.st.get_now(key, self.check)
             if v is not None:
-                out.append((self.done, v))
+                out.append((i, v))
         return out
 
     def wait_next(self, deadline: float, budget: Budget) -> bool:
-        """Block until the record after the ones taken exists, or the deadline: True if it does."""
+        """Block until a record after the ones looked at exists, or the deadline: True if it does."""
         if self.done >= self.cap:
             return False
         return self.st.wait([f"{self.name}/{self.done + 1}"], deadline, budget)

@@ -59,7 +59,7 @@ def _world_flags() -> argparse.ArgumentParser:
     g.add_argument("--token-file", metavar="PATH",
                    help="a job secret shared by every node (or NCCLCHECK_TOKEN): every store value is signed with it "
                         "and unsigned values are ignored, so a stranger on the master port cannot change a verdict "
-                        "(docs/trust.md)")
+                        "(docs/architecture.md, Time bounds and trust)")
     return p
 
 

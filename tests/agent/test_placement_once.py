@@ -52,3 +52,19 @@ def test_a_cli_run_reads_the_launchers_world_once(monkeypatch, tmp_path):
     code = cli.main(["preflight", "--json", str(out), "--quiet"])
     assert code in (0, 1) and json.loads(out.read_text())["command"] == "preflight"
     assert len(calls) == 1
+
+
+def test_an_unreadable_token_file_is_a_usage_error(tmp_path):
+    from tests.conftest import run_cli
+
+    r = run_cli("preflight", "--token-file", str(tmp_path / "nope"))
+    assert r.returncode == 2 and "--token-file" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_the_token_comes_from_the_file_or_the_environment(tmp_path):
+    f = tmp_path / "tok"
+    f.write_text("  s3cret\n")
+    assert launchers.build_world(env={}, token_file=str(f)).token == b"s3cret"
+    assert launchers.build_world(env={"NCCLCHECK_TOKEN": "abc"}).token == b"abc"
+    assert launchers.build_world(env={}).token is None
+    assert "s3cret" not in repr(launchers.build_world(env={}, token_file=str(f)))

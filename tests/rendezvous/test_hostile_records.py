@@ -98,3 +98,41 @@ def test_node_0_refuses_a_port_someone_else_holds_and_names_the_holder():
     w = next(c for c in o.checks if c.id == "rendezvous.world")
     assert not o.formed and w.status.value == "fail"
     assert f"pid {os.getpid()}" in w.summary and w.evidence["holder"].startswith(f"pid {os.getpid()}")
+
+
+def _node(port: int, rank: int, token: bytes, timeout_s: float = 3.0):
+    w = WorldConfig(nnodes=2, node_rank=rank, master_addr="127.0.0.1", master_port=port, timeout_s=timeout_s,
+                    token=token)
+    cfg = Config(command="preflight", world=w)
+    return cfg, detect_placement({}, w)
+
+
+def test_with_a_token_a_store_signed_by_someone_else_fails_the_node_that_joins_it():
+    port = _free_port()
+    cfg0, p0 = _node(port, 0, b"the-job")
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("n0", cluster.run_cluster_preflight(
+        cfg0, p0, {}, [], Budget.of(cfg0), join_grace_s=0.2)), daemon=True)
+    t.start()
+    cfg1, p1 = _node(port, 1, b"a-stranger")
+    o1 = cluster.run_cluster_preflight(cfg1, p1, {}, [], Budget.of(cfg1))
+    t.join(60)
+    w1 = next(c for c in o1.checks if c.id == "rendezvous.world")
+    assert not o1.formed and "is not this job's" in w1.summary
+    assert any("host: signed with another token" in r for r in o1.rejected)
+    w0 = next(c for c in out["n0"].checks if c.id == "rendezvous.world")
+    assert not out["n0"].formed and "1 never joined" in w0.summary  # its join was never written for node 0
+
+
+def test_with_the_same_token_two_nodes_form_the_world():
+    port = _free_port()
+    cfg0, p0 = _node(port, 0, b"the-job", 10.0)
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("n0", cluster.run_cluster_preflight(
+        cfg0, p0, {}, [], Budget.of(cfg0), join_grace_s=0.2)), daemon=True)
+    t.start()
+    cfg1, p1 = _node(port, 1, b"the-job", 10.0)
+    o1 = cluster.run_cluster_preflight(cfg1, p1, {}, [], Budget.of(cfg1))
+    code = o1.agree_exit_code(0)
+    t.join(60)
+    assert o1.formed and out["n0"].formed and code == 0 and o1.rejected == []

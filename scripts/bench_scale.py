@@ -292,7 +292,7 @@ def main() -> None:
     install_counter(counter, lock)
     install_probe_fault()
     phases = Phases()
-    for name in ("_connect", "_host_decides", "_mesh_start", "_mesh_collect", "run_cross_checks", "_recommendations"):
+    for name in ("_connect", "_host_decides", "_mesh_start", "_mesh_collect", "run_cross_checks", "recommendations"):
         phases.wrap(name)
     phases.wrap("build_matrix", reachability)
     base = base_facts()
@@ -329,7 +329,7 @@ def main() -> None:
             return f"{ph[k][1] - ph[k][0]:.2f}" if k in ph else "?"
 
         print(f"  node 0 compute: build_matrix {span('build_matrix')} s, cross checks {span('run_cross_checks')} s, "
-              f"rules {span('_recommendations')} s", flush=True)
+              f"rules {span('recommendations')} s", flush=True)
         print(f"N={n} formed: wall {ra['wall']:.2f} s | join+verdict {span('_host_decides')} s, mesh(own probes) "
               f"{span('_mesh_start')} s, rows+checks {span('_mesh_collect')} s, report at node 0 "
               f"{r0.get('report_s', 0):.2f} s | bytes/node {ra['bytes'] / n:,.0f} ({ra['requests'] / n:.1f} "

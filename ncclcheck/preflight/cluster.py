@@ -364,7 +364,8 @@ def _mesh_start(ctx: _Ctx, st: JsonStore, n: int, leader: bool, decider: bool) -
     eps = _peer_endpoints(st, n, p.node_rank, decider, end, b)
     own = {a for addrs_ in addrs.values() for a in addrs_}
     # what is left of the mesh phase's bound (T)
-    rows = probe.probe_peers(p.node_rank, eps, deadline_s=b.left(end), own_addresses=own, budget=b)
+    rows = probe.probe_peers(p.node_rank, eps, deadline_s=b.left(end, b.mesh_probe_floor_s), own_addresses=own,
+                             budget=b)
     # The clock check reads timings only of probes to or from the reference node (node rank 0, which decides):
     # node 0's row (over loopback) keeps them all, the others only theirs towards node 0.
     timed = None if decider else {0}

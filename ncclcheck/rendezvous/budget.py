@@ -33,6 +33,7 @@ class Budget:
     select_tick_s: float = 0.1  # how often the mesh prober looks at the clock while connects are in flight
     wait_slice_s: float = 2.0  # one blocking store request at most this long: c10d's wait ignores Ctrl-C
     thread_join_s: float = 2.0  # a helper thread (listener, progress relay) told to stop has this long to end
+    mesh_probe_floor_s: float = 1.0  # the mesh probes get this long even if the peers' endpoints came late
     # --- preflight's rendezvous
     join_grace_s: float = 1.0  # after every rank joined, node 0 listens this long for a duplicate node rank
     squat_probe_s: float = 3.0  # node 0 finding its port taken: how long it tries to read who holds it

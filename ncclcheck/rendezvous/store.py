@@ -200,15 +200,17 @@ class JsonStore:
     def wait(self, keys: list[str], deadline: float, budget: Budget) -> bool:
         """Block in the store until every key exists or the deadline passes: True if all do.
 
-        One blocking request per slice of budget.wait_slice_s: c10d's wait does not return for a signal, so a
-        single request for the whole wait would leave Ctrl-C unanswered for up to --timeout."""
+        One blocking request for the whole wait, except in the main thread: c10d's wait does not return for a signal,
+        so there it waits in slices of budget.wait_slice_s and Ctrl-C is answered within one (each slice that times
+        out costs a request and two lines of c10d's log; threads, which never receive a signal, pay neither)."""
         if not keys:
             return True
         if budget.passed(deadline):
             return all(self.has(k) for k in keys)
         full = [self._k(k) for k in keys]
+        sliced = threading.current_thread() is threading.main_thread()
         while True:
-            end = min(deadline, budget.deadline(budget.wait_slice_s))
+            end = min(deadline, budget.deadline(budget.wait_slice_s)) if sliced else deadline
             try:
                 self._client().wait(full, _dt.timedelta(seconds=budget.left(end)))
                 return True

@@ -226,13 +226,13 @@ def _connect(ctx: _Ctx) -> tuple:
         st.set("host", {"hostname": hostname_of(ctx.facts), "pid": os.getpid(), "uuid": ctx.node_id})
         return st, True, None
     decider = p.decider
-    preload()
     m = master_result(ctx.results)
     if m is not None and m.status is Status.FAIL and (m.evidence or {}).get("mode") == "connect":
         # The master probe already spent its bound (T) and its check names the cause: a second probe would
         # double the time before the cause is named (issue 13: 2 x T on every non-master node).
         return None, decider, master_failed(m, addr, port)
     if m is None or m.status is Status.FAIL:
+        preload()
         pr = probe.probe_master(addr, port, b.deadline(b.master_probe_s), budget=b)
         if not pr.ok:
             return None, decider, failed(

@@ -11,7 +11,7 @@ from typing import Optional
 from . import __version__
 from .checks import run_local_checks
 from .checks.local import LocalInput
-from .config import Budget, Config, WorldConfig, format_endpoint
+from .config import Config, WorldConfig, format_endpoint
 from .errors import interruption
 from .facts import hostname_of
 from .model import NodeInfo, Report, WorldInfo
@@ -38,8 +38,7 @@ def _collect(config: Config, master_addr: Optional[str] = None) -> dict:
                               shared_dirs=config.storage.dirs, need_bytes=config.storage.need_bytes)
 
 
-def _probe_master(world: WorldConfig, budget: Optional[Budget] = None,
-                  hosts_store: Optional[bool] = None) -> Optional[dict]:
+def _probe_master(world: WorldConfig, budget, hosts_store: Optional[bool] = None) -> Optional[dict]:
     """Single-node view of the master: the process that will host the store tests the port is bindable; others
     connect (bounded by the budget's master-probe phase). hosts_store None: node 0 hosts it (launcher mode)."""
     if world.master_addr is None:
@@ -48,14 +47,24 @@ def _probe_master(world: WorldConfig, budget: Optional[Budget] = None,
 
     if world.node_rank == 0 if hosts_store is None else hosts_store:
         return probe.bind_test(world.master_addr, world.master_port)
-    budget = budget or Budget(world.timeout_s)
-    return probe.probe_master(world.master_addr, world.master_port, deadline=budget.deadline("master_probe")).to_json()
+    return probe.probe_master(world.master_addr, world.master_port, deadline=budget.deadline(budget.master_probe_s),
+                              budget=budget).to_json()
 
 
-def _placement(config: Config):
+def _placement(config: Config, placement=None):
+    """The launcher's world, read once per process: the CLI passes the one it read; the Python API reads it here."""
+    if placement is not None:
+        return placement
     from .agent.launchers import detect_placement
 
     return detect_placement(os.environ, config.world)
+
+
+def _budget(config: Config):
+    """The run's time bounds, built once where a command starts and passed down (rendezvous/budget.py)."""
+    from .rendezvous.budget import Budget
+
+    return Budget.of(config)
 
 
 def _world_of(config: Config, placement) -> WorldConfig:
@@ -66,7 +75,7 @@ def _world_of(config: Config, placement) -> WorldConfig:
                                                                         placement.local_world_size or None)
     return WorldConfig(nnodes=placement.nnodes, node_rank=placement.node_rank, nproc_per_node=nproc or None,
                        master_addr=placement.master_addr, master_port=placement.master_port, backend=w.backend,
-                       timeout_s=w.timeout_s, origin=w.origin)
+                       timeout_s=w.timeout_s, token=w.token, origin=w.origin)
 
 
 def _log_path() -> Optional[str]:
@@ -78,21 +87,19 @@ def _log_path() -> Optional[str]:
     return None
 
 
-def run_preflight(config: Optional[Config] = None, observer=None, **overrides) -> Report:
+def run_preflight(config: Optional[Config] = None, observer=None, placement=None, **overrides) -> Report:
     """Node-local checks, then (multi-node) world formation and cross-node checks, then recommendations."""
     config = _config(config, "preflight", **overrides)
     t0, started = time.monotonic(), _now_iso()
+    budget = _budget(config)
     golden = _load_golden(config)  # a bad baseline file is a usage error before anything runs
-    placement = _placement(config)
+    placement = _placement(config, placement)
     world = _world_of(config, placement)
     facts = _collect(config, world.master_addr) if placement.node_leader else {}
     master = None
     if placement.node_leader and (placement.multi_node or not placement.worker_mode):
-        from .agent import roles
-
         # Under a launcher too: rank 0 binds MASTER_PORT unless torchrun's agent store already holds it.
-        master = _probe_master(world, config.budget,
-                               roles.is_server(placement, os.environ) if placement.worker_mode else None)
+        master = _probe_master(world, budget, placement.hosts_store if placement.worker_mode else None)
     inp = LocalInput.of(facts, node_rank=world.node_rank, multi_node=placement.multi_node,
                         nproc_per_node=world.nproc_per_node, backend=world.backend, master=master)
     checks = run_local_checks(inp) if placement.node_leader else []
@@ -101,8 +108,7 @@ def run_preflight(config: Optional[Config] = None, observer=None, **overrides) -
         from .preflight import cluster as _world
 
         try:
-            out = _world.run_cluster_preflight(config, placement, facts, checks, log_path=_log_path(),
-                                               observer=observer)
+            out = _world.run_cluster_preflight(config, placement, facts, checks, budget, observer=observer)
         except KeyboardInterrupt as exc:
             return _interrupted_preflight(config, command, started, t0, world, placement, facts, checks,
                                           interruption(exc))
@@ -118,7 +124,7 @@ def run_preflight(config: Optional[Config] = None, observer=None, **overrides) -
         return report
     from .preflight.shared_dirs import standalone_checks
 
-    checks += standalone_checks(facts, world.node_rank, hostname_of(facts), config.storage.dirs, config.budget)
+    checks += standalone_checks(facts, world.node_rank, hostname_of(facts), config.storage.dirs, budget)
     report = Report(
         command=command,
         version=__version__,
@@ -218,9 +224,9 @@ def _save_baseline(config: Config, report: Report) -> None:
         write_atomic(config.baseline.save, render_json(report))
 
 
-def run_recommend(config: Optional[Config] = None, **overrides) -> Report:
+def run_recommend(config: Optional[Config] = None, placement=None, **overrides) -> Report:
     config = _config(config, "recommend", **overrides)
-    report = run_preflight(config)
+    report = run_preflight(config, placement=placement)
     if config.postmortem_dir:
         from .recommend.postmortem import recommend_postmortem
 
@@ -248,14 +254,13 @@ def run_env(config: Optional[Config] = None, **overrides) -> Report:
     return report
 
 
-def _job_world(config: Config):
+def _job_world(config: Config, placement, budget):
     """(WorldConfig, Placement) for a job: worker mode takes the launcher's world; bounded master probe first."""
     from .errors import WorldError
 
-    placement = _placement(config)
     world = _world_of(config, placement)
     if placement.multi_node and not placement.worker_mode and world.node_rank != 0:
-        m = _probe_master(world, config.budget)
+        m = _probe_master(world, budget)
         if not m.get("ok"):
             raise WorldError(f"cannot reach master {format_endpoint(world.master_addr, world.master_port)}: "
                              f"{m.get('error')}")
@@ -277,14 +282,14 @@ def _side_dir() -> Optional[str]:
     return side
 
 
-def _run_world_job(world: WorldConfig, placement, job, payload: dict, observer=None, budget=None, step_ops=1,
+def _run_world_job(world: WorldConfig, placement, job, payload: dict, budget, observer=None, step_ops=1,
                    env=None):
     """run_job with the run's log directory, so NCCL debug files and worker logs land beside the run's log."""
     from .agent.runner import run_job
 
     _check_gpus(world, placement)
-    return run_job(world, placement, job, payload, observer=observer,
-                   log_dir=_side_dir(), budget=budget, step_ops=step_ops, env=env)
+    return run_job(world, placement, job, payload, observer=observer, log_dir=_side_dir(), step_ops=step_ops,
+                   env=env, budget=budget)
 
 
 def _job_report(command: str, config: Config, started: str, t0: float, world: WorldConfig, placement, out,
@@ -301,7 +306,7 @@ def _job_report(command: str, config: Config, started: str, t0: float, world: Wo
     report.duration_s = time.monotonic() - t0
     return report
 
-def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Report:
+def run_bench(config: Optional[Config] = None, observer=None, placement=None, **overrides) -> Report:
     """Collective sweeps on real process groups (NCCL on GPUs, gloo on CPUs) with nccl-tests' semantics."""
     from .bench import gates
     from .bench.collectives import bench_config_to_payload, bench_job, rows_from_result, validate
@@ -310,17 +315,19 @@ def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Re
 
     config = _config(config, "bench", **overrides)
     t0, started = time.monotonic(), _now_iso()
+    budget = _budget(config)
+    placement = _placement(config, placement)
     try:
-        world, placement = _job_world(config)
+        world, placement = _job_world(config, placement, budget)
     except WorldError as exc:
-        return _world_failure_report(config, "bench", started, t0, str(exc))
+        return _world_failure_report(config, "bench", started, t0, str(exc), placement)
     world_size = placement.world_size if placement.worker_mode else world.nnodes * _local_ranks(world, placement)
     cfg = validate(config.bench, world_size)  # UsageError before any rendezvous
     _check_memory(cfg, world, placement, world_size)
     base_rows = gates.load_baseline(cfg.baseline) if cfg.baseline else None
     # Between two rows: the size's agreement, warm-up, barrier, timed iterations, check and stats collectives.
     step_ops = (cfg.warmup + cfg.iters + 6) * (2 if cfg.in_place else 1)
-    out = _run_world_job(world, placement, bench_job, bench_config_to_payload(cfg), observer, config.budget, step_ops)
+    out = _run_world_job(world, placement, bench_job, bench_config_to_payload(cfg), budget, observer, step_ops)
     result = out.results.get(0)
     if result is not None:
         rows = rows_from_result(result)
@@ -347,7 +354,7 @@ def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Re
                    "rank_time_us": r.rank_time_us} for r in rows]
         checks.extend(find_stragglers(timing).checks)
     if config.nccl_diag and config.nccl_diag.capture:
-        checks.extend(_nccl_capture(config, world, placement, out.backend, extra))
+        checks.extend(_nccl_capture(config, world, placement, out.backend, extra, budget))
     if out.failures and not out.interrupted:
         first = out.failures[0]
         checks.insert(0, failed("bench.world", f"rank {first['rank']} failed: {first['reason']}",
@@ -364,7 +371,7 @@ def run_bench(config: Optional[Config] = None, observer=None, **overrides) -> Re
     return report
 
 
-def _nccl_capture(config: Config, world: WorldConfig, placement, backend: str, extra: dict) -> list:
+def _nccl_capture(config: Config, world: WorldConfig, placement, backend: str, extra: dict, budget) -> list:
     """bench/links --nccl-capture: a fresh world whose ranks log NCCL's choices and dump its topology and graph per
     host; nccl.transport per node, and the files' paths in the report (`nccl_captures`)."""
     from .bench.nccl_debug import captures_section, nccl_debug_env, nccl_debug_job, transport_checks
@@ -378,7 +385,7 @@ def _nccl_capture(config: Config, world: WorldConfig, placement, backend: str, e
     log_dir = _side_dir()
     nproc = _local_ranks(world, placement)
     env = nccl_debug_env(log_dir, hostname().split(".")[0], dump_rank=placement.node_rank * nproc) if log_dir else None
-    out = _run_world_job(world, placement, nccl_debug_job, {"log_dir": log_dir}, env=env)
+    out = _run_world_job(world, placement, nccl_debug_job, {"log_dir": log_dir}, budget, env=env)
     results = [r for _, r in sorted(out.results.items())]
     extra["nccl_captures"] = captures_section(results)
     # What NCCL chose, against what preflight would recommend on this node (its interfaces, RDMA ports, NCCL_*).
@@ -429,10 +436,10 @@ def _default_nproc() -> int:
     return gpu_count() or CPU_RANKS_DEFAULT
 
 
-def _world_failure_report(config: Config, command: str, started: str, t0: float, why: str) -> Report:
+def _world_failure_report(config: Config, command: str, started: str, t0: float, why: str, placement) -> Report:
     from .model import failed
 
-    w = _world_of(config, _placement(config))
+    w = _world_of(config, placement)
     report = Report(command=command, version=__version__, started=started,
                     world=WorldInfo(nnodes=w.nnodes, world_size=0, backend=w.backend,
                                     master=format_endpoint(w.master_addr, w.master_port)),
@@ -444,7 +451,7 @@ def _world_failure_report(config: Config, command: str, started: str, t0: float,
     return report
 
 
-def run_links(config: Optional[Config] = None, observer=None, **overrides) -> Report:
+def run_links(config: Optional[Config] = None, observer=None, placement=None, **overrides) -> Report:
     """Node-to-node bandwidth in disjoint-pair rounds; names the slow node or link (ncclcheck.links)."""
     from .config import LinksConfig
     from .errors import WorldError
@@ -458,18 +465,20 @@ def run_links(config: Optional[Config] = None, observer=None, **overrides) -> Re
         from .links.baseline import load_links_baseline
 
         base = load_links_baseline(config.baseline.path)
+    budget = _budget(config)
+    placement = _placement(config, placement)
     try:
-        world, placement = _job_world(config)
+        world, placement = _job_world(config, placement, budget)
     except WorldError as exc:
-        return _world_failure_report(config, "links", started, t0, str(exc))
+        return _world_failure_report(config, "links", started, t0, str(exc), placement)
     payload = payload_from_config(config.links or LinksConfig())
     # Between two emitted pair rows: one round (pair setup, warm-up, timed transfers both ways, the report).
-    out = _run_world_job(world, placement, links_job, payload, observer, config.budget, step_ops=5)
+    out = _run_world_job(world, placement, links_job, payload, budget, observer, step_ops=5)
     nproc = _local_ranks(world, placement)
     section, checks, partial = from_outcome(out, payload, ranks_per_node=nproc)
     extra: dict = {}
     if config.nccl_diag and config.nccl_diag.capture:
-        checks.extend(_nccl_capture(config, world, placement, out.backend, extra))
+        checks.extend(_nccl_capture(config, world, placement, out.backend, extra, budget))
     report = _job_report("links", config, started, t0, world, placement, out, checks=checks, links=section,
                          partial=partial, extra=extra)
     report.interrupted, report.interrupted_by = out.interrupted, out.interrupted_by
@@ -489,8 +498,8 @@ def run_health(config: Optional[Config] = None, **overrides) -> Report:
     return _run_health(_config(config, "health", **overrides), __version__)
 
 
-def run_sweep(config: Optional[Config] = None, observer=None, **overrides) -> Report:
+def run_sweep(config: Optional[Config] = None, observer=None, placement=None, **overrides) -> Report:
     """Inside an allocation: links' rounds with re-tests, a verdict per node, only proven-bad nodes drained."""
     from .sweep.run import run_sweep as _run_sweep
 
-    return _run_sweep(_config(config, "sweep", **overrides), run_links, observer=observer)
+    return _run_sweep(_config(config, "sweep", **overrides), run_links, observer=observer, placement=placement)

@@ -23,7 +23,6 @@ from . import __version__
 from .config import (
     BaselineConfig,
     BenchConfig,
-    Budget,
     Config,
     LinksConfig,
     NcclDiagConfig,
@@ -67,6 +66,10 @@ def _world_flags() -> argparse.ArgumentParser:
     g.add_argument("--timeout", help="hang bound in seconds: the longest any single wait (master probe, join, mesh "
                                      "probe, each collective) may last before its cause is named; never cuts a "
                                      "sweep short (default 60)")
+    g.add_argument("--token-file", metavar="PATH",
+                   help="a job secret shared by every node (or NCCLCHECK_TOKEN): every store value is signed with it "
+                        "and unsigned values are ignored, so a stranger on the master port cannot change a verdict "
+                        "(docs/architecture.md, Time bounds and trust)")
     return p
 
 
@@ -243,15 +246,16 @@ def _health_parsers(sub, world: argparse.ArgumentParser, out: argparse.ArgumentP
 
 def _slurm_configs(args: argparse.Namespace, env) -> dict:
     """health's and sweep's parts of the Config (SLURMD_NODENAME and the allocation's node list read here, once)."""
-    from .config import HEALTH_DEFAULT_TIMEOUT_S, HEALTH_MAX_TIMEOUT_S, HealthConfig, SlurmActionConfig, SweepConfig
+    from .config import HealthConfig, SlurmActionConfig, SweepConfig
+    from .rendezvous.budget import FIXED
 
     act = SlurmActionConfig(drain=bool(args.drain) and not args.dry_run, dry_run=bool(args.dry_run))
     if args.command == "sweep":
         return {"sweep": SweepConfig(nodelist=env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST"),
                                      slurm=act, good_out=args.good_out, bad_out=args.bad_out)}
-    timeout = parse_float(args.timeout, "--timeout") or HEALTH_DEFAULT_TIMEOUT_S
-    if timeout > HEALTH_MAX_TIMEOUT_S:
-        raise UsageError(f"--timeout {timeout:g}: at most {HEALTH_MAX_TIMEOUT_S:g} s (Slurm kills a "
+    timeout = parse_float(args.timeout, "--timeout") or FIXED.health_timeout_s
+    if timeout > FIXED.health_max_timeout_s:
+        raise UsageError(f"--timeout {timeout:g}: at most {FIXED.health_max_timeout_s:g} s (Slurm kills a "
                          "HealthCheckProgram at 60 s, and scontrol needs time too)")
     speed = parse_int(args.min_speed, "--min-speed", 1)
     return {"health": HealthConfig(
@@ -260,15 +264,16 @@ def _slurm_configs(args: argparse.Namespace, env) -> dict:
         ib_rate_gbps=parse_float(args.ib_rate, "--ib-rate"), timeout_s=timeout, slurm=act)}
 
 
-def config_from_args(args: argparse.Namespace, env=None, started: Optional[float] = None) -> Config:
-    """Turn parsed flags into the one typed Config (with the run's Budget, clocked from `started`, a
-    time.monotonic() taken when the process started). Raises UsageError on any bad value."""
+def config_from_args(args: argparse.Namespace, env=None) -> Config:
+    """Turn parsed flags into the one typed Config. Raises UsageError on any bad value. The launcher's world read
+    here (this process's Placement) is kept on args as `_placement`, so the run reads it once."""
     env = os.environ if env is None else env
     cmd = args.command
     world_kw = {k: getattr(args, k, None) for k in ("nnodes", "node_rank", "nproc_per_node", "master_addr",
                                                      "master_port", "backend", "timeout")}
-    world = build_world(**world_kw, env=env)
-    seat = placement_of(cmd, world, env)  # a launcher's world contradicting the flags is a usage error, now
+    world = build_world(**world_kw, env=env, token_file=getattr(args, "token_file", None))
+    seat = placement_of(cmd, world, env)
+    args._placement = seat  # a launcher's world contradicting the flags is a usage error, now
     _expand_paths(args, seat, env)
     if getattr(args, "quiet", False) and getattr(args, "print_all", False):
         raise UsageError("--quiet (only rank 0's verdict) and --print-all (every process's full report) contradict "
@@ -297,8 +302,7 @@ def config_from_args(args: argparse.Namespace, env=None, started: Optional[float
     code = getattr(args, "code", None)
     if code is not None and not os.path.exists(code):
         raise UsageError(f"--code {code}: no such file or directory")
-    cfg = dict(command=cmd, world=world, output=output, code_path=code, paths=tuple(getattr(args, "path", []) or []),
-               budget=Budget(world.timeout_s, started if started is not None else time.monotonic()))
+    cfg = dict(command=cmd, world=world, output=output, code_path=code, paths=tuple(getattr(args, "path", []) or []))
     if cmd == "recommend":
         cfg["recommend_format"] = args.format
         cfg["postmortem_dir"] = _postmortem_dir(args.postmortem)
@@ -642,26 +646,26 @@ def _finish_logging(path: str) -> None:
             os.remove(path)
 
 
-def _run(config: Config, log_path: str, observer=None):
+def _run(config: Config, log_path: str, observer=None, placement=None):
     from . import api
 
     progress = {"observer": observer} if observer is not None else {}  # the API's own defaults otherwise
     if config.command == "preflight":
-        return api.run_preflight(config, **progress)
+        return api.run_preflight(config, placement=placement, **progress)
     if config.command == "recommend":
-        return api.run_recommend(config)
+        return api.run_recommend(config, placement=placement)
     if config.command == "env":
         return api.run_env(config)
     if config.command == "diagnose":
         return api.run_diagnose(config)
     if config.command == "bench":
-        return api.run_bench(config, **progress)
+        return api.run_bench(config, placement=placement, **progress)
     if config.command == "links":
-        return api.run_links(config, **progress)
+        return api.run_links(config, placement=placement, **progress)
     if config.command == "health":
         return api.run_health(config)
     if config.command == "sweep":
-        return api.run_sweep(config, **progress)
+        return api.run_sweep(config, placement=placement, **progress)
     if config.command == "report":
         from .model import load_saved_report
         from .render.validate import schema_problem
@@ -981,14 +985,13 @@ def _interrupted_word(exc: BaseException) -> str:
 
 
 def _main_argv(argv: Optional[list]) -> int:
-    started = time.monotonic()  # the Budget's clock: every wait of this run is bounded from here on
     parser = build_parser()
     try:
         args = parser.parse_args(join_dash_values(parser, list(sys.argv[1:] if argv is None else argv)))
         if not args.command:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
-        config = config_from_args(args, started=started)
+        config = config_from_args(args)
     except UsageError as exc:
         _say(f"ncclcheck: error: {exc}")
         return EXIT_USAGE
@@ -1008,14 +1011,14 @@ def _main(args: argparse.Namespace, config: Config, log_path: str) -> int:
     from .render.files import per_rank
 
     try:
-        placement = placement_of(config.command, config.world, os.environ)
+        placement = getattr(args, "_placement", None) or placement_of(config.command, config.world, os.environ)
         templates = getattr(args, "_templates", {})
         asked = config
         config, save = own_outputs(config, placement, templates)
         seat = seat_of(config, placement, any(per_rank(t) for t in templates.values()))
         observer = _observer(config, seat)
         try:
-            report = _run(config, log_path, observer)
+            report = _run(config, log_path, observer, placement)
         finally:
             if observer is not None:
                 observer.stop()  # a bar left running would garble the report (or the error) printed next

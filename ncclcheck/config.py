@@ -8,7 +8,6 @@ world (torchrun, fabric run, srun, mpirun, Kubernetes) is read and reconciled wi
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Optional
@@ -16,63 +15,7 @@ from typing import Optional
 from .errors import UsageError
 
 DEFAULT_MASTER_PORT = 29500
-DEFAULT_TIMEOUT_S = 60.0
 BACKENDS = ("auto", "nccl", "gloo")
-
-
-# The waits --timeout bounds, by name: each may last at most T before its cause is named (DESIGN.md: a hang bound).
-PHASES = ("master_probe", "join", "exchange", "mesh", "collective", "final", "shared_dir")
-# The one table of waits whose length does not depend on --timeout (seconds), and why each is what it is.
-FIXED_BOUNDS_S = {
-    "connect_attempt": 2.0,  # one TCP connect of a probe; a healthy LAN answers in milliseconds
-    "join_grace": 1.0,  # after every rank joined, node 0 listens this long for a duplicate node rank
-    "verdict_grace": 5.0,  # beyond T, for node 0's verdict to reach a node that joined late in node 0's window
-    "final_agreement": 15.0,  # node 0 waits for every member to read the agreed exit code
-    "collect": 10.0,  # after the local ranks ended, for the results of ranks on other nodes
-    "kill_grace": 3.0,  # SIGTERM -> SIGKILL for a rank that must be stopped
-    "stall_grace": 2.0,  # beyond a job step's bound (its collectives x T) before the agent calls a silent world hung
-    "rank_start": 60.0,  # a spawned rank's start (a new Python, torch's import) before it joins; then the join has T
-    # One scontrol call (show node, update). Slurm kills a HealthCheckProgram after 60 s: a health run is at most
-    # HEALTH_MAX_TIMEOUT_S for its checks plus two of these, so it fails with its reason before Slurm's kill.
-    "scontrol": 8.0,
-}
-HEALTH_DEFAULT_TIMEOUT_S = 20.0  # `health --timeout`: the bound on its own checks (a healthy node needs ~0.2 s)
-HEALTH_MAX_TIMEOUT_S = 40.0  # + 2 scontrol calls (16 s) stays under Slurm's 60 s HealthCheckProgram kill
-
-
-@dataclass(frozen=True)
-class Budget:
-    """--timeout parsed once, when the process starts: T bounds each named phase's wait; the rest are fixed.
-
-    A sweep (bench, links) is not a wait: it runs as long as its work needs, while each collective in it is bounded
-    by T ("collective"), and a collective that does not complete within T is a hang the report names.
-    """
-
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    started: float = field(default_factory=time.monotonic)  # time.monotonic() when the process started
-    # --shared-dir (preflight/shared_dirs.py). Its visibility wait is the named phase "shared_dir" (T): NFS may hide
-    # another client's new file for its attribute-cache time (acdirmin 30 s by default), so the retries ride it out.
-    shared_poll_s: float = 0.05  # first pause between two looks for another node's file or report
-    shared_poll_max_s: float = 1.0  # the pause grows to this: a thousand nodes must not flood node 0's store
-    shared_poll_growth: float = 1.5  # ... by this factor per look
-    shared_grace_s: float = 5.0  # beyond T, for a node's report (or node 0's "done") to reach the store
-    shared_io_s: float = 5.0  # one node's writes in one directory (probe file, throughput figure), at most
-
-    def bound(self, phase: str) -> float:
-        """Seconds the wait named `phase` may last (a PHASES name: T; else the fixed table)."""
-        if phase in PHASES:
-            return self.timeout_s
-        try:
-            return FIXED_BOUNDS_S[phase]
-        except KeyError:
-            raise ValueError(f"unknown budget phase {phase!r}") from None
-
-    def deadline(self, phase: str, since: Optional[float] = None) -> float:
-        """time.monotonic() by which the wait `phase`, begun at `since` (default: now), must end."""
-        return (time.monotonic() if since is None else since) + self.bound(phase)
-
-    def elapsed(self) -> float:
-        return time.monotonic() - self.started
 
 
 @dataclass(frozen=True)
@@ -83,7 +26,9 @@ class WorldConfig:
     master_addr: Optional[str] = None  # None on a standalone run: loopback with a free port
     master_port: Optional[int] = None
     backend: str = "auto"
-    timeout_s: float = DEFAULT_TIMEOUT_S
+    timeout_s: Optional[float] = None  # --timeout, stored here once (None: the default in rendezvous/budget.py)
+    # The job's shared secret (NCCLCHECK_TOKEN or --token-file): every store value is signed with it (never shown).
+    token: Optional[bytes] = field(default=None, repr=False, compare=False, hash=False)
     # Where each world value came from ("--nnodes", "NCCLCHECK_NNODES", "NODE_RANK"...); a value absent here is a
     # default. agent.launchers compares the user's values with a launcher's world and names both when they disagree.
     origin: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
@@ -194,7 +139,7 @@ class HealthConfig:
     mtu: Optional[int] = None
     min_speed_mbps: Optional[int] = None
     ib_rate_gbps: Optional[float] = None
-    timeout_s: float = HEALTH_DEFAULT_TIMEOUT_S
+    timeout_s: Optional[float] = None  # None: rendezvous/budget.py's health_timeout_s
     slurm: SlurmActionConfig = field(default_factory=SlurmActionConfig)
 
 
@@ -227,11 +172,6 @@ class Config:
     diagnose: Optional[DiagnoseConfig] = None
     postmortem_dir: Optional[str] = None  # recommend --postmortem DIR: arm the job so its failure can be diagnosed
     storage: StorageConfig = field(default_factory=StorageConfig)
-    budget: Optional[Budget] = None  # None: built from world.timeout_s when the Config is made
-
-    def __post_init__(self) -> None:
-        if self.budget is None:
-            object.__setattr__(self, "budget", Budget(self.world.timeout_s))
 
 
 def env_fallback(env: Mapping[str, str], *names: str) -> Optional[str]:
@@ -333,6 +273,7 @@ def build_world(
     backend: Optional[str] = None,
     timeout: Optional[str] = None,
     env: Optional[Mapping[str, str]] = None,
+    token_file: Optional[str] = None,
 ) -> WorldConfig:
     """Each value: the flag, then NCCLCHECK_*, then the launcher-standard name (MASTER_ADDR, MASTER_PORT, NODE_RANK).
 
@@ -381,9 +322,27 @@ def build_world(
         master_addr=addr,
         master_port=port,
         backend=be,
-        timeout_s=t if t is not None else DEFAULT_TIMEOUT_S,
+        timeout_s=t,
+        token=read_token(token_file, env),
         origin=origin,
     )
+
+
+def read_token(token_file: Optional[str], env: Mapping[str, str]) -> Optional[bytes]:
+    """The job's shared secret: --token-file's contents, else NCCLCHECK_TOKEN (stripped); None without one.
+    Every node must be given the same one (docs/trust.md says how under each launcher)."""
+    raw, src = _pick(token_file, "--token-file", env, "NCCLCHECK_TOKEN_FILE")
+    if raw is not None:
+        try:
+            with open(raw, "rb") as f:
+                tok = f.read().strip()
+        except OSError as exc:
+            raise UsageError(f"{_what(src)} {raw}: cannot read it ({exc.strerror or exc})") from None
+        if not tok:
+            raise UsageError(f"{_what(src)} {raw}: the file is empty")
+        return tok
+    tok = (env.get("NCCLCHECK_TOKEN") or "").strip()
+    return tok.encode() if tok else None
 
 
 def format_endpoint(addr: Optional[str], port: Optional[int]) -> Optional[str]:

@@ -12,6 +12,7 @@ from ncclcheck.config import Config, StorageConfig, WorldConfig
 from ncclcheck.facts import storage
 from ncclcheck.model import passed
 from ncclcheck.preflight.cluster import run_cluster_preflight
+from ncclcheck.rendezvous.budget import Budget
 from tests.fakefacts import facts, iface
 
 
@@ -58,8 +59,7 @@ def main() -> None:
     local = [passed("host.shm", "fine", node=r)]
     progress: list = []
     observer = _Recorder(progress)
-    out = run_cluster_preflight(cfg, placement, f, local, log_path=a.out + ".log", join_grace_s=0.5,
-                                observer=observer)
+    out = run_cluster_preflight(cfg, placement, f, local, Budget.of(cfg), join_grace_s=0.5, observer=observer)
     worst = max((c.status.rank for c in out.checks), default=0)
     code = out.agree_exit_code(1 if worst == 3 else 0)
     with open(a.out, "w") as fh:

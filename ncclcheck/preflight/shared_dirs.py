@@ -28,9 +28,9 @@ import time
 from typing import Any, Optional
 
 from ..checks import CROSS, CrossInput, run_checks
-from ..config import Budget
 from ..facts import storage as fs
 from ..model import CheckResult
+from ..rendezvous.budget import Budget
 
 PREFIX = ".ncclcheck-"
 THROUGHPUT_BYTES = 8 << 20  # "a few MiB": enough to leave the page cache's first burst, small enough for seconds
@@ -317,6 +317,6 @@ def standalone_checks(facts: dict, node_rank: int, hostname: str, dirs: tuple, b
     filesystem shared needs a second node)."""
     if not dirs:
         return []
-    out = exchange(LocalStore(), 0, 1, dirs, budget.bound("shared_dir"), budget)
+    out = exchange(LocalStore(), 0, 1, dirs, budget.shared_dir_s, budget)
     res: list[CheckResult] = run_checks(CROSS, CrossInput([(node_rank, hostname, facts)], shared=out), "storage.")
     return res

@@ -32,13 +32,17 @@ def node_names(nodelist: Optional[str], hosts: list, n: int) -> list:
     return [(hosts[i] if i < len(hosts) and hosts[i] else f"node{i}") for i in range(n)]
 
 
-def run_sweep(config: Config, run_links: Callable, observer=None, scontrol: Optional[Scontrol] = None) -> Report:
-    """`ncclcheck sweep`. `run_links` is api.run_links (the job, its world and its analysis are links')."""
+def run_sweep(config: Config, run_links: Callable, observer=None, scontrol: Optional[Scontrol] = None,
+              placement=None) -> Report:
+    """`ncclcheck sweep`. `run_links` is api.run_links (the job, its world and its analysis are links'); `placement`
+    is this process's place in the job, read once by the caller (None: read here)."""
     from ..agent.launchers import detect_placement
 
+    placement = placement or detect_placement(os.environ, config.world)
     sw = config.sweep or SweepConfig()
     links_cfg = dataclasses.replace(config.links or LinksConfig(), rounds="scale")
-    report = run_links(dataclasses.replace(config, command="links", links=links_cfg), observer=observer)
+    report = run_links(dataclasses.replace(config, command="links", links=links_cfg), observer=observer,
+                       placement=placement)
     report.command = "sweep"
     section = report.links or {}
     n = len(section.get("matrix_gbps") or []) or report.world.nnodes
@@ -48,7 +52,7 @@ def run_sweep(config: Config, run_links: Callable, observer=None, scontrol: Opti
     report.extra["sweep"] = {"nodes": [v.to_json() for v in verdicts], "good": compress_hostlist(by[HEALTHY]),
                              "bad": compress_hostlist(by[BAD]), "suspect": compress_hostlist(by[SUSPECT]),
                              "no_results": compress_hostlist(by[NO_RESULTS])}
-    if detect_placement(os.environ, config.world).rank != 0:
+    if placement.rank != 0:
         return report  # one process acts for the job: global rank 0, which holds the verdict
     if sw.slurm.acts and not report.interrupted:
         sc = scontrol or Scontrol(dry_run=sw.slurm.dry_run)

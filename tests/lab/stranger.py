@@ -1,7 +1,7 @@
 """A stranger on the network of a preflight (issue 21): with torch's own TCPStore client (or server, to squat the
 master port) it writes what a peer could write. Run on a lab host: python -m tests.lab.stranger MODE ADDR PORT.
 
-Key names and the prefix come from the product (ncclcheck.preflight.keys, agent.roles.run_prefix), so a renamed
+Key names and the prefix come from the product (ncclcheck.preflight.keys, rendezvous.roles.run_prefix), so a renamed
 key is attacked under its new name. Modes:
   forge      world/result with BASH_ENV, LD_PRELOAD and a `$(touch CANARY)` value, world/final exit 0; rewritten
              every 50 ms so that every node reads the forgery whenever it looks
@@ -21,8 +21,8 @@ import os
 import sys
 import time
 
-from ncclcheck.agent.roles import run_prefix
 from ncclcheck.preflight import keys as K
+from ncclcheck.rendezvous.roles import run_prefix
 
 EVIL = {"BASH_ENV": "{canary_dir}/evil.sh", "LD_PRELOAD": "{canary_dir}/evil.so"}
 
@@ -91,9 +91,9 @@ def main() -> int:
             did.append(f"store gone: {type(exc).__name__}")
     elif a.mode == "malformed":
         i = store.add(prefix + K.JOIN_COUNT, 1)
-        put(K.JOIN.format(i), [1, 2, 3])
+        put(K.JOIN_RECORD.format(i), [1, 2, 3])
         j = store.add(prefix + K.JOIN_COUNT, 1)
-        put(K.JOIN.format(j), {"node_rank": 2, "nnodes": 3, "hostname": "stranger", "pid": 1, "uuid": "s",
+        put(K.JOIN_RECORD.format(j), {"node_rank": 2, "nnodes": 3, "hostname": "stranger", "pid": 1, "uuid": "s",
                                "launcher": "ncclcheck", "facts": {},
                                "checks": [{"id": "x.y", "status": "bogus", "node": 2, "summary": "s", "detail": "",
                                            "fix": "", "evidence": {}}]})
@@ -105,7 +105,7 @@ def main() -> int:
         big = "A" * (7 << 20)
         for _ in range(16):
             i = store.add(prefix + K.JOIN_COUNT, 1)
-            put(K.JOIN.format(i), json.dumps({"node_rank": 1, "nnodes": 3, "hostname": "stranger", "pid": 1,
+            put(K.JOIN_RECORD.format(i), json.dumps({"node_rank": 1, "nnodes": 3, "hostname": "stranger", "pid": 1,
                                               "uuid": f"s{i}", "facts": {"x": big}, "checks": []}))
             did.append(f"join/{i} of 7 MiB")
         put(K.RESULT, json.dumps({"checks": [], "local": [], "recommendations": [], "mesh": {"x": big}}))

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from ncclcheck.preflight.cluster import decide, world_check
+from ncclcheck.preflight.decide import decide, world_check
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -188,7 +188,8 @@ def test_single_node_has_no_world_to_form(n):
     from ncclcheck.agent.launchers import detect_placement
     from ncclcheck.config import Config, WorldConfig
     from ncclcheck.preflight.cluster import run_cluster_preflight
+    from ncclcheck.rendezvous.budget import Budget
 
     cfg = Config(command="preflight", world=WorldConfig())
-    out = run_cluster_preflight(cfg, detect_placement({}, cfg.world), {}, [])
+    out = run_cluster_preflight(cfg, detect_placement({}, cfg.world), {}, [], Budget.of(cfg))
     assert not out.formed and out.checks[0].status.value == "skip"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from ncclcheck.config import Config
+from ncclcheck.rendezvous.budget import Budget
 from tests.dist_harness import run_world
 
 JOB = "ncclcheck.links.job:links_job"
@@ -108,7 +110,7 @@ def test_through_the_runner_as_the_cli_runs_it():
     from ncclcheck.links.job import links_job
 
     w = WorldConfig(nproc_per_node=3, timeout_s=60)
-    out = run_job(w, detect_placement({}, w), links_job, {**BASE, "by": "rank"})
+    out = run_job(w, detect_placement({}, w), links_job, {**BASE, "by": "rank"}, budget=Budget.of(Config('t', world=w)))
     assert out.ok, out.failures
     sec = out.results[0]["links"]
     assert sec["unit"] == "rank" and len(sec["matrix_gbps"]) == 3 and sec["slow"] == []

@@ -8,7 +8,7 @@ import threading
 
 from ncclcheck.checks import CrossInput, run_checks
 from ncclcheck.checks.storage import path_sharing
-from ncclcheck.config import Budget
+from ncclcheck.rendezvous.budget import Budget
 from ncclcheck.facts import storage as fs
 from ncclcheck.model import Status
 from ncclcheck.preflight import shared_dirs

@@ -88,3 +88,17 @@ def test_plain_python_runs_the_node_checks_alone():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO,
                        env=cli_env())
     assert p.returncode == 0 and re.search(r"STATUS (pass|warn) 1 ncclcheck", p.stdout), why(p)
+
+
+def test_env_static_init_after_the_guard_hosted_the_store_on_the_master_port():
+    """No launcher agent (what srun/mpirun scripts do: RANK, WORLD_SIZE, MASTER_* set, env:// init): rank 0's guard
+    hosts the store on MASTER_PORT and closes it; then the script's rank 0 binds the same port for its own store."""
+    port = _free_port()
+    env = {"WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    procs = [subprocess.Popen([sys.executable, os.path.join(FIX, "guard_leftovers.py")], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, cwd=REPO,
+                              env=cli_env({**env, "RANK": str(r), "LOCAL_RANK": str(r)})) for r in range(4)]
+    outs = [p.communicate(timeout=180) for p in procs]
+    text = "\n".join(o + e[-3000:] for o, e in outs)
+    assert [p.returncode for p in procs] == [0, 0, 0, 0], text
+    assert sorted(re.findall(r"LEFTOVERS-OK rank=(\d)", text)) == ["0", "1", "2", "3"], text

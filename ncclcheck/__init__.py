@@ -6,6 +6,8 @@ The Python API (the CLI is a thin layer over it):
     report = ncclcheck.run_preflight()          # -> ncclcheck.model.Report
     print(report.status, report.to_json())
 
+    ncclcheck.guard()                            # first line of a training script: raises ncclcheck.PreflightFailed
+
 Importing ncclcheck is cheap: torch is imported only by the functions that need it.
 """
 
@@ -19,7 +21,8 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "run_preflight", "run_bench", "run_links", "run_env", "run_recommend"]
+__all__ = ["__version__", "run_preflight", "run_bench", "run_links", "run_env", "run_recommend", "guard",
+           "PreflightFailed"]
 
 
 def __getattr__(name: str):
@@ -28,4 +31,9 @@ def __getattr__(name: str):
         from . import api
 
         return getattr(api, name)
+    if name in ("guard", "PreflightFailed"):
+        # ncclcheck/training/: `ncclcheck.guard` is the function, so the package cannot be named guard.
+        from .training import PreflightFailed, guard
+
+        return {"guard": guard, "PreflightFailed": PreflightFailed}[name]
     raise AttributeError(name)

@@ -313,6 +313,13 @@ def check_socket_ifname(inp: LocalInput) -> list:
         if dead:
             problems.append((f"GLOO_SOCKET_IFNAME={gloo_value}: {', '.join(dead)} not running with an IPv4 "
                              "address", "Name a running interface with an address."))
+        # Gloo binds and advertises exactly this interface's address: a docker/bridge/loopback one is the same
+        # address on every host (172.17.0.1), so the other nodes connect to themselves and the job hangs or fails.
+        never = [n for n in names if n in byname and byname[n].get("kind") in rules.NEVER_FOR_MULTI_NODE]
+        if inp.multi_node and never:
+            problems.append((f"GLOO_SOCKET_IFNAME={gloo_value} selects {', '.join(never)} "
+                             "(loopback/docker/bridge/veth) on a multi-node run",
+                             "Name the interface the nodes share (GLOO_SOCKET_IFNAME=eth0: exact names)."))
         if nccl_value and not missing:
             spec = rules.parse_spec(nccl_value)
             if spec and not spec.exclude and not any(spec.matches(n) for n in names):

@@ -46,6 +46,15 @@ def test_socket_ifname_docker_on_multi_node_fails():
     assert status(run(f, multi_node=True), "net.socket_ifname") == {Status.FAIL}
 
 
+def test_gloo_ifname_docker_on_multi_node_fails_and_alone_passes():
+    # the lab's docker-decoy scenario with GLOO_SOCKET_IFNAME=docker0 on one host (tests/lab/test_guard_lab.py)
+    f = facts(interfaces=[iface("docker0", "docker", "172.17.0.1"), iface("eth0", ipv4="198.18.0.1")],
+              env={"GLOO_SOCKET_IFNAME": "docker0"})
+    (r,) = by_id(run(f, multi_node=True), "net.socket_ifname")
+    assert r.status is Status.FAIL and "docker0" in r.summary and "GLOO_SOCKET_IFNAME=eth0" in r.fix
+    assert status(run(f), "net.socket_ifname") == {Status.PASS}
+
+
 def test_gloo_ifname_must_be_exact():
     res = run(facts(env={"GLOO_SOCKET_IFNAME": "eth"}))
     (r,) = by_id(res, "net.socket_ifname")

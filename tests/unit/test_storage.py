@@ -8,11 +8,11 @@ import threading
 
 from ncclcheck.checks import CrossInput, run_checks
 from ncclcheck.checks.storage import path_sharing
-from ncclcheck.rendezvous.budget import Budget
 from ncclcheck.facts import storage as fs
 from ncclcheck.model import Status
 from ncclcheck.preflight import shared_dirs
 from ncclcheck.preflight.shared_dirs import LocalStore, clean_plan, clean_report, exchange
+from ncclcheck.rendezvous.budget import Budget
 
 MOUNTINFO = """\
 22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw

@@ -1,0 +1,181 @@
+"""`ncclcheck.guard()`: the preflight as the first line of a training script, inside the launcher's world.
+
+    import ncclcheck
+    ncclcheck.guard()                # raises ncclcheck.PreflightFailed on every rank when the job cannot train
+    dist.init_process_group("nccl")  # or fabric.launch()
+
+An entry point like the CLI (it sits beside cli.py, above api): it reads the launcher's world once
+(agent.launchers), runs api.run_preflight in-process as this rank (preflight.cluster's protocol: one process per node
+collects and probes, the node's other ranks wait in the store for node 0's result, every wait bounded by the
+Budget), prints the report once per job (global rank 0) and turns a failing report into PreflightFailed on every
+rank. It leaves nothing behind: the store connection is a client of the launcher's store under torchrun and fabric
+(its keys under their own prefix), the mesh listeners are closed, no thread, signal handler or fd redirect remains.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from collections.abc import Mapping, MutableMapping
+from typing import Any, Optional
+
+# The variables `apply=True` may set: the interface and HCA choices the recommendations make.
+APPLIED = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA")
+OFF_VAR = "NCCLCHECK_GUARD"  # NCCLCHECK_GUARD=0: guard() returns None at once (no script edit needed)
+
+
+class PreflightFailed(RuntimeError):
+    """The job cannot train as launched. str(exc) is the root cause and its fix; `.report` the full Report."""
+
+    def __init__(self, message: str, report: Any = None) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+def guard(timeout: Optional[float] = None, paths: tuple = (), code_path: Optional[str] = None,
+          json: Optional[str] = None, strict: bool = False, apply: bool = False,
+          postmortem_dir: Optional[str] = None, quiet: bool = False, shared_dirs: tuple = (),
+          need: Optional[str] = None) -> Any:
+    """Run the multi-node preflight in the launcher's world before the job touches it.
+
+    timeout: T, each named wait's bound (--timeout); every rank ends within T + the fixed graces.
+    paths / code_path: shared paths that must be the same on every node, and the code tree hashed (--paths, --code).
+    json: where global rank 0 writes the JSON report. strict: warnings fail too (--strict).
+    apply: set the recommended NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME / NCCL_IB_HCA in os.environ where unset.
+    quiet: rank 0 prints the report only when it fails.
+    shared_dirs / need: directories that must be one writable filesystem on every node, with at least `need` free
+    (--shared-dir, --need: the checkpoint directory).
+    postmortem_dir: arm the job so a failure can be diagnosed (`ncclcheck recommend --postmortem`): the flight
+    recorder and NCCL's debug log written under that directory, set in os.environ where unset.
+    Returns the Report (None when NCCLCHECK_GUARD=0); raises PreflightFailed on every rank when it fails.
+    """
+    env = os.environ
+    if str(env.get(OFF_VAR, "")).strip() == "0":
+        return None
+    from .. import api
+    from ..agent.launchers import detect_placement
+    from ..config import Config, OutputConfig, StorageConfig, build_world
+    from ..errors import UsageError
+    from ..units import parse_size
+
+    try:
+        world = build_world(timeout=None if timeout is None else str(timeout), env=env)
+        placement = guard_placement(detect_placement(env, world), env)
+        storage = StorageConfig(dirs=tuple(shared_dirs), need_bytes=None if need is None else parse_size(str(need)))
+        config = Config(command="preflight", world=world, output=OutputConfig(json_path=json, strict=strict),
+                        code_path=code_path, paths=tuple(paths), storage=storage)
+        report = api.run_preflight(config, placement=placement)
+    except UsageError as e:  # the launcher's variables do not describe a world: every rank says so alike
+        raise PreflightFailed(f"ncclcheck.guard: {e}") from None
+    speaks = placement.rank == 0
+    failing = report.exit_code != 0
+    if speaks:
+        _emit(report, json, quiet and not failing)
+    if failing:
+        raise PreflightFailed(failure_message(report, placement.rank), report)
+    if postmortem_dir:
+        from ..recommend.postmortem import recommend_postmortem
+
+        os.makedirs(postmortem_dir, exist_ok=True)
+        armed = _set_unset(recommend_postmortem(os.path.abspath(postmortem_dir), report.nodes), env,
+                           placement.node_rank, None)
+        report.extra["guard_postmortem"] = armed
+        if speaks and armed:
+            _say(f"ncclcheck.guard armed the post-mortem under {postmortem_dir}: " + " ".join(armed)
+                 + " (then `ncclcheck diagnose` the directory after a failure)")
+    if apply:
+        applied = apply_recommendations(report.recommendations, env, placement.node_rank)
+        report.extra["guard_applied"] = applied
+        if speaks and applied:
+            _say("ncclcheck.guard set " + " ".join(f"{k}={v}" for k, v in applied.items())
+                 + " (the recommendation; variables you set are never changed)")
+    return report
+
+
+def guard_placement(placement: Any, env: Mapping[str, str]) -> Any:
+    """The launcher's placement with the guard's own key prefix: `ncclcheck/<job>-guard<restart>/`, so a torchrun
+    restart (same agent store, same run id) never reads an earlier attempt's verdict, and the CLI's preflight keys
+    and torch's own (under other prefixes) never meet the guard's."""
+    restart = str(env.get("TORCHELASTIC_RESTART_COUNT") or "0").strip()
+    restart = "".join(c for c in restart if c.isdigit()) or "0"
+    return dataclasses.replace(placement, job_id=f"{placement.job_id}-guard{restart}")
+
+
+def failure_message(report: Any, rank: int) -> str:
+    """One paragraph: what failed (node, host, check id), why, and the fix; then how many other problems."""
+    from ..model import Status
+
+    bad = [c for c in report.checks if c.status is Status.FAIL]
+    if not bad and report.strict:
+        bad = [c for c in report.checks if c.status is Status.WARN]
+    hosts = {n.node_rank: n.hostname for n in report.nodes}
+    lines = [f"ncclcheck preflight failed (rank {rank}, exit code {report.exit_code}):"]
+    seen = set()
+    for c in bad:
+        key = (c.id, c.node, c.summary)
+        if key in seen:
+            continue
+        seen.add(key)
+        where = "" if c.node is None else f" on node {c.node}" + (f" ({hosts[c.node]})" if c.node in hosts else "")
+        lines.append(f"  [{c.id}]{where}: {c.summary}")
+        if c.fix:
+            lines.append(f"    fix: {c.fix}")
+        if len(seen) == 3:
+            break
+    more = len({(c.id, c.node, c.summary) for c in bad}) - len(seen)
+    if more > 0:
+        lines.append(f"  ... and {more} more (the full report is on global rank 0)")
+    if not bad:
+        lines.append("  the world agreed on a failing exit code (see global rank 0's report)")
+    return "\n".join(lines)
+
+
+def apply_recommendations(recs: list, env: MutableMapping[str, str], node_rank: int) -> dict:
+    """Set each recommended APPLIED variable this node is told (a node-specific value wins over the job's) where the
+    user has not set it. Returns {name: value} of what it set."""
+    return _set_unset(recs, env, node_rank, APPLIED)
+
+
+def _set_unset(recs: list, env: MutableMapping[str, str], node_rank: int, names: Optional[tuple]) -> dict:
+    """Set each recommendation (of `names`, or all) meant for this node where the user has not set it."""
+    chosen: dict = {}
+    for r in recs:
+        if (names is not None and r.name not in names) or (r.node is not None and r.node != node_rank):
+            continue
+        if r.node is not None or r.name not in chosen:
+            chosen[r.name] = r.value
+    applied = {}
+    for name, value in chosen.items():
+        if str(env.get(name) or "").strip():
+            continue
+        env[name] = value
+        applied[name] = value
+    return applied
+
+
+def _emit(report: Any, json_path: Optional[str], quiet: bool) -> None:
+    """Global rank 0: the report on stderr (the script's stdout stays its own), the JSON where asked."""
+    from ..render import console as view
+
+    if json_path:
+        from ..render.json import render_json
+
+        if json_path == "-":
+            sys.stdout.write(render_json(report))
+            sys.stdout.flush()
+        else:
+            from ..render.files import write_atomic
+
+            write_atomic(json_path, render_json(report))
+    if quiet:
+        return
+    term = view.make_console(sys.stderr, os.environ, report.world.launcher or "ncclcheck")
+    for part in view.render_report(report, verbose=False):
+        term.print(part)
+
+
+def _say(line: str) -> None:
+    from ..render import console as view
+
+    view.make_console(sys.stderr, os.environ).print(line, markup=False, highlight=False, soft_wrap=True)

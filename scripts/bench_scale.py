@@ -54,6 +54,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from ncclcheck import __version__  # noqa: E402
 from ncclcheck.agent.launchers import detect_placement  # noqa: E402
+from ncclcheck.agent.limits import ensure_nofile  # noqa: E402
 from ncclcheck.checks import run_local_checks  # noqa: E402
 from ncclcheck.checks.local import LocalInput  # noqa: E402
 from ncclcheck.config import Config, WorldConfig  # noqa: E402
@@ -224,13 +225,21 @@ class _CountedSocket(socket.socket):
             raise
 
 
+NODE0_START_SOFT_NOFILE = 1024  # the soft limit many shells, systemd units and Slurm steps start a real node 0 with
+
+
 def setup_process(counter: list, lock: threading.Lock, node0: bool) -> dict:
-    """Every simulator process: its own descriptor budget (soft RLIMIT_NOFILE up to the hard limit), the socket and
-    thread watchers, the byte counter, the probe fault. Returns the limits it runs under."""
+    """Every simulator process: its descriptor budget, the socket and thread watchers, the byte counter, the probe
+    fault. A worker (hundreds of virtual nodes in one process, which no real node is) raises its soft RLIMIT_NOFILE
+    to the hard limit itself; node 0's process starts at 1,024 like a real shell's and the product raises it
+    (agent.limits.ensure_nofile, as api.run_preflight does). Returns the limit it starts under."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
-    if soft < want:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    if node0:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, NODE0_START_SOFT_NOFILE), hard))
+    else:
+        want = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        if soft < want:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
     socket.socket = _CountedSocket  # type: ignore[misc]
 
     def hook(args):
@@ -322,8 +331,9 @@ def play(r: int, slot: str, n: int, port: int, base: dict, fault: str, timeout: 
     world = WorldConfig(nnodes=n, node_rank=r, master_addr="127.0.0.1", master_port=port, timeout_s=timeout)
     cfg = Config(command="preflight", world=world)
     placement = detect_placement({}, world)
+    nofile = ensure_nofile(n, node0)  # what api.run_preflight does before any socket
     local = run_local_checks(LocalInput.of(f, node_rank=r, multi_node=True, nproc_per_node=None,
-                                           backend="gloo", master=None))
+                                           backend="gloo", master=None, nofile=nofile))
     out = cluster.run_cluster_preflight(cfg, placement, f, local, Budget.of(cfg), join_grace_s=0.5)
     t_rep = time.monotonic()
     rep = Report(command="preflight", version=__version__, started="", world=out.world, nodes=out.nodes,
@@ -402,6 +412,7 @@ def node0_main(conn, up, n: int, port: int, base: dict, timeout: float, bound_s:
     out = {"wall": wall, "phases": {k: (a - t0, b - t0) for k, (a, b) in phases.t.items()}, "exit": res.get("exit"),
            "report_s": res.get("report_s", 0.0), "hung": ["node0"] if t.is_alive() else [], "bytes": counter[0],
            "requests": counter[1], "fds": sampler.fds, "rss_mb": sampler.rss_kb / 1024, "nofile": lim["nofile"],
+           "nofile_now": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
            "breakdown": dict(BREAKDOWN)}
     if rep is not None:
         scan_resource_text(rep.checks)
@@ -625,7 +636,8 @@ def main() -> None:
               f"{ra['ran']}/{n}, hung {len(ra['hung'])}", flush=True)
         print(f"  node 0: compute build_matrix {span('build_matrix'):.2f} s, cross checks "
               f"{span('run_cross_checks'):.2f} s, rules {span('recommendations'):.2f} s; peak descriptors "
-              f"{z.get('fds', 0):,} ({z.get('fds', 0) / n:.2f}/node, soft limit {z.get('nofile', 0):,}), peak RSS "
+              f"{z.get('fds', 0):,} ({z.get('fds', 0) / n:.2f}/node; soft limit {z.get('nofile', 0):,} at start, "
+              f"{z.get('nofile_now', 0):,} after the product raised it), peak RSS "
               f"{z.get('rss_mb', 0):,.0f} MiB", flush=True)
         print(f"  JSON report at node 0: {z.get('json_bytes', 0):,} bytes ({z.get('json_bytes', 0) / n:,.0f} B/node), "
               f"schema {z.get('schema', '?')}; peer_reachability: {z.get('mesh_says', '')}", flush=True)

@@ -29,6 +29,7 @@ class CrossInput:
     nodes: list  # [(node_rank, hostname, facts)]
     mesh: Optional[dict] = None  # reachability.build_matrix output; None when the probe did not run
     attempts: dict = field(default_factory=dict)  # {node_rank: [probe attempt records]}
+    load: dict = field(default_factory=dict)  # {node_rank: {"lag_ms", "loaded", ...}}: its prober's own lateness
 
     @property
     def ranks(self) -> list:
@@ -442,6 +443,17 @@ def check_peer_reachability(inp: CrossInput) -> CheckResult:
     # Per node, interfaces every other node reached that a job may use (never docker/lo/veth/bridge).
     job_usable = {r: [i for i in usable[r] if _kind(facts[r], i) not in _NEVER] for r in ranks}
     stranded = [r for r in ranks if not job_usable[r]]
+    # Busy is not unreachable: a node that answered only late (its kernel accepted, its prober replied after the
+    # bound) and a node whose own prober was starved and reached none of its targets are loaded, not cut off.
+    late = sorted({r for e in inp.mesh.values() for r in e.get("late_nodes") or []})
+    starved = [r for r in stranded if (inp.load.get(r) or {}).get("loaded") and _only_outbound(inp, r, usable[r])]
+    loaded = sorted(set(late) | set(starved))
+    stranded = [r for r in stranded if r not in starved]
+    for r in starved:  # the others reached it there: only its own starved prober failed
+        job_usable[r] = [i for i, e in sorted(inp.mesh.items()) if r in (e.get("cannot_reach") or [])]
+    if loaded:
+        ev["loaded"] = {str(r): dict(inp.load.get(r) or {}, answered_late=r in late) for r in loaded[:MAX_NAMED]}
+        ev["loaded_total"] = len(loaded)
     walled = [r for r in stranded if _drops_inbound(inp.mesh, ranks, r)]
     if walled:
         return _inbound_filtered(inp, walled, ev, why_unusable)
@@ -474,7 +486,36 @@ def check_peer_reachability(inp: CrossInput) -> CheckResult:
     summary = f"{good_desc} connect(s) all {len(ranks)} nodes"
     if why_unusable:
         summary += "; unusable: " + "; ".join(f"{i} ({w})" for i, w in why_unusable.items())
+    if loaded:
+        return warned(cid, f"{_who(inp, loaded)} answered the mesh probe late or probed late: loaded, not cut off "
+                      f"(TCP accepted, reply after the bound, even on a retry); {summary}", evidence=ev,
+                      detail=_loaded_detail(inp, loaded, late),
+                      fix="Nothing is wrong with the network: the node was busy (CPU starved). If it stays loaded "
+                          "when the job starts, NCCL's bootstrap may time out on it too: look at what else runs "
+                          "there.")
     return passed(cid, summary, evidence=ev)
+
+
+MAX_NAMED = 50  # loaded nodes whose own figures the evidence keeps (the count is always exact)
+
+
+def _only_outbound(inp: CrossInput, r: int, usable: list) -> bool:
+    """Is every job interface r lacks one on which r itself reached none of its targets (the others reached it)?"""
+    facts = {x: f for x, _, f in inp.nodes}
+    bad = [e for i, e in inp.mesh.items() if r in (e.get("nodes") or []) and i not in usable
+           and _kind(facts.get(r) or {}, i) not in _NEVER]
+    return bool(bad) and all(r in (e.get("cannot_reach") or []) for e in bad)
+
+
+def _loaded_detail(inp: CrossInput, loaded: list, late: list) -> str:
+    parts = []
+    for r in loaded[:8]:
+        ld = inp.load.get(r) or {}
+        bits = (["its probe server answered late"] if r in late else []) + (
+            [f"its own prober woke {ld['lag_ms']} ms late"] if ld.get("lag_ms") else [])
+        parts.append(f"node {r} ({inp.host(r)}): " + (", ".join(bits) or "late"))
+    more = f"; and {len(loaded) - 8} more" if len(loaded) > 8 else ""
+    return "; ".join(parts) + more
 
 
 def _drops_inbound(mesh: dict, ranks: list, r: int) -> bool:

@@ -442,10 +442,13 @@ def node0_main(conn, up, n: int, port: int, base: dict, timeout: float, bound_s:
 
 
 def _nodes_named(summary: str) -> set:
-    """Node ranks a summary names: `node 7 (gpu0007)` or a list `nodes 3,4,5,...`."""
+    """Node ranks a summary names: `node 7 (gpu0007)`, or `(node ranks 3-5,9)` (hostranges.who)."""
     out = {int(x) for x in re.findall(r"node (\d+) \(", summary)}
-    for run_ in re.findall(r"nodes ([\d,]+)", summary):
-        out |= {int(x) for x in run_.split(",") if x}
+    for run_ in re.findall(r"node ranks ([\d,-]+)", summary):
+        for part in run_.split(","):
+            lo, _, hi = part.partition("-")
+            if lo.isdigit():
+                out |= set(range(int(lo), int(hi or lo) + 1))
     return out
 
 

@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from .. import hostranges
 from ..model import CheckResult, failed, passed, skipped, warned
 from ..nccl import reachability, rules
 
@@ -52,10 +53,9 @@ class CrossInput:
 
 
 def _who(inp: CrossInput, ranks) -> str:
-    ranks = sorted(ranks)
-    if len(ranks) > 4:
-        return f"nodes {','.join(str(r) for r in ranks)}"
-    return ", ".join(f"node {r} ({inp.host(r)})" for r in ranks)
+    """A few nodes one by one, many as host ranges and a count (hostranges.who)."""
+    hosts = {r: h for r, h, _ in inp.nodes}
+    return hostranges.who((r, hosts.get(r, "?")) for r in ranks)
 
 
 def _by_value(values: dict) -> list:
@@ -144,7 +144,7 @@ def check_packages(inp: CrossInput) -> CheckResult:
                       evidence={"hashes": {str(r): h for r, h in hashes.items()}})
     shown = []
     for n, split in list(differ.items())[:8]:
-        shown.append(f"{n} (" + ", ".join(f"{v} on {','.join(str(r) for r in rs)}" for v, rs in split.items()) + ")")
+        shown.append(f"{n} (" + ", ".join(f"{v} on {hostranges.rank_ranges(rs)}" for v, rs in split.items()) + ")")
     more = f" and {len(differ) - 8} more" if len(differ) > 8 else ""
     return warned(cid, f"{len(differ)} distribution(s) differ: {'; '.join(shown)}{more}",
                   evidence={"differ": {n: {v: rs for v, rs in s.items()} for n, s in differ.items()}},
@@ -365,7 +365,7 @@ def check_env(inp: CrossInput) -> CheckResult:
     parts = []
     for k, values in differ.items():
         split = _by_value({int(r): v for r, v in values.items()})
-        parts.append(f"{k}: " + ", ".join(f"{'unset' if v is None else v} on {','.join(map(str, rs))}"
+        parts.append(f"{k}: " + ", ".join(f"{'unset' if v is None else v} on {hostranges.rank_ranges(rs)}"
                                           for v, rs in split))
     return warned(cid, f"{len(differ)} variable(s) differ between nodes: " + "; ".join(parts), evidence=ev,
                   detail="NCCL reads its settings per process: different protocol/algorithm/transport switches on "
@@ -431,13 +431,13 @@ def check_peer_reachability(inp: CrossInput) -> CheckResult:
     for i, e in sorted(unusable.items()):
         if e.get("duplicates"):
             a, rs = next(iter(e["duplicates"].items()))
-            why_unusable[i] = f"same address {a} on nodes {','.join(map(str, rs))}"
+            why_unusable[i] = f"same address {a} on nodes {hostranges.rank_ranges(rs)}"
         elif e.get("errors"):
             pair, err = next(iter(sorted(e["errors"].items())))
             why_unusable[i] = f"{pair}: {err}" + (f" (+{len(e['errors']) - 1} more)" if len(e["errors"]) > 1 else "")
         else:
             missing = [r for r in ranks if r not in (e.get("nodes") or [])]
-            why_unusable[i] = f"not present on node(s) {','.join(map(str, missing))}"
+            why_unusable[i] = f"not present on node(s) {hostranges.rank_ranges(missing)}"
     ev = {"ranks": ranks, "interfaces": inp.mesh, "usable_by_node": {str(r): u for r, u in usable.items()},
           "unusable": why_unusable}
     # Per node, interfaces every other node reached that a job may use (never docker/lo/veth/bridge).

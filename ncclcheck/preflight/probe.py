@@ -230,7 +230,10 @@ class MeshListener:
                     except OSError:
                         continue
                     conn.setblocking(False)
-                    conns[conn] = [self.budget.deadline(self.budget.connect_attempt_s), b""]
+                    # A prober retries a late answer with probe_suspect_s: wait for its line at least that long, or
+                    # a busy prober's request (sent late) would meet a closed door and read as a failure.
+                    conns[conn] = [self.budget.deadline(max(self.budget.connect_attempt_s,
+                                                            self.budget.probe_suspect_s)), b""]
                     self._sel.register(conn, selectors.EVENT_READ, "conn")
                     continue
                 self._on_data(sock, conns)  # type: ignore[arg-type]
@@ -492,11 +495,17 @@ def _step(p: _Probe, sel: selectors.BaseSelector, events: int) -> bool:
         p.buf += chunk
         if chunk and b"\n" not in p.buf and len(p.buf) < _MAX_LINE:
             return False
-        _reply_record(p.rec, p.buf.split(b"\n", 1)[0], p.nonce, p.t0, time.time())
+        if not p.buf:  # accepted, then closed before any reply: the peer's listener gave up on us (busy)
+            p.rec["error"] = f"{LATE}: accepted, then closed without a reply"
+        else:
+            _reply_record(p.rec, p.buf.split(b"\n", 1)[0], p.nonce, p.t0, time.time())
     except BlockingIOError:
         return False
     except OSError as e:
-        p.rec["error"] = f"{_classify(e)}: {e}"
+        if p.t0 and isinstance(e, ConnectionResetError):  # reset after an accepted connect: the same, not a wall
+            p.rec["error"] = f"{LATE}: accepted, then reset without a reply"
+        else:
+            p.rec["error"] = f"{_classify(e)}: {e}"
     _finish(p, sel)
     return True
 

@@ -65,6 +65,7 @@ from ncclcheck.rendezvous.budget import Budget  # noqa: E402
 
 _tls = threading.local()
 BREAKDOWN: dict = {}  # store bytes by key family (join, mesh/ep, mesh/row, world/result, ...) for --breakdown
+BY_KEY = False  # --breakdown: the per-key accounting costs the simulator CPU, so only when asked
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -81,7 +82,7 @@ class CountingStore:
         with self._lock:
             self._c[0] += n
             self._c[1] += 1
-            for k in keys[:1]:
+            for k in keys[:1] if BY_KEY else ():
                 part = "/".join(k.split("/")[2:4]) if k.count("/") >= 3 else k.split("/")[-1]
                 part = part.rstrip("0123456789").rstrip("/")
                 BREAKDOWN[part] = BREAKDOWN.get(part, 0) + n
@@ -269,6 +270,9 @@ def scan_resource_text(report_checks: list) -> int:
     return bad
 
 
+SAMPLE_TICK_S = 1.0  # listing /proc/self/fd with thousands of entries costs node 0 CPU: once a second is enough
+
+
 class Sampler:
     """Node 0's process: its peak resident memory and open descriptors, sampled from /proc every tick."""
 
@@ -357,6 +361,9 @@ def worker_main(conn, ranks: list, dup_of, n: int, port: int, base: dict, faults
     """A worker process: its virtual nodes as threads; sends {exits, bytes, requests, sim} when they all ended."""
     counter, lock = [0, 0], threading.Lock()
     lim = setup_process(counter, lock, node0=False)
+    # Hundreds of node threads in one interpreter: hand the GIL around less often than the 5 ms default, so the
+    # CPU goes to the nodes' work, not to switching (each real node has its own interpreter and none of this).
+    sys.setswitchinterval(0.05)
     results: dict = {}
 
     def body(r, slot):
@@ -394,7 +401,7 @@ def node0_main(conn, up, n: int, port: int, base: dict, timeout: float, bound_s:
     for name in ("_host_decides", "_mesh_start", "_mesh_collect", "run_cross_checks", "recommendations"):
         phases.wrap(name)
     phases.wrap("build_matrix", reachability)
-    sampler = Sampler(0.2)
+    sampler = Sampler(SAMPLE_TICK_S)
     box: dict = {}
     t0 = time.monotonic()
 
@@ -590,6 +597,8 @@ def main() -> None:
     ap.add_argument("--json-out", help="write node 0's JSON report of the largest formed run here")
     ap.add_argument("--md-out", help="write node 0's Markdown report of the largest formed run here")
     a = ap.parse_args()
+    global BY_KEY
+    BY_KEY = a.breakdown
     try:
         sizes = [int(x) for x in a.nodes.split(",") if x.strip()]
     except ValueError:

@@ -212,7 +212,12 @@ def check_nofile(inp: LocalInput) -> CheckResult:
     if not isinstance(nf, dict):
         return skipped(cid, "single node: no store connections to hold", node=node)
     need, soft, hard, before = nf.get("needed"), nf.get("soft"), nf.get("hard"), nf.get("soft_before")
-    ev = dict(nf)
+    # 8,192 copies of this in one report: only what a reader needs (issue 27: JSON bytes per node)
+    ev = {k: nf.get(k) for k in ("needed", "soft", "hard")}
+    if nf.get("raised"):
+        ev["soft_before"] = before
+    if nf.get("error"):
+        ev["error"] = nf["error"]
     role = (f"this node hosts the rendezvous for {nf.get('nnodes')} nodes (one connection each)"
             if nf.get("hosts_store") else "this node probes its mesh peers")
     if soft is None or (isinstance(need, int) and soft >= need):

@@ -361,9 +361,6 @@ def worker_main(conn, ranks: list, dup_of, n: int, port: int, base: dict, faults
     """A worker process: its virtual nodes as threads; sends {exits, bytes, requests, sim} when they all ended."""
     counter, lock = [0, 0], threading.Lock()
     lim = setup_process(counter, lock, node0=False)
-    # Hundreds of node threads in one interpreter: hand the GIL around less often than the 5 ms default, so the
-    # CPU goes to the nodes' work, not to switching (each real node has its own interpreter and none of this).
-    sys.setswitchinterval(0.05)
     results: dict = {}
 
     def body(r, slot):

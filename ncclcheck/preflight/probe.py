@@ -186,6 +186,7 @@ class MeshListener:
         self._sel = selectors.DefaultSelector()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
+        self._released, self._release_lock = False, threading.Lock()
         # close() writes here to wake the serving thread, which otherwise sleeps in select() until a probe arrives
         # (no periodic wake-ups: hundreds of idle listeners in one process must cost nothing).
         self._wake_r, self._wake_w = socket.socketpair()
@@ -217,6 +218,13 @@ class MeshListener:
         self._thread.start()
 
     def _serve(self) -> None:
+        try:
+            self._serve_until_stopped()
+        finally:
+            if self._stop.is_set():
+                self._release()  # close() may have given up waiting for this thread (issue 27: 8,192 nodes)
+
+    def _serve_until_stopped(self) -> None:
         conns: dict[socket.socket, list] = {}  # conn -> [deadline, buffer]
         while not self._stop.is_set():
             timeout = self.budget.remaining(min(dl for dl, _ in conns.values())) if conns else None
@@ -285,6 +293,15 @@ class MeshListener:
             pass
         if self._thread is not None:
             self._thread.join(timeout=self.budget.thread_join_s)
+            if self._thread.is_alive():
+                return  # starved of CPU: the serving thread releases everything as it ends (never under its feet)
+        self._release()
+
+    def _release(self) -> None:
+        with self._release_lock:
+            if self._released:
+                return
+            self._released = True
         for s in [*self._socks, self._wake_r]:
             try:
                 self._sel.unregister(s)

@@ -95,13 +95,19 @@ def run_preflight(config: Optional[Config] = None, observer=None, placement=None
     golden = _load_golden(config)  # a bad baseline file is a usage error before anything runs
     placement = _placement(config, placement)
     world = _world_of(config, placement)
+    nofile = None
+    if placement.node_leader and placement.multi_node:
+        from .agent.limits import ensure_nofile
+
+        # before any socket: node 0 holds a store connection per node (issue 27: a 1,024 soft limit stops the world)
+        nofile = ensure_nofile(placement.nnodes, bool(placement.hosts_store))
     facts = _collect(config, world.master_addr) if placement.node_leader else {}
     master = None
     if placement.node_leader and (placement.multi_node or not placement.worker_mode):
         # Under a launcher too: rank 0 binds MASTER_PORT unless torchrun's agent store already holds it.
         master = _probe_master(world, budget, placement.hosts_store if placement.worker_mode else None)
     inp = LocalInput.of(facts, node_rank=world.node_rank, multi_node=placement.multi_node,
-                        nproc_per_node=world.nproc_per_node, backend=world.backend, master=master)
+                        nproc_per_node=world.nproc_per_node, backend=world.backend, master=master, nofile=nofile)
     checks = run_local_checks(inp) if placement.node_leader else []
     command = config.command if config.command in ("preflight", "recommend") else "preflight"
     if placement.multi_node or placement.worker_mode:

@@ -1,8 +1,15 @@
 #!/usr/bin/env python3
-"""Preflight at scale, simulated: N virtual nodes, many per process (one thread each), run the real node-agent code
-path (run_local_checks on generated facts, preflight.cluster.run_cluster_preflight: join, fact upload, verdict,
-sampled mesh probes over real loopback sockets, result, exit-code agreement, then the report) against one real c10d
-TCPStore on 127.0.0.1, hosted by virtual node 0 exactly as a real node 0 hosts it.
+"""Preflight at scale, simulated: N virtual nodes run the real node-agent code path (run_local_checks on generated
+facts, preflight.cluster.run_cluster_preflight: join, fact upload, verdict, sampled mesh probes over real loopback
+sockets, result, exit-code agreement, then the report) against one real c10d TCPStore on 127.0.0.1.
+
+Node 0 runs alone in its own process and hosts the store exactly as a real node 0 does (so its descriptors, memory
+and CPU are its own and measured); the other N-1 virtual nodes are threads spread over worker processes of at most
+--per-worker nodes each, every process with its soft RLIMIT_NOFILE raised to its hard limit.
+
+The simulator never lies: every failure of the simulator itself (a thread's exception, a descriptor or thread that
+could not be created, a worker that died or never reported, a node thread that never ended) is counted per process
+and printed apart from the product's findings; a run with any such failure exits 3 and prints no figure.
 
 Faults injected at every N, each of which the report must name:
   run "formed":   one node with different code, one with a different NCCL version, one whose probes all fail
@@ -10,24 +17,28 @@ Faults injected at every N, each of which the report must name:
 Bytes through node 0's store are counted per store request in TCPStore's wire format (1-byte command, 8-byte length
 before every string, the reply), for every client including node 0's own; TCP/IP headers are not counted.
 
-Prints, per N and run, the wall time per phase, bytes per node, which faults were named and the JSON report size;
-the LAST line is exactly `nodes=N wall_s=W node0_bytes_per_node=B faults_named=K/T` for the largest N, with W the
-formed run's wall time (the no-world run waits out its --timeout by design) and B from the formed run.
+Prints, per N and run, the wall time per phase, bytes per node, which faults were named, false findings, node 0's
+peak descriptors and RSS, the report sizes; then each phase's growth factor from the smallest to the largest N; the
+LAST line is exactly `nodes=N wall_s=W node0_bytes_per_node=B faults_named=K/T sim_errors=E node0_rss_mb=M` for the
+largest N, with W the formed run's wall time (the no-world run waits out its --timeout by design). Exit 0 only when
+every fault is named at every N with no false finding and no simulator error; 1 for a product miss; 3 for a
+simulator failure (no figure).
 Everything stays on loopback (127.0.0.0/8): as root the script re-runs itself in a private network namespace
 (`unshare -n`, loopback only), because c10d reverse-resolves socket addresses when it connects and the machine's
 resolver must not see those queries (in this sandbox they also stall a connect for 5 s when they time out).
 
-    python3 scripts/bench_scale.py --nodes 8,64,256,1024
+    python3 scripts/bench_scale.py --nodes 1024,4096,8192
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
-import dataclasses
+import errno
 import gc
 import json
 import logging
+import multiprocessing as mp
 import os
 import re
 import resource
@@ -35,11 +46,15 @@ import socket
 import sys
 import threading
 import time
+import traceback
 
+# c10d logs each wait slice that ends without the key (expected: waits are sliced) as a warning on fd 2
+os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from ncclcheck import __version__  # noqa: E402
 from ncclcheck.agent.launchers import detect_placement  # noqa: E402
+from ncclcheck.agent.limits import ensure_nofile  # noqa: E402
 from ncclcheck.checks import run_local_checks  # noqa: E402
 from ncclcheck.checks.local import LocalInput  # noqa: E402
 from ncclcheck.config import Config, WorldConfig  # noqa: E402
@@ -56,6 +71,7 @@ _tls = threading.local()
 PROBERS = threading.BoundedSemaphore(64)
 SIM_CONNECT_S = 10.0
 BREAKDOWN: dict = {}  # store bytes by key family (join, mesh/ep, mesh/row, world/result, ...) for --breakdown
+BY_KEY = False  # --breakdown: the per-key accounting costs the simulator CPU, so only when asked
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -72,7 +88,7 @@ class CountingStore:
         with self._lock:
             self._c[0] += n
             self._c[1] += 1
-            for k in keys[:1]:
+            for k in keys[:1] if BY_KEY else ():
                 part = "/".join(k.split("/")[2:4]) if k.count("/") >= 3 else k.split("/")[-1]
                 part = part.rstrip("0123456789").rstrip("/")
                 BREAKDOWN[part] = BREAKDOWN.get(part, 0) + n
@@ -175,16 +191,134 @@ def facts_for(base: dict, r: int, fault: str) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# One run
+# The simulator's own failures, counted per process and never mixed with the product's findings
+
+_RESOURCE_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS, errno.EAGAIN}
+_RESOURCE_TEXT = ("Too many open files", "can't start new thread", "Cannot allocate memory")
+
+
+class SimErrors:
+    """Failures of the simulator itself in this process: count and the first few, one line each."""
+
+    def __init__(self):
+        self.count, self.first, self._lock = 0, [], threading.Lock()
+
+    def note(self, what: str) -> None:
+        with self._lock:
+            self.count += 1
+            if len(self.first) < 5:
+                self.first.append(what[:300])
+
+
+SIM = SimErrors()
+
+
+class _CountedSocket(socket.socket):
+    """socket.socket that names running out of descriptors or memory as a simulator failure, then raises as usual."""
+
+    def __init__(self, *a, **kw):
+        try:
+            super().__init__(*a, **kw)
+        except OSError as e:
+            if e.errno in _RESOURCE_ERRNOS:
+                SIM.note(f"pid {os.getpid()}: socket(): {e}")
+            raise
+
+    def accept(self):
+        try:
+            return super().accept()
+        except OSError as e:
+            if e.errno in _RESOURCE_ERRNOS - {errno.EAGAIN}:
+                SIM.note(f"pid {os.getpid()}: accept(): {e}")
+            raise
+
+
+NODE0_START_SOFT_NOFILE = 1024  # the soft limit many shells, systemd units and Slurm steps start a real node 0 with
+
+
+def setup_process(counter: list, lock: threading.Lock, node0: bool) -> dict:
+    """Every simulator process: its descriptor budget, the socket and thread watchers, the byte counter, the probe
+    fault. A worker (hundreds of virtual nodes in one process, which no real node is) raises its soft RLIMIT_NOFILE
+    to the hard limit itself; node 0's process starts at 1,024 like a real shell's and the product raises it
+    (agent.limits.ensure_nofile, as api.run_preflight does). Returns the limit it starts under."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if node0:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, NODE0_START_SOFT_NOFILE), hard))
+    else:
+        want = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        if soft < want:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    socket.socket = _CountedSocket  # type: ignore[misc]
+
+    def hook(args):
+        if args.exc_type is SystemExit:
+            return
+        SIM.note(f"pid {os.getpid()} thread {args.thread.name if args.thread else '?'}: "
+                 + "".join(traceback.format_exception_only(args.exc_type, args.exc_value)).strip())
+
+    threading.excepthook = hook
+    install_counter(counter, lock)
+    if not node0:
+        install_probe_fault()
+    return {"nofile": resource.getrlimit(resource.RLIMIT_NOFILE)[0]}
+
+
+def scan_resource_text(report_checks: list) -> int:
+    """Failed checks whose text says the simulator's process ran out of something: the product reported it, but
+    it is the simulator's failure, not the simulated cluster's."""
+    bad = 0
+    for c in report_checks:
+        if c.status.value != "fail":
+            continue
+        text = json.dumps(c.to_json(), default=str)
+        if any(t in text for t in _RESOURCE_TEXT):
+            bad += 1
+            SIM.note(f"a check says the simulator ran out: {c.id}: {c.summary[:160]}")
+    return bad
+
+
+SAMPLE_TICK_S = 1.0  # listing /proc/self/fd with thousands of entries costs node 0 CPU: once a second is enough
+
+
+class Sampler:
+    """Node 0's process: its peak resident memory and open descriptors, sampled from /proc every tick."""
+
+    def __init__(self, tick_s: float):
+        self.tick_s, self.fds, self.rss_kb, self._stop = tick_s, 0, 0, threading.Event()
+        self._t = threading.Thread(target=self._run, name="sampler", daemon=True)
+        self._t.start()
+
+    def _sample(self) -> None:
+        try:
+            self.fds = max(self.fds, len(os.listdir("/proc/self/fd")))
+            with open("/proc/self/status") as fh:
+                for line in fh:
+                    if line.startswith("VmRSS:"):
+                        self.rss_kb = max(self.rss_kb, int(line.split()[1]))
+        except OSError as e:
+            SIM.note(f"sampler: {e}")
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.tick_s):
+            self._sample()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._t.join()
+        self._sample()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# One virtual node
 
 
 class Phases:
-    """Node 0's phase boundaries, recorded by wrapping the protocol's steps on node 0's thread only."""
+    """Node 0's phase boundaries, recorded by wrapping the protocol's steps in node 0's process only."""
 
     def __init__(self):
         self.t: dict = {}
 
-    def wrap(self, name: str, module=cluster) -> None:
+    def wrap(self, name: str, module=cluster, on_end=None) -> None:
         real = getattr(module, name)
 
         def timed(*a, **kw):
@@ -192,72 +326,166 @@ class Phases:
             try:
                 return real(*a, **kw)
             finally:
-                if getattr(_tls, "node0", False):
-                    self.t[name] = (t0, time.monotonic())
+                self.t[name] = (t0, time.monotonic())
+                if on_end is not None:
+                    on_end()
 
         setattr(module, name, timed)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def play(r: int, slot: str, n: int, port: int, base: dict, fault: str, timeout: float, node0: bool) -> dict:
+    """One virtual node, start to agreed exit code, exactly as the agent runs it. Node 0 also keeps its report."""
+    _tls.probes_fail = fault == "probes"
+    f = facts_for(base, r, fault if slot == "main" else "")
+    if slot != "main":
+        f["host"]["hostname"] = f"gpu{r:04d}-dup"
+    world = WorldConfig(nnodes=n, node_rank=r, master_addr="127.0.0.1", master_port=port, timeout_s=timeout)
+    cfg = Config(command="preflight", world=world)
+    placement = detect_placement({}, world)
+    nofile = ensure_nofile(n, node0)  # what api.run_preflight does before any socket
+    local = run_local_checks(LocalInput.of(f, node_rank=r, multi_node=True, nproc_per_node=None,
+                                           backend="gloo", master=None, nofile=nofile))
+    out = cluster.run_cluster_preflight(cfg, placement, f, local, Budget.of(cfg), join_grace_s=0.5)
+    t_rep = time.monotonic()
+    rep = Report(command="preflight", version=__version__, started="", world=out.world, nodes=out.nodes,
+                 checks=out.checks, recommendations=out.recommendations)
+    doc = json.dumps(rep.to_json(), default=str) if node0 else None
+    rep.agreed_exit_code = out.agree_exit_code(rep.exit_code)
+    res = {"exit": rep.exit_code, "report_s": time.monotonic() - t_rep, "formed": out.formed}
+    if node0:
+        res.update(doc=doc, report=rep)
+    else:
+        scan_resource_text(rep.checks)
+    return res
 
 
-def run(n: int, base: dict, faults: dict, timeout: float, counter: list, phases: Phases, skip: set,
-        dup_of: int | None) -> dict:
-    port = free_port()
-    counter[0] = counter[1] = 0
-    phases.t.clear()
+# ---------------------------------------------------------------------------------------------------------------
+# The processes
+
+
+def worker_main(conn, ranks: list, dup_of, n: int, port: int, base: dict, faults: dict, timeout: float,
+                bound_s: float) -> None:
+    """A worker process: its virtual nodes as threads; sends {exits, bytes, requests, sim} when they all ended."""
+    counter, lock = [0, 0], threading.Lock()
+    lim = setup_process(counter, lock, node0=False)
     results: dict = {}
-    t_start = time.monotonic()
 
-    def node(r: int, slot: str) -> None:
-        _tls.node0 = r == 0 and slot == "main"
-        _tls.probes_fail = faults.get(r) == "probes"
-        f = facts_for(base, r, faults.get(r, "") if slot == "main" else "")
-        if slot != "main":
-            f["host"]["hostname"] = f"gpu{r:04d}-dup"
-        world = WorldConfig(nnodes=n, node_rank=r, master_addr="127.0.0.1", master_port=port, timeout_s=timeout)
-        cfg = Config(command="preflight", world=world)
-        placement = detect_placement({}, world)
-        local = run_local_checks(LocalInput.of(f, node_rank=r, multi_node=True, nproc_per_node=None,
-                                               backend="gloo", master=None))
-        if _tls.node0:
-            phases.t["node0_enter"] = (t_start, time.monotonic())
-        budget = dataclasses.replace(Budget.of(cfg), connect_attempt_s=SIM_CONNECT_S)
-        out = cluster.run_cluster_preflight(cfg, placement, f, local, budget, join_grace_s=0.5)
-        t_rep = time.monotonic()
-        rep = Report(command="preflight", version=__version__, started="", world=out.world, nodes=out.nodes,
-                     checks=out.checks, recommendations=out.recommendations)
-        doc = json.dumps(rep.to_json(), default=str) if _tls.node0 else None
-        rep.agreed_exit_code = out.agree_exit_code(rep.exit_code)
-        results[(r, slot)] = {"exit": rep.exit_code, "doc": doc, "report_s": time.monotonic() - t_rep,
-                              "line": f"node {r}: {rep.status.value}", "formed": out.formed,
-                              "report": rep if _tls.node0 else None}
+    def body(r, slot):
+        results[(r, slot)] = play(r, slot, n, port, base, faults.get(r, ""), timeout, node0=False)
 
-    threads = [threading.Thread(target=node, args=(r, "main"), daemon=True) for r in range(n) if r not in skip]
-    if dup_of is not None:
-        threads.append(threading.Thread(target=node, args=(dup_of, "dup"), daemon=True))
-    # Node 0 first, the others once its store listens: under gVisor (this sandbox) a storm of probe connects while
-    # c10d's server is being constructed can stall that constructor for minutes; on real nodes nothing shares a
-    # process, and a node started before node 0 just retries its bounded probe (tests/unit/test_world.py covers it).
-    threads[0].start()
-    end = time.monotonic() + timeout
-    while time.monotonic() < end and not phases.t.get("_connect"):
-        time.sleep(0.01)
-    for t in threads[1:]:
-        t.start()
+    jobs = [(r, "main") for r in ranks] + ([(dup_of, "dup")] if dup_of is not None else [])
+    threads = []
+    for r, slot in jobs:
+        t = threading.Thread(target=body, args=(r, slot), name=f"node{r}-{slot}", daemon=True)
+        try:
+            t.start()
+        except RuntimeError as e:
+            SIM.note(f"pid {os.getpid()}: could not start node {r}'s thread: {e}")
+            continue
+        threads.append(t)
+    end = time.monotonic() + bound_s
     for t in threads:
-        t.join(timeout=timeout * 4 + 120)
-    wall = time.monotonic() - t_start
-    hung = sum(t.is_alive() for t in threads)
-    return {"wall": wall, "results": results, "bytes": counter[0], "requests": counter[1], "hung": hung,
-            "phases": dict(phases.t), "t0": t_start}
+        t.join(timeout=max(0.0, end - time.monotonic()))
+    hung = [t.name for t in threads if t.is_alive()]
+    exits: dict = {}
+    for v in results.values():
+        exits[v["exit"]] = exits.get(v["exit"], 0) + 1
+    conn.send({"exits": exits, "bytes": counter[0], "requests": counter[1], "sim": SIM.count, "sim_first": SIM.first,
+               "hung": hung, "ran": len(results), "nofile": lim["nofile"], "breakdown": dict(BREAKDOWN)})
+    conn.close()
+    os._exit(0)  # daemon threads still parked in a store wait must not hold the process
 
 
-def named(report: Report, cid: str, needle: str) -> bool:
-    return any(c.id == cid and c.status.value == "fail" and needle in c.summary for c in report.checks)
+def node0_main(conn, up, n: int, port: int, base: dict, timeout: float, bound_s: float, want: dict) -> None:
+    """Node 0's process: node 0 alone, hosting the store; judges its own report and sends the summary."""
+    counter, lock = [0, 0], threading.Lock()
+    lim = setup_process(counter, lock, node0=True)
+    phases = Phases()
+    phases.wrap("_connect", on_end=up.set)
+    for name in ("_host_decides", "_mesh_start", "_mesh_collect", "run_cross_checks", "recommendations"):
+        phases.wrap(name)
+    phases.wrap("build_matrix", reachability)
+    sampler = Sampler(SAMPLE_TICK_S)
+    box: dict = {}
+    t0 = time.monotonic()
+
+    def body():
+        box["res"] = play(0, "main", n, port, base, "", timeout, node0=True)
+
+    t = threading.Thread(target=body, name="node0", daemon=True)
+    t.start()
+    t.join(timeout=bound_s)
+    up.set()  # a node 0 that failed before its store listened must not leave the workers unstarted
+    wall = time.monotonic() - t0
+    sampler.stop()
+    res = box.get("res") or {}
+    rep = res.get("report")
+    out = {"wall": wall, "phases": {k: (a - t0, b - t0) for k, (a, b) in phases.t.items()}, "exit": res.get("exit"),
+           "report_s": res.get("report_s", 0.0), "hung": ["node0"] if t.is_alive() else [], "bytes": counter[0],
+           "requests": counter[1], "fds": sampler.fds, "rss_mb": sampler.rss_kb / 1024, "nofile": lim["nofile"],
+           "nofile_now": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+           "breakdown": dict(BREAKDOWN)}
+    if rep is not None:
+        scan_resource_text(rep.checks)
+        out.update(judge(rep, want))
+        doc = res.get("doc") or ""
+        out["json_bytes"] = len(doc)
+        out["schema"] = validate(doc) if doc else "no report"
+        if want.get("json_out"):
+            with open(want["json_out"], "w") as fh:
+                fh.write(doc)
+        if want.get("render"):
+            from ncclcheck.render.html import render_html
+            from ncclcheck.render.junit import render_junit
+            from ncclcheck.render.markdown import render_markdown
+
+            tr = time.monotonic()
+            md, xml, html = render_markdown(rep), render_junit(rep), render_html(rep)
+            out["renders"] = (f"Markdown {len(md):,} B, JUnit {len(xml):,} B ({xml.count('<testcase ')} testcases), "
+                              f"HTML {len(html):,} B in {time.monotonic() - tr:.2f} s")
+            if want.get("md_out"):
+                with open(want["md_out"], "w") as fh:
+                    fh.write(md)
+    out.update(sim=SIM.count, sim_first=SIM.first)
+    conn.send(out)
+    conn.close()
+    os._exit(0)
+
+
+def _nodes_named(summary: str) -> set:
+    """Node ranks a summary names: `node 7 (gpu0007)`, or `(node ranks 3-5,9)` (hostranges.who)."""
+    out = {int(x) for x in re.findall(r"node (\d+) \(", summary)}
+    for run_ in re.findall(r"node ranks ([\d,-]+)", summary):
+        for part in run_.split(","):
+            lo, _, hi = part.partition("-")
+            if lo.isdigit():
+                out |= set(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def judge(rep: Report, want: dict) -> dict:
+    """Which injected faults node 0's report names, and every failed finding that no fault explains."""
+    fails = [c for c in rep.checks if c.status.value == "fail"]
+    named, false = {}, []
+    expect = want.get("expect", {})  # check id -> (fault name, the node it must name)
+    for cid, (name, node) in expect.items():
+        hits = [c for c in fails if c.id == cid and c.node is None]
+        named[name] = any(node in _nodes_named(c.summary) for c in hits)
+        for c in hits:
+            extra = _nodes_named(c.summary) - {node}
+            if extra:
+                false.append(f"{cid} also names nodes {sorted(extra)[:8]}")
+    world = next((c.summary for c in rep.checks if c.id == "rendezvous.world"), "")
+    for name, needle in want.get("world", {}).items():
+        named[name] = needle in world
+    allowed = set(expect) | set(want.get("baseline_fails", ())) | ({"rendezvous.world"} if want.get("world") else set())
+    for c in fails:
+        if c.id not in allowed and c.node is None:
+            false.append(f"{c.id}: {c.summary[:140]}")
+    local_false = sorted({c.id for c in fails if c.node is not None and c.id not in allowed})
+    false += [f"node-local {cid} failed on some node" for cid in local_false]
+    return {"named": named, "false": false, "world_says": world[:160],
+            "mesh_says": next((c.summary for c in rep.checks if c.id == "net.peer_reachability"), "")[:160]}
 
 
 def validate(doc: str) -> str:
@@ -272,6 +500,80 @@ def validate(doc: str) -> str:
     return "valid" if not errs else f"INVALID ({len(errs)} errors, first: {errs[0].message[:120]})"
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(n: int, base: dict, faults: dict, timeout: float, skip: set, dup_of, per_worker: int, want: dict) -> dict:
+    """One world of n virtual nodes: node 0's process, then the workers once node 0's store listens."""
+    ctx = mp.get_context("fork")
+    port = free_port()
+    bound_s = timeout * 4 + 120  # every wait of the product is bounded by a few T: a node past this is hung
+    up = ctx.Event()
+    t_start = time.monotonic()
+    r0, w0 = ctx.Pipe(duplex=False)
+    p0 = ctx.Process(target=node0_main, args=(w0, up, n, port, base, timeout, bound_s, want), daemon=True)
+    p0.start()
+    w0.close()
+    up.wait(timeout)
+    ranks = [r for r in range(1, n) if r not in skip]
+    chunks = [ranks[i:i + per_worker] for i in range(0, len(ranks), per_worker)]
+    procs, pipes = [], {}
+    for chunk in chunks:
+        rd, wr = ctx.Pipe(duplex=False)
+        dup = dup_of if dup_of is not None and dup_of in chunk else None
+        p = ctx.Process(target=worker_main, args=(wr, chunk, dup, n, port, base, faults, timeout, bound_s),
+                        daemon=True)
+        p.start()
+        wr.close()
+        procs.append(p)
+        pipes[rd] = p
+    pipes[r0] = p0
+    got: dict = {}
+    end = time.monotonic() + bound_s + 60
+    pending = set(pipes)
+    while pending and time.monotonic() < end:
+        for rd in mp.connection.wait(list(pending), timeout=max(0.0, end - time.monotonic())):
+            try:
+                got[rd] = rd.recv()
+            except (EOFError, OSError):
+                got[rd] = None
+            pending.discard(rd)
+    wall = time.monotonic() - t_start
+    sim_first, sim = [], 0
+    for rd, p in pipes.items():
+        p.join(timeout=5)
+        if p.is_alive():
+            p.kill()
+            p.join()
+        msg = got.get(rd)
+        if msg is None:
+            sim += 1
+            sim_first.append(f"process {p.pid} died or never reported (exit code {p.exitcode})")
+            continue
+        sim += msg["sim"]
+        sim_first += msg["sim_first"]
+    msgs = [m for m in got.values() if m]
+    exits: dict = {}
+    for m in msgs:
+        for k, v in (m.get("exits") or {}).items():
+            exits[k] = exits.get(k, 0) + v
+    n0 = got.get(r0) or {}
+    if n0.get("exit") is not None:
+        exits[n0["exit"]] = exits.get(n0["exit"], 0) + 1
+    hung = [h for m in msgs for h in m["hung"]]
+    breakdown: dict = {}
+    for m in msgs:
+        for k, v in (m.get("breakdown") or {}).items():
+            breakdown[k] = breakdown.get(k, 0) + v
+    return {"wall": wall, "node0": n0, "bytes": sum(m["bytes"] for m in msgs),
+            "requests": sum(m["requests"] for m in msgs), "exits": exits, "hung": hung, "sim": sim,
+            "sim_first": sim_first, "workers": len(procs), "ran": sum(m.get("ran", 0) for m in msgs) + bool(n0),
+            "nofile": min((m["nofile"] for m in msgs), default=0), "breakdown": breakdown}
+
+
 def isolate() -> None:
     """Re-exec in a private network namespace with only loopback up (root only; otherwise run as is)."""
     import shutil
@@ -284,106 +586,116 @@ def isolate() -> None:
     sys.exit(subprocess.call(cmd, env=env))
 
 
+PHASES = (("join+verdict", "_host_decides"), ("mesh(own probes)", "_mesh_start"), ("rows+checks", "_mesh_collect"))
+
+
 def main() -> None:
     isolate()
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nodes", default="8,64,256,1024", help="comma-separated N values")
     ap.add_argument("--timeout", type=float, default=60.0, help="--timeout of the formed run")
+    ap.add_argument("--per-worker", type=int, default=512, help="virtual nodes per worker process")
+    ap.add_argument("--no-world", choices=("all", "smallest", "none"), default="all",
+                    help="at which N to also run the world that cannot form (it waits out its --timeout)")
     ap.add_argument("--breakdown", action="store_true", help="print store bytes per node by key family")
     ap.add_argument("--json-out", help="write node 0's JSON report of the largest formed run here")
+    ap.add_argument("--md-out", help="write node 0's Markdown report of the largest formed run here")
     a = ap.parse_args()
+    global BY_KEY
+    BY_KEY = a.breakdown
+    try:
+        sizes = [int(x) for x in a.nodes.split(",") if x.strip()]
+    except ValueError:
+        ap.error(f"--nodes takes comma-separated integers, not {a.nodes!r}")
+    if not sizes or min(sizes) < 4 or a.per_worker < 1:
+        ap.error("every N must be at least 4 and --per-worker at least 1")
     logging.disable(logging.WARNING)
-    # Hundreds of threads in one interpreter: switch the GIL less often than the 5 ms default so CPU-bound phases
-    # are not spent handing the lock around (each real node has its own interpreter and none of this contention).
-    sys.setswitchinterval(0.05)
     threading.stack_size(512 * 1024)
-    counter, lock = [0, 0], threading.Lock()
-    install_counter(counter, lock)
-    install_probe_fault()
-    phases = Phases()
-    for name in ("_connect", "_host_decides", "_mesh_start", "_mesh_collect", "run_cross_checks", "recommendations"):
-        phases.wrap(name)
-    phases.wrap("build_matrix", reachability)
     base = base_facts()
-    import torch.distributed  # noqa: F401 - every real node imports it on its own machine; pay it once, up front
-    sizes = [int(x) for x in a.nodes.split(",") if x.strip()]
-    last = ""
+    import torch.distributed  # noqa: F401 - every real node imports it on its own machine; forked processes share it
+    baseline_fails = {c.id for c in run_local_checks(LocalInput.of(facts_for(base, 0, ""), node_rank=0,
+                                                                   multi_node=True, nproc_per_node=None,
+                                                                   backend="gloo", master=None))
+                      if c.status.value == "fail"}
+    print(f"this machine's own facts fail these node-local checks on every virtual node (not findings): "
+          f"{sorted(baseline_fails) or 'none'}; parent RSS before forking "
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB (inherited by every process)",
+          flush=True)
+    total_sim, product_ok, table, last = 0, True, [], ""
     for n in sizes:
         code_r, nccl_r, probe_r = max(1, n // 3), max(2, (2 * n) // 3), n - 2
         faults = {code_r: "code", nccl_r: "nccl", probe_r: "probes"}
+        want = {"expect": {"code.consistent": (f"code differs on node {code_r}", code_r),
+                           "versions.consistent": (f"NCCL differs on node {nccl_r}", nccl_r),
+                           "net.peer_reachability": (f"probes fail on node {probe_r}", probe_r)},
+                "baseline_fails": baseline_fails, "render": True,
+                "json_out": a.json_out if n == sizes[-1] else None, "md_out": a.md_out if n == sizes[-1] else None}
         gc.collect()
-        BREAKDOWN.clear()
-        ra = run(n, base, faults, a.timeout, counter, phases, skip=set(), dup_of=None)
-        if a.breakdown:
-            print("  bytes/node by key: " + ", ".join(f"{k or '?'} {v / n:,.0f}" for k, v in
-                                                     sorted(BREAKDOWN.items(), key=lambda kv: -kv[1])), flush=True)
-        r0 = ra["results"].get((0, "main")) or {}
-        rep = r0.get("report")
-        checks = {}
-        if rep is not None:
-            checks = {
-                f"code differs on node {code_r}": named(rep, "code.consistent", f"node {code_r} (gpu{code_r:04d})"),
-                f"NCCL differs on node {nccl_r}": named(rep, "versions.consistent",
-                                                        f"node {nccl_r} (gpu{nccl_r:04d})"),
-                f"probes fail on node {probe_r}": named(rep, "net.peer_reachability",
-                                                        f"node {probe_r} (gpu{probe_r:04d})"),
-            }
-            pr = next((c for c in rep.checks if c.id == "net.peer_reachability"), None)
-            wrongly = pr is not None and set(re.findall(r"node (\d+) \(", pr.summary)) != {str(probe_r)}
-        codes = sorted({v["exit"] for v in ra["results"].values()})
-        ph = ra["phases"]
-        t0 = ra["t0"]
+        ra = run(n, base, faults, a.timeout, set(), None, a.per_worker, want)
+        z = ra["node0"]
+        ph = z.get("phases") or {}
 
         def span(k, ph=ph):
-            return f"{ph[k][1] - ph[k][0]:.2f}" if k in ph else "?"
+            return ph[k][1] - ph[k][0] if k in ph else float("nan")
 
-        print(f"  node 0 compute: build_matrix {span('build_matrix')} s, cross checks {span('run_cross_checks')} s, "
-              f"rules {span('recommendations')} s", flush=True)
-        print(f"N={n} formed: wall {ra['wall']:.2f} s | join+verdict {span('_host_decides')} s, mesh(own probes) "
-              f"{span('_mesh_start')} s, rows+checks {span('_mesh_collect')} s, report at node 0 "
-              f"{r0.get('report_s', 0):.2f} s | bytes/node {ra['bytes'] / n:,.0f} ({ra['requests'] / n:.1f} "
-              f"requests/node) | exit codes {codes} | hung {ra['hung']}", flush=True)
-        if ph:
-            print(f"  node 0 timeline: starts at {ph['node0_enter'][1] - t0:.2f} s, store up at "
-                  f"{ph['_connect'][1] - t0:.2f} s, verdict at {ph['_host_decides'][1] - t0:.2f} s, result at "
-                  f"{ph.get('_mesh_collect', (0, t0))[1] - t0:.2f} s", flush=True)
-        doc = r0.get("doc") or ""
-        mesh = next((c.summary for c in (rep.checks if rep else []) if c.id == "net.peer_reachability"), "")
-        print(f"  JSON report at node 0: {len(doc):,} bytes, schema {validate(doc) if doc else 'no report'}; "
-              f"peer_reachability: {mesh[:160]}{' (names other nodes too)' if rep and wrongly else ''}", flush=True)
-        if rep is not None:
-            from ncclcheck.render.html import render_html
-            from ncclcheck.render.junit import render_junit
-            from ncclcheck.render.markdown import render_markdown
-
-            t = time.monotonic()
-            md, xml, html = render_markdown(rep), render_junit(rep), render_html(rep)
-            print(f"  node 0 renders (outside the wall time): Markdown {len(md):,} B, JUnit {len(xml):,} B "
-                  f"({xml.count('<testcase ')} testcases), HTML {len(html):,} B in {time.monotonic() - t:.2f} s",
-                  flush=True)
-        if a.json_out and n == sizes[-1] and doc:
-            with open(a.json_out, "w") as fh:
-                fh.write(doc)
-        # The world that cannot form: one node never starts, another claims node 1's rank.
-        miss, dup = n - 1, 1
-        rb = run(n, base, {}, max(8.0, 5.0 + n * 0.01), counter, phases, skip={miss}, dup_of=dup)
-        b0 = (rb["results"].get((0, "main")) or {})
-        wsum = ""
-        for v in rb["results"].values():
-            if v.get("report") is not None:
-                wsum = next((c.summary for c in v["report"].checks if c.id == "rendezvous.world"), "")
-        checks[f"node {miss} never joins"] = f"node rank(s) {miss} never joined" in wsum
-        checks[f"node rank {dup} duplicated"] = f"node rank {dup} claimed by 2 nodes" in wsum
-        print(f"N={n} no-world: wall {rb['wall']:.2f} s (waits out --timeout), bytes/node {rb['bytes'] / n:,.0f}, "
-              f"exit codes {sorted({v['exit'] for v in rb['results'].values()})}, node 0 says: {wsum[:140]}",
-              flush=True)
-        del b0
-        k, t = sum(checks.values()), len(checks)
-        print("  faults: " + "; ".join(f"{name}: {'named' if ok else 'MISSED'}" for name, ok in checks.items()))
-        rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"  peak RSS so far {rss_mb:,.0f} MiB", flush=True)
-        last = f"nodes={n} wall_s={ra['wall']:.1f} node0_bytes_per_node={ra['bytes'] / n:.0f} faults_named={k}/{t}"
+        if a.breakdown:
+            bd = ra["breakdown"]
+            for k, v in (z.get("breakdown") or {}).items():
+                bd[k] = bd.get(k, 0) + v
+            print("  bytes/node by key: " + ", ".join(f"{k or '?'} {v / n:,.0f}" for k, v in
+                                                     sorted(bd.items(), key=lambda kv: -kv[1])), flush=True)
+        nbytes, nreq = ra["bytes"] + z.get("bytes", 0), ra["requests"] + z.get("requests", 0)
+        print(f"N={n} formed: wall {ra['wall']:.2f} s over {ra['workers']} workers + node 0 | "
+              + ", ".join(f"{label} {span(k):.2f} s" for label, k in PHASES)
+              + f", report at node 0 {z.get('report_s', 0):.2f} s | bytes/node {nbytes / n:,.0f} "
+              f"({nreq / n:.1f} requests/node) | exit codes {dict(sorted(ra['exits'].items()))} | nodes ended "
+              f"{ra['ran']}/{n}, hung {len(ra['hung'])}", flush=True)
+        print(f"  node 0: compute build_matrix {span('build_matrix'):.2f} s, cross checks "
+              f"{span('run_cross_checks'):.2f} s, rules {span('recommendations'):.2f} s; peak descriptors "
+              f"{z.get('fds', 0):,} ({z.get('fds', 0) / n:.2f}/node; soft limit {z.get('nofile', 0):,} at start, "
+              f"{z.get('nofile_now', 0):,} after the product raised it), peak RSS "
+              f"{z.get('rss_mb', 0):,.0f} MiB", flush=True)
+        print(f"  JSON report at node 0: {z.get('json_bytes', 0):,} bytes ({z.get('json_bytes', 0) / n:,.0f} B/node), "
+              f"schema {z.get('schema', '?')}; peer_reachability: {z.get('mesh_says', '')}", flush=True)
+        if z.get("renders"):
+            print(f"  node 0 renders (outside the wall time): {z['renders']}", flush=True)
+        named = dict(z.get("named") or {})
+        false = list(z.get("false") or [])
+        sim = ra["sim"] + len(ra["hung"])
+        rb = None
+        if a.no_world == "all" or (a.no_world == "smallest" and n == sizes[0]):
+            miss, dup = n - 1, 1
+            want_b = {"world": {f"node {miss} never joins": f"node rank(s) {miss} never joined",
+                                f"node rank {dup} duplicated": f"node rank {dup} claimed by 2 nodes"},
+                      "baseline_fails": baseline_fails}
+            rb = run(n, base, {}, max(8.0, 5.0 + n * 0.01), {miss}, dup, a.per_worker, want_b)
+            zb = rb["node0"]
+            named.update(zb.get("named") or {})
+            false += zb.get("false") or []
+            sim += rb["sim"] + len(rb["hung"])
+            print(f"N={n} no-world: wall {rb['wall']:.2f} s (waits out --timeout), exit codes "
+                  f"{dict(sorted(rb['exits'].items()))}, node 0 says: {zb.get('world_says', '')[:140]}", flush=True)
+        k, t = sum(named.values()), len(named)
+        print("  faults: " + "; ".join(f"{name}: {'named' if ok else 'MISSED'}" for name, ok in named.items()))
+        print(f"  false findings: {len(false)}" + (": " + "; ".join(false[:6]) if false else ""))
+        hung = ra["hung"] + (rb["hung"] if rb else [])
+        firsts = ra["sim_first"] + (rb["sim_first"] if rb else []) + [f"node thread {h} never ended" for h in hung]
+        print(f"  SIMULATOR errors (not findings): {sim}" + (": " + " | ".join(firsts[:6]) if sim else ""), flush=True)
+        total_sim += sim
+        product_ok = product_ok and k == t and not false
+        table.append((n, ra["wall"], {label: span(key) for label, key in PHASES}, z.get("report_s", 0.0)))
+        last = (f"nodes={n} wall_s={ra['wall']:.1f} node0_bytes_per_node={nbytes / n:.0f} faults_named={k}/{t} "
+                f"sim_errors={sim} node0_rss_mb={z.get('rss_mb', 0):.0f}")
+    if len(table) > 1:
+        (n1, w1, p1, r1), (n2, w2, p2, r2) = table[0], table[-1]
+        growth = [f"wall x{w2 / w1:.1f}"] + [f"{k} x{p2[k] / p1[k]:.1f}" if p1[k] > 0 else f"{k} ?" for k in p1]
+        growth.append(f"report x{r2 / r1:.1f}" if r1 > 0 else "report ?")
+        print(f"growth from N={n1} to N={n2} (x{n2 / n1:.0f} nodes): " + ", ".join(growth), flush=True)
+    if total_sim:
+        print(f"NO FIGURE: the simulator itself failed {total_sim} times; the measurement is invalid")
+        sys.exit(3)
     print(last)
+    sys.exit(0 if product_ok else 1)
 
 
 if __name__ == "__main__":

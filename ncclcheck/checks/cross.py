@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from .. import hostranges
 from ..model import CheckResult, failed, passed, skipped, warned
 from ..nccl import reachability, rules
 from . import storage
@@ -31,6 +32,7 @@ class CrossInput:
     mesh: Optional[dict] = None  # reachability.build_matrix output; None when the probe did not run
     attempts: dict = field(default_factory=dict)  # {node_rank: [probe attempt records]}
     shared: Optional[dict] = None  # the --shared-dir step's outcome on node 0 (preflight/shared_dirs.py)
+    load: dict = field(default_factory=dict)  # {node_rank: {"lag_ms", "loaded", ...}}: its prober's own lateness
 
     @property
     def ranks(self) -> list:
@@ -53,10 +55,9 @@ class CrossInput:
 
 
 def _who(inp: CrossInput, ranks) -> str:
-    ranks = sorted(ranks)
-    if len(ranks) > 4:
-        return f"nodes {','.join(str(r) for r in ranks)}"
-    return ", ".join(f"node {r} ({inp.host(r)})" for r in ranks)
+    """A few nodes one by one, many as host ranges and a count (hostranges.who)."""
+    hosts = {r: h for r, h, _ in inp.nodes}
+    return hostranges.who((r, hosts.get(r, "?")) for r in ranks)
 
 
 def _by_value(values: dict) -> list:
@@ -145,7 +146,7 @@ def check_packages(inp: CrossInput) -> CheckResult:
                       evidence={"hashes": {str(r): h for r, h in hashes.items()}})
     shown = []
     for n, split in list(differ.items())[:8]:
-        shown.append(f"{n} (" + ", ".join(f"{v} on {','.join(str(r) for r in rs)}" for v, rs in split.items()) + ")")
+        shown.append(f"{n} (" + ", ".join(f"{v} on {hostranges.rank_ranges(rs)}" for v, rs in split.items()) + ")")
     more = f" and {len(differ) - 8} more" if len(differ) > 8 else ""
     return warned(cid, f"{len(differ)} distribution(s) differ: {'; '.join(shown)}{more}",
                   evidence={"differ": {n: {v: rs for v, rs in s.items()} for n, s in differ.items()}},
@@ -372,7 +373,7 @@ def check_env(inp: CrossInput) -> CheckResult:
     parts = []
     for k, values in differ.items():
         split = _by_value({int(r): v for r, v in values.items()})
-        parts.append(f"{k}: " + ", ".join(f"{'unset' if v is None else v} on {','.join(map(str, rs))}"
+        parts.append(f"{k}: " + ", ".join(f"{'unset' if v is None else v} on {hostranges.rank_ranges(rs)}"
                                           for v, rs in split))
     return warned(cid, f"{len(differ)} variable(s) differ between nodes: " + "; ".join(parts), evidence=ev,
                   detail="NCCL reads its settings per process: different protocol/algorithm/transport switches on "
@@ -438,19 +439,31 @@ def check_peer_reachability(inp: CrossInput) -> CheckResult:
     for i, e in sorted(unusable.items()):
         if e.get("duplicates"):
             a, rs = next(iter(e["duplicates"].items()))
-            why_unusable[i] = f"same address {a} on nodes {','.join(map(str, rs))}"
+            why_unusable[i] = f"same address {a} on nodes {hostranges.rank_ranges(rs)}"
         elif e.get("errors"):
             pair, err = next(iter(sorted(e["errors"].items())))
             why_unusable[i] = f"{pair}: {err}" + (f" (+{len(e['errors']) - 1} more)" if len(e["errors"]) > 1 else "")
         else:
             missing = [r for r in ranks if r not in (e.get("nodes") or [])]
-            why_unusable[i] = f"not present on node(s) {','.join(map(str, missing))}"
+            why_unusable[i] = f"not present on node(s) {hostranges.rank_ranges(missing)}"
     ev = {"ranks": ranks, "interfaces": inp.mesh, "usable_by_node": {str(r): u for r, u in usable.items()},
           "unusable": why_unusable}
     # Per node, interfaces every other node reached that a job may use (never docker/lo/veth/bridge).
     job_usable = {r: [i for i in usable[r] if _kind(facts[r], i) not in _NEVER] for r in ranks}
     stranded = [r for r in ranks if not job_usable[r]]
-    walled = [r for r in stranded if _drops_inbound(inp.mesh, ranks, r)]
+    # Busy is not unreachable: a node that answered only late (its kernel accepted, its prober replied after the
+    # bound) and a node whose own prober was starved and reached none of its targets are loaded, not cut off.
+    late = sorted({r for e in inp.mesh.values() for r in e.get("late_nodes") or []})
+    starved = [r for r in stranded if (inp.load.get(r) or {}).get("loaded") and _only_outbound(inp, r, usable[r])]
+    loaded = sorted(set(late) | set(starved))
+    stranded = [r for r in stranded if r not in starved]
+    for r in starved:  # the others reached it there: only its own starved prober failed
+        job_usable[r] = [i for i, e in sorted(inp.mesh.items()) if r in (e.get("cannot_reach") or [])]
+    if loaded:
+        ev["loaded"] = {str(r): dict(inp.load.get(r) or {}, answered_late=r in late) for r in loaded[:MAX_NAMED]}
+        ev["loaded_total"] = len(loaded)
+    at = {r: j for j, r in enumerate(ranks)}
+    walled = [r for r in stranded if _drops_inbound(inp.mesh, ranks, r, at)]
     if walled:
         return _inbound_filtered(inp, walled, ev, why_unusable)
     if stranded:
@@ -482,13 +495,42 @@ def check_peer_reachability(inp: CrossInput) -> CheckResult:
     summary = f"{good_desc} connect(s) all {len(ranks)} nodes"
     if why_unusable:
         summary += "; unusable: " + "; ".join(f"{i} ({w})" for i, w in why_unusable.items())
+    if loaded:
+        return warned(cid, f"{_who(inp, loaded)} answered the mesh probe late or probed late: loaded, not cut off "
+                      f"(TCP accepted, reply after the bound, even on a retry); {summary}", evidence=ev,
+                      detail=_loaded_detail(inp, loaded, late),
+                      fix="Nothing is wrong with the network: the node was busy (CPU starved). If it stays loaded "
+                          "when the job starts, NCCL's bootstrap may time out on it too: look at what else runs "
+                          "there.")
     return passed(cid, summary, evidence=ev)
 
 
-def _drops_inbound(mesh: dict, ranks: list, r: int) -> bool:
+MAX_NAMED = 50  # loaded nodes whose own figures the evidence keeps (the count is always exact)
+
+
+def _only_outbound(inp: CrossInput, r: int, usable: list) -> bool:
+    """Is every job interface r lacks one on which r itself reached none of its targets (the others reached it)?"""
+    facts = {x: f for x, _, f in inp.nodes}
+    bad = [e for i, e in inp.mesh.items() if r in (e.get("nodes") or []) and i not in usable
+           and _kind(facts.get(r) or {}, i) not in _NEVER]
+    return bool(bad) and all(r in (e.get("cannot_reach") or []) for e in bad)
+
+
+def _loaded_detail(inp: CrossInput, loaded: list, late: list) -> str:
+    parts = []
+    for r in loaded[:8]:
+        ld = inp.load.get(r) or {}
+        bits = (["its probe server answered late"] if r in late else []) + (
+            [f"its own prober woke {ld['lag_ms']} ms late"] if ld.get("lag_ms") else [])
+        parts.append(f"node {r} ({inp.host(r)}): " + (", ".join(bits) or "late"))
+    more = f"; and {len(loaded) - 8} more" if len(loaded) > 8 else ""
+    return "; ".join(parts) + more
+
+
+def _drops_inbound(mesh: dict, ranks: list, r: int, at: Optional[dict] = None) -> bool:
     """Node r reached other nodes (outbound works; it also joined the rendezvous) but no peer reached it on any
     interface: inbound TCP is filtered on r, which a firewall does, rather than a network fault between nodes."""
-    j, n = ranks.index(r), len(ranks)
+    j, n = (ranks.index(r) if at is None else at[r]), len(ranks)  # `at`: rank -> index, O(1) per node at scale
     out_ok = in_tried = False
     for entry in mesh.values():
         m = entry.get("matrix") or []

@@ -32,6 +32,7 @@ class LocalInput:
     backend: str = "auto"
     master: Optional[dict] = None  # master probe result (preflight/probe.py), None when not probed
     env: dict = field(default_factory=dict)  # facts["env"]["vars"], for convenience
+    nofile: Optional[dict] = None  # agent.limits.ensure_nofile's outcome for a multi-node run, None otherwise
 
     @classmethod
     def of(cls, facts: dict, **kw) -> LocalInput:
@@ -202,6 +203,38 @@ def check_memlock(inp: LocalInput) -> CheckResult:
                   detail="RDMA memory registration fails with \"Call to ibv_reg_mr failed\" under a memlock limit.",
                   fix="Set `ulimit -l unlimited` (limits.conf memlock unlimited; Docker --ulimit memlock=-1; "
                       "Slurm: PropagateResourceLimits or srun --propagate=MEMLOCK).")
+
+
+def check_nofile(inp: LocalInput) -> CheckResult:
+    """host.nofile: the open-file limit covers the world (node 0 holds one store connection per node)."""
+    cid, node = "host.nofile", inp.node_rank
+    nf = inp.nofile
+    if not isinstance(nf, dict):
+        return skipped(cid, "single node: no store connections to hold", node=node)
+    need, soft, hard, before = nf.get("needed"), nf.get("soft"), nf.get("hard"), nf.get("soft_before")
+    # 8,192 copies of this in one report: only what a reader needs (issue 27: JSON bytes per node)
+    ev = {k: nf.get(k) for k in ("needed", "soft", "hard")}
+    if nf.get("raised"):
+        ev["soft_before"] = before
+    if nf.get("error"):
+        ev["error"] = nf["error"]
+    role = (f"this node hosts the rendezvous for {nf.get('nnodes')} nodes (one connection each)"
+            if nf.get("hosts_store") else "this node probes its mesh peers")
+    if soft is None or (isinstance(need, int) and soft >= need):
+        said = "unlimited" if soft is None else f"{soft:,}"
+        raised = f" (raised from {before:,})" if nf.get("raised") and isinstance(before, int) else ""
+        return passed(cid, f"open-file limit {said}{raised} covers the {need:,} descriptors {role} needs",
+                      node=node, evidence=ev)
+    hard_s = "unlimited" if hard is None else f"{hard:,}"
+    why = f" ({nf['error']})" if nf.get("error") else ""
+    return failed(cid, f"open-file limit {soft:,} (hard {hard_s}) is below the {need:,} descriptors {role} "
+                  f"needs{why}", node=node, evidence=ev,
+                  detail="Node 0 stops accepting nodes once it runs out of descriptors: the nodes past the limit "
+                         "fail to join, and torch.distributed's own TCPStore has the same limit.",
+                  fix=f"Raise the limit to at least {need:,} where the job starts: `ulimit -n {need}` (and the hard "
+                      f"limit: nofile in /etc/security/limits.conf), systemd LimitNOFILE={need}, Docker --ulimit "
+                      f"nofile={need}:{need}; under Slurm, PropagateResourceLimits (or srun --propagate=NOFILE) "
+                      "carries the submitting shell's limit.")
 
 
 def check_interfaces(inp: LocalInput) -> CheckResult:

@@ -38,6 +38,7 @@ REGISTRY: tuple = (
     CheckSpec("gpu.count", LOCAL, ("gpu",), local.check_gpu_count),
     CheckSpec("host.shm", LOCAL, ("host",), local.check_shm),
     CheckSpec("host.memlock", LOCAL, ("host",), local.check_memlock),
+    CheckSpec("host.nofile", LOCAL, (), local.check_nofile),
     CheckSpec("env.nccl", LOCAL, ("env",), local.check_env_nccl),
     CheckSpec("paths.exist", LOCAL, ("paths",), local.check_paths_exist),
     CheckSpec("versions.consistent", CROSS, ("versions",), cross.check_versions),

@@ -134,6 +134,16 @@ def memlock(getrlimit: Optional[Callable] = None) -> dict:
     return {"soft": b(soft), "hard": b(hard)}
 
 
+def nofile(getrlimit: Optional[Callable] = None) -> dict:
+    """RLIMIT_NOFILE (soft, hard): node 0 holds one store connection per node, so its soft limit bounds the world."""
+    soft, hard = (getrlimit or resource.getrlimit)(resource.RLIMIT_NOFILE)
+
+    def b(v: int) -> Optional[int]:
+        return None if v == resource.RLIM_INFINITY or v < 0 else int(v)
+
+    return {"soft": b(soft), "hard": b(hard)}
+
+
 def port_range() -> Optional[list]:
     parts = (read_text(procfs("sys", "net", "ipv4", "ip_local_port_range")) or "").split()
     if len(parts) == 2 and all(is_decimal(p) for p in parts):
@@ -214,6 +224,10 @@ def collect(gethostname: Optional[Callable] = None, getfqdn: Optional[Callable] 
         facts["memlock"] = memlock(getrlimit)
     except Exception as e:
         facts["memlock"] = {"unavailable": str(e)}
+    try:
+        facts["nofile"] = nofile(getrlimit)
+    except Exception as e:
+        facts["nofile"] = {"unavailable": str(e)}
     try:
         affinity = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):

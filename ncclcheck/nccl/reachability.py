@@ -11,6 +11,10 @@ import random
 FULL_MESH_MAX = 32  # above this many nodes the mesh is sampled
 SAMPLE_PEERS = 12  # random peers per node in a sampled mesh, besides the two ring neighbours
 MAX_ERRORS = 50  # failed pairs listed per interface in a sampled mesh (the count is always exact)
+# A probe whose connection the peer's kernel accepted but whose reply came too late (preflight/probe.py writes the
+# prefix): the network path works, the peer was busy. Such a pair counts as reached, and the node is named as loaded.
+LATE = "late"
+NO_ANSWER = "no_answer"
 
 
 def sampled(n: int, full_max: int = FULL_MESH_MAX) -> bool:
@@ -96,6 +100,7 @@ def build_matrix(
         have_idx = {idx[r] for r in have}
         pairs: dict[tuple[int, int], bool] = {}
         errors: dict[str, str] = {}
+        late: dict[int, str] = {}  # node -> one accepted-but-late probe of it
         for src in ranks:
             if src in attempts_by_rank:
                 continue
@@ -114,6 +119,9 @@ def build_matrix(
                     by_dst.setdefault(a["peer"], []).append(a)
             for dst, recs in by_dst.items():
                 good, why = _judge(recs, src, dst, dups, dup_texts)
+                if good and why and all(w.split(": ", 1)[-1].startswith(LATE) for w in why):
+                    late.setdefault(dst, f"{src}->{dst}: {why[0]}")
+                    why = []
                 pairs[(idx[src], idx[dst])] = good
                 if not good and why:
                     errors[f"{src}->{dst}"] = "; ".join(why)
@@ -126,6 +134,9 @@ def build_matrix(
         usable, stuck = _usable(pairs, n, have_idx, bool(iface_dups))
         entry: dict = {"errors": errors, "duplicates": iface_dups, "nodes": have, "usable": usable,
                        "cannot_reach": [ranks[i] for i in sorted(stuck)], "pairs_tested": len(pairs)}
+        if late:
+            entry["late"] = dict(sorted(late.items())[:MAX_ERRORS])
+            entry["late_nodes"] = sorted(late)
         if is_sampled:
             entry.update(sampled=True, errors=dict(sorted(errors.items())[:MAX_ERRORS]), errors_total=len(errors))
         else:
@@ -152,6 +163,7 @@ def _judge(recs: list[dict], src: int, dst: int, dups: dict, texts: dict) -> tup
             why.append(texts[a["addr"]])
         elif not a.get("ok"):
             why.append(f"{a['addr']}:{a.get('port')}: {a.get('error')}")
+            good = good or str(a.get("error") or "").startswith(LATE)  # accepted: the path works, the peer was busy
         elif a.get("reached") != dst or (a.get("expected_id") and
                                          not str(a.get("reached_id") or "").startswith(str(a["expected_id"]))):
             who = "itself" if a.get("reached") == src else f"node {a.get('reached')}"

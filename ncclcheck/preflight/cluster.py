@@ -365,12 +365,15 @@ def _mesh_start(ctx: _Ctx, st: JsonStore, n: int, leader: bool, decider: bool) -
     eps = _peer_endpoints(st, n, p.node_rank, decider, end, b)
     own = {a for addrs_ in addrs.values() for a in addrs_}
     # what is left of the mesh phase's bound (T)
+    stats: dict = {}
     rows = probe.probe_peers(p.node_rank, eps, deadline_s=b.left(end, b.mesh_probe_floor_s), own_addresses=own,
-                             budget=b)
+                             budget=b, stats=stats)
     # The clock check reads timings only of probes to or from the reference node (node rank 0, which decides):
     # node 0's row (over loopback) keeps them all, the others only theirs towards node 0.
     timed = None if decider else {0}
-    st.set(K.MESH_ROW.format(p.node_rank), wire.pack_row(rows, eps, timed=timed))
+    row = wire.pack_row(rows, eps, timed=timed)
+    row["load"] = stats  # how late this node's own prober woke: node 0 tells a loaded node from a cut-off one
+    st.set(K.MESH_ROW.format(p.node_rank), row)
     return m
 
 
@@ -388,13 +391,15 @@ def _mesh_collect(st: JsonStore, m: _Mesh, b: Budget, observer: Any = None) -> t
         v = st.get_now(K.MESH_EP.format(r), _dict)
         eps[r] = v if isinstance(v, dict) else {"id": None, "endpoints": {}}
     published = {r: e.get("endpoints") or {} for r, e in eps.items()}
+    load = {}
     for r in range(m.n):
         row = st.get_now(K.MESH_ROW.format(r), _dict)
         if isinstance(row, dict):
             attempts[r] = wire.unpack_row(row, published)
+            load[r] = wire.read_load(row.get("load"), b.loaded_lag_s)
     ranks = list(range(m.n))
     matrix = reachability.build_matrix(ranks, published, attempts)
-    return matrix, attempts
+    return matrix, attempts, load
 
 
 def run_cluster_preflight(
@@ -509,7 +514,7 @@ def _decide_result(ctx: _Ctx, st: JsonStore, verdict: dict, joins: dict, wcheck:
     """Node 0: every node's facts and rows -> cross-node checks and rules -> `world/result`; the full outcome.
     A decision step that fails becomes a failed check in the report (and in what the others read), never a node 0
     without a report."""
-    matrix, attempts = _mesh_collect(st, mesh, ctx.budget, ctx.observer)
+    matrix, attempts, load = _mesh_collect(st, mesh, ctx.budget, ctx.observer)
     members = {m["node_rank"]: joins.get(_index(m.get("key"))) or {} for m in verdict["members"]}
     nodes = [(r, j.get("hostname") or "?", j.get("facts") or {}) for r, j in sorted(members.items())]
     local: list = []
@@ -518,7 +523,8 @@ def _decide_result(ctx: _Ctx, st: JsonStore, verdict: dict, joins: dict, wcheck:
     hosts = {r: h for r, h, _ in nodes}
     try:
         cross = [mesh_note(c, matrix, len(nodes), hosts)
-                 for c in run_cross_checks(CrossInput(nodes, mesh=matrix, attempts=attempts, shared=shared))]
+                 for c in run_cross_checks(CrossInput(nodes, mesh=matrix, attempts=attempts, shared=shared,
+                                                      load=load))]
         recs = recommendations(nodes, matrix)
     except Exception as exc:  # noqa: BLE001 - the report must still be written, naming what failed
         log.exception("the cross-node decision failed")

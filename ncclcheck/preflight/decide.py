@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import replace
 from typing import Optional
 
+from .. import hostranges
 from ..config import format_endpoint
 from ..model import CheckResult, Recommendation, Status, failed, passed
 from ..nccl import reachability
@@ -72,7 +73,7 @@ def world_check(verdict: dict, elapsed_s: float, timeout_s: float) -> CheckResul
                       evidence=ev)
     problems, fixes = [], []
     if verdict.get("missing"):
-        miss = ",".join(map(str, verdict["missing"]))
+        miss = hostranges.rank_ranges(verdict["missing"])
         problems.append(f"node rank(s) {miss} never joined within {timeout_s:g} s")
         fixes.append(f"start ncclcheck with --node-rank {miss} on the missing node(s), or check why they cannot "
                      "reach MASTER_ADDR:MASTER_PORT (their own reports say)")
@@ -80,7 +81,7 @@ def world_check(verdict: dict, elapsed_s: float, timeout_s: float) -> CheckResul
         problems.append(f"node rank {r} claimed by {len(hosts)} nodes: {', '.join(hosts)}")
         fixes.append("give every node a distinct --node-rank (0..N-1)")
     if verdict.get("out_of_range"):
-        problems.append(f"node rank(s) {','.join(map(str, verdict['out_of_range']))} are outside 0..{n - 1}")
+        problems.append(f"node rank(s) {hostranges.rank_ranges(verdict['out_of_range'])} are outside 0..{n - 1}")
     for m in verdict.get("nnodes_mismatch") or []:
         problems.append(f"node {m['node_rank']} ({m['hostname']}) was started with --nnodes {m['nnodes']}, "
                         f"the others with {n}")

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Optional
 
 from ..facts.net import is_local_address, resolve_host
+from ..nccl.reachability import LATE, NO_ANSWER
 from ..rendezvous.budget import FIXED, Budget
 from .wire import OWN_ADDRESS
 
@@ -185,6 +186,7 @@ class MeshListener:
         self._sel = selectors.DefaultSelector()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
+        self._released, self._release_lock = False, threading.Lock()
         # close() writes here to wake the serving thread, which otherwise sleeps in select() until a probe arrives
         # (no periodic wake-ups: hundreds of idle listeners in one process must cost nothing).
         self._wake_r, self._wake_w = socket.socketpair()
@@ -216,6 +218,13 @@ class MeshListener:
         self._thread.start()
 
     def _serve(self) -> None:
+        try:
+            self._serve_until_stopped()
+        finally:
+            if self._stop.is_set():
+                self._release()  # close() may have given up waiting for this thread (issue 27: 8,192 nodes)
+
+    def _serve_until_stopped(self) -> None:
         conns: dict[socket.socket, list] = {}  # conn -> [deadline, buffer]
         while not self._stop.is_set():
             timeout = self.budget.remaining(min(dl for dl, _ in conns.values())) if conns else None
@@ -229,7 +238,10 @@ class MeshListener:
                     except OSError:
                         continue
                     conn.setblocking(False)
-                    conns[conn] = [self.budget.deadline(self.budget.connect_attempt_s), b""]
+                    # A prober retries a late answer with probe_suspect_s: wait for its line at least that long, or
+                    # a busy prober's request (sent late) would meet a closed door and read as a failure.
+                    conns[conn] = [self.budget.deadline(max(self.budget.connect_attempt_s,
+                                                            self.budget.probe_suspect_s)), b""]
                     self._sel.register(conn, selectors.EVENT_READ, "conn")
                     continue
                 self._on_data(sock, conns)  # type: ignore[arg-type]
@@ -281,6 +293,15 @@ class MeshListener:
             pass
         if self._thread is not None:
             self._thread.join(timeout=self.budget.thread_join_s)
+            if self._thread.is_alive():
+                return  # starved of CPU: the serving thread releases everything as it ends (never under its feet)
+        self._release()
+
+    def _release(self) -> None:
+        with self._release_lock:
+            if self._released:
+                return
+            self._released = True
         for s in [*self._socks, self._wake_r]:
             try:
                 self._sel.unregister(s)
@@ -321,6 +342,18 @@ class _Probe:
         self.sock: Optional[socket.socket] = None
 
 
+# The two ways a probe times out, told apart on the wire (issue 27: 64 busy lab hosts were named unreachable):
+# NO_ANSWER, the TCP connect itself was not answered (a dropped SYN: firewall DROP, dead link, host down); LATE, the
+# peer's kernel accepted the connection, then its prober did not reply in time (a busy host).
+MESH_DEADLINE = "timeout: the mesh probe's deadline passed"
+
+
+def is_suspect(rec: dict) -> bool:
+    """A timed-out attempt worth one more try with a longer bound (refused or unroutable ones are definite)."""
+    err = str(rec.get("error") or "")
+    return not rec.get("ok") and (err.startswith(NO_ANSWER) or err.startswith(LATE))
+
+
 def probe_peers(
     my_rank: int,
     peers: dict[int, dict],
@@ -329,11 +362,19 @@ def probe_peers(
     max_workers: int = 64,
     own_addresses: Optional[set] = None,
     budget: Budget = FIXED,
+    stats: Optional[dict] = None,
 ) -> list[dict]:
-    """Probe every endpoint of every other node in `peers`, up to max_workers connections at a time.
+    """Probe every endpoint of every other node in `peers`, up to max_workers connections at a time (so a node's
+    concurrent probe sockets stay bounded whatever the world's size).
 
     An endpoint on one of `own_addresses` is not connected to: that address is duplicated (the report says so from
     the published endpoints), and a connect would only reach a listener chosen by port.
+
+    A timed-out attempt says which half timed out: `no_answer:` (the connect was never answered) or `late:` (the
+    peer accepted, then did not reply in time). Every such suspect is probed once more with the longer bound
+    budget.probe_suspect_s (within the deadline) before it stands: a loaded host answers within seconds, a dropped
+    SYN never. `stats`, when given, receives {"lag_ms": how late this prober's own loop woke at worst (a starved
+    process), "retried": suspects retried, "recovered": suspects that answered the second time}.
 
     peers: {node_rank: {"id": node_id, "endpoints": {iface: [[addr, port], ...]}}}. Returns attempt records with
     "peer", "iface" and "expected_id" added; an attempt still running at the deadline is recorded as timed out.
@@ -350,8 +391,52 @@ def probe_peers(
     timeout_s = budget.connect_attempt_s if timeout_s is None else timeout_s
     end = budget.deadline(max(budget.socket_floor_s, deadline_s))
     per = max(budget.socket_floor_s, min(timeout_s, deadline_s))
+    lag = [0.0]
+    done = _probe_pass(my_rank, jobs, per, end, max_workers, mine, budget, lag)
+    suspects = [j for j in jobs if is_suspect(done.get(j) or {})]
+    recovered = 0
+    if suspects and budget.remaining(end) > budget.socket_floor_s:
+        again = _probe_pass(my_rank, suspects, max(per, budget.probe_suspect_s), end, max_workers, mine, budget, lag)
+        for job in suspects:
+            rec = again.get(job)
+            if rec is None:
+                continue
+            if rec.get("ok"):
+                recovered += 1
+            elif rec.get("error") != MESH_DEADLINE:
+                rec["error"] = f"{rec['error']} (and on a retry with {max(per, budget.probe_suspect_s):g} s)"
+            else:
+                rec = done[job]  # the retry ran out of mesh time: the first attempt's evidence stands
+            done[job] = rec
+    if stats is not None:
+        stats.update(lag_ms=int(lag[0] * 1000), retried=len(suspects), recovered=recovered)
+    out = []
+    for job in jobs:
+        rank, iface, addr, port, nid = job
+        rec = done.get(job) or _attempt(addr, port, MESH_DEADLINE)
+        rec.update(peer=rank, iface=iface, expected_id=nid)
+        out.append(rec)
+    return out
+
+
+def _probe_pass(my_rank: int, jobs: list, per: float, end: float, max_workers: int, mine: set, budget: Budget,
+                lag: list) -> dict:
+    """One pass over `jobs`, each attempt bounded by `per` and all by `end`: {job: attempt record}."""
     sel = selectors.DefaultSelector()
     todo, live, done = list(reversed(jobs)), 0, {}
+
+    def step_ready(timeout: float) -> None:
+        nonlocal live
+        t = time.monotonic()
+        events = sel.select(timeout=timeout)
+        if not events and timeout > 0:
+            lag[0] = max(lag[0], time.monotonic() - t - timeout)  # woke this much after its tick: starved
+        for key, ev in events:
+            p = key.data
+            if _step(p, sel, ev):
+                done[p.job] = p.rec
+                live -= 1
+
     try:
         while todo or live:
             while todo and live < max(1, max_workers):
@@ -364,36 +449,32 @@ def probe_peers(
                     live += 1
                 else:
                     done[job] = p.rec
+            step_ready(min(budget.select_tick_s, budget.remaining(end)))
             now = time.monotonic()
-            for key, events in sel.select(timeout=min(budget.select_tick_s, budget.remaining(end))):
-                p = key.data
-                if _step(p, sel, events):
-                    done[p.job] = p.rec
-                    live -= 1
+            if any(key.data.deadline <= now for key in sel.get_map().values()):
+                step_ready(0)  # a reply already in the buffer is an answer, however late this loop woke
             now = time.monotonic()
             for key in list(sel.get_map().values()):
                 p = key.data
                 if p.deadline <= now:
-                    p.rec["error"] = ("timeout: the mesh probe's deadline passed" if p.deadline >= end
-                                      else "timeout: no answer within the connect timeout")
+                    if p.deadline >= end:
+                        p.rec["error"] = MESH_DEADLINE
+                    elif p.t0:
+                        p.rec["error"] = f"{LATE}: accepted, then no reply within {per:g} s"
+                    else:
+                        p.rec["error"] = f"{NO_ANSWER}: the TCP connect was not answered within {per:g} s"
                     _finish(p, sel)
                     done[p.job] = p.rec
                     live -= 1
             if now >= end:
                 for job in todo:
-                    done[job] = _attempt(job[2], job[3], "timeout: the mesh probe's deadline passed")
+                    done[job] = _attempt(job[2], job[3], MESH_DEADLINE)
                 todo = []
     finally:
         for key in list(sel.get_map().values()):
             _finish(key.data, sel)
         sel.close()
-    out = []
-    for job in jobs:
-        rank, iface, addr, port, nid = job
-        rec = done.get(job) or _attempt(addr, port, "timeout: the mesh probe's deadline passed")
-        rec.update(peer=rank, iface=iface, expected_id=nid)
-        out.append(rec)
-    return out
+    return done
 
 
 def _start(p: _Probe, sel: selectors.BaseSelector) -> bool:
@@ -431,11 +512,17 @@ def _step(p: _Probe, sel: selectors.BaseSelector, events: int) -> bool:
         p.buf += chunk
         if chunk and b"\n" not in p.buf and len(p.buf) < _MAX_LINE:
             return False
-        _reply_record(p.rec, p.buf.split(b"\n", 1)[0], p.nonce, p.t0, time.time())
+        if not p.buf:  # accepted, then closed before any reply: the peer's listener gave up on us (busy)
+            p.rec["error"] = f"{LATE}: accepted, then closed without a reply"
+        else:
+            _reply_record(p.rec, p.buf.split(b"\n", 1)[0], p.nonce, p.t0, time.time())
     except BlockingIOError:
         return False
     except OSError as e:
-        p.rec["error"] = f"{_classify(e)}: {e}"
+        if p.t0 and isinstance(e, ConnectionResetError):  # reset after an accepted connect: the same, not a wall
+            p.rec["error"] = f"{LATE}: accepted, then reset without a reply"
+        else:
+            p.rec["error"] = f"{_classify(e)}: {e}"
     _finish(p, sel)
     return True
 

@@ -170,6 +170,17 @@ def pack_row(attempts: list[dict], peers: dict[int, dict], timed: Optional[set] 
     return row
 
 
+def read_load(v: object, loaded_lag_s: float) -> dict:
+    """A row's "load" (what a node measured of its own prober), checked: {"lag_ms", "retried", "recovered",
+    "loaded"}; "loaded" when its own loop woke loaded_lag_s or more late (starved of CPU). Anything else: {}."""
+    if not isinstance(v, dict):
+        return {}
+    out = {k: v[k] for k in ("lag_ms", "retried", "recovered") if type(v.get(k)) is int and 0 <= v[k] < 1 << 40}
+    if "lag_ms" in out:
+        out["loaded"] = out["lag_ms"] >= loaded_lag_s * 1000
+    return out
+
+
 def unpack_row(row: object, endpoints: dict[int, dict]) -> list[dict]:
     """A packed row -> attempt records as nccl/reachability.build_matrix and the clock check read them.
 

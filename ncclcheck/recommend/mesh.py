@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from .. import hostranges
 from ..model import Recommendation
 from ..nccl import reachability, rules
 from ..units import format_mbps_link
@@ -76,7 +77,7 @@ def _unusable_note(view: MeshView, chosen: set) -> str:
             continue
         if e.get("duplicates"):
             a, rs = next(iter(e["duplicates"].items()))
-            notes.append(f"{name} unusable: same address {a} on nodes {','.join(map(str, rs))}")
+            notes.append(f"{name} unusable: same address {a} on nodes {hostranges.rank_ranges(rs)}")
         elif e.get("errors"):
             pair, err = next(iter(sorted(e["errors"].items())))
             notes.append(f"{name} unusable: {pair} {err}")

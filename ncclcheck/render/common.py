@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from .. import hostranges
 from ..model import CheckResult, Report, Status, clean_text
 from ..units import format_gbps
 
@@ -143,10 +144,11 @@ def _count(n: int, what: str = "node") -> str:
 
 
 def name_nodes(nodes: list[int], hosts: dict[int, str], limit: int = NAMED_NODES) -> str:
-    """'node 17 (gpu017), node 230 (gpu230)', and 'and 12 more' past the limit."""
-    shown = [f"node {r} ({hosts[r]})" if hosts.get(r) else f"node {r}" for r in nodes[:limit]]
-    more = f" and {len(nodes) - limit:,} more" if len(nodes) > limit else ""
-    return ", ".join(shown) + more
+    """'node 17 (gpu017), node 230 (gpu230)'; past the limit every node as host ranges and a count
+    ('130 nodes gpu[0001-0128,0131] (node ranks 1-128,131)'), never thousands of ids nor an 'and 12 more'."""
+    if len(nodes) > limit:
+        return hostranges.who((r, hosts.get(r) or "?") for r in nodes)
+    return ", ".join(f"node {r} ({hosts[r]})" if hosts.get(r) else f"node {r}" for r in nodes)
 
 
 def group_summary(group: CheckGroup, hosts: dict[int, str], limit: int = NAMED_NODES) -> str:

@@ -605,7 +605,9 @@ def _node_table(report: Report) -> str:
                      f'<td>{e(v.get("nccl"))}</td><td>{e(odd)}</td></tr>'))
     rows.sort(key=lambda r: (r[0], r[1]))
     bad = sum(1 for r in rows if r[0] < 2)
-    return (f'<details class="node-table"{" open" if bad else ""}><summary>Per-node results: {len(rows):,} nodes, '
+    # open when the few odd nodes are the point; collapsed when thousands would be (the summary above says why)
+    op = " open" if 0 < bad <= MAX_NODE_DETAILS else ""
+    return (f'<details class="node-table"{op}><summary>Per-node results: {len(rows):,} nodes, '
             f"{bad:,} with a failure or warning (click a column to sort)</summary>"
             '<table class="sortable"><thead><tr><th class="num">node</th><th>host</th><th>status</th>'
             '<th class="num">GPUs</th><th>torch</th><th>NCCL</th><th>not passing</th></tr></thead><tbody>'

@@ -31,6 +31,9 @@ class Budget:
     socket_floor_s: float = 0.05  # no socket timeout below this: a zero timeout would make a socket non-blocking
     reply_send_s: float = 0.5  # a mesh listener's one-line reply to a prober on a healthy host
     select_tick_s: float = 0.1  # how often the mesh prober looks at the clock while connects are in flight
+    probe_suspect_s: float = 6.0  # a mesh probe that timed out is retried once with this bound before it is named:
+    # a loaded host (load average 30 on 2 cores, issue 27) answers within seconds, a dropped SYN never does
+    loaded_lag_s: float = 0.5  # a prober whose own loop woke this much later than asked was starved of CPU: loaded
     wait_slice_s: float = 2.0  # one blocking store request at most this long: c10d's wait ignores Ctrl-C
     thread_join_s: float = 2.0  # a helper thread (listener, progress relay) told to stop has this long to end
     mesh_probe_floor_s: float = 1.0  # the mesh probes get this long even if the peers' endpoints came late

@@ -12,6 +12,7 @@ DOCS = pathlib.Path(__file__).parents[2] / "docs"
 # DESIGN.md's Checks table plus the ids of the GPU, bench and links jobs.
 CHECK_IDS = [
     "rendezvous.master_reachable", "rendezvous.world", "host.hostname_resolves", "host.shm", "host.memlock",
+    "host.nofile",
     "net.interfaces", "net.socket_ifname", "net.peer_reachability", "net.mtu_consistent", "ib.devices", "gpu.count",
     "versions.consistent", "packages.consistent", "code.consistent", "paths.consistent", "time.clock_skew", "env.nccl",
     "nccl.transport", "bench.correctness", "bench.min_busbw", "bench.baseline", "links.slow",

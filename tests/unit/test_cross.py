@@ -152,7 +152,7 @@ def test_docker_decoy_with_the_same_address_is_never_recommended():
     recs = {(r.name, r.node): r for r in recommend_mesh(MeshView(nodes, mesh))}
     assert recs[("NCCL_SOCKET_IFNAME", None)].value == "=eth0"  # one (exact) form, as standalone: issue 24
     assert recs[("GLOO_SOCKET_IFNAME", None)].value == "eth0"
-    assert "docker0 unusable: same address 172.17.0.1 on nodes 0,1,2" in recs[("NCCL_SOCKET_IFNAME", None)].reason
+    assert "docker0 unusable: same address 172.17.0.1 on nodes 0-2" in recs[("NCCL_SOCKET_IFNAME", None)].reason
     res = _by_id(run_cross_checks(CrossInput(nodes, mesh={"eth0": _entry(_full(3)), "docker0": DOCKER_DUP})))
     pr = res["net.peer_reachability"]
     assert pr.status is Status.PASS and "eth0" in pr.summary and "docker0 (same address 172.17.0.1" in pr.summary

@@ -1,0 +1,67 @@
+"""The open-file limit for the world: raised up to the hard limit when node 0 needs it, named when still too low."""
+
+import resource
+
+from ncclcheck.agent.limits import BASE_FDS, ensure_nofile, nofile_needed
+from ncclcheck.checks.local import LocalInput, check_nofile
+from ncclcheck.model import Status
+from tests.fakefacts import facts
+
+
+class FakeLimit:
+    """RLIMIT_NOFILE of a pretend process: getrlimit/setrlimit that enforce soft <= hard like the kernel."""
+
+    def __init__(self, soft, hard, refuse=False):
+        self.soft, self.hard, self.refuse, self.calls = soft, hard, refuse, []
+
+    def get(self, which):
+        assert which == resource.RLIMIT_NOFILE
+        return self.soft, self.hard
+
+    def set(self, which, pair):
+        self.calls.append(pair)
+        if self.refuse:
+            raise OSError(1, "Operation not permitted")
+        soft, hard = pair
+        assert hard == self.hard and (hard == resource.RLIM_INFINITY or soft <= hard)
+        self.soft = soft
+
+
+def test_node0_needs_a_descriptor_per_node_the_others_a_constant():
+    assert nofile_needed(8192, True) - nofile_needed(4096, True) == 4096
+    assert nofile_needed(8192, False) == nofile_needed(2, False) == BASE_FDS
+
+
+def test_a_1024_soft_limit_is_raised_for_8192_nodes_and_the_check_passes():
+    lim = FakeLimit(1024, 65536)
+    out = ensure_nofile(8192, True, lim.get, lim.set)
+    assert out["raised"] and out["soft_before"] == 1024 and out["soft"] == nofile_needed(8192, True)
+    r = check_nofile(LocalInput.of(facts(), node_rank=0, multi_node=True, nofile=out))
+    assert r.status is Status.PASS and "raised from 1,024" in r.summary
+
+
+def test_a_hard_limit_below_the_world_is_named_with_the_fixes():
+    lim = FakeLimit(1024, 4096)
+    out = ensure_nofile(8192, True, lim.get, lim.set)
+    assert out["soft"] == 4096  # raised as far as the hard limit allows
+    r = check_nofile(LocalInput.of(facts(), node_rank=0, multi_node=True, nofile=out))
+    assert r.status is Status.FAIL and "4,096" in r.summary and f"{nofile_needed(8192, True):,}" in r.summary
+    for fix in ("ulimit -n", "LimitNOFILE", "PropagateResourceLimits"):
+        assert fix in r.fix
+
+
+def test_a_refused_raise_is_named_and_nothing_is_raised_when_enough():
+    lim = FakeLimit(1024, 65536, refuse=True)
+    out = ensure_nofile(8192, True, lim.get, lim.set)
+    assert not out["raised"] and "not permitted" in out["error"]
+    r = check_nofile(LocalInput.of(facts(), node_rank=0, multi_node=True, nofile=out))
+    assert r.status is Status.FAIL and "not permitted" in r.summary
+    lim = FakeLimit(1024, 65536)
+    out = ensure_nofile(64, False, lim.get, lim.set)
+    assert lim.calls == [] and not out["raised"]
+    unl = FakeLimit(resource.RLIM_INFINITY, resource.RLIM_INFINITY)
+    assert ensure_nofile(100000, True, unl.get, unl.set)["soft"] is None and unl.calls == []
+
+
+def test_single_node_skips():
+    assert check_nofile(LocalInput.of(facts())).status is Status.SKIP

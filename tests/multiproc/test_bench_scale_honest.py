@@ -1,0 +1,43 @@
+"""scripts/bench_scale.py never lies: a simulator that runs out of descriptors prints no figure and exits 3, and a
+healthy small run names every injected fault and exits 0 with the documented last line."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "scripts", "bench_scale.py")
+
+
+def _run(args, limit=None):
+    pre = None
+    if limit is not None:
+        import resource
+
+        def pre():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, timeout=600,
+                          preexec_fn=pre, cwd=ROOT)
+
+
+@pytest.mark.slow  # spawns processes and forms real worlds
+def test_a_simulator_out_of_descriptors_prints_no_figure():
+    p = _run(["--nodes", "64", "--per-worker", "64", "--no-world", "none", "--timeout", "10"], limit=200)
+    assert p.returncode == 3, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "Too many open files" in p.stdout and "NO FIGURE" in p.stdout.splitlines()[-1]
+    assert "nodes=" not in p.stdout.splitlines()[-1]
+
+
+@pytest.mark.slow  # spawns processes and forms real worlds
+def test_a_small_healthy_run_names_every_fault_and_prints_the_figure():
+    p = _run(["--nodes", "8,40", "--per-worker", "16"])
+    last = p.stdout.strip().splitlines()[-1]
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    assert re.fullmatch(r"nodes=40 wall_s=[\d.]+ node0_bytes_per_node=\d+ faults_named=5/5 sim_errors=0 "
+                        r"node0_rss_mb=\d+", last), last
+    assert "growth from N=8 to N=40" in p.stdout

@@ -15,304 +15,16 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
-from . import __version__
-from .config import (
-    BaselineConfig,
-    BenchConfig,
-    Budget,
-    Config,
-    LinksConfig,
-    NcclDiagConfig,
-    OutputConfig,
-    build_world,
-    parse_float,
-    parse_int,
-)
+from .config import Config
 from .errors import UsageError
+from .options import build_parser, config_from_args, placement_of
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 log = logging.getLogger("ncclcheck")
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that raises UsageError (one line, exit 2) instead of printing usage and exiting itself."""
-
-    def error(self, message: str):  # noqa: D401 - argparse API
-        raise UsageError(f"{message} (see '{self.prog} --help')")
-
-
-def _world_flags() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(add_help=False)
-    g = p.add_argument_group("world (like torchrun; fall back to NCCLCHECK_* then MASTER_ADDR/MASTER_PORT/NODE_RANK)")
-    g.add_argument("--nnodes", help="number of nodes (default 1: standalone on this machine)")
-    g.add_argument("--node-rank", help="this node's rank, 0..nnodes-1")
-    g.add_argument("--nproc-per-node", help="ranks per node (default: one per GPU, 2 CPU ranks without GPUs)")
-    g.add_argument("--master-addr", help="address of node rank 0 (host, or host:port like an rdzv endpoint)")
-    g.add_argument("--master-port", help="rendezvous port on node rank 0 (default 29500)")
-    g.add_argument("--backend", help="auto | nccl | gloo (default auto: nccl with GPUs, else gloo)")
-    g.add_argument("--timeout", help="hang bound in seconds: the longest any single wait (master probe, join, mesh "
-                                     "probe, each collective) may last before its cause is named; never cuts a "
-                                     "sweep short (default 60)")
-    return p
-
-
-def _output_flags() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(add_help=False)
-    g = p.add_argument_group("output")
-    g.add_argument("--json", metavar="PATH", help="write the JSON report (schema ncclcheck.report/1); '-' = stdout. "
-                   "Paths expand %%j (job id), %%n (node rank), %%h (hostname), %%r (rank: every rank writes)")
-    g.add_argument("--quiet", action="store_true",
-                   help="print only the verdict, on global rank 0 (the other processes print nothing)")
-    g.add_argument("--print-all", action="store_true",
-                   help="every process prints its full report (default: global rank 0 prints it, every other node "
-                        "one line)")
-    g.add_argument("--strict", action="store_true", help="warnings fail (exit 1)")
-    g.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
-    g.add_argument("--junit", metavar="FILE", help="write JUnit XML (one testcase per check)")
-    g.add_argument("--markdown", metavar="FILE", help="write Markdown (e.g. $GITHUB_STEP_SUMMARY)")
-    g.add_argument("--prometheus", metavar="FILE",
-                   help="write Prometheus text metrics (ncclcheck_*) atomically, e.g. for node_exporter's textfile "
-                        "collector")
-    return p
-
-
-def _facts_flags() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(add_help=False)
-    p.add_argument("--code", metavar="PATH", help="code to hash and compare across nodes (default: working dir)")
-    p.add_argument("--path", metavar="P", action="append", default=[],
-                   help="a path that must exist with the same content on every node (repeatable)")
-    return p
-
-
-def _baseline_flags(p: argparse.ArgumentParser, metavar: str, what: str) -> None:
-    p.add_argument("--baseline", metavar=metavar, help=what)
-    p.add_argument("--save-baseline", metavar="FILE", help="save this run's JSON as a baseline")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="ncclcheck", description="Can these nodes train together? Which node, interface or "
-                     "setting is wrong? Then: are the collectives' numbers normal?")
-    parser.add_argument("--version", action="version", version=f"ncclcheck {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    world, out, facts = _world_flags(), _output_flags(), _facts_flags()
-
-    p = sub.add_parser("preflight", parents=[world, out, facts], help="checks before a job: node, network, world",
-                       description="Node-local checks, then (multi-node) world formation, cross-node checks and "
-                                   "a full-mesh probe, then recommended settings.")
-    p.add_argument("--env-out", metavar="FILE", help="write the recommended variables as a sourceable file")
-    p.add_argument("--nccl-ras", metavar="FILE", help="read saved `ncclras -f json` output into the nccl.ras check "
-                   "(dead, missing and lagging ranks of a running job)")
-    p.add_argument("--nccl-debug", metavar="FILE", action="append", default=[],
-                   help="read a saved NCCL_DEBUG=INFO capture into nccl.transport (repeatable)")
-    _baseline_flags(p, "GOLDEN.json", "compare every node's versions, NCCL variables, interfaces, RDMA ports and "
-                    "packages with a saved known-good run (baseline.drift warns; --strict fails)")
-
-    b = sub.add_parser("bench", parents=[world, out], help="collective bandwidth/latency sweeps (nccl-tests semantics)")
-    b.add_argument("--sizes", default="1M-64M", help="1M-1G (doubling), 1M-1G:4, 1K,64K,1M, 8M (default 1M-64M)")
-    b.add_argument("--ops", default="all_reduce,all_gather",
-                   help="comma list: all_reduce,all_gather,reduce_scatter,broadcast,all_to_all,sendrecv or 'all'")
-    b.add_argument("--dtype", default="float32", help="float32 | float16 | bfloat16 | int32 (default float32)")
-    b.add_argument("--iters", default="20", help="timed iterations per size (default 20)")
-    b.add_argument("--warmup", default="5", help="warm-up iterations per size (default 5)")
-    b.add_argument("--in-place", action="store_true", help="in-place variants")
-    b.add_argument("--check", action="store_true", help="verify results elementwise; wrong > 0 fails")
-    b.add_argument("--min-busbw", metavar="GBPS", help="gate: fail if busbw at the gate size is below this")
-    b.add_argument("--gate-size", metavar="SIZE", help="size the gates look at (default: the largest)")
-    b.add_argument("--baseline", metavar="RUN.json", help="gate: fail on busbw regression against a saved run")
-    b.add_argument("--tolerance", default="0.1", help="allowed relative regression against --baseline (0.1)")
-    b.add_argument("--save-baseline", metavar="FILE", help="save this run's JSON as a baseline")
-    b.add_argument("--nccl-capture", action="store_true",
-                   help="on GPUs: capture NCCL's debug log, topology and graph dumps per host and check the transport")
-
-    k = sub.add_parser("links", parents=[world, out], help="node-to-node bandwidth matrix; names slow links/nodes")
-    k.add_argument("--size", default="64M", help="message size per transfer (default 64M)")
-    k.add_argument("--iters", default="5", help="transfers per direction per pair (default 5)")
-    k.add_argument("--rounds", default="auto", choices=["auto", "full", "quick", "scale"],
-                   help="full: every pair (n-1 rounds); scale: one pairing + re-tests of slow pairs (<= 4 rounds); "
-                        "quick: a few random rounds; auto: full below 16 nodes, scale from 16")
-    k.add_argument("--min-gbps", help="gate: any link below this GB/s fails the run (links.min_gbps)")
-    k.add_argument("--relative", default="0.5",
-                   help="a link below this fraction of the typical link, and clearly set apart, is slow (0.5)")
-    _baseline_flags(k, "RUN.json", "gate: fail on a link slower than the same link in a saved links run")
-    k.add_argument("--seed", default="0",
-                   help="quick/scale modes pair nodes at random from this seed (default 0: every run measures the "
-                        "same pairs; vary it, e.g. --seed $(date +%%j), to cover other pairs across runs)")
-    k.add_argument("--nccl-capture", action="store_true",
-                   help="on GPUs: capture NCCL's debug log, topology and graph dumps per host and check the transport")
-    k.add_argument("--tolerance", default="0.1", help="allowed relative slowdown against --baseline (0.1)")
-
-    r = sub.add_parser("recommend", parents=[world, out, facts], help="print the recommended environment")
-    r.add_argument("--format", default="text", choices=["text", "env", "json"],
-                   help="env: 'export NAME=value' lines to source")
-    r.add_argument("--env-out", metavar="FILE", help="write the recommended variables as a sourceable file")
-
-    rp = sub.add_parser("report", help="render a saved run: terminal, --html, --junit, --markdown")
-    rp.add_argument("run", metavar="RUN.json")
-    rp.add_argument("--html", metavar="FILE")
-    rp.add_argument("--junit", metavar="FILE")
-    rp.add_argument("--markdown", metavar="FILE")
-    rp.add_argument("--env-out", metavar="FILE")
-    rp.add_argument("--prometheus", metavar="FILE", help="Prometheus text metrics of the saved run")
-    rp.add_argument("--format", default="text", choices=["text", "labels"],
-                    help="labels: kubectl commands that label (and taint) each node of the run (docs/deploy.md)")
-    rp.add_argument("--quiet", action="store_true")
-
-    e = sub.add_parser("env", parents=[facts], help="this node's facts (versions, GPUs, network, RDMA)")
-    e.add_argument("--json", metavar="PATH", help="write the JSON report; '-' = stdout")
-    return parser
-
-
-def config_from_args(args: argparse.Namespace, env=None, started: Optional[float] = None) -> Config:
-    """Turn parsed flags into the one typed Config (with the run's Budget, clocked from `started`, a
-    time.monotonic() taken when the process started). Raises UsageError on any bad value."""
-    env = os.environ if env is None else env
-    cmd = args.command
-    world_kw = {k: getattr(args, k, None) for k in ("nnodes", "node_rank", "nproc_per_node", "master_addr",
-                                                     "master_port", "backend", "timeout")}
-    world = build_world(**world_kw, env=env)
-    seat = placement_of(cmd, world, env)  # a launcher's world contradicting the flags is a usage error, now
-    _expand_paths(args, seat, env)
-    output = OutputConfig(  # every command has the flags it accepts; getattr covers those it does not
-        json_path=getattr(args, "json", None),
-        quiet=bool(getattr(args, "quiet", False)),
-        print_all=bool(getattr(args, "print_all", False)),
-        strict=bool(getattr(args, "strict", False)),
-        html=getattr(args, "html", None),
-        junit=getattr(args, "junit", None),
-        markdown=getattr(args, "markdown", None),
-        env_out=getattr(args, "env_out", None),
-        prometheus=getattr(args, "prometheus", None),
-        format=getattr(args, "format", "text") if cmd == "report" else "text",
-    )
-    from .render.files import check_writable
-
-    for flag in ("json", "html", "junit", "markdown", "env_out", "save_baseline", "prometheus"):
-        path = getattr(args, flag, None)
-        if path and path != "-":
-            try:
-                check_writable(path)
-            except UsageError as exc:
-                raise UsageError(f"--{flag.replace('_', '-')}: {exc}") from None
-    code = getattr(args, "code", None)
-    if code is not None and not os.path.exists(code):
-        raise UsageError(f"--code {code}: no such file or directory")
-    cfg = dict(command=cmd, world=world, output=output, code_path=code, paths=tuple(getattr(args, "path", []) or []),
-               budget=Budget(world.timeout_s, started if started is not None else time.monotonic()))
-    if cmd == "recommend":
-        cfg["recommend_format"] = args.format
-    if cmd == "report":
-        if os.path.isdir(args.run):
-            raise UsageError(f"{args.run}: is a directory, not a JSON report")
-        if not os.path.isfile(args.run):
-            raise UsageError(f"{args.run}: no such file")
-        cfg["report_input"] = args.run
-    if cmd == "bench":
-        cfg["bench"] = bench_config_from_args(args)
-    if cmd in ("preflight", "bench", "links"):
-        cfg["nccl_diag"] = nccl_diag_config_from_args(args)
-    if cmd in ("preflight", "links") and (args.baseline or args.save_baseline):
-        cfg["baseline"] = baseline_config_from_args(args)
-    if cmd == "links":
-        from .units import parse_size
-
-        cfg["links"] = LinksConfig(
-            size=parse_size(args.size),
-            iters=parse_int(args.iters, "--iters", 1, 100000),
-            rounds=args.rounds,
-            min_gbps=parse_float(args.min_gbps, "--min-gbps"),
-            relative=parse_float(args.relative, "--relative"),
-            seed=parse_int(args.seed, "--seed", 0, 2**31 - 1),
-        )
-    return Config(**cfg)
-
-
-def nccl_diag_config_from_args(args: argparse.Namespace) -> NcclDiagConfig:
-    ras, debug = getattr(args, "nccl_ras", None), tuple(getattr(args, "nccl_debug", None) or ())
-    for flag, path in [("--nccl-ras", ras)] + [("--nccl-debug", d) for d in debug]:
-        if path and not os.path.isfile(path):
-            raise UsageError(f"{flag} {path}: no such file")
-    return NcclDiagConfig(ras=ras, debug=debug, capture=bool(getattr(args, "nccl_capture", False)))
-
-
-def baseline_config_from_args(args: argparse.Namespace) -> BaselineConfig:
-    if args.baseline and not os.path.isfile(args.baseline):
-        raise UsageError(f"--baseline {args.baseline}: no such file")
-    tol = parse_float(getattr(args, "tolerance", None) or "0.1", "--tolerance")
-    if tol >= 1:
-        raise UsageError("--tolerance is a fraction: 0.1 means 10%")
-    return BaselineConfig(path=args.baseline, save=args.save_baseline, tolerance=tol)
-
-
-_WORLD_COMMANDS = ("preflight", "recommend", "bench", "links")
-_PATH_FLAGS = ("json", "html", "junit", "markdown", "env_out", "save_baseline", "prometheus")
-
-
-def placement_of(command: str, world, env):
-    """This process's place in the job (agent.launchers) for commands that form a world; env and report only need
-    it for %j/%n/%r in paths, so there a launcher's inconsistent variables are not an error."""
-    from .agent.launchers import detect_placement
-
-    if command in _WORLD_COMMANDS:
-        return detect_placement(env, world)
-    try:
-        return detect_placement(env, world)
-    except UsageError:
-        return None
-
-
-def _expand_paths(args: argparse.Namespace, placement, env) -> None:
-    """%j %n %h %r in output paths, the same expansion on every process (so %n/%h/%r give distinct files)."""
-    from .agent.launchers import job_id
-    from .facts import hostname
-    from .render.files import expand_path
-
-    fields = {"j": placement.job_id if placement else job_id(env), "n": placement.node_rank if placement else 0,
-              "r": placement.rank if placement else 0, "h": hostname()}
-    for flag in _PATH_FLAGS:
-        path = getattr(args, flag, None)
-        if path and path != "-" and "%" in path:
-            setattr(args, flag, expand_path(path, fields))
-            if not hasattr(args, "_templates"):
-                args._templates = {}
-            args._templates[flag] = path
-
-
-def bench_config_from_args(args: argparse.Namespace) -> BenchConfig:
-    from .units import parse_size, parse_sizes
-
-    ops = tuple(o.strip() for o in args.ops.split(",") if o.strip())
-    known = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "sendrecv")
-    if ops == ("all",):
-        ops = known
-    bad = [o for o in ops if o not in known]
-    if bad or not ops:
-        raise UsageError(f"unknown op {', '.join(bad) or '(none)'}: choose from {', '.join(known)}")
-    dtypes = ("float32", "float16", "bfloat16", "int32", "float64", "int8")
-    if args.dtype not in dtypes:
-        raise UsageError(f"unknown dtype {args.dtype!r}: choose from {', '.join(dtypes)}")
-    if args.baseline and not os.path.isfile(args.baseline):
-        raise UsageError(f"--baseline {args.baseline}: no such file")
-    tol = parse_float(args.tolerance, "--tolerance")
-    if tol >= 1:
-        raise UsageError("--tolerance is a fraction: 0.1 means 10%")
-    return BenchConfig(
-        sizes=tuple(parse_sizes(args.sizes)),
-        ops=ops,
-        dtype=args.dtype,
-        iters=parse_int(args.iters, "--iters", 1, 1_000_000),
-        warmup=parse_int(args.warmup, "--warmup", 0, 1_000_000),
-        in_place=args.in_place,
-        check=args.check,
-        min_busbw_gbps=parse_float(args.min_busbw, "--min-busbw"),
-        gate_size=parse_size(args.gate_size) if args.gate_size else None,
-        baseline=args.baseline,
-        tolerance=tol,
-        save_baseline=args.save_baseline,
-    )
 
 
 LOG_KEEP = 20  # runs whose logs are kept in the log directory
@@ -411,7 +123,8 @@ def _finish_logging(path: str) -> None:
             os.remove(path)
 
 
-def _run(config: Config, log_path: str, observer=None):
+def _run(config: Config, observer=None):
+    """One API call per command (the same functions the Python API offers)."""
     from . import api
 
     progress = {"observer": observer} if observer is not None else {}  # the API's own defaults otherwise
@@ -426,26 +139,7 @@ def _run(config: Config, log_path: str, observer=None):
     if config.command == "links":
         return api.run_links(config, **progress)
     if config.command == "report":
-        import json
-
-        from .model import Report
-        from .render.validate import schema_problem
-
-        try:
-            with open(config.report_input, encoding="utf-8") as f:
-                doc = json.load(f)
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"{config.report_input}: cannot read it ({exc})") from None
-        except ValueError as exc:
-            raise UsageError(f"{config.report_input}: not JSON ({exc})") from None
-        problem = schema_problem(doc)
-        if problem:
-            raise UsageError(f"{config.report_input}: not an ncclcheck report (schema ncclcheck.report/1): "
-                             f"{problem}")
-        try:
-            return Report.from_json(doc)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise UsageError(f"{config.report_input}: not an ncclcheck JSON report ({exc})") from None
+        return api.run_report(config)
     raise UsageError(f"'{config.command}' is not available yet in this version")
 
 
@@ -478,7 +172,7 @@ def seat_of(config: Config, placement, per_rank_paths: bool = False) -> Seat:
 
 def _observer(config: Config, seat: Seat):
     """Live progress on the console that prints the full report, only when it is a terminal (render/progress.py)."""
-    if not seat.full or config.output.json_path == "-":
+    if not seat.full or "-" in config.output.files.values():
         return None
     from .render.progress import make_observer
 
@@ -504,37 +198,27 @@ def _one_line(config: Config, report, seat: Seat) -> str:
 
 def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None) -> None:
     from .render import console as view
-    from .render.json import render_json
+    from .render.formats import FORMATS
 
     seat = seat or Seat(full=report.prints, line=False, writes=report.prints)
     if not report.log_path and has_content(log_path):  # printed only when it holds the details referred to
-        report.log_path = log_path
+        report = replace(report, log_path=log_path)
     out = config.output
-    json_to_stdout = out.json_path == "-" and seat.full
-    if seat.writes or json_to_stdout:
-        if out.json_path:
-            text = render_json(report)
-            if json_to_stdout:
-                sys.stdout.write(text)
-                sys.stdout.flush()
-            elif out.json_path != "-":
-                from .render.files import write_atomic
-
-                write_atomic(out.json_path, text)
+    to_stdout = {name for name, path in out.files.items() if path == "-"}
+    if seat.full:
+        for name in to_stdout:  # the machine-readable report is the whole of stdout (the console goes to stderr)
+            sys.stdout.write(FORMATS[name].render(report))
+            sys.stdout.flush()
+    if seat.writes:
         from .render.files import write_outputs
 
-        write_outputs(report, html=out.html, markdown=out.markdown, junit=out.junit, env_out=out.env_out)
-        if out.prometheus:
-            from .render.files import write_atomic
-            from .render.prometheus import render_prometheus
-
-            write_atomic(out.prometheus, render_prometheus(report))
+        write_outputs(report, **{name: path for name, path in out.files.items() if name not in to_stdout})
     if out.format == "labels" and seat.full:
         from .render.labels import render_labels
 
         sys.stdout.write(render_labels(report))
         return  # stdout is the script; nothing else may be mixed into it
-    machine_stdout = out.json_path == "-" or (config.command == "recommend" and config.recommend_format != "text")
+    machine_stdout = bool(to_stdout) or (config.command == "recommend" and config.recommend_format != "text")
     term = view.make_console(sys.stderr if machine_stdout else sys.stdout, os.environ, seat.launcher)
     if not seat.full:
         if seat.line:
@@ -645,7 +329,7 @@ def _main(args: argparse.Namespace, config: Config, log_path: str) -> int:
         seat = seat_of(config, placement, any(per_rank(t) for t in templates.values()))
         observer = _observer(config, seat)
         try:
-            report = _run(config, log_path, observer)
+            report = _run(config, observer)
         finally:
             if observer is not None:
                 observer.stop()  # a bar left running would garble the report (or the error) printed next

@@ -200,9 +200,11 @@ def exit_code_for(status: Status, strict: bool = False) -> int:
     return 0
 
 
-@dataclass
+@dataclass(frozen=True)
 class Report:
-    """Everything one run found. Status and exit code are derived from the checks, never stored separately."""
+    """Everything one run found, built once by the command's pipeline and never changed afterwards (a view that
+    needs another value, such as the CLI adding the log's path, makes a copy with dataclasses.replace). Status and
+    exit code are derived from the checks, never stored separately."""
 
     command: str
     version: str
@@ -241,7 +243,14 @@ class Report:
                 return c
         return None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> str:
+        """The report as JSON text (schema ncclcheck.report/1), as `--json` writes it."""
+        import json
+
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False, default=str) + "\n"
+
+    def to_dict(self) -> dict:
+        """The report as a JSON-able dict (schema ncclcheck.report/1)."""
         d: dict = {
             "schema": SCHEMA_ID,
             "command": self.command,
@@ -267,26 +276,33 @@ class Report:
         return d
 
     @classmethod
-    def from_json(cls, d: dict) -> Report:
-        """Load a saved run (ncclcheck report RUN.json). Unknown top-level keys are kept in `extra`."""
+    def from_json(cls, doc: Any) -> Report:
+        """Load a saved run (ncclcheck report RUN.json) from its JSON text (or from the dict to_dict gave)."""
+        import json
+
+        return cls.from_dict(json.loads(doc) if isinstance(doc, (str, bytes)) else doc)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Report:
+        """Load a saved run from its parsed JSON. Unknown top-level keys are kept in `extra`."""
         known = {"schema", "command", "version", "status", "exit_code", "started", "duration_s", "world", "nodes",
                  "checks", "recommendations", "bench", "links", "partial", "log"}
         w = d.get("world") or {}
-        rep = cls(
+        checks = [CheckResult.from_json(c) for c in d.get("checks", [])]
+        return cls(
             command=d.get("command", "?"),
             version=d.get("version", "?"),
             started=d.get("started", ""),
             duration_s=float(d.get("duration_s") or 0.0),
             world=WorldInfo(**{k: w[k] for k in ("nnodes", "world_size", "backend", "master", "launcher") if k in w}),
             nodes=[NodeInfo(n["node_rank"], n.get("hostname", "?"), n.get("facts") or {}) for n in d.get("nodes", [])],
-            checks=[CheckResult.from_json(c) for c in d.get("checks", [])],
+            checks=checks,
             recommendations=[Recommendation.from_json(r) for r in d.get("recommendations", [])],
             bench=[BenchRow.from_json(r) for r in d["bench"]] if d.get("bench") is not None else None,
             links=d.get("links"),
             partial=bool(d.get("partial")),
             log_path=d.get("log"),
             extra={k: v for k, v in d.items() if k not in known},
+            # A saved run keeps the exit code it had, including --strict.
+            strict=d.get("exit_code") == 1 and overall_status(checks) is Status.WARN,
         )
-        # A saved run keeps the exit code it had, including --strict.
-        rep.strict = d.get("exit_code") == 1 and rep.status is Status.WARN
-        return rep

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import gc
 import json
 import logging
@@ -220,8 +221,8 @@ def run(n: int, base: dict, faults: dict, timeout: float, counter: list, phases:
         t_rep = time.monotonic()
         rep = Report(command="preflight", version=__version__, started="", world=out.world, nodes=out.nodes,
                      checks=out.checks, recommendations=out.recommendations)
-        doc = json.dumps(rep.to_json(), default=str) if _tls.node0 else None
-        rep.agreed_exit_code = out.agree_exit_code(rep.exit_code)
+        doc = json.dumps(rep.to_dict(), default=str) if _tls.node0 else None
+        rep = dataclasses.replace(rep, agreed_exit_code=out.agree_exit_code(rep.exit_code))
         results[(r, slot)] = {"exit": rep.exit_code, "doc": doc, "report_s": time.monotonic() - t_rep,
                               "line": f"node {r}: {rep.status.value}", "formed": out.formed,
                               "report": rep if _tls.node0 else None}

@@ -21,21 +21,23 @@ from datetime import timedelta
 from typing import Any, Optional
 
 from ..agent.context import WorkerContext
+from ..config import LinksConfig
 from ..facts import hostname
 from ..model import sig
 from ..rendezvous.store import JsonStore
 from . import schedule
 from .analyze import analyze, classify
 
+_CFG = LinksConfig()  # the user-facing defaults live in config.LinksConfig; the rest are the job's own
 DEFAULTS: dict[str, Any] = {
-    "size": 64 << 20,  # bytes per transfer
-    "iters": 5,  # timed transfers per direction
+    "size": _CFG.size,  # bytes per transfer
+    "iters": _CFG.iters,  # timed transfers per direction
     "warmup": 1,
-    "rounds": "auto",  # auto | full | quick | scale (links/schedule.auto_mode)
+    "rounds": _CFG.rounds,  # auto | full | quick | scale (links/schedule.auto_mode)
     "quick_rounds": 3,
-    "seed": 0,
-    "relative": 0.5,
-    "min_gbps": None,
+    "seed": _CFG.seed,
+    "relative": _CFG.relative,
+    "min_gbps": _CFG.min_gbps,
     "timeout_s": None,  # one pair operation; None: the world's timeout
     "budget_s": None,  # per direction: stop timing early on a very slow link; None: timeout_s / 4
     "grace_s": 2.0,  # how long to wait for a node whose partner saw its connection close

@@ -78,3 +78,27 @@ def schema_problem(doc: Any, schema: Optional[dict] = None) -> Optional[str]:
     """None when doc is a valid ncclcheck report; else the first problem, one line."""
     schema = schema or load_schema()
     return _check(doc, schema, schema, "")
+
+
+def load_report(path: str):
+    """`ncclcheck report RUN.json`: the saved run as a Report, after checking it against the schema. UsageError (one
+    line) when it cannot be read, is not JSON or is not an ncclcheck report."""
+    import json
+
+    from ..errors import UsageError
+    from ..model import Report
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read it ({exc})") from None
+    except ValueError as exc:
+        raise UsageError(f"{path}: not JSON ({exc})") from None
+    problem = schema_problem(doc)
+    if problem:
+        raise UsageError(f"{path}: not an ncclcheck report (schema ncclcheck.report/1): {problem}")
+    try:
+        return Report.from_dict(doc)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{path}: not an ncclcheck JSON report ({exc})") from None

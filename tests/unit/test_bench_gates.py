@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import jsonschema
@@ -91,7 +92,7 @@ def _report(rows, status_checks=()):
 
 def test_load_baseline_reads_a_saved_report(tmp_path):
     p = tmp_path / "run.json"
-    p.write_text(json.dumps(_report(ROWS).to_json()))
+    p.write_text(json.dumps(_report(ROWS).to_dict()))
     got = load_baseline(str(p))
     assert [(r.op, r.bytes, r.busbw_gbps) for r in got] == [(r.op, r.bytes, r.busbw_gbps) for r in ROWS]
     bad = tmp_path / "bad.json"
@@ -104,7 +105,7 @@ def test_load_baseline_reads_a_saved_report(tmp_path):
 
 def test_evaluate_collects_the_gates_that_apply(tmp_path):
     p = tmp_path / "run.json"
-    p.write_text(json.dumps(_report(ROWS).to_json()))
+    p.write_text(json.dumps(_report(ROWS).to_dict()))
     cfg = BenchConfig(**{**CFG.__dict__, "min_busbw_gbps": 1.0, "baseline": str(p)})
     skips = [{"op": "all_to_all", "dtype": "float32", "in_place": True, "reason": "no in-place form"}]
     got = evaluate(ROWS, cfg, skips)
@@ -140,7 +141,7 @@ def test_report_with_bench_rows_validates_against_the_schema():
                        arrival={"barrier_wait_us": [1.0, 2.0], "start_offset_us": [0.1, 0.1],
                                 "wall_start_s": [1.7e9, 1.7e9]})]
     checks = evaluate(rows, BenchConfig(**{**CFG.__dict__, "min_busbw_gbps": 100.0}))
-    doc = _report(rows, checks).to_json()
+    doc = _report(rows, checks).to_dict()
     jsonschema.validate(doc, schema)
     assert doc["status"] == "fail" and doc["exit_code"] == 1
 
@@ -171,9 +172,8 @@ def test_cut_short_without_a_gate_warns_and_every_renderer_lists_what_was_not_me
     checks, extra, partial = outcome(CFG, ROWS[:5], [], stopped)
     cov = [c for c in checks if c.id == "bench.coverage"][0]
     assert cov.status is Status.WARN and "rank(s) 1 never arrived" in cov.detail
-    rep = _report(ROWS[:5], checks)
-    rep.partial = partial
-    assert rep.status is not Status.PASS and rep.to_json()["status"] == "warn"
+    rep = dataclasses.replace(_report(ROWS[:5], checks), partial=partial)
+    assert rep.status is not Status.PASS and rep.to_dict()["status"] == "warn"
     md = render_markdown(rep)
     assert "### Not measured" in md and "gather 64M: the run stopped at all" in md and "64M: hang" in md
     assert "all_gather 64M: the run stopped at all_gather 64M: hang" in render_html(rep)

@@ -50,7 +50,7 @@ def _world(backend: str, nproc: int):
 
 
 def test_nccl_ranks_sharing_a_gpu_are_refused_before_any_rank_starts(monkeypatch):
-    from ncclcheck.api import _check_gpus
+    from ncclcheck.steps.world import check_gpus as _check_gpus
 
     _gpus(monkeypatch, 1)
     with pytest.raises(UsageError, match=r"2 ranks on this host needs 2 GPUs and it has 1: .*Duplicate GPU"):

@@ -164,8 +164,8 @@ def test_parse_endpoint_rejects(bad):
 
 
 def test_api_world_is_the_placements_in_every_mode():
-    from ncclcheck.api import _world_of
     from ncclcheck.config import Config
+    from ncclcheck.steps.world import world_of as _world_of
 
     env = {"JOB_COMPLETION_INDEX": "2"}
     w = build_world(nnodes="3", master_addr="train-0.train", env=env)

@@ -9,15 +9,15 @@ import pathlib
 
 import pytest
 
-from ncclcheck.bench.nccl_debug import (
+from ncclcheck.checks.nccl_ras import parse_ras_json, ras_check, ras_check_from_text
+from ncclcheck.model import NodeInfo, Recommendation, Status
+from ncclcheck.steps.nccl_debug import (
     capture_host,
     captures_section,
     checks_from_captures,
     nccl_debug_env,
     transport_checks,
 )
-from ncclcheck.checks.nccl_ras import parse_ras_json, ras_check, ras_check_from_text
-from ncclcheck.model import NodeInfo, Recommendation, Status
 
 DATA = pathlib.Path(__file__).parents[1] / "data" / "nccl"
 

@@ -1,5 +1,7 @@
-"""The one check registry and the one runner: every check's id, scope (local: one node's facts; cross: every node's
-facts and the mesh probe), the fact groups it reads, and its function.
+"""The one check registry and the one runner: every check id a report can hold, with the commands that report it
+(preflight, bench, links) and where it is made: run here on facts (local: one node's facts; cross: every node's
+facts and the mesh probe; with the fact groups it reads and its function) or made by a step of a command's pipeline
+(step: the module named). docs/troubleshooting.md has a row per id, and a test holds the two together.
 
 Order is dependency order: the first failure is the root cause a user should fix first (the master is unreachable
 before anything about interfaces matters). A check that raises is a bug in that check: it becomes a skip naming the
@@ -10,23 +12,28 @@ which checks explain themselves) is skipped here, so no check runs on data that 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from ..model import CheckResult, skipped
 from . import cross, local
 
 log = logging.getLogger(__name__)
 
-LOCAL, CROSS = "local", "cross"
+LOCAL, CROSS, STEP = "local", "cross", "step"
+PREFLIGHT, BENCH, LINKS = "preflight", "bench", "links"
+JOBS = (BENCH, LINKS)
 
 
 @dataclass(frozen=True)
 class CheckSpec:
     id: str
-    scope: str  # LOCAL | CROSS
+    scope: str  # LOCAL | CROSS: run by run_checks below; STEP: made by the pipeline step in `made_by`
     needs: tuple  # fact groups (docs/facts.md) the check reads; () = none beyond the run's own data
-    fn: Callable[[Any], Any]  # LocalInput | CrossInput -> CheckResult | [CheckResult]
+    fn: Optional[Callable[[Any], Any]]  # LocalInput | CrossInput -> CheckResult | [CheckResult]; None for STEP
+    commands: tuple = (PREFLIGHT,)  # the commands whose reports hold it (recommend runs preflight's)
+    made_by: str = ""  # STEP: the module that makes it
 
 
 REGISTRY: tuple = (
@@ -50,7 +57,40 @@ REGISTRY: tuple = (
     CheckSpec("gpu.count", CROSS, ("gpu",), cross.check_gpu_count),
     CheckSpec("env.nccl", CROSS, ("env",), cross.check_env),
     CheckSpec("time.clock_skew", CROSS, (), cross.check_clock_skew),
+    # Made by the steps of the commands' pipelines, from what they measured or read rather than from facts.
+    CheckSpec("rendezvous.master_reachable", STEP, (), None, JOBS, "steps/world.py (the master probe of a job)"),
+    CheckSpec("rendezvous.world", STEP, (), None, (PREFLIGHT,), "preflight/cluster.py, preflight/pipeline.py"),
+    CheckSpec("nccl.ras", STEP, (), None, (PREFLIGHT,), "checks/nccl_ras.py (--nccl-ras)"),
+    CheckSpec("nccl.transport", STEP, (), None, (PREFLIGHT, *JOBS),
+              "steps/nccl_debug.py (--nccl-debug, --nccl-capture)"),
+    CheckSpec("baseline.drift", STEP, (), None, (PREFLIGHT,), "checks/drift.py (--baseline)"),
+    CheckSpec("bench.world", STEP, (), None, (BENCH,), "bench/pipeline.py"),
+    CheckSpec("bench.correctness", STEP, (), None, (BENCH,), "bench/gates.py"),
+    CheckSpec("bench.min_busbw", STEP, (), None, (BENCH,), "bench/gates.py"),
+    CheckSpec("bench.baseline", STEP, (), None, (BENCH,), "bench/gates.py"),
+    CheckSpec("bench.unsupported", STEP, (), None, (BENCH,), "bench/gates.py"),
+    CheckSpec("bench.coverage", STEP, (), None, (BENCH,), "bench/coverage.py"),
+    CheckSpec("bench.stragglers", STEP, (), None, (BENCH,), "bench/straggler.py"),
+    CheckSpec("links.world", STEP, (), None, (LINKS,), "links/outcome.py"),
+    CheckSpec("links.slow", STEP, (), None, (LINKS,), "links/analyze.py"),
+    CheckSpec("links.dead", STEP, (), None, (LINKS,), "links/analyze.py, links/job.py"),
+    CheckSpec("links.pair_error", STEP, (), None, (LINKS,), "links/analyze.py"),
+    CheckSpec("links.incomplete", STEP, (), None, (LINKS,), "links/analyze.py"),
+    CheckSpec("links.min_gbps", STEP, (), None, (LINKS,), "links/analyze.py"),
+    CheckSpec("links.baseline", STEP, (), None, (LINKS,), "links/baseline.py (--baseline)"),
 )
+
+
+def check_ids(command: Optional[str] = None) -> list:
+    """Every registered check id (of one command's reports), in registry order, once each."""
+    ids = [s.id for s in REGISTRY if command is None or command in s.commands]
+    return list(dict.fromkeys(ids))
+
+
+def unregistered(command: str, ids: Iterable[str]) -> list:
+    """The ids among `ids` that have no registry row for `command` (recommend reports preflight's)."""
+    known = set(check_ids(PREFLIGHT if command == "recommend" else command))
+    return sorted({i for i in ids if i not in known})
 
 
 def specs(scope: str) -> list:

@@ -42,4 +42,4 @@ FORMATS: dict[str, Format] = {
                          "collector"),
 }
 
-PATH_HELP = "Paths expand %%j (job id), %%n (node rank), %%h (hostname), %%r (rank: every rank writes)."
+PATH_HELP = "Paths expand %j (job id), %n (node rank), %h (hostname), %r (rank: every rank writes)."

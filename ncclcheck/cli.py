@@ -1,6 +1,6 @@
 """Command line: argv -> Config (built once), run the API, render, exit. The only module that exits.
 
-Exit codes (DESIGN.md): 0 passed (warnings allowed), 1 a check failed / a gate missed / no world, 2 usage error,
+Exit codes (docs/contracts.md): 0 passed (warnings allowed), 1 a check failed / a gate missed / no world, 2 usage error,
 3 internal error (a bug: the log's path is printed), 130 interrupted. Importing this module must not import torch:
 `ncclcheck --help` and usage errors stay fast.
 """

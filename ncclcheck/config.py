@@ -20,7 +20,8 @@ DEFAULT_TIMEOUT_S = 60.0
 BACKENDS = ("auto", "nccl", "gloo")
 
 
-# The waits --timeout bounds, by name: each may last at most T before its cause is named (DESIGN.md: a hang bound).
+# The waits --timeout bounds, by name: each may last at most T before its cause is named (a hang bound:
+# docs/contracts.md).
 PHASES = ("master_probe", "join", "exchange", "mesh", "collective", "final")
 # The one table of waits whose length does not depend on --timeout (seconds), and why each is what it is.
 FIXED_BOUNDS_S = {

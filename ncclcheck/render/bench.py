@@ -13,8 +13,10 @@ from rich.text import Text
 from ..model import BenchRow, CheckResult, Status
 from ..units import format_bytes, format_gbps, format_us
 
-_REDOP = {"all_reduce": "sum", "reduce_scatter": "sum", "reduce": "sum"}
-_ROOT = {"broadcast": "0", "reduce": "0"}
+# Rows carry nccl-tests' redop and root columns (bench/ops.py's table); these name them for reports saved before
+# rows did, so a new collective needs no entry here.
+_SAVED_REDOP = {"all_reduce": "sum", "reduce_scatter": "sum", "reduce": "sum"}
+_SAVED_ROOT = {"broadcast": 0, "reduce": 0}
 
 
 def nccl_time(us: Optional[float]) -> str:
@@ -59,7 +61,9 @@ def bench_table(rows: Iterable[BenchRow], op: str, dtype: str) -> Table:
     when high), algbw, busbw, #wrong. Numbers are never cut: on a terminal narrower than the table a cell folds
     onto a second line instead of ending in an ellipsis."""
     rows = sorted((r for r in rows if r.op == op and r.dtype == dtype), key=lambda r: (r.bytes, bool(r.in_place)))
-    title = f"{op}  type {dtype}  redop {_REDOP.get(op, 'none')}  root {_ROOT.get(op, '-1')}"
+    first = rows[0].extra if rows else {}
+    redop, root = first.get("redop", _SAVED_REDOP.get(op, "none")), first.get("root", _SAVED_ROOT.get(op, -1))
+    title = f"{op}  type {dtype}  redop {redop}  root {root}"
     t = Table(title=title, title_justify="left", show_edge=False, pad_edge=False, box=None, padding=(0, 1),
               header_style="bold")
     for name, just in _COLUMNS:

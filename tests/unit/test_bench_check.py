@@ -10,6 +10,7 @@ import torch
 
 from ncclcheck.bench import check as chk
 from ncclcheck.bench.ops import OPS, coll_counts, torch_dtype
+from ncclcheck.bench.runners import expected_output
 from tests.bench.jobs import corrupt
 
 
@@ -55,7 +56,7 @@ def test_expected_matches_simulated_collective(op, dtype, n):
     counts = coll_counts(op, 4096, dtype, n)
     outs = _simulate(op, n, _inputs(op, dtype, n, counts), counts)
     for r in range(n):
-        exp = chk.expected_output(op, dtype, n, r, counts)
+        exp = expected_output(op, dtype, n, r, counts)
         if outs[r] is None:
             assert exp is None
             continue
@@ -69,7 +70,7 @@ def test_reductions_stay_exact_with_more_ranks_than_the_exact_range(dtype, n):
     total = ins[0].clone()
     for x in ins[1:]:  # every prefix sum must stay exact too
         total = total + x
-    assert chk.count_wrong(total, chk.expected_output("all_reduce", dtype, n, 0, counts)) == 0
+    assert chk.count_wrong(total, expected_output("all_reduce", dtype, n, 0, counts)) == 0
     assert float(total.float().max()) <= chk.EXACT_LIMIT[dtype]
 
 
@@ -82,7 +83,7 @@ def test_inputs_depend_on_the_rank():
 def test_corruption_is_always_visible():
     for dtype in ("bfloat16", "float16", "int8", "float32"):
         counts = coll_counts("all_reduce", 1024, dtype, 2)
-        exp = chk.expected_output("all_reduce", dtype, 2, 0, counts)
+        exp = expected_output("all_reduce", dtype, 2, 0, counts)
         out = exp.to(torch_dtype(dtype)).clone()
         assert chk.count_wrong(out, exp) == 0
         corrupt(out)

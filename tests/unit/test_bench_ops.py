@@ -117,3 +117,13 @@ def test_parse_ops():
         parse_ops("gather")
     with pytest.raises(UsageError):
         parse_ops("")
+
+
+def test_the_schema_names_every_op_of_the_table():
+    import json
+
+    from ncclcheck.render.json import SCHEMA_PATH
+
+    with open(SCHEMA_PATH, encoding="utf-8") as f:
+        enum = json.load(f)["properties"]["bench"]["items"]["properties"]["op"]["enum"]
+    assert enum == list(OPS)

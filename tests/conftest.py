@@ -44,13 +44,10 @@ def validate_report():
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tiers by folder: tests/multiproc spawn processes (slow), tests/lab need root and namespaces (lab), so
-    `pytest -m "not slow and not lab"` is the fast tier."""
+    """Tiers are markers: a slow file says `pytestmark = pytest.mark.slow` itself; tests/lab (root and network
+    namespaces, left where it is) is marked `lab` here, so `pytest -m "not slow and not lab"` is the fast tier."""
     for item in items:
-        path = str(item.fspath)
-        if f"{os.sep}tests{os.sep}multiproc{os.sep}" in path:
-            item.add_marker(pytest.mark.slow)
-        elif f"{os.sep}tests{os.sep}lab{os.sep}" in path:
+        if f"{os.sep}tests{os.sep}lab{os.sep}" in str(item.fspath):
             item.add_marker(pytest.mark.lab)
 _ALLOWED_NETS = ("127.0.0.0/8", "198.18.0.0/15", "::1/128")  # loopback and the lab's own namespaces (issue 13)
 

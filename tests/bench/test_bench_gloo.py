@@ -18,6 +18,8 @@ from ncclcheck.config import BenchConfig
 from ncclcheck.model import Report, Status, WorldInfo
 from tests.dist_harness import run_job
 
+pytestmark = pytest.mark.slow  # real worlds of spawned processes: the slow tier (a marker, not a folder)
+
 SIZES = (4096, 65536)
 
 

@@ -14,6 +14,8 @@ import pytest
 
 from ncclcheck.preflight.cluster import decide, world_check
 
+pytestmark = pytest.mark.slow  # real worlds of spawned processes: the slow tier (a marker, not a folder)
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 

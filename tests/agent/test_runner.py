@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from ncclcheck.agent.launchers import detect_placement
 from ncclcheck.agent.runner import resolve_backend, run_job
 from ncclcheck.config import WorldConfig
 from tests.jobs_for_tests import allreduce_job, crash_or_hang_job, steps_job
+
+pytestmark = pytest.mark.slow  # real worlds of spawned processes: the slow tier (a marker, not a folder)
 
 
 def test_standalone_two_cpu_ranks_allreduce():

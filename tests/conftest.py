@@ -139,3 +139,12 @@ def _names_resolve_only_locally(monkeypatch):
             return REAL_RESOLVE[_name](host, *a, **kw)
 
         monkeypatch.setattr(socket, name, guarded)
+
+
+@pytest.fixture
+def fs(tmp_path, monkeypatch):
+    """A fake node: sysfs and procfs trees under tmp_path that facts/ reads instead of the machine's
+    (tests/fakesys.py; scenarios such as docker0_decoy or ib_port_down build on it)."""
+    from tests.fakesys import FakeSys
+
+    return FakeSys(tmp_path, monkeypatch)

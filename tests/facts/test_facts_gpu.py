@@ -7,7 +7,6 @@ from types import SimpleNamespace
 import pytest
 
 from ncclcheck.facts import gpu
-from tests.fakesys import FakeSys
 
 SMI_QUERY = ("0, NVIDIA H200, 143771, GPU-aaaa-0000, 00000000:19:00.0\n"
              "1, NVIDIA H200, 143771, GPU-bbbb-1111, 00000000:3B:00.0\n")
@@ -15,10 +14,10 @@ TOPO = "\tGPU0\tGPU1\nGPU0\t X \tNV18\nGPU1\tNV18\t X \n"
 DRIVER_FILE = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  560.35.03  Fri Aug 16 21:39:15 UTC 2024\n"
 
 
-@pytest.fixture
-def fs(tmp_path, monkeypatch):
+@pytest.fixture(autouse=True)
+def _no_cuda_visible_devices(monkeypatch):
+    """The fake tree's GPUs are all visible unless a test sets CUDA_VISIBLE_DEVICES itself."""
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    return FakeSys(tmp_path, monkeypatch)
 
 
 def fake_smi(calls, fail=()):

@@ -10,12 +10,7 @@ import time
 import pytest
 
 from ncclcheck.facts import host
-from tests.fakesys import FakeSys, container_shm_64mib
-
-
-@pytest.fixture
-def fs(tmp_path, monkeypatch):
-    return FakeSys(tmp_path, monkeypatch)
+from tests.fakesys import container_shm_64mib
 
 
 def fake_getaddrinfo(table):

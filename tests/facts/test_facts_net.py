@@ -7,12 +7,7 @@ import socket
 import pytest
 
 from ncclcheck.facts import net
-from tests.fakesys import FakeSys, docker0_decoy, psutil_addrs, snicstats
-
-
-@pytest.fixture
-def fs(tmp_path, monkeypatch):
-    return FakeSys(tmp_path, monkeypatch)
+from tests.fakesys import docker0_decoy, psutil_addrs, snicstats
 
 
 @pytest.fixture

@@ -5,12 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ncclcheck.facts import rdma
-from tests.fakesys import FakeSys, ib_port_down, no_rdma, roce_gid_index_3
-
-
-@pytest.fixture
-def fs(tmp_path, monkeypatch):
-    return FakeSys(tmp_path, monkeypatch)
+from tests.fakesys import ib_port_down, no_rdma, roce_gid_index_3
 
 
 def test_ib_one_port_active_one_down(fs):

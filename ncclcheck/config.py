@@ -86,7 +86,7 @@ class WorldConfig:
 class OutputConfig:
     # Output files by format name (render/formats.py: json, html, junit, markdown, env_out, prometheus) -> path;
     # "-" is stdout for the formats that may go there.
-    files: Mapping[str, str] = field(default_factory=dict)
+    files: Mapping[str, str] = field(default_factory=dict, hash=False)
     quiet: bool = False
     print_all: bool = False  # every process prints its full report (default: global rank 0 only, others one line)
     strict: bool = False

@@ -58,7 +58,7 @@ def placements(cfg: BenchConfig) -> tuple[bool, ...]:
 def validate(cfg: BenchConfig, world_size: int) -> BenchConfig:
     """Canonical op/dtype names, and a UsageError for any (op, size) that rounds to zero elements on this world.
 
-    api.run_bench calls this before forming the world when it knows the world size; bench_job calls it again."""
+    bench/pipeline.py calls this before forming the world when it knows the world size; bench_job calls it again."""
     if cfg.iters < 1:
         raise UsageError(f"--iters must be >= 1, got {cfg.iters}")
     if cfg.warmup < 0:

@@ -51,7 +51,7 @@ _BEAT_S = 0.5
 
 
 def payload_from_config(cfg: Any, timeout_s: Optional[float] = None) -> dict:
-    """The job payload for a config.LinksConfig (what api.run_links passes to agent.runner.run_job)."""
+    """The job payload for a config.LinksConfig (what links/pipeline.py passes to agent.runner.run_job)."""
     return {
         "size": cfg.size,
         "iters": cfg.iters,

@@ -69,6 +69,36 @@ def run_env(config: Optional[Config] = None, **options: Any) -> Report:
     return env_report(_config("env", config, options, "run_env"))
 
 
+def run_diagnose(config: Optional[Config] = None, **options: Any) -> Report:
+    """What a failed or hung job left -> the rank, host, collective and cause: `run_diagnose(paths=["logs/"])`.
+
+    Keyword arguments are `ncclcheck diagnose`'s (paths=, preflight=)."""
+    from .postmortem.diagnose import diagnose
+    from .version import __version__
+
+    config = _config("diagnose", config, options, "run_diagnose")
+    return diagnose(list(config.diagnose.paths), config.diagnose.preflight, __version__)
+
+
+def run_health(config: Optional[Config] = None, **options: Any) -> Report:
+    """Node-local health for Slurm's HealthCheckProgram / Prolog (no torch), with optional drain/resume.
+
+    Keyword arguments are `ncclcheck health`'s flags (gpus=, ifname=, mtu=, drain=, dry_run=, ...)."""
+    from .health.run import run_health as _run_health
+    from .version import __version__
+
+    return _run_health(_config("health", config, options, "run_health"), __version__)
+
+
+def run_sweep(config: Optional[Config] = None, observer: Any = None, **options: Any) -> Report:
+    """Inside an allocation: links' rounds with re-tests, a verdict per node, only proven-bad nodes drained.
+
+    Keyword arguments are `ncclcheck sweep`'s flags (size=, iters=, drain=, good_out=, bad_out=, ...)."""
+    from .sweep.run import run_sweep as _run_sweep
+
+    return _run_sweep(_config("sweep", config, options, "run_sweep"), run_links, observer=observer)
+
+
 def run_report(config: Optional[Config] = None, **options: Any) -> Report:
     """A saved run (`ncclcheck report RUN.json`), checked against the schema: `run_report(run="run.json")`."""
     from .render.validate import load_report
@@ -76,4 +106,5 @@ def run_report(config: Optional[Config] = None, **options: Any) -> Report:
     return load_report(_config("report", config, options, "run_report").report_input)
 
 
-__all__ = ["run_bench", "run_env", "run_links", "run_preflight", "run_recommend", "run_report"]
+__all__ = ["run_bench", "run_diagnose", "run_env", "run_health", "run_links", "run_preflight", "run_recommend",
+           "run_report", "run_sweep"]

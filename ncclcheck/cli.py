@@ -20,9 +20,10 @@ from typing import Optional
 
 from .config import Config
 from .errors import UsageError
+from .model import EXIT_INTERRUPTED  # written once, where the report's exit_code is derived
 from .options import build_parser, config_from_args, placement_of
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
 log = logging.getLogger("ncclcheck")
 
@@ -39,12 +40,30 @@ def log_dir(env=None) -> str:
     return os.path.join(state, "ncclcheck")
 
 
-def _prune_logs(directory: str, keep: int = LOG_KEEP) -> None:
-    """Keep the newest `keep` runs' logs (a run: ncclcheck-<stamp>-<pid>.log and its .d side directory)."""
+def log_host() -> str:
+    """This host's short name as it goes into log file names (ncclcheck-<host>-<stamp>-<pid>.log): with a home
+    shared by the nodes, each host keeps its own last LOG_KEEP runs and a log says where it was written."""
+    from .facts import hostname
+
+    short = hostname().split(".")[0] or "host"
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in short)
+
+
+def _this_hosts_log(name: str, host: str) -> bool:
+    """A run log of this host, or one named before logs were named by host (ncclcheck-<YYYYMMDD>-...)."""
+    if not (name.startswith("ncclcheck-") and name.endswith(".log")):
+        return False
+    rest = name[len("ncclcheck-"):]
+    return rest.startswith(host + "-") or (rest[:8].isdigit() and rest[8:9] == "-")
+
+
+def _prune_logs(directory: str, keep: int = LOG_KEEP, host: str = "") -> None:
+    """Keep this host's newest `keep` runs' logs (a run: ncclcheck-<host>-<stamp>-<pid>.log and its .d side
+    directory); other hosts' logs in a shared directory are theirs to prune."""
     import shutil
 
     try:
-        runs = sorted((n[:-4] for n in os.listdir(directory) if n.startswith("ncclcheck-") and n.endswith(".log")),
+        runs = sorted((n[:-4] for n in os.listdir(directory) if _this_hosts_log(n, host)),
                       key=lambda n: os.path.getmtime(os.path.join(directory, n + ".log")))
     except OSError:
         return
@@ -85,8 +104,9 @@ def _setup_logging() -> str:
         os.makedirs(directory, exist_ok=True)
     except OSError:
         directory = tempfile.gettempdir()
-    _prune_logs(directory, LOG_KEEP - 1)
-    path = os.path.join(directory, f"ncclcheck-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
+    host = log_host()
+    _prune_logs(directory, LOG_KEEP - 1, host)
+    path = os.path.join(directory, f"ncclcheck-{host}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
     handler = logging.FileHandler(path, encoding="utf-8", delay=True)
     handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"))
     root = logging.getLogger()
@@ -95,12 +115,26 @@ def _setup_logging() -> str:
     return path
 
 
+# torch's native lines that every healthy run may print (c10d, when the hostname does not resolve as it expects):
+# they alone are not "something to log", so a clean run leaves no log and its report points at none.
+TORCH_NOISE = ("The hostname of the client socket cannot be retrieved",)
+_NOISE_SCAN_BYTES = 1 << 16  # a log longer than this holds more than noise
+
+
 def has_content(path: Optional[str]) -> bool:
-    """Does the log hold anything (so that printing its path points the user at details)?"""
+    """Does the log hold anything besides torch's routine noise (so that printing its path points the user at
+    details)?"""
     try:
-        return bool(path) and os.path.getsize(path) > 0
+        size = os.path.getsize(path) if path else 0
+        if size == 0:
+            return False
+        if size > _NOISE_SCAN_BYTES:
+            return True
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = [ln for ln in f.read().splitlines() if ln.strip()]
     except OSError:
         return False
+    return any(not any(n in ln for n in TORCH_NOISE) for ln in lines)
 
 
 def _finish_logging(path: str) -> None:
@@ -134,10 +168,16 @@ def _run(config: Config, observer=None):
         return api.run_recommend(config)
     if config.command == "env":
         return api.run_env(config)
+    if config.command == "diagnose":
+        return api.run_diagnose(config)
     if config.command == "bench":
         return api.run_bench(config, **progress)
     if config.command == "links":
         return api.run_links(config, **progress)
+    if config.command == "health":
+        return api.run_health(config)
+    if config.command == "sweep":
+        return api.run_sweep(config, **progress)
     if config.command == "report":
         return api.run_report(config)
     raise UsageError(f"'{config.command}' is not available yet in this version")
@@ -156,31 +196,70 @@ class Seat:
     node_rank: int = 0
 
 
-def seat_of(config: Config, placement, per_rank_paths: bool = False) -> Seat:
+def seat_of(config: Config, placement, per_rank_paths: bool = False, per_node_paths: bool = False) -> Seat:
+    """writes: the default rule of render.files.own_path (global rank 0 writes a path shared by every node; %n/%h
+    paths or --print-all add the other nodes' first ranks, %r paths every rank); each file is decided by it."""
     out = config.output
-    if placement is None or config.command in ("env", "report"):
+    if placement is None or config.command in ("env", "report", "health", "diagnose"):
         leader = placement is None or placement.node_leader
         return Seat(full=leader, line=False, writes=leader or per_rank_paths,
                     launcher=placement.launcher if placement else "ncclcheck")
     full = placement.rank == 0 or out.print_all
     if config.command == "recommend" and config.recommend_format != "text":
         full = placement.node_leader or out.print_all  # per-node data on stdout (`> nccl.env` on every node)
-    return Seat(full=full, line=not full and placement.node_leader and not out.quiet,
-                writes=placement.node_leader or per_rank_paths, launcher=placement.launcher, rank=placement.rank,
-                node_rank=placement.node_rank)
+    writes = placement.rank == 0 or per_rank_paths or (placement.node_leader and (per_node_paths or out.print_all))
+    return Seat(full=full, line=not full and placement.node_leader and not out.quiet, writes=writes,
+                launcher=placement.launcher, rank=placement.rank, node_rank=placement.node_rank)
+
+
+def own_outputs(config: Config, placement, templates: dict) -> tuple[Config, Optional[str]]:
+    """(config with only the output paths this process writes, the --save-baseline path it writes or None).
+
+    The baseline is taken out of the API's hands so that the CLI writes it like every other file: once per job,
+    and refused for a failed run unless --force (_emit)."""
+    import dataclasses
+
+    from .render.files import own_path, per_rank
+    from .render.formats import FORMATS
+
+    if placement is None or config.command in ("env", "report"):
+        leader = placement is None or placement.node_leader
+
+        def mine(flag: str, path: Optional[str]) -> Optional[str]:
+            return path if leader or per_rank(templates.get(flag)) else None
+    else:
+        def mine(flag: str, path: Optional[str]) -> Optional[str]:
+            if flag in FORMATS and FORMATS[flag].node_local:
+                return path if placement.node_leader or per_rank(templates.get(flag)) else None
+            return own_path(path, templates.get(flag), rank=placement.rank, node_rank=placement.node_rank,
+                            node_leader=placement.node_leader, every_node=config.output.print_all)
+
+    files = {name: mine(name, path) for name, path in config.output.files.items()}
+    output = dataclasses.replace(config.output, files={name: path for name, path in files.items() if path})
+    changes: dict = {"output": output}
+    save = None
+    if config.bench is not None and config.bench.save_baseline:
+        save = mine("save_baseline", config.bench.save_baseline)
+        changes["bench"] = dataclasses.replace(config.bench, save_baseline=None)
+    if config.baseline is not None and config.baseline.save:
+        save = mine("save_baseline", config.baseline.save)
+        changes["baseline"] = dataclasses.replace(config.baseline, save=None)
+    return dataclasses.replace(config, **changes), save
 
 
 def _observer(config: Config, seat: Seat):
-    """Live progress on the console that prints the full report, only when it is a terminal (render/progress.py)."""
-    if not seat.full or "-" in config.output.files.values():
+    """Progress and each measured row on the console that prints the full report: a live bar on a terminal, plain
+    flushed lines on a pipe or in a file (render/progress.py)."""
+    if not seat.full or "-" in config.output.files.values() or config.output.quiet:
         return None
     from .render.progress import make_observer
 
     return make_observer(sys.stdout, os.environ, seat.launcher)
 
 
-def _one_line(config: Config, report, seat: Seat) -> str:
-    """The line a non-zero node prints: who it is, its verdict and exit code, where the full report is."""
+def _one_line(config: Config, report, seat: Seat, given: tuple = ()) -> str:
+    """The line a non-zero node prints: who it is, its verdict and exit code, where the full report is; `given`:
+    the files asked for that node 0 writes and this process does not."""
     from .facts import hostname
 
     me = next((n.hostname for n in report.nodes if n.node_rank == seat.node_rank), None) or hostname()
@@ -188,15 +267,37 @@ def _one_line(config: Config, report, seat: Seat) -> str:
     where = "global rank 0's console" + (f" (node 0, {first})" if first else " (node 0)")
     text = (f"ncclcheck {report.command}: node {seat.node_rank} ({me}) rank {seat.rank}: {report.status.value.upper()}"
             f", exit {report.exit_code}; full report on {where}")
-    if seat.writes and config.output.json_path and config.output.json_path != "-":
+    if config.output.json_path and config.output.json_path != "-":
         text += f"; JSON in {config.output.json_path}"
+    if given:  # one report per job: say where it is and how to get this node's own
+        text += (f"; node 0 writes {', '.join(given)} (this node writes its own with %n or %h in the path, or with "
+                 "--print-all)")
     root = report.root_cause() if report.status.value == "fail" else None
     if root is not None:  # a world that did not form has no shared report: say here what went wrong from this side
         text += f"; root cause{'' if root.node is None else f' on node {root.node}'}: [{root.id}] {root.summary}"
     return text
 
 
-def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None) -> None:
+def _save_baseline(path: Optional[str], force: bool, report) -> None:
+    """--save-baseline: a later run is judged against this file, so a FAILED run is refused unless --force."""
+    if not path:
+        return
+    if report.status.value == "fail" and not force:
+        _say(f"ncclcheck: --save-baseline {path}: not saved: this run FAILED (a baseline is what later runs are "
+             "judged against); --force saves it anyway")
+        return
+    from .render.files import write_atomic
+
+    write_atomic(path, report.to_json())
+
+
+def _not_mine(asked: Config, mine: Config) -> tuple:
+    """The output files asked for that another process (node 0) writes, for this node's one line."""
+    return tuple(path for name, path in asked.output.files.items() if path != "-" and name not in mine.output.files)
+
+
+def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None, given: tuple = (),
+          rows_shown: bool = False) -> None:
     from .render import console as view
     from .render.formats import FORMATS
 
@@ -204,15 +305,15 @@ def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None) ->
     if not report.log_path and has_content(log_path):  # printed only when it holds the details referred to
         report = replace(report, log_path=log_path)
     out = config.output
+    # The paths in config.output are this process's own (own_outputs): write each one given.
     to_stdout = {name for name, path in out.files.items() if path == "-"}
     if seat.full:
         for name in to_stdout:  # the machine-readable report is the whole of stdout (the console goes to stderr)
             sys.stdout.write(FORMATS[name].render(report))
             sys.stdout.flush()
-    if seat.writes:
-        from .render.files import write_outputs
+    from .render.files import write_outputs
 
-        write_outputs(report, **{name: path for name, path in out.files.items() if name not in to_stdout})
+    write_outputs(report, **{name: path for name, path in out.files.items() if name not in to_stdout})
     if out.format == "labels" and seat.full:
         from .render.labels import render_labels
 
@@ -222,7 +323,7 @@ def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None) ->
     term = view.make_console(sys.stderr if machine_stdout else sys.stdout, os.environ, seat.launcher)
     if not seat.full:
         if seat.line:
-            term.print(_one_line(config, report, seat), markup=False, highlight=False, soft_wrap=True)
+            term.print(_one_line(config, report, seat, given), markup=False, highlight=False, soft_wrap=True)
         return
     if config.command == "recommend" and config.recommend_format in ("env", "json"):
         if config.recommend_format == "env":
@@ -242,10 +343,15 @@ def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None) ->
         for part in view.render_env(report):
             term.print(part)
         return
-    if out.quiet:
+    written = [path for name, path in out.files.items() if name != "json" and path != "-"]
+    if out.quiet or (config.command == "report" and written):
+        # `report RUN.json --html F` renders a saved run into files: the verdict says what is in them, not the
+        # whole text report again (issue 24)
         term.print(view.verdict(report))
+        if not out.quiet:
+            term.print(f"wrote {', '.join(written)}", markup=False, highlight=False, soft_wrap=True)
         return
-    for part in view.render_report(report):
+    for part in view.render_report(report, rows_shown=rows_shown):
         term.print(part)
 
 
@@ -296,11 +402,40 @@ def _say(line: str) -> None:
         print(line, file=sys.stderr)
 
 
+def _value_flags(parser: argparse.ArgumentParser) -> set:
+    """Every option string, of every subcommand, that takes a value."""
+    out: set = set()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                out |= _value_flags(sub)
+        elif action.option_strings and action.nargs != 0:
+            out.update(action.option_strings)
+    return out
+
+
+def join_dash_values(parser: argparse.ArgumentParser, argv: list) -> list:
+    """`--sizes -1M` -> `--sizes=-1M`: argparse takes a value that starts with '-' and a digit or '.' for an option
+    and answers a bare "expected one argument"; joined, the flag's own check names what is wrong with the value
+    ("sizes cannot be negative"), as `--sizes=-1M` already did."""
+    flags, out, i = _value_flags(parser), [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a in flags and i + 1 < len(argv) and len(argv[i + 1]) > 1 and argv[i + 1][0] == "-" \
+                and (argv[i + 1][1].isdigit() or argv[i + 1][1] == "."):
+            out.append(f"{a}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return out
+
+
 def main(argv: Optional[list] = None) -> int:
     started = time.monotonic()  # the Budget's clock: every wait of this run is bounded from here on
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(join_dash_values(parser, list(sys.argv[1:] if argv is None else argv)))
         if not args.command:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
@@ -326,6 +461,8 @@ def _main(args: argparse.Namespace, config: Config, log_path: str) -> int:
     try:
         placement = placement_of(config.command, config.world, os.environ)
         templates = getattr(args, "_templates", {})
+        asked = config
+        config, save = own_outputs(config, placement, templates)
         seat = seat_of(config, placement, any(per_rank(t) for t in templates.values()))
         observer = _observer(config, seat)
         try:
@@ -333,7 +470,8 @@ def _main(args: argparse.Namespace, config: Config, log_path: str) -> int:
         finally:
             if observer is not None:
                 observer.stop()  # a bar left running would garble the report (or the error) printed next
-        _emit(config, report, log_path, seat)
+        _emit(config, report, log_path, seat, _not_mine(asked, config), getattr(observer, "streamed", 0) > 0)
+        _save_baseline(save, bool(getattr(args, "force", False)), report)
         if report.interrupted:  # the partial report is written; the exit code says it was interrupted
             _say("ncclcheck: interrupted")
             return EXIT_INTERRUPTED

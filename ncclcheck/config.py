@@ -33,7 +33,12 @@ FIXED_BOUNDS_S = {
     "kill_grace": 3.0,  # SIGTERM -> SIGKILL for a rank that must be stopped
     "stall_grace": 2.0,  # beyond a job step's bound (its collectives x T) before the agent calls a silent world hung
     "rank_start": 60.0,  # a spawned rank's start (a new Python, torch's import) before it joins; then the join has T
+    # One scontrol call (show node, update). Slurm kills a HealthCheckProgram after 60 s: a health run is at most
+    # HEALTH_MAX_TIMEOUT_S for its checks plus two of these, so it fails with its reason before Slurm's kill.
+    "scontrol": 8.0,
 }
+HEALTH_DEFAULT_TIMEOUT_S = 20.0  # `health --timeout`: the bound on its own checks (a healthy node needs ~0.2 s)
+HEALTH_MAX_TIMEOUT_S = 40.0  # + 2 scontrol calls (16 s) stays under Slurm's 60 s HealthCheckProgram kill
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,14 @@ class OutputConfig:
 
 
 @dataclass(frozen=True)
+class DiagnoseConfig:
+    """`diagnose PATH...`: what a failed job left, and optionally the preflight report that ties ranks to hosts."""
+
+    paths: tuple = ()
+    preflight: Optional[str] = None
+
+
+@dataclass(frozen=True)
 class BenchConfig:
     """`ncclcheck bench`'s sweep: these defaults are the CLI's and the Python API's alike (its help shows them)."""
 
@@ -147,6 +160,44 @@ class NcclDiagConfig:
 
 
 @dataclass(frozen=True)
+class SlurmActionConfig:
+    """What health/sweep may do to Slurm: --drain (drain failing nodes, resume ncclcheck's own drains after a clean
+    run) or --dry-run (print the scontrol commands instead of running them); neither: only report."""
+
+    drain: bool = False
+    dry_run: bool = False
+
+    @property
+    def acts(self) -> bool:
+        return self.drain or self.dry_run
+
+
+@dataclass(frozen=True)
+class HealthConfig:
+    """`ncclcheck health`: node-local expectations (None: not checked) and the Slurm node it speaks for."""
+
+    node: Optional[str] = None  # the Slurm node name: --node, else SLURMD_NODENAME, else the hostname
+    gpus: Optional[int] = None  # expected GPUs: --gpus, else the node's Gres from `scontrol show node`
+    ifname: Optional[str] = None  # the NCCL interface(s), NCCL_SOCKET_IFNAME syntax; None: NCCL's own choice
+    mtu: Optional[int] = None
+    min_speed_mbps: Optional[int] = None
+    ib_rate_gbps: Optional[float] = None
+    timeout_s: float = HEALTH_DEFAULT_TIMEOUT_S
+    slurm: SlurmActionConfig = field(default_factory=SlurmActionConfig)
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """`ncclcheck sweep`: the allocation's node names (SLURM_STEP_NODELIST / SLURM_JOB_NODELIST, as Slurm wrote
+    it: node rank i is its i-th name) and what to do with the verdicts."""
+
+    nodelist: Optional[str] = None
+    slurm: SlurmActionConfig = field(default_factory=SlurmActionConfig)
+    good_out: Optional[str] = None  # file for the good nodes' hostlist (`sbatch -w "$(cat FILE)"`)
+    bad_out: Optional[str] = None  # file for the bad nodes' hostlist (`sbatch --exclude "$(cat FILE)"`)
+
+
+@dataclass(frozen=True)
 class Config:
     command: str
     world: WorldConfig = field(default_factory=WorldConfig)
@@ -159,6 +210,10 @@ class Config:
     links: Optional[LinksConfig] = None
     baseline: Optional[BaselineConfig] = None  # preflight and links; bench has its own in BenchConfig
     nccl_diag: Optional[NcclDiagConfig] = None
+    health: Optional[HealthConfig] = None
+    sweep: Optional[SweepConfig] = None
+    diagnose: Optional[DiagnoseConfig] = None
+    postmortem_dir: Optional[str] = None  # recommend --postmortem DIR: arm the job so its failure can be diagnosed
     budget: Optional[Budget] = None  # None: built from world.timeout_s when the Config is made
 
     def __post_init__(self) -> None:
@@ -225,10 +280,10 @@ def parse_endpoint(value: str, what: str) -> tuple[str, Optional[int]]:
         host, sep, rest = text[1:].partition("]")
         if not sep or (rest and not rest.startswith(":")):
             raise UsageError(f"{what} {value!r} is not host:port")
-        return parse_host(host, what), parse_port(rest[1:], what) if rest else None
+        return parse_host(host, what), parse_port(rest[1:], f"the port in {what} {value!r}") if rest else None
     if text.count(":") == 1:
         host, _, port = text.partition(":")
-        return parse_host(host, what), parse_port(port, what)
+        return parse_host(host, what), parse_port(port, f"the port in {what} {value!r}")
     return parse_host(text, what), None
 
 

@@ -194,6 +194,9 @@ def overall_status(checks: list[CheckResult]) -> Status:
     return worst
 
 
+EXIT_INTERRUPTED = 130  # DESIGN.md's exit code of a run stopped by Ctrl-C
+
+
 def exit_code_for(status: Status, strict: bool = False) -> int:
     if status is Status.FAIL or (strict and status is Status.WARN):
         return 1
@@ -228,10 +231,14 @@ class Report:
 
     @property
     def status(self) -> Status:
+        if self.interrupted:  # a run stopped by Ctrl-C did not do what was asked: never PASS or WARN (issue 24)
+            return Status.FAIL
         return overall_status(self.checks)
 
     @property
     def exit_code(self) -> int:
+        if self.interrupted:  # the JSON says what the process exits with, so a CI reading it sees no success
+            return EXIT_INTERRUPTED
         if self.agreed_exit_code is not None:
             return self.agreed_exit_code
         return exit_code_for(self.status, self.strict)
@@ -303,6 +310,7 @@ class Report:
             partial=bool(d.get("partial")),
             log_path=d.get("log"),
             extra={k: v for k, v in d.items() if k not in known},
-            # A saved run keeps the exit code it had, including --strict.
+            # A saved run keeps the exit code it had, including --strict and an interrupt.
             strict=d.get("exit_code") == 1 and overall_status(checks) is Status.WARN,
+            interrupted=d.get("exit_code") == EXIT_INTERRUPTED,
         )

@@ -30,8 +30,8 @@ from .errors import UsageError
 from .render.formats import FORMATS, PATH_HELP
 from .version import __version__
 
-COMMANDS = ("preflight", "bench", "links", "recommend", "report", "env")
-WORLD_COMMANDS = ("preflight", "recommend", "bench", "links")
+COMMANDS = ("preflight", "bench", "links", "recommend", "report", "env", "diagnose", "health", "sweep")
+WORLD_COMMANDS = ("preflight", "recommend", "bench", "links", "sweep")
 _BENCH, _LINKS, _BASE = BenchConfig(), LinksConfig(), BaselineConfig()
 
 
@@ -76,7 +76,8 @@ def _output_flags(p: argparse.ArgumentParser, command: str) -> None:
         return
     g.add_argument("--print-all", action="store_true",
                    help="every process prints its full report (default: global rank 0 prints it, every other node "
-                        "one line)")
+                        "one line), and every node writes its own report files: beside node 0's when the path is "
+                        "the same on every node (run.json -> run.node1.json)")
     g.add_argument("--strict", action="store_true", help="warnings fail (exit 1)")
 
 
@@ -90,7 +91,9 @@ def _baseline_flags(p: argparse.ArgumentParser, metavar: str, what: str, toleran
     p.add_argument("--baseline", metavar=metavar, help=what)
     if tolerance:
         p.add_argument("--tolerance", help=f"{tolerance} ({_BASE.tolerance:g})")
-    p.add_argument("--save-baseline", metavar="FILE", help="save this run's JSON as a baseline")
+    p.add_argument("--save-baseline", metavar="FILE", help="save this run's JSON as a baseline (a FAILED run is "
+                   "refused unless --force)")
+    p.add_argument("--force", action="store_true", help="with --save-baseline: save the run even when it FAILED")
 
 
 def _capture_flag(p: argparse.ArgumentParser) -> None:
@@ -173,6 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     _facts_flags(r)
     r.add_argument("--format", default="text", choices=["text", "env", "json"],
                    help="env: 'export NAME=value' lines to source")
+    r.add_argument("--postmortem", metavar="DIR", help="also arm the job so that its failure can be diagnosed: "
+                   "flight recorder, dump on timeout, NCCL debug log, all written under DIR (ncclcheck diagnose DIR)")
 
     rp = sub.add_parser("report", help="render a saved run: terminal, --html, --junit, --markdown, ...",
                         description="Render a saved run (RUN.json, written by --json) again, to the terminal and to "
@@ -182,10 +187,128 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--format", default="text", choices=["text", "labels"],
                     help="labels: kubectl commands that label (and taint) each node of the run (docs/deploy.md)")
 
+    _health_parsers(sub)
+    d = sub.add_parser("diagnose", help="what a failed or hung job left -> rank, host, collective, cause",
+                       description="Reads flight-recorder dumps, NCCL logs, the launcher's output and error "
+                       "files and ncclras JSON (files, directories, globs; each recognised by its content) and names "
+                       "the root cause first. Exit 0: nothing wrong found; 1: a cause named; 2: bad input.")
+    _output_flags(d, "diagnose")
+    d.add_argument("paths", metavar="PATH", nargs="+", help="a file, a directory (read recursively) or a glob")
+    d.add_argument("--preflight", metavar="RUN.json", help="a saved preflight report: ties ranks to hosts and "
+                   "compares NCCL's choices with its recommendations")
+
     e = sub.add_parser("env", help="this node's facts (versions, GPUs, network, RDMA)")
     _output_flags(e, "env")
     _facts_flags(e)
     return parser
+
+
+def _slurm_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("Slurm (docs/slurm.md)")
+    g.add_argument("--drain", action="store_true", help="drain failing nodes with scontrol (Reason='ncclcheck: "
+                   "<check id>: <detail>'); resume after a clean run only nodes ncclcheck drained")
+    g.add_argument("--dry-run", action="store_true", help="print the scontrol commands instead of running them")
+
+
+def _health_parsers(sub) -> None:
+    from .config import HEALTH_DEFAULT_TIMEOUT_S, HEALTH_MAX_TIMEOUT_S
+    from .units import format_size_short
+
+    h = sub.add_parser("health", help="node-local health check for Slurm's HealthCheckProgram / Prolog (seconds, "
+                       "no torch)", description="This node's GPUs, NCCL interface, RDMA ports, /dev/shm, memlock and "
+                       "NCCL settings against what is expected of it; with --drain, drain it in Slurm.")
+    _output_flags(h, "health")
+    _slurm_flags(h)
+    h.add_argument("--node", help="the Slurm node name (default: SLURMD_NODENAME, else the hostname)")
+    h.add_argument("--gpus", help="expected GPU count (default: the node's gpu Gres in Slurm, if any)")
+    h.add_argument("--ifname", help="the NCCL interface(s), NCCL_SOCKET_IFNAME syntax, e.g. =eth0 (default: "
+                                    "NCCL_SOCKET_IFNAME, else NCCL's own first choice)")
+    h.add_argument("--mtu", help="expected MTU of the NCCL interface")
+    h.add_argument("--min-speed", metavar="MBPS", help="minimum link speed of the NCCL interface, Mb/s")
+    h.add_argument("--ib-rate", metavar="GBPS", help="every RDMA port ACTIVE at least at this rate, Gb/s")
+    h.add_argument("--baseline", metavar="GOLDEN.json", help="compare with a saved known-good run (baseline.drift)")
+    h.add_argument("--timeout", help=f"bound on the node's own checks, seconds (default {HEALTH_DEFAULT_TIMEOUT_S:g}"
+                                     f", at most {HEALTH_MAX_TIMEOUT_S:g}: Slurm kills a HealthCheckProgram at 60 s)")
+    w = sub.add_parser("sweep", help="inside an allocation: find and drain the bad nodes (links rounds, suspects "
+                       "re-paired with good nodes)",
+                       description="Run with one task per node: srun --ntasks-per-node=1 ncclcheck sweep --drain")
+    _world_flags(w)
+    _output_flags(w, "sweep")
+    _slurm_flags(w)
+    w.add_argument("--size", help=f"message size per transfer (default {format_size_short(_LINKS.size)})")
+    w.add_argument("--iters", help=f"transfers per direction per pair (default {_LINKS.iters})")
+    w.add_argument("--min-gbps", help="any link below this GB/s is slow")
+    w.add_argument("--relative", help=f"a link below this fraction of the typical link is slow ({_LINKS.relative:g})")
+    w.add_argument("--seed", help=f"which random pairing is measured first (default {_LINKS.seed}; vary it across "
+                                  "runs)")
+    w.add_argument("--good-out", metavar="FILE", help="write the healthy nodes' hostlist (for sbatch -w)")
+    w.add_argument("--bad-out", metavar="FILE", help="write the bad nodes' hostlist (for sbatch --exclude)")
+
+
+def _slurm_configs(args: argparse.Namespace, env) -> dict:
+    """health's and sweep's parts of the Config (SLURMD_NODENAME and the allocation's node list read here, once)."""
+    from .config import HEALTH_DEFAULT_TIMEOUT_S, HEALTH_MAX_TIMEOUT_S, HealthConfig, SlurmActionConfig, SweepConfig
+
+    act = SlurmActionConfig(drain=bool(args.drain) and not args.dry_run, dry_run=bool(args.dry_run))
+    if args.command == "sweep":
+        return {"sweep": SweepConfig(nodelist=env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST"),
+                                     slurm=act, good_out=args.good_out, bad_out=args.bad_out)}
+    timeout = parse_float(_text(args.timeout), "--timeout") or HEALTH_DEFAULT_TIMEOUT_S
+    if timeout > HEALTH_MAX_TIMEOUT_S:
+        raise UsageError(f"--timeout {timeout:g}: at most {HEALTH_MAX_TIMEOUT_S:g} s (Slurm kills a "
+                         "HealthCheckProgram at 60 s, and scontrol needs time too)")
+    speed = parse_int(_text(args.min_speed), "--min-speed", 1)
+    return {"health": HealthConfig(
+        node=args.node or env.get("SLURMD_NODENAME") or None, gpus=parse_int(_text(args.gpus), "--gpus", 0),
+        ifname=args.ifname, mtu=parse_int(_text(args.mtu), "--mtu", 68, 65536), min_speed_mbps=speed,
+        ib_rate_gbps=parse_float(_text(args.ib_rate), "--ib-rate"), timeout_s=timeout, slurm=act)}
+
+
+def _postmortem_dir(path: Optional[str]) -> Optional[str]:
+    """recommend --postmortem DIR: an absolute path (every rank writes there), not an existing file."""
+    if not path:
+        return None
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError(f"--postmortem {path}: exists and is not a directory")
+    return os.path.abspath(path)
+
+
+def input_file(path: str, flag: str, what: str) -> None:
+    """UsageError (one line) unless `path` is a regular file this process can read; the message says which of
+    missing, a directory, not a regular file (/dev/null, a FIFO) or unreadable it is, and what was expected."""
+    name = f"{flag} {path}" if flag else path
+    if not os.path.exists(path):
+        raise UsageError(f"{name}: no such file")
+    if os.path.isdir(path):
+        raise UsageError(f"{name}: is a directory, not {what}")
+    if not os.path.isfile(path):
+        raise UsageError(f"{name}: not a regular file (a device or a pipe), not {what}")
+    if not os.access(path, os.R_OK):
+        raise UsageError(f"{name}: permission denied")
+    if os.path.getsize(path) == 0:
+        raise UsageError(f"{name}: the file is empty, not {what}")
+
+
+RAS_READ_LIMIT = 64 << 20  # bytes of --nccl-ras read: ncclras output of a very large job fits many times over
+
+
+def _check_ras_file(path: str) -> None:
+    """--nccl-ras must be `ncclras -f json` output: a wrong or binary file is a usage error, as a missing one is,
+    not a skipped check that lets the run pass."""
+    from .checks.nccl_ras import parse_ras_json
+
+    input_file(path, "--nccl-ras", "`ncclras -f json` output")
+    with open(path, "rb") as f:
+        data = f.read(RAS_READ_LIMIT)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"--nccl-ras {path}: a binary file, not `ncclras -f json` output") from None
+    try:
+        parse_ras_json(text)
+    except ValueError as exc:
+        raise UsageError(f"--nccl-ras {path}: not `ncclras -f json` output ({exc}); NCCL >= 2.28.7 writes that "
+                         "form") from None
 
 
 def subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
@@ -197,16 +320,17 @@ def subparser(parser: argparse.ArgumentParser, command: str) -> argparse.Argumen
 
 
 def options_of(command: str) -> dict[str, Any]:
-    """The command's options (its flags' keyword names) with their unset values: what the Python API accepts."""
+    """The command's options (its flags' and positionals' keyword names: report's run, diagnose's paths) with their
+    unset values: what the Python API accepts."""
     sub = subparser(build_parser(), command)
-    return {a.dest: a.default for a in sub._actions if a.dest != "help" and a.option_strings}
+    return {a.dest: a.default for a in sub._actions if a.dest != "help"}
 
 
 def namespace_for(command: str, options: Mapping[str, Any], api_name: str) -> argparse.Namespace:
     """The Namespace the CLI would have parsed for `command` with these keyword arguments (TypeError on a keyword
     the command does not have, as any Python function)."""
     known = options_of(command)
-    unknown = sorted(set(options) - set(known) - ({"run"} if command == "report" else set()))
+    unknown = sorted(set(options) - set(known))
     if unknown:
         raise TypeError(f"{api_name}() got an unexpected keyword argument {unknown[0]!r} (its keywords are "
                         f"`ncclcheck {command}`'s flags: {', '.join(sorted(known))})")
@@ -225,6 +349,9 @@ def config_from_args(args: argparse.Namespace, env=None, started: Optional[float
     seat = placement_of(cmd, world, env)  # a launcher's world contradicting the flags is a usage error, now
     files = _files(args)
     _expand_paths(args, files, seat, env)
+    if getattr(args, "quiet", False) and getattr(args, "print_all", False):
+        raise UsageError("--quiet (only rank 0's verdict) and --print-all (every process's full report) contradict "
+                         "each other: give one")
     output = OutputConfig(  # every command has the flags it accepts; getattr covers those it does not
         files=files,
         quiet=bool(getattr(args, "quiet", False)),
@@ -232,7 +359,8 @@ def config_from_args(args: argparse.Namespace, env=None, started: Optional[float
         strict=bool(getattr(args, "strict", False)),
         format=getattr(args, "format", None) or "text" if cmd == "report" else "text",
     )
-    _check_paths(files, getattr(args, "save_baseline", None))
+    _check_paths(files, [(f"--{d.replace('_', '-')}", getattr(args, d, None))
+                         for d in ("save_baseline", "good_out", "bad_out")])
     code = getattr(args, "code", None)
     if code is not None and not os.path.exists(code):
         raise UsageError(f"--code {code}: no such file or directory")
@@ -241,13 +369,19 @@ def config_from_args(args: argparse.Namespace, env=None, started: Optional[float
                                budget=Budget(world.timeout_s, started if started is not None else time.monotonic()))
     if cmd == "recommend":
         cfg["recommend_format"] = args.format or "text"
+        cfg["postmortem_dir"] = _postmortem_dir(args.postmortem)
+    if cmd == "diagnose":
+        from .config import DiagnoseConfig
+
+        if not args.paths:
+            raise UsageError("diagnose needs at least one PATH (a file, a directory or a glob)")
+        if args.preflight and not os.path.isfile(args.preflight):
+            raise UsageError(f"--preflight {args.preflight}: no such file")
+        cfg["diagnose"] = DiagnoseConfig(paths=_strings(args.paths), preflight=args.preflight)
     if cmd == "report":
         if not args.run:
             raise UsageError("report needs the saved run's path (RUN.json)")
-        if os.path.isdir(args.run):
-            raise UsageError(f"{args.run}: is a directory, not a JSON report")
-        if not os.path.isfile(args.run):
-            raise UsageError(f"{args.run}: no such file")
+        input_file(args.run, "", "a JSON report written by --json")
         cfg["report_input"] = args.run
     if cmd == "bench":
         cfg["bench"] = bench_config_from_args(args)
@@ -255,7 +389,12 @@ def config_from_args(args: argparse.Namespace, env=None, started: Optional[float
         cfg["nccl_diag"] = nccl_diag_config_from_args(args)
     if cmd in ("preflight", "links") and (args.baseline or args.save_baseline):
         cfg["baseline"] = baseline_config_from_args(args)
-    if cmd == "links":
+    if cmd in ("health", "sweep"):
+        cfg.update(_slurm_configs(args, env))
+    if cmd == "health" and args.baseline:
+        input_file(args.baseline, "--baseline", "a JSON report written by --json")
+        cfg["baseline"] = BaselineConfig(path=args.baseline)
+    if cmd in ("links", "sweep"):
         cfg["links"] = links_config_from_args(args)
     return Config(**cfg)
 
@@ -285,11 +424,11 @@ def _files(args: argparse.Namespace) -> dict[str, str]:
     return files
 
 
-def _check_paths(files: Mapping[str, str], save_baseline: Optional[str]) -> None:
+def _check_paths(files: Mapping[str, str], others: list) -> None:
     """Every output path is writable before anything runs: a typo is exit 2 in a second, not a lost report."""
     from .render.files import check_writable
 
-    flags = [(FORMATS[name].flag, path) for name, path in files.items()] + [("--save-baseline", save_baseline)]
+    flags = [(FORMATS[name].flag, path) for name, path in files.items()] + others
     for flag, path in flags:
         if path and path != "-":
             try:
@@ -300,9 +439,10 @@ def _check_paths(files: Mapping[str, str], save_baseline: Optional[str]) -> None
 
 def nccl_diag_config_from_args(args: argparse.Namespace) -> NcclDiagConfig:
     ras, debug = getattr(args, "nccl_ras", None), _strings(getattr(args, "nccl_debug", None))
-    for flag, path in [("--nccl-ras", ras)] + [("--nccl-debug", d) for d in debug]:
-        if path and not os.path.isfile(path):
-            raise UsageError(f"{flag} {path}: no such file")
+    for path in debug:
+        input_file(path, "--nccl-debug", "a saved NCCL_DEBUG=INFO log")
+    if ras:
+        _check_ras_file(ras)
     return NcclDiagConfig(ras=ras, debug=debug, capture=bool(getattr(args, "nccl_capture", False)))
 
 
@@ -316,8 +456,8 @@ def _tolerance(args: argparse.Namespace) -> float:
 
 
 def baseline_config_from_args(args: argparse.Namespace) -> BaselineConfig:
-    if args.baseline and not os.path.isfile(args.baseline):
-        raise UsageError(f"--baseline {args.baseline}: no such file")
+    if args.baseline:
+        input_file(args.baseline, "--baseline", "a JSON report written by --json")
     return BaselineConfig(path=args.baseline, save=args.save_baseline, tolerance=_tolerance(args))
 
 
@@ -348,10 +488,11 @@ def _expand_paths(args: argparse.Namespace, files: dict, placement, env) -> None
         if path != "-" and "%" in path:
             files[name] = expand_path(path, fields)
             templates[name] = path
-    save = getattr(args, "save_baseline", None)
-    if save and "%" in save:
-        args.save_baseline = expand_path(save, fields)
-        templates["save_baseline"] = save
+    for dest in ("save_baseline", "good_out", "bad_out"):
+        path = getattr(args, dest, None)
+        if path and "%" in path:
+            setattr(args, dest, expand_path(path, fields))
+            templates[dest] = path
     if templates:
         args._templates = templates
 
@@ -397,8 +538,8 @@ def bench_config_from_args(args: argparse.Namespace) -> BenchConfig:
     from .units import parse_size
 
     ops, dtype = _ops(args.ops), _dtype(args.dtype)
-    if args.baseline and not os.path.isfile(args.baseline):
-        raise UsageError(f"--baseline {args.baseline}: no such file")
+    if args.baseline:
+        input_file(args.baseline, "--baseline", "a JSON report written by --json")
     iters, warmup = parse_int(_text(args.iters), "--iters", 1, 1_000_000), parse_int(_text(args.warmup), "--warmup",
                                                                                      0, 1_000_000)
     gate = args.gate_size
@@ -426,12 +567,13 @@ def links_config_from_args(args: argparse.Namespace) -> LinksConfig:
     iters = parse_int(_text(args.iters), "--iters", 1, 100000)
     seed = parse_int(_text(args.seed), "--seed", 0, 2**31 - 1)
     relative = parse_float(_text(args.relative), "--relative")
-    if args.rounds is not None and args.rounds not in ROUNDS:
-        raise UsageError(f"--rounds must be one of {', '.join(ROUNDS)}, got {args.rounds!r}")
+    rounds = getattr(args, "rounds", None) if args.command == "links" else "scale"  # sweep: links' scalable mode
+    if rounds is not None and rounds not in ROUNDS:
+        raise UsageError(f"--rounds must be one of {', '.join(ROUNDS)}, got {rounds!r}")
     return LinksConfig(
         size=_LINKS.size if size is None else size,
         iters=_LINKS.iters if iters is None else iters,
-        rounds=args.rounds or _LINKS.rounds,
+        rounds=rounds or _LINKS.rounds,
         min_gbps=parse_float(_text(args.min_gbps), "--min-gbps"),
         relative=_LINKS.relative if relative is None else relative,
         seed=_LINKS.seed if seed is None else seed,

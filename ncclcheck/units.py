@@ -92,6 +92,11 @@ def describe_sizes(sizes) -> str:
     return ",".join(format_size_short(x) for x in s)
 
 
+def count_noun(n: int, word: str, plural: str = "") -> str:
+    """'1 row', '2 rows' (plural: the plural form when it is not word + 's')."""
+    return f"{n} {word if n == 1 else (plural or word + 's')}"
+
+
 def format_bytes(n: float) -> str:
     """67108864 -> '64 MiB'. Exact binary multiples print without decimals."""
     n = float(n)

@@ -25,6 +25,8 @@ from netlab_lib import host_argv
 
 SLURMCTLD_PORT = 6817
 SLURMD_PORT = 6818
+DOCS_SLURM = Path(__file__).resolve().parents[1] / "docs" / "slurm.md"
+DOCS_MARKER = "<!-- slurm.conf lines (used verbatim by the lab tests) -->"
 
 
 def slurm_dir(state: LabState) -> Path:
@@ -46,7 +48,25 @@ def _spawn(state: LabState, host: str, argv: list[str], log: Path) -> subprocess
         out.close()
 
 
-def slurm_conf(state: LabState, cpus: int) -> str:
+def docs_slurm_lines(health_program: str, prolog: str, docs: Path = DOCS_SLURM) -> list[str]:
+    """docs/slurm.md's slurm.conf lines for ncclcheck, with only the two script paths replaced by the lab's: the
+    lab runs the lines the docs show, so the two cannot drift apart."""
+    text = docs.read_text()
+    start = text.index(DOCS_MARKER)
+    block = text[start:].split("```", 2)[1]
+    lines = [ln.strip() for ln in block.splitlines()[1:] if ln.strip()]
+    paths = {"HealthCheckProgram": health_program, "Prolog": prolog}
+    out = []
+    for ln in lines:
+        key, _, _value = ln.partition("=")
+        out.append(f"{key}={paths[key]}" if key in paths else ln)
+    missing = set(paths) - {ln.partition("=")[0] for ln in lines}
+    if missing:
+        raise NetlabError(f"{docs}: the slurm.conf block lacks {', '.join(sorted(missing))}")
+    return out
+
+
+def slurm_conf(state: LabState, cpus: int, extra: tuple = ()) -> str:
     d = slurm_dir(state)
     first = state.hosts[0]
     nodes = "\n".join(f"NodeName={h} NodeAddr={state.ip(h)} CPUs={cpus} State=UNKNOWN" for h in state.hosts)
@@ -84,11 +104,12 @@ KillWait=5
 MinJobAge=10
 {nodes}
 PartitionName=lab Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
-"""
+""" + "".join(f"{line}\n" for line in extra)
 
 
-def slurm_up(state: LabState, cpus: int = 2, timeout: float = 30.0) -> dict[str, str]:
-    """Start munged, slurmctld on h1 and a slurmd per host; wait until every node is idle. Returns slurm_env()."""
+def slurm_up(state: LabState, cpus: int = 2, timeout: float = 30.0, extra_conf: tuple = ()) -> dict[str, str]:
+    """Start munged, slurmctld on h1 and a slurmd per host; wait until every node has registered (idle, or drained
+    by a health check in extra_conf). Returns slurm_env()."""
     d = slurm_dir(state)
     (d / "state").mkdir(parents=True, exist_ok=True)
     for h in state.hosts:
@@ -97,7 +118,7 @@ def slurm_up(state: LabState, cpus: int = 2, timeout: float = 30.0) -> dict[str,
     if not key.exists():
         key.write_bytes(os.urandom(1024))
     key.chmod(stat.S_IRUSR)
-    (d / "slurm.conf").write_text(slurm_conf(state, cpus))
+    (d / "slurm.conf").write_text(slurm_conf(state, cpus, tuple(extra_conf)))
     (d / "cgroup.conf").write_text("CgroupPlugin=cgroup/v1\n")
     first = state.hosts[0]
     sock = d / "munge.socket"
@@ -115,10 +136,45 @@ def slurm_up(state: LabState, cpus: int = 2, timeout: float = 30.0) -> dict[str,
                            text=True, env=env, timeout=10)
         states = dict(line.split() for line in p.stdout.splitlines() if len(line.split()) == 2)
         return p.returncode == 0 and len(states) == len(state.hosts) and all(
-            s.rstrip("*") in ("idle", "mixed", "allocated") for s in states.values())
+            s in ("idle", "mixed", "allocated", "drained", "draining") for s in states.values())
 
     _wait(idle, timeout, "Slurm nodes did not become idle", d / "slurmctld.log")
     return slurm_env(state)
+
+
+def restart_slurmd(state: LabState, host: str, timeout: float = 30.0) -> None:
+    """Stop host's slurmd and start it again (it runs HealthCheckProgram when it starts, before registering)."""
+    d = slurm_dir(state)
+    pids = [int(p) for p in sh(["ip", "netns", "pids", state.ns(host)], check=False).stdout.split()
+            if _comm(p) == "slurmd"]
+    for pid in pids:
+        try:
+            os.kill(pid, 15)
+        except ProcessLookupError:
+            pass
+    _wait(lambda: not any(_running(p) for p in pids), timeout, f"slurmd on {host} did not stop",
+          d / f"slurmd-{host}.out")
+    _spawn(state, host, ["slurmd", "-D", "-N", host, "-f", str(d / "slurm.conf")], d / f"slurmd-{host}.out")
+
+
+def _running(pid: int) -> bool:
+    """pid has not exited: a slurmd this process started stays a zombie until reaped, so reap it here."""
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _comm(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def _wait(ready, timeout: float, what: str, log: Path) -> None:

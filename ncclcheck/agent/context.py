@@ -23,6 +23,17 @@ class Observer(Protocol):
 
     def stop(self) -> None: ...
 
+    # Optional: row(kind, data) receives each measured row (show_row); observers without it show progress only.
+
+
+def show_row(observer: Any, kind: str, data: dict) -> None:
+    """Hand one measured row (a bench row, a links pair) to the observer as it is measured, so the console prints it
+    then, on a terminal and into a pipe or a job log alike (issue 24). `row` is optional in the Protocol: an observer
+    without it only shows progress."""
+    fn = getattr(observer, "row", None)
+    if fn is not None:
+        fn(kind, data)
+
 
 class NullObserver:
     def start(self, total: int, label: str) -> None:

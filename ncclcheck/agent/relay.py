@@ -1,7 +1,7 @@
 """Progress from a spawned rank 0 to its agent's terminal, through the world's store.
 
 Rank 0 of a launcher-mode job is a spawned process with no terminal of its own: its jobs call a StoreObserver, which
-appends each start/advance/stop to the store (`progress/count` + `progress/<i>`, JSON); the agent on node 0 replays
+appends each start/advance/stop/row to the store (`progress/count` + `progress/<i>`, JSON); the agent on node 0 replays
 them into its real Observer (the console's progress bar) from a thread. Progress is best-effort: a lost store only
 stops the display, never the job.
 """
@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any, Callable, Optional
 
 from ..rendezvous.store import JsonStore, StoreLost
+from .context import show_row
 
 log = logging.getLogger(__name__)
 POLL_S = 0.1
@@ -42,6 +43,9 @@ class StoreObserver:
     def stop(self) -> None:
         self._put({"op": "stop"})
 
+    def row(self, kind: str, data: dict) -> None:
+        self._put({"op": "row", "kind": kind, "data": data})
+
 
 def replay(st: JsonStore, observer: Any, done: int) -> int:
     """Feed the events after the first `done` into observer; returns how many have been replayed."""
@@ -58,6 +62,8 @@ def replay(st: JsonStore, observer: Any, done: int) -> int:
             observer.advance(str(ev.get("label") or ""))
         elif op == "stop":
             observer.stop()
+        elif op == "row" and isinstance(ev.get("data"), dict):
+            show_row(observer, str(ev.get("kind") or ""), ev["data"])
     return done
 
 

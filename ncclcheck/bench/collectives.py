@@ -13,6 +13,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable, Optional
 
+from ..agent.context import show_row
 from ..config import BenchConfig
 from ..errors import UsageError
 from ..model import BenchRow, sig
@@ -437,6 +438,7 @@ def _run_size(sw: _Sweep, op: str, size: int, live: list[bool], sizes_left: int,
             if sw.lead:
                 sw.rows.append(row.to_json())
                 ctx.emit("bench_row", row.to_json())
+                show_row(ctx.observer, "bench_row", row.to_json())
         sw.advance(f"{op} {format_size_short(size)}")
     del bufs
     return still

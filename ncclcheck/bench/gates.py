@@ -14,7 +14,7 @@ from typing import Any, Optional
 from ..config import BenchConfig
 from ..errors import UsageError
 from ..model import BenchRow, CheckResult, failed, load_saved_report, passed, sig, skipped, warned
-from ..units import format_gbps, format_size_short
+from ..units import count_noun, format_gbps, format_size_short
 from .coverage import coverage_check
 
 
@@ -66,7 +66,20 @@ def gate_rows(rows: list[BenchRow], cfg: BenchConfig) -> dict[str, Optional[Benc
     return out
 
 
-def min_busbw(rows: list[BenchRow], cfg: BenchConfig) -> Optional[CheckResult]:
+def transport_hint(backend: str) -> str:
+    """Where a slow figure's path was decided, in the words of the backend that ran (gloo has no "transport NCCL
+    chose": it connects on GLOO_SOCKET_IFNAME, else the address the hostname resolves to)."""
+    if backend == "nccl":
+        return "compare the transport NCCL chose (ncclcheck preflight, NCCL_DEBUG=INFO) with the fast interface"
+    return (f"this run used {backend}, which connects on GLOO_SOCKET_IFNAME or else the address the hostname "
+            "resolves to: check that it is the fast interface (ncclcheck preflight)")
+
+
+def _upper_first(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def min_busbw(rows: list[BenchRow], cfg: BenchConfig, backend: str = "nccl") -> Optional[CheckResult]:
     """--min-busbw GBPS at the largest size (or --gate-size): each op must reach it. None when no gate is set."""
     need = cfg.min_busbw_gbps
     if need is None:
@@ -93,8 +106,7 @@ def min_busbw(rows: list[BenchRow], cfg: BenchConfig) -> Optional[CheckResult]:
               for op in missing]
     return failed("bench.min_busbw", parts[0] + (f" (+{len(parts) - 1} more)" if len(parts) > 1 else ""),
                   detail="\n".join(parts),
-                  fix="Compare the transport NCCL chose (ncclcheck preflight, NCCL_DEBUG=INFO) with the fast "
-                      "interface; run `ncclcheck links` to find a slow node or link.",
+                  fix=f"{_upper_first(transport_hint(backend))}; run `ncclcheck links` to find a slow node or link.",
                   evidence=ev)
 
 
@@ -113,7 +125,8 @@ def _key(r: BenchRow) -> tuple:
     return (r.op, r.bytes, r.dtype, bool(r.in_place))
 
 
-def baseline(rows: list[BenchRow], base_rows: list[BenchRow], tolerance: float, source: str = "") -> CheckResult:
+def baseline(rows: list[BenchRow], base_rows: list[BenchRow], tolerance: float, source: str = "",
+             backend: str = "nccl") -> CheckResult:
     """Regression gate: busbw per matching (op, bytes, dtype, in_place) must not drop by more than `tolerance`."""
     base = {_key(r): r for r in base_rows}
     regressed, compared, absent = [], [], []
@@ -131,19 +144,20 @@ def baseline(rows: list[BenchRow], base_rows: list[BenchRow], tolerance: float, 
             regressed.append((r, b, ratio))
     ev: dict[str, Any] = {"tolerance": tolerance, "baseline": source, "compared": compared,
                           "absent_in_baseline": [_label(r) for r in absent]}
-    note = f"; {len(absent)} rows absent in the baseline" if absent else ""
+    note = f"; {count_noun(len(absent), 'row')} absent in the baseline" if absent else ""
     if regressed:
         parts = [f"{_label(r)}: {format_gbps(r.busbw_gbps)} vs baseline {format_gbps(b.busbw_gbps)} "
                  f"({(1 - ratio) * 100:.0f}% slower, tolerance {tolerance * 100:.0f}%)" for r, b, ratio in regressed]
         return failed("bench.baseline", parts[0] + (f" (+{len(parts) - 1} more)" if len(parts) > 1 else ""),
                       detail="\n".join(parts) + note,
-                      fix="Something changed since the baseline run: compare versions (ncclcheck preflight) and the "
-                          "transport NCCL chose; run `ncclcheck links` to find a slow link.",
+                      fix="Something changed since the baseline run: compare versions (ncclcheck preflight); "
+                          f"{transport_hint(backend)}; run `ncclcheck links` to find a slow link.",
                       evidence=ev)
     if not compared:
         return warned("bench.baseline", f"no row matches the baseline {source} (same op, size, dtype, placement)"
                       + note, evidence=ev)
-    return passed("bench.baseline", f"{len(compared)} rows within {tolerance * 100:.0f}% of the baseline" + note,
+    within = f"{count_noun(len(compared), 'row')} within {tolerance * 100:.0f}% of the baseline"
+    return passed("bench.baseline", within + note,
                   detail=note.lstrip("; "), evidence=ev)
 
 
@@ -153,22 +167,23 @@ def unsupported(skips: Iterable[dict]) -> Optional[CheckResult]:
     if not skips:
         return None
     lines = [f"{s['op']} {s['dtype']}{' in-place' if s.get('in_place') else ''}: {s['reason']}" for s in skips]
-    return skipped("bench.unsupported", f"{len(skips)} op/dtype/placement combinations not run: {lines[0]}",
+    what = count_noun(len(skips), "op/dtype/placement combination")
+    return skipped("bench.unsupported", f"{what} not run: {lines[0]}",
                    detail="\n".join(lines), evidence={"skipped": skips})
 
 
 def evaluate(rows: list[BenchRow], cfg: BenchConfig, skips: Iterable[dict] = (),
-             base_rows: Optional[list[BenchRow]] = None) -> list[CheckResult]:
+             base_rows: Optional[list[BenchRow]] = None, backend: str = "nccl") -> list[CheckResult]:
     """All gates that apply to this run, in report order. Loads --baseline when base_rows is not given."""
     out: list[CheckResult] = []
     if cfg.check:
         out.append(correctness(rows, cfg))
-    g = min_busbw(rows, cfg)
+    g = min_busbw(rows, cfg, backend)
     if g:
         out.append(g)
     if cfg.baseline:
         out.append(baseline(rows, base_rows if base_rows is not None else load_baseline(cfg.baseline),
-                            cfg.tolerance, cfg.baseline))
+                            cfg.tolerance, cfg.baseline, backend))
     u = unsupported(skips)
     if u:
         out.append(u)
@@ -240,13 +255,13 @@ def summarize(rows: list[BenchRow], hardware: Optional[dict] = None) -> dict:
 
 
 def outcome(cfg: BenchConfig, rows: list[BenchRow], skips: Iterable[dict] = (), stopped: Optional[dict] = None,
-            hardware: Optional[dict] = None, base_rows: Optional[list[BenchRow]] = None
+            hardware: Optional[dict] = None, base_rows: Optional[list[BenchRow]] = None, backend: str = "nccl"
             ) -> tuple[list[CheckResult], dict, bool]:
     """Everything a bench Report needs beyond the rows: (checks, extra, partial).
 
     rows: from the job's result (rows_from_result) or, when the world broke, the rows it emitted before that.
     extra holds "bench_summary" and, when the sweep stopped early, "bench_stopped"."""
-    checks = evaluate(rows, cfg, skips, base_rows)
+    checks = evaluate(rows, cfg, skips, base_rows, backend)
     checks.append(coverage_check(cfg, rows, skips, stopped))
     extra: dict[str, Any] = {"bench_summary": summarize(rows, hardware)}
     if stopped:

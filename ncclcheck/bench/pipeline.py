@@ -28,7 +28,8 @@ def run(config: Config, observer=None) -> Report:
     out = w.run_world_job(world, placement, bench_job, bench_config_to_payload(cfg), observer, config.budget,
                           step_ops)
     rows, skips, stopped = _rows(out)
-    checks, extra, partial = gates.outcome(cfg, rows, skips, stopped, hardware=None, base_rows=base_rows)
+    checks, extra, partial = gates.outcome(cfg, rows, skips, stopped, hardware=None, base_rows=base_rows,
+                                           backend=out.backend)
     if out.world_size > 1 and rows:
         from .straggler import find_stragglers
 

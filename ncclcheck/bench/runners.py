@@ -126,6 +126,10 @@ def expected_output(op: str, dtype: str, nranks: int, rank: int, counts, device=
 
 def unsupported_reason(op: str, in_place: bool, nranks: int) -> Optional[str]:
     """Why (op, placement) cannot run on this world at all, before trying it; None when it can."""
+    if in_place and op in TORCH_IN_PLACE_ONLY:
+        # Its out-of-place row already times torch's one (in-place) call: a second row would show two timings of
+        # the same call as if the placements differed (issue 24).
+        return f"torch has {op} in one (in-place) form only: its one row is that call"
     if in_place and not OPS[op].in_place_supported:
         return f"{op} has no in-place form (nccl-tests does not verify it in place either)"
     if op == "sendrecv" and nranks < 2:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..model import passed, sig, skipped, warned
+from ..units import count_noun
 
 CHECK_ID = "bench.stragglers"
 
@@ -100,7 +101,8 @@ def find_stragglers(
         ev = {"rows": len(judged), "late_counts": {str(k): v for k, v in sorted(counts.items())},
               "max_late_us": worst, "source": "duration" if inferred else "arrival"}
         return StragglerAnalysis(
-            [passed(CHECK_ID, f"no rank arrives late consistently ({len(judged)} rows, {how})", evidence=ev)],
+            [passed(CHECK_ID, f"no rank arrives late consistently ({count_noun(len(judged), 'row')}, {how})",
+                    evidence=ev)],
             notes, None, ev)
     late_rows = [i for i, n in enumerate(notes) if n["late_rank"] == top]
     late_by = statistics.median(notes[i]["late_by_us"] for i in late_rows)
@@ -114,7 +116,7 @@ def find_stragglers(
         ev["late_row_labels"] = [labels[i] for i in late_rows if i < len(labels)]
     check = warned(
         CHECK_ID,
-        f"rank {top}{where} arrives late in {len(late_rows)} of {len(judged)} rows "
+        f"rank {top}{where} arrives late in {len(late_rows)} of {count_noun(len(judged), 'row')} "
         f"(median {late_by / 1000:.2f} ms after the others): every collective waits for it",
         detail=(f"Lateness {how}. Inside a synchronous collective the late rank shows the SHORTEST time; the ranks "
                 f"with the longest times ({', '.join(map(str, waiting))}) are waiting for rank {top}, not slow "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .cross import CrossInput
 from .local import LocalInput
-from .registry import CROSS, LOCAL, REGISTRY, run_checks
+from .registry import CROSS, LOCAL, POSTMORTEM, REGISTRY, run_checks
 
 
 def run_local_checks(inp: LocalInput) -> list:
@@ -18,4 +18,4 @@ def run_cross_checks(inp: CrossInput) -> list:
     return run_checks(CROSS, inp)
 
 
-__all__ = ["REGISTRY", "CrossInput", "LocalInput", "run_checks", "run_cross_checks", "run_local_checks"]
+__all__ = ["POSTMORTEM", "REGISTRY", "CrossInput", "LocalInput", "run_checks", "run_cross_checks", "run_local_checks"]

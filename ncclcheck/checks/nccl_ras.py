@@ -42,7 +42,7 @@ def parse_ras_json(text: str) -> dict:
         raise ValueError("no JSON object in the RAS output")
     doc, _ = json.JSONDecoder().raw_decode(text[start:])  # the client may print a trailing line after the object
     if not isinstance(doc, Mapping) or not isinstance(doc.get("communicators"), list):
-        raise ValueError("not `ncclras -f json` output (no communicators list)")
+        raise ValueError("no communicators list")
     comms = []
     for c in doc["communicators"]:
         if not isinstance(c, Mapping):

@@ -17,19 +17,20 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from ..model import CheckResult, skipped
-from . import cross, local
+from . import cross, local, postmortem
 
 log = logging.getLogger(__name__)
 
-LOCAL, CROSS, STEP = "local", "cross", "step"
-PREFLIGHT, BENCH, LINKS = "preflight", "bench", "links"
+LOCAL, CROSS, STEP, POSTMORTEM = "local", "cross", "step", "postmortem"
+PREFLIGHT, BENCH, LINKS, HEALTH, SWEEP, DIAGNOSE = "preflight", "bench", "links", "health", "sweep", "diagnose"
 JOBS = (BENCH, LINKS)
 
 
 @dataclass(frozen=True)
 class CheckSpec:
     id: str
-    scope: str  # LOCAL | CROSS: run by run_checks below; STEP: made by the pipeline step in `made_by`
+    scope: str  # LOCAL | CROSS | POSTMORTEM (a failed job's remains: postmortem.PostmortemInput): run by run_checks
+    # below; STEP: made by the pipeline step in `made_by`
     needs: tuple  # fact groups (docs/facts.md) the check reads; () = none beyond the run's own data
     fn: Optional[Callable[[Any], Any]]  # LocalInput | CrossInput -> CheckResult | [CheckResult]; None for STEP
     commands: tuple = (PREFLIGHT,)  # the commands whose reports hold it (recommend runs preflight's)
@@ -57,6 +58,14 @@ REGISTRY: tuple = (
     CheckSpec("gpu.count", CROSS, ("gpu",), cross.check_gpu_count),
     CheckSpec("env.nccl", CROSS, ("env",), cross.check_env),
     CheckSpec("time.clock_skew", CROSS, (), cross.check_clock_skew),
+    # diagnose: the verdict first (the report's root cause), then the findings it was drawn from
+    CheckSpec("postmortem.root_cause", POSTMORTEM, (), postmortem.check_root_cause, (DIAGNOSE,)),
+    CheckSpec("postmortem.collectives", POSTMORTEM, (), postmortem.check_collectives, (DIAGNOSE,)),
+    CheckSpec("postmortem.mismatch", POSTMORTEM, (), postmortem.check_mismatch, (DIAGNOSE,)),
+    CheckSpec("postmortem.ranks", POSTMORTEM, (), postmortem.check_ranks, (DIAGNOSE,)),
+    CheckSpec("postmortem.nccl_warnings", POSTMORTEM, (), postmortem.check_nccl_warnings, (DIAGNOSE,)),
+    CheckSpec("postmortem.transport", POSTMORTEM, (), postmortem.check_transport, (DIAGNOSE,)),
+    CheckSpec("postmortem.inputs", POSTMORTEM, (), postmortem.check_inputs, (DIAGNOSE,)),
     # Made by the steps of the commands' pipelines, from what they measured or read rather than from facts.
     CheckSpec("rendezvous.master_reachable", STEP, (), None, JOBS, "steps/world.py (the master probe of a job)"),
     CheckSpec("rendezvous.world", STEP, (), None, (PREFLIGHT,), "preflight/cluster.py, preflight/pipeline.py"),
@@ -71,13 +80,18 @@ REGISTRY: tuple = (
     CheckSpec("bench.unsupported", STEP, (), None, (BENCH,), "bench/gates.py"),
     CheckSpec("bench.coverage", STEP, (), None, (BENCH,), "bench/coverage.py"),
     CheckSpec("bench.stragglers", STEP, (), None, (BENCH,), "bench/straggler.py"),
-    CheckSpec("links.world", STEP, (), None, (LINKS,), "links/outcome.py"),
-    CheckSpec("links.slow", STEP, (), None, (LINKS,), "links/analyze.py"),
-    CheckSpec("links.dead", STEP, (), None, (LINKS,), "links/analyze.py, links/job.py"),
-    CheckSpec("links.pair_error", STEP, (), None, (LINKS,), "links/analyze.py"),
-    CheckSpec("links.incomplete", STEP, (), None, (LINKS,), "links/analyze.py"),
-    CheckSpec("links.min_gbps", STEP, (), None, (LINKS,), "links/analyze.py"),
+    CheckSpec("links.world", STEP, (), None, (LINKS, SWEEP), "links/outcome.py"),
+    CheckSpec("links.slow", STEP, (), None, (LINKS, SWEEP), "links/analyze.py"),
+    CheckSpec("links.dead", STEP, (), None, (LINKS, SWEEP), "links/analyze.py, links/job.py"),
+    CheckSpec("links.pair_error", STEP, (), None, (LINKS, SWEEP), "links/analyze.py"),
+    CheckSpec("links.incomplete", STEP, (), None, (LINKS, SWEEP), "links/analyze.py"),
+    CheckSpec("links.min_gbps", STEP, (), None, (LINKS, SWEEP), "links/analyze.py"),
     CheckSpec("links.baseline", STEP, (), None, (LINKS,), "links/baseline.py (--baseline)"),
+    CheckSpec("health.gpus", STEP, (), None, (HEALTH,), "checks/health.py"),
+    CheckSpec("health.nccl_interface", STEP, (), None, (HEALTH,), "checks/health.py"),
+    CheckSpec("health.ib_ports", STEP, (), None, (HEALTH,), "checks/health.py"),
+    CheckSpec("health.timeout", STEP, (), None, (HEALTH,), "health/run.py"),
+    CheckSpec("slurm.drain", STEP, (), None, (HEALTH, SWEEP), "health/run.py, sweep/run.py"),
 )
 
 

@@ -9,7 +9,7 @@ from typing import Any, Callable, Optional
 
 log = logging.getLogger(__name__)
 
-__all__ = ["collect_node_facts", "GROUPS", "hostname", "hostname_of"]
+__all__ = ["collect_node_facts", "collect_health_facts", "GROUPS", "hostname", "hostname_of"]
 
 GROUPS = ("host", "interfaces", "route", "rdma", "gpu", "versions", "packages", "code", "paths", "env")
 
@@ -41,6 +41,33 @@ def collect_node_facts(code_path: Optional[str] = None, paths: Iterable[str] = (
     facts["code"] = _safe("code", lambda: code.collect(code_path))
     facts["paths"] = _safe("paths", lambda: paths_mod.collect(list(paths)))
     facts["env"] = _safe("env", envvars.collect)
+    facts["collected_at"] = time.time()
+    return facts
+
+
+def collect_health_facts(with_baseline: bool = False, on_group: Optional[Callable[[str], None]] = None) -> dict:
+    """The groups `ncclcheck health` reads, for Slurm's HealthCheckProgram and Prolog: no resolver (a slow DNS must
+    not eat Slurm's 60 s), no torch (GPUs from nvidia-smi only), packages and versions only against a baseline.
+    `on_group(name)` is called before each group, so a caller bounding the whole can name the group that hung."""
+    from . import envvars, gpu, host, net, packages, rdma, versions
+
+    step = on_group or (lambda _name: None)
+    facts: dict = {}
+    step("host")
+    facts["host"] = _safe("host", host.collect_local)
+    step("interfaces")
+    facts["interfaces"] = _safe("interfaces", net.read_interfaces)
+    step("rdma")
+    facts["rdma"] = _safe("rdma", rdma.collect)
+    step("gpu")
+    facts["gpu"] = _safe("gpu", gpu.collect)
+    step("env")
+    facts["env"] = _safe("env", envvars.collect)
+    if with_baseline:
+        step("versions")
+        facts["versions"] = _safe("versions", lambda: versions.collect(facts["gpu"]))
+        step("packages")
+        facts["packages"] = _safe("packages", packages.collect)
     facts["collected_at"] = time.time()
     return facts
 

@@ -226,3 +226,15 @@ def collect(gethostname: Optional[Callable] = None, getfqdn: Optional[Callable] 
         "in_container": hint is not None, "container_hint": hint,
     })
     return facts
+
+
+def collect_local(gethostname: Optional[Callable] = None, getrlimit: Optional[Callable] = None) -> dict:
+    """The node-local part of collect(): hostname, /dev/shm, memlock; no resolver call (health runs under Slurm's
+    time limit, and a resolver that does not answer can take longer than that)."""
+    facts: dict[str, Any] = {"hostname": (gethostname or socket.gethostname)()}
+    for name, fn in (("shm", shm), ("memlock", lambda: memlock(getrlimit))):
+        try:
+            facts[name] = fn()
+        except Exception as e:
+            facts[name] = {"unavailable": str(e)}
+    return facts

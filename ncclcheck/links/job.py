@@ -20,7 +20,7 @@ import time
 from datetime import timedelta
 from typing import Any, Optional
 
-from ..agent.context import WorkerContext
+from ..agent.context import WorkerContext, show_row
 from ..config import LinksConfig
 from ..facts import hostname
 from ..model import sig
@@ -480,8 +480,10 @@ class _Coordinator:
             err = self.errors.get((a, b))
             if a in self.dead or b in self.dead:
                 err = f"{self.unit} {a if a in self.dead else b} died: {err or 'no report'}"
-            self.ctx.emit(ROW_KIND, {"round": r, "a": a, "b": b, "gbps_ab": self.matrix[a][b],
-                                     "gbps_ba": self.matrix[b][a], "error": err})
+            row = {"round": r, "a": a, "b": b, "gbps_ab": self.matrix[a][b], "gbps_ba": self.matrix[b][a],
+                   "error": err}
+            self.ctx.emit(ROW_KIND, row)
+            show_row(self.ctx.observer, ROW_KIND, row)
 
     def _collect(self, r: int, alive: list, t0: float) -> tuple[dict, list, bool]:
         """Every alive participant's report for round r, within one round's bound. A node whose heartbeat stopped

@@ -37,7 +37,8 @@ def run(config: Config, observer=None) -> Report:
     if base is not None:
         from .baseline import compare_links
 
-        checks.append(compare_links(section, [], base, config.baseline.tolerance, config.baseline.path))
+        checks.append(compare_links(section, w.this_node(placement), base, config.baseline.tolerance,
+                                    config.baseline.path))
     report = w.job_report("links", config, clock, world, placement, out, checks=checks, links=section,
                           partial=partial, extra=extra)
     w.save_baseline(config.baseline.save if config.baseline else None, report)

@@ -54,6 +54,18 @@ def parse_spec(value: Optional[str]) -> Optional[IfSpec]:
     return IfSpec(names=names, exclude=exclude, exact=exact)
 
 
+# NCCL_SOCKET_IFNAME reads a bare name as a PREFIX (eth1 also selects eth10, bond0 selects bond0.2093); a leading
+# '=' makes the names EXACT (NCCL's docs: "=eth0"). ncclcheck recommends one form, standalone and multi-node alike:
+# the exact one, which stays right when a VLAN or a second NIC whose name extends this one appears later.
+EXACT_NOTE = ("the leading '=' means exactly this name (without it NCCL reads a name as a prefix: eth1 also "
+              "matches eth10)")
+
+
+def exact_ifname(name: str) -> str:
+    """The NCCL_SOCKET_IFNAME value that selects exactly this interface: '=eth0'."""
+    return f"={name}"
+
+
 def has_ipv4(iface: dict) -> bool:
     return bool(iface.get("ipv4"))
 

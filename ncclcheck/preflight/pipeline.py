@@ -52,6 +52,10 @@ def run(config: Config, observer=None) -> Report:
                                master=format_endpoint(world.master_addr, world.master_port), launcher="ncclcheck")
         nodes = [NodeInfo(world.node_rank, hostname_of(facts), facts)]
         recs = recommend_local(NodeView(facts, multi_node=False))
+    if config.command == "recommend" and config.postmortem_dir:
+        from ..recommend.postmortem import recommend_postmortem
+
+        recs = list(recs) + recommend_postmortem(config.postmortem_dir, nodes)  # arm the job: diagnose can read it
     checks += _nccl_diagnostics(config, nodes, recs)
     if golden is not None:
         from ..checks.drift import drift_checks

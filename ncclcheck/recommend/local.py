@@ -70,9 +70,9 @@ def rule_socket_ifname(view: NodeView) -> list:
     name = iface["name"]
     order = rules.nccl_default_order(view.interfaces, view.nccl_version)
     default_note = f"; unset, NCCL would bootstrap on {order[0]}" if order and order[0] != name else ""
-    # The exact form always: a bare 'eth1' also selects eth10, and 'bond0' selects bond0.2093.
     return [
-        Recommendation("NCCL_SOCKET_IFNAME", f"={name}", f"{name}: {why}{default_note}", node=view.node),
+        Recommendation("NCCL_SOCKET_IFNAME", rules.exact_ifname(name), f"{name}: {why}{default_note}; "
+                       f"{rules.EXACT_NOTE}", node=view.node),
         Recommendation("GLOO_SOCKET_IFNAME", name, "same interface as NCCL; Gloo takes exact names", node=view.node),
     ]
 

@@ -64,8 +64,9 @@ def usable_per_node(view: MeshView) -> dict:
 
 
 def nccl_value(name: str, present: set) -> str:
-    """'eth0', or '=eth0' when 'eth0' as an NCCL prefix would also select another present interface (eth01)."""
-    return f"={name}" if any(o != name and o.startswith(name) for o in present) else name
+    """'=eth0': the exact form always, as on a single node (nccl.rules.exact_ifname); `present` is kept for callers
+    that say which present names a bare prefix would also have matched."""
+    return rules.exact_ifname(name)
 
 
 def _unusable_note(view: MeshView, chosen: set) -> str:
@@ -99,16 +100,15 @@ def rule_socket_ifname(view: MeshView) -> list:
         why = (f"{best} connects every pair of the {n} nodes in the full-mesh probe"
                f"{f' ({format_mbps_link(speed)})' if speed else ''}{_unusable_note(view, {best})}")
         value = nccl_value(best, present)
-        if value.startswith("="):
-            why += f"; exact form because {best} as a prefix also matches " + ", ".join(
-                sorted(o for o in present if o != best and o.startswith(best)))
+        also = sorted(o for o in present if o != best and o.startswith(best))
+        why += f"; {rules.EXACT_NOTE}" + (f"; here {best} as a prefix also matches {', '.join(also)}" if also else "")
         return [Recommendation("NCCL_SOCKET_IFNAME", value, why),
                 Recommendation("GLOO_SOCKET_IFNAME", best, f"same interface as NCCL ({best}); Gloo takes exact names")]
     out = []
     for r in view.ranks:
         name = usable[r][0]
         why = (f"interface names differ between nodes; on node {r} {name} is reached from every other node"
-               f"{_unusable_note(view, set(u[0] for u in usable.values()))}")
+               f"{_unusable_note(view, set(u[0] for u in usable.values()))}; {rules.EXACT_NOTE}")
         out.append(Recommendation("NCCL_SOCKET_IFNAME", nccl_value(name, present), why, node=r))
         out.append(Recommendation("GLOO_SOCKET_IFNAME", name, "same interface as NCCL on this node; exact name",
                                   node=r))

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from ..model import BenchRow, CheckResult, Status
 from ..units import format_bytes, format_gbps, format_us
+from .common import placement_label
 
 # Rows carry nccl-tests' redop and root columns (bench/ops.py's table); these name them for reports saved before
 # rows did, so a new collective needs no entry here.
@@ -61,9 +62,7 @@ def bench_table(rows: Iterable[BenchRow], op: str, dtype: str) -> Table:
     when high), algbw, busbw, #wrong. Numbers are never cut: on a terminal narrower than the table a cell folds
     onto a second line instead of ending in an ellipsis."""
     rows = sorted((r for r in rows if r.op == op and r.dtype == dtype), key=lambda r: (r.bytes, bool(r.in_place)))
-    first = rows[0].extra if rows else {}
-    redop, root = first.get("redop", _SAVED_REDOP.get(op, "none")), first.get("root", _SAVED_ROOT.get(op, -1))
-    title = f"{op}  type {dtype}  redop {redop}  root {root}"
+    title = title_line(op, dtype, rows[0] if rows else None)
     t = Table(title=title, title_justify="left", show_edge=False, pad_edge=False, box=None, padding=(0, 1),
               header_style="bold")
     for name, just in _COLUMNS:
@@ -73,11 +72,13 @@ def bench_table(rows: Iterable[BenchRow], op: str, dtype: str) -> Table:
         if r.extra.get("requested_bytes") is not None:
             size_cell.append("*", style="yellow")
         p99, cv = _variation(r)
-        t.add_row(size_cell, str(r.count), "in" if r.in_place else "out", nccl_time(r.time_us), p99, cv,
+        t.add_row(size_cell, str(r.count), place_word(r), nccl_time(r.time_us), p99, cv,
                   f"{r.algbw_gbps:.2f}", f"{r.busbw_gbps:.2f}", _wrong(r))
     notes = []
     if any(r.extra.get("requested_bytes") is not None for r in rows):
         notes.append("* rounded down from the requested size as nccl-tests does (per-rank chunks of 16 bytes)")
+    if any(place_word(r) == "one" for r in rows):
+        notes.append(SINGLE_FORM_NOTE)
     if any((r.extra.get("iter_stats") or {}).get("high_variation") for r in rows):
         notes.append("! iteration times vary a lot: p99 is far from the mean; look for other jobs, CPU contention "
                      "or a flapping link")
@@ -85,6 +86,60 @@ def bench_table(rows: Iterable[BenchRow], op: str, dtype: str) -> Table:
         t.caption = "\n".join(notes)
         t.caption_justify = "left"
     return t
+
+
+# Streamed rows (one line each, as it is measured): fixed widths, because the widths of a table computed over all its
+# rows are not known until the sweep ends. 78 columns for a 1G sweep with times in the millions of microseconds.
+_LINE_COLS = ((10, ">"), (10, ">"), (5, "<"), (9, ">"), (9, ">"), (5, ">"), (8, ">"), (8, ">"), (6, ">"))
+_LINE_HEAD = (("size", "count", "place", "time", "p99", "var", "algbw", "busbw", "#wrong"),
+              ("(B)", "(elts)", "", "(us)", "(us)", "(cv)", "(GB/s)", "(GB/s)", ""))
+
+
+def _fixed(cells) -> str:
+    return " ".join(f"{c:{a}{w}}" for c, (w, a) in zip(cells, _LINE_COLS)).rstrip()
+
+
+def place_word(row: BenchRow) -> str:
+    """'out', 'in', or 'one' for an op torch has in one (in-place) form only: its one row is that call."""
+    return {"single form (in place)": "one", "in-place": "in"}.get(placement_label(row), "out")
+
+
+def title_line(op: str, dtype: str, row: Optional[BenchRow] = None) -> str:
+    """nccl-tests' header of one op's table; redop and root come with the rows (older saved rows: by op name)."""
+    extra = row.extra if row is not None else {}
+    redop, root = extra.get("redop", _SAVED_REDOP.get(op, "none")), extra.get("root", _SAVED_ROOT.get(op, -1))
+    return f"{op}  type {dtype}  redop {redop}  root {root}"
+
+
+def row_line(row: BenchRow) -> str:
+    """One measured row as plain text, the columns of bench_table."""
+    st = row.extra.get("iter_stats")
+    p99 = nccl_time(st["p99_us"]) if isinstance(st, dict) else "-"
+    cv = (f"{100 * st['cv']:.0f}%" + ("!" if st.get("high_variation") else "")) if isinstance(st, dict) else "-"
+    size = f"{row.bytes}{'*' if row.extra.get('requested_bytes') is not None else ''}"
+    return _fixed((size, row.count, place_word(row), nccl_time(row.time_us), p99, cv, f"{row.algbw_gbps:.2f}",
+                   f"{row.busbw_gbps:.2f}", "N/A" if row.wrong is None else row.wrong))
+
+
+class RowLines:
+    """Streamed bench rows as lines: a title and header whenever the (op, dtype) changes, then one line per row."""
+
+    def __init__(self) -> None:
+        self._key: Optional[tuple] = None
+        self.count = 0
+
+    def lines(self, row: BenchRow) -> list[str]:
+        out = []
+        if (row.op, row.dtype) != self._key:
+            self._key = (row.op, row.dtype)
+            out += [title_line(row.op, row.dtype, row), *(_fixed(h) for h in _LINE_HEAD)]
+        out.append(row_line(row))
+        self.count += 1
+        return out
+
+
+SINGLE_FORM_NOTE = ("one: torch has this op in one (in-place) form only, so --in-place adds no second row: "
+                    "two rows would be two timings of the same call")
 
 
 def bench_tables(rows: Iterable[BenchRow]) -> RenderableType:
@@ -103,12 +158,15 @@ def summary_block(summary: dict, gates: Iterable[CheckResult] = (), stopped: Opt
     """Per op: busbw at the largest size, latency at the smallest, the published reference where one applies;
     then the gates' verdicts and a note when the sweep was cut short."""
     t = Table(title="bench summary", title_justify="left", show_edge=False, pad_edge=False)
+    per_op = summary.get("per_op", [])
+    refs = any(e.get("reference") for e in per_op)  # a published figure applies to few setups: no empty column
     for name, just in (("op", "left"), ("type", "left"), ("busbw", "right"), ("at", "right"),
-                       ("latency", "right"), ("at", "right"), ("reference", "left")):
+                       ("latency", "right"), ("at", "right")) + ((("reference", "left"),) if refs else ()):
         t.add_column(name, justify=just)
-    for e in summary.get("per_op", []):
+    for e in per_op:
         t.add_row(e["op"], e["dtype"], format_gbps(e["busbw_gbps"]), format_bytes(e["largest_bytes"]),
-                  format_us(e["latency_us"]), format_bytes(e["smallest_bytes"]), e.get("reference", ""))
+                  format_us(e["latency_us"]), format_bytes(e["smallest_bytes"]),
+                  *((e.get("reference", ""),) if refs else ()))
     parts: list[RenderableType] = [t]
     if summary.get("note"):
         parts.append(Text(summary["note"], style="dim"))

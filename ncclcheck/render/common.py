@@ -11,8 +11,9 @@ from typing import Optional
 
 from ..model import CheckResult, Report, Status
 
-# Failures first, then warnings, skips, passes: the order people read a report in.
-_DISPLAY_ORDER = {Status.FAIL: 0, Status.WARN: 1, Status.SKIP: 2, Status.PASS: 3}
+# Failures first, then warnings, passes, skips (what did not run, least to act on): the order people read a report
+# in, and the console's, so the terminal, HTML, Markdown and JUnit agree.
+_DISPLAY_ORDER = {Status.FAIL: 0, Status.WARN: 1, Status.PASS: 2, Status.SKIP: 3}
 
 STATUS_WORD = {Status.PASS: "PASS", Status.WARN: "WARN", Status.FAIL: "FAIL", Status.SKIP: "SKIP"}
 
@@ -43,6 +44,14 @@ def check_case_name(check: CheckResult) -> str:
     if check.node is not None:
         name += f"[node {check.node}]"
     return name
+
+
+def placement_label(row) -> str:
+    """How a bench row was placed: 'out-of-place', 'in-place', or 'single form (in place)' for an op torch has in one
+    (in-place) form only (all_reduce, broadcast, reduce): its one row is that call, whatever --in-place said."""
+    if row.extra.get("in_place_call") and not row.in_place:
+        return "single form (in place)"
+    return "in-place" if row.in_place else "out-of-place"
 
 
 def one_line(text: object) -> str:

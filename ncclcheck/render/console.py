@@ -35,22 +35,61 @@ def use_color(is_tty: bool, env: Mapping[str, str], launcher: str = "ncclcheck")
     return is_tty
 
 
+PIPE_WIDTH = 160  # columns off a terminal (COLUMNS wins): rich's 80 wrapped host lists and table rows in job logs
+
+
+class _TrimmedLines:
+    """A text stream that drops the spaces rich pads table rows with, so lines in a pipe or a file end in text
+    (grep, diff and `tail -f` of a job log see what a reader sees)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self._partial = ""
+
+    def write(self, text: str) -> int:
+        lines = (self._partial + text).split("\n")
+        self._partial = lines.pop()
+        if lines:
+            self.stream.write("".join(line.rstrip(" ") + "\n" for line in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._partial:
+            self.stream.write(self._partial)
+            self._partial = ""
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self.stream, "encoding", None) or "utf-8"
+
+
 def make_console(stream: TextIO, env: Mapping[str, str], launcher: str = "ncclcheck",
                  width: Optional[int] = None) -> Console:
-    """The Console the CLI prints through: no ANSI codes at all unless use_color() says so."""
+    """The Console the CLI prints through: no ANSI codes at all unless use_color() says so; off a terminal, lines
+    without trailing spaces, PIPE_WIDTH wide (or $COLUMNS)."""
     try:
         tty = stream.isatty()
     except (AttributeError, ValueError):
         tty = False
     color = use_color(tty, env, launcher)
+    if not tty:
+        stream = _TrimmedLines(stream)
+        if width is None:
+            cols = (env.get("COLUMNS") or "").strip()
+            width = int(cols) if cols.isdigit() and int(cols) > 0 else PIPE_WIDTH
     return Console(file=stream, force_terminal=color, no_color=not color, highlight=False, width=width,
                    force_interactive=color and tty)
 
 
 def header(report: Report) -> Text:
     w = report.world
-    who = ", ".join(n.hostname for n in report.nodes[:4]) + (" ..." if len(report.nodes) > 4 else "")
-    t = Text()
+    # Short names, at most 4: the header stays one line (the nodes' full names are in the checks and the JSON).
+    who = ", ".join(n.hostname.split(".")[0] for n in report.nodes[:4]) + (" ..." if len(report.nodes) > 4 else "")
+    t = Text(no_wrap=True, overflow="ellipsis")  # one line however many hosts and however narrow the terminal
     t.append(f"ncclcheck {report.command} ", style="bold")
     t.append(f"{w.nnodes} node(s), {w.world_size} rank(s), {w.launcher}")
     if w.master:
@@ -124,20 +163,28 @@ def verdict(report: Report) -> Text:
     return t
 
 
-def render_report(report: Report, verbose: bool = True) -> list:
-    """Everything for the terminal, in order. The CLI prints these; bench/links add their own sections."""
+def render_report(report: Report, verbose: bool = True, rows_shown: bool = False) -> list:
+    """Everything for the terminal, in order. The CLI prints these; bench/links add their own sections.
+    rows_shown: the bench rows were printed as they were measured (render/progress.py), so not again here."""
     out: list = [header(report)]
     if report.bench is not None:
         from .bench import bench_tables, summary_block
 
-        out.append(bench_tables(report.bench))
+        if not rows_shown:
+            out.append(bench_tables(report.bench))
         if report.extra.get("bench_summary"):
-            out.append(summary_block(report.extra["bench_summary"], report.checks, report.extra.get("bench_stopped")))
+            # The gates' verdicts are rows of the checks table below: each check is printed once (issue 24).
+            out.append(summary_block(report.extra["bench_summary"], (), report.extra.get("bench_stopped")))
     if report.links is not None:
         from .links import render_links
 
         out.extend(render_links(report.links, {n.node_rank: n.hostname for n in report.nodes}))
     out.append(checks_table(report, show_passed=verbose))
+    from .slurm import slurm_lines
+
+    slurm = slurm_lines(report)
+    if slurm:
+        out.append(Text("\n".join(slurm)))
     missing = not_measured(report)
     if missing:
         t = Text("Not measured:", style="bold yellow")

@@ -42,6 +42,44 @@ def per_rank(template: Optional[str]) -> bool:
     return bool(template) and "%r" in template.replace("%%", "")
 
 
+def distinct_per_node(template: Optional[str]) -> bool:
+    """Does this path name a different file on every node (%n, %h or %r), so no node can overwrite another's?"""
+    bare = (template or "").replace("%%", "")
+    return any(k in bare for k in ("%n", "%h", "%r"))
+
+
+def node_copy_path(path: str, node_rank: int) -> str:
+    """Where node N's own report goes under --print-all when the path is the same on every node: `run.json` ->
+    `run.node1.json`, beside the job's report and never over it."""
+    head, name = os.path.split(path)
+    stem, dot, ext = name.rpartition(".")
+    name = f"{stem}.node{node_rank}.{ext}" if dot and stem else f"{name}.node{node_rank}"
+    return os.path.join(head, name)
+
+
+def own_path(path: Optional[str], template: Optional[str], *, rank: int, node_rank: int, node_leader: bool,
+             every_node: bool = False) -> Optional[str]:
+    """The path this process writes one output file to, or None when another process writes it.
+
+    One report per job (issue 24): a path that is the same on every node (no %n/%h/%r) holds the job's report and
+    only global rank 0 writes it, so on a filesystem the nodes share the last node to finish no longer overwrites
+    node 0's full report with its own partial one. A path with %n or %h is written by each node's first rank, one
+    with %r by every rank. `every_node` (--print-all, the console's "every node its own report") makes the other
+    nodes write theirs too, at node_copy_path() when the path is shared."""
+    if not path or path == "-":
+        return path
+    template = template or path
+    if per_rank(template):
+        return path
+    if distinct_per_node(template):
+        return path if node_leader else None
+    if rank == 0:
+        return path
+    if every_node and node_leader:
+        return node_copy_path(path, node_rank)
+    return None
+
+
 def check_writable(path: str) -> None:
     """Raise UsageError (one line) when `path` cannot be written: missing directory, a directory, no permission."""
     if not path or not str(path).strip():

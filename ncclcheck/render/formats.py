@@ -1,6 +1,6 @@
-"""The one table of output formats: name -> (flag, renderer, may it go to stdout, help). Every subcommand's output
-flags (`report` and `env` included), the CLI's path checks and %-expansion, and render.files.write_outputs read it,
-so a new format is a row here plus its renderer module."""
+"""The one table of output formats: name -> (flag, renderer, may it go to stdout, help, read on its own node).
+Every subcommand's output flags (`report` and `env` included), the CLI's path checks, %-expansion and who writes
+which file, and render.files.write_outputs read it, so a new format is a row here plus its renderer module."""
 
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ class Format:
     renderer: str  # "module:function" under ncclcheck.render, imported only when this format is written
     stdout: bool  # "-" as the path writes it to stdout (otherwise "-" is refused)
     help: str
+    # Read on the node that wrote it (a container sources its nccl.env; node_exporter reads a local directory): every
+    # node's first rank writes it, whatever the path. The others are the job's report, written once per job.
+    node_local: bool = False
 
     @property
     def dest(self) -> str:
@@ -36,10 +39,12 @@ FORMATS: dict[str, Format] = {
                        "write Markdown (e.g. $GITHUB_STEP_SUMMARY)"),
     "env_out": Format("--env-out", "envfile:render_envfile", False,
                       "write the recommended variables as a sourceable file (a run without recommendations writes "
-                      "one that sets nothing)"),
+                      "one that sets nothing)", node_local=True),
     "prometheus": Format("--prometheus", "prometheus:render_prometheus", False,
                          "write Prometheus text metrics (ncclcheck_*) atomically, e.g. for node_exporter's textfile "
-                         "collector"),
+                         "collector", node_local=True),
 }
 
-PATH_HELP = "Paths expand %j (job id), %n (node rank), %h (hostname), %r (rank: every rank writes)."
+PATH_HELP = ("Paths expand %j (job id), %n (node rank), %h (hostname), %r (rank: every rank writes). One report per "
+             "job: a path the same on every node is written by node 0 only; %n or %h gives each node its own (so do "
+             "--env-out and --prometheus, always: they are read on the node).")

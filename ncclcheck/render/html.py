@@ -26,6 +26,7 @@ from .common import (
     links_slow_cells,
     node_label,
     not_measured,
+    placement_label,
     status_headline,
 )
 from .envfile import render_envfile
@@ -254,7 +255,7 @@ def _bench(report: Report) -> str:
             out.append(
                 f'<tr class="{"status-fail" if r.wrong else ""}"><td>{e(op)}</td>'
                 f'<td class="num">{e(format_bytes(r.bytes))}</td><td class="num">{r.count}</td><td>{e(r.dtype)}</td>'
-                f"<td>{'in-place' if r.in_place else 'out-of-place'}</td>"
+                f"<td>{e(placement_label(r))}</td>"
                 f'<td class="num">{e(format_us(r.time_us))}</td><td class="num">{e(p99)}</td>'
                 f'<td class="num">{e(format_gbps(r.algbw_gbps))}</td>'
                 f'<td class="num">{e(format_gbps(r.busbw_gbps))}</td><td class="num">{wrong}</td>'
@@ -533,7 +534,7 @@ _SORT_JS = """
 })();
 """
 
-_SEVERITY = {Status.FAIL: 0, Status.WARN: 1, Status.SKIP: 2, Status.PASS: 3}
+_SEVERITY = {Status.FAIL: 0, Status.WARN: 1, Status.PASS: 2, Status.SKIP: 3}
 MAX_NODE_DETAILS = 64  # nodes shown with all their facts on a large run (the odd ones first); the JSON has all
 
 
@@ -565,7 +566,7 @@ def _node_table(report: Report) -> str:
 
 
 def _nodes(report: Report) -> str:
-    if not report.nodes:
+    if not any(n.facts for n in report.nodes):  # bench/links name the node that measured, without its facts
         return ""
     out = ['<section id="nodes"><h2>Nodes</h2>']
     nodes = report.nodes
@@ -575,7 +576,7 @@ def _nodes(report: Report) -> str:
         nodes = ([n for n in nodes if n.node_rank in odd] or nodes[:1])[:MAX_NODE_DETAILS]
         out.append(f"<p class=\"meta\">All facts below for {len(nodes)} node(s) "
                    f"{'that did not pass' if odd else '(the first)'}; the JSON report has every node's.</p>")
-    for n in nodes:
+    for n in (n for n in nodes if n.facts):
         f = _dict(n.facts)
         gpu = _dict(f.get("gpu"))
         title = f"node {n.node_rank}: {n.hostname}"
@@ -601,7 +602,11 @@ def _nodes(report: Report) -> str:
 
 def render_html(report: Report) -> str:
     """The whole page as one string."""
-    sections = [_header(report), _checks(report)]
+    from .postmortem import CSS as PM_CSS
+    from .postmortem import html_section
+
+    sections = [_header(report), html_section(report), _checks(report)]
+    css = _CSS + (PM_CSS if report.command == "diagnose" else "")
     if report.recommendations or report.command in ("preflight", "recommend"):
         sections.append(_recommendations(report))
     if report.bench:
@@ -615,7 +620,7 @@ def render_html(report: Report) -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{e(title)}</title><style>{_CSS}</style></head>\n<body>\n"
+        f"<title>{e(title)}</title><style>{css}</style></head>\n<body>\n"
         + "\n".join(s for s in sections if s)
         + f"\n<script>{_JS}{_SORT_JS if aggregated(report) or _pair_list(report) else ''}</script>\n</body></html>\n"
     )

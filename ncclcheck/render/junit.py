@@ -106,7 +106,9 @@ def render_junit(report: Report) -> str:
         by_section.setdefault(section_of(c), []).append(c)
     if not by_section:
         by_section["preflight"] = []
-    host = hostnames(report).get(0) or "localhost"
+    # The node's name: node 0's on the job's report, the one node's on a node's own report (%n, --print-all).
+    names = hostnames(report)
+    host = names.get(0) or next(iter(names.values()), None) or "localhost"
     root = ET.Element("testsuites", {"name": _x(f"ncclcheck {report.command}")})
     totals = {"tests": 0, "failures": 0, "skipped": 0}
     for index, section in enumerate(s for s in SECTION_ORDER if s in by_section):

@@ -106,6 +106,9 @@ def render_markdown(report: Report) -> str:
             out.append(f"**Fix:** {md_text(cause.fix)}")
     if report.log_path:
         out += ["", f"Log: {md_code(report.log_path)}"]
+    from .postmortem import markdown_lines
+
+    out += markdown_lines(report, md_text)
     out += ["", "### Checks", ""] + _checks(report)
     missing = not_measured(report)
     if missing:

@@ -12,6 +12,7 @@ from typing import Optional
 
 from ..model import BenchRow
 from ..units import format_size_short, format_us
+from .common import placement_label
 
 
 def plots_available() -> bool:
@@ -26,7 +27,7 @@ def _series(rows: list[BenchRow]) -> dict[str, list[BenchRow]]:
     """Rows of one op split into lines by dtype and placement, each sorted by size."""
     out: dict[str, list[BenchRow]] = {}
     for r in rows:
-        out.setdefault(f"{r.dtype} {'in-place' if r.in_place else 'out-of-place'}", []).append(r)
+        out.setdefault(f"{r.dtype} {placement_label(r)}", []).append(r)
     return {k: sorted(v, key=lambda r: r.bytes) for k, v in out.items()}
 
 

@@ -1,12 +1,94 @@
-"""A rich Progress-backed Observer (start/advance/stop) for rank 0's sweeps; the core only knows the Protocol."""
+"""Observers (start/advance/stop/row) for rank 0's console: a rich progress bar on a terminal, plain flushed lines
+elsewhere; both print each measured row (bench, links) the moment it exists. The core only knows the Protocol.
+
+Rows as they are measured, like nccl-tests (issue 24): `ncclcheck bench ... > f` has its rows in f before the sweep
+ends, a Slurm job log fills as the job runs, and a job killed at its time limit leaves what it measured.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Optional, TextIO
+from typing import Any, Optional, TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+
+class RowText:
+    """Measured rows as plain lines: bench rows under a title and header per (op, dtype), links pairs one each."""
+
+    def __init__(self) -> None:
+        from .bench import RowLines
+
+        self.bench = RowLines()
+        self.count = 0
+
+    def lines(self, kind: str, data: dict) -> list[str]:
+        if kind == "bench_row":
+            from ..model import BenchRow
+
+            try:
+                out = self.bench.lines(BenchRow.from_json(data))
+            except (TypeError, ValueError, KeyError):
+                return []
+        elif kind == "links_row":
+            out = [pair_line(data)]
+        else:
+            return []
+        self.count += 1
+        return out
+
+
+def pair_line(d: dict) -> str:
+    """'round 1  0 <-> 1   12.34 / 12.10 GB/s' (each direction), or the pair's error."""
+    def gbps(x: Any) -> str:
+        return f"{x:.2f}" if isinstance(x, (int, float)) else "-"
+
+    head = f"round {int(d.get('round') or 0) + 1}  {d.get('a')} <-> {d.get('b')}"
+    if d.get("error"):
+        return f"{head}  {' '.join(str(d['error']).split())}"
+    return f"{head}  {gbps(d.get('gbps_ab'))} / {gbps(d.get('gbps_ba'))} GB/s"
+
+
+class LineObserver:
+    """Where there is no live display (a pipe, a file, a job log): each measured row as a line, and one line per
+    phase when it ends ("nodes joined: 3 of 3"); every line flushed at once."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.text = RowText()
+        self._phase: Optional[tuple] = None  # (label, total, done)
+
+    @property
+    def streamed(self) -> int:
+        return self.text.count
+
+    def _write(self, lines: list[str]) -> None:
+        if not lines:
+            return
+        try:
+            self.stream.write("".join(line.rstrip() + "\n" for line in lines))
+            self.stream.flush()
+        except (OSError, ValueError):
+            pass  # a closed pipe stops the display, never the run
+
+    def start(self, total: int, label: str) -> None:
+        self.stop()
+        self._phase = (label, max(0, int(total)), 0)
+
+    def advance(self, label: str = "") -> None:
+        if self._phase is not None:
+            name, total, done = self._phase
+            self._phase = (name, total, done + 1)
+
+    def stop(self) -> None:
+        if self._phase is not None:
+            name, total, done = self._phase
+            self._phase = None
+            self._write([f"{name}: {done} of {total}"])
+
+    def row(self, kind: str, data: dict) -> None:
+        self._write(self.text.lines(kind, data))
 
 
 class RichObserver:
@@ -18,6 +100,16 @@ class RichObserver:
         self._progress: Optional[Progress] = None
         self._task = None
         self._label = ""
+        self.text = RowText()
+
+    @property
+    def streamed(self) -> int:
+        return self.text.count
+
+    def row(self, kind: str, data: dict) -> None:
+        """Above the bar (rich keeps a live display below what is printed through its console)."""
+        for line in self.text.lines(kind, data):
+            self.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
     def start(self, total: int, label: str) -> None:
         self.stop()
@@ -48,14 +140,14 @@ def live_progress(is_tty: bool, env: Mapping[str, str], launcher: str = "ncclche
     return is_tty and (env.get("TERM") or "") != "dumb" and launcher != "mpi"
 
 
-def make_observer(stream: TextIO, env: Mapping[str, str], launcher: str = "ncclcheck") -> Optional[RichObserver]:
-    """The progress bar for rank 0's terminal, or None where there must be no live display."""
+def make_observer(stream: TextIO, env: Mapping[str, str], launcher: str = "ncclcheck"):
+    """The progress bar for rank 0's terminal, or plain flushed lines where there must be no live display."""
     try:
         tty = stream.isatty()
     except (AttributeError, ValueError):
         tty = False
     if not live_progress(tty, env, launcher):
-        return None
+        return LineObserver(stream)
     from .console import make_console
 
     return RichObserver(make_console(stream, env, launcher), transient=True)

@@ -4,19 +4,19 @@ files, and the nccl.transport check comparing the choice with ncclcheck's recomm
 NCCL reads NCCL_DEBUG* once per process, at its first initialisation, so the variables must be in the worker's
 environment before any NCCL communicator exists: agent/runner.py's run_job(env=nccl_debug_env(dir)) puts it into
 the spawned workers' environment.
-The parser is pure and tested on real log lines (NVIDIA/nccl issue threads); the job needs a GPU.
+The parser is nccl/debuglog.py (shared with `diagnose`); the job needs a GPU.
 """
 
 from __future__ import annotations
 
 import glob
 import os
-import re
 from collections.abc import Iterable
 from typing import Any, Optional
 
 from ..facts import hostname
 from ..model import CheckResult, passed, skipped, warned
+from ..nccl.debuglog import capture_host, parse_nccl_debug
 
 CHECK_ID = "nccl.transport"
 DEBUG_SUBSYS = "INIT,BOOTSTRAP,NET,ENV"
@@ -68,132 +68,6 @@ def transport_checks(results: Iterable[dict], recommendations: Iterable[Any] = (
         return [compare_with_recommendation({}, recommendations)]
     return [compare_with_recommendation(p, recommendations, node=n) for n, p in sorted(by_node.items(),
                                                                                        key=lambda kv: kv[0] or 0)]
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# parser
-
-_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)(?:\+(\S+))?")
-# "Bootstrap : Using eth0:10.10.6.118<0>", older "Bootstrap : Using [0]eth0:172.17.0.2<0>", IPv6 "ib0:fe80::1%ib0<0>"
-_BOOTSTRAP = re.compile(r"Bootstrap\s*:\s*Using\s+(?:\[\d+\])?([^:\s\[]+):(\S+?)<\d+>")
-_SOCKET_LINE = re.compile(r"NET/Socket\s*:\s*Using\s+(.*)")
-_IF_ITEM = re.compile(r"\[(\d+)\]([^:\s\[]+):(\S+?)<\d+>")
-_IB_LINE = re.compile(r"NET/IB\s*:\s*Using\s+(.*)")
-_IB_ITEM = re.compile(r"\[(\d+)\]([\w.-]+):(\d+)/(IB|RoCE)")
-_OOB = re.compile(r"OOB\s+([^:\s]+):(\S+?)<\d+>")
-_IB_NONE = re.compile(r"NET/IB\s*:\s*No device found")
-_NETWORK = re.compile(r"Using network (\S+(?: \S+)?)\s*$")
-_VIA = re.compile(r"Channel (\d+)(?:/(\d+))?\s*:\s*(\d+)\[[^\]]*\]\s*->\s*(\d+)\[[^\]]*\](?:\s*\[(send|receive)\])?"
-                  r"\s*via\s+(\S+)")
-_COLL_CHANNELS = re.compile(r"(\d+) coll channels")
-_ENV = re.compile(r"(NCCL_\w+) set by environment to (\S*)")
-_WARN = re.compile(r"NCCL WARN (.*)")
-_INIT_COMPLETE = re.compile(r"rank (\d+) nranks (\d+) .*Init COMPLETE", re.IGNORECASE)
-
-
-def _transport_kind(via: str) -> str:
-    """'NET/IB/0/GDRDMA' -> 'NET/IB', 'P2P/IPC/read' -> 'P2P', 'SHM/direct/direct' -> 'SHM'."""
-    parts = via.split("/")
-    if parts[0] == "NET" and len(parts) > 1:
-        return f"NET/{parts[1]}"
-    return parts[0]
-
-
-def _empty_parse() -> dict:
-    return {
-        "version": None, "cuda": None, "bootstrap": [], "socket_interfaces": [], "ib_devices": [], "ib_oob": None,
-        "ib_no_device": False, "network": None, "transports": {}, "via": {}, "gdrdma": False,
-        "net_transport": None, "channels": None, "coll_channels": None, "env": {}, "warnings": [], "nranks": None,
-    }
-
-
-def _add_unique(out: dict, field: str, seen: set, key: tuple, value: dict) -> None:
-    # Every rank logs the same interfaces: keep each once, in first-seen order.
-    if key not in seen:
-        seen.add(key)
-        out[field].append(value)
-
-
-def _on_version(line: str, out: dict, st: dict) -> None:
-    m = _VERSION.search(line)
-    if m and out["version"] is None:
-        out["version"], out["cuda"] = m.group(1), m.group(2)
-
-
-def _on_bootstrap(line: str, out: dict, st: dict) -> None:
-    m = _BOOTSTRAP.search(line)
-    if m:
-        _add_unique(out, "bootstrap", st["boot"], m.groups(), {"ifname": m.group(1), "addr": m.group(2)})
-
-
-def _on_socket(line: str, out: dict, st: dict) -> None:
-    m = _SOCKET_LINE.search(line)
-    for _, ifname, addr in _IF_ITEM.findall(m.group(1)) if m else ():
-        _add_unique(out, "socket_interfaces", st["sock"], (ifname, addr), {"ifname": ifname, "addr": addr})
-
-
-def _on_ib(line: str, out: dict, st: dict) -> None:
-    if _IB_NONE.search(line):
-        out["ib_no_device"] = True
-    m = _IB_LINE.search(line)
-    if not m:
-        return
-    for _, dev, port, ll in _IB_ITEM.findall(m.group(1)):
-        _add_unique(out, "ib_devices", st["ib"], (dev, port), {"device": dev, "port": int(port), "link_layer": ll})
-    o = _OOB.search(m.group(1))
-    if o and out["ib_oob"] is None:
-        out["ib_oob"] = {"ifname": o.group(1), "addr": o.group(2)}
-
-
-def _on_channel(line: str, out: dict, st: dict) -> None:
-    m = _VIA.search(line)
-    if not m:
-        return
-    st["channels"].add(int(m.group(1)))
-    via = m.group(6)
-    out["via"][via] = out["via"].get(via, 0) + 1
-    kind = _transport_kind(via)
-    out["transports"][kind] = out["transports"].get(kind, 0) + 1
-    out["gdrdma"] = out["gdrdma"] or "GDRDMA" in via
-
-
-def _on_scalars(line: str, out: dict, st: dict) -> None:
-    """One-value lines: the network in use, collective channels, NCCL_* echoed back, warnings, the rank count."""
-    if m := _NETWORK.search(line):
-        out["network"] = m.group(1).strip()
-    if m := _COLL_CHANNELS.search(line):
-        out["coll_channels"] = max(int(m.group(1)), out["coll_channels"] or 0)
-    if m := _ENV.search(line):
-        out["env"][m.group(1)] = m.group(2).rstrip(".")
-    if (m := _WARN.search(line)) and len(out["warnings"]) < 20:
-        out["warnings"].append(m.group(1).strip())
-    if m := _INIT_COMPLETE.search(line):
-        out["nranks"] = int(m.group(2))
-
-
-_LINE_PARSERS = (_on_version, _on_bootstrap, _on_socket, _on_ib, _on_channel, _on_scalars)
-
-
-def parse_nccl_debug(text: str) -> dict:
-    """Facts from NCCL INFO output (one or many ranks' lines):
-
-    version, cuda (the "+cuda12.4" tail), bootstrap [{ifname, addr}], socket_interfaces [{ifname, addr}],
-    ib_devices [{device, port, link_layer}], ib_oob {ifname, addr}, ib_no_device, network ("IB", "Socket" or a
-    plugin's name), transports {"NET/IB": n_connections, "P2P": n, ...}, via {"NET/IB/0/GDRDMA": n, ...}, gdrdma,
-    net_transport ("IB" | "Socket" | plugin | None when no inter-node connection was logged), channels,
-    coll_channels, env {NCCL_X: value}, warnings [text], nranks.
-    """
-    out = _empty_parse()
-    state: dict = {"boot": set(), "sock": set(), "ib": set(), "channels": set()}
-    for line in (text or "").splitlines():
-        for parse in _LINE_PARSERS:
-            parse(line, out, state)
-    out["channels"] = (max(state["channels"]) + 1) if state["channels"] else None
-    nets = [k for k in out["transports"] if k.startswith("NET/")]
-    if nets:
-        kinds = [k.split("/", 1)[1] for k in nets]
-        out["net_transport"] = "IB" if "IB" in kinds else kinds[0]
-    return out
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -301,19 +175,6 @@ def _describe(parsed: dict, used_ifs: list[str]) -> str:
     if parsed.get("version"):
         bits.append(f"NCCL {parsed['version']}")
     return "; ".join(bits) or "nothing it logged could be read"
-
-
-_LINE_HOST = re.compile(r"^([\w.-]+):\d+:\d+ \[\d+\] NCCL", re.M)
-
-
-def capture_host(path: str, text: str) -> Optional[str]:
-    """The host a saved NCCL_DEBUG capture came from: its lines' `host:pid:tid` prefix, else an nccl.<host>.<pid>
-    file name."""
-    m = _LINE_HOST.search(text or "")
-    if m:
-        return m.group(1)
-    parts = os.path.basename(path).split(".")
-    return parts[1] if len(parts) >= 3 and parts[0] == "nccl" else None
 
 
 def checks_from_captures(captures: dict[str, str], nodes: Iterable[Any] = (),

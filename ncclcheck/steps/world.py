@@ -163,7 +163,16 @@ def job_report(command: str, config: Config, clock: Clock, world: WorldConfig, p
                   world=WorldInfo(nnodes=placement.nnodes, world_size=out.world_size, backend=out.backend,
                                   master=format_endpoint(world.master_addr, world.master_port),
                                   launcher=placement.launcher),
-                  strict=config.output.strict, interrupted=out.interrupted, **fields)
+                  nodes=this_node(placement), strict=config.output.strict,
+                  interrupted=out.interrupted, **fields)
+
+
+def this_node(placement) -> list:
+    """The node that measured a job, by name (JUnit's hostname, the header): no facts, those are preflight's."""
+    from ..facts import hostname
+    from ..model import NodeInfo
+
+    return [NodeInfo(placement.node_rank, hostname(), {})]
 
 
 def save_baseline(path: Optional[str], report: Report) -> None:

@@ -11,7 +11,7 @@ from ncclcheck.agent.launchers import detect_placement
 from ncclcheck.agent.relay import StoreObserver, replay
 from ncclcheck.agent.runner import run_job
 from ncclcheck.config import WorldConfig
-from ncclcheck.render.progress import RichObserver, make_observer
+from ncclcheck.render.progress import LineObserver, RichObserver, make_observer
 from tests.jobs_for_tests import progress_job
 
 
@@ -77,9 +77,10 @@ class FakeTty(io.StringIO):
 
 
 def test_live_progress_only_on_a_terminal():
-    assert make_observer(io.StringIO(), {}) is None
-    assert make_observer(FakeTty(), {"TERM": "dumb"}) is None
-    assert make_observer(FakeTty(), {}, launcher="mpi") is None
+    # elsewhere plain flushed lines (issue 24: rows reach a pipe as they are measured), never a live display
+    assert isinstance(make_observer(io.StringIO(), {}), LineObserver)
+    assert isinstance(make_observer(FakeTty(), {"TERM": "dumb"}), LineObserver)
+    assert isinstance(make_observer(FakeTty(), {}, launcher="mpi"), LineObserver)
     assert isinstance(make_observer(FakeTty(), {"TERM": "xterm"}), RichObserver)
 
 

@@ -150,7 +150,7 @@ def test_docker_decoy_with_the_same_address_is_never_recommended():
     nodes = _cluster(3)
     mesh = {"eth0": _entry(_full(3)), "docker0": dict(DOCKER_DUP, matrix=_full(3, True))}  # even if "reached"
     recs = {(r.name, r.node): r for r in recommend_mesh(MeshView(nodes, mesh))}
-    assert recs[("NCCL_SOCKET_IFNAME", None)].value == "eth0"
+    assert recs[("NCCL_SOCKET_IFNAME", None)].value == "=eth0"  # one (exact) form, as standalone: issue 24
     assert recs[("GLOO_SOCKET_IFNAME", None)].value == "eth0"
     assert "docker0 unusable: same address 172.17.0.1 on nodes 0,1,2" in recs[("NCCL_SOCKET_IFNAME", None)].reason
     res = _by_id(run_cross_checks(CrossInput(nodes, mesh={"eth0": _entry(_full(3)), "docker0": DOCKER_DUP})))
@@ -176,7 +176,7 @@ def test_second_nic_dropped_on_one_node_is_not_recommended():
     m[0][2] = m[1][2] = False
     mesh = {"eth0": _entry(_full(3)), "eth1": _entry(m, errors={"0->2": "10.1.0.3: timeout"})}
     recs = {(r.name, r.node): r for r in recommend_mesh(MeshView(nodes, mesh))}
-    assert recs[("NCCL_SOCKET_IFNAME", None)].value == "eth0"
+    assert recs[("NCCL_SOCKET_IFNAME", None)].value == "=eth0"
     assert "eth1 unusable: 0->2 10.1.0.3: timeout" in recs[("NCCL_SOCKET_IFNAME", None)].reason
 
 
@@ -186,8 +186,8 @@ def test_per_node_names_when_interfaces_are_named_differently():
     mesh = {"eth0": _entry([[None, None], [True, None]], nodes=[0]),
             "ens5": _entry([[None, True], [None, None]], nodes=[1])}
     recs = {(r.name, r.node): r.value for r in recommend_mesh(MeshView(nodes, mesh))}
-    assert recs == {("NCCL_SOCKET_IFNAME", 0): "eth0", ("GLOO_SOCKET_IFNAME", 0): "eth0",
-                    ("NCCL_SOCKET_IFNAME", 1): "ens5", ("GLOO_SOCKET_IFNAME", 1): "ens5"}
+    assert recs == {("NCCL_SOCKET_IFNAME", 0): "=eth0", ("GLOO_SOCKET_IFNAME", 0): "eth0",
+                    ("NCCL_SOCKET_IFNAME", 1): "=ens5", ("GLOO_SOCKET_IFNAME", 1): "ens5"}
     pr = _by_id(run_cross_checks(CrossInput(nodes, mesh=mesh)))["net.peer_reachability"]
     assert pr.status is Status.PASS and "per node" in pr.summary
 

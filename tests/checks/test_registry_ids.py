@@ -12,10 +12,9 @@ from ncclcheck.model import CheckResult, Status
 
 PACKAGE = pathlib.Path(__file__).parents[2] / "ncclcheck"
 PREFIXES = sorted({i.split(".")[0] for i in check_ids()})
-# A check id where the package writes one: the first argument of a result constructor, a CHECK_* or cid variable,
-# or an "id" key of a result dict.
-ID_RE = re.compile(r'(?:\b(?:passed|warned|failed|skipped|res|CheckResult)\(\s*|\bCHECK_[A-Z_]*\s*=\s*|"id":\s*'
-                   r'|\bcid(?:, \w+)?\s*=\s*)"((?:' + "|".join(PREFIXES) + r')\.[a-z_]+)"')
+# A check id where the package writes one: any string literal that starts with a registered id's prefix (the
+# package writes no other strings of that shape, so none can slip past the registry under another spelling).
+ID_RE = re.compile(r'"((?:' + "|".join(PREFIXES) + r')\.[a-z_]+)"')
 
 
 def ids_in_source() -> dict:

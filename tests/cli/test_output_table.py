@@ -32,7 +32,7 @@ def test_env_writes_every_format(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_stdout_is_for_the_formats_that_may_go_there(command, tmp_path):
-    run = [str(tmp_path / "run.json")] if command == "report" else []
+    run = [str(tmp_path / "run.json")] if command in ("report", "diagnose") else []
     if run:
         (tmp_path / "run.json").write_text("{}")
     for name, fmt in FORMATS.items():

@@ -59,4 +59,4 @@ def test_cpu_node_does_not_import_torch_and_is_fast():
 
 
 def test_public_surface():
-    assert facts.__all__ == ["collect_node_facts", "GROUPS", "hostname", "hostname_of"]
+    assert facts.__all__ == ["collect_node_facts", "collect_health_facts", "GROUPS", "hostname", "hostname_of"]

@@ -206,9 +206,12 @@ class Lab:
 
         The code run is the checkout's (PYTHONPATH=repo root, or pythonpath), from cwd (default: the lab's scratch
         directory, so neither the caller's directory nor an installed copy decides what `-m ncclcheck` finds)."""
-        paths = {h: self.tmp / f"report-{h}-{secrets.token_hex(3)}.json" for h in hosts_to_args}
-        commands = {h: [sys.executable, "-m", "ncclcheck", *map(str, args), "--json", str(paths[h])]
-                    for h, args in hosts_to_args.items()}
+        # %h (each lab host's hostname is its name): one report per job means a path the same on every node is
+        # written by node 0 alone, and each host's own report is what these tests read.
+        token = secrets.token_hex(3)
+        paths = {h: self.tmp / f"report-{h}-{token}.json" for h in hosts_to_args}
+        commands = {h: [sys.executable, "-m", "ncclcheck", *map(str, args), "--json",
+                        str(self.tmp / f"report-%h-{token}.json")] for h, args in hosts_to_args.items()}
         base = {**(env or {}), **({"PYTHONPATH": str(pythonpath)} if pythonpath else {})}
         runs = self.run_all(commands, deadline, env=base, host_env=host_env, cwd=cwd or self.tmp)
         out = {}

@@ -106,7 +106,8 @@ def test_host_killed_during_the_run_is_named_and_the_others_finish_in_time(lab):
     # big enough that the run lasts well past the moment h3 is killed
     args = {h: [*world(lab4, i), "--size", "16M", "--iters", "6"] for i, h in enumerate(lab4.hosts)}
     paths = {h: str(lab4.tmp / f"links-{h}.json") for h in lab4.hosts}
-    procs = {h: lab4.spawn(h, [sys.executable, "-m", "ncclcheck", *a, "--json", paths[h]], cwd=str(lab4.tmp),
+    procs = {h: lab4.spawn(h, [sys.executable, "-m", "ncclcheck", *a, "--json", str(lab4.tmp / "links-%h.json")],
+                           cwd=str(lab4.tmp),
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
              for h, a in args.items()}
     # Kill h3 once it is moving bulk data: the world has formed and the links rounds are under way.

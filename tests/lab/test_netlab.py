@@ -238,7 +238,7 @@ def test_run_all_kills_at_deadline_and_ncclcheck_parses_reports(lab, tmp_path):
     (fake / "__main__.py").write_text(
         "import json, socket, sys\n"
         "if 'nojson' in sys.argv: sys.exit(3)\n"
-        "path = sys.argv[sys.argv.index('--json') + 1]\n"
+        "path = sys.argv[sys.argv.index('--json') + 1].replace('%h', socket.gethostname())\n"
         "json.dump({'schema': 'ncclcheck.report/1', 'argv': sys.argv[1:-2], 'host': socket.gethostname()},"
         " open(path, 'w'))\n")
     got = lab2.ncclcheck({"h1": ["preflight", "--nnodes", 2], "h2": ["nojson"]}, deadline=20, pythonpath=tmp_path)

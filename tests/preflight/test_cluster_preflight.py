@@ -91,7 +91,7 @@ def test_three_nodes_form_the_same_report(tmp_path):
     assert docs[0]["progress"] == docs[1]["progress"] == [], docs[0]["progress"]
     assert ("host.shm", 2) in checks  # every node's local results travel with it
     recs = {(r["name"], r["node"]): r["value"] for r in docs[0]["recommendations"]}
-    assert recs[("NCCL_SOCKET_IFNAME", None)] == "eth0"
+    assert recs[("NCCL_SOCKET_IFNAME", None)] == "=eth0"  # the exact form, as standalone (issue 24)
     assert [rc for rc, _ in res] == [0, 0, 0]
 
 

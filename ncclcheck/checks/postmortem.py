@@ -1,0 +1,143 @@
+"""`postmortem.*` checks: what `diagnose` found in a failed job's remains, as check results. Pure functions of the
+analysis (postmortem/analyze.py's plain `postmortem` section). postmortem.root_cause comes first, so the report's
+root cause is the verdict; the others fail when they hold a cause and warn when they hold only consequences."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..model import CheckResult, failed, passed, skipped, warned
+
+SHOWN = 8
+
+
+@dataclass(frozen=True)
+class PostmortemInput:
+    analysis: dict  # the report's `postmortem` section
+
+
+def _by(analysis: dict, kinds: tuple) -> list:
+    return [c for c in analysis.get("causes", []) if c["kind"] in kinds]
+
+
+def _result(check_id: str, found: list, ok: str, evidence: dict) -> CheckResult:
+    if not found:
+        return passed(check_id, ok, evidence=evidence)
+    lines = [c["text"] for c in found[:SHOWN]] + ([f"... and {len(found) - SHOWN} more"] if len(found) > SHOWN else [])
+    fix = next((c["fix"] for c in found if c["fix"]), "")
+    make = failed if any(c["cause"] for c in found) else warned
+    return make(check_id, found[0]["text"], detail="\n".join(lines), fix=fix, evidence=evidence)
+
+
+def check_root_cause(inp: PostmortemInput) -> CheckResult:
+    """The one verdict: the earliest cause, and what it explains."""
+    a = inp.analysis
+    root = next((c for c in a.get("causes", []) if c["cause"]), None)
+    ev = {"causes": len(a.get("causes", [])), "world_size": a.get("world_size")}
+    if root is None:
+        conseq = [c for c in a.get("causes", [])]
+        if conseq:
+            return warned("postmortem.root_cause", "no cause found, only consequences: " + conseq[0]["text"],
+                          detail="\n".join(c["text"] for c in conseq[:SHOWN]),
+                          fix="arm the next run so it leaves what names the cause: ncclcheck recommend --postmortem "
+                              "DIR --format env", evidence=ev)
+        return passed("postmortem.root_cause", "nothing wrong found in what the job left", evidence=ev)
+    others = [c["text"] for c in a["causes"] if c is not root][:SHOWN]
+    detail = "\n".join(["then (consequences and other findings):", *others]) if others else ""
+    return failed("postmortem.root_cause", a.get("verdict") or root["text"], detail=detail, fix=root["fix"],
+                  evidence={**ev, "kind": root["kind"], "ranks": root["ranks"], "pg": root.get("pg"),
+                            "seq": root.get("seq"), "source": root.get("source")})
+
+
+def check_inputs(inp: PostmortemInput) -> CheckResult:
+    """What was read, and what was refused (a pickle that names a class is never loaded)."""
+    a = inp.analysis
+    kinds: dict = {}
+    for r in a.get("inputs", []):
+        kinds[r["kind"]] = kinds.get(r["kind"], 0) + 1
+    ev = {"kinds": kinds, "refused": a.get("refused", [])}
+    said = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in sorted(kinds.items()))
+    if a.get("refused"):
+        bad = a["refused"]
+        return warned("postmortem.inputs", f"{len(bad)} file(s) not read: {bad[0]['path']}: {bad[0]['why']}",
+                      detail="\n".join(f"{r['path']}: {r['why']}" for r in bad[:SHOWN]) + (f"\nread: {said}"),
+                      fix="pass the job's own dumps and logs; a refused pickle was not written by torch's flight "
+                          "recorder", evidence=ev)
+    return passed("postmortem.inputs", f"read {said or 'nothing'}", evidence=ev)
+
+
+def check_collectives(inp: PostmortemInput) -> CheckResult:
+    """Per process group: ranks that never entered the collective the others wait in."""
+    a = inp.analysis
+    groups = a.get("groups", [])
+    ev = {"groups": len(groups), "wrapped": [g["pg"] for g in groups if g.get("wrapped")]}
+    if not groups:
+        return skipped("postmortem.collectives", "no flight-recorder dumps among the inputs (arm the job: "
+                       "ncclcheck recommend --postmortem DIR --format env)")
+    n = len(groups)
+    return _result("postmortem.collectives", _by(a, ("never_entered", "blocked")),
+                   f"{n} process group(s): every rank with a dump entered the same last collective", ev)
+
+
+def check_mismatch(inp: PostmortemInput) -> CheckResult:
+    """Ranks that called a different op, size or dtype at one sequence id."""
+    a = inp.analysis
+    if not a.get("groups"):
+        return skipped("postmortem.mismatch", "no flight-recorder dumps among the inputs")
+    return _result("postmortem.mismatch", _by(a, ("op_mismatch", "size_mismatch", "dtype_mismatch")),
+                   "the ranks called the same op, sizes and dtypes at every sequence id they share", {})
+
+
+def check_ranks(inp: PostmortemInput) -> CheckResult:
+    """Ranks that left no dump or died, with the launcher's exit code or signal."""
+    a = inp.analysis
+    found = _by(a, ("no_dump", "died"))
+    failures = (a.get("launcher") or {}).get("failures") or []
+    ev = {"launcher_failures": len(failures), "launcher_first": (a.get("launcher") or {}).get("first")}
+    if not found and not a.get("groups") and not failures:
+        return skipped("postmortem.ranks", "neither dumps nor a launcher failure table among the inputs")
+    return _result("postmortem.ranks", found, f"every rank of {a.get('world_size')} left a dump", ev)
+
+
+def check_nccl_warnings(inp: PostmortemInput) -> CheckResult:
+    """NCCL, gloo and torch failure messages classified by the one failure table (nccl/failures.py)."""
+    a = inp.analysis
+    kinds = ("op_mismatch", "size_mismatch", "dtype_mismatch", "never_entered", "blocked", "no_dump", "died")
+    found = [c for c in a.get("causes", []) if c["kind"] not in kinds and not c["kind"].startswith("ras_")]
+    if not any(r["kind"] in ("nccl_log", "launcher_output", "log", "error_file") for r in a.get("inputs", [])):
+        return skipped("postmortem.nccl_warnings", "no logs among the inputs (NCCL_DEBUG_FILE, the launcher's "
+                                                   "output)")
+    return _result("postmortem.nccl_warnings", found, "no failure message in the logs", {})
+
+
+def check_transport(inp: PostmortemInput) -> CheckResult:
+    """Per rank, the interface and transport NCCL chose; ranks that disagree, or differ from the preflight."""
+    t = inp.analysis.get("transport") or {}
+    rows = t.get("ranks") or {}
+    if not rows:
+        return skipped("postmortem.transport", "no NCCL INFO lines among the inputs (NCCL_DEBUG=INFO, "
+                                               "NCCL_DEBUG_SUBSYS=INIT,NET)")
+    ifs = {tuple(r["interfaces"]) for r in rows.values() if r["interfaces"]}
+    nets = {r["net"] for r in rows.values() if r["net"]}
+    problems = []
+    if len(ifs) > 1:
+        problems.append("ranks used different interfaces: " + "; ".join(
+            f"rank {k}: {', '.join(v['interfaces'])}" for k, v in list(rows.items())[:SHOWN]))
+    if len(nets) > 1:
+        problems.append("ranks used different transports: " + ", ".join(sorted(nets)))
+    spec = (t.get("recommended") or {}).get("NCCL_SOCKET_IFNAME")
+    if spec:
+        from ..nccl.rules import parse_spec
+
+        parsed = parse_spec(spec)
+        off = sorted({i for r in rows.values() for i in r["interfaces"] if parsed and not parsed.matches(i)})
+        if off:
+            problems.append(f"NCCL used {', '.join(off)}; the preflight recommended NCCL_SOCKET_IFNAME={spec}")
+    ev = {"ranks": rows, "recommended": t.get("recommended") or {}}
+    if problems:
+        return warned("postmortem.transport", problems[0], detail="\n".join(problems),
+                      fix=f"export NCCL_SOCKET_IFNAME={spec}" if spec else "set NCCL_SOCKET_IFNAME to the same "
+                      "interface on every node (`ncclcheck recommend`)", evidence=ev)
+    first = next(iter(rows.values()))
+    return passed("postmortem.transport", f"{len(rows)} rank(s) used {', '.join(first['interfaces']) or '?'} "
+                  f"over {first['net'] or 'intra-node transports'}", evidence=ev)

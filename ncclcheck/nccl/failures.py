@@ -1,0 +1,119 @@
+"""The one table of failure messages NCCL, Gloo and torch.distributed print, each class with its usual cause and fix.
+
+`cause` says whether a message names a cause (fix it first) or a consequence of something that happened elsewhere
+(a peer died, a rank never came): `diagnose` names the earliest cause as the root cause and lists consequences after
+it. Messages and their meanings: NCCL-FACTS.md "After a failure" (NCCL's docs and issue threads, gloo's source).
+Pure: a line in, a classification out.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class FailureClass:
+    id: str
+    pattern: re.Pattern
+    cause: bool  # True: a cause to fix; False: a consequence of a failure elsewhere
+    what: str  # one line a person reads
+    fix: str
+
+
+def _rx(text: str) -> re.Pattern:
+    return re.compile(text, re.IGNORECASE)
+
+
+# Order matters only where two patterns could match one line: the more specific first.
+TABLE: tuple = (
+    FailureClass("no_socket_interface", _rx(r"Bootstrap\s*:\s*no socket interface found|"
+                                            r"NET/Socket\s*:\s*no (?:usable )?interface found|"
+                                            r"no socket interface found"), True,
+                 "NCCL found no usable socket interface (NCCL_SOCKET_IFNAME matches nothing on this host)",
+                 "set NCCL_SOCKET_IFNAME to an interface that is up on every node (`ncclcheck recommend --format env`"
+                 " names it); `ip -br addr` shows the names"),
+    FailureClass("duplicate_gpu", _rx(r"Duplicate GPU detected"), True,
+                 "two ranks use the same GPU",
+                 "call torch.cuda.set_device(LOCAL_RANK) before init_process_group, or give each rank its own "
+                 "CUDA_VISIBLE_DEVICES; check --nproc-per-node against the GPUs of the node"),
+    FailureClass("ib_completion_error", _rx(r"NET/IB\s*:\s*Got completion .*error|IBV_WC_RETRY_EXC_ERR|"
+                                            r"transport retry counter exceeded|NET/IB.*\bstatus\s*=?\s*12\b"), True,
+                 "InfiniBand/RoCE transport retries exceeded (a link, routing or a lossy fabric)",
+                 "check the named HCA's port counters (perfquery, ethtool -S), cables and switch port; on RoCE "
+                 "check PFC/ECN and NCCL_IB_GID_INDEX; `ncclcheck links` finds the slow or failing pair"),
+    FailureClass("unhandled_system_error", _rx(r"unhandled system error"), True,
+                 "a system call NCCL made failed (shared memory, memlock, or a device)",
+                 "read the NCCL WARN lines just before it (NCCL_DEBUG=INFO): /dev/shm too small (docker "
+                 "--shm-size=1g or more), systemd RemoveIPC=no, `ulimit -l unlimited` for ibv_create_qp/ibv_reg_mr"),
+    FailureClass("shm_exhausted", _rx(r"(?:/dev/shm|shm_open|posix_fallocate|shm\w*).*"
+                                      r"(?:No space left|failed|Cannot allocate)|No space left on device"), True,
+                 "/dev/shm is too small or full (NCCL's SHM transport)",
+                 "give the container a larger /dev/shm (docker --shm-size=1g or more; Kubernetes: an emptyDir of "
+                 "medium Memory at /dev/shm); `ncclcheck preflight` checks it (host.shm)"),
+    FailureClass("memlock", _rx(r"ibv_(?:create_qp|reg_mr|create_cq)\w*.*(?:failed|Cannot allocate memory)|"
+                                r"RLIMIT_MEMLOCK|memlock"), True,
+                 "RDMA memory registration failed (the memlock limit is too low)",
+                 "raise the memlock limit to unlimited (`ulimit -l unlimited`, docker --ulimit memlock=-1, "
+                 "Slurm PropagateResourceLimits); `ncclcheck preflight` checks it (host.memlock)"),
+    FailureClass("collective_mismatch", _rx(r"Received data size doesn't match expected size|"
+                                            r"collective mismatch|Detected mismatch between collectives"), True,
+                 "ranks called different collectives, or the same one with different sizes",
+                 "make every rank of the group call the same collectives in the same order with the same shapes "
+                 "(a rank-dependent branch, an uneven last batch, a skipped step); TORCH_DISTRIBUTED_DEBUG=DETAIL "
+                 "checks each call"),
+    FailureClass("connection_refused", _rx(r"Connection refused"), True,
+                 "a connection was refused: nothing listened at the address (wrong address or port, a firewall, "
+                 "or the peer had not started or had died)",
+                 "check MASTER_ADDR/MASTER_PORT and the firewall between the nodes (`ncclcheck preflight` probes "
+                 "them); if the peer died, its own log says why"),
+    FailureClass("no_route", _rx(r"No route to host|Network is unreachable|"
+                                  r"Connect to \S+ failed\s*:\s*Connection timed out"), True,
+                 "a peer's address cannot be reached from this host (a firewall dropping packets, or NCCL using an "
+                 "interface whose network does not reach the peer)",
+                 "pin NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME to the interface every node routes over "
+                 "(`ncclcheck recommend`); `ncclcheck preflight` probes every pair on every interface "
+                 "(net.peer_reachability)"),
+    FailureClass("init_timeout", _rx(r"Socket Timeout|DistStoreError|wait timeout after \d+\s*ms|"
+                                     r"timed out after \d+\s*ms|Timed out (?:after|waiting) .*(?:clients|workers|"
+                                     r"store|rendezvous|join)|bootstrap.*time(?:d)? ?out"), True,
+                 "the ranks did not all join in time (a rank never started, or could not reach the others)",
+                 "find the rank that never joined (launcher output, `ncclcheck preflight` on the same nodes); check "
+                 "the master address, port and firewall"),
+    FailureClass("watchdog_timeout", _rx(r"Watchdog caught collective operation timeout|"
+                                         r"Timeout at NCCL work: \d+|WorkNCCL\(SeqNum=\d+"), False,
+                 "NCCL's watchdog timed out in a collective (a hang: a rank did not enter it, or a link stalled)",
+                 "the flight-recorder dumps say which rank did not enter the collective (`ncclcheck diagnose` with "
+                 "the dumps); `ncclcheck recommend --postmortem DIR` arms the next run"),
+    FailureClass("gloo_timeout", _rx(r"Timed out waiting \d+\s*ms for (?:recv|send) operation"), False,
+                 "a gloo collective timed out waiting for a peer (a hang: a rank did not enter it)",
+                 "the flight-recorder dumps say which rank did not enter the collective"),
+    FailureClass("peer_closed", _rx(r"Connection closed by (?:remote )?peer|Connection reset by peer|"
+                                    r"remote process exited or there was a network error|socketProgress.*closed"),
+                 False,
+                 "a peer closed the connection (it died or was stopped)",
+                 "look at the peer that died first: its exit signal in the launcher's failure table, its own log"),
+)
+BY_ID = {c.id: c for c in TABLE}
+_SEQ = re.compile(r"SeqNum=(\d+)|Timeout at NCCL work: (\d+)", re.IGNORECASE)
+_OPTYPE = re.compile(r"OpType=(\w+)")
+
+
+def classify(line: str) -> Optional[FailureClass]:
+    """The failure class of one log line, or None."""
+    for c in TABLE:
+        if c.pattern.search(line):
+            return c
+    return None
+
+
+def seq_of(line: str) -> Optional[int]:
+    """The collective sequence number a watchdog line names (SeqNum=N / Timeout at NCCL work: N)."""
+    m = _SEQ.search(line)
+    return int(m.group(1) or m.group(2)) if m else None
+
+
+def optype_of(line: str) -> Optional[str]:
+    m = _OPTYPE.search(line)
+    return m.group(1).lower() if m else None

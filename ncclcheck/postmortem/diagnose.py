@@ -1,0 +1,58 @@
+"""`ncclcheck diagnose PATH...` as a Report: read the inputs, analyse them, run the postmortem.* checks (and nccl.ras
+on ncclras output). Nothing here prints; the report's `postmortem` section carries what the renderers draw."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from typing import Optional
+
+from ..checks.nccl_ras import ras_check_from_text
+from ..checks.postmortem import PostmortemInput
+from ..checks.registry import POSTMORTEM, run_checks
+from ..errors import UsageError
+from ..model import NodeInfo, Recommendation, Report, WorldInfo
+from .analyze import analyse
+from .inputs import load_preflight, read_inputs
+
+KINDS = ("flight-recorder dumps (pickle or JSON)", "NCCL_DEBUG logs", "a launcher's output", "torchelastic error "
+         "files", "`ncclras -f json` output")
+
+
+def diagnose(paths: list[str], preflight_path: Optional[str] = None, version: str = "?") -> Report:
+    """The report of what the job left under `paths`. UsageError when nothing there is anything diagnose reads."""
+    t0 = time.monotonic()
+    started = _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds")
+    preflight = load_preflight(preflight_path)
+    inp = read_inputs(paths)
+    if preflight is None and inp.reports:
+        preflight = next((d for _, d in inp.reports if d.get("command") in ("preflight", "recommend")), None)
+    if not inp.recognised() and not inp.refused:
+        raise UsageError(f"nothing under {' '.join(paths)} is one of: {', '.join(KINDS)}")
+    analysis = analyse(inp, preflight)
+    checks = run_checks(POSTMORTEM, PostmortemInput(analysis))
+    for path, text in inp.ras:
+        checks.append(ras_check_from_text(text, path))
+    nodes = []
+    hosts = {r["host"] for r in analysis["ranks"] if r.get("host")}
+    world = WorldInfo(nnodes=max(1, len(hosts)), world_size=analysis["world_size"], backend=_backend(inp),
+                      launcher=_launcher(inp))
+    if preflight:
+        nodes = [NodeInfo(n["node_rank"], n.get("hostname", "?"), {}) for n in preflight.get("nodes") or []
+                 if isinstance(n, dict) and isinstance(n.get("node_rank"), int)]
+        world = WorldInfo(nnodes=max(1, len(nodes)), world_size=analysis["world_size"], backend=world.backend,
+                          launcher=world.launcher)
+    recs = [Recommendation.from_json(r) for r in (preflight or {}).get("recommendations") or []
+            if isinstance(r, dict) and isinstance(r.get("name"), str) and isinstance(r.get("value"), str)]
+    return Report(command="diagnose", version=version, started=started, duration_s=time.monotonic() - t0,
+                  world=world, nodes=nodes, checks=checks, recommendations=recs, extra={"postmortem": analysis})
+
+
+def _backend(inp) -> str:
+    found = {d.backend for d in inp.dumps.values() if d.backend in ("nccl", "gloo")}
+    return found.pop() if len(found) == 1 else "none"
+
+
+def _launcher(inp) -> str:
+    said = {f.get("launcher", "torchrun") for f in inp.failures}
+    return said.pop() if len(said) == 1 else "none"

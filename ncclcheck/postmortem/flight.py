@@ -1,0 +1,319 @@
+"""torch's flight-recorder dumps read as data, then compared across ranks per process group by sequence id.
+
+A dump (pickle or JSON, NCCL or gloo) holds each process group's last N collectives of one rank: collective_seq_id,
+profiling_name ("nccl:all_reduce"), input/output sizes and dtypes, state, retired, and per group the last enqueued /
+completed sequence ids (pg_status). The ring buffer keeps only the last N entries, so ranks are compared by sequence
+id, never by position, and only where their windows overlap (a wrapped buffer is normal, not an error).
+
+Gloo marks a collective that failed (timed out, peer closed) as retired like one that succeeded, so completion is not
+trusted to find the culprit: what each rank *enqueued* is. A rank that never enqueued the collective its peers are in
+did not enter it; ranks that enqueued different ops, sizes or dtypes at one sequence id mismatch.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+MAX_ENTRIES = 100_000  # per dump; torch's default buffer is 2,000
+_RANK_IN_NAME = re.compile(r"(\d+)(?:\.json|\.pkl|\.pickle)?$")
+DEFAULT_PG = "0"
+
+
+class Coll:
+    """One collective as one rank enqueued it. Sizes and dtypes stay as the dump had them (compared with ==, which
+    is C speed) and are checked only when shown or when ranks differ: 1,024 ranks x 2,000 entries is 2M of them."""
+
+    __slots__ = ("seq", "op", "in_sizes", "in_dtypes", "record_id", "time_ns", "timeout_ms", "done")
+
+    def __init__(self, seq: int, op: str, in_sizes: Any, in_dtypes: Any, record_id: int, time_ns: Optional[int],
+                 timeout_ms: Optional[int], done: bool) -> None:
+        self.seq, self.op, self.in_sizes, self.in_dtypes = seq, op, in_sizes, in_dtypes
+        self.record_id, self.time_ns, self.timeout_ms, self.done = record_id, time_ns, timeout_ms, done
+
+    @classmethod
+    def of(cls, seq: int, e: dict) -> Coll:
+        """The entry as read: every field type-checked here, when it is looked at."""
+        rid, tns, tmo = e.get("record_id"), e.get("time_created_ns"), e.get("timeout_ms")
+        return cls(seq, _op(e.get("profiling_name"))[1], e.get("input_sizes"), e.get("input_dtypes"),
+                   rid if type(rid) is int else -1, tns if type(tns) is int else None,
+                   tmo if type(tmo) is int else None, _done(e))
+
+    def signature(self) -> tuple:
+        return (self.op, _sizes(self.in_sizes), _dtypes(self.in_dtypes))
+
+    def to_json(self) -> dict:
+        return {"seq": self.seq, "op": self.op, "input_sizes": [list(s) for s in _sizes(self.in_sizes)],
+                "input_dtypes": list(_dtypes(self.in_dtypes)), "done": self.done}
+
+
+@dataclass
+class GroupTrace:
+    name: str
+    desc: str = ""
+    ranks: Optional[list] = None  # the group's global ranks when the dump says so (NCCL does; gloo often not)
+    last_enqueued: int = -1
+    last_completed: int = -1
+    colls: dict = field(default_factory=dict)  # seq -> the raw entry (a dict); Coll.of() reads one when needed
+
+    @property
+    def enqueued(self) -> int:
+        return max([self.last_enqueued, *self.colls.keys()])
+
+    def coll(self, seq: int) -> Optional[Coll]:
+        e = self.colls.get(seq)
+        return None if e is None else Coll.of(seq, e)
+
+    def all(self) -> list:
+        return [Coll.of(q, e) for q, e in self.colls.items()]
+
+    @property
+    def window(self) -> tuple:
+        return (min(self.colls), max(self.colls)) if self.colls else (None, None)
+
+
+@dataclass
+class RankDump:
+    rank: int
+    source: str
+    form: str  # pickle | json
+    version: str
+    backend: Optional[str]
+    groups: dict  # name -> GroupTrace
+    last: Optional[tuple] = None  # (group, seq) of the newest entry this rank recorded
+    entries: int = 0
+
+
+def rank_from_name(path: str) -> Optional[int]:
+    """torch writes <prefix><rank> (TORCH_FR_DUMP_TEMP_FILE / TORCH_NCCL_DEBUG_INFO_TEMP_FILE + rank): the trailing
+    number of the file name, the only place a dump names its rank."""
+    m = _RANK_IN_NAME.search(path.rsplit("/", 1)[-1])
+    return int(m.group(1)) if m else None
+
+
+def is_dump(doc: Any) -> bool:
+    return isinstance(doc, dict) and isinstance(doc.get("entries"), list) and "version" in doc
+
+
+def _int(v: Any, default: Optional[int] = None) -> Optional[int]:
+    return v if isinstance(v, int) and not isinstance(v, bool) else default
+
+
+def _str(v: Any, limit: int = 200) -> str:
+    return v[:limit] if isinstance(v, str) else ""
+
+
+def _sizes(v: Any) -> tuple:
+    """[[1024], [8, 4]] -> ((1024,), (8, 4)); anything unhashable or odd -> (). Hot: a 1,024-rank job with 2,000
+    entries each is 2M calls, so the common shape takes the C path."""
+    if type(v) is list or type(v) is tuple:
+        try:
+            t = tuple(map(tuple, v[:64]))
+            hash(t)
+            return t
+        except TypeError:
+            return ()
+    return ()
+
+
+_SEEN: dict = {}  # dtype lists and profiling names repeat across 2M entries: check each distinct one once
+
+
+def _dtypes(v: Any) -> tuple:
+    if type(v) is not list and type(v) is not tuple:
+        return ()
+    try:
+        key = tuple(v[:64])
+        hit = _SEEN.get(key)
+    except TypeError:
+        return ()
+    if hit is None:
+        hit = tuple(x[:40] if type(x) is str else "?" for x in key)
+        if len(_SEEN) < 10_000:
+            _SEEN[key] = hit
+    return hit
+
+
+def _done(e: dict) -> bool:
+    return e.get("retired") is True or e.get("state") == "completed"
+
+
+def _op(prof: Any) -> tuple:
+    """"nccl:all_reduce" -> ("nccl", "all_reduce")."""
+    hit = _SEEN.get(prof) if type(prof) is str else ("", "?")
+    if hit is None:
+        lib, _, op = prof[:200].partition(":")
+        hit = (lib, op) if op else ("", prof[:200] or "?")
+        if len(_SEEN) < 10_000:
+            _SEEN[prof] = hit
+    return hit
+
+
+def _group_ranks(cfg: Any) -> Optional[list]:
+    ranks = cfg.get("ranks") if isinstance(cfg, dict) else None
+    if isinstance(ranks, str):
+        try:
+            ranks = json.loads(ranks)
+        except ValueError:
+            return None
+    if isinstance(ranks, list) and ranks and all(_int(r) is not None for r in ranks[:1_000_000]):
+        return ranks
+    return None
+
+
+def normalise(doc: dict, rank: int, source: str, form: str) -> RankDump:
+    """One rank's dump as GroupTraces; every field type-checked (a dump may be hostile or from another version)."""
+    groups: dict = {}
+    last, last_id = None, -1
+    entries = doc["entries"][:MAX_ENTRIES]
+    backend = None
+    names: dict = {}
+    for e in entries:
+        if type(e) is not dict or e.get("is_p2p"):
+            continue
+        pg = e.get("process_group")
+        try:  # a pickle's (name, desc) tuple: read it once per dump
+            name = names.get(pg) if type(pg) is tuple else None
+        except TypeError:  # a tuple holding a list: not what torch writes, read it the slow way
+            name, pg = None, list(pg)
+        if name is None:
+            name = _str(pg[0]) if isinstance(pg, (list, tuple)) and pg else str(_int(e.get("pg_id"), 0))
+            if type(pg) is tuple and len(names) < 10_000:
+                names[pg] = name
+        seq = e.get("collective_seq_id")
+        if type(seq) is not int:
+            continue
+        g = groups.get(name)
+        if g is None:
+            desc = _str(pg[1]) if isinstance(pg, (list, tuple)) and len(pg) > 1 else ""
+            g = groups[name] = GroupTrace(name, desc)
+        if backend is None:
+            backend = _op(e.get("profiling_name"))[0] or None
+        g.colls[seq] = e
+        if seq > g.last_completed and _done(e):
+            g.last_completed = seq
+        rid = e.get("record_id")
+        if type(rid) is int and rid >= last_id:
+            last, last_id = (name, seq), rid
+    status = doc.get("pg_status")
+    for key, st in (status.items() if isinstance(status, dict) else ()):
+        if not isinstance(st, dict) or not isinstance(key, str):
+            continue
+        g = groups.get(key) or groups.setdefault(key, GroupTrace(key))
+        g.last_enqueued = max(g.last_enqueued, _int(st.get("last_enqueued_collective"), -1))
+        g.last_completed = max(g.last_completed, _int(st.get("last_completed_collective"), -1))
+    config = doc.get("pg_config")
+    for key, cfg in (config.items() if isinstance(config, dict) else ()):
+        ranks = _group_ranks(cfg)
+        # gloo writes the default group's config under the empty name; NCCL under the group's name
+        target = groups.get(key) or (groups.get(DEFAULT_PG) if key == "" else None)
+        if target is not None and ranks:
+            target.ranks = ranks
+    return RankDump(rank, source, form, _str(doc.get("version"), 20), backend, groups, last, len(entries))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# comparison across ranks
+
+
+def _majority(groups: dict) -> tuple:
+    """The signature most ranks share (ties: the one with the lowest rank)."""
+    return max(groups, key=lambda sig: (len(groups[sig]), -min(groups[sig])))
+
+
+def _mismatch(dumps: dict, name: str, ranks: list) -> Optional[dict]:
+    """The first sequence id at which the ranks' enqueued collectives differ (op, then dtype, then size)."""
+    tables = [(r, dumps[r].groups[name].colls) for r in ranks]
+    first: dict = {}  # seq -> the first rank's entry; then every other rank's entry is compared with it
+    differ: set = set()
+    for _, table in tables:  # rank-major, inlined: 1,024 ranks x 2,000 entries is 2M comparisons
+        for seq, e in table.items():
+            f = first.get(seq)
+            if f is None:
+                first[seq] = e
+            elif f is not e and seq not in differ:
+                try:
+                    if (f.get("profiling_name") != e.get("profiling_name") or
+                            f.get("input_sizes") != e.get("input_sizes") or
+                            f.get("input_dtypes") != e.get("input_dtypes")):
+                        differ.add(seq)
+                except RecursionError:  # a hostile, deeply nested value: not the same as anything
+                    differ.add(seq)
+    for seq in sorted(differ):
+        by_sig: dict = {}
+        for r, table in tables:
+            if seq in table:
+                by_sig.setdefault(Coll.of(seq, table[seq]).signature(), []).append(r)
+        if len(by_sig) < 2:
+            continue
+        major = _majority(by_sig)
+        others = [s for s in by_sig if s != major]
+        kind = ("op" if any(s[0] != major[0] for s in others) else
+                "dtype" if any(s[2] != major[2] for s in others) else "size")
+        variants = [{"ranks": sorted(by_sig[s]), "op": s[0], "input_sizes": [list(x) for x in s[1]],
+                     "input_dtypes": list(s[2])} for s in [major, *others]]
+        # the odd ones out are the culprits only when the majority is a real one (1 vs 1 names nobody)
+        clear = len(by_sig[major]) > max(len(by_sig[s]) for s in others)
+        return {"seq": seq, "kind": kind, "variants": variants,
+                "culprits": sorted(r for s in others for r in by_sig[s]) if clear else []}
+    return None
+
+
+def _members(name: str, dumps: dict, world: list) -> list:
+    """The group's ranks: what a dump's pg_config says, else the ranks that recorded it; the default group is
+    every rank of the job."""
+    for d in dumps.values():
+        g = d.groups.get(name)
+        if g is not None and g.ranks:
+            return sorted(set(g.ranks))
+    if name == DEFAULT_PG:
+        return list(world)
+    return sorted(r for r, d in dumps.items() if name in d.groups)
+
+
+def analyse_groups(dumps: dict, world: list) -> list[dict]:
+    """Per process group: where its ranks are, who never entered the collective the others wait in, the first
+    mismatch, and the ranks of the group that left no dump."""
+    names = sorted({n for d in dumps.values() for n in d.groups}, key=lambda n: (n != DEFAULT_PG, n))
+    out = []
+    for name in names:
+        members = _members(name, dumps, world)
+        dumped = [r for r in members if r in dumps and name in dumps[r].groups]
+        absent = [r for r in members if r in dumps and name not in dumps[r].groups]  # dumped, never used the group
+        no_dump = [r for r in members if r not in dumps]
+        if not dumped:
+            continue
+        enq = {r: dumps[r].groups[name].enqueued for r in dumped}
+        top = max(enq.values())
+        entered = sorted(r for r in dumped if enq[r] >= top)
+        lagging = sorted(r for r in dumped if enq[r] < top) + absent
+        desc = next((dumps[r].groups[name].desc for r in dumped if dumps[r].groups[name].desc), "")
+        ref = next((dumps[r].groups[name].coll(top) for r in entered if top in dumps[r].groups[name].colls), None)
+        all_done = all(dumps[r].groups[name].last_completed >= top for r in dumped)
+        out.append({
+            "pg": name, "desc": desc, "members": members, "dumped": dumped, "no_dump": no_dump,
+            "seq": top, "op": ref.op if ref else None,
+            "input_sizes": [list(s) for s in _sizes(ref.in_sizes)] if ref else [],
+            "input_dtypes": list(_dtypes(ref.in_dtypes)) if ref else [],
+            "timeout_ms": ref.timeout_ms if ref else None,
+            "entered": entered, "not_entered": lagging,
+            "last_enqueued": {str(r): enq[r] for r in dumped},
+            "last_completed": {str(r): dumps[r].groups[name].last_completed for r in dumped},
+            "windows": {str(r): list(dumps[r].groups[name].window) for r in dumped},
+            "wrapped": any((dumps[r].groups[name].window[0] or 1) > 1 for r in dumped),
+            "mismatch": _mismatch(dumps, name, dumped),
+            "in_step": not lagging and not no_dump and all_done,
+        })
+    return out
+
+
+def timeline(dumps: dict, last_n: int = 8) -> dict:
+    """Per rank, its last `last_n` collectives (any group), newest last: what the HTML timeline draws."""
+    out = {}
+    for r, d in sorted(dumps.items()):
+        colls = sorted(((c.record_id, g.name, g.desc, c) for g in d.groups.values() for c in g.all()),
+                       key=lambda t: t[0])[-last_n:]
+        out[str(r)] = [{"pg": name, "desc": desc, **c.to_json()} for _, name, desc, c in colls]
+    return out

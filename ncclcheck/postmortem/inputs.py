@@ -1,0 +1,163 @@
+"""Reading what a failed job left: PATH arguments (files, directories, globs) expanded, each file recognised by its
+content (never trusted by its name): flight-recorder dumps (pickle through the plain-data unpickler, or JSON),
+torchelastic error files, `ncclras -f json` output, an ncclcheck report, and text logs (NCCL_DEBUG lines, a
+launcher's combined output with rank prefixes, torchrun's failure table). Anything else is listed as not recognised.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..errors import UsageError
+from . import flight, launcher
+from .unpickle import MAX_DUMP_BYTES, RefusedPickle, is_pickle, loads_plain
+
+MAX_FILES = 200_000  # a directory walk stops here (a 16k-rank job leaves a few files per rank)
+MAX_TEXT_BYTES = 64 << 20  # of a log, the LAST 64 MiB are read: the failure is at the end
+
+
+@dataclass
+class Inputs:
+    dumps: dict = field(default_factory=dict)  # rank -> flight.RankDump
+    logs: list = field(default_factory=list)  # [(path, text)]
+    failures: list = field(default_factory=list)  # torchrun failure-table records
+    error_files: list = field(default_factory=list)  # [{path, rank, message, timestamp}]
+    ras: list = field(default_factory=list)  # [(path, text)]
+    reports: list = field(default_factory=list)  # [(path, dict)] ncclcheck reports found among the inputs
+    read: list = field(default_factory=list)  # [{path, kind, note}] every file looked at, for the report
+    refused: list = field(default_factory=list)  # [{path, why}] files that could not be read as what they claim
+
+    def recognised(self) -> int:
+        return sum(1 for r in self.read if r["kind"] != "unrecognised")
+
+
+def expand(paths: list[str]) -> list[str]:
+    """Files named by PATH arguments, sorted and unique; UsageError for a PATH that names nothing."""
+    files: list[str] = []
+    for p in paths:
+        if os.path.isdir(p):
+            for root, dirs, names in os.walk(p):
+                dirs.sort()
+                files.extend(os.path.join(root, n) for n in sorted(names))
+                if len(files) > MAX_FILES:
+                    raise UsageError(f"{p}: more than {MAX_FILES} files; name the job's directory")
+        elif os.path.isfile(p):
+            files.append(p)
+        else:
+            hits = sorted(glob.glob(p, recursive=True))
+            if not hits:
+                raise UsageError(f"{p}: no such file or directory")
+            files.extend(expand(hits))
+    return list(dict.fromkeys(files))
+
+
+def _read(path: str) -> bytes:
+    """A pickle whole (up to the largest dump there is), anything else its last MAX_TEXT_BYTES."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if is_pickle(f.read(2)):
+            f.seek(0)
+            return f.read(MAX_DUMP_BYTES + 1)
+        f.seek(max(0, size - MAX_TEXT_BYTES))
+        return f.read(MAX_TEXT_BYTES)
+
+
+def _add_dump(out: Inputs, path: str, doc: dict, form: str) -> None:
+    rank = flight.rank_from_name(path)
+    if rank is None:
+        out.refused.append({"path": path, "why": "a flight-recorder dump whose file name ends in no rank number "
+                                                 "(torch names them <prefix><rank>)"})
+        return
+    if rank in out.dumps and out.dumps[rank].form == "pickle" and form == "json":
+        out.read.append({"path": path, "kind": "flight_recorder", "note": f"rank {rank}: its pickle was read"})
+        return
+    out.dumps[rank] = flight.normalise(doc, rank, path, form)
+    out.read.append({"path": path, "kind": "flight_recorder", "note": f"rank {rank} ({form})"})
+
+
+def _classify_json(out: Inputs, path: str, doc) -> bool:
+    if flight.is_dump(doc):
+        _add_dump(out, path, doc, "json")
+    elif isinstance(doc, dict) and isinstance(doc.get("communicators"), list):
+        out.ras.append((path, json.dumps(doc)))
+        out.read.append({"path": path, "kind": "ncclras", "note": ""})
+    elif isinstance(doc, dict) and doc.get("schema") == "ncclcheck.report/1":
+        out.reports.append((path, doc))
+        out.read.append({"path": path, "kind": "ncclcheck_report", "note": str(doc.get("command"))[:20]})
+    elif launcher.is_error_file(doc):
+        rec = launcher.error_file_record(doc)
+        out.error_files.append({"path": path, "rank": flight.rank_from_name(path), **rec})
+        out.read.append({"path": path, "kind": "error_file", "note": ""})
+    else:
+        return False
+    return True
+
+
+def _classify_text(out: Inputs, path: str, text: str) -> None:
+    from ..nccl.debuglog import split_prefix
+    from ..nccl.failures import classify
+
+    table = (launcher.parse_failure_table(text) + launcher.parse_srun_errors(text)
+             if launcher.is_failure_table(text) else [])
+    out.failures.extend(dict(r, source=path) for r in table)
+    lines = text.splitlines()
+    nccl = any(" NCCL " in ln or "NCCL WARN" in ln or "NCCL INFO" in ln for ln in lines[:20000])
+    known = nccl or table or any(split_prefix(ln)[0] is not None or classify(ln) for ln in lines[-20000:])
+    if known:
+        out.logs.append((path, text))
+        kind = "launcher_output" if table else "nccl_log" if nccl else "log"
+        out.read.append({"path": path, "kind": kind, "note": f"{len(table)} failed rank(s) in its table"
+                         if table else ""})
+    else:
+        out.read.append({"path": path, "kind": "unrecognised", "note": ""})
+
+
+def read_inputs(paths: list[str]) -> Inputs:
+    """Every file under `paths`, recognised and parsed. Unreadable or hostile files are listed, never fatal."""
+    out = Inputs()
+    for path in expand(paths):
+        try:
+            data = _read(path)
+        except OSError as exc:
+            out.refused.append({"path": path, "why": f"cannot read it ({exc.strerror or exc})"})
+            continue
+        if is_pickle(data[:2]):
+            try:
+                doc = loads_plain(data)
+            except RefusedPickle as exc:
+                out.refused.append({"path": path, "why": f"a pickle refused unread: {exc}"})
+                continue
+            except ValueError as exc:
+                out.refused.append({"path": path, "why": str(exc)})
+                continue
+            if flight.is_dump(doc):
+                _add_dump(out, path, doc, "pickle")
+            else:
+                out.refused.append({"path": path, "why": "a pickle that is not a flight-recorder dump"})
+            continue
+        text = data.decode("utf-8", errors="replace")
+        if text.lstrip().startswith("{"):
+            try:
+                doc = json.loads(text)
+            except ValueError:
+                doc = None
+            if doc is not None and _classify_json(out, path, doc):
+                continue
+        if b"\x00" in data[:4096]:
+            out.read.append({"path": path, "kind": "unrecognised", "note": "binary"})
+            continue
+        _classify_text(out, path, text)
+    return out
+
+
+def load_preflight(path: Optional[str]) -> Optional[dict]:
+    """--preflight RUN.json: a saved ncclcheck report (UsageError when it is not one)."""
+    if not path:
+        return None
+    from ..model import load_saved_report
+
+    return load_saved_report(path, f"--preflight {path}")

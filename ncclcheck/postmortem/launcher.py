@@ -1,0 +1,116 @@
+"""What launchers leave after a failure: torchrun's failure table (per failed rank: host, rank, local rank, exit code
+or signal, error file) and torchelastic's error files (TORCHELASTIC_ERROR_FILE: a worker's exception as JSON)."""
+
+from __future__ import annotations
+
+import re
+import signal
+from typing import Any, Optional
+
+from ..nccl.debuglog import split_prefix
+
+_BLOCK = re.compile(r"^\s*\[(\d+)\]:\s*$")
+_FIELD = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.*?)\s*$")
+_RANK = re.compile(r"^(\d+)(?:\s*\(local_rank:\s*(\d+)\))?")
+_EXIT = re.compile(r"^(-?\d+)(?:\s*\(pid:\s*(\d+)\))?(?:\s*\((SIG\w+)\))?")
+ROOT_CAUSE = "Root Cause (first observed failure)"
+
+
+def signal_name(exitcode: Optional[int]) -> Optional[str]:
+    """-9 -> SIGKILL (torchrun's exit code of a worker killed by a signal); None for a plain exit."""
+    if exitcode is None or exitcode >= 0:
+        return None
+    try:
+        return signal.Signals(-exitcode).name
+    except ValueError:
+        return f"signal {-exitcode}"
+
+
+def parse_failure_table(text: str) -> list[dict]:
+    """torchrun's "Failures:" / "Root Cause (first observed failure):" table: one record per failed rank
+    {rank, local_rank, host, exitcode, signal, pid, error_file, time, first} (first: torchrun's root cause)."""
+    out: dict = {}
+    cur: Optional[dict] = None
+    first = False
+    for raw in (text or "").splitlines():
+        _, line = split_prefix(raw)
+        if ROOT_CAUSE in line:
+            first, cur = True, None
+            continue
+        if line.startswith("===") or line.startswith("---"):
+            cur = None
+            continue
+        if _BLOCK.match(line):
+            cur = {"first": first}
+            continue
+        m = _FIELD.match(line) if cur is not None else None
+        if not m:
+            continue
+        key, value = m.groups()
+        if key == "rank" and (r := _RANK.match(value)):
+            cur["rank"] = int(r.group(1))
+            cur["local_rank"] = int(r.group(2)) if r.group(2) else None
+        elif key == "exitcode" and (x := _EXIT.match(value)):
+            cur["exitcode"] = int(x.group(1))
+            cur["pid"] = int(x.group(2)) if x.group(2) else None
+            cur["signal"] = x.group(3) or signal_name(int(x.group(1)))
+        elif key in ("host", "time"):
+            cur[key] = value[:255]
+        elif key == "error_file":
+            cur["error_file"] = None if value.strip() in ("<N/A>", "") else value[:4096]
+        if "rank" in cur:
+            rec = out.setdefault(cur["rank"], {"rank": cur["rank"], "first": False})
+            rec.update({k: v for k, v in cur.items() if k != "first"})
+            rec["first"] = rec["first"] or cur["first"]
+    return [out[r] for r in sorted(out)]
+
+
+# srun's own report of a task that ended badly: "srun: error: h2: task 3: Killed", "...: tasks 0-1: Exited with exit
+# code 1" (Slurm's words for the signal: Killed = SIGKILL, Aborted = SIGABRT, Terminated = SIGTERM ...)
+_SRUN = re.compile(r"srun: error: ([\w.-]+): tasks? ([\d,\-]+): (Killed|Aborted|Terminated|Segmentation fault|"
+                   r"Bus error|Exited with exit code (\d+))")
+_SRUN_SIGNAL = {"Killed": "SIGKILL", "Aborted": "SIGABRT", "Terminated": "SIGTERM", "Segmentation fault": "SIGSEGV",
+                "Bus error": "SIGBUS"}
+
+
+def _task_ids(spec: str) -> list[int]:
+    out: list[int] = []
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        if lo.isdigit() and (not hi or hi.isdigit()):
+            out.extend(range(int(lo), min(int(hi or lo), int(lo) + 100_000) + 1))
+    return out
+
+
+def parse_srun_errors(text: str) -> list[dict]:
+    """srun's "task N: Killed" lines as failure records (the first one srun printed is marked first)."""
+    out: dict = {}
+    for m in _SRUN.finditer(text or ""):
+        host, tasks, what, code = m.groups()
+        sig = _SRUN_SIGNAL.get(what)
+        for r in _task_ids(tasks):
+            out.setdefault(r, {"rank": r, "local_rank": None, "host": host[:255], "signal": sig,
+                               "exitcode": int(code) if code else (-signal.Signals[sig].value if sig else None),
+                               "first": not out, "launcher": "slurm"})
+    return [out[r] for r in sorted(out)]
+
+
+def is_failure_table(text: str) -> bool:
+    return ("Failures:" in text and "exitcode" in text) or ROOT_CAUSE in text or "srun: error:" in text
+
+
+def is_error_file(doc: Any) -> bool:
+    """torchelastic's error file: {"message": {"message": "...", "extraInfo": {...}}} (or a plain message)."""
+    if not isinstance(doc, dict) or "message" not in doc:
+        return False
+    msg = doc["message"]
+    return isinstance(msg, str) or (isinstance(msg, dict) and isinstance(msg.get("message"), str))
+
+
+def error_file_record(doc: dict) -> dict:
+    """{message, timestamp} from an error file (the first line of the message is the exception)."""
+    msg = doc["message"]
+    text = msg if isinstance(msg, str) else msg["message"]
+    extra = msg.get("extraInfo") if isinstance(msg, dict) else None
+    stamp = extra.get("timestamp") if isinstance(extra, dict) else None
+    return {"message": text[:2000], "timestamp": str(stamp)[:40] if stamp is not None else None}

@@ -1,0 +1,53 @@
+"""Rows reach a pipe as they are measured (issue 24, item 2): `ncclcheck bench --sizes 1M-64M --ops
+all_reduce,all_gather | ...` shows its first row while the sweep still runs, as nccl-tests does. Before the fix a
+pipe received every line at exit, so a Slurm job log stayed empty and a job killed at its time limit left nothing.
+
+And the JSON of a run stopped by Ctrl-C never says it succeeded (item 3): status fail, exit_code 130."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import jsonschema
+import pytest
+
+from tests.conftest import REPO, cli_env
+
+pytestmark = pytest.mark.slow  # spawns torch ranks
+
+ROW = re.compile(r"^\s+\d+\*?\s+\d+\s+(out|in|one)\s")
+
+
+def test_first_row_reaches_a_pipe_before_the_sweep_ends(tmp_path):
+    p = subprocess.Popen([sys.executable, "-m", "ncclcheck", "bench", "--sizes", "1M-64M", "--ops",
+                          "all_reduce,all_gather"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         cwd=REPO, env=cli_env({"NCCLCHECK_LOG_DIR": str(tmp_path)}))
+    try:
+        seen = []
+        for line in p.stdout:  # blocks until a whole line arrives: a block-buffered stdout would give none here
+            seen.append(line)
+            if ROW.match(line):
+                break
+        assert seen and ROW.match(seen[-1]), (seen, p.stderr.read() if p.poll() is not None else "")
+        assert p.poll() is None, "the first row arrived only when the run ended"
+        assert seen[-1].startswith("   1048576") and seen[0].startswith("all_reduce  type float32")
+        rest, err = p.communicate(timeout=300)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err
+    out = "".join(seen) + rest
+    assert sum(1 for ln in out.splitlines() if ROW.match(ln)) == 14  # 7 sizes x 2 ops, each printed once
+    assert all(ln == ln.rstrip() for ln in out.splitlines())
+
+
+def test_an_interrupted_bench_json_says_fail_and_exit_130(tmp_path):
+    from tests.cli.test_interrupt import _interrupted_run
+
+    doc = _interrupted_run(tmp_path, ["bench", "--sizes", "1K-64M", "--iters", "400"], tmp_path / "run.json")
+    assert (doc["status"], doc["exit_code"]) == ("fail", 130)
+    with open(f"{REPO}/ncclcheck/schema/report-1.schema.json", encoding="utf-8") as f:
+        jsonschema.validate(doc, json.load(f))

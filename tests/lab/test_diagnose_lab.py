@@ -1,0 +1,67 @@
+"""diagnose on a real multi-node failure: 2 lab hosts x 2 gloo ranks with the flight recorder on, rank 3 (on h2)
+SIGKILLed mid-job, under torchrun (one agent per host, each printing its own failure table) and under srun --label
+(one combined, rank-prefixed output). Every surviving rank dumps; diagnose must name rank 3 on h2 and its signal."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.lab.harness import REPO_ROOT
+from tests.lab.test_launchers_lab import explain, need
+
+sys.path.insert(0, str(REPO_ROOT / "scripts"))
+import netlab_launchers as nlx  # noqa: E402
+
+pytestmark = pytest.mark.lab
+
+PY = sys.executable
+PORT = 29531
+WORKER = str(REPO_ROOT / "tests" / "postmortem" / "fixtures" / "fr_worker.py")
+ENV = {"TORCH_FR_BUFFER_SIZE": "64", "FR_TIMEOUT_S": "5", "GLOO_SOCKET_IFNAME": "eth0", "OMP_NUM_THREADS": "1"}
+DEADLINE = 180
+
+
+def diagnosed(dumps) -> dict:
+    out = dumps / "report.json"
+    p = run_cli("diagnose", str(dumps), "--json", str(out))
+    assert p.returncode == 1, p.stdout + p.stderr
+    return json.loads(out.read_text())
+
+
+def test_torchrun_two_nodes_one_rank_killed(lab):
+    lab2 = lab(2)
+    dumps = lab2.tmp / "pm"
+    dumps.mkdir()
+    cmds = {h: [PY, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2", "--node-rank", str(i),
+                "--master-addr", lab2.ip("h1"), "--master-port", str(PORT), "--monitor-interval", "0.5", WORKER,
+                "kill", str(dumps)] for i, h in enumerate(lab2.hosts)}
+    runs = lab2.run_all(cmds, deadline=DEADLINE, cwd=lab2.tmp, env=ENV)
+    assert all(r.rc != 0 for r in runs.values()), explain(runs)
+    for h, r in runs.items():  # what each host's launcher printed, kept beside the dumps as a user would
+        (dumps / f"launcher-{h}.log").write_text(r.stdout + r.stderr)
+    doc = diagnosed(dumps)
+    first = doc["checks"][0]
+    assert first["id"] == "postmortem.root_cause" and first["evidence"]["ranks"] == [3], explain(runs)
+    assert "host h2" in first["summary"] and "SIGKILL" in first["summary"], first["summary"]
+
+
+def test_srun_label_two_nodes_one_rank_killed(lab):
+    need("srun", "slurmctld", "slurmd", "munged")
+    lab2 = lab(2)
+    env = {**nlx.slurm_up(lab2.state), **ENV, "MASTER_ADDR": lab2.ip("h1"), "MASTER_PORT": str(PORT)}
+    dumps = lab2.tmp / "pm"
+    dumps.mkdir()
+    task = f"RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS exec {PY} {WORKER} kill {dumps}"
+    run = lab2.exec("h1", ["srun", "--label", "-N", "2", "--ntasks-per-node=2", "/bin/sh", "-c", task], env=env,
+                    cwd=lab2.tmp, timeout=DEADLINE)
+    (dumps / "srun.log").write_text(run.stdout + run.stderr)
+    assert run.returncode != 0 and "task 3" in run.stderr, run.stdout + run.stderr
+    doc = diagnosed(dumps)
+    first = doc["checks"][0]
+    assert first["evidence"]["ranks"] == [3], first
+    assert "host h2" in first["summary"] and "SIGKILL" in first["summary"], first["summary"]
+    assert doc["world"]["launcher"] == "slurm"

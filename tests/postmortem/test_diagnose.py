@@ -1,0 +1,181 @@
+"""diagnose on real failures: a 4-rank gloo job under torchrun that skipped a collective, called another op, sent
+another size or dtype, or lost a rank to SIGKILL (fixtures/ made by fixtures/make_fixtures.py, kept with it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+
+import pytest
+
+from ncclcheck.postmortem.analyze import analyse
+from ncclcheck.postmortem.diagnose import diagnose
+from ncclcheck.postmortem.inputs import read_inputs
+from ncclcheck.postmortem.unpickle import RefusedPickle, loads_plain
+from tests.conftest import run_cli
+
+FIX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+
+
+def fixture(name: str) -> str:
+    return os.path.join(FIX, name)
+
+
+def root(name: str):
+    rep = diagnose([fixture(name)])
+    return rep, rep.checks[0]
+
+
+@pytest.mark.parametrize("name, kind, ranks", [
+    ("skip", "op_mismatch", [3]),  # rank 3 skipped all_reduce #4 and went on to the barrier
+    ("skip_wrapped", "op_mismatch", [3]),  # the same after the ring buffer wrapped (seq 29.. in a 16-entry buffer)
+    ("other_op", "op_mismatch", [3]),
+    ("size", "size_mismatch", [3]),
+    ("dtype", "dtype_mismatch", [3]),
+    ("subgroup_skip", "never_entered", [3]),
+    # the same job where rank 3 woke in time to enter the barrier: ranks 1, 2 wait for it in group 1, it waits for
+    # them in group 0 (a cycle); its own order of collectives shows it skipped group 1's #2
+    ("subgroup_skip_moved_on", "never_entered", [3]),
+    ("kill", "no_dump", [3]),
+])
+def test_each_real_failure_names_the_culprit_first(name, kind, ranks):
+    rep, first = root(name)
+    assert first.id == "postmortem.root_cause" and first.status.value == "fail"
+    assert first.evidence["kind"] == kind and first.evidence["ranks"] == ranks
+    assert rep.exit_code == 1 and rep.root_cause() is first
+
+
+def test_kill_names_host_signal_and_collective():
+    _, first = root("kill")
+    assert "rank 3 (host localhost, local rank 3)" in first.summary
+    assert "SIGKILL" in first.summary and "all_reduce #4 of default_pg" in first.summary
+
+
+def test_subgroup_hang_is_blamed_where_the_rank_stopped_not_where_others_queued():
+    rep, first = root("subgroup_skip")
+    assert first.evidence["pg"] == "1" and "never entered all_reduce #2" in first.summary
+    blocked = [c for c in rep.extra["postmortem"]["causes"] if c["kind"] == "blocked"]
+    assert blocked and blocked[0]["ranks"] == [1, 2] and not blocked[0]["cause"]
+
+
+def test_size_mismatch_survives_the_aborted_rank():
+    rep, first = root("size")
+    pm = rep.extra["postmortem"]
+    assert "2048" in first.summary and "1024" in first.summary
+    dead = [c for c in pm["causes"] if c["kind"] == "no_dump"]
+    assert dead[0]["ranks"] == [2] and "SIGABRT" in dead[0]["text"] and not dead[0]["cause"]
+
+
+def test_healthy_job_passes():
+    rep, first = root("healthy")
+    assert first.status.value == "pass" and rep.exit_code == 0
+
+
+def test_json_dumps_read_like_pickles(tmp_path):
+    for name in os.listdir(fixture("kill")):
+        if name.endswith(".json") and name.startswith("nccl_trace") or name == "launcher.log":
+            shutil.copy(os.path.join(fixture("kill"), name), tmp_path / name)
+    inp = read_inputs([str(tmp_path)])
+    assert sorted(inp.dumps) == [0, 1, 2] and {d.form for d in inp.dumps.values()} == {"json"}
+    assert analyse(inp)["causes"][0]["ranks"] == [3]
+
+
+def test_wrapped_buffer_is_compared_by_sequence_id():
+    pm = diagnose([fixture("skip_wrapped")]).extra["postmortem"]
+    g = pm["groups"][0]
+    assert g["wrapped"] and g["mismatch"]["seq"] == 41 and min(w[0] for w in g["windows"].values()) > 1
+
+
+class _Evil:
+    def __reduce__(self):
+        return (os.system, ("touch /tmp/ncclcheck-pwned",))
+
+
+def test_a_pickle_naming_a_class_is_refused_unrun(tmp_path):
+    data = pickle.dumps({"version": "2.10", "entries": [_Evil()]})
+    with pytest.raises(RefusedPickle):
+        loads_plain(data)
+    (tmp_path / "nccl_trace_rank_0").write_bytes(data)
+    shutil.copy(os.path.join(fixture("kill"), "nccl_trace_rank_1"), tmp_path / "nccl_trace_rank_1")
+    rep = diagnose([str(tmp_path)])
+    inputs = next(c for c in rep.checks if c.id == "postmortem.inputs")
+    assert inputs.status.value == "warn" and ("posix.system" in inputs.summary or "os.system" in inputs.summary)
+    assert not os.path.exists("/tmp/ncclcheck-pwned")
+
+
+def test_garbage_is_not_a_crash(tmp_path):
+    (tmp_path / "nccl_trace_rank_0").write_bytes(b"\x80\x04garbage")
+    (tmp_path / "nccl_trace_rank_1.json").write_text(json.dumps({"version": 1, "entries": [1, "x", {"pg_id": []}],
+                                                                 "pg_status": [], "pg_config": "no"}))
+    rep = diagnose([str(tmp_path)])
+    assert rep.checks[0].id == "postmortem.root_cause"
+
+
+def test_cli_exit_codes_and_schema(tmp_path, validate_report):
+    out = tmp_path / "r.json"
+    p = run_cli("diagnose", fixture("kill"), "--json", str(out), "--html", str(tmp_path / "r.html"),
+                "--markdown", str(tmp_path / "r.md"), "--junit", str(tmp_path / "r.xml"))
+    assert p.returncode == 1, p.stderr
+    doc = validate_report(out.read_text())
+    assert doc["command"] == "diagnose" and doc["postmortem"]["causes"][0]["ranks"] == [3]
+    html = (tmp_path / "r.html").read_text()
+    assert "Last collectives per rank" in html and "no dump" in html
+    assert "postmortem.root_cause" in (tmp_path / "r.xml").read_text()
+    assert run_cli("diagnose", fixture("healthy")).returncode == 0
+    bad = run_cli("diagnose", str(tmp_path / "nope"))
+    assert bad.returncode == 2 and "no such file" in bad.stderr and "Traceback" not in bad.stderr
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.txt").write_text("hello\n")
+    assert run_cli("diagnose", str(tmp_path / "empty")).returncode == 2
+
+
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "nccl")
+
+
+def test_ncclras_json_among_the_inputs_runs_nccl_ras(tmp_path):
+    shutil.copy(os.path.join(DATA, "ras-dead-rank.json"), tmp_path / "ras.json")
+    rep = diagnose([str(tmp_path)])
+    ras = [c for c in rep.checks if c.id == "nccl.ras"]
+    assert ras and ras[0].status.value == "fail" and rep.exit_code == 1
+    first = rep.checks[0]  # the verdict says it too, not "nothing wrong found"
+    assert first.status.value == "fail" and first.evidence["kind"] == "ras_dead"
+
+
+def test_preflight_ties_dumped_ranks_to_hosts(tmp_path):
+    pre = tmp_path / "pre.json"
+    pre.write_text(json.dumps({
+        "schema": "ncclcheck.report/1", "command": "preflight", "version": "x", "status": "pass", "exit_code": 0,
+        "started": "", "duration_s": 0, "checks": [], "recommendations": [
+            {"name": "NCCL_SOCKET_IFNAME", "value": "=eth0", "node": None, "reason": "r"}],
+        "world": {"nnodes": 2, "world_size": 4, "backend": "gloo", "master": None, "launcher": "torchrun"},
+        "nodes": [{"node_rank": 0, "hostname": "gpu01", "facts": {}}, {"node_rank": 1, "hostname": "gpu02",
+                                                                      "facts": {}}]}))
+    dumps = tmp_path / "d"
+    dumps.mkdir()
+    for r in (0, 1, 2):
+        shutil.copy(os.path.join(FIX, "kill", f"nccl_trace_rank_{r}"), dumps)
+    (dumps / "nccl.gpu01.77.log").write_text(
+        "gpu01:77:77 [0] NCCL INFO comm 0x5 rank 0 nRanks 4 nNodes 2 localRanks 2 localRank 0 MNNVL 0\n"
+        "gpu01:77:77 [0] NCCL INFO Bootstrap : Using docker0:172.17.0.1<0>\n")
+    rep = diagnose([str(dumps)], str(pre))
+    first = rep.checks[0]
+    assert first.evidence["ranks"] == [3] and "host gpu02, local rank 1" in first.summary
+    transport = next(c for c in rep.checks if c.id == "postmortem.transport")
+    assert transport.status.value == "warn" and "docker0" in transport.summary and "=eth0" in transport.summary
+
+
+def test_regenerated_failure_is_named(tmp_path):
+    """The fixture script still makes what the fixtures hold, on the installed torch (a fresh, real failure)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_fixtures", os.path.join(FIX, "make_fixtures.py"))
+    mk = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mk)
+    mk.make("dtype", str(tmp_path / "dtype"))
+    first = diagnose([str(tmp_path / "dtype")]).checks[0]
+    assert first.evidence["kind"] == "dtype_mismatch" and first.evidence["ranks"] == [3]
+
+
+test_regenerated_failure_is_named = pytest.mark.slow(test_regenerated_failure_is_named)

@@ -1,0 +1,110 @@
+# ruff: noqa: E501  (log lines stay one line each, as launchers and NCCL write them)
+"""Launcher prefixes, torchrun's failure table and the failure-message table, on real output: our fixtures'
+torchrun logs, and NCCL lines in the shapes public NVIDIA/nccl and pytorch issue threads show (no GPU here to make
+NCCL fail; docs/gpu-record holds what a GPU run captured)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ncclcheck.nccl import failures
+from ncclcheck.nccl.debuglog import split_by_rank, split_prefix
+from ncclcheck.postmortem.diagnose import diagnose
+from ncclcheck.postmortem.launcher import parse_failure_table
+from tests.conftest import run_cli
+
+FIX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+
+
+@pytest.mark.parametrize("line, rank, rest", [
+    ("[rank3]: RuntimeError: boom", 3, "RuntimeError: boom"),
+    ("12: node017:511:540 [0] NCCL INFO x", 12, "node017:511:540 [0] NCCL INFO x"),
+    (" 3: hello", 3, "hello"),
+    ("[1,5]<stderr>: NCCL WARN y", 5, "NCCL WARN y"),
+    ("[default3]:local rank output", None, "[default3]:local rank output"),
+    ("plain line", None, "plain line"),
+])
+def test_launcher_prefixes(line, rank, rest):
+    assert split_prefix(line) == (rank, rest)
+
+
+def test_unprefixed_nccl_lines_follow_the_rank_their_process_stated():
+    text = ("gpu01:77:77 [1] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
+            "gpu01:77:90 [1] NCCL INFO comm 0x5 rank 9 nRanks 16 nNodes 2 localRanks 8 localRank 1 MNNVL 0\n"
+            "gpu01:77:90 [1] misc/socket.cc:484 NCCL WARN socketProgress: Connection closed by remote peer gpu02<4312>\n"
+            "launcher says bye\n")
+    parts = split_by_rank(text)
+    assert len(parts[9]) == 3 and parts[None] == ["launcher says bye"]
+
+
+def test_failure_table_of_a_real_sigkill():
+    with open(os.path.join(FIX, "kill", "launcher.log")) as f:
+        rows = {r["rank"]: r for r in parse_failure_table(f.read())}
+    assert rows[3]["signal"] == "SIGKILL" and rows[3]["exitcode"] == -9 and rows[3]["first"]
+    assert rows[0]["exitcode"] == 1 and rows[0]["host"] == "localhost" and rows[0]["local_rank"] == 0
+
+
+def test_failure_table_under_srun_label():
+    with open(os.path.join(FIX, "kill", "launcher.log")) as f:
+        labelled = "".join(f"1: {ln}" for ln in f)
+    rows = {r["rank"]: r for r in parse_failure_table(labelled)}
+    assert rows[3]["signal"] == "SIGKILL"
+
+
+@pytest.mark.parametrize("line, cls, cause", [
+    ("gpu7:1:1 [0] bootstrap.cc:64 NCCL WARN Bootstrap : no socket interface found", "no_socket_interface", True),
+    ("gpu7:1:1 [0] init.cc:733 NCCL WARN Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000", "duplicate_gpu", True),
+    ("gpu7:1:9 [3] NCCL WARN NET/IB : Got completion from peer 10.0.0.2<4242> with error 12, opcode 0, len 0, vendor err 129", "ib_completion_error", True),
+    ("gpu7:1:9 [3] include/shm.h:28 NCCL WARN Error: failed to extend /dev/shm/nccl-Xy to 9637892 bytes", "shm_exhausted", True),
+    ("torch.distributed.DistBackendError: NCCL error in: ../init.cpp:1, unhandled system error (run with NCCL_DEBUG=INFO for details)", "unhandled_system_error", True),
+    ("gpu7:1:9 [3] misc/ibvwrap.cc:190 NCCL WARN Call to ibv_create_qp failed with error Cannot allocate memory", "memlock", True),
+    ("[rank2]:[E1123 00:18:50 ProcessGroupNCCL.cpp:632] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1234, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600056 milliseconds before timing out.", "watchdog_timeout", False),
+    ("gpu7:1:9 [3] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer gpu08<50412>", "peer_closed", False),
+    ("gpu7:1:9 [3] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.9<45321> failed : Connection refused", "connection_refused", True),
+    ("torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 3/4 clients joined.", "init_timeout", True),
+    ("node-b:921:1146 [2] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.120.0.31<45321> failed : No route to host", "no_route", True),
+])
+def test_failure_table_classes(line, cls, cause):
+    got = failures.classify(line)
+    assert got is not None and got.id == cls and got.cause is cause and got.fix
+
+
+def test_every_class_has_a_fix_and_one_id():
+    assert len(failures.BY_ID) == len(failures.TABLE) and all(c.fix and c.what for c in failures.TABLE)
+
+
+def test_watchdog_seqnum_is_read():
+    line = "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1234, OpType=ALLREDUCE"
+    assert failures.seq_of(line) == 1234 and failures.optype_of(line) == "allreduce"
+
+
+def test_nccl_log_alone_names_the_earliest_cause(tmp_path):
+    (tmp_path / "out.log").write_text(
+        "[rank1]:gpu02:5:5 [1] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>\n"
+        "[rank0]:gpu01:7:7 [0] NCCL WARN Bootstrap : no socket interface found\n"
+        "[rank1]:gpu02:5:9 [1] NCCL WARN socketProgress: Connection closed by remote peer gpu01<5001>\n")
+    rep = diagnose([str(tmp_path)])
+    assert rep.checks[0].evidence["kind"] == "no_socket_interface" and rep.checks[0].evidence["ranks"] == [0]
+    assert "NCCL_SOCKET_IFNAME" in rep.checks[0].fix
+
+
+def test_recommend_postmortem_env_arms_the_job(tmp_path):
+    p = run_cli("recommend", "--postmortem", str(tmp_path / "pm"), "--format", "env", timeout=180)
+    assert p.returncode in (0, 1), p.stderr
+    out = p.stdout
+    for line in ("export TORCH_FR_BUFFER_SIZE=", "export TORCH_NCCL_DUMP_ON_TIMEOUT=1", "export NCCL_DEBUG=INFO",
+                 "export NCCL_DEBUG_SUBSYS=INIT,NET", f"export NCCL_DEBUG_FILE={tmp_path}/pm/nccl.%h.%p.log",
+                 f"export TORCH_FR_DUMP_TEMP_FILE={tmp_path}/pm/nccl_trace_rank_"):
+        assert line in out, out
+
+
+def test_the_saved_captures_name_the_unreachable_peer():
+    """tests/data/nccl: two hosts' NCCL_DEBUG files (shapes from NVIDIA/nccl threads); node-b cannot route."""
+    data = os.path.join(os.path.dirname(FIX), "..", "data", "nccl")
+    rep = diagnose([os.path.join(data, "nccl.node-a.511"), os.path.join(data, "nccl.node-b.924")])
+    first = rep.checks[0]
+    assert first.status.value == "fail" and first.evidence["kind"] == "no_route" and "node-b" in first.summary
+    transport = next(c for c in rep.checks if c.id == "postmortem.transport")
+    assert transport.evidence["ranks"]["0"]["net"] == "IB" and transport.evidence["ranks"]["0"]["interfaces"] == ["eth0"]

@@ -1,0 +1,95 @@
+"""sweep over a links result (the links job itself is links' tests' business): links asked for its scale mode,
+one verdict per node, only the proven-bad node drained through a fake scontrol, hostlists written."""
+
+from __future__ import annotations
+
+import pytest
+
+from ncclcheck.config import Config, LinksConfig, SlurmActionConfig, SweepConfig
+from ncclcheck.health.scontrol import Scontrol
+from ncclcheck.links.analyze import analyze
+from ncclcheck.model import Report, WorldInfo
+from ncclcheck.render.slurm import slurm_lines
+from ncclcheck.sweep.run import run_sweep
+from tests.slurm_fake import FakeSlurm
+
+# What links' scale mode measured on 4 nodes with node 3 (h4) slow: the pairing (0-3, 1-2), then each member of
+# the slow pair against two nodes that passed.
+PAIRS = [(0, 3), (1, 2), (3, 1), (0, 2), (3, 2), (0, 1)]
+
+
+def links_report(slow: int = 3, n: int = 4) -> Report:
+    m = [[None] * n for _ in range(n)]
+    for a, b in PAIRS:
+        m[a][b] = m[b][a] = 0.02 if slow in (a, b) else 0.9
+    section = analyze(m, size=1 << 20, hosts=[f"h{i + 1}" for i in range(n)]).section
+    return Report(command="links", version="0", started="", world=WorldInfo(nnodes=n), links=section,
+                  checks=analyze(m, size=1 << 20).checks)
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    f = FakeSlurm(tmp_path)
+    for k, v in f.env().items():
+        if k.startswith("FAKE_SCONTROL"):
+            monkeypatch.setenv(k, v)
+    for k in ("SLURM_PROCID", "RANK", "OMPI_COMM_WORLD_RANK"):
+        monkeypatch.delenv(k, raising=False)
+    return f
+
+
+def sweep(fake, tmp_path, **act):
+    seen = {}
+
+    def run_links(cfg, observer=None):
+        seen["rounds"] = cfg.links.rounds
+        return links_report()
+
+    cfg = Config(command="sweep", links=LinksConfig(size=1 << 20),
+                 sweep=SweepConfig(nodelist="gpu[01-04]", slurm=SlurmActionConfig(**act),
+                                   good_out=str(tmp_path / "good"), bad_out=str(tmp_path / "bad")))
+    rep = run_sweep(cfg, run_links, scontrol=Scontrol(binary=str(fake.bin / "scontrol"),
+                                                      dry_run=act.get("dry_run", False)))
+    assert seen["rounds"] == "scale"
+    return rep
+
+
+def test_sweep_drains_exactly_the_proven_bad_node_named_as_slurm_names_it(fake, tmp_path, validate_report):
+    fake.nodes(gpu01=("ALLOCATED", None), gpu02=("ALLOCATED", None), gpu03=("ALLOCATED", None),
+               gpu04=("ALLOCATED", None))
+    rep = sweep(fake, tmp_path, drain=True)
+    ups = fake.updates()
+    assert len(ups) == 1 and ups[0][:3] == ["update", "NodeName=gpu04", "State=DRAIN"], ups
+    reason = ups[0][3]
+    assert reason.startswith("Reason=ncclcheck: links.slow: measured 0.02 GB/s") and "expected >= " in reason
+    assert (tmp_path / "good").read_text() == "gpu[01-03]\n" and (tmp_path / "bad").read_text() == "gpu04\n"
+    lines = slurm_lines(rep)
+    assert lines[:4] == ["gpu01 | Healthy", "gpu02 | Healthy", "gpu03 | Healthy",
+                         f"gpu04 | ERROR: {reason[len('Reason='):]}"]
+    assert rep.command == "sweep" and rep.exit_code == 1
+    doc = validate_report(rep.to_json())
+    assert doc["sweep"]["bad"] == "gpu04" and doc["slurm"]["commands"][0].startswith(str(fake.bin / "scontrol"))
+
+
+def test_sweep_leaves_an_admins_drain_and_resumes_its_own(fake, tmp_path):
+    fake.nodes(gpu01=("ALLOCATED", None), gpu02=("ALLOCATED+DRAIN", "ncclcheck: links.slow: old"),
+               gpu03=("ALLOCATED", None), gpu04=("ALLOCATED+DRAIN", "admin: reseat cable"))
+    sweep(fake, tmp_path, drain=True)
+    assert fake.updates() == [["update", "NodeName=gpu02", "State=RESUME"]]
+    assert fake.node("gpu04")["Reason"] == "admin: reseat cable"
+
+
+def test_sweep_dry_run_and_no_flag_change_nothing(fake, tmp_path):
+    fake.nodes(gpu01=("IDLE", None), gpu02=("IDLE", None), gpu03=("IDLE", None), gpu04=("IDLE", None))
+    rep = sweep(fake, tmp_path, dry_run=True)
+    assert fake.updates() == [] and any("State=DRAIN" in c for c in rep.extra["slurm"]["commands"])
+    sweep(fake, tmp_path)
+    assert fake.updates() == [] and [c[:2] for c in fake.calls()] == [["show", "node"]]
+
+
+def test_sweep_with_the_controller_down_fails_saying_nothing_was_drained(fake, tmp_path, monkeypatch):
+    fake.nodes(gpu01=("IDLE", None))
+    monkeypatch.setenv("FAKE_SCONTROL_MODE", "down")
+    rep = sweep(fake, tmp_path, drain=True)
+    act = [c for c in rep.checks if c.id == "slurm.drain"]
+    assert len(act) == 1 and act[0].status.value == "fail" and "nothing drained" in act[0].summary

@@ -22,42 +22,43 @@ def _config(command: str, config: Optional[Config], options: dict, api_name: str
     return api_config(command, options, api_name)
 
 
-def run_preflight(config: Optional[Config] = None, observer: Any = None, **options: Any) -> Report:
+def run_preflight(config: Optional[Config] = None, observer: Any = None, placement: Any = None,
+                  **options: Any) -> Report:
     """Node-local checks, then (multi-node) world formation and cross-node checks, then recommendations.
 
     Keyword arguments are `ncclcheck preflight`'s flags (nnodes=, node_rank=, master_addr=, timeout=, code=,
     path=, baseline=, strict=, ...). Raises UsageError on a bad value."""
     from .preflight.pipeline import run
 
-    return run(_config("preflight", config, options, "run_preflight"), observer)
+    return run(_config("preflight", config, options, "run_preflight"), observer, placement=placement)
 
 
-def run_recommend(config: Optional[Config] = None, **options: Any) -> Report:
+def run_recommend(config: Optional[Config] = None, placement: Any = None, **options: Any) -> Report:
     """The preflight whose recommendations `ncclcheck recommend` prints (report.recommendations).
 
     Keyword arguments are `ncclcheck recommend`'s flags."""
     from .preflight.pipeline import run
 
-    return run(_config("recommend", config, options, "run_recommend"))
+    return run(_config("recommend", config, options, "run_recommend"), placement=placement)
 
 
-def run_bench(config: Optional[Config] = None, observer: Any = None, **options: Any) -> Report:
+def run_bench(config: Optional[Config] = None, observer: Any = None, placement: Any = None, **options: Any) -> Report:
     """Collective sweeps on real process groups (NCCL on GPUs, gloo on CPUs) with nccl-tests' semantics.
 
     Keyword arguments are `ncclcheck bench`'s flags (sizes="1M-64M" or a list of byte counts, ops=, dtype=, iters=,
     warmup=, check=, min_busbw=, nproc_per_node=, ...); the defaults are the CLI's (config.BenchConfig)."""
     from .bench.pipeline import run
 
-    return run(_config("bench", config, options, "run_bench"), observer)
+    return run(_config("bench", config, options, "run_bench"), observer, placement=placement)
 
 
-def run_links(config: Optional[Config] = None, observer: Any = None, **options: Any) -> Report:
+def run_links(config: Optional[Config] = None, observer: Any = None, placement: Any = None, **options: Any) -> Report:
     """Node-to-node bandwidth in disjoint-pair rounds; names the slow node or link.
 
     Keyword arguments are `ncclcheck links`' flags (size=, iters=, rounds=, min_gbps=, relative=, seed=, ...)."""
     from .links.pipeline import run
 
-    return run(_config("links", config, options, "run_links"), observer)
+    return run(_config("links", config, options, "run_links"), observer, placement=placement)
 
 
 def run_env(config: Optional[Config] = None, **options: Any) -> Report:
@@ -90,13 +91,14 @@ def run_health(config: Optional[Config] = None, **options: Any) -> Report:
     return _run_health(_config("health", config, options, "run_health"), __version__)
 
 
-def run_sweep(config: Optional[Config] = None, observer: Any = None, **options: Any) -> Report:
+def run_sweep(config: Optional[Config] = None, observer: Any = None, placement: Any = None, **options: Any) -> Report:
     """Inside an allocation: links' rounds with re-tests, a verdict per node, only proven-bad nodes drained.
 
     Keyword arguments are `ncclcheck sweep`'s flags (size=, iters=, drain=, good_out=, bad_out=, ...)."""
     from .sweep.run import run_sweep as _run_sweep
 
-    return _run_sweep(_config("sweep", config, options, "run_sweep"), run_links, observer=observer)
+    return _run_sweep(_config("sweep", config, options, "run_sweep"), run_links, observer=observer,
+                      placement=placement)
 
 
 def run_report(config: Optional[Config] = None, **options: Any) -> Report:

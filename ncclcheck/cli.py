@@ -1,7 +1,8 @@
 """Command line: argv -> Config (built once), run the API, render, exit. The only module that exits.
 
 Exit codes (docs/contracts.md): 0 passed (warnings allowed), 1 a check failed / a gate missed / no world, 2 usage error,
-3 internal error (a bug: the log's path is printed), 130 interrupted. Importing this module must not import torch:
+3 internal error (a bug: the log's path is printed), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM, handled like
+Ctrl-C: the partial report is written). Importing this module must not import torch:
 `ncclcheck --help` and usage errors stay fast.
 """
 
@@ -19,11 +20,17 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from .config import Config
-from .errors import UsageError
-from .model import EXIT_INTERRUPTED  # written once, where the report's exit_code is derived
+from .errors import (
+    EXIT_FAIL,  # noqa: F401 - the exit codes' names, importable from here as before
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,  # noqa: F401
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    Terminated,
+    UsageError,
+)
 from .options import build_parser, config_from_args, placement_of
-
-EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
 log = logging.getLogger("ncclcheck")
 
@@ -94,6 +101,25 @@ def _in_flight(directory: str, name: str) -> bool:
     return True
 
 
+def _private_dir(directory: str, own: bool) -> None:
+    """Make the log directory 0700: logs hold node facts, environment values and torch's messages. A directory of
+    our own (the default one) that an older version left 0755 is tightened; one named by NCCLCHECK_LOG_DIR that
+    already exists is the user's to set."""
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    if own:
+        st = os.stat(directory)
+        if st.st_uid == os.getuid() and st.st_mode & 0o077:
+            os.chmod(directory, 0o700)
+
+
+class _PrivateFileHandler(logging.FileHandler):
+    """A log file created 0600 (logging's own FileHandler creates it with the umask's mode, usually 0644)."""
+
+    def _open(self):
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        return open(fd, self.mode, encoding=self.encoding, errors=self.errors)
+
+
 def _setup_logging() -> str:
     """Everything detailed (tracebacks, torch's native noise) goes to this run's log file, not the console.
 
@@ -101,13 +127,13 @@ def _setup_logging() -> str:
     a clean run leaves nothing behind; the last LOG_KEEP runs are kept."""
     directory = log_dir()
     try:
-        os.makedirs(directory, exist_ok=True)
+        _private_dir(directory, own=not os.environ.get("NCCLCHECK_LOG_DIR"))
     except OSError:
         directory = tempfile.gettempdir()
     host = log_host()
     _prune_logs(directory, LOG_KEEP - 1, host)
     path = os.path.join(directory, f"ncclcheck-{host}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
-    handler = logging.FileHandler(path, encoding="utf-8", delay=True)
+    handler = _PrivateFileHandler(path, encoding="utf-8", delay=True)
     handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"))
     root = logging.getLogger()
     root.addHandler(handler)
@@ -157,27 +183,28 @@ def _finish_logging(path: str) -> None:
             os.remove(path)
 
 
-def _run(config: Config, observer=None):
-    """One API call per command (the same functions the Python API offers)."""
+def _run(config: Config, observer=None, placement=None):
+    """One API call per command (the same functions the Python API offers); `placement` is the launcher's world the
+    CLI read once (config_from_args)."""
     from . import api
 
     progress = {"observer": observer} if observer is not None else {}  # the API's own defaults otherwise
     if config.command == "preflight":
-        return api.run_preflight(config, **progress)
+        return api.run_preflight(config, placement=placement, **progress)
     if config.command == "recommend":
-        return api.run_recommend(config)
+        return api.run_recommend(config, placement=placement)
     if config.command == "env":
         return api.run_env(config)
     if config.command == "diagnose":
         return api.run_diagnose(config)
     if config.command == "bench":
-        return api.run_bench(config, **progress)
+        return api.run_bench(config, placement=placement, **progress)
     if config.command == "links":
-        return api.run_links(config, **progress)
+        return api.run_links(config, placement=placement, **progress)
     if config.command == "health":
         return api.run_health(config)
     if config.command == "sweep":
-        return api.run_sweep(config, **progress)
+        return api.run_sweep(config, placement=placement, **progress)
     if config.command == "report":
         return api.run_report(config)
     raise UsageError(f"'{config.command}' is not available yet in this version")
@@ -275,7 +302,9 @@ def _one_line(config: Config, report, seat: Seat, given: tuple = ()) -> str:
     root = report.root_cause() if report.status.value == "fail" else None
     if root is not None:  # a world that did not form has no shared report: say here what went wrong from this side
         text += f"; root cause{'' if root.node is None else f' on node {root.node}'}: [{root.id}] {root.summary}"
-    return text
+    from .render.common import one_line
+
+    return one_line(text)  # hostnames and summaries came from other nodes: one line, whatever they hold
 
 
 def _save_baseline(path: Optional[str], force: bool, report) -> None:
@@ -334,9 +363,11 @@ def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None, gi
             import json
 
             sys.stdout.write(json.dumps([r.to_json() for r in report.recommendations], indent=2) + "\n")
+        from .render.common import one_line
+
         bad = [c for c in report.checks if c.status.value in ("fail", "warn")]
         for c in bad:
-            term.print(f"# {c.status.value}: [{c.id}] {c.summary}" + (f" -- fix: {c.fix}" if c.fix else ""),
+            term.print(one_line(f"# {c.status.value}: [{c.id}] {c.summary}" + (f" -- fix: {c.fix}" if c.fix else "")),
                        markup=False, highlight=False)
         return
     if config.command == "env":
@@ -362,7 +393,7 @@ def _native_stderr_to(log_path: str) -> Iterator[None]:
     inherit it), while Python's sys.stderr keeps writing to the console through a duplicate of the old fd 2."""
     try:
         saved = os.dup(2)
-        target = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        target = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     except OSError:
         yield
         return
@@ -431,15 +462,54 @@ def join_dash_values(parser: argparse.ArgumentParser, argv: list) -> list:
     return out
 
 
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises Terminated (a KeyboardInterrupt) in the main thread, so it takes Ctrl-C's path: partial report,
+    then exit 143. A second SIGTERM while that report is written is ignored (Slurm sends one, then SIGKILL after
+    KillWait). Only in the main thread, where Python delivers signals; the previous handler is restored after."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_term(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: Optional[list] = None) -> int:
-    started = time.monotonic()  # the Budget's clock: every wait of this run is bounded from here on
+    with _sigterm_as_interrupt():
+        try:
+            return _main_argv(argv)
+        except KeyboardInterrupt as exc:  # before any report existed (parsing flags, setting up the log)
+            _say("ncclcheck: " + _interrupted_word(exc))
+            return _interrupt_code(exc)
+
+
+def _interrupt_code(exc: BaseException) -> int:
+    return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
+
+
+def _interrupted_word(exc: BaseException) -> str:
+    return "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+
+
+def _main_argv(argv: Optional[list]) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(join_dash_values(parser, list(sys.argv[1:] if argv is None else argv)))
         if not args.command:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
-        config = config_from_args(args, started=started)
+        config = config_from_args(args)
     except UsageError as exc:
         _say(f"ncclcheck: error: {exc}")
         return EXIT_USAGE
@@ -459,29 +529,31 @@ def _main(args: argparse.Namespace, config: Config, log_path: str) -> int:
     from .render.files import per_rank
 
     try:
-        placement = placement_of(config.command, config.world, os.environ)
+        placement = getattr(args, "_placement", None) or placement_of(config.command, config.world, os.environ)
         templates = getattr(args, "_templates", {})
         asked = config
         config, save = own_outputs(config, placement, templates)
         seat = seat_of(config, placement, any(per_rank(t) for t in templates.values()))
         observer = _observer(config, seat)
         try:
-            report = _run(config, observer)
+            report = _run(config, observer, placement)
         finally:
             if observer is not None:
                 observer.stop()  # a bar left running would garble the report (or the error) printed next
+        if report.interrupted:  # the partial report is written; its exit code and ours say what cut it short
+            report = replace(report, interrupt_code=EXIT_TERMINATED if report.interrupted_by == "SIGTERM"
+                             else EXIT_INTERRUPTED)
         _emit(config, report, log_path, seat, _not_mine(asked, config), getattr(observer, "streamed", 0) > 0)
         _save_baseline(save, bool(getattr(args, "force", False)), report)
-        if report.interrupted:  # the partial report is written; the exit code says it was interrupted
-            _say("ncclcheck: interrupted")
-            return EXIT_INTERRUPTED
+        if report.interrupted:
+            _say("ncclcheck: " + ("terminated (SIGTERM)" if report.interrupted_by == "SIGTERM" else "interrupted"))
         return report.exit_code
     except UsageError as exc:
         _say(f"ncclcheck: error: {exc}")
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        _say("ncclcheck: interrupted")
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        _say("ncclcheck: " + _interrupted_word(exc))
+        return _interrupt_code(exc)
     except Exception as exc:  # noqa: BLE001 - the one place that turns a bug into exit 3 with the log's path
         log.exception("internal error")
         print(f"ncclcheck: internal error: {type(exc).__name__}: {exc} -- this is a bug; details in {log_path}",

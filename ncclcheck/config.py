@@ -8,7 +8,6 @@ world (torchrun, fabric run, srun, mpirun, Kubernetes) is read and reconciled wi
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Optional
@@ -16,57 +15,7 @@ from typing import Optional
 from .errors import UsageError
 
 DEFAULT_MASTER_PORT = 29500
-DEFAULT_TIMEOUT_S = 60.0
 BACKENDS = ("auto", "nccl", "gloo")
-
-
-# The waits --timeout bounds, by name: each may last at most T before its cause is named (a hang bound:
-# docs/contracts.md).
-PHASES = ("master_probe", "join", "exchange", "mesh", "collective", "final")
-# The one table of waits whose length does not depend on --timeout (seconds), and why each is what it is.
-FIXED_BOUNDS_S = {
-    "connect_attempt": 2.0,  # one TCP connect of a probe; a healthy LAN answers in milliseconds
-    "join_grace": 1.0,  # after every rank joined, node 0 listens this long for a duplicate node rank
-    "verdict_grace": 5.0,  # beyond T, for node 0's verdict to reach a node that joined late in node 0's window
-    "final_agreement": 15.0,  # node 0 waits for every member to read the agreed exit code
-    "collect": 10.0,  # after the local ranks ended, for the results of ranks on other nodes
-    "kill_grace": 3.0,  # SIGTERM -> SIGKILL for a rank that must be stopped
-    "stall_grace": 2.0,  # beyond a job step's bound (its collectives x T) before the agent calls a silent world hung
-    "rank_start": 60.0,  # a spawned rank's start (a new Python, torch's import) before it joins; then the join has T
-    # One scontrol call (show node, update). Slurm kills a HealthCheckProgram after 60 s: a health run is at most
-    # HEALTH_MAX_TIMEOUT_S for its checks plus two of these, so it fails with its reason before Slurm's kill.
-    "scontrol": 8.0,
-}
-HEALTH_DEFAULT_TIMEOUT_S = 20.0  # `health --timeout`: the bound on its own checks (a healthy node needs ~0.2 s)
-HEALTH_MAX_TIMEOUT_S = 40.0  # + 2 scontrol calls (16 s) stays under Slurm's 60 s HealthCheckProgram kill
-
-
-@dataclass(frozen=True)
-class Budget:
-    """--timeout parsed once, when the process starts: T bounds each named phase's wait; the rest are fixed.
-
-    A sweep (bench, links) is not a wait: it runs as long as its work needs, while each collective in it is bounded
-    by T ("collective"), and a collective that does not complete within T is a hang the report names.
-    """
-
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    started: float = field(default_factory=time.monotonic)  # time.monotonic() when the process started
-
-    def bound(self, phase: str) -> float:
-        """Seconds the wait named `phase` may last (a PHASES name: T; else the fixed table)."""
-        if phase in PHASES:
-            return self.timeout_s
-        try:
-            return FIXED_BOUNDS_S[phase]
-        except KeyError:
-            raise ValueError(f"unknown budget phase {phase!r}") from None
-
-    def deadline(self, phase: str, since: Optional[float] = None) -> float:
-        """time.monotonic() by which the wait `phase`, begun at `since` (default: now), must end."""
-        return (time.monotonic() if since is None else since) + self.bound(phase)
-
-    def elapsed(self) -> float:
-        return time.monotonic() - self.started
 
 
 @dataclass(frozen=True)
@@ -77,7 +26,9 @@ class WorldConfig:
     master_addr: Optional[str] = None  # None on a standalone run: loopback with a free port
     master_port: Optional[int] = None
     backend: str = "auto"
-    timeout_s: float = DEFAULT_TIMEOUT_S
+    timeout_s: Optional[float] = None  # --timeout, stored here once (None: the default in rendezvous/budget.py)
+    # The job's shared secret (NCCLCHECK_TOKEN or --token-file): every store value is signed with it (never shown).
+    token: Optional[bytes] = field(default=None, repr=False, compare=False, hash=False)
     # Where each world value came from ("--nnodes", "NCCLCHECK_NNODES", "NODE_RANK"...); a value absent here is a
     # default. agent.launchers compares the user's values with a launcher's world and names both when they disagree.
     origin: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
@@ -122,6 +73,7 @@ class BenchConfig:
     in_place: bool = False
     check: bool = False
     min_busbw_gbps: Optional[float] = None
+    min_efficiency: Optional[float] = None  # gate: busbw / the bound of the links crossed (bench/efficiency.py)
     gate_size: Optional[int] = None
     baseline: Optional[str] = None
     tolerance: float = 0.1
@@ -136,8 +88,18 @@ class LinksConfig:
     iters: int = 5
     rounds: str = "auto"  # auto | full | quick | scale (auto: full below 16 nodes, scale from 16)
     min_gbps: Optional[float] = None
+    min_efficiency: Optional[float] = None  # gate: every pair's GB/s / the bound of its two ends
     relative: float = 0.5  # a link below this fraction of the median is slow
     seed: int = 0  # quick/scale modes: which random pairing is measured (vary it across runs to cover other pairs)
+
+
+@dataclass(frozen=True)
+class StorageConfig:
+    """preflight --shared-dir (repeatable: directories every node must see as one writable filesystem) and --need
+    (bytes each node's view of them must have free, e.g. a checkpoint's size)."""
+
+    dirs: tuple = ()
+    need_bytes: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -182,7 +144,7 @@ class HealthConfig:
     mtu: Optional[int] = None
     min_speed_mbps: Optional[int] = None
     ib_rate_gbps: Optional[float] = None
-    timeout_s: float = HEALTH_DEFAULT_TIMEOUT_S
+    timeout_s: Optional[float] = None  # None: rendezvous/budget.py's health_timeout_s
     slurm: SlurmActionConfig = field(default_factory=SlurmActionConfig)
 
 
@@ -214,11 +176,7 @@ class Config:
     sweep: Optional[SweepConfig] = None
     diagnose: Optional[DiagnoseConfig] = None
     postmortem_dir: Optional[str] = None  # recommend --postmortem DIR: arm the job so its failure can be diagnosed
-    budget: Optional[Budget] = None  # None: built from world.timeout_s when the Config is made
-
-    def __post_init__(self) -> None:
-        if self.budget is None:
-            object.__setattr__(self, "budget", Budget(self.world.timeout_s))
+    storage: StorageConfig = field(default_factory=StorageConfig)
 
 
 def env_fallback(env: Mapping[str, str], *names: str) -> Optional[str]:
@@ -253,6 +211,14 @@ def parse_float(value: Optional[str], what: str, positive: bool = True) -> Optio
         raise UsageError(f"{what} must be a number, got {value!r}") from None
     if x != x or x in (float("inf"), float("-inf")) or (positive and x <= 0):
         raise UsageError(f"{what} must be a positive number, got {value!r}")
+    return x
+
+
+def parse_fraction(value: Optional[str], what: str) -> Optional[float]:
+    """A fraction in (0, 1] (--min-efficiency 0.8); UsageError otherwise."""
+    x = parse_float(value, what)
+    if x is not None and x > 1:
+        raise UsageError(f"{what} is a fraction of the bound: 0.8 means 80%, got {value!r}")
     return x
 
 
@@ -312,6 +278,7 @@ def build_world(
     backend: Optional[str] = None,
     timeout: Optional[str] = None,
     env: Optional[Mapping[str, str]] = None,
+    token_file: Optional[str] = None,
 ) -> WorldConfig:
     """Each value: the flag, then NCCLCHECK_*, then the launcher-standard name (MASTER_ADDR, MASTER_PORT, NODE_RANK).
 
@@ -360,9 +327,27 @@ def build_world(
         master_addr=addr,
         master_port=port,
         backend=be,
-        timeout_s=t if t is not None else DEFAULT_TIMEOUT_S,
+        timeout_s=t,
+        token=read_token(token_file, env),
         origin=origin,
     )
+
+
+def read_token(token_file: Optional[str], env: Mapping[str, str]) -> Optional[bytes]:
+    """The job's shared secret: --token-file's contents, else NCCLCHECK_TOKEN (stripped); None without one.
+    Every node must be given the same one (docs/trust.md says how under each launcher)."""
+    raw, src = _pick(token_file, "--token-file", env, "NCCLCHECK_TOKEN_FILE")
+    if raw is not None:
+        try:
+            with open(raw, "rb") as f:
+                tok = f.read().strip()
+        except OSError as exc:
+            raise UsageError(f"{_what(src)} {raw}: cannot read it ({exc.strerror or exc})") from None
+        if not tok:
+            raise UsageError(f"{_what(src)} {raw}: the file is empty")
+        return tok
+    tok = (env.get("NCCLCHECK_TOKEN") or "").strip()
+    return tok.encode() if tok else None
 
 
 def format_endpoint(addr: Optional[str], port: Optional[int]) -> Optional[str]:

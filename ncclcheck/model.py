@@ -7,10 +7,104 @@ bytes and microseconds (GB/s for bandwidth, as nccl-tests reports it); human uni
 from __future__ import annotations
 
 import enum
+import math
+import re
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 SCHEMA_ID = "ncclcheck.report/1"
+
+# Characters that steer a terminal or hide text instead of being text: C0 controls except tab and newline (CR, BS,
+# BEL, ESC...), DEL, C1 controls (U+0080-U+009F: CSI and OSC have one-character forms there), and the bidirectional
+# overrides that make text read differently from what it is. Another node's hostname, a saved report's summary or a
+# store record may carry them; a window-title escape in a hostname must never reach a terminal or a shell file.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+MAX_DEPTH = 64  # nesting a report or a store record may have; facts are a few levels deep, 64 is far beyond them
+
+
+def clean_text(text: str) -> str:
+    """text without control characters (newline and tab kept): applied to every string that came from another node
+    or from a file, at ingestion (Report/CheckResult/Recommendation from JSON, store records via clean_tree)."""
+    return _CONTROLS.sub("", text)
+
+
+def clean_tree(value: Any) -> Any:
+    """A JSON value (dict/list/str/number) with clean_text applied to every string in it, keys included. Raises
+    ValueError naming the path when it is nested deeper than MAX_DEPTH (iterative: never a RecursionError)."""
+    root: list = [value]
+    stack: list = [(root, 0, value, 0, "")]  # (container, key, value, depth, path)
+    while stack:
+        parent, key, v, depth, path = stack.pop()
+        if isinstance(v, str):
+            parent[key] = clean_text(v)
+        elif isinstance(v, (dict, list)):
+            if depth >= MAX_DEPTH:
+                raise ValueError(f"{path or 'the document'}: nested more than {MAX_DEPTH} levels deep")
+            if isinstance(v, dict):
+                new: Any = {}
+                for k, x in v.items():
+                    ck = clean_text(k) if isinstance(k, str) else k
+                    new[ck] = x
+                    stack.append((new, ck, x, depth + 1, f"{path}.{ck}" if path else str(ck)))
+            else:
+                new = list(v)
+                stack.extend((new, i, x, depth + 1, f"{path}[{i}]") for i, x in enumerate(v))
+            parent[key] = new
+    return root[0]
+
+
+def tree_problem(value: Any, max_depth: int = MAX_DEPTH) -> Optional[str]:
+    """The first thing in a JSON value no report can hold, as one line naming where: a NaN or an infinity (JSON has
+    neither; Python's reader accepts them and the plots crash on them) or nesting deeper than max_depth. None if
+    there is none. Iterative, so a hostile file cannot make it overflow the stack."""
+    stack: list = [(value, 0, "")]
+    while stack:
+        v, depth, path = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            return f"{path or 'the document'}: {v!r} is not a number a report can hold"
+        if isinstance(v, (dict, list)):
+            if depth >= max_depth:
+                where = path if len(path) <= 80 else f"{path[:40]}...{path[-20:]}"
+                return f"{where or 'the document'}: nested more than {max_depth} levels deep"
+            items = list(v.items() if isinstance(v, dict) else enumerate(v))
+            for k, x in reversed(items):  # reversed: the stack then visits them in document order
+                stack.append((x, depth + 1, (f"{path}.{k}" if path else str(k)) if isinstance(v, dict)
+                              else f"{path}[{k}]"))
+    return None
+
+
+def _text(d: dict, key: str, default: str = "", where: str = "") -> str:
+    """d[key] as a clean string; ValueError naming the field when it is there but not a string."""
+    v = d.get(key, default)
+    if v is None:
+        v = default
+    if not isinstance(v, str):
+        raise ValueError(f"{where}{key}: expected a string, got {type(v).__name__}")
+    return clean_text(v)
+
+
+def _node_rank(d: dict, key: str, where: str = "", required: bool = False) -> Optional[int]:
+    v = d.get(key)
+    if v is None and not required:
+        return None
+    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+        raise ValueError(f"{where}{key}: expected a node rank (an integer >= 0), got {v!r:.40}")
+    return v
+
+
+def _mapping(d: dict, key: str, where: str = "") -> dict:
+    v = d.get(key)
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise ValueError(f"{where}{key}: expected an object, got {type(v).__name__}")
+    return clean_tree(v)
+
+
+def _record(d: Any, where: str) -> dict:
+    if not isinstance(d, dict):
+        raise ValueError(f"{where.rstrip('.') or 'record'}: expected an object, got {type(d).__name__}")
+    return d
 
 
 class Status(str, enum.Enum):
@@ -30,15 +124,18 @@ class Status(str, enum.Enum):
 
 
 _RANK = {Status.PASS: 0, Status.SKIP: 1, Status.WARN: 2, Status.FAIL: 3}
+_STATUS_VALUES = tuple(s.value for s in Status)
 
 
 
 SIG_DIGITS = 6  # every measured figure in the JSON keeps at least this many significant digits; renderers round
 
 
-def load_saved_report(path: str, what: str) -> dict:
-    """A saved run's JSON (schema ncclcheck.report/1), for --baseline and friends. Raises UsageError naming `what`
-    (e.g. "--baseline run.json") when the file cannot be read, is not JSON, or is not an ncclcheck report."""
+def load_saved_report(path: str, what: str, schema_problem: Optional[Callable[[Any], Optional[str]]] = None):
+    """A saved run's JSON (schema ncclcheck.report/1), for `report RUN.json`, --baseline and friends: the dict, or,
+    given the schema's validator (render.validate.schema_problem), the Report. A saved report may come from anywhere:
+    UsageError naming `what` (e.g. "--baseline run.json") and, where it can, the field, never a traceback, when the
+    file cannot be read, is not JSON, is nested too deep, holds NaN or Infinity, or has a field of the wrong type."""
     import json
 
     from .errors import UsageError
@@ -48,11 +145,26 @@ def load_saved_report(path: str, what: str) -> dict:
             data = json.load(f)
     except OSError as e:
         raise UsageError(f"{what}: cannot read it ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{what}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     except ValueError as e:
         raise UsageError(f"{what}: not JSON ({e})") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA_ID:
+    except RecursionError:
+        raise UsageError(f"{what}: nested deeper than a JSON reader can follow (a report is at most {MAX_DEPTH} "
+                         "levels deep)") from None
+    if schema_problem is None and (not isinstance(data, dict) or data.get("schema") != SCHEMA_ID):
         raise UsageError(f"{what}: not an ncclcheck report (expected schema {SCHEMA_ID})")
-    return data
+    problem = tree_problem(data)
+    if problem is None and schema_problem is not None:
+        problem = schema_problem(data)
+    if problem:
+        raise UsageError(f"{what}: not an ncclcheck report (schema {SCHEMA_ID}): {problem}")
+    if schema_problem is None:
+        return data
+    try:
+        return Report.from_json(data)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{what}: not an ncclcheck report (schema {SCHEMA_ID}): {exc}") from None
 
 
 def sig(x: float, digits: int = SIG_DIGITS) -> float:
@@ -85,15 +197,24 @@ class CheckResult:
         }
 
     @classmethod
-    def from_json(cls, d: dict) -> CheckResult:
+    def from_json(cls, d: dict, where: str = "") -> CheckResult:
+        """From a record another node or a file wrote: every string cleaned (clean_text), every field type-checked;
+        ValueError naming the field (prefixed by `where`, e.g. "checks[3].") otherwise."""
+        d = _record(d, where)
+        status = d.get("status")
+        if status not in _STATUS_VALUES:
+            raise ValueError(f"{where}status: {status!r:.40} is not one of {', '.join(_STATUS_VALUES)}")
+        cid = _text(d, "id", where=where)
+        if not cid:
+            raise ValueError(f"{where}id: missing")
         return cls(
-            id=d["id"],
-            status=Status(d["status"]),
-            summary=d.get("summary", ""),
-            detail=d.get("detail", ""),
-            fix=d.get("fix", ""),
-            node=d.get("node"),
-            evidence=d.get("evidence") or {},
+            id=cid,
+            status=Status(status),
+            summary=_text(d, "summary", where=where),
+            detail=_text(d, "detail", where=where),
+            fix=_text(d, "fix", where=where),
+            node=_node_rank(d, "node", where),
+            evidence=_mapping(d, "evidence", where),
         )
 
 
@@ -127,8 +248,17 @@ class Recommendation:
         return {"name": self.name, "value": self.value, "node": self.node, "reason": self.reason}
 
     @classmethod
-    def from_json(cls, d: dict) -> Recommendation:
-        return cls(name=d["name"], value=d["value"], reason=d.get("reason", ""), node=d.get("node"))
+    def from_json(cls, d: dict, where: str = "") -> Recommendation:
+        """From a record another node or a file wrote, cleaned and type-checked like CheckResult.from_json. Whether
+        the name may be recommended at all is nccl.rules.env_name_allowed's to say (every shell renderer asks)."""
+        d = _record(d, where)
+        name = _text(d, "name", where=where)
+        if not name:
+            raise ValueError(f"{where}name: missing")
+        if not isinstance(d.get("value"), str):
+            raise ValueError(f"{where}value: expected a string, got {type(d.get('value')).__name__}")
+        return cls(name=name, value=_text(d, "value", where=where), reason=_text(d, "reason", where=where),
+                   node=_node_rank(d, "node", where))
 
 
 @dataclass(frozen=True)
@@ -157,6 +287,7 @@ class BenchRow:
     def from_json(cls, d: dict) -> BenchRow:
         known = {"op", "bytes", "count", "dtype", "in_place", "time_us", "algbw_gbps", "busbw_gbps", "wrong",
                  "rank_time_us"}
+        d = clean_tree(d)
         return cls(
             **{k: d[k] for k in known if k in d},
             extra={k: v for k, v in d.items() if k not in known},
@@ -184,6 +315,13 @@ class NodeInfo:
     def to_json(self) -> dict:
         return {"node_rank": self.node_rank, "hostname": self.hostname, "facts": self.facts}
 
+    @classmethod
+    def from_json(cls, d: dict, where: str = "") -> NodeInfo:
+        """From a record another node or a file wrote: hostname and every string of the facts cleaned."""
+        d = _record(d, where)
+        return cls(_node_rank(d, "node_rank", where, required=True), _text(d, "hostname", "?", where) or "?",
+                   _mapping(d, "facts", where))
+
 
 def overall_status(checks: list[CheckResult]) -> Status:
     """Worst status among checks; skips alone do not make a run fail or warn."""
@@ -194,7 +332,7 @@ def overall_status(checks: list[CheckResult]) -> Status:
     return worst
 
 
-EXIT_INTERRUPTED = 130  # DESIGN.md's exit code of a run stopped by Ctrl-C
+from .errors import EXIT_INTERRUPTED, EXIT_TERMINATED  # noqa: E402 - written once, in errors.py
 
 
 def exit_code_for(status: Status, strict: bool = False) -> int:
@@ -227,7 +365,9 @@ class Report:
     agreed_exit_code: Optional[int] = None
     # False on the non-leader ranks of a node in worker mode: they write JSON if asked but print nothing.
     prints: bool = True
-    interrupted: bool = False  # Ctrl-C: the partial report is still written, and the process exits 130
+    interrupted: bool = False  # Ctrl-C or SIGTERM: the partial report is still written, the process exits 130/143
+    interrupted_by: str = "Ctrl-C"  # or "SIGTERM" (errors.interruption)
+    interrupt_code: int = 130  # the CLI sets 143 for SIGTERM: the report's exit_code is the process's
 
     @property
     def status(self) -> Status:
@@ -237,8 +377,8 @@ class Report:
 
     @property
     def exit_code(self) -> int:
-        if self.interrupted:  # the JSON says what the process exits with, so a CI reading it sees no success
-            return EXIT_INTERRUPTED
+        if self.interrupted:
+            return self.interrupt_code
         if self.agreed_exit_code is not None:
             return self.agreed_exit_code
         return exit_code_for(self.status, self.strict)
@@ -290,27 +430,60 @@ class Report:
         return cls.from_dict(json.loads(doc) if isinstance(doc, (str, bytes)) else doc)
 
     @classmethod
-    def from_dict(cls, d: dict) -> Report:
-        """Load a saved run from its parsed JSON. Unknown top-level keys are kept in `extra`."""
+    def from_dict(cls, d: Any) -> Report:
+        """Load a saved run from its parsed JSON. Unknown top-level keys are kept in `extra`. Every string is
+        cleaned (clean_text) and every field type-checked: ValueError naming the field when one is wrong."""
+        d = _record(d, "")
+        problem = tree_problem(d)
+        if problem:
+            raise ValueError(problem)
         known = {"schema", "command", "version", "status", "exit_code", "started", "duration_s", "world", "nodes",
                  "checks", "recommendations", "bench", "links", "partial", "log"}
-        w = d.get("world") or {}
-        checks = [CheckResult.from_json(c) for c in d.get("checks", [])]
+        w = _mapping(d, "world")
+        duration = d.get("duration_s") or 0.0
+        if not isinstance(duration, (int, float)) or isinstance(duration, bool):
+            raise ValueError(f"duration_s: expected a number, got {type(duration).__name__}")
+
+        def items(key: str) -> list:
+            v = d.get(key)
+            if v is None:
+                return []
+            if not isinstance(v, list):
+                raise ValueError(f"{key}: expected an array, got {type(v).__name__}")
+            return v
+
+        try:
+            world = WorldInfo(**{k: w[k] for k in ("nnodes", "world_size", "backend", "master", "launcher")
+                                 if k in w})
+        except TypeError as exc:
+            raise ValueError(f"world: {exc}") from None
+        bench = None
+        if d.get("bench") is not None:
+            bench = [BenchRow.from_json(_record(r, f"bench[{i}]")) for i, r in enumerate(items("bench"))]
+        links = d.get("links")
+        if links is not None and not isinstance(links, dict):
+            raise ValueError(f"links: expected an object, got {type(links).__name__}")
+        checks = [CheckResult.from_json(c, f"checks[{i}].") for i, c in enumerate(items("checks"))]
+        code = d.get("exit_code")
+        interrupted = code in (EXIT_INTERRUPTED, EXIT_TERMINATED)
         return cls(
-            command=d.get("command", "?"),
-            version=d.get("version", "?"),
-            started=d.get("started", ""),
-            duration_s=float(d.get("duration_s") or 0.0),
-            world=WorldInfo(**{k: w[k] for k in ("nnodes", "world_size", "backend", "master", "launcher") if k in w}),
-            nodes=[NodeInfo(n["node_rank"], n.get("hostname", "?"), n.get("facts") or {}) for n in d.get("nodes", [])],
+            command=_text(d, "command", "?"),
+            version=_text(d, "version", "?"),
+            started=_text(d, "started"),
+            duration_s=float(duration),
+            world=world,
+            nodes=[NodeInfo.from_json(n, f"nodes[{i}].") for i, n in enumerate(items("nodes"))],
             checks=checks,
-            recommendations=[Recommendation.from_json(r) for r in d.get("recommendations", [])],
-            bench=[BenchRow.from_json(r) for r in d["bench"]] if d.get("bench") is not None else None,
-            links=d.get("links"),
+            recommendations=[Recommendation.from_json(r, f"recommendations[{i}].")
+                             for i, r in enumerate(items("recommendations"))],
+            bench=bench,
+            links=clean_tree(links) if links is not None else None,
             partial=bool(d.get("partial")),
-            log_path=d.get("log"),
-            extra={k: v for k, v in d.items() if k not in known},
+            log_path=_text(d, "log") or None,
+            extra=clean_tree({k: v for k, v in d.items() if k not in known}),
             # A saved run keeps the exit code it had, including --strict and an interrupt.
-            strict=d.get("exit_code") == 1 and overall_status(checks) is Status.WARN,
-            interrupted=d.get("exit_code") == EXIT_INTERRUPTED,
+            strict=code == 1 and overall_status(checks) is Status.WARN,
+            interrupted=interrupted,
+            interrupt_code=code if interrupted else EXIT_INTERRUPTED,
+            interrupted_by="SIGTERM" if code == EXIT_TERMINATED else "Ctrl-C",
         )

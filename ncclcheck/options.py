@@ -7,27 +7,27 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 from collections.abc import Mapping
 from typing import Any, Optional
 
 from .config import (
     BACKENDS,
     DEFAULT_MASTER_PORT,
-    DEFAULT_TIMEOUT_S,
     BaselineConfig,
     BenchConfig,
-    Budget,
     Config,
     LinksConfig,
     NcclDiagConfig,
     OutputConfig,
+    StorageConfig,
     build_world,
     parse_float,
+    parse_fraction,
     parse_int,
 )
 from .errors import UsageError
 from .render.formats import FORMATS, PATH_HELP
+from .rendezvous.budget import FIXED as _FIXED
 from .version import __version__
 
 COMMANDS = ("preflight", "bench", "links", "recommend", "report", "env", "diagnose", "health", "sweep")
@@ -60,7 +60,11 @@ def _world_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--backend", help=f"{' | '.join(BACKENDS)} (default auto: nccl with GPUs, else gloo)")
     g.add_argument("--timeout", help="hang bound in seconds: the longest any single wait (master probe, join, mesh "
                                      "probe, each collective) may last before its cause is named; never cuts a "
-                                     f"sweep short (default {DEFAULT_TIMEOUT_S:g})")
+                                     f"sweep short (default {_FIXED.timeout_s:g})")
+    g.add_argument("--token-file", metavar="PATH",
+                   help="a job secret shared by every node (or NCCLCHECK_TOKEN): every store value is signed with it "
+                        "and unsigned values are ignored, so a stranger on the master port cannot change a verdict "
+                        "(docs/architecture.md, Time bounds and trust)")
 
 
 def _output_flags(p: argparse.ArgumentParser, command: str) -> None:
@@ -113,6 +117,8 @@ def _bench_flags(b: argparse.ArgumentParser) -> None:
     b.add_argument("--in-place", action="store_true", help="in-place variants")
     b.add_argument("--check", action="store_true", help="verify results elementwise; wrong > 0 fails")
     b.add_argument("--min-busbw", metavar="GBPS", help="gate: fail if busbw at the gate size is below this")
+    b.add_argument("--min-efficiency", metavar="F",
+                   help="gate: fail if busbw at the gate size is below F x the bound of the links crossed (0-1)")
     b.add_argument("--gate-size", metavar="SIZE", help="size the gates look at (default: the largest)")
     _baseline_flags(b, "RUN.json", "gate: fail on busbw regression against a saved run",
                     "allowed relative regression against --baseline")
@@ -130,6 +136,8 @@ def _links_flags(k: argparse.ArgumentParser) -> None:
                         f"quick: a few random rounds; auto: full below {SCALE_FROM} nodes, scale from {SCALE_FROM} "
                         f"(default {_LINKS.rounds})")
     k.add_argument("--min-gbps", help="gate: any link below this GB/s fails the run (links.min_gbps)")
+    k.add_argument("--min-efficiency", metavar="F",
+                   help="gate: fail if a pair's GB/s is below F x the bound of its two ends (0-1)")
     k.add_argument("--relative",
                    help="a link below this fraction of the typical link, and clearly set apart, is slow "
                         f"({_LINKS.relative:g})")
@@ -155,6 +163,11 @@ def build_parser() -> argparse.ArgumentParser:
     _facts_flags(p)
     p.add_argument("--nccl-ras", metavar="FILE", help="read saved `ncclras -f json` output into the nccl.ras check "
                    "(dead, missing and lagging ranks of a running job)")
+    p.add_argument("--shared-dir", metavar="DIR", action="append", default=[],
+                   help="a directory every node must see as ONE shared, writable filesystem with room (checkpoints): "
+                        "proven with a per-run nonce file and per-node markers, all removed afterwards (repeatable)")
+    p.add_argument("--need", metavar="SIZE", help="free space each node's view of every --shared-dir must have, "
+                   "e.g. a checkpoint's size (64G; binary suffixes K M G T)")
     p.add_argument("--nccl-debug", metavar="FILE", action="append", default=[],
                    help="read a saved NCCL_DEBUG=INFO capture into nccl.transport (repeatable)")
     _baseline_flags(p, "GOLDEN.json", "compare every node's versions, NCCL variables, interfaces, RDMA ports and "
@@ -211,7 +224,6 @@ def _slurm_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _health_parsers(sub) -> None:
-    from .config import HEALTH_DEFAULT_TIMEOUT_S, HEALTH_MAX_TIMEOUT_S
     from .units import format_size_short
 
     h = sub.add_parser("health", help="node-local health check for Slurm's HealthCheckProgram / Prolog (seconds, "
@@ -227,8 +239,9 @@ def _health_parsers(sub) -> None:
     h.add_argument("--min-speed", metavar="MBPS", help="minimum link speed of the NCCL interface, Mb/s")
     h.add_argument("--ib-rate", metavar="GBPS", help="every RDMA port ACTIVE at least at this rate, Gb/s")
     h.add_argument("--baseline", metavar="GOLDEN.json", help="compare with a saved known-good run (baseline.drift)")
-    h.add_argument("--timeout", help=f"bound on the node's own checks, seconds (default {HEALTH_DEFAULT_TIMEOUT_S:g}"
-                                     f", at most {HEALTH_MAX_TIMEOUT_S:g}: Slurm kills a HealthCheckProgram at 60 s)")
+    h.add_argument("--timeout", help=f"bound on the node's own checks, seconds (default "
+                                     f"{_FIXED.health_timeout_s:g}, at most {_FIXED.health_max_timeout_s:g}: Slurm "
+                                     "kills a HealthCheckProgram at 60 s)")
     w = sub.add_parser("sweep", help="inside an allocation: find and drain the bad nodes (links rounds, suspects "
                        "re-paired with good nodes)",
                        description="Run with one task per node: srun --ntasks-per-node=1 ncclcheck sweep --drain")
@@ -247,15 +260,15 @@ def _health_parsers(sub) -> None:
 
 def _slurm_configs(args: argparse.Namespace, env) -> dict:
     """health's and sweep's parts of the Config (SLURMD_NODENAME and the allocation's node list read here, once)."""
-    from .config import HEALTH_DEFAULT_TIMEOUT_S, HEALTH_MAX_TIMEOUT_S, HealthConfig, SlurmActionConfig, SweepConfig
+    from .config import HealthConfig, SlurmActionConfig, SweepConfig
 
     act = SlurmActionConfig(drain=bool(args.drain) and not args.dry_run, dry_run=bool(args.dry_run))
     if args.command == "sweep":
         return {"sweep": SweepConfig(nodelist=env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST"),
                                      slurm=act, good_out=args.good_out, bad_out=args.bad_out)}
-    timeout = parse_float(_text(args.timeout), "--timeout") or HEALTH_DEFAULT_TIMEOUT_S
-    if timeout > HEALTH_MAX_TIMEOUT_S:
-        raise UsageError(f"--timeout {timeout:g}: at most {HEALTH_MAX_TIMEOUT_S:g} s (Slurm kills a "
+    timeout = parse_float(_text(args.timeout), "--timeout") or _FIXED.health_timeout_s
+    if timeout > _FIXED.health_max_timeout_s:
+        raise UsageError(f"--timeout {timeout:g}: at most {_FIXED.health_max_timeout_s:g} s (Slurm kills a "
                          "HealthCheckProgram at 60 s, and scontrol needs time too)")
     speed = parse_int(_text(args.min_speed), "--min-speed", 1)
     return {"health": HealthConfig(
@@ -337,16 +350,17 @@ def namespace_for(command: str, options: Mapping[str, Any], api_name: str) -> ar
     return argparse.Namespace(command=command, **{**known, **dict(options)})
 
 
-def config_from_args(args: argparse.Namespace, env=None, started: Optional[float] = None) -> Config:
-    """Turn parsed flags (or the API's keyword arguments, as a Namespace) into the one typed Config, with the run's
-    Budget clocked from `started` (time.monotonic() when the process started). Raises UsageError on any bad
-    value."""
+def config_from_args(args: argparse.Namespace, env=None) -> Config:
+    """Turn parsed flags (or the API's keyword arguments, as a Namespace) into the one typed Config. Raises
+    UsageError on any bad value. The launcher's world read here (this process's Placement) is kept on args as
+    `_placement`, so the run reads it once."""
     env = os.environ if env is None else env
     cmd = args.command
     world_kw = {k: _text(getattr(args, k, None)) for k in ("nnodes", "node_rank", "nproc_per_node", "master_addr",
                                                             "master_port", "backend", "timeout")}
-    world = build_world(**world_kw, env=env)
-    seat = placement_of(cmd, world, env)  # a launcher's world contradicting the flags is a usage error, now
+    world = build_world(**world_kw, env=env, token_file=_text(getattr(args, "token_file", None)))
+    seat = placement_of(cmd, world, env)
+    args._placement = seat  # a launcher's world contradicting the flags is a usage error, now
     files = _files(args)
     _expand_paths(args, files, seat, env)
     if getattr(args, "quiet", False) and getattr(args, "print_all", False):
@@ -365,8 +379,7 @@ def config_from_args(args: argparse.Namespace, env=None, started: Optional[float
     if code is not None and not os.path.exists(code):
         raise UsageError(f"--code {code}: no such file or directory")
     cfg: dict[str, Any] = dict(command=cmd, world=world, output=output, code_path=code,
-                               paths=_strings(getattr(args, "path", None)),
-                               budget=Budget(world.timeout_s, started if started is not None else time.monotonic()))
+                               paths=_strings(getattr(args, "path", None)))
     if cmd == "recommend":
         cfg["recommend_format"] = args.format or "text"
         cfg["postmortem_dir"] = _postmortem_dir(args.postmortem)
@@ -385,6 +398,8 @@ def config_from_args(args: argparse.Namespace, env=None, started: Optional[float
         cfg["report_input"] = args.run
     if cmd == "bench":
         cfg["bench"] = bench_config_from_args(args)
+    if cmd == "preflight":
+        cfg["storage"] = storage_config_from_args(args)
     if cmd in ("preflight", "bench", "links"):
         cfg["nccl_diag"] = nccl_diag_config_from_args(args)
     if cmd in ("preflight", "links") and (args.baseline or args.save_baseline):
@@ -435,6 +450,26 @@ def _check_paths(files: Mapping[str, str], others: list) -> None:
                 check_writable(path)
             except UsageError as exc:
                 raise UsageError(f"{flag}: {exc}") from None
+
+
+def storage_config_from_args(args: argparse.Namespace) -> StorageConfig:
+    from .units import parse_size
+
+    dirs = tuple(os.fspath(d) for d in _strings(getattr(args, "shared_dir", None)))
+    if any(not d.strip() for d in dirs):
+        raise UsageError("--shared-dir needs a directory, got an empty value")
+    from .preflight.shared_dirs import MAX_DIRS
+
+    if len(dirs) > MAX_DIRS:
+        raise UsageError(f"--shared-dir given {len(dirs)} times: at most {MAX_DIRS}")
+    need = getattr(args, "need", None)
+    if need is not None and not dirs:
+        raise UsageError("--need SIZE applies to --shared-dir: give the directory it is about")
+    try:
+        need_bytes = parse_size(str(need)) if need is not None else None
+    except UsageError as exc:
+        raise UsageError(f"--need: {exc}") from None
+    return StorageConfig(dirs=dirs, need_bytes=need_bytes)
 
 
 def nccl_diag_config_from_args(args: argparse.Namespace) -> NcclDiagConfig:
@@ -552,6 +587,7 @@ def bench_config_from_args(args: argparse.Namespace) -> BenchConfig:
         in_place=bool(args.in_place),
         check=bool(args.check),
         min_busbw_gbps=parse_float(_text(args.min_busbw), "--min-busbw"),
+        min_efficiency=parse_fraction(_text(args.min_efficiency), "--min-efficiency"),
         gate_size=None if gate is None else gate if isinstance(gate, int) else parse_size(gate),
         baseline=args.baseline,
         tolerance=_tolerance(args),
@@ -575,6 +611,7 @@ def links_config_from_args(args: argparse.Namespace) -> LinksConfig:
         iters=_LINKS.iters if iters is None else iters,
         rounds=rounds or _LINKS.rounds,
         min_gbps=parse_float(_text(args.min_gbps), "--min-gbps"),
+        min_efficiency=parse_fraction(_text(getattr(args, "min_efficiency", None)), "--min-efficiency"),
         relative=_LINKS.relative if relative is None else relative,
         seed=_LINKS.seed if seed is None else seed,
     )

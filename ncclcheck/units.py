@@ -98,7 +98,10 @@ def count_noun(n: int, word: str, plural: str = "") -> str:
 
 
 def format_bytes(n: float) -> str:
-    """67108864 -> '64 MiB'. Exact binary multiples print without decimals."""
+    """67108864 -> '64 MiB'. Exact binary multiples print without decimals; '?' for what is not a number (a saved
+    report's field may hold anything)."""
+    if not isinstance(n, (int, float)) or isinstance(n, bool) or not math.isfinite(n):
+        return "?"
     n = float(n)
     for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if abs(n) >= scale:
@@ -134,7 +137,7 @@ def format_gbps(gbps: float) -> str:
 
 def format_mbps_link(speed_mbps) -> str:
     """NIC speed from sysfs (Mb/s) as people say it: 100000 -> '100 Gb/s'."""
-    if not speed_mbps or speed_mbps <= 0:
+    if not isinstance(speed_mbps, (int, float)) or isinstance(speed_mbps, bool) or not speed_mbps > 0:
         return "?"
     if speed_mbps >= 1000:
         v = speed_mbps / 1000

@@ -46,8 +46,15 @@ from ncclcheck.config import Config, WorldConfig  # noqa: E402
 from ncclcheck.model import Report  # noqa: E402
 from ncclcheck.nccl import reachability  # noqa: E402
 from ncclcheck.preflight import cluster, probe  # noqa: E402
+from ncclcheck.rendezvous.budget import Budget  # noqa: E402
 
 _tls = threading.local()
+# Simulation only: 1,024 virtual nodes share 2 cores, one GIL and one process's descriptors. Since the store no longer
+# serialises every call behind one process-wide lock (issue 20), every node probes at once: this many at a time keeps
+# the sockets under the descriptor limit, and a probe's connect bound is raised so a listener thread waiting its turn
+# for the GIL is not taken for a dead peer (a real node, alone on its machine, answers in microseconds).
+PROBERS = threading.BoundedSemaphore(64)
+SIM_CONNECT_S = 10.0
 BREAKDOWN: dict = {}  # store bytes by key family (join, mesh/ep, mesh/row, world/result, ...) for --breakdown
 
 
@@ -121,7 +128,8 @@ def install_probe_fault() -> None:
             peers = {r: {**p, "endpoints": {i: [["127.0.0.1", dead_port] for _ in eps]
                                             for i, eps in (p.get("endpoints") or {}).items()}}
                      for r, p in peers.items()}
-        return real(my_rank, peers, *a, **kw)
+        with PROBERS:
+            return real(my_rank, peers, *a, **kw)
 
     probe.probe_peers = probe_peers
 
@@ -217,7 +225,8 @@ def run(n: int, base: dict, faults: dict, timeout: float, counter: list, phases:
                                                backend="gloo", master=None))
         if _tls.node0:
             phases.t["node0_enter"] = (t_start, time.monotonic())
-        out = cluster.run_cluster_preflight(cfg, placement, f, local, log_path=os.devnull, join_grace_s=0.5)
+        budget = dataclasses.replace(Budget.of(cfg), connect_attempt_s=SIM_CONNECT_S)
+        out = cluster.run_cluster_preflight(cfg, placement, f, local, budget, join_grace_s=0.5)
         t_rep = time.monotonic()
         rep = Report(command="preflight", version=__version__, started="", world=out.world, nodes=out.nodes,
                      checks=out.checks, recommendations=out.recommendations)
@@ -292,7 +301,7 @@ def main() -> None:
     install_counter(counter, lock)
     install_probe_fault()
     phases = Phases()
-    for name in ("_connect", "_host_decides", "_mesh_start", "_mesh_collect", "run_cross_checks", "_recommendations"):
+    for name in ("_connect", "_host_decides", "_mesh_start", "_mesh_collect", "run_cross_checks", "recommendations"):
         phases.wrap(name)
     phases.wrap("build_matrix", reachability)
     base = base_facts()
@@ -329,7 +338,7 @@ def main() -> None:
             return f"{ph[k][1] - ph[k][0]:.2f}" if k in ph else "?"
 
         print(f"  node 0 compute: build_matrix {span('build_matrix')} s, cross checks {span('run_cross_checks')} s, "
-              f"rules {span('_recommendations')} s", flush=True)
+              f"rules {span('recommendations')} s", flush=True)
         print(f"N={n} formed: wall {ra['wall']:.2f} s | join+verdict {span('_host_decides')} s, mesh(own probes) "
               f"{span('_mesh_start')} s, rows+checks {span('_mesh_collect')} s, report at node 0 "
               f"{r0.get('report_s', 0):.2f} s | bytes/node {ra['bytes'] / n:,.0f} ({ra['requests'] / n:.1f} "

@@ -89,8 +89,8 @@ class _Counting:
     def __getattr__(self, name):
         return getattr(self._raw, name)
 _init = _store.JsonStore.__init__
-def _wrapped(self, raw, prefix="", log_path=None, server=False):
-    _init(self, raw if server or isinstance(raw, _Counting) else _Counting(raw), prefix, log_path, server)
+def _wrapped(self, raw, prefix="", server=False, guard=None):
+    _init(self, raw if server or isinstance(raw, _Counting) else _Counting(raw), prefix, server, guard)
 _store.JsonStore.__init__ = _wrapped
 @atexit.register
 def _dump():

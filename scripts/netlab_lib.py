@@ -42,11 +42,19 @@ from netlab_scenarios import SCENARIO_USAGE, apply_scenario, reconcile  # noqa: 
 
 # ------------------------------------------------------------------------------------------------------------ up
 
-def host_argv(state: LabState, host: str, argv: Sequence[str]) -> list[str]:
-    """argv wrapped to run inside host: its UTS namespace (hostname), network namespace and /etc/netns files."""
+def host_argv(state: LabState, host: str, argv: Sequence[str], mounts: Sequence[str] = ()) -> list[str]:
+    """argv wrapped to run inside host: its UTS namespace (hostname), network namespace and /etc/netns files.
+
+    mounts: shell `mount ...` commands run first in a mount namespace of the command's own (`unshare --mount`,
+    propagation private), so the host sees e.g. a tmpfs or a read-only bind mount where the others see the shared
+    directory; the mounts end with the command."""
     state.index(host)
     host = host if host in state.hosts else host[len(state.name) + 1:]
-    return ["nsenter", f"--uts={state.uts(host)}", "ip", "netns", "exec", state.ns(host), *argv]
+    inner = list(argv)
+    if mounts:
+        inner = ["unshare", "--mount", "--propagation", "private", "sh", "-ec",
+                 " && ".join(mounts) + ' && exec "$@"', "sh", *argv]
+    return ["nsenter", f"--uts={state.uts(host)}", "ip", "netns", "exec", state.ns(host), *inner]
 
 
 def up(name: str, n: int, scenarios: Sequence[Sequence[str]] = (), *, owner_pid: int | None = None) -> LabState:

@@ -42,7 +42,7 @@ def _resolve(job_ref: str):
 
 
 def _child(job_ref: str, payload: dict, rank: int, ws: int, nproc: int, port: int, timeout_s: float,
-           deadline_s: float, backend: str, env: dict, log_dir: Optional[str], q: Any) -> None:
+           backend: str, env: dict, log_dir: Optional[str], q: Any) -> None:
     import traceback
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -54,6 +54,7 @@ def _child(job_ref: str, payload: dict, rank: int, ws: int, nproc: int, port: in
         import torch.distributed as dist
 
         from ncclcheck.agent.context import WorkerContext
+        from ncclcheck.rendezvous.budget import Budget
 
         torch.set_num_threads(1)
         node_rank = rank // nproc
@@ -69,8 +70,8 @@ def _child(job_ref: str, payload: dict, rank: int, ws: int, nproc: int, port: in
                                 timeout=timedelta(seconds=timeout_s))
         ctx = WorkerContext(
             rank=rank, world_size=ws, local_rank=rank % nproc, local_world_size=nproc, node_rank=node_rank,
-            nnodes=ws // nproc, backend=backend, device=device, timeout_s=timeout_s,
-            deadline=time.monotonic() + deadline_s, store=dist.PrefixStore("job/", store),
+            nnodes=ws // nproc, backend=backend, device=device, budget=Budget(timeout_s=timeout_s),
+            store=dist.PrefixStore("job/", store),
             emit=lambda kind, data: q.put(("emit", rank, kind, data)), log_dir=log_dir,
         )
         out = _resolve(job_ref)(ctx, payload)
@@ -85,7 +86,7 @@ def _child(job_ref: str, payload: dict, rank: int, ws: int, nproc: int, port: in
 
 
 def run_world(job_ref: str, payload: dict, world_size: int = 4, nproc_per_node: int = 1,
-              timeout_s: float = 5.0, bound_s: float = 90.0, deadline_s: float = 120.0,
+              timeout_s: float = 5.0, bound_s: float = 90.0,
               backend: str = "gloo", env: Optional[dict] = None, log_dir: Optional[str] = None) -> WorldRun:
     """Run the job on every rank; ranks that die, raise or hang are recorded, not raised."""
     import multiprocessing as mp
@@ -96,7 +97,7 @@ def run_world(job_ref: str, payload: dict, world_size: int = 4, nproc_per_node: 
     store = dist.TCPStore("127.0.0.1", 0, world_size, True, timeout=timedelta(seconds=30), wait_for_workers=False)
     q = ctx.Queue()
     procs = [ctx.Process(target=_child, args=(job_ref, payload, r, world_size, nproc_per_node, store.port,
-                                              timeout_s, deadline_s, backend, env or {}, log_dir, q),
+                                              timeout_s, backend, env or {}, log_dir, q),
                          daemon=True)
              for r in range(world_size)]
     t0 = time.monotonic()
@@ -138,14 +139,14 @@ def run_world(job_ref: str, payload: dict, world_size: int = 4, nproc_per_node: 
 
 
 def run_job(job: str, payload: dict, nranks: int = 2, timeout: float = 120.0,
-            deadline_s: float = 600.0, backend: str = "gloo", env: Optional[dict] = None,
+            backend: str = "gloo", env: Optional[dict] = None,
             log_dir: Optional[str] = None) -> list:
     """Strict: every rank's {"result", "events"} by rank, one node of `nranks` local ranks. Raises AssertionError
     when a rank fails or the world does not finish within `timeout`.
 
     backend "nccl" puts rank r on cuda:r; `env` is set in each rank before torch.distributed initialises."""
     run = run_world(job, payload, world_size=nranks, nproc_per_node=nranks, timeout_s=60.0,
-                    bound_s=timeout, deadline_s=deadline_s, backend=backend, env=env, log_dir=log_dir)
+                    bound_s=timeout, backend=backend, env=env, log_dir=log_dir)
     if run.errors:
         rank = min(run.errors)
         raise AssertionError(f"rank {rank} failed:\n{run.errors[rank]}")

@@ -248,3 +248,38 @@ def docker0_decoy(fs: FakeSys, docker_running: bool = False) -> FakeSys:
 def container_shm_64mib(fs: FakeSys) -> FakeSys:
     fs.shm(64 << 20)
     return fs
+
+
+# -- links: bonds, stacked devices, GPUs on the PCI bus (facts/links.py) ---------------------------------------------
+def bond(fs: FakeSys, name: str, slaves: dict, mode: str = "802.3ad 4", active: Optional[str] = None) -> Path:
+    """A bond over existing physical slaves ({name: speed Mb/s}); its own speed is the sum of the slaves', as the
+    kernel reports it (bond_update_speed_duplex)."""
+    for s, speed in slaves.items():
+        fs.net(s, speed=speed)
+        fs.write(f"sys/class/net/{s}/bonding_slave/state", "active\n")
+    base = fs.net(name, "virtual", speed=sum(slaves.values()))
+    fs.write(f"sys/class/net/{name}/bonding/slaves", " ".join(slaves) + "\n")
+    fs.write(f"sys/class/net/{name}/bonding/mode", f"{mode}\n")
+    fs.write(f"sys/class/net/{name}/bonding/active_slave", f"{active}\n" if active else "")
+    return base
+
+
+def vlan(fs: FakeSys, name: str, lower: str, speed: int) -> Path:
+    """A VLAN on `lower`: no device link, a lower_<dev> link, the lower device's speed."""
+    base = fs.net(name, "virtual", speed=speed)
+    fs._symlink(f"sys/class/net/{name}/lower_{lower}", f"../{lower}")
+    return base
+
+
+def gpu_pci(fs: FakeSys, bdf: str, speed: str = "16.0 GT/s PCIe", width: int = 16, max_speed: Optional[str] = None,
+            max_width: Optional[int] = None, cls: str = "0x030200") -> Path:
+    """An NVIDIA GPU under /sys/bus/pci/devices: current_link_speed in either kernel format ("16.0 GT/s PCIe" since
+    4.16ish, "16 GT/s" / "8 GT/s" before), current_link_width, and the maxima."""
+    base = f"sys/bus/pci/devices/{bdf}"
+    fs.write(f"{base}/vendor", "0x10de\n")
+    fs.write(f"{base}/class", f"{cls}\n")
+    fs.write(f"{base}/current_link_speed", f"{speed}\n")
+    fs.write(f"{base}/current_link_width", f"{width}\n")
+    fs.write(f"{base}/max_link_speed", f"{max_speed or speed}\n")
+    fs.write(f"{base}/max_link_width", f"{max_width or width}\n")
+    return fs.root / base

@@ -63,8 +63,8 @@ def _faulty_store(ctx, f: dict) -> type:
     go_key = f"go/{int(f.get('exit_round', 0))}"
 
     class FaultyStore(JsonStore):
-        def wait(self, key, timeout_s, alive=None, poll_s=0.02):
-            value = super().wait(key, timeout_s, alive, poll_s)
+        def wait_alive(self, key, *args, **kwargs):
+            value = super().wait_alive(key, *args, **kwargs)
             if dies and key == go_key and not value.get("stop"):
                 os._exit(17)
             return value
@@ -76,5 +76,5 @@ def links_job_with_faults(ctx, payload: dict) -> dict:
     f = dict(payload.get("faults") or {})
     payload = {k: v for k, v in payload.items() if k != "faults"}
     st = job._job_store(ctx)
-    ctx = dataclasses.replace(ctx, store=_faulty_store(ctx, f)(st.raw, st.prefix, st.log_path, st.server))
+    ctx = dataclasses.replace(ctx, store=_faulty_store(ctx, f)(st.raw, st.prefix, st.server, st.guard))
     return job.links_job(ctx, payload, transport=_faulty_channel(ctx, f))

@@ -8,9 +8,11 @@ import json
 import sys
 
 from ncclcheck.agent.launchers import detect_placement
-from ncclcheck.config import Config, WorldConfig
+from ncclcheck.config import Config, StorageConfig, WorldConfig
+from ncclcheck.facts import storage
 from ncclcheck.model import passed
 from ncclcheck.preflight.cluster import run_cluster_preflight
+from ncclcheck.rendezvous.budget import Budget
 from tests.fakefacts import facts, iface
 
 
@@ -42,6 +44,7 @@ def main() -> None:
     ap.add_argument("--torch", default="2.13.0")
     ap.add_argument("--code", default="sha256:c")
     ap.add_argument("--no-eth1", action="store_true")
+    ap.add_argument("--shared-dir", action="append", default=[])
     a = ap.parse_args()
     r = a.node_rank
     ifs = [iface("lo", "loopback", "127.0.0.1"), iface("eth0", ipv4=f"127.0.0.{r + 1}", speed=10000),
@@ -49,13 +52,14 @@ def main() -> None:
     f = facts(interfaces=ifs, versions={"torch": a.torch}, code={"hash": a.code},
               host={"hostname": a.hostname or f"host{r}"})
     world = WorldConfig(nnodes=a.nnodes, node_rank=r, master_addr=a.addr, master_port=a.port, timeout_s=a.timeout)
-    cfg = Config(command="preflight", world=world)
+    cfg = Config(command="preflight", world=world, storage=StorageConfig(dirs=tuple(a.shared_dir)))
+    if a.shared_dir:
+        f["storage"] = storage.collect(a.shared_dir)
     placement = detect_placement({}, world)
     local = [passed("host.shm", "fine", node=r)]
     progress: list = []
     observer = _Recorder(progress)
-    out = run_cluster_preflight(cfg, placement, f, local, log_path=a.out + ".log", join_grace_s=0.5,
-                                observer=observer)
+    out = run_cluster_preflight(cfg, placement, f, local, Budget.of(cfg), join_grace_s=0.5, observer=observer)
     worst = max((c.status.rank for c in out.checks), default=0)
     code = out.agree_exit_code(1 if worst == 3 else 0)
     with open(a.out, "w") as fh:

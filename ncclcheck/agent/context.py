@@ -1,5 +1,6 @@
 """What a job running on one rank of a formed world gets: its placement, its process group's backend and device,
-a deadline, the shared store, and two callbacks.
+the run's Budget (each collective is bounded by --timeout; a job has no overall deadline: a sweep runs as long as its
+work needs), the shared store, and two callbacks.
 
 A job is `def job(ctx: WorkerContext, payload: dict) -> dict` (JSON in, JSON out). agent/runner.py forms the world in
 every launch mode (standalone local ranks, multi-node launcher, torchrun, Slurm, MPI), calls
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol
+
+from ..rendezvous.budget import FIXED, Budget
 
 
 class Observer(Protocol):
@@ -56,11 +59,15 @@ class WorkerContext:
     nnodes: int = 1
     backend: str = "gloo"  # the initialized default process group's backend: "nccl" | "gloo"
     device: str = "cpu"  # "cpu" or "cuda:<local index>"
-    timeout_s: float = 60.0
-    deadline: float = float("inf")  # time.monotonic() by which the job must have ended
+    budget: Budget = FIXED  # the run's time bounds: budget.collective_s (--timeout) bounds each collective
     store: Any = None  # the world's torch.distributed Store, for JSON side-channel exchange (may be None in tests)
     observer: Any = field(default_factory=NullObserver)  # real progress on global rank 0 only
     # emit(kind, data): stream a partial result (e.g. one bench row) towards the report as soon as it exists, so
     # a run cut short still reports what it measured. The world decides where it goes (store, queue, file).
     emit: Callable[[str, dict], None] = lambda kind, data: None
     log_dir: Optional[str] = None  # where jobs may write side files (NCCL_DEBUG_FILE...)
+
+    @property
+    def timeout_s(self) -> float:
+        """Each collective's bound (--timeout)."""
+        return self.budget.collective_s

@@ -1,8 +1,8 @@
 """How this process was launched (torchrun, fabric run, srun, mpirun, Kubernetes, or nothing) and where it sits.
 
-`detect_placement(env, world)` turns an environment mapping into a frozen `Placement`. The Slurm compressed host list
-syntax (`gpu[01-04,07]`, `a[1-2],b3`, `n[001-003]-ib`, `r[1-2]-n[01-02]`) is expanded here too, because the master
-of an srun job is the first host of SLURM_JOB_NODELIST. Nothing here touches the network or imports torch.
+`detect_placement(env, world)` turns an environment mapping into a frozen `Placement`, once per process: everything
+below takes that Placement (its master endpoint is the run's one master endpoint). The Slurm host list grammar is in
+agent/hostlist.py. Nothing here touches the network or imports torch.
 """
 
 from __future__ import annotations
@@ -12,8 +12,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Optional
 
-from ..config import DEFAULT_MASTER_PORT, WorldConfig, build_world, is_user_origin, parse_host, parse_int, parse_port
+from ..config import (
+    DEFAULT_MASTER_PORT,
+    WorldConfig,
+    build_world,
+    format_endpoint,
+    is_user_origin,
+    parse_host,
+    parse_int,
+    parse_port,
+)
 from ..errors import UsageError
+from ..rendezvous import roles
+from .hostlist import expand_nodelist
 
 LAUNCHERS = ("ncclcheck", "torchrun", "fabric", "slurm", "mpi", "kubernetes", "pytorchjob")
 # Launchers that start every rank themselves (ncclcheck runs in-process as that rank); the others start one
@@ -41,6 +52,7 @@ class Placement:
     master_port: Optional[int]
     launcher: str = "ncclcheck"
     job_id: str = "nojob"  # the launcher's id of the job (%j in output paths)
+    agent_store: bool = False  # torchrun's agent already hosts the store at the master (TORCHELASTIC_USE_AGENT_STORE)
 
     @property
     def worker_mode(self) -> bool:
@@ -56,87 +68,25 @@ class Placement:
     def multi_node(self) -> bool:
         return self.nnodes > 1
 
+    @property
+    def master(self) -> Optional[str]:
+        """"host:port" as reports show it (None on a standalone run)."""
+        return format_endpoint(self.master_addr, self.master_port)
 
-# ---------------------------------------------------------------------------------------------------------------
-# Slurm host lists
+    @property
+    def hosts_store(self) -> bool:
+        """Does this process host the TCPStore? (rendezvous.roles)"""
+        return roles.is_server(self.worker_mode, self.rank, self.node_rank, self.agent_store)
 
+    @property
+    def decider(self) -> bool:
+        """Does this process decide who joined, the verdict and the exit code? (rendezvous.roles)"""
+        return roles.is_decider(self.node_rank, self.node_leader)
 
-def _split_top(text: str) -> list[str]:
-    """Split on commas that are not inside brackets."""
-    parts, depth, cur = [], 0, []
-    for ch in text:
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-            if depth < 0:
-                raise ValueError(f"unbalanced ']' in host list {text!r}")
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    if depth != 0:
-        raise ValueError(f"unbalanced '[' in host list {text!r}")
-    parts.append("".join(cur))
-    return parts
-
-
-def _expand_range_list(body: str, whole: str) -> list[str]:
-    out: list[str] = []
-    for item in body.split(","):
-        item = item.strip()
-        if not item:
-            raise ValueError(f"empty range in host list {whole!r}")
-        if "-" in item:
-            lo_s, _, hi_s = item.partition("-")
-            if not (lo_s.isdigit() and hi_s.isdigit()):
-                raise ValueError(f"bad range {item!r} in host list {whole!r}")
-            lo, hi = int(lo_s), int(hi_s)
-            if hi < lo:
-                raise ValueError(f"descending range {item!r} in host list {whole!r}")
-            if hi - lo > 100000:
-                raise ValueError(f"range {item!r} in host list {whole!r} is implausibly large")
-            width = len(lo_s)  # Slurm pads to the width of the lower bound: [08-10] -> 08 09 10, [8-10] -> 8 9 10
-            out.extend(f"{n:0{width}d}" for n in range(lo, hi + 1))
-        else:
-            if not item.isdigit():
-                raise ValueError(f"bad number {item!r} in host list {whole!r}")
-            out.append(item)
-    return out
-
-
-def _expand_one(pattern: str, whole: str) -> list[str]:
-    """Cartesian expansion of every bracket group in one host pattern: r[1-2]-n[1-2] -> r1-n1 r1-n2 r2-n1 r2-n2."""
-    start = pattern.find("[")
-    if start < 0:
-        if "]" in pattern:
-            raise ValueError(f"unbalanced ']' in host list {whole!r}")
-        return [pattern]
-    end = pattern.find("]", start)
-    if end < 0:
-        raise ValueError(f"unbalanced '[' in host list {whole!r}")
-    prefix, body, rest = pattern[:start], pattern[start + 1 : end], pattern[end + 1 :]
-    if "[" in body:
-        raise ValueError(f"nested brackets in host list {whole!r}")
-    tails = _expand_one(rest, whole)
-    return [prefix + n + t for n in _expand_range_list(body, whole) for t in tails]
-
-
-def expand_nodelist(text: str) -> list[str]:
-    """Expand a Slurm host list ('gpu[01-04,07],cpu1') into host names, in order. Raises ValueError when malformed."""
-    text = (text or "").strip()
-    if not text:
-        return []
-    hosts: list[str] = []
-    for part in _split_top(text):
-        part = part.strip()
-        if not part:
-            raise ValueError(f"empty host in host list {text!r}")
-        hosts.extend(_expand_one(part, text))
-    return hosts
-
-
+    @property
+    def prefix(self) -> str:
+        """Where this run's records live in the store (rendezvous.roles)."""
+        return roles.run_prefix(self.job_id)
 
 
 def parse_tasks_per_node(text: str) -> list[int]:
@@ -407,7 +357,7 @@ def _worker(launcher: str, t: dict, env: Mapping[str, str]) -> Placement:
         raise UsageError(f"{launcher}: MASTER_ADDR is not set, so ncclcheck cannot find rank 0's host")
     port = v.get("master_port") or (DEFAULT_MASTER_PORT if addr else None)
     return Placement(v["rank"], v["world_size"], v["local_rank"], v["local_world_size"], v["node_rank"], v["nnodes"],
-                     addr, port, launcher, job_id(env))
+                     addr, port, launcher, job_id(env), agent_store=_agent_store(launcher, env))
 
 
 def _agent(launcher: str, t: dict, world: WorldConfig, env: Mapping[str, str]) -> Placement:
@@ -429,6 +379,12 @@ def _agent(launcher: str, t: dict, world: WorldConfig, env: Mapping[str, str]) -
                      job_id=job_id(env))
 
 
+def _agent_store(launcher: str, env: Mapping[str, str]) -> bool:
+    """Under torchrun the agent already hosts the store at MASTER_ADDR:MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE)."""
+    return launcher in ("torchrun", "fabric") and \
+        str(env.get("TORCHELASTIC_USE_AGENT_STORE", "")).strip().lower() == "true"
+
+
 def detect_placement(env: Mapping[str, str], world: Optional[WorldConfig] = None) -> Placement:
     """The placement of this process under the precedence rule above. Raises UsageError (exit 2) when the launcher's
     variables are inconsistent or a flag contradicts them."""
@@ -439,3 +395,12 @@ def detect_placement(env: Mapping[str, str], world: Optional[WorldConfig] = None
     if launcher in WORKER_LAUNCHERS:
         return _worker(launcher, told, env)
     return _agent(launcher, told, world, env)
+
+
+def store_host(placement: Placement) -> str:
+    """Where the process that hosts the store listens: the master address when it is one of this host's (so the
+    store is reachable exactly where the other nodes were told to connect), else every address."""
+    from ..facts.net import is_local_address
+
+    addr = placement.master_addr
+    return addr if addr and is_local_address(addr) else "0.0.0.0"

@@ -1,9 +1,9 @@
 """Progress from a spawned rank 0 to its agent's terminal, through the world's store.
 
 Rank 0 of a launcher-mode job is a spawned process with no terminal of its own: its jobs call a StoreObserver, which
-appends each start/advance/stop/row to the store (`progress/count` + `progress/<i>`, JSON); the agent on node 0 replays
-them into its real Observer (the console's progress bar) from a thread. Progress is best-effort: a lost store only
-stops the display, never the job.
+appends each start/advance/stop/row to the `progress` journal; the agent on node 0 replays them into its real Observer
+(the console's progress bar, or the line printer off a terminal) from a thread. Progress is best-effort: a lost store
+only stops the display, never the job.
 """
 
 from __future__ import annotations
@@ -14,23 +14,35 @@ import threading
 from collections.abc import Iterator
 from typing import Any, Callable, Optional
 
+from ..rendezvous.budget import Budget
+from ..rendezvous.journal import Journal
 from ..rendezvous.store import JsonStore, StoreLost
 from .context import show_row
 
 log = logging.getLogger(__name__)
-POLL_S = 0.1
+# A sweep's progress events: a start, a stop and an advance per step; a journal past this is not an honest one.
+MAX_EVENTS = 1 << 20
+
+
+def _event(v: Any) -> Optional[str]:
+    if not isinstance(v, dict) or v.get("op") not in ("start", "advance", "stop", "row"):
+        return "not a progress event"
+    return None
+
+
+def progress_journal(st: JsonStore) -> Journal:
+    return Journal(st, "progress", MAX_EVENTS, _event)
 
 
 class StoreObserver:
     """An Observer that writes its calls into the store for the agent to replay."""
 
     def __init__(self, st: JsonStore) -> None:
-        self.st = st
+        self.journal = progress_journal(st)
 
     def _put(self, event: dict) -> None:
         try:
-            i = self.st.add("progress/count", 1)
-            self.st.set(f"progress/{i}", event)
+            self.journal.append(event)
         except StoreLost:
             pass
 
@@ -47,28 +59,24 @@ class StoreObserver:
         self._put({"op": "row", "kind": kind, "data": data})
 
 
-def replay(st: JsonStore, observer: Any, done: int) -> int:
-    """Feed the events after the first `done` into observer; returns how many have been replayed."""
-    n = st.add("progress/count", 0)
-    while done < n:
-        ev = st.get_now(f"progress/{done + 1}")
-        if ev is None:  # counted but not written yet: next poll
-            break
-        done += 1
+def replay(journal: Journal, observer: Any) -> int:
+    """Feed the events after the ones already replayed into observer; returns how many have been replayed."""
+    for _, ev in journal.read_since():
         op = ev.get("op")
         if op == "start":
-            observer.start(int(ev.get("total") or 0), str(ev.get("label") or ""))
+            total = ev.get("total")
+            observer.start(total if type(total) is int and total >= 0 else 0, str(ev.get("label") or ""))
         elif op == "advance":
             observer.advance(str(ev.get("label") or ""))
         elif op == "stop":
             observer.stop()
         elif op == "row" and isinstance(ev.get("data"), dict):
             show_row(observer, str(ev.get("kind") or ""), ev["data"])
-    return done
+    return journal.done
 
 
 @contextlib.contextmanager
-def relay(open_client: Callable[[], JsonStore], observer: Optional[Any]) -> Iterator[None]:
+def relay(open_client: Callable[[], JsonStore], observer: Optional[Any], budget: Budget) -> Iterator[None]:
     """While the body runs, replay rank 0's progress into observer (its own store client, in a thread)."""
     if observer is None:
         yield
@@ -77,11 +85,12 @@ def relay(open_client: Callable[[], JsonStore], observer: Optional[Any]) -> Iter
 
     def run() -> None:
         try:
-            st = open_client()
-            done = 0
-            while not stop.wait(POLL_S):
-                done = replay(st, observer, done)
-            replay(st, observer, done)
+            journal = progress_journal(open_client())
+            # A display refresh, not a wait for an answer: a blocking wait that times out makes c10d log two
+            # lines, which an idle bar would do several times a second.
+            while not stop.wait(budget.relay_poll_s):
+                replay(journal, observer)
+            replay(journal, observer)
         except Exception as exc:  # noqa: BLE001 - progress is best-effort; the job's outcome is what matters
             log.debug("progress relay stopped: %s", exc)
         finally:
@@ -93,4 +102,4 @@ def relay(open_client: Callable[[], JsonStore], observer: Optional[Any]) -> Iter
         yield
     finally:
         stop.set()
-        t.join(2.0)
+        t.join(budget.thread_join_s)

@@ -21,22 +21,24 @@ import multiprocessing as mp
 import os
 import signal
 import socket
-import time
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from ..config import FIXED_BOUNDS_S, Budget, WorldConfig
+from ..config import WorldConfig
+from ..errors import interruption
 from ..facts.gpu import usable_gpu_count
-from ..rendezvous.store import JsonStore, StoreLost, first_line, open_store
+from ..rendezvous import agree as _agree
+from ..rendezvous.budget import Budget
+from ..rendezvous.journal import Journal
+from ..rendezvous.store import Guard, JsonStore, Limits, StoreLost, first_line, open_store
 from .context import NullObserver, WorkerContext
-from .launchers import Placement
+from .launchers import Placement, store_host
 from .relay import StoreObserver, relay
-from .roles import is_server
 
 log = logging.getLogger(__name__)
 CPU_RANKS_DEFAULT = 2
-_POLL_S = 0.25
+MAX_EMITS = 1 << 20  # partial results of one job (bench rows, links pairs): far more than any sweep makes
 
 
 @dataclass
@@ -49,6 +51,7 @@ class JobOutcome:
     emitted: list = field(default_factory=list)  # [{"rank", "kind", "data"}] in arrival order
     failures: list = field(default_factory=list)  # [{"rank", "reason"}]
     interrupted: bool = False  # Ctrl-C reached the agent: its ranks were stopped; `emitted` holds what they made
+    interrupted_by: str = "Ctrl-C"  # or "SIGTERM" (errors.interruption)
 
     @property
     def ok(self) -> bool:
@@ -80,10 +83,23 @@ def resolve_backend(requested: str, gpus: int, nproc: int) -> str:
     return "nccl" if gpus >= nproc > 0 else "gloo"
 
 
+def _emit_record(v: Any) -> Optional[str]:
+    if not isinstance(v, dict) or type(v.get("rank")) is not int or not isinstance(v.get("kind"), str) \
+            or not isinstance(v.get("data"), dict):
+        return "not an emit record {rank, kind, data}"
+    return None
+
+
+def emits(st: JsonStore) -> Journal:
+    """The `emit` journal: partial results as they are made, readable even if their rank dies later."""
+    return Journal(st, "emit", MAX_EMITS, _emit_record)
+
+
 def _emitter(st: JsonStore, rank: int) -> Callable[[str, dict], None]:
+    journal = emits(st)
+
     def emit(kind: str, data: dict) -> None:
-        i = st.add("emit/count", 1)
-        st.set(f"emit/{i}", {"rank": rank, "kind": kind, "data": data})
+        journal.append({"rank": rank, "kind": kind, "data": data})
 
     return emit
 
@@ -94,9 +110,9 @@ def _run_rank(spec: dict, st: JsonStore, job_fn: Callable, payload: dict, observ
 
     rank = spec["rank"]
     try:
-        # Each collective's hang bound is the budget's "collective" phase (T), not what is left of a job deadline:
-        # a sweep runs as long as its work needs.
-        timeout = _dt.timedelta(seconds=max(1.0, spec["op_timeout_s"]))
+        # Each collective's hang bound is T: a sweep runs as long as its work needs.
+        budget: Budget = spec["budget"]
+        timeout = _dt.timedelta(seconds=budget.collective_s)
         device = "cpu"
         if spec["backend"] == "nccl":
             import torch
@@ -111,8 +127,7 @@ def _run_rank(spec: dict, st: JsonStore, job_fn: Callable, payload: dict, observ
             ctx = WorkerContext(
                 rank=rank, world_size=spec["world_size"], local_rank=spec["local_rank"],
                 local_world_size=spec["local_world_size"], node_rank=spec["node_rank"], nnodes=spec["nnodes"],
-                backend=spec["backend"], device=device, timeout_s=spec["timeout_s"],
-                deadline=float("inf"), store=st,
+                backend=spec["backend"], device=device, budget=budget, store=st,
                 observer=observer if (observer is not None and rank == 0) else NullObserver(),
                 emit=_emitter(st, rank), log_dir=spec.get("log_dir"),
             )
@@ -149,7 +164,8 @@ def _worker_main(spec: dict, job_fn: Callable, payload: dict) -> None:
     if spec.get("log_path"):
         logging.basicConfig(filename=spec["log_path"], level=logging.DEBUG)
     try:
-        st = open_store(spec["host"], spec["port"], False, spec["timeout_s"], spec.get("log_path"), spec["prefix"])
+        budget: Budget = spec["budget"]
+        st = open_store(spec["host"], spec["port"], False, budget.join_s, spec["prefix"], _guard(spec))
         # Rank 0 has no terminal of its own: its progress goes through the store to the agent's (agent/relay.py).
         _run_rank(spec, st, job_fn, payload, StoreObserver(st) if spec.get("progress") else None)
     except Exception:  # noqa: BLE001 - the agent reads error/<rank> and the exit code
@@ -157,53 +173,64 @@ def _worker_main(spec: dict, job_fn: Callable, payload: dict) -> None:
     os._exit(0)
 
 
-def _collect(st: JsonStore, world_size: int, deadline: float) -> JobOutcome:
+def _result(v: Any) -> Optional[str]:
+    return None if isinstance(v, dict) else "not a job result (a JSON object)"
+
+
+def _error(v: Any) -> Optional[str]:
+    return None if isinstance(v, dict) and isinstance(v.get("reason"), str) else "not an error record {reason}"
+
+
+def _collect(st: JsonStore, world_size: int, deadline: float, budget: Budget) -> JobOutcome:
     out = JobOutcome(world_size=world_size, backend="")
     for r in range(world_size):
-        v = st.wait_get(f"result/{r}", deadline, poll_s=0.02) if time.monotonic() < deadline else st.get_now(
-            f"result/{r}")
+        v = st.wait_get(f"result/{r}", deadline, budget, _result)
         if v is not None:
             out.results[r] = v
         else:
-            err = st.get_now(f"error/{r}")
+            err = st.get_now(f"error/{r}", _error)
             if err is not None:
-                out.failures.append({"rank": r, "reason": err.get("reason", "failed")})
-    n = st.add("emit/count", 0)
-    for i in range(1, n + 1):
-        v = st.get_now(f"emit/{i}")
-        if v is not None:
-            out.emitted.append(v)
+                out.failures.append({"rank": r, "reason": err["reason"]})
+    out.emitted.extend(v for _, v in emits(st).read_since())
     return out
 
 
-AGREE_WAIT_S = 15.0
+def _outcome_record(v: Any) -> Optional[str]:
+    if not isinstance(v, dict) or not isinstance(v.get("results"), list) or type(v.get("world_size")) is not int:
+        return "not a job outcome"
+    if not all(isinstance(x, list) and len(x) == 2 and type(x[0]) is int and isinstance(x[1], dict)
+               for x in v["results"]):
+        return "a job outcome whose results are not [rank, result] pairs"
+    if not all(isinstance(f, dict) and type(f.get("rank")) is int and isinstance(f.get("reason"), str)
+               for f in v.get("failures") or []) or not all(_emit_record(e) is None for e in v.get("emitted") or []):
+        return "a job outcome with malformed failures or emits"
+    return None
 
 
-def agree(st: JsonStore, out: JobOutcome, decider: bool) -> JobOutcome:
+def agree(st: JsonStore, out: JobOutcome, decider: bool, budget: Budget) -> JobOutcome:
     """Every process builds its report from the same outcome: the decider's (node 0 / global rank 0), so every
-    process of the world exits with the same code. Without the store, or past a bounded wait, keep our own."""
+    process of the world exits with the same code. Without the store, or past a bounded wait, keep our own; an
+    outcome that names fewer failures than our own is not adopted (a stranger must not make a run look healthy)."""
     try:
         if decider:
-            st.set("job/outcome", {"world_size": out.world_size, "backend": out.backend, "emitted": out.emitted,
-                                   "results": [[r, v] for r, v in sorted(out.results.items())],
-                                   "failures": out.failures, "interrupted": out.interrupted})
+            _agree.publish(st, "job/outcome", {
+                "world_size": out.world_size, "backend": out.backend, "emitted": out.emitted,
+                "results": [[r, v] for r, v in sorted(out.results.items())], "failures": out.failures,
+                "interrupted": out.interrupted})
             return out
-        v = st.wait_get("job/outcome", time.monotonic() + AGREE_WAIT_S)
+        v = _agree.adopt(st, "job/outcome", budget.deadline(budget.final_agreement_s), budget, _outcome_record)
     except StoreLost:
         return out
-    if not isinstance(v, dict) or not isinstance(v.get("results"), list):
+    if v is None or (out.failures and not v.get("failures")) or v["world_size"] != out.world_size:
         return out
-    return JobOutcome(world_size=int(v.get("world_size", out.world_size)), backend=v.get("backend") or out.backend,
-                      results={int(r): x for r, x in v["results"]}, emitted=list(v.get("emitted") or []),
-                      failures=list(v.get("failures") or []), interrupted=bool(v.get("interrupted")))
+    return JobOutcome(world_size=out.world_size, backend=str(v.get("backend") or out.backend),
+                      results={r: x for r, x in v["results"] if 0 <= r < out.world_size},
+                      emitted=list(v.get("emitted") or []), failures=list(v.get("failures") or []),
+                      interrupted=bool(v.get("interrupted")) or out.interrupted)
 
 
-def _stall_bound(budget: Budget, step_ops: int) -> float:
-    """How long a world may go without emitting before it is hung: one job step's collectives, each bounded by T."""
-    return max(1, step_ops) * budget.bound("collective") + budget.bound("stall_grace")
-
-
-def _watch(procs: dict, st: JsonStore, stall_s: float, node: int, start_s: float) -> tuple[list, Optional[str]]:
+def _watch(procs: dict, st: JsonStore, stall_s: float, node: int, start_s: float,
+           budget: Budget) -> tuple[list, Optional[str]]:
     """Wait while local ranks run; (the ranks to stop, why) once the world emitted nothing for stall_s (hung: why
     is None), or once a local rank died before the world formed; ([], None) when every rank ended.
 
@@ -212,7 +239,7 @@ def _watch(procs: dict, st: JsonStore, stall_s: float, node: int, start_s: float
     its process group, starting (a new Python, torch's import, the join) has its own bound, start_s. A local rank
     that died before every local rank joined means the world can never form: the others (waiting in their first
     collective for it) are stopped after a short grace instead of the start bound."""
-    last_count, last_change = -1, time.monotonic()
+    last_count, last_change = -1, budget.now()
     died_at: Optional[float] = None
     while any(p.is_alive() for p in procs.values()):
         try:
@@ -220,18 +247,18 @@ def _watch(procs: dict, st: JsonStore, stall_s: float, node: int, start_s: float
             count = st.add("emit/count", 0) + ready
         except StoreLost:
             ready, count = len(procs), last_count
-        now = time.monotonic()
+        now = budget.now()
         if died_at is None and ready < len(procs) and any(p.exitcode not in (None, 0) for p in procs.values()):
             died_at = now
         if count != last_count:
             last_count, last_change = count, now
-        elif now - last_change > (stall_s if ready >= len(procs) else start_s):
+        elif not budget.within(last_change, stall_s if ready >= len(procs) else start_s):
             return [r for r, p in procs.items() if p.is_alive()], None
-        if died_at is not None and now - died_at > FIXED_BOUNDS_S["kill_grace"]:
+        if died_at is not None and not budget.within(died_at, budget.kill_grace_s):
             dead = ", ".join(str(r) for r, p in procs.items() if p.exitcode not in (None, 0))
             return [r for r, p in procs.items() if p.is_alive()], f"stopped: rank {dead} exited before the world formed"
         for p in procs.values():
-            p.join(_POLL_S / max(1, len(procs)))
+            p.join(budget.watch_slice_s(len(procs)))
     return [], None
 
 
@@ -246,7 +273,6 @@ class _LocalWorld:
     nnodes: int
     nproc: int
     backend: str
-    timeout_s: float  # each collective's bound (the budget's "collective" phase)
     log_path: Optional[str]
     prefix: str = "ncclcheck/job/"
 
@@ -259,8 +285,11 @@ class _LocalWorld:
         return self.nnodes == 1
 
 
-def _local_world(world_config: WorldConfig, placement: Placement, log_dir: Optional[str],
-                 budget: Budget) -> _LocalWorld:
+def _guard(spec: dict) -> Guard:
+    return Guard(token=spec.get("token"), limits=Limits.for_nodes(spec["nnodes"]))
+
+
+def _local_world(world_config: WorldConfig, placement: Placement, log_dir: Optional[str]) -> _LocalWorld:
     gpus = gpu_count()
     nproc = world_config.nproc_per_node or placement.local_world_size or gpus or CPU_RANKS_DEFAULT
     standalone = placement.nnodes == 1
@@ -269,12 +298,11 @@ def _local_world(world_config: WorldConfig, placement: Placement, log_dir: Optio
         port=_free_port() if standalone else placement.master_port,
         server=standalone or placement.node_rank == 0, node=placement.node_rank, nnodes=placement.nnodes,
         nproc=nproc, backend=resolve_backend(world_config.backend, gpus, nproc),
-        timeout_s=budget.bound("collective"),
         log_path=os.path.join(log_dir, f"job.node{placement.node_rank}.log") if log_dir else None)
 
 
 def _spawn_ranks(lw: _LocalWorld, job_fn: Callable, payload: dict, log_dir: Optional[str],
-                 env: Optional[dict], progress: bool) -> dict:
+                 env: Optional[dict], progress: bool, budget: Budget, token: Optional[bytes]) -> dict:
     """Start this node's ranks (spawned: a forked CUDA context would be unusable); {global rank: process}."""
     ctx = mp.get_context("spawn")
     child_env = worker_env(lw.backend, env, os.environ)
@@ -283,7 +311,7 @@ def _spawn_ranks(lw: _LocalWorld, job_fn: Callable, payload: dict, log_dir: Opti
         rank = lw.node * lw.nproc + lr
         spec = {"host": lw.host, "port": lw.port, "prefix": lw.prefix, "rank": rank, "world_size": lw.world_size,
                 "local_rank": lr, "local_world_size": lw.nproc, "node_rank": lw.node, "nnodes": lw.nnodes,
-                "backend": lw.backend, "timeout_s": lw.timeout_s, "op_timeout_s": lw.timeout_s,
+                "backend": lw.backend, "budget": budget, "token": token,
                 "log_path": lw.log_path, "log_dir": log_dir, "env": child_env,
                 "progress": progress and rank == 0}
         p = ctx.Process(target=_worker_main, args=(spec, job_fn, payload), name=f"ncclcheck-rank{rank}", daemon=True)
@@ -292,18 +320,18 @@ def _spawn_ranks(lw: _LocalWorld, job_fn: Callable, payload: dict, log_dir: Opti
     return procs
 
 
-def _stop(procs: dict, ranks: list, grace_s: float) -> None:
-    """Terminate, then kill after grace_s, the given ranks."""
+def _stop(procs: dict, ranks: list, budget: Budget) -> None:
+    """Terminate, then kill after the grace, the given ranks."""
     for rank in ranks:
         procs[rank].terminate()
     for rank in ranks:
-        procs[rank].join(grace_s)
+        procs[rank].join(budget.kill_grace_s)
         if procs[rank].is_alive():
             procs[rank].kill()
-            procs[rank].join(1.0)
+            procs[rank].join(budget.reap_s)
 
 
-def _name_failures(out: JobOutcome, lw: _LocalWorld, procs: dict, hung: list, stall_s: float,
+def _name_failures(out: JobOutcome, lw: _LocalWorld, procs: dict, hung: list, stall_s: float, budget: Budget,
                    why: Optional[str] = None) -> None:
     """Every rank without a result gets one reason: interrupted, hung, exited early, or its node never said."""
     named = {f["rank"] for f in out.failures}
@@ -311,12 +339,12 @@ def _name_failures(out: JobOutcome, lw: _LocalWorld, procs: dict, hung: list, st
         if rank in out.results or rank in named:
             continue
         if out.interrupted:
-            out.failures.append({"rank": rank, "reason": "interrupted (Ctrl-C); stopped"})
+            out.failures.append({"rank": rank, "reason": f"interrupted ({out.interrupted_by}); stopped"})
         elif rank in hung and why:
             out.failures.append({"rank": rank, "reason": why})
         elif rank in hung:
             out.failures.append({"rank": rank, "reason": f"hung: no progress from the job for {stall_s:g} s "
-                                 f"(a step's bound at --timeout {lw.timeout_s:g} s); killed"})
+                                 f"(a step's bound at --timeout {budget.collective_s:g} s); killed"})
         else:
             out.failures.append({"rank": rank, "reason": f"exited with code {p.exitcode} without a result"})
     named = {f["rank"] for f in out.failures}
@@ -326,12 +354,13 @@ def _name_failures(out: JobOutcome, lw: _LocalWorld, procs: dict, hung: list, st
     out.failures.sort(key=lambda f: f["rank"])
 
 
-def _say_done(st: JsonStore, server: bool, members: int, deadline: float) -> None:
-    """The store's host stays up (bounded) until every member has read what it needs."""
+def _say_done(st: JsonStore, server: bool, members: int, budget: Budget) -> None:
+    """The store's host stays up (bounded) until every other member has read what it needs."""
     try:
-        st.add("job/done", 1)
         if server:
-            st.wait_count("job/done", members, deadline)
+            _agree.await_acks(st, "job/done", members - 1, budget.deadline(budget.collect_s), budget)
+        else:
+            _agree.acknowledge(st, "job/done")
     except StoreLost:
         pass
 
@@ -339,28 +368,29 @@ def _say_done(st: JsonStore, server: bool, members: int, deadline: float) -> Non
 def _launch_local(world_config: WorldConfig, placement: Placement, job_fn: Callable, payload: dict,
                   log_dir: Optional[str], env: Optional[dict], budget: Budget, step_ops: int,
                   observer: Any = None) -> JobOutcome:
-    lw = _local_world(world_config, placement, log_dir, budget)
-    bind_host = lw.host if lw.standalone else "0.0.0.0"
-    st = open_store(bind_host if lw.server else lw.host, lw.port, lw.server, budget.bound("join"), lw.log_path,
-                    lw.prefix)
-    procs = _spawn_ranks(lw, job_fn, payload, log_dir, env, progress=observer is not None)
-    stall_s = _stall_bound(budget, step_ops)
-    interrupted = False
+    lw = _local_world(world_config, placement, log_dir)
+    guard = Guard(token=world_config.token, limits=Limits.for_nodes(lw.nnodes))
+    bind = lw.host if lw.standalone else store_host(placement)
+    st = open_store(bind if lw.server else lw.host, lw.port, lw.server, budget.join_s, lw.prefix, guard)
+    procs = _spawn_ranks(lw, job_fn, payload, log_dir, env, observer is not None, budget, world_config.token)
+    stall_s = budget.stall_s(step_ops)
+    interrupted, by = False, ""
     show = observer if 0 in procs else None  # rank 0's progress, replayed into this agent's bar
     try:
-        with relay(lambda: open_store(lw.host, lw.port, False, budget.bound("join"), lw.log_path, lw.prefix), show):
-            hung, why = _watch(procs, st, stall_s, lw.node, budget.bound("rank_start") + budget.bound("join"))
-    except KeyboardInterrupt:
-        interrupted, hung, why = True, [r for r, p in procs.items() if p.is_alive()], None
-    _stop(procs, hung, budget.bound("kill_grace"))
+        with relay(lambda: open_store(lw.host, lw.port, False, budget.join_s, lw.prefix, guard), show, budget):
+            hung, why = _watch(procs, st, stall_s, lw.node, budget.rank_start_bound_s, budget)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (errors.Terminated): stop the ranks, report what exists
+        interrupted, by, hung, why = True, interruption(exc), [r for r, p in procs.items() if p.is_alive()], None
+    _stop(procs, hung, budget)
     # Ranks on other nodes finish on their own clock: wait for their results a little, bounded.
-    collect_s = 0.5 if lw.standalone or interrupted else budget.bound("collect")
-    out = _collect(st, lw.world_size, time.monotonic() + collect_s)
+    collect_s = budget.standalone_collect_s if lw.standalone or interrupted else budget.collect_s
+    out = _collect(st, lw.world_size, budget.deadline(collect_s), budget)
     out.backend, out.interrupted = lw.backend, interrupted
-    _name_failures(out, lw, procs, hung, stall_s, why)
+    out.interrupted_by = by or out.interrupted_by
+    _name_failures(out, lw, procs, hung, stall_s, budget, why)
     if not lw.standalone:
-        out = agree(st, out, decider=lw.server)
-        _say_done(st, lw.server, lw.nnodes, budget.deadline("collect"))
+        out = agree(st, out, decider=lw.server, budget=budget)
+        _say_done(st, lw.server, lw.nnodes, budget)
     return out
 
 
@@ -368,41 +398,53 @@ def _run_in_process(world_config: WorldConfig, placement: Placement, job_fn: Cal
                     observer: Any, log_dir: Optional[str], budget: Budget) -> JobOutcome:
     gpus = gpu_count()
     backend = resolve_backend(world_config.backend, gpus, placement.local_world_size)
-    timeout_s = budget.bound("collective")
-    log_path = os.path.join(log_dir, f"job.rank{placement.rank}.log") if log_dir else None
-    server = is_server(placement, os.environ)
-    st = open_store("0.0.0.0" if server else placement.master_addr, placement.master_port, server,
-                    budget.bound("join"), log_path, "ncclcheck/job/")
+    server = placement.hosts_store
+    guard = Guard(token=world_config.token, limits=Limits.for_nodes(placement.nnodes))
+    st = open_store(store_host(placement) if server else placement.master_addr, placement.master_port, server,
+                    budget.join_s, "ncclcheck/job/", guard)
     spec = {"rank": placement.rank, "world_size": placement.world_size, "local_rank": placement.local_rank,
             "local_world_size": placement.local_world_size, "node_rank": placement.node_rank,
-            "nnodes": placement.nnodes, "backend": backend, "timeout_s": timeout_s, "op_timeout_s": timeout_s,
-            "log_dir": log_dir}
+            "nnodes": placement.nnodes, "backend": backend, "budget": budget, "log_dir": log_dir}
+    by = ""
     try:
         _run_rank(spec, st, job_fn, payload, observer)
     except Exception:  # noqa: BLE001 - recorded in the store as error/<rank>
         pass
-    out = _collect(st, placement.world_size, budget.deadline("collect"))
+    except KeyboardInterrupt as exc:  # every rank the launcher signalled writes its partial report (exit 130/143)
+        by = interruption(exc)
+    if by:  # the others are being stopped too: what the store holds now is all there will be; no agreement
+        try:
+            out = _collect(st, placement.world_size, budget.now(), budget)
+        except (StoreLost, ValueError):  # the store's host (rank 0) was signalled too and is gone
+            out = JobOutcome(world_size=placement.world_size, backend=backend)
+        out.backend, out.interrupted, out.interrupted_by = backend, True, by
+        _name_missing(out, placement.world_size, f"interrupted ({by}); stopped")
+        return out
+    out = _collect(st, placement.world_size, budget.deadline(budget.collect_s), budget)
     out.backend = backend
-    missing = [r for r in range(placement.world_size)
-               if r not in out.results and r not in {f["rank"] for f in out.failures}]
-    out.failures.extend({"rank": r, "reason": "no result before the deadline"} for r in missing)
-    out = agree(st, out, decider=placement.rank == 0)
-    _say_done(st, server, placement.world_size, budget.deadline("collect"))
+    _name_missing(out, placement.world_size, "no result before the deadline")
+    out = agree(st, out, decider=placement.rank == 0, budget=budget)
+    _say_done(st, server, placement.world_size, budget)
     return out
+
+
+def _name_missing(out: JobOutcome, world_size: int, reason: str) -> None:
+    named = {f["rank"] for f in out.failures}
+    out.failures.extend({"rank": r, "reason": reason} for r in range(world_size)
+                        if r not in out.results and r not in named)
 
 
 def run_job(world_config: WorldConfig, placement: Placement, job_fn: Callable, payload: dict,
             observer: Any = None, log_dir: Optional[str] = None, env: Optional[dict] = None,
-            budget: Optional[Budget] = None, step_ops: int = 1) -> JobOutcome:
+            step_ops: int = 1, *, budget: Budget) -> JobOutcome:
     """Run job_fn on every rank of the world this process belongs to.
 
-    Each wait is bounded by the budget (default: built from world_config.timeout_s): the join by T, each collective
-    by T; the job itself runs as long as it keeps emitting, and is hung once it emits nothing for step_ops x T
-    (+ a fixed grace), step_ops being the most collectives the job runs between two emits.
+    Each wait is bounded by the run's Budget: the join by T, each collective by T; the job itself runs as long as
+    it keeps emitting, and is hung once it emits nothing for budget.stall_s(step_ops), step_ops being the most
+    collectives the job runs between two emits.
 
     env: variables for the ranks this call spawns, set before torch initialises (NCCL_DEBUG_FILE...). In worker mode
     the launcher made this process, so its environment is the launcher's: run_job never rewrites os.environ."""
-    budget = budget or Budget(world_config.timeout_s)
     if placement.worker_mode:
         return _run_in_process(world_config, placement, job_fn, payload, observer, log_dir, budget)
     return _launch_local(world_config, placement, job_fn, payload, log_dir, env, budget, step_ops, observer)

@@ -4,7 +4,8 @@ For each op x size (x placement): buffers allocated once, warm-up, a barrier, th
 current stream with NCCL, perf_counter on gloo, whose collectives complete on the host), then the --check pass on
 its own, then one small all_gather that brings every rank's time, arrival and wrong count to every rank. Rank 0 builds
 the row (time = the slowest rank's, nccl-tests semantics) and emits it at once, so a run cut short still reports
-what it measured. Sizes that cannot finish before ctx.deadline are not started; ranks agree on that together.
+what it measured. A sweep has no overall deadline: it runs as long as its work needs, each collective bounded by
+--timeout.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ..model import BenchRow, sig
 from ..units import format_size_short
 from . import check as chk
 from . import stats
+from .efficiency import RECORD_KIND, link_record
 from .ops import OPS, bandwidths, coll_counts, dtype_name, parse_ops, torch_dtype
 from .runners import TORCH_IN_PLACE_ONLY, Runner, allocate, expected_output, make_runner, unsupported_reason
 from .straggler import annotate_row
@@ -29,8 +31,6 @@ RunnerFactory = Callable[..., Runner]
 PAYLOAD_KEYS = tuple(f.name for f in fields(BenchConfig))
 # Per-rank figures gathered after each measurement, in this order.
 _STATS = ("time_us", "barrier_wait_us", "start_offset_us", "wall_start_s", "wrong")
-# Seconds kept free before the deadline for the last row's exchange and the report.
-DEADLINE_MARGIN_S = 1.0
 
 
 def bench_config_to_payload(cfg: BenchConfig) -> dict:
@@ -275,18 +275,6 @@ def _build_row(op: str, dtype: str, in_place: bool, counts, per_rank: list[list[
     )
 
 
-def _estimate_s(history: dict, op: str, size: int, cfg: BenchConfig, n_place: int, nccl: bool = False) -> float:
-    """Seconds the next (op, size) needs, scaled from the last measurement (linear in bytes: pessimistic enough
-    for bandwidth-bound sizes, and small sizes are cheap anyway). 0 when nothing was measured yet."""
-    prev = history.get(op) or history.get("*")
-    if not prev:
-        return 0.0
-    prev_size, prev_us = prev
-    per_iter_s = prev_us * 1e-6 * max(1.0, size / prev_size)
-    timed = cfg.iters * (2 if nccl else 1)  # NCCL times a bare loop, then a stamped one (_timed_loop)
-    return per_iter_s * (cfg.warmup + timed + (2 if cfg.check else 0)) * n_place
-
-
 def _probe(ctx, runner) -> Optional[str]:
     """The first warm-up call doubles as the probe: a backend that lacks the op or dtype raises here, on every rank
     alike (the check is local, before any byte moves), and all ranks agree before going further. Returns why the
@@ -371,7 +359,6 @@ class _Sweep:
     rows: list = field(default_factory=list)
     skipped: list = field(default_factory=list)
     stopped: Optional[dict] = None
-    history: dict = field(default_factory=dict)
 
     @property
     def lead(self) -> bool:
@@ -399,21 +386,6 @@ def _runnable(sw: _Sweep) -> dict[str, list[bool]]:
     return out
 
 
-def _fits(sw: _Sweep, op: str, size: int, n_place: int) -> bool:
-    """Every rank agrees the next size can finish before the deadline; otherwise the sweep stops here."""
-    est = _estimate_s(sw.history, op, size, sw.cfg, n_place, sw.ctx.backend == "nccl")
-    try:
-        go, _ = _all_agree(sw.ctx, time.monotonic() + est + DEADLINE_MARGIN_S <= sw.ctx.deadline)
-    except RuntimeError as exc:  # a collective past its bound (--timeout): a hang, named
-        sw.stopped = _hang(sw.ctx, op, size, exc)
-        return False
-    if not go:
-        sw.stopped = {"reason": "deadline", "op": op, "bytes": size,
-                      "detail": f"stopped before {op} at {format_size_short(size)}: it would not finish "
-                                f"before the run's deadline (--timeout)"}
-    return go
-
-
 def _run_size(sw: _Sweep, op: str, size: int, live: list[bool], sizes_left: int, tdtype) -> list[bool]:
     """Every live placement of (op, size); returns the placements still live afterwards."""
     ctx, cfg = sw.ctx, sw.cfg
@@ -434,7 +406,6 @@ def _run_size(sw: _Sweep, op: str, size: int, live: list[bool], sizes_left: int,
             for _ in range(sizes_left):  # the sizes this placement will now not run
                 sw.advance(f"{op} skipped")
         else:
-            sw.history[op] = sw.history["*"] = (counts.bytes, row.time_us)
             if sw.lead:
                 sw.rows.append(row.to_json())
                 ctx.emit("bench_row", row.to_json())
@@ -447,7 +418,7 @@ def _run_size(sw: _Sweep, op: str, size: int, live: list[bool], sizes_left: int,
 def _run_op(sw: _Sweep, op: str, live: list[bool], tdtype) -> None:
     sizes = sw.cfg.sizes
     for i, size in enumerate(sizes):
-        if not live or not _fits(sw, op, size, len(live)):
+        if not live:
             return
         live = _run_size(sw, op, size, live, len(sizes) - i - 1, tdtype)
         if sw.stopped:
@@ -466,6 +437,9 @@ def run_sweep(ctx, cfg: BenchConfig, runner_factory: Optional[RunnerFactory] = N
         torch.cuda.set_device(ctx.device)
     tdtype = torch_dtype(cfg.dtype)
     sw = _Sweep(ctx, cfg, runner_factory or make_runner)
+    record = link_record(ctx)  # each node's links, for the bound of every row (bench/efficiency.py)
+    if record is not None:
+        ctx.emit(RECORD_KIND, record)
     runnable = _runnable(sw)
     if sw.lead:
         ctx.observer.start(sum(len(v) for v in runnable.values()) * len(cfg.sizes), "bench")

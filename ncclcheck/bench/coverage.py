@@ -62,7 +62,10 @@ def coverage_check(cfg: BenchConfig, rows: list[BenchRow], skips: Iterable[dict]
     gated = cfg.min_busbw_gbps is not None or cfg.baseline is not None
     gate_size = cfg.gate_size if cfg.gate_size is not None else max(cfg.sizes)
     gate_lost = gated and any(m["bytes"] == gate_size and not m["in_place"] for m in cut)
-    res = failed if gate_lost else warned
+    # A run stopped by Ctrl-C or SIGTERM (a time limit, scancel) did not do what was asked: it fails, as its exit
+    # code (130/143) says, so that its JSON never reads healthier than the process ended.
+    interrupted = (stopped or {}).get("reason") == "interrupted"
+    res = failed if gate_lost or interrupted else warned
     summary = f"{len(cut)} of {total} requested measurements not made ({lines[0]}" + (
         f"; +{len(cut) - 1} more)" if len(cut) > 1 else ")")
     detail = (stopped or {}).get("detail") or ""

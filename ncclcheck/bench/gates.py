@@ -255,15 +255,23 @@ def summarize(rows: list[BenchRow], hardware: Optional[dict] = None) -> dict:
 
 
 def outcome(cfg: BenchConfig, rows: list[BenchRow], skips: Iterable[dict] = (), stopped: Optional[dict] = None,
-            hardware: Optional[dict] = None, base_rows: Optional[list[BenchRow]] = None, backend: str = "nccl"
-            ) -> tuple[list[CheckResult], dict, bool]:
+            hardware: Optional[dict] = None, base_rows: Optional[list[BenchRow]] = None, backend: str = "nccl",
+            world: Optional[dict] = None) -> tuple[list[CheckResult], dict, bool]:
     """Everything a bench Report needs beyond the rows: (checks, extra, partial).
 
     rows: from the job's result (rows_from_result) or, when the world broke, the rows it emitted before that.
+    world: {"nnodes", "backend", "ranks_per_node", "records": the job's emitted records}: each row then gains its
+    bound and efficiency (written into the rows) and each op a bench.efficiency check (bench/efficiency.py).
     extra holds "bench_summary" and, when the sweep stopped early, "bench_stopped"."""
+    from .efficiency import evaluate as efficiency_checks
+    from .efficiency import summarize as summarize_bounds
+
     checks = evaluate(rows, cfg, skips, base_rows, backend)
     checks.append(coverage_check(cfg, rows, skips, stopped))
-    extra: dict[str, Any] = {"bench_summary": summarize(rows, hardware)}
+    eff_checks, bounds, seen = efficiency_checks(rows, gate_rows(rows, cfg), world, cfg.min_efficiency)
+    checks.extend(eff_checks)
+    extra: dict[str, Any] = {"bench_summary": summarize(rows, hardware or seen)}
+    summarize_bounds(extra["bench_summary"]["per_op"], bounds)
     if stopped:
         extra["bench_stopped"] = stopped
     return checks, extra, bool(stopped)

@@ -9,27 +9,31 @@ from ..model import BenchRow, Report, failed
 from ..steps import world as w
 
 
-def run(config: Config, observer=None) -> Report:
+def run(config: Config, observer=None, placement=None) -> Report:
     """Collective sweeps on real process groups (NCCL on GPUs, gloo on CPUs) with nccl-tests' semantics."""
     from . import gates
     from .collectives import bench_config_to_payload, bench_job, validate
 
     clock = w.Clock()
+    budget = w.budget(config)
+    placement = w.placement(config, placement)
     try:
-        world, placement = w.job_world(config)
+        world, placement = w.job_world(config, placement, budget)
     except WorldError as exc:
-        return w.world_failure_report(config, "bench", clock, str(exc))
+        return w.world_failure_report(config, "bench", clock, str(exc), placement)
     world_size = placement.world_size if placement.worker_mode else world.nnodes * w.local_ranks(world, placement)
     cfg = validate(config.bench, world_size)  # UsageError before any rendezvous
     _check_memory(cfg, world, placement, world_size)
     base_rows = gates.load_baseline(cfg.baseline) if cfg.baseline else None
     # Between two rows: the size's agreement, warm-up, barrier, timed iterations, check and stats collectives.
     step_ops = (cfg.warmup + cfg.iters + 6) * (2 if cfg.in_place else 1)
-    out = w.run_world_job(world, placement, bench_job, bench_config_to_payload(cfg), observer, config.budget,
-                          step_ops)
+    out = w.run_world_job(world, placement, bench_job, bench_config_to_payload(cfg), budget, observer, step_ops)
     rows, skips, stopped = _rows(out)
     checks, extra, partial = gates.outcome(cfg, rows, skips, stopped, hardware=None, base_rows=base_rows,
-                                           backend=out.backend)
+                                           backend=out.backend,
+                                           world={"nnodes": placement.nnodes, "backend": out.backend,
+                                                  "ranks_per_node": w.local_ranks(world, placement),
+                                                  "records": out.emitted})
     if out.world_size > 1 and rows:
         from .straggler import find_stragglers
 
@@ -40,7 +44,7 @@ def run(config: Config, observer=None) -> Report:
     if config.nccl_diag and config.nccl_diag.capture:
         from ..steps.nccl_capture import nccl_capture
 
-        more, sections = nccl_capture(config, world, placement, out.backend)
+        more, sections = nccl_capture(config, world, placement, out.backend, budget)
         checks.extend(more)
         extra.update(sections)
     if out.failures and not out.interrupted:
@@ -66,7 +70,7 @@ def _rows(out) -> tuple[list, list, object]:
     stopped = {"reason": "world broke", "detail": "; ".join(f"rank {f['rank']}: {f['reason']}" for f in out.failures)}
     hang = next((e["data"] for e in out.emitted if e.get("kind") == "bench_stopped"), None)
     if out.interrupted:
-        stopped = {"reason": "interrupted", "detail": "interrupted (Ctrl-C) before the sweep ended"}
+        stopped = {"reason": "interrupted", "detail": f"interrupted ({out.interrupted_by}) before the sweep ended"}
     elif isinstance(hang, dict):
         stopped = hang
     return rows, [], stopped

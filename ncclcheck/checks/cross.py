@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from ..model import CheckResult, failed, passed, skipped, warned
 from ..nccl import reachability, rules
+from . import storage
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,7 @@ class CrossInput:
     nodes: list  # [(node_rank, hostname, facts)]
     mesh: Optional[dict] = None  # reachability.build_matrix output; None when the probe did not run
     attempts: dict = field(default_factory=dict)  # {node_rank: [probe attempt records]}
+    shared: Optional[dict] = None  # the --shared-dir step's outcome on node 0 (preflight/shared_dirs.py)
 
     @property
     def ranks(self) -> list:
@@ -202,7 +204,7 @@ def check_paths(inp: CrossInput) -> CheckResult:
     wanted = sorted({p.get("path") for ps in groups.values() if isinstance(ps, list) for p in ps if p.get("path")})
     if not wanted:
         return skipped(cid, "no --path given")
-    problems, warn_only, ev = [], [], {}
+    problems, warn_only, ev, held = [], [], {}, []
     for path in wanted:
         per = {r: next((p for p in ps if p.get("path") == path), None) for r, ps in groups.items()}
         ev[path] = {str(r): p for r, p in per.items()}
@@ -210,6 +212,12 @@ def check_paths(inp: CrossInput) -> CheckResult:
         if bad:
             problems.append(f"{path} missing or unreadable on {_who(inp, bad)}")
             continue
+        how, mixed = storage.path_sharing(inp, path, per)
+        ev.setdefault("sharing", {})[path] = how
+        if mixed:
+            warn_only.append(mixed)
+        else:
+            held.append(f"{path}: {how}")
         fps = {r: p.get("fingerprint") for r, p in per.items()}
         if len({_key(v) for v in fps.values()}) > 1:
             the, _ = _by_value(fps)[0]
@@ -222,7 +230,7 @@ def check_paths(inp: CrossInput) -> CheckResult:
     if warn_only:
         return warned(cid, "; ".join(warn_only), evidence=ev,
                       fix="Sync the data (rsync from a majority node) or point every node at the same shared copy.")
-    return passed(cid, f"{len(wanted)} path(s) identical on {len(groups)} nodes", evidence=ev)
+    return passed(cid, f"{len(wanted)} path(s) identical on {len(groups)} nodes ({'; '.join(held)})", evidence=ev)
 
 
 def check_gpu_count(inp: CrossInput) -> CheckResult:

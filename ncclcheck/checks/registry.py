@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from ..model import CheckResult, skipped
-from . import cross, local, postmortem
+from . import cross, local, postmortem, storage
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,10 @@ REGISTRY: tuple = (
     CheckSpec("packages.consistent", CROSS, ("packages",), cross.check_packages),
     CheckSpec("code.consistent", CROSS, ("code",), cross.check_code),
     CheckSpec("paths.consistent", CROSS, ("paths",), cross.check_paths),
+    CheckSpec(storage.WRITABLE, CROSS, ("storage",), storage.check_writable),
+    CheckSpec(storage.SPACE, CROSS, ("storage",), storage.check_space),
+    CheckSpec(storage.SHARED, CROSS, ("storage",), storage.check_shared),
+    CheckSpec(storage.THROUGHPUT, CROSS, ("storage",), storage.check_throughput),
     CheckSpec("net.peer_reachability", CROSS, ("interfaces",), cross.check_peer_reachability),
     CheckSpec("net.mtu_consistent", CROSS, ("interfaces",), cross.check_mtu),
     CheckSpec("ib.devices", CROSS, ("rdma",), cross.check_ib),
@@ -77,6 +81,8 @@ REGISTRY: tuple = (
     CheckSpec("bench.correctness", STEP, (), None, (BENCH,), "bench/gates.py"),
     CheckSpec("bench.min_busbw", STEP, (), None, (BENCH,), "bench/gates.py"),
     CheckSpec("bench.baseline", STEP, (), None, (BENCH,), "bench/gates.py"),
+    CheckSpec("bench.efficiency", STEP, (), None, (BENCH,), "bench/efficiency.py"),
+    CheckSpec("bench.min_efficiency", STEP, (), None, (BENCH,), "bench/efficiency.py (--min-efficiency)"),
     CheckSpec("bench.unsupported", STEP, (), None, (BENCH,), "bench/gates.py"),
     CheckSpec("bench.coverage", STEP, (), None, (BENCH,), "bench/coverage.py"),
     CheckSpec("bench.stragglers", STEP, (), None, (BENCH,), "bench/straggler.py"),
@@ -86,6 +92,8 @@ REGISTRY: tuple = (
     CheckSpec("links.pair_error", STEP, (), None, (LINKS, SWEEP), "links/analyze.py"),
     CheckSpec("links.incomplete", STEP, (), None, (LINKS, SWEEP), "links/analyze.py"),
     CheckSpec("links.min_gbps", STEP, (), None, (LINKS, SWEEP), "links/analyze.py"),
+    CheckSpec("links.efficiency", STEP, (), None, (LINKS, SWEEP), "links/efficiency.py"),
+    CheckSpec("links.min_efficiency", STEP, (), None, (LINKS, SWEEP), "links/efficiency.py (--min-efficiency)"),
     CheckSpec("links.baseline", STEP, (), None, (LINKS,), "links/baseline.py (--baseline)"),
     CheckSpec("health.gpus", STEP, (), None, (HEALTH,), "checks/health.py"),
     CheckSpec("health.nccl_interface", STEP, (), None, (HEALTH,), "checks/health.py"),
@@ -107,8 +115,8 @@ def unregistered(command: str, ids: Iterable[str]) -> list:
     return sorted({i for i in ids if i not in known})
 
 
-def specs(scope: str) -> list:
-    return [s for s in REGISTRY if s.scope == scope]
+def specs(scope: str, prefix: str = "") -> list:
+    return [s for s in REGISTRY if s.scope == scope and s.id.startswith(prefix)]
 
 
 def _missing(spec: CheckSpec, inp: Any) -> list:
@@ -117,11 +125,12 @@ def _missing(spec: CheckSpec, inp: Any) -> list:
     return [g for g in spec.needs if not any(g in (f or {}) for _, _, f in inp.nodes)]
 
 
-def run_checks(scope: str, inp: Any) -> list:
-    """Every check of one scope on one input (a LocalInput or a CrossInput), in registry order."""
+def run_checks(scope: str, inp: Any, prefix: str = "") -> list:
+    """Every check of one scope (whose id starts with prefix) on one input (a LocalInput or a CrossInput), in
+    registry order."""
     node = getattr(inp, "node_rank", None) if scope == LOCAL else None
     out: list[CheckResult] = []
-    for spec in specs(scope):
+    for spec in specs(scope, prefix):
         missing = _missing(spec, inp)
         if missing:
             out.append(skipped(spec.id, f"not collected: {', '.join(missing)}", node=node))

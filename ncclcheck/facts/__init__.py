@@ -11,7 +11,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["collect_node_facts", "collect_health_facts", "GROUPS", "hostname", "hostname_of"]
 
-GROUPS = ("host", "interfaces", "route", "rdma", "gpu", "versions", "packages", "code", "paths", "env")
+GROUPS = ("host", "interfaces", "route", "rdma", "gpu", "versions", "packages", "code", "paths", "storage", "env")
 
 
 def _safe(group: str, fn: Callable[[], Any]) -> Any:
@@ -25,9 +25,10 @@ def _safe(group: str, fn: Callable[[], Any]) -> Any:
 
 def collect_node_facts(code_path: Optional[str] = None, paths: Iterable[str] = (),
                        master_addr: Optional[str] = None, tool_version: Optional[str] = None,
-                       load_torch: Optional[Callable[[], Any]] = None) -> dict:
+                       load_torch: Optional[Callable[[], Any]] = None, shared_dirs: Iterable[str] = (),
+                       need_bytes: Optional[int] = None) -> dict:
     """Every group of docs/facts.md for this node. Never raises; cheap on a CPU node (torch is not imported)."""
-    from . import code, envvars, gpu, host, net, packages, rdma, versions
+    from . import code, envvars, gpu, host, net, packages, rdma, storage, versions
     from . import paths as paths_mod
 
     facts: dict = {}
@@ -40,6 +41,7 @@ def collect_node_facts(code_path: Optional[str] = None, paths: Iterable[str] = (
     facts["packages"] = _safe("packages", packages.collect)
     facts["code"] = _safe("code", lambda: code.collect(code_path))
     facts["paths"] = _safe("paths", lambda: paths_mod.collect(list(paths)))
+    facts["storage"] = _safe("storage", lambda: storage.collect(list(shared_dirs), need_bytes))
     facts["env"] = _safe("env", envvars.collect)
     facts["collected_at"] = time.time()
     return facts

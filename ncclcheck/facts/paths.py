@@ -1,4 +1,5 @@
-"""`--path P` facts: exists, readable, kind, file count, bytes and a fingerprint over relative path + size."""
+"""`--path P` facts: exists, readable, kind, file count, bytes, a fingerprint over relative path + size, and the
+filesystem it is on (type, source, device from this node's mount table)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import hashlib
 import os
 from collections.abc import Iterable
 
+from .storage import mount_of
 from .tree import walk
 
 MAX_FILES = 20000
@@ -20,6 +22,7 @@ def fingerprint(path: str) -> dict:
         out["reason"] = "does not exist"
         return out
     out["exists"] = True
+    out["mount"] = mount_of(p)
     if os.path.isdir(p):
         out["kind"] = "dir"
         out["readable"] = os.access(p, os.R_OK | os.X_OK)

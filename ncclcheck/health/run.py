@@ -65,10 +65,13 @@ def run_health(config: Config, version: str, collect: Optional[Callable] = None,
         expect_gpus, gpus_from = gres_gpus(state.gres), f"Gres={state.gres}"
     expect = Expect(gpus=expect_gpus, gpus_from=gpus_from, ifname=hc.ifname, mtu=hc.mtu,
                     min_speed_mbps=hc.min_speed_mbps, ib_rate_gbps=hc.ib_rate_gbps)
-    facts, stuck = _collect_bounded(collect or collect_health_facts, hc.timeout_s, golden is not None)
+    from ..rendezvous.budget import FIXED
+
+    bound_s = hc.timeout_s or FIXED.health_timeout_s
+    facts, stuck = _collect_bounded(collect or collect_health_facts, bound_s, golden is not None)
     if facts is None:
-        checks = [failed(TIMEOUT_CHECK, f"the node's checks did not finish within {hc.timeout_s:g} s (stuck "
-                         f"reading {stuck})", evidence={"timeout_s": hc.timeout_s, "stuck_in": stuck},
+        checks = [failed(TIMEOUT_CHECK, f"the node's checks did not finish within {bound_s:g} s (stuck "
+                         f"reading {stuck})", evidence={"timeout_s": bound_s, "stuck_in": stuck},
                          detail="A read that hangs (a driver or filesystem in trouble) is a sick node; Slurm "
                                 "would have killed the health check at 60 s without a reason.",
                          fix=f"Look at what reading {stuck} waits for on the node (`dmesg`, `nvidia-smi`, "

@@ -3,7 +3,7 @@
 Running scontrol is an action, not a fact, so it lives with the commands that act (health and sweep) rather than
 in facts/, and only here: one module to audit for what ncclcheck may do to a cluster. It runs as root from
 HealthCheckProgram and Prolog, so scontrol always gets an argument list (never a shell), every call is bounded
-(FIXED_BOUNDS_S["scontrol"]) and never retried, and its failures (missing binary, an error, a controller that does
+(Budget.scontrol_s) and never retried, and its failures (missing binary, an error, a controller that does
 not answer) come back as one-line ScontrolErrors for the report. With dry_run nothing is run: the commands are
 recorded, shell-quoted, for the user to read or paste.
 """
@@ -16,7 +16,7 @@ import shutil
 import subprocess
 from typing import Callable, Optional
 
-from ..config import FIXED_BOUNDS_S
+from ..rendezvous.budget import FIXED
 from .drain import NodeState
 
 _SUFFIX = re.compile(r"\s*\[[^\[\]]*@[^\[\]]*\]\s*$")  # ' [root@2026-11-23T00:11:12]' that Slurm appends
@@ -77,7 +77,7 @@ class Scontrol:
                  run: Optional[Runner] = None):
         self.binary = shutil.which("scontrol") if binary is None else (binary or None)  # "": none
         self.dry_run = dry_run
-        self.bound_s = FIXED_BOUNDS_S["scontrol"] if bound_s is None else bound_s
+        self.bound_s = FIXED.scontrol_s if bound_s is None else bound_s
         self.run = run or subprocess.run
         self.commands: list[str] = []
 

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..checks.outliers import is_low_outlier, reference
 from ..config import LinksConfig
 from ..model import CheckResult, failed, passed, skipped, warned
 
@@ -37,13 +38,6 @@ CHECK_DEAD = "links.dead"
 CHECK_PAIR_ERROR = "links.pair_error"
 CHECK_INCOMPLETE = "links.incomplete"
 CHECK_MIN_GBPS = "links.min_gbps"
-# A low group is a clear outlier only when the next value up is at least this many times larger. 2, not 1.5: on the
-# lab's shared 2-core machine CPU-bound transfers of healthy hosts varied up to 3x, and 1.5 made 2 of 10 healthy
-# 4-host runs name a slow link or node (scripts/links_rates.py); the faults to find are 5-100x.
-GAP = 2.0
-MAJORITY_GAP = 2.5  # ... and this many when the low group is most of the measurements (a noisy machine's spread is
-# within 2x: issue 13 saw 0.73-0.85 GB/s against a best link of 1.87)
-
 INSPECT_NODE = (
     "inspect on {who}: the NIC's negotiated speed (/sys/class/net/<if>/speed, `ethtool <if>`), traffic shaping "
     "(`tc qdisc show dev <if>`: a tbf/htb rate limit or QoS policy), the cable/transceiver, the switch port (errors, "
@@ -81,37 +75,6 @@ def _measured(x: object) -> bool:
     return isinstance(x, (int, float)) and x == x and x >= 0
 
 
-def reference(values: Sequence[float], relative: float) -> tuple[Optional[float], float]:
-    """(reference, outlier ceiling): the median after setting aside clear low outliers, and the lowest value kept
-    when some were set aside (0.0 when none was). See the module's rules."""
-    keep = sorted(values)
-    if not keep:
-        return None, 0.0
-    ceiling = 0.0
-    while True:
-        ref = statistics.median(keep)
-        cut = None
-        for i in range(len(keep) - 1):
-            if _clear_cut(keep, i, relative, ref):
-                cut = i
-        if cut is None:
-            return ref, ceiling
-        ceiling = keep[cut + 1]
-        keep = keep[cut + 1:]
-
-
-def _clear_cut(keep: list, i: int, relative: float, ref: float) -> bool:
-    """Is keep[:i+1] a clear low outlier group? A minority needs a GAP and to be below relative x the median; a
-    majority (2/3 of the links of 3 nodes with one bad NIC) needs a wider MAJORITY_GAP below at least two faster
-    measurements, so that the one fast pair of a noisy machine is never taken for "normal"."""
-    low, high = keep[i], keep[i + 1:]
-    ratio = high[0] / low if low > 0 else float("inf")
-    if len(high) * 2 > len(keep):
-        return low < relative * ref and ratio >= GAP
-    enough = len(high) >= min(2, len(keep) // 2)  # two faster measurements (one with only 2 nodes' 2 directions)
-    return enough and ratio >= MAJORITY_GAP and low < relative * statistics.median(high)
-
-
 def classify(matrix: Matrix, relative: float = _DEFAULT.relative, min_gbps: Optional[float] = None) -> Classification:
     n = len(matrix)
     cells = [(a, b, float(matrix[a][b])) for a in range(n) for b in range(n) if a != b and _measured(matrix[a][b])]
@@ -123,7 +86,7 @@ def classify(matrix: Matrix, relative: float = _DEFAULT.relative, min_gbps: Opti
     if min_gbps is not None:
         threshold = max(threshold, min_gbps)
     slow_cells = sorted((a, b) for a, b, v in cells
-                        if (v < ceiling and v < relative * ref) or (min_gbps is not None and v < min_gbps))
+                        if is_low_outlier(v, ref, ceiling, relative) or (min_gbps is not None and v < min_gbps))
     links = sorted({(min(a, b), max(a, b)) for a, b, _ in cells})
     slow_links = sorted({(min(a, b), max(a, b)) for a, b in slow_cells})
     slow_nodes = _slow_nodes(n, links, slow_links)

@@ -25,7 +25,7 @@ from ..config import LinksConfig
 from ..facts import hostname
 from ..model import sig
 from ..rendezvous.store import JsonStore
-from . import schedule
+from . import efficiency, schedule
 from .analyze import analyze, classify
 
 _CFG = LinksConfig()  # the user-facing defaults live in config.LinksConfig; the rest are the job's own
@@ -38,16 +38,15 @@ DEFAULTS: dict[str, Any] = {
     "seed": _CFG.seed,
     "relative": _CFG.relative,
     "min_gbps": _CFG.min_gbps,
+    "min_efficiency": _CFG.min_efficiency,  # gate: each direction's GB/s / its two ends' bound (links/efficiency.py)
     "timeout_s": None,  # one pair operation; None: the world's timeout
     "budget_s": None,  # per direction: stop timing early on a very slow link; None: timeout_s / 4
-    "grace_s": 2.0,  # how long to wait for a node whose partner saw its connection close
-    "heartbeat_s": 5.0,  # a participant whose heartbeat has not moved for this long is dead
+    "grace_s": None,  # how long to wait for a node whose partner saw its connection close; None: the Budget's
+    "heartbeat_s": None,  # a participant whose heartbeat has not moved for this long is dead; None: the Budget's
     "by": "auto",  # node | rank | auto (node when the world has several nodes)
     "stat": "median",  # median | best: which iteration time makes the GB/s (best resists a noisy, shared CPU)
 }
 ROW_KIND = "links_row"
-_POLL_S = 0.02
-_BEAT_S = 0.5
 
 
 def payload_from_config(cfg: Any, timeout_s: Optional[float] = None) -> dict:
@@ -57,6 +56,7 @@ def payload_from_config(cfg: Any, timeout_s: Optional[float] = None) -> dict:
         "iters": cfg.iters,
         "rounds": cfg.rounds,
         "min_gbps": cfg.min_gbps,
+        "min_efficiency": getattr(cfg, "min_efficiency", None),
         "relative": cfg.relative,
         "seed": getattr(cfg, "seed", 0),
         "timeout_s": timeout_s,
@@ -74,19 +74,17 @@ class _Opts:
         self.seed = int(p["seed"])
         self.relative = float(p["relative"])
         self.min_gbps = None if p["min_gbps"] is None else float(p["min_gbps"])
-        # One pair operation's bound. The world's --timeout bounds the whole job (agent/runner.py), so by default an op
-        # gets a third of what is left of it: a dead peer is normally caught much sooner (heartbeat, 20x rule).
-        left = ctx.deadline - time.monotonic()
-        default = ctx.timeout_s if left == float("inf") else min(ctx.timeout_s, max(5.0, left / 3))
-        self.timeout_s = float(p["timeout_s"] if p["timeout_s"] is not None else default)
-        self.budget_s = float(p["budget_s"] if p["budget_s"] is not None else max(1.0, self.timeout_s / 4))
-        self.grace_s = float(p["grace_s"])
-        self.heartbeat_s = float(p["heartbeat_s"])
+        self.min_efficiency = None if p["min_efficiency"] is None else float(p["min_efficiency"])
+        # One pair operation's bound: --timeout (a dead peer is normally caught much sooner: heartbeat, 20x rule).
+        b = self.budget = ctx.budget
+        self.timeout_s = b.links_op_s(p["timeout_s"])
+        self.budget_s = float(p["budget_s"]) if p["budget_s"] is not None else b.links_direction_s(self.timeout_s)
+        self.grace_s = float(p["grace_s"]) if p["grace_s"] is not None else b.links_grace_s
+        self.heartbeat_s = float(p["heartbeat_s"]) if p["heartbeat_s"] is not None else b.links_heartbeat_s
         self.stat = min if p["stat"] == "best" else statistics.median
         by = p["by"]
         self.by = ("node" if ctx.nnodes > 1 else "rank") if by == "auto" else by
-        # Worst case for one round: pair setup, then each direction runs past its budget by one send+ack.
-        self.round_bound_s = 3 * self.timeout_s + 2 * self.budget_s + 5.0
+        self.round_bound_s = b.links_round_s(self.timeout_s, self.budget_s)
 
 
 class _Heartbeat:
@@ -95,8 +93,8 @@ class _Heartbeat:
     A node can die where no partner notices (a bye round, between rounds, before its pair connects); without
     this, only the one-round bound would catch it."""
 
-    def __init__(self, kv: JsonStore, me: Optional[int]):
-        self.kv, self.me = kv, me
+    def __init__(self, kv: JsonStore, me: Optional[int], beat_s: float):
+        self.kv, self.me, self.beat_s = kv, me, beat_s
         self.seen: dict[int, tuple[int, float]] = {}  # node -> (counter, when it last moved)
         self._stop = threading.Event()
         self._thread = None
@@ -106,7 +104,7 @@ class _Heartbeat:
             self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(_BEAT_S):
+        while not self._stop.wait(self.beat_s):
             try:
                 self.kv.add(f"hb/{self.me}", 1)
             except Exception:
@@ -158,6 +156,7 @@ class Channel:
         self.torch = torch
         self.round_no, self.peer_id = round_no, peer_id
         self.td = timedelta(seconds=timeout_s)
+        self.budget = ctx.budget
         self.peer = 1 - pair_rank
         self.cuda = ctx.backend == "nccl" and str(ctx.device).startswith("cuda")
         self.device = torch.device(ctx.device if self.cuda else "cpu")
@@ -177,7 +176,7 @@ class Channel:
     def tighten(self, first_s: float, limit_s: float) -> None:
         """After the first transfer, bound each op by 20x its time (3 s at least): a peer that died without closing
         its connection cleanly is then noticed in seconds, not after the whole --timeout."""
-        self.td = timedelta(seconds=min(limit_s, max(3.0, 20 * first_s)))
+        self.td = timedelta(seconds=self.budget.links_tightened_s(first_s, limit_s))
 
     def start(self) -> Any:
         if self.cuda:
@@ -261,7 +260,8 @@ def _measure_pair(ctx: WorkerContext, o: _Opts, kv: JsonStore, hb: _Heartbeat, r
     try:
         # Meet in the store first, with our own bound: gloo's connect waits on the store's (long) default timeout.
         pair_kv.set(f"hello/{me}", 1)
-        pair_kv.wait(f"hello/{peer}", o.timeout_s, alive=lambda: _gone(hb, o, peer, unit))
+        pair_kv.wait_alive(f"hello/{peer}", o.budget.deadline(o.timeout_s), o.budget,
+                           alive=lambda: _gone(hb, o, peer, unit), slice_s=o.budget.links_alive_check_s)
         ch = transport(ctx, _store_prefixed(pair_kv), 0 if me == a else 1, o.timeout_s, round_no=r, peer_id=peer)
         for src, _dst in ((a, b), (b, a)):
             if me == src:
@@ -308,7 +308,9 @@ def links_job(ctx: WorkerContext, payload: dict, transport: type = Channel) -> d
     kv = store.scoped(f"ncclcheck/links/{seq}/")
     if me is not None:
         kv.set(f"host/{me}", hostname())
-    hb = _Heartbeat(kv, me)
+        if unit == "node":  # what this node's links can carry: the bound of every pair it is in
+            kv.set(f"links/{me}", _my_links(ctx))
+    hb = _Heartbeat(kv, me, ctx.budget.links_beat_s)
     try:
         if me == 0:
             return {**base, "role": "coordinator", **_Coordinator(ctx, o, kv, hb, n, unit, transport).run()}
@@ -316,6 +318,34 @@ def links_job(ctx: WorkerContext, payload: dict, transport: type = Channel) -> d
                 **_follow(ctx, o, kv, hb, me, unit, transport)}
     finally:
         hb.stop()
+
+
+def _my_links(ctx: WorkerContext) -> dict:
+    """This node's link facts (facts/links.py); never raises: without them the bound is unknown and says why."""
+    from ..facts.links import collect_for_job, store_host
+
+    try:
+        return collect_for_job(with_gpus=ctx.device.startswith("cuda"), peer=store_host(ctx.store))
+    except Exception as e:  # noqa: BLE001
+        return {"unavailable": f"{type(e).__name__}: {e}"}
+
+
+def _go_record(v: Any) -> Optional[str]:
+    if not isinstance(v, dict) or not isinstance(v.get("pairs", []), list) or not isinstance(v.get("dead", []), list):
+        return "not a round's go message"
+    return None
+
+
+def _final_record(v: Any) -> Optional[str]:
+    return None if isinstance(v, dict) else "not the links run's final result"
+
+
+def _text(v: Any) -> Optional[str]:
+    return None if isinstance(v, str) else "not a host name"
+
+
+def _done_record(v: Any) -> Optional[str]:
+    return None if isinstance(v, dict) else "not a round's report"
 
 
 def _gone(hb: _Heartbeat, o: _Opts, node: int, unit: str) -> Optional[str]:
@@ -329,9 +359,10 @@ def _follow(ctx: WorkerContext, o: _Opts, kv: JsonStore, hb: _Heartbeat, me: Opt
     r = 0
     try:
         while True:
-            bound = o.timeout_s + 5.0 if r == 0 else o.round_bound_s + o.grace_s + 5.0
-            bound = min(bound, max(1.0, ctx.deadline - time.monotonic() + o.grace_s + 5.0))
-            msg = kv.wait(f"go/{r}", bound, alive=lambda: _gone(hb, o, 0, unit))
+            b = o.budget
+            bound = b.links_first_wait_s(o.timeout_s) if r == 0 else b.links_next_wait_s(o.round_bound_s, o.grace_s)
+            msg = kv.wait_alive(f"go/{r}", b.deadline(bound), b, alive=lambda: _gone(hb, o, 0, unit),
+                                slice_s=b.links_alive_check_s, check=_go_record)
             if msg.get("stop") or (me is not None and me in msg.get("dead", ())):
                 break
             if me is not None:
@@ -340,7 +371,8 @@ def _follow(ctx: WorkerContext, o: _Opts, kv: JsonStore, hb: _Heartbeat, me: Opt
                        else {"peer": None})
                 kv.set(f"done/{r}/{me}", res)
             r += 1
-        return kv.wait("final", o.timeout_s)
+        return kv.wait_alive("final", o.budget.deadline(o.timeout_s), o.budget, alive=lambda: None,
+                             slice_s=o.timeout_s, check=_final_record)
     except Exception as e:
         why = _short(e)
         return {"links": None, "checks": [{
@@ -361,7 +393,6 @@ class _Coordinator:
         self.errors: dict[tuple, str] = {}
         self.rounds_run: list = []
         self.unmeasured: list = []
-        self.cut = False  # the deadline cut a round short
 
     def run(self) -> dict:
         o, ctx = self.o, self.ctx
@@ -380,30 +411,25 @@ class _Coordinator:
             stages = 0 if self.unit != "node" else 1
         else:
             stages = 0 if len(plan) == len(schedule.circle_rounds(self.n)) else 1
+        if self.unit == "node":
+            self._await_link_facts()
         ctx.observer.start(len(plan), "links")
         t_start = time.monotonic()
-        last_round_s = 0.0
         r = stage = 0
         try:
             while True:
-                if r == len(plan) and stage < stages and not self.cut:
+                if r == len(plan) and stage < stages:
                     plan += self._retest_plan(stage, len(plan))
                     stage += 1
                     continue
                 if r >= len(plan):
                     break
-                # Stop before a round that cannot finish by the deadline; what is measured is still reported.
-                if self.cut or time.monotonic() + 1.2 * last_round_s + 1.0 > ctx.deadline:
-                    self.unmeasured += [list(p) for rd in plan[r:] for p in rd]
-                    break
-                t0 = time.monotonic()
                 self._round(r, plan[r])
-                last_round_s = time.monotonic() - t0
                 ctx.observer.advance(f"round {r + 1}")
                 r += 1
         finally:
             ctx.observer.stop()
-        hosts = [self.kv.get_now(f"host/{x}") or "" for x in range(self.n)]
+        hosts = [self.kv.get_now(f"host/{x}", _text) or "" for x in range(self.n)]
         result = analyze(
             self.matrix, size=o.size, relative=o.relative, min_gbps=o.min_gbps, hosts=hosts,
             dead=sorted(self.dead), unit=self.unit,
@@ -414,10 +440,30 @@ class _Coordinator:
                    "dead_round": {str(k): v for k, v in sorted(self.dead.items())},
                    "wall_s": round(time.monotonic() - t_start, 3), "tx_us": self.tx_us},
         )
-        final = {"links": result.section, "checks": [c.to_json() for c in result.checks]}
+        checks = list(result.checks)
+        by_node = {x: f for x in range(self.n) if self.unit == "node" and isinstance(f := self.kv.get_now(
+            f"links/{x}"), dict)}
+        fields, eff_checks = efficiency.evaluate(self.matrix, by_node, ctx.backend, self.unit, hosts,
+                                                 o.min_efficiency, result.section.get("slow_nodes") or [])
+        result.section.update(fields)  # every pair carries its bound; ranks on one host: "crosses no link"
+        if self.unit == "node" or o.min_efficiency is not None:
+            checks += eff_checks
+        final = {"links": result.section, "checks": [c.to_json() for c in checks]}
         self.kv.set("final", final)
         self.kv.set(f"go/{r}", {"stop": True, "dead": sorted(self.dead)})
         return final
+
+    def _await_link_facts(self) -> None:
+        """Round 0 starts once every node has read its links (or after a short bound): a node still forking `tc`
+        would slow the first round's transfers on a small machine and be re-tested as a suspect."""
+        b = self.o.budget
+        end = b.deadline(min(b.links_facts_wait_s, self.o.timeout_s))
+        todo = set(range(self.n))
+        while todo and time.monotonic() < end:
+            todo = {x for x in todo if self.kv.get_now(f"links/{x}") is None and not self.hb.stale_s(x) >
+                    self.o.heartbeat_s}
+            if todo:
+                time.sleep(b.links_poll_s)
 
     def _retest_plan(self, stage: int, planned: int) -> list:
         """The rounds of re-test stage `stage`, planned from the matrix so far; `planned` rounds are already run."""
@@ -458,13 +504,9 @@ class _Coordinator:
                 else {"peer": None})
         kv.set(f"done/{r}/0", mine)
         alive = [x for x in range(self.n) if x not in self.dead]
-        got, missing, cut = self._collect(r, alive, t0)
+        got, missing = self._collect(r, alive, t0)
         for x in missing:
-            if cut:  # the deadline ended the wait: late, not dead
-                self.unmeasured += [[a, b] for a, b in live if x in (a, b) and [a, b] not in self.unmeasured]
-            else:
-                self.dead[x] = r
-        self.cut = cut
+            self.dead[x] = r
         for x, res in got.items():
             p = res.get("peer")
             if p is None:
@@ -485,34 +527,31 @@ class _Coordinator:
             self.ctx.emit(ROW_KIND, row)
             show_row(self.ctx.observer, ROW_KIND, row)
 
-    def _collect(self, r: int, alive: list, t0: float) -> tuple[dict, list, bool]:
+    def _collect(self, r: int, alive: list, t0: float) -> tuple[dict, list]:
         """Every alive participant's report for round r, within one round's bound. A node whose heartbeat stopped
         is dead at once; one whose partner saw the connection close gets only `grace_s` more."""
         kv, o = self.kv, self.o
-        end = t0 + o.round_bound_s
-        cut_at = max(self.ctx.deadline, time.monotonic() + o.grace_s)
+        end = o.budget.deadline(o.round_bound_s, since=t0)
         got: dict[int, dict] = {}
         suspects_since: Optional[float] = None
         while True:
             for x in alive:
-                if x not in got and (done := kv.get_now(f"done/{r}/{x}")) is not None:
+                if x not in got and (done := kv.get_now(f"done/{r}/{x}", _done_record)) is not None:
                     got[x] = done
             missing = [x for x in alive if x not in got]
             if not missing:
-                return got, [], False
+                return got, []
             now = time.monotonic()
             stale = {x for x in missing if self.hb.stale_s(x) > o.heartbeat_s}
             if set(missing) <= stale:
-                return got, missing, False
+                return got, missing
             accused = {res.get("peer") for res in got.values() if res.get("error")} | stale
             if set(missing) <= accused:
                 suspects_since = suspects_since or now
-                if now - suspects_since > o.grace_s:
-                    return got, missing, False
+                if not o.budget.within(suspects_since, o.grace_s):
+                    return got, missing
             else:
                 suspects_since = None
-            if now > end:
-                return got, missing, False
-            if now > cut_at:
-                return got, missing, True
-            time.sleep(_POLL_S)
+            if o.budget.passed(end):
+                return got, missing
+            time.sleep(o.budget.links_poll_s)

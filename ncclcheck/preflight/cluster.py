@@ -17,39 +17,34 @@ one request. It publishes its packed `mesh/row/<rank>` (a healthy row is runs of
 Node 0 alone runs the cross-node checks and rules and publishes `world/result`: the checks with the nodes they
 name, the aggregated node-local exceptions and the recommendations, whose size grows with the problems, not with n.
 Finally node 0 publishes `world/final` with the exit code. Every wait on another node's key blocks in the store (one
-request), never polls.
+request), never polls. Every record read back is checked (rendezvous.store; the record shapes are here), every
+counter is read capped, and a node leaves with max(its own exit code, the agreed one).
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import json
 import logging
 import os
-import time
 import uuid as _uuid
-from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ..agent import roles
-from ..agent.launchers import Placement
+from ..agent.launchers import Placement, store_host
 from ..checks import CrossInput, run_cross_checks
-from ..config import FIXED_BOUNDS_S, Budget, Config, format_endpoint
+from ..config import Config
 from ..facts import hostname_of
-from ..facts.net import is_local_address
-from ..model import CheckResult, NodeInfo, Recommendation, Status, WorldInfo, failed, passed, skipped
+from ..facts.ports import port_holder
+from ..model import CheckResult, NodeInfo, Status, WorldInfo, failed, skipped
 from ..nccl import reachability
-from ..recommend import NodeView, recommend_local
-from ..recommend.mesh import MeshView, merge_recommendations, recommend_mesh
-from ..rendezvous.store import JsonStore, StoreLost, first_line, open_store
-from . import probe
-from . import verdict as wire
+from ..rendezvous import agree
+from ..rendezvous.budget import Budget
+from ..rendezvous.journal import Journal
+from ..rendezvous.store import Guard, JsonStore, Limits, StoreLost, counter_cap, open_store, preload
+from . import keys as K
+from . import probe, shared_dirs, wire
+from .decide import decide, master_failed, master_result, mesh_note, recommendations, tie_to_master, world_check
 
 log = logging.getLogger(__name__)
-
-JOIN_GRACE_S = FIXED_BOUNDS_S["join_grace"]
-FINAL_WAIT_S = FIXED_BOUNDS_S["final_agreement"]
 
 
 @dataclass
@@ -62,44 +57,27 @@ class ClusterOutcome:
     recommendations: list  # list[Recommendation]
     formed: bool = False
     verdict: dict = field(default_factory=dict)
+    rejected: list = field(default_factory=list)  # store records dropped as bad ("key: why"), for the log and tests
     _store: Optional[JsonStore] = None
     _is_host: bool = False
     _members: int = 0
-    _deadline_s: float = FINAL_WAIT_S
+    _budget: Optional[Budget] = None
 
     def agree_exit_code(self, exit_code: int) -> int:
-        """Node 0 publishes its exit code and waits (bounded) until every member read it; others adopt it.
-
-        Every process of a formed world then exits with the same code, so srun/CI fail as a whole. Without a
-        formed world each node keeps its own code. Closes the store.
-        """
+        """Node 0 publishes its exit code and waits (bounded) until every member read it; every other node leaves
+        with max(its own, the agreed one) (rendezvous.agree), so srun/CI fail as a whole and nothing read from the
+        store makes a node look healthier than it is. Without a formed world each node keeps its own code."""
         st, self._store = self._store, None
-        if st is None or not self.formed:
+        if st is None or not self.formed or self._budget is None:
             return exit_code
-        end = time.monotonic() + self._deadline_s
         try:
-            if self._is_host:
-                st.set("world/final", {"exit_code": exit_code})
-                st.wait_count("world/final_ack", self._members - 1, end)
-                return exit_code
-            final = wait_get(st, "world/final", end)
-            st.add("world/final_ack", 1)
-            if isinstance(final, dict) and isinstance(final.get("exit_code"), int):
-                return max(final["exit_code"], exit_code) if exit_code == 3 else final["exit_code"]
-            return exit_code
+            return agree.exit_code(st, K.FINAL, exit_code, self._is_host, self._members, self._budget)
         except Exception as exc:  # noqa: BLE001 - the store going away at the end must not become a crash
             log.warning("could not agree on the exit code: %s", exc)
             return exit_code
 
     def close(self) -> None:
         self._store = None
-
-
-def _master_result(results: list) -> Optional[CheckResult]:
-    for r in results:
-        if r.id == "rendezvous.master_reachable":
-            return r
-    return None
 
 
 def _world_info(config: Config, placement: Placement, nnodes: int) -> WorldInfo:
@@ -109,79 +87,73 @@ def _world_info(config: Config, placement: Placement, nnodes: int) -> WorldInfo:
         nnodes=nnodes,
         world_size=placement.world_size if placement.worker_mode else nnodes * nproc,
         backend=w.backend,
-        master=format_endpoint(placement.master_addr, placement.master_port),
+        master=placement.master,
         launcher=placement.launcher,
     )
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Verdict: who joined, who is missing, who is duplicated, who disagrees on --nnodes
+# What may be read back: the shape of each record (a record that does not fit is dropped and named by the store)
+
+_STATUSES = {s.value for s in Status}
+MAX_CHECKS = 4096  # node-local checks one node may upload (ncclcheck has a few dozen)
 
 
-def decide(joins: list, expected_nnodes: int, final: bool) -> dict:
-    """Pure: the world verdict from join records. `complete` when every rank of the reference --nnodes joined.
-
-    The reference --nnodes is the majority's (ties: node 0's, it hosts the rendezvous). Ranks outside it, duplicate
-    ranks (each named by hostname) and nodes started with a different --nnodes make the world fail to form.
-    """
-    counts = Counter(j.get("nnodes") for j in joins if isinstance(j.get("nnodes"), int))
-    ref = expected_nnodes
-    if counts:
-        top = max(counts.values())
-        leaders = [n for n, c in counts.items() if c == top]
-        ref = expected_nnodes if expected_nnodes in leaders else min(leaders)
-    by_rank: dict = {}
-    for j in joins:
-        by_rank.setdefault(j.get("node_rank"), []).append(j)
-    present = sorted(r for r in by_rank if isinstance(r, int) and 0 <= r < ref)
-    missing = [r for r in range(ref) if r not in by_rank]
-    dups = {r: [f"{j.get('hostname')} (pid {j.get('pid')})" for j in js] for r, js in by_rank.items() if len(js) > 1}
-    out_of_range = sorted(r for r in by_rank if not (isinstance(r, int) and 0 <= r < ref))
-    mismatch = [{"node_rank": j.get("node_rank"), "hostname": j.get("hostname"), "nnodes": j.get("nnodes")}
-                for j in joins if j.get("nnodes") != ref]
-    complete = not missing
-    ok = complete and not dups and not out_of_range and not mismatch
-    members = [by_rank[r][0] for r in present]
-    return {
-        "ok": ok, "complete": complete, "final": final, "nnodes": ref, "missing": missing,
-        "duplicates": {str(r): h for r, h in dups.items()}, "out_of_range": out_of_range, "nnodes_mismatch": mismatch,
-        "members": [{"node_rank": m["node_rank"], "uuid": m["uuid"], "hostname": m.get("hostname"),
-                     "key": m.get("_key")} for m in members],
-        "joined": [{"node_rank": j.get("node_rank"), "hostname": j.get("hostname"), "nnodes": j.get("nnodes"),
-                    "pid": j.get("pid")} for j in joins],
-    }
+def _bad_check(c: Any, node: Optional[int]) -> Optional[str]:
+    if not isinstance(c, dict) or not isinstance(c.get("id"), str) or c.get("status") not in _STATUSES:
+        return "a check without an id or with an unknown status"
+    if node is not None and c.get("node") != node:
+        return f"a check naming node {c.get('node')!r}, uploaded by node {node}: a node may only report itself"
+    for k in ("summary", "detail", "fix"):
+        if c.get(k) is not None and not isinstance(c.get(k), str):
+            return f"a check whose {k} is not text"
+    if c.get("evidence") is not None and not isinstance(c.get("evidence"), dict):
+        return "a check whose evidence is not an object"
+    return None
 
 
-def world_check(verdict: dict, elapsed_s: float, timeout_s: float) -> CheckResult:
-    """rendezvous.world from a verdict: names missing ranks, duplicate ranks and --nnodes disagreements."""
-    cid = "rendezvous.world"
-    n = verdict.get("nnodes")
-    ev = {k: verdict.get(k) for k in ("nnodes", "missing", "duplicates", "out_of_range", "nnodes_mismatch",
-                                      "joined")}
-    if verdict.get("ok"):
-        members = verdict.get("members") or []
-        hosts = ", ".join(f"{m['node_rank']}={m.get('hostname')}" for m in members[:8])
-        more = f", and {len(members) - 8:,} more" if len(members) > 8 else ""
-        return passed(cid, f"all {n:,} node ranks joined in {elapsed_s:.1f} s" + (f" ({hosts}{more})" if hosts else ""),
-                      evidence=ev)
-    problems, fixes = [], []
-    if verdict.get("missing"):
-        miss = ",".join(map(str, verdict["missing"]))
-        problems.append(f"node rank(s) {miss} never joined within {timeout_s:g} s")
-        fixes.append(f"start ncclcheck with --node-rank {miss} on the missing node(s), or check why they cannot "
-                     "reach MASTER_ADDR:MASTER_PORT (their own reports say)")
-    for r, hosts in (verdict.get("duplicates") or {}).items():
-        problems.append(f"node rank {r} claimed by {len(hosts)} nodes: {', '.join(hosts)}")
-        fixes.append("give every node a distinct --node-rank (0..N-1)")
-    if verdict.get("out_of_range"):
-        problems.append(f"node rank(s) {','.join(map(str, verdict['out_of_range']))} are outside 0..{n - 1}")
-    for m in verdict.get("nnodes_mismatch") or []:
-        problems.append(f"node {m['node_rank']} ({m['hostname']}) was started with --nnodes {m['nnodes']}, "
-                        f"the others with {n}")
-    if verdict.get("nnodes_mismatch"):
-        fixes.append(f"start every node with the same --nnodes ({n})")
-    return failed(cid, "; ".join(problems) or "the world did not form", evidence=ev,
-                  fix="; ".join(fixes) or "see the other nodes' reports")
+def _join_record(j: Any) -> Optional[str]:
+    if not isinstance(j, dict):
+        return "not a join record (a JSON object)"
+    for k, t in (("node_rank", int), ("nnodes", int), ("pid", int), ("uuid", str), ("hostname", str),
+                 ("facts", dict), ("checks", list)):
+        if type(j.get(k)) is not t:
+            return f"a join record whose {k} is not {t.__name__}"
+    if j["node_rank"] < 0 or j["nnodes"] < 1:
+        return "a join record with a negative node rank or no nodes"
+    if len(j["checks"]) > MAX_CHECKS:
+        return f"a join record with {len(j['checks']):,} checks"
+    for c in j["checks"]:
+        if why := _bad_check(c, j["node_rank"]):
+            return why
+    return None
+
+
+def _verdict_record(v: Any) -> Optional[str]:
+    if not isinstance(v, dict) or type(v.get("ok")) is not bool or type(v.get("nnodes")) is not int:
+        return "not a world verdict"
+    if v.get("last_join") is not None and type(v.get("last_join")) is not int:
+        return "a world verdict whose last_join is not an integer"
+    return None
+
+
+def _result_record(v: Any) -> Optional[str]:
+    if not isinstance(v, dict):
+        return "not a cross-node result"
+    for key in ("checks", "local", "recommendations"):
+        if not isinstance(v.get(key) or [], list):
+            return f"a cross-node result whose {key} is not a list"
+    for c in (v.get("checks") or []) + (v.get("local") or []):
+        if why := _bad_check(c, None):
+            return why
+    for r in v.get("recommendations") or []:
+        if not isinstance(r, dict) or not isinstance(r.get("name"), str) or not isinstance(r.get("value"), str):
+            return "a recommendation without a name or a value"
+    return None
+
+
+def _dict(v: Any) -> Optional[str]:
+    return None if isinstance(v, dict) else "not a JSON object"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -195,22 +167,23 @@ class _Ctx:
     facts: dict
     results: list
     node_id: str
-    log_path: Optional[str]
+    budget: Budget
     start: float
-    join_grace_s: float = JOIN_GRACE_S
+    guard: Guard
+    join_grace_s: float
     observer: Any = None  # progress on the deciding process's terminal (n of N nodes joined, mesh rows in)
 
     @property
-    def budget(self) -> Budget:
-        return self.config.budget or Budget(self.config.world.timeout_s)
-
-    @property
     def timeout_s(self) -> float:
-        return self.budget.bound("join")
+        return self.budget.join_s
 
     @property
     def rdzv_deadline(self) -> float:
-        return self.budget.deadline("join", since=self.start)
+        return self.budget.deadline(self.budget.join_s, since=self.start)
+
+    @property
+    def cap(self) -> int:
+        return counter_cap(self.placement.nnodes)
 
 
 def _alone(ctx: _Ctx, extra: list, nnodes: Optional[int] = None) -> ClusterOutcome:
@@ -222,161 +195,101 @@ def _alone(ctx: _Ctx, extra: list, nnodes: Optional[int] = None) -> ClusterOutco
         checks=list(ctx.results) + extra,
         recommendations=[],
         formed=False,
+        rejected=list(ctx.guard.rejected),
     )
+
+
+def _host_record(v: Any) -> Optional[str]:
+    if not isinstance(v, dict) or not isinstance(v.get("uuid"), str):
+        return "not the store host's record"
+    return None
 
 
 def _connect(ctx: _Ctx) -> tuple:
     """(store, decider, problem CheckResult or None). Plain-socket probe first, then the TCPStore, bounded."""
-    p = ctx.placement
-    host = roles.is_server(p, os.environ)
-    prefix = roles.run_prefix(os.environ)
+    p, b = ctx.placement, ctx.budget
     addr, port = p.master_addr, p.master_port
-    if host:
-        b = probe.check_bind(port)
-        if not b.bindable:
-            if b.in_use:
-                # Maybe another node started as rank 0 on this host first: join it, and be named as a duplicate.
-                try:
-                    st = open_store(addr, port, False, 3.0, ctx.log_path, prefix)
-                    if st.has("host"):
-                        return st, False, None
-                except ConnectionError:
-                    pass
+    if p.hosts_store:
+        bc = probe.check_bind(port)
+        if not bc.bindable:
+            # Never join a store this node did not create: whoever holds the port could write any verdict.
+            who = port_holder(port) if bc.in_use else None
+            held = f" (held by {who})" if who else ""
             return None, True, failed(
-                "rendezvous.world", f"node 0 cannot host the rendezvous on port {port}: {b.error}",
-                evidence=b.to_json(),
+                "rendezvous.world", f"node 0 cannot host the rendezvous on port {port}: {bc.error}{held}",
+                evidence=dict(bc.to_json(), holder=who),
                 fix=f"Free the port (ss -ltnp 'sport = :{port}') or choose another --master-port on every node.")
         try:
-            st = open_store(addr if is_local_address(addr) else "0.0.0.0", port, True, ctx.timeout_s,
-                            ctx.log_path, prefix)
+            st = open_store(store_host(p), port, True, b.join_s, p.prefix, ctx.guard)
         except ConnectionError as e:
             return None, True, failed("rendezvous.world", f"node 0 could not start the rendezvous store: {e}",
                                       fix="See the log; check --master-port is free on node 0.")
-        st.set("host", {"hostname": hostname_of(ctx.facts), "pid": os.getpid(), "uuid": ctx.node_id})
+        st.set(K.HOST, {"hostname": hostname_of(ctx.facts), "pid": os.getpid(), "uuid": ctx.node_id})
         return st, True, None
-    decider = roles.is_decider(p)
-    m = _master_result(ctx.results)
+    decider = p.decider
+    m = master_result(ctx.results)
     if m is not None and m.status is Status.FAIL and (m.evidence or {}).get("mode") == "connect":
         # The master probe already spent its bound (T) and its check names the cause: a second probe would
         # double the time before the cause is named (issue 13: 2 x T on every non-master node).
-        return None, decider, _master_failed(m, addr, port)
+        return None, decider, master_failed(m, addr, port)
     if m is None or m.status is Status.FAIL:
-        pr = probe.probe_master(addr, port, ctx.budget.deadline("master_probe"))
+        preload()
+        pr = probe.probe_master(addr, port, b.deadline(b.master_probe_s), budget=b)
         if not pr.ok:
             return None, decider, failed(
-                "rendezvous.world", f"could not join: master {format_endpoint(addr, port)} {pr.status} after "
+                "rendezvous.world", f"could not join: master {p.master} {pr.status} after "
                 f"{pr.attempts} attempts in {pr.elapsed_s:.1f} s", evidence=pr.to_json(),
                 fix="See rendezvous.master_reachable: start node 0 first, check MASTER_ADDR/MASTER_PORT and the "
                     "firewall between the nodes.")
     try:
-        st = open_store(addr, port, False, ctx.budget.bound("join"), ctx.log_path, prefix)
+        st = open_store(addr, port, False, b.join_s, p.prefix, ctx.guard)
     except ConnectionError as e:
         return None, decider, failed(
-            "rendezvous.world", f"could not join the rendezvous store at {format_endpoint(addr, port)}: {e}",
+            "rendezvous.world", f"could not join the rendezvous store at {p.master}: {e}",
             fix="Check that node 0 runs ncclcheck (not another service) on MASTER_PORT.")
+    if ctx.guard.token is not None and st.wait_get(K.HOST, ctx.rdzv_deadline, b, _host_record) is None:
+        return None, decider, failed(
+            "rendezvous.world", f"the store at {p.master} is not this job's: its host never signed its record with "
+            "the job token", evidence={"rejected": list(ctx.guard.rejected)},
+            fix="Give every node the same NCCLCHECK_TOKEN / --token-file; if they have it, another process holds "
+                "MASTER_PORT on node 0's host (ss -ltnp there).")
     return st, decider, None
 
 
-def _master_failed(m: CheckResult, addr: str, port: int) -> CheckResult:
-    """rendezvous.world when this node's master probe failed: the probe's own finding, not a second probe."""
-    ev = m.evidence or {}
-    return failed("rendezvous.world", f"could not join: master {format_endpoint(addr, port)} "
-                  f"{ev.get('kind') or 'unreachable'} after {ev.get('attempts', '?')} attempts in "
-                  f"{float(ev.get('elapsed_s') or 0):.1f} s", evidence=ev,
-                  fix="See rendezvous.master_reachable: start node 0 first, check MASTER_ADDR/MASTER_PORT and the "
-                      "firewall between the nodes.")
-
-
-def _tie_to_master(wcheck: CheckResult, results: list) -> CheckResult:
-    """On node 0: ranks that never joined while MASTER_ADDR is not an address of this host are most likely the
-    same fault (the others were sent elsewhere): say so in the verdict, with the fix."""
-    m = _master_result(results)
-    ev = (m.evidence or {}) if m is not None else {}
-    if wcheck.status is not Status.FAIL or not (wcheck.evidence or {}).get("missing") or ev.get("mode") != "bind":
-        return wcheck
-    if ev.get("local") is not False and ev.get("local") is not None:
-        return wcheck
-    why = "does not resolve here" if ev.get("local") is None else "is not an address of this host"
-    return failed(wcheck.id, f"{wcheck.summary}; MASTER_ADDR {ev.get('addr')} {why}, so the other nodes were "
-                  "sent elsewhere", detail=wcheck.detail, evidence=dict(wcheck.evidence or {}, master=ev),
-                  fix=f"Set MASTER_ADDR to an address of node 0 (this host) on every node, then {wcheck.fix}")
-
-
-def wait_keys(st: JsonStore, keys: list[str], deadline: float) -> bool:
-    """Block in the store until every key exists or the deadline passes (one request, no polling): True if all do.
-
-    Polling would cost every node a request every few tens of milliseconds, so node 0's store would carry traffic
-    growing with n times the wait; a blocking wait costs one request whatever the wait.
-    """
-    if not keys:
-        return True
-    remaining = deadline - time.monotonic()
-    if remaining <= 0:
-        return all(st.has(k) for k in keys)
-    try:
-        st.raw.wait([st.prefix + k for k in keys], _dt.timedelta(seconds=remaining))
-        return True
-    except Exception as exc:  # noqa: BLE001 - torch raises DistStoreError on timeout, DistNetworkError when lost
-        if type(exc).__name__ == "DistStoreError" and "timeout" in str(exc).lower():
-            return False
-        raise StoreLost(first_line(exc)) from None
-
-
-def get_many(st: JsonStore, keys: list[str]) -> list:
-    """The values of keys that all exist, in one request (JSON-decoded; None where a value is not JSON)."""
-    if not keys:
-        return []
-    try:
-        raw = st.raw.multi_get([st.prefix + k for k in keys])
-    except Exception as exc:  # noqa: BLE001 - DistNetworkError when the store went away
-        raise StoreLost(first_line(exc)) from None
-    out = []
-    for v in raw:
-        try:
-            out.append(json.loads(bytes(v).decode("utf-8")))
-        except (ValueError, UnicodeDecodeError):
-            out.append(None)
-    return out
-
-
-def wait_get(st: JsonStore, key: str, deadline: float) -> object:
-    """The value of key once it exists (blocking in the store), or None at the deadline."""
-    return st.get_now(key) if wait_keys(st, [key], deadline) else None
-
-
-def _read_joins(st: JsonStore, seen: dict) -> list:
-    n = st.add("join/count", 0)
-    for i in range(1, n + 1):
-        if i not in seen:
-            v = st.get_now(f"join/{i}")
-            if v is not None:
-                v["_key"] = f"join/{i}"
-                v["_index"] = i
-                seen[i] = v
-    return [seen[i] for i in sorted(seen)]
-
-
 def _host_decides(ctx: _Ctx, st: JsonStore) -> tuple:
-    """(full verdict, join records by index). Node 0 reads each join record once, as it arrives."""
+    """(full verdict, join records by index). Node 0 reads each join record once, as it arrives, and blocks in the
+    store for the next one; the loop ends at the join bound or a grace after the last rank joined."""
+    journal = Journal(st, K.JOIN, ctx.cap, _join_record)
     seen: dict = {}
     complete_at = None
     shown = _Shown(ctx.observer, ctx.placement.nnodes, "nodes joined")
+    b = ctx.budget
+
+    def take() -> list:
+        for i, v in journal.read_since():
+            v["_key"], v["_index"] = K.JOIN_RECORD.format(i), i
+            seen[i] = v
+        return [seen[i] for i in sorted(seen)]
+
     while True:
-        joins = _read_joins(st, seen)
+        joins = take()
         if joins:
             shown.update(len({j.get("node_rank") for j in joins}),
                          f"node {joins[-1].get('node_rank')} ({joins[-1].get('hostname')})")
-        now = time.monotonic()
         v = decide(joins, ctx.placement.nnodes, final=False)
         if v["complete"] and complete_at is None:
-            complete_at = now
-        if (complete_at is not None and now - complete_at >= ctx.join_grace_s) or now >= ctx.rdzv_deadline:
-            v = decide(_read_joins(st, seen), ctx.placement.nnodes, final=True)
-            v["elapsed_s"] = now - ctx.start
+            complete_at = b.now()
+        end = ctx.rdzv_deadline if complete_at is None else min(ctx.rdzv_deadline,
+                                                                  b.deadline(ctx.join_grace_s, complete_at))
+        # wait_next is False at the end, or once the counter reached its cap (nothing more can honestly arrive).
+        if b.passed(end) or not journal.wait_next(end, b):
+            v = decide(take(), ctx.placement.nnodes, final=True)
+            v["elapsed_s"] = b.since(ctx.start)
+            if ctx.guard.rejected:
+                v["rejected"] = list(ctx.guard.rejected)
             shown.stop()
-            st.set("world/verdict", wire.compact_world(v, max(seen, default=0)))
+            agree.publish(st, K.VERDICT, wire.compact_world(v, max(seen, default=0)))
             return v, seen
-        time.sleep(0.05)
 
 
 class _Shown:
@@ -408,7 +321,7 @@ class _Mesh:
     end: float
 
 
-def _peer_endpoints(st: JsonStore, n: int, rank: int, decider: bool, end: float) -> dict:
+def _peer_endpoints(st: JsonStore, n: int, rank: int, decider: bool, end: float, b: Budget) -> dict:
     """{rank: {"id", "endpoints"}} of the peers this node probes.
 
     Full mesh: node 0 waits for every node's endpoints (over loopback: its own store) and publishes them packed in
@@ -419,66 +332,66 @@ def _peer_endpoints(st: JsonStore, n: int, rank: int, decider: bool, end: float)
     targets = reachability.probe_targets(n, rank)
     if not reachability.sampled(n):
         if decider:
-            keys = [f"mesh/ep/{r}" for r in range(n)]
-            complete = wait_keys(st, keys, end)
-            values = get_many(st, keys) if complete else [st.get_now(k) for k in keys]  # a silent peer costs the wait
-            st.set("mesh/dir", probe.pack_directory(dict(enumerate(values)), n))
+            keys = [K.MESH_EP.format(r) for r in range(n)]
+            complete = st.wait(keys, end, b)
+            # a silent peer costs the wait
+            values = st.get_many(keys, _dict) if complete else [st.get_now(k, _dict) for k in keys]
+            st.set(K.MESH_DIR, wire.pack_directory(dict(enumerate(values)), n))
             eps = {r: v for r, v in enumerate(values) if isinstance(v, dict)}
         else:
-            eps = probe.unpack_directory(wait_get(st, "mesh/dir", end))
+            eps = wire.unpack_directory(st.wait_get(K.MESH_DIR, end, b, _dict))
         return {t: eps[t] for t in targets if t in eps}
-    keys = [f"mesh/ep/{t}" for t in targets]
+    keys = [K.MESH_EP.format(t) for t in targets]
     # Per-key reads would cost node 0's link a round trip per peer.
-    complete = wait_keys(st, keys, end)
-    values = get_many(st, keys) if complete else [st.get_now(k) for k in keys]  # a silent peer costs the wait
+    complete = st.wait(keys, end, b)
+    values = st.get_many(keys, _dict) if complete else [st.get_now(k, _dict) for k in keys]
     return {t: v for t, v in zip(targets, values) if isinstance(v, dict)}
 
 
 def _mesh_start(ctx: _Ctx, st: JsonStore, n: int, leader: bool, decider: bool) -> _Mesh:
     """Listen, publish this node's endpoints, read only its targets' endpoints, probe them, publish the row."""
-    p = ctx.placement
-    end = ctx.budget.deadline("mesh")
+    p, b = ctx.placement, ctx.budget
+    end = b.deadline(b.mesh_s)
     m = _Mesh(None, n, p.node_rank, end)
     if not leader:
         return m
     addrs = reachability.candidate_addresses(ctx.facts.get("interfaces"), include_loopback=False)
-    m.listener = probe.MeshListener(p.node_rank, ctx.node_id, addrs)
+    m.listener = probe.MeshListener(p.node_rank, ctx.node_id, addrs, budget=b)
     m.listener.start()
     ep: dict = {"id": ctx.node_id, "endpoints": m.listener.endpoints}
     if m.listener.bind_errors:
         ep["bind_errors"] = m.listener.bind_errors
-    st.set(f"mesh/ep/{p.node_rank}", ep)
-    eps = _peer_endpoints(st, n, p.node_rank, decider, end)
-    budget = max(1.0, end - time.monotonic())  # what is left of the mesh phase's bound (T)
+    st.set(K.MESH_EP.format(p.node_rank), ep)
+    eps = _peer_endpoints(st, n, p.node_rank, decider, end, b)
     own = {a for addrs_ in addrs.values() for a in addrs_}
-    rows = probe.probe_peers(p.node_rank, eps, deadline_s=budget, own_addresses=own)
+    # what is left of the mesh phase's bound (T)
+    rows = probe.probe_peers(p.node_rank, eps, deadline_s=b.left(end, b.mesh_probe_floor_s), own_addresses=own,
+                             budget=b)
     # The clock check reads timings only of probes to or from the reference node (node rank 0, which decides):
     # node 0's row (over loopback) keeps them all, the others only theirs towards node 0.
     timed = None if decider else {0}
-    st.set(f"mesh/row/{p.node_rank}", probe.pack_row(rows, eps, timed=timed))
-    st.add("mesh/rows", 1)
+    st.set(K.MESH_ROW.format(p.node_rank), wire.pack_row(rows, eps, timed=timed))
     return m
 
 
-def _mesh_collect(st: JsonStore, m: _Mesh, observer: Any = None) -> tuple:
-    """Node 0: (matrix, attempts_by_rank) once every node published its row or the mesh phase ended."""
+def _mesh_collect(st: JsonStore, m: _Mesh, b: Budget, observer: Any = None) -> tuple:
+    """Node 0: (matrix, attempts_by_rank) once every node published its row or the mesh phase ended. Blocks in
+    the store for each row in turn (one request each), all within the mesh phase's bound."""
     shown = _Shown(observer, m.n, "mesh probes")
-    while time.monotonic() < m.end:
-        done = st.add("mesh/rows", 0)
-        shown.update(done, f"{done} of {m.n} nodes probed")
-        if done >= m.n:
+    for r in range(m.n):
+        if not st.wait([K.MESH_ROW.format(r)], m.end, b):
             break
-        time.sleep(0.1)
+        shown.update(r + 1, f"{r + 1} of {m.n} nodes probed")
     shown.stop()
     eps, attempts = {}, {}
     for r in range(m.n):
-        v = st.get_now(f"mesh/ep/{r}")
+        v = st.get_now(K.MESH_EP.format(r), _dict)
         eps[r] = v if isinstance(v, dict) else {"id": None, "endpoints": {}}
     published = {r: e.get("endpoints") or {} for r, e in eps.items()}
     for r in range(m.n):
-        row = st.get_now(f"mesh/row/{r}")
+        row = st.get_now(K.MESH_ROW.format(r), _dict)
         if isinstance(row, dict):
-            attempts[r] = probe.unpack_row(row, published)
+            attempts[r] = wire.unpack_row(row, published)
     ranks = list(range(m.n))
     matrix = reachability.build_matrix(ranks, published, attempts)
     return matrix, attempts
@@ -489,8 +402,8 @@ def run_cluster_preflight(
     placement: Placement,
     local_facts: dict,
     local_results: list,
-    log_path: Optional[str] = None,
-    join_grace_s: float = JOIN_GRACE_S,
+    budget: Budget,
+    join_grace_s: Optional[float] = None,
     observer: Any = None,
 ) -> ClusterOutcome:
     """Form the world (bounded), exchange facts as JSON, probe the mesh, run cross-node checks and rules.
@@ -499,29 +412,33 @@ def run_cluster_preflight(
     node of a formed world returns the same nodes/checks/recommendations. Never raises for network trouble: it
     becomes a failed rendezvous.* check. Call `outcome.agree_exit_code(code)` once the report is built.
     """
-    ctx = _Ctx(config, placement, local_facts, list(local_results), _uuid.uuid4().hex[:16], log_path,
-               time.monotonic(), join_grace_s, observer)
+    guard = Guard(token=config.world.token, limits=Limits.for_nodes(placement.nnodes))
+    ctx = _Ctx(config, placement, local_facts, list(local_results), _uuid.uuid4().hex[:16], budget, budget.now(),
+               guard, budget.join_grace_s if join_grace_s is None else join_grace_s, observer)
     if not placement.master_addr or not placement.master_port:
         return _alone(ctx, [skipped("rendezvous.world", "single node: no world to form")])
     st, decider, problem = _connect(ctx)
     if problem is not None:
         return _alone(ctx, [problem])
     try:
-        return _after_connect(ctx, st, decider)
+        out = _after_connect(ctx, st, decider)
     except StoreLost as e:
         who = "this node hosts it" if decider else "node 0 hosts it"
-        return _alone(ctx, [failed("rendezvous.world", f"lost the rendezvous store ({who}): {e}",
-                                   fix="Look at node 0's report and log: it exited or crashed before the others "
-                                       "finished.")])
+        out = _alone(ctx, [failed("rendezvous.world", f"lost the rendezvous store ({who}): {e}",
+                                  fix="Look at node 0's report and log: it exited or crashed before the others "
+                                      "finished.")])
+    for r in guard.rejected:
+        log.warning("ignored a store record: %s", r)
+    out.rejected = list(guard.rejected)
+    return out
 
 
 def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
-    placement = ctx.placement
+    placement, b = ctx.placement, ctx.budget
     leader = placement.node_leader
     my_join = 0
     if leader:
-        my_join = st.add("join/count", 1)
-        st.set(f"join/{my_join}", {
+        my_join = Journal(st, K.JOIN, ctx.cap).append({
             "node_rank": placement.node_rank, "nnodes": placement.nnodes, "hostname": hostname_of(ctx.facts),
             "pid": os.getpid(), "uuid": ctx.node_id, "launcher": placement.launcher,
             "facts": ctx.facts, "checks": [c.to_json() for c in ctx.results],
@@ -531,18 +448,20 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
         verdict, joins = _host_decides(ctx, st)
         if not verdict.get("ok"):
             # Keep the store up until everyone who joined has read the verdict (bounded): a node must learn why.
-            st.wait_count("world/verdict_read", len(verdict.get("joined", [])) - 1, time.monotonic() + FINAL_WAIT_S)
+            agree.await_acks(st, K.VERDICT, min(len(verdict.get("joined", [])), ctx.cap) - 1,
+                             b.deadline(b.final_agreement_s), b)
     else:
         # Node 0 was up when we connected, so it decides within its join bound (T) from now, plus the fixed grace.
-        verdict = wait_get(st, "world/verdict", ctx.budget.deadline("join") + ctx.budget.bound("verdict_grace"))
+        verdict = st.wait_get(K.VERDICT, b.deadline(b.verdict_wait_s), b, _verdict_record)
         if not isinstance(verdict, dict):
             return _alone(ctx, [failed("rendezvous.world", "node 0 hosts the rendezvous but never published who "
                                        "joined (it may have crashed or been stopped)",
+                                       evidence={"rejected": list(ctx.guard.rejected)},
                                        fix="Look at node 0's report and log.")])
         if leader:
-            st.add("world/verdict_read", 1)
-    elapsed = float(verdict.get("elapsed_s") or (time.monotonic() - ctx.start))
-    wcheck = _tie_to_master(world_check(verdict, elapsed, ctx.timeout_s), ctx.results if decider else [])
+            agree.acknowledge(st, K.VERDICT)
+    elapsed = float(verdict.get("elapsed_s") or b.since(ctx.start))
+    wcheck = tie_to_master(world_check(verdict, elapsed, ctx.timeout_s), ctx.results if decider else [])
     if decider:
         me_in = any(m["uuid"] == ctx.node_id for m in verdict.get("members", [])) or not leader
     else:  # an ok verdict admits every join node 0 read; a later join claimed a rank already taken
@@ -553,18 +472,22 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
                             "joined; the world formed without it", evidence={"verdict": verdict},
                             fix="give every node a distinct --node-rank (0..N-1)")
         return _alone(ctx, [wcheck], verdict.get("nnodes"))
-    n = int(verdict.get("nnodes") or len(verdict.get("members") or []))
+    n = min(int(verdict.get("nnodes") or len(verdict.get("members") or [])), ctx.cap)
+    # --shared-dir: every node leader proves the directories are one filesystem (preflight/shared_dirs.py)
+    shared = shared_dirs.exchange(st.scoped(K.SHARED), placement.node_rank, n, ctx.config.storage.dirs,
+                                  b.shared_dir_s, b) if leader and ctx.config.storage.dirs else None
     mesh = _mesh_start(ctx, st, n, leader, decider)
     try:
         if decider:
-            return _decide_result(ctx, st, verdict, joins, wcheck, mesh)
-        result = wait_get(st, "world/result", mesh.end + FINAL_WAIT_S + ctx.timeout_s)
+            return _decide_result(ctx, st, verdict, joins, wcheck, mesh, shared)
+        result = st.wait_get(K.RESULT, b.result_deadline(mesh.end), b, _result_record)
     finally:
         if mesh.listener is not None:
             mesh.listener.close()
     if result is None:
         return _alone(ctx, [wcheck, failed("rendezvous.world", "node 0 never published the cross-node verdict "
                                            "(it may have crashed or been stopped)",
+                                           evidence={"rejected": list(ctx.guard.rejected)},
                                            fix="Look at node 0's report and log.")], n)
     cross, local_groups, recs, _mesh_info = wire.read_result(result)
     return ClusterOutcome(
@@ -577,25 +500,33 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
         _store=st,
         _is_host=False,
         _members=_expected_processes(placement, n),
+        _budget=b,
     )
 
 
 def _decide_result(ctx: _Ctx, st: JsonStore, verdict: dict, joins: dict, wcheck: CheckResult,
-                   mesh: _Mesh) -> ClusterOutcome:
-    """Node 0: every node's facts and rows -> cross-node checks and rules -> `world/result`; the full outcome."""
-    matrix, attempts = _mesh_collect(st, mesh, ctx.observer)
+                   mesh: _Mesh, shared: Optional[dict] = None) -> ClusterOutcome:
+    """Node 0: every node's facts and rows -> cross-node checks and rules -> `world/result`; the full outcome.
+    A decision step that fails becomes a failed check in the report (and in what the others read), never a node 0
+    without a report."""
+    matrix, attempts = _mesh_collect(st, mesh, ctx.budget, ctx.observer)
     members = {m["node_rank"]: joins.get(_index(m.get("key"))) or {} for m in verdict["members"]}
     nodes = [(r, j.get("hostname") or "?", j.get("facts") or {}) for r, j in sorted(members.items())]
     local: list = []
     for _, j in sorted(members.items()):
         local.extend(CheckResult.from_json(c) for c in j.get("checks") or [])
-    cross = [_mesh_note(c, matrix, len(nodes), {r: h for r, h, _ in nodes})
-             for c in run_cross_checks(CrossInput(nodes, mesh=matrix, attempts=attempts))]
-    recs = _recommendations(nodes, matrix)
     hosts = {r: h for r, h, _ in nodes}
+    try:
+        cross = [mesh_note(c, matrix, len(nodes), hosts)
+                 for c in run_cross_checks(CrossInput(nodes, mesh=matrix, attempts=attempts, shared=shared))]
+        recs = recommendations(nodes, matrix)
+    except Exception as exc:  # noqa: BLE001 - the report must still be written, naming what failed
+        log.exception("the cross-node decision failed")
+        cross, recs = [failed("rendezvous.world", f"node 0 could not decide the cross-node checks: "
+                              f"{type(exc).__name__}: {exc}", fix="This is a bug: see node 0's log.")], []
     mesh_info = {"nodes": mesh.n, "sampled": reachability.sampled(mesh.n),
                  "pairs_tested": max((e.get("pairs_tested") or 0 for e in matrix.values()), default=0)}
-    st.set("world/result", wire.build_result([wcheck, *cross], local, recs, hosts, mesh_info))
+    agree.publish(st, K.RESULT, wire.build_result([wcheck, *cross], local, recs, hosts, mesh_info))
     return ClusterOutcome(
         world=_world_info(ctx.config, ctx.placement, len(members)),
         nodes=[NodeInfo(r, h, f) for r, h, f in nodes],
@@ -606,27 +537,8 @@ def _decide_result(ctx: _Ctx, st: JsonStore, verdict: dict, joins: dict, wcheck:
         _store=st,
         _is_host=True,
         _members=_expected_processes(ctx.placement, len(members)),
+        _budget=ctx.budget,
     )
-
-
-def _mesh_note(c: CheckResult, matrix: dict, n: int, hosts: dict) -> CheckResult:
-    """net.peer_reachability as the user needs it at scale: whether the mesh was sampled and how many pairs were
-    tested, and which nodes reached none of the peers they probed (the check names them as unreachable)."""
-    if c.id != "net.peer_reachability" or not matrix:
-        return c
-    stuck = sorted({r for e in matrix.values() if not e.get("duplicates") for r in e.get("cannot_reach") or []})
-    summary, detail, ev = c.summary, c.detail, dict(c.evidence)
-    if reachability.sampled(n):
-        tested = max((e.get("pairs_tested") or 0) for e in matrix.values())
-        summary += (f" (sampled mesh: {tested:,} of {n * (n - 1):,} node pairs tested per interface, ring neighbours "
-                    f"+ {reachability.SAMPLE_PEERS} random peers per node)")
-        ev.update(sampled=True, pairs_tested=tested)
-    if stuck:
-        named = ", ".join(f"node {r} ({hosts.get(r, '?')})" for r in stuck[:8])
-        detail = (f"{named} reached none of the peers it probed, which other nodes reached: its outgoing "
-                  f"connections fail (firewall, routing or a dead NIC on that node). " + detail).strip()
-        ev["cannot_reach"] = stuck
-    return replace(c, summary=summary, detail=detail, evidence=ev)
 
 
 def _index(key: object) -> int:
@@ -639,18 +551,3 @@ def _index(key: object) -> int:
 def _expected_processes(placement: Placement, nmembers: int) -> int:
     """How many processes read world/final: node leaders in launcher mode, every rank in worker mode."""
     return placement.world_size if placement.worker_mode else nmembers
-
-
-def _recommendations(nodes: list, matrix: dict) -> list:
-    mesh_recs = recommend_mesh(MeshView(nodes, matrix))
-    per_node: dict[int, list[Recommendation]] = {}
-    for r, _, f in nodes:
-        try:
-            per_node[r] = recommend_local(NodeView(f, node=None, multi_node=True))
-        except Exception:  # noqa: BLE001 - a broken local rule must not hide the cluster's advice
-            log.exception("local recommendation rules failed on node %s's facts", r)
-            per_node[r] = []
-    ifname = {"NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"}
-    # The matrix decides the socket interface; when it could not (nothing usable everywhere) say nothing rather
-    # than repeat a per-node guess that the probe just showed does not connect the nodes.
-    return merge_recommendations(mesh_recs, per_node, names_from_mesh=ifname)

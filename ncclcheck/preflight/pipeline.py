@@ -5,12 +5,12 @@ formed world adopts from node 0, and the Report, built once; then the baseline i
 
 from __future__ import annotations
 
-import os
 from typing import Any, Optional
 
 from ..checks import run_local_checks
 from ..checks.local import LocalInput
 from ..config import Config, WorldConfig, format_endpoint
+from ..errors import interruption
 from ..facts import hostname_of
 from ..model import NodeInfo, Report, WorldInfo, exit_code_for, failed, overall_status
 from ..recommend import NodeView, recommend_local
@@ -18,21 +18,19 @@ from ..steps import world as w
 from ..version import __version__
 
 
-def run(config: Config, observer=None) -> Report:
+def run(config: Config, observer=None, placement=None) -> Report:
     """Node-local checks, then (multi-node) world formation and cross-node checks, then recommendations."""
     clock = w.Clock()
     command = config.command if config.command in ("preflight", "recommend") else "preflight"
+    budget = w.budget(config)
     golden = _load_golden(config)  # a bad baseline file is a usage error before anything runs
-    placement = w.placement(config)
+    placement = w.placement(config, placement)
     world = w.world_of(config, placement)
     facts = w.collect(config, world.master_addr) if placement.node_leader else {}
     master = None
     if placement.node_leader and (placement.multi_node or not placement.worker_mode):
-        from ..agent import roles
-
         # Under a launcher too: rank 0 binds MASTER_PORT unless torchrun's agent store already holds it.
-        master = w.probe_master(world, config.budget,
-                                roles.is_server(placement, os.environ) if placement.worker_mode else None)
+        master = w.probe_master(world, budget, placement.hosts_store if placement.worker_mode else None)
     inp = LocalInput.of(facts, node_rank=world.node_rank, multi_node=placement.multi_node,
                         nproc_per_node=world.nproc_per_node, backend=world.backend, master=master)
     checks = run_local_checks(inp) if placement.node_leader else []
@@ -41,13 +39,15 @@ def run(config: Config, observer=None) -> Report:
         from . import cluster
 
         try:
-            outcome = cluster.run_cluster_preflight(config, placement, facts, checks, log_path=w.log_path(),
-                                                    observer=observer)
-        except KeyboardInterrupt:
-            return _interrupted(config, command, clock, world, placement, facts, checks)
+            outcome = cluster.run_cluster_preflight(config, placement, facts, checks, budget, observer=observer)
+        except KeyboardInterrupt as exc:
+            return _interrupted(config, command, clock, world, placement, facts, checks, interruption(exc))
         world_info, nodes, checks = outcome.world, outcome.nodes, list(outcome.checks)
         recs = outcome.recommendations or recommend_local(NodeView(facts, multi_node=True))
     else:
+        from .shared_dirs import standalone_checks
+
+        checks += standalone_checks(facts, world.node_rank, hostname_of(facts), config.storage.dirs, budget)
         world_info = WorldInfo(nnodes=1, world_size=world.nproc_per_node or 1, backend=world.backend,
                                master=format_endpoint(world.master_addr, world.master_port), launcher="ncclcheck")
         nodes = [NodeInfo(world.node_rank, hostname_of(facts), facts)]
@@ -73,8 +73,8 @@ def run(config: Config, observer=None) -> Report:
 
 
 def _interrupted(config: Config, command: str, clock: w.Clock, world: WorldConfig, placement, facts: dict,
-                 checks: list) -> Report:
-    """Ctrl-C while the world formed or the mesh was probed: this node's own findings, and a failed
+                 checks: list, by: str = "Ctrl-C") -> Report:
+    """Ctrl-C (or SIGTERM) while the world formed or the mesh was probed: this node's own findings, and a failed
     rendezvous.world saying the cross-node part never finished (the CLI writes it and exits 130)."""
     return Report(
         command=command, version=__version__, started=clock.started, duration_s=clock.elapsed(),
@@ -82,11 +82,11 @@ def _interrupted(config: Config, command: str, clock: w.Clock, world: WorldConfi
                         master=format_endpoint(world.master_addr, world.master_port), launcher=placement.launcher),
         nodes=[NodeInfo(world.node_rank, hostname_of(facts), facts)] if facts else [],
         checks=list(checks) + [failed(
-            "rendezvous.world", "interrupted (Ctrl-C) before the world formed and the cross-node checks ran: "
+            "rendezvous.world", f"interrupted ({by}) before the world formed and the cross-node checks ran: "
             "only this node's own checks are here", node=world.node_rank,
             fix="Run it again on every node; `--timeout` bounds each wait if a node is slow to join.")],
         recommendations=recommend_local(NodeView(facts, multi_node=True)) if facts else [],
-        strict=config.output.strict, partial=True, interrupted=True)
+        strict=config.output.strict, partial=True, interrupted=True, interrupted_by=by)
 
 
 def _load_golden(config: Config) -> Optional[Any]:

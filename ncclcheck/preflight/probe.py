@@ -8,24 +8,21 @@ concurrently); nccl/reachability.py turns the attempts into the per-interface ma
 
 from __future__ import annotations
 
-import base64
 import errno
 import json
 import os
 import selectors
 import socket
-import struct
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Optional
 
-from ..config import FIXED_BOUNDS_S
 from ..facts.net import is_local_address, resolve_host
+from ..rendezvous.budget import FIXED, Budget
+from .wire import OWN_ADDRESS
 
 MAGIC = "NCCLCHECK-PROBE/1"
-OWN_ADDRESS = "not probed: the prober has this address too"  # a duplicated address needs no connect to be judged
-CONNECT_TIMEOUT_S = FIXED_BOUNDS_S["connect_attempt"]
 _MAX_LINE = 4096
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -80,11 +77,12 @@ def probe_master(
     addr: str,
     port: int,
     deadline: float,
-    interval_s: float = 0.25,
-    connect_timeout_s: float = CONNECT_TIMEOUT_S,
-    resolve_grace_s: float = 5.0,
+    interval_s: Optional[float] = None,
+    connect_timeout_s: Optional[float] = None,
+    resolve_grace_s: Optional[float] = None,
     resolve: Callable[[str], list] = resolve_host,
-    max_interval_s: float = 2.0,
+    max_interval_s: Optional[float] = None,
+    budget: Budget = FIXED,
 ) -> MasterProbe:
     """Connect to addr:port, retrying until `deadline` (a time.monotonic() value): node 0 may start after us.
 
@@ -95,26 +93,28 @@ def probe_master(
     The last failure's class is the verdict. `resolve` is injectable so tests never send a name query to the
     machine's resolver.
     """
-    start = time.monotonic()
+    interval_s = budget.probe_retry_s if interval_s is None else interval_s
+    connect_timeout_s = budget.connect_attempt_s if connect_timeout_s is None else connect_timeout_s
+    resolve_grace_s = budget.resolve_grace_s if resolve_grace_s is None else resolve_grace_s
+    max_interval_s = budget.probe_retry_max_s if max_interval_s is None else max_interval_s
+    start = budget.now()
     attempts, last_error, status, resolved = 0, None, "timeout", []
     while True:
         attempts += 1
-        now = time.monotonic()
         try:
             resolved = resolve(addr)
             target = resolved[0]
             family = socket.AF_INET6 if ":" in target else socket.AF_INET
             with socket.socket(family, socket.SOCK_STREAM) as s:
-                s.settimeout(max(0.05, min(connect_timeout_s, deadline - now)))
+                s.settimeout(min(connect_timeout_s, budget.left(deadline)))
                 s.connect((target, port))
-            return MasterProbe(addr, port, "ok", attempts, time.monotonic() - start, None, resolved, target)
+            return MasterProbe(addr, port, "ok", attempts, budget.since(start), None, resolved, target)
         except OSError as e:
             status, last_error = _classify(e), f"{type(e).__name__}: {e}"
-        now = time.monotonic()
-        if now >= deadline or (status == "unresolvable" and now - start >= resolve_grace_s):
-            return MasterProbe(addr, port, status, attempts, now - start, last_error, resolved)
-        time.sleep(min(interval_s, max(0.0, deadline - now)))
-        interval_s = min(max_interval_s, interval_s * 1.5)
+        if budget.passed(deadline) or (status == "unresolvable" and not budget.within(start, resolve_grace_s)):
+            return MasterProbe(addr, port, status, attempts, budget.since(start), last_error, resolved)
+        time.sleep(min(interval_s, budget.remaining(deadline)))
+        interval_s = budget.next_retry(interval_s, max_interval_s)
 
 
 @dataclass(frozen=True)
@@ -177,8 +177,8 @@ class MeshListener:
     names addresses that could not be bound. One thread serves every connection (accept, read a line, answer).
     """
 
-    def __init__(self, node_rank: int, node_id: str, addresses: dict[str, list[str]]):
-        self.node_rank, self.node_id = node_rank, node_id
+    def __init__(self, node_rank: int, node_id: str, addresses: dict[str, list[str]], budget: Budget = FIXED):
+        self.node_rank, self.node_id, self.budget = node_rank, node_id, budget
         self.endpoints: dict[str, list[list]] = {}
         self.bind_errors: dict[str, str] = {}
         self._socks: list[socket.socket] = []
@@ -218,7 +218,7 @@ class MeshListener:
     def _serve(self) -> None:
         conns: dict[socket.socket, list] = {}  # conn -> [deadline, buffer]
         while not self._stop.is_set():
-            timeout = max(0.0, min(dl for dl, _ in conns.values()) - time.monotonic()) if conns else None
+            timeout = self.budget.remaining(min(dl for dl, _ in conns.values())) if conns else None
             for key, _ in self._sel.select(timeout=timeout):
                 sock = key.fileobj
                 if key.data == "wake":
@@ -229,7 +229,7 @@ class MeshListener:
                     except OSError:
                         continue
                     conn.setblocking(False)
-                    conns[conn] = [time.monotonic() + CONNECT_TIMEOUT_S, b""]
+                    conns[conn] = [self.budget.deadline(self.budget.connect_attempt_s), b""]
                     self._sel.register(conn, selectors.EVENT_READ, "conn")
                     continue
                 self._on_data(sock, conns)  # type: ignore[arg-type]
@@ -259,7 +259,7 @@ class MeshListener:
                 reply = {"magic": MAGIC, "node": self.node_rank, "id": self.node_id, "nonce": req.get("nonce"),
                          "time": time.time()}
                 conn.setblocking(True)
-                conn.settimeout(0.5)
+                conn.settimeout(self.budget.reply_send_s)
                 conn.sendall(json.dumps(reply).encode() + b"\n")
         except (OSError, ValueError):
             pass
@@ -280,7 +280,7 @@ class MeshListener:
         except OSError:
             pass
         if self._thread is not None:
-            self._thread.join(timeout=2.0)
+            self._thread.join(timeout=self.budget.thread_join_s)
         for s in [*self._socks, self._wake_r]:
             try:
                 self._sel.unregister(s)
@@ -324,10 +324,11 @@ class _Probe:
 def probe_peers(
     my_rank: int,
     peers: dict[int, dict],
-    timeout_s: float = CONNECT_TIMEOUT_S,
-    deadline_s: float = 30.0,
+    timeout_s: Optional[float] = None,
+    deadline_s: Optional[float] = None,
     max_workers: int = 64,
     own_addresses: Optional[set] = None,
+    budget: Budget = FIXED,
 ) -> list[dict]:
     """Probe every endpoint of every other node in `peers`, up to max_workers connections at a time.
 
@@ -345,8 +346,10 @@ def probe_peers(
         for addr, port in eps
     ]
     mine = set(own_addresses or ())
-    end = time.monotonic() + max(0.05, deadline_s)
-    per = max(0.05, min(timeout_s, deadline_s))
+    deadline_s = budget.mesh_s if deadline_s is None else deadline_s
+    timeout_s = budget.connect_attempt_s if timeout_s is None else timeout_s
+    end = budget.deadline(max(budget.socket_floor_s, deadline_s))
+    per = max(budget.socket_floor_s, min(timeout_s, deadline_s))
     sel = selectors.DefaultSelector()
     todo, live, done = list(reversed(jobs)), 0, {}
     try:
@@ -356,13 +359,13 @@ def probe_peers(
                 if job[2] in mine:  # a peer publishing one of our own addresses (docker0 everywhere): unusable
                     done[job] = _attempt(job[2], job[3], OWN_ADDRESS)
                     continue
-                p = _Probe(job, my_rank, min(end, time.monotonic() + per))
+                p = _Probe(job, my_rank, min(end, budget.deadline(per)))
                 if _start(p, sel):
                     live += 1
                 else:
                     done[job] = p.rec
             now = time.monotonic()
-            for key, events in sel.select(timeout=max(0.0, min(0.1, end - now))):
+            for key, events in sel.select(timeout=min(budget.select_tick_s, budget.remaining(end))):
                 p = key.data
                 if _step(p, sel, events):
                     done[p.job] = p.rec
@@ -371,7 +374,7 @@ def probe_peers(
             for key in list(sel.get_map().values()):
                 p = key.data
                 if p.deadline <= now:
-                    p.rec["error"] = ("timeout: the mesh probe's deadline passed" if p.deadline >= end - 1e-6
+                    p.rec["error"] = ("timeout: the mesh probe's deadline passed" if p.deadline >= end
                                       else "timeout: no answer within the connect timeout")
                     _finish(p, sel)
                     done[p.job] = p.rec
@@ -445,191 +448,3 @@ def _finish(p: _Probe, sel: selectors.BaseSelector) -> None:
             pass
         p.sock.close()
         p.sock = None
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# A probe row on the wire. In a healthy full mesh every node reaches every peer on the same interfaces, so successful
-# probes travel as runs of peer ranks per (interface, address index): [[0, 0, [[1, 15]]]] says "reached peers 1..15
-# on interface 0's first address", the same few bytes at 4 nodes or 32. Node 0 knows the addresses from the published
-# endpoints. Round-trip time and clock offset travel only for the peers in `timed` (the clock check reads them for the
-# pairs that include the reference node, nothing else reads them). Only failures carry text.
-
-
-def _same_id(reached: object, expected: object) -> bool:
-    """The answerer is the node that published the endpoint: its id, or the id prefix a directory carries."""
-    return not expected or (isinstance(reached, str) and reached.startswith(str(expected)))
-
-
-def _runs(peers: list[int]) -> list:
-    """[1, 2, 3, 5, 7, 8] -> [[1, 3], 5, [7, 8]]."""
-    out: list = []
-    for p in sorted(set(peers)):
-        last = out[-1] if out else None
-        if isinstance(last, list) and last[1] == p - 1:
-            last[1] = p
-        elif isinstance(last, int) and last == p - 1:
-            out[-1] = [last, p]
-        else:
-            out.append(p)
-    return out
-
-
-def _unruns(runs: object) -> list[int]:
-    out: list[int] = []
-    for item in runs if isinstance(runs, list) else []:
-        if isinstance(item, int):
-            out.append(item)
-        elif isinstance(item, list) and len(item) == 2 and all(isinstance(x, int) for x in item) \
-                and 0 <= item[1] - item[0] <= 1_000_000:
-            out.extend(range(item[0], item[1] + 1))
-    return out
-
-
-def pack_row(attempts: list[dict], peers: dict[int, dict], timed: Optional[set] = None) -> dict:
-    """Attempt records -> {"if": [iface names], "okr": [[i, a, runs of peers]], "ok": [[peer, i, a, rtt_us,
-    offset_us]], "fail": [[peer, i, addr, port, reached, error]]}. Successful probes of peers in `timed` (all when
-    None) keep their timings in "ok"; the others go into "okr". The answerer's identity is checked here, so ids need
-    not travel."""
-    ifaces: list[str] = []
-    ok_rows, fail_rows = [], []
-    groups: dict[tuple, list[int]] = {}
-    for a in attempts:
-        if a.get("error") == OWN_ADDRESS:
-            continue  # node 0 sees the duplicate in the published endpoints; the row need not repeat it
-        iface = a.get("iface")
-        if iface not in ifaces:
-            ifaces.append(iface)
-        i = ifaces.index(iface)
-        good = bool(a.get("ok")) and a.get("reached") == a.get("peer") and _same_id(a.get("reached_id"),
-                                                                                    a.get("expected_id"))
-        addrs = [e[0] for e in ((peers.get(a.get("peer")) or {}).get("endpoints") or {}).get(iface, [])]
-        if good and a.get("addr") in addrs:
-            if timed is not None and a["peer"] not in timed:
-                groups.setdefault((i, addrs.index(a["addr"])), []).append(a["peer"])
-                continue
-            rtt, off = a.get("rtt_us"), a.get("offset_s")
-            ok_rows.append([a["peer"], i, addrs.index(a["addr"]), None if rtt is None else int(rtt),
-                            None if off is None else int(off * 1e6)])
-            continue
-        err = a.get("error")
-        if a.get("ok") and not _same_id(a.get("reached_id"), a.get("expected_id")):
-            err = f"answered by {a.get('reached_id')!s:.12}, not the node that published the endpoint"
-        fail_rows.append([a.get("peer"), i, a.get("addr"), a.get("port"), a.get("reached"),
-                          err or ("answered by another node" if a.get("ok") else "failed")])
-    row: dict = {"if": ifaces, "ok": ok_rows, "fail": fail_rows}
-    if groups:
-        row["okr"] = [[i, ai, _runs(ps)] for (i, ai), ps in sorted(groups.items())]
-    return row
-
-
-def unpack_row(row: object, endpoints: dict[int, dict]) -> list[dict]:
-    """A packed row -> attempt records as nccl/reachability.build_matrix and the clock check read them.
-
-    endpoints: {node rank: {iface: [[addr, port], ...]}} as published (to recover successful probes' addresses)."""
-    if not isinstance(row, dict) or not isinstance(row.get("if"), list):
-        return []
-    ifaces = row["if"]
-    items = [item for item in row.get("ok") or [] if isinstance(item, list)]
-    for group in row.get("okr") or []:
-        try:
-            i, ai, runs = group
-        except (TypeError, ValueError):
-            continue
-        items.extend([peer, i, ai, None, None] for peer in _unruns(runs))
-    out = []
-    for item in items:
-        try:
-            peer, i, ai, rtt, off = item
-            addr, port = ((endpoints.get(peer) or {}).get(ifaces[i]) or [])[ai]
-        except (TypeError, ValueError, IndexError):
-            continue
-        out.append({"peer": peer, "iface": ifaces[i], "addr": addr, "port": port, "ok": True, "reached": peer,
-                    "error": None, "rtt_us": rtt, "offset_s": None if off is None else off / 1e6})
-    for item in row.get("fail") or []:
-        try:
-            peer, i, addr, port, reached, err = item
-            iface = ifaces[i]
-        except (TypeError, ValueError, IndexError):
-            continue
-        out.append({"peer": peer, "iface": iface, "addr": addr, "port": port, "ok": False, "reached": reached,
-                    "error": err, "rtt_us": None, "offset_s": None})
-    return out
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# The endpoint directory of a full mesh: node 0 gathers every node's published endpoints and publishes them once, so a
-# node reads one value instead of naming n-1 keys twice (wait, then read). Each IPv4 node packs into 12 bytes
-# (base64): 4 bytes of its id, an endpoint count, then per endpoint an interface index, the address and the port.
-# A node with an id or address that does not fit goes into "x" as published; a node that published nothing is absent.
-
-ID_PREFIX_HEX = 8  # hex digits of a node id the directory carries; the answerer's full id must start with them
-_NODE = struct.Struct(">4sB")
-_ENDPOINT = struct.Struct(">B4sH")
-_ABSENT = 0xFF
-
-
-def _packable(info: dict, ifaces: list[str]) -> bool:
-    nid = str(info.get("id") or "")
-    try:
-        bytes.fromhex(nid[:ID_PREFIX_HEX])
-        eps = info.get("endpoints") or {}
-        pairs = [(i, a, p) for i, v in eps.items() for a, p in v]
-        for _, addr, port in pairs:
-            socket.inet_aton(addr)
-            if addr.count(".") != 3 or not 0 <= int(port) < 65536:
-                return False
-    except (ValueError, TypeError, OSError, AttributeError):
-        return False
-    return len(nid) >= ID_PREFIX_HEX and len(pairs) < _ABSENT and len(ifaces) + len(eps) < 256
-
-
-def pack_directory(endpoints: dict[int, dict], n: int) -> dict:
-    """{rank: {"id", "endpoints"}} of ranks 0..n-1 -> {"n": n, "if": [names], "b": base64, "x": {rank: info}}."""
-    ifaces: list[str] = []
-    buf, extra = bytearray(), {}
-    for r in range(n):
-        info = endpoints.get(r)
-        if not isinstance(info, dict) or not _packable(info, ifaces):
-            buf += _NODE.pack(b"\0\0\0\0", _ABSENT)
-            if isinstance(info, dict):
-                extra[str(r)] = {"id": info.get("id"), "endpoints": info.get("endpoints") or {}}
-            continue
-        pairs = [(i, a, p) for i, v in sorted((info.get("endpoints") or {}).items()) for a, p in v]
-        buf += _NODE.pack(bytes.fromhex(str(info["id"])[:ID_PREFIX_HEX]), len(pairs))
-        for iface, addr, port in pairs:
-            if iface not in ifaces:
-                ifaces.append(iface)
-            buf += _ENDPOINT.pack(ifaces.index(iface), socket.inet_aton(addr), int(port))
-    out: dict = {"n": n, "if": ifaces, "b": base64.b64encode(bytes(buf)).decode("ascii")}
-    if extra:
-        out["x"] = extra
-    return out
-
-
-def unpack_directory(d: object) -> dict[int, dict]:
-    """A packed directory -> {rank: {"id": id prefix, "endpoints": {iface: [[addr, port], ...]}}} (absent: left out)."""
-    if not isinstance(d, dict) or not isinstance(d.get("if"), list):
-        return {}
-    try:
-        buf, n = base64.b64decode(str(d.get("b") or "")), int(d.get("n") or 0)
-    except (ValueError, TypeError):
-        return {}
-    ifaces, out, pos = d["if"], {}, 0
-    for r in range(n):
-        try:
-            nid, count = _NODE.unpack_from(buf, pos)
-            pos += _NODE.size
-            if count == _ABSENT:
-                continue
-            eps: dict = {}
-            for _ in range(count):
-                i, addr, port = _ENDPOINT.unpack_from(buf, pos)
-                pos += _ENDPOINT.size
-                eps.setdefault(ifaces[i], []).append([socket.inet_ntoa(addr), port])
-        except (struct.error, IndexError):
-            break
-        out[r] = {"id": nid.hex(), "endpoints": eps}
-    for r, info in (d.get("x") or {}).items():
-        if str(r).isdigit() and isinstance(info, dict):
-            out[int(r)] = info
-    return out

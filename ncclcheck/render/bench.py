@@ -12,7 +12,7 @@ from rich.text import Text
 
 from ..model import BenchRow, CheckResult, Status
 from ..units import format_bytes, format_gbps, format_us
-from .common import placement_label
+from .common import bound_gbps_text, bound_text, efficiency_text, placement_label
 
 # Rows carry nccl-tests' redop and root columns (bench/ops.py's table); these name them for reports saved before
 # rows did, so a new collective needs no entry here.
@@ -56,6 +56,11 @@ _COLUMNS = (("size\n(B)", "right"), ("count\n(elts)", "right"), ("place", "left"
             ("#wrong", "right"))
 
 
+def has_bounds(rows: Iterable[BenchRow]) -> bool:
+    """Rows saved before bounds existed carry none: their tables keep the old columns."""
+    return any("bound_gbps" in r.extra for r in rows)
+
+
 def bench_table(rows: Iterable[BenchRow], op: str, dtype: str) -> Table:
     """One op's sweep, one line per (size, placement), compact enough for an 80-column terminal: size, count,
     placement, mean time (the nccl-tests figure), p99 over iterations, coefficient of variation (flagged with '!'
@@ -65,16 +70,24 @@ def bench_table(rows: Iterable[BenchRow], op: str, dtype: str) -> Table:
     title = title_line(op, dtype, rows[0] if rows else None)
     t = Table(title=title, title_justify="left", show_edge=False, pad_edge=False, box=None, padding=(0, 1),
               header_style="bold")
-    for name, just in _COLUMNS:
+    bounded = has_bounds(rows)
+    for name, just in _COLUMNS + ((("eff\n(%bnd)", "right"),) if bounded else ()):
         t.add_column(name, justify=just, overflow="fold")
     for r in rows:
         size_cell = Text(str(r.bytes))
         if r.extra.get("requested_bytes") is not None:
             size_cell.append("*", style="yellow")
         p99, cv = _variation(r)
-        t.add_row(size_cell, str(r.count), place_word(r), nccl_time(r.time_us), p99, cv,
-                  f"{r.algbw_gbps:.2f}", f"{r.busbw_gbps:.2f}", _wrong(r))
+        cells = [size_cell, str(r.count), place_word(r), nccl_time(r.time_us), p99, cv,
+                 f"{r.algbw_gbps:.2f}", f"{r.busbw_gbps:.2f}", _wrong(r)]
+        if bounded:
+            cells.append(efficiency_text(r.extra.get("efficiency")))
+        t.add_row(*cells)
     notes = []
+    if bounded:
+        by = next((r.extra.get("bound_by") for r in rows if r.extra.get("bound_by")), None)
+        bound = next((r.extra.get("bound_gbps") for r in rows if "bound_gbps" in r.extra), None)
+        notes.append(f"eff = busbw / bound {bound_text(bound)} GB/s" + (f" ({by})" if by else ""))
     if any(r.extra.get("requested_bytes") is not None for r in rows):
         notes.append("* rounded down from the requested size as nccl-tests does (per-rank chunks of 16 bytes)")
     if any(place_word(r) == "one" for r in rows):
@@ -159,15 +172,24 @@ def summary_block(summary: dict, gates: Iterable[CheckResult] = (), stopped: Opt
     then the gates' verdicts and a note when the sweep was cut short."""
     t = Table(title="bench summary", title_justify="left", show_edge=False, pad_edge=False)
     per_op = summary.get("per_op", [])
+    bounded = any("bound_gbps" in e for e in per_op)
+    cols = [("op", "left"), ("type", "left"), ("busbw", "right"), ("at", "right"), ("latency", "right"),
+            ("at", "right")]
+    cols += [("bound", "right"), ("eff", "right")] if bounded else []
     refs = any(e.get("reference") for e in per_op)  # a published figure applies to few setups: no empty column
-    for name, just in (("op", "left"), ("type", "left"), ("busbw", "right"), ("at", "right"),
-                       ("latency", "right"), ("at", "right")) + ((("reference", "left"),) if refs else ()):
-        t.add_column(name, justify=just)
+    for name, just in cols + ([("reference", "left")] if refs else []):
+        t.add_column(name, justify=just, overflow="fold")
     for e in per_op:
-        t.add_row(e["op"], e["dtype"], format_gbps(e["busbw_gbps"]), format_bytes(e["largest_bytes"]),
-                  format_us(e["latency_us"]), format_bytes(e["smallest_bytes"]),
-                  *((e.get("reference", ""),) if refs else ()))
+        cells = [e["op"], e["dtype"], format_gbps(e["busbw_gbps"]), format_bytes(e["largest_bytes"]),
+                 format_us(e["latency_us"]), format_bytes(e["smallest_bytes"])]
+        if bounded:
+            b = e.get("bound_gbps")
+            cells += [bound_gbps_text(b), efficiency_text(e.get("efficiency"))]
+        t.add_row(*cells, *([e.get("reference", "")] if refs else []))
     parts: list[RenderableType] = [t]
+    for e in per_op:
+        if e.get("bound_by"):
+            parts.append(Text(f"{e['op']} bound: {e['bound_by']}", style="dim"))
     if summary.get("note"):
         parts.append(Text(summary["note"], style="dim"))
     for g in gates:

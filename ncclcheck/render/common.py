@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ..model import CheckResult, Report, Status
+from ..model import CheckResult, Report, Status, clean_text
+from ..units import format_gbps
 
 # Failures first, then warnings, passes, skips (what did not run, least to act on): the order people read a report
 # in, and the console's, so the terminal, HTML, Markdown and JUnit agree.
@@ -55,8 +56,9 @@ def placement_label(row) -> str:
 
 
 def one_line(text: object) -> str:
-    """Collapse whitespace so a summary from another machine cannot break a table row or a comment."""
-    return " ".join(str(text).split())
+    """Collapse whitespace and drop control characters so a summary, hostname or version from another machine or
+    a file cannot break a table row, a comment, or a line of shell."""
+    return " ".join(clean_text(str(text)).split())
 
 
 def status_headline(report: Report) -> str:
@@ -263,3 +265,18 @@ def links_pairs(links: dict) -> tuple[list, list]:
 def _has(matrix: list, a: int, b: int) -> bool:
     row = matrix[a]
     return isinstance(row, list) and b < len(row) and isinstance(row[b], (int, float))
+
+
+def efficiency_text(eff: object) -> str:
+    """A figure / its bound as a percentage; '-' when the bound is unknown."""
+    return f"{100 * eff:.0f}%" if isinstance(eff, (int, float)) and not isinstance(eff, bool) else "-"
+
+
+def bound_text(gbps: object) -> str:
+    """A bound's GB/s as a bare number (table notes), '?' when unknown."""
+    return f"{gbps:.3g}" if isinstance(gbps, (int, float)) and not isinstance(gbps, bool) else "?"
+
+
+def bound_gbps_text(gbps: object) -> str:
+    """A bound with its unit, 'unknown' when there is none."""
+    return format_gbps(gbps) if isinstance(gbps, (int, float)) and not isinstance(gbps, bool) else "unknown"

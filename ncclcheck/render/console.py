@@ -10,12 +10,14 @@ from collections.abc import Mapping
 from typing import Optional, TextIO
 
 from rich.console import Console, Group
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from ..model import Report, Status
+from ..model import Report, Status, clean_text
+from ..nccl.rules import env_name_allowed
 from ..units import format_bytes, format_mbps_link
-from .common import display_checks, not_measured
+from .common import display_checks, not_measured, one_line
 
 STYLE = {Status.FAIL: "bold red", Status.WARN: "yellow", Status.PASS: "green", Status.SKIP: "dim"}
 MARK = {Status.FAIL: "FAIL", Status.WARN: "WARN", Status.PASS: "pass", Status.SKIP: "skip"}
@@ -81,8 +83,19 @@ def make_console(stream: TextIO, env: Mapping[str, str], launcher: str = "ncclch
         if width is None:
             cols = (env.get("COLUMNS") or "").strip()
             width = int(cols) if cols.isdigit() and int(cols) > 0 else PIPE_WIDTH
-    return Console(file=stream, force_terminal=color, no_color=not color, highlight=False, width=width,
-                   force_interactive=color and tty)
+    return _TextConsole(file=stream, force_terminal=color, no_color=not color, highlight=False, width=width,
+                        force_interactive=color and tty)
+
+
+class _TextConsole(Console):
+    """A Console whose text segments never carry control characters: styles and live-display controls are rich's
+    own (styled or control segments), but the text in them comes from reports, other nodes and files, and rich
+    itself strips only BEL, BS, CR and form feeds from it, not ESC (a window-title escape in a hostname went
+    through to the terminal)."""
+
+    def _render_buffer(self, buffer):  # rich's one exit to the file: every print passes here
+        return super()._render_buffer(seg if seg.control else Segment(clean_text(seg.text), seg.style)
+                                      for seg in buffer)
 
 
 def header(report: Report) -> Text:
@@ -124,15 +137,22 @@ def recommendations_block(report: Report) -> Group:
     common = [r for r in report.recommendations if r.node is None]
     per_node = [r for r in report.recommendations if r.node is not None]
     for r in common:
-        parts.append(Text(f"  # {r.reason}", style="dim"))
-        parts.append(Text(f"  export {r.name}={_shell(r.value)}"))
+        parts.append(Text(f"  # {one_line(r.reason)}", style="dim"))
+        parts.append(Text(_export(r.name, r.value)))
     for node in sorted({r.node for r in per_node}):
         host = next((n.hostname for n in report.nodes if n.node_rank == node), "?")
-        parts.append(Text(f"  # node {node} ({host}) only", style="dim"))
+        parts.append(Text(f"  # node {node} ({one_line(host)}) only", style="dim"))
         for r in per_node:
             if r.node == node:
-                parts.append(Text(f"  export {r.name}={_shell(r.value)}    # {r.reason}"))
+                parts.append(Text(f"{_export(r.name, r.value)}    # {one_line(r.reason)}"))
     return Group(*parts)
+
+
+def _export(name: str, value: str) -> str:
+    """One copyable line; a name ncclcheck may not recommend (nccl/rules.py) is shown as a comment, never set."""
+    if not env_name_allowed(name):
+        return f"  # skipped: {one_line(repr(name))} is not a variable ncclcheck may recommend"
+    return f"  export {name}={_shell(value)}"
 
 
 def _shell(value: str) -> str:

@@ -10,13 +10,12 @@ A node the file does not know gets a warning on stderr and keeps the cluster-wid
 
 from __future__ import annotations
 
-import re
 import shlex
 
 from ..model import Recommendation, Report
+from ..nccl.rules import env_name_allowed
 from .common import one_line
 
-_NAME_RE = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 RANK_VARIABLES = ("NCCLCHECK_NODE_RANK", "NODE_RANK", "GROUP_RANK", "SLURM_NODEID", "JOB_COMPLETION_INDEX",
                   "PET_NODE_RANK")
 
@@ -26,9 +25,9 @@ def _comment(text: str) -> str:
 
 
 def _export_lines(rec: Recommendation, indent: str = "") -> list[str]:
-    if not _NAME_RE.match(rec.name):
-        # Names come from other machines' reports: never let one become shell code.
-        return [f"{indent}# skipped: {one_line(repr(rec.name))} is not a valid variable name"]
+    if not env_name_allowed(rec.name):
+        # Names come from other machines' reports: only the allow-listed families may be set (nccl/rules.py).
+        return [f"{indent}# skipped: {one_line(repr(rec.name))} is not a variable ncclcheck may recommend"]
     return [f"{indent}{_comment(rec.reason)}", f"{indent}export {rec.name}={shlex.quote(rec.value)}"]
 
 
@@ -52,7 +51,8 @@ def render_envfile(report: Report) -> str:
     """A sourceable sh/bash file with every recommendation of the report."""
     out = [
         "# ncclcheck recommended environment: source this file before launching training.",
-        f"# From `ncclcheck {report.command}` {report.version}, started {one_line(report.started) or '?'}.",
+        f"# From `ncclcheck {one_line(report.command)}` {one_line(report.version)}, started "
+        f"{one_line(report.started) or '?'}.",
     ]
     if not report.recommendations:
         out.append("# No settings recommended: the defaults suit this cluster.")
@@ -71,18 +71,19 @@ def render_envfile(report: Report) -> str:
             "# " + ", ".join(RANK_VARIABLES) + " that is set, or else by hostname.",
             f"_ncclcheck_node={_rank_expr()}",
         ]
-        hosts = [(n.node_rank, n.hostname) for n in report.nodes if n.node_rank in per_node and n.hostname]
+        hosts = [(n.node_rank, one_line(n.hostname)) for n in report.nodes
+                 if n.node_rank in per_node and one_line(n.hostname)]
         if hosts:
             out += ['if [ -z "$_ncclcheck_node" ]; then',
                     '  case "$(hostname -s 2>/dev/null || hostname)" in']
             for rank, host in sorted(hosts):
                 names = [host] + ([host.split(".", 1)[0]] if "." in host else [])
                 pattern = "|".join(shlex.quote(h) for h in names)
-                out.append(f"    {pattern}) _ncclcheck_node={rank} ;;")
+                out.append(f"    {pattern}) _ncclcheck_node={int(rank)} ;;")
             out += ["  esac", "fi"]
         out.append('case "$_ncclcheck_node" in')
         for rank in sorted(per_node):
-            out.append(f"  {rank})")
+            out.append(f"  {int(rank)})")
             for rec in per_node[rank]:
                 out += _export_lines(rec, indent="    ")
             out.append("    ;;")

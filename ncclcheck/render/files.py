@@ -8,6 +8,7 @@ same directory, then rename), so a CI step never reads half a report.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Mapping
 from typing import Optional, Union
@@ -102,17 +103,25 @@ def check_writable(path: str) -> None:
     os.unlink(probe)
 
 
-def write_atomic(path: str, data: Union[str, bytes]) -> None:
-    """Write data to path through a temp file in the same directory and a rename."""
+def write_atomic(path: str, data: Union[str, bytes], private: bool = True) -> None:
+    """Write data to path through a temp file in the same directory and a rename.
+
+    An existing file keeps its mode (a report someone made 0600, or 0644 for a dashboard, stays so). A new one is
+    0600 when `private` (reports carry node facts and environment values: JSON, HTML, Markdown, JUnit, env files),
+    else 0644 less the umask (Prometheus' textfile collector reads its files as another user)."""
     path = os.path.abspath(os.path.expanduser(path))
     parent = os.path.dirname(path) or "."
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        mode = 0o600 if private else 0o644 & ~_umask()
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644 & ~_umask())
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -145,7 +154,7 @@ def write_outputs(report: Report, **paths: Optional[str]) -> list[str]:
             continue
         text = FORMATS[kind].render(report)
         try:
-            write_atomic(path, text)
+            write_atomic(path, text, private=FORMATS[kind].private)
         except OSError as err:
             raise UsageError(f"cannot write {path}: {err.strerror or err}") from None
         written.append(os.path.abspath(os.path.expanduser(path)))

@@ -1,4 +1,5 @@
-"""The one table of output formats: name -> (flag, renderer, may it go to stdout, help, read on its own node).
+"""The one table of output formats: name -> (flag, renderer, may it go to stdout, help, read on its own node, created
+private).
 Every subcommand's output flags (`report` and `env` included), the CLI's path checks, %-expansion and who writes
 which file, and render.files.write_outputs read it, so a new format is a row here plus its renderer module."""
 
@@ -19,6 +20,9 @@ class Format:
     # Read on the node that wrote it (a container sources its nccl.env; node_exporter reads a local directory): every
     # node's first rank writes it, whatever the path. The others are the job's report, written once per job.
     node_local: bool = False
+    # Created 0600: reports carry node facts and environment values. Prometheus' textfile collector reads its files
+    # as another user, so those are created 0644 less the umask (render.files.write_atomic).
+    private: bool = True
 
     @property
     def dest(self) -> str:
@@ -42,7 +46,7 @@ FORMATS: dict[str, Format] = {
                       "one that sets nothing)", node_local=True),
     "prometheus": Format("--prometheus", "prometheus:render_prometheus", False,
                          "write Prometheus text metrics (ncclcheck_*) atomically, e.g. for node_exporter's textfile "
-                         "collector", node_local=True),
+                         "collector", node_local=True, private=False),
 }
 
 PATH_HELP = ("Paths expand %j (job id), %n (node rank), %h (hostname), %r (rank: every rank writes). One report per "

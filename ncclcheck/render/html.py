@@ -19,8 +19,10 @@ from . import plots
 from .common import (
     STATUS_WORD,
     aggregated,
+    bound_gbps_text,
     check_case_name,
     display_checks,
+    efficiency_text,
     links_pairs,
     links_schedule,
     links_slow_cells,
@@ -103,6 +105,11 @@ def _badge(status: Status) -> str:
 
 def _dict(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list:
+    """A list from a saved report, or [] when the field is something else (the file may come from anywhere)."""
+    return value if isinstance(value, list) else []
 
 
 def _kv_table(pairs: list[tuple[str, Any]]) -> str:
@@ -217,6 +224,7 @@ def _bench_note(r: BenchRow) -> str:
 def _bench(report: Report) -> str:
     rows: list[BenchRow] = report.bench or []
     out = ['<section id="bench"><h2>Bench</h2>']
+    bounded = any("bound_gbps" in r.extra for r in rows)
     ops: dict[str, list[BenchRow]] = {}
     for r in rows:
         ops.setdefault(r.op, []).append(r)
@@ -228,8 +236,9 @@ def _bench(report: Report) -> str:
             data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
             out.append(f'<figure class="plot" data-op="{e(op)}"><img alt="{e(op)}: busbw and time vs message size" '
                        f'src="data:image/svg+xml;base64,{data}"><figcaption>{e(op)}: bus bandwidth and time per '
-                       "operation against message size (log2 axis); red circles mark sizes with wrong results."
-                       "</figcaption></figure>")
+                       "operation against message size (log2 axis); red circles mark sizes with wrong results"
+                       + ("; the dashed line is the bound of the links crossed" if bounded else "")
+                       + ".</figcaption></figure>")
     else:
         out.append('<p class="note" id="plots-missing">Plots need matplotlib: '
                    "<code>pip install 'ncclcheck[html]'</code>, then <code>ncclcheck report RUN.json --html "
@@ -237,7 +246,9 @@ def _bench(report: Report) -> str:
     out.append('<table class="bench"><thead><tr><th>op</th><th class="num">size</th><th class="num">count</th>'
                '<th>dtype</th><th>placement</th><th class="num">time</th><th class="num">p99</th>'
                '<th class="num">algbw</th>'
-               '<th class="num">busbw</th><th class="num">wrong</th><th class="num">rank times</th><th>note</th>'
+               '<th class="num">busbw</th>'
+               + ('<th class="num">bound</th><th class="num">eff</th>' if bounded else "")
+               + '<th class="num">wrong</th><th class="num">rank times</th><th>note</th>'
                "</tr></thead><tbody>")
     for op, op_rows in ops.items():
         for r in op_rows:
@@ -258,9 +269,17 @@ def _bench(report: Report) -> str:
                 f"<td>{e(placement_label(r))}</td>"
                 f'<td class="num">{e(format_us(r.time_us))}</td><td class="num">{e(p99)}</td>'
                 f'<td class="num">{e(format_gbps(r.algbw_gbps))}</td>'
-                f'<td class="num">{e(format_gbps(r.busbw_gbps))}</td><td class="num">{wrong}</td>'
+                f'<td class="num">{e(format_gbps(r.busbw_gbps))}</td>'
+                + (f'<td class="num" title="{e(r.extra.get("bound_by") or "")}">'
+                   f'{e(bound_gbps_text(r.extra.get("bound_gbps")))}</td>'
+                   f'<td class="num">{e(efficiency_text(r.extra.get("efficiency")))}</td>' if bounded else "")
+                + f'<td class="num">{wrong}</td>'
                 f'<td class="num">{e(spread)}</td><td>{e(note)}</td></tr>'
             )
+    if bounded:
+        by = list(dict.fromkeys(str(r.extra["bound_by"]) for r in rows if r.extra.get("bound_by")))
+        out.append('<p class="meta">bound = what the links crossed can carry (docs/bounds.md); eff = busbw / bound. '
+                   + " · ".join(e(b) for b in by) + "</p>")
     out.append("</tbody></table>")
     out.append(_nccl_captures(report.extra.get("nccl_captures") or {}))
     out.append("</section>")
@@ -273,7 +292,7 @@ def _nccl_captures(captures: dict) -> str:
         return ""
     items = []
     for host, c in sorted(captures.items()):
-        files = [("debug log", p) for p in c.get("debug") or []] + \
+        files = [("debug log", p) for p in _list(c.get("debug"))] + \
                 [(k, c[k]) for k in ("topo", "graph") if c.get(k)]
         links = ", ".join(f'<a href="file://{e(p)}">{e(kind)}</a>' for kind, p in files) or "nothing written"
         items.append(f"<li>{e(host)}: {links}</li>")
@@ -349,11 +368,11 @@ def _links(report: Report) -> str:
     links = _dict(report.links)
     matrix = links.get("matrix_gbps") if isinstance(links.get("matrix_gbps"), list) else []
     slow_pairs = set()
-    for s in links.get("slow") or []:
+    for s in _list(links.get("slow")):
         if isinstance(s, dict):
             slow_pairs.add((s.get("a"), s.get("b")))
             slow_pairs.add((s.get("b"), s.get("a")))
-    slow_nodes = set(n for n in (links.get("slow_nodes") or []) if isinstance(n, int))
+    slow_nodes = set(n for n in _list(links.get("slow_nodes")) if isinstance(n, int))
     values = [v for row in matrix if isinstance(row, list) for v in row if isinstance(v, (int, float))]
     top = max(values) if values else 0.0
     size = links.get("size")
@@ -366,7 +385,7 @@ def _links(report: Report) -> str:
         out.append(_links_pairs(links, report, top))
     else:
         out.extend(_heatmap(matrix, slow_pairs, slow_nodes, top, report))
-    slow = [s for s in links.get("slow") or [] if isinstance(s, dict)]
+    slow = [s for s in _list(links.get("slow")) if isinstance(s, dict)]
     if slow:
         items = "".join(
             f"<li>{e(node_label(s.get('a'), report))} ↔ {e(node_label(s.get('b'), report))}: "
@@ -377,6 +396,19 @@ def _links(report: Report) -> str:
     if slow_nodes:
         out.append("<p><strong>Slow nodes:</strong> "
                    + ", ".join(e(node_label(n, report)) for n in sorted(slow_nodes)) + "</p>")
+    nb = links.get("node_bounds")
+    if isinstance(nb, dict) and nb:
+        items = "".join(f"<tr><td>{e(node_label(int(k), report) if str(k).isdigit() else k)}</td>"
+                        f'<td class="num">{e(bound_gbps_text((v or {}).get("bound_gbps")))}</td>'
+                        f"<td>{e((v or {}).get('bound_by') or '')}</td></tr>"
+                        for k, v in nb.items() if isinstance(v, dict))
+        effs = [x for row in links.get("efficiency") or [] if isinstance(row, list) for x in row
+                if isinstance(x, (int, float))]
+        span = f"; measured directions reached {e(efficiency_text(min(effs)))} to {e(efficiency_text(max(effs)))} " \
+               "of their pair's bound" if effs else ""
+        out.append(f'<h3>Bounds</h3><p class="meta">A pair is bounded by the slower of its two ends{span}.</p>'
+                   '<table class="bounds"><thead><tr><th>node</th><th class="num">bound</th><th>set by</th></tr>'
+                   f"</thead><tbody>{items}</tbody></table>")
     out.append("</section>")
     return "\n".join(out)
 
@@ -399,7 +431,7 @@ def _host(host: Any) -> str:
     port_range = h.get("port_range")
     return _kv_table([
         ("FQDN", e(h.get("fqdn"))),
-        ("resolves to", e(", ".join(map(str, h.get("resolves_to") or [])) or h.get("resolve_error") or "nothing")),
+        ("resolves to", e(", ".join(map(str, _list(h.get("resolves_to")))) or h.get("resolve_error") or "nothing")),
         ("OS / kernel", e(" / ".join(str(x) for x in (h.get("os"), h.get("kernel")) if x))),
         ("container", e("yes" if h.get("in_container") else "no") if "in_container" in h else None),
         ("CPUs / memory", e(f"{h.get('cpu_count', '?')} / {format_bytes(h['mem_total_bytes'])}")
@@ -420,7 +452,7 @@ def _interfaces(ifaces: Any) -> str:
     for i in ifaces:
         i = _dict(i)
         state = "running" if i.get("running") else ("up" if i.get("up") else "down")
-        addrs = [f"{a.get('address')}/{a.get('prefixlen')}" for a in (i.get("ipv4") or []) + (i.get("ipv6") or [])
+        addrs = [f"{a.get('address')}/{a.get('prefixlen')}" for a in _list(i.get("ipv4")) + _list(i.get("ipv6"))
                  if isinstance(a, dict)]
         rows.append(
             f"<tr><td><code>{e(i.get('name'))}</code></td><td>{e(i.get('kind'))}</td><td>{e(state)}"
@@ -445,7 +477,7 @@ def _gpus(gpu: Any) -> str:
         ("driver / CUDA / NCCL", e(" / ".join(str(g.get(k) or "-") for k in ("driver", "cuda", "nccl")))
          if g.get("count") else None),
     ])
-    devices = [d for d in g.get("devices") or [] if isinstance(d, dict)]
+    devices = [d for d in _list(g.get("devices")) if isinstance(d, dict)]
     table = ""
     if devices:
         rows = "".join(
@@ -466,14 +498,14 @@ def _rdma(rdma: Any) -> str:
     if _unavailable(rdma):
         return _unavailable(rdma) or ""
     rows = []
-    for d in _dict(rdma).get("devices") or []:
+    for d in _list(_dict(rdma).get("devices")):
         d = _dict(d)
-        for p in d.get("ports") or []:
+        for p in _list(d.get("ports")):
             p = _dict(p)
             rows.append(
                 f"<tr><td><code>{e(d.get('name'))}</code></td><td>{e(p.get('port'))}</td><td>{e(p.get('state'))}</td>"
                 f"<td>{e(p.get('phys_state'))}</td><td>{e(p.get('rate'))}</td><td>{e(p.get('link_layer'))}</td>"
-                f"<td>{e(', '.join(map(str, p.get('netdevs') or [])))}</td>"
+                f"<td>{e(', '.join(map(str, _list(p.get('netdevs')))))}</td>"
                 f"<td>{e(p.get('roce_v2_gid_index') if p.get('roce_v2_gid_index') is not None else '')}</td>"
                 f"<td>{e(d.get('fw_ver') or '')}</td></tr>"
             )
@@ -499,12 +531,27 @@ def _versions(facts: dict) -> str:
     return _kv_table(pairs) or _unavailable(facts.get("versions")) or ""
 
 
+def _storage(group: Any) -> str:
+    """Each --shared-dir as this node sees it: the filesystem (type, source, device), free space and inodes."""
+    rows = []
+    for d in _dict(group).get("dirs") or []:
+        d, m, sp = _dict(d), _dict(_dict(d).get("mount")), _dict(_dict(d).get("space"))
+        free = format_bytes(sp["free_bytes"]) if isinstance(sp.get("free_bytes"), int) else ""
+        rows.append(f"<tr><td><code>{e(d.get('path'))}</code></td><td>{e(m.get('fs_type') or d.get('reason'))}</td>"
+                    f"<td><code>{e(m.get('source'))}</code></td><td>{e(m.get('device'))}</td>"
+                    f"<td><code>{e(m.get('mount_point'))}</code></td><td>{'ro' if m.get('read_only') else 'rw'}</td>"
+                    f"<td>{e(free)}</td><td>{e(sp.get('free_inodes', ''))}</td></tr>")
+    return ("<table><thead><tr><th>--shared-dir</th><th>filesystem</th><th>source</th><th>device</th>"
+            "<th>mount point</th><th>mode</th><th>free</th><th>free inodes</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
 def _env(facts: dict) -> str:
     env = _dict(facts.get("env"))
     variables = _dict(env.get("vars"))
     rows = "".join(f"<tr><td><code>{e(k)}</code></td><td><code>{e(v)}</code></td></tr>"
                    for k, v in sorted(variables.items()))
-    redacted = env.get("redacted") or []
+    redacted = _list(env.get("redacted"))
     text = f"<table><tbody>{rows}</tbody></table>" if rows else "<p>none set</p>"
     if redacted:
         text += f"<p>values withheld (look secret): {e(', '.join(map(str, redacted)))}</p>"
@@ -591,6 +638,8 @@ def _nodes(report: Report) -> str:
                        f"from {e(route.get('source'))}</p>")
         out.append("<h3>GPUs</h3>" + _gpus(f.get("gpu")))
         out.append("<h3>RDMA</h3>" + _rdma(f.get("rdma")))
+        if _dict(f.get("storage")).get("dirs"):
+            out.append("<h3>Storage</h3>" + _storage(f.get("storage")))
         out.append("<h3>Versions</h3>" + _versions(f))
         out.append("<h3>Environment</h3>" + _env(f))
         out.append("<details><summary>all facts (JSON)</summary><pre>"

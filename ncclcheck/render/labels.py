@@ -19,6 +19,7 @@ import shlex
 from typing import Optional
 
 from ..model import Report, Status
+from .common import one_line
 
 DOMAIN = "ncclcheck.io"
 STATUS_LABEL = f"{DOMAIN}/preflight"
@@ -56,14 +57,16 @@ def _node_status(report: Report, rank: int) -> tuple[Status, dict[str, Status]]:
 def render_labels(report: Report) -> str:
     """A shell script of kubectl label/taint commands, one node after another."""
     q = shlex.quote
-    out = [f"# ncclcheck {report.version}: {report.command} run started {report.started}, status "
-           f"{report.status.value}; apply with: sh THIS_FILE (needs kubectl with patch rights on nodes)"]
+    out = [f"# ncclcheck {one_line(report.version)}: {one_line(report.command)} run started "
+           f"{one_line(report.started)}, status {report.status.value}; apply with: sh THIS_FILE (needs kubectl "
+           "with patch rights on nodes)"]
     if not report.nodes:
         out.append("# no nodes in this report: nothing to label")
     for node in report.nodes:
         host = str(node.hostname).lower()
         if not _NODE.match(host) or len(host) > 253:
-            out.append(f"# node {node.node_rank}: hostname {host!r} is not a Kubernetes node name; skipped")
+            out.append(f"# node {int(node.node_rank)}: hostname {one_line(repr(host))} is not a Kubernetes node "
+                       "name; skipped")
             continue
         worst, per_check = _node_status(report, node.node_rank)
         args = [f"{STATUS_LABEL}={worst.value}", f"{POOL_LABEL}={report.status.value}"]

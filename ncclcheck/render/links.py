@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..units import format_bytes, format_gbps
-from .common import links_pairs, links_schedule, links_slow_cells
+from .common import bound_gbps_text, efficiency_text, links_pairs, links_schedule, links_slow_cells
 
 # Above this many nodes the node x node matrix no longer fits a terminal (and at scale it is mostly empty: the
 # scalable mode measures one pairing): the measured pairs are listed instead.
@@ -166,4 +166,34 @@ def render_links(links: Optional[Mapping], names: Optional[Mapping[int, str]] = 
     if how:
         head.append("\n" + how, style="dim")
     table = matrix_table(links, names) if n <= MATRIX_MAX_NODES else pairs_table(links, names)
-    return [Group(head, table, findings(links, names))]
+    parts = [head, table, findings(links, names)]
+    b = bounds_text(links, names)
+    if b.plain:
+        parts.append(b)
+    return [Group(*parts)]
+
+
+BOUNDS_LISTED = 8  # nodes whose bound is listed by name; the rest are counted
+
+
+def bounds_text(links: Mapping, names: Optional[Mapping[int, str]] = None) -> Text:
+    """What each node's links can carry (the bound of its pairs: the slower end) and the efficiency span."""
+    t = Text()
+    nb = links.get("node_bounds")
+    if not isinstance(nb, dict) or not nb:
+        return t
+    items = [(k, v) for k, v in nb.items() if isinstance(v, dict)]
+    t.append("bounds ", style="bold")
+    items.sort(key=lambda kv: (kv[1].get("bound_gbps") is None, kv[1].get("bound_gbps") or 0))
+    for k, v in items[:BOUNDS_LISTED]:
+        label = _label(int(k), links, names) if str(k).isdigit() else str(k)
+        t.append(f"{label}: {bound_gbps_text(v.get('bound_gbps'))} ({v.get('bound_by') or '?'}); ")
+    if len(items) > BOUNDS_LISTED:
+        t.append(f"+{len(items) - BOUNDS_LISTED} more nodes; ", style="dim")
+    effs = [x for row in links.get("efficiency") or [] if isinstance(row, list) for x in row
+            if isinstance(x, (int, float)) and not isinstance(x, bool)]
+    if effs:
+        t.append(f"pairs reached {efficiency_text(min(effs))}-{efficiency_text(max(effs))} of their bound",
+                 style="dim")
+    t.rstrip()
+    return t

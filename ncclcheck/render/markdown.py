@@ -13,8 +13,10 @@ from ..model import Report, Status
 from ..units import format_bytes, format_gbps, format_us
 from .common import (
     STATUS_WORD,
+    bound_gbps_text,
     check_case_name,
     display_checks,
+    efficiency_text,
     links_schedule,
     node_label,
     not_measured,
@@ -58,13 +60,19 @@ def _checks(report: Report) -> list[str]:
 
 
 def _bench(report: Report) -> list[str]:
-    out = ["| op | size | dtype | placement | time | algbw | busbw | wrong |", "|---|---:|---|---|---:|---:|---:|---:|"]
-    for r in report.bench or []:
+    rows = report.bench or []
+    bounded = any("bound_gbps" in r.extra for r in rows)
+    out = ["| op | size | dtype | placement | time | algbw | busbw | wrong |" + (" bound | eff | bound by |" if bounded
+                                                                             else ""),
+           "|---|---:|---|---|---:|---:|---:|---:|" + ("---:|---:|---|" if bounded else "")]
+    for r in rows:
         wrong = "-" if r.wrong is None else (f"**{r.wrong}**" if r.wrong else "0")
-        out.append(
-            f"| {md_text(r.op)} | {format_bytes(r.bytes)} | {md_text(r.dtype)} | {'in' if r.in_place else 'out'}"
-            f" | {format_us(r.time_us)} | {format_gbps(r.algbw_gbps)} | {format_gbps(r.busbw_gbps)} | {wrong} |"
-        )
+        line = (f"| {md_text(r.op)} | {format_bytes(r.bytes)} | {md_text(r.dtype)} | {'in' if r.in_place else 'out'}"
+                f" | {format_us(r.time_us)} | {format_gbps(r.algbw_gbps)} | {format_gbps(r.busbw_gbps)} | {wrong} |")
+        if bounded:
+            line += (f" {bound_gbps_text(r.extra.get('bound_gbps'))} |"
+                     f" {efficiency_text(r.extra.get('efficiency'))} | {md_text(r.extra.get('bound_by') or '')} |")
+        out.append(line)
     return out
 
 
@@ -87,6 +95,17 @@ def _links(report: Report) -> list[str]:
     slow_nodes = links.get("slow_nodes") or []
     if slow_nodes:
         out += ["", "**Slow nodes:** " + ", ".join(md_text(node_label(n, report)) for n in slow_nodes)]
+    nb = links.get("node_bounds")
+    if isinstance(nb, dict) and nb:
+        out += ["", "| node | bound | set by |", "|---|---:|---|"]
+        for k, v in nb.items():
+            b = v.get("bound_gbps") if isinstance(v, dict) else None
+            out.append(f"| {md_text(k)} | {bound_gbps_text(b)} | "
+                       f"{md_text((v or {}).get('bound_by') or '')} |")
+        effs = [x for row in links.get("efficiency") or [] for x in row or [] if isinstance(x, (int, float))]
+        if effs:
+            out += ["", f"Efficiency of the measured directions (GB/s / the bound of the pair's two ends): "
+                        f"{efficiency_text(min(effs))} to {efficiency_text(max(effs))}."]
     return out
 
 

@@ -74,6 +74,12 @@ def bench_plot_svg(op: str, rows: list[BenchRow]) -> Optional[str]:
         ax_t.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         ax_t.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: format_us(v)))
         ax_t.yaxis.set_minor_formatter(NullFormatter())
+        bounds = [r.extra.get("bound_gbps") for r in rows]
+        bound = next((b for b in bounds if isinstance(b, (int, float)) and not isinstance(b, bool)), None)
+        if bound is not None:
+            by = next((str(r.extra["bound_by"]) for r in rows if r.extra.get("bound_by")), "")
+            ax_bw.axhline(bound, color="#555555", linestyle="--", linewidth=1.2,
+                          label=f"bound {bound:.3g} GB/s" + (f" ({by[:48]})" if by else ""))
         ax_bw.set_ylim(bottom=0)
         ax_bw.legend(loc="lower right", fontsize=8)
         buf = io.StringIO()

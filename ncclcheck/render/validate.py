@@ -81,24 +81,9 @@ def schema_problem(doc: Any, schema: Optional[dict] = None) -> Optional[str]:
 
 
 def load_report(path: str):
-    """`ncclcheck report RUN.json`: the saved run as a Report, after checking it against the schema. UsageError (one
-    line) when it cannot be read, is not JSON or is not an ncclcheck report."""
-    import json
+    """`ncclcheck report RUN.json`: the saved run as a Report, after checking it against the schema. A saved report
+    may come from anywhere: UsageError (one line, naming the field where it can) when it cannot be read, is not
+    JSON, is nested too deep, holds NaN or Infinity, or is not an ncclcheck report (model.load_saved_report)."""
+    from ..model import load_saved_report
 
-    from ..errors import UsageError
-    from ..model import Report
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: cannot read it ({exc})") from None
-    except ValueError as exc:
-        raise UsageError(f"{path}: not JSON ({exc})") from None
-    problem = schema_problem(doc)
-    if problem:
-        raise UsageError(f"{path}: not an ncclcheck report (schema ncclcheck.report/1): {problem}")
-    try:
-        return Report.from_dict(doc)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"{path}: not an ncclcheck JSON report ({exc})") from None
+    return load_saved_report(path, path, schema_problem)

@@ -1,44 +1,31 @@
-"""The c10d TCPStore, opened with every wait bounded and torch's native noise kept out of the console.
+"""The one JSON wrapper over c10d's TCPStore: every read checked, every wait blocking and bounded, safe from threads.
 
-TCPStore clients print C++ warnings and stack frames to fd 2 on failed connect tries; users should see ncclcheck's
-one-line diagnosis instead, so native calls run with fd 2 pointed at the run's log (`quiet_native`). Values are JSON
-(never pickle: a peer must not be able to run code on us). torch is imported only when a store is opened.
+Everything that crosses the network between ncclcheck's processes goes through `JsonStore`, so this is where what
+arrives is distrusted (anyone who can reach the master port can write keys, as with torch.distributed's own store):
+- values are JSON, never pickle; a value that is not JSON, too large, of the wrong type, or (with a job token)
+  unsigned or mis-signed is dropped and named in `store.rejected`, never raised;
+- the bytes read per run are capped (`Limits`), and counters read back are capped by the caller (`count`);
+- with a token (NCCLCHECK_TOKEN or --token-file) every value is HMAC-SHA256-signed over its full key and its JSON.
+Waits block in the store (`TCPStore.wait`, one request per slice of a couple of seconds so Ctrl-C is answered) and
+never poll. A c10d client serialises its calls, so a wait on it would stall every other thread using it: each thread
+gets its own connection (`clone()`), and no lock is held across a wait. fd 2 is never touched here: the plain-socket
+probe runs first, so a connect does not retry noisily, and the CLI keeps torch's native lines in the run's log
+(cli.py). torch is imported only to open a store.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
+import hashlib
+import hmac
 import json
-import os
-import sys
 import threading
-import time
-from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-_fd_lock = threading.Lock()
+from .budget import Budget
 
-
-@contextlib.contextmanager
-def quiet_native(log_path: Optional[str]) -> Iterator[None]:
-    """Point fd 2 at log_path (or /dev/null) for the duration: C++ frames go to the log, not the terminal."""
-    with _fd_lock:
-        try:
-            sys.stderr.flush()
-        except (AttributeError, ValueError, OSError):
-            pass
-        saved = os.dup(2)
-        # O_CREAT only for a log file: creating os.devnull would turn a missing /dev/null into a growing file.
-        target = (os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if log_path
-                  else os.open(os.devnull, os.O_WRONLY))
-        try:
-            os.dup2(target, 2)
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            os.close(target)
+SIGNED = b"ncclcheck-hmac1:"  # a signed value: SIGNED + 64 hex digits + ":" + the JSON
 
 
 def first_line(exc: BaseException) -> str:
@@ -51,95 +38,239 @@ class StoreLost(ConnectionError):
     """The store stopped answering (its host exited or crashed). The message is one line."""
 
 
-class JsonStore:
-    """JSON get/set/poll over a torch Store (optionally under a key prefix), every wait bounded by a deadline."""
+@dataclass
+class Limits:
+    """How much a run reads from the store: per value, and in total (a stranger must not exhaust our memory)."""
 
-    def __init__(self, store: Any, prefix: str = "", log_path: Optional[str] = None, server: bool = False):
-        self.raw, self.prefix, self.log_path, self.server = store, prefix, log_path, server
+    max_value_bytes: int = 8 << 20
+    max_total_bytes: int = 1 << 30
+
+    @classmethod
+    def for_nodes(cls, nnodes: int) -> Limits:
+        """Node 0 reads one join record (facts) and one mesh row per node: the total grows with n, bounded."""
+        return cls(max_total_bytes=(256 << 20) + (2 << 20) * max(1, nnodes))
+
+
+def counter_cap(nnodes: int) -> int:
+    """The most a counter of a world of nnodes may honestly reach: every node twice (a duplicate, a retry) + slack."""
+    return 2 * max(1, nnodes) + 16
+
+
+@dataclass
+class Guard:
+    """What a process's store clients share: the job token, the limits, the bytes read, and what was dropped."""
+
+    token: Optional[bytes] = None
+    limits: Limits = field(default_factory=Limits)
+    read_bytes: int = 0
+    rejected: list = field(default_factory=list)  # ["key: why"], in order, at most MAX_REJECTED kept
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # counters only, never across I/O
+
+    MAX_REJECTED = 64
+
+    def reject(self, key: str, why: str) -> None:
+        with self._lock:
+            if len(self.rejected) < self.MAX_REJECTED and f"{key}: {why}" not in self.rejected:
+                self.rejected.append(f"{key}: {why}")
+
+    def charge(self, key: str, n: int) -> bool:
+        """Count n bytes read; False (and named) once the run's total would pass the cap."""
+        with self._lock:
+            if self.read_bytes + n > self.limits.max_total_bytes:
+                over = True
+            else:
+                self.read_bytes += n
+                over = False
+        if over:
+            self.reject(key, f"the run already read {self.read_bytes:,} bytes from the store (cap "
+                             f"{self.limits.max_total_bytes:,}): value ignored")
+        return not over
+
+    def seal(self, full_key: str, text: bytes) -> bytes:
+        if self.token is None:
+            return text
+        mac = hmac.new(self.token, full_key.encode() + b"\0" + text, hashlib.sha256).hexdigest().encode()
+        return SIGNED + mac + b":" + text
+
+    def open(self, full_key: str, data: bytes) -> tuple[Optional[bytes], str]:
+        """(the JSON text, "") or (None, why): the signature checked when this run has a token."""
+        if self.token is None:
+            if data.startswith(SIGNED):  # a peer with a token we lack: its JSON is still readable, unchecked
+                data = data[len(SIGNED) + 65:]
+            return data, ""
+        if not data.startswith(SIGNED) or data[len(SIGNED) + 64:len(SIGNED) + 65] != b":":
+            return None, "not signed with the job token"
+        mac, text = data[len(SIGNED):len(SIGNED) + 64], data[len(SIGNED) + 65:]
+        want = hmac.new(self.token, full_key.encode() + b"\0" + text, hashlib.sha256).hexdigest().encode()
+        if not hmac.compare_digest(mac, want):
+            return None, "signed with another token (or changed on the way)"
+        return text, ""
+
+
+class JsonStore:
+    """JSON values over a torch Store under a key prefix; reads checked and capped, waits blocking and bounded."""
+
+    def __init__(self, store: Any, prefix: str = "", server: bool = False, guard: Optional[Guard] = None):
+        self.raw, self.prefix, self.server = store, prefix, server
+        self.guard = guard if guard is not None else Guard()
+        self._owner = threading.get_ident()
+        self._local = threading.local()
+
+    @property
+    def rejected(self) -> list:
+        return self.guard.rejected
 
     def _k(self, key: str) -> str:
         return f"{self.prefix}{key}"
 
-    def _call(self, fn: Any, *args: Any) -> Any:
-        # A store whose server went away makes torch log C++ warnings on fd 2; keep them in the log.
-        with quiet_native(self.log_path):
+    def _client(self) -> Any:
+        """This thread's connection: the store's own in the thread that made it, a clone in any other thread (a
+        c10d client serialises its calls, so one thread's blocking wait would stall the others')."""
+        if threading.get_ident() == self._owner:
+            return self.raw
+        c = getattr(self._local, "client", None)
+        if c is None:
             try:
-                return fn(*args)
-            except Exception as exc:  # noqa: BLE001 - DistNetworkError/DistStoreError carry C++ frames
-                raise StoreLost(first_line(exc)) from None
+                c = self.raw.clone()
+            except Exception:  # noqa: BLE001 - a store without clone() (HashStore, a test's fake) is shared
+                c = self.raw
+            self._local.client = c
+        return c
 
-    def set(self, key: str, value: Any) -> None:
-        self._call(self.raw.set, self._k(key), json.dumps(value, default=str))
-
-    def add(self, key: str, n: int) -> int:
-        return int(self._call(self.raw.add, self._k(key), n))
-
-    def has(self, key: str) -> bool:
-        return bool(self._call(self.raw.check, [self._k(key)]))
+    def _call(self, name: str, *args: Any) -> Any:
+        try:
+            return getattr(self._client(), name)(*args)
+        except Exception as exc:  # noqa: BLE001 - DistNetworkError/DistStoreError carry C++ frames
+            raise StoreLost(first_line(exc)) from None
 
     def scoped(self, sub: str) -> JsonStore:
         """The same store under prefix + sub (a subclass stays a subclass: tests wrap stores to inject faults)."""
-        return type(self)(self.raw, self.prefix + sub, self.log_path, self.server)
+        return type(self)(self.raw, self.prefix + sub, self.server, self.guard)
 
-    def get(self, key: str) -> Any:
-        """The value of a key known to exist (blocks on a missing key: use get_now or wait for unknown keys)."""
-        return json.loads(self._call(self.raw.get, self._k(key)).decode("utf-8"))
+    # --- writes
+    def set(self, key: str, value: Any) -> None:
+        full = self._k(key)
+        self._call("set", full, self.guard.seal(full, json.dumps(value, default=str).encode()))
 
-    def wait(self, key: str, timeout_s: float, alive: Optional[Callable[[], Optional[str]]] = None,
-             poll_s: float = 0.02) -> Any:
-        """The value once it exists; TimeoutError after timeout_s, or as soon as `alive()` returns a reason.
+    def add(self, key: str, n: int) -> int:
+        return int(self._call("add", self._k(key), n))
 
-        Polls instead of store.wait(): a blocking wait holds the client's lock, which would stall a heartbeat
-        thread sharing this client."""
-        end = time.monotonic() + timeout_s
-        while not self.has(key):
-            if alive is not None and (why := alive()):
-                raise TimeoutError(why)
-            if time.monotonic() > end:
-                raise TimeoutError(f"no {key!r} within {timeout_s:.0f} s")
-            time.sleep(poll_s)
-        return self.get(key)
+    def count(self, key: str, cap: int) -> int:
+        """A counter's value, at most `cap` (a counter raised past what the world can honestly reach is named)."""
+        n = self.add(key, 0)
+        if n > cap or n < 0:
+            self.guard.reject(key, f"counter at {n:,}, past what this world can reach ({cap:,}): read as {cap:,}")
+            return max(0, min(n, cap))
+        return n
 
-    def get_now(self, key: str) -> Any:
-        """The value if the key exists now, else None (never blocks on a missing key)."""
+    # --- reads
+    def _decode(self, key: str, data: Any, check: Optional[Callable[[Any], Optional[str]]]) -> Any:
+        full = self._k(key)
+        data = bytes(data)
+        if not self.guard.charge(key, len(data)):
+            return None
+        if len(data) > self.guard.limits.max_value_bytes:
+            self.guard.reject(key, f"{len(data):,} bytes, over the {self.guard.limits.max_value_bytes:,}-byte cap")
+            return None
+        text, why = self.guard.open(full, data)
+        if text is None:
+            self.guard.reject(key, why)
+            return None
+        try:
+            value = json.loads(text.decode("utf-8"), parse_constant=_no_constant)
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            self.guard.reject(key, "not JSON")
+            return None
+        bad = check(value) if check is not None else None
+        if bad:
+            self.guard.reject(key, bad)
+            return None
+        return value
+
+    def has(self, key: str) -> bool:
+        return bool(self._call("check", [self._k(key)]))
+
+    def get_now(self, key: str, check: Optional[Callable[[Any], Optional[str]]] = None) -> Any:
+        """The value if the key exists now and passes `check` (a function returning why a value is bad), else
+        None. Never blocks on a missing key."""
         if not self.has(key):
             return None
-        return self.get(key)
+        return self._decode(key, self._call("get", self._k(key)), check)
 
-    def wait_get(self, key: str, deadline: float, poll_s: float = 0.05) -> Any:
-        """The value once the key exists, or None at the deadline (a time.monotonic() value)."""
+    def wait(self, keys: list[str], deadline: float, budget: Budget) -> bool:
+        """Block in the store until every key exists or the deadline passes: True if all do.
+
+        One blocking request for the whole wait, except in the main thread: c10d's wait does not return for a signal,
+        so there it waits in slices of budget.wait_slice_s and Ctrl-C is answered within one (each slice that times
+        out costs a request and two lines of c10d's log; threads, which never receive a signal, pay neither)."""
+        if not keys:
+            return True
+        if budget.passed(deadline):
+            return all(self.has(k) for k in keys)
+        full = [self._k(k) for k in keys]
+        sliced = threading.current_thread() is threading.main_thread()
         while True:
-            v = self.get_now(key)
-            if v is not None or time.monotonic() >= deadline:
+            end = min(deadline, budget.deadline(budget.wait_slice_s)) if sliced else deadline
+            try:
+                self._client().wait(full, _dt.timedelta(seconds=budget.left(end)))
+                return True
+            except Exception as exc:  # noqa: BLE001 - DistStoreError on timeout, DistNetworkError when lost
+                if not (type(exc).__name__ == "DistStoreError" and "timeout" in str(exc).lower()):
+                    raise StoreLost(first_line(exc)) from None
+            if budget.passed(deadline):
+                return False
+
+    def wait_get(self, key: str, deadline: float, budget: Budget,
+                 check: Optional[Callable[[Any], Optional[str]]] = None) -> Any:
+        """The value of key once it exists (blocking in the store), or None at the deadline or when it is bad."""
+        return self.get_now(key, check) if self.wait([key], deadline, budget) else None
+
+    def wait_alive(self, key: str, deadline: float, budget: Budget, alive: Callable[[], Optional[str]],
+                   slice_s: float, check: Optional[Callable[[Any], Optional[str]]] = None) -> Any:
+        """wait_get in blocking slices of slice_s, asking `alive()` between them; TimeoutError (with alive()'s
+        reason, or the key's name) when the other side died or the deadline passed."""
+        while True:
+            if self.wait([key], min(deadline, budget.deadline(slice_s)), budget):
+                v = self.get_now(key, check)
+                if v is None:
+                    raise TimeoutError(f"{key!r} was unreadable ({self.rejected[-1] if self.rejected else 'bad'})")
                 return v
-            time.sleep(poll_s)
+            if why := alive():
+                raise TimeoutError(why)
+            if budget.passed(deadline):
+                raise TimeoutError(f"no {key!r} within the bound")
 
-    def wait_count(self, key: str, target: int, deadline: float, poll_s: float = 0.05) -> int:
-        while True:
-            n = self.add(key, 0)
-            if n >= target or time.monotonic() >= deadline:
-                return n
-            time.sleep(poll_s)
+    def get_many(self, keys: list[str], check: Optional[Callable[[Any], Optional[str]]] = None) -> list:
+        """The values of keys that all exist, in one request (None where a value is bad)."""
+        if not keys:
+            return []
+        raw = self._call("multi_get", [self._k(k) for k in keys])
+        return [self._decode(k, v, check) for k, v in zip(keys, raw)]
 
 
-def open_store(
-    host: str,
-    port: int,
-    is_server: bool,
-    timeout_s: float,
-    log_path: Optional[str] = None,
-    prefix: str = "",
-) -> JsonStore:
-    """Host (is_server) or join the TCPStore at host:port. Raises OSError-ish errors with a one-line message."""
+def _no_constant(name: str) -> Any:
+    """NaN and Infinity are not JSON: a value carrying them is refused, never fed to a plot or a comparison."""
+    raise ValueError(f"{name} is not JSON")
+
+
+def preload() -> None:
+    """Import torch.distributed now: a node that waits for node 0 with the plain-socket probe must connect the
+    moment node 0 listens, not seconds later after torch's import (on a loaded host that missed node 0's window)."""
+    import torch.distributed  # noqa: F401
+
+
+def open_store(host: str, port: int, is_server: bool, timeout_s: float, prefix: str = "",
+               guard: Optional[Guard] = None) -> JsonStore:
+    """Host (is_server) or join the TCPStore at host:port, the connect bounded by timeout_s. Raises ConnectionError
+    with a one-line message."""
     import torch.distributed as dist
 
-    kw: dict = {"timeout": _dt.timedelta(seconds=max(1.0, timeout_s))}
-    with quiet_native(log_path):
-        try:
-            if is_server:
-                store = dist.TCPStore(host, port, None, True, wait_for_workers=False, **kw)
-            else:
-                store = dist.TCPStore(host, port, None, False, **kw)
-        except Exception as exc:  # noqa: BLE001 - torch raises DistNetworkError/RuntimeError with C++ frames
-            raise ConnectionError(first_line(exc)) from None
-    return JsonStore(store, prefix, log_path, server=is_server)
+    kw: dict = {"timeout": _dt.timedelta(seconds=timeout_s)}
+    try:
+        if is_server:
+            store = dist.TCPStore(host, port, None, True, wait_for_workers=False, **kw)
+        else:
+            store = dist.TCPStore(host, port, None, False, **kw)
+    except Exception as exc:  # noqa: BLE001 - torch raises DistNetworkError/RuntimeError with C++ frames
+        raise ConnectionError(first_line(exc)) from None
+    return JsonStore(store, prefix, server=is_server, guard=guard)

@@ -8,7 +8,8 @@ from ..model import CheckResult, skipped
 from . import world as w
 
 
-def nccl_capture(config: Config, world: WorldConfig, placement, backend: str) -> tuple[list[CheckResult], dict]:
+def nccl_capture(config: Config, world: WorldConfig, placement, backend: str,
+                 budget) -> tuple[list[CheckResult], dict]:
     """(nccl.transport checks, the report's extra sections: `nccl_captures` with the files' paths)."""
     from ..facts import hostname
     from ..recommend import NodeView, recommend_local
@@ -22,7 +23,7 @@ def nccl_capture(config: Config, world: WorldConfig, placement, backend: str) ->
     log_dir = w.side_dir()
     nproc = w.local_ranks(world, placement)
     env = nccl_debug_env(log_dir, hostname().split(".")[0], dump_rank=placement.node_rank * nproc) if log_dir else None
-    out = w.run_world_job(world, placement, nccl_debug_job, {"log_dir": log_dir}, env=env)
+    out = w.run_world_job(world, placement, nccl_debug_job, {"log_dir": log_dir}, budget, env=env)
     results = [r for _, r in sorted(out.results.items())]
     # What NCCL chose, against what preflight would recommend on this node (its interfaces, RDMA ports, NCCL_*).
     recs = recommend_local(NodeView(w.collect(config), multi_node=world.nnodes > 1))

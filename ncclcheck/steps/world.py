@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ..config import Budget, Config, WorldConfig, format_endpoint
+from ..config import Config, WorldConfig, format_endpoint
 from ..errors import UsageError, WorldError
 from ..model import Report, WorldInfo, failed
 from ..version import __version__
@@ -29,11 +29,21 @@ class Clock:
         return time.monotonic() - self.t0
 
 
-def placement(config: Config):
-    """This process's place in the job (agent.launchers: the launcher's world reconciled with the flags)."""
+def placement(config: Config, given: Any = None):
+    """This process's place in the job (agent.launchers: the launcher's world reconciled with the flags), read once
+    per process: the CLI passes the one it read (`given`); the Python API reads it here."""
+    if given is not None:
+        return given
     from ..agent.launchers import detect_placement
 
     return detect_placement(os.environ, config.world)
+
+
+def budget(config: Config):
+    """The run's time bounds, built once where a command starts and passed down (rendezvous/budget.py)."""
+    from ..rendezvous.budget import Budget
+
+    return Budget.of(config)
 
 
 def world_of(config: Config, placement) -> WorldConfig:
@@ -44,7 +54,7 @@ def world_of(config: Config, placement) -> WorldConfig:
                                                                         placement.local_world_size or None)
     return WorldConfig(nnodes=placement.nnodes, node_rank=placement.node_rank, nproc_per_node=nproc or None,
                        master_addr=placement.master_addr, master_port=placement.master_port, backend=w.backend,
-                       timeout_s=w.timeout_s, origin=w.origin)
+                       timeout_s=w.timeout_s, token=w.token, origin=w.origin)
 
 
 def collect(config: Config, master_addr: Optional[str] = None) -> dict:
@@ -53,11 +63,11 @@ def collect(config: Config, master_addr: Optional[str] = None) -> dict:
     from ..facts import collect_node_facts
 
     return collect_node_facts(load_torch=load_torch, code_path=config.code_path, paths=config.paths,
-                              master_addr=master_addr or config.world.master_addr, tool_version=__version__)
+                              master_addr=master_addr or config.world.master_addr, tool_version=__version__,
+                              shared_dirs=config.storage.dirs, need_bytes=config.storage.need_bytes)
 
 
-def probe_master(world: WorldConfig, budget: Optional[Budget] = None,
-                 hosts_store: Optional[bool] = None) -> Optional[dict]:
+def probe_master(world: WorldConfig, budget, hosts_store: Optional[bool] = None) -> Optional[dict]:
     """Single-node view of the master: the process that will host the store tests the port is bindable; others
     connect (bounded by the budget's master-probe phase). hosts_store None: node 0 hosts it (launcher mode)."""
     if world.master_addr is None:
@@ -66,8 +76,8 @@ def probe_master(world: WorldConfig, budget: Optional[Budget] = None,
 
     if world.node_rank == 0 if hosts_store is None else hosts_store:
         return probe.bind_test(world.master_addr, world.master_port)
-    budget = budget or Budget(world.timeout_s)
-    return probe.probe_master(world.master_addr, world.master_port, deadline=budget.deadline("master_probe")).to_json()
+    return probe.probe_master(world.master_addr, world.master_port, deadline=budget.deadline(budget.master_probe_s),
+                              budget=budget).to_json()
 
 
 def log_path() -> Optional[str]:
@@ -86,32 +96,30 @@ def side_dir() -> Optional[str]:
         return None
     side = path[:-4] + ".d" if path.endswith(".log") else path + ".d"
     try:
-        os.makedirs(side, exist_ok=True)
+        os.makedirs(side, mode=0o700, exist_ok=True)
     except OSError:
         return None
     return side
 
 
-def job_world(config: Config):
+def job_world(config: Config, where, budget):
     """(WorldConfig, Placement) for a job: worker mode takes the launcher's world; bounded master probe first."""
-    where = placement(config)
     world = world_of(config, where)
     if where.multi_node and not where.worker_mode and world.node_rank != 0:
-        m = probe_master(world, config.budget)
+        m = probe_master(world, budget)
         if not m.get("ok"):
             raise WorldError(f"cannot reach master {format_endpoint(world.master_addr, world.master_port)}: "
                              f"{m.get('error')}")
     return world, where
 
 
-def run_world_job(world: WorldConfig, placement, job, payload: dict, observer=None, budget=None, step_ops=1,
-                  env=None):
+def run_world_job(world: WorldConfig, placement, job, payload: dict, budget, observer=None, step_ops=1, env=None):
     """run_job with the run's log directory, so NCCL debug files and worker logs land beside the run's log."""
     from ..agent.runner import run_job
 
     check_gpus(world, placement)
-    return run_job(world, placement, job, payload, observer=observer,
-                   log_dir=side_dir(), budget=budget, step_ops=step_ops, env=env)
+    return run_job(world, placement, job, payload, observer=observer, log_dir=side_dir(), step_ops=step_ops,
+                   env=env, budget=budget)
 
 
 def check_gpus(world: WorldConfig, placement) -> None:
@@ -144,9 +152,9 @@ def _default_nproc() -> int:
     return gpu_count() or CPU_RANKS_DEFAULT
 
 
-def world_failure_report(config: Config, command: str, clock: Clock, why: str) -> Report:
+def world_failure_report(config: Config, command: str, clock: Clock, why: str, where) -> Report:
     """The report of a job whose world could not form because the master was unreachable from this node."""
-    w = world_of(config, placement(config))
+    w = world_of(config, where)
     return Report(command=command, version=__version__, started=clock.started, duration_s=clock.elapsed(),
                   world=WorldInfo(nnodes=w.nnodes, world_size=0, backend=w.backend,
                                   master=format_endpoint(w.master_addr, w.master_port)),
@@ -164,7 +172,7 @@ def job_report(command: str, config: Config, clock: Clock, world: WorldConfig, p
                                   master=format_endpoint(world.master_addr, world.master_port),
                                   launcher=placement.launcher),
                   nodes=this_node(placement), strict=config.output.strict,
-                  interrupted=out.interrupted, **fields)
+                  interrupted=out.interrupted, interrupted_by=out.interrupted_by, **fields)
 
 
 def this_node(placement) -> list:

@@ -32,13 +32,17 @@ def node_names(nodelist: Optional[str], hosts: list, n: int) -> list:
     return [(hosts[i] if i < len(hosts) and hosts[i] else f"node{i}") for i in range(n)]
 
 
-def run_sweep(config: Config, run_links: Callable, observer=None, scontrol: Optional[Scontrol] = None) -> Report:
-    """`ncclcheck sweep`. `run_links` is api.run_links (the job, its world and its analysis are links')."""
+def run_sweep(config: Config, run_links: Callable, observer=None, scontrol: Optional[Scontrol] = None,
+              placement=None) -> Report:
+    """`ncclcheck sweep`. `run_links` is api.run_links (the job, its world and its analysis are links'); `placement`
+    is this process's place in the job, read once by the caller (None: read here)."""
     from ..agent.launchers import detect_placement
 
+    placement = placement or detect_placement(os.environ, config.world)
     sw = config.sweep or SweepConfig()
     links_cfg = dataclasses.replace(config.links or LinksConfig(), rounds="scale")
-    measured = run_links(dataclasses.replace(config, command="links", links=links_cfg), observer=observer)
+    measured = run_links(dataclasses.replace(config, command="links", links=links_cfg), observer=observer,
+                         placement=placement)
     section = measured.links or {}
     n = len(section.get("matrix_gbps") or []) or measured.world.nnodes
     names = node_names(sw.nodelist, list(section.get("hosts") or []), n)
@@ -49,7 +53,7 @@ def run_sweep(config: Config, run_links: Callable, observer=None, scontrol: Opti
              "no_results": compress_hostlist(by[NO_RESULTS])}
     extra, checks = {**measured.extra, "sweep": sweep}, list(measured.checks)
     # One process acts for the job: global rank 0, which holds the verdict.
-    acts = detect_placement(os.environ, config.world).rank == 0
+    acts = placement.rank == 0
     if acts and sw.slurm.acts and not measured.interrupted:
         sc = scontrol or Scontrol(dry_run=sw.slurm.dry_run)
         checks.extend(_act(sc, verdicts))

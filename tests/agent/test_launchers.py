@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from ncclcheck.agent import roles
 from ncclcheck.agent.launchers import detect_placement, job_id
 from ncclcheck.config import build_world, parse_endpoint
 from ncclcheck.errors import UsageError
@@ -26,7 +25,8 @@ def test_torchrun_static_reads_group_world_size():
     p = place(TORCHRUN_STATIC)
     assert (p.launcher, p.rank, p.world_size, p.node_rank, p.nnodes) == ("torchrun", 5, 6, 2, 3)
     assert (p.local_rank, p.local_world_size, p.master_addr, p.master_port) == (1, 2, "198.18.0.1", 29500)
-    assert p.worker_mode and not roles.is_server(p, TORCHRUN_STATIC)
+    assert p.worker_mode and p.hosts_store == (p.rank == 0)  # agent store off: global rank 0 hosts it
+    assert not p.hosts_store
 
 
 def test_torchrun_static_node_rank_in_env_is_not_checked_against_a_default_nnodes():
@@ -41,8 +41,8 @@ def test_torchrun_c10d_node_rank_from_the_rendezvous_and_the_agent_store():
     p = place(env)
     assert (p.node_rank, p.rank, p.master_addr, p.master_port, p.job_id) == (0, 0, "h1", 41234, "job7")
     # rank 0 must not host a second store where torchrun's agent already hosts one
-    assert not roles.is_server(p, env) and roles.is_decider(p)
-    assert roles.run_prefix(env) == "ncclcheck/job7/"
+    assert p.agent_store and not p.hosts_store and p.decider
+    assert p.prefix == "ncclcheck/job7/"
 
 
 def test_heterogeneous_local_world_size():

@@ -3,33 +3,24 @@
 from __future__ import annotations
 
 import io
-import json
 
 import pytest
 
 from ncclcheck.agent.launchers import detect_placement
-from ncclcheck.agent.relay import StoreObserver, replay
+from ncclcheck.agent.relay import StoreObserver, progress_journal, replay
 from ncclcheck.agent.runner import run_job
-from ncclcheck.config import WorldConfig
+from ncclcheck.config import Config, WorldConfig
 from ncclcheck.render.progress import LineObserver, RichObserver, make_observer
+from ncclcheck.rendezvous.budget import Budget
+from ncclcheck.rendezvous.store import JsonStore
 from tests.jobs_for_tests import progress_job
 
 
-class FakeStore:
-    """The JsonStore calls the relay uses, over a dict."""
+def FakeStore():
+    """A JsonStore over torch's in-memory HashStore: the real wrapper, no network."""
+    import torch.distributed as dist
 
-    def __init__(self) -> None:
-        self.kv: dict = {}
-
-    def add(self, key: str, n: int) -> int:
-        self.kv[key] = self.kv.get(key, 0) + n
-        return self.kv[key]
-
-    def set(self, key: str, value) -> None:
-        self.kv[key] = json.dumps(value)
-
-    def get_now(self, key: str):
-        return json.loads(self.kv[key]) if key in self.kv else None
+    return JsonStore(dist.HashStore())
 
 
 class Recorder:
@@ -51,10 +42,11 @@ def test_store_observer_events_replay_in_order_and_incrementally():
     obs = StoreObserver(st)
     obs.start(2, "bench")
     obs.advance("1M")
-    done = replay(st, rec, 0)
+    journal = progress_journal(st)
+    replay(journal, rec)
     obs.advance("2M")
     obs.stop()
-    done = replay(st, rec, done)
+    done = replay(journal, rec)
     assert done == 4
     assert rec.calls == [("start", 2, "bench"), ("advance", "1M"), ("advance", "2M"), ("stop",)]
 
@@ -63,7 +55,8 @@ def test_store_observer_events_replay_in_order_and_incrementally():
 def test_spawned_rank_zero_progress_reaches_the_agents_observer():
     w = WorldConfig(nproc_per_node=2, timeout_s=60)
     rec = Recorder()
-    out = run_job(w, detect_placement({}, w), progress_job, {"steps": 3}, observer=rec)
+    out = run_job(w, detect_placement({}, w), progress_job, {"steps": 3}, budget=Budget.of(Config('t', world=w)),
+                  observer=rec)
     assert out.ok, out.failures
     assert rec.calls[0] == ("start", 3, "steps")
     assert [c for c in rec.calls if c[0] == "advance"] == [("advance", "step 1"), ("advance", "step 2"),
@@ -85,17 +78,16 @@ def test_live_progress_only_on_a_terminal():
 
 
 def test_every_process_adopts_the_deciders_job_outcome():
+    from dataclasses import replace
+
     from ncclcheck.agent.runner import JobOutcome, agree
+    from ncclcheck.rendezvous.budget import FIXED
 
-    class WaitingStore(FakeStore):
-        def wait_get(self, key, deadline, poll_s=0.05):
-            return self.get_now(key)
-
-    st = WaitingStore()
+    quick = replace(FIXED, final_agreement_s=0.2)
+    st = FakeStore()
     mine = JobOutcome(world_size=2, backend="gloo", results={0: {"x": 1}, 1: {"x": 2}})
-    assert agree(st, mine, decider=True) is mine
-    late = JobOutcome(world_size=2, backend="gloo", results={1: {"x": 2}},
-                      failures=[{"rank": 0, "reason": "no result before the deadline"}])
-    got = agree(st, late, decider=False)
+    assert agree(st, mine, decider=True, budget=quick) is mine
+    late = JobOutcome(world_size=2, backend="gloo", results={1: {"x": 2}})
+    got = agree(st, late, decider=False, budget=quick)
     assert (got.results, got.failures, got.ok) == ({0: {"x": 1}, 1: {"x": 2}}, [], True)
-    assert agree(WaitingStore(), late, decider=False) is late  # nothing published: keep our own
+    assert agree(FakeStore(), late, decider=False, budget=quick) is late  # nothing published: keep our own

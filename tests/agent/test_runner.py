@@ -8,7 +8,8 @@ import pytest
 
 from ncclcheck.agent.launchers import detect_placement
 from ncclcheck.agent.runner import resolve_backend, run_job
-from ncclcheck.config import WorldConfig
+from ncclcheck.config import Config, WorldConfig
+from ncclcheck.rendezvous.budget import Budget
 from tests.jobs_for_tests import allreduce_job, crash_or_hang_job, steps_job
 
 pytestmark = pytest.mark.slow  # real worlds of spawned processes: the slow tier (a marker, not a folder)
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.slow  # real worlds of spawned processes: the slow tier
 
 def test_standalone_two_cpu_ranks_allreduce():
     w = WorldConfig(nproc_per_node=2, timeout_s=60)
-    out = run_job(w, detect_placement({}, w), allreduce_job, {})
+    out = run_job(w, detect_placement({}, w), allreduce_job, {}, budget=Budget.of(Config('t', world=w)))
     assert out.ok, out.failures
     assert out.backend == "gloo"
     assert out.results == {0: {"sum": 3.0, "backend": "gloo", "world": 2}, 1: {"sum": 3.0, "backend": "gloo",
@@ -28,7 +29,7 @@ def test_crash_hang_and_exception_are_named_and_emits_survive():
     w = WorldConfig(nproc_per_node=3, timeout_s=15)
     faults = {"do": {"0": "raise", "1": "crash", "2": "hang"}}
     t = time.monotonic()
-    out = run_job(w, detect_placement({}, w), crash_or_hang_job, faults)
+    out = run_job(w, detect_placement({}, w), crash_or_hang_job, faults, budget=Budget.of(Config('t', world=w)))
     # Hung = nothing emitted for one step's bound (T + a fixed grace) after the last emit; a loose bound on the
     # whole call only catches an unbounded wait (startup on a loaded 2-core machine takes seconds).
     assert time.monotonic() - t < 2 * 15 + 10
@@ -60,7 +61,9 @@ def test_worker_mode_runs_in_process_as_that_rank(tmp_path):
     code = ("import json,os,sys; from ncclcheck.config import WorldConfig; "
             "from ncclcheck.agent.launchers import detect_placement; from ncclcheck.agent.runner import run_job; "
             "from tests.jobs_for_tests import allreduce_job;"
-            "w=WorldConfig(timeout_s=30); o=run_job(w, detect_placement(os.environ, w), allreduce_job, {});"
+            "from ncclcheck.rendezvous.budget import Budget; "
+            "w=WorldConfig(timeout_s=30); o=run_job(w, detect_placement(os.environ, w), allreduce_job, {}, "
+            "budget=Budget(timeout_s=30));"
             "print(json.dumps({'r': {str(k): v for k, v in o.results.items()}, 'f': o.failures}))")
     procs = []
     for rank in (1, 0):
@@ -81,6 +84,7 @@ def test_worker_mode_runs_in_process_as_that_rank(tmp_path):
 def test_a_job_longer_than_the_timeout_is_not_cut_while_it_emits():
     """--timeout bounds each wait, not the job: 4 steps of ~1.5 s each under --timeout 2 all complete."""
     w = WorldConfig(nproc_per_node=2, timeout_s=2)
-    out = run_job(w, detect_placement({}, w), steps_job, {"steps": 4, "step_s": 1.5})
+    out = run_job(w, detect_placement({}, w), steps_job, {"steps": 4, "step_s": 1.5},
+                  budget=Budget.of(Config('t', world=w)))
     assert out.ok, out.failures
     assert out.results[0]["steps"] == 4

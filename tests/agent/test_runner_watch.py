@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ncclcheck.agent import runner
-from ncclcheck.config import FIXED_BOUNDS_S
+from ncclcheck.rendezvous.budget import FIXED
 
 
 class _Proc:
@@ -25,17 +27,17 @@ class _Store:
         return self.ready if key.startswith("ready/") else 0
 
 
-def test_a_rank_dead_before_the_world_formed_stops_the_one_waiting_for_it(monkeypatch):
+def test_a_rank_dead_before_the_world_formed_stops_the_one_waiting_for_it():
     # NCCL on one GPU with two ranks: rank 1 fails in set_device, rank 0 waits in its first collective for it.
-    monkeypatch.setitem(FIXED_BOUNDS_S, "kill_grace", 0.05)
     procs = {0: _Proc(None), 1: _Proc(1)}
-    stop, why = runner._watch(procs, _Store(ready=1), stall_s=1e6, node=0, start_s=1e6)
+    stop, why = runner._watch(procs, _Store(ready=1), stall_s=1e6, node=0, start_s=1e6,
+                              budget=replace(FIXED, kill_grace_s=0.05))
     assert stop == [0] and why == "stopped: rank 1 exited before the world formed"
 
 
-def test_a_rank_dead_after_the_world_formed_is_left_to_the_stall_bound(monkeypatch):
+def test_a_rank_dead_after_the_world_formed_is_left_to_the_stall_bound():
     # Once every local rank joined, a job may outlive a dead rank (links names it): only the stall bound stops it.
-    monkeypatch.setitem(FIXED_BOUNDS_S, "kill_grace", 0.0)
     procs = {0: _Proc(None), 1: _Proc(1)}
-    stop, why = runner._watch(procs, _Store(ready=2), stall_s=0.3, node=0, start_s=1e6)
+    stop, why = runner._watch(procs, _Store(ready=2), stall_s=0.3, node=0, start_s=1e6,
+                              budget=replace(FIXED, kill_grace_s=0.0))
     assert stop == [0] and why is None

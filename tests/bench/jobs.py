@@ -56,12 +56,11 @@ def corrupting_factory(spec: Optional[dict]):
 
 
 def sweeps(ctx, payload: dict) -> dict:
-    """Several sweeps on one world: payload = {"runs": [{"cfg": <bench payload>, "corrupt": {...}, "deadline_s": x}]}.
+    """Several sweeps on one world: payload = {"runs": [{"cfg": <bench payload>, "corrupt": {...}}]}.
 
     One world per rank count keeps the suite fast on a 2-core machine."""
     out = []
     for run in payload["runs"]:
-        ctx.deadline = time.monotonic() + run["deadline_s"] if run.get("deadline_s") is not None else float("inf")
         obs = ctx.observer = CountingObserver()
         default_cap = stats.MAX_SAMPLES
         # A small sample cap makes striding show without 10,000 iterations.

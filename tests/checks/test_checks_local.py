@@ -193,7 +193,8 @@ def test_node0_fails_on_an_unresolvable_master_addr_and_warns_on_a_foreign_one()
 
 def test_node0_ties_ranks_that_never_joined_to_a_foreign_master_addr():
     from ncclcheck.checks.local import check_master_reachable
-    from ncclcheck.preflight.cluster import _tie_to_master, decide, world_check
+    from ncclcheck.preflight.decide import decide, world_check
+    from ncclcheck.preflight.decide import tie_to_master as _tie_to_master
 
     verdict = decide([{"node_rank": 0, "nnodes": 3, "uuid": "a", "hostname": "h1"}], 3, final=True)
     w = world_check(verdict, 8.0, 8.0)

@@ -121,7 +121,7 @@ def test_internal_error_exits_3_and_names_the_log(monkeypatch, capsys, tmp_path)
 
     monkeypatch.setenv("NCCLCHECK_LOG_DIR", str(tmp_path))
 
-    def boom(config, **_):  # the CLI passes its progress observer
+    def boom(config, **kw):
         raise RuntimeError("simulated bug")
 
     monkeypatch.setattr(api, "run_preflight", boom)
@@ -137,7 +137,7 @@ def test_interrupt_exits_130(monkeypatch, tmp_path):
 
     monkeypatch.setenv("NCCLCHECK_LOG_DIR", str(tmp_path))
 
-    def interrupted(config, **_):
+    def interrupted(config, **kw):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(api, "run_preflight", interrupted)

@@ -1,4 +1,5 @@
-"""Ctrl-C to the whole process group during a bench: partial JSON written, exit 130, no traceback from any rank."""
+"""Ctrl-C (and SIGTERM, which Slurm, Kubernetes and torchrun send) during a run: partial JSON written, exit 130 (143
+for SIGTERM), no traceback from any rank."""
 
 from __future__ import annotations
 
@@ -31,10 +32,11 @@ def _sigint_as_on_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _interrupted_run(tmp_path, args: list, out, ready=_ranks_started) -> dict:
-    """Start `ncclcheck ARGS --json OUT`, send SIGINT to its process group once `ready(pid)` (default: its ranks
-    run), and check what a user must see: exit 130, no traceback from any rank, and a partial report that is not
-    PASS."""
+def _interrupted_run(tmp_path, args: list, out, ready=_ranks_started, sig=signal.SIGINT, group=True) -> dict:
+    """Start `ncclcheck ARGS --json OUT`, send `sig` to its process group (or, group=False, to the agent alone, as
+    Kubernetes signals a container's first process) once `ready(pid)` (default: its ranks run), and check what a
+    user must see: exit 130 (143 for SIGTERM), no traceback from any rank, and a partial report that is not PASS and
+    carries that exit code."""
     p = subprocess.Popen([sys.executable, "-m", "ncclcheck", *args, "--json", str(out)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
                          env=cli_env({"NCCLCHECK_LOG_DIR": str(tmp_path)}), start_new_session=True,
@@ -45,15 +47,17 @@ def _interrupted_run(tmp_path, args: list, out, ready=_ranks_started) -> dict:
             time.sleep(0.2)
         assert p.poll() is None, p.communicate()
         time.sleep(1.0)  # the ranks are importing torch or sweeping; either way the agent owns the signal
-        os.killpg(p.pid, signal.SIGINT)
+        (os.killpg if group else os.kill)(p.pid, sig)
         stdout, stderr = p.communicate(timeout=60)
     finally:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
-    assert p.returncode == 130, (stdout, stderr)
-    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    code = 143 if sig == signal.SIGTERM else 130
+    assert p.returncode == code, (p.returncode, stdout, stderr)
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr and "Terminated" not in stderr, stderr
     doc = json.loads(out.read_text())
-    assert doc["partial"] is True and doc["status"] != "pass", doc["status"]
+    assert doc["partial"] is True and doc["status"] == "fail", doc["status"]
+    assert doc["exit_code"] == code
     return doc
 
 
@@ -92,3 +96,56 @@ def test_ctrl_c_while_preflight_waits_for_nodes_writes_partial_json_and_exits_13
     world = [c for c in doc["checks"] if c["id"] == "rendezvous.world"]
     assert world and "interrupted (Ctrl-C)" in world[0]["summary"]
     assert any(c["id"] == "net.interfaces" for c in doc["checks"])  # this node's own checks are kept
+
+
+@pytest.mark.parametrize("group", [True, False], ids=["scancel-signals-every-process", "kubelet-signals-the-agent"])
+def test_sigterm_mid_bench_writes_partial_json_and_exits_143(tmp_path, group):
+    doc = _interrupted_run(tmp_path, ["bench", "--sizes", "1K-64M", "--iters", "400", "--ops", "all_reduce,all_gather"],
+                           tmp_path / "run.json", sig=signal.SIGTERM, group=group)
+    cov = [c for c in doc["checks"] if c["id"] == "bench.coverage"][0]
+    assert cov["evidence"]["not_measured"], cov
+    assert all("SIGTERM" in m["reason"] or "interrupted" in m["reason"] for m in cov["evidence"]["not_measured"])
+
+
+def test_sigterm_while_preflight_waits_for_nodes_writes_partial_json_and_exits_143(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    doc = _interrupted_run(tmp_path, ["preflight", "--nnodes", "2", "--node-rank", "0", "--master-addr", "127.0.0.1",
+                                      "--master-port", str(port), "--timeout", "60"], tmp_path / "pf.json",
+                           ready=lambda pid: _listening(pid, port), sig=signal.SIGTERM)
+    world = [c for c in doc["checks"] if c["id"] == "rendezvous.world"]
+    assert world and "interrupted (SIGTERM)" in world[0]["summary"]
+
+
+def test_sigterm_to_torchrun_gives_every_rank_a_partial_report_and_exit_143(tmp_path):
+    # torchrun forwards SIGTERM to its workers (scancel/time limit reach it first): each rank, in worker mode,
+    # stops and writes its own partial JSON (%r) saying exit 143.
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    p = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
+                          str(port), "-m", "ncclcheck", "bench", "--sizes", "1K-64M", "--iters", "400", "--json",
+                          str(tmp_path / "run.%r.json")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         cwd=REPO, env=cli_env({"NCCLCHECK_LOG_DIR": str(tmp_path)}), start_new_session=True)
+    try:
+        end = time.monotonic() + 90
+        while p.poll() is None and time.monotonic() < end:
+            kids = psutil.Process(p.pid).children(recursive=True)
+            if sum(1 for k in kids if "ncclcheck" in " ".join(k.cmdline())) >= 2:
+                break
+            time.sleep(0.2)
+        time.sleep(4.0)  # the ranks import torch, form their group and sweep
+        os.kill(p.pid, signal.SIGTERM)
+        stdout, stderr = p.communicate(timeout=90)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert p.returncode != 0, (stdout, stderr)
+    for rank in (0, 1):
+        doc = json.loads((tmp_path / f"run.{rank}.json").read_text())
+        assert doc["partial"] is True and doc["status"] == "fail" and doc["exit_code"] == 143, (rank, doc["status"])

@@ -103,6 +103,7 @@ class Lab:
         self.tmp = nl.lab_dir(self.name) / "scratch"
         self.tmp.mkdir()
         self._procs: list[subprocess.Popen] = []
+        self.mounts: dict[str, list[str]] = {}
 
     # -- addressing ---------------------------------------------------------------------------------------------
     def ip(self, host: str, nic: str = "eth0") -> str:
@@ -114,8 +115,14 @@ class Lab:
         return self.state.ns(host)
 
     def argv(self, host: str, argv: Sequence[str]) -> list[str]:
-        """argv wrapped so it runs on host (its hostname, network, hosts file)."""
-        return nl.host_argv(self.state, host, [str(a) for a in argv])
+        """argv wrapped so it runs on host (its hostname, network, hosts file, and its mounts: see `mount`)."""
+        return nl.host_argv(self.state, host, [str(a) for a in argv], self.mounts.get(host, ()))
+
+    def mount(self, host: str, *commands: str) -> None:
+        """Every later command on host runs in its own mount namespace where these `mount ...` commands ran first
+        (e.g. a tmpfs over a directory the other hosts share): a host with its own mounts, as a node whose shared
+        mount did not come up is."""
+        self.mounts.setdefault(host, []).extend(commands)
 
     def env(self, env: Optional[Mapping[str, str]] = None) -> dict[str, str]:
         """The environment lab commands get: ours minus world/NCCL settings, PYTHONPATH=repo root, plus env."""

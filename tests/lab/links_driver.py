@@ -28,6 +28,7 @@ def main() -> None:
 
     from ncclcheck.agent.context import WorkerContext
     from ncclcheck.links.job import links_job
+    from ncclcheck.rendezvous.budget import Budget
 
     host, _, port = a.master.rpartition(":")
     store = dist.TCPStore(host, int(port), a.nnodes, a.rank == 0, timeout=timedelta(seconds=60))
@@ -38,8 +39,8 @@ def main() -> None:
     def emit(kind: str, data: dict) -> None:  # rows on stderr, timed, for whoever reads the host's output
         print(json.dumps({"t": round(time.monotonic() - t0, 3), "kind": kind, **data}), file=sys.stderr, flush=True)
 
-    ctx = WorkerContext(rank=a.rank, world_size=a.nnodes, node_rank=a.rank, nnodes=a.nnodes, timeout_s=a.timeout,
-                        deadline=time.monotonic() + 300, store=dist.PrefixStore("job/", store), emit=emit)
+    ctx = WorkerContext(rank=a.rank, world_size=a.nnodes, node_rank=a.rank, nnodes=a.nnodes,
+                        budget=Budget(timeout_s=a.timeout), store=dist.PrefixStore("job/", store), emit=emit)
     out = links_job(ctx, json.loads(a.payload))
     out["driver_wall_s"] = time.monotonic() - t0
     with open(a.out, "w") as f:

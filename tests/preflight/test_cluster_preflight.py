@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from ncclcheck.preflight.cluster import decide, world_check
+from ncclcheck.preflight.decide import decide, world_check
 
 pytestmark = pytest.mark.slow  # real worlds of spawned processes: the slow tier (a marker, not a folder)
 
@@ -155,6 +155,24 @@ def test_code_differs_on_one_node_in_a_formed_world(tmp_path):
         assert c["status"] == "fail" and "node 1 (host1)" in c["summary"]
 
 
+def test_shared_dir_names_the_node_on_another_filesystem_and_is_left_empty(tmp_path):
+    shared, local = tmp_path / "shared", tmp_path / "local"
+    shared.mkdir()
+    local.mkdir()
+    port = _free_port()
+    # --timeout bounds the join (three Pythons importing torch on a loaded machine) and node 2's wait for the nonce
+    procs = [_start(tmp_path, f"n{r}", "--nnodes", 3, "--node-rank", r, "--port", port, "--timeout", 15,
+                    "--shared-dir", local if r == 2 else shared) for r in range(3)]
+    res = _finish(procs, 90)
+    assert os.listdir(shared) == [] and os.listdir(local) == []
+    for rc, doc in res:
+        assert rc == 1 and doc["formed"]
+        c = _by_id(doc)[("storage.shared", None)]
+        assert c["status"] == "fail" and "node 2 (host2)" in c["summary"] and "node 1 " not in c["summary"], c
+    full = _by_id(res[0][1])
+    assert full[("storage.writable", None)]["status"] == "pass"
+
+
 def test_decide_is_pure_and_names_everything():
     joins = [{"node_rank": 0, "nnodes": 2, "hostname": "a", "uuid": "1", "pid": 1},
              {"node_rank": 1, "nnodes": 2, "hostname": "b", "uuid": "2", "pid": 2},
@@ -172,7 +190,8 @@ def test_single_node_has_no_world_to_form(n):
     from ncclcheck.agent.launchers import detect_placement
     from ncclcheck.config import Config, WorldConfig
     from ncclcheck.preflight.cluster import run_cluster_preflight
+    from ncclcheck.rendezvous.budget import Budget
 
     cfg = Config(command="preflight", world=WorldConfig())
-    out = run_cluster_preflight(cfg, detect_placement({}, cfg.world), {}, [])
+    out = run_cluster_preflight(cfg, detect_placement({}, cfg.world), {}, [], Budget.of(cfg))
     assert not out.formed and out.checks[0].status.value == "skip"

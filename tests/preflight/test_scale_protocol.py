@@ -7,7 +7,7 @@ import json
 
 from ncclcheck.model import CheckResult, Recommendation, Status, failed, passed, warned
 from ncclcheck.nccl import reachability as R
-from ncclcheck.preflight import verdict as V
+from ncclcheck.preflight import wire as V
 from ncclcheck.render.common import group_checks, group_summary
 
 
@@ -129,7 +129,7 @@ def test_group_summary_names_at_most_a_few_nodes():
 
 
 def test_peer_reachability_says_sampled_and_names_the_node_that_reaches_nobody():
-    from ncclcheck.preflight.cluster import _mesh_note
+    from ncclcheck.preflight.decide import mesh_note as _mesh_note
 
     n, bad = 100, 7
     m = R.build_matrix(list(range(n)), _eps(n), _attempts(n, ok=lambda s, d: s != bad))
@@ -147,7 +147,7 @@ def _published(n: int) -> dict:
 
 
 def test_the_endpoint_directory_round_trips_in_a_few_bytes_a_node():
-    from ncclcheck.preflight import probe as P
+    from ncclcheck.preflight import wire as P
 
     eps = _published(16)
     eps[5] = {"id": "not-hex-at-all", "endpoints": {"eth0": [["fd00::5", 40005]]}}  # travels as published
@@ -164,7 +164,7 @@ def test_the_endpoint_directory_round_trips_in_a_few_bytes_a_node():
 
 
 def test_a_healthy_probe_row_is_the_same_size_at_4_or_32_nodes_and_keeps_failures_and_node0_timings():
-    from ncclcheck.preflight import probe as P
+    from ncclcheck.preflight import wire as P
 
     def row(n: int, fail: frozenset = frozenset()) -> tuple:
         eps = _published(n)

@@ -35,7 +35,10 @@ def hostile_report() -> Report:
         duration_s=1.0,
         world=WorldInfo(nnodes=2, world_size=2, backend="gloo", master="h1:29500", launcher="ncclcheck"),
         nodes=[
-            NodeInfo(0, "h1", {"host": {"hostname": "h1", "os": HOSTILE}, "env": {"vars": {"NCCL_X": HOSTILE}}}),
+            NodeInfo(0, "h1", {"host": {"hostname": "h1", "os": HOSTILE}, "env": {"vars": {"NCCL_X": HOSTILE}},
+                               "storage": {"dirs": [{"path": HOSTILE, "exists": True,
+                                                     "mount": {"fs_type": HOSTILE, "source": HOSTILE},
+                                                     "space": {"free_bytes": 1, "free_inodes": HOSTILE}}]}}),
             NodeInfo(1, "<img src=x onerror=alert(1)>", {"interfaces": [{"name": HOSTILE, "kind": "physical"}]}),
         ],
         checks=[

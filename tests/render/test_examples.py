@@ -14,9 +14,9 @@ from .conftest import EXAMPLES
 SCHEMA = json.loads((pathlib.Path(__file__).parents[2] / "ncclcheck/schema/report-1.schema.json").read_text())
 
 
-def test_there_are_four_examples():
+def test_there_are_five_examples():
     assert {p.stem for p in EXAMPLES} == {"preflight-pass-2node", "preflight-fail-3node", "bench-gate-fail",
-                                          "links-slow-node"}
+                                          "links-slow-node", "preflight-storage-3node"}
 
 
 def test_examples_validate_against_the_schema_and_round_trip():

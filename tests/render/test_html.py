@@ -175,3 +175,10 @@ def test_bench_note_column_names_what_a_user_can_act_on():
 
 def _bench_section(page: str) -> str:
     return page[page.index('<section id="bench">'):page.index("</section>", page.index('<section id="bench">'))]
+
+
+def test_storage_table_shows_each_nodes_view_of_the_shared_dir():
+    page = render_html(load_example("preflight-storage-3node"))
+    assert page.count("<h3>Storage</h3>") == 3
+    assert "<td>tmpfs</td><td><code>ncclcheck-lab-local</code></td>" in page  # h3: a local tmpfs, not the share
+    assert "<td>ro</td>" in page  # h2: the read-only bind mount

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 
-from ncclcheck.agent.relay import StoreObserver, replay
+from ncclcheck.agent.relay import StoreObserver, progress_journal, replay
 from ncclcheck.model import BenchRow, CheckResult, NodeInfo, Report, Status, WorldInfo
 from ncclcheck.render.bench import row_line
 from ncclcheck.render.console import make_console, render_report
@@ -56,7 +56,7 @@ def test_links_pairs_stream_too():
 def test_rows_travel_from_a_spawned_rank_0_through_the_store():
     st, out = FakeStore(), io.StringIO()
     StoreObserver(st).row("bench_row", _row())
-    replay(st, LineObserver(out), 0)
+    replay(progress_journal(st), LineObserver(out))
     assert "1048576" in out.getvalue()
 
 

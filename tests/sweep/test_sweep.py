@@ -41,7 +41,7 @@ def fake(tmp_path, monkeypatch):
 def sweep(fake, tmp_path, **act):
     seen = {}
 
-    def run_links(cfg, observer=None):
+    def run_links(cfg, observer=None, placement=None):
         seen["rounds"] = cfg.links.rounds
         return links_report()
 

@@ -1,0 +1,152 @@
+"""Each links pair against the bound of its two ends (ncclcheck/nccl/bounds.py): bound and efficiency matrices beside
+matrix_gbps, what sets each bound, and the checks `links.efficiency` and (with --min-efficiency) `links.min_efficiency`.
+
+Each participating node publishes its link facts under `links/<node>` in the run's store, beside `host/<node>`;
+the coordinator reads them once all rounds are done.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Optional
+
+from ..model import CheckResult, failed, passed, sig, skipped, warned
+from ..nccl import bounds as B
+
+
+def node_bounds(by_node: dict, n: int, backend: str) -> list:
+    """[Bound per node] (a node that sent nothing: unknown, saying so)."""
+    out = []
+    for x in range(n):
+        f = by_node.get(x)
+        out.append(B.nic_path(f, backend, x) if isinstance(f, dict) else B.Bound(None, f"node {x} sent no link facts"))
+    return out
+
+
+def section_fields(matrix: list, nb: list, unit: str) -> dict:
+    """bound_gbps, efficiency and bound_by matrices (directed, [a][b]) and node_bounds, for the links section."""
+    n = len(matrix)
+    if unit != "node":
+        why = "ranks on one host: their pairs cross no network link"
+        return {"bound_gbps": [[None] * n for _ in range(n)], "efficiency": [[None] * n for _ in range(n)],
+                "bound_by": [[None if a == b else why for b in range(n)] for a in range(n)]}
+    bound = [[None] * n for _ in range(n)]
+    eff = [[None] * n for _ in range(n)]
+    by = [[None] * n for _ in range(n)]
+    for a in range(n):
+        for b in range(n):
+            if a == b:
+                continue
+            pb = B.pair_bound(nb[a], nb[b])
+            bound[a][b] = sig(pb.gbps) if pb.gbps is not None else None
+            by[a][b] = pb.by
+            e = B.efficiency(matrix[a][b], pb)
+            eff[a][b] = sig(e) if e is not None else None
+    return {"bound_gbps": bound, "efficiency": eff, "bound_by": by,
+            "node_bounds": {str(x): {"bound_gbps": sig(b.gbps) if b.gbps is not None else None, "bound_by": b.by}
+                            for x, b in enumerate(nb)}}
+
+
+def _pairs(matrix: list, nb: list) -> list:
+    n = len(matrix)
+    out = []
+    for a in range(n):
+        for b in range(n):
+            if a != b and isinstance(matrix[a][b], (int, float)):
+                out.append((a, b, matrix[a][b], B.pair_bound(nb[a], nb[b])))
+    return out
+
+
+def efficiency_check(matrix: list, nb: list, unit: str, hosts: Optional[list] = None) -> CheckResult:
+    """links.efficiency: every measured direction against the expected fraction of its pair's bound."""
+    cid = "links.efficiency"
+    if unit != "node":
+        return skipped(cid, "ranks on one host: their pairs cross no network link")
+    pairs = _pairs(matrix, nb)
+    if not pairs:
+        return skipped(cid, "no pair was measured")
+
+    def name(x: int) -> str:
+        return f"node {x}" + (f" ({hosts[x]})" if hosts and x < len(hosts) and hosts[x] else "")
+
+    if all(pb.transport == B.NO_LINK for *_, pb in pairs):
+        return skipped(cid, f"no pair crossed a link: {pairs[0][3].by}")
+    unknown = [(a, b, g, pb) for a, b, g, pb in pairs if pb.gbps is None]
+    if unknown:
+        a, b, _, pb = unknown[0]
+        return warned(cid, f"{len(unknown)} of {len(pairs)} directions have no known bound: {pb.by}",
+                      detail="\n".join(dict.fromkeys(n for *_, p in unknown for n in p.notes)),
+                      fix="Read the interface's speed (ethtool IF) or shape/name an interface that reports one.",
+                      evidence={"unknown": [[a, b] for a, b, *_ in unknown]})
+    low, virtual = [], []
+    for a, b, g, pb in pairs:
+        frac = B.expected_fraction(pb)
+        if frac is None:
+            virtual.append((a, b, g, pb))
+        elif g / pb.gbps < frac:
+            low.append((a, b, g, pb, frac))
+    effs = [g / pb.gbps for _, _, g, pb in pairs]
+    ev: dict[str, Any] = {"min_efficiency": sig(min(effs)), "max_efficiency": sig(max(effs)),
+                          "below_expected": [[a, b] for a, b, *_ in low]}
+    notes = "\n".join(dict.fromkeys(n for *_, pb in pairs for n in pb.notes))
+    if low:
+        a, b, g, pb, frac = min(low, key=lambda x: x[2] / x[3].gbps)
+        return warned(cid, f"{len(low)} of {len(pairs)} directions below the {frac * 100:.0f}% expected: "
+                           f"{name(a)} -> {name(b)} {g:.3g} GB/s = {100 * g / pb.gbps:.0f}% of {pb.gbps:.4g} GB/s "
+                           f"({pb.by})",
+                      detail=notes, evidence=ev,
+                      fix="links.slow names the slow node or link; compare its NIC, cable and switch port.")
+    if virtual:
+        pb = virtual[0][3]
+        return warned(cid, f"bound is a virtual device's fixed figure ({pb.by}): efficiency "
+                           f"{100 * min(effs):.0f}-{100 * max(effs):.0f}% shown, not judged", detail=notes, evidence=ev)
+    return passed(cid, f"every direction reached its expected share of the bound (efficiency "
+                       f"{100 * min(effs):.0f}-{100 * max(effs):.0f}%)", detail=notes, evidence=ev)
+
+
+def explain_slow(check: CheckResult, nb: list, slow_nodes: list, hosts: Optional[list]) -> CheckResult:
+    """When links.slow named nodes and each is slow because its own bound is the lowest (a shaper, a slower NIC), the
+    efficiency check says so: the fix is that link's rate, not a fault."""
+    known = [b.gbps for b in nb if b.gbps is not None]
+    if check.status.value != "pass" or not slow_nodes or len(known) < 2:
+        return check
+    top = max(known)
+    why = [f"node {x}" + (f" ({hosts[x]})" if hosts and x < len(hosts) and hosts[x] else "") + f": {nb[x].by}"
+           for x in slow_nodes if 0 <= x < len(nb) and nb[x].gbps is not None and nb[x].gbps < 0.75 * top]
+    if len(why) != len(slow_nodes):
+        return check
+    return replace(check, summary=check.summary + "; the slow node's own bound explains it (" + "; ".join(why) + ")",
+                   evidence={**check.evidence, "explained_slow_nodes": list(slow_nodes)})
+
+
+def min_efficiency_check(need: float, matrix: list, nb: list, unit: str) -> CheckResult:
+    """links.min_efficiency: every measured direction >= need x its bound; an unknown bound cannot pass."""
+    cid = "links.min_efficiency"
+    if unit != "node":
+        return failed(cid, "ranks on one host cross no network link: efficiency cannot be gated")
+    pairs = _pairs(matrix, nb)
+    bad = []
+    for a, b, g, pb in pairs:
+        if pb.gbps is None:
+            bad.append(f"{a} -> {b}: bound unknown ({pb.by})")
+        elif g / pb.gbps < need:
+            bad.append(f"{a} -> {b}: efficiency {100 * g / pb.gbps:.0f}% < required {100 * need:.0f}% "
+                       f"({g:.3g} of {pb.gbps:.4g} GB/s, {pb.by})")
+    if not pairs:
+        bad.append("no pair was measured")
+    if bad:
+        return failed(cid, bad[0] + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""), detail="\n".join(bad),
+                      evidence={"required": need}, fix="links.slow names the slow node or link.")
+    return passed(cid, f"every direction >= {100 * need:.0f}% of its bound", evidence={"required": need})
+
+
+def evaluate(matrix: list, by_node: dict, backend: str, unit: str, hosts: Optional[list],
+             min_efficiency: Optional[float], slow_nodes: list = ()) -> tuple[dict, list]:
+    """(fields for the links section, checks). slow_nodes: links.slow's verdict, explained where a node's own
+    bound is what makes it slow."""
+    nb = node_bounds(by_node, len(matrix), backend)
+    fields = section_fields(matrix, nb, unit)
+    checks = [explain_slow(efficiency_check(matrix, nb, unit, hosts), nb, slow_nodes, hosts)]
+    if min_efficiency is not None:
+        checks.append(min_efficiency_check(min_efficiency, matrix, nb, unit))
+    return fields, checks

@@ -1,0 +1,150 @@
+"""preflight's decisions, pure: who joined (the world verdict and its check), how the verdict ties to the master
+probe, how the mesh is told at scale, and the recommendations from every node's facts and the mesh."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import replace
+from typing import Optional
+
+from ..config import format_endpoint
+from ..model import CheckResult, Recommendation, Status, failed, passed
+from ..nccl import reachability
+from ..recommend import NodeView, recommend_local
+from ..recommend.mesh import MeshView, merge_recommendations, recommend_mesh
+
+log = logging.getLogger(__name__)
+
+
+def master_result(results: list) -> Optional[CheckResult]:
+    for r in results:
+        if r.id == "rendezvous.master_reachable":
+            return r
+    return None
+
+
+def decide(joins: list, expected_nnodes: int, final: bool) -> dict:
+    """Pure: the world verdict from join records. `complete` when every rank of the reference --nnodes joined.
+
+    The reference --nnodes is the majority's (ties: node 0's, it hosts the rendezvous). Ranks outside it, duplicate
+    ranks (each named by hostname) and nodes started with a different --nnodes make the world fail to form.
+    """
+    counts = Counter(j.get("nnodes") for j in joins if isinstance(j.get("nnodes"), int))
+    ref = expected_nnodes
+    if counts:
+        top = max(counts.values())
+        leaders = [n for n, c in counts.items() if c == top]
+        ref = expected_nnodes if expected_nnodes in leaders else min(leaders)
+    by_rank: dict = {}
+    for j in joins:
+        by_rank.setdefault(j.get("node_rank"), []).append(j)
+    present = sorted(r for r in by_rank if isinstance(r, int) and 0 <= r < ref)
+    missing = [r for r in range(ref) if r not in by_rank]
+    dups = {r: [f"{j.get('hostname')} (pid {j.get('pid')})" for j in js] for r, js in by_rank.items() if len(js) > 1}
+    out_of_range = sorted(r for r in by_rank if not (isinstance(r, int) and 0 <= r < ref))
+    mismatch = [{"node_rank": j.get("node_rank"), "hostname": j.get("hostname"), "nnodes": j.get("nnodes")}
+                for j in joins if j.get("nnodes") != ref]
+    complete = not missing
+    ok = complete and not dups and not out_of_range and not mismatch
+    members = [by_rank[r][0] for r in present]
+    return {
+        "ok": ok, "complete": complete, "final": final, "nnodes": ref, "missing": missing,
+        "duplicates": {str(r): h for r, h in dups.items()}, "out_of_range": out_of_range, "nnodes_mismatch": mismatch,
+        "members": [{"node_rank": m["node_rank"], "uuid": m["uuid"], "hostname": m.get("hostname"),
+                     "key": m.get("_key")} for m in members],
+        "joined": [{"node_rank": j.get("node_rank"), "hostname": j.get("hostname"), "nnodes": j.get("nnodes"),
+                    "pid": j.get("pid")} for j in joins],
+    }
+
+
+def world_check(verdict: dict, elapsed_s: float, timeout_s: float) -> CheckResult:
+    """rendezvous.world from a verdict: names missing ranks, duplicate ranks and --nnodes disagreements."""
+    cid = "rendezvous.world"
+    n = verdict.get("nnodes")
+    ev = {k: verdict.get(k) for k in ("nnodes", "missing", "duplicates", "out_of_range", "nnodes_mismatch",
+                                      "joined")}
+    if verdict.get("ok"):
+        members = verdict.get("members") or []
+        hosts = ", ".join(f"{m['node_rank']}={m.get('hostname')}" for m in members[:8])
+        more = f", and {len(members) - 8:,} more" if len(members) > 8 else ""
+        return passed(cid, f"all {n:,} node ranks joined in {elapsed_s:.1f} s" + (f" ({hosts}{more})" if hosts else ""),
+                      evidence=ev)
+    problems, fixes = [], []
+    if verdict.get("missing"):
+        miss = ",".join(map(str, verdict["missing"]))
+        problems.append(f"node rank(s) {miss} never joined within {timeout_s:g} s")
+        fixes.append(f"start ncclcheck with --node-rank {miss} on the missing node(s), or check why they cannot "
+                     "reach MASTER_ADDR:MASTER_PORT (their own reports say)")
+    for r, hosts in (verdict.get("duplicates") or {}).items():
+        problems.append(f"node rank {r} claimed by {len(hosts)} nodes: {', '.join(hosts)}")
+        fixes.append("give every node a distinct --node-rank (0..N-1)")
+    if verdict.get("out_of_range"):
+        problems.append(f"node rank(s) {','.join(map(str, verdict['out_of_range']))} are outside 0..{n - 1}")
+    for m in verdict.get("nnodes_mismatch") or []:
+        problems.append(f"node {m['node_rank']} ({m['hostname']}) was started with --nnodes {m['nnodes']}, "
+                        f"the others with {n}")
+    if verdict.get("nnodes_mismatch"):
+        fixes.append(f"start every node with the same --nnodes ({n})")
+    return failed(cid, "; ".join(problems) or "the world did not form", evidence=ev,
+                  fix="; ".join(fixes) or "see the other nodes' reports")
+
+
+def master_failed(m: CheckResult, addr: str, port: int) -> CheckResult:
+    """rendezvous.world when this node's master probe failed: the probe's own finding, not a second probe."""
+    ev = m.evidence or {}
+    return failed("rendezvous.world", f"could not join: master {format_endpoint(addr, port)} "
+                  f"{ev.get('kind') or 'unreachable'} after {ev.get('attempts', '?')} attempts in "
+                  f"{float(ev.get('elapsed_s') or 0):.1f} s", evidence=ev,
+                  fix="See rendezvous.master_reachable: start node 0 first, check MASTER_ADDR/MASTER_PORT and the "
+                      "firewall between the nodes.")
+
+
+def tie_to_master(wcheck: CheckResult, results: list) -> CheckResult:
+    """On node 0: ranks that never joined while MASTER_ADDR is not an address of this host are most likely the
+    same fault (the others were sent elsewhere): say so in the verdict, with the fix."""
+    m = master_result(results)
+    ev = (m.evidence or {}) if m is not None else {}
+    if wcheck.status is not Status.FAIL or not (wcheck.evidence or {}).get("missing") or ev.get("mode") != "bind":
+        return wcheck
+    if ev.get("local") is not False and ev.get("local") is not None:
+        return wcheck
+    why = "does not resolve here" if ev.get("local") is None else "is not an address of this host"
+    return failed(wcheck.id, f"{wcheck.summary}; MASTER_ADDR {ev.get('addr')} {why}, so the other nodes were "
+                  "sent elsewhere", detail=wcheck.detail, evidence=dict(wcheck.evidence or {}, master=ev),
+                  fix=f"Set MASTER_ADDR to an address of node 0 (this host) on every node, then {wcheck.fix}")
+
+
+def mesh_note(c: CheckResult, matrix: dict, n: int, hosts: dict) -> CheckResult:
+    """net.peer_reachability as the user needs it at scale: whether the mesh was sampled and how many pairs were
+    tested, and which nodes reached none of the peers they probed (the check names them as unreachable)."""
+    if c.id != "net.peer_reachability" or not matrix:
+        return c
+    stuck = sorted({r for e in matrix.values() if not e.get("duplicates") for r in e.get("cannot_reach") or []})
+    summary, detail, ev = c.summary, c.detail, dict(c.evidence)
+    if reachability.sampled(n):
+        tested = max((e.get("pairs_tested") or 0) for e in matrix.values())
+        summary += (f" (sampled mesh: {tested:,} of {n * (n - 1):,} node pairs tested per interface, ring neighbours "
+                    f"+ {reachability.SAMPLE_PEERS} random peers per node)")
+        ev.update(sampled=True, pairs_tested=tested)
+    if stuck:
+        named = ", ".join(f"node {r} ({hosts.get(r, '?')})" for r in stuck[:8])
+        detail = (f"{named} reached none of the peers it probed, which other nodes reached: its outgoing "
+                  f"connections fail (firewall, routing or a dead NIC on that node). " + detail).strip()
+        ev["cannot_reach"] = stuck
+    return replace(c, summary=summary, detail=detail, evidence=ev)
+
+
+def recommendations(nodes: list, matrix: dict) -> list:
+    mesh_recs = recommend_mesh(MeshView(nodes, matrix))
+    per_node: dict[int, list[Recommendation]] = {}
+    for r, _, f in nodes:
+        try:
+            per_node[r] = recommend_local(NodeView(f, node=None, multi_node=True))
+        except Exception:  # noqa: BLE001 - a broken local rule must not hide the cluster's advice
+            log.exception("local recommendation rules failed on node %s's facts", r)
+            per_node[r] = []
+    ifname = {"NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"}
+    # The matrix decides the socket interface; when it could not (nothing usable everywhere) say nothing rather
+    # than repeat a per-node guess that the probe just showed does not connect the nodes.
+    return merge_recommendations(mesh_recs, per_node, names_from_mesh=ifname)

@@ -1,0 +1,191 @@
+"""Every time bound of ncclcheck in one frozen object: `--timeout` (T) and the fixed waits, built once per process.
+
+`--timeout` is a hang bound: each named wait (master probe, join, mesh, collective) may last at most T before its
+cause is named; a sweep is not a wait and runs as long as its work needs. The other bounds do not depend on T; each
+field says why it is what it is. Derived bounds (T plus a grace, a job step's stall bound...) are properties, so every
+seconds literal and every piece of timeout arithmetic of the package lives in this module:
+tests/rendezvous/test_budget.py scans the package's syntax trees and fails on one found anywhere else.
+
+    budget = Budget.of(config)          # once, where the command starts (api); then passed down, never rebuilt
+    end = budget.deadline(budget.join_s)
+    budget.left(end)                    # seconds left before `end`, never below the socket floor
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Optional
+
+
+@dataclass(frozen=True)
+class Budget:
+    """T (`timeout_s`) bounds each named wait; the other fields are fixed bounds, each with its reason."""
+
+    timeout_s: float = 60.0  # T, --timeout: each named wait's bound (its default, when the flag is not given)
+    # --- sockets and the master probe
+    connect_attempt_s: float = 2.0  # one TCP connect of a probe; a healthy LAN answers in milliseconds
+    probe_retry_s: float = 0.25 # first pause between refused connects to a master that has not started yet
+    probe_retry_max_s: float = 2.0  # the pause grows to this: a thousand nodes must not flood node 0 while it starts
+    resolve_grace_s: float = 5.0  # a master name that does not resolve after this is a typo, not a slow resolver
+    socket_floor_s: float = 0.05  # no socket timeout below this: a zero timeout would make a socket non-blocking
+    reply_send_s: float = 0.5  # a mesh listener's one-line reply to a prober on a healthy host
+    select_tick_s: float = 0.1  # how often the mesh prober looks at the clock while connects are in flight
+    wait_slice_s: float = 2.0  # one blocking store request at most this long: c10d's wait ignores Ctrl-C
+    thread_join_s: float = 2.0  # a helper thread (listener, progress relay) told to stop has this long to end
+    mesh_probe_floor_s: float = 1.0  # the mesh probes get this long even if the peers' endpoints came late
+    # --- preflight's rendezvous
+    join_grace_s: float = 1.0  # after every rank joined, node 0 listens this long for a duplicate node rank
+    squat_probe_s: float = 3.0  # node 0 finding its port taken: how long it tries to read who holds it
+    verdict_grace_s: float = 5.0  # beyond T, for node 0's verdict to reach a node that joined late in node 0's window
+    final_agreement_s: float = 15.0  # node 0 waits for every member to read the agreed exit code / outcome
+    # --- the job runner (bench, links)
+    rank_start_s: float = 60.0  # a spawned rank's start (a new Python, torch's import) before it joins; then T
+    stall_grace_s: float = 2.0  # beyond a job step's bound (its collectives x T) before a silent world is hung
+    kill_grace_s: float = 3.0  # SIGTERM -> SIGKILL for a rank that must be stopped
+    reap_s: float = 1.0  # after SIGKILL, the kernel reaps a process in well under this
+    collect_s: float = 10.0  # after the local ranks ended, for the results of ranks on other nodes
+    standalone_collect_s: float = 0.5  # one node: every rank has ended, so its result is already in the store
+    watch_poll_s: float = 0.25  # how often the agent looks at its ranks and the world's progress counter
+    relay_poll_s: float = 0.1  # how often rank 0's progress is replayed onto the agent's terminal
+    # --- links
+    links_grace_s: float = 2.0  # a node whose partner saw its connection close gets this much longer
+    links_heartbeat_s: float = 5.0  # a participant whose heartbeat has not moved for this long is dead
+    links_beat_s: float = 0.5  # how often a participant bumps its heartbeat
+    links_alive_check_s: float = 1.0  # a wait for the coordinator or a partner asks about its heartbeat this often
+    links_poll_s: float = 0.02  # how often the coordinator looks for the round's reports (node 0's own store)
+    links_round_slack_s: float = 5.0  # one round's bound beyond its transfers: the pair's process group set-up
+    links_first_op_floor_s: float = 3.0  # after the first transfer an op may take 20x as long, but at least this
+    links_op_factor: float = 20.0  # ... the "20x its first transfer" of the rule above
+    links_direction_share: float = 0.25  # a direction stops timing early once it ran this share of its op bound
+    links_direction_floor_s: float = 1.0  # ... but never sooner than this
+    links_facts_wait_s: float = 10.0  # round 0 waits this long for every node's link facts (read in ~0.1 s)
+    # --- --shared-dir (preflight/shared_dirs.py): its visibility wait is T (shared_dir_s). NFS may hide another
+    # client's new file for its attribute-cache time (acdirmin 30 s by default), so the retries ride it out.
+    shared_poll_s: float = 0.05  # first pause between two looks for another node's file or report
+    shared_poll_max_s: float = 1.0  # the pause grows to this: a thousand nodes must not flood node 0's store
+    shared_poll_growth: float = 1.5  # ... by this factor per look
+    shared_grace_s: float = 5.0  # beyond T, for a node's report (or node 0's "done") to reach the store
+    shared_io_s: float = 5.0  # one node's writes in one directory (probe file, throughput figure), at most
+    # --- Slurm (health/, sweep/): Slurm kills a HealthCheckProgram after 60 s, so a health run (its checks, at most
+    # health_max_timeout_s, plus two scontrol calls) fails with its own reason before that kill.
+    scontrol_s: float = 8.0  # one scontrol call (show node, update)
+    health_timeout_s: float = 20.0  # `health --timeout`'s default: the bound on its own checks (healthy: ~0.2 s)
+    health_max_timeout_s: float = 40.0  # + 2 scontrol calls (16 s) stays under Slurm's 60 s kill
+
+    @classmethod
+    def of(cls, config: Any) -> Budget:
+        """The run's Budget from a config.Config: --timeout is the world's `timeout_s`, stored there once."""
+        t = config.world.timeout_s
+        return cls() if t is None else cls(timeout_s=float(t))
+
+    # --- the named waits: T each
+    @property
+    def master_probe_s(self) -> float:
+        return self.timeout_s
+
+    @property
+    def join_s(self) -> float:
+        return self.timeout_s
+
+    @property
+    def mesh_s(self) -> float:
+        return self.timeout_s
+
+    @property
+    def shared_dir_s(self) -> float:
+        """--shared-dir: how long a node looks for another node's file (NFS attribute caches): T."""
+        return self.timeout_s
+
+    @property
+    def collective_s(self) -> float:
+        return self.timeout_s
+
+    # --- derived bounds
+    @property
+    def verdict_wait_s(self) -> float:
+        """A node that joined waits for node 0's verdict: node 0's join bound (T) plus the fixed grace."""
+        return self.timeout_s + self.verdict_grace_s
+
+    @property
+    def rank_start_bound_s(self) -> float:
+        """A spawned rank may take this long to start and join its process group."""
+        return self.rank_start_s + self.timeout_s
+
+    def result_deadline(self, mesh_end: float) -> float:
+        """When a node stops waiting for node 0's cross-node result: node 0 collects rows until mesh_end, then
+        decides (bounded by T), then publishes."""
+        return mesh_end + self.final_agreement_s + self.timeout_s
+
+    def stall_s(self, step_ops: int) -> float:
+        """How long a world may go without emitting before it is hung: one job step's collectives, each bounded by
+        T, plus a fixed grace."""
+        return max(1, step_ops) * self.collective_s + self.stall_grace_s
+
+    def links_op_s(self, override: Optional[float] = None) -> float:
+        """One links pair operation's bound: T (or a payload's explicit value)."""
+        return float(override) if override is not None else self.collective_s
+
+    def links_direction_s(self, op_s: float) -> float:
+        """Per direction, a very slow link stops being timed after this share of its op bound."""
+        return max(self.links_direction_floor_s, op_s * self.links_direction_share)
+
+    def links_round_s(self, op_s: float, direction_s: float) -> float:
+        """Worst case for one round: pair setup, then each direction runs past its budget by one send+ack."""
+        return 3 * op_s + 2 * direction_s + self.links_round_slack_s
+
+    def links_first_wait_s(self, op_s: float) -> float:
+        """A participant's wait for the first round's go: the coordinator's first op plus the slack."""
+        return op_s + self.links_round_slack_s
+
+    def links_next_wait_s(self, round_s: float, grace_s: float) -> float:
+        """A participant's wait for the next round's go: one round, the grace, the slack."""
+        return round_s + grace_s + self.links_round_slack_s
+
+    def links_tightened_s(self, first_s: float, limit_s: float) -> float:
+        """An op's bound after the first transfer: 20x its time, at least the floor, at most limit_s."""
+        return min(limit_s, max(self.links_first_op_floor_s, self.links_op_factor * first_s))
+
+    # --- the clock: deadlines are time.monotonic() values
+    @staticmethod
+    def now() -> float:
+        return time.monotonic()
+
+    def deadline(self, seconds: float, since: Optional[float] = None) -> float:
+        """time.monotonic() by which a wait of `seconds`, begun at `since` (default: now), must end."""
+        return (time.monotonic() if since is None else since) + seconds
+
+    def left(self, end: float, floor: Optional[float] = None) -> float:
+        """Seconds left before `end`, never below `floor` (default: the socket floor)."""
+        return max(self.socket_floor_s if floor is None else floor, end - time.monotonic())
+
+    @staticmethod
+    def remaining(end: float) -> float:
+        """Seconds left before `end`, 0 once it passed (a select() or sleep() bound)."""
+        return max(0.0, end - time.monotonic())
+
+    def watch_slice_s(self, nprocs: int) -> float:
+        """How long the agent waits on each of its nprocs ranks per look, so one look takes watch_poll_s."""
+        return self.watch_poll_s / max(1, nprocs)
+
+    @staticmethod
+    def passed(end: float) -> bool:
+        return time.monotonic() >= end
+
+    @staticmethod
+    def since(start: float) -> float:
+        """Seconds since `start` (a time.monotonic() value)."""
+        return time.monotonic() - start
+
+    @staticmethod
+    def next_retry(interval_s: float, max_interval_s: float) -> float:
+        """The pause after interval_s between two connect tries: growing by half, up to max_interval_s."""
+        return min(max_interval_s, interval_s * 1.5)
+
+    def within(self, start: float, seconds: float) -> bool:
+        """Is it still less than `seconds` since `start`?"""
+        return time.monotonic() - start < seconds
+
+
+# The fixed bounds alone, for code that runs without a --timeout (unit tests, probes called on their own).
+FIXED = Budget()

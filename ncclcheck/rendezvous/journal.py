@@ -1,0 +1,56 @@
+"""An append-only list in the store: `<name>/count` (a counter) and `<name>/<i>` (JSON records, i from 1).
+
+Writers append from any process; one reader takes the records after the ones it has, in order. The counter is read
+capped (a stranger may raise it), a record that is bad is dropped and named by the store, and a reader can block
+until the next record exists (one request) instead of polling. Used for preflight's joins, spawned ranks' emits and
+progress, and links' per-round reports.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from .budget import Budget
+from .store import JsonStore
+
+
+class Journal:
+    def __init__(self, st: JsonStore, name: str, cap: int,
+                 check: Optional[Callable[[Any], Optional[str]]] = None) -> None:
+        self.st, self.name, self.cap, self.check = st, name, cap, check
+        self.done = 0  # the highest index looked at so far
+        self.pending: set[int] = set()  # indices counted but not written yet when last looked at
+
+    def append(self, record: Any) -> int:
+        """Add a record; returns its index (1-based)."""
+        i = self.st.add(f"{self.name}/count", 1)
+        self.st.set(f"{self.name}/{i}", record)
+        return i
+
+    def count(self) -> int:
+        return self.st.count(f"{self.name}/count", self.cap)
+
+    def read_since(self) -> list[tuple[int, Any]]:
+        """[(index, record)] not taken yet, in index order. A record counted but not written yet is looked for
+        again next time (a stranger who raises the counter without writing cannot hide the records after it); a
+        written record that is bad is dropped (the store names it). At most `cap` indices are ever looked at."""
+        n = self.count()
+        todo = sorted(self.pending) + list(range(self.done + 1, n + 1))
+        self.done = max(self.done, n)
+        out = []
+        for i in todo:
+            key = f"{self.name}/{i}"
+            if not self.st.has(key):
+                self.pending.add(i)
+                continue
+            self.pending.discard(i)
+            v = self.st.get_now(key, self.check)
+            if v is not None:
+                out.append((i, v))
+        return out
+
+    def wait_next(self, deadline: float, budget: Budget) -> bool:
+        """Block until a record after the ones looked at exists, or the deadline: True if it does."""
+        if self.done >= self.cap:
+            return False
+        return self.st.wait([f"{self.name}/{self.done + 1}"], deadline, budget)

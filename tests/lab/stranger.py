@@ -1,0 +1,127 @@
+"""A stranger on the network of a preflight (issue 21): with torch's own TCPStore client (or server, to squat the
+master port) it writes what a peer could write. Run on a lab host: python -m tests.lab.stranger MODE ADDR PORT.
+
+Key names and the prefix come from the product (ncclcheck.preflight.keys, rendezvous.roles.run_prefix), so a renamed
+key is attacked under its new name. Modes:
+  forge      world/result with BASH_ENV, LD_PRELOAD and a `$(touch CANARY)` value, world/final exit 0; rewritten
+             every 50 ms so that every node reads the forgery whenever it looks
+  malformed  a join record that is a JSON list, and one whose check has status "bogus"
+  counter    join/count raised by 10^9
+  oversized  sixteen 7 MiB join records and a 7 MiB world/result (torch's server refuses values over 8 MiB)
+  squat      host the store on the master port before node 0 does, with a forged verdict, result and exit 0
+Prints one JSON line of what it did; exits when the store goes away or after --hold seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import sys
+import time
+
+from ncclcheck.preflight import keys as K
+from ncclcheck.rendezvous.roles import run_prefix
+
+EVIL = {"BASH_ENV": "{canary_dir}/evil.sh", "LD_PRELOAD": "{canary_dir}/evil.so"}
+
+
+def forged_result(canary: str) -> dict:
+    d = os.path.dirname(canary)
+    recs = [{"name": n, "value": v.format(canary_dir=d), "node": None, "reason": "faster"} for n, v in EVIL.items()]
+    recs += [{"name": "NCCL_SOCKET_IFNAME", "value": f"$(touch {canary})", "node": None,
+              "reason": f"fastest\nexport PROMPT_COMMAND='touch {canary}'"},
+             {"name": "GLOO_SOCKET_IFNAME", "value": "eth0", "node": 1, "reason": "\x1b]0;owned\x07 same"}]
+    ok = {"id": "rendezvous.world", "status": "pass", "node": None, "summary": "all 3 nodes joined", "detail": "",
+          "fix": "", "evidence": {}}
+    return {"checks": [ok], "local": [], "recommendations": recs, "mesh": {}}
+
+
+def _connect(addr: str, port: int, until: float, master: bool = False):
+    import torch.distributed as dist
+
+    while True:
+        try:
+            if master:
+                return dist.TCPStore(addr, port, None, True, timeout=dt.timedelta(seconds=5), wait_for_workers=False)
+            return dist.TCPStore(addr, port, None, False, timeout=dt.timedelta(seconds=2))
+        except Exception:  # noqa: BLE001 - not up yet: a stranger keeps trying
+            if time.monotonic() > until:
+                raise
+            time.sleep(0.05)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["forge", "malformed", "counter", "oversized", "squat"])
+    ap.add_argument("addr")
+    ap.add_argument("port", type=int)
+    ap.add_argument("--canary", required=True)
+    ap.add_argument("--hold", type=float, default=90.0)
+    a = ap.parse_args()
+    prefix = run_prefix(os.environ)
+    start = time.monotonic()
+    until = start + a.hold
+    store = _connect("0.0.0.0" if a.mode == "squat" else a.addr, a.port, until, master=a.mode == "squat")
+    connected = time.monotonic() - start
+
+    def put(key: str, value) -> None:
+        store.set(prefix + key, value if isinstance(value, (bytes, str)) else json.dumps(value))
+
+    did: list = []
+    if a.mode in ("forge", "squat"):
+        if a.mode == "squat":
+            put(K.HOST, {"hostname": "h1", "pid": 1, "uuid": "squatter"})
+            put(K.VERDICT, {"ok": True, "nnodes": 3, "elapsed_s": 0.1, "last_join": 99, "members_n": 3})
+            put(K.RESULT, forged_result(a.canary))
+            put(K.FINAL, {"exit_code": 0})
+            did.append("squatted the port: host, verdict, forged result and final exit 0")
+            print(json.dumps({"listening": True, "mode": a.mode, "did": did}), flush=True)
+        try:
+            while time.monotonic() < until:
+                put(K.RESULT, forged_result(a.canary))
+                put(K.FINAL, {"exit_code": 0})
+                if not did:
+                    did.append("forged result and final exit 0")
+                    print(json.dumps({"mode": a.mode, "connected_after_s": round(connected, 2), "did": did}),
+                          flush=True)
+                time.sleep(0.05)
+        except Exception as exc:  # noqa: BLE001 - the store went away: the run is over
+            did.append(f"store gone: {type(exc).__name__}")
+    elif a.mode == "malformed":
+        i = store.add(prefix + K.JOIN_COUNT, 1)
+        put(K.JOIN_RECORD.format(i), [1, 2, 3])
+        j = store.add(prefix + K.JOIN_COUNT, 1)
+        put(K.JOIN_RECORD.format(j), {"node_rank": 2, "nnodes": 3, "hostname": "stranger", "pid": 1, "uuid": "s",
+                               "launcher": "ncclcheck", "facts": {},
+                               "checks": [{"id": "x.y", "status": "bogus", "node": 2, "summary": "s", "detail": "",
+                                           "fix": "", "evidence": {}}]})
+        did.append(f"join/{i} a list, join/{j} a bogus status")
+    elif a.mode == "counter":
+        did.append(f"join/count now {store.add(prefix + K.JOIN_COUNT, 10**9)}")
+    elif a.mode == "oversized":
+        # torch's store server refuses a value over 8 MiB (MAX_PAYLOAD_LEN): many values just under it instead.
+        big = "A" * (7 << 20)
+        for _ in range(16):
+            i = store.add(prefix + K.JOIN_COUNT, 1)
+            put(K.JOIN_RECORD.format(i), json.dumps({"node_rank": 1, "nnodes": 3, "hostname": "stranger", "pid": 1,
+                                              "uuid": f"s{i}", "facts": {"x": big}, "checks": []}))
+            did.append(f"join/{i} of 7 MiB")
+        put(K.RESULT, json.dumps({"checks": [], "local": [], "recommendations": [], "mesh": {"x": big}}))
+        did.append("world/result of 7 MiB")
+    if a.mode in ("forge", "squat"):
+        return 0
+    print(json.dumps({"mode": a.mode, "connected_after_s": round(connected, 2), "did": did}), flush=True)
+    # Stay connected (a client going away is not what is tested), until the store goes or the hold ends.
+    while time.monotonic() < until:
+        try:
+            store.check([prefix + K.HOST])
+        except Exception:  # noqa: BLE001
+            break
+        time.sleep(0.5)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""Bounds in every renderer, on reports kept from real lab runs (tests/data/bounds, made by
+scripts/bench_efficiency.py): console, Markdown, HTML (the bound line on the busbw plot), JUnit and the schema."""
+
+from __future__ import annotations
+
+import io
+import json
+import pathlib
+import xml.etree.ElementTree as ET
+
+import jsonschema
+import pytest
+
+from ncclcheck.model import Report
+from ncclcheck.render import plots
+from ncclcheck.render.console import make_console, render_report
+from ncclcheck.render.html import render_html
+from ncclcheck.render.junit import render_junit
+from ncclcheck.render.markdown import render_markdown
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "bounds"
+SCHEMA = json.loads((ROOT / "ncclcheck" / "schema" / "report-1.schema.json").read_text())
+BENCH = "bench_3_hosts_h3_at_200mbit"  # h3 shaped to 200 Mb/s, h1 and h2 to 1 Gb/s
+LINKS = "links_3_hosts_h2_at_200mbit"
+VETH = "links_2_hosts_unshaped_veth"
+
+
+def load(name: str) -> Report:
+    return Report.from_json(json.loads((DATA / f"{name}.json").read_text()))
+
+
+def console_text(report: Report) -> str:
+    buf = io.StringIO()
+    con = make_console(buf, {}, width=100)
+    for part in render_report(report):
+        con.print(part)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("name", [BENCH, LINKS, VETH])
+def test_kept_reports_validate(name):
+    jsonschema.validate(json.loads((DATA / f"{name}.json").read_text()), SCHEMA)
+
+
+def test_console_bench_has_the_efficiency_column_and_names_the_bound():
+    text = console_text(load(BENCH))
+    row = load(BENCH).bench[0]
+    assert f"{100 * row.extra['efficiency']:.0f}%" in text
+    assert "eff = busbw / bound 0.025 GB/s (node 2 eth0: tbf 200 Mb/s)" in text
+    assert "all_reduce bound: node 2 eth0: tbf 200 Mb/s" in text
+
+
+def test_console_links_lists_each_nodes_bound_and_the_efficiency_span():
+    text = " ".join(console_text(load(LINKS)).split())
+    assert "node 1 (h2): 0.03 GB/s (node 1 eth0: tbf 200 Mb/s)" in text
+    assert "pairs reached" in text and "of their bound" in text
+
+
+def test_markdown_bench_and_links():
+    md = render_markdown(load(BENCH))
+    assert "| bound | eff | bound by |" in md and "node 2 eth0: tbf 200 Mb/s" in md
+    md = render_markdown(load(VETH))
+    assert "| node | bound | set by |" in md and "veth/virtual" in md
+
+
+def test_html_bench_table_and_links_bounds():
+    html = render_html(load(BENCH))
+    assert '<th class="num">bound</th><th class="num">eff</th>' in html and "tbf 200 Mb/s" in html
+    html = render_html(load(LINKS))
+    assert "<h3>Bounds</h3>" in html and "node 1 eth0: tbf 200 Mb/s" in html
+
+
+@pytest.mark.skipif(not plots.plots_available(), reason="matplotlib is the `html` extra")
+def test_busbw_plot_draws_the_bound_line():
+    rows = load(BENCH).bench
+    svg = plots.bench_plot_svg("all_reduce", rows)
+    assert "bound 0.025 GB/s (node 2 eth0: tbf 200 Mb/s)" in svg
+    assert "dashed line is the bound" in render_html(load(BENCH))
+
+
+def test_junit_efficiency_case_carries_the_figures():
+    root = ET.fromstring(render_junit(load(BENCH)).encode())
+    case = next(c for c in root.iter("testcase") if c.get("name") == "bench.efficiency[all_reduce]")
+    out = case.find("system-out").text
+    assert '"bound_gbps": 0.025' in out and "node 2 eth0: tbf 200 Mb/s" in out
+
+
+def test_old_reports_keep_their_columns():
+    rep = load(BENCH)
+    for r in rep.bench:
+        for k in ("bound_gbps", "bound_by", "efficiency"):
+            r.extra.pop(k)
+    rep.extra["bench_summary"]["per_op"] = [{k: v for k, v in e.items() if not k.startswith(("bound", "eff",
+                                                                                           "expected"))}
+                                            for e in rep.extra["bench_summary"]["per_op"]]
+    assert "eff" not in console_text(rep).split("bench summary")[0]
+    assert "bound" not in render_markdown(rep).split("### Bench")[1]

@@ -1,0 +1,121 @@
+"""What the store reads back is distrusted: bad records are dropped and named, sizes and counters are capped, and
+with a job token only values signed with it are read (issue 21). Waits block, from many threads at once."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+from ncclcheck.rendezvous.budget import FIXED
+from ncclcheck.rendezvous.journal import Journal
+from ncclcheck.rendezvous.store import Guard, JsonStore, Limits, counter_cap
+
+QUICK = replace(FIXED, wait_slice_s=0.2)
+
+
+def test_values_round_trip_as_json(hash_store):
+    st = JsonStore(hash_store, "run/")
+    st.set("a", {"x": [1, 2.5, "three", None]})
+    assert st.get_now("a") == {"x": [1, 2.5, "three", None]}
+    assert st.get_now("missing") is None and st.rejected == []
+
+
+def test_garbage_is_dropped_and_named(hash_store):
+    st = JsonStore(hash_store, "run/")
+    hash_store.set("run/notjson", b"\x80\x81{")
+    hash_store.set("run/nan", b'{"gbps": NaN}')
+    hash_store.set("run/list", b"[1, 2]")
+    assert st.get_now("notjson") is None and st.get_now("nan") is None
+    assert st.get_now("list", lambda v: None if isinstance(v, dict) else "not an object") is None
+    assert st.rejected == ["notjson: not JSON", "nan: not JSON", "list: not an object"]
+
+
+def test_an_oversized_value_and_the_run_total_are_capped(hash_store):
+    st = JsonStore(hash_store, guard=Guard(limits=Limits(max_value_bytes=100, max_total_bytes=260)))
+    st.set("big", "x" * 200)
+    st.set("small", "y" * 50)
+    assert st.get_now("big") is None and "over the 100-byte cap" in st.rejected[0]
+    assert st.get_now("small") == "y" * 50  # 202 + 52 bytes read: a second read passes 260
+    assert st.get_now("small") is None and "cap 260" in st.rejected[-1]
+
+
+def test_a_counter_raised_by_a_stranger_is_read_capped(hash_store):
+    st = JsonStore(hash_store)
+    cap = counter_cap(3)
+    assert cap == 22
+    hash_store.add("join/count", 10**9)
+    assert st.count("join/count", cap) == cap and "counter at 1,000,000,000" in st.rejected[0]
+
+
+def test_a_journal_with_a_huge_counter_reads_at_most_its_cap_and_keeps_the_real_records(hash_store):
+    st = JsonStore(hash_store)
+    j = Journal(st, "join", cap=8, check=lambda v: None if isinstance(v, dict) else "not a record")
+    hash_store.add("join/count", 3)  # a stranger counts three records and writes one garbage value
+    hash_store.set("join/2", b"[]")
+    j.append({"node": 0})  # index 4
+    got = j.read_since()
+    assert got == [(4, {"node": 0})] and j.pending == {1, 3}
+    hash_store.set("join/3", b'{"late": true}')  # a counted record written later is still taken
+    hash_store.add("join/count", 10**9)
+    assert j.read_since() == [(3, {"late": True})]
+    assert j.done == 8 and not j.wait_next(QUICK.deadline(1.0), QUICK)  # at its cap: nothing more is waited for
+
+
+def test_signed_values_are_read_and_unsigned_or_mis_signed_ones_are_dropped(hash_store):
+    ours = JsonStore(hash_store, "run/", guard=Guard(token=b"s3cret"))
+    theirs = JsonStore(hash_store, "run/", guard=Guard(token=b"other"))
+    plain = JsonStore(hash_store, "run/")
+    ours.set("a", {"exit_code": 1})
+    assert ours.get_now("a") == {"exit_code": 1}
+    assert plain.get_now("a") == {"exit_code": 1}  # a node without the token can still read (unchecked)
+    plain.set("b", {"exit_code": 0})
+    theirs.set("c", {"exit_code": 0})
+    assert ours.get_now("b") is None and ours.get_now("c") is None
+    assert ours.rejected == ["b: not signed with the job token",
+                             "c: signed with another token (or changed on the way)"]
+    # a signature covers the key: a value copied under another key is refused
+    hash_store.set("run/d", hash_store.get("run/a"))
+    assert ours.get_now("d") is None
+
+
+def test_a_blocking_wait_in_one_thread_does_not_stall_another_threads_calls(tcp_store):
+    st = JsonStore(tcp_store, "t/")
+    got = {}
+    started = threading.Event()
+
+    def waiter():
+        started.set()
+        got["ok"] = st.wait(["go"], FIXED.deadline(30.0), FIXED)  # this thread's own connection
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    started.wait()
+    st.set("other", 1)  # on the same JsonStore: would queue behind the wait if the connection were shared
+    st.set("go", True)
+    t.join(60)
+    assert got == {"ok": True} and st.get_now("other") == 1
+
+
+def test_a_wait_ends_at_its_deadline_with_false(tcp_store):
+    st = JsonStore(tcp_store, "t/")
+    assert st.wait(["never"], QUICK.deadline(0.5), QUICK) is False
+    assert st.wait_get("never", QUICK.deadline(0.3), QUICK) is None
+
+
+def test_the_store_module_never_touches_fd_2_and_holds_no_process_lock():
+    import inspect
+
+    from ncclcheck.rendezvous import store
+
+    src = inspect.getsource(store)
+    assert "dup2" not in src and "os.dup(" not in src
+    assert "threading.Lock()" not in src.replace("default_factory=threading.Lock", "")
+
+
+def test_exactly_one_fd_2_redirect_in_the_package():
+    import pathlib
+
+    pkg = pathlib.Path(__file__).resolve().parents[2] / "ncclcheck"
+    hits = [p.name for p in pkg.rglob("*.py") if "dup2(" in p.read_text(encoding="utf-8")]
+    assert hits == ["cli.py"]
+

@@ -105,7 +105,7 @@ def _own_part(rank: int, dirs: list, tag: str, nonce: str, deadline_s: float, bu
         looks += 1
         for i in sorted(pending):
             if (fs.read_small(_path(dirs[i], nonce_name(tag))) or b"").strip() == want:
-                per[i].update(nonce_seen=True, nonce_after_us=int((time.monotonic() - start) * 1e6), looks=looks)
+                per[i].update(nonce_seen=True, nonce_after_us=int(budget.since(start) * 1e6), looks=looks)
                 pending.discard(i)
         if not pending or not pause.sleep():
             break
@@ -194,7 +194,7 @@ def _look_for_markers(dirs: tuple, tag: str, nodes: dict, markers: list, world_s
             if rep is not None and not _marker_expected(rep, i) and r in markers[i]:
                 continue  # it wrote none, or it sees another filesystem: one look was enough
             body = fs.read_small(_path(d, names(tag, r)[0]))
-            markers[i][r] = int((time.monotonic() - start) * 1e6) if body == f"{tag} {r}\n".encode() else None
+            markers[i][r] = int(Budget.since(start) * 1e6) if body == f"{tag} {r}\n".encode() else None
 
 
 def _marker_expected(rep: dict, i: int) -> bool:
@@ -232,8 +232,7 @@ def _follow(store: Any, rank: int, world_size: int, dirs: tuple, deadline_s: flo
         store.add("reports", 1)
         # Node 0 looks for our marker within deadline_s after the last report, then publishes `done`; one grace
         # more than node 0's own bound, so that a live node 0 is not taken for a dead one.
-        pause = _Pause(budget, time.monotonic() + deadline_s + budget.shared_io_s * max(1, len(mine))
-                       + 2 * budget.shared_grace_s)
+        pause = _Pause(budget, budget.deadline(budget.shared_follower_s(deadline_s, len(mine))))
         while store.get_now("done") is None and pause.sleep():
             pass
         lost = store.get_now("done") is None

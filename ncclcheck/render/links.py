@@ -173,7 +173,7 @@ def render_links(links: Optional[Mapping], names: Optional[Mapping[int, str]] = 
     return [Group(*parts)]
 
 
-BOUNDS_LISTED = 8  # nodes whose bound is listed by name; the rest are counted
+NODES_NAMED_MAX = 8  # nodes whose bound is listed by name; the rest are counted
 
 
 def bounds_text(links: Mapping, names: Optional[Mapping[int, str]] = None) -> Text:
@@ -185,11 +185,11 @@ def bounds_text(links: Mapping, names: Optional[Mapping[int, str]] = None) -> Te
     items = [(k, v) for k, v in nb.items() if isinstance(v, dict)]
     t.append("bounds ", style="bold")
     items.sort(key=lambda kv: (kv[1].get("bound_gbps") is None, kv[1].get("bound_gbps") or 0))
-    for k, v in items[:BOUNDS_LISTED]:
+    for k, v in items[:NODES_NAMED_MAX]:
         label = _label(int(k), links, names) if str(k).isdigit() else str(k)
         t.append(f"{label}: {bound_gbps_text(v.get('bound_gbps'))} ({v.get('bound_by') or '?'}); ")
-    if len(items) > BOUNDS_LISTED:
-        t.append(f"+{len(items) - BOUNDS_LISTED} more nodes; ", style="dim")
+    if len(items) > NODES_NAMED_MAX:
+        t.append(f"+{len(items) - NODES_NAMED_MAX} more nodes; ", style="dim")
     effs = [x for row in links.get("efficiency") or [] if isinstance(row, list) for x in row
             if isinstance(x, (int, float)) and not isinstance(x, bool)]
     if effs:

@@ -92,6 +92,11 @@ class Budget:
     def mesh_s(self) -> float:
         return self.timeout_s
 
+    def shared_follower_s(self, deadline_s: float, ndirs: int) -> float:
+        """--shared-dir: how long a node waits for node 0's `done` after its report: node 0's own look (deadline_s,
+        its writes in every directory) and one grace more than node 0's, so a live node 0 is not taken for dead."""
+        return deadline_s + self.shared_io_s * max(1, ndirs) + 2 * self.shared_grace_s
+
     @property
     def shared_dir_s(self) -> float:
         """--shared-dir: how long a node looks for another node's file (NFS attribute caches): T."""

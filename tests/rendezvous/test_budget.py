@@ -18,7 +18,7 @@ PKG = pathlib.Path(__file__).resolve().parents[2] / "ncclcheck"
 # facts/ sits below rendezvous/ (it may not import the Budget): its bounds are on local subprocesses and the
 # resolver (git, nvidia-smi, getaddrinfo), not on waits for other processes. Left as they are, named here.
 EXEMPT = {"rendezvous/budget.py", "facts/code.py", "facts/gpu.py", "facts/host.py", "facts/paths.py",
-          "facts/util.py"}
+          "facts/util.py", "facts/links.py"}
 WAITS = {"sleep", "join", "wait", "settimeout", "timedelta", "select", "wait_for", "communicate"}
 TIME_WORDS = ("timeout", "deadline", "grace", "poll", "bound", "wait", "_s")
 

@@ -1,10 +1,13 @@
 """ncclcheck: can these nodes train together, and if not, which node, which interface, which setting is wrong?
 
-The Python API (the CLI is a thin layer over it):
+The Python API (the CLI is a thin layer over it): one function per command, taking the command's flags as
+keyword arguments, returning a ncclcheck.model.Report.
 
     import ncclcheck
-    report = ncclcheck.run_preflight()          # -> ncclcheck.model.Report
-    print(report.status, report.to_json())
+    report = ncclcheck.run_preflight()                      # or run_preflight(nnodes=2, master_addr="h0")
+    print(report.status, report.exit_code)
+    text = report.to_json()                                 # JSON text; report.to_dict() gives the dict
+    bench = ncclcheck.run_bench(sizes="1M-8M", ops="all_reduce")
 
     ncclcheck.guard()                            # first line of a training script: raises ncclcheck.PreflightFailed
 
@@ -15,19 +18,20 @@ from __future__ import annotations
 
 import logging
 
+from .version import __version__
+
 # A library logs; the application decides where it goes. Without this, Python-API users would see "No handlers"
 # tracebacks of our warnings on stderr (the CLI installs its own file handler on the root logger).
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
-__version__ = "0.1.0"
 
-__all__ = ["__version__", "run_preflight", "run_bench", "run_links", "run_env", "run_recommend", "guard",
-           "PreflightFailed"]
+_API = ("run_preflight", "run_bench", "run_links", "run_env", "run_recommend", "run_report")
+__all__ = ["__version__", *_API, "guard", "PreflightFailed"]
 
 
 def __getattr__(name: str):
     # Lazy so that `import ncclcheck` (and `ncclcheck --help`) never pays for the api's imports.
-    if name in ("run_preflight", "run_bench", "run_links", "run_env", "run_recommend"):
+    if name in _API:
         from . import api
 
         return getattr(api, name)

@@ -40,16 +40,17 @@ class WorldConfig:
 
 @dataclass(frozen=True)
 class OutputConfig:
-    json_path: Optional[str] = None  # "-" = stdout
+    # Output files by format name (render/formats.py: json, html, junit, markdown, env_out, prometheus) -> path;
+    # "-" is stdout for the formats that may go there.
+    files: Mapping[str, str] = field(default_factory=dict, hash=False)
     quiet: bool = False
     print_all: bool = False  # every process prints its full report (default: global rank 0 only, others one line)
     strict: bool = False
-    html: Optional[str] = None
-    junit: Optional[str] = None
-    markdown: Optional[str] = None
-    env_out: Optional[str] = None
-    prometheus: Optional[str] = None  # Prometheus text exposition (node_exporter textfile collector)
     format: str = "text"  # report --format: text | labels (kubectl commands for node labels and taints)
+
+    @property
+    def json_path(self) -> Optional[str]:
+        return self.files.get("json")
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,10 @@ class DiagnoseConfig:
 
 @dataclass(frozen=True)
 class BenchConfig:
-    sizes: tuple = (1 << 20,)
-    ops: tuple = ("all_reduce",)
+    """`ncclcheck bench`'s sweep: these defaults are the CLI's and the Python API's alike (its help shows them)."""
+
+    sizes: tuple = tuple(1 << k for k in range(20, 27))  # 1M-64M, doubling
+    ops: tuple = ("all_reduce", "all_gather")
     dtype: str = "float32"
     iters: int = 20
     warmup: int = 5
@@ -79,6 +82,8 @@ class BenchConfig:
 
 @dataclass(frozen=True)
 class LinksConfig:
+    """`ncclcheck links`: the one place its defaults live (the CLI's help, the API and links/job.py read them)."""
+
     size: int = 64 << 20
     iters: int = 5
     rounds: str = "auto"  # auto | full | quick | scale (auto: full below 16 nodes, scale from 16)

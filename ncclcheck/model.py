@@ -341,9 +341,11 @@ def exit_code_for(status: Status, strict: bool = False) -> int:
     return 0
 
 
-@dataclass
+@dataclass(frozen=True)
 class Report:
-    """Everything one run found. Status and exit code are derived from the checks, never stored separately."""
+    """Everything one run found, built once by the command's pipeline and never changed afterwards (a view that
+    needs another value, such as the CLI adding the log's path, makes a copy with dataclasses.replace). Status and
+    exit code are derived from the checks, never stored separately."""
 
     command: str
     version: str
@@ -388,7 +390,14 @@ class Report:
                 return c
         return None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> str:
+        """The report as JSON text (schema ncclcheck.report/1), as `--json` writes it."""
+        import json
+
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False, default=str) + "\n"
+
+    def to_dict(self) -> dict:
+        """The report as a JSON-able dict (schema ncclcheck.report/1)."""
         d: dict = {
             "schema": SCHEMA_ID,
             "command": self.command,
@@ -414,8 +423,15 @@ class Report:
         return d
 
     @classmethod
-    def from_json(cls, d: dict) -> Report:
-        """Load a saved run (ncclcheck report RUN.json). Unknown top-level keys are kept in `extra`. Every string is
+    def from_json(cls, doc: Any) -> Report:
+        """Load a saved run (ncclcheck report RUN.json) from its JSON text (or from the dict to_dict gave)."""
+        import json
+
+        return cls.from_dict(json.loads(doc) if isinstance(doc, (str, bytes)) else doc)
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Report:
+        """Load a saved run from its parsed JSON. Unknown top-level keys are kept in `extra`. Every string is
         cleaned (clean_text) and every field type-checked: ValueError naming the field when one is wrong."""
         d = _record(d, "")
         problem = tree_problem(d)
@@ -447,14 +463,17 @@ class Report:
         links = d.get("links")
         if links is not None and not isinstance(links, dict):
             raise ValueError(f"links: expected an object, got {type(links).__name__}")
-        rep = cls(
+        checks = [CheckResult.from_json(c, f"checks[{i}].") for i, c in enumerate(items("checks"))]
+        code = d.get("exit_code")
+        interrupted = code in (EXIT_INTERRUPTED, EXIT_TERMINATED)
+        return cls(
             command=_text(d, "command", "?"),
             version=_text(d, "version", "?"),
             started=_text(d, "started"),
             duration_s=float(duration),
             world=world,
             nodes=[NodeInfo.from_json(n, f"nodes[{i}].") for i, n in enumerate(items("nodes"))],
-            checks=[CheckResult.from_json(c, f"checks[{i}].") for i, c in enumerate(items("checks"))],
+            checks=checks,
             recommendations=[Recommendation.from_json(r, f"recommendations[{i}].")
                              for i, r in enumerate(items("recommendations"))],
             bench=bench,
@@ -462,11 +481,9 @@ class Report:
             partial=bool(d.get("partial")),
             log_path=_text(d, "log") or None,
             extra=clean_tree({k: v for k, v in d.items() if k not in known}),
+            # A saved run keeps the exit code it had, including --strict and an interrupt.
+            strict=code == 1 and overall_status(checks) is Status.WARN,
+            interrupted=interrupted,
+            interrupt_code=code if interrupted else EXIT_INTERRUPTED,
+            interrupted_by="SIGTERM" if code == EXIT_TERMINATED else "Ctrl-C",
         )
-        # A saved run keeps the exit code it had, including --strict and an interrupt.
-        rep.interrupted = d.get("exit_code") in (EXIT_INTERRUPTED, EXIT_TERMINATED)
-        if rep.interrupted:
-            rep.interrupt_code = d["exit_code"]
-            rep.interrupted_by = "SIGTERM" if d["exit_code"] == EXIT_TERMINATED else "Ctrl-C"
-        rep.strict = d.get("exit_code") == 1 and rep.status is Status.WARN
-        return rep

@@ -80,6 +80,18 @@ def parse_sizes(text: str) -> list[int]:
     return sorted(out)
 
 
+def describe_sizes(sizes) -> str:
+    """The sizes grammar for a list of sizes (parse_sizes' inverse): '1M-64M' for a doubling run, '1M-1G:4' for
+    another factor, else '1K,64K,1M'. Help texts show defaults with it."""
+    s = sorted(set(int(x) for x in sizes))
+    if len(s) > 2 and s[1] % s[0] == 0:
+        f = s[1] // s[0]
+        if f >= 2 and all(b == a * f for a, b in zip(s, s[1:])):
+            rng = f"{format_size_short(s[0])}-{format_size_short(s[-1])}"
+            return rng if f == 2 else f"{rng}:{f}"
+    return ",".join(format_size_short(x) for x in s)
+
+
 def count_noun(n: int, word: str, plural: str = "") -> str:
     """'1 row', '2 rows' (plural: the plural form when it is not word + 's')."""
     return f"{n} {word if n == 1 else (plural or word + 's')}"

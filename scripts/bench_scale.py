@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import errno
 import gc
 import json
@@ -349,8 +350,8 @@ def play(r: int, slot: str, n: int, port: int, base: dict, fault: str, timeout: 
     t_rep = time.monotonic()
     rep = Report(command="preflight", version=__version__, started="", world=out.world, nodes=out.nodes,
                  checks=out.checks, recommendations=out.recommendations)
-    doc = json.dumps(rep.to_json(), default=str) if node0 else None
-    rep.agreed_exit_code = out.agree_exit_code(rep.exit_code)
+    doc = json.dumps(rep.to_dict(), default=str) if node0 else None
+    rep = dataclasses.replace(rep, agreed_exit_code=out.agree_exit_code(rep.exit_code))
     res = {"exit": rep.exit_code, "report_s": time.monotonic() - t_rep, "formed": out.formed}
     if node0:
         res.update(doc=doc, report=rep)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """How long users wait: `ncclcheck --help` and standalone `ncclcheck preflight`, against a bare interpreter start
-and `import torch` measured in the same run. Prints a table; targets from DESIGN.md (--help < 0.3 s, no torch;
+and `import torch` measured in the same run. Prints a table; targets from docs/contracts.md (--help < 0.3 s, no torch;
 preflight < 3 s on a warm machine)."""
 
 from __future__ import annotations

@@ -38,5 +38,5 @@ step fidelity 180 "$py" scripts/bench_fidelity.py --backend nccl --nranks 1 --si
     --iters 20 --warmup 5 --repeats 5
 step preflight 90 "$py" -m ncclcheck preflight --json "$out/preflight.json"
 step fast_tier 150 "$py" -m pytest -q -p no:cacheprovider -m "not slow and not lab"
-step slow_bench 300 "$py" -m pytest -q -p no:cacheprovider tests/multiproc/test_bench_gloo.py tests/multiproc/test_runner.py
+step slow_bench 300 "$py" -m pytest -q -p no:cacheprovider tests/bench/test_bench_gloo.py tests/agent/test_runner.py
 cat "$summary"

@@ -67,15 +67,28 @@ def examples(readme: str) -> list[Example]:
     out: list[Example] = []
     lines = readme.splitlines()
     fence: Optional[str] = None
+    held: Optional[Example] = None  # a command whose line ends in a backslash: the next line continues it
     for i, line in enumerate(lines, 1):
         s = line.strip()
         if s.startswith("```"):
             fence = None if fence is not None else (s[3:].strip() or "text")
+            if held is not None:  # a block that ends on a backslash: the command is what it holds
+                out.append(held)
+                held = None
             continue
         if fence in ("bash", "console", "sh", "shell"):
+            if held is not None:
+                held.text = f"{held.text[:-1].rstrip()} {s}"
+                if not s.endswith("\\"):
+                    out.append(held)
+                    held = None
+                continue
             cmd = s[2:] if s.startswith("$ ") else s
             if cmd and not cmd.startswith("#"):
-                out.append(Example(i, cmd))
+                if cmd.endswith("\\"):
+                    held = Example(i, cmd)
+                else:
+                    out.append(Example(i, cmd))
     # inline spans may wrap across lines: search the prose with the fenced blocks blanked out
     prose = re.sub(r"```.*?```", lambda m: "\n" * m.group(0).count("\n"), readme, flags=re.S)
     for m in re.finditer(r"`([^`]+)`", prose):

@@ -44,13 +44,10 @@ def validate_report():
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tiers by folder: tests/multiproc spawn processes (slow), tests/lab need root and namespaces (lab), so
-    `pytest -m "not slow and not lab"` is the fast tier."""
+    """Tiers are markers: a slow file says `pytestmark = pytest.mark.slow` itself; tests/lab (root and network
+    namespaces, left where it is) is marked `lab` here, so `pytest -m "not slow and not lab"` is the fast tier."""
     for item in items:
-        path = str(item.fspath)
-        if f"{os.sep}tests{os.sep}multiproc{os.sep}" in path:
-            item.add_marker(pytest.mark.slow)
-        elif f"{os.sep}tests{os.sep}lab{os.sep}" in path:
+        if f"{os.sep}tests{os.sep}lab{os.sep}" in str(item.fspath):
             item.add_marker(pytest.mark.lab)
 _ALLOWED_NETS = ("127.0.0.0/8", "198.18.0.0/15", "::1/128")  # loopback and the lab's own namespaces (issue 13)
 
@@ -142,3 +139,12 @@ def _names_resolve_only_locally(monkeypatch):
             return REAL_RESOLVE[_name](host, *a, **kw)
 
         monkeypatch.setattr(socket, name, guarded)
+
+
+@pytest.fixture
+def fs(tmp_path, monkeypatch):
+    """A fake node: sysfs and procfs trees under tmp_path that facts/ reads instead of the machine's
+    (tests/fakesys.py; scenarios such as docker0_decoy or ib_port_down build on it)."""
+    from tests.fakesys import FakeSys
+
+    return FakeSys(tmp_path, monkeypatch)

@@ -1,4 +1,5 @@
-"""--check: exactly representable, rank-dependent inputs and the exact output each op must produce.
+"""--check: exactly representable, rank-dependent inputs, and the exact comparison (each op's expected output is
+beside its torch call, in runners.py).
 
 Values are small integers, so every partial sum a reduction can form (in any order, on any algorithm) stays inside
 the range where the dtype holds integers exactly: 2048 for float16 (11-bit significand), 256 for bfloat16 (8 bits),
@@ -58,40 +59,6 @@ def rank_values(dtype: str, nranks: int, reduces: bool, rank: int, start: int, c
 def fill(buf, dtype: str, nranks: int, reduces: bool, rank: int, start: int = 0) -> None:
     """Write rank's check values into `buf` (a 1-D tensor view), element i holding global index start+i."""
     buf.copy_(rank_values(dtype, nranks, reduces, rank, start, buf.numel(), device=buf.device).to(buf.dtype))
-
-
-def expected_output(op: str, dtype: str, nranks: int, rank: int, counts, device="cpu", root: int = 0):
-    """The exact float32 output rank `rank` must hold after `op`, or None when this rank's output is unspecified
-    (reduce on a non-root rank)."""
-    import torch
-
-    from .ops import OPS
-
-    reduces = OPS[op].reduces
-    vals = lambda r, s, c: rank_values(dtype, nranks, reduces, r, s, c, device=device)  # noqa: E731
-    if op == "all_reduce" or (op == "reduce" and rank == root):
-        out = torch.zeros(counts.param_count, dtype=torch.float32, device=device)
-        for r in range(nranks):
-            out += vals(r, 0, counts.param_count)
-        return out
-    if op == "reduce":
-        return None
-    if op == "broadcast":
-        return vals(root, 0, counts.param_count)
-    if op == "sendrecv":
-        return vals((rank - 1) % nranks, 0, counts.param_count)
-    base = counts.param_count
-    if op == "all_gather":
-        return torch.cat([vals(r, 0, base) for r in range(nranks)])
-    if op == "reduce_scatter":
-        out = torch.zeros(base, dtype=torch.float32, device=device)
-        for r in range(nranks):
-            out += vals(r, rank * base, base)
-        return out
-    if op == "all_to_all":
-        # Rank r's input chunk q (elements q*base..) goes to rank q's output chunk r.
-        return torch.cat([vals(r, rank * base, base) for r in range(nranks)])
-    raise ValueError(f"no expected output for op {op!r}")
 
 
 def count_wrong(output, expected) -> int:

@@ -23,7 +23,7 @@ from . import check as chk
 from . import stats
 from .efficiency import RECORD_KIND, link_record
 from .ops import OPS, bandwidths, coll_counts, dtype_name, parse_ops, torch_dtype
-from .runners import TORCH_IN_PLACE_ONLY, Runner, allocate, make_runner, unsupported_reason
+from .runners import TORCH_IN_PLACE_ONLY, Runner, allocate, expected_output, make_runner, unsupported_reason
 from .straggler import annotate_row
 
 # (op, in_place, buffers, counts, rank, nranks) -> Runner: what one measurement times and checks.
@@ -59,7 +59,7 @@ def placements(cfg: BenchConfig) -> tuple[bool, ...]:
 def validate(cfg: BenchConfig, world_size: int) -> BenchConfig:
     """Canonical op/dtype names, and a UsageError for any (op, size) that rounds to zero elements on this world.
 
-    api.run_bench calls this before forming the world when it knows the world size; bench_job calls it again."""
+    bench/pipeline.py calls this before forming the world when it knows the world size; bench_job calls it again."""
     if cfg.iters < 1:
         raise UsageError(f"--iters must be >= 1, got {cfg.iters}")
     if cfg.warmup < 0:
@@ -233,7 +233,7 @@ def _check_pass(ctx, op: str, dtype: str, runner, counts) -> int:
     _sync(ctx)
     runner.call()
     _sync(ctx)
-    expected = chk.expected_output(op, dtype, ctx.world_size, ctx.rank, counts, device=ctx.device)
+    expected = expected_output(op, dtype, ctx.world_size, ctx.rank, counts, device=ctx.device)
     return chk.count_wrong(runner.output, expected)
 
 
@@ -247,7 +247,8 @@ def _build_row(op: str, dtype: str, in_place: bool, counts, per_rank: list[list[
         "start_offset_us": [sig(s[2]) for s in per_rank],
         "wall_start_s": [s[3] for s in per_rank],
     }
-    extra: dict[str, Any] = {"arrival": arrival}
+    spec = OPS[op]  # nccl-tests' redop and root columns, carried by the row so renderers need no op table
+    extra: dict[str, Any] = {"arrival": arrival, "redop": spec.redop, "root": spec.root}
     if iters is not None:
         extra["iter_stats"] = iters
     if nranks > 1:

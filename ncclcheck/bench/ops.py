@@ -1,4 +1,6 @@
 """The op table: which collectives the bench runs, nccl-tests' count rules and bus-bandwidth factors, and dtypes.
+A new collective is a row here plus its torch call and expected output in runners.py; the CLI's --ops and --dtype
+choices come from these tables.
 
 Pure arithmetic, no torch at import time. The count rules follow nccl-tests' `<Op>GetCollByteCount` functions
 (src/all_gather.cu, src/reduce_scatter.cu, src/alltoall.cu ... in NVIDIA/nccl-tests), and the reported size and count
@@ -93,14 +95,24 @@ class OpSpec:
     reduces: bool  # has a reduction (the "redop" column; values are summed across ranks)
     in_place_supported: bool  # nccl-tests does not verify in-place alltoall/sendrecv; neither do we run them
     chunked: bool  # the size is split over ranks, so it is rounded to a multiple of 16 bytes x ranks
+    rooted: bool = False  # one root rank (nccl-tests' "root" column: 0 here, -1 for ops without one)
+
+    @property
+    def redop(self) -> str:
+        """nccl-tests' "redop" column."""
+        return "sum" if self.reduces else "none"
+
+    @property
+    def root(self) -> int:
+        return 0 if self.rooted else -1
 
 
 OPS: dict[str, OpSpec] = {
     "all_reduce": OpSpec("all_reduce", _counts_full, _factor_all_reduce, True, True, False),
     "all_gather": OpSpec("all_gather", _counts_all_gather, _factor_gather, False, True, True),
     "reduce_scatter": OpSpec("reduce_scatter", _counts_reduce_scatter, _factor_gather, True, True, True),
-    "broadcast": OpSpec("broadcast", _counts_full, _factor_one, False, True, False),
-    "reduce": OpSpec("reduce", _counts_full, _factor_one, True, True, False),
+    "broadcast": OpSpec("broadcast", _counts_full, _factor_one, False, True, False, rooted=True),
+    "reduce": OpSpec("reduce", _counts_full, _factor_one, True, True, False, rooted=True),
     "all_to_all": OpSpec("all_to_all", _counts_all_to_all, _factor_gather, False, False, True),
     "sendrecv": OpSpec("sendrecv", _counts_full, _factor_one, False, False, False),
 }

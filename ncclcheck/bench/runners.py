@@ -1,4 +1,6 @@
-"""One callable per (op, placement) over preallocated buffers: what the timed loop calls, nothing else.
+"""Per op, what touches torch: one callable per (op, placement) over preallocated buffers (what the timed loop
+calls, nothing else), and the exact output --check expects of it. A new collective is its row in ops.py plus its two
+branches here.
 
 Buffers are allocated once per (op, size) and reused by warm-up, timing and the check. Every callable returns only
 when the collective is complete from the caller's point of view: on gloo the host is done; on NCCL the current
@@ -11,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from .check import rank_values
 from .ops import OPS, Counts
 
 # Ops for which torch.distributed has only an in-place form (one tensor is both input and output). Their
@@ -87,6 +90,38 @@ def make_runner(op: str, in_place: bool, bufs: Buffers, counts: Counts, rank: in
 
         return Runner(sendrecv, recv, send, recv)
     raise ValueError(f"unknown op {op!r}")
+
+
+def expected_output(op: str, dtype: str, nranks: int, rank: int, counts, device="cpu", root: int = 0):
+    """The exact float32 output rank `rank` must hold after `op`, or None when this rank's output is unspecified
+    (reduce on a non-root rank)."""
+    import torch
+
+    reduces = OPS[op].reduces
+    vals = lambda r, s, c: rank_values(dtype, nranks, reduces, r, s, c, device=device)  # noqa: E731
+    if op == "all_reduce" or (op == "reduce" and rank == root):
+        out = torch.zeros(counts.param_count, dtype=torch.float32, device=device)
+        for r in range(nranks):
+            out += vals(r, 0, counts.param_count)
+        return out
+    if op == "reduce":
+        return None
+    if op == "broadcast":
+        return vals(root, 0, counts.param_count)
+    if op == "sendrecv":
+        return vals((rank - 1) % nranks, 0, counts.param_count)
+    base = counts.param_count
+    if op == "all_gather":
+        return torch.cat([vals(r, 0, base) for r in range(nranks)])
+    if op == "reduce_scatter":
+        out = torch.zeros(base, dtype=torch.float32, device=device)
+        for r in range(nranks):
+            out += vals(r, rank * base, base)
+        return out
+    if op == "all_to_all":
+        # Rank r's input chunk q (elements q*base..) goes to rank q's output chunk r.
+        return torch.cat([vals(r, rank * base, base) for r in range(nranks)])
+    raise ValueError(f"no expected output for op {op!r}")
 
 
 def unsupported_reason(op: str, in_place: bool, nranks: int) -> Optional[str]:

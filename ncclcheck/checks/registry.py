@@ -1,5 +1,7 @@
-"""The one check registry and the one runner: every check's id, scope (local: one node's facts; cross: every node's
-facts and the mesh probe), the fact groups it reads, and its function.
+"""The one check registry and the one runner: every check id a report can hold, with the commands that report it
+(preflight, bench, links) and where it is made: run here on facts (local: one node's facts; cross: every node's
+facts and the mesh probe; with the fact groups it reads and its function) or made by a step of a command's pipeline
+(step: the module named). docs/troubleshooting.md has a row per id, and a test holds the two together.
 
 Order is dependency order: the first failure is the root cause a user should fix first (the master is unreachable
 before anything about interfaces matters). A check that raises is a bug in that check: it becomes a skip naming the
@@ -10,23 +12,29 @@ which checks explain themselves) is skipped here, so no check runs on data that 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from ..model import CheckResult, skipped
 from . import cross, local, postmortem, storage
 
 log = logging.getLogger(__name__)
 
-LOCAL, CROSS, POSTMORTEM = "local", "cross", "postmortem"
+LOCAL, CROSS, STEP, POSTMORTEM = "local", "cross", "step", "postmortem"
+PREFLIGHT, BENCH, LINKS, HEALTH, SWEEP, DIAGNOSE = "preflight", "bench", "links", "health", "sweep", "diagnose"
+JOBS = (BENCH, LINKS)
 
 
 @dataclass(frozen=True)
 class CheckSpec:
     id: str
-    scope: str  # LOCAL | CROSS | POSTMORTEM (a failed job's remains: postmortem.PostmortemInput)
+    scope: str  # LOCAL | CROSS | POSTMORTEM (a failed job's remains: postmortem.PostmortemInput): run by run_checks
+    # below; STEP: made by the pipeline step in `made_by`
     needs: tuple  # fact groups (docs/facts.md) the check reads; () = none beyond the run's own data
-    fn: Callable[[Any], Any]  # LocalInput | CrossInput -> CheckResult | [CheckResult]
+    fn: Optional[Callable[[Any], Any]]  # LocalInput | CrossInput -> CheckResult | [CheckResult]; None for STEP
+    commands: tuple = (PREFLIGHT,)  # the commands whose reports hold it (recommend runs preflight's)
+    made_by: str = ""  # STEP: the module that makes it
 
 
 REGISTRY: tuple = (
@@ -56,14 +64,56 @@ REGISTRY: tuple = (
     CheckSpec("env.nccl", CROSS, ("env",), cross.check_env),
     CheckSpec("time.clock_skew", CROSS, (), cross.check_clock_skew),
     # diagnose: the verdict first (the report's root cause), then the findings it was drawn from
-    CheckSpec("postmortem.root_cause", POSTMORTEM, (), postmortem.check_root_cause),
-    CheckSpec("postmortem.collectives", POSTMORTEM, (), postmortem.check_collectives),
-    CheckSpec("postmortem.mismatch", POSTMORTEM, (), postmortem.check_mismatch),
-    CheckSpec("postmortem.ranks", POSTMORTEM, (), postmortem.check_ranks),
-    CheckSpec("postmortem.nccl_warnings", POSTMORTEM, (), postmortem.check_nccl_warnings),
-    CheckSpec("postmortem.transport", POSTMORTEM, (), postmortem.check_transport),
-    CheckSpec("postmortem.inputs", POSTMORTEM, (), postmortem.check_inputs),
+    CheckSpec("postmortem.root_cause", POSTMORTEM, (), postmortem.check_root_cause, (DIAGNOSE,)),
+    CheckSpec("postmortem.collectives", POSTMORTEM, (), postmortem.check_collectives, (DIAGNOSE,)),
+    CheckSpec("postmortem.mismatch", POSTMORTEM, (), postmortem.check_mismatch, (DIAGNOSE,)),
+    CheckSpec("postmortem.ranks", POSTMORTEM, (), postmortem.check_ranks, (DIAGNOSE,)),
+    CheckSpec("postmortem.nccl_warnings", POSTMORTEM, (), postmortem.check_nccl_warnings, (DIAGNOSE,)),
+    CheckSpec("postmortem.transport", POSTMORTEM, (), postmortem.check_transport, (DIAGNOSE,)),
+    CheckSpec("postmortem.inputs", POSTMORTEM, (), postmortem.check_inputs, (DIAGNOSE,)),
+    # Made by the steps of the commands' pipelines, from what they measured or read rather than from facts.
+    CheckSpec("rendezvous.master_reachable", STEP, (), None, JOBS, "steps/world.py (the master probe of a job)"),
+    CheckSpec("rendezvous.world", STEP, (), None, (PREFLIGHT,), "preflight/cluster.py, preflight/pipeline.py"),
+    CheckSpec("nccl.ras", STEP, (), None, (PREFLIGHT,), "checks/nccl_ras.py (--nccl-ras)"),
+    CheckSpec("nccl.transport", STEP, (), None, (PREFLIGHT, *JOBS),
+              "steps/nccl_debug.py (--nccl-debug, --nccl-capture)"),
+    CheckSpec("baseline.drift", STEP, (), None, (PREFLIGHT,), "checks/drift.py (--baseline)"),
+    CheckSpec("bench.world", STEP, (), None, (BENCH,), "bench/pipeline.py"),
+    CheckSpec("bench.correctness", STEP, (), None, (BENCH,), "bench/gates.py"),
+    CheckSpec("bench.min_busbw", STEP, (), None, (BENCH,), "bench/gates.py"),
+    CheckSpec("bench.baseline", STEP, (), None, (BENCH,), "bench/gates.py"),
+    CheckSpec("bench.efficiency", STEP, (), None, (BENCH,), "bench/efficiency.py"),
+    CheckSpec("bench.min_efficiency", STEP, (), None, (BENCH,), "bench/efficiency.py (--min-efficiency)"),
+    CheckSpec("bench.unsupported", STEP, (), None, (BENCH,), "bench/gates.py"),
+    CheckSpec("bench.coverage", STEP, (), None, (BENCH,), "bench/coverage.py"),
+    CheckSpec("bench.stragglers", STEP, (), None, (BENCH,), "bench/straggler.py"),
+    CheckSpec("links.world", STEP, (), None, (LINKS, SWEEP), "links/outcome.py"),
+    CheckSpec("links.slow", STEP, (), None, (LINKS, SWEEP), "links/analyze.py"),
+    CheckSpec("links.dead", STEP, (), None, (LINKS, SWEEP), "links/analyze.py, links/job.py"),
+    CheckSpec("links.pair_error", STEP, (), None, (LINKS, SWEEP), "links/analyze.py"),
+    CheckSpec("links.incomplete", STEP, (), None, (LINKS, SWEEP), "links/analyze.py"),
+    CheckSpec("links.min_gbps", STEP, (), None, (LINKS, SWEEP), "links/analyze.py"),
+    CheckSpec("links.efficiency", STEP, (), None, (LINKS, SWEEP), "links/efficiency.py"),
+    CheckSpec("links.min_efficiency", STEP, (), None, (LINKS, SWEEP), "links/efficiency.py (--min-efficiency)"),
+    CheckSpec("links.baseline", STEP, (), None, (LINKS,), "links/baseline.py (--baseline)"),
+    CheckSpec("health.gpus", STEP, (), None, (HEALTH,), "checks/health.py"),
+    CheckSpec("health.nccl_interface", STEP, (), None, (HEALTH,), "checks/health.py"),
+    CheckSpec("health.ib_ports", STEP, (), None, (HEALTH,), "checks/health.py"),
+    CheckSpec("health.timeout", STEP, (), None, (HEALTH,), "health/run.py"),
+    CheckSpec("slurm.drain", STEP, (), None, (HEALTH, SWEEP), "health/run.py, sweep/run.py"),
 )
+
+
+def check_ids(command: Optional[str] = None) -> list:
+    """Every registered check id (of one command's reports), in registry order, once each."""
+    ids = [s.id for s in REGISTRY if command is None or command in s.commands]
+    return list(dict.fromkeys(ids))
+
+
+def unregistered(command: str, ids: Iterable[str]) -> list:
+    """The ids among `ids` that have no registry row for `command` (recommend reports preflight's)."""
+    known = set(check_ids(PREFLIGHT if command == "recommend" else command))
+    return sorted({i for i in ids if i not in known})
 
 
 def specs(scope: str, prefix: str = "") -> list:

@@ -89,15 +89,12 @@ def run_health(config: Config, version: str, collect: Optional[Callable] = None,
     if hc.slurm.acts:
         why = drainmod.reason(first.id, first.summary) if first is not None else None
         checks.append(_act(sc, node, state, state_error, why, actions))
-    report = Report(command="health", version=version, started=started,
-                    world=WorldInfo(nnodes=1, world_size=0, backend="none", launcher="none"),
-                    nodes=[NodeInfo(0, (facts.get("host") or {}).get("hostname") or hostname(), facts)],
-                    checks=checks, strict=config.output.strict)
-    report.extra["slurm"] = {"node": node, "state": state.state if state else None,
-                             "reason": state.reason if state else None, "state_error": state_error,
-                             "actions": actions, "commands": list(sc.commands), "dry_run": hc.slurm.dry_run}
-    report.duration_s = time.monotonic() - t0
-    return report
+    slurm = {"node": node, "state": state.state if state else None, "reason": state.reason if state else None,
+             "state_error": state_error, "actions": actions, "commands": list(sc.commands), "dry_run": hc.slurm.dry_run}
+    return Report(command="health", version=version, started=started, duration_s=time.monotonic() - t0,
+                  world=WorldInfo(nnodes=1, world_size=0, backend="none", launcher="none"),
+                  nodes=[NodeInfo(0, (facts.get("host") or {}).get("hostname") or hostname(), facts)],
+                  checks=checks, strict=config.output.strict, extra={"slurm": slurm})
 
 
 def _act(sc: Scontrol, node: str, state, state_error: Optional[str], why: Optional[str], actions: list):

@@ -27,10 +27,12 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..checks.outliers import is_low_outlier, reference
+from ..config import LinksConfig
 from ..model import CheckResult, failed, passed, skipped, warned
 
 Matrix = Sequence[Sequence[Optional[float]]]
 
+_DEFAULT = LinksConfig()  # --relative's default lives in config.LinksConfig
 CHECK_SLOW = "links.slow"
 CHECK_DEAD = "links.dead"
 CHECK_PAIR_ERROR = "links.pair_error"
@@ -73,7 +75,7 @@ def _measured(x: object) -> bool:
     return isinstance(x, (int, float)) and x == x and x >= 0
 
 
-def classify(matrix: Matrix, relative: float = 0.5, min_gbps: Optional[float] = None) -> Classification:
+def classify(matrix: Matrix, relative: float = _DEFAULT.relative, min_gbps: Optional[float] = None) -> Classification:
     n = len(matrix)
     cells = [(a, b, float(matrix[a][b])) for a in range(n) for b in range(n) if a != b and _measured(matrix[a][b])]
     if not cells:
@@ -160,7 +162,7 @@ def analyze(
     matrix: Matrix,
     *,
     size: int,
-    relative: float = 0.5,
+    relative: float = _DEFAULT.relative,
     min_gbps: Optional[float] = None,
     hosts: Optional[Sequence[str]] = None,
     dead: Iterable[int] = (),

@@ -21,22 +21,24 @@ from datetime import timedelta
 from typing import Any, Optional
 
 from ..agent.context import WorkerContext, show_row
+from ..config import LinksConfig
 from ..facts import hostname
 from ..model import sig
 from ..rendezvous.store import JsonStore
 from . import efficiency, schedule
 from .analyze import analyze, classify
 
+_CFG = LinksConfig()  # the user-facing defaults live in config.LinksConfig; the rest are the job's own
 DEFAULTS: dict[str, Any] = {
-    "size": 64 << 20,  # bytes per transfer
-    "iters": 5,  # timed transfers per direction
+    "size": _CFG.size,  # bytes per transfer
+    "iters": _CFG.iters,  # timed transfers per direction
     "warmup": 1,
-    "rounds": "auto",  # auto | full | quick | scale (links/schedule.auto_mode)
+    "rounds": _CFG.rounds,  # auto | full | quick | scale (links/schedule.auto_mode)
     "quick_rounds": 3,
-    "seed": 0,
-    "relative": 0.5,
-    "min_gbps": None,
-    "min_efficiency": None,  # gate: each direction's GB/s / the bound of its two ends (links/efficiency.py)
+    "seed": _CFG.seed,
+    "relative": _CFG.relative,
+    "min_gbps": _CFG.min_gbps,
+    "min_efficiency": _CFG.min_efficiency,  # gate: each direction's GB/s / its two ends' bound (links/efficiency.py)
     "timeout_s": None,  # one pair operation; None: the world's timeout
     "budget_s": None,  # per direction: stop timing early on a very slow link; None: timeout_s / 4
     "grace_s": None,  # how long to wait for a node whose partner saw its connection close; None: the Budget's
@@ -48,7 +50,7 @@ ROW_KIND = "links_row"
 
 
 def payload_from_config(cfg: Any, timeout_s: Optional[float] = None) -> dict:
-    """The job payload for a config.LinksConfig (what api.run_links passes to agent.runner.run_job)."""
+    """The job payload for a config.LinksConfig (what links/pipeline.py passes to agent.runner.run_job)."""
     return {
         "size": cfg.size,
         "iters": cfg.iters,

@@ -1,6 +1,6 @@
 """Turn runner.run_job's outcome of links_job into the report's `links` section, checks and partial flag.
 
-api.run_links calls this after run_job, so the API stays a thin layer: every rank returns the same verdict; the
+links/pipeline.py calls this after run_job, so the API stays a thin layer: every rank returns the same verdict; the
 first one found is used, and when none came back (the coordinator died) the streamed `links_row` records are
 turned into a partial matrix and analysed here.
 """
@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 from ..model import CheckResult, failed
 from .analyze import analyze
-from .job import ROW_KIND
+from .job import DEFAULTS, ROW_KIND
 
 
 def from_outcome(out: Any, payload: dict, ranks_per_node: int = 1) -> tuple[Optional[dict], list, bool]:
@@ -46,6 +46,7 @@ def _from_rows(emitted: list, payload: dict) -> tuple[Optional[dict], list]:
     for r in rows:
         m[r["a"]][r["b"]] = r.get("gbps_ab")
         m[r["b"]][r["a"]] = r.get("gbps_ba")
-    res = analyze(m, size=int(payload.get("size") or 64 << 20), relative=float(payload.get("relative") or 0.5),
+    res = analyze(m, size=int(payload.get("size") or DEFAULTS["size"]),
+                  relative=float(payload.get("relative") or DEFAULTS["relative"]),
                   min_gbps=payload.get("min_gbps"), extra={"partial": True})
     return res.section, res.checks

@@ -121,9 +121,13 @@ SCALE_FROM = 16  # nodes; from here on `links` uses the scalable mode unless --r
 SCALE_MAX_ROUNDS = 4  # one pairing round, two re-test rounds, one confirming round
 
 
+# --rounds: the choices, the CLI's included (auto: full below SCALE_FROM nodes, scale from there)
+ROUNDS = ("auto", "full", "quick", "scale")
+
+
 def auto_mode(n: int, requested: str = "auto") -> str:
     """'full' | 'quick' | 'scale': what --rounds asked for, or for 'auto' full below SCALE_FROM nodes, else scale."""
-    if requested in ("full", "quick", "scale"):
+    if requested in ROUNDS[1:]:
         return requested
     return "scale" if n >= SCALE_FROM else "full"
 

@@ -44,10 +44,8 @@ def diagnose(paths: list[str], preflight_path: Optional[str] = None, version: st
                           launcher=world.launcher)
     recs = [Recommendation.from_json(r) for r in (preflight or {}).get("recommendations") or []
             if isinstance(r, dict) and isinstance(r.get("name"), str) and isinstance(r.get("value"), str)]
-    report = Report(command="diagnose", version=version, started=started, world=world, nodes=nodes,
-                    checks=checks, recommendations=recs, extra={"postmortem": analysis})
-    report.duration_s = time.monotonic() - t0
-    return report
+    return Report(command="diagnose", version=version, started=started, duration_s=time.monotonic() - t0,
+                  world=world, nodes=nodes, checks=checks, recommendations=recs, extra={"postmortem": analysis})
 
 
 def _backend(inp) -> str:

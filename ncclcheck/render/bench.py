@@ -14,8 +14,10 @@ from ..model import BenchRow, CheckResult, Status
 from ..units import format_bytes, format_gbps, format_us
 from .common import bound_gbps_text, bound_text, efficiency_text, placement_label
 
-_REDOP = {"all_reduce": "sum", "reduce_scatter": "sum", "reduce": "sum"}
-_ROOT = {"broadcast": "0", "reduce": "0"}
+# Rows carry nccl-tests' redop and root columns (bench/ops.py's table); these name them for reports saved before
+# rows did, so a new collective needs no entry here.
+_SAVED_REDOP = {"all_reduce": "sum", "reduce_scatter": "sum", "reduce": "sum"}
+_SAVED_ROOT = {"broadcast": 0, "reduce": 0}
 
 
 def nccl_time(us: Optional[float]) -> str:
@@ -65,7 +67,7 @@ def bench_table(rows: Iterable[BenchRow], op: str, dtype: str) -> Table:
     when high), algbw, busbw, #wrong. Numbers are never cut: on a terminal narrower than the table a cell folds
     onto a second line instead of ending in an ellipsis."""
     rows = sorted((r for r in rows if r.op == op and r.dtype == dtype), key=lambda r: (r.bytes, bool(r.in_place)))
-    title = title_line(op, dtype)
+    title = title_line(op, dtype, rows[0] if rows else None)
     t = Table(title=title, title_justify="left", show_edge=False, pad_edge=False, box=None, padding=(0, 1),
               header_style="bold")
     bounded = has_bounds(rows)
@@ -115,8 +117,11 @@ def place_word(row: BenchRow) -> str:
     return {"single form (in place)": "one", "in-place": "in"}.get(placement_label(row), "out")
 
 
-def title_line(op: str, dtype: str) -> str:
-    return f"{op}  type {dtype}  redop {_REDOP.get(op, 'none')}  root {_ROOT.get(op, '-1')}"
+def title_line(op: str, dtype: str, row: Optional[BenchRow] = None) -> str:
+    """nccl-tests' header of one op's table; redop and root come with the rows (older saved rows: by op name)."""
+    extra = row.extra if row is not None else {}
+    redop, root = extra.get("redop", _SAVED_REDOP.get(op, "none")), extra.get("root", _SAVED_ROOT.get(op, -1))
+    return f"{op}  type {dtype}  redop {redop}  root {root}"
 
 
 def row_line(row: BenchRow) -> str:
@@ -140,7 +145,7 @@ class RowLines:
         out = []
         if (row.op, row.dtype) != self._key:
             self._key = (row.op, row.dtype)
-            out += [title_line(row.op, row.dtype), *(_fixed(h) for h in _LINE_HEAD)]
+            out += [title_line(row.op, row.dtype, row), *(_fixed(h) for h in _LINE_HEAD)]
         out.append(row_line(row))
         self.count += 1
         return out

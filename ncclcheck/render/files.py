@@ -1,4 +1,4 @@
-"""Writing the rendered reports to the paths given on the command line (--html, --markdown, --junit, --env-out).
+"""Writing the rendered reports to the paths given on the command line (every format of render/formats.py).
 
 The CLI calls check_writable() on every output path BEFORE running, so a typo in a path is a usage error (exit 2) in
 a second instead of a lost report after a long bench. write_outputs() writes each file atomically (temp file in the
@@ -11,7 +11,7 @@ import os
 import stat
 import tempfile
 from collections.abc import Mapping
-from typing import Callable, Optional, Union
+from typing import Optional, Union
 
 from ..errors import UsageError
 from ..model import Report
@@ -137,45 +137,24 @@ def _umask() -> int:
     return mask
 
 
-def _renderers() -> dict[str, Callable[[Report], str]]:
-    # Imported here so writing only a Markdown file never imports the HTML renderer (and matplotlib).
-    def html(r: Report) -> str:
-        from .html import render_html
-
-        return render_html(r)
-
-    def markdown(r: Report) -> str:
-        from .markdown import render_markdown
-
-        return render_markdown(r)
-
-    def junit(r: Report) -> str:
-        from .junit import render_junit
-
-        return render_junit(r)
-
-    def env(r: Report) -> str:
-        from .envfile import render_envfile
-
-        return render_envfile(r)
-
-    return {"html": html, "markdown": markdown, "junit": junit, "env_out": env}
-
-
-def write_outputs(report: Report, html: Optional[str] = None, markdown: Optional[str] = None,
-                  junit: Optional[str] = None, env_out: Optional[str] = None) -> list[str]:
-    """Render and write each requested file; returns the absolute paths written, in argument order.
+def write_outputs(report: Report, **paths: Optional[str]) -> list[str]:
+    """Render and write each requested file, keyed by format name (render/formats.py: json=, html=, markdown=,
+    junit=, env_out=, prometheus=); returns the absolute paths written, in argument order.
 
     Raises UsageError when a path cannot be written (the CLI should have called check_writable first).
     """
-    renderers = _renderers()
+    from .formats import FORMATS
+
+    unknown = [k for k in paths if k not in FORMATS]
+    if unknown:
+        raise TypeError(f"write_outputs: unknown format {', '.join(unknown)} (known: {', '.join(FORMATS)})")
     written: list[str] = []
-    for kind, path in (("html", html), ("markdown", markdown), ("junit", junit), ("env_out", env_out)):
+    for kind, path in paths.items():
         if not path:
             continue
-        text = renderers[kind](report)
+        text = FORMATS[kind].render(report)
         try:
-            write_atomic(path, text)
+            write_atomic(path, text, private=FORMATS[kind].private)
         except OSError as err:
             raise UsageError(f"cannot write {path}: {err.strerror or err}") from None
         written.append(os.path.abspath(os.path.expanduser(path)))

@@ -11,7 +11,7 @@ SCHEMA_PATH = os.path.join(os.path.dirname(os.path.dirname(__file__)), "schema",
 
 
 def render_json(report: Report) -> str:
-    return json.dumps(report.to_json(), indent=2, sort_keys=False, default=str) + "\n"
+    return report.to_json()
 
 
 def load_schema() -> dict:

@@ -78,3 +78,12 @@ def schema_problem(doc: Any, schema: Optional[dict] = None) -> Optional[str]:
     """None when doc is a valid ncclcheck report; else the first problem, one line."""
     schema = schema or load_schema()
     return _check(doc, schema, schema, "")
+
+
+def load_report(path: str):
+    """`ncclcheck report RUN.json`: the saved run as a Report, after checking it against the schema. A saved report
+    may come from anywhere: UsageError (one line, naming the field where it can) when it cannot be read, is not
+    JSON, is nested too deep, holds NaN or Infinity, or is not an ncclcheck report (model.load_saved_report)."""
+    from ..model import load_saved_report
+
+    return load_saved_report(path, path, schema_problem)

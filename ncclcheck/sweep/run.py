@@ -41,25 +41,26 @@ def run_sweep(config: Config, run_links: Callable, observer=None, scontrol: Opti
     placement = placement or detect_placement(os.environ, config.world)
     sw = config.sweep or SweepConfig()
     links_cfg = dataclasses.replace(config.links or LinksConfig(), rounds="scale")
-    report = run_links(dataclasses.replace(config, command="links", links=links_cfg), observer=observer,
-                       placement=placement)
-    report.command = "sweep"
-    section = report.links or {}
-    n = len(section.get("matrix_gbps") or []) or report.world.nnodes
+    measured = run_links(dataclasses.replace(config, command="links", links=links_cfg), observer=observer,
+                         placement=placement)
+    section = measured.links or {}
+    n = len(section.get("matrix_gbps") or []) or measured.world.nnodes
     names = node_names(sw.nodelist, list(section.get("hosts") or []), n)
     verdicts = node_verdicts(section, names)
     by = {s: [v.name for v in verdicts if v.status == s] for s in (HEALTHY, BAD, SUSPECT, NO_RESULTS)}
-    report.extra["sweep"] = {"nodes": [v.to_json() for v in verdicts], "good": compress_hostlist(by[HEALTHY]),
-                             "bad": compress_hostlist(by[BAD]), "suspect": compress_hostlist(by[SUSPECT]),
-                             "no_results": compress_hostlist(by[NO_RESULTS])}
-    if placement.rank != 0:
-        return report  # one process acts for the job: global rank 0, which holds the verdict
-    if sw.slurm.acts and not report.interrupted:
+    sweep = {"nodes": [v.to_json() for v in verdicts], "good": compress_hostlist(by[HEALTHY]),
+             "bad": compress_hostlist(by[BAD]), "suspect": compress_hostlist(by[SUSPECT]),
+             "no_results": compress_hostlist(by[NO_RESULTS])}
+    extra, checks = {**measured.extra, "sweep": sweep}, list(measured.checks)
+    # One process acts for the job: global rank 0, which holds the verdict.
+    acts = placement.rank == 0
+    if acts and sw.slurm.acts and not measured.interrupted:
         sc = scontrol or Scontrol(dry_run=sw.slurm.dry_run)
-        report.checks.extend(_act(sc, verdicts))
-        report.extra["slurm"] = {"commands": list(sc.commands), "dry_run": sw.slurm.dry_run}
-    _write_lists(sw, report.extra["sweep"])
-    return report
+        checks.extend(_act(sc, verdicts))
+        extra["slurm"] = {"commands": list(sc.commands), "dry_run": sw.slurm.dry_run}
+    if acts:
+        _write_lists(sw, sweep)
+    return dataclasses.replace(measured, command="sweep", checks=checks, extra=extra)
 
 
 def _act(sc: Scontrol, verdicts: list) -> list:

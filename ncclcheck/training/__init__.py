@@ -63,7 +63,8 @@ def guard(timeout: Optional[float] = None, paths: tuple = (), code_path: Optiona
         world = build_world(timeout=None if timeout is None else str(timeout), env=env)
         placement = guard_placement(detect_placement(env, world), env)
         storage = StorageConfig(dirs=tuple(shared_dirs), need_bytes=None if need is None else parse_size(str(need)))
-        config = Config(command="preflight", world=world, output=OutputConfig(json_path=json, strict=strict),
+        output = OutputConfig(files={"json": json} if json else {}, strict=strict)
+        config = Config(command="preflight", world=world, output=output,
                         code_path=code_path, paths=tuple(paths), storage=storage)
         report = api.run_preflight(config, placement=placement)
     except UsageError as e:  # the launcher's variables do not describe a world: every rank says so alike

@@ -38,11 +38,11 @@ def test_nccl_sweep_is_exact_and_timed_with_cuda_events():
 
 
 def test_nccl_debug_log_is_written_and_parsed(tmp_path):
-    from ncclcheck.bench.nccl_debug import nccl_debug_env
+    from ncclcheck.steps.nccl_debug import nccl_debug_env
     from tests.dist_harness import run_job
 
     n = _nranks()
-    res = run_job("ncclcheck.bench.nccl_debug.nccl_debug_job", {}, nranks=n, backend="nccl", timeout=300,
+    res = run_job("ncclcheck.steps.nccl_debug.nccl_debug_job", {}, nranks=n, backend="nccl", timeout=300,
                   env=nccl_debug_env(str(tmp_path)), log_dir=str(tmp_path))
     parsed = res[0]["result"]["parsed"]
     assert parsed is not None, res[0]["result"]["note"]
@@ -50,14 +50,14 @@ def test_nccl_debug_log_is_written_and_parsed(tmp_path):
 
 
 def test_nccl_capture_dumps_topology_and_graph_per_host(tmp_path):
-    from ncclcheck.bench.nccl_debug import captures_section, nccl_debug_env
     from ncclcheck.facts import hostname
+    from ncclcheck.steps.nccl_debug import captures_section, nccl_debug_env
     from tests.dist_harness import run_job
 
     n = _nranks()
     # NCCL reads the dump variables once, at init: they go into the ranks' environment, as bench --nccl-capture does
     env = nccl_debug_env(str(tmp_path), hostname().split(".")[0], dump_rank=0)
-    res = run_job("ncclcheck.bench.nccl_debug.nccl_debug_job", {"log_dir": str(tmp_path)}, nranks=n,
+    res = run_job("ncclcheck.steps.nccl_debug.nccl_debug_job", {"log_dir": str(tmp_path)}, nranks=n,
                   backend="nccl", timeout=300, env=env, log_dir=str(tmp_path))
     sec = captures_section([r["result"] for r in res])
     (host,) = sec

@@ -148,7 +148,7 @@ def test_python_api_returns_report():
     import ncclcheck
 
     rep = ncclcheck.run_preflight()
-    assert rep.command == "preflight" and rep.checks and json.dumps(rep.to_json())
+    assert rep.command == "preflight" and rep.checks and json.dumps(rep.to_dict())
 
 
 @pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier

@@ -42,11 +42,12 @@ def test_node_copy_path_keeps_the_directory_and_the_extension():
 
 
 def test_own_outputs_per_file_and_the_baseline():
-    cfg = Config("bench", output=OutputConfig(json_path="run.json", html="n1.html", junit="j.xml"),
+    cfg = Config("bench", output=OutputConfig(files={"json": "run.json", "html": "n1.html", "junit": "j.xml"}),
                  bench=BenchConfig(save_baseline="base.json"))
     node1 = _p(2, 0, 1)
     mine, save = own_outputs(cfg, node1, {"html": "n%n.html"})
-    assert (mine.output.json_path, mine.output.html, mine.output.junit, save) == (None, "n1.html", None, None)
+    files = mine.output.files
+    assert (mine.output.json_path, files.get("html"), files.get("junit"), save) == (None, "n1.html", None, None)
     assert mine.bench.save_baseline is None  # the CLI writes it, not the API
     assert _not_mine(cfg, mine) == ("run.json", "j.xml")
     zero, save0 = own_outputs(cfg, _p(0, 0, 0), {})
@@ -55,7 +56,7 @@ def test_own_outputs_per_file_and_the_baseline():
 
 
 def test_the_other_nodes_say_in_one_line_that_node_0_writes_the_file():
-    cfg = Config("preflight", output=OutputConfig(json_path="run.json"))
+    cfg = Config("preflight", output=OutputConfig(files={"json": "run.json"}))
     node1 = _p(2, 0, 1)
     mine, _ = own_outputs(cfg, node1, {})
     report = Report("preflight", "0", "", nodes=[NodeInfo(1, "h2")])
@@ -66,7 +67,9 @@ def test_the_other_nodes_say_in_one_line_that_node_0_writes_the_file():
 
 def test_files_read_on_their_own_node_are_written_by_every_node():
     # A pod sources its own nccl.env and node_exporter reads a local directory: these stay per node.
-    cfg = Config("preflight", output=OutputConfig(json_path="pf.json", env_out="nccl.env", prometheus="n.prom"))
+    cfg = Config("preflight",
+                 output=OutputConfig(files={"json": "pf.json", "env_out": "nccl.env", "prometheus": "n.prom"}))
     mine, _ = own_outputs(cfg, _p(2, 0, 1), {})
-    assert (mine.output.json_path, mine.output.env_out, mine.output.prometheus) == (None, "nccl.env", "n.prom")
-    assert own_outputs(cfg, _p(3, 1, 1), {})[0].output.env_out is None
+    assert (mine.output.json_path, mine.output.files.get("env_out"), mine.output.files.get("prometheus")) == (
+        None, "nccl.env", "n.prom")
+    assert own_outputs(cfg, _p(3, 1, 1), {})[0].output.files.get("env_out") is None

@@ -45,7 +45,7 @@ def test_first_row_reaches_a_pipe_before_the_sweep_ends(tmp_path):
 
 
 def test_an_interrupted_bench_json_says_fail_and_exit_130(tmp_path):
-    from tests.multiproc.test_interrupt import _interrupted_run
+    from tests.cli.test_interrupt import _interrupted_run
 
     doc = _interrupted_run(tmp_path, ["bench", "--sizes", "1K-64M", "--iters", "400"], tmp_path / "run.json")
     assert (doc["status"], doc["exit_code"]) == ("fail", 130)

@@ -5,23 +5,12 @@ from __future__ import annotations
 import pathlib
 import re
 
-from ncclcheck.checks.registry import POSTMORTEM, REGISTRY
+from ncclcheck.checks.registry import check_ids
 
 DOCS = pathlib.Path(__file__).parents[2] / "docs"
 
-# DESIGN.md's Checks table plus the ids of the GPU, bench and links jobs.
-CHECK_IDS = [
-    "rendezvous.master_reachable", "rendezvous.world", "host.hostname_resolves", "host.shm", "host.memlock",
-    "host.nofile",
-    "net.interfaces", "net.socket_ifname", "net.peer_reachability", "net.mtu_consistent", "ib.devices", "gpu.count",
-    "versions.consistent", "packages.consistent", "code.consistent", "paths.consistent", "time.clock_skew", "env.nccl",
-    "nccl.transport", "bench.correctness", "bench.min_busbw", "bench.baseline", "links.slow",
-    "baseline.drift", "links.baseline", "nccl.ras",
-    "paths.exist", "bench.coverage", "links.min_gbps",
-    "health.gpus", "health.nccl_interface", "health.ib_ports", "health.timeout", "slurm.drain",  # docs/slurm.md
-    "bench.efficiency", "bench.min_efficiency", "links.efficiency", "links.min_efficiency",  # docs/bounds.md
-    "storage.shared", "storage.writable", "storage.space", "storage.throughput",
-] + [s.id for s in REGISTRY if s.scope == POSTMORTEM]  # diagnose's checks, from the one registry
+# Every check id a report can hold: the registry's (checks/registry.py), the one list.
+CHECK_IDS = check_ids()
 
 
 def test_troubleshooting_has_a_row_per_check_id():

@@ -24,7 +24,7 @@ def test_examples_validate_against_the_schema_and_round_trip():
         data = json.loads(path.read_text())
         jsonschema.validate(data, SCHEMA)
         report = Report.from_json(data)
-        again = report.to_json()
+        again = report.to_dict()
         jsonschema.validate(again, SCHEMA)
         assert again["status"] == data["status"], path.name
         assert again["exit_code"] == data["exit_code"], path.name

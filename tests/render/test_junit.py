@@ -84,7 +84,7 @@ def test_bench_gates_are_their_own_suite_named_per_op():
 
 def test_strict_run_reports_warnings_as_failures():
     report = load_example("preflight-pass-2node")
-    data = report.to_json()
+    data = report.to_dict()
     data["checks"][0]["status"] = "warn"
     data["exit_code"] = 1  # what a --strict run writes for a warning
     strict = Report.from_json(data)

@@ -55,7 +55,7 @@ def test_dead_node_and_saved_runs_without_extra_keys():
            "slow": [], "slow_nodes": [], "dead": [2]}
     out = _text(render_links(sec))
     assert "dead node 2" in out
-    # the minimal DESIGN.md section renders too (no hosts, no slow_cells, no thresholds)
+    # the minimal section (docs/contracts.md: size and matrix_gbps) renders too (no hosts, no slow_cells, no thresholds)
     minimal = {"size": 67108864, "matrix_gbps": [[None, 1.0], [0.1, None]], "slow": [{"a": 0, "b": 1, "gbps": 0.1}],
                "slow_nodes": [1]}
     assert "slow link node 0 <-> node 1" in _text(render_links(minimal))

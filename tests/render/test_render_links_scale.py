@@ -40,7 +40,7 @@ def test_every_view_says_how_the_pairs_were_chosen_and_how_many_links_were_measu
     assert "Scale mode: 3 rounds of disjoint pairs" in render_html(rep)
     # the section's mode and rounds are declared in the schema and validate
     schema = pathlib.Path(__file__).parents[2] / "ncclcheck/schema/report-1.schema.json"
-    jsonschema.validate(json.loads(json.dumps(rep.to_json())), json.loads(schema.read_text()))
+    jsonschema.validate(json.loads(json.dumps(rep.to_dict())), json.loads(schema.read_text()))
     one = {**sec, "rounds": [sec["rounds"][0]]}
     assert "1 round of disjoint pairs" in " ".join(_text(render_links(one)).split())
 

@@ -10,7 +10,7 @@ from ncclcheck.model import BenchRow, CheckResult, NodeInfo, Report, Status, Wor
 from ncclcheck.render.bench import row_line
 from ncclcheck.render.console import make_console, render_report
 from ncclcheck.render.progress import LineObserver
-from tests.unit.test_progress_relay import FakeStore
+from tests.agent.test_progress_relay import FakeStore
 
 
 class CountingStream(io.StringIO):

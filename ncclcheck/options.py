@@ -1,0 +1,631 @@
+"""Every command's options, written once: the argparse parsers the CLI uses and the keyword arguments the Python
+API takes are the same flags, and both become the one Config here. Choices and defaults come from the tables and
+the Config classes (bench/ops.py's ops and dtypes, links/schedule.py's rounds, render/formats.py's outputs,
+config.py's BenchConfig, LinksConfig and BaselineConfig), never from literals of their own."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from typing import Any, Optional
+
+from .config import (
+    BACKENDS,
+    DEFAULT_MASTER_PORT,
+    BaselineConfig,
+    BenchConfig,
+    Config,
+    LinksConfig,
+    NcclDiagConfig,
+    OutputConfig,
+    StorageConfig,
+    build_world,
+    parse_float,
+    parse_fraction,
+    parse_int,
+)
+from .errors import UsageError
+from .render.formats import FORMATS, PATH_HELP
+from .rendezvous.budget import FIXED as _FIXED
+from .version import __version__
+
+COMMANDS = ("preflight", "bench", "links", "recommend", "report", "env", "diagnose", "health", "sweep")
+WORLD_COMMANDS = ("preflight", "recommend", "bench", "links", "sweep")
+_BENCH, _LINKS, _BASE = BenchConfig(), LinksConfig(), BaselineConfig()
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises UsageError (one line, exit 2) instead of printing usage and exiting itself; the hint
+    names the subcommand's own --help."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+    def parse_args(self, args=None, namespace=None):  # noqa: D401 - argparse API
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:  # argparse reports these from the top parser: point at the subcommand's help instead
+            prog = f"{self.prog} {ns.command}" if getattr(ns, "command", None) else self.prog
+            raise UsageError(f"unrecognized arguments: {' '.join(extras)} (see '{prog} --help')")
+        return ns
+
+
+def _world_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("world (like torchrun; fall back to NCCLCHECK_* then MASTER_ADDR/MASTER_PORT/NODE_RANK)")
+    g.add_argument("--nnodes", help="number of nodes (default 1: standalone on this machine)")
+    g.add_argument("--node-rank", help="this node's rank, 0..nnodes-1")
+    g.add_argument("--nproc-per-node", help="ranks per node (default: one per GPU, 2 CPU ranks without GPUs)")
+    g.add_argument("--master-addr", help="address of node rank 0 (host, or host:port like an rdzv endpoint)")
+    g.add_argument("--master-port", help=f"rendezvous port on node rank 0 (default {DEFAULT_MASTER_PORT})")
+    g.add_argument("--backend", help=f"{' | '.join(BACKENDS)} (default auto: nccl with GPUs, else gloo)")
+    g.add_argument("--timeout", help="hang bound in seconds: the longest any single wait (master probe, join, mesh "
+                                     "probe, each collective) may last before its cause is named; never cuts a "
+                                     f"sweep short (default {_FIXED.timeout_s:g})")
+    g.add_argument("--token-file", metavar="PATH",
+                   help="a job secret shared by every node (or NCCLCHECK_TOKEN): every store value is signed with it "
+                        "and unsigned values are ignored, so a stranger on the master port cannot change a verdict "
+                        "(docs/architecture.md, Time bounds and trust)")
+
+
+def _output_flags(p: argparse.ArgumentParser, command: str) -> None:
+    """The one output table's flags (every command), plus the console flags of the commands that have them."""
+    g = p.add_argument_group("output", PATH_HELP)
+    for fmt in FORMATS.values():
+        g.add_argument(fmt.flag, metavar="PATH" if fmt.stdout else "FILE", help=fmt.help)
+    if command == "env":
+        return
+    g.add_argument("--quiet", action="store_true",
+                   help="print only the verdict, on global rank 0 (the other processes print nothing)")
+    if command == "report":
+        return
+    g.add_argument("--print-all", action="store_true",
+                   help="every process prints its full report (default: global rank 0 prints it, every other node "
+                        "one line), and every node writes its own report files: beside node 0's when the path is "
+                        "the same on every node (run.json -> run.node1.json)")
+    g.add_argument("--strict", action="store_true", help="warnings fail (exit 1)")
+
+
+def _facts_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--code", metavar="PATH", help="code to hash and compare across nodes (default: working dir)")
+    p.add_argument("--path", metavar="P", action="append", default=[],
+                   help="a path that must exist with the same content on every node (repeatable)")
+
+
+def _baseline_flags(p: argparse.ArgumentParser, metavar: str, what: str, tolerance: Optional[str] = None) -> None:
+    p.add_argument("--baseline", metavar=metavar, help=what)
+    if tolerance:
+        p.add_argument("--tolerance", help=f"{tolerance} ({_BASE.tolerance:g})")
+    p.add_argument("--save-baseline", metavar="FILE", help="save this run's JSON as a baseline (a FAILED run is "
+                   "refused unless --force)")
+    p.add_argument("--force", action="store_true", help="with --save-baseline: save the run even when it FAILED")
+
+
+def _capture_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--nccl-capture", action="store_true",
+                   help="on GPUs: capture NCCL's debug log, topology and graph dumps per host and check the transport")
+
+
+def _bench_flags(b: argparse.ArgumentParser) -> None:
+    from .bench.ops import DTYPES, OPS
+    from .units import describe_sizes
+
+    b.add_argument("--sizes", help=f"1M-1G (doubling), 1M-1G:4, 1K,64K,1M, 8M (default {describe_sizes(_BENCH.sizes)})")
+    b.add_argument("--ops", help=f"comma list: {','.join(OPS)} or 'all' (default {','.join(_BENCH.ops)})")
+    b.add_argument("--dtype", help=f"{' | '.join(DTYPES)} (default {_BENCH.dtype})")
+    b.add_argument("--iters", help=f"timed iterations per size (default {_BENCH.iters})")
+    b.add_argument("--warmup", help=f"warm-up iterations per size (default {_BENCH.warmup})")
+    b.add_argument("--in-place", action="store_true", help="in-place variants")
+    b.add_argument("--check", action="store_true", help="verify results elementwise; wrong > 0 fails")
+    b.add_argument("--min-busbw", metavar="GBPS", help="gate: fail if busbw at the gate size is below this")
+    b.add_argument("--min-efficiency", metavar="F",
+                   help="gate: fail if busbw at the gate size is below F x the bound of the links crossed (0-1)")
+    b.add_argument("--gate-size", metavar="SIZE", help="size the gates look at (default: the largest)")
+    _baseline_flags(b, "RUN.json", "gate: fail on busbw regression against a saved run",
+                    "allowed relative regression against --baseline")
+    _capture_flag(b)
+
+
+def _links_flags(k: argparse.ArgumentParser) -> None:
+    from .links.schedule import ROUNDS, SCALE_FROM
+    from .units import format_size_short
+
+    k.add_argument("--size", help=f"message size per transfer (default {format_size_short(_LINKS.size)})")
+    k.add_argument("--iters", help=f"transfers per direction per pair (default {_LINKS.iters})")
+    k.add_argument("--rounds", choices=ROUNDS,
+                   help="full: every pair (n-1 rounds); scale: one pairing + re-tests of slow pairs (<= 4 rounds); "
+                        f"quick: a few random rounds; auto: full below {SCALE_FROM} nodes, scale from {SCALE_FROM} "
+                        f"(default {_LINKS.rounds})")
+    k.add_argument("--min-gbps", help="gate: any link below this GB/s fails the run (links.min_gbps)")
+    k.add_argument("--min-efficiency", metavar="F",
+                   help="gate: fail if a pair's GB/s is below F x the bound of its two ends (0-1)")
+    k.add_argument("--relative",
+                   help="a link below this fraction of the typical link, and clearly set apart, is slow "
+                        f"({_LINKS.relative:g})")
+    _baseline_flags(k, "RUN.json", "gate: fail on a link slower than the same link in a saved links run",
+                    "allowed relative slowdown against --baseline")
+    k.add_argument("--seed",
+                   help=f"quick/scale modes pair nodes at random from this seed (default {_LINKS.seed}: every run "
+                        "measures the same pairs; vary it, e.g. --seed $(date +%%j), to cover other pairs across runs)")
+    _capture_flag(k)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="ncclcheck", description="Can these nodes train together? Which node, interface or "
+                     "setting is wrong? Then: are the collectives' numbers normal?")
+    parser.add_argument("--version", action="version", version=f"ncclcheck {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser("preflight", help="checks before a job: node, network, world",
+                       description="Node-local checks, then (multi-node) world formation, cross-node checks and "
+                                   "a full-mesh probe, then recommended settings.")
+    _world_flags(p)
+    _output_flags(p, "preflight")
+    _facts_flags(p)
+    p.add_argument("--nccl-ras", metavar="FILE", help="read saved `ncclras -f json` output into the nccl.ras check "
+                   "(dead, missing and lagging ranks of a running job)")
+    p.add_argument("--shared-dir", metavar="DIR", action="append", default=[],
+                   help="a directory every node must see as ONE shared, writable filesystem with room (checkpoints): "
+                        "proven with a per-run nonce file and per-node markers, all removed afterwards (repeatable)")
+    p.add_argument("--need", metavar="SIZE", help="free space each node's view of every --shared-dir must have, "
+                   "e.g. a checkpoint's size (64G; binary suffixes K M G T)")
+    p.add_argument("--nccl-debug", metavar="FILE", action="append", default=[],
+                   help="read a saved NCCL_DEBUG=INFO capture into nccl.transport (repeatable)")
+    _baseline_flags(p, "GOLDEN.json", "compare every node's versions, NCCL variables, interfaces, RDMA ports and "
+                    "packages with a saved known-good run (baseline.drift warns; --strict fails)")
+
+    b = sub.add_parser("bench", help="collective bandwidth/latency sweeps (nccl-tests semantics)")
+    _world_flags(b)
+    _output_flags(b, "bench")
+    _bench_flags(b)
+
+    k = sub.add_parser("links", help="node-to-node bandwidth matrix; names slow links/nodes")
+    _world_flags(k)
+    _output_flags(k, "links")
+    _links_flags(k)
+
+    r = sub.add_parser("recommend", help="print the recommended environment")
+    _world_flags(r)
+    _output_flags(r, "recommend")
+    _facts_flags(r)
+    r.add_argument("--format", default="text", choices=["text", "env", "json"],
+                   help="env: 'export NAME=value' lines to source")
+    r.add_argument("--postmortem", metavar="DIR", help="also arm the job so that its failure can be diagnosed: "
+                   "flight recorder, dump on timeout, NCCL debug log, all written under DIR (ncclcheck diagnose DIR)")
+
+    rp = sub.add_parser("report", help="render a saved run: terminal, --html, --junit, --markdown, ...",
+                        description="Render a saved run (RUN.json, written by --json) again, to the terminal and to "
+                                    "any of the output files.")
+    rp.add_argument("run", metavar="RUN.json")
+    _output_flags(rp, "report")
+    rp.add_argument("--format", default="text", choices=["text", "labels"],
+                    help="labels: kubectl commands that label (and taint) each node of the run (docs/deploy.md)")
+
+    _health_parsers(sub)
+    d = sub.add_parser("diagnose", help="what a failed or hung job left -> rank, host, collective, cause",
+                       description="Reads flight-recorder dumps, NCCL logs, the launcher's output and error "
+                       "files and ncclras JSON (files, directories, globs; each recognised by its content) and names "
+                       "the root cause first. Exit 0: nothing wrong found; 1: a cause named; 2: bad input.")
+    _output_flags(d, "diagnose")
+    d.add_argument("paths", metavar="PATH", nargs="+", help="a file, a directory (read recursively) or a glob")
+    d.add_argument("--preflight", metavar="RUN.json", help="a saved preflight report: ties ranks to hosts and "
+                   "compares NCCL's choices with its recommendations")
+
+    e = sub.add_parser("env", help="this node's facts (versions, GPUs, network, RDMA)")
+    _output_flags(e, "env")
+    _facts_flags(e)
+    return parser
+
+
+def _slurm_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("Slurm (docs/slurm.md)")
+    g.add_argument("--drain", action="store_true", help="drain failing nodes with scontrol (Reason='ncclcheck: "
+                   "<check id>: <detail>'); resume after a clean run only nodes ncclcheck drained")
+    g.add_argument("--dry-run", action="store_true", help="print the scontrol commands instead of running them")
+
+
+def _health_parsers(sub) -> None:
+    from .units import format_size_short
+
+    h = sub.add_parser("health", help="node-local health check for Slurm's HealthCheckProgram / Prolog (seconds, "
+                       "no torch)", description="This node's GPUs, NCCL interface, RDMA ports, /dev/shm, memlock and "
+                       "NCCL settings against what is expected of it; with --drain, drain it in Slurm.")
+    _output_flags(h, "health")
+    _slurm_flags(h)
+    h.add_argument("--node", help="the Slurm node name (default: SLURMD_NODENAME, else the hostname)")
+    h.add_argument("--gpus", help="expected GPU count (default: the node's gpu Gres in Slurm, if any)")
+    h.add_argument("--ifname", help="the NCCL interface(s), NCCL_SOCKET_IFNAME syntax, e.g. =eth0 (default: "
+                                    "NCCL_SOCKET_IFNAME, else NCCL's own first choice)")
+    h.add_argument("--mtu", help="expected MTU of the NCCL interface")
+    h.add_argument("--min-speed", metavar="MBPS", help="minimum link speed of the NCCL interface, Mb/s")
+    h.add_argument("--ib-rate", metavar="GBPS", help="every RDMA port ACTIVE at least at this rate, Gb/s")
+    h.add_argument("--baseline", metavar="GOLDEN.json", help="compare with a saved known-good run (baseline.drift)")
+    h.add_argument("--timeout", help=f"bound on the node's own checks, seconds (default "
+                                     f"{_FIXED.health_timeout_s:g}, at most {_FIXED.health_max_timeout_s:g}: Slurm "
+                                     "kills a HealthCheckProgram at 60 s)")
+    w = sub.add_parser("sweep", help="inside an allocation: find and drain the bad nodes (links rounds, suspects "
+                       "re-paired with good nodes)",
+                       description="Run with one task per node: srun --ntasks-per-node=1 ncclcheck sweep --drain")
+    _world_flags(w)
+    _output_flags(w, "sweep")
+    _slurm_flags(w)
+    w.add_argument("--size", help=f"message size per transfer (default {format_size_short(_LINKS.size)})")
+    w.add_argument("--iters", help=f"transfers per direction per pair (default {_LINKS.iters})")
+    w.add_argument("--min-gbps", help="any link below this GB/s is slow")
+    w.add_argument("--relative", help=f"a link below this fraction of the typical link is slow ({_LINKS.relative:g})")
+    w.add_argument("--seed", help=f"which random pairing is measured first (default {_LINKS.seed}; vary it across "
+                                  "runs)")
+    w.add_argument("--good-out", metavar="FILE", help="write the healthy nodes' hostlist (for sbatch -w)")
+    w.add_argument("--bad-out", metavar="FILE", help="write the bad nodes' hostlist (for sbatch --exclude)")
+
+
+def _slurm_configs(args: argparse.Namespace, env) -> dict:
+    """health's and sweep's parts of the Config (SLURMD_NODENAME and the allocation's node list read here, once)."""
+    from .config import HealthConfig, SlurmActionConfig, SweepConfig
+
+    act = SlurmActionConfig(drain=bool(args.drain) and not args.dry_run, dry_run=bool(args.dry_run))
+    if args.command == "sweep":
+        return {"sweep": SweepConfig(nodelist=env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST"),
+                                     slurm=act, good_out=args.good_out, bad_out=args.bad_out)}
+    timeout = parse_float(_text(args.timeout), "--timeout") or _FIXED.health_timeout_s
+    if timeout > _FIXED.health_max_timeout_s:
+        raise UsageError(f"--timeout {timeout:g}: at most {_FIXED.health_max_timeout_s:g} s (Slurm kills a "
+                         "HealthCheckProgram at 60 s, and scontrol needs time too)")
+    speed = parse_int(_text(args.min_speed), "--min-speed", 1)
+    return {"health": HealthConfig(
+        node=args.node or env.get("SLURMD_NODENAME") or None, gpus=parse_int(_text(args.gpus), "--gpus", 0),
+        ifname=args.ifname, mtu=parse_int(_text(args.mtu), "--mtu", 68, 65536), min_speed_mbps=speed,
+        ib_rate_gbps=parse_float(_text(args.ib_rate), "--ib-rate"), timeout_s=timeout, slurm=act)}
+
+
+def _postmortem_dir(path: Optional[str]) -> Optional[str]:
+    """recommend --postmortem DIR: an absolute path (every rank writes there), not an existing file."""
+    if not path:
+        return None
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError(f"--postmortem {path}: exists and is not a directory")
+    return os.path.abspath(path)
+
+
+def input_file(path: str, flag: str, what: str) -> None:
+    """UsageError (one line) unless `path` is a regular file this process can read; the message says which of
+    missing, a directory, not a regular file (/dev/null, a FIFO) or unreadable it is, and what was expected."""
+    name = f"{flag} {path}" if flag else path
+    if not os.path.exists(path):
+        raise UsageError(f"{name}: no such file")
+    if os.path.isdir(path):
+        raise UsageError(f"{name}: is a directory, not {what}")
+    if not os.path.isfile(path):
+        raise UsageError(f"{name}: not a regular file (a device or a pipe), not {what}")
+    if not os.access(path, os.R_OK):
+        raise UsageError(f"{name}: permission denied")
+    if os.path.getsize(path) == 0:
+        raise UsageError(f"{name}: the file is empty, not {what}")
+
+
+RAS_READ_LIMIT = 64 << 20  # bytes of --nccl-ras read: ncclras output of a very large job fits many times over
+
+
+def _check_ras_file(path: str) -> None:
+    """--nccl-ras must be `ncclras -f json` output: a wrong or binary file is a usage error, as a missing one is,
+    not a skipped check that lets the run pass."""
+    from .checks.nccl_ras import parse_ras_json
+
+    input_file(path, "--nccl-ras", "`ncclras -f json` output")
+    with open(path, "rb") as f:
+        data = f.read(RAS_READ_LIMIT)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"--nccl-ras {path}: a binary file, not `ncclras -f json` output") from None
+    try:
+        parse_ras_json(text)
+    except ValueError as exc:
+        raise UsageError(f"--nccl-ras {path}: not `ncclras -f json` output ({exc}); NCCL >= 2.28.7 writes that "
+                         "form") from None
+
+
+def subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    """The parser of one subcommand."""
+    for action in parser._subparsers._group_actions:  # argparse keeps subparsers here; there is no public API
+        if command in action.choices:
+            return action.choices[command]
+    raise KeyError(command)
+
+
+def options_of(command: str) -> dict[str, Any]:
+    """The command's options (its flags' and positionals' keyword names: report's run, diagnose's paths) with their
+    unset values: what the Python API accepts."""
+    sub = subparser(build_parser(), command)
+    return {a.dest: a.default for a in sub._actions if a.dest != "help"}
+
+
+def namespace_for(command: str, options: Mapping[str, Any], api_name: str) -> argparse.Namespace:
+    """The Namespace the CLI would have parsed for `command` with these keyword arguments (TypeError on a keyword
+    the command does not have, as any Python function)."""
+    known = options_of(command)
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise TypeError(f"{api_name}() got an unexpected keyword argument {unknown[0]!r} (its keywords are "
+                        f"`ncclcheck {command}`'s flags: {', '.join(sorted(known))})")
+    return argparse.Namespace(command=command, **{**known, **dict(options)})
+
+
+def config_from_args(args: argparse.Namespace, env=None) -> Config:
+    """Turn parsed flags (or the API's keyword arguments, as a Namespace) into the one typed Config. Raises
+    UsageError on any bad value. The launcher's world read here (this process's Placement) is kept on args as
+    `_placement`, so the run reads it once."""
+    env = os.environ if env is None else env
+    cmd = args.command
+    world_kw = {k: _text(getattr(args, k, None)) for k in ("nnodes", "node_rank", "nproc_per_node", "master_addr",
+                                                            "master_port", "backend", "timeout")}
+    world = build_world(**world_kw, env=env, token_file=_text(getattr(args, "token_file", None)))
+    seat = placement_of(cmd, world, env)
+    args._placement = seat  # a launcher's world contradicting the flags is a usage error, now
+    files = _files(args)
+    _expand_paths(args, files, seat, env)
+    if getattr(args, "quiet", False) and getattr(args, "print_all", False):
+        raise UsageError("--quiet (only rank 0's verdict) and --print-all (every process's full report) contradict "
+                         "each other: give one")
+    output = OutputConfig(  # every command has the flags it accepts; getattr covers those it does not
+        files=files,
+        quiet=bool(getattr(args, "quiet", False)),
+        print_all=bool(getattr(args, "print_all", False)),
+        strict=bool(getattr(args, "strict", False)),
+        format=getattr(args, "format", None) or "text" if cmd == "report" else "text",
+    )
+    _check_paths(files, [(f"--{d.replace('_', '-')}", getattr(args, d, None))
+                         for d in ("save_baseline", "good_out", "bad_out")])
+    code = getattr(args, "code", None)
+    if code is not None and not os.path.exists(code):
+        raise UsageError(f"--code {code}: no such file or directory")
+    cfg: dict[str, Any] = dict(command=cmd, world=world, output=output, code_path=code,
+                               paths=_strings(getattr(args, "path", None)))
+    if cmd == "recommend":
+        cfg["recommend_format"] = args.format or "text"
+        cfg["postmortem_dir"] = _postmortem_dir(args.postmortem)
+    if cmd == "diagnose":
+        from .config import DiagnoseConfig
+
+        if not args.paths:
+            raise UsageError("diagnose needs at least one PATH (a file, a directory or a glob)")
+        if args.preflight and not os.path.isfile(args.preflight):
+            raise UsageError(f"--preflight {args.preflight}: no such file")
+        cfg["diagnose"] = DiagnoseConfig(paths=_strings(args.paths), preflight=args.preflight)
+    if cmd == "report":
+        if not args.run:
+            raise UsageError("report needs the saved run's path (RUN.json)")
+        input_file(args.run, "", "a JSON report written by --json")
+        cfg["report_input"] = args.run
+    if cmd == "bench":
+        cfg["bench"] = bench_config_from_args(args)
+    if cmd == "preflight":
+        cfg["storage"] = storage_config_from_args(args)
+    if cmd in ("preflight", "bench", "links"):
+        cfg["nccl_diag"] = nccl_diag_config_from_args(args)
+    if cmd in ("preflight", "links") and (args.baseline or args.save_baseline):
+        cfg["baseline"] = baseline_config_from_args(args)
+    if cmd in ("health", "sweep"):
+        cfg.update(_slurm_configs(args, env))
+    if cmd == "health" and args.baseline:
+        input_file(args.baseline, "--baseline", "a JSON report written by --json")
+        cfg["baseline"] = BaselineConfig(path=args.baseline)
+    if cmd in ("links", "sweep"):
+        cfg["links"] = links_config_from_args(args)
+    return Config(**cfg)
+
+
+def _text(value: Any) -> Optional[str]:
+    return None if value is None else str(value)
+
+
+def _strings(value: Any) -> tuple:
+    """A repeatable flag's values: a list from argparse, or one string or any iterable from the API."""
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, (str, os.PathLike)) else tuple(value)
+
+
+def _files(args: argparse.Namespace) -> dict[str, str]:
+    """{format: path} for every output flag given (render/formats.py)."""
+    files = {}
+    for name, fmt in FORMATS.items():
+        path = getattr(args, fmt.dest, None)
+        if path is None:
+            continue
+        path = os.fspath(path)
+        if path == "-" and not fmt.stdout:
+            raise UsageError(f"{fmt.flag} cannot go to stdout: give a file path")
+        files[name] = path
+    return files
+
+
+def _check_paths(files: Mapping[str, str], others: list) -> None:
+    """Every output path is writable before anything runs: a typo is exit 2 in a second, not a lost report."""
+    from .render.files import check_writable
+
+    flags = [(FORMATS[name].flag, path) for name, path in files.items()] + others
+    for flag, path in flags:
+        if path and path != "-":
+            try:
+                check_writable(path)
+            except UsageError as exc:
+                raise UsageError(f"{flag}: {exc}") from None
+
+
+def storage_config_from_args(args: argparse.Namespace) -> StorageConfig:
+    from .units import parse_size
+
+    dirs = tuple(os.fspath(d) for d in _strings(getattr(args, "shared_dir", None)))
+    if any(not d.strip() for d in dirs):
+        raise UsageError("--shared-dir needs a directory, got an empty value")
+    from .preflight.shared_dirs import MAX_DIRS
+
+    if len(dirs) > MAX_DIRS:
+        raise UsageError(f"--shared-dir given {len(dirs)} times: at most {MAX_DIRS}")
+    need = getattr(args, "need", None)
+    if need is not None and not dirs:
+        raise UsageError("--need SIZE applies to --shared-dir: give the directory it is about")
+    try:
+        need_bytes = parse_size(str(need)) if need is not None else None
+    except UsageError as exc:
+        raise UsageError(f"--need: {exc}") from None
+    return StorageConfig(dirs=dirs, need_bytes=need_bytes)
+
+
+def nccl_diag_config_from_args(args: argparse.Namespace) -> NcclDiagConfig:
+    ras, debug = getattr(args, "nccl_ras", None), _strings(getattr(args, "nccl_debug", None))
+    for path in debug:
+        input_file(path, "--nccl-debug", "a saved NCCL_DEBUG=INFO log")
+    if ras:
+        _check_ras_file(ras)
+    return NcclDiagConfig(ras=ras, debug=debug, capture=bool(getattr(args, "nccl_capture", False)))
+
+
+def _tolerance(args: argparse.Namespace) -> float:
+    tol = parse_float(_text(getattr(args, "tolerance", None)), "--tolerance")
+    if tol is None:
+        return _BASE.tolerance
+    if tol >= 1:
+        raise UsageError("--tolerance is a fraction: 0.1 means 10%")
+    return tol
+
+
+def baseline_config_from_args(args: argparse.Namespace) -> BaselineConfig:
+    if args.baseline:
+        input_file(args.baseline, "--baseline", "a JSON report written by --json")
+    return BaselineConfig(path=args.baseline, save=args.save_baseline, tolerance=_tolerance(args))
+
+
+def placement_of(command: str, world, env):
+    """This process's place in the job (agent.launchers) for commands that form a world; env and report only need
+    it for %j/%n/%r in paths, so there a launcher's inconsistent variables are not an error."""
+    from .agent.launchers import detect_placement
+
+    if command in WORLD_COMMANDS:
+        return detect_placement(env, world)
+    try:
+        return detect_placement(env, world)
+    except UsageError:
+        return None
+
+
+def _expand_paths(args: argparse.Namespace, files: dict, placement, env) -> None:
+    """%j %n %h %r in output paths, the same expansion on every process (so %n/%h/%r give distinct files). The
+    templates stay on args._templates: the CLI decides from them whether every rank writes."""
+    from .agent.launchers import job_id
+    from .facts import hostname
+    from .render.files import expand_path
+
+    fields = {"j": placement.job_id if placement else job_id(env), "n": placement.node_rank if placement else 0,
+              "r": placement.rank if placement else 0, "h": hostname()}
+    templates = {}
+    for name, path in list(files.items()):
+        if path != "-" and "%" in path:
+            files[name] = expand_path(path, fields)
+            templates[name] = path
+    for dest in ("save_baseline", "good_out", "bad_out"):
+        path = getattr(args, dest, None)
+        if path and "%" in path:
+            setattr(args, dest, expand_path(path, fields))
+            templates[dest] = path
+    if templates:
+        args._templates = templates
+
+
+def _sizes(value: Any) -> tuple:
+    from .units import parse_sizes
+
+    if value is None:
+        return _BENCH.sizes
+    if isinstance(value, str):
+        return tuple(parse_sizes(value))
+    items = [value] if isinstance(value, int) else list(value)
+    if not items or any(isinstance(s, bool) or not isinstance(s, int) or s <= 0 for s in items):
+        raise UsageError(f"--sizes {value!r}: expected the sizes grammar (e.g. '1M-64M') or positive byte counts")
+    return tuple(sorted(set(items)))
+
+
+def _ops(value: Any) -> tuple:
+    """--ops: names from the op table (bench/ops.py) or 'all', as a comma list or any iterable of names."""
+    from .bench.ops import OPS
+
+    if value is None:
+        return _BENCH.ops
+    items = [o.strip() for o in (value.split(",") if isinstance(value, str) else value) if str(o).strip()]
+    ops = tuple(OPS) if items == ["all"] else tuple(dict.fromkeys(items))
+    bad = [o for o in ops if o not in OPS]
+    if bad or not ops:
+        raise UsageError(f"unknown op {', '.join(bad) or '(none)'}: choose from {', '.join(OPS)} or 'all'")
+    return ops
+
+
+def _dtype(value: Any) -> str:
+    from .bench.ops import DTYPES
+
+    if value is None:
+        return _BENCH.dtype
+    if value not in DTYPES:
+        raise UsageError(f"unknown dtype {value!r}: choose from {', '.join(DTYPES)}")
+    return value
+
+
+def bench_config_from_args(args: argparse.Namespace) -> BenchConfig:
+    from .units import parse_size
+
+    ops, dtype = _ops(args.ops), _dtype(args.dtype)
+    if args.baseline:
+        input_file(args.baseline, "--baseline", "a JSON report written by --json")
+    iters, warmup = parse_int(_text(args.iters), "--iters", 1, 1_000_000), parse_int(_text(args.warmup), "--warmup",
+                                                                                     0, 1_000_000)
+    gate = args.gate_size
+    return BenchConfig(
+        sizes=_sizes(args.sizes),
+        ops=ops,
+        dtype=dtype,
+        iters=_BENCH.iters if iters is None else iters,
+        warmup=_BENCH.warmup if warmup is None else warmup,
+        in_place=bool(args.in_place),
+        check=bool(args.check),
+        min_busbw_gbps=parse_float(_text(args.min_busbw), "--min-busbw"),
+        min_efficiency=parse_fraction(_text(args.min_efficiency), "--min-efficiency"),
+        gate_size=None if gate is None else gate if isinstance(gate, int) else parse_size(gate),
+        baseline=args.baseline,
+        tolerance=_tolerance(args),
+        save_baseline=args.save_baseline,
+    )
+
+
+def links_config_from_args(args: argparse.Namespace) -> LinksConfig:
+    from .links.schedule import ROUNDS
+    from .units import parse_size
+
+    size = args.size if isinstance(args.size, int) else parse_size(args.size) if args.size is not None else None
+    iters = parse_int(_text(args.iters), "--iters", 1, 100000)
+    seed = parse_int(_text(args.seed), "--seed", 0, 2**31 - 1)
+    relative = parse_float(_text(args.relative), "--relative")
+    rounds = getattr(args, "rounds", None) if args.command == "links" else "scale"  # sweep: links' scalable mode
+    if rounds is not None and rounds not in ROUNDS:
+        raise UsageError(f"--rounds must be one of {', '.join(ROUNDS)}, got {rounds!r}")
+    return LinksConfig(
+        size=_LINKS.size if size is None else size,
+        iters=_LINKS.iters if iters is None else iters,
+        rounds=rounds or _LINKS.rounds,
+        min_gbps=parse_float(_text(args.min_gbps), "--min-gbps"),
+        min_efficiency=parse_fraction(_text(getattr(args, "min_efficiency", None)), "--min-efficiency"),
+        relative=_LINKS.relative if relative is None else relative,
+        seed=_LINKS.seed if seed is None else seed,
+    )
+
+
+def api_config(command: str, options: Mapping[str, Any], api_name: str, env=None) -> Config:
+    """The Config for a Python-API call: keyword arguments are the command's flags (`run_bench(sizes="1M")`)."""
+    return config_from_args(namespace_for(command, options, api_name), env=env)
+
+
+def flags_of(command: str) -> set:
+    """Every flag the command accepts (for docs tests: the README names only flags that exist)."""
+    sub = subparser(build_parser(), command)
+    return {s for a in sub._actions for s in a.option_strings}
+
+
+__all__ = ["COMMANDS", "api_config", "build_parser", "config_from_args", "flags_of", "options_of", "subparser"]

@@ -1,0 +1,197 @@
+"""World formation with 2-3 node processes on loopback: joins, missing/duplicate ranks, --nnodes disagreements,
+the mesh probe through the store, identical aggregated reports and one exit code. Every test is bounded."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ncclcheck.preflight.decide import decide, world_check
+
+pytestmark = pytest.mark.slow  # real worlds of spawned processes: the slow tier (a marker, not a folder)
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def _env():
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("NCCL", "MASTER_", "RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_", "OMPI_"))}
+    env["PYTHONPATH"] = REPO
+    return env
+
+
+def _start(tmp_path, name, *args):
+    out = str(tmp_path / f"{name}.json")
+    p = subprocess.Popen([sys.executable, "-m", "tests.world_node", "--out", out, *map(str, args)], cwd=REPO,
+                         env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return p, out
+
+
+def _finish(procs, limit):
+    res = []
+    for p, out in procs:
+        try:
+            _, err = p.communicate(timeout=limit)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise AssertionError(f"node process hung past {limit} s") from None
+        assert "Traceback" not in err and "frame #" not in err, err
+        with open(out) as fh:
+            res.append((p.returncode, json.load(fh)))
+    return res
+
+
+def _by_id(doc):
+    return {(c["id"], c["node"]): c for c in doc["checks"]}
+
+
+def test_three_nodes_form_the_same_report(tmp_path):
+    port = _free_port()
+    procs = [_start(tmp_path, f"n{r}", "--nnodes", 3, "--node-rank", r, "--port", port, "--timeout", 20)
+             for r in (2, 1, 0)]  # node 0 last: the others wait for it
+    t = time.monotonic()
+    res = _finish(procs, 60)
+    assert time.monotonic() - t < 30
+    docs = [d for _, d in res]
+    assert all(d["formed"] for d in docs)
+    # Node 0 (started last) has every node's results; the others read only its compact verdict: the same cross-node
+    # verdicts and recommendations, plus their own local results (issue 12: O(1) bytes per node besides node 0).
+    full = docs[2]
+
+    def cross(doc):
+        return [(c["id"], c["status"], c["summary"]) for c in doc["checks"] if c["node"] is None]
+
+    assert cross(docs[0]) == cross(docs[1]) == cross(full)
+    assert {c["node"] for c in docs[0]["checks"]} == {None, 2}
+    assert {c["node"] for c in full["checks"]} == {None, 0, 1, 2}
+    assert docs[0]["recommendations"] == docs[1]["recommendations"] == full["recommendations"]
+    checks = _by_id(full)
+    assert checks[("rendezvous.world", None)]["status"] == "pass"
+    reach = checks[("net.peer_reachability", None)]
+    assert reach["status"] == "pass"
+    assert reach["evidence"]["interfaces"]["eth0"]["matrix"] == [[None, True, True], [True, None, True],
+                                                                 [True, True, None]]
+    assert reach["evidence"]["interfaces"]["docker0"]["duplicates"] == {"127.0.0.9": [0, 1, 2]}
+    # progress of the waits on node 0 (the decider) only: n of 3 nodes joined, then mesh rows in
+    prog = docs[2]["progress"]
+    assert prog[0] == ["start", 3, "nodes joined"] and prog.count(["stop"]) == 2, prog
+    assert ["start", 3, "mesh probes"] in prog and sum(1 for c in prog if c[0] == "advance") == 6, prog
+    assert docs[0]["progress"] == docs[1]["progress"] == [], docs[0]["progress"]
+    assert ("host.shm", 2) in checks  # every node's local results travel with it
+    recs = {(r["name"], r["node"]): r["value"] for r in docs[0]["recommendations"]}
+    assert recs[("NCCL_SOCKET_IFNAME", None)] == "=eth0"  # the exact form, as standalone (issue 24)
+    assert [rc for rc, _ in res] == [0, 0, 0]
+
+
+def test_missing_node_is_named_within_the_timeout(tmp_path):
+    port = _free_port()
+    procs = [_start(tmp_path, f"n{r}", "--nnodes", 3, "--node-rank", r, "--port", port, "--timeout", 8)
+             for r in (0, 1)]
+    t = time.monotonic()
+    res = _finish(procs, 30)
+    assert time.monotonic() - t < 8 + 10
+    for rc, doc in res:
+        assert rc == 1 and not doc["formed"]
+        w = _by_id(doc)[("rendezvous.world", None)]
+        assert w["status"] == "fail" and "node rank(s) 2 never joined" in w["summary"]
+
+
+def test_duplicate_node_rank_names_both_hosts(tmp_path):
+    port = _free_port()
+    # The duplicates start first (they wait for node 0), so both have joined by the time node 0 decides.
+    procs = [_start(tmp_path, "a", "--nnodes", 2, "--node-rank", 1, "--port", port, "--hostname", "alpha"),
+             _start(tmp_path, "b", "--nnodes", 2, "--node-rank", 1, "--port", port, "--hostname", "beta")]
+    time.sleep(3)
+    procs.append(_start(tmp_path, "n0", "--nnodes", 2, "--node-rank", 0, "--port", port, "--timeout", 8))
+    res = _finish(procs, 40)
+    for rc, doc in res:
+        w = _by_id(doc)[("rendezvous.world", None)]
+        assert rc == 1 and w["status"] == "fail"
+        assert "node rank 1 claimed by 2 nodes" in w["summary"]
+        assert "alpha" in w["summary"] and "beta" in w["summary"]
+
+
+def test_different_nnodes_is_named(tmp_path):
+    port = _free_port()
+    procs = [_start(tmp_path, "n0", "--nnodes", 2, "--node-rank", 0, "--port", port, "--timeout", 8),
+             _start(tmp_path, "n1", "--nnodes", 3, "--node-rank", 1, "--port", port, "--timeout", 8,
+                    "--hostname", "odd")]
+    res = _finish(procs, 40)
+    for rc, doc in res:
+        w = _by_id(doc)[("rendezvous.world", None)]
+        assert rc == 1 and "node 1 (odd) was started with --nnodes 3, the others with 2" in w["summary"]
+
+
+def test_master_unreachable_is_named_fast_and_without_torch_noise(tmp_path):
+    port = _free_port()
+    t = time.monotonic()
+    (rc, doc), = _finish([_start(tmp_path, "n1", "--nnodes", 2, "--node-rank", 1, "--port", port,
+                                 "--timeout", 2)], 30)
+    assert time.monotonic() - t < 15
+    w = _by_id(doc)[("rendezvous.world", None)]
+    assert rc == 1 and "refused" in w["summary"]
+
+
+def test_code_differs_on_one_node_in_a_formed_world(tmp_path):
+    port = _free_port()
+    procs = [_start(tmp_path, f"n{r}", "--nnodes", 2, "--node-rank", r, "--port", port, "--timeout", 15,
+                    *(["--code", "sha256:other"] if r == 1 else [])) for r in (0, 1)]
+    res = _finish(procs, 40)
+    for rc, doc in res:
+        assert rc == 1 and doc["formed"]
+        c = _by_id(doc)[("code.consistent", None)]
+        assert c["status"] == "fail" and "node 1 (host1)" in c["summary"]
+
+
+def test_shared_dir_names_the_node_on_another_filesystem_and_is_left_empty(tmp_path):
+    shared, local = tmp_path / "shared", tmp_path / "local"
+    shared.mkdir()
+    local.mkdir()
+    port = _free_port()
+    # --timeout bounds the join (three Pythons importing torch on a loaded machine) and node 2's wait for the nonce
+    procs = [_start(tmp_path, f"n{r}", "--nnodes", 3, "--node-rank", r, "--port", port, "--timeout", 15,
+                    "--shared-dir", local if r == 2 else shared) for r in range(3)]
+    res = _finish(procs, 90)
+    assert os.listdir(shared) == [] and os.listdir(local) == []
+    for rc, doc in res:
+        assert rc == 1 and doc["formed"]
+        c = _by_id(doc)[("storage.shared", None)]
+        assert c["status"] == "fail" and "node 2 (host2)" in c["summary"] and "node 1 " not in c["summary"], c
+    full = _by_id(res[0][1])
+    assert full[("storage.writable", None)]["status"] == "pass"
+
+
+def test_decide_is_pure_and_names_everything():
+    joins = [{"node_rank": 0, "nnodes": 2, "hostname": "a", "uuid": "1", "pid": 1},
+             {"node_rank": 1, "nnodes": 2, "hostname": "b", "uuid": "2", "pid": 2},
+             {"node_rank": 1, "nnodes": 2, "hostname": "c", "uuid": "3", "pid": 3}]
+    v = decide(joins, 2, final=True)
+    assert not v["ok"] and v["duplicates"] == {"1": ["b (pid 2)", "c (pid 3)"]}
+    v = decide(joins[:1], 2, final=True)
+    assert v["missing"] == [1]
+    assert "never joined" in world_check(v, 1.0, 5).summary
+    assert decide(joins[:2], 2, final=True)["ok"]
+
+
+@pytest.mark.parametrize("n", [1])
+def test_single_node_has_no_world_to_form(n):
+    from ncclcheck.agent.launchers import detect_placement
+    from ncclcheck.config import Config, WorldConfig
+    from ncclcheck.preflight.cluster import run_cluster_preflight
+    from ncclcheck.rendezvous.budget import Budget
+
+    cfg = Config(command="preflight", world=WorldConfig())
+    out = run_cluster_preflight(cfg, detect_placement({}, cfg.world), {}, [], Budget.of(cfg))
+    assert not out.formed and out.checks[0].status.value == "skip"

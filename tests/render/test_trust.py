@@ -1,0 +1,148 @@
+"""Issue 21, the plain parts: the env-name allow-list, control characters at ingestion, file modes, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import stat
+
+import pytest
+
+from ncclcheck.errors import EXIT_CODES
+from ncclcheck.model import CheckResult, NodeInfo, Recommendation, Report, Status, clean_text, clean_tree
+from ncclcheck.nccl.rules import ENV_EXACT, ENV_LOADS_CODE, ENV_PREFIXES, allowed_recommendations, env_name_allowed
+from ncclcheck.render.files import write_atomic
+
+ROOT = pathlib.Path(__file__).parents[2]
+
+
+@pytest.mark.parametrize("name", ["NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "TORCH_NCCL_X",
+                                  "NCCLCHECK_NODE_RANK", "UCX_TLS", "FI_PROVIDER"])
+def test_the_communication_stack_may_be_recommended(name):
+    assert env_name_allowed(name)
+
+
+@pytest.mark.parametrize("name", ["BASH_ENV", "ENV", "LD_PRELOAD", "LD_LIBRARY_PATH", "PATH", "PROMPT_COMMAND",
+                                  "PYTHONPATH", "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "FI_PROVIDER_PATH",
+                                  "NCCL_X$(touch y)", "NCCL_ X", "nccl_lower", "", None, 5, "NCCL_" + "X" * 200])
+def test_anything_else_may_not(name):
+    assert not env_name_allowed(name)
+
+
+def test_every_name_a_rule_recommends_is_allowed():
+    # The rules build Recommendation("NAME", ...) in recommend/: each such name must pass the allow-list, or the env
+    # file would drop ncclcheck's own advice.
+    names = set()
+    for path in (ROOT / "ncclcheck" / "recommend").glob("*.py"):
+        names |= set(re.findall(r'Recommendation\(\s*"([A-Z0-9_]+)"', path.read_text()))
+    assert names and all(env_name_allowed(n) for n in names), names
+
+
+def test_allowed_recommendations_split():
+    kept, dropped = allowed_recommendations([Recommendation("NCCL_IB_HCA", "=mlx5_0", "r"),
+                                             Recommendation("LD_PRELOAD", "/x.so", "r")])
+    assert [r.name for r in kept] == ["NCCL_IB_HCA"] and dropped == ["LD_PRELOAD"]
+
+
+def test_trust_doc_lists_the_allow_list_as_the_code_has_it():
+    text = (ROOT / "docs" / "trust.md").read_text()
+    for item in ENV_PREFIXES + ENV_EXACT + ENV_LOADS_CODE:
+        assert f"`{item}`" in text, item
+    assert "docs/trust.md" in (ROOT / "README.md").read_text()
+
+
+def test_control_characters_are_stripped_and_text_kept():
+    assert clean_text("h1\x1b]0;owned\x07\r\x9b31m\u202e ok\tx\ny") == "h1]0;owned31m ok\tx\ny"
+    assert clean_tree({"a\x1b": ["\x00b", {"c": "\x85d"}], "n": 1.5}) == {"a": ["b", {"c": "d"}], "n": 1.5}
+
+
+def test_ingestion_cleans_and_checks_types():
+    c = CheckResult.from_json({"id": "net.x", "status": "fail", "summary": "s\x1b[2J", "node": 1,
+                               "evidence": {"host": "h\x1b]0;t\x07"}})
+    assert c.summary == "s[2J" and c.evidence == {"host": "h]0;t"}
+    with pytest.raises(ValueError, match="status: 'bogus'"):
+        CheckResult.from_json({"id": "net.x", "status": "bogus", "summary": "s"})
+    with pytest.raises(ValueError, match="node: expected a node rank"):
+        CheckResult.from_json({"id": "net.x", "status": "pass", "summary": "s", "node": "0"})
+    with pytest.raises(ValueError, match="record: expected an object, got list"):
+        CheckResult.from_json([1, 2])
+    with pytest.raises(ValueError, match=r"value: expected a string"):
+        Recommendation.from_json({"name": "NCCL_X", "value": 5})
+    assert NodeInfo.from_json({"node_rank": 2, "hostname": "gpu\x1b[31m2"}).hostname == "gpu[31m2"
+    with pytest.raises(ValueError, match="nested more than"):
+        clean_tree(json.loads("[" * 100 + "]" * 100))
+
+
+def test_exit_codes_are_the_schemas():
+    schema = json.loads((ROOT / "ncclcheck" / "schema" / "report-1.schema.json").read_text())
+    assert schema["properties"]["exit_code"]["enum"] == list(EXIT_CODES)
+
+
+def test_an_interrupted_report_carries_the_process_exit_code():
+    r = Report(command="bench", version="v", started="s", checks=[CheckResult("bench.coverage", Status.FAIL, "cut")],
+               partial=True, interrupted=True, interrupted_by="SIGTERM", interrupt_code=143)
+    assert r.to_dict()["exit_code"] == 143
+
+
+def _mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def test_reports_are_created_0600_and_keep_an_existing_mode(tmp_path):
+    new = tmp_path / "new.json"
+    write_atomic(str(new), "{}")
+    assert _mode(new) == 0o600
+    shared = tmp_path / "shared.html"
+    shared.write_text("old")
+    shared.chmod(0o644)
+    write_atomic(str(shared), "new")
+    assert _mode(shared) == 0o644 and shared.read_text() == "new"
+    metrics = tmp_path / "m.prom"
+    old = os.umask(0o022)
+    try:
+        write_atomic(str(metrics), "x 1\n", private=False)
+    finally:
+        os.umask(old)
+    assert _mode(metrics) == 0o644  # node_exporter reads it as another user
+
+
+def test_the_log_directory_is_0700_and_logs_0600(tmp_path, monkeypatch):
+    import logging
+
+    from ncclcheck import cli
+
+    state = tmp_path / "state"
+    (state / "ncclcheck").mkdir(parents=True)
+    (state / "ncclcheck").chmod(0o755)  # as an older version left it
+    monkeypatch.delenv("NCCLCHECK_LOG_DIR", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    path = cli._setup_logging()
+    try:
+        logging.getLogger("ncclcheck.test").warning("something to log")
+        assert _mode(state / "ncclcheck") == 0o700
+        assert _mode(path) == 0o600
+    finally:
+        cli._finish_logging(path)
+
+
+@pytest.mark.parametrize("env", [{}, {"FORCE_COLOR": "1"}], ids=["plain", "colour"])
+def test_the_console_never_prints_an_escape_from_data(env):
+    import io
+
+    from ncclcheck.render.console import make_console, render_report
+
+    hostile = "gpu7\x1b]0;owned\x07\x1b[2J\x9b2J"
+    r = Report(command="preflight", version="v\x1b[5m", started="s", nodes=[NodeInfo(0, hostile), NodeInfo(1, "h2")],
+               checks=[CheckResult("net.x", Status.FAIL, f"bad on {hostile}", fix=hostile, node=0)],
+               recommendations=[Recommendation("NCCL_SOCKET_IFNAME", "=eth0", hostile, node=0)])
+    out = io.StringIO()
+    console = make_console(out, env, width=120)
+    for part in render_report(r):
+        console.print(part)
+    text = out.getvalue()
+    assert "gpu7]0;owned" in text  # the text is shown, without what would steer the terminal
+    assert "\x1b]" not in text and "\x1b[2J" not in text and "\x9b" not in text and "\x07" not in text
+    if env:  # rich's own styles still work
+        assert "\x1b[" in text

@@ -1,0 +1,99 @@
+"""NCCL's own diagnostics on recorded outputs shipped in tests/data/nccl: `ncclras -f json` (laid out as NCCL
+2.28.7's writer prints it) read into nccl.ras, saved NCCL_DEBUG captures into nccl.transport per host, and the
+per-host topology/graph dump variables and the report's links to what a GPU run wrote."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+
+from ncclcheck.checks.nccl_ras import parse_ras_json, ras_check, ras_check_from_text
+from ncclcheck.model import NodeInfo, Recommendation, Status
+from ncclcheck.steps.nccl_debug import (
+    capture_host,
+    captures_section,
+    checks_from_captures,
+    nccl_debug_env,
+    transport_checks,
+)
+
+DATA = pathlib.Path(__file__).parents[1] / "data" / "nccl"
+
+
+def _ras(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+def test_healthy_job_passes():
+    r = ras_check_from_text(_ras("ras-healthy.json"), "ras.json")
+    assert r.status is Status.PASS and "8 ranks" in r.summary and "2.28.7" in r.summary
+
+
+def test_dead_rank_fails_naming_host_and_gpu_and_the_rank_behind():
+    r = ras_check_from_text(_ras("ras-dead-rank.json"), "ras.json")
+    assert r.status is Status.FAIL
+    assert r.summary == "dead: rank 6 (198.18.0.12, GPU 2)"
+    assert "rank 7 (198.18.0.12) AllReduce 41249 of 41250" in r.detail
+    assert [d["rank"] for d in r.evidence["dead"]] == [6] and r.evidence["timeouts"] == 1
+
+
+def test_unresponsive_but_not_dead_warns_and_async_error_fails():
+    doc = json.loads(_ras("ras-dead-rank.json"))
+    comm = doc["communicators"][0]
+    comm["missing_ranks"][0]["status"]["considered_dead"] = False
+    for rank in comm["ranks"]:  # nobody behind
+        rank["collective_counts"]["AllReduce"] = 41250
+    doc["ras"]["timeouts_count"] = 0
+    r = ras_check(parse_ras_json(json.dumps(doc)))
+    assert r.status is Status.WARN and "unresponsive" in r.summary and "rank 6" in r.summary
+    comm["ranks"][2]["status"]["async_error"] = 6  # ncclRemoteError
+    assert ras_check(parse_ras_json(json.dumps(doc))).status is Status.FAIL
+
+
+@pytest.mark.parametrize("text", ["", "Collecting data...\nGroup 0: 8 ranks\n", "{\"x\": 1}", "{broken"])
+def test_output_that_is_not_the_json_form_is_a_skip(text):
+    r = ras_check_from_text(text, "ras.txt")
+    assert r.status is Status.SKIP and "ras.txt" in r.summary
+
+
+def test_saved_debug_captures_become_transport_checks_per_host():
+    texts = {str(p): p.read_text() for p in sorted(DATA.glob("nccl.node-*"))}
+    assert {capture_host(p, t) for p, t in texts.items()} == {"node-a", "node-b"}
+    recs = [Recommendation("NCCL_SOCKET_IFNAME", "=eth0", "fastest"), Recommendation("NCCL_IB_HCA", "=mlx5_0", "x")]
+    res = checks_from_captures(texts, [NodeInfo(0, "node-a.cluster"), NodeInfo(1, "node-b")], recs)
+    by_node = {r.node: r for r in res}
+    assert by_node[0].status is Status.WARN and "mlx5_1" in by_node[0].detail  # HCAs outside NCCL_IB_HCA
+    assert by_node[1].status is Status.WARN and "ibp12s0" in by_node[1].summary
+    assert all(r.id == "nccl.transport" for r in res)
+
+
+def test_capture_host_from_file_name_when_lines_have_no_prefix():
+    assert capture_host("/x/nccl.gpu-07.4242", "NCCL version 2.21.5+cuda12.4\n") == "gpu-07"
+    assert capture_host("/x/other.log", "") is None
+
+
+def test_debug_env_dumps_topology_and_graph_per_host():
+    env = nccl_debug_env("/run/nc", "gpu-07", dump_rank=8)
+    assert env["NCCL_TOPO_DUMP_FILE"] == "/run/nc/nccl-topo.gpu-07.xml"
+    assert env["NCCL_GRAPH_DUMP_FILE"] == "/run/nc/nccl-graph.gpu-07.xml"
+    assert env["NCCL_TOPO_DUMP_FILE_RANK"] == env["NCCL_GRAPH_DUMP_FILE_RANK"] == "8"
+    assert "NCCL_TOPO_DUMP_FILE" not in nccl_debug_env("/run/nc")
+
+
+def test_gpu_run_results_are_linked_and_checked():
+    parsed_a = {"version": "2.21.5", "bootstrap": [{"ifname": "eth0", "addr": "198.18.0.1"}], "transports": {}}
+    results = [
+        {"rank": 0, "node_rank": 0, "host": "gpu-a", "parsed": parsed_a, "file": "/l/nccl.gpu-a.1",
+         "topo_file": "/l/nccl-topo.gpu-a.xml", "graph_file": "/l/nccl-graph.gpu-a.xml"},
+        {"rank": 1, "node_rank": 0, "host": "gpu-a", "parsed": parsed_a, "file": "/l/nccl.gpu-a.2"},
+        {"rank": 2, "node_rank": 1, "host": "gpu-b", "parsed": None, "file": None, "note": "no file"},
+    ]
+    sec = captures_section(results)
+    assert sec["gpu-a"] == {"node_rank": 0, "debug": ["/l/nccl.gpu-a.1", "/l/nccl.gpu-a.2"],
+                            "topo": "/l/nccl-topo.gpu-a.xml", "graph": "/l/nccl-graph.gpu-a.xml"}
+    assert sec["gpu-b"] == {"node_rank": 1, "debug": []}
+    (chk,) = transport_checks(results)
+    assert chk.node == 0 and chk.status is Status.PASS and "eth0" in chk.summary
+    assert transport_checks([results[2]])[0].status is Status.SKIP

@@ -12,7 +12,7 @@ from ..config import Config, LinksConfig, SweepConfig
 from ..health import drain as drainmod
 from ..health.scontrol import Scontrol, ScontrolError
 from ..model import Report, failed, passed
-from ..render.hostlist import compress_hostlist
+from ..hostranges import collect as compress_hostlist
 from .verdict import BAD, HEALTHY, NO_RESULTS, SUSPECT, node_verdicts
 
 SLURM_CHECK = "slurm.drain"

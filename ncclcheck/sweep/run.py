@@ -11,8 +11,8 @@ from typing import Callable, Optional
 from ..config import Config, LinksConfig, SweepConfig
 from ..health import drain as drainmod
 from ..health.scontrol import Scontrol, ScontrolError
-from ..model import Report, failed, passed
 from ..hostranges import collect as compress_hostlist
+from ..model import Report, failed, passed
 from .verdict import BAD, HEALTHY, NO_RESULTS, SUSPECT, node_verdicts
 
 SLURM_CHECK = "slurm.drain"

@@ -18,8 +18,8 @@ from ncclcheck.config import Config, HealthConfig, SlurmActionConfig
 from ncclcheck.health import drain
 from ncclcheck.health.run import run_health
 from ncclcheck.health.scontrol import Scontrol, ScontrolError, gres_gpus, parse_show_node, parse_show_nodes
-from ncclcheck.links.analyze import analyze
 from ncclcheck.hostranges import collect as compress_hostlist
+from ncclcheck.links.analyze import analyze
 from ncclcheck.sweep.verdict import BAD, HEALTHY, NO_RESULTS, SUSPECT, node_verdicts
 from tests.fakefacts import facts, ib_one_active_one_down, iface, port
 

@@ -5,11 +5,14 @@ Healthy: every host exits 0, the job trains (one TRAINED line) and prints exactl
 rendezvous cannot see (h2 dropping every new inbound connection, h3 with GLOO_SOCKET_IFNAME=docker0, h3 running
 different code): every rank of every host raises PreflightFailed within T + 10 s of calling guard(), naming the node
 and the cause. The same scripts without the guard line (GUARD=0) and the same faults are bounded at 120 s; each run
-prints a FIGURE line (pytest -s) with the seconds to an answer, the figures the README quotes.
+prints a FIGURE line (pytest -s) with the seconds to an answer, the figures the README quotes. Those unguarded fault
+runs assert nothing and hang for up to 120 s each (9 of them), so they run only when asked:
+NCCLCHECK_LAB_FIGURES=1 python3 -m pytest -s -m lab tests/lab/test_guard_lab.py
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import time
@@ -24,6 +27,7 @@ PY = sys.executable
 PORT = 29500
 T = 20  # the guard's timeout in the fixtures (GUARD_TIMEOUT)
 UNGUARDED_BOUND = 120  # an unguarded job that has not ended by then is counted as hung
+FIGURES = os.environ.get("NCCLCHECK_LAB_FIGURES") == "1"  # measure the unguarded fault runs too (minutes each)
 DEADLINE = 200
 DDP = str(REPO_ROOT / "tests" / "fixtures" / "train_ddp.py")
 FABRIC = str(REPO_ROOT / "tests" / "fixtures" / "train_fabric.py")
@@ -122,5 +126,6 @@ def test_fault_fails_every_rank_within_bound(lab, name, fault):
         assert named.search(msg), (rank, msg)
     assert "TRAINED" not in "".join(r.stdout for r in runs.values())
     figure(f"{name} {fault} guarded", runs)
-    unguarded = run(lab3, make, host_env, deadline=UNGUARDED_BOUND, env={**ENV, "GUARD": "0"})
-    figure(f"{name} {fault} unguarded", unguarded)
+    if FIGURES:
+        unguarded = run(lab3, make, host_env, deadline=UNGUARDED_BOUND, env={**ENV, "GUARD": "0"})
+        figure(f"{name} {fault} unguarded", unguarded)

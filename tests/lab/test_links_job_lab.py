@@ -64,7 +64,8 @@ def test_healthy_cluster_flags_nothing(lab):
     res = run(lab(4, scenario=cluster(4)))
     sec = res["links"]
     assert sec["slow"] == [] and sec["slow_nodes"] == [] and sec["dead"] == []
-    assert [c["status"] for c in res["checks"]] == ["pass"]
+    # links.efficiency on veths: the bound is the kernel's fixed 10 Gb/s, shown but not judged (skip)
+    assert {c["id"]: c["status"] for c in res["checks"]} == {"links.slow": "pass", "links.efficiency": "skip"}
 
 
 def _tx_bytes(lab_, host: str) -> int:

@@ -48,7 +48,7 @@ def test_socket_ifname_docker_on_multi_node_fails():
 
 def test_gloo_ifname_docker_on_multi_node_fails_and_alone_passes():
     # the lab's docker-decoy scenario with GLOO_SOCKET_IFNAME=docker0 on one host (tests/lab/test_guard_lab.py)
-    f = facts(interfaces=[iface("docker0", "docker", "172.17.0.1"), iface("eth0", ipv4="198.18.0.1")],
+    f = facts(interfaces=[iface("docker0", "docker", "198.19.17.1"), iface("eth0", ipv4="198.18.0.1")],
               env={"GLOO_SOCKET_IFNAME": "docker0"})
     (r,) = by_id(run(f, multi_node=True), "net.socket_ifname")
     assert r.status is Status.FAIL and "docker0" in r.summary and "GLOO_SOCKET_IFNAME=eth0" in r.fix

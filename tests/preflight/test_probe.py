@@ -108,7 +108,7 @@ def test_master_unresolvable_gives_up_after_grace():
 
 def test_check_bind_names_a_port_in_use():
     with socket.socket() as srv:
-        srv.bind(("", 0))
+        srv.bind(("127.0.0.1", 0))  # loopback only: a listener on every address is not needed to hold the port
         srv.listen(1)
         port = srv.getsockname()[1]
         b = check_bind(port)
@@ -121,7 +121,7 @@ def test_bind_test_feeds_the_master_check():
     from tests.fakefacts import facts
 
     with socket.socket() as srv:
-        srv.bind(("", 0))
+        srv.bind(("127.0.0.1", 0))
         srv.listen(1)
         port = srv.getsockname()[1]
         d = bind_test("127.0.0.1", port)

@@ -72,8 +72,8 @@ def test_a_single_form_op_says_so_and_a_1g_row_fits_80_columns():
 def _bench_report() -> Report:
     checks = [CheckResult("bench.coverage", Status.PASS, "every requested op x size was measured (1 of 1)"),
               CheckResult("bench.unsupported", Status.SKIP, "1 op/dtype/placement combination not run")]
-    hosts = [NodeInfo(i, f"gpu-node-{i:03d}.cluster.example.com") for i in range(5)]
-    return Report("bench", "0", "", world=WorldInfo(5, 10, "gloo", "10.0.0.1:29500"), nodes=hosts, checks=checks,
+    hosts = [NodeInfo(i, f"gpu-node-{i:03d}.cluster.invalid") for i in range(5)]
+    return Report("bench", "0", "", world=WorldInfo(5, 10, "gloo", "198.18.0.1:29500"), nodes=hosts, checks=checks,
                   bench=[BenchRow.from_json(_row())], extra={"bench_summary": {"per_op": [{
                       "op": "all_reduce", "dtype": "float32", "largest_bytes": 1 << 20, "busbw_gbps": 6.99,
                       "algbw_gbps": 6.99, "smallest_bytes": 1 << 20, "latency_us": 150.25}]}})

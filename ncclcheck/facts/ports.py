@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
+from ..model import clean_text
 from .roots import procfs_root as proc_root
 
 _LISTEN = "0A"
@@ -40,8 +41,8 @@ def _program(pid: str) -> str:
             argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0") if a]
     except OSError:
         argv = []
-    text = " ".join(argv)[:120]
-    return "".join(c if c.isprintable() else "?" for c in text)
+    # Another user's command line may hold anything: one line, no control characters (the ingestion rule).
+    return " ".join(clean_text(" ".join(argv)[:120]).split())
 
 
 def port_holder(port: int, scan_limit: int = 65536) -> Optional[str]:

@@ -44,14 +44,19 @@ def assert_node0_full_report(path, runs: dict[str, HostRun], launcher: str) -> N
         assert "JSON in" not in lines[0], lines[0]
 
 
+
+def _preflight_on_every_host(lab3: Lab, path, *extra: str) -> dict:
+    """The README's "same flags on every node except --node-rank", all writing --json to one shared path."""
+    return {h: [sys.executable, "-m", "ncclcheck", "preflight", "--nnodes", "3", "--node-rank", str(i),
+                "--master-addr", lab3.ip("h1"), "--master-port", str(PORT), "--timeout", str(OK_TIMEOUT),
+                "--json", str(path), *extra] for i, h in enumerate(lab3.hosts)}
+
 def test_launcher_mode_three_hosts_one_shared_json_path(lab):
     lab3: Lab = lab(3)
     shared = lab3.tmp / "shared"
     shared.mkdir()
     path = shared / "run.json"
-    cmds = {h: [sys.executable, "-m", "ncclcheck", "preflight", "--nnodes", "3", "--node-rank", str(i),
-                "--master-addr", lab3.ip("h1"), "--master-port", str(PORT), "--timeout", str(OK_TIMEOUT),
-                "--json", str(path)] for i, h in enumerate(lab3.hosts)}
+    cmds = _preflight_on_every_host(lab3, path)
     runs = lab3.run_all(cmds, deadline=DEADLINE, cwd=lab3.tmp, env=ENV)
     assert_node0_full_report(path, runs, "ncclcheck")
 
@@ -72,9 +77,7 @@ def test_print_all_writes_every_node_its_own_beside_node_0s(lab):
     shared = lab3.tmp / "shared"
     shared.mkdir()
     path = shared / "run.json"
-    cmds = {h: [sys.executable, "-m", "ncclcheck", "preflight", "--nnodes", "3", "--node-rank", str(i),
-                "--master-addr", lab3.ip("h1"), "--master-port", str(PORT), "--timeout", str(OK_TIMEOUT),
-                "--json", str(path), "--print-all"] for i, h in enumerate(lab3.hosts)}
+    cmds = _preflight_on_every_host(lab3, path, "--print-all")
     runs = lab3.run_all(cmds, deadline=DEADLINE, cwd=lab3.tmp, env=ENV)
     assert all(r.rc == 0 for r in runs.values()), explain(runs)
     assert {c["node"] for c in json.loads(path.read_text())["checks"]} == {None, 0, 1, 2}

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .. import hostranges
-from ..model import CheckResult, Report, Status, clean_text
+from ..model import LARGE_FROM_NODES, CheckResult, Report, Status, clean_text
 from ..units import format_gbps
 
 # Failures first, then warnings, passes, skips (what did not run, least to act on): the order people read a report
@@ -179,7 +179,7 @@ def group_summary(group: CheckGroup, hosts: dict[int, str], limit: int = NAMED_N
     return "; ".join(parts)
 
 
-AGGREGATE_FROM_NODES = 8  # from this many nodes a report shows one row per check, not one per node per check
+AGGREGATE_FROM_NODES = LARGE_FROM_NODES  # from this many nodes one row per check, not one per node per check
 
 
 def aggregated(report: Report) -> bool:

@@ -151,6 +151,28 @@ def name_nodes(nodes: list[int], hosts: dict[int, str], limit: int = NAMED_NODES
     return ", ".join(f"node {r} ({hosts[r]})" if hosts.get(r) else f"node {r}" for r in nodes)
 
 
+def bound_groups(node_bounds: object) -> list[tuple[object, str, list]]:
+    """A links section's node_bounds as (bound_gbps, set by, [node ranks]) rows, one per distinct bound, the slowest
+    first: 8,192 nodes on one kind of NIC are one row, not 8,192. Keys that are not node ranks stay rows of their
+    own (their key as the only member)."""
+    rows: dict = {}
+    for k, v in (node_bounds.items() if isinstance(node_bounds, dict) else ()):
+        if not isinstance(v, dict):
+            continue
+        b = v.get("bound_gbps") if isinstance(v.get("bound_gbps"), (int, float)) else None
+        member = int(k) if str(k).isdigit() else str(k)
+        key = (b, str(v.get("bound_by") or "")) if isinstance(member, int) else (b, str(v.get("bound_by") or ""), k)
+        rows.setdefault(key, []).append(member)
+    return sorted(((key[0], key[1], sorted(m, key=str) if any(isinstance(x, str) for x in m) else sorted(m))
+                   for key, m in rows.items()), key=lambda r: (r[0] is None, r[0] or 0, r[1]))
+
+
+def nodes_text(members: list, hosts: dict[int, str]) -> str:
+    """A bound_groups row's members for a table cell: node ranks through name_nodes, other keys as they are."""
+    ranks = [m for m in members if isinstance(m, int)]
+    return ", ".join(([name_nodes(ranks, hosts)] if ranks else []) + [str(m) for m in members if isinstance(m, str)])
+
+
 def group_summary(group: CheckGroup, hosts: dict[int, str], limit: int = NAMED_NODES) -> str:
     """One line for a whole check: the cross-node verdict, then 'pass on N nodes; fail on node 17 (h): why'."""
     parts = [one_line(c.summary) for c in group.cross]

@@ -13,20 +13,26 @@ import json
 from html import escape
 from typing import Any, Optional
 
+from ..hostranges import rank_ranges
 from ..model import BenchRow, Report, Status
 from ..units import format_bytes, format_gbps, format_mbps_link, format_us
 from . import plots
 from .common import (
+    NAMED_NODES,
     STATUS_WORD,
     aggregated,
     bound_gbps_text,
+    bound_groups,
     check_case_name,
     display_checks,
     efficiency_text,
+    hostnames,
     links_pairs,
     links_schedule,
     links_slow_cells,
+    name_nodes,
     node_label,
+    nodes_text,
     not_measured,
     placement_label,
     status_headline,
@@ -184,10 +190,14 @@ def _recommendations(report: Report) -> str:
     if not report.recommendations:
         return ('<section id="recommendations"><h2>Recommended environment</h2>'
                 "<p>No settings recommended.</p></section>")
+    same: dict = {}  # one row per setting; the nodes given the same per-node value share it (ranges at scale)
+    for r in report.recommendations:
+        same.setdefault((r.name, r.value, r.reason, r.node is None), []).append(r.node)
     rows = "".join(
-        f"<tr><td><code>{e(r.name)}</code></td><td><code>{e(r.value)}</code></td>"
-        f"<td>{e(node_label(r.node, report))}</td><td>{e(r.reason)}</td></tr>"
-        for r in report.recommendations
+        f"<tr><td><code>{e(name)}</code></td><td><code>{e(value)}</code></td>"
+        f"<td>{e('all nodes' if common else name_nodes(sorted(nodes), hostnames(report)))}</td>"
+        f"<td>{e(reason)}</td></tr>"
+        for (name, value, reason, common), nodes in same.items()
     )
     return (
         '<section id="recommendations"><h2>Recommended environment</h2>'
@@ -214,8 +224,9 @@ def _bench_note(r: BenchRow) -> str:
     if st.get("high_variation"):
         parts.append(f"unsteady: iterations vary by {100 * st['cv']:.0f}% (max {format_us(st['max_us'])})")
     if r.extra.get("rank_wrong"):
-        bad = [str(k) for k, w in enumerate(r.extra["rank_wrong"]) if w]
-        parts.append(f"wrong results on rank {', '.join(bad)}")
+        bad = [k for k, w in enumerate(r.extra["rank_wrong"]) if w]  # ranges: 65,536 ranks at 8,192 nodes
+        parts.append(f"wrong results on {len(bad):,} rank{'s' * (len(bad) > 1)} {rank_ranges(bad)}"
+                     if len(bad) > NAMED_NODES else f"wrong results on rank {', '.join(map(str, bad))}")
     if r.extra.get("requested_bytes") is not None:
         parts.append(f"requested {format_bytes(r.extra['requested_bytes'])}, rounded as nccl-tests does")
     return "; ".join(parts)
@@ -394,20 +405,18 @@ def _links(report: Report) -> str:
         )
         out.append(f"<h3>Slow links</h3><ul>{items}</ul>")
     if slow_nodes:
-        out.append("<p><strong>Slow nodes:</strong> "
-                   + ", ".join(e(node_label(n, report)) for n in sorted(slow_nodes)) + "</p>")
+        out.append(f"<p><strong>Slow nodes:</strong> {e(name_nodes(sorted(slow_nodes), hostnames(report)))}</p>")
     nb = links.get("node_bounds")
     if isinstance(nb, dict) and nb:
-        items = "".join(f"<tr><td>{e(node_label(int(k), report) if str(k).isdigit() else k)}</td>"
-                        f'<td class="num">{e(bound_gbps_text((v or {}).get("bound_gbps")))}</td>'
-                        f"<td>{e((v or {}).get('bound_by') or '')}</td></tr>"
-                        for k, v in nb.items() if isinstance(v, dict))
+        items = "".join(f"<tr><td>{e(nodes_text(members, hostnames(report)))}</td>"  # one row per distinct bound
+                        f'<td class="num">{e(bound_gbps_text(b))}</td><td>{e(by)}</td></tr>'
+                        for b, by, members in bound_groups(nb))
         effs = [x for row in links.get("efficiency") or [] if isinstance(row, list) for x in row
                 if isinstance(x, (int, float))]
         span = f"; measured directions reached {e(efficiency_text(min(effs)))} to {e(efficiency_text(max(effs)))} " \
                "of their pair's bound" if effs else ""
         out.append(f'<h3>Bounds</h3><p class="meta">A pair is bounded by the slower of its two ends{span}.</p>'
-                   '<table class="bounds"><thead><tr><th>node</th><th class="num">bound</th><th>set by</th></tr>'
+                   '<table class="bounds"><thead><tr><th>nodes</th><th class="num">bound</th><th>set by</th></tr>'
                    f"</thead><tbody>{items}</tbody></table>")
     out.append("</section>")
     return "\n".join(out)

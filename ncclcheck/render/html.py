@@ -60,7 +60,7 @@ th,td{border:1px solid var(--line);padding:4px 8px;text-align:left;vertical-alig
 th{background:#f0f0f0;font-weight:600}
 table.checks td:nth-child(-n+3){white-space:nowrap}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
-tr.status-fail td{background:#fff5f5}tr.status-warn td{background:#fffbf0}
+tr.status-fail td{background:#fff5f5}tr.status-warn td{background:#fffbf0}tr.later{display:none}
 code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px}
 pre{background:#fff;border:1px solid var(--line);padding:10px;overflow-x:auto;white-space:pre-wrap;margin:6px 0}
 pre.env{background:#263238;color:#eceff1;border:0}
@@ -160,6 +160,9 @@ def _header(report: Report) -> str:
     return "\n".join(parts)
 
 
+EVIDENCE_CHARS = 16_000  # of one check's evidence drawn in the page (cross-node checks hold a value per node)
+
+
 def _checks(report: Report) -> str:
     counts = {s: sum(1 for c in report.checks if c.status is s) for s in Status}
     tally = ", ".join(f"{n} {STATUS_WORD[s].lower()}" for s, n in counts.items() if n)
@@ -172,8 +175,11 @@ def _checks(report: Report) -> str:
             if c.detail or c.evidence:
                 body = e(c.detail)
                 if c.evidence:
-                    body += ("\n\n" if c.detail else "") + e(json.dumps(c.evidence, indent=1, sort_keys=True,
-                                                                          default=str))
+                    ev = json.dumps(c.evidence, indent=1, sort_keys=True, default=str)
+                    if len(ev) > EVIDENCE_CHARS:  # a value per node: 3 MB of the page at 4,096 nodes
+                        ev = ev[:EVIDENCE_CHARS] + f"\n... {len(ev) - EVIDENCE_CHARS:,} more characters: the JSON " \
+                                                   "report has every value"
+                    body += ("\n\n" if c.detail else "") + e(ev)
                 more = f"<details><summary>details</summary><pre>{body}</pre></details>"
             out.append(
                 f'<tr class="check status-{c.status.value}" data-check="{e(c.id)}">'
@@ -569,6 +575,14 @@ def _env(facts: dict) -> str:
 
 _SORT_JS = """
 (function(){
+  document.querySelectorAll('button[data-all-rows]').forEach(function(button){
+    button.addEventListener('click', function(){
+      var table = document.getElementById(button.getAttribute('data-all-rows'));
+      table.removeAttribute('data-page');
+      table.querySelectorAll('tr.later').forEach(function(r){ r.classList.remove('later'); });
+      button.remove();
+    });
+  });
   document.querySelectorAll('table.sortable').forEach(function(table){
     table.querySelectorAll('th').forEach(function(th, col){
       th.style.cursor = 'pointer';
@@ -584,6 +598,8 @@ _SORT_JS = """
           return dir * x.localeCompare(y);
         });
         rows.forEach(function(r){ body.appendChild(r); });
+        var page = parseInt(table.getAttribute('data-page') || '0', 10);
+        if (page) rows.forEach(function(r, i){ r.classList.toggle('later', i >= page); });
       });
     });
   });
@@ -592,6 +608,7 @@ _SORT_JS = """
 
 _SEVERITY = {Status.FAIL: 0, Status.WARN: 1, Status.PASS: 2, Status.SKIP: 3}
 MAX_NODE_DETAILS = 64  # nodes shown with all their facts on a large run (the odd ones first); the JSON has all
+NODE_ROWS_SHOWN = 256  # per-node table rows drawn before "Show all" (every row is in the page, the rest hidden)
 
 
 def _node_table(report: Report) -> str:
@@ -616,11 +633,19 @@ def _node_table(report: Report) -> str:
     bad = sum(1 for r in rows if r[0] < 2)
     # open when the few odd nodes are the point; collapsed when thousands would be (the summary above says why)
     op = " open" if 0 < bad <= MAX_NODE_DETAILS else ""
+    # Paged: the first NODE_ROWS_SHOWN rows (the odd nodes first) are drawn, the rest wait for the button, so
+    # opening the block lays out a page and not 8,192 rows; sorting sorts them all and shows the first page again.
+    paged = len(rows) > NODE_ROWS_SHOWN
+    body = "".join(r[2] if i < NODE_ROWS_SHOWN else r[2].replace('">', ' later">', 1)
+                   for i, r in enumerate(rows))
+    more = (f'<p><button class="copy" type="button" data-all-rows="node-rows">Show all {len(rows):,} rows</button> '
+            f"(the first {NODE_ROWS_SHOWN:,} are shown)</p>") if paged else ""
     return (f'<details class="node-table"{op}><summary>Per-node results: {len(rows):,} nodes, '
             f"{bad:,} with a failure or warning (click a column to sort)</summary>"
-            '<table class="sortable"><thead><tr><th class="num">node</th><th>host</th><th>status</th>'
+            f'<table class="sortable" id="node-rows"{f" data-page={NODE_ROWS_SHOWN}" if paged else ""}><thead><tr>'
+            '<th class="num">node</th><th>host</th><th>status</th>'
             '<th class="num">GPUs</th><th>torch</th><th>NCCL</th><th>not passing</th></tr></thead><tbody>'
-            + "".join(r[2] for r in rows) + "</tbody></table></details>")
+            + body + f"</tbody></table>{more}</details>")
 
 
 def _nodes(report: Report) -> str:

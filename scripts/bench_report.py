@@ -6,7 +6,8 @@ Input is a real report: a saved run (`--json` of `ncclcheck preflight`, or `scri
 or `--nodes N` to make one with bench_scale (its simulator, N virtual nodes; at 4,096 or more run this under
 `flock /tmp/ncclcheck-heavy.lock`). `--scale-to N` builds a larger report from a real one (for sizes the simulator
 cannot reach on this machine): node i copies node i mod n's facts and per-node results with its rank and hostname
-(`gpu%05d`) put in, the cross-node results stay the real run's; the figures then say "scaled".
+(`gpu%05d`) put in and, from the second copy on, its IPv4 addresses shifted (second octet + copy number) so that
+no two nodes share an address; the cross-node results stay the real run's; the figures then say "scaled".
 
     python3 scripts/bench_report.py /tmp/r8192.json --out /tmp/r8192
     python3 scripts/bench_report.py --nodes 1024
@@ -87,6 +88,9 @@ def old_layout(rep: Report) -> str:
     return json.dumps(d, indent=2, default=str) + "\n"
 
 
+IPV4 = re.compile(r"\b(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})\b")
+
+
 def scaled(rep: Report, n: int) -> Report:
     """Node i is a copy of node i mod len(rep.nodes), its rank and hostname put in; cross-node results unchanged."""
     import dataclasses
@@ -102,10 +106,15 @@ def scaled(rep: Report, n: int) -> Report:
         b = base[i % len(base)]
         host = f"gpu{i:0{width}d}"
 
-        def sub(text: str, b=b, host=host, i=i) -> str:
-            return re.sub(rf"\bnode {b.node_rank}\b", f"node {i}", text.replace(b.hostname, host))
+        copy = i // len(base)
 
-        facts = json.loads(sub(json.dumps(b.facts))) if b.hostname in json.dumps(b.facts) else b.facts
+        def sub(text: str, b=b, host=host, i=i, copy=copy) -> str:
+            text = re.sub(rf"\bnode {b.node_rank}\b", f"node {i}", text.replace(b.hostname, host))
+            if copy:  # the copy's addresses differ from its original's, as a real node's would
+                text = IPV4.sub(lambda m: f"{m[1]}.{(int(m[2]) + copy) % 256}.{m[3]}.{m[4]}", text)
+            return text
+
+        facts = json.loads(sub(json.dumps(b.facts)))
         nodes.append(NodeInfo(i, host, facts))
         for c in per.get(b.node_rank, []):
             checks.append(CheckResult(c.id, c.status, sub(c.summary), sub(c.detail), sub(c.fix), i,

@@ -189,6 +189,11 @@ def group_summary(group: CheckGroup, hosts: dict[int, str], limit: int = NAMED_N
         by_text: dict[str, list[int]] = {}
         for c in bad:
             by_text.setdefault(one_line(c.summary), []).append(c.node)
+        if len(by_text) > limit:  # a text per node (its name, address, numbers in it): every node as host ranges
+            first = min(bad, key=lambda c: c.node)  # and a count, and one node's own words as the example
+            parts.append(f"{st.value} on {name_nodes(sorted(c.node for c in bad), hosts, 0)}, "
+                         f"{len(by_text):,} different texts, e.g. {one_line(first.summary)}")
+            continue
         named, left = 0, 0
         for text, nodes in sorted(by_text.items(), key=lambda kv: (-len(kv[1]), min(kv[1]))):
             if named >= limit:  # per-node texts differ (numbers in them): name a few, count the rest

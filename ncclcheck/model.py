@@ -160,6 +160,13 @@ def load_saved_report(path: str, what: str, schema_problem: Optional[Callable[[A
     if problem:
         raise UsageError(f"{what}: not an ncclcheck report (schema {SCHEMA_ID}): {problem}")
     if schema_problem is None:
+        try:  # the readers of a raw saved report (drift, baselines) see every node's facts in full
+            table = shared_table(data.get("shared"))
+            for i, n in enumerate(data.get("nodes") or []):
+                if isinstance(n, dict) and isinstance(n.get("facts"), dict):
+                    n["facts"] = resolve_facts(n["facts"], table, f"nodes[{i}]")
+        except ValueError as exc:
+            raise UsageError(f"{what}: not an ncclcheck report (schema {SCHEMA_ID}): {exc}") from None
         return data
     try:
         return Report.from_json(data)
@@ -391,10 +398,15 @@ class Report:
         return None
 
     def to_json(self) -> str:
-        """The report as JSON text (schema ncclcheck.report/1), as `--json` writes it."""
+        """The report as JSON text (schema ncclcheck.report/1), as `--json` writes it: indented on a small run; from
+        LARGE_FROM_NODES nodes one node, check or recommendation per line (indentation was 40% of the bytes at 1,024
+        nodes, and a line per node is what grep and diff want)."""
         import json
 
-        return json.dumps(self.to_dict(), indent=2, sort_keys=False, default=str) + "\n"
+        d = self.to_dict()
+        if len(self.nodes) < LARGE_FROM_NODES:
+            return json.dumps(d, indent=2, sort_keys=False, default=str) + "\n"
+        return records_layout(d)
 
     def to_dict(self) -> dict:
         """The report as a JSON-able dict (schema ncclcheck.report/1)."""
@@ -420,6 +432,8 @@ class Report:
         if self.log_path:
             d["log"] = self.log_path
         d.update(self.extra)
+        if len(self.nodes) >= LARGE_FROM_NODES:
+            share_facts(d)
         return d
 
     @classmethod
@@ -438,7 +452,7 @@ class Report:
         if problem:
             raise ValueError(problem)
         known = {"schema", "command", "version", "status", "exit_code", "started", "duration_s", "world", "nodes",
-                 "checks", "recommendations", "bench", "links", "partial", "log"}
+                 "checks", "recommendations", "bench", "links", "partial", "log", "shared"}
         w = _mapping(d, "world")
         duration = d.get("duration_s") or 0.0
         if not isinstance(duration, (int, float)) or isinstance(duration, bool):
@@ -472,7 +486,8 @@ class Report:
             started=_text(d, "started"),
             duration_s=float(duration),
             world=world,
-            nodes=[NodeInfo.from_json(n, f"nodes[{i}].") for i, n in enumerate(items("nodes"))],
+            nodes=expand_shared([NodeInfo.from_json(n, f"nodes[{i}].") for i, n in enumerate(items("nodes"))],
+                                _mapping(d, "shared")),
             checks=checks,
             recommendations=[Recommendation.from_json(r, f"recommendations[{i}].")
                              for i, r in enumerate(items("recommendations"))],
@@ -487,3 +502,112 @@ class Report:
             interrupt_code=code if interrupted else EXIT_INTERRUPTED,
             interrupted_by="SIGTERM" if code == EXIT_TERMINATED else "Ctrl-C",
         )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Facts written once: at 1,024 nodes the same package list (137 names, 3 KB) stood in the report 1,024 times.
+
+LARGE_FROM_NODES = 8  # from this many nodes a report is large: renderers aggregate, the JSON shares repeated facts
+SHARE_MIN_BYTES = 64  # a repeated facts group shorter than its reference plus a table entry is left inline
+_REF = re.compile(r"^#/shared/facts/([A-Za-z0-9_]+)/(0|[1-9][0-9]{0,8})$")
+
+
+def share_facts(d: dict) -> None:
+    """In a report dict: every facts group (`packages`, `code`, `versions`, ...) whose value is the same on two or more
+    nodes and at least SHARE_MIN_BYTES long is written once, in `shared.facts.<group>[i]`, and each node's group
+    becomes `{"$ref": "#/shared/facts/<group>/<i>"}` (a JSON Reference: a JSON Pointer into this document).
+    Nothing is dropped: expand_shared gives every node's facts back exactly."""
+    import json
+
+    nodes = [n for n in d.get("nodes") or [] if isinstance(n.get("facts"), dict)]
+    text: dict = {}  # id(value) -> its canonical text: facts read from one place are often one object
+
+    def canon(v: Any) -> str:
+        key = id(v)
+        if key not in text:
+            text[key] = (json.dumps(v, sort_keys=True, separators=(",", ":"), default=str), v)
+        return text[key][0]
+
+    seen: dict = {}  # (group, canonical text) -> how many nodes have it
+    for n in nodes:
+        for k, v in n["facts"].items():
+            if isinstance(v, (dict, list)) and not _is_ref(v):
+                seen[(k, canon(v))] = seen.get((k, canon(v)), 0) + 1
+    slots: dict = {}  # (group, text) -> index in shared.facts[group]
+    table: dict = {}
+    for n in nodes:
+        facts = dict(n["facts"])
+        for k, v in facts.items():
+            if not isinstance(v, (dict, list)) or _is_ref(v):
+                continue
+            c = canon(v)
+            if seen.get((k, c), 0) < 2 or len(c) < SHARE_MIN_BYTES:
+                continue
+            if (k, c) not in slots:
+                slots[(k, c)] = len(table.setdefault(k, []))
+                table[k].append(v)
+            facts[k] = {"$ref": f"#/shared/facts/{k}/{slots[(k, c)]}"}
+        n["facts"] = facts
+    if table:
+        d["shared"] = {"facts": table}
+
+
+def _is_ref(v: Any) -> bool:
+    return isinstance(v, dict) and "$ref" in v
+
+
+def shared_table(shared: Any) -> dict:
+    """`shared.facts` of a saved report ({group: [value, ...]}), {} when there is none or it is malformed."""
+    table = shared.get("facts") if isinstance(shared, dict) else None
+    return table if isinstance(table, dict) else {}
+
+
+def resolve_facts(facts: dict, table: dict, where: str) -> dict:
+    """One node's facts with every `{"$ref": "#/shared/facts/<group>/<i>"}` group replaced by the value it points at
+    (the table's own object, not a copy: a small file cannot expand into a huge one). A reference is followed only
+    where share_facts writes one (a node's facts group, pointing into the same group) and never inside a shared
+    value; ValueError naming the node and group for one that points at nothing."""
+    if not any(_is_ref(v) for v in facts.values()):
+        return facts
+    out = dict(facts)
+    for k, v in facts.items():
+        if not _is_ref(v):
+            continue
+        ref = v["$ref"]
+        m = _REF.match(ref) if isinstance(ref, str) and len(v) == 1 else None
+        slot = table.get(k) if m and m.group(1) == k else None
+        if not isinstance(slot, list) or int(m.group(2)) >= len(slot):
+            raise ValueError(f"{where}.facts.{k}: {str(ref)!r:.80} is not a reference to an entry of "
+                             f"shared.facts.{k}")
+        out[k] = slot[int(m.group(2))]
+    return out
+
+
+def expand_shared(nodes: list, shared: dict) -> list:
+    """NodeInfo list with every shared facts group resolved (resolve_facts)."""
+    table = shared_table(shared)
+    return [n if not any(_is_ref(v) for v in n.facts.values())
+            else NodeInfo(n.node_rank, n.hostname, resolve_facts(n.facts, table, f"nodes[node_rank={n.node_rank}]"))
+            for n in nodes]
+
+
+def records_layout(d: dict) -> str:
+    """A report dict as JSON text with one line per top-level field and one per element of a top-level list (a
+    node, a check, a bench row): compact, yet a node's facts are one line to grep or diff."""
+    import json
+
+    def one(v: Any) -> str:
+        return json.dumps(v, separators=(",", ":"), default=str)
+
+    items = list(d.items())
+    lines = ["{"]
+    for i, (k, v) in enumerate(items):
+        end = "," if i < len(items) - 1 else ""
+        if isinstance(v, list) and v:
+            lines.append(f"{json.dumps(k)}: [")
+            lines.extend(one(x) + ("," if j < len(v) - 1 else "") for j, x in enumerate(v))
+            lines.append("]" + end)
+        else:
+            lines.append(f"{json.dumps(k)}: {one(v)}{end}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"

@@ -36,6 +36,8 @@ SKIPS = (
     (r"scripts/readme_examples\.py", "this script itself: it would run itself again"),
     (r"^sudo scripts/netlab", "builds a network-namespace lab as root (tests/lab/test_netlab.py runs it)"),
     (r"scripts/bench_scale\.py", "a benchmark of minutes (1,024 simulated nodes); scripts/bench_scale.py --help"),
+    (r"scripts/bench_report\.py REPORT", "measures a saved report of a large run (REPORT.json, made by "
+     "scripts/bench_scale.py --json-out); tests/render/test_shared_facts.py reads one back"),
     (r"^(srun|mpirun)\b", "needs a Slurm / Open MPI allocation of several nodes (tests/lab/test_launchers_lab.py)"),
     (r"^fabric run", "several nodes through Lightning's launcher (tests/lab/test_launchers_lab.py)"),
     (r"--nnodes [2-9]|--num-nodes [2-9]|--master-addr (h1|10\.)|--rdzv-endpoint h1",

@@ -249,15 +249,9 @@ def check_interfaces(inp: LocalInput) -> CheckResult:
     order = rules.nccl_default_order(ifs, nccl_version)
     usable = [i["name"] for i in ifs if i.get("running") and rules.has_ipv4(i)
               and i.get("kind") not in rules.NEVER_FOR_MULTI_NODE]
-    ev = {
-        "interfaces": [
-            {k: i.get(k) for k in ("name", "kind", "up", "running", "mtu", "speed_mbps")}
-            | {"ipv4": [a.get("address") for a in i.get("ipv4") or []]}
-            for i in ifs
-        ],
-        "nccl_default_order": order,
-        "usable": usable,
-    }
+    # What the check concluded, not the interfaces again: they are this node's facts (facts.interfaces, in the
+    # report beside this result), and a copy here was 513 B of every node's 4.8 KB in a 4,096-node report.
+    ev = {"nccl_default_order": order, "usable": usable}
     if not usable:
         res = failed if inp.multi_node else passed
         return res(cid, "no running non-loopback interface with an IPv4 address", node=node, evidence=ev,

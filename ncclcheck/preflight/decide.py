@@ -67,9 +67,9 @@ def world_check(verdict: dict, elapsed_s: float, timeout_s: float) -> CheckResul
                                       "joined")}
     if verdict.get("ok"):
         members = verdict.get("members") or []
-        hosts = ", ".join(f"{m['node_rank']}={m.get('hostname')}" for m in members[:8])
-        more = f", and {len(members) - 8:,} more" if len(members) > 8 else ""
-        return passed(cid, f"all {n:,} node ranks joined in {elapsed_s:.1f} s" + (f" ({hosts}{more})" if hosts else ""),
+        hosts = hostranges.who((m["node_rank"], str(m.get("hostname") or "?")) for m in members
+                               if isinstance(m, dict) and isinstance(m.get("node_rank"), int))
+        return passed(cid, f"all {n:,} node ranks joined in {elapsed_s:.1f} s" + (f": {hosts}" if hosts else ""),
                       evidence=ev)
     problems, fixes = [], []
     if verdict.get("missing"):

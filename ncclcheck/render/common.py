@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .. import hostranges
-from ..model import CheckResult, Report, Status, clean_text
+from ..model import LARGE_FROM_NODES, CheckResult, Report, Status, clean_text
 from ..units import format_gbps
 
 # Failures first, then warnings, passes, skips (what did not run, least to act on): the order people read a report
@@ -151,6 +151,28 @@ def name_nodes(nodes: list[int], hosts: dict[int, str], limit: int = NAMED_NODES
     return ", ".join(f"node {r} ({hosts[r]})" if hosts.get(r) else f"node {r}" for r in nodes)
 
 
+def bound_groups(node_bounds: object) -> list[tuple[object, str, list]]:
+    """A links section's node_bounds as (bound_gbps, set by, [node ranks]) rows, one per distinct bound, the slowest
+    first: 8,192 nodes on one kind of NIC are one row, not 8,192. Keys that are not node ranks stay rows of their
+    own (their key as the only member)."""
+    rows: dict = {}
+    for k, v in (node_bounds.items() if isinstance(node_bounds, dict) else ()):
+        if not isinstance(v, dict):
+            continue
+        b = v.get("bound_gbps") if isinstance(v.get("bound_gbps"), (int, float)) else None
+        member = int(k) if str(k).isdigit() else str(k)
+        key = (b, str(v.get("bound_by") or "")) if isinstance(member, int) else (b, str(v.get("bound_by") or ""), k)
+        rows.setdefault(key, []).append(member)
+    return sorted(((key[0], key[1], sorted(m, key=str) if any(isinstance(x, str) for x in m) else sorted(m))
+                   for key, m in rows.items()), key=lambda r: (r[0] is None, r[0] or 0, r[1]))
+
+
+def nodes_text(members: list, hosts: dict[int, str]) -> str:
+    """A bound_groups row's members for a table cell: node ranks through name_nodes, other keys as they are."""
+    ranks = [m for m in members if isinstance(m, int)]
+    return ", ".join(([name_nodes(ranks, hosts)] if ranks else []) + [str(m) for m in members if isinstance(m, str)])
+
+
 def group_summary(group: CheckGroup, hosts: dict[int, str], limit: int = NAMED_NODES) -> str:
     """One line for a whole check: the cross-node verdict, then 'pass on N nodes; fail on node 17 (h): why'."""
     parts = [one_line(c.summary) for c in group.cross]
@@ -167,6 +189,11 @@ def group_summary(group: CheckGroup, hosts: dict[int, str], limit: int = NAMED_N
         by_text: dict[str, list[int]] = {}
         for c in bad:
             by_text.setdefault(one_line(c.summary), []).append(c.node)
+        if len(by_text) > limit:  # a text per node (its name, address, numbers in it): every node as host ranges
+            first = min(bad, key=lambda c: c.node)  # and a count, and one node's own words as the example
+            parts.append(f"{st.value} on {name_nodes(sorted(c.node for c in bad), hosts, 0)}, "
+                         f"{len(by_text):,} different texts, e.g. {one_line(first.summary)}")
+            continue
         named, left = 0, 0
         for text, nodes in sorted(by_text.items(), key=lambda kv: (-len(kv[1]), min(kv[1]))):
             if named >= limit:  # per-node texts differ (numbers in them): name a few, count the rest
@@ -179,7 +206,7 @@ def group_summary(group: CheckGroup, hosts: dict[int, str], limit: int = NAMED_N
     return "; ".join(parts)
 
 
-AGGREGATE_FROM_NODES = 8  # from this many nodes a report shows one row per check, not one per node per check
+AGGREGATE_FROM_NODES = LARGE_FROM_NODES  # from this many nodes one row per check, not one per node per check
 
 
 def aggregated(report: Report) -> bool:

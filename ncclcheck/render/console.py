@@ -17,7 +17,7 @@ from rich.text import Text
 from ..model import Report, Status, clean_text
 from ..nccl.rules import env_name_allowed
 from ..units import format_bytes, format_mbps_link
-from .common import display_checks, not_measured, one_line
+from .common import display_checks, hostnames, name_nodes, not_measured, one_line
 
 STYLE = {Status.FAIL: "bold red", Status.WARN: "yellow", Status.PASS: "green", Status.SKIP: "dim"}
 MARK = {Status.FAIL: "FAIL", Status.WARN: "WARN", Status.PASS: "pass", Status.SKIP: "skip"}
@@ -139,12 +139,18 @@ def recommendations_block(report: Report) -> Group:
     for r in common:
         parts.append(Text(f"  # {one_line(r.reason)}", style="dim"))
         parts.append(Text(_export(r.name, r.value)))
-    for node in sorted({r.node for r in per_node}):
-        host = next((n.hostname for n in report.nodes if n.node_rank == node), "?")
-        parts.append(Text(f"  # node {node} ({one_line(host)}) only", style="dim"))
-        for r in per_node:
-            if r.node == node:
-                parts.append(Text(f"{_export(r.name, r.value)}    # {one_line(r.reason)}"))
+    by_node: dict = {}
+    for r in per_node:
+        by_node.setdefault(r.node, []).append((r.name, r.value, one_line(r.reason)))
+    same: dict = {}  # nodes given the same settings share one block: at scale a block per node would be thousands
+    for node in sorted(by_node):
+        same.setdefault(tuple(by_node[node]), []).append(node)
+    hosts = hostnames(report)
+    for settings, nodes in sorted(same.items(), key=lambda kv: kv[1][0]):
+        who = name_nodes(nodes, {k: one_line(v) for k, v in hosts.items() if k in set(nodes)})
+        parts.append(Text(f"  # {who or 'node ?'} only", style="dim"))
+        for name, value, reason in settings:
+            parts.append(Text(f"{_export(name, value)}    # {reason}"))
     return Group(*parts)
 
 

@@ -13,20 +13,26 @@ import json
 from html import escape
 from typing import Any, Optional
 
+from ..hostranges import rank_ranges
 from ..model import BenchRow, Report, Status
 from ..units import format_bytes, format_gbps, format_mbps_link, format_us
 from . import plots
 from .common import (
+    NAMED_NODES,
     STATUS_WORD,
     aggregated,
     bound_gbps_text,
+    bound_groups,
     check_case_name,
     display_checks,
     efficiency_text,
+    hostnames,
     links_pairs,
     links_schedule,
     links_slow_cells,
+    name_nodes,
     node_label,
+    nodes_text,
     not_measured,
     placement_label,
     status_headline,
@@ -54,7 +60,7 @@ th,td{border:1px solid var(--line);padding:4px 8px;text-align:left;vertical-alig
 th{background:#f0f0f0;font-weight:600}
 table.checks td:nth-child(-n+3){white-space:nowrap}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
-tr.status-fail td{background:#fff5f5}tr.status-warn td{background:#fffbf0}
+tr.status-fail td{background:#fff5f5}tr.status-warn td{background:#fffbf0}tr.later{display:none}
 code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px}
 pre{background:#fff;border:1px solid var(--line);padding:10px;overflow-x:auto;white-space:pre-wrap;margin:6px 0}
 pre.env{background:#263238;color:#eceff1;border:0}
@@ -154,6 +160,9 @@ def _header(report: Report) -> str:
     return "\n".join(parts)
 
 
+EVIDENCE_CHARS = 16_000  # of one check's evidence drawn in the page (cross-node checks hold a value per node)
+
+
 def _checks(report: Report) -> str:
     counts = {s: sum(1 for c in report.checks if c.status is s) for s in Status}
     tally = ", ".join(f"{n} {STATUS_WORD[s].lower()}" for s, n in counts.items() if n)
@@ -166,8 +175,11 @@ def _checks(report: Report) -> str:
             if c.detail or c.evidence:
                 body = e(c.detail)
                 if c.evidence:
-                    body += ("\n\n" if c.detail else "") + e(json.dumps(c.evidence, indent=1, sort_keys=True,
-                                                                          default=str))
+                    ev = json.dumps(c.evidence, indent=1, sort_keys=True, default=str)
+                    if len(ev) > EVIDENCE_CHARS:  # a value per node: 3 MB of the page at 4,096 nodes
+                        ev = ev[:EVIDENCE_CHARS] + f"\n... {len(ev) - EVIDENCE_CHARS:,} more characters: the JSON " \
+                                                   "report has every value"
+                    body += ("\n\n" if c.detail else "") + e(ev)
                 more = f"<details><summary>details</summary><pre>{body}</pre></details>"
             out.append(
                 f'<tr class="check status-{c.status.value}" data-check="{e(c.id)}">'
@@ -184,10 +196,14 @@ def _recommendations(report: Report) -> str:
     if not report.recommendations:
         return ('<section id="recommendations"><h2>Recommended environment</h2>'
                 "<p>No settings recommended.</p></section>")
+    same: dict = {}  # one row per setting; the nodes given the same per-node value share it (ranges at scale)
+    for r in report.recommendations:
+        same.setdefault((r.name, r.value, r.reason, r.node is None), []).append(r.node)
     rows = "".join(
-        f"<tr><td><code>{e(r.name)}</code></td><td><code>{e(r.value)}</code></td>"
-        f"<td>{e(node_label(r.node, report))}</td><td>{e(r.reason)}</td></tr>"
-        for r in report.recommendations
+        f"<tr><td><code>{e(name)}</code></td><td><code>{e(value)}</code></td>"
+        f"<td>{e('all nodes' if common else name_nodes(sorted(nodes), hostnames(report)))}</td>"
+        f"<td>{e(reason)}</td></tr>"
+        for (name, value, reason, common), nodes in same.items()
     )
     return (
         '<section id="recommendations"><h2>Recommended environment</h2>'
@@ -214,8 +230,9 @@ def _bench_note(r: BenchRow) -> str:
     if st.get("high_variation"):
         parts.append(f"unsteady: iterations vary by {100 * st['cv']:.0f}% (max {format_us(st['max_us'])})")
     if r.extra.get("rank_wrong"):
-        bad = [str(k) for k, w in enumerate(r.extra["rank_wrong"]) if w]
-        parts.append(f"wrong results on rank {', '.join(bad)}")
+        bad = [k for k, w in enumerate(r.extra["rank_wrong"]) if w]  # ranges: 65,536 ranks at 8,192 nodes
+        parts.append(f"wrong results on {len(bad):,} rank{'s' * (len(bad) > 1)} {rank_ranges(bad)}"
+                     if len(bad) > NAMED_NODES else f"wrong results on rank {', '.join(map(str, bad))}")
     if r.extra.get("requested_bytes") is not None:
         parts.append(f"requested {format_bytes(r.extra['requested_bytes'])}, rounded as nccl-tests does")
     return "; ".join(parts)
@@ -394,20 +411,18 @@ def _links(report: Report) -> str:
         )
         out.append(f"<h3>Slow links</h3><ul>{items}</ul>")
     if slow_nodes:
-        out.append("<p><strong>Slow nodes:</strong> "
-                   + ", ".join(e(node_label(n, report)) for n in sorted(slow_nodes)) + "</p>")
+        out.append(f"<p><strong>Slow nodes:</strong> {e(name_nodes(sorted(slow_nodes), hostnames(report)))}</p>")
     nb = links.get("node_bounds")
     if isinstance(nb, dict) and nb:
-        items = "".join(f"<tr><td>{e(node_label(int(k), report) if str(k).isdigit() else k)}</td>"
-                        f'<td class="num">{e(bound_gbps_text((v or {}).get("bound_gbps")))}</td>'
-                        f"<td>{e((v or {}).get('bound_by') or '')}</td></tr>"
-                        for k, v in nb.items() if isinstance(v, dict))
+        items = "".join(f"<tr><td>{e(nodes_text(members, hostnames(report)))}</td>"  # one row per distinct bound
+                        f'<td class="num">{e(bound_gbps_text(b))}</td><td>{e(by)}</td></tr>'
+                        for b, by, members in bound_groups(nb))
         effs = [x for row in links.get("efficiency") or [] if isinstance(row, list) for x in row
                 if isinstance(x, (int, float))]
         span = f"; measured directions reached {e(efficiency_text(min(effs)))} to {e(efficiency_text(max(effs)))} " \
                "of their pair's bound" if effs else ""
         out.append(f'<h3>Bounds</h3><p class="meta">A pair is bounded by the slower of its two ends{span}.</p>'
-                   '<table class="bounds"><thead><tr><th>node</th><th class="num">bound</th><th>set by</th></tr>'
+                   '<table class="bounds"><thead><tr><th>nodes</th><th class="num">bound</th><th>set by</th></tr>'
                    f"</thead><tbody>{items}</tbody></table>")
     out.append("</section>")
     return "\n".join(out)
@@ -560,6 +575,14 @@ def _env(facts: dict) -> str:
 
 _SORT_JS = """
 (function(){
+  document.querySelectorAll('button[data-all-rows]').forEach(function(button){
+    button.addEventListener('click', function(){
+      var table = document.getElementById(button.getAttribute('data-all-rows'));
+      table.removeAttribute('data-page');
+      table.querySelectorAll('tr.later').forEach(function(r){ r.classList.remove('later'); });
+      button.remove();
+    });
+  });
   document.querySelectorAll('table.sortable').forEach(function(table){
     table.querySelectorAll('th').forEach(function(th, col){
       th.style.cursor = 'pointer';
@@ -575,6 +598,8 @@ _SORT_JS = """
           return dir * x.localeCompare(y);
         });
         rows.forEach(function(r){ body.appendChild(r); });
+        var page = parseInt(table.getAttribute('data-page') || '0', 10);
+        if (page) rows.forEach(function(r, i){ r.classList.toggle('later', i >= page); });
       });
     });
   });
@@ -583,6 +608,7 @@ _SORT_JS = """
 
 _SEVERITY = {Status.FAIL: 0, Status.WARN: 1, Status.PASS: 2, Status.SKIP: 3}
 MAX_NODE_DETAILS = 64  # nodes shown with all their facts on a large run (the odd ones first); the JSON has all
+NODE_ROWS_SHOWN = 256  # per-node table rows drawn before "Show all" (every row is in the page, the rest hidden)
 
 
 def _node_table(report: Report) -> str:
@@ -607,11 +633,19 @@ def _node_table(report: Report) -> str:
     bad = sum(1 for r in rows if r[0] < 2)
     # open when the few odd nodes are the point; collapsed when thousands would be (the summary above says why)
     op = " open" if 0 < bad <= MAX_NODE_DETAILS else ""
+    # Paged: the first NODE_ROWS_SHOWN rows (the odd nodes first) are drawn, the rest wait for the button, so
+    # opening the block lays out a page and not 8,192 rows; sorting sorts them all and shows the first page again.
+    paged = len(rows) > NODE_ROWS_SHOWN
+    body = "".join(r[2] if i < NODE_ROWS_SHOWN else r[2].replace('">', ' later">', 1)
+                   for i, r in enumerate(rows))
+    more = (f'<p><button class="copy" type="button" data-all-rows="node-rows">Show all {len(rows):,} rows</button> '
+            f"(the first {NODE_ROWS_SHOWN:,} are shown)</p>") if paged else ""
     return (f'<details class="node-table"{op}><summary>Per-node results: {len(rows):,} nodes, '
             f"{bad:,} with a failure or warning (click a column to sort)</summary>"
-            '<table class="sortable"><thead><tr><th class="num">node</th><th>host</th><th>status</th>'
+            f'<table class="sortable" id="node-rows"{f" data-page={NODE_ROWS_SHOWN}" if paged else ""}><thead><tr>'
+            '<th class="num">node</th><th>host</th><th>status</th>'
             '<th class="num">GPUs</th><th>torch</th><th>NCCL</th><th>not passing</th></tr></thead><tbody>'
-            + "".join(r[2] for r in rows) + "</tbody></table></details>")
+            + body + f"</tbody></table>{more}</details>")
 
 
 def _nodes(report: Report) -> str:

@@ -21,6 +21,7 @@ from .common import check_case_name, display_checks, hostnames, node_label
 _XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 SECTION_ORDER = ("preflight", "bench", "links")
+EVIDENCE_CHARS = 4000  # of a check's evidence in its testcase text; CI shows the message, a person the JSON
 
 
 def _x(text: object) -> str:
@@ -39,7 +40,10 @@ def _body(report: Report, c: CheckResult) -> str:
     if c.fix:
         parts += ["", f"Fix: {c.fix}"]
     if c.evidence:
-        parts += ["", "Evidence: " + json.dumps(c.evidence, sort_keys=True, default=str)]
+        ev = json.dumps(c.evidence, sort_keys=True, default=str)
+        if len(ev) > EVIDENCE_CHARS:  # a cross-node check's evidence holds a value per node (170 KB at 1,024 nodes)
+            ev = ev[:EVIDENCE_CHARS] + f" ... ({len(ev) - EVIDENCE_CHARS:,} more characters: the JSON has them)"
+        parts += ["", "Evidence: " + ev]
     return _x("\n".join(parts))
 
 

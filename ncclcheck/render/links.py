@@ -13,7 +13,16 @@ from rich.table import Table
 from rich.text import Text
 
 from ..units import format_bytes, format_gbps
-from .common import bound_gbps_text, efficiency_text, links_pairs, links_schedule, links_slow_cells
+from .common import (
+    NAMED_NODES,
+    bound_gbps_text,
+    bound_groups,
+    efficiency_text,
+    links_pairs,
+    links_schedule,
+    links_slow_cells,
+    name_nodes,
+)
 
 # Above this many nodes the node x node matrix no longer fits a terminal (and at scale it is mostly empty: the
 # scalable mode measures one pairing): the measured pairs are listed instead.
@@ -39,6 +48,11 @@ def _label(i: Any, links: Mapping, names: Optional[Mapping[int, str]]) -> str:
     unit = links.get("unit") or "node"
     host = _host(i, links, names)
     return f"{unit} {i} ({host})" if host else f"{unit} {i}"
+
+
+def _many(xs: list[int], links: Mapping, names: Optional[Mapping[int, str]]) -> str:
+    """Many nodes as hostranges.who words them (`130 nodes gpu[0001-0128,0131] (node ranks 1-128,131)`)."""
+    return name_nodes(sorted(xs), {x: _host(x, links, names) for x in xs if _host(x, links, names)})
 
 
 def _slow_cells(links: Mapping) -> set:
@@ -118,10 +132,19 @@ def findings(links: Mapping, names: Optional[Mapping[int, str]] = None) -> Text:
     t = Text()
     ref = links.get("reference_gbps", links.get("median_gbps"))
     thr = links.get("threshold_gbps")
-    for x in _ints(links.get("dead")):
+    dead, slow_nodes = _ints(links.get("dead")), _ints(links.get("slow_nodes"))
+    if len(dead) > NAMED_NODES:  # thousands of nodes read as host ranges and a count, one line
+        t.append("dead ", style=DEAD)
+        t.append(f"{_many(dead, links, names)} stopped answering; their pairs were not measured\n")
+        dead = []
+    for x in dead:
         t.append("dead ", style=DEAD)
         t.append(f"{_label(x, links, names)} stopped answering; its pairs were not measured\n")
-    for x in _ints(links.get("slow_nodes")):
+    if len(slow_nodes) > NAMED_NODES:
+        t.append("slow nodes ", style=SLOW_NODE)
+        t.append(f"{_many(slow_nodes, links, names)}: most of their links are below {format_gbps(thr)}\n")
+        slow_nodes = []
+    for x in slow_nodes:
         t.append("slow node ", style=SLOW_NODE)
         t.append(f"{_label(x, links, names)}: most of its links are below {format_gbps(thr)}\n")
     for s in links.get("slow") or []:
@@ -133,10 +156,14 @@ def findings(links: Mapping, names: Optional[Mapping[int, str]] = None) -> Text:
         if s.get("ambiguous"):
             t.append(" (can't tell which endpoint)", style="yellow")
         t.append("\n")
+    by_error: dict = {}  # thousands of failed pairs at scale: one line per distinct error, a few pairs named
     for e in links.get("errors") or []:
         if isinstance(e, dict):
-            t.append("failed pair ", style=SLOW)
-            t.append(f"{e.get('a')}-{e.get('b')}: {' '.join(str(e.get('error', '?')).split())}\n")
+            by_error.setdefault(" ".join(str(e.get("error", "?")).split()), []).append(f"{e.get('a')}-{e.get('b')}")
+    for text, pairs in by_error.items():
+        t.append("failed pair " if len(pairs) == 1 else f"{len(pairs):,} failed pairs ", style=SLOW)
+        more = f" and {len(pairs) - NAMED_NODES:,} more" if len(pairs) > NAMED_NODES else ""
+        t.append(f"{', '.join(pairs[:NAMED_NODES])}{more}: {text}\n")
     if not t.plain and not isinstance(ref, (int, float)):
         t.append("nothing measured", style="yellow")  # one rank, or no pair finished: not a clean bill of health
     elif not t.plain:
@@ -182,14 +209,16 @@ def bounds_text(links: Mapping, names: Optional[Mapping[int, str]] = None) -> Te
     nb = links.get("node_bounds")
     if not isinstance(nb, dict) or not nb:
         return t
-    items = [(k, v) for k, v in nb.items() if isinstance(v, dict)]
     t.append("bounds ", style="bold")
-    items.sort(key=lambda kv: (kv[1].get("bound_gbps") is None, kv[1].get("bound_gbps") or 0))
-    for k, v in items[:NODES_NAMED_MAX]:
-        label = _label(int(k), links, names) if str(k).isdigit() else str(k)
-        t.append(f"{label}: {bound_gbps_text(v.get('bound_gbps'))} ({v.get('bound_by') or '?'}); ")
-    if len(items) > NODES_NAMED_MAX:
-        t.append(f"+{len(items) - NODES_NAMED_MAX} more nodes; ", style="dim")
+    groups = bound_groups(nb)  # one entry per distinct bound (the slowest first), its nodes as ranges past a few
+    for b, by, members in groups[:NODES_NAMED_MAX]:
+        ranks = [m for m in members if isinstance(m, int)]
+        who = ", ".join(_label(m, links, names) for m in ranks) if len(ranks) <= 1 or links.get("unit") not in (
+            None, "node") else _many(ranks, links, names)
+        who = ", ".join([who] * bool(ranks) + [m for m in members if isinstance(m, str)])
+        t.append(f"{who}: {bound_gbps_text(b)} ({by or '?'}); ")
+    if len(groups) > NODES_NAMED_MAX:
+        t.append(f"+{sum(len(g[2]) for g in groups[NODES_NAMED_MAX:])} more nodes with other bounds; ", style="dim")
     effs = [x for row in links.get("efficiency") or [] if isinstance(row, list) for x in row
             if isinstance(x, (int, float)) and not isinstance(x, bool)]
     if effs:

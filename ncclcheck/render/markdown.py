@@ -13,17 +13,22 @@ from ..model import Report, Status
 from ..units import format_bytes, format_gbps, format_us
 from .common import (
     STATUS_WORD,
+    aggregated,
     bound_gbps_text,
+    bound_groups,
     check_case_name,
     display_checks,
     efficiency_text,
+    hostnames,
     links_schedule,
+    name_nodes,
     node_label,
+    nodes_text,
     not_measured,
     one_line,
     status_headline,
 )
-from .envfile import render_envfile
+from .envfile import render_envfile, render_exports
 
 _ICON = {Status.PASS: "✅", Status.WARN: "⚠️", Status.FAIL: "❌", Status.SKIP: "⏭️"}
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|])")
@@ -92,16 +97,14 @@ def _links(report: Report) -> list[str]:
             gbps = s.get("gbps")
             out.append(f"- node {md_text(s.get('a'))} ↔ node {md_text(s.get('b'))}: "
                        f"{format_gbps(gbps) if isinstance(gbps, (int, float)) else 'no result'}")
-    slow_nodes = links.get("slow_nodes") or []
+    slow_nodes = sorted(n for n in links.get("slow_nodes") or [] if isinstance(n, int))
     if slow_nodes:
-        out += ["", "**Slow nodes:** " + ", ".join(md_text(node_label(n, report)) for n in slow_nodes)]
+        out += ["", "**Slow nodes:** " + md_text(name_nodes(slow_nodes, hostnames(report)))]
     nb = links.get("node_bounds")
     if isinstance(nb, dict) and nb:
-        out += ["", "| node | bound | set by |", "|---|---:|---|"]
-        for k, v in nb.items():
-            b = v.get("bound_gbps") if isinstance(v, dict) else None
-            out.append(f"| {md_text(k)} | {bound_gbps_text(b)} | "
-                       f"{md_text((v or {}).get('bound_by') or '')} |")
+        out += ["", "| nodes | bound | set by |", "|---|---:|---|"]
+        for b, by, members in bound_groups(nb):  # one row per distinct bound, not one per node
+            out.append(f"| {md_text(nodes_text(members, hostnames(report)))} | {bound_gbps_text(b)} | {md_text(by)} |")
         effs = [x for row in links.get("efficiency") or [] for x in row or [] if isinstance(x, (int, float))]
         if effs:
             out += ["", f"Efficiency of the measured directions (GB/s / the bound of the pair's two ends): "
@@ -133,9 +136,24 @@ def render_markdown(report: Report) -> str:
     if missing:
         out += ["", "### Not measured", ""] + [f"- {md_text(line)}" for line in missing]
     if report.recommendations:
-        body = render_envfile(report)
+        per_node = [r for r in report.recommendations if r.node is not None]
+        # A large run's per-node settings would be a `case` arm per node (thousands): the summary groups them by
+        # value as host ranges and points at the sourceable file, which keeps the per-node `case`.
+        grouped = aggregated(report) and per_node
+        body = render_exports(report) if grouped else render_envfile(report)
         fence = _fence(body)
-        out += ["", "### Recommended environment", "", f"{fence}bash", body.rstrip("\n"), fence]
+        out += ["", "### Recommended environment"]
+        if body.strip():
+            out += ["", f"{fence}bash", body.rstrip("\n"), fence]
+        if grouped:
+            same: dict = {}
+            for r in per_node:
+                same.setdefault((r.name, r.value, one_line(r.reason)), []).append(r.node)
+            out += ["", "Per node:", ""] + [
+                f"- {md_code(f'{name}={value}')} on {md_text(name_nodes(sorted(nodes), hostnames(report)))}: "
+                f"{md_text(reason)}" for (name, value, reason), nodes in same.items()]
+            out += ["", "The file to source on every node (per-node values chosen by node rank): "
+                        "`ncclcheck report RUN.json --env-out FILE`."]
     if report.bench:
         out += ["", "### Bench", ""] + _bench(report)
     if report.links is not None:

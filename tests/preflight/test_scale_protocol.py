@@ -124,7 +124,8 @@ def test_group_summary_names_at_most_a_few_nodes():
     checks = [failed("gpu.count", f"{r} GPUs", node=r) for r in range(20)] + [passed("gpu.count", "8", node=99)]
     (g,) = group_checks(checks)
     text = group_summary(g, {})
-    assert text.startswith("pass on 1 node; fail on node 0: 0 GPUs") and text.endswith("fail on 12 more nodes")
+    # a text per node: every failing node as ranges and a count, one node's text as the example, no "N more"
+    assert text == "pass on 1 node; fail on 20 nodes ? (node ranks 0-19), 20 different texts, e.g. 0 GPUs"
     assert isinstance(g.results[0], CheckResult)
 
 
@@ -183,3 +184,13 @@ def test_a_healthy_probe_row_is_the_same_size_at_4_or_32_nodes_and_keeps_failure
     assert back[3]["ok"] and back[3]["rtt_us"] is None and back[3]["addr"] == "198.18.5.4"
     assert not back[7]["ok"] and back[7]["error"] == "refused: x"
     assert r32["okr"] == [[0, 0, [[3, 6], [8, 19], [21, 31]]]]
+
+
+def test_a_formed_world_names_its_nodes_as_ranges():
+    from ncclcheck.preflight.decide import world_check
+
+    members = [{"node_rank": r, "hostname": f"gpu{r:04d}"} for r in range(4096)]
+    c = world_check({"ok": True, "nnodes": 4096, "members": members}, 4.3, 60.0)
+    assert c.summary == "all 4,096 node ranks joined in 4.3 s: 4,096 nodes gpu[0000-4095] (node ranks 0-4095)"
+    two = world_check({"ok": True, "nnodes": 2, "members": members[:2]}, 0.1, 60.0)
+    assert two.summary == "all 2 node ranks joined in 0.1 s: node 0 (gpu0000), node 1 (gpu0001)"

@@ -45,7 +45,8 @@ def test_junit_has_one_testcase_per_check_whose_failure_names_the_nodes():
 
 def test_html_aggregates_checks_and_keeps_a_sortable_per_node_table():
     html = render_html(_report())
-    assert html.count('<table class="sortable">') == 1 and html.count("<tr class=\"status-") >= N
+    assert html.count('<table class="sortable"') == 1 and html.count("<tr class=\"status-") >= N
+    assert html.count(' later">') == N - 256 and "Show all 1,024 rows" in html  # paged: 256 rows drawn at first
     assert "2 with a failure or warning" in html and "table.sortable" in html
     assert html.count('<details class="node" ') == 2  # all facts only for the odd nodes
     assert html.index("gpu0017") < html.index("gpu0003")  # failing nodes first

@@ -61,7 +61,7 @@ def test_markdown_bench_and_links():
     md = render_markdown(load(BENCH))
     assert "| bound | eff | bound by |" in md and "node 2 eth0: tbf 200 Mb/s" in md
     md = render_markdown(load(VETH))
-    assert "| node | bound | set by |" in md and "veth/virtual" in md
+    assert "| nodes | bound | set by |" in md and "veth/virtual" in md
 
 
 def test_html_bench_table_and_links_bounds():

@@ -447,7 +447,18 @@ def node0_main(conn, up, n: int, port: int, base: dict, timeout: float, bound_s:
     t0 = time.monotonic()
 
     def body():
-        box["res"] = play(0, "main", n, port, base, "", timeout, node0=True)
+        prof = None
+        if want.get("profile"):
+            import cProfile
+
+            prof = cProfile.Profile()
+            prof.enable()
+        try:
+            box["res"] = play(0, "main", n, port, base, "", timeout, node0=True)
+        finally:
+            if prof is not None:
+                prof.disable()
+                prof.dump_stats(want["profile"])
 
     t = threading.Thread(target=body, name="node0", daemon=True)
     t.start()
@@ -637,6 +648,7 @@ def main() -> None:
     ap.add_argument("--breakdown", action="store_true", help="print store bytes per node by key family")
     ap.add_argument("--json-out", help="write node 0's JSON report of the largest formed run here")
     ap.add_argument("--md-out", help="write node 0's Markdown report of the largest formed run here")
+    ap.add_argument("--profile", help="cProfile node 0's product code in the largest formed run; stats to this file")
     a = ap.parse_args()
     global BY_KEY
     BY_KEY = a.breakdown
@@ -666,7 +678,8 @@ def main() -> None:
                            "versions.consistent": (f"NCCL differs on node {nccl_r}", nccl_r),
                            "net.peer_reachability": (f"probes fail on node {probe_r}", probe_r)},
                 "baseline_fails": baseline_fails, "render": True,
-                "json_out": a.json_out if n == sizes[-1] else None, "md_out": a.md_out if n == sizes[-1] else None}
+                "json_out": a.json_out if n == sizes[-1] else None,
+                "profile": a.profile if n == sizes[-1] else None, "md_out": a.md_out if n == sizes[-1] else None}
         gc.collect()
         ra = run(n, base, faults, a.timeout, set(), None, a.per_worker, want)
         z = ra["node0"]

@@ -38,13 +38,11 @@ class Journal:
         todo = sorted(self.pending) + list(range(self.done + 1, n + 1))
         self.done = max(self.done, n)
         out = []
-        for i in todo:
-            key = f"{self.name}/{i}"
-            if not self.st.has(key):
+        for i, (exists, v) in zip(todo, self.st.read_present([f"{self.name}/{i}" for i in todo], self.check)):
+            if not exists:
                 self.pending.add(i)
                 continue
             self.pending.discard(i)
-            v = self.st.get_now(key, self.check)
             if v is not None:
                 out.append((i, v))
         return out

@@ -4,8 +4,13 @@ facts, preflight.cluster.run_cluster_preflight: join, fact upload, verdict, samp
 sockets, result, exit-code agreement, then the report) against one real c10d TCPStore on 127.0.0.1.
 
 Node 0 runs alone in its own process and hosts the store exactly as a real node 0 does (so its descriptors, memory
-and CPU are its own and measured); the other N-1 virtual nodes are threads spread over worker processes of at most
---per-worker nodes each, every process with its soft RLIMIT_NOFILE raised to its hard limit.
+and CPU are its own and measured); the other N-1 virtual nodes are spread over worker processes of at most
+--per-worker nodes each, every process with its soft RLIMIT_NOFILE raised to its hard limit. In a worker, gevent
+patches sockets, selectors, threads and sleeps, so each virtual node runs the same product code as a greenlet and the
+worker is one OS thread; its store client is scripts/sim_store.py, which speaks c10d's TCPStore wire protocol in
+Python (torch's C++ client blocks an OS thread per wait: ~1,000 threads per worker made the run mostly the kernel's
+GIL handoffs). Workers run niced, so node 0 keeps the CPU share of a machine of its own. --profile writes a cProfile
+of node 0's product code.
 
 The simulator never lies: every failure of the simulator itself (a thread's exception, a descriptor or thread that
 could not be created, a worker that died or never reported, a node thread that never ended) is counted per process

@@ -4,8 +4,13 @@ facts, preflight.cluster.run_cluster_preflight: join, fact upload, verdict, samp
 sockets, result, exit-code agreement, then the report) against one real c10d TCPStore on 127.0.0.1.
 
 Node 0 runs alone in its own process and hosts the store exactly as a real node 0 does (so its descriptors, memory
-and CPU are its own and measured); the other N-1 virtual nodes are threads spread over worker processes of at most
---per-worker nodes each, every process with its soft RLIMIT_NOFILE raised to its hard limit.
+and CPU are its own and measured); the other N-1 virtual nodes are spread over worker processes of at most
+--per-worker nodes each, every process with its soft RLIMIT_NOFILE raised to its hard limit. In a worker, gevent
+patches sockets, selectors, threads and sleeps, so each virtual node runs the same product code as a greenlet and the
+worker is one OS thread; its store client is scripts/sim_store.py, which speaks c10d's TCPStore wire protocol in
+Python (torch's C++ client blocks an OS thread per wait: ~1,000 threads per worker made the run mostly the kernel's
+GIL handoffs). Workers run niced, so node 0 keeps the CPU share of a machine of its own. --profile writes a cProfile
+of node 0's product code.
 
 The simulator never lies: every failure of the simulator itself (a thread's exception, a descriptor or thread that
 could not be created, a worker that died or never reported, a node thread that never ended) is counted per process
@@ -35,6 +40,7 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import datetime
 import errno
 import gc
 import json
@@ -52,6 +58,7 @@ import traceback
 # c10d logs each wait slice that ends without the key (expected: waits are sliced) as a warning on fd 2
 os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # sim_store
 
 from ncclcheck import __version__  # noqa: E402
 from ncclcheck.agent.launchers import detect_placement  # noqa: E402
@@ -65,12 +72,11 @@ from ncclcheck.preflight import cluster, probe  # noqa: E402
 from ncclcheck.rendezvous.budget import Budget  # noqa: E402
 
 _tls = threading.local()
-# Simulation only: 1,024 virtual nodes share 2 cores, one GIL and one process's descriptors. Since the store no longer
-# serialises every call behind one process-wide lock (issue 20), every node probes at once: this many at a time keeps
-# the sockets under the descriptor limit, and a probe's connect bound is raised so a listener thread waiting its turn
-# for the GIL is not taken for a dead peer (a real node, alone on its machine, answers in microseconds).
-PROBERS = threading.BoundedSemaphore(64)
-SIM_CONNECT_S = 10.0
+# Simulation only: hundreds of virtual nodes share one worker process's descriptors (and 2 cores): this many of them
+# probe at a time, so the worker's sockets stay under its descriptor limit.
+PROBERS_AT_ONCE = 64
+WORKER_NICE = 10  # workers yield the CPU to node 0's process, which stands for a machine of its own
+PROBERS = threading.BoundedSemaphore(PROBERS_AT_ONCE)
 BREAKDOWN: dict = {}  # store bytes by key family (join, mesh/ep, mesh/row, world/result, ...) for --breakdown
 BY_KEY = False  # --breakdown: the per-key accounting costs the simulator CPU, so only when asked
 
@@ -214,24 +220,63 @@ class SimErrors:
 SIM = SimErrors()
 
 
-class _CountedSocket(socket.socket):
-    """socket.socket that names running out of descriptors or memory as a simulator failure, then raises as usual."""
+def counted_socket(base: type) -> type:
+    """A subclass of `base` (socket.socket, or gevent's in a worker) that names running out of descriptors or memory
+    as a simulator failure, then raises as usual."""
 
-    def __init__(self, *a, **kw):
-        try:
-            super().__init__(*a, **kw)
-        except OSError as e:
-            if e.errno in _RESOURCE_ERRNOS:
-                SIM.note(f"pid {os.getpid()}: socket(): {e}")
-            raise
+    class _CountedSocket(base):  # type: ignore[valid-type,misc]
+        def __init__(self, *a, **kw):
+            try:
+                super().__init__(*a, **kw)
+            except OSError as e:
+                if e.errno in _RESOURCE_ERRNOS:
+                    SIM.note(f"pid {os.getpid()}: socket(): {e}")
+                raise
 
-    def accept(self):
+        def accept(self):
+            try:
+                return super().accept()
+            except OSError as e:
+                if e.errno in _RESOURCE_ERRNOS - {errno.EAGAIN}:
+                    SIM.note(f"pid {os.getpid()}: accept(): {e}")
+                raise
+
+    return _CountedSocket
+
+
+def go_green() -> None:
+    """A worker process: gevent patches sockets, selectors, threads, locks and sleeps, so each virtual node (its
+    product code, its mesh listener, its prober) is a greenlet and the whole worker is one OS thread; the node's
+    store client is sim_store.WireStore (torch's speaks the same bytes but blocks an OS thread per wait). Done first
+    in the worker, before any lock, socket or thread of the simulator is made; node 0's process is never patched."""
+    global _tls, PROBERS
+    os.environ.setdefault("GEVENT_RESOLVER", "block")  # numeric addresses only: no resolver threads
+    # A real node 0 has a machine to itself; here it shares 2 cores with every worker. Without this, its share of
+    # the CPU fell from ~2/3 (2 workers at 1,024 nodes) to ~1/8 (16 at 8,192), and its own work (decoding every
+    # node's facts, the checks, the report) looked superlinear in n when it was the simulator crowding it out.
+    os.nice(WORKER_NICE)
+    import warnings
+
+    from gevent import monkey
+
+    with warnings.catch_warnings():  # patching walks every live object: torch's deprecated aliases warn when touched
+        warnings.simplefilter("ignore")
+        monkey.patch_all()
+    _tls = threading.local()  # made again: the module's was an OS-thread local, shared by every greenlet
+    PROBERS = threading.BoundedSemaphore(PROBERS_AT_ONCE)  # a greenlet semaphore (an OS one would block them all)
+    import sim_store
+
+    from ncclcheck.rendezvous.store import JsonStore
+
+    def open_wire_store(host, port, is_server, timeout_s, prefix="", guard=None):
+        assert not is_server, "only node 0 hosts the store, with torch's TCPStore"
         try:
-            return super().accept()
-        except OSError as e:
-            if e.errno in _RESOURCE_ERRNOS - {errno.EAGAIN}:
-                SIM.note(f"pid {os.getpid()}: accept(): {e}")
-            raise
+            raw = sim_store.WireStore(host, port, datetime.timedelta(seconds=timeout_s))
+        except (sim_store.DistNetworkError, OSError) as e:
+            raise ConnectionError(str(e)) from None
+        return JsonStore(raw, prefix, server=False, guard=guard)
+
+    cluster.open_store = open_wire_store
 
 
 NODE0_START_SOFT_NOFILE = 1024  # the soft limit many shells, systemd units and Slurm steps start a real node 0 with
@@ -249,7 +294,7 @@ def setup_process(counter: list, lock: threading.Lock, node0: bool) -> dict:
         want = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
         if soft < want:
             resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-    socket.socket = _CountedSocket  # type: ignore[misc]
+    socket.socket = counted_socket(socket.socket)  # type: ignore[misc]
 
     def hook(args):
         if args.exc_type is SystemExit:
@@ -366,7 +411,8 @@ def play(r: int, slot: str, n: int, port: int, base: dict, fault: str, timeout: 
 
 def worker_main(conn, ranks: list, dup_of, n: int, port: int, base: dict, faults: dict, timeout: float,
                 bound_s: float) -> None:
-    """A worker process: its virtual nodes as threads; sends {exits, bytes, requests, sim} when they all ended."""
+    """A worker process: its virtual nodes as greenlets; sends {exits, bytes, requests, sim} when they all ended."""
+    go_green()
     counter, lock = [0, 0], threading.Lock()
     lim = setup_process(counter, lock, node0=False)
     results: dict = {}
@@ -411,7 +457,18 @@ def node0_main(conn, up, n: int, port: int, base: dict, timeout: float, bound_s:
     t0 = time.monotonic()
 
     def body():
-        box["res"] = play(0, "main", n, port, base, "", timeout, node0=True)
+        prof = None
+        if want.get("profile"):
+            import cProfile
+
+            prof = cProfile.Profile()
+            prof.enable()
+        try:
+            box["res"] = play(0, "main", n, port, base, "", timeout, node0=True)
+        finally:
+            if prof is not None:
+                prof.disable()
+                prof.dump_stats(want["profile"])
 
     t = threading.Thread(target=body, name="node0", daemon=True)
     t.start()
@@ -601,6 +658,7 @@ def main() -> None:
     ap.add_argument("--breakdown", action="store_true", help="print store bytes per node by key family")
     ap.add_argument("--json-out", help="write node 0's JSON report of the largest formed run here")
     ap.add_argument("--md-out", help="write node 0's Markdown report of the largest formed run here")
+    ap.add_argument("--profile", help="cProfile node 0's product code in the largest formed run; stats to this file")
     a = ap.parse_args()
     global BY_KEY
     BY_KEY = a.breakdown
@@ -630,7 +688,8 @@ def main() -> None:
                            "versions.consistent": (f"NCCL differs on node {nccl_r}", nccl_r),
                            "net.peer_reachability": (f"probes fail on node {probe_r}", probe_r)},
                 "baseline_fails": baseline_fails, "render": True,
-                "json_out": a.json_out if n == sizes[-1] else None, "md_out": a.md_out if n == sizes[-1] else None}
+                "json_out": a.json_out if n == sizes[-1] else None,
+                "profile": a.profile if n == sizes[-1] else None, "md_out": a.md_out if n == sizes[-1] else None}
         gc.collect()
         ra = run(n, base, faults, a.timeout, set(), None, a.per_worker, want)
         z = ra["node0"]

@@ -97,6 +97,7 @@ def build_matrix(
     out: dict[str, dict] = {}
     for iface in ifaces:
         have = [r for r in ranks if (endpoints_by_rank.get(r) or {}).get(iface)]
+        have_set = set(have)  # asked once per attempt: a list here made the matrix O(n^2) (issue 27, 8,192 nodes)
         have_idx = {idx[r] for r in have}
         pairs: dict[tuple[int, int], bool] = {}
         errors: dict[str, str] = {}
@@ -115,7 +116,7 @@ def build_matrix(
                 continue
             by_dst: dict[int, list[dict]] = {}
             for a in attempts:
-                if a.get("iface") == iface and a.get("peer") in idx and a.get("peer") in have:
+                if a.get("iface") == iface and a.get("peer") in idx and a.get("peer") in have_set:
                     by_dst.setdefault(a["peer"], []).append(a)
             for dst, recs in by_dst.items():
                 good, why = _judge(recs, src, dst, dups, dup_texts)

@@ -42,7 +42,16 @@ from ..rendezvous.journal import Journal
 from ..rendezvous.store import Guard, JsonStore, Limits, StoreLost, counter_cap, open_store, preload
 from . import keys as K
 from . import probe, shared_dirs, wire
-from .decide import decide, master_failed, master_result, mesh_note, recommendations, tie_to_master, world_check
+from .decide import (
+    JoinTally,
+    decide,
+    master_failed,
+    master_result,
+    mesh_note,
+    recommendations,
+    tie_to_master,
+    world_check,
+)
 
 log = logging.getLogger(__name__)
 
@@ -261,29 +270,31 @@ def _host_decides(ctx: _Ctx, st: JsonStore) -> tuple:
     store for the next one; the loop ends at the join bound or a grace after the last rank joined."""
     journal = Journal(st, K.JOIN, ctx.cap, _join_record)
     seen: dict = {}
+    tally = JoinTally(ctx.placement.nnodes)  # per arrival O(1); decide() (O(n)) once, at the end
     complete_at = None
     shown = _Shown(ctx.observer, ctx.placement.nnodes, "nodes joined")
     b = ctx.budget
 
     def take() -> list:
-        for i, v in journal.read_since():
+        new = journal.read_since()
+        for i, v in new:
             v["_key"], v["_index"] = K.JOIN_RECORD.format(i), i
             seen[i] = v
-        return [seen[i] for i in sorted(seen)]
+            tally.add(v)
+        return [v for _, v in new]
 
     while True:
-        joins = take()
-        if joins:
-            shown.update(len({j.get("node_rank") for j in joins}),
-                         f"node {joins[-1].get('node_rank')} ({joins[-1].get('hostname')})")
-        v = decide(joins, ctx.placement.nnodes, final=False)
-        if v["complete"] and complete_at is None:
+        new = take()
+        if new:
+            shown.update(len(tally.ranks), f"node {new[-1].get('node_rank')} ({new[-1].get('hostname')})")
+        if tally.complete and complete_at is None:
             complete_at = b.now()
         end = ctx.rdzv_deadline if complete_at is None else min(ctx.rdzv_deadline,
                                                                   b.deadline(ctx.join_grace_s, complete_at))
         # wait_next is False at the end, or once the counter reached its cap (nothing more can honestly arrive).
         if b.passed(end) or not journal.wait_next(end, b):
-            v = decide(take(), ctx.placement.nnodes, final=True)
+            take()
+            v = decide([seen[i] for i in sorted(seen)], ctx.placement.nnodes, final=True)
             v["elapsed_s"] = b.since(ctx.start)
             if ctx.guard.rejected:
                 v["rejected"] = list(ctx.guard.rejected)
@@ -387,13 +398,11 @@ def _mesh_collect(st: JsonStore, m: _Mesh, b: Budget, observer: Any = None) -> t
         shown.update(r + 1, f"{r + 1} of {m.n} nodes probed")
     shown.stop()
     eps, attempts = {}, {}
-    for r in range(m.n):
-        v = st.get_now(K.MESH_EP.format(r), _dict)
+    for r, v in enumerate(st.get_present([K.MESH_EP.format(r) for r in range(m.n)], _dict)):
         eps[r] = v if isinstance(v, dict) else {"id": None, "endpoints": {}}
     published = {r: e.get("endpoints") or {} for r, e in eps.items()}
     load = {}
-    for r in range(m.n):
-        row = st.get_now(K.MESH_ROW.format(r), _dict)
+    for r, row in enumerate(st.get_present([K.MESH_ROW.format(r) for r in range(m.n)], _dict)):
         if isinstance(row, dict):
             attempts[r] = wire.unpack_row(row, published)
             load[r] = wire.read_load(row.get("load"), b.loaded_lag_s)

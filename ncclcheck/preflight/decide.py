@@ -25,6 +25,40 @@ def master_result(results: list) -> Optional[CheckResult]:
     return None
 
 
+def _reference(counts: Counter, expected_nnodes: int) -> int:
+    """The reference --nnodes: the majority's (ties: node 0's, it hosts the rendezvous)."""
+    if not counts:
+        return expected_nnodes
+    top = max(counts.values())
+    leaders = [n for n, c in counts.items() if c == top]
+    return expected_nnodes if expected_nnodes in leaders else min(leaders)
+
+
+class JoinTally:
+    """decide()'s `complete`, kept up to date as join records arrive, O(1) per record: node 0 asking decide() (O(n))
+    after every arrival was O(n^2) at 8,192 nodes (issue 27). The final verdict is still decide()'s."""
+
+    def __init__(self, expected_nnodes: int) -> None:
+        self.expected, self.counts, self.ranks = expected_nnodes, Counter(), set()
+        self._full: Optional[tuple] = None  # (reference, ranks seen) when `complete` last looked at every rank
+
+    def add(self, join: dict) -> None:
+        if isinstance(join.get("nnodes"), int):
+            self.counts[join["nnodes"]] += 1
+        self.ranks.add(join.get("node_rank"))
+
+    @property
+    def complete(self) -> bool:
+        """Every rank of the reference --nnodes joined (as decide()'s `complete`)."""
+        ref = _reference(self.counts, self.expected)
+        if len(self.ranks) < ref:
+            return False  # fewer distinct ranks than the world has: cannot be complete (the usual case, O(1))
+        key = (ref, len(self.ranks))
+        if self._full is None or self._full[0] != key:
+            self._full = (key, all(r in self.ranks for r in range(ref)))
+        return self._full[1]
+
+
 def decide(joins: list, expected_nnodes: int, final: bool) -> dict:
     """Pure: the world verdict from join records. `complete` when every rank of the reference --nnodes joined.
 
@@ -32,11 +66,7 @@ def decide(joins: list, expected_nnodes: int, final: bool) -> dict:
     ranks (each named by hostname) and nodes started with a different --nnodes make the world fail to form.
     """
     counts = Counter(j.get("nnodes") for j in joins if isinstance(j.get("nnodes"), int))
-    ref = expected_nnodes
-    if counts:
-        top = max(counts.values())
-        leaders = [n for n, c in counts.items() if c == top]
-        ref = expected_nnodes if expected_nnodes in leaders else min(leaders)
+    ref = _reference(counts, expected_nnodes)
     by_rank: dict = {}
     for j in joins:
         by_rank.setdefault(j.get("node_rank"), []).append(j)

@@ -35,6 +35,8 @@ class Budget:
     # a loaded host (load average 30 on 2 cores, issue 27) answers within seconds, a dropped SYN never does
     loaded_lag_s: float = 0.5  # a prober whose own loop woke this much later than asked was starved of CPU: loaded
     wait_slice_s: float = 2.0  # one blocking store request at most this long: c10d's wait ignores Ctrl-C
+    journal_pending_s: float = 0.2  # a journal record counted but not yet written: look again this soon (its
+    # writer is between its two requests; a stranger's counter raise costs one look per this, within the bound)
     thread_join_s: float = 2.0  # a helper thread (listener, progress relay) told to stop has this long to end
     mesh_probe_floor_s: float = 1.0  # the mesh probes get this long even if the peers' endpoints came late
     # --- preflight's rendezvous

@@ -248,6 +248,32 @@ class JsonStore:
         return [self._decode(k, v, check) for k, v in zip(keys, raw)]
 
 
+    def read_present(self, keys: list[str], check: Optional[Callable[[Any], Optional[str]]] = None) -> list:
+        """[(exists, value)] per key, value None where absent or bad; never blocks on a missing key.
+
+        Two requests per GET_CHUNK keys when they all exist (one check, one multi-get), two per key in a chunk with
+        a missing one: node 0 reading 8,192 rows or joins one key at a time spent seconds on round trips (issue 27)."""
+        out: list = []
+        for i in range(0, len(keys), GET_CHUNK):
+            part = keys[i:i + GET_CHUNK]
+            if self._call("check", [self._k(k) for k in part]):
+                out.extend((True, v) for v in self.get_many(part, check))
+                continue
+            for k in part:
+                if self.has(k):
+                    out.append((True, self._decode(k, self._call("get", self._k(k)), check)))
+                else:
+                    out.append((False, None))
+        return out
+
+    def get_present(self, keys: list[str], check: Optional[Callable[[Any], Optional[str]]] = None) -> list:
+        """The values of keys, None where a key is absent or its value bad (read_present's values)."""
+        return [v for _, v in self.read_present(keys, check)]
+
+
+GET_CHUNK = 512  # keys per multi-get: a reply of a few hundred KiB of mesh rows, not the whole world's at once
+
+
 def _no_constant(name: str) -> Any:
     """NaN and Infinity are not JSON: a value carrying them is refused, never fed to a plot or a comparison."""
     raise ValueError(f"{name} is not JSON")

@@ -119,3 +119,60 @@ def test_exactly_one_fd_2_redirect_in_the_package():
     hits = [p.name for p in pkg.rglob("*.py") if "dup2(" in p.read_text(encoding="utf-8")]
     assert hits == ["cli.py"]
 
+
+
+class _CountingCalls:
+    """A HashStore that counts the requests a real store would get (HashStore has no clone: calls stay here)."""
+
+    def __init__(self, raw):
+        self.raw, self.calls = raw, 0
+
+    def __getattr__(self, name):
+        fn = getattr(self.raw, name)
+
+        def call(*a):
+            self.calls += 1
+            return fn(*a)
+
+        return call
+
+
+def test_reading_many_present_keys_costs_two_requests_per_chunk_and_absent_keys_are_told_apart(hash_store):
+    from ncclcheck.rendezvous import store as store_mod
+
+    counted = _CountingCalls(hash_store)
+    st = JsonStore(counted, "run/")
+    n = store_mod.GET_CHUNK + 10
+    for i in range(n):
+        st.set(f"row/{i}", {"i": i})
+    hash_store.set("run/row/bad", b"\x80")
+    counted.calls = 0
+    assert st.get_present([f"row/{i}" for i in range(n)]) == [{"i": i} for i in range(n)]
+    assert counted.calls == 2 * 2  # two chunks: one check and one multi-get each, not n reads
+    got = st.read_present(["row/0", "row/missing", "row/bad", "row/1"])
+    assert got == [(True, {"i": 0}), (False, None), (True, None), (True, {"i": 1})]
+    assert st.rejected == ["row/bad: not JSON"]
+
+
+def test_a_journal_reads_what_was_written_and_looks_again_for_a_counted_record_not_written_yet(hash_store):
+    st = JsonStore(hash_store, "run/")
+    j = Journal(st, "join", cap=10)
+    j.append({"a": 1})
+    st.add("join/count", 1)  # counted by a writer that has not written its record yet
+    j.append({"a": 3})
+    assert j.read_since() == [(1, {"a": 1}), (3, {"a": 3})]
+    st.set("join/2", {"a": 2})
+    assert j.read_since() == [(2, {"a": 2})]
+
+
+def test_a_reader_waiting_on_a_counted_but_unwritten_last_record_sees_it_when_written_not_at_the_deadline(tcp_store):
+    st = JsonStore(tcp_store, "run/")
+    j = Journal(st, "join", cap=10)
+    j.append({"a": 1})
+    st.add("join/count", 1)  # the last writer counted its record, then was preempted before writing it
+    assert j.read_since() == [(1, {"a": 1})]
+    threading.Timer(0.3, lambda: st.set("join/2", {"a": 2})).start()
+    deadline = QUICK.deadline(120)
+    while not j.read_since():
+        assert j.wait_next(deadline, QUICK)
+    assert not QUICK.passed(deadline)  # seen once written; before the fix the wait slept to the deadline

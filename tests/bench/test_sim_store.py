@@ -1,0 +1,71 @@
+"""scripts/sim_store.py speaks c10d's TCPStore protocol: against a real torch TCPStore server it sets, reads, counts,
+checks and waits as torch's own client does, and a wait past its bound raises what rendezvous.store reads as a
+timeout (not a lost store)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import sys
+import threading
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+dist = pytest.importorskip("torch.distributed")
+import sim_store  # noqa: E402
+
+from ncclcheck.rendezvous.budget import Budget  # noqa: E402
+from ncclcheck.rendezvous.store import JsonStore, StoreLost  # noqa: E402
+
+
+@pytest.fixture()
+def server():
+    s = dist.TCPStore("127.0.0.1", 0, None, True, wait_for_workers=False, timeout=dt.timedelta(seconds=10))
+    yield s
+
+
+def _client(server, timeout_s=10.0):
+    return sim_store.WireStore("127.0.0.1", server.port, dt.timedelta(seconds=timeout_s))
+
+
+def test_values_counters_and_checks_match_torchs_own_client(server):
+    c = _client(server)
+    c.set("a", b"one")
+    assert server.get("a") == b"one"  # torch's client reads what ours wrote, and the reverse
+    server.set("b", b"two")
+    assert c.get("b") == b"two"
+    assert c.multi_get(["a", "b"]) == [b"one", b"two"]
+    assert c.add("n", 3) == 3 and server.add("n", 2) == 5 and c.add("n", 0) == 5
+    assert c.check(["a", "b"]) and not c.check(["a", "missing"])
+    c.clone().set("c", b"three")
+    assert server.get("c") == b"three"
+
+
+def test_a_wait_ends_when_another_client_sets_the_key(server):
+    c = _client(server)
+    threading.Timer(0.3, lambda: server.set("late", b"x")).start()
+    c.wait(["late"], dt.timedelta(seconds=5))
+    assert c.get("late") == b"x"
+
+
+def test_a_wait_past_its_bound_is_a_timeout_to_the_json_store_and_the_connection_stays_usable(server):
+    c = _client(server)
+    js = JsonStore(c)
+    b = Budget()
+    assert js.wait(["never"], b.deadline(0.3), b) is False  # a timeout, not StoreLost
+    c.set("after", b"1")
+    assert server.get("after") == b"1"
+
+
+def test_a_store_that_went_away_is_a_lost_store():
+    s = dist.TCPStore("127.0.0.1", 0, None, True, wait_for_workers=False, timeout=dt.timedelta(seconds=10))
+    c = sim_store.WireStore("127.0.0.1", s.port, dt.timedelta(seconds=10))
+    del s
+    js = JsonStore(c)
+    with pytest.raises(StoreLost):
+        for _ in range(3):
+            js.set("k", 1)
+            js.get_now("k")

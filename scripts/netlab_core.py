@@ -142,6 +142,7 @@ class Scenarios:
     # stock Ubuntu /etc/hosts: the own name on 127.0.1.1 first, then on its real address
     hostname_loopback_first: list[str] = dataclasses.field(default_factory=list)
     inbound_drop: list[str] = dataclasses.field(default_factory=list)  # hosts dropping every new inbound TCP conn
+    dropped_link: list[list[str]] = dataclasses.field(default_factory=list)  # [host, peer]: nothing passes between
 
 
 @dataclasses.dataclass

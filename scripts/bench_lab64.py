@@ -360,8 +360,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     if why := nl.missing_requirements():
         print("bench_lab64: needs " + ", ".join(why), file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, _interrupt)
-    signal.signal(signal.SIGHUP, _interrupt)
+    # SIGINT too: a shell starts a background job with SIGINT ignored, and the lab must go whatever stops us.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
     name = labrun.lab_name("lb")
     scratch = Path(tempfile.mkdtemp(prefix="ncclcheck-lab64-"))
     phases: list[tuple[Phase, Verdict]] = []

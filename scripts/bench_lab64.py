@@ -196,6 +196,11 @@ def run_phase(state: nl.LabState, label: str, fault: Optional[Fault], args: argp
     d = scratch / label.replace(":", "-").replace(",", "-")
     shared = d / "shared"
     shared.mkdir(parents=True)
+    # Each host's working directory is the code code.consistent fingerprints by default: an empty one nobody writes
+    # to, as a project checkout would be. The phase directory itself changes while hosts run (their output files
+    # grow), and nodes fingerprinting it at different moments differ: code.consistent failed on 6 of 64 that way.
+    cwd = d / "cwd"
+    cwd.mkdir()
     phase = Phase(label, fault)
     procs = {}
     start = time.monotonic()
@@ -206,7 +211,7 @@ def run_phase(state: nl.LabState, label: str, fault: Optional[Fault], args: argp
                     "--json", str(shared / REPORT)]
             out, err = open(d / f"{host}.out", "w+"), open(d / f"{host}.err", "w+")
             proc = subprocess.Popen(nl.host_argv(state, host, argv), stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=err, env=labrun.env(), cwd=d, start_new_session=True)
+                                    stderr=err, env=labrun.env(), cwd=cwd, start_new_session=True)
             procs[host] = (proc, out, err)
         mon = Monitor([p.pid for p, *_ in procs.values()], args.min_free_mib << 20, lambda: kill_all(procs))
         end = start + args.deadline

@@ -142,6 +142,7 @@ class Scenarios:
     # stock Ubuntu /etc/hosts: the own name on 127.0.1.1 first, then on its real address
     hostname_loopback_first: list[str] = dataclasses.field(default_factory=list)
     inbound_drop: list[str] = dataclasses.field(default_factory=list)  # hosts dropping every new inbound TCP conn
+    dropped_link: list[list[str]] = dataclasses.field(default_factory=list)  # [host, peer]: nothing passes between
 
 
 @dataclasses.dataclass
@@ -232,6 +233,41 @@ def require_state(name: str) -> LabState:
     if state is None:
         raise NetlabError(f"lab {name!r} is not up (scripts/netlab up N --name {name})")
     return state
+
+
+# ---------------------------------------------------------------------------------------------- neighbour table
+
+# The kernel's IPv4 neighbour (ARP) table is ONE table for every network namespace, with machine-wide limits: past
+# gc_thresh3 entries (1,024 by default) a new neighbour is refused ("neighbour: arp_cache: neighbor table overflow!"
+# in dmesg) and the packet that needed it is dropped without a word. A real host has a table of its own; lab hosts
+# share one, so 64 hosts probing 14 peers each (about 1,800 entries) lost 277 of 896 SYNs in a lab with nothing else
+# running (issue 27). Labs raise the limits to what every registered lab may need, never lower them.
+NEIGH_SYSCTL = Path("/proc/sys/net/ipv4/neigh/default")
+NEIGH_BASE = 1024  # room kept for the machine's own neighbours and anything else outside the labs
+
+
+def neighbour_need(sizes: Sequence[int]) -> int:
+    """Entries the labs of these host counts can hold at once (every host resolving every other), plus room."""
+    return NEIGH_BASE + sum(n * (n - 1) for n in sizes)
+
+
+def fit_neighbour_table(need: int) -> None:
+    """Raise gc_thresh2/gc_thresh3 so `need` entries fit (thresh2 is where the kernel starts evicting entries older
+    than 5 s, thresh3 the hard limit); NetlabError when they are too low and cannot be written."""
+    try:
+        cur2, cur3 = (int((NEIGH_SYSCTL / f"gc_thresh{i}").read_text()) for i in (2, 3))
+    except (OSError, ValueError):
+        return  # no such knob (not Linux IPv4?): nothing to fit
+    if cur3 >= 2 * need and cur2 >= need:
+        return
+    try:
+        (NEIGH_SYSCTL / "gc_thresh3").write_text(str(max(cur3, 2 * need)))
+        (NEIGH_SYSCTL / "gc_thresh2").write_text(str(max(cur2, need)))
+    except OSError as e:
+        if cur3 < need:
+            raise NetlabError(f"the labs need room for {need} ARP entries but net.ipv4.neigh.default.gc_thresh3 is "
+                              f"{cur3} and cannot be raised ({e}): sysctl -w net.ipv4.neigh.default.gc_thresh3="
+                              f"{2 * need} net.ipv4.neigh.default.gc_thresh2={need}") from None
 
 
 # --------------------------------------------------------------------------------------------------------- registry

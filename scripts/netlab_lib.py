@@ -23,6 +23,7 @@ from netlab_core import (
     add_nic,
     allocate_slot,
     check_name,
+    fit_neighbour_table,
     flocked,
     has_link,
     lab_dir,
@@ -31,6 +32,7 @@ from netlab_core import (
     load_state,
     make_bridge,
     missing_requirements,
+    neighbour_need,
     pid_start_time,
     registered_labs,
     release_slot,
@@ -74,6 +76,8 @@ def up(name: str, n: int, scenarios: Sequence[Sequence[str]] = (), *, owner_pid:
                              owner_start=pid_start_time(owner_pid) if owner_pid else None)
             save_state(state)  # before creating anything: down must be able to find it all
             try:
+                sizes = [s.n for s in map(load_state, registered_labs()) if s is not None]
+                fit_neighbour_table(neighbour_need(sizes))
                 _create(state)
             except BaseException:
                 _down_locked(name)

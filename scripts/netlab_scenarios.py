@@ -39,6 +39,7 @@ SCENARIO_USAGE = {
     "hostname-loopback": "hostname-loopback HOST",
     "hostname-loopback-first": "hostname-loopback-first HOST",
     "inbound-drop": "inbound-drop HOST",
+    "dropped-link": "dropped-link HOST PEER",
 }
 
 
@@ -100,6 +101,12 @@ def apply_scenario(sc: Scenarios, tokens: list[str], state: LabState) -> None:
         sc.hostname_loopback_first = sorted({*sc.hostname_loopback_first, host(args[0])}, key=state.index)
     elif kind == "inbound-drop":
         sc.inbound_drop = sorted({*sc.inbound_drop, host(args[0])}, key=state.index)
+    elif kind == "dropped-link":
+        a, b = sorted((host(args[0]), host(args[1])), key=state.index)
+        if a == b:
+            raise NetlabError("dropped-link: HOST and PEER must differ")
+        if [a, b] not in sc.dropped_link:
+            sc.dropped_link = sorted([*sc.dropped_link, [a, b]], key=lambda p: (state.index(p[0]), state.index(p[1])))
 
 
 def reconcile(state: LabState) -> None:
@@ -189,6 +196,11 @@ def nft_ruleset(state: LabState, host: str) -> str:
             inp.append(f'iifname != "lo" tcp dport {b["port"]} {verdict}')
     if host in sc.inbound_drop:  # a host firewall: new inbound connections dropped, its own outbound ones work
         inp.append('iifname != "lo" meta l4proto tcp ct state new drop')
+    for a, b in sc.dropped_link:  # a dead path between two hosts: both ends drop every packet to and from the other
+        if host in (a, b):
+            other = state.ip(b if host == a else a)
+            inp.append(f"ip saddr {other} drop")
+            out.append(f"ip daddr {other} drop")
     body = "\n".join(f"    {r}" for r in inp)
     obody = "\n".join(f"    {r}" for r in out)
     return (f"table inet {NFT_TABLE} {{}}\ndelete table inet {NFT_TABLE}\n"

@@ -466,6 +466,8 @@ def check_peer_reachability(inp: CrossInput) -> CheckResult:
     walled = [r for r in stranded if _drops_inbound(inp.mesh, ranks, r, at)]
     if walled:
         return _inbound_filtered(inp, walled, ev, why_unusable)
+    if stranded and (links := _dead_links(inp, stranded, usable)):
+        return _links_cut(inp, links, ev)
     if stranded:
         return failed(cid, f"no interface of {_who(inp, stranded)} is reachable from every other node",
                       detail="; ".join(f"{i}: {w}" for i, w in why_unusable.items()), evidence=ev,
@@ -514,6 +516,42 @@ def _only_outbound(inp: CrossInput, r: int, usable: list) -> bool:
     bad = [e for i, e in inp.mesh.items() if r in (e.get("nodes") or []) and i not in usable
            and _kind(facts.get(r) or {}, i) not in _NEVER]
     return bool(bad) and all(r in (e.get("cannot_reach") or []) for e in bad)
+
+
+def _dead_links(inp: CrossInput, stranded: list, usable: dict) -> dict:
+    """{iface: [[a, b], ...]} when what strands every stranded node is dead links between pairs of nodes (each end
+    reached, and was reached by, other nodes: reachability's "cut_links"), on every job interface it lacks; else {}."""
+    facts = {r: f for r, _, f in inp.nodes}
+    out: dict = {}
+    for r in stranded:
+        bad = [i for i, e in sorted(inp.mesh.items()) if r in (e.get("nodes") or []) and i not in usable[r]
+               and _kind(facts.get(r) or {}, i) not in _NEVER]
+        for i in bad:
+            links = inp.mesh[i].get("cut_links") or []
+            if not any(r in link for link in links):
+                return {}
+            out[i] = links
+    return out
+
+
+def _links_cut(inp: CrossInput, links: dict, ev: dict) -> CheckResult:
+    parts = []
+    for iface, pairs in sorted(links.items()):
+        total = (inp.mesh[iface].get("cut_links_total") or len(pairs))
+        shown = ", ".join(f"{_who(inp, [a])} and {_who(inp, [b])}" for a, b in pairs[:hostranges.NAMED_ONE_BY_ONE])
+        more = f" and {total - hostranges.NAMED_ONE_BY_ONE} more pair(s)" if total > hostranges.NAMED_ONE_BY_ONE \
+            else ""
+        parts.append(f"{iface} carries no TCP between {shown}{more}")
+    errors = "; ".join(f"{i}: " + "; ".join(f"{k}: {v}" for k, v in sorted((inp.mesh[i].get("errors") or {}).items())
+                                            [:hostranges.NAMED_ONE_BY_ONE]) for i in sorted(links))
+    return failed("net.peer_reachability", "; ".join(parts) + ": a dead link (each node reaches the others)",
+                  detail=f"Each of these nodes reached, and was reached by, other nodes; only the paths between the "
+                         f"pairs named fail. {errors}",
+                  evidence=dict(ev, cut_links=links),
+                  fix="Something between exactly these nodes drops their traffic: a firewall or security-group rule "
+                      "naming the other node's address, a switch ACL or VLAN, a route, or a bad path in the fabric. "
+                      "NCCL and Gloo connect node pairs directly, so a job placed on both nodes hangs at start-up or "
+                      "at its first collective until it is fixed (or one of the nodes is left out).")
 
 
 def _loaded_detail(inp: CrossInput, loaded: list, late: list) -> str:

@@ -84,8 +84,9 @@ def build_matrix(
     no such interface, i == j, or the pair was not sampled). An address published by several nodes is unusable
     whatever the connect did: which node answers depends on who connects. A sampled mesh (more than FULL_MESH_MAX
     nodes) has no dense matrix: "sampled" is true and "errors" lists at most MAX_ERRORS failed pairs
-    ("errors_total" counts them all). `planned` is how many pairs each node probes; a node that reported nothing
-    fails its planned pairs.
+    ("errors_total" counts them all). "cut_links" ([[rank, rank]], at most MAX_ERRORS; "cut_links_total") is there
+    when every failed pair is a dead link between two nodes that both reached, and were reached by, others.
+    `planned` is how many pairs each node probes; a node that reported nothing fails its planned pairs.
     """
     n = len(ranks)
     idx = {r: i for i, r in enumerate(ranks)}
@@ -135,6 +136,10 @@ def build_matrix(
         usable, stuck = _usable(pairs, n, have_idx, bool(iface_dups))
         entry: dict = {"errors": errors, "duplicates": iface_dups, "nodes": have, "usable": usable,
                        "cannot_reach": [ranks[i] for i in sorted(stuck)], "pairs_tested": len(pairs)}
+        cut = _cut_links(pairs, n, bool(iface_dups))
+        if cut:
+            entry["cut_links"] = [[ranks[a], ranks[b]] for a, b in cut[:MAX_ERRORS]]
+            entry["cut_links_total"] = len(cut)
         if late:
             entry["late"] = dict(sorted(late.items())[:MAX_ERRORS])
             entry["late_nodes"] = sorted(late)
@@ -205,6 +210,26 @@ def _usable(pairs: dict, n: int, have: set, dup: bool) -> tuple[list[bool], set]
     for j in have:
         usable[j] = j not in stuck and reached[j] and not bad[j]
     return usable, stuck
+
+
+def _cut_links(pairs: dict, n: int, dup: bool) -> list[tuple[int, int]]:
+    """The failed pairs as dead links, when that is all they are: each failed pair (either direction) joins two
+    nodes that both reached some other node and were reached by some other node, so the path between those two is
+    what drops TCP, not either node. Empty when any failure is not such a link (a node cut off, a firewall, a silent
+    node, a duplicated address): the node-level verdict stands then. Index pairs (low, high), sorted."""
+    if dup:
+        return []
+    out_ok, in_ok = [0] * n, [0] * n
+    failed = set()
+    for (s, d), ok in pairs.items():
+        if ok:
+            out_ok[s] += 1
+            in_ok[d] += 1
+        else:
+            failed.add((min(s, d), max(s, d)))
+    if not all(out_ok[x] and in_ok[x] for link in failed for x in link):
+        return []
+    return sorted(failed)
 
 
 def node_usable(entry: dict, n: int) -> list[bool]:

@@ -116,6 +116,19 @@ def test_blocked_port_drop_times_out_reject_refuses_other_ports_work(lab):
     assert send(lab2, "h1", lab2.ip("h2"), PORT)["ok"]
 
 
+def test_dropped_link_cuts_that_pair_both_ways_and_nothing_else(lab):
+    lab3 = lab(3, scenario="dropped-link h3 h2")
+    for host in lab3.hosts:
+        serve(lab3, host)
+    assert lab3.state.scenarios.dropped_link == [["h2", "h3"]]  # one link, whichever end was named first
+    for a, b in (("h2", "h3"), ("h3", "h2")):
+        assert send(lab3, a, lab3.ip(b), timeout=0.5)["error"] == "timeout", (a, b)
+    for a, b in (("h1", "h2"), ("h2", "h1"), ("h1", "h3"), ("h3", "h1")):
+        assert send(lab3, a, lab3.ip(b))["ok"], (a, b)
+    lab3.healthy()
+    assert send(lab3, "h2", lab3.ip("h3"))["ok"]
+
+
 def _rate(lab_: Lab, src: str, dst: str) -> float:
     got = send(lab_, src, lab_.ip(dst), nbytes=BULK, timeout=2.0)
     assert got["ok"], got

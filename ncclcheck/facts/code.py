@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import os
 from collections.abc import Sequence
 from typing import Callable, Optional
 
-from .tree import SKIP_DIRS, hash_file, walk
+from .tree import JOB_OUTPUT_GLOBS, SKIP_DIRS, hash_file, walk
 from .util import run_cmd
 
 GIT_TIMEOUT_S = 5.0
@@ -32,13 +33,18 @@ def _base(path: str, kind: str) -> dict:
             "bytes": None, "untracked": None, "truncated": False, "reason": None}
 
 
+def _job_output(name: str) -> bool:
+    base = name.rsplit("/", 1)[-1]
+    return any(fnmatch.fnmatchcase(base, g) for g in JOB_OUTPUT_GLOBS)
+
+
 def from_git(path: str, git: GitRunner = _git) -> dict:
     """HEAD + `git diff HEAD` + the untracked (not ignored) file names with sizes; raises when not a usable repo."""
     top = git(["rev-parse", "--show-toplevel"], path).decode().strip()
     head = git(["rev-parse", "--verify", "HEAD"], top).decode().strip()
     diff = git(["diff", "HEAD", "--no-ext-diff", "--no-color", "--binary"], top)
     untracked = sorted(n for n in git(["ls-files", "--others", "--exclude-standard", "-z"], top)
-                       .decode("utf-8", "surrogateescape").split("\0") if n)
+                       .decode("utf-8", "surrogateescape").split("\0") if n and not _job_output(n))
     out = _base(top, "git")
     h = hashlib.sha256(f"HEAD {head}\n".encode())
     truncated = len(diff) > MAX_DIFF_BYTES or len(untracked) > MAX_UNTRACKED
@@ -83,7 +89,7 @@ def collect(code_path: Optional[str] = None, git: GitRunner = _git) -> dict:
         # not a repo, no commits yet, git missing, "dubious ownership": fall back to hashing the tree
         git_reason = str(e)
     w = walk(path, contents=True, max_files=MAX_FILES, max_bytes=MAX_BYTES, deadline_s=DEADLINE_S,
-             skip_dirs=SKIP_DIRS)
+             skip_dirs=SKIP_DIRS, skip_files=JOB_OUTPUT_GLOBS)
     out = _base(path, "tree")
     out.update(hash=w["hash"], files=w["files"], bytes=w["bytes"], truncated=w["truncated"], reason=w["reason"])
     if git_reason and "not a git repository" not in git_reason:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import os
 import stat
@@ -11,6 +12,10 @@ from typing import Optional
 
 SKIP_DIRS = frozenset({".git", "__pycache__", ".venv", "venv", "node_modules", ".mypy_cache", ".pytest_cache",
                        ".ruff_cache", ".tox", ".hypothesis"})
+# What a running job writes beside its code, not code: sbatch's default slurm-%j.out in the submit directory, nohup.out,
+# a launcher's or the script's own logs. They grow while the nodes hash the tree, so on a shared working directory each
+# node read a different length and code.consistent failed on a healthy job (issue 27's 64-host lab, 6 of 64 nodes).
+JOB_OUTPUT_GLOBS = ("*.out", "*.err", "*.log")
 
 
 def hash_file(path: str, h: hashlib._Hash, budget: int) -> int:
@@ -30,7 +35,7 @@ def hash_file(path: str, h: hashlib._Hash, budget: int) -> int:
 
 
 def walk(root: str, *, contents: bool, max_files: int, max_bytes: int, deadline_s: float,
-         skip_dirs: Iterable[str] = ()) -> dict:
+         skip_dirs: Iterable[str] = (), skip_files: Iterable[str] = ()) -> dict:
     """Hash relative paths + sizes (+ contents up to max_bytes in total) of every file under root, sorted.
 
     Symlinks are hashed by their target text, never followed (a link to / must not walk the machine).
@@ -38,6 +43,7 @@ def walk(root: str, *, contents: bool, max_files: int, max_bytes: int, deadline_
     resort and, when hit, the fingerprint is withheld (it would differ between nodes for no reason).
     """
     skip = frozenset(skip_dirs)
+    skip_globs = tuple(skip_files)
     h = hashlib.sha256()
     files = total = hashed = 0
     truncated = False
@@ -49,6 +55,8 @@ def walk(root: str, *, contents: bool, max_files: int, max_bytes: int, deadline_
             break
         dirnames[:] = sorted(d for d in dirnames if d not in skip)
         for name in sorted(filenames):
+            if skip_globs and any(fnmatch.fnmatchcase(name, g) for g in skip_globs):
+                continue
             if files >= max_files:
                 truncated, reason = True, f"stopped after {max_files} files"
                 break

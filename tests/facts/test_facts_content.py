@@ -63,6 +63,24 @@ def test_tree_hash_ignores_mtime_and_skips_caches(tmp_path):
     assert a["hash"] == b["hash"]
 
 
+@pytest.mark.parametrize("kind", ["git", "tree"])
+def test_a_jobs_growing_output_beside_the_code_is_not_code(repo, tmp_path, kind):
+    # sbatch writes slurm-%j.out into the submit directory while every node hashes it: on a shared working directory
+    # each node read a different length, and code.consistent failed on a healthy job (64-host lab)
+    root = repo if kind == "git" else tmp_path / "plain"
+    if kind == "tree":
+        root.mkdir()
+        (root / "train.py").write_text("print('hi')\n")
+    before = code.collect(str(root))
+    for name in ("slurm-4242.out", "train.err", "logs/rank0.log"):
+        (root / name).parent.mkdir(exist_ok=True)
+        (root / name).write_text("step 1 loss 2.3\n" * 7)
+    after = code.collect(str(root))
+    assert (after["kind"], after["hash"]) == (kind, before["hash"])
+    (root / "extra.py").write_text("a = 1\n")  # a new source file still counts
+    assert code.collect(str(root))["hash"] != before["hash"]
+
+
 def test_tree_hash_is_capped_and_says_truncated(tmp_path, monkeypatch):
     for i in range(5):
         (tmp_path / f"f{i}").write_text("x")

@@ -247,7 +247,12 @@ def _connect(ctx: _Ctx) -> tuple:
         return None, decider, failed(
             "rendezvous.world", f"could not join the rendezvous store at {p.master}: {e}",
             fix="Check that node 0 runs ncclcheck (not another service) on MASTER_PORT.")
-    if ctx.guard.token is not None and st.wait_get(K.HOST, ctx.rdzv_deadline, b, _host_record) is None:
+    if ctx.guard.token is not None and p.agent_store and decider:
+        # torchrun's agent hosts this store and signs nothing, so the job's record of who runs it comes from the
+        # decider (global rank 0), the first of the job's own processes in it: the others wait for that signed
+        # record, as they wait for the store host's own elsewhere, and a store without it is still not this job's.
+        st.set(K.HOST, {"hostname": hostname_of(ctx.facts), "pid": os.getpid(), "uuid": ctx.node_id})
+    elif ctx.guard.token is not None and st.wait_get(K.HOST, ctx.rdzv_deadline, b, _host_record) is None:
         return None, decider, failed(
             "rendezvous.world", f"the store at {p.master} is not this job's: its host never signed its record with "
             "the job token", evidence={"rejected": list(ctx.guard.rejected)},

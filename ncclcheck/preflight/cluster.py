@@ -62,6 +62,9 @@ class ClusterOutcome:
     _is_host: bool = False
     _members: int = 0
     _budget: Optional[Budget] = None
+    # A member whose store is hosted by a rank of this job that closes it on the way out (srun, mpirun: no launcher
+    # agent), where the job's own init_process_group binds that port next: leave only once it is closed.
+    _outlast_host: bool = False
 
     def agree_exit_code(self, exit_code: int) -> int:
         """Node 0 publishes its exit code and waits (bounded) until every member read it; every other node leaves
@@ -71,7 +74,12 @@ class ClusterOutcome:
         if st is None or not self.formed or self._budget is None:
             return exit_code
         try:
-            return agree.exit_code(st, K.FINAL, exit_code, self._is_host, self._members, self._budget)
+            # Leaving while node 0 still waits for the others' acks would let this rank's next TCPStore client (the
+            # script's env:// init on the same MASTER_PORT) reach ncclcheck's store just before it closes: "Failed
+            # to recv, got 0 bytes" in init_process_group (seen under mpirun in the lab). So such a member waits for
+            # node 0's `closing`, after which node 0 drops the store at once (its last reference is `st` here).
+            return agree.exit_code(st, K.FINAL, exit_code, self._is_host, self._members, self._budget,
+                                   outlast=self._outlast_host)
         except Exception as exc:  # noqa: BLE001 - the store going away at the end must not become a crash
             log.warning("could not agree on the exit code: %s", exc)
             return exit_code
@@ -509,6 +517,7 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
         verdict=verdict,
         _store=st,
         _is_host=False,
+        _outlast_host=placement.worker_mode and not placement.agent_store,
         _members=_expected_processes(placement, n),
         _budget=b,
     )

@@ -14,4 +14,5 @@ MESH_DIR = "mesh/dir"  # node 0: every node's endpoints, packed (full mesh)
 MESH_ROW = "mesh/row/{}"  # a node's probe results, packed
 RESULT = "world/result"  # node 0: cross-node checks, aggregated local exceptions, recommendations
 FINAL = "world/final"  # node 0: the exit code every process agrees on (rendezvous/agree.py; acks as for VERDICT)
+LIFELINE = "world/lifeline"  # node 0 (srun, mpirun, env://): the port of its Lifeline (preflight/probe.py)
 SHARED = "shared/"  # the --shared-dir step's scope (preflight/shared_dirs.py)

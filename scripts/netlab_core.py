@@ -142,6 +142,8 @@ class Scenarios:
     # stock Ubuntu /etc/hosts: the own name on 127.0.1.1 first, then on its real address
     hostname_loopback_first: list[str] = dataclasses.field(default_factory=list)
     inbound_drop: list[str] = dataclasses.field(default_factory=list)  # hosts dropping every new inbound TCP conn
+    # host -> TCP ports its inbound-drop firewall still lets in (a cluster's management ports: slurmd's)
+    inbound_allow: dict[str, list[int]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass

@@ -97,7 +97,7 @@ class ClusterOutcome:
             gc.collect()
             end = b.deadline(b.final_agreement_s)
             while not probe.check_bind(self._endpoint[1]).bindable and not b.passed(end):
-                time.sleep(0.05)  # bounded: at worst the members meet the old race, never a hang
+                time.sleep(b.release_poll_s)  # bounded: at worst the members meet the old race, never a hang
             lifeline.close()
         elif held is not None and self._endpoint:
             st = None

@@ -558,14 +558,14 @@ def await_lifeline(addr: str, port: int, deadline: float, budget: Budget = FIXED
     """A member: connect to node 0's Lifeline and block until node 0 closes it (reset, end of stream, or refused
     because it is already closed): True. False at the deadline or on any other error (the caller leaves anyway)."""
     try:
-        s = socket.create_connection((addr, port), timeout=max(0.05, budget.left(deadline)))
+        s = socket.create_connection((addr, port), timeout=max(budget.lifeline_floor_s, budget.left(deadline)))
     except ConnectionRefusedError:
         return True
     except OSError:
         return False
     with s:
         while not budget.passed(deadline):
-            s.settimeout(max(0.05, budget.left(deadline)))
+            s.settimeout(max(budget.lifeline_floor_s, budget.left(deadline)))
             try:
                 if not s.recv(1):
                     return True

@@ -9,7 +9,9 @@ An entry point like the CLI (it sits beside cli.py, above api): it reads the lau
 collects and probes, the node's other ranks wait in the store for node 0's result, every wait bounded by the
 Budget), prints the report once per job (global rank 0) and turns a failing report into PreflightFailed on every
 rank. It leaves nothing behind: the store connection is a client of the launcher's store under torchrun and fabric
-(its keys under their own prefix), the mesh listeners are closed, no thread, signal handler or fd redirect remains.
+(its keys under their own prefix); under srun, mpirun and plain env:// rank 0 hosts the store on MASTER_PORT and
+every rank leaves only once it is closed (preflight.cluster's Lifeline), so the script's own store binds that port
+next; the mesh listeners are closed, no thread, signal handler or fd redirect remains.
 """
 
 from __future__ import annotations

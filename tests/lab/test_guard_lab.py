@@ -189,7 +189,8 @@ def fault(shared: dict, name: str, which: str) -> tuple:
     if which == "blocked-master-port":
         lab.block_port("h1", PORT)
         # nodes 1 and 2 cannot reach it; node 0 (which hosts it) names the nodes that never joined
-        return {}, None, re.compile(rf"(cannot reach|could not join:) master (h1|{h1}):{PORT}|1, 2 never joined")
+        return {}, None, re.compile(rf"(cannot reach|could not join:) master (h1|{h1}):{PORT}"
+                                    r"|node rank\(s\) 1-2 never joined")
     wrong = f"198.18.{lab.state.slot}.250"  # no lab host has it
     return {}, wrong, re.compile(re.escape(wrong))
 

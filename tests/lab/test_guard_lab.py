@@ -49,7 +49,9 @@ FABRIC = str(REPO_ROOT / "tests" / "fixtures" / "train_fabric.py")
 # folder, where each host's output files grow while the guard hashes it)
 ENV = {"COLUMNS": "200", "GUARD_TIMEOUT": str(T), "NUM_NODES": "3", "GUARD_CODE": str(REPO_ROOT / "tests" / "fixtures")}
 HEADER = re.compile(r"ncclcheck preflight (\d+) node\(s\), (\d+) rank\(s\), (\w+)")
-FAILED = re.compile(r"GUARD-FAILED rank=(\d+) after=([\d.]+)s: (.*)")  # the fixtures join the message's lines by |
+# the fixtures join the message's lines by " | "; two ranks' writes may still meet on one line (a write of the text,
+# then one of its newline), so a message ends at the next rank's marker too
+FAILED = re.compile(r"GUARD-FAILED rank=(\d+) after=([\d.]+)s: (.*?)(?=GUARD-FAILED rank=|$)", re.M)
 EXITED = re.compile(r"RANK-EXIT rank=(\d+) rc=(\d+)")
 SLURMD_PORT = str(nlx.SLURMD_PORT)
 # a node's profile: what it adds to every process started there (the per-node faults under srun and mpirun); then

@@ -37,6 +37,8 @@ SKIPS = (
     (r"^sudo scripts/netlab", "builds a network-namespace lab as root (tests/lab/test_netlab.py runs it)"),
     (r"scripts/bench_scale\.py", "a benchmark of minutes (1,024 simulated nodes); scripts/bench_scale.py --help"),
     (r"^(srun|mpirun)\b", "needs a Slurm / Open MPI allocation of several nodes (tests/lab/test_launchers_lab.py)"),
+    (r"\bscontrol\b", "reads a Slurm allocation (outside one it looks its controller up in DNS); "
+     "tests/lab/test_guard_lab.py runs these lines under salloc"),
     (r"^fabric run", "several nodes through Lightning's launcher (tests/lab/test_launchers_lab.py)"),
     (r"--nnodes [2-9]|--num-nodes [2-9]|--master-addr (h1|10\.)|--rdzv-endpoint h1",
      "several nodes: run it on each node (tests/lab runs the same commands on namespace hosts)"),

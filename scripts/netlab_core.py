@@ -143,6 +143,8 @@ class Scenarios:
     hostname_loopback_first: list[str] = dataclasses.field(default_factory=list)
     inbound_drop: list[str] = dataclasses.field(default_factory=list)  # hosts dropping every new inbound TCP conn
     dropped_link: list[list[str]] = dataclasses.field(default_factory=list)  # [host, peer]: nothing passes between
+    # host -> TCP ports its inbound-drop firewall still lets in (a cluster's management ports: slurmd's)
+    inbound_allow: dict[str, list[int]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass

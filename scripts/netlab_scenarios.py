@@ -38,7 +38,7 @@ SCENARIO_USAGE = {
     "mtu": "mtu HOST MTU",
     "hostname-loopback": "hostname-loopback HOST",
     "hostname-loopback-first": "hostname-loopback-first HOST",
-    "inbound-drop": "inbound-drop HOST",
+    "inbound-drop": "inbound-drop HOST [ALLOWED_PORT...]",
     "dropped-link": "dropped-link HOST PEER",
 }
 
@@ -100,7 +100,11 @@ def apply_scenario(sc: Scenarios, tokens: list[str], state: LabState) -> None:
     elif kind == "hostname-loopback-first":
         sc.hostname_loopback_first = sorted({*sc.hostname_loopback_first, host(args[0])}, key=state.index)
     elif kind == "inbound-drop":
-        sc.inbound_drop = sorted({*sc.inbound_drop, host(args[0])}, key=state.index)
+        h = host(args[0])
+        sc.inbound_drop = sorted({*sc.inbound_drop, h}, key=state.index)
+        allowed = sorted({*sc.inbound_allow.get(h, []), *(number(a, "port", 1, 65535) for a in args[1:])})
+        if allowed:
+            sc.inbound_allow[h] = allowed
     elif kind == "dropped-link":
         a, b = sorted((host(args[0]), host(args[1])), key=state.index)
         if a == b:
@@ -195,7 +199,10 @@ def nft_ruleset(state: LabState, host: str) -> str:
             verdict = "reject with tcp reset" if b["mode"] == "reject" else "drop"
             inp.append(f'iifname != "lo" tcp dport {b["port"]} {verdict}')
     if host in sc.inbound_drop:  # a host firewall: new inbound connections dropped, its own outbound ones work
-        inp.append('iifname != "lo" meta l4proto tcp ct state new drop')
+        allow = sc.inbound_allow.get(host)
+        # ports still let in: the management ports a cluster's firewall keeps open (slurmd's, for a Slurm job)
+        keep = f"tcp dport != {{ {', '.join(map(str, allow))} }} " if allow else ""
+        inp.append(f'iifname != "lo" meta l4proto tcp {keep}ct state new drop')
     for a, b in sc.dropped_link:  # a dead path between two hosts: both ends drop every packet to and from the other
         if host in (a, b):
             other = state.ip(b if host == a else a)

@@ -39,6 +39,8 @@ SKIPS = (
     (r"scripts/bench_report\.py REPORT", "measures a saved report of a large run (REPORT.json, made by "
      "scripts/bench_scale.py --json-out); tests/render/test_shared_facts.py reads one back"),
     (r"^(srun|mpirun)\b", "needs a Slurm / Open MPI allocation of several nodes (tests/lab/test_launchers_lab.py)"),
+    (r"\bscontrol\b", "reads a Slurm allocation (outside one it looks its controller up in DNS); "
+     "tests/lab/test_guard_lab.py runs these lines under salloc"),
     (r"^fabric run", "several nodes through Lightning's launcher (tests/lab/test_launchers_lab.py)"),
     (r"--nnodes [2-9]|--num-nodes [2-9]|--master-addr (h1|10\.)|--rdzv-endpoint h1",
      "several nodes: run it on each node (tests/lab runs the same commands on namespace hosts)"),

@@ -23,8 +23,10 @@ counter is read capped, and a node leaves with max(its own exit code, the agreed
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
+import time
 import uuid as _uuid
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -71,6 +73,10 @@ class ClusterOutcome:
     _is_host: bool = False
     _members: int = 0
     _budget: Optional[Budget] = None
+    # The store is hosted by a rank of this job that closes it on the way out (srun, mpirun, env://: no launcher
+    # agent) and the job's own init_process_group uses that port next: the members leave only once it is closed.
+    _outlast_host: bool = False
+    _endpoint: Optional[tuple] = None  # (address, port): the master's, for members; where it listens, for node 0
 
     def agree_exit_code(self, exit_code: int) -> int:
         """Node 0 publishes its exit code and waits (bounded) until every member read it; every other node leaves
@@ -79,11 +85,33 @@ class ClusterOutcome:
         st, self._store = self._store, None
         if st is None or not self.formed or self._budget is None:
             return exit_code
+        # Leaving while node 0 still holds its store would let this rank's next TCPStore client (the script's
+        # env:// init on the same MASTER_PORT) reach ncclcheck's store just before it closes: "Failed to recv, got 0
+        # bytes" in init_process_group (seen under srun and mpirun in the lab). So node 0 closes a Lifeline only
+        # once its store is gone, and the members leave when it closes.
+        lifeline = None
         try:
-            return agree.exit_code(st, K.FINAL, exit_code, self._is_host, self._members, self._budget)
+            if self._outlast_host and self._is_host and self._endpoint:
+                lifeline = probe.Lifeline(self._endpoint[0])
+                st.set(K.LIFELINE, {"port": lifeline.port})
+            code = agree.exit_code(st, K.FINAL, exit_code, self._is_host, self._members, self._budget,
+                                   outlast=self._outlast_host)
+            held = st.get_now(K.LIFELINE, _lifeline_record) if self._outlast_host and not self._is_host else None
         except Exception as exc:  # noqa: BLE001 - the store going away at the end must not become a crash
             log.warning("could not agree on the exit code: %s", exc)
-            return exit_code
+            code, held = exit_code, None
+        b = self._budget
+        if lifeline is not None:
+            st = None  # the last reference to node 0's store, unless a cycle holds it: then the collector's
+            gc.collect()
+            end = b.deadline(b.final_agreement_s)
+            while not probe.check_bind(self._endpoint[1]).bindable and not b.passed(end):
+                time.sleep(b.release_poll_s)  # bounded: at worst the members meet the old race, never a hang
+            lifeline.close()
+        elif held is not None and self._endpoint:
+            st = None
+            probe.await_lifeline(self._endpoint[0], held["port"], b.deadline(b.final_agreement_s), b)
+        return code
 
     def close(self) -> None:
         self._store = None
@@ -208,6 +236,12 @@ def _alone(ctx: _Ctx, extra: list, nnodes: Optional[int] = None) -> ClusterOutco
     )
 
 
+def _lifeline_record(v: Any) -> Optional[str]:
+    if not isinstance(v, dict) or type(v.get("port")) is not int or not 0 < v["port"] < 65536:
+        return "not a port"
+    return None
+
+
 def _host_record(v: Any) -> Optional[str]:
     if not isinstance(v, dict) or not isinstance(v.get("uuid"), str):
         return "not the store host's record"
@@ -256,7 +290,12 @@ def _connect(ctx: _Ctx) -> tuple:
         return None, decider, failed(
             "rendezvous.world", f"could not join the rendezvous store at {p.master}: {e}",
             fix="Check that node 0 runs ncclcheck (not another service) on MASTER_PORT.")
-    if ctx.guard.token is not None and st.wait_get(K.HOST, ctx.rdzv_deadline, b, _host_record) is None:
+    if ctx.guard.token is not None and p.agent_store and decider:
+        # torchrun's agent hosts this store and signs nothing, so the job's record of who runs it comes from the
+        # decider (global rank 0), the first of the job's own processes in it: the others wait for that signed
+        # record, as they wait for the store host's own elsewhere, and a store without it is still not this job's.
+        st.set(K.HOST, {"hostname": hostname_of(ctx.facts), "pid": os.getpid(), "uuid": ctx.node_id})
+    elif ctx.guard.token is not None and st.wait_get(K.HOST, ctx.rdzv_deadline, b, _host_record) is None:
         return None, decider, failed(
             "rendezvous.world", f"the store at {p.master} is not this job's: its host never signed its record with "
             "the job token", evidence={"rejected": list(ctx.guard.rejected)},
@@ -513,6 +552,8 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
         verdict=verdict,
         _store=st,
         _is_host=False,
+        _outlast_host=placement.worker_mode and not placement.agent_store,
+        _endpoint=(placement.master_addr, placement.master_port),
         _members=_expected_processes(placement, n),
         _budget=b,
     )
@@ -553,6 +594,8 @@ def _decide_result(ctx: _Ctx, st: JsonStore, verdict: dict, joins: dict, wcheck:
         _is_host=True,
         _members=_expected_processes(ctx.placement, len(members)),
         _budget=ctx.budget,
+        _outlast_host=ctx.placement.worker_mode and not ctx.placement.agent_store and ctx.placement.hosts_store,
+        _endpoint=(store_host(ctx.placement), ctx.placement.master_port),
     )
 
 

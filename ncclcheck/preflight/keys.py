@@ -4,7 +4,7 @@ prefix (rendezvous.roles.run_prefix); `{}` is a node rank or a join index."""
 
 from __future__ import annotations
 
-HOST = "host"  # node 0's identity, set right after it starts the store
+HOST = "host"  # node 0's identity, set right after it starts the store (under torchrun's agent store: by global rank 0)
 JOIN = "join"  # the join journal (rendezvous/journal.py): counter JOIN/count, records JOIN/<i> from 1
 JOIN_COUNT = JOIN + "/count"  # counter: each node leader's append gives its join index i
 JOIN_RECORD = JOIN + "/{}"  # join record i: node_rank, nnodes, hostname, pid, uuid, launcher, facts, checks
@@ -14,4 +14,5 @@ MESH_DIR = "mesh/dir"  # node 0: every node's endpoints, packed (full mesh)
 MESH_ROW = "mesh/row/{}"  # a node's probe results, packed
 RESULT = "world/result"  # node 0: cross-node checks, aggregated local exceptions, recommendations
 FINAL = "world/final"  # node 0: the exit code every process agrees on (rendezvous/agree.py; acks as for VERDICT)
+LIFELINE = "world/lifeline"  # node 0 (srun, mpirun, env://): the port of its Lifeline (preflight/probe.py)
 SHARED = "shared/"  # the --shared-dir step's scope (preflight/shared_dirs.py)

@@ -535,3 +535,44 @@ def _finish(p: _Probe, sel: selectors.BaseSelector) -> None:
             pass
         p.sock.close()
         p.sock = None
+
+
+class Lifeline:
+    """Node 0's plain listener, closed only once its rendezvous store is gone: a member of a job with no launcher
+    agent (srun, mpirun, env://) holds a connection to it and leaves ncclcheck when it closes, so its next TCPStore
+    client (the script's own init on the same MASTER_PORT) can only meet the script's store, never ncclcheck's
+    closing one. Nothing is ever accepted or sent: closing the listener resets the connections waiting in its
+    backlog, which is the whole message."""
+
+    def __init__(self, host: str, backlog: int = 4096) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind((host, 0))
+        self.sock.listen(backlog)
+        self.port = self.sock.getsockname()[1]
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def await_lifeline(addr: str, port: int, deadline: float, budget: Budget = FIXED) -> bool:
+    """A member: connect to node 0's Lifeline and block until node 0 closes it (reset, end of stream, or refused
+    because it is already closed): True. False at the deadline or on any other error (the caller leaves anyway)."""
+    try:
+        s = socket.create_connection((addr, port), timeout=max(budget.lifeline_floor_s, budget.left(deadline)))
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
+    with s:
+        while not budget.passed(deadline):
+            s.settimeout(max(budget.lifeline_floor_s, budget.left(deadline)))
+            try:
+                if not s.recv(1):
+                    return True
+            except ConnectionResetError:
+                return True
+            except TimeoutError:
+                return False
+            except OSError:
+                return False
+    return False

@@ -47,13 +47,22 @@ def _exit_record(v: Any) -> Optional[str]:
     return None
 
 
-def exit_code(st: JsonStore, key: str, own: int, decider: bool, members: int, budget: Budget) -> int:
+def exit_code(st: JsonStore, key: str, own: int, decider: bool, members: int, budget: Budget,
+              outlast: bool = False) -> int:
     """Every process of a formed world leaves with one code: the decider publishes its own and waits (bounded)
-    for every other member to read it; a member leaves with max(its own, the agreed one)."""
+    for every other member to read it; a member leaves with max(its own, the agreed one).
+
+    The decider then says it is done with the store (`key/closing`); a member with `outlast` waits (bounded) for
+    that before it leaves: one whose next step connects a new client to the same port (the training script's env://
+    init after ncclcheck.guard) must not reach the decider's store while it still waits for the others' acks."""
     end = budget.deadline(budget.final_agreement_s)
     if decider:
         publish(st, key, {"exit_code": own})
         await_acks(st, key, members - 1, end, budget)
+        publish(st, f"{key}/closing", True)
         return own
     v = adopt(st, key, end, budget, _exit_record)
+    if outlast:
+        st.wait([f"{key}/closing"], end, budget)
     return max(own, v["exit_code"]) if isinstance(v, dict) else own
+

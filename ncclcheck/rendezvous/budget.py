@@ -68,6 +68,9 @@ class Budget:
     # --- --shared-dir (preflight/shared_dirs.py): its visibility wait is T (shared_dir_s). NFS may hide another
     # client's new file for its attribute-cache time (acdirmin 30 s by default), so the retries ride it out.
     shared_poll_s: float = 0.05  # first pause between two looks for another node's file or report
+    # --- node 0's Lifeline (preflight/probe.py; srun, mpirun, env://): released once its store freed MASTER_PORT
+    release_poll_s: float = 0.05  # node 0's pause between two looks whether its closed store freed the port
+    lifeline_floor_s: float = 0.05  # a member's connect / read on the Lifeline never waits less than this
     shared_poll_max_s: float = 1.0  # the pause grows to this: a thousand nodes must not flood node 0's store
     shared_poll_growth: float = 1.5  # ... by this factor per look
     shared_grace_s: float = 5.0  # beyond T, for a node's report (or node 0's "done") to reach the store

@@ -9,7 +9,9 @@ An entry point like the CLI (it sits beside cli.py, above api): it reads the lau
 collects and probes, the node's other ranks wait in the store for node 0's result, every wait bounded by the
 Budget), prints the report once per job (global rank 0) and turns a failing report into PreflightFailed on every
 rank. It leaves nothing behind: the store connection is a client of the launcher's store under torchrun and fabric
-(its keys under their own prefix), the mesh listeners are closed, no thread, signal handler or fd redirect remains.
+(its keys under their own prefix); under srun, mpirun and plain env:// rank 0 hosts the store on MASTER_PORT and
+every rank leaves only once it is closed (preflight.cluster's Lifeline), so the script's own store binds that port
+next; the mesh listeners are closed, no thread, signal handler or fd redirect remains.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from typing import Any, Optional
 
 # The variables `apply=True` may set: the interface and HCA choices the recommendations make.
 APPLIED = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA")
+# Launchers that start every rank but export no torch.distributed world (srun, mpirun): `apply=True` exports the
+# world the guard read from their variables, so the script's env:// init_process_group needs no boilerplate.
+WORLD_EXPORTING = ("slurm", "mpi")
 OFF_VAR = "NCCLCHECK_GUARD"  # NCCLCHECK_GUARD=0: guard() returns None at once (no script edit needed)
 
 
@@ -42,7 +47,8 @@ def guard(timeout: Optional[float] = None, paths: tuple = (), code_path: Optiona
     timeout: T, each named wait's bound (--timeout); every rank ends within T + the fixed graces.
     paths / code_path: shared paths that must be the same on every node, and the code tree hashed (--paths, --code).
     json: where global rank 0 writes the JSON report. strict: warnings fail too (--strict).
-    apply: set the recommended NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME / NCCL_IB_HCA in os.environ where unset.
+    apply: set the recommended NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME / NCCL_IB_HCA in os.environ where unset; under
+    srun and mpirun also the world (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR...) where unset (world_exports).
     quiet: rank 0 prints the report only when it fails.
     shared_dirs / need: directories that must be one writable filesystem on every node, with at least `need` free
     (--shared-dir, --need: the checkpoint directory).
@@ -86,11 +92,13 @@ def guard(timeout: Optional[float] = None, paths: tuple = (), code_path: Optiona
             _say(f"ncclcheck.guard armed the post-mortem under {postmortem_dir}: " + " ".join(armed)
                  + " (then `ncclcheck diagnose` the directory after a failure)")
     if apply:
-        applied = apply_recommendations(report.recommendations, env, placement.node_rank)
+        applied = {**world_exports(placement, env), **apply_recommendations(report.recommendations, env,
+                                                                            placement.node_rank)}
         report.extra["guard_applied"] = applied
         if speaks and applied:
             _say("ncclcheck.guard set " + " ".join(f"{k}={v}" for k, v in applied.items())
-                 + " (the recommendation; variables you set are never changed)")
+                 + " (the recommendation" + (" and the launcher's world, each rank its own" if "RANK" in applied
+                                             else "") + "; variables you set are never changed)")
     return report
 
 
@@ -130,6 +138,24 @@ def failure_message(report: Any, rank: int) -> str:
     if not bad:
         lines.append("  the world agreed on a failing exit code (see global rank 0's report)")
     return "\n".join(lines)
+
+
+def world_exports(placement: Any, env: MutableMapping[str, str]) -> dict:
+    """Under srun and mpirun: set RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, MASTER_ADDR and
+    MASTER_PORT from the launcher's placement (the master the guard itself used: MASTER_ADDR/MASTER_PORT as given,
+    else the first host of the Slurm node list and 15000 + the job id's last four digits) where the user has not set
+    them, so `dist.init_process_group(backend)` (env://) finds its world. Returns {name: value} of what it set."""
+    if placement.launcher not in WORLD_EXPORTING:
+        return {}
+    world = {"RANK": placement.rank, "WORLD_SIZE": placement.world_size, "LOCAL_RANK": placement.local_rank,
+             "LOCAL_WORLD_SIZE": placement.local_world_size, "NODE_RANK": placement.node_rank,
+             "MASTER_ADDR": placement.master_addr, "MASTER_PORT": placement.master_port}
+    applied = {}
+    for name, value in world.items():
+        if value is None or str(env.get(name) or "").strip():
+            continue
+        env[name] = applied[name] = str(value)
+    return applied
 
 
 def apply_recommendations(recs: list, env: MutableMapping[str, str], node_rank: int) -> dict:

@@ -40,3 +40,31 @@ def test_the_decider_waits_for_every_acknowledgement(hash_store):
     assert agree.adopt(st, "k", QUICK.deadline(1.0), QUICK) == {"v": 1}
     agree.acknowledge(st, "k")
     assert agree.await_acks(st, "k", 2, QUICK.deadline(1.0), QUICK)
+
+
+def test_a_member_that_outlasts_the_store_leaves_only_after_the_decider_is_done(tcp_store):
+    """outlast=True (a guard member whose script connects to the same port next): it leaves after the decider read
+    every ack and said `closing`, not right after its own ack, while the decider still holds the store."""
+    import datetime as dt
+    import threading
+
+    import torch.distributed as dist
+
+    slow = replace(FIXED, final_agreement_s=60.0, wait_slice_s=0.1)
+    left: list = []
+
+    def member(name: str, outlast: bool) -> None:
+        client = dist.TCPStore("127.0.0.1", tcp_store.port, None, False, timeout=dt.timedelta(seconds=60))
+        agree.exit_code(JsonStore(client), "f", 0, False, 3, slow, outlast=outlast)
+        left.append((name, client.add("f/acks", 0), client.check(["f/closing"])))  # acks and `closing` as it left
+
+    decider = threading.Thread(target=agree.exit_code, args=(JsonStore(tcp_store), "f", 0, True, 3, slow))
+    decider.start()
+    first = threading.Thread(target=member, args=("outlasting", True))
+    first.start()
+    assert JsonStore(tcp_store).wait(["f/ack/1"], slow.deadline(60.0), slow)  # it has read the code and acked
+    assert not left  # ... and still waits: the decider waits for the second member's ack
+    member("second", False)
+    for t in (decider, first):
+        t.join(60)
+    assert ("outlasting", 2, True) in left and [x[0] for x in left].count("second") == 1, left

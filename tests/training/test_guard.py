@@ -103,3 +103,34 @@ def test_apply_sets_only_unset_variables_node_values_first():
     env0: dict = {}
     assert training.apply_recommendations(recs, env0, node_rank=0) == {
         "NCCL_SOCKET_IFNAME": "=eth0", "GLOO_SOCKET_IFNAME": "eth0", "NCCL_IB_HCA": "=mlx5_0"}
+
+
+SLURM_ENV = {"SLURM_PROCID": "3", "SLURM_NTASKS": "6", "SLURM_LOCALID": "1", "SLURM_NODEID": "1",
+             "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_NODES": "3", "SLURM_STEP_TASKS_PER_NODE": "2(x3)",
+             "SLURM_STEP_NODELIST": "node[07-09]", "SLURM_JOB_ID": "4242"}
+MPI_ENV = {"OMPI_COMM_WORLD_RANK": "5", "OMPI_COMM_WORLD_SIZE": "6", "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+           "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "MASTER_ADDR": "head.invalid"}
+
+
+def test_apply_exports_the_srun_world_where_unset():
+    """Under srun the guard's world (SLURM_PROCID..., the first host of the node list, 15000 + the job id's last
+    four digits) becomes torch.distributed's env:// variables; a MASTER_PORT the user exported stays."""
+    env = dict(SLURM_ENV)
+    got = training.world_exports(detect_placement(env), env)
+    assert got == {"RANK": "3", "WORLD_SIZE": "6", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "NODE_RANK": "1",
+                   "MASTER_ADDR": "node07", "MASTER_PORT": "19242"}
+    assert all(env[k] == v for k, v in got.items())
+    mine = {**SLURM_ENV, "MASTER_PORT": "29500", "RANK": ""}
+    got = training.world_exports(detect_placement(mine), mine)
+    assert "MASTER_PORT" not in got and mine["MASTER_PORT"] == "29500" and got["RANK"] == "3"
+
+
+def test_apply_exports_the_mpirun_world_and_nothing_under_torchrun():
+    env = dict(MPI_ENV)
+    got = training.world_exports(detect_placement(env), env)
+    # mpirun -x MASTER_ADDR=...: the user's address stays; the port is the default the guard itself used
+    assert got == {"RANK": "5", "WORLD_SIZE": "6", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "NODE_RANK": "2",
+                   "MASTER_PORT": "29500"}
+    assert env["MASTER_ADDR"] == "head.invalid" and env["RANK"] == "5"
+    tr = dict(TORCHRUN_ENV)
+    assert training.world_exports(detect_placement(tr), tr) == {} and tr == TORCHRUN_ENV  # torchrun set them all

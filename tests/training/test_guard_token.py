@@ -1,0 +1,69 @@
+"""ncclcheck.guard() with a job token (NCCLCHECK_TOKEN) in the store torchrun's agent hosts
+(TORCHELASTIC_USE_AGENT_STORE=True): nobody ncclcheck started hosts that store, so global rank 0 signs the job's host
+record and the other ranks accept the store once they read it. A real c10d TCPStore, hosted by this test process as
+torchrun's agent hosts it, stands in for the agent's store; two ranks of one node run guard() in real processes."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO, cli_env
+
+pytestmark = pytest.mark.slow  # real processes importing ncclcheck's preflight
+
+CODE = ("import json, ncclcheck\n"
+        "try:\n"
+        "    r = ncclcheck.guard(timeout=10, quiet=True)\n"
+        "    print('GUARD ' + json.dumps({'status': r.status.value, 'code': r.exit_code}))\n"
+        "except ncclcheck.PreflightFailed as e:\n"
+        "    print('GUARD ' + json.dumps({'failed': str(e)}))\n")
+
+
+def _agent_store():
+    """A TCPStore server on a free loopback port, as torchrun's agent keeps one for its workers."""
+    from torch.distributed import TCPStore
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False), port
+
+
+def _ranks(port: int, tokens: list) -> list:
+    procs = []
+    for rank, token in enumerate(tokens):
+        env = cli_env({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2",
+                       "GROUP_RANK": "0", "GROUP_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+                       "MASTER_PORT": str(port), "TORCHELASTIC_USE_AGENT_STORE": "True",
+                       "TORCHELASTIC_RUN_ID": "tokenjob", "NCCLCHECK_TOKEN": token})
+        procs.append(subprocess.Popen([sys.executable, "-c", CODE], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, env=env, cwd=REPO))
+    out = []
+    for p in procs:
+        o, e = p.communicate(timeout=120)
+        lines = [ln for ln in o.splitlines() if ln.startswith("GUARD ")]
+        assert p.returncode == 0 and lines, (p.returncode, o, e[-3000:])
+        out.append(json.loads(lines[-1][len("GUARD "):]))
+    return out
+
+
+def test_token_under_the_agent_store_rank_zero_signs_and_every_rank_passes():
+    store, port = _agent_store()
+    got = _ranks(port, ["s3cret-job-token", "s3cret-job-token"])
+    assert all("failed" not in g and g["code"] == 0 for g in got), got
+    # the host record is in the agent's store, under the guard's own prefix, signed (not the bare JSON)
+    raw = store.get("ncclcheck/tokenjob-guard0/host")
+    assert raw.startswith(b"ncclcheck-hmac1:") and b'"uuid"' in raw, raw
+
+
+def test_token_under_the_agent_store_a_rank_with_another_token_refuses_the_store():
+    """The record still means something: a rank whose token differs cannot verify rank 0's record and fails, naming
+    the store as not this job's."""
+    _store, port = _agent_store()
+    got = _ranks(port, ["s3cret-job-token", "another-token"])
+    assert "failed" in got[1] and "not this job's" in got[1]["failed"], got

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
@@ -45,6 +46,9 @@ def main() -> None:
     ap.add_argument("--code", default="sha256:c")
     ap.add_argument("--no-eth1", action="store_true")
     ap.add_argument("--shared-dir", action="append", default=[])
+    # one of --local-size ranks of this node, as srun/mpirun start them (worker mode: every rank reads the verdict)
+    ap.add_argument("--local-rank", type=int, default=0)
+    ap.add_argument("--local-size", type=int, default=1)
     a = ap.parse_args()
     r = a.node_rank
     ifs = [iface("lo", "loopback", "127.0.0.1"), iface("eth0", ipv4=f"127.0.0.{r + 1}", speed=10000),
@@ -56,6 +60,10 @@ def main() -> None:
     if a.shared_dir:
         f["storage"] = storage.collect(a.shared_dir)
     placement = detect_placement({}, world)
+    if a.local_size > 1:
+        placement = dataclasses.replace(placement, launcher="mpi", local_rank=a.local_rank,
+                                        local_world_size=a.local_size, rank=r * a.local_size + a.local_rank,
+                                        world_size=a.nnodes * a.local_size)
     local = [passed("host.shm", "fine", node=r)]
     progress: list = []
     observer = _Recorder(progress)

@@ -134,6 +134,7 @@ def _world_info(config: Config, placement: Placement, nnodes: int) -> WorldInfo:
 
 _STATUSES = {s.value for s in Status}
 MAX_CHECKS = 4096  # node-local checks one node may upload (ncclcheck has a few dozen)
+MAX_READERS = 1024  # processes of one node that read the verdict (its local ranks; --nproc-per-node is at most 1024)
 
 
 def _bad_check(c: Any, node: Optional[int]) -> Optional[str]:
@@ -158,6 +159,8 @@ def _join_record(j: Any) -> Optional[str]:
             return f"a join record whose {k} is not {t.__name__}"
     if j["node_rank"] < 0 or j["nnodes"] < 1:
         return "a join record with a negative node rank or no nodes"
+    if "readers" in j and (type(j["readers"]) is not int or not 1 <= j["readers"] <= MAX_READERS):
+        return f"a join record whose readers is not a count of 1-{MAX_READERS} processes"
     if len(j["checks"]) > MAX_CHECKS:
         return f"a join record with {len(j['checks']):,} checks"
     for c in j["checks"]:
@@ -495,13 +498,18 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
             "node_rank": placement.node_rank, "nnodes": placement.nnodes, "hostname": hostname_of(ctx.facts),
             "pid": os.getpid(), "uuid": ctx.node_id, "launcher": placement.launcher,
             "facts": ctx.facts, "checks": [c.to_json() for c in ctx.results],
+            # every process of this node that reads the verdict: node 0 keeps its store up for all of them
+            "readers": max(1, placement.local_world_size) if placement.worker_mode else 1,
         })
     joins: dict = {}
     if decider:
         verdict, joins = _host_decides(ctx, st)
         if not verdict.get("ok"):
             # Keep the store up until everyone who joined has read the verdict (bounded): a node must learn why.
-            agree.await_acks(st, K.VERDICT, min(len(verdict.get("joined", [])), ctx.cap) - 1,
+            # Every reader acknowledges, the node's other local ranks too (under srun/mpirun node 0's own rank 1
+            # read "lost the rendezvous store" when only the nodes' leaders were waited for).
+            readers = sum(j.get("readers") or 1 for j in verdict.get("joined", []))
+            agree.await_acks(st, K.VERDICT, min(readers, ctx.cap * MAX_READERS) - 1,
                              b.deadline(b.final_agreement_s), b)
     else:
         # Node 0 was up when we connected, so it decides within its join bound (T) from now, plus the fixed grace.
@@ -511,8 +519,7 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
                                        "joined (it may have crashed or been stopped)",
                                        evidence={"rejected": list(ctx.guard.rejected)},
                                        fix="Look at node 0's report and log.")])
-        if leader:
-            agree.acknowledge(st, K.VERDICT)
+        agree.acknowledge(st, K.VERDICT)
     elapsed = float(verdict.get("elapsed_s") or b.since(ctx.start))
     wcheck = tie_to_master(world_check(verdict, elapsed, ctx.timeout_s), ctx.results if decider else [])
     if decider:

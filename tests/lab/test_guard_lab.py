@@ -223,16 +223,7 @@ def test_guarded_job_trains_with_one_report(guard_lab, name):
 CASES = [(name, which) for name, (_, _, first) in LAUNCHERS.items() for which in FAULTS + MASTER_FAULTS[:2 * first]]
 
 
-# Known gap: when the world does not form, node 0 waits for the acks of the nodes that joined, not of its own other
-# local ranks, so node 0's rank 1 may lose the store before reading the verdict (seen under a blocked master port).
-OPEN_GAP = pytest.mark.xfail(strict=False, reason="node 0 does not wait for its own other local ranks' acks on a "
-                             "failed world: its rank 1 may read 'lost the rendezvous store' instead of the verdict")
-CASES = [pytest.param(n, w, marks=OPEN_GAP) if w == "blocked-master-port" else (n, w) for n, w in CASES]
-
-
-@pytest.mark.parametrize("name, which", CASES,
-                         ids=[f"{c.values[0]}-{c.values[1]}" if hasattr(c, "values") else f"{c[0]}-{c[1]}"
-                              for c in CASES])
+@pytest.mark.parametrize("name, which", CASES, ids=[f"{n}-{w}" for n, w in CASES])
 def test_fault_fails_every_rank_within_bound(guard_lab, name, which):
     need(name)
     host_env, master, named = fault(guard_lab, name, which)

@@ -159,8 +159,6 @@ def _join_record(j: Any) -> Optional[str]:
             return f"a join record whose {k} is not {t.__name__}"
     if j["node_rank"] < 0 or j["nnodes"] < 1:
         return "a join record with a negative node rank or no nodes"
-    if "readers" in j and (type(j["readers"]) is not int or not 1 <= j["readers"] <= MAX_READERS):
-        return f"a join record whose readers is not a count of 1-{MAX_READERS} processes"
     if len(j["checks"]) > MAX_CHECKS:
         return f"a join record with {len(j['checks']):,} checks"
     for c in j["checks"]:
@@ -489,28 +487,37 @@ def run_cluster_preflight(
     return out
 
 
+def _await_readers(st: JsonStore, cap: int, b: Budget) -> None:
+    """Node 0, a world that did not form: keep the store up (bounded) until every process that connected to it, the
+    nodes' other local ranks too, has read why. Only those that connected are waited for: a rank that could not reach
+    the master (a wrong MASTER_ADDR) never acknowledges. Under srun/mpirun node 0's own rank 1 read "lost the
+    rendezvous store" when only the nodes' leaders were waited for."""
+    end = b.deadline(b.final_agreement_s)
+    acked = 0
+    while True:
+        want = st.count(K.READERS, cap) - 1  # not node 0 itself
+        if want <= acked or not agree.await_acks(st, K.VERDICT, want, end, b):
+            return
+        acked = want
+
+
 def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
     placement, b = ctx.placement, ctx.budget
     leader = placement.node_leader
+    st.add(K.READERS, 1)  # before anything is read: node 0 keeps a failed world's store up for every reader
     my_join = 0
     if leader:
         my_join = Journal(st, K.JOIN, ctx.cap).append({
             "node_rank": placement.node_rank, "nnodes": placement.nnodes, "hostname": hostname_of(ctx.facts),
             "pid": os.getpid(), "uuid": ctx.node_id, "launcher": placement.launcher,
             "facts": ctx.facts, "checks": [c.to_json() for c in ctx.results],
-            # every process of this node that reads the verdict: node 0 keeps its store up for all of them
-            "readers": max(1, placement.local_world_size) if placement.worker_mode else 1,
         })
     joins: dict = {}
     if decider:
         verdict, joins = _host_decides(ctx, st)
         if not verdict.get("ok"):
             # Keep the store up until everyone who joined has read the verdict (bounded): a node must learn why.
-            # Every reader acknowledges, the node's other local ranks too (under srun/mpirun node 0's own rank 1
-            # read "lost the rendezvous store" when only the nodes' leaders were waited for).
-            readers = sum(j.get("readers") or 1 for j in verdict.get("joined", []))
-            agree.await_acks(st, K.VERDICT, min(readers, ctx.cap * MAX_READERS) - 1,
-                             b.deadline(b.final_agreement_s), b)
+            _await_readers(st, ctx.cap * MAX_READERS, b)
     else:
         # Node 0 was up when we connected, so it decides within its join bound (T) from now, plus the fixed grace.
         verdict = st.wait_get(K.VERDICT, b.deadline(b.verdict_wait_s), b, _verdict_record)

@@ -85,7 +85,7 @@ def decide(joins: list, expected_nnodes: int, final: bool) -> dict:
         "members": [{"node_rank": m["node_rank"], "uuid": m["uuid"], "hostname": m.get("hostname"),
                      "key": m.get("_key")} for m in members],
         "joined": [{"node_rank": j.get("node_rank"), "hostname": j.get("hostname"), "nnodes": j.get("nnodes"),
-                    "pid": j.get("pid"), "readers": j.get("readers", 1)} for j in joins],
+                    "pid": j.get("pid")} for j in joins],
     }
 
 

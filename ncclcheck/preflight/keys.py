@@ -9,6 +9,7 @@ JOIN = "join"  # the join journal (rendezvous/journal.py): counter JOIN/count, r
 JOIN_COUNT = JOIN + "/count"  # counter: each node leader's append gives its join index i
 JOIN_RECORD = JOIN + "/{}"  # join record i: node_rank, nnodes, hostname, pid, uuid, launcher, facts, checks
 VERDICT = "world/verdict"  # node 0: who joined, whether the world formed (acks: VERDICT/acks, VERDICT/ack/<i>)
+READERS = "world/readers"  # a counter: every process that connected to the store and will read the verdict
 MESH_EP = "mesh/ep/{}"  # a node's probe endpoints
 MESH_DIR = "mesh/dir"  # node 0: every node's endpoints, packed (full mesh)
 MESH_ROW = "mesh/row/{}"  # a node's probe results, packed

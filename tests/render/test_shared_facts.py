@@ -25,13 +25,13 @@ def _facts(r: int, odd: bool = False) -> dict:
     pk = copy.deepcopy(PACKAGES)
     if odd:
         pk["items"]["pkg7"], pk["hash"] = "9.9.9", "sha256:" + "b" * 64
-    return {"host": {"hostname": f"gpu{r:04d}", "cpu_count": 2}, "packages": pk,
+    return {"host": {"hostname": f"gpu{r:04d}.invalid", "cpu_count": 2}, "packages": pk,
             "versions": {"python": "3.11.7", "torch": "2.13.0+cpu", "nccl": None, "platform": "Linux-x86_64"},
             "env": {"vars": {}, "redacted": []}, "collected_at": 1795406292.5 + r}
 
 
 def _report(n: int) -> Report:
-    nodes = [NodeInfo(r, f"gpu{r:04d}", _facts(r, odd=r == 5)) for r in range(n)]
+    nodes = [NodeInfo(r, f"gpu{r:04d}.invalid", _facts(r, odd=r == 5)) for r in range(n)]
     checks = [passed("host.shm", "/dev/shm is 16 GiB", node=r) for r in range(n)]
     return Report(command="preflight", version="t", started="", world=WorldInfo(nnodes=n, world_size=n),
                   nodes=nodes, checks=checks)

@@ -14,7 +14,7 @@ from ncclcheck.model import CheckResult, NodeInfo, Recommendation, Report, Statu
 from tests.conftest import REPO, cli_env
 
 TORCHRUN_ENV = {"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "0",
-                "GROUP_WORLD_SIZE": "2", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500",
+                "GROUP_WORLD_SIZE": "2", "MASTER_ADDR": "198.18.0.1", "MASTER_PORT": "29500",
                 "TORCHELASTIC_RUN_ID": "job42", "TORCHELASTIC_USE_AGENT_STORE": "True"}
 
 
@@ -107,7 +107,7 @@ def test_apply_sets_only_unset_variables_node_values_first():
 
 SLURM_ENV = {"SLURM_PROCID": "3", "SLURM_NTASKS": "6", "SLURM_LOCALID": "1", "SLURM_NODEID": "1",
              "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_NODES": "3", "SLURM_STEP_TASKS_PER_NODE": "2(x3)",
-             "SLURM_STEP_NODELIST": "node[07-09]", "SLURM_JOB_ID": "4242"}
+             "SLURM_STEP_NODELIST": "node[07-09].invalid", "SLURM_JOB_ID": "4242"}
 MPI_ENV = {"OMPI_COMM_WORLD_RANK": "5", "OMPI_COMM_WORLD_SIZE": "6", "OMPI_COMM_WORLD_LOCAL_RANK": "1",
            "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "MASTER_ADDR": "head.invalid"}
 
@@ -118,7 +118,7 @@ def test_apply_exports_the_srun_world_where_unset():
     env = dict(SLURM_ENV)
     got = training.world_exports(detect_placement(env), env)
     assert got == {"RANK": "3", "WORLD_SIZE": "6", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "NODE_RANK": "1",
-                   "MASTER_ADDR": "node07", "MASTER_PORT": "19242"}
+                   "MASTER_ADDR": "node07.invalid", "MASTER_PORT": "19242"}
     assert all(env[k] == v for k, v in got.items())
     mine = {**SLURM_ENV, "MASTER_PORT": "29500", "RANK": ""}
     got = training.world_exports(detect_placement(mine), mine)

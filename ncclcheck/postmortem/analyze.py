@@ -9,10 +9,11 @@ report's `postmortem` section: plain JSON, which checks/postmortem.py turns into
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 from ..nccl import failures
-from ..nccl.debuglog import nccl_header, parse_nccl_debug, split_by_rank
+from ..nccl.debuglog import nccl_header, parse_nccl_debug, split_by_rank, split_prefix
 from . import flight
 from .inputs import Inputs
 
@@ -62,15 +63,82 @@ def _hosts(inp: Inputs, preflight: Optional[dict], log_ranks: dict) -> dict:
     return out
 
 
+# ncclcheck's own console report inside a job's output (the guard prints it on rank 0): from its header line to its
+# summary line. Its rows quote what it found ("No route to host" in a probe's detail): never a cause of the job's.
+_OWN_HEAD = re.compile(r"^ncclcheck \w+ \d+ node\(s\)")
+_OWN_END = re.compile(r"^(?:PASS|WARN|FAIL|ERROR)\s+\d+ passed, \d+ warnings?, \d+ failed")
+_OWN_LINE = re.compile(r"^ncclcheck[ .:]")
+OWN_BLOCK_LINES = 5000  # a report longer than this is not one report: stop skipping
+
+
+def strip_own_output(text: str) -> str:
+    """The text with ncclcheck's own lines blanked (line numbers kept): its console reports and its one-line
+    messages ("ncclcheck.guard armed ..."). What the job printed stays."""
+    lines = text.splitlines()
+    inside = 0
+    for i, raw in enumerate(lines):
+        line = split_prefix(raw)[1].lstrip()
+        if inside == 0 and _OWN_HEAD.match(line):
+            inside = OWN_BLOCK_LINES
+        if inside:
+            inside = 0 if _OWN_END.match(line) else inside - 1
+            lines[i] = ""
+        elif _OWN_LINE.match(line) and "PreflightFailed" not in line:
+            lines[i] = ""
+    return "\n".join(lines)
+
+
+# gloo's enforce failures end in std::terminate: the process that printed the line is the one that died of SIGABRT
+# (torchrun prints a worker's stderr without a rank prefix unless asked, so the line alone names no rank)
+_GLOO_ABORT = re.compile(r"gloo::EnforceNotMet|enforce fail at .*gloo|Received data size doesn't match|"
+                         r"terminate called after throwing", re.IGNORECASE)
+
+
+def _tie_aborts(events: list, failures_: list) -> None:
+    """A rank-less gloo abort line in a launcher's output: the rank that launcher saw die of SIGABRT, when it saw
+    exactly one per host (more than one: the line cannot be tied, and stays rank-less)."""
+    for e in events:
+        if e["rank"] is not None or not _GLOO_ABORT.search(e["line"]):
+            continue
+        aborted = [f for f in failures_ if f.get("signal") == "SIGABRT" and f.get("source") == e["source"]
+                   and isinstance(f.get("rank"), int)]
+        if len(aborted) == 1:
+            e["rank"], e["host"] = aborted[0]["rank"], aborted[0].get("host")
+            e["tied"] = "the launcher's failure table: the only rank that died of SIGABRT"
+
+
+_TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):")
+_RAISED = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Failed|Interrupt))(?::|$)")
+
+
+def _exceptions(lines: list) -> set:
+    """Indices of the exception lines that end Python tracebacks ("RuntimeError: ..."): a process that printed one
+    ended in it. torchrun's own ChildFailedError is the launcher reporting a worker, not a failure of its own."""
+    out: set = set()
+    inside = False
+    for i, line in enumerate(lines):
+        if _TRACEBACK.match(line):
+            inside = True
+        elif inside and (m := _RAISED.match(line)):
+            inside = False
+            if not m.group(1).endswith("ChildFailedError"):
+                out.add(i)
+    return out
+
+
 def _logs(inp: Inputs) -> tuple:
     """(events, per-rank NCCL facts, rank -> host info): every classified line with its rank, in file order."""
     events: list = []
     per_rank: dict = {}
     hosts: dict = {}
     for path, text in inp.logs:
+        text = strip_own_output(text)
         for rank, lines in split_by_rank(text).items():
+            raised = _exceptions(lines)
             for i, line in enumerate(lines):
                 cls = failures.classify(line)
+                if cls is None and i in raised:
+                    cls = failures.EXCEPTION
                 if cls is None:
                     continue
                 head = nccl_header(line)
@@ -91,6 +159,7 @@ def _logs(inp: Inputs) -> tuple:
         if cls is not None:
             events.append({"rank": e.get("rank"), "class": cls.id, "cause": cls.cause, "line": e["message"][:400],
                            "source": e["path"], "order": (e["path"], 0), "host": None, "seq": None})
+    _tie_aborts(events, inp.failures)
     return events, per_rank, hosts
 
 
@@ -210,36 +279,74 @@ def _cycle(inp: Inputs, hosts: dict, blocked: list) -> Optional[dict]:
     return None
 
 
+def _exit_text(f: dict) -> str:
+    if f.get("signal"):
+        return f"died of {f['signal']}"
+    return f"exited with code {f.get('exitcode')}"
+
+
+def _failed(f: dict) -> bool:
+    """A launcher's record of a rank that ended badly: a signal or a non-zero exit code."""
+    return bool(f.get("signal")) or (isinstance(f.get("exitcode"), int) and f["exitcode"] != 0)
+
+
 def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: dict, have_cause: bool) -> list:
     out = []
     no_dump = sorted({r for g in groups for r in g["no_dump"]} |
                      ({r for r in world if r not in inp.dumps} if inp.dumps else set()))
-    if not inp.dumps:  # no flight recorder at all: the launcher's dead ranks alone
-        no_dump = sorted(r for r, f in by_rank.items() if f.get("signal"))
+    if not inp.dumps:  # no flight recorder at all: the launcher's failed ranks alone (a signal or an exit code)
+        no_dump = sorted(r for r, f in by_rank.items() if _failed(f))
+    first = next((r for r, f in by_rank.items() if f.get("first")), None)
+
     def order(r: int) -> tuple:  # the launcher's first failure first; SIGTERM is usually the launcher stopping others
         f = by_rank.get(r) or {}
         return (not f.get("first"), f.get("signal") == "SIGTERM", not f.get("signal"), str(f.get("time") or ""), r)
 
     for r in sorted(no_dump, key=order):
+        f = by_rank.get(r) or {}
         death = _death(r, by_rank)
         where = next((g for g in groups if r in g["no_dump"]), None)
-        text = f"{_who(r, hosts)} left no dump" if inp.dumps else f"{_who(r, hosts)} died"
+        # torchrun stops the other workers with SIGTERM once one failed: those are consequences of the first
+        stopped = f.get("signal") == "SIGTERM" and first is not None and r != first
+        kind = "no_dump" if inp.dumps else "died" if f.get("signal") else "exited"
+        if kind == "exited":
+            text = f"{_who(r, hosts)} {_exit_text(f)}"
+            if not have_cause:
+                text = "the job failed, cause not identified: " + text
+        else:
+            text = f"{_who(r, hosts)} left no dump" if inp.dumps else f"{_who(r, hosts)} died"
+        if f.get("first") and len(by_rank) > 1:
+            text += " (the launcher's first observed failure)"
         if where is not None:
             text += f"; the other ranks were in {_coll(where)}"
-        if death:
+        if death and kind != "exited":
             text += f"; {death}"
+        if stopped:
+            text += f" (the launcher stopped it after rank {first} failed)"
+        fix = ("read that rank's own output, the last lines before it exited (torchrun --redirects 3 --log-dir DIR "
+               "keeps each rank's apart), and arm the next run so it leaves what names the cause: ncclcheck "
+               "recommend --postmortem DIR --format env" if kind == "exited" else
+               "find why it died: `dmesg -T | grep -i -e oom -e killed` on its host (the OOM killer sends SIGKILL), "
+               "the scheduler's log (preemption, time limit), its own stderr")
         # with nothing else found, the rank that left nothing is the suspect, signal or not
-        out.append({"kind": "no_dump" if inp.dumps else "died", "cause": not have_cause,
+        out.append({"kind": kind, "cause": not have_cause and not stopped,
                     "pg": where["pg"] if where else None, "seq": where["seq"] if where else None, "ranks": [r],
-                    "text": text, "fix": "find why it died: `dmesg -T | grep -i -e oom -e killed` on its host (the "
-                    "OOM killer sends SIGKILL), the scheduler's log (preemption, time limit), its own stderr",
+                    "text": text, "fix": "" if stopped else fix,
                     "source": "launcher" if death else "flight recorder"})
     return out
 
 
-def _log_causes(events: list, hosts: dict) -> list:
+# What a rank sees when a peer is gone: after the launcher's first failure died of a signal, these lines on the
+# other ranks are its consequences (a reconnect refused, a store wait that timed out), not causes of their own.
+_AFTER_A_DEATH = ("connection_refused", "no_route", "init_timeout")
+
+
+def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> list:
     out = []
     seen: set = set()
+    by_rank = by_rank or {}
+    first = next((r for r, f in by_rank.items() if f.get("first")), None)
+    killed = first is not None and by_rank[first].get("signal") not in (None, "SIGTERM")
     for e in events:
         key = (e["class"], e["rank"])
         if key in seen:
@@ -249,10 +356,20 @@ def _log_causes(events: list, hosts: dict) -> list:
         who = (_who(e["rank"], hosts) if e["rank"] is not None else f"host {e['host']}" if e["host"] else
                f"{e['source'].rsplit('/', 1)[-1]} (no rank on the line)")
         seq = f" (SeqNum {e['seq']})" if e.get("seq") is not None else ""
-        out.append({"kind": e["class"], "cause": cls.cause, "pg": None, "seq": e.get("seq"),
-                    "ranks": [e["rank"]] if e["rank"] is not None else [], "text": f"{who}: {cls.what}{seq}",
-                    "fix": cls.fix, "line": e["line"], "source": e["source"]})
-    return out
+        what = (f"{cls.what}: {failures.warn_text(e['line'])}" if cls.id == "nccl_warn" else
+                f"{cls.what}: {e['line'][:300]}" if cls.id == "exception" else cls.what)
+        cause = cls.cause
+        if cause and killed and e["rank"] is not None and e["rank"] != first and cls.id in _AFTER_A_DEATH:
+            cause = False
+            what += f" (after rank {first} died of {by_rank[first]['signal']}, the launcher's first failure)"
+        c = {"kind": e["class"], "cause": cause, "pg": None, "seq": e.get("seq"),
+             "ranks": [e["rank"]] if e["rank"] is not None else [], "text": f"{who}: {what}{seq}",
+             "fix": cls.fix, "line": e["line"], "source": e["source"]}
+        if e.get("tied"):
+            c["tied_by"] = e["tied"]
+        out.append(c)
+    # torchrun's "first observed failure" first: its own lines before other ranks' (file order within each)
+    return sorted(out, key=lambda c: c["ranks"] != [first]) if first is not None else out
 
 
 def _ras_causes(inp: Inputs) -> tuple:
@@ -311,11 +428,12 @@ def analyse(inp: Inputs, preflight: Optional[dict] = None) -> dict:
     by_rank = {f["rank"]: f for f in inp.failures if isinstance(f.get("rank"), int)}
     groups = flight.analyse_groups(inp.dumps, world)
     fr = _fr_causes(groups, inp, hosts, by_rank)
-    logs = _log_causes(events, hosts)
+    logs = _log_causes(events, hosts, by_rank)
     have = any(c["cause"] for c in fr + logs + ras)
     dead = _dead_causes(groups, world, inp, hosts, by_rank, have)
     ordered = ([c for c in fr if c["cause"]] + [c for c in ras if c["cause"]] + [c for c in logs if c["cause"]] +
                [c for c in dead if c["cause"]] + [c for c in fr + ras + dead + logs if not c["cause"]])
+    ordered = _never_nothing(ordered, by_rank, hosts)
     verdict = _verdict(ordered, groups, hosts, by_rank)
     ranks = []
     for r in world:
@@ -342,6 +460,33 @@ def analyse(inp: Inputs, preflight: Optional[dict] = None) -> dict:
     }
 
 
+def _never_nothing(causes: list, by_rank: dict, hosts: dict) -> list:
+    """A job that failed is never "nothing wrong": with no cause found, a rank the launcher saw fail, or a failure
+    message that is only a consequence (a watchdog timeout, a peer gone), becomes "the job failed, cause not
+    identified", the root. RAS's "unresponsive" alone is not a failure (the job may still run)."""
+    if any(c["cause"] for c in causes):
+        return causes
+    failed = sorted((f for f in by_rank.values() if _failed(f)),
+                    key=lambda f: (not f.get("first"), f.get("signal") == "SIGTERM", f["rank"]))
+    seen = [c for c in causes if c["kind"] != "ras_unresponsive"]
+    if failed:
+        f = failed[0]
+        text = f"the job failed, cause not identified: {_who(f['rank'], hosts)} {_exit_text(f)}"
+        ranks = [f["rank"]]
+    elif seen:
+        text = f"the job failed, cause not identified: {seen[0]['text']}"
+        ranks = seen[0]["ranks"]
+    else:
+        return causes
+    if seen:
+        text += f"; then {len(seen)} consequence(s), the first: {seen[0]['text']}" if failed else ""
+    root = {"kind": "job_failed", "cause": True, "pg": None, "seq": None, "ranks": ranks, "text": text,
+            "fix": "arm the next run so it leaves what names the cause (flight recorder with timing, NCCL's WARN "
+                   "lines): ncclcheck recommend --postmortem DIR --format env; keep each rank's output (torchrun "
+                   "--redirects 3 --log-dir DIR)", "source": "launcher" if failed else seen[0].get("source")}
+    return [root, *causes]
+
+
 def _verdict(causes: list, groups: list, hosts: dict, by_rank: dict) -> Optional[str]:
     """One sentence a person can act on: the root cause, then what it explains."""
     root = next((c for c in causes if c["cause"]), None)
@@ -354,7 +499,7 @@ def _verdict(causes: list, groups: list, hosts: dict, by_rank: dict) -> Optional
             if c is not root and c["kind"] == "no_dump" and c["ranks"] == [r]:
                 text += f"; rank {r} left no dump"
         death = _death(r, by_rank)
-        if death and death not in text:
+        if death and death not in text and root["kind"] not in ("exited", "job_failed"):
             text += f"; {death}"
     return text
 

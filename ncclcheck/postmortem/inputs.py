@@ -112,6 +112,11 @@ def _classify_text(out: Inputs, path: str, text: str) -> None:
         kind = "launcher_output" if table else "nccl_log" if nccl else "log"
         out.read.append({"path": path, "kind": kind, "note": f"{len(table)} failed rank(s) in its table"
                          if table else ""})
+    elif text.strip():
+        # a job's plain output (prints, no torch/launcher/NCCL line): what it does not say is a failure, which is
+        # what a healthy job's output looks like; diagnose reads it as a log so that it can say so
+        out.logs.append((path, text))
+        out.read.append({"path": path, "kind": "log", "note": "plain output: no launcher, torch or NCCL line"})
     else:
         out.read.append({"path": path, "kind": "unrecognised", "note": ""})
 

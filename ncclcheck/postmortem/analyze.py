@@ -94,14 +94,32 @@ _GLOO_ABORT = re.compile(r"gloo::EnforceNotMet|enforce fail at .*gloo|Received d
                          r"terminate called after throwing", re.IGNORECASE)
 
 
+def _short(host: Optional[str]) -> str:
+    return (host or "").split(".")[0].lower()
+
+
 def _tie_aborts(events: list, failures_: list) -> None:
-    """A rank-less gloo abort line in a launcher's output: the rank that launcher saw die of SIGABRT, when it saw
-    exactly one per host (more than one: the line cannot be tied, and stays rank-less)."""
+    """Rank-less lines tied to a rank by the launcher's failure table (torchrun prefixes only Python's tracebacks
+    with `[rankN]:`; C++ and NCCL write to stderr bare):
+    - a gloo abort: the one rank that launcher saw die of SIGABRT (more than one: it stays rank-less);
+    - an NCCL line "host:pid:tid [dev]": the one failed rank of that host whose local rank is that device (ranks
+      call set_device(LOCAL_RANK); two ranks on one device stay rank-less)."""
+    ranked = [f for f in failures_ if isinstance(f.get("rank"), int)]
     for e in events:
-        if e["rank"] is not None or not _GLOO_ABORT.search(e["line"]):
+        if e["rank"] is not None:
             continue
-        aborted = [f for f in failures_ if f.get("signal") == "SIGABRT" and f.get("source") == e["source"]
-                   and isinstance(f.get("rank"), int)]
+        head = nccl_header(e["line"])
+        if head is not None:
+            if e["class"] == "duplicate_gpu":  # two ranks on one device: the device names neither
+                continue
+            same = [f for f in ranked if _short(f.get("host")) == _short(head["host"])
+                    and f.get("local_rank") == head["cuda_dev"]]
+            if len(same) == 1:
+                e["rank"], e["tied"] = same[0]["rank"], "NCCL's host and device = the launcher's host and local rank"
+            continue
+        if not _GLOO_ABORT.search(e["line"]):
+            continue
+        aborted = [f for f in ranked if f.get("signal") == "SIGABRT" and f.get("source") == e["source"]]
         if len(aborted) == 1:
             e["rank"], e["host"] = aborted[0]["rank"], aborted[0].get("host")
             e["tied"] = "the launcher's failure table: the only rank that died of SIGABRT"
@@ -238,6 +256,8 @@ def _fr_causes(groups: list, inp: Inputs, hosts: dict, by_rank: dict) -> list:
             causes.append({"kind": "blocked", "cause": False, "pg": g["pg"], "seq": g["seq"], "ranks": behind,
                            "text": f"{ranks_text(behind)} did not reach {_coll(g)}: they were waiting in another "
                                    "group's collective", "fix": "", "source": "flight recorder"})
+    for g in groups:
+        causes.extend(_state_causes(g, inp, hosts))
     if not any(c["cause"] for c in causes) and any(c["kind"] == "blocked" for c in causes):
         causes.insert(0, _cycle(inp, hosts, [r for c in causes if c["kind"] == "blocked" for r in c["ranks"]]))
         causes = [c for c in causes if c]
@@ -247,6 +267,47 @@ def _fr_causes(groups: list, inp: Inputs, hosts: dict, by_rank: dict) -> list:
         return 0 if c["kind"] != "never_entered" or any(x[0] == c["pg"] for x in last) else 1
 
     return sorted(causes, key=lambda c: (c["kind"] == "never_entered", stopped_here(c)))
+
+
+def _state_causes(g: dict, inp: Inputs, hosts: dict) -> list:
+    """Where the ranks that entered the last collective stand in it (NCCL's flight recorder): "scheduled" with
+    timing on = called, its GPU never started it (its stream busy in earlier work); "started" on every rank = it
+    began and never finished (a peer's GPU, a NIC or a link). Without TORCH_NCCL_ENABLE_TIMING=1 torch never
+    records "started", so "scheduled" says nothing about the GPU: then only that it did not complete."""
+    opened = {int(r): st for r, st in (g.get("open_states") or {}).items()
+              if int(r) in inp.dumps and inp.dumps[int(r)].backend == "nccl"}
+    if not opened:
+        return []
+    timed = set(g.get("timing") or [])
+    not_started = sorted(r for r, st in opened.items() if st == "scheduled" and r in timed)
+    started = sorted(r for r, st in opened.items() if st == "started")
+    unknown = sorted(r for r, st in opened.items() if st == "scheduled" and r not in timed)
+    coll = _coll(g)
+    if not_started:
+        who = _who(not_started[0], hosts) if len(not_started) == 1 else ranks_text(not_started)
+        rest = f"; {ranks_text(started)} started it and waited" if started else ""
+        return [{"kind": "not_started", "cause": True, "pg": g["pg"], "seq": g["seq"], "ranks": not_started,
+                 "text": f"{who} called {coll} but its GPU never started it (flight recorder: state scheduled, "
+                         f"timing on): its CUDA stream was still busy with earlier work{rest}",
+                 "fix": "look at that rank's GPU, not the network: a kernel before the collective did not end (a "
+                        "hung or very long kernel, a spin on device memory, a GPU fault): `py-spy dump --native "
+                        "--pid` on a live hang, `nvidia-smi` (100 % utilisation on that GPU), `dmesg -T | grep -i "
+                        "xid` on its host", "source": "flight recorder"}]
+    if started and not g["not_entered"] and not g["no_dump"] and not unknown:
+        return [{"kind": "stalled", "cause": True, "pg": g["pg"], "seq": g["seq"], "ranks": started,
+                 "text": f"{ranks_text(started) if len(started) > 1 else _who(started[0], hosts)} started {coll} "
+                         "and never finished it (flight recorder: state started): the collective stalled inside "
+                         "NCCL, a peer's GPU, a NIC or a link",
+                 "fix": "find the link: `ncclcheck links` on the same nodes (pairwise), NCCL's RAS (`ncclras`) on a "
+                        "live hang, the NICs' error counters; NCCL_DEBUG=INFO shows which transport each peer used",
+                 "source": "flight recorder"}]
+    if unknown:
+        return [{"kind": "not_completed", "cause": False, "pg": g["pg"], "seq": g["seq"], "ranks": unknown,
+                 "text": f"{ranks_text(unknown)} never completed {coll}; whether their GPUs started it is unknown "
+                         "(the job ran without TORCH_NCCL_ENABLE_TIMING=1)",
+                 "fix": "arm the next run: ncclcheck recommend --postmortem DIR --format env (sets "
+                        "TORCH_NCCL_ENABLE_TIMING=1)", "source": "flight recorder"}]
+    return []
 
 
 def _cycle(inp: Inputs, hosts: dict, blocked: list) -> Optional[dict]:
@@ -285,6 +346,17 @@ def _exit_text(f: dict) -> str:
     return f"exited with code {f.get('exitcode')}"
 
 
+def first_failure(by_rank: dict) -> Optional[int]:
+    """torchrun's "first observed failure": each agent (one per node) names its own; across nodes the earliest by
+    its time stamp, and at one second's resolution a rank killed by a signal (never SIGTERM: the agent's own stop)
+    before one that exited with a code (often a peer's consequence)."""
+    firsts = [f for f in by_rank.values() if f.get("first")]
+    if not firsts:
+        return None
+    best = min(firsts, key=lambda f: (str(f.get("time") or ""), f.get("signal") in (None, "SIGTERM"), f["rank"]))
+    return best["rank"]
+
+
 def _failed(f: dict) -> bool:
     """A launcher's record of a rank that ended badly: a signal or a non-zero exit code."""
     return bool(f.get("signal")) or (isinstance(f.get("exitcode"), int) and f["exitcode"] != 0)
@@ -296,18 +368,20 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
                      ({r for r in world if r not in inp.dumps} if inp.dumps else set()))
     if not inp.dumps:  # no flight recorder at all: the launcher's failed ranks alone (a signal or an exit code)
         no_dump = sorted(r for r, f in by_rank.items() if _failed(f))
-    first = next((r for r, f in by_rank.items() if f.get("first")), None)
+    first = first_failure(by_rank)
+    firsts = {r for r, f in by_rank.items() if f.get("first")}
 
     def order(r: int) -> tuple:  # the launcher's first failure first; SIGTERM is usually the launcher stopping others
         f = by_rank.get(r) or {}
-        return (not f.get("first"), f.get("signal") == "SIGTERM", not f.get("signal"), str(f.get("time") or ""), r)
+        return (r != first, not f.get("first"), f.get("signal") == "SIGTERM", not f.get("signal"),
+                str(f.get("time") or ""), r)
 
     for r in sorted(no_dump, key=order):
         f = by_rank.get(r) or {}
         death = _death(r, by_rank)
         where = next((g for g in groups if r in g["no_dump"]), None)
         # torchrun stops the other workers with SIGTERM once one failed: those are consequences of the first
-        stopped = f.get("signal") == "SIGTERM" and first is not None and r != first
+        stopped = f.get("signal") == "SIGTERM" and first is not None and r not in firsts
         kind = "no_dump" if inp.dumps else "died" if f.get("signal") else "exited"
         if kind == "exited":
             text = f"{_who(r, hosts)} {_exit_text(f)}"
@@ -315,7 +389,7 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
                 text = "the job failed, cause not identified: " + text
         else:
             text = f"{_who(r, hosts)} left no dump" if inp.dumps else f"{_who(r, hosts)} died"
-        if f.get("first") and len(by_rank) > 1:
+        if r == first and len(by_rank) > 1:
             text += " (the launcher's first observed failure)"
         if where is not None:
             text += f"; the other ranks were in {_coll(where)}"
@@ -329,7 +403,9 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
                "find why it died: `dmesg -T | grep -i -e oom -e killed` on its host (the OOM killer sends SIGKILL), "
                "the scheduler's log (preemption, time limit), its own stderr")
         # with nothing else found, the rank that left nothing is the suspect, signal or not
-        out.append({"kind": kind, "cause": not have_cause and not stopped,
+        # torchrun's first observed failure is the root; the others that failed after it are listed as its
+        # consequences unless a cause of their own was found (have_cause)
+        out.append({"kind": kind, "cause": not have_cause and not stopped and (first is None or r == first),
                     "pg": where["pg"] if where else None, "seq": where["seq"] if where else None, "ranks": [r],
                     "text": text, "fix": "" if stopped else fix,
                     "source": "launcher" if death else "flight recorder"})
@@ -345,7 +421,7 @@ def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> li
     out = []
     seen: set = set()
     by_rank = by_rank or {}
-    first = next((r for r, f in by_rank.items() if f.get("first")), None)
+    first = first_failure(by_rank)
     killed = first is not None and by_rank[first].get("signal") not in (None, "SIGTERM")
     for e in events:
         key = (e["class"], e["rank"])
@@ -452,8 +528,7 @@ def analyse(inp: Inputs, preflight: Optional[dict] = None) -> dict:
         "groups": groups if len(world) <= 4096 else [dict(g, last_enqueued={}, last_completed={}, windows={})
                                                      for g in groups],
         "causes": ordered,
-        "launcher": {"failures": inp.failures, "first": next((f["rank"] for f in inp.failures if f.get("first")),
-                                                             None)},
+        "launcher": {"failures": inp.failures, "first": first_failure(by_rank)},
         "error_files": [{k: e[k] for k in ("path", "rank", "message")} for e in inp.error_files],
         "transport": _transport(per_rank, preflight),
         "timeline": flight.timeline(inp.dumps) if len(inp.dumps) <= 256 else {},
@@ -466,8 +541,9 @@ def _never_nothing(causes: list, by_rank: dict, hosts: dict) -> list:
     identified", the root. RAS's "unresponsive" alone is not a failure (the job may still run)."""
     if any(c["cause"] for c in causes):
         return causes
+    first = first_failure(by_rank)
     failed = sorted((f for f in by_rank.values() if _failed(f)),
-                    key=lambda f: (not f.get("first"), f.get("signal") == "SIGTERM", f["rank"]))
+                    key=lambda f: (f["rank"] != first, f.get("signal") == "SIGTERM", f["rank"]))
     seen = [c for c in causes if c["kind"] != "ras_unresponsive"]
     if failed:
         f = failed[0]

@@ -102,6 +102,8 @@ def _tie_aborts(events: list, failures_: list) -> None:
     """Rank-less lines tied to a rank by the launcher's failure table (torchrun prefixes only Python's tracebacks
     with `[rankN]:`; C++ and NCCL write to stderr bare):
     - a gloo abort: the one rank that launcher saw die of SIGABRT (more than one: it stays rank-less);
+    - the last line of a Python traceback (the exception that ended a process): the one rank that launcher saw
+      exit with a code;
     - an NCCL line "host:pid:tid [dev]": the one failed rank of that host whose local rank is that device (ranks
       call set_device(LOCAL_RANK); two ranks on one device stay rank-less)."""
     ranked = [f for f in failures_ if isinstance(f.get("rank"), int)]
@@ -116,6 +118,13 @@ def _tie_aborts(events: list, failures_: list) -> None:
                     and f.get("local_rank") == head["cuda_dev"]]
             if len(same) == 1:
                 e["rank"], e["tied"] = same[0]["rank"], "NCCL's host and device = the launcher's host and local rank"
+            continue
+        if e.get("raised"):  # a traceback's last line: the process it ended exited 1 (Python), not by a signal
+            exited = [f for f in ranked if f.get("source") == e["source"] and not f.get("signal")
+                      and isinstance(f.get("exitcode"), int) and f["exitcode"] > 0]
+            if len(exited) == 1:
+                e["rank"], e["host"] = exited[0]["rank"], exited[0].get("host")
+                e["tied"] = "the launcher's failure table: the only rank that exited with a code (an exception)"
             continue
         if not _GLOO_ABORT.search(e["line"]):
             continue
@@ -162,7 +171,7 @@ def _logs(inp: Inputs) -> tuple:
                 head = nccl_header(line)
                 events.append({"rank": rank, "class": cls.id, "cause": cls.cause, "line": line.strip()[:400],
                                "source": path, "order": (path, i), "host": head["host"] if head else None,
-                               "seq": failures.seq_of(line)})
+                               "seq": failures.seq_of(line), "raised": i in raised})
             if rank is None:
                 continue
             if any("NCCL" in ln for ln in lines):
@@ -383,9 +392,12 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
         # torchrun stops the other workers with SIGTERM once one failed: those are consequences of the first
         stopped = f.get("signal") == "SIGTERM" and first is not None and r not in firsts
         kind = "no_dump" if inp.dumps else "died" if f.get("signal") else "exited"
+        # torchrun's first observed failure is the root; the others that failed after it are listed as its
+        # consequences unless a cause of their own was found (have_cause)
+        cause = not have_cause and not stopped and (first is None or r == first)
         if kind == "exited":
             text = f"{_who(r, hosts)} {_exit_text(f)}"
-            if not have_cause:
+            if cause:
                 text = "the job failed, cause not identified: " + text
         else:
             text = f"{_who(r, hosts)} left no dump" if inp.dumps else f"{_who(r, hosts)} died"
@@ -403,9 +415,7 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
                "find why it died: `dmesg -T | grep -i -e oom -e killed` on its host (the OOM killer sends SIGKILL), "
                "the scheduler's log (preemption, time limit), its own stderr")
         # with nothing else found, the rank that left nothing is the suspect, signal or not
-        # torchrun's first observed failure is the root; the others that failed after it are listed as its
-        # consequences unless a cause of their own was found (have_cause)
-        out.append({"kind": kind, "cause": not have_cause and not stopped and (first is None or r == first),
+        out.append({"kind": kind, "cause": cause,
                     "pg": where["pg"] if where else None, "seq": where["seq"] if where else None, "ranks": [r],
                     "text": text, "fix": "" if stopped else fix,
                     "source": "launcher" if death else "flight recorder"})

@@ -206,3 +206,16 @@ def test_a_guarded_job_is_armed_without_torchs_deprecation_warnings(tmp_path):
     log = (tmp_path / "g" / "launcher.log").read_text()
     assert "TORCH_NCCL_ENABLE_TIMING" in log and "is deprecated" not in log
     assert diagnose(job(str(tmp_path / "g"))).exit_code == 0
+
+
+def test_across_two_agents_the_earliest_failure_is_the_root():
+    """A real job of two torchrun agents (two "nodes" on loopback): node 1's rank was SIGKILLed before it joined, so
+    node 0's rank timed out in init_process_group 6 s later. Each agent names its own first failure; the root is the
+    earlier one, and node 0's store timeout (a cause class, and a rank-less traceback line tied to rank 0 by its
+    agent's table) is its consequence."""
+    rep, first, pm = verdict(os.path.join(FIX, "two_nodes_kill_at_init"))
+    assert first.evidence["kind"] == "died" and first.evidence["ranks"] == [1] and "SIGKILL" in first.summary
+    assert pm["launcher"]["first"] == 1
+    timeout = [c for c in pm["causes"] if c["kind"] == "init_timeout"]
+    assert timeout and timeout[0]["ranks"] == [0] and not timeout[0]["cause"]
+    assert [c["ranks"] for c in pm["causes"] if c["cause"]] == [[1]]

@@ -101,8 +101,7 @@ def _classify_text(out: Inputs, path: str, text: str) -> None:
     from ..nccl.debuglog import split_prefix
     from ..nccl.failures import classify
 
-    table = (launcher.parse_failure_table(text) + launcher.parse_srun_errors(text)
-             if launcher.is_failure_table(text) else [])
+    table = launcher.parse_launcher_failures(text) if launcher.is_failure_table(text) else []
     out.failures.extend(dict(r, source=path) for r in table)
     lines = text.splitlines()
     nccl = any(" NCCL " in ln or "NCCL WARN" in ln or "NCCL INFO" in ln for ln in lines[:20000])

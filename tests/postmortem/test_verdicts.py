@@ -219,3 +219,19 @@ def test_across_two_agents_the_earliest_failure_is_the_root():
     timeout = [c for c in pm["causes"] if c["kind"] == "init_timeout"]
     assert timeout and timeout[0]["ranks"] == [0] and not timeout[0]["cause"]
     assert [c["ranks"] for c in pm["causes"] if c["cause"]] == [[1]]
+
+
+@pytest.mark.parametrize("case, kind, signal", [("mpirun_exit1", "exited", None), ("mpirun_kill", "died", "SIGKILL")])
+def test_under_mpirun_the_first_failed_process_is_the_root(case, kind, signal, validate_report, tmp_path):
+    """Real 2-rank gloo jobs under Open MPI's mpirun (no torchrun table): mpirun's own report names the first
+    process that failed; without reading it the job read as 'ended well' or blamed the survivor."""
+    out = tmp_path / "r.json"
+    p = run_cli("diagnose", *job(os.path.join(FIX, case)), "--json", str(out))
+    assert p.returncode == 1, p.stdout + p.stderr
+    doc = validate_report(out.read_text())
+    root = doc["postmortem"]["causes"][0]
+    assert root["kind"] == kind and root["ranks"] == [1] and root["cause"]
+    assert doc["world"]["launcher"] == "mpi"
+    if signal:
+        assert signal in root["text"]
+    assert all(not c["cause"] for c in doc["postmortem"]["causes"][1:])

@@ -145,6 +145,20 @@ TABLE: tuple = (
                  False,
                  "a peer closed the connection (it died or was stopped)",
                  "look at the peer that died first: its exit signal in the launcher's failure table, its own log"),
+    # Slurm's own words for a step it ended (slurmstepd's format strings, Slurm 22.05 as installed here):
+    # "*** %s ON %s CANCELLED AT %s DUE TO TIME LIMIT ***" (also PREEMPTION, NODE FAILURE, JOB REQUEUE; none: scancel)
+    FailureClass("scheduler_cancelled", _rx(r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+"), True,
+                 "the scheduler ended the job (its time limit, a preemption, a node failure, a requeue or scancel: the "
+                 "line says which)",
+                 "a time limit: raise --time or checkpoint more often; a preemption or requeue: run in a partition or "
+                 "QOS that is not preempted; a node failure: `sinfo -R` names the node, drain it"),
+    # the cgroup OOM handler, as slurmstepd reports it ("Detected %lu oom-kill event(s) in %ps. Some of your processes
+    # may have been killed by the cgroup out-of-memory handler.") and the kernel ("Out of memory: Killed process")
+    FailureClass("oom_killed", _rx(r"Detected \d+ oom-kill event|Out of memory: Killed process|"
+                                   r"Memory cgroup out of memory"), True,
+                 "the out-of-memory killer killed a process (host memory of the job or its cgroup, not GPU memory)",
+                 "give the job more host memory (--mem, the container's limit) or use less: fewer data-loader workers, "
+                 "smaller pinned buffers; `dmesg -T | grep -i oom` on the host names the process"),
     # any other WARN NCCL printed (src/debug.cc: "host:pid:tid [dev] file:line NCCL WARN msg"): a cause whose words
     # no class above knows; the line itself is what the report shows
     FailureClass("nccl_warn", _rx(r"\bNCCL WARN\b"), True, "NCCL warned",

@@ -88,7 +88,7 @@ def test_only_consequences_make_the_job_failed_cause_not_identified():
 
 # --- a healthy job's output ends well ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["plain_healthy", "guarded_healthy"])
+@pytest.mark.parametrize("name", ["plain_healthy", "guarded_healthy", "mpirun_late_master"])
 def test_a_healthy_jobs_output_ends_well(name):
     """Seen: a healthy job's output was 'bad input' (exit 2); a guarded one failed with 'the ranks did not all join
     in time' from c10d's waitForInput poll lines (exit 1). Both are real 4-rank torchrun jobs."""
@@ -235,3 +235,24 @@ def test_under_mpirun_the_first_failed_process_is_the_root(case, kind, signal, v
     if signal:
         assert signal in root["text"]
     assert all(not c["cause"] for c in doc["postmortem"]["causes"][1:])
+
+
+@pytest.mark.parametrize("line, cls", [
+    # slurmstepd's format strings (strings of the installed Slurm 22.05 plugins), rendered
+    ("slurmstepd: error: *** STEP 4242.0 ON node07 CANCELLED AT 2026-11-23T10:00:00 DUE TO TIME LIMIT ***",
+     "scheduler_cancelled"),
+    ("slurmstepd: error: *** JOB 4242 ON node07 CANCELLED AT 2026-11-23T10:00:00 ***", "scheduler_cancelled"),
+    ("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=4242.0. Some of your processes may have been killed "
+     "by the cgroup out-of-memory handler.", "oom_killed"),
+])
+def test_the_schedulers_own_reasons_are_causes(line, cls):
+    assert failures.classify(line).id == cls and failures.classify(line).cause
+
+
+def test_a_job_the_scheduler_cancelled_is_never_clean(tmp_path):
+    (tmp_path / "slurm-4242.out").write_text(
+        "0: rank 0 step 0 ok\n1: rank 1 step 0 ok\nslurmstepd: error: *** STEP 4242.0 ON node07 CANCELLED AT "
+        "2026-11-23T10:00:00 DUE TO TIME LIMIT ***\n")
+    rep = diagnose([str(tmp_path)])
+    assert rep.exit_code == 1 and rep.checks[0].evidence["kind"] == "scheduler_cancelled"
+    assert "TIME LIMIT" in rep.extra["postmortem"]["causes"][0]["line"]

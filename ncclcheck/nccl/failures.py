@@ -170,7 +170,12 @@ TABLE: tuple = (
 # line that ends a traceback): the process failed, and its own words are the best-supported cause there is.
 EXCEPTION = FailureClass("exception", _rx(r"$^"), True, "raised an exception",
                          "read the exception and the traceback above it in that rank's output")
-BY_ID = {c.id: c for c in (*TABLE, EXCEPTION)}
+# ncclcheck's guard raised PreflightFailed in the job (its preflight failed): the job never trained, and the guard's
+# first failing check is why (its report's other lines are ncclcheck's own, never read as the job's causes)
+GUARD_FAILED = FailureClass("guard_failed", _rx(r"$^"), True, "ncclcheck's guard stopped the job before training",
+                            "fix what the guard's first failing check names (its fix line; the full report is on "
+                            "global rank 0's stderr), then relaunch")
+BY_ID = {c.id: c for c in (*TABLE, EXCEPTION, GUARD_FAILED)}
 _SEQ = re.compile(r"SeqNum=(\d+)|Timeout at NCCL work: (\d+)", re.IGNORECASE)
 _OPTYPE = re.compile(r"OpType=(\w+)")
 

@@ -68,6 +68,8 @@ def _hosts(inp: Inputs, preflight: Optional[dict], log_ranks: dict) -> dict:
 _OWN_HEAD = re.compile(r"^ncclcheck \w+ \d+ node\(s\)")
 _OWN_END = re.compile(r"^(?:PASS|WARN|FAIL|ERROR)\s+\d+ passed, \d+ warnings?, \d+ failed")
 _OWN_LINE = re.compile(r"^ncclcheck[ .:]")
+_GUARD_RANK = re.compile(r"preflight failed \(rank (\d+)")
+_OWN_TAIL = re.compile(r"^(?:root cause on node \d+:|fix: )")
 OWN_BLOCK_LINES = 5000  # a report longer than this is not one report: stop skipping
 
 
@@ -75,14 +77,19 @@ def strip_own_output(text: str) -> str:
     """The text with ncclcheck's own lines blanked (line numbers kept): its console reports and its one-line
     messages ("ncclcheck.guard armed ..."). What the job printed stays."""
     lines = text.splitlines()
-    inside = 0
+    inside, tail = 0, False
     for i, raw in enumerate(lines):
         line = split_prefix(raw)[1].lstrip()
+        if tail:  # the report's closing "root cause on node N: ..." / "fix: ..." lines
+            if _OWN_TAIL.match(line):
+                lines[i] = ""
+                continue
+            tail = False
         if inside == 0 and _OWN_HEAD.match(line):
             inside = OWN_BLOCK_LINES
-        if inside:
-            inside = 0 if _OWN_END.match(line) else inside - 1
+        if inside > 0:
             lines[i] = ""
+            inside, tail = (0, True) if _OWN_END.match(line) else (inside - 1, False)
         elif _OWN_LINE.match(line) and "PreflightFailed" not in line:
             lines[i] = ""
     return "\n".join(lines)
@@ -165,11 +172,16 @@ def _logs(inp: Inputs) -> tuple:
             for i, line in enumerate(lines):
                 cls = failures.classify(line)
                 if cls is None and i in raised:
-                    cls = failures.EXCEPTION
+                    cls = failures.GUARD_FAILED if "PreflightFailed" in line else failures.EXCEPTION
+                said = rank
+                if cls is failures.GUARD_FAILED:  # the guard's verdict: its first failing check is the next line
+                    m = _GUARD_RANK.search(line)  # its message names the rank that raised it
+                    said = rank if rank is not None or not m else int(m.group(1))
+                    line = next((ln.strip() for ln in lines[i + 1:i + 3] if ln.strip()), line)
                 if cls is None:
                     continue
                 head = nccl_header(line)
-                events.append({"rank": rank, "class": cls.id, "cause": cls.cause, "line": line.strip()[:400],
+                events.append({"rank": said, "class": cls.id, "cause": cls.cause, "line": line.strip()[:400],
                                "source": path, "order": (path, i), "host": head["host"] if head else None,
                                "seq": failures.seq_of(line), "raised": i in raised})
             if rank is None:
@@ -443,7 +455,7 @@ def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> li
                f"{e['source'].rsplit('/', 1)[-1]} (no rank on the line)")
         seq = f" (SeqNum {e['seq']})" if e.get("seq") is not None else ""
         what = (f"{cls.what}: {failures.warn_text(e['line'])}" if cls.id == "nccl_warn" else
-                f"{cls.what}: {e['line'][:300]}" if cls.id == "exception" else cls.what)
+                f"{cls.what}: {e['line'][:300]}" if cls.id in ("exception", "guard_failed") else cls.what)
         cause = cls.cause
         if cause and killed and e["rank"] is not None and e["rank"] != first and cls.id in _AFTER_A_DEATH:
             cause = False

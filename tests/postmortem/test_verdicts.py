@@ -256,3 +256,17 @@ def test_a_job_the_scheduler_cancelled_is_never_clean(tmp_path):
     rep = diagnose([str(tmp_path)])
     assert rep.exit_code == 1 and rep.checks[0].evidence["kind"] == "scheduler_cancelled"
     assert "TIME LIMIT" in rep.extra["postmortem"]["causes"][0]["line"]
+
+
+def test_a_job_the_guard_stopped_names_the_guards_check_not_its_report():
+    """A real guarded 2-rank job with GLOO_SOCKET_IFNAME naming no interface: PreflightFailed, uncaught, ends every
+    rank before init. The root is the guard's first failing check (tied to the rank its message names); the guard's
+    console report (its rows, 'Recommended environment', its closing 'root cause on node 0' line) is stripped."""
+    rep, first, pm = verdict(os.path.join(FIX, "guarded_fails"))
+    assert rep.exit_code == 1 and first.evidence["kind"] == "guard_failed" and first.evidence["ranks"] == [1]
+    assert "[net.socket_ifname]" in first.summary and "nonexistent0" in first.summary
+    assert all(c["kind"] in ("guard_failed", "exited") for c in pm["causes"])
+    with open(os.path.join(FIX, "guarded_fails", "launcher.log")) as f:
+        kept = strip_own_output(f.read())
+    assert "root cause on node 0" not in kept and "Recommended environment" not in kept
+    assert kept.count("PreflightFailed: ncclcheck preflight failed") == 2

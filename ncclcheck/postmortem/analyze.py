@@ -114,6 +114,17 @@ def _tie_aborts(events: list, failures_: list) -> None:
     - an NCCL line "host:pid:tid [dev]": the one failed rank of that host whose local rank is that device (ranks
       call set_device(LOCAL_RANK); two ranks on one device stay rank-less)."""
     ranked = [f for f in failures_ if isinstance(f.get("rank"), int)]
+    if not ranked:
+        return
+    by_dev: dict = {}  # (short host, local rank) -> failed ranks there
+    aborted: dict = {}  # launcher output -> its ranks that died of SIGABRT
+    exited: dict = {}  # launcher output -> its ranks that exited with a code
+    for f in ranked:
+        by_dev.setdefault((_short(f.get("host")), f.get("local_rank")), []).append(f)
+        if f.get("signal") == "SIGABRT":
+            aborted.setdefault(f.get("source"), []).append(f)
+        elif not f.get("signal") and isinstance(f.get("exitcode"), int) and f["exitcode"] > 0:
+            exited.setdefault(f.get("source"), []).append(f)
     for e in events:
         if e["rank"] is not None:
             continue
@@ -121,23 +132,21 @@ def _tie_aborts(events: list, failures_: list) -> None:
         if head is not None:
             if e["class"] == "duplicate_gpu":  # two ranks on one device: the device names neither
                 continue
-            same = [f for f in ranked if _short(f.get("host")) == _short(head["host"])
-                    and f.get("local_rank") == head["cuda_dev"]]
+            same = by_dev.get((_short(head["host"]), head["cuda_dev"]), [])
             if len(same) == 1:
                 e["rank"], e["tied"] = same[0]["rank"], "NCCL's host and device = the launcher's host and local rank"
             continue
         if e.get("raised"):  # a traceback's last line: the process it ended exited 1 (Python), not by a signal
-            exited = [f for f in ranked if f.get("source") == e["source"] and not f.get("signal")
-                      and isinstance(f.get("exitcode"), int) and f["exitcode"] > 0]
-            if len(exited) == 1:
-                e["rank"], e["host"] = exited[0]["rank"], exited[0].get("host")
+            one = exited.get(e["source"], [])
+            if len(one) == 1:
+                e["rank"], e["host"] = one[0]["rank"], one[0].get("host")
                 e["tied"] = "the launcher's failure table: the only rank that exited with a code (an exception)"
             continue
         if not _GLOO_ABORT.search(e["line"]):
             continue
-        aborted = [f for f in ranked if f.get("signal") == "SIGABRT" and f.get("source") == e["source"]]
-        if len(aborted) == 1:
-            e["rank"], e["host"] = aborted[0]["rank"], aborted[0].get("host")
+        one = aborted.get(e["source"], [])
+        if len(one) == 1:
+            e["rank"], e["host"] = one[0]["rank"], one[0].get("host")
             e["tied"] = "the launcher's failure table: the only rank that died of SIGABRT"
 
 

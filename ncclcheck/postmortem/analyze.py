@@ -443,9 +443,12 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
     return out
 
 
-# What a rank sees when a peer is gone: after the launcher's first failure died of a signal, these lines on the
-# other ranks are its consequences (a reconnect refused, a store wait that timed out), not causes of their own.
-_AFTER_A_DEATH = ("connection_refused", "no_route", "init_timeout")
+# What a rank sees when a peer is gone: after the launcher's first observed failure, these lines on the other ranks
+# are its consequences (a reconnect refused, a store wait that timed out, NCCL's WARN about the closed socket, the
+# survivor's own exception wrapping the collective's error), not causes of their own. Lines that name a fault of the
+# rank itself (its socket interface, its GPU, its HCA) stay causes wherever they are.
+_AFTER_A_DEATH = ("connection_refused", "no_route", "init_timeout", "nccl_warn", "exception",
+                  "unhandled_system_error")
 
 
 def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> list:
@@ -453,7 +456,7 @@ def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> li
     seen: set = set()
     by_rank = by_rank or {}
     first = first_failure(by_rank)
-    killed = first is not None and by_rank[first].get("signal") not in (None, "SIGTERM")
+    killed = first is not None and by_rank[first].get("signal") != "SIGTERM"
     for e in events:
         key = (e["class"], e["rank"])
         if key in seen:
@@ -468,7 +471,7 @@ def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> li
         cause = cls.cause
         if cause and killed and e["rank"] is not None and e["rank"] != first and cls.id in _AFTER_A_DEATH:
             cause = False
-            what += f" (after rank {first} died of {by_rank[first]['signal']}, the launcher's first failure)"
+            what += f" (after rank {first} {_exit_text(by_rank[first])}, the launcher's first observed failure)"
         c = {"kind": e["class"], "cause": cause, "pg": None, "seq": e.get("seq"),
              "ranks": [e["rank"]] if e["rank"] is not None else [], "text": f"{who}: {what}{seq}",
              "fix": cls.fix, "line": e["line"], "source": e["source"]}

@@ -270,3 +270,14 @@ def test_a_job_the_guard_stopped_names_the_guards_check_not_its_report():
         kept = strip_own_output(f.read())
     assert "root cause on node 0" not in kept and "Recommended environment" not in kept
     assert kept.count("PreflightFailed: ncclcheck preflight failed") == 2
+
+
+def test_a_survivors_own_exception_after_the_first_failure_is_a_consequence():
+    """A real 2-rank job: rank 1 ended first (torchrun's first observed failure); rank 0 wrapped the collective's
+    error in its own RuntimeError('training step 2 failed'). That exception is listed, after the root, as a
+    consequence: it would otherwise outrank the first failure (log causes come before a death)."""
+    rep, first, pm = verdict(os.path.join(FIX, "exit1_wrapped"))
+    assert first.evidence["ranks"] == [1] and rep.exit_code == 1
+    wrapped = [c for c in pm["causes"] if c["kind"] == "exception"]
+    assert wrapped and wrapped[0]["ranks"] == [0] and not wrapped[0]["cause"]
+    assert "training step 2 failed" in wrapped[0]["text"] and "first observed failure" in wrapped[0]["text"]

@@ -392,6 +392,9 @@ def _failed(f: dict) -> bool:
     return bool(f.get("signal")) or (isinstance(f.get("exitcode"), int) and f["exitcode"] != 0)
 
 
+_OWN_DEATHS = ("SIGKILL", "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE")
+
+
 def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: dict, have_cause: bool) -> list:
     out = []
     no_dump = sorted({r for g in groups for r in g["no_dump"]} |
@@ -415,7 +418,10 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
         kind = "no_dump" if inp.dumps else "died" if f.get("signal") else "exited"
         # torchrun's first observed failure is the root; the others that failed after it are listed as its
         # consequences unless a cause of their own was found (have_cause)
-        cause = not have_cause and not stopped and (first is None or r == first)
+        # a kill from outside (the OOM killer, an operator) or a crash is nobody's consequence: two at once are two
+        # causes; an abort or an exit code after the first failure usually is one (NCCL's watchdog, gloo, Python)
+        own = f.get("signal") in _OWN_DEATHS
+        cause = not have_cause and not stopped and (first is None or r == first or own)
         if kind == "exited":
             text = f"{_who(r, hosts)} {_exit_text(f)}"
             if cause:

@@ -281,3 +281,12 @@ def test_a_survivors_own_exception_after_the_first_failure_is_a_consequence():
     wrapped = [c for c in pm["causes"] if c["kind"] == "exception"]
     assert wrapped and wrapped[0]["ranks"] == [0] and not wrapped[0]["cause"]
     assert "training step 2 failed" in wrapped[0]["text"] and "first observed failure" in wrapped[0]["text"]
+
+
+def test_two_ranks_killed_at_once_are_two_causes_the_first_observed_first():
+    """A real 4-rank job whose ranks 1 and 3 were SIGKILLed in the same step: a kill from outside is nobody's
+    consequence, so both are causes (torchrun's first observed one first); the ranks it SIGTERMed are not."""
+    rep, first, pm = verdict(os.path.join(FIX, "kill_two"))
+    killed = [c["ranks"][0] for c in pm["causes"] if c["cause"]]
+    assert sorted(killed) == [1, 3] and killed[0] == pm["launcher"]["first"] == first.evidence["ranks"][0]
+    assert all("SIGKILL" in c["text"] for c in pm["causes"] if c["cause"])

@@ -290,3 +290,12 @@ def test_two_ranks_killed_at_once_are_two_causes_the_first_observed_first():
     killed = [c["ranks"][0] for c in pm["causes"] if c["cause"]]
     assert sorted(killed) == [1, 3] and killed[0] == pm["launcher"]["first"] == first.evidence["ranks"][0]
     assert all("SIGKILL" in c["text"] for c in pm["causes"] if c["cause"])
+
+
+def test_nccls_default_warn_timestamp_keeps_the_header_readable():
+    """NCCL prints WARN lines after a timestamp by default (src/debug.cc: NCCL_DEBUG_TIMESTAMP_LEVELS = WARN,
+    "[%F %T] "); the host and device behind it still tie the line to its rank."""
+    from ncclcheck.nccl.debuglog import nccl_header
+
+    line = "[2026-11-23 10:00:00] gpu0001.invalid:4242:4259 [3] plugin/net.cc:379 NCCL WARN Failed to initialize any"
+    assert nccl_header(line) == {"host": "gpu0001.invalid", "pid": 4242, "cuda_dev": 3}

@@ -217,7 +217,7 @@ def normalise(doc: dict, rank: int, source: str, form: str) -> RankDump:
         g.last_enqueued = max(g.last_enqueued, _int(st.get("last_enqueued_collective"), -1))
         g.last_completed = max(g.last_completed, _int(st.get("last_completed_collective"), -1))
         started = st.get("last_started_collective")
-        if (_int(started) or -1) >= 0 or (isinstance(started, str) and started.isdigit()):
+        if (_int(started) is not None and started >= 0) or (isinstance(started, str) and started.isdigit()):
             timing = True
     config = doc.get("pg_config")
     for key, cfg in (config.items() if isinstance(config, dict) else ()):

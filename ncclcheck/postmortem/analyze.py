@@ -416,10 +416,9 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
         # torchrun stops the other workers with SIGTERM once one failed: those are consequences of the first
         stopped = f.get("signal") == "SIGTERM" and first is not None and r not in firsts
         kind = "no_dump" if inp.dumps else "died" if f.get("signal") else "exited"
-        # torchrun's first observed failure is the root; the others that failed after it are listed as its
-        # consequences unless a cause of their own was found (have_cause)
-        # a kill from outside (the OOM killer, an operator) or a crash is nobody's consequence: two at once are two
-        # causes; an abort or an exit code after the first failure usually is one (NCCL's watchdog, gloo, Python)
+        # torchrun's first observed failure is the root; an abort or an exit code after it is usually its
+        # consequence (NCCL's watchdog, gloo, Python), but a kill from outside (the OOM killer, an operator) or a
+        # crash is nobody's: two at once are two causes. Any of them yields to a cause found elsewhere (have_cause).
         own = f.get("signal") in _OWN_DEATHS
         cause = not have_cause and not stopped and (first is None or r == first or own)
         if kind == "exited":
@@ -462,7 +461,7 @@ def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> li
     seen: set = set()
     by_rank = by_rank or {}
     first = first_failure(by_rank)
-    killed = first is not None and by_rank[first].get("signal") != "SIGTERM"
+    after_first = first is not None and by_rank[first].get("signal") != "SIGTERM"
     for e in events:
         key = (e["class"], e["rank"])
         if key in seen:
@@ -475,7 +474,7 @@ def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> li
         what = (f"{cls.what}: {failures.warn_text(e['line'])}" if cls.id == "nccl_warn" else
                 f"{cls.what}: {e['line'][:300]}" if cls.id in ("exception", "guard_failed") else cls.what)
         cause = cls.cause
-        if cause and killed and e["rank"] is not None and e["rank"] != first and cls.id in _AFTER_A_DEATH:
+        if cause and after_first and e["rank"] is not None and e["rank"] != first and cls.id in _AFTER_A_DEATH:
             cause = False
             what += f" (after rank {first} {_exit_text(by_rank[first])}, the launcher's first observed failure)"
         c = {"kind": e["class"], "cause": cause, "pg": None, "seq": e.get("seq"),

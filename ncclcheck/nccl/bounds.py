@@ -10,7 +10,7 @@ One function per topology (docs/bounds.md gives each formula and its sources):
 - `direction_bound` a links direction a -> b: the smaller of a's egress (line rate, shaper) and b's ingress (line
                     rate, an ingress policer or an ingress redirect to a shaped ifb);
 - `pair_bound`      the smaller bound of two ends (kept for callers that judge both directions alike).
-A bound is an upper bound or nothing: a figure above it (`OVER_BOUND_NOISE`) proves the bound wrong (`bound_wrong`).
+A bound is an upper bound or nothing: a figure above it (`ABOVE_LIMIT_NOISE`) proves the bound wrong (`bound_wrong`).
 Figures are GB/s (1e9 bytes per second), as busbw is. Nothing here reads the machine: facts/links.py does.
 """
 
@@ -42,7 +42,7 @@ RING_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "sendrecv
 # A measured figure above its bound by more than this share proves the bound wrong (never a figure to show): a token
 # bucket lets its burst through at line speed (tbf burst / transfer size: a few KB of MBs), timers are microseconds;
 # the lab's shaped links measure 0.93-0.96 of their shaper (docs/bounds.md).
-OVER_BOUND_NOISE = 0.05
+ABOVE_LIMIT_NOISE = 0.05
 NO_LINK = "none"  # Bound.transport when the figure crosses no link at all (one rank, loopback): nothing to judge
 
 
@@ -387,8 +387,8 @@ def direction_bound(tx: Bound, rx: Bound) -> Bound:
 
 
 def bound_wrong(gbps: Optional[float], bound: Bound) -> bool:
-    """A figure above its bound (beyond OVER_BOUND_NOISE) proves the bound wrong: it is not an efficiency to show."""
-    return gbps is not None and bound.gbps is not None and bound.gbps > 0 and gbps > bound.gbps * (1 + OVER_BOUND_NOISE)
+    """A figure above its bound (beyond ABOVE_LIMIT_NOISE) proves the bound wrong: it is not an efficiency to show."""
+    return gbps is not None and bound.gbps is not None and bound.gbps > 0 and gbps > bound.gbps * (1 + ABOVE_LIMIT_NOISE)
 
 
 def pair_bound(a: Bound, b: Bound) -> Bound:

@@ -1,6 +1,7 @@
 """Each links direction a -> b against its bound (ncclcheck/nccl/bounds.py: a's egress, b's ingress): bound and
 efficiency matrices beside matrix_gbps, what sets each bound, the directions whose figure beat their bound (the bound
-is wrong: `bound_trusted` false, no efficiency, named in `wrong_bounds` and by links.efficiency), and the checks `links.efficiency` and (with --min-efficiency) `links.min_efficiency`.
+is wrong: `bound_trusted` false, no efficiency, named in `wrong_bounds` and by links.efficiency), and the checks
+`links.efficiency` and (with --min-efficiency) `links.min_efficiency`.
 
 Each participating node publishes its link facts under `links/<node>` in the run's store, beside `host/<node>`;
 the coordinator reads them once all rounds are done.

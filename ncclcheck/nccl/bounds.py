@@ -388,7 +388,8 @@ def direction_bound(tx: Bound, rx: Bound) -> Bound:
 
 def bound_wrong(gbps: Optional[float], bound: Bound) -> bool:
     """A figure above its bound (beyond ABOVE_LIMIT_NOISE) proves the bound wrong: it is not an efficiency to show."""
-    return gbps is not None and bound.gbps is not None and bound.gbps > 0 and gbps > bound.gbps * (1 + ABOVE_LIMIT_NOISE)
+    return (gbps is not None and bound.gbps is not None and bound.gbps > 0
+            and gbps > bound.gbps * (1 + ABOVE_LIMIT_NOISE))
 
 
 def pair_bound(a: Bound, b: Bound) -> Bound:

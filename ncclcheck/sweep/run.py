@@ -77,7 +77,8 @@ def _unmeasured_check(verdicts: list) -> object:
                   detail="\n".join(f"{v.name}: {v.message}" for v in left),
                   evidence={"nodes": [v.name for v in left]},
                   fix="Not drained (nothing was proven); left out of the good list. links.pair_error names why each "
-                      "pair failed: a link slower than --size / --timeout needs a larger --timeout or a smaller --size.")
+                      "pair failed: a link slower than --size / --timeout needs a larger --timeout or a smaller "
+                      "--size.")
 
 
 def _act(sc: Scontrol, verdicts: list) -> list:

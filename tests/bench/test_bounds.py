@@ -202,7 +202,8 @@ def test_a_busbw_above_its_bound_names_the_bound_wrong_and_shows_no_efficiency()
     assert rows[0].extra["bound_gbps"] == 0.025 and rows[0].extra["efficiency"] is None
     assert rows[0].extra["bound_trusted"] is False
     [eff] = [c for c in checks if c.id == "bench.efficiency"]
-    assert eff.status.value == "warn" and eff.summary.startswith("bound of all_reduce is wrong: measured busbw 0.1 GB/s")
+    assert eff.status.value == "warn"
+    assert eff.summary.startswith("bound of all_reduce is wrong: measured busbw 0.1 GB/s")
     assert "node 1 eth0: tbf 200 Mb/s" in eff.summary and "%" not in eff.summary
     [gate] = [c for c in checks if c.id == "bench.min_efficiency"]
     assert gate.status.value == "fail" and "bound wrong" in gate.summary

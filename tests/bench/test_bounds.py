@@ -344,8 +344,8 @@ def test_link_facts_off_the_wire_never_raise(garbage):
     for backend in ("gloo", "nccl"):
         b = B.nic_path(garbage, backend, 1)
         assert b.gbps is None or b.gbps > 0
-        r = B.nic_path({**garbage, "netdevs": [{"name": "eth0", "ingress": {"redirects": "x", "police_bytes_per_s": 7}}]}
-                       if isinstance(garbage, dict) else garbage, backend, 1, "ingress")
+        hostile_ingress = {"name": "eth0", "ingress": {"redirects": "x", "police_bytes_per_s": 7}}
+        r = B.nic_path({**garbage, "netdevs": [hostile_ingress]}, backend, 1, "ingress")
         assert r.gbps is None or r.gbps > 0
         i = B.intra_node(garbage, 8, True, 1)
         assert i.gbps is None or i.gbps > 0

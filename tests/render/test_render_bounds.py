@@ -117,7 +117,8 @@ def wrong_bound_report() -> Report:
 def test_a_wrong_bound_is_named_in_every_renderer_and_never_shown_as_a_percentage(tmp_path):
     rep = wrong_bound_report()
     assert rep.links["efficiency"][1][0] is None and rep.links["bound_trusted"][1][0] is False
-    jsonschema.validate(json.loads(rep.to_json()), SCHEMA)  # JSON keeps the raw figures, and marks the bound not trusted
+    # JSON keeps the raw figures, and marks the bound not trusted
+    jsonschema.validate(json.loads(rep.to_json()), SCHEMA)
     assert rep.links["wrong_bounds"][0]["gbps"] == pytest.approx(1.41567, rel=1e-3)
     texts = {"console": " ".join(console_text(rep).split()), "markdown": render_markdown(rep),
              "html": render_html(rep), "junit": render_junit(rep)}

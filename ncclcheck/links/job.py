@@ -530,7 +530,7 @@ class _Coordinator:
             # The node that sat out the pairing (odd n) is measured too: otherwise nothing would be known of it.
             untested = [x for x in alive if x not in c.raw_counts]
             return schedule.scale_retest_rounds(suspects, good, measured, max_rounds=left - 1,
-                                                unmeasured_nodes=untested)
+                                                unmeasured_nodes=untested, others=alive)
         # Confirm: a slow pair neither of whose members is slow and both of which were re-tested.
         slow_nodes = set(c.slow_nodes)
         candidates = [(a, b) for a, b in suspects if a not in slow_nodes and b not in slow_nodes

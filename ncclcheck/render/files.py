@@ -30,12 +30,19 @@ def expand_path(template: str, fields: Mapping[str, object]) -> str:
                 i += 2
                 continue
             if key in fields:
-                out.append(str(fields[key]))
+                out.append(_path_part(str(fields[key])))
                 i += 2
                 continue
         out.append(ch)
         i += 1
     return "".join(out)
+
+
+def _path_part(value: str) -> str:
+    """A hostname or job id as one file-name part: a path separator, '..' or a NUL from it never escapes the
+    directory the user named (a host called 'x/../../etc' became a path outside it)."""
+    part = value.replace("/", "_").replace("\\", "_").replace("\0", "_")
+    return "_" * len(part) if part in (".", "..") else part.replace("..", "__")
 
 
 def per_rank(template: Optional[str]) -> bool:

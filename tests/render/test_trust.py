@@ -178,3 +178,34 @@ def test_an_existing_file_never_keeps_group_world_write_or_setuid(tmp_path):
         p.chmod(old)
         assert write_atomic(str(p), "new") is None
         assert _mode(p) == new and p.read_text() == "new"
+
+
+def test_a_hostname_expansion_never_leaves_the_directory():
+    """Issue 36 hole 7: %h of a host called 'x/../../etc' expanded to a path outside the directory."""
+    from ncclcheck.render.files import expand_path
+
+    out = expand_path("/out/pf-%h.json", {"h": "x/../../etc/cron.d/y"})
+    assert out.startswith("/out/pf-") and out.count("/") == 2 and ".." not in out, out
+    for host in ("..", ".", "a/..", "../x", "a\\..\\b"):
+        part = expand_path("%h", {"h": host})
+        assert "/" not in part and ".." not in part, part
+    assert expand_path("run-%j-%n-%%h.json", {"j": "17", "n": 2, "h": "node1"}) == "run-17-2-%h.json"
+
+
+def test_an_env_value_too_long_for_a_shell_is_skipped_and_named():
+    from ncclcheck.render.envfile import MAX_VALUE_CHARS, render_envfile
+
+    rep = Report(command="recommend", version="t", started="now", duration_s=0.0, checks=[],
+                 recommendations=[Recommendation("NCCL_SOCKET_IFNAME", "x" * 300_000, "r"),
+                                  Recommendation("NCCL_IB_HCA", "mlx5", "r")])
+    text = render_envfile(rep)
+    assert "export NCCL_IB_HCA=mlx5" in text and "x" * MAX_VALUE_CHARS not in text
+    assert "# skipped: NCCL_SOCKET_IFNAME's value is 300000 characters" in text
+
+
+@pytest.mark.parametrize("args", [("preflight", "--timeout", "1e308"), ("bench", "--timeout", "1e308"),
+                                  ("preflight", "--timeout", "inf"), ("preflight", "--master-addr", "a" * 300),
+                                  ("preflight", "--master-addr", "h\udcff\udcfe"), ("env", "--json", "")])
+def test_absurd_flags_are_one_line_usage_errors(args):
+    res = run_cli(*args, timeout=60)
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, (res.returncode, res.stderr[-500:])

@@ -88,7 +88,10 @@ def scan(data: bytes) -> None:
                 if made > MAX_OBJECTS:
                     raise ValueError(f"more than {MAX_OBJECTS} objects and references (a dump holds far fewer)")
             elif k == _PUT:
-                memo[data[pos] if fixed[op] == 1 else u4(data, pos)[0]] = stack[-1]
+                i = data[pos] if fixed[op] == 1 else u4(data, pos)[0]
+                if i > made + 1:  # the C unpickler sizes its memo to the index: 2^30 was 8 GB
+                    raise ValueError(f"memo index {i} with {made} objects made (a pickler numbers them in order)")
+                memo[i] = stack[-1]
                 pos += fixed[op]
             elif k == _GET:
                 push(memo[data[pos] if fixed[op] == 1 else u4(data, pos)[0]])
@@ -136,23 +139,30 @@ def scan(data: bytes) -> None:
             elif k == _LEN4 or k == _LEN8:
                 pos += (4 + u4(data, pos)[0]) if k == _LEN4 else (8 + u8(data, pos)[0])
                 push(0)
+                made += 1
             elif k == _LONG1 or k == _LONG4:
                 n = data[pos] if k == _LONG1 else u4(data, pos)[0]
                 if n > MAX_INT_BYTES:
                     raise ValueError(f"an integer of {n} bytes (the bound is {MAX_INT_BYTES}: torch's are int64)")
                 pos += (1 if k == _LONG1 else 4) + n
                 push(0)
+                made += 1
             elif k == _TEXT or k == _INTNL or k == _PUTNL or k == _GETNL:
                 nl = data.find(b"\n", pos, end if k == _TEXT else min(end, pos + 2 * MAX_INT_BYTES + 2))
                 if nl < 0:
                     raise ValueError("a text argument with no end, or an integer of more than "
                                      f"{2 * MAX_INT_BYTES} digits")
                 if k == _PUTNL:
-                    memo[int(data[pos:nl])] = stack[-1]
+                    i = int(data[pos:nl])
+                    if i > made + 1:
+                        raise ValueError(f"memo index {i} with {made} objects made (a pickler numbers them in order)")
+                    memo[i] = stack[-1]
                 elif k == _GETNL:
                     push(memo[int(data[pos:nl])])
+                    made += 1
                 else:
                     push(0)
+                    made += 1
                 pos = nl + 1
             elif k == _POP:
                 stack.pop()

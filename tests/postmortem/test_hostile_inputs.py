@@ -167,3 +167,50 @@ def test_read_inputs_names_a_symlink_found_inside_a_directory(tmp_path):
     (tmp_path / "nccl_trace_rank_0").symlink_to("/etc/hostname")
     inp = read_inputs([str(tmp_path)])
     assert "symbolic link" in inp.refused[0]["why"]
+
+
+def test_a_memo_index_past_what_was_made_is_refused():
+    """LONG_BINPUT 2^30: the C unpickler sizes its memo array to the index (8 GB touched)."""
+    for data in (b"\x80\x04Nr\xff\xff\xff\x3f.", b"\x80\x02Np1073741823\n."):
+        with pytest.raises(ValueError, match="memo index"):
+            loads_plain(data)
+
+
+def test_mutated_real_dumps_never_crash_the_reader(tmp_path):
+    """A seeded fuzz over the classes above: real dumps (pickle and JSON) truncated, with bytes flipped, opcodes
+    inserted (tuple, memo get/put, mark) and runs repeated; each is read, analysed and diagnosed without an exception
+    escaping (refused, or read as whatever it still is)."""
+    import random
+
+    from ncclcheck.errors import UsageError
+    from ncclcheck.postmortem.diagnose import diagnose
+
+    rng = random.Random(36)
+    seeds = [open(os.path.join(FIX, "kill", n), "rb").read() for n in ("nccl_trace_rank_0", "nccl_trace_rank_0.json")]
+    inserts = [b"\x85", b"\x85" * 100, b"h\x00", b"r\xff\xff\xff\x00", b"(", b"\x8a\xff", b"]", b"}", b"t", b"e",
+               b"[" * 100, b"1e999", b"NaN", b"\x00"]
+    for i in range(120):
+        data = bytearray(rng.choice(seeds))
+        for _ in range(rng.randint(1, 4)):
+            at = rng.randrange(len(data))
+            what = rng.randrange(4)
+            if what == 0:
+                data[at] = rng.randrange(256)
+            elif what == 1:
+                data[at:at] = rng.choice(inserts)
+            elif what == 2:
+                del data[at:]
+                if not data:
+                    data = bytearray(b"\x80")
+            else:
+                n = rng.randint(1, 16)
+                data[at:at] = data[at:at + n] * rng.randint(2, 50)
+        d = tmp_path / f"case{i}"
+        d.mkdir()
+        (d / "nccl_trace_rank_0").write_bytes(bytes(data))
+        shutil.copy(REAL, d / "nccl_trace_rank_1")
+        try:
+            rep = diagnose([str(d)])
+        except UsageError:
+            continue
+        assert rep.to_json()

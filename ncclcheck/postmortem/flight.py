@@ -112,10 +112,11 @@ def _sizes(v: Any) -> tuple:
     if type(v) is list or type(v) is tuple:
         try:
             t = tuple(map(tuple, v[:64]))
-            hash(t)
-            return t
         except TypeError:
             return ()
+        # ints within int64 only: a 10^5000 dimension is not one and cannot be printed as JSON
+        if all(type(n) is int and -MAX_ID <= n <= MAX_ID for s in t for n in s):
+            return t
     return ()
 
 

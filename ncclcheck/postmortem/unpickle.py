@@ -10,8 +10,11 @@ references made (MAX_OBJECTS), integer size (MAX_INT_BYTES); only a pickle withi
 from __future__ import annotations
 
 import io
+import os
 import pickle
 import struct
+import threading
+from typing import Optional
 
 MAX_DUMP_BYTES = 64 << 20  # a 20,000-entry dump with 20-frame stacks is ~10 MB; larger is not a dump
 MAX_DEPTH = 64  # a dump is ~6 levels deep (dict > entries > entry > frames > frame > str)
@@ -38,9 +41,9 @@ def is_pickle(head: bytes) -> bool:
 
 # Each opcode's class for scan(), in a 256-entry table (list indexing is the fastest dispatch Python has), and the
 # size of its fixed argument (_FIXED) or of its length prefix (_LEN1/_LEN4/_LEN8).
-(_BAD, _CODE, _LEAF, _LEN1, _LEN4, _LEN8, _LONG1, _LONG4, _TEXT, _INTNL, _EMPTY, _ADD1, _ADD2, _ADDMARK, _BUILD,
- _TUPLE, _TUPLE1, _TUPLE2, _TUPLE3, _MARK, _POP, _POPMARK, _DUP, _PUT, _PUTNL, _MEMOIZE, _GET, _GETNL,
- _STOP) = range(29)
+(_BINGET, _BAD, _CODE, _LEAF, _LEN1, _LEN4, _LEN8, _LONG1, _LONG4, _TEXT, _INTNL, _EMPTY, _ADD1, _ADD2, _ADDMARK,
+ _BUILD, _TUPLE, _TUPLE1, _TUPLE2, _TUPLE3, _MARK, _POP, _POPMARK, _DUP, _PUT, _PUTNL, _MEMOIZE, _GET, _GETNL,
+ _STOP) = range(30)
 _CLASS = [_BAD] * 256
 _FIXED = [0] * 256
 for _codes, _cls, _n in (
@@ -52,7 +55,7 @@ for _codes, _cls, _n in (
         (b"s", _ADD2, 0), (b"eu\x90", _ADDMARK, 0), (b"ld", _TUPLE, 0), (b"t\x91", _TUPLE, 0),
         (b"\x85", _TUPLE1, 0), (b"\x86", _TUPLE2, 0), (b"\x87", _TUPLE3, 0), (b"(", _MARK, 0), (b"0", _POP, 0),
         (b"1", _POPMARK, 0), (b"2", _DUP, 0), (b"q", _PUT, 1), (b"r", _PUT, 4), (b"p", _PUTNL, 0),
-        (b"\x94", _MEMOIZE, 0), (b"h", _GET, 1), (b"j", _GET, 4), (b"g", _GETNL, 0), (b".", _STOP, 0)):
+        (b"\x94", _MEMOIZE, 0), (b"h", _BINGET, 1), (b"j", _GET, 4), (b"g", _GETNL, 0), (b".", _STOP, 0)):
     for _c in _codes:
         _CLASS[_c], _FIXED[_c] = _cls, _n
 
@@ -73,7 +76,13 @@ def scan(data: bytes) -> None:
             op = data[pos]
             k = klass[op]
             pos += 1
-            if k == _LEN1:
+            if k == _BINGET:  # half of a torch dump's opcodes
+                push(memo[data[pos]])
+                pos += 1
+                made += 1
+                if made > MAX_OBJECTS:
+                    raise ValueError(f"more than {MAX_OBJECTS} objects and references (a dump holds far fewer)")
+            elif k == _LEN1:
                 pos += 1 + data[pos]
                 push(0)
                 made += 1
@@ -183,17 +192,118 @@ def scan(data: bytes) -> None:
     raise ValueError("not a readable pickle (it ends inside an argument or has no STOP)")
 
 
+def walk_problem(value, limit: int = MAX_DEPTH, most: int = MAX_OBJECTS) -> Optional[str]:
+    """Why this loaded value is not plain bounded data (nested deeper than `limit`, more than `most` items), or None.
+    Iterative, level by level, never a RecursionError; a container of scalars only is passed at C speed."""
+    containers = _CONTAINERS
+    level, depth, seen = ([value] if type(value) in containers else []), 0, 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return f"nested more than {limit} levels deep (a dump is about 6)"
+        nxt: list = []
+        for v in level:
+            seen += len(v)
+            if seen > most:
+                return f"more than {most} objects (a dump holds far fewer)"
+            if type(v) is dict:  # keys too: a tuple key is hashed
+                for items in (v, v.values()):
+                    if not containers.isdisjoint(map(type, items)):
+                        nxt += [x for x in items if type(x) in containers]
+            elif not containers.isdisjoint(map(type, v)):
+                nxt += [x for x in v if type(x) in containers]
+        level = nxt
+    return None
+
+
+_CONTAINERS = frozenset((dict, list, tuple, set, frozenset))
+_TUPLE_OPS = (b"\x85", b"\x86", b"\x87", b"t", b"\x91")  # TUPLE1-3, TUPLE, FROZENSET: what hashing recurses into
+FAST_TUPLE_OPS = 1_000_000  # a tuple that deep hashes in ~64 MB of C stack ...
+LOADER_STACK = 256 << 20  # ... so the C unpickler runs in a thread with this much (reserved, touched only if used)
+
+
 def loads_plain(data: bytes):
     """dicts, lists, tuples, str, bytes, numbers, bools and None from `data`; RefusedPickle for anything else,
-    ValueError when it is not a pickle at all or exceeds a bound (scan)."""
+    ValueError when it is not a pickle at all or exceeds a bound.
+
+    Fast path (C speed), when the bytes hold at most FAST_TUPLE_OPS tuple opcodes: no tuple can nest deeper than
+    that, so the C unpickler runs in a thread whose stack holds that much hashing, under an address-space bound
+    (load_memory(): a memo index of 2^30 or a flood of memo references is a MemoryError, not gigabytes), and the
+    result is walked for depth and size. Otherwise (or where the address space cannot be bounded) scan() checks the
+    opcode stream first, in Python: ~8x slower, always safe."""
     if len(data) > MAX_DUMP_BYTES:
         raise ValueError(f"{len(data)} bytes is larger than any flight-recorder dump (the bound is "
                          f"{MAX_DUMP_BYTES >> 20} MiB)")
+    if sum(data.count(c) for c in _TUPLE_OPS) <= FAST_TUPLE_OPS:
+        box: list = []
+        _in_big_stack(lambda: box.append(_bounded(lambda: _load(data), load_memory(len(data)))))
+        if box and box[0] is not _NO_BOUND:
+            kind, value = box[0]
+            if kind == "error":
+                raise value
+            problem = walk_problem(value)
+            if problem:
+                raise ValueError(problem)
+            return value
     scan(data)
+    try:
+        return _load(data)
+    except MemoryError:
+        raise ValueError("not a readable pickle (MemoryError)") from None
+
+
+def load_memory(nbytes: int) -> int:
+    """The address space one pickle may add while it loads: a real dump needs ~10x its size."""
+    return (256 << 20) + 16 * nbytes
+
+
+_NO_BOUND = object()
+
+
+def _in_big_stack(fn) -> None:
+    old = threading.stack_size()
+    try:
+        threading.stack_size(LOADER_STACK)
+        t = threading.Thread(target=fn, name="ncclcheck-unpickle", daemon=True)
+        t.start()
+    finally:
+        threading.stack_size(old)
+    t.join()
+
+
+def _bounded(fn, extra: int):
+    """("ok", value) or ("error", exc) of fn() under RLIMIT_AS = what the process maps now + extra; _NO_BOUND where
+    the limit cannot be read or set (then scan() decides, in Python)."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        with open("/proc/self/statm") as f:
+            mapped = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        limit = mapped + extra
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        if soft != resource.RLIM_INFINITY:
+            limit = min(limit, soft)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (ImportError, OSError, ValueError):
+        return _NO_BOUND
+    try:
+        return ("ok", fn())
+    except (ValueError, MemoryError) as exc:
+        return ("error", exc if isinstance(exc, ValueError) else
+                ValueError(f"it needs more than {extra >> 20} MiB of memory to load (a real dump needs about 10 "
+                           "times its size)"))
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _load(data: bytes):
+    """The C unpickler, restricted to plain data; its errors as ValueError (MemoryError passes: _bounded names it)."""
     try:
         return _PlainUnpickler(io.BytesIO(data)).load()
     except RefusedPickle:
         raise
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError, KeyError,
-            MemoryError, RecursionError, UnicodeDecodeError, OverflowError) as exc:
+            RecursionError, UnicodeDecodeError, OverflowError) as exc:
         raise ValueError(f"not a readable pickle ({type(exc).__name__}: {exc})") from None

@@ -16,7 +16,7 @@ from typing import Optional
 
 from ..errors import UsageError
 from . import flight, launcher
-from .unpickle import MAX_DEPTH, MAX_DUMP_BYTES, RefusedPickle, is_pickle, loads_plain
+from .unpickle import MAX_DUMP_BYTES, RefusedPickle, is_pickle, loads_plain, walk_problem
 
 MAX_FILES = 200_000  # a directory walk stops here (a 16k-rank job leaves a few files per rank)
 MAX_TEXT_BYTES = 64 << 20  # of a log, the LAST 64 MiB are read: the failure is at the end
@@ -94,21 +94,6 @@ def _read(path: str, named: bool = True) -> bytes:
         return f.read(MAX_TEXT_BYTES)
 
 
-def too_deep(value, limit: int = MAX_DEPTH) -> bool:
-    """Is this JSON/pickle value nested deeper than `limit`? Iterative, level by level: never a RecursionError."""
-    level, depth = [value], 0
-    while level:
-        depth += 1
-        if depth > limit:
-            return True
-        nxt: list = []
-        for v in level:
-            items = v.values() if type(v) is dict else v
-            nxt.extend(x for x in items if type(x) in (dict, list, tuple))
-        level = nxt
-    return False
-
-
 def _json(text: str):
     """The JSON document in `text`, or None: NaN/Infinity, deep nesting (the C parser's recursion) and integers too
     long to print (Python's own digit limit) are not what any of these files hold."""
@@ -116,7 +101,7 @@ def _json(text: str):
         doc = json.loads(text, parse_constant=_no_constant)
     except (ValueError, RecursionError):
         return None
-    return None if too_deep(doc) else doc
+    return None if walk_problem(doc) else doc
 
 
 def _no_constant(name: str):

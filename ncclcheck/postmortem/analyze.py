@@ -17,6 +17,7 @@ from . import flight
 from .inputs import Inputs
 
 SHOWN = 6  # ranks named in one sentence before "and N more"
+MAX_RANK_CAUSES = 256  # ranks given a cause line each; the rest share one (the report stays readable and bounded)
 MAX_NPROC_PER_NODE = 1024  # the most ranks a node runs (config's --nproc-per-node bound): bounds a file's world_size
 
 
@@ -242,7 +243,8 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
         f = by_rank.get(r) or {}
         return (not f.get("first"), f.get("signal") == "SIGTERM", not f.get("signal"), str(f.get("time") or ""), r)
 
-    for r in sorted(no_dump, key=order):
+    ordered = sorted(no_dump, key=order)
+    for r in ordered[:MAX_RANK_CAUSES]:
         death = _death(r, by_rank)
         where = first_group.get(r)
         text = f"{_who(r, hosts)} left no dump" if inp.dumps else f"{_who(r, hosts)} died"
@@ -258,6 +260,11 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
                     "text": text, "fix": "find why it died: `dmesg -T | grep -i -e oom -e killed` on its host (the "
                     "OOM killer sends SIGKILL), the scheduler's log (preemption, time limit), its own stderr",
                     "source": "launcher" if death else "flight recorder"})
+    rest = ordered[MAX_RANK_CAUSES:]
+    if rest:  # one small file naming rank 999,999 made a million causes (3.9 GB, a 600 MB report): one line for them
+        out.append({"kind": "no_dump" if inp.dumps else "died", "cause": False, "pg": None, "seq": None,
+                    "ranks": sorted(rest), "text": f"{ranks_text(rest)} also left no dump" if inp.dumps else
+                    f"{ranks_text(rest)} also died", "fix": "", "source": "flight recorder"})
     return out
 
 
@@ -354,7 +361,7 @@ def analyse(inp: Inputs, preflight: Optional[dict] = None) -> dict:
         "world_size": len(world),
         "inputs": inp.read,
         "refused": inp.refused,
-        "ranks": ranks if len(ranks) <= 4096 else [r for r in ranks if r["dump"] is None or r["exitcode"]],
+        "ranks": ranks if len(ranks) <= 4096 else [r for r in ranks if r["dump"] is None or r["exitcode"]][:4096],
         "groups": groups if len(world) <= 4096 else [dict(g, last_enqueued={}, last_completed={}, windows={})
                                                      for g in groups],
         "causes": ordered,

@@ -14,6 +14,7 @@ import os
 import pickle
 import struct
 import threading
+from itertools import chain, compress
 from typing import Optional
 
 MAX_DUMP_BYTES = 64 << 20  # a 20,000-entry dump with 20-frame stacks is ~10 MB; larger is not a dump
@@ -193,30 +194,30 @@ def scan(data: bytes) -> None:
 
 
 def walk_problem(value, limit: int = MAX_DEPTH, most: int = MAX_OBJECTS) -> Optional[str]:
-    """Why this loaded value is not plain bounded data (nested deeper than `limit`, more than `most` items), or None.
-    Iterative, level by level, never a RecursionError; a container of scalars only is passed at C speed."""
-    containers = _CONTAINERS
-    level, depth, seen = ([value] if type(value) in containers else []), 0, 0
+    """Why this loaded value is not plain bounded data (nested deeper than `limit`, more than `most` items, dict keys
+    included), or None. Level by level, every step an iterator of builtins (C speed: a 2,000-entry dump with stacks
+    takes about as long as its load), never a RecursionError."""
+    level = [value] if type(value) in _CONTAINERS else []
+    depth = seen = 0
     while level:
         depth += 1
         if depth > limit:
             return f"nested more than {limit} levels deep (a dump is about 6)"
-        nxt: list = []
-        for v in level:
-            seen += len(v)
-            if seen > most:
-                return f"more than {most} objects (a dump holds far fewer)"
-            if type(v) is dict:  # keys too: a tuple key is hashed
-                for items in (v, v.values()):
-                    if not containers.isdisjoint(map(type, items)):
-                        nxt += [x for x in items if type(x) in containers]
-            elif not containers.isdisjoint(map(type, v)):
-                nxt += [x for x in v if type(x) in containers]
-        level = nxt
+        seen += sum(map(len, level))  # before the children are gathered: a list of 10^8 stops here
+        if seen > most:
+            return f"more than {most} objects (a dump holds far fewer)"
+        types = list(map(type, level))
+        dicts = list(compress(level, map(_IS_DICT, types)))
+        children = list(chain(chain.from_iterable(dicts), chain.from_iterable(map(dict.values, dicts)),
+                              chain.from_iterable(compress(level, map(_IS_OTHER, types)))))
+        level = list(compress(children, map(_IS_CONTAINER, map(type, children))))
     return None
 
 
 _CONTAINERS = frozenset((dict, list, tuple, set, frozenset))
+_IS_CONTAINER = _CONTAINERS.__contains__
+_IS_DICT = frozenset((dict,)).__contains__
+_IS_OTHER = frozenset((list, tuple, set, frozenset)).__contains__
 _TUPLE_OPS = (b"\x85", b"\x86", b"\x87", b"t", b"\x91")  # TUPLE1-3, TUPLE, FROZENSET: what hashing recurses into
 FAST_TUPLE_OPS = 1_000_000  # a tuple that deep hashes in ~64 MB of C stack ...
 LOADER_STACK = 256 << 20  # ... so the C unpickler runs in a thread with this much (reserved, touched only if used)

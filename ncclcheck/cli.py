@@ -317,7 +317,9 @@ def _save_baseline(path: Optional[str], force: bool, report) -> None:
         return
     from .render.files import write_atomic
 
-    write_atomic(path, report.to_json())
+    note = write_atomic(path, report.to_json())
+    if note:
+        _say(f"ncclcheck: --save-baseline: {note}")
 
 
 def _not_mine(asked: Config, mine: Config) -> tuple:
@@ -342,7 +344,8 @@ def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None, gi
             sys.stdout.flush()
     from .render.files import write_outputs
 
-    write_outputs(report, **{name: path for name, path in out.files.items() if name not in to_stdout})
+    write_outputs(report, on_note=lambda note: print(f"ncclcheck: {note}", file=sys.stderr),
+                  **{name: path for name, path in out.files.items() if name not in to_stdout})
     if out.format == "labels" and seat.full:
         from .render.labels import render_labels
 

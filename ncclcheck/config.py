@@ -236,6 +236,11 @@ def parse_host(value: Optional[str], what: str) -> Optional[str]:
         host = host[1:-1]
     if not host or any(c.isspace() for c in host) or "/" in host:
         raise UsageError(f"{what} {value!r} is not a host name or address")
+    # a DNS name is at most 253 ASCII characters (an IDN is written in punycode); a non-UTF-8 argument arrives as
+    # surrogates, which no resolver takes
+    if len(host) > 253 or not host.isascii() or not host.isprintable():
+        raise UsageError(f"{what} {ascii(value)[:80]}: not a host name or address (at most 253 printable ASCII "
+                         "characters)")
     return host
 
 

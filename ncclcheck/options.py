@@ -359,6 +359,10 @@ def config_from_args(args: argparse.Namespace, env=None) -> Config:
     world_kw = {k: _text(getattr(args, k, None)) for k in ("nnodes", "node_rank", "nproc_per_node", "master_addr",
                                                             "master_port", "backend", "timeout")}
     world = build_world(**world_kw, env=env, token_file=_text(getattr(args, "token_file", None)))
+    if world.timeout_s is not None and world.timeout_s > _FIXED.max_timeout_s:
+        # 1e308 hung a member silently and overflowed on node 0 and in bench (exit 3)
+        raise UsageError(f"--timeout {world.timeout_s:g}: at most {_FIXED.max_timeout_s:g} s (a day): a bound "
+                         "past it never expires")
     seat = placement_of(cmd, world, env)
     args._placement = seat  # a launcher's world contradicting the flags is a usage error, now
     files = _files(args)
@@ -433,6 +437,8 @@ def _files(args: argparse.Namespace) -> dict[str, str]:
         if path is None:
             continue
         path = os.fspath(path)
+        if not str(path).strip():  # `env --json ''` wrote nothing and exited 0
+            raise UsageError(f"{fmt.flag} needs a file path (or - for stdout), got an empty value")
         if path == "-" and not fmt.stdout:
             raise UsageError(f"{fmt.flag} cannot go to stdout: give a file path")
         files[name] = path

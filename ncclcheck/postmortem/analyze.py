@@ -18,6 +18,8 @@ from . import flight
 from .inputs import Inputs
 
 SHOWN = 6  # ranks named in one sentence before "and N more"
+MAX_RANK_CAUSES = 256  # ranks given a cause line each; the rest share one (the report stays readable and bounded)
+MAX_NPROC_PER_NODE = 1024  # the most ranks a node runs (config's --nproc-per-node bound): bounds a file's world_size
 
 
 def ranks_text(ranks: list, limit: int = SHOWN) -> str:
@@ -29,16 +31,31 @@ def ranks_text(ranks: list, limit: int = SHOWN) -> str:
 
 
 def _world(inp: Inputs, preflight: Optional[dict], nranks: list) -> list:
-    known = set(inp.dumps) | {f["rank"] for f in inp.failures if isinstance(f.get("rank"), int)}
+    known = (set(inp.dumps) | {f["rank"] for f in inp.failures if isinstance(f.get("rank"), int)} |
+             set(empty_dumps(inp)))
     sizes = [len(g.ranks) for d in inp.dumps.values() for n, g in d.groups.items()
              if n == flight.DEFAULT_PG and g.ranks]
     sizes += nranks
     if preflight:
-        ws = (preflight.get("world") or {}).get("world_size")
-        if isinstance(ws, int) and ws > 0 and not inp.dumps:
+        ws = preflight_world_size(preflight)
+        if ws and not inp.dumps:
             sizes.append(ws)
     top = max([max(known) + 1 if known else 0, *sizes]) if (known or sizes) else 0
-    return list(range(min(top, 1_000_000)))
+    return list(range(max(0, min(top, flight.MAX_WORLD))))
+
+
+def preflight_world_size(preflight: dict) -> Optional[int]:
+    """The preflight's world_size, only when its own nodes can hold it (at most 1,024 ranks per node listed): a
+    report saying 10^12 ranks made diagnose loop to 23 GB (issue 36 hole 3)."""
+    world = preflight.get("world") if isinstance(preflight.get("world"), dict) else {}
+    ws, nodes = world.get("world_size"), preflight.get("nodes")
+    most = min(flight.MAX_WORLD, MAX_NPROC_PER_NODE * max(1, len(nodes) if isinstance(nodes, list) else 1))
+    return ws if type(ws) is int and 0 < ws <= most else None
+
+
+def empty_dumps(inp: Inputs) -> dict:
+    """rank -> path of each zero-byte dump (a rank killed while dumping, issue 32)."""
+    return {r["empty_dump"]: r["path"] for r in inp.refused if isinstance(r.get("empty_dump"), int)}
 
 
 def _hosts(inp: Inputs, preflight: Optional[dict], log_ranks: dict) -> dict:
@@ -47,8 +64,8 @@ def _hosts(inp: Inputs, preflight: Optional[dict], log_ranks: dict) -> dict:
     if preflight:
         world = preflight.get("world") or {}
         nodes = {n.get("node_rank"): n.get("hostname") for n in preflight.get("nodes") or [] if isinstance(n, dict)}
-        ws, nn = world.get("world_size"), world.get("nnodes")
-        if isinstance(ws, int) and isinstance(nn, int) and nn > 0 and ws % nn == 0 and nodes:
+        ws, nn = preflight_world_size(preflight), world.get("nnodes")
+        if ws and type(nn) is int and 0 < nn <= ws and ws % nn == 0 and nodes:
             per = ws // nn
             for r in range(ws):
                 if nodes.get(r // per):
@@ -271,7 +288,8 @@ def _fr_causes(groups: list, inp: Inputs, hosts: dict, by_rank: dict) -> list:
                            "ranks": mm["culprits"] or sorted(r for v in mm["variants"] for r in v["ranks"]),
                            "text": text, "fix": failures.BY_ID["collective_mismatch"].fix, "source": "flight recorder"})
         stuck = [r for r in g["not_entered"] if not _blocked_elsewhere(r, g["pg"], inp, by_name)]
-        behind = [r for r in g["not_entered"] if r not in stuck]
+        stuck_set = set(stuck)  # 200,000 ranks: a list membership test here was quadratic (issue 36 hole 5)
+        behind = [r for r in g["not_entered"] if r not in stuck_set]
         if stuck:
             waited = len(g["entered"])
             tmo = f" (timeout {g['timeout_ms'] / 1000:g} s)" if g.get("timeout_ms") else ""
@@ -397,22 +415,28 @@ _OWN_DEATHS = ("SIGKILL", "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE")
 
 def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: dict, have_cause: bool) -> list:
     out = []
+    empty = empty_dumps(inp)
     no_dump = sorted({r for g in groups for r in g["no_dump"]} |
                      ({r for r in world if r not in inp.dumps} if inp.dumps else set()))
-    if not inp.dumps:  # no flight recorder at all: the launcher's failed ranks alone (a signal or an exit code)
-        no_dump = sorted(r for r, f in by_rank.items() if _failed(f))
+    if not inp.dumps:  # no flight recorder at all: the launcher's failed ranks alone (and the empty dumps)
+        no_dump = sorted({r for r, f in by_rank.items() if _failed(f)} | set(empty))
     first = first_failure(by_rank)
     firsts = {r for r, f in by_rank.items() if f.get("first")}
+    first_group: dict = {}  # rank -> the first group it left no dump for (one pass: linear in ranks x groups)
+    for g in groups:
+        for r in g["no_dump"]:
+            first_group.setdefault(r, g)
 
     def order(r: int) -> tuple:  # the launcher's first failure first; SIGTERM is usually the launcher stopping others
         f = by_rank.get(r) or {}
         return (r != first, not f.get("first"), f.get("signal") == "SIGTERM", not f.get("signal"),
                 str(f.get("time") or ""), r)
 
-    for r in sorted(no_dump, key=order):
+    ordered = sorted(no_dump, key=order)
+    for r in ordered[:MAX_RANK_CAUSES]:
         f = by_rank.get(r) or {}
         death = _death(r, by_rank)
-        where = next((g for g in groups if r in g["no_dump"]), None)
+        where = first_group.get(r)
         # torchrun stops the other workers with SIGTERM once one failed: those are consequences of the first
         stopped = f.get("signal") == "SIGTERM" and first is not None and r not in firsts
         kind = "no_dump" if inp.dumps else "died" if f.get("signal") else "exited"
@@ -421,7 +445,10 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
         # crash is nobody's: two at once are two causes. Any of them yields to a cause found elsewhere (have_cause).
         own = f.get("signal") in _OWN_DEATHS
         cause = not have_cause and not stopped and (first is None or r == first or own)
-        if kind == "exited":
+        if r in empty:
+            kind = "no_dump"
+            text = f"rank {r}'s dump is empty: killed while dumping? ({_who(r, hosts)}, {empty[r]})"
+        elif kind == "exited":
             text = f"{_who(r, hosts)} {_exit_text(f)}"
             if cause:
                 text = "the job failed, cause not identified: " + text
@@ -445,6 +472,11 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
                     "pg": where["pg"] if where else None, "seq": where["seq"] if where else None, "ranks": [r],
                     "text": text, "fix": "" if stopped else fix,
                     "source": "launcher" if death else "flight recorder"})
+    rest = ordered[MAX_RANK_CAUSES:]
+    if rest:  # one small file naming rank 999,999 made a million causes (3.9 GB, a 600 MB report): one line for them
+        out.append({"kind": "no_dump" if inp.dumps else "died", "cause": False, "pg": None, "seq": None,
+                    "ranks": sorted(rest), "text": f"{ranks_text(rest)} also left no dump" if inp.dumps else
+                    f"{ranks_text(rest)} also died", "fix": "", "source": "flight recorder"})
     return out
 
 
@@ -563,7 +595,7 @@ def analyse(inp: Inputs, preflight: Optional[dict] = None) -> dict:
         "world_size": len(world),
         "inputs": inp.read,
         "refused": inp.refused,
-        "ranks": ranks if len(ranks) <= 4096 else [r for r in ranks if r["dump"] is None or r["exitcode"]],
+        "ranks": ranks if len(ranks) <= 4096 else [r for r in ranks if r["dump"] is None or r["exitcode"]][:4096],
         "groups": groups if len(world) <= 4096 else [dict(g, last_enqueued={}, last_completed={}, windows={})
                                                      for g in groups],
         "causes": ordered,

@@ -11,8 +11,9 @@ from ..checks.nccl_ras import ras_check_from_text
 from ..checks.postmortem import PostmortemInput
 from ..checks.registry import POSTMORTEM, run_checks
 from ..errors import UsageError
-from ..model import NodeInfo, Recommendation, Report, WorldInfo
-from .analyze import analyse
+from ..model import NodeInfo, Recommendation, Report, WorldInfo, clean_text
+from ..render.common import one_line
+from .analyze import analyse, empty_dumps
 from .inputs import load_preflight, read_inputs
 
 KINDS = ("flight-recorder dumps (pickle or JSON)", "NCCL_DEBUG logs", "a launcher's output", "torchelastic error "
@@ -27,7 +28,12 @@ def diagnose(paths: list[str], preflight_path: Optional[str] = None, version: st
     inp = read_inputs(paths)
     if preflight is None and inp.reports:
         preflight = next((d for _, d in inp.reports if d.get("command") in ("preflight", "recommend")), None)
-    if not inp.recognised() and not inp.refused:
+    if not inp.recognised() and not empty_dumps(inp):  # an empty dump is a finding (a rank killed while dumping)
+        if inp.refused:
+            first = inp.refused[0]
+            more = f" (and {len(inp.refused) - 1} more refused)" if len(inp.refused) > 1 else ""
+            raise UsageError(one_line(clean_text(f"nothing under {' '.join(paths)} could be read: {first['path']}: "
+                                      f"{first['why']}{more}")))
         raise UsageError(f"nothing under {' '.join(paths)} is one of: {', '.join(KINDS)}")
     analysis = analyse(inp, preflight)
     checks = run_checks(POSTMORTEM, PostmortemInput(analysis))

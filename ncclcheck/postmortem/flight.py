@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 MAX_ENTRIES = 100_000  # per dump; torch's default buffer is 2,000
+MAX_WORLD = 1_000_000  # ranks of one job (the largest run on ~100k GPUs): a rank number at or past it is not one
+MAX_ID = (1 << 63) - 1  # sequence and record ids are int64 in torch: a larger integer is not one
 _RANK_IN_NAME = re.compile(r"(\d+)(?:\.json|\.pkl|\.pickle)?$")
 DEFAULT_PG = "0"
 
@@ -38,8 +40,7 @@ class Coll:
         """The entry as read: every field type-checked here, when it is looked at."""
         rid, tns, tmo = e.get("record_id"), e.get("time_created_ns"), e.get("timeout_ms")
         return cls(seq, _op(e.get("profiling_name"))[1], e.get("input_sizes"), e.get("input_dtypes"),
-                   rid if type(rid) is int else -1, tns if type(tns) is int else None,
-                   tmo if type(tmo) is int else None, _done(e))
+                   _int(rid, -1), _int(tns), _int(tmo), _done(e))
 
     def signature(self) -> tuple:
         return (self.op, _sizes(self.in_sizes), _dtypes(self.in_dtypes))
@@ -99,7 +100,7 @@ def is_dump(doc: Any) -> bool:
 
 
 def _int(v: Any, default: Optional[int] = None) -> Optional[int]:
-    return v if isinstance(v, int) and not isinstance(v, bool) else default
+    return v if type(v) is int and -MAX_ID <= v <= MAX_ID else default
 
 
 def _str(v: Any, limit: int = 200) -> str:
@@ -112,10 +113,11 @@ def _sizes(v: Any) -> tuple:
     if type(v) is list or type(v) is tuple:
         try:
             t = tuple(map(tuple, v[:64]))
-            hash(t)
-            return t
         except TypeError:
             return ()
+        # ints within int64 only: a 10^5000 dimension is not one and cannot be printed as JSON
+        if all(type(n) is int and -MAX_ID <= n <= MAX_ID for s in t for n in s):
+            return t
     return ()
 
 
@@ -161,14 +163,19 @@ def _op(prof: Any) -> tuple:
 
 
 def _group_ranks(cfg: Any) -> Optional[list]:
+    """The group's global ranks: a list of distinct ints in [0, MAX_WORLD), at most MAX_WORLD of them (NCCL writes
+    them as a string "[0, 1]"); None for anything else (a nested string, a rank past any job)."""
     ranks = cfg.get("ranks") if isinstance(cfg, dict) else None
     if isinstance(ranks, str):
+        if len(ranks) > 16 * MAX_WORLD:
+            return None
         try:
             ranks = json.loads(ranks)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
-    if isinstance(ranks, list) and ranks and all(_int(r) is not None for r in ranks[:1_000_000]):
-        return ranks
+    if type(ranks) is list and 0 < len(ranks) <= MAX_WORLD and all(type(r) is int and 0 <= r < MAX_WORLD
+                                                                   for r in ranks):
+        return list(dict.fromkeys(ranks))
     return None
 
 
@@ -193,7 +200,7 @@ def normalise(doc: dict, rank: int, source: str, form: str) -> RankDump:
             if type(pg) is tuple and len(names) < 10_000:
                 names[pg] = name
         seq = e.get("collective_seq_id")
-        if type(seq) is not int:
+        if type(seq) is not int or not 0 <= seq <= MAX_ID:
             continue
         g = groups.get(name)
         if g is None:
@@ -207,7 +214,7 @@ def normalise(doc: dict, rank: int, source: str, form: str) -> RankDump:
         if seq > g.last_completed and _done(e):
             g.last_completed = seq
         rid = e.get("record_id")
-        if type(rid) is int and rid >= last_id:
+        if type(rid) is int and last_id <= rid <= MAX_ID:
             last, last_id = (name, seq), rid
     status = doc.get("pg_status")
     for key, st in (status.items() if isinstance(status, dict) else ()):

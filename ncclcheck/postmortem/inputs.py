@@ -6,18 +6,22 @@ launcher's combined output with rank prefixes, torchrun's failure table). Anythi
 
 from __future__ import annotations
 
+import errno
 import glob
 import json
 import os
+import stat
 from dataclasses import dataclass, field
 from typing import Optional
 
 from ..errors import UsageError
 from . import flight, launcher
-from .unpickle import MAX_DUMP_BYTES, RefusedPickle, is_pickle, loads_plain
+from .unpickle import MAX_DUMP_BYTES, RefusedPickle, is_pickle, loads_plain, walk_problem
 
 MAX_FILES = 200_000  # a directory walk stops here (a 16k-rank job leaves a few files per rank)
 MAX_TEXT_BYTES = 64 << 20  # of a log, the LAST 64 MiB are read: the failure is at the end
+MAX_JSON_BYTES = 64 << 20  # a JSON dump, error file or report larger than this is not one
+MAX_TOTAL_BYTES = 4 << 30  # read in all; the files past it are listed as not read (name the job's own directory)
 
 
 @dataclass
@@ -36,28 +40,52 @@ class Inputs:
 
 
 def expand(paths: list[str]) -> list[str]:
-    """Files named by PATH arguments, sorted and unique; UsageError for a PATH that names nothing."""
+    """Files named by PATH arguments, sorted and unique; UsageError for a PATH that names nothing. A path that is not
+    a directory is kept as named (a FIFO or a device too: _read refuses it, by name); a glob is expanded once."""
     files: list[str] = []
     for p in paths:
-        if os.path.isdir(p):
-            for root, dirs, names in os.walk(p):
-                dirs.sort()
-                files.extend(os.path.join(root, n) for n in sorted(names))
-                if len(files) > MAX_FILES:
-                    raise UsageError(f"{p}: more than {MAX_FILES} files; name the job's directory")
-        elif os.path.isfile(p):
-            files.append(p)
-        else:
-            hits = sorted(glob.glob(p, recursive=True))
-            if not hits:
-                raise UsageError(f"{p}: no such file or directory")
-            files.extend(expand(hits))
+        hits = [p] if os.path.lexists(p) else sorted(glob.glob(p, recursive=True))
+        if not hits:
+            raise UsageError(f"{p}: no such file or directory")
+        for hit in hits:
+            if os.path.isdir(hit):
+                for root, dirs, names in os.walk(hit):
+                    dirs.sort()
+                    files.extend(os.path.join(root, n) for n in sorted(names))
+                    if len(files) > MAX_FILES:
+                        raise UsageError(f"{hit}: more than {MAX_FILES} files; name the job's directory")
+            else:
+                files.append(hit)
     return list(dict.fromkeys(files))
 
 
-def _read(path: str) -> bytes:
-    """A pickle whole (up to the largest dump there is), anything else its last MAX_TEXT_BYTES."""
-    with open(path, "rb") as f:
+class NotRegular(OSError):
+    """The path is not a regular file (a FIFO, a device, a socket, a link found inside a directory)."""
+
+
+def _open(path: str, named: bool) -> int:
+    """A descriptor on a regular file, opened without blocking (a FIFO would wait for a writer forever) and, for a
+    file found by walking a directory, without following a link; NotRegular otherwise."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if named else getattr(os, "O_NOFOLLOW", 0))
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not named:
+            raise NotRegular("a symbolic link inside the directory (not followed)") from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode) or
+                stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+        raise NotRegular(f"{kind}, not a regular file")
+    return fd
+
+
+def _read(path: str, named: bool = True) -> bytes:
+    """A pickle whole (up to MAX_DUMP_BYTES + 1, so a larger one is named), anything else its last MAX_TEXT_BYTES.
+    Only a regular file is read (_open)."""
+    with os.fdopen(_open(path, named), "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if is_pickle(f.read(2)):
             f.seek(0)
@@ -66,8 +94,26 @@ def _read(path: str) -> bytes:
         return f.read(MAX_TEXT_BYTES)
 
 
+def _json(text: str):
+    """The JSON document in `text`, or None: NaN/Infinity, deep nesting (the C parser's recursion) and integers too
+    long to print (Python's own digit limit) are not what any of these files hold."""
+    try:
+        doc = json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        return None
+    return None if walk_problem(doc) else doc
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
 def _add_dump(out: Inputs, path: str, doc: dict, form: str) -> None:
     rank = flight.rank_from_name(path)
+    if rank is not None and rank >= flight.MAX_WORLD:
+        out.refused.append({"path": path, "why": f"a flight-recorder dump for rank {rank}, past any job's "
+                                                 f"{flight.MAX_WORLD} ranks"})
+        return
     if rank is None:
         out.refused.append({"path": path, "why": "a flight-recorder dump whose file name ends in no rank number "
                                                  "(torch names them <prefix><rank>)"})
@@ -75,7 +121,11 @@ def _add_dump(out: Inputs, path: str, doc: dict, form: str) -> None:
     if rank in out.dumps and out.dumps[rank].form == "pickle" and form == "json":
         out.read.append({"path": path, "kind": "flight_recorder", "note": f"rank {rank}: its pickle was read"})
         return
-    out.dumps[rank] = flight.normalise(doc, rank, path, form)
+    try:
+        out.dumps[rank] = flight.normalise(doc, rank, path, form)
+    except (RecursionError, ValueError, TypeError, OverflowError) as exc:  # hostile, not a traceback
+        out.refused.append({"path": path, "why": f"a flight-recorder dump that cannot be read ({type(exc).__name__})"})
+        return
     out.read.append({"path": path, "kind": "flight_recorder", "note": f"rank {rank} ({form})"})
 
 
@@ -123,11 +173,24 @@ def _classify_text(out: Inputs, path: str, text: str) -> None:
 def read_inputs(paths: list[str]) -> Inputs:
     """Every file under `paths`, recognised and parsed. Unreadable or hostile files are listed, never fatal."""
     out = Inputs()
+    named = {os.path.normpath(p) for p in paths}
+    total = 0
     for path in expand(paths):
+        if total > MAX_TOTAL_BYTES:
+            out.refused.append({"path": path, "why": f"not read: {MAX_TOTAL_BYTES >> 30} GiB were read already "
+                                                     "(name the job's own directory)"})
+            continue
         try:
-            data = _read(path)
+            data = _read(path, os.path.normpath(path) in named)
+        except NotRegular as exc:
+            out.refused.append({"path": path, "why": str(exc)})
+            continue
         except OSError as exc:
             out.refused.append({"path": path, "why": f"cannot read it ({exc.strerror or exc})"})
+            continue
+        total += len(data)
+        if not data:
+            _empty(out, path)
             continue
         if is_pickle(data[:2]):
             try:
@@ -136,7 +199,7 @@ def read_inputs(paths: list[str]) -> Inputs:
                 out.refused.append({"path": path, "why": f"a pickle refused unread: {exc}"})
                 continue
             except ValueError as exc:
-                out.refused.append({"path": path, "why": str(exc)})
+                out.refused.append({"path": path, "why": f"a pickle refused: {exc}"})
                 continue
             if flight.is_dump(doc):
                 _add_dump(out, path, doc, "pickle")
@@ -145,10 +208,10 @@ def read_inputs(paths: list[str]) -> Inputs:
             continue
         text = data.decode("utf-8", errors="replace")
         if text.lstrip().startswith("{"):
-            try:
-                doc = json.loads(text)
-            except ValueError:
-                doc = None
+            doc = _json(text) if len(data) <= MAX_JSON_BYTES else None
+            if doc is None and len(data) > MAX_JSON_BYTES:
+                out.refused.append({"path": path, "why": f"JSON larger than {MAX_JSON_BYTES >> 20} MiB"})
+                continue
             if doc is not None and _classify_json(out, path, doc):
                 continue
         if b"\x00" in data[:4096]:
@@ -156,6 +219,18 @@ def read_inputs(paths: list[str]) -> Inputs:
             continue
         _classify_text(out, path, text)
     return out
+
+
+def _empty(out: Inputs, path: str) -> None:
+    """A zero-byte file: where torch writes a dump (a name ending in a rank), a rank killed while dumping (issue
+    32), not "no dumps"; anything else empty is named as such."""
+    rank = flight.rank_from_name(path)
+    name = os.path.basename(path)
+    if rank is not None and rank < flight.MAX_WORLD and not name.startswith("error"):
+        out.refused.append({"path": path, "why": f"rank {rank}'s dump is empty: killed while dumping?",
+                            "empty_dump": rank})
+    else:
+        out.refused.append({"path": path, "why": "empty (0 bytes)"})
 
 
 def load_preflight(path: Optional[str]) -> Optional[dict]:

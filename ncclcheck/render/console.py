@@ -158,6 +158,10 @@ def _export(name: str, value: str) -> str:
     """One copyable line; a name ncclcheck may not recommend (nccl/rules.py) is shown as a comment, never set."""
     if not env_name_allowed(name):
         return f"  # skipped: {one_line(repr(name))} is not a variable ncclcheck may recommend"
+    from .envfile import MAX_VALUE_CHARS
+
+    if len(value) > MAX_VALUE_CHARS:  # the same bound as the env file: a shell that pastes it must still start
+        return f"  # skipped: {name}'s value is {len(value)} characters (the bound is {MAX_VALUE_CHARS})"
     return f"  export {name}={_shell(value)}"
 
 

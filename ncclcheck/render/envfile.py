@@ -20,6 +20,9 @@ RANK_VARIABLES = ("NCCLCHECK_NODE_RANK", "NODE_RANK", "GROUP_RANK", "SLURM_NODEI
                   "PET_NODE_RANK")
 
 
+MAX_VALUE_CHARS = 4096  # a value read from a peer or a file longer than this is not written: no NCCL setting is near it
+
+
 def _comment(text: str) -> str:
     return "# " + one_line(text) if text else "#"
 
@@ -28,6 +31,9 @@ def _export_lines(rec: Recommendation, indent: str = "") -> list[str]:
     if not env_name_allowed(rec.name):
         # Names come from other machines' reports: only the allow-listed families may be set (nccl/rules.py).
         return [f"{indent}# skipped: {one_line(repr(rec.name))} is not a variable ncclcheck may recommend"]
+    if len(rec.value) > MAX_VALUE_CHARS:  # 300,000 characters left the shell that sourced it unable to start programs
+        return [f"{indent}# skipped: {rec.name}'s value is {len(rec.value)} characters (the bound is "
+                f"{MAX_VALUE_CHARS}): not a value ncclcheck recommends"]
     return [f"{indent}{_comment(rec.reason)}", f"{indent}export {rec.name}={shlex.quote(rec.value)}"]
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Optional, Union
 
 from ..errors import UsageError
-from ..model import Report
+from ..model import Report, clean_text
 
 
 def expand_path(template: str, fields: Mapping[str, object]) -> str:
@@ -30,12 +30,19 @@ def expand_path(template: str, fields: Mapping[str, object]) -> str:
                 i += 2
                 continue
             if key in fields:
-                out.append(str(fields[key]))
+                out.append(_path_part(str(fields[key])))
                 i += 2
                 continue
         out.append(ch)
         i += 1
     return "".join(out)
+
+
+def _path_part(value: str) -> str:
+    """A hostname or job id as one file-name part: a path separator, '..' or a NUL from it never escapes the
+    directory the user named (a host called 'x/../../etc' became a path outside it)."""
+    part = value.replace("/", "_").replace("\\", "_").replace("\0", "_")
+    return "_" * len(part) if part in (".", "..") else part.replace("..", "__")
 
 
 def per_rank(template: Optional[str]) -> bool:
@@ -103,18 +110,46 @@ def check_writable(path: str) -> None:
     os.unlink(probe)
 
 
-def write_atomic(path: str, data: Union[str, bytes], private: bool = True) -> None:
-    """Write data to path through a temp file in the same directory and a rename.
+# Never set on a file ncclcheck creates, whatever mode the old file had: group/world write (anyone could append to
+# an env file before root sources it) and setuid/setgid/sticky (a report is not a program).
+_NEVER = stat.S_IWGRP | stat.S_IWOTH | stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
 
-    An existing file keeps its mode (a report someone made 0600, or 0644 for a dashboard, stays so). A new one is
-    0600 when `private` (reports carry node facts and environment values: JSON, HTML, Markdown, JUnit, env files),
-    else 0644 less the umask (Prometheus' textfile collector reads its files as another user)."""
+
+def write_atomic(path: str, data: Union[str, bytes], private: bool = True) -> Optional[str]:
+    """Write data to path through a temp file in the same directory and a rename; returns a one-line note when the
+    path was a symbolic link (or not a regular file), else None.
+
+    An existing regular file keeps its read bits (a report someone made 0644 for a dashboard stays readable), never
+    its group/world write or setuid bits. A path that is a symbolic link is never followed for its mode (a planted
+    `nccl.env -> /dev/null` would give 0666, a link to a setuid binary 04755): the link itself is replaced by the new
+    file and the note says so. A new file is 0600 when `private` (reports carry node facts and environment values:
+    JSON, HTML, Markdown, JUnit, env files), else 0644 less the umask (Prometheus' textfile collector reads its files
+    as another user)."""
     path = os.path.abspath(os.path.expanduser(path))
     parent = os.path.dirname(path) or "."
+    fresh = 0o600 if private else 0o644 & ~_umask()
+    note = None
     try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
+        st = os.lstat(path)
     except OSError:
-        mode = 0o600 if private else 0o644 & ~_umask()
+        st = None
+    if st is None:
+        mode = fresh
+    elif stat.S_ISREG(st.st_mode):
+        mode = stat.S_IMODE(st.st_mode) & ~_NEVER
+    else:
+        mode = fresh
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                target = os.readlink(path)
+            except OSError:
+                target = "?"
+            what = f"a symbolic link (to {target[:200]})"
+        else:
+            what = "not a regular file"
+        # the link's target was planted by someone else: no escape sequence of theirs reaches a terminal
+        note = clean_text(f"{path} was {what}: replaced it with a new file (mode {mode:04o}), not written "
+                          "through it").replace("\n", " ")
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=parent)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -129,6 +164,7 @@ def write_atomic(path: str, data: Union[str, bytes], private: bool = True) -> No
         except OSError:
             pass
         raise
+    return note
 
 
 def _umask() -> int:
@@ -137,9 +173,10 @@ def _umask() -> int:
     return mask
 
 
-def write_outputs(report: Report, **paths: Optional[str]) -> list[str]:
+def write_outputs(report: Report, on_note: Optional[Callable[[str], None]] = None, **paths: Optional[str]) -> list[str]:
     """Render and write each requested file, keyed by format name (render/formats.py: json=, html=, markdown=,
-    junit=, env_out=, prometheus=); returns the absolute paths written, in argument order.
+    junit=, env_out=, prometheus=); returns the absolute paths written, in argument order. `on_note` hears each
+    path that was a symbolic link and was replaced (write_atomic), so the console can say so.
 
     Raises UsageError when a path cannot be written (the CLI should have called check_writable first).
     """
@@ -154,8 +191,10 @@ def write_outputs(report: Report, **paths: Optional[str]) -> list[str]:
             continue
         text = FORMATS[kind].render(report)
         try:
-            write_atomic(path, text, private=FORMATS[kind].private)
+            note = write_atomic(path, text, private=FORMATS[kind].private)
         except OSError as err:
             raise UsageError(f"cannot write {path}: {err.strerror or err}") from None
+        if note and on_note is not None:
+            on_note(note)
         written.append(os.path.abspath(os.path.expanduser(path)))
     return written

@@ -23,6 +23,7 @@ class Budget:
     """T (`timeout_s`) bounds each named wait; the other fields are fixed bounds, each with its reason."""
 
     timeout_s: float = 60.0  # T, --timeout: each named wait's bound (its default, when the flag is not given)
+    max_timeout_s: float = 86400.0  # the largest T accepted (a day): 1e308 never expired and overflowed timedelta
     # --- sockets and the master probe
     connect_attempt_s: float = 2.0  # one TCP connect of a probe; a healthy LAN answers in milliseconds
     probe_retry_s: float = 0.25 # first pause between refused connects to a master that has not started yet

@@ -15,6 +15,8 @@ from ncclcheck.model import CheckResult, NodeInfo, Recommendation, Report, Statu
 from ncclcheck.nccl.rules import ENV_EXACT, ENV_LOADS_CODE, ENV_PREFIXES, allowed_recommendations, env_name_allowed
 from ncclcheck.render.files import write_atomic
 
+from ..conftest import run_cli
+
 ROOT = pathlib.Path(__file__).parents[2]
 
 
@@ -146,3 +148,68 @@ def test_the_console_never_prints_an_escape_from_data(env):
     assert "\x1b]" not in text and "\x1b[2J" not in text and "\x9b" not in text and "\x07" not in text
     if env:  # rich's own styles still work
         assert "\x1b[" in text
+
+
+def test_a_link_planted_at_an_output_path_is_replaced_not_followed_for_its_mode(tmp_path):
+    """Issue 36 hole 2: `nccl.env -> /dev/null` in a world-writable directory gave root's env file mode 0666 (anyone
+    could append to it before root sourced it); a link to a setuid binary gave 04755."""
+    os.chmod(tmp_path, 0o1777)
+    (tmp_path / "nccl.env").symlink_to("/dev/null")
+    setuid = tmp_path / "prog"
+    setuid.write_text("#!/bin/sh\n")
+    setuid.chmod(0o4755)
+    (tmp_path / "r.json").symlink_to(setuid)
+    res = run_cli("recommend", "--env-out", str(tmp_path / "nccl.env"), "--json", str(tmp_path / "r.json"))
+    assert res.returncode in (0, 1), res.stderr
+    for name in ("nccl.env", "r.json"):
+        p = tmp_path / name
+        assert not p.is_symlink() and p.is_file()
+        assert _mode(p) == 0o600, oct(_mode(p))
+    assert "nccl.env was a symbolic link (to /dev/null): replaced it" in res.stderr
+    assert f"r.json was a symbolic link (to {setuid})" in res.stderr
+    assert _mode(setuid) == 0o4755 and setuid.read_text() == "#!/bin/sh\n"  # the target is untouched
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_an_existing_file_never_keeps_group_world_write_or_setuid(tmp_path):
+    for old, new in ((0o666, 0o644), (0o4755, 0o755), (0o2770, 0o750), (0o640, 0o640)):
+        p = tmp_path / f"f{old:o}"
+        p.write_text("old")
+        p.chmod(old)
+        assert write_atomic(str(p), "new") is None
+        assert _mode(p) == new and p.read_text() == "new"
+
+
+def test_a_hostname_expansion_never_leaves_the_directory():
+    """Issue 36 hole 7: %h of a host called 'x/../../etc' expanded to a path outside the directory."""
+    from ncclcheck.render.files import expand_path
+
+    out = expand_path("/out/pf-%h.json", {"h": "x/../../etc/cron.d/y"})
+    assert out.startswith("/out/pf-") and out.count("/") == 2 and ".." not in out, out
+    for host in ("..", ".", "a/..", "../x", "a\\..\\b"):
+        part = expand_path("%h", {"h": host})
+        assert "/" not in part and ".." not in part, part
+    assert expand_path("run-%j-%n-%%h.json", {"j": "17", "n": 2, "h": "node1"}) == "run-17-2-%h.json"
+
+
+def test_an_env_value_too_long_for_a_shell_is_skipped_and_named():
+    from ncclcheck.render.envfile import MAX_VALUE_CHARS, render_envfile
+
+    rep = Report(command="recommend", version="t", started="now", duration_s=0.0, checks=[],
+                 recommendations=[Recommendation("NCCL_SOCKET_IFNAME", "x" * 300_000, "r"),
+                                  Recommendation("NCCL_IB_HCA", "mlx5", "r")])
+    text = render_envfile(rep)
+    assert "export NCCL_IB_HCA=mlx5" in text and "x" * MAX_VALUE_CHARS not in text
+    assert "# skipped: NCCL_SOCKET_IFNAME's value is 300000 characters" in text
+    from ncclcheck.render.console import _export  # the terminal's copyable export block
+
+    shown = _export("NCCL_SOCKET_IFNAME", "x" * 300_000)
+    assert shown.startswith("  # skipped: NCCL_SOCKET_IFNAME's value is 300000 characters"), shown[:100]
+
+
+@pytest.mark.parametrize("args", [("preflight", "--timeout", "1e308"), ("bench", "--timeout", "1e308"),
+                                  ("preflight", "--timeout", "inf"), ("preflight", "--master-addr", "a" * 300),
+                                  ("preflight", "--master-addr", "h\udcff\udcfe"), ("env", "--json", "")])
+def test_absurd_flags_are_one_line_usage_errors(args):
+    res = run_cli(*args, timeout=60)
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, (res.returncode, res.stderr[-500:])

@@ -274,7 +274,8 @@ def check_interfaces(inp: LocalInput) -> CheckResult:
                       node=node, evidence=ev,
                       detail="With NCCL_SOCKET_IFNAME unset NCCL takes the first match of its own order "
                              f"({', '.join(order)}); peers then try to connect to {first}'s address.",
-                      fix=f"export NCCL_SOCKET_IFNAME=={master_if} GLOO_SOCKET_IFNAME={master_if}")
+                      fix=rules.exports([("NCCL_SOCKET_IFNAME", rules.exact_ifname(master_if)),
+                                         ("GLOO_SOCKET_IFNAME", master_if)]))
     if unset and inp.multi_node and first and _by_name(inp).get(first, {}).get("kind") in rules.NEVER_FOR_MULTI_NODE:
         return warned(cid, f"NCCL would bootstrap on {first}, a {_by_name(inp)[first].get('kind')} interface",
                       node=node, evidence=ev,
@@ -297,6 +298,8 @@ def check_socket_ifname(inp: LocalInput) -> list:
     byname = _by_name(inp)
     nccl_value = inp.env.get("NCCL_SOCKET_IFNAME")
     gloo_value = inp.env.get("GLOO_SOCKET_IFNAME")
+    nccl_set = rules.assignment("NCCL_SOCKET_IFNAME", nccl_value)  # as the user wrote it, rendered once
+    gloo_set = rules.assignment("GLOO_SOCKET_IFNAME", gloo_value)
     if not nccl_value and not gloo_value:
         return [passed(cid, "NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME not set (see recommendations)", node=node)]
     problems: list = []
@@ -311,23 +314,23 @@ def check_socket_ifname(inp: LocalInput) -> list:
             problems.append((f"NCCL_SOCKET_IFNAME={nccl_value!r} names no interface",
                              "Set it to an interface name such as =eth0."))
         elif not hits:
-            problems.append((f"NCCL_SOCKET_IFNAME={nccl_value} matches no interface on this node "
+            problems.append((f"{nccl_set} matches no interface on this node "
                              f"(present: {', '.join(byname)})",
                              "NCCL fails with \"Bootstrap : no socket interface found\": fix the name "
                              "(see recommendations)."))
         elif not live:
-            problems.append((f"NCCL_SOCKET_IFNAME={nccl_value} matches only {', '.join(ev['nccl_matches'])}, "
+            problems.append((f"{nccl_set} matches only {', '.join(ev['nccl_matches'])}, "
                              "none running with an address", "Bring that interface up or name another one."))
         else:
             bad = [i["name"] for i in live if i.get("kind") in rules.NEVER_FOR_MULTI_NODE]
             if inp.multi_node and bad:
-                problems.append((f"NCCL_SOCKET_IFNAME={nccl_value} selects {', '.join(bad)} "
+                problems.append((f"{nccl_set} selects {', '.join(bad)} "
                                  "(loopback/docker/bridge/veth) on a multi-node run",
                                  "Name the interface the nodes share, exact form (=eth0)."))
             if not spec.exact and not spec.exclude:
                 extra = sorted({c for n in spec.names for c in rules.prefix_collisions(n, ifs)})
                 if extra:
-                    notes.append((f"NCCL_SOCKET_IFNAME={nccl_value} is a prefix and also matches "
+                    notes.append((f"{nccl_set} is a prefix and also matches "
                                   f"{', '.join(extra)}", f"Use the exact form ={','.join(spec.names)}."))
     if gloo_value:
         names = rules.gloo_names(gloo_value)
@@ -335,22 +338,22 @@ def check_socket_ifname(inp: LocalInput) -> list:
         dead = [n for n in names if n in byname and not (byname[n].get("running") and rules.has_ipv4(byname[n]))]
         ev["gloo_names"] = names
         if missing:
-            problems.append((f"GLOO_SOCKET_IFNAME={gloo_value}: no interface named {', '.join(missing)}",
+            problems.append((f"{gloo_set}: no interface named {', '.join(missing)}",
                              "Gloo takes exact names (no prefixes, no '='): name an existing interface."))
         if dead:
-            problems.append((f"GLOO_SOCKET_IFNAME={gloo_value}: {', '.join(dead)} not running with an IPv4 "
+            problems.append((f"{gloo_set}: {', '.join(dead)} not running with an IPv4 "
                              "address", "Name a running interface with an address."))
         # Gloo binds and advertises exactly this interface's address: a docker/bridge/loopback one is the same
         # address on every host (172.17.0.1), so the other nodes connect to themselves and the job hangs or fails.
         never = [n for n in names if n in byname and byname[n].get("kind") in rules.NEVER_FOR_MULTI_NODE]
         if inp.multi_node and never:
-            problems.append((f"GLOO_SOCKET_IFNAME={gloo_value} selects {', '.join(never)} "
+            problems.append((f"{gloo_set} selects {', '.join(never)} "
                              "(loopback/docker/bridge/veth) on a multi-node run",
                              "Name the interface the nodes share (GLOO_SOCKET_IFNAME=eth0: exact names)."))
         if nccl_value and not missing:
             spec = rules.parse_spec(nccl_value)
             if spec and not spec.exclude and not any(spec.matches(n) for n in names):
-                notes.append((f"GLOO_SOCKET_IFNAME={gloo_value} and NCCL_SOCKET_IFNAME={nccl_value} name different "
+                notes.append((f"{gloo_set} and {nccl_set} name different "
                               "interfaces", "Use the same interface for both unless that is deliberate."))
     if problems:
         return [failed(cid, s, node=node, evidence=ev, fix=f) for s, f in problems]
@@ -399,7 +402,8 @@ def check_ib_devices(inp: LocalInput) -> list:
             chosen = [(d, p) for d, p, _ in active if spec.matches(d, p)]
             if not chosen:
                 results.append(failed(cid, f"NCCL_IB_HCA={hca} matches no ACTIVE port", node=node, evidence=ev,
-                                      fix=f"Set NCCL_IB_HCA={rules.hca_value(active)} (active ports only)."))
+                                      fix=f"Set {rules.assignment('NCCL_IB_HCA', rules.hca_value(active))} "
+                                          "(active ports only)."))
         if down:
             results.append(warned(cid, f"{len(active)} active, not active: {', '.join(down)}", node=node,
                                   evidence=ev, detail="NCCL silently skips ports that are not ACTIVE.",

@@ -332,7 +332,9 @@ def _host_decides(ctx: _Ctx, st: JsonStore) -> tuple:
         end = ctx.rdzv_deadline if complete_at is None else min(ctx.rdzv_deadline,
                                                                   b.deadline(ctx.join_grace_s, complete_at))
         # wait_next is False at the end, or once the counter reached its cap (nothing more can honestly arrive).
-        if b.passed(end) or not journal.wait_next(end, b):
+        # Once every rank joined, the grace for a duplicate usually ends unanswered: looks, not a blocking request
+        nxt = journal.wait_next if complete_at is None else journal.poll_next
+        if b.passed(end) or not nxt(end, b):
             take()
             v = decide([seen[i] for i in sorted(seen)], ctx.placement.nnodes, final=True)
             v["elapsed_s"] = b.since(ctx.start)

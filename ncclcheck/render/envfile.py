@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 
 from ..model import Recommendation, Report
-from ..nccl.rules import env_name_allowed
+from ..nccl.rules import assignment, env_name_allowed
 from .common import one_line
 
 RANK_VARIABLES = ("NCCLCHECK_NODE_RANK", "NODE_RANK", "GROUP_RANK", "SLURM_NODEID", "JOB_COMPLETION_INDEX",
@@ -28,7 +28,7 @@ def _export_lines(rec: Recommendation, indent: str = "") -> list[str]:
     if not env_name_allowed(rec.name):
         # Names come from other machines' reports: only the allow-listed families may be set (nccl/rules.py).
         return [f"{indent}# skipped: {one_line(repr(rec.name))} is not a variable ncclcheck may recommend"]
-    return [f"{indent}{_comment(rec.reason)}", f"{indent}export {rec.name}={shlex.quote(rec.value)}"]
+    return [f"{indent}{_comment(rec.reason)}", f"{indent}export {assignment(rec.name, rec.value)}"]
 
 
 def _rank_expr() -> str:

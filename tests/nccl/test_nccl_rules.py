@@ -60,7 +60,6 @@ def test_no_check_fix_writes_a_doubled_equals_sign():
     """The bug class: a fix text built by hand as NAME={value} with an exact-form value (checks/local.py wrote
     `export NCCL_SOCKET_IFNAME==lo`). Every check's fix goes through nccl.rules.assignment."""
     from ncclcheck.checks.local import LocalInput, check_interfaces
-
     from tests.fakefacts import facts, iface
 
     f = facts()

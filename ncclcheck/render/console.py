@@ -287,5 +287,5 @@ def render_env(report: Report) -> list:
             out.append(rt)
         env = (f.get("env") or {}).get("vars") or {}
         if env:
-            out.append(Text("environment: " + " ".join(f"{k}={v}" for k, v in sorted(env.items())), style="dim"))
+            out.append(Text("environment: " + " ".join(assignment(k, v) for k, v in sorted(env.items())), style="dim"))
     return out

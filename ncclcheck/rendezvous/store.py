@@ -115,6 +115,7 @@ class JsonStore:
         self.guard = guard if guard is not None else Guard()
         self._owner = threading.get_ident()
         self._local = threading.local()
+        self._raw_busy = False  # an interrupted wait's helper still blocks on the raw connection (see wait)
 
     @property
     def rejected(self) -> list:
@@ -126,7 +127,7 @@ class JsonStore:
     def _client(self) -> Any:
         """This thread's connection: the store's own in the thread that made it, a clone in any other thread (a
         c10d client serialises its calls, so one thread's blocking wait would stall the others')."""
-        if threading.get_ident() == self._owner:
+        if threading.get_ident() == self._owner and not self._raw_busy:
             return self.raw
         c = getattr(self._local, "client", None)
         if c is None:
@@ -225,8 +226,17 @@ class JsonStore:
 
         helper = threading.Thread(target=run, name="ncclcheck-store-wait", daemon=True)
         helper.start()
-        while helper.is_alive():
-            helper.join(budget.wait_slice_s)  # a signal interrupts this join, never the c10d request
+        try:
+            while helper.is_alive():
+                helper.join(budget.wait_slice_s)  # a signal interrupts this join, never the c10d request
+        except BaseException:
+            # Ctrl-C / SIGTERM: the helper keeps its connection until its deadline; what this thread does next (the
+            # partial report's agreement, the store's close) goes through a connection of its own.
+            if client is self.raw:
+                self._raw_busy = True
+            else:
+                self._local.client = None
+            raise
         if "lost" in out:
             raise out["lost"]
         return bool(out.get("ok"))

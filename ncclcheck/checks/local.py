@@ -278,6 +278,16 @@ def check_interfaces(inp: LocalInput) -> CheckResult:
     unset = not inp.env.get("NCCL_SOCKET_IFNAME")
     first = order[0] if order else None
     summary = f"{len(usable)} usable: {', '.join(usable)}"
+    if unset and apart and first and master_if and first != master_if \
+            and _by_name(inp).get(master_if, {}).get("kind") in rules.NEVER_FOR_MULTI_NODE:
+        # Not "use lo": net.socket_ifname fails loopback for nodes on several hosts. Nodes all on this host are
+        # recognised after the mesh probe (one_host) and this check is judged again then.
+        return warned(cid, f"the master is reached via {master_if}, which only this host can reach", node=node,
+                      evidence=ev,
+                      detail="MASTER_ADDR is an address of this host's loopback (or another local-only interface): "
+                             "nodes on other hosts cannot reach it. Nodes that all run on this host are fine, and "
+                             "the report says so once the mesh probe proved it.",
+                      fix=f"Set MASTER_ADDR to node 0's address on the network the nodes share (here {first}).")
     if unset and apart and first and master_if and first != master_if:
         kind = _by_name(inp).get(first, {}).get("kind")
         return warned(cid, f"NCCL would bootstrap on {first} ({kind}) but the master is reached via {master_if}",

@@ -64,6 +64,24 @@ def test_no_check_fix_writes_a_doubled_equals_sign():
 
     f = facts()
     f["interfaces"] = [iface("lo", "loopback", "127.0.0.1"), iface("eth0", ipv4="10.0.0.1", speed=100000)]
-    f["route"] = {"target": "10.9.9.9", "interface": "lo", "source": "127.0.0.1"}
+    f["interfaces"].append(iface("eth1", ipv4="10.1.0.1", speed=10000))
+    f["route"] = {"target": "10.1.0.9", "interface": "eth1", "source": "10.1.0.1"}
     r = check_interfaces(LocalInput.of(f, node_rank=1, multi_node=True))
-    assert r.status.value == "warn" and "==" not in r.fix and "NCCL_SOCKET_IFNAME='=lo'" in r.fix, r
+    assert r.status.value == "warn" and "==" not in r.fix and "NCCL_SOCKET_IFNAME='=eth1'" in r.fix, r
+
+
+def test_a_loopback_master_is_never_answered_with_loopback_advice():
+    """Issue 32: `export NCCL_SOCKET_IFNAME==lo` was the fix, and following it failed net.socket_ifname."""
+    from ncclcheck.checks.local import LocalInput, check_interfaces, check_socket_ifname
+    from tests.fakefacts import facts, iface
+
+    f = facts()
+    f["interfaces"] = [iface("lo", "loopback", "127.0.0.1"), iface("eth0", ipv4="10.0.0.1", speed=100000)]
+    f["route"] = {"target": "127.0.0.1", "interface": "lo", "source": "127.0.0.1"}
+    r = check_interfaces(LocalInput.of(f, node_rank=1, multi_node=True))
+    assert r.status.value == "warn" and "lo" not in r.fix.split() and "MASTER_ADDR" in r.fix, r
+    f["env"] = {"vars": {"NCCL_SOCKET_IFNAME": "=lo", "GLOO_SOCKET_IFNAME": "lo"}, "redacted": []}
+    assert {c.status.value for c in check_socket_ifname(LocalInput.of(f, node_rank=1, multi_node=True))} == {"fail"}
+    one = LocalInput.of(f, node_rank=1, multi_node=True, one_host=True)
+    assert check_interfaces(one).status.value == "pass"
+    assert {c.status.value for c in check_socket_ifname(one)} == {"pass"}

@@ -56,7 +56,9 @@ def expected(rates: list) -> tuple:
 
 def run(label: str, cmd: str, rates: list, size: str, iters: int, timeout: int, save: str) -> dict:
     name = labrun.lab_name("be")
-    sc = [["slow-link", f"h{i + 1}", r, "both"] for i, r in enumerate(rates) if r]
+    # bench: both directions shaped (a ring's bound is its slowest node either way); links: each host's egress only,
+    # the limit its own tc shows (a -> b is bounded by a's egress and b's ingress: docs/bounds.md)
+    sc = [["slow-link", f"h{i + 1}", r, "both" if cmd == "bench" else "egress"] for i, r in enumerate(rates) if r]
     try:
         state = nl.up(name, len(rates), sc, owner_pid=os.getpid())
         extra = ["--ops", "all_reduce", "--sizes", size, "--iters", iters, "--warmup", 1] if cmd == "bench" else \
@@ -87,11 +89,11 @@ def run(label: str, cmd: str, rates: list, size: str, iters: int, timeout: int, 
         measured = min(sec["matrix_gbps"][a][b] for a, b in pairs if sec["matrix_gbps"][a][b] is not None)
         a, b = min(pairs, key=lambda p: sec["bound_gbps"][p[0]][p[1]] or 0)
         bound, by = sec["bound_gbps"][a][b], sec["bound_by"][a][b] or ""
-        eff = min(x for a2, b2 in pairs if (x := sec["efficiency"][a2][b2]) is not None)
-        # every pair's bound is the smaller shaper of its two ends
-        pair_ok = all(abs((sec["bound_gbps"][p][q] or 0) - min(
-            gbps(rates[p]) if rates[p] else VETH_GBPS, gbps(rates[q]) if rates[q] else VETH_GBPS)) < 1e-9
-            for p, q in pairs)
+        # a wrong bound (a figure above it) has no efficiency: "-" when every direction beat its bound
+        eff = min((x for a2, b2 in pairs if (x := sec["efficiency"][a2][b2]) is not None), default=None)
+        # every direction's bound is its sender's egress shaper (the receivers' ingress is their veth's 10 Gb/s)
+        pair_ok = all(abs((sec["bound_gbps"][p][q] or 0) - min(gbps(rates[p]) if rates[p] else VETH_GBPS, VETH_GBPS))
+                      < 1e-9 for p, q in pairs)
         right = pair_ok and (node is None or by.startswith(f"node {node} ")) and (not virtual or "virtual" in by)
     return {"label": label, "measured": measured, "bound": bound, "want": want, "eff": eff, "by": by,
             "right": right}
@@ -113,7 +115,7 @@ def main() -> None:
     for label, cmd, rates in chosen:
         r = run(label, cmd, rates, a.size, a.iters, a.timeout, a.save)
         right += bool(r["right"])
-        eff = f"{r['eff']:.3f}" if r["eff"] is not None else "-"
+        eff = f"{r['eff']:.3f}" if r["eff"] is not None else "wrong"
         bound = f"{r['bound']:.4g}" if r["bound"] is not None else "?"
         ok = "yes" if r["right"] else "NO"
         print(f"{label:32} {r['measured']:8.4g} {bound:>8} {r['want']:8.4g} {eff:>6}  {ok:5}  {r['by']}", flush=True)

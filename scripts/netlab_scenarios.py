@@ -33,7 +33,7 @@ SCENARIO_USAGE = {
     "second-nic": "second-nic",
     "dead-nic": "dead-nic [HOST...]",
     "blocked-port": "blocked-port HOST PORT [drop|reject]",
-    "slow-link": "slow-link HOST RATE [both|egress]",
+    "slow-link": "slow-link HOST RATE [both|egress|ingress]",
     "slow-pair": "slow-pair HOST PEER RATE",
     "mtu": "mtu HOST MTU",
     "hostname-loopback": "hostname-loopback HOST",
@@ -82,7 +82,7 @@ def apply_scenario(sc: Scenarios, tokens: list[str], state: LabState) -> None:
         sc.blocked = [b for b in sc.blocked if (b["host"], b["port"]) != (entry["host"], entry["port"])] + [entry]
     elif kind == "slow-link":
         direction = args[2] if len(args) > 2 else "both"
-        if direction not in ("both", "egress"):
+        if direction not in ("both", "egress", "ingress"):
             raise NetlabError(f"usage: {usage}")
         rate_bits(args[1])
         sc.slow_link[host(args[0])] = {"rate": args[1].lower(), "direction": direction}
@@ -247,6 +247,15 @@ def shaping_commands(state: LabState, host: str) -> list[list[str]]:
         # Host-bound traffic leaves the bridge through the root-side veth: shaping its egress limits host ingress.
         cmds.append(["tc", "-n", state.sw, "qdisc", "add", "dev", state.port(host, "eth0"), "root",
                      *_tbf(link["rate"])])
+    if link and link["direction"] == "ingress":
+        # What the host receives, limited on the host itself as Linux does it (the Kubernetes bandwidth plugin,
+        # wondershaper): eth0's ingress redirected to an ifb device whose egress is a tbf. The host's tc shows it.
+        cmds += [["ip", "-n", ns, "link", "add", "ifb0", "type", "ifb"], ["ip", "-n", ns, "link", "set", "ifb0", "up"],
+                 [*tc, "qdisc", "add", "dev", "ifb0", "root", *_tbf(link["rate"])],
+                 [*tc, "qdisc", "add", "dev", "eth0", "handle", "ffff:", "ingress"],
+                 [*tc, "filter", "add", "dev", "eth0", "parent", "ffff:", "protocol", "all", "u32", "match", "u32", "0",
+                  "0", "action", "mirred", "egress", "redirect", "dev", "ifb0"]]
+        link = None if not pairs else link
     if link and not pairs:
         cmds.append([*tc, "qdisc", "add", "dev", "eth0", "root", *_tbf(link["rate"])])
     elif pairs:
@@ -271,6 +280,8 @@ def shaping_commands(state: LabState, host: str) -> list[list[str]]:
 
 def _shape(state: LabState, host: str) -> None:
     sh(["tc", "-n", state.ns(host), "qdisc", "del", "dev", "eth0", "root"], check=False)
+    sh(["tc", "-n", state.ns(host), "qdisc", "del", "dev", "eth0", "ingress"], check=False)
+    sh(["ip", "-n", state.ns(host), "link", "del", "ifb0"], check=False)
     sh(["tc", "-n", state.sw, "qdisc", "del", "dev", state.port(host, "eth0"), "root"], check=False)
     for cmd in shaping_commands(state, host):
         sh(cmd)

@@ -53,7 +53,9 @@ def op_bounds(ops: Iterable[str], nnodes: int, backend: str, ranks_per_node: int
     intras = {n: B.intra_node(f, ranks_per_node, on_gpu, n if nnodes > 1 else None) for n, f in by_node.items()}
     intra = (B._min(list(intras.values())) or next(iter(intras.values()), None)) if intras else \
         B.intra_node(None, ranks_per_node, on_gpu)
-    nets = {n: B.nic_path(f, backend, n) for n, f in by_node.items()}
+    # In a ring every node sends and receives at the ring's rate: its bound is the slower of its two sides.
+    nets = {n: B.pair_bound(B.nic_path(f, backend, n), B.nic_path(f, backend, n, "ingress"))
+            for n, f in by_node.items()}
     missing = [n for n in range(nnodes) if n not in by_node]
     if nnodes > 1 and missing:
         nets[missing[0]] = B.Bound(None, f"node {missing[0]} sent no link facts")
@@ -86,6 +88,8 @@ def annotate(rows: list[BenchRow], bounds: dict) -> None:
         eff = B.efficiency(r.busbw_gbps, b)
         r.extra.update({"bound_gbps": sig(b.gbps) if b.gbps is not None else None, "bound_by": b.by,
                         "efficiency": sig(eff) if eff is not None else None})
+        if B.bound_wrong(r.busbw_gbps, b):
+            r.extra["bound_trusted"] = False  # the figure beat the bound: no efficiency, the bound is named wrong
 
 
 def summarize(per_op: list, bounds: dict) -> None:
@@ -97,6 +101,8 @@ def summarize(per_op: list, bounds: dict) -> None:
         eff = B.efficiency(e.get("busbw_gbps"), b)
         e.update({"bound_gbps": sig(b.gbps) if b.gbps is not None else None, "bound_by": b.by,
                   "efficiency": sig(eff) if eff is not None else None})
+        if B.bound_wrong(e.get("busbw_gbps"), b):
+            e["bound_trusted"] = False
         frac = B.expected_fraction(b)
         if frac is not None:
             e["expected_efficiency"] = frac
@@ -123,6 +129,12 @@ def efficiency_check(op: str, row: Optional[BenchRow], b: B.Bound, multi_rank: b
         return warned(cid, f"{op}: bound unknown ({b.by}); efficiency not judged", detail="\n".join(b.notes),
                       fix="Read the interface's speed (ethtool IF) or set NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME to "
                           "an interface that reports one.", evidence=ev)
+    if B.bound_wrong(row.busbw_gbps, b):
+        ev["bound_trusted"] = False
+        return warned(cid, f"bound of {op} is wrong: measured busbw {row.busbw_gbps:.3g} GB/s > bound {b.gbps:.4g} "
+                           f"GB/s (bound_by {b.by}); efficiency not judged", detail="\n".join(b.notes), evidence=ev,
+                      fix="A limit ncclcheck read is not what carried the traffic (a shaper on another interface, a "
+                          "virtual device's fixed speed, NVLS/Tree on 2 nodes): check the interface the backend uses.")
     eff = row.busbw_gbps / b.gbps
     ev["efficiency"] = sig(eff)
     frac = B.expected_fraction(b)
@@ -149,16 +161,19 @@ def min_efficiency_check(need: float, at: dict, bounds: dict, multi_rank: bool) 
         b = bounds.get(op)
         eff = B.efficiency(row.busbw_gbps, b) if (row is not None and b is not None and multi_rank) else None
         if eff is None:
+            wrong = row is not None and b is not None and B.bound_wrong(row.busbw_gbps, b)
             unknown.append(f"{op}: " + ("not measured" if row is None else
                                         "one rank, nothing crosses a link" if not multi_rank else
+                                        f"bound wrong (busbw {row.busbw_gbps:.3g} > bound {b.gbps:.4g} GB/s, "
+                                        f"{b.by}): cannot gate" if wrong else
                                         f"bound unknown ({b.by if b else 'no bound'})"))
         elif eff < need:
             low.append(f"{op}: efficiency {_pct(eff)} < required {_pct(need)} (busbw {row.busbw_gbps:.3g} of "
                        f"{b.gbps:.4g} GB/s, {b.by})")
         else:
             ok.append((op, eff))
-    ev = {"required": need, "ops": {op: (sig(B.efficiency(r.busbw_gbps, bounds[op]) or 0) if r is not None and
-                                         op in bounds and bounds[op].gbps else None) for op, r in at.items()}}
+    ev = {"required": need, "ops": {op: (sig(e) if (e := B.efficiency(r.busbw_gbps, bounds[op])) is not None else None)
+                                    if r is not None and op in bounds else None for op, r in at.items()}}
     bad = low + unknown
     if bad:
         return failed(cid, bad[0] + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""), detail="\n".join(bad),

@@ -42,6 +42,11 @@ def check_root_cause(inp: PostmortemInput) -> CheckResult:
                           detail="\n".join(c["text"] for c in conseq[:SHOWN]),
                           fix="arm the next run so it leaves what names the cause: ncclcheck recommend --postmortem "
                               "DIR --format env", evidence=ev)
+        logs = [r for r in a.get("inputs", []) if r["kind"] in ("launcher_output", "nccl_log", "log")]
+        if logs:  # a job's output that ends without a failure table, a traceback's failure or a WARN ended well
+            return passed("postmortem.root_cause", f"the job ended well: no rank failed, no failure message and no "
+                          f"NCCL WARN in {len(logs)} log(s)" + (" and the flight recorder's collectives match"
+                                                               if a.get("groups") else ""), evidence=ev)
         return passed("postmortem.root_cause", "nothing wrong found in what the job left", evidence=ev)
     others = [c["text"] for c in a["causes"] if c is not root][:SHOWN]
     detail = "\n".join(["then (consequences and other findings):", *others]) if others else ""
@@ -92,7 +97,7 @@ def check_mismatch(inp: PostmortemInput) -> CheckResult:
 def check_ranks(inp: PostmortemInput) -> CheckResult:
     """Ranks that left no dump or died, with the launcher's exit code or signal."""
     a = inp.analysis
-    found = _by(a, ("no_dump", "died"))
+    found = _by(a, ("no_dump", "died", "exited"))
     failures = (a.get("launcher") or {}).get("failures") or []
     ev = {"launcher_failures": len(failures), "launcher_first": (a.get("launcher") or {}).get("first")}
     if not found and not a.get("groups") and not failures:
@@ -103,7 +108,8 @@ def check_ranks(inp: PostmortemInput) -> CheckResult:
 def check_nccl_warnings(inp: PostmortemInput) -> CheckResult:
     """NCCL, gloo and torch failure messages classified by the one failure table (nccl/failures.py)."""
     a = inp.analysis
-    kinds = ("op_mismatch", "size_mismatch", "dtype_mismatch", "never_entered", "blocked", "no_dump", "died")
+    kinds = ("op_mismatch", "size_mismatch", "dtype_mismatch", "never_entered", "blocked", "no_dump", "died",
+             "exited", "job_failed", "not_started", "stalled", "not_completed")
     found = [c for c in a.get("causes", []) if c["kind"] not in kinds and not c["kind"].startswith("ras_")]
     if not any(r["kind"] in ("nccl_log", "launcher_output", "log", "error_file") for r in a.get("inputs", [])):
         return skipped("postmortem.nccl_warnings", "no logs among the inputs (NCCL_DEBUG_FILE, the launcher's "

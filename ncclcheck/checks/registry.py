@@ -100,6 +100,7 @@ REGISTRY: tuple = (
     CheckSpec("health.nccl_interface", STEP, (), None, (HEALTH,), "checks/health.py"),
     CheckSpec("health.ib_ports", STEP, (), None, (HEALTH,), "checks/health.py"),
     CheckSpec("health.timeout", STEP, (), None, (HEALTH,), "health/run.py"),
+    CheckSpec("sweep.unmeasured", STEP, (), None, (SWEEP,), "sweep/run.py"),
     CheckSpec("slurm.drain", STEP, (), None, (HEALTH, SWEEP), "health/run.py, sweep/run.py"),
 )
 

@@ -1,5 +1,7 @@
-"""Each links pair against the bound of its two ends (ncclcheck/nccl/bounds.py): bound and efficiency matrices beside
-matrix_gbps, what sets each bound, and the checks `links.efficiency` and (with --min-efficiency) `links.min_efficiency`.
+"""Each links direction a -> b against its bound (ncclcheck/nccl/bounds.py: a's egress, b's ingress): bound and
+efficiency matrices beside matrix_gbps, what sets each bound, the directions whose figure beat their bound (the bound
+is wrong: `bound_trusted` false, no efficiency, named in `wrong_bounds` and by links.efficiency), and the checks
+`links.efficiency` and (with --min-efficiency) `links.min_efficiency`.
 
 Each participating node publishes its link facts under `links/<node>` in the run's store, beside `host/<node>`;
 the coordinator reads them once all rounds are done.
@@ -14,17 +16,50 @@ from ..model import CheckResult, failed, passed, sig, skipped, warned
 from ..nccl import bounds as B
 
 
-def node_bounds(by_node: dict, n: int, backend: str) -> list:
-    """[Bound per node] (a node that sent nothing: unknown, saying so)."""
+def node_bounds(by_node: dict, n: int, backend: str, side: str = "egress") -> list:
+    """[Bound per node] of one side (egress: what it sends; ingress: what it receives); a node that sent nothing:
+    unknown, saying so."""
     out = []
     for x in range(n):
         f = by_node.get(x)
-        out.append(B.nic_path(f, backend, x) if isinstance(f, dict) else B.Bound(None, f"node {x} sent no link facts"))
+        out.append(B.nic_path(f, backend, x, side) if isinstance(f, dict) else
+                   B.Bound(None, f"node {x} sent no link facts"))
     return out
 
 
-def section_fields(matrix: list, nb: list, unit: str) -> dict:
-    """bound_gbps, efficiency and bound_by matrices (directed, [a][b]) and node_bounds, for the links section."""
+class Bounds:
+    """Each node's egress and ingress Bound; `of(a, b)` the bound of direction a -> b."""
+
+    def __init__(self, tx: list, rx: Optional[list] = None):
+        self.tx, self.rx = tx, rx if rx is not None else tx
+
+    @classmethod
+    def read(cls, by_node: dict, n: int, backend: str) -> Bounds:
+        return cls(node_bounds(by_node, n, backend), node_bounds(by_node, n, backend, "ingress"))
+
+    def of(self, a: int, b: int) -> B.Bound:
+        return B.direction_bound(self.tx[a], self.rx[b])
+
+    def __len__(self) -> int:
+        return len(self.tx)
+
+    def __iter__(self):
+        return (self[x] for x in range(len(self.tx)))
+
+    def __getitem__(self, x: int) -> B.Bound:
+        """Node x's own network bound (what node_bounds reports and explain_slow compares): the slower side."""
+        return B.pair_bound(self.tx[x], self.rx[x])
+
+
+def _as_bounds(nb: Any) -> Bounds:
+    return nb if isinstance(nb, Bounds) else Bounds(list(nb))
+
+
+def section_fields(matrix: list, nb: Any, unit: str) -> dict:
+    """bound_gbps, efficiency, bound_by and bound_trusted matrices (directed, [a][b]), wrong_bounds and node_bounds,
+    for the links section. A direction that beat its bound keeps its GB/s and the bound's figure, but no efficiency:
+    bound_trusted is false there and wrong_bounds names it."""
+    nb = _as_bounds(nb)
     n = len(matrix)
     if unit != "node":
         why = "ranks on one host: their pairs cross no network link"
@@ -33,31 +68,44 @@ def section_fields(matrix: list, nb: list, unit: str) -> dict:
     bound = [[None] * n for _ in range(n)]
     eff = [[None] * n for _ in range(n)]
     by = [[None] * n for _ in range(n)]
+    trusted: list = [[None] * n for _ in range(n)]
+    wrong = []
     for a in range(n):
         for b in range(n):
             if a == b:
                 continue
-            pb = B.pair_bound(nb[a], nb[b])
+            pb = nb.of(a, b)
             bound[a][b] = sig(pb.gbps) if pb.gbps is not None else None
             by[a][b] = pb.by
-            e = B.efficiency(matrix[a][b], pb)
+            g = matrix[a][b] if isinstance(matrix[a][b], (int, float)) else None
+            if pb.gbps is not None and g is not None:
+                trusted[a][b] = not B.bound_wrong(g, pb)
+                if not trusted[a][b]:
+                    wrong.append({"a": a, "b": b, "gbps": sig(g), "bound_gbps": sig(pb.gbps), "bound_by": pb.by})
+            e = B.efficiency(g, pb)
             eff[a][b] = sig(e) if e is not None else None
-    return {"bound_gbps": bound, "efficiency": eff, "bound_by": by,
+    return {"bound_gbps": bound, "efficiency": eff, "bound_by": by, "bound_trusted": trusted, "wrong_bounds": wrong,
             "node_bounds": {str(x): {"bound_gbps": sig(b.gbps) if b.gbps is not None else None, "bound_by": b.by}
                             for x, b in enumerate(nb)}}
 
 
-def _pairs(matrix: list, nb: list) -> list:
+def _pairs(matrix: list, nb: Any) -> list:
+    nb = _as_bounds(nb)
     n = len(matrix)
     out = []
     for a in range(n):
         for b in range(n):
             if a != b and isinstance(matrix[a][b], (int, float)):
-                out.append((a, b, matrix[a][b], B.pair_bound(nb[a], nb[b])))
+                out.append((a, b, matrix[a][b], nb.of(a, b)))
     return out
 
 
-def efficiency_check(matrix: list, nb: list, unit: str, hosts: Optional[list] = None) -> CheckResult:
+def _wrong_text(a: int, b: int, g: float, pb: B.Bound, name) -> str:
+    return (f"bound of {name(a)} -> {name(b)} is wrong: measured {g:.3g} GB/s > bound {pb.gbps:.4g} GB/s "
+            f"(bound_by {pb.by})")
+
+
+def efficiency_check(matrix: list, nb: Any, unit: str, hosts: Optional[list] = None) -> CheckResult:
     """links.efficiency: every measured direction against the expected fraction of its pair's bound."""
     cid = "links.efficiency"
     if unit != "node":
@@ -78,6 +126,17 @@ def efficiency_check(matrix: list, nb: list, unit: str, hosts: Optional[list] = 
                       detail="\n".join(dict.fromkeys(n for *_, p in unknown for n in p.notes)),
                       fix="Read the interface's speed (ethtool IF) or shape/name an interface that reports one.",
                       evidence={"unknown": [[a, b] for a, b, *_ in unknown]})
+    wrong = [(a, b, g, pb) for a, b, g, pb in pairs if B.bound_wrong(g, pb)]
+    if wrong:
+        # A figure above its bound proves the bound wrong: it is named, and no efficiency is judged against it.
+        a, b, g, pb = wrong[0]
+        lines = [_wrong_text(*w, name) for w in wrong]
+        return warned(cid, lines[0] + (f" (+{len(wrong) - 1} more)" if len(wrong) > 1 else ""),
+                      detail="\n".join(lines + list(dict.fromkeys(n for *_, p in pairs for n in p.notes))),
+                      fix="A limit ncclcheck read is not what carried the traffic (a shaper on another interface or "
+                          "path, a virtual device's fixed speed): check `tc qdisc show` and the interface the "
+                          "backend uses; the figures are kept in the JSON (matrix_gbps, bound_gbps).",
+                      evidence={"wrong_bounds": [[a, b] for a, b, *_ in wrong]})
     low, virtual = [], []
     for a, b, g, pb in pairs:
         frac = B.expected_fraction(pb)
@@ -106,7 +165,7 @@ def efficiency_check(matrix: list, nb: list, unit: str, hosts: Optional[list] = 
                        f"{100 * min(effs):.0f}-{100 * max(effs):.0f}%)", detail=notes, evidence=ev)
 
 
-def explain_slow(check: CheckResult, nb: list, slow_nodes: list, hosts: Optional[list]) -> CheckResult:
+def explain_slow(check: CheckResult, nb: Any, slow_nodes: list, hosts: Optional[list]) -> CheckResult:
     """When links.slow named nodes and each is slow because its own bound is the lowest (a shaper, a slower NIC), the
     efficiency check says so: the fix is that link's rate, not a fault."""
     known = [b.gbps for b in nb if b.gbps is not None]
@@ -121,7 +180,7 @@ def explain_slow(check: CheckResult, nb: list, slow_nodes: list, hosts: Optional
                    evidence={**check.evidence, "explained_slow_nodes": list(slow_nodes)})
 
 
-def min_efficiency_check(need: float, matrix: list, nb: list, unit: str) -> CheckResult:
+def min_efficiency_check(need: float, matrix: list, nb: Any, unit: str) -> CheckResult:
     """links.min_efficiency: every measured direction >= need x its bound; an unknown bound cannot pass."""
     cid = "links.min_efficiency"
     if unit != "node":
@@ -131,6 +190,8 @@ def min_efficiency_check(need: float, matrix: list, nb: list, unit: str) -> Chec
     for a, b, g, pb in pairs:
         if pb.gbps is None:
             bad.append(f"{a} -> {b}: bound unknown ({pb.by})")
+        elif B.bound_wrong(g, pb):
+            bad.append(f"{a} -> {b}: bound wrong (measured {g:.3g} > bound {pb.gbps:.4g} GB/s, {pb.by}): cannot gate")
         elif g / pb.gbps < need:
             bad.append(f"{a} -> {b}: efficiency {100 * g / pb.gbps:.0f}% < required {100 * need:.0f}% "
                        f"({g:.3g} of {pb.gbps:.4g} GB/s, {pb.by})")
@@ -146,7 +207,7 @@ def evaluate(matrix: list, by_node: dict, backend: str, unit: str, hosts: Option
              min_efficiency: Optional[float], slow_nodes: list = ()) -> tuple[dict, list]:
     """(fields for the links section, checks). slow_nodes: links.slow's verdict, explained where a node's own
     bound is what makes it slow."""
-    nb = node_bounds(by_node, len(matrix), backend)
+    nb = Bounds.read(by_node, len(matrix), backend)
     fields = section_fields(matrix, nb, unit)
     checks = [explain_slow(efficiency_check(matrix, nb, unit, hosts), nb, slow_nodes, hosts)]
     if min_efficiency is not None:

@@ -156,6 +156,7 @@ class Channel:
         self.torch = torch
         self.round_no, self.peer_id = round_no, peer_id
         self.td = timedelta(seconds=timeout_s)
+        self.limit_s = timeout_s
         self.budget = ctx.budget
         self.peer = 1 - pair_rank
         self.cuda = ctx.backend == "nccl" and str(ctx.device).startswith("cuda")
@@ -173,10 +174,17 @@ class Channel:
     def recv(self, t: Any) -> None:
         self.pg.recv([t], self.peer, 0).wait(self.td)
 
-    def tighten(self, first_s: float, limit_s: float) -> None:
-        """After the first transfer, bound each op by 20x its time (3 s at least): a peer that died without closing
-        its connection cleanly is then noticed in seconds, not after the whole --timeout."""
-        self.td = timedelta(seconds=self.budget.links_tightened_s(first_s, limit_s))
+    def begin(self, limit_s: float) -> None:
+        """A new direction: its first transfer gets its own bound (Budget.links_transfer_s), whatever the other
+        direction's transfers took; the tightened bound of a fast direction would time a slow one out."""
+        self.limit_s = limit_s
+        self.td = timedelta(seconds=limit_s)
+
+    def tighten(self, first_s: float, limit_s: Optional[float] = None) -> None:
+        """After a direction's first transfer, bound each op by 20x its time (3 s at least, this direction's limit
+        at most): a peer that died without closing its connection cleanly is then noticed in seconds."""
+        self.td = timedelta(seconds=self.budget.links_tightened_s(first_s, self.limit_s if limit_s is None
+                                                                    else limit_s))
 
     def start(self) -> Any:
         if self.cuda:
@@ -211,9 +219,11 @@ def _short(e: BaseException) -> str:
     return (text[:200] + "...") if len(text) > 200 else (text or type(e).__name__)
 
 
-def _send_side(ch: Channel, o: _Opts) -> list[float]:
-    """Sender's clock: send `size` bytes, then wait for the receiver's 4-byte ack (continue=1 / stop=0)."""
+def _send_side(ch: Channel, o: _Opts, limit_s: Optional[float] = None) -> list[float]:
+    """Sender's clock: send `size` bytes, then wait for the receiver's 4-byte ack (continue=1 / stop=0). limit_s:
+    this direction's transfer bound (Budget.links_transfer_s; None: the op bound)."""
     torch = ch.torch
+    ch.begin(o.timeout_s if limit_s is None else limit_s)
     buf = torch.empty(o.size, dtype=torch.uint8, device=ch.device)
     ack = torch.zeros(1, dtype=torch.int32, device=ch.device)
     times = []
@@ -223,7 +233,7 @@ def _send_side(ch: Channel, o: _Opts) -> list[float]:
         ch.recv(ack)
         dt = ch.elapsed_s(t0)
         if i == 0:
-            ch.tighten(dt, o.timeout_s)
+            ch.tighten(dt)
         if i >= o.warmup:
             times.append(dt)
         if int(ack.item()) == 0:
@@ -231,9 +241,10 @@ def _send_side(ch: Channel, o: _Opts) -> list[float]:
     return times
 
 
-def _recv_side(ch: Channel, o: _Opts) -> None:
+def _recv_side(ch: Channel, o: _Opts, limit_s: Optional[float] = None) -> None:
     """Receiver: after each transfer, tell the sender whether to go on (stops early once past the budget)."""
     torch = ch.torch
+    ch.begin(o.timeout_s if limit_s is None else limit_s)
     buf = torch.empty(o.size, dtype=torch.uint8, device=ch.device)
     go_on = torch.ones(1, dtype=torch.int32, device=ch.device)
     stop = torch.zeros(1, dtype=torch.int32, device=ch.device)
@@ -243,7 +254,7 @@ def _recv_side(ch: Channel, o: _Opts) -> None:
         t_i = time.monotonic()
         ch.recv(buf)
         if i == 0:
-            ch.tighten(time.monotonic() - t_i, o.timeout_s)
+            ch.tighten(time.monotonic() - t_i)
         last = i == total - 1 or (i >= o.warmup and time.monotonic() - t0 > o.budget_s)
         ch.send(stop if last else go_on)
         if last:
@@ -251,8 +262,9 @@ def _recv_side(ch: Channel, o: _Opts) -> None:
 
 
 def _measure_pair(ctx: WorkerContext, o: _Opts, kv: JsonStore, hb: _Heartbeat, r: int, me: int, peer: int,
-                  unit: str, transport: type) -> dict:
-    """Both directions of one pair; returns this side's transmit measurement (a->b is timed by a)."""
+                  unit: str, transport: type, limits: Optional[list] = None) -> dict:
+    """Both directions of one pair; returns this side's transmit measurement (a->b is timed by a). limits: the
+    [a->b, b->a] transfer bounds the coordinator derived from each direction's bound (None: the op bound)."""
     res: dict = {"peer": peer, "tx_gbps": None, "tx_us": [], "error": None}
     a, b = min(me, peer), max(me, peer)
     pair_kv = kv.scoped(f"pg/{r}/{a}-{b}/")
@@ -263,19 +275,28 @@ def _measure_pair(ctx: WorkerContext, o: _Opts, kv: JsonStore, hb: _Heartbeat, r
         pair_kv.wait_alive(f"hello/{peer}", o.budget.deadline(o.timeout_s), o.budget,
                            alive=lambda: _gone(hb, o, peer, unit), slice_s=o.budget.links_alive_check_s)
         ch = transport(ctx, _store_prefixed(pair_kv), 0 if me == a else 1, o.timeout_s, round_no=r, peer_id=peer)
-        for src, _dst in ((a, b), (b, a)):
+        for k, (src, _dst) in enumerate(((a, b), (b, a))):
+            limit = _limit(limits, k, o)
             if me == src:
-                times = _send_side(ch, o)
+                times = _send_side(ch, o, limit)
                 res["tx_us"] = [sig(t * 1e6) for t in times]
                 res["tx_gbps"] = o.size / o.stat(times) / 1e9
             else:
-                _recv_side(ch, o)
+                _recv_side(ch, o, limit)
     except Exception as e:
         res["error"] = _short(e)
     finally:
         if ch is not None:
             ch.close(failed=res["error"] is not None)
     return res
+
+
+def _limit(limits: Any, k: int, o: _Opts) -> float:
+    """Direction k's transfer bound from the go message (a peer's value: a number within [T, 100 T]), else T."""
+    v = limits[k] if isinstance(limits, list) and len(limits) == 2 else None
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v:
+        return min(max(float(v), o.timeout_s), o.budget.links_transfer_cap_s(o.timeout_s))
+    return o.timeout_s
 
 
 def _store_prefixed(kv: JsonStore) -> Any:
@@ -357,18 +378,20 @@ def _follow(ctx: WorkerContext, o: _Opts, kv: JsonStore, hb: _Heartbeat, me: Opt
             transport: type) -> dict:
     """A non-coordinating rank: take part in each round it is in until the coordinator says stop."""
     r = 0
+    round_s = o.round_bound_s
     try:
         while True:
             b = o.budget
-            bound = b.links_first_wait_s(o.timeout_s) if r == 0 else b.links_next_wait_s(o.round_bound_s, o.grace_s)
+            bound = b.links_first_wait_s(o.timeout_s) if r == 0 else b.links_next_wait_s(round_s, o.grace_s)
             msg = kv.wait_alive(f"go/{r}", b.deadline(bound), b, alive=lambda: _gone(hb, o, 0, unit),
                                 slice_s=b.links_alive_check_s, check=_go_record)
             if msg.get("stop") or (me is not None and me in msg.get("dead", ())):
                 break
+            round_s = _round_s(msg, o)
             if me is not None:
                 peer = next((b if a == me else a for a, b in msg["pairs"] if me in (a, b)), None)
-                res = (_measure_pair(ctx, o, kv, hb, r, me, peer, unit, transport) if peer is not None
-                       else {"peer": None})
+                res = (_measure_pair(ctx, o, kv, hb, r, me, peer, unit, transport,
+                                     _pair_limits(msg, me, peer)) if peer is not None else {"peer": None})
                 kv.set(f"done/{r}/{me}", res)
             r += 1
         return kv.wait_alive("final", o.budget.deadline(o.timeout_s), o.budget, alive=lambda: None,
@@ -382,6 +405,18 @@ def _follow(ctx: WorkerContext, o: _Opts, kv: JsonStore, hb: _Heartbeat, me: Opt
             "evidence": {"round": r}}], "error": why}
 
 
+def _pair_limits(msg: dict, me: int, peer: int) -> Optional[list]:
+    lim = msg.get("limits")
+    return lim.get(f"{min(me, peer)}-{max(me, peer)}") if isinstance(lim, dict) else None
+
+
+def _round_s(msg: dict, o: _Opts) -> float:
+    """One round's bound for the round `msg` starts: from its longest transfer bound (the coordinator's own rule)."""
+    lim = msg.get("limits") if isinstance(msg.get("limits"), dict) else {}
+    ops = [_limit(v, k, o) for v in lim.values() for k in (0, 1)]
+    return o.budget.links_round_s(max(ops, default=o.timeout_s), o.budget_s)
+
+
 class _Coordinator:
     def __init__(self, ctx: WorkerContext, o: _Opts, kv: JsonStore, hb: _Heartbeat, n: int, unit: str,
                  transport: type):
@@ -393,6 +428,7 @@ class _Coordinator:
         self.errors: dict[tuple, str] = {}
         self.rounds_run: list = []
         self.unmeasured: list = []
+        self.limits: dict = {}  # (a, b) -> that direction's transfer bound (Budget.links_transfer_s)
 
     def run(self) -> dict:
         o, ctx = self.o, self.ctx
@@ -413,6 +449,7 @@ class _Coordinator:
             stages = 0 if len(plan) == len(schedule.circle_rounds(self.n)) else 1
         if self.unit == "node":
             self._await_link_facts()
+            self._plan_limits()
         ctx.observer.start(len(plan), "links")
         t_start = time.monotonic()
         r = stage = 0
@@ -465,6 +502,17 @@ class _Coordinator:
             if todo:
                 time.sleep(b.links_poll_s)
 
+    def _plan_limits(self) -> None:
+        """Each direction's transfer bound from its expected bound (links/efficiency.py: a's egress, b's ingress),
+        so a slow-but-working link is measured slow rather than timed out."""
+        by_node = {x: f for x in range(self.n) if isinstance(f := self.kv.get_now(f"links/{x}"), dict)}
+        nb = efficiency.Bounds.read(by_node, self.n, self.ctx.backend)
+        for a in range(self.n):
+            for b in range(self.n):
+                if a != b:
+                    self.limits[(a, b)] = self.o.budget.links_transfer_s(self.o.size, nb.of(a, b).gbps,
+                                                                         self.o.timeout_s)
+
     def _retest_plan(self, stage: int, planned: int) -> list:
         """The rounds of re-test stage `stage`, planned from the matrix so far; `planned` rounds are already run."""
         c = classify(self.matrix, self.o.relative, self.o.min_gbps)
@@ -482,7 +530,7 @@ class _Coordinator:
             # The node that sat out the pairing (odd n) is measured too: otherwise nothing would be known of it.
             untested = [x for x in alive if x not in c.raw_counts]
             return schedule.scale_retest_rounds(suspects, good, measured, max_rounds=left - 1,
-                                                unmeasured_nodes=untested)
+                                                unmeasured_nodes=untested, others=alive)
         # Confirm: a slow pair neither of whose members is slow and both of which were re-tested.
         slow_nodes = set(c.slow_nodes)
         candidates = [(a, b) for a, b in suspects if a not in slow_nodes and b not in slow_nodes
@@ -496,15 +544,19 @@ class _Coordinator:
             if [a, b] not in live:
                 self.ctx.emit(ROW_KIND, {"round": r, "a": a, "b": b, "gbps_ab": None, "gbps_ba": None,
                                          "error": f"skipped: {self.unit} {a if a in self.dead else b} is dead"})
-        kv.set(f"go/{r}", {"pairs": live, "dead": sorted(self.dead)})
+        limits = {f"{a}-{b}": [sig(self.limits.get((a, b), o.timeout_s)), sig(self.limits.get((b, a), o.timeout_s))]
+                  for a, b in (sorted(p) for p in live)}
+        msg = {"pairs": live, "dead": sorted(self.dead), "limits": limits}
+        kv.set(f"go/{r}", msg)
         self.rounds_run.append(live)
         t0 = time.monotonic()
         peer = next((b if a == 0 else a for a, b in live if 0 in (a, b)), None)
-        mine = (_measure_pair(self.ctx, o, kv, self.hb, r, 0, peer, self.unit, self.transport) if peer is not None
-                else {"peer": None})
+        mine = (_measure_pair(self.ctx, o, kv, self.hb, r, 0, peer, self.unit, self.transport,
+                              _pair_limits(msg, 0, peer)) if peer is not None else {"peer": None})
+        round_s = _round_s(msg, o)
         kv.set(f"done/{r}/0", mine)
         alive = [x for x in range(self.n) if x not in self.dead]
-        got, missing = self._collect(r, alive, t0)
+        got, missing = self._collect(r, alive, t0, round_s)
         for x in missing:
             self.dead[x] = r
         for x, res in got.items():
@@ -527,11 +579,11 @@ class _Coordinator:
             self.ctx.emit(ROW_KIND, row)
             show_row(self.ctx.observer, ROW_KIND, row)
 
-    def _collect(self, r: int, alive: list, t0: float) -> tuple[dict, list]:
+    def _collect(self, r: int, alive: list, t0: float, round_s: Optional[float] = None) -> tuple[dict, list]:
         """Every alive participant's report for round r, within one round's bound. A node whose heartbeat stopped
         is dead at once; one whose partner saw the connection close gets only `grace_s` more."""
         kv, o = self.kv, self.o
-        end = o.budget.deadline(o.round_bound_s, since=t0)
+        end = o.budget.deadline(o.round_bound_s if round_s is None else round_s, since=t0)
         got: dict[int, dict] = {}
         suspects_since: Optional[float] = None
         while True:

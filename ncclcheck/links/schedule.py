@@ -144,6 +144,7 @@ def scale_retest_rounds(
     partners: int = 2,
     max_rounds: int = SCALE_MAX_ROUNDS - 2,
     unmeasured_nodes: Iterable[int] = (),
+    others: Iterable[int] = (),
 ) -> list[Round]:
     """Re-test every member of every slow pair against `partners` different good nodes, in at most max_rounds.
 
@@ -152,7 +153,9 @@ def scale_retest_rounds(
     is odd) are measured against good partners the same way, so no node goes untested. Each good node serves at
     most one re-test per round, so the rounds stay disjoint; members that do not fit (more suspects than good nodes
     can serve) are left out and the analysis says it could not tell (never a guess). The default leaves one round
-    of SCALE_MAX_ROUNDS for confirm_rounds.
+    of SCALE_MAX_ROUNDS for confirm_rounds. An unmeasured node with no good partner left is measured against
+    `others` (any live node): on 3 nodes whose one pair was slow, the node that sat out has no good partner, and
+    without this it would never be measured at all (issue 32's sweep).
     """
     good = sorted(set(good_nodes))
     done = {_norm(a, b) for a, b in measured}
@@ -161,6 +164,8 @@ def scale_retest_rounds(
     rounds: list[Round] = [[] for _ in range(max_rounds)]
     busy: list[set[int]] = [set() for _ in range(max_rounds)]
     load = {g: 0 for g in good}
+    spare = [o for o in dict.fromkeys(others) if o not in load]
+    unmeasured = set(unmeasured_nodes)
     for x in members:
         got = 0
         for i in range(max_rounds):
@@ -169,13 +174,15 @@ def scale_retest_rounds(
             if x in busy[i]:
                 continue
             options = [g for g in good if g != x and g not in busy[i] and _norm(x, g) not in done]
+            if not options and x in unmeasured:
+                options = [o for o in spare if o != x and o not in busy[i] and _norm(x, o) not in done]
             if not options:
                 continue
-            g = min(options, key=lambda p: (load[p], p))
+            g = min(options, key=lambda p: (load.get(p, 0), p))
             rounds[i].append(_norm(x, g))
             busy[i].update((x, g))
             done.add(_norm(x, g))
-            load[g] += 1
+            load[g] = load.get(g, 0) + 1
             got += 1
     return [sorted(r) for r in rounds if r]
 

@@ -7,7 +7,10 @@ One function per topology (docs/bounds.md gives each formula and its sources):
 - `ring_bound`      ring collectives across nodes: the slowest node's aggregate NIC bandwidth, capped by the
                     intra-node bound (nccl-tests' busbw is defined so that this is the figure to compare with);
 - `alltoall_bound`  all_to_all across nodes: one NIC of the slowest node;
-- `pair_bound`      a links pair: the smaller bound of its two ends.
+- `direction_bound` a links direction a -> b: the smaller of a's egress (line rate, shaper) and b's ingress (line
+                    rate, an ingress policer or an ingress redirect to a shaped ifb);
+- `pair_bound`      the smaller bound of two ends (kept for callers that judge both directions alike).
+A bound is an upper bound or nothing: a figure above it (`ABOVE_LIMIT_NOISE`) proves the bound wrong (`bound_wrong`).
 Figures are GB/s (1e9 bytes per second), as busbw is. Nothing here reads the machine: facts/links.py does.
 """
 
@@ -36,6 +39,10 @@ EXPECTED_FRACTION = {
 }
 NCCL_UNKNOWN_SPEED_GBIT = 10  # nccl src/transport/net_socket.cc: speed <= 0 -> assume 10000 Mb/s
 RING_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "sendrecv")
+# A measured figure above its bound by more than this share proves the bound wrong (never a figure to show): a token
+# bucket lets its burst through at line speed (tbf burst / transfer size: a few KB of MBs), timers are microseconds;
+# the lab's shaped links measure 0.93-0.96 of their shaper (docs/bounds.md).
+ABOVE_LIMIT_NOISE = 0.05
 NO_LINK = "none"  # Bound.transport when the figure crosses no link at all (one rank, loopback): nothing to judge
 
 
@@ -145,6 +152,58 @@ def netdev_bound(dev: dict) -> Bound:
     return Bound(None, f"{name}: {why}", "socket", False, tuple(notes))
 
 
+def ingress_limit(dev: dict) -> tuple:
+    """(GB/s or None, text, note or None) of what an interface's ingress lets in: a `police` action on its ingress
+    filters, or a mirred redirect to an ifb device whose egress is shaped (how ingress is shaped on Linux: the
+    Kubernetes bandwidth plugin, wondershaper). facts/links.py reads both (`dev["ingress"]`)."""
+    ing = dev.get("ingress")
+    if not isinstance(ing, dict):
+        return None, None, None
+    if ing.get("unavailable"):
+        return None, None, f"ingress filters not read: {ing['unavailable']}"
+    found = []
+    for rate in ing.get("police_bytes_per_s") or []:
+        if _num(rate):
+            g = _num(rate) / 1e9
+            found.append((g, f"ingress police {_gbit(g)}"))
+    note = None
+    if ing.get("police_rate_unknown"):
+        note = "an ingress policer whose rate tc did not print: what this host receives may be lower"
+    for red in ing.get("redirects") or []:
+        if not isinstance(red, dict):
+            continue
+        g, how, why = shaper_bound(red.get("shaper"))
+        if g is not None:
+            found.append((g, f"ingress via {red.get('dev', '?')}: {how}"))
+        elif why:
+            note = f"ingress redirected to {red.get('dev', '?')}: {why}"
+    if not found:
+        return None, None, note
+    g, how = min(found)
+    return g, how, note
+
+
+def netdev_ingress_bound(dev: dict) -> Bound:
+    """What one interface can receive: the smaller of its line rate and its ingress limit (policer, shaped ifb).
+    Its egress shaper does not apply: a tbf/htb qdisc shapes what a host sends."""
+    name = dev.get("name", "?")
+    line = _num(dev.get("speed_mbps")) / 8000 if _num(dev.get("speed_mbps")) else None
+    virtual = bool(dev.get("virtual"))
+    notes: list = []
+    if virtual and line is not None:
+        notes.append(f"{name} is virtual ({dev['virtual']}): {_gbit(line)} is not a line rate")
+    limited, how, note = ingress_limit(dev)
+    if note:
+        notes.append(f"{name}: {note}")
+    if limited is not None and (line is None or limited <= line):
+        return Bound(limited, f"{name}: {how}", "socket", False, tuple(notes))
+    if line is not None:
+        what = f"{_gbit(line)} veth/virtual" if virtual else f"{_gbit(line)} line rate"
+        return Bound(line, f"{name}: {what}", "socket", virtual, tuple(notes))
+    why = dev.get("speed_unknown") or "speed unknown"
+    return Bound(None, f"{name}: {why}", "socket", False, tuple(notes))
+
+
 # ---------------------------------------------------------------------------------------------- one node's NICs
 def _ib_selected(links: dict) -> list:
     env = links.get("env") or {}
@@ -170,11 +229,11 @@ def _socket_names(links: dict, backend: str) -> tuple:
 MALFORMED = (TypeError, ValueError, AttributeError, KeyError, IndexError, ZeroDivisionError, OverflowError)
 
 
-def nic_path(links: Optional[dict], backend: str, node: Any = None) -> Bound:
+def nic_path(links: Optional[dict], backend: str, node: Any = None, side: str = "egress") -> Bound:
     """nic_path_of, and for facts that came off the wire malformed (a peer may be hostile), an unknown bound that
     says so instead of an exception on node 0."""
     try:
-        return nic_path_of(links, backend, node)
+        return nic_path_of(links, backend, node, side)
     except MALFORMED as e:
         return Bound(None, f"node {node} sent malformed link facts ({type(e).__name__})")
 
@@ -187,10 +246,11 @@ def intra_node(links: Optional[dict], ranks: int, on_gpu: bool, node: Any = None
         return Bound(None, f"node {node} sent malformed link facts ({type(e).__name__})")
 
 
-def nic_path_of(links: Optional[dict], backend: str, node: Any = None) -> Bound:
+def nic_path_of(links: Optional[dict], backend: str, node: Any = None, side: str = "egress") -> Bound:
     """One node's network bound: NCCL on active IB/RoCE ports (NCCL_IB_HCA applied) sums their rates; otherwise
     the socket interfaces the backend uses (NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME, else the one the host name
-    resolves to) sum their egress bounds."""
+    resolves to) sum their egress bounds (side "egress": line rate, tbf/htb) or ingress bounds (side "ingress":
+    line rate, policer, shaped ifb)."""
     where = f"node {node} " if node is not None else ""
     if not isinstance(links, dict) or links.get("unavailable"):
         why = (links or {}).get("unavailable") if isinstance(links, dict) else "no link facts from this node"
@@ -210,7 +270,8 @@ def nic_path_of(links: Optional[dict], backend: str, node: Any = None) -> Bound:
     if names and loop == names:
         return Bound(None, f"{where}{loop[0]} is loopback ({how}): no link bounds it", NO_LINK)
     devs = {d.get("name"): d for d in links.get("netdevs") or []}
-    per = [netdev_bound(devs[n]) for n in names if n in devs]
+    one = netdev_ingress_bound if side == "ingress" else netdev_bound
+    per = [one(devs[n]) for n in names if n in devs]
     if not per:
         return Bound(None, f"{where}no socket interface known ({how} names none this node reported)", "socket",
                      notes=(f"NCCL's socket transport assumes {NCCL_UNKNOWN_SPEED_GBIT} Gb/s when it cannot read a "
@@ -312,6 +373,25 @@ def op_bound(op: str, nnodes: int, backend: str, ranks_per_node: int, nets: dict
     return b
 
 
+def direction_bound(tx: Bound, rx: Bound) -> Bound:
+    """A links direction a -> b: the smaller of the sender's egress (tx = nic_path(a, side="egress")) and the
+    receiver's ingress (rx = nic_path(b, side="ingress")). An egress shaper bounds only what its host sends; what a
+    host receives is bounded by the sender, its own line rate and its ingress limit. Unknown on either side: unknown
+    (a bound from one side alone could be too low: the other may be faster, never slower, than it says)."""
+    if tx.gbps is None or rx.gbps is None:
+        b = tx if tx.gbps is None else rx
+        return Bound(None, b.by, b.transport, notes=b.notes)
+    side, b = ("sender", tx) if tx.gbps <= rx.gbps else ("receiver", rx)
+    notes = tuple(dict.fromkeys(tx.notes + rx.notes))
+    return Bound(b.gbps, f"{b.by} ({side})", b.transport, b.virtual, notes)
+
+
+def bound_wrong(gbps: Optional[float], bound: Bound) -> bool:
+    """A figure above its bound (beyond ABOVE_LIMIT_NOISE) proves the bound wrong: it is not an efficiency to show."""
+    return (gbps is not None and bound.gbps is not None and bound.gbps > 0
+            and gbps > bound.gbps * (1 + ABOVE_LIMIT_NOISE))
+
+
 def pair_bound(a: Bound, b: Bound) -> Bound:
     """A links pair (either direction): the smaller bound of its two ends. The egress shaper is what a node can
     read; a link shaped one way only shows as an efficiency above 1 the other way."""
@@ -321,7 +401,8 @@ def pair_bound(a: Bound, b: Bound) -> Bound:
 
 
 def efficiency(busbw_gbps: Optional[float], bound: Bound) -> Optional[float]:
-    if bound.gbps is None or bound.gbps <= 0 or busbw_gbps is None:
+    """figure / bound; None when the bound is unknown or proven wrong (bound_wrong): never a figure above 1 + noise."""
+    if bound.gbps is None or bound.gbps <= 0 or busbw_gbps is None or bound_wrong(busbw_gbps, bound):
         return None
     return busbw_gbps / bound.gbps
 

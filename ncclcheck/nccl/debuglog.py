@@ -134,7 +134,8 @@ def parse_nccl_debug(text: str) -> dict:
 
 
 
-_LINE_HOST = re.compile(r"^([\w.-]+):\d+:\d+ \[\d+\] NCCL", re.M)
+_LINE_HOST = re.compile(r"^(?:\[[^\]\n]{0,64}\d\d:\d\d:\d\d[^\]\n]{0,32}\] ?)?([\w.-]+):\d+:\d+ \[\d+\] NCCL",
+                        re.M)
 
 
 def capture_host(path: str, text: str) -> Optional[str]:
@@ -158,8 +159,11 @@ _PREFIXES = (
     re.compile(r"^\[\d+,(\d+)\]<(?:stdout|stderr)>:\s?"),
     re.compile(r"^\s*(\d+): "),
 )
-# NCCL's own line header: "host:pid:tid [cudaDev] NCCL ..." (the device is the local GPU index)
-_NCCL_HEADER = re.compile(r"^([\w.-]+):(\d+):(\d+) \[(\d+)\] ")
+# NCCL's own line header: "host:pid:tid [cudaDev] NCCL ..." (the device is the local GPU index), after the timestamp
+# NCCL puts before WARN lines by default (src/debug.cc: NCCL_DEBUG_TIMESTAMP_LEVELS defaults to WARN, the format
+# NCCL_DEBUG_TIMESTAMP_FORMAT to "[%F %T] ")
+_TS = r"(?:\[[^\]\n]{0,64}\d\d:\d\d:\d\d[^\]\n]{0,32}\] ?)?"
+_NCCL_HEADER = re.compile(r"^" + _TS + r"([\w.-]+):(\d+):(\d+) \[(\d+)\] ")
 _INIT_RANK = re.compile(r"\bcomm 0x[0-9a-f]+ rank (\d+) nRanks (\d+)", re.IGNORECASE)
 
 

@@ -4,6 +4,11 @@
 (a peer died, a rank never came): `diagnose` names the earliest cause as the root cause and lists consequences after
 it. Messages and their meanings: NCCL-FACTS.md "After a failure" (NCCL's docs and issue threads, gloo's source).
 Pure: a line in, a classification out.
+
+NCCL's own texts are its WARN format strings (NVIDIA/nccl, cited per class; v2.28.9 is what torch 2.11-2.13 wheels
+ship, master is 2.30); a line NCCL printed as a WARN that no class names is still a cause (`nccl_warn`, last): a job
+that printed an NCCL WARN is never "nothing wrong". ROUTINE lines are what torch and its store print while working
+normally; they never become a cause, whatever words they share with a real failure.
 """
 
 from __future__ import annotations
@@ -26,14 +31,50 @@ def _rx(text: str) -> re.Pattern:
     return re.compile(text, re.IGNORECASE)
 
 
+# Lines that are routine, not failures: checked before TABLE, so they never become a cause.
+# - c10d's TCPStore client polls its socket with a short timeout and logs each poll that returned nothing
+#   (torch/csrc/distributed/c10d/socket.cpp, SocketImpl::waitForInput: "[c10d] waitForInput: poll for socket {}
+#   returned 0, likely a timeout" then "waitForInput: socket {} timed out after {}ms"); a wait that really failed
+#   raises DistStoreError / "Socket Timeout" / "wait timeout after", which TABLE reads. ncclcheck's guard waits on its
+#   store in 1 s polls, so every guarded job prints the pair (seen: "timed out after 999ms").
+# - torch's deprecation notice for an old variable name ("Environment variable TORCH_NCCL_TRACE_BUFFER_SIZE is
+#   deprecated; use TORCH_FR_BUFFER_SIZE instead").
+ROUTINE = re.compile(r"\bwaitForInput: (?:poll for socket .* returned 0, likely a timeout|socket .* timed out after "
+                     r"\d+\s*ms)|Environment variable \w+ is deprecated; use \w+ instead", re.IGNORECASE)
+
 # Order matters only where two patterns could match one line: the more specific first.
 TABLE: tuple = (
+    # src/plugin/net.cc (ncclNetInit, v2.28.9 l.379): no network plugin initialised: NCCL_NET names a network this
+    # host lacks (NCCL_NET=IB without an active HCA), or the external plugin library failed to load or init
+    FailureClass("net_plugin", _rx(r"Failed to initialize any NET plugin"), True,
+                 "NCCL could not initialise any network plugin (NCCL_NET names a network this host does not have, "
+                 "such as NCCL_NET=IB without an active InfiniBand/RoCE port, or the plugin library failed)",
+                 "unset NCCL_NET (NCCL then picks IB when a port is ACTIVE, else sockets) or repair the IB stack: "
+                 "`ncclcheck preflight` lists the HCAs and their port states; check NCCL_NET_PLUGIN / "
+                 "libnccl-net.so when a plugin is meant to load"),
+    # src/transport/net_ib.cc (v2.28.9 l.715; master net_ib/init.cc l.307-360): an HCA that cannot be opened or
+    # queried, or no IP interface for its out-of-band channel
+    FailureClass("ib_device", _rx(r"NET/IB\s*:\s*(?:Unable to (?:open|query) (?:device|port_num)|"
+                                  r"No IP interface found)"), True,
+                 "NCCL could not open or query an InfiniBand/RoCE device (driver, permissions, or a device that "
+                 "vanished)",
+                 "check the HCA on that host (/sys/class/infiniband, `ibv_devinfo`, dmesg for mlx5 errors, "
+                 "/dev/infiniband permissions in a container); pin NCCL_IB_HCA to the ports `ncclcheck preflight` "
+                 "finds ACTIVE"),
+    # src/init.cc (v2.28.9 l.896; master l.1043) "Mismatched NCCL version detected : rank %d version %d rank %d
+    # version %d"; src/ras/ras.cc "NCCL version mismatch with remote peer %s"
+    FailureClass("version_mismatch", _rx(r"Mismatched NCCL version detected|NCCL version mismatch with remote peer"),
+                 True, "the ranks run different NCCL versions",
+                 "install the same torch/NCCL build on every node (`ncclcheck preflight` compares versions across "
+                 "nodes: versions.consistent)"),
     FailureClass("no_socket_interface", _rx(r"Bootstrap\s*:\s*no socket interface found|"
                                             r"NET/Socket\s*:\s*no (?:usable )?interface found|"
                                             r"no socket interface found"), True,
                  "NCCL found no usable socket interface (NCCL_SOCKET_IFNAME matches nothing on this host)",
                  "set NCCL_SOCKET_IFNAME to an interface that is up on every node (`ncclcheck recommend --format env`"
                  " names it); `ip -br addr` shows the names"),
+    # src/init.cc (v2.28.9 l.904, removed in 2.30) "Duplicate GPU detected : rank %d and rank %d both on CUDA
+    # device %lx"
     FailureClass("duplicate_gpu", _rx(r"Duplicate GPU detected"), True,
                  "two ranks use the same GPU",
                  "call torch.cuda.set_device(LOCAL_RANK) before init_process_group, or give each rank its own "
@@ -43,6 +84,15 @@ TABLE: tuple = (
                  "InfiniBand/RoCE transport retries exceeded (a link, routing or a lossy fabric)",
                  "check the named HCA's port counters (perfquery, ethtool -S), cables and switch port; on RoCE "
                  "check PFC/ECN and NCCL_IB_GID_INDEX; `ncclcheck links` finds the slow or failing pair"),
+    # src/include/checks.h / cudawrap.h "Cuda failure '%s'" and "Cuda failure %d '%s'" (NCCL's CUDA calls), NCCL's
+    # ncclUnhandledCudaError text, torch's "CUDA error: ..." (a kernel fault such as a device-side assert surfaces on
+    # the stream the collective runs on)
+    FailureClass("cuda_error", _rx(r"Cuda failure (?:\d+ )?'|\bCUDA error: |unhandled cuda error|"
+                                   r"device-side assert triggered"), True,
+                 "a CUDA error on the rank's own GPU (a kernel fault, out of memory, or a GPU in a bad state)",
+                 "read the first CUDA error of that rank: rerun with CUDA_LAUNCH_BLOCKING=1 to name the kernel; on "
+                 "its host `nvidia-smi -q` and `dmesg -T | grep -i xid` for a GPU fault; drain the node if Xid 48/"
+                 "79/94 appear"),
     FailureClass("unhandled_system_error", _rx(r"unhandled system error"), True,
                  "a system call NCCL made failed (shared memory, memlock, or a device)",
                  "read the NCCL WARN lines just before it (NCCL_DEBUG=INFO): /dev/shm too small (docker "
@@ -75,9 +125,10 @@ TABLE: tuple = (
                  "pin NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME to the interface every node routes over "
                  "(`ncclcheck recommend`); `ncclcheck preflight` probes every pair on every interface "
                  "(net.peer_reachability)"),
+    # TCPStore's failures as torch raises them (never the routine waitForInput poll above)
     FailureClass("init_timeout", _rx(r"Socket Timeout|DistStoreError|wait timeout after \d+\s*ms|"
-                                     r"timed out after \d+\s*ms|Timed out (?:after|waiting) .*(?:clients|workers|"
-                                     r"store|rendezvous|join)|bootstrap.*time(?:d)? ?out"), True,
+                                     r"client socket has timed out after|Timed out (?:after|waiting) .*(?:clients|"
+                                     r"workers|store|rendezvous|join)|bootstrap.*time(?:d)? ?out"), True,
                  "the ranks did not all join in time (a rank never started, or could not reach the others)",
                  "find the rank that never joined (launcher output, `ncclcheck preflight` on the same nodes); check "
                  "the master address, port and firewall"),
@@ -94,14 +145,45 @@ TABLE: tuple = (
                  False,
                  "a peer closed the connection (it died or was stopped)",
                  "look at the peer that died first: its exit signal in the launcher's failure table, its own log"),
+    # Slurm's own words for a step it ended (slurmstepd's format strings, Slurm 22.05 as installed here):
+    # "*** %s ON %s CANCELLED AT %s DUE TO TIME LIMIT ***" (also PREEMPTION, NODE FAILURE, JOB REQUEUE; none: scancel)
+    FailureClass("scheduler_cancelled", _rx(r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+"), True,
+                 "the scheduler ended the job (its time limit, a preemption, a node failure, a requeue or scancel: the "
+                 "line says which)",
+                 "a time limit: raise --time or checkpoint more often; a preemption or requeue: run in a partition or "
+                 "QOS that is not preempted; a node failure: `sinfo -R` names the node, drain it"),
+    # the cgroup OOM handler, as slurmstepd reports it ("Detected %lu oom-kill event(s) in %ps. Some of your processes
+    # may have been killed by the cgroup out-of-memory handler.") and the kernel ("Out of memory: Killed process")
+    FailureClass("oom_killed", _rx(r"Detected \d+ oom-kill event|Out of memory: Killed process|"
+                                   r"Memory cgroup out of memory"), True,
+                 "the out-of-memory killer killed a process (host memory of the job or its cgroup, not GPU memory)",
+                 "give the job more host memory (--mem, the container's limit) or use less: fewer data-loader workers, "
+                 "smaller pinned buffers; `dmesg -T | grep -i oom` on the host names the process"),
+    # any other WARN NCCL printed (src/debug.cc: "host:pid:tid [dev] file:line NCCL WARN msg"): a cause whose words
+    # no class above knows; the line itself is what the report shows
+    FailureClass("nccl_warn", _rx(r"\bNCCL WARN\b"), True, "NCCL warned",
+                 "read the WARN line and the NCCL INFO lines before it (NCCL_DEBUG=INFO "
+                 "NCCL_DEBUG_SUBSYS=INIT,NET); `ncclcheck preflight` checks the interfaces, HCAs and limits NCCL "
+                 "needs"),
 )
-BY_ID = {c.id: c for c in TABLE}
+# A Python exception that ended a process, when no class above names its message (postmortem/analyze.py finds the
+# line that ends a traceback): the process failed, and its own words are the best-supported cause there is.
+EXCEPTION = FailureClass("exception", _rx(r"$^"), True, "raised an exception",
+                         "read the exception and the traceback above it in that rank's output")
+# ncclcheck's guard raised PreflightFailed in the job (its preflight failed): the job never trained, and the guard's
+# first failing check is why (its report's other lines are ncclcheck's own, never read as the job's causes)
+GUARD_FAILED = FailureClass("guard_failed", _rx(r"$^"), True, "ncclcheck's guard stopped the job before training",
+                            "fix what the guard's first failing check names (its fix line; the full report is on "
+                            "global rank 0's stderr), then relaunch")
+BY_ID = {c.id: c for c in (*TABLE, EXCEPTION, GUARD_FAILED)}
 _SEQ = re.compile(r"SeqNum=(\d+)|Timeout at NCCL work: (\d+)", re.IGNORECASE)
 _OPTYPE = re.compile(r"OpType=(\w+)")
 
 
 def classify(line: str) -> Optional[FailureClass]:
-    """The failure class of one log line, or None."""
+    """The failure class of one log line, or None (also for a ROUTINE line)."""
+    if ROUTINE.search(line):
+        return None
     for c in TABLE:
         if c.pattern.search(line):
             return c
@@ -112,6 +194,15 @@ def seq_of(line: str) -> Optional[int]:
     """The collective sequence number a watchdog line names (SeqNum=N / Timeout at NCCL work: N)."""
     m = _SEQ.search(line)
     return int(m.group(1) or m.group(2)) if m else None
+
+
+_WARN_TEXT = re.compile(r"NCCL WARN\s*(.*)")
+
+
+def warn_text(line: str) -> str:
+    """What an NCCL WARN line says, without its header."""
+    m = _WARN_TEXT.search(line)
+    return m.group(1).strip()[:300] if m else line.strip()[:300]
 
 
 def optype_of(line: str) -> Optional[str]:

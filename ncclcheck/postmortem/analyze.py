@@ -9,10 +9,11 @@ report's `postmortem` section: plain JSON, which checks/postmortem.py turns into
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 from ..nccl import failures
-from ..nccl.debuglog import nccl_header, parse_nccl_debug, split_by_rank
+from ..nccl.debuglog import nccl_header, parse_nccl_debug, split_by_rank, split_prefix
 from . import flight
 from .inputs import Inputs
 
@@ -62,21 +63,136 @@ def _hosts(inp: Inputs, preflight: Optional[dict], log_ranks: dict) -> dict:
     return out
 
 
+# ncclcheck's own console report inside a job's output (the guard prints it on rank 0): from its header line to its
+# summary line. Its rows quote what it found ("No route to host" in a probe's detail): never a cause of the job's.
+_OWN_HEAD = re.compile(r"^ncclcheck \w+ \d+ node\(s\)")
+_OWN_END = re.compile(r"^(?:PASS|WARN|FAIL|ERROR)\s+\d+ passed, \d+ warnings?, \d+ failed")
+_OWN_LINE = re.compile(r"^ncclcheck[ .:]")
+_GUARD_RANK = re.compile(r"preflight failed \(rank (\d+)")
+_OWN_TAIL = re.compile(r"^(?:root cause on node \d+:|fix: )")
+OWN_BLOCK_LINES = 5000  # a report longer than this is not one report: stop skipping
+
+
+def strip_own_output(text: str) -> str:
+    """The text with ncclcheck's own lines blanked (line numbers kept): its console reports and its one-line
+    messages ("ncclcheck.guard armed ..."). What the job printed stays."""
+    lines = text.splitlines()
+    inside, tail = 0, False
+    for i, raw in enumerate(lines):
+        line = split_prefix(raw)[1].lstrip()
+        if tail:  # the report's closing "root cause on node N: ..." / "fix: ..." lines
+            if _OWN_TAIL.match(line):
+                lines[i] = ""
+                continue
+            tail = False
+        if inside == 0 and _OWN_HEAD.match(line):
+            inside = OWN_BLOCK_LINES
+        if inside > 0:
+            lines[i] = ""
+            inside, tail = (0, True) if _OWN_END.match(line) else (inside - 1, False)
+        elif _OWN_LINE.match(line) and "PreflightFailed" not in line:
+            lines[i] = ""
+    return "\n".join(lines)
+
+
+# gloo's enforce failures end in std::terminate: the process that printed the line is the one that died of SIGABRT
+# (torchrun prints a worker's stderr without a rank prefix unless asked, so the line alone names no rank)
+_GLOO_ABORT = re.compile(r"gloo::EnforceNotMet|enforce fail at .*gloo|Received data size doesn't match|"
+                         r"terminate called after throwing", re.IGNORECASE)
+
+
+def _short(host: Optional[str]) -> str:
+    return (host or "").split(".")[0].lower()
+
+
+def _tie_aborts(events: list, failures_: list) -> None:
+    """Rank-less lines tied to a rank by the launcher's failure table (torchrun prefixes only Python's tracebacks
+    with `[rankN]:`; C++ and NCCL write to stderr bare):
+    - a gloo abort: the one rank that launcher saw die of SIGABRT (more than one: it stays rank-less);
+    - the last line of a Python traceback (the exception that ended a process): the one rank that launcher saw
+      exit with a code;
+    - an NCCL line "host:pid:tid [dev]": the one failed rank of that host whose local rank is that device (ranks
+      call set_device(LOCAL_RANK); two ranks on one device stay rank-less)."""
+    ranked = [f for f in failures_ if isinstance(f.get("rank"), int)]
+    if not ranked:
+        return
+    by_dev: dict = {}  # (short host, local rank) -> failed ranks there
+    aborted: dict = {}  # launcher output -> its ranks that died of SIGABRT
+    exited: dict = {}  # launcher output -> its ranks that exited with a code
+    for f in ranked:
+        by_dev.setdefault((_short(f.get("host")), f.get("local_rank")), []).append(f)
+        if f.get("signal") == "SIGABRT":
+            aborted.setdefault(f.get("source"), []).append(f)
+        elif not f.get("signal") and isinstance(f.get("exitcode"), int) and f["exitcode"] > 0:
+            exited.setdefault(f.get("source"), []).append(f)
+    for e in events:
+        if e["rank"] is not None:
+            continue
+        head = nccl_header(e["line"])
+        if head is not None:
+            if e["class"] == "duplicate_gpu":  # two ranks on one device: the device names neither
+                continue
+            same = by_dev.get((_short(head["host"]), head["cuda_dev"]), [])
+            if len(same) == 1:
+                e["rank"], e["tied"] = same[0]["rank"], "NCCL's host and device = the launcher's host and local rank"
+            continue
+        if e.get("raised"):  # a traceback's last line: the process it ended exited 1 (Python), not by a signal
+            one = exited.get(e["source"], [])
+            if len(one) == 1:
+                e["rank"], e["host"] = one[0]["rank"], one[0].get("host")
+                e["tied"] = "the launcher's failure table: the only rank that exited with a code (an exception)"
+            continue
+        if not _GLOO_ABORT.search(e["line"]):
+            continue
+        one = aborted.get(e["source"], [])
+        if len(one) == 1:
+            e["rank"], e["host"] = one[0]["rank"], one[0].get("host")
+            e["tied"] = "the launcher's failure table: the only rank that died of SIGABRT"
+
+
+_TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):")
+_RAISED = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Failed|Interrupt))(?::|$)")
+
+
+def _exceptions(lines: list) -> set:
+    """Indices of the exception lines that end Python tracebacks ("RuntimeError: ..."): a process that printed one
+    ended in it. torchrun's own ChildFailedError is the launcher reporting a worker, not a failure of its own."""
+    out: set = set()
+    inside = False
+    for i, line in enumerate(lines):
+        if _TRACEBACK.match(line):
+            inside = True
+        elif inside and (m := _RAISED.match(line)):
+            inside = False
+            if not m.group(1).endswith("ChildFailedError"):
+                out.add(i)
+    return out
+
+
 def _logs(inp: Inputs) -> tuple:
     """(events, per-rank NCCL facts, rank -> host info): every classified line with its rank, in file order."""
     events: list = []
     per_rank: dict = {}
     hosts: dict = {}
     for path, text in inp.logs:
+        text = strip_own_output(text)
         for rank, lines in split_by_rank(text).items():
+            raised = _exceptions(lines)
             for i, line in enumerate(lines):
                 cls = failures.classify(line)
+                if cls is None and i in raised:
+                    cls = failures.GUARD_FAILED if "PreflightFailed" in line else failures.EXCEPTION
+                said = rank
+                if cls is failures.GUARD_FAILED:  # the guard's verdict: its first failing check is the next line
+                    m = _GUARD_RANK.search(line)  # its message names the rank that raised it
+                    said = rank if rank is not None or not m else int(m.group(1))
+                    line = next((ln.strip() for ln in lines[i + 1:i + 3] if ln.strip()), line)
                 if cls is None:
                     continue
                 head = nccl_header(line)
-                events.append({"rank": rank, "class": cls.id, "cause": cls.cause, "line": line.strip()[:400],
+                events.append({"rank": said, "class": cls.id, "cause": cls.cause, "line": line.strip()[:400],
                                "source": path, "order": (path, i), "host": head["host"] if head else None,
-                               "seq": failures.seq_of(line)})
+                               "seq": failures.seq_of(line), "raised": i in raised})
             if rank is None:
                 continue
             if any("NCCL" in ln for ln in lines):
@@ -91,6 +207,7 @@ def _logs(inp: Inputs) -> tuple:
         if cls is not None:
             events.append({"rank": e.get("rank"), "class": cls.id, "cause": cls.cause, "line": e["message"][:400],
                            "source": e["path"], "order": (e["path"], 0), "host": None, "seq": None})
+    _tie_aborts(events, inp.failures)
     return events, per_rank, hosts
 
 
@@ -169,6 +286,8 @@ def _fr_causes(groups: list, inp: Inputs, hosts: dict, by_rank: dict) -> list:
             causes.append({"kind": "blocked", "cause": False, "pg": g["pg"], "seq": g["seq"], "ranks": behind,
                            "text": f"{ranks_text(behind)} did not reach {_coll(g)}: they were waiting in another "
                                    "group's collective", "fix": "", "source": "flight recorder"})
+    for g in groups:
+        causes.extend(_state_causes(g, inp, hosts))
     if not any(c["cause"] for c in causes) and any(c["kind"] == "blocked" for c in causes):
         causes.insert(0, _cycle(inp, hosts, [r for c in causes if c["kind"] == "blocked" for r in c["ranks"]]))
         causes = [c for c in causes if c]
@@ -178,6 +297,47 @@ def _fr_causes(groups: list, inp: Inputs, hosts: dict, by_rank: dict) -> list:
         return 0 if c["kind"] != "never_entered" or any(x[0] == c["pg"] for x in last) else 1
 
     return sorted(causes, key=lambda c: (c["kind"] == "never_entered", stopped_here(c)))
+
+
+def _state_causes(g: dict, inp: Inputs, hosts: dict) -> list:
+    """Where the ranks that entered the last collective stand in it (NCCL's flight recorder): "scheduled" with
+    timing on = called, its GPU never started it (its stream busy in earlier work); "started" on every rank = it
+    began and never finished (a peer's GPU, a NIC or a link). Without TORCH_NCCL_ENABLE_TIMING=1 torch never
+    records "started", so "scheduled" says nothing about the GPU: then only that it did not complete."""
+    opened = {int(r): st for r, st in (g.get("open_states") or {}).items()
+              if int(r) in inp.dumps and inp.dumps[int(r)].backend == "nccl"}
+    if not opened:
+        return []
+    timed = set(g.get("timing") or [])
+    not_started = sorted(r for r, st in opened.items() if st == "scheduled" and r in timed)
+    started = sorted(r for r, st in opened.items() if st == "started")
+    unknown = sorted(r for r, st in opened.items() if st == "scheduled" and r not in timed)
+    coll = _coll(g)
+    if not_started:
+        who = _who(not_started[0], hosts) if len(not_started) == 1 else ranks_text(not_started)
+        rest = f"; {ranks_text(started)} started it and waited" if started else ""
+        return [{"kind": "not_started", "cause": True, "pg": g["pg"], "seq": g["seq"], "ranks": not_started,
+                 "text": f"{who} called {coll} but its GPU never started it (flight recorder: state scheduled, "
+                         f"timing on): its CUDA stream was still busy with earlier work{rest}",
+                 "fix": "look at that rank's GPU, not the network: a kernel before the collective did not end (a "
+                        "hung or very long kernel, a spin on device memory, a GPU fault): `py-spy dump --native "
+                        "--pid` on a live hang, `nvidia-smi` (100 % utilisation on that GPU), `dmesg -T | grep -i "
+                        "xid` on its host", "source": "flight recorder"}]
+    if started and not g["not_entered"] and not g["no_dump"] and not unknown:
+        return [{"kind": "stalled", "cause": True, "pg": g["pg"], "seq": g["seq"], "ranks": started,
+                 "text": f"{ranks_text(started) if len(started) > 1 else _who(started[0], hosts)} started {coll} "
+                         "and never finished it (flight recorder: state started): the collective stalled inside "
+                         "NCCL, a peer's GPU, a NIC or a link",
+                 "fix": "find the link: `ncclcheck links` on the same nodes (pairwise), NCCL's RAS (`ncclras`) on a "
+                        "live hang, the NICs' error counters; NCCL_DEBUG=INFO shows which transport each peer used",
+                 "source": "flight recorder"}]
+    if unknown:
+        return [{"kind": "not_completed", "cause": False, "pg": g["pg"], "seq": g["seq"], "ranks": unknown,
+                 "text": f"{ranks_text(unknown)} never completed {coll}; whether their GPUs started it is unknown "
+                         "(the job ran without TORCH_NCCL_ENABLE_TIMING=1)",
+                 "fix": "arm the next run: ncclcheck recommend --postmortem DIR --format env (sets "
+                        "TORCH_NCCL_ENABLE_TIMING=1)", "source": "flight recorder"}]
+    return []
 
 
 def _cycle(inp: Inputs, hosts: dict, blocked: list) -> Optional[dict]:
@@ -210,36 +370,98 @@ def _cycle(inp: Inputs, hosts: dict, blocked: list) -> Optional[dict]:
     return None
 
 
+def _exit_text(f: dict) -> str:
+    if f.get("signal"):
+        return f"died of {f['signal']}"
+    return f"exited with code {f.get('exitcode')}"
+
+
+def first_failure(by_rank: dict) -> Optional[int]:
+    """torchrun's "first observed failure": each agent (one per node) names its own; across nodes the earliest by
+    its time stamp, and at one second's resolution a rank killed by a signal (never SIGTERM: the agent's own stop)
+    before one that exited with a code (often a peer's consequence)."""
+    firsts = [f for f in by_rank.values() if f.get("first")]
+    if not firsts:
+        return None
+    best = min(firsts, key=lambda f: (str(f.get("time") or ""), f.get("signal") in (None, "SIGTERM"), f["rank"]))
+    return best["rank"]
+
+
+def _failed(f: dict) -> bool:
+    """A launcher's record of a rank that ended badly: a signal or a non-zero exit code."""
+    return bool(f.get("signal")) or (isinstance(f.get("exitcode"), int) and f["exitcode"] != 0)
+
+
+_OWN_DEATHS = ("SIGKILL", "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE")
+
+
 def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: dict, have_cause: bool) -> list:
     out = []
     no_dump = sorted({r for g in groups for r in g["no_dump"]} |
                      ({r for r in world if r not in inp.dumps} if inp.dumps else set()))
-    if not inp.dumps:  # no flight recorder at all: the launcher's dead ranks alone
-        no_dump = sorted(r for r, f in by_rank.items() if f.get("signal"))
+    if not inp.dumps:  # no flight recorder at all: the launcher's failed ranks alone (a signal or an exit code)
+        no_dump = sorted(r for r, f in by_rank.items() if _failed(f))
+    first = first_failure(by_rank)
+    firsts = {r for r, f in by_rank.items() if f.get("first")}
+
     def order(r: int) -> tuple:  # the launcher's first failure first; SIGTERM is usually the launcher stopping others
         f = by_rank.get(r) or {}
-        return (not f.get("first"), f.get("signal") == "SIGTERM", not f.get("signal"), str(f.get("time") or ""), r)
+        return (r != first, not f.get("first"), f.get("signal") == "SIGTERM", not f.get("signal"),
+                str(f.get("time") or ""), r)
 
     for r in sorted(no_dump, key=order):
+        f = by_rank.get(r) or {}
         death = _death(r, by_rank)
         where = next((g for g in groups if r in g["no_dump"]), None)
-        text = f"{_who(r, hosts)} left no dump" if inp.dumps else f"{_who(r, hosts)} died"
+        # torchrun stops the other workers with SIGTERM once one failed: those are consequences of the first
+        stopped = f.get("signal") == "SIGTERM" and first is not None and r not in firsts
+        kind = "no_dump" if inp.dumps else "died" if f.get("signal") else "exited"
+        # torchrun's first observed failure is the root; an abort or an exit code after it is usually its
+        # consequence (NCCL's watchdog, gloo, Python), but a kill from outside (the OOM killer, an operator) or a
+        # crash is nobody's: two at once are two causes. Any of them yields to a cause found elsewhere (have_cause).
+        own = f.get("signal") in _OWN_DEATHS
+        cause = not have_cause and not stopped and (first is None or r == first or own)
+        if kind == "exited":
+            text = f"{_who(r, hosts)} {_exit_text(f)}"
+            if cause:
+                text = "the job failed, cause not identified: " + text
+        else:
+            text = f"{_who(r, hosts)} left no dump" if inp.dumps else f"{_who(r, hosts)} died"
+        if r == first and len(by_rank) > 1:
+            text += " (the launcher's first observed failure)"
         if where is not None:
             text += f"; the other ranks were in {_coll(where)}"
-        if death:
+        if death and kind != "exited":
             text += f"; {death}"
+        if stopped:
+            text += f" (the launcher stopped it after rank {first} failed)"
+        fix = ("read that rank's own output, the last lines before it exited (torchrun --redirects 3 --log-dir DIR "
+               "keeps each rank's apart), and arm the next run so it leaves what names the cause: ncclcheck "
+               "recommend --postmortem DIR --format env" if kind == "exited" else
+               "find why it died: `dmesg -T | grep -i -e oom -e killed` on its host (the OOM killer sends SIGKILL), "
+               "the scheduler's log (preemption, time limit), its own stderr")
         # with nothing else found, the rank that left nothing is the suspect, signal or not
-        out.append({"kind": "no_dump" if inp.dumps else "died", "cause": not have_cause,
+        out.append({"kind": kind, "cause": cause,
                     "pg": where["pg"] if where else None, "seq": where["seq"] if where else None, "ranks": [r],
-                    "text": text, "fix": "find why it died: `dmesg -T | grep -i -e oom -e killed` on its host (the "
-                    "OOM killer sends SIGKILL), the scheduler's log (preemption, time limit), its own stderr",
+                    "text": text, "fix": "" if stopped else fix,
                     "source": "launcher" if death else "flight recorder"})
     return out
 
 
-def _log_causes(events: list, hosts: dict) -> list:
+# What a rank sees when a peer is gone: after the launcher's first observed failure, these lines on the other ranks
+# are its consequences (a reconnect refused, a store wait that timed out, NCCL's WARN about the closed socket, the
+# survivor's own exception wrapping the collective's error), not causes of their own. Lines that name a fault of the
+# rank itself (its socket interface, its GPU, its HCA) stay causes wherever they are.
+_AFTER_A_DEATH = ("connection_refused", "no_route", "init_timeout", "nccl_warn", "exception",
+                  "unhandled_system_error")
+
+
+def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> list:
     out = []
     seen: set = set()
+    by_rank = by_rank or {}
+    first = first_failure(by_rank)
+    after_first = first is not None and by_rank[first].get("signal") != "SIGTERM"
     for e in events:
         key = (e["class"], e["rank"])
         if key in seen:
@@ -249,10 +471,20 @@ def _log_causes(events: list, hosts: dict) -> list:
         who = (_who(e["rank"], hosts) if e["rank"] is not None else f"host {e['host']}" if e["host"] else
                f"{e['source'].rsplit('/', 1)[-1]} (no rank on the line)")
         seq = f" (SeqNum {e['seq']})" if e.get("seq") is not None else ""
-        out.append({"kind": e["class"], "cause": cls.cause, "pg": None, "seq": e.get("seq"),
-                    "ranks": [e["rank"]] if e["rank"] is not None else [], "text": f"{who}: {cls.what}{seq}",
-                    "fix": cls.fix, "line": e["line"], "source": e["source"]})
-    return out
+        what = (f"{cls.what}: {failures.warn_text(e['line'])}" if cls.id == "nccl_warn" else
+                f"{cls.what}: {e['line'][:300]}" if cls.id in ("exception", "guard_failed") else cls.what)
+        cause = cls.cause
+        if cause and after_first and e["rank"] is not None and e["rank"] != first and cls.id in _AFTER_A_DEATH:
+            cause = False
+            what += f" (after rank {first} {_exit_text(by_rank[first])}, the launcher's first observed failure)"
+        c = {"kind": e["class"], "cause": cause, "pg": None, "seq": e.get("seq"),
+             "ranks": [e["rank"]] if e["rank"] is not None else [], "text": f"{who}: {what}{seq}",
+             "fix": cls.fix, "line": e["line"], "source": e["source"]}
+        if e.get("tied"):
+            c["tied_by"] = e["tied"]
+        out.append(c)
+    # torchrun's "first observed failure" first: its own lines before other ranks' (file order within each)
+    return sorted(out, key=lambda c: c["ranks"] != [first]) if first is not None else out
 
 
 def _ras_causes(inp: Inputs) -> tuple:
@@ -311,11 +543,12 @@ def analyse(inp: Inputs, preflight: Optional[dict] = None) -> dict:
     by_rank = {f["rank"]: f for f in inp.failures if isinstance(f.get("rank"), int)}
     groups = flight.analyse_groups(inp.dumps, world)
     fr = _fr_causes(groups, inp, hosts, by_rank)
-    logs = _log_causes(events, hosts)
+    logs = _log_causes(events, hosts, by_rank)
     have = any(c["cause"] for c in fr + logs + ras)
     dead = _dead_causes(groups, world, inp, hosts, by_rank, have)
     ordered = ([c for c in fr if c["cause"]] + [c for c in ras if c["cause"]] + [c for c in logs if c["cause"]] +
                [c for c in dead if c["cause"]] + [c for c in fr + ras + dead + logs if not c["cause"]])
+    ordered = _never_nothing(ordered, by_rank, hosts)
     verdict = _verdict(ordered, groups, hosts, by_rank)
     ranks = []
     for r in world:
@@ -334,12 +567,39 @@ def analyse(inp: Inputs, preflight: Optional[dict] = None) -> dict:
         "groups": groups if len(world) <= 4096 else [dict(g, last_enqueued={}, last_completed={}, windows={})
                                                      for g in groups],
         "causes": ordered,
-        "launcher": {"failures": inp.failures, "first": next((f["rank"] for f in inp.failures if f.get("first")),
-                                                             None)},
+        "launcher": {"failures": inp.failures, "first": first_failure(by_rank)},
         "error_files": [{k: e[k] for k in ("path", "rank", "message")} for e in inp.error_files],
         "transport": _transport(per_rank, preflight),
         "timeline": flight.timeline(inp.dumps) if len(inp.dumps) <= 256 else {},
     }
+
+
+def _never_nothing(causes: list, by_rank: dict, hosts: dict) -> list:
+    """A job that failed is never "nothing wrong": with no cause found, a rank the launcher saw fail, or a failure
+    message that is only a consequence (a watchdog timeout, a peer gone), becomes "the job failed, cause not
+    identified", the root. RAS's "unresponsive" alone is not a failure (the job may still run)."""
+    if any(c["cause"] for c in causes):
+        return causes
+    first = first_failure(by_rank)
+    failed = sorted((f for f in by_rank.values() if _failed(f)),
+                    key=lambda f: (f["rank"] != first, f.get("signal") == "SIGTERM", f["rank"]))
+    seen = [c for c in causes if c["kind"] != "ras_unresponsive"]
+    if failed:
+        f = failed[0]
+        text = f"the job failed, cause not identified: {_who(f['rank'], hosts)} {_exit_text(f)}"
+        ranks = [f["rank"]]
+    elif seen:
+        text = f"the job failed, cause not identified: {seen[0]['text']}"
+        ranks = seen[0]["ranks"]
+    else:
+        return causes
+    if seen:
+        text += f"; then {len(seen)} consequence(s), the first: {seen[0]['text']}" if failed else ""
+    root = {"kind": "job_failed", "cause": True, "pg": None, "seq": None, "ranks": ranks, "text": text,
+            "fix": "arm the next run so it leaves what names the cause (flight recorder with timing, NCCL's WARN "
+                   "lines): ncclcheck recommend --postmortem DIR --format env; keep each rank's output (torchrun "
+                   "--redirects 3 --log-dir DIR)", "source": "launcher" if failed else seen[0].get("source")}
+    return [root, *causes]
 
 
 def _verdict(causes: list, groups: list, hosts: dict, by_rank: dict) -> Optional[str]:
@@ -354,7 +614,7 @@ def _verdict(causes: list, groups: list, hosts: dict, by_rank: dict) -> Optional
             if c is not root and c["kind"] == "no_dump" and c["ranks"] == [r]:
                 text += f"; rank {r} left no dump"
         death = _death(r, by_rank)
-        if death and death not in text:
+        if death and death not in text and root["kind"] not in ("exited", "job_failed"):
             text += f"; {death}"
     return text
 

@@ -84,6 +84,7 @@ class RankDump:
     groups: dict  # name -> GroupTrace
     last: Optional[tuple] = None  # (group, seq) of the newest entry this rank recorded
     entries: int = 0
+    timing: bool = False  # the job ran with TORCH_NCCL_ENABLE_TIMING=1: "scheduled" then means "not started on the GPU"
 
 
 def rank_from_name(path: str) -> Optional[int]:
@@ -136,6 +137,14 @@ def _dtypes(v: Any) -> tuple:
     return hit
 
 
+def _timed(e: dict) -> bool:
+    """Does this entry show the start event torch records only with TORCH_NCCL_ENABLE_TIMING=1? Without it an NCCL
+    entry goes from scheduled to completed and never says started (torch's FlightRecorder: the start event is null);
+    gloo writes 0 for the discovered times."""
+    t, d = e.get("time_discovered_started_ns"), e.get("duration_ms")
+    return e.get("state") == "started" or (type(t) is int and t > 0) or (type(d) in (int, float) and d is not None)
+
+
 def _done(e: dict) -> bool:
     return e.get("retired") is True or e.get("state") == "completed"
 
@@ -170,6 +179,7 @@ def normalise(doc: dict, rank: int, source: str, form: str) -> RankDump:
     entries = doc["entries"][:MAX_ENTRIES]
     backend = None
     names: dict = {}
+    timing = False
     for e in entries:
         if type(e) is not dict or e.get("is_p2p"):
             continue
@@ -192,6 +202,8 @@ def normalise(doc: dict, rank: int, source: str, form: str) -> RankDump:
         if backend is None:
             backend = _op(e.get("profiling_name"))[0] or None
         g.colls[seq] = e
+        if not timing and _timed(e):
+            timing = True
         if seq > g.last_completed and _done(e):
             g.last_completed = seq
         rid = e.get("record_id")
@@ -204,6 +216,9 @@ def normalise(doc: dict, rank: int, source: str, form: str) -> RankDump:
         g = groups.get(key) or groups.setdefault(key, GroupTrace(key))
         g.last_enqueued = max(g.last_enqueued, _int(st.get("last_enqueued_collective"), -1))
         g.last_completed = max(g.last_completed, _int(st.get("last_completed_collective"), -1))
+        started = st.get("last_started_collective")
+        if (_int(started) is not None and started >= 0) or (isinstance(started, str) and started.isdigit()):
+            timing = True
     config = doc.get("pg_config")
     for key, cfg in (config.items() if isinstance(config, dict) else ()):
         ranks = _group_ranks(cfg)
@@ -211,7 +226,8 @@ def normalise(doc: dict, rank: int, source: str, form: str) -> RankDump:
         target = groups.get(key) or (groups.get(DEFAULT_PG) if key == "" else None)
         if target is not None and ranks:
             target.ranks = ranks
-    return RankDump(rank, source, form, _str(doc.get("version"), 20), backend, groups, last, len(entries))
+    return RankDump(rank, source, form, _str(doc.get("version"), 20), backend, groups, last, len(entries),
+                    timing and backend == "nccl")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -292,6 +308,13 @@ def analyse_groups(dumps: dict, world: list) -> list[dict]:
         desc = next((dumps[r].groups[name].desc for r in dumped if dumps[r].groups[name].desc), "")
         ref = next((dumps[r].groups[name].coll(top) for r in entered if top in dumps[r].groups[name].colls), None)
         all_done = all(dumps[r].groups[name].last_completed >= top for r in dumped)
+        # where each rank that entered the last collective stands in it, when it did not complete there: torch's
+        # state (scheduled / started), read as "called, not started on its GPU" only where the dump shows timing
+        open_states = {}
+        for r in entered:
+            e = dumps[r].groups[name].colls.get(top)
+            if e is not None and not _done(e) and dumps[r].groups[name].last_completed < top:
+                open_states[str(r)] = _str(e.get("state"), 20) or "?"
         out.append({
             "pg": name, "desc": desc, "members": members, "dumped": dumped, "no_dump": no_dump,
             "seq": top, "op": ref.op if ref else None,
@@ -305,6 +328,8 @@ def analyse_groups(dumps: dict, world: list) -> list[dict]:
             "wrapped": any((dumps[r].groups[name].window[0] or 1) > 1 for r in dumped),
             "mismatch": _mismatch(dumps, name, dumped),
             "in_step": not lagging and not no_dump and all_done,
+            "open_states": open_states,
+            "timing": sorted(r for r in dumped if dumps[r].timing),
         })
     return out
 

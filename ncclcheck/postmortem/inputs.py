@@ -101,8 +101,7 @@ def _classify_text(out: Inputs, path: str, text: str) -> None:
     from ..nccl.debuglog import split_prefix
     from ..nccl.failures import classify
 
-    table = (launcher.parse_failure_table(text) + launcher.parse_srun_errors(text)
-             if launcher.is_failure_table(text) else [])
+    table = launcher.parse_launcher_failures(text) if launcher.is_failure_table(text) else []
     out.failures.extend(dict(r, source=path) for r in table)
     lines = text.splitlines()
     nccl = any(" NCCL " in ln or "NCCL WARN" in ln or "NCCL INFO" in ln for ln in lines[:20000])
@@ -112,6 +111,11 @@ def _classify_text(out: Inputs, path: str, text: str) -> None:
         kind = "launcher_output" if table else "nccl_log" if nccl else "log"
         out.read.append({"path": path, "kind": kind, "note": f"{len(table)} failed rank(s) in its table"
                          if table else ""})
+    elif text.strip():
+        # a job's plain output (prints, no torch/launcher/NCCL line): what it does not say is a failure, which is
+        # what a healthy job's output looks like; diagnose reads it as a log so that it can say so
+        out.logs.append((path, text))
+        out.read.append({"path": path, "kind": "log", "note": "plain output: no launcher, torch or NCCL line"})
     else:
         out.read.append({"path": path, "kind": "unrecognised", "note": ""})
 

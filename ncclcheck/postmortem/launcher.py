@@ -95,8 +95,41 @@ def parse_srun_errors(text: str) -> list[dict]:
     return [out[r] for r in sorted(out)]
 
 
+# Open MPI's own report of the first process that failed (orte/ompi help texts, as mpirun 4.1 prints them):
+# "mpirun noticed that process rank 1 with PID 0 on node h2 exited on signal 9 (Killed)." and
+# "mpirun detected that one or more processes exited with non-zero status, ... The first process to do so was:
+#  Process name: [[6526,1],1]  Exit code: 1"
+_MPI_SIGNAL = re.compile(r"mpirun noticed that process rank (\d+) with PID (\d+) on node (\S+) exited on signal "
+                         r"(\d+)(?: \(([^)]*)\))?")
+_MPI_EXIT = re.compile(r"The first process to do so was:\s*Process name:\s*\[\[\d+,\d+\],(\d+)\]\s*"
+                       r"Exit code:\s*(-?\d+)")
+MPI_MARKS = ("mpirun noticed that process rank", "mpirun detected that one or more processes exited")
+
+
+def parse_mpirun_errors(text: str) -> list[dict]:
+    """Open MPI's report of the first failed process as a failure record (first: it is the one mpirun names)."""
+    out = []
+    for m in _MPI_SIGNAL.finditer(text or ""):
+        rank, pid, host, num, _ = m.groups()
+        code = -int(num)
+        out.append({"rank": int(rank), "local_rank": None, "host": host[:255], "exitcode": code,
+                    "signal": signal_name(code), "pid": int(pid) or None, "first": not out, "launcher": "mpi"})
+    for m in _MPI_EXIT.finditer(text or ""):
+        rank, code = int(m.group(1)), int(m.group(2))
+        if all(r["rank"] != rank for r in out):
+            out.append({"rank": rank, "local_rank": None, "host": None, "exitcode": code,
+                        "signal": signal_name(code), "first": not out, "launcher": "mpi"})
+    return out
+
+
+def parse_launcher_failures(text: str) -> list[dict]:
+    """Every launcher's failure report in one output: torchrun's table, srun's errors, mpirun's report."""
+    return parse_failure_table(text) + parse_srun_errors(text) + parse_mpirun_errors(text)
+
+
 def is_failure_table(text: str) -> bool:
-    return ("Failures:" in text and "exitcode" in text) or ROOT_CAUSE in text or "srun: error:" in text
+    return (("Failures:" in text and "exitcode" in text) or ROOT_CAUSE in text or "srun: error:" in text
+            or any(m in text for m in MPI_MARKS))
 
 
 def is_error_file(doc: Any) -> bool:

@@ -81,7 +81,7 @@ def bench_table(rows: Iterable[BenchRow], op: str, dtype: str) -> Table:
         cells = [size_cell, str(r.count), place_word(r), nccl_time(r.time_us), p99, cv,
                  f"{r.algbw_gbps:.2f}", f"{r.busbw_gbps:.2f}", _wrong(r)]
         if bounded:
-            cells.append(efficiency_text(r.extra.get("efficiency")))
+            cells.append(efficiency_text(r.extra.get("efficiency"), r.extra.get("bound_trusted")))
         t.add_row(*cells)
     notes = []
     if bounded:
@@ -184,7 +184,7 @@ def summary_block(summary: dict, gates: Iterable[CheckResult] = (), stopped: Opt
                  format_us(e["latency_us"]), format_bytes(e["smallest_bytes"])]
         if bounded:
             b = e.get("bound_gbps")
-            cells += [bound_gbps_text(b), efficiency_text(e.get("efficiency"))]
+            cells += [bound_gbps_text(b), efficiency_text(e.get("efficiency"), e.get("bound_trusted"))]
         t.add_row(*cells, *([e.get("reference", "")] if refs else []))
     parts: list[RenderableType] = [t]
     for e in per_op:

@@ -11,6 +11,7 @@ from typing import Optional
 
 from .. import hostranges
 from ..model import LARGE_FROM_NODES, CheckResult, Report, Status, clean_text
+from ..nccl.bounds import ABOVE_LIMIT_NOISE
 from ..units import format_gbps
 
 # Failures first, then warnings, passes, skips (what did not run, least to act on): the order people read a report
@@ -296,9 +297,50 @@ def _has(matrix: list, a: int, b: int) -> bool:
     return isinstance(row, list) and b < len(row) and isinstance(row[b], (int, float))
 
 
-def efficiency_text(eff: object) -> str:
-    """A figure / its bound as a percentage; '-' when the bound is unknown."""
-    return f"{100 * eff:.0f}%" if isinstance(eff, (int, float)) and not isinstance(eff, bool) else "-"
+WRONG_BOUND = "bound wrong"
+
+
+def _number(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def efficiency_text(eff: object, trusted: object = None) -> str:
+    """A figure / its bound as a percentage; '-' when the bound is unknown; 'bound wrong' when the figure beat it
+    (trusted False, or a report written before bounds were checked with an efficiency above 1 + noise): an
+    efficiency above 1 is never shown."""
+    if trusted is False or (_number(eff) and eff > 1 + ABOVE_LIMIT_NOISE):
+        return WRONG_BOUND
+    return f"{100 * eff:.0f}%" if _number(eff) else "-"
+
+
+def efficiency_span(links: object) -> tuple:
+    """(the trusted efficiencies of a links section, [wrong bound entries]): the span a renderer may show, and the
+    directions whose figure beat their bound (`wrong_bounds`, or for an older report, efficiencies above 1 + noise)."""
+    if not isinstance(links, dict):
+        return [], []
+    trusted = links.get("bound_trusted") if isinstance(links.get("bound_trusted"), list) else []
+    effs, wrong = [], [w for w in links.get("wrong_bounds") or [] if isinstance(w, dict)]
+    for a, row in enumerate(links.get("efficiency") or []):
+        if not isinstance(row, list):
+            continue
+        for b, x in enumerate(row):
+            t = trusted[a][b] if a < len(trusted) and isinstance(trusted[a], list) and b < len(trusted[a]) else None
+            if not _number(x) or t is False:
+                continue
+            if x > 1 + ABOVE_LIMIT_NOISE:
+                wrong.append({"a": a, "b": b, "efficiency": x})
+            else:
+                effs.append(x)
+    return effs, wrong
+
+
+def wrong_bound_text(w: dict, label=lambda x: f"node {x}") -> str:
+    """One wrong bound, as the finding reads: never as a percentage."""
+    head = f"bound of {label(w.get('a'))} -> {label(w.get('b'))} is wrong"
+    if _number(w.get("gbps")) and _number(w.get("bound_gbps")):
+        return (f"{head}: measured {format_gbps(w['gbps'])} > bound {format_gbps(w['bound_gbps'])}"
+                + (f" ({w['bound_by']})" if isinstance(w.get("bound_by"), str) else ""))
+    return f"{head}: the measured figure beat it"
 
 
 def bound_text(gbps: object) -> str:

@@ -25,6 +25,7 @@ from .common import (
     bound_groups,
     check_case_name,
     display_checks,
+    efficiency_span,
     efficiency_text,
     hostnames,
     links_pairs,
@@ -36,6 +37,7 @@ from .common import (
     not_measured,
     placement_label,
     status_headline,
+    wrong_bound_text,
 )
 from .envfile import render_envfile
 
@@ -289,7 +291,8 @@ def _bench(report: Report) -> str:
                 f'<td class="num">{e(format_gbps(r.busbw_gbps))}</td>'
                 + (f'<td class="num" title="{e(r.extra.get("bound_by") or "")}">'
                    f'{e(bound_gbps_text(r.extra.get("bound_gbps")))}</td>'
-                   f'<td class="num">{e(efficiency_text(r.extra.get("efficiency")))}</td>' if bounded else "")
+                   f'<td class="num">{e(efficiency_text(r.extra.get("efficiency"), r.extra.get("bound_trusted")))}'
+                   '</td>' if bounded else "")
                 + f'<td class="num">{wrong}</td>'
                 f'<td class="num">{e(spread)}</td><td>{e(note)}</td></tr>'
             )
@@ -417,11 +420,12 @@ def _links(report: Report) -> str:
         items = "".join(f"<tr><td>{e(nodes_text(members, hostnames(report)))}</td>"  # one row per distinct bound
                         f'<td class="num">{e(bound_gbps_text(b))}</td><td>{e(by)}</td></tr>'
                         for b, by, members in bound_groups(nb))
-        effs = [x for row in links.get("efficiency") or [] if isinstance(row, list) for x in row
-                if isinstance(x, (int, float))]
+        effs, wrong = efficiency_span(links)
         span = f"; measured directions reached {e(efficiency_text(min(effs)))} to {e(efficiency_text(max(effs)))} " \
-               "of their pair's bound" if effs else ""
-        out.append(f'<h3>Bounds</h3><p class="meta">A pair is bounded by the slower of its two ends{span}.</p>'
+               "of their bound" if effs else ""
+        span += "".join(f"; <strong>{e(wrong_bound_text(w))}</strong>" for w in wrong)
+        out.append('<h3>Bounds</h3><p class="meta">A direction is bounded by the sender\'s egress and the receiver\'s '
+                   f"ingress{span}.</p>"
                    '<table class="bounds"><thead><tr><th>nodes</th><th class="num">bound</th><th>set by</th></tr>'
                    f"</thead><tbody>{items}</tbody></table>")
     out.append("</section>")

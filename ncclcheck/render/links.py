@@ -17,11 +17,13 @@ from .common import (
     NAMED_NODES,
     bound_gbps_text,
     bound_groups,
+    efficiency_span,
     efficiency_text,
     links_pairs,
     links_schedule,
     links_slow_cells,
     name_nodes,
+    wrong_bound_text,
 )
 
 # Above this many nodes the node x node matrix no longer fits a terminal (and at scale it is mostly empty: the
@@ -219,10 +221,13 @@ def bounds_text(links: Mapping, names: Optional[Mapping[int, str]] = None) -> Te
         t.append(f"{who}: {bound_gbps_text(b)} ({by or '?'}); ")
     if len(groups) > NODES_NAMED_MAX:
         t.append(f"+{sum(len(g[2]) for g in groups[NODES_NAMED_MAX:])} more nodes with other bounds; ", style="dim")
-    effs = [x for row in links.get("efficiency") or [] if isinstance(row, list) for x in row
-            if isinstance(x, (int, float)) and not isinstance(x, bool)]
+    effs, wrong = efficiency_span(links)
     if effs:
         t.append(f"pairs reached {efficiency_text(min(effs))}-{efficiency_text(max(effs))} of their bound",
                  style="dim")
+    if wrong:
+        t.append(f"; {len(wrong)} direction(s) beat their bound, which is wrong: "
+                 + wrong_bound_text(wrong[0], lambda x: _label(x, links, names) if isinstance(x, int) else "?"),
+                 style="bold yellow")
     t.rstrip()
     return t

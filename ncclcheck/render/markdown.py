@@ -19,6 +19,7 @@ from .common import (
     bound_groups,
     check_case_name,
     display_checks,
+    efficiency_span,
     efficiency_text,
     hostnames,
     links_schedule,
@@ -28,6 +29,7 @@ from .common import (
     not_measured,
     one_line,
     status_headline,
+    wrong_bound_text,
 )
 from .envfile import render_envfile, render_exports
 
@@ -77,7 +79,8 @@ def _bench(report: Report) -> list[str]:
                 f" | {format_us(r.time_us)} | {format_gbps(r.algbw_gbps)} | {format_gbps(r.busbw_gbps)} | {wrong} |")
         if bounded:
             line += (f" {bound_gbps_text(r.extra.get('bound_gbps'))} |"
-                     f" {efficiency_text(r.extra.get('efficiency'))} | {md_text(r.extra.get('bound_by') or '')} |")
+                     f" {efficiency_text(r.extra.get('efficiency'), r.extra.get('bound_trusted'))} |"
+                     f" {md_text(r.extra.get('bound_by') or '')} |")
         out.append(line)
     return out
 
@@ -106,10 +109,13 @@ def _links(report: Report) -> list[str]:
         out += ["", "| nodes | bound | set by |", "|---|---:|---|"]
         for b, by, members in bound_groups(nb):  # one row per distinct bound, not one per node
             out.append(f"| {md_text(nodes_text(members, hostnames(report)))} | {bound_gbps_text(b)} | {md_text(by)} |")
-        effs = [x for row in links.get("efficiency") or [] for x in row or [] if isinstance(x, (int, float))]
+        effs, wrong = efficiency_span(links)
         if effs:
-            out += ["", f"Efficiency of the measured directions (GB/s / the bound of the pair's two ends): "
-                        f"{efficiency_text(min(effs))} to {efficiency_text(max(effs))}."]
+            out += ["", f"Efficiency of the measured directions (GB/s / the bound of the direction: the sender's "
+                        f"egress, the receiver's ingress): {efficiency_text(min(effs))} to "
+                        f"{efficiency_text(max(effs))}."]
+        for w in wrong:
+            out += ["", f"**Wrong bound:** {md_text(wrong_bound_text(w))}"]
     return out
 
 

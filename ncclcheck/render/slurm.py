@@ -12,7 +12,7 @@ _WORD = {"healthy": "Healthy", "no_results": "No results"}
 def node_line(name: str, status: str, message: str = "") -> str:
     if status in _WORD:
         return f"{name} | {_WORD[status]}"
-    return f"{name} | {'ERROR' if status == 'bad' else 'WARNING'}: {message}"
+    return f"{name} | {'ERROR' if status == 'bad' else 'UNKNOWN' if status == 'unknown' else 'WARNING'}: {message}"
 
 
 def slurm_lines(report: Report) -> list:
@@ -24,7 +24,8 @@ def slurm_lines(report: Report) -> list:
             lines.append(node_line(v.get("name", "?"), v.get("status", "?"), v.get("message") or ""))
         lines.append(f"good (sbatch -w): {sweep.get('good') or '(none)'}")
         lines.append(f"bad (sbatch --exclude): {sweep.get('bad') or '(none)'}")
-        for key, what in (("suspect", "suspect (not drained)"), ("no_results", "no results")):
+        for key, what in (("suspect", "suspect (not drained)"), ("unknown", "not measured (not drained)"),
+                          ("no_results", "no results")):
             if sweep.get(key):
                 lines.append(f"{what}: {sweep[key]}")
     slurm = report.extra.get("slurm")

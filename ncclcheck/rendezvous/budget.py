@@ -60,7 +60,13 @@ class Budget:
     links_alive_check_s: float = 1.0  # a wait for the coordinator or a partner asks about its heartbeat this often
     links_poll_s: float = 0.02  # how often the coordinator looks for the round's reports (node 0's own store)
     links_round_slack_s: float = 5.0  # one round's bound beyond its transfers: the pair's process group set-up
-    links_first_op_floor_s: float = 3.0  # after the first transfer an op may take 20x as long, but at least this
+    links_first_op_floor_s: float = 3.0  # after a direction's first transfer an op may take 20x as long, but at least
+    # this; the first transfer of EACH direction is bounded afresh (links_transfer_s): a fast a -> b must not bound
+    # a slow b -> a (issue 32: "Timed out waiting 3000ms for recv" on a 100 Mb/s link under --timeout 60)
+    links_expect_factor: float = 4.0  # a transfer may take this many times its size at its expected bound: a link
+    # at a quarter of its bound is slow and measured so, not timed out
+    links_transfer_cap: float = 100.0  # a transfer bound read from the store is believed up to this many T (a peer
+    # may be hostile: its number must not make a wait unbounded)
     links_op_factor: float = 20.0  # ... the "20x its first transfer" of the rule above
     links_direction_share: float = 0.25  # a direction stops timing early once it ran this share of its op bound
     links_direction_floor_s: float = 1.0  # ... but never sooner than this
@@ -154,6 +160,18 @@ class Budget:
     def links_next_wait_s(self, round_s: float, grace_s: float) -> float:
         """A participant's wait for the next round's go: one round, the grace, the slack."""
         return round_s + grace_s + self.links_round_slack_s
+
+    def links_transfer_s(self, nbytes: int, bound_gbps: Optional[float], op_s: float) -> float:
+        """A direction's first transfer (and the limit of its later ones): T, or `links_expect_factor` x the time
+        its size takes at the direction's bound when that is longer (a large --size on a known-slow link is work, not
+        a hang). An unknown bound: T."""
+        if not bound_gbps or bound_gbps <= 0:
+            return op_s
+        return max(op_s, self.links_expect_factor * nbytes / (bound_gbps * 1e9))
+
+    def links_transfer_cap_s(self, op_s: float) -> float:
+        """The largest transfer bound a participant accepts from the coordinator's go message."""
+        return op_s * self.links_transfer_cap
 
     def links_tightened_s(self, first_s: float, limit_s: float) -> float:
         """An op's bound after the first transfer: 20x its time, at least the floor, at most limit_s."""

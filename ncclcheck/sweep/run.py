@@ -13,9 +13,10 @@ from ..health import drain as drainmod
 from ..health.scontrol import Scontrol, ScontrolError
 from ..hostranges import collect as compress_hostlist
 from ..model import Report, failed, passed
-from .verdict import BAD, HEALTHY, NO_RESULTS, SUSPECT, node_verdicts
+from .verdict import BAD, HEALTHY, NO_RESULTS, SUSPECT, UNKNOWN, node_verdicts
 
 SLURM_CHECK = "slurm.drain"
+UNMEASURED_CHECK = "sweep.unmeasured"
 
 
 def node_names(nodelist: Optional[str], hosts: list, n: int) -> list:
@@ -47,11 +48,12 @@ def run_sweep(config: Config, run_links: Callable, observer=None, scontrol: Opti
     n = len(section.get("matrix_gbps") or []) or measured.world.nnodes
     names = node_names(sw.nodelist, list(section.get("hosts") or []), n)
     verdicts = node_verdicts(section, names)
-    by = {s: [v.name for v in verdicts if v.status == s] for s in (HEALTHY, BAD, SUSPECT, NO_RESULTS)}
+    by = {s: [v.name for v in verdicts if v.status == s] for s in (HEALTHY, BAD, SUSPECT, NO_RESULTS, UNKNOWN)}
     sweep = {"nodes": [v.to_json() for v in verdicts], "good": compress_hostlist(by[HEALTHY]),
              "bad": compress_hostlist(by[BAD]), "suspect": compress_hostlist(by[SUSPECT]),
-             "no_results": compress_hostlist(by[NO_RESULTS])}
+             "no_results": compress_hostlist(by[NO_RESULTS]), "unknown": compress_hostlist(by[UNKNOWN])}
     extra, checks = {**measured.extra, "sweep": sweep}, list(measured.checks)
+    checks.append(_unmeasured_check(verdicts))
     # One process acts for the job: global rank 0, which holds the verdict.
     acts = placement.rank == 0
     if acts and sw.slurm.acts and not measured.interrupted:
@@ -61,6 +63,22 @@ def run_sweep(config: Config, run_links: Callable, observer=None, scontrol: Opti
     if acts:
         _write_lists(sw, sweep)
     return dataclasses.replace(measured, command="sweep", checks=checks, extra=extra)
+
+
+def _unmeasured_check(verdicts: list) -> object:
+    """sweep.unmeasured: a sweep that could not measure a node has not proven it healthy; the run does not pass
+    (nothing is drained for it: only proven-bad nodes are)."""
+    left = [v for v in verdicts if v.status in (UNKNOWN, NO_RESULTS)]
+    if not left:
+        return passed(UNMEASURED_CHECK, f"every one of the {len(verdicts)} nodes was measured")
+    names = compress_hostlist([v.name for v in left])
+    return failed(UNMEASURED_CHECK, f"{len(left)} of {len(verdicts)} nodes not proven healthy (could not be measured): "
+                                    f"{names}; {left[0].name}: {left[0].message}",
+                  detail="\n".join(f"{v.name}: {v.message}" for v in left),
+                  evidence={"nodes": [v.name for v in left]},
+                  fix="Not drained (nothing was proven); left out of the good list. links.pair_error names why each "
+                      "pair failed: a link slower than --size / --timeout needs a larger --timeout or a smaller "
+                      "--size.")
 
 
 def _act(sc: Scontrol, verdicts: list) -> list:

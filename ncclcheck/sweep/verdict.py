@@ -1,5 +1,11 @@
 """One verdict per node from a links section: healthy, bad (proven: slow with the good partners it was re-paired
-with), suspect (on a slow link that could not be pinned on it) or no results (it died, or was never measured).
+with), suspect (on a slow link that could not be pinned on it), unknown (a pair it was in could not be measured,
+and the failure cannot be put on its partner) or no results (it died, or was never measured).
+
+Unmeasured is never healthy (issue 32: a node every pair of which timed out was printed `Healthy` and put in the
+`sbatch -w` list, because the other direction of one pair had been measured): a node is healthy only when every pair
+it was in was measured both ways, or when the partner of each pair that failed measured with nobody at all (the
+failure is that partner's) while this node measured fine with someone else.
 
 Pure: the links section and the nodes' Slurm names in, verdicts out. Only `bad` nodes are drained: links' scale mode
 re-pairs each member of a slow pair with two nodes that passed, and analyze names a node slow only when most of its
@@ -13,7 +19,7 @@ from typing import Optional
 
 from ..health.drain import reason as drain_reason
 
-HEALTHY, BAD, SUSPECT, NO_RESULTS = "healthy", "bad", "suspect", "no_results"
+HEALTHY, BAD, SUSPECT, NO_RESULTS, UNKNOWN = "healthy", "bad", "suspect", "no_results", "unknown"
 
 
 @dataclass(frozen=True)
@@ -47,13 +53,35 @@ def node_verdicts(section: Optional[dict], names: list) -> list:
         v = m[a][b] if a < len(m) and b < len(m[a]) else None
         return v if isinstance(v, (int, float)) else None
 
+    complete = {x: {y for y in range(n) if y != x and cell(x, y) is not None and cell(y, x) is not None}
+                for x in range(n)}
+    failed: dict = {x: {} for x in range(n)}  # node -> {partner: why}
+    for e in section.get("errors") or []:
+        a, b = e.get("a") if isinstance(e, dict) else None, e.get("b") if isinstance(e, dict) else None
+        if isinstance(a, int) and isinstance(b, int) and 0 <= a < n and 0 <= b < n and a != b:
+            why = str(e.get("error") or "failed")[:200]
+            failed[a].setdefault(b, why)
+            failed[b].setdefault(a, why)
+    for p in section.get("unmeasured") or []:
+        if isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(v, int) and 0 <= v < n for v in p):
+            failed[p[0]].setdefault(p[1], "not measured before the deadline")
+            failed[p[1]].setdefault(p[0], "not measured before the deadline")
+    for x in range(n):  # one direction measured, the other not: half a pair is no evidence either
+        for y in range(n):
+            if y != x and (cell(x, y) is None) != (cell(y, x) is None) and y not in complete[x]:
+                failed[x].setdefault(y, "only one direction was measured")
+
     out = []
     for x in range(n):
         mine = [(y, v) for y in range(n) if y != x for v in (cell(x, y), cell(y, x)) if v is not None]
+        # failures that are not the partner's: the partner measured with someone, or this node with nobody
+        open_fails = {y: why for y, why in failed[x].items() if complete[y] or not complete[x]}
         if x in dead:
             out.append(NodeVerdict(x, names[x], NO_RESULTS, "stopped answering during the sweep"))
         elif not mine:
-            out.append(NodeVerdict(x, names[x], NO_RESULTS, "never measured"))
+            y = min(failed[x], default=None)
+            out.append(NodeVerdict(x, names[x], NO_RESULTS, "never measured" + (
+                f": pair with {names[y]} failed: {failed[x][y]}" if y is not None else "")))
         elif x in slow_nodes:
             peers = sorted({y for y, _ in mine})
             slow_peers = sorted({y for y in peers if (min(x, y), max(x, y)) in slow_links
@@ -64,6 +92,11 @@ def node_verdicts(section: Optional[dict], names: list) -> list:
                       f"GB/s (typical link {_gbps(ref)} GB/s)")
             why = drain_reason("links.slow", detail.split(": ", 1)[1])
             out.append(NodeVerdict(x, names[x], BAD, why, why))
+        elif open_fails:
+            y, why = sorted(open_fails.items())[0]
+            more = f" (+{len(open_fails) - 1} more pairs)" if len(open_fails) > 1 else ""
+            out.append(NodeVerdict(x, names[x], UNKNOWN, f"not proven healthy: pair with {names[y]} could not be "
+                                   f"measured: {why}{more}"))
         else:
             partners = sorted(y for a, b in slow_links if x in (a, b) for y in (a, b) if y != x)
             if partners:

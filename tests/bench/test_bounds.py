@@ -170,23 +170,46 @@ def bench_world(*nodes, backend="gloo", rpn=1):
 
 def test_rows_summary_and_checks_carry_bound_and_efficiency_and_the_schema_accepts_them():
     cfg = BenchConfig(sizes=(1 << 20, 4 << 20), ops=("all_reduce",), min_efficiency=0.6)
-    rows = [row("all_reduce", 1 << 20, 0.01), row("all_reduce", 4 << 20, 0.1)]
+    rows = [row("all_reduce", 1 << 20, 0.01), row("all_reduce", 4 << 20, 0.02)]
     w = bench_world(node(nic(speed=10000, tbf_bps=1e9)), node(nic(speed=10000, tbf_bps=200e6)))
     checks, extra, _ = outcome(cfg, rows, world=w)
-    assert [(r.extra["bound_gbps"], r.extra["efficiency"]) for r in rows] == [(0.025, 0.4), (0.025, 4.0)]
+    assert [(r.extra["bound_gbps"], r.extra["efficiency"]) for r in rows] == [(0.025, 0.4), (0.025, 0.8)]
     assert rows[1].extra["bound_by"] == "node 1 eth0: tbf 200 Mb/s"
     [eff] = [c for c in checks if c.id == "bench.efficiency"]
     assert eff.status.value == "pass" and "node 1 eth0: tbf 200 Mb/s" in eff.summary
     [gate] = [c for c in checks if c.id == "bench.min_efficiency"]
     assert gate.status.value == "pass"
     [s] = extra["bench_summary"]["per_op"]
-    assert (s["bound_gbps"], s["efficiency"], s["expected_efficiency"]) == (0.025, 4.0, 0.5)
+    assert (s["bound_gbps"], s["efficiency"], s["expected_efficiency"]) == (0.025, 0.8, 0.5)
+    validate_bench(checks, rows, extra)
+
+
+def validate_bench(checks, rows, extra):
     report = {"schema": "ncclcheck.report/1", "command": "bench", "version": "0", "status": "pass", "exit_code": 0,
               "started": "", "duration_s": 0, "world": {"nnodes": 2, "world_size": 2, "backend": "gloo",
                                                         "master": None, "launcher": "ncclcheck"},
               "nodes": [], "checks": [c.to_json() for c in checks], "recommendations": [],
               "bench": [r.to_json() for r in rows], **extra}
     jsonschema.validate(report, SCHEMA)
+
+
+def test_a_busbw_above_its_bound_names_the_bound_wrong_and_shows_no_efficiency():
+    # busbw 4x the bound (issue 32: "pairs reached 95%-381% of their bound"): the bound is wrong, never a figure.
+    cfg = BenchConfig(sizes=(4 << 20,), ops=("all_reduce",), min_efficiency=0.6)
+    rows = [row("all_reduce", 4 << 20, 0.1)]
+    w = bench_world(node(nic(speed=10000, tbf_bps=1e9)), node(nic(speed=10000, tbf_bps=200e6)))
+    checks, extra, _ = outcome(cfg, rows, world=w)
+    assert rows[0].extra["bound_gbps"] == 0.025 and rows[0].extra["efficiency"] is None
+    assert rows[0].extra["bound_trusted"] is False
+    [eff] = [c for c in checks if c.id == "bench.efficiency"]
+    assert eff.status.value == "warn"
+    assert eff.summary.startswith("bound of all_reduce is wrong: measured busbw 0.1 GB/s")
+    assert "node 1 eth0: tbf 200 Mb/s" in eff.summary and "%" not in eff.summary
+    [gate] = [c for c in checks if c.id == "bench.min_efficiency"]
+    assert gate.status.value == "fail" and "bound wrong" in gate.summary
+    [s] = extra["bench_summary"]["per_op"]
+    assert s["efficiency"] is None and s["bound_trusted"] is False
+    validate_bench(checks, rows, extra)
 
 
 def test_below_the_expected_fraction_warns_naming_the_link_and_the_gate_fails():
@@ -226,18 +249,54 @@ def test_single_host_cpu_ranks_skip():
 
 # ------------------------------------------------------------------------------------------------- links
 def test_links_matrices_and_the_slow_end_named():
-    m = [[None, 0.12, 0.024], [0.12, None, 0.024], [0.024, 0.024, None]]
+    m = [[None, 0.12, 0.12], [0.12, None, 0.12], [0.024, 0.024, None]]  # node 2's egress shaper: out of it only
     by_node = {0: node(nic(speed=10000, tbf_bps=1e9)), 1: node(nic(speed=10000, tbf_bps=1e9)),
                2: node(nic(speed=10000, tbf_bps=200e6))}
     fields, checks = LE.evaluate(m, by_node, "gloo", "node", ["h1", "h2", "h3"], 0.9)
-    assert fields["bound_gbps"][0][1] == 0.125 and fields["bound_gbps"][0][2] == fields["bound_gbps"][2][0] == 0.025
-    assert fields["bound_by"][1][2] == "node 2 eth0: tbf 200 Mb/s"
-    assert fields["efficiency"][0][1] == pytest.approx(0.96)
+    # direction-aware (issue 32): node 2's tbf bounds what it sends; what it receives is bounded by the sender
+    assert fields["bound_gbps"][0][1] == fields["bound_gbps"][0][2] == 0.125 and fields["bound_gbps"][2][0] == 0.025
+    assert fields["bound_by"][2][1] == "node 2 eth0: tbf 200 Mb/s (sender)"
+    assert fields["bound_by"][1][2] == "node 1 eth0: tbf 1 Gb/s (sender)"
+    assert fields["efficiency"][0][1] == pytest.approx(0.96) and fields["wrong_bounds"] == []
     assert [c.status.value for c in checks] == ["pass", "pass"]
     m[0][2] = 0.005
     _, checks = LE.evaluate(m, by_node, "gloo", "node", ["h1", "h2", "h3"], 0.9)
     assert checks[0].status.value == "warn" and "node 0 (h1) -> node 2 (h3)" in checks[0].summary
     assert checks[1].status.value == "fail"
+
+
+def test_links_into_a_host_with_an_egress_shaper_are_bounded_by_the_sender_not_by_its_shaper():
+    # issue 32: pairs INTO the shaped host ran at 0.05 GB/s against a bound of 0.0125 (95%-381%). tbf shapes what a
+    # host sends; into it the bound is the sender's egress and its own line rate.
+    m = [[None, 0.6, 0.05], [0.6, None, 0.05], [0.012, 0.012, None]]
+    by_node = {0: node(nic(speed=10000, virtual="veth")), 1: node(nic(speed=10000, virtual="veth")),
+               2: node(nic(speed=10000, virtual="veth", tbf_bps=100e6))}
+    fields, checks = LE.evaluate(m, by_node, "gloo", "node", ["h1", "h2", "h3"], None)
+    assert fields["bound_gbps"][0][2] == 1.25 and fields["bound_gbps"][2][0] == 0.0125
+    effs = [e for row in fields["efficiency"] for e in row if e is not None]
+    assert max(effs) <= 1 and fields["wrong_bounds"] == []
+    # the shaper on node 0 instead (a neighbour): the same rule, no direction above its bound
+    by_node = {0: node(nic(speed=10000, virtual="veth", tbf_bps=100e6)), 1: node(nic(speed=10000, virtual="veth")),
+               2: node(nic(speed=10000, virtual="veth"))}
+    m = [[None, 0.012, 0.012], [0.05, None, 0.6], [0.05, 0.6, None]]
+    fields, _ = LE.evaluate(m, by_node, "gloo", "node", ["h1", "h2", "h3"], None)
+    assert fields["bound_gbps"][1][0] == 1.25 and fields["bound_gbps"][0][1] == 0.0125
+    assert fields["wrong_bounds"] == []
+
+
+def test_a_direction_above_its_bound_is_named_a_wrong_bound_and_never_a_percentage():
+    # Node 2's egress is shaped invisibly to ncclcheck the other way: a bound that its figure beats is wrong.
+    m = [[None, 0.12, 0.12], [0.12, None, 0.12], [0.6, 0.12, None]]
+    by_node = {x: node(nic(speed=1000)) for x in range(3)}
+    fields, checks = LE.evaluate(m, by_node, "gloo", "node", ["h1", "h2", "h3"], 0.5)
+    assert fields["efficiency"][2][0] is None and fields["bound_trusted"][2][0] is False
+    assert fields["bound_trusted"][0][1] is True
+    assert fields["wrong_bounds"] == [{"a": 2, "b": 0, "gbps": 0.6, "bound_gbps": 0.125,
+                                       "bound_by": "node 2 eth0: 1 Gb/s line rate (sender)"}]
+    eff, gate = checks
+    assert eff.status.value == "warn" and eff.summary.startswith(
+        "bound of node 2 (h3) -> node 0 (h1) is wrong: measured 0.6 GB/s > bound 0.125 GB/s (bound_by node 2 eth0")
+    assert "%" not in eff.summary and gate.status.value == "fail" and "bound wrong" in gate.summary
 
 
 def test_links_on_one_host_cross_no_link():
@@ -259,7 +318,7 @@ def test_eight_h100s_on_nvlink_get_the_bound_and_the_published_figure_beside_it(
 
 
 def test_a_slow_node_whose_own_shaper_explains_it_is_said():
-    m = [[None, 0.12, 0.024], [0.12, None, 0.024], [0.024, 0.024, None]]
+    m = [[None, 0.12, 0.12], [0.12, None, 0.12], [0.024, 0.024, None]]  # node 2's egress shaper: out of it only
     by_node = {0: node(nic(speed=10000, tbf_bps=1e9)), 1: node(nic(speed=10000, tbf_bps=1e9)),
                2: node(nic(speed=10000, tbf_bps=200e6))}
     _, checks = LE.evaluate(m, by_node, "gloo", "node", ["h1", "h2", "h3"], None, slow_nodes=[2])
@@ -285,6 +344,9 @@ def test_link_facts_off_the_wire_never_raise(garbage):
     for backend in ("gloo", "nccl"):
         b = B.nic_path(garbage, backend, 1)
         assert b.gbps is None or b.gbps > 0
+        hostile_ingress = {"name": "eth0", "ingress": {"redirects": "x", "police_bytes_per_s": 7}}
+        r = B.nic_path({**garbage, "netdevs": [hostile_ingress]}, backend, 1, "ingress")
+        assert r.gbps is None or r.gbps > 0
         i = B.intra_node(garbage, 8, True, 1)
         assert i.gbps is None or i.gbps > 0
     checks, _, _ = outcome(BenchConfig(sizes=(4 << 20,), ops=("all_reduce",)), [row("all_reduce", 4 << 20, 1.0)],

@@ -227,3 +227,47 @@ def test_collect_for_job_names_the_interfaces_and_the_variables(tmp_path, monkey
     assert [d["name"] for d in got["netdevs"]] == ["eth0"]  # never loopback
     assert got["default_interface"] == "eth0" and got["env"] == {"NCCL_IB_HCA": "=mlx5_0:1"}
     assert got["netdevs"][0]["shaper"]["qdiscs"][0]["rate_bytes_per_s"] == 12.5e6
+
+
+def ingress_runner():
+    """`tc` answering as netlab's h1 did with "slow-link h1 100mbit ingress" (tests/data/tc/capture_ingress.sh)."""
+    files = {("qdisc", "eth0"): "ingress_ifb_100mbit.qdisc.json",
+             ("filter", "eth0"): "ingress_ifb_100mbit.filter.json",
+             ("qdisc", "ifb0"): "ingress_ifb_100mbit.ifb0.qdisc.json"}
+    seen = []
+
+    def run(argv, timeout_s):
+        assert argv[:2] == ["tc", "-j"] and timeout_s <= links.TC_TIMEOUT_S
+        seen.append(argv)
+        return (TC / files[(argv[2], argv[5])]).read_text()
+    return run, seen
+
+
+def test_an_ingress_redirected_to_a_shaped_ifb_bounds_what_the_host_receives_not_what_it_sends(tmp_path,
+                                                                                               monkeypatch):
+    from ncclcheck.nccl import bounds as B
+
+    fs = FakeSys(tmp_path, monkeypatch)
+    fs.net("eth0", "veth", speed=10000)
+    run, seen = ingress_runner()
+    d = links.read_netdev("eth0", run=run)
+    assert ["tc", "-j", "filter", "show", "dev", "eth0", "ingress"] in seen
+    assert d["ingress"]["redirects"][0]["dev"] == "ifb0" and d["ingress"]["police_bytes_per_s"] == []
+    rx, tx = B.netdev_ingress_bound(d), B.netdev_bound(d)
+    assert (rx.gbps, rx.by) == (0.0125, "eth0: ingress via ifb0: tbf 100 Mb/s") and not rx.virtual
+    assert tx.gbps == 1.25 and tx.virtual  # its egress is the unshaped veth
+    # direction a -> this host: the receiver's ingress limit, whatever the sender can do
+    d_other = {"name": "eth0", "speed_mbps": 10000, "virtual": "veth", "shaper": {"qdiscs": []}}
+    b = B.direction_bound(B.netdev_bound(d_other), rx)
+    assert (b.gbps, b.by) == (0.0125, "eth0: ingress via ifb0: tbf 100 Mb/s (receiver)")
+
+
+def test_hostile_ingress_filters_are_bounded_and_never_followed_outside_interface_names():
+    bad = ('[{"options": {"actions": [{"kind": "mirred", "mirred_action": "redirect", "to_dev": "../../etc"},'
+           '{"kind": "mirred", "mirred_action": "redirect", "to_dev": "ifb0"},'
+           '{"kind": "police", "index": 1}, {"kind": "police", "rate": "50Mbit"}, {"kind": "police", "rate": 1e6}]}},'
+           '"x", 5]')
+    got = links.parse_ingress_filters(bad)
+    assert got == {"police_bytes_per_s": [50e6 / 8, 1e6], "police_rate_unknown": True, "redirect_devs": ["ifb0"]}
+    with pytest.raises(ValueError):
+        links.parse_ingress_filters('{"not": "a list"}')

@@ -186,3 +186,31 @@ def test_sweep_over_4_nodes_drains_exactly_the_slow_one(lab):
     doc = json.loads((lab4.tmp / "sweep.json").read_text())
     assert doc["command"] == "sweep" and doc["links"]["mode"] == "scale" and len(doc["links"]["rounds"]) <= 4
     print(out)  # the docs' example output comes from here (pytest -s)
+
+
+def test_sweep_measures_a_node_100x_slower_slow_and_never_calls_it_healthy(lab):
+    """Issue 32: 3 nodes, one sending ~100x slower than the others (a tbf on its egress: the direction into it is
+    fast). sweep measured nothing from it ("Timed out waiting 3000ms for recv operation" under --timeout 60: the
+    fast direction's tightened bound was applied to the slow one), printed it Healthy and put it in the good list.
+    Now each direction's first transfer is bounded by --timeout and its expected time: it is measured slow."""
+    need()
+    # 24 MiB at 50 Mb/s is 4 s a transfer: longer than the 3 s a fast direction tightened the old bound to
+    lab3 = lab(3, "slow-link h3 50mbit egress")
+    env = nlx.slurm_up(lab3.state, timeout=60)
+    argv = ["srun", "-N", "3", "--ntasks-per-node=1", PY, "-m", "ncclcheck", "sweep", "--drain", "--size", "24M",
+            "--iters", "2", "--timeout", "60", "--json", "sweep.json", "--good-out", "good", "--bad-out", "bad"]
+    t0 = time.monotonic()
+    done = lab3.exec("h1", argv, env={**env, "COLUMNS": "300"}, cwd=lab3.tmp, timeout=400)
+    wall = time.monotonic() - t0
+    out = done.stdout
+    assert "h3 | Healthy" not in out and "h3" not in (lab3.tmp / "good").read_text(), out
+    doc = json.loads((lab3.tmp / "sweep.json").read_text())
+    m = doc["links"]["matrix_gbps"]
+    assert m[2][0] is not None and m[2][1] is not None, json.dumps(doc["links"])  # measured, not timed out
+    assert not [c for c in doc["checks"] if c["id"] == "links.pair_error"], out
+    assert max(m[2][0], m[2][1]) < 0.1 * min(m[0][1], m[1][0]), m  # and measured slow
+    assert re.search(r"^h3 \| ERROR: ncclcheck: links\.slow: measured [0-9.]+ GB/s", out, re.M), out
+    assert done.returncode == 1 and (lab3.tmp / "bad").read_text() == "h3\n", out + done.stderr
+    assert "DRAIN" in node(lab3, env, "h3")["state"]
+    print(f"sweep wall {wall:.1f} s; matrix {json.dumps(m)}; efficiency {json.dumps(doc['links'].get('efficiency'))}")
+    print(out)

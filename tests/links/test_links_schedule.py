@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ncclcheck.links import schedule
 from ncclcheck.links.schedule import Pair, circle_rounds, quick_rounds, retest_rounds
 
 
@@ -146,3 +147,11 @@ def test_confirm_rounds_measure_candidate_pairs_again_within_the_limit():
     assert confirm_rounds([(3, 1), (0, 2)]) == [[(0, 2), (1, 3)]]  # disjoint: one round
     assert confirm_rounds([(0, 1), (1, 2)], max_rounds=1) == [[(0, 1)]]  # what does not fit is left out
     assert confirm_rounds([(0, 1)], max_rounds=0) == [] and confirm_rounds([]) == []
+
+
+def test_scale_retest_measures_the_node_that_sat_out_even_with_no_good_partner():
+    # 3 nodes: round 1 paired 1-2 (slow), node 0 sat out. Nobody is "good" yet; without a fallback node 0 was never
+    # measured and nothing could be said of anyone (issue 32's sweep in the Slurm lab).
+    rounds = schedule.scale_retest_rounds([(1, 2)], [], measured=[(1, 2)], max_rounds=2, unmeasured_nodes=[0],
+                                          others=[0, 1, 2])
+    assert rounds == [[(0, 1)], [(0, 2)]]

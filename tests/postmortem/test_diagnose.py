@@ -127,7 +127,8 @@ def test_cli_exit_codes_and_schema(tmp_path, validate_report):
     bad = run_cli("diagnose", str(tmp_path / "nope"))
     assert bad.returncode == 2 and "no such file" in bad.stderr and "Traceback" not in bad.stderr
     (tmp_path / "empty").mkdir()
-    (tmp_path / "empty" / "notes.txt").write_text("hello\n")
+    (tmp_path / "empty" / "notes.txt").write_text("")  # nothing a job printed, nothing a job left
+    (tmp_path / "empty" / "blob.bin").write_bytes(b"\x00\x01binary")
     assert run_cli("diagnose", str(tmp_path / "empty")).returncode == 2
 
 

@@ -96,3 +96,44 @@ def test_old_reports_keep_their_columns():
                                             for e in rep.extra["bench_summary"]["per_op"]]
     assert "eff" not in console_text(rep).split("bench summary")[0]
     assert "bound" not in render_markdown(rep).split("### Bench")[1]
+
+
+def wrong_bound_report() -> Report:
+    """The kept unshaped-veth links run (1.42 GB/s over a veth whose kernel says 10 Gb/s: 113% of it) evaluated by the
+    current rule: its bound is wrong, named, and never a percentage."""
+    from ncclcheck.links import efficiency as LE
+
+    rep = load(VETH)
+    m = rep.links["matrix_gbps"]
+    facts = {"netdevs": [{"name": "eth0", "speed_mbps": 10000, "virtual": "veth", "shaper": {"qdiscs": []}}],
+             "default_interface": "eth0"}
+    fields, checks = LE.evaluate(m, {0: facts, 1: facts}, "gloo", "node", ["h1", "h2"], None)
+    import dataclasses
+
+    return dataclasses.replace(rep, links={**rep.links, **fields},
+                               checks=[c for c in rep.checks if c.id != "links.efficiency"] + checks)
+
+
+def test_a_wrong_bound_is_named_in_every_renderer_and_never_shown_as_a_percentage(tmp_path):
+    rep = wrong_bound_report()
+    assert rep.links["efficiency"][1][0] is None and rep.links["bound_trusted"][1][0] is False
+    # JSON keeps the raw figures, and marks the bound not trusted
+    jsonschema.validate(json.loads(rep.to_json()), SCHEMA)
+    assert rep.links["wrong_bounds"][0]["gbps"] == pytest.approx(1.41567, rel=1e-3)
+    texts = {"console": " ".join(console_text(rep).split()), "markdown": render_markdown(rep),
+             "html": render_html(rep), "junit": render_junit(rep)}
+    for name, text in texts.items():
+        assert "113%" not in text and "is wrong" in text, name
+    assert "bound of node 1 (h2) -> node 0 (h1) is wrong: measured 1.42 GB/s > bound 1.25 GB/s" in texts["console"]
+
+
+def test_a_report_kept_before_bounds_were_checked_shows_no_efficiency_above_1():
+    from ncclcheck.render.common import efficiency_span, efficiency_text
+    from ncclcheck.render.links import bounds_text
+
+    rep = load(VETH)  # its links section holds efficiency 1.13254 (written before this rule)
+    effs, wrong = efficiency_span(rep.links)
+    assert effs == [pytest.approx(0.733294)] and [(w["a"], w["b"]) for w in wrong] == [(1, 0)]
+    line = bounds_text(rep.links).plain
+    assert "113%" not in line and "beat their bound" in line
+    assert efficiency_text(3.81) == "bound wrong" and efficiency_text(0.95) == "95%"

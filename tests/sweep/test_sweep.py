@@ -93,3 +93,49 @@ def test_sweep_with_the_controller_down_fails_saying_nothing_was_drained(fake, t
     rep = sweep(fake, tmp_path, drain=True)
     act = [c for c in rep.checks if c.id == "slurm.drain"]
     assert len(act) == 1 and act[0].status.value == "fail" and "nothing drained" in act[0].summary
+
+
+TIMED_OUT = "Timed out waiting 3000ms for recv operation to complete"
+
+
+def partly_measured_report() -> Report:
+    """Issue 32's sweep: 3 nodes, node 2 behind a link 100x slower; its pairs timed out in one direction (the other,
+    into it, was measured) and links named pair errors, not a slow node."""
+    m = [[None, 0.9, 0.9], [0.9, None, None], [None, None, None]]
+    errors = [{"a": 0, "b": 2, "error": TIMED_OUT}, {"a": 1, "b": 2, "error": TIMED_OUT}]
+    res = analyze(m, size=1 << 20, hosts=["sl0", "sl1", "sl2"], errors=errors)
+    return Report(command="links", version="0", started="", world=WorldInfo(nnodes=3), links=res.section,
+                  checks=res.checks)
+
+
+def test_a_node_whose_pairs_could_not_be_measured_is_never_healthy_nor_in_the_good_list(fake, tmp_path,
+                                                                                        validate_report):
+    fake.nodes(sl0=("ALLOCATED", None), sl1=("ALLOCATED", None), sl2=("ALLOCATED", None))
+    cfg = Config(command="sweep", links=LinksConfig(size=1 << 20),
+                 sweep=SweepConfig(nodelist="sl[0-2]", slurm=SlurmActionConfig(drain=True),
+                                   good_out=str(tmp_path / "good"), bad_out=str(tmp_path / "bad")))
+    rep = run_sweep(cfg, lambda c, observer=None, placement=None: partly_measured_report(),
+                    scontrol=Scontrol(binary=str(fake.bin / "scontrol")))
+    lines = slurm_lines(rep)
+    assert "sl2 | Healthy" not in lines and lines[:2] == ["sl0 | Healthy", "sl1 | Healthy"], lines
+    assert lines[2].startswith("sl2 | UNKNOWN: not proven healthy: pair with sl0 could not be measured: Timed out")
+    assert "good (sbatch -w): sl[0-1]" in lines and (tmp_path / "good").read_text() == "sl[0-1]\n"
+    assert "not measured (not drained): sl2" in lines
+    assert fake.updates() == []  # nothing proven bad: nothing drained
+    [chk] = [c for c in rep.checks if c.id == "sweep.unmeasured"]
+    assert chk.status.value == "fail" and "sl2" in chk.summary and rep.exit_code == 1
+    doc = validate_report(rep.to_json())
+    assert doc["sweep"]["unknown"] == "sl2" and doc["sweep"]["good"] == "sl[0-1]"
+
+
+def test_a_failed_pair_between_two_nodes_measured_elsewhere_leaves_both_unknown():
+    from ncclcheck.sweep.verdict import node_verdicts
+
+    # 0-1 failed, but each measured fine with node 2: the failure is on neither alone, so neither is proven healthy
+    m = [[None, None, 0.9], [None, None, 0.9], [0.9, 0.9, None]]
+    sec = {"matrix_gbps": m, "errors": [{"a": 0, "b": 1, "error": "Connection reset by peer"}]}
+    v = node_verdicts(sec, ["a", "b", "c"])
+    assert [x.status for x in v] == ["unknown", "unknown", "healthy"], v
+    # one direction only, with no error recorded: half a pair is no evidence either
+    v = node_verdicts({"matrix_gbps": [[None, 0.9], [None, None]]}, ["a", "b"])
+    assert [x.status for x in v] == ["unknown", "unknown"], v

@@ -57,6 +57,10 @@ def test_postmortem_dir_arms_the_job_and_keeps_what_the_user_set(tmp_path):
     assert pm.is_dir()
     assert got["env"]["NCCL_DEBUG"] == "WARN" and "NCCL_DEBUG" not in got["armed"]  # the user's value stands
     assert got["armed"]["TORCH_FR_BUFFER_SIZE"] and str(pm) in got["armed"]["NCCL_DEBUG_FILE"]
+    # timing tells "its GPU never started it" from "started, never finished"; torch 2.13 (installed) reads the
+    # TORCH_FR_* names and warns on every rank for the old ones, so only those are set
+    assert got["armed"]["TORCH_NCCL_ENABLE_TIMING"] == "1"
+    assert "TORCH_NCCL_TRACE_BUFFER_SIZE" not in got["armed"] and "TORCH_NCCL_DEBUG_INFO_TEMP_FILE" not in got["armed"]
     assert all(got["env"][k] == v for k, v in got["armed"].items())
 
 

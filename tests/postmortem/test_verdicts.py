@@ -1,0 +1,301 @@
+"""Issue 32, diagnose: a verdict that is never wrong. Each seen item reproduced from a real run (fixtures made by
+make_fixtures.py: real gloo jobs under torchrun on this machine) or, for NCCL-only families, from lines rendered from
+NCCL's and torch's format strings (fixtures/nccl_rendered, RENDERED NOT CAPTURED: no GPU was lent; each HOW.md says
+which source line)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from ncclcheck.nccl import failures
+from ncclcheck.postmortem.analyze import strip_own_output
+from ncclcheck.postmortem.diagnose import diagnose
+from ncclcheck.recommend.postmortem import recommend_postmortem
+from tests.conftest import run_cli
+
+FIX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+RENDERED = os.path.join(FIX, "nccl_rendered")
+
+
+def job(path: str) -> list:
+    """What the job left in a fixture folder: every file but the HOW.md that says how it was made."""
+    return sorted(os.path.join(path, n) for n in os.listdir(path) if n != "HOW.md")
+
+
+def verdict(path: str):
+    rep = diagnose(job(path))
+    return rep, rep.checks[0], rep.extra["postmortem"]
+
+
+# --- a job that failed is never "nothing wrong" ----------------------------------------------------------------
+
+def test_a_dead_job_with_an_nccl_warn_is_never_clean():
+    """Seen: NCCL_NET=IB without InfiniBand, the only rank exited 1 after the WARN; diagnose said exit 0."""
+    rep, first, _ = verdict(os.path.join(RENDERED, "net_plugin"))
+    assert rep.exit_code == 1 and first.status.value == "fail"
+    assert first.evidence["kind"] == "net_plugin" and first.evidence["ranks"] == [0]
+    assert "NCCL_NET" in first.fix
+
+
+def test_an_exit_code_alone_is_the_job_failed_cause_not_identified():
+    """A real 2-rank job whose rank 1 exited 1 without a word: torchrun's first observed failure is the root, rank 0
+    (SIGTERMed by torchrun afterwards) and its 'Connection closed by peer' are consequences."""
+    rep, first, pm = verdict(os.path.join(FIX, "exit1"))
+    assert rep.exit_code == 1 and first.evidence["kind"] == "exited" and first.evidence["ranks"] == [1]
+    assert first.summary.startswith("the job failed, cause not identified: rank 1") and "code 1" in first.summary
+    later = [c for c in pm["causes"][1:]]
+    assert later and not any(c["cause"] for c in later)
+    assert any(c["ranks"] == [0] and "stopped it after rank 1" in c["text"] for c in later)
+
+
+def test_the_launcher_table_alone_never_passes(tmp_path):
+    """Only torchrun's output, the table naming exit codes: never exit 0 (the launcher table of the real exit1 run
+    with every worker line cut off)."""
+    with open(os.path.join(FIX, "exit1", "launcher.log")) as f:
+        text = f.read()
+    (tmp_path / "launcher.log").write_text(text[text.index("torch.distributed.elastic.multiprocessing.errors"):])
+    rep = diagnose([str(tmp_path)])
+    assert rep.exit_code == 1 and rep.checks[0].evidence["ranks"] == [1]
+
+
+def test_an_unknown_nccl_warn_is_a_cause(tmp_path):
+    # src/debug.cc's WARN header around a message no class knows (rendered, as NCCL formats it)
+    (tmp_path / "out.log").write_text("gpu0001.invalid:4242:4259 [0] transport/p2p.cc:275 NCCL WARN Cuda P2P "
+                                      "something new happened\nrank 0 step 0 ok\n")
+    rep = diagnose([str(tmp_path)])
+    first = rep.checks[0]
+    assert rep.exit_code == 1 and first.evidence["kind"] == "nccl_warn" and "something new happened" in first.summary
+
+
+def test_a_python_exception_is_a_cause_even_without_a_launcher(tmp_path):
+    (tmp_path / "out.log").write_text("step 0 ok\nTraceback (most recent call last):\n  File \"train.py\", line 9, "
+                                      "in <module>\n    main()\nValueError: batch 17 has no labels\n")
+    rep = diagnose([str(tmp_path)])
+    assert rep.exit_code == 1 and rep.checks[0].evidence["kind"] == "exception"
+    assert "batch 17 has no labels" in rep.checks[0].summary
+
+
+def test_only_consequences_make_the_job_failed_cause_not_identified():
+    """A watchdog timeout with the flight recorder armed without TORCH_NCCL_ENABLE_TIMING: the dump cannot say
+    whether the GPU started the collective; the job failed (SIGABRT) and says so, exit 1 (was: exit 0)."""
+    rep, first, pm = verdict(os.path.join(RENDERED, "gpu_stuck_untimed"))
+    assert rep.exit_code == 1 and first.evidence["kind"] == "job_failed"
+    assert any(c["kind"] == "not_completed" and "TORCH_NCCL_ENABLE_TIMING" in c["text"] for c in pm["causes"])
+
+
+# --- a healthy job's output ends well ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["plain_healthy", "guarded_healthy", "mpirun_late_master"])
+def test_a_healthy_jobs_output_ends_well(name):
+    """Seen: a healthy job's output was 'bad input' (exit 2); a guarded one failed with 'the ranks did not all join
+    in time' from c10d's waitForInput poll lines (exit 1). Both are real 4-rank torchrun jobs."""
+    p = run_cli("diagnose", *job(os.path.join(FIX, name)))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "the job ended well" in p.stdout
+
+
+# --- ncclcheck's own and routine lines are never a cause -------------------------------------------------------
+
+def test_c10d_wait_polls_are_routine_and_real_store_timeouts_are_not():
+    with open(os.path.join(FIX, "guarded_healthy", "launcher.log")) as f:
+        polls = [ln for ln in f if "waitForInput" in ln]
+    assert len(polls) >= 2 and all(failures.classify(ln) is None for ln in polls)
+    real = "torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 3/4 clients joined."
+    assert failures.classify(real).id == "init_timeout"
+
+
+def test_the_guards_report_is_not_the_jobs_output():
+    with open(os.path.join(FIX, "guarded_healthy", "launcher.log")) as f:
+        text = f.read()
+    kept = strip_own_output(text)
+    assert "ncclcheck preflight" in text and "Recommended environment" in text
+    assert "ncclcheck" not in kept and "Recommended environment" not in kept and "export NCCL" not in kept
+    assert kept.count("step 3 ok") == 4 and len(kept.splitlines()) == len(text.splitlines())
+
+
+def test_a_guarded_job_whose_rank_was_killed_names_the_kill():
+    """Seen: the guard's c10d lines were the root cause, rank 2's SIGKILL demoted. A real guarded 4-rank job."""
+    rep, first, pm = verdict(os.path.join(FIX, "guarded_kill"))
+    assert first.evidence["kind"] == "died" and first.evidence["ranks"] == [2] and "SIGKILL" in first.summary
+    assert not any(c["kind"] == "init_timeout" for c in pm["causes"])
+    assert [c["ranks"] for c in pm["causes"] if c["cause"]] == [[2]]  # the SIGTERMed ranks are consequences
+
+
+# --- gloo's abort tied to its rank -----------------------------------------------------------------------------
+
+def test_a_rankless_gloo_abort_is_tied_to_the_sigabrt_rank(tmp_path):
+    """Seen: 'Received data size doesn't match' blamed on 'torchrun.log (no rank on the line)'. The real size-mismatch
+    job's torchrun output alone: rank 2 (the receiver) aborted, the one SIGABRT in torchrun's table."""
+    shutil.copy(os.path.join(FIX, "size", "launcher.log"), tmp_path / "torchrun.log")
+    rep = diagnose([str(tmp_path)])
+    first = rep.checks[0]
+    assert first.evidence["kind"] == "collective_mismatch" and first.evidence["ranks"] == [2]
+    assert "rank 2 (host localhost" in first.summary and "no rank on the line" not in first.summary
+    root = rep.extra["postmortem"]["causes"][0]
+    assert "SIGABRT" in root["tied_by"]
+
+
+# --- NCCL's failure families (rendered from NCCL's format strings) ---------------------------------------------
+
+@pytest.mark.parametrize("case, kind, ranks", [
+    ("net_plugin", "net_plugin", [0]),
+    ("no_socket_if", "no_socket_interface", [0]),
+    ("duplicate_gpu", "duplicate_gpu", [1]),
+    ("version_mismatch", "version_mismatch", [0]),
+    ("ib_device", "ib_device", [0]),
+    ("cuda_error", "cuda_error", [0]),
+    ("peer_gone", "died", [1]),  # the SIGKILLed peer, not the survivor's "remote process exited"
+    ("gpu_stuck", "not_started", [0]),
+    ("gpu_stuck_peer", "not_started", [1]),
+    ("stalled", "stalled", [0, 1]),
+])
+def test_nccl_families_name_their_cause(case, kind, ranks):
+    rep, first, pm = verdict(os.path.join(RENDERED, case))
+    assert rep.exit_code == 1 and first.evidence["kind"] == kind and first.evidence["ranks"] == ranks, first.summary
+    assert first.fix
+
+
+def test_a_gpu_that_never_started_the_collective_is_the_hang_not_a_consequence():
+    """Seen: 'no cause found, only consequences' (exit 0) on a rank whose GPU never started its all_reduce."""
+    rep, first, _ = verdict(os.path.join(RENDERED, "gpu_stuck"))
+    assert "never started" in first.summary and "all_reduce #4" in first.summary
+    assert "network" in first.fix
+
+
+def test_peer_gone_lists_the_survivors_lines_as_consequences():
+    _, _, pm = verdict(os.path.join(RENDERED, "peer_gone"))
+    survivor = [c for c in pm["causes"] if c["ranks"] == [0]]
+    assert survivor and not any(c["cause"] for c in survivor)
+    assert failures.classify("remote process exited or there was a network error").id == "peer_closed"
+
+
+# --- arming: recommend --postmortem / guard(postmortem_dir=) ----------------------------------------------------
+
+def test_arming_sets_timing_and_only_the_names_torch_reads():
+    new = {"buffer": "TORCH_FR_BUFFER_SIZE", "dump": "TORCH_FR_DUMP_TEMP_FILE"}
+    names = {r.name: r.value for r in recommend_postmortem("/pm", fr_names=new)}
+    assert names["TORCH_NCCL_ENABLE_TIMING"] == "1" and names["TORCH_FR_DUMP_TEMP_FILE"] == "/pm/nccl_trace_rank_"
+    assert "TORCH_NCCL_TRACE_BUFFER_SIZE" not in names and "TORCH_NCCL_DEBUG_INFO_TEMP_FILE" not in names
+    old = {"buffer": "TORCH_NCCL_TRACE_BUFFER_SIZE", "dump": "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"}
+    names = {r.name for r in recommend_postmortem("/pm", fr_names=old)}
+    assert "TORCH_NCCL_TRACE_BUFFER_SIZE" in names and "TORCH_FR_BUFFER_SIZE" not in names
+    both = {r.name for r in recommend_postmortem("/pm", ask_torch=False)}  # no torch to ask: both spellings
+    assert {"TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"} <= both
+
+
+def test_the_installed_torch_is_asked():
+    from ncclcheck.facts.versions import flight_recorder_names
+
+    # torch 2.13 (installed here) knows the TORCH_FR_* names and warns on the old ones
+    assert flight_recorder_names() == {"buffer": "TORCH_FR_BUFFER_SIZE", "dump": "TORCH_FR_DUMP_TEMP_FILE"}
+
+
+@pytest.mark.slow
+def test_a_guarded_job_is_armed_without_torchs_deprecation_warnings(tmp_path):
+    """A fresh real guarded job (make_fixtures.py's guarded_healthy): no deprecation warning from the variables the
+    guard set, and diagnose says it ended well."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_fixtures", os.path.join(FIX, "make_fixtures.py"))
+    mk = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mk)
+    assert mk.make_job("guarded_healthy", str(tmp_path / "g")) == 0
+    log = (tmp_path / "g" / "launcher.log").read_text()
+    assert "TORCH_NCCL_ENABLE_TIMING" in log and "is deprecated" not in log
+    assert diagnose(job(str(tmp_path / "g"))).exit_code == 0
+
+
+def test_across_two_agents_the_earliest_failure_is_the_root():
+    """A real job of two torchrun agents (two "nodes" on loopback): node 1's rank was SIGKILLed before it joined, so
+    node 0's rank timed out in init_process_group 6 s later. Each agent names its own first failure; the root is the
+    earlier one, and node 0's store timeout (a cause class, and a rank-less traceback line tied to rank 0 by its
+    agent's table) is its consequence."""
+    rep, first, pm = verdict(os.path.join(FIX, "two_nodes_kill_at_init"))
+    assert first.evidence["kind"] == "died" and first.evidence["ranks"] == [1] and "SIGKILL" in first.summary
+    assert pm["launcher"]["first"] == 1
+    timeout = [c for c in pm["causes"] if c["kind"] == "init_timeout"]
+    assert timeout and timeout[0]["ranks"] == [0] and not timeout[0]["cause"]
+    assert [c["ranks"] for c in pm["causes"] if c["cause"]] == [[1]]
+
+
+@pytest.mark.parametrize("case, kind, signal", [("mpirun_exit1", "exited", None), ("mpirun_kill", "died", "SIGKILL")])
+def test_under_mpirun_the_first_failed_process_is_the_root(case, kind, signal, validate_report, tmp_path):
+    """Real 2-rank gloo jobs under Open MPI's mpirun (no torchrun table): mpirun's own report names the first
+    process that failed; without reading it the job read as 'ended well' or blamed the survivor."""
+    out = tmp_path / "r.json"
+    p = run_cli("diagnose", *job(os.path.join(FIX, case)), "--json", str(out))
+    assert p.returncode == 1, p.stdout + p.stderr
+    doc = validate_report(out.read_text())
+    root = doc["postmortem"]["causes"][0]
+    assert root["kind"] == kind and root["ranks"] == [1] and root["cause"]
+    assert doc["world"]["launcher"] == "mpi"
+    if signal:
+        assert signal in root["text"]
+    assert all(not c["cause"] for c in doc["postmortem"]["causes"][1:])
+
+
+@pytest.mark.parametrize("line, cls", [
+    # slurmstepd's format strings (strings of the installed Slurm 22.05 plugins), rendered
+    ("slurmstepd: error: *** STEP 4242.0 ON node07 CANCELLED AT 2026-11-23T10:00:00 DUE TO TIME LIMIT ***",
+     "scheduler_cancelled"),
+    ("slurmstepd: error: *** JOB 4242 ON node07 CANCELLED AT 2026-11-23T10:00:00 ***", "scheduler_cancelled"),
+    ("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=4242.0. Some of your processes may have been killed "
+     "by the cgroup out-of-memory handler.", "oom_killed"),
+])
+def test_the_schedulers_own_reasons_are_causes(line, cls):
+    assert failures.classify(line).id == cls and failures.classify(line).cause
+
+
+def test_a_job_the_scheduler_cancelled_is_never_clean(tmp_path):
+    (tmp_path / "slurm-4242.out").write_text(
+        "0: rank 0 step 0 ok\n1: rank 1 step 0 ok\nslurmstepd: error: *** STEP 4242.0 ON node07 CANCELLED AT "
+        "2026-11-23T10:00:00 DUE TO TIME LIMIT ***\n")
+    rep = diagnose([str(tmp_path)])
+    assert rep.exit_code == 1 and rep.checks[0].evidence["kind"] == "scheduler_cancelled"
+    assert "TIME LIMIT" in rep.extra["postmortem"]["causes"][0]["line"]
+
+
+def test_a_job_the_guard_stopped_names_the_guards_check_not_its_report():
+    """A real guarded 2-rank job with GLOO_SOCKET_IFNAME naming no interface: PreflightFailed, uncaught, ends every
+    rank before init. The root is the guard's first failing check (tied to the rank its message names); the guard's
+    console report (its rows, 'Recommended environment', its closing 'root cause on node 0' line) is stripped."""
+    rep, first, pm = verdict(os.path.join(FIX, "guarded_fails"))
+    assert rep.exit_code == 1 and first.evidence["kind"] == "guard_failed" and first.evidence["ranks"] == [1]
+    assert "[net.socket_ifname]" in first.summary and "nonexistent0" in first.summary
+    assert all(c["kind"] in ("guard_failed", "exited") for c in pm["causes"])
+    with open(os.path.join(FIX, "guarded_fails", "launcher.log")) as f:
+        kept = strip_own_output(f.read())
+    assert "root cause on node 0" not in kept and "Recommended environment" not in kept
+    assert kept.count("PreflightFailed: ncclcheck preflight failed") == 2
+
+
+def test_a_survivors_own_exception_after_the_first_failure_is_a_consequence():
+    """A real 2-rank job: rank 1 ended first (torchrun's first observed failure); rank 0 wrapped the collective's
+    error in its own RuntimeError('training step 2 failed'). That exception is listed, after the root, as a
+    consequence: it would otherwise outrank the first failure (log causes come before a death)."""
+    rep, first, pm = verdict(os.path.join(FIX, "exit1_wrapped"))
+    assert first.evidence["ranks"] == [1] and rep.exit_code == 1
+    wrapped = [c for c in pm["causes"] if c["kind"] == "exception"]
+    assert wrapped and wrapped[0]["ranks"] == [0] and not wrapped[0]["cause"]
+    assert "training step 2 failed" in wrapped[0]["text"] and "first observed failure" in wrapped[0]["text"]
+
+
+def test_two_ranks_killed_at_once_are_two_causes_the_first_observed_first():
+    """A real 4-rank job whose ranks 1 and 3 were SIGKILLed in the same step: a kill from outside is nobody's
+    consequence, so both are causes (torchrun's first observed one first); the ranks it SIGTERMed are not."""
+    rep, first, pm = verdict(os.path.join(FIX, "kill_two"))
+    killed = [c["ranks"][0] for c in pm["causes"] if c["cause"]]
+    assert sorted(killed) == [1, 3] and killed[0] == pm["launcher"]["first"] == first.evidence["ranks"][0]
+    assert all("SIGKILL" in c["text"] for c in pm["causes"] if c["cause"])
+
+
+def test_nccls_default_warn_timestamp_keeps_the_header_readable():
+    """NCCL prints WARN lines after a timestamp by default (src/debug.cc: NCCL_DEBUG_TIMESTAMP_LEVELS = WARN,
+    "[%F %T] "); the host and device behind it still tie the line to its rank."""
+    from ncclcheck.nccl.debuglog import nccl_header
+
+    line = "[2026-11-23 10:00:00] gpu0001.invalid:4242:4259 [3] plugin/net.cc:379 NCCL WARN Failed to initialize any"
+    assert nccl_header(line) == {"host": "gpu0001.invalid", "pid": 4242, "cuda_dev": 3}

@@ -33,6 +33,8 @@ class CrossInput:
     attempts: dict = field(default_factory=dict)  # {node_rank: [probe attempt records]}
     shared: Optional[dict] = None  # the --shared-dir step's outcome on node 0 (preflight/shared_dirs.py)
     load: dict = field(default_factory=dict)  # {node_rank: {"lag_ms", "loaded", ...}}: its prober's own lateness
+    # nodes that share one network stack (nccl.reachability.host_groups: claimed and proven by the probe)
+    same_host: list = field(default_factory=list)
 
     @property
     def ranks(self) -> list:
@@ -448,6 +450,14 @@ def check_peer_reachability(inp: CrossInput) -> CheckResult:
             why_unusable[i] = f"not present on node(s) {hostranges.rank_ranges(missing)}"
     ev = {"ranks": ranks, "interfaces": inp.mesh, "usable_by_node": {str(r): u for r, u in usable.items()},
           "unusable": why_unusable}
+    if inp.same_host:
+        ev["same_host"] = inp.same_host
+    if reachability.one_host(ranks, inp.same_host):
+        # One network stack: an address local to one node is local to all, so every interface (loopback first)
+        # connects them whatever a NIC or a firewall towards other hosts would do. Nothing else to judge.
+        return passed(cid, f"all {len(ranks)} nodes share one host's network stack (same boot and network "
+                      "namespace, and each pair reached on an address local to the prober): loopback connects "
+                      "them", evidence=ev)
     # Per node, interfaces every other node reached that a job may use (never docker/lo/veth/bridge).
     job_usable = {r: [i for i in usable[r] if _kind(facts[r], i) not in _NEVER] for r in ranks}
     stranded = [r for r in ranks if not job_usable[r]]
@@ -495,6 +505,9 @@ def check_peer_reachability(inp: CrossInput) -> CheckResult:
                    detail=f"Interfaces that connect every pair: {good_desc}.",
                    fix="Set NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME as recommended below.")
     summary = f"{good_desc} connect(s) all {len(ranks)} nodes"
+    if inp.same_host:
+        summary += " (" + "; ".join(f"{_who(inp, g)} share one host" for g in inp.same_host[:4]) + (
+            f"; +{len(inp.same_host) - 4} more groups" if len(inp.same_host) > 4 else "") + ")"
     if why_unusable:
         summary += "; unusable: " + "; ".join(f"{i} ({w})" for i, w in why_unusable.items())
     if loaded:

@@ -78,7 +78,7 @@ def _nccl_interfaces(ifs: list, expect: Expect, env: dict) -> tuple[list, str]:
     for value, origin in ((expect.ifname, "--ifname"), (env.get("NCCL_SOCKET_IFNAME"), "NCCL_SOCKET_IFNAME")):
         spec = rules.parse_spec(value)
         if spec is not None:
-            return rules.socket_ifname_matches(spec, ifs), f"{origin}={value}"
+            return rules.socket_ifname_matches(spec, ifs), rules.assignment(origin, value)
     by_name = {i["name"]: i for i in ifs}
     order = [n for n in rules.nccl_default_order(ifs, "2.28.2")
              if by_name[n].get("kind") not in rules.NEVER_FOR_MULTI_NODE]

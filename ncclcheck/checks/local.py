@@ -33,6 +33,10 @@ class LocalInput:
     master: Optional[dict] = None  # master probe result (preflight/probe.py), None when not probed
     env: dict = field(default_factory=dict)  # facts["env"]["vars"], for convenience
     nofile: Optional[dict] = None  # agent.limits.ensure_nofile's outcome for a multi-node run, None otherwise
+    # Every node of the world shares this node's network stack (nccl.reachability.host_groups, proven by the mesh
+    # probe): loopback and any local interface connect them, as on one node. Known only after the mesh phase, so
+    # the checks that depend on it are run again then (ONE_HOST_RECHECKED).
+    one_host: bool = False
 
     @classmethod
     def of(cls, facts: dict, **kw) -> LocalInput:
@@ -110,7 +114,7 @@ def check_hostname_resolves(inp: LocalInput) -> CheckResult:
     addrs = host.get("resolves_to") or []
     ev = {k: host.get(k) for k in ("hostname", "fqdn", "resolves_to", "fqdn_resolves_to", "resolve_error")}
     if not addrs:
-        res = failed if inp.multi_node else warned
+        res = failed if inp.multi_node and not inp.one_host else warned
         return res(cid, f"hostname {name!r} does not resolve", node=node, evidence=ev,
                    detail=str(host.get("resolve_error") or ""),
                    fix=f"Add '{name}' with this node's routable address to /etc/hosts or DNS; Gloo and the c10d "
@@ -118,8 +122,8 @@ def check_hostname_resolves(inp: LocalInput) -> CheckResult:
     if host.get("loopback"):
         gloo_set = bool(inp.env.get("GLOO_SOCKET_IFNAME"))
         text = f"hostname {name!r} resolves to loopback ({', '.join(addrs)})"
-        if not inp.multi_node:
-            return passed(cid, text + " (fine on one node)", node=node, evidence=ev)
+        if not inp.multi_node or inp.one_host:
+            return passed(cid, text + _ONE_NODE[inp.one_host], node=node, evidence=ev)
         res = warned if gloo_set else failed
         return res(cid, text, node=node, evidence=ev,
                    detail="Gloo binds to the address the hostname resolves to and falls back to loopback "
@@ -129,6 +133,9 @@ def check_hostname_resolves(inp: LocalInput) -> CheckResult:
     if _is_loopback(addrs[0]):
         return _first_loopback(inp, name, addrs, ev)
     return passed(cid, f"{name} -> {', '.join(addrs)}", node=node, evidence=ev)
+
+
+_ONE_NODE = {False: " (fine on one node)", True: " (fine: every node of this run is on this host)"}
 
 
 def _is_loopback(addr: str) -> bool:
@@ -152,8 +159,8 @@ def _first_loopback(inp: LocalInput, name: str, addrs: list, ev: dict) -> CheckR
     where = f"the /etc/hosts line '{lines[0]}'" if lines else f"the /etc/hosts line mapping {name!r} to {addrs[0]}"
     fix = (f"On node {node}, remove or comment out {where} (stock Ubuntu adds it), so that {name!r} resolves to "
            f"{real[0] if real else 'its routable address'} first; or set GLOO_SOCKET_IFNAME to the shared interface.")
-    if not inp.multi_node:
-        return passed(cid, text + " (fine on one node)", node=node, evidence=ev)
+    if not inp.multi_node or inp.one_host:
+        return passed(cid, text + _ONE_NODE[inp.one_host], node=node, evidence=ev)
     res = warned if inp.env.get("GLOO_SOCKET_IFNAME") else failed
     return res(cid, text, node=node, evidence=ev, fix=fix,
                detail="Gloo looks its own hostname up and binds the first address getaddrinfo returns; peers then "
@@ -252,11 +259,14 @@ def check_interfaces(inp: LocalInput) -> CheckResult:
     # What the check concluded, not the interfaces again: they are this node's facts (facts.interfaces, in the
     # report beside this result), and a copy here was 513 B of every node's 4.8 KB in a 4,096-node report.
     ev = {"nccl_default_order": order, "usable": usable}
+    apart = inp.multi_node and not inp.one_host  # nodes on other hosts must reach this one over a network
     if not usable:
-        res = failed if inp.multi_node else passed
-        return res(cid, "no running non-loopback interface with an IPv4 address", node=node, evidence=ev,
+        res = failed if apart else passed
+        return res(cid, "no running non-loopback interface with an IPv4 address"
+                   + (" (fine: every node of this run is on this host)" if inp.one_host else ""), node=node,
+                   evidence=ev,
                    fix="Bring up the cluster network interface (ip link set <if> up) and give it an address."
-                   if inp.multi_node else "")
+                   if apart else "")
     # NCCL before 2.28.3 counts any interface with an address, link or not: it may bootstrap on a dead one.
     v = rules.version_tuple(nccl_version)
     old_first = None
@@ -268,14 +278,25 @@ def check_interfaces(inp: LocalInput) -> CheckResult:
     unset = not inp.env.get("NCCL_SOCKET_IFNAME")
     first = order[0] if order else None
     summary = f"{len(usable)} usable: {', '.join(usable)}"
-    if unset and inp.multi_node and first and master_if and first != master_if:
+    if unset and apart and first and master_if and first != master_if \
+            and _by_name(inp).get(master_if, {}).get("kind") in rules.NEVER_FOR_MULTI_NODE:
+        # Not "use lo": net.socket_ifname fails loopback for nodes on several hosts. Nodes all on this host are
+        # recognised after the mesh probe (one_host) and this check is judged again then.
+        return warned(cid, f"the master is reached via {master_if}, which only this host can reach", node=node,
+                      evidence=ev,
+                      detail="MASTER_ADDR is an address of this host's loopback (or another local-only interface): "
+                             "nodes on other hosts cannot reach it. Nodes that all run on this host are fine, and "
+                             "the report says so once the mesh probe proved it.",
+                      fix=f"Set MASTER_ADDR to node 0's address on the network the nodes share (here {first}).")
+    if unset and apart and first and master_if and first != master_if:
         kind = _by_name(inp).get(first, {}).get("kind")
         return warned(cid, f"NCCL would bootstrap on {first} ({kind}) but the master is reached via {master_if}",
                       node=node, evidence=ev,
                       detail="With NCCL_SOCKET_IFNAME unset NCCL takes the first match of its own order "
                              f"({', '.join(order)}); peers then try to connect to {first}'s address.",
-                      fix=f"export NCCL_SOCKET_IFNAME=={master_if} GLOO_SOCKET_IFNAME={master_if}")
-    if unset and inp.multi_node and first and _by_name(inp).get(first, {}).get("kind") in rules.NEVER_FOR_MULTI_NODE:
+                      fix=rules.exports([("NCCL_SOCKET_IFNAME", rules.exact_ifname(master_if)),
+                                         ("GLOO_SOCKET_IFNAME", master_if)]))
+    if unset and apart and first and _by_name(inp).get(first, {}).get("kind") in rules.NEVER_FOR_MULTI_NODE:
         return warned(cid, f"NCCL would bootstrap on {first}, a {_by_name(inp)[first].get('kind')} interface",
                       node=node, evidence=ev,
                       fix="Pin NCCL_SOCKET_IFNAME to the interface the nodes share (see recommendations).")
@@ -297,6 +318,8 @@ def check_socket_ifname(inp: LocalInput) -> list:
     byname = _by_name(inp)
     nccl_value = inp.env.get("NCCL_SOCKET_IFNAME")
     gloo_value = inp.env.get("GLOO_SOCKET_IFNAME")
+    nccl_set = rules.assignment("NCCL_SOCKET_IFNAME", nccl_value)  # as the user wrote it, rendered once
+    gloo_set = rules.assignment("GLOO_SOCKET_IFNAME", gloo_value)
     if not nccl_value and not gloo_value:
         return [passed(cid, "NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME not set (see recommendations)", node=node)]
     problems: list = []
@@ -311,23 +334,23 @@ def check_socket_ifname(inp: LocalInput) -> list:
             problems.append((f"NCCL_SOCKET_IFNAME={nccl_value!r} names no interface",
                              "Set it to an interface name such as =eth0."))
         elif not hits:
-            problems.append((f"NCCL_SOCKET_IFNAME={nccl_value} matches no interface on this node "
+            problems.append((f"{nccl_set} matches no interface on this node "
                              f"(present: {', '.join(byname)})",
                              "NCCL fails with \"Bootstrap : no socket interface found\": fix the name "
                              "(see recommendations)."))
         elif not live:
-            problems.append((f"NCCL_SOCKET_IFNAME={nccl_value} matches only {', '.join(ev['nccl_matches'])}, "
+            problems.append((f"{nccl_set} matches only {', '.join(ev['nccl_matches'])}, "
                              "none running with an address", "Bring that interface up or name another one."))
         else:
             bad = [i["name"] for i in live if i.get("kind") in rules.NEVER_FOR_MULTI_NODE]
-            if inp.multi_node and bad:
-                problems.append((f"NCCL_SOCKET_IFNAME={nccl_value} selects {', '.join(bad)} "
+            if inp.multi_node and not inp.one_host and bad:
+                problems.append((f"{nccl_set} selects {', '.join(bad)} "
                                  "(loopback/docker/bridge/veth) on a multi-node run",
                                  "Name the interface the nodes share, exact form (=eth0)."))
             if not spec.exact and not spec.exclude:
                 extra = sorted({c for n in spec.names for c in rules.prefix_collisions(n, ifs)})
                 if extra:
-                    notes.append((f"NCCL_SOCKET_IFNAME={nccl_value} is a prefix and also matches "
+                    notes.append((f"{nccl_set} is a prefix and also matches "
                                   f"{', '.join(extra)}", f"Use the exact form ={','.join(spec.names)}."))
     if gloo_value:
         names = rules.gloo_names(gloo_value)
@@ -335,29 +358,29 @@ def check_socket_ifname(inp: LocalInput) -> list:
         dead = [n for n in names if n in byname and not (byname[n].get("running") and rules.has_ipv4(byname[n]))]
         ev["gloo_names"] = names
         if missing:
-            problems.append((f"GLOO_SOCKET_IFNAME={gloo_value}: no interface named {', '.join(missing)}",
+            problems.append((f"{gloo_set}: no interface named {', '.join(missing)}",
                              "Gloo takes exact names (no prefixes, no '='): name an existing interface."))
         if dead:
-            problems.append((f"GLOO_SOCKET_IFNAME={gloo_value}: {', '.join(dead)} not running with an IPv4 "
+            problems.append((f"{gloo_set}: {', '.join(dead)} not running with an IPv4 "
                              "address", "Name a running interface with an address."))
         # Gloo binds and advertises exactly this interface's address: a docker/bridge/loopback one is the same
         # address on every host (172.17.0.1), so the other nodes connect to themselves and the job hangs or fails.
         never = [n for n in names if n in byname and byname[n].get("kind") in rules.NEVER_FOR_MULTI_NODE]
-        if inp.multi_node and never:
-            problems.append((f"GLOO_SOCKET_IFNAME={gloo_value} selects {', '.join(never)} "
+        if inp.multi_node and not inp.one_host and never:
+            problems.append((f"{gloo_set} selects {', '.join(never)} "
                              "(loopback/docker/bridge/veth) on a multi-node run",
                              "Name the interface the nodes share (GLOO_SOCKET_IFNAME=eth0: exact names)."))
         if nccl_value and not missing:
             spec = rules.parse_spec(nccl_value)
             if spec and not spec.exclude and not any(spec.matches(n) for n in names):
-                notes.append((f"GLOO_SOCKET_IFNAME={gloo_value} and NCCL_SOCKET_IFNAME={nccl_value} name different "
+                notes.append((f"{gloo_set} and {nccl_set} name different "
                               "interfaces", "Use the same interface for both unless that is deliberate."))
     if problems:
         return [failed(cid, s, node=node, evidence=ev, fix=f) for s, f in problems]
     if notes:
         return [warned(cid, s, node=node, evidence=ev, fix=f) for s, f in notes]
-    return [passed(cid, f"set and valid: {', '.join(f'{k}={v}' for k, v in ev.items() if k.isupper() and v)}",
-                   node=node, evidence=ev)]
+    said = ", ".join(rules.assignment(k, v) for k, v in ev.items() if k.isupper() and v)
+    return [passed(cid, f"set and valid: {said}", node=node, evidence=ev)]
 
 
 def _rdma(inp: LocalInput) -> dict:
@@ -399,7 +422,8 @@ def check_ib_devices(inp: LocalInput) -> list:
             chosen = [(d, p) for d, p, _ in active if spec.matches(d, p)]
             if not chosen:
                 results.append(failed(cid, f"NCCL_IB_HCA={hca} matches no ACTIVE port", node=node, evidence=ev,
-                                      fix=f"Set NCCL_IB_HCA={rules.hca_value(active)} (active ports only)."))
+                                      fix=f"Set {rules.assignment('NCCL_IB_HCA', rules.hca_value(active))} "
+                                          "(active ports only)."))
         if down:
             results.append(warned(cid, f"{len(active)} active, not active: {', '.join(down)}", node=node,
                                   evidence=ev, detail="NCCL silently skips ports that are not ACTIVE.",
@@ -514,3 +538,28 @@ def check_paths_exist(inp: LocalInput) -> CheckResult:
                       fix="Check the --path spelling, or mount/copy it on this node with read permission for the "
                           "job's user.")
     return passed(cid, f"{len(paths)} path(s) exist and are readable", node=node, evidence=ev)
+
+
+# The node-local checks whose verdict depends on whether other hosts must reach this node (LocalInput.one_host).
+ONE_HOST_RECHECKED = {"host.hostname_resolves": check_hostname_resolves, "net.interfaces": check_interfaces,
+                      "net.socket_ifname": check_socket_ifname}
+
+
+def rejudge_one_host(results: list, facts: dict, node_rank: int) -> list:
+    """`results` (node-local, node_rank's among others) with ONE_HOST_RECHECKED run again on `facts` as a node whose
+    world is all on its host: each check's results take the place of the first old one with its id."""
+    if not isinstance(facts, dict) or not facts:
+        return list(results)
+    inp = LocalInput.of(facts, node_rank=node_rank, multi_node=True, one_host=True)
+    out: list = []
+    done: set = set()
+    for c in results:
+        fn = ONE_HOST_RECHECKED.get(c.id)
+        if fn is None or c.node != node_rank:
+            out.append(c)
+            continue
+        if c.id not in done:
+            done.add(c.id)
+            fresh = fn(inp)
+            out.extend(fresh if isinstance(fresh, list) else [fresh])
+    return out

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..model import CheckResult, failed, passed, skipped, warned
+from ..nccl import rules
 
 SHOWN = 8
 
@@ -138,12 +139,14 @@ def check_transport(inp: PostmortemInput) -> CheckResult:
         parsed = parse_spec(spec)
         off = sorted({i for r in rows.values() for i in r["interfaces"] if parsed and not parsed.matches(i)})
         if off:
-            problems.append(f"NCCL used {', '.join(off)}; the preflight recommended NCCL_SOCKET_IFNAME={spec}")
+            problems.append(f"NCCL used {', '.join(off)}; the preflight recommended "
+                            f"{rules.assignment('NCCL_SOCKET_IFNAME', spec)}")
     ev = {"ranks": rows, "recommended": t.get("recommended") or {}}
     if problems:
         return warned("postmortem.transport", problems[0], detail="\n".join(problems),
-                      fix=f"export NCCL_SOCKET_IFNAME={spec}" if spec else "set NCCL_SOCKET_IFNAME to the same "
-                      "interface on every node (`ncclcheck recommend`)", evidence=ev)
+                      fix=rules.exports([("NCCL_SOCKET_IFNAME", spec)]) if spec
+                      else "set NCCL_SOCKET_IFNAME to the same interface on every node (`ncclcheck recommend`)",
+                      evidence=ev)
     first = next(iter(rows.values()))
     return passed("postmortem.transport", f"{len(rows)} rank(s) used {', '.join(first['interfaces']) or '?'} "
                   f"over {first['net'] or 'intra-node transports'}", evidence=ev)

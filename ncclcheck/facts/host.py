@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import platform
+import re
 import resource
 import socket
 import threading
@@ -210,12 +211,37 @@ def hosts_lines(hostname: str, path: str = "/etc/hosts") -> list:
     return out
 
 
+_BOOT_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_NETNS = re.compile(r"^net:\[(\d{1,20})\]$")
+
+
+def network_identity() -> dict:
+    """Which running kernel and which network namespace this process is in: {"boot_id", "netns", "key"}.
+
+    Nodes with the same key share one network stack: an address local to one is local to the other and loopback
+    connects them. The boot id (random per boot, <procfs>/sys/kernel/random/boot_id) tells machines apart and the
+    namespace inode (readlink <procfs>/self/ns/net) tells containers and netns lab hosts on one machine apart. Not
+    the hostname (cloned images and clusters of VMs all say "vm" or "localhost") nor /etc/machine-id (copied with
+    the image), nor the addresses (docker0 is 172.17.0.1 everywhere). A claim only: the mesh probe proves it
+    (preflight/probe.py connects to the peer on an address local to the prober and must reach the peer)."""
+    boot = (read_text(procfs("sys", "kernel", "random", "boot_id")) or "").strip().lower()
+    try:
+        ns = os.readlink(procfs("self", "ns", "net"))
+    except OSError as e:
+        return {"unavailable": f"{procfs('self', 'ns', 'net')}: {e.strerror or e}"}
+    m = _NETNS.match(ns)
+    if not _BOOT_ID.match(boot) or not m:
+        return {"unavailable": f"boot id {boot[:40]!r} / network namespace {ns[:40]!r} not in the kernel's format"}
+    return {"boot_id": boot, "netns": ns, "key": f"{boot}/{m.group(1)}"}
+
+
 def collect(gethostname: Optional[Callable] = None, getfqdn: Optional[Callable] = None,
             getaddrinfo: Optional[Callable] = None, getrlimit: Optional[Callable] = None) -> dict:
     hostname = (gethostname or socket.gethostname)()
     facts: dict[str, Any] = {"hostname": hostname}
     facts.update(resolve(hostname, getfqdn, getaddrinfo))
     facts["hosts_lines"] = hosts_lines(hostname)
+    facts["network_identity"] = network_identity()
     try:
         facts["shm"] = shm()
     except Exception as e:

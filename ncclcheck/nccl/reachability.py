@@ -7,6 +7,7 @@ socket I/O that produces the attempts lives in preflight/probe.py."""
 from __future__ import annotations
 
 import random
+from typing import Optional
 
 FULL_MESH_MAX = 32  # above this many nodes the mesh is sampled
 SAMPLE_PEERS = 12  # random peers per node in a sampled mesh, besides the two ring neighbours
@@ -60,14 +61,59 @@ def candidate_addresses(interfaces: object, include_loopback: bool = False) -> d
     return out
 
 
-def duplicate_addresses(endpoints_by_rank: dict[int, dict]) -> dict[str, list[int]]:
-    """{addr: [node ranks]} for every address published by more than one node (docker0 172.17.0.1 everywhere)."""
+def duplicate_addresses(endpoints_by_rank: dict[int, dict], same_host: Optional[list] = None) -> dict[str, list[int]]:
+    """{addr: [node ranks]} for every address published by more than one host (docker0 172.17.0.1 everywhere).
+
+    Nodes of one group of `same_host` (host_groups: one network stack, proven) publishing the same address are one
+    host's one address, not a duplicate: which of them answers is chosen by the port, as on any host."""
+    host = {r: i for i, group in enumerate(same_host or []) for r in group}
     owners: dict[str, set] = {}
     for rank, eps in endpoints_by_rank.items():
         for _iface, pairs in (eps or {}).items():
             for addr, _port in pairs:
                 owners.setdefault(addr, set()).add(rank)
-    return {a: sorted(r) for a, r in owners.items() if len(r) > 1}
+    return {a: sorted(r) for a, r in owners.items()
+            if len(r) > 1 and len({host.get(x, ("alone", x)) for x in r}) > 1}
+
+
+def host_groups(ranks: list[int], endpoints_by_rank: dict[int, dict], attempts_by_rank: dict[int, list[dict]],
+                claimed: dict[int, str]) -> list[list[int]]:
+    """The nodes that share one network stack (one host, or containers sharing the host's network), as sorted
+    groups of two or more node ranks, largest first.
+
+    Two nodes are put together only when both are true: they claim the same network identity (facts.host's
+    network_identity key: boot id and network namespace), and one of them reached the other, with the other's id
+    in the reply, on an address the prober itself published (a connect to an address local to the prober never
+    leaves its network stack, so the listener that answered lives in it). The claim alone proves nothing (it is
+    read from the network); the probe alone cannot tell one host from a simulated one whose addresses are all
+    loopback. Groups join transitively."""
+    parent = {r: r for r in ranks}
+
+    def root(r: int) -> int:
+        while parent[r] != r:
+            parent[r] = parent[parent[r]]
+            r = parent[r]
+        return r
+
+    own = {r: {a for pairs in (eps or {}).values() for a, _p in pairs} for r, eps in endpoints_by_rank.items()}
+    for src, attempts in attempts_by_rank.items():
+        key = claimed.get(src)
+        if src not in parent or not key:
+            continue
+        for a in attempts:
+            dst = a.get("peer")
+            if (dst in parent and dst != src and claimed.get(dst) == key and a.get("ok")
+                    and a.get("reached") == dst and a.get("addr") in own.get(src, ())):
+                parent[root(src)] = root(dst)
+    groups: dict[int, list[int]] = {}
+    for r in ranks:
+        groups.setdefault(root(r), []).append(r)
+    return sorted((sorted(g) for g in groups.values() if len(g) > 1), key=lambda g: (-len(g), g))
+
+
+def one_host(ranks: list[int], same_host: Optional[list]) -> bool:
+    """Does every node of the world share one network stack (host_groups)?"""
+    return len(ranks) > 1 and bool(same_host) and sorted(same_host[0]) == sorted(ranks)
 
 
 def build_matrix(
@@ -75,6 +121,7 @@ def build_matrix(
     endpoints_by_rank: dict[int, dict],
     attempts_by_rank: dict[int, list[dict]],
     planned: int | None = None,
+    same_host: Optional[list] = None,
 ) -> dict[str, dict]:
     """Per-interface reachability between nodes, as the report shows it.
 
@@ -87,11 +134,12 @@ def build_matrix(
     ("errors_total" counts them all). "cut_links" ([[rank, rank]], at most MAX_ERRORS; "cut_links_total") is there
     when every failed pair is a dead link between two nodes that both reached, and were reached by, others.
     `planned` is how many pairs each node probes; a node that reported nothing fails its planned pairs.
+    `same_host` (host_groups) are the nodes whose shared addresses are one host's, not duplicates.
     """
     n = len(ranks)
     idx = {r: i for i, r in enumerate(ranks)}
     is_sampled = sampled(n)
-    dups = duplicate_addresses(endpoints_by_rank)
+    dups = duplicate_addresses(endpoints_by_rank, same_host)
     dup_texts: dict[str, str] = {}
     ifaces = sorted({i for eps in endpoints_by_rank.values() for i in (eps or {})})
     addrs_of = {i: {p[0] for eps in endpoints_by_rank.values() for p in (eps or {}).get(i, [])} for i in ifaces}

@@ -32,6 +32,25 @@ def env_name_allowed(name: object) -> bool:
             and (name.startswith(ENV_PREFIXES) or name in ENV_EXACT) and name not in ENV_LOADS_CODE)
 
 
+def assignment(name: str, value: object) -> str:
+    """`NAME=value` as a shell reads it and a person copies it: the one way every report, fix and export line writes
+    a variable. A value in NCCL's exact form gets quotes (NCCL_SOCKET_IFNAME='=eth0'): written bare it read as the
+    typo `NCCL_SOCKET_IFNAME==eth0`, which people 'fixed' to the prefix form or pasted into files that are not a
+    shell. Values are quoted the shell's way (shlex), so nothing in one runs."""
+    import shlex
+
+    text = str(value)
+    quoted = shlex.quote(text)
+    if quoted == text and text[:1] in ("=", "^"):
+        quoted = f"'{text}'"
+    return f"{name}={quoted}"
+
+
+def exports(pairs: list) -> str:
+    """`export A=x B=y` for [(name, value)], each as `assignment` writes it."""
+    return "export " + " ".join(assignment(n, v) for n, v in pairs)
+
+
 def allowed_recommendations(recs: list) -> tuple[list, list]:
     """(kept, dropped): the recommendations whose variable may be set, and the names of those that may not."""
     kept, dropped = [], []

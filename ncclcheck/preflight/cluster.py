@@ -33,6 +33,7 @@ from typing import Any, Optional
 
 from ..agent.launchers import Placement, store_host
 from ..checks import CrossInput, run_cross_checks
+from ..checks.local import rejudge_one_host
 from ..config import Config
 from ..facts import hostname_of
 from ..facts.ports import port_holder
@@ -332,7 +333,9 @@ def _host_decides(ctx: _Ctx, st: JsonStore) -> tuple:
         end = ctx.rdzv_deadline if complete_at is None else min(ctx.rdzv_deadline,
                                                                   b.deadline(ctx.join_grace_s, complete_at))
         # wait_next is False at the end, or once the counter reached its cap (nothing more can honestly arrive).
-        if b.passed(end) or not journal.wait_next(end, b):
+        # Once every rank joined, the grace for a duplicate usually ends unanswered: looks, not a blocking request
+        nxt = journal.wait_next if complete_at is None else journal.poll_next
+        if b.passed(end) or not nxt(end, b):
             take()
             v = decide([seen[i] for i in sorted(seen)], ctx.placement.nnodes, final=True)
             v["elapsed_s"] = b.since(ctx.start)
@@ -370,6 +373,7 @@ class _Mesh:
     n: int
     index: int
     end: float
+    local_peers: frozenset = frozenset()  # peers this node's own probe proved to share its network stack
 
 
 def _peer_endpoints(st: JsonStore, n: int, rank: int, decider: bool, end: float, b: Budget) -> dict:
@@ -412,13 +416,18 @@ def _mesh_start(ctx: _Ctx, st: JsonStore, n: int, leader: bool, decider: bool) -
     ep: dict = {"id": ctx.node_id, "endpoints": m.listener.endpoints}
     if m.listener.bind_errors:
         ep["bind_errors"] = m.listener.bind_errors
+    me = identity_key(ctx.facts)
+    if me:
+        ep["host"] = me
     st.set(K.MESH_EP.format(p.node_rank), ep)
     eps = _peer_endpoints(st, n, p.node_rank, decider, end, b)
     own = {a for addrs_ in addrs.values() for a in addrs_}
+    same = {r for r, e in eps.items() if me and wire.host_key(e.get("host")) == me}
     # what is left of the mesh phase's bound (T)
     stats: dict = {}
     rows = probe.probe_peers(p.node_rank, eps, deadline_s=b.left(end, b.mesh_probe_floor_s), own_addresses=own,
-                             budget=b, stats=stats)
+                             budget=b, stats=stats, same_host=same)
+    m.local_peers = frozenset(probe.local_peers(rows, own) & same)
     # The clock check reads timings only of probes to or from the reference node (node rank 0, which decides):
     # node 0's row (over loopback) keeps them all, the others only theirs towards node 0.
     timed = None if decider else {0}
@@ -447,8 +456,16 @@ def _mesh_collect(st: JsonStore, m: _Mesh, b: Budget, observer: Any = None) -> t
             attempts[r] = wire.unpack_row(row, published)
             load[r] = wire.read_load(row.get("load"), b.loaded_lag_s)
     ranks = list(range(m.n))
-    matrix = reachability.build_matrix(ranks, published, attempts)
-    return matrix, attempts, load
+    claimed = {r: wire.host_key(e.get("host")) for r, e in eps.items()}
+    groups = reachability.host_groups(ranks, published, attempts, {r: k for r, k in claimed.items() if k})
+    matrix = reachability.build_matrix(ranks, published, attempts, same_host=groups)
+    return matrix, attempts, load, groups
+
+
+def identity_key(facts: dict) -> Optional[str]:
+    """This node's network identity claim (facts.host.network_identity), None when it could not be read."""
+    ident = ((facts or {}).get("host") or {}).get("network_identity")
+    return wire.host_key(ident.get("key")) if isinstance(ident, dict) else None
 
 
 def run_cluster_preflight(
@@ -557,10 +574,15 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
                                            evidence={"rejected": list(ctx.guard.rejected)},
                                            fix="Look at node 0's report and log.")], n)
     cross, local_groups, recs, _mesh_info = wire.read_result(result)
+    own = list(ctx.results)
+    if leader and not reachability.sampled(n) and len(mesh.local_peers) == n - 1 > 0:
+        # This node's own probe reached every other node on an address local to itself: the whole world is on
+        # this host (its own measurement, not node 0's word), so its own checks judge as node 0 judged them.
+        own = rejudge_one_host(own, ctx.facts, placement.node_rank)
     return ClusterOutcome(
         world=_world_info(ctx.config, placement, n),
         nodes=[NodeInfo(placement.node_rank, hostname_of(ctx.facts), ctx.facts)] if leader else [],
-        checks=list(ctx.results) + (cross or [wcheck]) + local_groups,  # cross[0] is node 0's rendezvous.world
+        checks=own + (cross or [wcheck]) + local_groups,  # cross[0] is node 0's rendezvous.world
         recommendations=recs,
         formed=True,
         verdict=verdict,
@@ -578,18 +600,22 @@ def _decide_result(ctx: _Ctx, st: JsonStore, verdict: dict, joins: dict, wcheck:
     """Node 0: every node's facts and rows -> cross-node checks and rules -> `world/result`; the full outcome.
     A decision step that fails becomes a failed check in the report (and in what the others read), never a node 0
     without a report."""
-    matrix, attempts, load = _mesh_collect(st, mesh, ctx.budget, ctx.observer)
+    matrix, attempts, load, groups = _mesh_collect(st, mesh, ctx.budget, ctx.observer)
     members = {m["node_rank"]: joins.get(_index(m.get("key"))) or {} for m in verdict["members"]}
     nodes = [(r, j.get("hostname") or "?", j.get("facts") or {}) for r, j in sorted(members.items())]
     local: list = []
     for _, j in sorted(members.items()):
         local.extend(CheckResult.from_json(c) for c in j.get("checks") or [])
     hosts = {r: h for r, h, _ in nodes}
+    if reachability.one_host([r for r, _, _ in nodes], groups):
+        # Every node is on this host: the checks that assumed other hosts must reach each node judge again.
+        for r, _, f in nodes:
+            local = rejudge_one_host(local, f, r)
     try:
         cross = [mesh_note(c, matrix, len(nodes), hosts)
                  for c in run_cross_checks(CrossInput(nodes, mesh=matrix, attempts=attempts, shared=shared,
-                                                      load=load))]
-        recs = recommendations(nodes, matrix)
+                                                      load=load, same_host=groups))]
+        recs = recommendations(nodes, matrix, groups)
     except Exception as exc:  # noqa: BLE001 - the report must still be written, naming what failed
         log.exception("the cross-node decision failed")
         cross, recs = [failed("rendezvous.world", f"node 0 could not decide the cross-node checks: "

@@ -166,8 +166,9 @@ def mesh_note(c: CheckResult, matrix: dict, n: int, hosts: dict) -> CheckResult:
     return replace(c, summary=summary, detail=detail, evidence=ev)
 
 
-def recommendations(nodes: list, matrix: dict) -> list:
-    mesh_recs = recommend_mesh(MeshView(nodes, matrix))
+def recommendations(nodes: list, matrix: dict, same_host: Optional[list] = None) -> list:
+    one = reachability.one_host([r for r, _, _ in nodes], same_host)
+    mesh_recs = recommend_mesh(MeshView(nodes, matrix, one_host=one))
     per_node: dict[int, list[Recommendation]] = {}
     for r, _, f in nodes:
         try:

@@ -348,6 +348,14 @@ class _Probe:
 MESH_DEADLINE = "timeout: the mesh probe's deadline passed"
 
 
+def local_peers(attempts: list[dict], own_addresses: set) -> set:
+    """The peers this node reached, with their id in the reply, on an address of its own: they share its network
+    stack (the proof nccl.reachability.host_groups reads from the rows)."""
+    return {a["peer"] for a in attempts if a.get("ok") and a.get("addr") in own_addresses
+            and a.get("reached") == a.get("peer") and a.get("expected_id")
+            and str(a.get("reached_id") or "").startswith(str(a["expected_id"]))}
+
+
 def is_suspect(rec: dict) -> bool:
     """A timed-out attempt worth one more try with a longer bound (refused or unroutable ones are definite)."""
     err = str(rec.get("error") or "")
@@ -363,12 +371,16 @@ def probe_peers(
     own_addresses: Optional[set] = None,
     budget: Budget = FIXED,
     stats: Optional[dict] = None,
+    same_host: Optional[set] = None,
 ) -> list[dict]:
     """Probe every endpoint of every other node in `peers`, up to max_workers connections at a time (so a node's
     concurrent probe sockets stay bounded whatever the world's size).
 
     An endpoint on one of `own_addresses` is not connected to: that address is duplicated (the report says so from
-    the published endpoints), and a connect would only reach a listener chosen by port.
+    the published endpoints), and a connect would only reach a listener chosen by port. Except towards the peers in
+    `same_host` (they claim this node's network identity, facts.host.network_identity): there the connect is made,
+    and a reply with the peer's id proves the claim (nccl.reachability.host_groups), since a connect to a local
+    address never leaves this network stack.
 
     A timed-out attempt says which half timed out: `no_answer:` (the connect was never answered) or `late:` (the
     peer accepted, then did not reply in time). Every such suspect is probed once more with the longer bound
@@ -387,16 +399,18 @@ def probe_peers(
         for addr, port in eps
     ]
     mine = set(own_addresses or ())
+    local_ok = set(same_host or ())
     deadline_s = budget.mesh_s if deadline_s is None else deadline_s
     timeout_s = budget.connect_attempt_s if timeout_s is None else timeout_s
     end = budget.deadline(max(budget.socket_floor_s, deadline_s))
     per = max(budget.socket_floor_s, min(timeout_s, deadline_s))
     lag = [0.0]
-    done = _probe_pass(my_rank, jobs, per, end, max_workers, mine, budget, lag)
+    done = _probe_pass(my_rank, jobs, per, end, max_workers, mine, budget, lag, local_ok)
     suspects = [j for j in jobs if is_suspect(done.get(j) or {})]
     recovered = 0
     if suspects and budget.remaining(end) > budget.socket_floor_s:
-        again = _probe_pass(my_rank, suspects, max(per, budget.probe_suspect_s), end, max_workers, mine, budget, lag)
+        again = _probe_pass(my_rank, suspects, max(per, budget.probe_suspect_s), end, max_workers, mine, budget, lag,
+                            local_ok)
         for job in suspects:
             rec = again.get(job)
             if rec is None:
@@ -420,7 +434,7 @@ def probe_peers(
 
 
 def _probe_pass(my_rank: int, jobs: list, per: float, end: float, max_workers: int, mine: set, budget: Budget,
-                lag: list) -> dict:
+                lag: list, local_ok: frozenset | set = frozenset()) -> dict:
     """One pass over `jobs`, each attempt bounded by `per` and all by `end`: {job: attempt record}."""
     sel = selectors.DefaultSelector()
     todo, live, done = list(reversed(jobs)), 0, {}
@@ -441,7 +455,7 @@ def _probe_pass(my_rank: int, jobs: list, per: float, end: float, max_workers: i
         while todo or live:
             while todo and live < max(1, max_workers):
                 job = todo.pop()
-                if job[2] in mine:  # a peer publishing one of our own addresses (docker0 everywhere): unusable
+                if job[2] in mine and job[0] not in local_ok:  # one of our own addresses (docker0 everywhere)
                     done[job] = _attempt(job[2], job[3], OWN_ADDRESS)
                     continue
                 p = _Probe(job, my_rank, min(end, budget.deadline(per)))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import socket
 import struct
 from typing import Optional
@@ -262,7 +263,30 @@ def pack_directory(endpoints: dict[int, dict], n: int) -> dict:
     out: dict = {"n": n, "if": ifaces, "b": base64.b64encode(bytes(buf)).decode("ascii")}
     if extra:
         out["x"] = extra
+    shared = host_claims(endpoints, n)
+    if shared:
+        out["h"] = shared
     return out
+
+
+HOST_KEY = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/[0-9]{1,20}$")
+
+
+def host_key(v: object) -> Optional[str]:
+    """A network identity claim (facts.host.network_identity's key) as read from the network, or None."""
+    return v if isinstance(v, str) and HOST_KEY.match(v) else None
+
+
+def host_claims(endpoints: dict, n: int) -> dict:
+    """{identity key: [ranks]} for the keys two or more of ranks 0..n-1 claim in their endpoint records: the
+    directory carries only these (a key nobody shares decides nothing), so it stays O(n)."""
+    by_key: dict = {}
+    for r in range(n):
+        info = endpoints.get(r)
+        key = host_key(info.get("host")) if isinstance(info, dict) else None
+        if key:
+            by_key.setdefault(key, []).append(r)
+    return {k: rs for k, rs in by_key.items() if len(rs) > 1}
 
 
 def unpack_directory(d: object) -> dict[int, dict]:
@@ -291,4 +315,10 @@ def unpack_directory(d: object) -> dict[int, dict]:
     for r, info in (d.get("x") or {}).items():
         if str(r).isdigit() and isinstance(info, dict):
             out[int(r)] = info
+    claims = d.get("h")
+    for key, ranks in (claims.items() if isinstance(claims, dict) else ()):
+        if host_key(key) and isinstance(ranks, list):
+            for r in ranks[:n]:
+                if isinstance(r, int) and r in out:
+                    out[r] = dict(out[r], host=key)
     return out

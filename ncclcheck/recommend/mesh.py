@@ -27,6 +27,7 @@ class MeshView:
 
     nodes: list  # [(node_rank, hostname, facts)]
     mesh: dict  # reachability.build_matrix output
+    one_host: bool = False  # every node shares one network stack (reachability.one_host): loopback connects them
     # rank -> {interface name: its facts}, built once: the rules ask per node and interface, and a scan of every
     # node's facts per ask was O(n^2) (3 s of node 0's time at 8,192 nodes, issue 27)
     _ifaces: dict = field(init=False, repr=False, compare=False)
@@ -97,6 +98,8 @@ def _unusable_note(view: MeshView, chosen: set) -> str:
 
 
 def rule_socket_ifname(view: MeshView) -> list:
+    if len(view.ranks) >= 2 and view.one_host:
+        return _one_host_loopback(view)
     if len(view.ranks) < 2 or not view.mesh:
         return []
     usable = usable_per_node(view)
@@ -127,6 +130,22 @@ def rule_socket_ifname(view: MeshView) -> list:
         out.append(Recommendation("GLOO_SOCKET_IFNAME", name, "same interface as NCCL on this node; exact name",
                                   node=r))
     return out
+
+
+def _one_host_loopback(view: MeshView) -> list:
+    """Every node on one host: loopback, which needs no NIC, no address and no firewall rule, and which the checks
+    accept for such a run (checks/local.py one_host). Nothing when the nodes name no running loopback interface."""
+    names = set()
+    for r in view.ranks:
+        names.add(next((n for n, i in view._ifaces.get(r, {}).items()
+                        if i.get("kind") == "loopback" and i.get("running", True)), None))
+    if len(names) != 1 or None in names:
+        return []
+    lo = names.pop()
+    why = (f"all {len(view.ranks)} nodes share one host's network stack (proven by the mesh probe): {lo} connects "
+           f"them without a NIC; {rules.EXACT_NOTE}")
+    return [Recommendation("NCCL_SOCKET_IFNAME", nccl_value(lo, view.all_names()), why),
+            Recommendation("GLOO_SOCKET_IFNAME", lo, f"same interface as NCCL ({lo}); Gloo takes exact names")]
 
 
 # MTU alignment is not an environment variable: net.mtu_consistent carries the `ip link set ... mtu` fix.

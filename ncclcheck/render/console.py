@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..model import Report, Status, clean_text
-from ..nccl.rules import env_name_allowed
+from ..nccl.rules import assignment, env_name_allowed
 from ..units import format_bytes, format_mbps_link
 from .common import display_checks, hostnames, name_nodes, not_measured, one_line
 
@@ -162,13 +162,7 @@ def _export(name: str, value: str) -> str:
 
     if len(value) > MAX_VALUE_CHARS:  # the same bound as the env file: a shell that pastes it must still start
         return f"  # skipped: {name}'s value is {len(value)} characters (the bound is {MAX_VALUE_CHARS})"
-    return f"  export {name}={_shell(value)}"
-
-
-def _shell(value: str) -> str:
-    import shlex
-
-    return shlex.quote(value)
+    return f"  export {assignment(name, value)}"
 
 
 def verdict(report: Report) -> Text:
@@ -193,6 +187,21 @@ def verdict(report: Report) -> Text:
     return t
 
 
+def one_line_verdict(report: Report, notes: tuple = ()) -> Text:
+    """The whole report of a healthy run as one line (the guard's, in a training job's log): the header, the
+    verdict's counts and `notes` (what the guard set), joined by '; '."""
+    t = header(report)
+    t.no_wrap, t.overflow = False, "fold"
+    counts = {s: sum(1 for c in report.checks if c.status is s) for s in Status}
+    t.append(": ")
+    t.append(report.status.value.upper(), style=STYLE[report.status])
+    t.append(f" ({counts[Status.PASS]} passed, {counts[Status.WARN]} warnings, {counts[Status.SKIP]} skipped in "
+             f"{report.duration_s:.1f}s)")
+    for note in notes:
+        t.append(f"; {one_line(note)}")
+    return t
+
+
 def render_report(report: Report, verbose: bool = True, rows_shown: bool = False) -> list:
     """Everything for the terminal, in order. The CLI prints these; bench/links add their own sections.
     rows_shown: the bench rows were printed as they were measured (render/progress.py), so not again here."""
@@ -209,7 +218,9 @@ def render_report(report: Report, verbose: bool = True, rows_shown: bool = False
         from .links import render_links
 
         out.extend(render_links(report.links, {n.node_rank: n.hostname for n in report.nodes}))
-    out.append(checks_table(report, show_passed=verbose))
+    table = checks_table(report, show_passed=verbose)
+    if table.row_count:  # a header over no rows read as if the checks were lost
+        out.append(table)
     from .slurm import slurm_lines
 
     slurm = slurm_lines(report)
@@ -280,5 +291,5 @@ def render_env(report: Report) -> list:
             out.append(rt)
         env = (f.get("env") or {}).get("vars") or {}
         if env:
-            out.append(Text("environment: " + " ".join(f"{k}={v}" for k, v in sorted(env.items())), style="dim"))
+            out.append(Text("environment: " + " ".join(assignment(k, v) for k, v in sorted(env.items())), style="dim"))
     return out

@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 
 from ..model import Recommendation, Report
-from ..nccl.rules import env_name_allowed
+from ..nccl.rules import assignment, env_name_allowed
 from .common import one_line
 
 RANK_VARIABLES = ("NCCLCHECK_NODE_RANK", "NODE_RANK", "GROUP_RANK", "SLURM_NODEID", "JOB_COMPLETION_INDEX",
@@ -34,7 +34,7 @@ def _export_lines(rec: Recommendation, indent: str = "") -> list[str]:
     if len(rec.value) > MAX_VALUE_CHARS:  # 300,000 characters left the shell that sourced it unable to start programs
         return [f"{indent}# skipped: {rec.name}'s value is {len(rec.value)} characters (the bound is "
                 f"{MAX_VALUE_CHARS}): not a value ncclcheck recommends"]
-    return [f"{indent}{_comment(rec.reason)}", f"{indent}export {rec.name}={shlex.quote(rec.value)}"]
+    return [f"{indent}{_comment(rec.reason)}", f"{indent}export {assignment(rec.name, rec.value)}"]
 
 
 def _rank_expr() -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from ..model import Report, Status
+from ..nccl.rules import assignment
 from ..units import format_bytes, format_gbps, format_us
 from .common import (
     STATUS_WORD,
@@ -156,7 +157,7 @@ def render_markdown(report: Report) -> str:
             for r in per_node:
                 same.setdefault((r.name, r.value, one_line(r.reason)), []).append(r.node)
             out += ["", "Per node:", ""] + [
-                f"- {md_code(f'{name}={value}')} on {md_text(name_nodes(sorted(nodes), hostnames(report)))}: "
+                f"- {md_code(assignment(name, value))} on {md_text(name_nodes(sorted(nodes), hostnames(report)))}: "
                 f"{md_text(reason)}" for (name, value, reason), nodes in same.items()]
             out += ["", "The file to source on every node (per-node values chosen by node rank): "
                         "`ncclcheck report RUN.json --env-out FILE`."]

@@ -196,6 +196,10 @@ class Budget:
         """Seconds left before `end`, 0 once it passed (a select() or sleep() bound)."""
         return max(0.0, end - time.monotonic())
 
+    def pause(self, end: float, step_s: float) -> None:
+        """Sleep step_s, or what is left before `end` if that is less (a poll's pause between two looks)."""
+        time.sleep(min(step_s, self.remaining(end)))
+
     def watch_slice_s(self, nprocs: int) -> float:
         """How long the agent waits on each of its nprocs ranks per look, so one look takes watch_poll_s."""
         return self.watch_poll_s / max(1, nprocs)

@@ -57,7 +57,17 @@ class Journal:
             # Waiting for the next index would sleep to the deadline when that writer was the last one (issue 27:
             # node 0 waited out its whole join bound at 1,024 nodes); wait for the pending one, briefly, and look
             # again. A stranger who only raised the counter costs a look every journal_pending_s, no more.
-            self.st.wait([f"{self.name}/{min(self.pending)}"],
+            # A look, not a blocking request: this short wait often ends unanswered (c10d would log its timeout).
+            self.st.poll([f"{self.name}/{min(self.pending)}"],
                          min(deadline, budget.deadline(budget.journal_pending_s)), budget)
             return not budget.passed(deadline)
         return self.st.wait([f"{self.name}/{self.done + 1}"], deadline, budget)
+
+    def poll_next(self, deadline: float, budget: Budget) -> bool:
+        """wait_next for a wait whose usual end is the deadline (node 0's grace after every node joined): looks
+        every budget.journal_pending_s instead of one request that would time out and print c10d's warning."""
+        if self.done >= self.cap:
+            return False
+        if self.pending:
+            return self.wait_next(deadline, budget)
+        return self.st.poll([f"{self.name}/{self.done + 1}"], deadline, budget)

@@ -115,6 +115,7 @@ class JsonStore:
         self.guard = guard if guard is not None else Guard()
         self._owner = threading.get_ident()
         self._local = threading.local()
+        self._raw_busy = False  # an interrupted wait's helper still blocks on the raw connection (see wait)
 
     @property
     def rejected(self) -> list:
@@ -126,7 +127,7 @@ class JsonStore:
     def _client(self) -> Any:
         """This thread's connection: the store's own in the thread that made it, a clone in any other thread (a
         c10d client serialises its calls, so one thread's blocking wait would stall the others')."""
-        if threading.get_ident() == self._owner:
+        if threading.get_ident() == self._owner and not self._raw_busy:
             return self.raw
         c = getattr(self._local, "client", None)
         if c is None:
@@ -200,25 +201,56 @@ class JsonStore:
     def wait(self, keys: list[str], deadline: float, budget: Budget) -> bool:
         """Block in the store until every key exists or the deadline passes: True if all do.
 
-        One blocking request for the whole wait, except in the main thread: c10d's wait does not return for a signal,
-        so there it waits in slices of budget.wait_slice_s and Ctrl-C is answered within one (each slice that times
-        out costs a request and two lines of c10d's log; threads, which never receive a signal, pay neither)."""
+        One blocking request for the whole wait, so the c10d client never times out before the deadline: each
+        timeout of a c10d request prints two `[c10d] waitForInput ... timed out` lines into the job's output (the
+        guard printed them on every healthy job when its waits were cut into slices). c10d's wait does not return
+        for a signal, so in the main thread the request is made by a helper thread (on this thread's connection,
+        which this thread leaves alone meanwhile) and the main thread waits for it in slices of
+        budget.wait_slice_s: Ctrl-C is answered at once. A wait that is expected to end at its deadline (a grace,
+        a look for a record being written) is `poll`, never this."""
         if not keys:
             return True
         if budget.passed(deadline):
             return all(self.has(k) for k in keys)
         full = [self._k(k) for k in keys]
-        sliced = threading.current_thread() is threading.main_thread()
-        while True:
-            end = min(deadline, budget.deadline(budget.wait_slice_s)) if sliced else deadline
+        client = self._client()
+        if threading.current_thread() is not threading.main_thread():
+            return _blocking_wait(client, full, deadline, budget)
+        out: dict = {}
+
+        def run() -> None:
             try:
-                self._client().wait(full, _dt.timedelta(seconds=budget.left(end)))
+                out["ok"] = _blocking_wait(client, full, deadline, budget)
+            except StoreLost as exc:
+                out["lost"] = exc
+
+        helper = threading.Thread(target=run, name="ncclcheck-store-wait", daemon=True)
+        helper.start()
+        try:
+            while helper.is_alive():
+                helper.join(budget.wait_slice_s)  # a signal interrupts this join, never the c10d request
+        except BaseException:
+            # Ctrl-C / SIGTERM: the helper keeps its connection until its deadline; what this thread does next (the
+            # partial report's agreement, the store's close) goes through a connection of its own.
+            if client is self.raw:
+                self._raw_busy = True
+            else:
+                self._local.client = None
+            raise
+        if "lost" in out:
+            raise out["lost"]
+        return bool(out.get("ok"))
+
+    def poll(self, keys: list[str], deadline: float, budget: Budget) -> bool:
+        """True as soon as every key exists, False at the deadline: a look every budget.journal_pending_s. For waits
+        whose usual end is the deadline (node 0's grace for a late duplicate join): a blocking c10d request would
+        time out there and print its warning into every healthy job's output."""
+        while True:
+            if all(self.has(k) for k in keys):
                 return True
-            except Exception as exc:  # noqa: BLE001 - DistStoreError on timeout, DistNetworkError when lost
-                if not (type(exc).__name__ == "DistStoreError" and "timeout" in str(exc).lower()):
-                    raise StoreLost(first_line(exc)) from None
             if budget.passed(deadline):
                 return False
+            budget.pause(deadline, budget.journal_pending_s)
 
     def wait_get(self, key: str, deadline: float, budget: Budget,
                  check: Optional[Callable[[Any], Optional[str]]] = None) -> Any:
@@ -269,6 +301,17 @@ class JsonStore:
     def get_present(self, keys: list[str], check: Optional[Callable[[Any], Optional[str]]] = None) -> list:
         """The values of keys, None where a key is absent or its value bad (read_present's values)."""
         return [v for _, v in self.read_present(keys, check)]
+
+
+def _blocking_wait(client: Any, full: list[str], deadline: float, budget: Budget) -> bool:
+    """One c10d wait for `full` until the deadline: True when they exist, False at the deadline."""
+    try:
+        client.wait(full, _dt.timedelta(seconds=budget.left(deadline)))
+        return True
+    except Exception as exc:  # noqa: BLE001 - DistStoreError on timeout, DistNetworkError when lost
+        if type(exc).__name__ == "DistStoreError" and "timeout" in str(exc).lower():
+            return False
+        raise StoreLost(first_line(exc)) from None
 
 
 GET_CHUNK = 512  # keys per multi-get: a reply of a few hundred KiB of mesh rows, not the whole world's at once

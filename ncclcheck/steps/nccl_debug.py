@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 from ..facts import hostname
 from ..model import CheckResult, passed, skipped, warned
+from ..nccl import rules
 from ..nccl.debuglog import capture_host, parse_nccl_debug
 
 CHECK_ID = "nccl.transport"
@@ -115,7 +116,7 @@ def compare_with_recommendation(parsed: dict, recommendations: Iterable[Any], *,
         wrong = [i for i in used_ifs if not ifname_matches(spec, i)]
         if wrong:
             problems.append(f"NCCL used {', '.join(wrong)} but the recommended NCCL_SOCKET_IFNAME is {spec}")
-            fixes.append(f"export NCCL_SOCKET_IFNAME={spec}")
+            fixes.append(rules.exports([("NCCL_SOCKET_IFNAME", spec)]))
     ib_disabled = rec.get("NCCL_IB_DISABLE") == "1" or parsed.get("env", {}).get("NCCL_IB_DISABLE") == "1"
     if ib_active is None:
         ib_active = "NCCL_IB_HCA" in rec
@@ -125,7 +126,7 @@ def compare_with_recommendation(parsed: dict, recommendations: Iterable[Any], *,
         problems.append("NCCL is using sockets although an RDMA port is active"
                         + (" (NET/IB : No device found)" if parsed.get("ib_no_device") else ""))
         hca = rec.get("NCCL_IB_HCA")
-        fixes.append((f"export NCCL_IB_HCA={hca}; " if hca else "")
+        fixes.append((rules.exports([("NCCL_IB_HCA", hca)]) + "; " if hca else "")
                      + "check that the IB port is ACTIVE and libibverbs is in the container; NCCL_NET=IB makes "
                        "NCCL fail loudly instead of falling back")
     hca = rec.get("NCCL_IB_HCA")
@@ -133,8 +134,9 @@ def compare_with_recommendation(parsed: dict, recommendations: Iterable[Any], *,
         devs = [f"{d['device']}:{d['port']}" for d in parsed["ib_devices"]]
         off = [d for d in devs if not _hca_matches(hca, d)]
         if off:
-            problems.append(f"NCCL used HCA(s) {', '.join(off)} outside the recommended NCCL_IB_HCA={hca}")
-            fixes.append(f"export NCCL_IB_HCA={hca}")
+            problems.append(f"NCCL used HCA(s) {', '.join(off)} outside the recommended "
+                            f"{rules.assignment('NCCL_IB_HCA', hca)}")
+            fixes.append(rules.exports([("NCCL_IB_HCA", hca)]))
     evidence = {"used_interfaces": used_ifs, "net_transport": net, "transports": parsed.get("transports", {}),
                 "ib_devices": parsed.get("ib_devices", []), "version": parsed.get("version"),
                 "recommended": {k: v for k, v in rec.items() if k.startswith("NCCL_")}}

@@ -77,28 +77,34 @@ def guard(timeout: Optional[float] = None, paths: tuple = (), code_path: Optiona
         raise PreflightFailed(f"ncclcheck.guard: {e}") from None
     speaks = placement.rank == 0
     failing = report.exit_code != 0
-    if speaks:
-        _emit(report, json, quiet and not failing)
     if failing:
+        if speaks:
+            _emit(report, json, False)
         raise PreflightFailed(failure_message(report, placement.rank), report)
+    notes = []
     if postmortem_dir:
         from ..recommend.postmortem import recommend_postmortem
 
         os.makedirs(postmortem_dir, exist_ok=True)
+        # recommend_postmortem's table is the one list of names (torch's current ones): set as it says, nothing else
         armed = _set_unset(recommend_postmortem(os.path.abspath(postmortem_dir), report.nodes), env,
                            placement.node_rank, None)
         report.extra["guard_postmortem"] = armed
-        if speaks and armed:
-            _say(f"ncclcheck.guard armed the post-mortem under {postmortem_dir}: " + " ".join(armed)
-                 + " (then `ncclcheck diagnose` the directory after a failure)")
+        if armed:
+            notes.append(f"armed the post-mortem under {postmortem_dir} ({', '.join(armed)}; `ncclcheck diagnose` "
+                         "it after a failure)")
     if apply:
         applied = {**world_exports(placement, env), **apply_recommendations(report.recommendations, env,
                                                                             placement.node_rank)}
         report.extra["guard_applied"] = applied
-        if speaks and applied:
-            _say("ncclcheck.guard set " + " ".join(f"{k}={v}" for k, v in applied.items())
-                 + " (the recommendation" + (" and the launcher's world, each rank its own" if "RANK" in applied
-                                             else "") + "; variables you set are never changed)")
+        if applied:
+            from ..nccl.rules import assignment
+
+            notes.append("set " + " ".join(assignment(k, v) for k, v in applied.items())
+                         + " (the recommendation" + (" and the launcher's world, each rank its own" if "RANK" in applied
+                                                     else "") + "; variables you set are never changed)")
+    if speaks:
+        _emit(report, json, quiet, tuple(notes))
     return report
 
 
@@ -181,8 +187,10 @@ def _set_unset(recs: list, env: MutableMapping[str, str], node_rank: int, names:
     return applied
 
 
-def _emit(report: Any, json_path: Optional[str], quiet: bool) -> None:
-    """Global rank 0: the report on stderr (the script's stdout stays its own), the JSON where asked."""
+def _emit(report: Any, json_path: Optional[str], quiet: bool, notes: tuple = ()) -> None:
+    """Global rank 0: the report on stderr (the script's stdout stays its own), the JSON where asked. A run that
+    passed is one line (the job's log is the script's, not ours); a warning or a failure gets the full report."""
+    from ..model import Status
     from ..render import console as view
 
     if json_path:
@@ -198,11 +206,10 @@ def _emit(report: Any, json_path: Optional[str], quiet: bool) -> None:
     if quiet:
         return
     term = view.make_console(sys.stderr, os.environ, report.world.launcher or "ncclcheck")
+    if report.status is Status.PASS:
+        term.print(view.one_line_verdict(report, notes), soft_wrap=True)
+        return
     for part in view.render_report(report, verbose=False):
         term.print(part)
-
-
-def _say(line: str) -> None:
-    from ..render import console as view
-
-    view.make_console(sys.stderr, os.environ).print(line, markup=False, highlight=False, soft_wrap=True)
+    for note in notes:
+        term.print(note, markup=False, highlight=False, soft_wrap=True)

@@ -75,7 +75,7 @@ def test_nccl_socket_ifname_in_the_environment_picks_the_interface():
 
 def test_no_interface_matching_the_given_name_fails():
     r = by_id(health_checks(facts(), Expect(ifname="=bond0")), "health.nccl_interface")
-    assert r.status.value == "fail" and "no interface matches --ifname==bond0" in r.summary
+    assert r.status.value == "fail" and "no interface matches --ifname='=bond0'" in r.summary
 
 
 def test_rdma_ports_down_or_slow_fail_with_an_expected_rate():

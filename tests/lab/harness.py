@@ -168,7 +168,8 @@ class Lab:
                 host_env: Optional[Mapping[str, Mapping[str, str]]] = None,
                 grace: float = 1.0, cwd: Optional[Union[str, Path]] = None) -> dict[str, HostRun]:
         """Run {host: argv} concurrently; whatever still runs `deadline` seconds from now is killed (SIGTERM, then
-        SIGKILL after grace). Output goes through files, so a killed command's output is kept."""
+        SIGKILL after grace). Output goes through files, so a killed command's output is kept. A key "h1#2" runs on
+        host h1 too (a second process there: two nodes of a job on one host)."""
         start = time.monotonic()
         end = start + deadline
         runs: dict[str, HostRun] = {}
@@ -177,7 +178,8 @@ class Lab:
             out = open(self.tmp / f"run-{host}-{secrets.token_hex(2)}.out", "w+")
             err = open(self.tmp / f"run-{host}-{secrets.token_hex(2)}.err", "w+")
             merged = {**(env or {}), **((host_env or {}).get(host, {}))}
-            proc = subprocess.Popen(self.argv(host, argv), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+            proc = subprocess.Popen(self.argv(host.split("#")[0], argv), stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=err,
                                     env=self.env(merged), cwd=cwd, start_new_session=True)
             self._procs.append(proc)
             procs[host] = (proc, out, err, [str(a) for a in argv])

@@ -90,6 +90,28 @@ def test_docker_decoy_recommends_eth0_and_names_docker0_unusable(lab):
         assert "docker0" in peer["evidence"]["unusable"]
 
 
+def test_two_nodes_on_one_host_and_one_elsewhere_get_a_multi_host_verdict(lab):
+    """Issue 32's neighbour: nodes 0 and 1 on h1 (one network stack), node 2 on h2, docker0 with the same address
+    on both hosts. h1's shared eth0 address is one host's, not a duplicate; docker0 still is; loopback is not
+    recommended (it does not reach h2)."""
+    lab2 = lab(2, scenario="docker-decoy")
+    args = world(lab2, 3, OK_TIMEOUT)
+    paths = {k: lab2.tmp / f"mixed-{k.replace('#', '-')}.json" for k in ("h1", "h1#1", "h2")}
+    ranks = {"h1": 0, "h1#1": 1, "h2": 2}
+    runs = lab2.run_all({k: [sys.executable, "-m", "ncclcheck", *args, "--node-rank", str(r), "--json",
+                             str(paths[k]), "--print-all"] for k, r in ranks.items()}, deadline=OK_TIMEOUT + 3 * SLACK)
+    said = "\n".join(f"--- {k} rc={r.rc}\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}" for k, r in runs.items())
+    assert [runs[k].rc for k in ranks] == [0, 0, 0], said
+    report = json.loads(paths["h1"].read_text())
+    peer = [c for c in report["checks"] if c["id"] == "net.peer_reachability"][0]
+    assert peer["status"] == "pass" and peer["evidence"]["same_host"] == [[0, 1]], peer
+    assert "eth0" in peer["summary"] and "share one host" in peer["summary"], peer["summary"]
+    assert "docker0" in peer["evidence"]["unusable"], peer["evidence"]["unusable"]
+    assert "one host's network stack" not in peer["summary"], peer["summary"]
+    values = {r["value"] for r in report["recommendations"] if r["name"].endswith("SOCKET_IFNAME")}
+    assert values == {"=eth0", "eth0"}, report["recommendations"]
+
+
 def test_dead_nic_eth1_reported_unreachable_and_not_recommended(lab):
     lab2 = lab(2, scenario="dead-nic")
     runs = run_all_ranks(lab2, OK_TIMEOUT)

@@ -38,3 +38,50 @@ def test_old_nccl_does_not_demote_virbr():
     ifs = [iface("virbr0", "bridge", "192.168.122.1"), iface("eth0", ipv4="10.0.0.1")]
     assert ncclenv.nccl_default_order(ifs, "2.18.1")[0] == "virbr0"
     assert ncclenv.nccl_default_order(ifs, "2.28.3")[0] == "eth0"
+
+
+def test_an_exact_form_value_is_rendered_once_and_sources_to_itself(tmp_path):
+    """`NCCL_SOCKET_IFNAME==lo` read as a typo and was 'fixed' by hand: the exact form is quoted, once, everywhere."""
+    import subprocess
+
+    from ncclcheck.nccl.rules import assignment, exports
+
+    assert assignment("NCCL_SOCKET_IFNAME", "=lo") == "NCCL_SOCKET_IFNAME='=lo'"
+    assert assignment("NCCL_IB_HCA", "^=mlx5_1") == "NCCL_IB_HCA='^=mlx5_1'"
+    assert assignment("GLOO_SOCKET_IFNAME", "eth0") == "GLOO_SOCKET_IFNAME=eth0"
+    line = exports([("NCCL_SOCKET_IFNAME", "=lo"), ("NCCL_IB_HCA", "^=mlx5_1"), ("X_Y", "a b;c")])
+    assert "==" not in line
+    out = subprocess.run(["sh", "-c", f'{line}; printf "%s|%s|%s" "$NCCL_SOCKET_IFNAME" "$NCCL_IB_HCA" "$X_Y"'],
+                         capture_output=True, text=True, check=True).stdout
+    assert out == "=lo|^=mlx5_1|a b;c"
+
+
+def test_no_check_fix_writes_a_doubled_equals_sign():
+    """The bug class: a fix text built by hand as NAME={value} with an exact-form value (checks/local.py wrote
+    `export NCCL_SOCKET_IFNAME==lo`). Every check's fix goes through nccl.rules.assignment."""
+    from ncclcheck.checks.local import LocalInput, check_interfaces
+    from tests.fakefacts import facts, iface
+
+    f = facts()
+    f["interfaces"] = [iface("lo", "loopback", "127.0.0.1"), iface("eth0", ipv4="10.0.0.1", speed=100000)]
+    f["interfaces"].append(iface("eth1", ipv4="10.1.0.1", speed=10000))
+    f["route"] = {"target": "10.1.0.9", "interface": "eth1", "source": "10.1.0.1"}
+    r = check_interfaces(LocalInput.of(f, node_rank=1, multi_node=True))
+    assert r.status.value == "warn" and "==" not in r.fix and "NCCL_SOCKET_IFNAME='=eth1'" in r.fix, r
+
+
+def test_a_loopback_master_is_never_answered_with_loopback_advice():
+    """Issue 32: `export NCCL_SOCKET_IFNAME==lo` was the fix, and following it failed net.socket_ifname."""
+    from ncclcheck.checks.local import LocalInput, check_interfaces, check_socket_ifname
+    from tests.fakefacts import facts, iface
+
+    f = facts()
+    f["interfaces"] = [iface("lo", "loopback", "127.0.0.1"), iface("eth0", ipv4="10.0.0.1", speed=100000)]
+    f["route"] = {"target": "127.0.0.1", "interface": "lo", "source": "127.0.0.1"}
+    r = check_interfaces(LocalInput.of(f, node_rank=1, multi_node=True))
+    assert r.status.value == "warn" and "lo" not in r.fix.split() and "MASTER_ADDR" in r.fix, r
+    f["env"] = {"vars": {"NCCL_SOCKET_IFNAME": "=lo", "GLOO_SOCKET_IFNAME": "lo"}, "redacted": []}
+    assert {c.status.value for c in check_socket_ifname(LocalInput.of(f, node_rank=1, multi_node=True))} == {"fail"}
+    one = LocalInput.of(f, node_rank=1, multi_node=True, one_host=True)
+    assert check_interfaces(one).status.value == "pass"
+    assert {c.status.value for c in check_socket_ifname(one)} == {"pass"}

@@ -54,7 +54,7 @@ def test_write_outputs_writes_each_requested_file(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(os.path.basename(p) for p in paths.values())
     assert (tmp_path / "out.html").read_text().startswith("<!DOCTYPE html>")
     assert (tmp_path / "out.junit").read_text().startswith('<?xml version="1.0" encoding="UTF-8"?>')
-    assert "export NCCL_SOCKET_IFNAME==eth0" in (tmp_path / "out.env_out").read_text()
+    assert "export NCCL_SOCKET_IFNAME='=eth0'" in (tmp_path / "out.env_out").read_text()
     assert "rendezvous.world" in (tmp_path / "out.markdown").read_text()
 
 

@@ -130,7 +130,7 @@ def test_copy_button_and_export_block():
     page = Page(render_html(load_example("preflight-fail-3node")))
     assert page.find("button", id="copy-env")
     assert page.find("pre", id="env-block")
-    assert "export NCCL_SOCKET_IFNAME==eth0" in "".join(page.text)
+    assert "export NCCL_SOCKET_IFNAME='=eth0'" in "".join(page.text)
     assert "clipboard" in "".join(page.scripts)
 
 

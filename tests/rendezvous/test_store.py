@@ -176,3 +176,50 @@ def test_a_reader_waiting_on_a_counted_but_unwritten_last_record_sees_it_when_wr
     while not j.read_since():
         assert j.wait_next(deadline, QUICK)
     assert not QUICK.passed(deadline)  # seen once written; before the fix the wait slept to the deadline
+
+
+def test_a_main_thread_wait_is_one_request_answered_by_a_signal_and_its_connection_is_not_reused(tcp_store):
+    """Issue 32: c10d prints two `waitForInput ... timed out` lines for every request that times out, and the
+    main thread's waits were cut into wait_slice_s requests for Ctrl-C. Now one request waits to the deadline (made
+    by a helper thread), a signal still ends the wait at once, and the next call does not queue behind the helper
+    that still holds its connection."""
+    import signal
+    import time
+
+    st = JsonStore(tcp_store, "m/")
+    calls = []
+    real = type(tcp_store).wait
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(tcp_store, name)
+
+        def wait(self, keys, timeout):
+            calls.append(timeout.total_seconds())
+            return real(tcp_store, keys, timeout)
+
+    st.raw = Counting()
+    assert st.wait(["late"], QUICK.deadline(1.0), QUICK) is False
+    assert len(calls) == 1 and calls[0] > QUICK.wait_slice_s, calls  # one request, not one per 0.2 s slice
+
+    class Stop(Exception):
+        pass
+
+    def stop(*_):
+        raise Stop
+
+    old = signal.signal(signal.SIGALRM, stop)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        t0 = time.monotonic()
+        try:
+            st.wait(["never"], FIXED.deadline(20.0), FIXED)
+        except Stop:
+            pass
+        assert time.monotonic() - t0 < 2.0
+        t1 = time.monotonic()
+        st.set("after", 1)  # a connection of its own: not behind the helper's 20 s wait
+        assert st.get_now("after") == 1 and time.monotonic() - t1 < 2.0
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)

@@ -116,7 +116,7 @@ def test_transport_warns_on_wrong_interface():
     r = compare_with_recommendation(parse_nccl_debug(DOCKER_SINGLE_NODE), recs)
     assert r.status is Status.WARN
     assert "docker0" in r.summary and "=eth0" in r.summary
-    assert r.fix.startswith("export NCCL_SOCKET_IFNAME==eth0")
+    assert r.fix.startswith("export NCCL_SOCKET_IFNAME='=eth0'")
 
 
 def test_transport_warns_on_sockets_while_ib_is_active():

@@ -11,16 +11,24 @@ Results and `ctx.emit` records go through the store as JSON as soon as they exis
 loses nothing it already emitted; each collective is bounded by --timeout (the process group's timeout), and a
 world that emits nothing for longer than one job step's bound is hung: its ranks are killed and named. job_fn must be a
 module-level function (it is pickled by reference into spawned workers).
+
+Local ranks are fresh interpreters running this module's own entry point (`python -c` + _spawned_main), not
+multiprocessing's spawn: spawn re-imports the caller's __main__ in every child, which re-runs a plain script's top
+level (no `if __name__ == "__main__":` guard) and cannot import `<stdin>` (a heredoc, `python -i`), so the Python API
+failed there. The child gets the parent's sys.path and its (spec, job_fn, payload) as one pickle on its stdin: our own
+pipe from our own parent, the same trust multiprocessing gives its spawned children.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import logging
-import multiprocessing as mp
 import os
+import pickle
 import signal
 import socket
+import subprocess
+import sys
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
@@ -301,22 +309,80 @@ def _local_world(world_config: WorldConfig, placement: Placement, log_dir: Optio
         log_path=os.path.join(log_dir, f"job.node{placement.node_rank}.log") if log_dir else None)
 
 
+# The child's whole program: read the parent's sys.path first (job_fn may live outside ncclcheck, e.g. in tests/),
+# then run the rank. Nothing here imports the caller's __main__.
+_CHILD_CODE = ("import pickle, sys; sys.path[:] = pickle.load(sys.stdin.buffer); "
+               "from ncclcheck.agent.runner import _spawned_main; _spawned_main()")
+
+
+class SpawnError(RuntimeError):
+    """This Python cannot start a fresh interpreter for the ranks (no sys.executable, e.g. an embedded one)."""
+
+
+class _Rank:
+    """One local rank: a fresh interpreter. Answers what _watch/_stop ask of a process (is_alive, exitcode, join,
+    terminate, kill), like multiprocessing.Process."""
+
+    def __init__(self, spec: dict, job_fn: Callable, payload: dict) -> None:
+        exe = sys.executable
+        if not exe or not os.path.isfile(exe):
+            raise SpawnError("cannot start local ranks: this Python has no usable sys.executable "
+                             f"({exe!r}); run ncclcheck from a regular python, or start ranks with torchrun")
+        # Our own data for our own child: pickled here, unpickled by _spawned_main.
+        blob = pickle.dumps(list(sys.path)) + pickle.dumps((spec, job_fn, payload))
+        self._p = subprocess.Popen([exe, "-c", _CHILD_CODE], stdin=subprocess.PIPE, close_fds=True)
+        try:
+            self._p.stdin.write(blob)
+            self._p.stdin.close()
+        except (BrokenPipeError, OSError):  # died before reading: its exit code says so
+            pass
+
+    @property
+    def exitcode(self) -> Optional[int]:
+        return self._p.poll()
+
+    def is_alive(self) -> bool:
+        return self._p.poll() is None
+
+    def join(self, timeout: Optional[float] = None) -> None:
+        try:
+            self._p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def terminate(self) -> None:
+        if self.is_alive():
+            self._p.terminate()
+
+    def kill(self) -> None:
+        if self.is_alive():
+            self._p.kill()
+
+
+def _spawned_main() -> None:
+    """Entry point of a local rank's fresh interpreter (see _CHILD_CODE)."""
+    spec, job_fn, payload = pickle.load(sys.stdin.buffer)
+    sys.stdin = open(os.devnull)  # the pipe is spent; a rank reads nothing from the user's terminal
+    _worker_main(spec, job_fn, payload)
+
+
 def _spawn_ranks(lw: _LocalWorld, job_fn: Callable, payload: dict, log_dir: Optional[str],
                  env: Optional[dict], progress: bool, budget: Budget, token: Optional[bytes]) -> dict:
-    """Start this node's ranks (spawned: a forked CUDA context would be unusable); {global rank: process}."""
-    ctx = mp.get_context("spawn")
+    """Start this node's ranks (fresh interpreters: a forked CUDA context would be unusable); {global rank: rank}."""
     child_env = worker_env(lw.backend, env, os.environ)
-    procs = {}
-    for lr in range(lw.nproc):
-        rank = lw.node * lw.nproc + lr
-        spec = {"host": lw.host, "port": lw.port, "prefix": lw.prefix, "rank": rank, "world_size": lw.world_size,
-                "local_rank": lr, "local_world_size": lw.nproc, "node_rank": lw.node, "nnodes": lw.nnodes,
-                "backend": lw.backend, "budget": budget, "token": token,
-                "log_path": lw.log_path, "log_dir": log_dir, "env": child_env,
-                "progress": progress and rank == 0}
-        p = ctx.Process(target=_worker_main, args=(spec, job_fn, payload), name=f"ncclcheck-rank{rank}", daemon=True)
-        p.start()
-        procs[rank] = p
+    procs: dict = {}
+    try:
+        for lr in range(lw.nproc):
+            rank = lw.node * lw.nproc + lr
+            spec = {"host": lw.host, "port": lw.port, "prefix": lw.prefix, "rank": rank, "world_size": lw.world_size,
+                    "local_rank": lr, "local_world_size": lw.nproc, "node_rank": lw.node, "nnodes": lw.nnodes,
+                    "backend": lw.backend, "budget": budget, "token": token,
+                    "log_path": lw.log_path, "log_dir": log_dir, "env": child_env,
+                    "progress": progress and rank == 0}
+            procs[rank] = _Rank(spec, job_fn, payload)
+    except BaseException:
+        _stop(procs, list(procs), budget)
+        raise
     return procs
 
 
@@ -372,7 +438,12 @@ def _launch_local(world_config: WorldConfig, placement: Placement, job_fn: Calla
     guard = Guard(token=world_config.token, limits=Limits.for_nodes(lw.nnodes))
     bind = lw.host if lw.standalone else store_host(placement)
     st = open_store(bind if lw.server else lw.host, lw.port, lw.server, budget.join_s, lw.prefix, guard)
-    procs = _spawn_ranks(lw, job_fn, payload, log_dir, env, observer is not None, budget, world_config.token)
+    try:
+        procs = _spawn_ranks(lw, job_fn, payload, log_dir, env, observer is not None, budget, world_config.token)
+    except SpawnError as exc:  # one line with the fix, on every rank of this node, instead of a traceback
+        out = JobOutcome(world_size=lw.world_size, backend=lw.backend)
+        out.failures = [{"rank": lw.node * lw.nproc + lr, "reason": str(exc)} for lr in range(lw.nproc)]
+        return out
     stall_s = budget.stall_s(step_ops)
     interrupted, by = False, ""
     show = observer if 0 in procs else None  # rank 0's progress, replayed into this agent's bar
@@ -381,6 +452,9 @@ def _launch_local(world_config: WorldConfig, placement: Placement, job_fn: Calla
             hung, why = _watch(procs, st, stall_s, lw.node, budget.rank_start_bound_s, budget)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (errors.Terminated): stop the ranks, report what exists
         interrupted, by, hung, why = True, interruption(exc), [r for r, p in procs.items() if p.is_alive()], None
+    except BaseException:  # our own failure: no rank outlives the agent that would collect it
+        _stop(procs, [r for r, p in procs.items() if p.is_alive()], budget)
+        raise
     _stop(procs, hung, budget)
     # Ranks on other nodes finish on their own clock: wait for their results a little, bounded.
     collect_s = budget.standalone_collect_s if lw.standalone or interrupted else budget.collect_s

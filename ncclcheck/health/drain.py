@@ -93,3 +93,14 @@ def plan(node: str, state: Optional[NodeState], failure: Optional[str]) -> Actio
         who = f"reason {state.reason!r}" if state.reason else "no reason"
         return Action("none", node, f"healthy, but {state.state} with {who}: not ncclcheck's to resume")
     return Action("none", node, "healthy")
+
+
+def plan_unasked(node: str, failure: Optional[str]) -> Action:
+    """The action of a dry run, which asks Slurm nothing (runs nothing outside the node): a failing node would be
+    drained with this reason unless Slurm shows it drained or down for someone else; a healthy one resumed only if
+    Slurm shows ncclcheck's own drain."""
+    if failure is not None:
+        return Action("drain", node, "failed its checks; left as it is if Slurm shows it drained or down by "
+                      "someone else (Slurm not asked: --dry-run)", failure)
+    return Action("none", node, f"healthy; resumed only if Slurm shows it drained with a '{PREFIX}' reason (Slurm "
+                  "not asked: --dry-run)")

@@ -52,10 +52,12 @@ def run_health(config: Config, version: str, collect: Optional[Callable] = None,
     golden_path = config.baseline.path if config.baseline and config.baseline.path else None
     golden = _load_golden(golden_path) if golden_path else None  # a bad file: usage error before anything runs
     sc = scontrol or Scontrol(dry_run=hc.slurm.dry_run)
+    sc.dry_run = sc.dry_run or hc.slurm.dry_run  # a dry run never runs an action, whoever built the Scontrol
     node = hc.node or hostname()
     state, state_error = None, None
-    # The node's Slurm state: needed to drain or resume by the prefix rule, and for the Gres GPU count.
-    if hc.slurm.acts or (hc.gpus is None and hc.node):
+    # The node's Slurm state: needed to drain or resume by the prefix rule, and for the Gres GPU count. A dry run
+    # asks Slurm nothing (scontrol would reach the controller, or look it up in DNS): it says what it would do.
+    if not hc.slurm.dry_run and (hc.slurm.acts or (hc.gpus is None and hc.node)):
         try:
             state = sc.show_node(node)
         except ScontrolError as e:
@@ -88,7 +90,7 @@ def run_health(config: Config, version: str, collect: Optional[Callable] = None,
     actions: list = []
     if hc.slurm.acts:
         why = drainmod.reason(first.id, first.summary) if first is not None else None
-        checks.append(_act(sc, node, state, state_error, why, actions))
+        checks.append(_act(sc, node, state, state_error, why, actions, unasked=hc.slurm.dry_run))
     slurm = {"node": node, "state": state.state if state else None, "reason": state.reason if state else None,
              "state_error": state_error, "actions": actions, "commands": list(sc.commands), "dry_run": hc.slurm.dry_run}
     return Report(command="health", version=version, started=started, duration_s=time.monotonic() - t0,
@@ -97,8 +99,18 @@ def run_health(config: Config, version: str, collect: Optional[Callable] = None,
                   checks=checks, strict=config.output.strict, extra={"slurm": slurm})
 
 
-def _act(sc: Scontrol, node: str, state, state_error: Optional[str], why: Optional[str], actions: list):
-    """Drain or resume by the prefix rule; the slurm.drain check says what was done (or could not be)."""
+def _act(sc: Scontrol, node: str, state, state_error: Optional[str], why: Optional[str], actions: list,
+         unasked: bool = False):
+    """Drain or resume by the prefix rule; the slurm.drain check says what was done (or could not be). unasked (a
+    dry run): Slurm's state was not read, the plan says what would be done and on what condition."""
+    if unasked:
+        action = drainmod.plan_unasked(node, why)
+        actions.append(action.to_json())
+        sc.apply(action)  # dry_run: recorded, not run
+        if action.kind == "drain":
+            return passed(SLURM_CHECK, f"would drain {node}: `{sc.commands[-1]}`: {action.why}",
+                          evidence=action.to_json())
+        return passed(SLURM_CHECK, f"would not drain {node}: {action.why}", evidence=action.to_json())
     if state is None:
         text = f"node {node}'s Slurm state unknown: {state_error}"
         # A failing node that could not be drained fails anyway; a healthy one only could not be resumed.

@@ -15,6 +15,7 @@ import select
 import subprocess
 import sys
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -141,4 +142,8 @@ def serve_store(port: int, timeout: Any, on_event: Callable[[str], None], budget
                               master_listen_fd=ls.detach())
     except Exception as exc:  # noqa: BLE001 - torch raises DistNetworkError/RuntimeError with C++ frames
         raise ConnectionError(first_line(exc)) from None
-    return store, start_front(port, server_port, budget, on_event=on_event)
+    front = start_front(port, server_port, budget, on_event=on_event)
+    # The master port is free again when node 0 lets go of its store, as it was with torch's server alone: the guard
+    # drops it and waits for the port, which the training script's own TCPStore binds next.
+    weakref.finalize(store, front.close)
+    return store, front

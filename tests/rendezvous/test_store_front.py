@@ -179,3 +179,16 @@ def test_replies_are_counted_to_their_end():
     assert not r.busy()
     with pytest.raises(fr.Bad):
         r.take(memoryview(b"\x00"))
+
+
+def test_the_master_port_is_free_once_node0_lets_go_of_its_store():
+    import gc
+
+    from ncclcheck.preflight import probe
+
+    port = _free_port()
+    st = open_store("127.0.0.1", port, True, 10, guard=Guard())
+    assert not probe.check_bind(port).bindable
+    del st
+    gc.collect()
+    assert _wait_for(lambda: probe.check_bind(port).bindable, 5), "the front still holds the master port"

@@ -76,10 +76,11 @@ def describe(ev: dict) -> str:
     return f"the store on the master port closed a client, {addr}: {why}"
 
 
-def start_front(port: int, server_port: int, budget: Budget, limits: FrontLimits = FrontLimits(),
+def start_front(port: int, server_port: int, budget: Budget, limits: Optional[FrontLimits] = None,
                 on_event: Optional[Callable[[str], None]] = None) -> Front:
     """Start the front on `port` (every address) relaying to the server on 127.0.0.1:server_port. ConnectionError
     (one line) when it cannot listen."""
+    limits = limits if limits is not None else FrontLimits()
     args = dict(vars(limits), port=port, server_port=server_port, stall_s=budget.front_stall_s,
                 idle_s=budget.front_idle_s, tick_s=budget.front_tick_s)
     proc = subprocess.Popen([sys.executable, "-I", FRONT, json.dumps(args)], stdin=subprocess.PIPE,
@@ -119,9 +120,11 @@ def _read_events(front: Front) -> None:
             front.on_event(describe(ev))
 
 
-def serve_store(port: int, timeout: Any, on_event: Callable[[str], None], budget: Budget = Budget()) -> tuple:
+def serve_store(port: int, timeout: Any, on_event: Callable[[str], None], budget: Optional[Budget] = None) -> tuple:
     """(node 0's TCPStore, the Front): the server on a loopback port of its own, the front on `port`. ConnectionError
-    (one line) when either cannot start."""
+    (one line) when either cannot start. The front's bounds are fixed fields of the Budget (not T): a default one has
+    them."""
+    budget = budget if budget is not None else Budget()
     import socket
 
     import torch.distributed as dist

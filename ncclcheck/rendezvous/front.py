@@ -240,6 +240,7 @@ class Conn:
         self.replies = Replies()
         self.over_since: Optional[float] = None  # when its unread replies went over the bound
         self.requests = 0
+        self.watched = True  # registered with the selector (a client held back with nothing to send is not)
 
 
 class Front:
@@ -430,10 +431,13 @@ class Front:
         # and its writes block): what it sends waits in its own memory, not ours.
         if len(c.inbuf) <= self.lim.value + self.lim.key + READ_CHUNK:
             ev |= selectors.EVENT_READ
-        if ev:
+        if ev and c.watched:
             self.sel.modify(c.sock, ev, c)
-        else:
-            self.sel.modify(c.sock, selectors.EVENT_WRITE, c)
+        elif ev:
+            self.sel.register(c.sock, ev, c)
+        elif c.watched:  # nothing to send and nothing more taken from it: wait for the server's reply
+            self.sel.unregister(c.sock)
+        c.watched = bool(ev)
         if c.up is not None:
             # The server's bytes are always read: they are at most one reply, and torch's server must never queue.
             self.sel.modify(c.up, selectors.EVENT_READ, c)

@@ -487,10 +487,11 @@ class Front:
 
 def listen(port: int) -> socket.socket:
     """The master port on every address, as torch's server binds it (dual-stack where the host has IPv6)."""
-    if socket.has_dualstack_ipv6():
-        s = socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True, backlog=4096,
-                                 reuse_port=False)
-    else:
+    try:
+        if not socket.has_dualstack_ipv6():
+            raise OSError("no IPv6")
+        s = socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True, backlog=4096)
+    except OSError:  # IPv6 off in this namespace or host: IPv4's every address, as torch falls back too
         s = socket.create_server(("", port), backlog=4096)
     s.setblocking(False)
     return s

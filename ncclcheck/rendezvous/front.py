@@ -240,7 +240,7 @@ class Conn:
         self.replies = Replies()
         self.over_since: Optional[float] = None  # when its unread replies went over the bound
         self.requests = 0
-        self.watched = True  # registered with the selector (a client held back with nothing to send is not)
+        self.watched = selectors.EVENT_READ  # its selector events (0: held back with nothing to send: not registered)
 
 
 class Front:
@@ -371,8 +371,15 @@ class Front:
             c.replies.expect(reply)
             c.requests += 1
             try:
+                data = bytes(c.inbuf[:size])
+                n = c.up.send(data)
+                if n < len(data):  # a big value: the rest goes blocking, to a loopback server that always reads
+                    c.up.setblocking(True)
+                    c.up.sendall(data[n:])
+                    c.up.setblocking(False)
+            except BlockingIOError:
                 c.up.setblocking(True)
-                c.up.sendall(bytes(c.inbuf[:size]))  # loopback to a server that always reads: does not wait long
+                c.up.sendall(data)
                 c.up.setblocking(False)
             except OSError as e:
                 self.report({"event": "server", "addr": c.addr, "why": f"lost the store server: {e}"})
@@ -431,16 +438,16 @@ class Front:
         # and its writes block): what it sends waits in its own memory, not ours.
         if len(c.inbuf) <= self.lim.value + self.lim.key + READ_CHUNK:
             ev |= selectors.EVENT_READ
+        if ev == c.watched:
+            return
         if ev and c.watched:
             self.sel.modify(c.sock, ev, c)
         elif ev:
             self.sel.register(c.sock, ev, c)
-        elif c.watched:  # nothing to send and nothing more taken from it: wait for the server's reply
+        else:  # nothing to send and nothing more taken from it: wait for the server's reply
             self.sel.unregister(c.sock)
-        c.watched = bool(ev)
-        if c.up is not None:
-            # The server's bytes are always read: they are at most one reply, and torch's server must never queue.
-            self.sel.modify(c.up, selectors.EVENT_READ, c)
+        c.watched = ev
+        # The server's side is always read (registered once): at most one reply, and torch's server must never queue.
 
     def sweep(self, now: float) -> None:
         for c in list(self.conns.values()):

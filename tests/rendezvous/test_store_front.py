@@ -192,3 +192,18 @@ def test_the_master_port_is_free_once_node0_lets_go_of_its_store():
     del st
     gc.collect()
     assert _wait_for(lambda: probe.check_bind(port).bindable, 5), "the front still holds the master port"
+
+
+def test_the_fast_path_frames_as_the_general_parser_does():
+    lim = fr.Limits(dict(unread_bytes=1 << 20, value_bytes=100, written_bytes=1 << 20, keys_per_request=4,
+                         key_bytes=16, connections=8, memory_bytes=1 << 30, stall_s=1, idle_s=1, tick_s=1,
+                         idle_report=4))
+    one = struct.pack("<Q", 1) + _s(b"/key")
+    for req, want in [(bytes([fr.GET]) + _s(b"/key/x"), (fr.VEC, 1)),
+                      (bytes([fr.ADD]) + _s(b"/n") + struct.pack("<q", 5), (fr.FIXED, 8)),
+                      (bytes([fr.CHECK]) + one, (fr.FIXED, 1)), (bytes([fr.WAIT]) + one, (fr.WAITING,))]:
+        assert fr.parse(bytearray(req + b"\x01\x02"), lim)[:3] == (len(req), req[0], want)
+        for cut in range(1, len(req)):
+            assert fr.parse(bytearray(req[:cut]), lim) is None
+    with pytest.raises(fr.Bad, match="key"):
+        fr.parse(bytearray(bytes([fr.GET]) + _s(b"/" + b"k" * 40)), lim)

@@ -129,6 +129,11 @@ def _s(b: bytes) -> bytes:
     return struct.pack("<Q", len(b)) + b
 
 
+def no_attack(port: int, a, stop: threading.Event) -> str:
+    """The control: the same two nodes with nobody on the master port (a loaded host's own wall times)."""
+    return "nobody on the master port"
+
+
 def unread_gets(port: int, a, stop: threading.Event) -> str:
     """SET a 4 MiB key, then pipeline GETs of it and never read a reply (issue 36, hole 1)."""
     s = socket.create_connection(("127.0.0.1", port))
@@ -163,6 +168,7 @@ def idle_flood(port: int, a, stop: threading.Event) -> str:
 # name -> attack(master port, args, stop event) -> what it did. Add an attack here (engineer `trust`: the replay of a
 # signed record) and it runs the same way, with the same figures printed.
 STORE_ATTACKS = {
+    "none": no_attack,
     "unread-gets": unread_gets,
     "idle-flood": idle_flood,
 }

@@ -65,6 +65,12 @@ class Front:
                 self.proc.kill()
 
 
+def _front_log() -> Any:
+    """Where the front's own stderr goes: a file named by NCCLCHECK_FRONT_LOG (to debug it), else nowhere."""
+    path = os.environ.get("NCCLCHECK_FRONT_LOG")
+    return open(path, "ab") if path else subprocess.DEVNULL  # noqa: SIM115 - the child owns it once started
+
+
 def describe(ev: dict) -> str:
     kind, addr, why = ev.get("event"), ev.get("addr") or "?", ev.get("why", "")
     if kind == "flood":
@@ -85,7 +91,7 @@ def start_front(port: int, server_port: int, budget: Budget, limits: Optional[Fr
                 idle_s=budget.front_idle_s, tick_s=budget.front_tick_s)
     try:
         proc = subprocess.Popen([sys.executable or "python3", "-I", FRONT, json.dumps(args)], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True)
+                                stdout=subprocess.PIPE, stderr=_front_log(), close_fds=True)
     except OSError as e:
         raise ConnectionError(f"cannot start the store's front on the master port: {e}") from None
     end = budget.deadline(budget.front_start_s)

@@ -89,11 +89,15 @@ def start_front(port: int, server_port: int, budget: Budget, limits: Optional[Fr
     limits = limits if limits is not None else FrontLimits()
     args = dict(vars(limits), port=port, server_port=server_port, stall_s=budget.front_stall_s,
                 idle_s=budget.front_idle_s, tick_s=budget.front_tick_s)
+    err = _front_log()
     try:
         proc = subprocess.Popen([sys.executable or "python3", "-I", FRONT, json.dumps(args)], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=_front_log(), close_fds=True)
+                                stdout=subprocess.PIPE, stderr=err, close_fds=True)
     except OSError as e:
         raise ConnectionError(f"cannot start the store's front on the master port: {e}") from None
+    finally:
+        if err is not subprocess.DEVNULL:
+            err.close()  # the child has its own copy
     end = budget.deadline(budget.front_start_s)
     ready, _, _ = select.select([proc.stdout], [], [], budget.left(end))
     line = proc.stdout.readline() if ready else b""

@@ -1,6 +1,13 @@
-"""The file-side attacks of issue 21, by hand, against a checkout: prints one line per attack with its outcome.
+"""The file-side attacks of issue 21 and the store attacks of issue 36, by hand, against a checkout: one line each.
 
-    python3 scripts/trust_attacks.py [REPO]      # REPO defaults to this checkout; run it on main to compare
+    python3 scripts/trust_attacks.py [REPO]                  # REPO defaults to this checkout
+    python3 scripts/trust_attacks.py --store [--gets N] [--timeout T] [--only NAME] [REPO]   # the store attacks only
+
+The store attacks (STORE_ATTACKS below: a name and a function of the master port) run a real 2-node preflight on
+127.0.0.1 (node 0 and node 1 as two `python -m ncclcheck preflight` processes) with a stranger on the master port
+from the moment node 0 listens, and print node 0's peak RSS (its whole process tree: the store's front is its child)
+and each node's wall time against the bound T + 10 s. Careful with `--store` against a checkout without the front
+(main before issue 36): the unread-GET attack grew node 0 to 24 GB there, until the OOM killer; pass a small --gets.
 
 Each attack runs `python -m ncclcheck` from REPO in a subprocess: a saved report with a newline in `version` and
 `started` rendered to an env file and a labels script (then sourced/run: does a canary appear?), an ESC sequence in a
@@ -10,18 +17,37 @@ and NaN given to `report`, SIGTERM to a standalone bench.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
+import socket
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 
 def main() -> int:
-    repo = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(__file__)))
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("repo", nargs="?", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    ap.add_argument("--store", action="store_true", help="only the store attacks (issue 36)")
+    ap.add_argument("--gets", type=int, default=20000, help="pipelined unread GETs of the 4 MiB value")
+    ap.add_argument("--idle", type=int, default=500, help="idle connections")
+    ap.add_argument("--timeout", type=float, default=20.0, help="T, the nodes' --timeout")
+    ap.add_argument("--only", help="run only the store attack of this name")
+    a = ap.parse_args()
+    repo = os.path.abspath(a.repo)
+    if not a.store:
+        file_attacks(repo)
+    store_attacks(repo, a)
+    return 0
+
+
+def file_attacks(repo: str) -> None:
     tmp = tempfile.mkdtemp(prefix="ncclcheck-attacks-")
     env = {**os.environ, "PYTHONPATH": repo, "NCCLCHECK_LOG_DIR": os.path.join(tmp, "logs")}
     for k in [k for k in env if k.startswith(("NCCL_", "MASTER_"))]:
@@ -91,7 +117,140 @@ def main() -> int:
     rep = json.load(open(out)) if os.path.exists(out) else None
     print(f"SIGTERM mid-bench -> exit {proc.returncode}; "
           + (f"partial JSON: status {rep['status']}, exit_code {rep['exit_code']}" if rep else "no JSON written"))
-    return 0
+
+
+# --- the store attacks of issue 36: a stranger on node 0's master port --------------------------------------------
+
+MAGIC = 0x3C85F7CE  # c10d's VALIDATE magic (scripts/sim_store.py has the wire protocol)
+VALIDATE, SET, GET = 0, 1, 3
+
+
+def _s(b: bytes) -> bytes:
+    return struct.pack("<Q", len(b)) + b
+
+
+def no_attack(port: int, a, stop: threading.Event) -> str:
+    """The control: the same two nodes with nobody on the master port (a loaded host's own wall times)."""
+    return "nobody on the master port"
+
+
+def unread_gets(port: int, a, stop: threading.Event) -> str:
+    """SET a 4 MiB key, then pipeline GETs of it and never read a reply (issue 36, hole 1)."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(bytes([VALIDATE]) + struct.pack("<I", MAGIC) + bytes([SET]) + _s(b"/big") + _s(b"x" * (4 << 20)))
+    get = bytes([GET]) + _s(b"/big")
+    sent = 0
+    try:
+        for _ in range(0, a.gets, 1000):
+            s.sendall(get * min(1000, a.gets - sent))
+            sent += min(1000, a.gets - sent)
+    except OSError as e:
+        return f"{sent:,} GETs sent, then {e.strerror or e}"
+    stop.wait()
+    s.close()
+    return f"{sent:,} GETs sent"
+
+
+def idle_flood(port: int, a, stop: threading.Event) -> str:
+    """Open connections to the master port and never say anything on them (issue 36, hole 6)."""
+    socks = []
+    for _ in range(a.idle):
+        try:
+            socks.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+        except OSError:
+            break
+    stop.wait()
+    for c in socks:
+        c.close()
+    return f"{len(socks):,} idle connections open"
+
+
+# name -> attack(master port, args, stop event) -> what it did. Add an attack here (engineer `trust`: the replay of a
+# signed record) and it runs the same way, with the same figures printed.
+STORE_ATTACKS = {
+    "none": no_attack,
+    "unread-gets": unread_gets,
+    "idle-flood": idle_flood,
+}
+
+
+def _tree_rss(pid: int) -> int:
+    """RSS of pid and all its descendants, from /proc (bytes)."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/status") as f:
+                total += next((int(x.split()[1]) * 1024 for x in f if x.startswith("VmRSS:")), 0)
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                todo += [int(c) for c in f.read().split()]
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+def _accepts(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        return True
+    except OSError:
+        return False
+
+
+def store_attacks(repo: str, a) -> None:
+    tmp = tempfile.mkdtemp(prefix="ncclcheck-store-attacks-")
+    env = {**os.environ, "PYTHONPATH": repo, "NCCLCHECK_LOG_DIR": os.path.join(tmp, "logs")}
+    for k in [k for k in env if k.startswith(("NCCL_", "MASTER_", "NCCLCHECK_TOKEN"))]:
+        del env[k]
+    bound = a.timeout + 10
+    for name, attack in STORE_ATTACKS.items():
+        if a.only and name != a.only:
+            continue
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+
+        def node(rank: int, name: str = name, port: int = port) -> tuple:
+            out = os.path.join(tmp, f"{name}-{rank}.json")
+            cmd = [sys.executable, "-m", "ncclcheck", "preflight", "--nnodes", "2", "--node-rank", str(rank),
+                   "--master-addr", "127.0.0.1", "--master-port", str(port), "--timeout", f"{a.timeout:g}",
+                   "--json", out, "--quiet"]
+            return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tmp), \
+                out, time.monotonic()
+
+        n0 = node(0)
+        end = time.monotonic() + 60
+        while not _accepts(port) and time.monotonic() < end and n0[0].poll() is None:
+            time.sleep(0.05)
+        stop, did = threading.Event(), []
+        t = threading.Thread(target=lambda f=attack, p=port, e=stop, d=did: d.append(f(p, a, e)), daemon=True)
+        t.start()
+        n1 = node(1)
+        peak, walls, codes = 0, {}, {}
+        hard = time.monotonic() + bound + 30
+        while len(walls) < 2 and time.monotonic() < hard:
+            peak = max(peak, _tree_rss(n0[0].pid))
+            for r, (p, _, t0) in enumerate((n0, n1)):
+                if r not in walls and p.poll() is not None:
+                    walls[r], codes[r] = time.monotonic() - t0, p.returncode
+            time.sleep(0.05)
+        for r, (p, _, _) in enumerate((n0, n1)):
+            if p.poll() is None:
+                p.kill()
+                codes[r] = "killed"
+        stop.set()
+        t.join(10)
+        world = ""
+        try:
+            doc = json.load(open(n0[1]))
+            w = [c for c in doc["checks"] if c["id"] == "rendezvous.world"]
+            world = f"{w[0]['status']}: {w[0]['summary']}" if w else ""
+        except (OSError, ValueError, KeyError):
+            world = "no report"
+        wall = ", ".join(f"node {r} {walls[r]:.1f} s (exit {codes[r]})" if r in walls else f"node {r} > "
+                         f"{bound + 30:.0f} s (killed)" for r in (0, 1))
+        print(f"store attack {name} ({did[0] if did else 'still running'}): node 0 peak RSS (tree) "
+              f"{peak / (1 << 20):,.0f} MiB; {wall}; bound T + 10 = {bound:g} s; node 0's world check: {world}")
 
 
 if __name__ == "__main__":

@@ -6,11 +6,11 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from dataclasses import replace
-from typing import Optional
+from typing import Any, Optional
 
 from .. import hostranges
 from ..config import format_endpoint
-from ..model import CheckResult, Recommendation, Status, failed, passed
+from ..model import CheckResult, Recommendation, Status, failed, passed, warned
 from ..nccl import reachability
 from ..recommend import NodeView, recommend_local
 from ..recommend.mesh import MeshView, merge_recommendations, recommend_mesh
@@ -89,19 +89,34 @@ def decide(joins: list, expected_nnodes: int, final: bool) -> dict:
     }
 
 
+FLOOD_FIX = ("Find who runs the named address (ss -tnp on it) and keep it off MASTER_PORT (a firewall rule that "
+             "admits only the job's nodes); see docs/trust.md")
+
+
+def master_port_floods(rejected: Any) -> list:
+    """What node 0's store front named (rendezvous.serve): "master port: ..." lines of the store's rejected list."""
+    tag = "master port: "
+    return [r[len(tag):] for r in rejected or [] if isinstance(r, str) and r.startswith(tag)]
+
+
 def world_check(verdict: dict, elapsed_s: float, timeout_s: float) -> CheckResult:
     """rendezvous.world from a verdict: names missing ranks, duplicate ranks and --nnodes disagreements."""
     cid = "rendezvous.world"
     n = verdict.get("nnodes")
     ev = {k: verdict.get(k) for k in ("nnodes", "missing", "duplicates", "out_of_range", "nnodes_mismatch",
                                       "joined")}
+    floods = master_port_floods(verdict.get("rejected"))
+    if floods:
+        ev["master_port"] = floods
     if verdict.get("ok"):
         members = verdict.get("members") or []
         hosts = hostranges.who((m["node_rank"], str(m.get("hostname") or "?")) for m in members
                                if isinstance(m, dict) and isinstance(m.get("node_rank"), int))
-        return passed(cid, f"all {n:,} node ranks joined in {elapsed_s:.1f} s" + (f": {hosts}" if hosts else ""),
-                      evidence=ev)
-    problems, fixes = [], []
+        summary = f"all {n:,} node ranks joined in {elapsed_s:.1f} s" + (f": {hosts}" if hosts else "")
+        if floods:  # the world formed despite it; who attacked the master port is still worth a look
+            return warned(cid, f"{summary}; {floods[0]}", evidence=ev, fix=FLOOD_FIX)
+        return passed(cid, summary, evidence=ev)
+    problems, fixes = list(floods[:1]), [FLOOD_FIX] if floods else []
     if verdict.get("missing"):
         miss = hostranges.rank_ranges(verdict["missing"])
         problems.append(f"node rank(s) {miss} never joined within {timeout_s:g} s")

@@ -45,6 +45,11 @@ class Budget:
     squat_probe_s: float = 3.0  # node 0 finding its port taken: how long it tries to read who holds it
     verdict_grace_s: float = 5.0  # beyond T, for node 0's verdict to reach a node that joined late in node 0's window
     final_agreement_s: float = 15.0  # node 0 waits for every member to read the agreed exit code / outcome
+    # --- the store's front on the master port (rendezvous/front.py, issue 36)
+    front_stall_s: float = 3.0  # a client whose replies stay unread past the front's bound this long is closed
+    front_idle_s: float = 30.0  # a connection that never spoke is closed after this (a real client speaks at once)
+    front_tick_s: float = 0.25  # how often the front looks at the clock (stalls, idle connections)
+    front_start_s: float = 10.0  # the front (a small Python, no torch) has this long to say it listens
     # --- the job runner (bench, links)
     rank_start_s: float = 60.0  # a spawned rank's start (a new Python, torch's import) before it joins; then T
     stall_grace_s: float = 2.0  # beyond a job step's bound (its collectives x T) before a silent world is hung

@@ -113,6 +113,7 @@ class JsonStore:
     def __init__(self, store: Any, prefix: str = "", server: bool = False, guard: Optional[Guard] = None):
         self.raw, self.prefix, self.server = store, prefix, server
         self.guard = guard if guard is not None else Guard()
+        self.front: Any = None  # node 0: the master port's front (serve.Front), whose reports name floods
         self._owner = threading.get_ident()
         self._local = threading.local()
         self._raw_busy = False  # an interrupted wait's helper still blocks on the raw connection (see wait)
@@ -335,11 +336,19 @@ def open_store(host: str, port: int, is_server: bool, timeout_s: float, prefix: 
     import torch.distributed as dist
 
     kw: dict = {"timeout": _dt.timedelta(seconds=timeout_s)}
+    if is_server:  # torch's server on loopback, the bounded front on the master port (serve.py, issue 36)
+        from .serve import serve_store
+
+        guard = guard if guard is not None else Guard()
+        store, front = serve_store(port, kw["timeout"], lambda why: guard.reject(MASTER_PORT, why))
+        st = JsonStore(store, prefix, server=True, guard=guard)
+        st.front = front
+        return st
     try:
-        if is_server:
-            store = dist.TCPStore(host, port, None, True, wait_for_workers=False, **kw)
-        else:
-            store = dist.TCPStore(host, port, None, False, **kw)
+        store = dist.TCPStore(host, port, None, False, **kw)
     except Exception as exc:  # noqa: BLE001 - torch raises DistNetworkError/RuntimeError with C++ frames
         raise ConnectionError(first_line(exc)) from None
     return JsonStore(store, prefix, server=is_server, guard=guard)
+
+
+MASTER_PORT = "master port"  # the key under which what the store's front saw is named in store.rejected

@@ -76,11 +76,19 @@ def test_ctrl_c_during_links_writes_partial_json_and_exits_130(tmp_path):
 
 
 def _listening(pid: int, port: int) -> bool:
+    """pid or one of its children listens on port (node 0's store front, rendezvous/front.py, is its child)."""
     try:
-        return any(c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN
-                   for c in psutil.Process(pid).net_connections())
+        proc = psutil.Process(pid)
+        procs = [proc, *proc.children(recursive=True)]
     except psutil.NoSuchProcess:
         return False
+    for p in procs:
+        try:
+            if any(c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN for c in p.net_connections()):
+                return True
+        except psutil.NoSuchProcess:
+            continue
+    return False
 
 
 def test_ctrl_c_while_preflight_waits_for_nodes_writes_partial_json_and_exits_130(tmp_path):

@@ -197,6 +197,23 @@ def test_decide_is_pure_and_names_everything():
     assert decide(joins[:2], 2, final=True)["ok"]
 
 
+def test_a_flood_named_by_the_store_front_is_the_world_checks_cause_or_warning():
+    # The line node 0's store front (rendezvous/serve.py) adds to store.rejected, as seen in trust_attacks.py.
+    flood = ("master port: the store on the master port was flooded by 198.18.0.9:41234: 16,841,768 bytes of "
+             "replies left unread (bound 16,777,216) after 8 requests")
+    joins = [{"node_rank": 0, "nnodes": 2, "hostname": "a", "uuid": "1", "pid": 1},
+             {"node_rank": 1, "nnodes": 2, "hostname": "b", "uuid": "2", "pid": 2}]
+    ok = dict(decide(joins, 2, final=True), rejected=[flood, "join/3: not JSON"])
+    c = world_check(ok, 1.0, 5)
+    assert c.status.value == "warn" and "flooded by 198.18.0.9:41234" in c.summary
+    assert c.evidence["master_port"] == [flood[len("master port: "):]]
+    missing = dict(decide(joins[:1], 2, final=True), rejected=[flood])
+    c = world_check(missing, 1.0, 5)
+    assert c.status.value == "fail" and c.summary.startswith("the store on the master port was flooded by")
+    assert "never joined" in c.summary
+    assert world_check(decide(joins, 2, final=True), 1.0, 5).status.value == "pass"
+
+
 @pytest.mark.parametrize("n", [1])
 def test_single_node_has_no_world_to_form(n):
     from ncclcheck.agent.launchers import detect_placement

@@ -27,6 +27,7 @@ from .common import (
     not_measured,
     one_line,
     status_headline,
+    trust_text,
 )
 from .envfile import render_envfile, render_exports
 
@@ -120,6 +121,7 @@ def render_markdown(report: Report) -> str:
         f"{world.nnodes} node(s), world size {world.world_size}, backend {md_text(world.backend)}, "
         f"launcher {md_text(world.launcher)} · ncclcheck {md_text(report.version)} · "
         f"{md_text(report.started)} · {report.duration_s:.1f} s"
+        + (f" · {md_text(trust_text(report) or '')}" if report.trust else "")
     )
     cause = report.root_cause()
     if cause is not None:

@@ -100,6 +100,7 @@ class ClusterOutcome:
                 st.set(K.LIFELINE, {"port": lifeline.port})
             code = agree.exit_code(st, K.FINAL, exit_code, self._is_host, self._members, self._budget,
                                    outlast=self._outlast_host)
+            self._note_ignored(st)
             held = st.get_now(K.LIFELINE, _lifeline_record) if self._outlast_host and not self._is_host else None
         except Exception as exc:  # noqa: BLE001 - the store going away at the end must not become a crash
             log.warning("could not agree on the exit code: %s", exc)
@@ -117,6 +118,11 @@ class ClusterOutcome:
             probe.await_lifeline(self._endpoint[0], held["port"], b.deadline(b.final_agreement_s), b)
         self.close()
         return code
+
+    def _note_ignored(self, st: JsonStore) -> None:
+        """The records dropped during the agreement too (a forged or replayed exit code) reach the report."""
+        if self.trust and st.rejected:
+            self.trust["ignored"] = list(st.rejected)
 
     def close(self) -> None:
         self._store = None

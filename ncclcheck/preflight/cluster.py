@@ -596,7 +596,7 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
             _await_readers(st, ctx.cap * MAX_READERS, b)
     else:
         # Node 0 was up when we connected, so it decides within its join bound (T) from now, plus the fixed grace.
-        verdict = st.wait_get(K.VERDICT, b.deadline(b.verdict_wait_s), b, _verdict_record)
+        verdict = T.wait_believed(st, K.VERDICT, b.deadline(b.verdict_wait_s), b, _verdict_record)
         if not isinstance(verdict, dict):
             return _alone(ctx, [failed("rendezvous.world", "node 0 hosts the rendezvous but never published who "
                                        "joined (it may have crashed or been stopped)",

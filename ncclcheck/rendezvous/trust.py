@@ -276,6 +276,17 @@ def accept(st: JsonStore, level: str, port: int, cap: int, deadline: float, budg
     return session
 
 
+def wait_believed(st: JsonStore, key: str, deadline: float, budget: Budget, check=None) -> Any:
+    """wait_get that keeps waiting past a value it ignored (unsigned, a replay, malformed): node 0 writes each record
+    once, so a forgery written before it is overwritten by the real one, which this node then reads. None at the
+    deadline. A stranger who rewrites the key faster than this looks can still make the run fail, never pass."""
+    while True:
+        v = st.wait_get(key, deadline, budget, check)
+        if v is not None or budget.passed(deadline) or not st.has(key):
+            return v
+        time.sleep(min(budget.journal_pending_s, budget.remaining(deadline)))
+
+
 def _seal_record(challenge: str, port: int):
     def check(v: Any) -> Optional[str]:
         if not isinstance(v, dict) or not _hex(v.get("run"), RUN_CHARS) or v.get("challenge") != challenge \
@@ -290,13 +301,10 @@ def handshake(st: JsonStore, port: int, cap: int, deadline: float, budget: Budge
     challenge = secrets.token_hex(RUN_CHARS // 2)
     Journal(st, HELLO, cap).append({"challenge": challenge, "port": port})
     key = SEAL.format(challenge)
-    while True:
-        v = st.wait_get(key, deadline, budget, _seal_record(challenge, port))
-        if v is not None:
-            st.guard.run = v["run"]
-            return v["run"]
-        if budget.passed(deadline):
-            bad = [r for r in st.rejected if r.startswith(key)]
-            raise TrustError("node 0 never answered this node's challenge with the job's key"
-                             + (f" ({bad[-1].split(': ', 1)[1]})" if bad else ""))
-        time.sleep(min(budget.journal_pending_s, budget.remaining(deadline)))  # a stranger's value under the key
+    v = wait_believed(st, key, deadline, budget, _seal_record(challenge, port))
+    if v is None:
+        bad = [r for r in st.rejected if r.startswith(key)]
+        raise TrustError("node 0 never answered this node's challenge with the job's key"
+                         + (f" ({bad[-1].split(': ', 1)[1]})" if bad else ""))
+    st.guard.run = v["run"]
+    return v["run"]

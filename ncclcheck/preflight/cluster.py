@@ -101,6 +101,8 @@ class ClusterOutcome:
             code = agree.exit_code(st, K.FINAL, exit_code, self._is_host, self._members, self._budget,
                                    outlast=self._outlast_host)
             self._note_ignored(st)
+            if self._session is not None:  # every member acknowledged: no challenge is left to answer
+                self._session.close()
             held = st.get_now(K.LIFELINE, _lifeline_record) if self._outlast_host and not self._is_host else None
         except Exception as exc:  # noqa: BLE001 - the store going away at the end must not become a crash
             log.warning("could not agree on the exit code: %s", exc)

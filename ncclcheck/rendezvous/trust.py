@@ -113,9 +113,10 @@ class Session:
         self._thread: Optional[threading.Thread] = None
         self._file: Optional[str] = None
         self._budget: Optional[Budget] = None
+        self._store: Optional[JsonStore] = None
 
     def start_sealer(self, st: JsonStore, port: int, cap: int, budget: Budget) -> None:
-        self._budget = budget
+        self._budget, self._store = budget, st
         end = budget.deadline(budget.sealer_s)
         self._thread = threading.Thread(target=self._seal, args=(st, port, cap, end, budget), daemon=True,
                                         name="ncclcheck-sealer")
@@ -127,6 +128,8 @@ class Session:
         try:
             while not self._stop.is_set() and not b.passed(end):
                 for _, h in journal.read_since():
+                    if h.get("stop"):
+                        return
                     if h["port"] != port:
                         st.guard.reject(HELLO, f"a challenge for master port {h['port']}, not this run's {port}")
                         continue
@@ -140,8 +143,17 @@ class Session:
     def close(self) -> None:
         self._stop.set()
         if self._thread is not None and self._budget is not None:
+            # Wake it from its blocking wait for the next challenge (node 0's own signed record, so no stranger can
+            # stop it); it drops its store reference, which node 0 must release before the job's own store binds
+            # the port (agree_exit_code's Lifeline).
+            if self._thread.is_alive() and self._store is not None:
+                try:
+                    Journal(self._store, HELLO, 0).append({"stop": True})
+                except Exception:  # noqa: BLE001 - the store already went: the thread's wait ends with it
+                    pass
             self._thread.join(self._budget.thread_join_s)
             self._thread = None
+        self._store = None
         if self._file:
             try:
                 os.unlink(self._file)
@@ -151,6 +163,8 @@ class Session:
 
 
 def _hello_record(v: Any) -> Optional[str]:
+    if v == {"stop": True}:  # node 0's own, at the end of the run
+        return None
     if not isinstance(v, dict) or not _hex(v.get("challenge"), RUN_CHARS) or type(v.get("port")) is not int:
         return "not a challenge"
     return None

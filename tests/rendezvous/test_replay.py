@@ -6,6 +6,7 @@ pass and exited 0; now it ignores them, names them as replays, and keeps B's fai
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import socket
 import threading
@@ -28,6 +29,11 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _budget(cfg) -> Budget:
+    """Short fixed bounds: a node that refuses what it reads waits out its bound, and so does node 0 for it."""
+    return dataclasses.replace(Budget.of(cfg), final_agreement_s=1.0, verdict_grace_s=1.0)
 
 
 def _node(port: int, rank: int, timeout_s: float = 8.0):
@@ -70,7 +76,7 @@ def _run(port: int, node0_checks: list, captured: dict | None = None, stranger=N
     cfg0, p0 = _node(port, 0)
 
     def node0():
-        o = cluster.run_cluster_preflight(cfg0, p0, {}, node0_checks, Budget.of(cfg0), join_grace_s=0.2)
+        o = cluster.run_cluster_preflight(cfg0, p0, {}, node0_checks, _budget(cfg0), join_grace_s=0.2)
         out["n0"] = (o, _code(o))
 
     cluster.open_store = recording_open
@@ -79,8 +85,12 @@ def _run(port: int, node0_checks: list, captured: dict | None = None, stranger=N
         t.start()
         if stranger is not None:
             stranger.start()
+            for _ in range(2000):  # A's records are in B's store before node 1 looks
+                if stranger.wrote or not stranger.is_alive():
+                    break
+                stranger.stop.wait(0.01)
         cfg1, p1 = _node(port, 1)
-        o1 = cluster.run_cluster_preflight(cfg1, p1, {}, [passed("host.shm", "fine", node=1)], Budget.of(cfg1))
+        o1 = cluster.run_cluster_preflight(cfg1, p1, {}, [passed("host.shm", "fine", node=1)], _budget(cfg1))
         c1 = _code(o1)
         t.join(60)
     finally:
@@ -89,7 +99,7 @@ def _run(port: int, node0_checks: list, captured: dict | None = None, stranger=N
 
 
 class _Replayer(threading.Thread):
-    """A stranger on B's master port writing A's captured bytes under the same keys, over and over."""
+    """A stranger on B's master port writing A's captured bytes under the same keys before node 1 looks."""
 
     def __init__(self, port: int, records: dict) -> None:
         super().__init__(daemon=True)
@@ -98,16 +108,21 @@ class _Replayer(threading.Thread):
     def run(self) -> None:
         import torch.distributed as dist
 
-        store = None
-        while store is None and not self.stop.is_set():
+        while not self.stop.is_set():  # a plain connect first: torch's client backs off for seconds when refused
             try:
-                store = dist.TCPStore("127.0.0.1", self.port, None, False, timeout=dt.timedelta(seconds=2))
-            except Exception:  # noqa: BLE001 - node 0 not up yet
-                self.stop.wait(0.02)
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                self.stop.wait(0.01)
+        store = dist.TCPStore("127.0.0.1", self.port, None, False, timeout=dt.timedelta(seconds=10))
+        todo = dict(self.records)
         while store is not None and not self.stop.is_set():
             try:
-                for k, v in self.records.items():
+                for k, v in todo.items():
                     store.set(k, v)
+                # once each, then only the exit code again and again (so that before the fix node 1 surely read A's
+                # exit code): a record rewritten faster than node 1 reads can make the run fail, never pass
+                todo = {k: v for k, v in self.records.items() if k.endswith(K.FINAL)}
                 self.wrote += 1
             except Exception:  # noqa: BLE001 - B's store went away: the run is over
                 return
@@ -118,7 +133,7 @@ def test_records_signed_in_another_run_of_the_same_token_are_ignored_and_named()
     captured: dict = {}
     port_a = _free_port()
     _, code0_a, o1_a, code1_a = _run(port_a, [passed("host.shm", "fine", node=0)], captured)
-    assert o1_a.formed and (code0_a, code1_a) == (0, 0)
+    assert o1_a.formed and (code0_a, code1_a) == (0, 0), [c.summary for c in o1_a.checks if c.status.value == "fail"]
     prefix = "ncclcheck/preflight/"
     records = {prefix + k: captured[prefix + k] for k in REPLAYED}
     assert all(v.startswith(b"ncclcheck-hmac") for v in records.values())  # really A's signed records

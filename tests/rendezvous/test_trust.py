@@ -100,12 +100,13 @@ def _forger(port: int, stop: threading.Event, wrote: list) -> threading.Thread:
     def run() -> None:
         import torch.distributed as dist
 
-        store = None
-        while store is None and not stop.is_set():
+        while not stop.is_set():  # a plain connect first: torch's client backs off for seconds when refused
             try:
-                store = dist.TCPStore("127.0.0.1", port, None, False, timeout=dt.timedelta(seconds=2))
-            except Exception:  # noqa: BLE001 - node 0 not up yet
-                stop.wait(0.02)
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                stop.wait(0.01)
+        store = dist.TCPStore("127.0.0.1", port, None, False, timeout=dt.timedelta(seconds=10))
         while store is not None and not stop.is_set():
             try:
                 store.set("ncclcheck/preflight/" + K.FINAL, '{"exit_code": 0}')

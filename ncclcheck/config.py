@@ -29,6 +29,10 @@ class WorldConfig:
     timeout_s: Optional[float] = None  # --timeout, stored here once (None: the default in rendezvous/budget.py)
     # The job's shared secret (NCCLCHECK_TOKEN or --token-file): every store value is signed with it (never shown).
     token: Optional[bytes] = field(default=None, repr=False, compare=False, hash=False)
+    token_source: str = ""  # where the token came from ("NCCLCHECK_TOKEN", "--token-file /path"): never its value
+    token_warning: str = ""  # a token file that others can read: said in the report's trust line and the log
+    # NCCLCHECK_TRUST: "auto" (a token, else munge under Slurm, else a --shared-dir file) or "none" (a token only)
+    trust: str = "auto"
     # Where each world value came from ("--nnodes", "NCCLCHECK_NNODES", "NODE_RANK"...); a value absent here is a
     # default. agent.launchers compares the user's values with a launcher's world and names both when they disagree.
     origin: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
@@ -325,6 +329,10 @@ def build_world(
         raise UsageError(f"{what} must be one of {', '.join(BACKENDS)}, got {be!r}")
     raw, src = _pick(timeout, "--timeout", env, "NCCLCHECK_TIMEOUT")
     t = parse_float(raw, _what(src))
+    token, token_source, token_warning = read_token(token_file, env)
+    trust = (env.get("NCCLCHECK_TRUST") or "auto").strip() or "auto"
+    if trust not in TRUST_MODES:
+        raise UsageError(f"NCCLCHECK_TRUST (environment) must be one of {', '.join(TRUST_MODES)}, got {trust!r}")
     return WorldConfig(
         nnodes=n or 1,
         node_rank=r or 0,
@@ -333,26 +341,51 @@ def build_world(
         master_port=port,
         backend=be,
         timeout_s=t,
-        token=read_token(token_file, env),
+        token=token,
+        token_source=token_source,
+        token_warning=token_warning,
+        trust=trust,
         origin=origin,
     )
 
 
-def read_token(token_file: Optional[str], env: Mapping[str, str]) -> Optional[bytes]:
-    """The job's shared secret: --token-file's contents, else NCCLCHECK_TOKEN (stripped); None without one.
-    Every node must be given the same one (docs/trust.md says how under each launcher)."""
+K8S_TOKEN_FILE = "/var/run/secrets/ncclcheck/token"  # a Secret mounted where docs/trust.md shows, used when present
+TOKEN_FILE_MAX = 4096  # a token is one line of a few dozen characters; a bigger first line is not a token file
+TRUST_MODES = ("auto", "none")
+
+
+def read_token(token_file: Optional[str], env: Mapping[str, str],
+               k8s_file: str = K8S_TOKEN_FILE) -> tuple[Optional[bytes], str, str]:
+    """(token, where it came from, a warning): the first line of --token-file / NCCLCHECK_TOKEN_FILE, else
+    NCCLCHECK_TOKEN (stripped), else the first line of a Kubernetes Secret mounted at K8S_TOKEN_FILE; (None, "", "")
+    without one. Every node must be given the same one (docs/trust.md says how under each launcher)."""
     raw, src = _pick(token_file, "--token-file", env, "NCCLCHECK_TOKEN_FILE")
-    if raw is not None:
-        try:
-            with open(raw, "rb") as f:
-                tok = f.read().strip()
-        except OSError as exc:
-            raise UsageError(f"{_what(src)} {raw}: cannot read it ({exc.strerror or exc})") from None
-        if not tok:
-            raise UsageError(f"{_what(src)} {raw}: the file is empty")
-        return tok
-    tok = (env.get("NCCLCHECK_TOKEN") or "").strip()
-    return tok.encode() if tok else None
+    if raw is None:
+        value = env.get("NCCLCHECK_TOKEN")
+        if value is not None and value != "":
+            tok = value.strip()
+            if not tok:
+                raise UsageError("NCCLCHECK_TOKEN (environment) is only whitespace: set the job's token, or unset it")
+            return tok.encode(), "NCCLCHECK_TOKEN", ""
+        if not os.path.exists(k8s_file):
+            return None, "", ""
+        raw, src = k8s_file, "the mounted Secret"
+    try:
+        with open(raw, "rb") as f:
+            mode = os.fstat(f.fileno()).st_mode
+            line = f.readline(TOKEN_FILE_MAX + 1)
+    except OSError as exc:
+        raise UsageError(f"{_what(src)} {raw}: cannot read it ({exc.strerror or exc})") from None
+    if len(line) > TOKEN_FILE_MAX and not line.endswith(b"\n"):
+        raise UsageError(f"{_what(src)} {raw}: its first line is over {TOKEN_FILE_MAX} bytes: not a token file")
+    tok = line.strip()
+    if not tok:
+        raise UsageError(f"{_what(src)} {raw}: its first line is empty")
+    warning = ""
+    if mode & 0o077 and not (src == "the mounted Secret"):
+        warning = (f"the token file {raw} can be read by other users (mode {oct(mode & 0o777)}): chmod 600 it and "
+                   "make a new token")
+    return tok, f"{src} {raw}" if src != "the mounted Secret" else f"the Secret mounted at {raw}", warning
 
 
 def format_endpoint(addr: Optional[str], port: Optional[int]) -> Optional[str]:

@@ -375,6 +375,9 @@ class Report:
     interrupted: bool = False  # Ctrl-C or SIGTERM: the partial report is still written, the process exits 130/143
     interrupted_by: str = "Ctrl-C"  # or "SIGTERM" (errors.interruption)
     interrupt_code: int = 130  # the CLI sets 143 for SIGTERM: the report's exit_code is the process's
+    # How far this process could trust what other nodes wrote (rendezvous/trust.py): {"level": token | munge |
+    # shared-file | none, "source", "ignored": ["key: why"], "warning"}; None where no store was crossed.
+    trust: Optional[dict] = None
 
     @property
     def status(self) -> Status:
@@ -429,6 +432,8 @@ class Report:
             d["links"] = self.links
         if self.partial:
             d["partial"] = True
+        if self.trust is not None:
+            d["trust"] = self.trust
         if self.log_path:
             d["log"] = self.log_path
         d.update(self.extra)
@@ -452,7 +457,7 @@ class Report:
         if problem:
             raise ValueError(problem)
         known = {"schema", "command", "version", "status", "exit_code", "started", "duration_s", "world", "nodes",
-                 "checks", "recommendations", "bench", "links", "partial", "log", "shared"}
+                 "checks", "recommendations", "bench", "links", "partial", "log", "shared", "trust"}
         w = _mapping(d, "world")
         duration = d.get("duration_s") or 0.0
         if not isinstance(duration, (int, float)) or isinstance(duration, bool):
@@ -478,6 +483,7 @@ class Report:
         if links is not None and not isinstance(links, dict):
             raise ValueError(f"links: expected an object, got {type(links).__name__}")
         checks = [CheckResult.from_json(c, f"checks[{i}].") for i, c in enumerate(items("checks"))]
+        trust = _trust(d.get("trust"))
         code = d.get("exit_code")
         interrupted = code in (EXIT_INTERRUPTED, EXIT_TERMINATED)
         return cls(
@@ -494,6 +500,7 @@ class Report:
             bench=bench,
             links=clean_tree(links) if links is not None else None,
             partial=bool(d.get("partial")),
+            trust=trust,
             log_path=_text(d, "log") or None,
             extra=clean_tree({k: v for k, v in d.items() if k not in known}),
             # A saved run keeps the exit code it had, including --strict and an interrupt.
@@ -502,6 +509,29 @@ class Report:
             interrupt_code=code if interrupted else EXIT_INTERRUPTED,
             interrupted_by="SIGTERM" if code == EXIT_TERMINATED else "Ctrl-C",
         )
+
+
+TRUST_LEVELS = ("token", "munge", "shared-file", "none")
+
+
+def _trust(v: Any) -> Optional[dict]:
+    """A saved report's `trust`, checked: a level of TRUST_LEVELS, text fields, a list of text."""
+    if v is None:
+        return None
+    if not isinstance(v, dict) or v.get("level") not in TRUST_LEVELS:
+        raise ValueError(f"trust: expected an object whose level is one of {', '.join(TRUST_LEVELS)}")
+    out: dict = {"level": v["level"]}
+    for k in ("source", "warning"):
+        if v.get(k) is not None:
+            if not isinstance(v[k], str):
+                raise ValueError(f"trust.{k}: expected a string, got {type(v[k]).__name__}")
+            out[k] = clean_text(v[k])
+    ignored = v.get("ignored")
+    if ignored is not None:
+        if not isinstance(ignored, list) or not all(isinstance(x, str) for x in ignored):
+            raise ValueError("trust.ignored: expected an array of strings")
+        out["ignored"] = [clean_text(x) for x in ignored]
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------------

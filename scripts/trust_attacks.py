@@ -1,5 +1,7 @@
 """The file-side attacks of issue 21 and the store attacks of issue 36, by hand, against a checkout: one line each.
 
+    python3 scripts/trust_attacks.py [REPO]      # REPO defaults to this checkout; run it on main to compare
+    python3 scripts/trust_attacks.py replay [REPO]   # issue 36: records of one run replayed into another (ATTACKS)
     python3 scripts/trust_attacks.py [REPO]                  # REPO defaults to this checkout
     python3 scripts/trust_attacks.py --store [--gets N] [--timeout T] [--only NAME] [REPO]   # the store attacks only
 
@@ -253,5 +255,93 @@ def store_attacks(repo: str, a) -> None:
               f"{peak / (1 << 20):,.0f} MiB; {wall}; bound T + 10 = {bound:g} s; node 0's world check: {world}")
 
 
+def replay_attack(repo: str) -> int:
+    """Issue 36, hole 4: two 2-node preflights on loopback with the same NCCLCHECK_TOKEN and no job id (so the same
+    key prefix). An eavesdropper copies run A's signed world/verdict, world/result and world/final off the wire; in
+    run B node 0 has a real fault (an NCCL_SOCKET_IFNAME that does not exist) and a stranger keeps writing A's
+    records into B's store. Prints node 1's exit code in B and what it named."""
+    import datetime as dt
+    import socket
+    import threading
+
+    import torch.distributed as dist
+
+    tmp = tempfile.mkdtemp(prefix="ncclcheck-replay-")
+    env = {**os.environ, "PYTHONPATH": repo, "NCCLCHECK_LOG_DIR": os.path.join(tmp, "logs"),
+           "NCCLCHECK_TOKEN": "one-token-for-the-pool"}
+    for k in [k for k in env if k.startswith(("NCCL_", "MASTER_", "SLURM_"))]:
+        del env[k]
+    keys = [f"ncclcheck/preflight/{k}" for k in ("world/verdict", "world/result", "world/final")]
+
+    def port() -> int:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    def client(p: int, until: float):
+        while True:
+            try:
+                return dist.TCPStore("127.0.0.1", p, None, False, timeout=dt.timedelta(seconds=30))
+            except Exception:  # noqa: BLE001 - node 0 not up yet
+                if time.monotonic() > until:
+                    raise
+                time.sleep(0.02)
+
+    def world(p: int, tag: str, node0_env: dict) -> list:
+        procs = []
+        for r in (0, 1):
+            e = {**env, **(node0_env if r == 0 else {})}
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "ncclcheck", "preflight", "--nnodes", "2", "--node-rank", str(r),
+                 "--master-addr", "127.0.0.1", "--master-port", str(p), "--timeout", "20", "--json",
+                 os.path.join(tmp, f"{tag}-%r.json")], env=e, cwd=tmp, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL))
+        return procs
+
+    pa = port()
+    procs = world(pa, "a", {})
+    eve = client(pa, time.monotonic() + 60)
+    eve.wait(keys, dt.timedelta(seconds=60))
+    captured = {k: eve.get(k) for k in keys}
+    codes_a = [p.wait(120) for p in procs]
+    pb = port()
+    procs = world(pb, "b", {"NCCL_SOCKET_IFNAME": "nosuchnic0"})
+    stop = threading.Event()
+
+    def replay() -> None:
+        st = client(pb, time.monotonic() + 60)
+        while not stop.is_set():
+            try:
+                for k, v in captured.items():
+                    st.set(k, v)
+            except Exception:  # noqa: BLE001 - B's store went away
+                return
+            time.sleep(0.002)
+
+    t = threading.Thread(target=replay, daemon=True)
+    t.start()
+    codes_b = [p.wait(120) for p in procs]
+    stop.set()
+    doc = json.load(open(os.path.join(tmp, "b-1.json"))) if os.path.exists(os.path.join(tmp, "b-1.json")) else {}
+    named = [r for r in (doc.get("trust") or {}).get("ignored", []) if "replay" in r]
+    # B's own fault, as node 1's report shows it: node 0's check of the interface it was told to use
+    kept = any(c["node"] == 0 and c["id"] == "net.socket_ifname" and c["status"] == "fail"
+               for c in doc.get("checks", []))
+    refused = any(c["id"] == "rendezvous.world" and "never published" in c["summary"] for c in doc.get("checks", []))
+    what = ("names B's own fault" if kept else "refused the replayed records (its world failed: a stranger can make "
+            "a run fail)" if refused else "ADOPTED run A's result: B's own fault is lost")
+    print(f"run A exits {codes_a}; run B (node 0 told NCCL_SOCKET_IFNAME=nosuchnic0) with A's signed records "
+          f"replayed: exits {codes_b}; node 1 {what}; replays it named: {len(named)}"
+          + (f", e.g. {named[0]}" if named else ""))
+    return 0
+
+
+# Attacks by name (the first argument); without one, main()'s file-side attacks of issue 21.
+ATTACKS = {"replay": replay_attack}
+
+
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] in ATTACKS:
+        sys.exit(ATTACKS[sys.argv[1]](os.path.abspath(sys.argv[2] if len(sys.argv) > 2 else
+                                                      os.path.dirname(os.path.dirname(__file__)))))
     sys.exit(main())

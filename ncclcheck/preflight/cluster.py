@@ -35,11 +35,12 @@ from ..agent.launchers import Placement, store_host
 from ..checks import CrossInput, run_cross_checks
 from ..checks.local import rejudge_one_host
 from ..config import Config
-from ..facts import hostname_of
+from ..facts import hostname_of, munge
 from ..facts.ports import port_holder
 from ..model import CheckResult, NodeInfo, Status, WorldInfo, failed, skipped
 from ..nccl import reachability
 from ..rendezvous import agree
+from ..rendezvous import trust as T
 from ..rendezvous.budget import Budget
 from ..rendezvous.journal import Journal
 from ..rendezvous.store import Guard, JsonStore, Limits, StoreLost, counter_cap, open_store, preload
@@ -70,6 +71,8 @@ class ClusterOutcome:
     formed: bool = False
     verdict: dict = field(default_factory=dict)
     rejected: list = field(default_factory=list)  # store records dropped as bad ("key: why"), for the log and tests
+    trust: dict = field(default_factory=dict)  # the report's `trust`: level, where the key came from, what was ignored
+    _session: Optional[T.Session] = None  # node 0's challenge answerer and key file, ended with the run
     _store: Optional[JsonStore] = None
     _is_host: bool = False
     _members: int = 0
@@ -85,6 +88,7 @@ class ClusterOutcome:
         store makes a node look healthier than it is. Without a formed world each node keeps its own code."""
         st, self._store = self._store, None
         if st is None or not self.formed or self._budget is None:
+            self.close()
             return exit_code
         # Leaving while node 0 still holds its store would let this rank's next TCPStore client (the script's
         # env:// init on the same MASTER_PORT) reach ncclcheck's store just before it closes: "Failed to recv, got 0
@@ -97,6 +101,9 @@ class ClusterOutcome:
                 st.set(K.LIFELINE, {"port": lifeline.port})
             code = agree.exit_code(st, K.FINAL, exit_code, self._is_host, self._members, self._budget,
                                    outlast=self._outlast_host)
+            self._note_ignored(st)
+            if self._session is not None:  # every member acknowledged: no challenge is left to answer
+                self._session.close()
             held = st.get_now(K.LIFELINE, _lifeline_record) if self._outlast_host and not self._is_host else None
         except Exception as exc:  # noqa: BLE001 - the store going away at the end must not become a crash
             log.warning("could not agree on the exit code: %s", exc)
@@ -112,10 +119,19 @@ class ClusterOutcome:
         elif held is not None and self._endpoint:
             st = None
             probe.await_lifeline(self._endpoint[0], held["port"], b.deadline(b.final_agreement_s), b)
+        self.close()
         return code
+
+    def _note_ignored(self, st: JsonStore) -> None:
+        """The records dropped during the agreement too (a forged or replayed exit code) reach the report."""
+        if self.trust and st.rejected:
+            self.trust["ignored"] = list(st.rejected)
 
     def close(self) -> None:
         self._store = None
+        if self._session is not None:
+            self._session.close()
+            self._session = None
 
 
 def _world_info(config: Config, placement: Placement, nnodes: int) -> WorldInfo:
@@ -211,6 +227,8 @@ class _Ctx:
     guard: Guard
     join_grace_s: float
     observer: Any = None  # progress on the deciding process's terminal (n of N nodes joined, mesh rows in)
+    level: str = "none"  # the trust level this node expects (rendezvous/trust.py)
+    session: Optional[T.Session] = None
 
     @property
     def timeout_s(self) -> float:
@@ -269,8 +287,10 @@ def _connect(ctx: _Ctx) -> tuple:
         except ConnectionError as e:
             return None, True, failed("rendezvous.world", f"node 0 could not start the rendezvous store: {e}",
                                       fix="See the log; check --master-port is free on node 0.")
-        st.set(K.HOST, {"hostname": hostname_of(ctx.facts), "pid": os.getpid(), "uuid": ctx.node_id})
-        return st, True, None
+        problem = _trust_offer(ctx, st)
+        if problem is None:
+            st.set(K.HOST, {"hostname": hostname_of(ctx.facts), "pid": os.getpid(), "uuid": ctx.node_id})
+        return st, True, problem
     decider = p.decider
     m = master_result(ctx.results)
     if m is not None and m.status is Status.FAIL and (m.evidence or {}).get("mode") == "connect":
@@ -292,18 +312,64 @@ def _connect(ctx: _Ctx) -> tuple:
         return None, decider, failed(
             "rendezvous.world", f"could not join the rendezvous store at {p.master}: {e}",
             fix="Check that node 0 runs ncclcheck (not another service) on MASTER_PORT.")
-    if ctx.guard.token is not None and p.agent_store and decider:
+    if decider:
         # torchrun's agent hosts this store and signs nothing, so the job's record of who runs it comes from the
         # decider (global rank 0), the first of the job's own processes in it: the others wait for that signed
         # record, as they wait for the store host's own elsewhere, and a store without it is still not this job's.
-        st.set(K.HOST, {"hostname": hostname_of(ctx.facts), "pid": os.getpid(), "uuid": ctx.node_id})
-    elif ctx.guard.token is not None and st.wait_get(K.HOST, ctx.rdzv_deadline, b, _host_record) is None:
+        problem = _trust_offer(ctx, st)
+        if problem is None and ctx.guard.token is not None and p.agent_store:
+            st.set(K.HOST, {"hostname": hostname_of(ctx.facts), "pid": os.getpid(), "uuid": ctx.node_id})
+        return st, decider, problem
+    if ctx.level == "token" and st.wait_get(K.HOST, ctx.rdzv_deadline, b, _host_record) is None:
         return None, decider, failed(
             "rendezvous.world", f"the store at {p.master} is not this job's: its host never signed its record with "
             "the job token", evidence={"rejected": list(ctx.guard.rejected)},
             fix="Give every node the same NCCLCHECK_TOKEN / --token-file; if they have it, another process holds "
                 "MASTER_PORT on node 0's host (ss -ltnp there).")
+    try:
+        ctx.session = T.accept(st, ctx.level, p.master_port, ctx.cap * MAX_READERS, ctx.rdzv_deadline, b,
+                               _shared_dir(ctx), ctx.config.world.token_source)
+    except T.TrustError as e:
+        return None, decider, failed(
+            "rendezvous.world", f"the store at {p.master} is not one this node may believe (trust: {ctx.level}): "
+            f"{e}", evidence={"rejected": list(ctx.guard.rejected)},
+            fix=_TRUST_FIX[ctx.level])
     return st, decider, None
+
+
+_TRUST_FIX = {
+    "token": "Give every node the same NCCLCHECK_TOKEN / --token-file; if they have it, another process holds "
+             "MASTER_PORT on node 0's host (ss -ltnp there).",
+    "munge": "Check munged on both hosts (munge -n | unmunge), that every task runs as the same user, and that no "
+             "other process holds MASTER_PORT on node 0's host; or give every node NCCLCHECK_TOKEN.",
+    "shared-file": "Check that the first --shared-dir is the same shared directory on every node, owned by the "
+                   "job's user; or give every node NCCLCHECK_TOKEN.",
+    "none": "",
+}
+
+
+def _shared_dir(ctx: _Ctx) -> Optional[str]:
+    dirs = ctx.config.storage.dirs
+    return dirs[0] if dirs else None
+
+
+def _trust_level(config: Config, placement: Placement) -> str:
+    """The level this node expects: its own configuration only (the same on every node of a job), never what the
+    store says, so a stranger cannot talk it down (rendezvous/trust.py)."""
+    w = config.world
+    return T.choose(w.token is not None, w.trust, placement.launcher == "slurm" or munge.in_slurm_job(os.environ),
+                    munge.available(), config.storage.dirs[0] if config.storage.dirs else None)
+
+
+def _trust_offer(ctx: _Ctx, st: JsonStore) -> Optional[CheckResult]:
+    """Node 0: hand out the run's key and nonce (rendezvous/trust.py); a failed check when it cannot."""
+    p, b = ctx.placement, ctx.budget
+    try:
+        ctx.session = T.offer(st, ctx.level, p.master_port, ctx.cap * MAX_READERS, b, _shared_dir(ctx),
+                              ctx.config.world.token_source)
+    except T.TrustError as e:
+        return failed("rendezvous.world", f"{e} (trust: {ctx.level})", fix=_TRUST_FIX[ctx.level])
+    return None
 
 
 def _host_decides(ctx: _Ctx, st: JsonStore) -> tuple:
@@ -488,19 +554,31 @@ def run_cluster_preflight(
                guard, budget.join_grace_s if join_grace_s is None else join_grace_s, observer)
     if not placement.master_addr or not placement.master_port:
         return _alone(ctx, [skipped("rendezvous.world", "single node: no world to form")])
+    ctx.level = _trust_level(config, placement)
+    if config.world.token_warning:
+        log.warning("%s", config.world.token_warning)
     st, decider, problem = _connect(ctx)
     if problem is not None:
-        return _alone(ctx, [problem])
-    try:
-        out = _after_connect(ctx, st, decider)
-    except StoreLost as e:
-        who = "this node hosts it" if decider else "node 0 hosts it"
-        out = _alone(ctx, [failed("rendezvous.world", f"lost the rendezvous store ({who}): {e}",
-                                  fix="Look at node 0's report and log: it exited or crashed before the others "
-                                      "finished.")])
+        out = _alone(ctx, [problem])
+    else:
+        try:
+            out = _after_connect(ctx, st, decider)
+        except StoreLost as e:
+            who = "this node hosts it" if decider else "node 0 hosts it"
+            out = _alone(ctx, [failed("rendezvous.world", f"lost the rendezvous store ({who}): {e}",
+                                      fix="Look at node 0's report and log: it exited or crashed before the others "
+                                          "finished.")])
     for r in guard.rejected:
         log.warning("ignored a store record: %s", r)
     out.rejected = list(guard.rejected)
+    session = ctx.session or T.Session(T.Trust(ctx.level))
+    out.trust = session.trust.to_json(guard.rejected)
+    if config.world.token_warning:
+        out.trust["warning"] = config.world.token_warning
+    if out._store is None or not out.formed:
+        session.close()  # no agreement follows: node 0's answerer and key file end here
+    else:
+        out._session = session
     return out
 
 
@@ -537,7 +615,7 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
             _await_readers(st, ctx.cap * MAX_READERS, b)
     else:
         # Node 0 was up when we connected, so it decides within its join bound (T) from now, plus the fixed grace.
-        verdict = st.wait_get(K.VERDICT, b.deadline(b.verdict_wait_s), b, _verdict_record)
+        verdict = T.wait_believed(st, K.VERDICT, b.deadline(b.verdict_wait_s), b, _verdict_record)
         if not isinstance(verdict, dict):
             return _alone(ctx, [failed("rendezvous.world", "node 0 hosts the rendezvous but never published who "
                                        "joined (it may have crashed or been stopped)",

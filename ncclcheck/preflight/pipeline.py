@@ -73,7 +73,8 @@ def run(config: Config, observer=None, placement=None) -> Report:
         agreed = outcome.agree_exit_code(exit_code_for(overall_status(checks), config.output.strict))
     report = Report(command=command, version=__version__, started=clock.started, duration_s=clock.elapsed(),
                     world=world_info, nodes=nodes, checks=checks, recommendations=recs, strict=config.output.strict,
-                    prints=placement.node_leader if outcome is not None else True, agreed_exit_code=agreed)
+                    prints=placement.node_leader if outcome is not None else True, agreed_exit_code=agreed,
+                    trust=outcome.trust if outcome is not None and outcome.trust else None)
     w.save_baseline(config.baseline.save if config.baseline else None, report)
     return report
 

@@ -63,6 +63,21 @@ def one_line(text: object) -> str:
     return " ".join(clean_text(str(text)).split())
 
 
+def trust_text(report: Report) -> Optional[str]:
+    """'trust: munge' and, when there were any, the store records this process ignored and the token warning: one
+    line, the same words in every renderer. None for a run that crossed no store."""
+    t = report.trust
+    if not t:
+        return None
+    out = f"trust: {t.get('level', 'none')}"
+    ignored = t.get("ignored") or []
+    if ignored:
+        out += f"; {len(ignored)} store record(s) ignored, first: {ignored[0]}"
+    if t.get("warning"):
+        out += f"; warning: {t['warning']}"
+    return clean_text(out).replace("\n", " ")
+
+
 def status_headline(report: Report) -> str:
     """'FAIL (exit 1)', with 'partial' when the run was cut short."""
     head = f"{STATUS_WORD[report.status]} (exit {report.exit_code})"

@@ -17,7 +17,7 @@ from rich.text import Text
 from ..model import Report, Status, clean_text
 from ..nccl.rules import assignment, env_name_allowed
 from ..units import format_bytes, format_mbps_link
-from .common import display_checks, hostnames, name_nodes, not_measured, one_line
+from .common import display_checks, hostnames, name_nodes, not_measured, one_line, trust_text
 
 STYLE = {Status.FAIL: "bold red", Status.WARN: "yellow", Status.PASS: "green", Status.SKIP: "dim"}
 MARK = {Status.FAIL: "FAIL", Status.WARN: "WARN", Status.PASS: "pass", Status.SKIP: "skip"}
@@ -107,6 +107,8 @@ def header(report: Report) -> Text:
     t.append(f"{w.nnodes} node(s), {w.world_size} rank(s), {w.launcher}")
     if w.master:
         t.append(f", master {w.master}")
+    if report.trust:
+        t.append(f", trust: {report.trust.get('level')}")
     if who:
         t.append(f" [{who}]", style="dim")
     return t
@@ -182,6 +184,8 @@ def verdict(report: Report) -> Text:
         if root.fix:
             t.append("\nfix: ", style="bold")
             t.append(root.fix)
+    if report.trust and (report.trust.get("ignored") or report.trust.get("warning")):
+        t.append(f"\n{trust_text(report)}", style="yellow")
     if report.log_path and st is Status.FAIL:
         t.append(f"\nlog: {report.log_path}", style="dim")
     return t

@@ -38,6 +38,7 @@ from .common import (
     placement_label,
     status_headline,
     wrong_bound_text,
+    trust_text,
 )
 from .envfile import render_envfile
 
@@ -141,6 +142,7 @@ def _header(report: Report) -> str:
         f'<p class="meta">{e(status_headline(report))} · {w.nnodes} node(s), world size {w.world_size}, '
         f"backend {e(w.backend)}, launcher {e(w.launcher)}"
         + (f", master {e(w.master)}" if w.master else "")
+        + (f", {e(trust_text(report) or '')}" if report.trust else "")
         + "</p>",
         f'<p class="meta">started {e(report.started)} · {report.duration_s:.1f} s · ncclcheck {e(report.version)}'
         + (f" · log <code>{e(report.log_path)}</code>" if report.log_path else "")

@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 
 from ..model import CheckResult, Report, Status
 from ..units import format_size_short
-from .common import check_case_name, display_checks, hostnames, node_label
+from .common import check_case_name, display_checks, hostnames, node_label, trust_text
 
 # XML 1.0 cannot carry most control characters even escaped; text from other machines may contain them.
 _XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -100,6 +100,9 @@ def _properties(report: Report) -> ET.Element:
     ]
     if report.log_path:
         values.append(("ncclcheck.log", report.log_path))
+    if report.trust:
+        values.append(("ncclcheck.trust", report.trust.get("level") or "none"))
+        values.append(("ncclcheck.trust_detail", trust_text(report) or ""))
     for name, value in values:
         ET.SubElement(props, "property", {"name": name, "value": _x(value)})
     return props

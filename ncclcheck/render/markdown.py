@@ -30,6 +30,7 @@ from .common import (
     one_line,
     status_headline,
     wrong_bound_text,
+    trust_text,
 )
 from .envfile import render_envfile, render_exports
 
@@ -127,6 +128,7 @@ def render_markdown(report: Report) -> str:
         f"{world.nnodes} node(s), world size {world.world_size}, backend {md_text(world.backend)}, "
         f"launcher {md_text(world.launcher)} · ncclcheck {md_text(report.version)} · "
         f"{md_text(report.started)} · {report.duration_s:.1f} s"
+        + (f" · {md_text(trust_text(report) or '')}" if report.trust else "")
     )
     cause = report.root_cause()
     if cause is not None:

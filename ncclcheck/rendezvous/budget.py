@@ -50,6 +50,9 @@ class Budget:
     front_idle_s: float = 30.0  # a connection that never spoke is closed after this (a real client speaks at once)
     front_tick_s: float = 0.25  # how often the front looks at the clock (stalls, idle connections)
     front_start_s: float = 10.0  # the front (a small Python, no torch) has this long to say it listens
+    # --- trust without a token (rendezvous/trust.py)
+    munge_s: float = 5.0  # one munge / unmunge call: munged answers in milliseconds; a stuck one is named
+    munge_max_ttl_s: float = 3600.0  # munged's own default ceiling on a credential's time to live
     # --- the job runner (bench, links)
     rank_start_s: float = 60.0  # a spawned rank's start (a new Python, torch's import) before it joins; then T
     stall_grace_s: float = 2.0  # beyond a job step's bound (its collectives x T) before a silent world is hung
@@ -131,6 +134,19 @@ class Budget:
     def verdict_wait_s(self) -> float:
         """A node that joined waits for node 0's verdict: node 0's join bound (T) plus the fixed grace."""
         return self.timeout_s + self.verdict_grace_s
+
+    @property
+    def munge_ttl_s(self) -> int:
+        """How long node 0's munge credential stays decodable: a member may connect as late as node 0's join bound
+        (T) after it, plus the verdict's grace; at least munge's 60 s, at most munged's ceiling."""
+        return int(min(self.munge_max_ttl_s, max(60.0, self.timeout_s + self.verdict_grace_s + self.timeout_s)))
+
+    @property
+    def sealer_s(self) -> float:
+        """Node 0 answers members' challenges at most this long (it stops sooner, when the run ends): a member's
+        challenge comes before it reads the verdict, and every member reads the verdict, the result and the exit
+        code within the join, mesh and result bounds and the final agreement."""
+        return self.verdict_wait_s + self.mesh_s + self.final_agreement_s + self.timeout_s + self.final_agreement_s
 
     @property
     def rank_start_bound_s(self) -> float:

@@ -5,7 +5,9 @@ arrives is distrusted (anyone who can reach the master port can write keys, as w
 - values are JSON, never pickle; a value that is not JSON, too large, of the wrong type, or (with a job token)
   unsigned or mis-signed is dropped and named in `store.rejected`, never raised;
 - the bytes read per run are capped (`Limits`), and counters read back are capped by the caller (`count`);
-- with a token (NCCLCHECK_TOKEN or --token-file) every value is HMAC-SHA256-signed over its full key and its JSON.
+- with a job key (a token, or the per-run key of rendezvous/trust.py) every value is HMAC-SHA256-signed over the
+  run's nonce, its full key and its JSON, so a record signed in another run of the same job key (a replay) is dropped
+  and named too.
 Waits block in the store (`TCPStore.wait`, one request per slice of a couple of seconds so Ctrl-C is answered) and
 never poll. A c10d client serialises its calls, so a wait on it would stall every other thread using it: each thread
 gets its own connection (`clone()`), and no lock is held across a wait. fd 2 is never touched here: the plain-socket
@@ -25,7 +27,13 @@ from typing import Any, Callable, Optional
 
 from .budget import Budget
 
-SIGNED = b"ncclcheck-hmac1:"  # a signed value: SIGNED + 64 hex digits + ":" + the JSON
+# A signed value: SIGNED + the run (up to RUN_CHARS hex digits; empty before the signer knows it) + ":" + 64 hex
+# digits of HMAC-SHA256(key, run \0 full key \0 JSON) + ":" + the JSON.
+SIGNED = b"ncclcheck-hmac2:"
+RUN_CHARS = 32
+# The only records signed before their writer knows the run: a member's challenge (rendezvous/trust.py), which asks
+# node 0 for the run. Replaying one only makes node 0 answer a challenge nobody waits for.
+PRERUN = "trust/hello/"
 
 
 def first_line(exc: BaseException) -> str:
@@ -61,6 +69,9 @@ class Guard:
     """What a process's store clients share: the job token, the limits, the bytes read, and what was dropped."""
 
     token: Optional[bytes] = None
+    # This run's nonce (rendezvous/trust.py): node 0 makes it, every member learns it in a signed answer to its own
+    # challenge; once set, a value signed for another run is refused as a replay. None until then (and without a key).
+    run: Optional[str] = None
     limits: Limits = field(default_factory=Limits)
     read_bytes: int = 0
     rejected: list = field(default_factory=list)  # ["key: why"], in order, at most MAX_REJECTED kept
@@ -86,25 +97,45 @@ class Guard:
                              f"{self.limits.max_total_bytes:,}): value ignored")
         return not over
 
+    def _mac(self, run: bytes, full_key: str, text: bytes) -> bytes:
+        assert self.token is not None
+        return hmac.new(self.token, run + b"\0" + full_key.encode() + b"\0" + text, hashlib.sha256).hexdigest().encode()
+
     def seal(self, full_key: str, text: bytes) -> bytes:
         if self.token is None:
             return text
-        mac = hmac.new(self.token, full_key.encode() + b"\0" + text, hashlib.sha256).hexdigest().encode()
-        return SIGNED + mac + b":" + text
+        run = (self.run or "").encode()
+        return SIGNED + run + b":" + self._mac(run, full_key, text) + b":" + text
 
     def open(self, full_key: str, data: bytes) -> tuple[Optional[bytes], str]:
-        """(the JSON text, "") or (None, why): the signature checked when this run has a token."""
-        if self.token is None:
-            if data.startswith(SIGNED):  # a peer with a token we lack: its JSON is still readable, unchecked
-                data = data[len(SIGNED) + 65:]
-            return data, ""
-        if not data.startswith(SIGNED) or data[len(SIGNED) + 64:len(SIGNED) + 65] != b":":
+        """(the JSON text, "") or (None, why): the signature checked when this run has a key, and (once this process
+        knows the run) that it was signed for this run."""
+        parts = _signed_parts(data)
+        if self.token is None:  # a peer with a key we lack: its JSON is still readable, unchecked
+            return (parts[2] if parts else data), ""
+        if parts is None:
             return None, "not signed with the job token"
-        mac, text = data[len(SIGNED):len(SIGNED) + 64], data[len(SIGNED) + 65:]
-        want = hmac.new(self.token, full_key.encode() + b"\0" + text, hashlib.sha256).hexdigest().encode()
-        if not hmac.compare_digest(mac, want):
+        run, mac, text = parts
+        if not hmac.compare_digest(mac, self._mac(run, full_key, text)):
             return None, "signed with another token (or changed on the way)"
+        if self.run is not None and run.decode() != self.run and not (run == b"" and PRERUN in full_key):
+            return None, (f"a replay: signed with the job's key in another run ({run.decode()[:8] or 'none'}; this "
+                          f"run is {self.run[:8]})")
         return text, ""
+
+
+def _signed_parts(data: bytes) -> Optional[tuple[bytes, bytes, bytes]]:
+    """(run, mac, JSON) of a signed value, None when it is not one."""
+    if not data.startswith(SIGNED):
+        return None
+    rest = data[len(SIGNED):]
+    i = rest.find(b":", 0, RUN_CHARS + 1)
+    if i < 0 or not all(c in b"0123456789abcdef" for c in rest[:i]):
+        return None
+    run, rest = rest[:i], rest[i + 1:]
+    if rest[64:65] != b":":
+        return None
+    return run, rest[:64], rest[65:]
 
 
 class JsonStore:

@@ -172,7 +172,16 @@ def job_report(command: str, config: Config, clock: Clock, world: WorldConfig, p
                                   master=format_endpoint(world.master_addr, world.master_port),
                                   launcher=placement.launcher),
                   nodes=this_node(placement), strict=config.output.strict,
-                  interrupted=out.interrupted, interrupted_by=out.interrupted_by, **fields)
+                  interrupted=out.interrupted, interrupted_by=out.interrupted_by,
+                  trust=job_trust(world) if placement.multi_node else None, **fields)
+
+
+def job_trust(world: WorldConfig) -> dict:
+    """bench's and links' store records are signed with a token only (no per-run key: docs/trust.md)."""
+    t = {"level": "token" if world.token is not None else "none", "source": world.token_source}
+    if world.token_warning:
+        t["warning"] = world.token_warning
+    return t
 
 
 def this_node(placement) -> list:

@@ -9,6 +9,9 @@ key is attacked under its new name. Modes:
   counter    join/count raised by 10^9
   oversized  sixteen 7 MiB join records and a 7 MiB world/result (torch's server refuses values over 8 MiB)
   squat      host the store on the master port before node 0 does, with a forged verdict, result and exit 0
+  pass       once, as soon as the store is up: a forged verdict "ok" (where every member looks first, written only
+             while node 0 has not published its own), a forged exit code 0 and a join record for node rank 1
+--job-id is the launcher's job id (the run's key prefix; `squeue` looks it up, as any user of the cluster can).
 Prints one JSON line of what it did; exits when the store goes away or after --hold seconds.
 """
 
@@ -18,6 +21,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -52,17 +56,30 @@ def _connect(addr: str, port: int, until: float, master: bool = False):
             time.sleep(0.05)
 
 
+def _job_id(arg: str, until: float) -> str:
+    """The job id as given, or (`squeue`) the first running job's, looked up until one runs."""
+    while arg == "squeue":
+        p = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%i"], capture_output=True, text=True, timeout=10)
+        if p.stdout.split():
+            return p.stdout.split()[0]
+        if time.monotonic() > until:
+            raise SystemExit("no running job")
+        time.sleep(0.1)
+    return arg
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["forge", "malformed", "counter", "oversized", "squat"])
+    ap.add_argument("mode", choices=["forge", "malformed", "counter", "oversized", "squat", "pass"])
     ap.add_argument("addr")
     ap.add_argument("port", type=int)
     ap.add_argument("--canary", required=True)
     ap.add_argument("--hold", type=float, default=90.0)
+    ap.add_argument("--job-id", default="nojob")
     a = ap.parse_args()
-    prefix = run_prefix(os.environ)
     start = time.monotonic()
     until = start + a.hold
+    prefix = run_prefix(_job_id(a.job_id, until))
     store = _connect("0.0.0.0" if a.mode == "squat" else a.addr, a.port, until, master=a.mode == "squat")
     connected = time.monotonic() - start
 
@@ -98,6 +115,15 @@ def main() -> int:
                                "checks": [{"id": "x.y", "status": "bogus", "node": 2, "summary": "s", "detail": "",
                                            "fix": "", "evidence": {}}]})
         did.append(f"join/{i} a list, join/{j} a bogus status")
+    elif a.mode == "pass":
+        if not store.check([prefix + K.VERDICT]):
+            put(K.VERDICT, {"ok": True, "nnodes": 3, "elapsed_s": 0.1, "last_join": 99, "members_n": 3})
+            did.append("forged verdict ok")
+        put(K.FINAL, {"exit_code": 0})
+        i = store.add(prefix + K.JOIN_COUNT, 1)
+        put(K.JOIN_RECORD.format(i), {"node_rank": 1, "nnodes": 3, "hostname": "stranger", "pid": 1, "uuid": "s",
+                                      "launcher": "slurm", "facts": {}, "checks": []})
+        did.append(f"forged final exit 0 and join/{i}")
     elif a.mode == "counter":
         did.append(f"join/count now {store.add(prefix + K.JOIN_COUNT, 10**9)}")
     elif a.mode == "oversized":

@@ -130,6 +130,7 @@ def test_mpirun_one_report_then_blocked_master_port_fails_everywhere(lab):
 
 
 def test_srun_one_report_json_per_job_then_blocked_master_port_fails_everywhere(lab):
+    """Also issue 36: with no token, munge signs the run (`trust: munge`) and a stranger's forged pass is ignored."""
     need("srun", "slurmctld", "slurmd", "munged")
     lab3 = lab(3)
     env = {**nlx.slurm_up(lab3.state), **ENV}
@@ -144,6 +145,24 @@ def test_srun_one_report_json_per_job_then_blocked_master_port_fails_everywhere(
     doc = json.loads((lab3.tmp / written[0]).read_text())
     master = [c for c in doc["checks"] if c["id"] == "rendezvous.master_reachable"]
     assert master and all(c["status"] == "pass" for c in master), master  # tested, not skipped
+    assert doc["trust"]["level"] == "munge", doc.get("trust")  # no token configured: munge's per-run key
+
+    # Issue 36: a stranger on h2 (no token, no munge key of the job's) writes a forged pass as soon as node 0's store
+    # is up: every rank ignores it and names it, node 0 the forged join record, the others the forged verdict.
+    stranger = lab3.spawn("h2", [PY, "-m", "tests.lab.stranger", "pass", lab3.ip("h1"), str(PORT), "--canary",
+                                 str(lab3.tmp / "canary"), "--job-id", "squeue", "--hold", "60"],
+                          env={**env, "PYTHONPATH": str(REPO_ROOT)}, cwd=str(REPO_ROOT))
+    run = lab3.exec("h1", [*srun, "--timeout", str(OK_TIMEOUT), "--master-port", str(PORT), "--json",
+                           "forged-%r.json"], env=env, cwd=lab3.tmp, timeout=DEADLINE)
+    stranger.kill()
+    said = stranger.communicate(timeout=10)
+    runs = {"h1": HostRun("h1", srun, run.returncode, run.stdout, run.stderr, 0.0, False)}
+    assert run.returncode == 0 and "forged verdict ok" in said[0], (explain(runs), said)
+    for rank in range(6):
+        t = json.loads((lab3.tmp / f"forged-{rank}.json").read_text())["trust"]
+        seen = " ".join(t.get("ignored", []))
+        want = "join/" if rank == 0 else "world/verdict: not signed"
+        assert t["level"] == "munge" and want in seen and "not signed" in seen, (rank, t, said)
 
     lab3.block_port("h1", PORT)
     run = lab3.exec("h1", [*srun, "--timeout", str(FAIL_TIMEOUT), "--master-port", str(PORT)], env=env,

@@ -82,8 +82,9 @@ def report_items(doc) -> list:
     if isinstance(sweep, dict):
         for v in sweep.get("nodes") or []:
             st = {"bad": "fail", "healthy": "pass"}.get(v.get("status"), "warn")
-            items.append(ac.Item(f"sweep.{v.get('status')}", st, f"{v.get('name')} node {v.get('node')}: "
-                                 f"{v.get('message', '')}"))
+            # the headline is the node; the message explains (it lists the peers it was slow with)
+            items.append(ac.Item(f"sweep.{v.get('status')}", st, f"{v.get('name')} node {v.get('node')}",
+                                 str(v.get("message") or "")))
     return items
 
 
@@ -146,6 +147,9 @@ def _kill(proc: subprocess.Popen) -> None:
             continue
 
 
+RUNNING: list = []  # every process group started on the lab, killed by Context.close if still there
+
+
 def run_many(lab, commands: dict, deadline: float, env: dict, cwd: Path, out: Path) -> dict:
     """{label: (host, argv)} all at once on the lab (several labels may share a host); whatever runs past deadline
     is killed and its exit is None. Returns {label: (rc, stdout+stderr)}."""
@@ -155,6 +159,7 @@ def run_many(lab, commands: dict, deadline: float, env: dict, cwd: Path, out: Pa
         procs[label] = (subprocess.Popen(lab.argv(host, argv), stdin=subprocess.DEVNULL, stdout=f,
                                          stderr=subprocess.STDOUT, env=lab.env(env), cwd=cwd,
                                          start_new_session=True), f)
+        RUNNING.append(procs[label][0])
     end = time.monotonic() + deadline
 
     def wait(label):
@@ -243,6 +248,9 @@ class Context:
             lab.scenario(*self.subst(tok).split())
 
     def close(self) -> None:
+        for proc in RUNNING:  # interrupted mid-scenario: its processes would outlive their namespaces
+            if proc.poll() is None:
+                _kill(proc)
         if self.lab is not None:
             self.lab.down()
             self.lab = None

@@ -307,7 +307,7 @@ def run_launcher(ctx: Context, s: ac.Scenario) -> ac.Outcome:
     d = ctx.dir(s.name)
     cwd = d / "cwd"
     cwd.mkdir()
-    t = 60 if s.expect.exit == 0 else 10
+    t = 10 if any(n.check.startswith("rendezvous.") for n in s.expect.needs) else 60  # as run_preflight's
     hosts = [("h1", 0), ("h2", 1), ("h3", 2)]
     drift = code_dirs(ctx, d, hosts, s.opt("code_drift")) if s.opt("code_drift") else {}
     args = ["preflight", "--timeout", str(t)]

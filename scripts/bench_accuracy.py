@@ -400,10 +400,17 @@ def run_sweep(ctx: Context, s: ac.Scenario) -> ac.Outcome:
     return outcome_of(runs, docs, check_tracebacks=False)
 
 
+MAX_REPORT_BYTES = 64 << 20  # a report past this from a few MiB of inputs is unbounded output: not even parsed
+
+
 def diagnose(d: Path, out: Path, timeout: float) -> ac.Outcome:
     rc, so, se = run_local([PY, "-m", "ncclcheck", "diagnose", str(d), "--json", str(out)], timeout)
-    doc = load(out) if rc in (0, 1) else None
+    size = out.stat().st_size if out.exists() else 0
+    doc = load(out) if rc in (0, 1) and size <= MAX_REPORT_BYTES else None
     items, wrong = merge([doc] if doc else [])
+    if size > MAX_REPORT_BYTES:
+        inputs = sum(p.stat().st_size for p in d.rglob("*") if p.is_file())
+        wrong.append(f"a {size >> 20} MiB report from {inputs >> 10} KiB of inputs (unbounded output)")
     if "Traceback (most recent call last)" in se:
         wrong.append("traceback on stderr")
     return ac.Outcome({"diagnose": rc}, items, wrong, "" if doc else last_line(se) or last_line(so))

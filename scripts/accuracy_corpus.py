@@ -1,0 +1,447 @@
+"""The fault corpus of scripts/bench_accuracy.py as data, the verdict each scenario must give, and the classifier of a
+miss (false_healthy / false_cause / false_alarm).
+
+Pure: no lab, no subprocess, no ncclcheck import. The table below is the one place each scenario is written;
+docs/accuracy.md's table is rendered from it (`python3 scripts/bench_accuracy.py --markdown`) and a fast test
+(tests/bench/test_accuracy_corpus.py) checks the two agree. How a scenario is made is described from its fields, not
+written a second time.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+PORT = 29500
+RIGHT, FALSE_HEALTHY, FALSE_CAUSE, FALSE_ALARM = "right", "false_healthy", "false_cause", "false_alarm"
+CLASSES = (RIGHT, FALSE_HEALTHY, FALSE_CAUSE, FALSE_ALARM)
+# An efficiency above 1 is a wrong bound, not a figure. A token bucket lets its burst (max(64 KiB, rate/250 s))
+# through at line speed, so a few-MiB transfer can honestly read a little above its rate: past this it is the bound.
+EFFICIENCY_WRONG_ABOVE = 1.2
+
+
+# -- what a verdict must say -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Need:
+    """One thing the verdict must name: an item whose id is `check` (or starts with it, when it ends with '.'),
+    with a status among `statuses`, whose text or detail names every one of `names` (word-bounded)."""
+
+    check: str
+    names: tuple = ()
+    statuses: tuple = ("fail",)
+
+    def describe(self) -> str:
+        st = "" if self.statuses == ("fail",) else f" ({'/'.join(self.statuses)})"
+        return f"`{self.check}`{st} naming {', '.join(self.names)}" if self.names else f"`{self.check}`{st}"
+
+
+@dataclass(frozen=True)
+class Expect:
+    """The verdict: every process's exit code, what it must name, what no failing item's headline may name."""
+
+    exit: int
+    needs: tuple = ()
+    forbid: tuple = ()
+
+    @property
+    def fault(self) -> bool:
+        return self.exit != 0 or bool(self.needs)
+
+    def describe(self) -> str:
+        parts = [f"exit {self.exit}"]
+        parts += [n.describe() for n in self.needs]
+        if self.forbid:
+            parts.append(f"no failure naming {', '.join(self.forbid)}")
+        if not self.needs and self.exit == 0:
+            parts.append("no failing check")
+        return "; ".join(parts)
+
+
+# -- what a run gave -------------------------------------------------------------------------------------------------
+@dataclass
+class Item:
+    """One finding of the verdict: a check (or a sweep node verdict, a diagnose cause) with its status and the text
+    it shows a user (summary, detail, and tokens from its evidence such as `rank 3`, `kind:no_dump`)."""
+
+    check: str
+    status: str
+    text: str  # the headline: what a user reads first (summary, node, evidence tokens)
+    detail: str = ""  # the explanation under it: may name other nodes (who could not reach whom)
+
+
+@dataclass
+class Outcome:
+    """What a scenario's run gave: each process's exit code (None = still running at the deadline: killed), the
+    items of its verdict, and wrong figures or crashes seen (an efficiency above 1, a traceback)."""
+
+    exits: dict
+    items: list = field(default_factory=list)
+    wrong: list = field(default_factory=list)
+    note: str = ""
+
+    def summary(self, limit: int = 4) -> str:
+        ex = ",".join(f"{k}={v}" for k, v in self.exits.items())
+        bad = [i for i in self.items if i.status in ("fail", "warn")]
+        shown = "; ".join(f"{i.status} {i.check}: {i.text[:110]}" for i in bad[:limit])
+        more = f" (+{len(bad) - limit})" if len(bad) > limit else ""
+        wrong = f" WRONG: {'; '.join(self.wrong)}" if self.wrong else ""
+        note = f" [{self.note}]" if self.note else ""
+        return f"exit {ex}; {shown or 'nothing failing'}{more}{wrong}{note}"
+
+
+def names_in(name: str, text: str) -> bool:
+    """name appears in text as a whole token: h1 not in h10, 198.18.5.1 not in 198.18.5.10, rank 3 not in rank 30."""
+    return re.search(r"(?<![\w.])" + re.escape(name) + r"(?![\w]|\.\d)", text) is not None
+
+
+def _matches(need: Need, item: Item) -> bool:
+    if need.check.endswith("."):
+        idok = item.check.startswith(need.check)
+    else:
+        idok = item.check == need.check
+    return idok and item.status in need.statuses and all(names_in(n, item.text + " | " + item.detail)
+                                                         for n in need.names)
+
+
+def classify(exp: Expect, out: Outcome) -> tuple:
+    """(class, why): right, or the kind of miss. A run that hung past its deadline gave no verdict: on a healthy
+    scenario a false alarm, on a fault a false cause (something is wrong, nothing was named)."""
+    codes = list(out.exits.values())
+    failing = [i for i in out.items if i.status == "fail"]
+    if not codes:
+        return FALSE_CAUSE if exp.fault else FALSE_ALARM, "no process ran"
+    hung = [k for k, v in out.exits.items() if v is None]
+    if hung:
+        return (FALSE_CAUSE if exp.fault else FALSE_ALARM), f"no verdict by the deadline: {', '.join(hung)}"
+    if exp.exit == 0:
+        bad = {k: v for k, v in out.exits.items() if v != 0}
+        if bad:
+            return FALSE_ALARM, "exit " + ", ".join(f"{k}={v}" for k, v in bad.items()) + " on a run that must pass"
+    else:
+        passed = [k for k, v in out.exits.items() if v == 0]
+        if passed:
+            return FALSE_HEALTHY, f"exit 0 from {', '.join(passed)} on a fault"
+        other = {k: v for k, v in out.exits.items() if v != exp.exit}
+        if other:
+            return FALSE_CAUSE, "exit " + ", ".join(f"{k}={v}" for k, v in other.items()) + f", not {exp.exit}"
+    missing = [n for n in exp.needs if not any(_matches(n, i) for i in out.items)]
+    if missing:
+        said = any(i.status in ("fail", "warn") for i in out.items)
+        why = "not named: " + "; ".join(n.describe() for n in missing)
+        if not said and exp.exit == 0:
+            return FALSE_HEALTHY, why + " (nothing flagged)"
+        return FALSE_CAUSE, why
+    wrongly = sorted({n for n in exp.forbid for i in failing if names_in(n, i.text)})
+    if wrongly:
+        return (FALSE_CAUSE if exp.fault else FALSE_ALARM), f"a failure names {', '.join(wrongly)}"
+    if not exp.fault and failing:
+        return FALSE_ALARM, f"failing: {', '.join(sorted({i.check for i in failing}))}"
+    if out.wrong:
+        return FALSE_CAUSE, "; ".join(out.wrong)
+    return RIGHT, ""
+
+
+# -- the scenarios ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Scenario:
+    """One corpus entry. kind says which runner makes it (bench_accuracy.RUNNERS); placement is (host, node rank)
+    per started node agent (default: node i on h(i+1) for i < nnodes); lab are netlab scenario switches (healthy
+    first, torn down after); opts are the runner's own settings."""
+
+    name: str
+    kind: str
+    expect: Expect
+    lab: tuple = ()
+    nnodes: int = 3
+    placement: tuple = ()
+    opts: tuple = ()  # (key, value) pairs: frozen, and printed in the table in this order
+    neighbour_of: str = ""
+
+    def opt(self, key: str, default=None):
+        return dict(self.opts).get(key, default)
+
+    def hosts(self) -> list:
+        """(host, node rank) of each process started."""
+        return list(self.placement) or [(f"h{i + 1}", i) for i in range(self.nnodes)]
+
+    @property
+    def needs_lab(self) -> bool:
+        return self.kind not in ("diag-fixture", "hostile")
+
+    @property
+    def needs_slurm(self) -> bool:
+        return self.kind == "sweep" or self.opt("launcher") == "srun" or self.opt("launcher_job") == "srun"
+
+
+SHAPED4 = tuple(f"slow-link h{i} 1gbit" for i in range(1, 5))  # links lab tests' baseline: network-bound pairs
+OK, FAIL_RANK = Expect(0), None
+
+
+def _need(check, *names, statuses=("fail",)):
+    return Need(check, tuple(names), tuple(statuses))
+
+
+ANY = ("pass", "warn", "fail", "skip")
+T_PRE = "tests/lab/test_preflight_lab.py"
+T_LAU = "tests/lab/test_launchers_lab.py"
+T_GRD = "tests/lab/test_guard_lab.py"
+T_LNK = "tests/lab/test_links_lab.py"
+T_BND = "tests/lab/test_bounds_lab.py"
+T_SLM = "tests/lab/test_slurm_health_lab.py"
+T_DIA = "tests/postmortem/test_diagnose.py"
+T_DLB = "tests/lab/test_diagnose_lab.py"
+T_DRP = "tests/lab/test_dropped_link_lab.py"
+
+
+def _pf(name, expect, lab=(), nnodes=3, placement=(), neighbour="", **opts):
+    return Scenario(name, "preflight", expect, tuple(lab), nnodes, tuple(placement), tuple(opts.items()), neighbour)
+
+
+def _links(name, expect, lab=SHAPED4, neighbour=T_LNK, **opts):
+    return Scenario(name, "links", expect, tuple(lab), 4, (), tuple(opts.items()), neighbour)
+
+
+def _sweep(name, expect, lab=SHAPED4, nnodes=4, neighbour=T_SLM):
+    return Scenario(name, "sweep", expect, tuple(lab), nnodes, (), (), neighbour)
+
+
+def _fix(name, kind, ranks):
+    need = () if kind is None else (_need("postmortem.root_cause", f"kind:{kind}", *(f"rank {r}" for r in ranks)),)
+    return Scenario(f"diag-{name.replace('_', '-')}", "diag-fixture", Expect(0 if kind is None else 1, need),
+                    opts=(("fixture", name),), neighbour_of=T_DIA)
+
+
+KILL3 = (_need("postmortem.root_cause", "kind:no_dump", "rank 3"),)
+
+
+def _hostile(name, what, expect=None, base="kill", command="diagnose"):
+    return Scenario(f"hostile-{name}", "hostile", expect or Expect(1, KILL3),
+                    opts=(("file", what), ("base", base), ("command", command)), neighbour_of="ncclcheck/postmortem")
+
+
+SCENARIOS = (
+    # --- preflight, launcher ncclcheck, on the lab ---
+    _pf("pf-healthy", OK, neighbour=T_PRE),
+    _pf("pf-healthy-4", OK, nnodes=4, neighbour=T_PRE),
+    _pf("pf-docker-decoy", Expect(0, (_need("net.peer_reachability", "docker0", statuses=ANY),)), ["docker-decoy"],
+        neighbour=T_PRE),
+    _pf("pf-dead-nic", Expect(0, (_need("net.peer_reachability", "eth1", statuses=ANY),)), ["dead-nic"],
+        neighbour=T_PRE),
+    _pf("pf-dead-nic-h3-only", Expect(0, (_need("net.peer_reachability", "eth1", statuses=ANY),)), ["dead-nic h3"],
+        neighbour=T_PRE),
+    _pf("pf-decoy-and-dead-nic", Expect(0, (_need("net.peer_reachability", "docker0", statuses=ANY),
+                                             _need("net.peer_reachability", "eth1", statuses=ANY))),
+        ["docker-decoy", "dead-nic"], neighbour=T_PRE),
+    _pf("pf-blocked-port", Expect(1, (_need("rendezvous.master_reachable", "{h1}:29500"),)),
+        [f"blocked-port h1 {PORT}"], neighbour=T_PRE),
+    _pf("pf-blocked-port-reject", Expect(1, (_need("rendezvous.master_reachable", "{h1}:29500"),)),
+        [f"blocked-port h1 {PORT} reject"], neighbour=T_PRE),
+    _pf("pf-wrong-master-ip", Expect(1, (_need("rendezvous.master_reachable", "{unused}"),)),
+        master="{unused}", neighbour=T_PRE),
+    _pf("pf-wrong-master-name", Expect(1, (_need("rendezvous.master_reachable", "nosuchhost.invalid"),)),
+        nnodes=2, placement=[("h2", 1)], master="nosuchhost.invalid", neighbour=T_PRE),
+    _pf("pf-node2-never-starts", Expect(1, (_need("rendezvous.world", "missing:2"),)),
+        placement=[("h1", 0), ("h2", 1)], neighbour=T_PRE),
+    _pf("pf-node0-never-starts", Expect(1, (_need("rendezvous.master_reachable", "{h1}:29500"),)),
+        placement=[("h2", 1), ("h3", 2)], neighbour=T_PRE),
+    _pf("pf-two-never-start", Expect(1, (_need("rendezvous.world", "missing:2", "missing:3"),)),
+        nnodes=4, placement=[("h1", 0), ("h2", 1)], neighbour=T_PRE),
+    _pf("pf-duplicate-rank-1", Expect(1, (_need("rendezvous.world", "h2", "h3"),)),
+        placement=[("h1", 0), ("h2", 1), ("h3", 1)], neighbour=T_PRE),
+    _pf("pf-duplicate-rank-0", Expect(1, (_need("rendezvous.", "h2"),)),
+        placement=[("h1", 0), ("h2", 0), ("h3", 1), ("h4", 2)], neighbour=T_PRE),
+    _pf("pf-code-drift-h3", Expect(1, (_need("code.consistent", "h3"),), ("h1", "h2")), code_drift="h3",
+        neighbour=T_PRE),
+    _pf("pf-code-drift-h1", Expect(1, (_need("code.consistent", "h1"),), ("h2", "h3")), code_drift="h1",
+        neighbour=T_PRE),
+    _pf("pf-inbound-drop-h2", Expect(1, (_need("net.peer_reachability", "h2"),), ("h1", "h3")), ["inbound-drop h2"],
+        neighbour=T_PRE),
+    _pf("pf-inbound-drop-h1", Expect(1, (_need("net.peer_reachability", "h1"),), ("h2", "h3")),
+        [f"inbound-drop h1 {PORT}"], neighbour=T_PRE),
+    _pf("pf-dropped-link-h2-h3", Expect(1, (_need("net.peer_reachability", "h2", "h3"),), ("h1",)),
+        ["dropped-link h2 h3"], neighbour=T_DRP),
+    # node 2 cannot reach the master at all: the rendezvous is where it shows
+    _pf("pf-dropped-link-h1-h3", Expect(1, (_need("rendezvous.master_reachable", "{h1}:29500", "node 2"),), ("h2",)),
+        ["dropped-link h1 h3"], neighbour=T_DRP),
+    _pf("pf-code-drift-and-inbound-drop", Expect(1, (_need("code.consistent", "h3"),
+                                                      _need("net.peer_reachability", "h2")), ("h1",)),
+        ["inbound-drop h2"], code_drift="h3", neighbour=T_PRE),
+    _pf("pf-hostname-loopback-first", Expect(1, (_need("host.hostname_resolves", "node 1"),)),
+        ["hostname-loopback-first h2"], neighbour=T_PRE),
+    _pf("pf-mtu-h3", Expect(1, (_need("net.mtu_consistent", "node 2"),)), ["mtu h3 1400"], neighbour=T_SLM),
+    _pf("samehost-preflight", OK, placement=[("h1", 0), ("h1", 1), ("h2", 2)], neighbour=T_PRE),
+    # --- preflight under the real launchers (3 hosts x 2 ranks) ---
+    Scenario("torchrun-healthy", "launcher", OK, opts=(("launcher", "torchrun"),), neighbour_of=T_LAU),
+    Scenario("torchrun-code-drift-h3", "launcher", Expect(1, (_need("code.consistent", "h3"),), ("h1", "h2")),
+             opts=(("launcher", "torchrun"), ("code_drift", "h3")), neighbour_of=T_LAU),
+    Scenario("torchrun-c10d-code-drift-h1", "launcher", Expect(1, (_need("code.consistent", "h1"),), ("h2", "h3")),
+             opts=(("launcher", "torchrun-c10d"), ("code_drift", "h1")), neighbour_of=T_LAU),
+    Scenario("srun-healthy", "launcher", OK, opts=(("launcher", "srun"),), neighbour_of=T_LAU),
+    Scenario("srun-blocked-port", "launcher", Expect(1, (_need("rendezvous.master_reachable", "29500"),)),
+             lab=(f"blocked-port h1 {PORT}",), opts=(("launcher", "srun"),), neighbour_of=T_LAU),
+    Scenario("srun-inbound-drop-h2", "launcher", Expect(1, (_need("net.peer_reachability", "h2"),), ("h1", "h3")),
+             lab=("inbound-drop h2 {slurmd}",), opts=(("launcher", "srun"),), neighbour_of=T_LAU),
+    Scenario("mpirun-healthy", "launcher", OK, opts=(("launcher", "mpirun"),), neighbour_of=T_LAU),
+    Scenario("mpirun-blocked-port", "launcher", Expect(1, (_need("rendezvous.master_reachable", "{h1}:29500"),)),
+             lab=(f"blocked-port h1 {PORT}",), opts=(("launcher", "mpirun"),), neighbour_of=T_LAU),
+    # --- the guard in a training script under torchrun ---
+    Scenario("guard-healthy", "guard", OK, neighbour_of=T_GRD),
+    Scenario("guard-samehost", "guard", OK, placement=(("h1", 0), ("h1", 1), ("h2", 2)), neighbour_of=T_GRD),
+    Scenario("guard-inbound-drop-h3", "guard", Expect(1, (_need("guard.failed", "h3"),)), lab=("inbound-drop h3",),
+             neighbour_of=T_GRD),
+    # --- links on 4 hosts shaped to 1 Gbit/s, one fault each ---
+    _links("links-healthy", OK),
+    _links("links-slow-h3", Expect(1, (_need("links.slow", "h3"),), ("h1", "h2", "h4")),
+           SHAPED4 + ("slow-link h3 100mbit",)),
+    _links("links-slow-h1", Expect(1, (_need("links.slow", "h1"),), ("h2", "h3", "h4")),
+           SHAPED4 + ("slow-link h1 100mbit",)),
+    _links("links-slow-h3-300mbit", Expect(1, (_need("links.slow", "h3"),), ("h1", "h2", "h4")),
+           SHAPED4 + ("slow-link h3 300mbit",)),
+    _links("links-slow-h3-30mbit", Expect(1, (_need("links.slow", "h3"),), ("h1", "h2", "h4")),
+           SHAPED4 + ("slow-link h3 30mbit",)),
+    _links("links-slow-h2-and-h4", Expect(1, (_need("links.slow", "h2"), _need("links.slow", "h4")), ("h1", "h3")),
+           SHAPED4 + ("slow-link h2 100mbit", "slow-link h4 100mbit")),
+    _links("links-slow-pair-h2-h4", Expect(1, (_need("links.slow", "h2", "h4"),), ("h1", "h3")),
+           SHAPED4 + ("slow-pair h2 h4 100mbit",)),
+    _links("links-slow-pair-h4-h2", Expect(1, (_need("links.slow", "h2", "h4"),), ("h1", "h3")),
+           SHAPED4 + ("slow-pair h4 h2 100mbit",)),
+    _links("links-slow-pair-h1-h3", Expect(1, (_need("links.slow", "h1", "h3"),), ("h2", "h4")),
+           SHAPED4 + ("slow-pair h1 h3 100mbit",)),
+    _links("links-egress-only-h3", Expect(1, (_need("links.slow", "h3"),), ("h1", "h2", "h4")),
+           SHAPED4 + ("slow-link h3 200mbit egress",), neighbour=T_BND),
+    _links("links-into-h3-shaped-at-senders", Expect(1, (_need("links.slow", "h3"),)),
+           SHAPED4 + ("slow-pair h1 h3 100mbit", "slow-pair h2 h3 100mbit", "slow-pair h4 h3 100mbit"),
+           neighbour=T_BND),
+    Scenario("bench-bound-slowest-host", "bench", Expect(0, (_need("bench.efficiency", "node 2", statuses=("pass",)),)),
+             lab=("slow-link h1 1gbit", "slow-link h2 1gbit", "slow-link h3 200mbit"), neighbour_of=T_BND),
+    # --- sweep under a real Slurm on the lab ---
+    _sweep("sweep-healthy", OK),
+    _sweep("sweep-slow-h3", Expect(1, (_need("sweep.bad", "h3"),), ("h1", "h2", "h4")),
+           SHAPED4 + ("slow-link h3 100mbit",)),
+    _sweep("sweep-slow-h1", Expect(1, (_need("sweep.bad", "h1"),), ("h2", "h3", "h4")),
+           SHAPED4 + ("slow-link h1 100mbit",)),
+    _sweep("sweep-slow-h2-and-h4", Expect(1, (_need("sweep.bad", "h2"), _need("sweep.bad", "h4")), ("h1", "h3")),
+           SHAPED4 + ("slow-link h2 100mbit", "slow-link h4 100mbit")),
+    _sweep("sweep-3-nodes-slow-h3", Expect(1, (_need("sweep.bad", "h3"),), ("h1", "h2")),
+           SHAPED4 + ("slow-link h3 100mbit",), nnodes=3),
+    _sweep("sweep-egress-only-h3", Expect(1, (_need("sweep.bad", "h3"),), ("h1", "h2", "h4")),
+           SHAPED4 + ("slow-link h3 100mbit egress",)),
+    # --- diagnose: the real captures of tests/postmortem/fixtures ---
+    _fix("skip", "op_mismatch", [3]),
+    _fix("skip_wrapped", "op_mismatch", [3]),
+    _fix("other_op", "op_mismatch", [3]),
+    _fix("size", "size_mismatch", [3]),
+    _fix("dtype", "dtype_mismatch", [3]),
+    _fix("subgroup_skip", "never_entered", [3]),
+    _fix("subgroup_skip_moved_on", "never_entered", [3]),
+    _fix("kill", "no_dump", [3]),
+    _fix("healthy", None, []),
+    # --- diagnose: real jobs made on the lab (2 hosts x 2 gloo ranks), read whole or launcher output only ---
+    Scenario("diag-torchrun-kill", "diag-job", Expect(1, (_need("postmortem.root_cause", "rank 3", "h2"),)),
+             opts=(("job", "kill"), ("launcher_job", "torchrun"), ("read", "all")), neighbour_of=T_DLB),
+    Scenario("diag-torchrun-kill-logs-only", "diag-job", Expect(1, (_need("postmortem.root_cause", "rank 3"),)),
+             opts=(("job", "kill"), ("launcher_job", "torchrun"), ("read", "logs")), neighbour_of=T_DLB),
+    Scenario("diag-srun-size", "diag-job",
+             Expect(1, (_need("postmortem.root_cause", "kind:size_mismatch", "rank 3"),)),
+             opts=(("job", "size"), ("launcher_job", "srun"), ("read", "all")), neighbour_of=T_DLB),
+    Scenario("diag-srun-size-logs-only", "diag-job", Expect(1, (_need("postmortem.", "rank 3"),)),
+             opts=(("job", "size"), ("launcher_job", "srun"), ("read", "logs")), neighbour_of=T_DLB),
+    Scenario("diag-torchrun-healthy", "diag-job", OK,
+             opts=(("job", "healthy"), ("launcher_job", "torchrun"), ("read", "all")), neighbour_of=T_DLB),
+    Scenario("diag-torchrun-healthy-logs-only", "diag-job", OK,
+             opts=(("job", "healthy"), ("launcher_job", "torchrun"), ("read", "logs")), neighbour_of=T_DLB),
+    Scenario("diag-guard-healthy-output", "diag-job", OK,
+             opts=(("job", "guard"), ("launcher_job", "torchrun"), ("read", "logs")), neighbour_of=T_GRD),
+    Scenario("diag-guard-failed-output", "diag-job",
+             Expect(1, (_need("postmortem.root_cause"),), ("waitForInput", "999ms")),
+             opts=(("job", "guard-inbound-drop-h3"), ("launcher_job", "torchrun"), ("read", "logs")),
+             neighbour_of=T_GRD),
+    # --- hostile files beside a real capture: the verdict must not change, nothing may crash ---
+    _hostile("deep-json-dump", "deep-json"),
+    _hostile("evil-pickle", "evil-pickle"),
+    _hostile("truncated-pickle", "truncated-pickle"),
+    _hostile("error-file-types", "error-types"),
+    _hostile("dump-json-types", "dump-types"),
+    _hostile("binary-log", "binary-log"),
+    _hostile("absurd-failure-table", "failure-table"),
+    _hostile("report-among-dumps", "report-in-dir"),
+    _hostile("evil-pickle-in-healthy", "evil-pickle", Expect(0), base="healthy"),
+    _hostile("report-wrong-types", "report-types", Expect(2), base="", command="report"),
+    _hostile("report-deep-json", "deep-json", Expect(2), base="", command="report"),
+)
+
+HOSTILE_FILES = {
+    "deep-json": "a JSON file nested 200,000 deep",
+    "evil-pickle": "a pickle that calls os.system",
+    "truncated-pickle": "a flight-recorder pickle cut in half",
+    "error-types": "a torchelastic error file whose fields have the wrong types",
+    "dump-types": "a flight-recorder JSON dump whose fields have the wrong types",
+    "binary-log": "a .log of random bytes, NULs and invalid UTF-8",
+    "failure-table": "a torchrun failure table with an absurd rank and exit code",
+    "report-in-dir": "an ncclcheck report (its schema id right) whose checks, world and nodes have the wrong types",
+    "report-types": "an ncclcheck report whose checks and world have the wrong types",
+}
+
+
+def describe(s: Scenario) -> str:
+    """How the scenario is made, in words, from its fields (the docs' 'how it is made' column)."""
+    lab = "; ".join(f"`{x}`" for x in s.lab if x not in SHAPED4)
+    base = "every host shaped to 1gbit, then " if set(SHAPED4) <= set(s.lab) else ""
+    faults = f"; netlab {base}{lab}" if lab else ("; every host shaped to 1gbit" if base else "")
+    opts = dict(s.opts)
+    drift = f"; `--code` differs on {opts['code_drift']}" if "code_drift" in opts else ""
+    if s.kind == "preflight":
+        where = ", ".join(f"{h}:{r}" for h, r in s.hosts())
+        master = f"; master `{opts['master']}`" if "master" in opts else ""
+        return f"`preflight --nnodes {s.nnodes}` (ncclcheck launcher) as host:node {where}{master}{faults}{drift}"
+    if s.kind == "launcher":
+        return f"`preflight` under {opts['launcher']}, 3 hosts x 2 ranks{faults}{drift}"
+    if s.kind == "guard":
+        where = ", ".join(f"{h}:{r}" for h, r in s.hosts())
+        return f"tests/fixtures/train_ddp.py (guard line) under torchrun, 2 ranks per node, host:node {where}{faults}"
+    if s.kind == "links":
+        return f"`links --size 4M --iters 3` on 4 hosts{faults}"
+    if s.kind == "bench":
+        return f"`bench --sizes 2M-8M:4 --ops all_reduce,all_gather --min-efficiency 0.5` on 3 hosts{faults}"
+    if s.kind == "sweep":
+        return f"`srun -N {s.nnodes} ncclcheck sweep --drain --size 2M` on Slurm in the lab{faults}"
+    if s.kind == "diag-fixture":
+        return f"`diagnose tests/postmortem/fixtures/{opts['fixture']}`"
+    if s.kind == "diag-job":
+        what = {"all": "dumps and launcher output", "logs": "the launcher output only"}[opts["read"]]
+        made = "guard-healthy" if opts["job"] == "guard" else opts["job"]
+        job = (f"the `{made}` scenario's job" if made.startswith("guard")
+               else f"fr_worker.py `{made}`, 2 hosts x 2 gloo ranks")
+        return f"{job} under {opts['launcher_job']} on the lab; `diagnose` of {what}"
+    if s.kind == "hostile":
+        what = HOSTILE_FILES[opts["file"]]
+        if opts["command"] == "report":
+            return f"`report FILE` of {what}"
+        return f"`diagnose` of fixtures/{opts['base']} plus {what}"
+    raise ValueError(s.kind)
+
+
+def markdown_table(scenarios=SCENARIOS) -> str:
+    """docs/accuracy.md's table: one row per scenario, rendered from the table above."""
+    rows = ["| scenario | how it is made | the verdict it must give | neighbour of |", "|---|---|---|---|"]
+    for s in scenarios:
+        cells = [f"`{s.name}`", describe(s), s.expect.describe(), s.neighbour_of]
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def by_name() -> dict:
+    return {s.name: s for s in SCENARIOS}
+
+
+def result_json(s: Scenario, cls: str, why: str, out: Optional[Outcome], seconds: float) -> dict:
+    return {"name": s.name, "kind": s.kind, "expect": s.expect.describe(), "class": cls, "why": why,
+            "got": out.summary() if out else "", "seconds": round(seconds, 1),
+            "exits": out.exits if out else {}, "items": [vars(i) for i in out.items] if out else [],
+            "wrong": out.wrong if out else []}
+
+
+def dumps(results: list) -> str:
+    return json.dumps({"schema": "ncclcheck.accuracy/1", "results": results}, indent=1)

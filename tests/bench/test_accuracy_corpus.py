@@ -1,0 +1,125 @@
+"""scripts/bench_accuracy.py's classifier on synthetic outcomes (a miss is a false healthy, a false cause or a false
+alarm, each for the reason a user would give), its --list, and docs/accuracy.md against the one scenario table.
+No lab: the benchmark itself runs the corpus (scripts/, not the test suite)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+import accuracy_corpus as ac  # noqa: E402
+import bench_accuracy as ba  # noqa: E402
+
+SCRIPT = os.path.join(ROOT, "scripts", "bench_accuracy.py")
+DOC = os.path.join(ROOT, "docs", "accuracy.md")
+
+SLOW_H3 = ac.Expect(1, (ac.Need("links.slow", ("h3",)),), ("h1", "h2", "h4"))
+DECOY = ac.Expect(0, (ac.Need("net.peer_reachability", ("docker0",), ("pass", "warn", "fail")),))
+
+
+def out(exits, *items, wrong=()):
+    return ac.Outcome(dict(exits), [ac.Item(*i) for i in items], list(wrong))
+
+
+def cls(exp, o) -> str:
+    return ac.classify(exp, o)[0]
+
+
+def test_healthy_run_passing_is_right_and_failing_is_a_false_alarm():
+    assert cls(ac.Expect(0), out({"h1": 0, "h2": 0}, ("net.mtu_consistent", "pass", "MTU 1500"))) == ac.RIGHT
+    assert cls(ac.Expect(0), out({"h1": 0, "h2": 1})) == ac.FALSE_ALARM
+    # a warning that does not fail the run is allowed; a hang on a healthy run is an alarm, not a verdict
+    assert cls(ac.Expect(0), out({"h1": 0}, ("x.y", "warn", "node 1 (h2) odd"))) == ac.RIGHT
+    assert cls(ac.Expect(0), out({"h1": None})) == ac.FALSE_ALARM
+
+
+def test_fault_called_healthy_is_a_false_healthy():
+    assert cls(SLOW_H3, out({"h1": 0, "h2": 0, "h3": 0, "h4": 0})) == ac.FALSE_HEALTHY
+    # one node exiting 0 on a broken job is already a false healthy, whatever the others said
+    assert cls(SLOW_H3, out({"h1": 1, "h3": 0}, ("links.slow", "fail", "node 2 (h3) slow"))) == ac.FALSE_HEALTHY
+    # a must-name on a passing run (the decoy interface) that nothing flagged
+    assert cls(DECOY, out({"h1": 0}, ("net.peer_reachability", "pass", "eth0 reachable"))) == ac.FALSE_HEALTHY
+
+
+def test_fault_named_wrong_is_a_false_cause():
+    right = out({"h1": 1, "h2": 1}, ("links.slow", "fail", "node 2 (h3): slow with 3 of 3 peers"))
+    assert cls(SLOW_H3, right) == ac.RIGHT
+    assert cls(SLOW_H3, out({"h1": 1}, ("links.slow", "fail", "node 1 (h2): slow"))) == ac.FALSE_CAUSE
+    # the right node, and a healthy one convicted beside it
+    both = out({"h1": 1}, ("links.slow", "fail", "node 2 (h3) slow"), ("links.slow", "fail", "node 0 (h1) slow"))
+    assert ac.classify(SLOW_H3, both) == (ac.FALSE_CAUSE, "a failure names h1")
+    # the other node may be explained in the detail (who could not reach whom), not convicted in the headline
+    explained = out({"h1": 1}, ("links.slow", "fail", "node 2 (h3) slow", "slow with h1, h2, h4"))
+    assert cls(SLOW_H3, explained) == ac.RIGHT
+    # a crash, a usage error or a hang on a fault names no cause
+    assert cls(SLOW_H3, out({"h1": 3})) == ac.FALSE_CAUSE
+    assert cls(SLOW_H3, out({"h1": 1, "h2": None})) == ac.FALSE_CAUSE
+    # the right verdict computed from a wrong bound
+    assert cls(SLOW_H3, out({"h1": 1}, ("links.slow", "fail", "node 2 (h3) slow"),
+                            wrong=["links 0->2 efficiency 4.90"])) == ac.FALSE_CAUSE
+
+
+def test_a_wrong_check_or_status_is_not_the_needed_one():
+    assert cls(SLOW_H3, out({"h1": 1}, ("links.efficiency", "fail", "h3"))) == ac.FALSE_CAUSE
+    assert cls(SLOW_H3, out({"h1": 1}, ("links.slow", "warn", "h3"))) == ac.FALSE_CAUSE
+    prefix = ac.Expect(1, (ac.Need("rendezvous.", ("h2",)),))
+    assert cls(prefix, out({"h1": 1}, ("rendezvous.world", "fail", "node rank 0 claimed by h1 and h2"))) == ac.RIGHT
+
+
+def test_names_are_whole_tokens():
+    assert ac.names_in("h1", "node 0 (h1)") and not ac.names_in("h1", "node 9 (h10)")
+    assert ac.names_in("198.18.5.1:29500", "master 198.18.5.1:29500.") and not ac.names_in("198.18.5.1", "198.18.5.10")
+    assert ac.names_in("rank 3", "rank 3 (host h2)") and not ac.names_in("rank 3", "rank 30")
+
+
+def test_report_items_carry_node_and_evidence_tokens_and_wrong_efficiencies():
+    doc = {"checks": [{"id": "rendezvous.world", "status": "fail", "node": 0, "summary": "never joined",
+                       "detail": "d", "evidence": {"missing": [2]}},
+                      {"id": "postmortem.root_cause", "status": "fail", "node": None, "summary": "s",
+                       "evidence": {"kind": "no_dump", "ranks": [3]}}],
+           "links": {"efficiency": [[None, 1.6], [0.9, None]], "bound_by": [[None, "node 1 eth0: tbf"], [None]]}}
+    items, wrong = ba.merge([doc, doc])
+    assert [i.text for i in items] == ["never joined | node 0 | missing:2", "s | kind:no_dump rank 3"]
+    assert wrong == ["links 0->1 efficiency 1.60 (bound node 1 eth0: tbf)"]
+
+
+def test_corpus_is_large_unique_and_every_kind_has_a_runner_and_a_healthy_run():
+    names = [s.name for s in ac.SCENARIOS]
+    assert len(names) >= 40 and len(set(names)) == len(names)
+    assert {s.kind for s in ac.SCENARIOS} == set(ba.RUNNERS)
+    for kind in {s.kind for s in ac.SCENARIOS}:
+        assert any(s.kind == kind and s.expect.exit == 0 for s in ac.SCENARIOS), f"{kind}: no run that must pass"
+    for s in ac.SCENARIOS:
+        assert ac.describe(s) and s.expect.describe()
+
+
+def test_list_prints_every_scenario_and_only_filters():
+    p = subprocess.run([sys.executable, SCRIPT, "--list"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[-1] == f"{len(ac.SCENARIOS)} scenario(s)"
+    listed = [ln.split()[0] for ln in p.stdout.splitlines()[:-1]]
+    assert listed == [s.name for s in ac.SCENARIOS]
+    p = subprocess.run([sys.executable, SCRIPT, "--list", "--only", "sweep"], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0 and all(ln.split()[1] == "sweep" for ln in p.stdout.splitlines()[:-1]), p.stdout
+
+
+def test_docs_table_is_the_corpus():
+    text = open(DOC).read()
+    m = re.search(r"<!-- corpus table[^>]*-->\n(.*?)<!-- end of corpus table -->", text, re.S)
+    assert m, "docs/accuracy.md lost its table markers"
+    assert m.group(1) == ac.markdown_table(), "regenerate: python3 scripts/bench_accuracy.py --markdown"
+
+
+@pytest.mark.parametrize("pattern, expected", [("pf-healthy", {"pf-healthy", "pf-healthy-4"}),
+                                               ("diag-fixture", {s.name for s in ac.SCENARIOS
+                                                                 if s.kind == "diag-fixture"})])
+def test_only_matches_glob_substring_or_kind(pattern, expected):
+    assert {s.name for s in ba.selected([pattern])} == expected

@@ -2,7 +2,6 @@
 
     python3 scripts/trust_attacks.py [REPO]      # REPO defaults to this checkout; run it on main to compare
     python3 scripts/trust_attacks.py replay [REPO]   # issue 36: records of one run replayed into another (ATTACKS)
-    python3 scripts/trust_attacks.py [REPO]                  # REPO defaults to this checkout
     python3 scripts/trust_attacks.py --store [--gets N] [--timeout T] [--only NAME] [REPO]   # the store attacks only
 
 The store attacks (STORE_ATTACKS below: a name and a function of the master port) run a real 2-node preflight on

@@ -37,8 +37,8 @@ from .common import (
     not_measured,
     placement_label,
     status_headline,
-    wrong_bound_text,
     trust_text,
+    wrong_bound_text,
 )
 from .envfile import render_envfile
 

@@ -29,8 +29,8 @@ from .common import (
     not_measured,
     one_line,
     status_headline,
-    wrong_bound_text,
     trust_text,
+    wrong_bound_text,
 )
 from .envfile import render_envfile, render_exports
 

@@ -452,14 +452,17 @@ def check_peer_reachability(inp: CrossInput) -> CheckResult:
           "unusable": why_unusable}
     if inp.same_host:
         ev["same_host"] = inp.same_host
-    if reachability.one_host(ranks, inp.same_host):
+    one = reachability.one_host(ranks, inp.same_host)
+    one_text = (f"all {len(ranks)} nodes share one host's network stack (same boot and network namespace, and each "
+                "pair reached on an address local to the prober): loopback connects them")
+    if one and all(usable[r] for r in ranks):
         # One network stack: an address local to one node is local to all, so every interface (loopback first)
-        # connects them whatever a NIC or a firewall towards other hosts would do. Nothing else to judge.
-        return passed(cid, f"all {len(ranks)} nodes share one host's network stack (same boot and network "
-                      "namespace, and each pair reached on an address local to the prober): loopback connects "
-                      "them", evidence=ev)
-    # Per node, interfaces every other node reached that a job may use (never docker/lo/veth/bridge).
-    job_usable = {r: [i for i in usable[r] if _kind(facts[r], i) not in _NEVER] for r in ranks}
+        # connects them whatever a NIC or a firewall towards other hosts would do, and the probe showed it does.
+        return passed(cid, one_text, evidence=ev)
+    # Per node, interfaces every other node reached that a job may use (never docker/lo/veth/bridge, except on one
+    # host, where loopback is what connects them). On one host a node its peers did not reach (or that reached none
+    # of them: a local firewall, a broken prober) is judged like any other: one shared stack proves no pair.
+    job_usable = {r: [i for i in usable[r] if one or _kind(facts[r], i) not in _NEVER] for r in ranks}
     stranded = [r for r in ranks if not job_usable[r]]
     # Busy is not unreachable: a node that answered only late (its kernel accepted, its prober replied after the
     # bound) and a node whose own prober was starved and reached none of its targets are loaded, not cut off.
@@ -485,8 +488,9 @@ def check_peer_reachability(inp: CrossInput) -> CheckResult:
                           "ephemeral ports, not only MASTER_PORT), or give the node an address on the shared "
                           "network; the matrix in the evidence shows which pairs fail.")
     # Would NCCL, as configured (or by its default order), bootstrap over an interface the others cannot reach?
+    # (Not on one host: every local address connects them there; only a loaded node got this far.)
     bad_choice = []
-    for r, _, f in inp.nodes:
+    for r, _, f in ([] if one else inp.nodes):
         ifs = f.get("interfaces") if isinstance(f.get("interfaces"), list) else []
         env = (f.get("env") or {}).get("vars") or {}
         spec = rules.parse_spec(env.get("NCCL_SOCKET_IFNAME"))
@@ -504,8 +508,8 @@ def check_peer_reachability(inp: CrossInput) -> CheckResult:
         return res(cid, f"NCCL would pick an unusable interface: {text}", evidence=ev,
                    detail=f"Interfaces that connect every pair: {good_desc}.",
                    fix="Set NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME as recommended below.")
-    summary = f"{good_desc} connect(s) all {len(ranks)} nodes"
-    if inp.same_host:
+    summary = one_text if one else f"{good_desc} connect(s) all {len(ranks)} nodes"
+    if inp.same_host and not one:
         summary += " (" + "; ".join(f"{_who(inp, g)} share one host" for g in inp.same_host[:4]) + (
             f"; +{len(inp.same_host) - 4} more groups" if len(inp.same_host) > 4 else "") + ")"
     if why_unusable:

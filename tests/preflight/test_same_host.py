@@ -151,6 +151,26 @@ def test_two_nodes_on_one_host_and_one_elsewhere_keep_a_multi_host_verdict():
     assert _recs(recs) == {("NCCL_SOCKET_IFNAME", "=eth0"), ("GLOO_SOCKET_IFNAME", "eth0")}
 
 
+@pytest.mark.parametrize("out, into", [({2}, set()), ({0}, set()), (set(), {1}), ({0, 2}, set())],
+                         ids=["its-probes-fail", "on-node-0", "nobody-reaches-it", "two-at-once"])
+def test_one_host_with_a_node_cut_off_on_it_still_names_the_node(out, into):
+    """One shared network stack proves no pair: a node whose own probes all fail (a local firewall, a broken
+    prober) or that nobody reaches is named, not passed as "loopback connects them" (bench_scale's probe fault)."""
+    addrs = ["198.18.0.1"] * 4
+    eps = {r: {"eth0": [[a, 4000 + r]], "docker0": [["172.17.0.1", 5000 + r]]} for r, a in enumerate(addrs)}
+    attempts = {s: [(_refused if s in out or d in into else _ok)(d, addrs[d]) for d in range(4) if d != s]
+                for s in range(4)}
+    groups = host_groups(list(range(4)), eps, attempts, dict.fromkeys(range(4), KEY_A))
+    assert groups == [[0, 1, 2, 3]]  # still proven one host: the others reached the cut-off node, or it them
+    nodes = [_node(r, a, hostname_loopback=True) for r, a in enumerate(addrs)]
+    matrix = build_matrix(list(range(4)), eps, attempts, same_host=groups)
+    peer = {c.id: c for c in run_cross_checks(CrossInput(nodes, mesh=matrix, attempts=attempts,
+                                                         same_host=groups))}["net.peer_reachability"]
+    assert peer.status is Status.FAIL and "share one host's network stack" not in peer.summary, peer
+    for r in out | into:
+        assert re.search(rf"\bnode[s ]*[^;]*\b{r}\b", peer.summary), peer.summary
+
+
 # --- real runs on this machine (loopback only)
 
 def _free_port() -> int:

@@ -52,6 +52,7 @@ from .decide import (
     master_failed,
     master_result,
     mesh_note,
+    port_taken,
     recommendations,
     tie_to_master,
     world_check,
@@ -277,11 +278,7 @@ def _connect(ctx: _Ctx) -> tuple:
         if not bc.bindable:
             # Never join a store this node did not create: whoever holds the port could write any verdict.
             who = port_holder(port) if bc.in_use else None
-            held = f" (held by {who})" if who else ""
-            return None, True, failed(
-                "rendezvous.world", f"node 0 cannot host the rendezvous on port {port}: {bc.error}{held}",
-                evidence=dict(bc.to_json(), holder=who),
-                fix=f"Free the port (ss -ltnp 'sport = :{port}') or choose another --master-port on every node.")
+            return None, True, port_taken(port, bc.error, who, bc.to_json(), hostname_of(ctx.facts))
         try:
             st = open_store(store_host(p), port, True, b.join_s, p.prefix, ctx.guard)
         except ConnectionError as e:
@@ -596,6 +593,20 @@ def _await_readers(st: JsonStore, cap: int, b: Budget) -> None:
         acked = want
 
 
+def _master_elsewhere(ctx: _Ctx, verdict: dict) -> Optional[dict]:
+    """Node 0 whose world nobody joined while MASTER_ADDR is not one of its addresses: one bounded connect to
+    MASTER_ADDR:MASTER_PORT. An answer means another node rank 0 hosts the rendezvous there, which the others
+    joined: this node is its duplicate (tie_to_master says so rather than blame ranks that may well have started)."""
+    m = master_result(ctx.results)
+    ev = (m.evidence or {}) if m is not None else {}
+    if verdict.get("ok") or ev.get("mode") != "bind" or ev.get("local") is not False:
+        return None
+    if len(verdict.get("joined") or []) > 1:
+        return None
+    p, b = ctx.placement, ctx.budget
+    return probe.probe_master(p.master_addr, p.master_port, b.deadline(b.connect_attempt_s), budget=b).to_json()
+
+
 def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
     placement, b = ctx.placement, ctx.budget
     leader = placement.node_leader
@@ -623,7 +634,9 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
                                        fix="Look at node 0's report and log.")])
         agree.acknowledge(st, K.VERDICT)
     elapsed = float(verdict.get("elapsed_s") or b.since(ctx.start))
-    wcheck = tie_to_master(world_check(verdict, elapsed, ctx.timeout_s), ctx.results if decider else [])
+    elsewhere = _master_elsewhere(ctx, verdict) if decider else None
+    wcheck = tie_to_master(world_check(verdict, elapsed, ctx.timeout_s), ctx.results if decider else [], elsewhere,
+                           hostname_of(ctx.facts))
     if decider:
         me_in = any(m["uuid"] == ctx.node_id for m in verdict.get("members", [])) or not leader
     else:  # an ok verdict admits every join node 0 read; a later join claimed a rank already taken

@@ -146,9 +146,29 @@ def master_failed(m: CheckResult, addr: str, port: int) -> CheckResult:
                       "firewall between the nodes.")
 
 
-def tie_to_master(wcheck: CheckResult, results: list) -> CheckResult:
+def port_taken(port: int, error: Optional[str], who: Optional[str], bind: dict, host: str) -> CheckResult:
+    """rendezvous.world on a node 0 that cannot bind MASTER_PORT. When ncclcheck's own store front holds it, another
+    node rank 0 on this host hosts the rendezvous already: this node is its duplicate, and the fix is its rank."""
+    held = f" (held by {who})" if who else ""
+    ev = dict(bind, holder=who)
+    if who and "ncclcheck" in who and "front.py" in who:
+        ev["duplicate_of_rank0"] = True
+        return failed("rendezvous.world", f"this node ({host}) is a duplicate of node rank 0: another ncclcheck node "
+                      f"rank 0 on this host already hosts the rendezvous on port {port}{held}", evidence=ev,
+                      fix=f"Give this node ({host}) its own --node-rank (0..N-1; only node 0 keeps 0).")
+    return failed("rendezvous.world", f"node 0 cannot host the rendezvous on port {port}: {error}{held}", evidence=ev,
+                  fix=f"Free the port (ss -ltnp 'sport = :{port}') or choose another --master-port on every node.")
+
+
+def tie_to_master(wcheck: CheckResult, results: list, elsewhere: Optional[dict] = None,
+                  host: Optional[str] = None) -> CheckResult:
     """On node 0: ranks that never joined while MASTER_ADDR is not an address of this host are most likely the
-    same fault (the others were sent elsewhere): say so in the verdict, with the fix."""
+    same fault (the others were sent elsewhere): say so in the verdict, with the fix.
+
+    When no other node joined at all, the other ranks are not blamed (they may well have started, and joined a node 0
+    at MASTER_ADDR): this node is most likely a second node rank 0, hosting a world nobody joined. `elsewhere` is
+    probe.probe_master's JSON for MASTER_ADDR:MASTER_PORT, tried from here once the join window ended: something
+    answering there makes it near certain (pf-duplicate-rank-0)."""
     m = master_result(results)
     ev = (m.evidence or {}) if m is not None else {}
     if wcheck.status is not Status.FAIL or not (wcheck.evidence or {}).get("missing") or ev.get("mode") != "bind":
@@ -156,8 +176,25 @@ def tie_to_master(wcheck: CheckResult, results: list) -> CheckResult:
     if ev.get("local") is not False and ev.get("local") is not None:
         return wcheck
     why = "does not resolve here" if ev.get("local") is None else "is not an address of this host"
+    wev = dict(wcheck.evidence or {}, master=ev)
+    joined = wev.get("joined") or []
+    if len(joined) <= 1:  # only this node: the others went elsewhere, whatever ranks they were started with
+        me = host or (joined[0].get("hostname") if joined and isinstance(joined[0], dict) else None) or "this host"
+        addr, port = ev.get("addr"), ev.get("port")
+        summary = (f"no other node joined: this node ({me}) started as node rank 0 and hosted a rendezvous that "
+                   f"nobody joined, while MASTER_ADDR {addr} {why}")
+        if elsewhere is not None:
+            wev["master_elsewhere"] = elsewhere
+        if elsewhere and elsewhere.get("ok"):
+            summary += (f"; {format_endpoint(str(addr), int(port or 0))} answers from here: another node rank 0 "
+                        f"hosts the rendezvous there, and this node ({me}) is a duplicate of node rank 0")
+        else:
+            summary += ", so the other nodes were sent elsewhere (a second node rank 0 there, or a wrong MASTER_ADDR)"
+        return failed(wcheck.id, summary, detail=wcheck.detail, evidence=wev,
+                      fix=f"Give this node ({me}) its own --node-rank (0..N-1; only node 0 keeps 0), or set "
+                          f"MASTER_ADDR to an address of node 0 on every node")
     return failed(wcheck.id, f"{wcheck.summary}; MASTER_ADDR {ev.get('addr')} {why}, so the other nodes were "
-                  "sent elsewhere", detail=wcheck.detail, evidence=dict(wcheck.evidence or {}, master=ev),
+                  "sent elsewhere", detail=wcheck.detail, evidence=wev,
                   fix=f"Set MASTER_ADDR to an address of node 0 (this host) on every node, then {wcheck.fix}")
 
 

@@ -210,9 +210,56 @@ def test_node0_ties_ranks_that_never_joined_to_a_foreign_master_addr():
     m = check_master_reachable(LocalInput.of(facts(), multi_node=True, master={
         "addr": "198.18.0.250", "port": 29500, "mode": "bind", "ok": True, "local": False}))
     tied = _tie_to_master(w, [m])
-    assert tied.status is Status.FAIL and "1-2" in tied.summary
-    assert "never joined" in tied.summary and "MASTER_ADDR 198.18.0.250 is not an address of this host" in tied.summary
+    # nobody joined: the other ranks are not blamed (they may have joined a node 0 at MASTER_ADDR)
+    assert tied.status is Status.FAIL and "never joined" not in tied.summary and "1-2" not in tied.summary
+    assert "nobody joined" in tied.summary and "MASTER_ADDR 198.18.0.250 is not an address of this host" in tied.summary
+    assert "(h1)" in tied.summary and "MASTER_ADDR" in tied.fix
+    # some joined, some did not: the missing ranks are named, tied to the foreign MASTER_ADDR
+    some = decide([{"node_rank": 0, "nnodes": 3, "uuid": "a", "hostname": "h1"},
+                   {"node_rank": 1, "nnodes": 3, "uuid": "b", "hostname": "h2"}], 3, final=True)
+    tied = _tie_to_master(world_check(some, 8.0, 8.0), [m])
+    assert tied.status is Status.FAIL and "node rank(s) 2 never joined" in tied.summary
+    assert "MASTER_ADDR 198.18.0.250 is not an address of this host" in tied.summary
     assert tied.fix.startswith("Set MASTER_ADDR to an address of node 0")
     local = check_master_reachable(LocalInput.of(facts(), multi_node=True, master={
         "addr": "198.18.0.1", "port": 29500, "mode": "bind", "ok": True, "local": True}))
     assert _tie_to_master(w, [local]) is w
+
+
+def test_a_second_node_rank_0_elsewhere_is_named_the_duplicate_not_the_ranks_that_started():
+    """pf-duplicate-rank-0 (scripts/accuracy_corpus.py): h1 and h2 both started as node rank 0, MASTER_ADDR is h1's.
+    h2 hosts a store nobody joins; its report blamed "node rank(s) 1-2 never joined" though h3 and h4 had started
+    with those ranks (and joined h1). A connect to MASTER_ADDR:MASTER_PORT from h2 answering names h2 the duplicate."""
+    from ncclcheck.checks.local import check_master_reachable
+    from ncclcheck.preflight.decide import decide, tie_to_master, world_check
+
+    verdict = decide([{"node_rank": 0, "nnodes": 3, "uuid": "b", "hostname": "h2", "pid": 7}], 3, final=True)
+    m = check_master_reachable(LocalInput.of(facts(), multi_node=True, master={
+        "addr": "198.18.2.1", "port": 29500, "mode": "bind", "ok": True, "local": False}))
+    elsewhere = {"addr": "198.18.2.1", "port": 29500, "mode": "connect", "ok": True, "kind": "ok", "attempts": 1}
+    tied = tie_to_master(world_check(verdict, 8.0, 8.0), [m], elsewhere, "h2")
+    assert tied.status is Status.FAIL
+    assert "never joined" not in tied.summary and "1-2" not in tied.summary
+    assert "this node (h2) is a duplicate of node rank 0" in tied.summary
+    assert "198.18.2.1:29500 answers" in tied.summary and "nobody joined" in tied.summary
+    assert tied.evidence["master_elsewhere"] == elsewhere and tied.evidence["missing"] == [1, 2]
+    assert "--node-rank" in tied.fix and "(h2)" in tied.fix
+    # nothing answers at MASTER_ADDR: still no blame on ranks 1-2, the wrong-address reading stays open
+    refused = dict(elsewhere, ok=False, kind="refused")
+    tied = tie_to_master(world_check(verdict, 8.0, 8.0), [m], refused, "h2")
+    assert "never joined" not in tied.summary and "duplicate of node rank 0" not in tied.summary
+    assert "sent elsewhere" in tied.summary and "a second node rank 0 there" in tied.summary
+
+
+def test_a_second_node_rank_0_on_the_same_host_is_named_the_duplicate():
+    """The same-host neighbour: the port is held by ncclcheck's own store front (another node rank 0 here)."""
+    from ncclcheck.preflight.decide import port_taken
+
+    bind = {"port": 29500, "bindable": False, "in_use": True, "error": "OSError: [Errno 98] Address already in use"}
+    front = "pid 41 (/usr/bin/python3 -I /opt/ncclcheck/rendezvous/front.py {\"port\": 29500})"
+    c = port_taken(29500, bind["error"], front, bind, "h1")
+    assert c.status is Status.FAIL and "this node (h1) is a duplicate of node rank 0" in c.summary
+    assert "pid 41" in c.summary and c.evidence["duplicate_of_rank0"] is True and "--node-rank" in c.fix
+    other = port_taken(29500, bind["error"], "pid 9 (python3 -m http.server 29500)", bind, "h1")
+    assert "duplicate" not in other.summary and "cannot host the rendezvous on port 29500" in other.summary
+    assert other.fix.startswith("Free the port")

@@ -15,6 +15,7 @@ from typing import Optional
 from ..nccl import failures
 from ..nccl.debuglog import nccl_header, parse_nccl_debug, split_by_rank, split_prefix
 from . import flight
+from .bound import CUT, MAX_FIELD_CHARS, MAX_LISTED_RANKS, MAX_REPORT_ROWS, clip, clip_all
 from .inputs import Inputs
 
 SHOWN = 6  # ranks named in one sentence before "and N more"
@@ -207,7 +208,7 @@ def _logs(inp: Inputs) -> tuple:
                 if cls is None:
                     continue
                 head = nccl_header(line)
-                events.append({"rank": said, "class": cls.id, "cause": cls.cause, "line": line.strip()[:400],
+                events.append({"rank": said, "class": cls.id, "cause": cls.cause, "line": clip(line.strip(), 400),
                                "source": path, "order": (path, i), "host": head["host"] if head else None,
                                "seq": failures.seq_of(line), "raised": i in raised})
             if rank is None:
@@ -222,7 +223,7 @@ def _logs(inp: Inputs) -> tuple:
     for e in inp.error_files:
         cls = failures.classify(e["message"])
         if cls is not None:
-            events.append({"rank": e.get("rank"), "class": cls.id, "cause": cls.cause, "line": e["message"][:400],
+            events.append({"rank": e.get("rank"), "class": cls.id, "cause": cls.cause, "line": clip(e["message"], 400),
                            "source": e["path"], "order": (e["path"], 0), "host": None, "seq": None})
     _tie_aborts(events, inp.failures)
     return events, per_rank, hosts
@@ -475,9 +476,17 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
     rest = ordered[MAX_RANK_CAUSES:]
     if rest:  # one small file naming rank 999,999 made a million causes (3.9 GB, a 600 MB report): one line for them
         out.append({"kind": "no_dump" if inp.dumps else "died", "cause": False, "pg": None, "seq": None,
-                    "ranks": sorted(rest), "text": f"{ranks_text(rest)} also left no dump" if inp.dumps else
+                    **_listed(rest), "text": f"{ranks_text(rest)} also left no dump" if inp.dumps else
                     f"{ranks_text(rest)} also died", "fix": "", "source": "flight recorder"})
     return out
+
+
+def _listed(ranks: list) -> dict:
+    """A cause's ranks: the first MAX_LISTED_RANKS of them, and ranks_total when there are more (a million ranks
+    listed were 7.9 MB of one report)."""
+    ranks = sorted(ranks)
+    return {"ranks": ranks[:MAX_LISTED_RANKS], **({"ranks_total": len(ranks)} if len(ranks) > MAX_LISTED_RANKS
+                                                  else {})}
 
 
 # What a rank sees when a peer is gone: after the launcher's first observed failure, these lines on the other ranks
@@ -494,17 +503,25 @@ def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> li
     by_rank = by_rank or {}
     first = first_failure(by_rank)
     after_first = first is not None and by_rank[first].get("signal") != "SIGTERM"
+    per_class: dict = {}  # class -> causes given a line of their own
+    rest: dict = {}  # class -> [ranks past MAX_RANK_CAUSES], one line for them (one per rank was O(ranks) lines)
     for e in events:
         key = (e["class"], e["rank"])
         if key in seen:
             continue
         seen.add(key)
+        per_class[e["class"]] = per_class.get(e["class"], 0) + 1
+        if per_class[e["class"]] > MAX_RANK_CAUSES and e["rank"] is not None:
+            rest.setdefault(e["class"], []).append(e["rank"])
+            continue
         cls = failures.BY_ID[e["class"]]
         who = (_who(e["rank"], hosts) if e["rank"] is not None else f"host {e['host']}" if e["host"] else
                f"{e['source'].rsplit('/', 1)[-1]} (no rank on the line)")
         seq = f" (SeqNum {e['seq']})" if e.get("seq") is not None else ""
         what = (f"{cls.what}: {failures.warn_text(e['line'])}" if cls.id == "nccl_warn" else
-                f"{cls.what}: {e['line'][:300]}" if cls.id in ("exception", "guard_failed") else cls.what)
+                f"{cls.what}: {e['line']}" if cls.id in ("exception", "guard_failed") else cls.what)
+        if CUT in e["line"] and CUT not in what:  # warn_text's own cut hid the mark: say it was cut
+            what += f" ... {CUT}]"
         cause = cls.cause
         if cause and after_first and e["rank"] is not None and e["rank"] != first and cls.id in _AFTER_A_DEATH:
             cause = False
@@ -515,6 +532,10 @@ def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> li
         if e.get("tied"):
             c["tied_by"] = e["tied"]
         out.append(c)
+    for cls_id, ranks in rest.items():
+        cls = failures.BY_ID[cls_id]
+        out.append({"kind": cls_id, "cause": False, "pg": None, "seq": None, **_listed(ranks),
+                    "text": f"{ranks_text(ranks)} also: {cls.what}", "fix": cls.fix, "source": "logs"})
     # torchrun's "first observed failure" first: its own lines before other ranks' (file order within each)
     return sorted(out, key=lambda c: c["ranks"] != [first]) if first is not None else out
 
@@ -541,7 +562,7 @@ def _ras_causes(inp: Inputs) -> tuple:
                     if not isinstance(r.get("rank"), int):
                         continue
                     if r.get("host"):
-                        hosts[r["rank"]] = {"host": str(r["host"])[:255], "local_rank": None}
+                        hosts[r["rank"]] = {"host": clip(str(r["host"]), MAX_FIELD_CHARS), "local_rank": None}
                     extra = f" ({r['op']} {r['count']} of {r['max']})" if kind == "ras_lagging" else ""
                     out.append({"kind": kind, "cause": cause, "pg": None, "seq": None, "ranks": [r["rank"]],
                                 "text": f"rank {r['rank']} ({r.get('host') or '?'}"
@@ -590,20 +611,24 @@ def analyse(inp: Inputs, preflight: Optional[dict] = None) -> dict:
         ranks.append({"rank": r, "host": h.get("host"), "local_rank": h.get("local_rank"),
                       "dump": d.source if d else None, "exitcode": f.get("exitcode"), "signal": f.get("signal"),
                       "last": list(d.last) if d and d.last else None})
-    return {
+    failed = inp.failures if len(inp.failures) <= MAX_REPORT_ROWS else \
+        sorted(inp.failures, key=lambda f: (not f.get("first"), f.get("rank") or 0))[:MAX_REPORT_ROWS]
+    return clip_all({  # every text from an input cut at MAX_ITEM_CHARS, with a mark (bound.py)
         "verdict": verdict,
         "world_size": len(world),
         "inputs": inp.read,
         "refused": inp.refused,
-        "ranks": ranks if len(ranks) <= 4096 else [r for r in ranks if r["dump"] is None or r["exitcode"]][:4096],
-        "groups": groups if len(world) <= 4096 else [dict(g, last_enqueued={}, last_completed={}, windows={})
-                                                     for g in groups],
+        "ranks": ranks if len(ranks) <= MAX_REPORT_ROWS else
+        [r for r in ranks if r["dump"] is None or r["exitcode"]][:MAX_REPORT_ROWS],
+        "groups": groups if len(world) <= MAX_REPORT_ROWS else
+        [dict(g, last_enqueued={}, last_completed={}, windows={}) for g in groups],
         "causes": ordered,
-        "launcher": {"failures": inp.failures, "first": first_failure(by_rank)},
+        "launcher": {"failures": failed, "first": first_failure(by_rank),
+                     **({"failures_total": len(inp.failures)} if failed is not inp.failures else {})},
         "error_files": [{k: e[k] for k in ("path", "rank", "message")} for e in inp.error_files],
         "transport": _transport(per_rank, preflight),
         "timeline": flight.timeline(inp.dumps) if len(inp.dumps) <= 256 else {},
-    }
+    })
 
 
 def _never_nothing(causes: list, by_rank: dict, hosts: dict) -> list:

@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from .bound import clip
+
 MAX_ENTRIES = 100_000  # per dump; torch's default buffer is 2,000
 MAX_WORLD = 1_000_000  # ranks of one job (the largest run on ~100k GPUs): a rank number at or past it is not one
 MAX_ID = (1 << 63) - 1  # sequence and record ids are int64 in torch: a larger integer is not one
@@ -155,8 +157,8 @@ def _op(prof: Any) -> tuple:
     """"nccl:all_reduce" -> ("nccl", "all_reduce")."""
     hit = _SEEN.get(prof) if type(prof) is str else ("", "?")
     if hit is None:
-        lib, _, op = prof[:200].partition(":")
-        hit = (lib, op) if op else ("", prof[:200] or "?")
+        lib, _, op = clip(prof, 200).partition(":")
+        hit = (lib, op) if op else ("", clip(prof, 200) or "?")
         if len(_SEEN) < 10_000:
             _SEEN[prof] = hit
     return hit

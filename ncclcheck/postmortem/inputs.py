@@ -16,6 +16,7 @@ from typing import Optional
 
 from ..errors import UsageError
 from . import flight, launcher
+from .bound import clip
 from .unpickle import MAX_DUMP_BYTES, RefusedPickle, is_pickle, loads_plain, walk_problem
 
 MAX_FILES = 200_000  # a directory walk stops here (a 16k-rank job leaves a few files per rank)
@@ -137,7 +138,7 @@ def _classify_json(out: Inputs, path: str, doc) -> bool:
         out.read.append({"path": path, "kind": "ncclras", "note": ""})
     elif isinstance(doc, dict) and doc.get("schema") == "ncclcheck.report/1":
         out.reports.append((path, doc))
-        out.read.append({"path": path, "kind": "ncclcheck_report", "note": str(doc.get("command"))[:20]})
+        out.read.append({"path": path, "kind": "ncclcheck_report", "note": clip(str(doc.get("command")), 20)})
     elif launcher.is_error_file(doc):
         rec = launcher.error_file_record(doc)
         out.error_files.append({"path": path, "rank": flight.rank_from_name(path), **rec})

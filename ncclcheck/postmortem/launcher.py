@@ -8,12 +8,25 @@ import signal
 from typing import Any, Optional
 
 from ..nccl.debuglog import split_prefix
+from .bound import MAX_FIELD_CHARS, clip
+from .flight import MAX_WORLD
 
 _BLOCK = re.compile(r"^\s*\[(\d+)\]:\s*$")
 _FIELD = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.*?)\s*$")
 _RANK = re.compile(r"^(\d+)(?:\s*\(local_rank:\s*(\d+)\))?")
 _EXIT = re.compile(r"^(-?\d+)(?:\s*\(pid:\s*(\d+)\))?(?:\s*\((SIG\w+)\))?")
 ROOT_CAUSE = "Root Cause (first observed failure)"
+MAX_EXITCODE = 1 << 31  # exit codes and pids are C ints: a larger number on the table is not one
+
+
+def _rank(v: int) -> Optional[int]:
+    """A rank number read from a launcher's output, or None: rank 10^22 is not a rank (it made a world of a
+    million ranks, one line of text becoming an 18 MiB report), neither is one past any job's MAX_WORLD."""
+    return v if 0 <= v < MAX_WORLD else None
+
+
+def _int(v: int) -> Optional[int]:
+    return v if -MAX_EXITCODE <= v < MAX_EXITCODE else None
 
 
 def signal_name(exitcode: Optional[int]) -> Optional[str]:
@@ -47,17 +60,18 @@ def parse_failure_table(text: str) -> list[dict]:
         if not m:
             continue
         key, value = m.groups()
-        if key == "rank" and (r := _RANK.match(value)):
+        if key == "rank" and (r := _RANK.match(value)) and _rank(int(r.group(1))) is not None:
             cur["rank"] = int(r.group(1))
-            cur["local_rank"] = int(r.group(2)) if r.group(2) else None
+            cur["local_rank"] = _rank(int(r.group(2))) if r.group(2) else None
         elif key == "exitcode" and (x := _EXIT.match(value)):
-            cur["exitcode"] = int(x.group(1))
-            cur["pid"] = int(x.group(2)) if x.group(2) else None
-            cur["signal"] = x.group(3) or signal_name(int(x.group(1)))
+            code = _int(int(x.group(1)))
+            cur["exitcode"] = code
+            cur["pid"] = _int(int(x.group(2))) if x.group(2) else None
+            cur["signal"] = clip(x.group(3), MAX_FIELD_CHARS) if x.group(3) else signal_name(code)
         elif key in ("host", "time"):
-            cur[key] = value[:255]
+            cur[key] = clip(value, MAX_FIELD_CHARS)
         elif key == "error_file":
-            cur["error_file"] = None if value.strip() in ("<N/A>", "") else value[:4096]
+            cur["error_file"] = None if value.strip() in ("<N/A>", "") else clip(value)
         if "rank" in cur:
             rec = out.setdefault(cur["rank"], {"rank": cur["rank"], "first": False})
             rec.update({k: v for k, v in cur.items() if k != "first"})
@@ -78,7 +92,7 @@ def _task_ids(spec: str) -> list[int]:
     for part in spec.split(","):
         lo, _, hi = part.partition("-")
         if lo.isdigit() and (not hi or hi.isdigit()):
-            out.extend(range(int(lo), min(int(hi or lo), int(lo) + 100_000) + 1))
+            out.extend(range(int(lo), min(int(hi or lo), int(lo) + 100_000, MAX_WORLD - 1) + 1))
     return out
 
 
@@ -89,8 +103,8 @@ def parse_srun_errors(text: str) -> list[dict]:
         host, tasks, what, code = m.groups()
         sig = _SRUN_SIGNAL.get(what)
         for r in _task_ids(tasks):
-            out.setdefault(r, {"rank": r, "local_rank": None, "host": host[:255], "signal": sig,
-                               "exitcode": int(code) if code else (-signal.Signals[sig].value if sig else None),
+            out.setdefault(r, {"rank": r, "local_rank": None, "host": clip(host, MAX_FIELD_CHARS), "signal": sig,
+                               "exitcode": _int(int(code)) if code else (-signal.Signals[sig].value if sig else None),
                                "first": not out, "launcher": "slurm"})
     return [out[r] for r in sorted(out)]
 
@@ -111,12 +125,14 @@ def parse_mpirun_errors(text: str) -> list[dict]:
     out = []
     for m in _MPI_SIGNAL.finditer(text or ""):
         rank, pid, host, num, _ = m.groups()
-        code = -int(num)
-        out.append({"rank": int(rank), "local_rank": None, "host": host[:255], "exitcode": code,
-                    "signal": signal_name(code), "pid": int(pid) or None, "first": not out, "launcher": "mpi"})
+        code = _int(-int(num))
+        if _rank(int(rank)) is None:
+            continue
+        out.append({"rank": int(rank), "local_rank": None, "host": clip(host, MAX_FIELD_CHARS), "exitcode": code,
+                    "signal": signal_name(code), "pid": _int(int(pid)) or None, "first": not out, "launcher": "mpi"})
     for m in _MPI_EXIT.finditer(text or ""):
-        rank, code = int(m.group(1)), int(m.group(2))
-        if all(r["rank"] != rank for r in out):
+        rank, code = int(m.group(1)), _int(int(m.group(2)))
+        if _rank(rank) is not None and all(r["rank"] != rank for r in out):
             out.append({"rank": rank, "local_rank": None, "host": None, "exitcode": code,
                         "signal": signal_name(code), "first": not out, "launcher": "mpi"})
     return out
@@ -146,4 +162,4 @@ def error_file_record(doc: dict) -> dict:
     text = msg if isinstance(msg, str) else msg["message"]
     extra = msg.get("extraInfo") if isinstance(msg, dict) else None
     stamp = extra.get("timestamp") if isinstance(extra, dict) else None
-    return {"message": text[:2000], "timestamp": str(stamp)[:40] if stamp is not None else None}
+    return {"message": clip(text), "timestamp": clip(str(stamp), 40) if stamp is not None else None}

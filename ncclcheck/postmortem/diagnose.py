@@ -24,10 +24,11 @@ def diagnose(paths: list[str], preflight_path: Optional[str] = None, version: st
     """The report of what the job left under `paths`. UsageError when nothing there is anything diagnose reads."""
     t0 = time.monotonic()
     started = _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds")
-    preflight = load_preflight(preflight_path)
+    preflight = plain_preflight(load_preflight(preflight_path))
     inp = read_inputs(paths)
     if preflight is None and inp.reports:
-        preflight = next((d for _, d in inp.reports if d.get("command") in ("preflight", "recommend")), None)
+        preflight = plain_preflight(next((d for _, d in inp.reports if d.get("command") in ("preflight", "recommend")),
+                                         None))
     if not inp.recognised() and not empty_dumps(inp):  # an empty dump is a finding (a rank killed while dumping)
         if inp.refused:
             first = inp.refused[0]
@@ -52,6 +53,22 @@ def diagnose(paths: list[str], preflight_path: Optional[str] = None, version: st
             if isinstance(r, dict) and isinstance(r.get("name"), str) and isinstance(r.get("value"), str)]
     return Report(command="diagnose", version=version, started=started, duration_s=time.monotonic() - t0,
                   world=world, nodes=nodes, checks=checks, recommendations=recs, extra={"postmortem": analysis})
+
+
+def plain_preflight(doc) -> Optional[dict]:
+    """Only what diagnose reads of a preflight report, each field of the type it must have: a report found among a
+    job's files is as hostile as any file there ("world": "w" had crashed diagnose with an AttributeError)."""
+    if not isinstance(doc, dict):
+        return None
+    world = doc.get("world") if isinstance(doc.get("world"), dict) else {}
+    nodes = [{"node_rank": n["node_rank"], "hostname": n["hostname"] if isinstance(n.get("hostname"), str) else "?"}
+             for n in doc.get("nodes") or [] if isinstance(doc.get("nodes"), list)
+             and isinstance(n, dict) and type(n.get("node_rank")) is int]
+    recs = [r for r in doc.get("recommendations") or [] if isinstance(doc.get("recommendations"), list)
+            and isinstance(r, dict) and isinstance(r.get("name"), str) and isinstance(r.get("value"), str)]
+    return {"command": doc.get("command") if isinstance(doc.get("command"), str) else "?",
+            "world": {k: world[k] for k in ("world_size", "nnodes") if type(world.get(k)) is int},
+            "nodes": nodes, "recommendations": recs}
 
 
 def _backend(inp) -> str:

@@ -242,3 +242,18 @@ def test_one_dump_named_for_a_far_rank_makes_a_bounded_report(tmp_path):
     assert len(a["causes"]) <= MAX_RANK_CAUSES + 1 and len(a["ranks"]) <= 4096
     assert a["causes"][-1]["text"].endswith("also left no dump") and a["causes"][-1]["ranks_total"] > 90_000
     assert len(a["causes"][-1]["ranks"]) == MAX_LISTED_RANKS  # listed up to the bound, counted in full
+
+
+def test_a_report_of_the_wrong_types_among_real_dumps_leaves_the_verdict_unchanged(tmp_path):
+    """A preflight report among a job's files is read as hostile as the rest: "world": "w" and nodes whose fields
+    have the wrong types crashed diagnose (exit 3, AttributeError; found by scripts/bench_accuracy.py)."""
+    shutil.copytree(os.path.join(FIX, "kill"), tmp_path / "kill")
+    alone = run_cli("diagnose", str(tmp_path / "kill"), "--json", "-")
+    (tmp_path / "kill" / "preflight.json").write_text(json.dumps({
+        "schema": "ncclcheck.report/1", "command": "preflight", "status": "fail", "exit_code": 1, "world": "w",
+        "checks": [1, "x", None, {"id": 5, "status": [], "node": "zz", "summary": {"a": 1}, "evidence": "e"}],
+        "nodes": [{"node_rank": "a", "hostname": 5, "facts": []}], "recommendations": [{"name": 1}, "x"]}))
+    hostile = run_cli("diagnose", str(tmp_path / "kill"), "--json", "-")
+    assert hostile.returncode == alone.returncode == 1, hostile.stderr[-2000:]
+    root = [[c["kind"], c["ranks"]] for c in json.loads(hostile.stdout)["postmortem"]["causes"] if c.get("cause")]
+    assert root == [[c["kind"], c["ranks"]] for c in json.loads(alone.stdout)["postmortem"]["causes"] if c.get("cause")]

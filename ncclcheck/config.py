@@ -31,7 +31,8 @@ class WorldConfig:
     token: Optional[bytes] = field(default=None, repr=False, compare=False, hash=False)
     token_source: str = ""  # where the token came from ("NCCLCHECK_TOKEN", "--token-file /path"): never its value
     token_warning: str = ""  # a token file that others can read: said in the report's trust line and the log
-    # NCCLCHECK_TRUST: "auto" (a token, else munge under Slurm, else a --shared-dir file) or "none" (a token only)
+    # NCCLCHECK_TRUST: "auto" (a token, else munge under Slurm), "shared-file" (also a --shared-dir file),
+    # "none" (a token only)
     trust: str = "auto"
     # Where each world value came from ("--nnodes", "NCCLCHECK_NNODES", "NODE_RANK"...); a value absent here is a
     # default. agent.launchers compares the user's values with a launcher's world and names both when they disagree.
@@ -351,7 +352,7 @@ def build_world(
 
 K8S_TOKEN_FILE = "/var/run/secrets/ncclcheck/token"  # a Secret mounted where docs/trust.md shows, used when present
 TOKEN_FILE_MAX = 4096  # a token is one line of a few dozen characters; a bigger first line is not a token file
-TRUST_MODES = ("auto", "none")
+TRUST_MODES = ("auto", "shared-file", "none")
 
 
 def read_token(token_file: Optional[str], env: Mapping[str, str],

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 DEFAULT_SLURM_CONF = "/etc/slurm/slurm.conf"
+DEFAULT_SOCKET = "/run/munge/munge.socket.2"  # munged's own default (MUNGE_SOCKET in its build)
 MAX_CRED = 16384  # a credential for a payload of a few hundred bytes is well under 1 KiB
 STATUS_SUCCESS = 0
 STATUS_REPLAYED = 17  # unmunge: the credential was decoded on this host before (another local rank of the job)
@@ -42,6 +43,12 @@ def in_slurm_job(env: Mapping[str, str]) -> bool:
 def available() -> bool:
     """munge and unmunge are installed (whether munged answers is only known by calling it)."""
     return shutil.which("munge") is not None and shutil.which("unmunge") is not None
+
+
+def running(env: Mapping[str, str]) -> bool:
+    """munged's socket exists where Slurm (or munge's default) reaches it: munge installed but not running is no
+    trust level (a Slurm-like environment without munged had failed every run closed)."""
+    return os.path.exists(socket_path(env) or DEFAULT_SOCKET)
 
 
 def socket_path(env: Mapping[str, str]) -> Optional[str]:

@@ -354,8 +354,9 @@ def _trust_level(config: Config, placement: Placement) -> str:
     """The level this node expects: its own configuration only (the same on every node of a job), never what the
     store says, so a stranger cannot talk it down (rendezvous/trust.py)."""
     w = config.world
-    return T.choose(w.token is not None, w.trust, placement.launcher == "slurm" or munge.in_slurm_job(os.environ),
-                    munge.available(), config.storage.dirs[0] if config.storage.dirs else None)
+    slurm = placement.launcher == "slurm" or munge.in_slurm_job(os.environ)
+    return T.choose(w.token is not None, w.trust, slurm, munge.available() and munge.running(os.environ),
+                    config.storage.dirs[0] if config.storage.dirs else None)
 
 
 def _trust_offer(ctx: _Ctx, st: JsonStore) -> Optional[CheckResult]:

@@ -41,7 +41,10 @@ HELLO = PRERUN.rstrip("/")  # journal of members' challenges: trust/hello/count,
 SEAL = "trust/seal/{}"  # node 0's signed answer to challenge {}: {"run", "challenge", "port"}
 OFFER = "trust/offer"  # node 0, unsigned: {"level": "munge", "cred"} or {"level": "shared-file", "name"}
 LEVELS = TRUST_LEVELS  # the report's `trust.level` values, written once in model.py
-MODES = ("auto", "none")  # NCCLCHECK_TRUST: "none" turns the automatic levels (munge, shared-file) off
+# NCCLCHECK_TRUST: "auto" (munge under Slurm where munged runs), "shared-file" (also a per-run file in --shared-dir:
+# opt-in, because a --shared-dir that is not shared, the very fault the storage checks name, failed the whole world
+# in the trust step first), "none" (a token only)
+MODES = ("auto", "shared-file", "none")
 FILE_PREFIX = ".ncclcheck-trust-"
 MAX_FILE = 4096
 PAYLOAD_TAG = "ncclcheck-trust/1"
@@ -73,7 +76,7 @@ def choose(token: bool, mode: str, slurm: bool, munge_ok: bool, shared_dir: Opti
         return "none"
     if slurm and munge_ok:
         return "munge"
-    if shared_dir:
+    if shared_dir and mode == "shared-file":
         return "shared-file"
     return "none"
 

@@ -122,9 +122,13 @@ def test_every_local_rank_of_node_0_reads_why_the_world_did_not_form(tmp_path):
 
 def test_duplicate_node_rank_names_both_hosts(tmp_path):
     port = _free_port()
-    # The duplicates start first (they wait for node 0), so both have joined by the time node 0 decides.
-    procs = [_start(tmp_path, "a", "--nnodes", 2, "--node-rank", 1, "--port", port, "--hostname", "alpha"),
-             _start(tmp_path, "b", "--nnodes", 2, "--node-rank", 1, "--port", port, "--hostname", "beta")]
+    # The duplicates start first (they wait for node 0), so both have joined by the time node 0 decides. Their
+    # --timeout 20 outlasts node 0's start on a loaded machine (its store's front is a second process to start): at
+    # the default they gave up after 10 connect attempts in 10 s under the full suite's load.
+    procs = [_start(tmp_path, "a", "--nnodes", 2, "--node-rank", 1, "--port", port, "--hostname", "alpha",
+                    "--timeout", 20),
+             _start(tmp_path, "b", "--nnodes", 2, "--node-rank", 1, "--port", port, "--hostname", "beta",
+                    "--timeout", 20)]
     time.sleep(3)
     procs.append(_start(tmp_path, "n0", "--nnodes", 2, "--node-rank", 0, "--port", port, "--timeout", 8))
     res = _finish(procs, 40)

@@ -80,7 +80,8 @@ def test_cli_whitespace_token_exits_2_in_one_line():
 def test_the_level_is_the_nodes_own_configuration():
     assert T.choose(True, "auto", True, True, "/d") == "token"
     assert T.choose(False, "auto", True, True, "/d") == "munge"
-    assert T.choose(False, "auto", False, True, "/d") == "shared-file"
+    assert T.choose(False, "auto", False, True, "/d") == "none"  # a shared-dir file only when asked for
+    assert T.choose(False, "shared-file", False, True, "/d") == "shared-file"
     assert T.choose(False, "auto", True, False, None) == "none"
     assert T.choose(False, "none", True, True, "/d") == "none"
 
@@ -123,7 +124,8 @@ def _world(port: int, storage: Optional[StorageConfig] = None) -> tuple:
     out: dict = {}
 
     def node(rank: int, checks: list) -> None:
-        w = WorldConfig(nnodes=2, node_rank=rank, master_addr="127.0.0.1", master_port=port, timeout_s=8.0)
+        w = WorldConfig(nnodes=2, node_rank=rank, master_addr="127.0.0.1", master_port=port, timeout_s=8.0,
+                        trust="shared-file" if storage else "auto")
         cfg = Config(command="preflight", world=w, storage=storage or StorageConfig())
         o = cluster.run_cluster_preflight(cfg, detect_placement({}, w), {}, checks, Budget.of(cfg),
                                           join_grace_s=0.2)

@@ -58,7 +58,7 @@ def test_token_under_the_agent_store_rank_zero_signs_and_every_rank_passes():
     assert all("failed" not in g and g["code"] == 0 for g in got), got
     # the host record is in the agent's store, under the guard's own prefix, signed (not the bare JSON)
     raw = store.get("ncclcheck/tokenjob-guard0/host")
-    assert raw.startswith(b"ncclcheck-hmac1:") and b'"uuid"' in raw, raw
+    assert raw.startswith(b"ncclcheck-hmac2:") and b'"uuid"' in raw, raw
 
 
 def test_token_under_the_agent_store_a_rank_with_another_token_refuses_the_store():

@@ -14,7 +14,13 @@ Rules (issue 13: robust against a noisy machine, where the best link is not "nor
   partner on those slow links is fine with its other peers; counted greedily: once a node is named, its links no
   longer count against its partners; a node with no fast link is slow;
 - a link is reported on its own only when neither endpoint is a slow node (the node explains it);
-- `--min-gbps` is a gate: links.min_gbps fails for any measured link below it.
+- `--min-gbps` is a gate: links.min_gbps fails for any measured link below it;
+- a direction is also slow when it is below its `floors` figure (links/efficiency.floors: `relative` x the share of
+  a TRUSTED bound a healthy run reaches), whatever its peers measured: when every measured link is equally slow
+  (round 1 paired each slow node with a good one) there is no contrast, and the bound is the only witness (issue
+  32). Such a direction convicts a node only by the partner rule above, never by "no fast link": when every node
+  has two or more links and all of them are below their bound, no node is at fault but the fabric (or the bound),
+  and links.slow fails saying so (`fabric_slow`) instead of naming every node.
 With two nodes, or an endpoint that has no other measured link, nobody can tell which endpoint is at fault: the
 link is named and the check says so.
 """
@@ -63,6 +69,9 @@ class Classification:
     link_counts: dict  # node -> (slow links, measured links), links to slow nodes left out
     raw_counts: dict  # node -> (slow links, measured links), all of them
     good_nodes: list  # nodes with measured links, none of them slow
+    bound_cells: list = field(default_factory=list)  # [(a, b)] slow only by their trusted-bound floor
+    fabric: bool = False  # every node's links are all slow by their bounds and no node explains them
+    weak_links: list = field(default_factory=list)  # [(a, b)] not slow, but below the lowest floor of a slow cell
 
 
 @dataclass(frozen=True)
@@ -75,7 +84,10 @@ def _measured(x: object) -> bool:
     return isinstance(x, (int, float)) and x == x and x >= 0
 
 
-def classify(matrix: Matrix, relative: float = _DEFAULT.relative, min_gbps: Optional[float] = None) -> Classification:
+def classify(matrix: Matrix, relative: float = _DEFAULT.relative, min_gbps: Optional[float] = None,
+             floors: Optional[Matrix] = None) -> Classification:
+    """floors: per direction the GB/s below which it is slow whatever its peers measured (None: no absolute
+    judgement there: an unknown, virtual or untrusted bound)."""
     n = len(matrix)
     cells = [(a, b, float(matrix[a][b])) for a in range(n) for b in range(n) if a != b and _measured(matrix[a][b])]
     if not cells:
@@ -85,37 +97,67 @@ def classify(matrix: Matrix, relative: float = _DEFAULT.relative, min_gbps: Opti
     threshold = relative * ref
     if min_gbps is not None:
         threshold = max(threshold, min_gbps)
-    slow_cells = sorted((a, b) for a, b, v in cells
+    hard_cells = sorted((a, b) for a, b, v in cells
                         if is_low_outlier(v, ref, ceiling, relative) or (min_gbps is not None and v < min_gbps))
+    bound_cells = sorted((a, b) for a, b, v in cells
+                         if (a, b) not in set(hard_cells) and _below_floor(v, floors, a, b))
+    slow_cells = sorted(hard_cells + bound_cells)
     links = sorted({(min(a, b), max(a, b)) for a, b, _ in cells})
     slow_links = sorted({(min(a, b), max(a, b)) for a, b in slow_cells})
-    slow_nodes = _slow_nodes(n, links, slow_links)
+    hard_links = sorted({(min(a, b), max(a, b)) for a, b in hard_cells})
+    # A link that is not slow but slower than the lowest floor a bound set is no witness that its ends are fine:
+    # with 2 of 3 nodes slow, their link measures their own (shown) shaper's rate and is "fine" at 10% of the
+    # healthy node's bound, which would otherwise convict the healthy node whose egress met them both.
+    lowest = min((float(floors[a][b]) for a, b in bound_cells), default=None)
+    best = {lk: max(v for a, b, v in cells if (min(a, b), max(a, b)) == lk) for lk in links}
+    weak = {lk for lk in links if lowest is not None and best[lk] < lowest}
+    slow_nodes = _slow_nodes(n, links, slow_links, hard_links, weak)
     raw = _counts(n, links, slow_links, set())
     counts = _counts(n, links, slow_links, set(slow_nodes))
     good = sorted(x for x, (s, m) in raw.items() if s == 0)
-    return Classification(median, ref, threshold, slow_cells, slow_links, slow_nodes, counts, raw, good)
+    # No node explains the slow links and every node has at least two, all slow by their bounds: the fabric (a
+    # switch, its uplinks, a shaper no host shows) or the bound itself, not a node to drain.
+    fabric = (bool(bound_cells) and not slow_nodes and len(raw) >= 3
+              and all(m >= 2 and s == m for s, m in raw.values()))
+    return Classification(median, ref, threshold, slow_cells, slow_links, slow_nodes, counts, raw, good,
+                          bound_cells, fabric, sorted(weak))
 
 
-def _slow_nodes(n: int, links: list, slow_links: list) -> list:
+def _below_floor(v: float, floors: Optional[Matrix], a: int, b: int) -> bool:
+    if not floors or a >= len(floors) or b >= len(floors[a]):
+        return False
+    f = floors[a][b]
+    return _measured(f) and f > 0 and v < f
+
+
+def _slow_nodes(n: int, links: list, slow_links: list, hard_links: Optional[list] = None,
+                weak: frozenset | set = frozenset()) -> list:
     """Greedy: name the node with the largest share of slow links whose partners are fine elsewhere, then stop
-    counting its links against its partners (a slow node explains them), and look again."""
+    counting its links against its partners (a slow node explains them), and look again. hard_links: the slow links
+    judged against their peers or --min-gbps (not only by a bound), the only ones the "no fast link" rule counts;
+    weak: links that do not show their ends to be fine (classify)."""
     named: list[int] = []
     while True:
         counts = _counts(n, links, slow_links, set(named))
         cand = [(s / m, s, -x) for x, (s, m) in counts.items()
-                if x not in named and m >= 2 and s * 2 > m and _a_partner_is_fine(x, links, slow_links, set(named))]
+                if x not in named and m >= 2 and s * 2 > m
+                and _a_partner_is_fine(x, links, slow_links, set(named), weak)]
         if not cand:
             break
         named.append(-max(cand)[2])
-    raw = _counts(n, links, slow_links, set())
-    # A node none of whose links is fast is slow whatever its partners are (a cluster below --min-gbps everywhere).
+    raw = _counts(n, links, slow_links if hard_links is None else hard_links, set(named))
+    # A node none of whose links is fast is slow whatever its partners are (a cluster below --min-gbps everywhere),
+    # its links to nodes named above left out: a good node met only slow ones is no slower than they are. Not by
+    # bounds alone: a fabric below its bounds everywhere is no node's fault (Classification.fabric).
     return sorted(set(named) | {x for x, (s, m) in raw.items() if m >= 2 and s == m})
 
 
-def _a_partner_is_fine(x: int, links: list, slow_links: list, named: set) -> bool:
+def _a_partner_is_fine(x: int, links: list, slow_links: list, named: set, weak: frozenset | set = frozenset()
+                       ) -> bool:
     """Some partner y on x's slow links has mostly fast links to the others (or no other link to judge by): then
-    x, not y, explains the slow links. Without it, two nodes sharing one bad path could blame each other."""
-    slow = set(slow_links)
+    x, not y, explains the slow links. Without it, two nodes sharing one bad path could blame each other. A weak
+    link (below every floor a bound set) counts against y here: it does not show y to be fine."""
+    slow = set(slow_links) | set(weak)
     partners = [(set(lk) - {x}).pop() for lk in slow_links if x in lk and not (set(lk) - {x}) & named]
     for y in partners:
         other = [lk for lk in links if y in lk and x not in lk and not (set(lk) - {y}) & named]
@@ -170,10 +212,13 @@ def analyze(
     unmeasured: Sequence[Sequence[int]] = (),
     unit: str = "node",
     extra: Optional[dict] = None,
+    floors: Optional[Matrix] = None,
 ) -> LinksAnalysis:
     """Name slow nodes and links. `errors` are {"a", "b", "error"} for pairs that failed (not on a dead node);
-    `unmeasured` are pairs never attempted (deadline); `extra` keys are copied into the section (rounds, iters...)."""
-    v = _build(matrix, size, relative, min_gbps, hosts, sorted(set(dead)), list(errors), unmeasured, unit, extra)
+    `unmeasured` are pairs never attempted (deadline); `extra` keys are copied into the section (rounds, iters...);
+    `floors` per direction the GB/s below which it is slow by its trusted bound (links/efficiency.floors)."""
+    v = _build(matrix, size, relative, min_gbps, hosts, sorted(set(dead)), list(errors), unmeasured, unit, extra,
+               floors)
     checks: list[CheckResult] = []
     checks += [_dead_check(v, x) for x in v.dead]
     checks += [_pair_error_check(v, e) for e in v.errors]
@@ -185,6 +230,8 @@ def analyze(
                                  "on one host (one GPU per rank with NCCL)."))
         else:
             checks.append(skipped(CHECK_SLOW, "no pair could be measured"))
+    elif v.c.fabric:
+        checks.append(_fabric_check(v))
     else:
         checks += [_slow_node_check(v, x) for x in v.c.slow_nodes]
         checks += [_slow_link_check(v, item) for item in v.slow_items]
@@ -233,15 +280,19 @@ class _View:
         c = self.c
         text = f"{_fmt(c.threshold_gbps)} ({self.relative:g} x the typical link, {_fmt(c.reference_gbps)}, and " \
                "set apart from it by a clear gap"
-        return text + (f"; or --min-gbps {self.min_gbps:g})" if self.min_gbps is not None else ")")
+        text += f"; or --min-gbps {self.min_gbps:g}" if self.min_gbps is not None else ""
+        if self.c.bound_cells:
+            text += (f"; or, whatever the other links measured, below {self.relative:g} x the share of its trusted "
+                     "bound a healthy link reaches (floor_gbps)")
+        return text + ")"
 
 
 def _build(matrix: Matrix, size: int, relative: float, min_gbps: Optional[float], hosts: Optional[Sequence[str]],
            dead: list, errors: list, unmeasured: Sequence[Sequence[int]], unit: str,
-           extra: Optional[dict]) -> _View:
+           extra: Optional[dict], floors: Optional[Matrix] = None) -> _View:
     """The classification and the report's section; the verdict functions below turn it into checks."""
     n = len(matrix)
-    c = classify(matrix, relative, min_gbps)
+    c = classify(matrix, relative, min_gbps, floors)
     one_host = n > 1 and bool(hosts) and len(hosts) >= n and all(hosts[:n]) and len(set(hosts[:n])) == 1
     slow_set = set(c.slow_nodes)
     slow_items = []
@@ -252,6 +303,8 @@ def _build(matrix: Matrix, size: int, relative: float, min_gbps: Optional[float]
         gbps = min(x for x in (ab, ba) if x is not None)
         # Ambiguous: an endpoint has no other measured link, so its health is unknown apart from this link.
         ambiguous = c.link_counts.get(a, (0, 0))[1] < 2 or c.link_counts.get(b, (0, 0))[1] < 2
+        # ... or its other links are too slow to show it fine (weak: below every floor a bound set)
+        ambiguous = ambiguous or any(_weak_elsewhere(matrix, c, x, (a, b)) for x in (a, b))
         slow_items.append({"a": a, "b": b, "gbps": gbps, "gbps_ab": ab, "gbps_ba": ba, "ambiguous": ambiguous})
     section = {
         "size": int(size),
@@ -265,6 +318,11 @@ def _build(matrix: Matrix, size: int, relative: float, min_gbps: Optional[float]
         "relative": relative,
         "min_gbps": min_gbps,
         "slow_cells": [list(x) for x in c.slow_cells],
+        # what the bounds judged (links/efficiency.floors): the floor per direction, the cells slow by it alone
+        "floor_gbps": [[_cell(floors, a, b) if floors and a != b and a < len(floors) and b < len(floors[a])
+                        else None for b in range(n)] for a in range(n)],
+        "slow_by_bound": [list(x) for x in c.bound_cells],
+        "fabric_slow": c.fabric,
         "dead": dead,
         "errors": errors,
         "unmeasured": [list(p) for p in unmeasured],
@@ -274,6 +332,42 @@ def _build(matrix: Matrix, size: int, relative: float, min_gbps: Optional[float]
     if extra:
         section.update(extra)
     return _View(matrix, c, section, slow_items, dead, errors, unmeasured, unit, relative, min_gbps, hosts, one_host)
+
+
+def _weak_elsewhere(matrix: Matrix, c: Classification, x: int, link: tuple) -> bool:
+    """x's other measured links are all slow or weak, one weak at least: none shows x to be fine."""
+    n = len(matrix)
+    other = [(min(x, y), max(x, y)) for y in range(n) if y != x and (min(x, y), max(x, y)) != link
+             and (_cell(matrix, x, y) is not None or _cell(matrix, y, x) is not None)]
+    weak, slow = set(c.weak_links), set(c.slow_links)
+    return bool(other) and any(lk in weak for lk in other) and all(lk in weak or lk in slow for lk in other)
+
+
+def _fabric_check(v: _View) -> CheckResult:
+    """Every node's links are all far below their trusted bounds and none is fine with anyone: no single node is
+    at fault, and none is healthy either (issue 32: never "Healthy" at 10% of a trusted bound)."""
+    c, m = v.c, v.matrix
+    nodes = sorted(c.raw_counts)
+    cells = [(a, b) for a, b in c.bound_cells]
+    worst_a, worst_b = min(cells, key=lambda ab: _cell(m, *ab) / _cell(v.section["floor_gbps"], *ab))
+    worst, floor = _cell(m, worst_a, worst_b), _cell(v.section["floor_gbps"], worst_a, worst_b)
+    return v.verdict(
+        CHECK_SLOW,
+        f"every link is far below its bound, with no node at fault: {len(c.slow_links)} of "
+        f"{sum(mm for _, mm in c.raw_counts.values()) // 2} links slow, every {v.unit} slow with every partner "
+        f"(worst {v.name(worst_a)} -> {v.name(worst_b)} {_fmt(worst)}, floor {_fmt(floor)}): the fabric or the "
+        "bound",
+        detail=f"No {v.unit} is fine with any partner, so no single {v.unit} explains the slow links (none is drained; "
+               f"none is healthy either): the fabric between them (switch ports, uplinks, a shaper or policer that "
+               f"no host shows), or the bound ncclcheck read is higher than what this fabric was built to carry. "
+               f"Slow means below {v.rule}. {v.unit.capitalize()}s: {', '.join(v.name(x) for x in nodes)}."
+               + v.loopback_note,
+        fix="compare the switch ports' configured speed and QoS/policers with the NICs' (bound_by in the JSON); "
+            "if the fabric is meant to be this slow, the bound is wrong: shape the hosts' interfaces to the real "
+            "rate (tc) so that ncclcheck reads it; " + INSPECT_NODE.format(who="any one node"),
+        evidence={"nodes": nodes, "slow_links": [list(x) for x in c.slow_links], "worst_gbps": worst,
+                  "floor_gbps": floor},
+    )
 
 
 def _dead_check(v: _View, x: int) -> CheckResult:

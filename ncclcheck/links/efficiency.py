@@ -89,6 +89,30 @@ def section_fields(matrix: list, nb: Any, unit: str) -> dict:
                             for x, b in enumerate(nb)}}
 
 
+def floors(matrix: list, nb: Any, relative: float) -> list:
+    """Per direction a -> b the GB/s below which it is slow by its bound alone (links/analyze.classify): `relative`
+    x the share of the bound a healthy run reaches (EXPECTED_FRACTION) x the bound; with the default 0.5 a socket
+    link is slow under a quarter of its shaper or line rate (a healthy gloo link reaches 0.85-0.97 of it).
+
+    None (no absolute judgement: the relative rule alone) where the bound is unknown, a virtual device's fixed
+    figure, or crosses no link, and on every direction of a node one of whose measured directions beat its bound:
+    a bound proven wrong there says its facts do not describe what carries its traffic, so none of its bounds may
+    call anything slow (issue 32)."""
+    nb = _as_bounds(nb)
+    n = len(matrix)
+    untrusted = {x for a, b, g, pb in _pairs(matrix, nb) if B.bound_wrong(g, pb) for x in (a, b)}
+    out: list = [[None] * n for _ in range(n)]
+    for a in range(n):
+        for b in range(n):
+            if a == b or a in untrusted or b in untrusted or a >= len(nb) or b >= len(nb):
+                continue
+            pb = nb.of(a, b)
+            frac = B.expected_fraction(pb)
+            if frac is not None and pb.transport != B.NO_LINK and pb.gbps is not None and pb.gbps > 0:
+                out[a][b] = relative * frac * pb.gbps
+    return out
+
+
 def _pairs(matrix: list, nb: Any) -> list:
     nb = _as_bounds(nb)
     n = len(matrix)

@@ -26,7 +26,8 @@ from ..facts import hostname
 from ..model import sig
 from ..rendezvous.store import JsonStore
 from . import efficiency, schedule
-from .analyze import analyze, classify
+from .analyze import analyze
+from .plan import RoundPlan
 
 _CFG = LinksConfig()  # the user-facing defaults live in config.LinksConfig; the rest are the job's own
 DEFAULTS: dict[str, Any] = {
@@ -429,39 +430,21 @@ class _Coordinator:
         self.rounds_run: list = []
         self.unmeasured: list = []
         self.limits: dict = {}  # (a, b) -> that direction's transfer bound (Budget.links_transfer_s)
+        self.bounds: Optional[efficiency.Bounds] = None  # each node's egress/ingress bound (unit "node" only)
 
     def run(self) -> dict:
         o, ctx = self.o, self.ctx
-        o.mode = schedule.auto_mode(self.n, o.mode)
-        plan = schedule.quick_rounds(self.n, o.quick_rounds, o.seed) if o.mode == "quick" else \
-            schedule.scale_first_round(self.n, o.seed) if o.mode == "scale" else schedule.circle_rounds(self.n)
-        if o.mode == "quick" and o.quick_rounds >= self.n - 1:
-            plan = schedule.circle_rounds(self.n)  # quick would cover everything anyway
-        # Suspects are measured again before any verdict: in quick mode against nodes that passed, in scale mode
-        # against two good partners each and then, for a pair whose members both passed, the pair itself once more;
-        # in full mode (between real nodes; ranks on one host only measure CPU scheduling) the suspect pairs
-        # themselves. Each stage is planned from what the rounds before it measured.
-        if o.mode == "scale":
-            stages = 2
-        elif o.mode == "full":
-            stages = 0 if self.unit != "node" else 1
-        else:
-            stages = 0 if len(plan) == len(schedule.circle_rounds(self.n)) else 1
+        plan = RoundPlan(self.n, o.mode, self.unit, o.quick_rounds, o.seed, o.relative, o.min_gbps)
+        o.mode = plan.mode
         if self.unit == "node":
             self._await_link_facts()
             self._plan_limits()
-        ctx.observer.start(len(plan), "links")
+        ctx.observer.start(len(plan.rounds), "links")
         t_start = time.monotonic()
-        r = stage = 0
+        r = 0
         try:
-            while True:
-                if r == len(plan) and stage < stages:
-                    plan += self._retest_plan(stage, len(plan))
-                    stage += 1
-                    continue
-                if r >= len(plan):
-                    break
-                self._round(r, plan[r])
+            while (pairs := plan.next_round(self.matrix, self.dead, self._floors())) is not None:
+                self._round(r, pairs)
                 ctx.observer.advance(f"round {r + 1}")
                 r += 1
         finally:
@@ -472,7 +455,7 @@ class _Coordinator:
             dead=sorted(self.dead), unit=self.unit,
             errors=[{"a": a, "b": b, "error": e} for (a, b), e in sorted(self.errors.items())
                     if a not in self.dead and b not in self.dead],
-            unmeasured=self.unmeasured,
+            unmeasured=self.unmeasured, floors=self._floors(),
             extra={"mode": o.mode, "iters": o.iters, "rounds": self.rounds_run, "seed": o.seed,
                    "dead_round": {str(k): v for k, v in sorted(self.dead.items())},
                    "wall_s": round(time.monotonic() - t_start, 3), "tx_us": self.tx_us},
@@ -506,36 +489,19 @@ class _Coordinator:
         """Each direction's transfer bound from its expected bound (links/efficiency.py: a's egress, b's ingress),
         so a slow-but-working link is measured slow rather than timed out."""
         by_node = {x: f for x in range(self.n) if isinstance(f := self.kv.get_now(f"links/{x}"), dict)}
-        nb = efficiency.Bounds.read(by_node, self.n, self.ctx.backend)
+        nb = self.bounds = efficiency.Bounds.read(by_node, self.n, self.ctx.backend)
         for a in range(self.n):
             for b in range(self.n):
                 if a != b:
                     self.limits[(a, b)] = self.o.budget.links_transfer_s(self.o.size, nb.of(a, b).gbps,
                                                                          self.o.timeout_s)
 
-    def _retest_plan(self, stage: int, planned: int) -> list:
-        """The rounds of re-test stage `stage`, planned from the matrix so far; `planned` rounds are already run."""
-        c = classify(self.matrix, self.o.relative, self.o.min_gbps)
-        alive = [x for x in range(self.n) if x not in self.dead]
-        suspects = [p for p in c.slow_links if p[0] not in self.dead and p[1] not in self.dead]
-        if self.o.mode == "full":
-            return schedule.again_rounds(suspects)
-        measured = [(a, b) for a in range(self.n) for b in range(a + 1, self.n)
-                    if self.matrix[a][b] is not None or self.matrix[b][a] is not None]
-        good = [g for g in c.good_nodes if g not in self.dead]
-        if self.o.mode == "quick":
-            return schedule.retest_rounds(suspects, good, measured)
-        left = schedule.SCALE_MAX_ROUNDS - planned
-        if stage == 0:
-            # The node that sat out the pairing (odd n) is measured too: otherwise nothing would be known of it.
-            untested = [x for x in alive if x not in c.raw_counts]
-            return schedule.scale_retest_rounds(suspects, good, measured, max_rounds=left - 1,
-                                                unmeasured_nodes=untested, others=alive)
-        # Confirm: a slow pair neither of whose members is slow and both of which were re-tested.
-        slow_nodes = set(c.slow_nodes)
-        candidates = [(a, b) for a, b in suspects if a not in slow_nodes and b not in slow_nodes
-                      and c.raw_counts.get(a, (0, 0))[1] >= 2 and c.raw_counts.get(b, (0, 0))[1] >= 2]
-        return schedule.confirm_rounds(candidates, max_rounds=left)
+    def _floors(self) -> Optional[list]:
+        """Each direction's floor from its trusted bound (links/efficiency.floors) for the matrix so far; None
+        between ranks of one host (nothing crosses a link) or before the bounds are read."""
+        if self.bounds is None:
+            return None
+        return efficiency.floors(self.matrix, self.bounds, self.o.relative)
 
     def _round(self, r: int, pairs: list) -> None:
         kv, o = self.kv, self.o

@@ -8,7 +8,7 @@ about (n-1) pair times instead of n(n-1)/2.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 Pair = tuple[int, int]
 Round = list[Pair]
@@ -137,6 +137,28 @@ def scale_first_round(n: int, seed: int = 0) -> list[Round]:
     return quick_rounds(n, 1, seed)
 
 
+def scale_next_rounds(n: int, seed: int = 0, count: int = 2) -> list[Round]:
+    """The `count` circle rounds after scale_first_round's, over the same relabelling: new disjoint pairs, none
+    measured yet, every node in each (but a bye), computed one round at a time (no n^2 schedule at 8,192 nodes).
+    What suspects are re-paired along when there are too few good nodes (links/plan.py)."""
+    if n < 2 or count <= 0:
+        return []
+    rng = random.Random(seed)  # the same draws, in the same order, as quick_rounds(n, 1, seed)
+    label = list(range(n))
+    rng.shuffle(label)
+    m = n + (n % 2)
+    [first] = rng.sample(range(m - 1), 1)
+    out = []
+    for j in range(1, min(count, m - 2) + 1):
+        k = (first + j) % (m - 1)
+        tail = list(range(1, m))
+        tail = tail[-k:] + tail[:-k] if k else tail  # the circle method's ring after k moves
+        ring = [0, *tail]
+        out.append(sorted(_norm(label[ring[i]], label[ring[m - 1 - i]]) for i in range(m // 2)
+                          if ring[i] < n and ring[m - 1 - i] < n))
+    return out
+
+
 def scale_retest_rounds(
     suspect_pairs: Iterable[Pair],
     good_nodes: Iterable[int],
@@ -145,6 +167,7 @@ def scale_retest_rounds(
     max_rounds: int = SCALE_MAX_ROUNDS - 2,
     unmeasured_nodes: Iterable[int] = (),
     others: Iterable[int] = (),
+    fallback: Iterable[Round] = (),
 ) -> list[Round]:
     """Re-test every member of every slow pair against `partners` different good nodes, in at most max_rounds.
 
@@ -155,7 +178,10 @@ def scale_retest_rounds(
     can serve) are left out and the analysis says it could not tell (never a guess). The default leaves one round
     of SCALE_MAX_ROUNDS for confirm_rounds. An unmeasured node with no good partner left is measured against
     `others` (any live node): on 3 nodes whose one pair was slow, the node that sat out has no good partner, and
-    without this it would never be measured at all (issue 32's sweep).
+    without this it would never be measured at all (issue 32's sweep). So is a member still short of `partners`
+    once the good nodes are spent: when every link of round 1 is slow by its bound (each slow node paired with a
+    good one, all equally slow), no node is "good" yet, and re-pairing the members with each other and the others
+    is what names the common node (a fast link clears both ends; slow with two partners names the member).
     """
     good = sorted(set(good_nodes))
     done = {_norm(a, b) for a, b in measured}
@@ -166,25 +192,96 @@ def scale_retest_rounds(
     load = {g: 0 for g in good}
     spare = [o for o in dict.fromkeys(others) if o not in load]
     unmeasured = set(unmeasured_nodes)
-    for x in members:
-        got = 0
+    def place(x: int, pool: Callable[[int], list]) -> bool:
+        """x with the least used node of pool(round) in the first round where both are free."""
         for i in range(max_rounds):
-            if got >= partners:
-                break
-            if x in busy[i]:
-                continue
-            options = [g for g in good if g != x and g not in busy[i] and _norm(x, g) not in done]
-            if not options and x in unmeasured:
-                options = [o for o in spare if o != x and o not in busy[i] and _norm(x, o) not in done]
-            if not options:
-                continue
-            g = min(options, key=lambda p: (load.get(p, 0), p))
-            rounds[i].append(_norm(x, g))
-            busy[i].update((x, g))
-            done.add(_norm(x, g))
-            load[g] = load.get(g, 0) + 1
-            got += 1
+            options = [] if x in busy[i] else [o for o in pool(i) if o != x and o not in busy[i]
+                                                    and _norm(x, o) not in done]
+            if options:
+                g = min(options, key=lambda p: (load.get(p, 0), p))
+                rounds[i].append(_norm(x, g))
+                busy[i].update((x, g))
+                done.add(_norm(x, g))
+                load[g] = load.get(g, 0) + 1
+                return True
+        return False
+
+    got = {x: 0 for x in members}
+    # Everyone's first partner before anyone's second: the node that sat out (no measurement at all) must not be
+    # left out because the suspects took every good node twice.
+    for _ in range(partners):
+        for x in members:
+            if got[x] < partners and place(x, lambda i, x=x: good or (spare if x in unmeasured else [])):
+                got[x] += 1
+    def short(x: int) -> bool:
+        return x in got and sum(x in p for rd in rounds for p in rd) < partners
+
+    # Members short of partners (too few good nodes): first the `fallback` rounds' pairs (the circle rounds after
+    # round 1: fresh pairs that pack every node into every round), then any live node not yet met, least used first.
+    live = set(others) | set(good)
+    for i, rd in enumerate(list(fallback)[:max_rounds]):
+        for a, b in rd:
+            if (short(a) or short(b)) and a in live and b in live and not {a, b} & busy[i] and _norm(a, b) not in done:
+                rounds[i].append(_norm(a, b))
+                busy[i].update((a, b))
+                done.add(_norm(a, b))
+    for x in members:
+        while short(x) and place(x, lambda i: spare + good):
+            pass
     return [sorted(r) for r in rounds if r]
+
+
+def top_up_rounds(
+    need: dict,
+    good_nodes: Iterable[int],
+    measured: Iterable[Pair] = (),
+    others: Iterable[int] = (),
+    rounds: Iterable[Round] = (),
+    max_rounds: int = 1,
+    fallback: Iterable[Round] = (),
+) -> list[Round]:
+    """`rounds` (the confirming round) with, where both ends are free, each node x of `need` paired with need[x]
+    more nodes it has not met, good nodes first, then any of `others`: in scale mode's last round, a member of a
+    slow pair that met only one other node (the good nodes were busy) or a node still unmeasured gets its missing
+    witness instead of staying "can't tell". Never more than max_rounds rounds."""
+    good = sorted(set(good_nodes))
+    spare = [o for o in dict.fromkeys(others) if o not in set(good)]
+    done = {_norm(a, b) for a, b in measured}
+    out: list[list[Pair]] = [list(r) for r in rounds][:max(0, max_rounds)]
+    out += [[] for _ in range(max(0, max_rounds) - len(out))]
+    busy = [{x for p in r for x in p} for r in out]
+    left = dict(need)
+    live = set(good) | set(spare)
+    # Fresh pairs of the circle rounds first (they pair needy nodes with each other and everyone else without
+    # repeating a pair), then the good nodes and the others.
+    for rd in fallback:
+        for a, b in rd:
+            for i, r in enumerate(out):
+                if (left.get(a, 0) > 0 or left.get(b, 0) > 0) and {a, b} <= live | set(left) \
+                        and not {a, b} & busy[i] and _norm(a, b) not in done:
+                    r.append(_norm(a, b))
+                    busy[i].update((a, b))
+                    done.add(_norm(a, b))
+                    for x in (a, b):
+                        if x in left:
+                            left[x] -= 1
+                    break
+    for x, k in left.items():
+        for _ in range(max(0, k)):
+            placed = False
+            for i, r in enumerate(out):
+                options = [] if x in busy[i] else [o for o in good + spare if o != x and o not in busy[i]
+                                                        and _norm(x, o) not in done]
+                if options:
+                    g = options[0]
+                    r.append(_norm(x, g))
+                    busy[i].update((x, g))
+                    done.add(_norm(x, g))
+                    placed = True
+                    break
+            if not placed:
+                break
+    return [sorted(r) for r in out if r]
 
 
 def confirm_rounds(candidate_links: Iterable[Pair], max_rounds: int = 1) -> list[Round]:

@@ -7,6 +7,9 @@ Unmeasured is never healthy (issue 32: a node every pair of which timed out was 
 it was in was measured both ways, or when the partner of each pair that failed measured with nobody at all (the
 failure is that partner's) while this node measured fine with someone else.
 
+A fabric slow everywhere (links' `fabric_slow`: every link of every node far below its trusted bound, none fine
+with anyone) leaves every node suspect: none is proven bad, none healthy, and links.slow fails naming them all.
+
 Pure: the links section and the nodes' Slurm names in, verdicts out. Only `bad` nodes are drained: links' scale mode
 re-pairs each member of a slow pair with two nodes that passed, and analyze names a node slow only when most of its
 links are slow while a partner is fine elsewhere, so a node is never convicted by one bad partner.
@@ -49,9 +52,17 @@ def node_verdicts(section: Optional[dict], names: list) -> list:
     slow_links = {(s["a"], s["b"]) for s in section.get("slow") or []}
     thr, ref = section.get("threshold_gbps"), section.get("reference_gbps")
 
-    def cell(a: int, b: int) -> Optional[float]:
-        v = m[a][b] if a < len(m) and b < len(m[a]) else None
-        return v if isinstance(v, (int, float)) else None
+    def cell(a: int, b: int, mat: Optional[list] = None) -> Optional[float]:
+        mat = m if mat is None else mat
+        row = mat[a] if a < len(mat) and isinstance(mat[a], list) else []
+        v = row[b] if b < len(row) else None
+        return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    floor_m = section.get("floor_gbps") if isinstance(section.get("floor_gbps"), list) else []
+    by_bound = [tuple(c) for c in section.get("slow_by_bound") or [] if isinstance(c, list) and len(c) == 2]
+
+    def floor(a: int, b: int) -> Optional[float]:
+        return cell(a, b, floor_m)
 
     complete = {x: {y for y in range(n) if y != x and cell(x, y) is not None and cell(y, x) is not None}
                 for x in range(n)}
@@ -87,9 +98,13 @@ def node_verdicts(section: Optional[dict], names: list) -> list:
             slow_peers = sorted({y for y in peers if (min(x, y), max(x, y)) in slow_links
                                  or _below(cell(x, y), thr) or _below(cell(y, x), thr)})
             worst = min(v for _, v in mine)
+            expect = f"expected >= {_gbps(thr)} GB/s (typical link {_gbps(ref)} GB/s)"
+            floors = [f for y in peers for f in (floor(x, y), floor(y, x)) if f is not None]
+            if any(x in c for c in by_bound) and floors:
+                # slow by its bound (every link equally slow: no typical link to compare with)
+                expect = f"expected >= {_gbps(min(floors))} GB/s from its link's bound (floor_gbps)"
             detail = (f"links.slow: measured {_gbps(worst)} GB/s (worst), slow with {len(slow_peers)} of "
-                      f"{len(peers)} peers ({', '.join(names[y] for y in slow_peers)}); expected >= {_gbps(thr)} "
-                      f"GB/s (typical link {_gbps(ref)} GB/s)")
+                      f"{len(peers)} peers ({', '.join(names[y] for y in slow_peers)}); {expect}")
             why = drain_reason("links.slow", detail.split(": ", 1)[1])
             out.append(NodeVerdict(x, names[x], BAD, why, why))
         elif open_fails:
@@ -99,9 +114,16 @@ def node_verdicts(section: Optional[dict], names: list) -> list:
                                    f"measured: {why}{more}"))
         else:
             partners = sorted(y for a, b in slow_links if x in (a, b) for y in (a, b) if y != x)
-            if partners:
+            if partners and section.get("fabric_slow") is True:
+                out.append(NodeVerdict(x, names[x], SUSPECT, "every link of every node far below its bound: the "
+                                       "fabric or the bound, not this node alone (see links.slow)"))
+            elif partners:
                 out.append(NodeVerdict(x, names[x], SUSPECT, "slow link to " + ", ".join(names[y] for y in partners)
                                        + " not pinned on either node (see links.slow)"))
+            elif all(y in slow_nodes for y, _ in mine):
+                # its links are explained by the slow nodes it met: nothing shows it fine (issue 32)
+                out.append(NodeVerdict(x, names[x], SUSPECT, "measured only with nodes found slow ("
+                                       + ", ".join(sorted({names[y] for y, _ in mine})) + "): not proven healthy"))
             else:
                 out.append(NodeVerdict(x, names[x], HEALTHY))
     return out

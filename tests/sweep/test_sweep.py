@@ -139,3 +139,45 @@ def test_a_failed_pair_between_two_nodes_measured_elsewhere_leaves_both_unknown(
     # one direction only, with no error recorded: half a pair is no evidence either
     v = node_verdicts({"matrix_gbps": [[None, 0.9], [None, None]]}, ["a", "b"])
     assert [x.status for x in v] == ["unknown", "unknown"], v
+
+
+def fabric_report(n: int = 4) -> Report:
+    """Every host reads a 1 Gbit/s tbf, every link measured at 100 Mbit/s (the switch, no host): all pairs."""
+    from ncclcheck.links import efficiency
+    from ncclcheck.nccl import bounds as B
+
+    nb = efficiency.Bounds([B.Bound(0.125, "eth0: tbf 1 Gbit/s", "socket")] * n)
+    m = [[None if a == b else 0.0119 for b in range(n)] for a in range(n)]
+    hosts = [f"gpu0{i + 1}" for i in range(n)]
+    res = analyze(m, size=1 << 20, hosts=hosts, floors=efficiency.floors(m, nb, 0.5))
+    return Report(command="links", version="0", started="", world=WorldInfo(nnodes=n), links=res.section,
+                  checks=res.checks)
+
+
+def test_a_fabric_far_below_its_bounds_drains_nobody_and_calls_nobody_healthy(fake, tmp_path, validate_report):
+    # issue 32: every link at 10% of a trusted bound is not "Healthy"; no node is at fault either (nothing drained)
+    fake.nodes(**{f"gpu0{i}": ("ALLOCATED", None) for i in range(1, 5)})
+    cfg = Config(command="sweep", links=LinksConfig(size=1 << 20),
+                 sweep=SweepConfig(nodelist="gpu[01-04]", slurm=SlurmActionConfig(drain=True),
+                                   good_out=str(tmp_path / "good"), bad_out=str(tmp_path / "bad")))
+    rep = run_sweep(cfg, lambda c, observer=None, placement=None: fabric_report(),
+                    scontrol=Scontrol(binary=str(fake.bin / "scontrol")))
+    assert rep.exit_code == 1 and fake.updates() == []
+    [slow] = [c for c in rep.checks if c.id == "links.slow"]
+    assert slow.status.value == "fail" and "fabric" in slow.summary and slow.evidence["nodes"] == [0, 1, 2, 3]
+    lines = slurm_lines(rep)
+    assert not any(line.endswith("| Healthy") for line in lines), lines
+    assert (tmp_path / "good").read_text() == "\n"
+    doc = validate_report(rep.to_json())
+    assert doc["links"]["fabric_slow"] is True and doc["sweep"]["suspect"] == "gpu[01-04]"
+
+
+def test_a_node_measured_only_with_slow_nodes_is_not_proven_healthy():
+    from ncclcheck.sweep.verdict import node_verdicts
+
+    # node 3 met only nodes 0 and 1, both found slow: its slow links are theirs, and nothing shows it fine
+    m = [[None, 0.01, 0.01, 0.01], [0.01, None, 0.01, 0.01], [0.01, 0.01, None, None], [0.01, 0.01, None, None]]
+    sec = {"matrix_gbps": m, "slow_nodes": [0, 1], "slow": []}
+    v = node_verdicts(sec, ["a", "b", "c", "d"])
+    assert [x.status for x in v] == ["bad", "bad", "suspect", "suspect"], v
+    assert "measured only with nodes found slow (a, b)" in v[3].message

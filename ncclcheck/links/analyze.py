@@ -359,7 +359,8 @@ def _fabric_check(v: _View) -> CheckResult:
         "bound",
         detail=f"No {v.unit} is fine with any partner, so no single {v.unit} explains the slow links (none is drained; "
                f"none is healthy either): the fabric between them (switch ports, uplinks, a shaper or policer that "
-               f"no host shows), or the bound ncclcheck read is higher than what this fabric was built to carry. "
+               f"no host shows), or the bound ncclcheck read is higher than what this fabric was built to carry, "
+               f"or a --size too small to reach it ({v.section['size']} bytes). "
                f"Slow means below {v.rule}. {v.unit.capitalize()}s: {', '.join(v.name(x) for x in nodes)}."
                + v.loopback_note,
         fix="compare the switch ports' configured speed and QoS/policers with the NICs' (bound_by in the JSON); "

@@ -99,4 +99,3 @@ class RoundPlan:
         others = [y for y in alive if y not in slow_nodes]
         return schedule.top_up_rounds(need, good, measured, others, rounds, max_rounds=left,
                                       fallback=schedule.scale_next_rounds(self.n, self.seed, planned - 1 + left))
-

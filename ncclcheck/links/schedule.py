@@ -192,6 +192,7 @@ def scale_retest_rounds(
     load = {g: 0 for g in good}
     spare = [o for o in dict.fromkeys(others) if o not in load]
     unmeasured = set(unmeasured_nodes)
+
     def place(x: int, pool: Callable[[int], list]) -> bool:
         """x with the least used node of pool(round) in the first round where both are free."""
         for i in range(max_rounds):
@@ -213,6 +214,7 @@ def scale_retest_rounds(
         for x in members:
             if got[x] < partners and place(x, lambda i, x=x: good or (spare if x in unmeasured else [])):
                 got[x] += 1
+
     def short(x: int) -> bool:
         return x in got and sum(x in p for rd in rounds for p in rd) < partners
 

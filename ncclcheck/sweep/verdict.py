@@ -8,7 +8,7 @@ it was in was measured both ways, or when the partner of each pair that failed m
 failure is that partner's) while this node measured fine with someone else.
 
 A fabric slow everywhere (links' `fabric_slow`: every link of every node far below its trusted bound, none fine
-with anyone) leaves every node suspect: none is proven bad, none healthy, and links.slow fails naming them all.
+with anyone) leaves every node suspect: none is proven bad, none healthy, and links.slow warns naming them all.
 
 Pure: the links section and the nodes' Slurm names in, verdicts out. Only `bad` nodes are drained: links' scale mode
 re-pairs each member of a slow pair with two nodes that passed, and analyze names a node slow only when most of its

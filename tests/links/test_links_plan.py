@@ -107,13 +107,13 @@ def test_healthy_lab_names_nothing_and_no_direction_is_slow_by_its_bound():
 
 def test_a_fabric_slow_everywhere_is_no_node_and_no_node_is_healthy():
     # every host reads a 1 Gbit/s tbf, every link carries 100 Mbit/s (the switch, not a host): no single node is
-    # at fault, nothing is drained, and links.slow fails naming the fabric, never "Healthy" at 10% of the bound
+    # at fault, nothing is drained, and links.slow warns naming the fabric, never "Healthy" at 10% of the bound
     for n in (3, 4, 6):
         res, rounds, _ = run(n, rate=SLOW, nb=lab_bounds(n))
         sec = res.section
         assert sec["fabric_slow"] is True and sec["slow_nodes"] == [], rounds
         [c] = [c for c in res.checks if c.id == "links.slow"]
-        assert c.status.value == "fail" and "fabric" in c.summary and c.evidence["nodes"] == list(range(n))
+        assert c.status.value == "warn" and "fabric" in c.summary and c.evidence["nodes"] == list(range(n))
         assert set(verdicts(res).values()) == {SUSPECT}
 
 

@@ -155,16 +155,18 @@ def fabric_report(n: int = 4) -> Report:
 
 
 def test_a_fabric_far_below_its_bounds_drains_nobody_and_calls_nobody_healthy(fake, tmp_path, validate_report):
-    # issue 32: every link at 10% of a trusted bound is not "Healthy"; no node is at fault either (nothing drained)
+    # issue 32: every link at 10% of a trusted bound is not "Healthy"; no node is at fault either (nothing drained).
+    # A warning (exit 0) rather than a failure: with no contrast anywhere, a CPU transport that cannot fill a fast NIC
+    # reads the same; the good list stays empty, so no node is vouched for.
     fake.nodes(**{f"gpu0{i}": ("ALLOCATED", None) for i in range(1, 5)})
     cfg = Config(command="sweep", links=LinksConfig(size=1 << 20),
                  sweep=SweepConfig(nodelist="gpu[01-04]", slurm=SlurmActionConfig(drain=True),
                                    good_out=str(tmp_path / "good"), bad_out=str(tmp_path / "bad")))
     rep = run_sweep(cfg, lambda c, observer=None, placement=None: fabric_report(),
                     scontrol=Scontrol(binary=str(fake.bin / "scontrol")))
-    assert rep.exit_code == 1 and fake.updates() == []
+    assert rep.exit_code == 0 and fake.updates() == []
     [slow] = [c for c in rep.checks if c.id == "links.slow"]
-    assert slow.status.value == "fail" and "fabric" in slow.summary and slow.evidence["nodes"] == [0, 1, 2, 3]
+    assert slow.status.value == "warn" and "fabric" in slow.summary and slow.evidence["nodes"] == [0, 1, 2, 3]
     lines = slurm_lines(rep)
     assert not any(line.endswith("| Healthy") for line in lines), lines
     assert (tmp_path / "good").read_text() == "\n"

@@ -100,10 +100,9 @@ def _number(x: object) -> bool:
 
 
 def bound_phrase(gbps: object) -> str:
-    """'bound 25 GB/s', or 'bound unknown'."""
-    from ..units import format_gbps
-
-    return f"{COLUMN['bound']} {format_gbps(gbps)}" if _number(gbps) else BOUND_UNKNOWN
+    """'bound 25 GB/s', 'bound 0.025 GB/s' (3 significant digits: a 200 Mb/s shaper is not '0.03'), or
+    'bound unknown'."""
+    return f"{COLUMN['bound']} {gbps:.3g} {GBPS}" if _number(gbps) else BOUND_UNKNOWN
 
 
 def efficiency_caption(bound_gbps: object = None, bound_by: Optional[str] = None) -> str:

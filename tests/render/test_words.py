@@ -83,8 +83,9 @@ def test_every_format_takes_its_shared_words_from_the_one_table(name):
     assert md_text(phrase) in out["markdown"]
     assert html.escape(phrase) in out["html"]
     assert f'name="world.summary" value="{html.escape(phrase)}"' in out["junit"]
-    for text in out.values():
-        assert "node(s)" not in text and "rank(s)" not in text
+    heads = [out["console"].splitlines()[0], out["markdown"].splitlines()[2],
+             re.search(r'<p class="meta">(.*?)</p>', out["html"]).group(1)]
+    assert not [h for h in heads if "node(s)" in h or "rank(s)" in h or "world size" in h], heads
     # status: the run's word in each human format; the check rows' words are the table's
     word = words.STATUS_WORD[report.status]
     assert f"{word} (exit {report.exit_code})" in out["markdown"]
@@ -196,4 +197,5 @@ def test_status_words_are_the_tables_in_the_terminal_columns():
     assert [words.status_mark(s) for s in (Status.FAIL, Status.WARN, Status.PASS, Status.SKIP)] == \
         ["FAIL", "WARN", "pass", "skip"]
     assert words.efficiency_caption(None, "loopback") == "eff = busbw / bound; bound unknown (loopback)"
-    assert words.efficiency_caption(25.0) == "eff = busbw / bound; bound 25.00 GB/s"
+    assert words.efficiency_caption(25.0) == "eff = busbw / bound; bound 25 GB/s"
+    assert words.efficiency_caption(0.025, "tbf") == "eff = busbw / bound; bound 0.025 GB/s (tbf)"

@@ -41,7 +41,16 @@ from .common import (
     wrong_bound_text,
 )
 from .envfile import render_envfile
-from .words import COLUMN, EFF_DEFINITION, SINGLE_FORM, SINGLE_FORM_NOTE, count, placement, world_phrase
+from .words import (
+    COLUMN,
+    EFF_DEFINITION,
+    SINGLE_FORM,
+    SINGLE_FORM_NOTE,
+    count,
+    efficiency_span_text,
+    placement,
+    world_phrase,
+)
 
 _CSS = """
 :root{--fail:#c62828;--warn:#b26a00;--pass:#2e7d32;--skip:#607d8b;--bg:#fafafa;--line:#e0e0e0;--ink:#212121}
@@ -427,8 +436,7 @@ def _links(report: Report) -> str:
                         f'<td class="num">{e(bound_gbps_text(b))}</td><td>{e(by)}</td></tr>'
                         for b, by, members in bound_groups(nb))
         effs, wrong = efficiency_span(links)
-        span = f"; measured directions reached {e(efficiency_text(min(effs)))} to {e(efficiency_text(max(effs)))} " \
-               "of their bound" if effs else ""
+        span = f"; {e(efficiency_span_text(efficiency_text(min(effs)), efficiency_text(max(effs))))}" if effs else ""
         span += "".join(f"; <strong>{e(wrong_bound_text(w))}</strong>" for w in wrong)
         out.append('<h3>Bounds</h3><p class="meta">A direction is bounded by the sender\'s egress and the receiver\'s '
                    f"ingress{span}.</p>"

@@ -34,7 +34,7 @@ from .common import (
     wrong_bound_text,
 )
 from .envfile import render_envfile, render_exports
-from .words import COLUMN, SINGLE_FORM, SINGLE_FORM_NOTE, placement, world_phrase
+from .words import COLUMN, SINGLE_FORM, SINGLE_FORM_NOTE, efficiency_span_text, placement, world_phrase
 
 _ICON = {Status.PASS: "✅", Status.WARN: "⚠️", Status.FAIL: "❌", Status.SKIP: "⏭️"}
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|])")
@@ -121,9 +121,8 @@ def _links(report: Report) -> list[str]:
             out.append(f"| {md_text(nodes_text(members, hostnames(report)))} | {bound_gbps_text(b)} | {md_text(by)} |")
         effs, wrong = efficiency_span(links)
         if effs:
-            out += ["", f"Efficiency of the measured directions (GB/s / the bound of the direction: the sender's "
-                        f"egress, the receiver's ingress): {efficiency_text(min(effs))} to "
-                        f"{efficiency_text(max(effs))}."]
+            out += ["", md_text(efficiency_span_text(efficiency_text(min(effs)), efficiency_text(max(effs))))
+                    + " (a direction's bound: the sender's egress, the receiver's ingress)."]
         for w in wrong:
             out += ["", f"**Wrong bound:** {md_text(wrong_bound_text(w))}"]
     return out

@@ -112,6 +112,12 @@ def efficiency_caption(bound_gbps: object = None, bound_by: Optional[str] = None
     return text + (f" ({bound_by})" if bound_by else "")
 
 
+def efficiency_span_text(lo: str, hi: str) -> str:
+    """A links run's trusted efficiencies, already as percentages: 'measured directions reached 61% to 93% of their
+    bound' (each direction against the sender's egress and the receiver's ingress)."""
+    return f"measured directions reached {lo} to {hi} of their {COLUMN['bound']}"
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Header: how many nodes and ranks, who launched the run
 

@@ -101,8 +101,12 @@ def test_every_format_takes_its_shared_words_from_the_one_table(name):
         assert cap in flat  # rich folds a caption to its table's width
         assert md_text(cap) in out["markdown"]
         assert html.escape(cap) in out["html"]
+    effs, _ = common.efficiency_span(report.links)
+    if effs:  # a links run's span of efficiencies: one sentence
+        span = words.efficiency_span_text(common.efficiency_text(min(effs)), common.efficiency_text(max(effs)))
+        assert span in flat and md_text(span) in out["markdown"] and html.escape(span) in out["html"]
     for fmt, text in out.items():
-        assert not re.search(r"bound \?|\? GB/s", text), fmt
+        assert not re.search(r"bound \?|\? GB/s|\(\?\)", text), fmt
     # placement: the same row is the same table entry in every format (the short word where the column is narrow)
     if report.bench:
         want_label = Counter((r.bytes, words.placement(r).label) for r in report.bench)

@@ -104,7 +104,9 @@ def header(report: Report) -> Text:
     # Short names, at most 4, of every node of the run the report knows (hostnames(): a links run's other nodes
     # too): the header stays one line (the nodes' full names are in the checks and the JSON).
     hosts = [h for _, h in sorted(hostnames(report).items())]
-    who = ", ".join(h.split(".")[0] for h in hosts[:4]) + (f" +{len(hosts) - 4:,} more" if len(hosts) > 4 else "")
+    # A run whose other nodes' names it never gathered (a multi-node bench) counts them rather than look complete.
+    more = max(len(hosts), w.nnodes if isinstance(w.nnodes, int) else 0) - len(hosts[:4])
+    who = ", ".join(h.split(".")[0] for h in hosts[:4]) + (f" +{more:,} more" if more > 0 and hosts else "")
     t = Text(no_wrap=True, overflow="ellipsis")  # one line however many hosts and however narrow the terminal
     t.append(f"ncclcheck {report.command} ", style="bold")
     t.append(world_phrase(w))

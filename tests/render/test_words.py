@@ -152,6 +152,14 @@ def test_a_links_header_names_every_node_of_the_run():
     assert "kubectl label node h1 " in labels and "kubectl label node h2 " in labels
 
 
+def test_a_header_that_knows_fewer_names_than_nodes_counts_the_rest():
+    """A 2-node bench report names only the node that printed it: the header must not read as the whole run."""
+    doc = json.loads(SAVED["links-2node-only-h1-listed"].read_text())
+    doc["command"], doc["links"] = "bench", None
+    head = _console(Report.from_json(doc)).splitlines()[0]
+    assert head.endswith("[h1 +1 more]"), head
+
+
 def test_a_links_report_lists_every_node_it_measured():
     from ncclcheck.steps.world import job_nodes
 

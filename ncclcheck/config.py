@@ -16,6 +16,11 @@ from .errors import UsageError
 
 DEFAULT_MASTER_PORT = 29500
 BACKENDS = ("auto", "nccl", "gloo")
+# Ranks per node when --nproc-per-node is not given; the CLI's help says these numbers (options._world_flags).
+CPU_RANKS_DEFAULT = 2  # bench, links, sweep on a machine without GPUs (with GPUs: one rank per GPU)
+# preflight and recommend start no ranks: one process per node checks it, and gpu.count and the report's world size
+# count this many ranks per node unless told the job's (a launcher's local world size, or --nproc-per-node).
+CHECK_RANKS_DEFAULT = 1
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ from typing import Any, Optional
 
 from .config import (
     BACKENDS,
+    CHECK_RANKS_DEFAULT,
+    CPU_RANKS_DEFAULT,
     DEFAULT_MASTER_PORT,
     BaselineConfig,
     BenchConfig,
@@ -32,6 +34,7 @@ from .version import __version__
 
 COMMANDS = ("preflight", "bench", "links", "recommend", "report", "env", "diagnose", "health", "sweep")
 WORLD_COMMANDS = ("preflight", "recommend", "bench", "links", "sweep")
+CHECK_COMMANDS = ("preflight", "recommend")  # world commands that start no ranks of their own
 _BENCH, _LINKS, _BASE = BenchConfig(), LinksConfig(), BaselineConfig()
 
 
@@ -50,11 +53,20 @@ class _Parser(argparse.ArgumentParser):
         return ns
 
 
-def _world_flags(p: argparse.ArgumentParser) -> None:
+def nproc_help(command: str) -> str:
+    """--nproc-per-node's help for one command, with the default that command runs (config.py defines both)."""
+    if command in CHECK_COMMANDS:
+        return (f"ranks per node the job will run: gpu.count checks the visible GPUs against it (default "
+                f"{CHECK_RANKS_DEFAULT}: {command} itself runs one process per node and counts it as one rank; "
+                "under a launcher, its local world size)")
+    return f"ranks per node (default: one per GPU, {CPU_RANKS_DEFAULT} CPU ranks without GPUs)"
+
+
+def _world_flags(p: argparse.ArgumentParser, command: str) -> None:
     g = p.add_argument_group("world (like torchrun; fall back to NCCLCHECK_* then MASTER_ADDR/MASTER_PORT/NODE_RANK)")
     g.add_argument("--nnodes", help="number of nodes (default 1: standalone on this machine)")
     g.add_argument("--node-rank", help="this node's rank, 0..nnodes-1")
-    g.add_argument("--nproc-per-node", help="ranks per node (default: one per GPU, 2 CPU ranks without GPUs)")
+    g.add_argument("--nproc-per-node", help=nproc_help(command))
     g.add_argument("--master-addr", help="address of node rank 0 (host, or host:port like an rdzv endpoint)")
     g.add_argument("--master-port", help=f"rendezvous port on node rank 0 (default {DEFAULT_MASTER_PORT})")
     g.add_argument("--backend", help=f"{' | '.join(BACKENDS)} (default auto: nccl with GPUs, else gloo)")
@@ -158,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("preflight", help="checks before a job: node, network, world",
                        description="Node-local checks, then (multi-node) world formation, cross-node checks and "
                                    "a full-mesh probe, then recommended settings.")
-    _world_flags(p)
+    _world_flags(p, "preflight")
     _output_flags(p, "preflight")
     _facts_flags(p)
     p.add_argument("--nccl-ras", metavar="FILE", help="read saved `ncclras -f json` output into the nccl.ras check "
@@ -174,17 +186,17 @@ def build_parser() -> argparse.ArgumentParser:
                     "packages with a saved known-good run (baseline.drift warns; --strict fails)")
 
     b = sub.add_parser("bench", help="collective bandwidth/latency sweeps (nccl-tests semantics)")
-    _world_flags(b)
+    _world_flags(b, "bench")
     _output_flags(b, "bench")
     _bench_flags(b)
 
     k = sub.add_parser("links", help="node-to-node bandwidth matrix; names slow links/nodes")
-    _world_flags(k)
+    _world_flags(k, "links")
     _output_flags(k, "links")
     _links_flags(k)
 
     r = sub.add_parser("recommend", help="print the recommended environment")
-    _world_flags(r)
+    _world_flags(r, "recommend")
     _output_flags(r, "recommend")
     _facts_flags(r)
     r.add_argument("--format", default="text", choices=["text", "env", "json"],
@@ -245,7 +257,7 @@ def _health_parsers(sub) -> None:
     w = sub.add_parser("sweep", help="inside an allocation: find and drain the bad nodes (links rounds, suspects "
                        "re-paired with good nodes)",
                        description="Run with one task per node: srun --ntasks-per-node=1 ncclcheck sweep --drain")
-    _world_flags(w)
+    _world_flags(w, "sweep")
     _output_flags(w, "sweep")
     _slurm_flags(w)
     w.add_argument("--size", help=f"message size per transfer (default {format_size_short(_LINKS.size)})")

@@ -33,7 +33,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from ..config import WorldConfig
+from ..config import CPU_RANKS_DEFAULT, WorldConfig
 from ..errors import interruption
 from ..facts.gpu import usable_gpu_count
 from ..rendezvous import agree as _agree
@@ -45,7 +45,6 @@ from .launchers import Placement, store_host
 from .relay import StoreObserver, relay
 
 log = logging.getLogger(__name__)
-CPU_RANKS_DEFAULT = 2
 MAX_EMITS = 1 << 20  # partial results of one job (bench rows, links pairs): far more than any sweep makes
 
 

@@ -41,7 +41,8 @@ def run(config: Config, observer=None, placement=None) -> Report:
 
         checks.append(compare_links(section, w.this_node(placement), base, config.baseline.tolerance,
                                     config.baseline.path))
-    report = w.job_report("links", config, clock, world, placement, out, checks=checks, links=section,
+    hosts = section.get("hosts") if isinstance(section, dict) and section.get("unit", "node") == "node" else None
+    report = w.job_report("links", config, clock, world, placement, out, hosts, checks=checks, links=section,
                           partial=partial, extra=extra)
     w.save_baseline(config.baseline.save if config.baseline else None, report)
     return report

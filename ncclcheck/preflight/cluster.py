@@ -34,7 +34,7 @@ from typing import Any, Optional
 from ..agent.launchers import Placement, store_host
 from ..checks import CrossInput, run_cross_checks
 from ..checks.local import rejudge_one_host
-from ..config import Config
+from ..config import CHECK_RANKS_DEFAULT, Config
 from ..facts import hostname_of, munge
 from ..facts.ports import port_holder
 from ..model import CheckResult, NodeInfo, Status, WorldInfo, failed, skipped
@@ -137,7 +137,7 @@ class ClusterOutcome:
 
 def _world_info(config: Config, placement: Placement, nnodes: int) -> WorldInfo:
     w = config.world
-    nproc = placement.local_world_size or w.nproc_per_node or 1
+    nproc = placement.local_world_size or w.nproc_per_node or CHECK_RANKS_DEFAULT
     return WorldInfo(
         nnodes=nnodes,
         world_size=placement.world_size if placement.worker_mode else nnodes * nproc,

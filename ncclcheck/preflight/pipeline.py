@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 from ..checks import run_local_checks
 from ..checks.local import LocalInput
-from ..config import Config, WorldConfig, format_endpoint
+from ..config import CHECK_RANKS_DEFAULT, Config, WorldConfig, format_endpoint
 from ..errors import interruption
 from ..facts import hostname_of
 from ..model import NodeInfo, Report, WorldInfo, exit_code_for, failed, overall_status
@@ -54,7 +54,7 @@ def run(config: Config, observer=None, placement=None) -> Report:
         from .shared_dirs import standalone_checks
 
         checks += standalone_checks(facts, world.node_rank, hostname_of(facts), config.storage.dirs, budget)
-        world_info = WorldInfo(nnodes=1, world_size=world.nproc_per_node or 1, backend=world.backend,
+        world_info = WorldInfo(nnodes=1, world_size=world.nproc_per_node or CHECK_RANKS_DEFAULT, backend=world.backend,
                                master=format_endpoint(world.master_addr, world.master_port), launcher="ncclcheck")
         nodes = [NodeInfo(world.node_rank, hostname_of(facts), facts)]
         recs = recommend_local(NodeView(facts, multi_node=False))

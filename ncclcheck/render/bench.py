@@ -12,7 +12,18 @@ from rich.text import Text
 
 from ..model import BenchRow, CheckResult, Status
 from ..units import format_bytes, format_gbps, format_us
-from .common import bound_gbps_text, bound_text, efficiency_text, placement_label
+from .common import bound_gbps_text, efficiency_captions, efficiency_text
+from .words import (
+    BYTES,
+    COLUMN,
+    ELEMENTS,
+    GBPS,
+    SINGLE_FORM,
+    SINGLE_FORM_NOTE,
+    STATUS_WORD,
+    US,
+    placement,
+)
 
 # Rows carry nccl-tests' redop and root columns (bench/ops.py's table); these name them for reports saved before
 # rows did, so a new collective needs no entry here.
@@ -51,9 +62,12 @@ def _variation(row: BenchRow) -> tuple[str, Text]:
 
 # (header, justify): two-line headers so that no header is wider than the numbers under it; nccl-tests' type, redop
 # and root columns go to the title (one value per table), which is what lets a row fit in 80 columns.
-_COLUMNS = (("size\n(B)", "right"), ("count\n(elts)", "right"), ("place", "left"), ("time\n(us)", "right"),
-            ("p99\n(us)", "right"), ("var\n(cv)", "right"), ("algbw\n(GB/s)", "right"), ("busbw\n(GB/s)", "right"),
-            ("#wrong", "right"))
+_C = COLUMN
+_COLUMNS = ((f"{_C['size']}\n({BYTES})", "right"), (f"{_C['count']}\n({ELEMENTS})", "right"),
+            (_C["placement_short"], "left"), (f"{_C['time']}\n({US})", "right"), (f"{_C['p99']}\n({US})", "right"),
+            (f"{_C['variation']}\n(cv)", "right"), (f"{_C['algbw']}\n({GBPS})", "right"),
+            (f"{_C['busbw']}\n({GBPS})", "right"), (_C["wrong"], "right"))
+_EFF_COLUMN = (f"{_C['efficiency']}\n(%bnd)", "right")
 
 
 def has_bounds(rows: Iterable[BenchRow]) -> bool:
@@ -71,7 +85,7 @@ def bench_table(rows: Iterable[BenchRow], op: str, dtype: str) -> Table:
     t = Table(title=title, title_justify="left", show_edge=False, pad_edge=False, box=None, padding=(0, 1),
               header_style="bold")
     bounded = has_bounds(rows)
-    for name, just in _COLUMNS + ((("eff\n(%bnd)", "right"),) if bounded else ()):
+    for name, just in _COLUMNS + ((_EFF_COLUMN,) if bounded else ()):
         t.add_column(name, justify=just, overflow="fold")
     for r in rows:
         size_cell = Text(str(r.bytes))
@@ -85,12 +99,10 @@ def bench_table(rows: Iterable[BenchRow], op: str, dtype: str) -> Table:
         t.add_row(*cells)
     notes = []
     if bounded:
-        by = next((r.extra.get("bound_by") for r in rows if r.extra.get("bound_by")), None)
-        bound = next((r.extra.get("bound_gbps") for r in rows if "bound_gbps" in r.extra), None)
-        notes.append(f"eff = busbw / bound {bound_text(bound)} GB/s" + (f" ({by})" if by else ""))
+        notes += list(efficiency_captions(rows).values())
     if any(r.extra.get("requested_bytes") is not None for r in rows):
         notes.append("* rounded down from the requested size as nccl-tests does (per-rank chunks of 16 bytes)")
-    if any(place_word(r) == "one" for r in rows):
+    if any(placement(r) is SINGLE_FORM for r in rows):
         notes.append(SINGLE_FORM_NOTE)
     if any((r.extra.get("iter_stats") or {}).get("high_variation") for r in rows):
         notes.append("! iteration times vary a lot: p99 is far from the mean; look for other jobs, CPU contention "
@@ -103,9 +115,8 @@ def bench_table(rows: Iterable[BenchRow], op: str, dtype: str) -> Table:
 
 # Streamed rows (one line each, as it is measured): fixed widths, because the widths of a table computed over all its
 # rows are not known until the sweep ends. 78 columns for a 1G sweep with times in the millions of microseconds.
-_LINE_COLS = ((10, ">"), (10, ">"), (5, "<"), (9, ">"), (9, ">"), (5, ">"), (8, ">"), (8, ">"), (6, ">"))
-_LINE_HEAD = (("size", "count", "place", "time", "p99", "var", "algbw", "busbw", "#wrong"),
-              ("(B)", "(elts)", "", "(us)", "(us)", "(cv)", "(GB/s)", "(GB/s)", ""))
+_LINE_COLS = ((10, ">"), (10, ">"), (6, "<"), (9, ">"), (9, ">"), (5, ">"), (8, ">"), (8, ">"), (6, ">"))
+_LINE_HEAD = tuple(zip(*(h.split("\n") if "\n" in h else (h, "") for h, _ in _COLUMNS)))
 
 
 def _fixed(cells) -> str:
@@ -113,8 +124,8 @@ def _fixed(cells) -> str:
 
 
 def place_word(row: BenchRow) -> str:
-    """'out', 'in', or 'one' for an op torch has in one (in-place) form only: its one row is that call."""
-    return {"single form (in place)": "one", "in-place": "in"}.get(placement_label(row), "out")
+    """The placement in a narrow column: words.placement(row).word ('out', 'in', 'single')."""
+    return placement(row).word
 
 
 def title_line(op: str, dtype: str, row: Optional[BenchRow] = None) -> str:
@@ -151,10 +162,6 @@ class RowLines:
         return out
 
 
-SINGLE_FORM_NOTE = ("one: torch has this op in one (in-place) form only, so --in-place adds no second row: "
-                    "two rows would be two timings of the same call")
-
-
 def bench_tables(rows: Iterable[BenchRow]) -> RenderableType:
     """Every (op, dtype) swept, one table each, in the order they ran."""
     rows = list(rows)
@@ -173,9 +180,9 @@ def summary_block(summary: dict, gates: Iterable[CheckResult] = (), stopped: Opt
     t = Table(title="bench summary", title_justify="left", show_edge=False, pad_edge=False)
     per_op = summary.get("per_op", [])
     bounded = any("bound_gbps" in e for e in per_op)
-    cols = [("op", "left"), ("type", "left"), ("busbw", "right"), ("at", "right"), ("latency", "right"),
-            ("at", "right")]
-    cols += [("bound", "right"), ("eff", "right")] if bounded else []
+    cols = [(_C["op"], "left"), (_C["dtype"], "left"), (_C["busbw"], "right"), ("at", "right"),
+            (_C["latency"], "right"), ("at", "right")]
+    cols += [(_C["bound"], "right"), (_C["efficiency"], "right")] if bounded else []
     refs = any(e.get("reference") for e in per_op)  # a published figure applies to few setups: no empty column
     for name, just in cols + ([("reference", "left")] if refs else []):
         t.add_column(name, justify=just, overflow="fold")
@@ -193,7 +200,7 @@ def summary_block(summary: dict, gates: Iterable[CheckResult] = (), stopped: Opt
     if summary.get("note"):
         parts.append(Text(summary["note"], style="dim"))
     for g in gates:
-        line = Text(f"{g.status.value.upper():5} ", style=_STATUS_STYLE.get(g.status, ""))
+        line = Text(f"{STATUS_WORD[g.status]:5} ", style=_STATUS_STYLE.get(g.status, ""))
         line.append(f"{g.id}: {g.summary}")
         parts.append(line)
     if stopped:

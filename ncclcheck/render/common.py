@@ -13,12 +13,13 @@ from .. import hostranges
 from ..model import LARGE_FROM_NODES, CheckResult, Report, Status, clean_text
 from ..nccl.bounds import ABOVE_LIMIT_NOISE
 from ..units import format_gbps
+from .words import BOUND_WRONG, IN_PLACE, NO_FIGURE, STATUS_WORD, UNKNOWN, efficiency_caption, placement
 
 # Failures first, then warnings, passes, skips (what did not run, least to act on): the order people read a report
 # in, and the console's, so the terminal, HTML, Markdown and JUnit agree.
 _DISPLAY_ORDER = {Status.FAIL: 0, Status.WARN: 1, Status.PASS: 2, Status.SKIP: 3}
 
-STATUS_WORD = {Status.PASS: "PASS", Status.WARN: "WARN", Status.FAIL: "FAIL", Status.SKIP: "SKIP"}
+__all__ = ["STATUS_WORD"]  # re-exported: the words themselves live in render/words.py
 
 
 def checks_for_display(report: Report) -> list[CheckResult]:
@@ -27,7 +28,15 @@ def checks_for_display(report: Report) -> list[CheckResult]:
 
 
 def hostnames(report: Report) -> dict[int, str]:
-    return {n.node_rank: n.hostname for n in report.nodes}
+    """Node rank -> hostname for every node of the run the report knows: its nodes, and for a links run the
+    hostnames every node published (a links report saved before its nodes were listed names only node 0 in
+    `nodes`, and its header read `[h1]` on two nodes)."""
+    out: dict[int, str] = {}
+    links = report.links if isinstance(report.links, dict) else {}
+    if links.get("unit", "node") == "node" and isinstance(links.get("hosts"), list):
+        out.update({i: h for i, h in enumerate(links["hosts"]) if isinstance(h, str) and h})
+    out.update({n.node_rank: n.hostname for n in report.nodes})
+    return out
 
 
 def node_label(node: Optional[int], report: Report) -> str:
@@ -50,11 +59,8 @@ def check_case_name(check: CheckResult) -> str:
 
 
 def placement_label(row) -> str:
-    """How a bench row was placed: 'out-of-place', 'in-place', or 'single form (in place)' for an op torch has in one
-    (in-place) form only (all_reduce, broadcast, reduce): its one row is that call, whatever --in-place said."""
-    if row.extra.get("in_place_call") and not row.in_place:
-        return "single form (in place)"
-    return "in-place" if row.in_place else "out-of-place"
+    """How a bench row was placed, where there is room: the label of words.placement(row)."""
+    return placement(row).label
 
 
 def one_line(text: object) -> str:
@@ -99,7 +105,8 @@ def not_measured(report: Report) -> list[str]:
         items = c.evidence.get("not_measured") if isinstance(c.evidence, dict) else None
         for m in items or []:
             if isinstance(m, dict) and not m.get("unsupported"):
-                out.append(f"{m.get('op')}{' in-place' if m.get('in_place') else ''} "
+                where = f" {IN_PLACE.label}" if m.get("in_place") else ""
+                out.append(f"{m.get('op')}{where} "
                            f"{format_size_short(int(m.get('bytes') or 0))}: {m.get('reason')}")
     links = report.links if isinstance(report.links, dict) else {}
     for pair in links.get("unmeasured") or []:
@@ -312,7 +319,7 @@ def _has(matrix: list, a: int, b: int) -> bool:
     return isinstance(row, list) and b < len(row) and isinstance(row[b], (int, float))
 
 
-WRONG_BOUND = "bound wrong"
+WRONG_BOUND = BOUND_WRONG  # the name renderers imported before words.py
 
 
 def _number(x: object) -> bool:
@@ -324,8 +331,8 @@ def efficiency_text(eff: object, trusted: object = None) -> str:
     (trusted False, or a report written before bounds were checked with an efficiency above 1 + noise): an
     efficiency above 1 is never shown."""
     if trusted is False or (_number(eff) and eff > 1 + ABOVE_LIMIT_NOISE):
-        return WRONG_BOUND
-    return f"{100 * eff:.0f}%" if _number(eff) else "-"
+        return BOUND_WRONG
+    return f"{100 * eff:.0f}%" if _number(eff) else NO_FIGURE
 
 
 def efficiency_span(links: object) -> tuple:
@@ -358,11 +365,17 @@ def wrong_bound_text(w: dict, label=lambda x: f"node {x}") -> str:
     return f"{head}: the measured figure beat it"
 
 
-def bound_text(gbps: object) -> str:
-    """A bound's GB/s as a bare number (table notes), '?' when unknown."""
-    return f"{gbps:.3g}" if isinstance(gbps, (int, float)) and not isinstance(gbps, bool) else "?"
-
-
 def bound_gbps_text(gbps: object) -> str:
     """A bound with its unit, 'unknown' when there is none."""
-    return format_gbps(gbps) if isinstance(gbps, (int, float)) and not isinstance(gbps, bool) else "unknown"
+    return format_gbps(gbps) if isinstance(gbps, (int, float)) and not isinstance(gbps, bool) else UNKNOWN
+
+
+def efficiency_captions(rows) -> dict:
+    """(op, dtype) -> the efficiency caption under its table ('eff = busbw / bound; bound unknown (...)'), for the
+    ops whose rows carry a bound: the first bound and the first 'set by' of the op's rows, in every renderer."""
+    out: dict = {}
+    for key in dict.fromkeys((r.op, r.dtype) for r in rows if "bound_gbps" in r.extra):
+        mine = [r for r in rows if (r.op, r.dtype) == key and "bound_gbps" in r.extra]
+        by = next((r.extra.get("bound_by") for r in mine if r.extra.get("bound_by")), None)
+        out[key] = efficiency_caption(mine[0].extra.get("bound_gbps"), by)
+    return out

@@ -18,9 +18,10 @@ from ..model import Report, Status, clean_text
 from ..nccl.rules import assignment, env_name_allowed
 from ..units import format_bytes, format_mbps_link
 from .common import display_checks, hostnames, name_nodes, not_measured, one_line, trust_text
+from .words import STATUS_WORD, status_mark, world_phrase
 
 STYLE = {Status.FAIL: "bold red", Status.WARN: "yellow", Status.PASS: "green", Status.SKIP: "dim"}
-MARK = {Status.FAIL: "FAIL", Status.WARN: "WARN", Status.PASS: "pass", Status.SKIP: "skip"}
+MARK = {s: status_mark(s) for s in Status}  # words.py's words, quiet ones in lower case
 _ORDER = {Status.FAIL: 0, Status.WARN: 1, Status.PASS: 2, Status.SKIP: 3}
 
 
@@ -100,11 +101,15 @@ class _TextConsole(Console):
 
 def header(report: Report) -> Text:
     w = report.world
-    # Short names, at most 4: the header stays one line (the nodes' full names are in the checks and the JSON).
-    who = ", ".join(n.hostname.split(".")[0] for n in report.nodes[:4]) + (" ..." if len(report.nodes) > 4 else "")
+    # Short names, at most 4, of every node of the run the report knows (hostnames(): a links run's other nodes
+    # too): the header stays one line (the nodes' full names are in the checks and the JSON).
+    hosts = [h for _, h in sorted(hostnames(report).items())]
+    # A run whose other nodes' names it never gathered (a multi-node bench) counts them rather than look complete.
+    more = max(len(hosts), w.nnodes if isinstance(w.nnodes, int) else 0) - len(hosts[:4])
+    who = ", ".join(h.split(".")[0] for h in hosts[:4]) + (f" +{more:,} more" if more > 0 and hosts else "")
     t = Text(no_wrap=True, overflow="ellipsis")  # one line however many hosts and however narrow the terminal
     t.append(f"ncclcheck {report.command} ", style="bold")
-    t.append(f"{w.nnodes} node(s), {w.world_size} rank(s), {w.launcher}")
+    t.append(world_phrase(w))
     if w.master:
         t.append(f", master {w.master}")
     if report.trust:
@@ -170,7 +175,7 @@ def _export(name: str, value: str) -> str:
 def verdict(report: Report) -> Text:
     st = report.status
     t = Text()
-    t.append(f"{st.value.upper()}", style=STYLE[st])
+    t.append(STATUS_WORD[st], style=STYLE[st])
     counts = {s: sum(1 for c in report.checks if c.status is s) for s in Status}
     t.append(f"  {counts[Status.PASS]} passed, {counts[Status.WARN]} warnings, {counts[Status.FAIL]} failed, "
              f"{counts[Status.SKIP]} skipped in {report.duration_s:.1f}s")
@@ -198,7 +203,7 @@ def one_line_verdict(report: Report, notes: tuple = ()) -> Text:
     t.no_wrap, t.overflow = False, "fold"
     counts = {s: sum(1 for c in report.checks if c.status is s) for s in Status}
     t.append(": ")
-    t.append(report.status.value.upper(), style=STYLE[report.status])
+    t.append(STATUS_WORD[report.status], style=STYLE[report.status])
     t.append(f" ({counts[Status.PASS]} passed, {counts[Status.WARN]} warnings, {counts[Status.SKIP]} skipped in "
              f"{report.duration_s:.1f}s)")
     for note in notes:

@@ -25,6 +25,7 @@ from .common import (
     bound_groups,
     check_case_name,
     display_checks,
+    efficiency_captions,
     efficiency_span,
     efficiency_text,
     hostnames,
@@ -35,12 +36,21 @@ from .common import (
     node_label,
     nodes_text,
     not_measured,
-    placement_label,
     status_headline,
     trust_text,
     wrong_bound_text,
 )
 from .envfile import render_envfile
+from .words import (
+    COLUMN,
+    EFF_DEFINITION,
+    SINGLE_FORM,
+    SINGLE_FORM_NOTE,
+    count,
+    efficiency_span_text,
+    placement,
+    world_phrase,
+)
 
 _CSS = """
 :root{--fail:#c62828;--warn:#b26a00;--pass:#2e7d32;--skip:#607d8b;--bg:#fafafa;--line:#e0e0e0;--ink:#212121}
@@ -139,8 +149,7 @@ def _header(report: Report) -> str:
     parts = [
         f'<header class="status-{report.status.value}">',
         f"<h1>ncclcheck {e(report.command)} {_badge(report.status)}</h1>",
-        f'<p class="meta">{e(status_headline(report))} · {w.nnodes} node(s), world size {w.world_size}, '
-        f"backend {e(w.backend)}, launcher {e(w.launcher)}"
+        f'<p class="meta">{e(status_headline(report))} · {e(world_phrase(w))}, backend {e(w.backend)}'
         + (f", master {e(w.master)}" if w.master else "")
         + (f", {e(trust_text(report) or '')}" if report.trust else "")
         + "</p>",
@@ -264,13 +273,14 @@ def _bench(report: Report) -> str:
         out.append('<p class="note" id="plots-missing">Plots need matplotlib: '
                    "<code>pip install 'ncclcheck[html]'</code>, then <code>ncclcheck report RUN.json --html "
                    "FILE</code>.</p>")
-    out.append('<table class="bench"><thead><tr><th>op</th><th class="num">size</th><th class="num">count</th>'
-               '<th>dtype</th><th>placement</th><th class="num">time</th><th class="num">p99</th>'
-               '<th class="num">algbw</th>'
-               '<th class="num">busbw</th>'
-               + ('<th class="num">bound</th><th class="num">eff</th>' if bounded else "")
-               + '<th class="num">wrong</th><th class="num">rank times</th><th>note</th>'
-               "</tr></thead><tbody>")
+    c = COLUMN
+    heads = [(c["op"], ""), (c["size"], "num"), (c["count"], "num"), (c["dtype"], ""), (c["placement"], ""),
+             (c["time"], "num"), (c["p99"], "num"), (c["algbw"], "num"), (c["busbw"], "num")]
+    heads += [(c["bound"], "num"), (c["efficiency"], "num")] if bounded else []
+    heads += [(c["wrong"], "num"), ("rank times", "num"), ("note", "")]
+    out.append('<table class="bench"><thead><tr>'
+               + "".join(f'<th class="{k}">{e(h)}</th>' if k else f"<th>{e(h)}</th>" for h, k in heads)
+               + "</tr></thead><tbody>")
     for op, op_rows in ops.items():
         for r in op_rows:
             if r.wrong is None:
@@ -287,7 +297,7 @@ def _bench(report: Report) -> str:
             out.append(
                 f'<tr class="{"status-fail" if r.wrong else ""}"><td>{e(op)}</td>'
                 f'<td class="num">{e(format_bytes(r.bytes))}</td><td class="num">{r.count}</td><td>{e(r.dtype)}</td>'
-                f"<td>{e(placement_label(r))}</td>"
+                f"<td>{e(placement(r).label)}</td>"
                 f'<td class="num">{e(format_us(r.time_us))}</td><td class="num">{e(p99)}</td>'
                 f'<td class="num">{e(format_gbps(r.algbw_gbps))}</td>'
                 f'<td class="num">{e(format_gbps(r.busbw_gbps))}</td>'
@@ -298,11 +308,14 @@ def _bench(report: Report) -> str:
                 + f'<td class="num">{wrong}</td>'
                 f'<td class="num">{e(spread)}</td><td>{e(note)}</td></tr>'
             )
-    if bounded:
-        by = list(dict.fromkeys(str(r.extra["bound_by"]) for r in rows if r.extra.get("bound_by")))
-        out.append('<p class="meta">bound = what the links crossed can carry (docs/bounds.md); eff = busbw / bound. '
-                   + " · ".join(e(b) for b in by) + "</p>")
     out.append("</tbody></table>")
+    if bounded:  # after the table: a <p> inside a <tbody> is moved out of it by every browser anyway
+        out.append(f'<p class="meta">{e(c["bound"])} = what the links crossed can carry (docs/bounds.md); '
+                   f"{e(EFF_DEFINITION)}.</p>"
+                   + "".join(f'<p class="meta eff-caption">{e(op)} {e(dtype)}: {e(cap)}</p>'
+                             for (op, dtype), cap in efficiency_captions(rows).items()))
+    if any(placement(r) is SINGLE_FORM for r in rows):
+        out.append(f'<p class="meta single-form">{e(SINGLE_FORM_NOTE)}</p>')
     out.append(_nccl_captures(report.extra.get("nccl_captures") or {}))
     out.append("</section>")
     return "\n".join(out)
@@ -423,8 +436,7 @@ def _links(report: Report) -> str:
                         f'<td class="num">{e(bound_gbps_text(b))}</td><td>{e(by)}</td></tr>'
                         for b, by, members in bound_groups(nb))
         effs, wrong = efficiency_span(links)
-        span = f"; measured directions reached {e(efficiency_text(min(effs)))} to {e(efficiency_text(max(effs)))} " \
-               "of their bound" if effs else ""
+        span = f"; {e(efficiency_span_text(efficiency_text(min(effs)), efficiency_text(max(effs))))}" if effs else ""
         span += "".join(f"; <strong>{e(wrong_bound_text(w))}</strong>" for w in wrong)
         out.append('<h3>Bounds</h3><p class="meta">A direction is bounded by the sender\'s egress and the receiver\'s '
                    f"ingress{span}.</p>"
@@ -663,7 +675,7 @@ def _nodes(report: Report) -> str:
         out.append(_node_table(report))
         odd = {c.node for c in report.checks if c.node is not None and c.status in (Status.FAIL, Status.WARN)}
         nodes = ([n for n in nodes if n.node_rank in odd] or nodes[:1])[:MAX_NODE_DETAILS]
-        out.append(f"<p class=\"meta\">All facts below for {len(nodes)} node(s) "
+        out.append(f"<p class=\"meta\">All facts below for {count(len(nodes), 'node')} "
                    f"{'that did not pass' if odd else '(the first)'}; the JSON report has every node's.</p>")
     for n in (n for n in nodes if n.facts):
         f = _dict(n.facts)

@@ -16,6 +16,7 @@ import xml.etree.ElementTree as ET
 from ..model import CheckResult, Report, Status
 from ..units import format_size_short
 from .common import check_case_name, display_checks, hostnames, node_label, trust_text
+from .words import IN_PLACE, STATUS_WORD, world_phrase
 
 # XML 1.0 cannot carry most control characters even escaped; text from other machines may contain them.
 _XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -67,7 +68,7 @@ def _testcase(report: Report, c: CheckResult) -> tuple[ET.Element, str]:
         ET.SubElement(case, "skipped", {"message": _x(c.summary)})
         return case, "skipped"
     if c.status is Status.WARN:
-        ET.SubElement(case, "system-out").text = "WARN: " + _body(report, c)
+        ET.SubElement(case, "system-out").text = f"{STATUS_WORD[Status.WARN]}: " + _body(report, c)
     elif isinstance(c.evidence, dict) and "bound_gbps" in c.evidence:  # bench.efficiency: the figures CI keeps
         ET.SubElement(case, "system-out").text = _body(report, c)
     return case, "pass"
@@ -80,7 +81,8 @@ def _not_measured_cases(c: CheckResult) -> list[tuple[ET.Element, str]]:
     for m in items or []:
         if not isinstance(m, dict) or m.get("unsupported"):
             continue
-        what = f"{m.get('op')}{' in-place' if m.get('in_place') else ''} {format_size_short(int(m.get('bytes') or 0))}"
+        where = f" {IN_PLACE.label}" if m.get("in_place") else ""  # the test's name: stable, from words.py
+        what = f"{m.get('op')}{where} {format_size_short(int(m.get('bytes') or 0))}"
         name = f"bench.measure[{what}]"
         case = ET.Element("testcase", {"classname": "ncclcheck.bench", "name": _x(name), "time": "0.000"})
         ET.SubElement(case, "skipped", {"message": _x(f"not measured: {m.get('reason')}")})
@@ -97,6 +99,7 @@ def _properties(report: Report) -> ET.Element:
         ("ncclcheck.strict", str(report.strict).lower()), ("ncclcheck.partial", str(report.partial).lower()),
         ("world.nnodes", world.nnodes), ("world.world_size", world.world_size), ("world.backend", world.backend),
         ("world.launcher", world.launcher), ("world.master", world.master or ""),
+        ("world.summary", world_phrase(world)),  # the words every other format's header uses
     ]
     if report.log_path:
         values.append(("ncclcheck.log", report.log_path))

@@ -19,7 +19,7 @@ import shlex
 from typing import Optional
 
 from ..model import Report, Status
-from .common import one_line
+from .common import hostnames, one_line
 
 DOMAIN = "ncclcheck.io"
 STATUS_LABEL = f"{DOMAIN}/preflight"
@@ -54,21 +54,42 @@ def _node_status(report: Report, rank: int) -> tuple[Status, dict[str, Status]]:
     return worst, per_check
 
 
+def _merge(report: Report, ranks: list[int]) -> tuple[Status, dict[str, Status]]:
+    """The labels of one Kubernetes node that several node ranks of the run share (one hostname): per check the
+    worst status among them, and the worst overall, so a check that failed on one of them is not overwritten by a
+    pass on the other."""
+    worst, per_check = Status.PASS, {}
+    for rank in ranks:
+        w, checks = _node_status(report, rank)
+        worst = w if w.rank > worst.rank else worst
+        for name, st in checks.items():
+            prev = per_check.get(name)
+            per_check[name] = st if prev is None or st.rank > prev.rank else prev
+    return worst, per_check
+
+
 def render_labels(report: Report) -> str:
-    """A shell script of kubectl label/taint commands, one node after another."""
+    """A shell script of kubectl label/taint commands, one Kubernetes node after another: node ranks that share a
+    hostname are one Kubernetes node, labelled once (two label lines for one name: the second overwrote the first)."""
     q = shlex.quote
     out = [f"# ncclcheck {one_line(report.version)}: {one_line(report.command)} run started "
            f"{one_line(report.started)}, status {report.status.value}; apply with: sh THIS_FILE (needs kubectl "
            "with patch rights on nodes)"]
-    if not report.nodes:
+    nodes = sorted(hostnames(report).items())  # every node of the run: a links run's other nodes too
+    if not nodes:
         out.append("# no nodes in this report: nothing to label")
-    for node in report.nodes:
-        host = str(node.hostname).lower()
+    by_host: dict[str, list[int]] = {}
+    for rank, name in nodes:
+        host = str(name).lower()
         if not _NODE.match(host) or len(host) > 253:
-            out.append(f"# node {int(node.node_rank)}: hostname {one_line(repr(host))} is not a Kubernetes node "
-                       "name; skipped")
+            out.append(f"# node {int(rank)}: hostname {one_line(repr(host))} is not a Kubernetes node name; skipped")
             continue
-        worst, per_check = _node_status(report, node.node_rank)
+        by_host.setdefault(host, []).append(int(rank))
+    for host, ranks in by_host.items():
+        if len(ranks) > 1:
+            out.append(f"# node ranks {', '.join(map(str, ranks))} share hostname {host}: one Kubernetes node, "
+                       "labelled with the worst of their results")
+        worst, per_check = _merge(report, ranks)
         args = [f"{STATUS_LABEL}={worst.value}", f"{POOL_LABEL}={report.status.value}"]
         for name, status in sorted(per_check.items()):
             key = CHECK_PREFIX + name

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..units import format_bytes, format_gbps
+from . import words
 from .common import (
     NAMED_NODES,
     bound_gbps_text,
@@ -218,15 +219,14 @@ def bounds_text(links: Mapping, names: Optional[Mapping[int, str]] = None) -> Te
         who = ", ".join(_label(m, links, names) for m in ranks) if len(ranks) <= 1 or links.get("unit") not in (
             None, "node") else _many(ranks, links, names)
         who = ", ".join([who] * bool(ranks) + [m for m in members if isinstance(m, str)])
-        t.append(f"{who}: {bound_gbps_text(b)} ({by or '?'}); ")
+        t.append(f"{who}: {bound_gbps_text(b)}" + (f" ({by})" if by else "") + "; ")
     if len(groups) > NODES_NAMED_MAX:
         t.append(f"+{sum(len(g[2]) for g in groups[NODES_NAMED_MAX:])} more nodes with other bounds; ", style="dim")
     effs, wrong = efficiency_span(links)
     if effs:
-        t.append(f"pairs reached {efficiency_text(min(effs))}-{efficiency_text(max(effs))} of their bound",
-                 style="dim")
+        t.append(words.efficiency_span_text(efficiency_text(min(effs)), efficiency_text(max(effs))), style="dim")
     if wrong:
-        t.append(f"; {len(wrong)} direction(s) beat their bound, which is wrong: "
+        t.append(f"; {words.count(len(wrong), 'direction')} beat their bound, which is wrong: "
                  + wrong_bound_text(wrong[0], lambda x: _label(x, links, names) if isinstance(x, int) else "?"),
                  style="bold yellow")
     t.rstrip()

@@ -19,6 +19,7 @@ from .common import (
     bound_groups,
     check_case_name,
     display_checks,
+    efficiency_captions,
     efficiency_span,
     efficiency_text,
     hostnames,
@@ -33,6 +34,7 @@ from .common import (
     wrong_bound_text,
 )
 from .envfile import render_envfile, render_exports
+from .words import COLUMN, SINGLE_FORM, SINGLE_FORM_NOTE, efficiency_span_text, placement, world_phrase
 
 _ICON = {Status.PASS: "✅", Status.WARN: "⚠️", Status.FAIL: "❌", Status.SKIP: "⏭️"}
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|])")
@@ -71,18 +73,25 @@ def _checks(report: Report) -> list[str]:
 def _bench(report: Report) -> list[str]:
     rows = report.bench or []
     bounded = any("bound_gbps" in r.extra for r in rows)
-    out = ["| op | size | dtype | placement | time | algbw | busbw | wrong |" + (" bound | eff | bound by |" if bounded
-                                                                             else ""),
+    c = COLUMN
+    heads = [c["op"], c["size"], c["dtype"], c["placement"], c["time"], c["algbw"], c["busbw"], c["wrong"]]
+    heads += [c["bound"], c["efficiency"], c["bound_by"]] if bounded else []
+    out = ["| " + " | ".join(md_text(h) for h in heads) + " |",
            "|---|---:|---|---|---:|---:|---:|---:|" + ("---:|---:|---|" if bounded else "")]
     for r in rows:
         wrong = "-" if r.wrong is None else (f"**{r.wrong}**" if r.wrong else "0")
-        line = (f"| {md_text(r.op)} | {format_bytes(r.bytes)} | {md_text(r.dtype)} | {'in' if r.in_place else 'out'}"
+        line = (f"| {md_text(r.op)} | {format_bytes(r.bytes)} | {md_text(r.dtype)} | {md_text(placement(r).label)}"
                 f" | {format_us(r.time_us)} | {format_gbps(r.algbw_gbps)} | {format_gbps(r.busbw_gbps)} | {wrong} |")
         if bounded:
             line += (f" {bound_gbps_text(r.extra.get('bound_gbps'))} |"
                      f" {efficiency_text(r.extra.get('efficiency'), r.extra.get('bound_trusted'))} |"
                      f" {md_text(r.extra.get('bound_by') or '')} |")
         out.append(line)
+    if bounded:  # the caption under the table, one per op as the terminal's
+        out += [""] + [f"{md_text(op)} {md_text(dtype)}: {md_text(cap)}  "
+                       for (op, dtype), cap in efficiency_captions(rows).items()]
+    if any(placement(r) is SINGLE_FORM for r in rows):
+        out += ["", md_text(SINGLE_FORM_NOTE)]
     return out
 
 
@@ -112,9 +121,8 @@ def _links(report: Report) -> list[str]:
             out.append(f"| {md_text(nodes_text(members, hostnames(report)))} | {bound_gbps_text(b)} | {md_text(by)} |")
         effs, wrong = efficiency_span(links)
         if effs:
-            out += ["", f"Efficiency of the measured directions (GB/s / the bound of the direction: the sender's "
-                        f"egress, the receiver's ingress): {efficiency_text(min(effs))} to "
-                        f"{efficiency_text(max(effs))}."]
+            out += ["", md_text(efficiency_span_text(efficiency_text(min(effs)), efficiency_text(max(effs))))
+                    + " (a direction's bound: the sender's egress, the receiver's ingress)."]
         for w in wrong:
             out += ["", f"**Wrong bound:** {md_text(wrong_bound_text(w))}"]
     return out
@@ -125,8 +133,7 @@ def render_markdown(report: Report) -> str:
     out = [f"## {_ICON[report.status]} ncclcheck {md_text(report.command)}: {status_headline(report)}", ""]
     world = report.world
     out.append(
-        f"{world.nnodes} node(s), world size {world.world_size}, backend {md_text(world.backend)}, "
-        f"launcher {md_text(world.launcher)} · ncclcheck {md_text(report.version)} · "
+        f"{md_text(world_phrase(world))}, backend {md_text(world.backend)} · ncclcheck {md_text(report.version)} · "
         f"{md_text(report.started)} · {report.duration_s:.1f} s"
         + (f" · {md_text(trust_text(report) or '')}" if report.trust else "")
     )

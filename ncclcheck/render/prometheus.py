@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from typing import Optional
 
 from ..model import Report, Status
+from .common import hostnames as _hostnames
+from .words import COLUMN, IN_PLACE, OUT_OF_PLACE, SINGLE_FORM
 
 PREFIX = "ncclcheck_"
 _STATUSES = [s.value for s in (Status.PASS, Status.SKIP, Status.WARN, Status.FAIL)]
@@ -55,10 +57,6 @@ def _epoch(started: str) -> Optional[float]:
         return None
 
 
-def _hostnames(report: Report) -> dict[int, str]:
-    return {n.node_rank: n.hostname for n in report.nodes}
-
-
 def _run(report: Report) -> list[_Family]:
     cmd = report.command
     info = _Family("info", "gauge", "ncclcheck version and the world of this run (value is always 1)")
@@ -94,8 +92,12 @@ def _checks(report: Report) -> list[_Family]:
 
 
 def _bench(report: Report) -> list[_Family]:
-    busbw = _Family("bench_busbw_bytes_per_second", "gauge", "bus bandwidth (nccl-tests busbw) per op, dtype, size")
-    algbw = _Family("bench_algbw_bytes_per_second", "gauge", "algorithm bandwidth (nccl-tests algbw)")
+    # The in_place label keeps the JSON's value; the help says what each value means in the renderers' words.
+    placed = (f'; in_place="true": {IN_PLACE.label}, "false": {OUT_OF_PLACE.label} or the {SINGLE_FORM.label} '
+              "of an op torch has in one form only")
+    busbw = _Family("bench_busbw_bytes_per_second", "gauge",
+                    f"bus bandwidth (nccl-tests {COLUMN['busbw']}) per op, dtype, size{placed}")
+    algbw = _Family("bench_algbw_bytes_per_second", "gauge", f"algorithm bandwidth (nccl-tests {COLUMN['algbw']})")
     mean = _Family("bench_time_seconds", "gauge", "mean time per operation, slowest rank (nccl-tests time)")
     p99 = _Family("bench_time_p99_seconds", "gauge", "99th percentile of the per-iteration time (slowest rank)")
     cv = _Family("bench_time_cv_ratio", "gauge", "coefficient of variation of the per-iteration time")

@@ -147,7 +147,8 @@ def local_ranks(world: WorldConfig, placement) -> int:
 
 
 def _default_nproc() -> int:
-    from ..agent.runner import CPU_RANKS_DEFAULT, gpu_count
+    from ..agent.runner import gpu_count
+    from ..config import CPU_RANKS_DEFAULT
 
     return gpu_count() or CPU_RANKS_DEFAULT
 
@@ -165,13 +166,13 @@ def world_failure_report(config: Config, command: str, clock: Clock, why: str, w
 
 
 def job_report(command: str, config: Config, clock: Clock, world: WorldConfig, placement, out: Any,
-               **fields: Any) -> Report:
+               hosts: Optional[list] = None, **fields: Any) -> Report:
     """The Report of a bench/links run: world from the job's outcome, timed from the command's start."""
     return Report(command=command, version=__version__, started=clock.started, duration_s=clock.elapsed(),
                   world=WorldInfo(nnodes=placement.nnodes, world_size=out.world_size, backend=out.backend,
                                   master=format_endpoint(world.master_addr, world.master_port),
                                   launcher=placement.launcher),
-                  nodes=this_node(placement), strict=config.output.strict,
+                  nodes=job_nodes(placement, hosts), strict=config.output.strict,
                   interrupted=out.interrupted, interrupted_by=out.interrupted_by,
                   trust=job_trust(world) if placement.multi_node else None, **fields)
 
@@ -190,6 +191,18 @@ def this_node(placement) -> list:
     from ..model import NodeInfo
 
     return [NodeInfo(placement.node_rank, hostname(), {})]
+
+
+def job_nodes(placement, hosts: Optional[list] = None) -> list:
+    """Every node of the job by name when the job gathered their names (links: each node's hostname, by node rank),
+    else the node that measured it: a 2-node links report listed only node 0, and its header read `[h1]`."""
+    from ..model import NodeInfo
+
+    mine = this_node(placement)
+    if not isinstance(hosts, list) or len(hosts) != placement.nnodes or len(hosts) < 2:
+        return mine
+    own = {n.node_rank: n for n in mine}
+    return [own.get(i) or NodeInfo(i, h if isinstance(h, str) else "", {}) for i, h in enumerate(hosts)]
 
 
 def save_baseline(path: Optional[str], report: Report) -> None:

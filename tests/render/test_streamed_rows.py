@@ -10,6 +10,7 @@ from ncclcheck.model import BenchRow, CheckResult, NodeInfo, Report, Status, Wor
 from ncclcheck.render.bench import row_line
 from ncclcheck.render.console import make_console, render_report
 from ncclcheck.render.progress import LineObserver
+from ncclcheck.render.words import SINGLE_FORM
 from tests.agent.test_progress_relay import FakeStore
 
 
@@ -62,7 +63,7 @@ def test_rows_travel_from_a_spawned_rank_0_through_the_store():
 
 def test_a_single_form_op_says_so_and_a_1g_row_fits_80_columns():
     one = BenchRow.from_json(_row(in_place_call=True))
-    assert " one " in row_line(one)
+    assert f" {SINGLE_FORM.word} " in row_line(one)
     big = BenchRow("all_gather", 1 << 30, 1 << 28, "float32", True, 1234567.8, 1234.56, 2469.12, 0, [1.0],
                    {"iter_stats": {"p99_us": 2345678.9, "cv": 0.5, "high_variation": True},
                     "requested_bytes": (1 << 30) + 3})
@@ -93,7 +94,8 @@ def test_a_piped_report_has_no_trailing_spaces_nor_an_empty_column_and_each_chec
     assert all(ln == ln.rstrip() for ln in lines), [ln for ln in lines if ln != ln.rstrip()]
     assert "reference" not in text  # no published figure applies: no always-empty column
     assert text.count("bench.coverage") == 1 and text.count("bench.unsupported") == 1
-    assert lines[0].startswith("ncclcheck bench 5 node(s)") and lines[0].endswith("gpu-node-003 ...]")  # one line
+    assert lines[0].startswith("ncclcheck bench 5 nodes, 10 ranks")
+    assert lines[0].endswith("gpu-node-003 +1 more]")  # one line
     assert "1048576" in text
 
 

@@ -1,0 +1,138 @@
+"""The one table of words the renderers share: status words, what a bench row's placement is called, the column
+names, the efficiency caption and its "bound unknown" / "bound wrong" phrasing, the header's counts and who launched
+the run, and the unit labels.
+
+Console, Markdown, HTML, JUnit, Prometheus' help text and the kubectl labels script all take these words from here,
+so a run reads the same in every format (issue 34: the same all_reduce row was "one" on the terminal, "single form
+(in place)" in HTML and "out" in Markdown). JSON field names and values, Prometheus metric names and label values
+are contracts and are not words of this table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ..model import Status
+
+# ---------------------------------------------------------------------------------------------------------------
+# Status
+
+STATUS_WORD = {Status.PASS: "PASS", Status.WARN: "WARN", Status.FAIL: "FAIL", Status.SKIP: "SKIP"}
+# Nothing to act on: the terminal writes these words in lower case so FAIL and WARN stand out in a column.
+QUIET = frozenset({Status.PASS, Status.SKIP})
+
+
+def status_mark(status: Status) -> str:
+    """The status word in the terminal's checks column: 'FAIL', 'WARN', 'pass', 'skip'."""
+    word = STATUS_WORD[status]
+    return word.lower() if status in QUIET else word
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Placement of a bench row
+
+
+@dataclass(frozen=True)
+class Placement:
+    key: str  # "out", "in", "single"
+    word: str  # in a narrow column (the terminal's table, streamed rows)
+    label: str  # where there is room (HTML, Markdown, notes)
+
+
+OUT_OF_PLACE = Placement("out", "out", "out-of-place")
+IN_PLACE = Placement("in", "in", "in-place")
+# An op torch has in one (in-place) form only (all_reduce, broadcast, reduce): its one row is that call, whatever
+# --in-place said. Its row is neither "out" (it wrote its input) nor a second "in" row.
+SINGLE_FORM = Placement("single", "single", "single form (in place)")
+PLACEMENTS = {p.key: p for p in (OUT_OF_PLACE, IN_PLACE, SINGLE_FORM)}
+
+SINGLE_FORM_NOTE = (f"{SINGLE_FORM.label}: torch has this op in one (in-place) form only, so --in-place adds no "
+                    "second row: two rows would be two timings of the same call")
+
+
+def placement(row: Any) -> Placement:
+    """How a bench row (model.BenchRow) was placed."""
+    if row.extra.get("in_place_call") and not row.in_place:
+        return SINGLE_FORM
+    return IN_PLACE if row.in_place else OUT_OF_PLACE
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Columns and units
+
+GBPS = "GB/s"
+US = "us"
+BYTES = "B"
+ELEMENTS = "elts"
+
+COLUMN = {
+    "op": "op",
+    "size": "size",
+    "count": "count",
+    "dtype": "dtype",
+    "placement": "placement",
+    "placement_short": "place",  # the terminal's 80-column table
+    "time": "time",
+    "p99": "p99",
+    "variation": "var",
+    "algbw": "algbw",
+    "busbw": "busbw",
+    "wrong": "#wrong",
+    "bound": "bound",
+    "efficiency": "eff",
+    "bound_by": "bound by",
+    "latency": "latency",
+}
+
+# ---------------------------------------------------------------------------------------------------------------
+# Efficiency and bounds: an efficiency above 1 is a wrong bound, never a figure; an unknown bound is said, not "?".
+
+EFF_DEFINITION = f"{COLUMN['efficiency']} = {COLUMN['busbw']} / {COLUMN['bound']}"
+BOUND_WRONG = "bound wrong"
+UNKNOWN = "unknown"  # a bound cell under the "bound" column
+BOUND_UNKNOWN = f"{COLUMN['bound']} {UNKNOWN}"
+NO_FIGURE = "-"  # a cell with no figure: not measured, or no bound to divide by
+
+
+def _number(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def bound_phrase(gbps: object) -> str:
+    """'bound 25 GB/s', 'bound 0.025 GB/s' (3 significant digits: a 200 Mb/s shaper is not '0.03'), or
+    'bound unknown'."""
+    return f"{COLUMN['bound']} {gbps:.3g} {GBPS}" if _number(gbps) else BOUND_UNKNOWN
+
+
+def efficiency_caption(bound_gbps: object = None, bound_by: Optional[str] = None) -> str:
+    """The line under a bench table: 'eff = busbw / bound; bound 25 GB/s (NIC mlx5_0 ...)' or
+    'eff = busbw / bound; bound unknown (CPU ranks on one host ...)'."""
+    text = f"{EFF_DEFINITION}; {bound_phrase(bound_gbps)}"
+    return text + (f" ({bound_by})" if bound_by else "")
+
+
+def efficiency_span_text(lo: str, hi: str) -> str:
+    """A links run's trusted efficiencies, already as percentages: 'measured directions reached 61% to 93% of their
+    bound' (each direction against the sender's egress and the receiver's ingress)."""
+    return f"measured directions reached {lo} to {hi} of their {COLUMN['bound']}"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Header: how many nodes and ranks, who launched the run
+
+
+def count(n: object, noun: str) -> str:
+    """'1 node', '16 ranks', '1,024 nodes'; a count a saved report lacks reads '? nodes'."""
+    if not _number(n):
+        return f"? {noun}s"
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+LAUNCHED_BY = "launched by"
+
+
+def world_phrase(world: Any) -> str:
+    """'2 nodes, 16 ranks, launched by slurm': the same words at the top of every format."""
+    return (f"{count(world.nnodes, 'node')}, {count(world.world_size, 'rank')}, "
+            f"{LAUNCHED_BY} {world.launcher or 'an unknown launcher'}")

@@ -206,7 +206,8 @@ def write_dump(path: str, docs: dict, inp: Inputs) -> list:
     if inp.unanswered:
         f = os.path.join(path, UNANSWERED_NAME)
         write_atomic(f, json.dumps({"schema": flight.UNANSWERED_SCHEMA,
-                                    "ranks": {str(r): w for r, w in sorted(inp.unanswered.items())}}))
+                                    "ranks": {str(r): w for r, w in sorted(inp.unanswered.items())},
+                                    "hosts": {str(r): inp.hosts[r] for r in sorted(inp.unanswered) if r in inp.hosts}}))
         written.append(f)
     return written
 

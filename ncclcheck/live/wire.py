@@ -51,7 +51,10 @@ def _recv_exact(sock: socket.socket, n: int, end: float, budget: Budget) -> byte
         if budget.passed(end):
             raise TimeoutError("no complete frame within the bound")
         sock.settimeout(budget.left(end))
-        part = sock.recv(min(n - got, 1 << 20))
+        try:
+            part = sock.recv(min(n - got, 1 << 20))
+        except TimeoutError:  # socket.timeout: said as the bound, like the check above
+            raise TimeoutError("no complete frame within the bound") from None
         if not part:
             raise WireError(f"the connection closed after {got} of {n} bytes")
         chunks.append(part)

@@ -148,6 +148,11 @@ def _classify_json(out: Inputs, path: str, doc) -> bool:
         for r, why in list(doc["ranks"].items())[:flight.MAX_UNANSWERED]:
             if isinstance(r, str) and r.isdigit() and int(r) < flight.MAX_WORLD and isinstance(why, str):
                 out.unanswered[int(r)] = clip(why, 200)
+                who = doc.get("hosts", {}).get(r) if isinstance(doc.get("hosts"), dict) else None
+                if isinstance(who, dict) and isinstance(who.get("host"), str):
+                    local = who.get("local_rank")
+                    out.hosts[int(r)] = {"host": clip(who["host"], 200),
+                                         "local_rank": local if type(local) is int and local >= 0 else None}
         out.read.append({"path": path, "kind": "flight_recorder", "note": f"{len(out.unanswered)} rank(s) that did "
                                                                           "not answer ncclcheck watch"})
     elif isinstance(doc, dict) and isinstance(doc.get("communicators"), list):

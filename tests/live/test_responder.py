@@ -1,4 +1,4 @@
-"""The responder's protocol over real loopback sockets: what it answers, and what it refuses (no torch: fake sources)."""
+"""The responder's protocol on real loopback sockets: what it answers, what it refuses (no torch: fake sources)."""
 
 from __future__ import annotations
 

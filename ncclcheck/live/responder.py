@@ -192,14 +192,15 @@ class Responder:
         pause = b.probe_retry_s
         while not self._stop.is_set() and not b.passed(end):
             try:
-                st: JsonStore = open_store(self.master[0], self.master[1], False, b.connect_attempt_s,
-                                           guard=self.guard)
+                # a plain connect first: c10d's client prints C++ frames into the job's stderr on every failed try
+                socket.create_connection(self.master, timeout=b.connect_attempt_s).close()
+                st: JsonStore = open_store(self.master[0], self.master[1], False, b.left(end), guard=self.guard)
                 st.set(f"{wire.PREFIX}rank/{self.rank}", self.record())
                 st.set(f"{wire.PREFIX}world", {"world_size": self.world_size, "attempt": self.attempt})
                 del st
                 self.registered.set()
                 return
-            except (ConnectionError, StoreLost) as exc:
+            except (OSError, StoreLost) as exc:
                 log.debug("live: the job's store is not there yet: %s", exc)
             self._stop.wait(min(pause, b.remaining(end)))
             pause = b.next_retry(pause, b.probe_retry_max_s)

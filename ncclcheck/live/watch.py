@@ -75,11 +75,14 @@ def read_registry(st: JsonStore) -> tuple[int, dict, dict]:
     rows = st.read_present([f"{wire.PREFIX}rank/{r}" for r in range(n)])
     records, missing = {}, {}
     for r, (there, v) in enumerate(rows):
-        bad = _record_problem(r, v) if there else None
         if not there:
             missing[r] = "never registered in the job's store (not armed, or it stopped before arming)"
-        elif v is None or bad:
-            missing[r] = f"its record in the store was refused ({bad or (st.rejected[-1] if st.rejected else '?')})"
+        elif v is None:  # the store refused it (unsigned with a token, not JSON, too large): its reason
+            key = f"{wire.PREFIX}rank/{r}: "
+            why = next((x[len(key):] for x in reversed(st.rejected) if x.startswith(key)), "unreadable")
+            missing[r] = f"its record in the store was refused ({why})"
+        elif bad := _record_problem(r, v):
+            missing[r] = f"its record in the store was refused ({bad})"
         else:
             records[r] = v
     newest = max((v["attempt"] for v in records.values()), default=0)

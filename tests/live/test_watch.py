@@ -100,3 +100,22 @@ def test_no_job_at_the_master_is_exit_1_named(validate_report):
     assert p.returncode == 1
     doc = validate_report(p.stdout)
     assert doc["command"] == "watch" and doc["checks"][0]["id"] == "rendezvous.master_reachable"
+
+
+def test_with_a_token_a_forged_registration_is_refused_and_named():
+    import torch.distributed as dist
+
+    from ncclcheck.live import wire
+    from ncclcheck.live.watch import read_registry
+    from ncclcheck.rendezvous.store import Guard, JsonStore
+
+    raw = dist.HashStore()
+    signed, stranger = JsonStore(raw, guard=Guard(token=b"k")), JsonStore(raw)
+    rec = {"v": wire.VERSION, "rank": 0, "world_size": 2, "local_rank": 0, "host": "h0", "addr": "127.0.0.1",
+           "port": 4000, "pid": 1, "auth": True, "attempt": 0}
+    signed.set(f"{wire.PREFIX}world", {"world_size": 2, "attempt": 0})
+    signed.set(f"{wire.PREFIX}rank/0", rec)
+    stranger.set(f"{wire.PREFIX}rank/1", {**rec, "rank": 1, "addr": "198.18.9.9"})  # points watch elsewhere
+    n, records, missing = read_registry(JsonStore(raw, guard=Guard(token=b"k")))
+    assert n == 2 and list(records) == [0]
+    assert "refused" in missing[1] and "not signed with the job token" in missing[1]

@@ -47,7 +47,7 @@ class Answer:
     rank: int
     doc: Optional[dict] = None  # the reply
     why: str = ""  # why there is none
-    elapsed_s: float = 0.0
+    elapsed_s: Optional[float] = None  # how long its answer took (None: not asked)
     nbytes: int = 0
 
 
@@ -278,7 +278,7 @@ def look(config: Config, budget: Budget, st: JsonStore, guard: Guard, t0: float)
         "confirm_s": budget.live_confirm_s,
         "ranks": [{"rank": r, "host": records[r]["host"], "addr": f"{records[r]['addr']}:{records[r]['port']}",
                    "pid": (first[r].doc or {}).get("pid") if r in first else None,
-                   "answer_s": round(first[r].elapsed_s, 4) if r in first else None,
+                   "answer_s": round(first[r].elapsed_s, 4) if r in first and first[r].elapsed_s is not None else None,
                    "bytes": first[r].nbytes if r in first else 0,
                    "where": inp.where.get(r),
                    "progress": (second.get(r) or first.get(r) or Answer(r)).doc.get("progress")

@@ -81,6 +81,14 @@ def run_diagnose(config: Optional[Config] = None, **options: Any) -> Report:
     return diagnose(list(config.diagnose.paths), config.diagnose.preflight, __version__)
 
 
+def run_watch(config: Optional[Config] = None, **options: Any) -> Report:
+    """While a job runs or hangs: every armed rank fetched live -> the rank, host, collective and cause:
+    `run_watch(master_addr="h0", master_port=29500)`. Keyword arguments are `ncclcheck watch`'s flags."""
+    from .live.watch import watch
+
+    return watch(_config("watch", config, options, "run_watch"))
+
+
 def run_health(config: Optional[Config] = None, **options: Any) -> Report:
     """Node-local health for Slurm's HealthCheckProgram / Prolog (no torch), with optional drain/resume.
 
@@ -109,4 +117,4 @@ def run_report(config: Optional[Config] = None, **options: Any) -> Report:
 
 
 __all__ = ["run_bench", "run_diagnose", "run_env", "run_health", "run_links", "run_preflight", "run_recommend",
-           "run_report", "run_sweep"]
+           "run_report", "run_sweep", "run_watch"]

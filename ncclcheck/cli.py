@@ -197,6 +197,8 @@ def _run(config: Config, observer=None, placement=None):
         return api.run_env(config)
     if config.command == "diagnose":
         return api.run_diagnose(config)
+    if config.command == "watch":
+        return api.run_watch(config)
     if config.command == "bench":
         return api.run_bench(config, placement=placement, **progress)
     if config.command == "links":
@@ -227,7 +229,7 @@ def seat_of(config: Config, placement, per_rank_paths: bool = False, per_node_pa
     """writes: the default rule of render.files.own_path (global rank 0 writes a path shared by every node; %n/%h
     paths or --print-all add the other nodes' first ranks, %r paths every rank); each file is decided by it."""
     out = config.output
-    if placement is None or config.command in ("env", "report", "health", "diagnose"):
+    if placement is None or config.command in ("env", "report", "health", "diagnose", "watch"):
         leader = placement is None or placement.node_leader
         return Seat(full=leader, line=False, writes=leader or per_rank_paths,
                     launcher=placement.launcher if placement else "ncclcheck")

@@ -72,6 +72,14 @@ class DiagnoseConfig:
 
 
 @dataclass(frozen=True)
+class WatchConfig:
+    """`watch`: where to keep what was fetched (diagnose DIR reads it), and whether to follow the job's progress."""
+
+    dump_dir: Optional[str] = None
+    follow: bool = False
+
+
+@dataclass(frozen=True)
 class BenchConfig:
     """`ncclcheck bench`'s sweep: these defaults are the CLI's and the Python API's alike (its help shows them)."""
 
@@ -185,6 +193,7 @@ class Config:
     health: Optional[HealthConfig] = None
     sweep: Optional[SweepConfig] = None
     diagnose: Optional[DiagnoseConfig] = None
+    watch: Optional[WatchConfig] = None
     postmortem_dir: Optional[str] = None  # recommend --postmortem DIR: arm the job so its failure can be diagnosed
     storage: StorageConfig = field(default_factory=StorageConfig)
 

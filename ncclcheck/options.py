@@ -32,7 +32,7 @@ from .render.formats import FORMATS, PATH_HELP
 from .rendezvous.budget import FIXED as _FIXED
 from .version import __version__
 
-COMMANDS = ("preflight", "bench", "links", "recommend", "report", "env", "diagnose", "health", "sweep")
+COMMANDS = ("preflight", "bench", "links", "recommend", "report", "env", "diagnose", "watch", "health", "sweep")
 WORLD_COMMANDS = ("preflight", "recommend", "bench", "links", "sweep")
 CHECK_COMMANDS = ("preflight", "recommend")  # world commands that start no ranks of their own
 _BENCH, _LINKS, _BASE = BenchConfig(), LinksConfig(), BaselineConfig()
@@ -222,10 +222,33 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--preflight", metavar="RUN.json", help="a saved preflight report: ties ranks to hosts and "
                    "compares NCCL's choices with its recommendations")
 
+    _watch_parser(sub)
+
     e = sub.add_parser("env", help="this node's facts (versions, GPUs, network, RDMA)")
     _output_flags(e, "env")
     _facts_flags(e)
     return parser
+
+
+def _watch_parser(sub) -> None:
+    w = sub.add_parser("watch", help="while a job runs or hangs: every armed rank fetched live -> rank, host, process "
+                       "group, collective, cause (the job is left running)",
+                       description="Reads the armed ranks' addresses from the job's store, fetches every rank's "
+                       "flight recorder, stacks and progress at once, looks at progress again a moment later, and "
+                       "names the culprit of a hang with diagnose's analysis (docs/live.md). Exit 0: the job is "
+                       "making progress; 1: a cause named (or nothing armed); 2: bad flags.")
+    g = w.add_argument_group("the job (like torchrun; fall back to NCCLCHECK_* then MASTER_ADDR/MASTER_PORT)")
+    g.add_argument("--master-addr", help="the job's master (its store: torchrun's --master-addr / rdzv host)")
+    g.add_argument("--master-port", help=f"the job's master port (default {DEFAULT_MASTER_PORT})")
+    g.add_argument("--timeout", help="the one bound on fetching every rank at once, and with --follow how long "
+                                     f"progress may stop before watch speaks (default {_FIXED.timeout_s:g})")
+    g.add_argument("--token-file", metavar="PATH", help="the job's secret (or NCCLCHECK_TOKEN): armed ranks that "
+                   "have it answer only requests sealed with it")
+    _output_flags(w, "watch")
+    w.add_argument("--dump", metavar="DIR", help="write what was fetched under DIR (flight-recorder JSON per rank): "
+                   "`ncclcheck diagnose DIR` gives the same answer later")
+    w.add_argument("--follow", action="store_true", help="look every few seconds and speak once progress stopped "
+                   "for --timeout seconds (or every rank stopped answering)")
 
 
 def _slurm_flags(p: argparse.ArgumentParser) -> None:
@@ -407,6 +430,8 @@ def config_from_args(args: argparse.Namespace, env=None) -> Config:
         if args.preflight and not os.path.isfile(args.preflight):
             raise UsageError(f"--preflight {args.preflight}: no such file")
         cfg["diagnose"] = DiagnoseConfig(paths=_strings(args.paths), preflight=args.preflight)
+    if cmd == "watch":
+        cfg["watch"] = watch_config_from_args(args, world)
     if cmd == "report":
         if not args.run:
             raise UsageError("report needs the saved run's path (RUN.json)")
@@ -428,6 +453,21 @@ def config_from_args(args: argparse.Namespace, env=None) -> Config:
     if cmd in ("links", "sweep"):
         cfg["links"] = links_config_from_args(args)
     return Config(**cfg)
+
+
+def watch_config_from_args(args: argparse.Namespace, world) -> Any:
+    """watch's flags: a master to read the ranks from is required; --dump must be a directory (made if absent)."""
+    from .config import WatchConfig
+
+    if not world.master_addr:
+        raise UsageError("watch needs the job's master: --master-addr HOST (or MASTER_ADDR)")
+    dump = _text(args.dump)
+    if dump is not None:
+        if not dump.strip():
+            raise UsageError("--dump needs a directory")
+        if os.path.exists(dump) and not os.path.isdir(dump):
+            raise UsageError(f"--dump {dump}: exists and is not a directory")
+    return WatchConfig(dump_dir=dump, follow=bool(args.follow))
 
 
 def _text(value: Any) -> Optional[str]:

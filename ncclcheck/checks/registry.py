@@ -22,7 +22,8 @@ from . import cross, local, postmortem, storage
 log = logging.getLogger(__name__)
 
 LOCAL, CROSS, STEP, POSTMORTEM = "local", "cross", "step", "postmortem"
-PREFLIGHT, BENCH, LINKS, HEALTH, SWEEP, DIAGNOSE = "preflight", "bench", "links", "health", "sweep", "diagnose"
+PREFLIGHT, BENCH, LINKS, HEALTH, SWEEP, DIAGNOSE, WATCH = ("preflight", "bench", "links", "health", "sweep",
+                                                          "diagnose", "watch")
 JOBS = (BENCH, LINKS)
 
 
@@ -64,15 +65,18 @@ REGISTRY: tuple = (
     CheckSpec("env.nccl", CROSS, ("env",), cross.check_env),
     CheckSpec("time.clock_skew", CROSS, (), cross.check_clock_skew),
     # diagnose: the verdict first (the report's root cause), then the findings it was drawn from
-    CheckSpec("postmortem.root_cause", POSTMORTEM, (), postmortem.check_root_cause, (DIAGNOSE,)),
-    CheckSpec("postmortem.collectives", POSTMORTEM, (), postmortem.check_collectives, (DIAGNOSE,)),
-    CheckSpec("postmortem.mismatch", POSTMORTEM, (), postmortem.check_mismatch, (DIAGNOSE,)),
-    CheckSpec("postmortem.ranks", POSTMORTEM, (), postmortem.check_ranks, (DIAGNOSE,)),
-    CheckSpec("postmortem.nccl_warnings", POSTMORTEM, (), postmortem.check_nccl_warnings, (DIAGNOSE,)),
-    CheckSpec("postmortem.transport", POSTMORTEM, (), postmortem.check_transport, (DIAGNOSE,)),
-    CheckSpec("postmortem.inputs", POSTMORTEM, (), postmortem.check_inputs, (DIAGNOSE,)),
+    CheckSpec("postmortem.root_cause", POSTMORTEM, (), postmortem.check_root_cause, (DIAGNOSE, WATCH)),
+    CheckSpec("postmortem.collectives", POSTMORTEM, (), postmortem.check_collectives, (DIAGNOSE, WATCH)),
+    CheckSpec("postmortem.mismatch", POSTMORTEM, (), postmortem.check_mismatch, (DIAGNOSE, WATCH)),
+    CheckSpec("postmortem.ranks", POSTMORTEM, (), postmortem.check_ranks, (DIAGNOSE, WATCH)),
+    CheckSpec("postmortem.nccl_warnings", POSTMORTEM, (), postmortem.check_nccl_warnings, (DIAGNOSE, WATCH)),
+    CheckSpec("postmortem.transport", POSTMORTEM, (), postmortem.check_transport, (DIAGNOSE, WATCH)),
+    CheckSpec("postmortem.inputs", POSTMORTEM, (), postmortem.check_inputs, (DIAGNOSE, WATCH)),
     # Made by the steps of the commands' pipelines, from what they measured or read rather than from facts.
     CheckSpec("rendezvous.master_reachable", STEP, (), None, JOBS, "steps/world.py (the master probe of a job)"),
+    CheckSpec("rendezvous.master_reachable", STEP, (), None, (WATCH,), "live/watch.py (the job's store)"),
+    CheckSpec("live.answered", STEP, (), None, (WATCH,), "live/watch.py (every registered rank answered)"),
+    CheckSpec("live.progress", STEP, (), None, (WATCH,), "live/watch.py (progress between two looks)"),
     CheckSpec("rendezvous.world", STEP, (), None, (PREFLIGHT,), "preflight/cluster.py, preflight/pipeline.py"),
     CheckSpec("nccl.ras", STEP, (), None, (PREFLIGHT,), "checks/nccl_ras.py (--nccl-ras)"),
     CheckSpec("nccl.transport", STEP, (), None, (PREFLIGHT, *JOBS),

@@ -33,7 +33,7 @@ def ranks_text(ranks: list, limit: int = SHOWN) -> str:
 
 def _world(inp: Inputs, preflight: Optional[dict], nranks: list) -> list:
     known = (set(inp.dumps) | {f["rank"] for f in inp.failures if isinstance(f.get("rank"), int)} |
-             set(empty_dumps(inp)))
+             set(empty_dumps(inp)) | set(inp.unanswered))
     sizes = [len(g.ranks) for d in inp.dumps.values() for n, g in d.groups.items()
              if n == flight.DEFAULT_PG and g.ranks]
     sizes += nranks
@@ -60,8 +60,9 @@ def empty_dumps(inp: Inputs) -> dict:
 
 
 def _hosts(inp: Inputs, preflight: Optional[dict], log_ranks: dict) -> dict:
-    """rank -> {host, local_rank} from the launcher's table, NCCL's own lines, then the preflight's placement."""
-    out: dict = {}
+    """rank -> {host, local_rank} from the launcher's table, NCCL's own lines, the preflight's placement, then what
+    a live rank said of itself (`ncclcheck watch`)."""
+    out: dict = {r: {**h, "from": "live"} for r, h in inp.hosts.items()}
     if preflight:
         world = preflight.get("world") or {}
         nodes = {n.get("node_rank"): n.get("hostname") for n in preflight.get("nodes") or [] if isinstance(n, dict)}
@@ -69,7 +70,7 @@ def _hosts(inp: Inputs, preflight: Optional[dict], log_ranks: dict) -> dict:
         if ws and type(nn) is int and 0 < nn <= ws and ws % nn == 0 and nodes:
             per = ws // nn
             for r in range(ws):
-                if nodes.get(r // per):
+                if nodes.get(r // per) and r not in out:
                     out[r] = {"host": nodes[r // per], "local_rank": r % per, "from": "preflight"}
     for r, info in log_ranks.items():
         out[r] = {**out.get(r, {}), **info, "from": "nccl log"}
@@ -296,6 +297,8 @@ def _fr_causes(groups: list, inp: Inputs, hosts: dict, by_rank: dict) -> list:
             tmo = f" (timeout {g['timeout_ms'] / 1000:g} s)" if g.get("timeout_ms") else ""
             text = (f"{_who(stuck[0], hosts) if len(stuck) == 1 else ranks_text(stuck)} never entered {_coll(g)}; "
                     f"the other {waited} rank{'s' if waited != 1 else ''} waited in it{tmo}")
+            if stuck[0] in inp.where:  # a live rank's stack: where it is instead
+                text += f"; rank {stuck[0]}'s main thread is at {inp.where[stuck[0]]}"
             causes.append({"kind": "never_entered", "cause": True, "pg": g["pg"], "seq": g["seq"], "ranks": stuck,
                            "text": text, "fix": "find why that rank stopped issuing collectives (its own log and "
                            "stack: a rank-dependent branch, an exception caught and ignored, a data loader that ran "
@@ -453,6 +456,8 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
             text = f"{_who(r, hosts)} {_exit_text(f)}"
             if cause:
                 text = "the job failed, cause not identified: " + text
+        elif r in inp.unanswered:  # live: a registered rank whose responder did not answer
+            text = f"{_who(r, hosts)} did not answer ({inp.unanswered[r]})"
         else:
             text = f"{_who(r, hosts)} left no dump" if inp.dumps else f"{_who(r, hosts)} died"
         if r == first and len(by_rank) > 1:

@@ -239,6 +239,41 @@ def normalise(doc: dict, rank: int, source: str, form: str) -> RankDump:
                     timing and backend == "nccl")
 
 
+UNANSWERED_SCHEMA = "ncclcheck.live-unanswered/1"  # watch --dump's list of the ranks that did not answer
+MAX_UNANSWERED = 100_000
+LIVE_KEY = "ncclcheck_live"  # what `ncclcheck watch` adds to a rank's flight recorder: the rank's own word
+_SKIP_FRAMES = ("/torch/", "/threading.py", "/ncclcheck/")  # frames that say where torch or Python wait, not the job
+
+
+def where_of(stacks: Any) -> Optional[str]:
+    """Where a live rank's main thread was, as a person reads it: its innermost frame in the job's own code
+    (torch's, the threading module's and ncclcheck's frames skipped), `file:line in func: code`."""
+    main = next((t for t in stacks if isinstance(t, dict) and t.get("main") is True), None) \
+        if isinstance(stacks, list) else None
+    frames = main.get("frames") if main else None
+    if not isinstance(frames, list):
+        return None
+    rows = [f for f in frames[-64:] if isinstance(f, dict) and isinstance(f.get("file"), str)
+            and type(f.get("line")) is int]
+    if not rows:
+        return None
+    own = [f for f in rows if not any(s in f["file"] for s in _SKIP_FRAMES)]
+    f = (own or rows)[-1]
+    code = _str(f.get("code"), 120)
+    return clip(f"{f['file'].rsplit('/', 1)[-1]}:{f['line']} in {_str(f.get('func'), 80)}"
+                + (f": {code}" if code else ""), 240)
+
+
+def live_self(doc: dict, rank: int) -> Optional[dict]:
+    """{"who": {host, local_rank}, "where"} from the LIVE_KEY section of a dump, when it is one for this rank."""
+    me = doc.get(LIVE_KEY)
+    if not isinstance(me, dict) or me.get("rank") != rank or not isinstance(me.get("host"), str):
+        return None
+    local = me.get("local_rank")
+    return {"who": {"host": clip(me["host"], 200), "local_rank": local if type(local) is int and 0 <= local < MAX_WORLD
+                    else None}, "where": where_of(me.get("stacks"))}
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # comparison across ranks
 

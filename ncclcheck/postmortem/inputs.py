@@ -35,6 +35,11 @@ class Inputs:
     reports: list = field(default_factory=list)  # [(path, dict)] ncclcheck reports found among the inputs
     read: list = field(default_factory=list)  # [{path, kind, note}] every file looked at, for the report
     refused: list = field(default_factory=list)  # [{path, why}] files that could not be read as what they claim
+    # what a live rank said of itself (`ncclcheck watch`, or its --dump read back): rank -> {host, local_rank}, and
+    # rank -> where its main thread was (flight.where_of); rank -> why a registered rank did not answer
+    hosts: dict = field(default_factory=dict)
+    where: dict = field(default_factory=dict)
+    unanswered: dict = field(default_factory=dict)
 
     def recognised(self) -> int:
         return sum(1 for r in self.read if r["kind"] != "unrecognised")
@@ -124,15 +129,32 @@ def _add_dump(out: Inputs, path: str, doc: dict, form: str) -> None:
         return
     try:
         out.dumps[rank] = flight.normalise(doc, rank, path, form)
+        live = flight.live_self(doc, rank)
     except (RecursionError, ValueError, TypeError, OverflowError) as exc:  # hostile, not a traceback
         out.refused.append({"path": path, "why": f"a flight-recorder dump that cannot be read ({type(exc).__name__})"})
         return
+    if live:
+        out.hosts[rank] = live["who"]
+        if live["where"]:
+            out.where[rank] = live["where"]
     out.read.append({"path": path, "kind": "flight_recorder", "note": f"rank {rank} ({form})"})
 
 
 def _classify_json(out: Inputs, path: str, doc) -> bool:
     if flight.is_dump(doc):
         _add_dump(out, path, doc, "json")
+    elif isinstance(doc, dict) and doc.get("schema") == flight.UNANSWERED_SCHEMA and isinstance(doc.get("ranks"), dict):
+        # `ncclcheck watch --dump`: the registered ranks that did not answer it, and why
+        for r, why in list(doc["ranks"].items())[:flight.MAX_UNANSWERED]:
+            if isinstance(r, str) and r.isdigit() and int(r) < flight.MAX_WORLD and isinstance(why, str):
+                out.unanswered[int(r)] = clip(why, 200)
+                who = doc.get("hosts", {}).get(r) if isinstance(doc.get("hosts"), dict) else None
+                if isinstance(who, dict) and isinstance(who.get("host"), str):
+                    local = who.get("local_rank")
+                    out.hosts[int(r)] = {"host": clip(who["host"], 200),
+                                         "local_rank": local if type(local) is int and local >= 0 else None}
+        out.read.append({"path": path, "kind": "flight_recorder", "note": f"{len(out.unanswered)} rank(s) that did "
+                                                                          "not answer ncclcheck watch"})
     elif isinstance(doc, dict) and isinstance(doc.get("communicators"), list):
         out.ras.append((path, json.dumps(doc)))
         out.read.append({"path": path, "kind": "ncclras", "note": ""})

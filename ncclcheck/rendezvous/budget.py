@@ -96,6 +96,14 @@ class Budget:
     health_timeout_s: float = 20.0  # `health --timeout`'s default: the bound on its own checks (healthy: ~0.2 s)
     health_max_timeout_s: float = 40.0  # + 2 scontrol calls (16 s) stays under Slurm's 60 s kill
 
+    # --- live (live/responder.py on each armed rank, live/watch.py in `ncclcheck watch`)
+    live_request_s: float = 2.0  # a responder reads one request this long: a real watcher sends it at once
+    live_send_s: float = 10.0  # a responder sends one reply this long (a flight recorder of a few MiB over a LAN)
+    live_confirm_s: float = 2.0  # watch's second look at every rank's progress, this long after the first
+    live_register_s: float = 600.0  # a responder tries this long to register in the job's store: under env:// the
+    # store is the script's own, bound by init_process_group after the responder started
+    live_follow_poll_s: float = 5.0  # watch --follow: one look at every rank's progress this often
+
     @classmethod
     def of(cls, config: Any) -> Budget:
         """The run's Budget from a config.Config: --timeout is the world's `timeout_s`, stored there once."""
@@ -127,6 +135,16 @@ class Budget:
 
     @property
     def collective_s(self) -> float:
+        return self.timeout_s
+
+    @property
+    def live_fetch_s(self) -> float:
+        """watch: the one bound on fetching every rank at once (T); a rank not answered by then is named."""
+        return self.timeout_s
+
+    @property
+    def live_stall_s(self) -> float:
+        """watch --follow: progress frozen this long (T) is a hang, and watch names its culprit."""
         return self.timeout_s
 
     # --- derived bounds

@@ -41,7 +41,7 @@ class PreflightFailed(RuntimeError):
 def guard(timeout: Optional[float] = None, paths: tuple = (), code_path: Optional[str] = None,
           json: Optional[str] = None, strict: bool = False, apply: bool = False,
           postmortem_dir: Optional[str] = None, quiet: bool = False, shared_dirs: tuple = (),
-          need: Optional[str] = None) -> Any:
+          need: Optional[str] = None, live: bool = False) -> Any:
     """Run the multi-node preflight in the launcher's world before the job touches it.
 
     timeout: T, each named wait's bound (--timeout); every rank ends within T + the fixed graces.
@@ -54,6 +54,9 @@ def guard(timeout: Optional[float] = None, paths: tuple = (), code_path: Optiona
     (--shared-dir, --need: the checkpoint directory).
     postmortem_dir: arm the job so a failure can be diagnosed (`ncclcheck recommend --postmortem`): the flight
     recorder and NCCL's debug log written under that directory, set in os.environ where unset.
+    live: also start this rank's responder (live/responder.py), so `ncclcheck watch --master-addr H --master-port P`
+    can fetch its flight recorder, stacks and progress while the job runs or hangs (docs/live.md); with a job token
+    it answers only requests sealed with it. The responder is on `report.extra["live_responder"]`'s address.
     Returns the Report (None when NCCLCHECK_GUARD=0); raises PreflightFailed on every rank when it fails.
     """
     env = os.environ
@@ -93,6 +96,15 @@ def guard(timeout: Optional[float] = None, paths: tuple = (), code_path: Optiona
         if armed:
             notes.append(f"armed the post-mortem under {postmortem_dir} ({', '.join(armed)}; `ncclcheck diagnose` "
                          "it after a failure)")
+    if live:
+        from ..live.responder import start
+
+        responder = start(env, token=world.token, rank=placement.rank, world_size=placement.world_size,
+                          local_rank=placement.local_rank, master=(placement.master_addr, placement.master_port))
+        if responder is not None:
+            report.extra["live_responder"] = f"{responder.addr}:{responder.port}"
+            notes.append(f"live: rank {placement.rank} answers `ncclcheck watch` at {responder.addr}:{responder.port}"
+                         + (" (authenticated with the job token)" if responder.auth else ""))
     if apply:
         applied = {**world_exports(placement, env), **apply_recommendations(report.recommendations, env,
                                                                             placement.node_rank)}

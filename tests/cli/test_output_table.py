@@ -35,6 +35,8 @@ def test_stdout_is_for_the_formats_that_may_go_there(command, tmp_path):
     run = [str(tmp_path / "run.json")] if command in ("report", "diagnose") else []
     if run:
         (tmp_path / "run.json").write_text("{}")
+    if command == "watch":  # a watch without a job's master is a usage error of its own
+        run = ["--master-addr", "127.0.0.1"]
     for name, fmt in FORMATS.items():
         args = build_parser().parse_args([command, *run, fmt.flag, "-"])
         if fmt.stdout:

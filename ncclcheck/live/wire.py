@@ -1,0 +1,98 @@
+"""The live protocol between an armed rank's responder and `ncclcheck watch`: frames, requests, authentication.
+
+One TCP connection carries one request. The responder speaks first: a hello frame with a fresh random challenge
+and whether it requires the job's key. The watcher sends one request frame; the responder sends one reply frame and
+closes. A frame is a 4-byte big-endian length and that many bytes of JSON. With a job key (NCCLCHECK_TOKEN, docs/
+trust.md) the request and the reply are sealed with the store's own HMAC (rendezvous/store.py's Guard.seal/open,
+the scheme every signed store value uses), over a key that names the challenge: a captured request answers no
+other connection, and a reply is believed only from a responder that knows the key. Nothing in a request is ever
+executed or used as a path: it names one of KINDS, nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+from typing import Any, Optional
+
+from ..rendezvous.budget import Budget
+from ..rendezvous.store import Guard
+
+VERSION = "ncclcheck-live/1"
+KINDS = ("progress", "stacks", "flight", "all")  # what a watcher may ask; anything else is refused
+MAX_REQUEST = 4096  # bytes of one request frame: a request is a few dozen bytes of JSON
+MAX_HELLO = 4096  # bytes of the responder's hello
+MAX_REPLY = 64 << 20  # bytes of one reply: a flight recorder of 20,000 entries and every thread's stack fit
+HEADER = struct.Struct("!I")
+CHALLENGE_CHARS = 32
+PREFIX = "ncclcheck/live/"  # the job store's keys: PREFIX + "world", PREFIX + "rank/<r>"
+
+
+class WireError(ValueError):
+    """A frame that is not one this side accepts (too large, cut short, not JSON); the message is one line."""
+
+
+def request_key(challenge: str) -> str:
+    return f"{PREFIX}request/{challenge}"
+
+
+def reply_key(challenge: str) -> str:
+    return f"{PREFIX}reply/{challenge}"
+
+
+def send_frame(sock: socket.socket, data: bytes) -> None:
+    sock.sendall(HEADER.pack(len(data)) + data)
+
+
+def _recv_exact(sock: socket.socket, n: int, end: float, budget: Budget) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        if budget.passed(end):
+            raise TimeoutError("no complete frame within the bound")
+        sock.settimeout(budget.left(end))
+        try:
+            part = sock.recv(min(n - got, 1 << 20))
+        except TimeoutError:  # socket.timeout: said as the bound, like the check above
+            raise TimeoutError("no complete frame within the bound") from None
+        if not part:
+            raise WireError(f"the connection closed after {got} of {n} bytes")
+        chunks.append(part)
+        got += len(part)
+    return b"".join(chunks)
+
+
+def recv_frame(sock: socket.socket, limit: int, end: float, budget: Budget) -> bytes:
+    """One frame's bytes, at most `limit` of them (a larger announced length is refused before it is read)."""
+    (n,) = HEADER.unpack(_recv_exact(sock, HEADER.size, end, budget))
+    if n > limit:
+        raise WireError(f"a frame of {n:,} bytes, over the {limit:,}-byte limit")
+    return _recv_exact(sock, n, end, budget)
+
+
+def loads(data: bytes) -> Any:
+    """JSON only: NaN/Infinity and deep nesting refused (what arrives may be hostile)."""
+    try:
+        return json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise WireError("not JSON") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(name)
+
+
+def seal(guard: Guard, key: str, doc: Any) -> bytes:
+    """The JSON of doc, signed with the job's key when there is one (Guard.seal; unsigned without a key)."""
+    return guard.seal(key, json.dumps(doc, separators=(",", ":"), default=str).encode())
+
+
+def open_sealed(guard: Guard, key: str, data: bytes) -> tuple[Optional[Any], str]:
+    """(the document, "") or (None, why): with a key, only a value signed with it for this key is believed."""
+    text, why = guard.open(key, data)
+    if text is None:
+        return None, why
+    try:
+        return loads(text), ""
+    except WireError as exc:
+        return None, str(exc)

@@ -1,0 +1,103 @@
+"""A real gloo job under torchrun on loopback (4 ranks) that hangs, watched live: `ncclcheck watch` names the rank,
+its host and the collective within --timeout + 10 s while every process of the job is still alive."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import REPO, cli_env, run_cli
+
+pytestmark = pytest.mark.slow
+
+WORKER = os.path.join(os.path.dirname(__file__), "fixtures", "live_worker.py")
+NPROC = 4
+TIMEOUT = 10
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+# sleep: armed by guard(live=True), one look; lock: a Python deadlock, a job token (signed records, sealed requests),
+# and --follow (it speaks once progress stopped for --timeout)
+@pytest.mark.parametrize("scenario,where,token", [("sleep", "time.sleep(HANG_S)", None),
+                                                  ("lock", "with lock:", "a-job-token")])
+def test_watch_names_the_hung_rank_while_the_job_runs(tmp_path, scenario, where, token, validate_report):
+    port, ready = _free_port(), tmp_path / "ready"
+    ready.mkdir()
+    secret = {"NCCLCHECK_TOKEN": token} if token else {}
+    env = cli_env({"TORCH_FR_BUFFER_SIZE": "2000", "HANG_S": "90", **secret})
+    job = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node",
+                            str(NPROC), "--master-addr", "127.0.0.1", "--master-port", str(port), WORKER, scenario,
+                            str(ready)], env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           start_new_session=True)
+    try:
+        end = time.monotonic() + 120
+        while len(os.listdir(ready)) < NPROC and time.monotonic() < end and job.poll() is None:
+            time.sleep(0.2)
+        assert len(os.listdir(ready)) == NPROC, job.stdout.read().decode()[-2000:] if job.poll() is not None else ""
+        t0 = time.monotonic()
+        follow = ["--follow"] if token else []
+        p = run_cli("watch", "--master-addr", "127.0.0.1", "--master-port", str(port), "--timeout", str(TIMEOUT),
+                    "--json", "-", "--dump", str(tmp_path / "dump"), *follow, env=secret, timeout=3 * TIMEOUT + 60)
+        took = time.monotonic() - t0
+        doc = validate_report(p.stdout)
+        pids = [r["pid"] for r in doc["live"]["ranks"]]
+        assert job.poll() is None and all(_alive(pid) for pid in pids), "the job must still run when watch answers"
+        assert p.returncode == 1, p.stderr
+        root = next(c for c in doc["checks"] if c["id"] == "postmortem.root_cause")
+        assert root["status"] == "fail" and root["evidence"]["ranks"] == [NPROC - 1]
+        assert f"rank {NPROC - 1} (host {socket.gethostname()}" in root["summary"]
+        assert "all_reduce #6 of default_pg" in root["summary"] and where in root["summary"]
+        # one look: within --timeout + 10 s; --follow: its looks until progress stood still for --timeout, then one
+        assert took < (TIMEOUT + 10 if not follow else 2 * TIMEOUT + 15), took
+        if token:
+            assert all(r["addr"].startswith("127.0.0.1:") for r in doc["live"]["ranks"])
+            keyless = run_cli("watch", "--master-addr", "127.0.0.1", "--master-port", str(port), "--timeout",
+                              str(TIMEOUT), "--json", "-", timeout=TIMEOUT + 60)
+            assert keyless.returncode == 1  # a watcher without the token is answered by no rank, and told why
+            assert "answers only with the job's key" in keyless.stdout
+        later = run_cli("diagnose", str(tmp_path / "dump"), "--json", "-", timeout=60)
+        assert json.loads(later.stdout)["postmortem"]["verdict"] == doc["postmortem"]["verdict"]
+    finally:
+        os.killpg(job.pid, 9)
+        job.wait(30)
+
+
+def test_watch_says_a_healthy_job_makes_progress(tmp_path, validate_report):
+    port, ready = _free_port(), tmp_path / "ready"
+    ready.mkdir()
+    env = cli_env({"TORCH_FR_BUFFER_SIZE": "2000", "HANG_S": "60"})
+    job = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node",
+                            str(NPROC), "--master-addr", "127.0.0.1", "--master-port", str(port), WORKER, "healthy",
+                            str(ready)], env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)
+    try:
+        end = time.monotonic() + 120
+        while len(os.listdir(ready)) < NPROC and time.monotonic() < end and job.poll() is None:
+            time.sleep(0.2)
+        p = run_cli("watch", "--master-addr", "127.0.0.1", "--master-port", str(port), "--timeout", str(TIMEOUT),
+                    "--json", "-", timeout=TIMEOUT + 60)
+        doc = validate_report(p.stdout)
+        assert p.returncode == 0, p.stdout[-2000:]
+        assert next(c for c in doc["checks"] if c["id"] == "live.progress")["status"] == "pass"
+    finally:
+        os.killpg(job.pid, 9)
+        job.wait(30)

@@ -165,7 +165,10 @@ class _Evidence:
             import traceback
 
             frames = traceback.extract_tb(tb) if tb is not None else []
-            at = f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else None
+            # the script's innermost frame says where: a timed-out collective raises inside torch's all_reduce
+            torch_dir = os.path.dirname(getattr(sys.modules.get("torch"), "__file__", None) or "")
+            own = [f for f in frames if not (torch_dir and f.filename.startswith(torch_dir + os.sep))] or frames
+            at = f"{own[-1].filename}:{own[-1].lineno} in {own[-1].name}" if own else None
             text = "".join(traceback.format_exception(etype, value, tb))
             self.bounded_write(f"raised {etype.__name__}: {value}", at, text[-TRACEBACK_CHARS:])
         self.prev_excepthook(etype, value, tb)

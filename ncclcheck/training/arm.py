@@ -90,9 +90,11 @@ def arm(directory: str, dump_signal: Optional[int] = signal.SIGUSR1, nodes: Iter
         hooks = evidence.install(dump_signal, notes)
         armed = Armed(directory, set_env, hooks, tuple(notes))
         _STATE.update(armed=armed, evidence=evidence, pid=os.getpid())
-        # --- live responder (issue 33 items 2-3, `ncclcheck watch`): started here, on every armed rank, once ---
-        # e.g. `from ..<its package> import responder; responder.start(armed)`; it must not change what is above.
-        # --- end of the live responder's place ---
+        # ==== LIVE RESPONDER (issue 33 items 2-3, `ncclcheck watch`, branch live): start it HERE ====
+        # Once per armed process, after the hooks: e.g. `responder.start(armed)`. It may read this rank's evidence
+        # with flight_recorder_json(notes) and stacks_text(rank, reason, notes) below (no file written) and
+        # current_rank(env); it must not change the hooks above or the exit code, and a failure to start is a note.
+        # ==== end of the live responder's place =====
         return armed
 
 
@@ -243,54 +245,69 @@ class _Evidence:
             return {"flight_recorder": fr, "stacks": stacks, "notes": notes}
 
     def _flight_recorder(self, rank: int, notes: list) -> Optional[str]:
-        torch = sys.modules.get("torch")
-        torch_c = getattr(getattr(torch, "_C", None), "_distributed_c10d", None)
-        if torch_c is None or not hasattr(torch_c, "_dump_fr_trace_json"):
-            notes.append("no flight recorder: torch.distributed was never imported, or this torch has none")
+        text = flight_recorder_json(notes)
+        if text is None:
             return None
-        try:
-            text = torch_c._dump_fr_trace_json()
-        except Exception as exc:  # a torch that cannot dump still gets its stacks written
-            notes.append(f"flight recorder not written: {type(exc).__name__}: {exc}")
-            return None
-        if isinstance(text, bytes):
-            text = text.decode("utf-8", errors="replace")
-        if '"entries"' not in text[-(1 << 20):] and '"entries"' not in text:  # torch leaves the key out when empty
-            notes.append("flight recorder empty: no collective recorded (no process group yet, or "
-                         "TORCH_FR_BUFFER_SIZE unset when it was created): not written")
-            return None
-        text = cut_flight_recorder(text, notes)
         prefix = os.path.basename(self.env.get("TORCH_FR_DUMP_TEMP_FILE") or
                                   self.env.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") or DEFAULT_PREFIX)
         return _atomic(os.path.join(self.directory, f"{prefix}{rank}.json"), text.encode())
 
     def _stacks(self, rank: int, reason: str, notes: list, at: Optional[str], detail: str) -> Optional[str]:
-        import faulthandler
-        import socket
-        import tempfile
-
-        names = {t.ident: t.name for t in threading.enumerate()}
-        head = [f"{STACKS_HEADER} rank {rank} pid {os.getpid()} host {socket.gethostname()} "
-                f"time {time.strftime('%Y-%m-%dT%H:%M:%S%z')}",
-                f"reason: {_clip(reason, 500)}",
-                *([f"raised at: {_clip(at, 500)}"] if at else []),
-                *(f"note: {_clip(n, 500)}" for n in notes),
-                "threads: " + ", ".join(f"0x{i:016x} {n}" for i, n in names.items()
-                                        if i is not None and not n.startswith(OWN_THREADS)), ""]
-        try:
-            with tempfile.TemporaryFile() as f:
-                faulthandler.dump_traceback(f, all_threads=True)
-                f.seek(0)
-                body = f.read(STACK_BYTES + 1)
-        except (OSError, ValueError, RuntimeError) as exc:
-            body = f"stacks not read: {exc}\n".encode()
-        body = _without_threads(body, {i for i, n in names.items() if n.startswith(OWN_THREADS)})
-        if len(body) > STACK_BYTES:
-            body = body[:STACK_BYTES] + f"\n... cut at {STACK_BYTES} bytes\n".encode()
-        if detail:
-            body = detail.encode(errors="replace") + b"\n" + body
-        text = "\n".join(head).encode() + b"\n" + body
+        text = stacks_text(rank, reason, notes, at, detail)
         return _atomic(os.path.join(self.directory, f"{STACKS_NAME}{rank}.txt"), text)
+
+
+# ---- the two readers, also for a live responder (issue 33 item 2): what a file would hold, as text, no file written
+def flight_recorder_json(notes: list) -> Optional[str]:
+    """torch's flight recorder of this process as JSON, cut to diagnose's bound; None (and why in `notes`) when
+    torch.distributed is not imported, cannot dump, or recorded nothing."""
+    torch = sys.modules.get("torch")
+    torch_c = getattr(getattr(torch, "_C", None), "_distributed_c10d", None)
+    if torch_c is None or not hasattr(torch_c, "_dump_fr_trace_json"):
+        notes.append("no flight recorder: torch.distributed was never imported, or this torch has none")
+        return None
+    try:
+        text = torch_c._dump_fr_trace_json()
+    except Exception as exc:  # a torch that cannot dump still gets its stacks written
+        notes.append(f"flight recorder not written: {type(exc).__name__}: {exc}")
+        return None
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    if '"entries"' not in text:  # torch leaves the key out when it recorded nothing
+        notes.append("flight recorder empty: no collective recorded (no process group yet, or "
+                     "TORCH_FR_BUFFER_SIZE unset when it was created): not written")
+        return None
+    return cut_flight_recorder(text, notes)
+
+
+def stacks_text(rank: int, reason: str, notes: list, at: Optional[str] = None, detail: str = "") -> bytes:
+    """The stacks file's bytes: the header (rank, pid, host, time, reason, where it raised, notes, thread names),
+    `detail` (an exception's traceback), then every thread's stack less ncclcheck's own, cut at STACK_BYTES."""
+    import faulthandler
+    import socket
+    import tempfile
+
+    names = {t.ident: t.name for t in threading.enumerate()}
+    head = [f"{STACKS_HEADER} rank {rank} pid {os.getpid()} host {socket.gethostname()} "
+            f"time {time.strftime('%Y-%m-%dT%H:%M:%S%z')}",
+            f"reason: {_clip(reason, 500)}",
+            *([f"raised at: {_clip(at, 500)}"] if at else []),
+            *(f"note: {_clip(n, 500)}" for n in notes),
+            "threads: " + ", ".join(f"0x{i:016x} {n}" for i, n in names.items()
+                                    if i is not None and not n.startswith(OWN_THREADS)), ""]
+    try:
+        with tempfile.TemporaryFile() as f:
+            faulthandler.dump_traceback(f, all_threads=True)
+            f.seek(0)
+            body = f.read(STACK_BYTES + 1)
+    except (OSError, ValueError, RuntimeError) as exc:
+        body = f"stacks not read: {exc}\n".encode()
+    body = _without_threads(body, {i for i, n in names.items() if n.startswith(OWN_THREADS)})
+    if len(body) > STACK_BYTES:
+        body = body[:STACK_BYTES] + f"\n... cut at {STACK_BYTES} bytes\n".encode()
+    if detail:
+        body = detail.encode(errors="replace") + b"\n" + body
+    return "\n".join(head).encode() + b"\n" + body
 
 
 def cut_flight_recorder(text: str, notes: list) -> str:

@@ -91,7 +91,7 @@ def guard(timeout: Optional[float] = None, paths: tuple = (), code_path: Optiona
         # report's nodes) where unset, and the hooks that write every rank's evidence (training/arm.py)
         armed = arm(postmortem_dir, nodes=report.nodes, node_rank=placement.node_rank, env=env)
         report.extra["guard_postmortem"] = armed.env
-        notes.append(f"armed the post-mortem under {postmortem_dir} ({', '.join(armed.env) or 'variables as set'};"
+        notes.append(f"armed the post-mortem under {armed.directory} ({', '.join(armed.env) or 'variables as set'};"
                      f" each rank writes its flight recorder and stacks there when it fails or is stopped; "
                      f"`ncclcheck diagnose` it after a failure)" + "".join(f"; {n}" for n in armed.notes))
     if apply:

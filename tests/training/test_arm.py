@@ -57,12 +57,13 @@ def test_arm_sets_the_one_table_is_idempotent_and_a_healthy_exit_writes_nothing(
         again = ncclcheck.arm(os.environ['PM'])
         import json
         print(json.dumps({"same": again is ARMED, "env": ARMED.env, "hooks": list(ARMED.hooks),
-                          "seen": {k: os.environ.get(k) for k in ARMED.env}, "notes": list(ARMED.notes)}))
+                          "seen": {k: os.environ.get(k) for k in ARMED.env}, "notes": list(ARMED.notes),
+                          "torch": "torch" in sys.modules}))
     """
     p, pm = _run(tmp_path, body)
     assert p.returncode == 0, p.stderr
     got = json.loads(p.stdout.strip().splitlines()[-1])
-    assert got["same"] is True  # called twice = once
+    assert got["same"] is True and got["torch"] is False  # called twice = once; torch is not imported by it
     want = {r.name: r.value for r in recommend_postmortem(str(pm))}
     assert got["env"] == want and got["seen"] == want  # recommend --postmortem's table, set in os.environ
     assert {"excepthook", "atexit", "SIGTERM", "SIGUSR1", "watcher"} <= set(got["hooks"])

@@ -10,6 +10,7 @@ keyword arguments, returning a ncclcheck.model.Report.
     bench = ncclcheck.run_bench(sizes="1M-8M", ops="all_reduce")
 
     ncclcheck.guard()                            # first line of a training script: raises ncclcheck.PreflightFailed
+    ncclcheck.arm("/shared/pm")                  # or only this: every rank leaves its evidence there when it fails
 
 Importing ncclcheck is cheap: torch is imported only by the functions that need it.
 """
@@ -26,7 +27,7 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 
 _API = ("run_preflight", "run_bench", "run_links", "run_env", "run_recommend", "run_report")
-__all__ = ["__version__", *_API, "guard", "PreflightFailed"]
+__all__ = ["__version__", *_API, "guard", "PreflightFailed", "arm"]
 
 
 def __getattr__(name: str):
@@ -40,4 +41,8 @@ def __getattr__(name: str):
         from .training import PreflightFailed, guard
 
         return {"guard": guard, "PreflightFailed": PreflightFailed}[name]
+    if name == "arm":
+        from .training.arm import arm
+
+        return arm
     raise AttributeError(name)

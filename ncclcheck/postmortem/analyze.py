@@ -297,12 +297,16 @@ def _fr_causes(groups: list, inp: Inputs, hosts: dict, by_rank: dict) -> list:
             tmo = f" (timeout {g['timeout_ms'] / 1000:g} s)" if g.get("timeout_ms") else ""
             text = (f"{_who(stuck[0], hosts) if len(stuck) == 1 else ranks_text(stuck)} never entered {_coll(g)}; "
                     f"the other {waited} rank{'s' if waited != 1 else ''} waited in it{tmo}")
-            if stuck[0] in inp.where:  # a live rank's stack: where it is instead
+            seen = inp.stacks.get(stuck[0])
+            if stuck[0] in inp.where:  # a live rank's stack: where it is now
                 text += f"; rank {stuck[0]}'s main thread is at {inp.where[stuck[0]]}"
+            elif seen and seen["where"]:  # an armed rank's stacks file: where it was
+                text += f"; rank {stuck[0]}'s stack ({seen['reason']}) was at {seen['where']}"
             causes.append({"kind": "never_entered", "cause": True, "pg": g["pg"], "seq": g["seq"], "ranks": stuck,
                            "text": text, "fix": "find why that rank stopped issuing collectives (its own log and "
                            "stack: a rank-dependent branch, an exception caught and ignored, a data loader that ran "
-                           "out first); py-spy dump --pid on a live hang shows where it is",
+                           "out first); " + (f"its whole stack is in {seen['path']}" if seen else
+                                             "py-spy dump --pid on a live hang shows where it is"),
                            "source": "flight recorder"})
         if behind:
             causes.append({"kind": "blocked", "cause": False, "pg": g["pg"], "seq": g["seq"], "ranks": behind,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..errors import UsageError
-from . import flight, launcher
+from . import flight, launcher, stacks
 from .bound import clip
 from .unpickle import MAX_DUMP_BYTES, RefusedPickle, is_pickle, loads_plain, walk_problem
 
@@ -33,6 +33,7 @@ class Inputs:
     error_files: list = field(default_factory=list)  # [{path, rank, message, timestamp}]
     ras: list = field(default_factory=list)  # [(path, text)]
     reports: list = field(default_factory=list)  # [(path, dict)] ncclcheck reports found among the inputs
+    stacks: dict = field(default_factory=dict)  # rank -> stacks.parse() of an armed rank's stacks file
     read: list = field(default_factory=list)  # [{path, kind, note}] every file looked at, for the report
     refused: list = field(default_factory=list)  # [{path, why}] files that could not be read as what they claim
     # what a live rank said of itself (`ncclcheck watch`, or its --dump read back): rank -> {host, local_rank}, and
@@ -140,6 +141,15 @@ def _add_dump(out: Inputs, path: str, doc: dict, form: str) -> None:
     out.read.append({"path": path, "kind": "flight_recorder", "note": f"rank {rank} ({form})"})
 
 
+def _add_stacks(out: Inputs, path: str, text: str) -> None:
+    got = stacks.parse(text, path)
+    if got is None or got["rank"] >= flight.MAX_WORLD:
+        out.refused.append({"path": path, "why": "a stacks file whose header names no rank"})
+        return
+    out.stacks[got["rank"]] = got
+    out.read.append({"path": path, "kind": "stacks", "note": f"rank {got['rank']}: {clip(got['reason'], 80)}"})
+
+
 def _classify_json(out: Inputs, path: str, doc) -> bool:
     if flight.is_dump(doc):
         _add_dump(out, path, doc, "json")
@@ -230,6 +240,9 @@ def read_inputs(paths: list[str]) -> Inputs:
                 out.refused.append({"path": path, "why": "a pickle that is not a flight-recorder dump"})
             continue
         text = data.decode("utf-8", errors="replace")
+        if stacks.is_stacks(text):
+            _add_stacks(out, path, text)
+            continue
         if text.lstrip().startswith("{"):
             doc = _json(text) if len(data) <= MAX_JSON_BYTES else None
             if doc is None and len(data) > MAX_JSON_BYTES:

@@ -5,6 +5,7 @@ One table: (name, value template, reason). {dir} is the directory, {host} the no
 its nodes (torch appends the rank to the dump's prefix; NCCL expands %h and %p itself). The flight recorder's two
 variables are set under the one name the installed torch reads (facts.versions.flight_recorder_names: torch 2.13
 warns on every rank for the old TORCH_NCCL_* spellings); with no torch here to ask, both names are set.
+Only NCCL's watchdog dumps on its own: ncclcheck.arm (training/arm.py) makes every rank dump, and sets this table.
 TORCH_NCCL_ENABLE_TIMING=1 makes the recorder tell "called, never started on its GPU" (state scheduled) from
 "started, never finished" (state started): without it NCCL entries never say started.
 """
@@ -24,7 +25,10 @@ TABLE = (
      "since torch 2.13, gloo): what `ncclcheck diagnose` compares across ranks"),
     ("TORCH_NCCL_TRACE_BUFFER_SIZE", str(FR_ENTRIES), "the same for torch before the TORCH_FR_* names"),
     ("TORCH_NCCL_DUMP_ON_TIMEOUT", "1", "NCCL's watchdog writes every rank's flight recorder when a collective "
-     "times out (a hang leaves its dumps)"),
+     "times out (a hang leaves its dumps). Nothing else dumps it: a gloo job, a rank that raises or times out in "
+     "gloo, one stopped by SIGTERM (torchrun when a peer died, Slurm's time limit) leaves its flight recorder and "
+     "stacks only if the script calls `ncclcheck.arm({dir!r})` before init_process_group (or "
+     "`ncclcheck.guard(postmortem_dir={dir!r})`)"),
     ("TORCH_NCCL_ENABLE_TIMING", "1", "the recorder also marks when the GPU started each collective: a hang then "
      "says whether a rank's GPU never started it (its stream stuck in a kernel) or it started and never finished "
      "(a peer or a link); costs two CUDA events per collective"),
@@ -59,8 +63,10 @@ def recommend_postmortem(directory: str, nodes: Iterable = (), fr_names: Optiona
             continue
         if "{host}" in template and len(hosts) > 1:
             for rank, host in sorted(hosts.items()):
-                out.append(Recommendation(name, template.format(dir=directory, host=f"_{host}"), reason, node=rank))
+                out.append(Recommendation(name, template.format(dir=directory, host=f"_{host}"),
+                                          reason.replace("{dir!r}", repr(directory)), node=rank))
         else:
-            out.append(Recommendation(name, template.format(dir=directory, host=""), reason))
+            out.append(Recommendation(name, template.format(dir=directory, host=""),
+                                      reason.replace("{dir!r}", repr(directory))))
     return out
 

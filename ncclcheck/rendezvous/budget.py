@@ -53,6 +53,10 @@ class Budget:
     # --- trust without a token (rendezvous/trust.py)
     munge_s: float = 5.0  # one munge / unmunge call: munged answers in milliseconds; a stuck one is named
     munge_max_ttl_s: float = 3600.0  # munged's own default ceiling on a credential's time to live
+    # --- an armed rank's evidence (training/arm.py: ncclcheck.arm, guard(postmortem_dir=))
+    evidence_dump_s: float = 10.0  # one rank's flight recorder + stacks written: a third of the grace torchrun
+    # (30 s) and Slurm's KillWait (30 s default) leave between SIGTERM and SIGKILL; past it the dump is given up, said
+    # so in the stacks file, and the rank goes on (or dies) as it would have
     # --- the job runner (bench, links)
     rank_start_s: float = 60.0  # a spawned rank's start (a new Python, torch's import) before it joins; then T
     stall_grace_s: float = 2.0  # beyond a job step's bound (its collectives x T) before a silent world is hung

@@ -11,7 +11,8 @@ Budget), prints the report once per job (global rank 0) and turns a failing repo
 rank. It leaves nothing behind: the store connection is a client of the launcher's store under torchrun and fabric
 (its keys under their own prefix); under srun, mpirun and plain env:// rank 0 hosts the store on MASTER_PORT and
 every rank leaves only once it is closed (preflight.cluster's Lifeline), so the script's own store binds that port
-next; the mesh listeners are closed, no thread, signal handler or fd redirect remains.
+next; the mesh listeners are closed, no thread, signal handler or fd redirect remains (unless postmortem_dir= armed
+the job: then training/arm.py's hooks stay, as asked).
 """
 
 from __future__ import annotations
@@ -52,8 +53,9 @@ def guard(timeout: Optional[float] = None, paths: tuple = (), code_path: Optiona
     quiet: rank 0 prints the report only when it fails.
     shared_dirs / need: directories that must be one writable filesystem on every node, with at least `need` free
     (--shared-dir, --need: the checkpoint directory).
-    postmortem_dir: arm the job so a failure can be diagnosed (`ncclcheck recommend --postmortem`): the flight
-    recorder and NCCL's debug log written under that directory, set in os.environ where unset.
+    postmortem_dir: arm the job so a failure can be diagnosed (ncclcheck.arm, training/arm.py): the flight recorder's
+    and NCCL's debug log's variables set in os.environ where unset, and every rank writes its flight recorder and
+    Python stacks there when it raises, times out, gets SIGTERM or SIGUSR1 (the only handlers the guard leaves).
     live: also start this rank's responder (live/responder.py), so `ncclcheck watch --master-addr H --master-port P`
     can fetch its flight recorder, stacks and progress while the job runs or hangs (docs/live.md); with a job token
     it answers only requests sealed with it. The responder is on `report.extra["live_responder"]`'s address.
@@ -85,22 +87,25 @@ def guard(timeout: Optional[float] = None, paths: tuple = (), code_path: Optiona
             _emit(report, json, False)
         raise PreflightFailed(failure_message(report, placement.rank), report)
     notes = []
+    responder_args = {"token": world.token, "rank": placement.rank, "world_size": placement.world_size,
+                      "local_rank": placement.local_rank, "master": (placement.master_addr, placement.master_port)}
     if postmortem_dir:
-        from ..recommend.postmortem import recommend_postmortem
+        from .arm import arm
 
-        os.makedirs(postmortem_dir, exist_ok=True)
-        # recommend_postmortem's table is the one list of names (torch's current ones): set as it says, nothing else
-        armed = _set_unset(recommend_postmortem(os.path.abspath(postmortem_dir), report.nodes), env,
-                           placement.node_rank, None)
-        report.extra["guard_postmortem"] = armed
-        if armed:
-            notes.append(f"armed the post-mortem under {postmortem_dir} ({', '.join(armed)}; `ncclcheck diagnose` "
-                         "it after a failure)")
-    if live:
+        # the variables of recommend_postmortem's table (torch's current names, per-host dump names from the
+        # report's nodes) where unset, and the hooks that write every rank's evidence (training/arm.py)
+        armed = arm(postmortem_dir, nodes=report.nodes, node_rank=placement.node_rank, env=env, live=live,
+                    responder_args=responder_args)
+        report.extra["guard_postmortem"] = armed.env
+        if armed.live:
+            report.extra["live_responder"] = armed.live
+        notes.append(f"armed the post-mortem under {armed.directory} ({', '.join(armed.env) or 'variables as set'};"
+                     f" each rank writes its flight recorder and stacks there when it fails or is stopped; "
+                     f"`ncclcheck diagnose` it after a failure)" + "".join(f"; {n}" for n in armed.notes))
+    elif live:  # live without the post-mortem: the responder alone (with it, arm() starts it)
         from ..live.responder import start
 
-        responder = start(env, token=world.token, rank=placement.rank, world_size=placement.world_size,
-                          local_rank=placement.local_rank, master=(placement.master_addr, placement.master_port))
+        responder = start(env, **responder_args)
         if responder is not None:
             report.extra["live_responder"] = f"{responder.addr}:{responder.port}"
             notes.append(f"live: rank {placement.rank} answers `ncclcheck watch` at {responder.addr}:{responder.port}"

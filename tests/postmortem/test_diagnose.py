@@ -180,3 +180,28 @@ def test_regenerated_failure_is_named(tmp_path):
 
 
 test_regenerated_failure_is_named = pytest.mark.slow(test_regenerated_failure_is_named)
+
+
+def test_an_armed_gloo_jobs_files_name_the_rank_that_never_entered_and_where_it_was():
+    """armed_skip: what ncclcheck.arm left (JSON dumps and stacks, no pickle, no NCCL) is enough on its own."""
+    inp = read_inputs([fixture("armed_skip")])
+    assert sorted(inp.dumps) == [0, 1, 2] and all(d.form == "json" for d in inp.dumps.values())
+    assert sorted(inp.stacks) == [0, 1, 2] and not [p for p, _ in inp.logs if "stacks" in p]
+    assert inp.stacks[0]["where"] == "<REPO>/tests/fixtures/armed_job.py:51 in <module>"  # where it raised
+    a = analyse(inp)
+    root = a["causes"][0]
+    assert root["kind"] == "never_entered" and root["ranks"] == [2]
+    assert "rank 2's stack (told to stop (SIGTERM)) was at <REPO>/tests/fixtures/armed_job.py:48 in <module>" \
+        in root["text"]  # the sleep: where rank 2 was instead of the collective
+    assert "stacks_rank_2.txt" in root["fix"]
+
+
+def test_a_stacks_file_is_read_as_untrusted_text(tmp_path):
+    (tmp_path / "stacks_rank_1.txt").write_text("ncclcheck stacks: rank 99999999 pid 1\nreason: x\n")
+    (tmp_path / "stacks_rank_2.txt").write_text("ncclcheck stacks: rank 2 pid 7\nreason: " + "r" * 100_000 +
+                                                "\nthreads: 0x1 MainThread\n\nThread 0x1 (most recent call first):\n"
+                                                '  File "' + "f" * 5000 + '", line 3 in g\n')
+    inp = read_inputs([str(tmp_path)])
+    assert [r["why"] for r in inp.refused] == ["a stacks file whose header names no rank"]
+    got = inp.stacks[2]
+    assert len(got["reason"]) < 400 and got["where"] is None  # a 5,000-character file name is not a frame

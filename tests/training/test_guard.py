@@ -20,12 +20,13 @@ TORCHRUN_ENV = {"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_
 
 def test_exports_are_lazy_and_torch_free():
     code = ("import sys, ncclcheck; assert 'torch' not in sys.modules; e = ncclcheck.PreflightFailed; "
-            "assert issubclass(e, RuntimeError); assert callable(ncclcheck.guard); "
+            "assert issubclass(e, RuntimeError); assert callable(ncclcheck.guard); assert callable(ncclcheck.arm); "
             "assert 'torch' not in sys.modules; print('ok')")
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), cwd=REPO,
                          timeout=60)
     assert got.stdout.strip() == "ok", got.stderr
     assert ncclcheck.guard is training.guard and ncclcheck.PreflightFailed is training.PreflightFailed
+    assert ncclcheck.arm is training.arm.arm and "arm" in ncclcheck.__all__
 
 
 def test_off_switch_is_a_no_op(monkeypatch):

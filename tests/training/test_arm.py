@@ -1,0 +1,188 @@
+"""ncclcheck.arm(DIR) in real Python processes (no launcher): what an armed rank writes when it raises, exits failing,
+is told to stop while stuck in torch's C++ (SIGTERM) or is asked (SIGUSR1); that a healthy exit writes nothing; that
+exit codes are the ones the unarmed script has; that a forked child stays silent; and the bounds (a flight recorder
+past diagnose's JSON bound is cut and says so)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from ncclcheck.postmortem import flight, stacks
+from ncclcheck.postmortem.inputs import read_inputs
+from ncclcheck.recommend.postmortem import recommend_postmortem
+from ncclcheck.training import arm as armmod
+from tests.conftest import REPO, cli_env
+
+CLEAN = ("RANK", "WORLD_SIZE", "LOCAL_", "MASTER_", "TORCH", "NCCL", "SLURM", "OMPI", "PMI_")
+
+
+def _env(**extra) -> dict:
+    env = {k: v for k, v in cli_env().items() if not k.startswith(CLEAN)}
+    env.update(RANK="3", **extra)
+    return env
+
+
+def _script(tmp_path, body: str, armed: bool = True, torch_import: bool = False) -> str:
+    head = "import os, sys, signal, time\n"
+    if torch_import:
+        head += "import torch, torch.distributed\n"
+    if armed:
+        head += "import ncclcheck\nARMED = ncclcheck.arm(os.environ['PM'])\n"
+    path = tmp_path / ("armed.py" if armed else "plain.py")
+    path.write_text(head + textwrap.dedent(body))
+    return str(path)
+
+
+def _run(tmp_path, body: str, armed: bool = True, torch_import: bool = False, timeout: float = 120):
+    pm = tmp_path / ("pm" if armed else "pm-plain")
+    p = subprocess.run([sys.executable, _script(tmp_path, body, armed, torch_import)], capture_output=True,
+                       text=True, env=_env(PM=str(pm)), cwd=REPO, timeout=timeout)
+    return p, pm
+
+
+def _files(pm) -> list:
+    return sorted(os.listdir(pm)) if pm.exists() else []
+
+
+def test_arm_sets_the_one_table_is_idempotent_and_a_healthy_exit_writes_nothing(tmp_path):
+    body = """
+        again = ncclcheck.arm(os.environ['PM'])
+        import json
+        print(json.dumps({"same": again is ARMED, "env": ARMED.env, "hooks": list(ARMED.hooks),
+                          "seen": {k: os.environ.get(k) for k in ARMED.env}, "notes": list(ARMED.notes),
+                          "torch": "torch" in sys.modules}))
+    """
+    p, pm = _run(tmp_path, body)
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got["same"] is True and got["torch"] is False  # called twice = once; torch is not imported by it
+    want = {r.name: r.value for r in recommend_postmortem(str(pm))}
+    assert got["env"] == want and got["seen"] == want  # recommend --postmortem's table, set in os.environ
+    assert {"excepthook", "atexit", "SIGTERM", "SIGUSR1", "watcher"} <= set(got["hooks"])
+    assert _files(pm) == []  # a healthy rank writes nothing
+
+
+def test_a_rank_that_raises_leaves_its_flight_recorder_and_stacks_with_the_exit_code_unchanged(tmp_path):
+    body = """
+        def train_step():
+            raise ValueError("boom")
+        import torch.distributed as dist
+        dist.init_process_group("gloo", init_method="file://" + os.environ['PM'] + ".store", rank=0, world_size=1)
+        dist.all_reduce(torch.ones(4))
+        train_step()
+    """
+    p, pm = _run(tmp_path, body, torch_import=True)
+    assert p.returncode == 1 and "ValueError: boom" in p.stderr  # what Python gives an uncaught exception
+    assert _files(pm) == ["nccl_trace_rank_0.json", "stacks_rank_0.txt"]  # torch's rank (0), not RANK=3
+    dump = json.loads((pm / "nccl_trace_rank_0.json").read_text())
+    assert flight.is_dump(dump) and dump["entries"][0]["profiling_name"] == "gloo:all_reduce"
+    seen = stacks.parse((pm / "stacks_rank_0.txt").read_text(), "s")
+    assert seen["rank"] == 0 and seen["reason"] == "raised ValueError: boom"
+    assert seen["where"].endswith("armed.py:7 in train_step")  # where the main thread was, not the dump's frames
+    inp = read_inputs([str(pm)])  # diagnose reads both: the dump as rank 0's, the stacks as stacks
+    assert list(inp.dumps) == [0] and inp.stacks[0]["where"] == seen["where"] and not inp.logs
+
+
+@pytest.mark.parametrize("code,writes", [(3, True), (0, False)])
+def test_sys_exit_keeps_its_code_and_a_failing_one_leaves_evidence(tmp_path, code, writes):
+    p, pm = _run(tmp_path, f"sys.exit({code})\n")
+    assert p.returncode == code
+    assert _files(pm) == (["stacks_rank_3.txt"] if writes else [])  # torch never imported: stacks only
+    if writes:
+        text = (pm / "stacks_rank_3.txt").read_text()
+        assert "reason: sys.exit(3)" in text and "note: no flight recorder" in text
+
+
+HANG = """
+    import datetime, socket
+    from torch.distributed import TCPStore
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
+    store = TCPStore("127.0.0.1", port, 1, True, timeout=datetime.timedelta(seconds=90))
+    open(os.environ['PM'] + '.ready', 'w').close()
+    store.wait(["never"])  # inside c10d's C++ for 90 s: Python's own handler cannot run before it returns
+"""
+
+
+def _start_hung(tmp_path, armed: bool):
+    pm = tmp_path / ("pm" if armed else "pm-plain")
+    path = _script(tmp_path, HANG, armed, torch_import=True)
+    p = subprocess.Popen([sys.executable, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=_env(PM=str(pm)), cwd=REPO)
+    ready = f"{pm}.ready"
+    end = time.monotonic() + 90
+    while not os.path.exists(ready) and p.poll() is None and time.monotonic() < end:
+        time.sleep(0.1)
+    assert os.path.exists(ready), p.communicate(timeout=10)
+    return p, pm
+
+
+def test_sigterm_while_stuck_in_cpp_writes_evidence_at_once_and_still_dies_by_sigterm(tmp_path):
+    p, pm = _start_hung(tmp_path, armed=True)
+    p.send_signal(signal.SIGUSR1)  # asked: the job goes on
+    end = time.monotonic() + 30
+    while not (pm / "stacks_rank_3.txt").exists() and time.monotonic() < end:
+        time.sleep(0.1)
+    assert (pm / "stacks_rank_3.txt").exists() and p.poll() is None
+    assert "reason: asked (SIGUSR1)" in (pm / "stacks_rank_3.txt").read_text()
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=30)  # long before the store's 90 s wait returns
+    assert p.returncode == -signal.SIGTERM, err  # killed by SIGTERM, as the unarmed process is
+    text = (pm / "stacks_rank_3.txt").read_text()
+    assert "reason: told to stop (SIGTERM)" in text
+    assert stacks.parse(text, "s")["where"].endswith("armed.py:12 in <module>")  # the store.wait line
+    assert "ncclcheck-evidence" not in text  # the dump's own threads are left out
+    assert "note: flight recorder empty" in text  # no process group: nothing a diagnosis could misread
+
+
+def test_the_scripts_own_sigterm_handler_still_runs_after_the_evidence(tmp_path):
+    body = """
+        import ncclcheck
+        def mine(signum, frame):
+            print("MINE", flush=True)
+            sys.exit(7)
+        signal.signal(signal.SIGTERM, mine)
+        ncclcheck.arm(os.environ['PM'])  # after the script's own handler: arm() chains to it
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)
+    """
+    p, pm = _run(tmp_path, body, armed=False)
+    assert p.returncode == 7 and "MINE" in p.stdout, p.stderr
+    assert "reason: told to stop (SIGTERM)" in (pm / "stacks_rank_3.txt").read_text()
+
+
+def test_a_forked_child_never_writes_its_parents_files(tmp_path):
+    body = """
+        pid = os.fork()
+        if pid == 0:
+            raise ValueError("in the child")  # a DataLoader worker that fails: the parent decides
+        _, status = os.waitpid(pid, 0)
+        print("CHILD", os.waitstatus_to_exitcode(status), flush=True)
+    """
+    p, pm = _run(tmp_path, body)
+    assert p.returncode == 0 and "CHILD 1" in p.stdout, p.stderr
+    assert _files(pm) == []
+
+
+def test_a_flight_recorder_past_diagnoses_bound_keeps_its_newest_entries_and_says_so(monkeypatch):
+    import ncclcheck.postmortem.inputs as inputs
+
+    doc = {"version": "2.10", "pg_config": {}, "entries": [{"record_id": i, "pad": "x" * 100} for i in range(1000)]}
+    text = json.dumps(doc)
+    monkeypatch.setattr(inputs, "MAX_JSON_BYTES", len(text) // 3)
+    notes: list = []
+    out = armmod.cut_flight_recorder(text, notes)
+    got = json.loads(out)
+    assert len(out) <= inputs.MAX_JSON_BYTES and flight.is_dump(got)
+    assert got["entries"] and got["entries"][-1]["record_id"] == 999  # the newest kept
+    assert "cut to its newest" in got["ncclcheck_cut"] and notes == [got["ncclcheck_cut"]]
+    monkeypatch.setattr(inputs, "MAX_JSON_BYTES", len(text))
+    assert armmod.cut_flight_recorder(text, []) == text  # within the bound: as torch wrote it

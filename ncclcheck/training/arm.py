@@ -104,6 +104,11 @@ def arm(directory: str, dump_signal: Optional[int] = signal.SIGUSR1, nodes: Iter
             from ..live.responder import start
 
             try:
+                # torch imported here, in the caller's thread, before the responder's thread may touch it: a thread
+                # importing torch.distributed while the script's main thread is half-way through `import torch`
+                # breaks both imports ("torch._C is not a package"); the script imports it next anyway.
+                import torch.distributed  # noqa: F401
+
                 responder = start(env, **(responder_args or {}))
             except Exception as e:  # a responder that cannot start is a note, never the job's failure
                 responder, why = None, f"{type(e).__name__}: {e}"

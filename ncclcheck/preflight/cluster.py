@@ -778,8 +778,12 @@ def _decide_result(ctx: _Ctx, st: JsonStore, verdict: dict, joins: dict, wcheck:
 def _late_joins(ctx: _Ctx, journal: Journal, verdict: dict, joins: dict, wcheck: CheckResult) -> CheckResult:
     """rendezvous.world again, once join records came after the world formed (node 0's last read before its
     result): the world was complete, so each one claims a rank already taken, or another --nnodes."""
+    got = journal.read_since()
+    if journal.pending:  # a writer between its counter and its record (a c10d SET is not answered): look once more
+        journal.wait_next(ctx.budget.deadline(ctx.budget.journal_pending_s), ctx.budget)
+        got += journal.read_since()
     late = []
-    for i, v in journal.read_since():
+    for i, v in got:
         v["_key"], v["_index"] = K.JOIN_RECORD.format(i), i
         late.append(v)
     if not late:

@@ -87,8 +87,11 @@ def look(addr: str, port: int, me: Member, join: Callable[[], dict], b: Budget, 
             return Look(SELF, host)
         found = Look(RIVAL, {k: host.get(k) for k in ("hostname", "pid", "uuid")})
         T.accept(st, me.level, port, me.readers_cap, end, b, me.shared_dir, me.token_source)
-        Journal(st, K.JOIN, me.cap).append(join())
-        found.told = True
+        i = Journal(st, K.JOIN, me.cap).append(join())
+        # c10d answers no SET: one answered request after it, on the same connection, says the record is there
+        found.told = st.has(K.JOIN_RECORD.format(i))
+        if not found.told:
+            found.error = "its store did not keep this node's join record"
     except (StoreLost, T.TrustError) as exc:
         log.warning("a second node rank 0 could not tell the real one at %s: %s", format_endpoint(addr, port), exc)
         found.error = str(exc)

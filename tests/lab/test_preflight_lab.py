@@ -194,10 +194,10 @@ def test_duplicate_node_rank_names_both_hostnames(lab):
         assert runs[h].elapsed <= FAIL_TIMEOUT + SLACK, explain(runs)
     # Two node ranks 0 on two hosts (pf-duplicate-rank-0): h1 and h3 alone make a complete --nnodes 2 world, which
     # passed while h2 failed alone. h2, not at MASTER_ADDR, finds node 0 there and tells it (a join record claiming
-    # rank 0), so every node fails naming h2.
-    runs = run_ranks(lab3, {"h1": 0, "h2": 0, "h3": 1}, 2, FAIL_TIMEOUT)
+    # rank 0), so every node fails naming h2. Found, not waited out: a generous T only absorbs start skew under load.
+    runs = run_ranks(lab3, {"h1": 0, "h2": 0, "h3": 1}, 2, OK_TIMEOUT)
     for h in ("h1", "h2", "h3"):
-        assert runs[h].rc == 1 and runs[h].elapsed <= FAIL_TIMEOUT + SLACK, explain(runs)
+        assert runs[h].rc == 1 and runs[h].elapsed <= OK_TIMEOUT + SLACK, explain(runs)
         c = check(runs[h], "rendezvous.world")
         assert c["status"] == "fail" and "h2" in c["summary"], c
     c = check(runs["h1"], "rendezvous.world")

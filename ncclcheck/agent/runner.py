@@ -10,13 +10,13 @@
 Results and `ctx.emit` records go through the store as JSON as soon as they exist, so a worker that crashes or hangs
 loses nothing it already emitted; each collective is bounded by --timeout (the process group's timeout), and a
 world that emits nothing for longer than one job step's bound is hung: its ranks are killed and named. job_fn must be a
-module-level function (it is pickled by reference into spawned workers).
+function at the top level of an importable module: spawned ranks import it by name (agent/handoff.py).
 
 Local ranks are fresh interpreters running this module's own entry point (`python -c` + _spawned_main), not
 multiprocessing's spawn: spawn re-imports the caller's __main__ in every child, which re-runs a plain script's top
 level (no `if __name__ == "__main__":` guard) and cannot import `<stdin>` (a heredoc, `python -i`), so the Python API
-failed there. The child gets the parent's sys.path and its (spec, job_fn, payload) as one pickle on its stdin: our own
-pipe from our own parent, the same trust multiprocessing gives its spawned children.
+failed there. The child gets the parent's sys.path, its spec, the job's "module:qualname" and the payload as one bounded
+JSON document on its stdin (agent/handoff.py), validated on read: never a pickle, even from our own parent.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import os
-import pickle
 import signal
 import socket
 import subprocess
@@ -41,6 +40,7 @@ from ..rendezvous.budget import Budget
 from ..rendezvous.journal import Journal
 from ..rendezvous.store import Guard, JsonStore, Limits, StoreLost, first_line, open_store
 from .context import NullObserver, WorkerContext
+from .handoff import MAX_BYTES, Handoff, HandoffError, decode, read_path
 from .launchers import Placement, store_host
 from .relay import StoreObserver, relay
 
@@ -308,28 +308,33 @@ def _local_world(world_config: WorldConfig, placement: Placement, log_dir: Optio
         log_path=os.path.join(log_dir, f"job.node{placement.node_rank}.log") if log_dir else None)
 
 
-# The child's whole program: read the parent's sys.path first (job_fn may live outside ncclcheck, e.g. in tests/),
-# then run the rank. Nothing here imports the caller's __main__.
-_CHILD_CODE = ("import pickle, sys; sys.path[:] = pickle.load(sys.stdin.buffer); "
+# The child's whole program: import this very ncclcheck (the folder that holds it is argv[1]; an editable install or
+# PYTHONPATH must not swap in another copy), then _spawned_main reads its description. Nothing here imports the
+# caller's __main__, and nothing is unpickled.
+_CHILD_CODE = ("import sys; sys.path.insert(0, sys.argv[1]); "
                "from ncclcheck.agent.runner import _spawned_main; _spawned_main()")
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class SpawnError(RuntimeError):
-    """This Python cannot start a fresh interpreter for the ranks (no sys.executable, e.g. an embedded one)."""
+    """This Python cannot start a fresh interpreter for the ranks (no sys.executable, e.g. an embedded one), or the
+    job cannot be handed to one (agent/handoff.py: not importable by name, a payload that is not JSON)."""
 
 
 class _Rank:
     """One local rank: a fresh interpreter. Answers what _watch/_stop ask of a process (is_alive, exitcode, join,
     terminate, kill), like multiprocessing.Process."""
 
-    def __init__(self, spec: dict, job_fn: Callable, payload: dict) -> None:
+    def __init__(self, spec: dict, handoff: Handoff) -> None:
         exe = sys.executable
         if not exe or not os.path.isfile(exe):
             raise SpawnError("cannot start local ranks: this Python has no usable sys.executable "
                              f"({exe!r}); run ncclcheck from a regular python, or start ranks with torchrun")
-        # Our own data for our own child: pickled here, unpickled by _spawned_main.
-        blob = pickle.dumps(list(sys.path)) + pickle.dumps((spec, job_fn, payload))
-        self._p = subprocess.Popen([exe, "-c", _CHILD_CODE], stdin=subprocess.PIPE, close_fds=True)
+        try:
+            blob = handoff.for_rank(spec)
+        except HandoffError as exc:
+            raise SpawnError(str(exc)) from None
+        self._p = subprocess.Popen([exe, "-c", _CHILD_CODE, _PACKAGE_ROOT], stdin=subprocess.PIPE, close_fds=True)
         try:
             self._p.stdin.write(blob)
             self._p.stdin.close()
@@ -359,9 +364,19 @@ class _Rank:
 
 
 def _spawned_main() -> None:
-    """Entry point of a local rank's fresh interpreter (see _CHILD_CODE)."""
-    spec, job_fn, payload = pickle.load(sys.stdin.buffer)
+    """Entry point of a local rank's fresh interpreter (see _CHILD_CODE): a description that is not one is refused
+    in one line on stderr (exit 2, which the agent names), never a traceback."""
+    data = sys.stdin.buffer.read(MAX_BYTES + 1)
     sys.stdin = open(os.devnull)  # the pipe is spent; a rank reads nothing from the user's terminal
+    path = read_path(data)
+    if path is not None:  # before the job's module is imported: it may live beside the caller's script
+        sys.path[:] = path
+    try:
+        spec, job_fn, payload = decode(data)
+    except HandoffError as exc:
+        sys.stderr.write(f"ncclcheck: local rank refused its job description: {exc}\n")
+        sys.stderr.flush()
+        os._exit(2)
     _worker_main(spec, job_fn, payload)
 
 
@@ -369,6 +384,10 @@ def _spawn_ranks(lw: _LocalWorld, job_fn: Callable, payload: dict, log_dir: Opti
                  env: Optional[dict], progress: bool, budget: Budget, token: Optional[bytes]) -> dict:
     """Start this node's ranks (fresh interpreters: a forked CUDA context would be unusable); {global rank: rank}."""
     child_env = worker_env(lw.backend, env, os.environ)
+    try:
+        handoff = Handoff.of(job_fn, payload)
+    except HandoffError as exc:  # one line per rank of this node, before anything starts
+        raise SpawnError(str(exc)) from None
     procs: dict = {}
     try:
         for lr in range(lw.nproc):
@@ -378,7 +397,7 @@ def _spawn_ranks(lw: _LocalWorld, job_fn: Callable, payload: dict, log_dir: Opti
                     "backend": lw.backend, "budget": budget, "token": token,
                     "log_path": lw.log_path, "log_dir": log_dir, "env": child_env,
                     "progress": progress and rank == 0}
-            procs[rank] = _Rank(spec, job_fn, payload)
+            procs[rank] = _Rank(spec, handoff)
     except BaseException:
         _stop(procs, list(procs), budget)
         raise

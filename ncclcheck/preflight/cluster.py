@@ -45,7 +45,7 @@ from ..rendezvous.budget import Budget
 from ..rendezvous.journal import Journal
 from ..rendezvous.store import Guard, JsonStore, Limits, StoreLost, counter_cap, open_store, preload
 from . import keys as K
-from . import probe, shared_dirs, wire
+from . import probe, second_master, shared_dirs, wire
 from .decide import (
     JoinTally,
     decide,
@@ -269,6 +269,30 @@ def _host_record(v: Any) -> Optional[str]:
     return None
 
 
+def _join(ctx: _Ctx) -> dict:
+    """This node's join record (its leader appends it once to the world it joins)."""
+    p = ctx.placement
+    return {"node_rank": p.node_rank, "nnodes": p.nnodes, "hostname": hostname_of(ctx.facts), "pid": os.getpid(),
+            "uuid": ctx.node_id, "launcher": p.launcher, "facts": ctx.facts,
+            "checks": [c.to_json() for c in ctx.results]}
+
+
+def _member(ctx: _Ctx) -> second_master.Member:
+    """How this node joins another node 0's store as a member (a second node rank 0 telling the real one)."""
+    p = ctx.placement
+    return second_master.Member(
+        p.prefix, ctx.node_id, ctx.level, ctx.cap, ctx.cap * MAX_READERS,
+        lambda: Guard(token=ctx.config.world.token, limits=Limits.for_nodes(p.nnodes)), _shared_dir(ctx),
+        ctx.config.world.token_source)
+
+
+def _not_at_master(ctx: _Ctx) -> bool:
+    """Node 0 hosting while MASTER_ADDR resolves to none of this host's addresses (the master probe's bind mode)."""
+    m = master_result(ctx.results)
+    ev = (m.evidence or {}) if m is not None else {}
+    return ctx.placement.hosts_store and ev.get("mode") == "bind" and ev.get("local") is False
+
+
 def _connect(ctx: _Ctx) -> tuple:
     """(store, decider, problem CheckResult or None). Plain-socket probe first, then the TCPStore, bounded."""
     p, b = ctx.placement, ctx.budget
@@ -278,7 +302,11 @@ def _connect(ctx: _Ctx) -> tuple:
         if not bc.bindable:
             # Never join a store this node did not create: whoever holds the port could write any verdict.
             who = port_holder(port) if bc.in_use else None
-            return None, True, port_taken(port, bc.error, who, bc.to_json(), hostname_of(ctx.facts))
+            problem = port_taken(port, bc.error, who, bc.to_json(), hostname_of(ctx.facts))
+            if (problem.evidence or {}).get("duplicate_of_rank0"):  # the real node 0 runs here: tell it
+                told = second_master.look(addr, port, _member(ctx), lambda: _join(ctx), b, probe_first=False)
+                problem = port_taken(port, bc.error, who, bc.to_json(), hostname_of(ctx.facts), told.to_json())
+            return None, True, problem
         try:
             st = open_store(store_host(p), port, True, b.join_s, p.prefix, ctx.guard)
         except ConnectionError as e:
@@ -371,14 +399,20 @@ def _trust_offer(ctx: _Ctx, st: JsonStore) -> Optional[CheckResult]:
 
 
 def _host_decides(ctx: _Ctx, st: JsonStore) -> tuple:
-    """(full verdict, join records by index). Node 0 reads each join record once, as it arrives, and blocks in the
-    store for the next one; the loop ends at the join bound or a grace after the last rank joined."""
+    """(full verdict, join records by index, the join journal, a rival node rank 0 or None). Node 0 reads each join
+    record once, as it arrives, and blocks in the store for the next one; the loop ends at the join bound or a grace
+    after the last rank joined. A node 0 not at MASTER_ADDR looks there meanwhile while nobody else joined it
+    (second_master.Watch): finding another node rank 0 there ends the loop (this node is the duplicate)."""
     journal = Journal(st, K.JOIN, ctx.cap, _join_record)
     seen: dict = {}
     tally = JoinTally(ctx.placement.nnodes)  # per arrival O(1); decide() (O(n)) once, at the end
     complete_at = None
     shown = _Shown(ctx.observer, ctx.placement.nnodes, "nodes joined")
     b = ctx.budget
+    p = ctx.placement
+    watch = second_master.Watch(p.master_addr, p.master_port, _member(ctx), lambda: _join(ctx), b) \
+        if _not_at_master(ctx) else None
+    rival = None
 
     def take() -> list:
         new = journal.read_since()
@@ -396,10 +430,17 @@ def _host_decides(ctx: _Ctx, st: JsonStore) -> tuple:
             complete_at = b.now()
         end = ctx.rdzv_deadline if complete_at is None else min(ctx.rdzv_deadline,
                                                                   b.deadline(ctx.join_grace_s, complete_at))
+        if watch is not None and any(v.get("uuid") != ctx.node_id for v in seen.values()):
+            watch = None  # another node joined this one: MASTER_ADDR leads here (a service address, NAT)
+        if watch is not None and watch.due():
+            rival = watch.look()
+        watching = watch is not None and not watch.done and rival is None  # each wait ends at the next look
         # wait_next is False at the end, or once the counter reached its cap (nothing more can honestly arrive).
-        # Once every rank joined, the grace for a duplicate usually ends unanswered: looks, not a blocking request
-        nxt = journal.wait_next if complete_at is None else journal.poll_next
-        if b.passed(end) or not nxt(end, b):
+        # Once every rank joined, the grace for a duplicate usually ends unanswered (and while watching, each wait
+        # ends at the next look): looks, not a blocking request
+        nxt = journal.wait_next if complete_at is None and not watching else journal.poll_next
+        until = min(end, watch.next) if watching else end
+        if rival is not None or b.passed(end) or (not nxt(until, b) and (until >= end or journal.done >= ctx.cap)):
             take()
             v = decide([seen[i] for i in sorted(seen)], ctx.placement.nnodes, final=True)
             v["elapsed_s"] = b.since(ctx.start)
@@ -407,7 +448,7 @@ def _host_decides(ctx: _Ctx, st: JsonStore) -> tuple:
                 v["rejected"] = list(ctx.guard.rejected)
             shown.stop()
             agree.publish(st, K.VERDICT, wire.compact_world(v, max(seen, default=0)))
-            return v, seen
+            return v, seen, journal, rival
 
 
 class _Shown:
@@ -614,17 +655,17 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
     st.add(K.READERS, 1)  # before anything is read: node 0 keeps a failed world's store up for every reader
     my_join = 0
     if leader:
-        my_join = Journal(st, K.JOIN, ctx.cap).append({
-            "node_rank": placement.node_rank, "nnodes": placement.nnodes, "hostname": hostname_of(ctx.facts),
-            "pid": os.getpid(), "uuid": ctx.node_id, "launcher": placement.launcher,
-            "facts": ctx.facts, "checks": [c.to_json() for c in ctx.results],
-        })
+        my_join = Journal(st, K.JOIN, ctx.cap).append(_join(ctx))
     joins: dict = {}
+    journal = None
     if decider:
-        verdict, joins = _host_decides(ctx, st)
+        verdict, joins, journal, rival = _host_decides(ctx, st)
         if not verdict.get("ok"):
             # Keep the store up until everyone who joined has read the verdict (bounded): a node must learn why.
             _await_readers(st, ctx.cap * MAX_READERS, b)
+        if rival is not None:
+            return _alone(ctx, [second_master.duplicate_check(rival, hostname_of(ctx.facts), placement.master_addr,
+                                                               placement.master_port)])
     else:
         # Node 0 was up when we connected, so it decides within its join bound (T) from now, plus the fixed grace.
         verdict = T.wait_believed(st, K.VERDICT, b.deadline(b.verdict_wait_s), b, _verdict_record)
@@ -655,7 +696,7 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
     mesh = _mesh_start(ctx, st, n, leader, decider)
     try:
         if decider:
-            return _decide_result(ctx, st, verdict, joins, wcheck, mesh, shared)
+            return _decide_result(ctx, st, verdict, joins, wcheck, mesh, shared, journal)
         result = st.wait_get(K.RESULT, b.result_deadline(mesh.end), b, _result_record)
     finally:
         if mesh.listener is not None:
@@ -688,10 +729,11 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
 
 
 def _decide_result(ctx: _Ctx, st: JsonStore, verdict: dict, joins: dict, wcheck: CheckResult,
-                   mesh: _Mesh, shared: Optional[dict] = None) -> ClusterOutcome:
+                   mesh: _Mesh, shared: Optional[dict] = None, journal: Optional[Journal] = None) -> ClusterOutcome:
     """Node 0: every node's facts and rows -> cross-node checks and rules -> `world/result`; the full outcome.
     A decision step that fails becomes a failed check in the report (and in what the others read), never a node 0
-    without a report."""
+    without a report. Join records that arrived after the verdict (a node claiming a rank already taken: a second
+    node rank 0 telling this one, a late duplicate) are read last, so rendezvous.world names them."""
     matrix, attempts, load, groups = _mesh_collect(st, mesh, ctx.budget, ctx.observer)
     members = {m["node_rank"]: joins.get(_index(m.get("key"))) or {} for m in verdict["members"]}
     nodes = [(r, j.get("hostname") or "?", j.get("facts") or {}) for r, j in sorted(members.items())]
@@ -712,6 +754,8 @@ def _decide_result(ctx: _Ctx, st: JsonStore, verdict: dict, joins: dict, wcheck:
         log.exception("the cross-node decision failed")
         cross, recs = [failed("rendezvous.world", f"node 0 could not decide the cross-node checks: "
                               f"{type(exc).__name__}: {exc}", fix="This is a bug: see node 0's log.")], []
+    if journal is not None:
+        wcheck = _late_joins(ctx, journal, verdict, joins, wcheck)
     mesh_info = {"nodes": mesh.n, "sampled": reachability.sampled(mesh.n),
                  "pairs_tested": max((e.get("pairs_tested") or 0 for e in matrix.values()), default=0)}
     agree.publish(st, K.RESULT, wire.build_result([wcheck, *cross], local, recs, hosts, mesh_info))
@@ -729,6 +773,29 @@ def _decide_result(ctx: _Ctx, st: JsonStore, verdict: dict, joins: dict, wcheck:
         _outlast_host=ctx.placement.worker_mode and not ctx.placement.agent_store and ctx.placement.hosts_store,
         _endpoint=(store_host(ctx.placement), ctx.placement.master_port),
     )
+
+
+def _late_joins(ctx: _Ctx, journal: Journal, verdict: dict, joins: dict, wcheck: CheckResult) -> CheckResult:
+    """rendezvous.world again, once join records came after the world formed (node 0's last read before its
+    result): the world was complete, so each one claims a rank already taken, or another --nnodes."""
+    got = journal.read_since()
+    if journal.pending:  # a writer between its counter and its record (a c10d SET is not answered): look once more
+        journal.wait_next(ctx.budget.deadline(ctx.budget.journal_pending_s), ctx.budget)
+        got += journal.read_since()
+    late = []
+    for i, v in got:
+        v["_key"], v["_index"] = K.JOIN_RECORD.format(i), i
+        late.append(v)
+    if not late:
+        return wcheck
+    v = decide([joins[i] for i in sorted(joins)] + late, ctx.placement.nnodes, final=True)
+    if v["ok"]:
+        return wcheck
+    c = world_check(v, float(verdict.get("elapsed_s") or 0.0), ctx.timeout_s)
+    who = ", ".join(f"{j.get('hostname')} (pid {j.get('pid')}, node rank {j.get('node_rank')})" for j in late)
+    return failed(c.id, f"{c.summary}; {who} joined after the world had formed", detail=c.detail,
+                  evidence=dict(c.evidence or {}, late=[{k: j.get(k) for k in ("node_rank", "hostname", "pid")}
+                                                        for j in late]), fix=c.fix)
 
 
 def _index(key: object) -> int:

@@ -146,15 +146,22 @@ def master_failed(m: CheckResult, addr: str, port: int) -> CheckResult:
                       "firewall between the nodes.")
 
 
-def port_taken(port: int, error: Optional[str], who: Optional[str], bind: dict, host: str) -> CheckResult:
+def port_taken(port: int, error: Optional[str], who: Optional[str], bind: dict, host: str,
+               told: Optional[dict] = None) -> CheckResult:
     """rendezvous.world on a node 0 that cannot bind MASTER_PORT. When ncclcheck's own store front holds it, another
-    node rank 0 on this host hosts the rendezvous already: this node is its duplicate, and the fix is its rank."""
+    node rank 0 on this host hosts the rendezvous already: this node is its duplicate, and the fix is its rank.
+    `told`: preflight/second_master.Look's JSON, once this node told that node 0 (so its world fails too)."""
     held = f" (held by {who})" if who else ""
     ev = dict(bind, holder=who)
     if who and "ncclcheck" in who and "front.py" in who:
         ev["duplicate_of_rank0"] = True
+        said = ""
+        if told is not None:
+            ev["master"] = told
+            said = ("; this node told it, so its world fails naming this node too" if told.get("told") else
+                    f"; this node could not tell it ({told.get('error') or told.get('status')})")
         return failed("rendezvous.world", f"this node ({host}) is a duplicate of node rank 0: another ncclcheck node "
-                      f"rank 0 on this host already hosts the rendezvous on port {port}{held}", evidence=ev,
+                      f"rank 0 on this host already hosts the rendezvous on port {port}{held}{said}", evidence=ev,
                       fix=f"Give this node ({host}) its own --node-rank (0..N-1; only node 0 keeps 0).")
     return failed("rendezvous.world", f"node 0 cannot host the rendezvous on port {port}: {error}{held}", evidence=ev,
                   fix=f"Free the port (ss -ltnp 'sport = :{port}') or choose another --master-port on every node.")

@@ -43,6 +43,11 @@ class Budget:
     # --- preflight's rendezvous
     join_grace_s: float = 1.0  # after every rank joined, node 0 listens this long for a duplicate node rank
     squat_probe_s: float = 3.0  # node 0 finding its port taken: how long it tries to read who holds it
+    # A second node rank 0 (preflight/second_master.py): one not at MASTER_ADDR looks there at its start and then
+    # this often while nobody joined it, so it tells the real node 0 before that one's world is decided
+    second_master_poll_s: float = 0.5
+    second_master_probe_s: float = 0.5  # one connect there: a LAN answers in milliseconds, a wrong address never
+    second_master_tell_s: float = 5.0  # connect, read node 0's record, the trust handshake, one join record
     verdict_grace_s: float = 5.0  # beyond T, for node 0's verdict to reach a node that joined late in node 0's window
     final_agreement_s: float = 15.0  # node 0 waits for every member to read the agreed exit code / outcome
     # --- the store's front on the master port (rendezvous/front.py, issue 36)

@@ -179,6 +179,7 @@ def test_node_that_never_starts_is_named_missing(lab):
 
 
 def test_duplicate_node_rank_names_both_hostnames(lab):
+    """Two nodes claiming rank 1, then two claiming rank 0 (one not at MASTER_ADDR): no node passes."""
     lab3 = lab(3)
     runs = run_ranks(lab3, {"h1": 0, "h2": 1, "h3": 1}, 3, FAIL_TIMEOUT)
     assert runs["h1"].rc == 1, explain(runs)
@@ -191,6 +192,18 @@ def test_duplicate_node_rank_names_both_hostnames(lab):
     for h in ("h2", "h3"):
         assert runs[h].rc != 0, explain(runs)
         assert runs[h].elapsed <= FAIL_TIMEOUT + SLACK, explain(runs)
+    # Two node ranks 0 on two hosts (pf-duplicate-rank-0): h1 and h3 alone make a complete --nnodes 2 world, which
+    # passed while h2 failed alone. h2, not at MASTER_ADDR, finds node 0 there and tells it (a join record claiming
+    # rank 0), so every node fails naming h2. Found, not waited out: a generous T only absorbs start skew under load.
+    runs = run_ranks(lab3, {"h1": 0, "h2": 0, "h3": 1}, 2, OK_TIMEOUT)
+    for h in ("h1", "h2", "h3"):
+        assert runs[h].rc == 1 and runs[h].elapsed <= OK_TIMEOUT + SLACK, explain(runs)
+        c = check(runs[h], "rendezvous.world")
+        assert c["status"] == "fail" and "h2" in c["summary"], c
+    c = check(runs["h1"], "rendezvous.world")
+    assert "node rank 0 claimed by 2 nodes" in c["summary"] and "h1 (pid" in c["summary"], c
+    c = check(runs["h2"], "rendezvous.world")
+    assert "this node (h2) is a duplicate of node rank 0" in c["summary"] and "told it" in c["summary"], c
 
 
 def test_code_differing_on_one_node_is_named(lab):

@@ -139,6 +139,37 @@ def test_duplicate_node_rank_names_both_hosts(tmp_path):
         assert "alpha" in w["summary"] and "beta" in w["summary"]
 
 
+def _listening(port: int, limit: float) -> None:
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"nothing listened on {port} within {limit} s")
+
+
+def test_a_second_node_rank_0_on_node_0s_host_is_named_by_node_0(tmp_path):
+    """The second finds MASTER_PORT held by ncclcheck's front, tells the node 0 there (a join record claiming rank 0),
+    and fails; node 0 and node 1 fail naming it instead of forming a world that passes (pf-duplicate-rank-0)."""
+    port = _free_port()
+    # node 0's join bound outlasts the second one's whole run on a loaded machine (it ends once node 1 joined)
+    real = _start(tmp_path, "n0", "--nnodes", 2, "--node-rank", 0, "--port", port, "--timeout", 60)
+    _listening(port, 30)
+    dup = _start(tmp_path, "dup", "--nnodes", 2, "--node-rank", 0, "--port", port, "--hostname", "dupe",
+                 "--timeout", 20)
+    [(rc, doc)] = _finish([dup], 40)
+    w = _by_id(doc)[("rendezvous.world", None)]
+    assert rc == 1 and "this node (dupe) is a duplicate of node rank 0" in w["summary"], w
+    assert "told it" in w["summary"] and w["evidence"]["master"]["told"] is True, w
+    res = _finish([real, _start(tmp_path, "n1", "--nnodes", 2, "--node-rank", 1, "--port", port,
+                                "--timeout", 20)], 90)
+    for rc, doc in res:
+        w = _by_id(doc)[("rendezvous.world", None)]
+        assert rc == 1 and w["status"] == "fail", w
+        assert "node rank 0 claimed by 2 nodes" in w["summary"] and "dupe (pid" in w["summary"], w
+
+
 def test_different_nnodes_is_named(tmp_path):
     port = _free_port()
     procs = [_start(tmp_path, "n0", "--nnodes", 2, "--node-rank", 0, "--port", port, "--timeout", 8),

@@ -46,8 +46,10 @@ SKIPS = (
      "several nodes: run it on each node (tests/lab runs the same commands on namespace hosts)"),
     (r"torchrun \.\.\. train\.py", "a placeholder for the user's own training job (tests/lab/test_diagnose_lab.py "
      "runs a real one and diagnoses what it left)"),
-    (r"^ncclcheck diagnose /shared/", "reads what a failed job left on a shared path (tests/postmortem makes real "
-     "failures and diagnoses them)"),
+    (r"^ncclcheck diagnose (/shared/|DIR)", "reads what a failed job left on a shared path (tests/postmortem makes "
+     "real failures and diagnoses them)"),
+    (r"^ncclcheck watch --master-addr H\b", "watches a running job (H and P its master; tests/live/test_live_job.py "
+     "runs it on a real hung torchrun job)"),
 )
 COMMAND = re.compile(r"^(ncclcheck( |$)|python3? |torchrun |srun |mpirun |fabric |sudo |pip |source |import ncclcheck)")
 

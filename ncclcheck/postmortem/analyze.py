@@ -14,6 +14,7 @@ from typing import Optional
 
 from ..nccl import failures
 from ..nccl.debuglog import nccl_header, parse_nccl_debug, split_by_rank, split_prefix
+from ..render import words
 from . import flight
 from .bound import CUT, MAX_FIELD_CHARS, MAX_LISTED_RANKS, MAX_REPORT_ROWS, clip, clip_all
 from .inputs import Inputs
@@ -84,7 +85,7 @@ def _hosts(inp: Inputs, preflight: Optional[dict], log_ranks: dict) -> dict:
 
 # ncclcheck's own console report inside a job's output (the guard prints it on rank 0): from its header line to its
 # summary line. Its rows quote what it found ("No route to host" in a probe's detail): never a cause of the job's.
-_OWN_HEAD = re.compile(r"^ncclcheck \w+ \d+ node\(s\)")
+_OWN_HEAD = re.compile(words.HEADER_LINE)
 _OWN_END = re.compile(r"^(?:PASS|WARN|FAIL|ERROR)\s+\d+ passed, \d+ warnings?, \d+ failed")
 _OWN_LINE = re.compile(r"^ncclcheck[ .:]")
 _GUARD_RANK = re.compile(r"preflight failed \(rank (\d+)")

@@ -130,6 +130,9 @@ def count(n: object, noun: str) -> str:
 
 
 LAUNCHED_BY = "launched by"
+# A console report's first line as it appears in a job's output, in these words and in the ones before them ("1
+# node(s), 2 rank(s), torchrun"): diagnose skips ncclcheck's own reports by it (postmortem/analyze.py).
+HEADER_LINE = r"^ncclcheck \w+ (?:[\d,]+|\?) (?:nodes?|node\(s\)),"
 
 
 def world_phrase(world: Any) -> str:

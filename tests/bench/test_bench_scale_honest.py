@@ -26,6 +26,7 @@ def _run(args, limit=None):
 
 
 @pytest.mark.slow  # spawns processes and forms real worlds
+@pytest.mark.long  # scripts/long_tests.py
 def test_a_simulator_out_of_descriptors_prints_no_figure():
     p = _run(["--nodes", "64", "--per-worker", "64", "--no-world", "none", "--timeout", "10"], limit=200)
     assert p.returncode == 3, p.stdout[-2000:] + p.stderr[-2000:]

@@ -14,11 +14,12 @@ import sys
 import jsonschema
 import pytest
 
+from ncclcheck.render.words import PLACEMENTS
 from tests.conftest import REPO, cli_env
 
 pytestmark = pytest.mark.slow  # spawns torch ranks
 
-ROW = re.compile(r"^\s+\d+\*?\s+\d+\s+(out|in|one)\s")
+ROW = re.compile(r"^\s+\d+\*?\s+\d+\s+(" + "|".join(p.word for p in PLACEMENTS.values()) + r")\s")
 
 
 def test_first_row_reaches_a_pipe_before_the_sweep_ends(tmp_path):

@@ -17,6 +17,7 @@ HOSTS = 12
 TIMEOUT = 60  # a bound on each wait, not the run's length: 12 processes importing torch on 2 cores join slowly
 
 
+@pytest.mark.long  # 12 hosts (3-host dropped links stay in CI through test_preflight_lab): scripts/long_tests.py
 def test_a_dropped_link_among_twelve_hosts_names_its_two_ends_and_nothing_else(lab):
     lab12 = lab(HOSTS, scenario="dropped-link h5 h9")
     # From an empty directory: the default --code is the working directory, and the scratch one grows while the

@@ -48,7 +48,7 @@ FABRIC = str(REPO_ROOT / "tests" / "fixtures" / "train_fabric.py")
 # --code: the fixtures' folder, the same on every host (the default, the working directory, is the lab's scratch
 # folder, where each host's output files grow while the guard hashes it)
 ENV = {"COLUMNS": "200", "GUARD_TIMEOUT": str(T), "NUM_NODES": "3", "GUARD_CODE": str(REPO_ROOT / "tests" / "fixtures")}
-HEADER = re.compile(r"ncclcheck preflight (\d+) node\(s\), (\d+) rank\(s\), (\w+)")
+HEADER = re.compile(r"ncclcheck preflight (\d+) nodes?, (\d+) ranks?, launched by (\w+)")
 # the fixtures join the message's lines by " | "; two ranks' writes may still meet on one line (a write of the text,
 # then one of its newline), so a message ends at the next rank's marker too
 FAILED = re.compile(r"GUARD-FAILED rank=(\d+) after=([\d.]+)s: (.*?)(?=GUARD-FAILED rank=|$)", re.M)
@@ -221,9 +221,14 @@ def test_guarded_job_trains_with_one_report(guard_lab, name):
 # Under torchrun and fabric run the launcher meets the master before the script does: a blocked master port or a
 # wrong master address hangs there, before guard() runs (the docs point to `ncclcheck preflight` as its own step).
 CASES = [(name, which) for name, (_, _, first) in LAUNCHERS.items() for which in FAULTS + MASTER_FAULTS[:2 * first]]
+# CI runs a cover of the product: every launcher meets one fault and every fault one launcher; the whole product
+# (19 jobs of 3 hosts x 2 ranks, 20-40 s each) runs in scripts/long_tests.py (pytest -m long).
+IN_CI = {("torchrun-static", "inbound-drop-h2"), ("torchrun-c10d", "code-drift-h3"), ("fabric-run", "gloo-docker0-h3"),
+         ("srun", "wrong-master-addr"), ("mpirun", "blocked-master-port")}
 
 
-@pytest.mark.parametrize("name, which", CASES, ids=[f"{n}-{w}" for n, w in CASES])
+@pytest.mark.parametrize("name, which", [pytest.param(n, w, marks=() if (n, w) in IN_CI else pytest.mark.long)
+                                         for n, w in CASES], ids=[f"{n}-{w}" for n, w in CASES])
 def test_fault_fails_every_rank_within_bound(guard_lab, name, which):
     need(name)
     host_env, master, named = fault(guard_lab, name, which)

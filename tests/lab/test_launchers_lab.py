@@ -31,7 +31,7 @@ FAIL_TIMEOUT = 10
 DEADLINE = 240  # the harness kills whatever still runs after this
 MAIN = str(REPO_ROOT / "ncclcheck" / "__main__.py")  # `fabric run` takes a script path, not -m
 ENV = {"COLUMNS": "200"}  # no wrapped lines to match across
-HEADER = re.compile(r"ncclcheck (\w+) (\d+) node\(s\), (\d+) rank\(s\), (\w+)")
+HEADER = re.compile(r"ncclcheck (\w+) (\d+) nodes?, (\d+) ranks?, launched by (\w+)")
 
 
 def need(*tools: str) -> None:

@@ -101,6 +101,7 @@ def _tx_bytes(lab_, host: str) -> int:
     return int(out.stdout.strip() or 0)
 
 
+@pytest.mark.long  # test_links_job_lab's killed host stays in CI: scripts/long_tests.py
 def test_host_killed_during_the_run_is_named_and_the_others_finish_in_time(lab):
     lab4 = lab(4, scenario=cluster(4))
     # big enough that the run lasts well past the moment h3 is killed

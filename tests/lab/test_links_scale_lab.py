@@ -22,7 +22,7 @@ import pytest
 from tests.lab.harness import REPO_ROOT
 from tests.lab.test_links_lab import links_of, slow_checks, world
 
-pytestmark = [pytest.mark.lab, pytest.mark.slow]
+pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.long]  # 16 hosts: scripts/long_tests.py
 
 N = 16
 RATE_OK = "1gbit"

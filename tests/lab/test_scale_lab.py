@@ -18,7 +18,7 @@ import pytest
 
 from tests.lab.test_preflight_lab import explain, run_all_ranks
 
-pytestmark = [pytest.mark.lab, pytest.mark.slow]
+pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.long]  # 16 hosts: scripts/long_tests.py
 
 TIMEOUT = 120  # 16 processes importing torch on a 2-core machine join slowly; --timeout only bounds the waits
 MAX_RATIO = 1.3

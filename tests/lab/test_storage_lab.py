@@ -101,6 +101,7 @@ def test_nearly_full_view_on_one_host_fails_need(lab):
     assert _left(share) == [], _left(share)
 
 
+@pytest.mark.long  # 70 s of waiting for a killed node's bound: scripts/long_tests.py
 def test_a_node_killed_mid_check_leaves_nothing_behind(lab):
     lab3 = lab(3)
     share = _share(lab3)

@@ -116,6 +116,21 @@ def test_the_guards_report_is_not_the_jobs_output():
     assert kept.count("step 3 ok") == 4 and len(kept.splitlines()) == len(text.splitlines())
 
 
+def test_the_guards_report_in_this_versions_words_is_not_the_jobs_output():
+    """The fixture's report is in the words of the version that made it ("1 node(s), 4 rank(s), torchrun"); the same
+    report in today's header words (render/words.py) is skipped too: its rows quote what it found, never a cause."""
+    from ncclcheck.model import WorldInfo
+    from ncclcheck.render import words
+
+    with open(os.path.join(FIX, "guarded_healthy", "launcher.log")) as f:
+        text = f.read()
+    now = words.world_phrase(WorldInfo(nnodes=1, world_size=4, launcher="torchrun"))
+    renamed = text.replace("1 node(s), 4 rank(s), torchrun", now)
+    assert renamed != text and now in renamed
+    kept = strip_own_output(renamed)
+    assert "ncclcheck" not in kept and "Recommended environment" not in kept and "export NCCL" not in kept
+
+
 def test_a_guarded_job_whose_rank_was_killed_names_the_kill():
     """Seen: the guard's c10d lines were the root cause, rank 2's SIGKILL demoted. A real guarded 4-rank job."""
     rep, first, pm = verdict(os.path.join(FIX, "guarded_kill"))

@@ -38,7 +38,7 @@ def test_a_healthy_guarded_job_gains_one_line_and_no_c10d_warning(unguarded):
     assert not [ln for ln in lines if C10D.search(ln)], why(p)
     assert len(lines) <= len(_lines(unguarded)) + 1, why(p)
     ours = _ours(lines)
-    assert len(ours) == 1 and re.match(r"ncclcheck preflight 1 node\(s\), 2 rank\(s\), torchrun, .*: PASS \(",
+    assert len(ours) == 1 and re.match(r"ncclcheck preflight 1 node, 2 ranks, launched by torchrun, .*: PASS \(",
                                        ours[0]), ours
 
 

@@ -34,7 +34,9 @@ def test_ruff_lints_every_python_file_of_the_package():
 
 @pytest.mark.slow  # collects the whole suite (about 20 s)
 def test_pytest_collects_every_test_file():
-    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "tests"],
+    # every tier: the long tests (scripts/long_tests.py) are deselected from CI's run, never from the suite
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m",
+                          "long or not long", "tests"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     collected = {line.split("::")[0] for line in out.stdout.splitlines() if "::" in line}
     files = {str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("test_*.py")}

@@ -35,6 +35,7 @@ def test_a_simulator_out_of_descriptors_prints_no_figure():
 
 
 @pytest.mark.slow  # spawns processes and forms real worlds
+@pytest.mark.long  # scripts/long_tests.py (scripts/bench_scale.py is the benchmark it guards)
 def test_a_small_healthy_run_names_every_fault_and_prints_the_figure():
     p = _run(["--nodes", "8,40", "--per-worker", "16"])
     last = p.stdout.strip().splitlines()[-1]

@@ -92,7 +92,8 @@ def assert_code_drift_named(runs: dict[str, HostRun]) -> None:
 
 @pytest.mark.parametrize("launcher, make", [
     ("torchrun", lambda lab, i, a: torchrun_argv(lab, i, a)),
-    ("torchrun", lambda lab, i, a: torchrun_argv(lab, i, a, c10d=True)),
+    # c10d: test_guard_lab runs it in CI (healthy, and a code drift); the whole product in scripts/long_tests.py
+    pytest.param("torchrun", lambda lab, i, a: torchrun_argv(lab, i, a, c10d=True), marks=pytest.mark.long),
     ("fabric", fabric_argv),
 ], ids=["torchrun-static", "torchrun-c10d", "fabric-run"])
 def test_torchrun_family_one_report_then_code_drift_fails_everywhere(lab, launcher, make):

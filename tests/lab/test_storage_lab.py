@@ -58,6 +58,7 @@ def test_shared_directory_on_every_host_passes_and_is_left_empty(lab):
     assert _left(share) == [], _left(share)
 
 
+@pytest.mark.long  # tests/preflight/test_cluster_preflight.py's shared-dir case runs the class in CI
 def test_tmpfs_over_the_share_on_one_host_is_named_as_another_filesystem(lab):
     lab3 = lab(3)
     share = _share(lab3)

@@ -40,7 +40,8 @@ def why(p: subprocess.CompletedProcess) -> str:
     return f"rc={p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-5000:]}"
 
 
-@pytest.mark.parametrize("c10d", [False, True], ids=["static", "c10d"])
+# c10d: test_guard_lab's torchrun-c10d runs the same script on 3 hosts in CI; here in scripts/long_tests.py
+@pytest.mark.parametrize("c10d", [False, pytest.param(True, marks=pytest.mark.long)], ids=["static", "c10d"])
 def test_healthy_job_trains_after_the_guard_with_one_report(c10d):
     p = torchrun("train_ddp.py", {}, c10d=c10d)
     assert p.returncode == 0, why(p)
@@ -73,6 +74,7 @@ def test_off_switch_runs_the_script_unguarded():
     assert "GUARD-OK" in p.stderr and "ncclcheck preflight" not in p.stdout + p.stderr, why(p)
 
 
+@pytest.mark.long  # test_guard_lab's fabric-run runs it on 3 hosts in CI; here in scripts/long_tests.py
 def test_fabric_run_script_trains_after_the_guard():
     if shutil.which("fabric") is None:
         pytest.skip("needs lightning's `fabric` (pip install lightning)")

@@ -97,7 +97,7 @@ def check_mismatch(inp: PostmortemInput) -> CheckResult:
 def check_ranks(inp: PostmortemInput) -> CheckResult:
     """Ranks that left no dump or died, with the launcher's exit code or signal."""
     a = inp.analysis
-    found = _by(a, ("no_dump", "died", "exited"))
+    found = _by(a, ("no_dump", "died", "exited", "host_cut"))
     failures = (a.get("launcher") or {}).get("failures") or []
     ev = {"launcher_failures": len(failures), "launcher_first": (a.get("launcher") or {}).get("first")}
     if not found and not a.get("groups") and not failures:
@@ -109,7 +109,7 @@ def check_nccl_warnings(inp: PostmortemInput) -> CheckResult:
     """NCCL, gloo and torch failure messages classified by the one failure table (nccl/failures.py)."""
     a = inp.analysis
     kinds = ("op_mismatch", "size_mismatch", "dtype_mismatch", "never_entered", "blocked", "no_dump", "died",
-             "exited", "job_failed", "not_started", "stalled", "not_completed")
+             "exited", "job_failed", "not_started", "stalled", "not_completed", "host_cut")
     found = [c for c in a.get("causes", []) if c["kind"] not in kinds and not c["kind"].startswith("ras_")]
     if not any(r["kind"] in ("nccl_log", "launcher_output", "log", "error_file") for r in a.get("inputs", [])):
         return skipped("postmortem.nccl_warnings", "no logs among the inputs (NCCL_DEBUG_FILE, the launcher's "

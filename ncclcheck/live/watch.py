@@ -31,7 +31,7 @@ from ..checks.registry import POSTMORTEM, run_checks
 from ..config import Config
 from ..model import CheckResult, Report, Status, WorldInfo, failed, passed, warned
 from ..postmortem import flight
-from ..postmortem.analyze import analyse, ranks_text
+from ..postmortem.analyze import NO_ANSWER_IN_BOUND, analyse, ranks_text
 from ..postmortem.inputs import Inputs, _add_dump
 from ..rendezvous.budget import Budget
 from ..rendezvous.store import Guard, JsonStore, Limits, StoreLost
@@ -111,7 +111,8 @@ def ask(rec: dict, kind: str, guard: Guard, end: float, budget: Budget) -> Answe
             wire.send_frame(s, wire.seal(guard, wire.request_key(ch), {"kind": kind}))
             data = wire.recv_frame(s, wire.MAX_REPLY, end, budget)
     except TimeoutError:
-        return Answer(r, why=f"no answer from {rec['addr']}:{rec['port']} within the bound", elapsed_s=budget.since(t0))
+        return Answer(r, why=f"no answer from {rec['addr']}:{rec['port']} {NO_ANSWER_IN_BOUND}",
+                      elapsed_s=budget.since(t0))
     except (OSError, wire.WireError) as exc:
         what = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         return Answer(r, why=f"{rec['addr']}:{rec['port']}: {what}", elapsed_s=budget.since(t0))
@@ -144,7 +145,7 @@ def fetch_all(records: dict, kind: str, guard: Guard, budget: Budget) -> dict:
                 out[r] = f.result()
             else:
                 f.cancel()
-                out[r] = Answer(r, why="not asked within the bound (too many ranks did not answer before it)")
+                out[r] = Answer(r, why="not asked before the bound passed (too many ranks did not answer before it)")
     return out
 
 
@@ -176,9 +177,10 @@ def live_doc(a: Answer, rec: dict) -> Optional[dict]:
     return {**fr, flight.LIVE_KEY: me}
 
 
-def build_inputs(first: dict, records: dict, missing: dict, docs: dict) -> Inputs:
-    """diagnose's Inputs from what was fetched: one flight-recorder document per answering rank."""
-    inp = Inputs()
+def build_inputs(first: dict, records: dict, missing: dict, docs: dict, observer: Optional[str] = None) -> Inputs:
+    """diagnose's Inputs from what was fetched: one flight-recorder document per answering rank. observer: the host
+    watch asks from (a host cut off is told from the other hosts all silent by where the watcher stands)."""
+    inp = Inputs(observer=observer)
     for r, doc in sorted(docs.items()):
         _add_dump(inp, f"live://{records[r]['addr']}:{records[r]['port']}/rank{r}", doc, "json")
     for r, a in first.items():
@@ -208,7 +210,7 @@ def write_dump(path: str, docs: dict, inp: Inputs) -> list:
         written.append(f)
     if inp.unanswered:
         f = os.path.join(path, UNANSWERED_NAME)
-        write_atomic(f, json.dumps({"schema": flight.UNANSWERED_SCHEMA,
+        write_atomic(f, json.dumps({"schema": flight.UNANSWERED_SCHEMA, "observer": inp.observer,
                                     "ranks": {str(r): w for r, w in sorted(inp.unanswered.items())},
                                     "hosts": {str(r): inp.hosts[r] for r in sorted(inp.unanswered) if r in inp.hosts}}))
         written.append(f)
@@ -268,7 +270,7 @@ def look(config: Config, budget: Budget, st: JsonStore, guard: Guard, t0: float)
     answered = sorted(r for r, a in first.items() if a.doc is not None)
     frozen = sorted(r for r in answered if r not in went and r in second and second[r].doc is not None)
     docs = {r: d for r in answered if (d := live_doc(first[r], records[r])) is not None and d.get("entries")}
-    inp = build_inputs(first, records, missing, docs)
+    inp = build_inputs(first, records, missing, docs, socket.gethostname())
     for r, a in second.items():  # answered the first look, not the second: gone meanwhile
         if a.doc is None and r not in inp.unanswered:
             inp.unanswered[r] = f"answered, then not {budget.live_confirm_s:g} s later ({a.why})"

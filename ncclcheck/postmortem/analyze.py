@@ -422,13 +422,14 @@ def _failed(f: dict) -> bool:
 _OWN_DEATHS = ("SIGKILL", "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE")
 
 
-def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: dict, have_cause: bool) -> list:
+def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: dict, have_cause: bool,
+                 covered: frozenset = frozenset()) -> list:
     out = []
     empty = empty_dumps(inp)
-    no_dump = sorted({r for g in groups for r in g["no_dump"]} |
-                     ({r for r in world if r not in inp.dumps} if inp.dumps else set()))
+    no_dump = sorted(({r for g in groups for r in g["no_dump"]} |
+                      ({r for r in world if r not in inp.dumps} if inp.dumps else set())) - covered)
     if not inp.dumps:  # no flight recorder at all: the launcher's failed ranks alone (and the empty dumps)
-        no_dump = sorted({r for r, f in by_rank.items() if _failed(f)} | set(empty))
+        no_dump = sorted(({r for r, f in by_rank.items() if _failed(f)} | set(empty)) - covered)
     first = first_failure(by_rank)
     firsts = {r for r, f in by_rank.items() if f.get("first")}
     first_group: dict = {}  # rank -> the first group it left no dump for (one pass: linear in ranks x groups)
@@ -489,6 +490,67 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
                     **_listed(rest), "text": f"{ranks_text(rest)} also left no dump" if inp.dumps else
                     f"{ranks_text(rest)} also died", "fix": "", "source": "flight recorder"})
     return out
+
+
+# watch's words for a rank whose responder let the bound pass (live/watch.py ask): a connect or reply that hung, as
+# across a cut link or to a powered-off host; a refusal or a reset says the host is there and the rank is not
+NO_ANSWER_IN_BOUND = "within the bound"
+
+
+def _silent_hosts(groups: list, world: list, inp: Inputs, hosts: dict, have_cause: bool) -> tuple[list, set]:
+    """Live (`ncclcheck watch`): a host none of whose ranks answered is one fault, named once with its ranks, not a
+    line per rank. Seen from the watcher's own host (inp.observer), every other host silent (two or more) while its
+    own ranks answer is that host cut off: one cut link explains it, every other host down at once does not. Returns
+    (causes, the ranks they cover)."""
+    if not inp.unanswered:
+        return [], set()
+    by_host: dict = {}
+    for r in world:
+        h = (hosts.get(r) or {}).get("host")
+        if h:
+            by_host.setdefault(h, []).append(r)
+    silent = {h: rs for h, rs in by_host.items() if all(r in inp.unanswered for r in rs)}
+    talking = [h for h in by_host if h not in silent]
+    if not silent or not talking:  # nobody answered: nothing to tell one host from another by
+        return [], set()
+    first_group: dict = {}
+    for g in groups:
+        for r in g["no_dump"]:
+            first_group.setdefault(r, g)
+
+    def waiting(rs: list) -> tuple[str, Optional[dict]]:
+        g = next((first_group[r] for r in rs if r in first_group), None)
+        return (f"; {ranks_text(g['entered'])} wait in {_coll(g)}" if g and g["entered"] else ""), g
+
+    def cut(rs: list) -> bool:
+        return all(NO_ANSWER_IN_BOUND in inp.unanswered[r] for r in rs)
+
+    fix = ("from another host, reach its ranks' addresses (the report's live.ranks): a host that answers ping "
+           "but not the ports is a firewall; none at all is its link or the host itself (its console, `ip link`, "
+           "the switch port); `ncclcheck links` on the same nodes names the dead pair")
+    order = sorted(silent, key=lambda h: silent[h][0])
+    if inp.observer in talking and len(talking) == 1 and len(silent) >= 2 and all(cut(silent[h]) for h in order):
+        mine, others = by_host[inp.observer], sorted(r for h in order for r in silent[h])
+        tail, g = waiting(others)
+        text = (f"host {inp.observer} ({ranks_text(mine)}), where watch runs, reaches none of the other "
+                f"{len(order)} hosts ({', '.join(order)}: {ranks_text(others)} did not answer; rank {others[0]}: "
+                f"{inp.unanswered[others[0]]}): {inp.observer}'s link is cut (one cut link explains every silent "
+                f"host){tail}")
+        return [{"kind": "host_cut", "cause": not have_cause, "pg": g["pg"] if g else None,
+                 "seq": g["seq"] if g else None, "ranks": mine, "text": text, "fix": fix, "source": "live"}], \
+            set(others)
+    out, covered = [], set()
+    for h in order:
+        rs = silent[h]
+        tail, g = waiting(rs)
+        what = "the host is down or its link is cut" if cut(rs) else "its ranks are gone or refuse"
+        text = (f"host {h} ({ranks_text(rs)}): none of its ranks answered (rank {rs[0]}: {inp.unanswered[rs[0]]}): "
+                f"{what}{tail}")
+        out.append({"kind": "host_cut" if cut(rs) else "no_dump", "cause": not have_cause and not out,
+                    "pg": g["pg"] if g else None, "seq": g["seq"] if g else None, "ranks": rs, "text": text,
+                    "fix": fix, "source": "live"})
+        covered.update(rs)
+    return out, covered
 
 
 def _listed(ranks: list) -> dict:
@@ -608,7 +670,8 @@ def analyse(inp: Inputs, preflight: Optional[dict] = None) -> dict:
     fr = _fr_causes(groups, inp, hosts, by_rank)
     logs = _log_causes(events, hosts, by_rank)
     have = any(c["cause"] for c in fr + logs + ras)
-    dead = _dead_causes(groups, world, inp, hosts, by_rank, have)
+    silent, covered = _silent_hosts(groups, world, inp, hosts, have)
+    dead = silent + _dead_causes(groups, world, inp, hosts, by_rank, have or bool(silent), frozenset(covered))
     ordered = ([c for c in fr if c["cause"]] + [c for c in ras if c["cause"]] + [c for c in logs if c["cause"]] +
                [c for c in dead if c["cause"]] + [c for c in fr + ras + dead + logs if not c["cause"]])
     ordered = _never_nothing(ordered, by_rank, hosts)

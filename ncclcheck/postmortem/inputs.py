@@ -41,6 +41,7 @@ class Inputs:
     hosts: dict = field(default_factory=dict)
     where: dict = field(default_factory=dict)
     unanswered: dict = field(default_factory=dict)
+    observer: Optional[str] = None  # the host `ncclcheck watch` asked from (a cut link is seen from one side)
 
     def recognised(self) -> int:
         return sum(1 for r in self.read if r["kind"] != "unrecognised")
@@ -163,6 +164,8 @@ def _classify_json(out: Inputs, path: str, doc) -> bool:
                     local = who.get("local_rank")
                     out.hosts[int(r)] = {"host": clip(who["host"], 200),
                                          "local_rank": local if type(local) is int and local >= 0 else None}
+        if isinstance(doc.get("observer"), str):
+            out.observer = clip(doc["observer"], 200)
         out.read.append({"path": path, "kind": "flight_recorder", "note": f"{len(out.unanswered)} rank(s) that did "
                                                                           "not answer ncclcheck watch"})
     elif isinstance(doc, dict) and isinstance(doc.get("communicators"), list):

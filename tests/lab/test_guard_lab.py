@@ -25,7 +25,7 @@ import re
 import shlex
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pytest
 
@@ -71,12 +71,13 @@ def fabric(lab: Lab, node: int, script: str) -> list[str]:
             "--main-address", lab.ip("h1"), "--main-port", str(PORT), script]
 
 
-def srun(lab: Lab, master: str | None) -> list[str]:
+def srun(lab: Lab, master: str | None, script: Sequence[str] = (DDP,)) -> list[str]:
     """salloc + srun as a batch script runs them: MASTER_ADDR is the first host of the allocation's node list (or
-    the `master` given: a wrong one), MASTER_PORT a fixed port, then srun starts 2 tasks per node."""
+    the `master` given: a wrong one), MASTER_PORT a fixed port, then srun starts 2 tasks per node of the script
+    (with its arguments)."""
     addr = shlex.quote(master) if master else '$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)'
     line = (f"export MASTER_ADDR={addr} MASTER_PORT={PORT}; "
-            f"exec srun {shlex.quote(str(lab.tmp / 'node-env.sh'))} {PY} {DDP}")
+            f"exec srun {shlex.quote(str(lab.tmp / 'node-env.sh'))} {PY} {shlex.join(script)}")
     return ["salloc", "-N", "3", "--ntasks-per-node=2", "/bin/sh", "-c", line]
 
 
@@ -146,12 +147,14 @@ def explain(runs: dict[str, HostRun]) -> str:
 
 
 def run(shared: dict, name: str, host_env: dict, *, master: str | None = None, deadline: float = DEADLINE,
-        env: dict = ENV) -> dict[str, HostRun]:
+        env: dict = ENV, script: Sequence[str] = ()) -> dict[str, HostRun]:
     """One job: a launcher per host (torchrun, fabric run), or one launch line on h1 (srun, mpirun), whose ranks get
-    host_env[host] from their node's profile."""
+    host_env[host] from their node's profile. script: another script than the launcher's training fixture, with its
+    arguments (torchrun, fabric run, srun)."""
     lab = shared["lab"]
     if name in PER_NODE:
-        cmds = {h: PER_NODE[name](lab, i) for i, h in enumerate(lab.hosts)}
+        cmds = {h: [*PER_NODE[name](lab, i)[:-1], *script] if script else PER_NODE[name](lab, i)
+                for i, h in enumerate(lab.hosts)}
         return lab.run_all(cmds, deadline=deadline, cwd=lab.tmp, env=env, host_env=host_env)
     for h in lab.hosts:
         (lab.tmp / f"env-{h}").write_text("".join(f"export {k}={shlex.quote(v)}\n"
@@ -159,7 +162,8 @@ def run(shared: dict, name: str, host_env: dict, *, master: str | None = None, d
     if name == "srun":
         if shared["slurm"] is None:
             shared["slurm"] = nlx.slurm_up(lab.state)
-        return lab.run_all({"h1": srun(lab, master)}, deadline=deadline, cwd=lab.tmp, env={**env, **shared["slurm"]})
+        return lab.run_all({"h1": srun(lab, master, script or (DDP,))}, deadline=deadline, cwd=lab.tmp,
+                           env={**env, **shared["slurm"]})
     return lab.run_all({"h1": mpirun(lab, master, env)}, deadline=deadline, cwd=lab.tmp, env=env)
 
 

@@ -119,3 +119,45 @@ def test_with_a_token_a_forged_registration_is_refused_and_named():
     n, records, missing = read_registry(JsonStore(raw, guard=Guard(token=b"k")))
     assert n == 2 and list(records) == [0]
     assert "refused" in missing[1] and "not signed with the job token" in missing[1]
+
+
+# A host's link dropped mid-collective (fixtures/dropped-h2, dropped-node0: watch --dump on lab host h1 of a real job,
+# HOW.md): its ranks cannot answer. The verdict names that host once, with its ranks, and the collective the others
+# wait in; node 0 cut off (h1, where watch ran) is h1 reaching no other host, not two other hosts each down.
+def _diagnosed(name: str, observer: object = ...) -> dict:
+    from ncclcheck.postmortem.inputs import read_inputs
+
+    inp = read_inputs([os.path.join(os.path.dirname(__file__), "fixtures", name)])
+    if observer is not ...:
+        inp.observer = observer
+    return analyse(inp)
+
+
+def test_a_host_none_of_whose_ranks_answer_is_named_with_its_ranks_and_the_collective():
+    a = _diagnosed("dropped-h2")
+    root = next(c for c in a["causes"] if c["cause"])
+    assert root["kind"] == "host_cut" and root["ranks"] == [2, 3], root
+    assert a["verdict"].startswith("host h2 (ranks 2, 3): none of its ranks answered"), a["verdict"]
+    assert "the host is down or its link is cut; ranks 0, 1, 4, 5 wait in all_reduce #6 of default_pg" in a["verdict"]
+    assert [c for c in a["causes"] if c["kind"] == "no_dump"] == []  # not again, rank by rank
+
+
+def test_node_0_cut_off_is_named_from_where_watch_runs():
+    a = _diagnosed("dropped-node0")
+    root = next(c for c in a["causes"] if c["cause"])
+    assert root["kind"] == "host_cut" and root["ranks"] == [0, 1], root
+    assert a["verdict"].startswith("host h1 (ranks 0, 1), where watch runs, reaches none of the other 2 hosts (h2, "
+                                   "h3: ranks 2, 3, 4, 5 did not answer"), a["verdict"]
+    assert "h1's link is cut" in a["verdict"]
+    assert a["verdict"].endswith("ranks 0, 1 wait in all_reduce #6 of default_pg")
+    # the same data watched from a host outside the job: nothing says h1 is the one cut off, each silent host named
+    b = _diagnosed("dropped-node0", observer="login1")
+    assert [c["ranks"] for c in b["causes"] if c["kind"] == "host_cut"] == [[2, 3], [4, 5]]
+
+
+def test_a_host_whose_ranks_refuse_is_not_called_cut_off():
+    first, records = _fetched()  # one host (vm): every rank refused, as a watcher without the job's key is answered
+    for r in range(4):
+        first[r] = Answer(r, why="it answers only with the job's key")
+    a = analyse(build_inputs(first, records, {}, {}, observer="vm"))
+    assert not any(c["kind"] == "host_cut" for c in a["causes"]), a["causes"]

@@ -183,10 +183,13 @@ def test_watch_names_the_culprit_while_the_job_runs(guard_lab, name, fault, tmp_
         alive = {r: _alive(v["pid"]) for r, v in ranks.items()}
         live = doc.get("live", {})
         assert all(alive.values()), f"the job must still run when watch answers: {alive}\n{p.stdout[-3000:]}"
-        assert all(x["pid"] == ranks[x["rank"]]["pid"] for x in live.get("ranks", []) if x.get("pid")), live
+        # every rank registered; those that answered gave the pids the job's ranks wrote
+        assert sorted(x["rank"] for x in live.get("ranks", [])) == sorted(ranks), p.stdout[-3000:]
+        assert all(x["pid"] == ranks[x["rank"]]["pid"] for x in live["ranks"] if x.get("pid")), live
         assert p.returncode == 1, (p.stdout[-4000:], p.stderr[-2000:], job.explain())
         assert took < TIMEOUT + 10, took
         root = _check(doc, "postmortem.root_cause")
+        assert root.get("status") == "fail", doc.get("checks")
         verdict = doc["postmortem"]["verdict"]
         if link:  # the host cut off and its ranks (seen from h1: node 0 cut off is h1 reaching no other host)
             dropped = sorted(r for r, v in ranks.items() if v["host"] == culprit)

@@ -98,6 +98,7 @@ def test_run_report_reads_a_saved_run(tmp_path):
 
 
 @pytest.mark.slow  # spawns ranks
+@pytest.mark.long  # the whole default sweep (20 s); CI: test_run_bench_and_run_links_take_their_flags below
 def test_run_bench_with_its_defaults_runs_the_clis_sweep():
     rep = ncclcheck.run_bench()
     assert rep.command == "bench" and rep.exit_code == 0, [c.to_json() for c in rep.checks]

@@ -92,9 +92,10 @@ def assert_code_drift_named(runs: dict[str, HostRun]) -> None:
 
 @pytest.mark.parametrize("launcher, make", [
     ("torchrun", lambda lab, i, a: torchrun_argv(lab, i, a)),
-    # c10d: test_guard_lab runs it in CI (healthy, and a code drift); the whole product in scripts/long_tests.py
+    # c10d and fabric run: test_guard_lab runs each in CI (a guarded job under c10d meets a fault, one under fabric run
+    # trains); the whole product in scripts/long_tests.py
     pytest.param("torchrun", lambda lab, i, a: torchrun_argv(lab, i, a, c10d=True), marks=pytest.mark.long),
-    ("fabric", fabric_argv),
+    pytest.param("fabric", fabric_argv, marks=pytest.mark.long),
 ], ids=["torchrun-static", "torchrun-c10d", "fabric-run"])
 def test_torchrun_family_one_report_then_code_drift_fails_everywhere(lab, launcher, make):
     if launcher == "fabric":
@@ -107,6 +108,9 @@ def test_torchrun_family_one_report_then_code_drift_fails_everywhere(lab, launch
     assert_code_drift_named(runs)
 
 
+# CI runs mpirun and srun in test_guard_lab (a guarded job trains under each and meets a master fault: the same
+# worker-mode world and one report as the CLI's); these two, a minute of 2 jobs each, run in scripts/long_tests.py
+@pytest.mark.long
 def test_mpirun_one_report_then_blocked_master_port_fails_everywhere(lab):
     need("mpirun")
     lab3 = lab(3)
@@ -130,6 +134,7 @@ def test_mpirun_one_report_then_blocked_master_port_fails_everywhere(lab):
     assert f"cannot reach master {lab3.ip('h1')}:{PORT}" in out and "never joined" in out, explain(runs)
 
 
+@pytest.mark.long
 def test_srun_one_report_json_per_job_then_blocked_master_port_fails_everywhere(lab):
     """Also issue 36: with no token, munge signs the run (`trust: munge`) and a stranger's forged pass is ignored."""
     need("srun", "slurmctld", "slurmd", "munged")

@@ -61,6 +61,8 @@ def test_launcher_mode_three_hosts_one_shared_json_path(lab):
     assert_node0_full_report(path, runs, "ncclcheck")
 
 
+@pytest.mark.long  # CI: the same shared path under ncclcheck's own launcher below, and torchrun's one report in
+# test_launchers_lab
 def test_torchrun_three_hosts_one_shared_json_path(lab):
     lab3: Lab = lab(3)
     shared = lab3.tmp / "shared"

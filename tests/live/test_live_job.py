@@ -36,9 +36,10 @@ def _alive(pid: int) -> bool:
 
 
 # sleep: armed by guard(live=True), one look; lock: a Python deadlock, a job token (signed records, sealed requests),
-# and --follow (it speaks once progress stopped for --timeout)
+# and --follow (it speaks once progress stopped for --timeout); chain: the wait followed across process groups
 @pytest.mark.parametrize("scenario,where,token", [("sleep", "time.sleep(HANG_S)", None),
-                                                  ("lock", "with lock:", "a-job-token")])
+                                                  ("lock", "with lock:", "a-job-token"),
+                                                  ("chain", "time.sleep(HANG_S)", None)])
 def test_watch_names_the_hung_rank_while_the_job_runs(tmp_path, scenario, where, token, validate_report):
     port, ready = _free_port(), tmp_path / "ready"
     ready.mkdir()
@@ -65,7 +66,11 @@ def test_watch_names_the_hung_rank_while_the_job_runs(tmp_path, scenario, where,
         root = next(c for c in doc["checks"] if c["id"] == "postmortem.root_cause")
         assert root["status"] == "fail" and root["evidence"]["ranks"] == [NPROC - 1]
         assert f"rank {NPROC - 1} (host {socket.gethostname()}" in root["summary"]
-        assert "all_reduce #6 of default_pg" in root["summary"] and where in root["summary"]
+        assert where in root["summary"] and "never entered all_reduce #6 of " in root["summary"], root["summary"]
+        if scenario == "chain":  # rank 2 waits in its pair's all_reduce for rank 3: behind it, never its cause
+            assert not any(c.get("cause") and 2 in c["ranks"] for c in doc["postmortem"]["causes"]), doc["postmortem"]
+        else:
+            assert "all_reduce #6 of default_pg" in root["summary"]
         # one look: within --timeout + 10 s; --follow: its looks until progress stood still for --timeout, then one
         assert took < (TIMEOUT + 10 if not follow else 2 * TIMEOUT + 15), took
         if token:

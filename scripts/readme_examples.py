@@ -34,6 +34,8 @@ SKIPS = (
     (r"^pip install", "installs into the environment (network, minutes); this script runs the checkout itself"),
     (r"python3? -m pytest", "the test suite itself (this script is one of its tests)"),
     (r"scripts/readme_examples\.py", "this script itself: it would run itself again"),
+    (r"scripts/long_tests\.py", "the suite's long tier (tens of minutes of labs, as root); tests/test_tooling.py "
+     "checks that the two tiers together collect every test"),
     (r"^sudo scripts/netlab", "builds a network-namespace lab as root (tests/lab/test_netlab.py runs it)"),
     (r"scripts/bench_scale\.py", "a benchmark of minutes (1,024 simulated nodes); scripts/bench_scale.py --help"),
     (r"scripts/bench_report\.py REPORT", "measures a saved report of a large run (REPORT.json, made by "

@@ -25,7 +25,6 @@ import datetime as _dt
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import traceback
@@ -63,12 +62,6 @@ class JobOutcome:
     @property
     def ok(self) -> bool:
         return not self.failures and len(self.results) == self.world_size
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def load_torch():
@@ -302,7 +295,9 @@ def _local_world(world_config: WorldConfig, placement: Placement, log_dir: Optio
     standalone = placement.nnodes == 1
     return _LocalWorld(
         host="127.0.0.1" if standalone else placement.master_addr,
-        port=_free_port() if standalone else placement.master_port,
+        # A standalone store's front binds port 0 and says which port it got (set after open_store): a port picked
+        # here and released could be handed to the store's own loopback server, or anyone, before the front binds it.
+        port=0 if standalone else placement.master_port,
         server=standalone or placement.node_rank == 0, node=placement.node_rank, nnodes=placement.nnodes,
         nproc=nproc, backend=resolve_backend(world_config.backend, gpus, nproc),
         log_path=os.path.join(log_dir, f"job.node{placement.node_rank}.log") if log_dir else None)
@@ -456,6 +451,8 @@ def _launch_local(world_config: WorldConfig, placement: Placement, job_fn: Calla
     guard = Guard(token=world_config.token, limits=Limits.for_nodes(lw.nnodes))
     bind = lw.host if lw.standalone else store_host(placement)
     st = open_store(bind if lw.server else lw.host, lw.port, lw.server, budget.join_s, lw.prefix, guard)
+    if lw.standalone:
+        lw.port = st.front.port
     try:
         procs = _spawn_ranks(lw, job_fn, payload, log_dir, env, observer is not None, budget, world_config.token)
     except SpawnError as exc:  # one line with the fix, on every rank of this node, instead of a traceback

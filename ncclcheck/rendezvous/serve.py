@@ -133,6 +133,28 @@ def _read_events(front: Front) -> None:
             front.on_event(describe(ev))
 
 
+def _loopback_listener(avoid: int):
+    """A listening socket on 127.0.0.1 at a port the kernel picks, never `avoid` (the master port the front binds
+    next on every address: a free master port in the ephemeral range can be the very port the kernel hands out)."""
+    import socket
+
+    held = []
+    try:
+        for _ in range(8):
+            ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            held.append(ls)
+            ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            ls.bind(("127.0.0.1", 0))  # torch binds every address itself; a socket of ours binds what we say
+            if ls.getsockname()[1] != avoid:  # the one at `avoid` stays bound while we take another
+                ls.listen(4096)
+                held.remove(ls)
+                return ls
+        raise OSError(f"the kernel kept handing out the master port {avoid}")
+    finally:
+        for s in held:
+            s.close()
+
+
 def serve_store(port: int, timeout: Any, on_event: Callable[[str], None], budget: Optional[Budget] = None) -> tuple:
     """(node 0's TCPStore, the Front): the server on a loopback port of its own, the front on `port`. ConnectionError
     (one line) when either cannot start. The front's bounds are fixed fields of the Budget (not T): a default one has
@@ -144,13 +166,9 @@ def serve_store(port: int, timeout: Any, on_event: Callable[[str], None], budget
 
     from .store import first_line
 
-    ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
-        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        ls.bind(("127.0.0.1", 0))  # torch binds every address itself; a socket of ours binds what we say
-        ls.listen(4096)
+        ls = _loopback_listener(port)
     except OSError as e:
-        ls.close()
         raise ConnectionError(f"cannot listen on loopback for the store: {e}") from None
     server_port = ls.getsockname()[1]
     try:

@@ -207,3 +207,49 @@ def test_the_fast_path_frames_as_the_general_parser_does():
             assert fr.parse(bytearray(req[:cut]), lim) is None
     with pytest.raises(fr.Bad, match="key"):
         fr.parse(bytearray(bytes([fr.GET]) + _s(b"/" + b"k" * 40)), lim)
+
+
+def test_the_stores_loopback_server_never_takes_the_master_port(monkeypatch):
+    """CI saw it: a free master port in the ephemeral range was the port the kernel then handed to the store's own
+    loopback server, and the front could not bind it ("Address already in use"). Here the kernel's first two picks are
+    the master port; the server takes the third, and the master port is bound by nobody afterwards."""
+    from ncclcheck.rendezvous.serve import _loopback_listener
+
+    master = _free_port()
+    real = socket.socket
+    picks = []
+
+    class FirstPicksAreTheMasterPort(real):
+        def bind(self, addr):
+            if addr == ("127.0.0.1", 0) and len(picks) < 2:
+                picks.append(master)
+                return super().bind(("127.0.0.1", master))
+            return super().bind(addr)
+
+    monkeypatch.setattr(socket, "socket", FirstPicksAreTheMasterPort)
+    ls = _loopback_listener(master)
+    monkeypatch.setattr(socket, "socket", real)
+    try:
+        assert picks == [master, master] and ls.getsockname()[1] != master
+        with real() as s:  # released: the front can bind it on every address
+            s.bind(("", master))
+    finally:
+        ls.close()
+
+
+def test_a_standalone_world_runs_on_the_port_its_front_chose():
+    from ncclcheck.agent.runner import _local_world
+    from ncclcheck.config import WorldConfig
+    from ncclcheck.agent.launchers import detect_placement
+
+    w = WorldConfig(nproc_per_node=1)
+    lw = _local_world(w, detect_placement({}, w), None)
+    assert lw.port == 0  # never a port picked and released: the front binds 0 and the world takes what it got
+    st = open_store(lw.host, lw.port, True, 5.0, lw.prefix, Guard())
+    try:
+        assert st.front.port > 0
+        client = open_store("127.0.0.1", st.front.port, False, 5.0, lw.prefix, Guard())
+        st.set("k", {"v": 1})
+        assert client.get_now("k") == {"v": 1}
+    finally:
+        st.front.close()

@@ -160,7 +160,6 @@ def serve_store(port: int, timeout: Any, on_event: Callable[[str], None], budget
     (one line) when either cannot start. The front's bounds are fixed fields of the Budget (not T): a default one has
     them."""
     budget = budget if budget is not None else Budget()
-    import socket
 
     import torch.distributed as dist
 

@@ -238,9 +238,9 @@ def test_the_stores_loopback_server_never_takes_the_master_port(monkeypatch):
 
 
 def test_a_standalone_world_runs_on_the_port_its_front_chose():
+    from ncclcheck.agent.launchers import detect_placement
     from ncclcheck.agent.runner import _local_world
     from ncclcheck.config import WorldConfig
-    from ncclcheck.agent.launchers import detect_placement
 
     w = WorldConfig(nproc_per_node=1)
     lw = _local_world(w, detect_placement({}, w), None)

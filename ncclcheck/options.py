@@ -137,12 +137,17 @@ def _bench_flags(b: argparse.ArgumentParser) -> None:
     _capture_flag(b)
 
 
+_MIN_TIME_HELP = (f"time each direction at least this long: short transfers are repeated beyond --iters (a few ms "
+                  f"each is CPU-scheduler noise, not a link); 0: exactly --iters (default {_LINKS.min_time_s:g})")
+
+
 def _links_flags(k: argparse.ArgumentParser) -> None:
     from .links.schedule import ROUNDS, SCALE_FROM
     from .units import format_size_short
 
     k.add_argument("--size", help=f"message size per transfer (default {format_size_short(_LINKS.size)})")
     k.add_argument("--iters", help=f"transfers per direction per pair (default {_LINKS.iters})")
+    k.add_argument("--min-time", metavar="SECONDS", help=_MIN_TIME_HELP)
     k.add_argument("--rounds", choices=ROUNDS,
                    help="full: every pair (n-1 rounds); scale: one pairing + re-tests of slow pairs (<= 4 rounds); "
                         f"quick: a few random rounds; auto: full below {SCALE_FROM} nodes, scale from {SCALE_FROM} "
@@ -285,6 +290,7 @@ def _health_parsers(sub) -> None:
     _slurm_flags(w)
     w.add_argument("--size", help=f"message size per transfer (default {format_size_short(_LINKS.size)})")
     w.add_argument("--iters", help=f"transfers per direction per pair (default {_LINKS.iters})")
+    w.add_argument("--min-time", metavar="SECONDS", help=_MIN_TIME_HELP)
     w.add_argument("--min-gbps", help="any link below this GB/s is slow")
     w.add_argument("--relative", help=f"a link below this fraction of the typical link is slow ({_LINKS.relative:g})")
     w.add_argument("--seed", help=f"which random pairing is measured first (default {_LINKS.seed}; vary it across "
@@ -661,6 +667,9 @@ def links_config_from_args(args: argparse.Namespace) -> LinksConfig:
     iters = parse_int(_text(args.iters), "--iters", 1, 100000)
     seed = parse_int(_text(args.seed), "--seed", 0, 2**31 - 1)
     relative = parse_float(_text(args.relative), "--relative")
+    min_time = parse_float(_text(getattr(args, "min_time", None)), "--min-time", positive=False)
+    if min_time is not None and not 0 <= min_time <= 60:
+        raise UsageError(f"--min-time must be between 0 and 60 seconds, got {min_time:g}")
     rounds = getattr(args, "rounds", None) if args.command == "links" else "scale"  # sweep: links' scalable mode
     if rounds is not None and rounds not in ROUNDS:
         raise UsageError(f"--rounds must be one of {', '.join(ROUNDS)}, got {rounds!r}")
@@ -672,6 +681,7 @@ def links_config_from_args(args: argparse.Namespace) -> LinksConfig:
         min_efficiency=parse_fraction(_text(getattr(args, "min_efficiency", None)), "--min-efficiency"),
         relative=_LINKS.relative if relative is None else relative,
         seed=_LINKS.seed if seed is None else seed,
+        min_time_s=_LINKS.min_time_s if min_time is None else min_time,
     )
 
 

@@ -7,6 +7,8 @@ faults (all optional):
   slow_link: [A, B]            only A's transmissions to B are slow (a slow path, not a slow node)
   delay_s: 0.05                the extra time per data send
   slow_rounds: [0]             the slow faults above apply only in these rounds (a passing hiccup); default all
+  hiccups: K                   only the first K data sends of each slow direction wait (warmup included): a busy
+                               CPU's passing stall, which a median of a few short transfers reads as a slow link
   exit_rank: R, exit_round: K  rank R dies (exit code 17) in round K:
   exit_at: "transfer"          ... between the pair's two directions (its partner sees the connection close), or
            "start"             ... right after reading round K's pairs, before meeting its partner (nobody sees a
@@ -34,6 +36,7 @@ def _faulty_channel(ctx, f: dict) -> type:
 
     class FaultyChannel(job.Channel):
         first_kind = None
+        slow_sends = 0
 
         def _data_op(self, kind: str, t) -> None:
             if t.numel() <= 1:  # the 4-byte go-on/stop acks are not data
@@ -45,7 +48,9 @@ def _faulty_channel(ctx, f: dict) -> type:
             in_round = f.get("slow_rounds") is None or self.round_no in f["slow_rounds"]
             slow_here = slow_everywhere or list(f.get("slow_link") or ()) == [me, self.peer_id]
             if kind == "send" and in_round and slow_here:
-                time.sleep(delay)
+                self.slow_sends += 1
+                if f.get("hiccups") is None or self.slow_sends <= int(f["hiccups"]):
+                    time.sleep(delay)
 
         def send(self, t) -> None:
             self._data_op("send", t)

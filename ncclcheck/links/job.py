@@ -46,7 +46,10 @@ DEFAULTS: dict[str, Any] = {
     "heartbeat_s": None,  # a participant whose heartbeat has not moved for this long is dead; None: the Budget's
     "by": "auto",  # node | rank | auto (node when the world has several nodes)
     "stat": "median",  # median | best: which iteration time makes the GB/s (best resists a noisy, shared CPU)
+    "min_time_s": _CFG.min_time_s,  # time each direction at least this long (0: exactly `iters` transfers)
 }
+# Transfers per direction at most when short ones are repeated to fill min_time_s (`iters` above it is kept as is).
+MAX_TRANSFERS = 256
 ROW_KIND = "links_row"
 
 
@@ -60,6 +63,7 @@ def payload_from_config(cfg: Any, timeout_s: Optional[float] = None) -> dict:
         "min_efficiency": getattr(cfg, "min_efficiency", None),
         "relative": cfg.relative,
         "seed": getattr(cfg, "seed", 0),
+        "min_time_s": getattr(cfg, "min_time_s", None),
         "timeout_s": timeout_s,
     }
 
@@ -83,6 +87,11 @@ class _Opts:
         self.grace_s = float(p["grace_s"]) if p["grace_s"] is not None else b.links_grace_s
         self.heartbeat_s = float(p["heartbeat_s"]) if p["heartbeat_s"] is not None else b.links_heartbeat_s
         self.stat = min if p["stat"] == "best" else statistics.median
+        self.min_time_s = max(0.0, float(p["min_time_s"]))
+        # The receiver says when to stop (_recv_side), at the latest after max_transfers; the sender goes on until
+        # told, up to the most any receiver of the same --iters could ask (whatever that node's --min-time).
+        self.max_transfers = self.warmup + (max(self.iters, MAX_TRANSFERS) if self.min_time_s > 0 else self.iters)
+        self.send_cap = self.warmup + max(self.iters, MAX_TRANSFERS)
         by = p["by"]
         self.by = ("node" if ctx.nnodes > 1 else "rank") if by == "auto" else by
         self.round_bound_s = b.links_round_s(self.timeout_s, self.budget_s)
@@ -228,7 +237,7 @@ def _send_side(ch: Channel, o: _Opts, limit_s: Optional[float] = None) -> list[f
     buf = torch.empty(o.size, dtype=torch.uint8, device=ch.device)
     ack = torch.zeros(1, dtype=torch.int32, device=ch.device)
     times = []
-    for i in range(o.warmup + o.iters):
+    for i in range(o.send_cap):
         t0 = ch.start()
         ch.send(buf)
         ch.recv(ack)
@@ -250,13 +259,18 @@ def _recv_side(ch: Channel, o: _Opts, limit_s: Optional[float] = None) -> None:
     go_on = torch.ones(1, dtype=torch.int32, device=ch.device)
     stop = torch.zeros(1, dtype=torch.int32, device=ch.device)
     t0 = time.monotonic()
-    total = o.warmup + o.iters
-    for i in range(total):
+    timed_from = t0  # when the first timed (post-warmup) transfer began
+    enough = o.warmup + o.iters  # transfers that are always made; more while the timed ones total < min_time_s
+    for i in range(o.max_transfers):
         t_i = time.monotonic()
+        if i == o.warmup:
+            timed_from = t_i
         ch.recv(buf)
+        now = time.monotonic()
         if i == 0:
-            ch.tighten(time.monotonic() - t_i)
-        last = i == total - 1 or (i >= o.warmup and time.monotonic() - t0 > o.budget_s)
+            ch.tighten(now - t_i)
+        last = (i == o.max_transfers - 1 or (i >= enough - 1 and now - timed_from >= o.min_time_s)
+                or (i >= o.warmup and now - t0 > o.budget_s))
         ch.send(stop if last else go_on)
         if last:
             break

@@ -109,9 +109,7 @@ class LinksConfig:
     min_efficiency: Optional[float] = None  # gate: every pair's GB/s / the bound of its two ends
     relative: float = 0.5  # a link below this fraction of the median is slow
     seed: int = 0  # quick/scale modes: which random pairing is measured (vary it across runs to cover other pairs)
-    # Each direction is timed for at least this long (more transfers than `iters`, up to links.job.MAX_TRANSFERS):
-    # a transfer of a few ms is at the mercy of the CPU scheduler, and a median of 3 such is noise, not a link.
-    min_time_s: float = 0.25
+    min_time_s: Optional[float] = None  # --min-time: each direction timed at least this long; None: the Budget's
 
 
 @dataclass(frozen=True)

@@ -138,7 +138,7 @@ def _bench_flags(b: argparse.ArgumentParser) -> None:
 
 
 _MIN_TIME_HELP = (f"time each direction at least this long: short transfers are repeated beyond --iters (a few ms "
-                  f"each is CPU-scheduler noise, not a link); 0: exactly --iters (default {_LINKS.min_time_s:g})")
+                  f"each is CPU-scheduler noise, not a link); 0: exactly --iters (default {_FIXED.links_min_time_s:g})")
 
 
 def _links_flags(k: argparse.ArgumentParser) -> None:
@@ -668,8 +668,8 @@ def links_config_from_args(args: argparse.Namespace) -> LinksConfig:
     seed = parse_int(_text(args.seed), "--seed", 0, 2**31 - 1)
     relative = parse_float(_text(args.relative), "--relative")
     min_time = parse_float(_text(getattr(args, "min_time", None)), "--min-time", positive=False)
-    if min_time is not None and not 0 <= min_time <= 60:
-        raise UsageError(f"--min-time must be between 0 and 60 seconds, got {min_time:g}")
+    if min_time is not None and not 0 <= min_time <= _FIXED.links_min_time_max_s:
+        raise UsageError(f"--min-time must be between 0 and {_FIXED.links_min_time_max_s:g} seconds, got {min_time:g}")
     rounds = getattr(args, "rounds", None) if args.command == "links" else "scale"  # sweep: links' scalable mode
     if rounds is not None and rounds not in ROUNDS:
         raise UsageError(f"--rounds must be one of {', '.join(ROUNDS)}, got {rounds!r}")
@@ -681,7 +681,7 @@ def links_config_from_args(args: argparse.Namespace) -> LinksConfig:
         min_efficiency=parse_fraction(_text(getattr(args, "min_efficiency", None)), "--min-efficiency"),
         relative=_LINKS.relative if relative is None else relative,
         seed=_LINKS.seed if seed is None else seed,
-        min_time_s=_LINKS.min_time_s if min_time is None else min_time,
+        min_time_s=min_time,
     )
 
 

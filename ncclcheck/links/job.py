@@ -46,7 +46,7 @@ DEFAULTS: dict[str, Any] = {
     "heartbeat_s": None,  # a participant whose heartbeat has not moved for this long is dead; None: the Budget's
     "by": "auto",  # node | rank | auto (node when the world has several nodes)
     "stat": "median",  # median | best: which iteration time makes the GB/s (best resists a noisy, shared CPU)
-    "min_time_s": _CFG.min_time_s,  # time each direction at least this long (0: exactly `iters` transfers)
+    "min_time_s": None,  # time each direction at least this long (0: exactly `iters`); None: the Budget's
 }
 # Transfers per direction at most when short ones are repeated to fill min_time_s (`iters` above it is kept as is).
 MAX_TRANSFERS = 256
@@ -87,7 +87,7 @@ class _Opts:
         self.grace_s = float(p["grace_s"]) if p["grace_s"] is not None else b.links_grace_s
         self.heartbeat_s = float(p["heartbeat_s"]) if p["heartbeat_s"] is not None else b.links_heartbeat_s
         self.stat = min if p["stat"] == "best" else statistics.median
-        self.min_time_s = max(0.0, float(p["min_time_s"]))
+        self.min_time_s = b.links_min_time_s if p["min_time_s"] is None else float(p["min_time_s"])
         # The receiver says when to stop (_recv_side), at the latest after max_transfers; the sender goes on until
         # told, up to the most any receiver of the same --iters could ask (whatever that node's --min-time).
         self.max_transfers = self.warmup + (max(self.iters, MAX_TRANSFERS) if self.min_time_s > 0 else self.iters)

@@ -88,6 +88,10 @@ class Budget:
     links_op_factor: float = 20.0  # ... the "20x its first transfer" of the rule above
     links_direction_share: float = 0.25  # a direction stops timing early once it ran this share of its op bound
     links_direction_floor_s: float = 1.0  # ... but never sooner than this
+    # Each direction is timed at least this long (--min-time): short transfers are repeated beyond --iters, since a
+    # transfer of a few ms is at the mercy of the CPU scheduler and a median of 3 such is noise, not a link.
+    links_min_time_s: float = 0.25
+    links_min_time_max_s: float = 60.0  # --min-time's upper bound: a quarter of a 4-minute round per direction
     links_facts_wait_s: float = 10.0  # round 0 waits this long for every node's link facts (read in ~0.1 s)
     # --- --shared-dir (preflight/shared_dirs.py): its visibility wait is T (shared_dir_s). NFS may hide another
     # client's new file for its attribute-cache time (acdirmin 30 s by default), so the retries ride it out.

@@ -180,3 +180,19 @@ def test_a_passing_stall_on_short_transfers_is_not_a_slow_link():
     assert timed["slow"] == [] and timed["slow_nodes"] == [], timed
     assert 3 < len(timed["tx_us"]["1->3"]) <= 256  # more than --iters transfers, at most the cap
     assert len(short["tx_us"]["1->3"]) == 3
+
+
+@pytest.mark.parametrize("command", ["links", "sweep"])
+def test_min_time_reaches_the_job_and_a_bad_one_is_a_usage_error(command):
+    from ncclcheck.cli import build_parser, config_from_args
+    from ncclcheck.config import UsageError
+    from ncclcheck.links.job import payload_from_config
+
+    def payload(*flags):
+        return payload_from_config(config_from_args(build_parser().parse_args([command, *flags]), env={}).links)
+
+    assert payload("--min-time", "0")["min_time_s"] == 0 and payload("--min-time", "2.5")["min_time_s"] == 2.5
+    assert payload()["min_time_s"] is None  # the Budget's links_min_time_s, in the job
+    for bad in ("-1", "61", "nan", "x"):
+        with pytest.raises(UsageError):
+            payload("--min-time", bad)

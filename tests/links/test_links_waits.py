@@ -33,7 +33,7 @@ class Recorder(job.Channel):
 
 def opts(budget: Budget) -> SimpleNamespace:
     return SimpleNamespace(size=1024, warmup=1, iters=2, timeout_s=T, budget_s=budget.links_direction_s(T),
-                           stat=statistics.median, budget=budget)
+                           stat=statistics.median, budget=budget, min_time_s=0.0, max_transfers=3, send_cap=3)
 
 
 def test_the_second_direction_of_a_pair_gets_its_own_first_transfer_bound_not_the_fast_ones_3_s():

@@ -334,7 +334,8 @@ def links_job(ctx: WorkerContext, payload: dict, transport: type = Channel) -> d
     base = {"unit": unit, "id": me}
     if n < 2:
         a = analyze([[None]] * n if n else [], size=o.size, relative=o.relative, min_gbps=o.min_gbps, unit=unit,
-                    extra={"mode": schedule.auto_mode(n, o.mode), "iters": o.iters, "rounds": []})
+                    extra={"mode": schedule.auto_mode(n, o.mode), "iters": o.iters,
+                           "min_time_s": o.min_time_s, "rounds": []})
         return {**base, "role": "coordinator" if me == 0 else "idle", "links": a.section,
                 "checks": [c.to_json() for c in a.checks]}
     store = _job_store(ctx)
@@ -470,7 +471,8 @@ class _Coordinator:
             errors=[{"a": a, "b": b, "error": e} for (a, b), e in sorted(self.errors.items())
                     if a not in self.dead and b not in self.dead],
             unmeasured=self.unmeasured, floors=self._floors(),
-            extra={"mode": o.mode, "iters": o.iters, "rounds": self.rounds_run, "seed": o.seed,
+            extra={"mode": o.mode, "iters": o.iters, "min_time_s": o.min_time_s, "rounds": self.rounds_run,
+                   "seed": o.seed,
                    "dead_round": {str(k): v for k, v in sorted(self.dead.items())},
                    "wall_s": round(time.monotonic() - t_start, 3), "tx_us": self.tx_us},
         )

@@ -281,6 +281,10 @@ def links_schedule(links: dict) -> str:
     text += f"; {measured:,} of {_count(n * (n - 1) // 2, 'link')} measured" if n > 1 else ""
     if mode in ("quick", "scale") and isinstance(links.get("seed"), int):
         text += f" (pairing seed {links['seed']}: --seed picks another)"
+    t = links.get("min_time_s")
+    if isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0:
+        # the header's "x iters" is then a least count: short transfers were repeated to fill the time
+        text += f"; each direction timed for at least {t:g} s (--min-time)"
     return text
 
 

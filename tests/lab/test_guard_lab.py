@@ -182,9 +182,11 @@ def fault(shared: dict, name: str, which: str) -> tuple:
     lab = shared["lab"]
     h1 = re.escape(lab.ip("h1"))
     if which == "inbound-drop-h2":
-        # h2's firewall: every new inbound connection dropped, but to slurmd's port (a Slurm node's firewall keeps
-        # its management port open; torchrun and mpirun need none)
-        lab.scenario("inbound-drop", "h2", *([SLURMD_PORT] if name == "srun" else []))
+        # h2's firewall: every new inbound connection dropped, but to slurmd's port, whichever launcher runs the job
+        # (a Slurm node's firewall keeps its management port open). Closing it under torchrun once cost CI 120 s:
+        # slurmctld's pings to h2 failed for SlurmdTimeout, h2 went "idle*" (not responding) and the next srun
+        # case's salloc waited for it (staged: 30 s of drop, then salloc waited 29 s).
+        lab.scenario("inbound-drop", "h2", SLURMD_PORT)
         return {}, None, re.compile(r"h2|node 1")
     if which == "gloo-docker0-h3":
         lab.scenario("docker-decoy")

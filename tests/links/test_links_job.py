@@ -180,6 +180,8 @@ def test_a_passing_stall_on_short_transfers_is_not_a_slow_link():
     assert timed["slow"] == [] and timed["slow_nodes"] == [], timed
     assert 3 < len(timed["tx_us"]["1->3"]) <= 256  # more than --iters transfers, at most the cap
     assert len(short["tx_us"]["1->3"]) == 3
+    # the report says how each was timed (the header's "x 3" is a least count under --min-time)
+    assert short["min_time_s"] == 0 and timed["min_time_s"] > 0 and timed["iters"] == 3
 
 
 @pytest.mark.parametrize("command", ["links", "sweep"])

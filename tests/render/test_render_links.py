@@ -37,6 +37,15 @@ def test_matrix_and_findings_name_the_slow_node_and_link():
     assert row0.split()[-1] == "0.50" and "10.00" in row0
 
 
+def test_the_header_says_each_direction_was_timed_for_min_time():
+    sec = {**_section(), "min_time_s": 0.25}
+    out = _text(render_links(sec)).replace("\n", " ")
+    assert "at least 0.25 s (--min-time)" in out
+    # exactly --iters transfers (--min-time 0), and a saved run from before min_time_s was recorded, say nothing
+    assert "--min-time" not in _text(render_links({**_section(), "min_time_s": 0}))
+    assert "--min-time" not in _text(render_links(_section()))
+
+
 def test_slow_cells_are_highlighted_and_healthy_ones_are_not():
     out = _text([matrix_table(_section())], color=True)
     red = re.escape("\x1b[1;31m") + r"\s*"

@@ -43,12 +43,23 @@ def validate_report():
     return check
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
     """Tiers are markers: a slow file says `pytestmark = pytest.mark.slow` itself; tests/lab (root and network
-    namespaces, left where it is) is marked `lab` here, so `pytest -m "not slow and not lab"` is the fast tier."""
+    namespaces, left where it is) is marked `lab` here, so `pytest -m "not slow and not lab"` is the fast tier.
+
+    Lanes (CI's `pytest -n 2 --dist loadgroup`, pytest-xdist): every lab test shares one lane, one after another
+    (the labs' namespaces, Slurm's ports and the machine's nftables are one per machine); every other file is a
+    group of its own (its module fixtures are built once). The lab lane is the longest, so a worker lists it first
+    and it starts first; every worker sorts alike, as xdist requires."""
+    lab = f"{os.sep}tests{os.sep}lab{os.sep}"
     for item in items:
-        if f"{os.sep}tests{os.sep}lab{os.sep}" in str(item.fspath):
+        in_lab = lab in str(item.fspath)
+        if in_lab:
             item.add_marker(pytest.mark.lab)
+        item.add_marker(pytest.mark.xdist_group("lab" if in_lab else item.nodeid.split("::", 1)[0]))
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller schedules groups in this order
+        items.sort(key=lambda it: lab not in str(it.fspath))  # stable: files keep their order within a lane
 _ALLOWED_NETS = ("127.0.0.0/8", "198.18.0.0/15", "::1/128")  # loopback and the lab's own namespaces (issue 13)
 
 

@@ -171,8 +171,13 @@ def test_sweep_over_4_nodes_drains_exactly_the_slow_one(lab):
     need()
     lab4 = lab(4, "slow-link h3 100mbit")
     env = nlx.slurm_up(lab4.state, timeout=60)
+    # --relative 0.2: h3's links measure ~0.01 GB/s against ~2.4 for the others, 200x below. The lab's links are
+    # veths, whose speed is the CPU's: with the suite's other lane busy on the same two cores, one healthy direction
+    # (h4 -> h1) read 1.00 GB/s twice, under the default 0.5 x typical, and h1 and h4 were left suspect. This test
+    # is about which node is drained; how CPU load reads as a link is the accuracy corpus's (scripts/bench_accuracy.py).
     argv = ["srun", "-N", "4", "--ntasks-per-node=1", PY, "-m", "ncclcheck", "sweep", "--drain", "--size", "2M",
-            "--iters", "3", "--timeout", "60", "--json", "sweep.json", "--good-out", "good", "--bad-out", "bad"]
+            "--iters", "3", "--relative", "0.2", "--timeout", "60", "--json", "sweep.json", "--good-out", "good",
+            "--bad-out", "bad"]
     done = lab4.exec("h1", argv, env={**env, "COLUMNS": "300"}, cwd=lab4.tmp, timeout=300)
     out = done.stdout
     assert done.returncode == 1, out + done.stderr  # a bad node: exit 1

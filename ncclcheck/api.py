@@ -61,6 +61,16 @@ def run_links(config: Optional[Config] = None, observer: Any = None, placement: 
     return run(_config("links", config, options, "run_links"), observer, placement=placement)
 
 
+def interrupted_report(config: Config, placement: Any = None, by: str = "Ctrl-C", clock: Any = None) -> Report:
+    """The report of a run of a world-forming command (preflight, bench, links, sweep) that Ctrl-C or SIGTERM cut
+    short before its world formed: failed, partial, nothing measured. `clock` is the command's start (steps.world
+    Clock); by default, now."""
+    from .steps.world import Clock
+    from .steps.world import interrupted_report as build
+
+    return build(config, config.command, clock or Clock(), by, placement)
+
+
 def run_env(config: Optional[Config] = None, **options: Any) -> Report:
     """This node's facts only (like torch's collect_env, plus NCCL, network and RDMA); no verdicts.
 

@@ -29,8 +29,9 @@ from .errors import (
     EXIT_USAGE,
     Terminated,
     UsageError,
+    interruption,
 )
-from .options import build_parser, config_from_args, placement_of
+from .options import WORLD_COMMANDS, build_parser, config_from_args, placement_of
 
 log = logging.getLogger("ncclcheck")
 
@@ -532,7 +533,9 @@ def _run_and_emit(args: argparse.Namespace, config: Config, log_path: str) -> in
 
 def _main(args: argparse.Namespace, config: Config, log_path: str) -> int:
     from .render.files import per_rank
+    from .steps.world import Clock
 
+    clock = Clock()
     try:
         placement = getattr(args, "_placement", None) or placement_of(config.command, config.world, os.environ)
         templates = getattr(args, "_templates", {})
@@ -542,6 +545,14 @@ def _main(args: argparse.Namespace, config: Config, log_path: str) -> int:
         observer = _observer(config, seat)
         try:
             report = _run(config, observer, placement)
+        except KeyboardInterrupt as exc:
+            # Before the command's own pipeline had a report (a rank importing torch or joining the store when
+            # torchrun forwarded scancel's SIGTERM): the partial report is written all the same.
+            if config.command not in WORLD_COMMANDS:
+                raise
+            from . import api
+
+            report = api.interrupted_report(config, placement, interruption(exc), clock)
         finally:
             if observer is not None:
                 observer.stop()  # a bar left running would garble the report (or the error) printed next

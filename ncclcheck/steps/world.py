@@ -165,6 +165,23 @@ def world_failure_report(config: Config, command: str, clock: Clock, why: str, w
                   strict=config.output.strict, partial=True)
 
 
+def interrupted_report(config: Config, command: str, clock: Clock, by: str, where) -> Report:
+    """Ctrl-C or SIGTERM before the world formed (a rank still importing torch, probing the master or joining the
+    store when torchrun forwarded scancel's SIGTERM): nothing was measured, and the report that says so is still
+    written, as every later interrupt's is. `where` is the placement, or None when it was never read."""
+    w = world_of(config, where) if where is not None else config.world
+    launcher = where.launcher if where is not None else "ncclcheck"
+    size = where.world_size if where is not None else 0
+    return Report(command=command, version=__version__, started=clock.started, duration_s=clock.elapsed(),
+                  world=WorldInfo(nnodes=w.nnodes, world_size=size, backend=w.backend,
+                                  master=format_endpoint(w.master_addr, w.master_port), launcher=launcher),
+                  nodes=this_node(where) if where is not None else [],
+                  checks=[failed("rendezvous.world", f"interrupted ({by}) before the world formed: nothing was "
+                                 "measured", node=w.node_rank,
+                                 fix="Run it again; `--timeout` bounds each wait if a node is slow to join.")],
+                  strict=config.output.strict, partial=True, interrupted=True, interrupted_by=by)
+
+
 def job_report(command: str, config: Config, clock: Clock, world: WorldConfig, placement, out: Any,
                hosts: Optional[list] = None, **fields: Any) -> Report:
     """The Report of a bench/links run: world from the job's outcome, timed from the command's start."""

@@ -144,6 +144,42 @@ def test_interrupt_exits_130(monkeypatch, tmp_path):
     assert cli.main(["preflight"]) == 130
 
 
+@pytest.mark.parametrize("command, args", [("bench", ["--sizes", "1K"]), ("links", []), ("preflight", [])])
+def test_an_interrupt_before_the_world_formed_still_writes_the_partial_report(monkeypatch, tmp_path, command, args):
+    # torchrun forwards scancel's SIGTERM to ranks that may still be importing torch or joining the store: the
+    # command's pipeline has no report yet, and the JSON a CI step reads must still say what happened (it once
+    # came out missing under load).
+    from ncclcheck import api, cli
+    from ncclcheck.errors import Terminated
+
+    monkeypatch.setenv("NCCLCHECK_LOG_DIR", str(tmp_path))
+
+    def terminated(config, **kw):
+        raise Terminated()
+
+    monkeypatch.setattr(api, f"run_{command}", terminated)
+    out = tmp_path / "run.json"
+    assert cli.main([command, *args, "--json", str(out)]) == 143
+    doc = json.loads(out.read_text())
+    assert doc["partial"] is True and doc["status"] == "fail" and doc["exit_code"] == 143
+    world = [c for c in doc["checks"] if c["id"] == "rendezvous.world"]
+    assert world and world[0]["status"] == "fail" and "interrupted (SIGTERM)" in world[0]["summary"]
+    assert "nothing was measured" in world[0]["summary"]
+
+
+def test_an_interrupt_of_a_command_that_forms_no_world_writes_nothing_and_exits_130(monkeypatch, tmp_path):
+    from ncclcheck import api, cli
+
+    monkeypatch.setenv("NCCLCHECK_LOG_DIR", str(tmp_path))
+
+    def interrupted(config, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(api, "run_env", interrupted)
+    assert cli.main(["env", "--json", str(tmp_path / "env.json")]) == 130
+    assert not (tmp_path / "env.json").exists()
+
+
 def test_python_api_returns_report():
     import ncclcheck
 

@@ -81,7 +81,7 @@ def check_collectives(inp: PostmortemInput) -> CheckResult:
         return skipped("postmortem.collectives", "no flight-recorder dumps among the inputs (arm the job: "
                        "ncclcheck recommend --postmortem DIR --format env)")
     n = len(groups)
-    return _result("postmortem.collectives", _by(a, ("never_entered", "blocked")),
+    return _result("postmortem.collectives", _by(a, ("never_entered", "blocked", "unfinished")),
                    f"{n} process group(s): every rank with a dump entered the same last collective", ev)
 
 
@@ -109,7 +109,7 @@ def check_nccl_warnings(inp: PostmortemInput) -> CheckResult:
     """NCCL, gloo and torch failure messages classified by the one failure table (nccl/failures.py)."""
     a = inp.analysis
     kinds = ("op_mismatch", "size_mismatch", "dtype_mismatch", "never_entered", "blocked", "no_dump", "died",
-             "exited", "job_failed", "not_started", "stalled", "not_completed", "host_cut")
+             "exited", "job_failed", "not_started", "stalled", "not_completed", "host_cut", "unfinished")
     found = [c for c in a.get("causes", []) if c["kind"] not in kinds and not c["kind"].startswith("ras_")]
     if not any(r["kind"] in ("nccl_log", "launcher_output", "log", "error_file") for r in a.get("inputs", [])):
         return skipped("postmortem.nccl_warnings", "no logs among the inputs (NCCL_DEBUG_FILE, the launcher's "

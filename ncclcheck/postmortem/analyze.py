@@ -290,9 +290,13 @@ def _fr_causes(groups: list, inp: Inputs, hosts: dict, by_rank: dict) -> list:
             causes.append({"kind": f"{mm['kind']}_mismatch", "cause": True, "pg": g["pg"], "seq": mm["seq"],
                            "ranks": mm["culprits"] or sorted(r for v in mm["variants"] for r in v["ranks"]),
                            "text": text, "fix": failures.BY_ID["collective_mismatch"].fix, "source": "flight recorder"})
-        stuck = [r for r in g["not_entered"] if not _blocked_elsewhere(r, g["pg"], inp, by_name)]
+        inside = g.get("unfinished") or {}
+        stuck = [r for r in g["not_entered"] if str(r) not in inside and not _blocked_elsewhere(r, g["pg"], inp,
+                                                                                                 by_name)]
         stuck_set = set(stuck)  # 200,000 ranks: a list membership test here was quadratic (issue 36 hole 5)
-        behind = [r for r in g["not_entered"] if r not in stuck_set]
+        behind = [r for r in g["not_entered"] if r not in stuck_set and str(r) not in inside]
+        if inside:
+            causes.append(_unfinished(g, inside, inp, hosts))
         if stuck:
             waited = len(g["entered"])
             tmo = f" (timeout {g['timeout_ms'] / 1000:g} s)" if g.get("timeout_ms") else ""
@@ -324,6 +328,23 @@ def _fr_causes(groups: list, inp: Inputs, hosts: dict, by_rank: dict) -> list:
         return 0 if c["kind"] != "never_entered" or any(x[0] == c["pg"] for x in last) else 1
 
     return sorted(causes, key=lambda c: (c["kind"] == "never_entered", stopped_here(c)))
+
+
+def _unfinished(g: dict, inside: dict, inp: Inputs, hosts: dict) -> dict:
+    """Ranks still inside an earlier collective of the group that others completed (flight.analyse_groups): behind,
+    not culprits. A consequence while anything else explains it (a host that does not answer, a dead rank); the
+    cause when nothing does (analyse promotes it): the data they wait for inside it never came."""
+    seq = min(inside.values())
+    ranks = sorted(int(r) for r, q in inside.items() if q == seq)
+    done = sorted(int(r) for r, c in (g.get("last_completed") or {}).items() if c >= seq)
+    who = _who(ranks[0], hosts) if len(ranks) == 1 else ranks_text(ranks)
+    mine = inp.dumps[ranks[0]].groups[g["pg"]].coll(seq)
+    return {"kind": "unfinished", "cause": False, "pg": g["pg"], "seq": seq, "ranks": ranks,
+            "text": f"{who} never finished {_coll(g, seq, mine.op if mine else 'collective')}, which "
+                    f"{ranks_text(done)} completed: the data they wait for inside it never came (a peer that stopped "
+                    f"sending mid-collective, a NIC or a link); so they never reached {_coll(g)}",
+            "fix": "find the link: `ncclcheck links` on the same nodes (pairwise); the hosts of the ranks that did not "
+                   "answer or left no dump first", "source": "flight recorder"}
 
 
 def _state_causes(g: dict, inp: Inputs, hosts: dict) -> list:
@@ -674,6 +695,10 @@ def analyse(inp: Inputs, preflight: Optional[dict] = None) -> dict:
     dead = silent + _dead_causes(groups, world, inp, hosts, by_rank, have or bool(silent), frozenset(covered))
     ordered = ([c for c in fr if c["cause"]] + [c for c in ras if c["cause"]] + [c for c in logs if c["cause"]] +
                [c for c in dead if c["cause"]] + [c for c in fr + ras + dead + logs if not c["cause"]])
+    if not any(c["cause"] for c in ordered):  # nothing else explains ranks stuck inside a collective others finished
+        first = next((c for c in ordered if c["kind"] == "unfinished"), None)
+        if first is not None:
+            ordered = [dict(first, cause=True)] + [c for c in ordered if c is not first]
     ordered = _never_nothing(ordered, by_rank, hosts)
     verdict = _verdict(ordered, groups, hosts, by_rank)
     ranks = []

@@ -59,6 +59,9 @@ class GroupTrace:
     ranks: Optional[list] = None  # the group's global ranks when the dump says so (NCCL does; gloo often not)
     last_enqueued: int = -1
     last_completed: int = -1
+    # last_completed was read from the dump (pg_status, or an entry marked completed), not the default: only then
+    # does "enqueued past completed" say that the rank is still inside its last collective.
+    completion_known: bool = False
     colls: dict = field(default_factory=dict)  # seq -> the raw entry (a dict); Coll.of() reads one when needed
 
     @property
@@ -103,6 +106,13 @@ def is_dump(doc: Any) -> bool:
 
 def _int(v: Any, default: Optional[int] = None) -> Optional[int]:
     return v if type(v) is int and -MAX_ID <= v <= MAX_ID else default
+
+
+def _count(v: Any) -> Optional[int]:
+    """A pg_status counter: an int in the pickle, a decimal string ("7", "-1") in torch's JSON dump."""
+    if type(v) is str and 0 < len(v) <= 12 and v.lstrip("-").isdigit():
+        v = int(v)
+    return _int(v)
 
 
 def _str(v: Any, limit: int = 200) -> str:
@@ -214,7 +224,7 @@ def normalise(doc: dict, rank: int, source: str, form: str) -> RankDump:
         if not timing and _timed(e):
             timing = True
         if seq > g.last_completed and _done(e):
-            g.last_completed = seq
+            g.last_completed, g.completion_known = seq, True
         rid = e.get("record_id")
         if type(rid) is int and last_id <= rid <= MAX_ID:
             last, last_id = (name, seq), rid
@@ -223,10 +233,12 @@ def normalise(doc: dict, rank: int, source: str, form: str) -> RankDump:
         if not isinstance(st, dict) or not isinstance(key, str):
             continue
         g = groups.get(key) or groups.setdefault(key, GroupTrace(key))
-        g.last_enqueued = max(g.last_enqueued, _int(st.get("last_enqueued_collective"), -1))
-        g.last_completed = max(g.last_completed, _int(st.get("last_completed_collective"), -1))
-        started = st.get("last_started_collective")
-        if (_int(started) is not None and started >= 0) or (isinstance(started, str) and started.isdigit()):
+        enqueued, completed = _count(st.get("last_enqueued_collective")), _count(st.get("last_completed_collective"))
+        g.last_enqueued = max(g.last_enqueued, -1 if enqueued is None else enqueued)
+        if completed is not None:
+            g.last_completed, g.completion_known = max(g.last_completed, completed), True
+        started = _count(st.get("last_started_collective"))
+        if started is not None and started >= 0:
             timing = True
     config = doc.get("pg_config")
     for key, cfg in (config.items() if isinstance(config, dict) else ()):
@@ -333,6 +345,20 @@ def _members(name: str, dumps: dict, world: list) -> list:
     return sorted(r for r, d in dumps.items() if name in d.groups)
 
 
+def _unfinished(dumps: dict, name: str, dumped: list, lagging: list, enq: dict) -> dict:
+    """{rank: seq} for the lagging ranks still inside an earlier collective of this group that another rank
+    completed: they called everything up to it and wait for data inside it (a ring whose far side finished before a
+    link was cut), so they never skipped the collective the others wait in next."""
+    done = {r: dumps[r].groups[name].last_completed for r in dumped}
+    out = {}
+    for r in lagging:
+        g = dumps[r].groups.get(name)
+        if g is not None and g.completion_known and done[r] < enq[r] and any(done[o] >= enq[r] for o in dumped
+                                                                            if o != r):
+            out[str(r)] = enq[r]
+    return out
+
+
 def analyse_groups(dumps: dict, world: list) -> list[dict]:
     """Per process group: where its ranks are, who never entered the collective the others wait in, the first
     mismatch, and the ranks of the group that left no dump."""
@@ -352,6 +378,7 @@ def analyse_groups(dumps: dict, world: list) -> list[dict]:
         desc = next((dumps[r].groups[name].desc for r in dumped if dumps[r].groups[name].desc), "")
         ref = next((dumps[r].groups[name].coll(top) for r in entered if top in dumps[r].groups[name].colls), None)
         all_done = all(dumps[r].groups[name].last_completed >= top for r in dumped)
+        unfinished = _unfinished(dumps, name, dumped, lagging, enq)
         # where each rank that entered the last collective stands in it, when it did not complete there: torch's
         # state (scheduled / started), read as "called, not started on its GPU" only where the dump shows timing
         open_states = {}
@@ -365,7 +392,7 @@ def analyse_groups(dumps: dict, world: list) -> list[dict]:
             "input_sizes": [list(s) for s in _sizes(ref.in_sizes)] if ref else [],
             "input_dtypes": list(_dtypes(ref.in_dtypes)) if ref else [],
             "timeout_ms": ref.timeout_ms if ref else None,
-            "entered": entered, "not_entered": lagging,
+            "entered": entered, "not_entered": lagging, "unfinished": unfinished,
             "last_enqueued": {str(r): enq[r] for r in dumped},
             "last_completed": {str(r): dumps[r].groups[name].last_completed for r in dumped},
             "windows": {str(r): list(dumps[r].groups[name].window) for r in dumped},

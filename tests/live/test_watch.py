@@ -142,6 +142,58 @@ def test_a_host_none_of_whose_ranks_answer_is_named_with_its_ranks_and_the_colle
     assert [c for c in a["causes"] if c["kind"] == "no_dump"] == []  # not again, rank by rank
 
 
+def test_ranks_still_inside_a_collective_others_finished_are_behind_the_cut_host_not_culprits():
+    # fixtures/dropped-h2-ring-ahead: the ring's far side (h3) finished all_reduce #7 and entered #8 before h2's
+    # link dropped; h1's ranks were still inside #7 (pg_status, as torch's JSON writes it: "7", "6"). They once
+    # read as "ranks 0, 1 never entered all_reduce #8" and hid the cut host.
+    a = _diagnosed("dropped-h2-ring-ahead")
+    root = next(c for c in a["causes"] if c["cause"])
+    assert root["kind"] == "host_cut" and root["ranks"] == [2, 3], a["verdict"]
+    assert not [c for c in a["causes"] if c["kind"] == "never_entered"], a["causes"]
+    behind = [c for c in a["causes"] if c["kind"] == "unfinished"]
+    assert [(c["ranks"], c["seq"], c["cause"]) for c in behind] == [([0, 1], 7, False)]
+    assert "never finished all_reduce #7 of default_pg, which ranks 4, 5 completed" in behind[0]["text"]
+
+
+def _group(enqueued: int, completed, entries: list) -> dict:
+    return {"version": "2.10", "pg_status": {"0": {"last_enqueued_collective": str(enqueued),
+                                                   "last_started_collective": "-1",
+                                                   **({} if completed is None else
+                                                      {"last_completed_collective": str(completed)})}},
+            "entries": [{"record_id": q, "pg_id": 0, "process_group": ["0", "default_pg"], "collective_seq_id": q,
+                         "profiling_name": "gloo:all_reduce", "input_sizes": [[1024]], "input_dtypes": ["Float"],
+                         "state": "scheduled", "is_p2p": False} for q in entries]}
+
+
+def _four(ranks: dict) -> dict:
+    dumps = {r: flight.normalise(doc, r, f"rank{r}", "json") for r, doc in ranks.items()}
+    return {g["pg"]: g for g in flight.analyse_groups(dumps, sorted(ranks))}["0"]
+
+
+def test_inside_an_earlier_collective_is_read_from_torchs_json_counters_and_needs_someone_who_finished_it():
+    behind = {0: _group(7, 6, [6, 7]), 1: _group(7, 6, [6, 7])}
+    ahead = {2: _group(8, 7, [7, 8]), 3: _group(8, 7, [7, 8])}
+    assert _four({**behind, **ahead})["unfinished"] == {"0": 7, "1": 7}
+    # a rank that finished its last collective and stopped calling is a culprit, not behind (the sleep case)
+    assert _four({0: _group(7, 7, [6, 7]), 1: _group(8, 7, [7, 8])})["unfinished"] == {}
+    # nobody completed #7: nothing says the lagging ranks wait for data others already had
+    assert _four({0: _group(7, 6, [6, 7]), 1: _group(8, 6, [7, 8])})["unfinished"] == {}
+    # no completion counter in the dump: the default is not evidence
+    assert _four({0: _group(7, None, [6, 7]), 1: _group(8, 7, [7, 8])})["unfinished"] == {}
+
+
+def test_with_every_rank_answering_ranks_stuck_inside_a_finished_collective_are_the_cause():
+    from ncclcheck.postmortem.inputs import Inputs
+
+    inp = Inputs()
+    docs = {0: _group(7, 6, [6, 7]), 1: _group(7, 6, [6, 7]), 2: _group(8, 7, [7, 8]), 3: _group(8, 7, [7, 8])}
+    inp.dumps = {r: flight.normalise(d, r, f"rank{r}", "json") for r, d in docs.items()}
+    a = analyse(inp)
+    root = next(c for c in a["causes"] if c["cause"])
+    assert root["kind"] == "unfinished" and root["ranks"] == [0, 1] and root["seq"] == 7, a["causes"]
+    assert "never entered" not in a["verdict"]
+
+
 def test_node_0_cut_off_is_named_from_where_watch_runs():
     a = _diagnosed("dropped-node0")
     root = next(c for c in a["causes"] if c["cause"])

@@ -96,6 +96,7 @@ class BenchConfig:
     baseline: Optional[str] = None
     tolerance: float = 0.1
     save_baseline: Optional[str] = None
+    timing: str = "auto"  # --timing: bench/timing.py's TIMINGS (auto | graph | eager)
 
 
 @dataclass(frozen=True)

@@ -119,6 +119,7 @@ def _capture_flag(p: argparse.ArgumentParser) -> None:
 
 def _bench_flags(b: argparse.ArgumentParser) -> None:
     from .bench.ops import DTYPES, OPS
+    from .bench.timing import TIMINGS
     from .units import describe_sizes
 
     b.add_argument("--sizes", help=f"1M-1G (doubling), 1M-1G:4, 1K,64K,1M, 8M (default {describe_sizes(_BENCH.sizes)})")
@@ -127,6 +128,8 @@ def _bench_flags(b: argparse.ArgumentParser) -> None:
     b.add_argument("--iters", help=f"timed iterations per size (default {_BENCH.iters})")
     b.add_argument("--warmup", help=f"warm-up iterations per size (default {_BENCH.warmup})")
     b.add_argument("--in-place", action="store_true", help="in-place variants")
+    b.add_argument("--timing", choices=TIMINGS, help="how time is taken: "
+                   + "; ".join(f"{k}: {v}" for k, v in TIMINGS.items()) + f" (default {_BENCH.timing})")
     b.add_argument("--check", action="store_true", help="verify results elementwise; wrong > 0 fails")
     b.add_argument("--min-busbw", metavar="GBPS", help="gate: fail if busbw at the gate size is below this")
     b.add_argument("--min-efficiency", metavar="F",
@@ -634,6 +637,7 @@ def _dtype(value: Any) -> str:
 
 
 def bench_config_from_args(args: argparse.Namespace) -> BenchConfig:
+    from .bench.timing import TIMINGS
     from .units import parse_size
 
     ops, dtype = _ops(args.ops), _dtype(args.dtype)
@@ -642,6 +646,9 @@ def bench_config_from_args(args: argparse.Namespace) -> BenchConfig:
     iters, warmup = parse_int(_text(args.iters), "--iters", 1, 1_000_000), parse_int(_text(args.warmup), "--warmup",
                                                                                      0, 1_000_000)
     gate = args.gate_size
+    timing = getattr(args, "timing", None) or _BENCH.timing
+    if timing not in TIMINGS:  # the Python API passes strings argparse never saw
+        raise UsageError(f"--timing must be one of {', '.join(TIMINGS)}, got {timing!r}")
     return BenchConfig(
         sizes=_sizes(args.sizes),
         ops=ops,
@@ -656,6 +663,7 @@ def bench_config_from_args(args: argparse.Namespace) -> BenchConfig:
         baseline=args.baseline,
         tolerance=_tolerance(args),
         save_baseline=args.save_baseline,
+        timing=timing,
     )
 
 

@@ -1,7 +1,8 @@
 """The collective sweep, as a job on a formed world: `bench_job(ctx, payload) -> dict` runs on every rank.
 
 For each op x size (x placement): buffers allocated once, warm-up, a barrier, the timed loop (CUDA events on the
-current stream with NCCL, perf_counter on gloo, whose collectives complete on the host), then the --check pass on
+current stream with NCCL, perf_counter on gloo, whose collectives complete on the host), with NCCL on a GPU the same
+calls captured in a CUDA graph and its replay timed (bench/timing.py: the fabric figure), then the --check pass on
 its own, then one small all_gather that brings every rank's time, arrival and wrong count to every rank. Rank 0 builds
 the row (time = the slowest rank's, nccl-tests semantics) and emits it at once, so a run cut short still reports
 what it measured. A sweep has no overall deadline: it runs as long as its work needs, each collective bounded by
@@ -21,16 +22,18 @@ from ..model import BenchRow, sig
 from ..units import format_size_short
 from . import check as chk
 from . import stats
+from . import timing as tm
 from .efficiency import RECORD_KIND, link_record
 from .ops import OPS, bandwidths, coll_counts, dtype_name, parse_ops, torch_dtype
-from .runners import TORCH_IN_PLACE_ONLY, Runner, allocate, expected_output, make_runner, unsupported_reason
+from .runners import TORCH_IN_PLACE_ONLY, Runner, allocate, expected_output, make_runner, moves_data, unsupported_reason
 from .straggler import annotate_row
 
 # (op, in_place, buffers, counts, rank, nranks) -> Runner: what one measurement times and checks.
 RunnerFactory = Callable[..., Runner]
 PAYLOAD_KEYS = tuple(f.name for f in fields(BenchConfig))
 # Per-rank figures gathered after each measurement, in this order.
-_STATS = ("time_us", "barrier_wait_us", "start_offset_us", "wall_start_s", "wrong")
+_STATS = ("time_us", "barrier_wait_us", "start_offset_us", "wall_start_s", "wrong", "graph_us")
+NO_GRAPH = -1.0  # graph_us of a measurement that timed no graph
 
 
 def bench_config_to_payload(cfg: BenchConfig) -> dict:
@@ -239,16 +242,28 @@ def _check_pass(ctx, op: str, dtype: str, runner, counts) -> int:
 
 def _build_row(op: str, dtype: str, in_place: bool, counts, per_rank: list[list[float]], checked: bool,
                nranks: int, iters: Optional[dict] = None) -> BenchRow:
-    times = [s[0] for s in per_rank]
+    eager = [s[0] for s in per_rank]
+    graph = [s[5] for s in per_rank] if all(len(s) > 5 and s[5] >= 0 for s in per_rank) else None
+    times = graph or eager  # the fabric figure where a graph was timed: busbw, efficiency and the gates use it
     t = max(times)  # a collective is as slow as its slowest member
-    algbw, busbw = bandwidths(op, counts.bytes, t, nranks)
+    moved = moves_data(op, in_place, nranks)
+    # A call that moves nothing has no bandwidth: 0, and the row says why (moves_data false), never size / time.
+    algbw, busbw = bandwidths(op, counts.bytes, t, nranks) if moved else (0.0, 0.0)
     arrival = {
         "barrier_wait_us": [sig(s[1]) for s in per_rank],
         "start_offset_us": [sig(s[2]) for s in per_rank],
         "wall_start_s": [s[3] for s in per_rank],
     }
     spec = OPS[op]  # nccl-tests' redop and root columns, carried by the row so renderers need no op table
-    extra: dict[str, Any] = {"arrival": arrival, "redop": spec.redop, "root": spec.root}
+    extra: dict[str, Any] = {"arrival": arrival, "redop": spec.redop, "root": spec.root,
+                             "timing": tm.GRAPH if graph else tm.EAGER}
+    if graph:
+        # What each torch call costs a training step, beside the fabric figure, and the difference: torch's
+        # dispatch and launch per call (iter_stats, when present, are of these eager calls).
+        extra["eager_time_us"] = sig(max(eager))
+        extra["eager_overhead_us"] = sig(max(eager) - t)
+    if not moved:
+        extra["moves_data"] = False
     if iters is not None:
         extra["iter_stats"] = iters
     if nranks > 1:
@@ -302,6 +317,31 @@ def _arrive(ctx, op: str, size: int) -> None:
         pass
 
 
+def _say(ctx, key: str, text: str) -> None:
+    """A short text for other ranks to read (why this rank could not do something); best effort."""
+    if ctx.store is not None:
+        try:
+            ctx.store.set(key, text[:300])
+        except Exception:  # noqa: BLE001 - the text only improves a message; the sweep must not depend on it
+            pass
+
+
+def _heard(ctx, key: str, default: str) -> str:
+    """What another rank said under `key` (written before a collective this rank has completed), else `default`."""
+    st = ctx.store
+    if st is None:
+        return default
+    try:
+        if hasattr(st, "get_now"):  # the world's JsonStore (rendezvous/store.py): decoded, and checked to be text
+            raw = st.get_now(key, lambda v: None if isinstance(v, str) else "not a text")
+        else:  # a bare c10d store (tests' worlds)
+            raw = st.get(key) if st.check([key]) else None
+    except Exception:  # noqa: BLE001 - the store may be gone with the rank that failed
+        raw = None
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw if isinstance(raw, str) else ""
+    return "".join(ch for ch in text if ch.isprintable())[:300] or default  # a peer's words: no control characters
+
+
 def _absent(ctx, op: str, size: int) -> list[int]:
     st = ctx.store
     has = getattr(st, "has", None) or (lambda k: bool(st.check([k])))
@@ -325,24 +365,49 @@ def _hang(ctx, op: str, size: int, exc: BaseException) -> dict:
                       f"{ctx.timeout_s:g} s{who} ({first})"}
 
 
-def _measure(ctx, op: str, cfg: BenchConfig, in_place: bool, runner: Runner, counts):
-    """One row, or a string saying why this (op, dtype, placement) cannot run on this backend."""
+def _graph_time(ctx, call, iters: int, api: tm.CudaApi) -> tuple[float, Optional[str]]:
+    """(this rank's per-call time of a graph replay, None), or (NO_GRAPH, why) when some rank could not capture.
+
+    Every rank agrees before any replays: a graph replayed on some ranks only would wait forever for the others."""
+    graph, why = None, None
+    try:
+        graph = tm.capture(call, iters, api)
+    except tm.CaptureFailed as exc:
+        why = f"CUDA-graph capture failed: {exc}"
+        _say(ctx, f"bench/no_graph/{ctx.rank}", why)  # before the agreement, so it is there when rank 0 reads it
+    ok, bad = _all_agree(ctx, graph is not None)
+    if not ok:
+        on = f"CUDA-graph capture failed on rank(s) {','.join(map(str, bad))}"
+        return NO_GRAPH, why or _heard(ctx, f"bench/no_graph/{bad[0]}", on)
+    us = tm.replay_us(graph, iters, api, lambda: _barrier(ctx))
+    del graph  # its NCCL work and memory pool go with it, before the next size allocates
+    return us, None
+
+
+def _measure(ctx, op: str, cfg: BenchConfig, in_place: bool, runner: Runner, counts,
+             api: Optional[tm.CudaApi] = None):
+    """(one row, or a string saying why this (op, dtype, placement) cannot run here; why a graph was not timed).
+
+    `api`: time a CUDA-graph replay too (bench/timing.py); None: the eager loop alone (gloo, --timing eager)."""
     if cfg.check:
         # Timing on the check values keeps reductions away from denormals and NaNs.
         chk.fill(runner.input, cfg.dtype, ctx.world_size, OPS[op].reduces, ctx.rank)
     why = _probe(ctx, runner)
     if why:
-        return why
+        return why, None
     for _ in range(max(0, cfg.warmup - 1)):
         runner.call()
     _sync(ctx)
     timing = _timed_loop(ctx, runner.call, cfg.iters)
+    graph_us, no_graph = _graph_time(ctx, runner.call, cfg.iters, api) if api is not None else (NO_GRAPH, None)
+    if no_graph and cfg.timing == tm.GRAPH:
+        return no_graph, no_graph  # graph figures were asked for: this one cannot be had, so the row is not shown
     wrong = _check_pass(ctx, op, cfg.dtype, runner, counts) if cfg.check else 0
     per_rank = _gather_stats(ctx, [timing.per_iter_us, timing.barrier_wait_us, timing.start_offset_us,
-                                   timing.wall_start_s, float(wrong)])
+                                   timing.wall_start_s, float(wrong), graph_us])
     worst, who = _slowest_per_iteration(ctx, timing.iter_us)
     return _build_row(op, cfg.dtype, in_place, counts, per_rank, cfg.check, ctx.world_size,
-                      stats.iteration_stats(worst, who, iters=cfg.iters, stride=timing.stride))
+                      stats.iteration_stats(worst, who, iters=cfg.iters, stride=timing.stride)), no_graph
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -359,6 +424,8 @@ class _Sweep:
     rows: list = field(default_factory=list)
     skipped: list = field(default_factory=list)
     stopped: Optional[dict] = None
+    api: Optional[tm.CudaApi] = None  # graphs are timed with this; None: eager timing only
+    no_graph: dict = field(default_factory=dict)  # op -> why its graph could not be timed (said once, not per row)
 
     @property
     def lead(self) -> bool:
@@ -370,6 +437,10 @@ class _Sweep:
     def advance(self, label: str) -> None:
         if self.lead:
             self.ctx.observer.advance(label)
+
+    def graph_api(self, op: str) -> Optional[tm.CudaApi]:
+        """The API to time `op`'s graphs with, or None once a capture of this op failed (it would fail again)."""
+        return None if op in self.no_graph else self.api
 
 
 def _runnable(sw: _Sweep) -> dict[str, list[bool]]:
@@ -396,10 +467,12 @@ def _run_size(sw: _Sweep, op: str, size: int, live: list[bool], sizes_left: int,
         runner = sw.runner_factory(op, in_place, bufs, counts, ctx.rank, ctx.world_size)
         _arrive(ctx, op, size)
         try:
-            row = _measure(ctx, op, cfg, in_place, runner, counts)
+            row, no_graph = _measure(ctx, op, cfg, in_place, runner, counts, sw.graph_api(op))
         except RuntimeError as exc:  # a collective past its bound, or a peer that died: named, and the sweep stops
             sw.stopped = _hang(ctx, op, size, exc)
             break
+        if no_graph and not isinstance(row, str):  # measured eager instead: said once per op, in the result
+            sw.no_graph.setdefault(op, no_graph)
         if isinstance(row, str):
             sw.skip(op, in_place, row)
             still.remove(in_place)
@@ -425,18 +498,33 @@ def _run_op(sw: _Sweep, op: str, live: list[bool], tdtype) -> None:
             return
 
 
-def run_sweep(ctx, cfg: BenchConfig, runner_factory: Optional[RunnerFactory] = None) -> dict:
+def _timing_plan(ctx, cfg: BenchConfig, cuda_api: Optional[tm.CudaApi]) -> tuple[Optional[tm.CudaApi], Optional[str]]:
+    """(the API graphs are timed with, or None; why every row is eager when that is not the user's choice)."""
+    if cfg.timing == tm.EAGER:
+        return None, None
+    if cuda_api is not None:
+        return cuda_api, None
+    why = tm.graph_unavailable(ctx.backend, ctx.device)
+    if why and cfg.timing == tm.GRAPH:  # bench/pipeline.py refuses this before any rank starts; the API may not
+        raise UsageError(tm.refusal(cfg.timing, ctx.backend, ctx.device) or why)
+    return (None, why) if why else (tm.torch_cuda_api(), None)
+
+
+def run_sweep(ctx, cfg: BenchConfig, runner_factory: Optional[RunnerFactory] = None,
+              cuda_api: Optional[tm.CudaApi] = None) -> dict:
     """The sweep itself (bench_job minus payload decoding); every rank calls it with the same cfg.
 
     `runner_factory` (default runners.make_runner) builds the callable each measurement times and checks: the seam
-    through which tests inject faults, so product code carries no test hooks."""
+    through which tests inject faults, so product code carries no test hooks. `cuda_api` (default: torch.cuda where
+    the world runs NCCL on GPUs) is the seam through which tests run the graph path on CPU with fakes."""
     import torch
 
     cfg = validate(cfg, ctx.world_size)
     if ctx.device.startswith("cuda"):
         torch.cuda.set_device(ctx.device)
     tdtype = torch_dtype(cfg.dtype)
-    sw = _Sweep(ctx, cfg, runner_factory or make_runner)
+    api, eager_why = _timing_plan(ctx, cfg, cuda_api)
+    sw = _Sweep(ctx, cfg, runner_factory or make_runner, api=api)
     record = link_record(ctx)  # each node's links, for the bound of every row (bench/efficiency.py)
     if record is not None:
         ctx.emit(RECORD_KIND, record)
@@ -462,6 +550,9 @@ def run_sweep(ctx, cfg: BenchConfig, runner_factory: Optional[RunnerFactory] = N
         "rows": sw.rows,  # rank 0 only: every rank has the data, but n copies of n-long arrays would be quadratic
         "skipped": sw.skipped,
         "stopped": sw.stopped,
+        # How time_us was taken, said once: each row's `timing` says which; here, why rows are eager when they are.
+        "timing": {"requested": cfg.timing, "eager_why": eager_why,
+                   "no_graph": [{"op": op, "reason": why} for op, why in sw.no_graph.items()]},
     }
 
 
@@ -469,7 +560,8 @@ def bench_job(ctx, payload: dict) -> dict:
     """Job entry point (agent/runner.run_job calls it on every rank): payload = bench_config_to_payload(cfg).
 
     Returns {"rank", "world_size", "backend", "device", "dtype", "rows": [BenchRow JSON] (rank 0 only),
-    "skipped": [{"op", "dtype", "in_place", "reason"}], "stopped": None | {"reason", "op", "bytes", "detail"}}.
+    "skipped": [{"op", "dtype", "in_place", "reason"}], "stopped": None | {"reason", "op", "bytes", "detail"},
+    "timing": {"requested", "eager_why", "no_graph": [{"op", "reason"}]}}.
     Rows are also emitted one by one as ctx.emit("bench_row", row_json) the moment they exist.
     """
     return run_sweep(ctx, bench_config_from_payload(payload))

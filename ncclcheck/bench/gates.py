@@ -14,6 +14,7 @@ from typing import Any, Optional
 from ..config import BenchConfig
 from ..errors import UsageError
 from ..model import BenchRow, CheckResult, failed, load_saved_report, passed, sig, skipped, warned
+from ..render.words import timing_note
 from ..units import count_noun, format_gbps, format_size_short
 from .coverage import coverage_check
 
@@ -219,10 +220,12 @@ def reference_note(op: str, hardware: Optional[dict]) -> Optional[str]:
     return None
 
 
-def summarize(rows: list[BenchRow], hardware: Optional[dict] = None) -> dict:
-    """extra["bench_summary"]: per (op, dtype), busbw at the largest size and latency at the smallest size.
+def summarize(rows: list[BenchRow], hardware: Optional[dict] = None, timing: Optional[dict] = None) -> dict:
+    """extra["bench_summary"]: per (op, dtype), busbw at the largest size and latency at the smallest size (and its
+    eager figure where the rows were graph-timed).
 
-    Out-of-place rows define the figures; in-place busbw at the largest size is added when measured."""
+    Out-of-place rows define the figures; in-place busbw at the largest size is added when measured. `timing`: the
+    sweep's result["timing"] (how times were taken, and why a graph was not), said once in the note."""
     groups: dict[tuple, list[BenchRow]] = {}
     for r in rows:
         groups.setdefault((r.op, r.dtype), []).append(r)
@@ -236,6 +239,10 @@ def summarize(rows: list[BenchRow], hardware: Optional[dict] = None) -> dict:
             "largest_bytes": big.bytes, "busbw_gbps": big.busbw_gbps, "algbw_gbps": big.algbw_gbps,
             "smallest_bytes": small.bytes, "latency_us": small.time_us,
         }
+        if big.extra.get("moves_data") is False:  # its busbw is no bandwidth (bench/runners.moves_data)
+            entry["moves_data"] = False
+        if "eager_time_us" in small.extra:  # what a training step pays per call at the smallest size
+            entry["eager_latency_us"] = small.extra["eager_time_us"]
         ip = [r for r in rs if r.in_place and r.bytes == big.bytes]
         if ip and oop is not rs:
             entry["in_place_busbw_gbps"] = ip[0].busbw_gbps
@@ -248,18 +255,23 @@ def summarize(rows: list[BenchRow], hardware: Optional[dict] = None) -> dict:
         per_op.append(entry)
     note = "busbw at the largest size and latency at the smallest; small sizes are not averaged in"
     if rows and all(len(r.rank_time_us) == 1 for r in rows):
-        note += ("; 1 rank: nothing crosses a link, so busbw is 0 as in nccl-tests (factor (n-1)/n; broadcast's is "
-                 "1) and algbw is a copy on this device, or only the call's cost where one rank needs no copy "
-                 "(in-place all_reduce, broadcast): run on 2+ GPUs or nodes to measure the fabric")
+        note += ("; 1 rank: nothing crosses a link, so busbw is 0 as in nccl-tests (factor (n-1)/n) and algbw is a "
+                 "copy on this device; an in-place call (all_reduce, broadcast, reduce, --in-place rows) moves "
+                 "nothing on one rank, so its row shows no bandwidth, only the call's cost: run on 2+ GPUs or nodes "
+                 "to measure the fabric")
+    how = timing_note(timing)
+    if how:
+        note += f"; {how}"
     return {"per_op": per_op, "note": note}
 
 
 def outcome(cfg: BenchConfig, rows: list[BenchRow], skips: Iterable[dict] = (), stopped: Optional[dict] = None,
             hardware: Optional[dict] = None, base_rows: Optional[list[BenchRow]] = None, backend: str = "nccl",
-            world: Optional[dict] = None) -> tuple[list[CheckResult], dict, bool]:
+            world: Optional[dict] = None, timing: Optional[dict] = None) -> tuple[list[CheckResult], dict, bool]:
     """Everything a bench Report needs beyond the rows: (checks, extra, partial).
 
     rows: from the job's result (rows_from_result) or, when the world broke, the rows it emitted before that.
+    timing: the sweep's result["timing"], said once in the summary's note.
     world: {"nnodes", "backend", "ranks_per_node", "records": the job's emitted records}: each row then gains its
     bound and efficiency (written into the rows) and each op a bench.efficiency check (bench/efficiency.py).
     extra holds "bench_summary" and, when the sweep stopped early, "bench_stopped"."""
@@ -270,7 +282,7 @@ def outcome(cfg: BenchConfig, rows: list[BenchRow], skips: Iterable[dict] = (), 
     checks.append(coverage_check(cfg, rows, skips, stopped))
     eff_checks, bounds, seen = efficiency_checks(rows, gate_rows(rows, cfg), world, cfg.min_efficiency)
     checks.extend(eff_checks)
-    extra: dict[str, Any] = {"bench_summary": summarize(rows, hardware or seen)}
+    extra: dict[str, Any] = {"bench_summary": summarize(rows, hardware or seen, timing)}
     summarize_bounds(extra["bench_summary"]["per_op"], bounds)
     if stopped:
         extra["bench_stopped"] = stopped

@@ -24,6 +24,7 @@ def run(config: Config, observer=None, placement=None) -> Report:
     world_size = placement.world_size if placement.worker_mode else world.nnodes * w.local_ranks(world, placement)
     cfg = validate(config.bench, world_size)  # UsageError before any rendezvous
     _check_memory(cfg, world, placement, world_size)
+    _check_timing(cfg, world, placement)
     base_rows = gates.load_baseline(cfg.baseline) if cfg.baseline else None
     # Between two rows: the size's agreement, warm-up, barrier, timed iterations, check and stats collectives.
     step_ops = (cfg.warmup + cfg.iters + 6) * (2 if cfg.in_place else 1)
@@ -33,7 +34,8 @@ def run(config: Config, observer=None, placement=None) -> Report:
                                            backend=out.backend,
                                            world={"nnodes": placement.nnodes, "backend": out.backend,
                                                   "ranks_per_node": w.local_ranks(world, placement),
-                                                  "records": out.emitted})
+                                                  "records": out.emitted},
+                                           timing=(out.results.get(0) or {}).get("timing"))
     if out.world_size > 1 and rows:
         from .straggler import find_stragglers
 
@@ -74,6 +76,20 @@ def _rows(out) -> tuple[list, list, object]:
     elif isinstance(hang, dict):
         stopped = hang
     return rows, [], stopped
+
+
+def _check_timing(cfg, world, placement) -> None:
+    """UsageError for --timing graph on a world whose ranks cannot run CUDA graphs (gloo), before any rank starts."""
+    from ..agent.runner import gpu_count, resolve_backend
+    from ..errors import UsageError
+    from .timing import GRAPH, refusal
+
+    if cfg.timing != GRAPH:  # only graph can be refused; the others need no GPU count (no torch import)
+        return
+    backend = resolve_backend(world.backend, gpu_count(), w.local_ranks(world, placement))
+    why = refusal(cfg.timing, backend, "cuda" if backend == "nccl" else "cpu")
+    if why:
+        raise UsageError(why)
 
 
 def _check_memory(cfg, world, placement, world_size: int) -> None:

@@ -124,6 +124,14 @@ def expected_output(op: str, dtype: str, nranks: int, rank: int, counts, device=
     raise ValueError(f"no expected output for op {op!r}")
 
 
+def moves_data(op: str, in_place: bool, nranks: int) -> bool:
+    """Whether the timed call moves any byte. On one rank an in-place call has nothing to move (its output is its
+    input): torch's single-form all_reduce, broadcast and reduce, and every --in-place row. Its time is the call's
+    cost alone, so no bandwidth may be derived from it (size / time read 41,612 GB/s for a 1 GiB no-op all_reduce
+    on an H100: issue 35)."""
+    return nranks > 1 or not (in_place or op in TORCH_IN_PLACE_ONLY)
+
+
 def unsupported_reason(op: str, in_place: bool, nranks: int) -> Optional[str]:
     """Why (op, placement) cannot run on this world at all, before trying it; None when it can."""
     if in_place and op in TORCH_IN_PLACE_ONLY:

@@ -18,11 +18,15 @@ from .words import (
     COLUMN,
     ELEMENTS,
     GBPS,
+    NO_FIGURE,
     SINGLE_FORM,
     SINGLE_FORM_NOTE,
     STATUS_WORD,
     US,
+    graph_timed,
+    moves_no_data,
     placement,
+    table_notes,
 )
 
 # Rows carry nccl-tests' redop and root columns (bench/ops.py's table); these name them for reports saved before
@@ -40,6 +44,18 @@ def nccl_time(us: Optional[float]) -> str:
     if us > 100:
         return f"{us:.1f}"
     return f"{us:.2f}"
+
+
+def bandwidth_cells(row: BenchRow) -> tuple[str, str]:
+    """(algbw, busbw) as nccl-tests prints them, or '-' twice for a call that moved nothing (no bandwidth)."""
+    if moves_no_data(row):
+        return NO_FIGURE, NO_FIGURE
+    return f"{row.algbw_gbps:.2f}", f"{row.busbw_gbps:.2f}"
+
+
+def eager_cell(row: BenchRow) -> str:
+    """The eager figure beside a graph-timed time; '-' on a row whose time is itself eager."""
+    return nccl_time(row.extra.get("eager_time_us")) if graph_timed(row) else NO_FIGURE
 
 
 def _wrong(row: BenchRow) -> Text:
@@ -68,6 +84,7 @@ _COLUMNS = ((f"{_C['size']}\n({BYTES})", "right"), (f"{_C['count']}\n({ELEMENTS}
             (f"{_C['variation']}\n(cv)", "right"), (f"{_C['algbw']}\n({GBPS})", "right"),
             (f"{_C['busbw']}\n({GBPS})", "right"), (_C["wrong"], "right"))
 _EFF_COLUMN = (f"{_C['efficiency']}\n(%bnd)", "right")
+_EAGER_COLUMN = (f"{_C['eager']}\n({US})", "right")
 
 
 def has_bounds(rows: Iterable[BenchRow]) -> bool:
@@ -85,15 +102,17 @@ def bench_table(rows: Iterable[BenchRow], op: str, dtype: str) -> Table:
     t = Table(title=title, title_justify="left", show_edge=False, pad_edge=False, box=None, padding=(0, 1),
               header_style="bold")
     bounded = has_bounds(rows)
-    for name, just in _COLUMNS + ((_EFF_COLUMN,) if bounded else ()):
+    eager = any(graph_timed(r) for r in rows)
+    for name, just in _COLUMNS + ((_EAGER_COLUMN,) if eager else ()) + ((_EFF_COLUMN,) if bounded else ()):
         t.add_column(name, justify=just, overflow="fold")
     for r in rows:
         size_cell = Text(str(r.bytes))
         if r.extra.get("requested_bytes") is not None:
             size_cell.append("*", style="yellow")
         p99, cv = _variation(r)
-        cells = [size_cell, str(r.count), place_word(r), nccl_time(r.time_us), p99, cv,
-                 f"{r.algbw_gbps:.2f}", f"{r.busbw_gbps:.2f}", _wrong(r)]
+        cells = [size_cell, str(r.count), place_word(r), nccl_time(r.time_us), p99, cv, *bandwidth_cells(r), _wrong(r)]
+        if eager:
+            cells.append(eager_cell(r))
         if bounded:
             cells.append(efficiency_text(r.extra.get("efficiency"), r.extra.get("bound_trusted")))
         t.add_row(*cells)
@@ -104,6 +123,7 @@ def bench_table(rows: Iterable[BenchRow], op: str, dtype: str) -> Table:
         notes.append("* rounded down from the requested size as nccl-tests does (per-rank chunks of 16 bytes)")
     if any(placement(r) is SINGLE_FORM for r in rows):
         notes.append(SINGLE_FORM_NOTE)
+    notes += table_notes(rows)
     if any((r.extra.get("iter_stats") or {}).get("high_variation") for r in rows):
         notes.append("! iteration times vary a lot: p99 is far from the mean; look for other jobs, CPU contention "
                      "or a flapping link")
@@ -115,8 +135,9 @@ def bench_table(rows: Iterable[BenchRow], op: str, dtype: str) -> Table:
 
 # Streamed rows (one line each, as it is measured): fixed widths, because the widths of a table computed over all its
 # rows are not known until the sweep ends. 78 columns for a 1G sweep with times in the millions of microseconds.
-_LINE_COLS = ((10, ">"), (10, ">"), (6, "<"), (9, ">"), (9, ">"), (5, ">"), (8, ">"), (8, ">"), (6, ">"))
-_LINE_HEAD = tuple(zip(*(h.split("\n") if "\n" in h else (h, "") for h, _ in _COLUMNS)))
+# A graph-timed sweep adds the eager column at the end (87 columns): the figure a training step pays is worth them.
+_LINE_COLS = ((10, ">"), (10, ">"), (6, "<"), (9, ">"), (9, ">"), (5, ">"), (8, ">"), (8, ">"), (6, ">"), (8, ">"))
+_LINE_HEAD = tuple(zip(*(h.split("\n") if "\n" in h else (h, "") for h, _ in _COLUMNS + (_EAGER_COLUMN,))))
 
 
 def _fixed(cells) -> str:
@@ -135,14 +156,16 @@ def title_line(op: str, dtype: str, row: Optional[BenchRow] = None) -> str:
     return f"{op}  type {dtype}  redop {redop}  root {root}"
 
 
-def row_line(row: BenchRow) -> str:
-    """One measured row as plain text, the columns of bench_table."""
+def row_line(row: BenchRow, eager: Optional[bool] = None) -> str:
+    """One measured row as plain text, the columns of bench_table (the eager column when `eager`, by default when
+    the row was graph-timed)."""
     st = row.extra.get("iter_stats")
     p99 = nccl_time(st["p99_us"]) if isinstance(st, dict) else "-"
     cv = (f"{100 * st['cv']:.0f}%" + ("!" if st.get("high_variation") else "")) if isinstance(st, dict) else "-"
     size = f"{row.bytes}{'*' if row.extra.get('requested_bytes') is not None else ''}"
-    return _fixed((size, row.count, place_word(row), nccl_time(row.time_us), p99, cv, f"{row.algbw_gbps:.2f}",
-                   f"{row.busbw_gbps:.2f}", "N/A" if row.wrong is None else row.wrong))
+    cells = (size, row.count, place_word(row), nccl_time(row.time_us), p99, cv, *bandwidth_cells(row),
+             "N/A" if row.wrong is None else row.wrong)
+    return _fixed(cells + ((eager_cell(row),) if (graph_timed(row) if eager is None else eager) else ()))
 
 
 class RowLines:
@@ -150,14 +173,17 @@ class RowLines:
 
     def __init__(self) -> None:
         self._key: Optional[tuple] = None
+        self._eager = False  # whether this table's header has the eager column (its first row was graph-timed)
         self.count = 0
 
     def lines(self, row: BenchRow) -> list[str]:
         out = []
         if (row.op, row.dtype) != self._key:
             self._key = (row.op, row.dtype)
-            out += [title_line(row.op, row.dtype, row), *(_fixed(h) for h in _LINE_HEAD)]
-        out.append(row_line(row))
+            self._eager = graph_timed(row)
+            head = _LINE_HEAD if self._eager else tuple(h[:-1] for h in _LINE_HEAD)
+            out += [title_line(row.op, row.dtype, row), *(_fixed(h) for h in head)]
+        out.append(row_line(row, self._eager))
         self.count += 1
         return out
 
@@ -182,13 +208,18 @@ def summary_block(summary: dict, gates: Iterable[CheckResult] = (), stopped: Opt
     bounded = any("bound_gbps" in e for e in per_op)
     cols = [(_C["op"], "left"), (_C["dtype"], "left"), (_C["busbw"], "right"), ("at", "right"),
             (_C["latency"], "right"), ("at", "right")]
+    eager = any("eager_latency_us" in e for e in per_op)
+    cols += [(_C["eager"], "right")] if eager else []
     cols += [(_C["bound"], "right"), (_C["efficiency"], "right")] if bounded else []
     refs = any(e.get("reference") for e in per_op)  # a published figure applies to few setups: no empty column
     for name, just in cols + ([("reference", "left")] if refs else []):
         t.add_column(name, justify=just, overflow="fold")
     for e in per_op:
-        cells = [e["op"], e["dtype"], format_gbps(e["busbw_gbps"]), format_bytes(e["largest_bytes"]),
+        busbw = NO_FIGURE if e.get("moves_data") is False else format_gbps(e["busbw_gbps"])
+        cells = [e["op"], e["dtype"], busbw, format_bytes(e["largest_bytes"]),
                  format_us(e["latency_us"]), format_bytes(e["smallest_bytes"])]
+        if eager:
+            cells.append(format_us(e.get("eager_latency_us")))
         if bounded:
             b = e.get("bound_gbps")
             cells += [bound_gbps_text(b), efficiency_text(e.get("efficiency"), e.get("bound_trusted"))]

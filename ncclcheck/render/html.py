@@ -44,11 +44,15 @@ from .envfile import render_envfile
 from .words import (
     COLUMN,
     EFF_DEFINITION,
+    NO_FIGURE,
     SINGLE_FORM,
     SINGLE_FORM_NOTE,
     count,
     efficiency_span_text,
+    graph_timed,
+    moves_no_data,
     placement,
+    table_notes,
     world_phrase,
 )
 
@@ -275,7 +279,10 @@ def _bench(report: Report) -> str:
                    "FILE</code>.</p>")
     c = COLUMN
     heads = [(c["op"], ""), (c["size"], "num"), (c["count"], "num"), (c["dtype"], ""), (c["placement"], ""),
-             (c["time"], "num"), (c["p99"], "num"), (c["algbw"], "num"), (c["busbw"], "num")]
+             (c["time"], "num"), (c["p99"], "num")]
+    eager = any(graph_timed(r) for r in rows)  # the eager figure beside the graph-timed time
+    heads += [(c["eager"], "num")] if eager else []
+    heads += [(c["algbw"], "num"), (c["busbw"], "num")]
     heads += [(c["bound"], "num"), (c["efficiency"], "num")] if bounded else []
     heads += [(c["wrong"], "num"), ("rank times", "num"), ("note", "")]
     out.append('<table class="bench"><thead><tr>'
@@ -294,13 +301,18 @@ def _bench(report: Report) -> str:
             note = _bench_note(r)
             st = r.extra.get("iter_stats") or {}
             p99 = format_us(st["p99_us"]) if "p99_us" in st else "-"
+            bw = (NO_FIGURE, NO_FIGURE) if moves_no_data(r) else (format_gbps(r.algbw_gbps), format_gbps(r.busbw_gbps))
+            eager_td = ""
+            if eager:
+                eager_td = (f'<td class="num">'
+                            f'{e(format_us(r.extra["eager_time_us"]) if graph_timed(r) else NO_FIGURE)}</td>')
             out.append(
                 f'<tr class="{"status-fail" if r.wrong else ""}"><td>{e(op)}</td>'
                 f'<td class="num">{e(format_bytes(r.bytes))}</td><td class="num">{r.count}</td><td>{e(r.dtype)}</td>'
                 f"<td>{e(placement(r).label)}</td>"
-                f'<td class="num">{e(format_us(r.time_us))}</td><td class="num">{e(p99)}</td>'
-                f'<td class="num">{e(format_gbps(r.algbw_gbps))}</td>'
-                f'<td class="num">{e(format_gbps(r.busbw_gbps))}</td>'
+                f'<td class="num">{e(format_us(r.time_us))}</td><td class="num">{e(p99)}</td>{eager_td}'
+                f'<td class="num">{e(bw[0])}</td>'
+                f'<td class="num">{e(bw[1])}</td>'
                 + (f'<td class="num" title="{e(r.extra.get("bound_by") or "")}">'
                    f'{e(bound_gbps_text(r.extra.get("bound_gbps")))}</td>'
                    f'<td class="num">{e(efficiency_text(r.extra.get("efficiency"), r.extra.get("bound_trusted")))}'
@@ -316,6 +328,7 @@ def _bench(report: Report) -> str:
                              for (op, dtype), cap in efficiency_captions(rows).items()))
     if any(placement(r) is SINGLE_FORM for r in rows):
         out.append(f'<p class="meta single-form">{e(SINGLE_FORM_NOTE)}</p>')
+    out += [f'<p class="meta timing">{e(note)}</p>' for note in table_notes(rows)]
     out.append(_nccl_captures(report.extra.get("nccl_captures") or {}))
     out.append("</section>")
     return "\n".join(out)

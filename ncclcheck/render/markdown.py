@@ -34,7 +34,18 @@ from .common import (
     wrong_bound_text,
 )
 from .envfile import render_envfile, render_exports
-from .words import COLUMN, SINGLE_FORM, SINGLE_FORM_NOTE, efficiency_span_text, placement, world_phrase
+from .words import (
+    COLUMN,
+    NO_FIGURE,
+    SINGLE_FORM,
+    SINGLE_FORM_NOTE,
+    efficiency_span_text,
+    graph_timed,
+    moves_no_data,
+    placement,
+    table_notes,
+    world_phrase,
+)
 
 _ICON = {Status.PASS: "✅", Status.WARN: "⚠️", Status.FAIL: "❌", Status.SKIP: "⏭️"}
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|])")
@@ -74,14 +85,21 @@ def _bench(report: Report) -> list[str]:
     rows = report.bench or []
     bounded = any("bound_gbps" in r.extra for r in rows)
     c = COLUMN
-    heads = [c["op"], c["size"], c["dtype"], c["placement"], c["time"], c["algbw"], c["busbw"], c["wrong"]]
+    eager = any(graph_timed(r) for r in rows)  # the eager figure beside the graph-timed time
+    heads = [c["op"], c["size"], c["dtype"], c["placement"], c["time"]] + ([c["eager"]] if eager else [])
+    heads += [c["algbw"], c["busbw"], c["wrong"]]
     heads += [c["bound"], c["efficiency"], c["bound_by"]] if bounded else []
     out = ["| " + " | ".join(md_text(h) for h in heads) + " |",
-           "|---|---:|---|---|---:|---:|---:|---:|" + ("---:|---:|---|" if bounded else "")]
+           "|---|---:|---|---|---:|" + ("---:|" if eager else "") + "---:|---:|---:|"
+           + ("---:|---:|---|" if bounded else "")]
     for r in rows:
         wrong = "-" if r.wrong is None else (f"**{r.wrong}**" if r.wrong else "0")
+        bw = (NO_FIGURE, NO_FIGURE) if moves_no_data(r) else (format_gbps(r.algbw_gbps), format_gbps(r.busbw_gbps))
         line = (f"| {md_text(r.op)} | {format_bytes(r.bytes)} | {md_text(r.dtype)} | {md_text(placement(r).label)}"
-                f" | {format_us(r.time_us)} | {format_gbps(r.algbw_gbps)} | {format_gbps(r.busbw_gbps)} | {wrong} |")
+                f" | {format_us(r.time_us)} |")
+        if eager:
+            line += f" {format_us(r.extra['eager_time_us']) if graph_timed(r) else NO_FIGURE} |"
+        line += f" {bw[0]} | {bw[1]} | {wrong} |"
         if bounded:
             line += (f" {bound_gbps_text(r.extra.get('bound_gbps'))} |"
                      f" {efficiency_text(r.extra.get('efficiency'), r.extra.get('bound_trusted'))} |"
@@ -92,6 +110,7 @@ def _bench(report: Report) -> list[str]:
                        for (op, dtype), cap in efficiency_captions(rows).items()]
     if any(placement(r) is SINGLE_FORM for r in rows):
         out += ["", md_text(SINGLE_FORM_NOTE)]
+    out += [x for note in table_notes(rows) for x in ("", md_text(note))]
     return out
 
 

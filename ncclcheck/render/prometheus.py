@@ -14,7 +14,7 @@ from typing import Optional
 
 from ..model import Report, Status
 from .common import hostnames as _hostnames
-from .words import COLUMN, IN_PLACE, OUT_OF_PLACE, SINGLE_FORM
+from .words import COLUMN, IN_PLACE, OUT_OF_PLACE, SINGLE_FORM, graph_timed, moves_no_data
 
 PREFIX = "ncclcheck_"
 _STATUSES = [s.value for s in (Status.PASS, Status.SKIP, Status.WARN, Status.FAIL)]
@@ -102,18 +102,24 @@ def _bench(report: Report) -> list[_Family]:
     p99 = _Family("bench_time_p99_seconds", "gauge", "99th percentile of the per-iteration time (slowest rank)")
     cv = _Family("bench_time_cv_ratio", "gauge", "coefficient of variation of the per-iteration time")
     wrong = _Family("bench_wrong_elements", "gauge", "elements that differ from the exact result (--check)")
+    eager = _Family("bench_eager_time_seconds", "gauge", "mean time per operation called one torch call at a time, "
+                    "slowest rank, where bench_time_seconds is a CUDA-graph replay's (the difference is torch's cost "
+                    "per call)")
     for r in report.bench or []:
         lb = {"op": r.op, "dtype": r.dtype, "bytes": r.bytes, "in_place": "true" if r.in_place else "false"}
-        busbw.add(r.busbw_gbps * _GB, **lb)
-        algbw.add(r.algbw_gbps * _GB, **lb)
+        if not moves_no_data(r):  # a call that moved nothing has no bandwidth: no sample, rather than a false one
+            busbw.add(r.busbw_gbps * _GB, **lb)
+            algbw.add(r.algbw_gbps * _GB, **lb)
         mean.add(r.time_us * 1e-6, **lb)
+        if graph_timed(r):
+            eager.add(r.extra["eager_time_us"] * 1e-6, **lb)
         st = r.extra.get("iter_stats") or {}
         if "p99_us" in st:
             p99.add(st["p99_us"] * 1e-6, **lb)
             cv.add(st["cv"], **lb)
         if r.wrong is not None:
             wrong.add(r.wrong, **lb)
-    return [busbw, algbw, mean, p99, cv, wrong]
+    return [busbw, algbw, mean, eager, p99, cv, wrong]
 
 
 def _links(report: Report) -> list[_Family]:

@@ -59,6 +59,52 @@ def placement(row: Any) -> Placement:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# How a row's time was taken (its `timing` field, bench/timing.py) and rows that move no data
+
+GRAPH_CAPTION = ("time: the timed calls replayed as one CUDA graph, per call (nccl-tests -G): NCCL and the fabric; "
+                 "eager: the same calls one torch call at a time, what a training step pays, and eager - time is "
+                 "torch's cost per call; p99 and var are of the eager calls")
+EAGER_TIMING = "time: one torch call at a time (eager)"
+NO_DATA_NOTE = ("- under algbw and busbw: one rank and an in-place call, so nothing moves and time is the call's "
+                "cost alone; run on 2+ GPUs or nodes to measure a link")
+
+
+def moves_no_data(row: Any) -> bool:
+    """A row whose timed call moved nothing (bench rows say moves_data false): it has no bandwidth to show."""
+    return row.extra.get("moves_data") is False
+
+
+def graph_timed(row: Any) -> bool:
+    return row.extra.get("timing") == "graph"
+
+
+def table_notes(rows: list) -> list[str]:
+    """The captions every format puts under a bench table whose rows were graph-timed or moved no data."""
+    notes = []
+    if any(graph_timed(r) for r in rows):
+        notes.append(GRAPH_CAPTION)
+    if any(moves_no_data(r) for r in rows):
+        notes.append(NO_DATA_NOTE)
+    return notes
+
+
+def timing_note(timing: Any) -> Optional[str]:
+    """The summary's one sentence on how times were taken and, where a graph could not be timed, why (said once,
+    not per row); None for runs saved before bench said it."""
+    if not isinstance(timing, dict):
+        return None
+    if timing.get("requested") == "eager":
+        return f"{EAGER_TIMING}, as --timing eager asked"
+    if timing.get("eager_why"):
+        return f"{EAGER_TIMING}: {timing['eager_why']}"
+    text = "time: CUDA-graph replays (nccl-tests -G), eager calls beside them"
+    misses = [m for m in timing.get("no_graph") or [] if isinstance(m, dict)]
+    if misses:
+        text += "; eager instead for " + "; ".join(f"{m.get('op')} ({m.get('reason')})" for m in misses)
+    return text
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # Columns and units
 
 GBPS = "GB/s"
@@ -83,6 +129,7 @@ COLUMN = {
     "efficiency": "eff",
     "bound_by": "bound by",
     "latency": "latency",
+    "eager": "eager",  # the eager figure beside a graph-timed time (bench/timing.py)
 }
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -90,3 +90,38 @@ def stalling_factory(spec: dict):
 def bench_with_stall(ctx, payload: dict) -> dict:
     """bench_job with one stalling rank: payload = {"cfg": <bench payload>, "stall": <stalling_factory spec>}."""
     return run_sweep(ctx, bench_config_from_payload(payload["cfg"]), stalling_factory(payload["stall"]))
+
+
+def _counting_factory(calls: list):
+    """make_runner whose calls are counted in calls[0] (the fake graph learns from it how many it captured)."""
+
+    def factory(op, in_place, bufs, counts, rank, nranks, group=None):
+        runner = make_runner(op, in_place, bufs, counts, rank, nranks, group)
+
+        def call() -> None:
+            calls[0] += 1
+            runner.call()
+
+        return dataclasses.replace(runner, call=call)
+
+    return factory
+
+
+def graph_sweeps(ctx, payload: dict) -> dict:
+    """Sweeps whose graph path runs on a fake CUDA API (tests/bench/fake_cuda.py): payload = {"runs": [{"cfg":
+    <bench payload>, "fake": {"per_call_us", "fail_on_ranks"} | None}]}. Each result gains "fake": {"captured":
+    calls per capture, "replays"}."""
+    from tests.bench.fake_cuda import fake_api
+
+    out = []
+    for run in payload["runs"]:
+        calls = [0]
+        fake = run.get("fake")
+        api, clock = (None, None)
+        if fake is not None:
+            api, clock = fake_api(fake.get("per_call_us", 2.5), tuple(fake.get("fail_on_ranks", ())), ctx.rank,
+                                  counter=lambda c=calls: c[0])
+        res = run_sweep(ctx, bench_config_from_payload(run["cfg"]), _counting_factory(calls), cuda_api=api)
+        res["fake"] = {"captured": clock.captured, "replays": clock.replays} if clock else None
+        out.append(res)
+    return {"runs": out}

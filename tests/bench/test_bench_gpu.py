@@ -63,3 +63,23 @@ def test_nccl_capture_dumps_topology_and_graph_per_host(tmp_path):
     (host,) = sec
     assert sec[host]["debug"] and sec[host].get("topo"), (sec, res[0]["result"]["note"])
     assert "<system" in open(sec[host]["topo"]).read()
+
+
+def test_nccl_rows_are_graph_timed_and_the_eager_figure_is_beside_them():
+    """Issue 35: on a GPU the row's time is a CUDA-graph replay (the fabric figure) and the eager torch calls are
+    kept beside it; at a small size the graph figure is below the eager one (torch's dispatch is not in it)."""
+    from ncclcheck.bench.collectives import bench_config_to_payload
+    from ncclcheck.config import BenchConfig
+    from tests.dist_harness import run_job
+
+    n = _nranks()
+    cfg = BenchConfig(sizes=(1 << 16, 1 << 26), ops=("all_reduce", "all_gather"), iters=20, warmup=5,
+                      timing="graph")
+    res = run_job("ncclcheck.bench.collectives.bench_job", bench_config_to_payload(cfg), nranks=n,
+                  backend="nccl", timeout=300)
+    out = res[0]["result"]
+    assert out["timing"]["no_graph"] == [] and not out["skipped"], out
+    for r in out["rows"]:
+        assert r["timing"] == "graph" and r["time_us"] > 0 and r["eager_time_us"] > 0, r
+    small = [r for r in out["rows"] if r["bytes"] <= 1 << 16]
+    assert all(r["time_us"] < r["eager_time_us"] for r in small), small

@@ -296,7 +296,7 @@ def _fr_causes(groups: list, inp: Inputs, hosts: dict, by_rank: dict) -> list:
         stuck_set = set(stuck)  # 200,000 ranks: a list membership test here was quadratic (issue 36 hole 5)
         behind = [r for r in g["not_entered"] if r not in stuck_set and str(r) not in inside]
         if inside:
-            causes.append(_unfinished(g, inside, inp, hosts))
+            causes.extend(_unfinished(g, inside, inp, hosts))
         if stuck:
             waited = len(g["entered"])
             tmo = f" (timeout {g['timeout_ms'] / 1000:g} s)" if g.get("timeout_ms") else ""
@@ -330,21 +330,25 @@ def _fr_causes(groups: list, inp: Inputs, hosts: dict, by_rank: dict) -> list:
     return sorted(causes, key=lambda c: (c["kind"] == "never_entered", stopped_here(c)))
 
 
-def _unfinished(g: dict, inside: dict, inp: Inputs, hosts: dict) -> dict:
+def _unfinished(g: dict, inside: dict, inp: Inputs, hosts: dict) -> list:
     """Ranks still inside an earlier collective of the group that others completed (flight.analyse_groups): behind,
     not culprits. A consequence while anything else explains it (a host that does not answer, a dead rank); the
-    cause when nothing does (analyse promotes it): the data they wait for inside it never came."""
+    cause when nothing does (analyse promotes it): the data they wait for inside it never came. Where NCCL's
+    recorder shows one of them never started it on its GPU (timing on), that rank is the cause (_state_causes)."""
     seq = min(inside.values())
     ranks = sorted(int(r) for r, q in inside.items() if q == seq)
     done = sorted(int(r) for r, c in (g.get("last_completed") or {}).items() if c >= seq)
     who = _who(ranks[0], hosts) if len(ranks) == 1 else ranks_text(ranks)
     mine = inp.dumps[ranks[0]].groups[g["pg"]].coll(seq)
-    return {"kind": "unfinished", "cause": False, "pg": g["pg"], "seq": seq, "ranks": ranks,
+    states = {str(r): flight.entry_state(inp.dumps[r], g["pg"], seq) for r in ranks}
+    gpu = _state_causes(dict(g, seq=seq, op=mine.op if mine else None, open_states=states, not_entered=[]), inp, hosts)
+    return [c for c in gpu if c["kind"] == "not_started"] + [{
+            "kind": "unfinished", "cause": False, "pg": g["pg"], "seq": seq, "ranks": ranks,
             "text": f"{who} never finished {_coll(g, seq, mine.op if mine else 'collective')}, which "
                     f"{ranks_text(done)} completed: the data they wait for inside it never came (a peer that stopped "
                     f"sending mid-collective, a NIC or a link); so they never reached {_coll(g)}",
             "fix": "find the link: `ncclcheck links` on the same nodes (pairwise); the hosts of the ranks that did not "
-                   "answer or left no dump first", "source": "flight recorder"}
+                   "answer or left no dump first", "source": "flight recorder"}]
 
 
 def _state_causes(g: dict, inp: Inputs, hosts: dict) -> list:

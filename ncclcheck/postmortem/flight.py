@@ -345,6 +345,13 @@ def _members(name: str, dumps: dict, world: list) -> list:
     return sorted(r for r, d in dumps.items() if name in d.groups)
 
 
+def entry_state(dump: RankDump, name: str, seq: int) -> str:
+    """torch's state of one rank's collective #seq of group `name` (scheduled / started / completed), "?" unknown."""
+    g = dump.groups.get(name)
+    e = g.colls.get(seq) if g is not None else None
+    return (_str(e.get("state"), 20) or "?") if e is not None else "?"
+
+
 def _unfinished(dumps: dict, name: str, dumped: list, lagging: list, enq: dict) -> dict:
     """{rank: seq} for the lagging ranks still inside an earlier collective of this group that another rank
     completed: they called everything up to it and wait for data inside it (a ring whose far side finished before a

@@ -194,6 +194,30 @@ def test_with_every_rank_answering_ranks_stuck_inside_a_finished_collective_are_
     assert "never entered" not in a["verdict"]
 
 
+def test_a_lagging_rank_whose_gpu_never_started_the_collective_others_finished_is_the_cause():
+    # NCCL, timing on: a rooted broadcast #7 finished on the root's side while rank 2's GPU never started it (state
+    # scheduled) and rank 3 started it and waits for rank 2's data. Rank 2 is the cause, not a rank left behind.
+    from ncclcheck.postmortem.inputs import Inputs
+
+    def nccl(enqueued: int, completed: int, states: dict) -> dict:
+        doc = _group(enqueued, completed, sorted(states))
+        doc["pg_status"]["0"]["last_started_collective"] = str(completed)
+        for e in doc["entries"]:
+            q = e["collective_seq_id"]
+            e.update(profiling_name="nccl:broadcast", state=states[q],
+                     time_discovered_started_ns=0 if states[q] == "scheduled" else 10 ** 18 + q)
+        return doc
+
+    docs = {0: nccl(8, 7, {7: "completed", 8: "started"}), 1: nccl(8, 7, {7: "completed", 8: "started"}),
+            2: nccl(7, 6, {6: "completed", 7: "scheduled"}), 3: nccl(7, 6, {6: "completed", 7: "started"})}
+    inp = Inputs()
+    inp.dumps = {r: flight.normalise(d, r, f"rank{r}", "json") for r, d in docs.items()}
+    a = analyse(inp)
+    root = next(c for c in a["causes"] if c["cause"])
+    assert root["kind"] == "not_started" and root["ranks"] == [2] and root["seq"] == 7, a["causes"]
+    assert "broadcast #7" in root["text"] and "never started it" in root["text"]
+
+
 def test_node_0_cut_off_is_named_from_where_watch_runs():
     a = _diagnosed("dropped-node0")
     root = next(c for c in a["causes"] if c["cause"])

@@ -191,6 +191,7 @@ T_LNK = "tests/lab/test_links_lab.py"
 T_BND = "tests/lab/test_bounds_lab.py"
 T_SLM = "tests/lab/test_slurm_health_lab.py"
 T_DIA = "tests/postmortem/test_diagnose.py"
+T_LIV = "tests/live/test_watch.py"
 T_DLB = "tests/lab/test_diagnose_lab.py"
 T_DRP = "tests/lab/test_dropped_link_lab.py"
 
@@ -207,10 +208,17 @@ def _sweep(name, expect, lab=SHAPED4, nnodes=4, neighbour=T_SLM):
     return Scenario(name, "sweep", expect, tuple(lab), nnodes, (), (), neighbour)
 
 
-def _fix(name, kind, ranks):
+def fixture_dir(name: str) -> str:
+    """A diag-fixture's folder, from the repository's root: tests/postmortem/fixtures/NAME, or for `live/NAME` what
+    `ncclcheck watch --dump` kept of a real hung job (tests/live/fixtures/NAME)."""
+    live, _, rest = name.partition("live/")
+    return f"tests/live/fixtures/{rest}" if not live and rest else f"tests/postmortem/fixtures/{name}"
+
+
+def _fix(name, kind, ranks, neighbour=T_DIA):
     need = () if kind is None else (_need("postmortem.root_cause", f"kind:{kind}", *(f"rank {r}" for r in ranks)),)
-    return Scenario(f"diag-{name.replace('_', '-')}", "diag-fixture", Expect(0 if kind is None else 1, need),
-                    opts=(("fixture", name),), neighbour_of=T_DIA)
+    return Scenario(f"diag-{name.replace('_', '-').replace('/', '-')}", "diag-fixture",
+                    Expect(0 if kind is None else 1, need), opts=(("fixture", name),), neighbour_of=neighbour)
 
 
 KILL3 = (_need("postmortem.root_cause", "kind:no_dump", "rank 3"),)
@@ -338,6 +346,12 @@ SCENARIOS = (
     _fix("subgroup_skip_moved_on", "never_entered", [3]),
     _fix("kill", "no_dump", [3]),
     _fix("healthy", None, []),
+    # --- diagnose of what `ncclcheck watch --dump` kept of real hung jobs (tests/live/fixtures, each with HOW.md) ---
+    _fix("live/sleep", "never_entered", [3], neighbour=T_LIV),
+    _fix("live/dropped-h2", "host_cut", [2, 3], neighbour=T_LIV),
+    # the ring's far side finished the collective before the cut: the ranks still inside it are not culprits
+    _fix("live/dropped-h2-ring-ahead", "host_cut", [2, 3], neighbour=T_LIV),
+    _fix("live/dropped-node0", "host_cut", [0, 1], neighbour=T_LIV),
     # --- diagnose: real jobs made on the lab (2 hosts x 2 gloo ranks), read whole or launcher output only ---
     Scenario("diag-torchrun-kill", "diag-job", Expect(1, (_need("postmortem.root_cause", "rank 3", "h2"),)),
              opts=(("job", "kill"), ("launcher_job", "torchrun"), ("read", "all")), neighbour_of=T_DLB),
@@ -408,7 +422,7 @@ def describe(s: Scenario) -> str:
     if s.kind == "sweep":
         return f"`srun -N {s.nnodes} ncclcheck sweep --drain --size 2M` on Slurm in the lab{faults}"
     if s.kind == "diag-fixture":
-        return f"`diagnose tests/postmortem/fixtures/{opts['fixture']}`"
+        return f"`diagnose {fixture_dir(opts['fixture'])}`"
     if s.kind == "diag-job":
         what = {"all": "dumps and launcher output", "logs": "the launcher output only"}[opts["read"]]
         made = "guard-healthy" if opts["job"] == "guard" else opts["job"]

@@ -418,7 +418,7 @@ def diagnose(d: Path, out: Path, timeout: float) -> ac.Outcome:
 
 def run_diag_fixture(ctx: Context, s: ac.Scenario) -> ac.Outcome:
     d = ctx.dir(s.name)
-    return diagnose(FIXTURES / s.opt("fixture"), d / "report.json", min(ctx.timeout, 120))
+    return diagnose(REPO / ac.fixture_dir(s.opt("fixture")), d / "report.json", min(ctx.timeout, 120))
 
 
 def job_capture(ctx: Context, job: str, launcher: str) -> Path:

@@ -125,15 +125,17 @@ def test_every_local_rank_of_node_0_reads_why_the_world_did_not_form(tmp_path):
 def test_duplicate_node_rank_names_both_hosts(tmp_path):
     port = _free_port()
     # The duplicates start first (they wait for node 0), so both have joined by the time node 0 decides. Their
-    # --timeout 20 outlasts node 0's start on a loaded machine (its store's front is a second process to start): at
-    # the default they gave up after 10 connect attempts in 10 s under the full suite's load.
+    # --timeout 60 outlasts node 0's start on a loaded machine (its store's front is a second process to start): at
+    # the default they gave up after 10 connect attempts in 10 s under the full suite's load, and at 20 one of them
+    # did once under two lanes (node 0 listened after ~18 s; the other joined alone and passed, rightly: the
+    # duplicate never reached the store). A pass waits none of it out: both connect once node 0 listens.
     procs = [_start(tmp_path, "a", "--nnodes", 2, "--node-rank", 1, "--port", port, "--hostname", "alpha",
-                    "--timeout", 20),
+                    "--timeout", 60),
              _start(tmp_path, "b", "--nnodes", 2, "--node-rank", 1, "--port", port, "--hostname", "beta",
-                    "--timeout", 20)]
+                    "--timeout", 60)]
     time.sleep(3)
     procs.append(_start(tmp_path, "n0", "--nnodes", 2, "--node-rank", 0, "--port", port, "--timeout", 8))
-    res = _finish(procs, 40)
+    res = _finish(procs, 90)
     for rc, doc in res:
         w = _by_id(doc)[("rendezvous.world", None)]
         assert rc == 1 and w["status"] == "fail"

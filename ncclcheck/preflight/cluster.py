@@ -332,11 +332,9 @@ def _connect(ctx: _Ctx) -> tuple:
                 fix="See rendezvous.master_reachable: start node 0 first, check MASTER_ADDR/MASTER_PORT and the "
                     "firewall between the nodes.")
     try:
-        st = open_store(addr, port, False, b.join_s, p.prefix, ctx.guard)
+        st = open_store(addr, port, False, b.join_s, p.prefix, ctx.guard, b.member_connect_s(ctx.rdzv_deadline))
     except ConnectionError as e:
-        return None, decider, failed(
-            "rendezvous.world", f"could not join the rendezvous store at {p.master}: {e}",
-            fix="Check that node 0 runs ncclcheck (not another service) on MASTER_PORT.")
+        return None, decider, _store_unjoined(ctx, str(e))
     if decider:
         # torchrun's agent hosts this store and signs nothing, so the job's record of who runs it comes from the
         # decider (global rank 0), the first of the job's own processes in it: the others wait for that signed
@@ -360,6 +358,24 @@ def _connect(ctx: _Ctx) -> tuple:
             f"{e}", evidence={"rejected": list(ctx.guard.rejected)},
             fix=_TRUST_FIX[ctx.level])
     return st, decider, None
+
+
+def _store_unjoined(ctx: _Ctx, error: str) -> CheckResult:
+    """rendezvous.world when the store connect failed after node 0's port was found open: one more look tells a
+    node 0 that closed its store (it decided without this node: its window is --timeout from its own start) from one
+    that holds the port without answering as a store."""
+    p, b = ctx.placement, ctx.budget
+    again = probe.probe_master(p.master_addr, p.master_port, b.deadline(b.connect_attempt_s), budget=b)
+    ev = {"error": error, "probe_after": again.to_json(), "waited_s": round(b.since(ctx.start), 3)}
+    if again.status == "refused":
+        return failed(
+            "rendezvous.world", f"node 0 closed the rendezvous store at {p.master} before this node joined: it was "
+            f"listening when this node probed it, and refuses now (it decides --timeout, {b.join_s:g} s, after its "
+            f"own start, without the nodes not yet joined)", evidence=ev,
+            fix="Node 0's own report names the world it saw; start every node within --timeout of node 0, or give a "
+                "larger --timeout when nodes start slowly (a loaded host imports torch in seconds).")
+    return failed("rendezvous.world", f"could not join the rendezvous store at {p.master}: {error}", evidence=ev,
+                  fix="Check that node 0 runs ncclcheck (not another service) on MASTER_PORT.")
 
 
 _TRUST_FIX = {

@@ -38,6 +38,13 @@ class Budget:
     wait_slice_s: float = 2.0  # one blocking store request at most this long: c10d's wait ignores Ctrl-C
     journal_pending_s: float = 0.2  # a journal record counted but not yet written: look again this soon (its
     # writer is between its two requests; a stranger's counter raise costs one look per this, within the bound)
+    # A TCPStore client connect (rendezvous/store.open_store): torch makes a second try of the whole timeout after a
+    # backoff that grows with it, so a try of X cost 1.5-3.0 X on a refused port (measured, X = 1, 2, 4 s, 4 runs
+    # each), and a member that reached node 0 just after it closed waited 19.6 s under --timeout 8. A try is a
+    # quarter of the bound: the backoff's jitter (+-50%) keeps a margin.
+    store_tries: float = 4.0
+    store_connect_floor_s: float = 6.0  # a member's store connect past its join bound: node 0's port was found open
+    # (rendezvous.master_reachable), and a listening store, even a loaded node 0's front, answers within seconds
     thread_join_s: float = 2.0  # a helper thread (listener, progress relay) told to stop has this long to end
     mesh_probe_floor_s: float = 1.0  # the mesh probes get this long even if the peers' endpoints came late
     # --- preflight's rendezvous
@@ -161,6 +168,14 @@ class Budget:
         return self.timeout_s
 
     # --- derived bounds
+    def store_try_s(self, connect_s: float) -> float:
+        """The timeout of one TCPStore connect try, so torch's two tries and its backoff fit in connect_s."""
+        return max(self.socket_floor_s, connect_s / self.store_tries)
+
+    def member_connect_s(self, end: float) -> float:
+        """A member's store connect: what is left of its join bound (`end`), at least the floor."""
+        return self.left(end, self.store_connect_floor_s)
+
     @property
     def verdict_wait_s(self) -> float:
         """A node that joined waits for node 0's verdict: node 0's join bound (T) plus the fixed grace."""

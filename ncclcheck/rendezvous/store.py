@@ -25,7 +25,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from .budget import Budget
+from .budget import FIXED, Budget
 
 # A signed value: SIGNED + the run (up to RUN_CHARS hex digits; empty before the signer knows it) + ":" + 64 hex
 # digits of HMAC-SHA256(key, run \0 full key \0 JSON) + ":" + the JSON.
@@ -361,9 +361,9 @@ def preload() -> None:
 
 
 def open_store(host: str, port: int, is_server: bool, timeout_s: float, prefix: str = "",
-               guard: Optional[Guard] = None) -> JsonStore:
-    """Host (is_server) or join the TCPStore at host:port, the connect bounded by timeout_s. Raises ConnectionError
-    with a one-line message."""
+               guard: Optional[Guard] = None, connect_s: Optional[float] = None) -> JsonStore:
+    """Host (is_server) or join the TCPStore at host:port. A client's connect is bounded by connect_s (default
+    timeout_s), its requests by timeout_s. Raises ConnectionError with a one-line message."""
     import torch.distributed as dist
 
     kw: dict = {"timeout": _dt.timedelta(seconds=timeout_s)}
@@ -375,10 +375,14 @@ def open_store(host: str, port: int, is_server: bool, timeout_s: float, prefix: 
         st = JsonStore(store, prefix, server=True, guard=guard)
         st.front = front
         return st
+    # torch retries a failed connect once, a whole timeout more after a backoff (budget.store_tries): given the
+    # bound as its timeout, a member that came just after node 0 closed waited 2.4x --timeout for nothing.
+    bound = timeout_s if connect_s is None else connect_s
     try:
-        store = dist.TCPStore(host, port, None, False, **kw)
+        store = dist.TCPStore(host, port, None, False, timeout=_dt.timedelta(seconds=FIXED.store_try_s(bound)))
+        store.set_timeout(kw["timeout"])
     except Exception as exc:  # noqa: BLE001 - torch raises DistNetworkError/RuntimeError with C++ frames
-        raise ConnectionError(first_line(exc)) from None
+        raise ConnectionError(f"{first_line(exc)} (connect bounded by {bound:.1f} s)") from None
     return JsonStore(store, prefix, server=is_server, guard=guard)
 
 

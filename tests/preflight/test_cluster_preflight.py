@@ -96,12 +96,14 @@ def test_three_nodes_form_the_same_report(tmp_path):
 
 
 def test_missing_node_is_named_within_the_timeout(tmp_path):
+    # Node 0 waits out its window (--timeout) for node 2, and node 1 must join within it to read the verdict: 15 s,
+    # as in the lab's test_node_that_never_starts_is_named_missing, where 8 s was shorter than a loaded start once.
     port = _free_port()
-    procs = [_start(tmp_path, f"n{r}", "--nnodes", 3, "--node-rank", r, "--port", port, "--timeout", 8)
+    procs = [_start(tmp_path, f"n{r}", "--nnodes", 3, "--node-rank", r, "--port", port, "--timeout", 15)
              for r in (0, 1)]
     t = time.monotonic()
-    res = _finish(procs, 30)
-    assert time.monotonic() - t < 8 + 10
+    res = _finish(procs, 40)
+    assert time.monotonic() - t < 15 + 10
     for rc, doc in res:
         assert rc == 1 and not doc["formed"]
         w = _by_id(doc)[("rendezvous.world", None)]
@@ -263,3 +265,64 @@ def test_single_node_has_no_world_to_form(n):
     cfg = Config(command="preflight", world=WorldConfig())
     out = run_cluster_preflight(cfg, detect_placement({}, cfg.world), {}, [], Budget.of(cfg))
     assert not out.formed and out.checks[0].status.value == "skip"
+
+
+def test_a_member_that_comes_after_node_0_closed_is_told_so_within_its_connect_bound(monkeypatch):
+    """Node 0 was listening when this member probed it (rendezvous.master_reachable passed) and has closed its store
+    since (it decides --timeout after its own start). CI saw such a member wait 19.6 s under --timeout 8 in torch's
+    second connect try, then blame the store: its connect is bounded by the floor, and the cause is node 0's window."""
+    from ncclcheck.agent.launchers import detect_placement
+    from ncclcheck.config import Config, WorldConfig
+    from ncclcheck.model import passed
+    from ncclcheck.preflight import cluster
+    from ncclcheck.rendezvous.budget import Budget
+
+    port = _free_port()  # nothing listens: node 0 is gone
+    cfg = Config(command="preflight", world=WorldConfig(nnodes=2, node_rank=1, master_addr="127.0.0.1",
+                                                        master_port=port, timeout_s=0.01))
+    b = Budget.of(cfg)
+    bounds = []
+
+    def open_store(host, p, server, timeout_s, prefix="", guard=None, connect_s=None):
+        bounds.append((timeout_s, connect_s))
+        raise ConnectionError(f"The client socket has timed out after {b.store_try_s(connect_s) * 1000:.0f}ms")
+
+    monkeypatch.setattr(cluster, "open_store", open_store)
+    master = passed("rendezvous.master_reachable", f"127.0.0.1:{port} accepts TCP connections", node=1,
+                    evidence={"mode": "connect", "ok": True, "kind": "ok"})
+    out = cluster.run_cluster_preflight(cfg, detect_placement({}, cfg.world), {}, [master], b)
+    c = [c for c in out.checks if c.id == "rendezvous.world"][0]
+    assert bounds == [(b.join_s, b.store_connect_floor_s)]  # its join bound had passed: the floor, not T again
+    assert c.status.value == "fail" and not out.formed
+    assert "node 0 closed the rendezvous store" in c.summary and "before this node joined" in c.summary, c.summary
+    assert c.evidence["probe_after"]["kind"] == "refused" and "timed out" in c.evidence["error"]
+
+
+def test_a_member_whose_store_connect_fails_with_node_0_still_listening_names_the_store(monkeypatch):
+    """The port still accepts after the store connect failed: not node 0's window but what holds the port."""
+    from ncclcheck.agent.launchers import detect_placement
+    from ncclcheck.config import Config, WorldConfig
+    from ncclcheck.model import passed
+    from ncclcheck.preflight import cluster
+    from ncclcheck.rendezvous.budget import Budget
+
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(8)
+        port = srv.getsockname()[1]
+        cfg = Config(command="preflight", world=WorldConfig(nnodes=2, node_rank=1, master_addr="127.0.0.1",
+                                                            master_port=port, timeout_s=30))
+        b = Budget.of(cfg)
+        bounds = []
+
+        def open_store(host, p, server, timeout_s, prefix="", guard=None, connect_s=None):
+            bounds.append(connect_s)
+            raise ConnectionError("Connection reset by peer")
+
+        monkeypatch.setattr(cluster, "open_store", open_store)
+        master = passed("rendezvous.master_reachable", "ok", node=1, evidence={"mode": "connect", "ok": True})
+        out = cluster.run_cluster_preflight(cfg, detect_placement({}, cfg.world), {}, [master], b)
+    c = [c for c in out.checks if c.id == "rendezvous.world"][0]
+    assert b.store_connect_floor_s < bounds[0] <= b.join_s  # early in its join bound: what is left of it
+    assert c.status.value == "fail" and "could not join the rendezvous store" in c.summary, c.summary
+    assert "Connection reset by peer" in c.summary and c.evidence["probe_after"]["kind"] == "ok"

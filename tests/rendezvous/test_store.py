@@ -223,3 +223,30 @@ def test_a_main_thread_wait_is_one_request_answered_by_a_signal_and_its_connecti
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
+
+def test_a_client_connect_tries_a_share_of_its_bound_and_its_requests_keep_the_whole_timeout(monkeypatch):
+    """torch's TCPStore tries its whole timeout twice with a growing backoff between (up to 3x it, measured): a
+    connect bounded by X passes X / store_tries as torch's timeout, then gives the requests their own timeout."""
+    import datetime
+
+    import torch.distributed as dist
+
+    from ncclcheck.rendezvous.store import open_store
+
+    made = []
+
+    class Fake:
+        def __init__(self, host, port, world_size, is_server, timeout):
+            made.append({"connect": timeout})
+
+        def set_timeout(self, timeout):
+            made[-1]["requests"] = timeout
+
+    monkeypatch.setattr(dist, "TCPStore", Fake)
+    open_store("198.18.0.1", 29500, False, 60.0, connect_s=6.0)
+    open_store("198.18.0.1", 29500, False, 20.0)
+    s = datetime.timedelta
+    assert made == [{"connect": s(seconds=6.0 / FIXED.store_tries), "requests": s(seconds=60.0)},
+                    {"connect": s(seconds=20.0 / FIXED.store_tries), "requests": s(seconds=20.0)}]
+    assert FIXED.store_tries >= 3  # below it, torch's two tries and backoff outlast the bound (see budget.py)

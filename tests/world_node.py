@@ -67,7 +67,7 @@ def main() -> None:
     local = [passed("host.shm", "fine", node=r)]
     progress: list = []
     observer = _Recorder(progress)
-    out = run_cluster_preflight(cfg, placement, f, local, Budget.of(cfg), join_grace_s=0.5, observer=observer)
+    out = run_cluster_preflight(cfg, placement, f, local, Budget.of(cfg), observer=observer)
     worst = max((c.status.rank for c in out.checks), default=0)
     code = out.agree_exit_code(1 if worst == 3 else 0)
     with open(a.out, "w") as fh:

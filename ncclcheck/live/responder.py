@@ -245,7 +245,14 @@ class Responder:
             if kind not in wire.KINDS:
                 self._refuse(conn, peer, f"unknown request {str(kind)[:40]!r} (one of {', '.join(wire.KINDS)})")
                 return
-            reply = self.answer(kind)
+            if kind == "reach":
+                ranks = wire.reach_ranks(req)
+                if ranks is None:
+                    self._refuse(conn, peer, f"a reach request names 1 to {wire.MAX_REACH} distinct ranks")
+                    return
+                reply = self.reach(ranks)
+            else:
+                reply = self.answer(kind)
             conn.settimeout(b.live_send_s)
             wire.send_frame(conn, self.guard.seal(wire.reply_key(challenge), _cap(reply, wire.MAX_REPLY - 256)))
             self.served += 1
@@ -275,6 +282,33 @@ class Responder:
             out["flight_error"] = f"{type(exc).__name__}: {str(exc)[:MAX_LINE]}"
         if kind in ("stacks", "all"):
             out["stacks"] = self.sources.stacks()
+        return out
+
+
+    def reach(self, ranks: list) -> dict:
+        """A "reach" reply: this rank's TCP connect to each named rank's responder, at the address the job's store
+        holds for it (never one the request says); a rank with no readable record is said, not connected to."""
+        from ..rendezvous.store import StoreLost, open_store
+        from .reach import connect_all
+
+        b = self.budget
+        end = b.deadline(b.live_reach_s)
+        out: dict = {"v": wire.VERSION, "rank": self.rank, "host": self.host, "pid": os.getpid(), "reach": {},
+                     "unknown": {}}
+        try:
+            st = open_store(self.master[0], self.master[1], False, b.left(end), guard=self.guard)
+            rows = st.read_present([f"{wire.PREFIX}rank/{r}" for r in ranks])
+        except (ConnectionError, StoreLost) as exc:
+            out["error"] = f"the job's store: {str(exc)[:MAX_LINE]}"
+            return out
+        targets = {}
+        for r, (there, v) in zip(ranks, rows):
+            why = "not registered" if not there else wire.record_problem(r, v) if v is not None else "refused"
+            if why:
+                out["unknown"][str(r)] = why
+            elif r != self.rank:
+                targets[r] = (v["addr"], v["port"])
+        out["reach"] = {str(r): res for r, res in connect_all(targets, end, b).items()}
         return out
 
 

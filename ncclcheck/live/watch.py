@@ -15,7 +15,6 @@ progress has stopped for Budget.live_stall_s.
 from __future__ import annotations
 
 import datetime as _dt
-import ipaddress
 import json
 import os
 import re
@@ -24,7 +23,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional
 
 from ..checks.postmortem import PostmortemInput
 from ..checks.registry import POSTMORTEM, run_checks
@@ -35,7 +34,7 @@ from ..postmortem.analyze import NO_ANSWER_IN_BOUND, analyse, ranks_text
 from ..postmortem.inputs import Inputs, _add_dump
 from ..rendezvous.budget import Budget
 from ..rendezvous.store import Guard, JsonStore, Limits, StoreLost
-from . import wire
+from . import reach, wire
 
 MAX_WORKERS = 64  # ranks asked at once; the rest queue within the same bound
 DUMP_NAME = "ncclcheck_live_rank_{}.json"  # a name ending in the rank, as torch's own dumps are named
@@ -49,20 +48,6 @@ class Answer:
     why: str = ""  # why there is none
     elapsed_s: Optional[float] = None  # how long its answer took (None: not asked)
     nbytes: int = 0
-
-
-def _record_problem(r: int, v: Any) -> Optional[str]:
-    if not isinstance(v, dict) or v.get("v") != wire.VERSION or v.get("rank") != r:
-        return "not a live rank's record"
-    try:
-        ipaddress.ip_address(v.get("addr"))
-    except ValueError:
-        return "its address is not an IP address"
-    if type(v.get("port")) is not int or not 0 < v["port"] < 65536 or type(v.get("attempt")) is not int:
-        return "its port or attempt is not a number"
-    if not isinstance(v.get("host"), str) or len(v["host"]) > 255:
-        return "its host is not a name"
-    return None
 
 
 def read_registry(st: JsonStore) -> tuple[int, dict, dict]:
@@ -81,7 +66,7 @@ def read_registry(st: JsonStore) -> tuple[int, dict, dict]:
             key = f"{wire.PREFIX}rank/{r}: "
             why = next((x[len(key):] for x in reversed(st.rejected) if x.startswith(key)), "unreadable")
             missing[r] = f"its record in the store was refused ({why})"
-        elif bad := _record_problem(r, v):
+        elif bad := wire.record_problem(r, v):
             missing[r] = f"its record in the store was refused ({bad})"
         else:
             records[r] = v
@@ -91,8 +76,8 @@ def read_registry(st: JsonStore) -> tuple[int, dict, dict]:
     return n, records, missing
 
 
-def ask(rec: dict, kind: str, guard: Guard, end: float, budget: Budget) -> Answer:
-    """One rank's reply to one request, every step bounded by `end`."""
+def ask(rec: dict, kind: str, guard: Guard, end: float, budget: Budget, args: Optional[dict] = None) -> Answer:
+    """One rank's reply to one request (`args`: a "reach" request's ranks), every step bounded by `end`."""
     r = rec["rank"]
     t0 = budget.now()
     family = socket.AF_INET6 if ":" in rec["addr"] else socket.AF_INET
@@ -108,7 +93,7 @@ def ask(rec: dict, kind: str, guard: Guard, end: float, budget: Budget) -> Answe
             if hello.get("auth") is True and guard.token is None:
                 return Answer(r, why="it answers only with the job's key: give watch NCCLCHECK_TOKEN or --token-file")
             s.settimeout(budget.left(end))
-            wire.send_frame(s, wire.seal(guard, wire.request_key(ch), {"kind": kind}))
+            wire.send_frame(s, wire.seal(guard, wire.request_key(ch), {"kind": kind, **(args or {})}))
             data = wire.recv_frame(s, wire.MAX_REPLY, end, budget)
     except TimeoutError:
         return Answer(r, why=f"no answer from {rec['addr']}:{rec['port']} {NO_ANSWER_IN_BOUND}",
@@ -217,21 +202,74 @@ def write_dump(path: str, docs: dict, inp: Inputs) -> list:
     return written
 
 
-def _stalled(analysis: dict, frozen: list) -> Optional[CheckResult]:
-    """Every rank of a group entered its last collective, none completed it, and nobody's counters moved: it stalls
-    inside the transport (gloo's flight recorder does not say started, so this is read from the frozen counters)."""
+def _stalled(analysis: dict, frozen: list) -> Optional[dict]:
+    """The group whose every rank entered its last collective, none completed it, and nobody's counters moved: it
+    stalls inside the transport (gloo's flight recorder does not say started, so this is read from the frozen
+    counters). None when there is none."""
     for g in analysis.get("groups", []):
         done = g.get("last_completed") or {}
         open_ = [r for r in g["entered"] if done.get(str(r), -1) < g["seq"]]
         if g["entered"] and not g["not_entered"] and not g["no_dump"] and open_ == g["entered"] \
                 and set(open_) <= set(frozen):
-            name = g["desc"] if g.get("desc") and g["desc"] != "undefined" else f"process group {g['pg']}"
-            return failed("live.progress", f"every rank ({ranks_text(g['entered'])}) entered {g['op'] or 'collective'} "
-                          f"#{g['seq']} of {name} and none completed it while watched: it stalls inside the "
-                          "collective (a link, a NIC, a peer's GPU)",
-                          fix="find the link: `ncclcheck links` on the same nodes; NCCL's RAS (`ncclras`) on the live "
-                              "hang; the NICs' error counters", evidence={"pg": g["pg"], "seq": g["seq"]})
+            return g
     return None
+
+
+def _reach_matrix(answers: dict) -> dict:
+    """{from_rank: {to_rank: {"ok", "kind"}}} from the responders' "reach" replies, what is not that dropped (a
+    reply may be hostile: only booleans and short words are kept)."""
+    out: dict = {}
+    for r, a in answers.items():
+        row = a.doc.get("reach") if a.doc else None
+        for k, v in (row.items() if isinstance(row, dict) else ()):
+            if isinstance(k, str) and k.isdigit() and isinstance(v, dict) and type(v.get("ok")) is bool:
+                kind = v.get("kind") if isinstance(v.get("kind"), str) and len(v["kind"]) <= 20 else "error"
+                out.setdefault(r, {})[int(k)] = {"ok": v["ok"], "kind": kind}
+    return out
+
+
+def locate(group: dict, records: dict, guard: Guard, budget: Budget) -> Optional[dict]:
+    """Which pair of the stalled group's hosts does not connect: one responder per host connects to the others
+    (live/reach.py); {"hosts", "pairs", "failed", "asked", "links", "unanswered", "said"}, None with one host."""
+    hosts: dict = {}
+    for r in sorted(group["entered"]):
+        if r in records:
+            hosts.setdefault(records[r]["host"], r)
+    if len(hosts) < 2:
+        return None
+    plan = reach.pairs_to_ask(hosts)
+    end = budget.deadline(budget.live_reach_wait_s)
+    with ThreadPoolExecutor(max_workers=min(MAX_WORKERS, len(plan)), thread_name_prefix="ncclcheck-watch") as ex:
+        futs = {r: ex.submit(ask, records[r], "reach", guard, end, budget, {"ranks": to}) for r, to in plan.items()}
+        wait_futures(list(futs.values()), timeout=budget.remaining(end) + budget.thread_join_s)
+        answers = {r: f.result() if f.done() and f.exception() is None else Answer(r, why="no reach answer in time")
+                   for r, f in futs.items()}
+    found = reach.cut_links(_reach_matrix(answers), {r: rec["host"] for r, rec in records.items()})
+    found["unanswered"] = {records[r]["host"]: a.why or (a.doc or {}).get("error", "")
+                           for r, a in answers.items() if a.doc is None or "reach" not in a.doc or a.doc.get("error")}
+    found["said"] = reach.said(found, len(hosts))
+    return found
+
+
+def _stall_check(g: dict, found: Optional[dict]) -> CheckResult:
+    """live.progress for a stalled group, with where the link is cut when the reach probe found it."""
+    name = g["desc"] if g.get("desc") and g["desc"] != "undefined" else f"process group {g['pg']}"
+    head = (f"every rank ({ranks_text(g['entered'])}) entered {g['op'] or 'collective'} #{g['seq']} of {name} and "
+            "none completed it while watched")
+    ev = {"pg": g["pg"], "seq": g["seq"], "ranks": g["entered"]}
+    if found is not None:
+        ev["reach"] = found
+    cut = found is not None and (found["hosts"] or found["pairs"])
+    if cut:
+        ends = found["hosts"] or sorted({h for p in found["pairs"] for h in p})
+        return failed("live.progress", f"{head}: {found['said']}", evidence=ev,
+                      fix=f"check the link between {', '.join(ends)} and the rest (cables, switch ports, firewall "
+                          f"rules, routes); `ncclcheck links` on those nodes measures it once the job is stopped")
+    tail = f": {found['said']}" if found is not None and found.get("said") and found["asked"] else \
+        ": it stalls inside the collective (a link, a NIC, a peer's GPU)"
+    return failed("live.progress", head + tail, evidence=ev,
+                  fix="find the link: `ncclcheck links` on the same nodes; NCCL's RAS (`ncclras`) on the live hang; "
+                      "the NICs' error counters")
 
 
 def _started() -> str:
@@ -306,7 +344,8 @@ def look(config: Config, budget: Budget, st: JsonStore, guard: Guard, t0: float)
     analysis = analyse(inp)
     checks = run_checks(POSTMORTEM, PostmortemInput(analysis))
     root = next(c for c in checks if c.id == "postmortem.root_cause")
-    stalled = _stalled(analysis, frozen) if root.status is not Status.FAIL else None
+    group = _stalled(analysis, frozen) if root.status is not Status.FAIL else None
+    stalled = _stall_check(group, locate(group, records, guard, budget)) if group is not None else None
     if went:
         prog = warned("live.progress", f"{ranks_text(went)} made progress, {ranks_text(frozen)} did not, in "
                       f"{budget.live_confirm_s:g} s", evidence={"moved": went, "frozen": frozen})

@@ -6,11 +6,14 @@ closes. A frame is a 4-byte big-endian length and that many bytes of JSON. With 
 trust.md) the request and the reply are sealed with the store's own HMAC (rendezvous/store.py's Guard.seal/open,
 the scheme every signed store value uses), over a key that names the challenge: a captured request answers no
 other connection, and a reply is believed only from a responder that knows the key. Nothing in a request is ever
-executed or used as a path: it names one of KINDS, nothing else.
+executed or used as a path: it names one of KINDS, nothing else; a "reach" request also names up to MAX_REACH rank
+numbers, whose addresses the responder reads from the job's store itself (never from the request: a request that
+could name an address would make every armed rank a port scanner for whoever can reach it).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import socket
 import struct
@@ -20,13 +23,40 @@ from ..rendezvous.budget import Budget
 from ..rendezvous.store import Guard
 
 VERSION = "ncclcheck-live/1"
-KINDS = ("progress", "stacks", "flight", "all")  # what a watcher may ask; anything else is refused
+KINDS = ("progress", "stacks", "flight", "all", "reach")  # what a watcher may ask; anything else is refused
+MAX_REACH = 64  # ranks one "reach" request may name: a responder connects to at most this many others
 MAX_REQUEST = 4096  # bytes of one request frame: a request is a few dozen bytes of JSON
 MAX_HELLO = 4096  # bytes of the responder's hello
 MAX_REPLY = 64 << 20  # bytes of one reply: a flight recorder of 20,000 entries and every thread's stack fit
 HEADER = struct.Struct("!I")
 CHALLENGE_CHARS = 32
 PREFIX = "ncclcheck/live/"  # the job store's keys: PREFIX + "world", PREFIX + "rank/<r>"
+
+
+def record_problem(r: int, v: Any) -> Optional[str]:
+    """Why the store's record of rank r is not a live rank's (None when it is one): what watch and a responder
+    asked to reach rank r both check before connecting anywhere."""
+    if not isinstance(v, dict) or v.get("v") != VERSION or v.get("rank") != r:
+        return "not a live rank's record"
+    try:
+        ipaddress.ip_address(v.get("addr"))
+    except ValueError:
+        return "its address is not an IP address"
+    if type(v.get("port")) is not int or not 0 < v["port"] < 65536 or type(v.get("attempt")) is not int:
+        return "its port or attempt is not a number"
+    if not isinstance(v.get("host"), str) or len(v["host"]) > 255:
+        return "its host is not a name"
+    return None
+
+
+def reach_ranks(req: Any) -> Optional[list]:
+    """The ranks a "reach" request names, or None when it names them badly (not a list of at most MAX_REACH
+    distinct non-negative ints)."""
+    ranks = req.get("ranks") if isinstance(req, dict) else None
+    if not isinstance(ranks, list) or not 0 < len(ranks) <= MAX_REACH \
+            or not all(type(r) is int and 0 <= r < 1 << 24 for r in ranks) or len(set(ranks)) != len(ranks):
+        return None
+    return ranks
 
 
 class WireError(ValueError):

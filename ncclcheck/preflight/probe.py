@@ -57,7 +57,8 @@ class MasterProbe:
         return d
 
 
-def _classify(exc: BaseException) -> str:
+def classify(exc: BaseException) -> str:
+    """A failed connect's class: unresolvable | timeout | refused | no_route | error."""
     if isinstance(exc, socket.gaierror):
         return "unresolvable"
     if isinstance(exc, (socket.timeout, TimeoutError)):
@@ -111,7 +112,7 @@ def probe_master(
                 s.connect((target, port))
             return MasterProbe(addr, port, "ok", attempts, budget.since(start), None, resolved, target)
         except OSError as e:
-            status, last_error = _classify(e), f"{type(e).__name__}: {e}"
+            status, last_error = classify(e), f"{type(e).__name__}: {e}"
         if budget.passed(deadline) or (status == "unresolvable" and not budget.within(start, resolve_grace_s)):
             return MasterProbe(addr, port, status, attempts, budget.since(start), last_error, resolved)
         time.sleep(min(interval_s, budget.remaining(deadline)))
@@ -496,13 +497,13 @@ def _start(p: _Probe, sel: selectors.BaseSelector) -> bool:
     try:
         s = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET, socket.SOCK_STREAM)
     except OSError as e:
-        p.rec["error"] = f"{_classify(e)}: {e}"
+        p.rec["error"] = f"{classify(e)}: {e}"
         return False
     s.setblocking(False)
     p.sock = s
     err = s.connect_ex((addr, port))
     if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
-        p.rec["error"] = f"{_classify(OSError(err, os.strerror(err)))}: [Errno {err}] {os.strerror(err)}"
+        p.rec["error"] = f"{classify(OSError(err, os.strerror(err)))}: [Errno {err}] {os.strerror(err)}"
         s.close()
         return False
     sel.register(s, selectors.EVENT_WRITE, p)
@@ -536,7 +537,7 @@ def _step(p: _Probe, sel: selectors.BaseSelector, events: int) -> bool:
         if p.t0 and isinstance(e, ConnectionResetError):  # reset after an accepted connect: the same, not a wall
             p.rec["error"] = f"{LATE}: accepted, then reset without a reply"
         else:
-            p.rec["error"] = f"{_classify(e)}: {e}"
+            p.rec["error"] = f"{classify(e)}: {e}"
     _finish(p, sel)
     return True
 

@@ -48,7 +48,11 @@ class Budget:
     thread_join_s: float = 2.0  # a helper thread (listener, progress relay) told to stop has this long to end
     mesh_probe_floor_s: float = 1.0  # the mesh probes get this long even if the peers' endpoints came late
     # --- preflight's rendezvous
-    join_grace_s: float = 1.0  # after every rank joined, node 0 listens this long for a duplicate node rank
+    # After every rank joined, node 0 listens this long for a duplicate node rank. A duplicate already waiting when
+    # node 0 started connects within one pause of its master probe (probe_retry_max_s) and joins ~0.5 s later: at 0.5
+    # (the tests' old value) and 1 s a duplicate that started first missed the window now and then, and one world
+    # passed with the other copy of its rank outside it.
+    join_grace_s: float = 2.5
     squat_probe_s: float = 3.0  # node 0 finding its port taken: how long it tries to read who holds it
     # A second node rank 0 (preflight/second_master.py): one not at MASTER_ADDR looks there at its start and then
     # this often while nobody joined it, so it tells the real node 0 before that one's world is decided
@@ -123,6 +127,8 @@ class Budget:
     live_register_s: float = 600.0  # a responder tries this long to register in the job's store: under env:// the
     # store is the script's own, bound by init_process_group after the responder started
     live_follow_poll_s: float = 5.0  # watch --follow: one look at every rank's progress this often
+    live_reach_s: float = 3.0  # a stalled group: one responder reads its peers' records and connects to each (TCP);
+    # a LAN connects in milliseconds and a loaded host within a second or two, a cut link never
 
     @classmethod
     def of(cls, config: Any) -> Budget:
@@ -161,6 +167,11 @@ class Budget:
     def live_fetch_s(self) -> float:
         """watch: the one bound on fetching every rank at once (T); a rank not answered by then is named."""
         return self.timeout_s
+
+    @property
+    def live_reach_wait_s(self) -> float:
+        """watch's bound on every responder's "reach" answer: their own bound, their request read and reply send."""
+        return self.live_reach_s + self.live_request_s + self.live_send_s
 
     @property
     def live_stall_s(self) -> float:

@@ -235,3 +235,32 @@ def test_an_armed_healthy_job_trains_to_the_end_and_watch_says_it_progresses(gua
         finally:
             bare.stop()
         print(f"FIGURE watch {name} healthy unarmed: {unarmed:.1f} s; arming cost {armed - unarmed:+.1f} s")
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=() if n == "torchrun-static" else pytest.mark.long)
+                                  for n in LAUNCHERS])
+def test_watch_names_the_link_cut_between_two_hosts_that_both_answer(guard_lab, name, tmp_path):
+    """Only h2 <-> h3 is cut (nftables), mid all_reduce: every rank still answers watch from h1, so no host is
+    silent; the ranks' connects to each other (reach) name the pair, and no rank."""
+    need(name)
+    lab = guard_lab["lab"]
+    job = Job(guard_lab, name, "link", job_env())
+    try:
+        ranks = job.wait_ready()
+        lab.scenario("dropped-link", "h2", "h3")
+        time.sleep(1)  # the collective in flight when the packets stopped is the one left hanging
+        p, took, doc = watch(guard_lab, name, tmp_path / "dump")
+        alive = {r: _alive(v["pid"]) for r, v in ranks.items()}
+        assert all(alive.values()), f"the job must still run when watch answers: {alive}\n{p.stdout[-3000:]}"
+        assert p.returncode == 1, (p.stdout[-4000:], p.stderr[-2000:], job.explain())
+        assert took < TIMEOUT + 10, took
+        assert _check(doc, "live.answered").get("status") == "pass", doc.get("checks")
+        prog = _check(doc, "live.progress")
+        assert prog.get("status") == "fail", doc.get("checks")
+        assert "the link between h2 <-> h3 does not connect" in prog["summary"], prog
+        assert prog["evidence"]["reach"]["pairs"] == [["h2", "h3"]], prog["evidence"]
+        root = _check(doc, "postmortem.root_cause")
+        assert root.get("status") != "fail", root  # no rank is the cause: every one of them waits on the link
+        print(f"FIGURE watch {name} pair h2-h3: answered in {took:.1f} s (bound {TIMEOUT + 10} s): {prog['summary']}")
+    finally:
+        job.stop()

@@ -106,3 +106,8 @@ def test_links_bounds_follow_the_op_bound():
 def test_the_budget_is_frozen():
     with pytest.raises(AttributeError):
         FIXED.timeout_s = 1.0  # type: ignore[misc]
+
+
+def test_node_0s_grace_for_a_duplicate_outlasts_a_waiting_nodes_pause_between_probes():
+    # a duplicate node rank that was waiting for node 0 connects within one pause: a shorter grace missed it (CI)
+    assert FIXED.join_grace_s > FIXED.probe_retry_max_s

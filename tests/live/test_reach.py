@@ -1,0 +1,152 @@
+"""A stalled group whose ranks all answer watch: which pair of its hosts does not connect (live/reach.py). The
+responders' "reach" on real loopback sockets and a real TCPStore (no torch collectives), the matrix read as hosts."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from ncclcheck.live import reach, wire
+from ncclcheck.live.responder import Responder
+from ncclcheck.live.watch import ask, locate
+from ncclcheck.rendezvous.budget import Budget
+from ncclcheck.rendezvous.store import Guard, JsonStore
+from tests.live.test_responder import Fake
+
+B = Budget(timeout_s=5.0, live_request_s=1.0, live_reach_s=2.0)
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def job(request):
+    """A job's store (a real TCPStore server on loopback) and two armed ranks on 'hosts' h1 and h2, registered the
+    way responders register; rank 4 ('h3') is registered at a port nothing listens on (its host's link is gone)."""
+    import datetime
+
+    import torch.distributed as dist
+
+    token = getattr(request, "param", None)
+    server = dist.TCPStore("127.0.0.1", 0, None, True, timeout=datetime.timedelta(seconds=5), wait_for_workers=False)
+    master = ("127.0.0.1", server.port)
+    st = JsonStore(server, guard=Guard(token=token))
+    rs = []
+    for rank, host in ((0, "h1"), (2, "h2")):
+        r = Responder(rank, 6, 0, master, Guard(token=token), B, Fake(), bind="127.0.0.1").start(register=False)
+        r.host = host
+        st.set(f"{wire.PREFIX}rank/{rank}", r.record())
+        rs.append(r)
+    gone = {**rs[0].record(), "rank": 4, "host": "h3", "port": _closed_port()}
+    st.set(f"{wire.PREFIX}rank/4", gone)
+    yield st, rs, token
+    for r in rs:
+        r.close()
+
+
+def _records(st: JsonStore) -> dict:
+    return {r: st.get_now(f"{wire.PREFIX}rank/{r}") for r in (0, 2, 4)}
+
+
+def test_a_responder_connects_to_the_ranks_the_store_holds_and_says_which_fail(job):
+    st, (a, b), token = job
+    got = ask(a.record(), "reach", Guard(token=token), B.deadline(10), B, {"ranks": [2, 4, 5]})
+    assert got.why == "", got.why
+    assert got.doc["reach"]["2"]["ok"] is True
+    assert got.doc["reach"]["4"] == {**got.doc["reach"]["4"], "ok": False, "kind": "refused"}
+    assert got.doc["unknown"] == {"5": "not registered"}  # never connected to: nowhere to connect
+
+
+@pytest.mark.parametrize("ranks", [[], list(range(wire.MAX_REACH + 1)), [1, 1], ["198.18.0.9"], [-1], "2"])
+def test_a_reach_request_that_names_anything_but_a_few_ranks_is_refused(job, ranks):
+    st, (a, b), token = job
+    got = ask(a.record(), "reach", Guard(token=token), B.deadline(10), B, {"ranks": ranks})
+    assert got.doc is None and "refused the request" in got.why and "distinct ranks" in got.why, got.why
+
+
+@pytest.mark.parametrize("job", [b"the-job-token"], indirect=True)
+def test_with_a_token_a_strangers_record_is_never_connected_to(job):
+    st, (a, b), token = job
+    stranger = JsonStore(st.raw)  # unsigned: a process without the job's key pointing a rank elsewhere
+    stranger.set(f"{wire.PREFIX}rank/3", {**a.record(), "rank": 3, "host": "h9", "port": b.port})
+    got = ask(a.record(), "reach", Guard(token=token), B.deadline(10), B, {"ranks": [2, 3]})
+    assert got.doc["reach"]["2"]["ok"] is True and "3" not in got.doc["reach"]
+    assert got.doc["unknown"]["3"] == "refused"
+
+
+def test_watch_names_the_host_no_other_host_connects_to(job):
+    st, (a, b), token = job
+    found = locate({"entered": [0, 1, 2, 3, 4, 5]}, _records(st), Guard(token=token), B)
+    assert found["hosts"] == ["h3"] and found["pairs"] == [], found
+    assert found["unanswered"] == {"h3": found["unanswered"]["h3"]}  # it could not be asked either
+    assert "no connect between host h3 and the group's other hosts succeeded" in found["said"], found["said"]
+
+
+def test_one_host_has_no_pair_to_probe(job):
+    st, (a, b), token = job
+    assert locate({"entered": [0]}, _records(st), Guard(token=token), B) is None
+
+
+def _m(rows: dict) -> dict:
+    return {s: {d: {"ok": ok, "kind": "ok" if ok else "timeout"} for d, ok in row.items()} for s, row in rows.items()}
+
+
+HOSTS = {0: "h1", 2: "h2", 4: "h3", 6: "h4"}
+
+
+def test_the_pair_that_does_not_connect_is_named_and_the_others_are_not():
+    found = reach.cut_links(_m({0: {2: True, 4: True, 6: True}, 2: {0: True, 4: False, 6: True},
+                                4: {0: True, 2: False, 6: True}, 6: {0: True, 2: True, 4: True}}), HOSTS)
+    assert found["pairs"] == [["h2", "h3"]] and found["hosts"] == [] and found["links"] == 6
+    text = reach.said(found, 4)
+    assert "the link between h2 <-> h3 does not connect (TCP; h2 -> h3: timeout, h3 -> h2: timeout)" in text
+    assert "the other 5 pairs of its 4 hosts connect" in text
+
+
+def test_one_direction_failing_is_still_the_pair():
+    found = reach.cut_links(_m({0: {2: True, 4: True}, 2: {0: True, 4: True}, 4: {0: True, 2: False}}), HOSTS)
+    assert found["pairs"] == [["h2", "h3"]] and "h3 -> h2: timeout" in reach.said(found, 3)
+
+
+def test_every_pair_connecting_says_it_is_not_a_cut_link():
+    found = reach.cut_links(_m({0: {2: True, 4: True}, 2: {0: True, 4: True}, 4: {0: True, 2: True}}), HOSTS)
+    assert found["pairs"] == found["hosts"] == []
+    assert reach.said(found, 3).startswith("every pair of its 3 hosts connects (TCP): not a cut link")
+
+
+def test_a_host_cut_off_is_the_host_not_each_of_its_pairs():
+    found = reach.cut_links(_m({0: {2: True, 4: False, 6: True}, 2: {0: True, 4: False, 6: True},
+                                6: {0: True, 2: True, 4: False}}), HOSTS)  # h3 itself did not answer
+    assert found["hosts"] == ["h3"] and found["pairs"] == []
+
+
+def test_nothing_asked_says_nothing():
+    assert reach.said(reach.cut_links({}, HOSTS), 3) is None
+
+
+def test_a_large_group_asks_each_host_only_its_ring_neighbours():
+    small = reach.pairs_to_ask({f"h{i:03d}": i * 8 for i in range(5)})
+    assert small[0] == [8, 16, 24, 32]
+    hosts = {f"h{i:04d}": i * 8 for i in range(1000)}
+    plan = reach.pairs_to_ask(hosts)
+    assert all(len(v) == 4 and len(v) <= wire.MAX_REACH for v in plan.values())
+    assert plan[0] == sorted([8, 16, 999 * 8, 998 * 8])
+
+
+def test_the_stall_check_names_the_link_when_reach_found_it_and_says_so_when_it_did_not():
+    from ncclcheck.live.watch import _stall_check
+
+    g = {"pg": "0", "seq": 8, "op": "all_reduce", "desc": "default_pg", "entered": [0, 1, 2, 3, 4, 5]}
+    cut = reach.cut_links(_m({0: {2: True, 4: True}, 2: {0: True, 4: False}, 4: {0: True, 2: False}}), HOSTS)
+    cut["said"] = reach.said(cut, 3)
+    c = _stall_check(g, cut)
+    assert c.summary.startswith("every rank (ranks 0, 1, 2, 3, 4, 5) entered all_reduce #8 of default_pg and none completed it")
+    assert "the link between h2 <-> h3 does not connect" in c.summary and "h2, h3" in c.fix
+    fine = reach.cut_links(_m({0: {2: True}, 2: {0: True}}), HOSTS)
+    fine["said"] = reach.said(fine, 2)
+    assert "every pair of its 2 hosts connects (TCP): not a cut link" in _stall_check(g, fine).summary
+    assert "stalls inside the collective" in _stall_check(g, None).summary  # one host: nothing to probe

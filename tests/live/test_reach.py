@@ -144,7 +144,8 @@ def test_the_stall_check_names_the_link_when_reach_found_it_and_says_so_when_it_
     cut = reach.cut_links(_m({0: {2: True, 4: True}, 2: {0: True, 4: False}, 4: {0: True, 2: False}}), HOSTS)
     cut["said"] = reach.said(cut, 3)
     c = _stall_check(g, cut)
-    assert c.summary.startswith("every rank (ranks 0, 1, 2, 3, 4, 5) entered all_reduce #8 of default_pg and none completed it")
+    assert c.summary.startswith("every rank (ranks 0, 1, 2, 3, 4, 5) entered all_reduce #8 of default_pg and none "
+                                "completed it")
     assert "the link between h2 <-> h3 does not connect" in c.summary and "h2, h3" in c.fix
     fine = reach.cut_links(_m({0: {2: True}, 2: {0: True}}), HOSTS)
     fine["said"] = reach.said(fine, 2)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 
+from .commands import COMMANDS as _COMMANDS
 from .version import __version__
 
 # A library logs; the application decides where it goes. Without this, Python-API users would see "No handlers"
@@ -26,7 +27,7 @@ from .version import __version__
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 
-_API = ("run_preflight", "run_bench", "run_links", "run_env", "run_recommend", "run_report")
+_API = tuple(c.api_name for c in _COMMANDS)  # one run_<name> per row of the commands table (commands.py)
 __all__ = ["__version__", *_API, "guard", "PreflightFailed", "arm"]
 
 

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Optional
 
+from .commands import command
 from .config import Config
 from .errors import (
     EXIT_FAIL,  # noqa: F401 - the exit codes' names, importable from here as before
@@ -31,7 +32,7 @@ from .errors import (
     UsageError,
     interruption,
 )
-from .options import WORLD_COMMANDS, build_parser, config_from_args, placement_of
+from .options import build_parser, config_from_args, placement_of
 
 log = logging.getLogger("ncclcheck")
 
@@ -185,32 +186,11 @@ def _finish_logging(path: str) -> None:
 
 
 def _run(config: Config, observer=None, placement=None):
-    """One API call per command (the same functions the Python API offers); `placement` is the launcher's world the
-    CLI read once (config_from_args)."""
+    """The command's runner from the commands table (the same call the Python API makes); `placement` is the
+    launcher's world the CLI read once (config_from_args)."""
     from . import api
 
-    progress = {"observer": observer} if observer is not None else {}  # the API's own defaults otherwise
-    if config.command == "preflight":
-        return api.run_preflight(config, placement=placement, **progress)
-    if config.command == "recommend":
-        return api.run_recommend(config, placement=placement)
-    if config.command == "env":
-        return api.run_env(config)
-    if config.command == "diagnose":
-        return api.run_diagnose(config)
-    if config.command == "watch":
-        return api.run_watch(config)
-    if config.command == "bench":
-        return api.run_bench(config, placement=placement, **progress)
-    if config.command == "links":
-        return api.run_links(config, placement=placement, **progress)
-    if config.command == "health":
-        return api.run_health(config)
-    if config.command == "sweep":
-        return api.run_sweep(config, placement=placement, **progress)
-    if config.command == "report":
-        return api.run_report(config)
-    raise UsageError(f"'{config.command}' is not available yet in this version")
+    return api.run_command(config, observer, placement)
 
 
 @dataclass(frozen=True)
@@ -230,7 +210,7 @@ def seat_of(config: Config, placement, per_rank_paths: bool = False, per_node_pa
     """writes: the default rule of render.files.own_path (global rank 0 writes a path shared by every node; %n/%h
     paths or --print-all add the other nodes' first ranks, %r paths every rank); each file is decided by it."""
     out = config.output
-    if placement is None or config.command in ("env", "report", "health", "diagnose", "watch"):
+    if placement is None or not command(config.command).world:
         leader = placement is None or placement.node_leader
         return Seat(full=leader, line=False, writes=leader or per_rank_paths,
                     launcher=placement.launcher if placement else "ncclcheck")
@@ -252,7 +232,7 @@ def own_outputs(config: Config, placement, templates: dict) -> tuple[Config, Opt
     from .render.files import own_path, per_rank
     from .render.formats import FORMATS
 
-    if placement is None or config.command in ("env", "report"):
+    if placement is None or command(config.command).node_local:
         leader = placement is None or placement.node_leader
 
         def mine(flag: str, path: Optional[str]) -> Optional[str]:
@@ -280,7 +260,8 @@ def own_outputs(config: Config, placement, templates: dict) -> tuple[Config, Opt
 def _observer(config: Config, seat: Seat):
     """Progress and each measured row on the console that prints the full report: a live bar on a terminal, plain
     flushed lines on a pipe or in a file (render/progress.py)."""
-    if not seat.full or "-" in config.output.files.values() or config.output.quiet:
+    if not command(config.command).progress or not seat.full or "-" in config.output.files.values() or \
+            config.output.quiet:
         return None
     from .render.progress import make_observer
 
@@ -548,7 +529,7 @@ def _main(args: argparse.Namespace, config: Config, log_path: str) -> int:
         except KeyboardInterrupt as exc:
             # Before the command's own pipeline had a report (a rank importing torch or joining the store when
             # torchrun forwarded scancel's SIGTERM): the partial report is written all the same.
-            if config.command not in WORLD_COMMANDS:
+            if not command(config.command).world:
                 raise
             from . import api
 

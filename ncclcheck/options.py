@@ -8,8 +8,11 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping
-from typing import Any, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
 
+from .commands import BY_NAME, NAMES, WORLD
+from .commands import COMMANDS as TABLE
 from .config import (
     BACKENDS,
     CHECK_RANKS_DEFAULT,
@@ -32,9 +35,10 @@ from .render.formats import FORMATS, PATH_HELP
 from .rendezvous.budget import FIXED as _FIXED
 from .version import __version__
 
-COMMANDS = ("preflight", "bench", "links", "recommend", "report", "env", "diagnose", "watch", "health", "sweep")
-WORLD_COMMANDS = ("preflight", "recommend", "bench", "links", "sweep")
-CHECK_COMMANDS = ("preflight", "recommend")  # world commands that start no ranks of their own
+# The commands and their flag groups come from the one table (commands.py); these names stay for the tests and
+# modules that read them.
+COMMANDS = NAMES
+WORLD_COMMANDS = WORLD
 _BENCH, _LINKS, _BASE = BenchConfig(), LinksConfig(), BaselineConfig()
 
 
@@ -55,7 +59,7 @@ class _Parser(argparse.ArgumentParser):
 
 def nproc_help(command: str) -> str:
     """--nproc-per-node's help for one command, with the default that command runs (config.py defines both)."""
-    if command in CHECK_COMMANDS:
+    if not BY_NAME[command].ranks:
         return (f"ranks per node the job will run: gpu.count checks the visible GPUs against it (default "
                 f"{CHECK_RANKS_DEFAULT}: {command} itself runs one process per node and counts it as one rank; "
                 "under a launcher, its local world size)")
@@ -97,7 +101,7 @@ def _output_flags(p: argparse.ArgumentParser, command: str) -> None:
     g.add_argument("--strict", action="store_true", help="warnings fail (exit 1)")
 
 
-def _facts_flags(p: argparse.ArgumentParser) -> None:
+def _facts_flags(p: argparse.ArgumentParser, command: str) -> None:
     p.add_argument("--code", metavar="PATH", help="code to hash and compare across nodes (default: working dir)")
     p.add_argument("--path", metavar="P", action="append", default=[],
                    help="a path that must exist with the same content on every node (repeatable)")
@@ -117,7 +121,7 @@ def _capture_flag(p: argparse.ArgumentParser) -> None:
                    help="on GPUs: capture NCCL's debug log, topology and graph dumps per host and check the transport")
 
 
-def _bench_flags(b: argparse.ArgumentParser) -> None:
+def _bench_flags(b: argparse.ArgumentParser, command: str) -> None:
     from .bench.ops import DTYPES, OPS
     from .bench.timing import TIMINGS
     from .units import describe_sizes
@@ -144,7 +148,7 @@ _MIN_TIME_HELP = (f"time each direction at least this long: short transfers are 
                   f"each is CPU-scheduler noise, not a link); 0: exactly --iters (default {_FIXED.links_min_time_s:g})")
 
 
-def _links_flags(k: argparse.ArgumentParser) -> None:
+def _links_flags(k: argparse.ArgumentParser, command: str) -> None:
     from .links.schedule import ROUNDS, SCALE_FROM
     from .units import format_size_short
 
@@ -169,18 +173,7 @@ def _links_flags(k: argparse.ArgumentParser) -> None:
     _capture_flag(k)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="ncclcheck", description="Can these nodes train together? Which node, interface or "
-                     "setting is wrong? Then: are the collectives' numbers normal?")
-    parser.add_argument("--version", action="version", version=f"ncclcheck {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-
-    p = sub.add_parser("preflight", help="checks before a job: node, network, world",
-                       description="Node-local checks, then (multi-node) world formation, cross-node checks and "
-                                   "a full-mesh probe, then recommended settings.")
-    _world_flags(p, "preflight")
-    _output_flags(p, "preflight")
-    _facts_flags(p)
+def _preflight_flags(p: argparse.ArgumentParser, command: str) -> None:
     p.add_argument("--nccl-ras", metavar="FILE", help="read saved `ncclras -f json` output into the nccl.ras check "
                    "(dead, missing and lagging ranks of a running job)")
     p.add_argument("--shared-dir", metavar="DIR", action="append", default=[],
@@ -193,58 +186,30 @@ def build_parser() -> argparse.ArgumentParser:
     _baseline_flags(p, "GOLDEN.json", "compare every node's versions, NCCL variables, interfaces, RDMA ports and "
                     "packages with a saved known-good run (baseline.drift warns; --strict fails)")
 
-    b = sub.add_parser("bench", help="collective bandwidth/latency sweeps (nccl-tests semantics)")
-    _world_flags(b, "bench")
-    _output_flags(b, "bench")
-    _bench_flags(b)
 
-    k = sub.add_parser("links", help="node-to-node bandwidth matrix; names slow links/nodes")
-    _world_flags(k, "links")
-    _output_flags(k, "links")
-    _links_flags(k)
-
-    r = sub.add_parser("recommend", help="print the recommended environment")
-    _world_flags(r, "recommend")
-    _output_flags(r, "recommend")
-    _facts_flags(r)
+def _recommend_flags(r: argparse.ArgumentParser, command: str) -> None:
     r.add_argument("--format", default="text", choices=["text", "env", "json"],
                    help="env: 'export NAME=value' lines to source")
     r.add_argument("--postmortem", metavar="DIR", help="also arm the job so that its failure can be diagnosed: "
                    "flight recorder, dump on timeout, NCCL debug log, all written under DIR (ncclcheck diagnose DIR)")
 
-    rp = sub.add_parser("report", help="render a saved run: terminal, --html, --junit, --markdown, ...",
-                        description="Render a saved run (RUN.json, written by --json) again, to the terminal and to "
-                                    "any of the output files.")
+
+def _report_flags(rp: argparse.ArgumentParser, command: str) -> None:
     rp.add_argument("run", metavar="RUN.json")
-    _output_flags(rp, "report")
+
+
+def _report_format_flags(rp: argparse.ArgumentParser, command: str) -> None:
     rp.add_argument("--format", default="text", choices=["text", "labels"],
                     help="labels: kubectl commands that label (and taint) each node of the run (docs/deploy.md)")
 
-    _health_parsers(sub)
-    d = sub.add_parser("diagnose", help="what a failed or hung job left -> rank, host, collective, cause",
-                       description="Reads flight-recorder dumps, NCCL logs, the launcher's output and error "
-                       "files and ncclras JSON (files, directories, globs; each recognised by its content) and names "
-                       "the root cause first. Exit 0: nothing wrong found; 1: a cause named; 2: bad input.")
-    _output_flags(d, "diagnose")
+
+def _diagnose_flags(d: argparse.ArgumentParser, command: str) -> None:
     d.add_argument("paths", metavar="PATH", nargs="+", help="a file, a directory (read recursively) or a glob")
     d.add_argument("--preflight", metavar="RUN.json", help="a saved preflight report: ties ranks to hosts and "
                    "compares NCCL's choices with its recommendations")
 
-    _watch_parser(sub)
 
-    e = sub.add_parser("env", help="this node's facts (versions, GPUs, network, RDMA)")
-    _output_flags(e, "env")
-    _facts_flags(e)
-    return parser
-
-
-def _watch_parser(sub) -> None:
-    w = sub.add_parser("watch", help="while a job runs or hangs: every armed rank fetched live -> rank, host, process "
-                       "group, collective, cause (the job is left running)",
-                       description="Reads the armed ranks' addresses from the job's store, fetches every rank's "
-                       "flight recorder, stacks and progress at once, looks at progress again a moment later, and "
-                       "names the culprit of a hang with diagnose's analysis (docs/live.md). Exit 0: the job is "
-                       "making progress; 1: a cause named (or nothing armed); 2: bad flags.")
+def _watch_job_flags(w: argparse.ArgumentParser, command: str) -> None:
     g = w.add_argument_group("the job (like torchrun; fall back to NCCLCHECK_* then MASTER_ADDR/MASTER_PORT)")
     g.add_argument("--master-addr", help="the job's master (its store: torchrun's --master-addr / rdzv host)")
     g.add_argument("--master-port", help=f"the job's master port (default {DEFAULT_MASTER_PORT})")
@@ -252,28 +217,45 @@ def _watch_parser(sub) -> None:
                                      f"progress may stop before watch speaks (default {_FIXED.timeout_s:g})")
     g.add_argument("--token-file", metavar="PATH", help="the job's secret (or NCCLCHECK_TOKEN): armed ranks that "
                    "have it answer only requests sealed with it")
-    _output_flags(w, "watch")
+
+
+def _watch_flags(w: argparse.ArgumentParser, command: str) -> None:
     w.add_argument("--dump", metavar="DIR", help="write what was fetched under DIR (flight-recorder JSON per rank): "
                    "`ncclcheck diagnose DIR` gives the same answer later")
     w.add_argument("--follow", action="store_true", help="look every few seconds and speak once progress stopped "
                    "for --timeout seconds (or every rank stopped answering)")
 
 
-def _slurm_flags(p: argparse.ArgumentParser) -> None:
+@dataclass(frozen=True)
+class FlagGroup:
+    """A set of flags several commands may share: how it adds them to a parser, and which sections of the Config
+    it builds from them (None: the flags are read elsewhere, e.g. the world's by build_world for every command)."""
+
+    add: Callable[[argparse.ArgumentParser, str], None]
+    build: Optional[Callable[[argparse.Namespace, Any, dict], dict]] = None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The CLI's parser: one subcommand per row of the commands table, its flags from the row's flag groups."""
+    parser = _Parser(prog="ncclcheck", description="Can these nodes train together? Which node, interface or "
+                     "setting is wrong? Then: are the collectives' numbers normal?")
+    parser.add_argument("--version", action="version", version=f"ncclcheck {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for row in TABLE:
+        p = sub.add_parser(row.name, help=row.help, description=row.description or None)
+        for group in row.flags:
+            FLAG_GROUPS[group].add(p, row.name)
+    return parser
+
+
+def _slurm_flags(p: argparse.ArgumentParser, command: str) -> None:
     g = p.add_argument_group("Slurm (docs/slurm.md)")
     g.add_argument("--drain", action="store_true", help="drain failing nodes with scontrol (Reason='ncclcheck: "
                    "<check id>: <detail>'); resume after a clean run only nodes ncclcheck drained")
     g.add_argument("--dry-run", action="store_true", help="print the scontrol commands instead of running them")
 
 
-def _health_parsers(sub) -> None:
-    from .units import format_size_short
-
-    h = sub.add_parser("health", help="node-local health check for Slurm's HealthCheckProgram / Prolog (seconds, "
-                       "no torch)", description="This node's GPUs, NCCL interface, RDMA ports, /dev/shm, memlock and "
-                       "NCCL settings against what is expected of it; with --drain, drain it in Slurm.")
-    _output_flags(h, "health")
-    _slurm_flags(h)
+def _health_flags(h: argparse.ArgumentParser, command: str) -> None:
     h.add_argument("--node", help="the Slurm node name (default: SLURMD_NODENAME, else the hostname)")
     h.add_argument("--gpus", help="expected GPU count (default: the node's gpu Gres in Slurm, if any)")
     h.add_argument("--ifname", help="the NCCL interface(s), NCCL_SOCKET_IFNAME syntax, e.g. =eth0 (default: "
@@ -285,12 +267,11 @@ def _health_parsers(sub) -> None:
     h.add_argument("--timeout", help=f"bound on the node's own checks, seconds (default "
                                      f"{_FIXED.health_timeout_s:g}, at most {_FIXED.health_max_timeout_s:g}: Slurm "
                                      "kills a HealthCheckProgram at 60 s)")
-    w = sub.add_parser("sweep", help="inside an allocation: find and drain the bad nodes (links rounds, suspects "
-                       "re-paired with good nodes)",
-                       description="Run with one task per node: srun --ntasks-per-node=1 ncclcheck sweep --drain")
-    _world_flags(w, "sweep")
-    _output_flags(w, "sweep")
-    _slurm_flags(w)
+
+
+def _sweep_flags(w: argparse.ArgumentParser, command: str) -> None:
+    from .units import format_size_short
+
     w.add_argument("--size", help=f"message size per transfer (default {format_size_short(_LINKS.size)})")
     w.add_argument("--iters", help=f"transfers per direction per pair (default {_LINKS.iters})")
     w.add_argument("--min-time", metavar="SECONDS", help=_MIN_TIME_HELP)
@@ -419,49 +400,83 @@ def config_from_args(args: argparse.Namespace, env=None) -> Config:
         quiet=bool(getattr(args, "quiet", False)),
         print_all=bool(getattr(args, "print_all", False)),
         strict=bool(getattr(args, "strict", False)),
-        format=getattr(args, "format", None) or "text" if cmd == "report" else "text",
     )
     _check_paths(files, [(f"--{d.replace('_', '-')}", getattr(args, d, None))
                          for d in ("save_baseline", "good_out", "bad_out")])
+    cfg: dict[str, Any] = dict(command=cmd, world=world, output=output)
+    for group in BY_NAME[cmd].flags:  # each flag group fills its own sections of the Config, in the row's order
+        build = FLAG_GROUPS[group].build
+        if build is not None:
+            cfg.update(build(args, env, cfg))
+    return Config(**cfg)
+
+
+def _facts_config(args: argparse.Namespace, env, cfg: dict) -> dict:
     code = getattr(args, "code", None)
     if code is not None and not os.path.exists(code):
         raise UsageError(f"--code {code}: no such file or directory")
-    cfg: dict[str, Any] = dict(command=cmd, world=world, output=output, code_path=code,
-                               paths=_strings(getattr(args, "path", None)))
-    if cmd == "recommend":
-        cfg["recommend_format"] = args.format or "text"
-        cfg["postmortem_dir"] = _postmortem_dir(args.postmortem)
-    if cmd == "diagnose":
-        from .config import DiagnoseConfig
+    return {"code_path": code, "paths": _strings(getattr(args, "path", None))}
 
-        if not args.paths:
-            raise UsageError("diagnose needs at least one PATH (a file, a directory or a glob)")
-        if args.preflight and not os.path.isfile(args.preflight):
-            raise UsageError(f"--preflight {args.preflight}: no such file")
-        cfg["diagnose"] = DiagnoseConfig(paths=_strings(args.paths), preflight=args.preflight)
-    if cmd == "watch":
-        cfg["watch"] = watch_config_from_args(args, world)
-    if cmd == "report":
-        if not args.run:
-            raise UsageError("report needs the saved run's path (RUN.json)")
-        input_file(args.run, "", "a JSON report written by --json")
-        cfg["report_input"] = args.run
-    if cmd == "bench":
-        cfg["bench"] = bench_config_from_args(args)
-    if cmd == "preflight":
-        cfg["storage"] = storage_config_from_args(args)
-    if cmd in ("preflight", "bench", "links"):
-        cfg["nccl_diag"] = nccl_diag_config_from_args(args)
-    if cmd in ("preflight", "links") and (args.baseline or args.save_baseline):
-        cfg["baseline"] = baseline_config_from_args(args)
-    if cmd in ("health", "sweep"):
-        cfg.update(_slurm_configs(args, env))
-    if cmd == "health" and args.baseline:
+
+def _preflight_config(args: argparse.Namespace, env, cfg: dict) -> dict:
+    out = {"storage": storage_config_from_args(args), "nccl_diag": nccl_diag_config_from_args(args)}
+    if args.baseline or args.save_baseline:
+        out["baseline"] = baseline_config_from_args(args)
+    return out
+
+
+def _bench_config(args: argparse.Namespace, env, cfg: dict) -> dict:
+    return {"bench": bench_config_from_args(args), "nccl_diag": nccl_diag_config_from_args(args)}
+
+
+def _links_config(args: argparse.Namespace, env, cfg: dict) -> dict:
+    out = {"nccl_diag": nccl_diag_config_from_args(args)}
+    if args.baseline or args.save_baseline:
+        out["baseline"] = baseline_config_from_args(args)
+    return {**out, "links": links_config_from_args(args)}
+
+
+def _recommend_config(args: argparse.Namespace, env, cfg: dict) -> dict:
+    return {"recommend_format": args.format or "text", "postmortem_dir": _postmortem_dir(args.postmortem)}
+
+
+def _report_config(args: argparse.Namespace, env, cfg: dict) -> dict:
+    if not args.run:
+        raise UsageError("report needs the saved run's path (RUN.json)")
+    input_file(args.run, "", "a JSON report written by --json")
+    return {"report_input": args.run}
+
+
+def _report_format_config(args: argparse.Namespace, env, cfg: dict) -> dict:
+    import dataclasses
+
+    return {"output": dataclasses.replace(cfg["output"], format=getattr(args, "format", None) or "text")}
+
+
+def _diagnose_config(args: argparse.Namespace, env, cfg: dict) -> dict:
+    from .config import DiagnoseConfig
+
+    if not args.paths:
+        raise UsageError("diagnose needs at least one PATH (a file, a directory or a glob)")
+    if args.preflight and not os.path.isfile(args.preflight):
+        raise UsageError(f"--preflight {args.preflight}: no such file")
+    return {"diagnose": DiagnoseConfig(paths=_strings(args.paths), preflight=args.preflight)}
+
+
+def _watch_config(args: argparse.Namespace, env, cfg: dict) -> dict:
+    return {"watch": watch_config_from_args(args, cfg["world"])}
+
+
+def _health_config(args: argparse.Namespace, env, cfg: dict) -> dict:
+    out = _slurm_configs(args, env)
+    if args.baseline:
         input_file(args.baseline, "--baseline", "a JSON report written by --json")
-        cfg["baseline"] = BaselineConfig(path=args.baseline)
-    if cmd in ("links", "sweep"):
-        cfg["links"] = links_config_from_args(args)
-    return Config(**cfg)
+        out["baseline"] = BaselineConfig(path=args.baseline)
+    return out
+
+
+def _sweep_config(args: argparse.Namespace, env, cfg: dict) -> dict:
+    return {**_slurm_configs(args, env), "links": links_config_from_args(args)}
 
 
 def watch_config_from_args(args: argparse.Namespace, world) -> Any:
@@ -691,6 +706,26 @@ def links_config_from_args(args: argparse.Namespace) -> LinksConfig:
         seed=_LINKS.seed if seed is None else seed,
         min_time_s=min_time,
     )
+
+
+# The flag groups the commands table names (commands.py: each row's `flags`, in --help order).
+FLAG_GROUPS: dict = {
+    "world": FlagGroup(_world_flags),
+    "watch_job": FlagGroup(_watch_job_flags),
+    "output": FlagGroup(_output_flags),
+    "facts": FlagGroup(_facts_flags, _facts_config),
+    "preflight": FlagGroup(_preflight_flags, _preflight_config),
+    "recommend": FlagGroup(_recommend_flags, _recommend_config),
+    "bench": FlagGroup(_bench_flags, _bench_config),
+    "links": FlagGroup(_links_flags, _links_config),
+    "report": FlagGroup(_report_flags, _report_config),
+    "report_format": FlagGroup(_report_format_flags, _report_format_config),
+    "diagnose": FlagGroup(_diagnose_flags, _diagnose_config),
+    "watch": FlagGroup(_watch_flags, _watch_config),
+    "slurm": FlagGroup(_slurm_flags),
+    "health": FlagGroup(_health_flags, _health_config),
+    "sweep": FlagGroup(_sweep_flags, _sweep_config),
+}
 
 
 def api_config(command: str, options: Mapping[str, Any], api_name: str, env=None) -> Config:

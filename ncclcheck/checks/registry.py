@@ -16,14 +16,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from ..commands import BY_NAME
 from ..model import CheckResult, skipped
 from . import cross, local, postmortem, storage
 
 log = logging.getLogger(__name__)
 
 LOCAL, CROSS, STEP, POSTMORTEM = "local", "cross", "step", "postmortem"
-PREFLIGHT, BENCH, LINKS, HEALTH, SWEEP, DIAGNOSE, WATCH = ("preflight", "bench", "links", "health", "sweep",
-                                                          "diagnose", "watch")
+# The commands a check id may belong to: names of the commands table's rows (commands.py; KeyError on a typo).
+PREFLIGHT, BENCH, LINKS, HEALTH, SWEEP, DIAGNOSE, WATCH = (BY_NAME[n].name for n in (
+    "preflight", "bench", "links", "health", "sweep", "diagnose", "watch"))
 JOBS = (BENCH, LINKS)
 
 
@@ -111,13 +113,15 @@ REGISTRY: tuple = (
 
 def check_ids(command: Optional[str] = None) -> list:
     """Every registered check id (of one command's reports), in registry order, once each."""
+    if command is not None:
+        command = BY_NAME[command].checks_as or command
     ids = [s.id for s in REGISTRY if command is None or command in s.commands]
     return list(dict.fromkeys(ids))
 
 
 def unregistered(command: str, ids: Iterable[str]) -> list:
     """The ids among `ids` that have no registry row for `command` (recommend reports preflight's)."""
-    known = set(check_ids(PREFLIGHT if command == "recommend" else command))
+    known = set(check_ids(command))
     return sorted({i for i in ids if i not in known})
 
 

@@ -151,3 +151,10 @@ def _load_golden(path: str) -> list:
         if isinstance(versions, dict):
             n.facts["versions"] = {k: v for k, v in versions.items() if k not in TORCH_ONLY_VERSIONS}
     return nodes
+
+
+def run(config: Config, observer=None, placement=None) -> Report:
+    """The commands table's runner for `health` (commands.py)."""
+    from ..version import __version__
+
+    return run_health(config, __version__)

@@ -425,3 +425,8 @@ def _follow(config: Config, budget: Budget, st: JsonStore) -> None:
             still_since = None
         last = now
         time.sleep(budget.live_follow_poll_s)
+
+
+def run(config: Config, observer=None, placement=None) -> Report:
+    """The commands table's runner for `watch` (commands.py)."""
+    return watch(config)

@@ -79,3 +79,10 @@ def _backend(inp) -> str:
 def _launcher(inp) -> str:
     said = {f.get("launcher", "torchrun") for f in inp.failures}
     return said.pop() if len(said) == 1 else "none"
+
+
+def run(config, observer=None, placement=None) -> Report:
+    """The commands table's runner for `diagnose` (commands.py): its paths and --preflight from the Config."""
+    from ..version import __version__
+
+    return diagnose(list(config.diagnose.paths), config.diagnose.preflight, __version__)

@@ -87,3 +87,8 @@ def load_report(path: str):
     from ..model import load_saved_report
 
     return load_saved_report(path, path, schema_problem)
+
+
+def run(config, observer=None, placement=None):
+    """The commands table's runner for `report` (commands.py): the saved run the Config names."""
+    return load_report(config.report_input)

@@ -242,3 +242,8 @@ def env_report(config: Config) -> Report:
     return Report(command="env", version=__version__, started=clock.started, duration_s=clock.elapsed(),
                   world=WorldInfo(nnodes=1, world_size=0, backend="none", launcher="none"),
                   nodes=[NodeInfo(config.world.node_rank, hostname_of(facts), facts)])
+
+
+def run_env(config: Config, observer=None, placement=None) -> Report:
+    """The commands table's runner for `env` (commands.py)."""
+    return env_report(config)

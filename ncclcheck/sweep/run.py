@@ -120,3 +120,10 @@ def _write_lists(sw: SweepConfig, section: dict) -> None:
     for path, key in ((sw.good_out, "good"), (sw.bad_out, "bad")):
         if path:
             write_atomic(path, section[key] + "\n")
+
+
+def run(config: Config, observer=None, placement=None) -> Report:
+    """The commands table's runner for `sweep` (commands.py): links' own pipeline measures."""
+    from ..links.pipeline import run as run_links
+
+    return run_sweep(config, run_links, observer=observer, placement=placement)

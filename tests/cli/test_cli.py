@@ -116,15 +116,23 @@ def test_report_roundtrip_keeps_exit_code(tmp_path):
     assert p.returncode == 2 and "Traceback" not in p.stderr
 
 
+def replace_runner(monkeypatch, command: str, fake) -> None:
+    """The commands table's runner of `command` (what the CLI and run_<command> call) replaced by `fake`."""
+    from ncclcheck import api
+
+    real = api.runner
+    monkeypatch.setattr(api, "runner", lambda name: fake if name == command else real(name))
+
+
 def test_internal_error_exits_3_and_names_the_log(monkeypatch, capsys, tmp_path):
-    from ncclcheck import api, cli
+    from ncclcheck import cli
 
     monkeypatch.setenv("NCCLCHECK_LOG_DIR", str(tmp_path))
 
     def boom(config, **kw):
         raise RuntimeError("simulated bug")
 
-    monkeypatch.setattr(api, "run_preflight", boom)
+    replace_runner(monkeypatch, "preflight", boom)
     assert cli.main(["preflight"]) == 3
     err = capsys.readouterr().err
     assert "simulated bug" in err and str(tmp_path) in err
@@ -133,14 +141,14 @@ def test_internal_error_exits_3_and_names_the_log(monkeypatch, capsys, tmp_path)
 
 
 def test_interrupt_exits_130(monkeypatch, tmp_path):
-    from ncclcheck import api, cli
+    from ncclcheck import cli
 
     monkeypatch.setenv("NCCLCHECK_LOG_DIR", str(tmp_path))
 
     def interrupted(config, **kw):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(api, "run_preflight", interrupted)
+    replace_runner(monkeypatch, "preflight", interrupted)
     assert cli.main(["preflight"]) == 130
 
 
@@ -149,7 +157,7 @@ def test_an_interrupt_before_the_world_formed_still_writes_the_partial_report(mo
     # torchrun forwards scancel's SIGTERM to ranks that may still be importing torch or joining the store: the
     # command's pipeline has no report yet, and the JSON a CI step reads must still say what happened (it once
     # came out missing under load).
-    from ncclcheck import api, cli
+    from ncclcheck import cli
     from ncclcheck.errors import Terminated
 
     monkeypatch.setenv("NCCLCHECK_LOG_DIR", str(tmp_path))
@@ -157,7 +165,7 @@ def test_an_interrupt_before_the_world_formed_still_writes_the_partial_report(mo
     def terminated(config, **kw):
         raise Terminated()
 
-    monkeypatch.setattr(api, f"run_{command}", terminated)
+    replace_runner(monkeypatch, command, terminated)
     out = tmp_path / "run.json"
     assert cli.main([command, *args, "--json", str(out)]) == 143
     doc = json.loads(out.read_text())
@@ -168,14 +176,14 @@ def test_an_interrupt_before_the_world_formed_still_writes_the_partial_report(mo
 
 
 def test_an_interrupt_of_a_command_that_forms_no_world_writes_nothing_and_exits_130(monkeypatch, tmp_path):
-    from ncclcheck import api, cli
+    from ncclcheck import cli
 
     monkeypatch.setenv("NCCLCHECK_LOG_DIR", str(tmp_path))
 
     def interrupted(config, **kw):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(api, "run_env", interrupted)
+    replace_runner(monkeypatch, "env", interrupted)
     assert cli.main(["env", "--json", str(tmp_path / "env.json")]) == 130
     assert not (tmp_path / "env.json").exists()
 

@@ -17,15 +17,8 @@ Importing ncclcheck is cheap: torch is imported only by the functions that need 
 
 from __future__ import annotations
 
-import logging
-
 from .commands import COMMANDS as _COMMANDS
 from .version import __version__
-
-# A library logs; the application decides where it goes. Without this, Python-API users would see "No handlers"
-# tracebacks of our warnings on stderr (the CLI installs its own file handler on the root logger).
-logging.getLogger(__name__).addHandler(logging.NullHandler())
-
 
 _API = tuple(c.api_name for c in _COMMANDS)  # one run_<name> per row of the commands table (commands.py)
 __all__ = ["__version__", *_API, "guard", "PreflightFailed", "arm"]

@@ -6,11 +6,17 @@ the CLI and be missing here (tests/test_commands.py)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable, Optional
 
 from .commands import COMMANDS, Command, command
 from .config import Config
 from .model import Report
+
+# A library logs; the application decides where it goes. Without this, Python-API users would see "No handlers"
+# tracebacks of our warnings on stderr (the CLI installs its own file handler on the root logger). Set here, where
+# every run_<name> enters, not in the package's __init__: `ncclcheck --help` would pay for importing logging.
+logging.getLogger("ncclcheck").addHandler(logging.NullHandler())
 
 
 def _config(name: str, config: Optional[Config], options: dict, api_name: str) -> Config:

@@ -10,17 +10,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import logging
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
-from typing import Optional
+from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from .commands import command
-from .config import Config
 from .errors import (
     EXIT_FAIL,  # noqa: F401 - the exit codes' names, importable from here as before
     EXIT_INTERNAL,
@@ -32,9 +28,13 @@ from .errors import (
     UsageError,
     interruption,
 )
-from .options import build_parser, config_from_args, placement_of
+from .options import build_parser, command_in, config_from_args, placement_of
 
-log = logging.getLogger("ncclcheck")
+if TYPE_CHECKING:
+    from .config import Config
+
+# `ncclcheck --help` imports only argparse, the commands table and this module: logging, tempfile, dataclasses and
+# config.py are imported by the functions that run a command (each ~5 ms on this path; docs/contracts.md's target).
 
 
 LOG_KEEP = 20  # runs whose logs are kept in the log directory
@@ -114,12 +114,17 @@ def _private_dir(directory: str, own: bool) -> None:
             os.chmod(directory, 0o700)
 
 
-class _PrivateFileHandler(logging.FileHandler):
-    """A log file created 0600 (logging's own FileHandler creates it with the umask's mode, usually 0644)."""
+def _private_file_handler(path: str):
+    """A log file handler whose file is created 0600 (logging's own FileHandler creates it with the umask's mode,
+    usually 0644), on the first record only (delay)."""
+    import logging
 
-    def _open(self):
-        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        return open(fd, self.mode, encoding=self.encoding, errors=self.errors)
+    class PrivateFileHandler(logging.FileHandler):
+        def _open(self):
+            fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            return open(fd, self.mode, encoding=self.encoding, errors=self.errors)
+
+    return PrivateFileHandler(path, encoding="utf-8", delay=True)
 
 
 def _setup_logging() -> str:
@@ -127,6 +132,9 @@ def _setup_logging() -> str:
 
     The file is created on the first record only (delay=True) and removed at exit when nothing was written, so
     a clean run leaves nothing behind; the last LOG_KEEP runs are kept."""
+    import logging
+    import tempfile
+
     directory = log_dir()
     try:
         _private_dir(directory, own=not os.environ.get("NCCLCHECK_LOG_DIR"))
@@ -135,7 +143,7 @@ def _setup_logging() -> str:
     host = log_host()
     _prune_logs(directory, LOG_KEEP - 1, host)
     path = os.path.join(directory, f"ncclcheck-{host}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
-    handler = _PrivateFileHandler(path, encoding="utf-8", delay=True)
+    handler = _private_file_handler(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"))
     root = logging.getLogger()
     root.addHandler(handler)
@@ -167,6 +175,8 @@ def has_content(path: Optional[str]) -> bool:
 
 def _finish_logging(path: str) -> None:
     """Remove this run's log (and side directory) when nothing was written to them."""
+    import logging
+
     for h in list(logging.getLogger().handlers):
         if getattr(h, "baseFilename", None) == os.path.abspath(path):
             h.close()
@@ -193,8 +203,7 @@ def _run(config: Config, observer=None, placement=None):
     return api.run_command(config, observer, placement)
 
 
-@dataclass(frozen=True)
-class Seat:
+class Seat(NamedTuple):
     """What this process prints and writes. One report per job: global rank 0 (node 0's agent in launcher mode)
     prints the full report; every other node's leader prints one line; other ranks print nothing."""
 
@@ -313,12 +322,14 @@ def _not_mine(asked: Config, mine: Config) -> tuple:
 
 def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None, given: tuple = (),
           rows_shown: bool = False) -> None:
+    import dataclasses
+
     from .render import console as view
     from .render.formats import FORMATS
 
     seat = seat or Seat(full=report.prints, line=False, writes=report.prints)
     if not report.log_path and has_content(log_path):  # printed only when it holds the details referred to
-        report = replace(report, log_path=log_path)
+        report = dataclasses.replace(report, log_path=log_path)
     out = config.output
     # The paths in config.output are this process's own (own_outputs): write each one given.
     to_stdout = {name for name, path in out.files.items() if path == "-"}
@@ -378,6 +389,8 @@ def _native_stderr_to(log_path: str) -> Iterator[None]:
     """torch's C++ code (c10d, gloo, NCCL) writes to fd 2 whenever it likes ("[c10d] The hostname of the client
     socket cannot be retrieved..."): point fd 2 at the run's log for the whole run, in every mode (spawned ranks
     inherit it), while Python's sys.stderr keeps writing to the console through a duplicate of the old fd 2."""
+    import logging
+
     try:
         saved = os.dup(2)
         target = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -490,9 +503,10 @@ def _interrupted_word(exc: BaseException) -> str:
 
 
 def _main_argv(argv: Optional[list]) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(command_in(argv))  # only the named command's flags: --help alone builds none
     try:
-        args = parser.parse_args(join_dash_values(parser, list(sys.argv[1:] if argv is None else argv)))
+        args = parser.parse_args(join_dash_values(parser, argv))
         if not args.command:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
@@ -513,6 +527,9 @@ def _run_and_emit(args: argparse.Namespace, config: Config, log_path: str) -> in
 
 
 def _main(args: argparse.Namespace, config: Config, log_path: str) -> int:
+    import dataclasses
+    import logging
+
     from .render.files import per_rank
     from .steps.world import Clock
 
@@ -538,7 +555,7 @@ def _main(args: argparse.Namespace, config: Config, log_path: str) -> int:
             if observer is not None:
                 observer.stop()  # a bar left running would garble the report (or the error) printed next
         if report.interrupted:  # the partial report is written; its exit code and ours say what cut it short
-            report = replace(report, interrupt_code=EXIT_TERMINATED if report.interrupted_by == "SIGTERM"
+            report = dataclasses.replace(report, interrupt_code=EXIT_TERMINATED if report.interrupted_by == "SIGTERM"
                              else EXIT_INTERRUPTED)
         _emit(config, report, log_path, seat, _not_mine(asked, config), getattr(observer, "streamed", 0) > 0)
         _save_baseline(save, bool(getattr(args, "force", False)), report)
@@ -552,7 +569,7 @@ def _main(args: argparse.Namespace, config: Config, log_path: str) -> int:
         _say("ncclcheck: " + _interrupted_word(exc))
         return _interrupt_code(exc)
     except Exception as exc:  # noqa: BLE001 - the one place that turns a bug into exit 3 with the log's path
-        log.exception("internal error")
+        logging.getLogger("ncclcheck").exception("internal error")
         print(f"ncclcheck: internal error: {type(exc).__name__}: {exc} -- this is a bug; details in {log_path}",
               file=sys.stderr)
         return EXIT_INTERNAL

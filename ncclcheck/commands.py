@@ -13,11 +13,10 @@ same signature: run(config, observer=None, placement=None) -> Report.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class Command:
+class Command(NamedTuple):  # not a dataclass: `ncclcheck --help` reads this table, and dataclasses costs it ~5 ms
     name: str
     help: str  # one line in `ncclcheck --help`
     package: str  # where the command's code lives (ncclcheck/<package>/), for a newcomer and the docs' index

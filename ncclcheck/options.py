@@ -8,38 +8,28 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 
 from .commands import BY_NAME, NAMES, WORLD
 from .commands import COMMANDS as TABLE
-from .config import (
-    BACKENDS,
-    CHECK_RANKS_DEFAULT,
-    CPU_RANKS_DEFAULT,
-    DEFAULT_MASTER_PORT,
-    BaselineConfig,
-    BenchConfig,
-    Config,
-    LinksConfig,
-    NcclDiagConfig,
-    OutputConfig,
-    StorageConfig,
-    build_world,
-    parse_float,
-    parse_fraction,
-    parse_int,
-)
 from .errors import UsageError
-from .render.formats import FORMATS, PATH_HELP
-from .rendezvous.budget import FIXED as _FIXED
 from .version import __version__
+
+if TYPE_CHECKING:  # imported when a command's flags are built or parsed, never for `ncclcheck --help`
+    from .config import BaselineConfig, BenchConfig, Config, LinksConfig, NcclDiagConfig, StorageConfig
 
 # The commands and their flag groups come from the one table (commands.py); these names stay for the tests and
 # modules that read them.
 COMMANDS = NAMES
 WORLD_COMMANDS = WORLD
-_BENCH, _LINKS, _BASE = BenchConfig(), LinksConfig(), BaselineConfig()
+
+
+def _default(which: str) -> Any:
+    """The defaults of one Config class (bench, links or base) that the flags' help and parsing fall back to,
+    imported when a command's flags are built or parsed: `ncclcheck --help` imports none of config.py."""
+    from .config import BaselineConfig, BenchConfig, LinksConfig
+
+    return {"bench": BenchConfig, "links": LinksConfig, "base": BaselineConfig}[which]()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -59,6 +49,8 @@ class _Parser(argparse.ArgumentParser):
 
 def nproc_help(command: str) -> str:
     """--nproc-per-node's help for one command, with the default that command runs (config.py defines both)."""
+    from .config import CHECK_RANKS_DEFAULT, CPU_RANKS_DEFAULT
+
     if not BY_NAME[command].ranks:
         return (f"ranks per node the job will run: gpu.count checks the visible GPUs against it (default "
                 f"{CHECK_RANKS_DEFAULT}: {command} itself runs one process per node and counts it as one rank; "
@@ -67,6 +59,9 @@ def nproc_help(command: str) -> str:
 
 
 def _world_flags(p: argparse.ArgumentParser, command: str) -> None:
+    from .config import BACKENDS, DEFAULT_MASTER_PORT
+    from .rendezvous.budget import FIXED as _FIXED
+
     g = p.add_argument_group("world (like torchrun; fall back to NCCLCHECK_* then MASTER_ADDR/MASTER_PORT/NODE_RANK)")
     g.add_argument("--nnodes", help="number of nodes (default 1: standalone on this machine)")
     g.add_argument("--node-rank", help="this node's rank, 0..nnodes-1")
@@ -85,6 +80,8 @@ def _world_flags(p: argparse.ArgumentParser, command: str) -> None:
 
 def _output_flags(p: argparse.ArgumentParser, command: str) -> None:
     """The one output table's flags (every command), plus the console flags of the commands that have them."""
+    from .render.formats import FORMATS, PATH_HELP
+
     g = p.add_argument_group("output", PATH_HELP)
     for fmt in FORMATS.values():
         g.add_argument(fmt.flag, metavar="PATH" if fmt.stdout else "FILE", help=fmt.help)
@@ -108,6 +105,8 @@ def _facts_flags(p: argparse.ArgumentParser, command: str) -> None:
 
 
 def _baseline_flags(p: argparse.ArgumentParser, metavar: str, what: str, tolerance: Optional[str] = None) -> None:
+    _BASE = _default("base")
+
     p.add_argument("--baseline", metavar=metavar, help=what)
     if tolerance:
         p.add_argument("--tolerance", help=f"{tolerance} ({_BASE.tolerance:g})")
@@ -122,6 +121,8 @@ def _capture_flag(p: argparse.ArgumentParser) -> None:
 
 
 def _bench_flags(b: argparse.ArgumentParser, command: str) -> None:
+    _BENCH = _default("bench")
+
     from .bench.ops import DTYPES, OPS
     from .bench.timing import TIMINGS
     from .units import describe_sizes
@@ -144,17 +145,23 @@ def _bench_flags(b: argparse.ArgumentParser, command: str) -> None:
     _capture_flag(b)
 
 
-_MIN_TIME_HELP = (f"time each direction at least this long: short transfers are repeated beyond --iters (a few ms "
-                  f"each is CPU-scheduler noise, not a link); 0: exactly --iters (default {_FIXED.links_min_time_s:g})")
+def _min_time_help() -> str:
+    from .rendezvous.budget import FIXED as _FIXED
+
+    return (f"time each direction at least this long: short transfers are repeated beyond --iters (a few ms "
+            f"each is CPU-scheduler noise, not a link); 0: exactly --iters (default {_FIXED.links_min_time_s:g})")
 
 
 def _links_flags(k: argparse.ArgumentParser, command: str) -> None:
+    _LINKS = _default("links")
+    min_time_help = _min_time_help()
+
     from .links.schedule import ROUNDS, SCALE_FROM
     from .units import format_size_short
 
     k.add_argument("--size", help=f"message size per transfer (default {format_size_short(_LINKS.size)})")
     k.add_argument("--iters", help=f"transfers per direction per pair (default {_LINKS.iters})")
-    k.add_argument("--min-time", metavar="SECONDS", help=_MIN_TIME_HELP)
+    k.add_argument("--min-time", metavar="SECONDS", help=min_time_help)
     k.add_argument("--rounds", choices=ROUNDS,
                    help="full: every pair (n-1 rounds); scale: one pairing + re-tests of slow pairs (<= 4 rounds); "
                         f"quick: a few random rounds; auto: full below {SCALE_FROM} nodes, scale from {SCALE_FROM} "
@@ -210,6 +217,9 @@ def _diagnose_flags(d: argparse.ArgumentParser, command: str) -> None:
 
 
 def _watch_job_flags(w: argparse.ArgumentParser, command: str) -> None:
+    from .config import DEFAULT_MASTER_PORT
+    from .rendezvous.budget import FIXED as _FIXED
+
     g = w.add_argument_group("the job (like torchrun; fall back to NCCLCHECK_* then MASTER_ADDR/MASTER_PORT)")
     g.add_argument("--master-addr", help="the job's master (its store: torchrun's --master-addr / rdzv host)")
     g.add_argument("--master-port", help=f"the job's master port (default {DEFAULT_MASTER_PORT})")
@@ -226,8 +236,7 @@ def _watch_flags(w: argparse.ArgumentParser, command: str) -> None:
                    "for --timeout seconds (or every rank stopped answering)")
 
 
-@dataclass(frozen=True)
-class FlagGroup:
+class FlagGroup(NamedTuple):
     """A set of flags several commands may share: how it adds them to a parser, and which sections of the Config
     it builds from them (None: the flags are read elsewhere, e.g. the world's by build_world for every command)."""
 
@@ -235,17 +244,29 @@ class FlagGroup:
     build: Optional[Callable[[argparse.Namespace, Any, dict], dict]] = None
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The CLI's parser: one subcommand per row of the commands table, its flags from the row's flag groups."""
+def build_parser(commands: Optional[tuple] = None) -> argparse.ArgumentParser:
+    """The CLI's parser: one subcommand per row of the commands table, its flags from the row's flag groups.
+
+    `commands`: the subcommands whose flags are built (default: all). The CLI builds only the one in its argv, so
+    `ncclcheck --help` lists the commands without importing what their flags' defaults come from (config.py, the
+    op tables, the Budget)."""
     parser = _Parser(prog="ncclcheck", description="Can these nodes train together? Which node, interface or "
                      "setting is wrong? Then: are the collectives' numbers normal?")
     parser.add_argument("--version", action="version", version=f"ncclcheck {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for row in TABLE:
         p = sub.add_parser(row.name, help=row.help, description=row.description or None)
-        for group in row.flags:
-            FLAG_GROUPS[group].add(p, row.name)
+        if commands is None or row.name in commands:
+            for group in row.flags:
+                FLAG_GROUPS[group].add(p, row.name)
     return parser
+
+
+def command_in(argv: list) -> tuple:
+    """The subcommand an argv names, as build_parser's `commands` (the first word that is not a flag; () when there
+    is none or it is no command: argparse then says what is wrong)."""
+    first = next((a for a in argv if not a.startswith("-")), None)
+    return (first,) if first in BY_NAME else ()
 
 
 def _slurm_flags(p: argparse.ArgumentParser, command: str) -> None:
@@ -256,6 +277,8 @@ def _slurm_flags(p: argparse.ArgumentParser, command: str) -> None:
 
 
 def _health_flags(h: argparse.ArgumentParser, command: str) -> None:
+
+    from .rendezvous.budget import FIXED as _FIXED
     h.add_argument("--node", help="the Slurm node name (default: SLURMD_NODENAME, else the hostname)")
     h.add_argument("--gpus", help="expected GPU count (default: the node's gpu Gres in Slurm, if any)")
     h.add_argument("--ifname", help="the NCCL interface(s), NCCL_SOCKET_IFNAME syntax, e.g. =eth0 (default: "
@@ -270,11 +293,14 @@ def _health_flags(h: argparse.ArgumentParser, command: str) -> None:
 
 
 def _sweep_flags(w: argparse.ArgumentParser, command: str) -> None:
+    _LINKS = _default("links")
+    min_time_help = _min_time_help()
+
     from .units import format_size_short
 
     w.add_argument("--size", help=f"message size per transfer (default {format_size_short(_LINKS.size)})")
     w.add_argument("--iters", help=f"transfers per direction per pair (default {_LINKS.iters})")
-    w.add_argument("--min-time", metavar="SECONDS", help=_MIN_TIME_HELP)
+    w.add_argument("--min-time", metavar="SECONDS", help=min_time_help)
     w.add_argument("--min-gbps", help="any link below this GB/s is slow")
     w.add_argument("--relative", help=f"a link below this fraction of the typical link is slow ({_LINKS.relative:g})")
     w.add_argument("--seed", help=f"which random pairing is measured first (default {_LINKS.seed}; vary it across "
@@ -285,7 +311,8 @@ def _sweep_flags(w: argparse.ArgumentParser, command: str) -> None:
 
 def _slurm_configs(args: argparse.Namespace, env) -> dict:
     """health's and sweep's parts of the Config (SLURMD_NODENAME and the allocation's node list read here, once)."""
-    from .config import HealthConfig, SlurmActionConfig, SweepConfig
+    from .config import HealthConfig, SlurmActionConfig, SweepConfig, parse_float, parse_int
+    from .rendezvous.budget import FIXED as _FIXED
 
     act = SlurmActionConfig(drain=bool(args.drain) and not args.dry_run, dry_run=bool(args.dry_run))
     if args.command == "sweep":
@@ -379,6 +406,9 @@ def config_from_args(args: argparse.Namespace, env=None) -> Config:
     """Turn parsed flags (or the API's keyword arguments, as a Namespace) into the one typed Config. Raises
     UsageError on any bad value. The launcher's world read here (this process's Placement) is kept on args as
     `_placement`, so the run reads it once."""
+    from .config import Config, OutputConfig, build_world
+    from .rendezvous.budget import FIXED as _FIXED
+
     env = os.environ if env is None else env
     cmd = args.command
     world_kw = {k: _text(getattr(args, k, None)) for k in ("nnodes", "node_rank", "nproc_per_node", "master_addr",
@@ -468,6 +498,8 @@ def _watch_config(args: argparse.Namespace, env, cfg: dict) -> dict:
 
 
 def _health_config(args: argparse.Namespace, env, cfg: dict) -> dict:
+    from .config import BaselineConfig
+
     out = _slurm_configs(args, env)
     if args.baseline:
         input_file(args.baseline, "--baseline", "a JSON report written by --json")
@@ -507,6 +539,8 @@ def _strings(value: Any) -> tuple:
 
 def _files(args: argparse.Namespace) -> dict[str, str]:
     """{format: path} for every output flag given (render/formats.py)."""
+    from .render.formats import FORMATS
+
     files = {}
     for name, fmt in FORMATS.items():
         path = getattr(args, fmt.dest, None)
@@ -524,6 +558,7 @@ def _files(args: argparse.Namespace) -> dict[str, str]:
 def _check_paths(files: Mapping[str, str], others: list) -> None:
     """Every output path is writable before anything runs: a typo is exit 2 in a second, not a lost report."""
     from .render.files import check_writable
+    from .render.formats import FORMATS
 
     flags = [(FORMATS[name].flag, path) for name, path in files.items()] + others
     for flag, path in flags:
@@ -535,15 +570,17 @@ def _check_paths(files: Mapping[str, str], others: list) -> None:
 
 
 def storage_config_from_args(args: argparse.Namespace) -> StorageConfig:
+    from .config import StorageConfig
     from .units import parse_size
 
     dirs = tuple(os.fspath(d) for d in _strings(getattr(args, "shared_dir", None)))
     if any(not d.strip() for d in dirs):
         raise UsageError("--shared-dir needs a directory, got an empty value")
-    from .preflight.shared_dirs import MAX_DIRS
+    if dirs:  # imported only when asked for: it brings the cross-node checks with it
+        from .preflight.shared_dirs import MAX_DIRS
 
-    if len(dirs) > MAX_DIRS:
-        raise UsageError(f"--shared-dir given {len(dirs)} times: at most {MAX_DIRS}")
+        if len(dirs) > MAX_DIRS:
+            raise UsageError(f"--shared-dir given {len(dirs)} times: at most {MAX_DIRS}")
     need = getattr(args, "need", None)
     if need is not None and not dirs:
         raise UsageError("--need SIZE applies to --shared-dir: give the directory it is about")
@@ -555,6 +592,8 @@ def storage_config_from_args(args: argparse.Namespace) -> StorageConfig:
 
 
 def nccl_diag_config_from_args(args: argparse.Namespace) -> NcclDiagConfig:
+    from .config import NcclDiagConfig
+
     ras, debug = getattr(args, "nccl_ras", None), _strings(getattr(args, "nccl_debug", None))
     for path in debug:
         input_file(path, "--nccl-debug", "a saved NCCL_DEBUG=INFO log")
@@ -564,6 +603,9 @@ def nccl_diag_config_from_args(args: argparse.Namespace) -> NcclDiagConfig:
 
 
 def _tolerance(args: argparse.Namespace) -> float:
+    from .config import parse_float
+    _BASE = _default("base")
+
     tol = parse_float(_text(getattr(args, "tolerance", None)), "--tolerance")
     if tol is None:
         return _BASE.tolerance
@@ -573,6 +615,8 @@ def _tolerance(args: argparse.Namespace) -> float:
 
 
 def baseline_config_from_args(args: argparse.Namespace) -> BaselineConfig:
+    from .config import BaselineConfig
+
     if args.baseline:
         input_file(args.baseline, "--baseline", "a JSON report written by --json")
     return BaselineConfig(path=args.baseline, save=args.save_baseline, tolerance=_tolerance(args))
@@ -615,6 +659,8 @@ def _expand_paths(args: argparse.Namespace, files: dict, placement, env) -> None
 
 
 def _sizes(value: Any) -> tuple:
+    _BENCH = _default("bench")
+
     from .units import parse_sizes
 
     if value is None:
@@ -629,6 +675,8 @@ def _sizes(value: Any) -> tuple:
 
 def _ops(value: Any) -> tuple:
     """--ops: names from the op table (bench/ops.py) or 'all', as a comma list or any iterable of names."""
+    _BENCH = _default("bench")
+
     from .bench.ops import OPS
 
     if value is None:
@@ -642,6 +690,8 @@ def _ops(value: Any) -> tuple:
 
 
 def _dtype(value: Any) -> str:
+    _BENCH = _default("bench")
+
     from .bench.ops import DTYPES
 
     if value is None:
@@ -652,6 +702,9 @@ def _dtype(value: Any) -> str:
 
 
 def bench_config_from_args(args: argparse.Namespace) -> BenchConfig:
+    from .config import BenchConfig, parse_float, parse_fraction, parse_int
+    _BENCH = _default("bench")
+
     from .bench.timing import TIMINGS
     from .units import parse_size
 
@@ -683,6 +736,10 @@ def bench_config_from_args(args: argparse.Namespace) -> BenchConfig:
 
 
 def links_config_from_args(args: argparse.Namespace) -> LinksConfig:
+    from .config import LinksConfig, parse_float, parse_fraction, parse_int
+    from .rendezvous.budget import FIXED as _FIXED
+    _LINKS = _default("links")
+
     from .links.schedule import ROUNDS
     from .units import parse_size
 

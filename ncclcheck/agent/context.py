@@ -71,3 +71,11 @@ class WorkerContext:
     def timeout_s(self) -> float:
         """Each collective's bound (--timeout)."""
         return self.budget.collective_s
+
+
+def load_torch():
+    """The torch module, imported when first asked for: the facts layer never imports torch itself, and a command
+    that only reads facts (standalone preflight) must not pay for the runner's imports to get this."""
+    import torch
+
+    return torch

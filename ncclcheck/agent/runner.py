@@ -38,7 +38,7 @@ from ..rendezvous import agree as _agree
 from ..rendezvous.budget import Budget
 from ..rendezvous.journal import Journal
 from ..rendezvous.store import Guard, JsonStore, Limits, StoreLost, first_line, open_store
-from .context import NullObserver, WorkerContext
+from .context import NullObserver, WorkerContext, load_torch
 from .handoff import MAX_BYTES, Handoff, HandoffError, decode, read_path
 from .launchers import Placement, store_host
 from .relay import StoreObserver, relay
@@ -62,13 +62,6 @@ class JobOutcome:
     @property
     def ok(self) -> bool:
         return not self.failures and len(self.results) == self.world_size
-
-
-def load_torch():
-    """The torch module, for the facts layer (which never imports torch itself)."""
-    import torch
-
-    return torch
 
 
 def gpu_count() -> int:

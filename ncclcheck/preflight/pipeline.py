@@ -51,9 +51,10 @@ def run(config: Config, observer=None, placement=None) -> Report:
         world_info, nodes, checks = outcome.world, outcome.nodes, list(outcome.checks)
         recs = outcome.recommendations or recommend_local(NodeView(facts, multi_node=True))
     else:
-        from .shared_dirs import standalone_checks
+        if config.storage.dirs:  # imported only when asked for: it brings the cross-node checks with it
+            from .shared_dirs import standalone_checks
 
-        checks += standalone_checks(facts, world.node_rank, hostname_of(facts), config.storage.dirs, budget)
+            checks += standalone_checks(facts, world.node_rank, hostname_of(facts), config.storage.dirs, budget)
         world_info = WorldInfo(nnodes=1, world_size=world.nproc_per_node or CHECK_RANKS_DEFAULT, backend=world.backend,
                                master=format_endpoint(world.master_addr, world.master_port), launcher="ncclcheck")
         nodes = [NodeInfo(world.node_rank, hostname_of(facts), facts)]

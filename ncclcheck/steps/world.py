@@ -59,7 +59,7 @@ def world_of(config: Config, placement) -> WorldConfig:
 
 def collect(config: Config, master_addr: Optional[str] = None) -> dict:
     """This node's facts (facts/), read once by the node's leader."""
-    from ..agent.runner import load_torch
+    from ..agent.context import load_torch
     from ..facts import collect_node_facts
 
     return collect_node_facts(load_torch=load_torch, code_path=config.code_path, paths=config.paths,

@@ -136,6 +136,18 @@ def test_packages_hash_is_over_normalized_name_and_version():
     assert packages.normalize("Foo_Bar.baz") == "foo-bar-baz"
 
 
+def test_packages_read_name_and_version_as_the_metadata_parser_does():
+    from importlib import metadata
+
+    # the headers end at the first blank line: a description that says "Version: 9" is not the version
+    text = "Metadata-Version: 2.1\nName: torch\nVersion: 2.13.0\nSummary: x\n\nVersion: 9\nName: other\n"
+    assert packages.name_version(text) == ("torch", "2.13.0")
+    assert packages.name_version("Name: a\n") == ("a", None) and packages.name_version("") == (None, None)
+    for dist in list(metadata.distributions())[:40]:  # what importlib's full parse says, on this machine's own
+        want = (dist.metadata["Name"], dist.version)
+        assert packages.name_version(dist.read_text("METADATA") or dist.read_text("PKG-INFO") or "") == want
+
+
 def test_versions_take_cuda_nccl_driver_from_gpu_facts():
     # the api hands ncclcheck's version down (a source checkout on PYTHONPATH has no installed metadata)
     v = versions.collect({"cuda": "12.4", "nccl": "2.21.5", "driver": "560.35.03"}, tool_version="0.1.0")

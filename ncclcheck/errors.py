@@ -25,3 +25,9 @@ class Terminated(KeyboardInterrupt):
 def interruption(exc: BaseException) -> str:
     """How a report words what cut the run short: 'SIGTERM' or 'Ctrl-C'."""
     return "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C"
+
+
+def first_line(exc: BaseException) -> str:
+    """torch errors carry C++ frames after the first line; the first line is the diagnosis."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".strip()

@@ -32,12 +32,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ..config import CPU_RANKS_DEFAULT, WorldConfig
-from ..errors import interruption
+from ..errors import first_line, interruption
 from ..facts.gpu import usable_gpu_count
 from ..rendezvous import agree as _agree
 from ..rendezvous.budget import Budget
 from ..rendezvous.journal import Journal
-from ..rendezvous.store import Guard, JsonStore, Limits, StoreLost, first_line, open_store
+from ..rendezvous.store import Guard, JsonStore, Limits, StoreLost, open_store
 from .context import NullObserver, WorkerContext, load_torch
 from .handoff import MAX_BYTES, Handoff, HandoffError, decode, read_path
 from .launchers import Placement, store_host

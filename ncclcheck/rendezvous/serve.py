@@ -163,7 +163,7 @@ def serve_store(port: int, timeout: Any, on_event: Callable[[str], None], budget
 
     import torch.distributed as dist
 
-    from .store import first_line
+    from ..errors import first_line
 
     try:
         ls = _loopback_listener(port)

@@ -25,6 +25,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from ..errors import first_line
 from .budget import FIXED, Budget
 
 # A signed value: SIGNED + the run (up to RUN_CHARS hex digits; empty before the signer knows it) + ":" + 64 hex
@@ -34,12 +35,6 @@ RUN_CHARS = 32
 # The only records signed before their writer knows the run: a member's challenge (rendezvous/trust.py), which asks
 # node 0 for the run. Replaying one only makes node 0 answer a challenge nobody waits for.
 PRERUN = "trust/hello/"
-
-
-def first_line(exc: BaseException) -> str:
-    """torch errors carry C++ frames after the first line; the first line is the diagnosis."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
 
 
 class StoreLost(ConnectionError):

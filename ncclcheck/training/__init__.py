@@ -184,24 +184,9 @@ def world_exports(placement: Any, env: MutableMapping[str, str]) -> dict:
 def apply_recommendations(recs: list, env: MutableMapping[str, str], node_rank: int) -> dict:
     """Set each recommended APPLIED variable this node is told (a node-specific value wins over the job's) where the
     user has not set it. Returns {name: value} of what it set."""
-    return _set_unset(recs, env, node_rank, APPLIED)
+    from .arm import set_unset
 
-
-def _set_unset(recs: list, env: MutableMapping[str, str], node_rank: int, names: Optional[tuple]) -> dict:
-    """Set each recommendation (of `names`, or all) meant for this node where the user has not set it."""
-    chosen: dict = {}
-    for r in recs:
-        if (names is not None and r.name not in names) or (r.node is not None and r.node != node_rank):
-            continue
-        if r.node is not None or r.name not in chosen:
-            chosen[r.name] = r.value
-    applied = {}
-    for name, value in chosen.items():
-        if str(env.get(name) or "").strip():
-            continue
-        env[name] = value
-        applied[name] = value
-    return applied
+    return set_unset(recs, env, node_rank, APPLIED)
 
 
 def _emit(report: Any, json_path: Optional[str], quiet: bool, notes: tuple = ()) -> None:

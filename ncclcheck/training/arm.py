@@ -76,7 +76,6 @@ def arm(directory: str, dump_signal: Optional[int] = signal.SIGUSR1, nodes: Iter
     stacks and progress while the job runs or hangs (docs/live.md); responder_args: its placement and token when the
     caller knows them (guard), else the launcher's variables. The responder's address is in the notes."""
     from ..recommend.postmortem import recommend_postmortem
-    from . import _set_unset
 
     with _LOCK:
         if "armed" in _STATE and _STATE["pid"] == os.getpid():
@@ -85,7 +84,7 @@ def arm(directory: str, dump_signal: Optional[int] = signal.SIGUSR1, nodes: Iter
         directory = os.path.abspath(directory)
         os.makedirs(directory, exist_ok=True)
         notes = []
-        set_env = _set_unset(recommend_postmortem(directory, nodes), env, 0 if node_rank is None else node_rank,
+        set_env = set_unset(recommend_postmortem(directory, nodes), env, 0 if node_rank is None else node_rank,
                              None)
         dist = sys.modules.get("torch.distributed")
         if dist is not None and getattr(dist, "is_initialized", lambda: False)():
@@ -459,3 +458,20 @@ def _disarm_child() -> None:
 def _clip(text: str, n: int) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def set_unset(recs: list, env: MutableMapping[str, str], node_rank: int, names: Optional[tuple]) -> dict:
+    """Set each recommendation (of `names`, or all) meant for this node where the user has not set it."""
+    chosen: dict = {}
+    for r in recs:
+        if (names is not None and r.name not in names) or (r.node is not None and r.node != node_rank):
+            continue
+        if r.node is not None or r.name not in chosen:
+            chosen[r.name] = r.value
+    applied = {}
+    for name, value in chosen.items():
+        if str(env.get(name) or "").strip():
+            continue
+        env[name] = value
+        applied[name] = value
+    return applied

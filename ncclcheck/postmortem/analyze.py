@@ -380,8 +380,9 @@ def _state_mismatch(groups: list, inp: Inputs, hosts: dict, have_cause: bool) ->
     not (NCCL records completion; gloo marks every entry retired): those still inside wait for data that never
     came. A cause when nothing else is (a rooted collective can finish on the root's side first)."""
     out = []
-    for g in groups:
-        opened = {int(r): st for r, st in (g.get("open_states") or {}).items()}
+    for g in groups:  # NCCL's entries say completed; gloo's only retired (a failed one too): not compared there
+        opened = {int(r): st for r, st in (g.get("open_states") or {}).items()
+                  if int(r) in inp.dumps and inp.dumps[int(r)].backend != "gloo"}
         finished = [r for r in g["entered"] if r not in opened]
         if not opened or not finished or g["not_entered"] or g["no_dump"]:
             continue

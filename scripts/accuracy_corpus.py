@@ -384,6 +384,14 @@ SCENARIOS = (
     _hostile("evil-pickle-in-healthy", "evil-pickle", Expect(0), base="healthy"),
     _hostile("report-wrong-types", "report-types", Expect(2), base="", command="report"),
     _hostile("report-deep-json", "deep-json", Expect(2), base="", command="report"),
+    # --- issue 46: staged with gloo under torchrun (tests/postmortem/fixtures, make_fixtures.py; gloo's recorder keeps
+    # no coalesced group and no send/recv: docs/postmortem.md), and watch --dump of a real 4-stage gloo pipeline ---
+    _fix("coalesced_size", "size_mismatch", [3], neighbour="tests/postmortem/test_fr_classes.py"),
+    _fix("output_dtype", "exception", [3], neighbour="tests/postmortem/test_fr_classes.py"),
+    _fix("pipeline_skip", "never_entered", [1], neighbour="tests/postmortem/test_fr_classes.py"),
+    _fix("p2p_size", "collective_mismatch", [1], neighbour="tests/postmortem/test_fr_classes.py"),
+    _fix("live/pipeline-skip", "p2p_unmatched", [2], neighbour="tests/live/test_pipeline_live.py"),
+    _fix("live/pipeline-cycle", "p2p_cycle", [0, 1, 2, 3], neighbour="tests/live/test_pipeline_live.py"),
 )
 
 HOSTILE_FILES = {

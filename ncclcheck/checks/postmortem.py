@@ -77,11 +77,15 @@ def check_collectives(inp: PostmortemInput) -> CheckResult:
     a = inp.analysis
     groups = a.get("groups", [])
     ev = {"groups": len(groups), "wrapped": [g["pg"] for g in groups if g.get("wrapped")]}
+    unusable = _by(a, ("unusable_dump",))
+    if not groups and unusable:  # read, and nothing in them could be used: said, never "no dumps"
+        return _result("postmortem.collectives", unusable, "", ev)
     if not groups:
         return skipped("postmortem.collectives", "no flight-recorder dumps among the inputs (arm the job: "
                        "ncclcheck recommend --postmortem DIR --format env)")
     n = len(groups)
-    return _result("postmortem.collectives", _by(a, ("never_entered", "blocked", "unfinished")),
+    return _result("postmortem.collectives", _by(a, ("never_entered", "blocked", "unfinished", "p2p_unmatched",
+                                                     "p2p_cycle", "unusable_dump")),
                    f"{n} process group(s): every rank with a dump entered the same last collective", ev)
 
 
@@ -90,7 +94,8 @@ def check_mismatch(inp: PostmortemInput) -> CheckResult:
     a = inp.analysis
     if not a.get("groups"):
         return skipped("postmortem.mismatch", "no flight-recorder dumps among the inputs")
-    return _result("postmortem.mismatch", _by(a, ("op_mismatch", "size_mismatch", "dtype_mismatch")),
+    return _result("postmortem.mismatch", _by(a, ("op_mismatch", "size_mismatch", "dtype_mismatch",
+                                                  "state_mismatch")),
                    "the ranks called the same op, sizes and dtypes at every sequence id they share", {})
 
 
@@ -109,7 +114,8 @@ def check_nccl_warnings(inp: PostmortemInput) -> CheckResult:
     """NCCL, gloo and torch failure messages classified by the one failure table (nccl/failures.py)."""
     a = inp.analysis
     kinds = ("op_mismatch", "size_mismatch", "dtype_mismatch", "never_entered", "blocked", "no_dump", "died",
-             "exited", "job_failed", "not_started", "stalled", "not_completed", "host_cut", "unfinished")
+             "exited", "job_failed", "not_started", "stalled", "not_completed", "host_cut", "unfinished",
+             "state_mismatch", "p2p_unmatched", "p2p_cycle", "unusable_dump")
     found = [c for c in a.get("causes", []) if c["kind"] not in kinds and not c["kind"].startswith("ras_")]
     if not any(r["kind"] in ("nccl_log", "launcher_output", "log", "error_file") for r in a.get("inputs", [])):
         return skipped("postmortem.nccl_warnings", "no logs among the inputs (NCCL_DEBUG_FILE, the launcher's "

@@ -33,6 +33,7 @@ from typing import Any, Optional
 from ..rendezvous.budget import FIXED, Budget
 from ..rendezvous.store import Guard
 from . import wire
+from .calls import c10d_call
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +118,8 @@ def thread_stacks() -> list:
                     "daemon": bool(t.daemon) if t is not None else None,
                     "frames": [{"file": (f.filename or "")[-MAX_LINE:], "line": f.lineno, "func": f.name[:MAX_LINE],
                                 "code": (f.line or "")[:MAX_LINE]} for f in rows]})
+        if ident == main:  # the c10d call it blocks in: a send's peer, which gloo's flight recorder never records
+            out[-1]["call"] = c10d_call(frames[ident])
     del frames
     return out
 

@@ -15,7 +15,7 @@ from typing import Optional
 from ..nccl import failures
 from ..nccl.debuglog import nccl_header, parse_nccl_debug, split_by_rank, split_prefix
 from ..render import words
-from . import flight
+from . import flight, p2p
 from .bound import CUT, MAX_FIELD_CHARS, MAX_LISTED_RANKS, MAX_REPORT_ROWS, clip, clip_all
 from .inputs import Inputs
 
@@ -240,8 +240,18 @@ def _who(rank: int, hosts: dict) -> str:
 
 
 def _coll(g: dict, seq: Optional[int] = None, op: Optional[str] = None) -> str:
-    name = g["desc"] if g.get("desc") and g["desc"] != "undefined" else f"process group {g['pg']}"
-    return f"{op or g.get('op') or 'collective'} #{g['seq'] if seq is None else seq} of {name}"
+    return f"{op or g.get('op') or 'collective'} #{g['seq'] if seq is None else seq} of {group_name(g)}"
+
+
+def group_name(g: dict) -> str:
+    """default_pg; a subgroup (dist.new_group) with its name and its ranks: "tp (process group 2: ranks 0, 1)",
+    "process group 1 (ranks 1, 2, 3)": a rank missing from a subgroup's collective is told by the group it is in."""
+    desc = g["desc"] if g.get("desc") and g["desc"] != "undefined" else ""
+    members = g.get("members") or []
+    if g["pg"] == flight.DEFAULT_PG or not members:
+        return desc or f"process group {g['pg']}"
+    ranks = ranks_text(members)
+    return f"{desc} (process group {g['pg']}: {ranks})" if desc else f"process group {g['pg']} ({ranks})"
 
 
 def _death(rank: int, by_rank: dict) -> str:
@@ -263,38 +273,36 @@ def _blocked_elsewhere(rank: int, name: str, inp: Inputs, groups: dict) -> bool:
     return bool(other and other["not_entered"] and d.last[1] >= other["seq"] and rank in other["entered"])
 
 
-def _sig(v: dict) -> str:
-    """all_reduce(1024 Float), barrier(): what one rank enqueued, as a person reads it."""
-    shapes = ", ".join("x".join(str(n) for n in s) or "scalar" for s in v["input_sizes"])
-    dtypes = "/".join(dict.fromkeys(v["input_dtypes"]))
-    return f"{v['op']}({shapes}{' ' + dtypes if dtypes else ''})"
+def _sig(v: dict, output: bool = False) -> str:
+    """all_reduce(1024 Float), barrier(), all_reduce(4x4 Float -> 4x4 Half) with its output: what one rank
+    enqueued, as a person reads it."""
+    def side(sizes: list, dtypes: list) -> str:
+        shapes = ", ".join("x".join(str(n) for n in s) or "scalar" for s in sizes)
+        dt = "/".join(dict.fromkeys(dtypes))
+        return f"{shapes}{' ' + dt if dt else ''}"
+    out = f" -> {side(v.get('output_sizes') or [], v.get('output_dtypes') or [])}" if output else ""
+    return f"{v['op']}({side(v['input_sizes'], v['input_dtypes'])}{out})"
 
 
 def _fr_causes(groups: list, inp: Inputs, hosts: dict, by_rank: dict) -> list:
     causes = []
     by_name = {g["pg"]: g for g in groups}
+    p2p_causes, p2p_waits = p2p.causes(inp.dumps, groups, lambda r: _who(r, hosts), _coll)
+    causes.extend(p2p_causes)
     for g in groups:
-        mm = g["mismatch"]
-        if mm:
-            major, odd = mm["variants"][0], mm["variants"][1:]
-            what = {"op": "op", "dtype": "dtype", "size": "size"}[mm["kind"]]
-            if mm["culprits"]:
-                parts = [f"{ranks_text(v['ranks'])} called {_sig(v)}" for v in odd]
-                text = (f"{what} mismatch at {_coll(g, mm['seq'], major['op'])}: " + "; ".join(parts) +
-                        f" where {ranks_text(major['ranks'])} called {_sig(major)}")
-                if len(mm["culprits"]) == 1:
-                    text = f"{_who(mm['culprits'][0], hosts)}: " + text
-            else:
-                text = (f"{what} mismatch at {_coll(g, mm['seq'], major['op'])}: " +
-                        " vs ".join(f"{ranks_text(v['ranks'])} {_sig(v)}" for v in mm["variants"]))
-            causes.append({"kind": f"{mm['kind']}_mismatch", "cause": True, "pg": g["pg"], "seq": mm["seq"],
-                           "ranks": mm["culprits"] or sorted(r for v in mm["variants"] for r in v["ranks"]),
-                           "text": text, "fix": failures.BY_ID["collective_mismatch"].fix, "source": "flight recorder"})
+        if g["mismatch"]:
+            causes.append(_mismatch_cause(g, g["mismatch"], hosts))
         inside = g.get("unfinished") or {}
-        stuck = [r for r in g["not_entered"] if str(r) not in inside and not _blocked_elsewhere(r, g["pg"], inp,
-                                                                                                 by_name)]
+        stuck = [r for r in g["not_entered"] if str(r) not in inside and r not in p2p_waits and
+                 not _blocked_elsewhere(r, g["pg"], inp, by_name)]
         stuck_set = set(stuck)  # 200,000 ranks: a list membership test here was quadratic (issue 36 hole 5)
-        behind = [r for r in g["not_entered"] if r not in stuck_set and str(r) not in inside]
+        behind = [r for r in g["not_entered"] if r not in stuck_set and str(r) not in inside and r not in p2p_waits]
+        sending = [r for r in g["not_entered"] if r in p2p_waits and str(r) not in inside]
+        if sending:
+            causes.append({"kind": "blocked", "cause": False, "pg": g["pg"], "seq": g["seq"], "ranks": sending,
+                           "text": f"{ranks_text(sending)} did not reach {_coll(g)}: "
+                                   + "; ".join(f"rank {r} waits in {p2p_waits[r].text()}" for r in sending[:SHOWN]),
+                           "fix": "", "source": "flight recorder"})
         if inside:
             causes.extend(_unfinished(g, inside, inp, hosts))
         if stuck:
@@ -319,6 +327,8 @@ def _fr_causes(groups: list, inp: Inputs, hosts: dict, by_rank: dict) -> list:
                                    "group's collective", "fix": "", "source": "flight recorder"})
     for g in groups:
         causes.extend(_state_causes(g, inp, hosts))
+    causes.extend(_state_mismatch(groups, inp, hosts, any(c["cause"] for c in causes)))
+    causes.extend(_unusable(inp, any(c["cause"] for c in causes)))
     if not any(c["cause"] for c in causes) and any(c["kind"] == "blocked" for c in causes):
         causes.insert(0, _cycle(inp, hosts, [r for c in causes if c["kind"] == "blocked" for r in c["ranks"]]))
         causes = [c for c in causes if c]
@@ -328,6 +338,88 @@ def _fr_causes(groups: list, inp: Inputs, hosts: dict, by_rank: dict) -> list:
         return 0 if c["kind"] != "never_entered" or any(x[0] == c["pg"] for x in last) else 1
 
     return sorted(causes, key=lambda c: (c["kind"] == "never_entered", stopped_here(c)))
+
+
+_sig_of = _sig
+
+
+def _mismatch_cause(g: dict, mm: dict, hosts: dict) -> dict:
+    """One sequence id where ranks called different things (or the one thing they all called breaks its own
+    rules), as torch's matcher names it: the op, which side (input / output), and where in a coalesced group."""
+    major, odd = mm["variants"][0], mm["variants"][1:]
+    what = mm["kind"] + (f" ({mm['side']})" if mm.get("side") else "")
+    where = _coll(g, mm["seq"], major["op"])
+    if mm.get("group_len", 1) > 1:
+        where = (f"op {mm['position'] + 1} of {mm['group_len']} ({major['op']}) of the coalesced group "
+                 f"#{mm['seq']} of {group_name(g)}")
+    why = f" ({mm['why']})" if mm.get("why") else ""
+    out = mm.get("side") not in (None, "input")
+
+    def _sig(v: dict) -> str:
+        return _sig_of(v, out)
+    if not odd:  # every rank called it alike, and it breaks its own collective's rules
+        text = f"{what} mismatch at {where}: {ranks_text(major['ranks'])} called {_sig(major)}{why}"
+    elif mm["culprits"]:
+        parts = [f"{ranks_text(v['ranks'])} called {_sig(v)}" for v in odd]
+        text = f"{what} mismatch at {where}: " + "; ".join(parts) + \
+            f" where {ranks_text(major['ranks'])} called {_sig(major)}{why}"
+        if len(mm["culprits"]) == 1:
+            text = f"{_who(mm['culprits'][0], hosts)}: " + text
+    else:
+        text = f"{what} mismatch at {where}: " + " vs ".join(f"{ranks_text(v['ranks'])} {_sig(v)}"
+                                                             for v in mm["variants"]) + why
+    return {"kind": f"{mm['kind']}_mismatch", "cause": True, "pg": g["pg"], "seq": mm["seq"],
+            "ranks": mm["culprits"] or sorted(r for v in mm["variants"] for r in v["ranks"]), "text": text,
+            "fix": failures.BY_ID["collective_mismatch"].fix, "source": "flight recorder",
+            **({"side": mm["side"]} if mm.get("side") else {}),
+            **({"position": mm["position"]} if mm.get("group_len", 1) > 1 else {})}
+
+
+def _state_mismatch(groups: list, inp: Inputs, hosts: dict, have_cause: bool) -> list:
+    """torch's COLLECTIVE_STATE_MISMATCH: at the collective every rank entered, some completed it and others did
+    not (NCCL records completion; gloo marks every entry retired): those still inside wait for data that never
+    came. A cause when nothing else is (a rooted collective can finish on the root's side first)."""
+    out = []
+    for g in groups:  # NCCL's entries say completed; gloo's only retired (a failed one too): not compared there
+        opened = {int(r): st for r, st in (g.get("open_states") or {}).items()
+                  if int(r) in inp.dumps and inp.dumps[int(r)].backend != "gloo"}
+        finished = [r for r in g["entered"] if r not in opened]
+        if not opened or not finished or g["not_entered"] or g["no_dump"]:
+            continue
+        waiting = sorted(opened)
+        states = "/".join(sorted(set(opened.values())))
+        its = "its" if len(waiting) == 1 else "their"
+        out.append({"kind": "state_mismatch", "cause": not have_cause and not out, "pg": g["pg"], "seq": g["seq"],
+                    "ranks": waiting, "text": f"state mismatch at {_coll(g)}: {ranks_text(finished)} completed it; "
+                    f"{_who(waiting[0], hosts) if len(waiting) == 1 else ranks_text(waiting)} did not (state "
+                    f"{states}): {its} data never came or {its} GPU never finished it",
+                    "fix": "find the link or the GPU: `ncclcheck links` on the same nodes (pairwise), NCCL's RAS "
+                           "(`ncclras`) on a live hang; arm the next run with TORCH_NCCL_ENABLE_TIMING=1 (ncclcheck "
+                           "recommend --postmortem DIR --format env) so started and scheduled tell them apart",
+                    "source": "flight recorder"})
+    return out
+
+
+def _unusable(inp: Inputs, have_cause: bool) -> list:
+    """A dump read and then unusable is said, with why: unmeasured is never healthy (a dump whose sequence ids were
+    all unreadable had read as "nothing wrong found")."""
+    out = []
+    for r, d in sorted(inp.dumps.items()):
+        if not d.unusable:
+            continue
+        n = sum(d.unusable.values())
+        used = d.entries - n
+        whys = "; ".join(f"{k} ({v})" for k, v in sorted(d.unusable.items(), key=lambda kv: -kv[1])[:4])
+        none = used <= 0
+        out.append({"kind": "unusable_dump", "cause": none and not have_cause and not any(c["cause"] for c in out),
+                    "pg": None, "seq": None, "ranks": [r],
+                    "text": f"rank {r}'s flight-recorder dump ({d.source}) was read but "
+                            f"{'none' if none else n} of its {d.entries} entries could be used: {whys}"
+                            + ("; its collectives are not compared" if none else ""),
+                    "fix": "pass the dumps torch wrote (TORCH_FR_DUMP_TEMP_FILE / the watchdog's dump), unedited; a "
+                           "dump another tool rewrote may have lost torch's fields",
+                    "source": "flight recorder"})
+    return out
 
 
 def _unfinished(g: dict, inside: dict, inp: Inputs, hosts: dict) -> list:

@@ -63,6 +63,11 @@ class GroupTrace:
     # does "enqueued past completed" say that the rank is still inside its last collective.
     completion_known: bool = False
     colls: dict = field(default_factory=dict)  # seq -> the raw entry (a dict); Coll.of() reads one when needed
+    # seq -> every entry of a coalesced group, in order (its ops, then the closing "coalesced" entry): collectives
+    # issued together share one collective_seq_id; colls keeps the last (the closing entry)
+    multi: dict = field(default_factory=dict)
+    p2p: list = field(default_factory=list)  # point-to-point entries (send, recv, a batch's ops), in record order
+    first_seq_partial: bool = False  # the ring buffer wrapped: this rank's lowest seq may have lost its first ops
 
     @property
     def enqueued(self) -> int:
@@ -91,6 +96,8 @@ class RankDump:
     last: Optional[tuple] = None  # (group, seq) of the newest entry this rank recorded
     entries: int = 0
     timing: bool = False  # the job ran with TORCH_NCCL_ENABLE_TIMING=1: "scheduled" then means "not started on the GPU"
+    unusable: dict = field(default_factory=dict)  # why -> entries of this dump that could not be used
+    call: Optional[dict] = None  # live (watch): the c10d call its main thread blocks in (op, peer, group, size)
 
 
 def rank_from_name(path: str) -> Optional[int]:
@@ -115,6 +122,16 @@ def _count(v: Any) -> Optional[int]:
     return _int(v)
 
 
+def _seqid(v: Any) -> Optional[int]:
+    """A sequence id: an int, or the decimal string torch's own analyzer tests write ("3"); None for anything else."""
+    if type(v) is int:
+        return v if 0 <= v <= MAX_ID else None
+    if type(v) is str and 0 < len(v) <= 19 and v.isdigit():
+        n = int(v)
+        return n if n <= MAX_ID else None
+    return None
+
+
 def _str(v: Any, limit: int = 200) -> str:
     return v[:limit] if isinstance(v, str) else ""
 
@@ -137,6 +154,8 @@ _SEEN: dict = {}  # dtype lists and profiling names repeat across 2M entries: ch
 
 
 def _dtypes(v: Any) -> tuple:
+    if type(v) is str:  # torch's analyzer tests write one dtype as a bare string ("float32")
+        v = [v]
     if type(v) is not list and type(v) is not tuple:
         return ()
     try:
@@ -191,17 +210,40 @@ def _group_ranks(cfg: Any) -> Optional[list]:
     return None
 
 
+P2P_OPS = ("send", "recv")  # profiling names "nccl:send 0->1", "nccl:recv 1<-0" (group ranks)
+_COUNTER_IN_OP_IDS = ("gloo", "c10d")  # their pg_status counts every op (op_id), not collectives (work->seq_)
+MAX_P2P = 100_000  # point-to-point entries kept per dump
+
+
+def _is_p2p(e: dict) -> bool:
+    if e.get("is_p2p") is True:
+        return True
+    prof = e.get("profiling_name")
+    return type(prof) is str and _op(prof)[1].split(" ", 1)[0] in P2P_OPS
+
+
+def _unusable(counts: dict, why: str) -> None:
+    counts[why] = counts.get(why, 0) + 1
+
+
 def normalise(doc: dict, rank: int, source: str, form: str) -> RankDump:
-    """One rank's dump as GroupTraces; every field type-checked (a dump may be hostile or from another version)."""
+    """One rank's dump as GroupTraces; every field type-checked (a dump may be hostile or from another version).
+    Entries that cannot be used are counted by why (RankDump.unusable): a dump read and then silently dropped would
+    read as "nothing wrong"."""
     groups: dict = {}
     last, last_id = None, -1
     entries = doc["entries"][:MAX_ENTRIES]
     backend = None
     names: dict = {}
     timing = False
+    unusable: dict = {}
+    first_rid = None
     for e in entries:
-        if type(e) is not dict or e.get("is_p2p"):
+        if type(e) is not dict:
+            _unusable(unusable, "an entry that is not a record")
             continue
+        if first_rid is None:
+            first_rid = e.get("record_id")
         pg = e.get("process_group")
         try:  # a pickle's (name, desc) tuple: read it once per dump
             name = names.get(pg) if type(pg) is tuple else None
@@ -211,15 +253,29 @@ def normalise(doc: dict, rank: int, source: str, form: str) -> RankDump:
             name = _str(pg[0]) if isinstance(pg, (list, tuple)) and pg else str(_int(e.get("pg_id"), 0))
             if type(pg) is tuple and len(names) < 10_000:
                 names[pg] = name
+        p2p = e.get("is_p2p") is True or (e.get("is_p2p") is None and _is_p2p(e))
         seq = e.get("collective_seq_id")
         if type(seq) is not int or not 0 <= seq <= MAX_ID:
-            continue
+            seq = _seqid(seq)
+            if seq is None and not p2p:
+                _unusable(unusable, "no collective_seq_id, or one that is not a whole number")
+                continue
         g = groups.get(name)
         if g is None:
             desc = _str(pg[1]) if isinstance(pg, (list, tuple)) and len(pg) > 1 else ""
             g = groups[name] = GroupTrace(name, desc)
         if backend is None:
             backend = _op(e.get("profiling_name"))[0] or None
+        if p2p:  # its collective_seq_id is the group's last collective's: kept apart, paired by postmortem/p2p.py
+            if len(g.p2p) < MAX_P2P:
+                g.p2p.append(e)
+            continue
+        prev = g.colls.get(seq)
+        if prev is not None:  # a coalesced group: every op of it shares the seq, the closing entry comes last
+            group = g.multi.get(seq)
+            if group is None:
+                group = g.multi[seq] = [prev]
+            group.append(e)
         g.colls[seq] = e
         if not timing and _timed(e):
             timing = True
@@ -228,18 +284,28 @@ def normalise(doc: dict, rank: int, source: str, form: str) -> RankDump:
         rid = e.get("record_id")
         if type(rid) is int and last_id <= rid <= MAX_ID:
             last, last_id = (name, seq), rid
+    wrapped = type(first_rid) is int and first_rid > 0
+    by_ops = backend in _COUNTER_IN_OP_IDS
     status = doc.get("pg_status")
     for key, st in (status.items() if isinstance(status, dict) else ()):
         if not isinstance(st, dict) or not isinstance(key, str):
             continue
         g = groups.get(key) or groups.setdefault(key, GroupTrace(key))
         enqueued, completed = _count(st.get("last_enqueued_collective")), _count(st.get("last_completed_collective"))
+        if by_ops and g.colls:  # gloo counts point-to-point ops too: the counters are op ids, not sequence ids
+            enqueued, completed = _op_to_seq(g, enqueued), _op_to_seq(g, completed)
+        elif g.p2p and g.colls and _newest_is_p2p(g):
+            # NCCL's counters hold the last work's own sequence number: a send's is its p2p_seq_id, not a
+            # collective's; the entries say what this rank enqueued and completed
+            enqueued = completed = None
         g.last_enqueued = max(g.last_enqueued, -1 if enqueued is None else enqueued)
         if completed is not None:
             g.last_completed, g.completion_known = max(g.last_completed, completed), True
         started = _count(st.get("last_started_collective"))
         if started is not None and started >= 0:
             timing = True
+    for g in groups.values():
+        g.first_seq_partial = wrapped
     config = doc.get("pg_config")
     for key, cfg in (config.items() if isinstance(config, dict) else ()):
         ranks = _group_ranks(cfg)
@@ -247,8 +313,35 @@ def normalise(doc: dict, rank: int, source: str, form: str) -> RankDump:
         target = groups.get(key) or (groups.get(DEFAULT_PG) if key == "" else None)
         if target is not None and ranks:
             target.ranks = ranks
+    if entries and not groups and not unusable:
+        _unusable(unusable, "no entry names a process group")
     return RankDump(rank, source, form, _str(doc.get("version"), 20), backend, groups, last, len(entries),
-                    timing and backend == "nccl")
+                    timing and backend == "nccl", unusable, live_call(doc, rank))
+
+
+def _newest_is_p2p(g: GroupTrace) -> bool:
+    rid = g.p2p[-1].get("record_id")
+    last = g.colls[max(g.colls)].get("record_id")
+    return type(rid) is int and type(last) is int and rid > last
+
+
+def _op_to_seq(g: GroupTrace, counter: Optional[int]) -> Optional[int]:
+    """gloo's pg_status counter (an op id: sends and receives count too) as the collective sequence id of the newest
+    collective at or before it; older than the window: one before it."""
+    if counter is None or counter < 0:
+        return counter
+    best, lowest = None, None
+    for seq, e in reversed(g.colls.items()):  # newest first: the counter is almost always the newest entry's
+        op = e.get("op_id")
+        if type(op) is not int:
+            return counter  # no op ids: the counter is what it says
+        if op <= counter:
+            best = seq if best is None or seq > best else best
+            break
+        lowest = seq
+    if best is not None:
+        return best
+    return (lowest - 1) if lowest is not None else counter
 
 
 UNANSWERED_SCHEMA = "ncclcheck.live-unanswered/1"  # watch --dump's list of the ranks that did not answer
@@ -286,6 +379,36 @@ def live_self(doc: dict, rank: int) -> Optional[dict]:
                     else None}, "where": where_of(me.get("stacks"))}
 
 
+CALL_OPS = frozenset(("send", "recv", "isend", "irecv", "batch_isend_irecv", "all_reduce", "broadcast", "reduce",
+                      "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor", "all_to_all",
+                      "all_to_all_single", "gather", "scatter", "barrier", "monitored_barrier", "all_gather_object",
+                      "broadcast_object_list", "send_object_list", "recv_object_list"))
+
+
+def live_call(doc: Any, rank: int) -> Optional[dict]:
+    """The c10d call a live rank's main thread blocks in (the responder reads it from the frame: live/calls.py):
+    {"op", "peer", "size", "dtype", "group": {"name", "desc", "ranks"}}, each field checked; None when absent."""
+    me = doc.get(LIVE_KEY) if isinstance(doc, dict) else None
+    stacks = me.get("stacks") if isinstance(me, dict) and me.get("rank") == rank else None
+    main = next((t for t in stacks if isinstance(t, dict) and t.get("main") is True), None) \
+        if isinstance(stacks, list) else None
+    call = main.get("call") if isinstance(main, dict) else None
+    if not isinstance(call, dict) or call.get("op") not in CALL_OPS:
+        return None
+    peer, size = call.get("peer"), call.get("size")
+    grp = call.get("group") if isinstance(call.get("group"), dict) else {}
+    ranks = grp.get("ranks")
+    return {"op": call["op"], "peer": peer if type(peer) is int and 0 <= peer < MAX_WORLD else None,
+            "size": [n for n in size[:8] if type(n) is int and 0 <= n <= MAX_ID] if isinstance(size, list) else None,
+            "dtype": _str(call.get("dtype"), 20) or None,
+            "group": {"name": _str(grp.get("name"), 64), "desc": _str(grp.get("desc"), 64),
+                      "ranks": [r for r in ranks[:MAX_LISTED] if type(r) is int and 0 <= r < MAX_WORLD]
+                      if isinstance(ranks, list) else None}}
+
+
+MAX_LISTED = 4096  # a live call's group ranks kept
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # comparison across ranks
 
@@ -295,13 +418,17 @@ def _majority(groups: dict) -> tuple:
     return max(groups, key=lambda sig: (len(groups[sig]), -min(groups[sig])))
 
 
-def _mismatch(dumps: dict, name: str, ranks: list) -> Optional[dict]:
-    """The first sequence id at which the ranks' enqueued collectives differ (op, then dtype, then size)."""
-    tables = [(r, dumps[r].groups[name].colls) for r in ranks]
+def _mismatch(dumps: dict, name: str, ranks: list, group_size: Optional[int] = None) -> Optional[dict]:
+    """The first sequence id at which the ranks' enqueued collectives differ as torch's matcher sees them (the op,
+    input and output sizes and dtypes; every op of a coalesced group, in order), or at which the one collective they
+    all called breaks its own rules (postmortem/match.py)."""
+    from . import match
+
+    groups = [dumps[r].groups[name] for r in ranks]
     first: dict = {}  # seq -> the first rank's entry; then every other rank's entry is compared with it
     differ: set = set()
-    for _, table in tables:  # rank-major, inlined: 1,024 ranks x 2,000 entries is 2M comparisons
-        for seq, e in table.items():
+    for g in groups:  # rank-major, inlined: 1,024 ranks x 2,000 entries is 2M comparisons
+        for seq, e in g.colls.items():
             f = first.get(seq)
             if f is None:
                 first[seq] = e
@@ -309,28 +436,74 @@ def _mismatch(dumps: dict, name: str, ranks: list) -> Optional[dict]:
                 try:
                     if (f.get("profiling_name") != e.get("profiling_name") or
                             f.get("input_sizes") != e.get("input_sizes") or
-                            f.get("input_dtypes") != e.get("input_dtypes")):
+                            f.get("input_dtypes") != e.get("input_dtypes") or
+                            f.get("output_sizes") != e.get("output_sizes") or
+                            f.get("output_dtypes") != e.get("output_dtypes")):
                         differ.add(seq)
                 except RecursionError:  # a hostile, deeply nested value: not the same as anything
                     differ.add(seq)
-    for seq in sorted(differ):
+    # a rank whose ring buffer wrapped may hold only the tail of its oldest coalesced group: not compared there
+    partial = {(r, min(g.colls)) for r, g in zip(ranks, groups) if g.first_seq_partial and g.colls}
+
+    def sig_of(r: int, g: GroupTrace, seq: int) -> Optional[tuple]:
+        if seq not in g.colls or (r, seq) in partial:
+            return None
+        return match.group_sig(g.multi.get(seq) or [g.colls[seq]])
+
+    for seq in {q for g in groups for q in g.multi} - differ:
+        if len({s for r, g in zip(ranks, groups) if (s := sig_of(r, g, seq)) is not None}) > 1:
+            differ.add(seq)
+    own: dict = {}  # seq -> (position, kind, side, why): what every rank called breaks its collective's own rules
+    for seq in first:
+        if seq not in differ:
+            holder = next(((r, g) for r, g in zip(ranks, groups) if seq in g.colls and (r, seq) not in partial), None)
+            found = match.own_in_group(sig_of(holder[0], holder[1], seq), group_size) if holder else None
+            if found:
+                own[seq] = found
+    for seq in sorted(differ | set(own)):
+        if seq in own:
+            pos, kind, side, why = own[seq]
+            sig = sig_of(*next((r, g) for r, g in zip(ranks, groups) if sig_of(r, g, seq) is not None), seq)
+            have = sorted(r for r, g in zip(ranks, groups) if seq in g.colls)
+            return {"seq": seq, "kind": kind, "side": side, "position": pos, "group_len": len(sig), "why": why,
+                    "variants": [_variant(have, sig, pos)], "culprits": []}
         by_sig: dict = {}
-        for r, table in tables:
-            if seq in table:
-                by_sig.setdefault(Coll.of(seq, table[seq]).signature(), []).append(r)
+        for r, g in zip(ranks, groups):
+            sig = sig_of(r, g, seq)
+            if sig is not None:
+                by_sig.setdefault(sig, []).append(r)
         if len(by_sig) < 2:
             continue
         major = _majority(by_sig)
-        others = [s for s in by_sig if s != major]
-        kind = ("op" if any(s[0] != major[0] for s in others) else
-                "dtype" if any(s[2] != major[2] for s in others) else "size")
-        variants = [{"ranks": sorted(by_sig[s]), "op": s[0], "input_sizes": [list(x) for x in s[1]],
-                     "input_dtypes": list(s[2])} for s in [major, *others]]
+        diffs = [(d, s) for s in by_sig if s != major and (d := match.first_difference(major, s))]
+        if not diffs:  # they differ only where torch's matcher does not look (all_to_all's sizes, dtype order)
+            continue
+        (pos, kind, side), _ = min(diffs, key=lambda t: t[0][0])
+        others = [s for _, s in diffs]
+        why = ""
+        if kind == "count":
+            kind, why = "size", "a coalesced group of " + " vs ".join(
+                f"{len(s)} op{'s' if len(s) != 1 else ''}" for s in [major, *others])
+        else:
+            bad = next((found for s in [*others, major] if pos < len(s) and (found := match.own(s[pos], group_size))),
+                       None)
+            why = bad[2] if bad else ""
         # the odd ones out are the culprits only when the majority is a real one (1 vs 1 names nobody)
         clear = len(by_sig[major]) > max(len(by_sig[s]) for s in others)
-        return {"seq": seq, "kind": kind, "variants": variants,
+        return {"seq": seq, "kind": kind, "side": side, "position": pos, "group_len": len(major), "why": why,
+                "variants": [_variant(sorted(by_sig[s]), s, pos) for s in [major, *others]],
                 "culprits": sorted(r for s in others for r in by_sig[s]) if clear else []}
     return None
+
+
+def _variant(ranks: list, sig: tuple, pos: int) -> dict:
+    """What some ranks called at one sequence id: the op at `pos` (of a coalesced group: its ops listed)."""
+    op = sig[min(pos, len(sig) - 1)] if sig else ("?", (), (), (), ())
+    out = {"ranks": ranks, "op": op[0], "input_sizes": [list(x) for x in op[1]], "input_dtypes": list(op[2]),
+           "output_sizes": [list(x) for x in op[3]], "output_dtypes": list(op[4])}
+    if len(sig) > 1:
+        out["ops"] = [s[0] for s in sig[:64]]
+    return out
 
 
 def _members(name: str, dumps: dict, world: list) -> list:
@@ -404,7 +577,8 @@ def analyse_groups(dumps: dict, world: list) -> list[dict]:
             "last_completed": {str(r): dumps[r].groups[name].last_completed for r in dumped},
             "windows": {str(r): list(dumps[r].groups[name].window) for r in dumped},
             "wrapped": any((dumps[r].groups[name].window[0] or 1) > 1 for r in dumped),
-            "mismatch": _mismatch(dumps, name, dumped),
+            "mismatch": _mismatch(dumps, name, dumped, len(members) if name == DEFAULT_PG or any(
+                dumps[r].groups[name].ranks for r in dumped) else None),
             "in_step": not lagging and not no_dump and all_done,
             "open_states": open_states,
             "timing": sorted(r for r in dumped if dumps[r].timing),

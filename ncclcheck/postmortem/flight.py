@@ -18,10 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .bound import clip
+from .fields import MAX_ID
+from .fields import dtypes as _dtypes
+from .fields import op as _op
+from .fields import sizes as _sizes
 
 MAX_ENTRIES = 100_000  # per dump; torch's default buffer is 2,000
 MAX_WORLD = 1_000_000  # ranks of one job (the largest run on ~100k GPUs): a rank number at or past it is not one
-MAX_ID = (1 << 63) - 1  # sequence and record ids are int64 in torch: a larger integer is not one
 _RANK_IN_NAME = re.compile(r"(\d+)(?:\.json|\.pkl|\.pickle)?$")
 DEFAULT_PG = "0"
 
@@ -136,40 +139,6 @@ def _str(v: Any, limit: int = 200) -> str:
     return v[:limit] if isinstance(v, str) else ""
 
 
-def _sizes(v: Any) -> tuple:
-    """[[1024], [8, 4]] -> ((1024,), (8, 4)); anything unhashable or odd -> (). Hot: a 1,024-rank job with 2,000
-    entries each is 2M calls, so the common shape takes the C path."""
-    if type(v) is list or type(v) is tuple:
-        try:
-            t = tuple(map(tuple, v[:64]))
-        except TypeError:
-            return ()
-        # ints within int64 only: a 10^5000 dimension is not one and cannot be printed as JSON
-        if all(type(n) is int and -MAX_ID <= n <= MAX_ID for s in t for n in s):
-            return t
-    return ()
-
-
-_SEEN: dict = {}  # dtype lists and profiling names repeat across 2M entries: check each distinct one once
-
-
-def _dtypes(v: Any) -> tuple:
-    if type(v) is str:  # torch's analyzer tests write one dtype as a bare string ("float32")
-        v = [v]
-    if type(v) is not list and type(v) is not tuple:
-        return ()
-    try:
-        key = tuple(v[:64])
-        hit = _SEEN.get(key)
-    except TypeError:
-        return ()
-    if hit is None:
-        hit = tuple(x[:40] if type(x) is str else "?" for x in key)
-        if len(_SEEN) < 10_000:
-            _SEEN[key] = hit
-    return hit
-
-
 def _timed(e: dict) -> bool:
     """Does this entry show the start event torch records only with TORCH_NCCL_ENABLE_TIMING=1? Without it an NCCL
     entry goes from scheduled to completed and never says started (torch's FlightRecorder: the start event is null);
@@ -180,17 +149,6 @@ def _timed(e: dict) -> bool:
 
 def _done(e: dict) -> bool:
     return e.get("retired") is True or e.get("state") == "completed"
-
-
-def _op(prof: Any) -> tuple:
-    """"nccl:all_reduce" -> ("nccl", "all_reduce")."""
-    hit = _SEEN.get(prof) if type(prof) is str else ("", "?")
-    if hit is None:
-        lib, _, op = clip(prof, 200).partition(":")
-        hit = (lib, op) if op else ("", clip(prof, 200) or "?")
-        if len(_SEEN) < 10_000:
-            _SEEN[prof] = hit
-    return hit
 
 
 def _group_ranks(cfg: Any) -> Optional[list]:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from .flight import _dtypes, _op, _sizes
+from .fields import dtypes as _dtypes
+from .fields import op as _op
+from .fields import sizes as _sizes
 
 # torch's rules, by op (types.py): which sides a collective's ranks must agree on
 NO_INPUT_MATCH = ("all_to_all", "scatter")

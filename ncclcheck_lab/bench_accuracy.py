@@ -34,11 +34,9 @@ import time
 from pathlib import Path
 from typing import Optional
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts"))
-sys.path.insert(0, str(REPO))
+from . import accuracy_corpus as ac
 
-import accuracy_corpus as ac  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 LOCK = "/tmp/ncclcheck-heavy.lock"
 PY = sys.executable
@@ -218,13 +216,13 @@ class Context:
         if self.lab is None:
             from labrun import lab_name
 
-            from tests.lab.harness import Lab
+            from .netlab.harness import Lab
             self.lab = Lab(4, name=lab_name("acc"))
         return self.lab
 
     def need_slurm(self) -> dict:
         if self.slurm is None:
-            import netlab_launchers as nlx
+            from .netlab import launchers as nlx
             self.slurm = nlx.slurm_up(self.need_lab().state, timeout=60)
         return self.slurm
 
@@ -232,7 +230,7 @@ class Context:
         lab = self.lab
         if lab is None or "{" not in text:
             return text
-        import netlab_launchers as nlx
+        from .netlab import launchers as nlx
         table = {h: lab.ip(h) for h in lab.hosts}
         table.update(unused=f"198.18.{lab.state.slot}.250", slurmd=str(nlx.SLURMD_PORT))
         return re.sub(r"\{(\w+)\}", lambda m: table.get(m.group(1), m.group(0)), text)
@@ -300,7 +298,7 @@ def run_preflight(ctx: Context, s: ac.Scenario) -> ac.Outcome:
 
 
 def run_launcher(ctx: Context, s: ac.Scenario) -> ac.Outcome:
-    import netlab_launchers as nlx
+    from .netlab import launchers as nlx
     lab = ctx.need_lab()
     launcher = s.opt("launcher")
     env = ctx.need_slurm() if launcher == "srun" else {}

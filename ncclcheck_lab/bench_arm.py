@@ -25,7 +25,6 @@ def one(mode: str, iters: int, nproc: int, pm: str) -> float:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_FR", "TORCH_NCCL", "NCCL_"))}
     env.update(PYTHONPATH=REPO, OMP_NUM_THREADS="1", ITERS=str(iters), ARM="1" if mode == "armed" else "0")
     if mode == "env":
-        sys.path.insert(0, REPO)
         from ncclcheck.recommend.postmortem import recommend_postmortem
 
         env.update({r.name: r.value for r in recommend_postmortem(pm)})

@@ -14,13 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import labrun  # noqa: E402
-from labrun import nl  # noqa: E402
+from . import labrun
+from .labrun import nl
 
 PORT = 29500
 UNITS = {"mbit": 1e6, "gbit": 1e9}

@@ -20,8 +20,6 @@ import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 
 def _bare(dist, torch, op: str, size: int, iters: int, warmup: int, rank: int, n: int, device: str = "cpu") -> float:
     """The loop a user would write: buffers, warm-up, barrier, a timer around `iters` calls (perf_counter on the

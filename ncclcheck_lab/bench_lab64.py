@@ -41,15 +41,11 @@ from typing import Optional
 
 import psutil
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ncclcheck import hostranges
+from ncclcheck.nccl import reachability
 
-import labrun  # noqa: E402
-from labrun import REPO, nl  # noqa: E402
-
-sys.path.insert(0, str(REPO))
-
-from ncclcheck import hostranges  # noqa: E402
-from ncclcheck.nccl import reachability  # noqa: E402
+from . import labrun
+from .labrun import nl
 
 PORT = 29500
 REPORT = "run.json"

@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 
 def run(lab, hosts: list[str], args: argparse.Namespace) -> tuple[float, float, dict]:
@@ -53,7 +52,7 @@ def main() -> int:
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
 
-    from tests.lab.harness import Lab
+    from .netlab.harness import Lab
 
     n = args.hosts
     scenario = [("slow-link", f"h{i + 1}", args.rate) for i in range(n)] if args.rate else None

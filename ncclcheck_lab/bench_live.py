@@ -20,11 +20,9 @@ import json
 import multiprocessing as mp
 import os
 import socket
-import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
 
 FIXTURE = os.path.join(REPO, "tests", "live", "fixtures", "sleep")
 

@@ -26,10 +26,9 @@ import tempfile
 import time
 from typing import Optional
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
+from ncclcheck.postmortem.diagnose import diagnose
 
-from ncclcheck.postmortem.diagnose import diagnose  # noqa: E402
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CULPRIT = {"healthy": None}  # every other scenario: the last rank (3)
 

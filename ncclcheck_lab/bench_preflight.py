@@ -9,12 +9,9 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import labrun  # noqa: E402
-from labrun import nl  # noqa: E402
+from . import labrun
+from .labrun import nl
 
 PORT = 29500
 

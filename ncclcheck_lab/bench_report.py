@@ -36,10 +36,8 @@ import time
 from collections import Counter
 from io import StringIO
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from ncclcheck.model import CheckResult, NodeInfo, Report  # noqa: E402
-from ncclcheck.render.validate import load_report  # noqa: E402
+from ncclcheck.model import CheckResult, NodeInfo, Report
+from ncclcheck.render.validate import load_report
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 # Added to a copy of the page: after the load event, force a layout of everything and put the figures in the title,
@@ -191,9 +189,8 @@ def main() -> int:
     path = a.report
     if a.nodes:
         path = os.path.join(work, "generated.json")
-        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_scale.py")
-        rc = subprocess.call([sys.executable, script, "--nodes", str(a.nodes), "--no-world", "none",
-                              "--json-out", path])
+        rc = subprocess.call([sys.executable, "-m", "ncclcheck_lab.bench_scale", "--nodes", str(a.nodes),
+                              "--no-world", "none", "--json-out", path])
         if not os.path.exists(path):
             print(f"bench_scale.py wrote no report (exit {rc})", file=sys.stderr)
             return 1

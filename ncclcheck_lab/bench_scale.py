@@ -57,19 +57,17 @@ import traceback
 
 # c10d logs each wait slice that ends without the key (expected: waits are sliced) as a warning on fd 2
 os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # sim_store
 
-from ncclcheck import __version__  # noqa: E402
-from ncclcheck.agent.launchers import detect_placement  # noqa: E402
-from ncclcheck.agent.limits import ensure_nofile  # noqa: E402
-from ncclcheck.checks import run_local_checks  # noqa: E402
-from ncclcheck.checks.local import LocalInput  # noqa: E402
-from ncclcheck.config import Config, WorldConfig  # noqa: E402
-from ncclcheck.model import Report  # noqa: E402
-from ncclcheck.nccl import reachability  # noqa: E402
-from ncclcheck.preflight import cluster, probe  # noqa: E402
-from ncclcheck.rendezvous.budget import Budget  # noqa: E402
+from ncclcheck import __version__
+from ncclcheck.agent.launchers import detect_placement
+from ncclcheck.agent.limits import ensure_nofile
+from ncclcheck.checks import run_local_checks
+from ncclcheck.checks.local import LocalInput
+from ncclcheck.config import Config, WorldConfig
+from ncclcheck.model import Report
+from ncclcheck.nccl import reachability
+from ncclcheck.preflight import cluster, probe
+from ncclcheck.rendezvous.budget import Budget
 
 _tls = threading.local()
 # Simulation only: hundreds of virtual nodes share one worker process's descriptors (and 2 cores): this many of them
@@ -264,9 +262,9 @@ def go_green() -> None:
         monkey.patch_all()
     _tls = threading.local()  # made again: the module's was an OS-thread local, shared by every greenlet
     PROBERS = threading.BoundedSemaphore(PROBERS_AT_ONCE)  # a greenlet semaphore (an OS one would block them all)
-    import sim_store
-
     from ncclcheck.rendezvous.store import JsonStore
+
+    from . import sim_store
 
     def open_wire_store(host, port, is_server, timeout_s, prefix="", guard=None):
         assert not is_server, "only node 0 hosts the store, with torch's TCPStore"
@@ -640,7 +638,8 @@ def isolate() -> None:
     if os.environ.get("NCCLCHECK_SCALE_NETNS") or os.geteuid() != 0 or not shutil.which("unshare"):
         return
     env = dict(os.environ, NCCLCHECK_SCALE_NETNS="1")
-    cmd = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$0" "$@"', sys.executable, *sys.argv]
+    cmd = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$0" "$@"', sys.executable, "-m",
+           "ncclcheck_lab.bench_scale", *sys.argv[1:]]
     sys.exit(subprocess.call(cmd, env=env))
 
 

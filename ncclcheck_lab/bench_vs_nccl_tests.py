@@ -26,8 +26,6 @@ import tempfile
 from dataclasses import dataclass
 from typing import Optional
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 # ncclcheck's op -> nccl-tests' binary (src/*.cu in NVIDIA/nccl-tests).
 BINARIES = {"all_reduce": "all_reduce_perf", "all_gather": "all_gather_perf", "reduce_scatter": "reduce_scatter_perf",
             "broadcast": "broadcast_perf", "reduce": "reduce_perf", "all_to_all": "alltoall_perf",

@@ -17,12 +17,11 @@ import sys
 import tempfile
 import traceback
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from ncclcheck.errors import UsageError
+from ncclcheck.postmortem.diagnose import diagnose
+from ncclcheck.render.console import render_report
 
-from ncclcheck.errors import UsageError  # noqa: E402
-from ncclcheck.postmortem.diagnose import diagnose  # noqa: E402
-from ncclcheck.render.console import render_report  # noqa: E402
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 FIX = ROOT / "tests" / "postmortem" / "fixtures"
 

@@ -16,13 +16,22 @@ import argparse
 import collections
 import json
 import os
-import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from .netlab.harness import REPO_ROOT, Lab, NcclcheckRun
 
-from tests.lab.harness import REPO_ROOT, Lab  # noqa: E402
-from tests.lab.test_preflight_lab import PORT, explain, world  # noqa: E402
+PORT = 29500  # the master port of every run
+
+
+def world(lab: Lab, nnodes: int, timeout: int) -> list:
+    """preflight's world flags with h1 as node 0 (tests/lab/test_preflight_lab.py's runs, without pytest)."""
+    return ["preflight", "--nnodes", str(nnodes), "--master-addr", lab.ip("h1"), "--master-port", str(PORT),
+            "--timeout", str(timeout)]
+
+
+def explain(runs: dict[str, NcclcheckRun]) -> str:
+    return "\n".join(f"--- {h} rc={r.rc} {r.elapsed:.1f}s timed_out={r.timed_out}\n{r.stdout[-2000:]}\n"
+                     f"{r.stderr[-2000:]}" for h, r in runs.items())
 
 CATEGORIES = ("store", "mesh", "arp", "other")
 ETH_HEADER = 14

@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 
 def one_run(lab, args: argparse.Namespace) -> dict:
@@ -66,7 +65,7 @@ def main() -> int:
     ap.add_argument("--json")
     args = ap.parse_args()
 
-    from tests.lab.harness import Lab
+    from .netlab.harness import Lab
 
     lab = Lab(4)
     results: dict = {}

@@ -16,11 +16,10 @@ import sys
 import time
 import traceback
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from ncclcheck.model import Report, tree_problem
+from ncclcheck.render.validate import schema_problem
 
-from ncclcheck.model import Report, tree_problem  # noqa: E402
-from ncclcheck.render.validate import schema_problem  # noqa: E402
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 VALUES = [True, "x", [1], {"a": 1}, None, -1, 1e308]
 

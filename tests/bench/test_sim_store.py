@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import sys
 import threading
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-
 dist = pytest.importorskip("torch.distributed")
-import sim_store  # noqa: E402
 
 from ncclcheck.rendezvous.budget import Budget  # noqa: E402
 from ncclcheck.rendezvous.store import JsonStore, StoreLost  # noqa: E402
+from ncclcheck_lab import sim_store  # noqa: E402
 
 
 @pytest.fixture()

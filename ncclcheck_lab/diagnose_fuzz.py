@@ -8,14 +8,15 @@ tests/postmortem/test_hostile_inputs.py runs 120 of these in the fast tier; this
 
 from __future__ import annotations
 
+import argparse
 import collections
 import os
 import pathlib
 import random
 import shutil
-import sys
 import tempfile
 import traceback
+from typing import Optional
 
 from ncclcheck.errors import UsageError
 from ncclcheck.postmortem.diagnose import diagnose
@@ -49,7 +50,7 @@ def mutate(rng: random.Random) -> bytes:
     return bytes(data)
 
 
-def main(seed: int, count: int) -> None:
+def fuzz(seed: int, count: int) -> None:
     rng = random.Random(seed)
     errs: collections.Counter = collections.Counter()
     tmp = tempfile.mkdtemp()
@@ -77,5 +78,13 @@ def main(seed: int, count: int) -> None:
     print(dict(errs) or "no exception escaped")
 
 
+def main(argv: Optional[list] = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("seed", type=int)
+    ap.add_argument("n", type=int, help="how many mutated dumps")
+    a = ap.parse_args(argv)
+    fuzz(a.seed, a.n)
+
+
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]))
+    main()

@@ -16,12 +16,14 @@ import re
 import subprocess
 import sys
 import time
+from typing import Optional
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIMING = re.compile(r"^([0-9.]+)s (call|setup|teardown)\s+(\S+)$")
 
 
-def main(argv: list) -> int:
+def main(argv: Optional[list] = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     t0 = time.monotonic()
     p = subprocess.run([sys.executable, "-m", "pytest", "-m", "long", "--durations=0", "-q", "-p", "no:cacheprovider",
                         *argv], cwd=REPO, capture_output=True, text=True)
@@ -40,4 +42,4 @@ def main(argv: list) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -31,10 +31,14 @@ import tempfile
 import threading
 import time
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 
 def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] in ATTACKS:  # an attack by name: `replay [REPO]`
+        return ATTACKS[sys.argv[1]](os.path.abspath(sys.argv[2] if len(sys.argv) > 2 else REPO))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("repo", nargs="?", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    ap.add_argument("repo", nargs="?", default=REPO)
     ap.add_argument("--store", action="store_true", help="only the store attacks (issue 36)")
     ap.add_argument("--gets", type=int, default=20000, help="pipelined unread GETs of the 4 MiB value")
     ap.add_argument("--idle", type=int, default=500, help="idle connections")
@@ -340,7 +344,4 @@ ATTACKS = {"replay": replay_attack}
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] in ATTACKS:
-        sys.exit(ATTACKS[sys.argv[1]](os.path.abspath(sys.argv[2] if len(sys.argv) > 2 else
-                                                      os.path.dirname(os.path.dirname(__file__)))))
     sys.exit(main())

@@ -40,9 +40,9 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
-import datetime
 import errno
 import gc
+import inspect
 import json
 import logging
 import multiprocessing as mp
@@ -144,13 +144,16 @@ def install_probe_fault() -> None:
     dead_port = dead.getsockname()[1]
     install_probe_fault.keep = dead  # type: ignore[attr-defined]
 
-    def probe_peers(my_rank, peers, *a, **kw):
+    sig = inspect.signature(real)  # the product's own signature: `peers` found by name however it is passed
+
+    def probe_peers(*a, **kw):
+        call = sig.bind(*a, **kw)
         if getattr(_tls, "probes_fail", False):
-            peers = {r: {**p, "endpoints": {i: [["127.0.0.1", dead_port] for _ in eps]
-                                            for i, eps in (p.get("endpoints") or {}).items()}}
-                     for r, p in peers.items()}
+            call.arguments["peers"] = {r: {**p, "endpoints": {i: [["127.0.0.1", dead_port] for _ in eps]
+                                                              for i, eps in (p.get("endpoints") or {}).items()}}
+                                       for r, p in call.arguments["peers"].items()}
         with PROBERS:
-            return real(my_rank, peers, *a, **kw)
+            return real(*call.args, **call.kwargs)
 
     probe.probe_peers = probe_peers
 
@@ -262,19 +265,13 @@ def go_green() -> None:
         monkey.patch_all()
     _tls = threading.local()  # made again: the module's was an OS-thread local, shared by every greenlet
     PROBERS = threading.BoundedSemaphore(PROBERS_AT_ONCE)  # a greenlet semaphore (an OS one would block them all)
-    from ncclcheck.rendezvous.store import JsonStore
+    from ncclcheck.rendezvous import store
 
     from . import sim_store
 
-    def open_wire_store(host, port, is_server, timeout_s, prefix="", guard=None):
-        assert not is_server, "only node 0 hosts the store, with torch's TCPStore"
-        try:
-            raw = sim_store.WireStore(host, port, datetime.timedelta(seconds=timeout_s))
-        except (sim_store.DistNetworkError, OSError) as e:
-            raise ConnectionError(str(e)) from None
-        return JsonStore(raw, prefix, server=False, guard=guard)
-
-    cluster.open_store = open_wire_store
+    # The product's seam for a member's store client (node 0's process keeps torch's server and client): the rest of
+    # open_store (the connect bound, the one-line ConnectionError, the JsonStore) is the product's own code.
+    store.STORE_CLIENT = sim_store.client
 
 
 NODE0_START_SOFT_NOFILE = 1024  # the soft limit many shells, systemd units and Slurm steps start a real node 0 with

@@ -23,11 +23,12 @@ Bytes through node 0's store are counted per store request in TCPStore's wire fo
 before every string, the reply), for every client including node 0's own; TCP/IP headers are not counted.
 
 Prints, per N and run, the wall time per phase, bytes per node, which faults were named, false findings, node 0's
-peak descriptors and RSS, the report sizes; then each phase's growth factor from the smallest to the largest N; the
-LAST line is exactly `nodes=N wall_s=W node0_bytes_per_node=B faults_named=K/T sim_errors=E node0_rss_mb=M` for the
-largest N, with W the formed run's wall time (the no-world run waits out its --timeout by design). Exit 0 only when
-every fault is named at every N with no false finding and no simulator error; 1 for a product miss; 3 for a
-simulator failure (no figure).
+peak descriptors, peak RSS (its process and its store's front) and CPU seconds, the workers' CPU seconds, the report
+sizes; then each phase's growth factor from the smallest to the largest N; the LAST line is exactly
+`nodes=N wall_s=W node0_bytes_per_node=B faults_named=K/T sim_errors=E node0_rss_mb=M` for the largest N, with W the
+formed run's wall time (the no-world run waits out its --timeout by design) and M node 0's peak RSS with its front.
+Exit 0 only when every fault is named at every N with no false finding and no simulator error; 1 for a product miss; 3
+for a simulator failure (no figure).
 Everything stays on loopback (127.0.0.0/8): as root the script re-runs itself in a private network namespace
 (`unshare -n`, loopback only), because c10d reverse-resolves socket addresses when it connects and the machine's
 resolver must not see those queries (in this sandbox they also stall a connect for 5 s when they time out).
@@ -322,21 +323,34 @@ SAMPLE_TICK_S = 1.0  # listing /proc/self/fd with thousands of entries costs nod
 
 
 class Sampler:
-    """Node 0's process: its peak resident memory and open descriptors, sampled from /proc every tick."""
+    """Node 0's machine: the peak resident memory of node 0's process and of its children (the store's front is
+    one: it holds what it relays), node 0's open descriptors and its children's CPU seconds, from /proc every tick."""
 
     def __init__(self, tick_s: float):
+        import psutil
+
+        self._me = psutil.Process()
         self.tick_s, self.fds, self.rss_kb, self._stop = tick_s, 0, 0, threading.Event()
+        self.own_rss_kb, self.kids_cpu = 0, {}  # node 0's process alone; pid -> user+system seconds
         self._t = threading.Thread(target=self._run, name="sampler", daemon=True)
         self._t.start()
 
     def _sample(self) -> None:
+        import psutil
+
         try:
             self.fds = max(self.fds, len(os.listdir("/proc/self/fd")))
-            with open("/proc/self/status") as fh:
-                for line in fh:
-                    if line.startswith("VmRSS:"):
-                        self.rss_kb = max(self.rss_kb, int(line.split()[1]))
-        except OSError as e:
+            own = self._me.memory_info().rss
+            kids = 0
+            for k in self._me.children(recursive=True):
+                try:
+                    kids += k.memory_info().rss
+                    self.kids_cpu[k.pid] = sum(k.cpu_times()[:2])
+                except psutil.Error:  # ended between the listing and the read
+                    pass
+            self.own_rss_kb = max(self.own_rss_kb, own // 1024)
+            self.rss_kb = max(self.rss_kb, (own + kids) // 1024)
+        except (OSError, psutil.Error) as e:
             SIM.note(f"sampler: {e}")
 
     def _run(self) -> None:
@@ -404,6 +418,12 @@ def play(r: int, slot: str, n: int, port: int, base: dict, fault: str, timeout: 
 # The processes
 
 
+def cpu_s() -> float:
+    """This process's user + system CPU seconds so far."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
 def worker_main(conn, ranks: list, dup_of, n: int, port: int, base: dict, faults: dict, timeout: float,
                 bound_s: float) -> None:
     """A worker process: its virtual nodes as greenlets; sends {exits, bytes, requests, sim} when they all ended."""
@@ -433,7 +453,8 @@ def worker_main(conn, ranks: list, dup_of, n: int, port: int, base: dict, faults
     for v in results.values():
         exits[v["exit"]] = exits.get(v["exit"], 0) + 1
     conn.send({"exits": exits, "bytes": counter[0], "requests": counter[1], "sim": SIM.count, "sim_first": SIM.first,
-               "hung": hung, "ran": len(results), "nofile": lim["nofile"], "breakdown": dict(BREAKDOWN)})
+               "hung": hung, "ran": len(results), "nofile": lim["nofile"], "breakdown": dict(BREAKDOWN),
+               "cpu_s": cpu_s()})
     conn.close()
     os._exit(0)  # daemon threads still parked in a store wait must not hold the process
 
@@ -476,8 +497,8 @@ def node0_main(conn, up, n: int, port: int, base: dict, timeout: float, bound_s:
     out = {"wall": wall, "phases": {k: (a - t0, b - t0) for k, (a, b) in phases.t.items()}, "exit": res.get("exit"),
            "report_s": res.get("report_s", 0.0), "hung": ["node0"] if t.is_alive() else [], "bytes": counter[0],
            "requests": counter[1], "fds": sampler.fds, "rss_mb": sampler.rss_kb / 1024, "nofile": lim["nofile"],
-           "nofile_now": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
-           "breakdown": dict(BREAKDOWN)}
+           "own_rss_mb": sampler.own_rss_kb / 1024, "nofile_now": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+           "breakdown": dict(BREAKDOWN), "cpu_s": cpu_s(), "front_cpu_s": sum(sampler.kids_cpu.values())}
     if rep is not None:
         scan_resource_text(rep.checks)
         out.update(judge(rep, want))
@@ -624,7 +645,8 @@ def run(n: int, base: dict, faults: dict, timeout: float, skip: set, dup_of, per
     return {"wall": wall, "node0": n0, "bytes": sum(m["bytes"] for m in msgs),
             "requests": sum(m["requests"] for m in msgs), "exits": exits, "hung": hung, "sim": sim,
             "sim_first": sim_first, "workers": len(procs), "ran": sum(m.get("ran", 0) for m in msgs) + bool(n0),
-            "nofile": min((m["nofile"] for m in msgs), default=0), "breakdown": breakdown}
+            "nofile": min((m["nofile"] for m in msgs), default=0), "breakdown": breakdown,
+            "cpu_s": sum(m.get("cpu_s", 0.0) for m in msgs if m is not n0)}
 
 
 def isolate() -> None:
@@ -710,7 +732,10 @@ def main() -> None:
               f"{span('run_cross_checks'):.2f} s, rules {span('recommendations'):.2f} s; peak descriptors "
               f"{z.get('fds', 0):,} ({z.get('fds', 0) / n:.2f}/node; soft limit {z.get('nofile', 0):,} at start, "
               f"{z.get('nofile_now', 0):,} after the product raised it), peak RSS "
-              f"{z.get('rss_mb', 0):,.0f} MiB", flush=True)
+              f"{z.get('rss_mb', 0):,.0f} MiB (its process {z.get('own_rss_mb', 0):,.0f} MiB, the rest its store's "
+              f"front); CPU: node 0 {z.get('cpu_s', 0):.1f} s, its front {z.get('front_cpu_s', 0):.1f} s, the "
+              f"simulator's workers {ra['cpu_s']:.1f} s ({ra['cpu_s'] / max(1, n - 1) * 1000:.1f} ms per virtual "
+              f"node)", flush=True)
         print(f"  JSON report at node 0: {z.get('json_bytes', 0):,} bytes ({z.get('json_bytes', 0) / n:,.0f} B/node), "
               f"schema {z.get('schema', '?')}; peer_reachability: {z.get('mesh_says', '')}", flush=True)
         if z.get("renders"):

@@ -5,6 +5,7 @@ under tests/."""
 from __future__ import annotations
 
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -23,13 +24,40 @@ def _ruff() -> list:
     pytest.skip("ruff is not installed (.ci/run installs it)")
 
 
+# What CI's `ruff check` is given (.ci/run): the product, the code behind scripts/, the suite and the entry points.
+LINTED = ("ncclcheck", "ncclcheck_lab", "tests", "scripts")
+
+
 def test_ruff_lints_every_python_file_of_the_package():
-    out = subprocess.run([*_ruff(), "check", "--show-files", "ncclcheck"], cwd=ROOT, capture_output=True, text=True,
+    out = subprocess.run([*_ruff(), "check", "--show-files", *LINTED], cwd=ROOT, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr
-    shown = {pathlib.Path(line.strip()).resolve() for line in out.stdout.splitlines() if line.strip().endswith(".py")}
-    every = {p.resolve() for p in (ROOT / "ncclcheck").rglob("*.py")}
-    assert every and every - shown == set(), sorted(str(p.relative_to(ROOT)) for p in every - shown)
+    shown = {pathlib.Path(line.strip()).resolve() for line in out.stdout.splitlines() if line.strip()}
+    every = {p.resolve() for d in LINTED for p in (ROOT / d).rglob("*.py")}
+    # a command in scripts/ without .py (scripts/netlab) is Python too: its first line says so
+    every |= {p.resolve() for p in (ROOT / "scripts").iterdir()
+              if p.is_file() and p.suffix == "" and p.read_text(errors="replace").startswith("#!/usr/bin/env python")}
+    assert {p.name for p in every} >= {"cli.py", "bench_scale.py", "netlab"}
+    assert every - shown == set(), sorted(str(p.relative_to(ROOT)) for p in every - shown)
+    assert "ncclcheck_lab" in (ROOT / ".ci" / "run").read_text().split("ruff check", 1)[1].splitlines()[0]
+
+
+def test_no_code_edits_sys_path_to_find_scripts_or_the_lab():
+    """scripts/ are thin entry points over the importable package ncclcheck_lab; tests import it normally. A
+    sys.path edit makes code that works only from one directory (and hides a missing package entry)."""
+    edits = [f"{p.relative_to(ROOT)}:{i}" for d in ("scripts", "ncclcheck_lab", "tests")
+             for p in sorted((ROOT / d).rglob("*")) if p.is_file() and (p.suffix == ".py" or p.parent.name == "scripts")
+             for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1)
+             if re.search(r"sys\.path\s*(\.(insert|append|extend)\(|\[|\+?=)", line)]
+    assert edits == []
+
+
+def test_every_script_is_a_thin_entry_point_over_ncclcheck_lab():
+    for p in sorted((ROOT / "scripts").iterdir()):
+        if p.suffix == ".sh":
+            continue
+        text = p.read_text()
+        assert "from ncclcheck_lab." in text and len(text.splitlines()) <= 20, p.name
 
 
 @pytest.mark.slow  # collects the whole suite (about 20 s)

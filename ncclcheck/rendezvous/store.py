@@ -355,18 +355,31 @@ def preload() -> None:
     import torch.distributed  # noqa: F401
 
 
+def torch_client(host: str, port: int, try_s: float, timeout_s: float) -> Any:
+    """torch's TCPStore client of the store at host:port: each connect try bounded by try_s, requests by timeout_s."""
+    import torch.distributed as dist
+
+    store = dist.TCPStore(host, port, None, False, timeout=_dt.timedelta(seconds=try_s))
+    store.set_timeout(_dt.timedelta(seconds=timeout_s))
+    return store
+
+
+# How a member connects to node 0's store: (host, port, try_s, timeout_s) -> a client with torch's Store methods.
+# torch's, always, in the product. The one seam for another client of the same wire protocol: the scale simulator's
+# (ncclcheck_lab/sim_store.py) runs hundreds of virtual nodes per OS thread, where torch's blocks a thread per wait.
+# tests/rendezvous/test_store.py holds open_store to this signature, so a simulator that uses it cannot drift.
+STORE_CLIENT: Callable[[str, int, float, float], Any] = torch_client
+
+
 def open_store(host: str, port: int, is_server: bool, timeout_s: float, prefix: str = "",
                guard: Optional[Guard] = None, connect_s: Optional[float] = None) -> JsonStore:
     """Host (is_server) or join the TCPStore at host:port. A client's connect is bounded by connect_s (default
     timeout_s), its requests by timeout_s. Raises ConnectionError with a one-line message."""
-    import torch.distributed as dist
-
-    kw: dict = {"timeout": _dt.timedelta(seconds=timeout_s)}
     if is_server:  # torch's server on loopback, the bounded front on the master port (serve.py, issue 36)
         from .serve import serve_store
 
         guard = guard if guard is not None else Guard()
-        store, front = serve_store(port, kw["timeout"], lambda why: guard.reject(MASTER_PORT, why))
+        store, front = serve_store(port, _dt.timedelta(seconds=timeout_s), lambda why: guard.reject(MASTER_PORT, why))
         st = JsonStore(store, prefix, server=True, guard=guard)
         st.front = front
         return st
@@ -374,8 +387,7 @@ def open_store(host: str, port: int, is_server: bool, timeout_s: float, prefix: 
     # bound as its timeout, a member that came just after node 0 closed waited 2.4x --timeout for nothing.
     bound = timeout_s if connect_s is None else connect_s
     try:
-        store = dist.TCPStore(host, port, None, False, timeout=_dt.timedelta(seconds=FIXED.store_try_s(bound)))
-        store.set_timeout(kw["timeout"])
+        store = STORE_CLIENT(host, port, FIXED.store_try_s(bound), timeout_s)
     except Exception as exc:  # noqa: BLE001 - torch raises DistNetworkError/RuntimeError with C++ frames
         raise ConnectionError(f"{first_line(exc)} (connect bounded by {bound:.1f} s)") from None
     return JsonStore(store, prefix, server=is_server, guard=guard)

@@ -11,11 +11,10 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from ncclcheck_lab import accuracy_corpus as ac
+from ncclcheck_lab import bench_accuracy as ba
 
-import accuracy_corpus as ac  # noqa: E402
-import bench_accuracy as ba  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SCRIPT = os.path.join(ROOT, "scripts", "bench_accuracy.py")
 DOC = os.path.join(ROOT, "docs", "accuracy.md")

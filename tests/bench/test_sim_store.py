@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import sys
 import threading
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-
 dist = pytest.importorskip("torch.distributed")
-import sim_store  # noqa: E402
 
 from ncclcheck.rendezvous.budget import Budget  # noqa: E402
 from ncclcheck.rendezvous.store import JsonStore, StoreLost  # noqa: E402
+from ncclcheck_lab import sim_store  # noqa: E402
 
 
 @pytest.fixture()
@@ -69,3 +66,20 @@ def test_a_store_that_went_away_is_a_lost_store():
         for _ in range(3):
             js.set("k", 1)
             js.get_now("k")
+
+
+def test_the_simulators_client_fits_the_products_seam_and_serves_open_store(server, monkeypatch):
+    """bench_scale puts sim_store.client in rendezvous.store.STORE_CLIENT (issue 44: a hand-copied signature of a
+    private function drifted and every virtual node failed): same parameters as torch's, and open_store works
+    through it against a real TCPStore server."""
+    import inspect
+
+    from ncclcheck.rendezvous import store
+
+    params = inspect.signature(sim_store.client).parameters
+    assert list(params) == list(inspect.signature(store.torch_client).parameters)
+    monkeypatch.setattr(store, "STORE_CLIENT", sim_store.client)
+    st = store.open_store("127.0.0.1", server.port, False, 10.0, "run/")
+    assert isinstance(st.raw, sim_store.WireStore)
+    st.set("a", {"x": 1})
+    assert st.get_now("a") == {"x": 1}

@@ -8,10 +8,8 @@ import sys
 
 import pytest
 
+from ncclcheck_lab import readme_examples as rx
 from tests.conftest import REPO, cli_env
-
-sys.path.insert(0, f"{REPO}/scripts")
-import readme_examples as rx  # noqa: E402
 
 
 def test_every_example_either_runs_or_says_why_not():

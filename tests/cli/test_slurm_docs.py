@@ -4,13 +4,8 @@ them from the docs); here, without root, that block parses and says what the doc
 from __future__ import annotations
 
 import re
-import sys
-from pathlib import Path
 
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-netlab_launchers = pytest.importorskip("netlab_launchers")
+from ncclcheck_lab.netlab import launchers as netlab_launchers
 
 
 def test_docs_slurm_conf_lines_are_the_labs_with_only_the_two_paths_replaced():

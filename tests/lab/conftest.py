@@ -7,7 +7,7 @@ from typing import Callable
 
 import pytest
 
-from tests.lab.harness import Lab, nl
+from ncclcheck_lab.netlab.harness import Lab, nl
 
 
 def _why_not() -> str:

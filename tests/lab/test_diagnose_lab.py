@@ -9,12 +9,10 @@ import sys
 
 import pytest
 
+from ncclcheck_lab.netlab import launchers as nlx
+from ncclcheck_lab.netlab.harness import REPO_ROOT
 from tests.conftest import run_cli
-from tests.lab.harness import REPO_ROOT
 from tests.lab.test_launchers_lab import explain, need
-
-sys.path.insert(0, str(REPO_ROOT / "scripts"))
-import netlab_launchers as nlx  # noqa: E402
 
 pytestmark = pytest.mark.lab
 

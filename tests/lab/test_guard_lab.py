@@ -29,11 +29,9 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
+from ncclcheck_lab.netlab import launchers as nlx
+from ncclcheck_lab.netlab.harness import REPO_ROOT, HostRun, Lab, code_drift
 from tests.lab.conftest import _why_not
-from tests.lab.harness import REPO_ROOT, HostRun, Lab, code_drift
-
-sys.path.insert(0, str(REPO_ROOT / "scripts"))
-import netlab_launchers as nlx  # noqa: E402
 
 pytestmark = pytest.mark.lab
 

@@ -20,7 +20,7 @@ import sys
 import pytest
 
 from ncclcheck.nccl.rules import env_name_allowed
-from tests.lab.harness import Lab, NcclcheckRun
+from ncclcheck_lab.netlab.harness import Lab, NcclcheckRun
 
 pytestmark = pytest.mark.lab
 

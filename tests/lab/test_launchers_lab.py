@@ -17,10 +17,8 @@ from typing import Optional
 
 import pytest
 
-from tests.lab.harness import REPO_ROOT, HostRun, Lab, code_drift, nl
-
-sys.path.insert(0, str(REPO_ROOT / "scripts"))
-import netlab_launchers as nlx  # noqa: E402
+from ncclcheck_lab.netlab import launchers as nlx
+from ncclcheck_lab.netlab.harness import REPO_ROOT, HostRun, Lab, code_drift, nl
 
 pytestmark = pytest.mark.lab
 

@@ -22,8 +22,8 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 
 def _missing() -> str:
-    if importlib.util.find_spec("tests.lab.harness") is None:
-        return "tests/lab/harness.py (the netlab lab) is not here yet"
+    if importlib.util.find_spec("ncclcheck_lab.netlab.harness") is None:
+        return "ncclcheck_lab/netlab/harness.py (the netlab lab) is not here yet"
     if not hasattr(importlib.import_module("ncclcheck.api"), "run_links"):
         return "ncclcheck links is not wired yet (api.run_links)"
     return ""

@@ -19,7 +19,7 @@ import json
 import jsonschema
 import pytest
 
-from tests.lab.harness import REPO_ROOT
+from ncclcheck_lab.netlab.harness import REPO_ROOT
 from tests.lab.test_links_lab import links_of, slow_checks, world
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.long]  # 16 hosts: scripts/long_tests.py

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.lab.harness import REPO_ROOT, Lab, nl
+from ncclcheck_lab.netlab.harness import REPO_ROOT, Lab, nl
 
 pytestmark = pytest.mark.lab
 
@@ -261,8 +261,8 @@ def test_run_all_kills_at_deadline_and_ncclcheck_parses_reports(lab, tmp_path):
 
 
 def test_a_lab_whose_test_session_was_killed_is_reaped():
-    code = ("import sys, time; from tests.lab.harness import Lab; lab = Lab(2); print(lab.name, flush=True); "
-            "time.sleep(600)")
+    code = ("import sys, time; from ncclcheck_lab.netlab.harness import Lab; lab = Lab(2); "
+            "print(lab.name, flush=True); time.sleep(600)")
     owner = subprocess.Popen([PY, "-c", code], stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
     name = owner.stdout.readline().strip()
     try:

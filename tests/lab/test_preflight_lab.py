@@ -12,7 +12,7 @@ from typing import Optional
 
 import pytest
 
-from tests.lab.harness import Lab, NcclcheckRun, code_drift
+from ncclcheck_lab.netlab.harness import Lab, NcclcheckRun, code_drift
 
 pytestmark = pytest.mark.lab
 

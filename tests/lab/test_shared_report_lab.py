@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.lab.harness import HostRun, Lab
+from ncclcheck_lab.netlab.harness import HostRun, Lab
 from tests.lab.test_launchers_lab import torchrun_argv
 
 pytestmark = pytest.mark.lab

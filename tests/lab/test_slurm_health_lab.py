@@ -24,10 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.lab.harness import REPO_ROOT, Lab
-
-sys.path.insert(0, str(REPO_ROOT / "scripts"))
-import netlab_launchers as nlx  # noqa: E402
+from ncclcheck_lab.netlab import launchers as nlx
+from ncclcheck_lab.netlab.harness import REPO_ROOT, Lab
 
 pytestmark = pytest.mark.lab
 

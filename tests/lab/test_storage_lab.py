@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests.lab.harness import Lab
+from ncclcheck_lab.netlab.harness import Lab
 from tests.lab.test_preflight_lab import OK_TIMEOUT, SLACK, check, explain, run_all_ranks, world
 
 pytestmark = pytest.mark.lab

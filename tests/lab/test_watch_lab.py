@@ -31,8 +31,8 @@ import time
 import pytest
 
 from ncclcheck.postmortem.analyze import ranks_text
+from ncclcheck_lab.netlab.harness import REPO_ROOT, HostRun
 from tests.lab import test_guard_lab as guard
-from tests.lab.harness import REPO_ROOT, HostRun
 from tests.lab.test_guard_lab import FIGURES, PORT, explain, need, run
 
 # the guard lab's fixtures, so this module gets one such lab of its own (module scope), healthy again after each test

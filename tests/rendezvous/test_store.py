@@ -250,3 +250,29 @@ def test_a_client_connect_tries_a_share_of_its_bound_and_its_requests_keep_the_w
     assert made == [{"connect": s(seconds=6.0 / FIXED.store_tries), "requests": s(seconds=60.0)},
                     {"connect": s(seconds=20.0 / FIXED.store_tries), "requests": s(seconds=20.0)}]
     assert FIXED.store_tries >= 3  # below it, torch's two tries and backoff outlast the bound (see budget.py)
+
+
+def test_a_member_connects_through_the_one_client_seam_with_its_try_and_request_bounds(monkeypatch):
+    """STORE_CLIENT (torch's client in the product) is the one place a member's client is made: the scale simulator
+    puts its own there (ncclcheck_lab/sim_store.client). open_store gives it (host, port, try_s, timeout_s), wraps
+    what it returns, and names a failed connect in one line with its bound."""
+    import pytest
+
+    from ncclcheck.rendezvous import store
+
+    calls = []
+
+    def fake(host, port, try_s, timeout_s):
+        calls.append((host, port, try_s, timeout_s))
+        if port == 1:
+            raise RuntimeError("connect refused\n  C++ frames")
+        return {"a client": host}
+
+    monkeypatch.setattr(store, "STORE_CLIENT", fake)
+    st = store.open_store("198.18.0.1", 29500, False, 60.0, "p/", connect_s=6.0)
+    assert st.raw == {"a client": "198.18.0.1"} and st.prefix == "p/"
+    with pytest.raises(ConnectionError) as e:
+        store.open_store("198.18.0.1", 1, False, 20.0)
+    assert str(e.value) == "connect refused (connect bounded by 20.0 s)"
+    assert calls == [("198.18.0.1", 29500, FIXED.store_try_s(6.0), 60.0),
+                     ("198.18.0.1", 1, FIXED.store_try_s(20.0), 20.0)]

@@ -1,20 +1,17 @@
 """Make the fixtures beside this script from a real Slurm (as root): a 2-host lab, slurmctld + 2 slurmd, h2 drained
 by an admin, then `scontrol show node h2` (one node) and `scontrol show node` (all) saved as text.
 
-    sudo python3 tests/data/slurm/capture_show_node.py
+    sudo python3 -m tests.data.slurm.capture_show_node      # from the checkout's root
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
+from ncclcheck_lab.netlab import launchers as nlx
+from ncclcheck_lab.netlab.harness import Lab
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[2]))
-
-import netlab_launchers as nlx  # noqa: E402
-
-from tests.lab.harness import Lab  # noqa: E402
 
 
 def main() -> None:

@@ -1,20 +1,18 @@
 """Makes preflight-storage-3node.json (as root): node 0's report of a real 3-host lab run where h3 has a tmpfs over
 the shared directory (a share that did not come up there) and h2 a read-only bind mount of it.
 
-    sudo python3 tests/render/examples/make_storage_example.py
+    sudo python3 -m tests.render.examples.make_storage_example      # from the checkout's root
 """
 
 from __future__ import annotations
 
 import json
 import pathlib
-import sys
+
+from ncclcheck_lab.netlab.harness import Lab
+from tests.lab.test_storage_lab import T, _run, _share
 
 HERE = pathlib.Path(__file__).parent
-sys.path.insert(0, str(HERE.parents[2]))
-
-from tests.lab.harness import Lab  # noqa: E402
-from tests.lab.test_storage_lab import T, _run, _share  # noqa: E402
 
 
 def main() -> None:

@@ -13,8 +13,8 @@ import signal
 from collections.abc import Sequence
 from pathlib import Path
 
-from netlab_core import *  # noqa: F403 (re-exported: the one module callers import)
-from netlab_core import (
+from .core import *  # noqa: F403 (re-exported: the one module callers import)
+from .core import (
     MAX_HOSTS,
     NETNS_ETC,
     LabState,
@@ -40,7 +40,7 @@ from netlab_core import (
     save_state,
     sh,
 )
-from netlab_scenarios import SCENARIO_USAGE, apply_scenario, reconcile  # noqa: F401 (SCENARIO_USAGE re-exported)
+from .scenarios import SCENARIO_USAGE, apply_scenario, reconcile  # noqa: F401 (SCENARIO_USAGE re-exported)
 
 # ------------------------------------------------------------------------------------------------------------ up
 

@@ -49,9 +49,9 @@ def _key(k: str) -> bytes:
 class WireStore:
     """The subset of torch.distributed.TCPStore that rendezvous.store.JsonStore uses, as a client only."""
 
-    def __init__(self, host: str, port: int, timeout: _dt.timedelta):
+    def __init__(self, host: str, port: int, timeout: _dt.timedelta, connect_s: Optional[float] = None):
         self.host, self.port, self.timeout = host, port, timeout
-        end = time.monotonic() + timeout.total_seconds()
+        end = time.monotonic() + (timeout.total_seconds() if connect_s is None else connect_s)
         while True:
             try:
                 self._sock = socket.create_connection((host, port), timeout=max(0.05, end - time.monotonic()))
@@ -144,3 +144,11 @@ class WireStore:
                                  + ", ".join(KEY_PREFIX + k for k in keys)) from None
         if r != STOP_WAITING:
             raise DistNetworkError(f"the store answered a wait with {r}")
+
+
+def client(host: str, port: int, try_s: float, timeout_s: float) -> WireStore:
+    """A member's store client as rendezvous.store.STORE_CLIENT makes one (same arguments as torch_client's): the
+    connect retried while refused for torch's tries of try_s each, requests bounded by timeout_s."""
+    from ncclcheck.rendezvous.budget import FIXED
+
+    return WireStore(host, port, _dt.timedelta(seconds=timeout_s), connect_s=try_s * FIXED.store_tries)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from netlab_core import (
+from .core import (
     DOCKER_ADDR,
     LOOPBACK_HOSTNAME_ADDR,
     NETNS_ETC,

@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts"))
+from .netlab import lib as nl
 
-import netlab_lib as nl  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 SCRUBBED_PREFIXES = ("MASTER_", "NCCL_", "GLOO_", "NCCLCHECK_", "SLURM_", "OMPI_", "PMI_", "PMIX_", "TORCHELASTIC_",
                      "TORCH_NCCL_")

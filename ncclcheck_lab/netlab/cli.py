@@ -9,7 +9,7 @@ import os
 import shlex
 import sys
 
-import netlab_lib as nl
+from . import lib as nl
 
 SCENARIO_HELP = "scenarios (repeat --scenario, quote ones with arguments):\n" + "\n".join(
     f"  {u}" for u in nl.SCENARIO_USAGE.values())
@@ -66,13 +66,13 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "slurm":
             import time
 
-            import netlab_launchers as nlx
+            from . import launchers as nlx
 
             t = time.monotonic()
             env = nlx.slurm_up(nl.require_state(args.name), cpus=args.cpus)
             print(f"export SLURM_CONF={env['SLURM_CONF']}   # Slurm up in {time.monotonic() - t:.1f} s", flush=True)
         elif args.cmd == "mpi-agent":
-            import netlab_launchers as nlx
+            from . import launchers as nlx
 
             print(nlx.mpi_agent(nl.require_state(args.name)))
         elif args.cmd == "gc":

@@ -20,12 +20,12 @@ import subprocess
 import time
 from pathlib import Path
 
-from netlab_core import LabState, NetlabError, lab_dir, sh
-from netlab_lib import host_argv
+from .core import LabState, NetlabError, lab_dir, sh
+from .lib import host_argv
 
 SLURMCTLD_PORT = 6817
 SLURMD_PORT = 6818
-DOCS_SLURM = Path(__file__).resolve().parents[1] / "docs" / "slurm.md"
+DOCS_SLURM = Path(__file__).resolve().parents[2] / "docs" / "slurm.md"
 DOCS_MARKER = "<!-- slurm.conf lines (used verbatim by the lab tests) -->"
 
 

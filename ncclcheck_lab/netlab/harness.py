@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO_ROOT / "scripts"))
+from . import lib as nl
 
-import netlab_lib as nl  # noqa: E402
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # World and NCCL settings of the pytest process (a CI job may itself run under Slurm or torchrun) must not leak
 # into the lab's nodes: each test says what its nodes get.

@@ -1,0 +1,347 @@
+"""The file-side attacks of issue 21 and the store attacks of issue 36, by hand, against a checkout: one line each.
+
+    python3 scripts/trust_attacks.py [REPO]      # REPO defaults to this checkout; run it on main to compare
+    python3 scripts/trust_attacks.py replay [REPO]   # issue 36: records of one run replayed into another (ATTACKS)
+    python3 scripts/trust_attacks.py --store [--gets N] [--timeout T] [--only NAME] [REPO]   # the store attacks only
+
+The store attacks (STORE_ATTACKS below: a name and a function of the master port) run a real 2-node preflight on
+127.0.0.1 (node 0 and node 1 as two `python -m ncclcheck preflight` processes) with a stranger on the master port
+from the moment node 0 listens, and print node 0's peak RSS (its whole process tree: the store's front is its child)
+and each node's wall time against the bound T + 10 s. Careful with `--store` against a checkout without the front
+(main before issue 36): the unread-GET attack grew node 0 to 24 GB there, until the OOM killer; pass a small --gets.
+
+Each attack runs `python -m ncclcheck` from REPO in a subprocess: a saved report with a newline in `version` and
+`started` rendered to an env file and a labels script (then sourced/run: does a canary appear?), an ESC sequence in a
+hostname on the terminal (FORCE_COLOR), a 0600 report rewritten, the log directory's and a log's mode, deep nesting
+and NaN given to `report`, SIGTERM to a standalone bench.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] in ATTACKS:  # an attack by name: `replay [REPO]`
+        return ATTACKS[sys.argv[1]](os.path.abspath(sys.argv[2] if len(sys.argv) > 2 else REPO))
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("repo", nargs="?", default=REPO)
+    ap.add_argument("--store", action="store_true", help="only the store attacks (issue 36)")
+    ap.add_argument("--gets", type=int, default=20000, help="pipelined unread GETs of the 4 MiB value")
+    ap.add_argument("--idle", type=int, default=500, help="idle connections")
+    ap.add_argument("--timeout", type=float, default=20.0, help="T, the nodes' --timeout")
+    ap.add_argument("--only", help="run only the store attack of this name")
+    a = ap.parse_args()
+    repo = os.path.abspath(a.repo)
+    if not a.store:
+        file_attacks(repo)
+    store_attacks(repo, a)
+    return 0
+
+
+def file_attacks(repo: str) -> None:
+    tmp = tempfile.mkdtemp(prefix="ncclcheck-attacks-")
+    env = {**os.environ, "PYTHONPATH": repo, "NCCLCHECK_LOG_DIR": os.path.join(tmp, "logs")}
+    for k in [k for k in env if k.startswith(("NCCL_", "MASTER_"))]:
+        del env[k]
+
+    def cli(*args, **kw):
+        return subprocess.run([sys.executable, "-m", "ncclcheck", *args], capture_output=True, text=True,
+                              env={**env, **kw.pop("extra", {})}, cwd=tmp, timeout=kw.pop("timeout", 120), **kw)
+
+    example = json.load(open(os.path.join(repo, "tests", "render", "examples", "preflight-pass-2node.json")))
+    canary = os.path.join(tmp, "canary")
+    doc = dict(example, version=f"0.1\ntouch {canary}\n", started=f"now\ntouch {canary}")
+    doc["nodes"] = [dict(n) for n in example["nodes"]]
+    doc["nodes"][0]["hostname"] = "gpu01\x1b]0;owned\x07"
+    run = os.path.join(tmp, "run.json")
+    json.dump(doc, open(run, "w"))
+    p = cli("report", run, "--env-out", os.path.join(tmp, "env.sh"))
+    subprocess.run(["bash", "-c", f". {tmp}/env.sh; bash -c true"], capture_output=True, env={"PATH": "/usr/bin:/bin",
+                   "NCCLCHECK_NODE_RANK": "0"})
+    print(f"newline in version/started -> env file sourced: {'RAN touch' if os.path.exists(canary) else 'nothing ran'}"
+          f" (exit {p.returncode})")
+    if os.path.exists(canary):
+        os.remove(canary)
+    p = cli("report", run, "--format", "labels")
+    with open(os.path.join(tmp, "labels.sh"), "w") as f:
+        f.write(p.stdout)
+    os.makedirs(os.path.join(tmp, "bin"), exist_ok=True)
+    with open(os.path.join(tmp, "bin", "kubectl"), "w") as f:
+        f.write("#!/bin/sh\nexit 0\n")
+    os.chmod(os.path.join(tmp, "bin", "kubectl"), 0o755)
+    subprocess.run(["sh", os.path.join(tmp, "labels.sh")], capture_output=True,
+                   env={"PATH": f"{tmp}/bin:/usr/bin:/bin"})
+    ran = "RAN touch" if os.path.exists(canary) else "nothing ran"
+    print(f"newline in version/started -> labels script run: {ran}")
+    p = cli("report", run, extra={"FORCE_COLOR": "1"})
+    seen = "REACHES it" if "\x1b]0;" in p.stdout else "stripped"
+    print(f"ESC ]0; (window title) in a hostname -> terminal: {seen}")
+    private = os.path.join(tmp, "private.json")
+    open(private, "w").write("{}")
+    os.chmod(private, 0o600)
+    cli("report", run, "--markdown", private)
+    new = os.path.join(tmp, "new.json")
+    cli("report", run, "--junit", new)
+    print(f"a 0600 report rewritten -> {oct(stat.S_IMODE(os.stat(private).st_mode))}; a new report -> "
+          f"{oct(stat.S_IMODE(os.stat(new).st_mode))}")
+    logs = os.path.join(tmp, "logs")
+    deep = os.path.join(tmp, "deep.json")
+    open(deep, "w").write(json.dumps(example)[:-1] + ', "x": ' + "[" * 100000 + "]" * 100000 + "}")
+    p = cli("report", deep)
+    log = [f for f in os.listdir(logs) if f.endswith(".log")] if os.path.isdir(logs) else []
+    print(f"report on deeply nested JSON -> exit {p.returncode}: {p.stderr.strip()[:110]}")
+    print(f"log directory -> {oct(stat.S_IMODE(os.stat(logs).st_mode))}; a log -> "
+          f"{oct(stat.S_IMODE(os.stat(os.path.join(logs, log[0])).st_mode)) if log else 'none kept'}")
+    nan = os.path.join(tmp, "nan.json")
+    bench = json.load(open(os.path.join(repo, "tests", "render", "examples", "bench-gate-fail.json")))
+    bench["bench"][0]["busbw_gbps"] = float("nan")
+    open(nan, "w").write(json.dumps(bench))
+    p = cli("report", nan, "--html", os.path.join(tmp, "nan.html"))
+    print(f"report on NaN -> exit {p.returncode}: {p.stderr.strip()[:110]}")
+    out = os.path.join(tmp, "bench.json")
+    proc = subprocess.Popen([sys.executable, "-m", "ncclcheck", "bench", "--sizes", "1K-64M", "--iters", "400",
+                             "--json", out], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            cwd=tmp, start_new_session=True)
+    time.sleep(12)
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.communicate(timeout=60)
+    rep = json.load(open(out)) if os.path.exists(out) else None
+    print(f"SIGTERM mid-bench -> exit {proc.returncode}; "
+          + (f"partial JSON: status {rep['status']}, exit_code {rep['exit_code']}" if rep else "no JSON written"))
+
+
+# --- the store attacks of issue 36: a stranger on node 0's master port --------------------------------------------
+
+MAGIC = 0x3C85F7CE  # c10d's VALIDATE magic (scripts/sim_store.py has the wire protocol)
+VALIDATE, SET, GET = 0, 1, 3
+
+
+def _s(b: bytes) -> bytes:
+    return struct.pack("<Q", len(b)) + b
+
+
+def no_attack(port: int, a, stop: threading.Event) -> str:
+    """The control: the same two nodes with nobody on the master port (a loaded host's own wall times)."""
+    return "nobody on the master port"
+
+
+def unread_gets(port: int, a, stop: threading.Event) -> str:
+    """SET a 4 MiB key, then pipeline GETs of it and never read a reply (issue 36, hole 1)."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(bytes([VALIDATE]) + struct.pack("<I", MAGIC) + bytes([SET]) + _s(b"/big") + _s(b"x" * (4 << 20)))
+    get = bytes([GET]) + _s(b"/big")
+    sent = 0
+    try:
+        for _ in range(0, a.gets, 1000):
+            s.sendall(get * min(1000, a.gets - sent))
+            sent += min(1000, a.gets - sent)
+    except OSError as e:
+        return f"{sent:,} GETs sent, then {e.strerror or e}"
+    stop.wait()
+    s.close()
+    return f"{sent:,} GETs sent"
+
+
+def idle_flood(port: int, a, stop: threading.Event) -> str:
+    """Open connections to the master port and never say anything on them (issue 36, hole 6)."""
+    socks = []
+    for _ in range(a.idle):
+        try:
+            socks.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+        except OSError:
+            break
+    stop.wait()
+    for c in socks:
+        c.close()
+    return f"{len(socks):,} idle connections open"
+
+
+# name -> attack(master port, args, stop event) -> what it did. Add an attack here (engineer `trust`: the replay of a
+# signed record) and it runs the same way, with the same figures printed.
+STORE_ATTACKS = {
+    "none": no_attack,
+    "unread-gets": unread_gets,
+    "idle-flood": idle_flood,
+}
+
+
+def _tree_rss(pid: int) -> int:
+    """RSS of pid and all its descendants, from /proc (bytes)."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/status") as f:
+                total += next((int(x.split()[1]) * 1024 for x in f if x.startswith("VmRSS:")), 0)
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                todo += [int(c) for c in f.read().split()]
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+def _accepts(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        return True
+    except OSError:
+        return False
+
+
+def store_attacks(repo: str, a) -> None:
+    tmp = tempfile.mkdtemp(prefix="ncclcheck-store-attacks-")
+    env = {**os.environ, "PYTHONPATH": repo, "NCCLCHECK_LOG_DIR": os.path.join(tmp, "logs")}
+    for k in [k for k in env if k.startswith(("NCCL_", "MASTER_", "NCCLCHECK_TOKEN"))]:
+        del env[k]
+    bound = a.timeout + 10
+    for name, attack in STORE_ATTACKS.items():
+        if a.only and name != a.only:
+            continue
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+
+        def node(rank: int, name: str = name, port: int = port) -> tuple:
+            out = os.path.join(tmp, f"{name}-{rank}.json")
+            cmd = [sys.executable, "-m", "ncclcheck", "preflight", "--nnodes", "2", "--node-rank", str(rank),
+                   "--master-addr", "127.0.0.1", "--master-port", str(port), "--timeout", f"{a.timeout:g}",
+                   "--json", out, "--quiet"]
+            return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tmp), \
+                out, time.monotonic()
+
+        n0 = node(0)
+        end = time.monotonic() + 60
+        while not _accepts(port) and time.monotonic() < end and n0[0].poll() is None:
+            time.sleep(0.05)
+        stop, did = threading.Event(), []
+        t = threading.Thread(target=lambda f=attack, p=port, e=stop, d=did: d.append(f(p, a, e)), daemon=True)
+        t.start()
+        n1 = node(1)
+        peak, walls, codes = 0, {}, {}
+        hard = time.monotonic() + bound + 30
+        while len(walls) < 2 and time.monotonic() < hard:
+            peak = max(peak, _tree_rss(n0[0].pid))
+            for r, (p, _, t0) in enumerate((n0, n1)):
+                if r not in walls and p.poll() is not None:
+                    walls[r], codes[r] = time.monotonic() - t0, p.returncode
+            time.sleep(0.05)
+        for r, (p, _, _) in enumerate((n0, n1)):
+            if p.poll() is None:
+                p.kill()
+                codes[r] = "killed"
+        stop.set()
+        t.join(10)
+        world = ""
+        try:
+            doc = json.load(open(n0[1]))
+            w = [c for c in doc["checks"] if c["id"] == "rendezvous.world"]
+            world = f"{w[0]['status']}: {w[0]['summary']}" if w else ""
+        except (OSError, ValueError, KeyError):
+            world = "no report"
+        wall = ", ".join(f"node {r} {walls[r]:.1f} s (exit {codes[r]})" if r in walls else f"node {r} > "
+                         f"{bound + 30:.0f} s (killed)" for r in (0, 1))
+        print(f"store attack {name} ({did[0] if did else 'still running'}): node 0 peak RSS (tree) "
+              f"{peak / (1 << 20):,.0f} MiB; {wall}; bound T + 10 = {bound:g} s; node 0's world check: {world}")
+
+
+def replay_attack(repo: str) -> int:
+    """Issue 36, hole 4: two 2-node preflights on loopback with the same NCCLCHECK_TOKEN and no job id (so the same
+    key prefix). An eavesdropper copies run A's signed world/verdict, world/result and world/final off the wire; in
+    run B node 0 has a real fault (an NCCL_SOCKET_IFNAME that does not exist) and a stranger keeps writing A's
+    records into B's store. Prints node 1's exit code in B and what it named."""
+    import datetime as dt
+    import socket
+    import threading
+
+    import torch.distributed as dist
+
+    tmp = tempfile.mkdtemp(prefix="ncclcheck-replay-")
+    env = {**os.environ, "PYTHONPATH": repo, "NCCLCHECK_LOG_DIR": os.path.join(tmp, "logs"),
+           "NCCLCHECK_TOKEN": "one-token-for-the-pool"}
+    for k in [k for k in env if k.startswith(("NCCL_", "MASTER_", "SLURM_"))]:
+        del env[k]
+    keys = [f"ncclcheck/preflight/{k}" for k in ("world/verdict", "world/result", "world/final")]
+
+    def port() -> int:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    def client(p: int, until: float):
+        while True:
+            try:
+                return dist.TCPStore("127.0.0.1", p, None, False, timeout=dt.timedelta(seconds=30))
+            except Exception:  # noqa: BLE001 - node 0 not up yet
+                if time.monotonic() > until:
+                    raise
+                time.sleep(0.02)
+
+    def world(p: int, tag: str, node0_env: dict) -> list:
+        procs = []
+        for r in (0, 1):
+            e = {**env, **(node0_env if r == 0 else {})}
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "ncclcheck", "preflight", "--nnodes", "2", "--node-rank", str(r),
+                 "--master-addr", "127.0.0.1", "--master-port", str(p), "--timeout", "20", "--json",
+                 os.path.join(tmp, f"{tag}-%r.json")], env=e, cwd=tmp, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL))
+        return procs
+
+    pa = port()
+    procs = world(pa, "a", {})
+    eve = client(pa, time.monotonic() + 60)
+    eve.wait(keys, dt.timedelta(seconds=60))
+    captured = {k: eve.get(k) for k in keys}
+    codes_a = [p.wait(120) for p in procs]
+    pb = port()
+    procs = world(pb, "b", {"NCCL_SOCKET_IFNAME": "nosuchnic0"})
+    stop = threading.Event()
+
+    def replay() -> None:
+        st = client(pb, time.monotonic() + 60)
+        while not stop.is_set():
+            try:
+                for k, v in captured.items():
+                    st.set(k, v)
+            except Exception:  # noqa: BLE001 - B's store went away
+                return
+            time.sleep(0.002)
+
+    t = threading.Thread(target=replay, daemon=True)
+    t.start()
+    codes_b = [p.wait(120) for p in procs]
+    stop.set()
+    doc = json.load(open(os.path.join(tmp, "b-1.json"))) if os.path.exists(os.path.join(tmp, "b-1.json")) else {}
+    named = [r for r in (doc.get("trust") or {}).get("ignored", []) if "replay" in r]
+    # B's own fault, as node 1's report shows it: node 0's check of the interface it was told to use
+    kept = any(c["node"] == 0 and c["id"] == "net.socket_ifname" and c["status"] == "fail"
+               for c in doc.get("checks", []))
+    refused = any(c["id"] == "rendezvous.world" and "never published" in c["summary"] for c in doc.get("checks", []))
+    what = ("names B's own fault" if kept else "refused the replayed records (its world failed: a stranger can make "
+            "a run fail)" if refused else "ADOPTED run A's result: B's own fault is lost")
+    print(f"run A exits {codes_a}; run B (node 0 told NCCL_SOCKET_IFNAME=nosuchnic0) with A's signed records "
+          f"replayed: exits {codes_b}; node 1 {what}; replays it named: {len(named)}"
+          + (f", e.g. {named[0]}" if named else ""))
+    return 0
+
+
+# Attacks by name (the first argument); without one, main()'s file-side attacks of issue 21.
+ATTACKS = {"replay": replay_attack}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from .linear import MAX_LINE_CHARS, Either, Prefilter, Then
+from .linear import MAX_LINE_CHARS, Either, Prefilter, Then, fold, leading
 
 
 @dataclass(frozen=True)
@@ -195,14 +195,19 @@ _ROUTINE = Prefilter([ROUTINE])
 _TABLE = Prefilter([c.pattern for c in TABLE])
 # Every literal some class (or ROUTINE) needs: a line holding none of them is classified None without a pattern run
 LITERALS = tuple(sorted(set(_TABLE.literals)))
+# What a match of any class (or ROUTINE) starts with: None when some class may start otherwise (then no line is
+# classified by a part of it alone)
+_LEADS = [leading(p) for p in (ROUTINE, *(c.pattern for c in TABLE))]
+LEADING = None if any(x is None for x in _LEADS) else tuple(sorted(frozenset().union(*_LEADS)))
 
 
 def classify(line: str) -> Optional[FailureClass]:
     """The failure class of one log line, or None (also for a ROUTINE line). The line is cut at MAX_LINE_CHARS;
     only the classes whose literals it holds are tried."""
     line = line[:MAX_LINE_CHARS]
-    found = _TABLE.candidates(line)
-    if not found or (_ROUTINE.candidates(line) and ROUTINE.search(line)):
+    low = fold(line)
+    found = _TABLE.candidates(line, low)
+    if not found or (_ROUTINE.candidates(line, low) and ROUTINE.search(line)):
         return None
     for i in found:
         if TABLE[i].pattern.search(line):

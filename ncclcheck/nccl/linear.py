@@ -136,6 +136,35 @@ def _node(op, av) -> list:
     return []
 
 
+def leading(pattern) -> Optional[frozenset]:
+    """The literals (lower case) a match of `pattern` starts with, one per alternative, or None when some alternative
+    starts otherwise. A line whose start holds none of them cannot hold a match that begins before it: the log reader
+    classifies an NCCL INFO line by its message alone when its header holds none."""
+    if isinstance(pattern, Then):
+        return leading(pattern.first)
+    if isinstance(pattern, Either):
+        parts = [leading(a) for a in pattern.alternatives]
+        return None if any(p is None for p in parts) else frozenset().union(*parts)
+    return _leading(list(_parse.parse(pattern.pattern, pattern.flags)))
+
+
+def _leading(items: list) -> Optional[frozenset]:
+    run = []
+    for op, av in items:
+        if op is _sre.AT and not run:  # \b or ^ before the first literal
+            continue
+        if op is _sre.LITERAL:
+            run.append(chr(av).lower())
+            continue
+        if not run and op is _sre.BRANCH:
+            parts = [_leading(list(b)) for b in av[1]]
+            return None if any(p is None for p in parts) else frozenset().union(*parts)
+        if not run and op is _sre.SUBPATTERN:
+            return _leading(list(av[-1]))
+        break
+    return frozenset(["".join(run)]) if run else None
+
+
 class Prefilter:
     """Which of several patterns a line can match: a pattern runs only on a line that holds a string of each of its
     requirements (a pattern with none always runs). `literals` are the best set of each pattern: a line holding none
@@ -146,12 +175,28 @@ class Prefilter:
         self.needs = [requirements(p) for p in self.patterns]
         self.always = not all(self.needs)
         self.literals = tuple(sorted({lit for n in self.needs if n for lit in _best(n)}))
+        self.rx = literal_rx(self.literals)
+        self._by_literal: dict = {}  # literal of a best set -> the patterns it may let through
+        for i, need in enumerate(self.needs):
+            for lit in _best(need) if need else ():
+                self._by_literal.setdefault(lit, set()).add(i)
+        self._free = {i for i, need in enumerate(self.needs) if not need}
 
-    def candidates(self, line: str) -> list:
-        """Indices of the patterns that can match `line`, in their own order."""
-        low = fold(line)
+    def candidates(self, line: str, low: Optional[str] = "") -> list:
+        """Indices of the patterns that can match `line` (`low`: fold(line), when the caller has it), in order."""
+        low = fold(line) if low == "" else low
         if low is None:
             return list(range(len(self.patterns)))
-        if not self.always and not any(lit in low for lit in self.literals):
+        if not self.always and not self.rx.search(low):
             return []
-        return [i for i, need in enumerate(self.needs) if all(any(s in low for s in one) for one in need)]
+        maybe = set(self._free)
+        for lit in self.literals:
+            if lit in low:
+                maybe |= self._by_literal[lit]
+        return [i for i in sorted(maybe) if all(any(s in low for s in one) for one in self.needs[i])]
+
+
+def literal_rx(literals) -> re.Pattern:
+    """One regex finding any of `literals` in folded text: a literal alternation searched in one pass is ten times
+    faster here than a test per literal (and matches nothing when there are none)."""
+    return re.compile("|".join(re.escape(lit) for lit in sorted(literals, key=len, reverse=True)) or r"(?!)")

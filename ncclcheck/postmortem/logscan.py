@@ -4,9 +4,11 @@ else kept. A log is whatever a job printed (a 16,384-rank job's NCCL_DEBUG=INFO 
 - the bytes stream through in chunks; a line is cut at MAX_LINE_CHARS (with a mark saying how much) before anything
   reads it;
 - an NCCL INFO line ("host:pid:tid [dev] NCCL INFO msg") costs two dict lookups: what its header says is remembered
-  per header, what its message says per message, and a message holding none of the literals any pattern needs
-  (nccl/failures.py's classes, the NCCL_DEBUG parser's lines, the launchers' tables) is passed over; a "Channel .. via
-  .." message only adds a count to its process;
+  per header, what its message says per message. A message holding none of the literals any pattern needs
+  (nccl/failures.py's classes, the NCCL_DEBUG parser's lines, the launchers' tables) is passed over; one that the
+  parser reads ("Channel .. via ..", "NCCL version") is fed to its process's state; one that states a rank is read
+  once per process. A message is read alone only when its header cannot hold the start of any match (no literal any
+  pattern starts with): then the line and the message match the same patterns;
 - every other line goes the full way, as analyze.py read a whole text before: ncclcheck's own output blanked, the
   launcher's rank prefix split off, NCCL's header read, the line classified.
 
@@ -38,7 +40,7 @@ from ..nccl.debuglog import (
     split_prefix,
     via_of,
 )
-from ..nccl.linear import MAX_LINE_CHARS, fold
+from ..nccl.linear import MAX_LINE_CHARS, fold, literal_rx
 from ..render import words
 from . import launcher
 from .bound import clip
@@ -67,15 +69,57 @@ SEP = " NCCL INFO "
 _FAST_HEAD = re.compile(r"([\w.-]+):(\d+):(\d+) \[(\d+)\]")  # nccl_header's fields, no timestamp
 _MPI_FIRST = "The first process to do so was:"
 _TABLE_MARKS = ("Failures:", "exitcode", launcher.ROOT_CAUSE, "srun: error:", _MPI_FIRST, *launcher.MPI_MARKS)
-# every literal a line must hold for anything but a "via" count to happen to it (lower case)
-_LITERALS = tuple(sorted({*failures.LITERALS, *PARSE_LITERALS, *RANK_LITERALS, "preflightfailed",
-                          *(m.lower() for m in _TABLE_MARKS)}))
+# a message holding one of these goes the full way (lower case): a launcher's table, the guard's failure
+_STRICT = ("preflightfailed", *(m.lower() for m in _TABLE_MARKS))
+# a message whose failure class is read from it alone needs a header without what any match starts with
+_BY_MESSAGE = failures.LEADING is not None
+# a header holding one of these goes the full way: the start of a match, or a literal something needs
+_HEAD_LITERALS = tuple(sorted({*failures.LITERALS, *(failures.LEADING or ()), *PARSE_LITERALS, *RANK_LITERALS,
+                               *VIA_LITERALS, *_STRICT}))
 # a literal that starts inside " NCCL INFO " and ends in the message: the message starts with its rest
-_SPANS = tuple(lit[k:] for lit in (*_LITERALS, *VIA_LITERALS) for k in range(1, len(lit))
-               if SEP.lower().endswith(lit[:k]))
-# the fast way is exact only when no literal holds the whole separator (none does: checked by tests)
-FAST = not any(SEP.lower().strip() in lit or lit in SEP.lower() for lit in (*_LITERALS, *VIA_LITERALS))
-QUIET, SLOW = 0, 1  # what a message says: nothing, or read the line the full way (else: (channel, via))
+_SPANS = tuple(lit[k:] for lit in _HEAD_LITERALS for k in range(1, len(lit)) if SEP.lower().endswith(lit[:k]))
+# the fast way is exact only when no literal holds the whole separator or sits inside it (none does: tests)
+FAST = not any(SEP.lower().strip() in lit or lit in SEP.lower() for lit in _HEAD_LITERALS)
+# a line holding none of these is read only for where it starts: no class, parser or table reads it, and (with no
+# ":" and not starting like a launcher prefix or a table rule) it is not a traceback's, ncclcheck's or a table's
+_PLAIN = literal_rx({*_HEAD_LITERALS, "nccl", "traceback", "error", "exception", "failed", "interrupt"})
+_PREFIX_STARTS = "[0123456789 \t\r\x0b\x0c\x1c\x1d\x1e\x1f"
+_HEAD_RX, _ANY, _STRICT_RX, _TABLE_RX, _RANK_RX, _PARSE_RX, _VIA_RX = (literal_rx(x) for x in (
+    _HEAD_LITERALS, set(_HEAD_LITERALS) - set(VIA_LITERALS), _STRICT, failures.LITERALS, RANK_LITERALS,
+    PARSE_LITERALS, VIA_LITERALS))
+# What a message says: (go the full way, states a rank, feeds the parser, (channel, via) or None); QUIET: nothing
+QUIET = (False, False, False, None)
+SLOW = (True, False, False, None)
+
+
+_ZEROS = bytes.maketrans(b"0123456789", b"0000000000")
+
+
+def _shape(msg: str) -> tuple:
+    """(go the full way, a failure class may match, states a rank, feeds the parser more than a transport, a
+    transport line): the same for every message that differs only in its digits (no literal holds a digit, no
+    pattern a digit of its own but ib_completion_error's status 12, which `table` leaves to classify)."""
+    low = fold(msg)
+    if low is None or low.startswith(_SPANS):
+        return True, False, False, False, False
+    if not _ANY.search(low):  # at most a transport ("Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read")
+        return False, False, False, False, bool(_VIA_RX.search(low) and via_of(msg))
+    table = _TABLE_RX.search(low) is not None
+    if _STRICT_RX.search(low) or (table and not _BY_MESSAGE):
+        return True, False, False, False, False
+    rank = _RANK_RX.search(low) is not None and rank_of_line(msg) is not None
+    feed, via = (_parse_effect(msg) if _PARSE_RX.search(low) else
+                 (False, via_of(msg)) if _VIA_RX.search(low) else (False, None))
+    return False, table, rank, feed, bool(via)
+
+
+def _parse_effect(msg: str) -> tuple:
+    """(does the parser read more than a transport from it, (channel, via) or None)."""
+    st = NcclDebugState()
+    st.feed(msg)
+    more = bool(st.version or st.bootstrap or st.sock or st.ib or st.ib_oob or st.ib_no_device or st.network
+                or st.coll_channels is not None or st.env or st.warnings or st.nranks)
+    return more, (via_of(msg) if st.via and not more else None)
 
 
 def _line_start_matters(rest: str) -> bool:
@@ -137,10 +181,10 @@ class _Source:
 
 
 class _Head:
-    __slots__ = ("src", "prefixed")
+    __slots__ = ("src", "prefixed", "process")
 
-    def __init__(self, src: _Source, prefixed: bool):
-        self.src, self.prefixed = src, prefixed
+    def __init__(self, src: _Source, prefixed: bool, process: tuple):
+        self.src, self.prefixed, self.process = src, prefixed, process  # process: (host, pid)
 
 
 @dataclass
@@ -180,7 +224,9 @@ class LogScan:
         self._follow = 0
         self._heads: dict = {}
         self._msgs: dict = {}
+        self._shapes: dict = {}
         self._calm = FAST  # nothing pending (own report, followers): an NCCL INFO line may go the fast way
+        self._none = False  # a line of no source was read the full way (the source None is known)
         self._failures: Optional[list] = None
 
     # -- bytes to lines ---------------------------------------------------------------------------------------
@@ -201,7 +247,7 @@ class LogScan:
         if (self._carry or self._over) and not self._drop_partial:
             self._run([self._first(self._carry)])
         self._carry, self._over = "", 0
-        self._heads, self._msgs = {}, {}
+        self._heads, self._msgs, self._shapes = {}, {}, {}
 
     def _first(self, line: str) -> str:
         """The line that completes the carried one, cut with the count of all it had."""
@@ -235,9 +281,16 @@ class LogScan:
 
     def _run(self, lines: list) -> None:
         """Each line: the fast way when it is an NCCL INFO line whose header and message were seen before."""
-        heads, msgs, n = self._heads, self._msgs, self.lines
+        heads, msgs, n, stated = self._heads, self._msgs, self.lines, self._pid_rank
         for raw in lines:
             n += 1
+            if not raw and self._none and self._calm:  # an empty line, once a line of no source was read: nothing new
+                continue
+            if (self._none and self._calm and raw and ":" not in raw and raw[0] not in _PREFIX_STARTS
+                    and len(raw) <= MAX_LINE_CHARS and raw.isascii() and not raw.startswith(("===", "---"))
+                    and not _PLAIN.search(raw.lower())):
+                self.has_text = True  # a plain line of no rank, read before: what it says is nothing to read
+                continue
             if self._calm:
                 j = raw.find(SEP, 0, MAX_HEAD)
                 if j > 0 and len(raw) <= MAX_LINE_CHARS:
@@ -249,11 +302,17 @@ class LogScan:
                         m = msgs.get(msg)
                         if m is None:
                             m = self._msg(msg)
-                        if m is not SLOW:
+                        if m is QUIET:
                             if h.prefixed:
                                 self._last_known = n
-                            if m is not QUIET:
-                                self._state(h.src).add_via(m[0], m[1], n)
+                            continue
+                        if not (m[0] or (m[1] and h.process not in stated)):
+                            if h.prefixed:
+                                self._last_known = n
+                            if m[2]:
+                                self._state(h.src).feed(msg, n)
+                            elif m[3]:
+                                self._state(h.src).add_via(m[3][0], m[3][1], n)
                             continue
             self.lines = n
             self._slow(raw, n)
@@ -264,26 +323,34 @@ class LogScan:
         info = False
         prank, rest = split_prefix(head)
         m = _FAST_HEAD.fullmatch(rest) if head.isascii() else None
-        if m and not _line_start_matters(rest) and not any(lit in (head + SEP).lower() for lit in _LITERALS):
+        if m and not _line_start_matters(rest) and not _HEAD_RX.search((head + SEP).lower()):
             src = self._source(("p", prank) if prank is not None else ("h", m.group(1), int(m.group(2))), n)
             self._saw_header(src, n, m.group(1), int(m.group(4)))
             src.nccl = self.has_text = True
             self.nccl_seen = self.nccl_seen or n <= KNOWN_LINES
-            info = _Head(src, prank is not None)
+            info = _Head(src, prank is not None, (m.group(1), int(m.group(2))))
         if len(self._heads) >= MAX_MEMO:
             self._heads.clear()
         self._heads[head] = info
         return info
 
     def _msg(self, msg: str):
-        """What an NCCL INFO message says, remembered: QUIET, SLOW or (channel, via)."""
-        low = fold(msg)
-        if low is None or low.startswith(_SPANS) or any(lit in low for lit in _LITERALS):
+        """What an NCCL INFO message says (read alone: its header holds nothing a match starts with), remembered. Its
+        shape (which patterns could touch it) is remembered per message with every digit read as 0: most messages
+        of a large log differ from another only in numbers (ranks, channels, addresses)."""
+        key = msg.encode("utf-8", "replace").translate(_ZEROS)
+        shape = self._shapes.get(key)
+        if shape is None:
+            shape = _shape(msg)
+            if len(self._shapes) >= MAX_MEMO:
+                self._shapes.clear()
+            self._shapes[key] = shape
+        slow, table, rank, feed, via = shape
+        if slow or (table and failures.classify(msg)):
             out = SLOW
-        elif any(lit in low for lit in VIA_LITERALS):
-            out = via_of(msg) or QUIET
         else:
-            out = QUIET
+            via = via_of(msg) if via else None
+            out = (False, rank, feed, via) if rank or feed or via else QUIET
         if len(self._msgs) >= MAX_MEMO:
             self._msgs.clear()
         self._msgs[msg] = out
@@ -319,14 +386,16 @@ class LogScan:
             self.cut += 1
         if not self.has_text and raw.strip():
             self.has_text = True
+        low = fold(raw)
+        plain = low is not None and not _PLAIN.search(low)  # no literal anything reads: only where it starts matters
         prank, rest = split_prefix(raw)
-        if n <= KNOWN_LINES and (" NCCL " in raw or "NCCL WARN" in raw or "NCCL INFO" in raw):
+        if not plain and n <= KNOWN_LINES and (" NCCL " in raw or "NCCL WARN" in raw or "NCCL INFO" in raw):
             self.nccl_seen = True
-        cls = failures.classify(rest)  # without a prefix, rest is the raw line
+        cls = None if plain else failures.classify(rest)  # without a prefix, rest is the raw line
         if prank is not None or cls is not None:
             self._last_known = n
-        self._table_line(raw, rest)
-        if self._own.own(raw):
+        self._table_line(raw, rest, plain)
+        if (not plain or not self._own.idle) and self._own.own(raw):  # idle, only a line naming ncclcheck is its own
             prank, rest, cls = None, "", None
         head = nccl_header(rest)
         if head is not None:
@@ -339,9 +408,11 @@ class LogScan:
             self._saw_header(src, n, head["host"], head["cuda_dev"])
         if "NCCL" in rest:
             src.nccl = True
-        if rest:
+        if rest and not plain:
             self._state(src).feed(rest, n)
-        self._keep_if_read(src, cls, rest, n)
+        if not plain or self._follow or src.follow or src.tb:  # a plain line opens and ends no traceback
+            self._keep_if_read(src, cls, rest, n)
+        self._none = self._none or src.key is None
         self._calm = FAST and not self._follow and not self._table_follow and self._own.idle
 
     def _keep_if_read(self, src: _Source, cls, rest: str, n: int) -> None:
@@ -379,11 +450,11 @@ class LogScan:
         self.room.chars -= len(line)
         self._kept.append((n, key, line))
 
-    def _table_line(self, raw: str, rest: str) -> None:
+    def _table_line(self, raw: str, rest: str, plain: bool) -> None:
         """Keep the lines a launcher's failure table, srun's or mpirun's report is read from (raw: with prefix)."""
         if self._table_follow > 0:
             self._table_follow -= 1
-        elif not (launcher.is_table_row(rest) or any(m in raw for m in _TABLE_MARKS)):
+        elif not (launcher.is_table_row(rest) or (not plain and any(m in raw for m in _TABLE_MARKS))):
             return
         if _MPI_FIRST in raw:
             self._table_follow = TABLE_FOLLOW

@@ -5,6 +5,10 @@
 it. Messages and their meanings: NCCL-FACTS.md "After a failure" (NCCL's docs and issue threads, gloo's source).
 Pure: a line in, a classification out.
 
+Every pattern here runs on what a job printed, so each runs in time linear in the line (nccl/linear.py): no `.*` inside
+a regex (`Then(A, B)` is A and later B on the same line), and `classify` cuts the line at MAX_LINE_CHARS and runs a
+pattern only on a line holding its literals (the prefilter: most lines of a log meet no pattern at all).
+
 NCCL's own texts are its WARN format strings (NVIDIA/nccl, cited per class; v2.28.9 is what torch 2.11-2.13 wheels
 ship, master is 2.30); a line NCCL printed as a WARN that no class names is still a cause (`nccl_warn`, last): a job
 that printed an NCCL WARN is never "nothing wrong". ROUTINE lines are what torch and its store print while working
@@ -17,11 +21,13 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from .linear import MAX_LINE_CHARS, Either, Prefilter, Then, fold, leading
+
 
 @dataclass(frozen=True)
 class FailureClass:
     id: str
-    pattern: re.Pattern
+    pattern: object  # a compiled regex, a Then or an Either: anything with .search(line) (nccl/linear.py)
     cause: bool  # True: a cause to fix; False: a consequence of a failure elsewhere
     what: str  # one line a person reads
     fix: str
@@ -39,8 +45,9 @@ def _rx(text: str) -> re.Pattern:
 #   store in 1 s polls, so every guarded job prints the pair (seen: "timed out after 999ms").
 # - torch's deprecation notice for an old variable name ("Environment variable TORCH_NCCL_TRACE_BUFFER_SIZE is
 #   deprecated; use TORCH_FR_BUFFER_SIZE instead").
-ROUTINE = re.compile(r"\bwaitForInput: (?:poll for socket .* returned 0, likely a timeout|socket .* timed out after "
-                     r"\d+\s*ms)|Environment variable \w+ is deprecated; use \w+ instead", re.IGNORECASE)
+ROUTINE = Either(Then(r"\bwaitForInput: poll for socket ", r" returned 0, likely a timeout"),
+                 Then(r"\bwaitForInput: socket ", r" timed out after \d+\s*ms"),
+                 _rx(r"Environment variable \w+ is deprecated; use \w+ instead"))
 
 # Order matters only where two patterns could match one line: the more specific first.
 TABLE: tuple = (
@@ -79,8 +86,9 @@ TABLE: tuple = (
                  "two ranks use the same GPU",
                  "call torch.cuda.set_device(LOCAL_RANK) before init_process_group, or give each rank its own "
                  "CUDA_VISIBLE_DEVICES; check --nproc-per-node against the GPUs of the node"),
-    FailureClass("ib_completion_error", _rx(r"NET/IB\s*:\s*Got completion .*error|IBV_WC_RETRY_EXC_ERR|"
-                                            r"transport retry counter exceeded|NET/IB.*\bstatus\s*=?\s*12\b"), True,
+    FailureClass("ib_completion_error", Either(Then(r"NET/IB\s*:\s*Got completion ", r"error"),
+                                               _rx(r"IBV_WC_RETRY_EXC_ERR|transport retry counter exceeded"),
+                                               Then(r"NET/IB", r"\bstatus\s*(?:=\s*)?12\b")), True,
                  "InfiniBand/RoCE transport retries exceeded (a link, routing or a lossy fabric)",
                  "check the named HCA's port counters (perfquery, ethtool -S), cables and switch port; on RoCE "
                  "check PFC/ECN and NCCL_IB_GID_INDEX; `ncclcheck links` finds the slow or failing pair"),
@@ -97,13 +105,14 @@ TABLE: tuple = (
                  "a system call NCCL made failed (shared memory, memlock, or a device)",
                  "read the NCCL WARN lines just before it (NCCL_DEBUG=INFO): /dev/shm too small (docker "
                  "--shm-size=1g or more), systemd RemoveIPC=no, `ulimit -l unlimited` for ibv_create_qp/ibv_reg_mr"),
-    FailureClass("shm_exhausted", _rx(r"(?:/dev/shm|shm_open|posix_fallocate|shm\w*).*"
-                                      r"(?:No space left|failed|Cannot allocate)|No space left on device"), True,
+    # /dev/shm, shm_open, shm<anything>: each holds "shm", whose first match ends first (Then's condition)
+    FailureClass("shm_exhausted", Either(Then(r"shm|posix_fallocate", r"No space left|failed|Cannot allocate"),
+                                         _rx(r"No space left on device")), True,
                  "/dev/shm is too small or full (NCCL's SHM transport)",
                  "give the container a larger /dev/shm (docker --shm-size=1g or more; Kubernetes: an emptyDir of "
                  "medium Memory at /dev/shm); `ncclcheck preflight` checks it (host.shm)"),
-    FailureClass("memlock", _rx(r"ibv_(?:create_qp|reg_mr|create_cq)\w*.*(?:failed|Cannot allocate memory)|"
-                                r"RLIMIT_MEMLOCK|memlock"), True,
+    FailureClass("memlock", Either(Then(r"ibv_(?:create_qp|reg_mr|create_cq)", r"failed|Cannot allocate memory"),
+                                   _rx(r"RLIMIT_MEMLOCK|memlock")), True,
                  "RDMA memory registration failed (the memlock limit is too low)",
                  "raise the memlock limit to unlimited (`ulimit -l unlimited`, docker --ulimit memlock=-1, "
                  "Slurm PropagateResourceLimits); `ncclcheck preflight` checks it (host.memlock)"),
@@ -126,9 +135,10 @@ TABLE: tuple = (
                  "(`ncclcheck recommend`); `ncclcheck preflight` probes every pair on every interface "
                  "(net.peer_reachability)"),
     # TCPStore's failures as torch raises them (never the routine waitForInput poll above)
-    FailureClass("init_timeout", _rx(r"Socket Timeout|DistStoreError|wait timeout after \d+\s*ms|"
-                                     r"client socket has timed out after|Timed out (?:after|waiting) .*(?:clients|"
-                                     r"workers|store|rendezvous|join)|bootstrap.*time(?:d)? ?out"), True,
+    FailureClass("init_timeout", Either(_rx(r"Socket Timeout|DistStoreError|wait timeout after \d+\s*ms|"
+                                            r"client socket has timed out after"),
+                                        Then(r"Timed out (?:after|waiting) ", r"clients|workers|store|rendezvous|join"),
+                                        Then(r"bootstrap", r"time(?:d)? ?out")), True,
                  "the ranks did not all join in time (a rank never started, or could not reach the others)",
                  "find the rank that never joined (launcher output, `ncclcheck preflight` on the same nodes); check "
                  "the master address, port and firewall"),
@@ -140,8 +150,9 @@ TABLE: tuple = (
     FailureClass("gloo_timeout", _rx(r"Timed out waiting \d+\s*ms for (?:recv|send) operation"), False,
                  "a gloo collective timed out waiting for a peer (a hang: a rank did not enter it)",
                  "the flight-recorder dumps say which rank did not enter the collective"),
-    FailureClass("peer_closed", _rx(r"Connection closed by (?:remote )?peer|Connection reset by peer|"
-                                    r"remote process exited or there was a network error|socketProgress.*closed"),
+    FailureClass("peer_closed", Either(_rx(r"Connection closed by (?:remote )?peer|Connection reset by peer|"
+                                           r"remote process exited or there was a network error"),
+                                       Then(r"socketProgress", r"closed")),
                  False,
                  "a peer closed the connection (it died or was stopped)",
                  "look at the peer that died first: its exit signal in the launcher's failure table, its own log"),
@@ -180,19 +191,33 @@ _SEQ = re.compile(r"SeqNum=(\d+)|Timeout at NCCL work: (\d+)", re.IGNORECASE)
 _OPTYPE = re.compile(r"OpType=(\w+)")
 
 
+_ROUTINE = Prefilter([ROUTINE])
+_TABLE = Prefilter([c.pattern for c in TABLE])
+# Every literal some class (or ROUTINE) needs: a line holding none of them is classified None without a pattern run
+LITERALS = tuple(sorted(set(_TABLE.literals)))
+# What a match of any class (or ROUTINE) starts with: None when some class may start otherwise (then no line is
+# classified by a part of it alone)
+_LEADS = [leading(p) for p in (ROUTINE, *(c.pattern for c in TABLE))]
+LEADING = None if any(x is None for x in _LEADS) else tuple(sorted(frozenset().union(*_LEADS)))
+
+
 def classify(line: str) -> Optional[FailureClass]:
-    """The failure class of one log line, or None (also for a ROUTINE line)."""
-    if ROUTINE.search(line):
+    """The failure class of one log line, or None (also for a ROUTINE line). The line is cut at MAX_LINE_CHARS;
+    only the classes whose literals it holds are tried."""
+    line = line[:MAX_LINE_CHARS]
+    low = fold(line)
+    found = _TABLE.candidates(line, low)
+    if not found or (_ROUTINE.candidates(line, low) and ROUTINE.search(line)):
         return None
-    for c in TABLE:
-        if c.pattern.search(line):
-            return c
+    for i in found:
+        if TABLE[i].pattern.search(line):
+            return TABLE[i]
     return None
 
 
 def seq_of(line: str) -> Optional[int]:
     """The collective sequence number a watchdog line names (SeqNum=N / Timeout at NCCL work: N)."""
-    m = _SEQ.search(line)
+    m = _SEQ.search(line[:MAX_LINE_CHARS])
     return int(m.group(1) or m.group(2)) if m else None
 
 
@@ -201,10 +226,10 @@ _WARN_TEXT = re.compile(r"NCCL WARN\s*(.*)")
 
 def warn_text(line: str) -> str:
     """What an NCCL WARN line says, without its header."""
-    m = _WARN_TEXT.search(line)
+    m = _WARN_TEXT.search(line[:MAX_LINE_CHARS])
     return m.group(1).strip()[:300] if m else line.strip()[:300]
 
 
 def optype_of(line: str) -> Optional[str]:
-    m = _OPTYPE.search(line)
+    m = _OPTYPE.search(line[:MAX_LINE_CHARS])
     return m.group(1).lower() if m else None

@@ -13,11 +13,13 @@ import re
 from typing import Optional
 
 from ..nccl import failures
-from ..nccl.debuglog import nccl_header, parse_nccl_debug, split_by_rank, split_prefix
-from ..render import words
+from ..nccl.debuglog import nccl_header
 from . import flight, p2p
 from .bound import CUT, MAX_FIELD_CHARS, MAX_LISTED_RANKS, MAX_REPORT_ROWS, clip, clip_all
 from .inputs import Inputs
+from .logscan import RAISED as _RAISED
+from .logscan import TRACEBACK as _TRACEBACK
+from .logscan import strip_own_output  # noqa: F401 - read here by tests; the reader blanks ncclcheck's own lines
 
 SHOWN = 6  # ranks named in one sentence before "and N more"
 MAX_RANK_CAUSES = 256  # ranks given a cause line each; the rest share one (the report stays readable and bounded)
@@ -83,36 +85,7 @@ def _hosts(inp: Inputs, preflight: Optional[dict], log_ranks: dict) -> dict:
     return out
 
 
-# ncclcheck's own console report inside a job's output (the guard prints it on rank 0): from its header line to its
-# summary line. Its rows quote what it found ("No route to host" in a probe's detail): never a cause of the job's.
-_OWN_HEAD = re.compile(words.HEADER_LINE)
-_OWN_END = re.compile(r"^(?:PASS|WARN|FAIL|ERROR)\s+\d+ passed, \d+ warnings?, \d+ failed")
-_OWN_LINE = re.compile(r"^ncclcheck[ .:]")
 _GUARD_RANK = re.compile(r"preflight failed \(rank (\d+)")
-_OWN_TAIL = re.compile(r"^(?:root cause on node \d+:|fix: )")
-OWN_BLOCK_LINES = 5000  # a report longer than this is not one report: stop skipping
-
-
-def strip_own_output(text: str) -> str:
-    """The text with ncclcheck's own lines blanked (line numbers kept): its console reports and its one-line
-    messages ("ncclcheck.guard armed ..."). What the job printed stays."""
-    lines = text.splitlines()
-    inside, tail = 0, False
-    for i, raw in enumerate(lines):
-        line = split_prefix(raw)[1].lstrip()
-        if tail:  # the report's closing "root cause on node N: ..." / "fix: ..." lines
-            if _OWN_TAIL.match(line):
-                lines[i] = ""
-                continue
-            tail = False
-        if inside == 0 and _OWN_HEAD.match(line):
-            inside = OWN_BLOCK_LINES
-        if inside > 0:
-            lines[i] = ""
-            inside, tail = (0, True) if _OWN_END.match(line) else (inside - 1, False)
-        elif _OWN_LINE.match(line) and "PreflightFailed" not in line:
-            lines[i] = ""
-    return "\n".join(lines)
 
 
 # gloo's enforce failures end in std::terminate: the process that printed the line is the one that died of SIGABRT
@@ -170,10 +143,6 @@ def _tie_aborts(events: list, failures_: list) -> None:
             e["tied"] = "the launcher's failure table: the only rank that died of SIGABRT"
 
 
-_TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):")
-_RAISED = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Failed|Interrupt))(?::|$)")
-
-
 def _exceptions(lines: list) -> set:
     """Indices of the exception lines that end Python tracebacks ("RuntimeError: ..."): a process that printed one
     ended in it. torchrun's own ChildFailedError is the launcher reporting a worker, not a failure of its own."""
@@ -194,9 +163,10 @@ def _logs(inp: Inputs) -> tuple:
     events: list = []
     per_rank: dict = {}
     hosts: dict = {}
-    for path, text in inp.logs:
-        text = strip_own_output(text)
-        for rank, lines in split_by_rank(text).items():
+    for log in inp.logs:  # each log read once (postmortem/logscan.py): per rank, the lines read here, in file order
+        path = log.path
+        for rank, part in log.ranks().items():
+            lines = part.lines
             raised = _exceptions(lines)
             for i, line in enumerate(lines):
                 cls = failures.classify(line)
@@ -211,17 +181,15 @@ def _logs(inp: Inputs) -> tuple:
                     continue
                 head = nccl_header(line)
                 events.append({"rank": said, "class": cls.id, "cause": cls.cause, "line": clip(line.strip(), 400),
-                               "source": path, "order": (path, i), "host": head["host"] if head else None,
+                               "source": path, "order": (path, part.index[i]), "host": head["host"] if head else None,
                                "seq": failures.seq_of(line), "raised": i in raised})
             if rank is None:
                 continue
-            if any("NCCL" in ln for ln in lines):
-                parsed = parse_nccl_debug("\n".join(lines))
-                if parsed.get("version") or parsed.get("bootstrap") or parsed.get("transports"):
-                    per_rank[rank] = parsed
-            head = next((h for h in map(nccl_header, lines) if h), None)
-            if head:
-                hosts[rank] = {"host": head["host"], "local_rank": head["cuda_dev"]}
+            parsed = part.nccl  # NCCL's facts from all the rank's lines (None: no line of it holds "NCCL")
+            if parsed and (parsed.get("version") or parsed.get("bootstrap") or parsed.get("transports")):
+                per_rank[rank] = parsed
+            if part.head:  # its first NCCL header
+                hosts[rank] = part.head
     for e in inp.error_files:
         cls = failures.classify(e["message"])
         if cls is not None:

@@ -12,10 +12,27 @@ CUT = "[cut"  # how every cut starts
 
 
 def clip(text: str, limit: int = MAX_ITEM_CHARS) -> str:
-    """`text` up to `limit` characters, and what was cut said at the end: "... [cut: N more characters]"."""
+    """`text` up to `limit` characters, and what was cut said at the end: "... [cut: N more characters]". A text cut
+    before (the log reader cuts each line at MAX_LINE_CHARS) keeps its count: N is what the input had."""
     if len(text) <= limit:
         return text
-    return f"{text[:limit]} ... {CUT}: {len(text) - limit:,} more characters]"
+    body, before = _earlier_cut(text)
+    if len(body) <= limit:
+        return text
+    return f"{body[:limit]} ... {CUT}: {len(body) - limit + before:,} more characters]"
+
+
+def _earlier_cut(text: str) -> tuple:
+    """(the text without the mark of an earlier cut at its end, the characters that cut said it removed)."""
+    if text.endswith(_TAIL):
+        at = text.rfind(f" ... {CUT}: ")
+        n = text[at + len(CUT) + 7:-len(_TAIL)].replace(",", "") if at >= 0 else ""
+        if n.isdigit():
+            return text[:at], int(n)
+    return text, 0
+
+
+_TAIL = " more characters]"
 
 
 def clip_all(obj, limit: int = MAX_ITEM_CHARS):

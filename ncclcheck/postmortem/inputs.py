@@ -2,6 +2,10 @@
 content (never trusted by its name): flight-recorder dumps (pickle through the plain-data unpickler, or JSON),
 torchelastic error files, `ncclras -f json` output, an ncclcheck report, and text logs (NCCL_DEBUG lines, a
 launcher's combined output with rank prefixes, torchrun's failure table). Anything else is listed as not recognised.
+
+Each file is opened once and read once, in order: a file reached under two names (hard links, a symbolic link, named
+twice) is read under the first and listed under the others. A text log streams through postmortem/logscan.py (bounded
+memory whatever its size); a document (a dump, a report) is read whole up to its bound.
 """
 
 from __future__ import annotations
@@ -17,18 +21,24 @@ from typing import Optional
 from ..errors import UsageError
 from . import flight, launcher, stacks
 from .bound import clip
+from .logscan import LogScan, Room
 from .unpickle import MAX_DUMP_BYTES, RefusedPickle, is_pickle, loads_plain, walk_problem
 
 MAX_FILES = 200_000  # a directory walk stops here (a 16k-rank job leaves a few files per rank)
-MAX_TEXT_BYTES = 64 << 20  # of a log, the LAST 64 MiB are read: the failure is at the end
+# Of a log, up to 1 GiB is read: a larger one, its first 64 MiB (NCCL's init lines: which process is which rank)
+# and its last (1 GiB - 64 MiB), the failure being at the end; the middle is skipped and the report says so.
+MAX_TEXT_BYTES = 1 << 30
+HEAD_BYTES = 64 << 20
 MAX_JSON_BYTES = 64 << 20  # a JSON dump, error file or report larger than this is not one
+MAX_STACKS_BYTES = 8 << 20  # an armed rank's stacks file (faulthandler: 100 threads x 100 frames) is far below
 MAX_TOTAL_BYTES = 4 << 30  # read in all; the files past it are listed as not read (name the job's own directory)
+CHUNK = 1 << 20  # bytes read at a time
 
 
 @dataclass
 class Inputs:
     dumps: dict = field(default_factory=dict)  # rank -> flight.RankDump
-    logs: list = field(default_factory=list)  # [(path, text)]
+    logs: list = field(default_factory=list)  # [LogScan]: each text log, read once (postmortem/logscan.py)
     failures: list = field(default_factory=list)  # torchrun failure-table records
     error_files: list = field(default_factory=list)  # [{path, rank, message, timestamp}]
     ras: list = field(default_factory=list)  # [(path, text)]
@@ -88,18 +98,6 @@ def _open(path: str, named: bool) -> int:
                 stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
         raise NotRegular(f"{kind}, not a regular file")
     return fd
-
-
-def _read(path: str, named: bool = True) -> bytes:
-    """A pickle whole (up to MAX_DUMP_BYTES + 1, so a larger one is named), anything else its last MAX_TEXT_BYTES.
-    Only a regular file is read (_open)."""
-    with os.fdopen(_open(path, named), "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if is_pickle(f.read(2)):
-            f.seek(0)
-            return f.read(MAX_DUMP_BYTES + 1)
-        f.seek(max(0, size - MAX_TEXT_BYTES))
-        return f.read(MAX_TEXT_BYTES)
 
 
 def _json(text: str):
@@ -183,27 +181,96 @@ def _classify_json(out: Inputs, path: str, doc) -> bool:
     return True
 
 
-def _classify_text(out: Inputs, path: str, text: str) -> None:
-    from ..nccl.debuglog import split_prefix
-    from ..nccl.failures import classify
-
-    table = launcher.parse_launcher_failures(text) if launcher.is_failure_table(text) else []
-    out.failures.extend(dict(r, source=path) for r in table)
-    lines = text.splitlines()
-    nccl = any(" NCCL " in ln or "NCCL WARN" in ln or "NCCL INFO" in ln for ln in lines[:20000])
-    known = nccl or table or any(split_prefix(ln)[0] is not None or classify(ln) for ln in lines[-20000:])
-    if known:
-        out.logs.append((path, text))
-        kind = "launcher_output" if table else "nccl_log" if nccl else "log"
-        out.read.append({"path": path, "kind": kind, "note": f"{len(table)} failed rank(s) in its table"
-                         if table else ""})
-    elif text.strip():
-        # a job's plain output (prints, no torch/launcher/NCCL line): what it does not say is a failure, which is
-        # what a healthy job's output looks like; diagnose reads it as a log so that it can say so
-        out.logs.append((path, text))
-        out.read.append({"path": path, "kind": "log", "note": "plain output: no launcher, torch or NCCL line"})
+def _add_log(out: Inputs, scan: LogScan) -> None:
+    """A text read: a log when it holds an NCCL line, a launcher's table, a rank prefix or a failure; a job's plain
+    output otherwise (what it does not say is a failure, which is what a healthy job's output looks like: diagnose
+    reads it as a log so that it can say so); nothing but white space is not recognised."""
+    table = scan.failures()
+    out.failures.extend(dict(r, source=scan.path) for r in table)
+    if scan.known:
+        out.logs.append(scan)
+        kind = "launcher_output" if table else "nccl_log" if scan.nccl_seen else "log"
+        said = f"{len(table)} failed rank(s) in its table" if table else ""
+    elif scan.has_text:
+        out.logs.append(scan)
+        kind, said = "log", "plain output: no launcher, torch or NCCL line"
     else:
-        out.read.append({"path": path, "kind": "unrecognised", "note": ""})
+        kind, said = "unrecognised", ""
+    out.read.append({"path": scan.path, "kind": kind, "note": "; ".join(x for x in (said, scan.note()) if x)})
+
+
+def _stream_log(out: Inputs, path: str, f, data: bytes, size: int, room: Room) -> int:
+    """A text log through LogScan, `data` (its start, already read) first; the bytes read."""
+    scan = LogScan(path, room)
+    scan.feed(data)
+    got = len(data)
+    skip_at = HEAD_BYTES if size > MAX_TEXT_BYTES else None
+    while got < MAX_TEXT_BYTES:  # a file still growing stops here too
+        if skip_at is not None and got >= skip_at:
+            tail = size - (MAX_TEXT_BYTES - got)
+            if tail > f.tell():
+                scan.gap(tail - f.tell())
+                f.seek(tail)
+            skip_at = None
+        chunk = f.read(min(CHUNK, MAX_TEXT_BYTES - got))
+        if not chunk:
+            break
+        scan.feed(chunk)
+        got += len(chunk)
+    scan.close()
+    _add_log(out, scan)
+    return got
+
+
+def _add_pickle(out: Inputs, path: str, data: bytes) -> None:
+    try:
+        doc = loads_plain(data)
+    except RefusedPickle as exc:
+        out.refused.append({"path": path, "why": f"a pickle refused unread: {exc}"})
+        return
+    except ValueError as exc:
+        out.refused.append({"path": path, "why": f"a pickle refused: {exc}"})
+        return
+    if flight.is_dump(doc):
+        _add_dump(out, path, doc, "pickle")
+    else:
+        out.refused.append({"path": path, "why": "a pickle that is not a flight-recorder dump"})
+
+
+def _json_lines(data: bytes) -> bool:
+    """Does the text start with a whole JSON document on its first line (a log of JSON lines, not one document)?"""
+    first, nl, _ = data.partition(b"\n")
+    return bool(nl) and _json(first.decode("utf-8", errors="replace")) is not None
+
+
+def _read_one(out: Inputs, path: str, f, size: int, room: Room) -> int:
+    """One open file recognised and read; the bytes read. A pickle whole (up to MAX_DUMP_BYTES + 1, so a larger one
+    is named), a stacks file up to MAX_STACKS_BYTES, a JSON document up to MAX_JSON_BYTES, a log streamed."""
+    head = f.read(CHUNK)
+    if not head:
+        _empty(out, path)
+        return 0
+    if is_pickle(head[:2]):
+        data = head + f.read(max(0, MAX_DUMP_BYTES + 1 - len(head)))
+        _add_pickle(out, path, data)
+        return len(data)
+    if head.startswith(stacks.HEADER.encode()):
+        data = head + f.read(max(0, MAX_STACKS_BYTES - len(head)))
+        _add_stacks(out, path, data.decode("utf-8", errors="replace"))
+        return len(data)
+    if head.lstrip()[:1] == b"{":
+        data = head + f.read(max(0, MAX_JSON_BYTES + 1 - len(head)))
+        if len(data) > MAX_JSON_BYTES and not _json_lines(data):
+            out.refused.append({"path": path, "why": f"JSON larger than {MAX_JSON_BYTES >> 20} MiB"})
+            return len(data)
+        doc = _json(data.decode("utf-8", errors="replace")) if len(data) <= MAX_JSON_BYTES else None
+        if doc is not None and _classify_json(out, path, doc):
+            return len(data)
+        head = data  # not one of those documents: a log that starts with "{"
+    if b"\x00" in head[:4096]:
+        out.read.append({"path": path, "kind": "unrecognised", "note": "binary"})
+        return len(head)
+    return _stream_log(out, path, f, head, size, room)
 
 
 def read_inputs(paths: list[str]) -> Inputs:
@@ -211,53 +278,41 @@ def read_inputs(paths: list[str]) -> Inputs:
     out = Inputs()
     named = {os.path.normpath(p) for p in paths}
     total = 0
+    seen: dict = {}  # (device, inode) -> the name it was read under
+    room = Room()  # what all the logs may keep together
     for path in expand(paths):
         if total > MAX_TOTAL_BYTES:
             out.refused.append({"path": path, "why": f"not read: {MAX_TOTAL_BYTES >> 30} GiB were read already "
                                                      "(name the job's own directory)"})
             continue
         try:
-            data = _read(path, os.path.normpath(path) in named)
+            fd = _open(path, os.path.normpath(path) in named)
         except NotRegular as exc:
             out.refused.append({"path": path, "why": str(exc)})
             continue
         except OSError as exc:
             out.refused.append({"path": path, "why": f"cannot read it ({exc.strerror or exc})"})
             continue
-        total += len(data)
-        if not data:
-            _empty(out, path)
-            continue
-        if is_pickle(data[:2]):
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            first = seen.setdefault((st.st_dev, st.st_ino), path)
+            if first != path:
+                _same_file(out, path, first)
+                continue
             try:
-                doc = loads_plain(data)
-            except RefusedPickle as exc:
-                out.refused.append({"path": path, "why": f"a pickle refused unread: {exc}"})
-                continue
-            except ValueError as exc:
-                out.refused.append({"path": path, "why": f"a pickle refused: {exc}"})
-                continue
-            if flight.is_dump(doc):
-                _add_dump(out, path, doc, "pickle")
-            else:
-                out.refused.append({"path": path, "why": "a pickle that is not a flight-recorder dump"})
-            continue
-        text = data.decode("utf-8", errors="replace")
-        if stacks.is_stacks(text):
-            _add_stacks(out, path, text)
-            continue
-        if text.lstrip().startswith("{"):
-            doc = _json(text) if len(data) <= MAX_JSON_BYTES else None
-            if doc is None and len(data) > MAX_JSON_BYTES:
-                out.refused.append({"path": path, "why": f"JSON larger than {MAX_JSON_BYTES >> 20} MiB"})
-                continue
-            if doc is not None and _classify_json(out, path, doc):
-                continue
-        if b"\x00" in data[:4096]:
-            out.read.append({"path": path, "kind": "unrecognised", "note": "binary"})
-            continue
-        _classify_text(out, path, text)
+                total += _read_one(out, path, f, st.st_size, room)
+            except OSError as exc:
+                out.refused.append({"path": path, "why": f"cannot read it ({exc.strerror or exc})"})
     return out
+
+
+def _same_file(out: Inputs, path: str, first: str) -> None:
+    """A file already read under another name: listed as what it was, not read again."""
+    was = next((r for r in reversed(out.read) if r["path"] == first), None)
+    if was is None:
+        out.refused.append({"path": path, "why": f"the same file as {first}, refused there"})
+    else:
+        out.read.append({"path": path, "kind": was["kind"], "note": f"the same file as {first}: read once"})
 
 
 def _empty(out: Inputs, path: str) -> None:

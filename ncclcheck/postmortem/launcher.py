@@ -8,11 +8,13 @@ import signal
 from typing import Any, Optional
 
 from ..nccl.debuglog import split_prefix
+from ..nccl.linear import MAX_LINE_CHARS
 from .bound import MAX_FIELD_CHARS, clip
 from .flight import MAX_WORLD
 
 _BLOCK = re.compile(r"^\s*\[(\d+)\]:\s*$")
-_FIELD = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.*?)\s*$")
+# the value is stripped in Python: "(.*?)\s*$" tried the end of the line from every character of a run of spaces
+_FIELD = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.*)$")
 _RANK = re.compile(r"^(\d+)(?:\s*\(local_rank:\s*(\d+)\))?")
 _EXIT = re.compile(r"^(-?\d+)(?:\s*\(pid:\s*(\d+)\))?(?:\s*\((SIG\w+)\))?")
 ROOT_CAUSE = "Root Cause (first observed failure)"
@@ -46,7 +48,7 @@ def parse_failure_table(text: str) -> list[dict]:
     cur: Optional[dict] = None
     first = False
     for raw in (text or "").splitlines():
-        _, line = split_prefix(raw)
+        _, line = split_prefix(clip(raw, MAX_LINE_CHARS))
         if ROOT_CAUSE in line:
             first, cur = True, None
             continue
@@ -59,7 +61,7 @@ def parse_failure_table(text: str) -> list[dict]:
         m = _FIELD.match(line) if cur is not None else None
         if not m:
             continue
-        key, value = m.groups()
+        key, value = m.group(1), m.group(2).rstrip()
         if key == "rank" and (r := _RANK.match(value)) and _rank(int(r.group(1))) is not None:
             cur["rank"] = int(r.group(1))
             cur["local_rank"] = _rank(int(r.group(2))) if r.group(2) else None
@@ -113,8 +115,9 @@ def parse_srun_errors(text: str) -> list[dict]:
 # "mpirun noticed that process rank 1 with PID 0 on node h2 exited on signal 9 (Killed)." and
 # "mpirun detected that one or more processes exited with non-zero status, ... The first process to do so was:
 #  Process name: [[6526,1],1]  Exit code: 1"
+# the signal's name in parentheses stays on its line and is short: "[^)]*" ran to the next ")" of the whole output
 _MPI_SIGNAL = re.compile(r"mpirun noticed that process rank (\d+) with PID (\d+) on node (\S+) exited on signal "
-                         r"(\d+)(?: \(([^)]*)\))?")
+                         r"(\d+)(?: \(([^)\n]{0,64})\))?")
 _MPI_EXIT = re.compile(r"The first process to do so was:\s*Process name:\s*\[\[\d+,\d+\],(\d+)\]\s*"
                        r"Exit code:\s*(-?\d+)")
 MPI_MARKS = ("mpirun noticed that process rank", "mpirun detected that one or more processes exited")
@@ -141,6 +144,12 @@ def parse_mpirun_errors(text: str) -> list[dict]:
 def parse_launcher_failures(text: str) -> list[dict]:
     """Every launcher's failure report in one output: torchrun's table, srun's errors, mpirun's report."""
     return parse_failure_table(text) + parse_srun_errors(text) + parse_mpirun_errors(text)
+
+
+def is_table_row(line: str) -> bool:
+    """Could this line (its launcher prefix removed) change what parse_failure_table reads?"""
+    return (ROOT_CAUSE in line or line.startswith(("===", "---")) or _BLOCK.match(line) is not None
+            or _FIELD.match(line) is not None)
 
 
 def is_failure_table(text: str) -> bool:

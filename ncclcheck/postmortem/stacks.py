@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+from ..nccl.linear import MAX_LINE_CHARS
 from .bound import clip
 
 HEADER = "ncclcheck stacks:"  # the file's first words (the writer uses this constant too)
@@ -26,7 +27,7 @@ def is_stacks(text: str) -> bool:
 
 def parse(text: str, path: str) -> Optional[dict]:
     """{"rank", "pid", "reason", "where", "path"} or None when the header is not one."""
-    lines = text.splitlines()[:MAX_LINES]
+    lines = [ln[:MAX_LINE_CHARS] for ln in text.splitlines()[:MAX_LINES]]
     m = _HEAD.match(lines[0]) if lines else None
     if not m:
         return None

@@ -186,7 +186,7 @@ def test_an_armed_gloo_jobs_files_name_the_rank_that_never_entered_and_where_it_
     """armed_skip: what ncclcheck.arm left (JSON dumps and stacks, no pickle, no NCCL) is enough on its own."""
     inp = read_inputs([fixture("armed_skip")])
     assert sorted(inp.dumps) == [0, 1, 2] and all(d.form == "json" for d in inp.dumps.values())
-    assert sorted(inp.stacks) == [0, 1, 2] and not [p for p, _ in inp.logs if "stacks" in p]
+    assert sorted(inp.stacks) == [0, 1, 2] and not [log.path for log in inp.logs if "stacks" in log.path]
     assert inp.stacks[0]["where"] == "<REPO>/tests/fixtures/armed_job.py:51 in <module>"  # where it raised
     a = analyse(inp)
     root = a["causes"][0]

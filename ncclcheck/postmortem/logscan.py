@@ -1,0 +1,522 @@
+"""One text log read in one pass with bounded memory: what postmortem/analyze.py's `_logs` needs of it, and nothing
+else kept. A log is whatever a job printed (a 16,384-rank job's NCCL_DEBUG=INFO output is gigabytes), so:
+
+- the bytes stream through in chunks; a line is cut at MAX_LINE_CHARS (with a mark saying how much) before anything
+  reads it;
+- an NCCL INFO line ("host:pid:tid [dev] NCCL INFO msg") costs two dict lookups: what its header says is remembered
+  per header, what its message says per message. A message holding none of the literals any pattern needs
+  (nccl/failures.py's classes, the NCCL_DEBUG parser's lines, the launchers' tables) is passed over; one that the
+  parser reads ("Channel .. via ..", "NCCL version") is fed to its process's state; one that states a rank is read
+  once per process. A message is read alone only when its header cannot hold the start of any match (no literal any
+  pattern starts with): then the line and the message match the same patterns;
+- every other line goes the full way, as analyze.py read a whole text before: ncclcheck's own output blanked, the
+  launcher's rank prefix split off, NCCL's header read, the line classified.
+
+What is kept, per source (a launcher prefix's rank, an NCCL process's host and pid, or neither): the first line and
+header, NCCL's facts (nccl/debuglog.py's mergeable state), and the lines `_logs` reads (a classified line, a line
+ending a traceback with the line that opened it, the lines after a PreflightFailed line), at most KEEP_PER_KEY per
+source and class. At the end, sources become ranks as split_by_rank made them (an unprefixed NCCL process is the rank
+its init line states), so `_logs` sees per rank, in file order, every line it would have acted on. Two things are
+followed within a source rather than within a rank, where one rank's lines come from two sources: a traceback (its
+exception line ends it when the same source printed both: Python prints them together), and the lines after a
+PreflightFailed line (the next FOLLOW_LINES of the file, and the next two of its source).
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..nccl import failures
+from ..nccl.debuglog import (
+    PARSE_LITERALS,
+    RANK_LITERALS,
+    VIA_LITERALS,
+    NcclDebugState,
+    nccl_header,
+    rank_of_line,
+    split_prefix,
+    via_of,
+)
+from ..nccl.linear import MAX_LINE_CHARS, fold, literal_rx
+from ..render import words
+from . import launcher
+from .bound import clip
+
+KEEP_PER_KEY = 16  # lines kept per source and class: `_logs` names the first of each (class, rank)
+FOLLOW_LINES = 16  # lines kept after a PreflightFailed line (the guard's first failing check is the next one)
+TABLE_FOLLOW = 4  # lines kept after mpirun's "The first process to do so was:" (its name and code follow)
+KNOWN_LINES = 20_000  # an NCCL line among the first of these, or a rank prefix among the last, makes a text a log
+MAX_MEMO = 1 << 16  # headers and messages remembered; past it the memo starts again
+MAX_KEPT_CHARS = 64 << 20  # characters of kept lines, all logs together
+MAX_SOURCES = 1 << 17  # sources, all logs together (a 16,384-rank job has 16,384 NCCL processes)
+MAX_HEAD = 200  # characters before " NCCL INFO " in a line the fast way reads
+
+# ncclcheck's own console report inside a job's output (the guard prints it on rank 0): from its header line to its
+# summary line. Its rows quote what it found ("No route to host" in a probe's detail): never a cause of the job's.
+_OWN_HEAD = re.compile(words.HEADER_LINE)
+_OWN_END = re.compile(r"^(?:PASS|WARN|FAIL|ERROR)\s+\d+ passed, \d+ warnings?, \d+ failed")
+_OWN_LINE = re.compile(r"^ncclcheck[ .:]")
+_OWN_TAIL = re.compile(r"^(?:root cause on node \d+:|fix: )")
+OWN_BLOCK_LINES = 5000  # a report longer than this is not one report: stop skipping
+# a Python traceback: its first line, and the exception line that ends it (analyze.py's _exceptions reads them)
+TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):")
+RAISED = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Failed|Interrupt))(?::|$)")
+
+SEP = " NCCL INFO "
+_FAST_HEAD = re.compile(r"([\w.-]+):(\d+):(\d+) \[(\d+)\]")  # nccl_header's fields, no timestamp
+_MPI_FIRST = "The first process to do so was:"
+_TABLE_MARKS = ("Failures:", "exitcode", launcher.ROOT_CAUSE, "srun: error:", _MPI_FIRST, *launcher.MPI_MARKS)
+# a message holding one of these goes the full way (lower case): a launcher's table, the guard's failure
+_STRICT = ("preflightfailed", *(m.lower() for m in _TABLE_MARKS))
+# a message whose failure class is read from it alone needs a header without what any match starts with
+_BY_MESSAGE = failures.LEADING is not None
+# a header holding one of these goes the full way: the start of a match, or a literal something needs
+_HEAD_LITERALS = tuple(sorted({*failures.LITERALS, *(failures.LEADING or ()), *PARSE_LITERALS, *RANK_LITERALS,
+                               *VIA_LITERALS, *_STRICT}))
+# a literal that starts inside " NCCL INFO " and ends in the message: the message starts with its rest
+_SPANS = tuple(lit[k:] for lit in _HEAD_LITERALS for k in range(1, len(lit)) if SEP.lower().endswith(lit[:k]))
+# the fast way is exact only when no literal holds the whole separator or sits inside it (none does: tests)
+FAST = not any(SEP.lower().strip() in lit or lit in SEP.lower() for lit in _HEAD_LITERALS)
+# a line holding none of these is read only for where it starts: no class, parser or table reads it, and (with no
+# ":" and not starting like a launcher prefix or a table rule) it is not a traceback's, ncclcheck's or a table's
+_PLAIN = literal_rx({*_HEAD_LITERALS, "nccl", "traceback", "error", "exception", "failed", "interrupt"})
+_PREFIX_STARTS = "[0123456789 \t\r\x0b\x0c\x1c\x1d\x1e\x1f"
+_HEAD_RX, _ANY, _STRICT_RX, _TABLE_RX, _RANK_RX, _PARSE_RX, _VIA_RX = (literal_rx(x) for x in (
+    _HEAD_LITERALS, set(_HEAD_LITERALS) - set(VIA_LITERALS), _STRICT, failures.LITERALS, RANK_LITERALS,
+    PARSE_LITERALS, VIA_LITERALS))
+# What a message says: (go the full way, states a rank, feeds the parser, (channel, via) or None); QUIET: nothing
+QUIET = (False, False, False, None)
+SLOW = (True, False, False, None)
+
+
+_ZEROS = bytes.maketrans(b"0123456789", b"0000000000")
+
+
+def _shape(msg: str) -> tuple:
+    """(go the full way, a failure class may match, states a rank, feeds the parser more than a transport, a
+    transport line): the same for every message that differs only in its digits (no literal holds a digit, no
+    pattern a digit of its own but ib_completion_error's status 12, which `table` leaves to classify)."""
+    low = fold(msg)
+    if low is None or low.startswith(_SPANS):
+        return True, False, False, False, False
+    if not _ANY.search(low):  # at most a transport ("Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read")
+        return False, False, False, False, bool(_VIA_RX.search(low) and via_of(msg))
+    table = _TABLE_RX.search(low) is not None
+    if _STRICT_RX.search(low) or (table and not _BY_MESSAGE):
+        return True, False, False, False, False
+    rank = _RANK_RX.search(low) is not None and rank_of_line(msg) is not None
+    feed, via = (_parse_effect(msg) if _PARSE_RX.search(low) else
+                 (False, via_of(msg)) if _VIA_RX.search(low) else (False, None))
+    return False, table, rank, feed, bool(via)
+
+
+def _parse_effect(msg: str) -> tuple:
+    """(does the parser read more than a transport from it, (channel, via) or None)."""
+    st = NcclDebugState()
+    st.feed(msg)
+    more = bool(st.version or st.bootstrap or st.sock or st.ib or st.ib_oob or st.ib_no_device or st.network
+                or st.coll_channels is not None or st.env or st.warnings or st.nranks)
+    return more, (via_of(msg) if st.via and not more else None)
+
+
+def _line_start_matters(rest: str) -> bool:
+    """Could a line starting so be ncclcheck's own, a traceback's, or a row of a launcher's table?"""
+    return bool(_OWN_LINE.match(rest) or _OWN_HEAD.match(rest) or _OWN_END.match(rest) or _OWN_TAIL.match(rest)
+                or TRACEBACK.match(rest) or RAISED.match(rest) or launcher.is_table_row(rest))
+
+
+class OwnOutput:
+    """ncclcheck's own lines, found one line at a time: its console reports (header line to summary line, then
+    "root cause on node N:" / "fix:" lines) and its one-line messages ("ncclcheck.guard armed ...")."""
+
+    def __init__(self) -> None:
+        self.inside, self.tail = 0, False
+
+    @property
+    def idle(self) -> bool:
+        return self.inside == 0 and not self.tail
+
+    def own(self, raw: str) -> bool:
+        line = split_prefix(raw)[1].lstrip()
+        if self.tail:  # the report's closing "root cause on node N: ..." / "fix: ..." lines
+            if _OWN_TAIL.match(line):
+                return True
+            self.tail = False
+        if self.inside == 0 and _OWN_HEAD.match(line):
+            self.inside = OWN_BLOCK_LINES
+        if self.inside > 0:
+            self.inside, self.tail = (0, True) if _OWN_END.match(line) else (self.inside - 1, False)
+            return True
+        return bool(_OWN_LINE.match(line)) and "PreflightFailed" not in line
+
+
+def strip_own_output(text: str) -> str:
+    """The text with ncclcheck's own lines blanked (line numbers kept). What the job printed stays."""
+    own = OwnOutput()
+    return "\n".join("" if own.own(raw) else raw for raw in text.splitlines())
+
+
+@dataclass
+class Room:
+    """What all the logs of one diagnose may keep together (a hostile directory is many files)."""
+    chars: int = MAX_KEPT_CHARS
+    sources: int = MAX_SOURCES
+
+
+class _Source:
+    __slots__ = ("key", "first", "header", "nccl", "state", "tb", "counts", "follow")
+
+    def __init__(self, key, first: int):
+        self.key = key  # ("p", rank) a launcher prefix's, ("h", host, pid) an NCCL process's, None neither's
+        self.first = first  # its first line's number
+        self.header: Optional[tuple] = None  # (line number, {host, local_rank}) of its first NCCL header
+        self.nccl = False  # a line of it holds "NCCL"
+        self.state: Optional[NcclDebugState] = None
+        self.tb: Optional[tuple] = None  # (line number, line) of the traceback it is inside, if any
+        self.counts: dict = {}  # class -> lines kept
+        self.follow = 0  # its next lines to keep (after a PreflightFailed line)
+
+
+class _Head:
+    __slots__ = ("src", "prefixed", "process")
+
+    def __init__(self, src: _Source, prefixed: bool, process: tuple):
+        self.src, self.prefixed, self.process = src, prefixed, process  # process: (host, pid)
+
+
+@dataclass
+class RankPart:
+    """What `_logs` reads of one rank of one log: its kept lines (launcher prefix removed) in file order with their
+    line numbers, NCCL's facts from all its lines (None: no line of it holds "NCCL") and its first NCCL header."""
+    lines: list = field(default_factory=list)
+    index: list = field(default_factory=list)
+    nccl: Optional[dict] = None
+    head: Optional[dict] = None
+
+
+_OVER = ("x",)  # the source of lines past MAX_SOURCES: no rank
+
+
+class LogScan:
+    """One text log, fed its bytes in order (feed, then close); then `ranks()`, `failures()`, `known`."""
+
+    def __init__(self, path: str, room: Optional[Room] = None):
+        self.path = path
+        self.room = room or Room()
+        self.lines = 0  # lines read
+        self.cut = 0  # lines cut at MAX_LINE_CHARS
+        self.dropped = 0  # lines that mattered but were not kept (KEEP_PER_KEY, the room)
+        self.nccl_seen = False  # an NCCL line among the first KNOWN_LINES
+        self.has_text = False
+        self.skipped = 0  # bytes of the middle of a file past MAX_TEXT_BYTES not read
+        self._last_known = 0  # the last line with a rank prefix or a failure class
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._carry, self._over, self._cr, self._drop_partial = "", 0, False, False
+        self._own = OwnOutput()
+        self._sources: dict = {}
+        self._pid_rank: dict = {}
+        self._kept: list = []  # (line number, source key, line)
+        self._table: list = []  # the lines a launcher's failure table is read from
+        self._table_follow = 0
+        self._follow = 0
+        self._heads: dict = {}
+        self._msgs: dict = {}
+        self._shapes: dict = {}
+        self._calm = FAST  # nothing pending (own report, followers): an NCCL INFO line may go the fast way
+        self._none = False  # a line of no source was read the full way (the source None is known)
+        self._failures: Optional[list] = None
+
+    # -- bytes to lines ---------------------------------------------------------------------------------------
+
+    def feed(self, data: bytes) -> None:
+        self._text(self._decoder.decode(data))
+
+    def gap(self, skipped: int) -> None:
+        """`skipped` bytes were not read here (the middle of a file past MAX_TEXT_BYTES): the line before ends,
+        the partial line after is dropped."""
+        self._text(self._decoder.decode(b"", True) + "\n")
+        self._decoder.reset()
+        self.skipped += skipped
+        self._drop_partial = True
+
+    def close(self) -> None:
+        self._text(self._decoder.decode(b"", True))
+        if (self._carry or self._over) and not self._drop_partial:
+            self._run([self._first(self._carry)])
+        self._carry, self._over = "", 0
+        self._heads, self._msgs, self._shapes = {}, {}, {}
+
+    def _first(self, line: str) -> str:
+        """The line that completes the carried one, cut with the count of all it had."""
+        if self._over:
+            line = f"{line[:MAX_LINE_CHARS]} ... [cut: {len(line) - MAX_LINE_CHARS + self._over:,} more characters]"
+            self._over = 0
+        return line
+
+    def _text(self, text: str) -> None:
+        if self._cr and text.startswith("\n"):  # "\r\n" split across two reads is one line end
+            text = text[1:]
+        if not text:
+            return
+        self._cr = text.endswith("\r")
+        lines = text.splitlines()
+        partial = text[-1] not in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+        lines[0] = self._carry + lines[0]
+        carry = lines.pop() if partial else ""
+        if lines:
+            lines[0] = self._first(lines[0])
+            if self._drop_partial:
+                lines, self._drop_partial = lines[1:], False
+        if len(carry) > MAX_LINE_CHARS:  # one line longer than a chunk: keep its start, count the rest
+            self._over += len(carry) - MAX_LINE_CHARS - 1
+            carry = carry[:MAX_LINE_CHARS + 1]
+        self._carry = carry
+        if lines:
+            self._run(lines)
+
+    # -- lines ------------------------------------------------------------------------------------------------
+
+    def _run(self, lines: list) -> None:
+        """Each line: the fast way when it is an NCCL INFO line whose header and message were seen before."""
+        heads, msgs, n, stated = self._heads, self._msgs, self.lines, self._pid_rank
+        for raw in lines:
+            n += 1
+            if not raw and self._none and self._calm:  # an empty line, once a line of no source was read: nothing new
+                continue
+            if (self._none and self._calm and raw and ":" not in raw and raw[0] not in _PREFIX_STARTS
+                    and len(raw) <= MAX_LINE_CHARS and raw.isascii() and not raw.startswith(("===", "---"))
+                    and not _PLAIN.search(raw.lower())):
+                self.has_text = True  # a plain line of no rank, read before: what it says is nothing to read
+                continue
+            if self._calm:
+                j = raw.find(SEP, 0, MAX_HEAD)
+                if j > 0 and len(raw) <= MAX_LINE_CHARS:
+                    h = heads.get(raw[:j])
+                    if h is None:
+                        h = self._head(raw[:j], n)
+                    if h and not h.src.follow:
+                        msg = raw[j + 11:]
+                        m = msgs.get(msg)
+                        if m is None:
+                            m = self._msg(msg)
+                        if m is QUIET:
+                            if h.prefixed:
+                                self._last_known = n
+                            continue
+                        if not (m[0] or (m[1] and h.process not in stated)):
+                            if h.prefixed:
+                                self._last_known = n
+                            if m[2]:
+                                self._state(h.src).feed(msg, n)
+                            elif m[3]:
+                                self._state(h.src).add_via(m[3][0], m[3][1], n)
+                            continue
+            self.lines = n
+            self._slow(raw, n)
+        self.lines = n
+
+    def _head(self, head: str, n: int):
+        """What a header says, remembered: its source, or False when its line must go the full way."""
+        info = False
+        prank, rest = split_prefix(head)
+        m = _FAST_HEAD.fullmatch(rest) if head.isascii() else None
+        if m and not _line_start_matters(rest) and not _HEAD_RX.search((head + SEP).lower()):
+            src = self._source(("p", prank) if prank is not None else ("h", m.group(1), int(m.group(2))), n)
+            self._saw_header(src, n, m.group(1), int(m.group(4)))
+            src.nccl = self.has_text = True
+            self.nccl_seen = self.nccl_seen or n <= KNOWN_LINES
+            info = _Head(src, prank is not None, (m.group(1), int(m.group(2))))
+        if len(self._heads) >= MAX_MEMO:
+            self._heads.clear()
+        self._heads[head] = info
+        return info
+
+    def _msg(self, msg: str):
+        """What an NCCL INFO message says (read alone: its header holds nothing a match starts with), remembered. Its
+        shape (which patterns could touch it) is remembered per message with every digit read as 0: most messages
+        of a large log differ from another only in numbers (ranks, channels, addresses)."""
+        key = msg.encode("utf-8", "replace").translate(_ZEROS)
+        shape = self._shapes.get(key)
+        if shape is None:
+            shape = _shape(msg)
+            if len(self._shapes) >= MAX_MEMO:
+                self._shapes.clear()
+            self._shapes[key] = shape
+        slow, table, rank, feed, via = shape
+        if slow or (table and failures.classify(msg)):
+            out = SLOW
+        else:
+            via = via_of(msg) if via else None
+            out = (False, rank, feed, via) if rank or feed or via else QUIET
+        if len(self._msgs) >= MAX_MEMO:
+            self._msgs.clear()
+        self._msgs[msg] = out
+        return out
+
+    def _source(self, key, n: int) -> _Source:
+        src = self._sources.get(key)
+        if src is None:
+            if self.room.sources <= 0:  # past the bound: its lines have no rank
+                key = _OVER
+                src = self._sources.get(key)
+                if src is not None:
+                    return src
+            else:
+                self.room.sources -= 1
+            src = self._sources[key] = _Source(key, n)
+        return src
+
+    def _state(self, src: _Source) -> NcclDebugState:
+        if src.state is None:
+            src.state = NcclDebugState()
+        return src.state
+
+    @staticmethod
+    def _saw_header(src: _Source, n: int, host: str, dev: int) -> None:
+        if src.header is None:
+            src.header = (n, {"host": host, "local_rank": dev})
+
+    def _slow(self, raw: str, n: int) -> None:
+        """One line the full way: what analyze.py did to every line of a text."""
+        if len(raw) > MAX_LINE_CHARS:
+            raw = clip(raw, MAX_LINE_CHARS)
+            self.cut += 1
+        if not self.has_text and raw.strip():
+            self.has_text = True
+        low = fold(raw)
+        plain = low is not None and not _PLAIN.search(low)  # no literal anything reads: only where it starts matters
+        prank, rest = split_prefix(raw)
+        if not plain and n <= KNOWN_LINES and (" NCCL " in raw or "NCCL WARN" in raw or "NCCL INFO" in raw):
+            self.nccl_seen = True
+        cls = None if plain else failures.classify(rest)  # without a prefix, rest is the raw line
+        if prank is not None or cls is not None:
+            self._last_known = n
+        self._table_line(raw, rest, plain)
+        if (not plain or not self._own.idle) and self._own.own(raw):  # idle, only a line naming ncclcheck is its own
+            prank, rest, cls = None, "", None
+        head = nccl_header(rest)
+        if head is not None:
+            stated = rank_of_line(rest)
+            if stated is not None:
+                self._pid_rank.setdefault((head["host"], head["pid"]), stated if prank is None else prank)
+        src = self._source(("p", prank) if prank is not None else ("h", head["host"], head["pid"]) if head else None,
+                           n)
+        if head is not None:
+            self._saw_header(src, n, head["host"], head["cuda_dev"])
+        if "NCCL" in rest:
+            src.nccl = True
+        if rest and not plain:
+            self._state(src).feed(rest, n)
+        if not plain or self._follow or src.follow or src.tb:  # a plain line opens and ends no traceback
+            self._keep_if_read(src, cls, rest, n)
+        self._none = self._none or src.key is None
+        self._calm = FAST and not self._follow and not self._table_follow and self._own.idle
+
+    def _keep_if_read(self, src: _Source, cls, rest: str, n: int) -> None:
+        """Keep the line when `_logs` reads it: classified, ending a traceback (with the line that opened it), a
+        PreflightFailed line and the lines after it."""
+        follower = self._follow > 0 or src.follow > 0
+        self._follow, src.follow = max(0, self._follow - 1), max(0, src.follow - 1)
+        what = cls.id if cls is not None else None
+        opened = None
+        if TRACEBACK.match(rest):
+            src.tb = src.tb or (n, rest)
+        elif src.tb is not None and RAISED.match(rest):
+            opened, src.tb = src.tb, None
+            what = what or "raised"
+        if "PreflightFailed" in rest:
+            what = what or "guard"
+        if what is None and not follower:
+            return
+        if what is not None:
+            count = src.counts.get(what, 0)
+            if count >= KEEP_PER_KEY and not follower:
+                self.dropped += 1
+                return
+            src.counts[what] = count + 1
+        if "PreflightFailed" in rest:
+            self._follow, src.follow = FOLLOW_LINES, 2
+        if opened is not None:
+            self._add(opened[0], src.key, opened[1])
+        self._add(n, src.key, rest)
+
+    def _add(self, n: int, key, line: str) -> None:
+        if self.room.chars < len(line):
+            self.dropped += 1
+            return
+        self.room.chars -= len(line)
+        self._kept.append((n, key, line))
+
+    def _table_line(self, raw: str, rest: str, plain: bool) -> None:
+        """Keep the lines a launcher's failure table, srun's or mpirun's report is read from (raw: with prefix)."""
+        if self._table_follow > 0:
+            self._table_follow -= 1
+        elif not (launcher.is_table_row(rest) or (not plain and any(m in raw for m in _TABLE_MARKS))):
+            return
+        if _MPI_FIRST in raw:
+            self._table_follow = TABLE_FOLLOW
+        if self.room.chars < len(raw):
+            self.dropped += 1
+            return
+        self.room.chars -= len(raw)
+        self._table.append(raw)
+
+    # -- what was read ----------------------------------------------------------------------------------------
+
+    @property
+    def known(self) -> bool:
+        """An NCCL line among the first KNOWN_LINES, a launcher's table, or a rank prefix or a failure among the
+        last KNOWN_LINES lines: a log (else plain output)."""
+        return (self.nccl_seen or bool(self.failures())
+                or (self._last_known > 0 and self._last_known > self.lines - KNOWN_LINES))
+
+    def failures(self) -> list:
+        """The launcher's failure records in this output (torchrun's table, srun's and mpirun's reports)."""
+        if self._failures is None:
+            text = "\n".join(self._table)
+            self._failures = launcher.parse_launcher_failures(text) if launcher.is_failure_table(text) else []
+        return self._failures
+
+    def _rank(self, key) -> Optional[int]:
+        if key is None or key[0] == "x":
+            return None
+        return key[1] if key[0] == "p" else self._pid_rank.get((key[1], key[2]))
+
+    def ranks(self) -> dict:
+        """rank (None: no rank) -> RankPart, in the order each rank's first line came."""
+        first: dict = {}
+        srcs: dict = {}
+        for key, src in self._sources.items():
+            r = self._rank(key)
+            first[r] = min(first.get(r, src.first), src.first)
+            srcs.setdefault(r, []).append(src)
+        parts = {r: RankPart() for r in sorted(first, key=first.get)}
+        seen: set = set()
+        for n, key, line in sorted(self._kept, key=lambda k: k[0]):
+            if n not in seen:
+                seen.add(n)
+                part = parts[self._rank(key)]
+                part.lines.append(line)
+                part.index.append(n)
+        for r, group in srcs.items():
+            part = parts[r]
+            if any(s.nccl for s in group):
+                part.nccl = NcclDebugState.result([s.state for s in group if s.state is not None])
+            heads = [s.header for s in group if s.header is not None]
+            if heads:
+                part.head = dict(min(heads, key=lambda h: h[0])[1])
+        return parts
+
+    def note(self) -> str:
+        """What the reading bounded, said in the report ("" when nothing)."""
+        bits = []
+        if self.cut:
+            bits.append(f"{self.cut:,} line(s) cut at {MAX_LINE_CHARS:,} characters")
+        if self.dropped:
+            bits.append(f"{self.dropped:,} repeated line(s) not kept")
+        if self.skipped:
+            bits.append(f"the middle {self.skipped:,} bytes not read")
+        return "; ".join(bits)

@@ -1,0 +1,236 @@
+"""How fast diagnose reads a large NCCL_DEBUG=INFO log, and in how much memory (issue 45, item 7).
+
+Writes a job's logs, one file per node (its 8 processes' NCCL lines interleaved, as on a node's stderr), made of the
+lines NCCL 2.28.9 printed on an H100 (the captures in /work/shared/nccl-h100, copied below) for every process of a
+job of many ranks (headers, ranks, addresses varied), plus the connection lines NCCL prints between ranks (their
+format from tests/data/nccl/nccl.node-a.511, real lines of an issue thread). In the middle of the job, three
+processes print the real WARN lines of those captures (a duplicate GPU, no socket interface, no network plugin); eight
+hard links to the first node's file sit beside it. Then `ncclcheck diagnose DIR --json` runs in a child pinned to
+two CPUs, and its time, throughput and peak RSS are printed with the correctness fields:
+
+    python3 scripts/bench_logs.py [--mib 1024] [--cpus 2] [--keep DIR]
+
+    planted_named=3/3   each planted WARN is a cause, on the rank and host that printed it
+    root_planted=1      the root cause is one of them
+    world=N/N           every process's rank read (its init line): the world's size
+    hosts=K/K           each rank the report lists (at most 4,096) tied to the host that wrote its lines
+    transports=N/N      NCCL's transports read for every rank
+    links_once=8/8      the hard links were listed as the same file, read once
+    exit=1             diagnose's exit code (a cause named)
+
+Target (issue 45): 1 GiB in < 60 s on 2 cores with RSS < 500 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+# The INFO lines one process printed (nccl.vm.1430.log, NCCL 2.28.9 on an H100), its header cut off; {ip} {rank}
+# {nranks} {comm} {dev} stand where that process's own values were.
+PREAMBLE = (
+    "ENV/Plugin: Could not find: libnccl-env.so", "NCCL_SOCKET_IFNAME set to =eth0", "cudaDriverVersion 13000",
+    "NCCL version 2.28.9+cuda13.0", "NET/Plugin: Could not find: libnccl-net.so",
+    "dlvsym failed on mlx5dv_get_data_direct_sysfs_path - /lib/x86_64-linux-gnu/libmlx5.so: undefined symbol: "
+    "mlx5dv_get_data_direct_sysfs_path, version MLX5_1.25 version MLX5_1.25",
+    "dlvsym failed on mlx5dv_reg_dmabuf_mr - /lib/x86_64-linux-gnu/libmlx5.so: undefined symbol: "
+    "mlx5dv_reg_dmabuf_mr, version MLX5_1.25 version MLX5_1.25",
+    "NET/IB : No device found.", "NET/IB : Using [RO]; OOB eth0:{ip}<0>", "Failed to initialize NET plugin IB",
+    "NET/Socket : Using [0]eth0:{ip}<0>", "Initialized NET plugin Socket",
+    "Could not get speed from /sys/class/net/eth0/speed. Defaulting to 10 Gbps.", "Assigned NET plugin Socket to comm",
+    "Using network Socket",
+)
+COMM_START = (
+    "ncclCommInitRankConfig comm {comm} rank {rank} nranks {nranks} cudaDev {dev} nvmlDev {dev} busId {bus} commId "
+    "{cid} - Init START", "RAS client listening socket at 127.0.0.1<28028>",
+    "Could not get speed from /sys/class/net/eth0/speed. Defaulting to 10 Gbps.",
+    "Topology detection: network path (name = eth0) /sys/devices/pci0000:00/0000:00:03.0/virtio2 is not a PCI device "
+    "(virtio). Attaching to first CPU", "NET/Socket : GPU Direct RDMA Disabled for HCA 0 'eth0'",
+    "ncclTopoGetCpuAffinity: Affinity for GPU {dev} is empty, ignoring. (GPU affinity =  ; CPU affinity = 0-15).",
+    "comm {comm} rank {rank} nRanks {nranks} nNodes {nnodes} localRanks 8 localRank {dev} MNNVL 0",
+)
+COMM_END = (
+    "P2P Chunksize set to 524288", "PROFILER/Plugin: Could not find: libnccl-profiler.so",
+    "Check P2P Type isAllDirectP2p 1 directMode 0 isAllCudaP2p 1", "[Proxy Service] Device {dev} CPU core 2",
+    "[Proxy Service UDS] Device {dev} CPU core 6", "TUNER/Plugin: Could not find: libnccl-tuner.so",
+    "Connected all rings",
+    "64 coll channels, 64 collnet channels, 0 nvls channels, 64 p2p channels, 64 p2p channels per peer",
+    "CC Off, workFifoBytes 1048576",
+    "ncclCommInitRankConfig comm {comm} rank {rank} nranks {nranks} cudaDev {dev} nvmlDev {dev} busId {bus} commId "
+    "{cid} - Init COMPLETE",
+    "Init timings - ncclCommInitRankConfig: rank {rank} nranks {nranks} total 0.31 (kernels 0.29, alloc 0.00, "
+    "bootstrap 0.00, allgathers 0.00, topo 0.00, graphs 0.00, connections 0.01, rest 0.00)",
+)
+# The WARN lines the captures hold (dupgpu, badif, ibforced), their timestamp and header as NCCL wrote them
+WARNS = (
+    ("duplicate_gpu", "init.cc:904 NCCL WARN Duplicate GPU detected : rank {rank} and rank {other} both on CUDA "
+                      "device 60"),
+    ("no_socket_interface", "bootstrap.cc:114 NCCL WARN Bootstrap : no socket interface found"),
+    ("net_plugin", "plugin/net.cc:379 NCCL WARN Failed to initialize any NET plugin"),
+)
+CHANNELS = 64
+COMMS = 4  # the world and three subgroups (tensor, pipeline, data parallel): each inits its own communicator
+
+
+@functools.cache
+def _ring(channel: int, nranks: int) -> str:
+    """A ring as NCCL's dumpLine prints it: each rank " %*d" wide enough for the largest, the line cut at 128."""
+    width = len(str(nranks - 1))
+    text = "".join(f" {(channel * 8 + k) % nranks:{width}d}" for k in range(min(nranks, 128)))
+    return text[:128 - len("Channel 00/64 :") - 1]
+
+
+def _process(rank: int, nranks: int, host: str, pid: int, rng: random.Random) -> list:
+    """The NCCL INFO lines of one process (its header on each), in the order NCCL prints them."""
+    dev, node = rank % 8, rank // 8
+    ip = f"10.{node >> 8 & 255}.{node & 255}.{10 + dev}"
+    main, proxy = f"{host}:{pid}:{pid} [{dev}] NCCL INFO ", f"{host}:{pid}:{pid + 21} [{dev}] NCCL INFO "
+    out = [main + t.format(ip=ip) for t in PREAMBLE]
+    nnodes = max(1, nranks // 8)
+    for _ in range(COMMS):
+        v = dict(comm=f"0x{rng.getrandbits(32):x}", rank=rank, nranks=nranks, dev=dev, bus=f"{0x18 + dev:x}000",
+                 cid=f"0x{rng.getrandbits(64):x}", nnodes=nnodes)
+        out += [main + t.format(**v) for t in COMM_START]
+        # every rank prints its communicator's rings, the same lines (src/graph/rings.cc dumpLine: 128 characters)
+        out += [f"{main}Channel {ch:02d}/{CHANNELS} :{_ring(ch, nranks)}" for ch in range(CHANNELS)]
+        out.append(f"{main}Trees " + " ".join(f"[{ch}] {(rank + 8) % nranks}/-1/-1->{rank}->{(rank - 8) % nranks}"
+                                               for ch in range(16)))
+        nxt, peer = node * 8 + (dev + 1) % 8, (rank + 8) % nranks
+        for ch in range(0, CHANNELS, 4):  # the intra-node ring step and the inter-node send/receive
+            out.append(f"{proxy}Channel {ch:02d}/0 : {rank}[{dev}] -> {nxt}[{(dev + 1) % 8}] via P2P/IPC/read")
+            out.append(f"{proxy}Channel {ch:02d}/0 : {rank}[{dev}] -> {peer}[{dev}] [send] via NET/Socket/0")
+            out.append(f"{proxy}Channel {ch:02d}/0 : {(rank - 8) % nranks}[{dev}] -> {rank}[{dev}] [receive] via "
+                       f"NET/Socket/0")
+        out += [(proxy if "Proxy" in t else main) + t.format(**v) for t in COMM_END]
+    return out
+
+
+def write_job(root: str, mib: int, seed: int = 1) -> dict:
+    """The job's logs under root/logs (one file per node): about `mib` MiB. Returns what was planted."""
+    rng = random.Random(seed)
+    logs = os.path.join(root, "logs")
+    os.makedirs(logs)
+    per_node = len("".join(line + "\n" for r in range(8) for line in _process(r, 1 << 14, "node00000", 10000, rng)))
+    nnodes = max(2, (mib << 20) // per_node)
+    nranks = nnodes * 8
+    mid = nnodes // 2
+    planted = []
+    written = lines = 0
+    for node in range(nnodes):
+        host = f"node{node:05d}"
+        procs = [_process(node * 8 + d, nranks, host, 10000 + node * 8 + d, rng) for d in range(8)]
+        if node == mid:  # three processes of the middle node print the captures' WARN lines, mid-way through
+            for k, (cls, warn) in enumerate(WARNS):
+                d = 2 * k + 1
+                rank = node * 8 + d
+                pid = 10000 + rank
+                line = f"[2026-11-23 07:32:{10 + k}] {host}:{pid}:{pid} [{d}] " + warn.format(rank=rank, other=rank + 1)
+                procs[d].insert(len(procs[d]) // 2, line)
+                planted.append({"class": cls, "rank": rank, "host": host})
+        with open(os.path.join(logs, f"{host}.log"), "w") as f:
+            at = [0] * 8
+            while any(at[d] < len(procs[d]) for d in range(8)):  # the 8 processes' writes interleaved in runs
+                d = rng.randrange(8)
+                n = rng.randint(1, 8)
+                chunk = procs[d][at[d]:at[d] + n]
+                at[d] += n
+                if chunk:
+                    text = "\n".join(chunk) + "\n"
+                    f.write(text)
+                    written += len(text)
+                    lines += len(chunk)
+    first = os.path.join(logs, "node00000.log")
+    for i in range(8):
+        os.link(first, os.path.join(logs, f"link{i}.log"))
+    return {"dir": logs, "bytes": written, "lines": lines, "nodes": nnodes, "ranks": nranks, "planted": planted,
+            "links": 8}
+
+
+def _pin(cpus: int):
+    def pin() -> None:
+        have = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, have[:cpus])
+    return pin
+
+
+def measure(job: dict, cpus: int, timeout: float) -> dict:
+    """diagnose on the job's logs in a child pinned to `cpus` CPUs: seconds, peak RSS, the report."""
+    out = os.path.join(os.path.dirname(job["dir"]), "report.json")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "ncclcheck", "diagnose", job["dir"], "--json", out, "--quiet"],
+                       env=env, preexec_fn=_pin(cpus), capture_output=True, text=True, timeout=timeout)
+    seconds = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    rss = after.ru_maxrss << 10
+    with open(out) as f:
+        report = json.load(f)
+    return {"seconds": seconds, "cpu": cpu, "rss": rss, "exit": p.returncode, "report": report,
+            "stderr": p.stderr[-2000:]}
+
+
+def check(job: dict, got: dict) -> dict:
+    """The correctness fields: what the report must say of the job that was written."""
+    pm = got["report"]["postmortem"]
+    causes = pm["causes"]
+    named = [p for p in job["planted"]
+             if any(c["kind"] == p["class"] and c["ranks"] == [p["rank"]] and c["cause"] and p["host"] in c["text"]
+                    for c in causes)]
+    root = next((c for c in causes if c["cause"]), None)
+    root_planted = any(root and root["kind"] == p["class"] and root["ranks"] == [p["rank"]] for p in job["planted"])
+    listed = pm["ranks"]  # the report lists at most MAX_REPORT_ROWS of them
+    hosts_ok = sum(1 for r in listed if r["host"] == f"node{r['rank'] // 8:05d}")
+    transports = sum(1 for row in pm["transport"]["ranks"].values() if row["transports"].get("NET/Socket"))
+    once = sum(1 for i in pm["inputs"] if "read once" in i.get("note", ""))
+    return {"planted_named": (len(named), len(job["planted"])), "root_planted": int(root_planted),
+            "world": (pm["world_size"], job["ranks"]), "hosts": (hosts_ok, len(listed)),
+            "transports": (transports, job["ranks"]),
+            "links_once": (once, job["links"]), "exit": got["exit"]}
+
+
+def ok(fields: dict) -> bool:
+    return (all(a == b for a, b in (fields[k] for k in ("planted_named", "world", "hosts", "transports",
+                                                          "links_once")))
+            and fields["hosts"][1] > 0 and fields["root_planted"] == 1 and fields["exit"] == 1)
+
+
+def line(job: dict, got: dict, fields: dict, cpus: int) -> str:
+    mib = job["bytes"] / (1 << 20)
+    figures = (f"bench_logs: {mib:,.0f} MiB of NCCL INFO logs ({job['lines'] / 1e6:.1f} M lines, {job['nodes']:,} "
+               f"files, {job['ranks']:,} ranks): {got['seconds']:.1f} s ({mib / got['seconds']:.1f} MiB/s, "
+               f"{job['lines'] / got['seconds'] / 1e3:,.0f} k lines/s) on {cpus} CPUs ({got['cpu']:.1f} s of CPU), "
+               f"peak RSS {got['rss'] / 1e6:,.0f} MB")
+    words = " ".join(f"{k}={v[0]}/{v[1]}" if isinstance(v, tuple) else f"{k}={v}" for k, v in fields.items())
+    return f"{figures}; {words}"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mib", type=int, default=1024, help="size of the logs written (MiB)")
+    ap.add_argument("--cpus", type=int, default=2, help="CPUs diagnose is pinned to")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds diagnose may take before it counts as hung")
+    ap.add_argument("--keep", metavar="DIR", help="write the logs here and keep them")
+    args = ap.parse_args(argv)
+    root = args.keep or tempfile.mkdtemp(prefix="bench_logs.")
+    try:
+        job = write_job(os.path.join(root, "job"), args.mib)
+        got = measure(job, args.cpus, args.timeout)
+        fields = check(job, got)
+        print(line(job, got, fields, args.cpus), flush=True)
+        if not ok(fields):
+            print(got["stderr"], file=sys.stderr)
+        return 0 if ok(fields) else 1
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)

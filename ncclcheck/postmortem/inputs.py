@@ -42,6 +42,7 @@ class Inputs:
     where: dict = field(default_factory=dict)
     unanswered: dict = field(default_factory=dict)
     observer: Optional[str] = None  # the host `ncclcheck watch` asked from (a cut link is seen from one side)
+    launchers: dict = field(default_factory=dict)  # path -> the launcher whose own output it is (launcher.launcher_of)
 
     def recognised(self) -> int:
         return sum(1 for r in self.read if r["kind"] != "unrecognised")
@@ -189,12 +190,15 @@ def _classify_text(out: Inputs, path: str, text: str) -> None:
 
     table = launcher.parse_launcher_failures(text) if launcher.is_failure_table(text) else []
     out.failures.extend(dict(r, source=path) for r in table)
+    said = launcher.launcher_of(text)  # torchrun's output without its table (the agent itself was stopped)
+    if said:
+        out.launchers[path] = said
     lines = text.splitlines()
     nccl = any(" NCCL " in ln or "NCCL WARN" in ln or "NCCL INFO" in ln for ln in lines[:20000])
     known = nccl or table or any(split_prefix(ln)[0] is not None or classify(ln) for ln in lines[-20000:])
     if known:
         out.logs.append((path, text))
-        kind = "launcher_output" if table else "nccl_log" if nccl else "log"
+        kind = "launcher_output" if table or said else "nccl_log" if nccl else "log"
         out.read.append({"path": path, "kind": kind, "note": f"{len(table)} failed rank(s) in its table"
                          if table else ""})
     elif text.strip():

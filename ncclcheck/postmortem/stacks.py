@@ -13,6 +13,7 @@ from .bound import clip
 
 HEADER = "ncclcheck stacks:"  # the file's first words (the writer uses this constant too)
 NAME = "stacks_rank_"  # + rank + ".txt"
+TOLD_TO_STOP = "told to stop"  # the reason's first words when a SIGTERM made the rank write it (a launcher's stop)
 _HEAD = re.compile(r"ncclcheck stacks: rank (\d{1,7}) pid (\d{1,10})")
 _THREAD = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-f]{1,16}) \(most recent call first\):$")
 _FRAME = re.compile(r'^\s+File "(.{1,1000})", line (\d{1,9}) in (.{1,200})$')

@@ -41,6 +41,7 @@ from typing import Any, Optional
 
 from ..postmortem.stacks import HEADER as STACKS_HEADER  # the reader's constants: one format
 from ..postmortem.stacks import NAME as STACKS_NAME
+from ..postmortem.stacks import TOLD_TO_STOP
 
 TRACEBACK_CHARS = 64 << 10  # the end of the exception's traceback kept above the stacks (its innermost frames)
 STACK_BYTES = 1 << 20  # one rank's stacks file: faulthandler's own caps (100 threads x 100 frames) fit in ~1 MiB
@@ -417,7 +418,7 @@ def _note_given_up(directory: str, reason: str, bound_s: float) -> None:
 
 
 def _signal_reason(signum: int) -> str:
-    return "told to stop (SIGTERM)" if signum == signal.SIGTERM else \
+    return f"{TOLD_TO_STOP} (SIGTERM)" if signum == signal.SIGTERM else \
         f"asked ({signal.Signals(signum).name})"
 
 

@@ -353,3 +353,26 @@ def test_ranks_torchrun_stopped_mid_step_did_not_skip_the_collective_the_killed_
     rep = diagnose([str(tmp_path)])
     assert rep.checks[0].evidence["ranks"] == [1] and rep.checks[0].evidence["kind"] == "no_dump"
 
+
+
+def test_a_hung_dataloader_names_the_users_line_not_selectors():
+    """A real 3-rank armed job (armed_job.py loader): rank 2's DataLoader worker deadlocked, its main thread waited
+    in the DataLoader (innermost frame: selectors.py) until torchrun stopped it. The verdict names the user's own
+    line (the innermost frame outside the standard library, site-packages and torch) and where it waited."""
+    rep, first, _ = verdict(os.path.join(FIX, "loader_hang"))
+    assert rep.exit_code == 1 and first.evidence["kind"] == "never_entered" and first.evidence["ranks"] == [2]
+    assert "armed_job.py:92 in <module> (inside selectors.py:415 in select)" in first.summary, first.summary
+
+
+def test_the_users_frame_is_the_innermost_outside_libraries():
+    from ncclcheck.postmortem import flight, stacks
+
+    for path in ("/usr/lib/python3.11/selectors.py", "/opt/venv/lib/python3.12/site-packages/lightning/fit.py",
+                 "/srv/pytorch/torch/utils/data/dataloader.py", "<frozen runpy>", "/x/ncclcheck/training/arm.py"):
+        assert stacks.is_library(path), path
+    assert not stacks.is_library("/home/me/ncclcheck/tests/fixtures/armed_job.py")
+    live = [{"main": True, "frames": [
+        {"file": "/home/me/train.py", "line": 42, "func": "main", "code": "for batch in loader:"},
+        {"file": "/usr/lib/python3.11/site-packages/torch/utils/data/dataloader.py", "line": 725, "func": "__next__"},
+        {"file": "/usr/lib/python3.11/selectors.py", "line": 415, "func": "select"}]}]
+    assert flight.where_of(live) == "train.py:42 in main: for batch in loader: (inside selectors.py:415 in select)"

@@ -445,12 +445,20 @@ def _exit_text(f: dict) -> str:
 
 def first_failure(by_rank: dict) -> Optional[int]:
     """torchrun's "first observed failure": each agent (one per node) names its own; across nodes the earliest by
-    its time stamp, and at one second's resolution a rank killed by a signal (never SIGTERM: the agent's own stop)
-    before one that exited with a code (often a peer's consequence)."""
+    its time stamp. Stamps are whole seconds of when each agent noticed (each polls its workers every
+    --monitor-interval), so a death and the exit it caused on another node read a second apart either way: within
+    that resolution a rank killed by a signal of its own (never SIGTERM: an agent's stop) comes before one that
+    exited with a code (often a peer's consequence: gloo raised when the killed rank's sockets closed)."""
     firsts = [f for f in by_rank.values() if f.get("first")]
     if not firsts:
         return None
-    best = min(firsts, key=lambda f: (str(f.get("time") or ""), f.get("signal") in (None, "SIGTERM"), f["rank"]))
+    stamps = {f["rank"]: precedence.stamp_s(f.get("time")) for f in firsts}
+    if all(v is not None for v in stamps.values()):
+        t0 = min(stamps.values())
+        near = [f for f in firsts if stamps[f["rank"]] - t0 <= precedence.STAMP_RESOLUTION_S]
+        best = min(near, key=lambda f: (f.get("signal") in (None, "SIGTERM"), stamps[f["rank"]], f["rank"]))
+    else:
+        best = min(firsts, key=lambda f: (str(f.get("time") or ""), f.get("signal") in (None, "SIGTERM"), f["rank"]))
     return best["rank"]
 
 

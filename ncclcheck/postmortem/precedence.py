@@ -100,6 +100,25 @@ def _short(host: Optional[str]) -> str:
     return (host or "").split(".")[0].lower()
 
 
+# torchrun's failure table stamps each failure in whole seconds ("2026-11-23_07:32:03", elastic's ProcessFailure:
+# int(time.time()) when its agent noticed it): two stamps one apart may be in either order
+STAMP_RESOLUTION_S = 1
+_STAMP = re.compile(r"^(\d{4})-(\d{2})-(\d{2})_(\d{2}):(\d{2}):(\d{2})$")
+
+
+def stamp_s(text) -> Optional[int]:
+    """Seconds since the epoch (UTC read as naive: only differences matter) of a failure table's time, or None."""
+    import calendar
+
+    m = _STAMP.match(text) if isinstance(text, str) else None
+    if not m:
+        return None
+    try:
+        return calendar.timegm(tuple(int(g) for g in m.groups()) + (0, 0, 0))
+    except (ValueError, OverflowError):
+        return None
+
+
 # -- deaths and the flight recorder ----------------------------------------------------------------------------------
 OWN_DEATHS = ("SIGKILL", "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE")  # nobody's consequence: a kill from outside, a crash
 

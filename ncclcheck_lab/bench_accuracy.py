@@ -44,6 +44,8 @@ PORT = ac.PORT
 OK_TIMEOUT, FAIL_TIMEOUT = 30, 8  # preflight --timeout: a bound on each wait; failing runs must give up soon
 FIXTURES = REPO / "tests" / "postmortem" / "fixtures"
 WORKER = FIXTURES / "fr_worker.py"
+ARMED = REPO / "tests" / "fixtures" / "armed_job.py"  # jobs armed with ncclcheck.arm (opts worker=armed)
+ARMED_ENV = {"ARM_TIMEOUT_S": "5", "GLOO_SOCKET_IFNAME": "eth0", "OMP_NUM_THREADS": "1"}
 DDP = REPO / "tests" / "fixtures" / "train_ddp.py"
 GUARD_ENV = {"COLUMNS": "200", "GUARD_TIMEOUT": "20", "NUM_NODES": "3", "GUARD_CODE": str(REPO / "tests" / "fixtures")}
 FR_ENV = {"TORCH_FR_BUFFER_SIZE": "64", "FR_TIMEOUT_S": "5", "GLOO_SOCKET_IFNAME": "eth0", "OMP_NUM_THREADS": "1"}
@@ -419,7 +421,7 @@ def run_diag_fixture(ctx: Context, s: ac.Scenario) -> ac.Outcome:
     return diagnose(REPO / ac.fixture_dir(s.opt("fixture")), d / "report.json", min(ctx.timeout, 120))
 
 
-def job_capture(ctx: Context, job: str, launcher: str) -> Path:
+def job_capture(ctx: Context, job: str, launcher: str, worker: str = "fr") -> Path:
     """The output (and flight-recorder dumps) of a real job on the lab, made once per run of the benchmark."""
     d = ctx.scratch / f"capture-{job}-{launcher}"
     if d.exists():
@@ -441,10 +443,11 @@ def job_capture(ctx: Context, job: str, launcher: str) -> Path:
     dumps = d / "pm"
     dumps.mkdir()
     if launcher == "torchrun":
+        script, env = (ARMED, ARMED_ENV) if worker == "armed" else (WORKER, FR_ENV)
         cmds = {h: (h, [PY, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2", "--node-rank",
                         str(i), "--master-addr", lab.ip("h1"), "--master-port", str(FR_PORT), "--monitor-interval",
-                        "0.5", str(WORKER), job, str(dumps)]) for i, h in enumerate(("h1", "h2"))}
-        runs = run_many(lab, cmds, min(ctx.timeout, 180), FR_ENV, d, d)
+                        "0.5", str(script), job, str(dumps)]) for i, h in enumerate(("h1", "h2"))}
+        runs = run_many(lab, cmds, min(ctx.timeout, 180), env, d, d)
         for h, (_, text) in runs.items():
             (dumps / f"launcher-{h}.log").write_text(text)
     else:
@@ -457,7 +460,7 @@ def job_capture(ctx: Context, job: str, launcher: str) -> Path:
 
 
 def run_diag_job(ctx: Context, s: ac.Scenario) -> ac.Outcome:
-    src = job_capture(ctx, s.opt("job"), s.opt("launcher_job"))
+    src = job_capture(ctx, s.opt("job"), s.opt("launcher_job"), s.opt("worker", "fr"))
     d = ctx.dir(s.name)
     inp = d / "in"
     inp.mkdir()
@@ -635,6 +638,7 @@ def main(argv: Optional[list] = None) -> int:
     errors = sum(r["class"] == "error" for r in results)
     if errors:
         print(f"{errors} scenario(s) could not be run (class error: see above)")
+    print(f"by evidence: {ac.by_evidence(results)}")
     print(f"wall {time.monotonic() - start:.0f} s")
     print(f"scenarios={len(results)} right={counts['right']} false_healthy={counts['false_healthy']} "
           f"false_cause={counts['false_cause']} false_alarm={counts['false_alarm']}")

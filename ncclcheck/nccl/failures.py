@@ -13,6 +13,12 @@ NCCL's own texts are its WARN format strings (NVIDIA/nccl, cited per class; v2.2
 ship, master is 2.30); a line NCCL printed as a WARN that no class names is still a cause (`nccl_warn`, last): a job
 that printed an NCCL WARN is never "nothing wrong". ROUTINE lines are what torch and its store print while working
 normally; they never become a cause, whatever words they share with a real failure.
+
+Some lines only report a failure said better elsewhere: torch's wrapper of an NCCL error ("NCCL error in: ...,
+invalid usage (run with NCCL_DEBUG=WARN for details)", is_wrapper) stands for the NCCL WARN of the same rank that
+says what happened (NCCL's own line, or the "Last error:" text torch prints under it); it is a cause only where no
+such line exists. A class whose message names the ranks involved (names_ranks: "rank 0 and rank 1 both on CUDA
+device 60") is one fault of those ranks, not one per rank that printed it.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ class FailureClass:
     cause: bool  # True: a cause to fix; False: a consequence of a failure elsewhere
     what: str  # one line a person reads
     fix: str
+    names_ranks: Optional[re.Pattern] = None  # the ranks the message names as involved (each group one rank number)
 
 
 def _rx(text: str) -> re.Pattern:
@@ -73,7 +80,8 @@ TABLE: tuple = (
     FailureClass("version_mismatch", _rx(r"Mismatched NCCL version detected|NCCL version mismatch with remote peer"),
                  True, "the ranks run different NCCL versions",
                  "install the same torch/NCCL build on every node (`ncclcheck preflight` compares versions across "
-                 "nodes: versions.consistent)"),
+                 "nodes: versions.consistent)",
+                 _rx(r"detected : rank (\d{1,7}) version \d{1,9} rank (\d{1,7}) version")),
     FailureClass("no_socket_interface", _rx(r"Bootstrap\s*:\s*no socket interface found|"
                                             r"NET/Socket\s*:\s*no (?:usable )?interface found|"
                                             r"no socket interface found"), True,
@@ -84,8 +92,10 @@ TABLE: tuple = (
     # device %lx"
     FailureClass("duplicate_gpu", _rx(r"Duplicate GPU detected"), True,
                  "two ranks use the same GPU",
-                 "call torch.cuda.set_device(LOCAL_RANK) before init_process_group, or give each rank its own "
-                 "CUDA_VISIBLE_DEVICES; check --nproc-per-node against the GPUs of the node"),
+                 "select each rank's GPU by its LOCAL_RANK: torch.cuda.set_device(int(os.environ['LOCAL_RANK'])) "
+                 "before init_process_group (not a fixed device such as set_device(0)), or give each rank its own "
+                 "CUDA_VISIBLE_DEVICES; check --nproc-per-node against the GPUs of the node",
+                 _rx(r"Duplicate GPU detected : rank (\d{1,7}) and rank (\d{1,7})")),
     FailureClass("ib_completion_error", Either(Then(r"NET/IB\s*:\s*Got completion ", r"error"),
                                                _rx(r"IBV_WC_RETRY_EXC_ERR|transport retry counter exceeded"),
                                                Then(r"NET/IB", r"\bstatus\s*(?:=\s*)?12\b")), True,
@@ -170,6 +180,15 @@ TABLE: tuple = (
                  "the out-of-memory killer killed a process (host memory of the job or its cgroup, not GPU memory)",
                  "give the job more host memory (--mem, the container's limit) or use less: fewer data-loader workers, "
                  "smaller pinned buffers; `dmesg -T | grep -i oom` on the host names the process"),
+    # the launcher itself was told to stop (torch/distributed/elastic: the agent's "Received %s death signal,
+    # shutting down workers" and the SignalException its handler raises, "Process %d got signal: %d"): a scheduler's
+    # time limit, scancel or an operator ended the job; what made them end it (a hang) is the cause
+    FailureClass("launcher_stopped", _rx(r"Received \d{1,3} death signal, shutting down workers|"
+                                         r"SignalException: Process \d{1,10} got signal: \d{1,3}"), False,
+                 "the launcher was told to stop (a signal from the scheduler, scancel or an operator) and stopped "
+                 "its workers",
+                 "find what happened before: a hang (the flight recorder, NCCL's watchdog lines) or a time limit "
+                 "(the scheduler's log names who sent the signal)"),
     # any other WARN NCCL printed (src/debug.cc: "host:pid:tid [dev] file:line NCCL WARN msg"): a cause whose words
     # no class above knows; the line itself is what the report shows
     FailureClass("nccl_warn", _rx(r"\bNCCL WARN\b"), True, "NCCL warned",
@@ -187,6 +206,12 @@ GUARD_FAILED = FailureClass("guard_failed", _rx(r"$^"), True, "ncclcheck's guard
                             "fix what the guard's first failing check names (its fix line; the full report is on "
                             "global rank 0's stderr), then relaunch")
 BY_ID = {c.id: c for c in (*TABLE, EXCEPTION, GUARD_FAILED)}
+# torch's wrapper of an NCCL error (C10D_NCCL_CHECK: "NCCL error in: <file>:<line>, <ncclGetErrorString>, NCCL version
+# <v>"; NCCL's own string for most results ends "(run with NCCL_DEBUG=INFO for details)"): it says that NCCL failed,
+# NCCL's WARN says why
+_WRAPPER = re.compile(r"\bNCCL error in: |\(run with NCCL_DEBUG=\w{1,16} for details\)", re.IGNORECASE)
+# torch prints NCCL's last WARN under its wrapper (ncclGetLastError): "Last error:" alone, the text on the next line
+LAST_ERROR = re.compile(r"^\s*Last error:\s*$")
 _SEQ = re.compile(r"SeqNum=(\d+)|Timeout at NCCL work: (\d+)", re.IGNORECASE)
 _OPTYPE = re.compile(r"OpType=(\w+)")
 
@@ -213,6 +238,17 @@ def classify(line: str) -> Optional[FailureClass]:
         if TABLE[i].pattern.search(line):
             return TABLE[i]
     return None
+
+
+def is_wrapper(line: str) -> bool:
+    """torch's wrapper text of an NCCL error: a consequence of the NCCL line that says what happened."""
+    return _WRAPPER.search(line) is not None
+
+
+def ranks_named(cls: FailureClass, line: str) -> list:
+    """The ranks a message names as involved, sorted ([] when the class names none or the line does not)."""
+    m = cls.names_ranks.search(line) if cls.names_ranks is not None else None
+    return sorted({int(g) for g in m.groups()}) if m else []
 
 
 def seq_of(line: str) -> Optional[int]:

@@ -10,11 +10,13 @@ report's `postmortem` section: plain JSON, which checks/postmortem.py turns into
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Optional
 
 from ..nccl import failures
 from ..nccl.debuglog import nccl_header
-from . import flight, p2p
+from ..render import words
+from . import context, flight, p2p, precedence
 from .bound import CUT, MAX_FIELD_CHARS, MAX_LISTED_RANKS, MAX_REPORT_ROWS, clip, clip_all
 from .inputs import Inputs
 from .logscan import RAISED as _RAISED
@@ -168,10 +170,13 @@ def _logs(inp: Inputs) -> tuple:
         for rank, part in log.ranks().items():
             lines = part.lines
             raised = _exceptions(lines)
+            last = precedence.after_last_error(lines)  # NCCL's words under torch's wrapper
             for i, line in enumerate(lines):
                 cls = failures.classify(line)
                 if cls is None and i in raised:
                     cls = failures.GUARD_FAILED if "PreflightFailed" in line else failures.EXCEPTION
+                if cls is None and i in last:
+                    cls = failures.BY_ID["nccl_warn"]
                 said = rank
                 if cls is failures.GUARD_FAILED:  # the guard's verdict: its first failing check is the next line
                     m = _GUARD_RANK.search(line)  # its message names the rank that raised it
@@ -179,10 +184,11 @@ def _logs(inp: Inputs) -> tuple:
                     line = next((ln.strip() for ln in lines[i + 1:i + 3] if ln.strip()), line)
                 if cls is None:
                     continue
-                head = nccl_header(line)
+                head = nccl_header(line) or precedence.header_anywhere(line)
                 events.append({"rank": said, "class": cls.id, "cause": cls.cause, "line": clip(line.strip(), 400),
                                "source": path, "order": (path, part.index[i]), "host": head["host"] if head else None,
-                               "seq": failures.seq_of(line), "raised": i in raised})
+                               "seq": failures.seq_of(line), "raised": i in raised,
+                               "nccl": i in last or "NCCL WARN" in line})
             if rank is None:
                 continue
             parsed = part.nccl  # NCCL's facts from all the rank's lines (None: no line of it holds "NCCL")
@@ -195,6 +201,7 @@ def _logs(inp: Inputs) -> tuple:
         if cls is not None:
             events.append({"rank": e.get("rank"), "class": cls.id, "cause": cls.cause, "line": clip(e["message"], 400),
                            "source": e["path"], "order": (e["path"], 0), "host": None, "seq": None})
+    precedence.tie_by_pid(events, inp.failures)
     _tie_aborts(events, inp.failures)
     return events, per_rank, hosts
 
@@ -205,6 +212,15 @@ def _who(rank: int, hosts: dict) -> str:
     if h.get("local_rank") is not None:
         bits.append(f"local rank {h['local_rank']}")
     return f"rank {rank}" + (f" ({', '.join(bits)})" if bits else "")
+
+
+def _who_all(ranks: list, hosts: dict) -> str:
+    """'rank 3 (host h2, local rank 1)'; 'ranks 0, 1 (host vm)' when every one of them is on one host."""
+    if len(ranks) == 1:
+        return _who(ranks[0], hosts)
+    on = {(hosts.get(r) or {}).get("host") for r in ranks}
+    one = on.pop() if len(on) == 1 else None
+    return ranks_text(ranks) + (f" (host {one})" if one else "")
 
 
 def _coll(g: dict, seq: Optional[int] = None, op: Optional[str] = None) -> str:
@@ -490,12 +506,20 @@ def _exit_text(f: dict) -> str:
 
 def first_failure(by_rank: dict) -> Optional[int]:
     """torchrun's "first observed failure": each agent (one per node) names its own; across nodes the earliest by
-    its time stamp, and at one second's resolution a rank killed by a signal (never SIGTERM: the agent's own stop)
-    before one that exited with a code (often a peer's consequence)."""
+    its time stamp. Stamps are whole seconds of when each agent noticed (each polls its workers every
+    --monitor-interval), so a death and the exit it caused on another node read a second apart either way: within
+    that resolution a rank killed by a signal of its own (never SIGTERM: an agent's stop) comes before one that
+    exited with a code (often a peer's consequence: gloo raised when the killed rank's sockets closed)."""
     firsts = [f for f in by_rank.values() if f.get("first")]
     if not firsts:
         return None
-    best = min(firsts, key=lambda f: (str(f.get("time") or ""), f.get("signal") in (None, "SIGTERM"), f["rank"]))
+    stamps = {f["rank"]: precedence.stamp_s(f.get("time")) for f in firsts}
+    if all(v is not None for v in stamps.values()):
+        t0 = min(stamps.values())
+        near = [f for f in firsts if stamps[f["rank"]] - t0 <= precedence.STAMP_RESOLUTION_S]
+        best = min(near, key=lambda f: (f.get("signal") in (None, "SIGTERM"), stamps[f["rank"]], f["rank"]))
+    else:
+        best = min(firsts, key=lambda f: (str(f.get("time") or ""), f.get("signal") in (None, "SIGTERM"), f["rank"]))
     return best["rank"]
 
 
@@ -533,12 +557,12 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
         death = _death(r, by_rank)
         where = first_group.get(r)
         # torchrun stops the other workers with SIGTERM once one failed: those are consequences of the first
-        stopped = f.get("signal") == "SIGTERM" and first is not None and r not in firsts
+        stopped = (f.get("signal") == "SIGTERM" or bool(f.get("stopped"))) and first is not None and r not in firsts
         kind = "no_dump" if inp.dumps else "died" if f.get("signal") else "exited"
         # torchrun's first observed failure is the root; an abort or an exit code after it is usually its
         # consequence (NCCL's watchdog, gloo, Python), but a kill from outside (the OOM killer, an operator) or a
         # crash is nobody's: two at once are two causes. Any of them yields to a cause found elsewhere (have_cause).
-        own = f.get("signal") in _OWN_DEATHS
+        own = f.get("signal") in _OWN_DEATHS and not f.get("stopped")  # torchrun's SIGKILL past its grace is its stop
         cause = not have_cause and not stopped and (first is None or r == first or own)
         if r in empty:
             kind = "no_dump"
@@ -656,45 +680,59 @@ _AFTER_A_DEATH = ("connection_refused", "no_route", "init_timeout", "nccl_warn",
 
 def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> list:
     out = []
-    seen: set = set()
+    seen: dict = {}  # (class, rank or the ranks its message names, wrapper) -> its cause
     by_rank = by_rank or {}
     first = first_failure(by_rank)
     after_first = first is not None and by_rank[first].get("signal") != "SIGTERM"
+    wraps = precedence.wrappers(events)  # torch's wrapper text -> NCCL's own line about the same failure
     per_class: dict = {}  # class -> causes given a line of their own
     rest: dict = {}  # class -> [ranks past MAX_RANK_CAUSES], one line for them (one per rank was O(ranks) lines)
-    for e in events:
-        key = (e["class"], e["rank"])
+    for i, e in enumerate(events):
+        cls = failures.BY_ID[e["class"]]
+        named = failures.ranks_named(cls, e["line"])  # "rank 0 and rank 1 both on ...": one fault of both
+        named = named if e["rank"] is None or e["rank"] in named else []
+        key = (e["class"], tuple(named) if named else e["rank"], i in wraps)
+        if i in wraps and events[wraps[i]]["class"] == e["class"]:
+            continue  # the wrapper's class is its NCCL line's: that line says it all
         if key in seen:
+            if seen[key].get("host") is None and e["host"]:
+                seen[key]["host"] = e["host"]  # NCCL's header of the same fault, read in another file
             continue
-        seen.add(key)
         per_class[e["class"]] = per_class.get(e["class"], 0) + 1
         if per_class[e["class"]] > MAX_RANK_CAUSES and e["rank"] is not None:
             rest.setdefault(e["class"], []).append(e["rank"])
             continue
-        cls = failures.BY_ID[e["class"]]
-        who = (_who(e["rank"], hosts) if e["rank"] is not None else f"host {e['host']}" if e["host"] else
-               f"{e['source'].rsplit('/', 1)[-1]} (no rank on the line)")
+        ranks = named or ([e["rank"]] if e["rank"] is not None else [])
+        who = (_who_all(ranks, hosts) if ranks else
+               f"host {e['host']}" if e["host"] else f"{e['source'].rsplit('/', 1)[-1]} (no rank on the line)")
         seq = f" (SeqNum {e['seq']})" if e.get("seq") is not None else ""
         what = (f"{cls.what}: {failures.warn_text(e['line'])}" if cls.id == "nccl_warn" else
-                f"{cls.what}: {e['line']}" if cls.id in ("exception", "guard_failed") else cls.what)
+                f"{cls.what}: {e['line']}" if cls.id in ("exception", "guard_failed") else
+                cls.what + words.nccl_said(failures.warn_text(e["line"])) if cls.cause and e.get("nccl") else
+                cls.what)
         if CUT in e["line"] and CUT not in what:  # warn_text's own cut hid the mark: say it was cut
             what += f" ... {CUT}]"
         cause = cls.cause
-        if cause and after_first and e["rank"] is not None and e["rank"] != first and cls.id in _AFTER_A_DEATH:
+        if cause and i in wraps:
+            said = events[wraps[i]]
+            cause = False
+            what += words.wrapper_of(said["rank"], failures.BY_ID[said["class"]].what)
+        elif cause and after_first and ranks and first not in ranks and cls.id in _AFTER_A_DEATH:
             cause = False
             what += f" (after rank {first} {_exit_text(by_rank[first])}, the launcher's first observed failure)"
-        c = {"kind": e["class"], "cause": cause, "pg": None, "seq": e.get("seq"),
-             "ranks": [e["rank"]] if e["rank"] is not None else [], "text": f"{who}: {what}{seq}",
-             "fix": cls.fix, "line": e["line"], "source": e["source"]}
+        c = {"kind": e["class"], "cause": cause, "pg": None, "seq": e.get("seq"), "ranks": ranks,
+             "text": f"{who}: {what}{seq}", "fix": cls.fix, "line": e["line"], "source": e["source"],
+             **({"host": e["host"]} if e["host"] else {})}
         if e.get("tied"):
             c["tied_by"] = e["tied"]
+        seen[key] = c
         out.append(c)
     for cls_id, ranks in rest.items():
         cls = failures.BY_ID[cls_id]
         out.append({"kind": cls_id, "cause": False, "pg": None, "seq": None, **_listed(ranks),
                     "text": f"{ranks_text(ranks)} also: {cls.what}", "fix": cls.fix, "source": "logs"})
     # torchrun's "first observed failure" first: its own lines before other ranks' (file order within each)
-    return sorted(out, key=lambda c: c["ranks"] != [first]) if first is not None else out
+    return sorted(out, key=lambda c: first not in c["ranks"]) if first is not None else out
 
 
 def _ras_causes(inp: Inputs) -> tuple:
@@ -742,8 +780,10 @@ def _transport(per_rank: dict, preflight: Optional[dict]) -> dict:
                                            if r.get("node") is None and str(r.get("name", "")).startswith("NCCL_")}}
 
 
-def analyse(inp: Inputs, preflight: Optional[dict] = None) -> dict:
-    """The report's `postmortem` section (plain JSON)."""
+def analyse(inp: Inputs, preflight: Optional[dict] = None,
+            here: Optional[Callable[[], Optional[dict]]] = None) -> dict:
+    """The report's `postmortem` section (plain JSON). here: this machine's {"host", "interfaces"} when asked (diagnose
+    reads them through facts/; a cause on this very host may name what it has)."""
     events, per_rank, log_hosts = _logs(inp)
     ras, ras_hosts = _ras_causes(inp)
     log_hosts = {**ras_hosts, **log_hosts}
@@ -752,8 +792,10 @@ def analyse(inp: Inputs, preflight: Optional[dict] = None) -> dict:
     hosts = _hosts(inp, preflight, log_hosts)
     by_rank = {f["rank"]: f for f in inp.failures if isinstance(f.get("rank"), int)}
     groups = flight.analyse_groups(inp.dumps, world)
-    fr = _fr_causes(groups, inp, hosts, by_rank)
-    logs = _log_causes(events, hosts, by_rank)
+    fr = _alone_causes(groups, inp, hosts, _fr_causes(groups, inp, hosts, by_rank))
+    # a rank the launcher stopped after a rank died of its own signal did not skip what it never reached
+    fr = precedence.stopped_not_skipped(fr, by_rank, inp.stacks, first_failure(by_rank), groups)
+    logs = _with_context(_log_causes(events, hosts, by_rank), inp, preflight, here)
     have = any(c["cause"] for c in fr + logs + ras)
     silent, covered = _silent_hosts(groups, world, inp, hosts, have)
     dead = silent + _dead_causes(groups, world, inp, hosts, by_rank, have or bool(silent), frozenset(covered))
@@ -791,6 +833,45 @@ def analyse(inp: Inputs, preflight: Optional[dict] = None) -> dict:
         "transport": _transport(per_rank, preflight),
         "timeline": flight.timeline(inp.dumps) if len(inp.dumps) <= 256 else {},
     })
+
+
+MAX_EXPLAINED = 8  # causes given their host's context (each reads that host's NCCL lines again)
+
+
+def _with_context(causes: list, inp: Inputs, preflight: Optional[dict],
+                  here: Optional[Callable[[], Optional[dict]]]) -> list:
+    """Log causes whose class needs what else the evidence says of their host (postmortem/context.py): the
+    interface setting and the interfaces that exist, the network plugins NCCL tried."""
+    done = 0
+    for c in causes:
+        if not c["cause"] or done >= MAX_EXPLAINED:
+            continue
+        got = context.explain(c["kind"], c.get("host"), inp.logs, preflight, here)
+        if got:
+            done += 1
+            c["text"] += got["text"]
+            c["fix"] = got.get("fix") or c["fix"]
+    return causes
+
+
+def _alone_causes(groups: list, inp: Inputs, hosts: dict, causes: list) -> list:
+    """A group with one member whose NCCL collective never completed: no peer could hold it, so that rank's own GPU
+    work did (a kernel queued before it that never ended), whether or not timing was on (the real H100 capture
+    `stuck`: torch.cuda._sleep before all_reduce #6, timing off). Replaces the "never completed, unknown whether
+    started" that says nothing more; with timing on, _state_causes already names it."""
+    alone = []
+    for g in groups:
+        members, states = g.get("members") or [], g.get("open_states") or {}
+        r = members[0] if len(members) == 1 else None
+        d = inp.dumps.get(r) if r is not None else None
+        if d is None or d.backend != "nccl" or states.get(str(r)) != "scheduled" or r in (g.get("timing") or []):
+            continue
+        alone.append({"kind": "not_started", "cause": True, "pg": g["pg"], "seq": g["seq"], "ranks": [r],
+                      "text": words.own_gpu_hang(_who(r, hosts), _coll(g), "scheduled", False),
+                      "fix": words.OWN_GPU_FIX, "source": "flight recorder"})
+    held = {(c["pg"], c["seq"], tuple(c["ranks"])) for c in alone}
+    return alone + [c for c in causes if not (c["kind"] == "not_completed" and
+                                              (c["pg"], c["seq"], tuple(c["ranks"])) in held)]
 
 
 def _never_nothing(causes: list, by_rank: dict, hosts: dict) -> list:

@@ -36,7 +36,7 @@ def diagnose(paths: list[str], preflight_path: Optional[str] = None, version: st
             raise UsageError(one_line(clean_text(f"nothing under {' '.join(paths)} could be read: {first['path']}: "
                                       f"{first['why']}{more}")))
         raise UsageError(f"nothing under {' '.join(paths)} is one of: {', '.join(KINDS)}")
-    analysis = analyse(inp, preflight)
+    analysis = analyse(inp, preflight, here=_this_host)
     checks = run_checks(POSTMORTEM, PostmortemInput(analysis))
     for path, text in inp.ras:
         checks.append(ras_check_from_text(text, path))
@@ -61,7 +61,8 @@ def plain_preflight(doc) -> Optional[dict]:
     if not isinstance(doc, dict):
         return None
     world = doc.get("world") if isinstance(doc.get("world"), dict) else {}
-    nodes = [{"node_rank": n["node_rank"], "hostname": n["hostname"] if isinstance(n.get("hostname"), str) else "?"}
+    nodes = [{"node_rank": n["node_rank"], "hostname": n["hostname"] if isinstance(n.get("hostname"), str) else "?",
+              "interfaces": _interface_names(n.get("facts"))}
              for n in doc.get("nodes") or [] if isinstance(doc.get("nodes"), list)
              and isinstance(n, dict) and type(n.get("node_rank")) is int]
     recs = [r for r in doc.get("recommendations") or [] if isinstance(doc.get("recommendations"), list)
@@ -71,13 +72,37 @@ def plain_preflight(doc) -> Optional[dict]:
             "nodes": nodes, "recommendations": recs}
 
 
+MAX_INTERFACES = 256  # of one node's facts: a report listing more is not one a host wrote
+
+
+def _interface_names(facts) -> list:
+    """The interface names of a node's facts (a hostile report's are checked: short strings, bounded count)."""
+    ifs = facts.get("interfaces") if isinstance(facts, dict) else None
+    return [i["name"] for i in (ifs if isinstance(ifs, list) else [])[:MAX_INTERFACES]
+            if isinstance(i, dict) and isinstance(i.get("name"), str) and 0 < len(i["name"]) <= 64
+            and i["name"].isprintable()]
+
+
+def _this_host() -> Optional[dict]:
+    """This machine's hostname and interface names (facts/), read only when a cause on a host asks for them."""
+    from ..facts import hostname
+    from ..facts.net import read_interfaces
+
+    try:
+        return {"host": hostname(), "interfaces": [i["name"] for i in read_interfaces()]}
+    except Exception:  # a machine whose interfaces cannot be listed: the verdict says how to list them instead
+        return None
+
+
 def _backend(inp) -> str:
     found = {d.backend for d in inp.dumps.values() if d.backend in ("nccl", "gloo")}
     return found.pop() if len(found) == 1 else "none"
 
 
 def _launcher(inp) -> str:
-    said = {f.get("launcher", "torchrun") for f in inp.failures}
+    """The launcher whose failure report or own lines are among the inputs (torchrun's output with no table when
+    its agent was itself stopped), "none" when none or several."""
+    said = {f.get("launcher", "torchrun") for f in inp.failures} | set(inp.launchers.values())
     return said.pop() if len(said) == 1 else "none"
 
 

@@ -22,6 +22,7 @@ from .fields import MAX_ID
 from .fields import dtypes as _dtypes
 from .fields import op as _op
 from .fields import sizes as _sizes
+from .stacks import is_library
 
 MAX_ENTRIES = 100_000  # per dump; torch's default buffer is 2,000
 MAX_WORLD = 1_000_000  # ranks of one job (the largest run on ~100k GPUs): a rank number at or past it is not one
@@ -305,12 +306,12 @@ def _op_to_seq(g: GroupTrace, counter: Optional[int]) -> Optional[int]:
 UNANSWERED_SCHEMA = "ncclcheck.live-unanswered/1"  # watch --dump's list of the ranks that did not answer
 MAX_UNANSWERED = 100_000
 LIVE_KEY = "ncclcheck_live"  # what `ncclcheck watch` adds to a rank's flight recorder: the rank's own word
-_SKIP_FRAMES = ("/torch/", "/threading.py", "/ncclcheck/")  # frames that say where torch or Python wait, not the job
 
 
 def where_of(stacks: Any) -> Optional[str]:
     """Where a live rank's main thread was, as a person reads it: its innermost frame in the job's own code
-    (torch's, the threading module's and ncclcheck's frames skipped), `file:line in func: code`."""
+    (stacks.is_library: the standard library's, installed packages', torch's and ncclcheck's frames skipped),
+    `file:line in func: code`, and the library frame it waits in when that is deeper."""
     main = next((t for t in stacks if isinstance(t, dict) and t.get("main") is True), None) \
         if isinstance(stacks, list) else None
     frames = main.get("frames") if main else None
@@ -320,11 +321,13 @@ def where_of(stacks: Any) -> Optional[str]:
             and type(f.get("line")) is int]
     if not rows:
         return None
-    own = [f for f in rows if not any(s in f["file"] for s in _SKIP_FRAMES)]
-    f = (own or rows)[-1]
+    own = [f for f in rows if not is_library(f["file"])]
+    f, inner = (own or rows)[-1], rows[-1]
     code = _str(f.get("code"), 120)
+    deeper = f" (inside {inner['file'].rsplit('/', 1)[-1]}:{inner['line']} in {_str(inner.get('func'), 80)})" \
+        if inner is not f else ""
     return clip(f"{f['file'].rsplit('/', 1)[-1]}:{f['line']} in {_str(f.get('func'), 80)}"
-                + (f": {code}" if code else ""), 240)
+                + (f": {code}" if code else "") + deeper, 320)
 
 
 def live_self(doc: dict, rank: int) -> Optional[dict]:

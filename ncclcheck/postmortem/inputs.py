@@ -52,6 +52,7 @@ class Inputs:
     where: dict = field(default_factory=dict)
     unanswered: dict = field(default_factory=dict)
     observer: Optional[str] = None  # the host `ncclcheck watch` asked from (a cut link is seen from one side)
+    launchers: dict = field(default_factory=dict)  # path -> the launcher whose own output it is (launcher.own_line)
 
     def recognised(self) -> int:
         return sum(1 for r in self.read if r["kind"] != "unrecognised")
@@ -98,6 +99,29 @@ def _open(path: str, named: bool) -> int:
                 stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
         raise NotRegular(f"{kind}, not a regular file")
     return fd
+
+
+def reread_lines(path: str, max_bytes: int = HEAD_BYTES):
+    """The lines of a log read before, again, from its start and at most max_bytes of it (a cause that needs more
+    of its host's lines than the one reading kept: postmortem/context.py); nothing when it is gone or not a file."""
+    import codecs
+
+    try:
+        fd = _open(path, True)
+    except (OSError, NotRegular):
+        return
+    decoder, carry, got = codecs.getincrementaldecoder("utf-8")("replace"), "", 0
+    with os.fdopen(fd, "rb") as f:
+        while got < max_bytes:
+            chunk = f.read(min(CHUNK, max_bytes - got))
+            if not chunk:
+                break
+            got += len(chunk)
+            lines = (carry + decoder.decode(chunk)).split("\n")
+            carry = lines.pop()[:CHUNK]
+            yield from lines
+    if carry:
+        yield carry
 
 
 def _json(text: str):
@@ -187,9 +211,11 @@ def _add_log(out: Inputs, scan: LogScan) -> None:
     reads it as a log so that it can say so); nothing but white space is not recognised."""
     table = scan.failures()
     out.failures.extend(dict(r, source=scan.path) for r in table)
+    if scan.launcher:  # torchrun's output without its table (the agent itself was stopped)
+        out.launchers[scan.path] = scan.launcher
     if scan.known:
         out.logs.append(scan)
-        kind = "launcher_output" if table else "nccl_log" if scan.nccl_seen else "log"
+        kind = "launcher_output" if table or scan.launcher else "nccl_log" if scan.nccl_seen else "log"
         said = f"{len(table)} failed rank(s) in its table" if table else ""
     elif scan.has_text:
         out.logs.append(scan)

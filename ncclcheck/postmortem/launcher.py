@@ -1,5 +1,6 @@
 """What launchers leave after a failure: torchrun's failure table (per failed rank: host, rank, local rank, exit code
-or signal, error file) and torchelastic's error files (TORCHELASTIC_ERROR_FILE: a worker's exception as JSON)."""
+or signal, error file, and whether the agent itself stopped it), srun's and mpirun's reports, which launcher wrote an
+output, and torchelastic's error files (TORCHELASTIC_ERROR_FILE: a worker's exception as JSON)."""
 
 from __future__ import annotations
 
@@ -141,9 +142,59 @@ def parse_mpirun_errors(text: str) -> list[dict]:
     return out
 
 
+# torchrun's agent stopping its workers once one failed (torch/distributed/elastic/multiprocessing/api.py, _close):
+# "Sending process %s closing signal %s" to each worker still running, and past its grace "Unable to shutdown process
+# %s via %s, forcefully exiting via %s" (the kill signal, a Signals member: "Signals.SIGKILL")
+STOP_MARKS = ("Sending process ", "Unable to shutdown process ")  # literals of the two lines below
+_CLOSING = re.compile(r"Sending process (\d{1,10}) closing signal (SIG[A-Z]{2,8})")
+_FORCED = re.compile(r"Unable to shutdown process (\d{1,10}) via \S{1,40}, forcefully exiting via (?:Signals\.)?"
+                     r"(SIG[A-Z]{2,8})")
+
+
+def launcher_stops(text: str) -> dict:
+    """pid -> the signal torchrun's agent itself sent that worker to stop it (the SIGKILL past its grace wins over
+    the SIGTERM before it): a worker the launcher stopped after another failed, whatever its exit code says."""
+    out: dict = {}
+    for m in _CLOSING.finditer(text or ""):
+        out.setdefault(int(m.group(1)), m.group(2))
+    for m in _FORCED.finditer(text or ""):
+        out[int(m.group(1))] = m.group(2)
+    return out
+
+
 def parse_launcher_failures(text: str) -> list[dict]:
-    """Every launcher's failure report in one output: torchrun's table, srun's errors, mpirun's report."""
-    return parse_failure_table(text) + parse_srun_errors(text) + parse_mpirun_errors(text)
+    """Every launcher's failure report in one output: torchrun's table, srun's errors, mpirun's report. A record
+    whose process the agent stopped itself (launcher_stops) says so: `stopped` is the signal it sent."""
+    records = parse_failure_table(text) + parse_srun_errors(text) + parse_mpirun_errors(text)
+    stops = launcher_stops(text) if records else {}
+    for r in records:
+        if r.get("pid") in stops:
+            r["stopped"] = stops[r["pid"]]
+    return records
+
+
+# Which launcher wrote an output, by its own lines (never a worker's, which carry a rank prefix or none of these):
+# torchrun's agent logs through glog-style lines from torch/distributed/run.py and torch/distributed/elastic/ and
+# ends in its ChildFailedError / SignalException; srun and mpirun name themselves.
+_TORCHRUN = re.compile(r"^[IWEF]\d{4} [\d:.]{8,20} \d{1,10} \S{0,300}torch/distributed/(?:elastic/|run\.py)|"
+                       r"^torch\.distributed\.elastic\.multiprocessing\.(?:errors\.ChildFailedError|api\.SignalException)")
+_SRUN_OWN = re.compile(r"^srun: ")
+_MPIRUN = re.compile(r"^(?:mpirun|prterun)\b")
+
+
+# literals every line own_line could name holds (lower case): the log reader never passes such a line over
+OWN_LITERALS = ("torch/distributed", "childfailederror", "signalexception", "srun: ", "mpirun", "prterun")
+
+
+def own_line(raw: str) -> Optional[str]:
+    """'torchrun', 'slurm' or 'mpi' when a line without a rank prefix is that launcher's own, else None."""
+    if _TORCHRUN.search(raw):
+        return "torchrun"
+    if _SRUN_OWN.match(raw):
+        return "slurm"
+    if _MPIRUN.match(raw) or any(m in raw for m in MPI_MARKS):
+        return "mpi"
+    return None
 
 
 def is_table_row(line: str) -> bool:

@@ -68,7 +68,8 @@ RAISED = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Failed|Interrupt))(?::
 SEP = " NCCL INFO "
 _FAST_HEAD = re.compile(r"([\w.-]+):(\d+):(\d+) \[(\d+)\]")  # nccl_header's fields, no timestamp
 _MPI_FIRST = "The first process to do so was:"
-_TABLE_MARKS = ("Failures:", "exitcode", launcher.ROOT_CAUSE, "srun: error:", _MPI_FIRST, *launcher.MPI_MARKS)
+_TABLE_MARKS = ("Failures:", "exitcode", launcher.ROOT_CAUSE, "srun: error:", _MPI_FIRST, *launcher.MPI_MARKS,
+                *launcher.STOP_MARKS)
 # a message holding one of these goes the full way (lower case): a launcher's table, the guard's failure
 _STRICT = ("preflightfailed", *(m.lower() for m in _TABLE_MARKS))
 # a message whose failure class is read from it alone needs a header without what any match starts with
@@ -82,7 +83,8 @@ _SPANS = tuple(lit[k:] for lit in _HEAD_LITERALS for k in range(1, len(lit)) if 
 FAST = not any(SEP.lower().strip() in lit or lit in SEP.lower() for lit in _HEAD_LITERALS)
 # a line holding none of these is read only for where it starts: no class, parser or table reads it, and (with no
 # ":" and not starting like a launcher prefix or a table rule) it is not a traceback's, ncclcheck's or a table's
-_PLAIN = literal_rx({*_HEAD_LITERALS, "nccl", "traceback", "error", "exception", "failed", "interrupt"})
+_PLAIN = literal_rx({*_HEAD_LITERALS, "nccl", "traceback", "error", "exception", "failed", "interrupt",
+                     *launcher.OWN_LITERALS})
 _PREFIX_STARTS = "[0123456789 \t\r\x0b\x0c\x1c\x1d\x1e\x1f"
 _HEAD_RX, _ANY, _STRICT_RX, _TABLE_RX, _RANK_RX, _PARSE_RX, _VIA_RX = (literal_rx(x) for x in (
     _HEAD_LITERALS, set(_HEAD_LITERALS) - set(VIA_LITERALS), _STRICT, failures.LITERALS, RANK_LITERALS,
@@ -228,6 +230,7 @@ class LogScan:
         self._calm = FAST  # nothing pending (own report, followers): an NCCL INFO line may go the fast way
         self._none = False  # a line of no source was read the full way (the source None is known)
         self._failures: Optional[list] = None
+        self.launcher: Optional[str] = None  # the launcher whose own output this is (launcher.own_line)
 
     # -- bytes to lines ---------------------------------------------------------------------------------------
 
@@ -389,6 +392,8 @@ class LogScan:
         low = fold(raw)
         plain = low is not None and not _PLAIN.search(low)  # no literal anything reads: only where it starts matters
         prank, rest = split_prefix(raw)
+        if self.launcher is None and prank is None and not plain:
+            self.launcher = launcher.own_line(raw)
         if not plain and n <= KNOWN_LINES and (" NCCL " in raw or "NCCL WARN" in raw or "NCCL INFO" in raw):
             self.nccl_seen = True
         cls = None if plain else failures.classify(rest)  # without a prefix, rest is the raw line
@@ -429,6 +434,9 @@ class LogScan:
             what = what or "raised"
         if "PreflightFailed" in rest:
             what = what or "guard"
+        if failures.LAST_ERROR.match(rest):  # torch's wrapper: NCCL's own words for it come on the next line
+            what = what or "last_error"
+            self._follow = max(self._follow, 1)
         if what is None and not follower:
             return
         if what is not None:
@@ -470,7 +478,7 @@ class LogScan:
     def known(self) -> bool:
         """An NCCL line among the first KNOWN_LINES, a launcher's table, or a rank prefix or a failure among the
         last KNOWN_LINES lines: a log (else plain output)."""
-        return (self.nccl_seen or bool(self.failures())
+        return (self.nccl_seen or bool(self.failures()) or self.launcher is not None
                 or (self._last_known > 0 and self._last_known > self.lines - KNOWN_LINES))
 
     def failures(self) -> list:

@@ -1,7 +1,8 @@
 """An armed rank's stacks file (training/arm.py writes it: `stacks_rank_<rank>.txt`): a header saying who and why,
 then (when it raised) the exception's traceback, then faulthandler's text of every thread. Read here as untrusted
-text: who wrote it, why, and where the rank was (where it raised, else its main thread's innermost frame that is not
-the arming's own, threading's or an excepthook), for the verdict to say where a culprit was.
+text: who wrote it, why, and where the rank was (where it raised, else its main thread's innermost frame in the job's
+own code, with the library frame it waited in: a DataLoader that never yields waits in selectors.py, the user's line
+is the `for batch in loader`), for the verdict to say where a culprit was.
 """
 
 from __future__ import annotations
@@ -14,11 +15,30 @@ from .bound import clip
 
 HEADER = "ncclcheck stacks:"  # the file's first words (the writer uses this constant too)
 NAME = "stacks_rank_"  # + rank + ".txt"
+TOLD_TO_STOP = "told to stop"  # the reason's first words when a SIGTERM made the rank write it (a launcher's stop)
 _HEAD = re.compile(r"ncclcheck stacks: rank (\d{1,7}) pid (\d{1,10})")
 _THREAD = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-f]{1,16}) \(most recent call first\):$")
 _FRAME = re.compile(r'^\s+File "(.{1,1000})", line (\d{1,9}) in (.{1,200})$')
 _OWN = ("/ncclcheck/training/arm.py", "/threading.py")  # the dump's own frames: never where the rank was
 MAX_LINES = 20_000  # faulthandler writes at most 100 threads x 100 frames
+# frames that are not the job's own code, wherever the job ran: the standard library and installed packages (under
+# lib/pythonX.Y/, site-packages, dist-packages), frozen and generated modules, torch from a source tree, ncclcheck's
+# own arming and responder
+_LIBRARY = re.compile(r"/lib/python\d(?:\.\d{1,3})?/|[/\\](?:site|dist)-packages[/\\]|^<[^>]{0,64}>$|/torch/|"
+                      r"/ncclcheck/(?:training|live)/|/ncclcheck/__init__\.py$|/threading\.py$")
+
+
+def is_library(path: str) -> bool:
+    """A frame of the standard library, an installed package, torch or ncclcheck: not the job's own line."""
+    return _LIBRARY.search(path) is not None
+
+
+def where_text(own: Optional[str], inner: Optional[str]) -> Optional[str]:
+    """'train.py:42 in main (inside selectors.py:415 in select)': the job's own innermost frame, and the library
+    frame it waited in when that is deeper; the innermost alone when no frame is the job's."""
+    if own is None or own == inner:
+        return own or inner
+    return f"{own} (inside {inner.rsplit('/', 1)[-1]})" if inner else own
 
 
 def is_stacks(text: str) -> bool:
@@ -40,16 +60,23 @@ def parse(text: str, path: str) -> Optional[dict]:
                 ident, _, name = part.partition(" ")
                 if name == "MainThread":
                     main = ident.lower()
-    where, current = None, None
+    own, inner, current, inner_thread = None, None, None, None
     for ln in lines:
         t = _THREAD.match(ln)
         if t:
             current = t.group(1).lower()
             continue
-        f = _FRAME.match(ln)
-        if f and current is not None and (main is None or _same(current, main)) and where is None:
-            if not f.group(1).endswith(_OWN) and not f.group(3).endswith("excepthook"):
-                where = f"{f.group(1)}:{f.group(2)} in {f.group(3)}"
+        f = _FRAME.match(ln)  # most recent call first: the first frame kept is the innermost
+        if f is None or current is None or (main is not None and not _same(current, main)) or own is not None:
+            continue
+        if f.group(1).endswith(_OWN) or f.group(3).endswith("excepthook") or \
+                (inner_thread is not None and current != inner_thread):
+            continue  # the dump's own frames; with no main thread named, the first thread that has a frame
+        frame = f"{f.group(1)}:{f.group(2)} in {f.group(3)}"
+        inner, inner_thread = inner or frame, current
+        if not is_library(f.group(1)):
+            own = frame
+    where = where_text(own, inner)
     where = raised_at or where  # an exception's own frame says more than the hook that was running
     return {"rank": int(m.group(1)), "pid": int(m.group(2)), "reason": clip(reason, 300),
             "where": clip(where, 400) if where else None, "path": path}

@@ -186,3 +186,85 @@ def world_phrase(world: Any) -> str:
     """'2 nodes, 16 ranks, launched by slurm': the same words at the top of every format."""
     return (f"{count(world.nnodes, 'node')}, {count(world.world_size, 'rank')}, "
             f"{LAUNCHED_BY} {world.launcher or 'an unknown launcher'}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# diagnose: what a cause's evidence says (postmortem/precedence.py and postmortem/context.py decide, these say it)
+
+TIED_BY_PID = "the launcher's failure table: the rank whose pid NCCL's line header names"
+
+
+def nccl_said(text: str) -> str:
+    """NCCL's own words for a failure, quoted after the class's: ' (NCCL: "Duplicate GPU detected : ...")'."""
+    return f' (NCCL: "{text}")'
+
+
+def wrapper_of(rank: Optional[int], what: str) -> str:
+    """A wrapper line demoted: what torch's text reports is said better by NCCL's own line."""
+    whose = f"rank {rank}'s" if rank is not None else "NCCL's own"
+    return f" (torch's report of an NCCL error; {whose} NCCL line says what happened: {what})"
+
+
+def stopped_before_it(first: int, signal: str, n: int = 1) -> str:
+    """A "never entered" that is a consequence: the launcher stopped the rank before it got there."""
+    it, its = ("it", "its dump was") if n == 1 else ("them", "their dumps were")
+    return (f" (the launcher stopped {it} after rank {first} died of {signal}, its first observed failure: {its} "
+            f"written when stopped, mid-step, before the collective; stopped, not skipped)")
+
+
+def stopped_after_silent(silent: int, n: int = 1) -> str:
+    """The same read from an armed job's files alone: a rank that left nothing died first."""
+    it = "its stacks say it was" if n == 1 else "their stacks say they were"
+    return (f" ({it} told to stop, mid-step, before the collective; rank {silent} left neither dump nor stacks, "
+            f"which an armed rank writes on every end it can catch: it died first, of what it could not catch "
+            f"(SIGKILL, the OOM killer, a crash, its host); stopped, not skipped)")
+
+
+def own_gpu_hang(who: str, coll: str, state: str, timed: bool) -> str:
+    """A rank alone in its group whose collective never completed: its own GPU work held it."""
+    how = "timing on" if timed else "no peer to wait for"
+    return (f"{who} called {coll} but its GPU never ran it: the group has no other rank, so no peer could hold it; "
+            f"its own GPU work queued before it (a kernel that never ended) did (flight recorder: state {state}, "
+            f"{how})")
+
+
+OWN_GPU_FIX = ("look at that rank's GPU, not the network: the work queued before the collective did not end (a hung or "
+               "very long kernel, a spin on device memory, a GPU fault): `py-spy dump --native --pid` on a live hang, "
+               "`nvidia-smi` (100 % utilisation on that GPU), `dmesg -T | grep -i xid` on its host")
+
+
+def socket_setting(setting: Optional[str], host: str) -> str:
+    """' NCCL_SOCKET_IFNAME=eth9 (as NCCL echoed it) matches no interface on vm'."""
+    if setting is None:
+        return f"; NCCL_SOCKET_IFNAME is not echoed in {host}'s NCCL lines"
+    return f"; NCCL_SOCKET_IFNAME={setting} (as NCCL echoed it) matches no interface on {host}"
+
+
+IFACES_FROM = {"nccl": "its own NCCL lines", "preflight": "the preflight report", "here": "this machine (diagnose "
+               "runs on it)"}
+
+
+def interfaces_there(host: str, names: list, source: Optional[str]) -> str:
+    """'; the interfaces vm has: eth0, lo (from this machine)' or how to list them when nothing says."""
+    if not names:
+        return f"; nothing among the inputs lists {host}'s interfaces: run `ip -br addr` on {host} to see them"
+    return f"; the interfaces {host} has: {', '.join(names)} (from {IFACES_FROM.get(source or '', source)})"
+
+
+def socket_fix(host: str, names: list) -> str:
+    pick = f" (one of {', '.join(names)})" if names else f" (`ip -br addr` on {host} lists them)"
+    return (f"set NCCL_SOCKET_IFNAME to an interface that is up on every node{pick}, or unset it and let NCCL pick; "
+            "`ncclcheck recommend --format env` names the one every node routes over")
+
+
+def net_plugins_tried(tried: dict, loaded: list) -> str:
+    """'; NCCL tried only IB (NET/IB : No device found) and loaded none: NCCL_NET forced IB ...'."""
+    if not tried:
+        return ""
+    parts = ", ".join(f"{name} ({why})" if why else name for name, why in tried.items())
+    if loaded:
+        return f"; NCCL tried {parts}; it loaded {', '.join(loaded)}"
+    only = "only " if len(tried) == 1 else ""
+    forced = (f": NCCL_NET={next(iter(tried))} (or NCCL_NET_PLUGIN) forced it on a host without it, so the socket "
+              "transport was never tried" if "Socket" not in tried else "")
+    return f"; NCCL tried {only}{parts} and loaded none{forced}"

@@ -41,6 +41,7 @@ from typing import Any, Optional
 
 from ..postmortem.stacks import HEADER as STACKS_HEADER  # the reader's constants: one format
 from ..postmortem.stacks import NAME as STACKS_NAME
+from ..postmortem.stacks import TOLD_TO_STOP, is_library
 
 TRACEBACK_CHARS = 64 << 10  # the end of the exception's traceback kept above the stacks (its innermost frames)
 STACK_BYTES = 1 << 20  # one rank's stacks file: faulthandler's own caps (100 threads x 100 frames) fit in ~1 MiB
@@ -191,9 +192,11 @@ class _Evidence:
             import traceback
 
             frames = traceback.extract_tb(tb) if tb is not None else []
-            # the script's innermost frame says where: a timed-out collective raises inside torch's all_reduce
+            # the script's innermost frame says where: a timed-out collective raises inside torch's all_reduce, a
+            # DataLoader's timeout inside the standard library's queues
             torch_dir = os.path.dirname(getattr(sys.modules.get("torch"), "__file__", None) or "")
-            own = [f for f in frames if not (torch_dir and f.filename.startswith(torch_dir + os.sep))] or frames
+            own = [f for f in frames if not (torch_dir and f.filename.startswith(torch_dir + os.sep))
+                   and not is_library(f.filename)] or frames
             at = f"{own[-1].filename}:{own[-1].lineno} in {own[-1].name}" if own else None
             text = "".join(traceback.format_exception(etype, value, tb))
             self.bounded_write(f"raised {etype.__name__}: {value}", at, text[-TRACEBACK_CHARS:])
@@ -264,8 +267,12 @@ class _Evidence:
             self.dumped_on = reason
             rank = current_rank(self.env)
             notes: list = []
+            # the threads first, as they are now: dumping the flight recorder takes a while, and meanwhile a rank
+            # told to stop may leave where it was (a DataLoader whose worker the same killpg ended raises in the main
+            # thread; the stacks then showed the excepthook, not the user's loop)
+            threads = threads_now()
             fr = self._flight_recorder(rank, notes)
-            stacks = self._stacks(rank, reason, notes, at, detail)
+            stacks = self._stacks(rank, reason, notes, at, detail, threads)
             return {"flight_recorder": fr, "stacks": stacks, "notes": notes}
 
     def _flight_recorder(self, rank: int, notes: list) -> Optional[str]:
@@ -276,8 +283,9 @@ class _Evidence:
                                   self.env.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") or DEFAULT_PREFIX)
         return _atomic(os.path.join(self.directory, f"{prefix}{rank}.json"), text.encode())
 
-    def _stacks(self, rank: int, reason: str, notes: list, at: Optional[str], detail: str) -> Optional[str]:
-        text = stacks_text(rank, reason, notes, at, detail)
+    def _stacks(self, rank: int, reason: str, notes: list, at: Optional[str], detail: str,
+                threads: Optional[tuple] = None) -> Optional[str]:
+        text = stacks_text(rank, reason, notes, at, detail, threads)
         return _atomic(os.path.join(self.directory, f"{STACKS_NAME}{rank}.txt"), text)
 
 
@@ -304,21 +312,12 @@ def flight_recorder_json(notes: list) -> Optional[str]:
     return cut_flight_recorder(text, notes)
 
 
-def stacks_text(rank: int, reason: str, notes: list, at: Optional[str] = None, detail: str = "") -> bytes:
-    """The stacks file's bytes: the header (rank, pid, host, time, reason, where it raised, notes, thread names),
-    `detail` (an exception's traceback), then every thread's stack less ncclcheck's own, cut at STACK_BYTES."""
+def threads_now() -> tuple:
+    """(thread id -> name, faulthandler's text of every thread) at this instant."""
     import faulthandler
-    import socket
     import tempfile
 
     names = {t.ident: t.name for t in threading.enumerate()}
-    head = [f"{STACKS_HEADER} rank {rank} pid {os.getpid()} host {socket.gethostname()} "
-            f"time {time.strftime('%Y-%m-%dT%H:%M:%S%z')}",
-            f"reason: {_clip(reason, 500)}",
-            *([f"raised at: {_clip(at, 500)}"] if at else []),
-            *(f"note: {_clip(n, 500)}" for n in notes),
-            "threads: " + ", ".join(f"0x{i:016x} {n}" for i, n in names.items()
-                                    if i is not None and not n.startswith(OWN_THREADS)), ""]
     try:
         with tempfile.TemporaryFile() as f:
             faulthandler.dump_traceback(f, all_threads=True)
@@ -326,6 +325,24 @@ def stacks_text(rank: int, reason: str, notes: list, at: Optional[str] = None, d
             body = f.read(STACK_BYTES + 1)
     except (OSError, ValueError, RuntimeError) as exc:
         body = f"stacks not read: {exc}\n".encode()
+    return names, body
+
+
+def stacks_text(rank: int, reason: str, notes: list, at: Optional[str] = None, detail: str = "",
+                threads: Optional[tuple] = None) -> bytes:
+    """The stacks file's bytes: the header (rank, pid, host, time, reason, where it raised, notes, thread names),
+    `detail` (an exception's traceback), then every thread's stack less ncclcheck's own (threads_now(), or the
+    snapshot `threads` taken earlier), cut at STACK_BYTES."""
+    import socket
+
+    names, body = threads if threads is not None else threads_now()
+    head = [f"{STACKS_HEADER} rank {rank} pid {os.getpid()} host {socket.gethostname()} "
+            f"time {time.strftime('%Y-%m-%dT%H:%M:%S%z')}",
+            f"reason: {_clip(reason, 500)}",
+            *([f"raised at: {_clip(at, 500)}"] if at else []),
+            *(f"note: {_clip(n, 500)}" for n in notes),
+            "threads: " + ", ".join(f"0x{i:016x} {n}" for i, n in names.items()
+                                    if i is not None and not n.startswith(OWN_THREADS)), ""]
     body = _without_threads(body, {i for i, n in names.items() if n.startswith(OWN_THREADS)})
     if len(body) > STACK_BYTES:
         body = body[:STACK_BYTES] + f"\n... cut at {STACK_BYTES} bytes\n".encode()
@@ -416,7 +433,7 @@ def _note_given_up(directory: str, reason: str, bound_s: float) -> None:
 
 
 def _signal_reason(signum: int) -> str:
-    return "told to stop (SIGTERM)" if signum == signal.SIGTERM else \
+    return f"{TOLD_TO_STOP} (SIGTERM)" if signum == signal.SIGTERM else \
         f"asked ({signal.Signals(signum).name})"
 
 

@@ -36,10 +36,14 @@ def _alive(pid: int) -> bool:
 
 
 # sleep: armed by guard(live=True), one look; lock: a Python deadlock, a job token (signed records, sealed requests),
-# and --follow (it speaks once progress stopped for --timeout); chain: the wait followed across process groups
+# and --follow (it speaks once progress stopped for --timeout); chain: the wait followed across process groups;
+# loader: a deadlocked DataLoader is named at the user's loop line, not the selectors.py frame it waits in
 @pytest.mark.parametrize("scenario,where,token", [("sleep", "time.sleep(HANG_S)", None),
                                                   ("lock", "with lock:", "a-job-token"),
-                                                  ("chain", "time.sleep(HANG_S)", None)])
+                                                  ("chain", "time.sleep(HANG_S)", None),
+                                                  ("loader", "in loader_deadlock: for batch in torch.utils.data."
+                                                             "DataLoader(Batches(), num_workers=1): (inside "
+                                                             "selectors.py:", None)])
 def test_watch_names_the_hung_rank_while_the_job_runs(tmp_path, scenario, where, token, validate_report):
     port, ready = _free_port(), tmp_path / "ready"
     ready.mkdir()

@@ -78,12 +78,31 @@ def test_a_python_exception_is_a_cause_even_without_a_launcher(tmp_path):
     assert "batch 17 has no labels" in rep.checks[0].summary
 
 
-def test_only_consequences_make_the_job_failed_cause_not_identified():
-    """A watchdog timeout with the flight recorder armed without TORCH_NCCL_ENABLE_TIMING: the dump cannot say
-    whether the GPU started the collective; the job failed (SIGABRT) and says so, exit 1 (was: exit 0)."""
-    rep, first, pm = verdict(os.path.join(RENDERED, "gpu_stuck_untimed"))
+def test_only_consequences_make_the_job_failed_cause_not_identified(tmp_path):
+    """A watchdog timeout with the flight recorder armed without TORCH_NCCL_ENABLE_TIMING, two ranks waiting in the
+    collective: the dumps cannot say whose GPU did not start it; the job failed (SIGABRT) and says so, exit 1 (was:
+    exit 0). (The rendered fixture's rank, given a peer that waits in the same all_reduce.)"""
+    import json
+
+    src = os.path.join(RENDERED, "gpu_stuck_untimed")
+    for name in os.listdir(src):
+        shutil.copy(os.path.join(src, name), tmp_path / name)
+    doc = json.loads((tmp_path / "nccl_trace_rank_0.json").read_text())
+    doc["pg_config"]["0"]["ranks"] = "[0, 1]"
+    (tmp_path / "nccl_trace_rank_0.json").write_text(json.dumps(doc))
+    (tmp_path / "nccl_trace_rank_1.json").write_text(json.dumps(doc))
+    rep, first, pm = verdict(str(tmp_path))
     assert rep.exit_code == 1 and first.evidence["kind"] == "job_failed"
     assert any(c["kind"] == "not_completed" and "TORCH_NCCL_ENABLE_TIMING" in c["text"] for c in pm["causes"])
+
+
+def test_a_rank_alone_in_its_group_whose_collective_never_completed_is_its_own_gpu():
+    """The same dump as it is: rank 0 is the group's only member, so no peer could hold its all_reduce #4; timing
+    or not, its own GPU work did (the real H100 capture `stuck` is this shape: test_real_captures.py)."""
+    rep, first, pm = verdict(os.path.join(RENDERED, "gpu_stuck_untimed"))
+    assert rep.exit_code == 1 and first.evidence["kind"] == "not_started" and first.evidence["ranks"] == [0]
+    assert "all_reduce #4" in first.summary and "no other rank" in first.summary and "GPU" in first.fix
+    assert not any(c["kind"] == "not_completed" for c in pm["causes"])
 
 
 # --- a healthy job's output ends well ---------------------------------------------------------------------------
@@ -158,8 +177,8 @@ def test_a_rankless_gloo_abort_is_tied_to_the_sigabrt_rank(tmp_path):
 @pytest.mark.parametrize("case, kind, ranks", [
     ("net_plugin", "net_plugin", [0]),
     ("no_socket_if", "no_socket_interface", [0]),
-    ("duplicate_gpu", "duplicate_gpu", [1]),
-    ("version_mismatch", "version_mismatch", [0]),
+    ("duplicate_gpu", "duplicate_gpu", [0, 1]),  # both ranks NCCL's message names: one fault of the two
+    ("version_mismatch", "version_mismatch", [0, 1]),
     ("ib_device", "ib_device", [0]),
     ("cuda_error", "cuda_error", [0]),
     ("peer_gone", "died", [1]),  # the SIGKILLed peer, not the survivor's "remote process exited"
@@ -314,3 +333,46 @@ def test_nccls_default_warn_timestamp_keeps_the_header_readable():
 
     line = "[2026-11-23 10:00:00] gpu0001.invalid:4242:4259 [3] plugin/net.cc:379 NCCL WARN Failed to initialize any"
     assert nccl_header(line) == {"host": "gpu0001.invalid", "pid": 4242, "cuda_dev": 3}
+
+
+def test_ranks_torchrun_stopped_mid_step_did_not_skip_the_collective_the_killed_rank_is_the_cause(tmp_path):
+    """A real 4-rank armed job (armed_job.py kill_mid): rank 1 SIGKILLed mid-run; torchrun SIGTERMed ranks 0 and 3
+    while they still worked, before all_reduce #6, which rank 2 waited in. Main named "ranks 0, 3 never entered
+    all_reduce #6" (issue 44 item 4, 1 run in 4). Their dumps were written when they were stopped: the SIGKILLed
+    rank is the cause, from the launcher's output; and from the armed files alone (rank 1 left neither dump nor
+    stacks, the others' stacks say they were told to stop)."""
+    rep, first, pm = verdict(os.path.join(FIX, "kill_mid_stopped"))
+    assert rep.exit_code == 1 and first.evidence["ranks"] == [1] and "SIGKILL" in first.summary, first.summary
+    stopped = [c for c in pm["causes"] if c["kind"] == "never_entered"]
+    assert stopped and stopped[0]["ranks"] == [0, 3] and not stopped[0]["cause"]
+    assert "stopped, not skipped" in stopped[0]["text"]
+    assert [c["ranks"] for c in pm["causes"] if c["cause"]] == [[1]]
+    for name in os.listdir(os.path.join(FIX, "kill_mid_stopped")):
+        if name.startswith(("nccl_trace", "stacks_")):
+            shutil.copy(os.path.join(FIX, "kill_mid_stopped", name), tmp_path / name)
+    rep = diagnose([str(tmp_path)])
+    assert rep.checks[0].evidence["ranks"] == [1] and rep.checks[0].evidence["kind"] == "no_dump"
+
+
+
+def test_a_hung_dataloader_names_the_users_line_not_selectors():
+    """A real 3-rank armed job (armed_job.py loader): rank 2's DataLoader worker deadlocked, its main thread waited
+    in the DataLoader (innermost frame: selectors.py) until torchrun stopped it. The verdict names the user's own
+    line (the innermost frame outside the standard library, site-packages and torch) and where it waited."""
+    rep, first, _ = verdict(os.path.join(FIX, "loader_hang"))
+    assert rep.exit_code == 1 and first.evidence["kind"] == "never_entered" and first.evidence["ranks"] == [2]
+    assert "armed_job.py:92 in <module> (inside selectors.py:415 in select)" in first.summary, first.summary
+
+
+def test_the_users_frame_is_the_innermost_outside_libraries():
+    from ncclcheck.postmortem import flight, stacks
+
+    for path in ("/usr/lib/python3.11/selectors.py", "/opt/venv/lib/python3.12/site-packages/lightning/fit.py",
+                 "/srv/pytorch/torch/utils/data/dataloader.py", "<frozen runpy>", "/x/ncclcheck/training/arm.py"):
+        assert stacks.is_library(path), path
+    assert not stacks.is_library("/home/me/ncclcheck/tests/fixtures/armed_job.py")
+    live = [{"main": True, "frames": [
+        {"file": "/home/me/train.py", "line": 42, "func": "main", "code": "for batch in loader:"},
+        {"file": "/usr/lib/python3.11/site-packages/torch/utils/data/dataloader.py", "line": 725, "func": "__next__"},
+        {"file": "/usr/lib/python3.11/selectors.py", "line": 415, "func": "select"}]}]
+    assert flight.where_of(live) == "train.py:42 in main: for batch in loader: (inside selectors.py:415 in select)"

@@ -2,6 +2,7 @@
 
     python3 scripts/trust_attacks.py [REPO]      # REPO defaults to this checkout; run it on main to compare
     python3 scripts/trust_attacks.py replay [REPO]   # issue 36: records of one run replayed into another (ATTACKS)
+    python3 scripts/trust_attacks.py drip [REPO]     # issue 45: clients dripping requests into node 0's store front
     python3 scripts/trust_attacks.py --store [--gets N] [--timeout T] [--only NAME] [REPO]   # the store attacks only
 
 The store attacks (STORE_ATTACKS below: a name and a function of the master port) run a real 2-node preflight on
@@ -335,8 +336,77 @@ def replay_attack(repo: str) -> int:
     return 0
 
 
+def drip_attack(repo: str) -> int:
+    """Issue 45, item 5: node 0's store front (REPO's) with DRIPPERS connections each sending a MULTI_GET of the most
+    keys a request may name one byte at a time, over and over, while a real c10d client makes 100 SET/GET pairs.
+    Prints the real client's time alone and beside the drippers (the front re-parsed a client's whole buffer on
+    every chunk: 6.2-8.4 s instead of 0.02-0.05 s)."""
+    import datetime as dt
+
+    import torch.distributed as dist
+
+    drippers, pairs, keys = 4, 100, 4096
+    code = ("import sys; from ncclcheck.rendezvous.store import Guard, open_store; "
+            "st = open_store('127.0.0.1', int(sys.argv[1]), True, 30, guard=Guard()); "
+            "print('ready', flush=True); sys.stdin.read()")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": repo}
+    node0 = subprocess.Popen([sys.executable, "-c", code, str(port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True, env=env)
+    try:
+        if node0.stdout.readline().strip() != "ready":
+            print("drip: node 0's store did not start")
+            return 1
+        client = dist.TCPStore("127.0.0.1", port, None, False, timeout=dt.timedelta(seconds=60))
+
+        def real() -> float:
+            t0 = time.monotonic()
+            for i in range(pairs):
+                client.set(f"k{i}", "v" * 64)
+                client.get(f"k{i}")
+            return time.monotonic() - t0
+
+        alone = real()
+        request = bytes([MULTI_GET]) + struct.pack("<Q", keys) + b"".join(_s(b"/drip/%d" % i) for i in range(keys))
+        stop, sent = threading.Event(), [0] * drippers
+
+        def drip(i: int) -> None:
+            with socket.create_connection(("127.0.0.1", port)) as c:
+                c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                c.sendall(bytes([VALIDATE]) + struct.pack("<I", MAGIC))
+                while not stop.is_set():
+                    for k in range(len(request)):
+                        if stop.is_set():
+                            return
+                        try:
+                            c.send(request[k:k + 1])
+                        except OSError:
+                            return
+                        sent[i] += 1
+
+        threads = [threading.Thread(target=drip, args=(i,), daemon=True) for i in range(drippers)]
+        for t in threads:
+            t.start()
+        time.sleep(2)  # the drippers well into their requests
+        beside = real()
+        stop.set()
+        for t in threads:
+            t.join(10)
+        print(f"drip: {pairs} SET/GET pairs of a real client: {alone:.3f} s alone, {beside:.3f} s beside {drippers} "
+              f"connections dripping {keys:,}-key MULTI_GETs a byte at a time ({sum(sent):,} bytes dripped)")
+    finally:
+        node0.stdin.close()
+        node0.wait(30)
+    return 0
+
+
+MULTI_GET = 10
+
+
 # Attacks by name (the first argument); without one, main()'s file-side attacks of issue 21.
-ATTACKS = {"replay": replay_attack}
+ATTACKS = {"replay": replay_attack, "drip": drip_attack}
 
 
 if __name__ == "__main__":

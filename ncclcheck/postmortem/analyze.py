@@ -488,7 +488,8 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
             if cause:
                 text = "the job failed, cause not identified: " + text
         elif r in inp.unanswered:  # live: a registered rank whose responder did not answer
-            text = f"{_who(r, hosts)} did not answer ({inp.unanswered[r]})"
+            why = inp.unanswered[r]
+            text = f"{_who(r, hosts)} {why}" if why.startswith(GARBAGE) else f"{_who(r, hosts)} did not answer ({why})"
         else:
             text = f"{_who(r, hosts)} left no dump" if inp.dumps else f"{_who(r, hosts)} died"
         if r == first and len(by_rank) > 1:
@@ -520,6 +521,9 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
 # watch's words for a rank whose responder let the bound pass (live/watch.py ask): a connect or reply that hung, as
 # across a cut link or to a powered-off host; a refusal or a reset says the host is there and the rank is not
 NO_ANSWER_IN_BOUND = "within the bound"
+# ... and for a rank whose responder answered with what watch refused (over its bounds, not sealed, not JSON, not that
+# rank's): it answered, so it is neither silent nor dead (a forged record may point at a stranger's listener)
+GARBAGE = "answered with garbage"
 
 
 def _silent_hosts(groups: list, world: list, inp: Inputs, hosts: dict, have_cause: bool) -> tuple[list, set]:
@@ -534,7 +538,8 @@ def _silent_hosts(groups: list, world: list, inp: Inputs, hosts: dict, have_caus
         h = (hosts.get(r) or {}).get("host")
         if h:
             by_host.setdefault(h, []).append(r)
-    silent = {h: rs for h, rs in by_host.items() if all(r in inp.unanswered for r in rs)}
+    silent = {h: rs for h, rs in by_host.items()
+              if all(r in inp.unanswered and not inp.unanswered[r].startswith(GARBAGE) for r in rs)}
     talking = [h for h in by_host if h not in silent]
     if not silent or not talking:  # nobody answered: nothing to tell one host from another by
         return [], set()

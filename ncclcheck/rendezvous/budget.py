@@ -129,6 +129,16 @@ class Budget:
     live_follow_poll_s: float = 5.0  # watch --follow: one look at every rank's progress this often
     live_reach_s: float = 3.0  # a stalled group: one responder reads its peers' records and connects to each (TCP);
     # a LAN connects in milliseconds and a loaded host within a second or two, a cut link never
+    # A responder lives inside a training process (issue 45: a flood cut a pinned training loop's iterations ~60 %):
+    live_share_window_s: float = 0.5  # its connection loop's CPU share is looked at over windows this long
+    live_work_burst_s: float = 0.25  # CPU seconds its replies may take at once (one watcher's look: an "all" of a
+    # large flight recorder and a "progress"); past them, replies get their share of a core (live/loop.py)
+    live_queue_s: float = 5.0  # a request not started this long after it was read is answered "busy"
+    live_answer_cache_s: float = 0.25  # one reply built serves every request of its kind this long (a flood of
+    # "all" builds a few replies a second, not one each); well under live_confirm_s, so watch's second look is fresh
+    live_retry_s: float = 0.05  # watch asks a responder that closed before answering (its slots busy) again after
+    # this, growing to probe_retry_max_s, within the same bound
+    live_munge_ttl_s: float = 600.0  # watch's munge credential lives this long; --follow makes a new one at half of it
 
     @classmethod
     def of(cls, config: Any) -> Budget:

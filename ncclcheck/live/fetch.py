@@ -29,6 +29,7 @@ from ..rendezvous.budget import Budget
 from ..rendezvous.store import JsonStore
 from . import wire
 from .auth import Session
+from .responder import MAX_FRAMES, MAX_THREADS
 
 MAX_WORKERS = 64  # ranks asked at once; the rest queue within the same bound
 # One look's replies, all ranks together: the JSON read and the JSON values built from it. 2.5 M values are about
@@ -37,6 +38,7 @@ MAX_WORKERS = 64  # ranks asked at once; the rest queue within the same bound
 LOOK_BYTES = 48 << 20
 LOOK_ITEMS = 2_500_000
 SEAL_BYTES = 256  # a sealed reply's prefix (wire.seal): beyond the JSON asked for
+MAX_GROUPS = 10_000  # process groups in one reply's status, config or progress (a large MoE job has hundreds)
 
 
 @dataclass
@@ -67,13 +69,7 @@ class Allowance:
     def per_rank(self, n: int) -> tuple[int, int]:
         """(max_bytes, max_items) each of n ranks is asked to keep its reply within: the look's share."""
         nbytes = max(wire.MIN_REPLY, min(wire.MAX_REPLY, self.nbytes // max(1, n)))
-        return nbytes, max(1, nbytes * self.items // max(1, self.nbytes))
-
-
-def count_items(data: bytes) -> int:
-    """An upper bound on the JSON values in data, from its raw bytes (no object built): every value but the first
-    follows a comma or opens a container; a comma or a bracket inside a string only raises the count."""
-    return data.count(b",") + data.count(b"[") + data.count(b"{") + 1
+        return nbytes, max(wire.MIN_ITEMS, nbytes * self.items // max(1, self.nbytes))
 
 
 @dataclass
@@ -91,7 +87,8 @@ class Asker:
     def for_look(self, n: int, kind: str) -> Asker:
         """A copy with a fresh allowance for one look at n ranks (its per-rank share asked of each)."""
         allowance = Allowance()
-        nbytes, items = allowance.per_rank(n) if kind in ("all", "flight", "stacks") else (wire.MIN_REPLY, 8192)
+        nbytes, items = allowance.per_rank(n) if kind in ("all", "flight", "stacks") else (wire.MIN_REPLY,
+                                                                                          wire.MIN_ITEMS * 8)
         return Asker(self.session, self.job, self.run, nbytes, items, allowance)
 
 
@@ -219,7 +216,7 @@ def _ask_once(rec: dict, kind: str, asker: Asker, end: float, budget: Budget,
         if said:
             return _refused(r, f"{where}: {what}", t0, budget), False
         return Answer(r, why=f"{where}: {what}", elapsed_s=budget.since(t0)), False
-    items = count_items(data)
+    items = wire.count_items(data)
     if items > asker.max_items or not asker.allowance.take(items=items):
         return _refused(r, f"its reply holds up to {items:,} JSON values; watch asked for at most "
                            f"{asker.max_items:,}", t0, budget), False
@@ -243,7 +240,31 @@ def _decoded(r: int, data: bytes, ch: str, asker: Asker, t0: float, budget: Budg
         return _refused(r, f"its reply is not rank {r}'s", t0, budget), False
     if bad := wire.foreign(doc, asker.job, asker.run, "reply"):
         return _refused(r, bad, t0, budget), False
+    if bad := shape_problem(doc):
+        return _refused(r, f"its reply {bad}", t0, budget), False
     return Answer(r, doc, elapsed_s=budget.since(t0), nbytes=len(data)), False
+
+
+def shape_problem(doc: dict) -> Optional[str]:
+    """Why a decoded reply is not the shape a responder sends (more process groups, entries, threads or frames than
+    it ever does): the analysis builds objects per group and per entry, so these are bounded before it runs."""
+    fr = doc.get("flight")
+    if fr is not None and not isinstance(fr, dict):
+        return "has a flight recorder that is not an object"
+    fr = fr or {}
+    for name, v in (("flight recorder's pg_status", fr.get("pg_status")), ("pg_config", fr.get("pg_config")),
+                    ("progress", doc.get("progress"))):
+        if v is not None and (not isinstance(v, dict) or len(v) > MAX_GROUPS):
+            return f"has a {name} of more than {MAX_GROUPS:,} process groups (or not an object)"
+    entries = fr.get("entries")
+    if entries is not None and (not isinstance(entries, list) or len(entries) > flight.MAX_ENTRIES):
+        return f"has more than {flight.MAX_ENTRIES:,} flight-recorder entries (or not a list)"
+    stacks = doc.get("stacks")
+    if stacks is not None and (not isinstance(stacks, list) or len(stacks) > MAX_THREADS
+                               or any(not isinstance(t, dict) or not isinstance(t.get("frames", []), list)
+                                      or len(t.get("frames", [])) > MAX_FRAMES for t in stacks)):
+        return f"has more than {MAX_THREADS} threads of {MAX_FRAMES} frames (or not a list of them)"
+    return None
 
 
 def fetch_all(records: dict, kind: str, asker: Asker, budget: Budget) -> dict:

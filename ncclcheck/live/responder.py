@@ -123,18 +123,41 @@ def thread_stacks() -> list:
     return out
 
 
-def _cap(reply: dict, limit: int) -> bytes:
-    """The reply's JSON, under `limit` bytes: the oldest flight-recorder entries dropped first (said in the reply)."""
-    text = json.dumps(reply, separators=(",", ":"), default=str).encode()
+def _fits(text: bytes, limit: int, items: int) -> bool:
+    return len(text) <= limit and wire.count_items(text) <= items
+
+
+def _cap(reply: dict, limit: int, items: int = 1 << 62) -> bytes:
+    """The reply's JSON within what the asker takes (`limit` bytes, `items` JSON values): the oldest flight-recorder
+    entries dropped first, halving, the newest entry of every process group kept to the last (what the analysis
+    reads), then the stacks' outer frames and threads; what was dropped is said in the reply."""
+    def dumps() -> bytes:
+        return json.dumps(reply, separators=(",", ":"), default=str).encode()
+
+    text = dumps()
     fr = reply.get("flight")
-    while len(text) > limit and isinstance(fr, dict) and fr.get("entries"):
-        keep = len(fr["entries"]) // 2
-        reply["flight_dropped"] = reply.get("flight_dropped", 0) + len(fr["entries"]) - keep
-        fr["entries"] = fr["entries"][len(fr["entries"]) - keep:]
-        text = json.dumps(reply, separators=(",", ":"), default=str).encode()
-    if len(text) > limit:
-        text = json.dumps({k: reply[k] for k in ("rank", "pid", "host") if k in reply} |
-                          {"error": f"the reply was over {limit:,} bytes"}).encode()
+    entries = fr.get("entries") if isinstance(fr, dict) else None
+    while not _fits(text, limit, items) and isinstance(entries, list) and entries:
+        last = {}
+        for i, e in enumerate(entries):
+            last[e.get("pg_id") if isinstance(e, dict) else None] = i
+        cut = len(entries) - len(entries) // 2
+        kept = [e for i, e in enumerate(entries) if i >= cut or i in set(last.values())]
+        if len(kept) == len(entries):  # only each group's newest is left
+            kept = []
+        reply["flight_dropped"] = reply.get("flight_dropped", 0) + len(entries) - len(kept)
+        fr["entries"] = entries = kept
+        text = dumps()
+    stacks = reply.get("stacks")
+    for frames, threads in ((8, MAX_THREADS), (2, 16), (1, 1)):
+        if _fits(text, limit, items) or not isinstance(stacks, list):
+            break
+        reply["stacks"] = stacks = [{**t, "frames": t["frames"][-frames:]} for t in stacks[:threads]]
+        reply["stacks_trimmed"] = True
+        text = dumps()
+    if not _fits(text, limit, items):
+        text = json.dumps({k: reply[k] for k in ("rank", "pid", "host", "job", "run") if k in reply} |
+                          {"error": f"the reply was over {limit:,} bytes or {items:,} values"}).encode()
     return text
 
 
@@ -288,7 +311,7 @@ class Responder:
             return Outcome("not registered in the job's store yet: no run to answer for")
         if bad := wire.foreign(req, self.job, self.run, "request"):
             return Outcome(f"a request for another job: {bad}")
-        limit = wire.reply_limit(req)
+        limit, items = wire.reply_limit(req)
         if kind == "reach":
             ranks = wire.reach_ranks(req)
             if ranks is None:
@@ -297,7 +320,7 @@ class Responder:
         else:
             build = lambda: self.cached(kind, limit)  # noqa: E731
         key = wire.reply_key(conn.challenge)
-        return Outcome(worker=wire.KINDS[kind], job=lambda: seal.seal(key, _cap(build(), limit - 256)))
+        return Outcome(worker=wire.KINDS[kind], job=lambda: seal.seal(key, _cap(build(), limit, items)))
 
     def cached(self, kind: str, limit: int) -> dict:
         """answer(kind), built at most once per Budget.live_answer_cache_s: a flood of requests of one kind costs

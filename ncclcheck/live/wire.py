@@ -39,7 +39,8 @@ MAX_REACH = 64  # ranks one "reach" request may name: a responder connects to at
 MAX_REQUEST = 4096  # bytes of one request frame: a request is a few dozen bytes of JSON (and a munge credential)
 MAX_HELLO = 4096  # bytes of the responder's hello
 MAX_REPLY = 64 << 20  # bytes of one reply: a flight recorder of 20,000 entries and every thread's stack fit
-MIN_REPLY = 64 << 10  # the least a watcher may ask for: a reply trimmed to less says nothing
+MIN_REPLY = 16 << 10  # the least a watcher may ask for: a reply trimmed to less says little
+MIN_ITEMS = 1024  # ... and in JSON values
 HEADER = struct.Struct("!I")
 CHALLENGE_CHARS = 32
 RUN_CHARS = 32
@@ -107,10 +108,18 @@ def reach_ranks(req: Any) -> Optional[list]:
     return ranks
 
 
-def reply_limit(req: dict) -> int:
-    """The most bytes the asker takes in one reply (its `max_bytes`, within MIN_REPLY..MAX_REPLY)."""
-    n = req.get("max_bytes")
-    return MAX_REPLY if type(n) is not int else max(MIN_REPLY, min(MAX_REPLY, n))
+def reply_limit(req: dict) -> tuple[int, int]:
+    """(bytes, JSON values) the asker takes in one reply: its `max_bytes` (within MIN_REPLY..MAX_REPLY) and its
+    `max_items` (at least MIN_ITEMS)."""
+    n, k = req.get("max_bytes"), req.get("max_items")
+    return (MAX_REPLY if type(n) is not int else max(MIN_REPLY, min(MAX_REPLY, n)),
+            MAX_REPLY if type(k) is not int else max(MIN_ITEMS, k))
+
+
+def count_items(data: bytes) -> int:
+    """An upper bound on the JSON values in data, from its raw bytes (no object built): every value but the first
+    follows a comma or opens a container; a comma or a bracket inside a string only raises the count."""
+    return data.count(b",") + data.count(b"[") + data.count(b"{") + 1
 
 
 class WireError(ValueError):

@@ -181,6 +181,7 @@ class Responder:
         self.addr = bind or job_address(master[0], master[1])
         self.registered = threading.Event()
         self.refused: list = []  # ["why"], the last few: what it would not answer (tests and the log read it)
+        self.served = 0  # replies sent (refusals not counted)
         self._cache: dict = {}  # (kind, limit) -> (built at, reply dict): one reply serves a flood of its kind
         self._cache_lock = threading.Lock()
         self._stop = threading.Event()
@@ -195,10 +196,6 @@ class Responder:
     @property
     def auth(self) -> bool:
         return self.level != "none"
-
-    @property
-    def served(self) -> int:
-        return sum(w.served for w in self.loop.workers.values())
 
     def record(self) -> dict:
         """What the store holds for this rank: where to ask, and who it is."""
@@ -320,7 +317,12 @@ class Responder:
         else:
             build = lambda: self.cached(kind, limit)  # noqa: E731
         key = wire.reply_key(conn.challenge)
-        return Outcome(worker=wire.KINDS[kind], job=lambda: seal.seal(key, _cap(build(), limit, items)))
+
+        def reply() -> bytes:
+            out = seal.seal(key, _cap(build(), limit, items))
+            self.served += 1
+            return out
+        return Outcome(worker=wire.KINDS[kind], job=reply)
 
     def cached(self, kind: str, limit: int) -> dict:
         """answer(kind), built at most once per Budget.live_answer_cache_s: a flood of requests of one kind costs

@@ -211,3 +211,40 @@ def test_one_request_at_a_time_per_address_and_a_flood_of_one_kind_builds_few_re
     got = [ask(_rec(responder), "all", asker(), B.deadline(5), B) for _ in range(20)]
     assert all(a.why == "" for a in got)
     assert len(calls) < 20, f"{len(calls)} flight-recorder reads for 20 requests"
+
+
+from tests.rendezvous.test_trust import munged  # noqa: E402,F401 - the private munged fixture
+
+
+def test_under_munge_only_a_credential_of_the_jobs_user_for_this_master_port_is_answered(munged):  # noqa: F811
+    """A Slurm job without a token: watch's requests carry a munge credential only the job's user decodes, holding
+    its session key, and the reply is sealed with that key. A request without one, with one made for another user
+    or another job's master port, is refused; a watcher outside the job is told where to run."""
+    import os
+
+    from ncclcheck.facts import munge
+    from ncclcheck.live.auth import PAYLOAD_TAG, choose
+
+    assert choose(None, os.environ) == "munge" and choose(b"t", os.environ) == "token"
+    r = Responder(3, 4, 3, ("127.0.0.1", 29411), Guard(), B, Fake(), bind="127.0.0.1", auth="munge")
+    r.start(register=False, run=RUN)
+    try:
+        rec = _rec(r)
+        watcher = Asker(Session("munge", None, 29411, B), "nojob", RUN)
+        got = [ask(rec, "progress", watcher, B.deadline(10), B) for _ in range(3)]
+        assert all(a.why == "" and a.doc["progress"]["0"]["completed"] == 6 for a in got), [a.why for a in got]
+        assert len(r.keys._seen) == 1  # decoded once, then remembered
+        outside = ask(rec, "progress", asker(), B.deadline(5), B)
+        assert outside.doc is None and "srun --overlap" in outside.why and not outside.garbage
+        unsealed = _raw(r, json.dumps({"kind": "all", "job": "nojob", "run": RUN}).encode())
+        assert "not authenticated" in unsealed["error"] and "munge credential" in unsealed["error"]
+        for uid, port in ((12345, 29411), (os.getuid(), 29999)):  # another user's, another job's master port
+            other = Session("munge", None, port, B)
+            other._cred = munge.encode(json.dumps({"v": PAYLOAD_TAG, "key": other._key.hex(), "port": port}).encode(),
+                                       uid, 60, 5.0, munged)
+            other._made = 1e18  # never remade
+            a = ask(rec, "progress", Asker(other, "nojob", RUN), B.deadline(10), B)
+            assert a.doc is None and "not authenticated (its munge credential" in a.why, a.why
+        assert r.served == 3
+    finally:
+        r.close()

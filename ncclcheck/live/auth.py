@@ -30,6 +30,11 @@ from . import wire
 
 PAYLOAD_TAG = "ncclcheck-live-session/1"
 CACHE = 16  # credentials a responder remembers (a watcher makes one per run): decoded keys and refusals alike
+DECODES = 4  # new credentials a responder decodes at once; then one per Budget.live_munge_every_s
+
+
+class Busy(Exception):
+    """Too many new credentials at once: the asker is told to ask again (watch does, within its bound)."""
 
 
 def choose(token: Optional[bytes], env: Mapping[str, str]) -> str:
@@ -85,6 +90,7 @@ class Keys:
         self.port, self.budget = master_port, budget
         self.sock = munge.socket_path(os.environ if env is None else env)
         self._seen: collections.OrderedDict = collections.OrderedDict()  # cred -> (key or None, why)
+        self._tokens, self._filled = float(DECODES), time.monotonic()
 
     @staticmethod
     def of(data: bytes) -> tuple[Optional[str], str]:
@@ -108,10 +114,18 @@ class Keys:
         return self._seen.get(cred)
 
     def decode(self, cred: str) -> tuple[Optional[bytes], str]:
-        """unmunge it (bounded by Budget.munge_s): made by this process's uid, for this job's master port."""
+        """unmunge it (bounded by Budget.munge_s): made by this process's uid, for this job's master port. At most
+        DECODES new credentials per Budget.live_munge_every_s x DECODES (an unmunge is a process: a stranger's flood
+        of made-up credentials must not fork one per request); past it, Busy."""
         got = self._seen.get(cred)
         if got is not None:
             return got
+        now = time.monotonic()
+        self._tokens = min(DECODES, self._tokens + (now - self._filled) / self.budget.live_munge_every_s)
+        self._filled = now
+        if self._tokens < 1:
+            raise Busy("busy: too many new munge credentials at once; ask again in a moment")
+        self._tokens -= 1
         try:
             d = munge.decode(cred, self.budget.munge_s, self.sock)
             if d.uid != munge.my_uid():

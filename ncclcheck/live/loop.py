@@ -10,9 +10,10 @@ a flood of connections or requests; 8 idle reconnecting connections kept watch o
 - the loop's own CPU (accepting, hellos, reading and checking requests, sending) is held to LOOP_SHARE of one core
   over each Budget.live_share_window_s: past it the listening socket is not read until the window ends (the kernel
   queues new connections, then drops them; a real client's connect retries);
-- work goes to Workers: one request per address waiting, the addresses served in turn (a flooding address waits its
-  turn like anyone), the work's CPU held to WORK_SHARE of one core (a bucket of Budget.live_work_burst_s, so one
-  watcher's request is answered at once) and a request not started within Budget.live_queue_s answered "busy".
+- work goes to Workers: a few requests per address waiting, the addresses served in turn (a flooding address waits
+  its turn like anyone), a request not started within Budget.live_queue_s answered "busy"; building a reply is held
+  to WORK_SHARE of one core by a Spend (a bucket of Budget.live_work_burst_s, so one watcher's look is built at
+  once): past it the owner serves the reply it built last, so a flood of requests costs sends, not builds.
 Nothing here knows the protocol's meaning: the owner (live/responder.py) says what a hello is and what a request
 asks for.
 """
@@ -37,8 +38,9 @@ PER_ADDRESS = 16  # open at once from one address: one address cannot hold every
 # address with a stranger who keeps reconnecting idle sockets still has 15 of his arrivals to send its request
 ACCEPT_BATCH = 4  # connections accepted per wake: requests that came meanwhile are read first, and the CPU share
 # is looked at between batches
-LOOP_SHARE = 0.02  # of one core, for accepting, hellos, reading requests and sending replies under a flood
-WORK_SHARE = 0.02  # of one core, for building replies under a flood (one watcher's requests fit the bucket)
+LOOP_SHARE = 0.01  # of one core, for accepting, hellos, reading requests and sending replies under a flood
+WORK_SHARE = 0.01  # of one core, for building replies under a flood (one watcher's requests fit the bucket)
+WORK_PER_ADDRESS = 4  # requests of one address waiting for a worker
 READ_CHUNK = 1 << 16
 THREAD_PREFIX = "ncclcheck-live"  # the responder's own threads: never in the stacks it sends (its noise is no cause)
 READ, WORK, SEND = "read", "work", "send"
@@ -52,7 +54,7 @@ class Conn:
         self.state = READ
         self.inbuf = bytearray()
         self.need = 0  # the request frame's announced length, once its header came
-        self.out: Optional[memoryview] = None
+        self.out: list = []  # memoryviews of the frame left to send
         self.challenge = challenge
         self.ctx: Any = None  # what the owner keeps for this connection's reply (its seal)
 
@@ -63,32 +65,56 @@ class Outcome:
     __slots__ = ("refusal", "worker", "job")
 
     def __init__(self, refusal: Optional[str] = None, worker: Optional[str] = None,
-                 job: Optional[Callable[[], bytes]] = None) -> None:
+                 job: Optional[Callable[[], Any]] = None) -> None:
         self.refusal, self.worker, self.job = refusal, worker, job
 
 
+class Spend:
+    """CPU seconds that building replies may take: a bucket of Budget.live_work_burst_s (one watcher's look is built
+    at once), refilled at `share` of one core. An owner that finds it empty serves what it built before."""
+
+    def __init__(self, budget: Budget, share: float = WORK_SHARE) -> None:
+        self.budget, self.share = budget, share
+        self._bucket = budget.live_work_burst_s
+        self._filled = time.monotonic()
+        self._lock = threading.Lock()
+        self.spent = 0.0
+
+    def allows(self) -> bool:
+        with self._lock:
+            now = time.monotonic()
+            self._bucket = min(self.budget.live_work_burst_s, self._bucket + (now - self._filled) * self.share)
+            self._filled = now
+            return self._bucket > 0
+
+    def charge(self, cpu_s: float) -> None:
+        with self._lock:
+            self._bucket -= cpu_s
+            self.spent += cpu_s
+
+
 class Workers:
-    """One thread per kind of work, started when first needed: one request per address waiting, addresses served
-    in turn, CPU held to `share` of a core (a bucket of Budget.live_work_burst_s CPU seconds)."""
+    """One thread per kind of work, started when first needed: at most WORK_PER_ADDRESS requests of one address
+    waiting, the addresses served in turn (a flooding address waits its turn like anyone), a request that waited past
+    Budget.live_queue_s answered "busy"."""
 
     def __init__(self, name: str, budget: Budget, done: Callable[[Conn, bytes], None],
-                 busy: Callable[[Conn], bytes], share: float = WORK_SHARE) -> None:
-        self.name, self.budget, self.done, self.busy, self.share = name, budget, done, busy, share
-        self._queue: collections.OrderedDict = collections.OrderedDict()  # addr -> (conn, job, since)
-        self._running: Optional[str] = None
+                 busy: Callable[[Conn], bytes]) -> None:
+        self.name, self.budget, self.done, self.busy = name, budget, done, busy
+        self._queue: collections.OrderedDict = collections.OrderedDict()  # addr -> deque of (conn, job, since)
         self._cv = threading.Condition()
         self._stop = False
         self._thread: Optional[threading.Thread] = None
-        self._bucket = budget.live_work_burst_s  # CPU seconds it may spend now
-        self._filled = time.monotonic()
         self.served = 0
+        self.cpu_used = 0.0  # what its work took (replies are built within the owner's Spend)
 
     def submit(self, conn: Conn, job: Callable[[], bytes]) -> bool:
-        """Queue conn's work; False when its address already has work waiting or running here."""
+        """Queue conn's work; False when its address already has WORK_PER_ADDRESS requests waiting here."""
         with self._cv:
-            if conn.addr in self._queue or self._running == conn.addr:
+            mine = self._queue.setdefault(conn.addr, collections.deque())
+            if len(mine) >= WORK_PER_ADDRESS:
                 return False
-            self._queue[conn.addr] = (conn, job, time.monotonic())
+            mine.append((conn, job, time.monotonic()))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=f"{THREAD_PREFIX}-{self.name}", daemon=True)
                 self._thread.start()
@@ -100,42 +126,34 @@ class Workers:
             self._stop = True
             self._cv.notify()
 
-    def _refill(self) -> None:
-        now = time.monotonic()
-        self._bucket = min(self.budget.live_work_burst_s, self._bucket + (now - self._filled) * self.share)
-        self._filled = now
+    def _next(self) -> Optional[tuple]:
+        """The first address's oldest request; that address goes to the back of the turn."""
+        while not self._queue and not self._stop:
+            self._cv.wait()
+        if self._stop:
+            return None
+        addr, mine = self._queue.popitem(last=False)
+        item = mine.popleft()
+        if mine:
+            self._queue[addr] = mine
+        return item
 
     def _run(self) -> None:
         while True:
             with self._cv:
-                while not self._queue and not self._stop:
-                    self._cv.wait()
-                if self._stop:
-                    return
-                self._refill()
-                if self._bucket < 0:  # over its share: wait until the bucket is back to zero
-                    self._cv.wait(-self._bucket / self.share)
-                    continue
-                addr, (conn, job, since) = self._queue.popitem(last=False)
-                self._running = addr
+                item = self._next()
+            if item is None:
+                return
+            conn, job, since = item
+            t0 = time.thread_time()
             try:
-                if not self.budget.within(since, self.budget.live_queue_s):
-                    out = self.busy(conn)
-                else:
-                    t0 = time.thread_time()
-                    try:
-                        out = job()
-                    finally:
-                        with self._cv:
-                            self._bucket -= time.thread_time() - t0
-                    self.served += 1
+                out = job() if self.budget.within(since, self.budget.live_queue_s) else self.busy(conn)
+                self.served += 1
                 self.done(conn, out)
             except Exception as exc:  # noqa: BLE001 - a reply that could not be built closes its connection only
                 log.debug("live: %s work failed: %s", self.name, exc)
                 self.done(conn, b"")
-            finally:
-                with self._cv:
-                    self._running = None
+            self.cpu_used += time.thread_time() - t0
 
 
 class Loop:
@@ -152,9 +170,11 @@ class Loop:
         self._done: collections.deque = collections.deque()  # (conn, reply frame) from the workers
         self._stop = threading.Event()
         self.workers = {name: Workers(name, budget, self._finished, owner.busy) for name in owner.WORKERS}
+        self.cpu_used = 0.0  # the loop's own CPU, all windows together
         self._listening = False
         self._window_end = 0.0
         self._window_cpu = 0.0
+        self._sent = 0  # bytes sent in this turn of the loop
         self.evicted = 0
         self.throttled = 0  # windows in which the loop stopped reading the listening socket
 
@@ -194,7 +214,10 @@ class Loop:
                         self._event(key.data, mask)
                 self._take_done()
                 self._expire(time.monotonic())
-                self._account(time.thread_time() - t0)
+                # what this turn cost this process's core: its own CPU, and the kernel's work for the bytes it sent
+                # (on loopback the receiving side's TCP runs on the sender's core, charged to whatever runs there)
+                self._account(time.thread_time() - t0 + self._sent / (1 << 20) * self.budget.live_send_cost_s)
+                self._sent = 0
         finally:
             for c in list(self.conns.values()):
                 self._close(c)
@@ -226,6 +249,7 @@ class Loop:
             self._window_end, self._window_cpu = now + self.budget.live_share_window_s, 0.0
             self._listen(True)
         self._window_cpu += cpu
+        self.cpu_used += cpu
         if self._listening and self._window_cpu > LOOP_SHARE * self.budget.live_share_window_s:
             self.throttled += 1
             self._listen(False)
@@ -335,19 +359,23 @@ class Loop:
             if out.refusal is not None:
                 self._refuse(c, out.refusal)
             elif not self.workers[out.worker].submit(c, out.job):
-                self._refuse(c, "busy: this address already has a request waiting (one at a time)")
+                self._refuse(c, f"busy: this address already has {WORK_PER_ADDRESS} requests waiting")
             else:
                 c.state = WORK
 
     def _refuse(self, c: Conn, why: str) -> None:
         self.owner.note(f"{c.addr}: {why}")
-        self._reply(c, wire.frame(self.owner.refusal(why)))
+        self._reply(c, self.owner.refusal(why))
 
-    def _reply(self, c: Conn, data: bytes) -> None:
-        if not data:
+    def _reply(self, c: Conn, data: Any) -> None:
+        """Send one frame of `data` (bytes, or a tuple of parts sent as one frame without joining them: a reply
+        served from the owner's cache is a few bytes of its own and a large shared body)."""
+        parts = [memoryview(p) for p in (data if isinstance(data, tuple) else (data,)) if len(p)]
+        if not parts:
             self._close(c)
             return
-        c.state, c.out = SEND, memoryview(data)
+        c.state = SEND
+        c.out = [memoryview(wire.HEADER.pack(sum(len(p) for p in parts))), *parts]
         c.deadline = time.monotonic() + self.budget.live_send_s
         try:
             self.sel.modify(c.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, c)
@@ -358,17 +386,23 @@ class Loop:
 
     def _send(self, c: Conn) -> None:
         try:
-            n = c.sock.send(c.out[:1 << 20])
+            n = c.sock.sendmsg(c.out[:8])
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
             self._close(c)
             return
-        c.out = c.out[n:]
-        if not len(c.out):
+        self._sent += n
+        while n and c.out:
+            k = min(n, len(c.out[0]))
+            n -= k
+            c.out[0] = c.out[0][k:]
+            if not len(c.out[0]):
+                c.out.pop(0)
+        if not c.out:
             self._close(c)
 
-    def _finished(self, c: Conn, data: bytes) -> None:
+    def _finished(self, c: Conn, data: Any) -> None:
         """A worker's reply (any thread): the loop sends it."""
         self._done.append((c, data))
         self._wake()
@@ -384,7 +418,7 @@ class Loop:
         while self._done:
             c, data = self._done.popleft()
             if c.sock in self.conns:
-                self._reply(c, wire.frame(data) if data else b"")
+                self._reply(c, data)
 
     def _expire(self, now: float) -> None:
         for c in [c for c in self.conns.values() if c.state != WORK and now >= c.deadline]:

@@ -35,14 +35,20 @@ from typing import Any, Optional
 from ..rendezvous.budget import FIXED, Budget
 from ..rendezvous.store import Guard
 from . import wire
+from .auth import Busy as MungeBusy
 from .auth import Keys, choose
-from .loop import THREAD_PREFIX, Conn, Loop, Outcome
+from .loop import THREAD_PREFIX, Conn, Loop, Outcome, Spend
 
 log = logging.getLogger(__name__)
 
 MAX_THREADS = 128  # stacks sent per reply
 MAX_FRAMES = 48  # innermost frames per thread
 MAX_LINE = 200  # characters of a source line or a name
+CAPPED = 4  # sizes of one kind's reply kept built (watch asks every rank of one look for the same size)
+
+
+class Busy(Exception):
+    """A reply that cannot be built now: the responder's CPU share for building replies is spent."""
 
 
 def job_address(master_addr: str, master_port: int) -> str:
@@ -134,8 +140,11 @@ def _cap(reply: dict, limit: int, items: int = 1 << 62) -> bytes:
     def dumps() -> bytes:
         return json.dumps(reply, separators=(",", ":"), default=str).encode()
 
+    reply = dict(reply)  # the answer may be cached: trim copies, never it
     text = dumps()
     fr = reply.get("flight")
+    if isinstance(fr, dict):
+        reply["flight"] = fr = dict(fr)
     entries = fr.get("entries") if isinstance(fr, dict) else None
     while not _fits(text, limit, items) and isinstance(entries, list) and entries:
         last = {}
@@ -182,8 +191,9 @@ class Responder:
         self.registered = threading.Event()
         self.refused: list = []  # ["why"], the last few: what it would not answer (tests and the log read it)
         self.served = 0  # replies sent (refusals not counted)
-        self._cache: dict = {}  # (kind, limit) -> (built at, reply dict): one reply serves a flood of its kind
-        self._cache_lock = threading.Lock()
+        self._cache: dict = {}  # kind -> (built at, reply dict, {(limit, items): its JSON}): serves a flood of it
+        self.spend = Spend(budget)
+        self._fresh: Optional[tuple] = None  # (built at, {"time", "progress"}): every reply's fresh part
         self._stop = threading.Event()
         family = socket.AF_INET6 if ":" in self.addr else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
@@ -289,8 +299,12 @@ class Responder:
             return self._checked(conn, data, Guard(token=key))
         return self._checked(conn, data, self.guard)
 
-    def _after_munge(self, conn: Conn, data: bytes, cred: str) -> bytes:
-        key, why = self.keys.decode(cred)
+    def _after_munge(self, conn: Conn, data: bytes, cred: str) -> Any:
+        try:
+            key, why = self.keys.decode(cred)
+        except MungeBusy as exc:
+            self.note(f"{conn.addr}: {exc}")
+            return self.refusal(str(exc))
         if key is None:
             self.note(f"{conn.addr}: not authenticated ({why})")
             return self.refusal(f"not authenticated ({why})")
@@ -313,34 +327,77 @@ class Responder:
             ranks = wire.reach_ranks(req)
             if ranks is None:
                 return Outcome(f"a reach request names 1 to {wire.MAX_REACH} distinct ranks")
-            build = lambda: self.reach(ranks)  # noqa: E731 - the worker calls it
+            text = lambda: _cap(self.reach(ranks), limit, items)  # noqa: E731 - the worker calls it
         else:
-            build = lambda: self.cached(kind, limit)  # noqa: E731
+            text = lambda: self.cached(kind, limit, items)  # noqa: E731
         key = wire.reply_key(conn.challenge)
 
-        def reply() -> bytes:
-            out = seal.seal(key, _cap(build(), limit, items))
+        def reply() -> Any:
+            try:
+                got = text()
+                # unsealed, the parts go out as they are (a flood of cached replies costs no copy); sealed, joined
+                out = got if seal.token is None else seal.seal(key, b"".join(got) if isinstance(got, tuple) else got)
+            except Busy as exc:
+                self.note(f"{conn.addr}: {exc}")
+                return self.refusal(str(exc))
             self.served += 1
             return out
         return Outcome(worker=wire.KINDS[kind], job=reply)
 
-    def cached(self, kind: str, limit: int) -> dict:
-        """answer(kind), built at most once per Budget.live_answer_cache_s: a flood of requests of one kind costs
-        a few replies a second, not one each."""
-        with self._cache_lock:
-            hit = self._cache.get((kind, limit))
-            if hit is not None and self.budget.within(hit[0], self.budget.live_answer_cache_s):
-                return json.loads(json.dumps(hit[1], default=str))  # _cap may trim it: a copy
-        out = self.answer(kind)
-        with self._cache_lock:
-            self._cache[(kind, limit)] = (time.monotonic(), out)
-        return json.loads(json.dumps(out, default=str))
+    def cached(self, kind: str, limit: int, items: int) -> tuple[bytes, memoryview]:
+        """The reply to `kind` as the asker takes it. Its progress (and the time) is always fresh (built at most once
+        per Budget.live_answer_cache_s: cheap, the flight recorder's status only), so watch's two looks compare what
+        is; the rest (the flight recorder's entries, the stacks) is built at most once per that time too, and only
+        within the Spend: past it the last one built is served (`built_s` says how old), so a flood of requests
+        costs sends, not builds. Busy when a reply of that size was never built and the Spend is empty."""
+        now = self._now()
+        room = min(limit // 4, 64 << 10), min(items // 4, 4096)
+        head = json.dumps({**now, "built_s": 0.0}, separators=(",", ":"), default=str).encode()
+        if len(head) > room[0] or wire.count_items(head) > room[1]:
+            head = json.dumps({"time": now["time"], "built_s": 0.0, "flight_error": "its progress was over "
+                               f"{room[0]:,} bytes"}).encode()
+        hit = self._cache.get(kind)  # only the answer worker's thread touches the cache
+        if hit is None or not (self.budget.within(hit[0], self.budget.live_answer_cache_s) or not self.spend.allows()):
+            t0 = time.thread_time()
+            body = self.header() if kind == "progress" else self.answer(kind)
+            for k in ("time", "progress"):
+                body.pop(k, None)
+            hit = self._cache[kind] = (time.monotonic(), body, {})
+            self.spend.charge(time.thread_time() - t0)
+        texts = hit[2]
+        text = texts.get((limit, items))
+        if text is None:
+            if texts and not self.spend.allows():  # a size never asked before, past the share
+                raise Busy("busy: over its share of the CPU for building replies; ask again in a moment")
+            t0 = time.thread_time()
+            text = _cap(hit[1], limit - room[0], items - room[1])
+            self.spend.charge(time.thread_time() - t0)
+            if len(texts) >= CAPPED:
+                texts.pop(next(iter(texts)))
+            texts[(limit, items)] = text
+        head = head.replace(b'"built_s":0.0', f'"built_s":{time.monotonic() - hit[0]:.3f}'.encode(), 1)
+        return head[:-1] + b",", memoryview(text)[1:]
+
+    def _now(self) -> dict:
+        """{"time", "progress"} (or "flight_error"), built at most once per Budget.live_answer_cache_s."""
+        hit = self._fresh
+        if hit is not None and self.budget.within(hit[0], self.budget.live_answer_cache_s):
+            return hit[1]
+        out: dict = {"time": time.time()}
+        try:
+            out["progress"] = progress_of(self.sources.flight(entries=False))
+        except Exception as exc:  # noqa: BLE001 - torch's recorder failing is evidence, said, never a crash
+            out["flight_error"] = f"{type(exc).__name__}: {str(exc)[:MAX_LINE]}"
+        self._fresh = (time.monotonic(), out)
+        return out
+
+    def header(self) -> dict:
+        return {"v": wire.VERSION, "rank": self.rank, "world_size": self.world_size, "local_rank": self.local_rank,
+                "host": self.host, "pid": os.getpid(), "time": time.time(), "job": self.job, "run": self.run}
 
     def answer(self, kind: str) -> dict:
         """The reply to one request of `kind` (wire.KINDS); a source that fails is said in the reply."""
-        out: dict = {"v": wire.VERSION, "rank": self.rank, "world_size": self.world_size,
-                     "local_rank": self.local_rank, "host": self.host, "pid": os.getpid(), "time": time.time(),
-                     "job": self.job, "run": self.run}
+        out = self.header()
         try:
             fr = self.sources.flight(entries=kind in ("flight", "all"))
             out["progress"] = progress_of(fr)

@@ -2,6 +2,9 @@
 
     python3 scripts/trust_attacks.py [REPO]      # REPO defaults to this checkout; run it on main to compare
     python3 scripts/trust_attacks.py replay [REPO]   # issue 36: records of one run replayed into another (ATTACKS)
+    python3 scripts/trust_attacks.py drip [REPO]     # issue 45: clients dripping requests into node 0's store front
+    python3 scripts/trust_attacks.py live [REPO]     # issue 45: the live plane (reach scan, idle slots, a fake
+                                                     # responder's 63 MiB reply, a record copied from another job)
     python3 scripts/trust_attacks.py --store [--gets N] [--timeout T] [--only NAME] [REPO]   # the store attacks only
 
 The store attacks (STORE_ATTACKS below: a name and a function of the master port) run a real 2-node preflight on
@@ -339,8 +342,241 @@ def replay_attack(repo: str) -> int:
     return 0
 
 
+def drip_attack(repo: str) -> int:
+    """Issue 45, item 5: node 0's store front (REPO's) with DRIPPERS connections each sending a MULTI_GET of the most
+    keys a request may name one byte at a time, over and over, while a real c10d client makes 100 SET/GET pairs.
+    Prints the real client's time alone and beside the drippers (the front re-parsed a client's whole buffer on
+    every chunk: 6.2-8.4 s instead of 0.02-0.05 s)."""
+    import datetime as dt
+
+    import torch.distributed as dist
+
+    drippers, pairs, keys = 4, 100, 4096
+    code = ("import sys; from ncclcheck.rendezvous.store import Guard, open_store; "
+            "st = open_store('127.0.0.1', int(sys.argv[1]), True, 30, guard=Guard()); "
+            "print('ready', flush=True); sys.stdin.read()")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": repo}
+    node0 = subprocess.Popen([sys.executable, "-c", code, str(port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True, env=env)
+    try:
+        if node0.stdout.readline().strip() != "ready":
+            print("drip: node 0's store did not start")
+            return 1
+        client = dist.TCPStore("127.0.0.1", port, None, False, timeout=dt.timedelta(seconds=60))
+
+        def real() -> float:
+            t0 = time.monotonic()
+            for i in range(pairs):
+                client.set(f"k{i}", "v" * 64)
+                client.get(f"k{i}")
+            return time.monotonic() - t0
+
+        alone = real()
+        request = bytes([MULTI_GET]) + struct.pack("<Q", keys) + b"".join(_s(b"/drip/%d" % i) for i in range(keys))
+        stop, sent = threading.Event(), [0] * drippers
+
+        def drip(i: int) -> None:
+            with socket.create_connection(("127.0.0.1", port)) as c:
+                c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                c.sendall(bytes([VALIDATE]) + struct.pack("<I", MAGIC))
+                while not stop.is_set():
+                    for k in range(len(request)):
+                        if stop.is_set():
+                            return
+                        try:
+                            c.send(request[k:k + 1])
+                        except OSError:
+                            return
+                        sent[i] += 1
+
+        threads = [threading.Thread(target=drip, args=(i,), daemon=True) for i in range(drippers)]
+        for t in threads:
+            t.start()
+        time.sleep(2)  # the drippers well into their requests
+        beside = real()
+        stop.set()
+        for t in threads:
+            t.join(10)
+        print(f"drip: {pairs} SET/GET pairs of a real client: {alone:.3f} s alone, {beside:.3f} s beside {drippers} "
+              f"connections dripping {keys:,}-key MULTI_GETs a byte at a time ({sum(sent):,} bytes dripped)")
+    finally:
+        node0.stdin.close()
+        node0.wait(30)
+    return 0
+
+
+MULTI_GET = 10
+
+
+# --- the live plane's attacks of issue 45: a stranger against armed ranks (REPO's responder) and REPO's watch -------
+
+# an armed rank: a one-rank gloo group of its own (so its flight recorder holds a collective), then REPO's responder
+_ARMED = ("import json, sys, torch, torch.distributed as dist; "
+          "dist.init_process_group('gloo', store=dist.HashStore(), rank=0, world_size=1); "
+          "dist.all_reduce(torch.zeros(1)); "
+          "from ncclcheck.live.responder import start; r = start(); r.registered.wait(60); "
+          "print(json.dumps({'addr': r.addr, 'port': r.port}), flush=True); sys.stdin.read()")
+
+
+class _LiveJob:
+    """A job's store (a TCPStore server here) and `ranks` armed ranks, each a process running REPO's responder."""
+
+    def __init__(self, repo: str, ranks: int, token: str = "") -> None:
+        import datetime as dt
+
+        import torch.distributed as dist
+
+        self.server = dist.TCPStore("127.0.0.1", 0, None, True, timeout=dt.timedelta(seconds=30),
+                                    wait_for_workers=False)
+        self.port = self.server.port
+        self.env = {**os.environ, "PYTHONPATH": repo, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(self.port),
+                    "WORLD_SIZE": str(ranks), "TORCH_FR_BUFFER_SIZE": "100"}
+        for k in [k for k in self.env if k.startswith(("NCCLCHECK_", "SLURM_", "TORCHELASTIC_"))]:
+            del self.env[k]
+        if token:
+            self.env["NCCLCHECK_TOKEN"] = token
+        self.procs, self.where = [], []
+        for r in range(ranks):
+            p = subprocess.Popen([sys.executable, "-c", _ARMED], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 text=True, env={**self.env, "RANK": str(r), "LOCAL_RANK": str(r)})
+            self.procs.append(p)
+            self.where.append(json.loads(p.stdout.readline()))
+
+    def watch(self, repo: str, extra: tuple = (), timeout: int = 10) -> tuple:
+        """REPO's `ncclcheck watch` on this job: (exit code, report, peak RSS in bytes)."""
+        out = os.path.join(tempfile.mkdtemp(prefix="ncclcheck-live-attack-"), "watch.json")
+        env = {k: v for k, v in self.env.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
+        p = subprocess.Popen([sys.executable, "-m", "ncclcheck", "watch", "--master-addr", "127.0.0.1",
+                              "--master-port", str(self.port), "--timeout", str(timeout), "--json", out, *extra],
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        doc = json.load(open(out)) if os.path.exists(out) else {}
+        return p.returncode, doc, usage.ru_maxrss * 1024
+
+    def close(self) -> None:
+        for p in self.procs:
+            p.kill()
+            p.wait(10)
+
+
+def _answered(doc: dict) -> str:
+    c = [c for c in doc.get("checks", []) if c.get("id") == "live.answered"]
+    return c[0]["summary"][:160] if c else "no live.answered check"
+
+
+def _ask_raw(addr: str, port: int, doc: dict) -> dict:
+    """One request without any key, the way a stranger asks (the job and run, where a hello names them, copied)."""
+    with socket.create_connection((addr, port), timeout=10) as s:
+        (n,) = struct.unpack("!I", s.recv(4, socket.MSG_WAITALL))
+        hello = json.loads(s.recv(n, socket.MSG_WAITALL))
+        body = json.dumps({**doc, **{k: hello[k] for k in ("job", "run") if k in hello}}).encode()
+        s.sendall(struct.pack("!I", len(body)) + body)
+        s.settimeout(20)
+        (n,) = struct.unpack("!I", s.recv(4, socket.MSG_WAITALL))
+        return json.loads(s.recv(n, socket.MSG_WAITALL))
+
+
+def live_attacks(repo: str) -> int:
+    """Issue 45, items 2, 3, 4 and 8 against REPO's responders and watch, one line each."""
+    key = "ncclcheck/live/rank/"
+
+    # item 2: records for ranks past the world size, at an open and a closed port of the rank's own host
+    job = _LiveJob(repo, 2)
+    try:
+        listening = socket.create_server(("127.0.0.1", 0))
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            closed = s.getsockname()[1]
+        rec = json.loads(job.server.get(f"{key}0"))
+        for r, port in ((100, listening.getsockname()[1]), (101, closed)):
+            job.server.set(f"{key}{r}", json.dumps({**rec, "rank": r, "port": port}))
+        got = _ask_raw(job.where[0]["addr"], job.where[0]["port"], {"kind": "reach", "ranks": [100, 101]})
+        listening.close()
+        print(f"live reach (no key): records for ranks 100 (an open port) and 101 (a closed one) -> "
+              f"reach {json.dumps(got.get('reach'))}, not tried {json.dumps(got.get('unknown'))}"
+              + (f", refused: {got['error']}" if "error" in got else ""))
+    finally:
+        job.close()
+
+    # item 3: 8 idle connections to rank 1, each reopened the moment it is closed; watch with the job's token
+    job = _LiveJob(repo, 2, token="the-jobs-token")
+    stop = threading.Event()
+
+    def idle() -> None:
+        while not stop.is_set():
+            try:
+                with socket.create_connection((job.where[1]["addr"], job.where[1]["port"]), timeout=5) as c:
+                    while not stop.is_set() and c.recv(4096):
+                        pass
+            except OSError:
+                pass
+    try:
+        threads = [threading.Thread(target=idle, daemon=True) for _ in range(8)]
+        for t in threads:
+            t.start()
+        time.sleep(1)
+        code, doc, _ = job.watch(repo)
+        print(f"live idle slots (token; 8 idle reconnecting connections to rank 1): watch exit {code}: "
+              f"{_answered(doc)}")
+    finally:
+        stop.set()
+        job.close()
+
+    # item 4: rank 1's record pointed at a stranger's listener that replies with 63 MiB of {},{},...
+    job = _LiveJob(repo, 2)
+    fake = socket.create_server(("127.0.0.1", 0))
+    reply = b"[" + b"{}," * ((63 << 20) // 3) + b"{}]"
+
+    def serve() -> None:
+        while True:
+            try:
+                c, _ = fake.accept()
+            except OSError:
+                return
+            with c:
+                try:
+                    real = json.loads(job.server.get(f"{key}1"))  # the rank's own job and run, where it has them
+                    hello = json.dumps({"v": real["v"], "rank": 1, "challenge": "a" * 32, "auth": real["auth"],
+                                        **{k: real[k] for k in ("job", "run") if k in real}}).encode()
+                    c.sendall(struct.pack("!I", len(hello)) + hello)
+                    (n,) = struct.unpack("!I", c.recv(4, socket.MSG_WAITALL))
+                    c.recv(n, socket.MSG_WAITALL)
+                    c.sendall(struct.pack("!I", len(reply)) + reply)
+                except (OSError, ValueError, KeyError, struct.error):
+                    pass
+    try:
+        real = json.loads(job.server.get(f"{key}1"))
+        threading.Thread(target=serve, daemon=True).start()
+        job.server.set(f"{key}1", json.dumps({**real, "port": fake.getsockname()[1]}))
+        code, doc, peak = job.watch(repo, timeout=20)
+        print(f"live fake responder (no key; rank 1's record at a listener replying 63 MiB of {{}}): watch exit "
+              f"{code}, peak RSS {peak / (1 << 20):,.0f} MiB: {_answered(doc)}")
+    finally:
+        fake.close()
+        job.close()
+
+    # item 8: two jobs with one pool token; job A's signed record of rank 1 copied into job B's store
+    a, b = _LiveJob(repo, 2, token="one-pool-token"), _LiveJob(repo, 2, token="one-pool-token")
+    try:
+        b.server.set(f"{key}1", a.server.get(f"{key}1"))
+        code, doc, _ = b.watch(repo)
+        asked = {r["rank"]: r["addr"] for r in doc.get("live", {}).get("ranks", [])}
+        to_a = asked.get(1) == f"{a.where[1]['addr']}:{a.where[1]['port']}"
+        said = doc.get("live", {}).get("unanswered", {}).get("1", "")
+        print(f"live copied record (one pool token; A's rank 1 copied into B's store): B's watch exit {code}, "
+              f"{'ASKED JOB A`S RANK 1' if to_a else 'did not ask job A'}; rank 1: {said[:140] or 'answered'}")
+    finally:
+        a.close()
+        b.close()
+    return 0
+
+
 # Attacks by name (the first argument); without one, main()'s file-side attacks of issue 21.
-ATTACKS = {"replay": replay_attack}
+ATTACKS = {"replay": replay_attack, "drip": drip_attack, "live": live_attacks}
 
 
 if __name__ == "__main__":

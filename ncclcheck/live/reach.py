@@ -6,8 +6,9 @@ the group to connect (TCP, the kernel's handshake: a busy responder still comple
 responders, every host at once, one bound for all (Budget.live_reach_s), and reads the matrix: the pairs that do not
 connect while both ends answer watch are the link; a host that reaches none of the others (and none reaches) is its
 link; every pair connecting is said too (not a cut link: a NIC's or GPU's stall, or the transport's). A responder
-connects only to the addresses of ranks registered in the job's store (wire.record_problem), never to one a request
-names.
+connects only to the addresses of ranks of its own job registered in the job's store (wire.record_problem,
+wire.foreign), never to one a request names; where those records are not signed with the job's token it reports
+only whether each rank's own responder answered there (verify_one), never how a port behaved.
 """
 
 from __future__ import annotations
@@ -42,6 +43,34 @@ def connect_all(targets: dict, end: float, budget: Budget) -> dict:
         return {}
     with ThreadPoolExecutor(max_workers=min(THREADS, len(targets)), thread_name_prefix=THREAD_NAME) as ex:
         futs = {r: ex.submit(connect_one, a, p, end, budget) for r, (a, p) in targets.items()}
+        return {r: f.result() for r, f in futs.items()}
+
+
+def verify_one(addr: str, port: int, rank: int, job: str, run: str, end: float, budget: Budget) -> dict:
+    """{"ok", "kind"}: whether rank `rank`'s own responder (this job, this run) answered its hello at addr:port
+    within `end`. Nothing else is said (not refused from open from silent, no time): the address came from a record
+    anyone could have written, so what happened there must tell its writer nothing."""
+    from . import wire
+
+    family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.settimeout(budget.left(end))
+            s.connect((addr, port))
+            hello = wire.loads(wire.recv_frame(s, wire.MAX_HELLO, end, budget))
+        ok = isinstance(hello, dict) and hello.get("v") == wire.VERSION and hello.get("rank") == rank \
+            and hello.get("job") == job and hello.get("run") == run
+    except (OSError, ValueError):
+        ok = False
+    return {"ok": ok, "kind": "ok" if ok else "unreached"}
+
+
+def verify_all(targets: dict, job: str, run: str, end: float, budget: Budget) -> dict:
+    """{rank: verify_one(...)} for {rank: (addr, port)}, all at once, bounded by `end`."""
+    if not targets:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(THREADS, len(targets)), thread_name_prefix=THREAD_NAME) as ex:
+        futs = {r: ex.submit(verify_one, a, p, r, job, run, end, budget) for r, (a, p) in targets.items()}
         return {r: f.result() for r, f in futs.items()}
 
 

@@ -5,15 +5,17 @@ never pickle), its Python stacks (every thread) and its progress, while the job 
     responder = start()          # after the world's variables are set (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)
 
 Reads only: a request names one of wire.KINDS and nothing else; nothing it says is executed or used as a path.
-Bounded: at most MAX_CONNECTIONS connections served at once (more are closed at once), one request per connection,
-each read and send bounded by the Budget, every reply capped (wire.MAX_REPLY: the oldest flight-recorder entries go
+Bounded: its connections are live/loop.py's (slots go to requests, not idle sockets; per-address limits; its CPU
+held to a small share of a core, before any work), one request per connection, each read and send bounded by the
+Budget, every reply capped (the asker's `max_bytes` within wire.MAX_REPLY: the oldest flight-recorder entries go
 first), at most MAX_THREADS stacks of MAX_FRAMES frames. It listens only on the address this host uses to reach
-the job's master (the interface the job's own traffic goes through), and with a job key (NCCLCHECK_TOKEN / its
-file) it answers only requests sealed with that key (wire.py). It registers its address in the job's store (the
-TCPStore at MASTER_ADDR:MASTER_PORT) under wire.PREFIX, signed with the key when there is one, from its own thread,
-so a store that starts after it (env://, the script's own) is waited for, bounded by Budget.live_register_s.
-torch's own worker server (torch.distributed.debug) binds every interface and authenticates nothing ("trusted
-network only"), so it is not used.
+the job's master (the interface the job's own traffic goes through); with a job key (NCCLCHECK_TOKEN / its file)
+it answers only requests sealed with that key, in a Slurm job without one only requests carrying a munge credential
+of the job's user (live/auth.py). It registers its address in the job's store (the TCPStore at
+MASTER_ADDR:MASTER_PORT) under wire.PREFIX, with the job's id and run (wire.py), signed with the key when there is
+one, from its own thread, so a store that starts after it (env://, the script's own) is waited for, bounded by
+Budget.live_register_s. torch's own worker server (torch.distributed.debug) binds every interface and authenticates
+nothing ("trusted network only"), so it is not used.
 """
 
 from __future__ import annotations
@@ -33,15 +35,21 @@ from typing import Any, Optional
 from ..rendezvous.budget import FIXED, Budget
 from ..rendezvous.store import Guard
 from . import wire
+from .auth import Busy as MungeBusy
+from .auth import Keys, choose
 from .calls import c10d_call
+from .loop import THREAD_PREFIX, Conn, Loop, Outcome, Spend
 
 log = logging.getLogger(__name__)
 
-MAX_CONNECTIONS = 4  # served at once: a watcher makes one per rank per look; a flood is closed, not queued
 MAX_THREADS = 128  # stacks sent per reply
 MAX_FRAMES = 48  # innermost frames per thread
 MAX_LINE = 200  # characters of a source line or a name
-THREAD_PREFIX = "ncclcheck-live"  # the responder's own threads: never in the stacks it sends (its noise is no cause)
+CAPPED = 4  # sizes of one kind's reply kept built (watch asks every rank of one look for the same size)
+
+
+class Busy(Exception):
+    """A reply that cannot be built now: the responder's CPU share for building replies is spent."""
 
 
 def job_address(master_addr: str, master_port: int) -> str:
@@ -124,69 +132,120 @@ def thread_stacks() -> list:
     return out
 
 
-def _cap(reply: dict, limit: int) -> bytes:
-    """The reply's JSON, under `limit` bytes: the oldest flight-recorder entries dropped first (said in the reply)."""
-    text = json.dumps(reply, separators=(",", ":"), default=str).encode()
+def _fits(text: bytes, limit: int, items: int) -> bool:
+    return len(text) <= limit and wire.count_items(text) <= items
+
+
+def _cap(reply: dict, limit: int, items: int = 1 << 62) -> bytes:
+    """The reply's JSON within what the asker takes (`limit` bytes, `items` JSON values): the oldest flight-recorder
+    entries dropped first, halving, the newest entry of every process group kept to the last (what the analysis
+    reads), then the stacks' outer frames and threads; what was dropped is said in the reply."""
+    def dumps() -> bytes:
+        return json.dumps(reply, separators=(",", ":"), default=str).encode()
+
+    reply = dict(reply)  # the answer may be cached: trim copies, never it
+    text = dumps()
     fr = reply.get("flight")
-    while len(text) > limit and isinstance(fr, dict) and fr.get("entries"):
-        keep = len(fr["entries"]) // 2
-        reply["flight_dropped"] = reply.get("flight_dropped", 0) + len(fr["entries"]) - keep
-        fr["entries"] = fr["entries"][len(fr["entries"]) - keep:]
-        text = json.dumps(reply, separators=(",", ":"), default=str).encode()
-    if len(text) > limit:
-        text = json.dumps({k: reply[k] for k in ("rank", "pid", "host") if k in reply} |
-                          {"error": f"the reply was over {limit:,} bytes"}).encode()
+    if isinstance(fr, dict):
+        reply["flight"] = fr = dict(fr)
+    entries = fr.get("entries") if isinstance(fr, dict) else None
+    while not _fits(text, limit, items) and isinstance(entries, list) and entries:
+        last = {}
+        for i, e in enumerate(entries):
+            last[e.get("pg_id") if isinstance(e, dict) else None] = i
+        cut = len(entries) - len(entries) // 2
+        kept = [e for i, e in enumerate(entries) if i >= cut or i in set(last.values())]
+        if len(kept) == len(entries):  # only each group's newest is left
+            kept = []
+        reply["flight_dropped"] = reply.get("flight_dropped", 0) + len(entries) - len(kept)
+        fr["entries"] = entries = kept
+        text = dumps()
+    stacks = reply.get("stacks")
+    for frames, threads in ((8, MAX_THREADS), (2, 16), (1, 1)):
+        if _fits(text, limit, items) or not isinstance(stacks, list):
+            break
+        reply["stacks"] = stacks = [{**t, "frames": t["frames"][-frames:]} for t in stacks[:threads]]
+        reply["stacks_trimmed"] = True
+        text = dumps()
+    if not _fits(text, limit, items):
+        text = json.dumps({k: reply[k] for k in ("rank", "pid", "host", "job", "run") if k in reply} |
+                          {"error": f"the reply was over {limit:,} bytes or {items:,} values"}).encode()
     return text
 
 
 class Responder:
-    """One rank's listener and its registration. `close()` stops both (the thread is a daemon either way)."""
+    """One rank's listener and its registration. `close()` stops both (its threads are daemons either way)."""
+
+    WORKERS = ("answer", "reach")  # live/loop.py's Workers: wire.KINDS says which one does a kind
 
     def __init__(self, rank: int, world_size: int, local_rank: Optional[int], master: tuple, guard: Guard,
                  budget: Budget = FIXED, sources: Optional[Sources] = None, bind: Optional[str] = None,
-                 attempt: int = 0) -> None:
+                 attempt: int = 0, job: str = "nojob", auth: Optional[str] = None) -> None:
         self.rank, self.world_size, self.local_rank = rank, world_size, local_rank
         self.master, self.guard, self.budget = master, guard, budget
         self.sources = sources or Sources()
         self.host = socket.gethostname()
-        self.attempt = attempt
+        self.attempt, self.job = attempt, job[:wire.MAX_JOB]
+        # how requests are authenticated: the token when there is one, else munge when asked (live/auth.py)
+        self.level = "token" if guard.token is not None else (auth if auth in ("munge", "none") else "none")
+        self.keys = Keys(master[1], budget) if self.level == "munge" else None
+        self.run: Optional[str] = None  # the job's live run (PREFIX + "world"), learned when registering
         self.addr = bind or job_address(master[0], master[1])
         self.registered = threading.Event()
-        self.served = 0
         self.refused: list = []  # ["why"], the last few: what it would not answer (tests and the log read it)
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self.served = 0  # replies sent (refusals not counted)
+        self._cache: dict = {}  # kind -> (built at, reply dict, {(limit, items): its JSON}): serves a flood of it
+        self.spend = Spend(budget)
+        self._fresh: Optional[tuple] = None  # (built at, {"time", "progress"}): every reply's fresh part
         self._stop = threading.Event()
         family = socket.AF_INET6 if ":" in self.addr else socket.AF_INET
-        self._sock = socket.socket(family, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind((self.addr, 0))
-        self._sock.listen(64)
-        self.port = self._sock.getsockname()[1]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.addr, 0))
+        sock.listen(64)
+        self.port = sock.getsockname()[1]
+        self.loop = Loop(sock, self, budget)
 
     @property
     def auth(self) -> bool:
-        return self.guard.token is not None
+        return self.level != "none"
 
     def record(self) -> dict:
         """What the store holds for this rank: where to ask, and who it is."""
         return {"v": wire.VERSION, "rank": self.rank, "world_size": self.world_size, "local_rank": self.local_rank,
-                "host": self.host, "addr": self.addr, "port": self.port, "pid": os.getpid(), "auth": self.auth,
-                "attempt": self.attempt}
+                "host": self.host, "addr": self.addr, "port": self.port, "pid": os.getpid(), "auth": self.level,
+                "attempt": self.attempt, "job": self.job, "run": self.run}
 
-    def start(self, register: bool = True) -> Responder:
-        threading.Thread(target=self._accept, name=f"{THREAD_PREFIX}-accept", daemon=True).start()
+    def world(self, run: str) -> dict:
+        return {"world_size": self.world_size, "attempt": self.attempt, "job": self.job, "run": run}
+
+    def start(self, register: bool = True, run: Optional[str] = None) -> Responder:
+        """Serve, and register in the job's store (a test without a store gives the run itself)."""
+        if run is not None:
+            self.run = run
+        self.loop.start()
         if register:
             threading.Thread(target=self._register, name=f"{THREAD_PREFIX}-register", daemon=True).start()
         return self
 
     def close(self) -> None:
         self._stop.set()
-        try:
-            self._sock.close()
-        except OSError:
-            pass
+        self.loop.close()
+
+    def note(self, why: str) -> None:
+        self.refused = [*self.refused[-15:], why]
+        log.debug("live: %s", why)
 
     # --- registration
+    def _our_world(self, v: Any) -> Optional[str]:
+        bad = wire.world_problem(v)
+        if bad:
+            return bad
+        if (v["job"], v["world_size"], v["attempt"]) != (self.job, self.world_size, self.attempt):
+            return (f"another job's or attempt's world (job {v['job'][:40]!r}, {v['world_size']} ranks, attempt "
+                    f"{v['attempt']}; this rank's: {self.job!r}, {self.world_size}, {self.attempt})")
+        return None
+
     def _register(self) -> None:
         from ..rendezvous.store import JsonStore, StoreLost, open_store
 
@@ -198,8 +257,13 @@ class Responder:
                 # a plain connect first: c10d's client prints C++ frames into the job's stderr on every failed try
                 socket.create_connection(self.master, timeout=b.connect_attempt_s).close()
                 st: JsonStore = open_store(self.master[0], self.master[1], False, b.left(end), guard=self.guard)
-                st.set(f"{wire.PREFIX}rank/{self.rank}", self.record())
-                st.set(f"{wire.PREFIX}world", {"world_size": self.world_size, "attempt": self.attempt})
+                # the job's run: the first responder of this job's attempt to register makes it, the others read it
+                # (a world record of another job or attempt, or one not signed with the job's key, is replaced)
+                world = st.claim(wire.WORLD_KEY, self.world(secrets.token_hex(wire.RUN_CHARS // 2)), self._our_world)
+                if world is None:
+                    raise StoreLost(f"the live world record keeps being replaced ({st.rejected[-1:]})")
+                self.run = world["run"]
+                st.set(wire.rank_key(self.rank), self.record())
                 del st
                 self.registered.set()
                 return
@@ -210,72 +274,133 @@ class Responder:
         if not self.registered.is_set():
             log.warning("live: rank %d could not register in the job's store at %s:%d", self.rank, *self.master)
 
-    # --- serving
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, peer = self._sock.accept()
-            except OSError:
-                return
-            if not self._slots.acquire(blocking=False):
-                self._note(f"{peer[0]}: more than {MAX_CONNECTIONS} connections at once: closed")
-                conn.close()
-                continue
-            threading.Thread(target=self._serve, args=(conn, peer), name=f"{THREAD_PREFIX}-serve",
-                             daemon=True).start()
+    # --- the loop's questions (live/loop.py): in its thread, so each is cheap; work goes to the workers
+    def hello(self) -> tuple[bytes, str]:
+        challenge = secrets.token_hex(wire.CHALLENGE_CHARS // 2)
+        return json.dumps({"v": wire.VERSION, "rank": self.rank, "challenge": challenge, "auth": self.level,
+                           "job": self.job, "run": self.run}).encode(), challenge
 
-    def _note(self, why: str) -> None:
-        self.refused = [*self.refused[-15:], why]
-        log.debug("live: %s", why)
+    def refusal(self, why: str) -> bytes:
+        return json.dumps({"error": why[:MAX_LINE]}).encode()
 
-    def _serve(self, conn: socket.socket, peer: tuple) -> None:
-        b = self.budget
+    def busy(self, conn: Conn) -> bytes:
+        self.note(f"{conn.addr}: busy: its request waited past the bound")
+        return self.refusal("busy: the request waited past its bound (too many requests at once)")
+
+    def request(self, conn: Conn, data: bytes) -> Outcome:
+        """A request frame: authenticated and checked here, answered by a worker; a refusal otherwise."""
+        if self.level == "munge":
+            cred, why = Keys.of(data)
+            if cred is None:
+                return Outcome(f"not authenticated ({why})")
+            known = self.keys.known(cred)
+            if known is None:  # unmunge is work: it waits its turn like any reply
+                return Outcome(worker="answer", job=lambda: self._after_munge(conn, data, cred))
+            key, why = known
+            if key is None:
+                return Outcome(f"not authenticated ({why})")
+            return self._checked(conn, data, Guard(token=key))
+        return self._checked(conn, data, self.guard)
+
+    def _after_munge(self, conn: Conn, data: bytes, cred: str) -> Any:
         try:
-            challenge = secrets.token_hex(wire.CHALLENGE_CHARS // 2)
-            conn.settimeout(b.live_send_s)
-            wire.send_frame(conn, json.dumps({"v": wire.VERSION, "rank": self.rank, "challenge": challenge,
-                                              "auth": self.auth}).encode())
+            key, why = self.keys.decode(cred)
+        except MungeBusy as exc:
+            self.note(f"{conn.addr}: {exc}")
+            return self.refusal(str(exc))
+        if key is None:
+            self.note(f"{conn.addr}: not authenticated ({why})")
+            return self.refusal(f"not authenticated ({why})")
+        out = self._checked(conn, data, Guard(token=key))
+        return self.refusal(out.refusal) if out.refusal is not None else out.job()
+
+    def _checked(self, conn: Conn, data: bytes, seal: Guard) -> Outcome:
+        req, why = wire.open_sealed(seal, wire.request_key(conn.challenge), data)
+        if req is None:
+            return Outcome(f"not authenticated ({why})" if self.auth else why)
+        kind = req.get("kind") if isinstance(req, dict) else None
+        if kind not in wire.KINDS:
+            return Outcome(f"unknown request {str(kind)[:40]!r} (one of {', '.join(wire.KINDS)})")
+        if self.run is None:
+            return Outcome("not registered in the job's store yet: no run to answer for")
+        if bad := wire.foreign(req, self.job, self.run, "request"):
+            return Outcome(f"a request for another job: {bad}")
+        limit, items = wire.reply_limit(req)
+        if kind == "reach":
+            ranks = wire.reach_ranks(req)
+            if ranks is None:
+                return Outcome(f"a reach request names 1 to {wire.MAX_REACH} distinct ranks")
+            text = lambda: _cap(self.reach(ranks), limit, items)  # noqa: E731 - the worker calls it
+        else:
+            text = lambda: self.cached(kind, limit, items)  # noqa: E731
+        key = wire.reply_key(conn.challenge)
+
+        def reply() -> Any:
             try:
-                raw = wire.recv_frame(conn, wire.MAX_REQUEST, b.deadline(b.live_request_s), b)
-            except (wire.WireError, TimeoutError) as exc:
-                self._refuse(conn, peer, f"request: {exc}")
-                return
-            req, why = wire.open_sealed(self.guard, wire.request_key(challenge), raw)
-            if req is None:
-                self._refuse(conn, peer, f"not authenticated ({why})" if self.auth else why)
-                return
-            kind = req.get("kind") if isinstance(req, dict) else None
-            if kind not in wire.KINDS:
-                self._refuse(conn, peer, f"unknown request {str(kind)[:40]!r} (one of {', '.join(wire.KINDS)})")
-                return
-            if kind == "reach":
-                ranks = wire.reach_ranks(req)
-                if ranks is None:
-                    self._refuse(conn, peer, f"a reach request names 1 to {wire.MAX_REACH} distinct ranks")
-                    return
-                reply = self.reach(ranks)
-            else:
-                reply = self.answer(kind)
-            conn.settimeout(b.live_send_s)
-            wire.send_frame(conn, self.guard.seal(wire.reply_key(challenge), _cap(reply, wire.MAX_REPLY - 256)))
+                got = text()
+                # unsealed, the parts go out as they are (a flood of cached replies costs no copy); sealed, joined
+                out = got if seal.token is None else seal.seal(key, b"".join(got) if isinstance(got, tuple) else got)
+            except Busy as exc:
+                self.note(f"{conn.addr}: {exc}")
+                return self.refusal(str(exc))
             self.served += 1
-        except OSError as exc:
-            self._note(f"{peer[0]}: {exc}")
-        finally:
-            conn.close()
-            self._slots.release()
+            return out
+        return Outcome(worker=wire.KINDS[kind], job=reply)
 
-    def _refuse(self, conn: socket.socket, peer: tuple, why: str) -> None:
-        self._note(f"{peer[0]}: {why}")
+    def cached(self, kind: str, limit: int, items: int) -> tuple[bytes, memoryview]:
+        """The reply to `kind` as the asker takes it. Its progress (and the time) is always fresh (built at most once
+        per Budget.live_answer_cache_s: cheap, the flight recorder's status only), so watch's two looks compare what
+        is; the rest (the flight recorder's entries, the stacks) is built at most once per that time too, and only
+        within the Spend: past it the last one built is served (`built_s` says how old), so a flood of requests
+        costs sends, not builds. Busy when a reply of that size was never built and the Spend is empty."""
+        now = self._now()
+        room = min(limit // 4, 64 << 10), min(items // 4, 4096)
+        head = json.dumps({**now, "built_s": 0.0}, separators=(",", ":"), default=str).encode()
+        if len(head) > room[0] or wire.count_items(head) > room[1]:
+            head = json.dumps({"time": now["time"], "built_s": 0.0, "flight_error": "its progress was over "
+                               f"{room[0]:,} bytes"}).encode()
+        hit = self._cache.get(kind)  # only the answer worker's thread touches the cache
+        if hit is None or not (self.budget.within(hit[0], self.budget.live_answer_cache_s) or not self.spend.allows()):
+            t0 = time.thread_time()
+            body = self.header() if kind == "progress" else self.answer(kind)
+            for k in ("time", "progress"):
+                body.pop(k, None)
+            hit = self._cache[kind] = (time.monotonic(), body, {})
+            self.spend.charge(time.thread_time() - t0)
+        texts = hit[2]
+        text = texts.get((limit, items))
+        if text is None:
+            if texts and not self.spend.allows():  # a size never asked before, past the share
+                raise Busy("busy: over its share of the CPU for building replies; ask again in a moment")
+            t0 = time.thread_time()
+            text = _cap(hit[1], limit - room[0], items - room[1])
+            self.spend.charge(time.thread_time() - t0)
+            if len(texts) >= CAPPED:
+                texts.pop(next(iter(texts)))
+            texts[(limit, items)] = text
+        head = head.replace(b'"built_s":0.0', f'"built_s":{time.monotonic() - hit[0]:.3f}'.encode(), 1)
+        return head[:-1] + b",", memoryview(text)[1:]
+
+    def _now(self) -> dict:
+        """{"time", "progress"} (or "flight_error"), built at most once per Budget.live_answer_cache_s."""
+        hit = self._fresh
+        if hit is not None and self.budget.within(hit[0], self.budget.live_answer_cache_s):
+            return hit[1]
+        out: dict = {"time": time.time()}
         try:
-            wire.send_frame(conn, json.dumps({"error": why[:MAX_LINE]}).encode())
-        except OSError:
-            pass
+            out["progress"] = progress_of(self.sources.flight(entries=False))
+        except Exception as exc:  # noqa: BLE001 - torch's recorder failing is evidence, said, never a crash
+            out["flight_error"] = f"{type(exc).__name__}: {str(exc)[:MAX_LINE]}"
+        self._fresh = (time.monotonic(), out)
+        return out
+
+    def header(self) -> dict:
+        return {"v": wire.VERSION, "rank": self.rank, "world_size": self.world_size, "local_rank": self.local_rank,
+                "host": self.host, "pid": os.getpid(), "time": time.time(), "job": self.job, "run": self.run}
 
     def answer(self, kind: str) -> dict:
         """The reply to one request of `kind` (wire.KINDS); a source that fails is said in the reply."""
-        out: dict = {"v": wire.VERSION, "rank": self.rank, "world_size": self.world_size,
-                     "local_rank": self.local_rank, "host": self.host, "pid": os.getpid(), "time": time.time()}
+        out = self.header()
         try:
             fr = self.sources.flight(entries=kind in ("flight", "all"))
             out["progress"] = progress_of(fr)
@@ -287,41 +412,80 @@ class Responder:
             out["stacks"] = self.sources.stacks()
         return out
 
-
     def reach(self, ranks: list) -> dict:
         """A "reach" reply: this rank's TCP connect to each named rank's responder, at the address the job's store
-        holds for it (never one the request says); a rank with no readable record is said, not connected to."""
+        holds for it (never one the request says). Only ranks below this job's world size whose records name this
+        job, run and attempt are tried. With records signed with the job's token a connect is reported as it went
+        (ok, refused, timeout); otherwise (a stranger may have written the record) only whether rank r's own
+        responder answered its hello there, loopback and other special addresses are never tried, and the reply
+        comes at the bound's end whatever happened, so a stranger learns nothing about any port (docs/trust.md)."""
         from ..rendezvous.store import StoreLost, open_store
-        from .reach import connect_all
+        from .reach import connect_all, verify_all
 
         b = self.budget
         end = b.deadline(b.live_reach_s)
+        signed = self.level == "token"
         out: dict = {"v": wire.VERSION, "rank": self.rank, "host": self.host, "pid": os.getpid(), "reach": {},
-                     "unknown": {}}
+                     "unknown": {}, "job": self.job, "run": self.run, "checked": "connect" if signed else "hello"}
+        inside = [r for r in ranks if r < self.world_size]
+        for r in ranks:
+            if r >= self.world_size:
+                out["unknown"][str(r)] = f"not a rank of this job (world size {self.world_size})"
         try:
             st = open_store(self.master[0], self.master[1], False, b.left(end), guard=self.guard)
-            rows = st.read_present([f"{wire.PREFIX}rank/{r}" for r in ranks])
+            rows = st.read_present([wire.rank_key(r) for r in inside])
         except (ConnectionError, StoreLost) as exc:
             out["error"] = f"the job's store: {str(exc)[:MAX_LINE]}"
             return out
         targets = {}
-        for r, (there, v) in zip(ranks, rows):
-            why = "not registered" if not there else wire.record_problem(r, v) if v is not None else "refused"
+        for r, (there, v) in zip(inside, rows):
+            why = "not registered" if not there else "refused" if v is None else self._reach_problem(r, v, signed)
             if why:
                 out["unknown"][str(r)] = why
             elif r != self.rank:
                 targets[r] = (v["addr"], v["port"])
-        out["reach"] = {str(r): res for r, res in connect_all(targets, end, b).items()}
+        if signed:
+            out["reach"] = {str(r): res for r, res in connect_all(targets, end, b).items()}
+        else:
+            out["reach"] = {str(r): res for r, res in verify_all(targets, self.job, self.run, end, b).items()}
+            self._stop.wait(b.remaining(end))  # the same time whatever the addresses did
         return out
+
+    def _reach_problem(self, r: int, v: Any, signed: bool) -> Optional[str]:
+        bad = wire.record_problem(r, v) or wire.foreign(v, self.job, self.run or "")
+        if bad:
+            return bad
+        if (v["world_size"], v["attempt"]) != (self.world_size, self.attempt):
+            return f"its record is another attempt's ({v['world_size']} ranks, attempt {v['attempt']})"
+        if not signed and not routable_peer(v["addr"], self.addr):
+            return "its address is not one another rank of this job may have (loopback, unspecified, multicast, " \
+                   "link-local or another family): not tried"
+        return None
+
+
+def routable_peer(addr: str, mine: str) -> bool:
+    """Is addr one a peer rank's responder may listen on, seen from a responder listening on `mine`? Never the
+    unspecified, multicast, broadcast or link-local addresses, nor loopback unless this responder listens on
+    loopback itself (a job on one host): an unsigned record naming them is a stranger's."""
+    import ipaddress
+
+    a, m = ipaddress.ip_address(addr), ipaddress.ip_address(mine)
+    if a.version != m.version or a.is_unspecified or a.is_multicast or a.is_link_local \
+            or (a.version == 4 and str(a) == "255.255.255.255"):
+        return False
+    return m.is_loopback or not a.is_loopback
 
 
 def start(env: Optional[Mapping[str, str]] = None, token: Optional[bytes] = None, budget: Budget = FIXED,
           sources: Optional[Sources] = None, rank: Optional[int] = None, world_size: Optional[int] = None,
-          local_rank: Optional[int] = None, master: Optional[tuple] = None) -> Optional[Responder]:
+          local_rank: Optional[int] = None, master: Optional[tuple] = None,
+          job: Optional[str] = None) -> Optional[Responder]:
     """Start this rank's responder. Its place: the arguments (a launcher's placement, read once by the caller), else
     the launcher's variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT); TORCHELASTIC_RESTART_COUNT
-    tells attempts apart. The job's key: `token`, else NCCLCHECK_TOKEN / its file, as every ncclcheck process reads
-    it. None (and a log line) where the world is not described: nothing to register in."""
+    tells attempts apart; the job's id is the launcher's (agent/launchers.job_id). The job's key: `token`, else
+    NCCLCHECK_TOKEN / its file, as every ncclcheck process reads it; without one, munge inside a Slurm job where
+    munged runs (live/auth.py). None (and a log line) where the world is not described: nothing to register in."""
+    from ..agent.launchers import job_id
     from ..config import read_token
 
     env = os.environ if env is None else env
@@ -337,4 +501,5 @@ def start(env: Optional[Mapping[str, str]] = None, token: Optional[bytes] = None
     if token is None:
         token = read_token(None, env)[0]
     return Responder(rank, world, int(local) if local and local.isdigit() else None, master, Guard(token=token),
-                     budget, sources, attempt=int(attempt) if attempt.isdigit() else 0).start()
+                     budget, sources, attempt=int(attempt) if attempt.isdigit() else 0,
+                     job=job or job_id(env), auth=choose(token, env)).start()

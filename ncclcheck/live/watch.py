@@ -17,121 +17,28 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import re
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
-from dataclasses import dataclass
 from typing import Optional
 
 from ..checks.postmortem import PostmortemInput
 from ..checks.registry import POSTMORTEM, run_checks
 from ..config import Config
+from ..facts import munge
 from ..model import CheckResult, Report, Status, WorldInfo, failed, passed, warned
 from ..postmortem import flight
-from ..postmortem.analyze import NO_ANSWER_IN_BOUND, analyse, ranks_text
+from ..postmortem.analyze import GARBAGE, analyse, ranks_text
 from ..postmortem.inputs import Inputs, _add_dump
 from ..rendezvous.budget import Budget
 from ..rendezvous.store import Guard, JsonStore, Limits, StoreLost
-from . import reach, wire
+from . import reach
+from .auth import Session, choose
+from .fetch import MAX_WORKERS, Answer, Asker, ask, fetch_all, read_registry
 
-MAX_WORKERS = 64  # ranks asked at once; the rest queue within the same bound
 DUMP_NAME = "ncclcheck_live_rank_{}.json"  # a name ending in the rank, as torch's own dumps are named
 UNANSWERED_NAME = "ncclcheck_live_unanswered.json"
-
-
-@dataclass
-class Answer:
-    rank: int
-    doc: Optional[dict] = None  # the reply
-    why: str = ""  # why there is none
-    elapsed_s: Optional[float] = None  # how long its answer took (None: not asked)
-    nbytes: int = 0
-
-
-def read_registry(st: JsonStore) -> tuple[int, dict, dict]:
-    """(world size, {rank: record} of the newest attempt, {rank: why not there}) from the job's store."""
-    w = st.get_now(f"{wire.PREFIX}world", lambda v: None if isinstance(v, dict) and type(v.get("world_size")) is int
-                   and 0 < v["world_size"] <= flight.MAX_WORLD else "not a world size")
-    if w is None:
-        return 0, {}, {}
-    n = w["world_size"]
-    rows = st.read_present([f"{wire.PREFIX}rank/{r}" for r in range(n)])
-    records, missing = {}, {}
-    for r, (there, v) in enumerate(rows):
-        if not there:
-            missing[r] = "never registered in the job's store (not armed, or it stopped before arming)"
-        elif v is None:  # the store refused it (unsigned with a token, not JSON, too large): its reason
-            key = f"{wire.PREFIX}rank/{r}: "
-            why = next((x[len(key):] for x in reversed(st.rejected) if x.startswith(key)), "unreadable")
-            missing[r] = f"its record in the store was refused ({why})"
-        elif bad := wire.record_problem(r, v):
-            missing[r] = f"its record in the store was refused ({bad})"
-        else:
-            records[r] = v
-    newest = max((v["attempt"] for v in records.values()), default=0)
-    for r in [r for r, v in records.items() if v["attempt"] < newest]:
-        missing[r] = f"registered in attempt {records.pop(r)['attempt']}, not in the job's newest ({newest})"
-    return n, records, missing
-
-
-def ask(rec: dict, kind: str, guard: Guard, end: float, budget: Budget, args: Optional[dict] = None) -> Answer:
-    """One rank's reply to one request (`args`: a "reach" request's ranks), every step bounded by `end`."""
-    r = rec["rank"]
-    t0 = budget.now()
-    family = socket.AF_INET6 if ":" in rec["addr"] else socket.AF_INET
-    try:
-        with socket.socket(family, socket.SOCK_STREAM) as s:
-            s.settimeout(budget.left(end))
-            s.connect((rec["addr"], rec["port"]))
-            hello = wire.loads(wire.recv_frame(s, wire.MAX_HELLO, end, budget))
-            ch = hello.get("challenge") if isinstance(hello, dict) else None
-            if not isinstance(ch, str) or not re.fullmatch(f"[0-9a-f]{{{wire.CHALLENGE_CHARS}}}", ch) \
-                    or hello.get("rank") != r:
-                return Answer(r, why=f"{rec['addr']}:{rec['port']} is not rank {r}'s responder")
-            if hello.get("auth") is True and guard.token is None:
-                return Answer(r, why="it answers only with the job's key: give watch NCCLCHECK_TOKEN or --token-file")
-            s.settimeout(budget.left(end))
-            wire.send_frame(s, wire.seal(guard, wire.request_key(ch), {"kind": kind, **(args or {})}))
-            data = wire.recv_frame(s, wire.MAX_REPLY, end, budget)
-    except TimeoutError:
-        return Answer(r, why=f"no answer from {rec['addr']}:{rec['port']} {NO_ANSWER_IN_BOUND}",
-                      elapsed_s=budget.since(t0))
-    except (OSError, wire.WireError) as exc:
-        what = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        return Answer(r, why=f"{rec['addr']}:{rec['port']}: {what}", elapsed_s=budget.since(t0))
-    doc, why = wire.open_sealed(guard, wire.reply_key(ch), data)
-    if isinstance(doc, dict) and "error" in doc and "rank" not in doc:
-        doc, why = None, ""
-    if doc is None:
-        try:  # a refusal is sent unsealed: say what the responder said
-            said = json.loads(data).get("error")
-        except (ValueError, AttributeError):
-            said = None
-        return Answer(r, why=f"it refused the request: {str(said)[:200]}" if said else f"its reply: {why}",
-                      elapsed_s=budget.since(t0))
-    if not isinstance(doc, dict) or doc.get("rank") != r:
-        return Answer(r, why=f"its reply is not rank {r}'s", elapsed_s=budget.since(t0))
-    return Answer(r, doc, elapsed_s=budget.since(t0), nbytes=len(data))
-
-
-def fetch_all(records: dict, kind: str, guard: Guard, budget: Budget) -> dict:
-    """{rank: Answer} for every record, asked concurrently under ONE bound (Budget.live_fetch_s)."""
-    end = budget.deadline(budget.live_fetch_s)
-    if not records:
-        return {}
-    with ThreadPoolExecutor(max_workers=min(MAX_WORKERS, len(records)), thread_name_prefix="ncclcheck-watch") as ex:
-        futs = {ex.submit(ask, rec, kind, guard, end, budget): r for r, rec in records.items()}
-        wait_futures(futs, timeout=budget.remaining(end) + budget.thread_join_s)
-        out = {}
-        for f, r in futs.items():
-            if f.done() and not f.cancelled() and f.exception() is None:
-                out[r] = f.result()
-            else:
-                f.cancel()
-                out[r] = Answer(r, why="not asked before the bound passed (too many ranks did not answer before it)")
-    return out
 
 
 def counters(doc: Optional[dict]) -> dict:
@@ -228,7 +135,7 @@ def _reach_matrix(answers: dict) -> dict:
     return out
 
 
-def locate(group: dict, records: dict, guard: Guard, budget: Budget) -> Optional[dict]:
+def locate(group: dict, records: dict, asker: Asker, budget: Budget) -> Optional[dict]:
     """Which pair of the stalled group's hosts does not connect: one responder per host connects to the others
     (live/reach.py); {"hosts", "pairs", "failed", "asked", "links", "unanswered", "said"}, None with one host."""
     hosts: dict = {}
@@ -240,7 +147,8 @@ def locate(group: dict, records: dict, guard: Guard, budget: Budget) -> Optional
     plan = reach.pairs_to_ask(hosts)
     end = budget.deadline(budget.live_reach_wait_s)
     with ThreadPoolExecutor(max_workers=min(MAX_WORKERS, len(plan)), thread_name_prefix="ncclcheck-watch") as ex:
-        futs = {r: ex.submit(ask, records[r], "reach", guard, end, budget, {"ranks": to}) for r, to in plan.items()}
+        asker = asker.for_look(len(plan), "reach")
+        futs = {r: ex.submit(ask, records[r], "reach", asker, end, budget, {"ranks": to}) for r, to in plan.items()}
         wait_futures(list(futs.values()), timeout=budget.remaining(end) + budget.thread_join_s)
         answers = {r: f.result() if f.done() and f.exception() is None else Answer(r, why="no reach answer in time")
                    for r, f in futs.items()}
@@ -277,22 +185,36 @@ def _started() -> str:
 
 
 def _report(config: Config, t0: float, checks: list, extra: dict, world_size: int = 0, hosts: int = 0,
-            backend: str = "none") -> Report:
+            backend: str = "none", trust: Optional[dict] = None) -> Report:
     from ..version import __version__
 
     w = config.world
     return Report(command="watch", version=__version__, started=_started(), duration_s=time.monotonic() - t0,
                   world=WorldInfo(nnodes=max(1, hosts), world_size=world_size, backend=backend,
                                   master=f"{w.master_addr}:{w.master_port}", launcher="none"),
-                  checks=checks, strict=config.output.strict, extra=extra)
+                  checks=checks, strict=config.output.strict, extra=extra, trust=trust)
 
 
-def look(config: Config, budget: Budget, st: JsonStore, guard: Guard, t0: float) -> Report:
+def _trust(session: Session, st: JsonStore, ignored: list) -> dict:
+    """The report's `trust`: watch's level, and the records it ignored (another job's or run's, unsigned...)."""
+    from ..live import wire
+
+    source = {"token": "the job's token", "munge": f"a munge credential of uid {os.getuid()}",
+              "none": "nothing: without a key anyone can write the store's records"}[session.level]
+    seen = [*ignored, *(x for x in st.rejected if x.startswith(wire.PREFIX) and x not in ignored)]
+    return {"level": session.level, "source": source, **({"ignored": seen[:64]} if seen else {})}
+
+
+def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: float) -> Report:
     """One watch: fetch everything, look at progress again, analyse when it did not move."""
     w = config.world
     where = f"{w.master_addr}:{w.master_port}"
-    n, records, missing = read_registry(st)
-    live: dict = {"master": where, "world_size": n, "registered": sorted(records), "rejected": list(st.rejected)}
+    reg = read_registry(st)
+    n, records, missing = reg.n, reg.records, reg.missing
+    asker = Asker(session, reg.job, reg.run)
+    trust = _trust(session, st, reg.ignored)
+    live: dict = {"master": where, "world_size": n, "registered": sorted(records), "rejected": list(st.rejected),
+                  "job": reg.job, "run": reg.run, "trust": session.level}
     if not records:
         why = (f"no armed rank registered in the job's store at {where}" if n == 0 else
                f"none of the {n} ranks registered in the job's store at {where} could be read: "
@@ -300,10 +222,11 @@ def look(config: Config, budget: Budget, st: JsonStore, guard: Guard, t0: float)
         return _report(config, t0, [failed("live.answered", why, fix="arm the job: ncclcheck.arm(DIR) or "
                                             "ncclcheck.guard(postmortem_dir=DIR, live=True) on every rank "
                                             "(docs/live.md); a token-signed job needs the same token here",
-                                            evidence={"rejected": list(st.rejected)})], {"live": live}, n)
-    first = fetch_all(records, "all", guard, budget)
+                                            evidence={"rejected": list(st.rejected)})], {"live": live}, n,
+                       trust=trust)
+    first = fetch_all(records, "all", asker, budget)
     time.sleep(budget.live_confirm_s)
-    second = fetch_all({r: records[r] for r, a in first.items() if a.doc is not None}, "progress", guard, budget)
+    second = fetch_all({r: records[r] for r, a in first.items() if a.doc is not None}, "progress", asker, budget)
     went = moved(first, second)
     answered = sorted(r for r, a in first.items() if a.doc is not None)
     frozen = sorted(r for r in answered if r not in went and r in second and second[r].doc is not None)
@@ -311,10 +234,12 @@ def look(config: Config, budget: Budget, st: JsonStore, guard: Guard, t0: float)
     inp = build_inputs(first, records, missing, docs, socket.gethostname())
     for r, a in second.items():  # answered the first look, not the second: gone meanwhile
         if a.doc is None and r not in inp.unanswered:
-            inp.unanswered[r] = f"answered, then not {budget.live_confirm_s:g} s later ({a.why})"
+            inp.unanswered[r] = a.why if a.garbage else f"answered, then not {budget.live_confirm_s:g} s later " \
+                                                        f"({a.why})"
+    garbage = sorted(r for r in inp.unanswered if inp.unanswered[r].startswith(GARBAGE))
     live.update({
         "answered": answered, "moved": went, "frozen": frozen,
-        "unanswered": {str(r): w_ for r, w_ in sorted(inp.unanswered.items())},
+        "unanswered": {str(r): w_ for r, w_ in sorted(inp.unanswered.items())}, "garbage": garbage,
         "confirm_s": budget.live_confirm_s,
         "ranks": [{"rank": r, "host": records[r]["host"], "addr": f"{records[r]['addr']}:{records[r]['port']}",
                    "pid": (first[r].doc or {}).get("pid") if r in first else None,
@@ -331,21 +256,22 @@ def look(config: Config, budget: Budget, st: JsonStore, guard: Guard, t0: float)
     progressing = bool(went) and not frozen
     ans_check = (passed("live.answered", f"all {n} ranks answered") if not not_answered else
                  (warned if progressing else failed)(
-                     "live.answered", f"{ranks_text(not_answered)} of {n} did not answer: "
-                     f"rank {not_answered[0]}: {inp.unanswered[not_answered[0]]}",
+                     "live.answered", _answered_text(inp.unanswered, garbage, n),
                      detail="\n".join(f"rank {r}: {inp.unanswered[r]}" for r in not_answered[:8]),
-                     fix="a rank that does not answer is dead, not armed, or unreachable from here (docs/live.md)",
-                     evidence={"unanswered": live["unanswered"]}))
+                     fix="a rank that does not answer is dead, not armed, or unreachable from here; one that answers "
+                         "with garbage is not the responder its record says (a forged record, another program on "
+                         "that port) or sent more than watch decodes (docs/live.md, docs/trust.md)",
+                     evidence={"unanswered": live["unanswered"], "garbage": garbage}))
     if progressing:
         prog = passed("live.progress", f"the job is making progress: {ranks_text(went)} completed or enqueued "
                       f"collectives between two looks {budget.live_confirm_s:g} s apart",
                       evidence={"moved": went})
-        return _report(config, t0, [prog, ans_check], {"live": live}, n, hosts, _backend(docs))
+        return _report(config, t0, [prog, ans_check], {"live": live}, n, hosts, _backend(docs), trust)
     analysis = analyse(inp)
     checks = run_checks(POSTMORTEM, PostmortemInput(analysis))
     root = next(c for c in checks if c.id == "postmortem.root_cause")
     group = _stalled(analysis, frozen) if root.status is not Status.FAIL else None
-    stalled = _stall_check(group, locate(group, records, guard, budget)) if group is not None else None
+    stalled = _stall_check(group, locate(group, records, asker, budget)) if group is not None else None
     if went:
         prog = warned("live.progress", f"{ranks_text(went)} made progress, {ranks_text(frozen)} did not, in "
                       f"{budget.live_confirm_s:g} s", evidence={"moved": went, "frozen": frozen})
@@ -360,7 +286,17 @@ def look(config: Config, budget: Budget, st: JsonStore, guard: Guard, t0: float)
                       "has not entered: a long compute step, data loading, or a hang outside collectives (the stacks "
                       "in the report's live.ranks say where each rank is)", evidence={"frozen": frozen})
     return _report(config, t0, [*checks, prog, ans_check], {"live": live, "postmortem": analysis},
-                   max(n, analysis["world_size"]), hosts, _backend(docs))
+                   max(n, analysis["world_size"]), hosts, _backend(docs), trust)
+
+
+def _answered_text(unanswered: dict, garbage: list, n: int) -> str:
+    """live.answered's summary: the ranks that did not answer, and apart from them those that answered garbage."""
+    silent = [r for r in sorted(unanswered) if r not in garbage]
+    parts = [f"{ranks_text(silent)} of {n} did not answer: rank {silent[0]}: {unanswered[silent[0]]}"] if silent else []
+    if garbage:
+        parts.append(f"{ranks_text(garbage)} of {n} {GARBAGE}: rank {garbage[0]}: "
+                     f"{unanswered[garbage[0]][len(GARBAGE):].strip(' ()')}")
+    return "; ".join(parts)
 
 
 def _backend(docs: dict) -> str:
@@ -370,7 +306,7 @@ def _backend(docs: dict) -> str:
     return found.pop() if len(found) == 1 else "none"
 
 
-def _connect(config: Config, budget: Budget) -> tuple[Optional[JsonStore], Optional[CheckResult]]:
+def _connect(config: Config, budget: Budget) -> tuple[Optional[JsonStore], Optional[CheckResult], Optional[Session]]:
     from ..preflight.probe import probe_master
     from ..rendezvous.store import open_store
 
@@ -381,40 +317,48 @@ def _connect(config: Config, budget: Budget) -> tuple[Optional[JsonStore], Optio
                             f"does not answer ({probe.status}: {probe.last_error}): the job is not running there, "
                             "or this host cannot reach it", fix="give the job's MASTER_ADDR and MASTER_PORT (under "
                             "torchrun: its --master-addr/--master-port or rdzv endpoint)",
-                            evidence=probe.to_json())
-    guard = Guard(token=w.token, limits=Limits(max_value_bytes=64 << 10, max_total_bytes=256 << 20))
+                            evidence=probe.to_json()), None
+    # the store's records are signed only with a token; munge seals requests and replies, never the records
+    level = choose(w.token, os.environ)
+    guard = Guard(token=w.token if level == "token" else None,
+                  limits=Limits(max_value_bytes=64 << 10, max_total_bytes=256 << 20))
     try:
-        return open_store(w.master_addr, w.master_port, False, budget.left(budget.deadline(budget.timeout_s)),
-                          guard=guard), None
+        st = open_store(w.master_addr, w.master_port, False, budget.left(budget.deadline(budget.timeout_s)),
+                        guard=guard)
     except ConnectionError as exc:
         return None, failed("rendezvous.master_reachable", f"the job's store at {w.master_addr}:{w.master_port}: "
-                            f"{exc}", evidence={})
+                            f"{exc}", evidence={}), None
+    return st, None, Session(level, w.token, int(w.master_port), budget)
 
 
 def watch(config: Config) -> Report:
     """`ncclcheck watch`: one look (or, with --follow, looks until progress stops), as a Report."""
     budget = Budget.of(config)
     t0 = time.monotonic()
-    st, bad = _connect(config, budget)
-    if st is None:
+    st, bad, session = _connect(config, budget)
+    if st is None or session is None:
         return _report(config, t0, [bad], {"live": {}})
     try:
         if config.watch.follow:
-            _follow(config, budget, st)
-        return look(config, budget, st, st.guard, t0)
+            _follow(config, budget, st, session)
+        return look(config, budget, st, session, t0)
+    except munge.MungeError as exc:  # watch's own credential (trust munge): said, never a traceback
+        return _report(config, t0, [failed("live.answered", f"watch could not make its munge credential: {exc}",
+                                           fix="check munged here (munge -n | unmunge), or give the job's token")],
+                       {"live": {}}, trust={"level": session.level, "source": "munge"})
     except StoreLost as exc:
         return _report(config, t0, [failed("rendezvous.master_reachable", f"the job's store went away: {exc}",
                                            fix="the job ended or its master died")], {"live": {}})
 
 
-def _follow(config: Config, budget: Budget, st: JsonStore) -> None:
+def _follow(config: Config, budget: Budget, st: JsonStore, session: Session) -> None:
     """Look at every rank's progress every live_follow_poll_s until none moved for live_stall_s (or no rank
     answers), then return for the full look."""
     still_since = None
     last: dict = {}
     while True:
-        _, records, _ = read_registry(st)
-        now = fetch_all(records, "progress", st.guard, budget)
+        reg = read_registry(st)
+        now = fetch_all(reg.records, "progress", Asker(session, reg.job, reg.run), budget)
         if not any(a.doc is not None for a in now.values()):
             return
         if last and not moved(last, now):

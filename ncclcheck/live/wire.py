@@ -1,20 +1,28 @@
-"""The live protocol between an armed rank's responder and `ncclcheck watch`: frames, requests, authentication.
+"""The live protocol between an armed rank's responder and `ncclcheck watch`: frames, requests, records, authentication.
 
-One TCP connection carries one request. The responder speaks first: a hello frame with a fresh random challenge
-and whether it requires the job's key. The watcher sends one request frame; the responder sends one reply frame and
-closes. A frame is a 4-byte big-endian length and that many bytes of JSON. With a job key (NCCLCHECK_TOKEN, docs/
-trust.md) the request and the reply are sealed with the store's own HMAC (rendezvous/store.py's Guard.seal/open,
-the scheme every signed store value uses), over a key that names the challenge: a captured request answers no
-other connection, and a reply is believed only from a responder that knows the key. Nothing in a request is ever
-executed or used as a path: it names one of KINDS, nothing else; a "reach" request also names up to MAX_REACH rank
-numbers, whose addresses the responder reads from the job's store itself (never from the request: a request that
-could name an address would make every armed rank a port scanner for whoever can reach it).
+One TCP connection carries one request. The responder speaks first: a hello frame with a fresh random challenge,
+how it authenticates (`auth`: "token", "munge" or "none"), and the job and run it belongs to. The watcher sends one
+request frame; the responder sends one reply frame and closes. A frame is a 4-byte big-endian length and that many
+bytes of JSON. With a job key (NCCLCHECK_TOKEN, docs/trust.md) the request and the reply are sealed with the store's
+own HMAC (rendezvous/store.py's Guard.seal/open, the scheme every signed store value uses), over a key that names
+the challenge: a captured request answers no other connection, and a reply is believed only from a responder that
+knows the key. Under munge (a Slurm job without a token) the watcher's request carries a MUNGE credential that only
+the job's user can decode, holding the watcher's own session key, and the request and the reply are sealed with that
+key (live/auth.py). Nothing in a request is ever executed or used as a path: it names one of KINDS, nothing else; a
+"reach" request also names up to MAX_REACH rank numbers, whose addresses the responder reads from the job's store
+itself (never from the request: a request that could name an address would make every armed rank a port scanner for
+whoever can reach it).
+
+Every record, request and reply carries the job's id (the launcher's) and the run's nonce (made once per job attempt
+by the first responder to register, in PREFIX + "world"): a record or a request of another job or run is refused and
+named, so records copied from one job's store into another's never point its watch at the first job's ranks.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import json
+import re
 import socket
 import struct
 from typing import Any, Optional
@@ -22,15 +30,42 @@ from typing import Any, Optional
 from ..rendezvous.budget import Budget
 from ..rendezvous.store import Guard
 
-VERSION = "ncclcheck-live/1"
-KINDS = ("progress", "stacks", "flight", "all", "reach")  # what a watcher may ask; anything else is refused
+VERSION = "ncclcheck-live/2"
+# What a watcher may ask, and which of the responder's workers does it: "answer" (this process's own data, built
+# at once) or "reach" (connects to other ranks, up to Budget.live_reach_s). Anything else is refused and named. A
+# new kind is a row here and a branch in Responder.work.
+KINDS = {"progress": "answer", "stacks": "answer", "flight": "answer", "all": "answer", "reach": "reach"}
 MAX_REACH = 64  # ranks one "reach" request may name: a responder connects to at most this many others
-MAX_REQUEST = 4096  # bytes of one request frame: a request is a few dozen bytes of JSON
+MAX_REQUEST = 4096  # bytes of one request frame: a request is a few dozen bytes of JSON (and a munge credential)
 MAX_HELLO = 4096  # bytes of the responder's hello
 MAX_REPLY = 64 << 20  # bytes of one reply: a flight recorder of 20,000 entries and every thread's stack fit
+MIN_REPLY = 16 << 10  # the least a watcher may ask for: a reply trimmed to less says little
+MIN_ITEMS = 1024  # ... and in JSON values
 HEADER = struct.Struct("!I")
 CHALLENGE_CHARS = 32
+RUN_CHARS = 32
+MAX_JOB = 128  # characters of a job id (agent/launchers.job_id: the launcher's, sanitised)
 PREFIX = "ncclcheck/live/"  # the job store's keys: PREFIX + "world", PREFIX + "rank/<r>"
+WORLD_KEY = PREFIX + "world"
+AUTH = ("token", "munge", "none")  # how a responder authenticates requests (its hello says which)
+
+
+def rank_key(r: int) -> str:
+    return f"{PREFIX}rank/{r}"
+
+
+def _hex(v: Any, n: int) -> bool:
+    return isinstance(v, str) and len(v) == n and re.fullmatch(r"[0-9a-f]+", v) is not None
+
+
+def world_problem(v: Any) -> Optional[str]:
+    """Why PREFIX + "world" is not a live job's world record (None when it is one)."""
+    if not isinstance(v, dict) or type(v.get("world_size")) is not int or not 0 < v["world_size"] <= 1 << 24:
+        return "not a world size"
+    if type(v.get("attempt")) is not int or not isinstance(v.get("job"), str) or len(v["job"]) > MAX_JOB \
+            or not _hex(v.get("run"), RUN_CHARS):
+        return "not a live job's world record (job, run, attempt)"
+    return None
 
 
 def record_problem(r: int, v: Any) -> Optional[str]:
@@ -46,6 +81,20 @@ def record_problem(r: int, v: Any) -> Optional[str]:
         return "its port or attempt is not a number"
     if not isinstance(v.get("host"), str) or len(v["host"]) > 255:
         return "its host is not a name"
+    if not isinstance(v.get("job"), str) or len(v["job"]) > MAX_JOB or not _hex(v.get("run"), RUN_CHARS) \
+            or type(v.get("world_size")) is not int:
+        return "it names no job and run"
+    return None
+
+
+def foreign(v: dict, job: str, run: str, what: str = "record") -> Optional[str]:
+    """Why a checked record (or reply, or request) belongs to another job or run than (job, run), None when it is
+    this one's: the words watch and the responders name it with."""
+    if v.get("job") != job:
+        return f"its {what} is another job's (job {str(v.get('job'))[:40]!r}, run {str(v.get('run'))[:8]}; this job " \
+               f"is {job!r}, run {run[:8]})"
+    if v.get("run") != run:
+        return f"its {what} is another run's (run {str(v.get('run'))[:8]}; this job's run is {run[:8]})"
     return None
 
 
@@ -57,6 +106,20 @@ def reach_ranks(req: Any) -> Optional[list]:
             or not all(type(r) is int and 0 <= r < 1 << 24 for r in ranks) or len(set(ranks)) != len(ranks):
         return None
     return ranks
+
+
+def reply_limit(req: dict) -> tuple[int, int]:
+    """(bytes, JSON values) the asker takes in one reply: its `max_bytes` (within MIN_REPLY..MAX_REPLY) and its
+    `max_items` (at least MIN_ITEMS)."""
+    n, k = req.get("max_bytes"), req.get("max_items")
+    return (MAX_REPLY if type(n) is not int else max(MIN_REPLY, min(MAX_REPLY, n)),
+            MAX_REPLY if type(k) is not int else max(MIN_ITEMS, k))
+
+
+def count_items(data: bytes) -> int:
+    """An upper bound on the JSON values in data, from its raw bytes (no object built): every value but the first
+    follows a comma or opens a container; a comma or a bracket inside a string only raises the count."""
+    return data.count(b",") + data.count(b"[") + data.count(b"{") + 1
 
 
 class WireError(ValueError):
@@ -73,6 +136,10 @@ def reply_key(challenge: str) -> str:
 
 def send_frame(sock: socket.socket, data: bytes) -> None:
     sock.sendall(HEADER.pack(len(data)) + data)
+
+
+def frame(data: bytes) -> bytes:
+    return HEADER.pack(len(data)) + data
 
 
 def _recv_exact(sock: socket.socket, n: int, end: float, budget: Budget) -> bytes:
@@ -92,11 +159,20 @@ def _recv_exact(sock: socket.socket, n: int, end: float, budget: Budget) -> byte
     return b"".join(chunks)
 
 
-def recv_frame(sock: socket.socket, limit: int, end: float, budget: Budget) -> bytes:
-    """One frame's bytes, at most `limit` of them (a larger announced length is refused before it is read)."""
+def recv_header(sock: socket.socket, limit: int, end: float, budget: Budget) -> int:
+    """A frame's announced length, refused (WireError) when over `limit`, before any of its bytes is read."""
     (n,) = HEADER.unpack(_recv_exact(sock, HEADER.size, end, budget))
     if n > limit:
         raise WireError(f"a frame of {n:,} bytes, over the {limit:,}-byte limit")
+    return n
+
+
+def recv_frame(sock: socket.socket, limit: int, end: float, budget: Budget) -> bytes:
+    """One frame's bytes, at most `limit` of them (a larger announced length is refused before it is read)."""
+    return _recv_exact(sock, recv_header(sock, limit, end, budget), end, budget)
+
+
+def recv_body(sock: socket.socket, n: int, end: float, budget: Budget) -> bytes:
     return _recv_exact(sock, n, end, budget)
 
 

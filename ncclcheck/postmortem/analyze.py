@@ -516,7 +516,7 @@ def first_failure(by_rank: dict) -> Optional[int]:
     stamps = {f["rank"]: precedence.stamp_s(f.get("time")) for f in firsts}
     if all(v is not None for v in stamps.values()):
         t0 = min(stamps.values())
-        near = [f for f in firsts if stamps[f["rank"]] - t0 <= precedence.STAMP_RESOLUTION_S]
+        near = [f for f in firsts if stamps[f["rank"]] - t0 <= precedence.STAMP_TICKS_APART]
         best = min(near, key=lambda f: (f.get("signal") in (None, "SIGTERM"), stamps[f["rank"]], f["rank"]))
     else:
         best = min(firsts, key=lambda f: (str(f.get("time") or ""), f.get("signal") in (None, "SIGTERM"), f["rank"]))
@@ -572,7 +572,8 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
             if cause:
                 text = "the job failed, cause not identified: " + text
         elif r in inp.unanswered:  # live: a registered rank whose responder did not answer
-            text = f"{_who(r, hosts)} did not answer ({inp.unanswered[r]})"
+            why = inp.unanswered[r]
+            text = f"{_who(r, hosts)} {why}" if why.startswith(GARBAGE) else f"{_who(r, hosts)} did not answer ({why})"
         else:
             text = f"{_who(r, hosts)} left no dump" if inp.dumps else f"{_who(r, hosts)} died"
         if r == first and len(by_rank) > 1:
@@ -604,6 +605,9 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
 # watch's words for a rank whose responder let the bound pass (live/watch.py ask): a connect or reply that hung, as
 # across a cut link or to a powered-off host; a refusal or a reset says the host is there and the rank is not
 NO_ANSWER_IN_BOUND = "within the bound"
+# ... and for a rank whose responder answered with what watch refused (over its bounds, not sealed, not JSON, not that
+# rank's): it answered, so it is neither silent nor dead (a forged record may point at a stranger's listener)
+GARBAGE = "answered with garbage"
 
 
 def _silent_hosts(groups: list, world: list, inp: Inputs, hosts: dict, have_cause: bool) -> tuple[list, set]:
@@ -618,7 +622,8 @@ def _silent_hosts(groups: list, world: list, inp: Inputs, hosts: dict, have_caus
         h = (hosts.get(r) or {}).get("host")
         if h:
             by_host.setdefault(h, []).append(r)
-    silent = {h: rs for h, rs in by_host.items() if all(r in inp.unanswered for r in rs)}
+    silent = {h: rs for h, rs in by_host.items()
+              if all(r in inp.unanswered and not inp.unanswered[r].startswith(GARBAGE) for r in rs)}
     talking = [h for h in by_host if h not in silent]
     if not silent or not talking:  # nobody answered: nothing to tell one host from another by
         return [], set()

@@ -102,7 +102,7 @@ def _short(host: Optional[str]) -> str:
 
 # torchrun's failure table stamps each failure in whole seconds ("2026-11-23_07:32:03", elastic's ProcessFailure:
 # int(time.time()) when its agent noticed it): two stamps one apart may be in either order
-STAMP_RESOLUTION_S = 1
+STAMP_TICKS_APART = 1  # stamps whole seconds apart that may still be in either order (not a wait: a format fact)
 _STAMP = re.compile(r"^(\d{4})-(\d{2})-(\d{2})_(\d{2}):(\d{2}):(\d{2})$")
 
 

@@ -180,6 +180,24 @@ class JsonStore:
         full = self._k(key)
         self._call("set", full, self.guard.seal(full, json.dumps(value, default=str).encode()))
 
+    def claim(self, key: str, value: Any, check: Callable[[Any], Optional[str]], tries: int = 4) -> Any:
+        """The key's value when it holds one that passes `check`, else `value`, written atomically (compare-and-set)
+        where the key is absent or still holds exactly the bad value read (a stranger's, another job's): of several
+        processes claiming at once, one writes and the others read its value. None when a writer keeps replacing it
+        faster than `tries` rounds (named in rejected)."""
+        full = self._k(key)
+        mine = self.guard.seal(full, json.dumps(value, default=str).encode())
+        expected = b""
+        for _ in range(tries):
+            cur = bytes(self._call("compare_set", full, expected, mine))
+            if cur == mine:
+                return value
+            got = self._decode(key, cur, check)
+            if got is not None:
+                return got
+            expected = cur
+        return None
+
     def add(self, key: str, n: int) -> int:
         return int(self._call("add", self._k(key), n))
 

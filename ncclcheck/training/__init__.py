@@ -109,7 +109,7 @@ def guard(timeout: Optional[float] = None, paths: tuple = (), code_path: Optiona
         if responder is not None:
             report.extra["live_responder"] = f"{responder.addr}:{responder.port}"
             notes.append(f"live: rank {placement.rank} answers `ncclcheck watch` at {responder.addr}:{responder.port}"
-                         + (" (authenticated with the job token)" if responder.auth else ""))
+                         + (f" (requests authenticated: {responder.level})" if responder.auth else ""))
     if apply:
         applied = {**world_exports(placement, env), **apply_recommendations(report.recommendations, env,
                                                                             placement.node_rank)}

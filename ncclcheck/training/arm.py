@@ -115,7 +115,7 @@ def arm(directory: str, dump_signal: Optional[int] = signal.SIGUSR1, nodes: Iter
             else:
                 why = "no RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT to register in"
             notes.append(f"live: answers `ncclcheck watch` at {responder.addr}:{responder.port}"
-                         + (" (authenticated with the job token)" if responder.auth else "")
+                         + (f" (requests authenticated: {responder.level})" if responder.auth else "")
                          if responder is not None else f"live: no responder ({why})")
             armed = dataclasses.replace(armed, notes=tuple(notes), live=None if responder is None
                                         else f"{responder.addr}:{responder.port}")

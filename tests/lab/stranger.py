@@ -11,7 +11,11 @@ key is attacked under its new name. Modes:
   squat      host the store on the master port before node 0 does, with a forged verdict, result and exit 0
   pass       once, as soon as the store is up: a forged verdict "ok" (where every member looks first, written only
              while node 0 has not published its own), a forged exit code 0 and a join record for node rank 1
---job-id is the launcher's job id (the run's key prefix; `squeue` looks it up, as any user of the cluster can).
+  live       the live plane (`ncclcheck watch`): once rank --rank of an armed job registered, its record points at a
+             listener of this host that answers in that rank's name (every collective completed, nothing hangs),
+             without the job's key; the record is written again every second
+--job-id is the launcher's job id (the run's key prefix; `squeue` looks it up, as any user of the cluster can);
+--guard: the run is ncclcheck.guard()'s (its prefix is the job id's with "-guard0").
 Prints one JSON line of what it did; exits when the store goes away or after --hold seconds.
 """
 
@@ -68,18 +72,76 @@ def _job_id(arg: str, until: float) -> str:
     return arg
 
 
+def _forge_live(store, a, until: float) -> str:
+    """Point rank a.rank's live record at a listener of this host answering in its name (see the module's doc)."""
+    import socket
+    import threading
+
+    from ncclcheck.live import wire
+    from ncclcheck.live.responder import job_address
+    from ncclcheck.rendezvous.budget import FIXED
+
+    key = wire.rank_key(a.rank)
+    while not store.check([key]):
+        if time.monotonic() > until:
+            return f"rank {a.rank} never registered"
+        time.sleep(0.2)
+    raw = store.get(key).decode()
+    real = json.loads(raw.split(":", 3)[3] if raw.startswith("ncclcheck-hmac2:") else raw)  # signed or not: its JSON
+    listener = socket.create_server(("0.0.0.0", 0))
+    forged = {**real, "addr": job_address(a.addr, a.port), "port": listener.getsockname()[1]}
+    reply = json.dumps({"v": wire.VERSION, "rank": a.rank, "job": real["job"], "run": real["run"], "pid": real["pid"],
+                        "host": real["host"], "progress": {"0": {"enqueued": 99, "started": 99, "completed": 99}},
+                        "flight": {"entries": [], "pg_status": {"0": {"last_enqueued_collective": "99",
+                                                                      "last_completed_collective": "99"}}},
+                        "stacks": []}).encode()
+    answered: list = []
+
+    def serve() -> None:
+        while True:
+            try:
+                c, _ = listener.accept()
+            except OSError:
+                return
+            with c:
+                try:
+                    c.settimeout(5)
+                    wire.send_frame(c, json.dumps({"v": wire.VERSION, "rank": a.rank, "challenge": "a" * 32,
+                                                   "auth": real["auth"], "job": real["job"],
+                                                   "run": real["run"]}).encode())
+                    wire.recv_frame(c, wire.MAX_REQUEST, FIXED.deadline(5), FIXED)
+                    wire.send_frame(c, reply)
+                    answered.append(1)
+                except (OSError, ValueError, TimeoutError):
+                    pass
+
+    threading.Thread(target=serve, daemon=True).start()
+    store.set(key, json.dumps(forged))
+    print(json.dumps({"mode": a.mode, "did": [f"rank {a.rank}'s record -> {forged['addr']}:{forged['port']}"]}),
+          flush=True)
+    while time.monotonic() < until:  # written again: the real rank does not register twice, but be sure
+        try:
+            store.set(key, json.dumps(forged))
+        except Exception:  # noqa: BLE001 - the store went away: the job is over
+            break
+        time.sleep(1)
+    return f"rank {a.rank}'s record forged; its listener answered {len(answered)} requests"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["forge", "malformed", "counter", "oversized", "squat", "pass"])
+    ap.add_argument("mode", choices=["forge", "malformed", "counter", "oversized", "squat", "pass", "live"])
     ap.add_argument("addr")
     ap.add_argument("port", type=int)
     ap.add_argument("--canary", required=True)
     ap.add_argument("--hold", type=float, default=90.0)
     ap.add_argument("--job-id", default="nojob")
+    ap.add_argument("--guard", action="store_true")
+    ap.add_argument("--rank", type=int, default=0, help="live: the rank whose record is forged")
     a = ap.parse_args()
     start = time.monotonic()
     until = start + a.hold
-    prefix = run_prefix(_job_id(a.job_id, until))
+    prefix = run_prefix(_job_id(a.job_id, until) + ("-guard0" if a.guard else ""))
     store = _connect("0.0.0.0" if a.mode == "squat" else a.addr, a.port, until, master=a.mode == "squat")
     connected = time.monotonic() - start
 
@@ -124,6 +186,8 @@ def main() -> int:
         put(K.JOIN_RECORD.format(i), {"node_rank": 1, "nnodes": 3, "hostname": "stranger", "pid": 1, "uuid": "s",
                                       "launcher": "slurm", "facts": {}, "checks": []})
         did.append(f"forged final exit 0 and join/{i}")
+    elif a.mode == "live":
+        did.append(_forge_live(store, a, until))
     elif a.mode == "counter":
         did.append(f"join/count now {store.add(prefix + K.JOIN_COUNT, 10**9)}")
     elif a.mode == "oversized":
@@ -139,6 +203,8 @@ def main() -> int:
     if a.mode in ("forge", "squat"):
         return 0
     print(json.dumps({"mode": a.mode, "connected_after_s": round(connected, 2), "did": did}), flush=True)
+    if a.mode == "live":
+        return 0
     # Stay connected (a client going away is not what is tested), until the store goes or the hold ends.
     while time.monotonic() < until:
         try:

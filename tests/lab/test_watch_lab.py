@@ -264,3 +264,56 @@ def test_watch_names_the_link_cut_between_two_hosts_that_both_answer(guard_lab, 
         print(f"FIGURE watch {name} pair h2-h3: answered in {took:.1f} s (bound {TIMEOUT + 10} s): {prog['summary']}")
     finally:
         job.stop()
+
+
+def test_munge_under_srun_the_guard_refuses_a_forged_pass_and_watch_a_forged_rank(guard_lab, tmp_path):
+    """Issue 45: no token, a job launched by srun in the lab's Slurm, where munged runs. The guard's preflight runs
+    at trust `munge` (a per-run key in a credential of the job's user) while a stranger on h2, who finds the job with
+    squeue, forges a pass (the verdict "ok", exit 0, a join record): every rank's report says `munge` and names the
+    forgery it refused. Then, once the job hangs (rank 5 sleeps before an all_reduce), the stranger points rank 5's
+    live record at his own listener, which answers in rank 5's name that every collective completed. watch, a step
+    of the job's allocation, seals its requests with a munge credential (trust `munge` in its report): the stranger
+    cannot seal his answer, so rank 5 is named as answering with garbage, and the verdict still names rank 5."""
+    need("srun")
+    lab = guard_lab["lab"]
+    if guard_lab["slurm"] is None:
+        guard_lab["slurm"] = guard.nlx.slurm_up(lab.state)
+    senv = {**guard_lab["slurm"], "PYTHONPATH": str(REPO_ROOT)}
+    culprit = FAULTS["sleep"]
+    forger = lab.spawn("h2", [guard.PY, "-m", "tests.lab.stranger", "pass", lab.ip("h1"), str(PORT), "--canary",
+                              str(lab.tmp / "canary"), "--job-id", "squeue", "--guard", "--hold", str(START_S)],
+                       env=senv, cwd=str(REPO_ROOT))
+    job = Job(guard_lab, "srun", "sleep", job_env(ARM="guard", CULPRIT=str(culprit)))
+    liar = None
+    try:
+        ranks = job.wait_ready()
+        forger.kill()
+        forged = forger.communicate(timeout=10)[0]
+        assert "forged verdict ok" in forged or "forged final exit 0" in forged, forged
+        for r, v in sorted(ranks.items()):  # every rank's guard report: munge, and the forgery it refused
+            t = v.get("trust") or {}
+            assert t.get("level") == "munge", (r, t)
+            assert any("not signed" in x for x in t.get("ignored", [])), (r, t, forged)
+        liar = lab.spawn("h2", [guard.PY, "-m", "tests.lab.stranger", "live", lab.ip("h1"), str(PORT), "--canary",
+                                str(lab.tmp / "canary"), "--rank", str(culprit), "--hold", "90"],
+                         env=senv, cwd=str(REPO_ROOT))
+        said = liar.stdout.readline()
+        assert f"rank {culprit}'s record" in said, (said, liar.stderr.read() if liar.poll() is not None else "")
+        p, took, doc = watch(guard_lab, "srun", tmp_path / "dump")
+        assert doc.get("trust", {}).get("level") == "munge", (doc.get("trust"), p.stderr[-2000:])
+        live = doc["live"]
+        assert live["garbage"] == [culprit], live.get("unanswered")
+        assert "not signed" in live["unanswered"][str(culprit)], live["unanswered"]
+        assert sorted(live["answered"]) == [r for r in sorted(ranks) if r != culprit], live
+        root = _check(doc, "postmortem.root_cause")
+        assert p.returncode == 1 and root.get("status") == "fail", (p.stdout[-3000:], doc.get("checks"))
+        verdict = doc["postmortem"]["verdict"]
+        assert f"rank {culprit} (host {ranks[culprit]['host']}" in verdict and "answered with garbage" in verdict, \
+            verdict
+        assert re.search(r"all_reduce #\d+ of default_pg", verdict), verdict
+        print(f"FIGURE watch srun munge, rank {culprit}'s record forged: answered in {took:.1f} s: {verdict}")
+    finally:
+        for proc in (forger, liar):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+        job.stop()

@@ -8,11 +8,12 @@ import socket
 import pytest
 
 from ncclcheck.live import reach, wire
-from ncclcheck.live.responder import Responder
-from ncclcheck.live.watch import ask, locate
+from ncclcheck.live.fetch import ask
+from ncclcheck.live.responder import Responder, routable_peer
+from ncclcheck.live.watch import locate
 from ncclcheck.rendezvous.budget import Budget
 from ncclcheck.rendezvous.store import Guard, JsonStore
-from tests.live.test_responder import Fake
+from tests.live.test_responder import RUN, Fake, asker
 
 B = Budget(timeout_s=5.0, live_request_s=1.0, live_reach_s=2.0)
 
@@ -35,9 +36,11 @@ def job(request):
     server = dist.TCPStore("127.0.0.1", 0, None, True, timeout=datetime.timedelta(seconds=5), wait_for_workers=False)
     master = ("127.0.0.1", server.port)
     st = JsonStore(server, guard=Guard(token=token))
+    st.set(wire.WORLD_KEY, {"world_size": 6, "attempt": 0, "job": "nojob", "run": RUN})
     rs = []
     for rank, host in ((0, "h1"), (2, "h2")):
-        r = Responder(rank, 6, 0, master, Guard(token=token), B, Fake(), bind="127.0.0.1").start(register=False)
+        r = Responder(rank, 6, 0, master, Guard(token=token), B, Fake(), bind="127.0.0.1").start(register=False,
+                                                                                                 run=RUN)
         r.host = host
         st.set(f"{wire.PREFIX}rank/{rank}", r.record())
         rs.append(r)
@@ -52,9 +55,10 @@ def _records(st: JsonStore) -> dict:
     return {r: st.get_now(f"{wire.PREFIX}rank/{r}") for r in (0, 2, 4)}
 
 
+@pytest.mark.parametrize("job", [b"the-job-token"], indirect=True)
 def test_a_responder_connects_to_the_ranks_the_store_holds_and_says_which_fail(job):
     st, (a, b), token = job
-    got = ask(a.record(), "reach", Guard(token=token), B.deadline(10), B, {"ranks": [2, 4, 5]})
+    got = ask(a.record(), "reach", asker(token), B.deadline(10), B, {"ranks": [2, 4, 5]})
     assert got.why == "", got.why
     assert got.doc["reach"]["2"]["ok"] is True
     assert got.doc["reach"]["4"] == {**got.doc["reach"]["4"], "ok": False, "kind": "refused"}
@@ -64,7 +68,7 @@ def test_a_responder_connects_to_the_ranks_the_store_holds_and_says_which_fail(j
 @pytest.mark.parametrize("ranks", [[], list(range(wire.MAX_REACH + 1)), [1, 1], ["198.18.0.9"], [-1], "2"])
 def test_a_reach_request_that_names_anything_but_a_few_ranks_is_refused(job, ranks):
     st, (a, b), token = job
-    got = ask(a.record(), "reach", Guard(token=token), B.deadline(10), B, {"ranks": ranks})
+    got = ask(a.record(), "reach", asker(token), B.deadline(10), B, {"ranks": ranks})
     assert got.doc is None and "refused the request" in got.why and "distinct ranks" in got.why, got.why
 
 
@@ -73,14 +77,14 @@ def test_with_a_token_a_strangers_record_is_never_connected_to(job):
     st, (a, b), token = job
     stranger = JsonStore(st.raw)  # unsigned: a process without the job's key pointing a rank elsewhere
     stranger.set(f"{wire.PREFIX}rank/3", {**a.record(), "rank": 3, "host": "h9", "port": b.port})
-    got = ask(a.record(), "reach", Guard(token=token), B.deadline(10), B, {"ranks": [2, 3]})
+    got = ask(a.record(), "reach", asker(token), B.deadline(10), B, {"ranks": [2, 3]})
     assert got.doc["reach"]["2"]["ok"] is True and "3" not in got.doc["reach"]
     assert got.doc["unknown"]["3"] == "refused"
 
 
 def test_watch_names_the_host_no_other_host_connects_to(job):
     st, (a, b), token = job
-    found = locate({"entered": [0, 1, 2, 3, 4, 5]}, _records(st), Guard(token=token), B)
+    found = locate({"entered": [0, 1, 2, 3, 4, 5]}, _records(st), asker(token, run=RUN), B)
     assert found["hosts"] == ["h3"] and found["pairs"] == [], found
     assert found["unanswered"] == {"h3": found["unanswered"]["h3"]}  # it could not be asked either
     assert "no connect between host h3 and the group's other hosts succeeded" in found["said"], found["said"]
@@ -88,7 +92,41 @@ def test_watch_names_the_host_no_other_host_connects_to(job):
 
 def test_one_host_has_no_pair_to_probe(job):
     st, (a, b), token = job
-    assert locate({"entered": [0]}, _records(st), Guard(token=token), B) is None
+    assert locate({"entered": [0]}, _records(st), asker(token), B) is None
+
+
+def test_without_a_key_reach_probes_only_this_jobs_ranks_and_says_nothing_about_a_port(job):
+    """Issue 45: reach was a port scanner without a token: a stranger registered ranks 100-103 at ports of his
+    choice and read open / refused / timing for each from inside the rank's host. Without a key, a rank at or past
+    the world size, or whose record names no job and run, is never connected to; a record naming this job's run
+    (anyone can read it and write one) gets one connect whose only outcome said is whether that rank's own responder
+    answered its hello there: an open port and a closed one read the same, and no time is given."""
+    st, (a, b), token = job
+    listening = socket.create_server(("127.0.0.1", 0))  # a service on the rank's host: open, not a responder
+    closed = _closed_port()
+    stranger = JsonStore(st.raw)
+    for r, port in ((100, listening.getsockname()[1]), (101, closed)):  # past the world size (6)
+        stranger.set(f"{wire.PREFIX}rank/{r}", {**a.record(), "rank": r, "host": "h9", "port": port})
+    stranger.set(f"{wire.PREFIX}rank/1", {"v": wire.VERSION, "rank": 1, "addr": "127.0.0.1", "port": closed,
+                                          "host": "h9", "attempt": 0})  # no job, no run
+    stranger.set(f"{wire.PREFIX}rank/3", {**a.record(), "rank": 3, "host": "h9", "port": listening.getsockname()[1]})
+    stranger.set(f"{wire.PREFIX}rank/5", {**a.record(), "rank": 5, "host": "h9", "port": closed})
+    try:
+        got = ask(a.record(), "reach", asker(), B.deadline(10), B, {"ranks": [1, 2, 3, 5, 100, 101]})
+    finally:
+        listening.close()
+    assert got.why == "", got.why
+    assert got.doc["unknown"]["100"] == got.doc["unknown"]["101"] == "not a rank of this job (world size 6)"
+    assert "names no job and run" in got.doc["unknown"]["1"]
+    assert got.doc["reach"]["2"] == {"ok": True, "kind": "ok"}  # rank 2's own responder answered its hello
+    assert got.doc["reach"]["3"] == got.doc["reach"]["5"] == {"ok": False, "kind": "unreached"}  # open = closed
+    assert got.doc["checked"] == "hello" and not any("ms" in v for v in got.doc["reach"].values())
+
+
+def test_an_unsigned_record_never_sends_a_rank_to_loopback_or_a_special_address():
+    assert routable_peer("198.18.0.3", "198.18.0.2") and routable_peer("127.0.0.1", "127.0.0.1")
+    for addr in ("127.0.0.1", "0.0.0.0", "224.0.0.1", "169.254.1.1", "255.255.255.255", "::1"):
+        assert not routable_peer(addr, "198.18.0.2"), addr
 
 
 def _m(rows: dict) -> dict:

@@ -8,12 +8,19 @@ import socket
 import pytest
 
 from ncclcheck.live import wire
+from ncclcheck.live.auth import Session
+from ncclcheck.live.fetch import Asker, ask
 from ncclcheck.live.responder import Responder, Sources, thread_stacks
-from ncclcheck.live.watch import ask
 from ncclcheck.rendezvous.budget import Budget
 from ncclcheck.rendezvous.store import Guard
 
 B = Budget(timeout_s=5.0, live_request_s=1.0)
+RUN = "ab" * 16  # the job's live run (a registered responder reads it from the store's world record)
+
+
+def asker(token=None, job: str = "nojob", run: str = RUN) -> Asker:
+    """How watch asks: sealed with the token when it has one."""
+    return Asker(Session("token" if token else "none", token, 1, B), job, run)
 FR = {"version": "2.10", "entries": [], "pg_status": {"0": {"last_enqueued_collective": "7",
                                                             "last_started_collective": "-1",
                                                             "last_completed_collective": "6"}}}
@@ -27,7 +34,8 @@ class Fake(Sources):
 @pytest.fixture
 def responder(request):
     token = getattr(request, "param", None)
-    r = Responder(3, 4, 3, ("127.0.0.1", 1), Guard(token=token), B, Fake(), bind="127.0.0.1").start(register=False)
+    r = Responder(3, 4, 3, ("127.0.0.1", 1), Guard(token=token), B, Fake(), bind="127.0.0.1").start(register=False,
+                                                                                                    run=RUN)
     yield r
     r.close()
 
@@ -42,24 +50,26 @@ def _raw(r: Responder, payload: bytes, header: bytes = b"") -> dict:
         hello = json.loads(wire.recv_frame(s, wire.MAX_HELLO, B.deadline(5), B))
         assert hello["rank"] == r.rank and len(hello["challenge"]) == wire.CHALLENGE_CHARS
         s.sendall(header or wire.HEADER.pack(len(payload)) + payload)
+        if header:
+            return json.loads(wire.recv_frame(s, wire.MAX_REPLY, B.deadline(5), B))
         return json.loads(wire.recv_frame(s, wire.MAX_REPLY, B.deadline(5), B))
 
 
 def test_answers_progress_from_the_flight_recorder(responder):
-    a = ask(_rec(responder), "progress", Guard(), B.deadline(5), B)
+    a = ask(_rec(responder), "progress", asker(), B.deadline(5), B)
     assert a.why == "" and a.doc["progress"] == {"0": {"enqueued": 7, "started": -1, "completed": 6}}
     assert "flight" not in a.doc and "stacks" not in a.doc
 
 
 def test_all_carries_flight_and_stacks_without_its_own_threads(responder):
-    a = ask(_rec(responder), "all", Guard(), B.deadline(5), B)
+    a = ask(_rec(responder), "all", asker(), B.deadline(5), B)
     assert a.doc["flight"]["pg_status"] == FR["pg_status"]
     names = [t["thread"] for t in a.doc["stacks"]]
     assert names[0] == "MainThread" and not any(n.startswith("ncclcheck-live") for n in names)
 
 
 def test_unknown_request_refused(responder):
-    out = _raw(responder, json.dumps({"kind": "exec", "cmd": "touch /tmp/x"}).encode())
+    out = _raw(responder, json.dumps({"kind": "exec", "cmd": "touch /tmp/x", "job": "nojob", "run": RUN}).encode())
     assert "unknown request 'exec'" in out["error"] and "progress" not in out
     assert responder.served == 0
 
@@ -78,29 +88,31 @@ def test_request_that_never_comes_is_bounded(responder):
 
 @pytest.mark.parametrize("responder", [b"the-job-token"], indirect=True)
 def test_with_a_token_an_unsealed_request_is_refused(responder):
-    out = _raw(responder, json.dumps({"kind": "progress"}).encode())
+    out = _raw(responder, json.dumps({"kind": "progress", "job": "nojob", "run": RUN}).encode())
     assert "not authenticated" in out["error"] and "progress" not in out
-    a = ask(_rec(responder), "progress", Guard(), B.deadline(5), B)  # a watcher without the token is told why
-    assert a.doc is None and "job's key" in a.why
-    a = ask(_rec(responder), "progress", Guard(token=b"another-token"), B.deadline(5), B)
+    a = ask(_rec(responder), "progress", asker(), B.deadline(5), B)  # a watcher without the token is told why
+    assert a.doc is None and "job's key" in a.why and not a.garbage
+    a = ask(_rec(responder), "progress", asker(b"another-token"), B.deadline(5), B)
     assert a.doc is None and "not authenticated" in a.why
 
 
 @pytest.mark.parametrize("responder", [b"the-job-token"], indirect=True)
 def test_with_the_token_a_sealed_request_is_answered_and_the_reply_is_sealed(responder):
-    a = ask(_rec(responder), "progress", Guard(token=b"the-job-token"), B.deadline(5), B)
+    a = ask(_rec(responder), "progress", asker(b"the-job-token"), B.deadline(5), B)
     assert a.why == "" and a.doc["progress"]["0"]["completed"] == 6
 
 
 def test_a_watcher_with_a_token_refuses_an_unsigned_reply(responder):
-    a = ask(_rec(responder), "progress", Guard(token=b"the-job-token"), B.deadline(5), B)
-    assert a.doc is None and "not signed with the job token" in a.why  # a responder without the key: named
+    a = ask(_rec(responder), "progress", asker(b"the-job-token"), B.deadline(5), B)
+    assert a.doc is None and "answers without authentication" in a.why  # a responder without the key: named
 
 
 def test_a_request_sealed_for_another_connection_is_refused():
-    r = Responder(0, 1, 0, ("127.0.0.1", 1), Guard(token=b"k"), B, Fake(), bind="127.0.0.1").start(register=False)
+    r = Responder(0, 1, 0, ("127.0.0.1", 1), Guard(token=b"k"), B, Fake(), bind="127.0.0.1").start(register=False,
+                                                                                                    run=RUN)
     try:
-        replayed = wire.seal(Guard(token=b"k"), wire.request_key("0" * 32), {"kind": "all"})
+        replayed = wire.seal(Guard(token=b"k"), wire.request_key("0" * 32), {"kind": "all", "job": "nojob",
+                                                                              "run": RUN})
         out = _raw(r, replayed)
         assert "not authenticated" in out["error"]
     finally:
@@ -127,3 +139,112 @@ def test_stacks_show_a_thread_blocked_on_a_lock():
     finally:
         lock.release()
         t.join(5)
+
+
+class Idlers:
+    """A stranger's connections that never send a request, each opened again the moment the responder closes it
+    (issue 45: 8 of these kept watch out of a healthy rank: 4 slots, each held 2 s before any authentication)."""
+
+    def __init__(self, r: Responder, n: int) -> None:
+        import threading
+
+        self.r, self.stop, self.opened = r, threading.Event(), 0
+        self.threads = [threading.Thread(target=self._one, daemon=True) for _ in range(n)]
+        for t in self.threads:
+            t.start()
+
+    def _one(self) -> None:
+        while not self.stop.is_set():
+            try:
+                with socket.create_connection((self.r.addr, self.r.port), timeout=5) as s:
+                    self.opened += 1
+                    while not self.stop.is_set() and s.recv(4096):  # held until the responder closes it
+                        pass
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(10)
+
+
+@pytest.mark.parametrize("responder", [b"the-job-token"], indirect=True)
+@pytest.mark.parametrize("idlers", [8, 32])
+def test_idle_reconnecting_connections_do_not_keep_watch_out(responder, idlers):
+    """Slots go to requests, not idle sockets: with a stranger keeping 8 (and 32, twice one address's share) idle
+    connections open and reopening each at once when it is closed, from watch's own address, every one of watch's
+    looks is answered within its bound."""
+    import time
+
+    stranger = Idlers(responder, idlers)
+    try:
+        end = time.monotonic() + 10
+        while stranger.opened < idlers and time.monotonic() < end:
+            time.sleep(0.05)
+        time.sleep(1.5)  # past the responder's request bound: the first idle ones were closed and came back
+        got = [ask(_rec(responder), "progress", asker(b"the-job-token"), B.deadline(5), B) for _ in range(5)]
+    finally:
+        stranger.close()
+    assert all(a.why == "" for a in got), [a.why for a in got]
+    assert responder.loop.evicted > 0 or idlers < 16  # past one address's share, the oldest idle ones made room
+
+
+@pytest.mark.parametrize("responder", [b"the-job-token"], indirect=True)
+def test_with_a_token_nothing_is_worked_on_before_a_sealed_request(responder):
+    """An unsealed request of every kind is refused by the connection loop itself: no worker runs, no reply is
+    built (the flight recorder is never read for a stranger)."""
+    calls = []
+    responder.sources.flight = lambda entries=True: calls.append(entries) or FR
+    for kind in wire.KINDS:
+        out = _raw(responder, json.dumps({"kind": kind, "job": "nojob", "run": RUN, "ranks": [0]}).encode())
+        assert "not authenticated" in out["error"], out
+    assert calls == [] and responder.served == 0 and all(w._thread is None for w in responder.loop.workers.values())
+
+
+def test_one_request_at_a_time_per_address_and_a_flood_of_one_kind_builds_few_replies(responder):
+    """Without a key anyone may ask, so the work is bounded instead: a reply built once serves every request of its
+    kind for Budget.live_answer_cache_s, and an address has one request waiting at most."""
+    calls = []
+    real = responder.sources.flight
+    responder.sources.flight = lambda entries=True: calls.append(entries) or real(entries)
+    got = [ask(_rec(responder), "all", asker(), B.deadline(5), B) for _ in range(20)]
+    assert all(a.why == "" for a in got)
+    assert len(calls) < 20, f"{len(calls)} flight-recorder reads for 20 requests"
+
+
+from tests.rendezvous.test_trust import munged  # noqa: E402,F401 - the private munged fixture
+
+
+def test_under_munge_only_a_credential_of_the_jobs_user_for_this_master_port_is_answered(munged):  # noqa: F811
+    """A Slurm job without a token: watch's requests carry a munge credential only the job's user decodes, holding
+    its session key, and the reply is sealed with that key. A request without one, with one made for another user
+    or another job's master port, is refused; a watcher outside the job is told where to run."""
+    import os
+
+    from ncclcheck.facts import munge
+    from ncclcheck.live.auth import PAYLOAD_TAG, choose
+
+    assert choose(None, os.environ) == "munge" and choose(b"t", os.environ) == "token"
+    r = Responder(3, 4, 3, ("127.0.0.1", 29411), Guard(), B, Fake(), bind="127.0.0.1", auth="munge")
+    r.start(register=False, run=RUN)
+    try:
+        rec = _rec(r)
+        watcher = Asker(Session("munge", None, 29411, B), "nojob", RUN)
+        got = [ask(rec, "progress", watcher, B.deadline(10), B) for _ in range(3)]
+        assert all(a.why == "" and a.doc["progress"]["0"]["completed"] == 6 for a in got), [a.why for a in got]
+        assert len(r.keys._seen) == 1  # decoded once, then remembered
+        outside = ask(rec, "progress", asker(), B.deadline(5), B)
+        assert outside.doc is None and "srun --overlap" in outside.why and not outside.garbage
+        unsealed = _raw(r, json.dumps({"kind": "all", "job": "nojob", "run": RUN}).encode())
+        assert "not authenticated" in unsealed["error"] and "munge credential" in unsealed["error"]
+        for uid, port in ((12345, 29411), (os.getuid(), 29999)):  # another user's, another job's master port
+            other = Session("munge", None, port, B)
+            other._cred = munge.encode(json.dumps({"v": PAYLOAD_TAG, "key": other._key.hex(), "port": port}).encode(),
+                                       uid, 60, 5.0, munged)
+            other._made = 1e18  # never remade
+            a = ask(rec, "progress", Asker(other, "nojob", RUN), B.deadline(10), B)
+            assert a.doc is None and "not authenticated (its munge credential" in a.why, a.why
+        assert r.served == 3
+    finally:
+        r.close()

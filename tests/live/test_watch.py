@@ -106,19 +106,19 @@ def test_with_a_token_a_forged_registration_is_refused_and_named():
     import torch.distributed as dist
 
     from ncclcheck.live import wire
-    from ncclcheck.live.watch import read_registry
+    from ncclcheck.live.fetch import read_registry
     from ncclcheck.rendezvous.store import Guard, JsonStore
 
     raw = dist.HashStore()
     signed, stranger = JsonStore(raw, guard=Guard(token=b"k")), JsonStore(raw)
     rec = {"v": wire.VERSION, "rank": 0, "world_size": 2, "local_rank": 0, "host": "h0", "addr": "127.0.0.1",
-           "port": 4000, "pid": 1, "auth": True, "attempt": 0}
-    signed.set(f"{wire.PREFIX}world", {"world_size": 2, "attempt": 0})
+           "port": 4000, "pid": 1, "auth": "token", "attempt": 0, "job": "nojob", "run": "ab" * 16}
+    signed.set(f"{wire.PREFIX}world", {"world_size": 2, "attempt": 0, "job": "nojob", "run": "ab" * 16})
     signed.set(f"{wire.PREFIX}rank/0", rec)
     stranger.set(f"{wire.PREFIX}rank/1", {**rec, "rank": 1, "addr": "198.18.9.9"})  # points watch elsewhere
-    n, records, missing = read_registry(JsonStore(raw, guard=Guard(token=b"k")))
-    assert n == 2 and list(records) == [0]
-    assert "refused" in missing[1] and "not signed with the job token" in missing[1]
+    reg = read_registry(JsonStore(raw, guard=Guard(token=b"k")))
+    assert reg.n == 2 and list(reg.records) == [0]
+    assert "refused" in reg.missing[1] and "not signed with the job token" in reg.missing[1]
 
 
 # A host's link dropped mid-collective (fixtures/dropped-h2, dropped-node0: watch --dump on lab host h1 of a real job,

@@ -273,6 +273,6 @@ def test_a_member_connects_through_the_one_client_seam_with_its_try_and_request_
     assert st.raw == {"a client": "198.18.0.1"} and st.prefix == "p/"
     with pytest.raises(ConnectionError) as e:
         store.open_store("198.18.0.1", 1, False, 20.0)
-    assert str(e.value) == "connect refused (connect bounded by 20.0 s)"
+    assert str(e.value) == "RuntimeError: connect refused (connect bounded by 20.0 s)"
     assert calls == [("198.18.0.1", 29500, FIXED.store_try_s(6.0), 60.0),
                      ("198.18.0.1", 1, FIXED.store_try_s(20.0), 20.0)]

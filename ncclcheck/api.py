@@ -91,12 +91,13 @@ def run_diagnose(config: Optional[Config] = None, **options: Any) -> Report:
     return diagnose(list(config.diagnose.paths), config.diagnose.preflight, __version__)
 
 
-def run_watch(config: Optional[Config] = None, **options: Any) -> Report:
-    """While a job runs or hangs: every armed rank fetched live -> the rank, host, collective and cause:
-    `run_watch(master_addr="h0", master_port=29500)`. Keyword arguments are `ncclcheck watch`'s flags."""
+def run_watch(config: Optional[Config] = None, observer: Any = None, **options: Any) -> Report:
+    """While a job runs or hangs: every armed rank fetched live -> the rank, host, collective and cause, or who
+    slows it: `run_watch(master_addr="h0", master_port=29500)`. Keyword arguments are `ncclcheck watch`'s flags;
+    observer.row("slow_event", {"text"}) receives --follow's lines (a slowdown starts, ends)."""
     from .live.watch import watch
 
-    return watch(_config("watch", config, options, "run_watch"))
+    return watch(_config("watch", config, options, "run_watch"), observer)
 
 
 def run_health(config: Optional[Config] = None, **options: Any) -> Report:

@@ -199,7 +199,7 @@ def _run(config: Config, observer=None, placement=None):
     if config.command == "diagnose":
         return api.run_diagnose(config)
     if config.command == "watch":
-        return api.run_watch(config)
+        return api.run_watch(config, **progress)
     if config.command == "bench":
         return api.run_bench(config, placement=placement, **progress)
     if config.command == "links":

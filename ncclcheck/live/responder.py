@@ -32,7 +32,7 @@ from typing import Any, Optional
 
 from ..rendezvous.budget import FIXED, Budget
 from ..rendezvous.store import Guard
-from . import wire
+from . import pace, wire
 
 log = logging.getLogger(__name__)
 
@@ -141,8 +141,9 @@ class Responder:
 
     def __init__(self, rank: int, world_size: int, local_rank: Optional[int], master: tuple, guard: Guard,
                  budget: Budget = FIXED, sources: Optional[Sources] = None, bind: Optional[str] = None,
-                 attempt: int = 0) -> None:
+                 attempt: int = 0, launcher: str = "none") -> None:
         self.rank, self.world_size, self.local_rank = rank, world_size, local_rank
+        self.launcher = launcher  # who started this rank (pace.launcher_of): watch's header says it
         self.master, self.guard, self.budget = master, guard, budget
         self.sources = sources or Sources()
         self.host = socket.gethostname()
@@ -168,7 +169,7 @@ class Responder:
         """What the store holds for this rank: where to ask, and who it is."""
         return {"v": wire.VERSION, "rank": self.rank, "world_size": self.world_size, "local_rank": self.local_rank,
                 "host": self.host, "addr": self.addr, "port": self.port, "pid": os.getpid(), "auth": self.auth,
-                "attempt": self.attempt}
+                "attempt": self.attempt, "launcher": self.launcher}
 
     def start(self, register: bool = True) -> Responder:
         threading.Thread(target=self._accept, name=f"{THREAD_PREFIX}-accept", daemon=True).start()
@@ -251,6 +252,11 @@ class Responder:
                     self._refuse(conn, peer, f"a reach request names 1 to {wire.MAX_REACH} distinct ranks")
                     return
                 reply = self.reach(ranks)
+            elif kind in pace.KINDS:  # a slow job: the clock, a blob, a probe of the links (live/pace.py)
+                reply = pace.answer(self, kind, req)
+                if reply is None:
+                    self._refuse(conn, peer, f"a malformed {kind} request")
+                    return
             else:
                 reply = self.answer(kind)
             conn.settimeout(b.live_send_s)
@@ -334,4 +340,5 @@ def start(env: Optional[Mapping[str, str]] = None, token: Optional[bytes] = None
     if token is None:
         token = read_token(None, env)[0]
     return Responder(rank, world, int(local) if local and local.isdigit() else None, master, Guard(token=token),
-                     budget, sources, attempt=int(attempt) if attempt.isdigit() else 0).start()
+                     budget, sources, attempt=int(attempt) if attempt.isdigit() else 0,
+                     launcher=pace.launcher_of(env)).start()

@@ -28,13 +28,13 @@ from typing import Optional
 from ..checks.postmortem import PostmortemInput
 from ..checks.registry import POSTMORTEM, run_checks
 from ..config import Config
-from ..model import CheckResult, Report, Status, WorldInfo, failed, passed, warned
+from ..model import CheckResult, NodeInfo, Report, Status, WorldInfo, failed, passed, skipped, warned
 from ..postmortem import flight
 from ..postmortem.analyze import NO_ANSWER_IN_BOUND, analyse, ranks_text
 from ..postmortem.inputs import Inputs, _add_dump
 from ..rendezvous.budget import Budget
 from ..rendezvous.store import Guard, JsonStore, Limits, StoreLost
-from . import reach, wire
+from . import pace, reach, straggle, wire
 
 MAX_WORKERS = 64  # ranks asked at once; the rest queue within the same bound
 DUMP_NAME = "ncclcheck_live_rank_{}.json"  # a name ending in the rank, as torch's own dumps are named
@@ -150,13 +150,16 @@ def moved(first: dict, second: dict) -> list:
                   and counters(a.doc) != counters(first[r].doc))
 
 
-def live_doc(a: Answer, rec: dict) -> Optional[dict]:
-    """The rank's flight recorder with its own word (flight.LIVE_KEY): what diagnose reads from --dump."""
+def live_doc(a: Answer, rec: dict, clock: Optional[dict] = None) -> Optional[dict]:
+    """The rank's flight recorder with its own word (flight.LIVE_KEY): what diagnose reads from --dump; `clock`:
+    its host's clock offset as watch measured it (postmortem/slow.py corrects the call times with it)."""
     fr = a.doc.get("flight") if a.doc else None
     if not isinstance(fr, dict):
         return None
     me = {k: a.doc.get(k) for k in ("rank", "host", "local_rank", "pid", "time", "progress", "stacks")}
     me["addr"] = f"{rec['addr']}:{rec['port']}"
+    if clock:
+        me["clock"] = {"offset_ns": clock["offset_ns"], "err_ns": clock["err_ns"]}
     if a.doc.get("flight_dropped"):
         me["flight_dropped"] = a.doc["flight_dropped"]
     return {**fr, flight.LIVE_KEY: me}
@@ -277,18 +280,30 @@ def _started() -> str:
 
 
 def _report(config: Config, t0: float, checks: list, extra: dict, world_size: int = 0, hosts: int = 0,
-            backend: str = "none") -> Report:
+            backend: str = "none", records: Optional[dict] = None) -> Report:
+    """The watch report; `records`: the ranks' store records, whose hosts are the report's nodes (what the kubectl
+    labels name) and whose launcher the header says."""
     from ..version import __version__
 
     w = config.world
+    names = sorted({rec["host"] for rec in (records or {}).values()})
     return Report(command="watch", version=__version__, started=_started(), duration_s=time.monotonic() - t0,
                   world=WorldInfo(nnodes=max(1, hosts), world_size=world_size, backend=backend,
-                                  master=f"{w.master_addr}:{w.master_port}", launcher="none"),
-                  checks=checks, strict=config.output.strict, extra=extra)
+                                  master=f"{w.master_addr}:{w.master_port}", launcher=_launcher(records or {})),
+                  nodes=[NodeInfo(i, h) for i, h in enumerate(names)], checks=checks, strict=config.output.strict,
+                  extra=extra)
 
 
-def look(config: Config, budget: Budget, st: JsonStore, guard: Guard, t0: float) -> Report:
-    """One watch: fetch everything, look at progress again, analyse when it did not move."""
+def _launcher(records: dict) -> str:
+    """The launcher most ranks say started them (pace.launcher_of, in their store record), "none" when unsaid."""
+    said = [rec.get("launcher") for rec in records.values() if rec.get("launcher") in pace.LAUNCHERS]
+    return max(set(said), key=said.count) if said else "none"
+
+
+def look(config: Config, budget: Budget, st: JsonStore, guard: Guard, t0: float,
+         follow: Optional[straggle.Follow] = None) -> Report:
+    """One watch: fetch everything, look at progress again, analyse when it did not move; when it moved, who slows
+    it (live.slow). `follow`: --follow's history, kept in the report."""
     w = config.world
     where = f"{w.master_addr}:{w.master_port}"
     n, records, missing = read_registry(st)
@@ -302,12 +317,16 @@ def look(config: Config, budget: Budget, st: JsonStore, guard: Guard, t0: float)
                                             "(docs/live.md); a token-signed job needs the same token here",
                                             evidence={"rejected": list(st.rejected)})], {"live": live}, n)
     first = fetch_all(records, "all", guard, budget)
-    time.sleep(budget.live_confirm_s)
+    pause = budget.deadline(budget.live_confirm_s)
+    answered = sorted(r for r, a in first.items() if a.doc is not None)
+    clocks = straggle.measure_clocks(records, answered, guard, budget)  # within the pause between the two looks
+    time.sleep(budget.remaining(pause))
     second = fetch_all({r: records[r] for r, a in first.items() if a.doc is not None}, "progress", guard, budget)
     went = moved(first, second)
-    answered = sorted(r for r, a in first.items() if a.doc is not None)
     frozen = sorted(r for r in answered if r not in went and r in second and second[r].doc is not None)
-    docs = {r: d for r in answered if (d := live_doc(first[r], records[r])) is not None and d.get("entries")}
+    by_rank = straggle.rank_clocks(clocks, records)
+    docs = {r: d for r in answered if (d := live_doc(first[r], records[r], by_rank.get(r))) is not None
+            and d.get("entries")}
     inp = build_inputs(first, records, missing, docs, socket.gethostname())
     for r, a in second.items():  # answered the first look, not the second: gone meanwhile
         if a.doc is None and r not in inp.unanswered:
@@ -336,11 +355,16 @@ def look(config: Config, budget: Budget, st: JsonStore, guard: Guard, t0: float)
                      detail="\n".join(f"rank {r}: {inp.unanswered[r]}" for r in not_answered[:8]),
                      fix="a rank that does not answer is dead, not armed, or unreachable from here (docs/live.md)",
                      evidence={"unanswered": live["unanswered"]}))
+    node_of = {h: i for i, h in enumerate(sorted({rec["host"] for rec in records.values()}))}
     if progressing:
         prog = passed("live.progress", f"the job is making progress: {ranks_text(went)} completed or enqueued "
                       f"collectives between two looks {budget.live_confirm_s:g} s apart",
                       evidence={"moved": went})
-        return _report(config, t0, [prog, ans_check], {"live": live}, n, hosts, _backend(docs))
+        section, slow_check = straggle.judge(inp, records, clocks, guard, budget, node_of, follow)
+        if follow is not None:
+            follow.look(time.time_ns(), section)
+        live["slow"] = {**section, **(follow.section() if follow is not None else {})}
+        return _report(config, t0, [prog, slow_check, ans_check], {"live": live}, n, hosts, _backend(docs), records)
     analysis = analyse(inp)
     checks = run_checks(POSTMORTEM, PostmortemInput(analysis))
     root = next(c for c in checks if c.id == "postmortem.root_cause")
@@ -359,8 +383,13 @@ def look(config: Config, budget: Budget, st: JsonStore, guard: Guard, t0: float)
                       f"{ranks_text(frozen) if frozen else 'any rank'}, and no rank waits in a collective another "
                       "has not entered: a long compute step, data loading, or a hang outside collectives (the stacks "
                       "in the report's live.ranks say where each rank is)", evidence={"frozen": frozen})
-    return _report(config, t0, [*checks, prog, ans_check], {"live": live, "postmortem": analysis},
-                   max(n, analysis["world_size"]), hosts, _backend(docs))
+    more = []
+    if follow is not None and follow.last is not None:  # what --follow saw while the job still ran
+        live["slow"] = {**follow.last, **follow.section()}
+        more = [skipped("live.slow", "not judged on this look: the job does not progress (the slowdowns --follow "
+                        f"saw before: {len(follow.events)} events in live.slow)")]
+    return _report(config, t0, [*checks, prog, *more, ans_check], {"live": live, "postmortem": analysis},
+                   max(n, analysis["world_size"]), hosts, _backend(docs), records)
 
 
 def _backend(docs: dict) -> str:
@@ -391,32 +420,39 @@ def _connect(config: Config, budget: Budget) -> tuple[Optional[JsonStore], Optio
                             f"{exc}", evidence={})
 
 
-def watch(config: Config) -> Report:
-    """`ncclcheck watch`: one look (or, with --follow, looks until progress stops), as a Report."""
+def watch(config: Config, observer=None) -> Report:
+    """`ncclcheck watch`: one look (or, with --follow, looks until progress stops), as a Report. observer: where
+    --follow's lines go (a slowdown starting or ending; agent/context.show_row's "slow_event")."""
+    from ..agent.context import show_row
+
     budget = Budget.of(config)
     t0 = time.monotonic()
     st, bad = _connect(config, budget)
     if st is None:
         return _report(config, t0, [bad], {"live": {}})
     try:
+        follow = None
         if config.watch.follow:
-            _follow(config, budget, st)
-        return look(config, budget, st, st.guard, t0)
+            follow = straggle.Follow(lambda line: show_row(observer, "slow_event", {"text": line}))
+            _follow(config, budget, st, follow)
+        return look(config, budget, st, st.guard, t0, follow)
     except StoreLost as exc:
         return _report(config, t0, [failed("rendezvous.master_reachable", f"the job's store went away: {exc}",
                                            fix="the job ended or its master died")], {"live": {}})
 
 
-def _follow(config: Config, budget: Budget, st: JsonStore) -> None:
-    """Look at every rank's progress every live_follow_poll_s until none moved for live_stall_s (or no rank
-    answers), then return for the full look."""
+def _follow(config: Config, budget: Budget, st: JsonStore, follow: straggle.Follow) -> None:
+    """Look at every rank's flight recorder every live_follow_poll_s until no progress for live_stall_s (or no rank
+    answers), then return for the full look; each look that progressed is judged for a slowdown (follow)."""
     still_since = None
     last: dict = {}
     while True:
-        _, records, _ = read_registry(st)
-        now = fetch_all(records, "progress", st.guard, budget)
+        _, records, missing = read_registry(st)
+        now = fetch_all(records, "flight", st.guard, budget)
         if not any(a.doc is not None for a in now.values()):
             return
+        if not last or moved(last, now):
+            _judge_follow(records, missing, now, st.guard, budget, follow)
         if last and not moved(last, now):
             still_since = still_since or time.monotonic()
             if not budget.within(still_since, budget.live_stall_s):
@@ -425,3 +461,17 @@ def _follow(config: Config, budget: Budget, st: JsonStore) -> None:
             still_since = None
         last = now
         time.sleep(budget.live_follow_poll_s)
+
+
+def _judge_follow(records: dict, missing: dict, now: dict, guard: Guard, budget: Budget,
+                  follow: straggle.Follow) -> None:
+    """One --follow look at a progressing job: who slows it (a start or an end said through the observer)."""
+    answered = sorted(r for r, a in now.items() if a.doc is not None)
+    clocks = straggle.measure_clocks(records, answered, guard, budget)
+    by_rank = straggle.rank_clocks(clocks, records)
+    docs = {r: d for r in answered if (d := live_doc(now[r], records[r], by_rank.get(r))) is not None
+            and d.get("entries")}
+    inp = build_inputs(now, records, missing, docs)
+    node_of = {h: i for i, h in enumerate(sorted({rec["host"] for rec in records.values()}))}
+    section, _ = straggle.judge(inp, records, clocks, guard, budget, node_of, follow)
+    follow.look(time.time_ns(), section)

@@ -23,7 +23,8 @@ from ..rendezvous.budget import Budget
 from ..rendezvous.store import Guard
 
 VERSION = "ncclcheck-live/1"
-KINDS = ("progress", "stacks", "flight", "all", "reach")  # what a watcher may ask; anything else is refused
+KINDS = ("progress", "stacks", "flight", "all", "reach", "clock", "blob", "rate")  # what a watcher may ask (the
+# last three: live/pace.py, a slow job's clocks and probe); anything else is refused
 MAX_REACH = 64  # ranks one "reach" request may name: a responder connects to at most this many others
 MAX_REQUEST = 4096  # bytes of one request frame: a request is a few dozen bytes of JSON
 MAX_HELLO = 4096  # bytes of the responder's hello

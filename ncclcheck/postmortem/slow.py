@@ -27,6 +27,8 @@ import statistics
 from typing import Optional
 
 from ..checks import slowness
+from ..model import CheckResult, failed, passed, skipped
+from ..render import slow as words
 from . import flight
 from .bound import MAX_REPORT_ROWS
 
@@ -36,6 +38,7 @@ MIN_WINDOW = 16  # fewer common collectives than this: not analysed (said)
 GAP_SHARE = 0.5  # a step begins after a gap of at least half the window's 90th-percentile gap
 COMM_SHARE = 0.3  # a unit is a communication suspect when this share of its cost falls inside steps (where it
 # did no work: it left the collective before late); a compute straggler's cost falls where a step begins
+MAX_OFFSET_NS = 10**15  # a clock offset read from a dump: more than ~11 days is not one
 OFFSET_WIDTH = 0.02  # a host's clock offset read from records: where most collectives agree within 2 % of
 # a collective's typical interval
 _EVERYONE_WAITS = ("all", "_all", "reduce_scatter", "_reduce_scatter", "barrier")
@@ -210,7 +213,7 @@ def _group(name: str, desc: str, arr: dict, seqs: list, host_of: dict, off: dict
                 "host": host_of.get(u) if unit == "rank" else u, "pg": name, "desc": desc,
                 "cost_us": round(_median(cs[v.since:]) / 1e3, 1), "share": round(v.share, 4),
                 "steps": v.samples, "consistent": round(v.consistent, 4), "step_us": out["step_us"],
-                "since_seq": seqs[s0], "since_ns": latest[s0],
+                "since_seq": seqs[s0], "since_ns": latest[s0], "before_window": v.since == 0,
                 "inside": round(sum((inside.get(u) or [0] * len(spans))[v.since:]) / total, 4) if total else 0.0,
             })
     for f in found:
@@ -289,3 +292,48 @@ def analyse(dumps: dict, hosts: dict, clocks: Optional[dict] = None) -> dict:
             "min_steps": slowness.MIN_SAMPLES, "clock": clock_used, "groups": groups, "named": named,
             "job": main["job"] if main else None, "pg": main["pg"] if main else None,
             "ranks": ranks[:MAX_REPORT_ROWS]}
+
+
+FIX_COMPUTE = ("find what {who} does before each collective that the others do not: CPU contention or a CPU quota "
+               "on its host (other processes, a cgroup's cpu.max, `top -H`), its data loader, a slower or throttled "
+               "GPU (`nvidia-smi -q -d PERFORMANCE,CLOCK`), host-to-device copies or synchronisation it alone does")
+FIX_COMMUNICATION = ("check {who}'s links: the NIC's negotiated speed (`ethtool <if>`), traffic shaping (`tc qdisc "
+                     "show dev <if>`), the switch port's errors; `ncclcheck links` on the job's nodes measures them "
+                     "once the job stops")
+
+
+def check(check_id: str, section: Optional[dict], also: tuple = (), node_of: Optional[dict] = None) -> CheckResult:
+    """`postmortem.slow` (diagnose) / `live.slow` (watch): fail naming each slow unit (and `also`: watch's links
+    findings), pass saying what was judged, skip when nothing could be. node_of: {host: node index} for the report's
+    nodes (evidence.nodes: the kubectl labels of the named hosts)."""
+    if not section or not any(g.get("steps") for g in section.get("groups", [])):
+        why = next((g["why"] for g in (section or {}).get("groups", []) if g.get("why")),
+                   "no process group with call times from two ranks or more")
+        return skipped(check_id, f"not judged: {why}")
+    found = [*section.get("named", []), *also]
+    ev = {k: section.get(k) for k in ("floor", "job_floor", "consistent", "min_steps", "pg")}
+    ev["clock"] = (section.get("clock") or {}).get("source")
+    detail = f"{words.floors(section)}; {words.clock(section)}"
+    if found:
+        texts = [words.link_finding(f) if f.get("unit") == "link" else words.finding(f) for f in found]
+        first = found[0]
+        hosts = sorted({h for f in found for h in ([f["host"]] if f.get("host") else f.get("hosts", []))})
+        ev.update(named=found, **({"nodes": sorted(node_of[h] for h in hosts if h in node_of)} if node_of else {}))
+        fix = (FIX_COMMUNICATION if first.get("kind") == "communication" or first.get("unit") == "link" else
+               FIX_COMPUTE).format(who=words.who(first) if first.get("unit") != "link" else ", ".join(hosts))
+        return failed(check_id, texts[0], detail="\n".join([*texts, detail]), fix=fix, evidence=ev)
+    g = next(g for g in section["groups"] if g.get("steps"))
+    job = words.job(section.get("job"))
+    return passed(check_id, f"no rank or host calls collectives late consistently ({g['steps']} steps of "
+                  f"{words.group(g)} judged{'; ' + job if job else ''})", detail=detail, evidence=ev)
+
+
+def clock_of(doc: dict, rank: int) -> Optional[dict]:
+    """The clock offset watch measured for this rank's host and wrote into its --dump (flight.LIVE_KEY "clock"):
+    {"offset_ns", "err_ns"}, None when there is none or it is not two bounded integers."""
+    me = doc.get(flight.LIVE_KEY) if isinstance(doc, dict) else None
+    c = me.get("clock") if isinstance(me, dict) and me.get("rank") == rank else None
+    if isinstance(c, dict) and type(c.get("offset_ns")) is int and type(c.get("err_ns")) is int \
+            and abs(c["offset_ns"]) < MAX_OFFSET_NS and 0 <= c["err_ns"] < MAX_OFFSET_NS:
+        return {"offset_ns": c["offset_ns"], "err_ns": c["err_ns"]}
+    return None

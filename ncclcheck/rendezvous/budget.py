@@ -129,6 +129,8 @@ class Budget:
     live_follow_poll_s: float = 5.0  # watch --follow: one look at every rank's progress this often
     live_reach_s: float = 3.0  # a stalled group: one responder reads its peers' records and connects to each (TCP);
     # a LAN connects in milliseconds and a loaded host within a second or two, a cut link never
+    live_rate_s: float = 2.0  # a slow job: one probe download (1 MiB) between two responders: ~10 ms on a LAN,
+    # ~1 s on a link shaped to 1 MB/s; past it the rate of what arrived is the figure (live/pace.py)
 
     @classmethod
     def of(cls, config: Any) -> Budget:
@@ -172,6 +174,11 @@ class Budget:
     def live_reach_wait_s(self) -> float:
         """watch's bound on every responder's "reach" answer: their own bound, their request read and reply send."""
         return self.live_reach_s + self.live_request_s + self.live_send_s
+
+    def live_rate_wait_s(self, targets: int) -> float:
+        """watch: one "rate" probe, every prober at once, each downloading from `targets` others one after another:
+        its store read, the downloads, the request and the reply."""
+        return self.live_reach_s + max(1, targets) * self.live_rate_s + self.live_request_s + self.live_send_s
 
     @property
     def live_stall_s(self) -> float:

@@ -72,11 +72,13 @@ def arrivals(job: Job) -> tuple[list, dict]:
     return names, calls
 
 
-def docs(job: Job) -> dict:
-    """{rank: torch's flight-recorder JSON document} of the simulated job, each rank's times on its host's clock."""
+def docs(job: Job, ranks: Optional[list] = None) -> dict:
+    """{rank: torch's flight-recorder JSON document} of the simulated job (of `ranks`, default every rank), each
+    rank's times on its host's clock."""
     names, calls = arrivals(job)
     out = {}
-    for r, times in calls.items():
+    for r in calls if ranks is None else ranks:
+        times = calls[r]
         off = job.clock_us.get(job.host(r), 0.0) * 1e3
         entries = [{"record_id": i, "pg_id": 0, "process_group": ["0", "default_pg"], "collective_seq_id": i + 1,
                     "p2p_seq_id": 0, "op_id": i + 1, "profiling_name": names[i],

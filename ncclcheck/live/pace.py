@@ -159,6 +159,8 @@ def download(rec: dict, guard: Guard, nbytes: int, end: float, budget: Budget) -
                 got += len(part)
     except (TimeoutError, socket.timeout):
         pass  # the bound passed: the rate of what arrived
+    except wire.WireError as exc:  # the target closed at once (its connection slots were full) or spoke nonsense
+        return {"ok": False, "bytes": got, "bps": None, "ms": None, "kind": str(exc)[:80]}
     except OSError as exc:
         if t0 is None or got == 0:
             return {"ok": False, "bytes": 0, "bps": None, "ms": None, "kind": classify(exc)}

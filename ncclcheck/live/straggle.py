@@ -152,7 +152,10 @@ def judge(inp: Any, records: dict, clocks: dict, guard: Guard, budget: Budget, n
         if follow is not None and follow.probed is not None and follow.probed[0] == suspects:
             found = follow.probed[1]
         else:
+            t0 = budget.now()
             found = probe(group, suspects, records, guard, budget)
+            if found is not None:
+                found["took_s"] = round(budget.since(t0), 3)
             if follow is not None:
                 follow.probed = (suspects, found)
         section["probe"] = found

@@ -316,12 +316,17 @@ def look(config: Config, budget: Budget, st: JsonStore, guard: Guard, t0: float,
                                             "ncclcheck.guard(postmortem_dir=DIR, live=True) on every rank "
                                             "(docs/live.md); a token-signed job needs the same token here",
                                             evidence={"rejected": list(st.rejected)})], {"live": live}, n)
+    phase = budget.now()
     first = fetch_all(records, "all", guard, budget)
+    phases = {"fetch": budget.since(phase)}
     pause = budget.deadline(budget.live_confirm_s)
     answered = sorted(r for r, a in first.items() if a.doc is not None)
     clocks = straggle.measure_clocks(records, answered, guard, budget)  # within the pause between the two looks
+    phases["clocks"] = budget.since(phase) - phases["fetch"]
     time.sleep(budget.remaining(pause))
+    phase = budget.now()
     second = fetch_all({r: records[r] for r, a in first.items() if a.doc is not None}, "progress", guard, budget)
+    phases["second_look"] = budget.since(phase)
     went = moved(first, second)
     frozen = sorted(r for r in answered if r not in went and r in second and second[r].doc is not None)
     by_rank = straggle.rank_clocks(clocks, records)
@@ -360,7 +365,10 @@ def look(config: Config, budget: Budget, st: JsonStore, guard: Guard, t0: float,
         prog = passed("live.progress", f"the job is making progress: {ranks_text(went)} completed or enqueued "
                       f"collectives between two looks {budget.live_confirm_s:g} s apart",
                       evidence={"moved": went})
+        phase = budget.now()
         section, slow_check = straggle.judge(inp, records, clocks, guard, budget, node_of, follow)
+        phases["slow"] = budget.since(phase)
+        live["phases_s"] = {k: round(v, 3) for k, v in phases.items()}
         if follow is not None:
             follow.look(time.time_ns(), section)
         live["slow"] = {**section, **(follow.section() if follow is not None else {})}

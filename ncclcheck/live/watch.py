@@ -306,7 +306,9 @@ def look(config: Config, budget: Budget, st: JsonStore, guard: Guard, t0: float,
     it (live.slow). `follow`: --follow's history, kept in the report."""
     w = config.world
     where = f"{w.master_addr}:{w.master_port}"
+    phase = budget.now()
     n, records, missing = read_registry(st)
+    registry_s = budget.since(phase)
     live: dict = {"master": where, "world_size": n, "registered": sorted(records), "rejected": list(st.rejected)}
     if not records:
         why = (f"no armed rank registered in the job's store at {where}" if n == 0 else
@@ -318,7 +320,8 @@ def look(config: Config, budget: Budget, st: JsonStore, guard: Guard, t0: float,
                                             evidence={"rejected": list(st.rejected)})], {"live": live}, n)
     phase = budget.now()
     first = fetch_all(records, "all", guard, budget)
-    phases = {"fetch": budget.since(phase)}
+    phases = {"since_start": budget.since(t0) - budget.since(phase), "registry": registry_s,
+              "fetch": budget.since(phase)}
     pause = budget.deadline(budget.live_confirm_s)
     answered = sorted(r for r, a in first.items() if a.doc is not None)
     clocks = straggle.measure_clocks(records, answered, guard, budget)  # within the pause between the two looks

@@ -35,7 +35,10 @@ from .bound import MAX_REPORT_ROWS
 MAX_CELLS = 1 << 18  # ranks x collectives per group: the newest collectives kept (1,024 ranks: 256 of them)
 MAX_WINDOW = 1024  # collectives per group at most
 MIN_WINDOW = 16  # fewer common collectives than this: not analysed (said)
-GAP_SHARE = 0.5  # a step begins after a gap of at least half the window's 90th-percentile gap
+GAP_SHARE = 0.5  # a step begins after a gap of at least half the 90th-percentile gap around it
+GAP_AROUND = 32  # ... among this many collectives each side
+MAX_PERIOD = 256  # collectives in one step's repeating pattern at most
+PERIOD_MATCH = 0.9  # ... repeated this often in the window (an evaluation pass breaks it: then the gaps)
 COMM_SHARE = 0.3  # a unit is a communication suspect when this share of its cost falls inside steps (where it
 # did no work: it left the collective before late); a compute straggler's cost falls where a step begins
 MAX_OFFSET_NS = 10**15  # a clock offset read from a dump: more than ~11 days is not one
@@ -143,17 +146,36 @@ def _clocks(arr: dict, host_of: dict, clocks: dict, ops: set, backend: Optional[
     return {}, {}, {"source": "hosts' own clocks (not measured; a host whose clock is ahead looks late)"}
 
 
-def _steps(latest: list) -> list:
-    """Indices where a step begins: after a gap of the latest arrival of at least GAP_SHARE x the window's 90th
-    percentile gap."""
-    gaps = [latest[i] - latest[i - 1] for i in range(1, len(latest))]
-    hi = _pct(gaps, 0.9)
-    if hi <= 0:
-        return []
-    return [i for i in range(1, len(latest)) if latest[i] - latest[i - 1] >= GAP_SHARE * hi]
+def _period(sigs: list) -> int:
+    """The number of collectives in the job's repeating pattern (op and sizes) when there is one of 2 or more
+    (DDP's buckets, a model's layers), else 0: PERIOD_MATCH of the window repeats p collectives later."""
+    n = len(sigs)
+    for p in range(1, min(MAX_PERIOD, n // 4) + 1):
+        if sum(1 for i in range(n - p) if sigs[i] == sigs[i + p]) >= PERIOD_MATCH * (n - p):
+            return p if p > 1 else 0
+    return 0
 
 
-def _group(name: str, desc: str, arr: dict, seqs: list, host_of: dict, off: dict, err: dict) -> dict:
+def _steps(latest: list, sigs: list) -> tuple[list, str]:
+    """(indices where a step begins, how they were found). A repeating pattern of collectives is a step, begun
+    at the place in the pattern with the longest median gap before it (where the job computes). Without one, a
+    step begins after a gap of the latest arrival of at least GAP_SHARE x the 90th-percentile gap around it
+    (GAP_AROUND collectives each side: a job whose steps slow down mid-window keeps its short steps)."""
+    k = len(latest)
+    gaps = [0] + [latest[i] - latest[i - 1] for i in range(1, k)]
+    p = _period(sigs)
+    if p:
+        at = max(range(p), key=lambda j: _median(gaps[j + p if j == 0 else j::p]))
+        return list(range(at if at else p, k, p)), f"a pattern of {p} collectives"
+    out = []
+    for i in range(1, k):
+        hi = _pct(gaps[max(1, i - GAP_AROUND):i + GAP_AROUND + 1], 0.9)
+        if hi > 0 and gaps[i] >= GAP_SHARE * hi:
+            out.append(i)
+    return out, "the job's compute gaps"
+
+
+def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dict, off: dict, err: dict) -> dict:
     """One group's window -> its steps, each unit's cost per step, the verdicts and the per-rank scores."""
     ranks = sorted(arr)
     k = len(seqs)
@@ -173,10 +195,10 @@ def _group(name: str, desc: str, arr: dict, seqs: list, host_of: dict, off: dict
             other = next(((t, r) for t, r in col if host_of.get(r) != h1), None)
             lost_h = t1 - other[0] - err.get(h1, 0) - err.get(host_of.get(other[1]), 0) if other else 0
             cost_host.append((h1, max(0, lost_h)))
-    starts = _steps(latest)
+    starts, how = _steps(latest, sigs)
     out: dict = {"pg": name, "desc": desc, "ranks": len(ranks), "hosts": len(hosts), "collectives": k,
                  "first_seq": seqs[0] if seqs else None, "last_seq": seqs[-1] if seqs else None,
-                 "steps": max(0, len(starts) - 1), "found": [], "job": None, "scores": {}}
+                 "steps": max(0, len(starts) - 1), "steps_by": how, "found": [], "job": None, "scores": {}}
     if len(starts) - 1 < slowness.MIN_SAMPLES:
         out["why"] = (f"{max(0, len(starts) - 1)} steps in the window of {k} collectives: the rule needs "
                       f"{slowness.MIN_SAMPLES}")
@@ -219,11 +241,15 @@ def _group(name: str, desc: str, arr: dict, seqs: list, host_of: dict, off: dict
     for f in found:
         f["kind"] = "communication" if f["inside"] >= COMM_SHARE else "compute"
     out["found"] = _explained(found)
-    best, lost = slowness.own_best_shares(dur)
+    # the job against its own best, among steps of the newest step's kind (its collectives): an evaluation pass's
+    # steps are other collectives, shorter or longer, and no reference for training's
+    kinds = [tuple(sigs[s:e]) for s, e in spans]
+    alike = [j for j, kd in enumerate(kinds) if kd == kinds[-1]]
+    best, lost = slowness.own_best_shares([dur[j] for j in alike])
     jv = slowness.judge(lost, floor=slowness.JOB_FLOOR)
     out["job"] = {"slower": jv.slow, "best_step_us": round(best / 1e3, 1) if best else None,
                   "step_us": out["step_us"], "share": round(jv.share, 4), "floor": slowness.JOB_FLOOR,
-                  **({"since_seq": seqs[spans[jv.since][0]], "since_ns": latest[spans[jv.since][0]],
+                  **({"since_seq": seqs[spans[alike[jv.since]][0]], "since_ns": latest[spans[alike[jv.since]][0]],
                       "steps": jv.samples} if jv.slow else {})}
     work = {}
     for r in ranks:
@@ -275,7 +301,8 @@ def analyse(dumps: dict, hosts: dict, clocks: Optional[dict] = None) -> dict:
         backends = {dumps[r].backend for r in ranks}
         off, err, used = _clocks(arr, host_of, clocks, ops, backends.pop() if len(backends) == 1 else None)
         clock_used = clock_used or used
-        g = _group(name, ref.desc, arr, seqs, host_of, off, err)
+        sigs = [(ref.colls[q].get("profiling_name"), str(ref.colls[q].get("input_sizes"))[:200]) for q in seqs]
+        g = _group(name, ref.desc, arr, seqs, sigs, host_of, off, err)
         found.extend(g.pop("found"))
         groups.append(g)
     best: dict = {}

@@ -125,6 +125,8 @@ def test_watch_names_who_slows_the_job(guard_lab, name, fault, tmp_path):
         p, took, doc = wl.watch(guard_lab, name, tmp_path / "dump")
         _alive(ranks)
         slow = wl._check(doc, "live.slow")
+        if os.environ.get("H7DEBUG"):
+            Path(os.environ["H7DEBUG"]).write_text(json.dumps(doc))
         assert slow.get("status") == "fail", (slow, p.stdout[-3000:], p.stderr[-2000:])
         assert p.returncode == 1
         first = slow["evidence"]["named"][0]

@@ -98,8 +98,9 @@ def test_a_rank_that_leaves_collectives_late_is_a_communication_suspect():
     assert named(out) == [("rank", 4, "h3", "communication")]
 
 
-def test_slower_transfers_for_everyone_name_no_rank_but_the_job_is_slower_than_its_best():
-    out = analyse(Job(transfer_from=(30, 30)))
+@pytest.mark.parametrize("factor", [30, 300])  # 300: the steps grow 7x mid-window (a link shaped to 1/300)
+def test_slower_transfers_for_everyone_name_no_rank_but_the_job_is_slower_than_its_best(factor):
+    out = analyse(Job(transfer_from=(30, factor)))
     assert named(out) == []
     assert out["job"]["slower"] and out["job"]["share"] > slowness.JOB_FLOOR
 

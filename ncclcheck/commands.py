@@ -68,7 +68,7 @@ COMMANDS: tuple = (
                         "first. Exit 0: nothing wrong found; 1: a cause named; 2: bad input."),
     Command("watch", "while a job runs or hangs: every armed rank fetched live -> rank, host, process group, "
             "collective, cause (the job is left running)", "live (watch) and its responder in every armed rank",
-            "ncclcheck.live.watch:run", ("watch_job", "output", "watch"),
+            "ncclcheck.live.watch:run", ("watch_job", "output", "watch"), progress=True,
             description="Reads the armed ranks' addresses from the job's store, fetches every rank's flight "
                         "recorder, stacks and progress at once, looks at progress again a moment later, and names the "
                         "culprit of a hang with diagnose's analysis (docs/live.md). Exit 0: the job is making "

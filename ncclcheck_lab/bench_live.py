@@ -7,9 +7,16 @@ ranks 0..n-2 are copies of its rank 0, the last rank is its rank 3, which never 
 group's ranks set to the whole world. Then the real `ncclcheck watch` (the api, in this process) looks at them.
 
     python scripts/bench_live.py [--ranks 8,64] [--procs 8] [--timeout 10]
+    python scripts/bench_live.py --slow --ranks 1024 --procs 8      # the slow case (issue 47)
 
 One line per size: ranks, wall time of the whole watch (two looks 2 s apart, the analysis), the slowest rank's
 answer time, bytes fetched per rank, and whether the culprit (the last rank) was named.
+
+--slow: a running job instead of a hung one (ncclcheck_lab/livesim.py: a simulated data-parallel job laid on the
+wall clock, 1 s of compute per step, 1 % jitter on every rank, 8 ranks per host; each rank keeps its newest 96
+collectives, torch keeps 2,000), run twice: once with the last
+rank late by 10 % of the step (`case=slow`: named=K/K when watch names that rank and nobody else, within
+`named_s` of watch starting) and once healthy (`case=healthy`: named_healthy=0). The same bytes and seconds.
 """
 
 from __future__ import annotations
@@ -98,12 +105,79 @@ def bench(n: int, procs: int, timeout: float) -> dict:
             "exit_code": report.exit_code}
 
 
+def _serve_sim(ranks: list, job, port: int, epoch, ready, stop) -> None:
+    from ncclcheck_lab import livesim
+
+    rs = livesim.start(job, ranks, port, epoch=lambda: epoch.value)
+    for r in rs:
+        r.registered.wait(120)
+    ready.put(len(rs))
+    stop.wait()
+
+
+def bench_slow(n: int, procs: int, timeout: float, late: float) -> dict:
+    """The slow case: n simulated ranks of a running job, the last one late by `late` of the step (0: healthy)."""
+    import torch.distributed as dist
+
+    from ncclcheck.live.watch import watch
+    from ncclcheck.options import api_config
+    from ncclcheck_lab import livesim
+    from ncclcheck_lab.slowsim import Job
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    store = dist.TCPStore("127.0.0.1", port, None, True)
+    # times from 0; laid on the wall clock once every simulated rank is up, with 60 steps recorded before watch
+    # starts (the responders' buffer keeps the newest 48), 300 in all: the job runs on while watch looks. Steps of
+    # ~1 s: fetching 1,024 ranks takes seconds, and each rank's window must overlap the others' by 8 steps or more
+    job = Job(world=n, per_host=8, steps=300, step_us=1_000_000.0, jitter=0.01, seed=n,
+              slow={n - 1: (0, late)} if late else {}, start_ns=0)
+    ctx = mp.get_context("spawn")
+    ready, stop, epoch = ctx.Queue(), ctx.Event(), ctx.Value("q", 0)
+    per = [list(range(n))[i::procs] for i in range(min(procs, n))]
+    ps = [ctx.Process(target=_serve_sim, args=(ranks, job, port, epoch, ready, stop), daemon=True) for ranks in per]
+    for p in ps:
+        p.start()
+    got = sum(ready.get(timeout=600) for _ in ps)
+    assert got == n
+    epoch.value = time.time_ns() - 60 * livesim.step_ns(job)
+    t0 = time.monotonic()
+    report = watch(api_config("watch", {"master_addr": "127.0.0.1", "master_port": str(port),
+                                        "timeout": str(timeout)}, "bench_live"))
+    wall = time.monotonic() - t0
+    stop.set()
+    for p in ps:
+        p.join(10)
+    del store
+    live = report.extra["live"]
+    slow = next((c for c in report.checks if c.id == "live.slow"), None)
+    found = (slow.evidence.get("named") or []) if slow is not None else []
+    named = sorted({r for f in found for r in f.get("ranks", [])})
+    return {"ranks": n, "case": "slow" if late else "healthy", "wall_s": round(wall, 2), "named": named,
+            "slow_status": slow.status.value if slow else None, "summary": slow.summary if slow else "",
+            "bytes_per_rank": round(sum(r["bytes"] for r in live.get("ranks", [])) / n),
+            "slowest_answer_s": max((r["answer_s"] or 0 for r in live.get("ranks", [])), default=0)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", default="8,64")
     ap.add_argument("--procs", type=int, default=8)
     ap.add_argument("--timeout", type=float, default=10.0)
+    ap.add_argument("--slow", action="store_true", help="the slow case: a running job, one rank late by --late")
+    ap.add_argument("--late", type=float, default=0.1, help="the late rank's lateness, a share of the step")
     a = ap.parse_args()
+    if a.slow:
+        for n in (int(x) for x in a.ranks.split(",")):
+            for late in (a.late, 0.0):
+                r = bench_slow(n, a.procs, a.timeout, late)
+                ok = r["named"] == [n - 1] if late else not r["named"]
+                field = f"named={int(ok)}/1" if late else f"named_healthy={len(r['named'])}"
+                print(f"ranks={n} case={r['case']} named_s={r['wall_s']} {field} named_ranks={r['named'][:8]} "
+                      f"bytes_per_rank={r['bytes_per_rank']} slowest_answer_s={r['slowest_answer_s']:.3f} "
+                      f"live_slow={r['slow_status']}", flush=True)
+        return
     for n in (int(x) for x in a.ranks.split(",")):
         r = bench(n, a.procs, a.timeout)
         print(f"ranks={r['ranks']} watch_wall_s={r['wall_s']} slowest_answer_s={r['slowest_answer_s']:.3f} "

@@ -79,6 +79,9 @@ REGISTRY: tuple = (
     CheckSpec("rendezvous.master_reachable", STEP, (), None, (WATCH,), "live/watch.py (the job's store)"),
     CheckSpec("live.answered", STEP, (), None, (WATCH,), "live/watch.py (every registered rank answered)"),
     CheckSpec("live.progress", STEP, (), None, (WATCH,), "live/watch.py (progress between two looks)"),
+    CheckSpec("live.slow", STEP, (), None, (WATCH,), "live/watch.py, postmortem/slow.py (who slows a running job)"),
+    CheckSpec("postmortem.slow", STEP, (), None, (DIAGNOSE,), "postmortem/diagnose.py, postmortem/slow.py (who "
+              "slowed the job, from its dumps)"),
     CheckSpec("rendezvous.world", STEP, (), None, (PREFLIGHT,), "preflight/cluster.py, preflight/pipeline.py"),
     CheckSpec("nccl.ras", STEP, (), None, (PREFLIGHT,), "checks/nccl_ras.py (--nccl-ras)"),
     CheckSpec("nccl.transport", STEP, (), None, (PREFLIGHT, *JOBS),

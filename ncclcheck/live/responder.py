@@ -34,7 +34,7 @@ from typing import Any, Optional
 
 from ..rendezvous.budget import FIXED, Budget
 from ..rendezvous.store import Guard
-from . import wire
+from . import pace, wire
 from .auth import Busy as MungeBusy
 from .auth import Keys, choose
 from .calls import c10d_call
@@ -180,12 +180,14 @@ class Responder:
 
     def __init__(self, rank: int, world_size: int, local_rank: Optional[int], master: tuple, guard: Guard,
                  budget: Budget = FIXED, sources: Optional[Sources] = None, bind: Optional[str] = None,
-                 attempt: int = 0, job: str = "nojob", auth: Optional[str] = None) -> None:
+                 attempt: int = 0, job: str = "nojob", auth: Optional[str] = None, launcher: str = "none") -> None:
         self.rank, self.world_size, self.local_rank = rank, world_size, local_rank
+        self.launcher = launcher  # who started this rank (pace.launcher_of): watch's header says it
         self.master, self.guard, self.budget = master, guard, budget
         self.sources = sources or Sources()
         self.host = socket.gethostname()
         self.attempt, self.job = attempt, job[:wire.MAX_JOB]
+        self.launcher = launcher  # who started this rank (pace.launcher_of): watch's header says it
         # how requests are authenticated: the token when there is one, else munge when asked (live/auth.py)
         self.level = "token" if guard.token is not None else (auth if auth in ("munge", "none") else "none")
         self.keys = Keys(master[1], budget) if self.level == "munge" else None
@@ -198,6 +200,7 @@ class Responder:
         self.spend = Spend(budget)
         self._fresh: Optional[tuple] = None  # (built at, {"time", "progress"}): every reply's fresh part
         self._stop = threading.Event()
+        self._caller: Optional[pace.Caller] = None  # made at the first "rate" request (live/pace.py)
         family = socket.AF_INET6 if ":" in self.addr else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -214,7 +217,7 @@ class Responder:
         """What the store holds for this rank: where to ask, and who it is."""
         return {"v": wire.VERSION, "rank": self.rank, "world_size": self.world_size, "local_rank": self.local_rank,
                 "host": self.host, "addr": self.addr, "port": self.port, "pid": os.getpid(), "auth": self.level,
-                "attempt": self.attempt, "job": self.job, "run": self.run}
+                "attempt": self.attempt, "job": self.job, "run": self.run, "launcher": self.launcher}
 
     def world(self, run: str) -> dict:
         return {"world_size": self.world_size, "attempt": self.attempt, "job": self.job, "run": run}
@@ -231,6 +234,15 @@ class Responder:
     def close(self) -> None:
         self._stop.set()
         self.loop.close()
+
+    def caller(self) -> pace.Caller:
+        """How this rank asks another rank's responder (a "rate" download): a session at its own level."""
+        if self._caller is None:
+            from .auth import Session
+
+            self._caller = pace.Caller(Session(self.level, self.guard.token, self.master[1], self.budget), self.job,
+                                       self.run or "")
+        return self._caller
 
     def note(self, why: str) -> None:
         self.refused = [*self.refused[-15:], why]
@@ -331,6 +343,10 @@ class Responder:
             if ranks is None:
                 return Outcome(f"a reach request names 1 to {wire.MAX_REACH} distinct ranks")
             text = lambda: _cap(self.reach(ranks), limit, items)  # noqa: E731 - the worker calls it
+        elif kind in pace.KINDS:  # a slow job: the clock, a blob, a probe of the links (live/pace.py)
+            if not pace.well_formed(kind, req):
+                return Outcome(f"a malformed {kind} request")
+            text = lambda: _cap(pace.answer(self, kind, req), limit, items)  # noqa: E731
         else:
             text = lambda: self.cached(kind, limit, items)  # noqa: E731
         key = wire.reply_key(conn.challenge)
@@ -502,4 +518,4 @@ def start(env: Optional[Mapping[str, str]] = None, token: Optional[bytes] = None
         token = read_token(None, env)[0]
     return Responder(rank, world, int(local) if local and local.isdigit() else None, master, Guard(token=token),
                      budget, sources, attempt=int(attempt) if attempt.isdigit() else 0,
-                     job=job or job_id(env), auth=choose(token, env)).start()
+                     job=job or job_id(env), auth=choose(token, env), launcher=pace.launcher_of(env)).start()

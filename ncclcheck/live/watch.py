@@ -27,13 +27,13 @@ from ..checks.postmortem import PostmortemInput
 from ..checks.registry import POSTMORTEM, run_checks
 from ..config import Config
 from ..facts import munge
-from ..model import CheckResult, Report, Status, WorldInfo, failed, passed, warned
+from ..model import CheckResult, NodeInfo, Report, Status, WorldInfo, failed, passed, skipped, warned
 from ..postmortem import flight
 from ..postmortem.analyze import GARBAGE, analyse, ranks_text
 from ..postmortem.inputs import Inputs, _add_dump
 from ..rendezvous.budget import Budget
 from ..rendezvous.store import Guard, JsonStore, Limits, StoreLost
-from . import reach
+from . import pace, reach, straggle
 from .auth import Session, choose
 from .fetch import MAX_WORKERS, Answer, Asker, ask, fetch_all, read_registry
 
@@ -57,13 +57,16 @@ def moved(first: dict, second: dict) -> list:
                   and counters(a.doc) != counters(first[r].doc))
 
 
-def live_doc(a: Answer, rec: dict) -> Optional[dict]:
-    """The rank's flight recorder with its own word (flight.LIVE_KEY): what diagnose reads from --dump."""
+def live_doc(a: Answer, rec: dict, clock: Optional[dict] = None) -> Optional[dict]:
+    """The rank's flight recorder with its own word (flight.LIVE_KEY): what diagnose reads from --dump; `clock`:
+    its host's clock offset as watch measured it (postmortem/slow.py corrects the call times with it)."""
     fr = a.doc.get("flight") if a.doc else None
     if not isinstance(fr, dict):
         return None
     me = {k: a.doc.get(k) for k in ("rank", "host", "local_rank", "pid", "time", "progress", "stacks")}
     me["addr"] = f"{rec['addr']}:{rec['port']}"
+    if clock:
+        me["clock"] = {"offset_ns": clock["offset_ns"], "err_ns": clock["err_ns"]}
     if a.doc.get("flight_dropped"):
         me["flight_dropped"] = a.doc["flight_dropped"]
     return {**fr, flight.LIVE_KEY: me}
@@ -185,14 +188,24 @@ def _started() -> str:
 
 
 def _report(config: Config, t0: float, checks: list, extra: dict, world_size: int = 0, hosts: int = 0,
-            backend: str = "none", trust: Optional[dict] = None) -> Report:
+            backend: str = "none", trust: Optional[dict] = None, records: Optional[dict] = None) -> Report:
+    """The watch report; `records`: the ranks' store records, whose hosts are the report's nodes (what the kubectl
+    labels name) and whose launcher the header says."""
     from ..version import __version__
 
     w = config.world
+    names = sorted({rec["host"] for rec in (records or {}).values()})
     return Report(command="watch", version=__version__, started=_started(), duration_s=time.monotonic() - t0,
                   world=WorldInfo(nnodes=max(1, hosts), world_size=world_size, backend=backend,
-                                  master=f"{w.master_addr}:{w.master_port}", launcher="none"),
-                  checks=checks, strict=config.output.strict, extra=extra, trust=trust)
+                                  master=f"{w.master_addr}:{w.master_port}", launcher=_launcher(records or {})),
+                  nodes=[NodeInfo(i, h) for i, h in enumerate(names)], checks=checks, strict=config.output.strict,
+                  extra=extra, trust=trust)
+
+
+def _launcher(records: dict) -> str:
+    """The launcher most ranks say started them (pace.launcher_of, in their store record), "none" when unsaid."""
+    said = [rec.get("launcher") for rec in records.values() if rec.get("launcher") in pace.LAUNCHERS]
+    return max(set(said), key=said.count) if said else "none"
 
 
 def _trust(session: Session, st: JsonStore, ignored: list) -> dict:
@@ -205,11 +218,15 @@ def _trust(session: Session, st: JsonStore, ignored: list) -> dict:
     return {"level": session.level, "source": source, **({"ignored": seen[:64]} if seen else {})}
 
 
-def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: float) -> Report:
-    """One watch: fetch everything, look at progress again, analyse when it did not move."""
+def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: float,
+         follow: Optional[straggle.Follow] = None) -> Report:
+    """One watch: fetch everything, look at progress again, analyse when it did not move; when it moved, who slows
+    it (live.slow). `follow`: --follow's history, kept in the report."""
     w = config.world
     where = f"{w.master_addr}:{w.master_port}"
+    phase = budget.now()
     reg = read_registry(st)
+    registry_s = budget.since(phase)
     n, records, missing = reg.n, reg.records, reg.missing
     asker = Asker(session, reg.job, reg.run)
     trust = _trust(session, st, reg.ignored)
@@ -224,13 +241,23 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
                                             "(docs/live.md); a token-signed job needs the same token here",
                                             evidence={"rejected": list(st.rejected)})], {"live": live}, n,
                        trust=trust)
+    phase = budget.now()
     first = fetch_all(records, "all", asker, budget)
-    time.sleep(budget.live_confirm_s)
-    second = fetch_all({r: records[r] for r, a in first.items() if a.doc is not None}, "progress", asker, budget)
-    went = moved(first, second)
+    phases = {"since_start": budget.since(t0) - budget.since(phase), "registry": registry_s,
+              "fetch": budget.since(phase)}
+    pause = budget.deadline(budget.live_confirm_s)
     answered = sorted(r for r, a in first.items() if a.doc is not None)
+    clocks = straggle.measure_clocks(records, answered, asker, budget)  # within the pause between the two looks
+    phases["clocks"] = budget.since(phase) - phases["fetch"]
+    time.sleep(budget.remaining(pause))
+    phase = budget.now()
+    second = fetch_all({r: records[r] for r, a in first.items() if a.doc is not None}, "progress", asker, budget)
+    phases["second_look"] = budget.since(phase)
+    went = moved(first, second)
     frozen = sorted(r for r in answered if r not in went and r in second and second[r].doc is not None)
-    docs = {r: d for r in answered if (d := live_doc(first[r], records[r])) is not None and d.get("entries")}
+    by_rank = straggle.rank_clocks(clocks, records)
+    docs = {r: d for r in answered if (d := live_doc(first[r], records[r], by_rank.get(r))) is not None
+            and d.get("entries")}
     inp = build_inputs(first, records, missing, docs, socket.gethostname())
     for r, a in second.items():  # answered the first look, not the second: gone meanwhile
         if a.doc is None and r not in inp.unanswered:
@@ -262,11 +289,20 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
                          "with garbage is not the responder its record says (a forged record, another program on "
                          "that port) or sent more than watch decodes (docs/live.md, docs/trust.md)",
                      evidence={"unanswered": live["unanswered"], "garbage": garbage}))
+    node_of = {h: i for i, h in enumerate(sorted({rec["host"] for rec in records.values()}))}
     if progressing:
         prog = passed("live.progress", f"the job is making progress: {ranks_text(went)} completed or enqueued "
                       f"collectives between two looks {budget.live_confirm_s:g} s apart",
                       evidence={"moved": went})
-        return _report(config, t0, [prog, ans_check], {"live": live}, n, hosts, _backend(docs), trust)
+        phase = budget.now()
+        section, slow_check = straggle.judge(inp, records, clocks, asker, budget, node_of, follow)
+        phases["slow"] = budget.since(phase)
+        live["phases_s"] = {k: round(v, 3) for k, v in phases.items()}
+        if follow is not None:
+            follow.look(time.time_ns(), section)
+        live["slow"] = {**section, **(follow.section() if follow is not None else {})}
+        return _report(config, t0, [prog, slow_check, ans_check], {"live": live}, n, hosts, _backend(docs), trust,
+                       records)
     analysis = analyse(inp)
     checks = run_checks(POSTMORTEM, PostmortemInput(analysis))
     root = next(c for c in checks if c.id == "postmortem.root_cause")
@@ -285,8 +321,13 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
                       f"{ranks_text(frozen) if frozen else 'any rank'}, and no rank waits in a collective another "
                       "has not entered: a long compute step, data loading, or a hang outside collectives (the stacks "
                       "in the report's live.ranks say where each rank is)", evidence={"frozen": frozen})
-    return _report(config, t0, [*checks, prog, ans_check], {"live": live, "postmortem": analysis},
-                   max(n, analysis["world_size"]), hosts, _backend(docs), trust)
+    more = []
+    if follow is not None and follow.last is not None:  # what --follow saw while the job still ran
+        live["slow"] = {**follow.last, **follow.section()}
+        more = [skipped("live.slow", "not judged on this look: the job does not progress (the slowdowns --follow "
+                        f"saw before: {len(follow.events)} events in live.slow)")]
+    return _report(config, t0, [*checks, prog, *more, ans_check], {"live": live, "postmortem": analysis},
+                   max(n, analysis["world_size"]), hosts, _backend(docs), trust, records)
 
 
 def _answered_text(unanswered: dict, garbage: list, n: int) -> str:
@@ -331,17 +372,22 @@ def _connect(config: Config, budget: Budget) -> tuple[Optional[JsonStore], Optio
     return st, None, Session(level, w.token, int(w.master_port), budget)
 
 
-def watch(config: Config) -> Report:
-    """`ncclcheck watch`: one look (or, with --follow, looks until progress stops), as a Report."""
+def watch(config: Config, observer=None) -> Report:
+    """`ncclcheck watch`: one look (or, with --follow, looks until progress stops), as a Report. observer: where
+    --follow's lines go (a slowdown starting or ending; agent/context.show_row's "slow_event")."""
+    from ..agent.context import show_row
+
     budget = Budget.of(config)
     t0 = time.monotonic()
     st, bad, session = _connect(config, budget)
     if st is None or session is None:
         return _report(config, t0, [bad], {"live": {}})
     try:
+        follow = None
         if config.watch.follow:
-            _follow(config, budget, st, session)
-        return look(config, budget, st, session, t0)
+            follow = straggle.Follow(lambda line: show_row(observer, "slow_event", {"text": line}))
+            _follow(config, budget, st, session, follow)
+        return look(config, budget, st, session, t0, follow)
     except munge.MungeError as exc:  # watch's own credential (trust munge): said, never a traceback
         return _report(config, t0, [failed("live.answered", f"watch could not make its munge credential: {exc}",
                                            fix="check munged here (munge -n | unmunge), or give the job's token")],
@@ -351,16 +397,19 @@ def watch(config: Config) -> Report:
                                            fix="the job ended or its master died")], {"live": {}})
 
 
-def _follow(config: Config, budget: Budget, st: JsonStore, session: Session) -> None:
-    """Look at every rank's progress every live_follow_poll_s until none moved for live_stall_s (or no rank
-    answers), then return for the full look."""
+def _follow(config: Config, budget: Budget, st: JsonStore, session: Session, follow: straggle.Follow) -> None:
+    """Look at every rank's flight recorder every live_follow_poll_s until no progress for live_stall_s (or no rank
+    answers), then return for the full look; each look that progressed is judged for a slowdown (follow)."""
     still_since = None
     last: dict = {}
     while True:
         reg = read_registry(st)
-        now = fetch_all(reg.records, "progress", Asker(session, reg.job, reg.run), budget)
+        asker = Asker(session, reg.job, reg.run)
+        now = fetch_all(reg.records, "flight", asker, budget)
         if not any(a.doc is not None for a in now.values()):
             return
+        if not last or moved(last, now):
+            _judge_follow(reg.records, reg.missing, now, asker, budget, follow)
         if last and not moved(last, now):
             still_since = still_since or time.monotonic()
             if not budget.within(still_since, budget.live_stall_s):
@@ -371,6 +420,20 @@ def _follow(config: Config, budget: Budget, st: JsonStore, session: Session) -> 
         time.sleep(budget.live_follow_poll_s)
 
 
+def _judge_follow(records: dict, missing: dict, now: dict, asker: Asker, budget: Budget,
+                  follow: straggle.Follow) -> None:
+    """One --follow look at a progressing job: who slows it (a start or an end said through the observer)."""
+    answered = sorted(r for r, a in now.items() if a.doc is not None)
+    clocks = straggle.measure_clocks(records, answered, asker, budget)
+    by_rank = straggle.rank_clocks(clocks, records)
+    docs = {r: d for r in answered if (d := live_doc(now[r], records[r], by_rank.get(r))) is not None
+            and d.get("entries")}
+    inp = build_inputs(now, records, missing, docs)
+    node_of = {h: i for i, h in enumerate(sorted({rec["host"] for rec in records.values()}))}
+    section, _ = straggle.judge(inp, records, clocks, asker, budget, node_of, follow)
+    follow.look(time.time_ns(), section)
+
+
 def run(config: Config, observer=None, placement=None) -> Report:
     """The commands table's runner for `watch` (commands.py)."""
-    return watch(config)
+    return watch(config, observer)

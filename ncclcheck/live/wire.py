@@ -34,7 +34,9 @@ VERSION = "ncclcheck-live/2"
 # What a watcher may ask, and which of the responder's workers does it: "answer" (this process's own data, built
 # at once) or "reach" (connects to other ranks, up to Budget.live_reach_s). Anything else is refused and named. A
 # new kind is a row here and a branch in Responder.work.
-KINDS = {"progress": "answer", "stacks": "answer", "flight": "answer", "all": "answer", "reach": "reach"}
+# "clock", "blob" and "rate" are a slow job's (live/pace.py): rate downloads a blob from other ranks, as reach connects.
+KINDS = {"progress": "answer", "stacks": "answer", "flight": "answer", "all": "answer", "reach": "reach",
+         "clock": "answer", "blob": "answer", "rate": "reach"}
 MAX_REACH = 64  # ranks one "reach" request may name: a responder connects to at most this many others
 MAX_REQUEST = 4096  # bytes of one request frame: a request is a few dozen bytes of JSON (and a munge credential)
 MAX_HELLO = 4096  # bytes of the responder's hello

@@ -15,6 +15,8 @@ from ..model import NodeInfo, Recommendation, Report, WorldInfo, clean_text
 from ..render.common import one_line
 from .analyze import analyse, empty_dumps
 from .inputs import load_preflight, read_inputs
+from .slow import analyse as analyse_slow
+from .slow import check as slow_check
 
 KINDS = ("flight-recorder dumps (pickle or JSON)", "NCCL_DEBUG logs", "a launcher's output", "torchelastic error "
          "files", "`ncclras -f json` output")
@@ -40,6 +42,10 @@ def diagnose(paths: list[str], preflight_path: Optional[str] = None, version: st
     checks = run_checks(POSTMORTEM, PostmortemInput(analysis))
     for path, text in inp.ras:
         checks.append(ras_check_from_text(text, path))
+    # who slowed the job, from the same call times watch reads live (and the clocks watch --dump measured)
+    analysis["slow"] = analyse_slow(inp.dumps, {r["rank"]: r["host"] for r in analysis["ranks"] if r.get("host")},
+                                    inp.clocks)
+    checks.append(slow_check("postmortem.slow", analysis["slow"]))
     nodes = []
     hosts = {r["host"] for r in analysis["ranks"] if r.get("host")}
     world = WorldInfo(nnodes=max(1, len(hosts)), world_size=analysis["world_size"], backend=_backend(inp),

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..errors import UsageError
-from . import flight, launcher, stacks
+from . import flight, launcher, slow, stacks
 from .bound import clip
 from .logscan import LogScan, Room
 from .unpickle import MAX_DUMP_BYTES, RefusedPickle, is_pickle, loads_plain, walk_problem
@@ -53,6 +53,7 @@ class Inputs:
     unanswered: dict = field(default_factory=dict)
     observer: Optional[str] = None  # the host `ncclcheck watch` asked from (a cut link is seen from one side)
     launchers: dict = field(default_factory=dict)  # path -> the launcher whose own output it is (launcher.own_line)
+    clocks: dict = field(default_factory=dict)  # rank -> its host's clock offset watch measured (postmortem/slow.py)
 
     def recognised(self) -> int:
         return sum(1 for r in self.read if r["kind"] != "unrecognised")
@@ -157,6 +158,9 @@ def _add_dump(out: Inputs, path: str, doc: dict, form: str) -> None:
     except (RecursionError, ValueError, TypeError, OverflowError) as exc:  # hostile, not a traceback
         out.refused.append({"path": path, "why": f"a flight-recorder dump that cannot be read ({type(exc).__name__})"})
         return
+    clock = slow.clock_of(doc, rank)
+    if clock:
+        out.clocks[rank] = clock
     if live:
         out.hosts[rank] = live["who"]
         if live["where"]:

@@ -33,6 +33,8 @@ class RowText:
                 return []
         elif kind == "links_row":
             out = [pair_line(data)]
+        elif kind == "slow_event":  # watch --follow: a slowdown starts or ends (live/straggle.py's words)
+            out = [" ".join(str(data.get("text", "")).split())]
         else:
             return []
         self.count += 1

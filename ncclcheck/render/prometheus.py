@@ -142,9 +142,56 @@ def _links(report: Report) -> list[_Family]:
     return [bw, slow, slow_links]
 
 
+def _slow(report: Report) -> list[_Family]:
+    """watch's live.slow and diagnose's postmortem.slow (postmortem/slow.py's section): each named rank, host or link
+    (1 per finding, its share and cost per step beside), and each rank's NVRx scores, so an alert can say who."""
+    extra = report.extra or {}
+    section = (extra.get("live") or {}).get("slow") or (extra.get("postmortem") or {}).get("slow")
+    if not isinstance(section, dict):
+        return []
+    cmd = report.command
+    named = _Family("slow", "gauge", "1 for each rank, host or link named as slowing the job (kind: compute or "
+                    "communication)")
+    share = _Family("slow_share_ratio", "gauge", "share of each step the job loses to the named rank, host or link")
+    cost = _Family("slow_cost_seconds", "gauge", "time the job loses per step to the named rank or host")
+    for f in [*(section.get("named") or []), *(section.get("links") or [])]:
+        if not isinstance(f, dict):
+            continue
+        lb = {"command": cmd, "kind": f.get("kind", ""), "unit": f.get("unit", ""),
+              "rank": "" if f.get("rank") is None else f["rank"],
+              "host": f.get("host") or ",".join(str(h) for h in f.get("hosts") or [])}
+        named.add(1, **lb)
+        if isinstance(f.get("share"), (int, float)):
+            share.add(f["share"], **lb)
+        if isinstance(f.get("cost_us"), (int, float)):
+            cost.add(f["cost_us"] * 1e-6, **lb)
+    rel = _Family("rank_relative_score", "gauge", "a rank's time per step against the best rank's (NVRx's relative "
+                  "score: 1 as fast as the best, lower slower)")
+    ind = _Family("rank_individual_score", "gauge", "a rank's recent time per step against its own best stretch "
+                  "(NVRx's individual score)")
+    lost = _Family("rank_slow_share_ratio", "gauge", "share of the recent steps the job lost to this rank arriving "
+                   "last")
+    for r in section.get("ranks") or []:
+        if not isinstance(r, dict):
+            continue
+        lb = {"command": cmd, "rank": r.get("rank"), "host": r.get("host") or ""}
+        for fam, key in ((rel, "relative"), (ind, "individual"), (lost, "share")):
+            if isinstance(r.get(key), (int, float)):
+                fam.add(r[key], **lb)
+    job = section.get("job") if isinstance(section.get("job"), dict) else {}
+    step = _Family("job_step_seconds", "gauge", "the job's recent step time (steps found in its own rhythm)")
+    best = _Family("job_best_step_seconds", "gauge", "the job's best stretch of steps (its own best)")
+    if isinstance(job.get("step_us"), (int, float)):
+        step.add(job["step_us"] * 1e-6, command=cmd, pg=section.get("pg") or "")
+    if isinstance(job.get("best_step_us"), (int, float)):
+        best.add(job["best_step_us"] * 1e-6, command=cmd, pg=section.get("pg") or "")
+    return [named, share, cost, rel, ind, lost, step, best]
+
+
 def render_prometheus(report: Report) -> str:
     """The whole exposition, one family per metric name, ending in a newline (as the text format requires)."""
-    families: Iterable[_Family] = _run(report) + _checks(report) + _bench(report) + _links(report)
+    families: Iterable[_Family] = (_run(report) + _checks(report) + _bench(report) + _links(report) +
+                                   _slow(report))
     lines = [ln for f in families for ln in f.lines()]
     return "\n".join(lines) + "\n"
 

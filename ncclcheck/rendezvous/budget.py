@@ -145,6 +145,8 @@ class Budget:
     live_munge_every_s: float = 0.5  # a responder decodes a new munge credential this often past its first few (an
     # unmunge is a process: ~5 ms of CPU; a watcher brings one per run)
     live_munge_ttl_s: float = 600.0  # watch's munge credential lives this long; --follow makes a new one at half of it
+    live_rate_s: float = 2.0  # a slow job: one probe download (1 MiB) between two responders: ~10 ms on a LAN,
+    # ~1 s on a link shaped to 1 MB/s; past it the rate of what arrived is the figure (live/pace.py)
 
     @classmethod
     def of(cls, config: Any) -> Budget:
@@ -188,6 +190,11 @@ class Budget:
     def live_reach_wait_s(self) -> float:
         """watch's bound on every responder's "reach" answer: their own bound, their request read and reply send."""
         return self.live_reach_s + self.live_request_s + self.live_send_s
+
+    def live_rate_wait_s(self, targets: int) -> float:
+        """watch: one "rate" probe, every prober at once, each downloading from `targets` others one after another:
+        its store read, the downloads, the request and the reply."""
+        return self.live_reach_s + max(1, targets) * self.live_rate_s + self.live_request_s + self.live_send_s
 
     @property
     def live_stall_s(self) -> float:

@@ -4,7 +4,6 @@ without nvcc or a GPU."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import subprocess
 import sys
@@ -15,10 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "nccl_tests"
 SCRIPT = ROOT / "scripts" / "bench_vs_nccl_tests.py"
-_spec = importlib.util.spec_from_file_location("bench_vs_nccl_tests", SCRIPT)
-vs = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = vs  # dataclasses look their module up by name
-_spec.loader.exec_module(vs)
+from ncclcheck_lab import bench_vs_nccl_tests as vs  # noqa: E402 - the code behind SCRIPT
 
 
 def _table(name: str):

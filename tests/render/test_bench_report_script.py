@@ -3,7 +3,6 @@ renderer's size, and a scaled report whose nodes are all distinct (rank, hostnam
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -39,9 +38,7 @@ def test_the_script_measures_a_saved_report(tmp_path):
 
 
 def test_a_scaled_report_has_distinct_nodes():
-    spec = importlib.util.spec_from_file_location("bench_report", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    from ncclcheck_lab import bench_report as mod
     big = mod.scaled(_report(), 40)
     assert [n.node_rank for n in big.nodes] == list(range(40)) and big.world.nnodes == 40
     assert len({n.hostname for n in big.nodes}) == 40

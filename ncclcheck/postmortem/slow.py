@@ -1,0 +1,366 @@
+"""Who slows a running job, from the flight recorder's call times (issue 47): the rank or host that calls collectives
+late, consistently, and what it costs the job; the same records read live by `ncclcheck watch` and after the fact by
+`ncclcheck diagnose`.
+
+Per process group, over the newest collectives every member recorded (a window), each rank's arrival at each
+collective is its entry's `time_created_ns` (torch's CLOCK_REALTIME on its host) less its host's clock offset:
+- measured by watch (the responder's "clock" answer, NTP-style: offset and half the round trip as its error);
+- else, on gloo (a collective every rank waits in: nobody enters #k+1 before everybody entered #k), the smallest
+  shift of each host's clock that its own records do not contradict (a host whose ranks "entered" #k after another
+  host's ranks entered #k+1 has a clock ahead by at least that); a host whose records contradict nothing keeps its
+  clock: a rank is never blamed for an offset its records prove, and never excused by one they do not;
+- else the hosts' own clocks, said so.
+Steps are found in the job's own rhythm: a collective begins a step when the latest rank's arrival came after a gap
+of at least GAP_SHARE of the window's long gaps (the job computed in between); back-to-back collectives of one step
+(gradient buckets) share it. At each collective the latest unit (rank, or host with all its ranks) costs the job
+its lead over the next-latest unit (the collective could have begun that much earlier), less the clocks' error
+across two hosts. Per step a unit's share is its cost over the step's time; checks/slowness.judge names a unit whose
+share stays at or above slowness.FLOOR (the rule and its floors are stated there). A unit whose cost falls on
+collectives that follow another collective with no work between (it left the previous one late) is a
+"communication" suspect; one whose cost falls where every rank worked before calling is "compute". The job against
+its own best stretch (slowness.JOB_FLOOR) is reported, never named alone: an evaluation pass is slower too.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Optional
+
+from ..checks import slowness
+from ..model import CheckResult, failed, passed, skipped
+from ..render import slow as words
+from . import flight
+from .bound import MAX_REPORT_ROWS
+
+MAX_CELLS = 1 << 18  # ranks x collectives per group: the newest collectives kept (1,024 ranks: 256 of them)
+MAX_WINDOW = 1024  # collectives per group at most
+MIN_WINDOW = 16  # fewer common collectives than this: not analysed (said)
+GAP_SHARE = 0.5  # a step begins after a gap of at least half the 90th-percentile gap around it
+GAP_AROUND = 32  # ... among this many collectives each side
+MAX_PERIOD = 256  # collectives in one step's repeating pattern at most
+PERIOD_MATCH = 0.9  # ... repeated this often in the window (an evaluation pass breaks it: then the gaps)
+COMM_SHARE = 0.3  # a unit is a communication suspect when this share of its cost falls inside steps (where it
+# did no work: it left the collective before late); a compute straggler's cost falls where a step begins
+MAX_OFFSET_NS = 10**15  # a clock offset read from a dump: more than ~11 days is not one
+OFFSET_WIDTH = 0.02  # a host's clock offset read from records: where most collectives agree within 2 % of
+# a collective's typical interval
+_EVERYONE_WAITS = ("all", "_all", "reduce_scatter", "_reduce_scatter", "barrier")
+
+
+def _median(xs: list) -> float:
+    return statistics.median(xs) if xs else 0.0
+
+
+def _pct(xs: list, q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))] if s else 0.0
+
+
+def _window(dumps: dict, name: str, ranks: list) -> tuple[list, list]:
+    """(seqs, {rank: [time_created_ns per seq]}): the newest contiguous collectives every rank recorded with a call
+    time, at most MAX_WINDOW and MAX_CELLS / ranks of them."""
+    common = None
+    for r in ranks:
+        colls = dumps[r].groups[name].colls
+        mine = {q for q, e in colls.items() if type(e.get("time_created_ns")) is int and e["time_created_ns"] > 0}
+        common = mine if common is None else common & mine
+        if not common:
+            return [], {}
+    seqs = sorted(common)
+    keep = max(MIN_WINDOW, min(MAX_WINDOW, MAX_CELLS // max(1, len(ranks))))
+    run = [seqs[-1]]
+    for q in reversed(seqs[:-1]):
+        if q != run[-1] - 1 or len(run) >= keep:
+            break
+        run.append(q)
+    run.reverse()
+    return run, {r: [dumps[r].groups[name].colls[q]["time_created_ns"] for q in run] for r in ranks}
+
+
+def _densest(values: list, width: float) -> float:
+    """The middle of the `width` that holds the most of `values` (ties: the one nearest 0)."""
+    xs = sorted(values)
+    best, j = (0, 0.0), 0
+    for i, x in enumerate(xs):
+        while xs[j] < x - width:
+            j += 1
+        mid = (xs[j] + x) / 2
+        if (i - j + 1, -abs(mid)) > (best[0], -abs(best[1])):
+            best = (i - j + 1, mid)
+    return best[1]
+
+
+def _record_offsets(arr: dict, host_of: dict, ref: str) -> dict:
+    """{host: (offset_ns, lowest, highest)}: each host's clock against `ref`'s as its records say. Where two
+    collectives are called back to back, every rank left the first together and called the second at once, so the
+    earliest call of a host there, against ref's, is the offset: the value most collectives agree on (within
+    OFFSET_WIDTH of a collective's typical interval; a straggler's late calls spread or sit elsewhere; ties: the
+    smaller offset). It is kept within what no record contradicts: a rank of the host cannot call #k+1 before a rank
+    of ref called #k, nor the other way round."""
+    by_host: dict = {}
+    for r in arr:
+        by_host.setdefault(host_of.get(r), []).append(r)
+    base = by_host.get(ref) or []
+    if not base:
+        return {}
+    k = len(next(iter(arr.values())))
+    rmax = [max(arr[r][i] for r in base) for i in range(k)]
+    rmin = [min(arr[r][i] for r in base) for i in range(k)]
+    width = OFFSET_WIDTH * _median([rmin[i] - rmin[i - 1] for i in range(1, k)])
+    out = {}
+    for h, rs in by_host.items():
+        if h == ref:
+            continue
+        hmax = [max(arr[r][i] for r in rs) for i in range(k)]
+        hmin = [min(arr[r][i] for r in rs) for i in range(k)]
+        low = max(hmax[i] - rmin[i + 1] for i in range(k - 1))  # h's clock is at least this far ahead of ref's
+        high = -max(rmax[i] - hmin[i + 1] for i in range(k - 1))  # ... and at most this
+        guess = _densest([hmin[i] - rmin[i] for i in range(k)], width)
+        shift = guess if low > high else min(max(guess, low), high)
+        out[h] = (int(shift), low, high)
+    return out
+
+
+def _clocks(arr: dict, host_of: dict, clocks: dict, ops: set, backend: Optional[str]) -> tuple[dict, dict, dict]:
+    """({host: offset_ns}, {host: error_ns}, what was used) for the window's ranks."""
+    hosts = sorted({host_of.get(r) for r in arr}, key=str)
+    measured: dict = {}
+    for r in arr:
+        c = clocks.get(r)
+        h = host_of.get(r)
+        if c and (h not in measured or c["err_ns"] < measured[h][1]):
+            measured[h] = (c["offset_ns"], c["err_ns"])
+    if len(hosts) < 2:
+        return {}, {}, {"source": "one host: one clock"}
+    if all(h in measured for h in hosts):
+        return ({h: measured[h][0] for h in hosts}, {h: measured[h][1] for h in hosts},
+                {"source": "measured", "hosts": {str(h): {"offset_us": round(measured[h][0] / 1e3, 1),
+                                                        "err_us": round(measured[h][1] / 1e3, 1)} for h in hosts}})
+    if backend == "gloo" and ops and all(op.startswith(_EVERYONE_WAITS) for op in ops):
+        ref = host_of.get(min(arr))
+        got = _record_offsets(arr, host_of, ref)
+        return ({h: v[0] for h, v in got.items()}, {},
+                {"source": "records", "reference": ref,
+                 "hosts": {str(h): {"offset_us": round(v[0] / 1e3, 1), "lowest_us": round(v[1] / 1e3, 1),
+                                    "highest_us": round(v[2] / 1e3, 1)} for h, v in got.items()}})
+    return {}, {}, {"source": "hosts' own clocks (not measured; a host whose clock is ahead looks late)"}
+
+
+def _period(sigs: list) -> int:
+    """The number of collectives in the job's repeating pattern (op and sizes) when there is one of 2 or more
+    (DDP's buckets, a model's layers), else 0: PERIOD_MATCH of the window repeats p collectives later."""
+    n = len(sigs)
+    for p in range(1, min(MAX_PERIOD, n // 4) + 1):
+        if sum(1 for i in range(n - p) if sigs[i] == sigs[i + p]) >= PERIOD_MATCH * (n - p):
+            return p if p > 1 else 0
+    return 0
+
+
+def _steps(latest: list, sigs: list) -> tuple[list, str]:
+    """(indices where a step begins, how they were found). A repeating pattern of collectives is a step, begun
+    at the place in the pattern with the longest median gap before it (where the job computes). Without one, a
+    step begins after a gap of the latest arrival of at least GAP_SHARE x the 90th-percentile gap around it
+    (GAP_AROUND collectives each side: a job whose steps slow down mid-window keeps its short steps)."""
+    k = len(latest)
+    gaps = [0] + [latest[i] - latest[i - 1] for i in range(1, k)]
+    p = _period(sigs)
+    if p:
+        at = max(range(p), key=lambda j: _median(gaps[j + p if j == 0 else j::p]))
+        return list(range(at if at else p, k, p)), f"a pattern of {p} collectives"
+    out = []
+    for i in range(1, k):
+        hi = _pct(gaps[max(1, i - GAP_AROUND):i + GAP_AROUND + 1], 0.9)
+        if hi > 0 and gaps[i] >= GAP_SHARE * hi:
+            out.append(i)
+    return out, "the job's compute gaps"
+
+
+def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dict, off: dict, err: dict) -> dict:
+    """One group's window -> its steps, each unit's cost per step, the verdicts and the per-rank scores."""
+    ranks = sorted(arr)
+    k = len(seqs)
+    a = {r: [arr[r][i] - off.get(host_of.get(r), 0) for i in range(k)] for r in ranks}
+    hosts = sorted({host_of.get(r) for r in ranks}, key=str)
+    latest, cost_rank, cost_host = [], [], []
+    for i in range(k):
+        col = [(a[r][i], r) for r in ranks]
+        col.sort(reverse=True)
+        (t1, r1), (t2, r2) = col[0], col[1]
+        lost = t1 - t2 - (err.get(host_of.get(r1), 0) + err.get(host_of.get(r2), 0)
+                          if host_of.get(r1) != host_of.get(r2) else 0)
+        latest.append(t1)
+        cost_rank.append((r1, max(0, lost)))
+        if len(hosts) > 1:
+            h1 = host_of.get(r1)
+            other = next(((t, r) for t, r in col if host_of.get(r) != h1), None)
+            lost_h = t1 - other[0] - err.get(h1, 0) - err.get(host_of.get(other[1]), 0) if other else 0
+            cost_host.append((h1, max(0, lost_h)))
+    starts, how = _steps(latest, sigs)
+    out: dict = {"pg": name, "desc": desc, "ranks": len(ranks), "hosts": len(hosts), "collectives": k,
+                 "first_seq": seqs[0] if seqs else None, "last_seq": seqs[-1] if seqs else None,
+                 "steps": max(0, len(starts) - 1), "steps_by": how, "found": [], "job": None, "scores": {}}
+    if len(starts) - 1 < slowness.MIN_SAMPLES:
+        out["why"] = (f"{max(0, len(starts) - 1)} steps in the window of {k} collectives: the rule needs "
+                      f"{slowness.MIN_SAMPLES}")
+        return out
+    step_of = {}
+    spans = list(zip(starts, starts[1:]))
+    for j, (s, e) in enumerate(spans):
+        for i in range(s, e):
+            step_of[i] = j
+    dur = [latest[e] - latest[s] for s, e in spans]
+    boundary = set(starts)
+    out["step_us"] = round(_median(dur[-slowness.MIN_SAMPLES:]) / 1e3, 1)
+    found = []
+    for unit, costs in (("rank", cost_rank), ("host", cost_host)):
+        per: dict = {}
+        inside: dict = {}
+        for i, (u, c) in enumerate(costs):
+            j = step_of.get(i)
+            if j is None or c <= 0:
+                continue
+            per.setdefault(u, [0] * len(spans))[j] += c
+            if i not in boundary:
+                inside.setdefault(u, [0] * len(spans))[j] += c
+        for u, cs in per.items():
+            shares = [c / d if d > 0 else 0.0 for c, d in zip(cs, dur)]
+            v = slowness.judge(shares)
+            if not v.slow:
+                continue
+            total = sum(cs[v.since:])
+            s0 = spans[v.since][0]
+            found.append({
+                "unit": unit, "rank": u if unit == "rank" else None,
+                "ranks": [u] if unit == "rank" else [r for r in ranks if host_of.get(r) == u],
+                "host": host_of.get(u) if unit == "rank" else u, "pg": name, "desc": desc,
+                "cost_us": round(_median(cs[v.since:]) / 1e3, 1), "share": round(v.share, 4),
+                "steps": v.samples, "consistent": round(v.consistent, 4), "step_us": out["step_us"],
+                "since_seq": seqs[s0], "since_ns": latest[s0], "before_window": v.since == 0,
+                "inside": round(sum((inside.get(u) or [0] * len(spans))[v.since:]) / total, 4) if total else 0.0,
+            })
+    for f in found:
+        f["kind"] = "communication" if f["inside"] >= COMM_SHARE else "compute"
+    out["found"] = _explained(found)
+    # the job against its own best, among steps of the newest step's kind (its collectives): an evaluation pass's
+    # steps are other collectives, shorter or longer, and no reference for training's
+    kinds = [tuple(sigs[s:e]) for s, e in spans]
+    alike = [j for j, kd in enumerate(kinds) if kd == kinds[-1]]
+    best, lost = slowness.own_best_shares([dur[j] for j in alike])
+    jv = slowness.judge(lost, floor=slowness.JOB_FLOOR)
+    out["job"] = {"slower": jv.slow, "best_step_us": round(best / 1e3, 1) if best else None,
+                  "step_us": out["step_us"], "share": round(jv.share, 4), "floor": slowness.JOB_FLOOR,
+                  **({"since_seq": seqs[spans[alike[jv.since]][0]], "since_ns": latest[spans[alike[jv.since]][0]],
+                      "steps": jv.samples} if jv.slow else {})}
+    work = {}
+    for r in ranks:
+        waited = [0] * len(spans)
+        for i in range(spans[0][0], spans[-1][1]):
+            waited[step_of[i]] += latest[i] - a[r][i]
+        work[r] = [max(0, d - w) for d, w in zip(dur, waited)]
+    sc = slowness.scores(work)
+    recent = spans[-slowness.MIN_SAMPLES][0]
+    mine = {}
+    for i in range(recent, spans[-1][1]):
+        u, c = cost_rank[i]
+        mine[u] = mine.get(u, 0) + c
+    span_ns = latest[spans[-1][1]] - latest[recent]
+    out["scores"] = {r: {**sc.get(r, {}), "share": round(mine.get(r, 0) / span_ns, 4) if span_ns > 0 else 0.0}
+                     for r in ranks}
+    return out
+
+
+def _explained(found: list) -> list:
+    """A host named beside one of its ranks that explains at least half of its share is that rank's finding."""
+    ranks = [f for f in found if f["unit"] == "rank"]
+    keep = list(ranks)
+    for f in found:
+        if f["unit"] == "host" and not any(r["host"] == f["host"] and r["share"] >= 0.5 * f["share"] for r in ranks):
+            keep.append(f)
+    return sorted(keep, key=lambda f: -f["share"])
+
+
+def analyse(dumps: dict, hosts: dict, clocks: Optional[dict] = None) -> dict:
+    """The report's `slow` section from {rank: flight.RankDump}, {rank: host name} and the measured clock offsets
+    {rank: {"offset_ns", "err_ns"}} (watch; None: not measured)."""
+    clocks = clocks or {}
+    names = sorted({n for d in dumps.values() for n in d.groups}, key=lambda n: (n != flight.DEFAULT_PG, n))
+    groups, found = [], []
+    host_of = {r: (hosts.get(r) or f"rank {r}'s host") for r in dumps}
+    clock_used: dict = {}
+    for name in names:
+        ranks = sorted(r for r, d in dumps.items() if name in d.groups and d.groups[name].colls)
+        if len(ranks) < 2:
+            continue
+        seqs, arr = _window(dumps, name, ranks)
+        if len(seqs) < MIN_WINDOW:
+            groups.append({"pg": name, "ranks": len(ranks), "collectives": len(seqs),
+                           "why": f"{len(seqs)} collectives every rank recorded: the rule needs {MIN_WINDOW}"})
+            continue
+        ref = dumps[ranks[0]].groups[name]
+        ops = {flight._op(ref.colls[q].get("profiling_name"))[1] for q in seqs}
+        backends = {dumps[r].backend for r in ranks}
+        off, err, used = _clocks(arr, host_of, clocks, ops, backends.pop() if len(backends) == 1 else None)
+        clock_used = clock_used or used
+        sigs = [(ref.colls[q].get("profiling_name"), str(ref.colls[q].get("input_sizes"))[:200]) for q in seqs]
+        g = _group(name, ref.desc, arr, seqs, sigs, host_of, off, err)
+        found.extend(g.pop("found"))
+        groups.append(g)
+    best: dict = {}
+    for f in sorted(found, key=lambda f: -f["share"]):  # a unit named in several groups: its largest share
+        best.setdefault((f["unit"], f["rank"] if f["unit"] == "rank" else f["host"]), f)
+    named = sorted(best.values(), key=lambda f: -f["share"])
+    main = next((g for g in groups if g.get("job")), None)
+    ranks = []
+    if main is not None:
+        ranks = [{"rank": r, "host": hosts.get(r), **s} for r, s in sorted(main.pop("scores").items())]
+    for g in groups:
+        g.pop("scores", None)
+    return {"floor": slowness.FLOOR, "job_floor": slowness.JOB_FLOOR, "consistent": slowness.CONSISTENT,
+            "min_steps": slowness.MIN_SAMPLES, "clock": clock_used, "groups": groups, "named": named,
+            "job": main["job"] if main else None, "pg": main["pg"] if main else None,
+            "ranks": ranks[:MAX_REPORT_ROWS]}
+
+
+FIX_COMPUTE = ("find what {who} does before each collective that the others do not: CPU contention or a CPU quota "
+               "on its host (other processes, a cgroup's cpu.max, `top -H`), its data loader, a slower or throttled "
+               "GPU (`nvidia-smi -q -d PERFORMANCE,CLOCK`), host-to-device copies or synchronisation it alone does")
+FIX_COMMUNICATION = ("check {who}'s links: the NIC's negotiated speed (`ethtool <if>`), traffic shaping (`tc qdisc "
+                     "show dev <if>`), the switch port's errors; `ncclcheck links` on the job's nodes measures them "
+                     "once the job stops")
+
+
+def check(check_id: str, section: Optional[dict], also: tuple = (), node_of: Optional[dict] = None) -> CheckResult:
+    """`postmortem.slow` (diagnose) / `live.slow` (watch): fail naming each slow unit (and `also`: watch's links
+    findings), pass saying what was judged, skip when nothing could be. node_of: {host: node index} for the report's
+    nodes (evidence.nodes: the kubectl labels of the named hosts)."""
+    if not section or not any(g.get("steps") for g in section.get("groups", [])):
+        why = next((g["why"] for g in (section or {}).get("groups", []) if g.get("why")),
+                   "no process group with call times from two ranks or more")
+        return skipped(check_id, f"not judged: {why}")
+    found = [*section.get("named", []), *also]
+    ev = {k: section.get(k) for k in ("floor", "job_floor", "consistent", "min_steps", "pg")}
+    ev["clock"] = (section.get("clock") or {}).get("source")
+    detail = f"{words.floors(section)}; {words.clock(section)}"
+    if found:
+        texts = [words.link_finding(f) if f.get("unit") == "link" else words.finding(f) for f in found]
+        first = found[0]
+        hosts = sorted({h for f in found for h in ([f["host"]] if f.get("host") else f.get("hosts", []))})
+        ev.update(named=found, **({"nodes": sorted(node_of[h] for h in hosts if h in node_of)} if node_of else {}))
+        fix = (FIX_COMMUNICATION if first.get("kind") == "communication" or first.get("unit") == "link" else
+               FIX_COMPUTE).format(who=words.who(first) if first.get("unit") != "link" else ", ".join(hosts))
+        return failed(check_id, texts[0], detail="\n".join([*texts, detail]), fix=fix, evidence=ev)
+    g = next(g for g in section["groups"] if g.get("steps"))
+    job = words.job(section.get("job"))
+    return passed(check_id, f"no rank or host calls collectives late consistently ({g['steps']} steps of "
+                  f"{words.group(g)} judged{'; ' + job if job else ''})", detail=detail, evidence=ev)
+
+
+def clock_of(doc: dict, rank: int) -> Optional[dict]:
+    """The clock offset watch measured for this rank's host and wrote into its --dump (flight.LIVE_KEY "clock"):
+    {"offset_ns", "err_ns"}, None when there is none or it is not two bounded integers."""
+    me = doc.get(flight.LIVE_KEY) if isinstance(doc, dict) else None
+    c = me.get("clock") if isinstance(me, dict) and me.get("rank") == rank else None
+    if isinstance(c, dict) and type(c.get("offset_ns")) is int and type(c.get("err_ns")) is int \
+            and abs(c["offset_ns"]) < MAX_OFFSET_NS and 0 <= c["err_ns"] < MAX_OFFSET_NS:
+        return {"offset_ns": c["offset_ns"], "err_ns": c["err_ns"]}
+    return None

@@ -1,0 +1,108 @@
+"""The words of a slow job's verdict (postmortem/slow.py's findings, watch's probe of the suspects' links): one
+sentence per finding, the same in watch, diagnose and every format. Formats only: every number comes from the
+finding."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Optional
+
+from ..units import format_us
+
+
+def when(ns: Optional[int]) -> str:
+    """A call time (ns since the epoch, the watcher's clock) as local 'HH:MM:SS'; '?' when not one."""
+    if type(ns) is not int or not 0 < ns < 1 << 62:
+        return "?"
+    return _dt.datetime.fromtimestamp(ns / 1e9).strftime("%H:%M:%S")
+
+
+def pct(share: float) -> str:
+    return f"{100 * share:.0f} %" if share >= 0.1 else f"{100 * share:.1f} %"
+
+
+def who(f: dict) -> str:
+    """'rank 5 (host h3)', 'host h2 (ranks 2, 3)'."""
+    if f.get("unit") == "rank":
+        return f"rank {f['rank']}" + (f" (host {f['host']})" if f.get("host") else "")
+    ranks = f.get("ranks") or []
+    shown = ", ".join(str(r) for r in ranks[:6]) + (f" and {len(ranks) - 6} more" if len(ranks) > 6 else "")
+    return f"host {f['host']}" + (f" (rank{'s' if len(ranks) != 1 else ''} {shown})" if ranks else "")
+
+
+def group(f: dict) -> str:
+    desc = f.get("desc")
+    return desc if desc and desc != "undefined" else f"process group {f.get('pg')}"
+
+
+def finding(f: dict) -> str:
+    """One named unit: who, what it costs per step and as a share of the step, since when, and why this kind."""
+    verb = "leaves collectives late" if f.get("kind") == "communication" else "calls collectives late"
+    text = (f"{who(f)} {verb}: {format_us(f.get('cost_us') or 0)} per step, {pct(f.get('share') or 0)} of the job's "
+            f"{format_us(f.get('step_us') or 0)} step, in {pct(f.get('consistent') or 0)} of {f.get('steps')} steps "
+            f"since {'at least ' if f.get('before_window') else ''}{when(f.get('since_ns'))} (collective "
+            f"#{f.get('since_seq')} of {group(f)}{', the oldest recorded step' if f.get('before_window') else ''})")
+    probe = f.get("probe")
+    if f.get("kind") == "communication":
+        why = ("communication: its links measure slow: " + probe["said"]) if probe and probe.get("said") else \
+            ("communication: its lateness shows where no work separates two collectives (it left the one before "
+             "late)")
+    else:
+        why = "compute: it works longer than the others before each call"
+        if probe and probe.get("asked"):
+            why += "; its host's links measure like the others'"
+    return f"{text}: {why}"
+
+
+def link_finding(p: dict) -> str:
+    """The probe named a host or link while no rank was late: every rank on time, the transfers slower."""
+    return (f"the job's steps are {pct(p.get('job_share') or 0)} slower than its best stretch since "
+            f"{when(p.get('since_ns'))} with every rank calling in time: communication: {p['said']}")
+
+
+def job(j: Optional[dict]) -> str:
+    """The job against its own best stretch, said beside a verdict that names nobody."""
+    if not j or not j.get("best_step_us"):
+        return ""
+    if j.get("slower"):
+        return (f"the job's steps ({format_us(j['step_us'])}) are {pct(j['share'])} slower than its best stretch "
+                f"({format_us(j['best_step_us'])}) since {when(j.get('since_ns'))}, every rank calling in time: "
+                "not named (an evaluation pass is slower too; a slow link is named by watch's probe)")
+    return f"steps of {format_us(j['step_us'])} (its best stretch: {format_us(j['best_step_us'])})"
+
+
+def floors(section: dict) -> str:
+    return (f"named only when it costs at least {pct(section.get('floor') or 0)} of each step in "
+            f"{pct(section.get('consistent') or 0)} of every {section.get('min_steps')} steps since it began; the "
+            f"job against its own best: {pct(section.get('job_floor') or 0)}")
+
+
+def clock(section: dict) -> str:
+    c = section.get("clock") or {}
+    src = c.get("source") or "?"
+    if src == "measured":
+        errs = [h.get("err_us") or 0 for h in (c.get("hosts") or {}).values()]
+        return f"host clocks measured (largest error {format_us(max(errs, default=0))})"
+    if src == "records":
+        return "host clocks read from the records' own order (not measured)"
+    return src
+
+
+def probe(p: dict) -> str:
+    """What the TCP probe between the hosts measured: the slow host or link, or that they measure alike."""
+    if p.get("hosts"):
+        one = len(p["hosts"]) == 1
+        return (f"host{'' if one else 's'} {', '.join(p['hosts'])} sen{'ds' if one else 'd'} at "
+                f"{_rate(p.get('slow_bps'))} against {_rate(p.get('ref_bps'))} between the other hosts (TCP probe "
+                f"of {p.get('bytes', 0) >> 10} KiB per pair)")
+    if p.get("pairs"):
+        shown = "; ".join(f"{a} -> {b}" for a, b in p["pairs"][:4])
+        return (f"the link{'s' if len(p['pairs']) > 1 else ''} {shown} carr{'ies' if len(p['pairs']) == 1 else 'y'} "
+                f"{_rate(p.get('slow_bps'))} against {_rate(p.get('ref_bps'))} elsewhere (TCP probe)")
+    return f"every pair of the {p.get('n_hosts')} hosts measures alike (TCP probe, {_rate(p.get('ref_bps'))})"
+
+
+def _rate(bps) -> str:
+    if not isinstance(bps, (int, float)) or bps <= 0:
+        return "?"
+    return f"{bps / 1e6:.1f} MB/s" if bps < 1e9 else f"{bps / 1e9:.2f} GB/s"

@@ -1,0 +1,66 @@
+"""Simulated armed ranks of a running job: real responders (ncclcheck/live/responder.py: sockets, framing,
+registration in a real TCPStore) whose flight recorders are a ncclcheck_lab/slowsim.py job laid on the wall clock:
+each answer holds the collectives whose call time has passed (the newest BUFFER of them), so progress moves between
+two looks as in a real job, and a slowdown set to begin at some step begins then. Used by tests/live (a few ranks
+in the test's process) and scripts/bench_live.py's slow case (1,024 ranks over several processes).
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from typing import Any, Optional
+
+from ncclcheck.live.responder import Responder, Sources
+from ncclcheck.rendezvous.store import Guard
+
+from .slowsim import Job, docs
+
+BUFFER = 96  # flight-recorder entries a simulated rank keeps (torch's default is 2,000; 48 steps of 2 here)
+
+
+def laid(job: Job, past_steps: int) -> Job:
+    """The job with its start set so that `past_steps` steps of it have happened by now."""
+    job.start_ns = time.time_ns() - past_steps * step_ns(job)
+    return job
+
+
+class SimSources(Sources):
+    """One simulated rank's flight recorder: the entries of its job's document whose call time has passed. epoch:
+    when the job's time 0 is on the wall clock (ns), or a callable that says it (a job laid once every simulated rank
+    of several processes is up); the document's times are then relative to it."""
+
+    def __init__(self, doc: dict, buffer: int = BUFFER, epoch: Any = 0) -> None:
+        self.doc, self.buffer, self.epoch = doc, buffer, epoch
+        self.times = [e["time_created_ns"] for e in doc["entries"]]
+
+    def flight(self, entries: bool = True) -> dict:
+        base = self.epoch() if callable(self.epoch) else self.epoch
+        k = bisect.bisect_right(self.times, time.time_ns() - base)
+        out = {key: v for key, v in self.doc.items() if key not in ("entries", "pg_status")}
+        out["entries"] = [dict(e, time_created_ns=e["time_created_ns"] + base)
+                          for e in self.doc["entries"][max(0, k - self.buffer):k]] if entries else []
+        out["pg_status"] = {"0": {"last_enqueued_collective": str(k), "last_started_collective": "-1",
+                                  "last_completed_collective": str(max(0, k - 1))}}
+        return out
+
+    def stacks(self) -> list:
+        return []
+
+
+def step_ns(job: Job) -> int:
+    return int((job.step_us + job.transfer_us * job.colls + job.gap_us) * 1e3)
+
+
+def start(job: Job, ranks: list, port: int, buffer: int = BUFFER, token: Optional[bytes] = None,
+          epoch: Any = 0) -> list:
+    """Responders for `ranks` of the job, registered in the store at 127.0.0.1:port, each calling itself by its
+    simulated host's name (Job.host); epoch: as SimSources'."""
+    all_docs = docs(job, ranks)
+    out = []
+    for r in ranks:
+        resp = Responder(r, job.world, r % job.per_host, ("127.0.0.1", port), Guard(token=token),
+                         sources=SimSources(all_docs[r], buffer, epoch), bind="127.0.0.1", launcher="torchrun")
+        resp.host = job.host(r)
+        out.append(resp.start())
+    return out

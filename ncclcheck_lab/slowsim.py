@@ -1,0 +1,95 @@
+"""A simulated data-parallel job's flight recorders (torch's JSON form, gloo): every rank computes, then calls a
+step's collectives back to back; each collective begins when the last rank called it and ends a transfer later, for
+every rank at once (gloo's all_reduce). Faults are a rank or host slower from some step on, a different rank slow each
+step, jitter on every rank, a transfer slowdown, a checkpoint and host clocks that are off. Used by the tests of
+postmortem/slow.py and by scripts/bench_live.py's slow case (1,024 simulated ranks).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from typing import Optional
+
+
+@dataclass
+class Job:
+    world: int = 6
+    per_host: int = 2
+    steps: int = 60
+    step_us: float = 100_000.0  # each rank's compute per step
+    colls: int = 2  # collectives per step, called back to back (gradient buckets)
+    transfer_us: float = 2_000.0  # one collective's transfer, once every rank called it
+    gap_us: float = 50.0  # a rank's time between two back-to-back calls
+    jitter: float = 0.0  # each rank's compute varies by +-jitter (uniform) every step
+    slow: dict = field(default_factory=dict)  # rank -> (from step, extra share of step_us)
+    random_slow: float = 0.0  # one random rank per step computes this share longer
+    leave_late: dict = field(default_factory=dict)  # rank -> (from step, extra us): leaves each collective late
+    transfer_from: Optional[tuple] = None  # (from step, factor): every transfer slower from then on
+    warmup: tuple = (0, 0.0)  # (steps, extra share): the first steps slower on every rank
+    checkpoint: Optional[tuple] = None  # (step, us): every rank saves (rank 0 longest) before that step's calls
+    eval_steps: tuple = ()  # (from, to): an evaluation pass: one other collective per step, shorter compute
+    clock_us: dict = field(default_factory=dict)  # host -> its clock's offset (us)
+    seed: int = 0
+    start_ns: int = 1_700_000_000 * 10**9
+
+    def host(self, r: int) -> str:
+        return f"h{r // self.per_host + 1}"
+
+
+def arrivals(job: Job) -> tuple[list, dict]:
+    """([profiling names, one per collective], {rank: [true call time ns per collective]})."""
+    rng = random.Random(job.seed)
+    t = [float(job.start_ns)] * job.world
+    names, calls = [], {r: [] for r in range(job.world)}
+    for s in range(job.steps):
+        evaluating = job.eval_steps and job.eval_steps[0] <= s < job.eval_steps[1]
+        loser = rng.randrange(job.world) if job.random_slow else None
+        comp = []
+        for r in range(job.world):
+            c = job.step_us * (0.4 if evaluating else 1.0) * (1 + rng.uniform(-job.jitter, job.jitter))
+            if s < job.warmup[0]:
+                c += job.warmup[1] * job.step_us
+            frm, extra = job.slow.get(r, (None, 0.0))
+            if frm is not None and s >= frm:
+                c += extra * job.step_us
+            if r == loser:
+                c += job.random_slow * job.step_us
+            if job.checkpoint and job.checkpoint[0] == s:
+                c += job.checkpoint[1] * (1.0 if r == 0 else 0.9)
+            comp.append(c)
+        transfer = job.transfer_us * (job.transfer_from[1] if job.transfer_from and s >= job.transfer_from[0]
+                                      else 1.0)
+        for c in range(1 if evaluating else job.colls):
+            arr = [t[r] + (comp[r] if c == 0 else job.gap_us) * 1e3 for r in range(job.world)]
+            end = max(arr) + transfer * 1e3
+            for r in range(job.world):
+                calls[r].append(arr[r])
+                frm, extra = job.leave_late.get(r, (None, 0.0))
+                t[r] = end + (extra * 1e3 if frm is not None and s >= frm else 0.0)
+            names.append("gloo:all_reduce" if not evaluating else "gloo:all_gather")
+    return names, calls
+
+
+def docs(job: Job, ranks: Optional[list] = None) -> dict:
+    """{rank: torch's flight-recorder JSON document} of the simulated job (of `ranks`, default every rank), each
+    rank's times on its host's clock."""
+    names, calls = arrivals(job)
+    out = {}
+    for r in calls if ranks is None else ranks:
+        times = calls[r]
+        off = job.clock_us.get(job.host(r), 0.0) * 1e3
+        entries = [{"record_id": i, "pg_id": 0, "process_group": ["0", "default_pg"], "collective_seq_id": i + 1,
+                    "p2p_seq_id": 0, "op_id": i + 1, "profiling_name": names[i],
+                    "input_sizes": [[1024 if i % 2 else 64]], "input_dtypes": ["Float"],
+                    "output_sizes": [[1024 if i % 2 else 64]], "output_dtypes": ["Float"], "state": "scheduled",
+                    "retired": True, "timeout_ms": 600000, "is_p2p": False, "time_created_ns": int(t + off),
+                    "time_discovered_started_ns": 0, "time_discovered_completed_ns": 0}
+                   for i, t in enumerate(times)]
+        n = len(entries)
+        out[r] = {"version": "2.10", "comm_lib_version": "gloo", "entries": entries,
+                  "pg_config": {"": {"name": "", "desc": "", "ranks": json.dumps(list(range(job.world)))}},
+                  "pg_status": {"0": {"last_enqueued_collective": str(n), "last_started_collective": "-1",
+                                      "last_completed_collective": str(n)}}}
+    return out

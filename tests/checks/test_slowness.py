@@ -1,0 +1,38 @@
+"""checks/slowness.py: the one slow-unit rule: consistent over a stretch, above a stated floor, never one sample."""
+
+from __future__ import annotations
+
+from ncclcheck.checks import slowness
+
+
+def test_a_unit_slow_in_every_sample_is_slow_since_the_first():
+    v = slowness.judge([0.3] * 20)
+    assert v.slow and v.since == 0 and v.samples == 20 and v.share == 0.3 and v.floor == slowness.FLOOR
+
+
+def test_never_from_one_sample_or_a_short_stretch():
+    assert not slowness.judge([0.0] * 19 + [0.9]).slow
+    assert not slowness.judge([0.9] * (slowness.MIN_SAMPLES - 1)).slow
+
+
+def test_a_slowdown_that_began_mid_way_is_named_from_then():
+    v = slowness.judge([0.0] * 30 + [0.2] * 20)
+    assert v.slow and v.since == 30 and v.samples == 20
+
+
+def test_below_the_floor_or_not_consistent_is_not_slow():
+    assert not slowness.judge([slowness.FLOOR * 0.9] * 40).slow
+    # slow one sample in two (a different unit slow each step): never 3 in 4
+    assert not slowness.judge([0.5, 0.0] * 20).slow
+
+
+def test_a_slowdown_that_ended_is_not_named():
+    assert not slowness.judge([0.3] * 30 + [0.0] * slowness.MIN_SAMPLES).slow
+
+
+def test_own_best_and_the_nvrx_scores():
+    best, shares = slowness.own_best_shares([100.0] * 10 + [150.0] * 10)
+    assert best == 100.0 and shares[0] == 0.0 and abs(shares[-1] - 1 / 3) < 1e-9
+    sc = slowness.scores({0: [100.0] * 10, 1: [100.0] * 5 + [200.0] * 10})
+    assert sc[0] == {"relative": 1.0, "individual": 1.0}
+    assert sc[1] == {"relative": 0.5, "individual": 0.5}

@@ -1,0 +1,116 @@
+"""postmortem/slow.py on simulated jobs' flight recorders (ncclcheck_lab/slowsim.py): the rank or host that calls
+collectives late, consistently, is named with what it costs and since when; jitter, a different rank slow each step,
+warm-up, a checkpoint, an evaluation pass and a host's clock that is off name nobody."""
+
+from __future__ import annotations
+
+import pytest
+
+from ncclcheck.checks import slowness
+from ncclcheck.postmortem import flight, slow
+from ncclcheck_lab.slowsim import Job, docs
+
+
+def analyse(job: Job, clocks=None) -> dict:
+    dumps = {r: flight.normalise(d, r, f"rank{r}.json", "json") for r, d in docs(job).items()}
+    return slow.analyse(dumps, {r: job.host(r) for r in dumps}, clocks)
+
+
+def named(out: dict) -> list:
+    return [(f["unit"], f["rank"], f["host"], f["kind"]) for f in out["named"]]
+
+
+def test_a_rank_that_computes_longer_every_step_is_named_with_its_cost():
+    out = analyse(Job(slow={5: (0, 0.5)}))
+    assert named(out) == [("rank", 5, "h3", "compute")]
+    f = out["named"][0]
+    assert f["cost_us"] == pytest.approx(50_000, rel=0.01)  # 0.5 of a 100 ms step
+    assert f["share"] == pytest.approx(50 / 154, rel=0.02)  # of the step it makes 154 ms
+    assert f["ranks"] == [5] and f["pg"] == "0"
+    assert out["floor"] == slowness.FLOOR and out["job"]["slower"] is False  # slow from the start: no own best
+    # the NVRx history: rank 5 is the slowest relative to the best rank; the others wait for it
+    scores = {r["rank"]: r for r in out["ranks"]}
+    assert scores[5]["relative"] < 0.8 and scores[0]["relative"] == 1.0 and scores[5]["share"] > 0.3
+
+
+def test_a_slowdown_from_some_step_on_is_named_as_beginning_then():
+    out = analyse(Job(slow={3: (30, 0.5)}))
+    f = out["named"][0]
+    assert (f["rank"], f["kind"]) == (3, "compute")
+    assert f["since_seq"] == 30 * 2 + 1  # step 30's first collective (2 per step, seq from 1)
+    assert out["job"]["slower"] and out["job"]["since_seq"] <= f["since_seq"]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_jitter_on_every_rank_names_nobody(seed):
+    out = analyse(Job(jitter=0.2, seed=seed, steps=120))
+    assert named(out) == [] and not out["job"]["slower"]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_different_rank_slow_each_step_names_nobody(seed):
+    assert named(analyse(Job(random_slow=0.5, seed=seed, steps=120))) == []
+
+
+@pytest.mark.parametrize("job", [Job(warmup=(10, 2.0)), Job(checkpoint=(40, 5e6)), Job(eval_steps=(40, 52)),
+                                 Job(warmup=(12, 1.0), slow={0: (0, 0.0)}, checkpoint=(30, 3e6), jitter=0.05)],
+                         ids=["warm-up", "checkpoint", "evaluation", "all three"])
+def test_warm_up_a_checkpoint_and_an_evaluation_pass_name_nobody(job):
+    out = analyse(job)
+    assert named(out) == [] and not out["job"]["slower"]
+
+
+def test_a_host_whose_clock_is_ahead_is_not_late():
+    out = analyse(Job(clock_us={"h2": 300_000}))  # 300 ms ahead: three times the step's compute
+    assert named(out) == []
+    assert out["clock"]["source"] == "records"
+    assert out["clock"]["hosts"]["h2"]["offset_us"] == pytest.approx(300_000, abs=100)
+
+
+@pytest.mark.parametrize("per_host", [1, 2])
+def test_a_straggler_is_named_whatever_another_hosts_clock_says(per_host):
+    job = Job(world=6, per_host=per_host, clock_us={"h2": 300_000, "h3": -40_000}, slow={5: (0, 0.5)})
+    assert named(analyse(job)) == [("rank", 5, job.host(5), "compute")]
+
+
+def test_measured_clocks_are_used_and_their_error_is_never_blamed():
+    job = Job(clock_us={"h2": 300_000})
+    clocks = {r: {"offset_ns": (300_000_000 if job.host(r) == "h2" else 0), "err_ns": 200_000} for r in range(6)}
+    out = analyse(job, clocks)
+    assert named(out) == [] and out["clock"]["source"] == "measured"
+    assert out["clock"]["hosts"]["h2"] == {"offset_us": 300_000.0, "err_us": 200.0}
+    # a rank late by 6 ms a step (6 %): named when the clocks are known within 0.1 ms, not when each host's clock
+    # is known only within 4 ms (its lateness could be the two clocks' error)
+    late = Job(per_host=1, clock_us={"h2": 300_000}, slow={2: (0, 0.06)}, steps=80)
+    for err, who in ((100_000, [("rank", 2, "h3", "compute")]), (4_000_000, [])):
+        known = {r: {"offset_ns": 300_000_000 if r == 1 else 0, "err_ns": err} for r in range(6)}
+        assert named(analyse(late, known)) == who, err
+
+
+def test_a_host_whose_ranks_are_all_slow_is_named_as_the_host():
+    out = analyse(Job(slow={2: (0, 0.3), 3: (0, 0.3)}))
+    assert named(out) == [("host", None, "h2", "compute")]
+    assert out["named"][0]["ranks"] == [2, 3]
+
+
+def test_a_rank_that_leaves_collectives_late_is_a_communication_suspect():
+    out = analyse(Job(leave_late={4: (10, 20_000)}))
+    assert named(out) == [("rank", 4, "h3", "communication")]
+
+
+@pytest.mark.parametrize("factor", [30, 300])  # 300: the steps grow 7x mid-window (a link shaped to 1/300)
+def test_slower_transfers_for_everyone_name_no_rank_but_the_job_is_slower_than_its_best(factor):
+    out = analyse(Job(transfer_from=(30, factor)))
+    assert named(out) == []
+    assert out["job"]["slower"] and out["job"]["share"] > slowness.JOB_FLOOR
+
+
+def test_a_window_too_short_is_said_not_judged():
+    out = analyse(Job(steps=5))
+    assert named(out) == [] and out["job"] is None
+    assert "the rule needs" in out["groups"][0]["why"]
+
+
+def test_one_rank_late_by_a_tenth_of_the_step_among_1024():
+    out = analyse(Job(world=1024, per_host=8, steps=24, slow={700: (0, 0.1)}, jitter=0.02))
+    assert named(out) == [("rank", 700, "h88", "compute")]

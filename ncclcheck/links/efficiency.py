@@ -145,11 +145,13 @@ def efficiency_check(matrix: list, nb: Any, unit: str, hosts: Optional[list] = N
         return skipped(cid, f"no pair crossed a link: {pairs[0][3].by}")
     unknown = [(a, b, g, pb) for a, b, g, pb in pairs if pb.gbps is None]
     if unknown:
+        # No bound is no verdict here (a virtual NIC's fixed speed, a NIC that reports none): said with why, and the
+        # hosts are still compared with each other by links.slow, which names an outlier without any bound.
         a, b, _, pb = unknown[0]
-        return warned(cid, f"{len(unknown)} of {len(pairs)} directions have no known bound: {pb.by}",
-                      detail="\n".join(dict.fromkeys(n for *_, p in unknown for n in p.notes)),
-                      fix="Read the interface's speed (ethtool IF) or shape/name an interface that reports one.",
-                      evidence={"unknown": [[a, b] for a, b, *_ in unknown]})
+        return skipped(cid, f"bound unknown for {len(unknown)} of {len(pairs)} directions ({pb.by}): efficiency "
+                            "not judged; the hosts are compared with each other (links.slow)",
+                       detail="\n".join(dict.fromkeys(n for *_, p in unknown for n in p.notes)),
+                       evidence={"unknown": [[a, b] for a, b, *_ in unknown]})
     wrong = [(a, b, g, pb) for a, b, g, pb in pairs if B.bound_wrong(g, pb)]
     if wrong:
         # A figure above its bound proves the bound wrong: it is named, and no efficiency is judged against it.

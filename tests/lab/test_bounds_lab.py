@@ -118,19 +118,18 @@ def test_bench_bound_is_the_slowest_hosts_shaper(lab):
         assert e["bound_gbps"] == pytest.approx(gbps(SLOW)) and e["efficiency"] > 0.5, e
 
 
-def test_unshaped_veth_is_bounded_at_10_gbit_and_said_virtual(lab):
+def test_unshaped_veth_gives_no_bound_and_says_why(lab):
+    # issue 44: the veth's "10 Gb/s" is the kernel's fixed figure; the lab's veths carried 1.9 GB/s against it, and
+    # every healthy run warned "bound is wrong" (so failed --strict). No bound: said why, not judged, exit 0 strict.
     lab2 = lab(2)
-    rep = run(lab2, ["links", "--size", "4M", "--iters", "3"])
+    rep = run(lab2, ["links", "--size", "4M", "--iters", "3", "--strict"])
     sec = rep["links"]
-    assert sec["bound_gbps"][0][1] == pytest.approx(10 / 8), json.dumps(sec)
-    assert "veth/virtual" in sec["bound_by"][0][1]
+    assert sec["bound_gbps"][0][1] is None, json.dumps(sec)
+    assert "veth/virtual" in sec["bound_by"][0][1] and "unknown" in sec["bound_by"][0][1]
     [chk] = [c for c in rep["checks"] if c["id"] == "links.efficiency"]
+    assert chk["status"] == "skip" and "bound unknown" in chk["summary"], chk
     assert "not a line rate" in chk["detail"]
-    assert_never_above_bound(sec)
-    if sec["wrong_bounds"]:  # the veth carried more than its kernel's 10 Gb/s (CPU-bound copies): a wrong bound
-        assert chk["status"] == "warn" and "is wrong: measured" in chk["summary"] and "%" not in chk["summary"], chk
-    else:
-        assert chk["status"] == "skip" and "virtual" in chk["summary"], chk  # shown, not judged
+    assert not sec["wrong_bounds"] and rep["exit_code"] == 0, rep["exit_code"]
 
 
 def test_a_pair_far_below_its_bound_is_named_and_the_gate_fails(lab):

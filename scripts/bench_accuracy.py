@@ -2,16 +2,7 @@
 """The accuracy benchmark: every scenario of the fault corpus, the verdict it must give and the one it got
 (the code: ncclcheck_lab/bench_accuracy.py)."""
 
-import sys
-
-try:
-    from ncclcheck_lab.bench_accuracy import main
-except ModuleNotFoundError as e:  # a checkout that is neither installed (pip install -e .) nor on PYTHONPATH
-    if e.name not in ("ncclcheck", "ncclcheck_lab"):
-        raise
-    print(f"{sys.argv[0]}: cannot import {e.name}: run `pip install -e .` in the checkout, or set PYTHONPATH to it",
-          file=sys.stderr)
-    sys.exit(2)
+from _entry import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run("bench_accuracy")

@@ -2,16 +2,7 @@
 """Does `ncclcheck bench` measure the link: two lab hosts shaped at a known rate
 (the code: ncclcheck_lab/bench_linkrate.py)."""
 
-import sys
-
-try:
-    from ncclcheck_lab.bench_linkrate import main
-except ModuleNotFoundError as e:  # a checkout that is neither installed (pip install -e .) nor on PYTHONPATH
-    if e.name not in ("ncclcheck", "ncclcheck_lab"):
-        raise
-    print(f"{sys.argv[0]}: cannot import {e.name}: run `pip install -e .` in the checkout, or set PYTHONPATH to it",
-          file=sys.stderr)
-    sys.exit(2)
+from _entry import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run("bench_linkrate")

@@ -1,16 +1,7 @@
 #!/usr/bin/env python3
 """How multi-node preflight scales on lab worlds of 2, 4 and 8 hosts (the code: ncclcheck_lab/bench_preflight.py)."""
 
-import sys
-
-try:
-    from ncclcheck_lab.bench_preflight import main
-except ModuleNotFoundError as e:  # a checkout that is neither installed (pip install -e .) nor on PYTHONPATH
-    if e.name not in ("ncclcheck", "ncclcheck_lab"):
-        raise
-    print(f"{sys.argv[0]}: cannot import {e.name}: run `pip install -e .` in the checkout, or set PYTHONPATH to it",
-          file=sys.stderr)
-    sys.exit(2)
+from _entry import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run("bench_preflight")

@@ -2,16 +2,7 @@
 """Where node 0's interface bytes go in a lab preflight, per category and node
 (the code: ncclcheck_lab/lab_bytes.py)."""
 
-import sys
-
-try:
-    from ncclcheck_lab.lab_bytes import main
-except ModuleNotFoundError as e:  # a checkout that is neither installed (pip install -e .) nor on PYTHONPATH
-    if e.name not in ("ncclcheck", "ncclcheck_lab"):
-        raise
-    print(f"{sys.argv[0]}: cannot import {e.name}: run `pip install -e .` in the checkout, or set PYTHONPATH to it",
-          file=sys.stderr)
-    sys.exit(2)
+from _entry import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run("lab_bytes")

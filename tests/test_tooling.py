@@ -4,6 +4,7 @@ under tests/."""
 
 from __future__ import annotations
 
+import os
 import pathlib
 import re
 import shutil
@@ -53,11 +54,24 @@ def test_no_code_edits_sys_path_to_find_scripts_or_the_lab():
 
 
 def test_every_script_is_a_thin_entry_point_over_ncclcheck_lab():
+    """Each command in scripts/ names its module and goes through scripts/_entry.py (the one import-or-say-why),
+    and that module exists with a main."""
+    import importlib
+
     for p in sorted((ROOT / "scripts").iterdir()):
-        if p.suffix == ".sh":
+        if p.suffix == ".sh" or p.name == "_entry.py" or not p.is_file():
             continue
         text = p.read_text()
-        assert "from ncclcheck_lab." in text and len(text.splitlines()) <= 20, p.name
+        m = re.search(r'^    run\("([\w.]+)"\)$', text, re.M)
+        assert "from _entry import run" in text and m and len(text.splitlines()) <= 10, p.name
+        assert callable(importlib.import_module(f"ncclcheck_lab.{m.group(1)}").main), p.name
+
+
+def test_a_script_in_a_checkout_that_is_not_importable_says_how_in_one_line(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, "-S", str(ROOT / "scripts" / "bench_logs.py"), "--help"], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "cannot import ncclcheck" in out.stderr, out.stderr
 
 
 @pytest.mark.slow  # collects the whole suite (about 20 s)

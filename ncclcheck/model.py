@@ -180,6 +180,12 @@ def sig(x: float, digits: int = SIG_DIGITS) -> float:
         return x
     return float(f"{x:.{digits}g}")
 
+# A measured figure above its bound by more than this share proves the bound wrong (never a figure to show): a token
+# bucket lets its burst through at line speed (tbf burst / transfer size: a few KB of MBs), timers are microseconds;
+# the lab's shaped links measure 0.93-0.96 of their shaper (docs/bounds.md).
+ABOVE_LIMIT_NOISE = 0.05  # the report's meaning of an efficiency: renderers of old reports apply it too
+
+
 @dataclass(frozen=True)
 class CheckResult:
     """One check's verdict. `node` is the node rank it is about, or None for a cross-node result."""
@@ -257,7 +263,7 @@ class Recommendation:
     @classmethod
     def from_json(cls, d: dict, where: str = "") -> Recommendation:
         """From a record another node or a file wrote, cleaned and type-checked like CheckResult.from_json. Whether
-        the name may be recommended at all is nccl.rules.env_name_allowed's to say (every shell renderer asks)."""
+        the name may be recommended at all is envnames.env_name_allowed's to say (every shell renderer asks)."""
         d = _record(d, where)
         name = _text(d, "name", where=where)
         if not name:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from ..model import ABOVE_LIMIT_NOISE  # a figure above its bound by more than this proves it wrong
 from .rules import parse_spec
 
 # The fraction of the bound a healthy run reaches at large sizes, per transport; the rule and its sources:
@@ -39,10 +40,7 @@ EXPECTED_FRACTION = {
 }
 NCCL_UNKNOWN_SPEED_GBIT = 10  # nccl src/transport/net_socket.cc: speed <= 0 -> assume 10000 Mb/s
 RING_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "sendrecv")
-# A measured figure above its bound by more than this share proves the bound wrong (never a figure to show): a token
-# bucket lets its burst through at line speed (tbf burst / transfer size: a few KB of MBs), timers are microseconds;
-# the lab's shaped links measure 0.93-0.96 of their shaper (docs/bounds.md).
-ABOVE_LIMIT_NOISE = 0.05
+
 NO_LINK = "none"  # Bound.transport when the figure crosses no link at all (one rank, loopback): nothing to judge
 
 

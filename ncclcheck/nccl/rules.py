@@ -6,44 +6,12 @@ NCCL's environment-variable guide; see shared NCCL-FACTS.md "Socket interface se
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Optional
 
+# which variables a recommendation may carry and how one is written live in envnames.py (renderers read them too)
+from ..envnames import ENV_EXACT, ENV_LOADS_CODE, ENV_PREFIXES, assignment, env_name_allowed  # noqa: F401
 from ..units import is_decimal
-
-# Which environment variables a recommendation may carry: the variable families of the communication stack (NCCL,
-# Gloo, torch, ncclcheck itself, UCX, libfabric) and, by exact name, anything else ncclcheck recommends (none today:
-# every rule in recommend/ sets an NCCL_ or GLOO_ variable). A recommendation is sourced into shells; a name outside
-# this list (BASH_ENV, LD_PRELOAD, PATH, PROMPT_COMMAND...) runs code in every shell or program started after it.
-ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "NCCLCHECK_", "UCX_", "FI_")
-ENV_EXACT: tuple = ()
-# Inside those families, the names that load a shared library or a module from a path: setting one is running
-# code, so no recommendation may carry it whatever its prefix.
-ENV_LOADS_CODE = ("NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_PROFILER_PLUGIN", "NCCL_ENV_PLUGIN",
-                  "FI_PROVIDER_PATH", "UCX_MODULE_DIR", "TORCH_EXTENSIONS_DIR")
-_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
-
-
-def env_name_allowed(name: object) -> bool:
-    """May a recommendation set this variable? The one test every renderer that writes shell (env file, labels
-    script) applies, and that the store side applies when it reads recommendations from the network."""
-    return (isinstance(name, str) and len(name) <= 128 and bool(_ENV_NAME.match(name))
-            and (name.startswith(ENV_PREFIXES) or name in ENV_EXACT) and name not in ENV_LOADS_CODE)
-
-
-def assignment(name: str, value: object) -> str:
-    """`NAME=value` as a shell reads it and a person copies it: the one way every report, fix and export line writes
-    a variable. A value in NCCL's exact form gets quotes (NCCL_SOCKET_IFNAME='=eth0'): written bare it read as the
-    typo `NCCL_SOCKET_IFNAME==eth0`, which people 'fixed' to the prefix form or pasted into files that are not a
-    shell. Values are quoted the shell's way (shlex), so nothing in one runs."""
-    import shlex
-
-    text = str(value)
-    quoted = shlex.quote(text)
-    if quoted == text and text[:1] in ("=", "^"):
-        quoted = f"'{text}'"
-    return f"{name}={quoted}"
 
 
 def exports(pairs: list) -> str:

@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .. import hostranges
-from ..model import LARGE_FROM_NODES, CheckResult, Report, Status, clean_text
-from ..nccl.bounds import ABOVE_LIMIT_NOISE
+from ..model import ABOVE_LIMIT_NOISE, LARGE_FROM_NODES, CheckResult, Report, Status, clean_text
 from ..units import format_gbps
 from .words import BOUND_WRONG, IN_PLACE, NO_FIGURE, STATUS_WORD, UNKNOWN, efficiency_caption, placement
 

@@ -14,8 +14,8 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
+from ..envnames import assignment, env_name_allowed
 from ..model import Report, Status, clean_text
-from ..nccl.rules import assignment, env_name_allowed
 from ..units import format_bytes, format_mbps_link
 from .common import display_checks, hostnames, name_nodes, not_measured, one_line, trust_text
 from .words import STATUS_WORD, status_mark, world_phrase

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import shlex
 
+from ..envnames import assignment, env_name_allowed
 from ..model import Recommendation, Report
-from ..nccl.rules import assignment, env_name_allowed
 from .common import one_line
 
 RANK_VARIABLES = ("NCCLCHECK_NODE_RANK", "NODE_RANK", "GROUP_RANK", "SLURM_NODEID", "JOB_COMPLETION_INDEX",

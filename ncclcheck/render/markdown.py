@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
+from ..envnames import assignment
 from ..model import Report, Status
-from ..nccl.rules import assignment
 from ..units import format_bytes, format_gbps, format_us
 from .common import (
     STATUS_WORD,

@@ -99,19 +99,35 @@ def test_old_reports_keep_their_columns():
 
 
 def wrong_bound_report() -> Report:
-    """The kept unshaped-veth links run (1.42 GB/s over a veth whose kernel says 10 Gb/s: 113% of it) evaluated by the
-    current rule: its bound is wrong, named, and never a percentage."""
+    """The kept unshaped-veth links run (1.42 GB/s, 113% of 10 Gb/s) evaluated as if eth0 were a physical 10 Gb/s NIC
+    (a line rate that is not what carried the traffic): its bound is wrong, named, and never a percentage. A veth
+    sets no bound at all (test_a_veth_sets_no_bound)."""
     from ncclcheck.links import efficiency as LE
 
     rep = load(VETH)
     m = rep.links["matrix_gbps"]
-    facts = {"netdevs": [{"name": "eth0", "speed_mbps": 10000, "virtual": "veth", "shaper": {"qdiscs": []}}],
+    facts = {"netdevs": [{"name": "eth0", "speed_mbps": 10000, "shaper": {"qdiscs": []}}],
              "default_interface": "eth0"}
     fields, checks = LE.evaluate(m, {0: facts, 1: facts}, "gloo", "node", ["h1", "h2"], None)
     import dataclasses
 
     return dataclasses.replace(rep, links={**rep.links, **fields},
                                checks=[c for c in rep.checks if c.id != "links.efficiency"] + checks)
+
+
+def test_a_veth_sets_no_bound():
+    """Issue 44: the kernel's 10 Gb/s of a veth is not a line rate: the same run gives no bound, no wrong bound, and
+    links.efficiency says the bound is unknown and why (skip, so --strict passes a healthy veth run)."""
+    from ncclcheck.links import efficiency as LE
+
+    rep = load(VETH)
+    facts = {"netdevs": [{"name": "eth0", "speed_mbps": 10000, "virtual": "veth", "shaper": {"qdiscs": []}}],
+             "default_interface": "eth0"}
+    fields, checks = LE.evaluate(rep.links["matrix_gbps"], {0: facts, 1: facts}, "gloo", "node", ["h1", "h2"], None)
+    assert fields["bound_gbps"][1][0] is None and not fields["wrong_bounds"]
+    [eff] = [c for c in checks if c.id == "links.efficiency"]
+    assert eff.status.value == "skip" and "bound unknown" in eff.summary and "veth/virtual" in eff.summary, eff
+    assert "not a line rate" in eff.detail
 
 
 def test_a_wrong_bound_is_named_in_every_renderer_and_never_shown_as_a_percentage(tmp_path):

@@ -8,7 +8,8 @@ Spawns its own local world (loopback, free port) with torch.multiprocessing; bot
 slowest rank's per-iteration time, which is ncclcheck's definition. With --backend nccl each rank takes GPU
 (rank % device count) and the bare loop is timed the way nccl-tests times it: one CUDA event pair around the
 `iters` calls on the current stream. With one rank busbw is 0 by definition (nccl-tests' factor (n-1)/n), so the
-ratio compares algbw. Prints figures; it never fails on them.
+ratio compares algbw. Prints figures; it never fails on them. Last line: pairs=K/K (every op x size timed by both,
+every repeat, each bandwidth above 0); exit 1 otherwise.
 """
 
 from __future__ import annotations
@@ -140,7 +141,12 @@ def main(argv=None) -> int:
         print(f"{op:<12} {format_size_short(size):>6} {a:>10.3f} {b:>10.3f} {ratio:>7.3f}")
     print(f"median ratio {statistics.median(ratios):.3f}, min {min(ratios):.3f} (target >= 0.97); "
           f"took {time.time() - t0:.0f} s")
-    return 0
+    # the correctness field: every op x size timed --repeats times by both, each a bandwidth above 0
+    whole = sum(1 for d in by.values() if all(len(d.get(impl, [])) == args.repeats and all(b > 0 for b in d[impl])
+                                              for impl in ("ncclcheck", "bare")))
+    want = len(args.ops) * len(args.sizes)
+    print(f"pairs={whole}/{want}")
+    return 0 if whole == want else 1
 
 
 if __name__ == "__main__":

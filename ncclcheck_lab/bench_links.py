@@ -41,7 +41,7 @@ def run(lab, hosts: list[str], args: argparse.Namespace) -> tuple[float, float, 
     return float(rep["links"]["wall_s"]), wall, rep["links"]
 
 
-def main() -> int:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hosts", type=int, default=8)
     ap.add_argument("--size", default="8M")
@@ -50,7 +50,7 @@ def main() -> int:
     ap.add_argument("--timeout", type=int, default=60)
     ap.add_argument("--deadline", type=float, default=600.0)
     ap.add_argument("--json", help="also write the figures here")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     from .netlab.harness import Lab
 

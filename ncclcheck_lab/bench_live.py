@@ -17,6 +17,7 @@ wall clock, 1 s of compute per step, 1 % jitter on every rank, 8 ranks per host;
 collectives, torch keeps 2,000), run twice: once with the last
 rank late by 10 % of the step (`case=slow`: named=K/K when watch names that rank and nobody else, within
 `named_s` of watch starting) and once healthy (`case=healthy`: named_healthy=0). The same bytes and seconds.
+Exits 1 when a culprit was missed (culprit_named=False or watch's exit not 1; named=0/1; named_healthy above 0).
 """
 
 from __future__ import annotations
@@ -160,29 +161,33 @@ def bench_slow(n: int, procs: int, timeout: float, late: float) -> dict:
             "slowest_answer_s": max((r["answer_s"] or 0 for r in live.get("ranks", [])), default=0)}
 
 
-def main() -> None:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", default="8,64")
     ap.add_argument("--procs", type=int, default=8)
     ap.add_argument("--timeout", type=float, default=10.0)
     ap.add_argument("--slow", action="store_true", help="the slow case: a running job, one rank late by --late")
     ap.add_argument("--late", type=float, default=0.1, help="the late rank's lateness, a share of the step")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
+    misses = 0
     if a.slow:
         for n in (int(x) for x in a.ranks.split(",")):
             for late in (a.late, 0.0):
                 r = bench_slow(n, a.procs, a.timeout, late)
                 ok = r["named"] == [n - 1] if late else not r["named"]
+                misses += not ok
                 field = f"named={int(ok)}/1" if late else f"named_healthy={len(r['named'])}"
                 print(f"ranks={n} case={r['case']} named_s={r['wall_s']} {field} named_ranks={r['named'][:8]} "
                       f"bytes_per_rank={r['bytes_per_rank']} slowest_answer_s={r['slowest_answer_s']:.3f} "
                       f"live_slow={r['slow_status']}", flush=True)
-        return
+        return 1 if misses else 0
     for n in (int(x) for x in a.ranks.split(",")):
         r = bench(n, a.procs, a.timeout)
         print(f"ranks={r['ranks']} watch_wall_s={r['wall_s']} slowest_answer_s={r['slowest_answer_s']:.3f} "
               f"bytes_per_rank={r['bytes_per_rank']} culprit_named={r['culprit_named']} exit={r['exit_code']}",
               flush=True)
+        misses += not r["culprit_named"] or r["exit_code"] != 1
+    return 1 if misses else 0
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ two CPUs, and its time, throughput and peak RSS are printed with the correctness
 
     python3 scripts/bench_logs.py [--mib 1024] [--cpus 2] [--keep DIR]
 
-    planted_named=3/3   each planted WARN is a cause, on the rank and host that printed it
+    planted_named=3/3   each planted WARN is a cause, on the rank and host that printed it (both ranks of the
+                        duplicate GPU line)
     root_planted=1      the root cause is one of them
     world=N/N           every process's rank read (its init line): the world's size
     hosts=K/K           each rank the report lists (at most 4,096) tied to the host that wrote its lines
@@ -135,7 +136,9 @@ def write_job(root: str, mib: int, seed: int = 1) -> dict:
                 pid = 10000 + rank
                 line = f"[2026-11-23 07:32:{10 + k}] {host}:{pid}:{pid} [{d}] " + warn.format(rank=rank, other=rank + 1)
                 procs[d].insert(len(procs[d]) // 2, line)
-                planted.append({"class": cls, "rank": rank, "host": host})
+                # a duplicate GPU names both ranks of its line (neither alone is the one at fault)
+                planted.append({"class": cls, "ranks": [rank, rank + 1] if cls == "duplicate_gpu" else [rank],
+                                "host": host})
         with open(os.path.join(logs, f"{host}.log"), "w") as f:
             at = [0] * 8
             while any(at[d] < len(procs[d]) for d in range(8)):  # the 8 processes' writes interleaved in runs
@@ -185,10 +188,10 @@ def check(job: dict, got: dict) -> dict:
     pm = got["report"]["postmortem"]
     causes = pm["causes"]
     named = [p for p in job["planted"]
-             if any(c["kind"] == p["class"] and c["ranks"] == [p["rank"]] and c["cause"] and p["host"] in c["text"]
+             if any(c["kind"] == p["class"] and c["ranks"] == p["ranks"] and c["cause"] and p["host"] in c["text"]
                     for c in causes)]
     root = next((c for c in causes if c["cause"]), None)
-    root_planted = any(root and root["kind"] == p["class"] and root["ranks"] == [p["rank"]] for p in job["planted"])
+    root_planted = any(root and root["kind"] == p["class"] and root["ranks"] == p["ranks"] for p in job["planted"])
     listed = pm["ranks"]  # the report lists at most MAX_REPORT_ROWS of them
     hosts_ok = sum(1 for r in listed if r["host"] == f"node{r['rank'] // 8:05d}")
     transports = sum(1 for row in pm["transport"]["ranks"].values() if row["transports"].get("NET/Socket"))

@@ -6,6 +6,7 @@ file per rank in a directory), ncclcheck everything the job left. Then a 1,024-r
 structure of a real 4-rank dump (every rank a copy of rank 0's, one rank missing the last collective) and timed.
 
     python scripts/bench_postmortem.py [--entries 200] [--ranks 1024] [--keep DIR]
+    python scripts/bench_postmortem.py --saved --scenarios kill --ranks 16 --entries 20    # the kept dumps, seconds
 
 Last line: scenarios=N ours=K torchfrtrace=F agree=A (ours/torchfrtrace: scenarios each named right; agree:
 scenarios where both named a culprit and it was the same).
@@ -138,25 +139,33 @@ def _classes(root: str) -> tuple:
     return len(mod.CASES), o, t, a
 
 
-def main() -> int:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ranks", type=int, default=1024)
     ap.add_argument("--entries", type=int, default=200,
                     help="collectives per rank in the synthetic set (default 200; 2000 is torch's example buffer)")
     ap.add_argument("--keep", metavar="DIR", help="make the scenarios here and keep them")
     ap.add_argument("--scenarios", default="", help="comma list (default: all)")
+    ap.add_argument("--saved", action="store_true",
+                    help="read the scenarios kept in tests/postmortem/fixtures instead of running each job afresh "
+                         "(seconds instead of minutes: the default suite's small run)")
     ap.add_argument("--classes", action="store_true",
                     help="also every class of torch's own analyzer tests and the point-to-point cases, written as "
                          "torch writes NCCL dumps (tests/postmortem/fr_classes.py; no job run)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     mk = _make_fixtures()
     root = args.keep or tempfile.mkdtemp(prefix="bench-postmortem-")
     names = [s for s in (args.scenarios.split(",") if args.scenarios else mk.SCENARIOS) if s]
+    if unknown := [s for s in names if s not in mk.SCENARIOS]:
+        ap.error(f"unknown scenario {unknown[0]!r}: one of {', '.join(mk.SCENARIOS)}")
     print(f"{'scenario':14} {'culprit':8} {'torchfrtrace':44} {'s':>6}  {'ncclcheck':26} {'s':>6}")
     n_ours = n_theirs = agree = 0
     for name in names:
         path = os.path.join(root, name)
-        mk.make(name, path)
+        if args.saved:
+            shutil.copytree(os.path.join(REPO, "tests", "postmortem", "fixtures", name), path)
+        else:
+            mk.make(name, path)
         want = CULPRIT.get(name, (mk.NPROC - 1,))
         o_ranks, o_kind, o_dt = ours(path)
         t_ranks, t_said, t_dt, t_ran = theirs(path)
@@ -173,7 +182,10 @@ def main() -> int:
     culprit = args.ranks // 2 + 5
     src = os.path.join(root, "healthy", "nccl_trace_rank_0")
     if not os.path.exists(src):
-        mk.make("healthy", os.path.join(root, "healthy"))
+        if args.saved:
+            src = os.path.join(REPO, "tests", "postmortem", "fixtures", "healthy", "nccl_trace_rank_0")
+        else:
+            mk.make("healthy", os.path.join(root, "healthy"))
     synthetic(big, src, args.ranks, args.entries, culprit)
     cpu: list = []
     o_ranks, o_kind, o_dt = ours(big, cpu)

@@ -50,7 +50,8 @@ def mutate(rng: random.Random) -> bytes:
     return bytes(data)
 
 
-def fuzz(seed: int, count: int) -> None:
+def fuzz(seed: int, count: int) -> int:
+    """Diagnose `count` mutated dumps; returns how many let an exception escape."""
     rng = random.Random(seed)
     errs: collections.Counter = collections.Counter()
     tmp = tempfile.mkdtemp()
@@ -76,14 +77,16 @@ def fuzz(seed: int, count: int) -> None:
         shutil.rmtree(d)
     shutil.rmtree(tmp)
     print(dict(errs) or "no exception escaped")
+    print(f"dumps={count} escaped={sum(errs.values())}")
+    return sum(errs.values())
 
 
-def main(argv: Optional[list] = None) -> None:
+def main(argv: Optional[list] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("seed", type=int)
     ap.add_argument("n", type=int, help="how many mutated dumps")
     a = ap.parse_args(argv)
-    fuzz(a.seed, a.n)
+    return 1 if fuzz(a.seed, a.n) else 0
 
 
 if __name__ == "__main__":

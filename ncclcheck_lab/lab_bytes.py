@@ -167,14 +167,14 @@ def measure(n: int, timeout: int, by_key: bool = False) -> dict:
         lab.down()
 
 
-def main() -> None:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hosts", default="4,16", help="comma-separated host counts (the first is the reference)")
     ap.add_argument("--repeat", type=int, default=1, help="measure every host count this many times")
     ap.add_argument("--timeout", type=int, default=120, help="preflight --timeout")
     ap.add_argument("--by-key", action="store_true",
                     help="also count the store's wire bytes by request and key family (other nodes' clients)")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     sizes = [int(x) for x in a.hosts.split(",") if x.strip()]
     for rep in range(a.repeat):
         ref = None
@@ -189,6 +189,7 @@ def main() -> None:
                 print("  store payload by request (B/node, requests/node): " + ", ".join(
                     f"{k} {b:,.0f} ({r:.1f})" for k, (b, r) in sorted(m["keys"].items(), key=lambda kv: -kv[1][0])),
                     flush=True)
+    return 0
 
 
 if __name__ == "__main__":

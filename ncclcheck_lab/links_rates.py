@@ -7,7 +7,7 @@ Three series on one lab of 4 hosts (unshaped veth unless --base-rate: the noisy 
 - healthy: every run that names any slow node or link is a false alarm (goal 0 of --healthy);
 - slow host: h2 (node 1) shaped to --rate; a hit names node 1 and nothing else (goal --faulty of --faulty);
 - slow path: only h1 -> h2 (node 0 -> node 1) shaped; a hit names link 0-1 and no node (goal --faulty of --faulty).
-Prints one line per run (verdict and the matrix' spread) and the totals; --json writes them too.
+Prints one line per run (verdict and the matrix' spread) and the totals; --json writes them too. Exits 1 on any miss.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def series(lab, name: str, runs: int, hit, args: argparse.Namespace) -> list:
     return out
 
 
-def main() -> int:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--healthy", type=int, default=10)
     ap.add_argument("--faulty", type=int, default=5)
@@ -63,7 +63,7 @@ def main() -> int:
     ap.add_argument("--only", choices=["healthy", "slow_host", "slow_path"], action="append",
                     help="run only these series (repeatable; default all three)")
     ap.add_argument("--json")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     from .netlab.harness import Lab
 
@@ -101,7 +101,7 @@ def main() -> int:
         print(f"slow path named as the link, no node blamed: {sum(r['hit'] for r in p)} of {len(p)} (goal {len(p)})")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
-    return 0
+    return 0 if all(r["hit"] for runs in results.values() for r in runs) else 1
 
 
 if __name__ == "__main__":

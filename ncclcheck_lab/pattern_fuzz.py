@@ -246,7 +246,7 @@ READER_CASES = {  # the lines the reader itself pays most for: one line per few 
 }
 
 
-def end_to_end(lines: list, mib: int) -> float:
+def end_to_end(lines: list, mib: float) -> float:
     """Seconds per MiB of the whole reader (read_inputs, then analyze) on a file of these lines."""
     from ncclcheck.postmortem.analyze import analyse
     from ncclcheck.postmortem.inputs import read_inputs
@@ -271,7 +271,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--examples", type=int, default=200, help="hypothesis lines per pattern past the built ones")
     ap.add_argument("--bound", type=float, default=1.0, help="seconds per MiB a pattern's worst line may take")
-    ap.add_argument("--mib", type=int, default=8, help="MiB of worst lines the whole reader is timed on")
+    ap.add_argument("--mib", type=float, default=8, help="MiB of worst lines the whole reader is timed on")
     ap.add_argument("--before", action="store_true", help="also time the patterns as they were on 214d3a0")
     args = ap.parse_args(argv)
     rows, worst_lines, short = [], [], []

@@ -2,12 +2,16 @@
 file and rendered by every renderer: prints each crash site (exception, file:line, count, an example), or nothing.
 
     python3 scripts/report_fuzz.py [text|html] [--bench]    # html: the HTML renderer; --bench: its plots too (slow)
+    python3 scripts/report_fuzz.py --only preflight-fail --paths 40      # one example, its first 40 fields (seconds)
+
+Last line: `N reports rendered (text), K crashed, S s`; exit 1 when any crashed.
 
 The hypothesis test tests/render/test_report_validation.py samples the same space in the fast tier; this sweeps it.
 """
 
 from __future__ import annotations
 
+import argparse
 import collections
 import io
 import json
@@ -54,17 +58,24 @@ def render_all(r: Report, which: str) -> None:
         fn(r)
 
 
-def main() -> int:
-    which = sys.argv[1] if len(sys.argv) > 1 else "text"
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("which", nargs="?", default="text", choices=["text", "html"])
+    ap.add_argument("--bench", action="store_true", help="also the examples with bench plots (slow)")
+    ap.add_argument("--only", help="only the examples whose file name contains this")
+    ap.add_argument("--paths", type=int, default=0, help="only each example's first N field paths (0: all)")
+    args = ap.parse_args(argv)
+    which = args.which
     examples = sorted((ROOT / "tests" / "render" / "examples").glob("*.json"))
-    if "--bench" not in sys.argv:
-        examples = [e for e in examples if "bench" not in e.name]
+    examples = [e for e in examples if (args.bench or "bench" not in e.name) and (not args.only or args.only in e.name)]
+    if not examples:
+        ap.error(f"no example matches --only {args.only!r}")
     crashes: collections.Counter = collections.Counter()
     first: dict = {}
     t0, tried = time.monotonic(), 0
     for f in examples:
         base = json.loads(f.read_text())
-        for p in [p for p in paths(base) if p]:
+        for p in [p for p in paths(base) if p][:args.paths or None]:
             for v in VALUES:
                 d = json.loads(json.dumps(base))
                 parent = d

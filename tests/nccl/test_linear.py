@@ -3,7 +3,7 @@
 No `.*` inside a failure pattern (the regex that took 6.9 s on one 32 KiB line had one), every Then matches as the
 regex it stands for, the rewritten classes and parser patterns match as they did on 214d3a0 (the old patterns are
 kept here as the reference), and classify's prefilter never hides a class a line matches. Timings live in
-scripts/pattern_fuzz.py (tests/nccl/test_pattern_fuzz.py runs it small)."""
+scripts/pattern_fuzz.py (tests/scripts/test_pattern_fuzz.py runs it small)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,34 @@
+"""scripts/bench_live.py run small (8 responders in one process): its own correctness fields, never its timings.
+The hung job: culprit_named=True (the rank that never entered the collective is the root cause) and exit=1 (watch's
+own exit code); the slow case (--slow): named=1/1 (the late rank and nobody else) and named_healthy=0 on the healthy
+run; the script's exit 0 in both."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO, cli_env
+
+pytestmark = pytest.mark.slow  # a spawned responder process, torch's TCPStore, watch's two looks 2 s apart
+
+
+def _run(*args: str) -> list:
+    p = subprocess.run([sys.executable, "scripts/bench_live.py", "--ranks", "8", "--procs", "1", "--timeout", "20",
+                        *args], capture_output=True, text=True, cwd=REPO, env=cli_env(), timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return [dict(kv.split("=", 1) for kv in ln.split() if "=" in kv) for ln in p.stdout.strip().splitlines()
+            if ln.startswith("ranks=")]
+
+
+def test_a_hung_job_of_eight_ranks_names_the_rank_that_never_entered():
+    (row,) = _run()
+    assert row["ranks"] == "8" and row["culprit_named"] == "True" and row["exit"] == "1", row
+
+
+def test_the_slow_case_names_the_late_rank_alone_and_nobody_when_healthy():
+    slow, healthy = _run("--slow")
+    assert slow["case"] == "slow" and slow["named"] == "1/1" and slow["live_slow"] == "fail", slow
+    assert healthy["case"] == "healthy" and healthy["named_healthy"] == "0", healthy

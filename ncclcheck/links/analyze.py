@@ -21,6 +21,9 @@ Rules (issue 13: robust against a noisy machine, where the best link is not "nor
   32). Such a direction convicts a node only by the partner rule above, never by "no fast link": when every node
   has two or more links and all of them are below their bound, no node is at fault but the fabric (or the bound),
   and links.slow fails saying so (`fabric_slow`) instead of naming every node.
+- where most directions reach their trusted bound (AT_BOUND x floor / relative: they measure a shaper or a line
+  rate, not a CPU), the tight rule of checks/outliers.py also applies: the faster links agreeing within 1.25x, a
+  1.6x gap below 0.7 x the reference is clear, so a host at half the others' rate is named (issue 44 item 3).
 With two nodes, or an endpoint that has no other measured link, nobody can tell which endpoint is at fault: the
 link is named and the check says so.
 """
@@ -32,7 +35,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..checks.outliers import is_low_outlier, reference
+from ..checks.outliers import TIGHT_GAP, TIGHT_SPREAD, cut, is_low_outlier, tight_share
 from ..config import LinksConfig
 from ..model import CheckResult, failed, passed, skipped, warned
 
@@ -72,6 +75,7 @@ class Classification:
     bound_cells: list = field(default_factory=list)  # [(a, b)] slow only by their trusted-bound floor
     fabric: bool = False  # every node's links are all slow by their bounds and no node explains them
     weak_links: list = field(default_factory=list)  # [(a, b)] not slow, but below the lowest floor of a slow cell
+    tight: bool = False  # the tight rule (checks/outliers.py) set the slow cells apart: links at a bound, in agreement
 
 
 @dataclass(frozen=True)
@@ -93,12 +97,13 @@ def classify(matrix: Matrix, relative: float = _DEFAULT.relative, min_gbps: Opti
     if not cells:
         return Classification(None, None, None, [], [], [], {}, {}, [])
     median = statistics.median(v for _, _, v in cells)
-    ref, ceiling = reference([v for _, _, v in cells], relative)
-    threshold = relative * ref
+    c = cut([v for _, _, v in cells], relative, tight=_at_bounds(cells, floors, relative))
+    ref, ceiling, share = c.ref, c.ceiling, c.share
+    threshold = share * ref
     if min_gbps is not None:
         threshold = max(threshold, min_gbps)
     hard_cells = sorted((a, b) for a, b, v in cells
-                        if is_low_outlier(v, ref, ceiling, relative) or (min_gbps is not None and v < min_gbps))
+                        if is_low_outlier(v, ref, ceiling, share) or (min_gbps is not None and v < min_gbps))
     bound_cells = sorted((a, b) for a, b, v in cells
                          if (a, b) not in set(hard_cells) and _below_floor(v, floors, a, b))
     slow_cells = sorted(hard_cells + bound_cells)
@@ -120,7 +125,23 @@ def classify(matrix: Matrix, relative: float = _DEFAULT.relative, min_gbps: Opti
     fabric = (bool(bound_cells) and not slow_nodes and len(raw) >= 3
               and all(m >= 2 and s == m for s, m in raw.values()))
     return Classification(median, ref, threshold, slow_cells, slow_links, slow_nodes, counts, raw, good,
-                          bound_cells, fabric, sorted(weak))
+                          bound_cells, fabric, sorted(weak), c.tight)
+
+
+AT_BOUND = 0.8  # of the share of its bound a healthy link reaches: the link measures its bound, not a busy CPU
+
+
+def _at_bounds(cells: list, floors: Optional[Matrix], relative: float) -> bool:
+    """Do most measured directions reach their trusted bound (AT_BOUND x the healthy share of it, floor / relative)?
+    Then the figures measure the network, not a CPU (unshaped veth: no trusted bound, never), and the tight rule of
+    checks/outliers.py may judge them. A half-rate host's own shaped links count too: they reach its bound."""
+    if not floors or relative <= 0:
+        return False
+    def at(a: int, b: int, v: float) -> bool:
+        f = floors[a][b] if a < len(floors) and b < len(floors[a]) else None
+        return _measured(f) and f > 0 and v >= AT_BOUND * f / relative
+
+    return sum(1 for a, b, v in cells if at(a, b, v)) * 2 > len(cells)
 
 
 def _below_floor(v: float, floors: Optional[Matrix], a: int, b: int) -> bool:
@@ -278,9 +299,13 @@ class _View:
     @property
     def rule(self) -> str:
         c = self.c
-        text = f"{_fmt(c.threshold_gbps)} ({self.relative:g} x the typical link, {_fmt(c.reference_gbps)}, and " \
+        share = tight_share(self.relative) if c.tight else self.relative
+        text = f"{_fmt(c.threshold_gbps)} ({share:g} x the typical link, {_fmt(c.reference_gbps)}, and " \
                "set apart from it by a clear gap"
         text += f"; or --min-gbps {self.min_gbps:g}" if self.min_gbps is not None else ""
+        if c.tight:
+            text += (f", or {TIGHT_GAP:g}x where the other links agree within {TIGHT_SPREAD:g}x and reach their "
+                     "bounds (one rate, not a busy CPU's scatter)")
         if self.c.bound_cells:
             text += (f"; or, whatever the other links measured, below {self.relative:g} x the share of its trusted "
                      "bound a healthy link reaches (floor_gbps)")

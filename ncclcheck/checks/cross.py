@@ -125,7 +125,9 @@ def check_versions(inp: CrossInput) -> CheckResult:
 
 
 def check_packages(inp: CrossInput) -> CheckResult:
-    """packages.consistent: installed distributions are the same on every node; names those that differ."""
+    """packages.consistent: installed distributions are the same on every node. A distribution at another version,
+    or missing, on some nodes fails, naming those nodes, its version there and the majority's; one that only a
+    minority has and the majority lacks is a warning (see `_package_split`)."""
     cid = "packages.consistent"
     if (s := _single(inp, cid)) is not None:
         return s
@@ -136,24 +138,55 @@ def check_packages(inp: CrossInput) -> CheckResult:
     if len({_key(h) for h in hashes.values()}) == 1 and hashes[min(hashes)] is not None:
         return passed(cid, f"same {pk[min(pk)].get('count', '?')} distributions on {len(pk)} nodes",
                       evidence={"hash": hashes[min(hashes)]})
-    items = {r: (p.get("items") or {}) for r, p in pk.items()}
+    items = {r: p.get("items") for r, p in pk.items()}
+    unlisted = sorted(r for r, it in items.items() if not isinstance(it, dict))
+    if unlisted:  # hashes differ and some node sent no list: the difference is real but cannot be named
+        return warned(cid, f"package lists differ (hashes) but {_who(inp, unlisted)} sent no list to compare",
+                      evidence={"hashes": {str(r): h for r, h in hashes.items()}, "unlisted": unlisted},
+                      fix="Compare `pip freeze` on the named node(s) with another node's.")
     names = sorted({n for it in items.values() for n in it})
-    differ: dict = {}
+    differ, odd, extra, lines = {}, {}, {}, []
     for n in names:
         values = {r: it.get(n) for r, it in items.items()}
-        if len({_key(v) for v in values.values()}) > 1:
-            differ[n] = {("missing" if v is None else v): rs for v, rs in _by_value(values)}
+        if len({_key(v) for v in values.values()}) == 1:
+            continue
+        split = _by_value(values)
+        differ[n] = {("missing" if v is None else v): rs for v, rs in split}
+        line, bad, harmless = _package_split(inp, n, split)
+        lines.append(line)
+        (extra if harmless else odd)[n] = bad
     if not differ:
         return passed(cid, f"same distributions on {len(pk)} nodes (list hashes differ only in order)",
                       evidence={"hashes": {str(r): h for r, h in hashes.items()}})
-    shown = []
-    for n, split in list(differ.items())[:8]:
-        shown.append(f"{n} (" + ", ".join(f"{v} on {hostranges.rank_ranges(rs)}" for v, rs in split.items()) + ")")
-    more = f" and {len(differ) - 8} more" if len(differ) > 8 else ""
-    return warned(cid, f"{len(differ)} distribution(s) differ: {'; '.join(shown)}{more}",
-                  evidence={"differ": {n: {v: rs for v, rs in s.items()} for n, s in differ.items()}},
-                  fix="Install the same package set everywhere (one image, or `pip freeze` from the majority node "
-                      "installed with `pip install -r` on the others).")
+    ev = {"differ": differ, "majority": {n: _majority_version(differ[n]) for n in differ},
+          "odd_nodes": {n: rs for n, rs in {**odd, **extra}.items()}}
+    shown = "; ".join(lines[:8]) + (f"; and {len(lines) - 8} more" if len(lines) > 8 else "")
+    nodes = sorted({r for rs in odd.values() for r in rs}) or sorted({r for rs in extra.values() for r in rs})
+    res = failed if odd else warned
+    return res(cid, f"{len(differ)} distribution(s) differ on {_who(inp, nodes)}: {shown}", evidence=ev,
+               detail="A distribution at another version (or missing) on some nodes runs other code there: ranks "
+                      "that diverge in numerics, pickled objects one side cannot read, or an import error on one "
+                      "node only. A distribution that only a minority of nodes has (the majority lacks it) is a "
+                      "warning: the job's code, which runs on the majority, does not import it.",
+               fix="Install the same package set everywhere (one image, or `pip freeze` from the majority node "
+                   "installed with `pip install -r` on the others); the odd node(s) are named above.")
+
+
+def _package_split(inp: CrossInput, name: str, split: list) -> tuple[str, list, bool]:
+    """(what to say, the odd ranks, harmless) for one distribution that differs: split is _by_value's
+    [(version or None, ranks)], the majority first. The majority's version is the reference: every node elsewhere
+    is odd. Harmless only when the majority does not have it at all (an extra tool on a few nodes)."""
+    (major, _), rest = split[0], split[1:]
+    odd = sorted(r for _, rs in rest for r in rs)
+    where = ", ".join(f"{'missing' if v is None else v} on {_who(inp, rs)}" for v, rs in rest)
+    if major is None:
+        return f"{name} {where} (not on the others)", odd, True
+    return f"{name} {where} ({major} on the others)", odd, False
+
+
+def _majority_version(split: dict) -> Optional[str]:
+    v = next(iter(split))
+    return None if v == "missing" else v
 
 
 def check_code(inp: CrossInput) -> CheckResult:

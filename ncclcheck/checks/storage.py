@@ -213,7 +213,16 @@ def check_shared(inp) -> CheckResult:
             else:
                 fails.append(f"{d}: node 0 saw {_who(inp, r)}'s marker, but that node never saw node 0's file "
                              f"within the bound ({rep.get('looks')} looks): a stale attribute cache on that node")
-        if other:
+        same, odd = same_filesystem(inp, i)
+        if other and 0 not in same:  # node 0 is the odd one out: the others share one export, by their mounts
+            m = mounts.get(min(same))
+            fails.append(f"{d}: {_who(inp, 0)} is on another filesystem than the {len(same)} others: it has "
+                         f"{fs_label(mounts.get(0))} where {', '.join(_who(inp, r) for r in sorted(same))} have "
+                         f"{fs_label(m)} (one export, by their mounts); they never saw node 0's nonce file and node "
+                         "0 never saw their markers" + (f"; {', '.join(_who(inp, r) for r in sorted(odd - {0}))} "
+                                                       "on yet other filesystems" if odd - {0} else ""))
+            ev[d]["other_filesystem"] = sorted(odd)
+        elif other:
             differs = [r for r in other if _fs_key(mounts.get(r)) != ref]
             named = "; ".join(f"{_who(inp, r)} has " + (fs_label(mounts.get(r)) if _fact(inp, r, i).get("exists",
                               True) else "no such directory") for r in other)
@@ -255,16 +264,28 @@ def _rates(inp, i: int, key: str) -> dict:
 
 def check_throughput(inp) -> CheckResult:
     """storage.throughput: a small bounded write (fsync'd) and read figure per node per --shared-dir; a node whose
-    figure is a clear low outlier (the links rule, checks/outliers.py) is named."""
+    figure is a clear low outlier (the links rule, checks/outliers.py) among the nodes on the SAME filesystem is
+    named. A node on another filesystem (storage.shared names it) is left out of the comparison and said so: its
+    local disk or tmpfs is no reference for the share, nor the share for it (issue 44 item 6)."""
     if (s := _none(inp, THROUGHPUT)) is not None:
         return s
-    slow, ev, figures, measured = [], {}, [], set()
+    slow, ev, figures, measured, apart = [], {}, [], set(), []
     for i, d in enumerate(_dirs(inp)):
         ev[d] = {}
         for r in inp.ranks:
             ev[d][str(r)] = (_report(inp, r, i) or {}).get("throughput")
+        same, other = same_filesystem(inp, i)
+        if other:
+            ev[d]["not_compared"] = sorted(other)
+            whose = "the filesystem the others share" if len(same) > 1 else f"{_who(inp, min(same))}'s filesystem"
+            apart.append(f"{d}: {', '.join(_who(inp, r) for r in sorted(other))} not compared (not on {whose}: "
+                         "see storage.shared)")
         for key, what in (("write_us", "write"), ("read_us", "read")):
-            rates = _rates(inp, i, key)
+            every = _rates(inp, i, key)
+            rates = {r: v for r, v in every.items() if r in same}
+            if not every:
+                continue
+            ev[d][f"{what}_mb_s"] = {str(r): round(v, 1) for r, v in every.items()}
             if not rates:
                 continue
             measured |= set(rates)
@@ -272,17 +293,51 @@ def check_throughput(inp) -> CheckResult:
             if len(rates) < MIN_FIGURES:
                 low = []  # with two figures nobody can tell which one is normal (links says the same of 2 nodes)
             figures.append(f"{d} {what} {ref:.0f} MB/s typical")
-            ev[d][f"{what}_mb_s"] = {str(r): round(v, 1) for r, v in rates.items()}
             for r in low:
                 slow.append(f"{d}: {_who(inp, r)} {what}s {rates[r]:.0f} MB/s against {ref:.0f} MB/s on the others")
+    note = ("; " + "; ".join(apart)) if apart else ""
     if slow:
-        return warned(THROUGHPUT, "; ".join(slow), evidence=ev,
+        return warned(THROUGHPUT, "; ".join(slow) + note, evidence=ev,
                       fix="Look at the named node's mount (`findmnt -T DIR`: another server, NFS version or "
                           "options such as sync/rsize/wsize), its network path to the storage, and its load.")
     if not figures:
-        return skipped(THROUGHPUT, "no node measured a figure (see the evidence for why)", evidence=ev)
+        return skipped(THROUGHPUT, "no node measured a figure on the shared filesystem (see the evidence for why)"
+                       + note, evidence=ev)
     return passed(THROUGHPUT, "; ".join(figures) + f" ({len(measured)} of {len(inp.ranks)} node(s) measured, a few "
-                  "MiB each, writes fsync'd)", evidence=ev)
+                  "MiB each, writes fsync'd)" + note, evidence=ev)
+
+
+def same_filesystem(inp, i: int) -> tuple[set, set]:
+    """(the ranks on the majority's filesystem, the others) for --shared-dir number i, from what storage.shared
+    proved: node 0 and every node that saw its nonce or whose marker it saw are one filesystem; a node that did
+    neither is on another one. Those others are one filesystem among themselves only where their mounts say so (the
+    same network share: type, source, root); two local disks or tmpfs are two filesystems. The largest group is the
+    reference (node 0's on a tie), so an odd node 0 is not taken for the norm. Where the step did not run or
+    recorded no markers (one node, an outcome without them) nothing tells the filesystems apart: every node is
+    compared, as before."""
+    shared = inp.shared or {}
+    ranks = list(inp.ranks)
+    markers = shared.get("markers") or []
+    if not shared.get("tag") or len(ranks) < 2 or not markers:
+        return set(ranks), set()
+    seen = markers[i] if i < len(markers) and isinstance(markers[i], dict) else {}
+    with0, apart = {0}, []
+    for r in ranks:
+        rep = _report(inp, r, i)
+        if r == 0 or rep is None:
+            continue
+        if rep.get("nonce_seen") or seen.get(r, seen.get(str(r))) is not None:
+            with0.add(r)
+        else:
+            apart.append(r)
+    groups: dict = {}
+    for r in apart:
+        m = _fact(inp, r, i).get("mount")
+        key = _fs_key(m) if isinstance(m, dict) and m.get("fs_type") in NETWORK_FS else ("local", r)
+        groups.setdefault(key, set()).add(r)
+    best = max(groups.values(), key=len, default=set())
+    same = best if len(best) > len(with0) else with0
+    return same, {r for r in ranks if r not in same and (r in with0 or r in apart)}
 
 
 # ---------------------------------------------------------------------------------------------------------------

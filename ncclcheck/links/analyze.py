@@ -21,6 +21,10 @@ Rules (issue 13: robust against a noisy machine, where the best link is not "nor
   32). Such a direction convicts a node only by the partner rule above, never by "no fast link": when every node
   has two or more links and all of them are below their bound, no node is at fault but the fabric (or the bound),
   and links.slow fails saying so (`fabric_slow`) instead of naming every node.
+- where most of the directions it keeps as normal reach AT_LIMIT of a real limit on either side
+  (links/efficiency.limits: they measure a shaper or a line rate, not a CPU), the tight rule of checks/outliers.py
+  also applies: the faster links agreeing within 1.25x, a 1.6x gap below 0.7 x the reference is clear, so a host
+  at half the others' rate is named (issue 44 item 3).
 With two nodes, or an endpoint that has no other measured link, nobody can tell which endpoint is at fault: the
 link is named and the check says so.
 """
@@ -32,7 +36,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..checks.outliers import is_low_outlier, reference
+from ..checks.outliers import TIGHT_GAP, TIGHT_SPREAD, cut, is_low_outlier, tight_share
 from ..config import LinksConfig
 from ..model import CheckResult, failed, passed, skipped, warned
 
@@ -72,6 +76,7 @@ class Classification:
     bound_cells: list = field(default_factory=list)  # [(a, b)] slow only by their trusted-bound floor
     fabric: bool = False  # every node's links are all slow by their bounds and no node explains them
     weak_links: list = field(default_factory=list)  # [(a, b)] not slow, but below the lowest floor of a slow cell
+    tight: bool = False  # the tight rule (checks/outliers.py) set the slow cells apart: links at a bound, in agreement
 
 
 @dataclass(frozen=True)
@@ -85,20 +90,25 @@ def _measured(x: object) -> bool:
 
 
 def classify(matrix: Matrix, relative: float = _DEFAULT.relative, min_gbps: Optional[float] = None,
-             floors: Optional[Matrix] = None) -> Classification:
+             floors: Optional[Matrix] = None, limits: Optional[Matrix] = None) -> Classification:
     """floors: per direction the GB/s below which it is slow whatever its peers measured (None: no absolute
-    judgement there: an unknown, virtual or untrusted bound)."""
+    judgement there: an unknown, virtual or untrusted bound). limits: per direction the lowest real limit known on
+    either side (links/efficiency.limits), which decides whether the tight rule may judge (`_at_limits`)."""
     n = len(matrix)
     cells = [(a, b, float(matrix[a][b])) for a in range(n) for b in range(n) if a != b and _measured(matrix[a][b])]
     if not cells:
         return Classification(None, None, None, [], [], [], {}, {}, [])
     median = statistics.median(v for _, _, v in cells)
-    ref, ceiling = reference([v for _, _, v in cells], relative)
-    threshold = relative * ref
+    values = [v for _, _, v in cells]
+    c = cut(values, relative, tight=bool(limits))
+    if c.tight and not _at_limits([x for x in cells if not is_low_outlier(x[2], c.ref, c.ceiling, c.share)], limits):
+        c = cut(values, relative)  # the links the tight rule kept as normal do not run at a real limit: the wide rule
+    ref, ceiling, share = c.ref, c.ceiling, c.share
+    threshold = share * ref
     if min_gbps is not None:
         threshold = max(threshold, min_gbps)
     hard_cells = sorted((a, b) for a, b, v in cells
-                        if is_low_outlier(v, ref, ceiling, relative) or (min_gbps is not None and v < min_gbps))
+                        if is_low_outlier(v, ref, ceiling, share) or (min_gbps is not None and v < min_gbps))
     bound_cells = sorted((a, b) for a, b, v in cells
                          if (a, b) not in set(hard_cells) and _below_floor(v, floors, a, b))
     slow_cells = sorted(hard_cells + bound_cells)
@@ -120,7 +130,24 @@ def classify(matrix: Matrix, relative: float = _DEFAULT.relative, min_gbps: Opti
     fabric = (bool(bound_cells) and not slow_nodes and len(raw) >= 3
               and all(m >= 2 and s == m for s, m in raw.values()))
     return Classification(median, ref, threshold, slow_cells, slow_links, slow_nodes, counts, raw, good,
-                          bound_cells, fabric, sorted(weak))
+                          bound_cells, fabric, sorted(weak), c.tight)
+
+
+AT_LIMIT = 0.8  # of its limit: the direction ran at a shaper's or a line rate, not at what a busy CPU could push
+
+
+def _at_limits(cells: list, limits: Optional[Matrix]) -> bool:
+    """Did most of these directions (those the tight rule kept as normal) reach AT_LIMIT of a real limit
+    (links/efficiency.limits)? Then their agreement is one rate, a shaper's or a line rate, not a CPU's pace
+    (unshaped veth has no real limit: never), and the tight rule of checks/outliers.py may judge against them."""
+    if not limits:
+        return False
+
+    def at(a: int, b: int, v: float) -> bool:
+        f = limits[a][b] if a < len(limits) and b < len(limits[a]) else None
+        return _measured(f) and f > 0 and v >= AT_LIMIT * f
+
+    return sum(1 for a, b, v in cells if at(a, b, v)) * 2 > len(cells)
 
 
 def _below_floor(v: float, floors: Optional[Matrix], a: int, b: int) -> bool:
@@ -213,12 +240,14 @@ def analyze(
     unit: str = "node",
     extra: Optional[dict] = None,
     floors: Optional[Matrix] = None,
+    limits: Optional[Matrix] = None,
 ) -> LinksAnalysis:
     """Name slow nodes and links. `errors` are {"a", "b", "error"} for pairs that failed (not on a dead node);
     `unmeasured` are pairs never attempted (deadline); `extra` keys are copied into the section (rounds, iters...);
-    `floors` per direction the GB/s below which it is slow by its trusted bound (links/efficiency.floors)."""
+    `floors` per direction the GB/s below which it is slow by its trusted bound (links/efficiency.floors); `limits`
+    per direction the lowest real limit known on either side (links/efficiency.limits: the tight rule's gate)."""
     v = _build(matrix, size, relative, min_gbps, hosts, sorted(set(dead)), list(errors), unmeasured, unit, extra,
-               floors)
+               floors, limits)
     checks: list[CheckResult] = []
     checks += [_dead_check(v, x) for x in v.dead]
     checks += [_pair_error_check(v, e) for e in v.errors]
@@ -278,9 +307,13 @@ class _View:
     @property
     def rule(self) -> str:
         c = self.c
-        text = f"{_fmt(c.threshold_gbps)} ({self.relative:g} x the typical link, {_fmt(c.reference_gbps)}, and " \
+        share = tight_share(self.relative) if c.tight else self.relative
+        text = f"{_fmt(c.threshold_gbps)} ({share:g} x the typical link, {_fmt(c.reference_gbps)}, and " \
                "set apart from it by a clear gap"
         text += f"; or --min-gbps {self.min_gbps:g}" if self.min_gbps is not None else ""
+        if c.tight:
+            text += (f", or {TIGHT_GAP:g}x where the other links agree within {TIGHT_SPREAD:g}x and run at "
+                     "a real limit (one rate, not a busy CPU's scatter)")
         if self.c.bound_cells:
             text += (f"; or, whatever the other links measured, below {self.relative:g} x the share of its trusted "
                      "bound a healthy link reaches (floor_gbps)")
@@ -289,10 +322,10 @@ class _View:
 
 def _build(matrix: Matrix, size: int, relative: float, min_gbps: Optional[float], hosts: Optional[Sequence[str]],
            dead: list, errors: list, unmeasured: Sequence[Sequence[int]], unit: str,
-           extra: Optional[dict], floors: Optional[Matrix] = None) -> _View:
+           extra: Optional[dict], floors: Optional[Matrix] = None, limits: Optional[Matrix] = None) -> _View:
     """The classification and the report's section; the verdict functions below turn it into checks."""
     n = len(matrix)
-    c = classify(matrix, relative, min_gbps, floors)
+    c = classify(matrix, relative, min_gbps, floors, limits)
     one_host = n > 1 and bool(hosts) and len(hosts) >= n and all(hosts[:n]) and len(set(hosts[:n])) == 1
     slow_set = set(c.slow_nodes)
     slow_items = []
@@ -406,6 +439,9 @@ def _slow_node_check(v: _View, x: int) -> CheckResult:
     worst = min(val for val in mine if val is not None)
     out_slow = sum((x, y) in slow_cells for y in range(n))
     in_slow = sum((y, x) in slow_cells for y in range(n))
+    peers = [y for y in range(n) if y != x and (_cell(m, x, y) is not None or _cell(m, y, x) is not None)]
+    rates = "; ".join(f"{v.name(y)} {_fmt(_cell(m, x, y))} / {_fmt(_cell(m, y, x))}" for y in peers[:8])
+    rates += f"; and {len(peers) - 8} more" if len(peers) > 8 else ""
     side = ""
     if out_slow and not in_slow:
         side = " Only its outgoing traffic is slow: egress shaping (tbf/htb) or its transmit path."
@@ -415,11 +451,13 @@ def _slow_node_check(v: _View, x: int) -> CheckResult:
         CHECK_SLOW,
         f"{v.name(x)} is slow: {s} of its {total} links are below {_fmt(c.threshold_gbps)} (worst {_fmt(worst)})",
         detail=f"Slow means below {v.rule}. A node is slow when more than half of its links are, and its partners "
-               f"are fine with their other peers.{side}" + v.loopback_note,
+               f"are fine with their other peers.{side} Its links, out and back: {rates}; the typical link "
+               f"{_fmt(c.reference_gbps)}." + v.loopback_note,
         fix=INSPECT_NODE.format(who=v.name(x)),
         node=x,
         evidence={"node": x, "slow_links": s, "links": total, "worst_gbps": worst,
-                  "reference_gbps": c.reference_gbps, "threshold_gbps": c.threshold_gbps},
+                  "reference_gbps": c.reference_gbps, "threshold_gbps": c.threshold_gbps,
+                  "rates_gbps": {str(y): [_cell(m, x, y), _cell(m, y, x)] for y in peers}},
     )
 
 

@@ -113,6 +113,29 @@ def floors(matrix: list, nb: Any, relative: float) -> list:
     return out
 
 
+def limits(matrix: list, nb: Any) -> list:
+    """Per direction a -> b the lowest real limit known on either side (a's egress, b's ingress: a shaper, a line
+    rate), or None (neither side known, or only a virtual device's fixed figure). Unlike `floors` one side suffices:
+    a direction can never beat either side's limit, so a figure at one of them proves that the network, not a CPU,
+    set it (links/analyze.classify's tight rule asks that of most directions). None on every direction of a node one
+    of whose measured directions beat such a limit: its facts do not describe what carries its traffic."""
+    nb = _as_bounds(nb)
+    n = len(matrix)
+
+    def limit(a: int, b: int) -> Optional[float]:
+        if a >= len(nb.tx) or b >= len(nb.rx):
+            return None
+        real = [x.gbps for x in (nb.tx[a], nb.rx[b]) if x.gbps is not None and x.gbps > 0 and not x.virtual
+                and x.transport != B.NO_LINK]
+        return min(real) if real else None
+
+    out: list = [[None if a == b else limit(a, b) for b in range(n)] for a in range(n)]
+    wrong = {x for a in range(n) for b in range(n) if a != b and out[a][b] is not None
+             and isinstance(matrix[a][b], (int, float)) and matrix[a][b] > out[a][b] * (1 + B.ABOVE_LIMIT_NOISE)
+             for x in (a, b)}
+    return [[None if a in wrong or b in wrong else out[a][b] for b in range(n)] for a in range(n)]
+
+
 def _pairs(matrix: list, nb: Any) -> list:
     nb = _as_bounds(nb)
     n = len(matrix)

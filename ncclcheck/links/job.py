@@ -471,6 +471,7 @@ class _Coordinator:
             errors=[{"a": a, "b": b, "error": e} for (a, b), e in sorted(self.errors.items())
                     if a not in self.dead and b not in self.dead],
             unmeasured=self.unmeasured, floors=self._floors(),
+            limits=efficiency.limits(self.matrix, self.bounds) if self.bounds is not None else None,
             extra={"mode": o.mode, "iters": o.iters, "min_time_s": o.min_time_s, "rounds": self.rounds_run,
                    "seed": o.seed,
                    "dead_round": {str(k): v for k, v in sorted(self.dead.items())},

@@ -57,9 +57,41 @@ def test_packages_differ_lists_the_distribution():
     b = facts(packages={"hash": "sha256:b", "count": 2, "items": {"torch": "2.13.0", "numpy": "2.0.0"}})
     c = facts(packages={"hash": "sha256:c", "count": 1, "items": {"torch": "2.13.0"}})
     r = _by_id(run_cross_checks(CrossInput(_nodes(a, a, b, c))))["packages.consistent"]
-    assert r.status is Status.WARN
-    assert "numpy" in r.summary and "torch" not in r.evidence["differ"]
+    assert r.status is Status.FAIL
+    assert "torch" not in r.evidence["differ"]
     assert r.evidence["differ"]["numpy"] == {"2.1.0": [0, 1], "2.0.0": [2], "missing": [3]}
+    assert "numpy 2.0.0 on node 2 (h2), missing on node 3 (h3) (2.1.0 on the others)" in r.summary
+    assert r.evidence["odd_nodes"]["numpy"] == [2, 3] and r.evidence["majority"]["numpy"] == "2.1.0"
+
+
+def test_a_package_at_another_version_on_one_node_fails_naming_it():
+    """Issue 44 item 5: one node's own package (or torch, numpy: anything listed) at another version is a
+    failure naming that node, the package, its version there and the majority's."""
+    def pk(mine):
+        items = {"torch": "2.13.0", "numpy": "2.1.0", "mytrainer": mine}
+        return facts(packages={"hash": f"sha256:{mine}", "count": 3, "items": items})
+    r = _by_id(run_cross_checks(CrossInput(_nodes(pk("1.4.0"), pk("1.4.0"), pk("1.3.2"), pk("1.4.0")))))[
+        "packages.consistent"]
+    assert r.status is Status.FAIL
+    assert r.summary == "1 distribution(s) differ on node 2 (h2): mytrainer 1.3.2 on node 2 (h2) (1.4.0 on the others)"
+    assert r.evidence["odd_nodes"] == {"mytrainer": [2]}
+    assert r.fix
+
+
+def test_a_package_only_a_minority_has_is_a_warning():
+    base = {"torch": "2.13.0"}
+    plain = facts(packages={"hash": "sha256:a", "count": 1, "items": base})
+    debug = facts(packages={"hash": "sha256:b", "count": 2, "items": dict(base, **{"py-spy": "0.4.0"})})
+    r = _by_id(run_cross_checks(CrossInput(_nodes(plain, debug, plain))))["packages.consistent"]
+    assert r.status is Status.WARN
+    assert "py-spy 0.4.0 on node 1 (h1) (not on the others)" in r.summary, r.summary
+
+
+def test_hashes_differ_without_lists_is_never_a_pass():
+    a = facts(packages={"hash": "sha256:a", "count": 1, "items": {"torch": "2.13.0"}})
+    b = facts(packages={"hash": "sha256:b", "count": 1, "items": None})
+    r = _by_id(run_cross_checks(CrossInput(_nodes(a, a, b))))["packages.consistent"]
+    assert r.status is Status.WARN and "node 2 (h2) sent no list" in r.summary
 
 
 def test_code_differs_on_one_node_names_the_odd_one():

@@ -77,6 +77,18 @@ def test_tbf_limited_host_is_named_and_no_other(lab):
     assert all(r.rc == 1 for r in runs.values())
 
 
+def test_half_rate_host_is_named_slow_and_fails_the_run(lab):
+    """Issue 44 item 3: h3 at 500 Mbit/s among hosts at 1 Gbit/s, its links at half the others' (0.06 vs 0.12 GB/s)
+    and the healthy ones within 1.01x of each other, at their shapers: named, with its rates, exit 1."""
+    lab4 = lab(4, scenario=cluster(4, ("slow-link", "h3", "500mbit")))
+    runs = run_links(lab4)
+    sec = links_of(runs)
+    assert sec["slow_nodes"] == [2] and sec["slow"] == [], json.dumps(sec["matrix_gbps"])
+    [c] = slow_checks(runs["h1"].report)
+    assert c["node"] == 2 and "h3" in c["summary"] and "GB/s" in c["summary"], c
+    assert all(r.rc == 1 for r in runs.values())
+
+
 def test_one_limited_path_names_the_link_not_a_node(lab):
     lab4 = lab(4, scenario=cluster(4, ("slow-pair", "h2", "h4", RATE)))
     sec = links_of(run_links(lab4))

@@ -211,3 +211,59 @@ def test_two_figures_name_nobody():
                      shared={"tag": "x", "dirs": ["/ckpt"], "nodes": {0: rep(10000), 1: rep(100000)}})
     c = {c.id: c for c in run_checks("cross", inp, "storage.")}["storage.throughput"]
     assert c.status is Status.PASS and c.evidence["/ckpt"]["write_mb_s"] == {"0": 838.9, "1": 83.9}
+
+
+def _tmpfs_scenario(mounts: dict, mb_s: dict, sees: set) -> CrossInput:
+    """A --shared-dir outcome on node 0: the nodes in `sees` read node 0's nonce and node 0 saw their markers; the
+    others saw nothing of it (another filesystem). mb_s: each node's write and read figure."""
+    def fact(r):
+        return {"storage": {"dirs": [{"path": "/ckpt", "exists": True, "mount": mounts[r]}]}}
+
+    def rep(r):
+        us = int((8 << 20) / mb_s[r])
+        return {"node_rank": r, "dirs": [{"probe": {"ok": True}, "marker": {"ok": True}, "nonce_seen": r in sees,
+                                          "nonce_after_us": 1000 if r in sees else None, "looks": 5,
+                                          "throughput": {"bytes": 8 << 20, "write_us": us, "read_us": us}}]}
+    ranks = sorted(mounts)
+    shared = {"tag": "0123456789ab", "dirs": ["/ckpt"], "nonce_written": [{"ok": True}],
+              "markers": [{r: 500 for r in ranks if r in sees and r != 0}], "cleanup": [[]],
+              "nodes": {r: rep(r) for r in ranks}}
+    return CrossInput([(r, f"h{r}", fact(r)) for r in ranks], shared=shared)
+
+
+NFS = {"fs_type": "nfs4", "source": "srv:/ckpt", "root": "/", "device": "0:52", "mount_point": "/ckpt"}
+TMPFS = {"fs_type": "tmpfs", "source": "tmpfs", "root": "/", "device": "0:60", "mount_point": "/ckpt"}
+
+
+def test_a_node_on_tmpfs_is_not_the_reference_for_the_shared_ones():
+    """Issue 44 item 6: node 2 on a local tmpfs (RAM: 1778 MB/s) while nodes 0 and 1 share an NFS disk (360 MB/s).
+    storage.shared names node 2; storage.throughput must not accuse the healthy pair against it."""
+    inp = _tmpfs_scenario({0: NFS, 1: NFS, 2: TMPFS}, {0: 360, 1: 360, 2: 1778}, sees={0, 1})
+    res = {c.id: c for c in run_checks("cross", inp, "storage.")}
+    assert res["storage.shared"].status is Status.FAIL and "node 2 (h2)" in res["storage.shared"].summary
+    t = res["storage.throughput"]
+    assert t.status is Status.PASS, t.summary
+    assert "node 0 (h0) writes" not in t.summary and "node 1 (h1) writes" not in t.summary
+    assert "node 2 (h2) not compared" in t.summary and "storage.shared" in t.summary
+    assert t.evidence["/ckpt"]["not_compared"] == [2]
+    assert t.evidence["/ckpt"]["write_mb_s"]["2"] == 1778.0  # its figure is kept, only not compared
+
+
+def test_a_slow_node_is_still_named_among_those_on_the_shared_filesystem():
+    inp = _tmpfs_scenario({0: NFS, 1: NFS, 2: NFS, 3: TMPFS}, {0: 360, 1: 350, 2: 30, 3: 1778}, sees={0, 1, 2})
+    t = {c.id: c for c in run_checks("cross", inp, "storage.")}["storage.throughput"]
+    assert t.status is Status.WARN and "node 2 (h2) writes 30 MB/s against 355 MB/s" in t.summary, t.summary
+    assert "node 3 (h3) not compared" in t.summary and "node 0 (h0) writes" not in t.summary
+
+
+def test_node_0_on_tmpfs_is_the_odd_one_not_the_reference():
+    """The same class with node 0 the odd one: nodes 1-3 share one NFS export (their mounts say so), node 0 is on
+    tmpfs; the share's nodes are compared with each other, node 0 is left out."""
+    inp = _tmpfs_scenario({0: TMPFS, 1: NFS, 2: NFS, 3: NFS}, {0: 1778, 1: 360, 2: 350, 3: 30}, sees={0})
+    t = {c.id: c for c in run_checks("cross", inp, "storage.")}["storage.throughput"]
+    assert t.status is Status.WARN and "node 3 (h3) writes 30 MB/s against 355 MB/s" in t.summary, t.summary
+    assert "node 0 (h0) not compared" in t.summary and "node 1 (h1) writes" not in t.summary
+    s = {c.id: c for c in run_checks("cross", inp, "storage.")}["storage.shared"]
+    assert s.status is Status.FAIL and s.evidence["/ckpt"]["other_filesystem"] == [0]
+    assert s.summary.startswith("/ckpt: node 0 (h0) is on another filesystem than the 3 others: it has tmpfs"), \
+        s.summary

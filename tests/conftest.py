@@ -161,6 +161,27 @@ def fs(tmp_path, monkeypatch):
     return FakeSys(tmp_path, monkeypatch)
 
 
+def kill_job(job: subprocess.Popen) -> None:
+    """SIGKILL a launched job and every process under it: torchrun starts each rank in a session of its own, so its
+    process group is not the ranks' (a rank deadlocked with its DataLoader worker outlived the test and held 400 MB)."""
+    import psutil
+
+    try:
+        kids = psutil.Process(job.pid).children(recursive=True)
+    except psutil.Error:
+        kids = []
+    try:
+        os.killpg(job.pid, 9)
+    except ProcessLookupError:
+        pass
+    for k in kids:
+        try:
+            k.kill()
+        except psutil.Error:
+            pass
+    job.wait(30)
+
+
 _SESSION: dict = {}
 
 

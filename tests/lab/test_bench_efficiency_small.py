@@ -9,7 +9,8 @@ import pytest
 
 from ncclcheck_lab import bench_efficiency
 
-pytestmark = pytest.mark.lab
+# long: test_bounds_lab.py runs the unshaped-veth links case in CI; this one runs the script over it (long_tests.py)
+pytestmark = [pytest.mark.lab, pytest.mark.long]
 
 
 def test_unshaped_veth_scenarios_give_no_bound_and_the_script_agrees(capsys):

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.conftest import REPO, cli_env, run_cli
+from tests.conftest import REPO, cli_env, kill_job, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -86,8 +86,7 @@ def test_watch_names_the_hung_rank_while_the_job_runs(tmp_path, scenario, where,
         later = run_cli("diagnose", str(tmp_path / "dump"), "--json", "-", timeout=60)
         assert json.loads(later.stdout)["postmortem"]["verdict"] == doc["postmortem"]["verdict"]
     finally:
-        os.killpg(job.pid, 9)
-        job.wait(30)
+        kill_job(job)
 
 
 def test_watch_says_a_healthy_job_makes_progress(tmp_path, validate_report):
@@ -108,5 +107,4 @@ def test_watch_says_a_healthy_job_makes_progress(tmp_path, validate_report):
         assert p.returncode == 0, p.stdout[-2000:]
         assert next(c for c in doc["checks"] if c["id"] == "live.progress")["status"] == "pass"
     finally:
-        os.killpg(job.pid, 9)
-        job.wait(30)
+        kill_job(job)

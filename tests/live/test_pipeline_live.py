@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tests.conftest import REPO, cli_env, run_cli
+from tests.conftest import REPO, cli_env, kill_job, run_cli
 from tests.live.test_live_job import _free_port
 
 WORKER = os.path.join(os.path.dirname(__file__), "fixtures", "pipe_worker.py")
@@ -70,8 +70,7 @@ def test_watch_names_the_send_that_waits_and_the_stage_that_never_received(tmp_p
             shutil.rmtree(out, ignore_errors=True)
             shutil.copytree(dump, out)
     finally:
-        os.killpg(job.pid, 9)
-        job.wait(30)
+        kill_job(job)
 
 
 @pytest.mark.parametrize("scenario", sorted(EXPECT))

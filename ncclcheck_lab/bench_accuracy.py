@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Accuracy benchmark (issue 32, "a verdict that is never wrong"): run every scenario of the fault corpus
-(scripts/accuracy_corpus.py, rendered in docs/accuracy.md) and say, per scenario, the verdict it must give, what it
-got, and what kind of miss it was: false_healthy (a fault called healthy), false_cause (a failure with the wrong
+(ncclcheck_lab/accuracy_corpus.py, rendered in docs/accuracy.md) and say, per scenario, the verdict it must give, what
+it got, and what kind of miss it was: false_healthy (a fault called healthy), false_cause (a failure with the wrong
 node / link / rank / cause, a hang, a crash, an efficiency above 1) or false_alarm (a healthy run failed).
 
     sudo python3 scripts/bench_accuracy.py [--only PATTERN] [--list] [--json OUT] [--timeout S] [--markdown]

@@ -285,7 +285,7 @@ def nic_path_of(links: Optional[dict], backend: str, node: Any = None, side: str
     notes = tuple(n for b in per for n in b.notes)
     if any(b.gbps is None for b in per):
         bad = next(b for b in per if b.gbps is None)
-        return Bound(None, f"{where}{bad.by}", "socket", notes=notes)
+        return Bound(None, f"{where}{bad.by}", "socket", bad.virtual, notes=notes)
     by = " + ".join(b.by for b in per)
     return Bound(sum(b.gbps for b in per), f"{where}{by}", "socket", any(b.virtual for b in per), notes)
 
@@ -384,11 +384,15 @@ def direction_bound(tx: Bound, rx: Bound) -> Bound:
     receiver's ingress (rx = nic_path(b, side="ingress")). An egress shaper bounds only what its host sends; what a
     host receives is bounded by the sender, its own line rate and its ingress limit. Unknown on either side: unknown
     (a bound from one side alone could be too low: the other may be faster, never slower, than it says)."""
+    notes = tuple(dict.fromkeys(tx.notes + rx.notes))
+    if _no_limit(tx) and rx.gbps is not None:
+        return Bound(rx.gbps, f"{rx.by} (receiver)", rx.transport, rx.virtual, notes)
+    if _no_limit(rx) and tx.gbps is not None:
+        return Bound(tx.gbps, f"{tx.by} (sender)", tx.transport, tx.virtual, notes)
     if tx.gbps is None or rx.gbps is None:
         b = tx if tx.gbps is None else rx
-        return Bound(None, b.by, b.transport, notes=b.notes)
+        return Bound(None, b.by, b.transport, b.virtual, notes=b.notes)
     side, b = ("sender", tx) if tx.gbps <= rx.gbps else ("receiver", rx)
-    notes = tuple(dict.fromkeys(tx.notes + rx.notes))
     return Bound(b.gbps, f"{b.by} ({side})", b.transport, b.virtual, notes)
 
 
@@ -398,9 +402,19 @@ def bound_wrong(gbps: Optional[float], bound: Bound) -> bool:
             and gbps > bound.gbps * (1 + ABOVE_LIMIT_NOISE))
 
 
+def _no_limit(x: Bound) -> bool:
+    """A virtual device with no shaper sets no limit of its own (its speed is the kernel's fixed figure): beside a
+    side that has one, that side's limit is the bound; two such sides (or a genuinely unknown one) stay unknown."""
+    return x.gbps is None and x.virtual
+
+
 def pair_bound(a: Bound, b: Bound) -> Bound:
     """A links pair (either direction): the smaller bound of its two ends. The egress shaper is what a node can
     read; a link shaped one way only shows as an efficiency above 1 the other way."""
+    if _no_limit(a) and b.gbps is not None:
+        return b
+    if _no_limit(b) and a.gbps is not None:
+        return a
     if a.gbps is None or b.gbps is None:
         return a if a.gbps is None else b
     return a if a.gbps <= b.gbps else b

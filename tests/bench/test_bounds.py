@@ -46,9 +46,10 @@ def test_a_shaper_below_the_line_rate_is_the_bound():
     assert (b.gbps, b.by) == (0.125, "eth0: tbf 1 Gb/s")
 
 
-def test_veth_10000_is_the_bound_but_virtual():
+def test_a_veths_10000_is_no_bound():
+    # issue 44: the kernel's fixed figure for a virtual device; a lab's veths carried 1.9 GB/s against its "1.25"
     b = B.netdev_bound(nic(speed=10000, virtual="veth: fixed"))
-    assert b.gbps == 1.25 and b.virtual and "not a line rate" in b.notes[0]
+    assert b.gbps is None and b.virtual and "veth/virtual" in b.by and "not a line rate" in b.notes[0]
     assert B.expected_fraction(b) is None  # not judged
 
 
@@ -272,7 +273,8 @@ def test_links_into_a_host_with_an_egress_shaper_are_bounded_by_the_sender_not_b
     by_node = {0: node(nic(speed=10000, virtual="veth")), 1: node(nic(speed=10000, virtual="veth")),
                2: node(nic(speed=10000, virtual="veth", tbf_bps=100e6))}
     fields, checks = LE.evaluate(m, by_node, "gloo", "node", ["h1", "h2", "h3"], None)
-    assert fields["bound_gbps"][0][2] == 1.25 and fields["bound_gbps"][2][0] == 0.0125
+    # into node 2: its sender's egress (a veth: no limit of its own, so no bound), never node 2's own shaper
+    assert fields["bound_gbps"][0][2] is None and fields["bound_gbps"][2][0] == 0.0125
     effs = [e for row in fields["efficiency"] for e in row if e is not None]
     assert max(effs) <= 1 and fields["wrong_bounds"] == []
     # the shaper on node 0 instead (a neighbour): the same rule, no direction above its bound
@@ -280,7 +282,7 @@ def test_links_into_a_host_with_an_egress_shaper_are_bounded_by_the_sender_not_b
                2: node(nic(speed=10000, virtual="veth"))}
     m = [[None, 0.012, 0.012], [0.05, None, 0.6], [0.05, 0.6, None]]
     fields, _ = LE.evaluate(m, by_node, "gloo", "node", ["h1", "h2", "h3"], None)
-    assert fields["bound_gbps"][1][0] == 1.25 and fields["bound_gbps"][0][1] == 0.0125
+    assert fields["bound_gbps"][1][0] is None and fields["bound_gbps"][0][1] == 0.0125
     assert fields["wrong_bounds"] == []
 
 

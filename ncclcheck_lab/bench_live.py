@@ -35,6 +35,21 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURE = os.path.join(REPO, "tests", "live", "fixtures", "sleep")
 
 
+
+def _watch_then_stop(port: int, timeout: float, stop, ps: list) -> tuple:
+    """The real watch on the simulated job (its report and wall seconds), then the simulator's processes stopped."""
+    from ncclcheck.live.watch import watch  # torch under it: imported when the simulation runs
+    from ncclcheck.options import api_config
+
+    t0 = time.monotonic()
+    report = watch(api_config("watch", {"master_addr": "127.0.0.1", "master_port": str(port),
+                                        "timeout": str(timeout)}, "bench_live"))
+    wall = time.monotonic() - t0
+    stop.set()
+    for p in ps:
+        p.join(10)
+    return report, wall
+
 def _docs(n: int) -> dict:
     from ncclcheck.postmortem import flight
 
@@ -75,9 +90,6 @@ def _serve(ranks: list, n: int, port: int, ready, stop) -> None:
 def bench(n: int, procs: int, timeout: float) -> dict:
     import torch.distributed as dist
 
-    from ncclcheck.live.watch import watch
-    from ncclcheck.options import api_config
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -90,13 +102,7 @@ def bench(n: int, procs: int, timeout: float) -> dict:
         p.start()
     got = sum(ready.get(timeout=300) for _ in ps)
     assert got == n
-    t0 = time.monotonic()
-    report = watch(api_config("watch", {"master_addr": "127.0.0.1", "master_port": str(port),
-                                        "timeout": str(timeout)}, "bench_live"))
-    wall = time.monotonic() - t0
-    stop.set()
-    for p in ps:
-        p.join(10)
+    report, wall = _watch_then_stop(port, timeout, stop, ps)
     del store
     live = report.extra["live"]
     root = next((c for c in report.checks if c.id == "postmortem.root_cause"), None)
@@ -120,8 +126,6 @@ def bench_slow(n: int, procs: int, timeout: float, late: float) -> dict:
     """The slow case: n simulated ranks of a running job, the last one late by `late` of the step (0: healthy)."""
     import torch.distributed as dist
 
-    from ncclcheck.live.watch import watch
-    from ncclcheck.options import api_config
     from ncclcheck_lab import livesim
     from ncclcheck_lab.slowsim import Job
 
@@ -143,13 +147,7 @@ def bench_slow(n: int, procs: int, timeout: float, late: float) -> dict:
     got = sum(ready.get(timeout=600) for _ in ps)
     assert got == n
     epoch.value = time.time_ns() - 60 * livesim.step_ns(job)
-    t0 = time.monotonic()
-    report = watch(api_config("watch", {"master_addr": "127.0.0.1", "master_port": str(port),
-                                        "timeout": str(timeout)}, "bench_live"))
-    wall = time.monotonic() - t0
-    stop.set()
-    for p in ps:
-        p.join(10)
+    report, wall = _watch_then_stop(port, timeout, stop, ps)
     del store
     live = report.extra["live"]
     slow = next((c for c in report.checks if c.id == "live.slow"), None)

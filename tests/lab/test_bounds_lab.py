@@ -42,13 +42,13 @@ def links_section(lab_) -> tuple:
 
 def assert_never_above_bound(sec: dict) -> None:
     """Every measured direction: efficiency = GB/s / bound and never above 1 + noise (issue 32), or, when the figure
-    beat the bound, no efficiency and the bound named wrong."""
+    beat the bound, no efficiency and the bound named wrong, or no bound at all (two virtual sides: issue 44)."""
     m, b, e = sec["matrix_gbps"], sec["bound_gbps"], sec["efficiency"]
     for a in range(len(m)):
         for c in range(len(m)):
             if a != c and m[a][c] is not None:
                 if e[a][c] is None:
-                    assert sec["bound_trusted"][a][c] is False, (a, c, json.dumps(sec))
+                    assert sec["bound_trusted"][a][c] is False or b[a][c] is None, (a, c, json.dumps(sec))
                 else:
                     assert e[a][c] == pytest.approx(m[a][c] / b[a][c], rel=1e-4) and e[a][c] <= 1.05, (a, c, sec)
 

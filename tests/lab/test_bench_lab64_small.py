@@ -9,7 +9,9 @@ import pytest
 
 from ncclcheck_lab import bench_lab64
 
-pytestmark = pytest.mark.lab
+# long: a 3-4 host lab run of 40-50 s; CI runs the product cases it measures in test_dropped_link_lab.py and
+# test_links_lab.py, scripts/long_tests.py runs the script
+pytestmark = [pytest.mark.lab, pytest.mark.long]
 
 
 def test_three_hosts_pass_healthy_and_the_dropped_link_is_named_alone(capsys):

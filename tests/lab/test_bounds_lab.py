@@ -72,6 +72,7 @@ def test_links_bound_is_each_directions_sender_shaper_and_the_slow_host_is_named
     assert chk["status"] == "pass", chk
 
 
+@pytest.mark.long  # per-direction bounds: test_links_bound_is_each_directions_sender_shaper... in CI
 def test_links_a_slow_sender_on_node_0_and_an_ingress_limit_are_bounded_per_direction(lab):
     """Issue 32's neighbours on one lab: the 100 Mb/s egress shaper on node 0 instead of node 2 (pairs INTO it read
     95%-381% of a bound that was its egress), then a host whose ingress is limited (ifb + tbf on the host)."""

@@ -202,9 +202,10 @@ def fault(shared: dict, name: str, which: str) -> tuple:
 
 
 # c10d: CI runs a guarded job under it meeting a fault (IN_CI below), the healthy one in scripts/long_tests.py
-# srun and mpirun: CI runs each meeting a fault (IN_CI); their healthy runs are in the long tier with c10d's
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.long) if n in ("torchrun-c10d", "srun", "mpirun")
-                                  else n for n in LAUNCHERS])
+# srun, mpirun, fabric run: CI runs each meeting a fault (IN_CI here, fabric-run lock in test_watch_lab.py); their
+# healthy runs are in the long tier with c10d's
+@pytest.mark.parametrize("name", [n if n == "torchrun-static" else pytest.param(n, marks=pytest.mark.long)
+                                  for n in LAUNCHERS])
 def test_guarded_job_trains_with_one_report(guard_lab, name):
     need(name)
     launcher = LAUNCHERS[name][0]

@@ -8,7 +8,9 @@ import pytest
 
 from ncclcheck_lab import links_rates
 
-pytestmark = pytest.mark.lab
+# long: a 3-4 host lab run of 40-50 s; CI runs the product cases it measures in test_dropped_link_lab.py and
+# test_links_lab.py, scripts/long_tests.py runs the script
+pytestmark = [pytest.mark.lab, pytest.mark.long]
 
 
 def test_one_slow_host_run_names_that_host_alone(capsys):

@@ -181,6 +181,7 @@ def test_node_that_never_starts_is_named_missing(lab):
         assert "2" in c["summary"], c
 
 
+@pytest.mark.long  # the accuracy corpus stages it too (pf-duplicate-rank-*)
 def test_duplicate_node_rank_names_both_hostnames(lab):
     """Two nodes claiming rank 1, then two claiming rank 0 (one not at MASTER_ADDR): no node passes."""
     lab3 = lab(3)

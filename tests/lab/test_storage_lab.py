@@ -88,6 +88,7 @@ def test_read_only_bind_mount_on_one_host_is_named_read_only(lab):
     assert _left(share) == [], _left(share)
 
 
+@pytest.mark.long  # the need rule is unit-tested in tests/preflight/test_storage.py
 def test_nearly_full_view_on_one_host_fails_need(lab):
     lab3 = lab(3)
     share = _share(lab3)

@@ -216,7 +216,7 @@ class Context:
 
     def need_lab(self):
         if self.lab is None:
-            from labrun import lab_name
+            from ncclcheck_lab.labrun import lab_name
 
             from .netlab.harness import Lab
             self.lab = Lab(4, name=lab_name("acc"))

@@ -801,9 +801,13 @@ def analyse(inp: Inputs, preflight: Optional[dict] = None,
     # a rank the launcher stopped after a rank died of its own signal did not skip what it never reached
     fr = precedence.stopped_not_skipped(fr, by_rank, inp.stacks, first_failure(by_rank), groups)
     logs = _with_context(_log_causes(events, hosts, by_rank), inp, preflight, here)
-    have = any(c["cause"] for c in fr + logs + ras)
+    # a dump read but unusable is the cause only when nothing else explains the failure (a launcher's death, a log
+    # line): known only here, once every source of causes was read
+    have = any(c["cause"] and c["kind"] != "unusable_dump" for c in fr + logs + ras)
     silent, covered = _silent_hosts(groups, world, inp, hosts, have)
     dead = silent + _dead_causes(groups, world, inp, hosts, by_rank, have or bool(silent), frozenset(covered))
+    if have or any(c["cause"] for c in dead):
+        fr = [dict(c, cause=False) if c["kind"] == "unusable_dump" else c for c in fr]
     ordered = ([c for c in fr if c["cause"]] + [c for c in ras if c["cause"]] + [c for c in logs if c["cause"]] +
                [c for c in dead if c["cause"]] + [c for c in fr + ras + dead + logs if not c["cause"]])
     if not any(c["cause"] for c in ordered):  # nothing else explains ranks stuck inside a collective others finished

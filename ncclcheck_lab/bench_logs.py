@@ -31,10 +31,11 @@ import os
 import random
 import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
+
+from . import peak_rss
 
 # The INFO lines one process printed (nccl.vm.1430.log, NCCL 2.28.9 on an H100), its header cut off; {ip} {rank}
 # {nranks} {comm} {dev} stand where that process's own values were.
@@ -171,12 +172,14 @@ def measure(job: dict, cpus: int, timeout: float) -> dict:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
-    p = subprocess.run([sys.executable, "-m", "ncclcheck", "diagnose", job["dir"], "--json", out, "--quiet"],
-                       env=env, preexec_fn=_pin(cpus), capture_output=True, text=True, timeout=timeout)
+    # its own peak, not this process's high-water mark that exec would hand it (peak_rss says why)
+    p, rss = peak_rss.run([sys.executable, "-m", "ncclcheck", "diagnose", job["dir"], "--json", out, "--quiet"],
+                          out + ".rss", timeout=timeout, env=env, preexec_fn=_pin(cpus), capture_output=True,
+                          text=True)
     seconds = time.monotonic() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-    rss = after.ru_maxrss << 10
+    rss = rss or 0
     with open(out) as f:
         report = json.load(f)
     return {"seconds": seconds, "cpu": cpu, "rss": rss, "exit": p.returncode, "report": report,

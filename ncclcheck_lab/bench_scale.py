@@ -180,8 +180,13 @@ def facts_for(base: dict, r: int, fault: str) -> dict:
     f = copy.deepcopy(base)
     host = f"gpu{r:04d}"
     addr = node_addr(r)
+    # Its own network identity, as a real node's (another machine's boot id): the one this machine's kernel gives
+    # every virtual node would make them all one host, proven by the mesh (they do share this stack), and the product
+    # then probes each peer's docker0 too (2 probes a peer instead of 1: the mesh of 8,192 nodes starved and failed).
+    boot = f"{r:08x}-5ca1-4000-8000-000000000000"
+    ident = {"boot_id": boot, "netns": "net:[4026531840]", "key": f"{boot}/4026531840"}
     f["host"] = {**(f.get("host") or {}), "hostname": host, "fqdn": host, "resolves_to": [addr],
-                 "fqdn_resolves_to": [addr], "loopback": False, "resolve_error": None}
+                 "fqdn_resolves_to": [addr], "loopback": False, "resolve_error": None, "network_identity": ident}
     f["interfaces"] = [
         {"name": "lo", "kind": "loopback", "up": True, "running": True, "operstate": "unknown", "mtu": 65536,
          "speed_mbps": None, "ipv4": [{"address": "127.0.0.1", "prefixlen": 8}], "ipv6": []},
@@ -273,9 +278,20 @@ def go_green() -> None:
     # The product's seam for a member's store client (node 0's process keeps torch's server and client): the rest of
     # open_store (the connect bound, the one-line ConnectionError, the JsonStore) is the product's own code.
     store.STORE_CLIENT = sim_store.client
+    sim_store.source_address = node_source
+
+
+def node_source() -> str | None:
+    """The address the calling virtual node connects from (set by play)."""
+    return getattr(_tls, "source", None)
 
 
 NODE0_START_SOFT_NOFILE = 1024  # the soft limit many shells, systemd units and Slurm steps start a real node 0 with
+# ... and the hard limit above it: systemd's default (DefaultLimitNOFILE=1024:524288 since v240). This machine's hard
+# limit (20,000 here) is a sandbox's, below what 16,384 nodes need at node 0's store front (2 per node): a real node
+# 0 of that size has a hard limit its operators set for it. Raised only where this process may (root); otherwise the
+# product's host.nofile check fails on node 0 and says so, which the run then reports.
+NODE0_HARD_NOFILE = 524288
 
 
 def setup_process(counter: list, lock: threading.Lock, node0: bool) -> dict:
@@ -285,6 +301,12 @@ def setup_process(counter: list, lock: threading.Lock, node0: bool) -> dict:
     (agent.limits.ensure_nofile, as api.run_preflight does). Returns the limit it starts under."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if node0:
+        if hard != resource.RLIM_INFINITY and hard < NODE0_HARD_NOFILE:
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (soft, NODE0_HARD_NOFILE))
+                hard = NODE0_HARD_NOFILE
+            except (OSError, ValueError):
+                pass  # not root: the machine's hard limit stays, and host.nofile judges it
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, NODE0_START_SOFT_NOFILE), hard))
     else:
         want = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
@@ -392,6 +414,10 @@ def play(r: int, slot: str, n: int, port: int, base: dict, fault: str, timeout: 
     """One virtual node, start to agreed exit code, exactly as the agent runs it. Node 0 also keeps its report."""
     _tls.probes_fail = fault == "probes"
     f = facts_for(base, r, fault if slot == "main" else "")
+    # Its store connection from its own address, as a real node's: node 0's front judges connections per address
+    # (16 silent ones from one address are a flood), and from one shared 127.0.0.1 16,384 nodes crowded on 2 cores
+    # read as one host flooding it.
+    _tls.source = f["route"]["src"]
     if slot != "main":
         f["host"]["hostname"] = f"gpu{r:04d}-dup"
     world = WorldConfig(nnodes=n, node_rank=r, master_addr="127.0.0.1", master_port=port, timeout_s=timeout)

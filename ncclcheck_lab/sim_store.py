@@ -49,12 +49,15 @@ def _key(k: str) -> bytes:
 class WireStore:
     """The subset of torch.distributed.TCPStore that rendezvous.store.JsonStore uses, as a client only."""
 
-    def __init__(self, host: str, port: int, timeout: _dt.timedelta, connect_s: Optional[float] = None):
+    def __init__(self, host: str, port: int, timeout: _dt.timedelta, connect_s: Optional[float] = None,
+                 source: Optional[str] = None):
         self.host, self.port, self.timeout = host, port, timeout
+        src = (source, 0) if source else None  # the virtual node's own loopback address (bench_scale.node_address)
         end = time.monotonic() + (timeout.total_seconds() if connect_s is None else connect_s)
         while True:
             try:
-                self._sock = socket.create_connection((host, port), timeout=max(0.05, end - time.monotonic()))
+                self._sock = socket.create_connection((host, port), timeout=max(0.05, end - time.monotonic()),
+                                                      source_address=src)
                 break
             except (ConnectionRefusedError, socket.timeout) as e:
                 if time.monotonic() >= end:
@@ -146,9 +149,16 @@ class WireStore:
             raise DistNetworkError(f"the store answered a wait with {r}")
 
 
+# The address a client connects from, asked at each connect: bench_scale gives each virtual node its own loopback
+# address (its node_address); None is the kernel's choice.
+def source_address() -> Optional[str]:
+    return None
+
+
 def client(host: str, port: int, try_s: float, timeout_s: float) -> WireStore:
     """A member's store client as rendezvous.store.STORE_CLIENT makes one (same arguments as torch_client's): the
     connect retried while refused for torch's tries of try_s each, requests bounded by timeout_s."""
     from ncclcheck.rendezvous.budget import FIXED
 
-    return WireStore(host, port, _dt.timedelta(seconds=timeout_s), connect_s=try_s * FIXED.store_tries)
+    return WireStore(host, port, _dt.timedelta(seconds=timeout_s), connect_s=try_s * FIXED.store_tries,
+                     source=source_address())

@@ -34,6 +34,8 @@ import tempfile
 import threading
 import time
 
+from . import peak_rss
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -449,13 +451,12 @@ class _LiveJob:
         """REPO's `ncclcheck watch` on this job: (exit code, report, peak RSS in bytes)."""
         out = os.path.join(tempfile.mkdtemp(prefix="ncclcheck-live-attack-"), "watch.json")
         env = {k: v for k, v in self.env.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
-        p = subprocess.Popen([sys.executable, "-m", "ncclcheck", "watch", "--master-addr", "127.0.0.1",
-                              "--master-port", str(self.port), "--timeout", str(timeout), "--json", out, *extra],
-                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _, status, usage = os.wait4(p.pid, 0)
-        p.returncode = os.waitstatus_to_exitcode(status)
+        p, rss = peak_rss.run([sys.executable, "-m", "ncclcheck", "watch", "--master-addr", "127.0.0.1",
+                               "--master-port", str(self.port), "--timeout", str(timeout), "--json", out, *extra],
+                              out + ".rss", timeout=timeout * 10 + 60, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
         doc = json.load(open(out)) if os.path.exists(out) else {}
-        return p.returncode, doc, usage.ru_maxrss * 1024
+        return p.returncode, doc, rss or 0
 
     def close(self) -> None:
         for p in self.procs:

@@ -151,6 +151,10 @@ def _told_int(env: Mapping[str, str], name: str) -> _Told:
     return _Told(_int(env, name), name)
 
 
+# Variables only torchrun's agent (torch/distributed/elastic/agent/server/local_elastic_agent.py) exports to workers.
+TORCHRUN_OWN = ("TORCHELASTIC_RUN_ID", "GROUP_RANK", "LOCAL_WORLD_SIZE", "TORCHELASTIC_RESTART_COUNT")
+
+
 def detect_launcher(env: Mapping[str, str]) -> str:
     """Which launcher started us. NCCLCHECK_LAUNCHER forces one. torchrun wins over Slurm (torchrun under srun)."""
     forced = (env.get("NCCLCHECK_LAUNCHER") or "").strip().lower()
@@ -158,14 +162,21 @@ def detect_launcher(env: Mapping[str, str]) -> str:
         if forced not in LAUNCHERS:
             raise UsageError(f"NCCLCHECK_LAUNCHER must be one of {', '.join(LAUNCHERS)}, got {forced!r}")
         return forced
-    if all(_set(env, k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK")):
-        # `fabric run` is torchrun underneath; it marks the processes it starts with LT_CLI_USED=1.
-        return "fabric" if str(env.get("LT_CLI_USED", "")).strip() == "1" else "torchrun"
-    if _set(env, "OMPI_COMM_WORLD_RANK") and _set(env, "OMPI_COMM_WORLD_SIZE"):
-        return "mpi"
+    mpi = _set(env, "OMPI_COMM_WORLD_RANK") and _set(env, "OMPI_COMM_WORLD_SIZE")
     # A batch script also has SLURM_PROCID=0; only an srun step has the SLURM_STEP_* variables.
-    if _set(env, "SLURM_PROCID") and any(_set(env, k) for k in ("SLURM_STEP_ID", "SLURM_STEPID",
-                                                               "SLURM_STEP_NUM_TASKS")):
+    slurm = _set(env, "SLURM_PROCID") and any(_set(env, k) for k in ("SLURM_STEP_ID", "SLURM_STEPID",
+                                                                    "SLURM_STEP_NUM_TASKS"))
+    if all(_set(env, k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK")):
+        # torchrun's agent always exports its own variables beside these. Without them, under an srun step or
+        # mpirun, the script copied SLURM_PROCID / OMPI_COMM_WORLD_RANK into RANK itself (a common recipe before
+        # init_process_group): the launcher is still srun or mpirun, which knows the nodes; read as torchrun
+        # without LOCAL_WORLD_SIZE it made every rank a node (6 nodes for 3 hosts x 2 tasks, 3 never joining).
+        if any(_set(env, k) for k in TORCHRUN_OWN) or not (mpi or slurm):
+            # `fabric run` is torchrun underneath; it marks the processes it starts with LT_CLI_USED=1.
+            return "fabric" if str(env.get("LT_CLI_USED", "")).strip() == "1" else "torchrun"
+    if mpi:
+        return "mpi"
+    if slurm:
         return "slurm"
     if _set(env, "PET_NNODES") or _set(env, "PET_NODE_RANK"):
         return "pytorchjob"

@@ -483,7 +483,7 @@ def _run_in_process(world_config: WorldConfig, placement: Placement, job_fn: Cal
     server = placement.hosts_store
     guard = Guard(token=world_config.token, limits=Limits.for_nodes(placement.nnodes))
     st = open_store(store_host(placement) if server else placement.master_addr, placement.master_port, server,
-                    budget.join_s, "ncclcheck/job/", guard)
+                    budget.join_s, "ncclcheck/job/", guard, clients=placement.world_size + placement.nnodes)
     spec = {"rank": placement.rank, "world_size": placement.world_size, "local_rank": placement.local_rank,
             "local_world_size": placement.local_world_size, "node_rank": placement.node_rank,
             "nnodes": placement.nnodes, "backend": backend, "budget": budget, "log_dir": log_dir}

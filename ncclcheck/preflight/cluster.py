@@ -308,7 +308,7 @@ def _connect(ctx: _Ctx) -> tuple:
                 problem = port_taken(port, bc.error, who, bc.to_json(), hostname_of(ctx.facts), told.to_json())
             return None, True, problem
         try:
-            st = open_store(store_host(p), port, True, b.join_s, p.prefix, ctx.guard)
+            st = open_store(store_host(p), port, True, b.join_s, p.prefix, ctx.guard, clients=p.nnodes)
         except ConnectionError as e:
             return None, True, failed("rendezvous.world", f"node 0 could not start the rendezvous store: {e}",
                                       fix="See the log; check --master-port is free on node 0.")

@@ -536,14 +536,16 @@ class Front:
                 last = now
 
 
-def listen(port: int) -> socket.socket:
-    """The master port on every address, as torch's server binds it (dual-stack where the host has IPv6)."""
+def listen(port: int, reuse_port: bool = False) -> socket.socket:
+    """The master port on every address, as torch's server binds it (dual-stack where the host has IPv6). reuse_port:
+    one of several fronts sharing the port (serve.front_shards); the kernel lets only the same user's sockets join."""
     try:
         if not socket.has_dualstack_ipv6():
             raise OSError("no IPv6")
-        s = socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True, backlog=4096)
+        s = socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True, backlog=4096,
+                                 reuse_port=reuse_port)
     except OSError:  # IPv6 off in this namespace or host: IPv4's every address, as torch falls back too
-        s = socket.create_server(("", port), backlog=4096)
+        s = socket.create_server(("", port), backlog=4096, reuse_port=reuse_port)
     s.setblocking(False)
     return s
 
@@ -562,7 +564,7 @@ def main() -> int:
         sys.stdout.flush()
 
     try:
-        sock = listen(int(args["port"]))
+        sock = listen(int(args["port"]), bool(args.get("reuse_port")))
     except OSError as e:
         report({"error": f"cannot listen on port {args['port']}: {e}"})
         return 1

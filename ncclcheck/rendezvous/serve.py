@@ -40,29 +40,63 @@ class FrontLimits:
 
 @dataclass
 class Front:
-    """The running front: its process, and what it reported."""
+    """The running front: its processes (one, or several sharing the port: front_shards), and what they reported."""
 
-    proc: Any
+    procs: list
     port: int
-    events: list = field(default_factory=list)  # the front's reports, in order (at most MAX_EVENTS)
+    events: list = field(default_factory=list)  # the fronts' reports, in order, each once (at most MAX_EVENTS)
     on_event: Optional[Callable[[str], None]] = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     MAX_EVENTS = 256
+
+    @property
+    def proc(self) -> Any:
+        return self.procs[0]
 
     def lines(self) -> list:
         return [describe(e) for e in self.events]
 
+    def add(self, ev: dict) -> None:
+        """A shard's report, once: shards see the same flooder (the kernel spreads its connections over them)."""
+        with self._lock:
+            said = {(e.get("event"), e.get("addr")) for e in self.events}
+            if (ev.get("event"), ev.get("addr")) in said or len(self.events) >= Front.MAX_EVENTS:
+                return
+            self.events.append(ev)
+        if self.on_event is not None:
+            self.on_event(describe(ev))
+
     def close(self) -> None:
-        """End the front (it also ends by itself when this process does: its stdin closes)."""
-        if self.proc.poll() is None:
+        """End the fronts (each also ends by itself when this process does: its stdin closes)."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                try:
+                    proc.stdin.close()
+                except OSError:
+                    pass
+        for proc in self.procs:
             try:
-                self.proc.stdin.close()
-            except OSError:
-                pass
-            try:
-                self.proc.wait(Budget.thread_join_s)
+                proc.wait(Budget.thread_join_s)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                proc.kill()
+
+
+# A front holds two descriptors per client that speaks (the client's and its own to the server) under the same hard
+# RLIMIT_NOFILE as node 0's process, whose torch server holds one: past half the limit one front would close joining
+# nodes (at 16,384 nodes and a hard limit of 20,000, scripts/bench_scale.py: 6,400 refused). So several fronts share
+# the master port (SO_REUSEPORT; the kernel spreads connections over them by address and port), and node 0 needs no
+# more of the limit than torch's own server does (agent/limits.py). The room is for the kernel's uneven spread.
+SHARD_ROOM = 1.25
+MAX_SHARDS = 16
+
+
+def front_shards(clients: int, hard_nofile: Optional[int]) -> int:
+    """How many fronts share the master port for `clients` clients under this hard open-file limit (None: none)."""
+    if clients <= 0 or hard_nofile is None or hard_nofile <= 0:
+        return 1
+    per = max(16, hard_nofile // 2 - 16)  # what one front holds: front.main's connection cap
+    return max(1, min(MAX_SHARDS, -(-int(clients * SHARD_ROOM) // per)))
 
 
 def _front_log() -> Any:
@@ -83,12 +117,35 @@ def describe(ev: dict) -> str:
 
 
 def start_front(port: int, server_port: int, budget: Budget, limits: Optional[FrontLimits] = None,
-                on_event: Optional[Callable[[str], None]] = None) -> Front:
-    """Start the front on `port` (every address) relaying to the server on 127.0.0.1:server_port. ConnectionError
-    (one line) when it cannot listen."""
+                on_event: Optional[Callable[[str], None]] = None, shards: int = 1) -> Front:
+    """Start the front on `port` (every address) relaying to the server on 127.0.0.1:server_port: `shards` processes
+    sharing the port (front_shards), the per-run write budget split between them. ConnectionError (one line) when it
+    cannot listen."""
     limits = limits if limits is not None else FrontLimits()
     args = dict(vars(limits), port=port, server_port=server_port, stall_s=budget.front_stall_s,
-                idle_s=budget.front_idle_s, tick_s=budget.front_tick_s)
+                idle_s=budget.front_idle_s, tick_s=budget.front_tick_s, reuse_port=shards > 1,
+                written_bytes=limits.written_bytes // max(1, shards))
+    front: Optional[Front] = None
+    try:
+        for _ in range(max(1, shards)):
+            proc, got = _start_one(args, budget)
+            if front is None:
+                front = Front([proc], got, on_event=on_event)
+                args["port"] = got  # the others join the port the first was given (port 0: the kernel's pick)
+            else:
+                front.procs.append(proc)
+            threading.Thread(target=_read_events, args=(front, proc), name="ncclcheck-store-front",
+                             daemon=True).start()
+    except ConnectionError:
+        if front is not None:
+            front.close()
+        raise
+    assert front is not None
+    return front
+
+
+def _start_one(args: dict, budget: Budget) -> tuple:
+    """One front process: (the process, the port it listens on)."""
     err = _front_log()
     try:
         proc = subprocess.Popen([sys.executable or "python3", "-I", FRONT, json.dumps(args)], stdin=subprocess.PIPE,
@@ -109,28 +166,20 @@ def start_front(port: int, server_port: int, budget: Budget, limits: Optional[Fr
         proc.kill()
         proc.wait()
         raise ConnectionError(first.get("error") or "the store's front on the master port did not start")
-    front = Front(proc, int(first["ready"]), on_event=on_event)
-    threading.Thread(target=_read_events, args=(front,), name="ncclcheck-store-front", daemon=True).start()
-    return front
+    return proc, int(first["ready"])
 
 
-def _read_events(front: Front) -> None:
-    for line in front.proc.stdout:
+def _read_events(front: Front, proc: Any) -> None:
+    for line in proc.stdout:
         try:
             ev = json.loads(line)
         except ValueError:
             continue
-        if not isinstance(ev, dict) or len(front.events) >= Front.MAX_EVENTS:
-            continue
-        front.events.append(ev)
-        if front.on_event is not None:
-            front.on_event(describe(ev))
-    code = front.proc.wait()
+        if isinstance(ev, dict):
+            front.add(ev)
+    code = proc.wait()
     if code != 0:  # it ends with 0 only when node 0 closed it
-        ev = {"event": "exit", "addr": "", "why": f"exit code {code}; the other nodes lost the store"}
-        front.events.append(ev)
-        if front.on_event is not None:
-            front.on_event(describe(ev))
+        front.add({"event": "exit", "addr": "", "why": f"exit code {code}; the other nodes lost the store"})
 
 
 def _loopback_listener(avoid: int):
@@ -155,10 +204,11 @@ def _loopback_listener(avoid: int):
             s.close()
 
 
-def serve_store(port: int, timeout: Any, on_event: Callable[[str], None], budget: Optional[Budget] = None) -> tuple:
-    """(node 0's TCPStore, the Front): the server on a loopback port of its own, the front on `port`. ConnectionError
-    (one line) when either cannot start. The front's bounds are fixed fields of the Budget (not T): a default one has
-    them."""
+def serve_store(port: int, timeout: Any, on_event: Callable[[str], None], budget: Optional[Budget] = None,
+                clients: int = 0) -> tuple:
+    """(node 0's TCPStore, the Front): the server on a loopback port of its own, the front on `port`, sharded for
+    `clients` connections (front_shards; 0: one front). ConnectionError (one line) when either cannot start. The
+    front's bounds are fixed fields of the Budget (not T): a default one has them."""
     budget = budget if budget is not None else Budget()
 
     import torch.distributed as dist
@@ -175,7 +225,11 @@ def serve_store(port: int, timeout: Any, on_event: Callable[[str], None], budget
                               master_listen_fd=ls.detach())
     except Exception as exc:  # noqa: BLE001 - torch raises DistNetworkError/RuntimeError with C++ frames
         raise ConnectionError(first_line(exc)) from None
-    front = start_front(port, server_port, budget, on_event=on_event)
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    shards = front_shards(clients, None if hard == resource.RLIM_INFINITY else hard)
+    front = start_front(port, server_port, budget, on_event=on_event, shards=shards)
     # The master port is free again when node 0 lets go of its store, as it was with torch's server alone: the guard
     # drops it and waits for the port, which the training script's own TCPStore binds next.
     weakref.finalize(store, front.close)

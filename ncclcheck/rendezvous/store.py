@@ -390,14 +390,16 @@ STORE_CLIENT: Callable[[str, int, float, float], Any] = torch_client
 
 
 def open_store(host: str, port: int, is_server: bool, timeout_s: float, prefix: str = "",
-               guard: Optional[Guard] = None, connect_s: Optional[float] = None) -> JsonStore:
+               guard: Optional[Guard] = None, connect_s: Optional[float] = None, clients: int = 0) -> JsonStore:
     """Host (is_server) or join the TCPStore at host:port. A client's connect is bounded by connect_s (default
-    timeout_s), its requests by timeout_s. Raises ConnectionError with a one-line message."""
+    timeout_s), its requests by timeout_s. clients: how many connections the server should hold room for (the
+    world's nodes; serve.front_shards). Raises ConnectionError with a one-line message."""
     if is_server:  # torch's server on loopback, the bounded front on the master port (serve.py, issue 36)
         from .serve import serve_store
 
         guard = guard if guard is not None else Guard()
-        store, front = serve_store(port, _dt.timedelta(seconds=timeout_s), lambda why: guard.reject(MASTER_PORT, why))
+        store, front = serve_store(port, _dt.timedelta(seconds=timeout_s), lambda why: guard.reject(MASTER_PORT, why),
+                                   clients=clients)
         st = JsonStore(store, prefix, server=True, guard=guard)
         st.front = front
         return st

@@ -94,6 +94,21 @@ def test_slurm_world_and_a_master_flag_filling_what_slurm_leaves_open():
         place(SLURM_3x2, nnodes="2")
 
 
+def test_a_script_that_copies_slurm_or_mpi_ranks_into_rank_is_still_under_srun_or_mpirun():
+    """A common recipe sets RANK/WORLD_SIZE/LOCAL_RANK from SLURM_* (or OMPI_*) before init_process_group. That is
+    not torchrun, whose agent exports its own variables beside them: read as torchrun without LOCAL_WORLD_SIZE, every
+    rank was a node (the guard under srun waited for 6 nodes of 3 hosts, issue 45's munge lab case)."""
+    copied = {"RANK": "3", "WORLD_SIZE": "6", "LOCAL_RANK": "1"}
+    p = place({**SLURM_3x2, **copied})
+    assert (p.launcher, p.rank, p.node_rank, p.nnodes, p.local_world_size) == ("slurm", 3, 1, 3, 2)
+    p = place({**OMPI, **copied, "RANK": "4", "LOCAL_RANK": "0"}, master_addr="h1")
+    assert (p.launcher, p.node_rank, p.nnodes) == ("mpi", 2, 3)
+    # torchrun under srun is still torchrun: its agent's own variables say so
+    assert place({**SLURM_3x2, **TORCHRUN_STATIC}).launcher == "torchrun"
+    # and RANK/WORLD_SIZE/LOCAL_RANK alone, outside any launcher, are read as torchrun's as before
+    assert place({**copied, "LOCAL_RANK": "0"}, master_addr="h1").launcher == "torchrun"
+
+
 def test_slurm_heterogeneous_tasks_per_node():
     env = dict(SLURM_3x2, SLURM_STEP_TASKS_PER_NODE="2,1(x2)", SLURM_PROCID="3", SLURM_NODEID="2",
                SLURM_LOCALID="0", SLURM_STEP_NUM_TASKS="4")

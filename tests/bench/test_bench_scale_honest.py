@@ -1,5 +1,6 @@
 """scripts/bench_scale.py never lies: a simulator that runs out of descriptors prints no figure and exits 3, and a
-healthy small run names every injected fault and exits 0 with the documented last line."""
+healthy small run names every injected fault and exits 0 with the documented last line (8 nodes in the default suite,
+issue 44 C: a change that breaks the simulator fails CI the same day; 8 and 40 with the growth line in the long tier)."""
 
 from __future__ import annotations
 
@@ -43,3 +44,13 @@ def test_a_small_healthy_run_names_every_fault_and_prints_the_figure():
     assert re.fullmatch(r"nodes=40 wall_s=[\d.]+ node0_bytes_per_node=\d+ faults_named=5/5 sim_errors=0 "
                         r"node0_rss_mb=\d+", last), last
     assert "growth from N=8 to N=40" in p.stdout
+
+
+@pytest.mark.slow  # spawns processes and forms real worlds (~12 s)
+def test_eight_nodes_every_fault_named_no_simulator_error():
+    p = _run(["--nodes", "8", "--per-worker", "16"])
+    last = p.stdout.strip().splitlines()[-1]
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    assert re.fullmatch(r"nodes=8 wall_s=[\d.]+ node0_bytes_per_node=\d+ faults_named=5/5 sim_errors=0 "
+                        r"node0_rss_mb=\d+", last), last
+    assert "false findings: 0" in p.stdout, p.stdout[-3000:]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import pytest
 
 from ncclcheck.live import wire
 from ncclcheck.rendezvous.store import Guard, JsonStore
+from ncclcheck_lab import peak_rss
 from tests.conftest import cli_env
 
 RUN = "cd" * 16
@@ -117,45 +117,26 @@ def _register(st: JsonStore, fakes: list, replies: dict) -> None:
 
 
 def _watch(port: int, tmp_path) -> tuple[subprocess.CompletedProcess, int, dict]:
-    """`ncclcheck watch` in its own process: (its run, its peak RSS in bytes, its report)."""
+    """`ncclcheck watch` in its own process: (its run, its peak RSS in bytes, its report). The peak is measured by
+    ncclcheck_lab.peak_rss's small launcher: forked from this worker, watch's own ru_maxrss would include the
+    worker's (1.7 GB late in the full suite)."""
     out = tmp_path / "watch.json"
     env = cli_env()
     for k in ("SLURM_JOB_ID", "SLURM_JOBID"):  # no munge: the fakes answer without authentication
         env.pop(k, None)
-    p = subprocess.Popen([sys.executable, "-m", "ncclcheck", "watch", "--master-addr", "127.0.0.1", "--master-port",
-                          str(port), "--timeout", "20", "--json", str(out)], env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    timer = threading.Timer(120, p.kill)
-    timer.start()
-    try:
-        stdout, stderr = p.communicate()  # reaped by _try_wait below: its peak RSS is kept
-    finally:
-        timer.cancel()
-    return subprocess.CompletedProcess(p.args, p.returncode, stdout, stderr), _peak.get(p.pid, 0), \
-        json.loads(out.read_text()) if out.exists() else {}
-
-
-_peak: dict = {}
-_real_wait = subprocess.Popen._try_wait
-
-
-def _try_wait(self, wait_flags):  # the child's own peak RSS, from the kernel's accounting as it is reaped
-    try:
-        pid, sts, usage = os.wait4(self.pid, wait_flags)
-    except ChildProcessError:
-        return self.pid, 0
-    if pid == self.pid:
-        _peak[pid] = usage.ru_maxrss * 1024
-    return pid, sts
+    argv = [sys.executable, "-m", "ncclcheck", "watch", "--master-addr", "127.0.0.1", "--master-port", str(port),
+            "--timeout", "20", "--json", str(out)]
+    p, peak = peak_rss.run(argv, str(tmp_path / "watch.rss"), timeout=120, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    return p, peak or 0, json.loads(out.read_text()) if out.exists() else {}
 
 
 def _answered(doc: dict) -> dict:
     return next(c for c in doc["checks"] if c["id"] == "live.answered")
 
 
-def test_the_reviews_63_mib_reply_is_refused_unread_and_named_garbage(store, tmp_path, monkeypatch):
+def test_the_reviews_63_mib_reply_is_refused_unread_and_named_garbage(store, tmp_path):
     port, st, fakes = store
-    monkeypatch.setattr(subprocess.Popen, "_try_wait", _try_wait)
     _register(st, fakes, {0: _honest(0), 1: lambda req: ISSUE_REPLY, 2: _honest(2), 3: _honest(3), 4: _honest(4)})
     p, peak, doc = _watch(port, tmp_path)
     assert doc, p.stderr[-2000:]
@@ -170,11 +151,10 @@ def test_the_reviews_63_mib_reply_is_refused_unread_and_named_garbage(store, tmp
 
 
 @pytest.mark.slow
-def test_four_fake_ranks_sending_the_most_they_may_leave_watch_under_512_mb(store, tmp_path, monkeypatch):
+def test_four_fake_ranks_sending_the_most_they_may_leave_watch_under_512_mb(store, tmp_path):
     """Every rank a stranger's, four sending as many JSON values as watch lets them, of the shape that costs it the
     most memory, and one more sending 63 MiB: watch's peak RSS stays under 512 MB, and it answers."""
     port, st, fakes = store
-    monkeypatch.setattr(subprocess.Popen, "_try_wait", _try_wait)
     _register(st, fakes, {0: _most(0), 1: _most(1), 2: _most(2), 3: _most(3), 4: lambda req: ISSUE_REPLY})
     p, peak, doc = _watch(port, tmp_path)
     assert doc, p.stderr[-2000:]

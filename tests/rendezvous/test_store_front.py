@@ -291,3 +291,57 @@ def test_a_request_dripped_a_byte_at_a_time_is_framed_once_not_once_per_byte(mon
     assert got is not None and got[:3] == (len(req), fr.MULTI_GET, (fr.VEC, keys))
     decoded = counted.calls + fr.struct.calls
     assert decoded <= 2 * (keys + 1), f"{decoded:,} integers decoded to frame one request of {keys} keys"
+
+
+_NODE0 = """
+import datetime as dt, resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (512, 512))  # a hard limit 300 clients need more than half of at a front
+from ncclcheck.rendezvous.serve import serve_store
+store, front = serve_store(0, dt.timedelta(seconds=30), lambda why: None, clients=int(sys.argv[1]))
+print(front.port, len(front.procs), flush=True)
+sys.stdin.read()
+"""
+
+
+def _answered_behind(clients_hint: int, n: int) -> tuple[int, int]:
+    """A node 0 whose hard open-file limit is 512 (its own process holds one server descriptor per client, within
+    it), told to expect clients_hint clients; n clients connect and ping: (fronts started, clients answered)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import cli_env
+
+    node0 = subprocess.Popen([sys.executable, "-c", _NODE0, str(clients_hint)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env=cli_env())
+    socks = []
+    try:
+        port, shards = (int(x) for x in node0.stdout.readline().split())
+        for i in range(n):
+            c = socket.create_connection(("127.0.0.1", port), timeout=5)
+            c.sendall(bytes([fr.VALIDATE]) + struct.pack("<I", MAGIC) + bytes([fr.PING]) + struct.pack("<I", i))
+            socks.append(c)
+        answered = 0
+        for i, c in enumerate(socks):
+            try:
+                answered += c.recv(4) == struct.pack("<I", i)
+            except OSError:
+                pass
+        return shards, answered
+    finally:
+        for c in socks:
+            c.close()
+        node0.kill()
+        node0.wait()
+
+
+def test_fronts_share_the_master_port_when_one_cannot_hold_every_client():
+    """A front holds two descriptors per client; node 0's process one. Under a hard limit of 512, one front holds
+    240 clients and closed the rest as they joined; told the world's size, node 0 starts enough fronts on the same
+    port (SO_REUSEPORT) that all 300 are answered (scripts/bench_scale.py --nodes 16384 under a hard limit of 20,000
+    is this at scale)."""
+    from ncclcheck.rendezvous.serve import front_shards
+
+    assert front_shards(300, 512) == 2 and front_shards(16384, 20000) == 3 and front_shards(8, 20000) == 1
+    assert front_shards(0, 512) == front_shards(10 ** 6, None) == 1
+    assert _answered_behind(0, 300) == (1, 240)  # one front: its cap, the others closed
+    assert _answered_behind(300, 300) == (2, 300)

@@ -99,6 +99,9 @@ def probe(p: dict) -> str:
         shown = "; ".join(f"{a} -> {b}" for a, b in p["pairs"][:4])
         return (f"the link{'s' if len(p['pairs']) > 1 else ''} {shown} carr{'ies' if len(p['pairs']) == 1 else 'y'} "
                 f"{_rate(p.get('slow_bps'))} against {_rate(p.get('ref_bps'))} elsewhere (TCP probe)")
+    if p.get("unconfirmed"):
+        return (f"one look measured {', '.join(p['unconfirmed'][:4])} slow and a second did not: nothing named "
+                f"(TCP probe, {_rate(p.get('ref_bps'))})")
     return f"every pair of the {p.get('n_hosts')} hosts measures alike (TCP probe, {_rate(p.get('ref_bps'))})"
 
 

@@ -266,10 +266,6 @@ def test_watch_names_the_link_cut_between_two_hosts_that_both_answer(guard_lab, 
         job.stop()
 
 
-# Known to fail at this landing (issue 45 left open): under srun this fixture's guard reads 6 nodes launched by
-# torchrun and waits for node ranks 1, 3, 5 (the case was committed unfinished); strict: a fix makes it XPASS, loudly
-@pytest.mark.long
-@pytest.mark.xfail(strict=True, reason="the guard under srun in this fixture sees 6 torchrun nodes (issue 45)")
 def test_munge_under_srun_the_guard_refuses_a_forged_pass_and_watch_a_forged_rank(guard_lab, tmp_path):
     """Issue 45: no token, a job launched by srun in the lab's Slurm, where munged runs. The guard's preflight runs
     at trust `munge` (a per-run key in a credential of the job's user) while a stranger on h2, who finds the job with

@@ -124,3 +124,32 @@ def test_follow_says_when_a_slowdown_starts_and_ends():
     assert said[1].endswith("slowdown ends: rank 5 (host h3)")
     assert len(f.section()["history"]) == 4 and f.section()["history"][-1]["ranks"]["5"]["relative"] == 0.7
     json.dumps(f.section())
+
+
+def _rates(slow_host_in: list):
+    """A pace.exchange stand-in: each look's rate replies, 1 GB/s a direction, 10 MB/s from h2 in the looks listed."""
+    looks = {"n": -1, "seen": set()}
+
+    def exchange(rec, doc, asker, end, budget, limit=0):
+        if rec["host"] in looks["seen"] or not looks["seen"]:  # a new look starts when a host asks again
+            looks["n"] += 1
+            looks["seen"] = set()
+        looks["seen"].add(rec["host"])
+        slow = looks["n"] in slow_host_in
+        rate = {str(r): {"ok": True, "bps": 1e7 if (slow and r == 2) else 1e9} for r in doc["ranks"]}
+        return {"rate": rate}, "", 0, 0
+    return exchange
+
+
+@pytest.mark.parametrize("slow_in, named", [([0, 1], ["h2"]), ([0], [])])
+def test_the_transfer_probe_names_only_what_two_looks_both_measure_slow(monkeypatch, slow_in, named):
+    """One 1 MiB download a direction is one sample: a host measured slow once (a loaded lab host beside the suite's
+    other lane turned a compute straggler into "communication") is not named unless a second look agrees."""
+    records = {0: {"host": "h1"}, 1: {"host": "h1"}, 2: {"host": "h2"}, 4: {"host": "h3"}}
+    monkeypatch.setattr(pace, "exchange", _rates(slow_in))
+    out = straggle.probe([0, 1, 2, 4], {"h2"}, records, None, FIXED)
+    assert out["hosts"] == named and out["looks"] == 2, out
+    if named:
+        assert "h2 sends at 10.0 MB/s" in out["said"], out["said"]
+    else:
+        assert out["unconfirmed"] == ["h2"] and "a second did not: nothing named" in out["said"], out["said"]

@@ -58,6 +58,8 @@ def peak(rss_file: str) -> Optional[int]:
 
 def run(argv: Sequence[str], rss_file: str, timeout: float, **kw) -> tuple[subprocess.CompletedProcess, Optional[int]]:
     """subprocess.run for argv with its own peak RSS; past timeout the tree is killed and TimeoutExpired raised."""
+    if kw.pop("capture_output", False):
+        kw.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     p = popen(argv, rss_file, **kw)
     try:
         out, err = p.communicate(timeout=timeout)

@@ -49,6 +49,8 @@ def parse_failure_table(text: str) -> list[dict]:
     cur: Optional[dict] = None
     first = False
     for raw in (text or "").splitlines():
+        if len(raw) < 3:  # shorter than anything below reads ("===", "[0]:", "rank: 0"): no state changes
+            continue
         _, line = split_prefix(clip(raw, MAX_LINE_CHARS))
         if ROOT_CAUSE in line:
             first, cur = True, None

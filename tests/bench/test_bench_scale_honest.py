@@ -1,6 +1,7 @@
 """scripts/bench_scale.py never lies: a simulator that runs out of descriptors prints no figure and exits 3, and a
-healthy small run names every injected fault and exits 0 with the documented last line (8 nodes in the default suite,
-issue 44 C: a change that breaks the simulator fails CI the same day; 8 and 40 with the growth line in the long tier)."""
+healthy small run names every injected fault and exits 0 with the documented last line (8 nodes in the default
+suite, issue 44 C: a change that breaks the simulator fails CI the same day; 8 and 40 with the growth line in the long
+tier)."""
 
 from __future__ import annotations
 
@@ -38,19 +39,21 @@ def test_a_simulator_out_of_descriptors_prints_no_figure():
 @pytest.mark.slow  # spawns processes and forms real worlds
 @pytest.mark.long  # scripts/long_tests.py (scripts/bench_scale.py is the benchmark it guards)
 def test_a_small_healthy_run_names_every_fault_and_prints_the_figure():
-    p = _run(["--nodes", "8,40", "--per-worker", "16"])
-    last = p.stdout.strip().splitlines()[-1]
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
-    assert re.fullmatch(r"nodes=40 wall_s=[\d.]+ node0_bytes_per_node=\d+ faults_named=5/5 sim_errors=0 "
-                        r"node0_rss_mb=\d+", last), last
+    p = _healthy("8,40", 40)
     assert "growth from N=8 to N=40" in p.stdout
 
 
 @pytest.mark.slow  # spawns processes and forms real worlds (~12 s)
 def test_eight_nodes_every_fault_named_no_simulator_error():
-    p = _run(["--nodes", "8", "--per-worker", "16"])
+    _healthy("8", 8)
+
+
+def _healthy(nodes: str, last_n: int):
+    """A healthy run of the given sizes: exit 0, the documented last line with every fault named, no false finding."""
+    p = _run(["--nodes", nodes, "--per-worker", "16"])
     last = p.stdout.strip().splitlines()[-1]
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
-    assert re.fullmatch(r"nodes=8 wall_s=[\d.]+ node0_bytes_per_node=\d+ faults_named=5/5 sim_errors=0 "
+    assert re.fullmatch(rf"nodes={last_n} wall_s=[\d.]+ node0_bytes_per_node=\d+ faults_named=5/5 sim_errors=0 "
                         r"node0_rss_mb=\d+", last), last
     assert "false findings: 0" in p.stdout, p.stdout[-3000:]
+    return p

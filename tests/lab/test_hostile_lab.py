@@ -121,6 +121,7 @@ def test_forged_result_and_exit_code_neither_lower_a_code_nor_plant_code(lab):
                       (runs["h3"].rc == 1, "h3: its own fault must not be lowered by the forged exit 0"))
 
 
+@pytest.mark.long  # CI: the tokenless forgery here, a token's in tests/rendezvous/test_trust.py and the munge case
 def test_with_a_token_a_forged_result_is_ignored_and_every_node_gets_the_real_verdict(lab):
     lab4 = lab(4)
     stranger = _stranger(lab4, "forge")
@@ -168,6 +169,7 @@ def test_node_0_refuses_a_store_it_did_not_create_and_names_who_holds_the_port(l
                       ("python" in text or "pid" in text, f"h1: the port's holder is not named: {text}"))
 
 
+@pytest.mark.long  # CI keeps the tokenless squat (test_node_0_refuses_a_store_it_did_not_create...)
 def test_with_a_token_a_squatted_port_fails_every_node(lab):
     lab4 = lab(4)
     runs, said = _squatted(lab4, env=TOKEN)

@@ -99,6 +99,7 @@ def test_one_limited_path_names_the_link_not_a_node(lab):
     assert s["gbps_ab"] < s["gbps_ba"]
 
 
+@pytest.mark.long  # CI keeps healthy unshaped hosts under --strict (test_bounds_lab) beside the half-rate host here
 def test_healthy_four_hosts_flag_nothing(lab):
     lab4 = lab(4, scenario=cluster(4))
     runs = run_links(lab4)

@@ -89,9 +89,10 @@ def assert_code_drift_named(runs: dict[str, HostRun]) -> None:
 
 
 @pytest.mark.parametrize("launcher, make", [
-    ("torchrun", lambda lab, i, a: torchrun_argv(lab, i, a)),
-    # c10d and fabric run: test_guard_lab runs each in CI (a guarded job under c10d meets a fault, one under fabric run
-    # trains); the whole product in scripts/long_tests.py
+    # CI: one report under torchrun in test_guard_lab (a guarded job) and below (links), a code drift named in
+    # test_preflight_lab; c10d and fabric run: test_guard_lab runs each in CI (a guarded job under c10d meets a
+    # fault, one under fabric run trains); all three here in scripts/long_tests.py
+    pytest.param("torchrun", lambda lab, i, a: torchrun_argv(lab, i, a), marks=pytest.mark.long),
     pytest.param("torchrun", lambda lab, i, a: torchrun_argv(lab, i, a, c10d=True), marks=pytest.mark.long),
     pytest.param("fabric", fabric_argv, marks=pytest.mark.long),
 ], ids=["torchrun-static", "torchrun-c10d", "fabric-run"])

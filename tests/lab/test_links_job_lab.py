@@ -42,6 +42,7 @@ def run(lab_, payload=PAYLOAD) -> dict:
     return out["h1"]
 
 
+@pytest.mark.long  # CI: the CLI's half-rate host in test_links_lab (tbf), the same rule through links
 def test_tbf_limited_host_is_named_and_no_other(lab):
     res = run(lab(4, scenario=cluster(4, ("slow-link", "h3", "100mbit"))))
     sec = res["links"]

@@ -65,7 +65,7 @@ def slow_checks(report) -> list:
     return [c for c in report["checks"] if c["id"] == "links.slow" and c["status"] == "fail"]
 
 
-@pytest.mark.long  # the same fault as test_links_job_lab's, which runs in CI; here in scripts/long_tests.py
+@pytest.mark.long  # the same fault as test_links_job_lab's; CI names a tbf-limited host in the half-rate case below
 def test_tbf_limited_host_is_named_and_no_other(lab):
     lab4 = lab(4, scenario=cluster(4, ("slow-link", "h3", RATE)))
     runs = run_links(lab4)

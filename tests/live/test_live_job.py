@@ -38,7 +38,8 @@ def _alive(pid: int) -> bool:
 # sleep: armed by guard(live=True), one look; lock: a Python deadlock, a job token (signed records, sealed requests),
 # and --follow (it speaks once progress stopped for --timeout); chain: the wait followed across process groups;
 # loader: a deadlocked DataLoader is named at the user's loop line, not the selectors.py frame it waits in
-@pytest.mark.parametrize("scenario,where,token", [("sleep", "time.sleep(HANG_S)", None),
+@pytest.mark.parametrize("scenario,where,token", [pytest.param("sleep", "time.sleep(HANG_S)", None,
+                                                               marks=pytest.mark.long),  # chain sleeps too
                                                   ("lock", "with lock:", "a-job-token"),
                                                   ("chain", "time.sleep(HANG_S)", None),
                                                   ("loader", "in loader_deadlock: for batch in torch.utils.data."

@@ -113,16 +113,15 @@ def test_missing_node_is_named_within_the_timeout(tmp_path):
 def test_every_local_rank_of_node_0_reads_why_the_world_did_not_form(tmp_path):
     # srun/mpirun: node 0's other ranks read the verdict from its store too; node 0 used to wait only for the
     # nodes' leaders and close the store, so its rank 1 read "lost the rendezvous store" (the guard lab's blocked port)
-    # Local ranks 1 and 2 start once local rank 0 listens: they must reach its store within their --timeout, and
-    # under the full suite on two cores rank 0 took over 10 s to import torch and start its front (once at 4 s, once
-    # at 10 s they gave up first: "could not join: master refused after 10 attempts"). What is tested is what they
-    # read once joined, not a race with rank 0's start.
+    # All three start together, as srun starts them. --timeout 20: local ranks 1 and 2 must reach local rank 0's
+    # store within it, and under the full suite on two cores rank 0 took over 10 s to import torch and start its
+    # front (at 4 s and at 10 s they gave up first: "could not join: master refused after 10 attempts"; started
+    # only once rank 0 listened, they came after it had decided and let its store go). What is tested is what they
+    # read once joined, not a race with rank 0's start; the pass waits out node 0's bound for node 1, 20 s.
     port = _free_port()
-    args = ("--nnodes", 2, "--node-rank", 0, "--port", port, "--timeout", 10, "--local-size", 3)
-    procs = [_start(tmp_path, "l0", *args, "--local-rank", 0)]
-    _listening(port, 60)
-    procs += [_start(tmp_path, f"l{lr}", *args, "--local-rank", lr) for lr in (1, 2)]
-    for rc, doc in _finish(procs, 40):
+    procs = [_start(tmp_path, f"l{lr}", "--nnodes", 2, "--node-rank", 0, "--port", port, "--timeout", 20,
+                    "--local-rank", lr, "--local-size", 3) for lr in (0, 1, 2)]
+    for rc, doc in _finish(procs, 60):
         w = _by_id(doc)[("rendezvous.world", None)]
         assert rc == 1 and not doc["formed"], doc
         assert w["status"] == "fail" and "node rank(s) 1 never joined" in w["summary"], w["summary"]

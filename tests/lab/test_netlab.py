@@ -217,6 +217,7 @@ def test_cli_down_leaves_nothing_even_with_processes_inside_and_lost_state():
         nl.down(name)
 
 
+@pytest.mark.long  # every lab test's teardown and test_cli_down_leaves_nothing... clean up in CI
 def test_repeated_up_down_cycles_leave_the_machine_clean(lab):
     for _ in range(3):
         lab3 = lab(3, scenario=["docker-decoy", "dead-nic"])

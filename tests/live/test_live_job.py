@@ -40,7 +40,8 @@ def _alive(pid: int) -> bool:
 # loader: a deadlocked DataLoader is named at the user's loop line, not the selectors.py frame it waits in
 @pytest.mark.parametrize("scenario,where,token", [pytest.param("sleep", "time.sleep(HANG_S)", None,
                                                                marks=pytest.mark.long),  # chain sleeps too
-                                                  ("lock", "with lock:", "a-job-token"),
+                                                  pytest.param("lock", "with lock:", "a-job-token",
+                                                               marks=pytest.mark.long),  # lab: fabric-run-lock
                                                   ("chain", "time.sleep(HANG_S)", None),
                                                   ("loader", "in loader_deadlock: for batch in torch.utils.data."
                                                              "DataLoader(Batches(), num_workers=1): (inside "

@@ -145,6 +145,10 @@ def _write_etc(state: LabState, host: str) -> None:
     # No nameserver can be reached from a lab host: its own loopback (where nothing answers) fails DNS look-ups
     # fast instead of waiting for a timeout, and never reaches the machine's resolver.
     write_atomic(etc / "resolv.conf", "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
+    # Only these two sources: the machine's nsswitch.conf may also name mdns or systemd-resolved, whose daemons sit
+    # behind unix sockets outside the namespace and would take a lab host's look-ups out of it.
+    write_atomic(etc / "nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n"
+                                        "networks: files\nprotocols: files\nservices: files\n")
 
 
 def _reconcile_eth1(state: LabState) -> None:

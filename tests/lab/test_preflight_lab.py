@@ -149,19 +149,24 @@ def test_blocked_master_port_named_by_other_nodes(lab):
 
 
 def resolves_only_inside(lab_, host: str) -> None:
-    """A name looked up on `host` stays inside its namespace: its resolv.conf names only that namespace's own
-    loopback, where nothing answers, so no query reaches the machine's resolver (and a .invalid name, reserved by
-    RFC 6761, never resolves anywhere)."""
+    """A name looked up on `host` stays inside its namespace: its nsswitch.conf asks only /etc/hosts and DNS (no
+    mdns or systemd-resolved daemon behind a unix socket outside the namespace), its resolv.conf names only that
+    namespace's own loopback, where nothing answers, so no query reaches the machine's resolver (and a .invalid
+    name, reserved by RFC 6761, never resolves anywhere); and the namespace has no route off the lab's subnets."""
     conf = lab_.exec(host, ["cat", "/etc/resolv.conf"], check=True).stdout.split()
     assert [w for w in conf if w != "nameserver"][:1] == ["127.0.0.1"] and conf.count("nameserver") == 1, conf
+    nss = lab_.exec(host, ["cat", "/etc/nsswitch.conf"], check=True).stdout
+    hosts_line = next(ln.split()[1:] for ln in nss.splitlines() if ln.startswith("hosts:"))
+    assert hosts_line == ["files", "dns"], nss
+    routes = lab_.exec(host, ["ip", "-4", "route", "show", "default"], check=True).stdout.strip()
+    assert routes == "", routes
 
 
 @pytest.mark.parametrize("master", ["unused-ip", "nosuchhost"])
 def test_wrong_master_address_named(lab, master):
     lab2 = lab(2)
     addr = f"198.18.{lab2.state.slot}.250" if master == "unused-ip" else "nosuchhost.invalid"
-    if master == "nosuchhost":
-        resolves_only_inside(lab2, "h2")
+    resolves_only_inside(lab2, "h2")  # the name is looked up, and the unused address routed, inside the lab only
     runs = run_ranks(lab2, {"h2": 1}, 2, FAIL_TIMEOUT, master=addr)
     assert_failed_in_time(runs, ["h2"])
     c = check(runs["h2"], "rendezvous.master_reachable")

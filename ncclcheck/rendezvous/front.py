@@ -536,6 +536,12 @@ class Front:
                 last = now
 
 
+def conns_cap(nofile: int) -> int:
+    """Connections one front holds under this open-file limit: two descriptors each (the client's, and its own to
+    the server once the client speaks), a few for itself. serve.front_shards divides a world by it."""
+    return max(16, nofile // 2 - 16)
+
+
 def listen(port: int, reuse_port: bool = False) -> socket.socket:
     """The master port on every address, as torch's server binds it (dual-stack where the host has IPv6). reuse_port:
     one of several fronts sharing the port (serve.front_shards); the kernel lets only the same user's sockets join."""
@@ -557,7 +563,7 @@ def main() -> int:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:  # two descriptors per client that speaks; the kernel's own cap is the hard limit
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    lim.conns = min(lim.conns, max(16, (hard if hard > 0 else soft) // 2 - 16))
+    lim.conns = min(lim.conns, conns_cap(hard if hard > 0 else soft))
 
     def report(ev: dict) -> None:
         sys.stdout.write(json.dumps(ev) + "\n")

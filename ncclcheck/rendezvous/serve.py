@@ -95,8 +95,9 @@ def front_shards(clients: int, hard_nofile: Optional[int]) -> int:
     """How many fronts share the master port for `clients` clients under this hard open-file limit (None: none)."""
     if clients <= 0 or hard_nofile is None or hard_nofile <= 0:
         return 1
-    per = max(16, hard_nofile // 2 - 16)  # what one front holds: front.main's connection cap
-    return max(1, min(MAX_SHARDS, -(-int(clients * SHARD_ROOM) // per)))
+    from .front import conns_cap
+
+    return max(1, min(MAX_SHARDS, -(-int(clients * SHARD_ROOM) // conns_cap(hard_nofile))))
 
 
 def _front_log() -> Any:
@@ -225,10 +226,9 @@ def serve_store(port: int, timeout: Any, on_event: Callable[[str], None], budget
                               master_listen_fd=ls.detach())
     except Exception as exc:  # noqa: BLE001 - torch raises DistNetworkError/RuntimeError with C++ frames
         raise ConnectionError(first_line(exc)) from None
-    import resource
+    from ..facts.host import nofile
 
-    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    shards = front_shards(clients, None if hard == resource.RLIM_INFINITY else hard)
+    shards = front_shards(clients, nofile()["hard"])
     front = start_front(port, server_port, budget, on_event=on_event, shards=shards)
     # The master port is free again when node 0 lets go of its store, as it was with torch's server alone: the guard
     # drops it and waits for the port, which the training script's own TCPStore binds next.

@@ -35,7 +35,6 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURE = os.path.join(REPO, "tests", "live", "fixtures", "sleep")
 
 
-
 def _watch_then_stop(port: int, timeout: float, stop, ps: list) -> tuple:
     """The real watch on the simulated job (its report and wall seconds), then the simulator's processes stopped."""
     from ncclcheck.live.watch import watch  # torch under it: imported when the simulation runs
@@ -49,6 +48,7 @@ def _watch_then_stop(port: int, timeout: float, stop, ps: list) -> tuple:
     for p in ps:
         p.join(10)
     return report, wall
+
 
 def _docs(n: int) -> dict:
     from ncclcheck.postmortem import flight

@@ -514,6 +514,8 @@ def _peer_endpoints(st: JsonStore, n: int, rank: int, decider: bool, end: float,
             values = st.get_many(keys, _dict) if complete else [st.get_now(k, _dict) for k in keys]
             st.set(K.MESH_DIR, wire.pack_directory(dict(enumerate(values)), n))
             eps = {r: v for r, v in enumerate(values) if isinstance(v, dict)}
+        elif _decided_without_mesh(st):
+            return {}
         else:
             eps = wire.unpack_directory(st.wait_get(K.MESH_DIR, end, b, _dict))
         return {t: eps[t] for t in targets if t in eps}
@@ -522,6 +524,19 @@ def _peer_endpoints(st: JsonStore, n: int, rank: int, decider: bool, end: float,
     complete = st.wait(keys, end, b)
     values = st.get_many(keys, _dict) if complete else [st.get_now(k, _dict) for k in keys]
     return {t: v for t, v in zip(targets, values) if isinstance(v, dict)}
+
+
+def _decided_without_mesh(st: JsonStore) -> bool:
+    """A cross-node result already in the store with no mesh directory before it. Node 0 publishes the directory
+    before it collects rows and decides, so whoever wrote this result decided without any node's probe (a process
+    squatting the master port, not ncclcheck's node 0): waiting for a directory that never comes would cost the
+    whole mesh bound (T) for nothing. Only a result this node believes counts (signed, with a token): an unsigned
+    one from a stranger must not make a real node 0's member skip its probe."""
+    if st.has(K.RESULT) and not st.has(K.MESH_DIR) and st.get_now(K.RESULT, _result_record) is not None:
+        log.warning("the rendezvous store held a cross-node result before any mesh directory: its host did not "
+                    "probe the mesh (is the master port held by another process?); not waiting for one")
+        return True
+    return False
 
 
 def _mesh_start(ctx: _Ctx, st: JsonStore, n: int, leader: bool, decider: bool) -> _Mesh:

@@ -128,11 +128,44 @@ def test_with_the_same_token_two_nodes_form_the_world():
     port = _free_port()
     cfg0, p0 = _node(port, 0, b"the-job", 10.0)
     out = {}
-    t = threading.Thread(target=lambda: out.setdefault("n0", cluster.run_cluster_preflight(
-        cfg0, p0, {}, [], Budget.of(cfg0), join_grace_s=0.2)), daemon=True)
+
+    def node0() -> None:  # node 0 agrees too, as a real run does: a member waits for its published exit code
+        o0 = out["n0"] = cluster.run_cluster_preflight(cfg0, p0, {}, [], Budget.of(cfg0), join_grace_s=0.2)
+        out["code0"] = o0.agree_exit_code(0)
+
+    t = threading.Thread(target=node0, daemon=True)
     t.start()
     cfg1, p1 = _node(port, 1, b"the-job", 10.0)
     o1 = cluster.run_cluster_preflight(cfg1, p1, {}, [], Budget.of(cfg1))
     code = o1.agree_exit_code(0)
     t.join(60)
-    assert o1.formed and out["n0"].formed and code == 0 and o1.rejected == []
+    assert o1.formed and out["n0"].formed and code == 0 == out["code0"] and o1.rejected == []
+
+
+def test_a_member_of_a_squatted_store_does_not_wait_its_mesh_bound_for_a_directory_that_never_comes():
+    """A process holding the master port wrote a verdict and a result but no mesh directory (CI: the lab's squat
+    case took T + 12 s on a loaded machine). The member reads the result at once instead of waiting T."""
+    import json
+    import time
+
+    import torch.distributed as dist
+
+    from ncclcheck.preflight import keys as K
+    from ncclcheck.rendezvous.roles import run_prefix
+
+    port = _free_port()
+    squatter = dist.TCPStore("127.0.0.1", port, None, True, timeout=dt.timedelta(seconds=5), wait_for_workers=False)
+    ok = {"id": "rendezvous.world", "status": "pass", "node": None, "summary": "all 2 nodes joined", "detail": "",
+          "fix": "", "evidence": {}}
+    for key, value in ((K.HOST, {"hostname": "h0", "pid": 1, "uuid": "squatter"}),
+                       (K.VERDICT, {"ok": True, "nnodes": 2, "elapsed_s": 0.1, "last_join": 99, "members_n": 2}),
+                       (K.RESULT, {"checks": [ok], "local": [], "recommendations": [], "mesh": {}}),
+                       (K.FINAL, {"exit_code": 0})):
+        squatter.set(run_prefix("nojob") + key, json.dumps(value))
+    cfg, placement = _node(port, 1, None, timeout_s=30.0)
+    start = time.monotonic()
+    o = cluster.run_cluster_preflight(cfg, placement, {}, [], Budget.of(cfg))
+    took = time.monotonic() - start
+    del squatter
+    assert o.formed  # without a token the stranger's word is all this node has (docs/trust.md)
+    assert took < 15, f"the member waited {took:.1f} s of its 30 s mesh bound for a directory nobody writes"

@@ -43,6 +43,9 @@ def validate_report():
     return check
 
 
+COLLECTED_FILES = pytest.StashKey[set]()
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
     """Tiers are markers: a slow file says `pytestmark = pytest.mark.slow` itself; tests/lab (root and network
@@ -53,6 +56,9 @@ def pytest_collection_modifyitems(config, items):
     group of its own (its module fixtures are built once). The lab lane is the longest, so a worker lists it first
     and it starts first; every worker sorts alike, as xdist requires."""
     lab = f"{os.sep}tests{os.sep}lab{os.sep}"
+    # every file collected, before any -m / -k deselection (pytest's own hook runs after this one): what
+    # tests/test_tooling.py's collection check reads instead of collecting the whole suite a second time
+    config.stash[COLLECTED_FILES] = {str(item.path) for item in items}
     for item in items:
         in_lab = lab in str(item.fspath)
         if in_lab:

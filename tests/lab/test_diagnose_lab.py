@@ -47,6 +47,7 @@ def test_torchrun_two_nodes_one_rank_killed(lab):
     assert "host h2" in first["summary"] and "SIGKILL" in first["summary"], first["summary"]
 
 
+@pytest.mark.long  # CI: the torchrun case above; srun's labelled table in tests/postmortem/test_logs.py
 def test_srun_label_two_nodes_one_rank_killed(lab):
     need("srun", "slurmctld", "slurmd", "munged")
     lab2 = lab(2)

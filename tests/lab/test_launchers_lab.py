@@ -224,7 +224,9 @@ def test_links_under_torchrun_prints_one_report(lab):
     assert_one_report(runs, "torchrun", command="links")
 
 
-@pytest.mark.parametrize("launcher", ["kubernetes", "pytorchjob"])
+# CI: the PyTorchJob pod (no world flag at all); the Indexed Job's variables in tests/agent/test_launchers.py and
+# its lab run in scripts/long_tests.py
+@pytest.mark.parametrize("launcher", [pytest.param("kubernetes", marks=pytest.mark.long), "pytorchjob"])
 def test_kubernetes_pods_as_node_agents(lab, launcher):
     """What an Indexed Job (JOB_COMPLETION_INDEX) or a PyTorchJob (PET_*) gives each pod, one pod per lab host; the
     pod's ncclcheck spawns its 2 ranks itself. The Indexed Job pod passes --nnodes and the master (the Job does not

@@ -54,6 +54,7 @@ def test_tbf_limited_host_is_named_and_no_other(lab):
     assert all(v < 0.015 for v in sec["matrix_gbps"][2] if v is not None)
 
 
+@pytest.mark.long  # CI: test_links_lab's limited path through the CLI, tests/links' slow path between two nodes
 def test_one_limited_path_names_the_link_and_no_node(lab):
     res = run(lab(4, scenario=cluster(4, ("slow-pair", "h2", "h4", "100mbit"))))
     sec = res["links"]
@@ -73,6 +74,7 @@ def _tx_bytes(lab_, host: str) -> int:
     return int(lab_.exec(host, ["cat", "/sys/class/net/eth0/statistics/tx_bytes"], timeout=5).stdout.strip() or 0)
 
 
+@pytest.mark.long  # CI: tests/links/test_links_job.py's killed node (real ranks on loopback, the same heartbeat)
 def test_host_killed_mid_run_is_named_and_the_others_finish_in_time(lab):
     lab4 = lab(4, scenario=cluster(4))
     payload = {"size": 16 << 20, "iters": 6}  # ~1 s per transfer: the run lasts well past the kill

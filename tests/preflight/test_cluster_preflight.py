@@ -95,6 +95,7 @@ def test_three_nodes_form_the_same_report(tmp_path):
     assert [rc for rc, _ in res] == [0, 0, 0]
 
 
+@pytest.mark.long  # CI: tests/lab/test_preflight_lab.py::test_node_that_never_starts_is_named_missing (the same wait)
 def test_missing_node_is_named_within_the_timeout(tmp_path):
     # Node 0 waits out its window (--timeout) for node 2, and node 1 must join within it to read the verdict: 15 s,
     # as in the lab's test_node_that_never_starts_is_named_missing, where 8 s was shorter than a loaded start once.

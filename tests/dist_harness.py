@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Optional
 
+from tests import forked
+
 
 @dataclass
 class WorldRun:
@@ -85,29 +87,13 @@ def _child(job_ref: str, payload: dict, rank: int, ws: int, nproc: int, port: in
         os._exit(0)
 
 
-_PRELOAD = ["torch", "torch.distributed", "ncclcheck.agent.context", "ncclcheck.rendezvous.budget",
-            "tests.dist_harness"]
-
-
-def _context():
-    """A forkserver that imported torch once: each rank is a fork of it, not a new Python importing torch (about 1.5 s
-    of CPU a rank, 4 ranks a test: most of what tests/links' worlds cost a 2-core machine). Nothing of torch runs in
-    the server before it forks (no process group, no thread pool), and each rank sets its own variables before
-    torch.distributed initialises, as it did when spawned."""
-    import multiprocessing as mp
-
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(_PRELOAD)
-    return ctx
-
-
 def run_world(job_ref: str, payload: dict, world_size: int = 4, nproc_per_node: int = 1,
               timeout_s: float = 5.0, bound_s: float = 90.0,
               backend: str = "gloo", env: Optional[dict] = None, log_dir: Optional[str] = None) -> WorldRun:
     """Run the job on every rank; ranks that die, raise or hang are recorded, not raised."""
     import torch.distributed as dist
 
-    ctx = _context()
+    ctx = forked.context()  # each rank a fork of a server that imported torch once (tests/forked.py)
     store = dist.TCPStore("127.0.0.1", 0, world_size, True, timeout=timedelta(seconds=30), wait_for_workers=False)
     q = ctx.Queue()
     procs = [ctx.Process(target=_child, args=(job_ref, payload, r, world_size, nproc_per_node, store.port,

@@ -7,12 +7,12 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import time
 
 import pytest
 
 from ncclcheck.preflight.decide import decide, world_check
+from tests import forked
 
 pytestmark = pytest.mark.slow  # real worlds of spawned processes: the slow tier (a marker, not a folder)
 
@@ -33,9 +33,9 @@ def _env():
 
 
 def _start(tmp_path, name, *args):
+    """A node: tests.world_node's main in a fork of a server that imported torch once (tests/forked.py)."""
     out = str(tmp_path / f"{name}.json")
-    p = subprocess.Popen([sys.executable, "-m", "tests.world_node", "--out", out, *map(str, args)], cwd=REPO,
-                         env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = forked.start_main("tests.world_node", ["--out", out, *map(str, args)], _env(), REPO, tmp_path / name)
     return p, out
 
 
@@ -114,13 +114,13 @@ def test_missing_node_is_named_within_the_timeout(tmp_path):
 def test_every_local_rank_of_node_0_reads_why_the_world_did_not_form(tmp_path):
     # srun/mpirun: node 0's other ranks read the verdict from its store too; node 0 used to wait only for the
     # nodes' leaders and close the store, so its rank 1 read "lost the rendezvous store" (the guard lab's blocked port)
-    # All three start together, as srun starts them. --timeout 20: local ranks 1 and 2 must reach local rank 0's
-    # store within it, and under the full suite on two cores rank 0 took over 10 s to import torch and start its
-    # front (at 4 s and at 10 s they gave up first: "could not join: master refused after 10 attempts"; started
-    # only once rank 0 listened, they came after it had decided and let its store go). What is tested is what they
-    # read once joined, not a race with rank 0's start; the pass waits out node 0's bound for node 1, 20 s.
+    # All three start together, as srun starts them. Local ranks 1 and 2 must reach local rank 0's store within
+    # --timeout: as new Pythons under the full suite rank 0 took over 10 s to import torch and start its front (at 4
+    # s and 10 s they gave up first: "master refused after 10 attempts"); as forks of a server that imported torch
+    # (tests/forked.py) it listens within a second, so 8 s is room. What is tested is what they read once joined,
+    # not a race with rank 0's start; the pass waits out node 0's bound for node 1.
     port = _free_port()
-    procs = [_start(tmp_path, f"l{lr}", "--nnodes", 2, "--node-rank", 0, "--port", port, "--timeout", 20,
+    procs = [_start(tmp_path, f"l{lr}", "--nnodes", 2, "--node-rank", 0, "--port", port, "--timeout", 8,
                     "--local-rank", lr, "--local-size", 3) for lr in (0, 1, 2)]
     for rc, doc in _finish(procs, 60):
         w = _by_id(doc)[("rendezvous.world", None)]
@@ -217,8 +217,8 @@ def test_shared_dir_names_the_node_on_another_filesystem_and_is_left_empty(tmp_p
     shared.mkdir()
     local.mkdir()
     port = _free_port()
-    # --timeout bounds the join (three Pythons importing torch on a loaded machine) and node 2's wait for the nonce
-    procs = [_start(tmp_path, f"n{r}", "--nnodes", 3, "--node-rank", r, "--port", port, "--timeout", 15,
+    # --timeout bounds the join (three forks: tests/forked.py) and node 2's wait for the nonce, which it waits out
+    procs = [_start(tmp_path, f"n{r}", "--nnodes", 3, "--node-rank", r, "--port", port, "--timeout", 8,
                     "--shared-dir", local if r == 2 else shared) for r in range(3)]
     res = _finish(procs, 90)
     assert os.listdir(shared) == [] and os.listdir(local) == []

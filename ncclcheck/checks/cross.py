@@ -502,9 +502,18 @@ def check_peer_reachability(inp: CrossInput) -> CheckResult:
     late = sorted({r for e in inp.mesh.values() for r in e.get("late_nodes") or []})
     starved = [r for r in stranded if (inp.load.get(r) or {}).get("loaded") and _only_outbound(inp, r, usable[r])]
     loaded = sorted(set(late) | set(starved))
-    stranded = [r for r in stranded if r not in starved]
-    for r in starved:  # the others reached it there: only its own starved prober failed
+    # Unmeasured is not unreachable either: a node whose probe results never reached node 0 (its agent stalled or
+    # was starved after it joined; 1,630 of 16,384 simulated nodes on 2 cores) counts as failing its planned pairs,
+    # which read as "its outgoing connections fail: a firewall". When the others reached it, it is alive and
+    # listening; what it reaches itself is unknown, and said so.
+    unreported = {r for e in inp.mesh.values() for r in e.get("unreported") or []}
+    silent = [r for r in stranded if r in unreported and r not in starved and _only_outbound(inp, r, usable[r])]
+    stranded = [r for r in stranded if r not in starved and r not in silent]
+    for r in [*starved, *silent]:  # the others reached it there: only its own prober failed, or never reported
         job_usable[r] = [i for i, e in sorted(inp.mesh.items()) if r in (e.get("cannot_reach") or [])]
+    if silent:
+        ev["unreported"] = silent[:MAX_NAMED]
+        ev["unreported_total"] = len(silent)
     if loaded:
         ev["loaded"] = {str(r): dict(inp.load.get(r) or {}, answered_late=r in late) for r in loaded[:MAX_NAMED]}
         ev["loaded_total"] = len(loaded)
@@ -547,6 +556,17 @@ def check_peer_reachability(inp: CrossInput) -> CheckResult:
             f"; +{len(inp.same_host) - 4} more groups" if len(inp.same_host) > 4 else "") + ")"
     if why_unusable:
         summary += "; unusable: " + "; ".join(f"{i} ({w})" for i, w in why_unusable.items())
+    if silent:
+        said = (f"{_who(inp, silent)} never reported its own probe results within the mesh bound (the others reached "
+                "it: alive, not cut off; what it reaches itself was not measured)")
+        return warned(cid, f"{said}; " + (f"{_who(inp, loaded)} answered or probed late (loaded); " if loaded else "")
+                      + summary, evidence=ev,
+                      detail=(_loaded_detail(inp, loaded, late) + "; " if loaded else "") + "; ".join(
+                          f"{_who(inp, [r])}: no row of probe results reached node 0" for r in silent[:8])
+                      + (f"; and {len(silent) - 8} more" if len(silent) > 8 else ""),
+                      fix="Read the named node's ncclcheck log: its agent stalled (CPU starved, swapping) or stopped "
+                          "after it joined. Run the preflight again to measure its outgoing paths; if it stays "
+                          "silent, NCCL's bootstrap may time out on it too.")
     if loaded:
         return warned(cid, f"{_who(inp, loaded)} answered the mesh probe late or probed late: loaded, not cut off "
                       f"(TCP accepted, reply after the bound, even on a retry); {summary}", evidence=ev,

@@ -133,7 +133,8 @@ def build_matrix(
     nodes) has no dense matrix: "sampled" is true and "errors" lists at most MAX_ERRORS failed pairs
     ("errors_total" counts them all). "cut_links" ([[rank, rank]], at most MAX_ERRORS; "cut_links_total") is there
     when every failed pair is a dead link between two nodes that both reached, and were reached by, others.
-    `planned` is how many pairs each node probes; a node that reported nothing fails its planned pairs.
+    `planned` is how many pairs each node probes; a node that reported nothing fails its planned pairs, and is listed
+    in "unreported" when another node reached it (alive; its own outbound paths unknown, not proven dead).
     `same_host` (host_groups) are the nodes whose shared addresses are one host's, not duplicates.
     """
     n = len(ranks)
@@ -151,6 +152,7 @@ def build_matrix(
         pairs: dict[tuple[int, int], bool] = {}
         errors: dict[str, str] = {}
         late: dict[int, str] = {}  # node -> one accepted-but-late probe of it
+        unreported: list[int] = []
         for src in ranks:
             if src in attempts_by_rank:
                 continue
@@ -158,6 +160,7 @@ def build_matrix(
             targets = [t for t in targets if t in have_idx]
             if targets:
                 errors[f"{src}->*"] = f"node {src} did not report its probe results"
+                unreported.append(src)
                 for t in targets:
                     pairs[(idx[src], t)] = False
         for src, attempts in attempts_by_rank.items():
@@ -191,6 +194,12 @@ def build_matrix(
         if late:
             entry["late"] = dict(sorted(late.items())[:MAX_ERRORS])
             entry["late_nodes"] = sorted(late)
+        # Their pairs count as failed, but nothing of theirs was measured: the ones another node reached (alive and
+        # listening) are listed, so the checks can tell "unmeasured" from "cut off".
+        reached_idx = {d for (s_, d), ok in pairs.items() if ok and s_ != d} if unreported else set()  # one pass
+        heard = [r for r in unreported if idx[r] in reached_idx]
+        if heard:
+            entry["unreported"] = heard
         if is_sampled:
             entry.update(sampled=True, errors=dict(sorted(errors.items())[:MAX_ERRORS]), errors_total=len(errors))
         else:

@@ -58,6 +58,29 @@ def test_a_starved_prober_that_reached_nobody_is_loaded_only_when_it_measured_it
     assert pr.status is Status.WARN and "node 2 (h2)" in pr.summary and "loaded" in pr.summary
 
 
+def _unreported(errors: dict, silent: int):
+    """Full mesh of 3 nodes where node `silent`'s row of results never reached node 0."""
+    attempts = {s: [_rec(s, d, errors.get((s, d))) for d in range(3) if d != s] for s in range(3) if s != silent}
+    mesh = build_matrix([0, 1, 2], EPS, attempts)
+    checks = run_cross_checks(CrossInput(_nodes(3), mesh=mesh, attempts=attempts))
+    return mesh, next(c for c in checks if c.id == "net.peer_reachability")
+
+
+def test_a_node_whose_results_never_came_is_unmeasured_not_a_firewall():
+    # bench_scale at 16,384 nodes on 2 cores: 1,630 rows arrived after node 0's mesh bound, and every one of those
+    # nodes was named "reached none of the peers it probed: its outgoing connections fail (firewall...)"
+    mesh, pr = _unreported({}, silent=2)
+    assert mesh["eth0"]["unreported"] == [2]
+    assert pr.status is Status.WARN, pr.summary
+    assert "node 2 (h2) never reported its own probe results" in pr.summary and "firewall" not in pr.summary
+    assert pr.evidence["unreported"] == [2] and pr.evidence["unreported_total"] == 1
+
+
+def test_a_node_whose_results_never_came_and_that_nobody_reached_is_still_named():
+    mesh, pr = _unreported({(0, 2): NO_ANSWER, (1, 2): NO_ANSWER}, silent=2)
+    assert pr.status is Status.FAIL and "node 2 (h2)" in pr.summary and "never reported" not in pr.summary
+
+
 def test_read_load_keeps_only_small_counts_and_judges_the_lag():
     assert wire.read_load({"lag_ms": 700, "retried": 2, "recovered": 1}, 0.5) == {
         "lag_ms": 700, "retried": 2, "recovered": 1, "loaded": True}

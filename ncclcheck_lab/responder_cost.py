@@ -221,10 +221,22 @@ def measure(rounds: int, phase_s: float, key: str, threads: int) -> dict:
         del env[k]
     if token:
         env["NCCLCHECK_TOKEN"] = token.decode()
+    # This process (the stranger's threads) is pinned for the measurement and given its CPUs back after it: the
+    # default suite calls measure() inside a pytest worker, and left pinned, every later test of that worker and
+    # every process it started ran on one CPU (a healthy links world once measured a pair 20x slow there).
     try:
+        before = os.sched_getaffinity(0)
         os.sched_setaffinity(0, {ATTACK_CPU})
     except (OSError, AttributeError):
-        pass
+        before = None
+    try:
+        return _measure(rounds, phase_s, env, threads, key, token)
+    finally:
+        if before is not None:
+            os.sched_setaffinity(0, before)
+
+
+def _measure(rounds: int, phase_s: float, env: dict, threads: int, key: str, token: Optional[bytes]) -> dict:
     job = Trainer(env)
     decoy = Trainer(env, cpu=ATTACK_CPU)  # armed, never trains
     decoy.arm(True)

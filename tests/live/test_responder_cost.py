@@ -15,7 +15,11 @@ pytestmark = pytest.mark.slow
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="the trainer and the stranger each need a CPU")
 def test_responder_cost_small_size_fills_its_fields():
+    before = os.sched_getaffinity(0)
     res = measure(rounds=1, phase_s=0.4, key="token", threads=2)
+    # it pins its caller for the flood, then gives it its CPUs back: left pinned, every later test of this pytest
+    # worker, and what they started, ran on one CPU (a healthy links world once measured a pair 20x slow there)
+    assert os.sched_getaffinity(0) == before
     rows = res["phases"]
     assert list(rows) == list(PHASES)
     for phase, row in rows.items():
@@ -27,3 +31,4 @@ def test_responder_cost_small_size_fills_its_fields():
     assert rows["armed"]["watcher_asked"] == rows["armed"]["watcher_answered"] == 1, rows["armed"]
     text = render(res)
     assert "armed+requests" in text and "vs unarmed+requests: ratio" in text
+

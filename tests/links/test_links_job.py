@@ -34,13 +34,18 @@ def test_healthy_full_schedule_fills_the_matrix_and_flags_nothing():
     m = sec["matrix_gbps"]
     assert all((m[a][b] is None) == (a == b) for a in range(4) for b in range(4))
     assert sec["slow"] == [] and sec["slow_nodes"] == [] and sec["dead"] == []
-    assert [len(r) for r in sec["rounds"]] == [2, 2, 2]  # 3 rounds of 2 simultaneous pairs
+    # 3 rounds of 2 simultaneous pairs; on a loaded machine a pair a scheduler hiccup slowed is measured once more in a
+    # 4th round (full mode's re-test of suspects) and cleared: the product's answer to noise, not a fault
+    assert [len(r) for r in sec["rounds"][:3]] == [2, 2, 2], sec["rounds"]
+    first = {tuple(sorted(p)) for r in sec["rounds"][:3] for p in r}
+    assert all(tuple(sorted(p)) in first for r in sec["rounds"][3:] for p in r), (sec["rounds"], m)
     # ranks of one machine: their traffic crosses loopback, which bounds nothing (links.efficiency says so)
     assert {c["id"]: c["status"] for c in res["checks"]} == {"links.slow": "pass", "links.efficiency": "skip"}
     # every rank returns the same verdict; rows were streamed as the rounds finished
     assert all(run.results[r]["links"] == sec for r in range(4))
     rows = [d for _, kind, d in run.emits if kind == "links_row"]
-    assert sorted((d["a"], d["b"]) for d in rows) == [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
+    assert sorted({(d["a"], d["b"]) for d in rows}) == [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
+    assert len(rows) == sum(len(r) for r in sec["rounds"])  # a row per pair measured, re-tests too
     assert all(d["gbps_ab"] and d["gbps_ba"] and d["error"] is None for d in rows)
 
 

@@ -556,24 +556,21 @@ def check_peer_reachability(inp: CrossInput) -> CheckResult:
             f"; +{len(inp.same_host) - 4} more groups" if len(inp.same_host) > 4 else "") + ")"
     if why_unusable:
         summary += "; unusable: " + "; ".join(f"{i} ({w})" for i, w in why_unusable.items())
-    if silent:
-        said = (f"{_who(inp, silent)} never reported its own probe results within the mesh bound (the others reached "
-                "it: alive, not cut off; what it reaches itself was not measured)")
-        return warned(cid, f"{said}; " + (f"{_who(inp, loaded)} answered or probed late (loaded); " if loaded else "")
-                      + summary, evidence=ev,
-                      detail=(_loaded_detail(inp, loaded, late) + "; " if loaded else "") + "; ".join(
-                          f"{_who(inp, [r])}: no row of probe results reached node 0" for r in silent[:8])
-                      + (f"; and {len(silent) - 8} more" if len(silent) > 8 else ""),
-                      fix="Read the named node's ncclcheck log: its agent stalled (CPU starved, swapping) or stopped "
-                          "after it joined. Run the preflight again to measure its outgoing paths; if it stays "
-                          "silent, NCCL's bootstrap may time out on it too.")
-    if loaded:
-        return warned(cid, f"{_who(inp, loaded)} answered the mesh probe late or probed late: loaded, not cut off "
-                      f"(TCP accepted, reply after the bound, even on a retry); {summary}", evidence=ev,
-                      detail=_loaded_detail(inp, loaded, late),
-                      fix="Nothing is wrong with the network: the node was busy (CPU starved). If it stays loaded "
-                          "when the job starts, NCCL's bootstrap may time out on it too: look at what else runs "
-                          "there.")
+    if silent or loaded:  # busy or unmeasured: said, never passed, never blamed on the network
+        said = [f"{_who(inp, silent)} never reported its own probe results within the mesh bound (the others reached "
+                "it: alive, not cut off; what it reaches itself was not measured)"] if silent else []
+        if loaded:
+            said.append(f"{_who(inp, loaded)} answered the mesh probe late or probed late: loaded, not cut off (TCP "
+                        "accepted, reply after the bound, even on a retry)")
+        detail = [_loaded_detail(inp, loaded, late)] if loaded else []
+        if silent:
+            detail.append(f"no row of probe results from {_who(inp, silent)} reached node 0 before it decided")
+        fix = ("Nothing is wrong with the network: the node was busy (CPU starved). If it stays loaded when the job "
+               "starts, NCCL's bootstrap may time out on it too: look at what else runs there.")
+        if silent:
+            fix = ("Read the silent node's ncclcheck log: its agent stalled (CPU starved, swapping) or stopped after "
+                   "it joined. Run the preflight again to measure its outgoing paths. " + fix)
+        return warned(cid, "; ".join([*said, summary]), evidence=ev, detail="; ".join(detail), fix=fix)
     return passed(cid, summary, evidence=ev)
 
 

@@ -25,7 +25,16 @@ from . import stats
 from . import timing as tm
 from .efficiency import RECORD_KIND, link_record
 from .ops import OPS, bandwidths, coll_counts, dtype_name, parse_ops, torch_dtype
-from .runners import TORCH_IN_PLACE_ONLY, Runner, allocate, expected_output, make_runner, moves_data, unsupported_reason
+from .runners import (
+    TORCH_IN_PLACE_ONLY,
+    Runner,
+    allocate,
+    copies_for,
+    expected_output,
+    make_runner,
+    moves_data,
+    unsupported_reason,
+)
 from .straggler import annotate_row
 
 # (op, in_place, buffers, counts, rank, nranks) -> Runner: what one measurement times and checks.
@@ -157,10 +166,11 @@ def _marks(iters: int, stride: int) -> list[int]:
     return [i for i in range(1, iters + 1) if i % stride == 0 or i == iters]
 
 
-def _timed_loop(ctx, call, iters: int) -> Timing:
-    """Time `iters` calls after a barrier, one timestamp per iteration (per `stride` iterations past
-    stats.MAX_SAMPLES). On gloo, whose collectives complete on the host, perf_counter stamps cost ~0.1 us and one
-    loop gives both the mean (first-to-last stamp over iters, what a bare loop measures) and each iteration.
+def _timed_loop(ctx, calls: list, iters: int) -> Timing:
+    """Time `iters` calls (taking `calls` in turn: one per buffer copy, runners.copies_for) after a barrier, one
+    timestamp per iteration (per `stride` iterations past stats.MAX_SAMPLES). On gloo, whose collectives complete on
+    the host, perf_counter stamps cost ~0.1 us and one loop gives both the mean (first-to-last stamp over iters,
+    what a bare loop measures) and each iteration.
 
     With NCCL an event recorded per iteration costs ~3 us of CPU, which a launch-bound loop (small sizes, no data to
     move) adds to every iteration: so the mean comes from a first loop timed exactly as nccl-tests and a bare loop
@@ -180,15 +190,16 @@ def _timed_loop(ctx, call, iters: int) -> Timing:
         stream = torch.cuda.current_stream()
         first, last = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         events = [torch.cuda.Event(enable_timing=True) for _ in range(len(marks or range(iters)) + 1)]
+        n = len(calls)
         t_start = time.perf_counter()
         first.record(stream)
-        for _ in range(iters):
-            call()
+        for i in range(iters):
+            calls[i % n]()
         last.record(stream)
         events[0].record(stream)
         k = 1
         for i in range(1, iters + 1):
-            call()
+            calls[(i - 1) % n]()
             if marks is None or i in marks:
                 events[k].record(stream)
                 k += 1
@@ -196,6 +207,7 @@ def _timed_loop(ctx, call, iters: int) -> Timing:
         gaps_us = [a.elapsed_time(b) * 1000.0 for a, b in zip(events, events[1:])]
         per_iter_us = first.elapsed_time(last) * 1000.0 / iters
     else:
+        call = calls[0]  # one copy off the GPU (runners.copies_for): the tightest loop
         stamp_fn = time.perf_counter
         stamps = [stamp_fn()]
         t_start = stamps[0]
@@ -365,13 +377,13 @@ def _hang(ctx, op: str, size: int, exc: BaseException) -> dict:
                       f"{ctx.timeout_s:g} s{who} ({first})"}
 
 
-def _graph_time(ctx, call, iters: int, api: tm.CudaApi) -> tuple[float, Optional[str]]:
+def _graph_time(ctx, calls: list, iters: int, api: tm.CudaApi) -> tuple[float, Optional[str]]:
     """(this rank's per-call time of a graph replay, None), or (NO_GRAPH, why) when some rank could not capture.
 
     Every rank agrees before any replays: a graph replayed on some ranks only would wait forever for the others."""
     graph, why = None, None
     try:
-        graph = tm.capture(call, iters, api)
+        graph = tm.capture(calls, iters, api)
     except tm.CaptureFailed as exc:
         why = f"CUDA-graph capture failed: {exc}"
         _say(ctx, f"bench/no_graph/{ctx.rank}", why)  # before the agreement, so it is there when rank 0 reads it
@@ -384,22 +396,24 @@ def _graph_time(ctx, call, iters: int, api: tm.CudaApi) -> tuple[float, Optional
     return us, None
 
 
-def _measure(ctx, op: str, cfg: BenchConfig, in_place: bool, runner: Runner, counts,
+def _measure(ctx, op: str, cfg: BenchConfig, in_place: bool, runners: list[Runner], counts,
              api: Optional[tm.CudaApi] = None):
     """(one row, or a string saying why this (op, dtype, placement) cannot run here; why a graph was not timed).
 
+    `runners`: one per buffer copy, taken in turn by the timed calls; the first is probed and checked.
     `api`: time a CUDA-graph replay too (bench/timing.py); None: the eager loop alone (gloo, --timing eager)."""
+    runner, calls = runners[0], [r.call for r in runners]
     if cfg.check:
         # Timing on the check values keeps reductions away from denormals and NaNs.
         chk.fill(runner.input, cfg.dtype, ctx.world_size, OPS[op].reduces, ctx.rank)
     why = _probe(ctx, runner)
     if why:
         return why, None
-    for _ in range(max(0, cfg.warmup - 1)):
-        runner.call()
+    for i in range(max(0, cfg.warmup - 1)):
+        calls[i % len(calls)]()
     _sync(ctx)
-    timing = _timed_loop(ctx, runner.call, cfg.iters)
-    graph_us, no_graph = _graph_time(ctx, runner.call, cfg.iters, api) if api is not None else (NO_GRAPH, None)
+    timing = _timed_loop(ctx, calls, cfg.iters)
+    graph_us, no_graph = _graph_time(ctx, calls, cfg.iters, api) if api is not None else (NO_GRAPH, None)
     if no_graph and cfg.timing == tm.GRAPH:
         return no_graph, no_graph  # graph figures were asked for: this one cannot be had, so the row is not shown
     wrong = _check_pass(ctx, op, cfg.dtype, runner, counts) if cfg.check else 0
@@ -461,13 +475,13 @@ def _run_size(sw: _Sweep, op: str, size: int, live: list[bool], sizes_left: int,
     """Every live placement of (op, size); returns the placements still live afterwards."""
     ctx, cfg = sw.ctx, sw.cfg
     counts = coll_counts(op, size, cfg.dtype, ctx.world_size)
-    bufs = allocate(counts, tdtype, ctx.device)
+    bufs = allocate(counts, tdtype, ctx.device, copies_for(size, max(cfg.sizes), cfg.iters, ctx.device))
     still = list(live)
     for in_place in live:
-        runner = sw.runner_factory(op, in_place, bufs, counts, ctx.rank, ctx.world_size)
+        runners = [sw.runner_factory(op, in_place, b, counts, ctx.rank, ctx.world_size) for b in bufs]
         _arrive(ctx, op, size)
         try:
-            row, no_graph = _measure(ctx, op, cfg, in_place, runner, counts, sw.graph_api(op))
+            row, no_graph = _measure(ctx, op, cfg, in_place, runners, counts, sw.graph_api(op))
         except RuntimeError as exc:  # a collective past its bound, or a peer that died: named, and the sweep stops
             sw.stopped = _hang(ctx, op, size, exc)
             break

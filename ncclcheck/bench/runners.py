@@ -42,13 +42,27 @@ class Buffers:
     recv: Any
 
 
-def allocate(counts: Counts, dtype, device: str) -> Buffers:
+def copies_for(size: int, largest: int, iters: int, device: str) -> int:
+    """How many copies of a size's buffers the timed calls take in turn: nccl-tests moves its buffers by one size per
+    iteration inside the allocation of the sweep's largest size ("change offset for each iteration so that we avoid
+    cache effects", common.cu startColl), so a small size is not timed from a hot L2 (50 MB on an H100). The same
+    here, on GPUs: up to largest // size copies, no more than the iterations touch, so no size holds more memory
+    than the largest one does (bench/memory.py's refusal stays right). On a CPU (gloo) one copy: the figure is the
+    socket's, and copies would only zero more host memory."""
+    if not str(device).startswith("cuda") or size <= 0:
+        return 1
+    return max(1, min(largest // size, iters))
+
+
+def allocate(counts: Counts, dtype, device: str, copies: int = 1) -> list[Buffers]:
+    """`copies` adjacent pairs of send/recv buffers (one allocation each side); the first is the one --check reads."""
     import torch
 
     # zeros, not empty: uninitialised memory may hold denormals or NaNs that slow CPU reductions down.
-    send = torch.zeros(counts.send_count, dtype=dtype, device=device)
-    recv = torch.zeros(counts.recv_count, dtype=dtype, device=device)
-    return Buffers(send, recv)
+    send = torch.zeros(counts.send_count * copies, dtype=dtype, device=device)
+    recv = torch.zeros(counts.recv_count * copies, dtype=dtype, device=device)
+    sc, rc = counts.send_count, counts.recv_count
+    return [Buffers(send[k * sc:(k + 1) * sc], recv[k * rc:(k + 1) * rc]) for k in range(copies)]
 
 
 def make_runner(op: str, in_place: bool, bufs: Buffers, counts: Counts, rank: int, nranks: int,

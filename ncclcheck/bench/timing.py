@@ -13,6 +13,7 @@ No torch at import time. CUDA graphs exist only for NCCL on a GPU: on gloo (CPU)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
@@ -72,14 +73,15 @@ def torch_cuda_api() -> CudaApi:
     )
 
 
-def capture(call: Callable[[], None], iters: int, api: CudaApi) -> Any:
-    """`iters` back-to-back calls captured into one graph (nothing runs yet). Raises CaptureFailed with the reason."""
+def capture(calls: Sequence[Callable[[], None]], iters: int, api: CudaApi) -> Any:
+    """`iters` back-to-back calls, taking `calls` in turn (one per buffer copy), captured into one graph (nothing
+    runs yet). Raises CaptureFailed with the reason."""
     api.synchronize()  # the eager calls before must be done: a capture may not wait on work from outside it
     try:
         graph, stream = api.new_graph(), api.new_stream()
         with api.capture(graph, stream):
-            for _ in range(iters):
-                call()
+            for i in range(iters):
+                calls[i % len(calls)]()
     except Exception as exc:  # noqa: BLE001 - whatever capture raises, the row falls back to (or refuses) graphs
         text = str(exc).strip().splitlines()
         raise CaptureFailed(f"{type(exc).__name__}: {text[0] if text else ''}"[:300]) from exc

@@ -30,7 +30,7 @@ MIB = 1 << 20
 def test_one_replay_of_the_captured_calls_is_timed_per_call_after_an_untimed_one():
     calls = [0]
     api, clock = fake_api(per_call_us=1.5, counter=lambda: calls[0])
-    graph = tm.capture(lambda: calls.__setitem__(0, calls[0] + 1), 50, api)
+    graph = tm.capture([lambda: calls.__setitem__(0, calls[0] + 1)], 50, api)
     aligned = []
     us = tm.replay_us(graph, 50, api, lambda: aligned.append(clock.replays))
     assert clock.captured == [50]
@@ -39,10 +39,30 @@ def test_one_replay_of_the_captured_calls_is_timed_per_call_after_an_untimed_one
     assert aligned == [1] and clock.replays == 2
 
 
+def test_the_captured_calls_take_the_buffer_copies_in_turn():
+    seen = []
+    api, clock = fake_api(per_call_us=1.0, counter=lambda: len(seen))
+    tm.capture([lambda k=k: seen.append(k) for k in range(3)], 7, api)
+    assert seen == [0, 1, 2, 0, 1, 2, 0] and clock.captured == [7]
+
+
+@pytest.mark.parametrize("size, largest, iters, device, copies", [
+    (MIB, 1024 * MIB, 50, "cuda:0", 50),  # nccl-tests' offsets over 1 GiB: as many as the iterations touch
+    (MIB, 8 * MIB, 50, "cuda:0", 8),  # never more memory than the largest size holds
+    (1024 * MIB, 1024 * MIB, 50, "cuda:0", 1),
+    (3 * MIB, 4 * MIB, 50, "cuda:1", 1),
+    (MIB, 1024 * MIB, 50, "cpu", 1),  # gloo: the socket's figure, no copies
+])
+def test_buffer_copies_follow_nccl_tests_offsets_on_gpus_only(size, largest, iters, device, copies):
+    from ncclcheck.bench.runners import copies_for
+
+    assert copies_for(size, largest, iters, device) == copies
+
+
 def test_a_capture_that_raises_says_why_in_one_line():
     api, _ = fake_api(fail_on_ranks=(0,), rank=0)
     with pytest.raises(tm.CaptureFailed, match=r"^RuntimeError: CUDA error: operation not permitted") as e:
-        tm.capture(lambda: None, 3, api)
+        tm.capture([lambda: None], 3, api)
     assert "\n" not in str(e.value)
 
 

@@ -60,15 +60,23 @@ def test_single_form_ops_meet_the_in_place_column_and_others_the_out_of_place_on
     assert c[1].theirs_us == 31.67 and c[1].time_ratio == 1.0 and c[1].busbw_ratio == 1.0
 
 
-def test_the_last_line_names_the_worst_time_ratio_and_a_no_op_row_has_no_busbw_ratio():
+def test_the_last_line_gates_the_fabric_rows_that_move_data_and_lists_the_rest():
     theirs = _table("all_reduce_2.20.0_gb10_2ranks.txt")
-    ours = [{"op": "all_reduce", "bytes": b, "time_us": t, "busbw_gbps": 0.0, "moves_data": False,
+    noop = [{"op": "all_reduce", "bytes": b, "time_us": t, "busbw_gbps": 0.0, "moves_data": False,
              "in_place_call": True} for b, t in ((8192, 30.33), (32768, 2 * 37.44))]
-    c = vs.compare("graph", "all_reduce", ours, theirs)
-    assert [x.busbw_ratio for x in c] == [None, None]
-    assert vs.summary_line(c) == "ops=1 sizes=2 worst_ratio=2.000"
-    assert math.isnan(vs.worst_ratio([]))
+    moved = [{"op": "all_reduce", "bytes": b, "time_us": t, "busbw_gbps": 1.0, "in_place_call": True}
+             for b, t in ((8192, 1.5 * 30.33), (32768, 37.44))]
+    c = vs.compare("graph", "all_reduce", noop, theirs)
+    assert [x.busbw_ratio for x in c] == [None, None] and all(x.no_op for x in c)
+    # two empty calls: no fabric time to gate on, listed as no-op rows
+    assert vs.summary_line(c) == "ops=1 sizes=2 worst_ratio=nan eager_worst_ratio=nan noop_rows=2"
+    assert all("no-op" in line for line in vs.table_lines(c)[1:])
     assert any(" - " in line or line.rstrip().endswith("-") for line in vs.table_lines(c)[1:])
+    # the eager rows (torch's dispatch against a C loop) are reported beside the gate, never in it
+    eager = [dict(moved[0], time_us=4 * 30.33)]
+    c = vs.compare("graph", "all_reduce", moved, theirs) + vs.compare("eager", "all_reduce", eager, theirs)
+    assert vs.summary_line(c) == "ops=1 sizes=2 worst_ratio=1.500 eager_worst_ratio=4.000 noop_rows=0"
+    assert math.isnan(vs.worst_ratio([]))
 
 
 @pytest.mark.parametrize("sizes, flags", [
@@ -102,6 +110,7 @@ def test_without_nvcc_or_a_gpu_it_names_what_is_missing_and_exits_2(tmp_path):
     assert any(w in p.stderr for w in ("nvcc", "no CUDA GPU", "make is not on PATH")), p.stderr
 
 
-def test_bad_sizes_are_a_one_line_error_exit_2(tmp_path):
-    p = _run("--nccl-tests-src", str(tmp_path), "--sizes", "1M-")
-    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+@pytest.mark.parametrize("flags", [("--sizes", "1M-"), ("--graph-launches", "0")])
+def test_bad_flags_are_a_one_line_error_exit_2(tmp_path, flags):
+    p = _run("--nccl-tests-src", str(tmp_path), *flags)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr

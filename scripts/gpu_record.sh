@@ -2,18 +2,21 @@
 # The GPU record (docs/gpu.md): every NCCL path of ncclcheck run once on a real NVIDIA GPU, each step's command,
 # exit code and output kept under OUTDIR. Run from the repository root on a machine with torch+CUDA:
 #     scripts/gpu_record.sh OUTDIR
-# Steps are independent and each is bounded by `timeout`, so one failure never hides the others.
+# Steps are independent and each is bounded by `timeout`, so one failure never hides the others. ONLY="a b" runs
+# those steps alone (a lent GPU's calls are bounded: run the record in parts into one OUTDIR; steps.txt gathers them).
+# NCCL_TESTS_SRC=DIR (an nccl-tests source tree: the lent machine reaches no network) adds bench beside nccl-tests.
 set -u
 out=${1:?usage: scripts/gpu_record.sh OUTDIR}
 mkdir -p "$out"
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD PYTHONUNBUFFERED=1
 py=${PYTHON:-python3}
 summary=$out/steps.txt
-: >"$summary"
+[ -e "$summary" ] || : >"$summary"
 
 step() {  # step NAME SECONDS CMD... : run CMD, keep its output in NAME.log, one line per step in steps.txt
     local name=$1 limit=$2
     shift 2
+    if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then return; fi
     local t0=$SECONDS
     echo "== $name: $*" | tee "$out/$name.log"
     timeout -k 10 "$limit" "$@" >>"$out/$name.log" 2>&1
@@ -31,6 +34,17 @@ step bench_inplace 120 "$py" -m ncclcheck bench --backend nccl --sizes 1K-1G --o
     --json "$out/bench_inplace.json"
 step capture 90 "$py" -m ncclcheck bench --backend nccl --sizes 1M-16M --nccl-capture --json "$out/capture.json"
 step gpu_tests 150 "$py" -m pytest -q -p no:cacheprovider -m gpu -rs tests/bench/test_bench_gpu.py
+# watch on a real NCCL job whose GPU is stuck before a collective; its report and dump kept under watch_gpu/
+step watch_gpu 150 env GPU_CAPTURE_OUT="$out/watch_gpu" "$py" -m pytest -q -p no:cacheprovider -m gpu -rs \
+    tests/live/test_watch_gpu.py
+if [ -n "${NCCL_TESTS_SRC:-}" ]; then
+    step vs_nccl_tests 480 "$py" scripts/bench_vs_nccl_tests.py --nccl-tests-src "$NCCL_TESTS_SRC" --sizes 1M-1G \
+        --ops all_reduce,all_gather,reduce_scatter,broadcast,all_to_all --iters 50 --warmup 5 --work "$out/vs"
+fi
+# the real NCCL failures diagnose names (tests/postmortem/fixtures/gpu_*): nine bounded torchrun jobs
+step captures 400 tests/postmortem/fixtures/gpu/make_gpu_captures.sh "$out/captures"
+# NCCL's RAS client asked about that hung job (the nccl.ras check's real input)
+step ras 150 tests/postmortem/fixtures/gpu/make_ras_capture.sh "$out/ras"
 step links 90 "$py" -m ncclcheck links --backend nccl --nccl-capture --json "$out/links.json"
 step too_big 60 "$py" -m ncclcheck bench --backend nccl --sizes 512G
 step two_ranks 90 "$py" -m ncclcheck bench --backend nccl --nproc-per-node 2 --sizes 1M-4M
@@ -39,4 +53,4 @@ step fidelity 180 "$py" scripts/bench_fidelity.py --backend nccl --nranks 1 --si
 step preflight 90 "$py" -m ncclcheck preflight --json "$out/preflight.json"
 step fast_tier 150 "$py" -m pytest -q -p no:cacheprovider -m "not slow and not lab"
 step slow_bench 300 "$py" -m pytest -q -p no:cacheprovider tests/bench/test_bench_gloo.py tests/agent/test_runner.py
-cat "$summary"
+[ -n "${ONLY:-}" ] || cat "$summary"

@@ -227,9 +227,14 @@ def fixture_dir(name: str) -> str:
     return f"tests/live/fixtures/{rest}" if not live and rest else f"tests/postmortem/fixtures/{name}"
 
 
+# Fixture folders of bytes real jobs left on a real GPU: the H100 captures handed over (nccl-h100) and those of the
+# lent H100 of 2026-11-25 (gpu-h100: make_gpu_captures.sh; live/gpu-stuck-live: `watch --dump` of a stuck NCCL job).
+REAL_FIXTURES = ("nccl-h100/", "gpu-h100/", "live/gpu-")
+
+
 def fixture_evidence(name: str) -> str:
     """A diag fixture's kind of evidence, from the folder it lives in."""
-    return REAL if name.startswith("nccl-h100/") else RENDERED if name.startswith("nccl_rendered/") else LAB
+    return REAL if name.startswith(REAL_FIXTURES) else RENDERED if name.startswith("nccl_rendered/") else LAB
 
 
 def _fix(name, kind, ranks, neighbour=T_DIA, names=(), forbid=()):
@@ -241,6 +246,7 @@ def _fix(name, kind, ranks, neighbour=T_DIA, names=(), forbid=()):
 
 
 T_REAL = "tests/postmortem/test_real_captures.py"
+T_GPU = "tests/postmortem/test_gpu_captures.py"
 T_VER = "tests/postmortem/test_verdicts.py"
 WRAPPER = "invalid usage"  # torch's wrapper of an NCCL error: never the headline where NCCL's own line exists
 
@@ -381,6 +387,17 @@ SCENARIOS = (
     _fix("nccl-h100/badif", "no_socket_interface", [0], T_REAL, ("NCCL_SOCKET_IFNAME=eth9",), (WRAPPER,)),
     _fix("nccl-h100/ibforced", "net_plugin", [0], T_REAL, ("NCCL_NET=IB",), (WRAPPER,)),
     _fix("nccl-h100/stuck", "not_started", [0], T_REAL, ("all_reduce #6",), ("SignalException",)),
+    # --- diagnose: real NCCL jobs on a lent H100 (fixtures/gpu-h100, its README's table; a live watch's dump) ---
+    _fix("gpu-h100/healthy", None, [], T_GPU),
+    _fix("gpu-h100/guarded", None, [], T_GPU),
+    _fix("gpu-h100/ib_fallback", None, [], T_GPU),
+    _fix("gpu-h100/net_plugin", "net_plugin", [0], T_GPU, ("NCCL_NET=IB",), (WRAPPER,)),
+    _fix("gpu-h100/no_socket_if", "no_socket_interface", [0], T_GPU, (), (WRAPPER,)),
+    _fix("gpu-h100/duplicate_gpu", "duplicate_gpu", [0, 1], T_GPU, (), (WRAPPER,)),
+    _fix("gpu-h100/device_assert", "cuda_error", [0], T_GPU),
+    _fix("gpu-h100/gpu_stuck", "not_started", [0], T_GPU, ("all_reduce #6",)),
+    _fix("gpu-h100/killed", "died", [0], T_GPU),
+    _fix("live/gpu-stuck-live", "not_started", [0], T_GPU, ("all_reduce #6",)),
     # --- the same classes rendered from NCCL's and torch's format strings (each twinned by a real capture above) ---
     _fix("nccl_rendered/duplicate_gpu", "duplicate_gpu", [0, 1], T_VER),
     _fix("nccl_rendered/no_socket_if", "no_socket_interface", [0], T_VER),

@@ -1,0 +1,70 @@
+"""Real NCCL jobs on a lent H100 (fixtures/gpu-h100, made by fixtures/gpu/make_gpu_captures.sh; its README's table
+says what each must tell), and the live dump `ncclcheck watch --dump` kept of a real NCCL job whose GPU was stuck
+(tests/live/fixtures/gpu-stuck-live, tests/live/test_watch_gpu.py). Each read by `ncclcheck diagnose` as a user would.
+These replace, as evidence, the lines rendered from format strings (fixtures/nccl_rendered) for the same causes."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from tests.conftest import REPO, run_cli
+
+GPU = os.path.join(REPO, "tests", "postmortem", "fixtures", "gpu-h100")
+LIVE = os.path.join(REPO, "tests", "live", "fixtures", "gpu-stuck-live")
+WRAPPER = "invalid usage"  # torch's wrapper of an NCCL error: never the headline where NCCL's own line exists
+
+
+def diagnosed(folder: str) -> tuple[int, dict, dict]:
+    p = run_cli("diagnose", folder, "--json", "-")
+    doc = json.loads(p.stdout)
+    return p.returncode, next(c for c in doc["checks"] if c["id"] == "postmortem.root_cause"), doc
+
+
+def test_every_folder_is_in_the_table_with_how_it_was_made():
+    table = open(os.path.join(GPU, "README.md")).read()
+    folders = sorted(d for d in os.listdir(GPU) if os.path.isdir(os.path.join(GPU, d)))
+    assert len(folders) == 9
+    for d in folders:
+        assert f"| {d} |" in table
+        how = open(os.path.join(GPU, d, "HOW.txt")).read()
+        assert how.startswith(f"case {d}: torchrun") and "exit " in how
+    assert "nccl 2.28.9" in open(os.path.join(GPU, "versions.txt")).read()
+
+
+@pytest.mark.parametrize("case", ["healthy", "guarded", "ib_fallback"])
+def test_a_job_that_ended_well_is_said_to_have_ended_well(case):
+    rc, root, doc = diagnosed(os.path.join(GPU, case))
+    assert rc == 0 and root["status"] == "pass", root
+    if case == "ib_fallback":  # NCCL_IB_HCA named an HCA this host lacks: NCCL said so in INFO and used sockets
+        transport = next(c for c in doc["checks"] if c["id"] == "postmortem.transport")
+        assert "eth0 over Socket" in transport["summary"]
+
+
+@pytest.mark.parametrize("case, kind, ranks, words", [
+    ("net_plugin", "net_plugin", [0], ("NCCL_NET=IB",)),
+    ("no_socket_if", "no_socket_interface", [0], ("socket interface",)),
+    ("duplicate_gpu", "duplicate_gpu", [0, 1], ("same GPU", "Duplicate GPU detected")),
+    ("device_assert", "cuda_error", [0], ("CUDA error",)),
+    ("gpu_stuck", "not_started", [0], ("called all_reduce #6", "its GPU never started it")),
+    ("killed", "died", [0], ("SIGKILL",)),
+])
+def test_each_failure_names_its_rank_and_cause(case, kind, ranks, words):
+    rc, root, _ = diagnosed(os.path.join(GPU, case))
+    assert rc == 1 and root["status"] == "fail", root
+    assert root["evidence"]["kind"] == kind and root["evidence"]["ranks"] == ranks, root
+    for w in words:
+        assert w in root["summary"], (w, root["summary"])
+    assert WRAPPER not in root["summary"] and "SignalException" not in root["summary"]
+
+
+def test_the_live_dump_of_a_stuck_gpu_reads_as_watch_said_it():
+    rc, root, _ = diagnosed(LIVE)
+    assert rc == 1 and root["evidence"]["kind"] == "not_started" and root["evidence"]["ranks"] == [0], root
+    assert "called all_reduce #6 of default_pg but its GPU never started it" in root["summary"]
+    # what watch printed live, kept with the record of that run (docs/gpu.md)
+    with open(os.path.join(REPO, "docs", "gpu-record", "2026-11-25", "watch_gpu.json")) as f:
+        live = next(c for c in json.load(f)["checks"] if c["id"] == "postmortem.root_cause")
+    assert live["evidence"]["kind"] == "not_started" and live["evidence"]["ranks"] == [0]

@@ -2,10 +2,12 @@
 calls, nothing else), and the exact output --check expects of it. A new collective is its row in ops.py plus its two
 branches here.
 
-Buffers are allocated once per (op, size) and reused by warm-up, timing and the check. Every callable returns only
-when the collective is complete from the caller's point of view: on gloo the host is done; on NCCL the current
-CUDA stream is ordered after the collective (torch's blocking collectives make the current stream wait on the NCCL
-stream), so CUDA events recorded on the current stream around the loop bracket the collectives.
+Buffers are allocated once per (op, size) and reused by warm-up, timing and the check; on a GPU as several copies
+taken in turn by the timed calls (copies_for: nccl-tests' offsets, so a small size is not timed from a hot cache).
+Every callable returns only when the collective is complete from the caller's point of view: on gloo the host is
+done; on NCCL the current CUDA stream is ordered after the collective (torch's blocking collectives make the current
+stream wait on the NCCL stream), so CUDA events recorded on the current stream around the loop bracket the
+collectives.
 """
 
 from __future__ import annotations

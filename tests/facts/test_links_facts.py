@@ -209,6 +209,43 @@ def test_nvlink_counts_links_from_the_field_and_never_loops_to_the_maximum():
     assert max(nv.asked_links) == 17 < nv.NVML_NVLINK_MAX_LINKS - 1
 
 
+class RecordedNvml(FakeNvml):
+    """The answers NVML gave on a real one-GPU H100 VM (tests/data/nvml/h100-vm-1gpu.json): the link count field
+    returns NVML_ERROR_NOT_SUPPORTED, and asking a link's state raises NotSupported."""
+
+    def __init__(self, recorded):
+        super().__init__([[]])
+        self.recorded = recorded
+
+    def nvmlDeviceGetFieldValues(self, h, fields):
+        assert fields == [self.NVML_FI_DEV_NVLINK_LINK_COUNT]
+        got = self.recorded["nvlink_link_count"]
+        return [self._V(got["ret"], got["value"])]
+
+    def nvmlDeviceGetNvLinkState(self, h, link):
+        raise RuntimeError(self.recorded["nvlink_links"][0]["error"])
+
+
+def test_a_real_gpu_without_nvlink_reads_no_links_and_its_pcie_link_as_nvml_said(tmp_path, monkeypatch):
+    import json
+    import os
+
+    with open(os.path.join(os.path.dirname(__file__), "..", "data", "nvml", "h100-vm-1gpu.json")) as f:
+        rec = json.load(f)
+    [gpu] = rec["nvml"]
+    assert gpu["nvlink_link_count"]["ret"] == 3  # NVML_ERROR_NOT_SUPPORTED
+    [g] = links.read_nvlink(RecordedNvml(gpu))["gpus"]
+    assert (g["link_count"], g["links"]) == (None, []) == (rec["ncclcheck"]["nvlink"]["gpus"][0]["link_count"],
+                                                          rec["ncclcheck"]["nvlink"]["gpus"][0]["links"])
+    fs = FakeSys(tmp_path, monkeypatch)
+    (bus, attrs), = rec["sysfs"].items()
+    gpu_pci(fs, bus, attrs["current_link_speed"], int(attrs["current_link_width"]),
+            max_speed=attrs["max_link_speed"], max_width=int(attrs["max_link_width"]))
+    assert links.read_pcie_gpus() == rec["ncclcheck"]["pcie"]
+    p = rec["ncclcheck"]["pcie"][0]
+    assert (gpu["pcie_gen"], gpu["pcie_width"]) == (5, p["width"]) and p["gts"] == 32.0  # Gen5: 32 GT/s
+
+
 def test_nvlink_without_nvidia_ml_py_is_unavailable(monkeypatch):
     def missing():
         raise ImportError("No module named 'pynvml'")

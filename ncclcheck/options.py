@@ -181,8 +181,8 @@ def _links_flags(k: argparse.ArgumentParser, command: str) -> None:
 
 
 def _preflight_flags(p: argparse.ArgumentParser, command: str) -> None:
-    p.add_argument("--nccl-ras", metavar="FILE", help="read saved `ncclras -f json` output into the nccl.ras check "
-                   "(dead, missing and lagging ranks of a running job)")
+    p.add_argument("--nccl-ras", metavar="FILE", help="read saved ncclras output (`-f json` or its text report) "
+                   "into the nccl.ras check (dead, missing and lagging ranks of a running job)")
     p.add_argument("--shared-dir", metavar="DIR", action="append", default=[],
                    help="a directory every node must see as ONE shared, writable filesystem with room (checkpoints): "
                         "proven with a per-run nonce file and per-node markers, all removed afterwards (repeatable)")
@@ -358,22 +358,21 @@ RAS_READ_LIMIT = 64 << 20  # bytes of --nccl-ras read: ncclras output of a very 
 
 
 def _check_ras_file(path: str) -> None:
-    """--nccl-ras must be `ncclras -f json` output: a wrong or binary file is a usage error, as a missing one is,
-    not a skipped check that lets the run pass."""
-    from .checks.nccl_ras import parse_ras_json
+    """--nccl-ras must be ncclras output (`-f json` or its text report): a wrong or binary file is a usage error, as
+    a missing one is, not a skipped check that lets the run pass."""
+    from .checks.nccl_ras import parse_ras
 
-    input_file(path, "--nccl-ras", "`ncclras -f json` output")
+    input_file(path, "--nccl-ras", "ncclras output")
     with open(path, "rb") as f:
         data = f.read(RAS_READ_LIMIT)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise UsageError(f"--nccl-ras {path}: a binary file, not `ncclras -f json` output") from None
+        raise UsageError(f"--nccl-ras {path}: a binary file, not ncclras output") from None
     try:
-        parse_ras_json(text)
+        parse_ras(text)
     except ValueError as exc:
-        raise UsageError(f"--nccl-ras {path}: not `ncclras -f json` output ({exc}); NCCL >= 2.28.7 writes that "
-                         "form") from None
+        raise UsageError(f"--nccl-ras {path}: not ncclras output: {exc}") from None
 
 
 def subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:

@@ -1,8 +1,9 @@
-"""`nccl.ras`: what NCCL's own RAS client says about a running job (`ncclras -f json`, NCCL >= 2.28.7): ranks that
+"""`nccl.ras`: what NCCL's own RAS client says about a running job (`ncclras -f json`, NCCL >= 2.28.7, or its text
+report, nccl_ras_text.py, which every client writes): ranks that
 are missing from a communicator (dead or unresponsive), ranks with an asynchronous error or an abort, and ranks that
 issued fewer collectives than their peers (in a hung job, those are where it hangs).
 
-Pure: the client's JSON text in, a parsed summary and one CheckResult out. Field names follow NCCL's writer
+Pure: the client's output in, a parsed summary and one CheckResult out. Field names follow NCCL's writer
 (src/ras/client_support.cc: nccl_version, communicators[].ranks[].status, missing_ranks[].status.considered_dead).
 """
 
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from ..model import CheckResult, failed, passed, skipped, warned
+from .nccl_ras_text import looks_like_ras_text, parse_ras_text
 
 CHECK_ID = "nccl.ras"
 SHOWN = 5
@@ -66,9 +68,20 @@ def parse_ras_json(text: str) -> dict:
             "timeouts": int(ras.get("timeouts_count") or 0)}
 
 
+def parse_ras(text: str) -> dict:
+    """The summary of either form of the client's output (JSON first). Raises ValueError when it is neither."""
+    try:
+        return parse_ras_json(text)
+    except ValueError as exc:
+        if looks_like_ras_text(text):
+            return parse_ras_text(text)
+        raise ValueError(f"neither `ncclras -f json` output ({exc}) nor ncclras's text report") from None
+
+
 def _ref(r: Mapping) -> str:
     gpu = f", GPU {r['cuda_dev']}" if r.get("cuda_dev") is not None else ""
-    return f"rank {r['rank']} ({r.get('host') or '?'}{gpu})"
+    who = f"rank {r['rank']}" if r.get("rank") is not None else f"process {r.get('pid')}"  # text DEAD: processes
+    return f"{who} ({r.get('host') or '?'}{gpu})"
 
 
 def _who(refs: list) -> str:
@@ -93,14 +106,16 @@ def ras_check(parsed: Optional[dict], source: str = "ncclras") -> CheckResult:
     if dead:
         lines.append(f"dead: {_who(dead)}")
     if errs:
-        lines.append("error: " + ", ".join(f"rank {r['rank']} ({r.get('host') or '?'}) "
-                                         + ("aborted" if r["abort"] else f"async error {r['async_error']}")
-                                         for r in errs[:SHOWN]))
+        lines.append("error: " + ", ".join(
+            (f"{_ref(r)} {r['said']}" if r.get("rank") is not None else r["said"]) if r.get("said") else
+            f"rank {r['rank']} ({r.get('host') or '?'}) " + ("aborted" if r["abort"] else f"async error "
+                                                               f"{r['async_error']}") for r in errs[:SHOWN]))
     if gone:
         lines.append(f"missing (unresponsive, not yet dead): {_who(gone)}")
     if lag:
-        lines.append("behind their peers: " + ", ".join(f"rank {r['rank']} ({r.get('host') or '?'}) {r['op']} "
-                                                       f"{r['count']} of {r['max']}" for r in lag[:SHOWN]))
+        lines.append("behind their peers: " + ", ".join(
+            f"{_ref(r)} {r['said']}" if r.get("said") else
+            f"rank {r['rank']} ({r.get('host') or '?'}) {r['op']} {r['count']} of {r['max']}" for r in lag[:SHOWN]))
     fix = ("Drain the named host(s): check the GPU (nvidia-smi -q, dmesg for Xid errors) and its NICs, then restart "
            "the job without them; `ncclcheck preflight` on the remaining nodes confirms they can train together.")
     if dead or errs:
@@ -109,18 +124,21 @@ def ras_check(parsed: Optional[dict], source: str = "ncclras") -> CheckResult:
         summary = lines[0] if lines else f"the RAS query timed out on {parsed['timeouts']} leg(s)"
         return warned(CHECK_ID, summary, detail="\n".join(lines), fix=fix, evidence=ev)
     n = sum(c["ranks_count"] or 0 for c in comms)
-    return passed(CHECK_ID, f"{len(comms)} communicator(s), {n} ranks, none missing, none behind "
-                            f"(NCCL {parsed.get('version') or '?'})", evidence=ev)
+    # RAS sees NCCL's own state: a rank whose GPU never started a collective it called reads as in step (a lent
+    # H100's hung job: RUNNING, OK; docs/gpu.md), so a pass says what it covers
+    what = (f"{parsed['groups']} communicator group(s), {n} ranks" if parsed.get("form") == "text"
+            else f"{len(comms)} communicator(s), {n} ranks")
+    return passed(CHECK_ID, f"{what}, none missing, none behind, no error (NCCL {parsed.get('version') or '?'}); "
+                            "RAS does not see a CUDA stream stuck before a collective", evidence=ev)
 
 
 def ras_check_from_text(text: str, source: str) -> CheckResult:
-    """ras_check on raw client output; output that is not the JSON form is a skip saying so, never a crash."""
+    """ras_check on raw client output, either form; anything else is a skip saying so, never a crash."""
     try:
-        parsed: Any = parse_ras_json(text)
+        parsed: Any = parse_ras(text)
     except ValueError as exc:
-        return skipped(CHECK_ID, f"{source}: not `ncclras -f json` output ({exc}); NCCL >= 2.28.7 is needed for "
-                                 "the JSON form")
+        return skipped(CHECK_ID, f"{source}: not ncclras output ({exc})")
     return ras_check(parsed, source)
 
 
-__all__ = ["CHECK_ID", "parse_ras_json", "ras_check", "ras_check_from_text"]
+__all__ = ["CHECK_ID", "parse_ras", "parse_ras_json", "ras_check", "ras_check_from_text"]

@@ -741,14 +741,14 @@ def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> li
 
 
 def _ras_causes(inp: Inputs) -> tuple:
-    """(causes, rank -> host) from `ncclras -f json` outputs: dead ranks and ranks with an error or abort are causes,
-    ranks behind their peers (where a hang sits) too; unresponsive ranks are listed as consequences."""
-    from ..checks.nccl_ras import parse_ras_json
+    """(causes, rank -> host) from ncclras outputs (either form): dead ranks and ranks with an error or abort are
+    causes, ranks behind their peers (where a hang sits) too; unresponsive ranks are listed as consequences."""
+    from ..checks.nccl_ras import parse_ras
 
     out, hosts = [], {}
     for path, text in inp.ras:
         try:
-            parsed = parse_ras_json(text)
+            parsed = parse_ras(text)
         except ValueError:
             continue
         for c in parsed["communicators"]:
@@ -763,7 +763,8 @@ def _ras_causes(inp: Inputs) -> tuple:
                         continue
                     if r.get("host"):
                         hosts[r["rank"]] = {"host": clip(str(r["host"]), MAX_FIELD_CHARS), "local_rank": None}
-                    extra = f" ({r['op']} {r['count']} of {r['max']})" if kind == "ras_lagging" else ""
+                    extra = (f" ({r['said']})" if r.get("said") else f" ({r['op']} {r['count']} of {r['max']})"
+                             if kind == "ras_lagging" else "")
                     out.append({"kind": kind, "cause": cause, "pg": None, "seq": None, "ranks": [r["rank"]],
                                 "text": f"rank {r['rank']} ({r.get('host') or '?'}"
                                         f"{', GPU ' + str(r['cuda_dev']) if r.get('cuda_dev') is not None else ''})"

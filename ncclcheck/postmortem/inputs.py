@@ -18,6 +18,7 @@ import stat
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..checks.nccl_ras_text import looks_like_ras_text, ras_text_header
 from ..errors import UsageError
 from . import flight, launcher, slow, stacks
 from .bound import clip
@@ -300,6 +301,14 @@ def _read_one(out: Inputs, path: str, f, size: int, room: Room) -> int:
     if b"\x00" in head[:4096]:
         out.read.append({"path": path, "kind": "unrecognised", "note": "binary"})
         return len(head)
+    if ras_text_header(head):  # ncclras's text report: read whole (bounded like a JSON document), not as a log
+        data = head + f.read(max(0, MAX_JSON_BYTES - len(head)))
+        text = data.decode("utf-8", errors="replace")
+        if looks_like_ras_text(text):
+            out.ras.append((path, text))
+            out.read.append({"path": path, "kind": "ncclras", "note": "text report"})
+            return len(data)
+        head = data
     return _stream_log(out, path, f, head, size, room)
 
 

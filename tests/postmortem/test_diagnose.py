@@ -144,6 +144,22 @@ def test_ncclras_json_among_the_inputs_runs_nccl_ras(tmp_path):
     assert first.status.value == "fail" and first.evidence["kind"] == "ras_dead"
 
 
+def test_ncclras_text_reports_are_read_like_the_json_form(tmp_path):
+    """The real text report of a running job (ncclras 2.28.3, a lent H100) is RAS output, not a log; one that
+    names a rank's asynchronous error (rendered from the client's format strings) names that rank as the cause."""
+    from tests.steps.test_nccl_diag import ASYNC, _text_report
+
+    shutil.copy(os.path.join(DATA, "ras-text-running-ok.txt"), tmp_path / "ras.txt")
+    rep = diagnose([str(tmp_path)])
+    assert [r["kind"] for r in read_inputs([str(tmp_path)]).read] == ["ncclras"]
+    assert [c.status.value for c in rep.checks if c.id == "nccl.ras"] == ["pass"]
+    (tmp_path / "ras.txt").write_text(_text_report(ASYNC, flags="ERROR"))
+    rep = diagnose([str(tmp_path)])
+    first = rep.checks[0]
+    assert first.status.value == "fail" and first.evidence["kind"] == "ras_error" and first.evidence["ranks"] == [6]
+    assert "gpu7" in first.summary
+
+
 def test_preflight_ties_dumped_ranks_to_hosts(tmp_path):
     pre = tmp_path / "pre.json"
     pre.write_text(json.dumps({

@@ -52,6 +52,73 @@ def test_unresponsive_but_not_dead_warns_and_async_error_fails():
     assert ras_check(parse_ras_json(json.dumps(doc))).status is Status.FAIL
 
 
+def test_a_real_text_report_of_a_running_job_passes_and_says_what_ras_cannot_see():
+    """ncclras 2.28.3 (no -f json) on a lent H100, about a 1-rank NCCL 2.28.9 job whose GPU never started all_reduce
+    #6 (docs/gpu.md): RAS says RUNNING, OK; the pass says what it covers."""
+    r = ras_check_from_text(_ras("ras-text-running-ok.txt"), "ras.txt")
+    assert r.status is Status.PASS, r.summary
+    assert "1 communicator group(s), 1 ranks" in r.summary and "NCCL 2.28.9" in r.summary
+    assert "stuck before a collective" in r.summary
+
+
+# Rendered from the client's format strings (src/ras/client_support.cc: rasOutAppend in rasClientRunComms and
+# rasClientBreakDownErrors): no job wrote these lines; the real report above is the healthy one.
+def _text_report(errors: str, warnings: str = "", status: str = "RUNNING", flags: str = "OK") -> str:
+    return ("NCCL version 2.28.9 compiled with CUDA 13.0\nCUDA runtime version 13000, driver version 13000\n\n"
+            "Job summary\n===========\n\n  Nodes  Processes         GPUs  Processes     GPUs\n"
+            "(total)   per node  per process    (total)  (total)\n"
+            "      2          4            1          8        8\n\n"
+            "Communicators... (0.004s)\n=============\n\n"
+            "Group     Comms     Nodes     Ranks     Ranks     Ranks    Status  Errors\n"
+            "    #  in group  per comm  per node  per comm  in group\n"
+            f"    0         1         2         4         8         8  {status:>8}  {flags:>6}\n\n"
+            f"Errors\n======\n\n{errors}Warnings\n========\n\n{warnings}")
+
+
+DEAD = ("DEAD\n  1 job process is considered dead (unreachable via the RAS network)\n"
+        "  Process 4711 on node gpu7 managing GPU 2\n\n")
+ASYNC = ("#0-0 (9e2a3c41d1b5f7a0) ERROR\n  Asynchronous error on 1 rank\n"
+         "  Rank 6 reported remote process exited or there was a network error -- GPU 2 managed by process 4711 "
+         "on node gpu7\n\n")
+MISSING = ("#0-0 (9e2a3c41d1b5f7a0) INCOMPLETE\n  Missing communicator data from 1 rank\n"
+           "  Rank 5 -- GPU 1 managed by process 4710 on node gpu7\n\n")
+BEHIND = ("TIMEOUT\n  Encountered 2 communication timeouts while gathering communicator data\n\n"
+          "#0-0 (9e2a3c41d1b5f7a0) MISMATCH\n  Communicator ranks have different AllReduce operation counts\n"
+          "  Rank 7 has launched up to operation 41249 -- GPU 3 managed by process 4712 on node gpu7\n\n")
+
+
+def test_a_text_report_with_errors_fails_naming_the_dead_process_and_the_rank_that_reported():
+    r = ras_check_from_text(_text_report(DEAD + ASYNC, BEHIND, flags="ERROR,MISMATCH"), "ras.txt")
+    assert r.status is Status.FAIL
+    assert r.summary == "dead: process 4711 (gpu7, GPU 2)"
+    assert ("error: rank 6 (gpu7, GPU 2) reported remote process exited or there was a network error"
+            in r.detail), r.detail
+    assert "rank 7 (gpu7, GPU 3) has launched up to operation 41249" in r.detail and r.evidence["timeouts"] == 2
+
+
+def test_a_text_report_of_missing_or_lagging_ranks_warns_and_an_aborted_group_fails():
+    r = ras_check_from_text(_text_report(MISSING, BEHIND, flags="INCOMPLETE,MISMATCH"), "ras.txt")
+    assert r.status is Status.WARN and "rank 5 (gpu7, GPU 1)" in r.summary, r.summary
+    r = ras_check_from_text(_text_report("", status="ABORT"), "ras.txt")
+    assert r.status is Status.FAIL and "communicator group 0 status ABORT" in r.summary
+
+
+def test_a_hostile_text_report_is_bounded_and_printable():
+    from ncclcheck.checks.nccl_ras_text import MAX_REFS, MAX_TEXT, parse_ras_text
+
+    lines = "".join(f"  Rank {i} -- GPU 0 managed by process {i} on node h\x1b[31m{'x' * 500}\n" for i in range(3000))
+    parsed = parse_ras_text(_text_report(f"#0-0 (ab) INCOMPLETE\n{lines}\n"))
+    [gone] = [c["unresponsive"] for c in parsed["communicators"] if c["unresponsive"]]
+    assert len(gone) == MAX_REFS and all(len(g["host"]) <= MAX_TEXT and "\x1b" not in g["host"] for g in gone)
+
+
+def test_nccl_init_banner_in_a_launcher_log_is_not_a_ras_report():
+    from ncclcheck.checks.nccl_ras_text import looks_like_ras_text
+
+    assert not looks_like_ras_text("NCCL version 2.28.9+cuda13.0\nrank 0 step 0 ok\nErrors\n======\n")
+    assert looks_like_ras_text(_ras("ras-text-running-ok.txt"))
+
+
 @pytest.mark.parametrize("text", ["", "Collecting data...\nGroup 0: 8 ranks\n", "{\"x\": 1}", "{broken"])
 def test_output_that_is_not_the_json_form_is_a_skip(text):
     r = ras_check_from_text(text, "ras.txt")

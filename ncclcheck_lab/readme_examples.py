@@ -38,6 +38,8 @@ SKIPS = (
      "checks that the two tiers together collect every test"),
     (r"^sudo scripts/netlab", "builds a network-namespace lab as root (tests/lab/test_netlab.py runs it)"),
     (r"scripts/bench_scale\.py", "a benchmark of minutes (1,024 simulated nodes); scripts/bench_scale.py --help"),
+    (r"scripts/bench_vs_nccl_tests\.py", "needs an NVIDIA GPU, nvcc and an nccl-tests source tree (DIR); "
+     "tests/bench/test_bench_vs_nccl_tests.py runs its parsers and refusals, docs/gpu.md its run on a lent H100"),
     (r"scripts/bench_report\.py REPORT", "measures a saved report of a large run (REPORT.json, made by "
      "scripts/bench_scale.py --json-out); tests/render/test_shared_facts.py reads one back"),
     (r"^(srun|mpirun)\b", "needs a Slurm / Open MPI allocation of several nodes (tests/lab/test_launchers_lab.py)"),

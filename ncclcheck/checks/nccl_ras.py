@@ -84,6 +84,14 @@ def _ref(r: Mapping) -> str:
     return f"{who} ({r.get('host') or '?'}{gpu})"
 
 
+def _said(r: Mapping, legacy: str) -> str:
+    """One named rank and what RAS said of it. The text form carries RAS's words (`said`), with the GPU, or names a
+    process or only a communicator group; the JSON form names rank and host, and `legacy` says the rest."""
+    if not r.get("said"):
+        return f"rank {r['rank']} ({r.get('host') or '?'}) {legacy}"
+    return f"{_ref(r)} {r['said']}" if r.get("rank") is not None or r.get("pid") is not None else r["said"]
+
+
 def _who(refs: list) -> str:
     words = [_ref(r) for r in refs[:SHOWN]]
     return ", ".join(words) + (f" and {len(refs) - SHOWN} more" if len(refs) > SHOWN else "")
@@ -107,15 +115,12 @@ def ras_check(parsed: Optional[dict], source: str = "ncclras") -> CheckResult:
         lines.append(f"dead: {_who(dead)}")
     if errs:
         lines.append("error: " + ", ".join(
-            (f"{_ref(r)} {r['said']}" if r.get("rank") is not None else r["said"]) if r.get("said") else
-            f"rank {r['rank']} ({r.get('host') or '?'}) " + ("aborted" if r["abort"] else f"async error "
-                                                               f"{r['async_error']}") for r in errs[:SHOWN]))
+            _said(r, "aborted" if r.get("abort") else f"async error {r.get('async_error')}") for r in errs[:SHOWN]))
     if gone:
         lines.append(f"missing (unresponsive, not yet dead): {_who(gone)}")
     if lag:
         lines.append("behind their peers: " + ", ".join(
-            f"{_ref(r)} {r['said']}" if r.get("said") else
-            f"rank {r['rank']} ({r.get('host') or '?'}) {r['op']} {r['count']} of {r['max']}" for r in lag[:SHOWN]))
+            _said(r, f"{r.get('op')} {r.get('count')} of {r.get('max')}") for r in lag[:SHOWN]))
     fix = ("Drain the named host(s): check the GPU (nvidia-smi -q, dmesg for Xid errors) and its NICs, then restart "
            "the job without them; `ncclcheck preflight` on the remaining nodes confirms they can train together.")
     if dead or errs:
@@ -126,8 +131,7 @@ def ras_check(parsed: Optional[dict], source: str = "ncclras") -> CheckResult:
     n = sum(c["ranks_count"] or 0 for c in comms)
     # RAS sees NCCL's own state: a rank whose GPU never started a collective it called reads as in step (a lent
     # H100's hung job: RUNNING, OK; docs/gpu.md), so a pass says what it covers
-    what = (f"{parsed['groups']} communicator group(s), {n} ranks" if parsed.get("form") == "text"
-            else f"{len(comms)} communicator(s), {n} ranks")
+    what = f"{len(comms)} communicator{' group' if parsed.get('form') == 'text' else ''}(s), {n} ranks"
     return passed(CHECK_ID, f"{what}, none missing, none behind, no error (NCCL {parsed.get('version') or '?'}); "
                             "RAS does not see a CUDA stream stuck before a collective", evidence=ev)
 

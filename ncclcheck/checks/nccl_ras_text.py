@@ -103,15 +103,14 @@ def parse_ras_text(text: str) -> dict:
     lines = text.lstrip().splitlines()[:MAX_LINES]
     version: Optional[str] = _VERSION.match(lines[0].strip()).group(1)  # type: ignore[union-attr]
     comms: dict = {}
-    in_table, groups = False, 0
+    in_table = False
     for ln in lines:
         if _TABLE_HEAD.match(ln.strip()):
             in_table = True
             continue
         if in_table:
             m = _TABLE_ROW.match(ln)
-            if m:
-                groups += 1
+            if m:  # one group of alike communicators: one summary entry, as the JSON form has one per communicator
                 c = _comm(f"group {m.group(1)}", comms)
                 c["size"], c["ranks_count"] = int(m.group(5)), int(m.group(6))
                 if m.group(7) == "ABORT":  # the group's communicators were aborted: an error with no rank to name
@@ -152,8 +151,7 @@ def parse_ras_text(text: str) -> dict:
                                     "count": int(launched.group(1)) if launched else None})
     parsed = [c for c in comms.values() if c["hash"] != "job" or any(c[k] for k in ("dead", "unresponsive",
                                                                                       "errors", "lagging"))]
-    return {"version": version, "timestamp": None, "communicators": parsed, "timeouts": timeouts,
-            "groups": groups, "form": "text"}
+    return {"version": version, "timestamp": None, "communicators": parsed, "timeouts": timeouts, "form": "text"}
 
 
 __all__ = ["looks_like_ras_text", "parse_ras_text", "ras_text_header"]

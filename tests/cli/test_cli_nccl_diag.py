@@ -27,6 +27,19 @@ def test_preflight_reads_ras_and_debug_captures(validate_report):
 
 
 @pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
+def test_ncclras_text_report_reaches_preflight_and_diagnose(tmp_path, validate_report):
+    """The text report a real client printed (ncclras 2.28.3 has no -f json; a lent H100, docs/gpu.md) is read by
+    both commands that take RAS output, at the CLI."""
+    p = run_cli("preflight", "--nccl-ras", f"{DATA}/ras-text-running-ok.txt", "--json", "-")
+    ras = next(c for c in validate_report(p.stdout)["checks"] if c["id"] == "nccl.ras")
+    assert ras["status"] == "pass" and "NCCL 2.28.9" in ras["summary"], ras
+    (tmp_path / "ras.txt").write_text(open(f"{DATA}/ras-text-running-ok.txt").read())
+    p = run_cli("diagnose", str(tmp_path), "--json", "-")
+    doc = validate_report(p.stdout)
+    assert [c["status"] for c in doc["checks"] if c["id"] == "nccl.ras"] == ["pass"], p.stdout[-2000:]
+
+
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_missing_capture_file_is_a_usage_error():
     p = run_cli("preflight", "--nccl-ras", "/nonexistent/ras.json")
     assert p.returncode == 2 and "--nccl-ras" in p.stderr and "Traceback" not in p.stderr

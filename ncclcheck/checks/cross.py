@@ -500,20 +500,33 @@ def check_peer_reachability(inp: CrossInput) -> CheckResult:
     # Busy is not unreachable: a node that answered only late (its kernel accepted, its prober replied after the
     # bound) and a node whose own prober was starved and reached none of its targets are loaded, not cut off.
     late = sorted({r for e in inp.mesh.values() for r in e.get("late_nodes") or []})
-    starved = [r for r in stranded if (inp.load.get(r) or {}).get("loaded") and _only_outbound(inp, r, usable[r])]
+    members = _MeshSets(inp.mesh)
+
+    def only_outbound(r: int) -> bool:
+        return _only_outbound(members, facts, r, usable[r])
+
+    starved = [r for r in stranded if (inp.load.get(r) or {}).get("loaded") and only_outbound(r)]
     loaded = sorted(set(late) | set(starved))
     # Unmeasured is not unreachable either: a node whose probe results never reached node 0 (its agent stalled or
     # was starved after it joined; 1,630 of 16,384 simulated nodes on 2 cores) counts as failing its planned pairs,
     # which read as "its outgoing connections fail: a firewall". When the others reached it, it is alive and
     # listening; what it reaches itself is unknown, and said so.
     unreported = {r for e in inp.mesh.values() for r in e.get("unreported") or []}
-    silent = [r for r in stranded if r in unreported and r not in starved and _only_outbound(inp, r, usable[r])]
-    stranded = [r for r in stranded if r not in starved and r not in silent]
+    silent = [r for r in stranded if r in unreported and r not in starved and only_outbound(r)]
+    # ... and a node no reported probe failed against (its own row and those of every peer that probes it missed
+    # node 0's bound, reachability's "unmeasured") on every job interface it lacks: nothing shows it cut off.
+    unseen = [r for r in stranded if r not in starved and r not in silent and _unmeasured(members, facts, r, usable[r])]
+    stranded = [r for r in stranded if r not in starved and r not in silent and r not in unseen]
     for r in [*starved, *silent]:  # the others reached it there: only its own prober failed, or never reported
         job_usable[r] = [i for i, e in sorted(inp.mesh.items()) if r in (e.get("cannot_reach") or [])]
+    for r in unseen:  # where it went unmeasured: unknown, so NCCL's choice of it is not called unusable
+        job_usable[r] = [i for i in sorted(members.unmeasured) if r in members.unmeasured[i]]
     if silent:
         ev["unreported"] = silent[:MAX_NAMED]
         ev["unreported_total"] = len(silent)
+    if unseen:
+        ev["unmeasured"] = unseen[:MAX_NAMED]
+        ev["unmeasured_total"] = len(unseen)
     if loaded:
         ev["loaded"] = {str(r): dict(inp.load.get(r) or {}, answered_late=r in late) for r in loaded[:MAX_NAMED]}
         ev["loaded_total"] = len(loaded)
@@ -521,7 +534,7 @@ def check_peer_reachability(inp: CrossInput) -> CheckResult:
     walled = [r for r in stranded if _drops_inbound(inp.mesh, ranks, r, at)]
     if walled:
         return _inbound_filtered(inp, walled, ev, why_unusable)
-    if stranded and (links := _dead_links(inp, stranded, usable)):
+    if stranded and (links := _dead_links(inp, members, facts, stranded, usable)):
         return _links_cut(inp, links, ev)
     if stranded:
         return failed(cid, f"no interface of {_who(inp, stranded)} is reachable from every other node",
@@ -556,20 +569,25 @@ def check_peer_reachability(inp: CrossInput) -> CheckResult:
             f"; +{len(inp.same_host) - 4} more groups" if len(inp.same_host) > 4 else "") + ")"
     if why_unusable:
         summary += "; unusable: " + "; ".join(f"{i} ({w})" for i, w in why_unusable.items())
-    if silent or loaded:  # busy or unmeasured: said, never passed, never blamed on the network
+    if silent or loaded or unseen:  # busy or unmeasured: said, never passed, never blamed on the network
         said = [f"{_who(inp, silent)} never reported its own probe results within the mesh bound (the others reached "
                 "it: alive, not cut off; what it reaches itself was not measured)"] if silent else []
+        if unseen:
+            said.append(f"{_who(inp, unseen)} went unmeasured: no probe result about it (its own, or of the peers "
+                        "that probe it) reached node 0 within the mesh bound; nothing shows it cut off")
         if loaded:
             said.append(f"{_who(inp, loaded)} answered the mesh probe late or probed late: loaded, not cut off (TCP "
                         "accepted, reply after the bound, even on a retry)")
         detail = [_loaded_detail(inp, loaded, late)] if loaded else []
         if silent:
             detail.append(f"no row of probe results from {_who(inp, silent)} reached node 0 before it decided")
+        if unseen:
+            detail.append(f"every failed pair of {_who(inp, unseen)} is one whose prober's row never reached node 0")
         fix = ("Nothing is wrong with the network: the node was busy (CPU starved). If it stays loaded when the job "
                "starts, NCCL's bootstrap may time out on it too: look at what else runs there.")
-        if silent:
+        if silent or unseen:
             fix = ("Read the silent node's ncclcheck log: its agent stalled (CPU starved, swapping) or stopped after "
-                   "it joined. Run the preflight again to measure its outgoing paths. " + fix)
+                   "it joined. Run the preflight again to measure its paths. " + fix)
         return warned(cid, "; ".join([*said, summary]), evidence=ev, detail="; ".join(detail), fix=fix)
     return passed(cid, summary, evidence=ev)
 
@@ -577,22 +595,41 @@ def check_peer_reachability(inp: CrossInput) -> CheckResult:
 MAX_NAMED = 50  # loaded nodes whose own figures the evidence keeps (the count is always exact)
 
 
-def _only_outbound(inp: CrossInput, r: int, usable: list) -> bool:
+class _MeshSets:
+    """Per interface, the nodes on it and those that reached none of their targets there, as sets: the per-node
+    questions below are asked of thousands of stranded nodes at scale (16,384 simulated nodes on 2 cores left 6,491
+    of them asking, and list scans made that 18 s of node 0's CPU)."""
+
+    def __init__(self, mesh: dict):
+        self.on = {i: set(e.get("nodes") or []) for i, e in mesh.items()}
+        self.cannot = {i: set(e.get("cannot_reach") or []) for i, e in mesh.items()}
+        self.unmeasured = {i: set(e.get("unmeasured") or []) for i, e in mesh.items()}
+
+
+def _only_outbound(sets: _MeshSets, facts: dict, r: int, usable: list) -> bool:
     """Is every job interface r lacks one on which r itself reached none of its targets (the others reached it)?"""
-    facts = {x: f for x, _, f in inp.nodes}
-    bad = [e for i, e in inp.mesh.items() if r in (e.get("nodes") or []) and i not in usable
-           and _kind(facts.get(r) or {}, i) not in _NEVER]
-    return bool(bad) and all(r in (e.get("cannot_reach") or []) for e in bad)
+    bad = _lacks(sets, facts, r, usable)
+    return bool(bad) and all(r in sets.cannot[i] for i in bad)
 
 
-def _dead_links(inp: CrossInput, stranded: list, usable: dict) -> dict:
+def _unmeasured(sets: _MeshSets, facts: dict, r: int, usable: list) -> bool:
+    """Is every job interface r lacks one on which no reported probe failed against r (reachability's
+    "unmeasured")?"""
+    bad = _lacks(sets, facts, r, usable)
+    return bool(bad) and all(r in sets.unmeasured[i] for i in bad)
+
+
+def _lacks(sets: _MeshSets, facts: dict, r: int, usable: list) -> list:
+    """The job interfaces (never docker/lo/veth/bridge) r has but is not usable on, in the mesh's order."""
+    return [i for i, on in sets.on.items() if r in on and i not in usable and _kind(facts.get(r) or {}, i) not in _NEVER]
+
+
+def _dead_links(inp: CrossInput, sets: _MeshSets, facts: dict, stranded: list, usable: dict) -> dict:
     """{iface: [[a, b], ...]} when what strands every stranded node is dead links between pairs of nodes (each end
     reached, and was reached by, other nodes: reachability's "cut_links"), on every job interface it lacks; else {}."""
-    facts = {r: f for r, _, f in inp.nodes}
     out: dict = {}
     for r in stranded:
-        bad = [i for i, e in sorted(inp.mesh.items()) if r in (e.get("nodes") or []) and i not in usable[r]
-               and _kind(facts.get(r) or {}, i) not in _NEVER]
+        bad = sorted(_lacks(sets, facts, r, usable[r]))
         for i in bad:
             links = inp.mesh[i].get("cut_links") or []
             if not any(r in link for link in links):

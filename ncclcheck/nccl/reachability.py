@@ -134,7 +134,8 @@ def build_matrix(
     ("errors_total" counts them all). "cut_links" ([[rank, rank]], at most MAX_ERRORS; "cut_links_total") is there
     when every failed pair is a dead link between two nodes that both reached, and were reached by, others.
     `planned` is how many pairs each node probes; a node that reported nothing fails its planned pairs, and is listed
-    in "unreported" when another node reached it (alive; its own outbound paths unknown, not proven dead).
+    in "unreported" when another node reached it (alive; its own outbound paths unknown, not proven dead). A node
+    not usable although no reported probe failed against it is listed in "unmeasured".
     `same_host` (host_groups) are the nodes whose shared addresses are one host's, not duplicates.
     """
     n = len(ranks)
@@ -153,6 +154,7 @@ def build_matrix(
         errors: dict[str, str] = {}
         late: dict[int, str] = {}  # node -> one accepted-but-late probe of it
         unreported: list[int] = []
+        recorded_bad: set[tuple[int, int]] = set()  # failed pairs a prober's own row reported (not "never reported")
         for src in ranks:
             if src in attempts_by_rank:
                 continue
@@ -176,6 +178,8 @@ def build_matrix(
                     late.setdefault(dst, f"{src}->{dst}: {why[0]}")
                     why = []
                 pairs[(idx[src], idx[dst])] = good
+                if not good:
+                    recorded_bad.add((idx[src], idx[dst]))
                 if not good and why:
                     errors[f"{src}->{dst}"] = "; ".join(why)
         if not is_sampled:
@@ -200,6 +204,14 @@ def build_matrix(
         heard = [r for r in unreported if idx[r] in reached_idx]
         if heard:
             entry["unreported"] = heard
+        # Not usable, yet no reported probe failed against it: every failed pair of the node is one whose prober
+        # never reported (its own row, or the rows of every peer that probes it, missed node 0's bound: 195 of
+        # 16,384 simulated nodes on 2 cores). Nothing shows it cut off: unmeasured, not unreachable. A failure its
+        # own row reports accuses it; one reported by a prober that reached none of its targets (stuck) does not.
+        accused = {s_ for s_, _ in recorded_bad} | {d for s_, d in recorded_bad if s_ not in stuck}
+        unmeasured = [ranks[j] for j in sorted(have_idx) if not usable[j] and j not in accused]
+        if unmeasured and not iface_dups and n >= 2:
+            entry["unmeasured"] = unmeasured
         if is_sampled:
             entry.update(sampled=True, errors=dict(sorted(errors.items())[:MAX_ERRORS]), errors_total=len(errors))
         else:

@@ -159,3 +159,54 @@ def test_refused_is_definite_and_not_retried():
     finally:
         dead.close()
     assert rec["error"].startswith("refused") and stats["retried"] == 0
+
+
+def _sampled(n: int, silent: set, errors: dict):
+    """A sampled mesh of n nodes (above FULL_MESH_MAX) where the rows of `silent` never reached node 0."""
+    from ncclcheck.nccl.reachability import probe_targets
+
+    eps = {r: {"eth0": [[f"10.0.{r // 250}.{r % 250 + 1}", 4000]]} for r in range(n)}
+
+    def rec(s, d):
+        err = errors.get((s, d))
+        return {"peer": d, "iface": "eth0", "addr": eps[d]["eth0"][0][0], "port": 4000, "ok": err is None,
+                "reached": d if err is None else None, "reached_id": None, "expected_id": None, "error": err}
+
+    attempts = {s: [rec(s, d) for d in probe_targets(n, s)] for s in range(n) if s not in silent}
+    mesh = build_matrix(list(range(n)), eps, attempts)
+    nodes = [(r, f"h{r}", facts(interfaces=[iface("eth0", ipv4=eps[r]["eth0"][0][0], speed=100000)]))
+             for r in range(n)]
+    checks = run_cross_checks(CrossInput(nodes, mesh=mesh, attempts=attempts))
+    return mesh, next(c for c in checks if c.id == "net.peer_reachability")
+
+
+def _probers(n: int, x: int) -> set:
+    from ncclcheck.nccl.reachability import probe_targets
+
+    return {s for s in range(n) if x in probe_targets(n, s)}
+
+
+def test_a_node_whose_every_prober_went_silent_is_unmeasured_not_cut_off():
+    # bench_scale at 16,384 nodes on 2 cores (2026-11-25): whole worker processes starved, and 195 nodes whose own
+    # row arrived (every probe of theirs answered) but whose every prober's row did not were named "no interface of
+    # 195 nodes is reachable from every other node": nothing had failed against them, nothing was measured.
+    n, x = 40, 17
+    silent = _probers(n, x) - {0}
+    mesh, pr = _sampled(n, silent, {})
+    # the silent probers are unmeasured too (nothing failed against them); the check names them by what they did
+    assert mesh["eth0"]["unmeasured"] == sorted(silent | {x}), mesh["eth0"].get("unmeasured")
+    assert pr.status is Status.WARN, pr.summary
+    assert f"node {x} (h{x}) went unmeasured" in pr.summary and "firewall" not in pr.summary
+    assert pr.evidence["unmeasured"] == [x]
+    # ... and so is a node whose own row never came either (no probe result about it at all)
+    mesh, pr = _sampled(n, silent | {x}, {})
+    assert x in mesh["eth0"]["unmeasured"] and pr.status is Status.WARN, pr.summary
+
+
+def test_one_reported_failure_against_an_otherwise_unmeasured_node_names_it():
+    n, x = 40, 17
+    probers = sorted(_probers(n, x) - {0})
+    witness = probers[0]  # the one prober whose row came, and it could not reach x
+    mesh, pr = _sampled(n, set(probers[1:]), {(witness, x): NO_ANSWER})
+    assert x not in (mesh["eth0"].get("unmeasured") or [])
+    assert pr.status is Status.FAIL and f"node {x} (h{x})" in pr.summary, pr.summary

@@ -78,6 +78,7 @@ WORKER_NICE = 10  # workers yield the CPU to node 0's process, which stands for 
 PROBERS = threading.BoundedSemaphore(PROBERS_AT_ONCE)
 BREAKDOWN: dict = {}  # store bytes by key family (join, mesh/ep, mesh/row, world/result, ...) for --breakdown
 BY_KEY = False  # --breakdown: the per-key accounting costs the simulator CPU, so only when asked
+WANT: dict = {}  # options the workers read (set before they fork): --profile-worker
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -98,6 +99,7 @@ class CountingStore:
                 part = "/".join(k.split("/")[2:4]) if k.count("/") >= 3 else k.split("/")[-1]
                 part = part.rstrip("0123456789").rstrip("/")
                 BREAKDOWN[part] = BREAKDOWN.get(part, 0) + n
+                BREAKDOWN["#" + part] = BREAKDOWN.get("#" + part, 0) + 1
 
     def set(self, key, value):
         self._add(1 + 8 + len(key) + 8 + len(value), [key])
@@ -430,8 +432,10 @@ def play(r: int, slot: str, n: int, port: int, base: dict, fault: str, timeout: 
     t_rep = time.monotonic()
     rep = Report(command="preflight", version=__version__, started="", world=out.world, nodes=out.nodes,
                  checks=out.checks, recommendations=out.recommendations)
-    doc = json.dumps(rep.to_dict(), default=str) if node0 else None
+    # The agent's order (preflight/pipeline.py): the exit code is agreed first, then node 0 writes its report; the
+    # members do not wait while node 0 serialises tens of MB.
     rep = dataclasses.replace(rep, agreed_exit_code=out.agree_exit_code(rep.exit_code))
+    doc = json.dumps(rep.to_dict(), default=str) if node0 else None
     res = {"exit": rep.exit_code, "report_s": time.monotonic() - t_rep, "formed": out.formed}
     if node0:
         res.update(doc=doc, report=rep)
@@ -462,6 +466,12 @@ def worker_main(conn, ranks: list, dup_of, n: int, port: int, base: dict, faults
         results[(r, slot)] = play(r, slot, n, port, base, faults.get(r, ""), timeout, node0=False)
 
     jobs = [(r, "main") for r in ranks] + ([(dup_of, "dup")] if dup_of is not None else [])
+    prof = None
+    if WANT.get("profile_worker") and 1 in ranks:  # the worker holding node 1: one worker's CPU, by function
+        import cProfile
+
+        prof = cProfile.Profile(time.process_time)
+        prof.enable()
     threads = []
     for r, slot in jobs:
         t = threading.Thread(target=body, args=(r, slot), name=f"node{r}-{slot}", daemon=True)
@@ -475,12 +485,16 @@ def worker_main(conn, ranks: list, dup_of, n: int, port: int, base: dict, faults
     for t in threads:
         t.join(timeout=max(0.0, end - time.monotonic()))
     hung = [t.name for t in threads if t.is_alive()]
+    t_done = time.monotonic()  # its nodes all ended (CLOCK_MONOTONIC: one clock for every process of the machine)
+    if prof is not None:
+        prof.disable()
+        prof.dump_stats(WANT["profile_worker"])
     exits: dict = {}
     for v in results.values():
         exits[v["exit"]] = exits.get(v["exit"], 0) + 1
     conn.send({"exits": exits, "bytes": counter[0], "requests": counter[1], "sim": SIM.count, "sim_first": SIM.first,
                "hung": hung, "ran": len(results), "nofile": lim["nofile"], "breakdown": dict(BREAKDOWN),
-               "cpu_s": cpu_s()})
+               "t_done": t_done, "cpu_s": cpu_s()})
     conn.close()
     os._exit(0)  # daemon threads still parked in a store wait must not hold the process
 
@@ -494,6 +508,18 @@ def node0_main(conn, up, n: int, port: int, base: dict, timeout: float, bound_s:
     for name in ("_host_decides", "_mesh_start", "_mesh_collect", "run_cross_checks", "recommendations"):
         phases.wrap(name)
     phases.wrap("build_matrix", reachability)
+    if want.get("mesh_out"):  # every row node 0 collected, for a verdict on the mesh to be checked by hand
+        real_collect = cluster._mesh_collect
+
+        def collect(*a, **kw):
+            out_ = real_collect(*a, **kw)
+            _, attempts, load, _ = out_
+            with open(want["mesh_out"], "w") as fh:
+                json.dump({"attempts": {str(k): v for k, v in attempts.items()},
+                           "load": {str(k): v for k, v in load.items()}}, fh, default=str)
+            return out_
+
+        cluster._mesh_collect = collect
     sampler = Sampler(SAMPLE_TICK_S)
     box: dict = {}
     t0 = time.monotonic()
@@ -516,11 +542,13 @@ def node0_main(conn, up, n: int, port: int, base: dict, timeout: float, bound_s:
     t.start()
     t.join(timeout=bound_s)
     up.set()  # a node 0 that failed before its store listened must not leave the workers unstarted
-    wall = time.monotonic() - t0
+    t_done = time.monotonic()  # node 0 has its report and the agreed exit code: what follows is the simulator's
+    wall = t_done - t0
     sampler.stop()
     res = box.get("res") or {}
     rep = res.get("report")
-    out = {"wall": wall, "phases": {k: (a - t0, b - t0) for k, (a, b) in phases.t.items()}, "exit": res.get("exit"),
+    out = {"wall": wall, "t_done": t_done, "phases": {k: (a - t0, b - t0) for k, (a, b) in phases.t.items()},
+           "exit": res.get("exit"),
            "report_s": res.get("report_s", 0.0), "hung": ["node0"] if t.is_alive() else [], "bytes": counter[0],
            "requests": counter[1], "fds": sampler.fds, "rss_mb": sampler.rss_kb / 1024, "nofile": lim["nofile"],
            "own_rss_mb": sampler.own_rss_kb / 1024, "nofile_now": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
@@ -641,7 +669,11 @@ def run(n: int, base: dict, faults: dict, timeout: float, skip: set, dup_of, per
             except (EOFError, OSError):
                 got[rd] = None
             pending.discard(rd)
-    wall = time.monotonic() - t_start
+    # The run ends when its last process's nodes ended; node 0's process then judges, validates and renders its
+    # report for this script (seconds at 16,384 nodes), which is the simulator's work, timed apart (`checked`).
+    checked = time.monotonic() - t_start
+    ends = [m.get("t_done") for m in got.values() if m and m.get("t_done")]
+    wall = (max(ends) - t_start) if len(ends) == len(pipes) else checked  # a process that never reported: all of it
     sim_first, sim = [], 0
     for rd, p in pipes.items():
         p.join(timeout=5)
@@ -668,7 +700,7 @@ def run(n: int, base: dict, faults: dict, timeout: float, skip: set, dup_of, per
     for m in msgs:
         for k, v in (m.get("breakdown") or {}).items():
             breakdown[k] = breakdown.get(k, 0) + v
-    return {"wall": wall, "node0": n0, "bytes": sum(m["bytes"] for m in msgs),
+    return {"wall": wall, "checked": checked, "node0": n0, "bytes": sum(m["bytes"] for m in msgs),
             "requests": sum(m["requests"] for m in msgs), "exits": exits, "hung": hung, "sim": sim,
             "sim_first": sim_first, "workers": len(procs), "ran": sum(m.get("ran", 0) for m in msgs) + bool(n0),
             "nofile": min((m["nofile"] for m in msgs), default=0), "breakdown": breakdown,
@@ -703,9 +735,13 @@ def main() -> None:
     ap.add_argument("--json-out", help="write node 0's JSON report of the largest formed run here")
     ap.add_argument("--md-out", help="write node 0's Markdown report of the largest formed run here")
     ap.add_argument("--profile", help="cProfile node 0's product code in the largest formed run; stats to this file")
+    ap.add_argument("--profile-worker", help="cProfile (CPU time) the worker process holding node 1; stats to this "
+                    "file (its greenlets share one thread, so read tottime: cumulative times cross greenlets)")
+    ap.add_argument("--mesh-out", help="write every probe row node 0 collected in the largest formed run (JSON)")
     a = ap.parse_args()
     global BY_KEY
     BY_KEY = a.breakdown
+    WANT["profile_worker"] = a.profile_worker
     try:
         sizes = [int(x) for x in a.nodes.split(",") if x.strip()]
     except ValueError:
@@ -733,7 +769,8 @@ def main() -> None:
                            "net.peer_reachability": (f"probes fail on node {probe_r}", probe_r)},
                 "baseline_fails": baseline_fails, "render": True,
                 "json_out": a.json_out if n == sizes[-1] else None,
-                "profile": a.profile if n == sizes[-1] else None, "md_out": a.md_out if n == sizes[-1] else None}
+                "profile": a.profile if n == sizes[-1] else None, "md_out": a.md_out if n == sizes[-1] else None,
+                "mesh_out": a.mesh_out if n == sizes[-1] else None}
         gc.collect()
         ra = run(n, base, faults, a.timeout, set(), None, a.per_worker, want)
         z = ra["node0"]
@@ -743,13 +780,21 @@ def main() -> None:
             return ph[k][1] - ph[k][0] if k in ph else float("nan")
 
         if a.breakdown:
+            print("  node 0's timeline (s from its start): " + ", ".join(
+                f"{k} {b0:.1f}-{b1:.1f}" for k, (b0, b1) in sorted(ph.items(), key=lambda kv: kv[1][0]))
+                + f"; its report built by {z.get('wall', 0):.1f}", flush=True)
             bd = ra["breakdown"]
             for k, v in (z.get("breakdown") or {}).items():
                 bd[k] = bd.get(k, 0) + v
             print("  bytes/node by key: " + ", ".join(f"{k or '?'} {v / n:,.0f}" for k, v in
-                                                     sorted(bd.items(), key=lambda kv: -kv[1])), flush=True)
+                                                     sorted(bd.items(), key=lambda kv: -kv[1])
+                                                     if not k.startswith("#")), flush=True)
+            print("  requests/node by key: " + ", ".join(f"{k[1:] or '?'} {v / n:,.2f}" for k, v in
+                                                        sorted(bd.items(), key=lambda kv: -kv[1])
+                                                        if k.startswith("#")), flush=True)
         nbytes, nreq = ra["bytes"] + z.get("bytes", 0), ra["requests"] + z.get("requests", 0)
-        print(f"N={n} formed: wall {ra['wall']:.2f} s over {ra['workers']} workers + node 0 | "
+        print(f"N={n} formed: wall {ra['wall']:.2f} s over {ra['workers']} workers + node 0 (then "
+              f"{ra['checked'] - ra['wall']:.1f} s of this script's checks and renders of the report) | "
               + ", ".join(f"{label} {span(k):.2f} s" for label, k in PHASES)
               + f", report at node 0 {z.get('report_s', 0):.2f} s | bytes/node {nbytes / n:,.0f} "
               f"({nreq / n:.1f} requests/node) | exit codes {dict(sorted(ra['exits'].items()))} | nodes ended "

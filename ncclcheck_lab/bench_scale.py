@@ -728,7 +728,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nodes", default="8,64,256,1024", help="comma-separated N values")
     ap.add_argument("--timeout", type=float, default=60.0, help="--timeout of the formed run")
-    ap.add_argument("--per-worker", type=int, default=512, help="virtual nodes per worker process")
+    ap.add_argument("--per-worker", type=int, default=2048, help="virtual nodes per worker process")
     ap.add_argument("--no-world", choices=("all", "smallest", "none"), default="all",
                     help="at which N to also run the world that cannot form (it waits out its --timeout)")
     ap.add_argument("--breakdown", action="store_true", help="print store bytes per node by key family")

@@ -621,8 +621,8 @@ def _unmeasured(sets: _MeshSets, facts: dict, r: int, usable: list) -> bool:
 
 def _lacks(sets: _MeshSets, facts: dict, r: int, usable: list) -> list:
     """The job interfaces (never docker/lo/veth/bridge) r has but is not usable on, in the mesh's order."""
-    kind = facts.get(r) or {}
-    return [i for i, on in sets.on.items() if r in on and i not in usable and _kind(kind, i) not in _NEVER]
+    mine = facts.get(r) or {}
+    return [i for i, on in sets.on.items() if r in on and i not in usable and _kind(mine, i) not in _NEVER]
 
 
 def _dead_links(inp: CrossInput, sets: _MeshSets, facts: dict, stranded: list, usable: dict) -> dict:

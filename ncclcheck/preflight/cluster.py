@@ -446,6 +446,8 @@ def _host_decides(ctx: _Ctx, st: JsonStore) -> tuple:
             complete_at = b.now()
         end = ctx.rdzv_deadline if complete_at is None else min(ctx.rdzv_deadline,
                                                                   b.deadline(ctx.join_grace_s, complete_at))
+        if new and complete_at is None:
+            b.pause(end, b.join_batch_s)  # joins are streaming in: let a batch gather before the next look
         if watch is not None and any(v.get("uuid") != ctx.node_id for v in seen.values()):
             watch = None  # another node joined this one: MASTER_ADDR leads here (a service address, NAT)
         if watch is not None and watch.due():

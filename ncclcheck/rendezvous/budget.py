@@ -53,6 +53,10 @@ class Budget:
     # (the tests' old value) and 1 s a duplicate that started first missed the window now and then, and one world
     # passed with the other copy of its rank outside it.
     join_grace_s: float = 2.5
+    # While joins stream in (the world not yet complete), node 0 reads them at most this often: each look costs it ~5
+    # store requests whatever it finds, and reading each of 16,384 joins as it came was 80,000 requests through its
+    # front (a fifth of the run's). The last join is read within this of its arrival.
+    join_batch_s: float = 0.1
     squat_probe_s: float = 3.0  # node 0 finding its port taken: how long it tries to read who holds it
     # A second node rank 0 (preflight/second_master.py): one not at MASTER_ADDR looks there at its start and then
     # this often while nobody joined it, so it tells the real node 0 before that one's world is decided

@@ -338,16 +338,27 @@ class JsonStore:
         a missing one: node 0 reading 8,192 rows or joins one key at a time spent seconds on round trips (issue 27)."""
         out: list = []
         for i in range(0, len(keys), GET_CHUNK):
-            part = keys[i:i + GET_CHUNK]
-            if self._call("check", [self._k(k) for k in part]):
-                out.extend((True, v) for v in self.get_many(part, check))
-                continue
-            for k in part:
-                if self.has(k):
-                    out.append((True, self._decode(k, self._call("get", self._k(k)), check)))
-                else:
-                    out.append((False, None))
+            self._read_part(keys[i:i + GET_CHUNK], check, out)
         return out
+
+    def _read_part(self, part: list[str], check: Optional[Callable[[Any], Optional[str]]], out: list) -> None:
+        """read_present of one chunk: a chunk with a missing key is halved until the halves are small. Node 0
+        reading joins as they stream in nearly always finds the newest one counted but not yet written, and reading
+        every key of such a chunk alone cost it ~4 requests per join at 16,384 nodes; halving finds the few missing
+        keys in ~2 log2(chunk) checks. When most keys are missing it costs at most ~25% more than key by key."""
+        if self._call("check", [self._k(k) for k in part]):
+            out.extend((True, v) for v in self.get_many(part, check))
+            return
+        if len(part) > BISECT_MIN:
+            half = len(part) // 2
+            self._read_part(part[:half], check, out)
+            self._read_part(part[half:], check, out)
+            return
+        for k in part:
+            if self.has(k):
+                out.append((True, self._decode(k, self._call("get", self._k(k)), check)))
+            else:
+                out.append((False, None))
 
     def get_present(self, keys: list[str], check: Optional[Callable[[Any], Optional[str]]] = None) -> list:
         """The values of keys, None where a key is absent or its value bad (read_present's values)."""
@@ -366,6 +377,7 @@ def _blocking_wait(client: Any, full: list[str], deadline: float, budget: Budget
 
 
 GET_CHUNK = 512  # keys per multi-get: a reply of a few hundred KiB of mesh rows, not the whole world's at once
+BISECT_MIN = 8  # read_present reads a part of at most this many keys with a missing one key by key
 
 
 def _no_constant(name: str) -> Any:

@@ -435,7 +435,7 @@ SCENARIOS = (
     # reached the DataLoader worker first (1 run of 11 on 2026-11-25), the RuntimeError that worker's death raised,
     # at the same <module> line. Both name the line; the corpus asked for the first shape only.
     Scenario("diag-torchrun-loader", "diag-job",
-             Expect(1, (_need("postmortem.root_cause", "kind:never_entered", "rank 3", "armed_job.py:",
+             Expect(1, (_need("postmortem.root_cause", "kind:never_entered", "rank 3", "armed_job.py",
                               "in <module>"),)),
              opts=(("job", "loader"), ("launcher_job", "torchrun"), ("read", "all"), ("worker", "armed")),
              neighbour_of=T_DLB),

@@ -16,6 +16,13 @@ MAX_ERRORS = 50  # failed pairs listed per interface in a sampled mesh (the coun
 # prefix): the network path works, the peer was busy. Such a pair counts as reached, and the node is named as loaded.
 LATE = "late"
 NO_ANSWER = "no_answer"
+DEADLINE = "timeout"  # the prober's own bound passed before the attempt ended (preflight/probe.py MESH_DEADLINE)
+
+
+def timed_out(rec: dict) -> bool:
+    """A failed probe that ran out of time (its connect unanswered, a reply late, or the prober's own bound passed):
+    what a busy host's probe also does. A refused or unroutable connect is definite, whatever the load."""
+    return not rec.get("ok") and str(rec.get("error") or "").startswith((NO_ANSWER, LATE, DEADLINE))
 
 
 def sampled(n: int, full_max: int = FULL_MESH_MAX) -> bool:

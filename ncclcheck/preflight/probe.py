@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Optional
 
 from ..facts.net import is_local_address, resolve_host
-from ..nccl.reachability import LATE, NO_ANSWER
+from ..nccl.reachability import DEADLINE, LATE, NO_ANSWER
 from ..rendezvous.budget import FIXED, Budget
 from .wire import OWN_ADDRESS
 
@@ -346,7 +346,7 @@ class _Probe:
 # The two ways a probe times out, told apart on the wire (issue 27: 64 busy lab hosts were named unreachable):
 # NO_ANSWER, the TCP connect itself was not answered (a dropped SYN: firewall DROP, dead link, host down); LATE, the
 # peer's kernel accepted the connection, then its prober did not reply in time (a busy host).
-MESH_DEADLINE = "timeout: the mesh probe's deadline passed"
+MESH_DEADLINE = f"{DEADLINE}: the mesh probe's deadline passed"
 
 
 def local_peers(attempts: list[dict], own_addresses: set) -> set:

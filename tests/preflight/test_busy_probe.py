@@ -210,3 +210,12 @@ def test_one_reported_failure_against_an_otherwise_unmeasured_node_names_it():
     mesh, pr = _sampled(n, set(probers[1:]), {(witness, x): NO_ANSWER})
     assert x not in (mesh["eth0"].get("unmeasured") or [])
     assert pr.status is Status.FAIL and f"node {x} (h{x})" in pr.summary, pr.summary
+
+
+def test_a_loaded_prober_whose_connects_were_refused_is_still_named():
+    # bench_scale at 16,384 nodes (2026-11-25): the node whose every probe goes to a closed port sat in a starved
+    # worker, its prober woke late, and it was excused as "loaded" with 4,083 busy nodes: the fault went unnamed.
+    # Load makes probes time out; it does not refuse them.
+    refused = "refused: [Errno 111] Connection refused"
+    pr = _reach({(2, 0): refused, (2, 1): refused}, load={2: {"lag_ms": 3000, "loaded": True}})
+    assert pr.status is Status.FAIL and "node 2 (h2)" in pr.summary and "loaded" not in pr.summary, pr.summary

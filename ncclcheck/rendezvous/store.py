@@ -354,11 +354,11 @@ class JsonStore:
             self._read_part(part[:half], check, out)
             self._read_part(part[half:], check, out)
             return
-        for k in part:
-            if self.has(k):
-                out.append((True, self._decode(k, self._call("get", self._k(k)), check)))
-            else:
-                out.append((False, None))
+        # A look at each key, then one multi-get of those present (a get each cost a request per present key more:
+        # node 0 reading 16,384 rows, thousands of them late, was 3.6 requests per row)
+        present = [k for k in part if self.has(k)]
+        values = dict(zip(present, self.get_many(present, check)))
+        out.extend((k in values, values.get(k)) for k in part)
 
     def get_present(self, keys: list[str], check: Optional[Callable[[Any], Optional[str]]] = None) -> list:
         """The values of keys, None where a key is absent or its value bad (read_present's values)."""

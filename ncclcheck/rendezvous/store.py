@@ -241,6 +241,10 @@ class JsonStore:
         None. Never blocks on a missing key."""
         if not self.has(key):
             return None
+        return self._read(key, check)
+
+    def _read(self, key: str, check: Optional[Callable[[Any], Optional[str]]]) -> Any:
+        """The value of a key known to exist (a get would block on a missing one), decoded and checked."""
         return self._decode(key, self._call("get", self._k(key)), check)
 
     def wait(self, keys: list[str], deadline: float, budget: Budget) -> bool:
@@ -306,7 +310,7 @@ class JsonStore:
         waits for (four of a member's ~26 requests at 16,384 nodes)."""
         if not self.wait([key], deadline, budget):
             return None
-        return self._decode(key, self._call("get", self._k(key)), check)
+        return self._read(key, check)
 
     def wait_alive(self, key: str, deadline: float, budget: Budget, alive: Callable[[], Optional[str]],
                    slice_s: float, check: Optional[Callable[[Any], Optional[str]]] = None) -> Any:
@@ -314,7 +318,7 @@ class JsonStore:
         reason, or the key's name) when the other side died or the deadline passed."""
         while True:
             if self.wait([key], min(deadline, budget.deadline(slice_s)), budget):
-                v = self._decode(key, self._call("get", self._k(key)), check)  # it exists: wait_get's reason
+                v = self._read(key, check)  # the wait proved it exists, as in wait_get
                 if v is None:
                     raise TimeoutError(f"{key!r} was unreadable ({self.rejected[-1] if self.rejected else 'bad'})")
                 return v

@@ -114,7 +114,7 @@ def check_nccl_warnings(inp: PostmortemInput) -> CheckResult:
     """NCCL, gloo and torch failure messages classified by the one failure table (nccl/failures.py)."""
     a = inp.analysis
     kinds = ("op_mismatch", "size_mismatch", "dtype_mismatch", "never_entered", "blocked", "no_dump", "died",
-             "exited", "job_failed", "not_started", "stalled", "not_completed", "host_cut", "unfinished",
+             "exited", "job_failed", "not_started", "stalled", "not_completed", "host_cut", "link_cut", "unfinished",
              "state_mismatch", "p2p_unmatched", "p2p_cycle", "unusable_dump")
     found = [c for c in a.get("causes", []) if c["kind"] not in kinds and not c["kind"].startswith("ras_")]
     if not any(r["kind"] in ("nccl_log", "launcher_output", "log", "error_file") for r in a.get("inputs", [])):

@@ -113,16 +113,36 @@ def write_dump(path: str, docs: dict, inp: Inputs) -> list:
 
 
 def _stalled(analysis: dict, frozen: list) -> Optional[dict]:
-    """The group whose every rank entered its last collective, none completed it, and nobody's counters moved: it
-    stalls inside the transport (gloo's flight recorder does not say started, so this is read from the frozen
-    counters). None when there is none."""
-    for g in analysis.get("groups", []):
+    """The hang that stalls inside the transport while its ranks answer watch, the group to probe for a cut link:
+    {"pg", "seq", "op", "desc", "ranks" (whose hosts are probed), "head" (what the ranks did)}; None when there is
+    none. Two forms, whichever way the ring happened to stand when the packets stopped:
+    - every rank of a group entered its last collective, none completed it, and nobody's counters moved (gloo's
+      flight recorder does not say started, so this is read from the frozen counters);
+    - the root cause is ranks inside a collective others of the group completed (analyse's "unfinished": the data
+      they wait for never came): the cut may lie between them and the ranks that finished, so every host of the
+      group is probed."""
+    causes = analysis.get("causes", [])
+    root = next((c for c in causes if c["cause"]), None)
+    groups = {g["pg"]: g for g in analysis.get("groups", [])}
+    if root is not None and root["kind"] == "unfinished" and root["pg"] in groups and set(root["ranks"]) <= set(frozen):
+        g = groups[root["pg"]]
+        return {"pg": g["pg"], "seq": root["seq"], "op": g.get("op"), "desc": g.get("desc"), "ranks": g["dumped"],
+                "head": root["text"]}
+    if root is not None:
+        return None
+    for g in groups.values():
         done = g.get("last_completed") or {}
         open_ = [r for r in g["entered"] if done.get(str(r), -1) < g["seq"]]
         if g["entered"] and not g["not_entered"] and not g["no_dump"] and open_ == g["entered"] \
                 and set(open_) <= set(frozen):
-            return g
+            return {"pg": g["pg"], "seq": g["seq"], "op": g.get("op"), "desc": g.get("desc"), "ranks": g["entered"],
+                    "head": f"every rank ({ranks_text(g['entered'])}) entered {g['op'] or 'collective'} #{g['seq']} "
+                            f"of {_group_name(g)} and none completed it while watched"}
     return None
+
+
+def _group_name(g: dict) -> str:
+    return g["desc"] if g.get("desc") and g["desc"] != "undefined" else f"process group {g['pg']}"
 
 
 def _reach_matrix(answers: dict) -> dict:
@@ -142,7 +162,7 @@ def locate(group: dict, records: dict, asker: Asker, budget: Budget) -> Optional
     """Which pair of the stalled group's hosts does not connect: one responder per host connects to the others
     (live/reach.py); {"hosts", "pairs", "failed", "asked", "links", "unanswered", "said"}, None with one host."""
     hosts: dict = {}
-    for r in sorted(group["entered"]):
+    for r in sorted(group["ranks"]):
         if r in records:
             hosts.setdefault(records[r]["host"], r)
     if len(hosts) < 2:
@@ -162,25 +182,40 @@ def locate(group: dict, records: dict, asker: Asker, budget: Budget) -> Optional
     return found
 
 
+def _cut(found: Optional[dict]) -> bool:
+    return found is not None and bool(found["hosts"] or found["pairs"])
+
+
+_LINK_FIX = ("check the link between {} and the rest (cables, switch ports, firewall rules, routes); `ncclcheck links` "
+             "on those nodes measures it once the job is stopped")
+
+
 def _stall_check(g: dict, found: Optional[dict]) -> CheckResult:
-    """live.progress for a stalled group, with where the link is cut when the reach probe found it."""
-    name = g["desc"] if g.get("desc") and g["desc"] != "undefined" else f"process group {g['pg']}"
-    head = (f"every rank ({ranks_text(g['entered'])}) entered {g['op'] or 'collective'} #{g['seq']} of {name} and "
-            "none completed it while watched")
-    ev = {"pg": g["pg"], "seq": g["seq"], "ranks": g["entered"]}
+    """live.progress for a stalled group (_stalled), with where the link is cut when the reach probe found it."""
+    ev = {"pg": g["pg"], "seq": g["seq"], "ranks": g["ranks"]}
     if found is not None:
         ev["reach"] = found
-    cut = found is not None and (found["hosts"] or found["pairs"])
-    if cut:
+    if _cut(found):
         ends = found["hosts"] or sorted({h for p in found["pairs"] for h in p})
-        return failed("live.progress", f"{head}: {found['said']}", evidence=ev,
-                      fix=f"check the link between {', '.join(ends)} and the rest (cables, switch ports, firewall "
-                          f"rules, routes); `ncclcheck links` on those nodes measures it once the job is stopped")
+        return failed("live.progress", f"{g['head']}: {found['said']}", evidence=ev,
+                      fix=_LINK_FIX.format(", ".join(ends)))
     tail = f": {found['said']}" if found is not None and found.get("said") and found["asked"] else \
         ": it stalls inside the collective (a link, a NIC, a peer's GPU)"
-    return failed("live.progress", head + tail, evidence=ev,
+    return failed("live.progress", g["head"] + tail, evidence=ev,
                   fix="find the link: `ncclcheck links` on the same nodes; NCCL's RAS (`ncclras`) on the live hang; "
                       "the NICs' error counters")
+
+
+def link_is_the_cause(analysis: dict, g: dict, found: dict) -> dict:
+    """The analysis once the ranks' reach probe found the stalled group's link cut: that link is the root cause, and
+    what the flight recorder said of the ranks (behind inside a collective, or all inside it) is what it explains;
+    no rank is the cause. Kind "link_cut" (the schema's live kinds)."""
+    ends = found["hosts"] or sorted({h for p in found["pairs"] for h in p})
+    cause = {"kind": "link_cut", "cause": True, "pg": g["pg"], "seq": g["seq"], "ranks": [],
+             "text": f"{found['said']}; {g['head']}", "fix": _LINK_FIX.format(", ".join(ends)),
+             "source": "watch (the ranks' connects to each other)"}
+    return {**analysis, "verdict": cause["text"],
+            "causes": [cause, *(dict(c, cause=False) for c in analysis.get("causes", []))]}
 
 
 def _started() -> str:
@@ -306,8 +341,13 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
     analysis = analyse(inp)
     checks = run_checks(POSTMORTEM, PostmortemInput(analysis))
     root = next(c for c in checks if c.id == "postmortem.root_cause")
-    group = _stalled(analysis, frozen) if root.status is not Status.FAIL else None
-    stalled = _stall_check(group, locate(group, records, asker, budget)) if group is not None else None
+    group = _stalled(analysis, frozen)
+    found = locate(group, records, asker, budget) if group is not None else None
+    stalled = _stall_check(group, found) if group is not None else None
+    if group is not None and _cut(found):  # the link, not the ranks that wait on it
+        analysis = link_is_the_cause(analysis, group, found)
+        checks = run_checks(POSTMORTEM, PostmortemInput(analysis))
+        root = next(c for c in checks if c.id == "postmortem.root_cause")
     if went:
         prog = warned("live.progress", f"{ranks_text(went)} made progress, {ranks_text(frozen)} did not, in "
                       f"{budget.live_confirm_s:g} s", evidence={"moved": went, "frozen": frozen})

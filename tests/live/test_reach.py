@@ -84,7 +84,7 @@ def test_with_a_token_a_strangers_record_is_never_connected_to(job):
 
 def test_watch_names_the_host_no_other_host_connects_to(job):
     st, (a, b), token = job
-    found = locate({"entered": [0, 1, 2, 3, 4, 5]}, _records(st), asker(token, run=RUN), B)
+    found = locate({"ranks": [0, 1, 2, 3, 4, 5]}, _records(st), asker(token, run=RUN), B)
     assert found["hosts"] == ["h3"] and found["pairs"] == [], found
     assert found["unanswered"] == {"h3": found["unanswered"]["h3"]}  # it could not be asked either
     assert "no connect between host h3 and the group's other hosts succeeded" in found["said"], found["said"]
@@ -92,7 +92,7 @@ def test_watch_names_the_host_no_other_host_connects_to(job):
 
 def test_one_host_has_no_pair_to_probe(job):
     st, (a, b), token = job
-    assert locate({"entered": [0]}, _records(st), asker(token), B) is None
+    assert locate({"ranks": [0]}, _records(st), asker(token), B) is None
 
 
 def test_without_a_key_reach_probes_only_this_jobs_ranks_and_says_nothing_about_a_port(job):
@@ -175,17 +175,79 @@ def test_a_large_group_asks_each_host_only_its_ring_neighbours():
     assert plan[0] == sorted([8, 16, 999 * 8, 998 * 8])
 
 
+def _stall(docs: dict, frozen: list) -> tuple:
+    """(analysis, _stalled's group) of the ranks' live flight recorders (tests/live/test_watch.py's _group)."""
+    from ncclcheck.live.watch import _stalled
+    from ncclcheck.postmortem import flight
+    from ncclcheck.postmortem.analyze import analyse
+    from ncclcheck.postmortem.inputs import Inputs
+
+    inp = Inputs()
+    inp.dumps = {r: flight.normalise(d, r, f"rank{r}", "json") for r, d in docs.items()}
+    a = analyse(inp)
+    return a, _stalled(a, frozen)
+
+
+def _root(analysis: dict):
+    from ncclcheck.checks.postmortem import PostmortemInput
+    from ncclcheck.checks.registry import POSTMORTEM, run_checks
+
+    return next(c for c in run_checks(POSTMORTEM, PostmortemInput(analysis)) if c.id == "postmortem.root_cause")
+
+
+SIX = {0: "h1", 1: "h1", 2: "h2", 3: "h2", 4: "h3", 5: "h3"}
+H2_H3 = _m({0: {2: True, 4: True}, 2: {0: True, 4: False}, 4: {0: True, 2: False}})
+
+
 def test_the_stall_check_names_the_link_when_reach_found_it_and_says_so_when_it_did_not():
     from ncclcheck.live.watch import _stall_check
+    from tests.live.test_watch import _group
 
-    g = {"pg": "0", "seq": 8, "op": "all_reduce", "desc": "default_pg", "entered": [0, 1, 2, 3, 4, 5]}
-    cut = reach.cut_links(_m({0: {2: True, 4: True}, 2: {0: True, 4: False}, 4: {0: True, 2: False}}), HOSTS)
+    a, g = _stall({r: _group(8, 7, [7, 8]) for r in range(6)}, list(range(6)))
+    assert g["ranks"] == [0, 1, 2, 3, 4, 5] and g["seq"] == 8 and _root(a).status.value != "fail"
+    cut = reach.cut_links(H2_H3, SIX)
     cut["said"] = reach.said(cut, 3)
     c = _stall_check(g, cut)
     assert c.summary.startswith("every rank (ranks 0, 1, 2, 3, 4, 5) entered all_reduce #8 of default_pg and none "
                                 "completed it")
     assert "the link between h2 <-> h3 does not connect" in c.summary and "h2, h3" in c.fix
-    fine = reach.cut_links(_m({0: {2: True}, 2: {0: True}}), HOSTS)
+    fine = reach.cut_links(_m({0: {2: True}, 2: {0: True}}), SIX)
     fine["said"] = reach.said(fine, 2)
     assert "every pair of its 2 hosts connects (TCP): not a cut link" in _stall_check(g, fine).summary
     assert "stalls inside the collective" in _stall_check(g, None).summary  # one host: nothing to probe
+
+
+def test_ranks_left_inside_a_collective_one_rank_finished_are_probed_and_the_cut_link_is_the_cause():
+    """CI's run of the lab's h2 <-> h3 cut: gloo's ring had handed rank 0 (h1) all it needed for all_reduce #6 before
+    the packets stopped, so rank 0 finished #6 and entered #7 while ranks 1-5 stayed inside #6. analyse names them
+    behind (the data never came); every rank answers, so the ranks' connects to each other are asked, over every
+    host of the group (h1's too), and the link they find is the root cause: no rank is."""
+    from ncclcheck.live.watch import _stall_check, link_is_the_cause
+    from tests.live.test_watch import _group
+
+    docs = {0: _group(7, 6, [6, 7]), **{r: _group(6, 5, [5, 6]) for r in range(1, 6)}}
+    a, g = _stall(docs, list(range(6)))
+    assert _root(a).evidence["kind"] == "unfinished" and _root(a).evidence["ranks"] == [1, 2, 3, 4, 5]
+    assert g is not None and g["ranks"] == [0, 1, 2, 3, 4, 5] and g["seq"] == 6
+    found = reach.cut_links(H2_H3, SIX)
+    found["said"] = reach.said(found, 3)
+    prog = _stall_check(g, found)
+    assert "ranks 1, 2, 3, 4, 5 never finished all_reduce #6 of default_pg, which rank 0 completed" in prog.summary
+    assert "the link between h2 <-> h3 does not connect" in prog.summary
+    root = _root(link_is_the_cause(a, g, found))
+    assert root.status.value == "fail" and root.evidence["kind"] == "link_cut" and root.evidence["ranks"] == []
+    assert root.summary.startswith("the link between h2 <-> h3 does not connect"), root.summary
+    # a rank whose counters moved is not stalled: nothing is probed
+    assert _stall(docs, [0, 1, 2, 3, 4])[1] is None
+    # every pair connecting: the ranks behind stay the root cause, and the probe's answer is said
+    fine = reach.cut_links(_m({0: {2: True, 4: True}, 2: {0: True, 4: True}, 4: {0: True, 2: True}}), SIX)
+    fine["said"] = reach.said(fine, 3)
+    assert "every pair of its 3 hosts connects" in _stall_check(g, fine).summary
+
+
+def test_a_rank_that_never_entered_is_the_cause_and_no_link_is_probed():
+    from tests.live.test_watch import _group
+
+    docs = {r: _group(7, 6, [6, 7]) for r in range(5)} | {5: _group(6, 6, [5, 6])}
+    a, g = _stall(docs, list(range(6)))
+    assert _root(a).evidence["kind"] == "never_entered" and g is None

@@ -228,8 +228,9 @@ def fixture_dir(name: str) -> str:
 
 
 # Fixture folders of bytes real jobs left on a real GPU: the H100 captures handed over (nccl-h100) and those of the
-# lent H100 of 2026-11-25 (gpu-h100: make_gpu_captures.sh; live/gpu-stuck-live: `watch --dump` of a stuck NCCL job).
-REAL_FIXTURES = ("nccl-h100/", "gpu-h100/", "live/gpu-")
+# lent H100 and H200 of 2026-11-25 (gpu-h100, gpu-h200: make_gpu_captures.sh; live/gpu-stuck-live: `watch --dump` of a
+# stuck NCCL job).
+REAL_FIXTURES = ("nccl-h100/", "gpu-h100/", "gpu-h200/", "live/gpu-")
 
 
 def fixture_evidence(name: str) -> str:
@@ -398,6 +399,15 @@ SCENARIOS = (
     _fix("gpu-h100/gpu_stuck", "not_started", [0], T_GPU, ("all_reduce #6",)),
     _fix("gpu-h100/killed", "died", [0], T_GPU),
     _fix("live/gpu-stuck-live", "not_started", [0], T_GPU, ("all_reduce #6",)),
+    # the same jobs on a lent H200 (fixtures/gpu-h200; its `guarded` was not kept: its README says why)
+    _fix("gpu-h200/healthy", None, [], T_GPU),
+    _fix("gpu-h200/ib_fallback", None, [], T_GPU),
+    _fix("gpu-h200/net_plugin", "net_plugin", [0], T_GPU, ("NCCL_NET=IB",), (WRAPPER,)),
+    _fix("gpu-h200/no_socket_if", "no_socket_interface", [0], T_GPU, (), (WRAPPER,)),
+    _fix("gpu-h200/duplicate_gpu", "duplicate_gpu", [0, 1], T_GPU, (), (WRAPPER,)),
+    _fix("gpu-h200/device_assert", "cuda_error", [0], T_GPU),
+    _fix("gpu-h200/gpu_stuck", "not_started", [0], T_GPU, ("all_reduce #6",)),
+    _fix("gpu-h200/killed", "died", [0], T_GPU),
     # --- the same classes rendered from NCCL's and torch's format strings (each twinned by a real capture above) ---
     _fix("nccl_rendered/duplicate_gpu", "duplicate_gpu", [0, 1], T_VER),
     _fix("nccl_rendered/no_socket_if", "no_socket_interface", [0], T_VER),

@@ -143,9 +143,10 @@ def test_every_scenario_says_its_evidence_and_no_class_rests_on_rendered_cases_a
     assert rendered and rendered <= made, f"resting on rendered cases alone: {sorted(rendered - made)}"
     real = {s.opt("fixture") for s in ac.SCENARIOS if s.evidence == ac.REAL}
     assert {f"nccl-h100/{d}" for d in ("dupgpu", "badif", "ibforced", "stuck")} | {"live/gpu-stuck-live"} <= real
-    assert {f[len("gpu-h100/"):] for f in real if f.startswith("gpu-h100/")} == {
-        d for d in os.listdir(os.path.join(ROOT, "tests", "postmortem", "fixtures", "gpu-h100"))
-        if os.path.isdir(os.path.join(ROOT, "tests", "postmortem", "fixtures", "gpu-h100", d))}
+    for card in ("gpu-h100", "gpu-h200"):  # every captured folder is scored
+        assert {f[len(card) + 1:] for f in real if f.startswith(f"{card}/")} == {
+            d for d in os.listdir(os.path.join(ROOT, "tests", "postmortem", "fixtures", card))
+            if os.path.isdir(os.path.join(ROOT, "tests", "postmortem", "fixtures", card, d))}
 
 
 def test_the_score_is_said_per_kind_of_evidence():

@@ -1,5 +1,6 @@
 """The agent's own process limits for the world it joins: raise the soft RLIMIT_NOFILE towards the hard limit when
-node 0 must hold a connection per node, and say what a limit still too low means (the check host.nofile reads it).
+node 0 must hold a connection per node, and say what a limit still too low means (the check host.nofile reads it);
+space out Python's cycle collector while node 0 holds a large world.
 
 The limit is read in facts/host.py (like every other fact); raising it changes this process, which is the agent's
 job (it prepares the process that will host or join the world), not a fact collector's.
@@ -7,7 +8,10 @@ job (it prepares the process that will host or join the world), not a fact colle
 
 from __future__ import annotations
 
+import gc
 import resource
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Callable, Optional
 
 from ..facts.host import nofile
@@ -18,6 +22,12 @@ from ..facts.host import nofile
 BASE_FDS = 256
 # Node 0 hosts the TCPStore: one accepted connection per node (each node's leader keeps one client open).
 STORE_FDS_PER_NODE = 1
+# Node 0 of a large world holds every node's facts, probe rows and checks (1.3 GB at 16,384 nodes). At Python's
+# default thresholds (a pass every 700 net allocations, the oldest generation every hundredth) the cycle collector
+# walked that heap over and over: a sixth of node 0's CPU at 16,384 nodes (perf on scripts/bench_scale.py). From this
+# many nodes on, node 0 lets the youngest generation wait for COLLECTOR_GEN0 allocations while it hosts the world.
+COLLECTOR_NODES = 256
+COLLECTOR_GEN0 = 100_000
 
 
 def nofile_needed(nnodes: int, hosts_store: bool) -> int:
@@ -48,3 +58,18 @@ def ensure_nofile(nnodes: int, hosts_store: bool, getrlimit: Optional[Callable] 
     after = nofile(getrlimit)
     out.update(soft=after["soft"], raised=True)
     return out
+
+
+@contextmanager
+def spaced_collector(nnodes: int, hosts_store: bool) -> Iterator[None]:
+    """While node 0 hosts a world of COLLECTOR_NODES or more, the cycle collector runs COLLECTOR_GEN0 / 700 times less
+    often; its thresholds are put back after, whatever ran the preflight (guard() runs inside the user's process)."""
+    if not hosts_store or nnodes < COLLECTOR_NODES:
+        yield
+        return
+    before = gc.get_threshold()
+    gc.set_threshold(max(before[0], COLLECTOR_GEN0), *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)

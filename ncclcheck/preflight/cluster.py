@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..agent.launchers import Placement, store_host
+from ..agent.limits import spaced_collector
 from ..checks import CrossInput, run_cross_checks
 from ..checks.local import rejudge_one_host
 from ..config import CHECK_RANKS_DEFAULT, Config
@@ -640,7 +641,8 @@ def run_cluster_preflight(
         out = _alone(ctx, [problem])
     else:
         try:
-            out = _after_connect(ctx, st, decider)
+            with spaced_collector(placement.nnodes, decider):
+                out = _after_connect(ctx, st, decider)
         except StoreLost as e:
             who = "this node hosts it" if decider else "node 0 hosts it"
             out = _alone(ctx, [failed("rendezvous.world", f"lost the rendezvous store ({who}): {e}",

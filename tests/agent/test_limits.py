@@ -65,3 +65,28 @@ def test_a_refused_raise_is_named_and_nothing_is_raised_when_enough():
 
 def test_single_node_skips():
     assert check_nofile(LocalInput.of(facts())).status is Status.SKIP
+
+
+def test_node_0_of_a_large_world_spaces_out_the_collector_and_puts_it_back():
+    import gc
+
+    from ncclcheck.agent.limits import COLLECTOR_GEN0, COLLECTOR_NODES, spaced_collector
+
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        with spaced_collector(COLLECTOR_NODES, hosts_store=True):
+            assert gc.get_threshold() == (COLLECTOR_GEN0, 10, 10)
+        assert gc.get_threshold() == (700, 10, 10)
+        with spaced_collector(COLLECTOR_NODES - 1, hosts_store=True):  # a small world: as it was
+            assert gc.get_threshold() == (700, 10, 10)
+        with spaced_collector(16384, hosts_store=False):  # a member holds its own node only
+            assert gc.get_threshold() == (700, 10, 10)
+        try:  # put back when the preflight raises too (guard() runs inside the user's process)
+            with spaced_collector(16384, hosts_store=True):
+                raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            pass
+        assert gc.get_threshold() == (700, 10, 10)
+    finally:
+        gc.set_threshold(*before)

@@ -640,10 +640,21 @@ def validate(doc: str) -> str:
     return "valid" if not errs else f"INVALID ({len(errs)} errors, first: {errs[0].message[:120]})"
 
 
+# The master port, as a user's 29500 is, lies outside the ports the kernel hands out for bind(addr, 0) and connects
+# (isolate() gives those EPHEMERAL_LOW-65535): drawn from the same range, node 0's own store server or a probe could
+# take it between this pick and node 0's bind ("Address already in use" at 4,096 nodes, once).
+EPHEMERAL_LOW = 10000
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    for port in range(EPHEMERAL_LOW - 1, 1023, -1):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port below {EPHEMERAL_LOW}")
 
 
 def run(n: int, base: dict, faults: dict, timeout: float, skip: set, dup_of, per_worker: int, want: dict) -> dict:
@@ -727,12 +738,12 @@ def isolate() -> None:
     if os.environ.get("NCCLCHECK_SCALE_NETNS") or os.geteuid() != 0 or not shutil.which("unshare"):
         return
     env = dict(os.environ, NCCLCHECK_SCALE_NETNS="1")
-    # The whole port range for bind(addr, 0): one kernel holds every virtual node's listeners (the same docker0
+    # A wider port range for bind(addr, 0): one kernel holds every virtual node's listeners (the same docker0
     # address 16,384 times) and their probes' ephemeral ports, where a real node's kernel holds its own. With the
     # default 28,232 ports, the kernel's search for a free one (inet_csk_get_port) was ~40 % of the machine's CPU in
-    # the mesh phase at 16,384 nodes (perf). The namespace's own setting: the machine's stays as it is; where /proc/sys
-    # is read-only the run goes on with the default range.
-    cmd = ["unshare", "-n", "sh", "-c", 'ip link set lo up && { echo "1024 65535" 2>/dev/null '
+    # the mesh phase at 16,384 nodes (perf); 55,536 now, the master port below them (free_port). The namespace's own
+    # setting: the machine's stays as it is; where /proc/sys is read-only the run goes on with the default range.
+    cmd = ["unshare", "-n", "sh", "-c", f'ip link set lo up && {{ echo "{EPHEMERAL_LOW} 65535" 2>/dev/null '
            '>/proc/sys/net/ipv4/ip_local_port_range || true; } && exec "$0" "$@"', sys.executable, "-m",
            "ncclcheck_lab.bench_scale", *sys.argv[1:]]
     sys.exit(subprocess.call(cmd, env=env))

@@ -186,6 +186,11 @@ def _cut(found: Optional[dict]) -> bool:
     return found is not None and bool(found["hosts"] or found["pairs"])
 
 
+def _ends(found: dict) -> str:
+    """The hosts at the ends of what reach found cut: the cut-off hosts, else both ends of every failing pair."""
+    return ", ".join(found["hosts"] or sorted({h for p in found["pairs"] for h in p}))
+
+
 _LINK_FIX = ("check the link between {} and the rest (cables, switch ports, firewall rules, routes); `ncclcheck links` "
              "on those nodes measures it once the job is stopped")
 
@@ -196,9 +201,7 @@ def _stall_check(g: dict, found: Optional[dict]) -> CheckResult:
     if found is not None:
         ev["reach"] = found
     if _cut(found):
-        ends = found["hosts"] or sorted({h for p in found["pairs"] for h in p})
-        return failed("live.progress", f"{g['head']}: {found['said']}", evidence=ev,
-                      fix=_LINK_FIX.format(", ".join(ends)))
+        return failed("live.progress", f"{g['head']}: {found['said']}", evidence=ev, fix=_LINK_FIX.format(_ends(found)))
     tail = f": {found['said']}" if found is not None and found.get("said") and found["asked"] else \
         ": it stalls inside the collective (a link, a NIC, a peer's GPU)"
     return failed("live.progress", g["head"] + tail, evidence=ev,
@@ -210,9 +213,8 @@ def link_is_the_cause(analysis: dict, g: dict, found: dict) -> dict:
     """The analysis once the ranks' reach probe found the stalled group's link cut: that link is the root cause, and
     what the flight recorder said of the ranks (behind inside a collective, or all inside it) is what it explains;
     no rank is the cause. Kind "link_cut" (the schema's live kinds)."""
-    ends = found["hosts"] or sorted({h for p in found["pairs"] for h in p})
     cause = {"kind": "link_cut", "cause": True, "pg": g["pg"], "seq": g["seq"], "ranks": [],
-             "text": f"{found['said']}; {g['head']}", "fix": _LINK_FIX.format(", ".join(ends)),
+             "text": f"{found['said']}; {g['head']}", "fix": _LINK_FIX.format(_ends(found)),
              "source": "watch (the ranks' connects to each other)"}
     return {**analysis, "verdict": cause["text"],
             "causes": [cause, *(dict(c, cause=False) for c in analysis.get("causes", []))]}

@@ -250,6 +250,21 @@ T_REAL = "tests/postmortem/test_real_captures.py"
 T_GPU = "tests/postmortem/test_gpu_captures.py"
 T_VER = "tests/postmortem/test_verdicts.py"
 WRAPPER = "invalid usage"  # torch's wrapper of an NCCL error: never the headline where NCCL's own line exists
+# What each job of make_gpu_captures.sh must tell (fixtures/gpu-CARD/README.md's table), whichever card ran it:
+# case -> (the root cause's kind, None for a job that ended well; its ranks; words it says; words it must not say)
+GPU_CASES = {
+    "healthy": (None, [], (), ()),
+    "guarded": (None, [], (), ()),
+    "ib_fallback": (None, [], (), ()),
+    "net_plugin": ("net_plugin", [0], ("NCCL_NET=IB",), (WRAPPER,)),
+    "no_socket_if": ("no_socket_interface", [0], (), (WRAPPER,)),
+    "duplicate_gpu": ("duplicate_gpu", [0, 1], (), (WRAPPER,)),
+    "device_assert": ("cuda_error", [0], (), ()),
+    "gpu_stuck": ("not_started", [0], ("all_reduce #6",), ()),
+    "killed": ("died", [0], (), ()),
+}
+# The cards they ran on, and the cases kept of each (the H200's `guarded` was not kept: its README says why)
+GPU_CARDS = {"gpu-h100": tuple(GPU_CASES), "gpu-h200": tuple(c for c in GPU_CASES if c != "guarded")}
 
 
 KILL3 = (_need("postmortem.root_cause", "kind:no_dump", "rank 3"),)
@@ -388,26 +403,11 @@ SCENARIOS = (
     _fix("nccl-h100/badif", "no_socket_interface", [0], T_REAL, ("NCCL_SOCKET_IFNAME=eth9",), (WRAPPER,)),
     _fix("nccl-h100/ibforced", "net_plugin", [0], T_REAL, ("NCCL_NET=IB",), (WRAPPER,)),
     _fix("nccl-h100/stuck", "not_started", [0], T_REAL, ("all_reduce #6",), ("SignalException",)),
-    # --- diagnose: real NCCL jobs on a lent H100 (fixtures/gpu-h100, its README's table; a live watch's dump) ---
-    _fix("gpu-h100/healthy", None, [], T_GPU),
-    _fix("gpu-h100/guarded", None, [], T_GPU),
-    _fix("gpu-h100/ib_fallback", None, [], T_GPU),
-    _fix("gpu-h100/net_plugin", "net_plugin", [0], T_GPU, ("NCCL_NET=IB",), (WRAPPER,)),
-    _fix("gpu-h100/no_socket_if", "no_socket_interface", [0], T_GPU, (), (WRAPPER,)),
-    _fix("gpu-h100/duplicate_gpu", "duplicate_gpu", [0, 1], T_GPU, (), (WRAPPER,)),
-    _fix("gpu-h100/device_assert", "cuda_error", [0], T_GPU),
-    _fix("gpu-h100/gpu_stuck", "not_started", [0], T_GPU, ("all_reduce #6",)),
-    _fix("gpu-h100/killed", "died", [0], T_GPU),
+    # --- diagnose: real NCCL jobs on a lent H100 and H200 (fixtures/gpu-CARD, its README's table) ---
+    *(_fix(f"{card}/{case}", GPU_CASES[case][0], GPU_CASES[case][1], T_GPU, *GPU_CASES[case][2:])
+      for card, cases in GPU_CARDS.items() for case in cases),
+    # --- a live watch's dump of a stuck NCCL job ---
     _fix("live/gpu-stuck-live", "not_started", [0], T_GPU, ("all_reduce #6",)),
-    # the same jobs on a lent H200 (fixtures/gpu-h200; its `guarded` was not kept: its README says why)
-    _fix("gpu-h200/healthy", None, [], T_GPU),
-    _fix("gpu-h200/ib_fallback", None, [], T_GPU),
-    _fix("gpu-h200/net_plugin", "net_plugin", [0], T_GPU, ("NCCL_NET=IB",), (WRAPPER,)),
-    _fix("gpu-h200/no_socket_if", "no_socket_interface", [0], T_GPU, (), (WRAPPER,)),
-    _fix("gpu-h200/duplicate_gpu", "duplicate_gpu", [0, 1], T_GPU, (), (WRAPPER,)),
-    _fix("gpu-h200/device_assert", "cuda_error", [0], T_GPU),
-    _fix("gpu-h200/gpu_stuck", "not_started", [0], T_GPU, ("all_reduce #6",)),
-    _fix("gpu-h200/killed", "died", [0], T_GPU),
     # --- the same classes rendered from NCCL's and torch's format strings (each twinned by a real capture above) ---
     _fix("nccl_rendered/duplicate_gpu", "duplicate_gpu", [0, 1], T_VER),
     _fix("nccl_rendered/no_socket_if", "no_socket_interface", [0], T_VER),

@@ -396,9 +396,10 @@ ZERO_HW_COUNTERS = {n: 0 for n in ("local_ack_timeout_err", "packet_seq_err", "i
 def gpu_node(fs: FakeSys, *, peermem: Optional[str] = "nvidia_peermem", flavor: str = "open",
              fw_ver: str = "28.39.1002", kernel: Optional[str] = "6.8.0-1064-azure", board_id: str = "MT_0000000838",
              hca_type: str = "MT4129", ofed: Optional[str] = "24.10-1.1.4",
-             boot_id: str = "5f0c2b1e-3d4a-4c8e-9a7b-1e2d3c4b5a69") -> FakeSys:
+             boot_id: str = "5f0c2b1e-3d4a-4c8e-9a7b-1e2d3c4b5a69", netdevs: bool = True) -> FakeSys:
     """4 GPUs and 4 ACTIVE 400G InfiniBand HCAs (ib0-ib3) on two sockets (the layout above), every error counter 0,
-    GPUDirect RDMA through `peermem` (None: no peer-memory file) with the NVIDIA module of `flavor`."""
+    GPUDirect RDMA through `peermem` (None: no peer-memory file) with the NVIDIA module of `flavor`. netdevs=False
+    leaves sys/class/net alone (a lab host links it to its namespace's own)."""
     for root, chain in GPU_NODE_GPUS:
         fs.gpu_at(chain, root=root, numa_node=0 if root == "pci0000:00" else 1)
     for i, (name, root, chain) in enumerate(GPU_NODE_HCAS):
@@ -407,8 +408,9 @@ def gpu_node(fs: FakeSys, *, peermem: Optional[str] = "nvidia_peermem", flavor: 
         fs.ib_port(name, 1, gids={0: (f"fe80:0000:0000:0000:a088:c203:0012:345{i}", "IB/RoCE v1", None)})
         fs.ib_counters(name, 1, **ZERO_COUNTERS)
         fs.ib_counters(name, 1, hw=True, **ZERO_HW_COUNTERS)
-        fs.net(f"ib{i}", "ipoib", speed=400000, mtu=4092, addrs=[f"198.19.{i}.1/24"], numa_node=0 if i < 2 else 1)
-        fs.carrier(f"ib{i}", 2, up=1, down=1)
+        if netdevs:
+            fs.net(f"ib{i}", "ipoib", speed=400000, mtu=4092, addrs=[f"198.19.{i}.1/24"], numa_node=0 if i < 2 else 1)
+            fs.carrier(f"ib{i}", 2, up=1, down=1)
     if peermem:
         fs.peermem(peermem)
     fs.nvidia_module(flavor)

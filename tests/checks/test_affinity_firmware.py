@@ -150,3 +150,14 @@ def test_a_set_gid_index_or_a_v2_gid_is_not_named(fs):
     res = check_ib_devices(LocalInput.of(facts, node_rank=0, multi_node=True))
     assert not [c for c in res if "RoCE v2 IPv4 GID" in c.summary]
     assert [c.status for c in check_ib_ports(facts, Expect())] == [Status.PASS]
+
+
+def test_recommended_nccl_ib_hca_leaves_out_a_roce_port_without_its_v2_gid(fs):
+    from tests.fakesys import ROCE_GIDS
+
+    _roce(fs)  # mlx5_0: no v2 IPv4 GID
+    fs.ib_device("mlx5_1", netdevs=["ens2f0"])
+    fs.ib_port("mlx5_1", 1, rate="200 Gb/sec (4X HDR)", link_layer="Ethernet",
+               gids={i: (g, t, "ens2f0") for i, (g, t, _n) in ROCE_GIDS.items()})
+    (rec,) = [r for r in recommend_local(NodeView(node_facts(), multi_node=True)) if r.name == "NCCL_IB_HCA"]
+    assert rec.value == "=mlx5_1:1" and "leaves out mlx5_0:1 (no RoCE v2 IPv4 GID)" in rec.reason

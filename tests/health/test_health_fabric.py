@@ -75,3 +75,17 @@ def test_env_shows_the_fabric_facts(fs):
     assert "28.41.1000" in row and "MT_0000000838" in row and "0000:84:00.0" in row and "symbol_error 1,234" in row
     assert "mlx5_core (OFED): 24.10-1.1.4" in text
     assert "0000:00:01.0 > 0000:01:00.0 > 0000:02:00.0 > 0000:03:00.0" in text
+
+
+def test_a_one_gpu_cloud_vm_without_rdma_has_no_fabric_finding(fs):
+    """The shape of the recorded H100 VM (tests/data/nvml/h100-vm-1gpu.json): one GPU on the root bus (00:06.0), a
+    virtio NIC, no /sys/class/infiniband. Nothing to judge is said as a skip, never a finding."""
+    fs.gpu_at(["0000:00:06.0"], numa_node=-1)
+    fs.net("eth0", "physical", speed=100000, addrs=["198.18.0.2/24"], driver="virtio_net")
+    fs.carrier("eth0", 1, up=1, down=0)
+    rep = run_health(_run(node="vm"), "0", collect=functools.partial(collect_health_facts, counter_window_s=0.0),
+                     scontrol=Scontrol(binary=""))
+    got = {c.id: (c.status.value, c.summary) for c in rep.checks if c.id in FABRIC}
+    assert got["gdr.support"] == ("skip", "no ACTIVE InfiniBand/RoCE port (NCCL's IB transport is not used)")
+    assert got["pci.affinity"] == ("skip", "no ACTIVE RDMA port")
+    assert got["ib.counters"][0] == "pass" and "0 RDMA port(s) and 1 netdev(s)" in got["ib.counters"][1]

@@ -42,6 +42,10 @@ FIX_ERRORS = ("Watch whether the counters keep climbing (run health again); a po
               "receive errors has a marginal cable or transceiver: replace it at the next drain.")
 
 
+def _obj(v) -> dict:
+    return v if isinstance(v, dict) else {}
+
+
 def _kind(counter: str) -> str:
     if counter in LINK_DOWN or counter.startswith("carrier"):
         return "link"
@@ -56,24 +60,23 @@ def deltas(first: dict, last: dict) -> tuple[list, list]:
     moved, reset = [], []
 
     def one(where: str, a: dict, b: dict) -> None:
-        for name, v1 in (b or {}).items():
-            v0 = (a or {}).get(name)
-            if not isinstance(v0, int) or not isinstance(v1, int):
+        for name, v1 in b.items():
+            v0 = a.get(name)
+            if not isinstance(v0, int) or not isinstance(v1, int) or isinstance(v0, bool) or isinstance(v1, bool):
                 continue
             if v1 < v0:
                 reset.append(f"{where} {name}")
             elif v1 > v0:
                 moved.append({"where": where, "counter": name, "from": v0, "to": v1, "delta": v1 - v0})
 
-    for port, b in sorted(((last or {}).get("ports") or {}).items()):
-        a = ((first or {}).get("ports") or {}).get(port) or {}
-        one(port, a.get("counters"), (b or {}).get("counters"))
-        one(port, a.get("hw_counters"), (b or {}).get("hw_counters"))
-    for nd, b in sorted(((last or {}).get("netdevs") or {}).items()):
-        a = ((first or {}).get("netdevs") or {}).get(nd) or {}
-        one(nd, a, {k: v for k, v in (b or {}).items() if k == "carrier_changes"})
-        if "carrier_down_count" in (b or {}):
-            one(nd, a, {"carrier_down_count": b["carrier_down_count"]})
+    first, last = _obj(first), _obj(last)  # a saved report's or another node's: any shape
+    for port, b in sorted(_obj(last.get("ports")).items()):
+        a, b = _obj(_obj(first.get("ports")).get(port)), _obj(b)
+        one(port, _obj(a.get("counters")), _obj(b.get("counters")))
+        one(port, _obj(a.get("hw_counters")), _obj(b.get("hw_counters")))
+    for nd, b in sorted(_obj(last.get("netdevs")).items()):
+        a, b = _obj(_obj(first.get("netdevs")).get(nd)), _obj(b)
+        one(nd, a, {k: v for k, v in b.items() if k in ("carrier_changes", "carrier_down_count")})
     return moved, reset
 
 
@@ -97,7 +100,7 @@ def judge(first: dict, last: dict, window_s: float, how: str, node: Optional[int
     """One node's verdict on the counters that moved between two reads `window_s` apart (`how`: "in 0.5 s" /
     "since the baseline ...")."""
     moved, reset = deltas(first, last)
-    watched = len((last or {}).get("ports") or {}), len((last or {}).get("netdevs") or {})
+    watched = len(_obj(_obj(last).get("ports"))), len(_obj(_obj(last).get("netdevs")))
     judged = [m for m in moved if _kind(m["counter"]) != "shown"]
     ev = {"window_s": round(window_s, 3), "window": how, "ports": watched[0], "netdevs": watched[1],
           "deltas": moved, "reset": reset}

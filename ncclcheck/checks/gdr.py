@@ -32,6 +32,10 @@ FIX = ("Load the driver's peer-memory module after the HCA driver: `modprobe nvi
        "kernel >= 5.12 with an HCA stack that registers dma-buf memory (rdma-core 34+, MLNX_OFED/DOCA-OFED or inbox).")
 
 
+def _obj(v) -> dict:
+    return v if isinstance(v, dict) else {}
+
+
 def _kernel(release: Optional[str]) -> Optional[tuple]:
     m = re.match(r"^(\d+)\.(\d+)", release or "")
     return (int(m.group(1)), int(m.group(2))) if m else None
@@ -74,16 +78,16 @@ def route(facts: dict) -> dict:
     if not isinstance(g, dict) or "unavailable" in g:
         return {"route": None, "known": False, "why": f"GPUDirect RDMA facts unavailable: "
                                                          f"{(g or {}).get('unavailable', 'not collected')}"}
-    peer = g.get("peer_memory") or {}
+    peer = _obj(g.get("peer_memory"))  # another node's facts: any shape
     for name in PEER_ORDER:
-        p = peer.get(name) or {}
+        p = _obj(peer.get(name))
         if p.get("present"):
             ver = f" {p['version']}" if p.get("version") else ""
             return {"route": name, "known": True, "why": f"{p.get('path')} exists ({name}{ver})"}
     env = (facts.get("env") or {}).get("vars") or {}
-    mod = g.get("nvidia_module") or {}
+    mod = _obj(g.get("nvidia_module"))
     taint = mod.get("taint")
-    kernel = g.get("kernel")
+    kernel = g.get("kernel") if isinstance(g.get("kernel"), str) else None
     kv = _kernel(kernel)
     none = "no peer-memory module (none of NCCL's nv_mem, nv_mem_nc, nvidia_peermem files)"
     if str(env.get("NCCL_DMABUF_ENABLE", "")).strip() == "0":

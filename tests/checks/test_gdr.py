@@ -113,3 +113,16 @@ def test_cross_unknown_node_warns(tmp_path, monkeypatch):
     f[1]["gdr"]["peer_memory"]["nvidia_peermem"]["present"] = False
     c = check_gdr_cross(CrossInput(nodes(*f)))
     assert c.status is Status.WARN and "could not be told on node 1 (h1)" in c.summary
+
+
+def test_hostile_fabric_facts_from_another_node_never_crash_a_check(tmp_path, monkeypatch):
+    from ncclcheck.checks import run_cross_checks, run_local_checks
+
+    good = _tree(tmp_path, monkeypatch, "h0")
+    bad = {**good, "host": {"hostname": "evil"}, "gdr": {"peer_memory": [1, 2], "nvidia_module": "x", "kernel": 5},
+           "pci": {"gpus": [{"path": "0000:00:01.0", "numa": "x"}, 7]},
+           "counters": {"first": {"ports": [1]}, "last": {"ports": {"a": {"counters": {"link_downed": True}}},
+                                                          "netdevs": "eth0"}, "interval_s": 1.0},
+           "rdma": {"devices": [{"name": "mlx5_0", "fw_ver": ["x"], "pci": "y", "ports": []}]}}
+    res = run_cross_checks(CrossInput(nodes(good, bad))) + run_local_checks(LocalInput.of(bad, node_rank=1))
+    assert not [c for c in res if "internal error" in c.summary], [c.summary for c in res if "internal" in c.summary]

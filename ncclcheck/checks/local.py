@@ -12,6 +12,7 @@ from typing import Optional
 from ..model import CheckResult, failed, passed, skipped, warned
 from ..nccl import rules
 from ..units import format_bytes
+from . import actions
 
 SHM_MIN_BYTES = 1 << 30  # NCCL's SHM transport and DataLoader workers; Docker's default of 64 MiB breaks both
 DEBUG_SWITCHES = ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_ALGO", "NCCL_PROTO", "NCCL_NET_GDR_LEVEL",
@@ -439,6 +440,16 @@ def check_ib_devices(inp: LocalInput) -> list:
                                       detail="NCCL < 2.21 defaults to GID index 0; errors like \"Got completion "
                                              "with error 12\" follow.",
                                       fix=f"export NCCL_IB_GID_INDEX={want}"))
+        family = (inp.env.get("NCCL_IB_ADDR_FAMILY") or "AF_INET").strip().upper()
+        used = [(d, p, x) for d, p, x in roce if spec is None or spec.matches(d, p)]
+        no_v2 = rules.roce_without_v2_ipv4_gid(used) if gid is None and family == "AF_INET" else []
+        if no_v2:
+            named = ", ".join(f"{d}:{p}" + (f" ({', '.join(x.get('netdevs') or [])})" if x.get("netdevs") else "")
+                              for d, p, x in no_v2)
+            results.append((failed if inp.multi_node else warned)(
+                cid, f"ACTIVE RoCE port(s) with no RoCE v2 IPv4 GID: {named}; {actions.said(actions.ISOLATE)}",
+                node=node, evidence={**ev, actions.KEY: actions.ISOLATE}, detail=rules.ROCE_NO_V2_DETAIL,
+                fix=rules.roce_no_v2_fix(no_v2)))
         if any((x.get("link_layer") or "").lower() in ("unspecified", "") for _, _, x in active):
             results.append(warned(cid, "RDMA port with unspecified link layer (EFA?)", node=node, evidence=ev,
                                   fix="EFA needs the aws-ofi-nccl plugin (NCCL_NET_PLUGIN) and FI_PROVIDER=efa."))

@@ -70,7 +70,11 @@ def run_health(config: Config, version: str, collect: Optional[Callable] = None,
     from ..rendezvous.budget import FIXED
 
     bound_s = hc.timeout_s or FIXED.health_timeout_s
-    facts, stuck = _collect_bounded(collect or collect_health_facts, bound_s, golden is not None)
+    if collect is None:
+        import functools
+
+        collect = functools.partial(collect_health_facts, counter_window_s=FIXED.counter_window_s)
+    facts, stuck = _collect_bounded(collect, bound_s, golden is not None)
     if facts is None:
         checks = [failed(TIMEOUT_CHECK, f"the node's checks did not finish within {bound_s:g} s (stuck "
                          f"reading {stuck})", evidence={"timeout_s": bound_s, "stuck_in": stuck},
@@ -82,10 +86,12 @@ def run_health(config: Config, version: str, collect: Optional[Callable] = None,
     else:
         checks = health_checks(facts, expect)
         if golden is not None:
+            from ..checks.counters import baseline_checks
             from ..checks.drift import drift_checks
 
-            checks += drift_checks([NodeInfo(0, (facts.get("host") or {}).get("hostname") or "?", facts)], golden,
-                                   golden_path)
+            me = [NodeInfo(0, (facts.get("host") or {}).get("hostname") or "?", facts)]
+            checks += drift_checks(me, golden, golden_path)
+            checks += baseline_checks(me, golden, golden_path)  # ib.counters since the saved run
     first = _first_failure(checks, config.output.strict)
     actions: list = []
     if hc.slurm.acts:

@@ -291,13 +291,45 @@ def render_env(report: Report) -> list:
         devs = rdma.get("devices") or []
         if devs:
             rt = Table(box=None, header_style="bold")
-            for col in ("hca:port", "state", "phys", "rate", "link layer", "RoCE v2 GID"):
+            for col in ("hca:port", "state", "phys", "rate", "link layer", "RoCE v2 GID", "fw", "board", "PCI",
+                        "NUMA", "errors since driver load"):
                 rt.add_column(col)
+            counters = ((f.get("counters") or {}).get("last") or {}).get("ports") or {}
             for d in devs:
+                pci = d.get("pci") or {}
                 for p in d.get("ports") or []:
+                    c = counters.get(f"{d['name']}/{p.get('port')}") or {}
+                    errs = {**(c.get("counters") or {}), **(c.get("hw_counters") or {})}
                     rt.add_row(f"{d['name']}:{p.get('port')}", str(p.get("state")), str(p.get("phys_state")),
-                               str(p.get("rate")), str(p.get("link_layer")), str(p.get("roce_v2_gid_index")))
+                               str(p.get("rate")), str(p.get("link_layer")), str(p.get("roce_v2_gid_index")),
+                               str(d.get("fw_ver") or "?"), str(d.get("board_id") or "?"),
+                               str(pci.get("bus_id") or "?"), str(d.get("numa_node") if d.get("numa_node") is not None
+                                                                 else "?"),
+                               ", ".join(f"{k} {v:,}" for k, v in errs.items() if v) or "none")
             out.append(rt)
+            if "mlx5_core_version" in rdma:
+                out.append(Text(f"mlx5_core (OFED): {rdma.get('mlx5_core_version') or 'inbox (no module version)'}",
+                                style="dim"))
+        gdr = f.get("gdr") or {}
+        if isinstance(gdr.get("peer_memory"), dict):
+            present = [n for n, x in gdr["peer_memory"].items() if isinstance(x, dict) and x.get("present")]
+            mod = gdr.get("nvidia_module") or {}
+            flavor = ("not loaded" if not mod.get("loaded") else "taint ?" if mod.get("taint") is None
+                      else f"taint {mod.get('taint') or '(none)'}")
+            out.append(Text(f"GPUDirect RDMA: peer memory {', '.join(present) or 'none'}; NVIDIA module "
+                            f"{mod.get('version') or ''} {flavor}; kernel {gdr.get('kernel') or '?'} (not readable "
+                            f"without CUDA: {'; '.join(gdr.get('not_read') or []) or '-'})", style="dim"))
+        gpus = (f.get("pci") or {}).get("gpus") or []
+        if gpus:
+            gt = Table(box=None, header_style="bold")
+            for col in ("GPU bus id", "root complex", "PCI path", "NUMA"):
+                gt.add_column(col)
+            for g in gpus:
+                numa = (g.get("numa") or [None])[-1]
+                gt.add_row(str(g.get("bus_id")), str(g.get("root") or "?"),
+                           " > ".join(g.get("path") or []) or str(g.get("unavailable") or "?"),
+                           "?" if numa is None else str(numa))
+            out.append(gt)
         env = (f.get("env") or {}).get("vars") or {}
         if env:
             out.append(Text("environment: " + " ".join(assignment(k, v) for k, v in sorted(env.items())), style="dim"))

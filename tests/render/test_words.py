@@ -133,7 +133,8 @@ def test_the_single_form_reads_the_same_in_every_format():
     single = [r for r in report.bench if r.op == "all_reduce"]
     assert single and all(words.placement(r) is words.SINGLE_FORM for r in single)
     out = _every_format(report)
-    assert words.SINGLE_FORM_NOTE in " ".join(out["console"].split())
+    assert words.SINGLE_FORM_LEGEND in " ".join(out["console"].split())  # under the table: 'single under place: ...'
+    assert words.SINGLE_FORM.word in out["console"]
     assert md_text(words.SINGLE_FORM_NOTE) in out["markdown"]
     assert html.escape(words.SINGLE_FORM_NOTE) in out["html"]
     md_rows = [ln for ln in out["markdown"].splitlines() if ln.startswith("| all\\_reduce |")]

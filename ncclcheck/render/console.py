@@ -275,6 +275,12 @@ def render_report(report: Report, verbose: bool = True, rows_shown: bool = False
     return out
 
 
+def _speed(mbps: object) -> str:
+    """A link speed, or 'unknown' where sysfs gives none (virtual and loopback interfaces): '?' read as a fault."""
+    text = format_mbps_link(mbps)
+    return "unknown" if text == "?" else text
+
+
 def render_env(report: Report) -> list:
     """`ncclcheck env`: this node's facts as compact tables."""
     out: list = [header(report)]
@@ -313,7 +319,7 @@ def render_env(report: Report) -> list:
                 state = "running" if i.get("running") else ("up" if i.get("up") else "down")
                 addrs = [a["address"] for a in (i.get("ipv4") or []) + (i.get("ipv6") or [])]
                 it.add_row(i["name"], str(i.get("kind")), state, str(i.get("mtu") or "?"),
-                           format_mbps_link(i.get("speed_mbps")), ", ".join(addrs))
+                           _speed(i.get("speed_mbps")), ", ".join(addrs))
             out.append(it)
         rdma = f.get("rdma") or {}
         devs = rdma.get("devices") or []

@@ -198,7 +198,11 @@ HEADER_LINE = r"^ncclcheck \w+ (?:[\d,]+|\?) (?:nodes?|node\(s\)),"
 
 
 def world_phrase(world: Any) -> str:
-    """'2 nodes, 16 ranks, launched by slurm': the same words at the top of every format."""
+    """'2 nodes, 16 ranks, launched by slurm': the same words at the top of every format. A command that started
+    no ranks and was launched by nobody (env, health) reads '1 node, no ranks started', not '0 ranks, launched by
+    none'."""
+    if world.world_size == 0 and world.launcher in (None, "none"):
+        return f"{count(world.nnodes, 'node')}, no ranks started"
     return (f"{count(world.nnodes, 'node')}, {count(world.world_size, 'rank')}, "
             f"{LAUNCHED_BY} {world.launcher or 'an unknown launcher'}")
 

@@ -150,8 +150,9 @@ WHY_HEAD = "why:"
 def paste_line(text: str, indent: str = "  ") -> Text:
     """A line for a shell (an `export`, a command): never wrapped, never cut at the terminal's width (the CLI prints
     with crop=False, print_parts()); a terminal too narrow shows it folded and copies it whole. Print it inside a
-    Group: Console.print joins the Texts it is handed directly into a new Text, which wraps."""
-    return Text(indent + one_line(text), no_wrap=True, overflow="ignore")
+    Group: Console.print joins the Texts it is handed directly into a new Text, which wraps. Its spaces are kept
+    (one_line() would collapse two inside a quoted value and change it); a newline or tab becomes a space."""
+    return Text(indent + clean_text(text).replace("\n", " ").replace("\t", " "), no_wrap=True, overflow="ignore")
 
 
 def recommendations_block(report: Report) -> Group:

@@ -32,6 +32,7 @@ def _hostile(pwned: str) -> Report:
         Recommendation("NCCL_DEBUG_FILE", f"/tmp/pm dir(1)/it's {run} \"x\"/" + "d" * 120 + "/nccl.%h.%p.log",
                        "one log per process (NCCL expands %h, %p) " * 5),
         Recommendation("NCCL_IB_HCA", "^=mlx5_0:1", "exclude (the) port"),
+        Recommendation("NCCL_HOSTID", "two  spaces,  kept", "a value whose spaces a copy must keep"),
         Recommendation("TORCH_FR_DUMP_TEMP_FILE", "/tmp/a\nb", "a value with a newline"),
         Recommendation("NCCL_ALGO", "Ring\tTree", "a value with a tab"),
         Recommendation("NCCL_PROTO", "Simple\x1b]0;owned\x07", "a value with an escape"),
@@ -56,8 +57,8 @@ def _expected(report: Report, node=None) -> dict:
     return out
 
 
-ALL_NAMES = ["NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_DEBUG_FILE", "NCCL_IB_HCA", "TORCH_FR_DUMP_TEMP_FILE",
-             "NCCL_ALGO", "NCCL_PROTO"]
+ALL_NAMES = ["NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_DEBUG_FILE", "NCCL_IB_HCA", "NCCL_HOSTID",
+             "TORCH_FR_DUMP_TEMP_FILE", "NCCL_ALGO", "NCCL_PROTO"]
 
 
 def _console(report: Report, width: int) -> str:
@@ -88,7 +89,7 @@ def test_the_terminal_block_is_whole_export_lines_at_any_width(tmp_path, width):
     rep = _hostile(str(tmp_path / "pwned"))
     text = _console(rep, width)
     common, groups = _block(text)
-    assert len(common) == len(_expected(rep)) == 4
+    assert len(common) == len(_expected(rep)) == 5
     assert len(groups) == 2 and all(len(v) == 1 for v in groups.values())
     assert max(len(line) for line in common) > width  # the long value stayed one line, uncut
     why = re.sub(r"\s+", "", text.split(WHY_HEAD, 1)[1])  # a narrow terminal folds the prose

@@ -109,3 +109,11 @@ def test_bench_compares_the_rows_both_runs_measured_and_counts_the_rest(reports)
     (gate,) = [c for c in rep.checks if c.id == "bench.baseline"]
     assert gate.status.value == "pass" and "1 row within 99% of the baseline" in gate.summary, gate.summary
     assert "1 row absent in the baseline" in gate.summary and len(gate.evidence["compared"]) == 1
+
+
+@pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
+@pytest.mark.parametrize("producer", sorted(LEGAL["links"]))
+def test_links_compares_with_a_links_or_sweep_report(reports, producer):
+    rep = ncclcheck.run_links(size="64K", baseline=reports[producer], tolerance="0.99")
+    (gate,) = [c for c in rep.checks if c.id == "links.baseline"]
+    assert gate.status.value == "pass" and gate.evidence["compared"], gate.summary

@@ -365,8 +365,9 @@ def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None, gi
 
         bad = [c for c in report.checks if c.status.value in ("fail", "warn")]
         for c in bad:
+            # one line each, however long: wrapped, its second half was no comment in a pasted block
             term.print(one_line(f"# {c.status.value}: [{c.id}] {c.summary}" + (f" -- fix: {c.fix}" if c.fix else "")),
-                       markup=False, highlight=False)
+                       markup=False, highlight=False, soft_wrap=True)
         return
     if config.command == "env":
         for part in view.render_env(report):
@@ -380,8 +381,7 @@ def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None, gi
         if not out.quiet:
             term.print(f"wrote {', '.join(written)}", markup=False, highlight=False, soft_wrap=True)
         return
-    for part in view.render_report(report, rows_shown=rows_shown):
-        term.print(part)
+    view.print_parts(term, view.render_report(report, rows_shown=rows_shown))
 
 
 @contextlib.contextmanager

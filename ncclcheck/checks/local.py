@@ -218,7 +218,8 @@ def check_nofile(inp: LocalInput) -> CheckResult:
     cid, node = "host.nofile", inp.node_rank
     nf = inp.nofile
     if not isinstance(nf, dict):
-        return skipped(cid, "single node: no store connections to hold", node=node)
+        return skipped(cid, "one node: nothing to count (the open-file limit matters on node 0 of a multi-node run, "
+                            "which holds a connection per node)", node=node)
     need, soft, hard, before = nf.get("needed"), nf.get("soft"), nf.get("hard"), nf.get("soft_before")
     # 8,192 copies of this in one report: only what a reader needs (issue 27: JSON bytes per node)
     ev = {k: nf.get(k) for k in ("needed", "soft", "hard")}
@@ -226,17 +227,20 @@ def check_nofile(inp: LocalInput) -> CheckResult:
         ev["soft_before"] = before
     if nf.get("error"):
         ev["error"] = nf["error"]
-    role = (f"this node hosts the rendezvous for {nf.get('nnodes')} nodes (one connection each)"
-            if nf.get("hosts_store") else "this node probes its mesh peers")
+    # What the count is made of, in a reader's words: a new user read "the 258 descriptors this node probes its mesh
+    # peers needs" and could not tell what was counted or whether it was fine.
+    role = (f"ncclcheck's own files plus one connection per node: this node hosts the rendezvous of "
+            f"{nf.get('nnodes'):,} nodes" if nf.get("hosts_store") and isinstance(nf.get("nnodes"), int) else
+            "ncclcheck's own files and its probes of the other nodes")
     if soft is None or (isinstance(need, int) and soft >= need):
         said = "unlimited" if soft is None else f"{soft:,}"
-        raised = f" (raised from {before:,})" if nf.get("raised") and isinstance(before, int) else ""
-        return passed(cid, f"open-file limit {said}{raised} covers the {need:,} descriptors {role} needs",
-                      node=node, evidence=ev)
+        raised = f" (ncclcheck raised it from {before:,})" if nf.get("raised") and isinstance(before, int) else ""
+        return passed(cid, f"open-file limit (ulimit -n) {said}{raised} is enough: this node needs {need:,} open "
+                           f"files ({role})", node=node, evidence=ev)
     hard_s = "unlimited" if hard is None else f"{hard:,}"
     why = f" ({nf['error']})" if nf.get("error") else ""
-    return failed(cid, f"open-file limit {soft:,} (hard {hard_s}) is below the {need:,} descriptors {role} "
-                  f"needs{why}", node=node, evidence=ev,
+    return failed(cid, f"open-file limit (ulimit -n) {soft:,} (hard {hard_s}) is too low: this node needs {need:,} "
+                  f"open files ({role}){why}", node=node, evidence=ev,
                   detail="Node 0 stops accepting nodes once it runs out of descriptors: the nodes past the limit "
                          "fail to join, and torch.distributed's own TCPStore has the same limit.",
                   fix=f"Raise the limit to at least {need:,} where the job starts: `ulimit -n {need}` (and the hard "

@@ -82,7 +82,10 @@ def collect_health_facts(with_baseline: bool = False, on_group: Optional[Callabl
     facts["env"] = _safe("env", envvars.collect)
     if with_baseline:
         step("versions")
-        facts["versions"] = _safe("versions", lambda: versions.collect(facts["gpu"]))
+        # Without torch the CUDA and NCCL versions torch was built with are unknown, not none: left out, so that a
+        # baseline's comparison skips them (checks/drift.py) instead of reading "cuda version 12.4 -> (none)".
+        facts["versions"] = _safe("versions", lambda: {k: v for k, v in versions.collect(facts["gpu"]).items()
+                                                       if k not in versions.TORCH_ONLY})
         step("packages")
         facts["packages"] = _safe("packages", packages.collect)
     step("counters")

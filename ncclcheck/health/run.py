@@ -137,26 +137,10 @@ def _act(sc: Scontrol, node: str, state, state_error: Optional[str], why: Option
     return passed(SLURM_CHECK, f"{verb} {node}: {action.why}", evidence=action.to_json())
 
 
-# Versions only torch can tell (health never imports it): left out of the comparison rather than reported as drift.
-TORCH_ONLY_VERSIONS = ("cuda", "nccl")
-
-
 def _load_golden(path: str) -> list:
-    import json
+    from ..checks.drift import load_golden
 
-    from ..checks.drift import baseline_nodes
-    from ..errors import UsageError
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            nodes = baseline_nodes(json.load(f), f"--baseline {path}")
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"--baseline {path}: cannot read it as JSON ({exc})") from None
-    for n in nodes:
-        versions = n.facts.get("versions")
-        if isinstance(versions, dict):
-            n.facts["versions"] = {k: v for k, v in versions.items() if k not in TORCH_ONLY_VERSIONS}
-    return nodes
+    return load_golden(path)
 
 
 def run(config: Config, observer=None, placement=None) -> Report:

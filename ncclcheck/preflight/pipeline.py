@@ -103,17 +103,9 @@ def _load_golden(config: Config) -> Optional[Any]:
     """The nodes of preflight --baseline's saved run, or None without one."""
     if not (config.baseline and config.baseline.path):
         return None
-    import json
+    from ..checks.drift import load_golden
 
-    from ..checks.drift import baseline_nodes
-    from ..errors import UsageError
-
-    path = config.baseline.path
-    try:
-        with open(path, encoding="utf-8") as f:
-            return baseline_nodes(json.load(f), f"--baseline {path}")
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"--baseline {path}: cannot read it as JSON ({exc})") from None
+    return load_golden(config.baseline.path)
 
 
 def _nccl_diagnostics(config: Config, nodes: list, recommendations: list) -> list:

@@ -40,16 +40,22 @@ class RowText:
         self.count += 1
         return out
 
+    def close(self) -> list[str]:
+        """What the last table streamed still owes its reader: its legend."""
+        return self.bench.close()
+
 
 def pair_line(d: dict) -> str:
-    """'round 1  0 <-> 1   12.34 / 12.10 GB/s' (each direction), or the pair's error."""
+    """'round 1  0 -> 1 12.34 GB/s, 1 -> 0 12.10 GB/s' (each direction named: '12.34 / 12.10' did not say which was
+    which), or the pair's error."""
     def gbps(x: Any) -> str:
-        return f"{x:.2f}" if isinstance(x, (int, float)) else "-"
+        return f"{x:.2f} GB/s" if isinstance(x, (int, float)) else "not measured"
 
-    head = f"round {int(d.get('round') or 0) + 1}  {d.get('a')} <-> {d.get('b')}"
+    a, b = d.get("a"), d.get("b")
+    head = f"round {int(d.get('round') or 0) + 1}"
     if d.get("error"):
-        return f"{head}  {' '.join(str(d['error']).split())}"
-    return f"{head}  {gbps(d.get('gbps_ab'))} / {gbps(d.get('gbps_ba'))} GB/s"
+        return f"{head}  {a} <-> {b}  {' '.join(str(d['error']).split())}"
+    return f"{head}  {a} -> {b} {gbps(d.get('gbps_ab'))}, {b} -> {a} {gbps(d.get('gbps_ba'))}"
 
 
 class LineObserver:
@@ -84,10 +90,13 @@ class LineObserver:
             self._phase = (name, total, done + 1)
 
     def stop(self) -> None:
+        legend = self.text.close()
         if self._phase is not None:
             name, total, done = self._phase
             self._phase = None
-            self._write([f"{name}: {done} of {total}"])
+            self._write(legend + [f"{name}: {done} of {total}"])
+        else:
+            self._write(legend)
 
     def row(self, kind: str, data: dict) -> None:
         self._write(self.text.lines(kind, data))
@@ -130,6 +139,8 @@ class RichObserver:
         self._progress.update(self._task, advance=1, description=label)
 
     def stop(self) -> None:
+        for line in self.text.close():  # above the bar, under the rows it explains
+            self.console.print(line, markup=False, highlight=False, soft_wrap=True)
         if self._progress is not None:
             self._progress.stop()
             self._progress = None

@@ -47,8 +47,9 @@ IN_PLACE = Placement("in", "in", "in-place")
 SINGLE_FORM = Placement("single", "single", "single form (in place)")
 PLACEMENTS = {p.key: p for p in (OUT_OF_PLACE, IN_PLACE, SINGLE_FORM)}
 
-SINGLE_FORM_NOTE = (f"{SINGLE_FORM.label}: torch has this op in one (in-place) form only, so --in-place adds no "
-                    "second row: two rows would be two timings of the same call")
+_SINGLE_FORM_WHY = ("torch has this op in one form only, in place (its result overwrites its input): one row, not "
+                    "two timings of the same call")
+SINGLE_FORM_NOTE = f"{SINGLE_FORM.label}: {_SINGLE_FORM_WHY}"
 
 
 def placement(row: Any) -> Placement:
@@ -132,6 +133,20 @@ COLUMN = {
     "eager": "eager",  # the eager figure beside a graph-timed time (bench/timing.py)
 }
 
+# The marks a bench table's cells may carry, each explained by one line under the table the first time it appears
+# (render/bench.py's legend): a new user met `74%!`, `single` and `N/A` with nothing saying what they meant.
+ROUNDED_MARK = "*"  # after a size
+UNSTEADY_MARK = "!"  # after a var figure
+NOT_CHECKED = "N/A"  # a #wrong cell of a row whose results were not checked (nccl-tests' word for it)
+ROUNDED_NOTE = (f"{ROUNDED_MARK} after a size: rounded down from the requested size as nccl-tests does (per-rank "
+                "chunks of 16 bytes)")
+UNSTEADY_NOTE = (f"{UNSTEADY_MARK} after var (the spread of the timed iterations, their standard deviation / mean): "
+                 "they vary so much that the mean time hides a slow tail (p99); look for other jobs, CPU contention or "
+                 "a flapping link")
+NOT_CHECKED_NOTE = (f"{NOT_CHECKED} under {COLUMN['wrong']}: results not checked; --check compares every element with "
+                    "the exact answer and counts the wrong ones")
+SINGLE_FORM_LEGEND = f"{SINGLE_FORM.word} under {COLUMN['placement_short']}: {_SINGLE_FORM_WHY}"
+
 # ---------------------------------------------------------------------------------------------------------------
 # Efficiency and bounds: an efficiency above 1 is a wrong bound, never a figure; an unknown bound is said, not "?".
 
@@ -183,7 +198,11 @@ HEADER_LINE = r"^ncclcheck \w+ (?:[\d,]+|\?) (?:nodes?|node\(s\)),"
 
 
 def world_phrase(world: Any) -> str:
-    """'2 nodes, 16 ranks, launched by slurm': the same words at the top of every format."""
+    """'2 nodes, 16 ranks, launched by slurm': the same words at the top of every format. A command that started
+    no ranks and was launched by nobody (env, health) reads '1 node, no ranks started', not '0 ranks, launched by
+    none'."""
+    if world.world_size == 0 and world.launcher in (None, "none"):
+        return f"{count(world.nnodes, 'node')}, no ranks started"
     return (f"{count(world.nnodes, 'node')}, {count(world.world_size, 'rank')}, "
             f"{LAUNCHED_BY} {world.launcher or 'an unknown launcher'}")
 

@@ -211,7 +211,6 @@ def _emit(report: Any, json_path: Optional[str], quiet: bool, notes: tuple = ())
     if report.status is Status.PASS:
         term.print(view.one_line_verdict(report, notes), soft_wrap=True)
         return
-    for part in view.render_report(report, verbose=False):
-        term.print(part)
+    view.print_parts(term, view.render_report(report, verbose=False))
     for note in notes:
         term.print(note, markup=False, highlight=False, soft_wrap=True)

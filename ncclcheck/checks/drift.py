@@ -5,9 +5,9 @@ difference: versions (python, torch, CUDA, NCCL, driver), NCCL_/TORCH_NCCL_/GLOO
 Pure: facts in, CheckResults out. Addresses, MACs and hostnames are per node by nature and never compared. The
 baseline is any ncclcheck JSON report with node facts (`preflight --save-baseline`, `preflight --json`, `recommend
 --json`, `health --json`, `env --json`). Only what both runs measured is compared: a group of facts one run did not
-collect (health collects versions and packages only against a baseline, and never the CUDA and NCCL versions only
-torch knows) is "not in the baseline" or "not measured by this run", counted and named, never a difference (issue 53:
-a health report as a baseline read "68 differences from the baseline: python version (none) -> 3.11.7; ...").
+collect (health never collects the CUDA and NCCL versions only torch knows; an older report lacks a newer group) is
+"not in the baseline" or "not measured by this run", counted and named, never a difference: a saved health run used
+as the next one's baseline must read "same as the baseline", not "python version (none) -> 3.11.7".
 """
 
 from __future__ import annotations

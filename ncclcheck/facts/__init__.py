@@ -54,10 +54,10 @@ def collect_node_facts(code_path: Optional[str] = None, paths: Iterable[str] = (
     return facts
 
 
-def collect_health_facts(with_baseline: bool = False, on_group: Optional[Callable[[str], None]] = None,
-                         counter_window_s: float = 0.0) -> dict:
+def collect_health_facts(on_group: Optional[Callable[[str], None]] = None, counter_window_s: float = 0.0) -> dict:
     """The groups `ncclcheck health` reads, for Slurm's HealthCheckProgram and Prolog: no resolver (a slow DNS must
-    not eat Slurm's 60 s), no torch (GPUs from nvidia-smi only), packages and versions only against a baseline.
+    not eat Slurm's 60 s), no torch (GPUs from nvidia-smi only). Versions and packages are read on every run (about
+    20 ms), so that a saved health run is a whole baseline for the next one, not a partial one.
     `on_group(name)` is called before each group, so a caller bounding the whole can name the group that hung.
     counter_window_s: as collect_node_facts's."""
     from . import counters, envvars, gdr, gpu, host, net, packages, pcitree, rdma, versions
@@ -80,14 +80,13 @@ def collect_health_facts(with_baseline: bool = False, on_group: Optional[Callabl
     facts["gpu"] = _safe("gpu", gpu.collect)
     step("env")
     facts["env"] = _safe("env", envvars.collect)
-    if with_baseline:
-        step("versions")
-        # Without torch the CUDA and NCCL versions torch was built with are unknown, not none: left out, so that a
-        # baseline's comparison skips them (checks/drift.py) instead of reading "cuda version 12.4 -> (none)".
-        facts["versions"] = _safe("versions", lambda: {k: v for k, v in versions.collect(facts["gpu"]).items()
-                                                       if k not in versions.TORCH_ONLY})
-        step("packages")
-        facts["packages"] = _safe("packages", packages.collect)
+    step("versions")
+    # Without torch the CUDA and NCCL versions torch was built with are unknown, not none: left out, so that a
+    # baseline's comparison skips them (checks/drift.py) instead of reading "cuda version 12.4 -> (none)".
+    facts["versions"] = _safe("versions", lambda: {k: v for k, v in versions.collect(facts["gpu"]).items()
+                                                   if k not in versions.TORCH_ONLY})
+    step("packages")
+    facts["packages"] = _safe("packages", packages.collect)
     step("counters")
     facts["counters"] = _safe("counters", lambda: counters.window(first, counter_window_s))
     facts["collected_at"] = time.time()

@@ -19,14 +19,14 @@ TIMEOUT_CHECK = "health.timeout"
 SLURM_CHECK = "slurm.drain"
 
 
-def _collect_bounded(collect: Callable, bound_s: float, with_baseline: bool) -> tuple[Optional[dict], str]:
+def _collect_bounded(collect: Callable, bound_s: float) -> tuple[Optional[dict], str]:
     """(facts, '') or (None, the group still being read) when the collection outlives bound_s. A read stuck in the
     kernel (a hung NFS mount, a GPU driver in trouble) cannot be interrupted, so it is left behind in a daemon thread
     and the run fails in time with the group's name instead of being killed by Slurm with no reason at all."""
     box: dict = {"group": "start"}
 
     def work() -> None:
-        box["facts"] = collect(with_baseline=with_baseline, on_group=lambda g: box.__setitem__("group", g))
+        box["facts"] = collect(on_group=lambda g: box.__setitem__("group", g))
 
     t = threading.Thread(target=work, name="ncclcheck-health-facts", daemon=True)
     t.start()
@@ -74,7 +74,7 @@ def run_health(config: Config, version: str, collect: Optional[Callable] = None,
         import functools
 
         collect = functools.partial(collect_health_facts, counter_window_s=FIXED.counter_window_s)
-    facts, stuck = _collect_bounded(collect, bound_s, golden is not None)
+    facts, stuck = _collect_bounded(collect, bound_s)
     if facts is None:
         checks = [failed(TIMEOUT_CHECK, f"the node's checks did not finish within {bound_s:g} s (stuck "
                          f"reading {stuck})", evidence={"timeout_s": bound_s, "stuck_in": stuck},

@@ -34,7 +34,7 @@ from typing import Any, Optional
 from ..agent.launchers import Placement, store_host
 from ..agent.limits import spaced_collector
 from ..checks import CrossInput, run_cross_checks
-from ..checks.local import rejudge_one_host
+from ..checks.local import judged_among_joined, rejudge_one_host
 from ..config import CHECK_RANKS_DEFAULT, Config
 from ..facts import hostname_of, munge
 from ..facts.ports import port_holder
@@ -246,12 +246,16 @@ class _Ctx:
 
 
 def _alone(ctx: _Ctx, extra: list, nnodes: Optional[int] = None) -> ClusterOutcome:
-    """The world did not form: this node's own report, saying why from its side."""
+    """The world did not form: this node's own report, saying why from its side. Its checks whose verdict depends
+    on who joined are judged among the nodes that joined (checks.local.judged_among_joined): none outranks the node
+    that never joined."""
     p = ctx.placement
+    missing = [r for c in extra if c.id == "rendezvous.world" for r in (c.evidence or {}).get("missing") or []
+               if isinstance(r, int)]
     return ClusterOutcome(
         world=_world_info(ctx.config, p, nnodes or p.nnodes),
         nodes=[NodeInfo(p.node_rank, hostname_of(ctx.facts), ctx.facts)],
-        checks=list(ctx.results) + extra,
+        checks=judged_among_joined(list(ctx.results), ctx.facts, p.node_rank, missing) + extra,
         recommendations=[],
         formed=False,
         rejected=list(ctx.guard.rejected),

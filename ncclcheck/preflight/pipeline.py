@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ..checks import run_local_checks
-from ..checks.local import LocalInput
+from ..checks.local import LocalInput, judged_among_joined
 from ..config import CHECK_RANKS_DEFAULT, Config, WorldConfig, format_endpoint
 from ..errors import interruption
 from ..facts import hostname_of
@@ -89,7 +89,7 @@ def _interrupted(config: Config, command: str, clock: w.Clock, world: WorldConfi
         world=WorldInfo(nnodes=world.nnodes, world_size=placement.world_size, backend=world.backend,
                         master=format_endpoint(world.master_addr, world.master_port), launcher=placement.launcher),
         nodes=[NodeInfo(world.node_rank, hostname_of(facts), facts)] if facts else [],
-        checks=list(checks) + [failed(
+        checks=judged_among_joined(list(checks), facts, world.node_rank) + [failed(
             "rendezvous.world", f"interrupted ({by}) before the world formed and the cross-node checks ran: "
             "only this node's own checks are here", node=world.node_rank,
             fix="Run it again on every node; `--timeout` bounds each wait if a node is slow to join.")],

@@ -50,7 +50,8 @@ def guard(timeout: Optional[float] = None, paths: tuple = (), code_path: Optiona
     json: where global rank 0 writes the JSON report. strict: warnings fail too (--strict).
     apply: set the recommended NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME / NCCL_IB_HCA in os.environ where unset; under
     srun and mpirun also the world (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR...) where unset (world_exports).
-    quiet: rank 0 prints the report only when it fails.
+    quiet: rank 0 prints the report only when it fails, and no node says what it waits for (without it, each node's
+    first rank says on stderr what it waits for once a wait outlasts a healthy one: docs/troubleshooting.md).
     shared_dirs / need: directories that must be one writable filesystem on every node, with at least `need` free
     (--shared-dir, --need: the checkpoint directory).
     postmortem_dir: arm the job so a failure can be diagnosed (ncclcheck.arm, training/arm.py): the flight recorder's

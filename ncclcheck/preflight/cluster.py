@@ -26,6 +26,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import sys
 import time
 import uuid as _uuid
 from dataclasses import dataclass, field
@@ -323,6 +324,10 @@ def _connect(ctx: _Ctx) -> tuple:
                 problem = port_taken(port, bc.error, who, bc.to_json(), hostname_of(ctx.facts), told.to_json())
             return None, True, problem
         ctx.joining = _Joining(ctx)
+        if "torch.distributed" not in sys.modules:
+            # Said now: starting the store imports torch first (seconds on a loaded host, while the nodes cannot join
+            # yet), and its libraries' loading holds the interpreter, so the pacing thread could speak only after it
+            ctx.joining.said.seen(True)
         try:
             st = open_store(store_host(p), port, True, b.join_s, p.prefix, ctx.guard, clients=p.nnodes)
         except ConnectionError as e:

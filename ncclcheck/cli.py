@@ -268,13 +268,16 @@ def own_outputs(config: Config, placement, templates: dict) -> tuple[Config, Opt
 
 def _observer(config: Config, seat: Seat):
     """Progress and each measured row on the console that prints the full report: a live bar on a terminal, plain
-    flushed lines on a pipe or in a file (render/progress.py)."""
-    if not command(config.command).progress or not seat.full or "-" in config.output.files.values() or \
-            config.output.quiet:
+    flushed lines on a pipe or in a file (render/progress.py). Every node's leader says on stderr what it waits for
+    while it waits (rendezvous/waits.py): the other nodes and a `--json -` run through an observer of those lines
+    alone. --quiet: none of it."""
+    if not command(config.command).progress or config.output.quiet or not (seat.full or seat.line):
         return None
-    from .render.progress import make_observer
+    from .render.progress import WaitLines, make_observer
 
-    return make_observer(sys.stdout, os.environ, seat.launcher)
+    if not seat.full or "-" in config.output.files.values():
+        return WaitLines(sys.stderr, command=config.command)
+    return make_observer(sys.stdout, os.environ, seat.launcher, waits=sys.stderr, command=config.command)
 
 
 def _one_line(config: Config, report, seat: Seat, given: tuple = ()) -> str:

@@ -400,7 +400,9 @@ class Report:
         return exit_code_for(self.status, self.strict)
 
     def root_cause(self) -> Optional[CheckResult]:
-        """The first failing check (checks run in dependency order), like torchrun names the first failure."""
+        """The first failing check (checks run in dependency order), like torchrun names the first failure. A
+        check whose verdict depends on who joined never fails where the world did not form (it is judged among the
+        nodes that joined: checks.local.judged_among_joined), so it cannot outrank the node that never joined."""
         for c in self.checks:
             if c.status is Status.FAIL:
                 return c

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..model import CheckResult, failed, passed, skipped, warned
+from ..hostranges import rank_ranges
+from ..model import CheckResult, Status, failed, passed, skipped, warned
 from ..nccl import rules
 from ..units import format_bytes
 from . import actions
@@ -577,4 +578,37 @@ def rejudge_one_host(results: list, facts: dict, node_rank: int) -> list:
             done.add(c.id)
             fresh = fn(inp)
             out.extend(fresh if isinstance(fresh, list) else [fresh])
+    return out
+
+
+def judged_among_joined(results: list, facts: dict, node_rank: int, missing: Optional[list] = None) -> list:
+    """`results` of a node whose world did not form. ONE_HOST_RECHECKED's verdicts depend on where the other nodes
+    run, which only the mesh probe shows, and no probe ran: judged among the nodes that joined, a failure that
+    passes when every node is on this host is not known to be one. It stays in the report as a warning that says
+    when it fails, never as a failure: the node that never joined (rendezvous.world) is the cause, and a check
+    whose verdict depends on who joined must not outrank it (issue 53: node 0 blamed /etc/hosts for a node given
+    another --master-port). A failure that stands wherever the nodes run (a GLOO_SOCKET_IFNAME naming no
+    interface) stays a failure. `missing`: the node ranks that never joined, when known."""
+    if not isinstance(facts, dict) or not facts:
+        return list(results)
+    inp = LocalInput.of(facts, node_rank=node_rank, multi_node=True, one_host=True)
+    why = (f"node rank(s) {rank_ranges(missing)} never joined" if missing else "the world did not form") + \
+        ", so no mesh probe showed where the nodes run"
+    still: dict = {}  # check id -> the summaries that fail even with every node on this host
+    out: list = []
+    for c in results:
+        fn = ONE_HOST_RECHECKED.get(c.id)
+        if fn is None or c.node != node_rank or c.status is not Status.FAIL:
+            out.append(c)
+            continue
+        if c.id not in still:
+            fresh = fn(inp)
+            still[c.id] = {f.summary for f in (fresh if isinstance(fresh, list) else [fresh])
+                           if f.status is Status.FAIL}
+        if c.summary in still[c.id]:
+            out.append(c)
+            continue
+        out.append(warned(c.id, f"{c.summary}: a problem once nodes on other hosts join (not judged: {why})",
+                          node=c.node, detail=c.detail, fix=c.fix,
+                          evidence=dict(c.evidence or {}, judged_without=rank_ranges(missing or []) or "world")))
     return out

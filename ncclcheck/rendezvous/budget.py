@@ -45,6 +45,14 @@ class Budget:
     store_tries: float = 4.0
     store_connect_floor_s: float = 6.0  # a member's store connect past its join bound: node 0's port was found open
     # (rendezvous.master_reachable), and a listening store, even a loaded node 0's front, answers within seconds
+    # A wait for another node (a master that refuses, a node that has not joined) says what it waits for once it
+    # lasted this long (rendezvous/waits.py): a healthy wait ends sooner and adds no line, a stuck node says it
+    # within ~2 s of its start (its first wait begins 0.3-1 s after it: Python, the facts)
+    wait_notice_s: float = 1.0
+    wait_notice_every_s: float = 5.0  # ... then once per this while it lasts: one line per wait and node, at any scale
+    # A wait on work other nodes do once the world formed (node 0's decision, the mesh rows, the exit code's acks)
+    # says so after this: healthy, well under a second, seconds on a loaded host, where a line would be noise
+    work_notice_s: float = 5.0
     thread_join_s: float = 2.0  # a helper thread (listener, progress relay) told to stop has this long to end
     mesh_probe_floor_s: float = 1.0  # the mesh probes get this long even if the peers' endpoints came late
     # --- preflight's rendezvous
@@ -222,6 +230,12 @@ class Budget:
     def verdict_wait_s(self) -> float:
         """A node that joined waits for node 0's verdict: node 0's join bound (T) plus the fixed grace."""
         return self.timeout_s + self.verdict_grace_s
+
+    @property
+    def verdict_notice_s(self) -> float:
+        """A member waiting for node 0's verdict says so after this: node 0 listens join_grace_s for a duplicate
+        once every node joined, so a healthy world's verdict comes that much later than other work's."""
+        return self.join_grace_s + self.work_notice_s
 
     @property
     def munge_ttl_s(self) -> int:

@@ -50,7 +50,8 @@ def guard(timeout: Optional[float] = None, paths: tuple = (), code_path: Optiona
     json: where global rank 0 writes the JSON report. strict: warnings fail too (--strict).
     apply: set the recommended NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME / NCCL_IB_HCA in os.environ where unset; under
     srun and mpirun also the world (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR...) where unset (world_exports).
-    quiet: rank 0 prints the report only when it fails.
+    quiet: rank 0 prints the report only when it fails, and no node says what it waits for (without it, each node's
+    first rank says on stderr what it waits for once a wait outlasts a healthy one: docs/troubleshooting.md).
     shared_dirs / need: directories that must be one writable filesystem on every node, with at least `need` free
     (--shared-dir, --need: the checkpoint directory).
     postmortem_dir: arm the job so a failure can be diagnosed (ncclcheck.arm, training/arm.py): the flight recorder's
@@ -77,7 +78,7 @@ def guard(timeout: Optional[float] = None, paths: tuple = (), code_path: Optiona
         output = OutputConfig(files={"json": json} if json else {}, strict=strict)
         config = Config(command="preflight", world=world, output=output,
                         code_path=code_path, paths=tuple(paths), storage=storage)
-        report = api.run_preflight(config, placement=placement)
+        report = api.run_preflight(config, placement=placement, observer=_waits_observer(placement, quiet))
     except UsageError as e:  # the launcher's variables do not describe a world: every rank says so alike
         raise PreflightFailed(f"ncclcheck.guard: {e}") from None
     speaks = placement.rank == 0
@@ -123,6 +124,16 @@ def guard(timeout: Optional[float] = None, paths: tuple = (), code_path: Optiona
     if speaks:
         _emit(report, json, quiet, tuple(notes))
     return report
+
+
+def _waits_observer(placement: Any, quiet: bool) -> Any:
+    """Each node's leader says on stderr what it waits for while a wait outlasts a healthy one (a node that never
+    joins, a master that refuses): a plain line each, in the job's log as on a terminal. quiet: nothing."""
+    if quiet or not placement.node_leader:
+        return None
+    from ..render.progress import WaitLines
+
+    return WaitLines(sys.stderr, command="guard")
 
 
 def guard_placement(placement: Any, env: Mapping[str, str]) -> Any:

@@ -37,6 +37,14 @@ from . import pace, reach, straggle
 from .auth import Session, choose
 from .fetch import MAX_WORKERS, Answer, Asker, ask, fetch_all, read_registry
 
+# what to do when no rank registered: the one step that arms a job for diagnose and watch, and what keeps a rank
+# from registering
+NOT_ARMED_FIX = ("arm every rank before init_process_group, as for diagnose: ncclcheck.arm(DIR), or "
+                 "ncclcheck.guard(postmortem_dir=DIR); either registers the rank here unless given live=False "
+                 "(guard() without postmortem_dir registers only with live=True). A rank registers in the store at "
+                 "MASTER_ADDR:MASTER_PORT once RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT are set (arm()'s notes "
+                 "say when they were not); watch that store (under torchrun its --master-addr/--master-port, or "
+                 "the rdzv endpoint); a token-signed job needs the same token here (docs/live.md)")
 DUMP_NAME = "ncclcheck_live_rank_{}.json"  # a name ending in the rank, as torch's own dumps are named
 UNANSWERED_NAME = "ncclcheck_live_unanswered.json"
 
@@ -273,9 +281,7 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
         why = (f"no armed rank registered in the job's store at {where}" if n == 0 else
                f"none of the {n} ranks registered in the job's store at {where} could be read: "
                f"{next(iter(missing.values()), '')}")
-        return _report(config, t0, [failed("live.answered", why, fix="arm the job: ncclcheck.arm(DIR) or "
-                                            "ncclcheck.guard(postmortem_dir=DIR, live=True) on every rank "
-                                            "(docs/live.md); a token-signed job needs the same token here",
+        return _report(config, t0, [failed("live.answered", why, fix=NOT_ARMED_FIX,
                                             evidence={"rejected": list(st.rejected)})], {"live": live}, n,
                        trust=trust)
     phase = budget.now()
@@ -356,8 +362,9 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
     elif stalled is not None:
         prog = stalled
     elif root.status is Status.FAIL:
-        prog = failed("live.progress", f"no rank made progress in {budget.live_confirm_s:g} s: hung "
-                      f"({root.summary})", evidence={"frozen": frozen})
+        # the cause is postmortem.root_cause's to say, once (it was said here again: four times in one report)
+        prog = failed("live.progress", f"no rank made progress in {budget.live_confirm_s:g} s: the job is hung "
+                      f"(its root cause: {root.id})", evidence={"frozen": frozen})
     else:
         prog = warned("live.progress", f"no collective progress in {budget.live_confirm_s:g} s on "
                       f"{ranks_text(frozen) if frozen else 'any rank'}, and no rank waits in a collective another "

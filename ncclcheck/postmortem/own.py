@@ -33,8 +33,11 @@ from ..render import words
 from .precedence import AFTER_A_DEATH, OWN_DEATHS
 from .stacks import EXITED, RAISED
 
-# causes the named rank's own end restates (its exception line, "left no dump", "never entered", "never finished")
-RESTATED = ("exception", "exited", "died", "no_dump", "job_failed", "never_entered", "unfinished", "not_completed")
+# causes the named rank's own end restates (its exception line, "left no dump", its exit): left out
+RESTATED = ("exception", "exited", "died", "no_dump", "job_failed")
+# what the flight recorder says of that rank itself ("never entered #6", "never finished #5" when gloo had not yet
+# marked it complete): kept, as the recorder's view of its end, never with a cause of its own
+SEEN_BY_RECORDER = ("never_entered", "unfinished", "not_completed")
 # what the others' recorders and the launcher say once a rank ended on its own: they waited on it, or were stopped
 WAITED = ("never_entered", "unfinished", "blocked", "not_completed", "stalled", "state_mismatch", "not_started",
           "no_dump", "died", "exited", "job_failed", "host_cut", "unusable_dump", "p2p_unmatched", "p2p_cycle")
@@ -117,6 +120,8 @@ def first(causes: list, found: list, groups: list, who: Callable[[int], str], co
     if not found:
         return causes
     mine = {e["rank"] for e in found}
+    by_pg = {g["pg"]: g for g in groups}
+    said = {e["rank"]: e for e in found}
     own = []
     for e in found:
         r = e["rank"]
@@ -136,6 +141,11 @@ def first(causes: list, found: list, groups: list, who: Callable[[int], str], co
     rest = []
     for c in causes:
         if c["kind"] in RESTATED and set(c["ranks"]) <= mine and c["ranks"]:
+            continue
+        if c["kind"] in SEEN_BY_RECORDER and len(c["ranks"]) == 1 and c["ranks"][0] in mine and c["pg"] in by_pg:
+            e = said[c["ranks"][0]]
+            rest.append(dict(c, cause=False, fix="", text=words.recorder_view(who(e["rank"]), coll(by_pg[c["pg"]]),
+                                                                              e["what"])))
             continue
         if c["cause"] and (c["kind"] in WAITED or c["kind"] in AFTER_A_DEATH):
             c = dict(c, cause=False)

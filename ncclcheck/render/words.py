@@ -243,6 +243,11 @@ LEFT_NOTHING_ARMED = (" left neither its flight recorder nor its stacks, which a
                       "its host went down")
 
 
+def recorder_view(who: str, coll: str, what: str) -> str:
+    """The flight recorder's view of a rank that ended on its own: where it stopped, and why (its own word)."""
+    return f"{who} never entered {coll}, the collective the others waited in: it {what} first (the root cause)"
+
+
 OWN_END_FIX = {
     "exception": "fix the exception at that line (its traceback is in {where}); the other ranks only waited for that "
                  "rank",

@@ -37,7 +37,8 @@ def _alive(pid: int) -> bool:
 
 # sleep: armed by guard(live=True), one look; lock: a Python deadlock, a job token (signed records, sealed requests),
 # and --follow (it speaks once progress stopped for --timeout); chain: the wait followed across process groups;
-# loader: a deadlocked DataLoader is named at the user's loop line, not the selectors.py frame it waits in
+# loader: a deadlocked DataLoader is named at the user's loop line, not the selectors.py frame it waits in; chain is
+# armed as the README arms a job for diagnose, guard(postmortem_dir=DIR), and watch must find it (issue 53 item 5)
 @pytest.mark.parametrize("scenario,where,token", [pytest.param("sleep", "time.sleep(HANG_S)", None,
                                                                marks=pytest.mark.long),  # chain sleeps too
                                                   pytest.param("lock", "with lock:", "a-job-token",
@@ -50,7 +51,8 @@ def test_watch_names_the_hung_rank_while_the_job_runs(tmp_path, scenario, where,
     port, ready = _free_port(), tmp_path / "ready"
     ready.mkdir()
     secret = {"NCCLCHECK_TOKEN": token} if token else {}
-    env = cli_env({"TORCH_FR_BUFFER_SIZE": "2000", "HANG_S": "90", **secret})
+    env = cli_env({"TORCH_FR_BUFFER_SIZE": "2000", "HANG_S": "90", **secret,
+                   **({"ARM": "guard"} if scenario == "chain" else {})})
     job = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node",
                             str(NPROC), "--master-addr", "127.0.0.1", "--master-port", str(port), WORKER, scenario,
                             str(ready)], env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -73,6 +75,9 @@ def test_watch_names_the_hung_rank_while_the_job_runs(tmp_path, scenario, where,
         assert root["status"] == "fail" and root["evidence"]["ranks"] == [NPROC - 1]
         assert f"rank {NPROC - 1} (host {socket.gethostname()}" in root["summary"]
         assert where in root["summary"] and "never entered all_reduce #6 of " in root["summary"], root["summary"]
+        # said once: live.progress and the checks of one kind of finding refer to the root cause (issue 53 item 7)
+        said = next(c["text"] for c in doc["postmortem"]["causes"] if c["cause"])
+        assert not [c["id"] for c in doc["checks"] if c is not root and said in c["summary"]]
         if scenario == "chain":  # rank 2 waits in its pair's all_reduce for rank 3: behind it, never its cause
             assert not any(c.get("cause") and 2 in c["ranks"] for c in doc["postmortem"]["causes"]), doc["postmortem"]
         else:

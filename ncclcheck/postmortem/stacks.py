@@ -126,6 +126,36 @@ def _traceback(lines: list) -> tuple:
     return collective, said
 
 
+# the fields of parse() a rank's word carries when it is not a file (watch: the end record a rank left in the job's
+# store, and what watch --dump keeps of it), each with its most characters
+FIELDS = {"reason": 300, "where": 400, "time": 32, "launcher": 16}
+
+
+def from_record(rank: int, v, path: str) -> Optional[dict]:
+    """parse()'s dict from a record of those fields (read from a store or a file: hostile), None when it is not one:
+    every field type-checked and bounded."""
+    if not isinstance(v, dict) or not isinstance(v.get("reason"), str) or type(v.get("from_collective")) is not bool:
+        return None
+    for k, n in FIELDS.items():
+        if v.get(k) is not None and (not isinstance(v[k], str) or len(v[k]) > n):
+            return None
+    chain = v.get("chain")
+    if not isinstance(chain, list) or len(chain) > MAX_CHAINED or \
+            not all(isinstance(x, str) and len(x) <= FIELDS["reason"] for x in chain):
+        return None
+    launcher = v.get("launcher")
+    return {"rank": rank, "pid": None, "reason": v["reason"], "where": v.get("where"), "path": path,
+            "time": v.get("time"), "launcher": launcher if launcher and _LAUNCHER_NAME.match(launcher) else None,
+            "from_collective": v["from_collective"], "chain": list(chain)}
+
+
+def to_record(said: dict) -> dict:
+    """The fields of parse()'s dict that from_record reads back, each cut to its bound."""
+    return {**{k: said[k][:n] if isinstance(said.get(k), str) else None for k, n in FIELDS.items()},
+            "chain": [x[:FIELDS["reason"]] for x in (said.get("chain") or [])[:MAX_CHAINED]],
+            "from_collective": bool(said.get("from_collective"))}
+
+
 def _same(a: str, b: str) -> bool:
     try:
         return int(a, 16) == int(b, 16)

@@ -44,6 +44,7 @@ from ..postmortem.stacks import HEADER as STACKS_HEADER  # the reader's constant
 from ..postmortem.stacks import LAUNCHER as STACKS_LAUNCHER
 from ..postmortem.stacks import NAME as STACKS_NAME
 from ..postmortem.stacks import RAISED, TOLD_TO_STOP, is_library
+from ..postmortem.stacks import parse as parse_stacks
 
 TRACEBACK_CHARS = 64 << 10  # the end of the exception's traceback kept above the stacks (its innermost frames)
 STACK_BYTES = 1 << 20  # one rank's stacks file: faulthandler's own caps (100 threads x 100 frames) fit in ~1 MiB
@@ -279,7 +280,10 @@ class _Evidence:
             # thread; the stacks then showed the excepthook, not the user's loop)
             threads = threads_now()
             fr = self._flight_recorder(rank, notes)
-            stacks = self._stacks(rank, reason, notes, at, detail, threads, at_label)
+            text = stacks_text(rank, reason, notes, at, detail, threads, at_label, self.launcher)
+            stacks = _atomic(os.path.join(self.directory, f"{STACKS_NAME}{rank}.txt"), text)
+            if not reason.startswith(ASKED):  # an end: said to watch too, where the rank registered for it
+                _tell_watch(text, stacks or "")
             return {"flight_recorder": fr, "stacks": stacks, "notes": notes}
 
     def _flight_recorder(self, rank: int, notes: list) -> Optional[str]:
@@ -290,10 +294,17 @@ class _Evidence:
                                   self.env.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") or DEFAULT_PREFIX)
         return _atomic(os.path.join(self.directory, f"{prefix}{rank}.json"), text.encode())
 
-    def _stacks(self, rank: int, reason: str, notes: list, at: Optional[str], detail: str,
-                threads: Optional[tuple] = None, at_label: str = STACKS_AT[0]) -> Optional[str]:
-        text = stacks_text(rank, reason, notes, at, detail, threads, at_label, self.launcher)
-        return _atomic(os.path.join(self.directory, f"{STACKS_NAME}{rank}.txt"), text)
+
+def _tell_watch(text: bytes, path: str) -> None:
+    """The stacks file's word on how this rank ended (the reader's fields: one format), left in the job's store by
+    this rank's responder: a rank that raised is gone when watch looks, its file on a disk watch does not read."""
+    responder = _STATE.get("responder")
+    said = parse_stacks(text.decode("utf-8", errors="replace"), path) if responder is not None else None
+    if said is not None:
+        try:
+            responder.say_end(said)
+        except Exception:  # noqa: BLE001 - telling watch is never the job's failure
+            pass
 
 
 # ---- the two readers, also for a live responder (issue 33 item 2): what a file would hold, as text, no file written
@@ -454,9 +465,12 @@ def _note_given_up(directory: str, reason: str, bound_s: float) -> None:
                       f"dump took longer than {bound_s:g} s and was given up\n".encode())
 
 
+ASKED = "asked"  # the reason of an on-demand dump (SIGUSR1, dump_now): the job goes on, no end to tell
+
+
 def _signal_reason(signum: int) -> str:
     return f"{TOLD_TO_STOP} (SIGTERM)" if signum == signal.SIGTERM else \
-        f"asked ({signal.Signals(signum).name})"
+        f"{ASKED} ({signal.Signals(signum).name})"
 
 
 def _die_by(signum: int) -> None:

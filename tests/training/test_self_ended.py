@@ -80,6 +80,16 @@ def wrong(scenario: str, pm, log) -> list:
     return out
 
 
+def _unretired(pm) -> bool:
+    """The race of the issue: rank 1's last recorded collective not yet marked complete (retired) in its dump."""
+    try:
+        with open(pm / "nccl_trace_rank_1.json") as f:
+            entries = json.load(f).get("entries") or []
+    except (OSError, ValueError):
+        return False
+    return bool(entries) and entries[-1].get("retired") is False
+
+
 @pytest.mark.slow  # torchrun worlds of real processes, the guard's preflight in each
 @pytest.mark.parametrize("scenario", sorted(CASES))
 def test_a_rank_that_ended_on_its_own_is_named_with_what_it_did_and_its_line(tmp_path, scenario):
@@ -92,11 +102,13 @@ def test_a_rank_that_ended_on_its_own_is_named_with_what_it_did_and_its_line(tmp
 @pytest.mark.parametrize("scenario", sorted(LONG_RUNS))
 def test_a_rank_that_ended_on_its_own_is_named_right_every_run(tmp_path, scenario):
     runs = int(os.environ.get("NCCLCHECK_SELF_ENDED_RUNS") or LONG_RUNS[scenario])
-    misses = []
+    misses, raced = [], 0
     for i in range(runs):
         rc, pm, log = run_job(tmp_path / str(i), scenario)
         got = wrong(scenario, pm, log) if rc == 1 else [f"the job exited {rc}"]
         if got:
             misses.append((i, got))
-    print(f"\nself-ended {scenario}: right {runs - len(misses)} of {runs}")
+        raced += _unretired(pm)
+    print(f"\nself-ended {scenario}: right {runs - len(misses)} of {runs} ({raced} in which gloo had not marked rank "
+          "1's last collective complete)")
     assert not misses, misses

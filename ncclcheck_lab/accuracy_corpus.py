@@ -459,8 +459,8 @@ SCENARIOS = (
                Expect(1, (_need("postmortem.root_cause", f"kind:{kind}", "rank 3", *words),), ("NIC",)),
                opts=(("job", job), ("launcher_job", "torchrun"), ("read", "all"), ("worker", "guarded")),
                neighbour_of="tests/training/test_self_ended.py")
-      for job, kind, words in (("raise", "exception", ("RuntimeError: simulated bug", "armed_job.py:", "in <module>")),
-                               ("exit", "exited", ("sys.exit(3)", "armed_job.py:", "in <module>")),
+      for job, kind, words in (("raise", "exception", ("RuntimeError: simulated bug", "armed_job.py", "in <module>")),
+                               ("exit", "exited", ("sys.exit(3)", "armed_job.py", "in <module>")),
                                ("sigkill", "no_dump", ("SIGKILL",)))),
     Scenario("diag-guard-failed-output", "diag-job",
              Expect(1, (_need("postmortem.root_cause"),), ("waitForInput", "999ms")),

@@ -307,6 +307,10 @@ class BenchRow:
         )
 
 
+# every launcher a report may name (the schema's world.launcher; "none" besides): agent/launchers.py detects them
+LAUNCHERS = ("ncclcheck", "torchrun", "fabric", "slurm", "mpi", "kubernetes", "pytorchjob")
+
+
 @dataclass(frozen=True)
 class WorldInfo:
     nnodes: int = 1

@@ -102,10 +102,13 @@ class Registry:
     job: str = "nojob"
     run: str = ""
     ignored: list = field(default_factory=list)  # ["rank r: why"]: records of another job or run, named
+    ends: dict = field(default_factory=dict)  # rank -> the end record it left (wire.end_key): how it ended
 
 
-def read_registry(st: JsonStore) -> Registry:
-    """The world record and every rank's record of this job's run; another job's or run's record ignored and named."""
+def read_registry(st: JsonStore, ends: bool = False) -> Registry:
+    """The world record and every rank's record of this job's run; another job's or run's record ignored and named.
+    ends: also each registered rank's end record of this run and attempt (a rank that raised, exited or was told to
+    stop said so there: training/arm.py)."""
     w = st.get_now(wire.WORLD_KEY, lambda v: wire.world_problem(v) or (
         None if v["world_size"] <= flight.MAX_WORLD else "not a world size"))
     if w is None:
@@ -129,6 +132,12 @@ def read_registry(st: JsonStore) -> Registry:
             reg.ignored.append(f"{wire.rank_key(r)}: {bad}: ignored")
         else:
             reg.records[r] = v
+    if ends and reg.records:
+        ranks = sorted(reg.records)
+        for r, (there, v) in zip(ranks, st.read_present([wire.end_key(r) for r in ranks])):
+            if there and v is not None and wire.end_problem(r, v) is None and \
+                    wire.foreign(v, reg.job, reg.run) is None and v.get("attempt") == reg.records[r]["attempt"]:
+                reg.ends[r] = v
     return reg
 
 

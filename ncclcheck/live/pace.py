@@ -26,6 +26,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, NamedTuple, Optional
 
+from .. import model
 from ..rendezvous.budget import Budget
 from . import wire
 
@@ -34,7 +35,7 @@ MAX_BLOB = 4 << 20  # bytes of one blob reply: a probe of a few MiB tells a shap
 RATE_BYTES = 1 << 20  # what a "rate" probe downloads per target: 1 MiB, ~10 ms on a healthy 1 Gb/s link
 MAX_RATE_TARGETS = 4  # targets one "rate" request may name (they are downloaded one after another)
 SEAL_BYTES = 256  # a sealed reply's prefix beyond the JSON asked for (as fetch.SEAL_BYTES)
-LAUNCHERS = ("torchrun", "fabric", "slurm", "mpi", "kubernetes", "pytorchjob")
+LAUNCHERS = tuple(x for x in model.LAUNCHERS if x != "ncclcheck")  # ncclcheck starts no job's ranks
 
 
 def launcher_of(env: Mapping[str, str]) -> str:

@@ -32,6 +32,7 @@ import traceback
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from ..postmortem.stacks import to_record
 from ..rendezvous.budget import FIXED, Budget
 from ..rendezvous.store import Guard
 from . import pace, wire
@@ -285,6 +286,27 @@ class Responder:
             pause = b.next_retry(pause, b.probe_retry_max_s)
         if not self.registered.is_set():
             log.warning("live: rank %d could not register in the job's store at %s:%d", self.rank, *self.master)
+
+    def say_end(self, said: dict) -> bool:
+        """Leave this rank's word on how it ended (stacks.parse's fields of the file arm() just wrote) in the job's
+        store, signed as its record is: a watch that finds the rank gone reads it there. One bounded attempt
+        (Budget.connect_attempt_s to connect, then the store's own bound); False when it could not."""
+        from ..rendezvous.store import StoreLost, open_store
+
+        if self.run is None:  # never registered: no run to say it under, and nobody watching could find it
+            return False
+        b = self.budget
+        end = b.deadline(b.connect_attempt_s)
+        rec = {"v": wire.VERSION, "rank": self.rank, "job": self.job, "run": self.run, "attempt": self.attempt,
+               **to_record(said)}
+        try:
+            socket.create_connection(self.master, timeout=b.left(end)).close()  # c10d prints frames on a refusal
+            st = open_store(self.master[0], self.master[1], False, b.left(end), guard=self.guard)
+            st.set(wire.end_key(self.rank), rec)
+            return True
+        except (OSError, StoreLost) as exc:
+            log.debug("live: rank %d could not leave its end in the store: %s", self.rank, exc)
+            return False
 
     # --- the loop's questions (live/loop.py): in its thread, so each is cheap; work goes to the workers
     def hello(self) -> tuple[bytes, str]:

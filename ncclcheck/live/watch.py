@@ -31,12 +31,21 @@ from ..model import CheckResult, NodeInfo, Report, Status, WorldInfo, failed, pa
 from ..postmortem import flight
 from ..postmortem.analyze import GARBAGE, analyse, ranks_text
 from ..postmortem.inputs import Inputs, _add_dump
+from ..postmortem.stacks import from_record, to_record
 from ..rendezvous.budget import Budget
 from ..rendezvous.store import Guard, JsonStore, Limits, StoreLost
-from . import pace, reach, straggle
+from . import pace, reach, straggle, wire
 from .auth import Session, choose
 from .fetch import MAX_WORKERS, Answer, Asker, ask, fetch_all, read_registry
 
+# what to do when no rank registered: the one step that arms a job for diagnose and watch, and what keeps a rank
+# from registering
+NOT_ARMED_FIX = ("arm every rank before init_process_group, as for diagnose: ncclcheck.arm(DIR), or "
+                 "ncclcheck.guard(postmortem_dir=DIR); either registers the rank here unless given live=False "
+                 "(guard() without postmortem_dir registers only with live=True). A rank registers in the store at "
+                 "MASTER_ADDR:MASTER_PORT once RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT are set (arm()'s notes "
+                 "say when they were not); watch that store (under torchrun its --master-addr/--master-port, or "
+                 "the rdzv endpoint); a token-signed job needs the same token here (docs/live.md)")
 DUMP_NAME = "ncclcheck_live_rank_{}.json"  # a name ending in the rank, as torch's own dumps are named
 UNANSWERED_NAME = "ncclcheck_live_unanswered.json"
 
@@ -72,10 +81,16 @@ def live_doc(a: Answer, rec: dict, clock: Optional[dict] = None) -> Optional[dic
     return {**fr, flight.LIVE_KEY: me}
 
 
-def build_inputs(first: dict, records: dict, missing: dict, docs: dict, observer: Optional[str] = None) -> Inputs:
+def build_inputs(first: dict, records: dict, missing: dict, docs: dict, observer: Optional[str] = None,
+                 ends: Optional[dict] = None) -> Inputs:
     """diagnose's Inputs from what was fetched: one flight-recorder document per answering rank. observer: the host
-    watch asks from (a host cut off is told from the other hosts all silent by where the watcher stands)."""
+    watch asks from (a host cut off is told from the other hosts all silent by where the watcher stands). ends: the
+    end records ranks left in the store (what their stacks files say of how they ended: diagnose's own reading)."""
     inp = Inputs(observer=observer)
+    for r, v in (ends or {}).items():
+        said = from_record(r, v, f"rank {r}'s word in the job's store ({wire.end_key(r)})")
+        if said is not None:
+            inp.stacks[r] = said
     for r, doc in sorted(docs.items()):
         _add_dump(inp, f"live://{records[r]['addr']}:{records[r]['port']}/rank{r}", doc, "json")
     for r, a in first.items():
@@ -103,11 +118,12 @@ def write_dump(path: str, docs: dict, inp: Inputs) -> list:
         f = os.path.join(path, DUMP_NAME.format(r))
         write_atomic(f, json.dumps(doc, separators=(",", ":"), default=str))
         written.append(f)
-    if inp.unanswered:
+    if inp.unanswered or inp.stacks:  # and the ends ranks said in the store (flight.ENDS_KEY): diagnose reads them
         f = os.path.join(path, UNANSWERED_NAME)
         write_atomic(f, json.dumps({"schema": flight.UNANSWERED_SCHEMA, "observer": inp.observer,
                                     "ranks": {str(r): w for r, w in sorted(inp.unanswered.items())},
-                                    "hosts": {str(r): inp.hosts[r] for r in sorted(inp.unanswered) if r in inp.hosts}}))
+                                    "hosts": {str(r): inp.hosts[r] for r in sorted(inp.unanswered) if r in inp.hosts},
+                                    flight.ENDS_KEY: {str(r): to_record(s) for r, s in sorted(inp.stacks.items())}}))
         written.append(f)
     return written
 
@@ -247,7 +263,6 @@ def _launcher(records: dict) -> str:
 
 def _trust(session: Session, st: JsonStore, ignored: list) -> dict:
     """The report's `trust`: watch's level, and the records it ignored (another job's or run's, unsigned...)."""
-    from ..live import wire
 
     source = {"token": "the job's token", "munge": f"a munge credential of uid {os.getuid()}",
               "none": "nothing: without a key anyone can write the store's records"}[session.level]
@@ -262,7 +277,7 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
     w = config.world
     where = f"{w.master_addr}:{w.master_port}"
     phase = budget.now()
-    reg = read_registry(st)
+    reg = read_registry(st, ends=True)
     registry_s = budget.since(phase)
     n, records, missing = reg.n, reg.records, reg.missing
     asker = Asker(session, reg.job, reg.run)
@@ -273,9 +288,7 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
         why = (f"no armed rank registered in the job's store at {where}" if n == 0 else
                f"none of the {n} ranks registered in the job's store at {where} could be read: "
                f"{next(iter(missing.values()), '')}")
-        return _report(config, t0, [failed("live.answered", why, fix="arm the job: ncclcheck.arm(DIR) or "
-                                            "ncclcheck.guard(postmortem_dir=DIR, live=True) on every rank "
-                                            "(docs/live.md); a token-signed job needs the same token here",
+        return _report(config, t0, [failed("live.answered", why, fix=NOT_ARMED_FIX,
                                             evidence={"rejected": list(st.rejected)})], {"live": live}, n,
                        trust=trust)
     phase = budget.now()
@@ -295,7 +308,7 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
     by_rank = straggle.rank_clocks(clocks, records)
     docs = {r: d for r in answered if (d := live_doc(first[r], records[r], by_rank.get(r))) is not None
             and d.get("entries")}
-    inp = build_inputs(first, records, missing, docs, socket.gethostname())
+    inp = build_inputs(first, records, missing, docs, socket.gethostname(), reg.ends)
     for r, a in second.items():  # answered the first look, not the second: gone meanwhile
         if a.doc is None and r not in inp.unanswered:
             inp.unanswered[r] = a.why if a.garbage else f"answered, then not {budget.live_confirm_s:g} s later " \
@@ -356,8 +369,9 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
     elif stalled is not None:
         prog = stalled
     elif root.status is Status.FAIL:
-        prog = failed("live.progress", f"no rank made progress in {budget.live_confirm_s:g} s: hung "
-                      f"({root.summary})", evidence={"frozen": frozen})
+        # the cause is postmortem.root_cause's to say, once (it was said here again: four times in one report)
+        prog = failed("live.progress", f"no rank made progress in {budget.live_confirm_s:g} s: the job is hung "
+                      f"(its root cause: {root.id})", evidence={"frozen": frozen})
     else:
         prog = warned("live.progress", f"no collective progress in {budget.live_confirm_s:g} s on "
                       f"{ranks_text(frozen) if frozen else 'any rank'}, and no rank waits in a collective another "

@@ -27,6 +27,7 @@ import socket
 import struct
 from typing import Any, Optional
 
+from ..postmortem.stacks import from_record
 from ..rendezvous.budget import Budget
 from ..rendezvous.store import Guard
 
@@ -54,6 +55,24 @@ AUTH = ("token", "munge", "none")  # how a responder authenticates requests (its
 
 def rank_key(r: int) -> str:
     return f"{PREFIX}rank/{r}"
+
+
+def end_key(r: int) -> str:
+    """Where rank r leaves its word on how it ended (raised, sys.exit, told to stop): the stacks file's header, for a
+    watch that finds the rank gone (training/arm.py writes it beside the file; watch reads it beside the records)."""
+    return f"{PREFIX}end/{r}"
+
+
+def end_problem(r: int, v: Any) -> Optional[str]:
+    """Why the store's end record of rank r is not one (None when it is): this protocol's version, rank, job and
+    run, and the stacks file's fields (postmortem/stacks.from_record checks each)."""
+    if not isinstance(v, dict) or v.get("v") != VERSION or v.get("rank") != r:
+        return "not a live rank's end record"
+    if not isinstance(v.get("job"), str) or len(v["job"]) > MAX_JOB or not _hex(v.get("run"), RUN_CHARS):
+        return "it names no job and run"
+    if from_record(r, v, "") is None:
+        return "its fields are not a stacks file's (a reason, short texts)"
+    return None
 
 
 def _hex(v: Any, n: int) -> bool:

@@ -191,6 +191,12 @@ def _classify_json(out: Inputs, path: str, doc) -> bool:
                     local = who.get("local_rank")
                     out.hosts[int(r)] = {"host": clip(who["host"], 200),
                                          "local_rank": local if type(local) is int and local >= 0 else None}
+        ends = doc.get(flight.ENDS_KEY)
+        for r, v in list(ends.items())[:flight.MAX_UNANSWERED] if isinstance(ends, dict) else ():
+            said = stacks.from_record(int(r), v, f"{path} (rank {r}'s word in the job's store)") \
+                if isinstance(r, str) and r.isdigit() and int(r) < flight.MAX_WORLD else None
+            if said is not None:
+                out.stacks[int(r)] = said
         if isinstance(doc.get("observer"), str):
             out.observer = clip(doc["observer"], 200)
         out.read.append({"path": path, "kind": "flight_recorder", "note": f"{len(out.unanswered)} rank(s) that did "

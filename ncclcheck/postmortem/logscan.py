@@ -58,6 +58,9 @@ MAX_HEAD = 200  # characters before " NCCL INFO " in a line the fast way reads
 # summary line. Its rows quote what it found ("No route to host" in a probe's detail): never a cause of the job's.
 _OWN_HEAD = re.compile(words.HEADER_LINE)
 _OWN_END = re.compile(r"^(?:PASS|WARN|FAIL|ERROR)\s+\d+ passed, \d+ warnings?, \d+ failed")
+# the guard's one-line report (render/console.one_line_verdict): its header and its verdict on one line, a whole
+# report: the lines after it are the job's (read as a report's start, it hid the job's tracebacks that followed)
+_OWN_ONE = re.compile(r": (?:PASS|WARN|FAIL|ERROR) \(\d+ passed, \d+ warnings?, \d+ skipped in ")
 _OWN_LINE = re.compile(r"^ncclcheck[ .:]")
 _OWN_TAIL = re.compile(r"^(?:root cause on node \d+:|fix: )")
 OWN_BLOCK_LINES = 5000  # a report longer than this is not one report: stop skipping
@@ -148,6 +151,8 @@ class OwnOutput:
                 return True
             self.tail = False
         if self.inside == 0 and _OWN_HEAD.match(line):
+            if _OWN_ONE.search(line):
+                return True
             self.inside = OWN_BLOCK_LINES
         if self.inside > 0:
             self.inside, self.tail = (0, True) if _OWN_END.match(line) else (self.inside - 1, False)

@@ -127,12 +127,13 @@ def checks_table(report: Report, show_passed: bool = True) -> Table:
     table.add_column("node", justify="right", no_wrap=True)
     table.add_column("result")
     rows = sorted(enumerate(display_checks(report, ordered=False)), key=lambda ic: (_ORDER[ic[1].status], ic[0]))
+    root = report.root_cause()
     for _, c in rows:
         if not show_passed and c.status in (Status.PASS, Status.SKIP):
             continue
         node = "all" if c.node is None else str(c.node)
         result = Text(c.summary)
-        if c.status in (Status.FAIL, Status.WARN) and c.fix:
+        if c.status in (Status.FAIL, Status.WARN) and c.fix and c is not root:  # the verdict below says its fix
             result.append("\n  fix: ", style="bold")
             result.append(c.fix)
         table.add_row(Text(MARK[c.status], style=STYLE[c.status]), c.id, node, result)

@@ -192,6 +192,7 @@ def count(n: object, noun: str) -> str:
 
 
 LAUNCHED_BY = "launched by"
+NO_LAUNCHER = "no launcher named"  # the world's launcher "none" (JSON): unknown, or nothing launched it
 # A console report's first line as it appears in a job's output, in these words and in the ones before them ("1
 # node(s), 2 rank(s), torchrun"): diagnose skips ncclcheck's own reports by it (postmortem/analyze.py).
 HEADER_LINE = r"^ncclcheck \w+ (?:[\d,]+|\?) (?:nodes?|node\(s\)),"
@@ -199,12 +200,13 @@ HEADER_LINE = r"^ncclcheck \w+ (?:[\d,]+|\?) (?:nodes?|node\(s\)),"
 
 def world_phrase(world: Any) -> str:
     """'2 nodes, 16 ranks, launched by slurm': the same words at the top of every format. A command that started
-    no ranks and was launched by nobody (env, health) reads '1 node, no ranks started', not '0 ranks, launched by
-    none'."""
-    if world.world_size == 0 and world.launcher in (None, "none"):
+    no ranks and was launched by nobody (env, health) reads '1 node, no ranks started'; "none" is no launcher's name,
+    so a run with ranks and no launcher named says so in words."""
+    who = world.launcher if world.launcher and world.launcher != "none" else None
+    if world.world_size == 0 and who is None:
         return f"{count(world.nnodes, 'node')}, no ranks started"
     return (f"{count(world.nnodes, 'node')}, {count(world.world_size, 'rank')}, "
-            f"{LAUNCHED_BY} {world.launcher or 'an unknown launcher'}")
+            + (f"{LAUNCHED_BY} {who}" if who else NO_LAUNCHER))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -237,6 +239,42 @@ def stopped_after_silent(silent: int, n: int = 1) -> str:
     return (f" ({it} told to stop, mid-step, before the collective; rank {silent} left neither dump nor stacks, "
             f"which an armed rank writes on every end it can catch: it died first, of what it could not catch "
             f"(SIGKILL, the OOM killer, a crash, its host); stopped, not skipped)")
+
+
+def own_end(who: str, kind: str, what: str, at: Optional[str]) -> str:
+    """What a rank said of itself, the cause: 'rank 1 (host h, local rank 1) raised RuntimeError: boom at
+    train.py:12 in main'; 'rank 1 called sys.exit(3) at ...'; 'rank 1 was killed (SIGKILL: ...)'."""
+    if kind == "died":
+        how = (f"was killed ({what}: the OOM killer, an operator or the scheduler; nobody in the job sends it)"
+               if what == "SIGKILL" else f"crashed ({what})")
+        return f"{who} {how}"
+    return f"{who} {what}" + (f" at {at}" if at else "")
+
+
+def waited_for_it(ranks: str, coll: str) -> str:
+    """What the others' flight recorders show once the rank that ended on its own is named: they waited."""
+    return f"; {ranks} waited for it in {coll} (a consequence)"
+
+
+# an armed job's rank that left neither its flight recorder nor its stacks while its peers wrote theirs
+LEFT_NOTHING_ARMED = (" left neither its flight recorder nor its stacks, which an armed rank writes on every end it "
+                      "can catch: it was killed (SIGKILL: the OOM killer, an operator, the scheduler), crashed, or "
+                      "its host went down")
+
+
+def recorder_view(who: str, coll: str, what: str) -> str:
+    """The flight recorder's view of a rank that ended on its own: where it stopped, and why (its own word)."""
+    return f"{who} never entered {coll}, the collective the others waited in: it {what} first (the root cause)"
+
+
+OWN_END_FIX = {
+    "exception": "fix the exception at that line (its traceback is in {where}); the other ranks only waited for that "
+                 "rank",
+    "exited": "find why the script asked for a failing exit code there ({where}); the other ranks only waited for "
+              "that rank",
+    "died": "find why it died: `dmesg -T | grep -i -e oom -e killed` on its host (the OOM killer sends SIGKILL), the "
+            "scheduler's log (preemption, time limit), a core dump or its stderr for a crash",
+}
 
 
 def own_gpu_hang(who: str, coll: str, state: str, timed: bool) -> str:

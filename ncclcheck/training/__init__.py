@@ -42,7 +42,7 @@ class PreflightFailed(RuntimeError):
 def guard(timeout: Optional[float] = None, paths: tuple = (), code_path: Optional[str] = None,
           json: Optional[str] = None, strict: bool = False, apply: bool = False,
           postmortem_dir: Optional[str] = None, quiet: bool = False, shared_dirs: tuple = (),
-          need: Optional[str] = None, live: bool = False) -> Any:
+          need: Optional[str] = None, live: Optional[bool] = None) -> Any:
     """Run the multi-node preflight in the launcher's world before the job touches it.
 
     timeout: T, each named wait's bound (--timeout); every rank ends within T + the fixed graces.
@@ -56,10 +56,13 @@ def guard(timeout: Optional[float] = None, paths: tuple = (), code_path: Optiona
     (--shared-dir, --need: the checkpoint directory).
     postmortem_dir: arm the job so a failure can be diagnosed (ncclcheck.arm, training/arm.py): the flight recorder's
     and NCCL's debug log's variables set in os.environ where unset, and every rank writes its flight recorder and
-    Python stacks there when it raises, times out, gets SIGTERM or SIGUSR1 (the only handlers the guard leaves).
-    live: also start this rank's responder (live/responder.py), so `ncclcheck watch --master-addr H --master-port P`
-    can fetch its flight recorder, stacks and progress while the job runs or hangs (docs/live.md); with a job token
-    it answers only requests sealed with it. The responder is on `report.extra["live_responder"]`'s address.
+    Python stacks there when it raises, times out, gets SIGTERM or SIGUSR1 (the only handlers the guard leaves); and,
+    as arm() does, registers the rank for `ncclcheck watch` (live): one step arms the job for both.
+    live: this rank's responder (live/responder.py), so `ncclcheck watch --master-addr H --master-port P` can fetch
+    its flight recorder, stacks and progress while the job runs or hangs (docs/live.md); with a job token it answers
+    only requests sealed with it. None (the default): on when postmortem_dir arms the job, off without it (a guard
+    that only checks opens no listening socket); False: never; True: also without postmortem_dir. The responder is on
+    `report.extra["live_responder"]`'s address.
     Returns the Report (None when NCCLCHECK_GUARD=0); raises PreflightFailed on every rank when it fails.
     """
     env = os.environ
@@ -88,6 +91,7 @@ def guard(timeout: Optional[float] = None, paths: tuple = (), code_path: Optiona
             _emit(report, json, False)
         raise PreflightFailed(failure_message(report, placement.rank), report)
     notes = []
+    live = bool(postmortem_dir) if live is None else live  # arming for diagnose arms for watch: one step
     responder_args = {"token": world.token, "rank": placement.rank, "world_size": placement.world_size,
                       "local_rank": placement.local_rank, "master": (placement.master_addr, placement.master_port)}
     if postmortem_dir:

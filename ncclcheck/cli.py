@@ -504,6 +504,13 @@ def _interrupted_word(exc: BaseException) -> str:
 
 def _main_argv(argv: Optional[list]) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # Text is cleaned where it enters (clean.clean_text); should a character no encoding holds (a lone surrogate)
+    # get past that anyway, the console prints "?" for it rather than losing the report to an exception.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="replace")
+        except (AttributeError, ValueError, OSError):  # not a text stream of its own (a test's capture)
+            pass
     parser = build_parser(command_in(argv))  # only the named command's flags: --help alone builds none
     try:
         args = parser.parse_args(join_dash_values(parser, argv))

@@ -140,11 +140,12 @@ def _load_golden(path: str) -> list:
 
     from ..checks.drift import baseline_nodes
     from ..errors import UsageError
+    from ..infile import read_doc
 
+    raw = read_doc(path, f"--baseline {path}")
     try:
-        with open(path, encoding="utf-8") as f:
-            nodes = baseline_nodes(json.load(f), f"--baseline {path}")
-    except (OSError, ValueError) as exc:
+        nodes = baseline_nodes(json.loads(raw.decode("utf-8")), f"--baseline {path}")
+    except (ValueError, RecursionError) as exc:
         raise UsageError(f"--baseline {path}: cannot read it as JSON ({exc})") from None
     for n in nodes:
         versions = n.facts.get("versions")

@@ -66,8 +66,10 @@ def read_doc(path: str, what: str, limit: int = MAX_DOC_BYTES) -> bytes:
     "--baseline run.json") when it cannot be read or is larger."""
     what = clean_name(what)
     with os.fdopen(_opened(path, what), "rb") as f:
-        data = f.read(limit + 1)
-    if len(data) > limit:
+        # its size first (nothing read when it is over), then at most limit + 1 bytes (a file still growing)
+        over = os.fstat(f.fileno()).st_size > limit
+        data = b"" if over else f.read(limit + 1)
+    if over or len(data) > limit:
         raise UsageError(f"{what}: larger than {limit >> 20} MiB, more than any such file holds: not read")
     return data
 

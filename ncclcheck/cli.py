@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
+from .clean import clean_name
 from .commands import command
 from .errors import (
     EXIT_FAIL,  # noqa: F401 - the exit codes' names, importable from here as before
@@ -519,7 +520,7 @@ def _main_argv(argv: Optional[list]) -> int:
             return EXIT_USAGE
         config = config_from_args(args)
     except UsageError as exc:
-        _say(f"ncclcheck: error: {exc}")
+        _say(f"ncclcheck: error: {clean_name(str(exc))}")  # one line, whatever a file's name holds
         return EXIT_USAGE
     log_path = _setup_logging()
     with _native_stderr_to(log_path):
@@ -570,7 +571,7 @@ def _main(args: argparse.Namespace, config: Config, log_path: str) -> int:
             _say("ncclcheck: " + ("terminated (SIGTERM)" if report.interrupted_by == "SIGTERM" else "interrupted"))
         return report.exit_code
     except UsageError as exc:
-        _say(f"ncclcheck: error: {exc}")
+        _say(f"ncclcheck: error: {clean_name(str(exc))}")  # one line, whatever a file's name holds
         return EXIT_USAGE
     except KeyboardInterrupt as exc:
         _say("ncclcheck: " + _interrupted_word(exc))

@@ -676,8 +676,11 @@ def newline_name_attack(repo: str) -> dict:
     os.rename(os.path.join(job, "launcher.log"), os.path.join(job, f"launcher.log\n{forged}"))
     out = _cli(repo, "diagnose", job, cwd=tmp).stdout
     split = any(line.lstrip().startswith(forged.lstrip()) for line in out.splitlines())  # a row of its own
-    return {"held": not split and "launcher.log" in out,
-            "line": f"a newline in a log's file name -> {'a FORGED console line' if split else 'one console line'}"}
+    err = _cli(repo, "preflight", "--nccl-debug", f"missing.log\n{forged}", cwd=tmp).stderr  # a usage error
+    err_split = any(line.lstrip().startswith(forged.lstrip()) for line in err.splitlines())
+    return {"held": not split and not err_split and "launcher.log" in out,
+            "line": f"a newline in a log's file name -> {'a FORGED console line' if split else 'one console line'}; "
+                    f"in a missing --nccl-debug file's -> {'a FORGED error line' if err_split else 'one error line'}"}
 
 
 def unbounded_read_attack(repo: str, mib: int = 300) -> dict:

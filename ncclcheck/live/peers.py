@@ -15,7 +15,9 @@ times the bytes he sent. So, for every such kind (wire.GUARDED), here and nowher
 - askers of a blob: only ranks of this job, from the address the store holds for the rank they name (`asker_problem`,
   remembered a while); the blob itself is small (pace.MAX_BLOB) and built once (Responder.blob);
 - cost: each such request's CPU (and the kernel's, per MiB received) is charged to the responder's Spend, the
-  allowance its replies are built within (live/loop.py); past it the request is refused "busy" before any work.
+  allowance its replies are built within (live/loop.py); past it (by more than Budget.live_guarded_credit_s, so
+  that the reply one watcher's look just built does not keep its reach out) the request is refused "busy" before
+  any work.
 """
 
 from __future__ import annotations

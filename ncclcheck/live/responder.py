@@ -371,7 +371,7 @@ class Responder:
             try:
                 # what makes this responder connect somewhere or send something large is done within its Spend,
                 # as building replies is (live/peers.py): past it, refused before any work
-                if kind in wire.GUARDED and not self.spend.allows():
+                if kind in wire.GUARDED and not self.spend.allows(self.budget.live_guarded_credit_s):
                     raise Busy(f"busy: over its share of the CPU for {kind} requests; ask again in a moment")
                 got = text()
                 # unsealed, the parts go out as they are (a flood of cached replies costs no copy); sealed, joined

@@ -28,11 +28,10 @@ _DIRTY = re.compile(f"[{_CONTROL_CHARS}\ud800-\udfff]")
 # is cleaned before it is split into lines, so its lines are the ones its writer made.
 _DIRTY_INLINE = re.compile("[\x00-\x08\x0e-\x1b\x1f\x7f-\x84\x86-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069"
                            "\ud800-\udfff]")
-# ASCII bytes a cleaned text keeps (the printable ones, tab, and what ends a line): a text that is all ASCII is checked
-# by deleting these from its bytes (C speed, ~0.7 ms a MiB; the regular expression takes ~4 ms), the usual case for a
-# log of gigabytes
-_ASCII_TEXT = bytes(range(0x20, 0x7f)) + b"\t\n"  # clean_text's
-_ASCII_KEPT = _ASCII_TEXT + b"\x0b\x0c\r\x1c\x1d\x1e"  # clean_log_text's
+# The ASCII characters each cleaning drops: a text that is all ASCII (the usual case, a log of gigabytes) is checked by
+# looking for each of them (a memchr each, no copy: ~0.25 ms a MiB; the regular expression takes ~4 ms)
+_ASCII_DIRT = "".join(chr(c) for c in (*range(0x09), *range(0x0b, 0x20), 0x7f))  # clean_text's
+_ASCII_LOG_DIRT = "".join(c for c in _ASCII_DIRT if c not in "\x0b\x0c\r\x1c\x1d\x1e")  # clean_log_text's
 _NAME_DIRT = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff]")
 MAX_DEPTH = 64  # nesting a report or a store record may have; facts are a few levels deep, 64 is far beyond them
 
@@ -49,9 +48,17 @@ def clean_text(text: str) -> str:
 def clean_log_text(text: str) -> str:
     """clean_text for a text not yet split into lines: the characters that end a line (CR, VT, FF, NEL...) are
     kept, so splitting it afterwards gives the lines its writer made, each clean."""
-    if text.isascii() and not text.encode("ascii").translate(None, _ASCII_KEPT) or _DIRTY_INLINE.search(text) is None:
+    if not _dirty(text, _ASCII_LOG_DIRT, _DIRTY_INLINE):
         return text
     return _DIRTY_INLINE.sub(lambda m: "\ufffd" if "\ud800" <= m.group() <= "\udfff" else "", text)
+
+
+def _dirty(text: str, ascii_dirt: str, rx: re.Pattern) -> bool:
+    """Does text hold a character its cleaning drops? An ASCII text by a search for each such character, another
+    by the regular expression."""
+    if text.isascii():
+        return any(c in text for c in ascii_dirt)
+    return rx.search(text) is not None
 
 
 def clean_name(name: str) -> str:
@@ -81,9 +88,7 @@ def clean_doc(value: Any) -> Any:
             elif t in (list, tuple, set, frozenset):
                 nxt.extend(v)
         level = nxt
-    joined = "".join(strings)
-    if joined.isascii() and not joined.encode("ascii").translate(None, _ASCII_TEXT) \
-            or _DIRTY.search(joined) is None:
+    if not _dirty("".join(strings), _ASCII_DIRT, _DIRTY):
         return value
     return _cleaned(value)
 

@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
+from .clean import clean_name
 from .commands import command
 from .errors import (
     EXIT_FAIL,  # noqa: F401 - the exit codes' names, importable from here as before
@@ -507,6 +508,13 @@ def _interrupted_word(exc: BaseException) -> str:
 
 def _main_argv(argv: Optional[list]) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # Text is cleaned where it enters (clean.clean_text); should a character no encoding holds (a lone surrogate)
+    # get past that anyway, the console prints "?" for it rather than losing the report to an exception.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="replace")
+        except (AttributeError, ValueError, OSError):  # not a text stream of its own (a test's capture)
+            pass
     parser = build_parser(command_in(argv))  # only the named command's flags: --help alone builds none
     try:
         args = parser.parse_args(join_dash_values(parser, argv))
@@ -515,7 +523,7 @@ def _main_argv(argv: Optional[list]) -> int:
             return EXIT_USAGE
         config = config_from_args(args)
     except UsageError as exc:
-        _say(f"ncclcheck: error: {exc}")
+        _say(f"ncclcheck: error: {clean_name(str(exc))}")  # one line, whatever a file's name holds
         return EXIT_USAGE
     log_path = _setup_logging()
     with _native_stderr_to(log_path):
@@ -566,7 +574,7 @@ def _main(args: argparse.Namespace, config: Config, log_path: str) -> int:
             _say("ncclcheck: " + ("terminated (SIGTERM)" if report.interrupted_by == "SIGTERM" else "interrupted"))
         return report.exit_code
     except UsageError as exc:
-        _say(f"ncclcheck: error: {exc}")
+        _say(f"ncclcheck: error: {clean_name(str(exc))}")  # one line, whatever a file's name holds
         return EXIT_USAGE
     except KeyboardInterrupt as exc:
         _say("ncclcheck: " + _interrupted_word(exc))

@@ -12,46 +12,9 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional
 
+from .clean import MAX_DEPTH, clean_text, clean_tree
+
 SCHEMA_ID = "ncclcheck.report/1"
-
-# Characters that steer a terminal or hide text instead of being text: C0 controls except tab and newline (CR, BS,
-# BEL, ESC...), DEL, C1 controls (U+0080-U+009F: CSI and OSC have one-character forms there), and the bidirectional
-# overrides that make text read differently from what it is. Another node's hostname, a saved report's summary or a
-# store record may carry them; a window-title escape in a hostname must never reach a terminal or a shell file.
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-MAX_DEPTH = 64  # nesting a report or a store record may have; facts are a few levels deep, 64 is far beyond them
-
-
-def clean_text(text: str) -> str:
-    """text without control characters (newline and tab kept): applied to every string that came from another node
-    or from a file, at ingestion (Report/CheckResult/Recommendation from JSON, store records via clean_tree)."""
-    return _CONTROLS.sub("", text)
-
-
-def clean_tree(value: Any) -> Any:
-    """A JSON value (dict/list/str/number) with clean_text applied to every string in it, keys included. Raises
-    ValueError naming the path when it is nested deeper than MAX_DEPTH (iterative: never a RecursionError)."""
-    root: list = [value]
-    stack: list = [(root, 0, value, 0, "")]  # (container, key, value, depth, path)
-    while stack:
-        parent, key, v, depth, path = stack.pop()
-        if isinstance(v, str):
-            parent[key] = clean_text(v)
-        elif isinstance(v, (dict, list)):
-            if depth >= MAX_DEPTH:
-                raise ValueError(f"{path or 'the document'}: nested more than {MAX_DEPTH} levels deep")
-            if isinstance(v, dict):
-                new: Any = {}
-                for k, x in v.items():
-                    ck = clean_text(k) if isinstance(k, str) else k
-                    new[ck] = x
-                    stack.append((new, ck, x, depth + 1, f"{path}.{ck}" if path else str(ck)))
-            else:
-                new = list(v)
-                stack.extend((new, i, x, depth + 1, f"{path}[{i}]") for i, x in enumerate(v))
-            parent[key] = new
-    return root[0]
-
 
 def tree_problem(value: Any, max_depth: int = MAX_DEPTH) -> Optional[str]:
     """The first thing in a JSON value no report can hold, as one line naming where: a NaN or an infinity (JSON has
@@ -139,12 +102,11 @@ def load_saved_report(path: str, what: str, schema_problem: Optional[Callable[[A
     import json
 
     from .errors import UsageError
+    from .infile import read_doc
 
+    raw = read_doc(path, what)  # within infile.MAX_DOC_BYTES: a larger file is no report, and is not read whole
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except OSError as e:
-        raise UsageError(f"{what}: cannot read it ({e.strerror or e})") from None
+        data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as e:
         raise UsageError(f"{what}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     except ValueError as e:

@@ -14,7 +14,6 @@ within bounds (a responder, or a stranger's listener a forged record points at, 
 
 from __future__ import annotations
 
-import json
 import re
 import socket
 import threading
@@ -238,7 +237,7 @@ def _decoded(r: int, data: bytes, ch: str, asker: Asker, t0: float, budget: Budg
         doc, why = None, ""
     if doc is None:
         try:  # a refusal is sent unsealed: say what the responder said
-            said = json.loads(data).get("error")
+            said = wire.loads(data).get("error")
         except (ValueError, AttributeError, RecursionError):
             said = None
         if said:

@@ -80,12 +80,14 @@ class Spend:
         self._lock = threading.Lock()
         self.spent = 0.0
 
-    def allows(self) -> bool:
+    def allows(self, credit: float = 0.0) -> bool:
+        """Is there CPU left to spend? `credit`: how far past empty the bucket may be (the refill, `share` of a
+        core, still bounds what a flood of such work costs over time)."""
         with self._lock:
             now = time.monotonic()
             self._bucket = min(self.budget.live_work_burst_s, self._bucket + (now - self._filled) * self.share)
             self._filled = now
-            return self._bucket > 0
+            return self._bucket > -credit
 
     def charge(self, cpu_s: float) -> None:
         with self._lock:

@@ -4,13 +4,16 @@ between the suspects' hosts. Three request kinds, answered by live/responder.py 
 - "clock": the responder's wall clock (time.time_ns()) the moment it read the request, and nothing else, so that the
   watcher reads it NTP-style: offset = remote - (sent + received) / 2, error = half the round trip. The flight
   recorder's call times are each host's CLOCK_REALTIME: a host whose clock is ahead would look late.
-- "blob": `bytes` (at most MAX_BLOB) of padding in the sealed reply frame: what a "rate" probe downloads.
-- "rate": names up to wire.MAX_REACH ranks, as "reach" does (never an address: the responder reads the ranks'
-  addresses from the job's store); the responder downloads a blob of RATE_BYTES from each, one after another (a
-  target serves at most a few probers at once, within its connection slots), each bounded by Budget.live_rate_s,
-  and says the rate each carried (bytes received / time, the part received when the bound passed). The reply's
-  rates are the links' directions target -> prober, judged by links/analyze.classify (the rule `ncclcheck links`
-  uses) in watch.
+- "blob": `bytes` (at most MAX_BLOB) of padding in the sealed reply frame: what a "rate" probe downloads; sent only
+  to a rank of this job asking from its own address (`from`: its rank), built once (live/peers.py, Responder.blob).
+- "rate": names up to MAX_RATE_TARGETS ranks, as "reach" does (never an address: the responder reads the ranks'
+  addresses from the job's store, through the guard reach has: live/peers.py); the responder downloads a blob of
+  RATE_BYTES from each, one after another (a target serves at most a few probers at once, within its connection
+  slots), each bounded by Budget.live_rate_s, from its own address, and says the rate each carried (bytes received /
+  time, the part received when the bound passed). Where the records are not signed, a target that did not answer
+  as rank r's own responder of this job and run is "unreached" and nothing more, said at the end of its bound. The
+  reply's rates are the links' directions target -> prober, judged by links/analyze.classify (the rule `ncclcheck
+  links` uses) in watch.
 
 The client side of a request (`exchange`) is the handshake watch's fetch.ask speaks (wire.py, live/2), sealed and
 opened by the asker's session (live/auth.py), with the two moments around the request kept for the clock; a
@@ -28,11 +31,12 @@ from typing import Any, NamedTuple, Optional
 
 from .. import model
 from ..rendezvous.budget import Budget
-from . import wire
+from . import peers, wire
 
 KINDS = ("clock", "blob", "rate")
-MAX_BLOB = 4 << 20  # bytes of one blob reply: a probe of a few MiB tells a shaped NIC (1-100 MB/s) from a LAN's
 RATE_BYTES = 1 << 20  # what a "rate" probe downloads per target: 1 MiB, ~10 ms on a healthy 1 Gb/s link
+MAX_BLOB = RATE_BYTES  # bytes of one blob reply: what a probe downloads, no more (a 4 MiB one for any asker was a
+# stranger's amplifier: 43,000 times the bytes he sent)
 MAX_RATE_TARGETS = 4  # targets one "rate" request may name (they are downloaded one after another)
 SEAL_BYTES = 256  # a sealed reply's prefix beyond the JSON asked for (as fetch.SEAL_BYTES)
 LAUNCHERS = tuple(x for x in model.LAUNCHERS if x != "ncclcheck")  # ncclcheck starts no job's ranks
@@ -81,47 +85,53 @@ def well_formed(kind: str, req: Any) -> bool:
 
 
 def answer(me: Any, kind: str, req: Any) -> dict:
-    """A responder's reply to a well-formed pace request (`me`: the responder: rank, host, job, run, master, guard,
-    budget, caller)."""
+    """A responder's reply to a well-formed "clock" or "rate" request (`me`: the responder: rank, host, job, run,
+    master, guard, budget, caller); "blob" is the responder's own (Responder.blob: built once)."""
     mine = {"v": wire.VERSION, "rank": me.rank, "job": me.job, "run": me.run}
     if kind == "clock":
         return {**mine, "host": me.host, "pid": os.getpid(), "time_ns": time.time_ns()}
-    if kind == "blob":
-        return {**mine, "pad": "0" * (blob_bytes(req) or 0)}
     return {**mine, **rate(me, wire.reach_ranks(req) or [])}
 
 
 def rate(me: Any, ranks: list) -> dict:
-    """A "rate" reply: this rank's download of RATE_BYTES from each named rank's responder (its address from the
-    job's store, only a record of this job's run), one after another."""
-    from ..rendezvous.store import StoreLost, open_store
-
+    """A "rate" reply: this rank's download of RATE_BYTES from each named rank's responder, one after another, the
+    targets those live/peers.py lets a responder connect to. Unsigned records: a target that did not answer as that
+    rank's own responder is "unreached", said at the end of its bound."""
     b: Budget = me.budget
     out: dict = {"host": me.host, "pid": os.getpid(), "rate": {}, "unknown": {}}
-    try:
-        st = open_store(me.master[0], me.master[1], False, b.left(b.deadline(b.live_reach_s)), guard=me.guard)
-        rows = st.read_present([wire.rank_key(r) for r in ranks])
-    except (ConnectionError, StoreLost) as exc:
-        out["error"] = f"the job's store: {str(exc)[:200]}"
+    found = peers.resolve(me, ranks, b.deadline(b.live_reach_s))
+    out["unknown"], out["checked"] = found.unknown, "connect" if found.signed else "hello"
+    if found.error:
+        out["error"] = found.error
         return out
-    for r, (there, v) in zip(ranks, rows):
-        why = ("not registered" if not there else "refused" if v is None else
-               wire.record_problem(r, v) or wire.foreign(v, me.job, me.run or ""))
-        if why:
-            out["unknown"][str(r)] = why
-        elif r != me.rank:
-            out["rate"][str(r)] = download(v, me.caller(), RATE_BYTES, b.deadline(b.live_rate_s), b)
+    received = 0
+    for r, rec in found.records.items():
+        end = b.deadline(b.live_rate_s)
+        got = download(rec, me.caller(), RATE_BYTES, end, b, source=me.addr, asker=me.rank)
+        received += got["bytes"]
+        if not found.signed and not got.get("answered"):
+            got = dict(peers.UNREACHED)
+            peers.settle(me, end)
+        got.pop("answered", None)
+        out["rate"][str(r)] = got
+    # what receiving cost this host's core beyond this thread (the kernel's copy), as the loop counts its sends
+    me.spend.charge(received / (1 << 20) * b.live_send_cost_s)
     return out
 
 
-def _open(rec: dict, end: float, budget: Budget) -> tuple[socket.socket, Optional[str]]:
-    """A connection to the responder of `rec` and the challenge of its hello (None: not that rank's live/2 one)."""
+def _open(rec: dict, end: float, budget: Budget, caller: Caller,
+          source: Optional[str] = None) -> tuple[socket.socket, Optional[str]]:
+    """A connection to the responder of `rec` (from address `source` when given: a responder probes from the address
+    its own record holds, the one a blob is sent to) and the challenge of its hello (None: not that rank's live/2
+    responder of the caller's job and run)."""
     family = socket.AF_INET6 if ":" in rec["addr"] else socket.AF_INET
     s = socket.socket(family, socket.SOCK_STREAM)
     try:
         s.settimeout(budget.left(end))
+        if source is not None:
+            s.bind((source, 0))
         s.connect((rec["addr"], rec["port"]))
-        return s, _challenge(wire.recv_frame(s, wire.MAX_HELLO, end, budget), rec["rank"])
+        return s, _challenge(wire.recv_frame(s, wire.MAX_HELLO, end, budget), rec["rank"], caller)
     except BaseException:
         s.close()
         raise
@@ -138,7 +148,7 @@ def exchange(rec: dict, doc: dict, caller: Caller, end: float, budget: Budget,
     ns after the reply was read: the watcher's wall clock)."""
     sent = got = 0
     try:
-        s, ch = _open(rec, end, budget)
+        s, ch = _open(rec, end, budget, caller)
         with s:
             if ch is None:
                 return None, "not that rank's responder", 0, 0
@@ -158,48 +168,74 @@ def exchange(rec: dict, doc: dict, caller: Caller, end: float, budget: Budget,
     return out, "", sent, got
 
 
-def _challenge(hello: bytes, rank: int) -> Optional[str]:
+def _challenge(hello: bytes, rank: int, caller: Caller) -> Optional[str]:
+    """The challenge of rank `rank`'s own responder's hello, of the caller's job and run; None for anything else."""
     try:
         h = wire.loads(hello)
     except wire.WireError:
         return None
     ch = h.get("challenge") if isinstance(h, dict) else None
     ok = isinstance(ch, str) and re.fullmatch(f"[0-9a-f]{{{wire.CHALLENGE_CHARS}}}", ch) and h.get("rank") == rank \
-        and h.get("v") == wire.VERSION
+        and h.get("v") == wire.VERSION and h.get("job") == caller.job and h.get("run") == caller.run
     return ch if ok else None
 
 
-def download(rec: dict, caller: Caller, nbytes: int, end: float, budget: Budget) -> dict:
-    """{"ok", "bytes", "bps", "ms", "kind"}: one blob of `nbytes` from the responder of `rec`, timed from the
-    request to the last byte; when `end` passes first, the rate of what arrived (a shaped link is measured, not
-    timed out)."""
+def _refusal(data: bytes) -> str:
+    try:
+        doc = wire.loads(data)
+    except wire.WireError:
+        return "not JSON"
+    return str(doc.get("error") if isinstance(doc, dict) else "")[:100]
+
+
+def download(rec: dict, caller: Caller, nbytes: int, end: float, budget: Budget, source: Optional[str] = None,
+             asker: Optional[int] = None) -> dict:
+    """{"ok", "bytes", "bps", "ms", "kind", "answered"}: one blob of `nbytes` from the responder of `rec`, asked as
+    rank `asker` from address `source`, timed from the request to the last byte; when `end` passes first, the rate of
+    what arrived (a shaped link is measured, not timed out). "answered": rank rec["rank"]'s own responder answered
+    its hello there (what an unsigned record's target may be said to have done)."""
     from ..preflight.probe import classify
 
     got, t0 = 0, None
     try:
-        s, ch = _open(rec, end, budget)
+        s, ch = _open(rec, end, budget, caller, source)
         with s:
             if ch is None:
-                return {"ok": False, "bytes": 0, "bps": None, "ms": None, "kind": "not its responder"}
-            data = _request(caller, ch, {"kind": "blob", "bytes": nbytes}, nbytes + 4096)
+                return {"ok": False, "bytes": 0, "bps": None, "ms": None, "kind": "not its responder",
+                        "answered": False}
+            data = _request(caller, ch, {"kind": "blob", "bytes": nbytes, "from": asker}, nbytes + 4096)
             t0 = budget.now()
             s.sendall(data)
-            want = nbytes + wire.HEADER.size
+            n = wire.recv_header(s, nbytes + SEAL_BYTES + 4096, end, budget)
+            got = wire.HEADER.size
+            if n < nbytes:  # not a blob: a refusal (busy, not a rank of the job), never read as a slow link
+                why = _refusal(wire.recv_body(s, n, end, budget))
+                return {"ok": False, "bytes": 0, "bps": None, "ms": None, "kind": f"refused: {why}"[:120],
+                        "answered": True}
+            want = n + wire.HEADER.size
+            body = bytearray()
             while got < want and not budget.passed(end):
                 s.settimeout(budget.left(end))
                 part = s.recv(min(1 << 20, want - got))
                 if not part:
                     break
                 got += len(part)
+                body += part
+            if got == want:  # whole: it must open as rank r's blob, sealed with the asker's key where it has one
+                doc, why = caller.session.open_reply(ch, bytes(body))
+                if not isinstance(doc, dict) or doc.get("rank") != rec["rank"] or not isinstance(doc.get("pad"), str):
+                    return {"ok": False, "bytes": got, "bps": None, "ms": None,
+                            "kind": f"not rank {rec['rank']}'s blob ({why or 'not one'})"[:120], "answered": True}
     except (TimeoutError, socket.timeout):
         pass  # the bound passed: the rate of what arrived
     except wire.WireError as exc:  # the target closed at once (its connection slots were full) or spoke nonsense
-        return {"ok": False, "bytes": got, "bps": None, "ms": None, "kind": str(exc)[:80]}
+        return {"ok": False, "bytes": got, "bps": None, "ms": None, "kind": str(exc)[:80], "answered": t0 is not None}
     except OSError as exc:
         if t0 is None or got == 0:
-            return {"ok": False, "bytes": 0, "bps": None, "ms": None, "kind": classify(exc)}
+            return {"ok": False, "bytes": 0, "bps": None, "ms": None, "kind": classify(exc),
+                    "answered": t0 is not None}
     if t0 is None:
-        return {"ok": False, "bytes": 0, "bps": None, "ms": None, "kind": "timeout"}
+        return {"ok": False, "bytes": 0, "bps": None, "ms": None, "kind": "timeout", "answered": False}
     took = max(budget.since(t0), 1e-6)
     return {"ok": got > 0, "bytes": got, "bps": round(got / took), "ms": round(took * 1e3, 2),
-            "kind": "ok" if got >= nbytes else "partial"}
+            "kind": "ok" if got >= nbytes else "partial", "answered": True}

@@ -35,7 +35,7 @@ from typing import Any, Optional
 from ..postmortem.stacks import to_record
 from ..rendezvous.budget import FIXED, Budget
 from ..rendezvous.store import Guard
-from . import pace, wire
+from . import pace, peers, wire
 from .auth import Busy as MungeBusy
 from .auth import Keys, choose
 from .calls import c10d_call
@@ -49,7 +49,11 @@ MAX_LINE = 200  # characters of a source line or a name
 CAPPED = 4  # sizes of one kind's reply kept built (watch asks every rank of one look for the same size)
 
 
-class Busy(Exception):
+class Refused(Exception):
+    """A request this responder will not do: its message is the refusal's."""
+
+
+class Busy(Refused):
     """A reply that cannot be built now: the responder's CPU share for building replies is spent."""
 
 
@@ -202,6 +206,8 @@ class Responder:
         self._fresh: Optional[tuple] = None  # (built at, {"time", "progress"}): every reply's fresh part
         self._stop = threading.Event()
         self._caller: Optional[pace.Caller] = None  # made at the first "rate" request (live/pace.py)
+        self.askers = peers.Askers()  # who may have a blob (live/peers.py)
+        self._blobs: dict = {}  # (bytes, run) -> a blob reply's JSON: built once, then only sent
         family = socket.AF_INET6 if ":" in self.addr else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -244,6 +250,10 @@ class Responder:
             self._caller = pace.Caller(Session(self.level, self.guard.token, self.master[1], self.budget), self.job,
                                        self.run or "")
         return self._caller
+
+    def wait_until(self, end: float) -> None:
+        """Sleep until `end` (a deadline of the Budget's), or until the responder closes."""
+        self._stop.wait(self.budget.remaining(end))
 
     def note(self, why: str) -> None:
         self.refused = [*self.refused[-15:], why]
@@ -365,6 +375,11 @@ class Responder:
             if ranks is None:
                 return Outcome(f"a reach request names 1 to {wire.MAX_REACH} distinct ranks")
             text = lambda: _cap(self.reach(ranks), limit, items)  # noqa: E731 - the worker calls it
+        elif kind == "blob":
+            nbytes = pace.blob_bytes(req)
+            if nbytes is None:
+                return Outcome(f"a blob request asks for 1 to {pace.MAX_BLOB:,} bytes")
+            text = lambda: self.blob(conn.addr, req.get("from"), nbytes, limit)  # noqa: E731
         elif kind in pace.KINDS:  # a slow job: the clock, a blob, a probe of the links (live/pace.py)
             if not pace.well_formed(kind, req):
                 return Outcome(f"a malformed {kind} request")
@@ -374,13 +389,21 @@ class Responder:
         key = wire.reply_key(conn.challenge)
 
         def reply() -> Any:
+            t0 = time.thread_time()
             try:
+                # what makes this responder connect somewhere or send something large is done within its Spend,
+                # as building replies is (live/peers.py): past it, refused before any work
+                if kind in wire.GUARDED and not self.spend.allows(self.budget.live_guarded_credit_s):
+                    raise Busy(f"busy: over its share of the CPU for {kind} requests; ask again in a moment")
                 got = text()
                 # unsealed, the parts go out as they are (a flood of cached replies costs no copy); sealed, joined
                 out = got if seal.token is None else seal.seal(key, b"".join(got) if isinstance(got, tuple) else got)
-            except Busy as exc:
+            except Refused as exc:
                 self.note(f"{conn.addr}: {exc}")
                 return self.refusal(str(exc))
+            finally:
+                if kind in wire.GUARDED:
+                    self.spend.charge(time.thread_time() - t0)
             self.served += 1
             return out
         return Outcome(worker=wire.KINDS[kind], job=reply)
@@ -452,66 +475,45 @@ class Responder:
 
     def reach(self, ranks: list) -> dict:
         """A "reach" reply: this rank's TCP connect to each named rank's responder, at the address the job's store
-        holds for it (never one the request says). Only ranks below this job's world size whose records name this
-        job, run and attempt are tried. With records signed with the job's token a connect is reported as it went
-        (ok, refused, timeout); otherwise (a stranger may have written the record) only whether rank r's own
-        responder answered its hello there, loopback and other special addresses are never tried, and the reply
-        comes at the bound's end whatever happened, so a stranger learns nothing about any port (docs/trust.md)."""
-        from ..rendezvous.store import StoreLost, open_store
+        holds for it (never one the request says), the targets checked by live/peers.py: with records signed with the
+        job's token a connect is reported as it went (ok, refused, timeout); otherwise only whether rank r's own
+        responder answered its hello there, and the reply comes at the bound's end whatever happened."""
         from .reach import connect_all, verify_all
 
         b = self.budget
         end = b.deadline(b.live_reach_s)
-        signed = self.level == "token"
+        found = peers.resolve(self, ranks, end)
         out: dict = {"v": wire.VERSION, "rank": self.rank, "host": self.host, "pid": os.getpid(), "reach": {},
-                     "unknown": {}, "job": self.job, "run": self.run, "checked": "connect" if signed else "hello"}
-        inside = [r for r in ranks if r < self.world_size]
-        for r in ranks:
-            if r >= self.world_size:
-                out["unknown"][str(r)] = f"not a rank of this job (world size {self.world_size})"
-        try:
-            st = open_store(self.master[0], self.master[1], False, b.left(end), guard=self.guard)
-            rows = st.read_present([wire.rank_key(r) for r in inside])
-        except (ConnectionError, StoreLost) as exc:
-            out["error"] = f"the job's store: {str(exc)[:MAX_LINE]}"
+                     "unknown": found.unknown, "job": self.job, "run": self.run,
+                     "checked": "connect" if found.signed else "hello"}
+        if found.error:
+            out["error"] = found.error
             return out
-        targets = {}
-        for r, (there, v) in zip(inside, rows):
-            why = "not registered" if not there else "refused" if v is None else self._reach_problem(r, v, signed)
-            if why:
-                out["unknown"][str(r)] = why
-            elif r != self.rank:
-                targets[r] = (v["addr"], v["port"])
-        if signed:
+        targets = {r: (v["addr"], v["port"]) for r, v in found.records.items()}
+        if found.signed:
             out["reach"] = {str(r): res for r, res in connect_all(targets, end, b).items()}
         else:
             out["reach"] = {str(r): res for r, res in verify_all(targets, self.job, self.run, end, b).items()}
-            self._stop.wait(b.remaining(end))  # the same time whatever the addresses did
+            peers.settle(self, end)
         return out
 
-    def _reach_problem(self, r: int, v: Any, signed: bool) -> Optional[str]:
-        bad = wire.record_problem(r, v) or wire.foreign(v, self.job, self.run or "")
-        if bad:
-            return bad
-        if (v["world_size"], v["attempt"]) != (self.world_size, self.attempt):
-            return f"its record is another attempt's ({v['world_size']} ranks, attempt {v['attempt']})"
-        if not signed and not routable_peer(v["addr"], self.addr):
-            return "its address is not one another rank of this job may have (loopback, unspecified, multicast, " \
-                   "link-local or another family): not tried"
-        return None
-
-
-def routable_peer(addr: str, mine: str) -> bool:
-    """Is addr one a peer rank's responder may listen on, seen from a responder listening on `mine`? Never the
-    unspecified, multicast, broadcast or link-local addresses, nor loopback unless this responder listens on
-    loopback itself (a job on one host): an unsigned record naming them is a stranger's."""
-    import ipaddress
-
-    a, m = ipaddress.ip_address(addr), ipaddress.ip_address(mine)
-    if a.version != m.version or a.is_unspecified or a.is_multicast or a.is_link_local \
-            or (a.version == 4 and str(a) == "255.255.255.255"):
-        return False
-    return m.is_loopback or not a.is_loopback
+    def blob(self, addr: str, asker: Any, nbytes: int, limit: int) -> bytes:
+        """A "blob" reply of `nbytes` of padding (what a "rate" probe downloads), for a rank of this job asking from
+        its own address only (live/peers.py); built once per size, then only sent."""
+        why = self.askers.problem(self, asker, addr)
+        if why:
+            raise Refused(f"a blob for {addr}: {why}")
+        key = (nbytes, self.run)
+        text = self._blobs.get(key)
+        if text is None:
+            text = json.dumps({"v": wire.VERSION, "rank": self.rank, "job": self.job, "run": self.run,
+                               "pad": "0" * nbytes}, separators=(",", ":")).encode()
+            if len(self._blobs) >= CAPPED:
+                self._blobs.pop(next(iter(self._blobs)))
+            self._blobs[key] = text
+        if len(text) > limit:
+            raise Refused(f"a blob of {len(text):,} bytes is over the {limit:,} the request takes")
+        return text
 
 
 def start(env: Optional[Mapping[str, str]] = None, token: Optional[bytes] = None, budget: Budget = FIXED,

@@ -27,6 +27,7 @@ import socket
 import struct
 from typing import Any, Optional
 
+from ..clean import clean_doc
 from ..postmortem.stacks import from_record
 from ..rendezvous.budget import Budget
 from ..rendezvous.store import Guard
@@ -38,6 +39,10 @@ VERSION = "ncclcheck-live/2"
 # "clock", "blob" and "rate" are a slow job's (live/pace.py): rate downloads a blob from other ranks, as reach connects.
 KINDS = {"progress": "answer", "stacks": "answer", "flight": "answer", "all": "answer", "reach": "reach",
          "clock": "answer", "blob": "answer", "rate": "reach"}
+# The kinds that make a responder connect somewhere (reach, rate) or send something large (blob): one guard for all
+# of them, live/peers.py (ranks of this job only, signed records where the level signs them, a hello-only answer at
+# the bound's end otherwise, a blob only to a rank of this job), each charged to the responder's Spend (loop.py).
+GUARDED = ("reach", "rate", "blob")
 MAX_REACH = 64  # ranks one "reach" request may name: a responder connects to at most this many others
 MAX_REQUEST = 4096  # bytes of one request frame: a request is a few dozen bytes of JSON (and a munge credential)
 MAX_HELLO = 4096  # bytes of the responder's hello
@@ -198,9 +203,10 @@ def recv_body(sock: socket.socket, n: int, end: float, budget: Budget) -> bytes:
 
 
 def loads(data: bytes) -> Any:
-    """JSON only: NaN/Infinity and deep nesting refused (what arrives may be hostile)."""
+    """JSON only: NaN/Infinity and deep nesting refused (what arrives may be hostile); every string cleaned where it
+    enters (clean.clean_doc: no control character, bidirectional override or lone surrogate reaches a report)."""
     try:
-        return json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+        return clean_doc(json.loads(data.decode("utf-8"), parse_constant=_no_constant))
     except (ValueError, UnicodeDecodeError, RecursionError):
         raise WireError("not JSON") from None
 

@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..clean import clean_log_text
 from ..nccl import failures
 from ..nccl.debuglog import (
     PARSE_LITERALS,
@@ -210,8 +211,9 @@ _OVER = ("x",)  # the source of lines past MAX_SOURCES: no rank
 class LogScan:
     """One text log, fed its bytes in order (feed, then close); then `ranks()`, `failures()`, `known`."""
 
-    def __init__(self, path: str, room: Optional[Room] = None):
-        self.path = path
+    def __init__(self, path: str, room: Optional[Room] = None, source: Optional[str] = None):
+        self.path = path  # its name as the report shows it (clean.clean_name)
+        self.source = path if source is None else source  # its name on disk: read again from there (context.py)
         self.room = room or Room()
         self.lines = 0  # lines read
         self.cut = 0  # lines cut at MAX_LINE_CHARS
@@ -240,18 +242,18 @@ class LogScan:
     # -- bytes to lines ---------------------------------------------------------------------------------------
 
     def feed(self, data: bytes) -> None:
-        self._text(self._decoder.decode(data))
+        self._text(clean_log_text(self._decoder.decode(data)))
 
     def gap(self, skipped: int) -> None:
         """`skipped` bytes were not read here (the middle of a file past MAX_TEXT_BYTES): the line before ends,
         the partial line after is dropped."""
-        self._text(self._decoder.decode(b"", True) + "\n")
+        self._text(clean_log_text(self._decoder.decode(b"", True)) + "\n")
         self._decoder.reset()
         self.skipped += skipped
         self._drop_partial = True
 
     def close(self) -> None:
-        self._text(self._decoder.decode(b"", True))
+        self._text(clean_log_text(self._decoder.decode(b"", True)))
         if (self._carry or self._over) and not self._drop_partial:
             self._run([self._first(self._carry)])
         self._carry, self._over = "", 0

@@ -125,23 +125,17 @@ def _nccl_diagnostics(config: Config, nodes: list, recommendations: list) -> lis
     diag = config.nccl_diag
     if diag is None or not (diag.ras or diag.debug):
         return []
-    from ..errors import UsageError
-
-    def read(flag: str, path: str) -> str:
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                return f.read()
-        except OSError as exc:
-            raise UsageError(f"{flag} {path}: cannot read it ({exc.strerror or exc})") from None
+    from ..clean import clean_log_text, clean_name
+    from ..infile import read_doc
 
     out: list = []
-    if diag.ras:
+    if diag.ras:  # a document, within infile.MAX_DOC_BYTES (options.py refused a larger one before the run)
         from ..checks.nccl_ras import ras_check_from_text
 
-        out.append(ras_check_from_text(read("--nccl-ras", diag.ras), diag.ras))
-    if diag.debug:
-        from ..steps.nccl_debug import checks_from_captures
+        text = clean_log_text(read_doc(diag.ras, f"--nccl-ras {diag.ras}").decode("utf-8", errors="replace"))
+        out.append(ras_check_from_text(text, clean_name(diag.ras)))
+    if diag.debug:  # logs, streamed line by line within their bounds
+        from ..steps.nccl_debug import checks_from_files
 
-        texts = {p: read("--nccl-debug", p) for p in diag.debug}
-        out.extend(checks_from_captures(texts, nodes, recommendations))
+        out.extend(checks_from_files(diag.debug, nodes, recommendations))
     return out

@@ -163,6 +163,11 @@ class Budget:
     live_munge_ttl_s: float = 600.0  # watch's munge credential lives this long; --follow makes a new one at half of it
     live_rate_s: float = 2.0  # a slow job: one probe download (1 MiB) between two responders: ~10 ms on a LAN,
     # ~1 s on a link shaped to 1 MB/s; past it the rate of what arrived is the figure (live/pace.py)
+    live_guarded_credit_s: float = 0.25  # a reach, rate or blob runs while its responder's Spend is at most this far
+    # past empty (live/peers.py): one watcher's look (an "all" of 2,000 entries, ~0.13 s) must not keep its reach or
+    # rate probe out for the 13 s the share takes to refill it; a flood of them still costs the share over time
+    live_asker_s: float = 30.0  # a responder remembers whether a connection's address is the rank it names this
+    # long (a blob goes only to ranks of the job: live/peers.py): a probe's downloads cost one store read, not one each
 
     @classmethod
     def of(cls, config: Any) -> Budget:

@@ -96,9 +96,14 @@ def test_the_clock_blob_and_rate_requests(store):
         me = pace.Caller(Session("none", None, store, FIXED), rs[0].job, rs[0].run)  # watch's asker, duck-typed
         doc, why, sent, got = pace.exchange(recs[1], {"kind": "clock"}, me, end, FIXED)
         assert doc and sent <= doc["time_ns"] <= got, why
-        blob, why, _, _ = pace.exchange(recs[2], {"kind": "blob", "bytes": 1000}, me, end, FIXED)
-        assert blob and len(blob["pad"]) == 1000, why
-        refused, why, _, _ = pace.exchange(recs[2], {"kind": "blob", "bytes": pace.MAX_BLOB + 1}, me, end, FIXED)
+        # a blob goes to a rank of the job asking from its own address (rank 0's: 127.0.0.1), nobody else
+        blob = pace.download(recs[2], me, 1000, end, FIXED, source="127.0.0.1", asker=0)
+        assert blob["ok"] and blob["kind"] == "ok" and blob["bytes"] >= 1000, blob
+        for source, asker in (("127.0.0.1", None), ("127.0.0.1", 7), ("127.0.0.2", 0)):
+            refused = pace.download(recs[2], me, 1000, end, FIXED, source=source, asker=asker)
+            assert not refused["ok"] and refused["kind"].startswith("refused: a blob for"), (source, asker, refused)
+        refused, why, _, _ = pace.exchange(recs[2], {"kind": "blob", "bytes": pace.MAX_BLOB + 1, "from": 0}, me, end,
+                                           FIXED)
         assert refused is None
         rate, why, _, _ = pace.exchange(recs[0], {"kind": "rate", "ranks": [1, 2]}, me, end, FIXED)
         assert rate and set(rate["rate"]) == {"1", "2"}, why

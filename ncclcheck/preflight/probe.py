@@ -132,7 +132,8 @@ def probe_master_said(addr: str, port: int, deadline: float, budget: Budget, wai
     a refused master is known on the first connect, and the node says so instead of a silent --timeout."""
     if waits is None or not waits.heard:
         return probe_master(addr, port, deadline, budget=budget)
-    with waits.wait("master", deadline, addr=addr, port=port, give_up_s=budget.resolve_grace_s) as said:
+    with waits.wait("master", deadline, budget.master_notice_s, addr=addr, port=port,
+                    give_up_s=budget.resolve_grace_s) as said:
         # A name that does not resolve or a host with no route is a fault the first try proves: said at once. A
         # refused connect is also what a healthy start meets while node 0 starts: said after the usual quiet.
         return probe_master(addr, port, deadline, budget=budget,

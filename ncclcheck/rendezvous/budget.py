@@ -49,6 +49,9 @@ class Budget:
     # lasted this long (rendezvous/waits.py): a healthy wait ends sooner and adds no line, a stuck node says it
     # within ~2 s of its start (its first wait begins 0.3-1 s after it: Python, the facts)
     wait_notice_s: float = 1.0
+    # A master that refuses is said sooner: the wait begins 0.3-1 s after the process (Python, the facts), and a node
+    # must say within ~2 s of its start what it waits for; node 0 of a healthy start binds its port within this
+    master_notice_s: float = 0.5
     wait_notice_every_s: float = 5.0  # ... then once per this while it lasts: one line per wait and node, at any scale
     # A wait on work other nodes do once the world formed (node 0's decision, the mesh rows, the exit code's acks)
     # says so after this: healthy, well under a second, seconds on a loaded host, where a line would be noise

@@ -27,7 +27,8 @@ def _result(check_id: str, found: list, ok: str, evidence: dict) -> CheckResult:
     lines = [c["text"] for c in found[:SHOWN]] + ([f"... and {len(found) - SHOWN} more"] if len(found) > SHOWN else [])
     fix = next((c["fix"] for c in found if c["fix"]), "")
     make = failed if any(c["cause"] for c in found) else warned
-    return make(check_id, found[0]["text"], detail="\n".join(lines), fix=fix, evidence=evidence)
+    return make(check_id, found[0]["text"], detail="\n".join(lines), fix=fix, evidence=evidence,
+                findings=tuple(lines))
 
 
 def check_root_cause(inp: PostmortemInput) -> CheckResult:
@@ -149,7 +150,7 @@ def check_transport(inp: PostmortemInput) -> CheckResult:
                             f"{rules.assignment('NCCL_SOCKET_IFNAME', spec)}")
     ev = {"ranks": rows, "recommended": t.get("recommended") or {}}
     if problems:
-        return warned("postmortem.transport", problems[0], detail="\n".join(problems),
+        return warned("postmortem.transport", problems[0], detail="\n".join(problems), findings=tuple(problems),
                       fix=rules.exports([("NCCL_SOCKET_IFNAME", spec)]) if spec
                       else "set NCCL_SOCKET_IFNAME to the same interface on every node (`ncclcheck recommend`)",
                       evidence=ev)

@@ -176,7 +176,7 @@ def _cap(reply: dict, limit: int, items: int = 1 << 62) -> bytes:
 class Responder:
     """One rank's listener and its registration. `close()` stops both (its threads are daemons either way)."""
 
-    WORKERS = ("answer", "reach")  # live/loop.py's Workers: wire.KINDS says which one does a kind
+    WORKERS = ("answer", "reach", "phase")  # live/loop.py's Workers: wire.KINDS says which one does a kind
 
     def __init__(self, rank: int, world_size: int, local_rank: Optional[int], master: tuple, guard: Guard,
                  budget: Budget = FIXED, sources: Optional[Sources] = None, bind: Optional[str] = None,
@@ -198,6 +198,7 @@ class Responder:
         self.served = 0  # replies sent (refusals not counted)
         self._cache: dict = {}  # kind -> (built at, reply dict, {(limit, items): its JSON}): serves a flood of it
         self.spend = Spend(budget)
+        self.phase_spend = Spend(budget, pace.PHASE_SHARE)  # "phase" samples its progress: a bucket of its own
         self._fresh: Optional[tuple] = None  # (built at, {"time", "progress"}): every reply's fresh part
         self._stop = threading.Event()
         self._caller: Optional[pace.Caller] = None  # made at the first "rate" request (live/pace.py)
@@ -234,6 +235,9 @@ class Responder:
     def close(self) -> None:
         self._stop.set()
         self.loop.close()
+
+    def stopping(self) -> bool:
+        return self._stop.is_set()
 
     def caller(self) -> pace.Caller:
         """How this rank asks another rank's responder (a "rate" download): a session at its own level."""

@@ -143,6 +143,7 @@ def compare_with_recommendation(parsed: dict, recommendations: Iterable[Any], *,
     what = _describe(parsed, used_ifs)
     if problems:
         return warned(CHECK_ID, problems[0], detail="\n".join(problems + [f"NCCL chose: {what}"]),
+                      findings=tuple(problems),
                       fix="; ".join(dict.fromkeys(fixes)), node=node, evidence=evidence)
     return passed(CHECK_ID, f"NCCL chose {what}", node=node, evidence=evidence)
 
@@ -193,7 +194,7 @@ def checks_from_captures(captures: dict[str, str], nodes: Iterable[Any] = (),
         r = compare_with_recommendation(parse_nccl_debug("\n".join(texts)), recommendations, node=node)
         ev = dict(r.evidence, host=host)
         out.append(CheckResult(r.id, r.status, r.summary if node is not None or host in r.summary
-                               else f"{host}: {r.summary}", r.detail, r.fix, r.node, ev))
+                               else f"{host}: {r.summary}", r.detail, r.fix, r.node, ev, r.findings))
     return out
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 
 import pytest
 
@@ -110,46 +109,77 @@ def test_the_clock_blob_and_rate_requests(store):
             r.close()
 
 
-def test_follow_says_when_a_slowdown_starts_and_ends():
+def test_follow_says_when_a_slowdown_starts_and_ends_at_its_first_and_last_slow_step():
     said = []
     f = straggle.Follow(said.append)
+    t = 1_800_000_000 * 10**9
+    began, last = t + 3 * 10**9, t + 9 * 10**9  # the slowdown's first and last slow steps, not the looks' times
     late = {"unit": "rank", "rank": 5, "host": "h3", "kind": "compute", "cost_us": 20_000, "share": 0.3,
-            "step_us": 60_000, "steps": 9, "consistent": 1.0, "since_ns": time.time_ns(), "since_seq": 41,
-            "pg": "0", "desc": "default_pg"}
+            "step_us": 60_000, "steps": 9, "consistent": 1.0, "since_ns": began, "since_seq": 41,
+            "pg": "0", "desc": "default_pg", "last_ns": t + 7 * 10**9}
     ranks = [{"rank": 5, "host": "h3", "relative": 0.7, "individual": 0.7, "share": 0.3}]
-    for named in ([], [late], [late], []):
-        f.look(time.time_ns(), {"named": named, "links": [], "ranks": ranks})
-    assert [e["event"] for e in f.events] == ["start", "end"]
+    looks = [([], {}), ([late], {}), ([dict(late, last_ns=t + 8 * 10**9)], {}), ([], {"rank:5": last})]
+    for i, (named, last_slow) in enumerate(looks):
+        f.look(t + (5 + 5 * i) * 10**9, {"named": named, "links": [], "ranks": ranks, "last_slow": last_slow})
+    assert [(e["event"], e["t_ns"]) for e in f.events] == [("start", began), ("end", last)]
     assert "slowdown starts: rank 5 (host h3) calls collectives late" in said[0]
-    assert said[1].endswith("slowdown ends: rank 5 (host h3)")
+    assert "slowdown ends: rank 5 (host h3) (its last slow step" in said[1]
+    (s,) = f.section()["slowdowns"]
+    assert (s["start_ns"], s["end_ns"], s["kind"]) == (began, last, "compute")
     assert len(f.section()["history"]) == 4 and f.section()["history"][-1]["ranks"]["5"]["relative"] == 0.7
+    check = f.check("its store went away")  # the job ended: the slowdown it saw is the verdict, with both times
+    assert check.status.value == "fail" and check.summary.startswith("rank 5 (host h3) (compute) from ")
     json.dumps(f.section())
 
 
-def _rates(slow_host_in: list):
-    """A pace.exchange stand-in: each look's rate replies, 1 GB/s a direction, 10 MB/s from h2 in the looks listed."""
-    looks = {"n": -1, "seen": set()}
+def _rates(slow_host_in: list, slow_bps: float = 1e7, loaded_in: tuple = (), per_round: int = 6):
+    """A pace.exchange stand-in: each round's rate replies (`per_round` downloads each: 3 hosts, every pair), 1 GB/s
+    a direction, `slow_bps` to and from h2 in the rounds listed, every direction at `slow_bps` in the rounds
+    `loaded_in` (a machine that was busy then)."""
+    calls = {"n": 0}
 
     def exchange(rec, doc, asker, end, budget, limit=0):
-        if rec["host"] in looks["seen"] or not looks["seen"]:  # a new look starts when a host asks again
-            looks["n"] += 1
-            looks["seen"] = set()
-        looks["seen"].add(rec["host"])
-        slow = looks["n"] in slow_host_in
-        rate = {str(r): {"ok": True, "bps": 1e7 if (slow and r == 2) else 1e9} for r in doc["ranks"]}
+        at = calls["n"] // per_round
+        calls["n"] += 1
+        slow = at in slow_host_in
+        rate = {str(r): {"ok": True, "bytes": pace.RATE_BYTES,
+                         "bps": slow_bps if (slow and (r == 2 or rec["host"] == "h2")) or at in loaded_in else 1e9}
+                for r in doc["ranks"]}
         return {"rate": rate}, "", 0, 0
     return exchange
 
 
-@pytest.mark.parametrize("slow_in, named", [([0, 1], ["h2"]), ([0], [])])
-def test_the_transfer_probe_names_only_what_two_looks_both_measure_slow(monkeypatch, slow_in, named):
+def test_the_probe_turns_never_make_a_host_serve_two_downloads_at_once():
+    hosts = [f"h{i}" for i in range(1, 8)]
+    for todo in (straggle.plan(hosts[:3], set()), straggle.plan(hosts, {"h4"}), straggle.plan(hosts, set())):
+        turns = straggle.schedule(todo)
+        assert sorted(e for t in turns for e in t) == sorted((p, t) for p, ts in todo.items() for t in ts)
+        for turn in turns:
+            assert len({p for p, _ in turn}) == len(turn) == len({t for _, t in turn}), turn
+    assert len(straggle.schedule(straggle.plan(hosts[:3], set()))) == 2  # every pair of 3 hosts: 2 turns
+
+
+@pytest.mark.parametrize("slow_in, slow_bps, loaded, named, rounds", [
+    ([0, 1, 2, 3], 1e7, (), ["h2"], 3),  # 100x slow in every round (3 of 4 settle it)
+    ([0, 1, 2, 3], 5e8, (), ["h2"], 3),  # half the others' rate, in every round: the one-round rule let it through
+    ([0, 1, 2, 3], 5e8, (1,), ["h2"], 4),  # ... and a round where the whole machine was busy: 3 rounds of 4
+    ([0], 1e7, (), [], 3),  # once: a loaded host's one slow round is not a slow link (three rounds settle it)
+    ([0, 2, 3], 1e7, (), [], 4),  # slow 3 rounds of 4 but at the others' rate once: no shaper lets that through
+    ([], 1e9, (), [], 2),  # healthy: two rounds
+])
+def test_the_transfer_probe_names_what_most_rounds_measure_slow(monkeypatch, slow_in, slow_bps, loaded, named,
+                                                                rounds):
     """One 1 MiB download a direction is one sample: a host measured slow once (a loaded lab host beside the suite's
-    other lane turned a compute straggler into "communication") is not named unless a second look agrees."""
+    other lane turned a compute straggler into "communication") is not named; a host at half the others' rate in 3
+    rounds of 4 is."""
     records = {0: {"host": "h1"}, 1: {"host": "h1"}, 2: {"host": "h2"}, 4: {"host": "h3"}}
-    monkeypatch.setattr(pace, "exchange", _rates(slow_in))
+    monkeypatch.setattr(pace, "exchange", _rates(slow_in, slow_bps, loaded))
     out = straggle.probe([0, 1, 2, 4], {"h2"}, records, None, FIXED)
-    assert out["hosts"] == named and out["looks"] == 2, out
+    assert out["hosts"] == named and out["rounds"] == rounds, out
+    assert out["moved"] == rounds * 6 * pace.RATE_BYTES and f"{rounds} round" in out["said"]
     if named:
-        assert "h2 sends at 10.0 MB/s" in out["said"], out["said"]
-    else:
-        assert out["unconfirmed"] == ["h2"] and "a second did not: nothing named" in out["said"], out["said"]
+        assert f"h2 sends at {slow_bps / 1e6:.1f} MB/s against 1.00 GB/s" in out["said"], out["said"]
+    elif len(slow_in) > 1:  # slow in most rounds but not in its best: said, not named
+        assert out["unconfirmed"] == ["h2"] and "not consistently: nothing named" in out["said"], out["said"]
+    else:  # slow in one round of three: noise, not said
+        assert "every pair of the 3 hosts measures alike" in out["said"], out["said"]

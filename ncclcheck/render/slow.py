@@ -70,17 +70,24 @@ def _explains(units: Optional[list]) -> str:
 
 
 def link_finding(p: dict) -> str:
-    """The probe named a host or link that no named rank sits on: communication, said beside the ranks named (if
-    any), with what it explains."""
-    if p.get("job_slower"):
-        lead = (f"the job's steps are {pct(p.get('job_share') or 0)} slower than its best stretch since "
-                f"{when(p.get('since_ns'))}")
-    else:
-        lead = "the job's links measure unequal while it runs"
+    """The probe named a host or link that no named rank sits on: communication, with what it measured, said beside
+    the ranks named (if any: each its own finding), with what it explains."""
+    hosts = [h for h in p.get("hosts") or [] if not any(h in pr for pr in p.get("pairs") or [])]
+    what = (f"host{'s' if len(hosts) > 1 else ''} {', '.join(hosts)}'s link{'s' if len(hosts) > 1 else ''} "
+            f"measure{'' if len(hosts) > 1 else 's'} slow" if hosts else
+            f"the link{'s' if len(p.get('pairs') or []) > 1 else ''} "
+            f"{'; '.join(f'{a} -> {b}' for a, b in (p.get('pairs') or [])[:4])} measure"
+            f"{'' if len(p.get('pairs') or []) > 1 else 's'} slow")
     besides = p.get("besides") or []
-    tail = (", with every rank calling in time" if not besides and not p.get("explains") else
-            f", besides {', '.join(besides[:4])}" if besides else "")
-    return f"{lead}{tail}: communication: {p['said']}{_explains(p.get('explains'))}"
+    text = f"{what} while the job runs: communication: {p['said']}"
+    if p.get("job_slower"):
+        text += (f"; the job's steps are {pct(p.get('job_share') or 0)} slower than its best stretch since "
+                 f"{when(p.get('since_ns'))}")
+    if besides:
+        text += f"; {', '.join(besides[:4])} late besides: another finding"
+    elif not p.get("explains"):
+        text += "; every rank calls collectives in time"
+    return text + _explains(p.get("explains"))
 
 
 def slowdown(s: dict) -> str:

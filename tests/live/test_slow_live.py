@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import socket
+import time
+from pathlib import Path
 
 import pytest
 
@@ -183,3 +185,76 @@ def test_the_transfer_probe_names_what_most_rounds_measure_slow(monkeypatch, slo
         assert out["unconfirmed"] == ["h2"] and "not consistently: nothing named" in out["said"], out["said"]
     else:  # slow in one round of three: noise, not said
         assert "every pair of the 3 hosts measures alike" in out["said"], out["said"]
+
+
+def test_follow_ends_with_the_jobs_end_and_keeps_every_slowdown_it_saw():
+    """The job ends normally while --follow watches (its ranks stop answering, its store goes away): a normal end,
+    exit by what was seen (a slowdown: 1), the slowdown kept with its start and end, not "the job's store went
+    away"."""
+    import threading
+
+    import torch.distributed as dist
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    st = dist.TCPStore("127.0.0.1", port, None, True)
+    job = Job(world=6, per_host=2, step_us=40_000, slow={5: (0, 0.5)}, jitter=0.02, steps=2000)
+    rs = livesim.start(livesim.laid(job, 40), list(range(job.world)), port)
+    said: list = []
+    out: dict = {}
+    try:
+        assert all(r.registered.wait(30) for r in rs)
+        config = api_config("watch", {"master_addr": "127.0.0.1", "master_port": str(port), "timeout": "10",
+                                      "follow": True}, "test")
+        class Said:
+            def row(self, kind, data):
+                said.append(data)
+
+        t = threading.Thread(target=lambda: out.update(report=watch(config, Said())))
+        t.start()
+        end = time.monotonic() + 60
+        while not any("slowdown starts" in str(x) for x in said) and time.monotonic() < end:
+            time.sleep(0.2)
+    finally:
+        for r in rs:
+            r.close()
+        del st  # the job ended: its ranks and then its store are gone
+    t.join(90)
+    report = out["report"]
+    checks = {c.id: c for c in report.checks}
+    assert checks["live.progress"].status.value == "pass" and "the job ended while watched" in \
+        checks["live.progress"].summary, checks["live.progress"]
+    slow = checks["live.slow"]
+    assert slow.status.value == "fail" and report.exit_code == 1, slow
+    (s,) = report.extra["live"]["slow"]["slowdowns"]
+    assert s["rank"] == 5 and s["start_ns"] and s["end_ns"] >= s["start_ns"], s
+    assert [e["event"] for e in report.extra["live"]["slow"]["events"]] == ["start", "end"]
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _without_phase(src: Path, dst: Path) -> Path:
+    dst.mkdir()
+    for f in src.glob("*.json"):
+        doc = json.loads(f.read_text())
+        doc["ncclcheck_live"].pop("phase", None)
+        (dst / f.name).write_text(json.dumps(doc))
+    return dst
+
+
+def test_a_real_communication_bound_job_s_straggler_is_compute_where_its_ranks_were_sampled(tmp_path):
+    """A lab job's watch --dump (fixtures/comm-bound-straggler/HOW.md): its big all_reduce takes ~2.2x its compute.
+    With the ranks' sampled progress the step begins where they compute and rank 3 is "compute"; cut at the longest
+    gap (the dump without its samples: what watch did before), the same rank read "communication"."""
+    got = diagnose([str(FIXTURES / "comm-bound-straggler")])
+    slow = next(c for c in got.checks if c.id == "postmortem.slow")
+    assert [(f["rank"], f["kind"]) for f in slow.evidence["named"]] == [(3, "compute")], slow
+    g = next(g for g in got.extra["postmortem"]["slow"]["groups"] if g.get("steps"))
+    assert "outside collectives (sampled)" in g["steps_by"], g
+    before = diagnose([str(_without_phase(FIXTURES / "comm-bound-straggler", tmp_path / "gaps"))])
+    old = next(c for c in before.checks if c.id == "postmortem.slow")
+    assert [(f["rank"], f["kind"]) for f in old.evidence["named"]] == [(3, "communication")], old
+    healthy = next(c for c in diagnose([str(FIXTURES / "comm-bound-healthy")]).checks if c.id == "postmortem.slow")
+    assert healthy.status.value == "pass", healthy

@@ -26,6 +26,7 @@ class Job:
     gap_us: float = 50.0  # a rank's time between two back-to-back calls
     jitter: float = 0.0  # each rank's compute varies by +-jitter (uniform) every step
     slow: dict = field(default_factory=dict)  # rank -> (from step, extra share of step_us)
+    slow_until: dict = field(default_factory=dict)  # rank -> the step its slowdown ends at (default: never)
     random_slow: float = 0.0  # one random rank per step computes this share longer
     leave_late: dict = field(default_factory=dict)  # rank -> (from step, extra us): leaves each collective late
     transfer_from: Optional[tuple] = None  # (from step, factor): every transfer slower from then on
@@ -60,7 +61,7 @@ def timeline(job: Job) -> tuple[list, dict, dict]:
             if s < job.warmup[0]:
                 c += job.warmup[1] * job.step_us
             frm, extra = job.slow.get(r, (None, 0.0))
-            if frm is not None and s >= frm:
+            if frm is not None and frm <= s < job.slow_until.get(r, job.steps):
                 c += extra * job.step_us
             if r == loser:
                 c += job.random_slow * job.step_us

@@ -14,10 +14,11 @@ recorders, a short transfer probe between the suspects' hosts (live/pace.py's "r
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 from ..checks import slowness
 from ..postmortem import slow
@@ -159,31 +160,53 @@ def probe(group_ranks: list, suspects: set, records: dict, asker: Any, budget: B
     return out
 
 
+class _Round(NamedTuple):
+    """One round's rates, indexed so that each unit's share costs its own directions, not the whole matrix (a ring
+    of 512 hosts is 2,048 directions and as many units)."""
+
+    cells: dict  # (from, to) -> bytes/s
+    ordered: list  # every rate, sorted
+    by_host: dict  # host -> the rates of the directions that touch it
+
+    @classmethod
+    def of(cls, cells: dict) -> _Round:
+        by_host: dict = {}
+        for (a, b), v in cells.items():
+            by_host.setdefault(a, []).append(v)
+            by_host.setdefault(b, []).append(v)
+        return cls(cells, sorted(cells.values()), by_host)
+
+
+def _median_without(ordered: list, drop: list) -> Optional[float]:
+    rest = list(ordered)
+    for v in drop:
+        del rest[bisect.bisect_left(rest, v)]
+    return statistics.median(rest) if rest else None
+
+
 def _shares(rounds: list, mine: Any) -> list:
-    """Per round, the share of the rate a host (or a direction, a tuple) loses against the round's directions that
-    do not touch it: 1 - median(its directions) / median(the others); rounds without both are left out."""
+    """Per round (_Round), the share of the rate a host (or a direction, a tuple) loses against the round's
+    directions that do not touch it: 1 - median(its directions) / median(the others); rounds without both are left
+    out."""
     out = []
-    for cells in rounds:
+    for r in rounds:
         if isinstance(mine, tuple):
-            own = [v for d, v in cells.items() if d == mine]
-            other = [v for d, v in cells.items() if d not in (mine, mine[::-1])]
+            own = [r.cells[mine]] if mine in r.cells else []
+            drop = own + ([r.cells[mine[::-1]]] if mine[::-1] in r.cells else [])
         else:
-            own = [v for d, v in cells.items() if mine in d]
-            other = [v for d, v in cells.items() if mine not in d]
-        if own and other and statistics.median(other) > 0:
-            out.append(1.0 - statistics.median(own) / statistics.median(other))
+            own = drop = r.by_host.get(mine, [])
+        other = _median_without(r.ordered, drop) if own else None
+        if other:
+            out.append(1.0 - statistics.median(own) / other)
     return out
 
 
-def _capacity_share(rounds: list, mine: Any) -> float:
-    """The share of the others' capacity its directions lack: each direction's capacity is its best round (a busy
-    CPU, the job's own traffic or another download only ever slow a transfer down, a shaper never lets it go
+def _capacity_share(best: _Round, mine: Any) -> float:
+    """The share of the others' capacity its directions lack: each direction's capacity is its best round (`best`:
+    a busy CPU, the job's own traffic or another download only ever slow a transfer down, a shaper never lets it go
     faster), then as _shares. 0.0 when there is nothing to compare."""
-    best: dict = {}
-    for cells in rounds:
-        for d, v in cells.items():
-            best[d] = max(v, best.get(d, 0.0))
-    return _shares([best], mine)[0] if _shares([best], mine) else 0.0
+    got = _shares([best], mine)
+    return got[0] if got else 0.0
 
 
 def _judge_rounds(rounds: list, names: list) -> dict:
@@ -192,16 +215,22 @@ def _judge_rounds(rounds: list, names: list) -> dict:
     need = slowness.CONSISTENT * PROBE_ROUNDS
     left = PROBE_ROUNDS - len(rounds)
     dirs = sorted({d for cells in rounds for d in cells})
+    indexed = [_Round.of(cells) for cells in rounds]
+    best_of: dict = {}
+    for cells in rounds:
+        for d, v in cells.items():
+            best_of[d] = max(v, best_of.get(d, 0.0))
+    best = _Round.of(best_of)
     hosts, pairs, once, open_ = [], [], [], False
     for unit in [*names, *dirs]:
-        sh = _shares(rounds, unit)
+        sh = _shares(indexed, unit)
         above = sum(1 for x in sh if x >= (PAIR_FLOOR if isinstance(unit, tuple) else PROBE_FLOOR))
         open_ = open_ or (above < need <= above + left)
         # rounds not measured count as not slow: the probe stops only once they could not change a verdict
         pair = isinstance(unit, tuple)
         if slowness.judge(sh + [0.0] * (PROBE_ROUNDS - len(sh)), floor=PAIR_FLOOR if pair else PROBE_FLOOR,
                           min_samples=PROBE_ROUNDS).slow \
-                and _capacity_share(rounds, unit) >= (PAIR_CAPACITY_FLOOR if pair else CAPACITY_FLOOR):
+                and _capacity_share(best, unit) >= (PAIR_CAPACITY_FLOOR if pair else CAPACITY_FLOOR):
             (pairs if pair else hosts).append(unit)
         elif above * 2 >= max(1, len(sh)):  # slow in half its rounds or more: said, not named
             once.append(unit)

@@ -156,7 +156,7 @@ def probe(p: dict) -> str:
 
 def _cost(p: dict) -> str:
     n = p.get("rounds") or 1
-    return (f"TCP probe while the job runs: {n} round{'s' if n != 1 else ''} of {(p.get('bytes') or 0) >> 10} KiB "
+    return (f"TCP probe while the job runs: {n} round{'s' if n != 1 else ''} of {format_bytes(p.get('bytes') or 0)} "
             f"per direction, {format_bytes(p.get('moved') or 0)} in {p.get('took_s') or 0:.1f} s")
 
 

@@ -16,6 +16,7 @@ from ncclcheck.live import pace, straggle
 from ncclcheck.live.auth import Session
 from ncclcheck.live.watch import watch
 from ncclcheck.options import api_config
+from ncclcheck.postmortem import slow
 from ncclcheck.postmortem.diagnose import diagnose
 from ncclcheck.render.labels import render_labels
 from ncclcheck.render.prometheus import render_prometheus
@@ -87,7 +88,7 @@ def test_a_healthy_job_with_jitter_names_nobody(store):
     assert report.exit_code == 0
 
 
-def test_the_clock_blob_and_rate_requests(store):
+def test_the_clock_phase_blob_and_rate_requests(store):
     job = livesim.laid(Job(world=3, per_host=1), 10)
     rs = livesim.start(job, [0, 1, 2], store)
     try:
@@ -104,6 +105,11 @@ def test_the_clock_blob_and_rate_requests(store):
         rate, why, _, _ = pace.exchange(recs[0], {"kind": "rate", "ranks": [1, 2]}, me, end, FIXED)
         assert rate and set(rate["rate"]) == {"1", "2"}, why
         assert all(v["ok"] and v["bytes"] >= pace.RATE_BYTES and v["bps"] > 0 for v in rate["rate"].values())
+        got, why, _, _ = pace.exchange(recs[1], {"kind": "phase", "s": 0.5}, me, end, FIXED)
+        rows = got["phase"]["0"] if got else []
+        assert len(rows) >= 3 and all(len(x) == 4 and x[0] <= x[1] for x in rows), (rows, why)
+        assert rows[-1][2] > rows[0][2] and rows[-1][3] > rows[0][3]  # it called and completed collectives meanwhile
+        assert pace.exchange(recs[1], {"kind": "phase", "s": pace.PHASE_MAX_S + 1}, me, end, FIXED)[0] is None
         clocks = straggle.measure_clocks(recs, [0, 1, 2], me, FIXED)
         assert set(clocks) == {"h1", "h2", "h3"} and all(abs(c["offset_ns"]) < 50_000_000 for c in clocks.values())
     finally:
@@ -258,3 +264,37 @@ def test_a_real_communication_bound_job_s_straggler_is_compute_where_its_ranks_w
     assert [(f["rank"], f["kind"]) for f in old.evidence["named"]] == [(3, "communication")], old
     healthy = next(c for c in diagnose([str(FIXTURES / "comm-bound-healthy")]).checks if c.id == "postmortem.slow")
     assert healthy.status.value == "pass", healthy
+
+
+def _found(**kw) -> dict:
+    return {"unit": "rank", "host": "h1", "ranks": [0], "share": 0.2, "cost_us": 20_000.0, "inside": 0.0,
+            "step_us": 100_000.0, "steps": 12, "consistent": 1.0, "since_ns": 1, "since_seq": 3, "pg": "0", **kw}
+
+
+H3_SLOW = {"hosts": ["h3"], "pairs": [], "said": "host h3 sends at 6.8 MB/s against 54.2 MB/s", "rounds": 3}
+
+
+def test_a_slow_link_never_silences_a_compute_straggler_elsewhere():
+    rank = _found(rank=3, host="h2", ranks=[3], kind="compute")
+    named, links = straggle.with_probe([rank], H3_SLOW, {"share": 0.3, "slower": True}, True)
+    assert [(f["rank"], f["kind"]) for f in named] == [(3, "compute")]
+    (link,) = links
+    assert link["hosts"] == ["h3"] and link["besides"] == ["rank 3 (host h2)"]
+    check = slow.check("live.slow", {"groups": [{"pg": "0", "steps": 12}], "named": named}, tuple(links))
+    assert len(check.findings) == 2 and "every rank calls collectives in time" not in " ".join(check.findings)
+    assert "h3 measures slow: another finding" in check.findings[0]
+    assert check.findings[1].startswith("host h3's link measures slow while the job runs: communication")
+    assert "check h3's links" in check.fix and "find what rank 3 (host h2) does" in check.fix
+
+
+def test_a_unit_on_the_slow_host_is_its_link_and_one_elsewhere_its_consequence_only_when_steps_were_measured():
+    on_h3 = _found(rank=4, host="h3", ranks=[4], kind="compute")
+    named, links = straggle.with_probe([on_h3], H3_SLOW, {}, True)
+    assert [(f["rank"], f["kind"]) for f in named] == [(4, "communication")] and not links
+    elsewhere = _found(rank=0, host="h1", kind="communication", inside=0.8)
+    named, links = straggle.with_probe([elsewhere], H3_SLOW, {}, True)
+    assert named == [] and links[0]["explains"][0]["rank"] == 0
+    words = slow.check("live.slow", {"groups": [{"pg": "0", "steps": 12}], "named": named}, tuple(links)).summary
+    assert "it explains rank 0 (host h1) leaving collectives late (its own links measure like the others'" in words
+    named, links = straggle.with_probe([elsewhere], H3_SLOW, {}, False)  # steps cut at the gaps: not known
+    assert [(f["rank"], f["kind"]) for f in named] == [(0, "communication")] and not links[0]["explains"]

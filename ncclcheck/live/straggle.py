@@ -332,32 +332,38 @@ def _measured_steps(section: dict) -> bool:
 
 
 def with_probe(named: list, found: Optional[dict], job: dict, measured: bool) -> tuple[list, list]:
-    """(the findings, each with what the probe measured of its host, and the links findings): a unit on a host whose
-    links measure slow is "communication" (its links, not its compute); a compute unit elsewhere stays its own
-    finding; a communication suspect elsewhere (it leaves collectives late while its own links measure like the
-    others') is the slow link's consequence only when the steps were measured (then the link's finding says it
-    explains it, and why), else it stays named. A slow host or link none of the findings sits on is a finding of its
-    own, beside the others."""
+    """(the findings, each with what the probe measured of its host, and the links findings). A unit on a host whose
+    transfers measure slow is "communication" (its links, not its compute), unless the steps were measured and its
+    lateness falls where the ranks work: a rank short of CPU (a halved cgroup quota) serves the probe from the same
+    starved process, so its host's transfers read slow too, and that is its compute, said so. A compute unit
+    elsewhere stays its own finding; a communication suspect elsewhere (it leaves collectives late while its own
+    links measure like the others') is the slow link's consequence only when the steps were measured (then the
+    link's finding says it explains it, and why), else it stays named. A slow host or link none of the findings sits
+    on is a finding of its own, beside the others."""
     if not found or not found.get("said"):
         return named, []
     slow_hosts = set(found["hosts"]) | {h for p in found["pairs"] for h in p}
     if not slow_hosts:
         return [dict(f, probe=found) for f in named], []
+    starved = {f.get("host") for f in named if measured and f["kind"] == "compute" and f.get("host") in slow_hosts}
     kept, explained = [], []
     for f in named:
-        if f.get("host") in slow_hosts:
+        if f.get("host") in starved:
+            kept.append(dict(f, probe=found))
+        elif f.get("host") in slow_hosts:
             kept.append(dict(f, kind="communication", probe=found))
         elif f["kind"] == "compute" or not measured:
             kept.append(dict(f, probe=found))
         else:
             explained.append({k: f.get(k) for k in ("unit", "rank", "ranks", "host", "share", "cost_us", "inside")})
-    if any(f.get("host") in slow_hosts for f in kept):
-        kept = [dict(f, explains=explained) if f.get("host") in slow_hosts else f for f in kept]
+    links = slow_hosts - starved
+    if not links or any(f.get("host") in links for f in kept):
+        kept = [dict(f, explains=explained) if f.get("host") in links else f for f in kept]
         return kept, []
-    link = {"unit": "link", "kind": "communication", "hosts": sorted(slow_hosts), "pairs": found["pairs"],
-            "said": found["said"], "job_share": job.get("share") or 0, "job_slower": bool(job.get("slower")),
-            "since_ns": job.get("since_ns"), "explains": explained,
-            "besides": [words.who(f) for f in kept]}
+    link = {"unit": "link", "kind": "communication", "hosts": sorted(links),
+            "pairs": [p for p in found["pairs"] if not set(p) & starved], "said": found["said"],
+            "job_share": job.get("share") or 0, "job_slower": bool(job.get("slower")), "since_ns": job.get("since_ns"),
+            "explains": explained, "besides": [words.who(f) for f in kept]}
     return kept, [link]
 
 

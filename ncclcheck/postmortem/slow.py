@@ -266,8 +266,10 @@ def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dic
         for u, cs in per.items():
             shares = [c / d if d > 0 else 0.0 for c, d in zip(cs, dur)]
             end = slowness.last_slow(shares)
-            if end is not None:  # the last slow step of its newest slowdown, ended or not (watch --follow's end)
-                out["last_slow"][f"{unit}:{u}"] = latest[spans[end][1]]
+            if end is not None:  # its newest slowdown's last slow step, ended or not (watch --follow's end): the
+                # last call it made the others wait for there, when its slow work (or its late leaving) ended
+                at = max(i for i in range(*spans[end]) if costs[i][0] == u and costs[i][1] > 0)
+                out["last_slow"][f"{unit}:{u}"] = latest[at]
             v = slowness.judge(shares)
             if not v.slow:
                 continue
@@ -279,7 +281,8 @@ def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dic
                 "host": host_of.get(u) if unit == "rank" else u, "pg": name, "desc": desc,
                 "cost_us": round(_median(cs[v.since:]) / 1e3, 1), "share": round(v.share, 4),
                 "steps": v.samples, "consistent": round(v.consistent, 4), "step_us": out["step_us"],
-                "since_seq": seqs[s0], "since_ns": latest[s0], "before_window": v.since == 0,
+                # it began after the call before its first late one: its slow work (or its late leaving) then
+                "since_seq": seqs[s0], "since_ns": latest[s0 - 1] if s0 else latest[s0], "before_window": v.since == 0,
                 "last_ns": out["last_slow"].get(f"{unit}:{u}"),
                 "inside": round(sum((inside.get(u) or [0] * len(spans))[v.since:]) / total, 4) if total else 0.0,
             })

@@ -51,8 +51,14 @@ def finding(f: dict) -> str:
                         probe.get("said") else ""))
     else:
         why = "compute: it works longer than the others before each call"
-        if probe and probe.get("rounds"):
-            slow = [*(probe.get("hosts") or []), *(f"{a} -> {b}" for a, b in probe.get("pairs") or [])]
+        slow = [*(probe.get("hosts") or []), *(f"{a} -> {b}" for a, b in probe.get("pairs") or [])] if probe else []
+        mine = f.get("host") in [*(probe or {}).get("hosts", []), *(h for pr in (probe or {}).get("pairs", [])
+                                                                     for h in pr)]
+        if probe and probe.get("rounds") and mine:
+            why += (f"; its host's transfers measure slow too ({probe['said']}), served by its ranks' own processes: "
+                    "the CPU they lack, not its link (its lateness falls where the ranks work, not inside their "
+                    "collectives)")
+        elif probe and probe.get("rounds"):
             why += "; its host's links measure like the others'" + (
                 f"; {', '.join(slow)} measure{'s' if len(slow) == 1 else ''} slow: another finding" if slow else "")
     return f"{text}: {why}{_explains(f.get('explains'))}"

@@ -370,3 +370,33 @@ def test_srun_a_node_whose_cpu_quota_is_halved_mid_job_is_named(guard_lab, tmp_p
         if group is not None:
             _release(group)
         job.stop()
+
+
+HALF = [("half-rate", i) for i in range(RUNS)]
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=_marks(c)) for c in HALF], ids=[f"run{i}" for _, i in HALF])
+def test_a_link_at_half_the_others_rate_is_named_while_the_job_runs(guard_lab, case, tmp_path):
+    """Every host's link shaped to 200 Mbit/s, then h3's to 100 Mbit/s mid-job: the probe, sharing the links with the
+    job's own all_reduces, names h3 (one 1 MiB download a direction read every pair alike)."""
+    wl.need("torchrun-static")
+    lab = guard_lab["lab"]
+    _shape_every_host(lab, "200mbit")
+    job = SlowJob(guard_lab, "torchrun-static", "healthy", job_env(SIZE=str(128 << 10)))
+    try:
+        ranks = job.wait_ready()
+        time.sleep(10)  # its own best first
+        lab.scenario("slow-link", "h3", "100mbit", "both")
+        time.sleep(STEPS_S)
+        p, took, doc = wl.watch(guard_lab, "torchrun-static", tmp_path / "dump")
+        _alive(ranks)
+        slow = wl._check(doc, "live.slow")
+        assert slow.get("status") == "fail" and p.returncode == 1, (slow, p.stdout[-3000:], p.stderr[-2000:])
+        named = slow["evidence"]["named"]
+        assert all(f["kind"] == "communication" for f in named), named
+        assert any("h3" in (f.get("hosts") or []) or f.get("host") == "h3" for f in named), named
+        probe = doc["live"]["slow"]["probe"]
+        assert probe["hosts"] == ["h3"], probe
+        print(f"FIGURE slow half-rate link run {case[1]}: answered in {took:.1f} s: {slow['summary']}")
+    finally:
+        job.stop()

@@ -288,9 +288,11 @@ def test_a_slow_link_never_silences_a_compute_straggler_elsewhere():
 
 
 def test_a_unit_on_the_slow_host_is_its_link_and_one_elsewhere_its_consequence_only_when_steps_were_measured():
-    on_h3 = _found(rank=4, host="h3", ranks=[4], kind="compute")
+    on_h3 = _found(rank=4, host="h3", ranks=[4], kind="communication", inside=0.6)
     named, links = straggle.with_probe([on_h3], H3_SLOW, {}, True)
     assert [(f["rank"], f["kind"]) for f in named] == [(4, "communication")] and not links
+    assert "communication: its links measure slow: host h3 sends" in slow.check(
+        "live.slow", {"groups": [{"pg": "0", "steps": 12}], "named": named}).summary
     elsewhere = _found(rank=0, host="h1", kind="communication", inside=0.8)
     named, links = straggle.with_probe([elsewhere], H3_SLOW, {}, True)
     assert named == [] and links[0]["explains"][0]["rank"] == 0
@@ -298,3 +300,16 @@ def test_a_unit_on_the_slow_host_is_its_link_and_one_elsewhere_its_consequence_o
     assert "it explains rank 0 (host h1) leaving collectives late (its own links measure like the others'" in words
     named, links = straggle.with_probe([elsewhere], H3_SLOW, {}, False)  # steps cut at the gaps: not known
     assert [(f["rank"], f["kind"]) for f in named] == [(0, "communication")] and not links[0]["explains"]
+
+
+def test_a_measured_compute_straggler_whose_host_transfers_slow_is_compute_starved_not_its_link():
+    """srun, h2's cgroup CPU quota halved: its ranks call late where they work, and the probe, served by the same
+    starved processes, measures h2 slow too (issue 56's lab run): compute, said so; no link finding for h2."""
+    h2 = {"hosts": ["h2"], "pairs": [], "said": "host h2 sends at 13.0 MB/s against 80.0 MB/s", "rounds": 3}
+    rank = _found(rank=3, host="h2", ranks=[3], kind="compute")
+    named, links = straggle.with_probe([rank], h2, {}, True)
+    assert [(f["rank"], f["kind"]) for f in named] == [(3, "compute")] and not links
+    said = slow.check("live.slow", {"groups": [{"pg": "0", "steps": 12}], "named": named}).summary
+    assert "its host's transfers measure slow too" in said and "the CPU they lack, not its link" in said, said
+    named, _ = straggle.with_probe([rank], h2, {}, False)  # steps cut at the gaps: the probe decides, as before
+    assert named[0]["kind"] == "communication"

@@ -175,8 +175,10 @@ def test_a_slowdown_says_its_last_slow_step_whether_it_lasts_or_ended():
     gone = analyse(job)
     assert named(gone) == []  # 30 normal steps since: nothing named now
     _, calls, _ = timeline(job)
-    # its last slow step is step 29 (its slow compute, then collectives #59, #60): it ends when step 30 begins
-    assert gone["last_slow"]["rank:3"] == pytest.approx(max(c[60] for c in calls.values()), abs=1e6)
+    # its last slow step is step 29: its slow compute ended with its late call of #59 (index 58)
+    assert gone["last_slow"]["rank:3"] == pytest.approx(calls[3][58], abs=1e3)
+    first = analyse(Job(slow={3: (10, 0.5)}, steps=60))["named"][0]
+    assert first["since_seq"] == 21 and first["since_ns"] == pytest.approx(max(c[19] for c in calls.values()), abs=1e3)
 
 
 def test_phase_samples_read_from_a_dump_are_validated_and_bounded():

@@ -1,15 +1,17 @@
-"""watch's side of a slow job (issue 47): each host's clock measured, postmortem/slow.py on the fetched flight
-recorders, a short transfer probe between the suspects' hosts (live/pace.py's "rate"), and --follow's history.
+"""watch's side of a slow job (issues 47, 56): each host's clock measured, where the ranks work in a step sampled,
+postmortem/slow.py on the fetched flight recorders, a transfer probe between the hosts (live/pace.py's "rate"), and
+--follow's history.
 
 - clocks: one answering rank per host is asked "clock" CLOCK_TRIES times one after another, every host at once; the
   exchange with the shortest round trip gives the offset (remote - midpoint) and its error (half the round trip).
-- the probe: when a unit is named, or the job runs slower than its own best with every rank in time, the hosts of
-  the suspects (all hosts of the group when there is none) and their neighbours in the ring of hosts download a blob
-  from each other; links/analyze.classify (the rule of `ncclcheck links`) names the slow host or link in the
-  matrix. A unit on the slow host is "communication" (not its compute); a unit elsewhere whose lateness shows where
-  no work separates two collectives is the slow link's consequence and is left out.
+- phases: PHASE_RANKS ranks on as many hosts sample their own progress counters during the pause between watch's two
+  looks (pace's "phase"): postmortem/phase.py places each step where the ranks work outside collectives.
+- the probe: when a unit is named, or the job runs slower than its own best, the hosts of the group download a blob
+  from each other in rounds (`probe`, its rule there); what it measures slow is a finding of its own, beside the
+  late units (`with_probe`: every cause kept, a consequence said as one, with why).
 - --follow: each look's findings are compared with the last look's: a unit named now and not before starts a
-  slowdown, one named before and not now ends it (a line each); each rank's NVRx scores are kept per look.
+  slowdown, one named before and not now ends it (a line each, at the slowdown's own times); each slowdown is kept
+  with its start and end, each rank's NVRx scores per look; the job's end while followed is a normal end.
 """
 
 from __future__ import annotations
@@ -130,7 +132,7 @@ def probe(group_ranks: list, suspects: set, records: dict, asker: Any, budget: B
 
     One download a direction is one sample, and it competes with the job's own traffic and CPU: on the lab's loaded
     2-core machine a healthy direction read 3x slow once, and a link at half the others' rate read like them in one
-    round. So it measures PROBE_ROUNDS rounds (every planned host downloading at once, each round), and judges each
+    round. So it measures PROBE_ROUNDS rounds (each the planned downloads, in turns), and judges each
     host by the share its directions lose against the directions that do not touch it, per round, with the one
     slow-unit rule (checks/slowness.judge): a host (or a direction no slow host explains) whose share is at least
     PROBE_FLOOR in 3 of the 4 rounds, and whose best round still lacks CAPACITY_FLOOR of the others' best, is slow; a

@@ -493,10 +493,10 @@ def _follow(config: Config, budget: Budget, st: JsonStore, session: Session,
 
 
 def _store_gone(st: JsonStore, budget: Budget) -> Optional[str]:
-    """No rank answers: the job ended when its store goes away too within live_follow_poll_s (a launcher closes it
-    once its ranks exited), else None (the full look names who does not answer)."""
+    """No rank answers: the job ended when its store goes away too within live_stall_s (--timeout: a launcher closes
+    it once its ranks exited), else None (the full look names who does not answer)."""
     t0 = budget.now()
-    while budget.within(t0, budget.live_follow_poll_s):
+    while budget.within(t0, budget.live_stall_s):
         try:
             read_registry(st)
         except StoreLost as exc:

@@ -227,6 +227,21 @@ def _truth(job: SlowJob, name: str, within: float = 120) -> dict:
     return json.loads(f.read_text())
 
 
+def _where(ranks: dict) -> str:
+    """Where each rank still alive is (py-spy, when installed): what a job that does not end waits in."""
+    import shutil
+    import subprocess
+
+    if shutil.which("py-spy") is None:
+        return ""
+    out = []
+    for r, v in sorted(ranks.items()):
+        if wl._alive(v["pid"]):
+            p = subprocess.run(["py-spy", "dump", "--pid", str(v["pid"])], capture_output=True, text=True, timeout=60)
+            out.append(f"--- rank {r} (pid {v['pid']})\n{p.stdout[-2500:]}{p.stderr[-300:]}")
+    return "\n".join(out)
+
+
 def _big_over_compute(doc: dict, step_s: float) -> float:
     """From the job's own records (watch's report: every rank's flight recorder it read as live.ranks' source is
     the dump): the big all_reduce's time (the latest call of the small one after it less the latest call of the big
@@ -327,7 +342,7 @@ def test_follow_keeps_a_slowdown_that_started_and_ended_through_the_jobs_normal_
         w = lab.spawn("h1", argv, cwd=lab.tmp)
         began, back = _truth(job, "slowed"), _truth(job, "unslowed", 60)
         runs = job.wait(FOLLOW_RUN_S + 120)
-        assert runs and all(r.rc == 0 for r in runs.values()), job.explain()  # the job's normal end
+        assert runs and all(r.rc == 0 for r in runs.values()), job.explain() + _where(ranks)  # its normal end
         stdout, stderr = w.communicate(timeout=4 * wl.TIMEOUT + 60)
         doc = json.loads(out.read_text())
         assert w.returncode == 1, (stdout[-3000:], stderr[-2000:])  # by what was seen: a slowdown

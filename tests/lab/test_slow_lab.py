@@ -329,6 +329,7 @@ def test_a_communication_bound_job_names_its_compute_straggler_compute_and_nobod
 FOLLOW_RUN_S = 75  # the job's training after its ranks start: the slowdown (SLOW_FOR_S) inside it, then its end
 
 
+@pytest.mark.long
 def test_follow_keeps_a_slowdown_that_started_and_ended_through_the_jobs_normal_end(guard_lab, tmp_path):
     wl.need("torchrun-static")
     lab = guard_lab["lab"]

@@ -20,6 +20,7 @@ nothing ("trusted network only"), so it is not used.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -228,6 +229,7 @@ class Responder:
         if run is not None:
             self.run = run
         self.loop.start()
+        atexit.register(self._quiesce)
         if register:
             threading.Thread(target=self._register, name=f"{THREAD_PREFIX}-register", daemon=True).start()
         return self
@@ -235,6 +237,16 @@ class Responder:
     def close(self) -> None:
         self._stop.set()
         self.loop.close()
+        atexit.unregister(self._quiesce)
+
+    def _quiesce(self) -> None:
+        """At the process's exit, before the interpreter finalizes: stop serving and let the workers' calls into
+        torch return (bounded by Budget.live_exit_s): a daemon thread inside C++ at finalization aborts the rank."""
+        self.close()
+        end = self.budget.deadline(self.budget.live_exit_s)
+        for w in self.loop.workers.values():
+            if not w.join(self.budget.remaining(end)):
+                log.debug("live: the %s worker still runs at exit", w.name)
 
     def stopping(self) -> bool:
         return self._stop.is_set()

@@ -313,3 +313,37 @@ def test_a_measured_compute_straggler_whose_host_transfers_slow_is_compute_starv
     assert "its host's transfers measure slow too" in said and "the CPU they lack, not its link" in said, said
     named, _ = straggle.with_probe([rank], h2, {}, False)  # steps cut at the gaps: the probe decides, as before
     assert named[0]["kind"] == "communication"
+
+
+@pytest.mark.parametrize("kind", ["phase", "all"])
+def test_a_rank_that_ends_while_its_responder_works_for_a_watch_ends_normally(tmp_path, kind):
+    """A watch's sampling (or fetch) met the job's normal end: the responder's daemon thread was inside torch's
+    flight recorder (C++) as the interpreter finalized, was unwound by pthread_exit, and the rank aborted
+    ("terminate called without an active exception", SIGABRT) in the lab. The responder stops its work at exit."""
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(port), "EXIT_AFTER_S": "1.0"}
+    p = subprocess.Popen([sys.executable, str(FIXTURES / "exit_worker.py")], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    rec = json.loads(p.stdout.readline())
+    me = pace.Caller(Session("none", None, port, FIXED), rec["job"], rec["run"])
+    asked = []
+
+    def ask():
+        while p.poll() is None:  # the job's end meets a request in flight: a 2 s sampling always does
+            asked.append(pace.exchange(rec, {"kind": kind, "s": 2.0} if kind == "phase" else {"kind": kind}, me,
+                                       FIXED.deadline(5), FIXED)[0])
+
+    t = threading.Thread(target=ask, daemon=True)
+    t.start()
+    out, err = p.communicate(timeout=120)
+    t.join(10)
+    assert p.returncode == 0, (p.returncode, err[-3000:])
+    assert asked and (kind == "phase" or any(asked)), asked  # asked, at least once, while it ran

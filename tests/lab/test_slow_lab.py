@@ -227,19 +227,22 @@ def _truth(job: SlowJob, name: str, within: float = 120) -> dict:
     return json.loads(f.read_text())
 
 
-def _where(ranks: dict) -> str:
-    """Where each rank still alive is (py-spy, when installed): what a job that does not end waits in."""
+def _where(ranks: dict, job: SlowJob) -> str:
+    """Where each rank and launcher still alive is (py-spy, when installed): what a job that does not end waits in."""
     import shutil
     import subprocess
 
     if shutil.which("py-spy") is None:
         return ""
+    pids = [(f"rank {r}", v["pid"]) for r, v in sorted(ranks.items())]
+    pids += [(f"launcher {p.args[-1] if isinstance(p.args, list) else ''}"[:80], p.pid)
+             for p in job.lab._procs[job._before:] if p.poll() is None]
     out = []
-    for r, v in sorted(ranks.items()):
-        if wl._alive(v["pid"]):
-            p = subprocess.run(["py-spy", "dump", "--pid", str(v["pid"])], capture_output=True, text=True, timeout=60)
-            out.append(f"--- rank {r} (pid {v['pid']})\n{p.stdout[-2500:]}{p.stderr[-300:]}")
-    return "\n".join(out)
+    for who, pid in pids:
+        if wl._alive(pid):
+            p = subprocess.run(["py-spy", "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=60)
+            out.append(f"--- {who} (pid {pid})\n{p.stdout[-2500:]}{p.stderr[-300:]}")
+    return "\n".join(out) or "(nothing of it alive)"
 
 
 def _big_over_compute(doc: dict, step_s: float) -> float:
@@ -343,7 +346,7 @@ def test_follow_keeps_a_slowdown_that_started_and_ended_through_the_jobs_normal_
         w = lab.spawn("h1", argv, cwd=lab.tmp)
         began, back = _truth(job, "slowed"), _truth(job, "unslowed", 60)
         runs = job.wait(FOLLOW_RUN_S + 120)
-        assert runs and all(r.rc == 0 for r in runs.values()), job.explain() + _where(ranks)  # its normal end
+        assert runs and all(r.rc == 0 for r in runs.values()), job.explain() + _where(ranks, job)  # its end
         stdout, stderr = w.communicate(timeout=4 * wl.TIMEOUT + 60)
         doc = json.loads(out.read_text())
         assert w.returncode == 1, (stdout[-3000:], stderr[-2000:])  # by what was seen: a slowdown

@@ -46,6 +46,17 @@ def _text(d: dict, key: str, default: str = "", where: str = "") -> str:
     return clean_text(v)
 
 
+def _texts(d: dict, key: str, where: str = "") -> tuple:
+    """d[key] as a tuple of clean strings (at most MAX_FINDINGS); ValueError naming the field when it is there but
+    not a list of strings."""
+    v = d.get(key)
+    if v is None:
+        return ()
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise ValueError(f"{where}{key}: expected a list of strings")
+    return tuple(clean_text(x) for x in v[:MAX_FINDINGS])
+
+
 def _node_rank(d: dict, key: str, where: str = "", required: bool = False) -> Optional[int]:
     v = d.get(key)
     if v is None and not required:
@@ -148,9 +159,14 @@ def sig(x: float, digits: int = SIG_DIGITS) -> float:
 ABOVE_LIMIT_NOISE = 0.05  # the report's meaning of an efficiency: renderers of old reports apply it too
 
 
+MAX_FINDINGS = 64  # findings of one check a report carries (a check with more says "and N more" in its own words)
+
+
 @dataclass(frozen=True)
 class CheckResult:
-    """One check's verdict. `node` is the node rank it is about, or None for a cross-node result."""
+    """One check's verdict. `node` is the node rank it is about, or None for a cross-node result. `findings`: when
+    the check found several things, each of them as a sentence like the summary (the summary is the first): every
+    renderer shows them all, not the first alone (a slow rank and a slow link are two findings)."""
 
     id: str
     status: Status
@@ -159,9 +175,10 @@ class CheckResult:
     fix: str = ""
     node: Optional[int] = None
     evidence: dict = field(default_factory=dict)
+    findings: tuple = ()
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "id": self.id,
             "status": self.status.value,
             "node": self.node,
@@ -170,6 +187,14 @@ class CheckResult:
             "fix": self.fix,
             "evidence": self.evidence,
         }
+        if self.findings:
+            out["findings"] = list(self.findings[:MAX_FINDINGS])
+        return out
+
+    @property
+    def more(self) -> list:
+        """The findings beyond the first (the one the summary says), in order: what a renderer lists under it."""
+        return list(self.findings[1:MAX_FINDINGS])
 
     @classmethod
     def from_json(cls, d: dict, where: str = "") -> CheckResult:
@@ -190,6 +215,7 @@ class CheckResult:
             fix=_text(d, "fix", where=where),
             node=_node_rank(d, "node", where),
             evidence=_mapping(d, "evidence", where),
+            findings=_texts(d, "findings", where),
         )
 
 

@@ -204,6 +204,7 @@ T_BND = "tests/lab/test_bounds_lab.py"
 T_SLM = "tests/lab/test_slurm_health_lab.py"
 T_DIA = "tests/postmortem/test_diagnose.py"
 T_LIV = "tests/live/test_watch.py"
+T_SLW = "tests/live/test_slow_live.py"
 T_DLB = "tests/lab/test_diagnose_lab.py"
 T_DRP = "tests/lab/test_dropped_link_lab.py"
 
@@ -398,6 +399,14 @@ SCENARIOS = (
     # the ring's far side finished the collective before the cut: the ranks still inside it are not culprits
     _fix("live/dropped-h2-ring-ahead", "host_cut", [2, 3], neighbour=T_LIV),
     _fix("live/dropped-node0", "host_cut", [0, 1], neighbour=T_LIV),
+    # --- ... and of a running communication-bound job (its big all_reduce ~2.2x its compute): who slows it ---
+    Scenario("diag-live-comm-bound-straggler", "diag-fixture",
+             Expect(1, (_need("postmortem.slow", "rank 3", "compute"),), ("communication",)),
+             opts=(("fixture", "live/comm-bound-straggler"),), neighbour_of=T_SLW,
+             evidence=fixture_evidence("live/comm-bound-straggler")),
+    Scenario("diag-live-comm-bound-healthy", "diag-fixture", Expect(0, ()),
+             opts=(("fixture", "live/comm-bound-healthy"),), neighbour_of=T_SLW,
+             evidence=fixture_evidence("live/comm-bound-healthy")),
     # --- diagnose: real NCCL failures captured on an H100 (fixtures/nccl-h100, its README's table) ---
     _fix("nccl-h100/dupgpu", "duplicate_gpu", [0, 1], T_REAL, ("CUDA device 60",), (WRAPPER,)),
     _fix("nccl-h100/badif", "no_socket_interface", [0], T_REAL, ("NCCL_SOCKET_IFNAME=eth9",), (WRAPPER,)),

@@ -14,7 +14,7 @@ from typing import Any, Optional
 from ncclcheck.live.responder import Responder, Sources
 from ncclcheck.rendezvous.store import Guard
 
-from .slowsim import Job, docs
+from .slowsim import Job, docs, timeline
 
 BUFFER = 96  # flight-recorder entries a simulated rank keeps (torch's default is 2,000; 48 steps of 2 here)
 
@@ -30,9 +30,10 @@ class SimSources(Sources):
     when the job's time 0 is on the wall clock (ns), or a callable that says it (a job laid once every simulated rank
     of several processes is up); the document's times are then relative to it."""
 
-    def __init__(self, doc: dict, buffer: int = BUFFER, epoch: Any = 0) -> None:
+    def __init__(self, doc: dict, buffer: int = BUFFER, epoch: Any = 0, exits: Optional[list] = None) -> None:
         self.doc, self.buffer, self.epoch = doc, buffer, epoch
         self.times = [e["time_created_ns"] for e in doc["entries"]]
+        self.exits = exits  # when each collective ended for this rank (its host clock), else: the newest still runs
 
     def flight(self, entries: bool = True) -> dict:
         base = self.epoch() if callable(self.epoch) else self.epoch
@@ -41,7 +42,9 @@ class SimSources(Sources):
         out["entries"] = [dict(e, time_created_ns=e["time_created_ns"] + base)
                           for e in self.doc["entries"][max(0, k - self.buffer):k]] if entries else []
         out["pg_status"] = {"0": {"last_enqueued_collective": str(k), "last_started_collective": "-1",
-                                  "last_completed_collective": str(max(0, k - 1))}}
+                                  "last_completed_collective": str(
+                                      max(0, k - 1) if self.exits is None else
+                                      min(k, bisect.bisect_right(self.exits, time.time_ns() - base)))}}
         return out
 
     def stacks(self) -> list:
@@ -57,10 +60,13 @@ def start(job: Job, ranks: list, port: int, buffer: int = BUFFER, token: Optiona
     """Responders for `ranks` of the job, registered in the store at 127.0.0.1:port, each calling itself by its
     simulated host's name (Job.host); epoch: as SimSources'."""
     all_docs = docs(job, ranks)
+    _, _, ends = timeline(job)
     out = []
     for r in ranks:
+        off = int(job.clock_us.get(job.host(r), 0.0) * 1e3)
         resp = Responder(r, job.world, r % job.per_host, ("127.0.0.1", port), Guard(token=token),
-                         sources=SimSources(all_docs[r], buffer, epoch), bind="127.0.0.1", launcher="torchrun")
+                         sources=SimSources(all_docs[r], buffer, epoch, [int(x) + off for x in ends[r]]),
+                         bind="127.0.0.1", launcher="torchrun")
         resp.host = job.host(r)
         out.append(resp.start())
     return out

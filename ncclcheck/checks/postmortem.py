@@ -41,7 +41,8 @@ def _result(check_id: str, found: list, ok: str, evidence: dict, root: Optional[
             f"; and {len(rest)} consequence{'s' if len(rest) != 1 else ''} of it: {rest[0]['text']}" if rest else "")
         return make(check_id, summary, detail="\n".join(lines), fix=also["fix"] if also else "", evidence=evidence)
     fix = next((c["fix"] for c in found if c["fix"]), "")
-    return make(check_id, found[0]["text"], detail="\n".join(lines), fix=fix, evidence=evidence)
+    return make(check_id, found[0]["text"], detail="\n".join(lines), fix=fix, evidence=evidence,
+                findings=tuple(lines))
 
 
 def _root(analysis: dict) -> Optional[dict]:
@@ -167,7 +168,7 @@ def check_transport(inp: PostmortemInput) -> CheckResult:
                             f"{rules.assignment('NCCL_SOCKET_IFNAME', spec)}")
     ev = {"ranks": rows, "recommended": t.get("recommended") or {}}
     if problems:
-        return warned("postmortem.transport", problems[0], detail="\n".join(problems),
+        return warned("postmortem.transport", problems[0], detail="\n".join(problems), findings=tuple(problems),
                       fix=rules.exports([("NCCL_SOCKET_IFNAME", spec)]) if spec
                       else "set NCCL_SOCKET_IFNAME to the same interface on every node (`ncclcheck recommend`)",
                       evidence=ev)

@@ -128,6 +128,13 @@ class Workers:
             self._stop = True
             self._cv.notify()
 
+    def join(self, timeout: float) -> bool:
+        """Wait for the thread to end (after stop(): once its current work returned); False when it still runs."""
+        t = self._thread
+        if t is not None:
+            t.join(timeout)
+        return t is None or not t.is_alive()
+
     def _next(self) -> Optional[tuple]:
         """The first address's oldest request; that address goes to the back of the turn."""
         while not self._queue and not self._stop:

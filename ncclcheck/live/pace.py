@@ -1,9 +1,15 @@
-"""What watch asks the responders while a job runs slow (issue 47): each host's clock, and a short transfer probe
-between the suspects' hosts. Three request kinds, answered by live/responder.py through `answer`:
+"""What watch asks the responders while a job runs slow (issue 47): each host's clock, when the ranks work outside
+collectives, and a transfer probe between the suspects' hosts. Four request kinds, answered by live/responder.py
+through `answer`:
 
 - "clock": the responder's wall clock (time.time_ns()) the moment it read the request, and nothing else, so that the
   watcher reads it NTP-style: offset = remote - (sent + received) / 2, error = half the round trip. The flight
   recorder's call times are each host's CLOCK_REALTIME: a host whose clock is ahead would look late.
+- "phase": the responder reads its own progress counters (the flight recorder's pg_status: last enqueued and last
+  completed collective, ~5 us each) every PHASE_EVERY_S for `s` seconds (at most PHASE_MAX_S) and says each change
+  with the moments around it: when each collective ended and the next was called, so postmortem/phase.py can tell
+  where in a step the ranks compute (outside collectives) from where they communicate, whichever takes longer. Its
+  own worker thread (it waits between samples); ~0.5 % of one core while it samples.
 - "blob": `bytes` (at most MAX_BLOB) of padding in the sealed reply frame: what a "rate" probe downloads; sent only
   to a rank of this job asking from its own address (`from`: its rank), built once (live/peers.py, Responder.blob).
 - "rate": names up to MAX_RATE_TARGETS ranks, as "reach" does (never an address: the responder reads the ranks'
@@ -33,10 +39,14 @@ from .. import model
 from ..rendezvous.budget import Budget
 from . import peers, wire
 
-KINDS = ("clock", "blob", "rate")
+KINDS = ("clock", "phase", "blob", "rate")
 RATE_BYTES = 1 << 20  # what a "rate" probe downloads per target: 1 MiB, ~10 ms on a healthy 1 Gb/s link
 MAX_BLOB = RATE_BYTES  # bytes of one blob reply: what a probe downloads, no more (a 4 MiB one for any asker was a
 # stranger's amplifier: 43,000 times the bytes he sent)
+PHASE_EVERY_S = 0.002  # between two samples of the progress counters: a compute phase of a few ms is seen
+PHASE_MAX_S = 3.0  # seconds one "phase" request samples at most (watch asks for its pause between two looks)
+PHASE_SHARE = 0.01  # of one core for sampling, past the burst (Budget.live_work_burst_s: one 2 s sampling is ~0.01 s)
+PHASE_MAX_ROWS = 4096  # changes of the counters one reply holds at most, per process group (the newest kept)
 MAX_RATE_TARGETS = 4  # targets one "rate" request may name (they are downloaded one after another)
 SEAL_BYTES = 256  # a sealed reply's prefix beyond the JSON asked for (as fetch.SEAL_BYTES)
 LAUNCHERS = tuple(x for x in model.LAUNCHERS if x != "ncclcheck")  # ncclcheck starts no job's ranks
@@ -74,8 +84,15 @@ def blob_bytes(req: Any) -> Optional[int]:
     return n if type(n) is int and 0 < n <= MAX_BLOB else None
 
 
+def phase_seconds(req: Any) -> Optional[float]:
+    s = req.get("s") if isinstance(req, dict) else None
+    return float(s) if type(s) in (int, float) and 0 < s <= PHASE_MAX_S else None
+
+
 def well_formed(kind: str, req: Any) -> bool:
     """Is this pace request one the responder answers (checked before any work is queued)?"""
+    if kind == "phase":
+        return phase_seconds(req) is not None
     if kind == "blob":
         return blob_bytes(req) is not None
     if kind == "rate":
@@ -90,7 +107,39 @@ def answer(me: Any, kind: str, req: Any) -> dict:
     mine = {"v": wire.VERSION, "rank": me.rank, "job": me.job, "run": me.run}
     if kind == "clock":
         return {**mine, "host": me.host, "pid": os.getpid(), "time_ns": time.time_ns()}
+    if kind == "phase":
+        return {**mine, "host": me.host, "phase": phase(me, phase_seconds(req) or 0.0)}
     return {**mine, **rate(me, wire.reach_ranks(req) or [])}
+
+
+def phase(me: Any, seconds: float) -> dict:
+    """{pg: [[ns of the sample before, ns of this sample, enqueued, completed], ...]}: each change of the rank's
+    progress counters while sampled (the first sample too), on this host's wall clock (the flight recorder's). The
+    sampling's CPU is charged to a Spend of its own (PHASE_SHARE of one core past a burst that covers one sampling:
+    watch's "all" just spent the replies' own): a flood of "phase" requests samples less, never more."""
+    from .responder import progress_of
+
+    end = time.monotonic() + min(seconds, PHASE_MAX_S)
+    rows: dict = {}
+    last: dict = {}
+    before = time.time_ns()
+    t_cpu = time.thread_time()
+    while time.monotonic() < end and not me.stopping() and me.phase_spend.allows():
+        now = time.time_ns()
+        for pg, st in progress_of(me.sources.flight(entries=False)).items():
+            v = (st.get("enqueued"), st.get("completed"))
+            if None in v or last.get(pg) == v:
+                continue
+            last[pg] = v
+            mine = rows.setdefault(pg, [])
+            if len(mine) >= PHASE_MAX_ROWS:
+                mine.pop(0)
+            mine.append([before, now, v[0], v[1]])
+        before = now
+        me.phase_spend.charge(time.thread_time() - t_cpu)
+        time.sleep(PHASE_EVERY_S)
+        t_cpu = time.thread_time()
+    return rows
 
 
 def rate(me: Any, ranks: list) -> dict:

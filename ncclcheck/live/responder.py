@@ -20,6 +20,7 @@ nothing ("trusted network only"), so it is not used.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -181,7 +182,7 @@ def _cap(reply: dict, limit: int, items: int = 1 << 62) -> bytes:
 class Responder:
     """One rank's listener and its registration. `close()` stops both (its threads are daemons either way)."""
 
-    WORKERS = ("answer", "reach")  # live/loop.py's Workers: wire.KINDS says which one does a kind
+    WORKERS = ("answer", "reach", "phase")  # live/loop.py's Workers: wire.KINDS says which one does a kind
 
     def __init__(self, rank: int, world_size: int, local_rank: Optional[int], master: tuple, guard: Guard,
                  budget: Budget = FIXED, sources: Optional[Sources] = None, bind: Optional[str] = None,
@@ -203,6 +204,7 @@ class Responder:
         self.served = 0  # replies sent (refusals not counted)
         self._cache: dict = {}  # kind -> (built at, reply dict, {(limit, items): its JSON}): serves a flood of it
         self.spend = Spend(budget)
+        self.phase_spend = Spend(budget, pace.PHASE_SHARE)  # "phase" samples its progress: a bucket of its own
         self._fresh: Optional[tuple] = None  # (built at, {"time", "progress"}): every reply's fresh part
         self._stop = threading.Event()
         self._caller: Optional[pace.Caller] = None  # made at the first "rate" request (live/pace.py)
@@ -234,6 +236,7 @@ class Responder:
         if run is not None:
             self.run = run
         self.loop.start()
+        atexit.register(self._quiesce)
         if register:
             threading.Thread(target=self._register, name=f"{THREAD_PREFIX}-register", daemon=True).start()
         return self
@@ -241,6 +244,19 @@ class Responder:
     def close(self) -> None:
         self._stop.set()
         self.loop.close()
+        atexit.unregister(self._quiesce)
+
+    def _quiesce(self) -> None:
+        """At the process's exit, before the interpreter finalizes: stop serving and let the workers' calls into
+        torch return (bounded by Budget.live_exit_s): a daemon thread inside C++ at finalization aborts the rank."""
+        self.close()
+        end = self.budget.deadline(self.budget.live_exit_s)
+        for w in self.loop.workers.values():
+            if not w.join(self.budget.remaining(end)):
+                log.debug("live: the %s worker still runs at exit", w.name)
+
+    def stopping(self) -> bool:
+        return self._stop.is_set()
 
     def caller(self) -> pace.Caller:
         """How this rank asks another rank's responder (a "rate" download): a session at its own level."""

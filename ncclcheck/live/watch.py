@@ -66,9 +66,10 @@ def moved(first: dict, second: dict) -> list:
                   and counters(a.doc) != counters(first[r].doc))
 
 
-def live_doc(a: Answer, rec: dict, clock: Optional[dict] = None) -> Optional[dict]:
+def live_doc(a: Answer, rec: dict, clock: Optional[dict] = None, phase: Optional[dict] = None) -> Optional[dict]:
     """The rank's flight recorder with its own word (flight.LIVE_KEY): what diagnose reads from --dump; `clock`:
-    its host's clock offset as watch measured it (postmortem/slow.py corrects the call times with it)."""
+    its host's clock offset as watch measured it (postmortem/slow.py corrects the call times with it); `phase`: its
+    progress as sampled (postmortem/phase.py: where in a step the ranks work outside collectives)."""
     fr = a.doc.get("flight") if a.doc else None
     if not isinstance(fr, dict):
         return None
@@ -76,6 +77,8 @@ def live_doc(a: Answer, rec: dict, clock: Optional[dict] = None) -> Optional[dic
     me["addr"] = f"{rec['addr']}:{rec['port']}"
     if clock:
         me["clock"] = {"offset_ns": clock["offset_ns"], "err_ns": clock["err_ns"]}
+    if phase:
+        me["phase"] = phase
     if a.doc.get("flight_dropped"):
         me["flight_dropped"] = a.doc["flight_dropped"]
     return {**fr, flight.LIVE_KEY: me}
@@ -297,17 +300,21 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
               "fetch": budget.since(phase)}
     pause = budget.deadline(budget.live_confirm_s)
     answered = sorted(r for r, a in first.items() if a.doc is not None)
-    clocks = straggle.measure_clocks(records, answered, asker, budget)  # within the pause between the two looks
-    phases["clocks"] = budget.since(phase) - phases["fetch"]
-    time.sleep(budget.remaining(pause))
-    phase = budget.now()
-    second = fetch_all({r: records[r] for r, a in first.items() if a.doc is not None}, "progress", asker, budget)
-    phases["second_look"] = budget.since(phase)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ncclcheck-watch") as ex:  # within the pause too
+        sampling = ex.submit(straggle.sample_phases, records, answered, asker, budget, budget.live_confirm_s)
+        clocks = straggle.measure_clocks(records, answered, asker, budget)  # within the pause between the two looks
+        phases["clocks"] = budget.since(phase) - phases["fetch"]
+        time.sleep(budget.remaining(pause))
+        phase = budget.now()
+        second = fetch_all({r: records[r] for r, a in first.items() if a.doc is not None}, "progress", asker, budget)
+        phases["second_look"] = budget.since(phase)
+        sampled = sampling.result()
+    phases["phase_samples"] = budget.since(phase)
     went = moved(first, second)
     frozen = sorted(r for r in answered if r not in went and r in second and second[r].doc is not None)
     by_rank = straggle.rank_clocks(clocks, records)
-    docs = {r: d for r in answered if (d := live_doc(first[r], records[r], by_rank.get(r))) is not None
-            and d.get("entries")}
+    docs = {r: d for r in answered if (d := live_doc(first[r], records[r], by_rank.get(r), sampled.get(r)))
+            is not None and d.get("entries")}
     inp = build_inputs(first, records, missing, docs, socket.gethostname(), reg.ends)
     for r, a in second.items():  # answered the first look, not the second: gone meanwhile
         if a.doc is None and r not in inp.unanswered:
@@ -438,42 +445,78 @@ def watch(config: Config, observer=None) -> Report:
     st, bad, session = _connect(config, budget)
     if st is None or session is None:
         return _report(config, t0, [bad], {"live": {}})
+    follow = None
     try:
-        follow = None
         if config.watch.follow:
             follow = straggle.Follow(lambda line: show_row(observer, "slow_event", {"text": line}))
-            _follow(config, budget, st, session, follow)
+            ended = _follow(config, budget, st, session, follow)
+            if ended is not None:
+                return _ended(config, t0, follow, ended)
         return look(config, budget, st, session, t0, follow)
     except munge.MungeError as exc:  # watch's own credential (trust munge): said, never a traceback
         return _report(config, t0, [failed("live.answered", f"watch could not make its munge credential: {exc}",
                                            fix="check munged here (munge -n | unmunge), or give the job's token")],
                        {"live": {}}, trust={"level": session.level, "source": "munge"})
     except StoreLost as exc:
+        if follow is not None and follow.looks:  # the job ended between --follow's looks: what they saw stays
+            return _ended(config, t0, follow, f"its store went away ({str(exc)[:120]})")
         return _report(config, t0, [failed("rendezvous.master_reachable", f"the job's store went away: {exc}",
                                            fix="the job ended or its master died")], {"live": {}})
 
 
-def _follow(config: Config, budget: Budget, st: JsonStore, session: Session, follow: straggle.Follow) -> None:
-    """Look at every rank's flight recorder every live_follow_poll_s until no progress for live_stall_s (or no rank
-    answers), then return for the full look; each look that progressed is judged for a slowdown (follow)."""
+def _ended(config: Config, t0: float, follow: straggle.Follow, why: str) -> Report:
+    """--follow's report when the job ended while watched: a normal end (live.progress passes), and every slowdown
+    its looks saw, each with its start and end (live.slow: fail when one was seen, pass when none was)."""
+    follow.finish(time.time_ns(), "the job ended")
+    n, records = follow.world
+    prog = passed("live.progress", f"the job ended while watched ({why}) after {follow.looks} looks that saw it "
+                  "make progress", evidence={"ended": why, "looks": follow.looks})
+    live = {"master": f"{config.world.master_addr}:{config.world.master_port}", "world_size": n, "ended": why,
+            "slow": {**(follow.last or {}), **follow.section()}}
+    return _report(config, t0, [prog, follow.check(why)], {"live": live}, n,
+                   len({rec["host"] for rec in records.values()}), follow.backend, None, records)
+
+
+def _follow(config: Config, budget: Budget, st: JsonStore, session: Session,
+            follow: straggle.Follow) -> Optional[str]:
+    """Look at every rank's flight recorder every live_follow_poll_s until no progress for live_stall_s (then None:
+    the full look names the hang) or the job ended (its store went away, or no rank answers and then the store goes
+    away: why, said); each look that progressed is judged for a slowdown (follow)."""
     still_since = None
     last: dict = {}
     while True:
-        reg = read_registry(st)
+        try:
+            reg = read_registry(st)
+        except StoreLost as exc:
+            return f"its store went away ({str(exc)[:120]})" if follow.looks else None
         asker = Asker(session, reg.job, reg.run)
         now = fetch_all(reg.records, "flight", asker, budget)
         if not any(a.doc is not None for a in now.values()):
-            return
+            return _store_gone(st, budget) if follow.looks else None
+        follow.world = (reg.n, reg.records)
         if not last or moved(last, now):
             _judge_follow(reg.records, reg.missing, now, asker, budget, follow)
         if last and not moved(last, now):
             still_since = still_since or time.monotonic()
             if not budget.within(still_since, budget.live_stall_s):
-                return
+                return None
         else:
             still_since = None
         last = now
         time.sleep(budget.live_follow_poll_s)
+
+
+def _store_gone(st: JsonStore, budget: Budget) -> Optional[str]:
+    """No rank answers: the job ended when its store goes away too within live_stall_s (--timeout: a launcher closes
+    it once its ranks exited), else None (the full look names who does not answer)."""
+    t0 = budget.now()
+    while budget.within(t0, budget.live_stall_s):
+        try:
+            read_registry(st)
+        except StoreLost as exc:
+            return f"its ranks stopped answering and its store went away ({str(exc)[:120]})"
+        time.sleep(min(0.5, budget.live_follow_poll_s))
+    return None
 
 
 def _judge_follow(records: dict, missing: dict, now: dict, asker: Asker, budget: Budget,
@@ -481,12 +524,14 @@ def _judge_follow(records: dict, missing: dict, now: dict, asker: Asker, budget:
     """One --follow look at a progressing job: who slows it (a start or an end said through the observer)."""
     answered = sorted(r for r, a in now.items() if a.doc is not None)
     clocks = straggle.measure_clocks(records, answered, asker, budget)
+    sampled = straggle.sample_phases(records, answered, asker, budget, budget.live_confirm_s)
     by_rank = straggle.rank_clocks(clocks, records)
-    docs = {r: d for r in answered if (d := live_doc(now[r], records[r], by_rank.get(r))) is not None
-            and d.get("entries")}
+    docs = {r: d for r in answered if (d := live_doc(now[r], records[r], by_rank.get(r), sampled.get(r)))
+            is not None and d.get("entries")}
     inp = build_inputs(now, records, missing, docs)
     node_of = {h: i for i, h in enumerate(sorted({rec["host"] for rec in records.values()}))}
     section, _ = straggle.judge(inp, records, clocks, asker, budget, node_of, follow)
+    follow.backend = _backend(docs)
     follow.look(time.time_ns(), section)
 
 

@@ -36,9 +36,10 @@ VERSION = "ncclcheck-live/2"
 # What a watcher may ask, and which of the responder's workers does it: "answer" (this process's own data, built
 # at once) or "reach" (connects to other ranks, up to Budget.live_reach_s). Anything else is refused and named. A
 # new kind is a row here and a branch in Responder.work.
-# "clock", "blob" and "rate" are a slow job's (live/pace.py): rate downloads a blob from other ranks, as reach connects.
+# "clock", "phase", "blob" and "rate" are a slow job's (live/pace.py): rate downloads a blob from other ranks, as reach
+# connects; phase samples the rank's own progress for a few seconds (a worker of its own: the others stay free).
 KINDS = {"progress": "answer", "stacks": "answer", "flight": "answer", "all": "answer", "reach": "reach",
-         "clock": "answer", "blob": "answer", "rate": "reach"}
+         "clock": "answer", "phase": "phase", "blob": "answer", "rate": "reach"}
 # The kinds that make a responder connect somewhere (reach, rate) or send something large (blob): one guard for all
 # of them, live/peers.py (ranks of this job only, signed records where the level signs them, a hello-only answer at
 # the bound's end otherwise, a blob only to a rank of this job), each charged to the responder's Spend (loop.py).

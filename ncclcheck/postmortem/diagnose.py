@@ -42,9 +42,9 @@ def diagnose(paths: list[str], preflight_path: Optional[str] = None, version: st
     checks = run_checks(POSTMORTEM, PostmortemInput(analysis))
     for path, text in inp.ras:
         checks.append(ras_check_from_text(text, path))
-    # who slowed the job, from the same call times watch reads live (and the clocks watch --dump measured)
+    # who slowed the job, from the same call times watch reads live (and the clocks and phases watch --dump kept)
     analysis["slow"] = analyse_slow(inp.dumps, {r["rank"]: r["host"] for r in analysis["ranks"] if r.get("host")},
-                                    inp.clocks)
+                                    inp.clocks, inp.phases)
     checks.append(slow_check("postmortem.slow", analysis["slow"]))
     nodes = []
     hosts = {r["host"] for r in analysis["ranks"] if r.get("host")}

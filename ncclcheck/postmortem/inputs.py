@@ -24,7 +24,7 @@ from ..checks.nccl_ras_text import looks_like_ras_text, ras_text_header
 from ..clean import clean_doc, clean_log_text, clean_name
 from ..errors import UsageError
 from ..infile import NotRegular, open_regular
-from . import flight, launcher, slow, stacks
+from . import flight, launcher, phase, slow, stacks
 from .bound import clip
 from .logscan import LogScan, Room
 from .unpickle import MAX_DUMP_BYTES, RefusedPickle, is_pickle, loads_plain, walk_problem
@@ -59,6 +59,7 @@ class Inputs:
     observer: Optional[str] = None  # the host `ncclcheck watch` asked from (a cut link is seen from one side)
     launchers: dict = field(default_factory=dict)  # path -> the launcher whose own output it is (launcher.own_line)
     clocks: dict = field(default_factory=dict)  # rank -> its host's clock offset watch measured (postmortem/slow.py)
+    phases: dict = field(default_factory=dict)  # rank -> its progress as watch sampled it (postmortem/phase.py)
 
     def recognised(self) -> int:
         return sum(1 for r in self.read if r["kind"] != "unrecognised")
@@ -149,6 +150,9 @@ def _add_dump(out: Inputs, path: str, doc: dict, form: str) -> None:
     clock = slow.clock_of(doc, rank)
     if clock:
         out.clocks[rank] = clock
+    sampled = phase.of_doc(doc, rank, flight.LIVE_KEY)
+    if sampled:
+        out.phases[rank] = sampled
     if live:
         out.hosts[rank] = live["who"]
         if live["where"]:

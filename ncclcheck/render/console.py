@@ -133,6 +133,9 @@ def checks_table(report: Report, show_passed: bool = True) -> Table:
             continue
         node = "all" if c.node is None else str(c.node)
         result = Text(c.summary)
+        for more in c.more:  # every finding of the check, not its first alone (a slow rank and a slow link)
+            result.append("\n  + ")
+            result.append(more)
         if c.status in (Status.FAIL, Status.WARN) and c.fix and c is not root:  # the verdict below says its fix
             result.append("\n  fix: ", style="bold")
             result.append(c.fix)

@@ -157,6 +157,9 @@ class Budget:
     # thread's: on loopback the receiver's TCP runs there too, and each MiB copied evicts the training loop's cache (a
     # flood of 1 MiB replies cost the loop ~4 % more than the responder's threads' own CPU): counted in its share
     live_queue_s: float = 5.0  # a request not started this long after it was read is answered "busy"
+    live_exit_s: float = 2.0  # a responder's process exits: its workers' calls into torch's flight recorder end first
+    # (a daemon thread still inside C++ when the interpreter finalizes is unwound by pthread_exit: the rank aborted,
+    # "terminate called without an active exception", when a watch's sampling met the job's end)
     live_answer_cache_s: float = 0.25  # one reply built serves every request of its kind this long (a flood of
     # "all" builds a few replies a second, not one each); well under live_confirm_s, so watch's second look is fresh
     live_retry_s: float = 0.05  # watch asks a responder that closed before answering (its slots busy) again after

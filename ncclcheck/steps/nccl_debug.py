@@ -145,6 +145,7 @@ def compare_with_recommendation(parsed: dict, recommendations: Iterable[Any], *,
     what = _describe(parsed, used_ifs)
     if problems:
         return warned(CHECK_ID, problems[0], detail="\n".join(problems + [f"NCCL chose: {what}"]),
+                      findings=tuple(problems),
                       fix="; ".join(dict.fromkeys(fixes)), node=node, evidence=evidence)
     return passed(CHECK_ID, f"NCCL chose {what}", node=node, evidence=evidence)
 
@@ -220,7 +221,7 @@ def checks_from_captures(captures: dict[str, Any], nodes: Iterable[Any] = (),
             ev["read"] = said[host]
             detail = "\n".join(x for x in (detail, "read within bounds: " + "; ".join(said[host])) if x)
         out.append(CheckResult(r.id, r.status, r.summary if node is not None or host in r.summary
-                               else f"{host}: {r.summary}", detail, r.fix, r.node, ev))
+                               else f"{host}: {r.summary}", detail, r.fix, r.node, ev, r.findings))
     return out
 
 

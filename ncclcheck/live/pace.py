@@ -6,10 +6,11 @@ through `answer`:
   watcher reads it NTP-style: offset = remote - (sent + received) / 2, error = half the round trip. The flight
   recorder's call times are each host's CLOCK_REALTIME: a host whose clock is ahead would look late.
 - "phase": the responder reads its own progress counters (the flight recorder's pg_status: last enqueued and last
-  completed collective, ~5 us each) every PHASE_EVERY_S for `s` seconds (at most PHASE_MAX_S) and says each change
-  with the moments around it: when each collective ended and the next was called, so postmortem/phase.py can tell
-  where in a step the ranks compute (outside collectives) from where they communicate, whichever takes longer. Its
-  own worker thread (it waits between samples); ~0.5 % of one core while it samples.
+  completed collective, ~5 us each) every Budget.live_phase_every_s for `s` seconds (at most
+  Budget.live_phase_max_s) and says each change with the moments around it: when each collective ended and the
+  next was called, so postmortem/phase.py can tell where in a step the ranks compute (outside collectives) from where
+  they communicate, whichever takes longer. Its own worker thread (it waits between samples); ~0.5 % of one core
+  while it samples.
 - "blob": `bytes` (at most MAX_BLOB) of padding in the sealed reply frame: what a "rate" probe downloads; sent only
   to a rank of this job asking from its own address (`from`: its rank), built once (live/peers.py, Responder.blob).
 - "rate": names up to MAX_RATE_TARGETS ranks, as "reach" does (never an address: the responder reads the ranks'
@@ -36,20 +37,38 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple, Optional
 
 from .. import model
-from ..rendezvous.budget import Budget
+from ..rendezvous.budget import FIXED, Budget
 from . import peers, wire
 
 KINDS = ("clock", "phase", "blob", "rate")
 RATE_BYTES = 1 << 20  # what a "rate" probe downloads per target: 1 MiB, ~10 ms on a healthy 1 Gb/s link
 MAX_BLOB = RATE_BYTES  # bytes of one blob reply: what a probe downloads, no more (a 4 MiB one for any asker was a
 # stranger's amplifier: 43,000 times the bytes he sent)
-PHASE_EVERY_S = 0.002  # between two samples of the progress counters: a compute phase of a few ms is seen
-PHASE_MAX_S = 3.0  # seconds one "phase" request samples at most (watch asks for its pause between two looks)
 PHASE_SHARE = 0.01  # of one core for sampling, past the burst (Budget.live_work_burst_s: one 2 s sampling is ~0.01 s)
 PHASE_MAX_ROWS = 4096  # changes of the counters one reply holds at most, per process group (the newest kept)
 MAX_RATE_TARGETS = 4  # targets one "rate" request may name (they are downloaded one after another)
 SEAL_BYTES = 256  # a sealed reply's prefix beyond the JSON asked for (as fetch.SEAL_BYTES)
 LAUNCHERS = tuple(x for x in model.LAUNCHERS if x != "ncclcheck")  # ncclcheck starts no job's ranks
+
+
+def _int(v: Any) -> Optional[int]:
+    if type(v) is int:
+        return v
+    if isinstance(v, str) and v.lstrip("-").isdigit() and len(v) < 20:
+        return int(v)
+    return None
+
+
+def progress_of(doc: Any) -> dict:
+    """{pg: {"enqueued", "started", "completed"}} from a flight-recorder document's pg_status (torch writes the
+    numbers as strings), else from its entries."""
+    out: dict = {}
+    status = doc.get("pg_status") if isinstance(doc, dict) else None
+    for pg, st in (status.items() if isinstance(status, dict) else ()):
+        if isinstance(pg, str) and isinstance(st, dict):
+            out[pg[:wire.MAX_LINE]] = {k: _int(st.get(f"last_{k}_collective")) for k in ("enqueued", "started",
+                                                                                     "completed")}
+    return out
 
 
 def launcher_of(env: Mapping[str, str]) -> str:
@@ -86,7 +105,7 @@ def blob_bytes(req: Any) -> Optional[int]:
 
 def phase_seconds(req: Any) -> Optional[float]:
     s = req.get("s") if isinstance(req, dict) else None
-    return float(s) if type(s) in (int, float) and 0 < s <= PHASE_MAX_S else None
+    return float(s) if type(s) in (int, float) and 0 < s <= FIXED.live_phase_max_s else None
 
 
 def well_formed(kind: str, req: Any) -> bool:
@@ -117,9 +136,8 @@ def phase(me: Any, seconds: float) -> dict:
     progress counters while sampled (the first sample too), on this host's wall clock (the flight recorder's). The
     sampling's CPU is charged to a Spend of its own (PHASE_SHARE of one core past a burst that covers one sampling:
     watch's "all" just spent the replies' own): a flood of "phase" requests samples less, never more."""
-    from .responder import progress_of
-
-    end = time.monotonic() + min(seconds, PHASE_MAX_S)
+    b: Budget = me.budget
+    end = time.monotonic() + min(seconds, b.live_phase_max_s)
     rows: dict = {}
     last: dict = {}
     before = time.time_ns()
@@ -137,7 +155,7 @@ def phase(me: Any, seconds: float) -> dict:
             mine.append([before, now, v[0], v[1]])
         before = now
         me.phase_spend.charge(time.thread_time() - t_cpu)
-        time.sleep(PHASE_EVERY_S)
+        time.sleep(b.live_phase_every_s)
         t_cpu = time.thread_time()
     return rows
 

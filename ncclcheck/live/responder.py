@@ -41,12 +41,12 @@ from .auth import Busy as MungeBusy
 from .auth import Keys, choose
 from .calls import c10d_call
 from .loop import THREAD_PREFIX, Conn, Loop, Outcome, Spend
+from .wire import MAX_LINE
 
 log = logging.getLogger(__name__)
 
 MAX_THREADS = 128  # stacks sent per reply
 MAX_FRAMES = 48  # innermost frames per thread
-MAX_LINE = 200  # characters of a source line or a name
 CAPPED = 4  # sizes of one kind's reply kept built (watch asks every rank of one look for the same size)
 
 
@@ -68,26 +68,6 @@ def job_address(master_addr: str, master_port: int) -> str:
             return s.getsockname()[0]
     except OSError:
         return "127.0.0.1"
-
-
-def _int(v: Any) -> Optional[int]:
-    if type(v) is int:
-        return v
-    if isinstance(v, str) and v.lstrip("-").isdigit() and len(v) < 20:
-        return int(v)
-    return None
-
-
-def progress_of(doc: Any) -> dict:
-    """{pg: {"enqueued", "started", "completed"}} from a flight-recorder document's pg_status (torch writes the
-    numbers as strings), else from its entries."""
-    out: dict = {}
-    status = doc.get("pg_status") if isinstance(doc, dict) else None
-    for pg, st in (status.items() if isinstance(status, dict) else ()):
-        if isinstance(pg, str) and isinstance(st, dict):
-            out[pg[:MAX_LINE]] = {k: _int(st.get(f"last_{k}_collective")) for k in ("enqueued", "started",
-                                                                                     "completed")}
-    return out
 
 
 class Sources:
@@ -465,7 +445,7 @@ class Responder:
             return hit[1]
         out: dict = {"time": time.time()}
         try:
-            out["progress"] = progress_of(self.sources.flight(entries=False))
+            out["progress"] = pace.progress_of(self.sources.flight(entries=False))
         except Exception as exc:  # noqa: BLE001 - torch's recorder failing is evidence, said, never a crash
             out["flight_error"] = f"{type(exc).__name__}: {str(exc)[:MAX_LINE]}"
         self._fresh = (time.monotonic(), out)
@@ -480,7 +460,7 @@ class Responder:
         out = self.header()
         try:
             fr = self.sources.flight(entries=kind in ("flight", "all"))
-            out["progress"] = progress_of(fr)
+            out["progress"] = pace.progress_of(fr)
             if kind in ("flight", "all"):
                 out["flight"] = fr
         except Exception as exc:  # noqa: BLE001 - torch's recorder failing is evidence, said, never a crash

@@ -515,7 +515,7 @@ def _store_gone(st: JsonStore, budget: Budget) -> Optional[str]:
             read_registry(st)
         except StoreLost as exc:
             return f"its ranks stopped answering and its store went away ({str(exc)[:120]})"
-        time.sleep(min(0.5, budget.live_follow_poll_s))
+        time.sleep(min(budget.live_store_poll_s, budget.live_follow_poll_s))
     return None
 
 

@@ -53,6 +53,7 @@ MIN_ITEMS = 1024  # ... and in JSON values
 HEADER = struct.Struct("!I")
 CHALLENGE_CHARS = 32
 RUN_CHARS = 32
+MAX_LINE = 200  # characters of a source line or a name in a reply
 MAX_JOB = 128  # characters of a job id (agent/launchers.job_id: the launcher's, sanitised)
 PREFIX = "ncclcheck/live/"  # the job store's keys: PREFIX + "world", PREFIX + "rank/<r>"
 WORLD_KEY = PREFIX + "world"

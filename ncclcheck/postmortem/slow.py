@@ -13,7 +13,8 @@ collective is its entry's `time_created_ns` (torch's CLOCK_REALTIME on its host)
 Steps are found in the job's own rhythm. Where the job repeats a pattern of collectives (DDP's buckets, a model's
 layers), a step begins at the place in the pattern where the ranks work outside collectives: measured, from the
 ranks' own record of when each collective ended (watch samples a few ranks' progress counters every
-PHASE_EVERY_S for a moment, live/phase.py; with TORCH_NCCL_ENABLE_TIMING the GPU's own duration of each collective),
+Budget.live_phase_every_s for a moment, live/pace.py; with TORCH_NCCL_ENABLE_TIMING the GPU's own duration of each
+collective),
 never guessed from the gaps between calls alone: when a step's big all_reduce takes longer than its compute, the
 longest gap follows the all_reduce, not the compute. Without such a record (a dump of gloo ranks that watch did not
 sample), the longest median gap of the pattern, said so. Without a pattern, a collective begins a step when the

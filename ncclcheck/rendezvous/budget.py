@@ -172,6 +172,12 @@ class Budget:
     live_guarded_credit_s: float = 0.25  # a reach, rate or blob runs while its responder's Spend is at most this far
     # past empty (live/peers.py): one watcher's look (an "all" of 2,000 entries, ~0.13 s) must not keep its reach or
     # rate probe out for the 13 s the share takes to refill it; a flood of them still costs the share over time
+    live_store_poll_s: float = 0.5  # no rank answers: watch reads the job's store this often to tell a job that ended
+    # (its launcher closed the store) from one whose ranks stopped answering
+    live_phase_every_s: float = 0.002  # a "phase" request samples the rank's progress counters this often (~5 us
+    # each): a compute phase of a few ms between two collectives is seen
+    live_phase_max_s: float = 3.0  # seconds one "phase" request samples at most (watch asks for its pause between
+    # two looks); a request asking for more is refused as malformed
     live_asker_s: float = 30.0  # a responder remembers whether a connection's address is the rank it names this
     # long (a blob goes only to ranks of the job: live/peers.py): a probe's downloads cost one store read, not one each
 

@@ -114,7 +114,7 @@ def test_the_clock_phase_blob_and_rate_requests(store):
         rows = got["phase"]["0"] if got else []
         assert len(rows) >= 3 and all(len(x) == 4 and x[0] <= x[1] for x in rows), (rows, why)
         assert rows[-1][2] > rows[0][2] and rows[-1][3] > rows[0][3]  # it called and completed collectives meanwhile
-        assert pace.exchange(recs[1], {"kind": "phase", "s": pace.PHASE_MAX_S + 1}, me, end, FIXED)[0] is None
+        assert pace.exchange(recs[1], {"kind": "phase", "s": FIXED.live_phase_max_s + 1}, me, end, FIXED)[0] is None
         clocks = straggle.measure_clocks(recs, [0, 1, 2], me, FIXED)
         assert set(clocks) == {"h1", "h2", "h3"} and all(abs(c["offset_ns"]) < 50_000_000 for c in clocks.values())
     finally:

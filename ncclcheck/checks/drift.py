@@ -81,7 +81,7 @@ def baseline_nodes(doc: Any, source: str = "baseline") -> list[NodeInfo]:
     return out
 
 
-def _match(node: NodeInfo, base: Sequence[NodeInfo]) -> NodeInfo:
+def match_node(node: NodeInfo, base: Sequence[NodeInfo]) -> NodeInfo:
     """The same host in the baseline, else the same node rank, else the baseline's first node (a golden node)."""
     for b in base:
         if b.hostname == node.hostname:
@@ -103,7 +103,7 @@ def drift_checks(nodes: Sequence[NodeInfo], base: Sequence[NodeInfo], source: st
     for node in nodes:
         if not node.facts:
             continue
-        ref = _match(node, base)
+        ref = match_node(node, base)
         diffs = differences(ref.facts, node.facts)
         ev = {"baseline": source, "baseline_node": ref.node_rank, "baseline_hostname": ref.hostname,
               "differences": diffs}
@@ -122,4 +122,4 @@ def drift_checks(nodes: Sequence[NodeInfo], base: Sequence[NodeInfo], source: st
     return out
 
 
-__all__ = ["CHECK_ID", "fingerprint", "differences", "baseline_nodes", "drift_checks"]
+__all__ = ["CHECK_ID", "fingerprint", "differences", "baseline_nodes", "drift_checks", "match_node"]

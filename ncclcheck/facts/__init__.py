@@ -11,7 +11,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["collect_node_facts", "collect_health_facts", "GROUPS", "hostname", "hostname_of"]
 
-GROUPS = ("host", "interfaces", "route", "rdma", "gpu", "versions", "packages", "code", "paths", "storage", "env")
+GROUPS = ("host", "interfaces", "route", "rdma", "gpu", "gpu_health", "versions", "packages", "code", "paths",
+          "storage", "env")
 
 
 def _safe(group: str, fn: Callable[[], Any]) -> Any:
@@ -26,9 +27,9 @@ def _safe(group: str, fn: Callable[[], Any]) -> Any:
 def collect_node_facts(code_path: Optional[str] = None, paths: Iterable[str] = (),
                        master_addr: Optional[str] = None, tool_version: Optional[str] = None,
                        load_torch: Optional[Callable[[], Any]] = None, shared_dirs: Iterable[str] = (),
-                       need_bytes: Optional[int] = None) -> dict:
+                       need_bytes: Optional[int] = None, xid_window_s: Optional[float] = None) -> dict:
     """Every group of docs/facts.md for this node. Never raises; cheap on a CPU node (torch is not imported)."""
-    from . import code, envvars, gpu, host, net, packages, rdma, storage, versions
+    from . import code, envvars, gpu, gpuhealth, host, net, packages, rdma, storage, versions
     from . import paths as paths_mod
 
     facts: dict = {}
@@ -37,6 +38,7 @@ def collect_node_facts(code_path: Optional[str] = None, paths: Iterable[str] = (
     facts["route"] = _safe("route", lambda: net.route_to(master_addr)) if master_addr else None
     facts["rdma"] = _safe("rdma", rdma.collect)
     facts["gpu"] = _safe("gpu", lambda: gpu.collect(load_torch=load_torch))
+    facts["gpu_health"] = _safe("gpu_health", lambda: gpuhealth.collect(xid_window_s=xid_window_s))
     facts["versions"] = _safe("versions", lambda: versions.collect(facts["gpu"], tool_version))
     facts["packages"] = _safe("packages", packages.collect)
     facts["code"] = _safe("code", lambda: code.collect(code_path))
@@ -47,11 +49,12 @@ def collect_node_facts(code_path: Optional[str] = None, paths: Iterable[str] = (
     return facts
 
 
-def collect_health_facts(with_baseline: bool = False, on_group: Optional[Callable[[str], None]] = None) -> dict:
+def collect_health_facts(with_baseline: bool = False, on_group: Optional[Callable[[str], None]] = None,
+                         xid_window_s: Optional[float] = None) -> dict:
     """The groups `ncclcheck health` reads, for Slurm's HealthCheckProgram and Prolog: no resolver (a slow DNS must
     not eat Slurm's 60 s), no torch (GPUs from nvidia-smi only), packages and versions only against a baseline.
     `on_group(name)` is called before each group, so a caller bounding the whole can name the group that hung."""
-    from . import envvars, gpu, host, net, packages, rdma, versions
+    from . import envvars, gpu, gpuhealth, host, net, packages, rdma, versions
 
     step = on_group or (lambda _name: None)
     facts: dict = {}
@@ -63,6 +66,8 @@ def collect_health_facts(with_baseline: bool = False, on_group: Optional[Callabl
     facts["rdma"] = _safe("rdma", rdma.collect)
     step("gpu")
     facts["gpu"] = _safe("gpu", gpu.collect)
+    step("gpu_health")
+    facts["gpu_health"] = _safe("gpu_health", lambda: gpuhealth.collect(xid_window_s=xid_window_s))
     step("env")
     facts["env"] = _safe("env", envvars.collect)
     if with_baseline:

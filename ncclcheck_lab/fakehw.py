@@ -127,9 +127,6 @@ class FakeNvml:
         dom, rest = self._g(h)["bus_id"].split(":", 1)
         return type("P", (), {"busId": f"0000{dom}:{rest}".upper().encode()})()
 
-    def nvmlDeviceGetUUID(self, h: int) -> str:
-        return self._g(h)["uuid"]
-
     def nvmlDeviceGetName(self, h: int) -> str:
         return self._g(h)["name"]
 
@@ -170,8 +167,11 @@ class FakeNvml:
     def nvmlDeviceGetUtilizationRates(self, h: int) -> Any:
         return type("U", (), {"gpu": self._v(self._g(h)["utilization"]), "memory": 0})()
 
+    def nvmlDeviceGetUUID(self, h: int) -> str:
+        return self._v(self._g(h)["uuid"])
+
     def nvmlDeviceGetMemoryInfo(self, h: int) -> Any:
-        return type("M", (), {"used": self._g(h)["memory_used"], "total": 80 << 30, "free": 0})()
+        return type("M", (), {"used": self._v(self._g(h)["memory_used"]), "total": 80 << 30, "free": 0})()
 
     def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list:
         return [type("Proc", (), {"pid": p["pid"], "usedGpuMemory": p.get("used")})()
@@ -185,16 +185,16 @@ class FakeNvml:
 
     # -- PCIe
     def nvmlDeviceGetCurrPcieLinkGeneration(self, h: int) -> int:
-        return self._g(h)["pcie"]["gen"]
+        return self._v(self._g(h)["pcie"]["gen"])
 
     def nvmlDeviceGetGpuMaxPcieLinkGeneration(self, h: int) -> int:
-        return self._g(h)["pcie"]["max_gen"]
+        return self._v(self._g(h)["pcie"]["max_gen"])
 
     def nvmlDeviceGetCurrPcieLinkWidth(self, h: int) -> int:
-        return self._g(h)["pcie"]["width"]
+        return self._v(self._g(h)["pcie"]["width"])
 
     def nvmlDeviceGetMaxPcieLinkWidth(self, h: int) -> int:
-        return self._g(h)["pcie"]["max_width"]
+        return self._v(self._g(h)["pcie"]["max_width"])
 
     def nvmlDeviceGetPcieReplayCounter(self, h: int) -> int:
         return self._counter(("replay", h), self._g(h)["pcie"]["replay"])
@@ -236,6 +236,10 @@ def _na(v: Any) -> str:
     return "[N/A]" if v in (None, NS) else str(v)
 
 
+def _state(v: Any) -> Optional[str]:
+    return None if v in (None, NS) else ("Enabled" if v else "Disabled")
+
+
 def _smi_value(g: dict, name: str) -> str:
     pcie = g["pcie"]
     ecc = g["ecc_volatile"] if g["ecc_volatile"] != NS else {}
@@ -244,17 +248,19 @@ def _smi_value(g: dict, name: str) -> str:
     table = {
         "index": g["index"], "name": g["name"], "uuid": g["uuid"], "memory.total": 81559,
         "pci.bus_id": "0000" + g["bus_id"].upper(), "vbios_version": g["vbios"], "driver_version": DRIVER,
-        "persistence_mode": "Enabled" if g["persistence"] else "Disabled",
+        "persistence_mode": _state(g["persistence"]),
         "mig.mode.current": None if mig is None else ("Enabled" if mig[0] else "Disabled"),
         "mig.mode.pending": None if mig is None else ("Enabled" if mig[1] else "Disabled"),
-        "ecc.mode.current": "Enabled" if g["ecc_mode"] else "Disabled",
+        "ecc.mode.current": _state(g["ecc_mode"]),
         "ecc.errors.uncorrected.volatile.total": ecc.get("total"),
         "ecc.errors.uncorrected.volatile.sram": ecc.get("sram"),
         "ecc.errors.uncorrected.volatile.dram": ecc.get("dram"),
         "retired_pages.sbe": None if rp is None else rp["sbe"], "retired_pages.dbe": None if rp is None else rp["dbe"],
         "retired_pages.pending": None if rp is None else ("Yes" if rp["pending"] else "No"),
-        "clocks_event_reasons.active": f"0x{g['clocks']:016x}", "utilization.gpu": g["utilization"],
-        "memory.used": g["memory_used"] >> 20, "pcie.link.gen.current": pcie["gen"],
+        "clocks_event_reasons.active": f"0x{g['clocks']:016x}" if isinstance(g["clocks"], int) else None,
+        "utilization.gpu": g["utilization"],
+        "memory.used": g["memory_used"] >> 20 if isinstance(g["memory_used"], int) else None,
+        "pcie.link.gen.current": pcie["gen"],
         "pcie.link.gen.gpumax": pcie["max_gen"], "pcie.link.gen.max": pcie["max_gen"],
         "pcie.link.width.current": pcie["width"], "pcie.link.width.max": pcie["max_width"],
     }
@@ -366,6 +372,8 @@ def write_tree(root: Path, spec: dict) -> Path:
     """<root>/sys, <root>/proc and <root>/dev as the node of `spec` shows them."""
     root = Path(root)
     for g in spec["gpus"]:
+        if g.get("sysfs") is False:  # a GPU whose PCI directory was not recorded
+            continue
         bus = g["bus_id"]
         d = _device_dir(spec, bus)
         pcie = g["pcie"]
@@ -397,8 +405,9 @@ def write_tree(root: Path, spec: dict) -> Path:
     _write(root, "proc/uptime", f"{spec['uptime_s']:.2f} 1000.00\n")
     _write(root, "proc/sys/kernel/random/boot_id", "5e0c8f0a-1111-4222-8333-444455556666\n")
     _write(root, "proc/sys/kernel/dmesg_restrict", f"{spec['dmesg_restrict']}\n")
-    _write(root, "proc/driver/nvidia/version",
-           f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {DRIVER}  Release Build\n")
+    if spec["gpus"]:
+        _write(root, "proc/driver/nvidia/version",
+               f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {DRIVER}  Release Build\n")
     mods = ["nvidia_uvm 4956160 0 - Live 0x0", "nvidia 11579392 1 nvidia_uvm, Live 0x0"]
     if spec.get("nouveau"):
         mods.append("nouveau 2961408 0 - Live 0x0")
@@ -442,11 +451,13 @@ def install(root: Path, spec: dict, with_pynvml: bool = True) -> dict:
     root = Path(root)
     write_tree(root, spec)
     _write(root, "spec.json", json.dumps(spec))
-    if with_pynvml:
-        _write(root, "py/pynvml.py", _PYNVML)
-    lab = str(Path(__file__).resolve().parents[1])
-    smi = _write(root, "bin/nvidia-smi", _SMI.format(python=sys.executable, lab=lab))
-    smi.chmod(0o755)
+    (root / "bin").mkdir(exist_ok=True)
+    if spec["gpus"]:  # a node without a GPU has no driver, no binding that works and no nvidia-smi
+        if with_pynvml:
+            _write(root, "py/pynvml.py", _PYNVML)
+        lab = str(Path(__file__).resolve().parents[1])
+        smi = _write(root, "bin/nvidia-smi", _SMI.format(python=sys.executable, lab=lab))
+        smi.chmod(0o755)
     return env_for(root)
 
 

@@ -433,8 +433,7 @@ def __getattr__(name):
 _SMI = '''#!{python}
 """A fake nvidia-smi (ncclcheck_lab/fakehw.py) answering from the node spec in $NCCLCHECK_FAKE_HW."""
 import json, os, sys
-sys.path.insert(0, {lab!r})
-from ncclcheck_lab.fakehw import smi_answer
+from ncclcheck_lab.fakehw import smi_answer  # found through $PYTHONPATH (env_for)
 with open(os.environ["NCCLCHECK_FAKE_HW"]) as f:
     spec = json.load(f)
 try:
@@ -455,8 +454,7 @@ def install(root: Path, spec: dict, with_pynvml: bool = True) -> dict:
     if spec["gpus"]:  # a node without a GPU has no driver, no binding that works and no nvidia-smi
         if with_pynvml:
             _write(root, "py/pynvml.py", _PYNVML)
-        lab = str(Path(__file__).resolve().parents[1])
-        smi = _write(root, "bin/nvidia-smi", _SMI.format(python=sys.executable, lab=lab))
+        smi = _write(root, "bin/nvidia-smi", _SMI.format(python=sys.executable))
         smi.chmod(0o755)
     return env_for(root)
 

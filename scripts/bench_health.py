@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """How long `ncclcheck health` takes on a fake node with every hardware source present (8 GPUs, NVSwitches, 8 IB
 ports), against a node with none, with its correctness fields: ncclcheck_lab/bench_health.py.
 

@@ -7,16 +7,13 @@ they are used. A GPU that could not be read is never healthy: a check with nothi
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from ..model import CheckResult, skipped
 from . import hwaction as hw
 from . import xid as xids
-from .hwaction import ISOLATE, MONITOR, REBOOT, RESET_GPU, Finding
-
-if TYPE_CHECKING:
-    from .local import LocalInput
+from .hwaction import ISOLATE, MONITOR, REBOOT, RESET_GPU, Finding, HwExpect
+from .local import LocalInput
 
 MEMORY, XID, NVLINK, PCIE, CLOCKS = "gpu.memory", "gpu.xid", "gpu.nvlink", "gpu.pcie", "gpu.clocks"
 PERSISTENCE, MIG, PROCESSES, FABRIC, NOUVEAU = ("gpu.persistence", "gpu.mig", "gpu.processes", "gpu.fabric",
@@ -37,18 +34,6 @@ LOAD_UTILIZATION_PCT = 50
 NVLINK_LINKS = ((r"\bB200\b|\bGB200\b|\bB300\b|\bGB300\b", 18), (r"\bH200\b(?!.*NVL)", 18),
                 (r"\bH100\b.*(SXM|HBM3)", 18), (r"\bH800\b.*(SXM|HBM3)", 8), (r"\bA100\b.*SXM", 12),
                 (r"\bA800\b.*SXM", 8), (r"\bV100\b.*SXM2", 6), (r"\bV100\b.*SXM3", 6))
-
-
-@dataclass(frozen=True)
-class HwExpect:
-    """What this run expects of the node's GPUs: MIG mode (None: either), how a process already holding GPU memory
-    is judged (`processes`: "leftover" in a Slurm Prolog, where any process is one; "warn" before a job; "allowed"
-    in a periodic health check, where jobs run), and a baseline node's gpu_health facts for counter deltas."""
-
-    mig: Optional[bool] = False
-    processes: str = "warn"
-    baseline: Optional[dict] = None
-    baseline_source: str = ""
 
 
 def hw_expect(hwc: Any, facts: dict, golden: Optional[list], golden_path: Optional[str],

@@ -12,7 +12,7 @@ from typing import Optional
 from ..model import CheckResult, failed, passed, skipped, warned
 from ..nccl import rules
 from . import local
-from .gpu import HwExpect
+from .hwaction import HwExpect
 
 GPUS, IFACE, IB = "health.gpus", "health.nccl_interface", "health.ib_ports"
 # preflight's node-local checks that say something on one node alone (no master, no resolver, no other node).

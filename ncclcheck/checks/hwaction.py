@@ -85,6 +85,18 @@ def _short_uuid(u: Any) -> Optional[str]:
     return u if len(u) <= 16 else u[:12] + "…"
 
 
+@dataclass(frozen=True)
+class HwExpect:
+    """What this run expects of the node's GPUs: MIG mode (None: either), how a process already holding GPU memory
+    is judged (`processes`: "leftover" in a Slurm Prolog, where any process is one; "warn" before a job; "allowed"
+    in a periodic health check, where jobs run), and a baseline node's gpu_health facts for counter deltas."""
+
+    mig: Optional[bool] = False
+    processes: str = "warn"
+    baseline: Optional[dict] = None
+    baseline_source: str = ""
+
+
 SHOWN = 4  # findings spelled out in a summary; the detail and the evidence hold all of them
 
 
@@ -107,5 +119,6 @@ def result(cid: str, findings: list, node: Optional[int], ok: str, evidence: Opt
                 fix=f"Action: {act}: {MEANING[act]}." + (f" {fix}" if fix else ""))
 
 
-__all__ = ["ACTIONS", "ISOLATE", "MEANING", "MONITOR", "REBOOT", "RESET_GPU", "RESTART_JOB", "Finding", "gpu_ident",
+__all__ = ["ACTIONS", "ISOLATE", "MEANING", "MONITOR", "REBOOT", "RESET_GPU", "RESTART_JOB", "Finding", "HwExpect",
+           "gpu_ident",
            "gpu_name", "rank", "result", "worst"]

@@ -12,7 +12,7 @@ from typing import Optional
 from ..model import CheckResult, failed, passed, skipped, warned
 from ..nccl import rules
 from ..units import format_bytes
-from .gpu import HwExpect
+from .hwaction import HwExpect
 
 SHM_MIN_BYTES = 1 << 30  # NCCL's SHM transport and DataLoader workers; Docker's default of 64 MiB breaks both
 DEBUG_SWITCHES = ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_ALGO", "NCCL_PROTO", "NCCL_NET_GDR_LEVEL",

@@ -7,6 +7,8 @@ import time
 from collections.abc import Iterable
 from typing import Any, Callable, Optional
 
+from .util import hostname  # written in util, below every collector (facts/links.py asks it too)
+
 log = logging.getLogger(__name__)
 
 __all__ = ["collect_node_facts", "collect_health_facts", "GROUPS", "hostname", "hostname_of"]
@@ -84,8 +86,3 @@ def hostname_of(facts: Optional[dict]) -> str:
     return ((facts or {}).get("host") or {}).get("hostname") or hostname()
 
 
-def hostname() -> str:
-    """This machine's hostname (the UTS name, as NCCL_DEBUG_FILE's %h and Slurm use it)."""
-    import socket
-
-    return socket.gethostname()

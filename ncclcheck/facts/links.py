@@ -482,9 +482,8 @@ RESOLVE_TIMEOUT_S = 2.0
 def default_interface(addrs: Optional[dict] = None, resolve: Optional[Callable[[str], list]] = None) -> Optional[str]:
     """The interface owning the address this host's name resolves to: what gloo binds to without
     GLOO_SOCKET_IFNAME (torch's default device), and what peers reach us on. None when it does not resolve here."""
-    from . import hostname
     from .net import resolve_host
-    from .util import bounded
+    from .util import bounded, hostname
 
     try:
         ips = (resolve or (lambda h: bounded(lambda: resolve_host(h), RESOLVE_TIMEOUT_S)))(hostname())

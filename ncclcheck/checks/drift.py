@@ -1,6 +1,6 @@
 """`baseline.drift`: every node's facts against a saved known-good run (a golden configuration), difference by
 difference: versions (python, torch, CUDA, NCCL, driver), NCCL_/TORCH_NCCL_/GLOO_ variables, traffic interfaces
-(present, MTU, speed), RDMA ports (state, rate, link layer) and installed packages.
+(present, MTU, speed), RDMA ports (state, rate, link layer), the GPUs' VBIOS per model and installed packages.
 
 Pure: facts in, CheckResults out. Addresses, MACs and hostnames are per node by nature and never compared. The
 baseline is any ncclcheck JSON report with node facts (`preflight --save-baseline`, `preflight --json`, `env --json`).
@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 from ..errors import UsageError
 from ..model import CheckResult, NodeInfo, passed, skipped, warned
+from .gpu import vbios_of
 
 CHECK_ID = "baseline.drift"
 VERSIONS = ("python", "torch", "cuda", "nccl", "driver")
@@ -51,6 +52,8 @@ def fingerprint(facts: Mapping) -> dict[str, Optional[str]]:
             out[where] = _s(p.get("state"))
             out[f"{where} rate (Gb/s)"] = _s(p.get("rate_gbps"))
             out[f"{where} link layer"] = _s(p.get("link_layer"))
+    for model, vbios in (vbios_of(dict(facts)) or {}).items():
+        out[f"{model} VBIOS"] = _s(vbios)
     pk = facts.get("packages") or {}
     if isinstance(pk.get("items"), Mapping):
         for name, ver in pk["items"].items():

@@ -533,8 +533,8 @@ def _truthy(v: str) -> bool:
 # name -> (when it matters, what it does to a job): DCGM's "Environment Variables" list (nvvs/src/Software.cpp),
 # CUDA_LAUNCH_BLOCKING and torch's allocator switch
 CUDA_VARS = {
-    "CUDA_LAUNCH_BLOCKING": (_truthy, "every kernel launch waits for the GPU: a debugging switch that serialises "
-                                      "the job and hides compute behind communication no more"),
+    "CUDA_LAUNCH_BLOCKING": (_truthy, "every kernel launch waits for the GPU to finish: a debugging switch that "
+                                      "serialises the job (no compute overlaps communication)"),
     "CUDA_INJECTION64_PATH": (bool, "a tool injects itself into every CUDA call (Nsight Systems, compute-sanitizer, "
                                     "a profiler)"),
     "CUDA_INJECTION32_PATH": (bool, "a tool injects itself into every CUDA call (32-bit)"),

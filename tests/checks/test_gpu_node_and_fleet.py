@@ -92,3 +92,12 @@ def test_host_copies_without_cuda_are_skipped_with_the_reason():
         raise ImportError("No module named 'torch'")
 
     assert "torch unusable" in hostcopy.host_copy_check({}, 0, no_torch).summary
+
+
+def test_a_vbios_flashed_since_the_baseline_is_a_drift(tmp_path, monkeypatch):
+    from ncclcheck.checks.drift import differences
+
+    gh = read(tmp_path, monkeypatch, fakehw.node_spec(gpus=2, nvswitches=0))
+    now = {**gh, "gpus": [{**g, "vbios": "96.00.74.00.0F"} for g in gh["gpus"]]}
+    assert differences({"gpu_health": gh}, {"gpu_health": now}) == [
+        {"what": "NVIDIA H100 80GB HBM3 VBIOS", "baseline": "96.00.99.00.01", "now": "96.00.74.00.0F"}]

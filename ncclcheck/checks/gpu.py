@@ -61,7 +61,9 @@ def _group(inp: LocalInput, cid: str) -> tuple:
     if isinstance(gh, dict) and "unavailable" in gh:
         return None, skipped(cid, f"GPU health unavailable: {gh['unavailable']}", node=inp.node_rank)
     if not gh.get("gpus") and not gh.get("pcie"):
-        return None, skipped(cid, f"no NVIDIA GPU ({gh.get('reason') or 'none found'})", node=inp.node_rank)
+        why = gh.get("reason") or "none found"
+        return None, skipped(cid, why if why.startswith("no NVIDIA GPU") else f"no NVIDIA GPU ({why})",
+                             node=inp.node_rank)
     return gh, None
 
 

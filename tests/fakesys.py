@@ -3,6 +3,7 @@
 API (everything writes under a tmp directory and never needs root):
 
     fs = FakeSys(tmp_path, monkeypatch)      # creates <tmp>/sys and <tmp>/proc, sets NCCLCHECK_SYSFS_ROOT/PROCFS_ROOT
+                                             # (and NCCLCHECK_DEVFS_ROOT=<tmp>/dev: fs.write("dev/kmsg", ...))
     fs.write("sys/class/net/eth0/mtu", "9000\\n")  # any file, str or bytes, relative to tmp_path; returns its Path
     fs.net(name, kind="physical", *, up=True, running=None, speed=None, mtu=1500, addrs=(), driver=None,
            numa_node=0, mac=None)            # one /sys/class/net/<name> shaped like a real interface of that kind:
@@ -91,6 +92,7 @@ class FakeSys:
         if monkeypatch is not None:
             monkeypatch.setenv("NCCLCHECK_SYSFS_ROOT", str(self.sysfs))
             monkeypatch.setenv("NCCLCHECK_PROCFS_ROOT", str(self.procfs))
+            monkeypatch.setenv("NCCLCHECK_DEVFS_ROOT", str(self.root / "dev"))  # /dev/kmsg: none unless written
 
     # -- generic --------------------------------------------------------------------------------------------
     def write(self, rel: str, content: Union[str, bytes]) -> Path:

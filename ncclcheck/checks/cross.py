@@ -15,7 +15,8 @@ from typing import Any, Optional
 from .. import hostranges
 from ..model import CheckResult, failed, passed, skipped, warned
 from ..nccl import reachability, rules
-from . import storage
+from . import gpu as gpu_checks
+from . import hwaction, storage
 
 log = logging.getLogger(__name__)
 
@@ -297,6 +298,30 @@ def check_gpu_count(inp: CrossInput) -> CheckResult:
                          "but the slowest/smallest node sets the pace.",
                   fix="Use the same --nproc-per-node on every node (torchrun needs it equal), or check the nodes "
                       "with fewer GPUs (nvidia-smi; a GPU may have fallen off the bus).")
+
+
+def check_vbios(inp: CrossInput) -> CheckResult:
+    """gpu.vbios_consistent (cross-node): each GPU model runs the same VBIOS on every node; the nodes on another VBIOS
+    than the majority's are named (a firmware drift that makes one node behave differently)."""
+    cid = gpu_checks.VBIOS
+    if (s := _single(inp, cid)) is not None:
+        return s
+    per = {r: v for r, _h, f in inp.nodes if (v := gpu_checks.vbios_of(f or {}))}
+    if len(per) < 2:
+        return skipped(cid, "GPU VBIOS read on fewer than two nodes: nothing to compare")
+    findings, ev = [], {}
+    for model in sorted({m for v in per.values() for m in v}):
+        values = {r: v[model] for r, v in per.items() if model in v}
+        ev[model] = {str(r): v for r, v in values.items()}
+        groups = _by_value(values)
+        majority = groups[0][0]
+        for v, ranks in groups[1:]:
+            findings += [hwaction.Finding(f"node {r} ({inp.host(r)})", f"{model} VBIOS {v}, most nodes run {majority}",
+                                          "nvmlDeviceGetVbiosVersion", hwaction.MONITOR, v, "now",
+                                          {"node": r, "hostname": inp.host(r)}) for r in ranks]
+    models = ", ".join(f"{m} {_by_value({r: v[m] for r, v in per.items() if m in v})[0][0]}" for m in ev)
+    return hwaction.result(cid, findings, None, f"same VBIOS on {len(per)} nodes ({models})", {"vbios": ev},
+                           fix="Flash the odd node's GPUs to the fleet's VBIOS at its next maintenance.")
 
 
 def chosen_interface(facts: dict, usable: Optional[list] = None) -> Optional[str]:

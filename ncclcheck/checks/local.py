@@ -13,6 +13,7 @@ from ..model import CheckResult, failed, passed, skipped, warned
 from ..nccl import rules
 from ..units import format_bytes
 from . import actions
+from .hwaction import HwExpect
 
 SHM_MIN_BYTES = 1 << 30  # NCCL's SHM transport and DataLoader workers; Docker's default of 64 MiB breaks both
 DEBUG_SWITCHES = ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_ALGO", "NCCL_PROTO", "NCCL_NET_GDR_LEVEL",
@@ -38,6 +39,7 @@ class LocalInput:
     # probe): loopback and any local interface connect them, as on one node. Known only after the mesh phase, so
     # the checks that depend on it are run again then (ONE_HOST_RECHECKED).
     one_host: bool = False
+    hw: HwExpect = field(default_factory=HwExpect)  # what the GPU hardware checks expect (checks/gpu.py)
 
     @classmethod
     def of(cls, facts: dict, **kw) -> LocalInput:
@@ -537,6 +539,61 @@ def check_env_nccl(inp: LocalInput) -> list:
         out.append(passed(cid, f"{n} relevant variable(s) set, none problematic" if n else "no NCCL/Gloo variables",
                           node=node, evidence=ev))
     return out
+
+
+def _truthy(v: str) -> bool:
+    return v.strip().lower() not in ("", "0", "false", "no", "off")
+
+
+# name -> (when it matters, what it does to a job): DCGM's "Environment Variables" list (nvvs/src/Software.cpp),
+# CUDA_LAUNCH_BLOCKING and torch's allocator switch
+CUDA_VARS = {
+    "CUDA_LAUNCH_BLOCKING": (_truthy, "every kernel launch waits for the GPU to finish: a debugging switch that "
+                                      "serialises the job (no compute overlaps communication)"),
+    "CUDA_INJECTION64_PATH": (bool, "a tool injects itself into every CUDA call (Nsight Systems, compute-sanitizer, "
+                                    "a profiler)"),
+    "CUDA_INJECTION32_PATH": (bool, "a tool injects itself into every CUDA call (32-bit)"),
+    "NSIGHT_CUDA_DEBUGGER": (bool, "the CUDA debugger is attached"),
+    "CUDA_DEVICE_WAITS_ON_EXCEPTION": (_truthy, "a GPU exception stops the kernel for a debugger instead of failing"),
+    "CUDA_ENABLE_COREDUMP_ON_EXCEPTION": (_truthy, "a GPU exception writes a GPU core dump (minutes, gigabytes)"),
+    "CUDA_COREDUMP_FILE": (bool, "GPU core dumps are configured"),
+    "CUDA_AUTO_BOOST": (bool, "a legacy clock-boost setting"),
+    "CUDA_PROFILE": (_truthy, "the legacy command-line profiler logs every call"),
+    "COMPUTE_PROFILE": (_truthy, "the legacy command-line profiler logs every call"),
+    "OPENCL_PROFILE": (_truthy, "the legacy OpenCL profiler logs every call"),
+    "PYTORCH_NO_CUDA_MEMORY_CACHING": (_truthy, "torch's caching allocator is off: every tensor is a cudaMalloc and "
+                                                "a cudaFree"),
+}
+MAX_CONNECTIONS = (1, 32)  # CUDA_DEVICE_MAX_CONNECTIONS' range (default 8; Megatron-LM sets 1 on purpose)
+
+
+def check_env_cuda(inp: LocalInput) -> list:
+    """env.cuda: CUDA variables that slow or instrument a job: CUDA_LAUNCH_BLOCKING, a profiler or sanitizer injected
+    (CUDA_INJECTION64_PATH), the debugger, GPU core dumps, torch's allocator off, CUDA_DEVICE_MAX_CONNECTIONS
+    outside 1-32 (DCGM warns on the same list)."""
+    cid, node = "env.cuda", inp.node_rank
+    why = _unavailable(inp.facts.get("env"))
+    if why:
+        return [skipped(cid, f"environment unavailable: {why}", node=node)]
+    env = inp.env
+    bad = [(k, env[k], what) for k, (on, what) in CUDA_VARS.items() if k in env and on(env[k])]
+    conns = env.get("CUDA_DEVICE_MAX_CONNECTIONS")
+    if conns is not None:
+        try:
+            n = int(conns)
+            if not MAX_CONNECTIONS[0] <= n <= MAX_CONNECTIONS[1]:
+                bad.append(("CUDA_DEVICE_MAX_CONNECTIONS", conns, f"outside {MAX_CONNECTIONS[0]}-{MAX_CONNECTIONS[1]}: "
+                                                                  "CUDA ignores it or fails"))
+        except ValueError:
+            bad.append(("CUDA_DEVICE_MAX_CONNECTIONS", conns, "not an integer: CUDA ignores it"))
+    ev = {k: env[k] for k in list(CUDA_VARS) + ["CUDA_DEVICE_MAX_CONNECTIONS"] if k in env}
+    if not bad:
+        note = f" (CUDA_DEVICE_MAX_CONNECTIONS={conns})" if conns is not None else ""
+        return [passed(cid, f"no CUDA variable that slows or instruments a job{note}", node=node, evidence=ev)]
+    return [warned(cid, "; ".join(f"{k}={v}: {what}" for k, v, what in bad), node=node, evidence=ev,
+                   detail="Set in an image, a module file or a job template, these make every run slower or heavier "
+                          "than the hardware is.",
+                   fix=f"unset {' '.join(k for k, _v, _w in bad)} (keep them for a debugging run)")]
 
 
 def check_paths_exist(inp: LocalInput) -> CheckResult:

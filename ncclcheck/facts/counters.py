@@ -7,7 +7,7 @@ about now (a link that flapped last month keeps its link_downed forever)."""
 from __future__ import annotations
 
 import time
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from . import host, net, rdma
 
@@ -36,3 +36,30 @@ def window(first: Optional[dict], min_s: float = 0.0, sleep: Callable[[float], N
 def _public(snap: dict) -> dict:
     """A read as the report keeps it: a monotonic clock means nothing outside this process."""
     return {k: v for k, v in snap.items() if k != "mono"}
+
+
+def deltas(before: dict, after: dict) -> dict:
+    """{device: {counter: increase}} for every counter read both times that increased (a quiet node: {}). A counter
+    that went down was reset in between (a driver reload, a port reset): its change is unknown, so it is left out
+    rather than read as negative or as its whole new value."""
+    out: dict = {}
+    for dev, now in (after or {}).items():
+        then = (before or {}).get(dev) or {}
+        if not isinstance(now, dict) or not isinstance(then, dict):
+            continue
+        for name, v in now.items():
+            b = then.get(name)
+            if _count(v) and _count(b) and v > b:
+                out.setdefault(dev, {})[name] = v - b
+    return out
+
+
+def resets(before: dict, after: dict) -> list:
+    """[(device, counter)] of the counters that went down between the reads (reset in between)."""
+    return [(dev, name) for dev, now in (after or {}).items() if isinstance(now, dict)
+            for name, v in now.items()
+            if _count(v) and _count(((before or {}).get(dev) or {}).get(name)) and v < before[dev][name]]
+
+
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0

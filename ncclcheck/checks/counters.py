@@ -23,9 +23,10 @@ import math
 from collections.abc import Sequence
 from typing import Optional
 
-from ..model import CheckResult, NodeInfo, failed, passed, skipped, warned
+from ..model import CheckResult, NodeInfo, skipped
 from ..units import format_duration
-from . import actions
+from . import hwaction
+from .hwaction import ISOLATE, MONITOR, Finding
 from .local import LocalInput
 
 CID = "ib.counters"
@@ -35,7 +36,6 @@ PHYSICAL = ("symbol_error", "link_error_recovery", "port_rcv_errors", "port_rcv_
 DISCARDS = ("port_xmit_discards",)
 HW_JUDGED = ("local_ack_timeout_err", "packet_seq_err", "implied_nak_seq_err", "out_of_buffer", "rnr_nak_retry_err")
 FLAPS_FAIL = 5  # flaps in a baseline window that fail (Azure NHC: >= 5 lost-carrier events in 24 h)
-SHOWN = 6
 FIX_LINK = ("Reseat or replace the cable / transceiver of the port named and check its switch port (`ibstat`, "
             "`mlxlink -d <dev> -m`, the switch's port counters); resume the node once the counters stay still.")
 FIX_ERRORS = ("Watch whether the counters keep climbing (run health again); a port that keeps counting symbol or "
@@ -92,45 +92,52 @@ def _flaps(moved: list) -> dict:
     return out
 
 
-def _said(m: dict) -> str:
-    return f"{m['where']} {m['counter']} +{m['delta']:,}"
+def _read(m: dict) -> str:
+    """The file a moved counter was read from."""
+    if "/" not in m["where"]:
+        return f"/sys/class/net/{m['where']}/{m['counter']}"
+    dev, port = m["where"].split("/", 1)
+    sub = "hw_counters" if m["counter"] in HW_JUDGED else "counters"
+    return f"/sys/class/infiniband/{dev}/ports/{port}/{sub}/{m['counter']}"
+
+
+def _finding(m: dict, what: str, action: str, how: str) -> Finding:
+    ident = {"port": m["where"]} if "/" in m["where"] else {"netdev": m["where"]}
+    return Finding(m["where"], f"{m['counter']} +{m['delta']:,}{what}", _read(m), action,
+                   {k: m[k] for k in ("from", "to", "delta")}, how, ident)
 
 
 def judge(first: dict, last: dict, window_s: float, how: str, node: Optional[int], long_window: bool) -> CheckResult:
     """One node's verdict on the counters that moved between two reads `window_s` apart (`how`: "in 0.5 s" /
-    "since the baseline ...")."""
+    "since the baseline ..."): a link that flapped inside one run, or 5 times since a baseline, isolates the node;
+    fewer flaps since a baseline, and any error counter that moved, are watched (monitor)."""
     moved, reset = deltas(first, last)
     watched = len(_obj(_obj(last).get("ports"))), len(_obj(_obj(last).get("netdevs")))
     judged = [m for m in moved if _kind(m["counter"]) != "shown"]
     ev = {"window_s": round(window_s, 3), "window": how, "ports": watched[0], "netdevs": watched[1],
           "deltas": moved, "reset": reset}
     flaps = _flaps(judged)
-    errors = [m for m in judged if _kind(m["counter"]) == "error"]
-    if flaps:
-        worst = max(flaps.values())
-        fail = not long_window or worst >= FLAPS_FAIL
-        action = actions.ISOLATE if fail else actions.MONITOR
-        ev[actions.KEY] = action
-        links = [m for m in judged if _kind(m["counter"]) == "link"]
-        text = "; ".join(_said(m) for m in (links + errors)[:SHOWN])
-        what = (f"link went down and up {how}" if not long_window else
-                f"{worst} flap(s) on one link {how}" + (f" (>= {FLAPS_FAIL} fail)" if fail else ""))
-        return (failed if fail else warned)(
-            CID, f"{text}: {what}; {actions.said(action)}", node=node, evidence=ev, fix=FIX_LINK,
-            detail="A link that drops takes every NCCL connection over it down with it (the job fails with "
-                   "\"Got completion with error 12\" or hangs), and one that keeps dropping does it again after a "
-                   "restart.")
-    if errors:
-        ev[actions.KEY] = actions.MONITOR
-        text = "; ".join(_said(m) for m in errors[:SHOWN]) + (f"; +{len(errors) - SHOWN} more"
-                                                               if len(errors) > SHOWN else "")
-        return warned(CID, f"{text} {how}; {actions.said(actions.MONITOR)}", node=node, evidence=ev, fix=FIX_ERRORS,
-                      detail="Error counters that climb on an idle or lightly used port mean a marginal physical "
-                             "link; under NCCL they become retransmissions (slow collectives) and, past the retry "
-                             "limit, failed connections.")
+    findings = []
+    for m in judged:
+        if _kind(m["counter"]) == "link":
+            n = flaps.get(m["where"], 0)
+            fail = not long_window or n >= FLAPS_FAIL
+            what = (": the link went down and up" if not long_window else
+                    f": {n} flap(s)" + (f" (>= {FLAPS_FAIL} fail)" if fail else f" (< {FLAPS_FAIL}: watched)"))
+            findings.append(_finding(m, what, ISOLATE if fail else MONITOR, how))
+        else:
+            findings.append(_finding(m, "", MONITOR, how))
     note = f" ({len(reset)} counter(s) reset in between: driver reloaded)" if reset else ""
-    return passed(CID, f"no error counter moved on {watched[0]} RDMA port(s) and {watched[1]} netdev(s) {how}"
-                       f"{note}", node=node, evidence=ev)
+    ok = f"no error counter moved on {watched[0]} RDMA port(s) and {watched[1]} netdev(s) {how}{note}"
+    if flaps:
+        return hwaction.result(CID, findings, node, ok, ev, fix=FIX_LINK,
+                               detail="A link that drops takes every NCCL connection over it down with it (the job "
+                                      "fails with \"Got completion with error 12\" or hangs), and one that keeps "
+                                      "dropping does it again after a restart.")
+    return hwaction.result(CID, findings, node, ok, ev, fix=FIX_ERRORS,
+                           detail="Error counters that climb on an idle or lightly used port mean a marginal physical "
+                                  "link; under NCCL they become retransmissions (slow collectives) and, past the "
+                                  "retry limit, failed connections.")
 
 
 def check_counters(inp: LocalInput) -> CheckResult:

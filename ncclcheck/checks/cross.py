@@ -111,6 +111,22 @@ def compare(inp: CrossInput, items: list) -> tuple[list, dict, dict]:
     return phrases, evidence, odd
 
 
+def drift_findings(inp: CrossInput, items: list, read: dict, action: str = hwaction.MONITOR) -> tuple[list, dict,
+                                                                                                       dict]:
+    """compare()'s odd nodes as hardware findings (firmware, VBIOS): one per node and item, "node 3 (h3): <label>
+    <its value>, most nodes run <majority>", read from read[key]; with compare()'s evidence and odd nodes."""
+    _phrases, evidence, odd = compare(inp, items)
+    findings = []
+    for label, key, values in items:
+        if key not in odd:
+            continue
+        majority = _by_value(values)[0][0]
+        findings += [hwaction.Finding(f"node {r} ({inp.host(r)})", f"{label} {values[r]}, most nodes run {majority}",
+                                      read[key], action, values[r], "now", {"node": r, "hostname": inp.host(r)})
+                     for r in odd[key]]
+    return findings, evidence, odd
+
+
 def check_versions(inp: CrossInput) -> CheckResult:
     """versions.consistent: python, torch, CUDA, NCCL and driver are the same on every node."""
     cid = "versions.consistent"
@@ -309,18 +325,12 @@ def check_vbios(inp: CrossInput) -> CheckResult:
     per = {r: v for r, _h, f in inp.nodes if (v := gpu_checks.vbios_of(f or {}))}
     if len(per) < 2:
         return skipped(cid, "GPU VBIOS read on fewer than two nodes: nothing to compare")
-    findings, ev = [], {}
-    for model in sorted({m for v in per.values() for m in v}):
-        values = {r: v[model] for r, v in per.items() if model in v}
-        ev[model] = {str(r): v for r, v in values.items()}
-        groups = _by_value(values)
-        majority = groups[0][0]
-        for v, ranks in groups[1:]:
-            findings += [hwaction.Finding(f"node {r} ({inp.host(r)})", f"{model} VBIOS {v}, most nodes run {majority}",
-                                          "nvmlDeviceGetVbiosVersion", hwaction.MONITOR, v, "now",
-                                          {"node": r, "hostname": inp.host(r)}) for r in ranks]
-    models = ", ".join(f"{m} {_by_value({r: v[m] for r, v in per.items() if m in v})[0][0]}" for m in ev)
-    return hwaction.result(cid, findings, None, f"same VBIOS on {len(per)} nodes ({models})", {"vbios": ev},
+    models = sorted({m for v in per.values() for m in v})
+    items = [(f"{m} VBIOS", m, {r: v[m] for r, v in per.items() if m in v}) for m in models]
+    findings, ev, odd = drift_findings(inp, items, {m: "nvmlDeviceGetVbiosVersion" for m in models})
+    shown = ", ".join(f"{m} {_by_value(values)[0][0]}" for _label, m, values in items)
+    return hwaction.result(cid, findings, None, f"same VBIOS on {len(per)} nodes ({shown})",
+                           {"vbios": ev, "odd_nodes": odd},
                            fix="Flash the odd node's GPUs to the fleet's VBIOS at its next maintenance.")
 
 

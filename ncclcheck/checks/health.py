@@ -11,7 +11,7 @@ from typing import Optional
 
 from ..model import CheckResult, failed, passed, skipped, warned
 from ..nccl import rules
-from . import actions, local
+from . import local
 from .hwaction import HwExpect
 
 GPUS, IFACE, IB = "health.gpus", "health.nccl_interface", "health.ib_ports"
@@ -150,13 +150,9 @@ def check_ib_ports(facts: dict, expect: Expect) -> list:
             if (d, p) in active and want and not (isinstance(x.get("rate_gbps"), (int, float))
                                                   and x["rate_gbps"] >= want)]
     no_v2 = rules.roce_without_v2_ipv4_gid(rules.active_ib_ports(rdma))
-    gid: list = []
-    if no_v2:  # NCCL would use these ports with a GID that does not route (nccl/rules.py)
-        named = ", ".join(f"{d}:{p}" + (f" ({', '.join(x.get('netdevs') or [])})" if x.get("netdevs") else "")
-                          for d, p, x in no_v2)
-        gid = [failed(IB, f"ACTIVE RoCE port(s) with no RoCE v2 IPv4 GID: {named}; {actions.said(actions.ISOLATE)}",
-                      evidence={**ev, actions.KEY: actions.ISOLATE}, detail=rules.ROCE_NO_V2_DETAIL,
-                      fix=rules.roce_no_v2_fix(no_v2))]
+    # NCCL would use these ports with a GID that does not route (nccl/rules.py); health judges a node for jobs that
+    # span nodes
+    gid = [local.roce_without_v2_gid(IB, no_v2, None, ev, multi_node=True)] if no_v2 else []
     fix = "Cable, transceiver, switch port and subnet manager (`sminfo`, `ibstat` on the node); then resume it."
     if not active or (want and (down or slow)):
         what = "; ".join(filter(None, [f"not ACTIVE: {', '.join(down)}" if down else "",

@@ -12,7 +12,7 @@ from typing import Optional
 from ..model import CheckResult, failed, passed, skipped, warned
 from ..nccl import rules
 from ..units import format_bytes
-from . import actions
+from . import hwaction
 from .hwaction import HwExpect
 
 SHM_MIN_BYTES = 1 << 30  # NCCL's SHM transport and DataLoader workers; Docker's default of 64 MiB breaks both
@@ -450,12 +450,7 @@ def check_ib_devices(inp: LocalInput) -> list:
         used = [(d, p, x) for d, p, x in roce if spec is None or spec.matches(d, p)]
         no_v2 = rules.roce_without_v2_ipv4_gid(used) if gid is None and family == "AF_INET" else []
         if no_v2:
-            named = ", ".join(f"{d}:{p}" + (f" ({', '.join(x.get('netdevs') or [])})" if x.get("netdevs") else "")
-                              for d, p, x in no_v2)
-            results.append((failed if inp.multi_node else warned)(
-                cid, f"ACTIVE RoCE port(s) with no RoCE v2 IPv4 GID: {named}; {actions.said(actions.ISOLATE)}",
-                node=node, evidence={**ev, actions.KEY: actions.ISOLATE}, detail=rules.ROCE_NO_V2_DETAIL,
-                fix=rules.roce_no_v2_fix(no_v2)))
+            results.append(roce_without_v2_gid(cid, no_v2, node, ev, inp.multi_node))
         if any((x.get("link_layer") or "").lower() in ("unspecified", "") for _, _, x in active):
             results.append(warned(cid, "RDMA port with unspecified link layer (EFA?)", node=node, evidence=ev,
                                   fix="EFA needs the aws-ofi-nccl plugin (NCCL_NET_PLUGIN) and FI_PROVIDER=efa."))
@@ -464,6 +459,19 @@ def check_ib_devices(inp: LocalInput) -> list:
                                    + ", ".join(f"{d}:{p} {x.get('rate') or ''}".strip() for d, p, x in active),
                               node=node, evidence=ev))
     return results
+
+
+def roce_without_v2_gid(cid: str, ports: list, node: Optional[int], ev: dict, multi_node: bool) -> CheckResult:
+    """ACTIVE RoCE ports with no RoCE v2 IPv4 GID (nccl/rules.py): NCCL would use a GID that does not route. Across
+    nodes that isolates the node; on one node NCCL uses no network, so it is watched."""
+    findings = [hwaction.Finding(f"{d}:{p}" + (f" ({', '.join(x.get('netdevs') or [])})" if x.get("netdevs") else ""),
+                                 "ACTIVE RoCE port with no RoCE v2 IPv4 GID",
+                                 f"/sys/class/infiniband/{d}/ports/{p}/gids, gid_attrs/types",
+                                 hwaction.ISOLATE if multi_node else hwaction.MONITOR, None, "now",
+                                 {"port": f"{d}/{p}", "netdevs": list(x.get("netdevs") or [])})
+                for d, p, x in ports]
+    return hwaction.result(cid, findings, node, "", ev, detail=rules.ROCE_NO_V2_DETAIL,
+                           fix=rules.roce_no_v2_fix(ports))
 
 
 def _gpu_count(inp: LocalInput) -> Optional[int]:

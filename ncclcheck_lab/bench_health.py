@@ -11,7 +11,7 @@ fault per GPU hardware class staged. Printed with its correctness fields:
 
     health_s        the median wall time of `ncclcheck health` on the full node (its counter pause included)
     reference_s     the same on the empty node; ratio = health_s / reference_s
-    interval_s      the pause between the two reads of the error counters, part of health_s
+    interval_s      the run's one counter window (every counter, GPUs' and fabric's, read twice), part of health_s
     healthy_gpu=0   GPU checks that did not pass on the healthy node (skips included)
     faults_named=K/K  staged faults whose check failed or warned naming the GPU (index and bus id) and the action
     exit=1          health's exit code on the faulty node (the node would be drained)
@@ -129,8 +129,7 @@ def main(argv=None) -> int:
         bad_spec, plan = faulty_spec(spec)
         _s, rc, bad_doc = run_health(base / "faulty", bad_spec, base / "faulty.json")
         hit = named(bad_doc, bad_spec, plan)
-        gh = ((doc.get("nodes") or [{}])[0].get("facts") or {}).get("gpu_health") or {}
-        interval = (gh.get("counters") or {}).get("interval_s")
+        interval = (((doc.get("nodes") or [{}])[0].get("facts") or {}).get("counters") or {}).get("interval_s")
         h, r = statistics.median(full), statistics.median(ref)
         fields = {"healthy_gpu": len(healthy_bad), "faults_named": f"{hit}/{len(plan)}", "exit": rc}
         print(f"ncclcheck health on a fake node of {args.gpus} GPUs, {args.nvswitches} NVSwitches, {args.ib_ports} "

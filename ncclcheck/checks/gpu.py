@@ -39,17 +39,17 @@ NVLINK_LINKS = ((r"\bB200\b|\bGB200\b|\bB300\b|\bGB300\b", 18), (r"\bH200\b(?!.*
 def hw_expect(hwc: Any, facts: dict, golden: Optional[list], golden_path: Optional[str],
               processes: Optional[str] = None) -> HwExpect:
     """What the GPU hardware checks expect on this node: the MIG mode, how a process on a GPU is judged (a leftover
-    in a Prolog; in a periodic health check jobs run), and this node's baseline facts for counter deltas."""
+    in a Prolog; in a periodic health check jobs run), and the saved run of this host's counters (for the counters'
+    window since --baseline: checks/counters.py's baseline_window, the same as ib.counters')."""
     from ..model import NodeInfo
+    from .counters import same_host
 
     base = None
     if golden:
-        from .drift import match_node
-
-        ref = match_node(NodeInfo(0, (facts.get("host") or {}).get("hostname") or "?", facts), golden)
-        base = ref.facts.get("gpu_health") if isinstance(ref.facts.get("gpu_health"), dict) else None
+        ref = same_host(NodeInfo(0, (facts.get("host") or {}).get("hostname") or "?", facts), golden)
+        base = ref.facts.get("counters") if ref is not None and isinstance(ref.facts.get("counters"), dict) else None
     return HwExpect(mig=hwc.mig, processes=processes or ("leftover" if hwc.prolog else "allowed"), baseline=base,
-                    baseline_source=f"--baseline {golden_path}" if base else "")
+                    baseline_source=f"--baseline {golden_path}" if golden_path else "")
 
 
 # ------------------------------------------------------------------------------------------------- helpers
@@ -243,31 +243,23 @@ def expected_links(name: Optional[str]) -> Optional[int]:
     return None
 
 
-def _baseline_deltas(inp: LocalInput, gh: dict) -> tuple:
-    """({bus: {counter: increase}}, seconds, why not) of the counters since the baseline run, when it is this node
-    in this boot (the counters restart with the driver)."""
-    base = inp.hw.baseline if inp.hw else None
-    if not isinstance(base, dict) or not isinstance(base.get("counters"), dict):
-        return {}, None, None
-    if base.get("boot_id") != gh.get("boot_id") or not gh.get("boot_id"):
-        return {}, None, "the baseline is from another boot (counters restart with the driver)"
+def _counter_windows(inp: LocalInput) -> list:
+    """[(deltas {bus: {counter: n}}, seconds, window text, over_baseline)]: the run's counter window and, with
+    --baseline, the one since the saved run of this host and boot (checks/counters.py: the windows every counter of
+    the node is judged in); none where the counters were not read twice."""
     from ..facts.counters import deltas
+    from .counters import baseline_window, run_window
 
-    now, then = gh.get("counters") or {}, base["counters"]
-    d = deltas(then.get("values") or {}, now.get("values") or {})
-    secs = (now.get("at") or 0) - (then.get("at") or 0)
-    return d, secs if secs > 0 else None, None
-
-
-def _counter_windows(inp: LocalInput, gh: dict) -> list:
-    """[(deltas {bus: {counter: n}}, seconds, window text, over_baseline)]: the short interval, and the baseline's."""
-    c = gh.get("counters") or {}
-    out = [(c.get("delta") or {}, c.get("interval_s") or None, f"over {c.get('interval_s') or 0:g} s", False)]
-    d, secs, _why = _baseline_deltas(inp, gh)
-    if secs:
-        src = inp.hw.baseline_source or "the baseline"
-        out.append((d, secs, f"since {src} ({secs / 3600:.1f} h ago)", True))
-    return out
+    c = inp.facts.get("counters")
+    out = []
+    w, _why = run_window(c)
+    if w is not None:
+        out.append(w)
+    if inp.hw and inp.hw.baseline is not None:
+        w, _why = baseline_window(c, inp.hw.baseline, "this host", inp.hw.baseline_source or "the baseline")
+        if w is not None:
+            out.append(w)
+    return [(deltas(w.first.get("gpus"), w.last.get("gpus")), w.seconds, w.text, w.long) for w in out]
 
 
 def check_nvlink(inp: LocalInput) -> CheckResult:
@@ -295,8 +287,9 @@ def check_nvlink(inp: LocalInput) -> CheckResult:
                                         + ("" if expected_links(lg.get("name")) else ", the count NVML reports") + ")",
                                      "nvmlDeviceGetNvLinkState", RESET_GPU, {"up": up, "expected": want,
                                                                               "down": lg.get("down")}))
-    links = (gh.get("counters") or {}).get("links") or {}
-    for deltas, secs, window, over_base in _counter_windows(inp, gh):
+    links = (inp.facts.get("counters") or {}).get("gpu_links") or {}
+    windows = _counter_windows(inp)
+    for deltas, secs, window, over_base in windows:
         for bus, d in deltas.items():
             g = _gpu_of(gh, bus)
             crc = sum(v for k, v in d.items() if k in ("nvlink.crc_flit", "nvlink.crc_data") and v > 0)
@@ -310,7 +303,8 @@ def check_nvlink(inp: LocalInput) -> CheckResult:
                 act = RESET_GPU if rate is not None and rate >= DCGM_MAX_NVLINK_CRC_PER_S else MONITOR
                 findings.append(_finding(g, f"CRC errors +{crc}" + (f" ({rate:.3g}/s)" if rate else "") + where,
                                          "nvmlDeviceGetNvLinkErrorCounter", act, crc, window))
-    ok = f"{len(with_links)} GPU(s) with every NVLink link up, no link error {_counter_windows(inp, gh)[0][2]}"
+    ok = f"{len(with_links)} GPU(s) with every NVLink link up, " + (
+        f"no link error {windows[0][2]}" if windows else "link errors not read twice (no counter window)")
     return hw.result(NVLINK, findings, inp.node_rank, ok, {"gpus": lgpus},
                      fix="`nvidia-smi nvlink -s` and `nvidia-smi nvlink -e` on the node; a link that stays down after "
                          "a GPU reset is a board, cable or NVSwitch tray to replace.")
@@ -362,10 +356,12 @@ def check_pcie(inp: LocalInput) -> CheckResult:
             else:
                 idle_low.append(f"{hw.gpu_name(g)} {gen}{unit} of {maxgen}{unit}")
     findings += _pcie_counter_findings(inp, gh)
+    counted = bool(_counter_windows(inp))
     if not judged and not findings:
         return _unread(PCIE, inp, gh, "the PCIe link")
     ok = f"{judged} GPU(s) at their maximum PCIe width" + (
-        f"; generation not judged at idle: {', '.join(idle_low)}" if idle_low else ", and generation")
+        f"; generation not judged at idle: {', '.join(idle_low)}" if idle_low else ", and generation") + (
+        "" if counted else "; replay and AER counters not read twice (no counter window)")
     return hw.result(PCIE, findings, inp.node_rank, ok, {"links": list(links.values()), "idle_below_max": idle_low},
                      fix="Reseat the GPU or its riser, check the slot and the switch port named; `lspci -vv -s BUS` "
                          "shows LnkSta against LnkCap.")
@@ -385,7 +381,7 @@ PCIE_COUNTERS = (("pcie.aer_fatal", "AER fatal errors", REBOOT, 1),
 
 def _pcie_counter_findings(inp: LocalInput, gh: dict) -> list:
     out = []
-    for deltas, _secs, window, over_base in _counter_windows(inp, gh):
+    for deltas, _secs, window, over_base in _counter_windows(inp):
         for bus, d in deltas.items():
             g = _gpu_of(gh, bus)
             for key, what, act, base_limit in PCIE_COUNTERS:

@@ -89,7 +89,8 @@ def _short_uuid(u: Any) -> Optional[str]:
 class HwExpect:
     """What this run expects of the node's GPUs: MIG mode (None: either), how a process already holding GPU memory
     is judged (`processes`: "leftover" in a Slurm Prolog, where any process is one; "warn" before a job; "allowed"
-    in a periodic health check, where jobs run), and a baseline node's gpu_health facts for counter deltas."""
+    in a periodic health check, where jobs run), and the saved run's `counters` group of this host, for the window
+    since --baseline."""
 
     mig: Optional[bool] = False
     processes: str = "warn"

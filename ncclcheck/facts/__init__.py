@@ -32,13 +32,14 @@ def collect_node_facts(code_path: Optional[str] = None, paths: Iterable[str] = (
                        need_bytes: Optional[int] = None, counter_window_s: float = 0.0,
                        xid_window_s: Optional[float] = None) -> dict:
     """Every group of docs/facts.md for this node. Never raises; cheap on a CPU node (torch is not imported).
-    counter_window_s: the fabric's counters are read at the start and again at the end, at least this far apart
-    (the caller's FIXED.counter_window_s: the facts layer sets no bound of its own)."""
+    counter_window_s: every error counter (the fabric's and the GPUs': facts/counters.py) is read at the start and
+    again at the end, at least this far apart: one window per run (the caller's FIXED.counter_window_s: the facts
+    layer sets no bound of its own)."""
     from . import code, counters, envvars, gdr, gpu, gpuhealth, host, net, packages, pcitree, rdma, storage, versions
     from . import paths as paths_mod
 
     facts: dict = {}
-    first = _safe("counters", counters.snapshot)  # the fabric's counters, read again when the rest is read
+    first = _safe("counters", counters.snapshot)  # every counter, read again when the rest is read
     facts["host"] = _safe("host", host.collect)
     facts["interfaces"] = _safe("interfaces", net.read_interfaces)
     facts["route"] = _safe("route", lambda: net.route_to(master_addr)) if master_addr else None
@@ -70,7 +71,7 @@ def collect_health_facts(on_group: Optional[Callable[[str], None]] = None, count
     step = on_group or (lambda _name: None)
     facts: dict = {}
     step("counters")
-    first = _safe("counters", counters.snapshot)  # the fabric's counters, read again when the rest is read
+    first = _safe("counters", counters.snapshot)  # every counter, read again when the rest is read
     step("host")
     facts["host"] = _safe("host", host.collect_local)
     step("interfaces")

@@ -7,10 +7,10 @@ clock-event reasons, utilisation, the compute processes holding memory, PCIe as 
 queries; whatever a GPU does not support reads None and is listed, never guessed.
 
 Beside them, what the PCI tree and the kernel say: the GPUs' links in sysfs with the bridge above each
-(facts/links.py), the node's NVSwitches, nouveau loaded, NVLink state, the kernel log's Xid/SXid lines within a
-window (facts/kernlog.py), and the cumulative error counters (PCIe replay and AER, NVLink CRC/replay/recovery) read
-twice `interval_s` apart, so a counter is judged on what changed, never on its lifetime. Nothing here writes to a
-device: no persistence mode set, no clocks, no reset.
+(facts/links.py), the node's NVSwitches, nouveau loaded, NVLink state and the kernel log's Xid/SXid lines within a
+window (facts/kernlog.py). The GPUs' cumulative error counters (PCIe replay and AER, NVLink CRC/replay/recovery) are
+not here: they are read with every other counter of the node in the run's one counter window (facts/counters.py).
+Nothing here writes to a device: no persistence mode set, no clocks, no reset.
 """
 
 from __future__ import annotations
@@ -18,20 +18,16 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
-import time
 from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
-from . import counters, kernlog, links, pcitree
+from . import kernlog, links, pcitree
 from . import nvml as nv_
 from .roots import procfs, read_text, sysfs
 from .util import listdir, run_cmd
 
 Runner = Callable[[Sequence[str], float], str]
 SMI_TIMEOUT_S = 5.0  # one nvidia-smi query on a node of 8 GPUs answers in ~0.1-1 s (persistence off: the slow end)
-# The pause between the two reads of the error counters: long enough for a link that errs tens of times a second to
-# show it (DCGM fails NVLink CRC at 100/s), short enough for Slurm's 60 s and preflight's few seconds.
-COUNTER_INTERVAL_S = 0.5
 MAX_GPUS = 64
 MAX_PROCESSES = 32  # per GPU
 
@@ -309,56 +305,6 @@ def _smi_gpus(run: Runner, nvswitch: bool, reasons: list) -> list:
     return gpus
 
 
-# --------------------------------------------------------------------------------------------------- counters
-COUNTER_NAMES = ("pcie.replay", "pcie.aer_correctable", "pcie.aer_nonfatal", "pcie.aer_fatal",
-                 *(f"nvlink.{k}" for k, _ in links.NVLINK_COUNTERS))
-
-
-def _snapshot(nv: Any, handles: dict, nvlink: dict) -> tuple:
-    """({bus_id: {counter: total}}, {bus_id: {nvlink counter: {link: value}}}) read now, for every GPU on the PCI bus
-    (AER from sysfs) and every GPU NVML answers for (replay counter, NVLink counters of its up links)."""
-    totals: dict = {}
-    per_link: dict = {}
-    for g in links.read_pcie_gpus():
-        aer = links.read_aer(sysfs("bus", "pci", "devices", g["bus_id"])) or {}
-        totals[g["bus_id"]] = {f"pcie.aer_{k}": aer.get(k) for k in ("correctable", "nonfatal", "fatal")}
-    if nv is not None:
-        for bus, h in handles.items():
-            t = totals.setdefault(bus, {})
-            replay, _why = nv_.ask(nv, "nvmlDeviceGetPcieReplayCounter", h)
-            t["pcie.replay"] = replay if isinstance(replay, int) else None
-            ups = [x["link"] for x in (nvlink.get(bus) or {}).get("links") or [] if x.get("up")]
-            if not ups:
-                continue
-            for link in ups:
-                errs = links.nvlink_errors(nv, h, link)
-                for k, v in errs.items():
-                    per_link.setdefault(bus, {}).setdefault(f"nvlink.{k}", {})[str(link)] = v
-            for name, by_link in per_link.get(bus, {}).items():
-                vals = [v for v in by_link.values() if isinstance(v, int)]
-                t[name] = sum(vals) if vals else None
-    return totals, per_link
-
-
-def _moved_links(first: dict, second: dict) -> dict:
-    """The links whose counters rose between two reads: {bus: {counter: {link: increase}}} (empty on a quiet node,
-    so the facts of a healthy node stay small)."""
-    out: dict = {}
-    for bus, kinds in second.items():
-        moved = counters.deltas(first.get(bus) or {}, kinds)  # per counter kind, per link
-        if moved:
-            out[bus] = moved
-    return out
-
-
-def counters_of(first: dict, second: dict, per_link: dict, interval_s: float) -> dict:
-    """The counters fact: the second read's values (what a later run or --baseline compares with) and, only where
-    something changed, the change over the interval (`delta`, `links`), so a quiet node's facts stay small."""
-    values = {bus: {k: v for k, v in c.items() if v is not None} for bus, c in second.items()}
-    return {"interval_s": interval_s, "at": time.time(), "values": values, "delta": counters.deltas(first, values),
-            "links": per_link}
-
-
 def _nvlink_summary(g: dict) -> dict:
     """One GPU's NVLink as a verdict needs it: the link count NVML reports, which links are down, the up speed."""
     ls = g.get("links") or []
@@ -403,25 +349,21 @@ def _name_processes(gpus: list) -> None:
 
 
 def collect(nvml: Any = None, run: Optional[Runner] = None, which: Optional[Callable[[str], Optional[str]]] = None,
-            interval_s: float = COUNTER_INTERVAL_S, pause: Optional[Callable[[float], None]] = None,
             xid_window_s: Optional[float] = None, kmsg_path: Optional[str] = None) -> dict:
-    """This node's GPU health (the `gpu_health` group). `nvml`, `run`, `which` and `pause` are for tests: a fake
-    binding, nvidia-smi's answers, the PATH lookup and the wait between the two counter reads."""
+    """This node's GPU health (the `gpu_health` group). `nvml`, `run` and `which` are for tests: a fake binding,
+    nvidia-smi's answers and the PATH lookup."""
     run = run or (lambda argv, t: run_cmd(argv, t))
     which = which or shutil.which
-    pause = pause or time.sleep
     reasons: list = []
     out: dict[str, Any] = {"source": None, "reason": None, "gpus": [], "nouveau": nouveau_loaded(),
                            "nvswitches": pcitree.nvswitch_bus_ids(), "pcie": links.read_pcie_gpus(with_upstream=True),
-                           "nvlink": None, "boot_id": read_text(procfs("sys", "kernel", "random", "boot_id"))}
+                           "nvlink": None}
     has_driver = os.path.exists(procfs("driver", "nvidia", "version"))
     if not out["pcie"] and nvml is None and not has_driver and which("nvidia-smi") is None:
         out["reason"] = "no NVIDIA GPU on the PCI bus and no NVIDIA driver"
         return out
     out["kernel_log"] = kernlog.collect(xid_window_s, run=run, which=which, kmsg_path=kmsg_path)
     nv, why = nv_.load(nvml)
-    handles: dict = {}
-    nvlink: dict = {}
     try:
         if nv is not None:
             out["source"] = "nvml"
@@ -439,15 +381,11 @@ def collect(nvml: Any = None, run: Optional[Runner] = None, which: Optional[Call
                     continue
                 g = _nvml_gpu(nv, h, i)
                 out["gpus"].append(g)
-                lg = links.nvlink_gpu(nv, h, i)
-                lgpus.append(_nvlink_summary(lg))
-                if g.get("bus_id"):
-                    handles[g["bus_id"]] = h
-                    nvlink[g["bus_id"]] = lg
+                lgpus.append(_nvlink_summary(links.nvlink_gpu(nv, h, i)))
             out["nvlink"] = {"gpus": lgpus}
         elif which("nvidia-smi") is not None:
             out["source"] = "nvidia-smi"
-            reasons.append(f"NVML bindings unusable ({why}): nvidia-smi answered, without NVLink and counters")
+            reasons.append(f"NVML bindings unusable ({why}): nvidia-smi answered, without NVLink and NVML's counters")
             out["gpus"] = _smi_gpus(run, bool(out["nvswitches"]), reasons)
             out["nvlink"] = {"unavailable": f"NVLink is read through NVML only: {why}"}
         else:
@@ -457,12 +395,6 @@ def collect(nvml: Any = None, run: Optional[Runner] = None, which: Optional[Call
         if not (out["gpus"] or out["pcie"]):
             out["reason"] = "; ".join(reasons) or "no GPU answered"
             return out
-        first, first_links = _snapshot(nv, handles, nvlink)
-        t0 = time.monotonic()
-        pause(interval_s)
-        second, second_links = _snapshot(nv, handles, nvlink)
-        out["counters"] = counters_of(first, second, _moved_links(first_links, second_links),
-                                      round(time.monotonic() - t0, 3))
     finally:
         if nv is not None:
             nv_.close(nv)
@@ -475,5 +407,5 @@ def gpus_by_bus(gh: dict) -> dict:
     return {g["bus_id"]: g for g in (gh.get("gpus") or []) if isinstance(g, dict) and g.get("bus_id")}
 
 
-__all__ = ["COUNTER_INTERVAL_S", "COUNTER_NAMES", "FABRIC_STATES", "GPU_IDLE", "HW_POWER_BRAKE", "HW_SLOWDOWN",
+__all__ = ["FABRIC_STATES", "GPU_IDLE", "HW_POWER_BRAKE", "HW_SLOWDOWN",
            "HW_THERMAL", "SW_POWER_CAP", "SW_THERMAL", "collect", "gpus_by_bus", "nouveau_loaded"]

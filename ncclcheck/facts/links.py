@@ -372,18 +372,18 @@ def _import_nvml() -> Any:
     return nvml_mod.import_nvml()
 
 
-def read_nvlink(nvml: Any = None, counters: bool = False) -> dict:
+def read_nvlink(nvml: Any = None) -> dict:
     """Per GPU: the NVLink link count (field NVML_FI_DEV_NVLINK_LINK_COUNT), each link's state and speed (field
-    NVML_FI_DEV_NVLINK_GET_SPEED, MB/s, the link as scope id), and with `counters` each up link's error counters
-    (nvlink_errors). Never loops to NVML_NVLINK_MAX_LINKS and never reads nvmlDeviceGetNvLinkVersion as a
-    generation: A100 returns 5 and H100 has returned 7."""
+    NVML_FI_DEV_NVLINK_GET_SPEED, MB/s, the link as scope id). Never loops to NVML_NVLINK_MAX_LINKS and never reads
+    nvmlDeviceGetNvLinkVersion as a generation: A100 returns 5 and H100 has returned 7. (Their error counters are
+    read in the run's counter window: facts/counters.py.)"""
     nv, why = nvml_mod.load(nvml, _import_nvml)
     if nv is None:
         return {"unavailable": why}
     try:
         gpus = []
         for i in range(min(int(nv.nvmlDeviceGetCount()), MAX_ITEMS)):
-            gpus.append(nvlink_gpu(nv, nv.nvmlDeviceGetHandleByIndex(i), i, counters))
+            gpus.append(nvlink_gpu(nv, nv.nvmlDeviceGetHandleByIndex(i), i))
         return {"gpus": gpus}
     except Exception as e:  # noqa: BLE001
         return {"unavailable": f"NVML: {e}"}
@@ -391,7 +391,19 @@ def read_nvlink(nvml: Any = None, counters: bool = False) -> dict:
         nvml_mod.close(nv)
 
 
-def nvlink_gpu(nv: Any, h: Any, i: int, counters: bool = False) -> dict:
+def link_count(nv: Any, h: Any) -> Optional[int]:
+    """The NVLink links NVML reports for a GPU (None: not answered, as on a GPU without NVLink)."""
+    return nvml_mod.field(nv, h, nvml_mod.const(nv, "NVML_FI_DEV_NVLINK_LINK_COUNT"))
+
+
+def link_up(nv: Any, h: Any, link: int) -> bool:
+    try:
+        return nv.nvmlDeviceGetNvLinkState(h, link) == getattr(nv, "NVML_FEATURE_ENABLED", 1)
+    except Exception:  # noqa: BLE001 - NVML_ERROR_NOT_SUPPORTED for an unused link
+        return False
+
+
+def nvlink_gpu(nv: Any, h: Any, i: int) -> dict:
     """One GPU's NVLink links through an open NVML session (its handle `h`, its index `i`)."""
     g: dict[str, Any] = {"index": i}
     try:
@@ -402,19 +414,13 @@ def nvlink_gpu(nv: Any, h: Any, i: int, counters: bool = False) -> dict:
         g["name"] = nvml_mod.text(nv.nvmlDeviceGetName(h))
     except Exception:  # noqa: BLE001
         g["name"] = None
-    count = nvml_mod.field(nv, h, nv.NVML_FI_DEV_NVLINK_LINK_COUNT)
+    count = link_count(nv, h)
     g["link_count"] = count
     links = []
     for link in range(min(count or 0, MAX_ITEMS)):
-        try:
-            up = nv.nvmlDeviceGetNvLinkState(h, link) == nv.NVML_FEATURE_ENABLED
-        except Exception:  # noqa: BLE001 - NVML_ERROR_NOT_SUPPORTED for an unused link
-            up = False
+        up = link_up(nv, h, link)
         speed = nvml_mod.field(nv, h, nv.NVML_FI_DEV_NVLINK_GET_SPEED, link) if up else None
-        item: dict[str, Any] = {"link": link, "up": up, "speed_mbytes_per_s": speed}
-        if counters and up:
-            item["errors"] = nvlink_errors(nv, h, link)
-        links.append(item)
+        links.append({"link": link, "up": up, "speed_mbytes_per_s": speed})
     g["links"] = links
     return g
 

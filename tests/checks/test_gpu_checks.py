@@ -10,7 +10,7 @@ from ncclcheck.checks import hwaction
 from ncclcheck.model import Status
 from ncclcheck_lab import fakehw
 
-from .hwnode import findings, one, read
+from .hwnode import findings, one, read, read_counters
 
 CHECKS = (hw.check_nouveau, hw.check_xid, hw.check_memory, hw.check_pcie, hw.check_nvlink, hw.check_fabric,
           hw.check_mig, hw.check_clocks, hw.check_persistence, hw.check_processes, hw.check_vbios)
@@ -193,34 +193,34 @@ def test_nvlink_counters_are_judged_on_their_change_between_two_reads(tmp_path, 
     spec["gpus"][2]["nvlink"]["errors"] = errors
     spec["gpus"][6]["nvlink"]["errors"] = {"0": {"crc_flit": [9999, 0]}}  # a lifetime count that does not move
     gh = read(tmp_path, monkeypatch, spec)
-    gh["counters"]["interval_s"] = 0.5  # the default pause between the reads (the test's own pause is none)
-    r = one(hw.check_nvlink, gh)
+    c = read_counters(tmp_path, monkeypatch, spec, interval_s=0.5)  # the run's window: at least 0.5 s
+    r = one(hw.check_nvlink, gh, c)
     assert what in r.summary and "on link 3" in r.summary and r.evidence["action"] == action, r.summary
     names_gpu(r, spec, 2)
-    assert "GPU 6" not in r.summary and "over 0.5 s" in r.summary  # the window: the interval between the two reads
+    assert "GPU 6" not in r.summary and "in 0.50 s" in r.summary  # the window: the interval between the two reads
 
 
 def test_nvlink_crc_at_dcgms_rate_resets_the_gpu(tmp_path, monkeypatch):
     spec = fakehw.node_spec()
     spec["gpus"][1]["nvlink"]["errors"] = {"9": {"crc_data": [0, 80]}}
     gh = read(tmp_path, monkeypatch, spec)
-    gh["counters"]["interval_s"] = 0.5  # 80 in 0.5 s = 160/s >= DCGM's 100/s
-    r = one(hw.check_nvlink, gh)
+    r = one(hw.check_nvlink, gh, read_counters(tmp_path, monkeypatch, spec, interval_s=0.5))  # 80 in 0.5 s: 160/s
     assert r.evidence["action"] == hwaction.RESET_GPU and "160/s" in r.summary
 
 
 def test_counters_since_a_baseline_of_this_boot_are_judged_and_another_boots_are_not(tmp_path, monkeypatch):
     spec = fakehw.node_spec()
-    gh_then = read(tmp_path, monkeypatch, spec)
+    gh = read(tmp_path, monkeypatch, spec)
+    then = read_counters(tmp_path, monkeypatch, spec, interval_s=0.5)
     spec["gpus"][4]["nvlink"]["errors"] = {"2": {"recovery": [3, 0]}}  # rose since the baseline, quiet now
-    gh_now = read(tmp_path, monkeypatch, spec)
-    gh_now["counters"]["at"] = gh_then["counters"]["at"] + 7200
-    assert one(hw.check_nvlink, gh_now).status is Status.PASS  # the short interval saw nothing
-    r = one(hw.check_nvlink, gh_now, baseline=gh_then, baseline_source="--baseline golden.json")
+    now = read_counters(tmp_path, monkeypatch, spec, interval_s=0.5)
+    now["last"]["at"] = then["last"]["at"] + 7200
+    assert one(hw.check_nvlink, gh, now).status is Status.PASS  # the run's own window saw nothing
+    r = one(hw.check_nvlink, gh, now, baseline=then, baseline_source="--baseline golden.json")
     assert "recovery errors +3" in r.summary and "since --baseline golden.json (2.0 h ago)" in r.summary
     names_gpu(r, spec, 4)
-    other_boot = {**gh_then, "boot_id": "another-boot"}
-    assert one(hw.check_nvlink, gh_now, baseline=other_boot).status is Status.PASS
+    other_boot = {**then, "boot_id": "another-boot"}
+    assert one(hw.check_nvlink, gh, now, baseline=other_boot).status is Status.PASS
 
 
 # ---------------------------------------------------------------------------------------------------- PCIe
@@ -255,11 +255,12 @@ def test_aer_counters_are_judged_on_their_change(tmp_path, monkeypatch, aer, wha
     spec["gpus"][7]["pcie"]["aer"] = [100, 7, 0]  # since boot: not judged while they do not move
     root = tmp_path / "node"
 
-    def pause(_s):  # between the two reads the errors happen
+    def between():  # between the two reads the errors happen
         spec["gpus"][7]["pcie"]["aer"] = [a + b for a, b in zip([100, 7, 0], aer)]
         fakehw.write_aer(root, spec, 7)
 
-    r = one(hw.check_pcie, read(tmp_path, monkeypatch, spec, pause=pause))
+    gh = read(tmp_path, monkeypatch, spec)
+    r = one(hw.check_pcie, gh, read_counters(tmp_path, monkeypatch, spec, between=between))
     assert what in r.summary and r.evidence["action"] == action and "aer_dev_" in r.summary
     names_gpu(r, spec, 7)
 
@@ -267,7 +268,8 @@ def test_aer_counters_are_judged_on_their_change(tmp_path, monkeypatch, aer, wha
 def test_pcie_replays_are_counted_from_nvml(tmp_path, monkeypatch):
     spec = fakehw.node_spec()
     spec["gpus"][2]["pcie"]["replay"] = [40, 3]
-    r = one(hw.check_pcie, read(tmp_path, monkeypatch, spec))
+    gh = read(tmp_path, monkeypatch, spec)
+    r = one(hw.check_pcie, gh, read_counters(tmp_path, monkeypatch, spec))
     assert "PCIe replays +3" in r.summary and "nvmlDeviceGetPcieReplayCounter" in r.summary
 
 

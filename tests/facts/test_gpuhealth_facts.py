@@ -1,14 +1,16 @@
 """The gpu_health group (facts/gpuhealth.py): NVML and nvidia-smi answer alike, a driver that refuses a field is
-asked again without it, counters are read twice around a pause, and a node without a GPU costs nothing."""
+asked again without it, the GPUs' counters are read in the run's one counter window, and a node without a GPU costs
+nothing."""
 
 from __future__ import annotations
 
 import json
 
-from ncclcheck.facts import gpuhealth, links, pcitree
+from ncclcheck.facts import counters, gpuhealth, links, pcitree
+from ncclcheck.facts.counters import deltas
 from ncclcheck_lab import fakehw
 
-from ..checks.hwnode import read
+from ..checks.hwnode import read, read_counters
 from ..fakesys import FakeSys
 
 SAME = ("index", "bus_id", "uuid", "name", "vbios", "persistence", "mig", "ecc_mode", "ecc_uncorrected_volatile",
@@ -47,22 +49,36 @@ def test_an_older_driver_that_refuses_a_field_is_asked_again_without_it(tmp_path
     monkeypatch.setenv("NCCLCHECK_SYSFS_ROOT", str(root / "sys"))
     monkeypatch.setenv("NCCLCHECK_PROCFS_ROOT", str(root / "proc"))
     monkeypatch.setenv("NCCLCHECK_DEVFS_ROOT", str(root / "dev"))
-    gh = gpuhealth.collect(run=old_smi, which=lambda n: "/x/" + n if n == "nvidia-smi" else None, interval_s=0)
+    gh = gpuhealth.collect(run=old_smi, which=lambda n: "/x/" + n if n == "nvidia-smi" else None)
     [g] = gh["gpus"]
     assert g["clock_event_reasons"] == 0x1 and g["ecc_uncorrected_volatile"]["sram"] is None
     assert g["ecc_uncorrected_volatile"]["total"] == 0 and "ecc_sram" in gh["reason"]
     assert any("clocks_throttle_reasons.active" in q for q in asked)
 
 
-def test_counters_are_read_twice_around_the_pause_and_only_changes_kept(tmp_path, monkeypatch):
+def test_gpu_counters_are_read_in_the_runs_one_window_and_only_moved_links_kept(tmp_path, monkeypatch):
     spec = fakehw.node_spec()
     spec["gpus"][1]["nvlink"]["errors"] = {"4": {"crc_flit": [7, 3]}, "5": {"replay": [2, 0]}}
-    paused = []
-    gh = read(tmp_path, monkeypatch, spec, pause=paused.append)
-    c = gh["counters"]
-    assert paused == [0] and c["delta"] == {spec["gpus"][1]["bus_id"]: {"nvlink.crc_flit": 3}}
-    assert c["links"] == {spec["gpus"][1]["bus_id"]: {"nvlink.crc_flit": {"4": 3}}}
-    assert c["values"][spec["gpus"][1]["bus_id"]]["nvlink.replay"] == 2  # a lifetime count, kept as a value only
+    bus = spec["gpus"][1]["bus_id"]
+    c = read_counters(tmp_path, monkeypatch, spec)
+    assert deltas(c["first"]["gpus"], c["last"]["gpus"]) == {bus: {"nvlink.crc_flit": 3}}
+    assert c["gpu_links"] == {bus: {"nvlink.crc_flit": {"4": 3}}}
+    assert c["last"]["gpus"][bus]["nvlink.replay"] == 2  # a lifetime count, kept as a value only
+    assert c["last"]["gpus"][bus]["pcie.aer_fatal"] == 0 and "nvlinks" not in c["last"]  # per link: moved only
+    assert len(c["last"]["ports"]) == 8  # the fabric's in the same reads: one window
+
+
+def test_one_window_waits_once_whatever_it_holds(monkeypatch):
+    """The GPUs' counters and the fabric's share a window: what is left of it is waited once, and nothing when the
+    node has no counter at all."""
+    slept = []
+    for snap, want in (({"mono": 0.0, "gpus": {"b": {}}, "ports": {"p": {}}, "netdevs": {}}, [0.5]),
+                       ({"mono": 0.0, "gpus": {}, "ports": {}, "netdevs": {}}, [])):
+        slept.clear()
+        monkeypatch.setattr(counters, "_read", lambda clock, nv: {"mono": 0.1, "at": 1.0, "gpus": {}, "ports": {},
+                                                                  "netdevs": {}, "nvml": None, "nvlinks": {}})
+        counters.window(snap, 0.5, sleep=slept.append, clock=lambda: 0.0)
+        assert slept == want
 
 
 def test_an_hgx_nodes_facts_stay_small(tmp_path, monkeypatch):
@@ -88,7 +104,7 @@ def test_nvswitches_are_nvidia_bridges_of_class_0680(tmp_path, monkeypatch):
 
 def test_a_node_without_a_gpu_reads_nothing_more(tmp_path, monkeypatch):
     FakeSys(tmp_path, monkeypatch)
-    gh = gpuhealth.collect(which=lambda n: None, pause=lambda s: (_ for _ in ()).throw(AssertionError("paused")))
+    gh = gpuhealth.collect(which=lambda n: None)
     assert gh["gpus"] == [] and "no NVIDIA GPU" in gh["reason"] and "kernel_log" not in gh
 
 

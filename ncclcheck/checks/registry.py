@@ -40,7 +40,9 @@ class CheckSpec:
     fn: Optional[Callable[[Any], Any]]  # LocalInput | CrossInput -> CheckResult | [CheckResult]; None for STEP
     commands: tuple = (PREFLIGHT,)  # the commands whose reports hold it (recommend runs preflight's)
     made_by: str = ""  # STEP: the module that makes it
-    hardware: bool = False  # judges the node's hardware: its findings name a device and an action (checks/hwaction.py)
+    # judges the node's hardware (GPUs, their links, the RDMA fabric): its findings name a device and an action
+    # (checks/hwaction.py); docs/hardware.md's table has a row for it
+    hardware: bool = False
 
 
 REGISTRY: tuple = (
@@ -49,9 +51,9 @@ REGISTRY: tuple = (
     CheckSpec("net.socket_ifname", LOCAL, ("interfaces", "env"), local.check_socket_ifname, NODE),
     CheckSpec("net.interfaces", LOCAL, ("interfaces",), local.check_interfaces),
     CheckSpec("ib.devices", LOCAL, ("rdma",), local.check_ib_devices),
-    CheckSpec(gdr.CID, LOCAL, ("gdr", "rdma"), gdr.check_gdr, NODE),
-    CheckSpec(affinity.CID, LOCAL, ("rdma", "pci"), affinity.check_affinity, NODE),
-    CheckSpec(counters.CID, LOCAL, ("counters",), counters.check_counters, NODE),
+    CheckSpec(gdr.CID, LOCAL, ("gdr", "rdma"), gdr.check_gdr, NODE, hardware=True),
+    CheckSpec(affinity.CID, LOCAL, ("rdma", "pci"), affinity.check_affinity, NODE, hardware=True),
+    CheckSpec(counters.CID, LOCAL, ("counters",), counters.check_counters, NODE, hardware=True),
     CheckSpec("gpu.count", LOCAL, ("gpu",), local.check_gpu_count),
     # The GPUs' hardware (checks/gpu.py), the driver first: a GPU off the bus or a driver that cannot drive it
     # explains everything after it
@@ -83,8 +85,8 @@ REGISTRY: tuple = (
     CheckSpec("net.peer_reachability", CROSS, ("interfaces",), cross.check_peer_reachability),
     CheckSpec("net.mtu_consistent", CROSS, ("interfaces",), cross.check_mtu),
     CheckSpec("ib.devices", CROSS, ("rdma",), cross.check_ib),
-    CheckSpec(gdr.CID, CROSS, ("gdr",), gdr.check_gdr_cross),
-    CheckSpec(firmware.CID, CROSS, ("rdma",), firmware.check_firmware),
+    CheckSpec(gdr.CID, CROSS, ("gdr",), gdr.check_gdr_cross, hardware=True),
+    CheckSpec(firmware.CID, CROSS, ("rdma",), firmware.check_firmware, hardware=True),
     CheckSpec("gpu.count", CROSS, ("gpu",), cross.check_gpu_count),
     CheckSpec(hw.VBIOS, CROSS, ("gpu_health",), cross.check_vbios, hardware=True),
     CheckSpec("env.nccl", CROSS, ("env",), cross.check_env),
@@ -110,7 +112,7 @@ REGISTRY: tuple = (
     CheckSpec("nccl.transport", STEP, (), None, (PREFLIGHT, *JOBS),
               "steps/nccl_debug.py (--nccl-debug, --nccl-capture)"),
     CheckSpec("baseline.drift", STEP, (), None, (PREFLIGHT,), "checks/drift.py (--baseline)"),
-    CheckSpec(counters.CID, STEP, (), None, (PREFLIGHT, HEALTH), "checks/counters.py (--baseline: since a saved run)"),
+    CheckSpec(counters.CID, STEP, (), None, NODE, "checks/counters.py (--baseline: since a saved run)", hardware=True),
     CheckSpec("gpu.host_copy", STEP, (), None, (PREFLIGHT,), "checks/gpu.py, steps/hostcopy.py (preflight --gpu)",
               hardware=True),
     CheckSpec("bench.world", STEP, (), None, (BENCH,), "bench/pipeline.py"),

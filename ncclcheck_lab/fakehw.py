@@ -1,7 +1,9 @@
 """A GPU node's hardware on disk and behind fake drivers, for the tests and scripts/bench_health.py: every source the
-hardware checks read, healthy by default, each fault a change to one spec.
+hardware checks read (the GPUs' and the fabric's), healthy by default, each fault a change to one spec.
 
-    spec = node_spec(gpus=8, nvswitches=4, ib_ports=8)       # an HGX H100 node: 8 GPUs on 4 PCIe switches, NVSwitches
+    spec = node_spec(gpus=8, nvswitches=4, ib_ports=8)       # an HGX H100 node: 8 GPUs and 8 HCAs on 4 PCIe
+                                                             # switches (GPU i's nearest NIC mlx5_i), NVSwitches,
+                                                             # GPUDirect RDMA, every error counter 0
     spec["gpus"][3]["remapped_rows"] = [0, 0, True, False]  # stage a fault: GPU 3 has a row remap pending
     write_tree(root, spec)                                   # <root>/sys, <root>/proc, <root>/dev/kmsg
     nv = FakeNvml(spec)                                      # pynvml's surface, answering from the spec
@@ -12,6 +14,10 @@ hardware checks read, healthy by default, each fault a change to one spec.
 
 The answers' shapes are those of the real bindings and tools (tests/data/nvml, docs/gpu-record): tuples where
 pynvml returns tuples, NVMLError with its code for "not supported", `[N/A]` where nvidia-smi prints it.
+
+The tree's pieces are written by functions of a root (pci_function, ib_hca, ib_port, ib_counters, peermem,
+nvidia_module, kernel, mlx5_core_version): tests/fakesys.py's FakeSys writes its own layouts through them, so a
+PCI function, an HCA or a peer-memory module has one shape in every fake tree.
 """
 
 from __future__ import annotations
@@ -45,12 +51,19 @@ def gpu_spec(i: int, bus: str) -> dict:
 
 
 def node_spec(gpus: int = 8, nvswitches: int = 4, ib_ports: int = 8, hostname: str = "gpu-node-1") -> dict:
-    """An HGX node: GPUs two per PCIe switch, NVSwitches, one IB HCA port per GPU, a clean kernel log."""
+    """An HGX node: GPUs two per PCIe switch, NVSwitches, one ACTIVE 400G InfiniBand HCA port per GPU under the
+    GPU's switch, GPUDirect RDMA through nvidia_peermem (the open module on a 6.8 kernel), every counter 0, a clean
+    kernel log. The fabric's faults: `peermem` None (and `nvidia_module` "proprietary"), `ib_counters`
+    {dev: {counter: value}} (hw_counters' names go to hw_counters), `ib_link_layer` {dev: "Ethernet"} (a RoCE port
+    with only its v1 GID), `hca_fw` / `hca_board` / `ofed` another version."""
     buses = [f"0000:{0x18 + 0x20 * (i // 2) + (i % 2):02x}:00.0" for i in range(gpus)]
     return {"hostname": hostname, "gpus": [gpu_spec(i, b) for i, b in enumerate(buses)],
             "nvswitches": [f"0000:{0x05 + i:02x}:00.0" for i in range(nvswitches)],
             "ib_ports": [f"mlx5_{i}" for i in range(ib_ports)], "kernel_log": [], "uptime_s": 86400.0,
-            "dmesg_restrict": 0, "kmsg_readable": True, "nouveau": False}
+            "dmesg_restrict": 0, "kmsg_readable": True, "nouveau": False,
+            "peermem": "nvidia_peermem", "nvidia_module": "open", "kernel": "6.8.0-1064-azure", "ofed": "24.10-1.1.4",
+            "hca_fw": "28.39.1002", "hca_board": "MT_0000000838", "hca_type": "MT4129", "ib_counters": {},
+            "ib_link_layer": {}}
 
 
 # ---------------------------------------------------------------------------------------------------- fake NVML
@@ -321,18 +334,122 @@ def smi_answer(spec: dict, argv: list) -> str:
 
 # ------------------------------------------------------------------------------------------------- the tree
 def _write(root: Path, rel: str, text: str) -> Path:
-    p = root / rel
+    p = Path(root) / rel
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(text)
     return p
 
 
 def _link(root: Path, rel: str, target: str) -> None:
-    p = root / rel
+    p = Path(root) / rel
     p.parent.mkdir(parents=True, exist_ok=True)
     if p.is_symlink() or p.exists():
         p.unlink()
     os.symlink(target, p)
+
+
+def pci_function(root: Path, chain, *, bus_root: str = "pci0000:00", numa_node: Optional[int] = 0,
+                 vendor: str = "0x10de", cls: str = "0x030200") -> Path:
+    """A PCI function at the end of `chain` (bus ids from the root port down) as real directories under
+    sys/devices/<bus_root>/..., each bridge (vendor 0x8086, class 0x0604) with its numa_node, and the kernel's
+    sys/bus/pci/devices/<bdf> link for each element."""
+    root = Path(root)
+    rel = "sys/devices/" + bus_root
+    for i, bdf in enumerate(chain):
+        rel += "/" + bdf
+        if numa_node is not None:
+            _write(root, f"{rel}/numa_node", f"{numa_node}\n")
+        last = i == len(chain) - 1
+        _write(root, f"{rel}/vendor", f"{vendor if last else '0x8086'}\n")
+        _write(root, f"{rel}/class", f"{cls if last else '0x060400'}\n")
+        link = f"sys/bus/pci/devices/{bdf}"
+        _link(root, link, os.path.relpath(root / rel, (root / link).parent))
+    return root / rel
+
+
+def ib_hca(root: Path, dev: str, *, fw_ver: str = "28.39.1002", node_guid: str = "a088:c203:0012:3456",
+           numa_node: Optional[int] = 0, netdevs=(), board_id: Optional[str] = None, hca_type: Optional[str] = None,
+           pci=None, bus_root: str = "pci0000:00") -> Path:
+    """/sys/class/infiniband/<dev>: firmware, GUID, board and model; with `pci` (its chain from the root port down)
+    its `device` link leads into sys/devices/<bus_root>/... as the kernel's does, else `device` is a plain directory
+    holding numa_node."""
+    root = Path(root)
+    base = f"sys/class/infiniband/{dev}"
+    _write(root, f"{base}/fw_ver", f"{fw_ver}\n")
+    _write(root, f"{base}/node_guid", f"{node_guid}\n")
+    if board_id is not None:
+        _write(root, f"{base}/board_id", f"{board_id}\n")
+    if hca_type is not None:
+        _write(root, f"{base}/hca_type", f"{hca_type}\n")
+    if pci:
+        target = pci_function(root, pci, bus_root=bus_root, numa_node=numa_node, vendor="0x15b3", cls="0x020700")
+        _link(root, f"{base}/device", os.path.relpath(target, root / base))
+    elif numa_node is not None:
+        _write(root, f"{base}/device/numa_node", f"{numa_node}\n")
+    for i, nd in enumerate(netdevs):
+        _write(root, f"{base}/device/net/{nd}/dev_port", f"{i}\n")
+    return root / base
+
+
+def ib_port(root: Path, dev: str, port: int = 1, *, state: str = "4: ACTIVE", phys_state: str = "5: LinkUp",
+            rate: str = "400 Gb/sec (4X NDR)", link_layer: str = "InfiniBand", gids=None,
+            empty_gid_slots: int = 4) -> Path:
+    """gids: {index: (gid, type, ndev-or-None)}; empty_gid_slots all-zero slots follow them, as on real ports
+    (their type/ndev files read EINVAL: empty here)."""
+    root = Path(root)
+    base = f"sys/class/infiniband/{dev}/ports/{port}"
+    for name, text in (("state", state), ("phys_state", phys_state), ("rate", rate), ("link_layer", link_layer)):
+        _write(root, f"{base}/{name}", f"{text}\n")
+    gids = gids if gids is not None else {0: ("fe80:0000:0000:0000:a088:c203:0012:3456", "IB/RoCE v1", None)}
+    for i, (gid, gtype, ndev) in gids.items():
+        _write(root, f"{base}/gids/{i}", f"{gid}\n")
+        _write(root, f"{base}/gid_attrs/types/{i}", f"{gtype}\n")
+        _write(root, f"{base}/gid_attrs/ndevs/{i}", f"{ndev}\n" if ndev else "")
+    start = max(gids, default=-1) + 1
+    for i in range(start, start + empty_gid_slots):
+        _write(root, f"{base}/gids/{i}", "0000:0000:0000:0000:0000:0000:0000:0000\n")
+        _write(root, f"{base}/gid_attrs/types/{i}", "")
+        _write(root, f"{base}/gid_attrs/ndevs/{i}", "")
+    return root / base
+
+
+# The counters every port has (ports/N/counters) and mlx5's (ports/N/hw_counters), as facts/rdma.py reads them
+ZERO_COUNTERS = {n: 0 for n in ("link_downed", "link_error_recovery", "symbol_error", "port_rcv_errors",
+                                "port_rcv_remote_physical_errors", "port_xmit_discards",
+                                "local_link_integrity_errors", "excessive_buffer_overrun_errors")}
+ZERO_HW_COUNTERS = {n: 0 for n in ("local_ack_timeout_err", "packet_seq_err", "implied_nak_seq_err", "out_of_buffer",
+                                   "out_of_sequence", "rnr_nak_retry_err", "np_cnp_sent", "rp_cnp_handled")}
+
+
+def ib_counters(root: Path, dev: str, port: int = 1, hw: bool = False, **values: int) -> Path:
+    """ports/<port>/counters/<name> (hw: hw_counters/<name>) = value, one file per keyword."""
+    base = f"sys/class/infiniband/{dev}/ports/{port}/{'hw_counters' if hw else 'counters'}"
+    for name, v in values.items():
+        _write(root, f"{base}/{name}", f"{v}\n")
+    return Path(root) / base
+
+
+def peermem(root: Path, which: str = "nvidia_peermem", version: str = "580.95.05") -> Path:
+    """One of the three files NCCL's ncclIbGdrSupport looks for: nvidia_peermem (the driver's module), nv_mem or
+    nv_mem_nc (MLNX_OFED's peer-memory clients)."""
+    rel = {"nvidia_peermem": "sys/module/nvidia_peermem/version",
+           "nv_mem": "sys/kernel/mm/memory_peers/nv_mem/version",
+           "nv_mem_nc": "sys/kernel/mm/memory_peers/nv_mem_nc/version"}[which]
+    return _write(root, rel, f"{version}\n")
+
+
+def nvidia_module(root: Path, flavor: str = "open", version: str = "580.95.05") -> Path:
+    """/sys/module/nvidia: the open flavor taints "OE" (out of tree, unsigned), the proprietary one "POE"."""
+    _write(root, "sys/module/nvidia/version", f"{version}\n")
+    return _write(root, "sys/module/nvidia/taint", ("POE" if flavor == "proprietary" else "OE") + "\n")
+
+
+def kernel(root: Path, release: str) -> Path:
+    return _write(root, "proc/sys/kernel/osrelease", f"{release}\n")
+
+
+def mlx5_core_version(root: Path, version: str) -> Path:
+    return _write(root, "sys/module/mlx5_core/version", f"{version}\n")
 
 
 def _aer(kind: str, total: int) -> str:
@@ -344,19 +461,32 @@ def _aer(kind: str, total: int) -> str:
 def write_aer(root: Path, spec: dict, i: int) -> None:
     """GPU i's AER totals as the spec says now (a test rewrites them between the two counter reads)."""
     g = spec["gpus"][i]
-    bus = g["bus_id"]
-    d = _device_dir(spec, bus)
+    d = _device_dir(spec, g["bus_id"])
     for kind, total in zip(("correctable", "nonfatal", "fatal"), g["pcie"]["aer"]):
         _write(root, f"{d}/aer_dev_{kind}", _aer(kind, total))
+
+
+def _switch(pair: int) -> tuple:
+    """(root complex, root port) of the PCIe switch of GPU pair `pair` (GPUs 2*pair, 2*pair + 1 and their HCAs)."""
+    return f"pci0000:{0x10 + pair:02x}", f"0000:{0x10 + pair:02x}:01.0"
+
+
+def _gpu_chain(idx: int, bus: str) -> list:
+    pair = idx // 2
+    return [_switch(pair)[1], f"0000:{0x17 + 0x20 * pair:02x}:{idx % 2:02x}.0", bus]
+
+
+def _hca_chain(i: int) -> list:
+    """HCA i under GPU i's switch, on the switch's next downstream ports (rail-aligned: GPU i's nearest NIC)."""
+    pair = i // 2
+    return [_switch(pair)[1], f"0000:{0x17 + 0x20 * pair:02x}:{2 + i % 2:02x}.0",
+            f"0000:{0x1a + 0x20 * pair + i % 2:02x}:00.0"]
 
 
 def _device_dir(spec: dict, bus: str) -> str:
     """The real directory of a GPU: under its PCIe switch's downstream port, under a root port (one per GPU pair)."""
     idx = next(i for i, g in enumerate(spec["gpus"]) if g["bus_id"] == bus)
-    pair = idx // 2
-    root_port = f"0000:{0x10 + pair:02x}:01.0"
-    switch = f"0000:{0x17 + 0x20 * pair:02x}:{idx % 2:02x}.0"
-    return f"sys/devices/pci0000:{0x10 + pair:02x}/{root_port}/{switch}/{bus}"
+    return f"sys/devices/{_switch(idx // 2)[0]}/" + "/".join(_gpu_chain(idx, bus))
 
 
 def kmsg_line(seq: int, t_s: float, msg: str, prio: int = 3) -> str:
@@ -375,34 +505,29 @@ def write_tree(root: Path, spec: dict) -> Path:
     for g in spec["gpus"]:
         if g.get("sysfs") is False:  # a GPU whose PCI directory was not recorded
             continue
-        bus = g["bus_id"]
-        d = _device_dir(spec, bus)
-        pcie = g["pcie"]
-        _write(root, f"{d}/vendor", "0x10de\n")
-        _write(root, f"{d}/class", "0x030200\n")
-        _write(root, f"{d}/current_link_speed", f"{pcie['sysfs_speed']}\n")
-        _write(root, f"{d}/max_link_speed", f"{pcie['sysfs_max_speed']}\n")
-        _write(root, f"{d}/current_link_width", f"{pcie['width']}\n")
-        _write(root, f"{d}/max_link_width", f"{pcie['max_width']}\n")
-        _write(root, f"{d}/numa_node", f"{g['index'] // 4}\n")
-        _link(root, f"sys/bus/pci/devices/{bus}", f"../../../{d[len('sys/'):]}")
-        write_aer(root, spec, g["index"])
+        idx, pcie = g["index"], g["pcie"]
+        d = pci_function(root, _gpu_chain(idx, g["bus_id"]), bus_root=_switch(idx // 2)[0], numa_node=idx // 4)
+        for name, text in (("current_link_speed", pcie["sysfs_speed"]), ("max_link_speed", pcie["sysfs_max_speed"]),
+                           ("current_link_width", pcie["width"]), ("max_link_width", pcie["max_width"])):
+            (d / name).write_text(f"{text}\n")
+        write_aer(root, spec, idx)
     for sw in spec["nvswitches"]:
-        _write(root, f"sys/devices/pci0000:00/{sw}/vendor", "0x10de\n")
-        _write(root, f"sys/devices/pci0000:00/{sw}/class", "0x068000\n")
-        _link(root, f"sys/bus/pci/devices/{sw}", f"../../../devices/pci0000:00/{sw}")
+        pci_function(root, [sw], bus_root="pci0000:00", numa_node=None, cls="0x068000")
     for i, dev in enumerate(spec["ib_ports"]):
-        base = f"sys/class/infiniband/{dev}"
-        _write(root, f"{base}/fw_ver", "28.39.1002\n")
-        _write(root, f"{base}/node_guid", f"a088:c203:0012:{i:04x}\n")
-        _write(root, f"{base}/device/numa_node", f"{i // 4}\n")
-        p = f"{base}/ports/1"
-        for name, text in (("state", "4: ACTIVE"), ("phys_state", "5: LinkUp"), ("rate", "400 Gb/sec (4X NDR)"),
-                           ("link_layer", "InfiniBand"), ("gids/0", f"fe80:0000:0000:0000:a088:c203:0012:{i:04x}"),
-                           ("gid_attrs/types/0", "IB/RoCE v1"), ("gid_attrs/ndevs/0", "")):
-            _write(root, f"{p}/{name}", f"{text}\n" if text else "")
-        for c in ("link_downed", "symbol_error", "port_rcv_errors", "link_error_recovery", "port_xmit_discards"):
-            _write(root, f"{p}/counters/{c}", "0\n")
+        ib_hca(root, dev, fw_ver=spec["hca_fw"], node_guid=f"a088:c203:0012:{i:04x}", numa_node=i // 4,
+               board_id=spec["hca_board"], hca_type=spec["hca_type"], pci=_hca_chain(i), bus_root=_switch(i // 2)[0])
+        ib_port(root, dev, 1, link_layer=spec["ib_link_layer"].get(dev, "InfiniBand"),
+                gids={0: (f"fe80:0000:0000:0000:a088:c203:0012:{i:04x}", "IB/RoCE v1", None)})
+        values = {**ZERO_COUNTERS, **ZERO_HW_COUNTERS, **spec["ib_counters"].get(dev, {})}
+        ib_counters(root, dev, 1, **{k: v for k, v in values.items() if k not in ZERO_HW_COUNTERS})
+        ib_counters(root, dev, 1, hw=True, **{k: v for k, v in values.items() if k in ZERO_HW_COUNTERS})
+    if spec["gpus"]:
+        nvidia_module(root, spec["nvidia_module"], DRIVER)
+        if spec["peermem"]:
+            peermem(root, spec["peermem"], DRIVER)
+    if spec["ib_ports"] and spec["ofed"]:
+        mlx5_core_version(root, spec["ofed"])
+    kernel(root, spec["kernel"])
     _write(root, "proc/uptime", f"{spec['uptime_s']:.2f} 1000.00\n")
     _write(root, "proc/sys/kernel/random/boot_id", "5e0c8f0a-1111-4222-8333-444455556666\n")
     _write(root, "proc/sys/kernel/dmesg_restrict", f"{spec['dmesg_restrict']}\n")
@@ -480,5 +605,6 @@ def faulty(spec: dict, **changes: Any) -> dict:
     return out
 
 
-__all__ = ["NS", "FakeNvml", "NVMLError", "env_for", "faulty", "gpu_spec", "install", "kmsg_line", "node_spec",
-           "smi_answer", "write_aer", "write_tree", "xid_line"]
+__all__ = ["NS", "ZERO_COUNTERS", "ZERO_HW_COUNTERS", "FakeNvml", "NVMLError", "env_for", "faulty", "gpu_spec",
+           "ib_counters", "ib_hca", "ib_port", "install", "kernel", "kmsg_line", "mlx5_core_version", "node_spec",
+           "nvidia_module", "pci_function", "peermem", "smi_answer", "write_aer", "write_tree", "xid_line"]

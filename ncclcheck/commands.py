@@ -54,11 +54,12 @@ COMMANDS: tuple = (
             "ncclcheck.render.validate:run", ("report", "output", "report_format"), node_local=True,
             description="Render a saved run (RUN.json, written by --json) again, to the terminal and to any of the "
                         "output files."),
-    Command("health", "node-local health check for Slurm's HealthCheckProgram / Prolog (seconds, no torch)", "health",
+    Command("health", "node health for Slurm's HealthCheckProgram / Prolog: GPUs, NVLink, PCIe, GPUDirect "
+            "RDMA, IB (seconds, no torch)", "health",
             "ncclcheck.health.run:run", ("output", "slurm", "health", "hardware"),
             description="This node's GPUs (count, memory errors, Xid, NVLink, PCIe, clocks, fabric), NCCL "
-                        "interface, RDMA ports, /dev/shm, memlock and NCCL settings against what is expected of it; "
-                        "with --drain, drain it in Slurm."),
+                        "interface, RDMA ports and their error counters, GPUDirect RDMA, GPU-NIC affinity, /dev/shm, "
+                        "memlock and NCCL settings against what is expected of it; with --drain, drain it in Slurm."),
     Command("sweep", "inside an allocation: find and drain the bad nodes (links rounds, suspects re-paired with good "
             "nodes)", "sweep", "ncclcheck.sweep.run:run", ("world", "output", "slurm", "sweep"), world=True,
             ranks=True, progress=True,

@@ -39,7 +39,8 @@ class Command(NamedTuple):  # not a dataclass: `ncclcheck --help` reads this tab
 
 COMMANDS: tuple = (
     Command("preflight", "checks before a job: node, network, world", "preflight",
-            "ncclcheck.preflight.pipeline:run", ("world", "output", "facts", "preflight"), world=True, progress=True,
+            "ncclcheck.preflight.pipeline:run", ("world", "output", "facts", "preflight", "hardware"), world=True,
+            progress=True,
             description="Node-local checks, then (multi-node) world formation, cross-node checks and a full-mesh "
                         "probe, then recommended settings."),
     Command("bench", "collective bandwidth/latency sweeps (nccl-tests semantics)", "bench",
@@ -53,10 +54,12 @@ COMMANDS: tuple = (
             "ncclcheck.render.validate:run", ("report", "output", "report_format"), node_local=True,
             description="Render a saved run (RUN.json, written by --json) again, to the terminal and to any of the "
                         "output files."),
-    Command("health", "node-local health check for Slurm's HealthCheckProgram / Prolog (seconds, no torch)", "health",
-            "ncclcheck.health.run:run", ("output", "slurm", "health"),
-            description="This node's GPUs, NCCL interface, RDMA ports, /dev/shm, memlock and NCCL settings against "
-                        "what is expected of it; with --drain, drain it in Slurm."),
+    Command("health", "node health for Slurm's HealthCheckProgram / Prolog: GPUs, NVLink, PCIe, GPUDirect "
+            "RDMA, IB (seconds, no torch)", "health",
+            "ncclcheck.health.run:run", ("output", "slurm", "health", "hardware"),
+            description="This node's GPUs (count, memory errors, Xid, NVLink, PCIe, clocks, fabric), NCCL "
+                        "interface, RDMA ports and their error counters, GPUDirect RDMA, GPU-NIC affinity, /dev/shm, "
+                        "memlock and NCCL settings against what is expected of it; with --drain, drain it in Slurm."),
     Command("sweep", "inside an allocation: find and drain the bad nodes (links rounds, suspects re-paired with good "
             "nodes)", "sweep", "ncclcheck.sweep.run:run", ("world", "output", "slurm", "sweep"), world=True,
             ranks=True, progress=True,
@@ -74,7 +77,7 @@ COMMANDS: tuple = (
                         "culprit of a hang with diagnose's analysis (docs/live.md). Exit 0: the job is making "
                         "progress; 1: a cause named (or nothing armed); 2: bad flags."),
     Command("env", "this node's facts (versions, GPUs, network, RDMA)", "facts (read), steps/world.py (the report)",
-            "ncclcheck.steps.world:run_env", ("output", "facts"), node_local=True),
+            "ncclcheck.steps.world:run_env", ("output", "facts", "hardware"), node_local=True),
 )
 BY_NAME: dict = {c.name: c for c in COMMANDS}
 NAMES: tuple = tuple(BY_NAME)

@@ -169,6 +169,16 @@ class HealthConfig:
 
 
 @dataclass(frozen=True)
+class HardwareConfig:
+    """What the GPU hardware checks read and expect (preflight, health, env: docs/hardware.md)."""
+
+    xid_window_s: Optional[float] = None  # --xid-window HOURS: the kernel log's Xids of the last N hours; None: boot
+    mig: Optional[bool] = False  # --mig on|off|any: the MIG mode every GPU should have (None: either)
+    prolog: bool = False  # --prolog, or Slurm's SLURM_SCRIPT_CONTEXT=prolog_slurmd: any GPU process is a leftover
+    host_copy: bool = False  # preflight --gpu: measure host<->device copies (torch, pinned memory)
+
+
+@dataclass(frozen=True)
 class SweepConfig:
     """`ncclcheck sweep`: the allocation's node names (SLURM_STEP_NODELIST / SLURM_JOB_NODELIST, as Slurm wrote
     it: node rank i is its i-th name) and what to do with the verdicts."""
@@ -198,6 +208,7 @@ class Config:
     watch: Optional[WatchConfig] = None
     postmortem_dir: Optional[str] = None  # recommend --postmortem DIR: arm the job so its failure can be diagnosed
     storage: StorageConfig = field(default_factory=StorageConfig)
+    hardware: HardwareConfig = field(default_factory=HardwareConfig)
 
 
 def env_fallback(env: Mapping[str, str], *names: str) -> Optional[str]:

@@ -292,6 +292,38 @@ def _health_flags(h: argparse.ArgumentParser, command: str) -> None:
                                      "kills a HealthCheckProgram at 60 s)")
 
 
+MIG_CHOICES = {"on": True, "off": False, "any": None}
+# Slurm runs a Prolog with this in its environment (Slurm 21.08 and later): any GPU process then is a leftover
+PROLOG_CONTEXT = ("SLURM_SCRIPT_CONTEXT", "prolog_slurmd")
+
+
+def _hardware_flags(p: argparse.ArgumentParser, command: str) -> None:
+    g = p.add_argument_group("GPU hardware (docs/hardware.md)")
+    g.add_argument("--xid-window", metavar="HOURS", help="judge the kernel log's Xid/SXid lines of the last HOURS "
+                   "only (default: since boot)")
+    if command == "env":
+        return
+    g.add_argument("--mig", choices=list(MIG_CHOICES), help="the MIG mode every GPU should have (default off: NCCL "
+                   "runs no collective across MIG instances)")
+    if command == "health":
+        g.add_argument("--prolog", action="store_true", help="run as a Slurm Prolog: any process holding GPU memory "
+                       "is a leftover (set by itself when SLURM_SCRIPT_CONTEXT=prolog_slurmd)")
+    if command == "preflight":
+        g.add_argument("--gpu", action="store_true", help="also measure host-to-device and device-to-host copies "
+                       "(torch, pinned memory) against the PCIe bound: seconds")
+
+
+def _hardware_config(args: argparse.Namespace, env, cfg: dict) -> dict:
+    from .config import HardwareConfig, parse_float
+
+    hours = parse_float(_text(getattr(args, "xid_window", None)), "--xid-window")
+    mig = getattr(args, "mig", None)
+    prolog = bool(getattr(args, "prolog", False)) or env.get(PROLOG_CONTEXT[0]) == PROLOG_CONTEXT[1]
+    return {"hardware": HardwareConfig(xid_window_s=None if hours is None else hours * 3600,
+                                       mig=MIG_CHOICES[mig] if mig else False, prolog=prolog,
+                                       host_copy=bool(getattr(args, "gpu", False)))}
+
+
 def _sweep_flags(w: argparse.ArgumentParser, command: str) -> None:
     _LINKS = _default("links")
     min_time_help = _min_time_help()
@@ -777,6 +809,7 @@ FLAG_GROUPS: dict = {
     "watch": FlagGroup(_watch_flags, _watch_config),
     "slurm": FlagGroup(_slurm_flags),
     "health": FlagGroup(_health_flags, _health_config),
+    "hardware": FlagGroup(_hardware_flags, _hardware_config),
     "sweep": FlagGroup(_sweep_flags, _sweep_config),
 }
 

@@ -51,6 +51,20 @@ step two_ranks 90 "$py" -m ncclcheck bench --backend nccl --nproc-per-node 2 --s
 step fidelity 180 "$py" scripts/bench_fidelity.py --backend nccl --nranks 1 --sizes 64M,128M,256M,512M,1G \
     --iters 20 --warmup 5 --repeats 5
 step preflight 90 "$py" -m ncclcheck preflight --json "$out/preflight.json"
+# The GPU hardware checks (docs/hardware.md): what NVML answers to every question they ask, idle and under a matmul
+# (clock-event reasons, PCIe generation), nvidia-smi's answers (the fallback's input), the kernel log's access, then
+# health and preflight for real, health as a Prolog with a process holding GPU memory, and the host copies.
+step nvml_idle 60 "$py" tests/data/nvml/nvml_probe.py
+step nvml_load 120 "$py" tests/data/nvml/nvml_probe.py --load 10
+step smi_queries 90 "$py" tests/data/nvml/nvml_probe.py --smi
+step kernel_log 30 sh -c 'id -u; cat /proc/sys/kernel/dmesg_restrict; dmesg | grep -i -e xid -e nvrm | tail -20;
+journalctl -k -b 0 -n 3 -o short-monotonic --no-pager'
+step health 60 "$py" -m ncclcheck health --dry-run --drain --node "$(hostname)" --json "$out/health.json"
+step health_prolog 120 sh -c '"$0" -c "import torch, time; x = torch.empty(4 << 30, dtype=torch.uint8, device=\"cuda\");
+time.sleep(40)" & holder=$!; sleep 15; "$0" -m ncclcheck health --prolog --dry-run --drain --node "$(hostname)" \
+--json "$1/health_prolog.json"; rc=$?; kill $holder; wait $holder; exit $rc' "$py" "$out"
+step preflight_gpu 120 "$py" -m ncclcheck preflight --gpu --json "$out/preflight_gpu.json"
+step gpu_hw_tests 150 "$py" -m pytest -q -p no:cacheprovider -m gpu -rs -s tests/steps/test_hostcopy_gpu.py
 step fast_tier 150 "$py" -m pytest -q -p no:cacheprovider -m "not slow and not lab"
 step slow_bench 300 "$py" -m pytest -q -p no:cacheprovider tests/bench/test_bench_gloo.py tests/agent/test_runner.py
 [ -n "${ONLY:-}" ] || cat "$summary"

@@ -3,6 +3,7 @@
 API (everything writes under a tmp directory and never needs root):
 
     fs = FakeSys(tmp_path, monkeypatch)      # creates <tmp>/sys and <tmp>/proc, sets NCCLCHECK_SYSFS_ROOT/PROCFS_ROOT
+                                             # (and NCCLCHECK_DEVFS_ROOT=<tmp>/dev: fs.write("dev/kmsg", ...))
     fs.write("sys/class/net/eth0/mtu", "9000\\n")  # any file, str or bytes, relative to tmp_path; returns its Path
     fs.net(name, kind="physical", *, up=True, running=None, speed=None, mtu=1500, addrs=(), driver=None,
            numa_node=0, mac=None)            # one /sys/class/net/<name> shaped like a real interface of that kind:
@@ -39,6 +40,8 @@ Scenarios, named after the failure they pin (each takes a FakeSys, builds the tr
     gpu_node(fs, peermem=, flavor=, fw_ver=, kernel=, board_id=, hca_type=, ofed=, boot_id=)
                               4 GPUs and 4 ACTIVE 400G IB HCAs on two sockets, one GPU and one HCA under each of
                               four PCIe switches (GPU i's nearest NIC mlx5_i, PIX), counters 0, GPUDirect RDMA
+                              (ncclcheck_lab/fakehw.py's node_spec builds the HGX shape: two GPUs and two HCAs per
+                              switch, with NVML and nvidia-smi behind them; both write through fakehw's pieces)
 
 Example:
 
@@ -57,6 +60,8 @@ from collections import namedtuple
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Optional, Union
+
+from ncclcheck_lab import fakehw
 
 # Same field names as psutil's namedtuples, so collectors cannot tell the difference.
 snicaddr = namedtuple("snicaddr", "family address netmask broadcast ptp")
@@ -91,6 +96,7 @@ class FakeSys:
         if monkeypatch is not None:
             monkeypatch.setenv("NCCLCHECK_SYSFS_ROOT", str(self.sysfs))
             monkeypatch.setenv("NCCLCHECK_PROCFS_ROOT", str(self.procfs))
+            monkeypatch.setenv("NCCLCHECK_DEVFS_ROOT", str(self.root / "dev"))  # /dev/kmsg: none unless written
 
     # -- generic --------------------------------------------------------------------------------------------
     def write(self, rel: str, content: Union[str, bytes]) -> Path:
@@ -170,35 +176,19 @@ class FakeSys:
     def stats(self) -> dict:
         return {n: s for n, (_c, s) in self._ifaces.items()}
 
-    # -- /sys/class/infiniband ------------------------------------------------------------------------------
+    # -- /sys/class/infiniband, the PCI tree, GPUDirect RDMA's modules: written by ncclcheck_lab/fakehw.py ----------
     def ib_device(self, dev: str, *, fw_ver: str = "28.39.1002", node_guid: str = "a088:c203:0012:3456",
                   numa_node: Optional[int] = 0, netdevs=(), board_id: Optional[str] = None,
                   hca_type: Optional[str] = None, pci: Optional[Sequence[str]] = None,
                   root: str = "pci0000:00") -> Path:
         """pci: the HCA's chain of PCI bus ids from the root port down (the HCA last); its `device` link then leads
         into sys/devices/<root>/... as the kernel's does, and numa_node sits on every element of the chain."""
-        base = f"sys/class/infiniband/{dev}"
-        self.write(f"{base}/fw_ver", f"{fw_ver}\n")
-        self.write(f"{base}/node_guid", f"{node_guid}\n")
-        if board_id is not None:
-            self.write(f"{base}/board_id", f"{board_id}\n")
-        if hca_type is not None:
-            self.write(f"{base}/hca_type", f"{hca_type}\n")
-        if pci:
-            target = self.pci_device(pci, root=root, numa_node=numa_node, vendor="0x15b3", cls="0x020700")
-            self._symlink(f"{base}/device", os.path.relpath(target, (self.root / base)))
-        elif numa_node is not None:
-            self.write(f"{base}/device/numa_node", f"{numa_node}\n")
-        for i, nd in enumerate(netdevs):
-            self.write(f"{base}/device/net/{nd}/dev_port", f"{i}\n")
-        return self.root / base
+        return fakehw.ib_hca(self.root, dev, fw_ver=fw_ver, node_guid=node_guid, numa_node=numa_node, netdevs=netdevs,
+                             board_id=board_id, hca_type=hca_type, pci=pci, bus_root=root)
 
     def ib_counters(self, dev: str, port: int = 1, hw: bool = False, **values: int) -> Path:
         """ports/<port>/counters/<name> (hw: hw_counters/<name>) = value, one file per keyword."""
-        base = f"sys/class/infiniband/{dev}/ports/{port}/{'hw_counters' if hw else 'counters'}"
-        for name, v in values.items():
-            self.write(f"{base}/{name}", f"{v}\n")
-        return self.root / base
+        return fakehw.ib_counters(self.root, dev, port, hw, **values)
 
     def carrier(self, name: str, changes: int, up: Optional[int] = None, down: Optional[int] = None) -> Path:
         """/sys/class/net/<name>/carrier_changes (+ carrier_up_count / carrier_down_count) of an existing netdev."""
@@ -210,22 +200,11 @@ class FakeSys:
             self.write(f"{base}/carrier_down_count", f"{down}\n")
         return self.root / base
 
-    # -- the PCI tree, GPUDirect RDMA's modules ---------------------------------------------------------------
     def pci_device(self, chain: Sequence[str], *, root: str = "pci0000:00", numa_node: Optional[int] = 0,
                    vendor: str = "0x10de", cls: str = "0x030200") -> Path:
         """A PCI function at the end of `chain` (bus ids from the root port down) as real directories under
         sys/devices/<root>/..., each bridge with its numa_node, and the kernel's sys/bus/pci/devices/<bdf> link."""
-        rel = "sys/devices/" + root
-        for i, bdf in enumerate(chain):
-            rel += "/" + bdf
-            if numa_node is not None:
-                self.write(f"{rel}/numa_node", f"{numa_node}\n")
-            last = i == len(chain) - 1
-            self.write(f"{rel}/vendor", f"{vendor if last else '0x8086'}\n")
-            self.write(f"{rel}/class", f"{cls if last else '0x060400'}\n")
-            link = f"sys/bus/pci/devices/{bdf}"
-            self._symlink(link, os.path.relpath(self.root / rel, (self.root / link).parent))
-        return self.root / rel
+        return fakehw.pci_function(self.root, chain, bus_root=root, numa_node=numa_node, vendor=vendor, cls=cls)
 
     def gpu_at(self, chain: Sequence[str], *, root: str = "pci0000:00", numa_node: Optional[int] = 0) -> Path:
         """An NVIDIA GPU (3D controller) at the end of chain, with its PCIe link at Gen5 x16."""
@@ -236,45 +215,26 @@ class FakeSys:
         return d
 
     def peermem(self, which: str = "nvidia_peermem", version: str = "580.95.05") -> Path:
-        """One of the three files NCCL's ncclIbGdrSupport looks for: nvidia_peermem (the driver's module), nv_mem or
-        nv_mem_nc (MLNX_OFED's peer-memory clients)."""
-        rel = {"nvidia_peermem": "sys/module/nvidia_peermem/version",
-               "nv_mem": "sys/kernel/mm/memory_peers/nv_mem/version",
-               "nv_mem_nc": "sys/kernel/mm/memory_peers/nv_mem_nc/version"}[which]
-        return self.write(rel, f"{version}\n")
+        """One of the three files NCCL's ncclIbGdrSupport looks for (fakehw.peermem)."""
+        return fakehw.peermem(self.root, which, version)
 
     def nvidia_module(self, flavor: str = "open", version: str = "580.95.05") -> Path:
         """/sys/module/nvidia: the open flavor taints "OE" (out of tree, unsigned), the proprietary one "POE"."""
-        self.write("sys/module/nvidia/version", f"{version}\n")
-        return self.write("sys/module/nvidia/taint", ("POE" if flavor == "proprietary" else "OE") + "\n")
+        return fakehw.nvidia_module(self.root, flavor, version)
 
     def kernel(self, release: str) -> Path:
-        return self.write("proc/sys/kernel/osrelease", f"{release}\n")
+        return fakehw.kernel(self.root, release)
 
     def mlx5_core_version(self, version: str) -> Path:
-        return self.write("sys/module/mlx5_core/version", f"{version}\n")
+        return fakehw.mlx5_core_version(self.root, version)
 
     def ib_port(self, dev: str, port: int = 1, *, state: str = "4: ACTIVE", phys_state: str = "5: LinkUp",
                 rate: str = "400 Gb/sec (4X NDR)", link_layer: str = "InfiniBand", gids=None,
                 empty_gid_slots: int = 4) -> Path:
         """gids: {index: (gid, type, ndev-or-None)}; empty_gid_slots all-zero slots follow them, as on real ports
         (their type/ndev files read EINVAL: empty here)."""
-        base = f"sys/class/infiniband/{dev}/ports/{port}"
-        self.write(f"{base}/state", f"{state}\n")
-        self.write(f"{base}/phys_state", f"{phys_state}\n")
-        self.write(f"{base}/rate", f"{rate}\n")
-        self.write(f"{base}/link_layer", f"{link_layer}\n")
-        gids = gids if gids is not None else {0: ("fe80:0000:0000:0000:a088:c203:0012:3456", "IB/RoCE v1", None)}
-        for i, (gid, gtype, ndev) in gids.items():
-            self.write(f"{base}/gids/{i}", f"{gid}\n")
-            self.write(f"{base}/gid_attrs/types/{i}", f"{gtype}\n")
-            self.write(f"{base}/gid_attrs/ndevs/{i}", f"{ndev}\n" if ndev else "")
-        start = max(gids, default=-1) + 1
-        for i in range(start, start + empty_gid_slots):
-            self.write(f"{base}/gids/{i}", "0000:0000:0000:0000:0000:0000:0000:0000\n")
-            self.write(f"{base}/gid_attrs/types/{i}", "")
-            self.write(f"{base}/gid_attrs/ndevs/{i}", "")
-        return self.root / base
+        return fakehw.ib_port(self.root, dev, port, state=state, phys_state=phys_state, rate=rate,
+                              link_layer=link_layer, gids=gids, empty_gid_slots=empty_gid_slots)
 
     # -- procfs ---------------------------------------------------------------------------------------------
     def mounts(self, lines) -> Path:
@@ -386,11 +346,7 @@ GPU_NODE_HCAS = (
     ("mlx5_2", "pci0000:80", ("0000:80:01.0", "0000:81:00.0", "0000:82:01.0", "0000:84:00.0")),
     ("mlx5_3", "pci0000:80", ("0000:80:02.0", "0000:85:00.0", "0000:86:01.0", "0000:88:00.0")),
 )
-ZERO_COUNTERS = {n: 0 for n in ("link_downed", "link_error_recovery", "symbol_error", "port_rcv_errors",
-                                "port_rcv_remote_physical_errors", "port_xmit_discards",
-                                "local_link_integrity_errors", "excessive_buffer_overrun_errors")}
-ZERO_HW_COUNTERS = {n: 0 for n in ("local_ack_timeout_err", "packet_seq_err", "implied_nak_seq_err", "out_of_buffer",
-                                   "out_of_sequence", "rnr_nak_retry_err", "np_cnp_sent", "rp_cnp_handled")}
+ZERO_COUNTERS, ZERO_HW_COUNTERS = fakehw.ZERO_COUNTERS, fakehw.ZERO_HW_COUNTERS
 
 
 def gpu_node(fs: FakeSys, *, peermem: Optional[str] = "nvidia_peermem", flavor: str = "open",

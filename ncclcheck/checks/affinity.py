@@ -9,13 +9,14 @@ through another GPU over NVLink (PXN), and no setting changes the wiring.
 
 from __future__ import annotations
 
-from ..model import CheckResult, passed, skipped, warned
+from ..model import CheckResult, passed, skipped
 from ..nccl import pcipath, rules
-from . import actions
+from . import hwaction
 from .local import LocalInput
 
 CID = "pci.affinity"
 SHOWN = 4
+READ = "the PCI tree"  # /sys/bus/pci/devices and /sys/class/infiniband/*/device, as pcitree.py reads them
 
 
 def _gpu(m: dict) -> str:
@@ -53,20 +54,22 @@ def check_affinity(inp: LocalInput) -> CheckResult:
     far = [(m, k) for m, k in worse if k["distance"] in (None, "SYS") or
            (pcipath.within(m["distance"], level) and not pcipath.within(k["distance"], level))]
     if far:
-        ev[actions.KEY] = actions.RESTART_JOB
-        parts = []
-        for m, k in far[:SHOWN]:
+        findings = []
+        for m, k in far:
             kept_txt = f"{', '.join(k['nearest'])} ({k['distance']})" if k["nearest"] else "none of its NICs"
-            parts.append(f"{_gpu(m)} gets {kept_txt} instead of {', '.join(m['nearest'])} ({m['distance']})")
-        more = f"; +{len(far) - SHOWN} more" if len(far) > SHOWN else ""
+            findings.append(hwaction.Finding(
+                _gpu(m), f"gets {kept_txt} instead of {', '.join(m['nearest'])} ({m['distance']})",
+                f"{rules.assignment('NCCL_IB_HCA', hca)} over {READ}", hwaction.RESTART_JOB,
+                {"nearest": m["nearest"], "distance": m["distance"], "kept": k["nearest"],
+                 "distance_kept": k["distance"]}, "now", {"index": m["index"], "bus_id": m["bus_id"]}))
         lost_gdr = any(not pcipath.within(k["distance"] or "SYS", level) for _, k in far)
-        return warned(CID, f"{rules.assignment('NCCL_IB_HCA', hca)} puts GPUs on far NICs: {'; '.join(parts)}{more}; "
-                           f"{actions.said(actions.RESTART_JOB)}", node=node, evidence=ev,
-                      detail="Traffic of those GPUs crosses the CPU's root complex or the socket interconnect"
-                             + (f", and beyond NCCL_NET_GDR_LEVEL ({level}) NCCL stages it through host memory "
-                                "(no GPUDirect RDMA)" if lost_gdr else "") + ".",
-                      fix="Unset NCCL_IB_HCA (NCCL picks each GPU's nearest NIC itself) or list every GPU's nearest "
-                          "NIC in it (`ncclcheck recommend` gives it per local rank).")
+        return hwaction.result(CID, findings, node, "", ev,
+                               detail=f"{rules.assignment('NCCL_IB_HCA', hca)} puts GPUs on far NICs: traffic of "
+                                      "those GPUs crosses the CPU's root complex or the socket interconnect"
+                                      + (f", and beyond NCCL_NET_GDR_LEVEL ({level}) NCCL stages it through host "
+                                         "memory (no GPUDirect RDMA)" if lost_gdr else "") + ".",
+                               fix="Unset NCCL_IB_HCA (NCCL picks each GPU's nearest NIC itself) or list every "
+                                   "GPU's nearest NIC in it (`ncclcheck recommend` gives it per local rank).")
     shown = ", ".join(f"GPU {m['index']} -> {'/'.join(m['nearest']) or '?'} ({m['distance'] or '?'})"
                       for m in every[:SHOWN]) + (f", +{len(every) - SHOWN} more" if len(every) > SHOWN else "")
     sys_only = [m for m in every if m["distance"] == "SYS"]

@@ -1,8 +1,9 @@
 """ib.counters: the fabric's error counters judged on what changed, never on their lifetime value (a link that
 flapped last month keeps its link_downed until the driver reloads; Azure/azurehpc#648 drained nodes for ever on
-lifetime counts). Two windows: inside one run (facts/counters.py reads every counter when the run starts and again
-when it has read everything else: a link flapping or erroring right now), and, with --baseline, since a saved run of
-the same host and boot (hours or days: Azure NHC's "5 flaps in 24 h").
+lifetime counts). Two windows, the same for every counter of the node (checks/gpu.py judges the GPUs' in them too):
+inside one run (facts/counters.py reads every counter when the run starts and again when it has read everything
+else: a link flapping or erroring right now), and, with --baseline, since a saved run of the same host and boot
+(hours or days: Azure NHC's "5 flaps in 24 h"). `run_window` and `baseline_window` are those two windows.
 
 What moves and what it means:
 - link_downed (IB/RoCE port) or carrier changes (the netdev): the link went down and came back. Inside one run that
@@ -21,11 +22,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Optional
 
-from ..model import CheckResult, NodeInfo, failed, passed, skipped, warned
+from ..facts.counters import deltas as changed
+from ..facts.counters import resets
+from ..model import CheckResult, NodeInfo, skipped
 from ..units import format_duration
-from . import actions
+from . import hwaction
+from .hwaction import ISOLATE, MONITOR, Finding
 from .local import LocalInput
 
 CID = "ib.counters"
@@ -35,7 +40,6 @@ PHYSICAL = ("symbol_error", "link_error_recovery", "port_rcv_errors", "port_rcv_
 DISCARDS = ("port_xmit_discards",)
 HW_JUDGED = ("local_ack_timeout_err", "packet_seq_err", "implied_nak_seq_err", "out_of_buffer", "rnr_nak_retry_err")
 FLAPS_FAIL = 5  # flaps in a baseline window that fail (Azure NHC: >= 5 lost-carrier events in 24 h)
-SHOWN = 6
 FIX_LINK = ("Reseat or replace the cable / transceiver of the port named and check its switch port (`ibstat`, "
             "`mlxlink -d <dev> -m`, the switch's port counters); resume the node once the counters stay still.")
 FIX_ERRORS = ("Watch whether the counters keep climbing (run health again); a port that keeps counting symbol or "
@@ -55,28 +59,25 @@ def _kind(counter: str) -> str:
 
 
 def deltas(first: dict, last: dict) -> tuple[list, list]:
-    """([{"where", "counter", "from", "to", "delta"}] of every counter that rose between two reads, [where/counter
-    that went down: reset by a driver reload in between]). Only counters present in both reads are compared."""
+    """([{"where", "counter", "from", "to", "delta"}] of every fabric counter that rose between two reads,
+    [where/counter that went down: reset by a driver reload in between]), by facts/counters.py's one rule. Only
+    counters present in both reads are compared."""
     moved, reset = [], []
 
-    def one(where: str, a: dict, b: dict) -> None:
-        for name, v1 in b.items():
-            v0 = a.get(name)
-            if not isinstance(v0, int) or not isinstance(v1, int) or isinstance(v0, bool) or isinstance(v1, bool):
-                continue
-            if v1 < v0:
-                reset.append(f"{where} {name}")
-            elif v1 > v0:
-                moved.append({"where": where, "counter": name, "from": v0, "to": v1, "delta": v1 - v0})
+    def one(a: dict, b: dict) -> None:
+        for where, d in sorted(changed(a, b).items()):
+            moved.extend({"where": where, "counter": name, "from": b[where][name] - inc, "to": b[where][name],
+                          "delta": inc} for name, inc in d.items())
+        reset.extend(f"{where} {name}" for where, name in resets(a, b))
 
     first, last = _obj(first), _obj(last)  # a saved report's or another node's: any shape
-    for port, b in sorted(_obj(last.get("ports")).items()):
-        a, b = _obj(_obj(first.get("ports")).get(port)), _obj(b)
-        one(port, _obj(a.get("counters")), _obj(b.get("counters")))
-        one(port, _obj(a.get("hw_counters")), _obj(b.get("hw_counters")))
-    for nd, b in sorted(_obj(last.get("netdevs")).items()):
-        a, b = _obj(_obj(first.get("netdevs")).get(nd)), _obj(b)
-        one(nd, a, {k: v for k, v in b.items() if k in ("carrier_changes", "carrier_down_count")})
+    ports_a, ports_b = _obj(first.get("ports")), _obj(last.get("ports"))
+    for sub in ("counters", "hw_counters"):
+        one({p: _obj(_obj(v).get(sub)) for p, v in ports_a.items()}, {p: _obj(_obj(v).get(sub))
+                                                                      for p, v in ports_b.items()})
+    one(_obj(first.get("netdevs")), {nd: {k: v for k, v in _obj(b).items() if k in ("carrier_changes",
+                                                                                     "carrier_down_count")}
+                                     for nd, b in _obj(last.get("netdevs")).items()})
     return moved, reset
 
 
@@ -92,89 +93,122 @@ def _flaps(moved: list) -> dict:
     return out
 
 
-def _said(m: dict) -> str:
-    return f"{m['where']} {m['counter']} +{m['delta']:,}"
+def _read(m: dict) -> str:
+    """The file a moved counter was read from."""
+    if "/" not in m["where"]:
+        return f"/sys/class/net/{m['where']}/{m['counter']}"
+    dev, port = m["where"].split("/", 1)
+    sub = "hw_counters" if m["counter"] in HW_JUDGED else "counters"
+    return f"/sys/class/infiniband/{dev}/ports/{port}/{sub}/{m['counter']}"
+
+
+def _finding(m: dict, what: str, action: str, how: str) -> Finding:
+    ident = {"port": m["where"]} if "/" in m["where"] else {"netdev": m["where"]}
+    return Finding(m["where"], f"{m['counter']} +{m['delta']:,}{what}", _read(m), action,
+                   {k: m[k] for k in ("from", "to", "delta")}, how, ident)
 
 
 def judge(first: dict, last: dict, window_s: float, how: str, node: Optional[int], long_window: bool) -> CheckResult:
     """One node's verdict on the counters that moved between two reads `window_s` apart (`how`: "in 0.5 s" /
-    "since the baseline ...")."""
+    "since the baseline ..."): a link that flapped inside one run, or 5 times since a baseline, isolates the node;
+    fewer flaps since a baseline, and any error counter that moved, are watched (monitor)."""
     moved, reset = deltas(first, last)
     watched = len(_obj(_obj(last).get("ports"))), len(_obj(_obj(last).get("netdevs")))
     judged = [m for m in moved if _kind(m["counter"]) != "shown"]
     ev = {"window_s": round(window_s, 3), "window": how, "ports": watched[0], "netdevs": watched[1],
           "deltas": moved, "reset": reset}
     flaps = _flaps(judged)
-    errors = [m for m in judged if _kind(m["counter"]) == "error"]
-    if flaps:
-        worst = max(flaps.values())
-        fail = not long_window or worst >= FLAPS_FAIL
-        action = actions.ISOLATE if fail else actions.MONITOR
-        ev[actions.KEY] = action
-        links = [m for m in judged if _kind(m["counter"]) == "link"]
-        text = "; ".join(_said(m) for m in (links + errors)[:SHOWN])
-        what = (f"link went down and up {how}" if not long_window else
-                f"{worst} flap(s) on one link {how}" + (f" (>= {FLAPS_FAIL} fail)" if fail else ""))
-        return (failed if fail else warned)(
-            CID, f"{text}: {what}; {actions.said(action)}", node=node, evidence=ev, fix=FIX_LINK,
-            detail="A link that drops takes every NCCL connection over it down with it (the job fails with "
-                   "\"Got completion with error 12\" or hangs), and one that keeps dropping does it again after a "
-                   "restart.")
-    if errors:
-        ev[actions.KEY] = actions.MONITOR
-        text = "; ".join(_said(m) for m in errors[:SHOWN]) + (f"; +{len(errors) - SHOWN} more"
-                                                               if len(errors) > SHOWN else "")
-        return warned(CID, f"{text} {how}; {actions.said(actions.MONITOR)}", node=node, evidence=ev, fix=FIX_ERRORS,
-                      detail="Error counters that climb on an idle or lightly used port mean a marginal physical "
-                             "link; under NCCL they become retransmissions (slow collectives) and, past the retry "
-                             "limit, failed connections.")
+    findings = []
+    for m in judged:
+        if _kind(m["counter"]) == "link":
+            n = flaps.get(m["where"], 0)
+            fail = not long_window or n >= FLAPS_FAIL
+            what = (": the link went down and up" if not long_window else
+                    f": {n} flap(s)" + (f" (>= {FLAPS_FAIL} fail)" if fail else f" (< {FLAPS_FAIL}: watched)"))
+            findings.append(_finding(m, what, ISOLATE if fail else MONITOR, how))
+        else:
+            findings.append(_finding(m, "", MONITOR, how))
     note = f" ({len(reset)} counter(s) reset in between: driver reloaded)" if reset else ""
-    return passed(CID, f"no error counter moved on {watched[0]} RDMA port(s) and {watched[1]} netdev(s) {how}"
-                       f"{note}", node=node, evidence=ev)
+    ok = f"no error counter moved on {watched[0]} RDMA port(s) and {watched[1]} netdev(s) {how}{note}"
+    if flaps:
+        return hwaction.result(CID, findings, node, ok, ev, fix=FIX_LINK,
+                               detail="A link that drops takes every NCCL connection over it down with it (the job "
+                                      "fails with \"Got completion with error 12\" or hangs), and one that keeps "
+                                      "dropping does it again after a restart.")
+    return hwaction.result(CID, findings, node, ok, ev, fix=FIX_ERRORS,
+                           detail="Error counters that climb on an idle or lightly used port mean a marginal physical "
+                                  "link; under NCCL they become retransmissions (slow collectives) and, past the "
+                                  "retry limit, failed connections.")
+
+
+@dataclass(frozen=True)
+class Window:
+    """Two reads of the node's counters and what lies between them: `text` says it in a verdict ("in 0.5 s", "since
+    --baseline g.json (2.0 h ago)"); `long`: a baseline's hours, not one run's moment."""
+
+    first: dict
+    last: dict
+    seconds: float
+    text: str
+    long: bool
+
+
+def run_window(c: object) -> tuple[Optional[Window], str]:
+    """(this run's window, "") from its `counters` group, or (None, why there is none)."""
+    if not isinstance(c, dict) or "unavailable" in c:
+        return None, f"counters unavailable: {_obj(c).get('unavailable', 'not collected')}"
+    first, last, secs = c.get("first"), c.get("last"), c.get("interval_s")
+    if not isinstance(first, dict) or not isinstance(last, dict) or not isinstance(secs, (int, float)) or secs <= 0:
+        return None, "the counters were read once: no window to judge a change in"
+    return Window(first, last, float(secs), f"in {format_duration(secs)}", False), ""
+
+
+def baseline_window(now: object, then: object, host: str, source: str) -> tuple[Optional[Window], str]:
+    """(the window since a saved run's last read, "") when `then` (the baseline's counters group of the same host) is
+    of this boot and older, else (None, why not): counters restart with a reboot or a driver reload."""
+    if not isinstance(now, dict) or not isinstance(now.get("last"), dict):
+        return None, "no counters read by this run"
+    if not isinstance(then, dict) or not isinstance(then.get("last"), dict):
+        return None, f"{source} has no counters of {host}: nothing to compare with"
+    if not then.get("boot_id") or then.get("boot_id") != now.get("boot_id"):
+        return None, (f"{host} rebooted since {source} (boot id {then.get('boot_id')} -> {now.get('boot_id')}): its "
+                      "counters started again")
+    a, b = then["last"], now["last"]
+    span = (b.get("at") or 0) - (a.get("at") or 0)
+    if not isinstance(span, (int, float)) or span <= 0:
+        return None, f"{source} was not saved before this run: no window"
+    return Window(a, b, float(span), f"since {source} ({format_duration(span)} ago)", True), ""
 
 
 def check_counters(inp: LocalInput) -> CheckResult:
     """ib.counters: RDMA port error counters and netdev carrier changes, judged on their change inside this run."""
     node = inp.node_rank
     c = inp.facts.get("counters")
-    if not isinstance(c, dict) or "unavailable" in c:
-        return skipped(CID, f"counters unavailable: {(c or {}).get('unavailable', 'not collected')}", node=node)
-    last = c.get("last") or {}
-    if not (last.get("ports") or last.get("netdevs")):
+    last = _obj(_obj(c).get("last"))
+    if isinstance(c, dict) and "unavailable" not in c and not (last.get("ports") or last.get("netdevs")):
         return skipped(CID, "no RDMA port and no physical netdev to watch", node=node)
-    first, window = c.get("first"), c.get("interval_s")
-    if not isinstance(first, dict) or not isinstance(window, (int, float)) or window <= 0:
-        return skipped(CID, "the counters were read once: no window to judge a change in", node=node)
-    return judge(first, last, float(window), f"in {format_duration(window)}", node, long_window=False)
+    w, why = run_window(c)
+    if w is None:
+        return skipped(CID, why, node=node)
+    return judge(w.first, w.last, w.seconds, w.text, node, long_window=False)
 
 
-def _same_host(node: NodeInfo, base: Sequence[NodeInfo]) -> Optional[NodeInfo]:
+def same_host(node: NodeInfo, base: Sequence[NodeInfo]) -> Optional[NodeInfo]:
+    """The saved run of this node's host (a counter of another host says nothing about this one)."""
     return next((b for b in base if b.hostname == node.hostname), None)
 
 
 def baseline_checks(nodes: Sequence[NodeInfo], base: Sequence[NodeInfo], source: str = "baseline") -> list:
     """ib.counters against --baseline: for every node with facts, its counters now against the saved run of the same
-    host and boot (counters of another host or boot say nothing about this one)."""
+    host and boot."""
     out: list = []
     for node in nodes:
         now = (node.facts or {}).get("counters")
         if not isinstance(now, dict) or not isinstance(now.get("last"), dict):
             continue
-        ref = _same_host(node, base)
-        then = (ref.facts or {}).get("counters") if ref is not None else None
-        if ref is None or not isinstance(then, dict) or not isinstance(then.get("last"), dict):
-            out.append(skipped(CID, f"{source} has no counters of {node.hostname}: nothing to compare with",
-                               node=node.node_rank))
-            continue
-        if not then.get("boot_id") or then.get("boot_id") != now.get("boot_id"):
-            out.append(skipped(CID, f"{node.hostname} rebooted since {source} (boot id {then.get('boot_id')} -> "
-                                    f"{now.get('boot_id')}): its counters started again", node=node.node_rank))
-            continue
-        a, b = then["last"], now["last"]
-        span = (b.get("at") or 0) - (a.get("at") or 0)
-        if not isinstance(span, (int, float)) or span <= 0:
-            out.append(skipped(CID, f"{source} was not saved before this run: no window", node=node.node_rank))
-            continue
-        out.append(judge(a, b, float(span), f"since {source} ({format_duration(span)} ago)", node.node_rank,
-                         long_window=True))
+        ref = same_host(node, base)
+        w, why = baseline_window(now, (ref.facts or {}).get("counters") if ref is not None else None, node.hostname,
+                                 source)
+        out.append(judge(w.first, w.last, w.seconds, w.text, node.node_rank, long_window=True) if w is not None
+                   else skipped(CID, why, node=node.node_rank))
     return out

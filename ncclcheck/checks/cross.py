@@ -15,7 +15,8 @@ from typing import Any, Optional
 from .. import hostranges
 from ..model import CheckResult, failed, passed, skipped, warned
 from ..nccl import reachability, rules
-from . import storage
+from . import gpu as gpu_checks
+from . import hwaction, storage
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +109,22 @@ def compare(inp: CrossInput, items: list) -> tuple[list, dict, dict]:
             phrases.append(f"{label} {majority} on most nodes but " + "; ".join(
                 f"{v} on {_who(inp, rs)}" for v, rs in split[1:]))
     return phrases, evidence, odd
+
+
+def drift_findings(inp: CrossInput, items: list, read: dict, action: str = hwaction.MONITOR) -> tuple[list, dict,
+                                                                                                       dict]:
+    """compare()'s odd nodes as hardware findings (firmware, VBIOS): one per node and item, "node 3 (h3): <label>
+    <its value>, most nodes run <majority>", read from read[key]; with compare()'s evidence and odd nodes."""
+    _phrases, evidence, odd = compare(inp, items)
+    findings = []
+    for label, key, values in items:
+        if key not in odd:
+            continue
+        majority = _by_value(values)[0][0]
+        findings += [hwaction.Finding(f"node {r} ({inp.host(r)})", f"{label} {values[r]}, most nodes run {majority}",
+                                      read[key], action, values[r], "now", {"node": r, "hostname": inp.host(r)})
+                     for r in odd[key]]
+    return findings, evidence, odd
 
 
 def check_versions(inp: CrossInput) -> CheckResult:
@@ -297,6 +314,24 @@ def check_gpu_count(inp: CrossInput) -> CheckResult:
                          "but the slowest/smallest node sets the pace.",
                   fix="Use the same --nproc-per-node on every node (torchrun needs it equal), or check the nodes "
                       "with fewer GPUs (nvidia-smi; a GPU may have fallen off the bus).")
+
+
+def check_vbios(inp: CrossInput) -> CheckResult:
+    """gpu.vbios_consistent (cross-node): each GPU model runs the same VBIOS on every node; the nodes on another VBIOS
+    than the majority's are named (a firmware drift that makes one node behave differently)."""
+    cid = gpu_checks.VBIOS
+    if (s := _single(inp, cid)) is not None:
+        return s
+    per = {r: v for r, _h, f in inp.nodes if (v := gpu_checks.vbios_of(f or {}))}
+    if len(per) < 2:
+        return skipped(cid, "GPU VBIOS read on fewer than two nodes: nothing to compare")
+    models = sorted({m for v in per.values() for m in v})
+    items = [(f"{m} VBIOS", m, {r: v[m] for r, v in per.items() if m in v}) for m in models]
+    findings, ev, odd = drift_findings(inp, items, {m: "nvmlDeviceGetVbiosVersion" for m in models})
+    shown = ", ".join(f"{m} {_by_value(values)[0][0]}" for _label, m, values in items)
+    return hwaction.result(cid, findings, None, f"same VBIOS on {len(per)} nodes ({shown})",
+                           {"vbios": ev, "odd_nodes": odd},
+                           fix="Flash the odd node's GPUs to the fleet's VBIOS at its next maintenance.")
 
 
 def chosen_interface(facts: dict, usable: Optional[list] = None) -> Optional[str]:

@@ -1,6 +1,6 @@
 """`baseline.drift`: every node's facts against a saved known-good run (a golden configuration), difference by
 difference: versions (python, torch, CUDA, NCCL, driver), NCCL_/TORCH_NCCL_/GLOO_ variables, traffic interfaces
-(present, MTU, speed), RDMA ports (state, rate, link layer) and installed packages.
+(present, MTU, speed), RDMA ports (state, rate, link layer), the GPUs' VBIOS per model and installed packages.
 
 Pure: facts in, CheckResults out. Addresses, MACs and hostnames are per node by nature and never compared. The
 baseline is any ncclcheck JSON report with node facts (`preflight --save-baseline`, `preflight --json`, `recommend
@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 from ..errors import UsageError
 from ..model import CheckResult, NodeInfo, load_saved_report, passed, skipped, warned
+from .gpu import vbios_of
 
 CHECK_ID = "baseline.drift"
 VERSIONS = ("python", "torch", "cuda", "nccl", "driver")
@@ -74,6 +75,9 @@ def groups(facts: Mapping) -> dict[str, dict[str, Optional[str]]]:
                 group[f"{where} rate (Gb/s)"] = _s(p.get("rate_gbps"))
                 group[f"{where} link layer"] = _s(p.get("link_layer"))
         out["RDMA ports"] = group
+    vbios = vbios_of(dict(facts))  # None where gpu_health was not collected or no GPU answered
+    if vbios:
+        out["GPU VBIOS"] = {f"{model} VBIOS": _s(v) for model, v in vbios.items()}
     pk = facts.get("packages")
     if isinstance(pk, Mapping) and "unavailable" not in pk:
         if isinstance(pk.get("items"), Mapping):
@@ -142,7 +146,7 @@ def load_golden(path: str) -> list[NodeInfo]:
     return baseline_nodes(load_saved_report(path, source), source)
 
 
-def _match(node: NodeInfo, base: Sequence[NodeInfo]) -> NodeInfo:
+def match_node(node: NodeInfo, base: Sequence[NodeInfo]) -> NodeInfo:
     """The same host in the baseline, else the same node rank, else the baseline's first node (a golden node)."""
     for b in base:
         if b.hostname == node.hostname:
@@ -176,7 +180,7 @@ def drift_checks(nodes: Sequence[NodeInfo], base: Sequence[NodeInfo], source: st
     for node in nodes:
         if not node.facts:
             continue
-        ref = _match(node, base)
+        ref = match_node(node, base)
         diffs, skip = compare(ref.facts, node.facts)
         compared = sum(1 for g in groups(node.facts) if g in groups(ref.facts))
         ev = {"baseline": source, "baseline_node": ref.node_rank, "baseline_hostname": ref.hostname,
@@ -203,4 +207,4 @@ def drift_checks(nodes: Sequence[NodeInfo], base: Sequence[NodeInfo], source: st
 
 
 __all__ = ["CHECK_ID", "MADE_BY", "groups", "fingerprint", "compare", "differences", "baseline_nodes",
-           "load_golden", "drift_checks"]
+           "load_golden", "drift_checks", "match_node"]

@@ -7,12 +7,14 @@ bugs in both); it is a warning, fixed at the next maintenance: nothing stops a j
 
 from __future__ import annotations
 
-from ..model import CheckResult, passed, skipped, warned
-from . import actions
-from .cross import CrossInput, _single, compare
+from ..model import CheckResult, skipped
+from . import hwaction
+from .cross import CrossInput, _single, drift_findings
 
 CID = "ib.firmware"
 INBOX = "inbox (no module version)"
+READ_FW, READ_BOARD, READ_OFED = ("/sys/class/infiniband/*/fw_ver", "/sys/class/infiniband/*/board_id",
+                                  "/sys/module/mlx5_core/version")
 
 
 def _model(dev: dict) -> str:
@@ -57,18 +59,18 @@ def check_firmware(inp: CrossInput) -> CheckResult:
         items.append(("mlx5_core (OFED)", "mlx5_core_version", mlx5))
     if not items:
         return skipped(CID, "no HCA model on two nodes to compare")
-    diffs, evidence, odd = compare(inp, items)
-    if not diffs:
-        fw = "; ".join(f"{label.split('(', 1)[1].rstrip(')')} {next(iter(v.values()))}" for label, key, v in items
-                       if key.startswith("fw_ver"))
-        stack = f", mlx5_core {next(iter(mlx5.values()))}" if len(mlx5) >= 2 else ""
-        return passed(CID, f"same HCA firmware on {len(rd)} nodes ({fw}{stack})", evidence=evidence)
-    evidence["odd_nodes"] = odd
-    evidence[actions.KEY] = actions.MONITOR
-    return warned(CID, "; ".join(diffs) + f"; {actions.said(actions.MONITOR)}", evidence=evidence,
-                  detail="A node on other HCA firmware or another OFED can behave differently under the same job "
-                         "(RDMA and adaptive-routing fixes ship in both): when only some nodes hang or run slow, "
-                         "this is the first difference to remove.",
-                  fix="Bring the odd node(s) to the fleet's firmware (`mlxfwmanager --query`, then `mlxfwmanager -u` "
-                      "or the vendor's bundle, and a reboot or `mlxfwreset`) and the same MLNX_OFED/DOCA-OFED "
-                      "(`ofed_info -s`) at the next drain.")
+    read = {key: READ_FW if key.startswith("fw_ver") else READ_BOARD if key.startswith("board_id") else READ_OFED
+            for _label, key, _v in items}
+    findings, evidence, odd = drift_findings(inp, items, read)
+    if odd:
+        evidence["odd_nodes"] = odd
+    fw = "; ".join(f"{label.split('(', 1)[1].rstrip(')')} {next(iter(v.values()))}" for label, key, v in items
+                   if key.startswith("fw_ver"))
+    stack = f", mlx5_core {next(iter(mlx5.values()))}" if len(mlx5) >= 2 else ""
+    return hwaction.result(CID, findings, None, f"same HCA firmware on {len(rd)} nodes ({fw}{stack})", evidence,
+                           detail="A node on other HCA firmware or another OFED can behave differently under the "
+                                  "same job (RDMA and adaptive-routing fixes ship in both): when only some nodes hang "
+                                  "or run slow, this is the first difference to remove.",
+                           fix="Bring the odd node(s) to the fleet's firmware (`mlxfwmanager --query`, then "
+                               "`mlxfwmanager -u` or the vendor's bundle, and a reboot or `mlxfwreset`) and the same "
+                               "MLNX_OFED/DOCA-OFED (`ofed_info -s`) at the next drain.")

@@ -14,15 +14,18 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from ..model import CheckResult, failed, passed, skipped, warned
+from ..model import CheckResult, passed, skipped
 from ..nccl import rules
-from . import actions
+from . import hwaction
 from .cross import CrossInput, _single, _who
+from .hwaction import ISOLATE, MONITOR, Finding
 from .local import LocalInput
 
 CID = "gdr.support"
 DMABUF_KERNEL = (5, 12)
 PEER_ORDER = ("nv_mem", "nv_mem_nc", "nvidia_peermem")  # NCCL's order of looking
+# What the route is read from (facts/gdr.py): NCCL's peer-memory files, and DMA-BUF's kernel and module
+READ = "NCCL's peer-memory files, /proc/sys/kernel/osrelease, /sys/module/nvidia/taint"
 CONSEQUENCE = ("NCCL registers no GPU memory with the HCAs there: every transfer to or from that node is staged "
                "through host memory (NCCL_DEBUG=INFO: \"NET/IB : GPU Direct RDMA Disabled for HCA\", channels "
                "\"via NET/IB/N\" without \"/GDRDMA\"), with less bandwidth and more CPU, and every ring through it "
@@ -131,17 +134,17 @@ def check_gdr(inp: LocalInput) -> CheckResult:
                              "says \"DMA-BUF is available on GPU device N\" and channels \"via NET/IB/N/GDRDMA\" "
                              "when both hold.")
     if not r["known"]:
-        ev[actions.KEY] = actions.MONITOR
-        return warned(CID, f"GPUDirect RDMA could not be told: {r['why']}; {actions.said(actions.MONITOR)}",
-                      node=node, evidence=ev,
-                      fix="Run a job with NCCL_DEBUG=INFO and look for \"GPU Direct RDMA Enabled\" or \"/GDRDMA\".")
-    ev[actions.KEY] = actions.ISOLATE
+        return hwaction.result(CID, [Finding("this node", f"GPUDirect RDMA could not be told: {r['why']}", READ,
+                                             MONITOR, r["route"], "now")], node, "", ev,
+                               fix="Run a job with NCCL_DEBUG=INFO and look for \"GPU Direct RDMA Enabled\" or "
+                                   "\"/GDRDMA\".")
     shown = ", ".join(ports[:4]) + (f" +{len(ports) - 4} more" if len(ports) > 4 else "")
-    return failed(CID, f"no GPUDirect RDMA: {r['why']}; {len(ports)} HCA port(s) ({shown}) go through host memory; "
-                       f"{actions.said(actions.ISOLATE)}", node=node, evidence=ev,
-                  detail=CONSEQUENCE + ". NCCL looks for " + ", ".join(
-                      str(((facts.get("gdr") or {}).get("peer_memory") or {}).get(n, {}).get("path") or n)
-                      for n in PEER_ORDER) + ".", fix=FIX)
+    return hwaction.result(CID, [Finding("this node", f"no GPUDirect RDMA: {r['why']}; {len(ports)} HCA port(s) "
+                                                      f"({shown}) go through host memory", READ, ISOLATE, None, "now")],
+                           node, "", ev,
+                           detail=CONSEQUENCE + ". NCCL looks for " + ", ".join(
+                               str(((facts.get("gdr") or {}).get("peer_memory") or {}).get(n, {}).get("path") or n)
+                               for n in PEER_ORDER) + ".", fix=FIX)
 
 
 def check_gdr_cross(inp: CrossInput) -> CheckResult:
@@ -160,16 +163,17 @@ def check_gdr_cross(inp: CrossInput) -> CheckResult:
     unknown = sorted(r for r, x in routes.items() if not x["known"])
     ev = {"routes": {str(r): x["route"] for r, x in routes.items()}, "without": lack, "unknown": unknown,
           "why": {str(r): routes[r]["why"] for r in lack + unknown}}
-    if lack:
-        ev[actions.KEY] = actions.ISOLATE
-        others = f" while {_who(inp, have)} have it" if have else " (no node has it)"
-        return failed(CID, f"no GPUDirect RDMA on {_who(inp, lack)}{others}; {actions.said(actions.ISOLATE)}",
-                      evidence=ev, detail=CONSEQUENCE + ". " + " ".join(
-                          f"Node {r} ({inp.host(r)}): {routes[r]['why']}." for r in lack), fix=FIX)
     kinds = sorted({str(routes[r]["route"]) for r in have})
-    if unknown:
-        ev[actions.KEY] = actions.MONITOR
-        return warned(CID, f"GPUDirect RDMA ({', '.join(kinds)}) on {_who(inp, have)}; could not be told on "
-                           f"{_who(inp, unknown)}; {actions.said(actions.MONITOR)}", evidence=ev,
-                      fix="Run a job with NCCL_DEBUG=INFO and look for \"/GDRDMA\" on the nodes named.")
-    return passed(CID, f"GPUDirect RDMA on all {len(have)} GPU nodes with HCAs ({', '.join(kinds)})", evidence=ev)
+    others = f" while {_who(inp, have)} have it" if have else " (no node has it)"
+    findings = [Finding(f"node {r} ({inp.host(r)})", f"no GPUDirect RDMA{others}", READ, ISOLATE, None, "now",
+                        {"node": r, "hostname": inp.host(r)}) for r in lack]
+    findings += [Finding(f"node {r} ({inp.host(r)})", "GPUDirect RDMA could not be told"
+                         + (f" (the others: {', '.join(kinds)})" if kinds else ""), READ, MONITOR, None, "now",
+                         {"node": r, "hostname": inp.host(r)}) for r in unknown]
+    return hwaction.result(CID, findings, None, f"GPUDirect RDMA on all {len(have)} GPU nodes with HCAs "
+                                                f"({', '.join(kinds)})", ev,
+                           detail=(CONSEQUENCE + ". " + " ".join(f"Node {r} ({inp.host(r)}): {routes[r]['why']}."
+                                                                 for r in lack + unknown)) if lack else
+                           " ".join(f"Node {r} ({inp.host(r)}): {routes[r]['why']}." for r in unknown),
+                           fix=FIX if lack else "Run a job with NCCL_DEBUG=INFO and look for \"/GDRDMA\" on the "
+                                                "nodes named.")

@@ -11,12 +11,10 @@ from typing import Optional
 
 from ..model import CheckResult, failed, passed, skipped, warned
 from ..nccl import rules
-from . import actions, affinity, counters, gdr, local
+from . import local
+from .hwaction import HwExpect
 
 GPUS, IFACE, IB = "health.gpus", "health.nccl_interface", "health.ib_ports"
-# preflight's node-local checks that say something on one node alone (no master, no resolver, no other node).
-LOCAL_CHECKS = (local.check_socket_ifname, gdr.check_gdr, affinity.check_affinity, counters.check_counters,
-                local.check_shm, local.check_memlock, local.check_env_nccl)
 
 
 @dataclass(frozen=True)
@@ -31,16 +29,18 @@ class Expect:
     ib_rate_gbps: Optional[float] = None
 
 
-def health_checks(facts: dict, expect: Expect) -> list:
-    """Every health check on one node's facts (collect_health_facts), in fix-first order."""
+def health_checks(facts: dict, expect: Expect, hw: Optional[HwExpect] = None) -> list:
+    """Every health check on one node's facts (collect_health_facts), in fix-first order: the node's own
+    expectations, then the registry's rows for health in its order: preflight's node-local checks that say something
+    on one node alone (no master, no resolver, no other node) and the hardware's (GPUs, GPUDirect RDMA, affinity,
+    counters)."""
+    from .registry import HEALTH, LOCAL, run_checks
+
     own: list[CheckResult] = [check_gpus(facts, expect), check_nccl_interface(facts, expect)]
     own += check_ib_ports(facts, expect)
     out = [dataclasses.replace(c, node=0) for c in own]  # one node: node 0, as preflight's local checks say
-    inp = local.LocalInput.of(facts, multi_node=True)
-    for fn in LOCAL_CHECKS:
-        res = fn(inp)
-        out += res if isinstance(res, list) else [res]
-    return out
+    inp = local.LocalInput.of(facts, multi_node=True, hw=hw or HwExpect(processes="allowed"))
+    return out + run_checks(LOCAL, inp, command=HEALTH)
 
 
 def _unavailable(group) -> Optional[str]:
@@ -150,13 +150,9 @@ def check_ib_ports(facts: dict, expect: Expect) -> list:
             if (d, p) in active and want and not (isinstance(x.get("rate_gbps"), (int, float))
                                                   and x["rate_gbps"] >= want)]
     no_v2 = rules.roce_without_v2_ipv4_gid(rules.active_ib_ports(rdma))
-    gid: list = []
-    if no_v2:  # NCCL would use these ports with a GID that does not route (nccl/rules.py)
-        named = ", ".join(f"{d}:{p}" + (f" ({', '.join(x.get('netdevs') or [])})" if x.get("netdevs") else "")
-                          for d, p, x in no_v2)
-        gid = [failed(IB, f"ACTIVE RoCE port(s) with no RoCE v2 IPv4 GID: {named}; {actions.said(actions.ISOLATE)}",
-                      evidence={**ev, actions.KEY: actions.ISOLATE}, detail=rules.ROCE_NO_V2_DETAIL,
-                      fix=rules.roce_no_v2_fix(no_v2))]
+    # NCCL would use these ports with a GID that does not route (nccl/rules.py); health judges a node for jobs that
+    # span nodes
+    gid = [local.roce_without_v2_gid(IB, no_v2, None, ev, multi_node=True)] if no_v2 else []
     fix = "Cable, transceiver, switch port and subnet manager (`sminfo`, `ibstat` on the node); then resume it."
     if not active or (want and (down or slow)):
         what = "; ".join(filter(None, [f"not ACTIVE: {', '.join(down)}" if down else "",

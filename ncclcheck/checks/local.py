@@ -13,7 +13,8 @@ from ..hostranges import rank_ranges
 from ..model import CheckResult, Status, failed, passed, skipped, warned
 from ..nccl import rules
 from ..units import format_bytes
-from . import actions
+from . import hwaction
+from .hwaction import HwExpect
 
 SHM_MIN_BYTES = 1 << 30  # NCCL's SHM transport and DataLoader workers; Docker's default of 64 MiB breaks both
 DEBUG_SWITCHES = ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_ALGO", "NCCL_PROTO", "NCCL_NET_GDR_LEVEL",
@@ -39,6 +40,7 @@ class LocalInput:
     # probe): loopback and any local interface connect them, as on one node. Known only after the mesh phase, so
     # the checks that depend on it are run again then (ONE_HOST_RECHECKED).
     one_host: bool = False
+    hw: HwExpect = field(default_factory=HwExpect)  # what the GPU hardware checks expect (checks/gpu.py)
 
     @classmethod
     def of(cls, facts: dict, **kw) -> LocalInput:
@@ -449,12 +451,7 @@ def check_ib_devices(inp: LocalInput) -> list:
         used = [(d, p, x) for d, p, x in roce if spec is None or spec.matches(d, p)]
         no_v2 = rules.roce_without_v2_ipv4_gid(used) if gid is None and family == "AF_INET" else []
         if no_v2:
-            named = ", ".join(f"{d}:{p}" + (f" ({', '.join(x.get('netdevs') or [])})" if x.get("netdevs") else "")
-                              for d, p, x in no_v2)
-            results.append((failed if inp.multi_node else warned)(
-                cid, f"ACTIVE RoCE port(s) with no RoCE v2 IPv4 GID: {named}; {actions.said(actions.ISOLATE)}",
-                node=node, evidence={**ev, actions.KEY: actions.ISOLATE}, detail=rules.ROCE_NO_V2_DETAIL,
-                fix=rules.roce_no_v2_fix(no_v2)))
+            results.append(roce_without_v2_gid(cid, no_v2, node, ev, inp.multi_node))
         if any((x.get("link_layer") or "").lower() in ("unspecified", "") for _, _, x in active):
             results.append(warned(cid, "RDMA port with unspecified link layer (EFA?)", node=node, evidence=ev,
                                   fix="EFA needs the aws-ofi-nccl plugin (NCCL_NET_PLUGIN) and FI_PROVIDER=efa."))
@@ -463,6 +460,19 @@ def check_ib_devices(inp: LocalInput) -> list:
                                    + ", ".join(f"{d}:{p} {x.get('rate') or ''}".strip() for d, p, x in active),
                               node=node, evidence=ev))
     return results
+
+
+def roce_without_v2_gid(cid: str, ports: list, node: Optional[int], ev: dict, multi_node: bool) -> CheckResult:
+    """ACTIVE RoCE ports with no RoCE v2 IPv4 GID (nccl/rules.py): NCCL would use a GID that does not route. Across
+    nodes that isolates the node; on one node NCCL uses no network, so it is watched."""
+    findings = [hwaction.Finding(f"{d}:{p}" + (f" ({', '.join(x.get('netdevs') or [])})" if x.get("netdevs") else ""),
+                                 "ACTIVE RoCE port with no RoCE v2 IPv4 GID",
+                                 f"/sys/class/infiniband/{d}/ports/{p}/gids, gid_attrs/types",
+                                 hwaction.ISOLATE if multi_node else hwaction.MONITOR, None, "now",
+                                 {"port": f"{d}/{p}", "netdevs": list(x.get("netdevs") or [])})
+                for d, p, x in ports]
+    return hwaction.result(cid, findings, node, "", ev, detail=rules.ROCE_NO_V2_DETAIL,
+                           fix=rules.roce_no_v2_fix(ports))
 
 
 def _gpu_count(inp: LocalInput) -> Optional[int]:
@@ -538,6 +548,61 @@ def check_env_nccl(inp: LocalInput) -> list:
         out.append(passed(cid, f"{n} relevant variable(s) set, none problematic" if n else "no NCCL/Gloo variables",
                           node=node, evidence=ev))
     return out
+
+
+def _truthy(v: str) -> bool:
+    return v.strip().lower() not in ("", "0", "false", "no", "off")
+
+
+# name -> (when it matters, what it does to a job): DCGM's "Environment Variables" list (nvvs/src/Software.cpp),
+# CUDA_LAUNCH_BLOCKING and torch's allocator switch
+CUDA_VARS = {
+    "CUDA_LAUNCH_BLOCKING": (_truthy, "every kernel launch waits for the GPU to finish: a debugging switch that "
+                                      "serialises the job (no compute overlaps communication)"),
+    "CUDA_INJECTION64_PATH": (bool, "a tool injects itself into every CUDA call (Nsight Systems, compute-sanitizer, "
+                                    "a profiler)"),
+    "CUDA_INJECTION32_PATH": (bool, "a tool injects itself into every CUDA call (32-bit)"),
+    "NSIGHT_CUDA_DEBUGGER": (bool, "the CUDA debugger is attached"),
+    "CUDA_DEVICE_WAITS_ON_EXCEPTION": (_truthy, "a GPU exception stops the kernel for a debugger instead of failing"),
+    "CUDA_ENABLE_COREDUMP_ON_EXCEPTION": (_truthy, "a GPU exception writes a GPU core dump (minutes, gigabytes)"),
+    "CUDA_COREDUMP_FILE": (bool, "GPU core dumps are configured"),
+    "CUDA_AUTO_BOOST": (bool, "a legacy clock-boost setting"),
+    "CUDA_PROFILE": (_truthy, "the legacy command-line profiler logs every call"),
+    "COMPUTE_PROFILE": (_truthy, "the legacy command-line profiler logs every call"),
+    "OPENCL_PROFILE": (_truthy, "the legacy OpenCL profiler logs every call"),
+    "PYTORCH_NO_CUDA_MEMORY_CACHING": (_truthy, "torch's caching allocator is off: every tensor is a cudaMalloc and "
+                                                "a cudaFree"),
+}
+MAX_CONNECTIONS = (1, 32)  # CUDA_DEVICE_MAX_CONNECTIONS' range (default 8; Megatron-LM sets 1 on purpose)
+
+
+def check_env_cuda(inp: LocalInput) -> list:
+    """env.cuda: CUDA variables that slow or instrument a job: CUDA_LAUNCH_BLOCKING, a profiler or sanitizer injected
+    (CUDA_INJECTION64_PATH), the debugger, GPU core dumps, torch's allocator off, CUDA_DEVICE_MAX_CONNECTIONS
+    outside 1-32 (DCGM warns on the same list)."""
+    cid, node = "env.cuda", inp.node_rank
+    why = _unavailable(inp.facts.get("env"))
+    if why:
+        return [skipped(cid, f"environment unavailable: {why}", node=node)]
+    env = inp.env
+    bad = [(k, env[k], what) for k, (on, what) in CUDA_VARS.items() if k in env and on(env[k])]
+    conns = env.get("CUDA_DEVICE_MAX_CONNECTIONS")
+    if conns is not None:
+        try:
+            n = int(conns)
+            if not MAX_CONNECTIONS[0] <= n <= MAX_CONNECTIONS[1]:
+                bad.append(("CUDA_DEVICE_MAX_CONNECTIONS", conns, f"outside {MAX_CONNECTIONS[0]}-{MAX_CONNECTIONS[1]}: "
+                                                                  "CUDA ignores it or fails"))
+        except ValueError:
+            bad.append(("CUDA_DEVICE_MAX_CONNECTIONS", conns, "not an integer: CUDA ignores it"))
+    ev = {k: env[k] for k in list(CUDA_VARS) + ["CUDA_DEVICE_MAX_CONNECTIONS"] if k in env}
+    if not bad:
+        note = f" (CUDA_DEVICE_MAX_CONNECTIONS={conns})" if conns is not None else ""
+        return [passed(cid, f"no CUDA variable that slows or instruments a job{note}", node=node, evidence=ev)]
+    return [warned(cid, "; ".join(f"{k}={v}: {what}" for k, v, what in bad), node=node, evidence=ev,
+                   detail="Set in an image, a module file or a job template, these make every run slower or heavier "
+                          "than the hardware is.",
+                   fix=f"unset {' '.join(k for k, _v, _w in bad)} (keep them for a debugging run)")]
 
 
 def check_paths_exist(inp: LocalInput) -> CheckResult:

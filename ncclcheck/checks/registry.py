@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional
 from ..commands import BY_NAME
 from ..model import CheckResult, skipped
 from . import affinity, counters, cross, firmware, gdr, local, postmortem, storage
+from . import gpu as hw
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +28,7 @@ LOCAL, CROSS, STEP, POSTMORTEM = "local", "cross", "step", "postmortem"
 PREFLIGHT, BENCH, LINKS, HEALTH, SWEEP, DIAGNOSE, WATCH = (BY_NAME[n].name for n in (
     "preflight", "bench", "links", "health", "sweep", "diagnose", "watch"))
 JOBS = (BENCH, LINKS)
+NODE = (PREFLIGHT, HEALTH)  # node-local checks `health` runs too (a Slurm HealthCheckProgram or Prolog)
 
 
 @dataclass(frozen=True)
@@ -38,22 +40,39 @@ class CheckSpec:
     fn: Optional[Callable[[Any], Any]]  # LocalInput | CrossInput -> CheckResult | [CheckResult]; None for STEP
     commands: tuple = (PREFLIGHT,)  # the commands whose reports hold it (recommend runs preflight's)
     made_by: str = ""  # STEP: the module that makes it
+    # judges the node's hardware (GPUs, their links, the RDMA fabric): its findings name a device and an action
+    # (checks/hwaction.py); docs/hardware.md's table has a row for it
+    hardware: bool = False
 
 
 REGISTRY: tuple = (
     CheckSpec("rendezvous.master_reachable", LOCAL, (), local.check_master_reachable),
     CheckSpec("host.hostname_resolves", LOCAL, ("host",), local.check_hostname_resolves),
-    CheckSpec("net.socket_ifname", LOCAL, ("interfaces", "env"), local.check_socket_ifname),
+    CheckSpec("net.socket_ifname", LOCAL, ("interfaces", "env"), local.check_socket_ifname, NODE),
     CheckSpec("net.interfaces", LOCAL, ("interfaces",), local.check_interfaces),
     CheckSpec("ib.devices", LOCAL, ("rdma",), local.check_ib_devices),
-    CheckSpec(gdr.CID, LOCAL, ("gdr", "rdma"), gdr.check_gdr, (PREFLIGHT, HEALTH)),
-    CheckSpec(affinity.CID, LOCAL, ("rdma", "pci"), affinity.check_affinity, (PREFLIGHT, HEALTH)),
-    CheckSpec(counters.CID, LOCAL, ("counters",), counters.check_counters, (PREFLIGHT, HEALTH)),
+    CheckSpec(gdr.CID, LOCAL, ("gdr", "rdma"), gdr.check_gdr, NODE, hardware=True),
+    CheckSpec(affinity.CID, LOCAL, ("rdma", "pci"), affinity.check_affinity, NODE, hardware=True),
+    CheckSpec(counters.CID, LOCAL, ("counters",), counters.check_counters, NODE, hardware=True),
     CheckSpec("gpu.count", LOCAL, ("gpu",), local.check_gpu_count),
-    CheckSpec("host.shm", LOCAL, ("host",), local.check_shm),
-    CheckSpec("host.memlock", LOCAL, ("host",), local.check_memlock),
+    # The GPUs' hardware (checks/gpu.py), the driver first: a GPU off the bus or a driver that cannot drive it
+    # explains everything after it
+    CheckSpec(hw.NOUVEAU, LOCAL, ("gpu_health",), hw.check_nouveau, NODE, hardware=True),
+    CheckSpec(hw.XID, LOCAL, ("gpu_health",), hw.check_xid, NODE, hardware=True),
+    CheckSpec(hw.MEMORY, LOCAL, ("gpu_health",), hw.check_memory, NODE, hardware=True),
+    CheckSpec(hw.PCIE, LOCAL, ("gpu_health",), hw.check_pcie, NODE, hardware=True),
+    CheckSpec(hw.NVLINK, LOCAL, ("gpu_health",), hw.check_nvlink, NODE, hardware=True),
+    CheckSpec(hw.FABRIC, LOCAL, ("gpu_health",), hw.check_fabric, NODE, hardware=True),
+    CheckSpec(hw.MIG, LOCAL, ("gpu_health",), hw.check_mig, NODE, hardware=True),
+    CheckSpec(hw.CLOCKS, LOCAL, ("gpu_health",), hw.check_clocks, NODE, hardware=True),
+    CheckSpec(hw.PERSISTENCE, LOCAL, ("gpu_health",), hw.check_persistence, NODE, hardware=True),
+    CheckSpec(hw.PROCESSES, LOCAL, ("gpu_health",), hw.check_processes, NODE, hardware=True),
+    CheckSpec(hw.VBIOS, LOCAL, ("gpu_health",), hw.check_vbios, NODE, hardware=True),
+    CheckSpec("host.shm", LOCAL, ("host",), local.check_shm, NODE),
+    CheckSpec("host.memlock", LOCAL, ("host",), local.check_memlock, NODE),
     CheckSpec("host.nofile", LOCAL, (), local.check_nofile),
-    CheckSpec("env.nccl", LOCAL, ("env",), local.check_env_nccl),
+    CheckSpec("env.nccl", LOCAL, ("env",), local.check_env_nccl, NODE),
+    CheckSpec("env.cuda", LOCAL, ("env",), local.check_env_cuda, NODE),
     CheckSpec("paths.exist", LOCAL, ("paths",), local.check_paths_exist),
     CheckSpec("versions.consistent", CROSS, ("versions",), cross.check_versions),
     CheckSpec("packages.consistent", CROSS, ("packages",), cross.check_packages),
@@ -66,9 +85,10 @@ REGISTRY: tuple = (
     CheckSpec("net.peer_reachability", CROSS, ("interfaces",), cross.check_peer_reachability),
     CheckSpec("net.mtu_consistent", CROSS, ("interfaces",), cross.check_mtu),
     CheckSpec("ib.devices", CROSS, ("rdma",), cross.check_ib),
-    CheckSpec(gdr.CID, CROSS, ("gdr",), gdr.check_gdr_cross),
-    CheckSpec(firmware.CID, CROSS, ("rdma",), firmware.check_firmware),
+    CheckSpec(gdr.CID, CROSS, ("gdr",), gdr.check_gdr_cross, hardware=True),
+    CheckSpec(firmware.CID, CROSS, ("rdma",), firmware.check_firmware, hardware=True),
     CheckSpec("gpu.count", CROSS, ("gpu",), cross.check_gpu_count),
+    CheckSpec(hw.VBIOS, CROSS, ("gpu_health",), cross.check_vbios, hardware=True),
     CheckSpec("env.nccl", CROSS, ("env",), cross.check_env),
     CheckSpec("time.clock_skew", CROSS, (), cross.check_clock_skew),
     # diagnose: the verdict first (the report's root cause), then the findings it was drawn from
@@ -92,7 +112,9 @@ REGISTRY: tuple = (
     CheckSpec("nccl.transport", STEP, (), None, (PREFLIGHT, *JOBS),
               "steps/nccl_debug.py (--nccl-debug, --nccl-capture)"),
     CheckSpec("baseline.drift", STEP, (), None, (PREFLIGHT,), "checks/drift.py (--baseline)"),
-    CheckSpec(counters.CID, STEP, (), None, (PREFLIGHT, HEALTH), "checks/counters.py (--baseline: since a saved run)"),
+    CheckSpec(counters.CID, STEP, (), None, NODE, "checks/counters.py (--baseline: since a saved run)", hardware=True),
+    CheckSpec("gpu.host_copy", STEP, (), None, (PREFLIGHT,), "checks/gpu.py, steps/hostcopy.py (preflight --gpu)",
+              hardware=True),
     CheckSpec("bench.world", STEP, (), None, (BENCH,), "bench/pipeline.py"),
     CheckSpec("bench.correctness", STEP, (), None, (BENCH,), "bench/gates.py"),
     CheckSpec("bench.min_busbw", STEP, (), None, (BENCH,), "bench/gates.py"),
@@ -134,8 +156,15 @@ def unregistered(command: str, ids: Iterable[str]) -> list:
     return sorted({i for i in ids if i not in known})
 
 
-def specs(scope: str, prefix: str = "") -> list:
-    return [s for s in REGISTRY if s.scope == scope and s.id.startswith(prefix)]
+def specs(scope: str, prefix: str = "", command: Optional[str] = None) -> list:
+    return [s for s in REGISTRY if s.scope == scope and s.id.startswith(prefix)
+            and (command is None or command in s.commands)]
+
+
+def hardware_ids() -> list:
+    """The check ids that judge the node's hardware (a finding names a device and an action): docs/hardware.md's
+    table has a row for each."""
+    return list(dict.fromkeys(s.id for s in REGISTRY if s.hardware))
 
 
 def _missing(spec: CheckSpec, inp: Any) -> list:
@@ -144,12 +173,12 @@ def _missing(spec: CheckSpec, inp: Any) -> list:
     return [g for g in spec.needs if not any(g in (f or {}) for _, _, f in inp.nodes)]
 
 
-def run_checks(scope: str, inp: Any, prefix: str = "") -> list:
-    """Every check of one scope (whose id starts with prefix) on one input (a LocalInput or a CrossInput), in
-    registry order."""
+def run_checks(scope: str, inp: Any, prefix: str = "", command: Optional[str] = None) -> list:
+    """Every check of one scope (whose id starts with prefix; of one command's reports, if given) on one input (a
+    LocalInput or a CrossInput), in registry order."""
     node = getattr(inp, "node_rank", None) if scope == LOCAL else None
     out: list[CheckResult] = []
-    for spec in specs(scope, prefix):
+    for spec in specs(scope, prefix, command):
         missing = _missing(spec, inp)
         if missing:
             out.append(skipped(spec.id, f"not collected: {', '.join(missing)}", node=node))

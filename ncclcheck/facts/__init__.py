@@ -7,12 +7,14 @@ import time
 from collections.abc import Iterable
 from typing import Any, Callable, Optional
 
+from .util import hostname  # written in util, below every collector (facts/links.py asks it too)
+
 log = logging.getLogger(__name__)
 
 __all__ = ["collect_node_facts", "collect_health_facts", "GROUPS", "hostname", "hostname_of"]
 
-GROUPS = ("host", "interfaces", "route", "rdma", "gdr", "pci", "gpu", "versions", "packages", "code", "paths",
-          "storage", "env", "counters")
+GROUPS = ("host", "interfaces", "route", "rdma", "gdr", "pci", "gpu", "gpu_health", "versions", "packages", "code",
+          "paths", "storage", "env", "counters")
 
 
 def _safe(group: str, fn: Callable[[], Any]) -> Any:
@@ -27,15 +29,17 @@ def _safe(group: str, fn: Callable[[], Any]) -> Any:
 def collect_node_facts(code_path: Optional[str] = None, paths: Iterable[str] = (),
                        master_addr: Optional[str] = None, tool_version: Optional[str] = None,
                        load_torch: Optional[Callable[[], Any]] = None, shared_dirs: Iterable[str] = (),
-                       need_bytes: Optional[int] = None, counter_window_s: float = 0.0) -> dict:
+                       need_bytes: Optional[int] = None, counter_window_s: float = 0.0,
+                       xid_window_s: Optional[float] = None) -> dict:
     """Every group of docs/facts.md for this node. Never raises; cheap on a CPU node (torch is not imported).
-    counter_window_s: the fabric's counters are read at the start and again at the end, at least this far apart
-    (the caller's FIXED.counter_window_s: the facts layer sets no bound of its own)."""
-    from . import code, counters, envvars, gdr, gpu, host, net, packages, pcitree, rdma, storage, versions
+    counter_window_s: every error counter (the fabric's and the GPUs': facts/counters.py) is read at the start and
+    again at the end, at least this far apart: one window per run (the caller's FIXED.counter_window_s: the facts
+    layer sets no bound of its own)."""
+    from . import code, counters, envvars, gdr, gpu, gpuhealth, host, net, packages, pcitree, rdma, storage, versions
     from . import paths as paths_mod
 
     facts: dict = {}
-    first = _safe("counters", counters.snapshot)  # the fabric's counters, read again when the rest is read
+    first = _safe("counters", counters.snapshot)  # every counter, read again when the rest is read
     facts["host"] = _safe("host", host.collect)
     facts["interfaces"] = _safe("interfaces", net.read_interfaces)
     facts["route"] = _safe("route", lambda: net.route_to(master_addr)) if master_addr else None
@@ -43,6 +47,7 @@ def collect_node_facts(code_path: Optional[str] = None, paths: Iterable[str] = (
     facts["gdr"] = _safe("gdr", gdr.collect)
     facts["pci"] = _safe("pci", pcitree.collect)
     facts["gpu"] = _safe("gpu", lambda: gpu.collect(load_torch=load_torch))
+    facts["gpu_health"] = _safe("gpu_health", lambda: gpuhealth.collect(xid_window_s=xid_window_s))
     facts["versions"] = _safe("versions", lambda: versions.collect(facts["gpu"], tool_version))
     facts["packages"] = _safe("packages", packages.collect)
     facts["code"] = _safe("code", lambda: code.collect(code_path))
@@ -54,18 +59,19 @@ def collect_node_facts(code_path: Optional[str] = None, paths: Iterable[str] = (
     return facts
 
 
-def collect_health_facts(on_group: Optional[Callable[[str], None]] = None, counter_window_s: float = 0.0) -> dict:
+def collect_health_facts(on_group: Optional[Callable[[str], None]] = None, counter_window_s: float = 0.0,
+                         xid_window_s: Optional[float] = None) -> dict:
     """The groups `ncclcheck health` reads, for Slurm's HealthCheckProgram and Prolog: no resolver (a slow DNS must
     not eat Slurm's 60 s), no torch (GPUs from nvidia-smi only). Versions and packages are read on every run (about
     20 ms), so that a saved health run is a whole baseline for the next one, not a partial one.
     `on_group(name)` is called before each group, so a caller bounding the whole can name the group that hung.
     counter_window_s: as collect_node_facts's."""
-    from . import counters, envvars, gdr, gpu, host, net, packages, pcitree, rdma, versions
+    from . import counters, envvars, gdr, gpu, gpuhealth, host, net, packages, pcitree, rdma, versions
 
     step = on_group or (lambda _name: None)
     facts: dict = {}
     step("counters")
-    first = _safe("counters", counters.snapshot)  # the fabric's counters, read again when the rest is read
+    first = _safe("counters", counters.snapshot)  # every counter, read again when the rest is read
     step("host")
     facts["host"] = _safe("host", host.collect_local)
     step("interfaces")
@@ -78,6 +84,8 @@ def collect_health_facts(on_group: Optional[Callable[[str], None]] = None, count
     facts["pci"] = _safe("pci", pcitree.collect)
     step("gpu")
     facts["gpu"] = _safe("gpu", gpu.collect)
+    step("gpu_health")
+    facts["gpu_health"] = _safe("gpu_health", lambda: gpuhealth.collect(xid_window_s=xid_window_s))
     step("env")
     facts["env"] = _safe("env", envvars.collect)
     step("versions")
@@ -98,8 +106,3 @@ def hostname_of(facts: Optional[dict]) -> str:
     return ((facts or {}).get("host") or {}).get("hostname") or hostname()
 
 
-def hostname() -> str:
-    """This machine's hostname (the UTS name, as NCCL_DEBUG_FILE's %h and Slurm use it)."""
-    import socket
-
-    return socket.gethostname()

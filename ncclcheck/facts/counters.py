@@ -1,38 +1,155 @@
-"""The fabric's error counters read twice inside one run: every RDMA port's (rdma.counter_snapshot) and every
-physical netdev's carrier changes (net.carrier_snapshot), first when a command starts reading facts and again when it
-is done, at least FIXED.counter_window_s apart. checks/counters.py judges what changed between the two reads (and,
-with --baseline, between a saved run's last read and this run's first): a counter's lifetime value says nothing
-about now (a link that flapped last month keeps its link_downed forever)."""
+"""Every cumulative error counter of the node, read twice inside one run: one window per run, whatever reads it.
+
+What is read: every RDMA port's counters (rdma.counter_snapshot), every physical netdev's carrier changes
+(net.carrier_snapshot), and every NVIDIA GPU's PCIe AER totals (sysfs), PCIe replays and NVLink CRC / replay /
+recovery errors (NVML: per GPU the sum over its up links, per link kept aside to name the link that moved). The first
+read is taken when a command starts reading facts and the last when it is done, at least FIXED.counter_window_s
+apart (the caller's bound: the facts layer sets none); the checks (checks/counters.py for the fabric, checks/gpu.py
+for the GPUs) judge what changed between them and, with --baseline, since a saved run's last read of the same boot.
+A counter's lifetime value says nothing about now (a link that flapped last month keeps its link_downed forever).
+
+The one rule for a difference is `deltas` (and `resets`): a counter that went down between two reads was reset in
+between (a driver reload, a port or GPU reset), so its change is unknown and it is left out, never read as negative
+or as its whole new value.
+"""
 
 from __future__ import annotations
 
 import time
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
-from . import host, net, rdma
+from . import host, links, net, rdma
+from . import nvml as nv_
+from .pcitree import nvidia_gpu_bus_ids
+from .roots import sysfs
+
+MAX_GPUS = 64
+GPU_COUNTERS = ("pcie.replay", "pcie.aer_correctable", "pcie.aer_nonfatal", "pcie.aer_fatal",
+                *(f"nvlink.{k}" for k, _ in links.NVLINK_COUNTERS))
+_PRIVATE = ("mono", "nvml", "nvlinks")  # kept in this process only: a monotonic clock, the NVML session, per link
 
 
-def snapshot(clock: Callable[[], float] = time.monotonic) -> dict:
-    """One read of every counter: {"at" (epoch s), "mono" (monotonic s, for this run's window), "ports", "netdevs"}."""
-    return {"at": time.time(), "mono": clock(), "ports": rdma.counter_snapshot(), "netdevs": net.carrier_snapshot()}
+def _gpu_counters(nv: Any) -> tuple:
+    """({bus: {counter: total}}, {bus: {nvlink counter: {link: value}}}) now: AER for every GPU on the PCI bus (from
+    sysfs, no driver call) and, through an open NVML session, each GPU's replay counter and its up links' errors."""
+    totals: dict = {}
+    per_link: dict = {}
+    for bus in nvidia_gpu_bus_ids()[:MAX_GPUS]:
+        aer = links.read_aer(sysfs("bus", "pci", "devices", bus)) or {}
+        vals = {f"pcie.aer_{k}": aer.get(k) for k in ("correctable", "nonfatal", "fatal")}
+        if any(v is not None for v in vals.values()):
+            totals[bus] = vals
+    if nv is None:
+        return _known(totals), per_link
+    try:
+        count = min(int(nv.nvmlDeviceGetCount()), MAX_GPUS)
+    except Exception:  # noqa: BLE001 - gpu_health says why NVML failed; the counters are just not read
+        count = 0
+    for i in range(count):
+        try:
+            h = nv.nvmlDeviceGetHandleByIndex(i)
+            bus = nv_.bus_id(nv.nvmlDeviceGetPciInfo(h).busId)
+        except Exception:  # noqa: BLE001,S112 - a GPU the driver lost: gpu_health names it
+            continue
+        if bus is None:
+            continue
+        t = totals.setdefault(bus, {})
+        replay, _why = nv_.ask(nv, "nvmlDeviceGetPcieReplayCounter", h)
+        t["pcie.replay"] = replay if isinstance(replay, int) else None
+        for link in _up_links(nv, h):
+            for k, v in links.nvlink_errors(nv, h, link).items():
+                per_link.setdefault(bus, {}).setdefault(f"nvlink.{k}", {})[str(link)] = v
+        for name, by_link in per_link.get(bus, {}).items():
+            vals = [v for v in by_link.values() if isinstance(v, int)]
+            t[name] = sum(vals) if vals else None
+    return _known(totals), per_link
+
+
+def _up_links(nv: Any, h: Any) -> list:
+    """The links NVML reports up (a down one is gpu.nvlink's finding; its counters do not move)."""
+    return [link for link in range(min(links.link_count(nv, h) or 0, links.MAX_ITEMS)) if links.link_up(nv, h, link)]
+
+
+def _known(totals: dict) -> dict:
+    """Only the values read (a healthy node's facts stay small: no None per counter and GPU)."""
+    return {bus: {k: v for k, v in c.items() if v is not None} for bus, c in totals.items()
+            if any(v is not None for v in c.values())}
+
+
+def snapshot(clock: Callable[[], float] = time.monotonic, nvml: Any = None) -> dict:
+    """One read of every counter: {"at" (epoch s), "ports", "netdevs", "gpus"} and, for this process only, "mono"
+    (monotonic s, for this run's window), "nvml" (the NVML session the last read reuses) and "nvlinks" (per link).
+    `nvml` is for tests (a fake binding); by default the bindings are imported if installed."""
+    nv = None
+    if nvidia_gpu_bus_ids() or nvml is not None:  # no GPU on the bus: no NVML to load (a CPU node pays nothing)
+        nv, _why = nv_.load(nvml)
+    return _read(clock, nv)
+
+
+def _read(clock: Callable[[], float], nv: Any) -> dict:
+    gpus, per_link = _gpu_counters(nv)
+    return {"at": time.time(), "mono": clock(), "ports": rdma.counter_snapshot(), "netdevs": net.carrier_snapshot(),
+            "gpus": gpus, "nvml": nv, "nvlinks": per_link}
 
 
 def window(first: Optional[dict], min_s: float = 0.0, sleep: Callable[[float], None] = time.sleep,
            clock: Callable[[], float] = time.monotonic) -> dict:
-    """The `counters` fact group: {"boot_id", "interval_s", "first", "last"} with the second read taken now, after
-    waiting out what is left of min_s (the caller's FIXED.counter_window_s) since the first. No counter, no wait. A
-    first read that failed ({"unavailable"} or None) leaves only this read: {"first": None} (nothing judged in-run)."""
+    """The `counters` fact group: {"boot_id", "interval_s", "first", "last", "gpu_links"} with the last read taken
+    now, after waiting out what is left of min_s (the caller's FIXED.counter_window_s) since the first, through the
+    first read's NVML session (then closed). No counter, no wait. A first read that failed ({"unavailable"} or None)
+    leaves only this read: {"first": None} (nothing judged in-run). gpu_links: {bus: {nvlink counter: {link:
+    increase}}}, only the links that moved (a quiet node: {})."""
     ok = isinstance(first, dict) and "unavailable" not in first and "mono" in first
-    if ok and (first.get("ports") or first.get("netdevs")):
-        left = min_s - (clock() - first["mono"])
-        if left > 0:
-            sleep(min(left, min_s))
-    last = snapshot(clock)
+    nv = first.get("nvml") if ok else None
+    try:
+        if ok and (first.get("ports") or first.get("netdevs") or first.get("gpus")):
+            left = min_s - (clock() - first["mono"])
+            if left > 0:
+                sleep(min(left, min_s))
+        last = _read(clock, nv)
+    finally:
+        if nv is not None:
+            nv_.close(nv)
     interval = last["mono"] - first["mono"] if ok else None
+    moved = {bus: d for bus, kinds in last["nvlinks"].items()
+             if (d := deltas((first.get("nvlinks") or {}).get(bus) or {}, kinds))} if ok else {}
     return {"boot_id": host.boot_id(), "interval_s": round(interval, 3) if interval is not None else None,
-            "first": _public(first) if ok else None, "last": _public(last)}
+            "first": _public(first) if ok else None, "last": _public(last), "gpu_links": moved}
 
 
 def _public(snap: dict) -> dict:
-    """A read as the report keeps it: a monotonic clock means nothing outside this process."""
-    return {k: v for k, v in snap.items() if k != "mono"}
+    """A read as the report keeps it: a monotonic clock, a session and per-link values mean nothing outside this
+    process (and per-link values of every link would make a node's facts ten times larger)."""
+    return {k: v for k, v in snap.items() if k not in _PRIVATE}
+
+
+def deltas(before: dict, after: dict) -> dict:
+    """{device: {counter: increase}} for every counter read both times that increased (a quiet node: {}): the one
+    rule for what changed between two reads of {device: {counter: value}}."""
+    out: dict = {}
+    for dev, now in (after or {}).items():
+        then = (before or {}).get(dev) if isinstance(before, dict) else None
+        if not isinstance(now, dict) or not isinstance(then, dict):
+            continue
+        for name, v in now.items():
+            b = then.get(name)
+            if _count(v) and _count(b) and v > b:
+                out.setdefault(dev, {})[name] = v - b
+    return out
+
+
+def resets(before: dict, after: dict) -> list:
+    """[(device, counter)] of the counters that went down between the reads (reset in between)."""
+    out = []
+    for dev, now in (after or {}).items():
+        then = (before or {}).get(dev) if isinstance(before, dict) else None
+        if isinstance(now, dict) and isinstance(then, dict):
+            out += [(dev, name) for name, v in now.items() if _count(v) and _count(then.get(name)) and v < then[name]]
+    return out
+
+
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+__all__ = ["GPU_COUNTERS", "deltas", "resets", "snapshot", "window"]

@@ -14,7 +14,8 @@ import socket
 from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
-from .pcitree import nvidia_gpu_bus_ids
+from . import nvml as nvml_mod
+from .pcitree import nvidia_gpu_bus_ids, upstream
 from .rdma import parse_rate, parse_state
 from .roots import read_int, read_text, sysfs
 from .util import link_name, listdir, run_cmd
@@ -324,86 +325,121 @@ def parse_link_speed(text: Optional[str]) -> Optional[float]:
     return float(m.group(1)) if m else None
 
 
-def read_pcie_gpus() -> list:
-    """NVIDIA GPUs on the PCI bus (vendor 0x10de, display class): bus id, current/max link speed (GT/s) and width."""
+def read_pcie_gpus(with_upstream: bool = False) -> list:
+    """NVIDIA GPUs on the PCI bus (vendor 0x10de, display class): bus id, current/max link speed (GT/s) and width;
+    with `with_upstream`, also the bridge above the GPU (`upstream`: the switch or root port its link trains against,
+    from the device's place in the PCI tree, facts/pcitree.py)."""
     base = sysfs("bus", "pci", "devices")
     out = []
     for bdf in nvidia_gpu_bus_ids()[:MAX_ITEMS]:
         d = os.path.join(base, bdf)
-        out.append({"bus_id": bdf,
-                    "gts": parse_link_speed(read_text(os.path.join(d, "current_link_speed"))),
-                    "width": read_int(os.path.join(d, "current_link_width")),
-                    "max_gts": parse_link_speed(read_text(os.path.join(d, "max_link_speed"))),
-                    "max_width": read_int(os.path.join(d, "max_link_width"))})
+        g: dict[str, Any] = {
+            "bus_id": bdf,
+            "gts": parse_link_speed(read_text(os.path.join(d, "current_link_speed"))),
+            "width": read_int(os.path.join(d, "current_link_width")),
+            "max_gts": parse_link_speed(read_text(os.path.join(d, "max_link_speed"))),
+            "max_width": read_int(os.path.join(d, "max_link_width"))}
+        if with_upstream:
+            g["upstream"] = upstream(bdf)
+        out.append(g)
     return out
+
+
+AER_FILES = (("correctable", "aer_dev_correctable", "TOTAL_ERR_COR"),
+             ("nonfatal", "aer_dev_nonfatal", "TOTAL_ERR_NONFATAL"),
+             ("fatal", "aer_dev_fatal", "TOTAL_ERR_FATAL"))
+
+
+def read_aer(dev_dir: str) -> Optional[dict]:
+    """{"correctable", "nonfatal", "fatal"}: a device's AER error totals since boot (the TOTAL_ERR_* line of each
+    aer_dev_* file), or None where the kernel exposes no AER (most VMs)."""
+    out: dict = {}
+    for key, name, total in AER_FILES:
+        text = read_text(os.path.join(dev_dir, name), 8192)
+        if text is None:
+            continue
+        value = None
+        for line in text.splitlines()[:64]:
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == total and parts[1].isdigit():
+                value = int(parts[1])
+        out[key] = value
+    return out or None
 
 
 # ------------------------------------------------------------------------------------------------------ NVLink
 def _import_nvml() -> Any:
-    import pynvml  # the optional extra `nvidia-ml-py` (pip install 'ncclcheck[nvml]')
-
-    return pynvml
+    return nvml_mod.import_nvml()
 
 
 def read_nvlink(nvml: Any = None) -> dict:
     """Per GPU: the NVLink link count (field NVML_FI_DEV_NVLINK_LINK_COUNT), each link's state and speed (field
     NVML_FI_DEV_NVLINK_GET_SPEED, MB/s, the link as scope id). Never loops to NVML_NVLINK_MAX_LINKS and never reads
-    nvmlDeviceGetNvLinkVersion as a generation: A100 returns 5 and H100 has returned 7."""
-    try:
-        nv = nvml if nvml is not None else _import_nvml()
-    except ImportError:
-        return {"unavailable": "nvidia-ml-py is not installed (pip install 'ncclcheck[nvml]')"}
-    try:
-        nv.nvmlInit()
-    except Exception as e:  # noqa: BLE001 - NVMLError_LibraryNotFound, DriverNotLoaded...
-        return {"unavailable": f"NVML: {e}"}
+    nvmlDeviceGetNvLinkVersion as a generation: A100 returns 5 and H100 has returned 7. (Their error counters are
+    read in the run's counter window: facts/counters.py.)"""
+    nv, why = nvml_mod.load(nvml, _import_nvml)
+    if nv is None:
+        return {"unavailable": why}
     try:
         gpus = []
         for i in range(min(int(nv.nvmlDeviceGetCount()), MAX_ITEMS)):
-            gpus.append(_nvlink_gpu(nv, i))
+            gpus.append(nvlink_gpu(nv, nv.nvmlDeviceGetHandleByIndex(i), i))
         return {"gpus": gpus}
     except Exception as e:  # noqa: BLE001
         return {"unavailable": f"NVML: {e}"}
     finally:
-        try:
-            nv.nvmlShutdown()
-        except Exception:  # noqa: BLE001,S110 - nothing to do about a failed shutdown
-            pass
+        nvml_mod.close(nv)
 
 
-def _field(nv: Any, handle: Any, field_id: int, scope: Optional[int] = None) -> Optional[int]:
-    vals = nv.nvmlDeviceGetFieldValues(handle, [field_id if scope is None else (field_id, scope)])
-    v = vals[0]
-    if getattr(v, "nvmlReturn", 1) != getattr(nv, "NVML_SUCCESS", 0):
-        return None
-    return int(v.value.uiVal)
+def link_count(nv: Any, h: Any) -> Optional[int]:
+    """The NVLink links NVML reports for a GPU (None: not answered, as on a GPU without NVLink)."""
+    return nvml_mod.field(nv, h, nvml_mod.const(nv, "NVML_FI_DEV_NVLINK_LINK_COUNT"))
 
 
-def _nvlink_gpu(nv: Any, i: int) -> dict:
-    h = nv.nvmlDeviceGetHandleByIndex(i)
+def link_up(nv: Any, h: Any, link: int) -> bool:
+    try:
+        return nv.nvmlDeviceGetNvLinkState(h, link) == getattr(nv, "NVML_FEATURE_ENABLED", 1)
+    except Exception:  # noqa: BLE001 - NVML_ERROR_NOT_SUPPORTED for an unused link
+        return False
+
+
+def nvlink_gpu(nv: Any, h: Any, i: int) -> dict:
+    """One GPU's NVLink links through an open NVML session (its handle `h`, its index `i`)."""
     g: dict[str, Any] = {"index": i}
     try:
-        bus = nv.nvmlDeviceGetPciInfo(h).busId
-        g["bus_id"] = bus.decode() if isinstance(bus, bytes) else str(bus)
+        g["bus_id"] = nvml_mod.text(nv.nvmlDeviceGetPciInfo(h).busId, 32)
     except Exception:  # noqa: BLE001
         g["bus_id"] = None
     try:
-        name = nv.nvmlDeviceGetName(h)
-        g["name"] = (name.decode() if isinstance(name, bytes) else str(name))[:96]
+        g["name"] = nvml_mod.text(nv.nvmlDeviceGetName(h))
     except Exception:  # noqa: BLE001
         g["name"] = None
-    count = _field(nv, h, nv.NVML_FI_DEV_NVLINK_LINK_COUNT)
+    count = link_count(nv, h)
     g["link_count"] = count
     links = []
     for link in range(min(count or 0, MAX_ITEMS)):
-        try:
-            up = nv.nvmlDeviceGetNvLinkState(h, link) == nv.NVML_FEATURE_ENABLED
-        except Exception:  # noqa: BLE001 - NVML_ERROR_NOT_SUPPORTED for an unused link
-            up = False
-        speed = _field(nv, h, nv.NVML_FI_DEV_NVLINK_GET_SPEED, link) if up else None
+        up = link_up(nv, h, link)
+        speed = nvml_mod.field(nv, h, nv.NVML_FI_DEV_NVLINK_GET_SPEED, link) if up else None
         links.append({"link": link, "up": up, "speed_mbytes_per_s": speed})
     g["links"] = links
     return g
+
+
+# nvmlNvLinkErrorCounter_t: the data-link layer's counters since the driver loaded (NVML_NVLINK_ERROR_DL_*). Blackwell
+# (NVLink 5) answers NOT_SUPPORTED for them: its counters moved to other fields, so the errors read None there.
+NVLINK_COUNTERS = (("crc_flit", "NVML_NVLINK_ERROR_DL_CRC_FLIT"), ("crc_data", "NVML_NVLINK_ERROR_DL_CRC_DATA"),
+                   ("replay", "NVML_NVLINK_ERROR_DL_REPLAY"), ("recovery", "NVML_NVLINK_ERROR_DL_RECOVERY"))
+
+
+def nvlink_errors(nv: Any, h: Any, link: int) -> dict:
+    """{"crc_flit", "crc_data", "replay", "recovery"}: one link's cumulative error counters (None: not answered)."""
+    out: dict = {}
+    for key, name in NVLINK_COUNTERS:
+        counter = nvml_mod.const(nv, name)
+        value, _why = nvml_mod.ask(nv, "nvmlDeviceGetNvLinkErrorCounter", h, link, counter) if counter is not None \
+            else (None, None)
+        out[key] = int(value) if isinstance(value, int) else None
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------- the group
@@ -415,9 +451,8 @@ RESOLVE_TIMEOUT_S = 2.0
 def default_interface(addrs: Optional[dict] = None, resolve: Optional[Callable[[str], list]] = None) -> Optional[str]:
     """The interface owning the address this host's name resolves to: what gloo binds to without
     GLOO_SOCKET_IFNAME (torch's default device), and what peers reach us on. None when it does not resolve here."""
-    from . import hostname
     from .net import resolve_host
-    from .util import bounded
+    from .util import bounded, hostname
 
     try:
         ips = (resolve or (lambda h: bounded(lambda: resolve_host(h), RESOLVE_TIMEOUT_S)))(hostname())

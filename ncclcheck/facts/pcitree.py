@@ -18,26 +18,38 @@ from .util import listdir
 
 PCI_VENDOR_NVIDIA = "0x10de"
 PCI_CLASS_GPU = ("0x0300", "0x0302")  # VGA controller, 3D controller
+PCI_CLASS_NVSWITCH = ("0x0680",)  # bridge, other: how an NVSwitch shows on the PCI bus
 MAX_DEPTH = 16  # bridges between a root complex and a device: real trees have 2-6; bound a hostile tree
 MAX_GPUS = 256
 BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 ROOT = re.compile(r"^pci[0-9a-f]{4}:[0-9a-f]{2}$")
 
 
-def nvidia_gpu_bus_ids() -> list:
-    """NVIDIA GPUs on the PCI bus (vendor 0x10de, display class), by bus id: the order nvidia-smi numbers them."""
+def nvidia_functions(classes: tuple, limit: int = MAX_GPUS) -> list:
+    """NVIDIA PCI functions (vendor 0x10de) whose class starts with one of `classes`, by bus id."""
     base = sysfs("bus", "pci", "devices")
     out = []
     for bdf in listdir(base, 4096):
         d = os.path.join(base, bdf)
         if (read_text(os.path.join(d, "vendor")) or "").lower() != PCI_VENDOR_NVIDIA:
             continue
-        if not (read_text(os.path.join(d, "class")) or "").lower().startswith(PCI_CLASS_GPU):
+        if not (read_text(os.path.join(d, "class")) or "").lower().startswith(classes):
             continue
         out.append(bdf)
-        if len(out) >= MAX_GPUS:
+        if len(out) >= limit:
             break
     return out
+
+
+def nvidia_gpu_bus_ids() -> list:
+    """NVIDIA GPUs on the PCI bus (vendor 0x10de, display class), by bus id: the order nvidia-smi numbers them."""
+    return nvidia_functions(PCI_CLASS_GPU)
+
+
+def nvswitch_bus_ids() -> list:
+    """The node's NVSwitches: what makes it an NVSwitch node whose GPUs need the fabric manager
+    (HARDWARE-ANCHORS.md row 8)."""
+    return nvidia_functions(PCI_CLASS_NVSWITCH)
 
 
 def _numa(path: str) -> Optional[int]:
@@ -71,6 +83,14 @@ def placement(link: str) -> dict:
     for i in range(len(chain)):
         numa.append(_numa(os.path.join(prefix, parts[0], *chain[: i + 1])))
     return {"bus_id": chain[-1], "root": parts[0], "path": chain, "numa": numa}
+
+
+def upstream(bdf: str) -> Optional[str]:
+    """The PCI bridge directly above a device (its upstream switch port or root port: what its link trains against);
+    None on a root bus (a VM's GPU at 00:06.0 has no bridge above it) or where its place cannot be read."""
+    p = placement(sysfs("bus", "pci", "devices", bdf))
+    path = p.get("path") or []
+    return path[-2] if len(path) >= 2 else None
 
 
 def gpu_placements() -> list:

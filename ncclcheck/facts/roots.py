@@ -1,4 +1,5 @@
-"""Where sysfs and procfs live. Tests point these at fake trees; a container with the host's /sys at /host/sys too."""
+"""Where sysfs, procfs and /dev live. Tests point these at fake trees; a container with the host's /sys at /host/sys
+too."""
 
 from __future__ import annotations
 
@@ -11,6 +12,15 @@ def sysfs_root() -> str:
 
 def procfs_root() -> str:
     return os.environ.get("NCCLCHECK_PROCFS_ROOT") or "/proc"
+
+
+def devfs_root() -> str:
+    """Where /dev is: the kernel log's /dev/kmsg is read there (a fake file in tests)."""
+    return os.environ.get("NCCLCHECK_DEVFS_ROOT") or "/dev"
+
+
+def devfs(*parts: str) -> str:
+    return os.path.join(devfs_root(), *parts)
 
 
 def sysfs(*parts: str) -> str:

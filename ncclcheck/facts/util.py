@@ -54,6 +54,13 @@ def run_cmd(argv: Sequence[str], timeout_s: float = 5.0, cwd: Optional[str] = No
     return proc.stdout.decode("utf-8", "replace") if text else proc.stdout
 
 
+def hostname() -> str:
+    """This machine's hostname (the UTS name, as NCCL_DEBUG_FILE's %h and Slurm use it)."""
+    import socket
+
+    return socket.gethostname()
+
+
 def listdir(path: str, limit: int = 4096) -> list:
     """Sorted directory entries, [] when missing/unreadable; capped so a hostile tree cannot make us slow."""
     try:

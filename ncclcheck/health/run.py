@@ -5,10 +5,12 @@ few minutes, and as a Prolog before every job."""
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import threading
 import time
 from typing import Callable, Optional
 
+from ..checks.gpu import hw_expect
 from ..checks.health import Expect, health_checks
 from ..config import Config, HealthConfig
 from ..model import CheckResult, NodeInfo, Report, Status, WorldInfo, failed, passed, warned
@@ -70,10 +72,10 @@ def run_health(config: Config, version: str, collect: Optional[Callable] = None,
     from ..rendezvous.budget import FIXED
 
     bound_s = hc.timeout_s or FIXED.health_timeout_s
+    hwc = config.hardware
     if collect is None:
-        import functools
-
-        collect = functools.partial(collect_health_facts, counter_window_s=FIXED.counter_window_s)
+        collect = functools.partial(collect_health_facts, counter_window_s=FIXED.counter_window_s,
+                                    xid_window_s=hwc.xid_window_s)
     facts, stuck = _collect_bounded(collect, bound_s)
     if facts is None:
         checks = [failed(TIMEOUT_CHECK, f"the node's checks did not finish within {bound_s:g} s (stuck "
@@ -84,7 +86,7 @@ def run_health(config: Config, version: str, collect: Optional[Callable] = None,
                              "hung mounts); raise --timeout only if the node is merely slow.")]
         facts = {}
     else:
-        checks = health_checks(facts, expect)
+        checks = health_checks(facts, expect, hw_expect(hwc, facts, golden, golden_path))
         if golden is not None:
             from ..checks.counters import baseline_checks
             from ..checks.drift import drift_checks

@@ -49,8 +49,14 @@ def _run(config: Config, command: str, clock: w.Clock, budget, golden, placement
         # Under a launcher too: rank 0 binds MASTER_PORT unless torchrun's agent store already holds it.
         master = w.probe_master(world, budget, placement.hosts_store if placement.worker_mode else None, waits)
     inp = LocalInput.of(facts, node_rank=world.node_rank, multi_node=placement.multi_node,
-                        nproc_per_node=world.nproc_per_node, backend=world.backend, master=master, nofile=nofile)
+                        nproc_per_node=world.nproc_per_node, backend=world.backend, master=master, nofile=nofile,
+                        hw=_hw_expect(config, facts, golden))
     checks = run_local_checks(inp) if placement.node_leader else []
+    if placement.node_leader and config.hardware.host_copy:
+        from ..agent.context import load_torch
+        from ..steps.hostcopy import host_copy_check
+
+        checks.append(host_copy_check(facts, world.node_rank, load_torch))
     outcome = None
     if placement.multi_node or placement.worker_mode:
         from . import cluster
@@ -109,6 +115,13 @@ def _interrupted(config: Config, command: str, clock: w.Clock, world: WorldConfi
             fix="Run it again on every node; `--timeout` bounds each wait if a node is slow to join.")],
         recommendations=recommend_local(NodeView(facts, multi_node=True)) if facts else [],
         strict=config.output.strict, partial=True, interrupted=True, interrupted_by=by)
+
+
+def _hw_expect(config: Config, facts: dict, golden: Optional[list]) -> Any:
+    """The GPU hardware checks' expectations before a job: a process already on a GPU shares it with the job."""
+    from ..checks.gpu import hw_expect
+
+    return hw_expect(config.hardware, facts, golden, config.baseline.path if config.baseline else None, "warn")
 
 
 def _load_golden(config: Config) -> Optional[Any]:

@@ -286,6 +286,49 @@ def _speed(mbps: object) -> str:
     return "unknown" if text == "?" else text
 
 
+def _yn(v: object, yes: str = "on", no: str = "off") -> str:
+    return "?" if v is None else (yes if v else no)
+
+
+def gpu_health_tables(gh: object) -> list:
+    """`env`: the gpu_health facts as read (docs/hardware.md says how each is judged): a row per GPU, then the node's
+    NVSwitches, nouveau and the kernel log's window."""
+    if not isinstance(gh, dict) or not (gh.get("gpus") or gh.get("pcie")):
+        why = gh.get("unavailable") or gh.get("reason") if isinstance(gh, dict) else None
+        return [Text(f"GPU health: {why}", style="dim")] if why else []
+    pcie = {p.get("bus_id"): p for p in gh.get("pcie") or [] if isinstance(p, dict)}
+    nvl = {x.get("bus_id"): x for x in (gh.get("nvlink") or {}).get("gpus") or [] if isinstance(x, dict)}
+    t = Table(box=None, header_style="bold", title="GPU health", title_justify="left")
+    for col in ("gpu", "bus id", "vbios", "persist", "mig", "ecc unc", "row remap", "clocks", "pcie", "nvlink",
+                "fabric", "procs"):
+        t.add_column(col)
+    for g in gh.get("gpus") or []:
+        bus = g.get("bus_id")
+        p = pcie.get(bus) or {}
+        rr = g.get("remapped_rows") if isinstance(g.get("remapped_rows"), dict) else None
+        ecc = (g.get("ecc_uncorrected_volatile") or {}).get("total")
+        link = nvl.get(bus) or {}
+        fab = g.get("fabric") if isinstance(g.get("fabric"), dict) else {}
+        mig = g.get("mig") if isinstance(g.get("mig"), dict) else None
+        t.add_row(str(g.get("index")), str(bus), str(g.get("vbios") or "?"), _yn(g.get("persistence")),
+                  "n/a" if mig is None else _yn(mig.get("current")), "?" if ecc is None else str(ecc),
+                  "?" if rr is None else ("FAILED" if rr.get("failure") else "pending" if rr.get("pending")
+                                          else f"{rr.get('correctable')}/{rr.get('uncorrectable')}"),
+                  "?" if g.get("clock_event_reasons") is None else f"{g['clock_event_reasons']:#x}",
+                  f"{p.get('gts')} GT/s x{p.get('width')} (max {p.get('max_gts')} x{p.get('max_width')})" if p else "?",
+                  f"{link.get('up')}/{link.get('link_count')}" if link.get("link_count") else "none",
+                  str(fab.get("state") or "n/a"), str(len(g["processes"])) if isinstance(g.get("processes"), list)
+                  else "?")
+    kl = gh.get("kernel_log") or {}
+    events = kl.get("events") or []
+    lines = [f"source {gh.get('source') or 'none'}" + (f" ({gh['reason']})" if gh.get("reason") else ""),
+             f"NVSwitches {len(gh.get('nvswitches') or [])}, nouveau {_yn(gh.get('nouveau'), 'loaded', 'not loaded')}",
+             ("kernel log: " + (f"{kl.get('source')}, {len(events)} Xid/SXid code(s) since "
+                                f"{kl.get('covers_from_s') or 0:.0f} s after boot" if kl.get("readable")
+                                else f"not readable: {kl.get('reason')}"))]
+    return [t, Text("\n".join(lines), style="dim")]
+
+
 def render_env(report: Report) -> list:
     """`ncclcheck env`: this node's facts as compact tables."""
     out: list = [header(report)]
@@ -326,6 +369,7 @@ def render_env(report: Report) -> list:
                 it.add_row(i["name"], str(i.get("kind")), state, str(i.get("mtu") or "?"),
                            _speed(i.get("speed_mbps")), ", ".join(addrs))
             out.append(it)
+        out += gpu_health_tables(f.get("gpu_health"))
         rdma = f.get("rdma") or {}
         devs = rdma.get("devices") or []
         if devs:

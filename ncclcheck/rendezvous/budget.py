@@ -134,9 +134,10 @@ class Budget:
     scontrol_s: float = 8.0  # one scontrol call (show node, update)
     health_timeout_s: float = 20.0  # `health --timeout`'s default: the bound on its own checks (healthy: ~0.2 s)
     health_max_timeout_s: float = 40.0  # + 2 scontrol calls (16 s) stays under Slurm's 60 s kill
-    # --- fabric error counters (facts/counters.py): read twice, at least this far apart, inside one run of health,
-    # preflight or env (their collection usually takes longer: then no wait at all). A counter is judged on what
-    # changed in that window, never on its lifetime value; a longer window is --baseline's (a saved run's counters).
+    # --- error counters, the fabric's and the GPUs' (facts/counters.py): read twice, at least this far apart, in one
+    # window per run of health, preflight or env (their collection usually takes longer: then no wait at all). Long
+    # enough for a link that errs tens of times a second to show it (DCGM fails NVLink CRC at 100/s). A counter is
+    # judged on what changed in that window, never on its lifetime value; a longer window is --baseline's.
     counter_window_s: float = 0.5
 
     # --- live (live/responder.py on each armed rank, live/watch.py in `ncclcheck watch`)

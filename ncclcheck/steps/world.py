@@ -66,7 +66,7 @@ def collect(config: Config, master_addr: Optional[str] = None) -> dict:
     return collect_node_facts(load_torch=load_torch, code_path=config.code_path, paths=config.paths,
                               master_addr=master_addr or config.world.master_addr, tool_version=__version__,
                               shared_dirs=config.storage.dirs, need_bytes=config.storage.need_bytes,
-                              counter_window_s=FIXED.counter_window_s)
+                              counter_window_s=FIXED.counter_window_s, xid_window_s=config.hardware.xid_window_s)
 
 
 def probe_master(world: WorldConfig, budget, hosts_store: Optional[bool] = None, waits=None) -> Optional[dict]:

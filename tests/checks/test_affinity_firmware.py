@@ -35,17 +35,20 @@ def test_nccl_ib_hca_on_one_socket_names_the_far_gpus(fs):
     gpu_node(fs)
     c = affinity({"NCCL_IB_HCA": "=mlx5_0"})
     assert c.status is Status.WARN
-    assert "GPU 2 (0000:83:00.0, NUMA 1) gets mlx5_0:1 (SYS) instead of mlx5_2:1 (PIX)" in c.summary
-    assert "GPU 3 (0000:87:00.0, NUMA 1) gets mlx5_0:1 (SYS) instead of mlx5_3:1 (PIX)" in c.summary
-    assert "GPU 1 (0000:07:00.0, NUMA 0) gets mlx5_0:1 (PHB) instead of mlx5_1:1 (PIX)" in c.summary  # loses GDR
+    assert "GPU 2 (0000:83:00.0, NUMA 1): gets mlx5_0:1 (SYS) instead of mlx5_2:1 (PIX)" in c.summary
+    assert "GPU 3 (0000:87:00.0, NUMA 1): gets mlx5_0:1 (SYS) instead of mlx5_3:1 (PIX)" in c.summary
+    assert "GPU 1 (0000:07:00.0, NUMA 0): gets mlx5_0:1 (PHB) instead of mlx5_1:1 (PIX)" in c.summary  # loses GDR
     assert "GPU 0 " not in c.summary
-    assert c.summary.endswith("action: restart the job") and "no GPUDirect RDMA" in c.detail
+    assert c.summary.endswith(": restart the job") and c.evidence["action"] == "restart the job"
+    assert "(NCCL_IB_HCA='=mlx5_0' over the PCI tree, now): restart the job" in c.summary
+    assert "no GPUDirect RDMA" in c.detail
+    assert {f["index"] for f in c.evidence["findings"]} == {1, 2, 3}
 
 
 def test_excluding_one_nic_moves_its_gpu_across_the_switch(fs):
     gpu_node(fs)
     c = affinity({"NCCL_IB_HCA": "^=mlx5_3"})
-    assert c.status is Status.WARN and "GPU 3 (0000:87:00.0, NUMA 1) gets mlx5_2:1 (PHB)" in c.summary
+    assert c.status is Status.WARN and "GPU 3 (0000:87:00.0, NUMA 1): gets mlx5_2:1 (PHB)" in c.summary
     assert "GPU 2" not in c.summary
 
 
@@ -98,8 +101,8 @@ def test_the_node_on_other_firmware_is_named_alone(tmp_path, monkeypatch):
     f = [_tree(tmp_path, monkeypatch, f"h{i}", **({"fw_ver": "28.41.1000"} if i == 3 else {})) for i in range(4)]
     c = check_firmware(CrossInput(nodes(*f)))
     assert c.status is Status.WARN
-    assert c.summary == ("HCA firmware (MT4129) 28.39.1002 on most nodes but 28.41.1000 on node 3 (h3); "
-                         "action: monitor")
+    assert c.summary == ("node 3 (h3): HCA firmware (MT4129) 28.41.1000, most nodes run 28.39.1002 "
+                         "(/sys/class/infiniband/*/fw_ver, now): monitor")
     assert c.evidence["odd_nodes"] == {"fw_ver MT4129": [3]}
 
 
@@ -108,8 +111,8 @@ def test_board_and_ofed_drift(tmp_path, monkeypatch):
          _tree(tmp_path, monkeypatch, "h2", board_id="MT_0000001070", ofed=None)]
     c = check_firmware(CrossInput(nodes(*f)))
     assert c.status is Status.WARN
-    assert "HCA board (MT4129) MT_0000000838 on most nodes but MT_0000001070 on node 2 (h2)" in c.summary
-    assert "mlx5_core (OFED) 24.10-1.1.4 on most nodes but inbox (no module version) on node 2 (h2)" in c.summary
+    assert "node 2 (h2): HCA board (MT4129) MT_0000001070, most nodes run MT_0000000838" in c.summary
+    assert "node 2 (h2): mlx5_core (OFED) inbox (no module version), most nodes run 24.10-1.1.4" in c.summary
 
 
 ROCE_V1_ONLY = {0: ("fe80:0000:0000:0000:0e42:a1ff:fe12:3456", "IB/RoCE v1", "ens1f0"),
@@ -127,13 +130,14 @@ def test_roce_port_without_a_v2_ipv4_gid_is_named(fs):
     res = check_ib_devices(LocalInput.of(facts, node_rank=0, multi_node=True))
     bad = [c for c in res if "RoCE v2 IPv4 GID" in c.summary]
     assert len(bad) == 1 and bad[0].status is Status.FAIL
-    assert bad[0].summary == ("ACTIVE RoCE port(s) with no RoCE v2 IPv4 GID: mlx5_0:1 (ens1f0); action: isolate the "
-                              "node")
+    assert bad[0].summary == ("mlx5_0:1 (ens1f0): ACTIVE RoCE port with no RoCE v2 IPv4 GID "
+                              "(/sys/class/infiniband/mlx5_0/ports/1/gids, gid_attrs/types, now): isolate the node")
     assert "Got completion with error 12" in bad[0].detail and "ens1f0" in bad[0].fix
     (h,) = check_ib_ports(facts, Expect())
     assert h.status is Status.FAIL and "mlx5_0:1 (ens1f0)" in h.summary
     single = check_ib_devices(LocalInput.of(facts, node_rank=0, multi_node=False))
-    assert [c.status for c in single if "RoCE v2 IPv4 GID" in c.summary] == [Status.WARN]
+    assert [(c.status, c.evidence["action"]) for c in single if "RoCE v2 IPv4 GID" in c.summary] == [
+        (Status.WARN, "monitor")]  # one node: NCCL uses no network
 
 
 def test_a_set_gid_index_or_a_v2_gid_is_not_named(fs):

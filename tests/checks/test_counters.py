@@ -34,8 +34,9 @@ def test_link_down_between_the_reads_fails_naming_port_delta_window_action(fs):
     gpu_node(fs)
     c = judge(node_facts(between=lambda: fs.ib_counters("mlx5_2", 1, link_downed=1)))
     assert c.status is Status.FAIL
-    assert c.summary.startswith("mlx5_2/1 link_downed +1: link went down and up in ")
-    assert c.summary.endswith("action: isolate the node") and c.evidence["action"] == "isolate the node"
+    assert c.summary.startswith("mlx5_2/1: link_downed +1: the link went down and up "
+                                "(/sys/class/infiniband/mlx5_2/ports/1/counters/link_downed, in ")
+    assert c.summary.endswith("): isolate the node") and c.evidence["action"] == "isolate the node"
     assert c.evidence["deltas"] == [{"where": "mlx5_2/1", "counter": "link_downed", "from": 0, "to": 1, "delta": 1}]
     assert "Reseat or replace the cable" in c.fix
 
@@ -44,15 +45,16 @@ def test_netdev_carrier_flap_fails(fs):
     gpu_node(fs)
     c = judge(node_facts(between=lambda: fs.carrier("ib1", 4, up=2, down=2)))
     assert c.status is Status.FAIL
-    assert "ib1 carrier_changes +2" in c.summary and "ib1 carrier_down_count +1" in c.summary
+    assert "ib1: carrier_changes +2" in c.summary and "ib1: carrier_down_count +1" in c.summary
+    assert "/sys/class/net/ib1/carrier_changes" in c.summary and c.evidence["action"] == "isolate the node"
 
 
 def test_symbol_errors_warn_and_monitor(fs):
     gpu_node(fs)
     c = judge(node_facts(between=lambda: fs.ib_counters("mlx5_1", 1, symbol_error=37, port_rcv_errors=2)))
     assert c.status is Status.WARN
-    assert "mlx5_1/1 symbol_error +37" in c.summary and "mlx5_1/1 port_rcv_errors +2" in c.summary
-    assert c.summary.endswith("action: monitor")
+    assert "mlx5_1/1: symbol_error +37" in c.summary and "mlx5_1/1: port_rcv_errors +2" in c.summary
+    assert c.summary.endswith("): monitor") and c.evidence["action"] == "monitor"
 
 
 def test_retransmission_timeouts_warn_but_out_of_sequence_is_only_shown(fs):
@@ -60,7 +62,8 @@ def test_retransmission_timeouts_warn_but_out_of_sequence_is_only_shown(fs):
     c = judge(node_facts(between=lambda: fs.ib_counters("mlx5_0", 1, hw=True, out_of_sequence=900, np_cnp_sent=5)))
     assert c.status is Status.PASS and len(c.evidence["deltas"]) == 2  # adaptive routing, congestion control
     c = judge(node_facts(between=lambda: fs.ib_counters("mlx5_0", 1, hw=True, local_ack_timeout_err=3)))
-    assert c.status is Status.WARN and "mlx5_0/1 local_ack_timeout_err +3" in c.summary
+    assert c.status is Status.WARN and "mlx5_0/1: local_ack_timeout_err +3" in c.summary
+    assert "/sys/class/infiniband/mlx5_0/ports/1/hw_counters/local_ack_timeout_err" in c.summary
 
 
 def test_a_counter_that_went_down_was_reset_not_healed(fs):
@@ -98,7 +101,8 @@ def test_baseline_window_flaps_and_errors(fs):
     now = node_facts(hostname="gpu7")
     (c,) = baseline_checks(node_infos(now), node_infos(golden), "golden.json")
     assert c.status is Status.FAIL and c.id == CID
-    assert c.summary.startswith("mlx5_3/1 link_downed +6: 6 flap(s) on one link since golden.json (3.0 h ago)")
+    assert c.summary.startswith("mlx5_3/1: link_downed +6: 6 flap(s) (>= 5 fail) (")
+    assert "since golden.json (3.0 h ago)): isolate the node" in c.summary
     fs.ib_counters("mlx5_3", 1, link_downed=0)
     golden2 = _saved(node_facts(hostname="gpu7"), 3 * 3600)
     fs.ib_counters("mlx5_3", 1, link_downed=1, symbol_error=10)

@@ -35,7 +35,8 @@ def test_no_peermem_and_a_proprietary_module_fails_naming_ports_and_action(fs):
     assert c.status is Status.FAIL
     assert "no GPUDirect RDMA" in c.summary and "proprietary" in c.summary and "'POE'" in c.summary
     assert f"({PORTS}) go through host memory" in c.summary
-    assert c.summary.endswith("action: isolate the node") and c.evidence["action"] == "isolate the node"
+    assert c.summary.startswith("this node: no GPUDirect RDMA: ")
+    assert c.summary.endswith("): isolate the node") and c.evidence["action"] == "isolate the node"
     assert "GPU Direct RDMA Disabled for HCA" in c.detail and "/sys/module/nvidia_peermem/version" in c.detail
     assert "modprobe nvidia-peermem" in c.fix
 
@@ -95,7 +96,8 @@ def test_cross_names_the_one_node_without_gdr(tmp_path, monkeypatch):
          for i in range(4)]
     c = check_gdr_cross(CrossInput(nodes(*f)))
     assert c.status is Status.FAIL
-    assert c.summary.startswith("no GPUDirect RDMA on node 2 (h2) while node 0 (h0), node 1 (h1), node 3 (h3) have it")
+    assert c.summary.startswith("node 2 (h2): no GPUDirect RDMA while node 0 (h0), node 1 (h1), node 3 (h3) have it")
+    assert [f["node"] for f in c.evidence["findings"]] == [2]
     assert c.evidence["without"] == [2] and c.evidence["routes"]["0"] == "nvidia_peermem"
     assert "Node 2 (h2): no peer-memory module" in c.detail and c.evidence["action"] == "isolate the node"
 
@@ -112,7 +114,8 @@ def test_cross_unknown_node_warns(tmp_path, monkeypatch):
     f[1]["gdr"]["nvidia_module"] = {"loaded": False, "version": None, "taint": None}
     f[1]["gdr"]["peer_memory"]["nvidia_peermem"]["present"] = False
     c = check_gdr_cross(CrossInput(nodes(*f)))
-    assert c.status is Status.WARN and "could not be told on node 1 (h1)" in c.summary
+    assert c.status is Status.WARN and "node 1 (h1): GPUDirect RDMA could not be told" in c.summary
+    assert c.evidence["action"] == "monitor"
 
 
 def test_hostile_fabric_facts_from_another_node_never_crash_a_check(tmp_path, monkeypatch):

@@ -107,7 +107,7 @@ def test_counter_window_never_waits_with_nothing_to_watch_or_a_long_collection(f
     first = counters.snapshot(clock=lambda: t[0])
     w = counters.window(first, 0.5, sleep=lambda s: (_ for _ in ()).throw(AssertionError("waited")),
                         clock=lambda: t[0])
-    assert w["first"] == {"at": w["first"]["at"], "ports": {}, "netdevs": {}}
+    assert w["first"] == {"at": w["first"]["at"], "ports": {}, "netdevs": {}, "gpus": {}}
     gpu_node(fs)
     first = counters.snapshot(clock=lambda: t[0])
     t[0] += 2.0

@@ -36,7 +36,7 @@ def test_no_gdr_drains_with_the_reason(fs):
     assert gdr.status.value == "fail" and gdr.node == 0
     (action,) = rep.extra["slurm"]["actions"]
     assert action["action"] == "drain"
-    assert action["reason"].startswith("ncclcheck: gdr.support: no GPUDirect RDMA: no peer-memory module")
+    assert action["reason"].startswith("ncclcheck: gdr.support: this node: no GPUDirect RDMA: no peer-memory module")
 
 
 def test_a_saved_health_run_is_a_counter_baseline(fs, tmp_path):
@@ -53,7 +53,7 @@ def test_a_saved_health_run_is_a_counter_baseline(fs, tmp_path):
     rep = run_health(cfg, "0", collect=collect, scontrol=Scontrol(binary=""))
     base = [c for c in rep.checks if c.id == "ib.counters" and "since" in c.summary]
     assert len(base) == 1 and base[0].status.value == "warn", [c.summary for c in rep.checks]
-    assert base[0].summary.startswith("mlx5_1/1 symbol_error +40 since ") and "(2.0 h ago)" in base[0].summary
+    assert base[0].summary.startswith("mlx5_1/1: symbol_error +40 (") and "(2.0 h ago)): monitor" in base[0].summary
 
 
 def test_env_shows_the_fabric_facts(fs):

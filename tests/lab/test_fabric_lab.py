@@ -66,14 +66,15 @@ def test_node_without_gdr_and_node_on_other_firmware_are_named(lab, memlock_unli
                             *machine]), said
     by = {(c["id"], c["node"]): c for c in checks}
     gdr = by[("gdr.support", None)]
-    assert gdr["summary"].startswith("no GPUDirect RDMA on node 2 (h3) while node 0 (h1), node 1 (h2), node 3 (h4) "
+    assert gdr["summary"].startswith("node 2 (h3): no GPUDirect RDMA while node 0 (h1), node 1 (h2), node 3 (h4) "
                                      "have it"), gdr
     assert gdr["evidence"]["without"] == [2] and gdr["evidence"]["action"] == "isolate the node"
+    assert [(f["node"], f["action"]) for f in gdr["evidence"]["findings"]] == [(2, "isolate the node")]
     assert "proprietary" in by[("gdr.support", 2)]["summary"]
     assert all(by[("gdr.support", n)]["status"] == "pass" for n in (0, 1, 3))
     fw = by[("ib.firmware", None)]
-    assert fw["summary"] == ("HCA firmware (MT4129) 28.39.1002 on most nodes but 28.41.1000 on node 3 (h4); "
-                             "action: monitor"), fw
+    assert fw["summary"] == ("node 3 (h4): HCA firmware (MT4129) 28.41.1000, most nodes run 28.39.1002 "
+                             "(/sys/class/infiniband/*/fw_ver, now): monitor"), fw
     assert fw["evidence"]["odd_nodes"] == {"fw_ver MT4129": [3]}
     for n in (0, 1, 3):
         assert by[("pci.affinity", n)]["status"] == "pass" and by[("ib.counters", n)]["status"] == "pass"

@@ -1,0 +1,660 @@
+"""The GPU hardware checks of `health` and `preflight`: functions of one node's `gpu_health` facts
+(facts/gpuhealth.py) that name each faulty GPU (index, bus id, UUID), what was read, over which window, and the
+action (hwaction.py). Thresholds are the anchors' (HARDWARE-ANCHORS.md, DCGM's DcgmGPUHardwareLimits.h), said where
+they are used. A GPU that could not be read is never healthy: a check with nothing read is a skip with its reason.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Optional
+
+from ..model import CheckResult, skipped
+from . import hwaction as hw
+from . import xid as xids
+from .hwaction import ISOLATE, MONITOR, REBOOT, RESET_GPU, Finding, HwExpect
+from .local import LocalInput
+
+MEMORY, XID, NVLINK, PCIE, CLOCKS = "gpu.memory", "gpu.xid", "gpu.nvlink", "gpu.pcie", "gpu.clocks"
+PERSISTENCE, MIG, PROCESSES, FABRIC, NOUVEAU = ("gpu.persistence", "gpu.mig", "gpu.processes", "gpu.fabric",
+                                                "gpu.nouveau")
+VBIOS = "gpu.vbios_consistent"
+
+# DCGM's limits (common/DcgmGPUHardwareLimits.h): uncorrectable remapped rows, retired pages (sbe + dbe), NVLink
+# replay/recovery errors (any), NVLink CRC errors per second; pcie plugin: replays and AER errors over its test.
+DCGM_MAX_UNCORRECTABLE_ROW_REMAPS = 512
+DCGM_MAX_RETIRED_PAGES = 63
+DCGM_MAX_NVLINK_CRC_PER_S = 100
+DCGM_MAX_PCIE_REPLAYS = 80
+DCGM_MAX_AER = 480
+# A GPU busier than this (percent of the last sample period with a kernel running) is under load: its PCIe link
+# must run at its maximum generation; below it the GPU may lower the generation to save power.
+LOAD_UTILIZATION_PCT = 50
+# NVLink links an SXM board has (a name pattern -> links): a model not here is judged on the link count NVML reports
+NVLINK_LINKS = ((r"\bB200\b|\bGB200\b|\bB300\b|\bGB300\b", 18), (r"\bH200\b(?!.*NVL)", 18),
+                (r"\bH100\b.*(SXM|HBM3)", 18), (r"\bH800\b.*(SXM|HBM3)", 8), (r"\bA100\b.*SXM", 12),
+                (r"\bA800\b.*SXM", 8), (r"\bV100\b.*SXM2", 6), (r"\bV100\b.*SXM3", 6))
+
+
+def hw_expect(hwc: Any, facts: dict, golden: Optional[list], golden_path: Optional[str],
+              processes: Optional[str] = None) -> HwExpect:
+    """What the GPU hardware checks expect on this node: the MIG mode, how a process on a GPU is judged (a leftover
+    in a Prolog; in a periodic health check jobs run), and the saved run of this host's counters (for the counters'
+    window since --baseline: checks/counters.py's baseline_window, the same as ib.counters')."""
+    from ..model import NodeInfo
+    from .counters import same_host
+
+    base = None
+    if golden:
+        ref = same_host(NodeInfo(0, (facts.get("host") or {}).get("hostname") or "?", facts), golden)
+        base = ref.facts.get("counters") if ref is not None and isinstance(ref.facts.get("counters"), dict) else None
+    return HwExpect(mig=hwc.mig, processes=processes or ("leftover" if hwc.prolog else "allowed"), baseline=base,
+                    baseline_source=f"--baseline {golden_path}" if golden_path else "")
+
+
+# ------------------------------------------------------------------------------------------------- helpers
+def _group(inp: LocalInput, cid: str) -> tuple:
+    """(the gpu_health group, None) or (None, a skip result saying why there is nothing to judge)."""
+    gh = inp.facts.get("gpu_health")
+    if gh is None:
+        return None, skipped(cid, "GPU health not collected", node=inp.node_rank)
+    if isinstance(gh, dict) and "unavailable" in gh:
+        return None, skipped(cid, f"GPU health unavailable: {gh['unavailable']}", node=inp.node_rank)
+    if not gh.get("gpus") and not gh.get("pcie"):
+        why = gh.get("reason") or "none found"
+        return None, skipped(cid, why if why.startswith("no NVIDIA GPU") else f"no NVIDIA GPU ({why})",
+                             node=inp.node_rank)
+    return gh, None
+
+
+def _gpus(gh: dict) -> list:
+    return [g for g in gh.get("gpus") or [] if isinstance(g, dict)]
+
+
+def _by_bus(gh: dict) -> dict:
+    return {g["bus_id"]: g for g in _gpus(gh) if g.get("bus_id")}
+
+
+def _gpu_of(gh: dict, bus: Optional[str]) -> dict:
+    """The GPU at a bus id as the facts know it (index, UUID), or just its bus id."""
+    return _by_bus(gh).get(bus or "") or {"bus_id": bus}
+
+
+def _finding(g: dict, what: str, read: str, action: str, value: Any = None, window: str = "now",
+             device: str = "") -> Finding:
+    return Finding(device or hw.gpu_name(g), what, read, action, value, window, hw.gpu_ident(g))
+
+
+def _unread(cid: str, inp: LocalInput, gh: dict, what: str) -> CheckResult:
+    src = gh.get("source") or "no NVML and no nvidia-smi"
+    return skipped(cid, f"{what} could not be read on any GPU ({src}{'; ' + gh['reason'] if gh.get('reason') else ''})",
+                   node=inp.node_rank)
+
+
+def _with_unread(ok: str, unread: list) -> str:
+    return ok + (f"; not readable on {', '.join(unread)}" if unread else "")
+
+
+# ------------------------------------------------------------------------------------------------ gpu.memory
+RECOVERY_ACTIONS = {1: (RESET_GPU, "GPU reset required"), 2: (REBOOT, "node reboot required"),
+                    3: (ISOLATE, "drain P2P required"), 4: (RESET_GPU, "drain P2P and GPU reset required"),
+                    5: (REBOOT, "IMEX domain recovery required"), 6: (RESET_GPU, "PCIe bus reset required"),
+                    7: (REBOOT, "system reboot required")}
+
+
+def _memory_findings(g: dict) -> tuple:
+    """(findings, whether anything was read) for one GPU's memory health."""
+    out: list = []
+    read = False
+    rr = g.get("remapped_rows")
+    if isinstance(rr, dict):
+        read = True
+        if rr.get("failure"):
+            out.append(_finding(g, "row remapping failed (no spare row left)", "nvmlDeviceGetRemappedRows",
+                                ISOLATE, rr))
+        elif rr.get("pending"):
+            out.append(_finding(g, "row remap pending (applied at the next GPU reset)", "nvmlDeviceGetRemappedRows",
+                                RESET_GPU, rr))
+        if isinstance(rr.get("uncorrectable"), int) and rr["uncorrectable"] >= DCGM_MAX_UNCORRECTABLE_ROW_REMAPS:
+            out.append(_finding(g, f"{rr['uncorrectable']} rows remapped for uncorrectable errors (DCGM's limit "
+                                   f"{DCGM_MAX_UNCORRECTABLE_ROW_REMAPS})", "nvmlDeviceGetRemappedRows", ISOLATE, rr,
+                                "lifetime of the GPU"))
+    ecc = g.get("ecc_uncorrected_volatile") or {}
+    if isinstance(ecc.get("total"), int):
+        read = True
+        if ecc["total"] > 0:
+            split = ", ".join(f"{k.upper()} {ecc[k]}" for k in ("sram", "dram") if isinstance(ecc.get(k), int))
+            out.append(_finding(g, f"{ecc['total']} uncorrected ECC error(s)" + (f" ({split})" if split else ""),
+                                "nvmlDeviceGetTotalEccErrors(UNCORRECTED, VOLATILE)", RESET_GPU, ecc,
+                                "since the driver loaded"))
+    if g.get("ecc_mode") is False:
+        out.append(_finding(g, "ECC is off: memory errors go uncounted", "nvmlDeviceGetEccMode", MONITOR, False))
+    rp = g.get("retired_pages")
+    if isinstance(rp, dict):
+        read = True
+        total = sum(v for v in (rp.get("sbe"), rp.get("dbe")) if isinstance(v, int))
+        if rp.get("pending"):
+            out.append(_finding(g, "page retirement pending (applied at the next GPU reset)",
+                                "nvmlDeviceGetRetiredPagesPendingStatus", RESET_GPU, rp))
+        if total >= DCGM_MAX_RETIRED_PAGES:
+            out.append(_finding(g, f"{total} pages retired (DCGM's limit {DCGM_MAX_RETIRED_PAGES})",
+                                "nvmlDeviceGetRetiredPages", ISOLATE, rp, "lifetime of the GPU"))
+    ra = g.get("recovery_action")
+    if isinstance(ra, int):
+        read = True
+        if ra in RECOVERY_ACTIONS:
+            act, what = RECOVERY_ACTIONS[ra]
+            out.append(_finding(g, f"NVML's recovery action: {what}", "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", act, ra))
+    elif g.get("recovery_text"):
+        act = xids.recovery_action(g["recovery_text"])
+        if act:
+            out.append(_finding(g, f"recovery action: {g['recovery_text']}", "nvidia-smi -q (GPU Recovery Action)",
+                                act, g["recovery_text"]))
+    return out, read
+
+
+def check_memory(inp: LocalInput) -> CheckResult:
+    """gpu.memory: row remap pending or failed, uncorrectable remapped rows >= 512 (DCGM), volatile uncorrected ECC
+    errors, retired pages on pre-Ampere GPUs (pending, or >= 63 as DCGM), and NVML's recovery action."""
+    gh, skip = _group(inp, MEMORY)
+    if skip:
+        return skip
+    findings, unread, readn = [], [], 0
+    for g in _gpus(gh):
+        f, read = _memory_findings(g)
+        findings += f
+        readn += read
+        if not read:
+            unread.append(hw.gpu_name(g))
+    if not readn:
+        return _unread(MEMORY, inp, gh, "row remapping, ECC and retired pages")
+    ev = {"gpus": [{**hw.gpu_ident(g), "remapped_rows": g.get("remapped_rows"),
+                    "ecc_uncorrected_volatile": g.get("ecc_uncorrected_volatile"),
+                    "retired_pages": g.get("retired_pages"), "recovery_action": g.get("recovery_action")}
+                   for g in _gpus(gh)], "not_read": unread}
+    return hw.result(MEMORY, findings, inp.node_rank, _with_unread(
+        f"{readn} GPU(s): no row remap pending or failed, no uncorrected ECC error since the driver loaded", unread),
+        ev, fix="`nvidia-smi -q -d ROW_REMAPPER,ECC,PAGE_RETIREMENT` on the node shows the counts.")
+
+
+# -------------------------------------------------------------------------------------------------- gpu.xid
+def _window(kl: dict) -> str:
+    w = kl.get("window") or {}
+    hours = w.get("hours")
+    start = kl.get("covers_from_s") or 0.0
+    if hours is not None:
+        text = f"in the last {hours:g} h"
+        if start > (w.get("from_s") or 0.0):
+            text += f" (the log holds only the last {((w.get('uptime_s') or start) - start) / 3600:.1f} h)"
+        return text
+    if start > 0:
+        return f"since {start:.0f} s after boot (the oldest message the log still holds)"
+    return "since boot"
+
+
+def check_xid(inp: LocalInput) -> CheckResult:
+    """gpu.xid: Xid and SXid lines of the kernel log within a window (since boot, or --xid-window HOURS), each code
+    mapped to an action from NVIDIA's Xid catalogue and to its GPU by bus id. A log that cannot be read is a skip that
+    says why, never "no Xid"."""
+    gh, skip = _group(inp, XID)
+    if skip:
+        return skip
+    kl = gh.get("kernel_log") or {}
+    if not kl.get("readable"):
+        return skipped(XID, f"the kernel log could not be read: {kl.get('reason') or 'not collected'}",
+                       node=inp.node_rank, evidence={"kernel_log": kl},
+                       fix="Run as root (Slurm's HealthCheckProgram and Prolog do), or give the user the "
+                           "systemd-journal group; `sysctl kernel.dmesg_restrict` says whether dmesg is restricted.")
+    window = _window(kl)
+    findings, quiet = [], []
+    for ev in kl.get("events") or []:
+        count, text = int(ev.get("count") or 1), ev.get("last_text") or ev.get("text") or ""
+        if ev.get("kind") == "SXid":
+            act, what = xids.sxid_action(bool(ev.get("fatal")))
+            device = f"NVSwitch {ev.get('bus_id')}"
+            g = {"bus_id": ev.get("bus_id")}
+        else:
+            act, what = xids.xid_action(int(ev.get("code") or 0), count, text)
+            g = _gpu_of(gh, ev.get("bus_id"))
+            device = hw.gpu_name(g)
+        ident = hw.gpu_ident(g) if ev.get("kind") != "SXid" else {"switch": ev.get("bus_id")}
+        f = Finding(device, f"{ev.get('kind')} {ev.get('code')} x{count}: {what}", f"{kl.get('source')}", act,
+                    {"code": ev.get("code"), "count": count, "first_s": ev.get("first_s"), "last_s": ev.get("last_s"),
+                     "line": text}, window, ident)
+        # An Xid the catalogue says to ignore is listed, not a finding: it must not drain a node
+        (quiet if act == MONITOR and ev.get("kind") == "Xid" and ev.get("code") in xids.XID else findings).append(f)
+    ev_ = {"source": kl.get("source"), "window": window, "reason": kl.get("reason"), "events": kl.get("events"),
+           "ignored": [f.to_json() for f in quiet]}
+    ok = f"no Xid or SXid in the kernel log {window} ({kl.get('source')})"
+    if quiet:
+        ok = (f"only Xids NVIDIA's catalogue says to ignore {window}: "
+              + "; ".join(f"{f.device}: {f.what}" for f in quiet[:hw.SHOWN]))
+    return hw.result(XID, findings, inp.node_rank, ok, ev_,
+                     fix="The lines are in `journalctl -k` / `dmesg -T | grep -i xid`; NVIDIA's Xid catalogue "
+                         "(docs.nvidia.com/deploy/xid-errors) has each code.")
+
+
+# ----------------------------------------------------------------------------------------------- gpu.nvlink
+def expected_links(name: Optional[str]) -> Optional[int]:
+    """The NVLink links a GPU model has (NVLINK_LINKS), None for a model not in the table."""
+    for pattern, n in NVLINK_LINKS:
+        if name and re.search(pattern, name):
+            return n
+    return None
+
+
+def _counter_windows(inp: LocalInput) -> list:
+    """[(deltas {bus: {counter: n}}, seconds, window text, over_baseline)]: the run's counter window and, with
+    --baseline, the one since the saved run of this host and boot (checks/counters.py: the windows every counter of
+    the node is judged in); none where the counters were not read twice."""
+    from ..facts.counters import deltas
+    from .counters import baseline_window, run_window
+
+    c = inp.facts.get("counters")
+    out = []
+    w, _why = run_window(c)
+    if w is not None:
+        out.append(w)
+    if inp.hw and inp.hw.baseline is not None:
+        w, _why = baseline_window(c, inp.hw.baseline, "this host", inp.hw.baseline_source or "the baseline")
+        if w is not None:
+            out.append(w)
+    return [(deltas(w.first.get("gpus"), w.last.get("gpus")), w.seconds, w.text, w.long) for w in out]
+
+
+def check_nvlink(inp: LocalInput) -> CheckResult:
+    """gpu.nvlink: links up against what the GPU model has (H100/H200/B200 SXM 18, A100 SXM 12; a model not in the
+    table against the link count NVML reports), and the links' CRC, replay and recovery error counters as deltas
+    (two reads a moment apart, or since --baseline): replay or recovery >= 1 and CRC >= 100/s are DCGM's limits."""
+    gh, skip = _group(inp, NVLINK)
+    if skip:
+        return skip
+    nv = gh.get("nvlink") or {}
+    if "unavailable" in nv:
+        return skipped(NVLINK, f"NVLink not readable: {nv['unavailable']}", node=inp.node_rank)
+    lgpus = [g for g in nv.get("gpus") or [] if isinstance(g, dict)]
+    with_links = [g for g in lgpus if isinstance(g.get("link_count"), int) and g["link_count"] > 0]
+    if not with_links:
+        return skipped(NVLINK, "no NVLink on this node's GPUs (NVML reports no link): nothing to judge",
+                       node=inp.node_rank, evidence={"gpus": lgpus})
+    findings = []
+    for lg in with_links:
+        g = _gpu_of(gh, lg.get("bus_id"))
+        want = expected_links(lg.get("name")) or lg["link_count"]
+        up = int(lg.get("up") or 0)
+        if up < want:
+            findings.append(_finding(g, f"{up} of {want} NVLink links up (down: {', '.join(map(str, lg.get('down')))}"
+                                        + ("" if expected_links(lg.get("name")) else ", the count NVML reports") + ")",
+                                     "nvmlDeviceGetNvLinkState", RESET_GPU, {"up": up, "expected": want,
+                                                                              "down": lg.get("down")}))
+    links = (inp.facts.get("counters") or {}).get("gpu_links") or {}
+    windows = _counter_windows(inp)
+    for deltas, secs, window, over_base in windows:
+        for bus, d in deltas.items():
+            g = _gpu_of(gh, bus)
+            crc = sum(v for k, v in d.items() if k in ("nvlink.crc_flit", "nvlink.crc_data") and v > 0)
+            bad = {k[len("nvlink."):]: v for k, v in d.items() if k in ("nvlink.replay", "nvlink.recovery") and v > 0}
+            where = "" if over_base else _links_named(links.get(bus) or {})
+            if bad:
+                findings.append(_finding(g, ", ".join(f"{k} errors +{v}" for k, v in bad.items()) + where,
+                                         "nvmlDeviceGetNvLinkErrorCounter", RESET_GPU, bad, window))
+            if crc:
+                rate = crc / secs if secs else None
+                act = RESET_GPU if rate is not None and rate >= DCGM_MAX_NVLINK_CRC_PER_S else MONITOR
+                findings.append(_finding(g, f"CRC errors +{crc}" + (f" ({rate:.3g}/s)" if rate else "") + where,
+                                         "nvmlDeviceGetNvLinkErrorCounter", act, crc, window))
+    ok = f"{len(with_links)} GPU(s) with every NVLink link up, " + (
+        f"no link error {windows[0][2]}" if windows else "link errors not read twice (no counter window)")
+    return hw.result(NVLINK, findings, inp.node_rank, ok, {"gpus": lgpus},
+                     fix="`nvidia-smi nvlink -s` and `nvidia-smi nvlink -e` on the node; a link that stays down after "
+                         "a GPU reset is a board, cable or NVSwitch tray to replace.")
+
+
+def _links_named(per: dict) -> str:
+    moved = sorted({int(link) for kinds in per.values() for link in kinds})
+    return f" on link{'s' if len(moved) > 1 else ''} {', '.join(map(str, moved))}" if moved else ""
+
+
+# ------------------------------------------------------------------------------------------------- gpu.pcie
+def check_pcie(inp: LocalInput) -> CheckResult:
+    """gpu.pcie: a GPU's link width below its maximum is a fault; its generation below the maximum only under load
+    (GPUs lower it at idle to save power), with the bus id and the upstream port; replay and AER counters as deltas
+    (any non-fatal or fatal AER error; correctable and replays from the short interval, or DCGM's 480 and 80 since the
+    baseline)."""
+    gh, skip = _group(inp, PCIE)
+    if skip:
+        return skip
+    by_bus = _by_bus(gh)
+    links = {p["bus_id"]: p for p in gh.get("pcie") or [] if isinstance(p, dict) and p.get("bus_id")}
+    findings, idle_low, judged = [], [], 0
+    for bus in list(dict.fromkeys(list(links) + list(by_bus))):
+        g = by_bus.get(bus) or {"bus_id": bus}
+        p = links.get(bus)
+        up = f" behind {p['upstream']}" if p and p.get("upstream") else ""
+        if p and isinstance(p.get("width"), int) and isinstance(p.get("max_width"), int):
+            cur, top, gen, maxgen, read = p["width"], p["max_width"], p.get("gts"), p.get("max_gts"), \
+                f"/sys/bus/pci/devices/{bus}/current_link_*"
+            unit = " GT/s"
+        else:
+            n = g.get("pcie_nvml") or {}
+            cur, top, gen, maxgen, read = n.get("width"), n.get("max_width"), n.get("gen"), n.get("max_gen"), \
+                "nvmlDeviceGetCurrPcieLink*"
+            unit = ""
+            if not isinstance(cur, int) or not isinstance(top, int):
+                continue
+            gen, maxgen = (f"Gen{gen}" if gen else None), (f"Gen{maxgen}" if maxgen else None)
+        judged += 1
+        dev = hw.gpu_name(g) + up
+        if cur < top:
+            findings.append(_finding(g, f"PCIe link x{cur} of x{top}", read, ISOLATE, {"width": cur, "max": top},
+                                     device=dev))
+        if gen is not None and maxgen is not None and _lower(gen, maxgen):
+            util = g.get("utilization_gpu")
+            if isinstance(util, int) and util >= LOAD_UTILIZATION_PCT:
+                findings.append(_finding(g, f"PCIe {gen}{unit} of {maxgen}{unit} under load ({util}% busy)", read,
+                                         ISOLATE, {"gen": gen, "max": maxgen, "utilization": util}, device=dev))
+            else:
+                idle_low.append(f"{hw.gpu_name(g)} {gen}{unit} of {maxgen}{unit}")
+    findings += _pcie_counter_findings(inp, gh)
+    counted = bool(_counter_windows(inp))
+    if not judged and not findings:
+        return _unread(PCIE, inp, gh, "the PCIe link")
+    ok = f"{judged} GPU(s) at their maximum PCIe width" + (
+        f"; generation not judged at idle: {', '.join(idle_low)}" if idle_low else ", and generation") + (
+        "" if counted else "; replay and AER counters not read twice (no counter window)")
+    return hw.result(PCIE, findings, inp.node_rank, ok, {"links": list(links.values()), "idle_below_max": idle_low},
+                     fix="Reseat the GPU or its riser, check the slot and the switch port named; `lspci -vv -s BUS` "
+                         "shows LnkSta against LnkCap.")
+
+
+def _lower(gen: Any, maxgen: Any) -> bool:
+    if isinstance(gen, str):
+        return gen != maxgen and gen < maxgen
+    return isinstance(gen, (int, float)) and isinstance(maxgen, (int, float)) and gen < maxgen
+
+
+PCIE_COUNTERS = (("pcie.aer_fatal", "AER fatal errors", REBOOT, 1),
+                 ("pcie.aer_nonfatal", "AER non-fatal errors", RESET_GPU, 1),
+                 ("pcie.aer_correctable", "AER correctable errors", MONITOR, DCGM_MAX_AER),
+                 ("pcie.replay", "PCIe replays", MONITOR, DCGM_MAX_PCIE_REPLAYS))
+
+
+def _pcie_counter_findings(inp: LocalInput, gh: dict) -> list:
+    out = []
+    for deltas, _secs, window, over_base in _counter_windows(inp):
+        for bus, d in deltas.items():
+            g = _gpu_of(gh, bus)
+            for key, what, act, base_limit in PCIE_COUNTERS:
+                v = d.get(key)
+                if isinstance(v, int) and v > 0 and (not over_base or v >= base_limit):
+                    src = "nvmlDeviceGetPcieReplayCounter" if key == "pcie.replay" else \
+                        f"/sys/bus/pci/devices/{bus}/aer_dev_{key.rsplit('_', 1)[1]}"
+                    out.append(_finding(g, f"{what} +{v}", src, act, v, window))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- gpu.clocks
+CLOCK_FAULTS = ((0x8, "hardware slowdown"), (0x40, "hardware thermal slowdown"), (0x80, "power brake slowdown"),
+                (0x20, "software thermal slowdown"))
+SW_POWER_CAP = 0x4
+
+
+def check_clocks(inp: LocalInput) -> CheckResult:
+    """gpu.clocks: the clock-event reasons: hardware slowdown, hardware or software thermal slowdown and the power
+    brake hold a GPU's clocks down (a fault); the power cap is a note; idle is not a fault."""
+    gh, skip = _group(inp, CLOCKS)
+    if skip:
+        return skip
+    findings, capped, read = [], [], 0
+    for g in _gpus(gh):
+        mask = g.get("clock_event_reasons")
+        if not isinstance(mask, int):
+            continue
+        read += 1
+        for bit, what in CLOCK_FAULTS:
+            if mask & bit:
+                findings.append(_finding(g, f"clocks held down: {what}", "nvmlDeviceGetCurrentClocksEventReasons",
+                                         ISOLATE, f"{mask:#x}"))
+        if mask & SW_POWER_CAP:
+            capped.append(hw.gpu_name(g))
+    if not read:
+        return _unread(CLOCKS, inp, gh, "the clock-event reasons")
+    ok = f"{read} GPU(s): no slowdown" + (f"; at the power cap (a note): {', '.join(capped)}" if capped else "")
+    return hw.result(CLOCKS, findings, inp.node_rank, ok, {"reasons": {
+        str(g.get("index")): g.get("clock_event_reasons") for g in _gpus(gh)}, "power_capped": capped},
+        fix="`nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER` on the node; check cooling (fans, inlet temperature) "
+            "and the power supplies.")
+
+
+# ------------------------------------------------------------------------------------------ persistence, MIG
+def check_persistence(inp: LocalInput) -> CheckResult:
+    """gpu.persistence: persistence mode (off: the driver tears the GPU down between jobs, and each start pays for
+    its initialisation; DCGM warns). Read only: ncclcheck never turns it on."""
+    gh, skip = _group(inp, PERSISTENCE)
+    if skip:
+        return skip
+    known = [g for g in _gpus(gh) if isinstance(g.get("persistence"), bool)]
+    if not known:
+        return _unread(PERSISTENCE, inp, gh, "persistence mode")
+    findings = [_finding(g, "persistence mode off", "nvmlDeviceGetPersistenceMode", MONITOR, False)
+                for g in known if not g["persistence"]]
+    return hw.result(PERSISTENCE, findings, inp.node_rank, f"persistence mode on for {len(known)} GPU(s)",
+                     fix="Run nvidia-persistenced (systemctl enable --now nvidia-persistenced) on the node.")
+
+
+def check_mig(inp: LocalInput) -> CheckResult:
+    """gpu.mig: MIG mode against what is expected (--mig; off by default: NCCL does not run collectives across MIG
+    instances), and a MIG change left pending (it takes effect at the next GPU reset)."""
+    gh, skip = _group(inp, MIG)
+    if skip:
+        return skip
+    want = inp.hw.mig if inp.hw else False
+    known = [g for g in _gpus(gh) if isinstance(g.get("mig"), dict)]
+    if not known:
+        return skipped(MIG, "no GPU here reports a MIG mode (not MIG-capable, or not readable)", node=inp.node_rank)
+    findings = []
+    for g in known:
+        cur, pend = bool(g["mig"].get("current")), bool(g["mig"].get("pending"))
+        if want is not None and cur != want:
+            findings.append(_finding(g, f"MIG {'on' if cur else 'off'}, expected {'on' if want else 'off'}",
+                                     "nvmlDeviceGetMigMode", RESET_GPU, g["mig"]))
+        elif cur != pend:
+            findings.append(_finding(g, f"MIG change pending ({'on' if pend else 'off'} at the next reset)",
+                                     "nvmlDeviceGetMigMode", RESET_GPU, g["mig"]))
+    said = "either" if want is None else ("on" if want else "off")
+    return hw.result(MIG, findings, inp.node_rank, f"MIG {said} as expected on {len(known)} GPU(s)",
+                     fix="`nvidia-smi -i N -mig 0|1` then a GPU reset, by the operator (ncclcheck changes nothing); or "
+                         "pass --mig on|off|any to say what this node should have.")
+
+
+# ------------------------------------------------------------------------------------------- gpu.processes
+def check_processes(inp: LocalInput) -> CheckResult:
+    """gpu.processes: compute processes already holding GPU memory (not this job's own ranks). In a Slurm Prolog any
+    is a leftover of an earlier job (fail); before a job (preflight) it shares the GPU (warn); in a periodic health
+    check jobs run, so they are listed only."""
+    gh, skip = _group(inp, PROCESSES)
+    if skip:
+        return skip
+    known = [g for g in _gpus(gh) if isinstance(g.get("processes"), list)]
+    if not known:
+        return _unread(PROCESSES, inp, gh, "the compute processes")
+    mode = inp.hw.processes if inp.hw else "warn"
+    found = [(g, p) for g in known for p in g["processes"] if not p.get("own")]
+    listed = [f"{hw.gpu_name(g)}: pid {p.get('pid')} {p.get('name') or '?'} "
+              f"{_gib(p.get('used_bytes'))}" for g, p in found]
+    ev = {"processes": [{**hw.gpu_ident(g), **p} for g, p in found], "mode": mode}
+    if mode == "allowed" or not found:
+        ok = (f"{len(found)} compute process(es) running (a health check while jobs run): " + "; ".join(listed[:4])
+              if found else f"no compute process on {len(known)} GPU(s)")
+        return hw.result(PROCESSES, [], inp.node_rank, ok, ev)
+    act = RESET_GPU if mode == "leftover" else MONITOR
+    what = "leftover process (in a Prolog any process is one)" if mode == "leftover" else "process already using it"
+    findings = [_finding(g, f"{what}: pid {p.get('pid')} {p.get('name') or '?'} holds {_gib(p.get('used_bytes'))}",
+                         "nvmlDeviceGetComputeRunningProcesses", act, p) for g, p in found]
+    return hw.result(PROCESSES, findings, inp.node_rank, "", ev,
+                     fix="Stop the process (kill PID; `nvidia-smi --query-compute-apps=pid,process_name,used_memory "
+                         "--format=csv`), or wait for it; a GPU reset needs no process on it.")
+
+
+def _gib(n: Any) -> str:
+    return f"{n / (1 << 30):.1f} GiB" if isinstance(n, int) else "memory (amount not reported)"
+
+
+# ------------------------------------------------------------------------------------------------ gpu.fabric
+def check_fabric(inp: LocalInput) -> CheckResult:
+    """gpu.fabric: on a node with NVSwitches (PCI class 0x0680, vendor 0x10de), every GPU trained into the fabric by
+    the fabric manager (NVML's fabric state COMPLETED with success); a node without NVSwitches needs no fabric
+    manager and is not judged."""
+    gh, skip = _group(inp, FABRIC)
+    if skip:
+        return skip
+    switches = gh.get("nvswitches") or []
+    if not switches:
+        return skipped(FABRIC, "no NVSwitch on the PCI bus: no fabric manager needed", node=inp.node_rank)
+    known = [g for g in _gpus(gh) if isinstance(g.get("fabric"), dict) and g["fabric"].get("state") != "not_supported"]
+    if not known:
+        return skipped(FABRIC, f"{len(switches)} NVSwitch(es), but no GPU reports a fabric state (NVML's fabric info "
+                               "is Hopper and later: judge NVLink instead)", node=inp.node_rank,
+                       evidence={"nvswitches": switches})
+    findings = []
+    for g in known:
+        st, status = g["fabric"].get("state"), g["fabric"].get("status")
+        if st == "completed" and status in ("success", None):
+            continue
+        if st == "in_progress":
+            findings.append(_finding(g, "fabric training in progress (the fabric manager is still starting)",
+                                     "nvmlDeviceGetGpuFabricInfo", MONITOR, g["fabric"]))
+        elif st == "completed":
+            findings.append(_finding(g, f"fabric training completed with an error ({status})",
+                                     "nvmlDeviceGetGpuFabricInfo", REBOOT, g["fabric"]))
+        else:
+            findings.append(_finding(g, f"not in the NVSwitch fabric (state {st}): the fabric manager is not running",
+                                     "nvmlDeviceGetGpuFabricInfo", REBOOT, g["fabric"]))
+    return hw.result(FABRIC, findings, inp.node_rank, f"{len(known)} GPU(s) trained into the fabric of "
+                     f"{len(switches)} NVSwitch(es)", {"nvswitches": switches},
+                     fix="`systemctl status nvidia-fabricmanager` and its log (/var/log/fabricmanager.log); the "
+                         "GPUs join the fabric only after it runs, with the driver's exact version.")
+
+
+def check_nouveau(inp: LocalInput) -> CheckResult:
+    """gpu.nouveau: the open-source nouveau driver loaded (DCGM's denylist): it claims NVIDIA GPUs the NVIDIA driver
+    then cannot drive."""
+    gh, skip = _group(inp, NOUVEAU)
+    if skip:
+        return skip
+    if gh.get("nouveau") is None:
+        return skipped(NOUVEAU, "loaded modules not readable", node=inp.node_rank)
+    findings = [Finding("this node", "the nouveau driver is loaded", "/sys/module/nouveau, /proc/modules", REBOOT,
+                        True, "now")] if gh["nouveau"] else []
+    return hw.result(NOUVEAU, findings, inp.node_rank, "nouveau is not loaded",
+                     fix="Blacklist nouveau (modprobe.d: `blacklist nouveau`, `options nouveau modeset=0`), rebuild "
+                         "the initramfs and reboot.")
+
+
+# ------------------------------------------------------------------------------------------------- VBIOS
+def check_vbios(inp: LocalInput) -> CheckResult:
+    """gpu.vbios_consistent (node): every GPU of one model on this node runs the same VBIOS (as Azure's NHC requires);
+    across nodes, the cross-node check names the odd node."""
+    gh, skip = _group(inp, VBIOS)
+    if skip:
+        return skip
+    known = [g for g in _gpus(gh) if g.get("vbios")]
+    if not known:
+        return _unread(VBIOS, inp, gh, "the VBIOS version")
+    findings = []
+    for name in sorted({g.get("name") or "?" for g in known}):
+        same = [g for g in known if (g.get("name") or "?") == name]
+        counts: dict = {}
+        for g in same:
+            counts.setdefault(g["vbios"], []).append(g)
+        if len(counts) > 1:
+            majority = max(counts, key=lambda v: (len(counts[v]), -min(x.get("index") or 0 for x in counts[v])))
+            for v, gs in counts.items():
+                if v != majority:
+                    findings += [_finding(g, f"VBIOS {v}, the node's other {name} run {majority}",
+                                          "nvmlDeviceGetVbiosVersion", MONITOR, v) for g in gs]
+    versions = sorted({g["vbios"] for g in known})
+    return hw.result(VBIOS, findings, inp.node_rank, f"VBIOS {', '.join(versions)} on {len(known)} GPU(s)",
+                     {"vbios": {str(g.get("index")): g.get("vbios") for g in known}},
+                     fix="Flash the GPUs to one VBIOS at the next maintenance (the vendor's firmware bundle).")
+
+
+# ---------------------------------------------------------------------------------------------- gpu.host_copy
+HOST_COPY = "gpu.host_copy"
+# Pinned host<->device copies reach about 0.8 of a PCIe link's payload rate (H100, Gen5 x16: ~53 of 63 GB/s). Azure's
+# floor, 48 GB/s on a Gen5 x16 link (conf/nd96isr_h100_v5.conf), is 0.76 of it: below HOST_COPY_WARN the copy path is
+# slower than a healthy node's (a shared root complex, an IOMMU in translated mode, a NUMA-remote buffer), below
+# HOST_COPY_FAIL the link is as good as down-trained.
+HOST_COPY_WARN, HOST_COPY_FAIL = 0.7, 0.5
+GEN_GTS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
+
+
+def pcie_bound_gbps(gh: dict, bus: Optional[str]) -> tuple:
+    """(GB/s one way, how it was read) of a GPU's PCIe link as it trained: sysfs, else NVML's generation and width."""
+    from ..nccl.bounds import pcie_gbps
+
+    for p in gh.get("pcie") or []:
+        if p.get("bus_id") == bus and isinstance(p.get("gts"), (int, float)) and isinstance(p.get("width"), int):
+            return pcie_gbps(p["gts"], p["width"]), f"PCIe {p['gts']:g} GT/s x{p['width']}"
+    n = (_by_bus(gh).get(bus or "") or {}).get("pcie_nvml") or {}
+    if n.get("gen") in GEN_GTS and isinstance(n.get("width"), int):
+        return pcie_gbps(GEN_GTS[n["gen"]], n["width"]), f"PCIe Gen{n['gen']} x{n['width']}"
+    return None, "the PCIe link was not read"
+
+
+def check_host_copy(measured: list, facts: dict, node: int, skip: Optional[str] = None) -> CheckResult:
+    """gpu.host_copy: pinned host-to-device and device-to-host copy bandwidth per GPU (torch, CUDA events) against the
+    PCIe bound of the link it trained at: below 0.7 of it warns, below 0.5 fails (Azure's 48 GB/s floor on Gen5 x16
+    is 0.76)."""
+    if skip:
+        return skipped(HOST_COPY, skip, node=node)
+    gh = facts.get("gpu_health") if isinstance(facts.get("gpu_health"), dict) else {}
+    findings, rows = [], []
+    for m in measured:
+        g = _by_bus(gh).get(m.get("bus_id") or "") or {"index": m.get("index"), "bus_id": m.get("bus_id")}
+        bound, how = pcie_bound_gbps(gh, m.get("bus_id"))
+        row = {**hw.gpu_ident(g), "bound_gbps": bound, "bound_from": how}
+        for key, what in (("h2d_gbps", "host to device"), ("d2h_gbps", "device to host")):
+            v = m.get(key)
+            row[key] = v
+            if not isinstance(v, (int, float)) or not bound:
+                continue
+            frac = v / bound
+            row[f"{key[:3]}_fraction"] = round(frac, 3)
+            if frac < HOST_COPY_WARN:
+                act = ISOLATE if frac < HOST_COPY_FAIL else MONITOR
+                findings.append(_finding(g, f"{what} {v:.1f} GB/s, {frac:.2f} of its {how} ({bound:.1f} GB/s)",
+                                         "torch pinned copy, CUDA events", act, round(v, 3),
+                                         f"{m.get('bytes', 0) >> 20} MiB x {m.get('iters')}"))
+        rows.append(row)
+    if not rows:
+        return skipped(HOST_COPY, "no GPU measured", node=node)
+    unbound = [r for r in rows if not r["bound_gbps"]]
+    ok = "; ".join(f"GPU {r.get('index')}: {r['h2d_gbps']:.1f}/{r['d2h_gbps']:.1f} GB/s H2D/D2H"
+                   + (f" of {r['bound_gbps']:.1f}" if r["bound_gbps"] else " (no PCIe bound: not judged)")
+                   for r in rows[:hw.SHOWN] if isinstance(r.get("h2d_gbps"), (int, float))
+                   and isinstance(r.get("d2h_gbps"), (int, float)))
+    if len(unbound) == len(rows) and not findings:
+        return skipped(HOST_COPY, f"measured, but no PCIe link read to judge it against: {ok}", node=node,
+                       evidence={"gpus": rows})
+    return hw.result(HOST_COPY, findings, node, ok or "measured", {"gpus": rows},
+                     fix="Compare with a healthy node; check the GPU's PCIe link (gpu.pcie), the IOMMU mode and that "
+                         "the buffer's NUMA node is the GPU's.")
+
+
+def vbios_of(facts: dict) -> Optional[dict]:
+    """{GPU model: VBIOS} of one node's facts when every GPU of a model agrees (else the first's), None unread."""
+    gh = facts.get("gpu_health") if isinstance(facts, dict) else None
+    if not isinstance(gh, dict):
+        return None
+    out: dict = {}
+    for g in _gpus(gh):
+        if g.get("vbios"):
+            out.setdefault(g.get("name") or "?", g["vbios"])
+    return out or None
+
+
+__all__ = ["CLOCKS", "FABRIC", "HOST_COPY", "MEMORY", "MIG", "NOUVEAU", "NVLINK", "PCIE", "PERSISTENCE", "PROCESSES",
+           "VBIOS", "XID", "HwExpect", "check_clocks", "check_fabric", "check_host_copy", "check_memory", "check_mig",
+           "check_nouveau", "check_nvlink", "check_pcie", "check_persistence", "check_processes", "check_vbios",
+           "check_xid", "expected_links", "hw_expect", "pcie_bound_gbps", "vbios_of"]

@@ -21,7 +21,7 @@ import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
-from typing import Optional
+from typing import Any, Optional
 
 from ..checks.postmortem import PostmortemInput
 from ..checks.registry import POSTMORTEM, run_checks
@@ -34,6 +34,7 @@ from ..postmortem.inputs import Inputs, _add_dump
 from ..postmortem.stacks import from_record, to_record
 from ..rendezvous.budget import Budget
 from ..rendezvous.store import Guard, JsonStore, Limits, StoreLost
+from ..rendezvous.waits import Waits
 from . import pace, reach, straggle, wire
 from .auth import Session, choose
 from .fetch import MAX_WORKERS, Answer, Asker, ask, fetch_all, read_registry
@@ -410,12 +411,18 @@ def _backend(docs: dict) -> str:
     return found.pop() if len(found) == 1 else "none"
 
 
-def _connect(config: Config, budget: Budget) -> tuple[Optional[JsonStore], Optional[CheckResult], Optional[Session]]:
-    from ..preflight.probe import probe_master
+def _connect(config: Config, budget: Budget, waits: Waits) -> tuple[Optional[JsonStore], Optional[CheckResult],
+                                                                     Optional[Session]]:
+    """The job's store, or why not. One look wants a running job (a connect's bound); --follow may be started with
+    the job, so it retries a store that is not up yet until --timeout, saying what it met (rendezvous/waits.py)."""
+    from ..preflight.probe import probe_master, probe_master_said
     from ..rendezvous.store import open_store
 
     w = config.world
-    probe = probe_master(w.master_addr, w.master_port, budget.deadline(budget.connect_attempt_s), budget=budget)
+    if config.watch.follow:
+        probe = probe_master_said(w.master_addr, w.master_port, budget.deadline(budget.timeout_s), budget, waits)
+    else:
+        probe = probe_master(w.master_addr, w.master_port, budget.deadline(budget.connect_attempt_s), budget=budget)
     if not probe.ok:
         return None, failed("rendezvous.master_reachable", f"the job's store at {w.master_addr}:{w.master_port} "
                             f"does not answer ({probe.status}: {probe.last_error}): the job is not running there, "
@@ -437,19 +444,28 @@ def _connect(config: Config, budget: Budget) -> tuple[Optional[JsonStore], Optio
 
 def watch(config: Config, observer=None) -> Report:
     """`ncclcheck watch`: one look (or, with --follow, looks until progress stops), as a Report. observer: where
-    --follow's lines go (a slowdown starting or ending; agent/context.show_row's "slow_event")."""
-    from ..agent.context import show_row
-
+    --follow's lines go (a slowdown starting or ending; agent/context.show_row's "slow_event") and what it waits for
+    (rendezvous/waits.py: --follow started with the job)."""
     budget = Budget.of(config)
     t0 = time.monotonic()
-    st, bad, session = _connect(config, budget)
+    waits = Waits(observer, budget)
+    try:
+        return _watch(config, budget, t0, waits, observer)
+    finally:
+        waits.close()
+
+
+def _watch(config: Config, budget: Budget, t0: float, waits: Waits, observer: Any) -> Report:
+    from ..agent.context import show_row
+
+    st, bad, session = _connect(config, budget, waits)
     if st is None or session is None:
         return _report(config, t0, [bad], {"live": {}})
     follow = None
     try:
         if config.watch.follow:
             follow = straggle.Follow(lambda line: show_row(observer, "slow_event", {"text": line}))
-            ended = _follow(config, budget, st, session, follow)
+            ended = _follow(config, budget, st, session, follow, waits)
             if ended is not None:
                 return _ended(config, t0, follow, ended)
         return look(config, budget, st, session, t0, follow)
@@ -478,12 +494,14 @@ def _ended(config: Config, t0: float, follow: straggle.Follow, why: str) -> Repo
 
 
 def _follow(config: Config, budget: Budget, st: JsonStore, session: Session,
-            follow: straggle.Follow) -> Optional[str]:
+            follow: straggle.Follow, waits: Waits) -> Optional[str]:
     """Look at every rank's flight recorder every live_follow_poll_s until no progress for live_stall_s (then None:
     the full look names the hang) or the job ended (its store went away, or no rank answers and then the store goes
     away: why, said); each look that progressed is judged for a slowdown (follow)."""
     still_since = None
     last: dict = {}
+    if not _registered(st, budget, waits):
+        return None  # the full look names what it found: no armed rank
     while True:
         try:
             reg = read_registry(st)
@@ -504,6 +522,25 @@ def _follow(config: Config, budget: Budget, st: JsonStore, session: Session,
             still_since = None
         last = now
         time.sleep(budget.live_follow_poll_s)
+
+
+def _registered(st: JsonStore, budget: Budget, waits: Waits) -> bool:
+    """--follow started with the job: its store answers before its ranks arm. Wait for the first armed rank's record
+    up to live_stall_s (--timeout), saying so; False when none came (or the store went away)."""
+    t0 = budget.now()
+    seen: dict = {"n": 0}
+    with waits.wait("armed", budget.deadline(budget.live_stall_s), facts=lambda: dict(seen)):
+        while True:
+            try:
+                reg = read_registry(st)
+            except StoreLost:
+                return False
+            seen["n"] = reg.n
+            if reg.records:
+                return True
+            if not budget.within(t0, budget.live_stall_s):
+                return False
+            time.sleep(min(budget.live_store_poll_s, budget.live_follow_poll_s))
 
 
 def _store_gone(st: JsonStore, budget: Budget) -> Optional[str]:

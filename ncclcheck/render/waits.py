@@ -85,6 +85,10 @@ def _text(e: dict) -> str:
         if e.get("decider"):
             return f"waiting for {_n(e.get('members')):,} processes to read the agreed exit code"
         return "waiting for node 0's agreed exit code"
+    if what == "armed":
+        n = _n(e.get("n"))
+        world = f" (a world of {n:,} ranks)" if n else ""
+        return f"the job's store answers; waiting for its first armed rank to register{world}"
     if what == "readers":
         return "keeping the rendezvous up until the nodes that joined have read why the world did not form"
     return f"waiting ({what})"

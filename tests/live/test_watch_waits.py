@@ -1,0 +1,58 @@
+"""`watch --follow` may be started with the job (the README's hang example does): before the job's store listens it
+retries the master until --timeout, saying what it met, and then waits for the first armed rank, saying so; when none
+registers by then the look says "no armed rank registered", never a silent --timeout. One look without --follow
+wants a running job and says at once that nothing answers."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import socket
+import subprocess
+import sys
+import time
+
+from tests.conftest import cli_env
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _watch(port: int, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "ncclcheck", "watch", "--master-addr", "127.0.0.1",
+                             "--master-port", str(port), "--timeout", "4", "--json", "-", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
+
+
+def test_follow_started_before_the_job_waits_for_its_store_and_its_ranks_saying_so():
+    import torch.distributed as dist
+
+    port = _free_port()
+    p = _watch(port, "--follow")
+    time.sleep(2.0)  # watch meets a refused master first
+    store = dist.TCPStore("127.0.0.1", port, None, True, timeout=datetime.timedelta(seconds=30),
+                          wait_for_workers=False)
+    try:
+        out, err = p.communicate(timeout=60)
+    finally:
+        del store
+    assert p.returncode == 1, err
+    assert "master 127.0.0.1:%d refused the connection" % port in err, err
+    assert "waiting for its first armed rank to register" in err, err
+    doc = json.loads(out)
+    said = {c["id"]: c for c in doc["checks"]}
+    assert "rendezvous.master_reachable" not in said or said["rendezvous.master_reachable"]["status"] != "fail", said
+    assert any("no armed rank registered" in (c.get("summary") or "") for c in doc["checks"]), doc["checks"]
+
+
+def test_one_look_at_a_port_where_nothing_listens_says_so_within_a_connect():
+    port = _free_port()
+    t0 = time.monotonic()
+    p = _watch(port)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 1 and time.monotonic() - t0 < 30, err
+    (master,) = [c for c in json.loads(out)["checks"] if c["id"] == "rendezvous.master_reachable"]
+    assert master["status"] == "fail" and "does not answer" in master["summary"], master

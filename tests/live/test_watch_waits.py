@@ -40,7 +40,7 @@ def test_follow_started_before_the_job_waits_for_its_store_and_its_ranks_saying_
     finally:
         del store
     assert p.returncode == 1, err
-    assert "master 127.0.0.1:%d refused the connection" % port in err, err
+    assert f"master 127.0.0.1:{port} refused the connection" in err, err
     assert "waiting for its first armed rank to register" in err, err
     doc = json.loads(out)
     said = {c["id"]: c for c in doc["checks"]}

@@ -35,10 +35,12 @@ def _result(check_id: str, found: list, ok: str, evidence: dict, root: Optional[
     rest = [c for c in found if c is not root]
     if len(rest) < len(found):  # another cause is named; consequences only counted (in the detail), never headlined
         also = next((c for c in rest if c["cause"]), None)
-        # Consequences are new information here (what the others did because of the root cause): the first is said.
+        # Consequences are counted, their words kept in the detail: a failing row that quoted one ("invalid usage",
+        # torch's wrapper of the duplicate GPU) read as a second cause.
         summary = f"the root cause ({ROOT})" + (
             f"; also: {also['text']}" if also else
-            f"; and {len(rest)} consequence{'s' if len(rest) != 1 else ''} of it: {rest[0]['text']}" if rest else "")
+            ("; and 1 consequence of it, not a cause of its own" if len(rest) == 1 else
+             f"; and {len(rest)} consequences of it, none a cause of its own") if rest else "")
         return make(check_id, summary, detail="\n".join(lines), fix=also["fix"] if also else "", evidence=evidence)
     fix = next((c["fix"] for c in found if c["fix"]), "")
     return make(check_id, found[0]["text"], detail="\n".join(lines), fix=fix, evidence=evidence,

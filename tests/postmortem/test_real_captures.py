@@ -1,7 +1,7 @@
 """Real NCCL failures captured on an H100 (fixtures/nccl-h100, copied as they are with their README's table): each
 folder, read by `ncclcheck diagnose` as a user would, exits 1 and its root cause says what the table says. These are
 real bytes (torch 2.11 + NCCL 2.28.9 + CUDA 13): main named torch's wrapper line ("invalid usage (run with
-NCCL_DEBUG=WARN for details)") for three of them and torchrun's SIGTERM for the fourth (issue 44)."""
+NCCL_DEBUG=WARN for details)") for three of them and torchrun's SIGTERM for the fourth: never the cause."""
 
 from __future__ import annotations
 
@@ -48,6 +48,15 @@ def test_dupgpu_names_the_one_gpu_both_ranks_and_the_local_rank_fix():
     wrapped = [c for c in doc["postmortem"]["causes"] if c["kind"] == "exception"]
     assert wrapped and not any(c["cause"] for c in wrapped)
     assert re.search(r"same gpu|duplicate gpu", console_root("dupgpu"), re.I)
+
+
+@pytest.mark.parametrize("folder", ["dupgpu", "badif", "ibforced"])
+def test_no_failing_row_quotes_torchs_wrapper(folder):
+    """The wrapper is a consequence: counted in the row that refers to the root cause, its words in the detail only
+    (a failing row that quoted it read as a second cause: the accuracy corpus's false_cause)."""
+    _, _, doc = root_of(folder)
+    failing = [c for c in doc["checks"] if c["status"] == "fail"]
+    assert failing and not any("invalid usage" in c["summary"] for c in failing), [c["summary"] for c in failing]
 
 
 def test_badif_names_the_interface_setting_and_how_to_see_the_ones_that_exist():

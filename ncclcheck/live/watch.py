@@ -35,7 +35,7 @@ from ..rendezvous.budget import Budget
 from ..rendezvous.store import Guard, JsonStore, Limits, StoreLost
 from . import pace, reach, straggle
 from .auth import Session, choose
-from .fetch import MAX_WORKERS, Answer, Asker, ask, fetch_all, read_registry
+from .fetch import Answer, Asker, fetch_all, fetch_each, read_registry
 
 DUMP_NAME = "ncclcheck_live_rank_{}.json"  # a name ending in the rank, as torch's own dumps are named
 UNANSWERED_NAME = "ncclcheck_live_unanswered.json"
@@ -168,13 +168,8 @@ def locate(group: dict, records: dict, asker: Asker, budget: Budget) -> Optional
     if len(hosts) < 2:
         return None
     plan = reach.pairs_to_ask(hosts)
-    end = budget.deadline(budget.live_reach_wait_s)
-    with ThreadPoolExecutor(max_workers=min(MAX_WORKERS, len(plan)), thread_name_prefix="ncclcheck-watch") as ex:
-        asker = asker.for_look(len(plan), "reach")
-        futs = {r: ex.submit(ask, records[r], "reach", asker, end, budget, {"ranks": to}) for r, to in plan.items()}
-        wait_futures(list(futs.values()), timeout=budget.remaining(end) + budget.thread_join_s)
-        answers = {r: f.result() if f.done() and f.exception() is None else Answer(r, why="no reach answer in time")
-                   for r, f in futs.items()}
+    answers = fetch_each({r: records[r] for r in plan}, "reach", asker, budget, budget.live_reach_wait_s,
+                         {r: {"ranks": to} for r, to in plan.items()})
     found = reach.cut_links(_reach_matrix(answers), {r: rec["host"] for r, rec in records.items()})
     found["unanswered"] = {records[r]["host"]: a.why or (a.doc or {}).get("error", "")
                            for r, a in answers.items() if a.doc is None or "reach" not in a.doc or a.doc.get("error")}
@@ -282,14 +277,20 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
     first = fetch_all(records, "all", asker, budget)
     phases = {"since_start": budget.since(t0) - budget.since(phase), "registry": registry_s,
               "fetch": budget.since(phase)}
-    pause = budget.deadline(budget.live_confirm_s)
     answered = sorted(r for r, a in first.items() if a.doc is not None)
-    clocks = straggle.measure_clocks(records, answered, asker, budget)  # within the pause between the two looks
-    phases["clocks"] = budget.since(phase) - phases["fetch"]
-    time.sleep(budget.remaining(pause))
     phase = budget.now()
-    second = fetch_all({r: records[r] for r, a in first.items() if a.doc is not None}, "progress", asker, budget)
-    phases["second_look"] = budget.since(phase)
+    # Each rank is looked at again live_confirm_s after its own first answer, the hosts' clocks measured meanwhile: a
+    # rank that answered early does not wait for the last one (at 4,096 ranks the first look took seconds; then a
+    # pause and a second look as long made the answer ~13 s, issue 56).
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ncclcheck-watch") as ex:
+        timing = ex.submit(straggle.measure_clocks, records, answered, asker, budget)
+        second = fetch_all({r: records[r] for r in answered}, "progress", asker, budget,
+                           {r: (first[r].done_at or phase) + budget.live_confirm_s for r in answered})
+        phases["second_look"] = budget.since(phase)
+        wait_futures([timing], timeout=budget.live_fetch_s + budget.thread_join_s)
+        clocks = timing.result() if timing.done() and timing.exception() is None else {}
+        phases["clocks"] = budget.since(phase)
+    phase = budget.now()
     went = moved(first, second)
     frozen = sorted(r for r in answered if r not in went and r in second and second[r].doc is not None)
     by_rank = straggle.rank_clocks(clocks, records)
@@ -340,11 +341,15 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
         live["slow"] = {**section, **(follow.section() if follow is not None else {})}
         return _report(config, t0, [prog, slow_check, ans_check], {"live": live}, n, hosts, _backend(docs), trust,
                        records)
-    analysis = analyse(inp)
+    analysis = analyse(inp)  # its phase from the second look's end: the documents read as diagnose reads them too
     checks = run_checks(POSTMORTEM, PostmortemInput(analysis))
     root = next(c for c in checks if c.id == "postmortem.root_cause")
+    phases["analysis"] = budget.since(phase)
     group = _stalled(analysis, frozen)
+    phase = budget.now()
     found = locate(group, records, asker, budget) if group is not None else None
+    phases["reach"] = budget.since(phase)
+    live["phases_s"] = {k: round(v, 3) for k, v in phases.items()}
     stalled = _stall_check(group, found) if group is not None else None
     if group is not None and _cut(found):  # the link, not the ranks that wait on it
         analysis = link_is_the_cause(analysis, group, found)

@@ -14,7 +14,7 @@ from typing import Any, Optional
 from ncclcheck.live.responder import Responder, Sources
 from ncclcheck.rendezvous.store import Guard
 
-from .slowsim import Job, docs
+from .slowsim import Job, arrivals, entry, header, host_times
 
 BUFFER = 96  # flight-recorder entries a simulated rank keeps (torch's default is 2,000; 48 steps of 2 here)
 
@@ -26,20 +26,21 @@ def laid(job: Job, past_steps: int) -> Job:
 
 
 class SimSources(Sources):
-    """One simulated rank's flight recorder: the entries of its job's document whose call time has passed. epoch:
-    when the job's time 0 is on the wall clock (ns), or a callable that says it (a job laid once every simulated rank
-    of several processes is up); the document's times are then relative to it."""
+    """One simulated rank's flight recorder: its collectives whose call time has passed, the newest `buffer` of them,
+    built when asked (a job of 4,096 ranks x 600 collectives held as entries was gigabytes). times: the rank's call
+    times (ns from the job's time 0, on its host's clock); names: each collective's profiling name; head: the rest of
+    its document (slowsim.header). epoch: when the job's time 0 is on the wall clock (ns), or a callable that says it
+    (a job laid once every simulated rank of several processes is up)."""
 
-    def __init__(self, doc: dict, buffer: int = BUFFER, epoch: Any = 0) -> None:
-        self.doc, self.buffer, self.epoch = doc, buffer, epoch
-        self.times = [e["time_created_ns"] for e in doc["entries"]]
+    def __init__(self, times: list, names: list, head: dict, buffer: int = BUFFER, epoch: Any = 0) -> None:
+        self.times, self.names, self.head, self.buffer, self.epoch = times, names, head, buffer, epoch
 
     def flight(self, entries: bool = True) -> dict:
         base = self.epoch() if callable(self.epoch) else self.epoch
         k = bisect.bisect_right(self.times, time.time_ns() - base)
-        out = {key: v for key, v in self.doc.items() if key not in ("entries", "pg_status")}
-        out["entries"] = [dict(e, time_created_ns=e["time_created_ns"] + base)
-                          for e in self.doc["entries"][max(0, k - self.buffer):k]] if entries else []
+        out = dict(self.head)
+        out["entries"] = [entry(i, self.names[i], self.times[i] + base)
+                          for i in range(max(0, k - self.buffer), k)] if entries else []
         out["pg_status"] = {"0": {"last_enqueued_collective": str(k), "last_started_collective": "-1",
                                   "last_completed_collective": str(max(0, k - 1))}}
         return out
@@ -53,14 +54,17 @@ def step_ns(job: Job) -> int:
 
 
 def start(job: Job, ranks: list, port: int, buffer: int = BUFFER, token: Optional[bytes] = None,
-          epoch: Any = 0) -> list:
+          epoch: Any = 0, arrived: Optional[tuple] = None) -> list:
     """Responders for `ranks` of the job, registered in the store at 127.0.0.1:port, each calling itself by its
-    simulated host's name (Job.host); epoch: as SimSources'."""
-    all_docs = docs(job, ranks)
+    simulated host's name (Job.host); epoch: as SimSources'; arrived: slowsim.arrivals(job) when the caller has it
+    (names, {rank: call times} of at least these ranks)."""
+    names, calls = arrived or arrivals(job)
+    head = header(job)
     out = []
     for r in ranks:
         resp = Responder(r, job.world, r % job.per_host, ("127.0.0.1", port), Guard(token=token),
-                         sources=SimSources(all_docs[r], buffer, epoch), bind="127.0.0.1", launcher="torchrun")
+                         sources=SimSources(host_times(job, calls, r), names, head, buffer, epoch),
+                         bind="127.0.0.1", launcher="torchrun")
         resp.host = job.host(r)
         out.append(resp.start())
     return out

@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
+from .clean import clean_name
 from .commands import command
 from .errors import (
     EXIT_FAIL,  # noqa: F401 - the exit codes' names, importable from here as before
@@ -268,13 +269,16 @@ def own_outputs(config: Config, placement, templates: dict) -> tuple[Config, Opt
 
 def _observer(config: Config, seat: Seat):
     """Progress and each measured row on the console that prints the full report: a live bar on a terminal, plain
-    flushed lines on a pipe or in a file (render/progress.py)."""
-    if not command(config.command).progress or not seat.full or "-" in config.output.files.values() or \
-            config.output.quiet:
+    flushed lines on a pipe or in a file (render/progress.py). Every node's leader says on stderr what it waits for
+    while it waits (rendezvous/waits.py): the other nodes and a `--json -` run through an observer of those lines
+    alone. --quiet: none of it."""
+    if not command(config.command).progress or config.output.quiet or not (seat.full or seat.line):
         return None
-    from .render.progress import make_observer
+    from .render.progress import WaitLines, make_observer
 
-    return make_observer(sys.stdout, os.environ, seat.launcher)
+    if not seat.full or "-" in config.output.files.values():
+        return WaitLines(sys.stderr, command=config.command)
+    return make_observer(sys.stdout, os.environ, seat.launcher, waits=sys.stderr, command=config.command)
 
 
 def _one_line(config: Config, report, seat: Seat, given: tuple = ()) -> str:
@@ -365,8 +369,9 @@ def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None, gi
 
         bad = [c for c in report.checks if c.status.value in ("fail", "warn")]
         for c in bad:
+            # one line each, however long: wrapped, its second half was no comment in a pasted block
             term.print(one_line(f"# {c.status.value}: [{c.id}] {c.summary}" + (f" -- fix: {c.fix}" if c.fix else "")),
-                       markup=False, highlight=False)
+                       markup=False, highlight=False, soft_wrap=True)
         return
     if config.command == "env":
         for part in view.render_env(report):
@@ -380,8 +385,7 @@ def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None, gi
         if not out.quiet:
             term.print(f"wrote {', '.join(written)}", markup=False, highlight=False, soft_wrap=True)
         return
-    for part in view.render_report(report, rows_shown=rows_shown):
-        term.print(part)
+    view.print_parts(term, view.render_report(report, rows_shown=rows_shown))
 
 
 @contextlib.contextmanager
@@ -504,6 +508,13 @@ def _interrupted_word(exc: BaseException) -> str:
 
 def _main_argv(argv: Optional[list]) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # Text is cleaned where it enters (clean.clean_text); should a character no encoding holds (a lone surrogate)
+    # get past that anyway, the console prints "?" for it rather than losing the report to an exception.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="replace")
+        except (AttributeError, ValueError, OSError):  # not a text stream of its own (a test's capture)
+            pass
     parser = build_parser(command_in(argv))  # only the named command's flags: --help alone builds none
     try:
         args = parser.parse_args(join_dash_values(parser, argv))
@@ -512,7 +523,7 @@ def _main_argv(argv: Optional[list]) -> int:
             return EXIT_USAGE
         config = config_from_args(args)
     except UsageError as exc:
-        _say(f"ncclcheck: error: {exc}")
+        _say(f"ncclcheck: error: {clean_name(str(exc))}")  # one line, whatever a file's name holds
         return EXIT_USAGE
     log_path = _setup_logging()
     with _native_stderr_to(log_path):
@@ -563,7 +574,7 @@ def _main(args: argparse.Namespace, config: Config, log_path: str) -> int:
             _say("ncclcheck: " + ("terminated (SIGTERM)" if report.interrupted_by == "SIGTERM" else "interrupted"))
         return report.exit_code
     except UsageError as exc:
-        _say(f"ncclcheck: error: {exc}")
+        _say(f"ncclcheck: error: {clean_name(str(exc))}")  # one line, whatever a file's name holds
         return EXIT_USAGE
     except KeyboardInterrupt as exc:
         _say("ncclcheck: " + _interrupted_word(exc))

@@ -12,46 +12,9 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional
 
+from .clean import MAX_DEPTH, clean_text, clean_tree
+
 SCHEMA_ID = "ncclcheck.report/1"
-
-# Characters that steer a terminal or hide text instead of being text: C0 controls except tab and newline (CR, BS,
-# BEL, ESC...), DEL, C1 controls (U+0080-U+009F: CSI and OSC have one-character forms there), and the bidirectional
-# overrides that make text read differently from what it is. Another node's hostname, a saved report's summary or a
-# store record may carry them; a window-title escape in a hostname must never reach a terminal or a shell file.
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-MAX_DEPTH = 64  # nesting a report or a store record may have; facts are a few levels deep, 64 is far beyond them
-
-
-def clean_text(text: str) -> str:
-    """text without control characters (newline and tab kept): applied to every string that came from another node
-    or from a file, at ingestion (Report/CheckResult/Recommendation from JSON, store records via clean_tree)."""
-    return _CONTROLS.sub("", text)
-
-
-def clean_tree(value: Any) -> Any:
-    """A JSON value (dict/list/str/number) with clean_text applied to every string in it, keys included. Raises
-    ValueError naming the path when it is nested deeper than MAX_DEPTH (iterative: never a RecursionError)."""
-    root: list = [value]
-    stack: list = [(root, 0, value, 0, "")]  # (container, key, value, depth, path)
-    while stack:
-        parent, key, v, depth, path = stack.pop()
-        if isinstance(v, str):
-            parent[key] = clean_text(v)
-        elif isinstance(v, (dict, list)):
-            if depth >= MAX_DEPTH:
-                raise ValueError(f"{path or 'the document'}: nested more than {MAX_DEPTH} levels deep")
-            if isinstance(v, dict):
-                new: Any = {}
-                for k, x in v.items():
-                    ck = clean_text(k) if isinstance(k, str) else k
-                    new[ck] = x
-                    stack.append((new, ck, x, depth + 1, f"{path}.{ck}" if path else str(ck)))
-            else:
-                new = list(v)
-                stack.extend((new, i, x, depth + 1, f"{path}[{i}]") for i, x in enumerate(v))
-            parent[key] = new
-    return root[0]
-
 
 def tree_problem(value: Any, max_depth: int = MAX_DEPTH) -> Optional[str]:
     """The first thing in a JSON value no report can hold, as one line naming where: a NaN or an infinity (JSON has
@@ -81,6 +44,17 @@ def _text(d: dict, key: str, default: str = "", where: str = "") -> str:
     if not isinstance(v, str):
         raise ValueError(f"{where}{key}: expected a string, got {type(v).__name__}")
     return clean_text(v)
+
+
+def _texts(d: dict, key: str, where: str = "") -> tuple:
+    """d[key] as a tuple of clean strings (at most MAX_FINDINGS); ValueError naming the field when it is there but
+    not a list of strings."""
+    v = d.get(key)
+    if v is None:
+        return ()
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise ValueError(f"{where}{key}: expected a list of strings")
+    return tuple(clean_text(x) for x in v[:MAX_FINDINGS])
 
 
 def _node_rank(d: dict, key: str, where: str = "", required: bool = False) -> Optional[int]:
@@ -139,12 +113,11 @@ def load_saved_report(path: str, what: str, schema_problem: Optional[Callable[[A
     import json
 
     from .errors import UsageError
+    from .infile import read_doc
 
+    raw = read_doc(path, what)  # within infile.MAX_DOC_BYTES: a larger file is no report, and is not read whole
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except OSError as e:
-        raise UsageError(f"{what}: cannot read it ({e.strerror or e})") from None
+        data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as e:
         raise UsageError(f"{what}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     except ValueError as e:
@@ -186,9 +159,14 @@ def sig(x: float, digits: int = SIG_DIGITS) -> float:
 ABOVE_LIMIT_NOISE = 0.05  # the report's meaning of an efficiency: renderers of old reports apply it too
 
 
+MAX_FINDINGS = 64  # findings of one check a report carries (a check with more says "and N more" in its own words)
+
+
 @dataclass(frozen=True)
 class CheckResult:
-    """One check's verdict. `node` is the node rank it is about, or None for a cross-node result."""
+    """One check's verdict. `node` is the node rank it is about, or None for a cross-node result. `findings`: when
+    the check found several things, each of them as a sentence like the summary (the summary is the first): every
+    renderer shows them all, not the first alone (a slow rank and a slow link are two findings)."""
 
     id: str
     status: Status
@@ -197,9 +175,10 @@ class CheckResult:
     fix: str = ""
     node: Optional[int] = None
     evidence: dict = field(default_factory=dict)
+    findings: tuple = ()
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "id": self.id,
             "status": self.status.value,
             "node": self.node,
@@ -208,6 +187,14 @@ class CheckResult:
             "fix": self.fix,
             "evidence": self.evidence,
         }
+        if self.findings:
+            out["findings"] = list(self.findings[:MAX_FINDINGS])
+        return out
+
+    @property
+    def more(self) -> list:
+        """The findings beyond the first (the one the summary says), in order: what a renderer lists under it."""
+        return list(self.findings[1:MAX_FINDINGS])
 
     @classmethod
     def from_json(cls, d: dict, where: str = "") -> CheckResult:
@@ -228,6 +215,7 @@ class CheckResult:
             fix=_text(d, "fix", where=where),
             node=_node_rank(d, "node", where),
             evidence=_mapping(d, "evidence", where),
+            findings=_texts(d, "findings", where),
         )
 
 
@@ -305,6 +293,10 @@ class BenchRow:
             **{k: d[k] for k in known if k in d},
             extra={k: v for k, v in d.items() if k not in known},
         )
+
+
+# every launcher a report may name (the schema's world.launcher; "none" besides): agent/launchers.py detects them
+LAUNCHERS = ("ncclcheck", "torchrun", "fabric", "slurm", "mpi", "kubernetes", "pytorchjob")
 
 
 @dataclass(frozen=True)
@@ -400,7 +392,9 @@ class Report:
         return exit_code_for(self.status, self.strict)
 
     def root_cause(self) -> Optional[CheckResult]:
-        """The first failing check (checks run in dependency order), like torchrun names the first failure."""
+        """The first failing check (checks run in dependency order), like torchrun names the first failure. A
+        check whose verdict depends on who joined never fails where the world did not form (it is judged among the
+        nodes that joined: checks.local.judged_among_joined), so it cannot outrank the node that never joined."""
         for c in self.checks:
             if c.status is Status.FAIL:
                 return c

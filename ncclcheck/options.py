@@ -354,17 +354,14 @@ def input_file(path: str, flag: str, what: str) -> None:
         raise UsageError(f"{name}: the file is empty, not {what}")
 
 
-RAS_READ_LIMIT = 64 << 20  # bytes of --nccl-ras read: ncclras output of a very large job fits many times over
-
-
 def _check_ras_file(path: str) -> None:
     """--nccl-ras must be ncclras output (`-f json` or its text report): a wrong or binary file is a usage error, as
     a missing one is, not a skipped check that lets the run pass."""
     from .checks.nccl_ras import parse_ras
+    from .infile import read_doc
 
     input_file(path, "--nccl-ras", "ncclras output")
-    with open(path, "rb") as f:
-        data = f.read(RAS_READ_LIMIT)
+    data = read_doc(path, f"--nccl-ras {path}")  # infile.MAX_DOC_BYTES: ncclras output of 16,384 ranks fits
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

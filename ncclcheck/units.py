@@ -129,6 +129,21 @@ def format_us(us: float) -> str:
     return f"{us / 1_000_000:.2f} s"
 
 
+def format_duration(seconds: float) -> str:
+    """A window for humans: 0.52 s, 42 s, 12 min, 3.2 h, 2.5 days."""
+    if seconds is None or not math.isfinite(seconds):
+        return "-"
+    if seconds < 10:
+        return f"{seconds:.2f} s"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
 def format_gbps(gbps: float) -> str:
     if gbps is None or not math.isfinite(gbps):
         return "-"

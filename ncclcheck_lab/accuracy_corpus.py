@@ -204,6 +204,7 @@ T_BND = "tests/lab/test_bounds_lab.py"
 T_SLM = "tests/lab/test_slurm_health_lab.py"
 T_DIA = "tests/postmortem/test_diagnose.py"
 T_LIV = "tests/live/test_watch.py"
+T_SLW = "tests/live/test_slow_live.py"
 T_DLB = "tests/lab/test_diagnose_lab.py"
 T_DRP = "tests/lab/test_dropped_link_lab.py"
 
@@ -398,6 +399,14 @@ SCENARIOS = (
     # the ring's far side finished the collective before the cut: the ranks still inside it are not culprits
     _fix("live/dropped-h2-ring-ahead", "host_cut", [2, 3], neighbour=T_LIV),
     _fix("live/dropped-node0", "host_cut", [0, 1], neighbour=T_LIV),
+    # --- ... and of a running communication-bound job (its big all_reduce ~2.2x its compute): who slows it ---
+    Scenario("diag-live-comm-bound-straggler", "diag-fixture",
+             Expect(1, (_need("postmortem.slow", "rank 3", "compute"),), ("communication",)),
+             opts=(("fixture", "live/comm-bound-straggler"),), neighbour_of=T_SLW,
+             evidence=fixture_evidence("live/comm-bound-straggler")),
+    Scenario("diag-live-comm-bound-healthy", "diag-fixture", Expect(0, ()),
+             opts=(("fixture", "live/comm-bound-healthy"),), neighbour_of=T_SLW,
+             evidence=fixture_evidence("live/comm-bound-healthy")),
     # --- diagnose: real NCCL failures captured on an H100 (fixtures/nccl-h100, its README's table) ---
     _fix("nccl-h100/dupgpu", "duplicate_gpu", [0, 1], T_REAL, ("CUDA device 60",), (WRAPPER,)),
     _fix("nccl-h100/badif", "no_socket_interface", [0], T_REAL, ("NCCL_SOCKET_IFNAME=eth9",), (WRAPPER,)),
@@ -418,6 +427,9 @@ SCENARIOS = (
     _fix("kill_mid_stopped", "no_dump", [1], T_VER, ("SIGKILL",)),
     # a deadlocked DataLoader: the user's loop line, not the selectors.py frame it waits in
     _fix("loader_hang", "never_entered", [2], T_VER, ("<module> (inside selectors.py",)),
+    # rank 1 raised before all_reduce #6 and gloo had not marked its #5 complete (issue 53 item 1): its own word
+    _fix("raised_unretired", "exception", [1], T_VER, ("RuntimeError: simulated bug", "armed_job.py:69 in <module>"),
+         ("NIC",)),
     # --- diagnose: real jobs made on the lab (2 hosts x 2 gloo ranks), read whole or launcher output only ---
     Scenario("diag-torchrun-kill", "diag-job", Expect(1, (_need("postmortem.root_cause", "rank 3", "h2"),)),
              opts=(("job", "kill"), ("launcher_job", "torchrun"), ("read", "all")), neighbour_of=T_DLB),
@@ -449,6 +461,16 @@ SCENARIOS = (
                               "in <module>"),)),
              opts=(("job", "loader"), ("launcher_job", "torchrun"), ("read", "all"), ("worker", "armed")),
              neighbour_of=T_DLB),
+    # issue 53 item 1: rank 3 ends on its own before its 6th all_reduce (armed as the README says, with the guard):
+    # what it said of itself is the cause, with its line, whatever the others' recorders say (gloo may not have
+    # marked its 5th complete); the header names torchrun
+    *(Scenario(f"diag-torchrun-{job}", "diag-job",
+               Expect(1, (_need("postmortem.root_cause", f"kind:{kind}", "rank 3", *words),), ("NIC",)),
+               opts=(("job", job), ("launcher_job", "torchrun"), ("read", "all"), ("worker", "guarded")),
+               neighbour_of="tests/training/test_self_ended.py")
+      for job, kind, words in (("raise", "exception", ("RuntimeError: simulated bug", "armed_job.py", "in <module>")),
+                               ("exit", "exited", ("sys.exit(3)", "armed_job.py", "in <module>")),
+                               ("sigkill", "no_dump", ("SIGKILL",)))),
     Scenario("diag-guard-failed-output", "diag-job",
              Expect(1, (_need("postmortem.root_cause"),), ("waitForInput", "999ms")),
              opts=(("job", "guard-inbound-drop-h3"), ("launcher_job", "torchrun"), ("read", "logs")),
@@ -515,7 +537,9 @@ def describe(s: Scenario) -> str:
     if s.kind == "diag-job":
         what = {"all": "dumps and launcher output", "logs": "the launcher output only"}[opts["read"]]
         made = "guard-healthy" if opts["job"] == "guard" else opts["job"]
-        worker = "armed_job.py (armed with ncclcheck.arm)" if opts.get("worker") == "armed" else "fr_worker.py"
+        worker = {"armed": "armed_job.py (armed with ncclcheck.arm)",
+                  "guarded": "armed_job.py (armed with ncclcheck.guard(postmortem_dir=))"}.get(opts.get("worker"),
+                                                                                             "fr_worker.py")
         job = (f"the `{made}` scenario's job" if made.startswith("guard")
                else f"{worker} `{made}`, 2 hosts x 2 gloo ranks")
         return f"{job} under {opts['launcher_job']} on the lab; `diagnose` of {what}"

@@ -44,7 +44,8 @@ PORT = ac.PORT
 OK_TIMEOUT, FAIL_TIMEOUT = 30, 8  # preflight --timeout: a bound on each wait; failing runs must give up soon
 FIXTURES = REPO / "tests" / "postmortem" / "fixtures"
 WORKER = FIXTURES / "fr_worker.py"
-ARMED = REPO / "tests" / "fixtures" / "armed_job.py"  # jobs armed with ncclcheck.arm (opts worker=armed)
+# jobs armed with ncclcheck.arm (opts worker=armed) or ncclcheck.guard(postmortem_dir=) (worker=guarded)
+ARMED = REPO / "tests" / "fixtures" / "armed_job.py"
 ARMED_ENV = {"ARM_TIMEOUT_S": "5", "GLOO_SOCKET_IFNAME": "eth0", "OMP_NUM_THREADS": "1"}
 DDP = REPO / "tests" / "fixtures" / "train_ddp.py"
 GUARD_ENV = {"COLUMNS": "200", "GUARD_TIMEOUT": "20", "NUM_NODES": "3", "GUARD_CODE": str(REPO / "tests" / "fixtures")}
@@ -443,7 +444,8 @@ def job_capture(ctx: Context, job: str, launcher: str, worker: str = "fr") -> Pa
     dumps = d / "pm"
     dumps.mkdir()
     if launcher == "torchrun":
-        script, env = (ARMED, ARMED_ENV) if worker == "armed" else (WORKER, FR_ENV)
+        script, env = ((ARMED, {**ARMED_ENV, **({"ARM": "guard"} if worker == "guarded" else {})})
+                       if worker in ("armed", "guarded") else (WORKER, FR_ENV))
         cmds = {h: (h, [PY, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2", "--node-rank",
                         str(i), "--master-addr", lab.ip("h1"), "--master-port", str(FR_PORT), "--monitor-interval",
                         "0.5", str(script), job, str(dumps)]) for i, h in enumerate(("h1", "h2"))}

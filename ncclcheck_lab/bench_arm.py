@@ -1,8 +1,10 @@
 """What arming costs a healthy job: N small all_reduces (gloo, CPU, loopback, 2 ranks under torchrun) timed on rank 0,
-unarmed, with only the flight recorder's variables set (what `recommend --postmortem --format env` arms), and with
-ncclcheck.arm(DIR) (the same variables plus its hooks), runs interleaved; prints the median time of each and the
-ratios to the unarmed median. The job is tests/fixtures/armed_job.py's healthy case. Last line: clean_runs=N/N (every
-run exited 0, printed its time and left no dump; the script stops with exit 1 at the first that did not).
+unarmed, with only the flight recorder's variables set (what `recommend --postmortem --format env` arms), with
+ncclcheck.arm(DIR, live=False) (the same variables plus its hooks) and with ncclcheck.arm(DIR) (that and the
+responder that registers the rank for `ncclcheck watch`, arm()'s and guard(postmortem_dir=)'s default), runs
+interleaved; prints the median time of each and the ratios to the unarmed median. The job is
+tests/fixtures/armed_job.py's healthy case. Last line: clean_runs=N/N (every run exited 0, printed its time and left
+no dump; the script stops with exit 1 at the first that did not).
 
     python3 scripts/bench_arm.py [--iters 2000] [--repeats 5] [--nproc 2]
 """
@@ -19,12 +21,13 @@ import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOB = os.path.join(REPO, "tests", "fixtures", "armed_job.py")
-MODES = ("unarmed", "env", "armed")
+MODES = ("unarmed", "env", "nolive", "armed")  # "nolive": arm(DIR, live=False); "armed": arm(DIR), live
 
 
 def one(mode: str, iters: int, nproc: int, pm: str) -> float:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_FR", "TORCH_NCCL", "NCCL_"))}
-    env.update(PYTHONPATH=REPO, OMP_NUM_THREADS="1", ITERS=str(iters), ARM="1" if mode == "armed" else "0")
+    env.update(PYTHONPATH=REPO, OMP_NUM_THREADS="1", ITERS=str(iters),
+               ARM={"armed": "1", "nolive": "nolive"}.get(mode, "0"))
     if mode == "env":
         from ncclcheck.recommend.postmortem import recommend_postmortem
 

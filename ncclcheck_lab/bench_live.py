@@ -195,7 +195,7 @@ def _serve_sim(ranks: list, job, port: int, epoch, arrived: tuple, ready, stop) 
 def bench_slow(n: int, procs: int, timeout: float, late: float) -> dict:
     """The slow case: n simulated ranks of a running job, the last one late by `late` of the step (0: healthy)."""
     from ncclcheck_lab import livesim
-    from ncclcheck_lab.slowsim import Job, arrivals
+    from ncclcheck_lab.slowsim import Job, timeline
 
     store, port = _store()
     # times from 0; laid on the wall clock once every simulated rank is up, with 60 steps recorded before watch
@@ -204,9 +204,9 @@ def bench_slow(n: int, procs: int, timeout: float, late: float) -> dict:
     job = Job(world=n, per_host=8, steps=300, step_us=1_000_000.0, jitter=0.01, seed=n,
               slow={n - 1: (0, late)} if late else {}, start_ns=0)
     epoch = SPAWN.Value("q", 0)
-    names, calls = arrivals(job)  # once here, each process given its own ranks' times
-    ps, stop, register_s = _start(_serve_sim, lambda ranks: (job, port, epoch, (names, {r: calls[r] for r in ranks})),
-                                  n, procs)
+    names, calls, ends = timeline(job)  # once here, each process given its own ranks' times
+    ps, stop, register_s = _start(_serve_sim, lambda ranks: (job, port, epoch, (names, {r: calls[r] for r in ranks},
+                                                                                {r: ends[r] for r in ranks})), n, procs)
     epoch.value = time.time_ns() - 60 * livesim.step_ns(job)
     load = os.getloadavg()[0]
     report, wall = _watch_then_stop(port, timeout, stop, ps)

@@ -1,10 +1,15 @@
-"""Run every example in README.md literally, in a fresh temporary directory, the way a new user pastes them.
+"""Run every code block of README.md as pasted, in order, in one fresh temporary directory, as a new user would.
 
-Examples are the lines of the README's ```bash / ```console blocks and the inline `code` spans that are commands
-(`ncclcheck ...`, `python3 ...`, `torchrun ...`, `import ncclcheck; ...`). Each one that makes sense on one machine
-runs through bash (Python ones through `python3 -c`) with `ncclcheck` on PATH meaning this checkout; the others are
-listed with the reason each is skipped (SKIPS below: several nodes, root and a lab, the network, the suite itself).
-An example that matches no skip rule and exits non-zero fails the script (exit 1).
+A block is a fenced ```bash / ```sh / ```console / ```python block: a shell block runs through bash as one script
+(a ```console block's `$ ` lines only), a Python block through python3 as one script. An inline `code` span that is a
+command (`ncclcheck ...`, `python3 ...`, `torchrun ...`) runs on its own. Blocks share the directory, so a file one
+block writes (train.py, run.json) is there for the next, as in a user's terminal. `ncclcheck` on PATH means this
+checkout.
+
+What cannot run on one machine is listed with the reason (SKIPS: several nodes, an allocation, root, an install);
+what a block must show is checked (EXPECT: the verdict a failure demo must print, the exit code it ends with). A
+block that matches no skip rule and exits otherwise, or prints a traceback, fails the script (exit 1). Each block's
+processes are stopped when it ends (its own session), so a demo that starts a job in the background leaves nothing.
 
     python3 scripts/readme_examples.py            # run them; a table of ok / SKIP / FAIL
     python3 scripts/readme_examples.py --list     # what would run and what is skipped, and why
@@ -16,45 +21,70 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import NamedTuple, Optional
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
-TIMEOUT_S = 300  # one example: the default bench sweep on a loaded 2-core machine is the longest
+TIMEOUT_S = 300  # one block: a demo job under torchrun on a loaded 2-core machine is the longest
 
-# (pattern, reason): the first that matches an example skips it. Each reason says why it cannot run here and,
-# where one exists, what runs it instead.
+# (pattern, reason): the first that matches a line of an example skips the whole example. Each reason says why it
+# cannot run here and, where one exists, what runs it instead.
 SKIPS = (
-    (r"^pip install", "installs into the environment (network, minutes); this script runs the checkout itself"),
+    (r"^pip install", "installs into the environment (network, minutes); this script runs the checkout itself, "
+     "and CI's .ci/run installs it exactly so"),
     (r"python3? -m pytest", "the test suite itself (this script is one of its tests)"),
     (r"scripts/readme_examples\.py", "this script itself: it would run itself again"),
     (r"scripts/long_tests\.py", "the suite's long tier (tens of minutes of labs, as root); tests/test_tooling.py "
      "checks that the two tiers together collect every test"),
-    (r"^sudo scripts/netlab", "builds a network-namespace lab as root (tests/lab/test_netlab.py runs it)"),
-    (r"scripts/bench_scale\.py", "a benchmark of minutes (1,024 simulated nodes); scripts/bench_scale.py --help"),
+    (r"^sudo scripts/netlab|^scripts/netlab", "builds a network-namespace lab as root (tests/lab/test_netlab.py "
+     "runs it)"),
+    (r"scripts/bench_scale\.py", "a benchmark of minutes (thousands of simulated nodes); its small run is "
+     "tests/scripts' and tests/preflight's"),
     (r"scripts/bench_vs_nccl_tests\.py", "needs an NVIDIA GPU, nvcc and an nccl-tests source tree (DIR); "
      "tests/bench/test_bench_vs_nccl_tests.py runs its parsers and refusals, docs/gpu.md its run on a lent H100"),
-    (r"scripts/bench_report\.py REPORT", "measures a saved report of a large run (REPORT.json, made by "
-     "scripts/bench_scale.py --json-out); tests/render/test_shared_facts.py reads one back"),
-    (r"^(srun|mpirun)\b", "needs a Slurm / Open MPI allocation of several nodes (tests/lab/test_launchers_lab.py)"),
+    (r"--master-addr (h1|10\.)|--rdzv-endpoint h1",
+     "several nodes of a cluster: run it on each node (tests/lab runs the same commands on namespace hosts)"),
+    (r"(^|\s)(srun|mpirun|salloc|sbatch)\b", "needs a Slurm / Open MPI allocation of several nodes "
+     "(tests/lab/test_launchers_lab.py runs the same commands on namespace hosts)"),
     (r"\bscontrol\b", "reads a Slurm allocation (outside one it looks its controller up in DNS); "
      "tests/lab/test_guard_lab.py runs these lines under salloc"),
     (r"^fabric run", "several nodes through Lightning's launcher (tests/lab/test_launchers_lab.py)"),
-    (r"--nnodes [2-9]|--num-nodes [2-9]|--master-addr (h1|10\.)|--rdzv-endpoint h1",
-     "several nodes: run it on each node (tests/lab runs the same commands on namespace hosts)"),
-    (r"torchrun \.\.\. train\.py", "a placeholder for the user's own training job (tests/lab/test_diagnose_lab.py "
-     "runs a real one and diagnoses what it left)"),
-    (r"^ncclcheck diagnose (/shared/|DIR)", "reads what a failed job left on a shared path (tests/postmortem makes "
-     "real failures and diagnoses them)"),
-    (r"^ncclcheck watch --master-addr H\b", "watches a running job (H and P its master; tests/live/test_live_job.py "
-     "runs it on a real hung torchrun job)"),
+    (r"^ncclcheck diagnose (/shared/|DIR)", "reads what a failed job left on a shared path (the README's own "
+     "failing job above is diagnosed as pasted)"),
+    (r"^ncclcheck watch --master-addr H\b", "watches a running job (H and P its master; the README's own hanging "
+     "job above is watched as pasted)"),
 )
+
+
+class Expect(NamedTuple):
+    pattern: str  # the first line of the example it applies to
+    rc: int  # the exit status the example ends with (a shell block: its last command's)
+    shows: str  # a regex its output must match: the verdict the demo exists to show
+    why: str
+    fails: str = ""  # a regex of the block's commands that exit non-zero by design (the failing job, the verdict)
+
+
+# What a demo must show, and its commands that exit non-zero by design. Every other command must exit 0 (a shell
+# block's failing commands are reported by an ERR trap, so one that fails in the middle of a block is seen too).
+EXPECT = (
+    Expect(r"^cat > train\.py", 0, r"ncclcheck preflight .*PASS", "the guard's one line on a healthy job"),
+    Expect(r"^cat > fail\.py", 1, r"root cause: \[postmortem\.root_cause\] rank 1 .*RuntimeError: simulated bug",
+           "diagnose exits 1 when it names a cause: rank 1 and its exception",
+           r"^torchrun .*fail\.py|^ncclcheck diagnose"),
+    Expect(r"^cat > hang\.py", 0, r"rank 1 \(host [^)]*\).*all_reduce #6",
+           "watch names rank 1 and the all_reduce the other rank waits in (the block ends by stopping the job)",
+           r"^ncclcheck watch|^kill "),
+    Expect(r"^ncclcheck preflight --nnodes 2 --node-rank 1 --master-addr 127\.0\.0\.1", 0,
+           r"rendezvous\.world +all +all 2 node ranks joined", "two nodes on one machine form a world"),
+)
+SHELL_LANGS = ("bash", "sh", "shell", "console")
 COMMAND = re.compile(r"^(ncclcheck( |$)|python3? |torchrun |srun |mpirun |fabric |sudo |pip |source |import ncclcheck)")
 
 
@@ -62,49 +92,64 @@ COMMAND = re.compile(r"^(ncclcheck( |$)|python3? |torchrun |srun |mpirun |fabric
 class Example:
     line: int
     text: str
-    python: bool = False  # run with python3 -c (an inline Python example)
+    lang: str = "bash"  # bash (a shell script) or python
+
+    @property
+    def first(self) -> str:
+        return next((ln.strip() for ln in self.text.splitlines() if ln.strip() and not ln.strip().startswith("#")),
+                    "")
 
     @property
     def skip(self) -> Optional[str]:
+        code = [_code(ln) for ln in self.text.splitlines()] if self.lang == "bash" else self.text.splitlines()
         for pattern, reason in SKIPS:
-            if re.search(pattern, self.text):
+            if any(re.search(pattern, ln) for ln in code):
                 return reason
         return None
 
+    @property
+    def expect(self) -> Optional[Expect]:
+        return next((e for e in EXPECT if re.search(e.pattern, self.first)), None)
+
+
+def _code(line: str) -> str:
+    """A shell line without its comment (a comment may name a command the line does not run)."""
+    return re.sub(r"(^|\s)#.*$", "", line).strip()
+
 
 def examples(readme: str) -> list[Example]:
-    """The README's examples in order: block lines (prompts removed), then inline spans that are commands."""
+    """The README's examples in order: fenced code blocks whole, then inline spans that are commands."""
     out: list[Example] = []
     lines = readme.splitlines()
     fence: Optional[str] = None
-    held: Optional[Example] = None  # a command whose line ends in a backslash: the next line continues it
+    body: list = []
+    start = 0
     for i, line in enumerate(lines, 1):
         s = line.strip()
         if s.startswith("```"):
-            fence = None if fence is not None else (s[3:].strip() or "text")
-            if held is not None:  # a block that ends on a backslash: the command is what it holds
-                out.append(held)
-                held = None
-            continue
-        if fence in ("bash", "console", "sh", "shell"):
-            if held is not None:
-                held.text = f"{held.text[:-1].rstrip()} {s}"
-                if not s.endswith("\\"):
-                    out.append(held)
-                    held = None
+            if fence is None:
+                fence, body, start = (s[3:].strip() or "text"), [], i + 1
                 continue
-            cmd = s[2:] if s.startswith("$ ") else s
-            if cmd and not cmd.startswith("#"):
-                if cmd.endswith("\\"):
-                    held = Example(i, cmd)
-                else:
-                    out.append(Example(i, cmd))
-    # inline spans may wrap across lines: search the prose with the fenced blocks blanked out
+            if fence in SHELL_LANGS:
+                if fence == "console":
+                    body = [ln.strip()[2:] for ln in body if ln.strip().startswith("$ ")]
+                if any(ln.strip() and not ln.strip().startswith("#") for ln in body):
+                    out.append(Example(start, "\n".join(body) + "\n", "bash"))
+            elif fence == "python":
+                out.append(Example(start, "\n".join(body) + "\n", "python"))
+            fence = None
+            continue
+        if fence is not None:
+            body.append(line)
+    # inline spans may wrap across lines: search the prose with the fenced blocks and tables blanked out (a table's
+    # cells name commands; they are not examples)
     prose = re.sub(r"```.*?```", lambda m: "\n" * m.group(0).count("\n"), readme, flags=re.S)
+    prose = re.sub(r"(?m)^\|.*$", "", prose)
     for m in re.finditer(r"`([^`]+)`", prose):
         text = " ".join(m.group(1).split())
         if COMMAND.match(text) and not text.startswith("ncclcheck-"):
-            out.append(Example(prose.count("\n", 0, m.start()) + 1, text, python=text.startswith("import ")))
+            lang = "python" if text.startswith("import ") else "bash"
+            out.append(Example(prose.count("\n", 0, m.start()) + 1, text + "\n", lang))
     seen, unique = set(), []
     for e in out:
         if e.text not in seen:
@@ -120,41 +165,83 @@ def _shim(bindir: Path) -> None:
     exe.chmod(0o755)
 
 
+def _stop(p: subprocess.Popen) -> None:
+    """Stop whatever the example left running in its session (a demo's background job), then reap it."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(p.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            p.wait(timeout=10)
+            time.sleep(0.5 if sig == signal.SIGTERM else 0)  # the session's other members get their signal too
+        except subprocess.TimeoutExpired:
+            continue
+
+
+FAILED = "README-EXAMPLE-FAILED"
+# Reports each failing command of a shell block (not those inside && / || lists or in the background), its exit
+# status and its line, without changing how the block runs as pasted.
+TRAP = f"trap 'echo \"{FAILED} (exit $?): $BASH_COMMAND\"' ERR\n"
+
+
+def run_one(e: Example, work: Path, env: dict) -> tuple:
+    """(exit status or "timeout", output) of one example run in `work`."""
+    argv = [sys.executable, "-"] if e.lang == "python" else ["bash", "-s"]
+    script = e.text if e.lang == "python" else TRAP + e.text
+    p = subprocess.Popen(argv, cwd=work, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = p.communicate(script, timeout=TIMEOUT_S)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        _stop(p)
+        out, rc = (p.communicate()[0] or ""), "timeout"
+    _stop(p)
+    return rc, out
+
+
+def verdict(e: Example, rc, out: str) -> Optional[str]:
+    """None when the example did what the README says, else why not."""
+    want = e.expect
+    if rc != (want.rc if want else 0):
+        return f"exit {rc}, expected {want.rc if want else 0}"
+    for failed in re.findall(FAILED + r" \(exit \d+\): (.*)", out):
+        if not (want and want.fails and re.search(want.fails, failed.strip())):
+            return f"a command failed: {failed.strip()}"
+    if "Traceback (most recent call last)" in out and not (want and want.rc):
+        return "printed a traceback"
+    if want and not re.search(want.shows, out, flags=re.S):
+        return f"did not show /{want.shows}/ ({want.why})"
+    return None
+
+
 def run(selected: list[Example], keep: bool = False) -> int:
     work = Path(tempfile.mkdtemp(prefix="ncclcheck-readme-"))
     bindir = work / ".bin"
     bindir.mkdir()
     _shim(bindir)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL", "MASTER_", "SLURM_", "OMPI_"))
-           and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "GLOO_SOCKET_IFNAME")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL", "MASTER_", "SLURM_", "OMPI_", "TORCH"))
+           and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "GLOO_SOCKET_IFNAME", "PYTEST_CURRENT_TEST")}
     env.update(PATH=f"{bindir}{os.pathsep}{env.get('PATH', '')}", PYTHONPATH=str(REPO),
                NCCLCHECK_LOG_DIR=str(work / ".logs"), COLUMNS="120")
     failed = 0
     try:
-        # Setup, not an example: the saved run that `ncclcheck report RUN.json` names.
-        if any("RUN.json" in e.text and not e.skip for e in selected):
-            subprocess.run(["ncclcheck", "preflight", "--quiet", "--json", "RUN.json"], cwd=work, env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=TIMEOUT_S)
         for e in selected:
+            head = e.first if len(e.text.splitlines()) == 1 else f"{e.first}  [{len(e.text.splitlines())} lines]"
             if e.skip:
-                print(f"SKIP  README:{e.line:<4} {e.text}\n      {e.skip}")
+                print(f"SKIP  README:{e.line:<4} {head}\n      {e.skip}")
                 continue
-            argv = [sys.executable, "-c", e.text] if e.python else ["bash", "-c", e.text]
             t0 = time.monotonic()
-            try:
-                p = subprocess.run(argv, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
-                rc, out = p.returncode, p.stdout
-            except subprocess.TimeoutExpired as exc:
-                rc, out = "timeout", (exc.stdout or b"").decode(errors="replace") if isinstance(
-                    exc.stdout, bytes) else (exc.stdout or "")
+            rc, out = run_one(e, work, env)
             took = time.monotonic() - t0
-            if rc == 0 and "Traceback" not in out:
-                print(f"ok    README:{e.line:<4} {e.text}  ({took:.1f} s)")
+            why = verdict(e, rc, out)
+            if why is None:
+                print(f"ok    README:{e.line:<4} {head}  ({took:.1f} s)")
             else:
                 failed += 1
-                tail = "\n".join("      | " + ln for ln in out.splitlines()[-15:])
-                print(f"FAIL  README:{e.line:<4} {e.text}  (exit {rc}, {took:.1f} s)\n{tail}")
+                tail = "\n".join("      | " + ln for ln in out.splitlines()[-25:])
+                print(f"FAIL  README:{e.line:<4} {head}  ({why}, {took:.1f} s)\n{tail}")
     finally:
         if keep:
             print(f"kept {work}")
@@ -168,15 +255,15 @@ def run(selected: list[Example], keep: bool = False) -> int:
 def main(argv: Optional[list] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--list", action="store_true", help="list the examples and the skip reasons; run nothing")
-    ap.add_argument("--only", metavar="REGEX", help="only the examples matching this")
+    ap.add_argument("--only", metavar="REGEX", help="only the examples matching this (the others are not listed)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory (its path is printed)")
     args = ap.parse_args(argv)
     selected = [e for e in examples(README.read_text(encoding="utf-8"))
                 if not args.only or re.search(args.only, e.text)]
     if args.list:
         for e in selected:
-            print(f"{'SKIP' if e.skip else 'run '}  README:{e.line:<4} {e.text}" + (f"\n      {e.skip}" if e.skip
-                                                                                   else ""))
+            print(f"{'SKIP' if e.skip else 'run '}  README:{e.line:<4} {e.first}" + (f"\n      {e.skip}" if e.skip
+                                                                                    else ""))
         return 0
     return run(selected, args.keep)
 

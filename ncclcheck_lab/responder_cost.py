@@ -6,7 +6,13 @@ all-reduces its gradients every step, so the flight recorder the responder serve
 The stranger (this process's threads, pinned to CPU 1) floods a responder in turns:
 - connect: connect and close, as fast as its threads can;
 - requests: connect, read the hello, send an `all` request without the job's key (answered when the job has none,
-  refused when it has one), read whatever comes back.
+  refused when it has one), read whatever comes back;
+- blob: the same with a 1 MiB `blob` request naming the job's other rank (from the rank's own host, so without a
+  key it is a rank of the job asking: the worst case, served from the blob built once);
+- rate: the same with a `rate` request of the job's other rank (the responder downloads a blob from it, within its
+  Spend: issue 55).
+The job has two ranks: the training process is rank 0, the decoy (below) rank 1, both registered in the training
+process's store, so a `rate` has a peer to download from.
 Under a flood, the armed process is compared with the unarmed one while the same flood hits a decoy (a second,
 armed, idle process pinned beside the stranger): the stranger's own load on the machine is then the same in both
 (measured without that control, a flood phase read up to 2x FASTER than the idle unarmed one on this VM). Each turn
@@ -19,7 +25,8 @@ phase, was answered and how long it took.
     python3 scripts/responder_cost.py [--rounds 5] [--phase-s 4] [--key none|token] [--threads 8]
 
 The goal (docs/live.md, docs/trust.md): the armed loop within 1 % of the unarmed one when nobody floods it, within
-5 % under either flood, and the watcher answered meanwhile.
+5 % under any flood, a `blob` or `rate` flood costing no more than twice what an `all` flood costs (issue 55), and
+the watcher answered meanwhile.
 """
 
 from __future__ import annotations
@@ -37,19 +44,22 @@ from typing import Optional
 
 # each phase and its control: the same conditions (the stranger's flood, at a decoy for the unarmed process) without
 # the armed rank's responder in the training process
-PHASES = ("unarmed", "armed", "unarmed+connect", "armed+connect", "unarmed+requests", "armed+requests")
-CONTROL = {"unarmed": "unarmed", "armed": "unarmed", "unarmed+connect": "unarmed+connect",
-           "armed+connect": "unarmed+connect", "unarmed+requests": "unarmed+requests",
-           "armed+requests": "unarmed+requests"}
+PHASES = ("unarmed", "armed", "unarmed+connect", "armed+connect", "unarmed+requests", "armed+requests",
+          "unarmed+blob", "armed+blob", "unarmed+rate", "armed+rate")
+CONTROL = {p: "unarmed" + p[p.index("+"):] if "+" in p else "unarmed" for p in PHASES}
+FLOODS = {"requests": lambda peer: {"kind": "all"}, "blob": lambda peer: {"kind": "blob", "bytes": 1 << 20,
+          "from": peer}, "rate": lambda peer: {"kind": "rate", "ranks": [peer]}}
+WORLD = 2  # the training process is rank 0 of the job, the decoy rank 1
 TRAIN_CPU, ATTACK_CPU = 0, 1
 
 
 # --- the training process -------------------------------------------------------------------------------------------
 
-def trainer() -> int:
-    """A rank 0 of a one-rank gloo job on loopback; told on stdin: `arm` (start the responder: `armed PORT ADDR`),
-    `disarm` (close it: `disarmed`), `train SECONDS` (-> `steps N ELAPSED`), `quit`. One process for every phase,
-    armed or not: two processes differ by several percent on their own (memory layout, caches)."""
+def trainer(job_port: int = 0) -> int:
+    """A one-rank gloo job on loopback; told on stdin: `arm` (start the responder: `armed PORT ADDR`), `disarm`
+    (close it: `disarmed`), `train SECONDS` (-> `steps N ELAPSED`), `quit`. One process for every phase, armed or
+    not: two processes differ by several percent on their own (memory layout, caches). Its responder is rank 0 of a
+    job of WORLD ranks whose store is its own; with `job_port`, rank 1 of the job whose store is there (the decoy)."""
     os.environ.update({"TORCH_FR_BUFFER_SIZE": "2000", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": _free_port(),
                        "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"})
     import torch
@@ -80,7 +90,8 @@ def trainer() -> int:
         if not cmd or cmd[0] == "quit":
             break
         if cmd[0] == "arm":
-            responder = start()
+            responder = start(rank=1 if job_port else 0, world_size=WORLD, local_rank=0,
+                              master=("127.0.0.1", job_port or int(os.environ["MASTER_PORT"])))
             if responder is None or not responder.registered.wait(60):
                 print("error the responder did not register", flush=True)
                 return 1
@@ -111,8 +122,9 @@ def _free_port() -> str:
 class Trainer:
     """The training process, pinned to `cpu`, driven over its stdin."""
 
-    def __init__(self, env: dict, cpu: int = TRAIN_CPU) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "ncclcheck_lab.responder_cost", "--trainer"],
+    def __init__(self, env: dict, cpu: int = TRAIN_CPU, job_port: int = 0) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "ncclcheck_lab.responder_cost", "--trainer",
+                                      str(job_port)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
                                      preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
         line = self._say("")
@@ -153,8 +165,8 @@ class Trainer:
 class Flood:
     """`threads` threads hammering addr:port until stopped; counts what they achieved."""
 
-    def __init__(self, kind: str, addr: str, port: int, threads: int) -> None:
-        self.kind, self.addr, self.port = kind, addr, port
+    def __init__(self, kind: str, addr: str, port: int, threads: int, peer: int = 0) -> None:
+        self.kind, self.addr, self.port, self.peer = kind, addr, port, peer
         self.stop = threading.Event()
         self.connects = self.replies = self.refusals = self.failures = 0
         self.t0 = time.monotonic()
@@ -174,7 +186,7 @@ class Flood:
                         continue
                     end = FIXED.deadline(5)
                     hello = json.loads(wire.recv_frame(s, wire.MAX_HELLO, end, FIXED))
-                    s.sendall(wire.frame(json.dumps({"kind": "all", "job": hello.get("job"),
+                    s.sendall(wire.frame(json.dumps({**FLOODS[self.kind](self.peer), "job": hello.get("job"),
                                                      "run": hello.get("run")}).encode()))
                     reply = wire.recv_frame(s, wire.MAX_REPLY, end, FIXED)
                     if reply.startswith(b'{"error"'):
@@ -238,7 +250,7 @@ def measure(rounds: int, phase_s: float, key: str, threads: int) -> dict:
 
 def _measure(rounds: int, phase_s: float, env: dict, threads: int, key: str, token: Optional[bytes]) -> dict:
     job = Trainer(env)
-    decoy = Trainer(env, cpu=ATTACK_CPU)  # armed, never trains
+    decoy = Trainer(env, cpu=ATTACK_CPU, job_port=job.store_port)  # the job's rank 1: armed, never trains
     decoy.arm(True)
     rates: dict = {p: [] for p in PHASES}
     floods: dict = {p: [] for p in PHASES if "+" in p}
@@ -249,8 +261,8 @@ def _measure(rounds: int, phase_s: float, env: dict, threads: int, key: str, tok
             # on both alike, and each round gives its own ratio
             for phase in [p for pair in zip(PHASES[::2], PHASES[1::2]) for p in (pair if i % 2 == 0 else pair[::-1])]:
                 job.arm(phase.startswith("armed"))
-                target = job if phase.startswith("armed") else decoy
-                flood = Flood(phase.split("+")[1], target.addr, target.port, threads) if "+" in phase else None
+                target, peer = (job, 1) if phase.startswith("armed") else (decoy, 0)
+                flood = Flood(phase.split("+")[1], target.addr, target.port, threads, peer) if "+" in phase else None
                 probe: list = []
                 timer = None
                 if phase in watched:
@@ -300,7 +312,7 @@ def render(res: dict) -> str:
         flood = row.get("flood")
         what = "" if not flood else (f"; flood {flood['connects_per_s']:,.0f} connections/s" +
                                      (f", {flood['replies_per_s']:,.0f} replies/s, {flood['refusals_per_s']:,.0f} "
-                                      "refusals/s" if phase.endswith("requests") else ""))
+                                      "refusals/s" if not phase.endswith("connect") else ""))
         watch = "" if "watcher_asked" not in row else (f"; watcher answered {row['watcher_answered']}/"
                                                        f"{row['watcher_asked']}, slowest {row['watcher_s_max']} s")
         lines.append(f"  {phase:17s} {row['steps_per_s']:9,.1f} steps/s  vs {row['control']}: ratio "
@@ -316,10 +328,10 @@ def main(argv: Optional[list] = None) -> int:
     ap.add_argument("--key", choices=("none", "token", "both"), default="both")
     ap.add_argument("--threads", type=int, default=8, help="the stranger's threads")
     ap.add_argument("--json", action="store_true", help="one JSON object per key instead of the table")
-    ap.add_argument("--trainer", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--trainer", type=int, help=argparse.SUPPRESS)  # the training process: its job's store port
     a = ap.parse_args(argv)
-    if a.trainer:
-        return trainer()
+    if a.trainer is not None:
+        return trainer(a.trainer)
     if (os.cpu_count() or 1) < 2:
         print("responder_cost needs 2 CPUs (the trainers on one, the stranger on the other)", file=sys.stderr)
         return 2

@@ -21,9 +21,12 @@ class Job:
     step_us: float = 100_000.0  # each rank's compute per step
     colls: int = 2  # collectives per step, called back to back (gradient buckets)
     transfer_us: float = 2_000.0  # one collective's transfer, once every rank called it
+    transfer_by: tuple = ()  # each collective of a step its own transfer (us), e.g. (200_000, 2_000): a big
+    # all_reduce that takes longer than the step's compute, then a small one
     gap_us: float = 50.0  # a rank's time between two back-to-back calls
     jitter: float = 0.0  # each rank's compute varies by +-jitter (uniform) every step
     slow: dict = field(default_factory=dict)  # rank -> (from step, extra share of step_us)
+    slow_until: dict = field(default_factory=dict)  # rank -> the step its slowdown ends at (default: never)
     random_slow: float = 0.0  # one random rank per step computes this share longer
     leave_late: dict = field(default_factory=dict)  # rank -> (from step, extra us): leaves each collective late
     transfer_from: Optional[tuple] = None  # (from step, factor): every transfer slower from then on
@@ -40,9 +43,15 @@ class Job:
 
 def arrivals(job: Job) -> tuple[list, dict]:
     """([profiling names, one per collective], {rank: [true call time ns per collective]})."""
+    names, calls, _ = timeline(job)
+    return names, calls
+
+
+def timeline(job: Job) -> tuple[list, dict, dict]:
+    """arrivals(), and {rank: [ns each collective ended for it]} (true times)."""
     rng = random.Random(job.seed)
     t = [float(job.start_ns)] * job.world
-    names, calls = [], {r: [] for r in range(job.world)}
+    names, calls, exits = [], {r: [] for r in range(job.world)}, {r: [] for r in range(job.world)}
     for s in range(job.steps):
         evaluating = job.eval_steps and job.eval_steps[0] <= s < job.eval_steps[1]
         loser = rng.randrange(job.world) if job.random_slow else None
@@ -52,7 +61,7 @@ def arrivals(job: Job) -> tuple[list, dict]:
             if s < job.warmup[0]:
                 c += job.warmup[1] * job.step_us
             frm, extra = job.slow.get(r, (None, 0.0))
-            if frm is not None and s >= frm:
+            if frm is not None and frm <= s < job.slow_until.get(r, job.steps):
                 c += extra * job.step_us
             if r == loser:
                 c += job.random_slow * job.step_us
@@ -63,13 +72,15 @@ def arrivals(job: Job) -> tuple[list, dict]:
                                       else 1.0)
         for c in range(1 if evaluating else job.colls):
             arr = [t[r] + (comp[r] if c == 0 else job.gap_us) * 1e3 for r in range(job.world)]
-            end = max(arr) + transfer * 1e3
+            own = transfer * (job.transfer_by[c] / job.transfer_us if c < len(job.transfer_by) else 1.0)
+            end = max(arr) + own * 1e3
             for r in range(job.world):
                 calls[r].append(arr[r])
                 frm, extra = job.leave_late.get(r, (None, 0.0))
                 t[r] = end + (extra * 1e3 if frm is not None and s >= frm else 0.0)
+                exits[r].append(t[r])
             names.append("gloo:all_reduce" if not evaluating else "gloo:all_gather")
-    return names, calls
+    return names, calls, exits
 
 
 _ENTRY = {"record_id": 0, "pg_id": 0, "process_group": ["0", "default_pg"], "collective_seq_id": 0, "p2p_seq_id": 0,
@@ -106,12 +117,37 @@ def host_times(job: Job, calls: dict, r: int) -> list:
     return [int(t + off) for t in calls[r]]
 
 
-def docs(job: Job, ranks: Optional[list] = None) -> dict:
+def phase_rows(job: Job, rank: int, t0_ns: int, t1_ns: int, every_ns: int = 2_000_000) -> dict:
+    """What the responder's "phase" sampling (live/pace.py) of `rank` between two true times would say: {"0": [[ns
+    of the sample before, ns of this one, enqueued, completed] per change]}, on the rank's host clock."""
+    import bisect
+
+    _, calls, exits = timeline(job)
+    off = int(job.clock_us.get(job.host(rank), 0.0) * 1e3)
+    rows, last, before = [], None, t0_ns
+    for t in range(t0_ns, t1_ns, every_ns):
+        v = (bisect.bisect_right(calls[rank], t), bisect.bisect_right(exits[rank], t))
+        if v != last:
+            rows.append([before + off, t + off, v[0], v[1]])
+            last = v
+        before = t
+    return {"0": rows}
+
+
+def docs(job: Job, ranks: Optional[list] = None, timing: bool = False) -> dict:
     """{rank: torch's flight-recorder JSON document} of the simulated job (of `ranks`, default every rank), each
-    rank's times on its host's clock."""
-    names, calls = arrivals(job)
+    rank's times on its host's clock; timing: as NCCL's with TORCH_NCCL_ENABLE_TIMING=1 (each entry's GPU
+    duration_ms, the time it was inside the collective)."""
+    names, calls, exits = timeline(job)
     out = {}
     for r in calls if ranks is None else ranks:
-        entries = [entry(i, names[i], t) for i, t in enumerate(host_times(job, calls, r))]
+        times = host_times(job, calls, r)
+        entries = [entry(i, names[i], t) for i, t in enumerate(times)]
+        if timing:
+            off = int(job.clock_us.get(job.host(r), 0.0) * 1e3)
+            for e, t, x in zip(entries, times, exits[r]):
+                e.update(profiling_name=e["profiling_name"].replace("gloo:", "nccl:"), state="completed",
+                         time_discovered_started_ns=t, time_discovered_completed_ns=int(x + off),
+                         duration_ms=(x + off - t) / 1e6)
         out[r] = {**header(job), "entries": entries, "pg_status": status(len(entries))}
     return out

@@ -6,6 +6,9 @@
     python3 scripts/trust_attacks.py live [REPO]     # issue 45: the live plane (reach scan, idle slots, a fake
                                                      # responder's 63 MiB reply, a record copied from another job)
     python3 scripts/trust_attacks.py --store [--gets N] [--timeout T] [--only NAME] [REPO]   # the store attacks only
+    python3 scripts/trust_attacks.py round4 [REPO [NAME...]]   # issue 55: rate as a port scanner, blob floods, a lone
+                                                 # surrogate, huge lines, control characters, a newline in a file
+                                                 # name, munge's records, a squatter on a sharded master port
 
 The store attacks (STORE_ATTACKS below: a name and a function of the master port) run a real 2-node preflight on
 127.0.0.1 (node 0 and node 1 as two `python -m ncclcheck preflight` processes) with a stranger on the master port
@@ -33,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+from typing import Optional
 
 from . import peak_rss
 
@@ -362,7 +366,7 @@ def drip_attack(repo: str) -> int:
         port = s.getsockname()[1]
     env = {**os.environ, "PYTHONPATH": repo}
     node0 = subprocess.Popen([sys.executable, "-c", code, str(port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             text=True, env=env)
+                             text=True, env=env, cwd=repo)
     try:
         if node0.stdout.readline().strip() != "ready":
             print("drip: node 0's store did not start")
@@ -426,7 +430,7 @@ _ARMED = ("import json, sys, torch, torch.distributed as dist; "
 class _LiveJob:
     """A job's store (a TCPStore server here) and `ranks` armed ranks, each a process running REPO's responder."""
 
-    def __init__(self, repo: str, ranks: int, token: str = "") -> None:
+    def __init__(self, repo: str, ranks: int, token: str = "", extra: Optional[dict] = None) -> None:
         import datetime as dt
 
         import torch.distributed as dist
@@ -440,10 +444,12 @@ class _LiveJob:
             del self.env[k]
         if token:
             self.env["NCCLCHECK_TOKEN"] = token
+        self.env.update(extra or {})
         self.procs, self.where = [], []
         for r in range(ranks):
+            # cwd: `python -c` puts it first on sys.path, so a copy of ncclcheck there would win over REPO's
             p = subprocess.Popen([sys.executable, "-c", _ARMED], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 text=True, env={**self.env, "RANK": str(r), "LOCAL_RANK": str(r)})
+                                 text=True, env={**self.env, "RANK": str(r), "LOCAL_RANK": str(r)}, cwd=repo)
             self.procs.append(p)
             self.where.append(json.loads(p.stdout.readline()))
 
@@ -454,7 +460,7 @@ class _LiveJob:
         p, rss = peak_rss.run([sys.executable, "-m", "ncclcheck", "watch", "--master-addr", "127.0.0.1",
                                "--master-port", str(self.port), "--timeout", str(timeout), "--json", out, *extra],
                               out + ".rss", timeout=timeout * 10 + 60, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+                              stderr=subprocess.DEVNULL, cwd=repo)
         doc = json.load(open(out)) if os.path.exists(out) else {}
         return p.returncode, doc, rss or 0
 
@@ -576,8 +582,393 @@ def live_attacks(repo: str) -> int:
     return 0
 
 
+# --- issue 55, round four: every live request as guarded as reach, every string clean where it enters, every file
+# read within a bound, munge's records, a squatter sharing a sharded master port. Each attack is a function of REPO
+# returning {"held": bool, "line": one line of what happened}; tests/scripts/test_trust_attacks.py asserts "held"
+# for this checkout (each read False on main at c34e729, before them), `round4 [REPO]` prints the lines.
+
+def _env(repo: str, **extra: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": repo, **extra}
+    for k in [k for k in env if k.startswith(("NCCL_", "MASTER_", "SLURM_", "NCCLCHECK_", "TORCHELASTIC_"))
+              and k not in extra]:
+        del env[k]
+    return env
+
+
+def _cli(repo: str, *args: str, cwd: str, timeout: int = 300, **extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ncclcheck", *args], capture_output=True, text=True, cwd=cwd,
+                          env=_env(repo, NCCLCHECK_LOG_DIR=os.path.join(cwd, "logs"), **extra), timeout=timeout)
+
+
+def _poisoned_dumps(repo: str, tmp: str, text: str) -> str:
+    """A copy of a real killed job's files (tests/postmortem/fixtures/kill: JSON dumps only) with `text` in each
+    rank's host name, the main thread's stack frame and every entry's profiling name."""
+    import shutil
+
+    d = os.path.join(tmp, "job")
+    shutil.copytree(os.path.join(repo, "tests", "postmortem", "fixtures", "kill"), d)
+    for r in range(3):
+        os.remove(os.path.join(d, f"nccl_trace_rank_{r}"))  # the pickles: their JSON twins are edited instead
+        path = os.path.join(d, f"nccl_trace_rank_{r}.json")
+        doc = json.load(open(path))
+        for e in doc["entries"]:
+            e["profiling_name"] = f"gloo:all_reduce{text}"
+        doc["ncclcheck_live"] = {"rank": r, "host": f"gpu0{r}{text}", "local_rank": r, "stacks": [
+            {"thread": "MainThread", "main": True, "frames": [
+                {"file": f"/job/train{text}.py", "line": 60, "func": f"main{text}", "code": f"time.sleep(60){text}"}]}]}
+        with open(path, "w") as f:  # ensure_ascii: "\ud800" as JSON writes it, plain ASCII on disk
+            json.dump(doc, f)
+    return d
+
+
+SURROGATE = "\ud800"
+CONTROLS = "\x1b]0;owned\x07\r\u202e"
+
+
+def surrogate_attack(repo: str) -> dict:
+    """Item 3: a lone surrogate in dumps' host names, stack frames and profiling names, through every output of
+    diagnose; and in a saved report's host name and summary, through `ncclcheck report`. Held: no exit 3."""
+    tmp = tempfile.mkdtemp(prefix="ncclcheck-surrogate-")
+    job = _poisoned_dumps(repo, tmp, SURROGATE)
+    outs = {"console": (), "json": ("--json", "-"), "html": ("--html", "o.html"), "prometheus": ("--prometheus",
+            "o.prom"), "markdown": ("--markdown", "o.md"), "junit": ("--junit", "o.xml")}
+    codes = {k: _cli(repo, "diagnose", job, *v, cwd=tmp).returncode for k, v in outs.items()}
+    saved = json.load(open(os.path.join(repo, "tests", "render", "examples", "preflight-pass-2node.json")))
+    saved["nodes"][0]["hostname"] = f"gpu01{SURROGATE}"
+    saved["checks"][0]["summary"] += SURROGATE
+    with open(os.path.join(tmp, "run.json"), "w") as f:
+        json.dump(saved, f)
+    codes["report"] = _cli(repo, "report", "run.json", "--html", "r.html", cwd=tmp).returncode
+    held = all(c in (0, 1) for c in codes.values())
+    return {"held": held, "codes": codes,
+            "line": f"a lone surrogate (\\ud800) in dumps and a saved report -> exit codes {codes}"}
+
+
+def controls_attack(repo: str) -> dict:
+    """Item 5: ESC, BEL, CR and U+202E in dumps' host names, stack frames and profiling names: does any reach the
+    HTML report (or the JSON, Markdown, Prometheus, JUnit, console)? Held: none, in any of them."""
+    tmp = tempfile.mkdtemp(prefix="ncclcheck-controls-")
+    job = _poisoned_dumps(repo, tmp, CONTROLS)
+    raw: dict = {}
+    for name, flag in (("html", "--html"), ("json", "--json"), ("markdown", "--markdown"), ("prometheus",
+                       "--prometheus"), ("junit", "--junit")):
+        out = os.path.join(tmp, f"o.{name}")
+        _cli(repo, "diagnose", job, flag, out, cwd=tmp)
+        text = open(out, encoding="utf-8", errors="replace").read() if os.path.exists(out) else ""
+        if name == "json":  # JSON escapes them: read back what it holds
+            text = json.dumps(json.loads(text), ensure_ascii=False) if text else ""
+        raw[name] = sum(text.count(c) for c in "\x1b\x07\r\u202e")
+    raw["console"] = sum(_cli(repo, "diagnose", job, cwd=tmp, FORCE_COLOR="0").stdout.count(c)
+                         for c in "\x07\r\u202e")
+    return {"held": not any(raw.values()), "raw": raw,
+            "line": f"ESC, BEL, CR and U+202E in dumps' fields -> characters reaching each output {raw}"}
+
+
+def newline_name_attack(repo: str) -> dict:
+    """Item 6: a log whose file name holds a newline and a forged console row. Held: no console line starts with
+    the forged row (the console indents a line it wraps, so indentation does not tell them apart)."""
+    import shutil
+
+    tmp = tempfile.mkdtemp(prefix="ncclcheck-name-")
+    job = os.path.join(tmp, "job")
+    shutil.copytree(os.path.join(repo, "tests", "postmortem", "fixtures", "kill"), job)
+    forged = "    FAIL   forged.check  all  everything is fine"
+    os.rename(os.path.join(job, "launcher.log"), os.path.join(job, f"launcher.log\n{forged}"))
+    out = _cli(repo, "diagnose", job, cwd=tmp).stdout
+    split = any(line.lstrip().startswith(forged.lstrip()) for line in out.splitlines())  # a row of its own
+    err = _cli(repo, "preflight", "--nccl-debug", f"missing.log\n{forged}", cwd=tmp).stderr  # a usage error
+    err_split = any(line.lstrip().startswith(forged.lstrip()) for line in err.splitlines())
+    return {"held": not split and not err_split and "launcher.log" in out,
+            "line": f"a newline in a log's file name -> {'a FORGED console line' if split else 'one console line'}; "
+                    f"in a missing --nccl-debug file's -> {'a FORGED error line' if err_split else 'one error line'}"}
+
+
+def unbounded_read_attack(repo: str, mib: int = 300) -> dict:
+    """Item 4: `preflight --nccl-debug FILE` on a capture whose second line is `mib` MiB long, and `--nccl-ras FILE`
+    on a real ncclras text report followed by as long a line: preflight's peak RSS over a plain preflight's, and
+    whether it says what it did not read. Held: neither grows by half the line, the capture's cut is said, and the
+    ncclras file is refused as larger than any report (exit 2)."""
+    tmp = tempfile.mkdtemp(prefix="ncclcheck-bigline-")
+    files = {"debug": (os.path.join(tmp, "nccl.h1.1"), "h1:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"),
+             "ras": (os.path.join(tmp, "ras.txt"),
+                     open(os.path.join(repo, "tests", "data", "nccl", "ras-text-running-ok.txt")).read() + "\n")}
+
+    def preflight(tag: str, *args: str) -> tuple:
+        p, rss = peak_rss.run([sys.executable, "-m", "ncclcheck", "preflight", *args, "--json", f"{tag}.json"],
+                              os.path.join(tmp, f"{tag}.rss"), cwd=tmp, env=_env(repo), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, timeout=600)
+        doc = json.load(open(os.path.join(tmp, f"{tag}.json"))) if os.path.exists(os.path.join(tmp, f"{tag}.json")) \
+            else {}
+        return p.returncode, rss or 0, doc, (p.stderr or b"").decode(errors="replace")
+
+    try:
+        for path, head in files.values():
+            with open(path, "w") as f:
+                f.write(head)
+                for _ in range(mib):
+                    f.write("x" * (1 << 20))
+                f.write("\n")
+        base = preflight("base")[1]
+        code, rss, doc, _ = preflight("debug", "--nccl-debug", files["debug"][0])
+        said = " ".join(c.get("detail") or "" for c in doc.get("checks", []) if c.get("id") == "nccl.transport")
+        rcode, rrss, _, rerr = preflight("ras", "--nccl-ras", files["ras"][0])
+    finally:
+        for path, _ in files.values():
+            if os.path.exists(path):
+                os.remove(path)
+    grew, rgrew = max(0, rss - base), max(0, rrss - base)
+    half = (mib << 20) // 2
+    held = grew < half and rgrew < half and "cut" in said and rcode == 2
+    return {"held": held, "line": f"a {mib} MiB line: preflight --nccl-debug peak RSS +{grew / (1 << 20):,.0f} MiB "
+            f"over a plain preflight (exit {code}; said: {said[-60:] or 'nothing'}); --nccl-ras after a real text "
+            f"report +{rgrew / (1 << 20):,.0f} MiB (exit {rcode}{': ' + rerr.strip()[-70:] if rerr.strip() else ''})"}
+
+
+class _Banner:
+    """A stranger's service on loopback: says `banner` to whoever connects (an SSH server's first line), counts
+    who did."""
+
+    def __init__(self, banner: bytes = b"SSH-2.0-OpenSSH_9.6\r\n") -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        threading.Thread(target=self._serve, args=(banner,), daemon=True).start()
+
+    def _serve(self, banner: bytes) -> None:
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            try:
+                c.sendall(banner)
+            except OSError:
+                pass
+            c.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _ask(addr: str, port: int, doc: dict, source: str = "", timeout: float = 30) -> tuple[dict, int, int]:
+    """One request without any key (_ask_raw), from address `source`: (the reply, bytes sent, bytes received)."""
+    with socket.create_connection((addr, port), timeout=timeout, source_address=(source, 0) if source else None) as s:
+        (n_hello,) = struct.unpack("!I", s.recv(4, socket.MSG_WAITALL))
+        hello = json.loads(s.recv(n_hello, socket.MSG_WAITALL))
+        body = json.dumps({**doc, **{k: hello[k] for k in ("job", "run") if k in hello}}).encode()
+        s.sendall(struct.pack("!I", len(body)) + body)
+        (n,) = struct.unpack("!I", s.recv(4, socket.MSG_WAITALL))
+        parts, got = [], 0
+        while got < n:  # a large reply: MSG_WAITALL may return a part of it
+            part = s.recv(min(n - got, 1 << 20))
+            if not part:
+                break
+            parts.append(part)
+            got += len(part)
+        reply = b"".join(parts)
+        return json.loads(reply), len(body) + 4, 4 + n_hello + 4 + len(reply)
+
+
+def rate_scan_attack(repo: str) -> dict:
+    """Item 1: no key; a stranger writes records for ranks 100-102 (at an SSH-like banner, a closed port, a silent
+    listener) and rank 1 (a rank of the job) at the banner, then asks rank 0 for a `rate` of them. Held: ranks past
+    the world size are never tried, and of rank 1 only "unreached" is said, no port's behaviour."""
+    key = "ncclcheck/live/rank/"
+    job = _LiveJob(repo, 2)
+    banner, silent = _Banner(), socket.create_server(("127.0.0.1", 0))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    try:
+        rec = json.loads(job.server.get(f"{key}0"))
+        for r, port in ((100, banner.port), (101, closed), (102, silent.getsockname()[1])):
+            job.server.set(f"{key}{r}", json.dumps({**rec, "rank": r, "port": port}))
+        far, _, _ = _ask(job.where[0]["addr"], job.where[0]["port"], {"kind": "rate", "ranks": [100, 101, 102]})
+        tried_far = banner.accepted
+        job.server.set(f"{key}1", json.dumps({**rec, "rank": 1, "port": banner.port}))
+        t0 = time.monotonic()
+        near, _, _ = _ask(job.where[0]["addr"], job.where[0]["port"], {"kind": "rate", "ranks": [1]})
+        took = time.monotonic() - t0
+    finally:
+        banner.close()
+        silent.close()
+        job.close()
+    said = json.dumps({"far": far.get("rate") or far.get("unknown") or far, "rank 1": near.get("rate") or near})
+    leaks = any(w in said for w in ("frame of", "refused", "timeout", "reset"))
+    held = tried_far == 0 and not leaks and (near.get("rate") or {}).get("1") == {"ok": False, "kind": "unreached"}
+    return {"held": held, "line": f"live rate (no key) of ranks 100-102 at loopback ports and of rank 1 at an SSH "
+            f"banner: {tried_far} connects past the world size; said {said[:260]} (rank 1 in {took:.1f} s)"}
+
+
+def blob_flood_attack(repo: str, n: int = 40) -> dict:
+    """Item 2: no key; a stranger at another address of the rank's host (127.0.0.2: not a rank's) asks for 4 MiB
+    and 1 MiB blobs. Held: every one refused (never built or sent to an address no rank of the job has), so he gets
+    back less than 10x what he sent."""
+    job = _LiveJob(repo, 2)
+    sent = got = blobs = 0
+    try:
+        for i in range(n):
+            size = (4 << 20) if i % 2 else (1 << 20)
+            try:
+                reply, a, b = _ask(job.where[0]["addr"], job.where[0]["port"], {"kind": "blob", "bytes": size,
+                                   "from": 0}, source="127.0.0.2")
+            except (OSError, ValueError, struct.error):
+                continue
+            sent, got, blobs = sent + a, got + b, blobs + ("pad" in reply)
+    finally:
+        job.close()
+    ratio = got / max(1, sent)
+    return {"held": blobs == 0 and ratio < 10, "ratio": ratio,
+            "line": f"live blob flood (no key) from 127.0.0.2: {blobs} of {n} blobs sent; {got:,} bytes back for "
+                    f"{sent:,} sent ({ratio:,.0f}x)"}
+
+
+def _munged(tmp: str) -> Optional[tuple]:
+    """A real munged on a private socket (as tests/rendezvous/test_trust.py starts one): (process, its socket, a
+    slurm.conf naming it), or None where munge is not installed or this is not root."""
+    import shutil
+
+    from ncclcheck.facts import munge
+
+    if shutil.which("munged") is None or not munge.available() or os.geteuid() != 0:
+        return None
+    key = os.path.join(tmp, "munge.key")
+    with open(key, "wb") as f:
+        f.write(os.urandom(1024))
+    os.chmod(key, 0o400)
+    sock = os.path.join(tmp, "munge.socket")
+    proc = subprocess.Popen(["munged", "--foreground", "--force", f"--socket={sock}", f"--key-file={key}",
+                             f"--pid-file={tmp}/pid", f"--log-file={tmp}/log", f"--seed-file={tmp}/seed"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    end = time.monotonic() + 10
+    while not os.path.exists(sock) and time.monotonic() < end:
+        time.sleep(0.05)
+    conf = os.path.join(tmp, "slurm.conf")
+    with open(conf, "w") as f:
+        f.write(f"AuthType=auth/munge\nAuthInfo=socket={sock}\n")
+    return proc, sock, conf
+
+
+def munge_rate_attack(repo: str) -> dict:
+    """Item 7: at level munge (a Slurm job, no token), a stranger overwrites rank 1's record to point at an SSH-like
+    banner on the rank's host; a watcher of the job (a munge session of the job's user) asks rank 0 for a `rate`
+    of rank 1. Held: rank 0 says only "unreached" (the record is not signed: nothing of the port is said)."""
+    tmp = tempfile.mkdtemp(prefix="ncclcheck-munge-")
+    got = _munged(tmp)
+    if got is None:
+        return {"held": None, "line": "munge rate: skipped (needs munge and munged, as root)"}
+    proc, sock, conf = got
+    env = {"SLURM_JOB_ID": "55", "SLURM_CONF": conf}  # a Slurm job where munged runs: level munge, no token
+    banner = _Banner()
+    job = None
+    try:
+        job = _LiveJob(repo, 2, extra=env)
+        out = subprocess.run([sys.executable, "-c", _MUNGE_ASK, str(job.port), str(banner.port)], capture_output=True,
+                             text=True, env=_env(repo, **env), timeout=120, cwd=repo)
+        reply = json.loads(out.stdout.strip().splitlines()[-1]) if out.stdout.strip() else {"error": out.stderr[-200:]}
+    finally:
+        banner.close()
+        if job is not None:
+            job.close()
+        proc.terminate()
+        proc.wait(10)
+    one = (reply.get("rate") or {}).get("1")
+    held = one == {"ok": False, "kind": "unreached"} and reply.get("auth") == "munge"
+    return {"held": held, "line": f"live rate at level munge of rank 1 pointed at an SSH banner: rank 0 said "
+            f"{json.dumps(one) if one else json.dumps(reply)[:160]} (its level: {reply.get('auth')})"}
+
+
+# A watcher at level munge (REPO's): reads the job's registry, points rank 1's record at the banner (as a stranger
+# may: munge's records are not signed), asks rank 0 for a rate of rank 1; prints the reply with rank 0's level.
+_MUNGE_ASK = """
+import json, sys
+from ncclcheck.live.auth import Session
+from ncclcheck.live.fetch import Asker, ask, read_registry
+from ncclcheck.rendezvous.budget import Budget
+from ncclcheck.rendezvous.store import Guard, open_store
+port, banner = int(sys.argv[1]), int(sys.argv[2])
+b = Budget(timeout_s=20.0)
+st = open_store("127.0.0.1", port, False, 10.0, guard=Guard())
+reg = read_registry(st)
+rec = dict(reg.records[1], port=banner)
+st.raw.set("ncclcheck/live/rank/1", json.dumps(rec))
+a = ask(reg.records[0], "rate", Asker(Session("munge", None, port, b), reg.job, reg.run), b.deadline(20), b,
+        {"ranks": [1]})
+print(json.dumps({**(a.doc or {"error": a.why}), "auth": reg.records[0].get("auth")}))
+"""
+
+
+def squat_attack(repo: str) -> dict:
+    """Item 8: a process of node 0's own user binds the master port first, with SO_REUSEPORT; node 0 then serves a
+    world large enough that its front is sharded (a hard open-file limit of 512, 300 clients: two fronts). Held:
+    node 0 refuses the port and names the squatter; else how many of 40 clients reached the squatter."""
+    sq = socket.create_server(("", 0), family=socket.AF_INET6, dualstack_ipv6=True, reuse_port=True) \
+        if socket.has_dualstack_ipv6() else socket.create_server(("", 0), reuse_port=True)
+    sq.settimeout(0.2)
+    port = sq.getsockname()[1]
+    node0 = subprocess.Popen([sys.executable, "-c", _SQUAT_NODE0, str(port)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env=_env(repo), cwd=repo)
+    reached, conns = 0, []
+    try:
+        said = json.loads(node0.stdout.readline() or "{}")
+        if "fronts" in said:
+            for _ in range(40):
+                try:
+                    conns.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+                except OSError:
+                    continue
+            while True:
+                try:
+                    c, _ = sq.accept()
+                except OSError:
+                    break
+                reached += 1
+                c.close()
+    finally:
+        for c in conns:
+            c.close()
+        sq.close()
+        node0.kill()
+        node0.wait(10)
+    refused = said.get("refused", "")
+    held = str(os.getpid()) in refused
+    what = f"node 0 refused it: {refused[:150]}" if refused else \
+        f"node 0 served it with {said.get('fronts')} fronts; {reached} of {len(conns)} clients reached the squatter"
+    return {"held": held, "line": f"master port squatted first with SO_REUSEPORT (sharded front): {what}"}
+
+
+_SQUAT_NODE0 = """
+import datetime as dt, json, resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (512, 512))  # 300 clients need two fronts under it
+from ncclcheck.rendezvous.serve import serve_store
+try:
+    store, front = serve_store(int(sys.argv[1]), dt.timedelta(seconds=30), lambda why: None, clients=300)
+    print(json.dumps({"fronts": len(front.procs)}), flush=True)
+except ConnectionError as e:
+    print(json.dumps({"refused": str(e)}), flush=True)
+sys.stdin.read()
+"""
+
+ROUND4 = {"rate-scan": rate_scan_attack, "blob-flood": blob_flood_attack, "surrogate": surrogate_attack,
+          "unbounded-read": unbounded_read_attack, "controls": controls_attack, "newline-name": newline_name_attack,
+          "munge-rate": munge_rate_attack, "squat": squat_attack}
+
+
+def round4(repo: str) -> int:
+    """Every attack of issue 55 against REPO, one line each, HELD or NOT HELD first."""
+    only = sys.argv[3:]
+    for name, attack in ROUND4.items():
+        if only and name not in only:
+            continue
+        got = attack(repo)
+        mark = "skipped" if got["held"] is None else "HELD" if got["held"] else "NOT HELD"
+        print(f"{mark:8s} {name}: {got['line']}", flush=True)
+    return 0
+
+
 # Attacks by name (the first argument); without one, main()'s file-side attacks of issue 21.
-ATTACKS = {"replay": replay_attack, "drip": drip_attack, "live": live_attacks}
+ATTACKS = {"replay": replay_attack, "drip": drip_attack, "live": live_attacks, "round4": round4}
 
 
 if __name__ == "__main__":

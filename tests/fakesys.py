@@ -13,6 +13,15 @@ API (everything writes under a tmp directory and never needs root):
     fs.ib_device(dev, *, fw_ver="28.39.1002", node_guid=..., numa_node=0, netdevs=())
     fs.ib_port(dev, port=1, *, state="4: ACTIVE", phys_state="5: LinkUp", rate="400 Gb/sec (4X NDR)",
                link_layer="InfiniBand", gids={index: (gid, type, ndev)}, empty_gid_slots=4)
+    fs.ib_device(..., board_id=, hca_type=, pci=[bdf chain], root="pci0000:00")
+                                             # pci: the HCA's device link leads into sys/devices/<root>/<chain>
+    fs.ib_counters(dev, port, hw=False, **{counter: value})   # ports/N/counters (hw: hw_counters)
+    fs.carrier(name, changes, up=None, down=None)             # /sys/class/net/<name>/carrier_changes (+ up/down)
+    fs.pci_device(chain, root=, numa_node=, vendor=, cls=) / fs.gpu_at(chain, root=, numa_node=)
+                                             # a PCI function at the end of a bridge chain, with the kernel's
+                                             # sys/bus/pci/devices/<bdf> link; gpu_at: an NVIDIA 3D controller
+    fs.peermem("nvidia_peermem" | "nv_mem" | "nv_mem_nc") / fs.nvidia_module("open" | "proprietary")
+    fs.kernel(release) / fs.mlx5_core_version(version)
     fs.mounts(lines) / fs.shm(size_bytes)    # <proc>/mounts, the latter with a tmpfs /dev/shm "size=<n>k" line
     fs.port_range(lo, hi) / fs.meminfo(total_bytes)
 
@@ -27,6 +36,9 @@ Scenarios, named after the failure they pin (each takes a FakeSys, builds the tr
                               eth0 physical running 100000 Mb/s 198.18.0.1/24; docker0 bridge, up, no carrier (or
                               running with docker_running=True) 172.17.0.1/16; vethabc123 host-side veth; lo
     container_shm_64mib(fs)   /dev/shm tmpfs size=65536k (67108864 bytes), as Docker gives a container by default
+    gpu_node(fs, peermem=, flavor=, fw_ver=, kernel=, board_id=, hca_type=, ofed=, boot_id=)
+                              4 GPUs and 4 ACTIVE 400G IB HCAs on two sockets, one GPU and one HCA under each of
+                              four PCIe switches (GPU i's nearest NIC mlx5_i, PIX), counters 0, GPUDirect RDMA
 
 Example:
 
@@ -42,6 +54,7 @@ import ipaddress
 import os
 import socket
 from collections import namedtuple
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Optional, Union
 
@@ -159,15 +172,87 @@ class FakeSys:
 
     # -- /sys/class/infiniband ------------------------------------------------------------------------------
     def ib_device(self, dev: str, *, fw_ver: str = "28.39.1002", node_guid: str = "a088:c203:0012:3456",
-                  numa_node: Optional[int] = 0, netdevs=()) -> Path:
+                  numa_node: Optional[int] = 0, netdevs=(), board_id: Optional[str] = None,
+                  hca_type: Optional[str] = None, pci: Optional[Sequence[str]] = None,
+                  root: str = "pci0000:00") -> Path:
+        """pci: the HCA's chain of PCI bus ids from the root port down (the HCA last); its `device` link then leads
+        into sys/devices/<root>/... as the kernel's does, and numa_node sits on every element of the chain."""
         base = f"sys/class/infiniband/{dev}"
         self.write(f"{base}/fw_ver", f"{fw_ver}\n")
         self.write(f"{base}/node_guid", f"{node_guid}\n")
-        if numa_node is not None:
+        if board_id is not None:
+            self.write(f"{base}/board_id", f"{board_id}\n")
+        if hca_type is not None:
+            self.write(f"{base}/hca_type", f"{hca_type}\n")
+        if pci:
+            target = self.pci_device(pci, root=root, numa_node=numa_node, vendor="0x15b3", cls="0x020700")
+            self._symlink(f"{base}/device", os.path.relpath(target, (self.root / base)))
+        elif numa_node is not None:
             self.write(f"{base}/device/numa_node", f"{numa_node}\n")
         for i, nd in enumerate(netdevs):
             self.write(f"{base}/device/net/{nd}/dev_port", f"{i}\n")
         return self.root / base
+
+    def ib_counters(self, dev: str, port: int = 1, hw: bool = False, **values: int) -> Path:
+        """ports/<port>/counters/<name> (hw: hw_counters/<name>) = value, one file per keyword."""
+        base = f"sys/class/infiniband/{dev}/ports/{port}/{'hw_counters' if hw else 'counters'}"
+        for name, v in values.items():
+            self.write(f"{base}/{name}", f"{v}\n")
+        return self.root / base
+
+    def carrier(self, name: str, changes: int, up: Optional[int] = None, down: Optional[int] = None) -> Path:
+        """/sys/class/net/<name>/carrier_changes (+ carrier_up_count / carrier_down_count) of an existing netdev."""
+        base = f"sys/class/net/{name}"
+        self.write(f"{base}/carrier_changes", f"{changes}\n")
+        if up is not None:
+            self.write(f"{base}/carrier_up_count", f"{up}\n")
+        if down is not None:
+            self.write(f"{base}/carrier_down_count", f"{down}\n")
+        return self.root / base
+
+    # -- the PCI tree, GPUDirect RDMA's modules ---------------------------------------------------------------
+    def pci_device(self, chain: Sequence[str], *, root: str = "pci0000:00", numa_node: Optional[int] = 0,
+                   vendor: str = "0x10de", cls: str = "0x030200") -> Path:
+        """A PCI function at the end of `chain` (bus ids from the root port down) as real directories under
+        sys/devices/<root>/..., each bridge with its numa_node, and the kernel's sys/bus/pci/devices/<bdf> link."""
+        rel = "sys/devices/" + root
+        for i, bdf in enumerate(chain):
+            rel += "/" + bdf
+            if numa_node is not None:
+                self.write(f"{rel}/numa_node", f"{numa_node}\n")
+            last = i == len(chain) - 1
+            self.write(f"{rel}/vendor", f"{vendor if last else '0x8086'}\n")
+            self.write(f"{rel}/class", f"{cls if last else '0x060400'}\n")
+            link = f"sys/bus/pci/devices/{bdf}"
+            self._symlink(link, os.path.relpath(self.root / rel, (self.root / link).parent))
+        return self.root / rel
+
+    def gpu_at(self, chain: Sequence[str], *, root: str = "pci0000:00", numa_node: Optional[int] = 0) -> Path:
+        """An NVIDIA GPU (3D controller) at the end of chain, with its PCIe link at Gen5 x16."""
+        d = self.pci_device(chain, root=root, numa_node=numa_node)
+        for k, v in (("current_link_speed", "32.0 GT/s PCIe"), ("max_link_speed", "32.0 GT/s PCIe"),
+                     ("current_link_width", "16"), ("max_link_width", "16")):
+            (d / k).write_text(v + "\n")
+        return d
+
+    def peermem(self, which: str = "nvidia_peermem", version: str = "580.95.05") -> Path:
+        """One of the three files NCCL's ncclIbGdrSupport looks for: nvidia_peermem (the driver's module), nv_mem or
+        nv_mem_nc (MLNX_OFED's peer-memory clients)."""
+        rel = {"nvidia_peermem": "sys/module/nvidia_peermem/version",
+               "nv_mem": "sys/kernel/mm/memory_peers/nv_mem/version",
+               "nv_mem_nc": "sys/kernel/mm/memory_peers/nv_mem_nc/version"}[which]
+        return self.write(rel, f"{version}\n")
+
+    def nvidia_module(self, flavor: str = "open", version: str = "580.95.05") -> Path:
+        """/sys/module/nvidia: the open flavor taints "OE" (out of tree, unsigned), the proprietary one "POE"."""
+        self.write("sys/module/nvidia/version", f"{version}\n")
+        return self.write("sys/module/nvidia/taint", ("POE" if flavor == "proprietary" else "OE") + "\n")
+
+    def kernel(self, release: str) -> Path:
+        return self.write("proc/sys/kernel/osrelease", f"{release}\n")
+
+    def mlx5_core_version(self, version: str) -> Path:
+        return self.write("sys/module/mlx5_core/version", f"{version}\n")
 
     def ib_port(self, dev: str, port: int = 1, *, state: str = "4: ACTIVE", phys_state: str = "5: LinkUp",
                 rate: str = "400 Gb/sec (4X NDR)", link_layer: str = "InfiniBand", gids=None,
@@ -283,3 +368,55 @@ def gpu_pci(fs: FakeSys, bdf: str, speed: str = "16.0 GT/s PCIe", width: int = 1
     fs.write(f"{base}/max_link_speed", f"{max_speed or speed}\n")
     fs.write(f"{base}/max_link_width", f"{max_width or width}\n")
     return fs.root / base
+
+
+# -- a GPU node's fabric: GPUs and HCAs on the PCI tree, GPUDirect RDMA, counters ---------------------------------
+# Two sockets, two PCIe switches each; under every switch one GPU and one HCA (a rail-aligned node, like a DGX or an
+# ND H100 v5 in miniature): GPU i's nearest NIC is mlx5_i (PIX), the other NIC of its socket is PHB, the far socket's
+# SYS. GPU_NODE_GPUS[i] = (root, chain); GPU_NODE_HCAS[i] = (name, root, chain).
+GPU_NODE_GPUS = (
+    ("pci0000:00", ("0000:00:01.0", "0000:01:00.0", "0000:02:00.0", "0000:03:00.0")),
+    ("pci0000:00", ("0000:00:02.0", "0000:05:00.0", "0000:06:00.0", "0000:07:00.0")),
+    ("pci0000:80", ("0000:80:01.0", "0000:81:00.0", "0000:82:00.0", "0000:83:00.0")),
+    ("pci0000:80", ("0000:80:02.0", "0000:85:00.0", "0000:86:00.0", "0000:87:00.0")),
+)
+GPU_NODE_HCAS = (
+    ("mlx5_0", "pci0000:00", ("0000:00:01.0", "0000:01:00.0", "0000:02:01.0", "0000:04:00.0")),
+    ("mlx5_1", "pci0000:00", ("0000:00:02.0", "0000:05:00.0", "0000:06:01.0", "0000:08:00.0")),
+    ("mlx5_2", "pci0000:80", ("0000:80:01.0", "0000:81:00.0", "0000:82:01.0", "0000:84:00.0")),
+    ("mlx5_3", "pci0000:80", ("0000:80:02.0", "0000:85:00.0", "0000:86:01.0", "0000:88:00.0")),
+)
+ZERO_COUNTERS = {n: 0 for n in ("link_downed", "link_error_recovery", "symbol_error", "port_rcv_errors",
+                                "port_rcv_remote_physical_errors", "port_xmit_discards",
+                                "local_link_integrity_errors", "excessive_buffer_overrun_errors")}
+ZERO_HW_COUNTERS = {n: 0 for n in ("local_ack_timeout_err", "packet_seq_err", "implied_nak_seq_err", "out_of_buffer",
+                                   "out_of_sequence", "rnr_nak_retry_err", "np_cnp_sent", "rp_cnp_handled")}
+
+
+def gpu_node(fs: FakeSys, *, peermem: Optional[str] = "nvidia_peermem", flavor: str = "open",
+             fw_ver: str = "28.39.1002", kernel: Optional[str] = "6.8.0-1064-azure", board_id: str = "MT_0000000838",
+             hca_type: str = "MT4129", ofed: Optional[str] = "24.10-1.1.4",
+             boot_id: str = "5f0c2b1e-3d4a-4c8e-9a7b-1e2d3c4b5a69", netdevs: bool = True) -> FakeSys:
+    """4 GPUs and 4 ACTIVE 400G InfiniBand HCAs (ib0-ib3) on two sockets (the layout above), every error counter 0,
+    GPUDirect RDMA through `peermem` (None: no peer-memory file) with the NVIDIA module of `flavor`. netdevs=False
+    leaves sys/class/net alone (a lab host links it to its namespace's own)."""
+    for root, chain in GPU_NODE_GPUS:
+        fs.gpu_at(chain, root=root, numa_node=0 if root == "pci0000:00" else 1)
+    for i, (name, root, chain) in enumerate(GPU_NODE_HCAS):
+        fs.ib_device(name, fw_ver=fw_ver, node_guid=f"a088:c203:0012:345{i}", numa_node=0 if i < 2 else 1,
+                     netdevs=[f"ib{i}"], board_id=board_id, hca_type=hca_type, pci=chain, root=root)
+        fs.ib_port(name, 1, gids={0: (f"fe80:0000:0000:0000:a088:c203:0012:345{i}", "IB/RoCE v1", None)})
+        fs.ib_counters(name, 1, **ZERO_COUNTERS)
+        fs.ib_counters(name, 1, hw=True, **ZERO_HW_COUNTERS)
+        if netdevs:
+            fs.net(f"ib{i}", "ipoib", speed=400000, mtu=4092, addrs=[f"198.19.{i}.1/24"], numa_node=0 if i < 2 else 1)
+            fs.carrier(f"ib{i}", 2, up=1, down=1)
+    if peermem:
+        fs.peermem(peermem)
+    fs.nvidia_module(flavor)
+    if kernel:
+        fs.kernel(kernel)
+    if ofed:
+        fs.mlx5_core_version(ofed)
+    fs.write("proc/sys/kernel/random/boot_id", f"{boot_id}\n")
+    return fs

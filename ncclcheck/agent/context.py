@@ -27,6 +27,8 @@ class Observer(Protocol):
     def stop(self) -> None: ...
 
     # Optional: row(kind, data) receives each measured row (show_row); observers without it show progress only.
+    # Optional: wait(event) hears what the process waits for while it waits (rendezvous/waits.py, from another
+    # thread); observers without it say nothing of waits.
 
 
 def show_row(observer: Any, kind: str, data: dict) -> None:

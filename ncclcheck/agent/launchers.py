@@ -23,10 +23,10 @@ from ..config import (
     parse_port,
 )
 from ..errors import UsageError
+from ..model import LAUNCHERS  # the names, written once
 from ..rendezvous import roles
 from .hostlist import expand_nodelist
 
-LAUNCHERS = ("ncclcheck", "torchrun", "fabric", "slurm", "mpi", "kubernetes", "pytorchjob")
 # Launchers that start every rank themselves (ncclcheck runs in-process as that rank); the others start one
 # ncclcheck per node, which spawns the node's ranks (launcher mode).
 WORKER_LAUNCHERS = ("torchrun", "fabric", "slurm", "mpi")

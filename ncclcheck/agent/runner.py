@@ -447,14 +447,16 @@ def _launch_local(world_config: WorldConfig, placement: Placement, job_fn: Calla
     if lw.standalone:
         lw.port = st.front.port
     try:
-        procs = _spawn_ranks(lw, job_fn, payload, log_dir, env, observer is not None, budget, world_config.token)
+        # an observer of what this process waits for alone (render/progress.WaitLines) shows no rank's progress
+        shows = observer is not None and getattr(observer, "progress", True)
+        procs = _spawn_ranks(lw, job_fn, payload, log_dir, env, shows, budget, world_config.token)
     except SpawnError as exc:  # one line with the fix, on every rank of this node, instead of a traceback
         out = JobOutcome(world_size=lw.world_size, backend=lw.backend)
         out.failures = [{"rank": lw.node * lw.nproc + lr, "reason": str(exc)} for lr in range(lw.nproc)]
         return out
     stall_s = budget.stall_s(step_ops)
     interrupted, by = False, ""
-    show = observer if 0 in procs else None  # rank 0's progress, replayed into this agent's bar
+    show = observer if 0 in procs and shows else None  # rank 0's progress, replayed into this agent's bar
     try:
         with relay(lambda: open_store(lw.host, lw.port, False, budget.join_s, lw.prefix, guard), show, budget):
             hung, why = _watch(procs, st, stall_s, lw.node, budget.rank_start_bound_s, budget)

@@ -115,7 +115,10 @@ def load_baseline(path: str) -> list[BenchRow]:
     """Bench rows of a saved report (schema ncclcheck.report/1). UsageError when unreadable or not such a report."""
     data = load_saved_report(path, f"--baseline {path}")
     if not data.get("bench"):
-        raise UsageError(f"--baseline {path}: the report holds no bench rows")
+        made = data.get("command") if isinstance(data.get("command"), str) else None
+        what = f"a report of `ncclcheck {made}`" if made else "the report"
+        raise UsageError(f"--baseline {path}: {what} holds no bench rows to compare; a bench baseline is a report of "
+                         "bench (`ncclcheck bench --save-baseline FILE`)")
     try:
         return [BenchRow.from_json(r) for r in data["bench"]]
     except (KeyError, TypeError) as e:

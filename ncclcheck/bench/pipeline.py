@@ -18,7 +18,7 @@ def run(config: Config, observer=None, placement=None) -> Report:
     budget = w.budget(config)
     placement = w.placement(config, placement)
     try:
-        world, placement = w.job_world(config, placement, budget)
+        world, placement = w.job_world(config, placement, budget, observer)
     except WorldError as exc:
         return w.world_failure_report(config, "bench", clock, str(exc), placement)
     world_size = placement.world_size if placement.worker_mode else world.nnodes * w.local_ranks(world, placement)

@@ -93,6 +93,23 @@ VERSION_KEYS = (("python", "versions", "python"), ("torch", "versions", "torch")
 WARN_ONLY_VERSIONS = ("driver",)
 
 
+def compare(inp: CrossInput, items: list) -> tuple[list, dict, dict]:
+    """The one comparison of a value across nodes (versions, HCA firmware, GPU VBIOS...): items = [(label, key,
+    {rank: value})] -> (one phrase per item that differs, "<label> <majority> on most nodes but <other> on <nodes>";
+    evidence {key: {rank: value}}; {key: [ranks not on the majority's value]}). The majority is the most common
+    value, a tie going to the lowest rank's (node 0's)."""
+    phrases, evidence, odd = [], {}, {}
+    for label, key, values in items:
+        evidence[key] = {str(r): v for r, v in values.items()}
+        if len({_key(v) for v in values.values()}) > 1:
+            split = _by_value(values)
+            majority = split[0][0]
+            odd[key] = [r for r, v in values.items() if _key(v) != _key(majority)]
+            phrases.append(f"{label} {majority} on most nodes but " + "; ".join(
+                f"{v} on {_who(inp, rs)}" for v, rs in split[1:]))
+    return phrases, evidence, odd
+
+
 def check_versions(inp: CrossInput) -> CheckResult:
     """versions.consistent: python, torch, CUDA, NCCL and driver are the same on every node."""
     cid = "versions.consistent"
@@ -101,22 +118,15 @@ def check_versions(inp: CrossInput) -> CheckResult:
     vs = inp.group("versions")
     if len(vs) < 2:
         return skipped(cid, "versions unavailable on all but one node")
-    diffs, evidence, worst = [], {}, None
-    for label, _, key in VERSION_KEYS:
-        values = {r: v.get(key) for r, v in vs.items()}
-        evidence[key] = {str(r): v for r, v in values.items()}
-        if len({_key(v) for v in values.values()}) > 1:
-            majority, _ = _by_value(values)[0]
-            odd = [r for r, v in values.items() if _key(v) != _key(majority)]
-            diffs.append(f"{label} {majority} on most nodes but " + "; ".join(
-                f"{v} on {_who(inp, rs)}" for v, rs in _by_value(values)[1:]))
-            worst = "fail" if label not in WARN_ONLY_VERSIONS or worst == "fail" else worst or "warn"
-            evidence.setdefault("odd_nodes", {})[key] = odd
+    diffs, evidence, odd = compare(inp, [(label, key, {r: v.get(key) for r, v in vs.items()})
+                                         for label, _, key in VERSION_KEYS])
     if not diffs:
         t = vs[min(vs)]
         return passed(cid, f"same versions on {len(vs)} nodes (python {t.get('python')}, torch {t.get('torch')}, "
                            f"NCCL {t.get('nccl') or 'n/a'})", evidence=evidence)
-    res = failed if worst == "fail" else warned
+    evidence["odd_nodes"] = odd
+    labels = {key: label for label, _, key in VERSION_KEYS}
+    res = warned if all(labels[k] in WARN_ONLY_VERSIONS for k in odd) else failed
     return res(cid, "; ".join(diffs), evidence=evidence,
                detail="Different NCCL/torch builds across ranks give \"Mismatched NCCL version\" errors or silent "
                       "hangs in the first collective.",

@@ -11,11 +11,12 @@ from typing import Optional
 
 from ..model import CheckResult, failed, passed, skipped, warned
 from ..nccl import rules
-from . import local
+from . import actions, affinity, counters, gdr, local
 
 GPUS, IFACE, IB = "health.gpus", "health.nccl_interface", "health.ib_ports"
 # preflight's node-local checks that say something on one node alone (no master, no resolver, no other node).
-LOCAL_CHECKS = (local.check_socket_ifname, local.check_shm, local.check_memlock, local.check_env_nccl)
+LOCAL_CHECKS = (local.check_socket_ifname, gdr.check_gdr, affinity.check_affinity, counters.check_counters,
+                local.check_shm, local.check_memlock, local.check_env_nccl)
 
 
 @dataclass(frozen=True)
@@ -148,12 +149,22 @@ def check_ib_ports(facts: dict, expect: Expect) -> list:
     slow = [f"{d}:{p} {x.get('rate_gbps')} Gb/s" for d, p, x in ports
             if (d, p) in active and want and not (isinstance(x.get("rate_gbps"), (int, float))
                                                   and x["rate_gbps"] >= want)]
+    no_v2 = rules.roce_without_v2_ipv4_gid(rules.active_ib_ports(rdma))
+    gid: list = []
+    if no_v2:  # NCCL would use these ports with a GID that does not route (nccl/rules.py)
+        named = ", ".join(f"{d}:{p}" + (f" ({', '.join(x.get('netdevs') or [])})" if x.get("netdevs") else "")
+                          for d, p, x in no_v2)
+        gid = [failed(IB, f"ACTIVE RoCE port(s) with no RoCE v2 IPv4 GID: {named}; {actions.said(actions.ISOLATE)}",
+                      evidence={**ev, actions.KEY: actions.ISOLATE}, detail=rules.ROCE_NO_V2_DETAIL,
+                      fix=rules.roce_no_v2_fix(no_v2))]
     fix = "Cable, transceiver, switch port and subnet manager (`sminfo`, `ibstat` on the node); then resume it."
     if not active or (want and (down or slow)):
         what = "; ".join(filter(None, [f"not ACTIVE: {', '.join(down)}" if down else "",
                                        f"below {want:g} Gb/s: {', '.join(slow)}" if slow else ""]))
-        return [failed(IB, what, evidence=ev, fix=fix)]
+        return [failed(IB, what, evidence=ev, fix=fix)] + gid
     if down:
-        return [warned(IB, f"{len(active)} ACTIVE; not ACTIVE: {', '.join(down)}", evidence=ev, fix=fix)]
+        return [warned(IB, f"{len(active)} ACTIVE; not ACTIVE: {', '.join(down)}", evidence=ev, fix=fix)] + gid
+    if gid:
+        return gid
     rate = f" at >= {want:g} Gb/s" if want else ""
     return [passed(IB, f"{len(active)} RDMA port(s) ACTIVE{rate}", evidence=ev)]

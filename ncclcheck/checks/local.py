@@ -9,9 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..model import CheckResult, failed, passed, skipped, warned
+from ..hostranges import rank_ranges
+from ..model import CheckResult, Status, failed, passed, skipped, warned
 from ..nccl import rules
 from ..units import format_bytes
+from . import actions
 
 SHM_MIN_BYTES = 1 << 30  # NCCL's SHM transport and DataLoader workers; Docker's default of 64 MiB breaks both
 DEBUG_SWITCHES = ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_ALGO", "NCCL_PROTO", "NCCL_NET_GDR_LEVEL",
@@ -217,7 +219,8 @@ def check_nofile(inp: LocalInput) -> CheckResult:
     cid, node = "host.nofile", inp.node_rank
     nf = inp.nofile
     if not isinstance(nf, dict):
-        return skipped(cid, "single node: no store connections to hold", node=node)
+        return skipped(cid, "one node: nothing to count (the open-file limit matters on node 0 of a multi-node run, "
+                            "which holds a connection per node)", node=node)
     need, soft, hard, before = nf.get("needed"), nf.get("soft"), nf.get("hard"), nf.get("soft_before")
     # 8,192 copies of this in one report: only what a reader needs (issue 27: JSON bytes per node)
     ev = {k: nf.get(k) for k in ("needed", "soft", "hard")}
@@ -225,17 +228,20 @@ def check_nofile(inp: LocalInput) -> CheckResult:
         ev["soft_before"] = before
     if nf.get("error"):
         ev["error"] = nf["error"]
-    role = (f"this node hosts the rendezvous for {nf.get('nnodes')} nodes (one connection each)"
-            if nf.get("hosts_store") else "this node probes its mesh peers")
+    # What the count is made of, in a reader's words: a new user read "the 258 descriptors this node probes its mesh
+    # peers needs" and could not tell what was counted or whether it was fine.
+    role = (f"ncclcheck's own files plus one connection per node: this node hosts the rendezvous of "
+            f"{nf.get('nnodes'):,} nodes" if nf.get("hosts_store") and isinstance(nf.get("nnodes"), int) else
+            "ncclcheck's own files and its probes of the other nodes")
     if soft is None or (isinstance(need, int) and soft >= need):
         said = "unlimited" if soft is None else f"{soft:,}"
-        raised = f" (raised from {before:,})" if nf.get("raised") and isinstance(before, int) else ""
-        return passed(cid, f"open-file limit {said}{raised} covers the {need:,} descriptors {role} needs",
-                      node=node, evidence=ev)
+        raised = f" (ncclcheck raised it from {before:,})" if nf.get("raised") and isinstance(before, int) else ""
+        return passed(cid, f"open-file limit (ulimit -n) {said}{raised} is enough: this node needs {need:,} open "
+                           f"files ({role})", node=node, evidence=ev)
     hard_s = "unlimited" if hard is None else f"{hard:,}"
     why = f" ({nf['error']})" if nf.get("error") else ""
-    return failed(cid, f"open-file limit {soft:,} (hard {hard_s}) is below the {need:,} descriptors {role} "
-                  f"needs{why}", node=node, evidence=ev,
+    return failed(cid, f"open-file limit (ulimit -n) {soft:,} (hard {hard_s}) is too low: this node needs {need:,} "
+                  f"open files ({role}){why}", node=node, evidence=ev,
                   detail="Node 0 stops accepting nodes once it runs out of descriptors: the nodes past the limit "
                          "fail to join, and torch.distributed's own TCPStore has the same limit.",
                   fix=f"Raise the limit to at least {need:,} where the job starts: `ulimit -n {need}` (and the hard "
@@ -439,6 +445,16 @@ def check_ib_devices(inp: LocalInput) -> list:
                                       detail="NCCL < 2.21 defaults to GID index 0; errors like \"Got completion "
                                              "with error 12\" follow.",
                                       fix=f"export NCCL_IB_GID_INDEX={want}"))
+        family = (inp.env.get("NCCL_IB_ADDR_FAMILY") or "AF_INET").strip().upper()
+        used = [(d, p, x) for d, p, x in roce if spec is None or spec.matches(d, p)]
+        no_v2 = rules.roce_without_v2_ipv4_gid(used) if gid is None and family == "AF_INET" else []
+        if no_v2:
+            named = ", ".join(f"{d}:{p}" + (f" ({', '.join(x.get('netdevs') or [])})" if x.get("netdevs") else "")
+                              for d, p, x in no_v2)
+            results.append((failed if inp.multi_node else warned)(
+                cid, f"ACTIVE RoCE port(s) with no RoCE v2 IPv4 GID: {named}; {actions.said(actions.ISOLATE)}",
+                node=node, evidence={**ev, actions.KEY: actions.ISOLATE}, detail=rules.ROCE_NO_V2_DETAIL,
+                fix=rules.roce_no_v2_fix(no_v2)))
         if any((x.get("link_layer") or "").lower() in ("unspecified", "") for _, _, x in active):
             results.append(warned(cid, "RDMA port with unspecified link layer (EFA?)", node=node, evidence=ev,
                                   fix="EFA needs the aws-ofi-nccl plugin (NCCL_NET_PLUGIN) and FI_PROVIDER=efa."))
@@ -562,4 +578,37 @@ def rejudge_one_host(results: list, facts: dict, node_rank: int) -> list:
             done.add(c.id)
             fresh = fn(inp)
             out.extend(fresh if isinstance(fresh, list) else [fresh])
+    return out
+
+
+def judged_among_joined(results: list, facts: dict, node_rank: int, missing: Optional[list] = None) -> list:
+    """`results` of a node whose world did not form. ONE_HOST_RECHECKED's verdicts depend on where the other nodes
+    run, which only the mesh probe shows, and no probe ran: judged among the nodes that joined, a failure that
+    passes when every node is on this host is not known to be one. It stays in the report as a warning that says
+    when it fails, never as a failure: the node that never joined (rendezvous.world) is the cause, and a check
+    whose verdict depends on who joined must not outrank it (issue 53: node 0 blamed /etc/hosts for a node given
+    another --master-port). A failure that stands wherever the nodes run (a GLOO_SOCKET_IFNAME naming no
+    interface) stays a failure. `missing`: the node ranks that never joined, when known."""
+    if not isinstance(facts, dict) or not facts:
+        return list(results)
+    inp = LocalInput.of(facts, node_rank=node_rank, multi_node=True, one_host=True)
+    why = (f"node rank(s) {rank_ranges(missing)} never joined" if missing else "the world did not form") + \
+        ", so no mesh probe showed where the nodes run"
+    still: dict = {}  # check id -> the summaries that fail even with every node on this host
+    out: list = []
+    for c in results:
+        fn = ONE_HOST_RECHECKED.get(c.id)
+        if fn is None or c.node != node_rank or c.status is not Status.FAIL:
+            out.append(c)
+            continue
+        if c.id not in still:
+            fresh = fn(inp)
+            still[c.id] = {f.summary for f in (fresh if isinstance(fresh, list) else [fresh])
+                           if f.status is Status.FAIL}
+        if c.summary in still[c.id]:
+            out.append(c)
+            continue
+        out.append(warned(c.id, f"{c.summary}: a problem once nodes on other hosts join (not judged: {why})",
+                          node=c.node, detail=c.detail, fix=c.fix,
+                          evidence=dict(c.evidence or {}, judged_without=rank_ranges(missing or []) or "world")))
     return out

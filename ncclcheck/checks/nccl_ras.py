@@ -124,10 +124,10 @@ def ras_check(parsed: Optional[dict], source: str = "ncclras") -> CheckResult:
     fix = ("Drain the named host(s): check the GPU (nvidia-smi -q, dmesg for Xid errors) and its NICs, then restart "
            "the job without them; `ncclcheck preflight` on the remaining nodes confirms they can train together.")
     if dead or errs:
-        return failed(CHECK_ID, lines[0], detail="\n".join(lines), fix=fix, evidence=ev)
+        return failed(CHECK_ID, lines[0], detail="\n".join(lines), fix=fix, evidence=ev, findings=tuple(lines))
     if gone or lag or parsed.get("timeouts"):
         summary = lines[0] if lines else f"the RAS query timed out on {parsed['timeouts']} leg(s)"
-        return warned(CHECK_ID, summary, detail="\n".join(lines), fix=fix, evidence=ev)
+        return warned(CHECK_ID, summary, detail="\n".join(lines), fix=fix, evidence=ev, findings=tuple(lines))
     n = sum(c["ranks_count"] or 0 for c in comms)
     # RAS sees NCCL's own state: a rank whose GPU never started a collective it called reads as in step (a lent
     # H100's hung job: RUNNING, OK; docs/gpu.md), so a pass says what it covers

@@ -5,6 +5,7 @@ root cause is the verdict; the others fail when they hold a cause and warn when 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from ..model import CheckResult, failed, passed, skipped, warned
 from ..nccl import rules
@@ -21,19 +22,37 @@ def _by(analysis: dict, kinds: tuple) -> list:
     return [c for c in analysis.get("causes", []) if c["kind"] in kinds]
 
 
-def _result(check_id: str, found: list, ok: str, evidence: dict) -> CheckResult:
+ROOT = "postmortem.root_cause"
+
+
+def _result(check_id: str, found: list, ok: str, evidence: dict, root: Optional[dict] = None) -> CheckResult:
+    """A check of one kind of finding. The root cause among them is referred to, not said again (postmortem.root_cause
+    says it, with its fix): a report that said one sentence four times (issue 53 item 7)."""
     if not found:
         return passed(check_id, ok, evidence=evidence)
     lines = [c["text"] for c in found[:SHOWN]] + ([f"... and {len(found) - SHOWN} more"] if len(found) > SHOWN else [])
-    fix = next((c["fix"] for c in found if c["fix"]), "")
     make = failed if any(c["cause"] for c in found) else warned
-    return make(check_id, found[0]["text"], detail="\n".join(lines), fix=fix, evidence=evidence)
+    rest = [c for c in found if c is not root]
+    if len(rest) < len(found):  # another cause is named; consequences only counted (in the detail), never headlined
+        also = next((c for c in rest if c["cause"]), None)
+        # Consequences are new information here (what the others did because of the root cause): the first is said.
+        summary = f"the root cause ({ROOT})" + (
+            f"; also: {also['text']}" if also else
+            f"; and {len(rest)} consequence{'s' if len(rest) != 1 else ''} of it: {rest[0]['text']}" if rest else "")
+        return make(check_id, summary, detail="\n".join(lines), fix=also["fix"] if also else "", evidence=evidence)
+    fix = next((c["fix"] for c in found if c["fix"]), "")
+    return make(check_id, found[0]["text"], detail="\n".join(lines), fix=fix, evidence=evidence,
+                findings=tuple(lines))
+
+
+def _root(analysis: dict) -> Optional[dict]:
+    return next((c for c in analysis.get("causes", []) if c["cause"]), None)
 
 
 def check_root_cause(inp: PostmortemInput) -> CheckResult:
     """The one verdict: the earliest cause, and what it explains."""
     a = inp.analysis
-    root = next((c for c in a.get("causes", []) if c["cause"]), None)
+    root = _root(a)
     ev = {"causes": len(a.get("causes", [])), "world_size": a.get("world_size")}
     if root is None:
         conseq = [c for c in a.get("causes", [])]
@@ -50,7 +69,7 @@ def check_root_cause(inp: PostmortemInput) -> CheckResult:
         return passed("postmortem.root_cause", "nothing wrong found in what the job left", evidence=ev)
     others = [c["text"] for c in a["causes"] if c is not root][:SHOWN]
     detail = "\n".join(["then (consequences and other findings):", *others]) if others else ""
-    return failed("postmortem.root_cause", a.get("verdict") or root["text"], detail=detail, fix=root["fix"],
+    return failed(ROOT, a.get("verdict") or root["text"], detail=detail, fix=root["fix"],
                   evidence={**ev, "kind": root["kind"], "ranks": root["ranks"], "pg": root.get("pg"),
                             "seq": root.get("seq"), "source": root.get("source")})
 
@@ -79,14 +98,14 @@ def check_collectives(inp: PostmortemInput) -> CheckResult:
     ev = {"groups": len(groups), "wrapped": [g["pg"] for g in groups if g.get("wrapped")]}
     unusable = _by(a, ("unusable_dump",))
     if not groups and unusable:  # read, and nothing in them could be used: said, never "no dumps"
-        return _result("postmortem.collectives", unusable, "", ev)
+        return _result("postmortem.collectives", unusable, "", ev, _root(a))
     if not groups:
         return skipped("postmortem.collectives", "no flight-recorder dumps among the inputs (arm the job: "
                        "ncclcheck recommend --postmortem DIR --format env)")
     n = len(groups)
     return _result("postmortem.collectives", _by(a, ("never_entered", "blocked", "unfinished", "p2p_unmatched",
                                                      "p2p_cycle", "unusable_dump")),
-                   f"{n} process group(s): every rank with a dump entered the same last collective", ev)
+                   f"{n} process group(s): every rank with a dump entered the same last collective", ev, _root(a))
 
 
 def check_mismatch(inp: PostmortemInput) -> CheckResult:
@@ -96,7 +115,7 @@ def check_mismatch(inp: PostmortemInput) -> CheckResult:
         return skipped("postmortem.mismatch", "no flight-recorder dumps among the inputs")
     return _result("postmortem.mismatch", _by(a, ("op_mismatch", "size_mismatch", "dtype_mismatch",
                                                   "state_mismatch")),
-                   "the ranks called the same op, sizes and dtypes at every sequence id they share", {})
+                   "the ranks called the same op, sizes and dtypes at every sequence id they share", {}, _root(a))
 
 
 def check_ranks(inp: PostmortemInput) -> CheckResult:
@@ -107,7 +126,7 @@ def check_ranks(inp: PostmortemInput) -> CheckResult:
     ev = {"launcher_failures": len(failures), "launcher_first": (a.get("launcher") or {}).get("first")}
     if not found and not a.get("groups") and not failures:
         return skipped("postmortem.ranks", "neither dumps nor a launcher failure table among the inputs")
-    return _result("postmortem.ranks", found, f"every rank of {a.get('world_size')} left a dump", ev)
+    return _result("postmortem.ranks", found, f"every rank of {a.get('world_size')} left a dump", ev, _root(a))
 
 
 def check_nccl_warnings(inp: PostmortemInput) -> CheckResult:
@@ -120,7 +139,7 @@ def check_nccl_warnings(inp: PostmortemInput) -> CheckResult:
     if not any(r["kind"] in ("nccl_log", "launcher_output", "log", "error_file") for r in a.get("inputs", [])):
         return skipped("postmortem.nccl_warnings", "no logs among the inputs (NCCL_DEBUG_FILE, the launcher's "
                                                    "output)")
-    return _result("postmortem.nccl_warnings", found, "no failure message in the logs", {})
+    return _result("postmortem.nccl_warnings", found, "no failure message in the logs", {}, _root(a))
 
 
 def check_transport(inp: PostmortemInput) -> CheckResult:
@@ -149,7 +168,7 @@ def check_transport(inp: PostmortemInput) -> CheckResult:
                             f"{rules.assignment('NCCL_SOCKET_IFNAME', spec)}")
     ev = {"ranks": rows, "recommended": t.get("recommended") or {}}
     if problems:
-        return warned("postmortem.transport", problems[0], detail="\n".join(problems),
+        return warned("postmortem.transport", problems[0], detail="\n".join(problems), findings=tuple(problems),
                       fix=rules.exports([("NCCL_SOCKET_IFNAME", spec)]) if spec
                       else "set NCCL_SOCKET_IFNAME to the same interface on every node (`ncclcheck recommend`)",
                       evidence=ev)

@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional
 
 from ..commands import BY_NAME
 from ..model import CheckResult, skipped
-from . import cross, local, postmortem, storage
+from . import affinity, counters, cross, firmware, gdr, local, postmortem, storage
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,9 @@ REGISTRY: tuple = (
     CheckSpec("net.socket_ifname", LOCAL, ("interfaces", "env"), local.check_socket_ifname),
     CheckSpec("net.interfaces", LOCAL, ("interfaces",), local.check_interfaces),
     CheckSpec("ib.devices", LOCAL, ("rdma",), local.check_ib_devices),
+    CheckSpec(gdr.CID, LOCAL, ("gdr", "rdma"), gdr.check_gdr, (PREFLIGHT, HEALTH)),
+    CheckSpec(affinity.CID, LOCAL, ("rdma", "pci"), affinity.check_affinity, (PREFLIGHT, HEALTH)),
+    CheckSpec(counters.CID, LOCAL, ("counters",), counters.check_counters, (PREFLIGHT, HEALTH)),
     CheckSpec("gpu.count", LOCAL, ("gpu",), local.check_gpu_count),
     CheckSpec("host.shm", LOCAL, ("host",), local.check_shm),
     CheckSpec("host.memlock", LOCAL, ("host",), local.check_memlock),
@@ -63,6 +66,8 @@ REGISTRY: tuple = (
     CheckSpec("net.peer_reachability", CROSS, ("interfaces",), cross.check_peer_reachability),
     CheckSpec("net.mtu_consistent", CROSS, ("interfaces",), cross.check_mtu),
     CheckSpec("ib.devices", CROSS, ("rdma",), cross.check_ib),
+    CheckSpec(gdr.CID, CROSS, ("gdr",), gdr.check_gdr_cross),
+    CheckSpec(firmware.CID, CROSS, ("rdma",), firmware.check_firmware),
     CheckSpec("gpu.count", CROSS, ("gpu",), cross.check_gpu_count),
     CheckSpec("env.nccl", CROSS, ("env",), cross.check_env),
     CheckSpec("time.clock_skew", CROSS, (), cross.check_clock_skew),
@@ -87,6 +92,7 @@ REGISTRY: tuple = (
     CheckSpec("nccl.transport", STEP, (), None, (PREFLIGHT, *JOBS),
               "steps/nccl_debug.py (--nccl-debug, --nccl-capture)"),
     CheckSpec("baseline.drift", STEP, (), None, (PREFLIGHT,), "checks/drift.py (--baseline)"),
+    CheckSpec(counters.CID, STEP, (), None, (PREFLIGHT, HEALTH), "checks/counters.py (--baseline: since a saved run)"),
     CheckSpec("bench.world", STEP, (), None, (BENCH,), "bench/pipeline.py"),
     CheckSpec("bench.correctness", STEP, (), None, (BENCH,), "bench/gates.py"),
     CheckSpec("bench.min_busbw", STEP, (), None, (BENCH,), "bench/gates.py"),

@@ -83,6 +83,25 @@ def judge(shares: Sequence[float], floor: float = FLOOR, consistent: float = CON
     return Verdict(True, i, len(since), statistics.median(since), sum(above[i:]) / len(since), floor)
 
 
+def last_slow(shares: Sequence[float], floor: float = FLOOR, consistent: float = CONSISTENT,
+              min_samples: int = MIN_SAMPLES) -> Optional[int]:
+    """The newest sample at or above the floor inside the newest stretch of `min_samples` that passes the rule: the
+    last slow step of the newest slowdown, whether it still lasts or ended (watch --follow says a slowdown's end as
+    that step's time); None when no stretch passes."""
+    n = len(shares)
+    if n < min_samples or min_samples < 1:
+        return None
+    above = [s >= floor for s in shares]
+    run = sum(above[n - min_samples:])
+    need = consistent * min_samples
+    for i in range(n - min_samples, -1, -1):  # stretch [i, i + min_samples), newest first
+        if i < n - min_samples:
+            run += above[i] - above[i + min_samples]
+        if run >= need:
+            return max(j for j in range(i, i + min_samples) if above[j])
+    return None
+
+
 def own_best_shares(times: Sequence[float], block: int = MIN_SAMPLES) -> tuple[Optional[float], list]:
     """(the best stretch's median time, each sample's share lost against it: 1 - best / time) for a unit's times per
     sample (the job's step times): its own best is the lowest median of `block` consecutive samples."""

@@ -11,7 +11,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["collect_node_facts", "collect_health_facts", "GROUPS", "hostname", "hostname_of"]
 
-GROUPS = ("host", "interfaces", "route", "rdma", "gpu", "versions", "packages", "code", "paths", "storage", "env")
+GROUPS = ("host", "interfaces", "route", "rdma", "gdr", "pci", "gpu", "versions", "packages", "code", "paths",
+          "storage", "env", "counters")
 
 
 def _safe(group: str, fn: Callable[[], Any]) -> Any:
@@ -26,16 +27,21 @@ def _safe(group: str, fn: Callable[[], Any]) -> Any:
 def collect_node_facts(code_path: Optional[str] = None, paths: Iterable[str] = (),
                        master_addr: Optional[str] = None, tool_version: Optional[str] = None,
                        load_torch: Optional[Callable[[], Any]] = None, shared_dirs: Iterable[str] = (),
-                       need_bytes: Optional[int] = None) -> dict:
-    """Every group of docs/facts.md for this node. Never raises; cheap on a CPU node (torch is not imported)."""
-    from . import code, envvars, gpu, host, net, packages, rdma, storage, versions
+                       need_bytes: Optional[int] = None, counter_window_s: float = 0.0) -> dict:
+    """Every group of docs/facts.md for this node. Never raises; cheap on a CPU node (torch is not imported).
+    counter_window_s: the fabric's counters are read at the start and again at the end, at least this far apart
+    (the caller's FIXED.counter_window_s: the facts layer sets no bound of its own)."""
+    from . import code, counters, envvars, gdr, gpu, host, net, packages, pcitree, rdma, storage, versions
     from . import paths as paths_mod
 
     facts: dict = {}
+    first = _safe("counters", counters.snapshot)  # the fabric's counters, read again when the rest is read
     facts["host"] = _safe("host", host.collect)
     facts["interfaces"] = _safe("interfaces", net.read_interfaces)
     facts["route"] = _safe("route", lambda: net.route_to(master_addr)) if master_addr else None
     facts["rdma"] = _safe("rdma", rdma.collect)
+    facts["gdr"] = _safe("gdr", gdr.collect)
+    facts["pci"] = _safe("pci", pcitree.collect)
     facts["gpu"] = _safe("gpu", lambda: gpu.collect(load_torch=load_torch))
     facts["versions"] = _safe("versions", lambda: versions.collect(facts["gpu"], tool_version))
     facts["packages"] = _safe("packages", packages.collect)
@@ -43,33 +49,46 @@ def collect_node_facts(code_path: Optional[str] = None, paths: Iterable[str] = (
     facts["paths"] = _safe("paths", lambda: paths_mod.collect(list(paths)))
     facts["storage"] = _safe("storage", lambda: storage.collect(list(shared_dirs), need_bytes))
     facts["env"] = _safe("env", envvars.collect)
+    facts["counters"] = _safe("counters", lambda: counters.window(first, counter_window_s))
     facts["collected_at"] = time.time()
     return facts
 
 
-def collect_health_facts(with_baseline: bool = False, on_group: Optional[Callable[[str], None]] = None) -> dict:
+def collect_health_facts(on_group: Optional[Callable[[str], None]] = None, counter_window_s: float = 0.0) -> dict:
     """The groups `ncclcheck health` reads, for Slurm's HealthCheckProgram and Prolog: no resolver (a slow DNS must
-    not eat Slurm's 60 s), no torch (GPUs from nvidia-smi only), packages and versions only against a baseline.
-    `on_group(name)` is called before each group, so a caller bounding the whole can name the group that hung."""
-    from . import envvars, gpu, host, net, packages, rdma, versions
+    not eat Slurm's 60 s), no torch (GPUs from nvidia-smi only). Versions and packages are read on every run (about
+    20 ms), so that a saved health run is a whole baseline for the next one, not a partial one.
+    `on_group(name)` is called before each group, so a caller bounding the whole can name the group that hung.
+    counter_window_s: as collect_node_facts's."""
+    from . import counters, envvars, gdr, gpu, host, net, packages, pcitree, rdma, versions
 
     step = on_group or (lambda _name: None)
     facts: dict = {}
+    step("counters")
+    first = _safe("counters", counters.snapshot)  # the fabric's counters, read again when the rest is read
     step("host")
     facts["host"] = _safe("host", host.collect_local)
     step("interfaces")
     facts["interfaces"] = _safe("interfaces", net.read_interfaces)
     step("rdma")
     facts["rdma"] = _safe("rdma", rdma.collect)
+    step("gdr")
+    facts["gdr"] = _safe("gdr", gdr.collect)
+    step("pci")
+    facts["pci"] = _safe("pci", pcitree.collect)
     step("gpu")
     facts["gpu"] = _safe("gpu", gpu.collect)
     step("env")
     facts["env"] = _safe("env", envvars.collect)
-    if with_baseline:
-        step("versions")
-        facts["versions"] = _safe("versions", lambda: versions.collect(facts["gpu"]))
-        step("packages")
-        facts["packages"] = _safe("packages", packages.collect)
+    step("versions")
+    # Without torch the CUDA and NCCL versions torch was built with are unknown, not none: left out, so that a
+    # baseline's comparison skips them (checks/drift.py) instead of reading "cuda version 12.4 -> (none)".
+    facts["versions"] = _safe("versions", lambda: {k: v for k, v in versions.collect(facts["gpu"]).items()
+                                                   if k not in versions.TORCH_ONLY})
+    step("packages")
+    facts["packages"] = _safe("packages", packages.collect)
+    step("counters")
+    facts["counters"] = _safe("counters", lambda: counters.window(first, counter_window_s))
     facts["collected_at"] = time.time()
     return facts
 

@@ -215,6 +215,18 @@ _BOOT_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f
 _NETNS = re.compile(r"^net:\[(\d{1,20})\]$")
 
 
+def boot_id() -> Optional[str]:
+    """This boot's random id (<procfs>/sys/kernel/random/boot_id), lower case; None when unreadable or malformed.
+    Counters kept since the driver loaded reset with it: a delta across two boot ids means nothing."""
+    boot = (read_text(procfs("sys", "kernel", "random", "boot_id")) or "").strip().lower()
+    return boot if _BOOT_ID.match(boot) else None
+
+
+def kernel_release() -> Optional[str]:
+    """The running kernel's release (<procfs>/sys/kernel/osrelease, else uname), e.g. "6.8.0-1064-azure"."""
+    return read_text(procfs("sys", "kernel", "osrelease")) or platform.release() or None
+
+
 def network_identity() -> dict:
     """Which running kernel and which network namespace this process is in: {"boot_id", "netns", "key"}.
 
@@ -224,7 +236,7 @@ def network_identity() -> dict:
     the hostname (cloned images and clusters of VMs all say "vm" or "localhost") nor /etc/machine-id (copied with
     the image), nor the addresses (docker0 is 172.17.0.1 everywhere). A claim only: the mesh probe proves it
     (preflight/probe.py connects to the peer on an address local to the prober and must reach the peer)."""
-    boot = (read_text(procfs("sys", "kernel", "random", "boot_id")) or "").strip().lower()
+    boot = boot_id() or (read_text(procfs("sys", "kernel", "random", "boot_id")) or "").strip().lower()
     try:
         ns = os.readlink(procfs("self", "ns", "net"))
     except OSError as e:
@@ -258,7 +270,7 @@ def collect(gethostname: Optional[Callable] = None, getfqdn: Optional[Callable] 
         affinity = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         affinity = None
-    kernel = read_text(procfs("sys", "kernel", "osrelease")) or platform.release() or None
+    kernel = kernel_release()
     hint = container_hint()
     facts.update({
         "port_range": port_range(), "cpu_count": os.cpu_count(), "cpu_affinity_count": affinity,

@@ -14,6 +14,7 @@ import socket
 from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
+from .pcitree import nvidia_gpu_bus_ids
 from .rdma import parse_rate, parse_state
 from .roots import read_int, read_text, sysfs
 from .util import link_name, listdir, run_cmd
@@ -25,9 +26,7 @@ VIRTUAL_DRIVER_NOTE = "the kernel reports a fixed speed for this virtual device,
 TC_TIMEOUT_S = 2.0
 MAX_TC_BYTES = 1 << 20
 MAX_ITEMS = 256  # qdiscs, classes, bond slaves, GPUs: bound the work on a hostile tree or tc output
-PCI_VENDOR_NVIDIA = "0x10de"
 ARPHRD_LOOPBACK = 772
-PCI_CLASS_GPU = ("0x0300", "0x0302")  # VGA controller, 3D controller
 
 Runner = Callable[[Sequence[str], float], str]
 
@@ -329,19 +328,13 @@ def read_pcie_gpus() -> list:
     """NVIDIA GPUs on the PCI bus (vendor 0x10de, display class): bus id, current/max link speed (GT/s) and width."""
     base = sysfs("bus", "pci", "devices")
     out = []
-    for bdf in listdir(base, 4096):
+    for bdf in nvidia_gpu_bus_ids()[:MAX_ITEMS]:
         d = os.path.join(base, bdf)
-        if (read_text(os.path.join(d, "vendor")) or "").lower() != PCI_VENDOR_NVIDIA:
-            continue
-        if not (read_text(os.path.join(d, "class")) or "").lower().startswith(PCI_CLASS_GPU):
-            continue
         out.append({"bus_id": bdf,
                     "gts": parse_link_speed(read_text(os.path.join(d, "current_link_speed"))),
                     "width": read_int(os.path.join(d, "current_link_width")),
                     "max_gts": parse_link_speed(read_text(os.path.join(d, "max_link_speed"))),
                     "max_width": read_int(os.path.join(d, "max_link_width"))})
-        if len(out) >= MAX_ITEMS:
-            break
     return out
 
 

@@ -166,6 +166,24 @@ def read_interfaces(addrs: Optional[Mapping] = None, stats: Optional[Mapping] = 
     return out
 
 
+CARRIER_COUNTERS = ("carrier_changes", "carrier_up_count", "carrier_down_count")
+MAX_CARRIER_NETDEVS = 256
+
+
+def carrier_snapshot() -> dict:
+    """{netdev: {"carrier_changes", "carrier_up_count", "carrier_down_count"}} now, for every interface with a
+    device behind it (physical and IPoIB: the links that can flap; bridges, veths and tunnels come and go with
+    containers). carrier_changes counts both edges: one flap is 2. Readable without root."""
+    out = {}
+    for name in listdir(sysfs("class", "net"), MAX_CARRIER_NETDEVS):
+        if name.startswith(".") or not os.path.exists(_net(name, "device")):
+            continue
+        vals = {k: v for k in CARRIER_COUNTERS if (v := read_int(_net(name, k))) is not None and v >= 0}
+        if vals:
+            out[name] = vals
+    return out
+
+
 def _resolve(target: str, timeout_s: float) -> list:
     infos = bounded(lambda: socket.getaddrinfo(target, None, type=socket.SOCK_DGRAM), timeout_s)
     return [(fam, sa[0]) for fam, _t, _p, _c, sa in infos if fam in (socket.AF_INET, socket.AF_INET6)]

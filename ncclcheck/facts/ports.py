@@ -8,6 +8,7 @@ only "a socket owned by uid N", or None.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import Optional
 
 from ..model import clean_text
@@ -49,8 +50,35 @@ def port_holder(port: int, scan_limit: int = 65536) -> Optional[str]:
     """'pid 1234 (python3 -m http.server 29500)' for the process listening on port, 'uid 1000' when its processes
     are not readable, or None when nothing is found."""
     inodes = _listening_inodes(port)
-    if not inodes:
-        return None
+    return _holder(inodes, scan_limit) if inodes else None
+
+
+def other_listener(port: int, ours: Iterable[int], scan_limit: int = 65536) -> Optional[str]:
+    """Who else listens on `port` than the processes `ours` (their pids): port_holder's words for the first socket
+    listening there that is none of theirs, None when every one is theirs. Several sockets may listen on one port
+    with SO_REUSEPORT (the kernel spreads connections over them), and the kernel lets any process of the same user
+    join such a group: a listener that is not ours gets some of the connections meant for ours."""
+    inodes = _listening_inodes(port)
+    mine: set = set()
+    for pid in ours:
+        fd_dir = os.path.join(proc_root(), str(pid), "fd")
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink(os.path.join(fd_dir, fd))
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                mine.add(link[8:-1])
+    others = {i: uid for i, uid in inodes.items() if i not in mine}
+    return _holder(others, scan_limit) if others else None
+
+
+def _holder(inodes: dict[str, str], scan_limit: int) -> str:
+    """port_holder's words for the process holding one of these listening sockets ({inode: uid})."""
     want = {f"socket:[{i}]" for i in inodes}
     root = proc_root()
     try:

@@ -7,12 +7,22 @@ import re
 from typing import Optional
 
 from ..units import is_decimal
+from .pcitree import placement
 from .roots import read_int, read_text, sysfs
 from .util import listdir
 
 MAX_GIDS = 1024  # IB ports expose 128-256 GID slots; bound the work on a hostile tree
 _STATE = re.compile(r"^\s*(\d+)\s*:\s*(\S.*?)\s*$")
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec")
+# The port's error counters NCCL's users meet as hangs and retransmissions (IB PMA counters, also kept on RoCE ports):
+# cumulative since the driver loaded, so only their change over a window means anything (checks/counters.py).
+PORT_COUNTERS = ("link_downed", "link_error_recovery", "symbol_error", "port_rcv_errors",
+                 "port_rcv_remote_physical_errors", "port_xmit_discards", "local_link_integrity_errors",
+                 "excessive_buffer_overrun_errors")
+# mlx5's transport counters (ports/N/hw_counters): retransmission timeouts, sequence errors, receive buffer overruns,
+# and the congestion-control ones (CNPs), read where the driver has them.
+HW_COUNTERS = ("local_ack_timeout_err", "packet_seq_err", "implied_nak_seq_err", "out_of_buffer", "out_of_sequence",
+               "rnr_nak_retry_err", "np_cnp_sent", "rp_cnp_handled")
 _IPV4_MAPPED = re.compile(r"^0000:0000:0000:0000:0000:ffff:[0-9a-f]{4}:[0-9a-f]{4}$")
 
 
@@ -85,13 +95,53 @@ def read_device(dev: str) -> dict:
     return {
         "name": dev,
         "fw_ver": read_text(os.path.join(d, "fw_ver")) or None,
+        "board_id": read_text(os.path.join(d, "board_id"), 256) or None,
+        "hca_type": read_text(os.path.join(d, "hca_type"), 256) or None,
         "numa_node": numa if numa is not None and numa >= 0 else None,
         "node_guid": read_text(os.path.join(d, "node_guid")) or None,
+        "pci": placement(os.path.join(d, "device")),
         "ports": [read_port(dev, p) for p in ports],
     }
 
 
+def _read_counter_dir(path: str, names: tuple) -> dict:
+    """{name: value} for the counters of `names` that exist and read as integers (a missing one is left out: not
+    every driver has every counter, and 0 would claim it was read)."""
+    out = {}
+    for n in names:
+        v = read_int(os.path.join(path, n))
+        if v is not None and v >= 0:
+            out[n] = v
+    return out
+
+
+def read_port_counters(dev: str, port: int) -> dict:
+    """{"counters": {...}, "hw_counters": {...}} of one port, as they read now."""
+    p = sysfs("class", "infiniband", dev, "ports", str(port))
+    return {"counters": _read_counter_dir(os.path.join(p, "counters"), PORT_COUNTERS),
+            "hw_counters": _read_counter_dir(os.path.join(p, "hw_counters"), HW_COUNTERS)}
+
+
+def counter_snapshot() -> dict:
+    """Every RDMA port's error counters now: {"mlx5_0/1": {"counters": {...}, "hw_counters": {...}}}."""
+    out = {}
+    for dev in listdir(sysfs("class", "infiniband")):
+        if dev.startswith("."):
+            continue
+        for p in listdir(sysfs("class", "infiniband", dev, "ports")):
+            if is_decimal(p):
+                out[f"{dev}/{int(p)}"] = read_port_counters(dev, int(p))
+    return out
+
+
+def driver_version() -> Optional[str]:
+    """mlx5_core's module version: set by MLNX_OFED / DOCA-OFED builds (e.g. "24.10-1.1.4"), absent from the kernel's
+    inbox driver (None)."""
+    return read_text(sysfs("module", "mlx5_core", "version"), 256) or None
+
+
 def collect() -> dict:
-    """{"devices": [...]}; a node without /sys/class/infiniband has no devices (that is a fact, not an error)."""
+    """{"devices": [...], "mlx5_core_version"}; a node without /sys/class/infiniband has no devices (that is a fact,
+    not an error)."""
     names = [n for n in listdir(sysfs("class", "infiniband")) if not n.startswith(".")]
-    return {"devices": [read_device(n) for n in names]}
+    return {"devices": [read_device(n) for n in names], "mlx5_core_version": driver_version()}

@@ -14,6 +14,11 @@ def dist_version(name: str) -> Optional[str]:
         return None
 
 
+# The versions only an imported torch can tell (the CUDA and NCCL it was built with): a reader that never imports it
+# (health) does not know them.
+TORCH_ONLY = ("cuda", "nccl")
+
+
 def collect(gpu: Optional[dict] = None, tool_version: Optional[str] = None) -> dict:
     """gpu: the gpu group's facts, when collected (CUDA/NCCL/driver are only known there); tool_version: this
     ncclcheck's version, handed down by the api (facts never import the package root, which sits above them)."""

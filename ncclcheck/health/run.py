@@ -19,14 +19,14 @@ TIMEOUT_CHECK = "health.timeout"
 SLURM_CHECK = "slurm.drain"
 
 
-def _collect_bounded(collect: Callable, bound_s: float, with_baseline: bool) -> tuple[Optional[dict], str]:
+def _collect_bounded(collect: Callable, bound_s: float) -> tuple[Optional[dict], str]:
     """(facts, '') or (None, the group still being read) when the collection outlives bound_s. A read stuck in the
     kernel (a hung NFS mount, a GPU driver in trouble) cannot be interrupted, so it is left behind in a daemon thread
     and the run fails in time with the group's name instead of being killed by Slurm with no reason at all."""
     box: dict = {"group": "start"}
 
     def work() -> None:
-        box["facts"] = collect(with_baseline=with_baseline, on_group=lambda g: box.__setitem__("group", g))
+        box["facts"] = collect(on_group=lambda g: box.__setitem__("group", g))
 
     t = threading.Thread(target=work, name="ncclcheck-health-facts", daemon=True)
     t.start()
@@ -70,7 +70,11 @@ def run_health(config: Config, version: str, collect: Optional[Callable] = None,
     from ..rendezvous.budget import FIXED
 
     bound_s = hc.timeout_s or FIXED.health_timeout_s
-    facts, stuck = _collect_bounded(collect or collect_health_facts, bound_s, golden is not None)
+    if collect is None:
+        import functools
+
+        collect = functools.partial(collect_health_facts, counter_window_s=FIXED.counter_window_s)
+    facts, stuck = _collect_bounded(collect, bound_s)
     if facts is None:
         checks = [failed(TIMEOUT_CHECK, f"the node's checks did not finish within {bound_s:g} s (stuck "
                          f"reading {stuck})", evidence={"timeout_s": bound_s, "stuck_in": stuck},
@@ -82,10 +86,12 @@ def run_health(config: Config, version: str, collect: Optional[Callable] = None,
     else:
         checks = health_checks(facts, expect)
         if golden is not None:
+            from ..checks.counters import baseline_checks
             from ..checks.drift import drift_checks
 
-            checks += drift_checks([NodeInfo(0, (facts.get("host") or {}).get("hostname") or "?", facts)], golden,
-                                   golden_path)
+            me = [NodeInfo(0, (facts.get("host") or {}).get("hostname") or "?", facts)]
+            checks += drift_checks(me, golden, golden_path)
+            checks += baseline_checks(me, golden, golden_path)  # ib.counters since the saved run
     first = _first_failure(checks, config.output.strict)
     actions: list = []
     if hc.slurm.acts:
@@ -131,26 +137,10 @@ def _act(sc: Scontrol, node: str, state, state_error: Optional[str], why: Option
     return passed(SLURM_CHECK, f"{verb} {node}: {action.why}", evidence=action.to_json())
 
 
-# Versions only torch can tell (health never imports it): left out of the comparison rather than reported as drift.
-TORCH_ONLY_VERSIONS = ("cuda", "nccl")
-
-
 def _load_golden(path: str) -> list:
-    import json
+    from ..checks.drift import load_golden
 
-    from ..checks.drift import baseline_nodes
-    from ..errors import UsageError
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            nodes = baseline_nodes(json.load(f), f"--baseline {path}")
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"--baseline {path}: cannot read it as JSON ({exc})") from None
-    for n in nodes:
-        versions = n.facts.get("versions")
-        if isinstance(versions, dict):
-            n.facts["versions"] = {k: v for k, v in versions.items() if k not in TORCH_ONLY_VERSIONS}
-    return nodes
+    return load_golden(path)
 
 
 def run(config: Config, observer=None, placement=None) -> Report:

@@ -18,8 +18,10 @@ def load_links_baseline(path: str) -> dict:
     """The saved report's JSON (schema ncclcheck.report/1 with a links matrix). UsageError when it is not one."""
     data = load_saved_report(path, f"--baseline {path}")
     if not isinstance((data.get("links") or {}).get("matrix_gbps"), list):
-        raise UsageError(f"--baseline {path}: the report holds no links matrix (save one with `ncclcheck links "
-                         "--save-baseline FILE`)")
+        made = data.get("command") if isinstance(data.get("command"), str) else None
+        what = f"a report of `ncclcheck {made}`" if made else "the report"
+        raise UsageError(f"--baseline {path}: {what} holds no links matrix to compare; a links baseline is a report "
+                         "of links or sweep (`ncclcheck links --save-baseline FILE`)")
     return data
 
 
@@ -57,10 +59,11 @@ def compare_links(section: Optional[dict], nodes: Sequence[NodeInfo], base: dict
     if not (now_names and base_names):
         now_names = base_names = {}
     now, then = _pairs(matrix, now_names), _pairs(base_matrix, base_names)
-    compared, slow = [], []
+    compared, slow, absent = [], [], []
     for pair, gbps in now.items():
         ref = then.get(pair)
-        if ref is None:
+        if ref is None:  # not in the baseline: not compared, counted (a link it never measured is no slowdown)
+            absent.append(list(pair))
             continue
         ratio = gbps / ref
         item = {"a": pair[0], "b": pair[1], "gbps": gbps, "baseline_gbps": ref, "ratio": round(ratio, 4)}
@@ -68,21 +71,24 @@ def compare_links(section: Optional[dict], nodes: Sequence[NodeInfo], base: dict
         if ratio < 1.0 - tolerance:
             slow.append(item)
     ev = {"baseline": source, "tolerance": tolerance, "matched_by": "hostname" if now_names else "node rank",
-          "compared": compared, "slower": slow}
+          "compared": compared, "slower": slow, "not_in_baseline": absent}
+    note = (f"; {len(absent)} measured link{'s' if len(absent) != 1 else ''} not in the baseline, not compared"
+            if absent else "")
     if slow:
         words = [f"{s['a']} -> {s['b']}: {format_gbps(s['gbps'])} vs baseline {format_gbps(s['baseline_gbps'])} "
                  f"({(1 - s['ratio']) * 100:.0f}% slower)" for s in sorted(slow, key=lambda s: s["ratio"])]
         return failed(CHECK_ID, f"{len(slow)} link{'s' if len(slow) > 1 else ''} slower than the baseline by more "
                       f"than {tolerance * 100:.0f}%: " + words[0] + (f" (+{len(words) - 1} more)" if len(words) > 1
-                                                                      else ""),
+                                                                      else "") + note,
                       detail="\n".join(words),
                       fix="Something changed on these links since the baseline: check the cable/optic and port "
                           "counters of the named nodes (ethtool -S, ibstat, perfquery), their MTU and the transport "
                           "NCCL chose; compare versions with `ncclcheck preflight --baseline`.",
                       evidence=ev)
     if not compared:
-        return warned(CHECK_ID, f"no measured link matches a link of the baseline {source}", evidence=ev)
-    return passed(CHECK_ID, f"{len(compared)} links within {tolerance * 100:.0f}% of the baseline", evidence=ev)
+        return warned(CHECK_ID, f"no measured link matches a link of the baseline {source}{note}", evidence=ev)
+    return passed(CHECK_ID, f"{len(compared)} links within {tolerance * 100:.0f}% of the baseline{note}",
+                  evidence=ev)
 
 
 __all__ = ["CHECK_ID", "load_links_baseline", "compare_links"]

@@ -248,7 +248,7 @@ def min_efficiency_check(need: float, matrix: list, nb: Any, unit: str) -> Check
         bad.append("no pair was measured")
     if bad:
         return failed(cid, bad[0] + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""), detail="\n".join(bad),
-                      evidence={"required": need}, fix="links.slow names the slow node or link.")
+                      evidence={"required": need}, fix="links.slow names the slow node or link.", findings=tuple(bad))
     return passed(cid, f"every direction >= {100 * need:.0f}% of its bound", evidence={"required": need})
 
 

@@ -23,7 +23,7 @@ def run(config: Config, observer=None, placement=None) -> Report:
     budget = w.budget(config)
     placement = w.placement(config, placement)
     try:
-        world, placement = w.job_world(config, placement, budget)
+        world, placement = w.job_world(config, placement, budget, observer)
     except WorldError as exc:
         return w.world_failure_report(config, "links", clock, str(exc), placement)
     payload = payload_from_config(config.links or LinksConfig())

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import collections
 import errno
-import json
 import os
 import re
 import selectors
@@ -127,10 +126,13 @@ class Registry:
     job: str = "nojob"
     run: str = ""
     ignored: list = field(default_factory=list)  # ["rank r: why"]: records of another job or run, named
+    ends: dict = field(default_factory=dict)  # rank -> the end record it left (wire.end_key): how it ended
 
 
-def read_registry(st: JsonStore) -> Registry:
-    """The world record and every rank's record of this job's run; another job's or run's record ignored and named."""
+def read_registry(st: JsonStore, ends: bool = False) -> Registry:
+    """The world record and every rank's record of this job's run; another job's or run's record ignored and named.
+    ends: also each registered rank's end record of this run and attempt (a rank that raised, exited or was told to
+    stop said so there: training/arm.py)."""
     w = st.get_now(wire.WORLD_KEY, lambda v: wire.world_problem(v) or (
         None if v["world_size"] <= flight.MAX_WORLD else "not a world size"))
     if w is None:
@@ -154,6 +156,12 @@ def read_registry(st: JsonStore) -> Registry:
             reg.ignored.append(f"{wire.rank_key(r)}: {bad}: ignored")
         else:
             reg.records[r] = v
+    if ends and reg.records:
+        ranks = sorted(reg.records)
+        for r, (there, v) in zip(ranks, st.read_present([wire.end_key(r) for r in ranks])):
+            if there and v is not None and wire.end_problem(r, v) is None and \
+                    wire.foreign(v, reg.job, reg.run) is None and v.get("attempt") == reg.records[r]["attempt"]:
+                reg.ends[r] = v
     return reg
 
 
@@ -361,7 +369,7 @@ def _fly(records: dict, kind: str, asker: Asker, end: float, budget: Budget, arg
             wake = [end, *(w for w, _, _ in again)]
             if todo and len(open_) < at_once:
                 wake.append(due.get(todo[0], 0.0))
-            for key, mask in sel.select(max(0.0, min(wake) - budget.now())):
+            for key, mask in sel.select(budget.remaining(min(wake))):
                 a = key.data
                 if a.sock is None:  # finished by an event before this one
                     continue
@@ -388,7 +396,7 @@ def _decoded(r: int, data: bytes, ch: str, asker: Asker, t0: float, budget: Budg
         doc, why = None, ""
     if doc is None:
         try:  # a refusal is sent unsealed: say what the responder said
-            said = json.loads(data).get("error")
+            said = wire.loads(data).get("error")
         except (ValueError, AttributeError, RecursionError):
             said = None
         if said:

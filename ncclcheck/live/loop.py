@@ -80,12 +80,14 @@ class Spend:
         self._lock = threading.Lock()
         self.spent = 0.0
 
-    def allows(self) -> bool:
+    def allows(self, credit: float = 0.0) -> bool:
+        """Is there CPU left to spend? `credit`: how far past empty the bucket may be (the refill, `share` of a
+        core, still bounds what a flood of such work costs over time)."""
         with self._lock:
             now = time.monotonic()
             self._bucket = min(self.budget.live_work_burst_s, self._bucket + (now - self._filled) * self.share)
             self._filled = now
-            return self._bucket > 0
+            return self._bucket > -credit
 
     def charge(self, cpu_s: float) -> None:
         with self._lock:
@@ -125,6 +127,13 @@ class Workers:
         with self._cv:
             self._stop = True
             self._cv.notify()
+
+    def join(self, timeout: float) -> bool:
+        """Wait for the thread to end (after stop(): once its current work returned); False when it still runs."""
+        t = self._thread
+        if t is not None:
+            t.join(timeout)
+        return t is None or not t.is_alive()
 
     def _next(self) -> Optional[tuple]:
         """The first address's oldest request; that address goes to the back of the turn."""

@@ -1,16 +1,26 @@
-"""What watch asks the responders while a job runs slow (issue 47): each host's clock, and a short transfer probe
-between the suspects' hosts. Three request kinds, answered by live/responder.py through `answer`:
+"""What watch asks the responders while a job runs slow (issue 47): each host's clock, when the ranks work outside
+collectives, and a transfer probe between the suspects' hosts. Four request kinds, answered by live/responder.py
+through `answer`:
 
 - "clock": the responder's wall clock (time.time_ns()) the moment it read the request, and nothing else, so that the
   watcher reads it NTP-style: offset = remote - (sent + received) / 2, error = half the round trip. The flight
   recorder's call times are each host's CLOCK_REALTIME: a host whose clock is ahead would look late.
-- "blob": `bytes` (at most MAX_BLOB) of padding in the sealed reply frame: what a "rate" probe downloads.
-- "rate": names up to wire.MAX_REACH ranks, as "reach" does (never an address: the responder reads the ranks'
-  addresses from the job's store); the responder downloads a blob of RATE_BYTES from each, one after another (a
-  target serves at most a few probers at once, within its connection slots), each bounded by Budget.live_rate_s,
-  and says the rate each carried (bytes received / time, the part received when the bound passed). The reply's
-  rates are the links' directions target -> prober, judged by links/analyze.classify (the rule `ncclcheck links`
-  uses) in watch.
+- "phase": the responder reads its own progress counters (the flight recorder's pg_status: last enqueued and last
+  completed collective, ~5 us each) every Budget.live_phase_every_s for `s` seconds (at most
+  Budget.live_phase_max_s) and says each change with the moments around it: when each collective ended and the
+  next was called, so postmortem/phase.py can tell where in a step the ranks compute (outside collectives) from where
+  they communicate, whichever takes longer. Its own worker thread (it waits between samples); ~0.5 % of one core
+  while it samples.
+- "blob": `bytes` (at most MAX_BLOB) of padding in the sealed reply frame: what a "rate" probe downloads; sent only
+  to a rank of this job asking from its own address (`from`: its rank), built once (live/peers.py, Responder.blob).
+- "rate": names up to MAX_RATE_TARGETS ranks, as "reach" does (never an address: the responder reads the ranks'
+  addresses from the job's store, through the guard reach has: live/peers.py); the responder downloads a blob of
+  RATE_BYTES from each, one after another (a target serves at most a few probers at once, within its connection
+  slots), each bounded by Budget.live_rate_s, from its own address, and says the rate each carried (bytes received /
+  time, the part received when the bound passed). Where the records are not signed, a target that did not answer
+  as rank r's own responder of this job and run is "unreached" and nothing more, said at the end of its bound. The
+  reply's rates are the links' directions target -> prober, judged by links/analyze.classify (the rule `ncclcheck
+  links` uses) in watch.
 
 The client side of a request (`exchange`) is the handshake watch's fetch.ask speaks (wire.py, live/2), sealed and
 opened by the asker's session (live/auth.py), with the two moments around the request kept for the clock; a
@@ -26,15 +36,39 @@ import time
 from collections.abc import Mapping
 from typing import Any, NamedTuple, Optional
 
-from ..rendezvous.budget import Budget
-from . import wire
+from .. import model
+from ..rendezvous.budget import FIXED, Budget
+from . import peers, wire
 
-KINDS = ("clock", "blob", "rate")
-MAX_BLOB = 4 << 20  # bytes of one blob reply: a probe of a few MiB tells a shaped NIC (1-100 MB/s) from a LAN's
+KINDS = ("clock", "phase", "blob", "rate")
 RATE_BYTES = 1 << 20  # what a "rate" probe downloads per target: 1 MiB, ~10 ms on a healthy 1 Gb/s link
+MAX_BLOB = RATE_BYTES  # bytes of one blob reply: what a probe downloads, no more (a 4 MiB one for any asker was a
+# stranger's amplifier: 43,000 times the bytes he sent)
+PHASE_SHARE = 0.01  # of one core for sampling, past the burst (Budget.live_work_burst_s: one 2 s sampling is ~0.01 s)
+PHASE_MAX_ROWS = 4096  # changes of the counters one reply holds at most, per process group (the newest kept)
 MAX_RATE_TARGETS = 4  # targets one "rate" request may name (they are downloaded one after another)
 SEAL_BYTES = 256  # a sealed reply's prefix beyond the JSON asked for (as fetch.SEAL_BYTES)
-LAUNCHERS = ("torchrun", "fabric", "slurm", "mpi", "kubernetes", "pytorchjob")
+LAUNCHERS = tuple(x for x in model.LAUNCHERS if x != "ncclcheck")  # ncclcheck starts no job's ranks
+
+
+def _int(v: Any) -> Optional[int]:
+    if type(v) is int:
+        return v
+    if isinstance(v, str) and v.lstrip("-").isdigit() and len(v) < 20:
+        return int(v)
+    return None
+
+
+def progress_of(doc: Any) -> dict:
+    """{pg: {"enqueued", "started", "completed"}} from a flight-recorder document's pg_status (torch writes the
+    numbers as strings), else from its entries."""
+    out: dict = {}
+    status = doc.get("pg_status") if isinstance(doc, dict) else None
+    for pg, st in (status.items() if isinstance(status, dict) else ()):
+        if isinstance(pg, str) and isinstance(st, dict):
+            out[pg[:wire.MAX_LINE]] = {k: _int(st.get(f"last_{k}_collective")) for k in ("enqueued", "started",
+                                                                                     "completed")}
+    return out
 
 
 def launcher_of(env: Mapping[str, str]) -> str:
@@ -69,8 +103,15 @@ def blob_bytes(req: Any) -> Optional[int]:
     return n if type(n) is int and 0 < n <= MAX_BLOB else None
 
 
+def phase_seconds(req: Any) -> Optional[float]:
+    s = req.get("s") if isinstance(req, dict) else None
+    return float(s) if type(s) in (int, float) and 0 < s <= FIXED.live_phase_max_s else None
+
+
 def well_formed(kind: str, req: Any) -> bool:
     """Is this pace request one the responder answers (checked before any work is queued)?"""
+    if kind == "phase":
+        return phase_seconds(req) is not None
     if kind == "blob":
         return blob_bytes(req) is not None
     if kind == "rate":
@@ -80,47 +121,84 @@ def well_formed(kind: str, req: Any) -> bool:
 
 
 def answer(me: Any, kind: str, req: Any) -> dict:
-    """A responder's reply to a well-formed pace request (`me`: the responder: rank, host, job, run, master, guard,
-    budget, caller)."""
+    """A responder's reply to a well-formed "clock" or "rate" request (`me`: the responder: rank, host, job, run,
+    master, guard, budget, caller); "blob" is the responder's own (Responder.blob: built once)."""
     mine = {"v": wire.VERSION, "rank": me.rank, "job": me.job, "run": me.run}
     if kind == "clock":
         return {**mine, "host": me.host, "pid": os.getpid(), "time_ns": time.time_ns()}
-    if kind == "blob":
-        return {**mine, "pad": "0" * (blob_bytes(req) or 0)}
+    if kind == "phase":
+        return {**mine, "host": me.host, "phase": phase(me, phase_seconds(req) or 0.0)}
     return {**mine, **rate(me, wire.reach_ranks(req) or [])}
 
 
-def rate(me: Any, ranks: list) -> dict:
-    """A "rate" reply: this rank's download of RATE_BYTES from each named rank's responder (its address from the
-    job's store, only a record of this job's run), one after another."""
-    from ..rendezvous.store import StoreLost, open_store
+def phase(me: Any, seconds: float) -> dict:
+    """{pg: [[ns of the sample before, ns of this sample, enqueued, completed], ...]}: each change of the rank's
+    progress counters while sampled (the first sample too), on this host's wall clock (the flight recorder's). The
+    sampling's CPU is charged to a Spend of its own (PHASE_SHARE of one core past a burst that covers one sampling:
+    watch's "all" just spent the replies' own): a flood of "phase" requests samples less, never more."""
+    b: Budget = me.budget
+    end = time.monotonic() + min(seconds, b.live_phase_max_s)
+    rows: dict = {}
+    last: dict = {}
+    before = time.time_ns()
+    t_cpu = time.thread_time()
+    while time.monotonic() < end and not me.stopping() and me.phase_spend.allows():
+        now = time.time_ns()
+        for pg, st in progress_of(me.sources.flight(entries=False)).items():
+            v = (st.get("enqueued"), st.get("completed"))
+            if None in v or last.get(pg) == v:
+                continue
+            last[pg] = v
+            mine = rows.setdefault(pg, [])
+            if len(mine) >= PHASE_MAX_ROWS:
+                mine.pop(0)
+            mine.append([before, now, v[0], v[1]])
+        before = now
+        me.phase_spend.charge(time.thread_time() - t_cpu)
+        time.sleep(b.live_phase_every_s)
+        t_cpu = time.thread_time()
+    return rows
 
+
+def rate(me: Any, ranks: list) -> dict:
+    """A "rate" reply: this rank's download of RATE_BYTES from each named rank's responder, one after another, the
+    targets those live/peers.py lets a responder connect to. Unsigned records: a target that did not answer as that
+    rank's own responder is "unreached", said at the end of its bound."""
     b: Budget = me.budget
     out: dict = {"host": me.host, "pid": os.getpid(), "rate": {}, "unknown": {}}
-    try:
-        st = open_store(me.master[0], me.master[1], False, b.left(b.deadline(b.live_reach_s)), guard=me.guard)
-        rows = st.read_present([wire.rank_key(r) for r in ranks])
-    except (ConnectionError, StoreLost) as exc:
-        out["error"] = f"the job's store: {str(exc)[:200]}"
+    found = peers.resolve(me, ranks, b.deadline(b.live_reach_s))
+    out["unknown"], out["checked"] = found.unknown, "connect" if found.signed else "hello"
+    if found.error:
+        out["error"] = found.error
         return out
-    for r, (there, v) in zip(ranks, rows):
-        why = ("not registered" if not there else "refused" if v is None else
-               wire.record_problem(r, v) or wire.foreign(v, me.job, me.run or ""))
-        if why:
-            out["unknown"][str(r)] = why
-        elif r != me.rank:
-            out["rate"][str(r)] = download(v, me.caller(), RATE_BYTES, b.deadline(b.live_rate_s), b)
+    received = 0
+    for r, rec in found.records.items():
+        end = b.deadline(b.live_rate_s)
+        got = download(rec, me.caller(), RATE_BYTES, end, b, source=me.addr, asker=me.rank)
+        received += got["bytes"]
+        if not found.signed and not got.get("answered"):
+            got = dict(peers.UNREACHED)
+            peers.settle(me, end)
+        got.pop("answered", None)
+        out["rate"][str(r)] = got
+    # what receiving cost this host's core beyond this thread (the kernel's copy), as the loop counts its sends
+    me.spend.charge(received / (1 << 20) * b.live_send_cost_s)
     return out
 
 
-def _open(rec: dict, end: float, budget: Budget) -> tuple[socket.socket, Optional[str]]:
-    """A connection to the responder of `rec` and the challenge of its hello (None: not that rank's live/2 one)."""
+def _open(rec: dict, end: float, budget: Budget, caller: Caller,
+          source: Optional[str] = None) -> tuple[socket.socket, Optional[str]]:
+    """A connection to the responder of `rec` (from address `source` when given: a responder probes from the address
+    its own record holds, the one a blob is sent to) and the challenge of its hello (None: not that rank's live/2
+    responder of the caller's job and run)."""
     family = socket.AF_INET6 if ":" in rec["addr"] else socket.AF_INET
     s = socket.socket(family, socket.SOCK_STREAM)
     try:
         s.settimeout(budget.left(end))
+        if source is not None:
+            s.bind((source, 0))
         s.connect((rec["addr"], rec["port"]))
-        return s, _challenge(wire.recv_frame(s, wire.MAX_HELLO, end, budget), rec["rank"])
+        return s, _challenge(wire.recv_frame(s, wire.MAX_HELLO, end, budget), rec["rank"], caller)
     except BaseException:
         s.close()
         raise
@@ -137,7 +215,7 @@ def exchange(rec: dict, doc: dict, caller: Caller, end: float, budget: Budget,
     ns after the reply was read: the watcher's wall clock)."""
     sent = got = 0
     try:
-        s, ch = _open(rec, end, budget)
+        s, ch = _open(rec, end, budget, caller)
         with s:
             if ch is None:
                 return None, "not that rank's responder", 0, 0
@@ -157,48 +235,74 @@ def exchange(rec: dict, doc: dict, caller: Caller, end: float, budget: Budget,
     return out, "", sent, got
 
 
-def _challenge(hello: bytes, rank: int) -> Optional[str]:
+def _challenge(hello: bytes, rank: int, caller: Caller) -> Optional[str]:
+    """The challenge of rank `rank`'s own responder's hello, of the caller's job and run; None for anything else."""
     try:
         h = wire.loads(hello)
     except wire.WireError:
         return None
     ch = h.get("challenge") if isinstance(h, dict) else None
     ok = isinstance(ch, str) and re.fullmatch(f"[0-9a-f]{{{wire.CHALLENGE_CHARS}}}", ch) and h.get("rank") == rank \
-        and h.get("v") == wire.VERSION
+        and h.get("v") == wire.VERSION and h.get("job") == caller.job and h.get("run") == caller.run
     return ch if ok else None
 
 
-def download(rec: dict, caller: Caller, nbytes: int, end: float, budget: Budget) -> dict:
-    """{"ok", "bytes", "bps", "ms", "kind"}: one blob of `nbytes` from the responder of `rec`, timed from the
-    request to the last byte; when `end` passes first, the rate of what arrived (a shaped link is measured, not
-    timed out)."""
+def _refusal(data: bytes) -> str:
+    try:
+        doc = wire.loads(data)
+    except wire.WireError:
+        return "not JSON"
+    return str(doc.get("error") if isinstance(doc, dict) else "")[:100]
+
+
+def download(rec: dict, caller: Caller, nbytes: int, end: float, budget: Budget, source: Optional[str] = None,
+             asker: Optional[int] = None) -> dict:
+    """{"ok", "bytes", "bps", "ms", "kind", "answered"}: one blob of `nbytes` from the responder of `rec`, asked as
+    rank `asker` from address `source`, timed from the request to the last byte; when `end` passes first, the rate of
+    what arrived (a shaped link is measured, not timed out). "answered": rank rec["rank"]'s own responder answered
+    its hello there (what an unsigned record's target may be said to have done)."""
     from ..preflight.probe import classify
 
     got, t0 = 0, None
     try:
-        s, ch = _open(rec, end, budget)
+        s, ch = _open(rec, end, budget, caller, source)
         with s:
             if ch is None:
-                return {"ok": False, "bytes": 0, "bps": None, "ms": None, "kind": "not its responder"}
-            data = _request(caller, ch, {"kind": "blob", "bytes": nbytes}, nbytes + 4096)
+                return {"ok": False, "bytes": 0, "bps": None, "ms": None, "kind": "not its responder",
+                        "answered": False}
+            data = _request(caller, ch, {"kind": "blob", "bytes": nbytes, "from": asker}, nbytes + 4096)
             t0 = budget.now()
             s.sendall(data)
-            want = nbytes + wire.HEADER.size
+            n = wire.recv_header(s, nbytes + SEAL_BYTES + 4096, end, budget)
+            got = wire.HEADER.size
+            if n < nbytes:  # not a blob: a refusal (busy, not a rank of the job), never read as a slow link
+                why = _refusal(wire.recv_body(s, n, end, budget))
+                return {"ok": False, "bytes": 0, "bps": None, "ms": None, "kind": f"refused: {why}"[:120],
+                        "answered": True}
+            want = n + wire.HEADER.size
+            body = bytearray()
             while got < want and not budget.passed(end):
                 s.settimeout(budget.left(end))
                 part = s.recv(min(1 << 20, want - got))
                 if not part:
                     break
                 got += len(part)
+                body += part
+            if got == want:  # whole: it must open as rank r's blob, sealed with the asker's key where it has one
+                doc, why = caller.session.open_reply(ch, bytes(body))
+                if not isinstance(doc, dict) or doc.get("rank") != rec["rank"] or not isinstance(doc.get("pad"), str):
+                    return {"ok": False, "bytes": got, "bps": None, "ms": None,
+                            "kind": f"not rank {rec['rank']}'s blob ({why or 'not one'})"[:120], "answered": True}
     except (TimeoutError, socket.timeout):
         pass  # the bound passed: the rate of what arrived
     except wire.WireError as exc:  # the target closed at once (its connection slots were full) or spoke nonsense
-        return {"ok": False, "bytes": got, "bps": None, "ms": None, "kind": str(exc)[:80]}
+        return {"ok": False, "bytes": got, "bps": None, "ms": None, "kind": str(exc)[:80], "answered": t0 is not None}
     except OSError as exc:
         if t0 is None or got == 0:
-            return {"ok": False, "bytes": 0, "bps": None, "ms": None, "kind": classify(exc)}
+            return {"ok": False, "bytes": 0, "bps": None, "ms": None, "kind": classify(exc),
+                    "answered": t0 is not None}
     if t0 is None:
-        return {"ok": False, "bytes": 0, "bps": None, "ms": None, "kind": "timeout"}
+        return {"ok": False, "bytes": 0, "bps": None, "ms": None, "kind": "timeout", "answered": False}
     took = max(budget.since(t0), 1e-6)
     return {"ok": got > 0, "bytes": got, "bps": round(got / took), "ms": round(took * 1e3, 2),
-            "kind": "ok" if got >= nbytes else "partial"}
+            "kind": "ok" if got >= nbytes else "partial", "answered": True}

@@ -20,6 +20,7 @@ nothing ("trusted network only"), so it is not used.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -33,24 +34,29 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from ..postmortem.group_ranks import compact
+from ..postmortem.stacks import to_record
 from ..rendezvous.budget import FIXED, Budget
 from ..rendezvous.store import Guard
-from . import pace, wire
+from . import pace, peers, wire
 from .auth import Busy as MungeBusy
 from .auth import Keys, choose
 from .calls import c10d_call
 from .loop import THREAD_PREFIX, Conn, Loop, Outcome, Spend
+from .wire import MAX_LINE
 
 log = logging.getLogger(__name__)
 
 MAX_THREADS = 128  # stacks sent per reply
 MAX_FRAMES = 48  # innermost frames per thread
-MAX_LINE = 200  # characters of a source line or a name
 CAPPED = 4  # sizes of one kind's reply kept built (watch asks every rank of one look for the same size)
 BUILT_DIGITS = 16  # what "built_s" may add to a reply's fresh part once its age is written in
 
 
-class Busy(Exception):
+class Refused(Exception):
+    """A request this responder will not do: its message is the refusal's."""
+
+
+class Busy(Refused):
     """A reply that cannot be built now: the responder's CPU share for building replies is spent."""
 
 
@@ -64,26 +70,6 @@ def job_address(master_addr: str, master_port: int) -> str:
             return s.getsockname()[0]
     except OSError:
         return "127.0.0.1"
-
-
-def _int(v: Any) -> Optional[int]:
-    if type(v) is int:
-        return v
-    if isinstance(v, str) and v.lstrip("-").isdigit() and len(v) < 20:
-        return int(v)
-    return None
-
-
-def progress_of(doc: Any) -> dict:
-    """{pg: {"enqueued", "started", "completed"}} from a flight-recorder document's pg_status (torch writes the
-    numbers as strings), else from its entries."""
-    out: dict = {}
-    status = doc.get("pg_status") if isinstance(doc, dict) else None
-    for pg, st in (status.items() if isinstance(status, dict) else ()):
-        if isinstance(pg, str) and isinstance(st, dict):
-            out[pg[:MAX_LINE]] = {k: _int(st.get(f"last_{k}_collective")) for k in ("enqueued", "started",
-                                                                                     "completed")}
-    return out
 
 
 class Sources:
@@ -220,7 +206,7 @@ def _cap(reply: dict, limit: int, items: int = 1 << 62) -> bytes:
 class Responder:
     """One rank's listener and its registration. `close()` stops both (its threads are daemons either way)."""
 
-    WORKERS = ("answer", "reach")  # live/loop.py's Workers: wire.KINDS says which one does a kind
+    WORKERS = ("answer", "reach", "phase")  # live/loop.py's Workers: wire.KINDS says which one does a kind
 
     def __init__(self, rank: int, world_size: int, local_rank: Optional[int], master: tuple, guard: Guard,
                  budget: Budget = FIXED, sources: Optional[Sources] = None, bind: Optional[str] = None,
@@ -242,9 +228,12 @@ class Responder:
         self.served = 0  # replies sent (refusals not counted)
         self._cache: dict = {}  # kind -> (built at, reply dict, {(limit, items): its JSON}): serves a flood of it
         self.spend = Spend(budget)
+        self.phase_spend = Spend(budget, pace.PHASE_SHARE)  # "phase" samples its progress: a bucket of its own
         self._fresh: Optional[tuple] = None  # (built at, {"time", "progress"}): every reply's fresh part
         self._stop = threading.Event()
         self._caller: Optional[pace.Caller] = None  # made at the first "rate" request (live/pace.py)
+        self.askers = peers.Askers()  # who may have a blob (live/peers.py)
+        self._blobs: dict = {}  # (bytes, run) -> a blob reply's JSON: built once, then only sent
         family = socket.AF_INET6 if ":" in self.addr else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -271,6 +260,7 @@ class Responder:
         if run is not None:
             self.run = run
         self.loop.start()
+        atexit.register(self._quiesce)
         if register:
             threading.Thread(target=self._register, name=f"{THREAD_PREFIX}-register", daemon=True).start()
         return self
@@ -278,6 +268,19 @@ class Responder:
     def close(self) -> None:
         self._stop.set()
         self.loop.close()
+        atexit.unregister(self._quiesce)
+
+    def _quiesce(self) -> None:
+        """At the process's exit, before the interpreter finalizes: stop serving and let the workers' calls into
+        torch return (bounded by Budget.live_exit_s): a daemon thread inside C++ at finalization aborts the rank."""
+        self.close()
+        end = self.budget.deadline(self.budget.live_exit_s)
+        for w in self.loop.workers.values():
+            if not w.join(self.budget.remaining(end)):
+                log.debug("live: the %s worker still runs at exit", w.name)
+
+    def stopping(self) -> bool:
+        return self._stop.is_set()
 
     def caller(self) -> pace.Caller:
         """How this rank asks another rank's responder (a "rate" download): a session at its own level."""
@@ -287,6 +290,10 @@ class Responder:
             self._caller = pace.Caller(Session(self.level, self.guard.token, self.master[1], self.budget), self.job,
                                        self.run or "")
         return self._caller
+
+    def wait_until(self, end: float) -> None:
+        """Sleep until `end` (a deadline of the Budget's), or until the responder closes."""
+        self._stop.wait(self.budget.remaining(end))
 
     def note(self, why: str) -> None:
         self.refused = [*self.refused[-15:], why]
@@ -329,6 +336,27 @@ class Responder:
             pause = b.next_retry(pause, b.probe_retry_max_s)
         if not self.registered.is_set():
             log.warning("live: rank %d could not register in the job's store at %s:%d", self.rank, *self.master)
+
+    def say_end(self, said: dict) -> bool:
+        """Leave this rank's word on how it ended (stacks.parse's fields of the file arm() just wrote) in the job's
+        store, signed as its record is: a watch that finds the rank gone reads it there. One bounded attempt
+        (Budget.connect_attempt_s to connect, then the store's own bound); False when it could not."""
+        from ..rendezvous.store import StoreLost, open_store
+
+        if self.run is None:  # never registered: no run to say it under, and nobody watching could find it
+            return False
+        b = self.budget
+        end = b.deadline(b.connect_attempt_s)
+        rec = {"v": wire.VERSION, "rank": self.rank, "job": self.job, "run": self.run, "attempt": self.attempt,
+               **to_record(said)}
+        try:
+            socket.create_connection(self.master, timeout=b.left(end)).close()  # c10d prints frames on a refusal
+            st = open_store(self.master[0], self.master[1], False, b.left(end), guard=self.guard)
+            st.set(wire.end_key(self.rank), rec)
+            return True
+        except (OSError, StoreLost) as exc:
+            log.debug("live: rank %d could not leave its end in the store: %s", self.rank, exc)
+            return False
 
     # --- the loop's questions (live/loop.py): in its thread, so each is cheap; work goes to the workers
     def hello(self) -> tuple[bytes, str]:
@@ -387,6 +415,11 @@ class Responder:
             if ranks is None:
                 return Outcome(f"a reach request names 1 to {wire.MAX_REACH} distinct ranks")
             text = lambda: _cap(self.reach(ranks), limit, items)  # noqa: E731 - the worker calls it
+        elif kind == "blob":
+            nbytes = pace.blob_bytes(req)
+            if nbytes is None:
+                return Outcome(f"a blob request asks for 1 to {pace.MAX_BLOB:,} bytes")
+            text = lambda: self.blob(conn.addr, req.get("from"), nbytes, limit)  # noqa: E731
         elif kind in pace.KINDS:  # a slow job: the clock, a blob, a probe of the links (live/pace.py)
             if not pace.well_formed(kind, req):
                 return Outcome(f"a malformed {kind} request")
@@ -396,13 +429,21 @@ class Responder:
         key = wire.reply_key(conn.challenge)
 
         def reply() -> Any:
+            t0 = time.thread_time()
             try:
+                # what makes this responder connect somewhere or send something large is done within its Spend,
+                # as building replies is (live/peers.py): past it, refused before any work
+                if kind in wire.GUARDED and not self.spend.allows(self.budget.live_guarded_credit_s):
+                    raise Busy(f"busy: over its share of the CPU for {kind} requests; ask again in a moment")
                 got = text()
                 # unsealed, the parts go out as they are (a flood of cached replies costs no copy); sealed, joined
                 out = got if seal.token is None else seal.seal(key, b"".join(got) if isinstance(got, tuple) else got)
-            except Busy as exc:
+            except Refused as exc:
                 self.note(f"{conn.addr}: {exc}")
                 return self.refusal(str(exc))
+            finally:
+                if kind in wire.GUARDED:
+                    self.spend.charge(time.thread_time() - t0)
             self.served += 1
             return out
         return Outcome(worker=wire.KINDS[kind], job=reply)
@@ -414,17 +455,16 @@ class Responder:
         within the Spend: past it the last one built is served (`built_s` says how old), so a flood of requests
         costs sends, not builds. Busy when a reply of that size was never built and the Spend is empty."""
         now = self._now()
-        # this reply's own time (a watcher's clock sample, NTP-style), and what the fresh part leaves the rest: its
-        # size rounded up (a little growth keeps the same body), at most a quarter of the reply (a quarter always
-        # was 150 of the 600 JSON values a rank's reply may hold at 4,096 ranks: ~5 entries fewer, issue 56)
-        head = json.dumps({**now, "time_ns": time.time_ns(), "built_s": 0.0}, separators=(",", ":"),
-                          default=str).encode()
+        # what the fresh part leaves the rest: its size rounded up (a little growth keeps the same body), at most a
+        # quarter of the reply (a quarter always was 150 of the 600 JSON values a rank's reply may hold at 4,096
+        # ranks: ~5 entries fewer)
+        head = json.dumps({**now, "built_s": 0.0}, separators=(",", ":"), default=str).encode()
         most = min(limit // 4, 64 << 10), min(items // 4, 4096)
         size, values = len(head) + BUILT_DIGITS, wire.count_items(head)
         room = min(most[0], -(-size // 256) * 256), min(most[1], -(-values // 16) * 16)
         if size > room[0] or values > room[1]:
             room = most
-            head = json.dumps({"time": now["time"], "time_ns": time.time_ns(), "built_s": 0.0,
+            head = json.dumps({"time": now["time"], "built_s": 0.0,
                                "flight_error": f"its progress was over {room[0]:,} bytes"}).encode()
         hit = self._cache.get(kind)  # only the answer worker's thread touches the cache
         if hit is None or not (self.budget.within(hit[0], self.budget.live_answer_cache_s) or not self.spend.allows()):
@@ -455,7 +495,7 @@ class Responder:
             return hit[1]
         out: dict = {"time": time.time()}
         try:
-            out["progress"] = progress_of(self.sources.flight(entries=False))
+            out["progress"] = pace.progress_of(self.sources.flight(entries=False))
         except Exception as exc:  # noqa: BLE001 - torch's recorder failing is evidence, said, never a crash
             out["flight_error"] = f"{type(exc).__name__}: {str(exc)[:MAX_LINE]}"
         self._fresh = (time.monotonic(), out)
@@ -470,7 +510,7 @@ class Responder:
         out = self.header()
         try:
             fr = self.sources.flight(entries=kind in ("flight", "all"))
-            out["progress"] = progress_of(fr)
+            out["progress"] = pace.progress_of(fr)
             if kind in ("flight", "all"):  # a group's ranks as runs: n ranks x n replies was watch's share at scale
                 out["flight"] = {**fr, "pg_config": compact(fr["pg_config"])} if "pg_config" in fr else fr
         except Exception as exc:  # noqa: BLE001 - torch's recorder failing is evidence, said, never a crash
@@ -481,66 +521,45 @@ class Responder:
 
     def reach(self, ranks: list) -> dict:
         """A "reach" reply: this rank's TCP connect to each named rank's responder, at the address the job's store
-        holds for it (never one the request says). Only ranks below this job's world size whose records name this
-        job, run and attempt are tried. With records signed with the job's token a connect is reported as it went
-        (ok, refused, timeout); otherwise (a stranger may have written the record) only whether rank r's own
-        responder answered its hello there, loopback and other special addresses are never tried, and the reply
-        comes at the bound's end whatever happened, so a stranger learns nothing about any port (docs/trust.md)."""
-        from ..rendezvous.store import StoreLost, open_store
+        holds for it (never one the request says), the targets checked by live/peers.py: with records signed with the
+        job's token a connect is reported as it went (ok, refused, timeout); otherwise only whether rank r's own
+        responder answered its hello there, and the reply comes at the bound's end whatever happened."""
         from .reach import connect_all, verify_all
 
         b = self.budget
         end = b.deadline(b.live_reach_s)
-        signed = self.level == "token"
+        found = peers.resolve(self, ranks, end)
         out: dict = {"v": wire.VERSION, "rank": self.rank, "host": self.host, "pid": os.getpid(), "reach": {},
-                     "unknown": {}, "job": self.job, "run": self.run, "checked": "connect" if signed else "hello"}
-        inside = [r for r in ranks if r < self.world_size]
-        for r in ranks:
-            if r >= self.world_size:
-                out["unknown"][str(r)] = f"not a rank of this job (world size {self.world_size})"
-        try:
-            st = open_store(self.master[0], self.master[1], False, b.left(end), guard=self.guard)
-            rows = st.read_present([wire.rank_key(r) for r in inside])
-        except (ConnectionError, StoreLost) as exc:
-            out["error"] = f"the job's store: {str(exc)[:MAX_LINE]}"
+                     "unknown": found.unknown, "job": self.job, "run": self.run,
+                     "checked": "connect" if found.signed else "hello"}
+        if found.error:
+            out["error"] = found.error
             return out
-        targets = {}
-        for r, (there, v) in zip(inside, rows):
-            why = "not registered" if not there else "refused" if v is None else self._reach_problem(r, v, signed)
-            if why:
-                out["unknown"][str(r)] = why
-            elif r != self.rank:
-                targets[r] = (v["addr"], v["port"])
-        if signed:
+        targets = {r: (v["addr"], v["port"]) for r, v in found.records.items()}
+        if found.signed:
             out["reach"] = {str(r): res for r, res in connect_all(targets, end, b).items()}
         else:
             out["reach"] = {str(r): res for r, res in verify_all(targets, self.job, self.run, end, b).items()}
-            self._stop.wait(b.remaining(end))  # the same time whatever the addresses did
+            peers.settle(self, end)
         return out
 
-    def _reach_problem(self, r: int, v: Any, signed: bool) -> Optional[str]:
-        bad = wire.record_problem(r, v) or wire.foreign(v, self.job, self.run or "")
-        if bad:
-            return bad
-        if (v["world_size"], v["attempt"]) != (self.world_size, self.attempt):
-            return f"its record is another attempt's ({v['world_size']} ranks, attempt {v['attempt']})"
-        if not signed and not routable_peer(v["addr"], self.addr):
-            return "its address is not one another rank of this job may have (loopback, unspecified, multicast, " \
-                   "link-local or another family): not tried"
-        return None
-
-
-def routable_peer(addr: str, mine: str) -> bool:
-    """Is addr one a peer rank's responder may listen on, seen from a responder listening on `mine`? Never the
-    unspecified, multicast, broadcast or link-local addresses, nor loopback unless this responder listens on
-    loopback itself (a job on one host): an unsigned record naming them is a stranger's."""
-    import ipaddress
-
-    a, m = ipaddress.ip_address(addr), ipaddress.ip_address(mine)
-    if a.version != m.version or a.is_unspecified or a.is_multicast or a.is_link_local \
-            or (a.version == 4 and str(a) == "255.255.255.255"):
-        return False
-    return m.is_loopback or not a.is_loopback
+    def blob(self, addr: str, asker: Any, nbytes: int, limit: int) -> bytes:
+        """A "blob" reply of `nbytes` of padding (what a "rate" probe downloads), for a rank of this job asking from
+        its own address only (live/peers.py); built once per size, then only sent."""
+        why = self.askers.problem(self, asker, addr)
+        if why:
+            raise Refused(f"a blob for {addr}: {why}")
+        key = (nbytes, self.run)
+        text = self._blobs.get(key)
+        if text is None:
+            text = json.dumps({"v": wire.VERSION, "rank": self.rank, "job": self.job, "run": self.run,
+                               "pad": "0" * nbytes}, separators=(",", ":")).encode()
+            if len(self._blobs) >= CAPPED:
+                self._blobs.pop(next(iter(self._blobs)))
+            self._blobs[key] = text
+        if len(text) > limit:
+            raise Refused(f"a blob of {len(text):,} bytes is over the {limit:,} the request takes")
+        return text
 
 
 def start(env: Optional[Mapping[str, str]] = None, token: Optional[bytes] = None, budget: Budget = FIXED,

@@ -1,24 +1,28 @@
-"""watch's side of a slow job (issue 47): each host's clock measured, postmortem/slow.py on the fetched flight
-recorders, a short transfer probe between the suspects' hosts (live/pace.py's "rate"), and --follow's history.
+"""watch's side of a slow job (issues 47, 56): each host's clock measured, where the ranks work in a step sampled,
+postmortem/slow.py on the fetched flight recorders, a transfer probe between the hosts (live/pace.py's "rate"), and
+--follow's history.
 
 - clocks: one answering rank per host is asked "clock" CLOCK_TRIES times one after another, every host at once; the
   exchange with the shortest round trip gives the offset (remote - midpoint) and its error (half the round trip).
-- the probe: when a unit is named, or the job runs slower than its own best with every rank in time, the hosts of
-  the suspects (all hosts of the group when there is none) and their neighbours in the ring of hosts download a blob
-  from each other; links/analyze.classify (the rule of `ncclcheck links`) names the slow host or link in the
-  matrix. A unit on the slow host is "communication" (not its compute); a unit elsewhere whose lateness shows where
-  no work separates two collectives is the slow link's consequence and is left out.
+- phases: PHASE_RANKS ranks on as many hosts sample their own progress counters during the pause between watch's two
+  looks (pace's "phase"): postmortem/phase.py places each step where the ranks work outside collectives.
+- the probe: when a unit is named, or the job runs slower than its own best, the hosts of the group download a blob
+  from each other in rounds (`probe`, its rule there); what it measures slow is a finding of its own, beside the
+  late units (`with_probe`: every cause kept, a consequence said as one, with why).
 - --follow: each look's findings are compared with the last look's: a unit named now and not before starts a
-  slowdown, one named before and not now ends it (a line each); each rank's NVRx scores are kept per look.
+  slowdown, one named before and not now ends it (a line each, at the slowdown's own times); each slowdown is kept
+  with its start and end, each rank's NVRx scores per look; the job's end while followed is a normal end.
 """
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
+from ..checks import slowness
 from ..postmortem import slow
 from ..render import slow as words
 from ..rendezvous.budget import Budget
@@ -30,6 +34,20 @@ CLOCK_REPLY_BYTES = 4096  # a clock reply is a few dozen bytes
 MAX_HISTORY = 64  # looks kept in --follow's history
 MAX_HISTORY_RANKS = 256  # ranks whose history is kept (the slowest relative to the best, when more)
 THREADS = 16
+MAX_EVENTS = 256  # --follow's start and end lines kept (the newest)
+PROBE_ROUNDS = 4  # rounds of the transfer probe at most (slowness.CONSISTENT of them must agree)
+PROBE_FLOOR = 0.3  # the share of the others' rate a host's directions lose, per round, to be slow in it: a link at
+# half the others' rate loses 0.5; the lab's loaded healthy directions, measured together, stay within 0.3 of each
+# other in most rounds (one round's 3x is one round)
+CAPACITY_FLOOR = 0.4  # ... and its best round at most 0.6 of the others' best: a shaped link never measures faster
+# than its shaper, a healthy one measures its capacity in its best round whatever its other rounds were; a link at
+# half the others' rate lacks 0.5 (in a one-process simulation of 6 responders the healthy ones lacked up to 0.44
+# by rounds alone, with 3 of 4 rounds' shares over 0.3 now and then: the two rules together hold)
+PAIR_FLOOR, PAIR_CAPACITY_FLOOR = 0.5, 0.67  # one direction alone (not a host: the median of several) is one value
+# a round, noisier: on the lab's loaded 2-core machine a healthy h1 -> h3 read 0.40 of the others' best in every round
+# of one probe (a simulation's, 0.57): a slow path alone is named at a third of the others' rate (a shaped pair: 5x+)
+PHASE_RANKS = 3  # ranks (on as many hosts) that sample their progress: where a step computes is the program's
+PHASE_REPLY_BYTES = 1 << 20  # a "phase" reply: at most pace.PHASE_MAX_ROWS rows of ~60 bytes per process group
 
 
 def measure_clocks(records: dict, answered: list, asker: Any, budget: Budget) -> dict:
@@ -62,6 +80,27 @@ def measure_clocks(records: dict, answered: list, asker: Any, budget: Budget) ->
     return {h: c for h, c in got.items() if c}
 
 
+def sample_phases(records: dict, answered: list, asker: Any, budget: Budget, seconds: float) -> dict:
+    """{rank: {pg: rows}}: PHASE_RANKS answering ranks, each on another host, sample their own progress for
+    `seconds` at once (live/pace.py's "phase"): where in a step the ranks work outside collectives
+    (postmortem/phase.py). Nothing for a rank that did not answer in time."""
+    from ..postmortem import phase
+
+    first: dict = {}
+    for r in sorted(answered):
+        if r in records and len(first) < PHASE_RANKS:
+            first.setdefault(records[r]["host"], r)
+    if not first or seconds <= 0:
+        return {}
+    end = budget.deadline(seconds + budget.live_request_s + budget.live_send_s)
+    with ThreadPoolExecutor(max_workers=len(first), thread_name_prefix="ncclcheck-watch") as ex:
+        futs = {r: ex.submit(pace.exchange, records[r], {"kind": "phase", "s": round(seconds, 3)}, asker, end, budget,
+                             PHASE_REPLY_BYTES) for r in first.values()}
+        wait_futures(list(futs.values()), timeout=budget.remaining(end) + budget.thread_join_s)
+        got = {r: f.result()[0] for r, f in futs.items() if f.done() and f.exception() is None}
+    return {r: rows for r, doc in got.items() if doc and (rows := phase.rows_of(doc.get("phase")))}
+
+
 def rank_clocks(clocks: dict, records: dict) -> dict:
     """{rank: {"offset_ns", "err_ns"}} from the per-host clocks."""
     return {r: {"offset_ns": clocks[rec["host"]]["offset_ns"], "err_ns": clocks[rec["host"]]["err_ns"]}
@@ -89,79 +128,189 @@ def plan(hosts: list, suspects: set) -> dict:
 
 
 def probe(group_ranks: list, suspects: set, records: dict, asker: Any, budget: Budget) -> Optional[dict]:
-    """The transfer probe between the group's hosts: {"hosts": slow hosts, "pairs": [[from, to]] slow directions
-    no slow host explains, "slow_bps", "ref_bps", "matrix", "asked", "n_hosts", "bytes", "said", "looks"}; None
-    with one host. A host or direction is named only when two looks both name it."""
+    """The transfer probe between the group's hosts, while the job runs: {"hosts": slow hosts, "pairs": [[from, to]]
+    slow directions no slow host explains, "slow_bps", "ref_bps", "matrix_mbps" (each direction's median), "rounds",
+    "n_hosts", "bytes", "moved", "took_s", "unconfirmed", "said"}; None with one host.
+
+    One download a direction is one sample, and it competes with the job's own traffic and CPU: on the lab's loaded
+    2-core machine a healthy direction read 3x slow once, and a link at half the others' rate read like them in one
+    round. So it measures PROBE_ROUNDS rounds (each the planned downloads, in turns), and judges each
+    host by the share its directions lose against the directions that do not touch it, per round, with the one
+    slow-unit rule (checks/slowness.judge): a host (or a direction no slow host explains) whose share is at least
+    PROBE_FLOOR in 3 of the 4 rounds, and whose best round still lacks CAPACITY_FLOOR of the others' best, is slow; a
+    link at half the others' rate loses 0.5 in both. The downloads of a round go in turns where no host serves two
+    at once (schedule). The rounds stop as soon as nothing can pass the rule any more (a healthy job's probe costs
+    two rounds)."""
     by_host: dict = {}
     for r in sorted(group_ranks):
         if r in records:
             by_host.setdefault(records[r]["host"], r)
     if len(by_host) < 2:
         return None
-    first = _measure(by_host, suspects, records, asker, budget)
-    if not (first["hosts"] or first["pairs"]):
-        return first
-    # One 1 MiB download a direction is one sample: on a loaded host a healthy direction read several times slower
-    # once (a straggler lab job beside the suite's other lane: the late rank's host measured slow, and the compute
-    # straggler was called communication). What is slow is slow again: only what a second look names too is kept.
-    again = _measure(by_host, suspects, records, asker, budget)
-    hosts = [h for h in first["hosts"] if h in again["hosts"]]
-    pairs = [pr for pr in first["pairs"] if pr in again["pairs"] or any(h in again["hosts"] for h in pr)]
-    once = [h for h in first["hosts"] if h not in hosts] + [f"{a} -> {b}" for a, b in first["pairs"]
-                                                           if [a, b] not in pairs]
-    out = dict(first, hosts=hosts, pairs=pairs, looks=2, unconfirmed=once, matrix_again_mbps=again.get("matrix_mbps"))
-    out["said"] = words.probe(out)
+    t0 = budget.now()
+    rounds: list = []
+    moved = 0
+    while len(rounds) < PROBE_ROUNDS:
+        cells, got = _measure(by_host, suspects, records, asker, budget)
+        rounds.append(cells)
+        moved += got
+        verdict = _judge_rounds(rounds, sorted(by_host))
+        if not verdict["open"]:
+            break
+    verdict.pop("open")
+    out = {**verdict, "rounds": len(rounds), "n_hosts": len(by_host), "bytes": pace.RATE_BYTES, "moved": moved,
+           "took_s": round(budget.since(t0), 3)}
+    out["said"] = words.probe(out) if any(rounds) else None
     return out
 
 
-def _measure(by_host: dict, suspects: set, records: dict, asker: Any, budget: Budget) -> dict:
-    """One look: every planned host downloads from its targets at once; the matrix and what classify names."""
-    from ..links.analyze import classify
+class _Round(NamedTuple):
+    """One round's rates, indexed so that each unit's share costs its own directions, not the whole matrix (a ring
+    of 512 hosts is 2,048 directions and as many units)."""
 
-    todo = plan(list(by_host), suspects & set(by_host))
-    end = budget.deadline(budget.live_rate_wait_s(max(len(t) for t in todo.values())))
-    with ThreadPoolExecutor(max_workers=min(THREADS, len(todo)), thread_name_prefix="ncclcheck-watch") as ex:
-        futs = {h: ex.submit(pace.exchange, records[by_host[h]],
-                             {"kind": "rate", "ranks": [by_host[t] for t in targets]}, asker, end, budget)
-                for h, targets in todo.items()}
-        wait_futures(list(futs.values()), timeout=budget.remaining(end) + budget.thread_join_s)
-        replies = {h: f.result()[0] for h, f in futs.items() if f.done() and f.exception() is None}
-    names = sorted(by_host)
-    idx = {h: i for i, h in enumerate(names)}
-    host_of_rank = {r: h for h, r in by_host.items()}
-    matrix: list = [[None] * len(names) for _ in names]
-    for prober, doc in replies.items():
-        row = doc.get("rate") if isinstance(doc, dict) else None
-        for k, v in (row.items() if isinstance(row, dict) else ()):
-            src = host_of_rank.get(int(k)) if isinstance(k, str) and k.isdigit() else None
+    cells: dict  # (from, to) -> bytes/s
+    ordered: list  # every rate, sorted
+    by_host: dict  # host -> the rates of the directions that touch it
+
+    @classmethod
+    def of(cls, cells: dict) -> _Round:
+        by_host: dict = {}
+        for (a, b), v in cells.items():
+            by_host.setdefault(a, []).append(v)
+            by_host.setdefault(b, []).append(v)
+        return cls(cells, sorted(cells.values()), by_host)
+
+
+def _median_without(ordered: list, drop: list) -> Optional[float]:
+    rest = list(ordered)
+    for v in drop:
+        del rest[bisect.bisect_left(rest, v)]
+    return statistics.median(rest) if rest else None
+
+
+def _shares(rounds: list, mine: Any) -> list:
+    """Per round (_Round), the share of the rate a host (or a direction, a tuple) loses against the round's
+    directions that do not touch it: 1 - median(its directions) / median(the others); rounds without both are left
+    out."""
+    out = []
+    for r in rounds:
+        if isinstance(mine, tuple):
+            own = [r.cells[mine]] if mine in r.cells else []
+            drop = own + ([r.cells[mine[::-1]]] if mine[::-1] in r.cells else [])
+        else:
+            own = drop = r.by_host.get(mine, [])
+        other = _median_without(r.ordered, drop) if own else None
+        if other:
+            out.append(1.0 - statistics.median(own) / other)
+    return out
+
+
+def _capacity_share(best: _Round, mine: Any) -> float:
+    """The share of the others' capacity its directions lack: each direction's capacity is its best round (`best`:
+    a busy CPU, the job's own traffic or another download only ever slow a transfer down, a shaper never lets it go
+    faster), then as _shares. 0.0 when there is nothing to compare."""
+    got = _shares([best], mine)
+    return got[0] if got else 0.0
+
+
+def _judge_rounds(rounds: list, names: list) -> dict:
+    """What the rounds so far name ({"hosts", "pairs", "unconfirmed", "slow_bps", "ref_bps", "matrix_mbps"}) and
+    whether another round could change it ("open": a unit not yet slow that could still be)."""
+    need = slowness.CONSISTENT * PROBE_ROUNDS
+    left = PROBE_ROUNDS - len(rounds)
+    dirs = sorted({d for cells in rounds for d in cells})
+    indexed = [_Round.of(cells) for cells in rounds]
+    best_of: dict = {}
+    for cells in rounds:
+        for d, v in cells.items():
+            best_of[d] = max(v, best_of.get(d, 0.0))
+    best = _Round.of(best_of)
+    hosts, pairs, once, open_ = [], [], [], False
+    for unit in [*names, *dirs]:
+        sh = _shares(indexed, unit)
+        above = sum(1 for x in sh if x >= (PAIR_FLOOR if isinstance(unit, tuple) else PROBE_FLOOR))
+        open_ = open_ or (above < need <= above + left)
+        # rounds not measured count as not slow: the probe stops only once they could not change a verdict
+        pair = isinstance(unit, tuple)
+        if slowness.judge(sh + [0.0] * (PROBE_ROUNDS - len(sh)), floor=PAIR_FLOOR if pair else PROBE_FLOOR,
+                          min_samples=PROBE_ROUNDS).slow \
+                and _capacity_share(best, unit) >= (PAIR_CAPACITY_FLOOR if pair else CAPACITY_FLOOR):
+            (pairs if pair else hosts).append(unit)
+        elif above * 2 >= max(1, len(sh)):  # slow in half its rounds or more: said, not named
+            once.append(unit)
+    pairs = [list(d) for d in pairs if d[0] not in hosts and d[1] not in hosts]
+    named = set(hosts) | {tuple(d) for d in pairs}
+
+    def slow_dir(d: tuple) -> bool:
+        return d[0] in named or d[1] in named or d in named
+
+    maybe = {u for u in once if not isinstance(u, tuple)}
+    once = [u if not isinstance(u, tuple) else f"{u[0]} -> {u[1]}" for u in once
+            if not (isinstance(u, tuple) and (slow_dir(u) or u[0] in maybe or u[1] in maybe))]
+    per_dir = {d: statistics.median([c[d] for c in rounds if d in c]) for d in dirs}
+    slow_d = [v for d, v in per_dir.items() if slow_dir(d)]
+    ref_d = [v for d, v in per_dir.items() if not slow_dir(d)]
+    matrix: dict = {}
+    for (a, b), v in per_dir.items():
+        matrix.setdefault(a, {})[b] = round(v / 1e6, 2)
+    return {"hosts": hosts, "pairs": pairs, "unconfirmed": once, "open": open_ and left > 0,
+            "slow_bps": round(statistics.median(slow_d)) if slow_d else None,
+            "ref_bps": round(statistics.median(ref_d)) if ref_d else None, "matrix_mbps": matrix}
+
+
+def schedule(todo: dict) -> list:
+    """The planned downloads ({prober: [targets]}) in turns where no host sends to two probers at once, nor downloads
+    twice: a host serving two downloads halves each, and its links would read slow (with every pair planned: n-1
+    turns, each host downloading from the one k places on in the ring of hosts)."""
+    names = sorted({*todo, *(t for ts in todo.values() for t in ts)})
+    at = {h: i for i, h in enumerate(names)}
+    edges = sorted(((p, t) for p, ts in todo.items() for t in ts), key=lambda e: ((at[e[1]] - at[e[0]]) % len(names),
+                                                                                  at[e[0]]))
+    turns = []
+    while edges:
+        probers, targets, turn, rest = set(), set(), [], []
+        for p, t in edges:
+            if p in probers or t in targets:
+                rest.append((p, t))
+            else:
+                turn.append((p, t))
+                probers.add(p)
+                targets.add(t)
+        turns.append(turn)
+        edges = rest
+    return turns
+
+
+def _measure(by_host: dict, suspects: set, records: dict, asker: Any, budget: Budget) -> tuple[dict, int]:
+    """One round: the planned downloads, turn by turn (schedule), every download of a turn at once -> ({(from host,
+    to host): bytes/s}, the bytes moved)."""
+    cells: dict = {}
+    moved = 0
+    for turn in schedule(plan(list(by_host), suspects & set(by_host))):
+        end = budget.deadline(budget.live_rate_wait_s(1))
+        with ThreadPoolExecutor(max_workers=min(THREADS, len(turn)), thread_name_prefix="ncclcheck-watch") as ex:
+            futs = {(p, t): ex.submit(pace.exchange, records[by_host[p]], {"kind": "rate", "ranks": [by_host[t]]},
+                                      asker, end, budget) for p, t in turn}
+            wait_futures(list(futs.values()), timeout=budget.remaining(end) + budget.thread_join_s)
+            replies = {e: f.result()[0] for e, f in futs.items() if f.done() and f.exception() is None}
+        for (prober, src), doc in replies.items():
+            row = doc.get("rate") if isinstance(doc, dict) else None
+            v = row.get(str(by_host[src])) if isinstance(row, dict) else None
             bps = v.get("bps") if isinstance(v, dict) else None
-            if src is not None and src != prober and type(bps) in (int, float) and 0 < bps < 1e13 and v.get("ok"):
-                matrix[idx[src]][idx[prober]] = bps / 1e9  # the direction src -> prober, in links' GB/s
-    cells = [v for row in matrix for v in row if v is not None]
-    out: dict = {"asked": len(replies), "n_hosts": len(names), "bytes": pace.RATE_BYTES, "hosts": [], "pairs": [],
-                 "matrix_mbps": {a: {b: round(matrix[idx[a]][idx[b]] * 1e3, 2) for b in names
-                                     if matrix[idx[a]][idx[b]] is not None} for a in names}}
-    if not cells:
-        out["said"] = None
-        return out
-    c = classify(matrix)
-    out["hosts"] = [names[i] for i in c.slow_nodes]
-    explained = set(c.slow_nodes)
-    out["pairs"] = [[names[a], names[b]] for a, b in c.slow_cells if a not in explained and b not in explained]
-    slow_cells = [matrix[a][b] for a, b in c.slow_cells]
-    out["slow_bps"] = round(statistics.median(slow_cells) * 1e9) if slow_cells else None
-    out["ref_bps"] = round((c.reference_gbps or 0) * 1e9)
-    out["said"] = words.probe(out)
-    return out
+            got = v.get("bytes") if isinstance(v, dict) else None
+            moved += got if type(got) is int and 0 <= got <= 2 * pace.RATE_BYTES else 0
+            if type(bps) in (int, float) and 0 < bps < 1e13 and v.get("ok"):
+                cells[(src, prober)] = float(bps)  # the direction src -> prober
+    return cells, moved
 
 
 def judge(inp: Any, records: dict, clocks: dict, asker: Any, budget: Budget, node_of: Optional[dict] = None,
           follow: Optional[Follow] = None) -> tuple[dict, Any]:
     """(the report's live.slow section, the live.slow check) from the fetched flight recorders (diagnose's Inputs),
     the measured clocks and, when something is suspect, the probe (--follow: probed again only when the suspects
-    change)."""
+    change). Every cause found is kept: a late rank and a slow link are two findings, each said with its kind."""
     hosts = {r: (inp.hosts.get(r) or {}).get("host") or records.get(r, {}).get("host") for r in inp.dumps}
-    section = slow.analyse(inp.dumps, hosts, rank_clocks(clocks, records))
+    section = slow.analyse(inp.dumps, hosts, rank_clocks(clocks, records), inp.phases)
     also: list = []
     job = section.get("job") or {}
     if section["named"] or job.get("slower"):
@@ -170,42 +319,73 @@ def judge(inp: Any, records: dict, clocks: dict, asker: Any, budget: Budget, nod
         if follow is not None and follow.probed is not None and follow.probed[0] == suspects:
             found = follow.probed[1]
         else:
-            t0 = budget.now()
             found = probe(group, suspects, records, asker, budget)
-            if found is not None:
-                found["took_s"] = round(budget.since(t0), 3)
             if follow is not None:
                 follow.probed = (suspects, found)
         section["probe"] = found
-        if found and found.get("said") and (found["hosts"] or found["pairs"]):
-            slow_hosts = set(found["hosts"]) | {h for p in found["pairs"] for h in p}
-            kept = []
-            for f in section["named"]:
-                if f.get("host") in slow_hosts:
-                    kept.append(dict(f, kind="communication", probe=found))
-                elif f["kind"] == "compute":
-                    kept.append(dict(f, probe=found))
-            if not any(f.get("host") in slow_hosts for f in kept):
-                also.append({"unit": "link", "kind": "communication", "hosts": sorted(slow_hosts),
-                             "pairs": found["pairs"], "said": found["said"], "job_share": job.get("share") or 0,
-                             "since_ns": job.get("since_ns")})
-            section["named"] = kept
-        elif found:
-            section["named"] = [dict(f, probe=found) for f in section["named"]]
+        section["named"], also = with_probe(section["named"], found, job, _measured_steps(section))
     section["links"] = also
     return section, slow.check("live.slow", section, tuple(also), node_of)
 
 
+def _measured_steps(section: dict) -> bool:
+    """Were the main group's steps placed by a measure of where the ranks work (postmortem/phase.py), not by its
+    gaps alone? Only then does a lateness "where no work separates two collectives" say communication."""
+    g = next((g for g in section.get("groups", []) if g.get("pg") == section.get("pg")), {})
+    return "outside collectives" in (g.get("steps_by") or "")
+
+
+def with_probe(named: list, found: Optional[dict], job: dict, measured: bool) -> tuple[list, list]:
+    """(the findings, each with what the probe measured of its host, and the links findings). A unit on a host whose
+    transfers measure slow is "communication" (its links, not its compute), unless the steps were measured and its
+    lateness falls where the ranks work: a rank short of CPU (a halved cgroup quota) serves the probe from the same
+    starved process, so its host's transfers read slow too, and that is its compute, said so. A compute unit
+    elsewhere stays its own finding; a communication suspect elsewhere (it leaves collectives late while its own
+    links measure like the others') is the slow link's consequence only when the steps were measured (then the
+    link's finding says it explains it, and why), else it stays named. A slow host or link none of the findings sits
+    on is a finding of its own, beside the others."""
+    if not found or not found.get("said"):
+        return named, []
+    slow_hosts = set(found["hosts"]) | {h for p in found["pairs"] for h in p}
+    if not slow_hosts:
+        return [dict(f, probe=found) for f in named], []
+    starved = {f.get("host") for f in named if measured and f["kind"] == "compute" and f.get("host") in slow_hosts}
+    kept, explained = [], []
+    for f in named:
+        if f.get("host") in starved:
+            kept.append(dict(f, probe=found))
+        elif f.get("host") in slow_hosts:
+            kept.append(dict(f, kind="communication", probe=found))
+        elif f["kind"] == "compute" or not measured:
+            kept.append(dict(f, probe=found))
+        else:
+            explained.append({k: f.get(k) for k in ("unit", "rank", "ranks", "host", "share", "cost_us", "inside")})
+    links = slow_hosts - starved
+    if not links or any(f.get("host") in links for f in kept):
+        kept = [dict(f, explains=explained) if f.get("host") in links else f for f in kept]
+        return kept, []
+    link = {"unit": "link", "kind": "communication", "hosts": sorted(links),
+            "pairs": [p for p in found["pairs"] if not set(p) & starved], "said": found["said"],
+            "job_share": job.get("share") or 0, "job_slower": bool(job.get("slower")), "since_ns": job.get("since_ns"),
+            "explains": explained, "besides": [words.who(f) for f in kept]}
+    return kept, [link]
+
+
 class Follow:
     """--follow's record of a slow job: each look's named units against the last look's (a start or an end said
-    once each, through `say`), and each rank's NVRx scores per look (bounded)."""
+    once each, through `say`), each slowdown kept with its start and end (the time of its first and of its last slow
+    step, not of the look that saw them), and each rank's NVRx scores per look (bounded)."""
 
     def __init__(self, say: Any = None) -> None:
         self.say = say
         self.current: dict = {}  # key -> finding
         self.events: list = []
+        self.slowdowns: list = []  # [{"key", "who", "kind", "text", "start_ns", "end_ns" (None: lasts), ...}]
         self.history: list = []  # [{"t_ns", "ranks": {rank: {relative, individual, share}}}]
         self.last: Optional[dict] = None
+        self.looks = 0
+        self.world: tuple = (0, {})  # (world size, the ranks' store records) of the newest look
+        self.backend = "none"
         self.probed: Optional[tuple] = None  # (the suspects' hosts, the probe's result) of the last probe
 
     @staticmethod
@@ -214,13 +394,17 @@ class Follow:
 
     def look(self, t_ns: int, section: dict) -> None:
         self.last = section
+        self.looks += 1
         now = {self.key(f): f for f in [*section.get("named", []), *section.get("links", [])]}
+        last_slow = section.get("last_slow") or {}
         for k, f in now.items():
             if k not in self.current:
-                self._event(t_ns, "start", f)
+                self._start(t_ns, k, f)
+            else:
+                self._open(k)["last_ns"] = f.get("last_ns") or t_ns
         for k, f in self.current.items():
             if k not in now:
-                self._event(t_ns, "end", f)
+                self._end(t_ns, k, f, last_slow.get(k))
         self.current = now
         ranks = sorted(section.get("ranks", []), key=lambda r: r.get("relative", 1.0))[:MAX_HISTORY_RANKS]
         self.history = [*self.history[-(MAX_HISTORY - 1):],
@@ -228,14 +412,54 @@ class Follow:
                                                                                          "share")}
                                                  for r in ranks}}]
 
-    def _event(self, t_ns: int, what: str, f: dict) -> None:
+    def finish(self, t_ns: int, why: str) -> None:
+        """The job ended while watched: every slowdown still open ends at its last slow step seen."""
+        for k, f in self.current.items():
+            self._end(t_ns, k, f, None, why)
+        self.current = {}
+
+    def _open(self, k: str) -> dict:
+        return next(s for s in reversed(self.slowdowns) if s["key"] == k and s["end_ns"] is None)
+
+    def _start(self, t_ns: int, k: str, f: dict) -> None:
         text = words.link_finding(f) if f.get("unit") == "link" else words.finding(f)
-        line = f"{words.when(t_ns)} slowdown {'starts' if what == 'start' else 'ends'}: " + \
-            (text if what == "start" else (words.who(f) if f.get("unit") != "link" else ", ".join(f["hosts"])))
-        self.events.append({"t_ns": t_ns, "event": what, "unit": f.get("unit"), "rank": f.get("rank"),
-                            "host": f.get("host") or f.get("hosts"), "text": line})
+        start = f.get("since_ns") if type(f.get("since_ns")) is int else t_ns
+        self.slowdowns.append({"key": k, "unit": f.get("unit"), "rank": f.get("rank"), "kind": f.get("kind"),
+                               "host": f.get("host") or f.get("hosts"), "who": _who(f), "text": text,
+                               "start_ns": start, "end_ns": None, "last_ns": f.get("last_ns") or t_ns,
+                               "seen_ns": t_ns})
+        self._event(t_ns, "start", start, f, f"{words.when(start)} slowdown starts: {text}")
+
+    def _end(self, t_ns: int, k: str, f: dict, last: Optional[int], why: str = "") -> None:
+        s = self._open(k)
+        end = last if type(last) is int and last >= s["start_ns"] else s["last_ns"]
+        s["end_ns"], s["ended_seen_ns"] = end, t_ns
+        self._event(t_ns, "end", end, f, words.slowdown_end(s, why))
+
+    def _event(self, seen_ns: int, what: str, t_ns: int, f: dict, line: str) -> None:
+        self.events.append({"t_ns": t_ns, "seen_ns": seen_ns, "event": what, "unit": f.get("unit"),
+                            "rank": f.get("rank"), "kind": f.get("kind"), "host": f.get("host") or f.get("hosts"),
+                            "text": line})
+        self.events = self.events[-MAX_EVENTS:]
         if self.say is not None:
             self.say(line)
 
     def section(self) -> dict:
-        return {"history": self.history, "events": self.events}
+        return {"history": self.history, "events": self.events, "slowdowns": self.slowdowns, "looks": self.looks}
+
+    def check(self, ended: str) -> Any:
+        """live.slow once the job ended while --follow watched it: every slowdown it saw, with its start and end
+        (fail: the job was slowed), or the looks that saw none (pass)."""
+        from ..model import failed, passed
+
+        ev = {"slowdowns": self.slowdowns, "looks": self.looks}
+        if not self.slowdowns:
+            return passed("live.slow", f"no rank or host called collectives late consistently in {self.looks} looks "
+                          f"while the job ran ({ended})", evidence=ev)
+        texts = [words.slowdown(s) for s in self.slowdowns]
+        return failed("live.slow", texts[0], detail="\n".join(texts), findings=tuple(texts),
+                      fix=slow.fix_for(self.slowdowns), evidence=ev)
+
+
+def _who(f: dict) -> str:
+    return ", ".join(f["hosts"]) if f.get("unit") == "link" else words.who(f)

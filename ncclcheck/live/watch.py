@@ -20,7 +20,6 @@ import os
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import wait as wait_futures
 from typing import Optional
 
 from ..checks.postmortem import PostmortemInput
@@ -31,12 +30,21 @@ from ..model import CheckResult, NodeInfo, Report, Status, WorldInfo, failed, pa
 from ..postmortem import flight
 from ..postmortem.analyze import GARBAGE, analyse, ranks_text
 from ..postmortem.inputs import Inputs, _add_dump
+from ..postmortem.stacks import from_record, to_record
 from ..rendezvous.budget import Budget
 from ..rendezvous.store import Guard, JsonStore, Limits, StoreLost
-from . import pace, reach, straggle
+from . import pace, reach, straggle, wire
 from .auth import Session, choose
 from .fetch import Answer, Asker, fetch_all, fetch_each, read_registry
 
+# what to do when no rank registered: the one step that arms a job for diagnose and watch, and what keeps a rank
+# from registering
+NOT_ARMED_FIX = ("arm every rank before init_process_group, as for diagnose: ncclcheck.arm(DIR), or "
+                 "ncclcheck.guard(postmortem_dir=DIR); either registers the rank here unless given live=False "
+                 "(guard() without postmortem_dir registers only with live=True). A rank registers in the store at "
+                 "MASTER_ADDR:MASTER_PORT once RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT are set (arm()'s notes "
+                 "say when they were not); watch that store (under torchrun its --master-addr/--master-port, or "
+                 "the rdzv endpoint); a token-signed job needs the same token here (docs/live.md)")
 DUMP_NAME = "ncclcheck_live_rank_{}.json"  # a name ending in the rank, as torch's own dumps are named
 UNANSWERED_NAME = "ncclcheck_live_unanswered.json"
 
@@ -57,9 +65,10 @@ def moved(first: dict, second: dict) -> list:
                   and counters(a.doc) != counters(first[r].doc))
 
 
-def live_doc(a: Answer, rec: dict, clock: Optional[dict] = None) -> Optional[dict]:
+def live_doc(a: Answer, rec: dict, clock: Optional[dict] = None, phase: Optional[dict] = None) -> Optional[dict]:
     """The rank's flight recorder with its own word (flight.LIVE_KEY): what diagnose reads from --dump; `clock`:
-    its host's clock offset as watch measured it (postmortem/slow.py corrects the call times with it)."""
+    its host's clock offset as watch measured it (postmortem/slow.py corrects the call times with it); `phase`: its
+    progress as sampled (postmortem/phase.py: where in a step the ranks work outside collectives)."""
     fr = a.doc.get("flight") if a.doc else None
     if not isinstance(fr, dict):
         return None
@@ -67,15 +76,23 @@ def live_doc(a: Answer, rec: dict, clock: Optional[dict] = None) -> Optional[dic
     me["addr"] = f"{rec['addr']}:{rec['port']}"
     if clock:
         me["clock"] = {"offset_ns": clock["offset_ns"], "err_ns": clock["err_ns"]}
+    if phase:
+        me["phase"] = phase
     if a.doc.get("flight_dropped"):
         me["flight_dropped"] = a.doc["flight_dropped"]
     return {**fr, flight.LIVE_KEY: me}
 
 
-def build_inputs(first: dict, records: dict, missing: dict, docs: dict, observer: Optional[str] = None) -> Inputs:
+def build_inputs(first: dict, records: dict, missing: dict, docs: dict, observer: Optional[str] = None,
+                 ends: Optional[dict] = None) -> Inputs:
     """diagnose's Inputs from what was fetched: one flight-recorder document per answering rank. observer: the host
-    watch asks from (a host cut off is told from the other hosts all silent by where the watcher stands)."""
+    watch asks from (a host cut off is told from the other hosts all silent by where the watcher stands). ends: the
+    end records ranks left in the store (what their stacks files say of how they ended: diagnose's own reading)."""
     inp = Inputs(observer=observer)
+    for r, v in (ends or {}).items():
+        said = from_record(r, v, f"rank {r}'s word in the job's store ({wire.end_key(r)})")
+        if said is not None:
+            inp.stacks[r] = said
     for r, doc in sorted(docs.items()):
         _add_dump(inp, f"live://{records[r]['addr']}:{records[r]['port']}/rank{r}", doc, "json")
     for r, a in first.items():
@@ -103,11 +120,12 @@ def write_dump(path: str, docs: dict, inp: Inputs) -> list:
         f = os.path.join(path, DUMP_NAME.format(r))
         write_atomic(f, json.dumps(doc, separators=(",", ":"), default=str))
         written.append(f)
-    if inp.unanswered:
+    if inp.unanswered or inp.stacks:  # and the ends ranks said in the store (flight.ENDS_KEY): diagnose reads them
         f = os.path.join(path, UNANSWERED_NAME)
         write_atomic(f, json.dumps({"schema": flight.UNANSWERED_SCHEMA, "observer": inp.observer,
                                     "ranks": {str(r): w for r, w in sorted(inp.unanswered.items())},
-                                    "hosts": {str(r): inp.hosts[r] for r in sorted(inp.unanswered) if r in inp.hosts}}))
+                                    "hosts": {str(r): inp.hosts[r] for r in sorted(inp.unanswered) if r in inp.hosts},
+                                    flight.ENDS_KEY: {str(r): to_record(s) for r, s in sorted(inp.stacks.items())}}))
         written.append(f)
     return written
 
@@ -242,7 +260,6 @@ def _launcher(records: dict) -> str:
 
 def _trust(session: Session, st: JsonStore, ignored: list) -> dict:
     """The report's `trust`: watch's level, and the records it ignored (another job's or run's, unsigned...)."""
-    from ..live import wire
 
     source = {"token": "the job's token", "munge": f"a munge credential of uid {os.getuid()}",
               "none": "nothing: without a key anyone can write the store's records"}[session.level]
@@ -257,7 +274,7 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
     w = config.world
     where = f"{w.master_addr}:{w.master_port}"
     phase = budget.now()
-    reg = read_registry(st)
+    reg = read_registry(st, ends=True)
     registry_s = budget.since(phase)
     n, records, missing = reg.n, reg.records, reg.missing
     asker = Asker(session, reg.job, reg.run)
@@ -268,9 +285,7 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
         why = (f"no armed rank registered in the job's store at {where}" if n == 0 else
                f"none of the {n} ranks registered in the job's store at {where} could be read: "
                f"{next(iter(missing.values()), '')}")
-        return _report(config, t0, [failed("live.answered", why, fix="arm the job: ncclcheck.arm(DIR) or "
-                                            "ncclcheck.guard(postmortem_dir=DIR, live=True) on every rank "
-                                            "(docs/live.md); a token-signed job needs the same token here",
+        return _report(config, t0, [failed("live.answered", why, fix=NOT_ARMED_FIX,
                                             evidence={"rejected": list(st.rejected)})], {"live": live}, n,
                        trust=trust)
     phase = budget.now()
@@ -279,24 +294,26 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
               "fetch": budget.since(phase)}
     answered = sorted(r for r, a in first.items() if a.doc is not None)
     phase = budget.now()
-    # Each rank is looked at again live_confirm_s after its own first answer, the hosts' clocks measured meanwhile: a
-    # rank that answered early does not wait for the last one (at 4,096 ranks the first look took seconds; then a
-    # pause and a second look as long made the answer ~13 s, issue 56).
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ncclcheck-watch") as ex:
+    # Each rank is looked at again live_confirm_s after its own first answer, the hosts' clocks measured and a few
+    # ranks' phases sampled meanwhile: a rank that answered early does not wait for the last one (at 4,096 ranks the
+    # first look took seconds; then a pause and a second look as long made the answer ~13 s).
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="ncclcheck-watch") as ex:
+        sampling = ex.submit(straggle.sample_phases, records, answered, asker, budget, budget.live_confirm_s)
         timing = ex.submit(straggle.measure_clocks, records, answered, asker, budget)
         second = fetch_all({r: records[r] for r in answered}, "progress", asker, budget,
                            {r: (first[r].done_at or phase) + budget.live_confirm_s for r in answered})
         phases["second_look"] = budget.since(phase)
-        wait_futures([timing], timeout=budget.live_fetch_s + budget.thread_join_s)
-        clocks = timing.result() if timing.done() and timing.exception() is None else {}
-        phases["clocks"] = budget.since(phase)
+    # the pool's end waited for both: each is bounded inside (its own deadline, its threads' join)
+    clocks = timing.result() if timing.exception() is None else {}
+    sampled = sampling.result() if sampling.exception() is None else {}
+    phases["clocks_and_phase_samples"] = budget.since(phase)
     phase = budget.now()
     went = moved(first, second)
     frozen = sorted(r for r in answered if r not in went and r in second and second[r].doc is not None)
     by_rank = straggle.rank_clocks(clocks, records)
-    docs = {r: d for r in answered if (d := live_doc(first[r], records[r], by_rank.get(r))) is not None
-            and d.get("entries")}
-    inp = build_inputs(first, records, missing, docs, socket.gethostname())
+    docs = {r: d for r in answered if (d := live_doc(first[r], records[r], by_rank.get(r), sampled.get(r)))
+            is not None and d.get("entries")}
+    inp = build_inputs(first, records, missing, docs, socket.gethostname(), reg.ends)
     for r, a in second.items():  # answered the first look, not the second: gone meanwhile
         if a.doc is None and r not in inp.unanswered:
             inp.unanswered[r] = a.why if a.garbage else f"answered, then not {budget.live_confirm_s:g} s later " \
@@ -361,8 +378,9 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
     elif stalled is not None:
         prog = stalled
     elif root.status is Status.FAIL:
-        prog = failed("live.progress", f"no rank made progress in {budget.live_confirm_s:g} s: hung "
-                      f"({root.summary})", evidence={"frozen": frozen})
+        # the cause is postmortem.root_cause's to say, once (it was said here again: four times in one report)
+        prog = failed("live.progress", f"no rank made progress in {budget.live_confirm_s:g} s: the job is hung "
+                      f"(its root cause: {root.id})", evidence={"frozen": frozen})
     else:
         prog = warned("live.progress", f"no collective progress in {budget.live_confirm_s:g} s on "
                       f"{ranks_text(frozen) if frozen else 'any rank'}, and no rank waits in a collective another "
@@ -429,42 +447,78 @@ def watch(config: Config, observer=None) -> Report:
     st, bad, session = _connect(config, budget)
     if st is None or session is None:
         return _report(config, t0, [bad], {"live": {}})
+    follow = None
     try:
-        follow = None
         if config.watch.follow:
             follow = straggle.Follow(lambda line: show_row(observer, "slow_event", {"text": line}))
-            _follow(config, budget, st, session, follow)
+            ended = _follow(config, budget, st, session, follow)
+            if ended is not None:
+                return _ended(config, t0, follow, ended)
         return look(config, budget, st, session, t0, follow)
     except munge.MungeError as exc:  # watch's own credential (trust munge): said, never a traceback
         return _report(config, t0, [failed("live.answered", f"watch could not make its munge credential: {exc}",
                                            fix="check munged here (munge -n | unmunge), or give the job's token")],
                        {"live": {}}, trust={"level": session.level, "source": "munge"})
     except StoreLost as exc:
+        if follow is not None and follow.looks:  # the job ended between --follow's looks: what they saw stays
+            return _ended(config, t0, follow, f"its store went away ({str(exc)[:120]})")
         return _report(config, t0, [failed("rendezvous.master_reachable", f"the job's store went away: {exc}",
                                            fix="the job ended or its master died")], {"live": {}})
 
 
-def _follow(config: Config, budget: Budget, st: JsonStore, session: Session, follow: straggle.Follow) -> None:
-    """Look at every rank's flight recorder every live_follow_poll_s until no progress for live_stall_s (or no rank
-    answers), then return for the full look; each look that progressed is judged for a slowdown (follow)."""
+def _ended(config: Config, t0: float, follow: straggle.Follow, why: str) -> Report:
+    """--follow's report when the job ended while watched: a normal end (live.progress passes), and every slowdown
+    its looks saw, each with its start and end (live.slow: fail when one was seen, pass when none was)."""
+    follow.finish(time.time_ns(), "the job ended")
+    n, records = follow.world
+    prog = passed("live.progress", f"the job ended while watched ({why}) after {follow.looks} looks that saw it "
+                  "make progress", evidence={"ended": why, "looks": follow.looks})
+    live = {"master": f"{config.world.master_addr}:{config.world.master_port}", "world_size": n, "ended": why,
+            "slow": {**(follow.last or {}), **follow.section()}}
+    return _report(config, t0, [prog, follow.check(why)], {"live": live}, n,
+                   len({rec["host"] for rec in records.values()}), follow.backend, None, records)
+
+
+def _follow(config: Config, budget: Budget, st: JsonStore, session: Session,
+            follow: straggle.Follow) -> Optional[str]:
+    """Look at every rank's flight recorder every live_follow_poll_s until no progress for live_stall_s (then None:
+    the full look names the hang) or the job ended (its store went away, or no rank answers and then the store goes
+    away: why, said); each look that progressed is judged for a slowdown (follow)."""
     still_since = None
     last: dict = {}
     while True:
-        reg = read_registry(st)
+        try:
+            reg = read_registry(st)
+        except StoreLost as exc:
+            return f"its store went away ({str(exc)[:120]})" if follow.looks else None
         asker = Asker(session, reg.job, reg.run)
         now = fetch_all(reg.records, "flight", asker, budget)
         if not any(a.doc is not None for a in now.values()):
-            return
+            return _store_gone(st, budget) if follow.looks else None
+        follow.world = (reg.n, reg.records)
         if not last or moved(last, now):
             _judge_follow(reg.records, reg.missing, now, asker, budget, follow)
         if last and not moved(last, now):
             still_since = still_since or time.monotonic()
             if not budget.within(still_since, budget.live_stall_s):
-                return
+                return None
         else:
             still_since = None
         last = now
         time.sleep(budget.live_follow_poll_s)
+
+
+def _store_gone(st: JsonStore, budget: Budget) -> Optional[str]:
+    """No rank answers: the job ended when its store goes away too within live_stall_s (--timeout: a launcher closes
+    it once its ranks exited), else None (the full look names who does not answer)."""
+    t0 = budget.now()
+    while budget.within(t0, budget.live_stall_s):
+        try:
+            read_registry(st)
+        except StoreLost as exc:
+            return f"its ranks stopped answering and its store went away ({str(exc)[:120]})"
+        time.sleep(min(budget.live_store_poll_s, budget.live_follow_poll_s))
+    return None
 
 
 def _judge_follow(records: dict, missing: dict, now: dict, asker: Asker, budget: Budget,
@@ -472,12 +526,14 @@ def _judge_follow(records: dict, missing: dict, now: dict, asker: Asker, budget:
     """One --follow look at a progressing job: who slows it (a start or an end said through the observer)."""
     answered = sorted(r for r, a in now.items() if a.doc is not None)
     clocks = straggle.measure_clocks(records, answered, asker, budget)
+    sampled = straggle.sample_phases(records, answered, asker, budget, budget.live_confirm_s)
     by_rank = straggle.rank_clocks(clocks, records)
-    docs = {r: d for r in answered if (d := live_doc(now[r], records[r], by_rank.get(r))) is not None
-            and d.get("entries")}
+    docs = {r: d for r in answered if (d := live_doc(now[r], records[r], by_rank.get(r), sampled.get(r)))
+            is not None and d.get("entries")}
     inp = build_inputs(now, records, missing, docs)
     node_of = {h: i for i, h in enumerate(sorted({rec["host"] for rec in records.values()}))}
     section, _ = straggle.judge(inp, records, clocks, asker, budget, node_of, follow)
+    follow.backend = _backend(docs)
     follow.look(time.time_ns(), section)
 
 

@@ -27,6 +27,8 @@ import socket
 import struct
 from typing import Any, Optional
 
+from ..clean import clean_doc
+from ..postmortem.stacks import from_record
 from ..rendezvous.budget import Budget
 from ..rendezvous.store import Guard
 
@@ -34,9 +36,14 @@ VERSION = "ncclcheck-live/2"
 # What a watcher may ask, and which of the responder's workers does it: "answer" (this process's own data, built
 # at once) or "reach" (connects to other ranks, up to Budget.live_reach_s). Anything else is refused and named. A
 # new kind is a row here and a branch in Responder.work.
-# "clock", "blob" and "rate" are a slow job's (live/pace.py): rate downloads a blob from other ranks, as reach connects.
+# "clock", "phase", "blob" and "rate" are a slow job's (live/pace.py): rate downloads a blob from other ranks, as reach
+# connects; phase samples the rank's own progress for a few seconds (a worker of its own: the others stay free).
 KINDS = {"progress": "answer", "stacks": "answer", "flight": "answer", "all": "answer", "reach": "reach",
-         "clock": "answer", "blob": "answer", "rate": "reach"}
+         "clock": "answer", "phase": "phase", "blob": "answer", "rate": "reach"}
+# The kinds that make a responder connect somewhere (reach, rate) or send something large (blob): one guard for all
+# of them, live/peers.py (ranks of this job only, signed records where the level signs them, a hello-only answer at
+# the bound's end otherwise, a blob only to a rank of this job), each charged to the responder's Spend (loop.py).
+GUARDED = ("reach", "rate", "blob")
 MAX_REACH = 64  # ranks one "reach" request may name: a responder connects to at most this many others
 MAX_REQUEST = 4096  # bytes of one request frame: a request is a few dozen bytes of JSON (and a munge credential)
 MAX_HELLO = 4096  # bytes of the responder's hello
@@ -49,6 +56,7 @@ MIN_ITEMS = 256  # ... and in JSON values
 HEADER = struct.Struct("!I")
 CHALLENGE_CHARS = 32
 RUN_CHARS = 32
+MAX_LINE = 200  # characters of a source line or a name in a reply
 MAX_JOB = 128  # characters of a job id (agent/launchers.job_id: the launcher's, sanitised)
 PREFIX = "ncclcheck/live/"  # the job store's keys: PREFIX + "world", PREFIX + "rank/<r>"
 WORLD_KEY = PREFIX + "world"
@@ -57,6 +65,24 @@ AUTH = ("token", "munge", "none")  # how a responder authenticates requests (its
 
 def rank_key(r: int) -> str:
     return f"{PREFIX}rank/{r}"
+
+
+def end_key(r: int) -> str:
+    """Where rank r leaves its word on how it ended (raised, sys.exit, told to stop): the stacks file's header, for a
+    watch that finds the rank gone (training/arm.py writes it beside the file; watch reads it beside the records)."""
+    return f"{PREFIX}end/{r}"
+
+
+def end_problem(r: int, v: Any) -> Optional[str]:
+    """Why the store's end record of rank r is not one (None when it is): this protocol's version, rank, job and
+    run, and the stacks file's fields (postmortem/stacks.from_record checks each)."""
+    if not isinstance(v, dict) or v.get("v") != VERSION or v.get("rank") != r:
+        return "not a live rank's end record"
+    if not isinstance(v.get("job"), str) or len(v["job"]) > MAX_JOB or not _hex(v.get("run"), RUN_CHARS):
+        return "it names no job and run"
+    if from_record(r, v, "") is None:
+        return "its fields are not a stacks file's (a reason, short texts)"
+    return None
 
 
 def _hex(v: Any, n: int) -> bool:
@@ -182,9 +208,10 @@ def recv_body(sock: socket.socket, n: int, end: float, budget: Budget) -> bytes:
 
 
 def loads(data: bytes) -> Any:
-    """JSON only: NaN/Infinity and deep nesting refused (what arrives may be hostile)."""
+    """JSON only: NaN/Infinity and deep nesting refused (what arrives may be hostile); every string cleaned where it
+    enters (clean.clean_doc: no control character, bidirectional override or lone surrogate reaches a report)."""
     try:
-        return json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+        return clean_doc(json.loads(data.decode("utf-8"), parse_constant=_no_constant))
     except (ValueError, UnicodeDecodeError, RecursionError):
         raise WireError("not JSON") from None
 

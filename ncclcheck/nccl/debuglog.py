@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from typing import Optional
 
 from .linear import MAX_LINE_CHARS, Prefilter, Then
@@ -236,12 +237,28 @@ _LINE_HOST = re.compile(r"^(?:\[[^\]\n]{0,64}\d\d:\d\d:\d\d[^\]\n]{0,32}\] ?)?([
                         re.M)
 
 
+def read_capture(lines: Iterable[str], at: int = 0) -> tuple[NcclDebugState, Optional[str], int]:
+    """One saved capture's lines (a file streamed line by line: infile.Lines) fed to a state, numbered from `at`:
+    (the state, the host its first NCCL line names or None, the number after its last line). States of one host's
+    captures merge with NcclDebugState.result, as their texts joined would parse."""
+    state, host, n = NcclDebugState(), None, at - 1
+    for n, line in enumerate(lines, at):
+        state.feed(line, n)
+        if host is None:
+            m = _LINE_HOST.match(line)
+            host = m.group(1) if m else None
+    return state, host, n + 1
+
+
 def capture_host(path: str, text: str) -> Optional[str]:
     """The host a saved NCCL_DEBUG capture came from: its lines' `host:pid:tid` prefix, else an nccl.<host>.<pid>
     file name."""
     m = _LINE_HOST.search(text or "")
-    if m:
-        return m.group(1)
+    return m.group(1) if m else host_of_name(path)
+
+
+def host_of_name(path: str) -> Optional[str]:
+    """The host an nccl.<host>.<pid> file name (NCCL_DEBUG_FILE's %h.%p) names, or None."""
     parts = os.path.basename(path).split(".")
     return parts[1] if len(parts) >= 3 and parts[0] == "nccl" else None
 

@@ -182,9 +182,12 @@ TABLE: tuple = (
                  "smaller pinned buffers; `dmesg -T | grep -i oom` on the host names the process"),
     # the launcher itself was told to stop (torch/distributed/elastic: the agent's "Received %s death signal,
     # shutting down workers" and the SignalException its handler raises, "Process %d got signal: %d"): a scheduler's
-    # time limit, scancel or an operator ended the job; what made them end it (a hang) is the cause
+    # time limit, scancel or an operator ended the job; what made them end it (a hang) is the cause. Its stop reaches
+    # a rank's children too (torchrun signals each worker's process group): torch's DataLoader then raises "DataLoader
+    # worker (pid(s) N) is killed by signal: Terminated." in the rank, the launcher's stop, not the rank's own failure
     FailureClass("launcher_stopped", _rx(r"Received \d{1,3} death signal, shutting down workers|"
-                                         r"SignalException: Process \d{1,10} got signal: \d{1,3}"), False,
+                                         r"SignalException: Process \d{1,10} got signal: \d{1,3}|"
+                                         r"is killed by signal: Terminated"), False,
                  "the launcher was told to stop (a signal from the scheduler, scancel or an operator) and stopped "
                  "its workers",
                  "find what happened before: a hang (the flight recorder, NCCL's watchdog lines) or a time limit "

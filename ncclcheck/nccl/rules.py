@@ -173,3 +173,27 @@ def dynamic_gid_index(nccl_version: Optional[str]) -> bool:
     """NCCL >= 2.21 picks the RoCE GID index itself; NCCL_IB_GID_INDEX should then be left unset."""
     v = version_tuple(nccl_version)
     return v is not None and v >= (2, 21)
+
+
+def roce_without_v2_ipv4_gid(ports: list) -> list:
+    """[(dev, port, port_dict)] of the RoCE ports (link layer Ethernet) among `ports` that have no RoCE v2 GID holding
+    an IPv4 address (rdma facts roce_v2_gid_index None). NCCL (>= 2.21 by itself, older releases through
+    NCCL_IB_GID_INDEX) wants that GID under its default NCCL_IB_ADDR_FAMILY=AF_INET; without one it keeps GID index
+    0, a RoCE v1 link-local GID that does not route, and the port's connections fail or hang. The usual cause: the
+    port's netdev has no IPv4 address (or the address sits on a VLAN netdev of another port)."""
+    return [(d, p, x) for d, p, x in ports
+            if (x.get("link_layer") or "").lower() == "ethernet" and x.get("roce_v2_gid_index") is None]
+
+
+ROCE_NO_V2_DETAIL = ("NCCL looks for the RoCE v2 GID that holds the netdev's IPv4 address (NCCL >= 2.21 by itself, "
+                     "older releases at NCCL_IB_GID_INDEX); without one it keeps GID index 0, a RoCE v1 link-local "
+                     "GID that does not route: connections across subnets fail (\"Got completion with error 12\", "
+                     "IBV_WC_RETRY_EXC_ERR) or hang.")
+
+
+def roce_no_v2_fix(ports: list) -> str:
+    nds = sorted({n for _, _, x in ports for n in (x.get("netdevs") or [])})
+    on = f" ({', '.join(nds)})" if nds else ""
+    return (f"Give the port's netdev{on} its IPv4 address (the RoCE v2 GID appears with it: "
+            "`grep . /sys/class/infiniband/<dev>/ports/<n>/gid_attrs/types/*`), check its VLAN, or leave the port out "
+            "with an exact NCCL_IB_HCA.")

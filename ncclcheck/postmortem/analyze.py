@@ -16,7 +16,7 @@ from typing import Optional
 from ..nccl import failures
 from ..nccl.debuglog import nccl_header
 from ..render import words
-from . import context, flight, p2p, precedence
+from . import context, flight, own, p2p, precedence
 from .bound import CUT, MAX_FIELD_CHARS, MAX_LISTED_RANKS, MAX_REPORT_ROWS, clip, clip_all
 from .inputs import Inputs
 from .logscan import RAISED as _RAISED
@@ -528,9 +528,6 @@ def _failed(f: dict) -> bool:
     return bool(f.get("signal")) or (isinstance(f.get("exitcode"), int) and f["exitcode"] != 0)
 
 
-_OWN_DEATHS = ("SIGKILL", "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE")
-
-
 def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: dict, have_cause: bool,
                  covered: frozenset = frozenset()) -> list:
     out = []
@@ -562,7 +559,8 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
         # torchrun's first observed failure is the root; an abort or an exit code after it is usually its
         # consequence (NCCL's watchdog, gloo, Python), but a kill from outside (the OOM killer, an operator) or a
         # crash is nobody's: two at once are two causes. Any of them yields to a cause found elsewhere (have_cause).
-        own = f.get("signal") in _OWN_DEATHS and not f.get("stopped")  # torchrun's SIGKILL past its grace is its stop
+        # torchrun's SIGKILL past its grace is its stop
+        own = f.get("signal") in precedence.OWN_DEATHS and not f.get("stopped")
         cause = not have_cause and not stopped and (first is None or r == first or own)
         if r in empty:
             kind = "no_dump"
@@ -576,6 +574,8 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
             text = f"{_who(r, hosts)} {why}" if why.startswith(GARBAGE) else f"{_who(r, hosts)} did not answer ({why})"
         else:
             text = f"{_who(r, hosts)} left no dump" if inp.dumps else f"{_who(r, hosts)} died"
+            if inp.dumps and inp.stacks and r not in inp.stacks and not f.get("signal"):  # armed: peers wrote theirs
+                text = f"{_who(r, hosts)}{words.LEFT_NOTHING_ARMED}"
         if r == first and len(by_rank) > 1:
             text += " (the launcher's first observed failure)"
         if where is not None:
@@ -675,12 +675,6 @@ def _listed(ranks: list) -> dict:
                                                   else {})}
 
 
-# What a rank sees when a peer is gone: after the launcher's first observed failure, these lines on the other ranks
-# are its consequences (a reconnect refused, a store wait that timed out, NCCL's WARN about the closed socket, the
-# survivor's own exception wrapping the collective's error), not causes of their own. Lines that name a fault of the
-# rank itself (its socket interface, its GPU, its HCA) stay causes wherever they are.
-_AFTER_A_DEATH = ("connection_refused", "no_route", "init_timeout", "nccl_warn", "exception",
-                  "unhandled_system_error")
 
 
 def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> list:
@@ -722,7 +716,7 @@ def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> li
             said = events[wraps[i]]
             cause = False
             what += words.wrapper_of(said["rank"], failures.BY_ID[said["class"]].what)
-        elif cause and after_first and ranks and first not in ranks and cls.id in _AFTER_A_DEATH:
+        elif cause and after_first and ranks and first not in ranks and cls.id in precedence.AFTER_A_DEATH:
             cause = False
             what += f" (after rank {first} {_exit_text(by_rank[first])}, the launcher's first observed failure)"
         c = {"kind": e["class"], "cause": cause, "pg": None, "seq": e.get("seq"), "ranks": ranks,
@@ -815,6 +809,9 @@ def analyse(inp: Inputs, preflight: Optional[dict] = None,
         first = next((c for c in ordered if c["kind"] == "unfinished"), None)
         if first is not None:
             ordered = [dict(first, cause=True)] + [c for c in ordered if c is not first]
+    # what a rank said of itself (it raised, exited, was killed) outranks what the others' recorders imply of it
+    ends = own.ends(inp.stacks, by_rank, events, inp.error_files, first_failure(by_rank), frozenset(inp.dumps))
+    ordered = own.first(ordered, ends, groups, lambda r: _who(r, hosts), _coll, ranks_text)
     ordered = _never_nothing(ordered, by_rank, hosts)
     verdict = _verdict(ordered, groups, hosts, by_rank)
     ranks = []
@@ -924,7 +921,9 @@ def _verdict(causes: list, groups: list, hosts: dict, by_rank: dict) -> Optional
             if c is not root and c["kind"] == "no_dump" and c["ranks"] == [r]:
                 text += f"; rank {r} left no dump"
         death = _death(r, by_rank)
-        if death and death not in text and root["kind"] not in ("exited", "job_failed"):
+        said = (by_rank.get(r) or {}).get("signal")
+        if death and death not in text and not (said and said in text) and root["kind"] not in ("exited",
+                                                                                              "job_failed"):
             text += f"; {death}"
     return text
 

@@ -40,7 +40,7 @@ def host_lines(logs: Iterable, host: str) -> list:
     start, which the one reading did not keep: only causes of these two classes need it), at most MAX_HOST_LINES."""
     out: list = []
     for log in logs:
-        for line in reread_lines(log.path):
+        for line in reread_lines(log.source):
             line = line[:MAX_LINE_CHARS]
             head = header_anywhere(line)
             if head and head["host"] == host:

@@ -11,7 +11,7 @@ from ..checks.nccl_ras import ras_check_from_text
 from ..checks.postmortem import PostmortemInput
 from ..checks.registry import POSTMORTEM, run_checks
 from ..errors import UsageError
-from ..model import NodeInfo, Recommendation, Report, WorldInfo, clean_text
+from ..model import LAUNCHERS, NodeInfo, Recommendation, Report, WorldInfo, clean_text
 from ..render.common import one_line
 from .analyze import analyse, empty_dumps
 from .inputs import load_preflight, read_inputs
@@ -42,9 +42,9 @@ def diagnose(paths: list[str], preflight_path: Optional[str] = None, version: st
     checks = run_checks(POSTMORTEM, PostmortemInput(analysis))
     for path, text in inp.ras:
         checks.append(ras_check_from_text(text, path))
-    # who slowed the job, from the same call times watch reads live (and the clocks watch --dump measured)
+    # who slowed the job, from the same call times watch reads live (and the clocks and phases watch --dump kept)
     analysis["slow"] = analyse_slow(inp.dumps, {r["rank"]: r["host"] for r in analysis["ranks"] if r.get("host")},
-                                    inp.clocks)
+                                    inp.clocks, inp.phases)
     checks.append(slow_check("postmortem.slow", analysis["slow"]))
     nodes = []
     hosts = {r["host"] for r in analysis["ranks"] if r.get("host")}
@@ -107,8 +107,11 @@ def _backend(inp) -> str:
 
 def _launcher(inp) -> str:
     """The launcher whose failure report or own lines are among the inputs (torchrun's output with no table when
-    its agent was itself stopped), "none" when none or several."""
+    its agent was itself stopped), else the one the armed ranks' stacks name (their launcher's variables); "none"
+    when none or several."""
     said = {f.get("launcher", "torchrun") for f in inp.failures} | set(inp.launchers.values())
+    if not said:
+        said = {st["launcher"] for st in inp.stacks.values() if st.get("launcher") in LAUNCHERS}
     return said.pop() if len(said) == 1 else "none"
 
 

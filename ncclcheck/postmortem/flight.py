@@ -287,6 +287,7 @@ def _op_to_seq(g: GroupTrace, counter: Optional[int]) -> Optional[int]:
 
 UNANSWERED_SCHEMA = "ncclcheck.live-unanswered/1"  # watch --dump's list of the ranks that did not answer
 MAX_UNANSWERED = 100_000
+ENDS_KEY = "ends"  # ... and, rank -> the end record a rank left in the job's store (postmortem/stacks.from_record)
 LIVE_KEY = "ncclcheck_live"  # what `ncclcheck watch` adds to a rank's flight recorder: the rank's own word
 
 

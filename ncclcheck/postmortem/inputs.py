@@ -6,21 +6,25 @@ launcher's combined output with rank prefixes, torchrun's failure table). Anythi
 Each file is opened once and read once, in order: a file reached under two names (hard links, a symbolic link, named
 twice) is read under the first and listed under the others. A text log streams through postmortem/logscan.py (bounded
 memory whatever its size); a document (a dump, a report) is read whole up to its bound.
+
+What a file says, and its name, is cleaned here, where it enters (clean.clean_doc, clean_log_text, clean_name): no
+control character, bidirectional override or lone surrogate goes further, so no writer of the report meets one (a
+"\ud800" in a dump's host name made every output exit 3; a newline in a log's name forged a console line).
 """
 
 from __future__ import annotations
 
-import errno
 import glob
 import json
 import os
-import stat
 from dataclasses import dataclass, field
 from typing import Optional
 
 from ..checks.nccl_ras_text import looks_like_ras_text, ras_text_header
+from ..clean import clean_doc, clean_log_text, clean_name
 from ..errors import UsageError
-from . import flight, launcher, slow, stacks
+from ..infile import NotRegular, open_regular
+from . import flight, launcher, phase, slow, stacks
 from .bound import clip
 from .logscan import LogScan, Room
 from .unpickle import MAX_DUMP_BYTES, RefusedPickle, is_pickle, loads_plain, walk_problem
@@ -55,6 +59,7 @@ class Inputs:
     observer: Optional[str] = None  # the host `ncclcheck watch` asked from (a cut link is seen from one side)
     launchers: dict = field(default_factory=dict)  # path -> the launcher whose own output it is (launcher.own_line)
     clocks: dict = field(default_factory=dict)  # rank -> its host's clock offset watch measured (postmortem/slow.py)
+    phases: dict = field(default_factory=dict)  # rank -> its progress as watch sampled it (postmortem/phase.py)
 
     def recognised(self) -> int:
         return sum(1 for r in self.read if r["kind"] != "unrecognised")
@@ -67,40 +72,23 @@ def expand(paths: list[str]) -> list[str]:
     for p in paths:
         hits = [p] if os.path.lexists(p) else sorted(glob.glob(p, recursive=True))
         if not hits:
-            raise UsageError(f"{p}: no such file or directory")
+            raise UsageError(f"{clean_name(p)}: no such file or directory")
         for hit in hits:
             if os.path.isdir(hit):
                 for root, dirs, names in os.walk(hit):
                     dirs.sort()
                     files.extend(os.path.join(root, n) for n in sorted(names))
                     if len(files) > MAX_FILES:
-                        raise UsageError(f"{hit}: more than {MAX_FILES} files; name the job's directory")
+                        raise UsageError(f"{clean_name(hit)}: more than {MAX_FILES} files; name the job's directory")
             else:
                 files.append(hit)
     return list(dict.fromkeys(files))
 
 
-class NotRegular(OSError):
-    """The path is not a regular file (a FIFO, a device, a socket, a link found inside a directory)."""
-
-
 def _open(path: str, named: bool) -> int:
-    """A descriptor on a regular file, opened without blocking (a FIFO would wait for a writer forever) and, for a
-    file found by walking a directory, without following a link; NotRegular otherwise."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if named else getattr(os, "O_NOFOLLOW", 0))
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP and not named:
-            raise NotRegular("a symbolic link inside the directory (not followed)") from None
-        raise
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode) or
-                stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
-        raise NotRegular(f"{kind}, not a regular file")
-    return fd
+    """A descriptor on a regular file (infile.open_regular: without blocking; a file found by walking a directory
+    without following a link); NotRegular otherwise."""
+    return open_regular(path, named)
 
 
 def reread_lines(path: str, max_bytes: int = HEAD_BYTES):
@@ -119,7 +107,7 @@ def reread_lines(path: str, max_bytes: int = HEAD_BYTES):
             if not chunk:
                 break
             got += len(chunk)
-            lines = (carry + decoder.decode(chunk)).split("\n")
+            lines = (carry + clean_log_text(decoder.decode(chunk))).split("\n")
             carry = lines.pop()[:CHUNK]
             yield from lines
     if carry:
@@ -131,9 +119,9 @@ def _json(text: str):
     long to print (Python's own digit limit) are not what any of these files hold."""
     try:
         doc = json.loads(text, parse_constant=_no_constant)
+        return None if walk_problem(doc) else clean_doc(doc)
     except (ValueError, RecursionError):
         return None
-    return None if walk_problem(doc) else doc
 
 
 def _no_constant(name: str):
@@ -162,6 +150,9 @@ def _add_dump(out: Inputs, path: str, doc: dict, form: str) -> None:
     clock = slow.clock_of(doc, rank)
     if clock:
         out.clocks[rank] = clock
+    sampled = phase.of_doc(doc, rank, flight.LIVE_KEY)
+    if sampled:
+        out.phases[rank] = sampled
     if live:
         out.hosts[rank] = live["who"]
         if live["where"]:
@@ -170,7 +161,7 @@ def _add_dump(out: Inputs, path: str, doc: dict, form: str) -> None:
 
 
 def _add_stacks(out: Inputs, path: str, text: str) -> None:
-    got = stacks.parse(text, path)
+    got = stacks.parse(clean_log_text(text), path)
     if got is None or got["rank"] >= flight.MAX_WORLD:
         out.refused.append({"path": path, "why": "a stacks file whose header names no rank"})
         return
@@ -191,12 +182,18 @@ def _classify_json(out: Inputs, path: str, doc) -> bool:
                     local = who.get("local_rank")
                     out.hosts[int(r)] = {"host": clip(who["host"], 200),
                                          "local_rank": local if type(local) is int and local >= 0 else None}
+        ends = doc.get(flight.ENDS_KEY)
+        for r, v in list(ends.items())[:flight.MAX_UNANSWERED] if isinstance(ends, dict) else ():
+            said = stacks.from_record(int(r), v, f"{path} (rank {r}'s word in the job's store)") \
+                if isinstance(r, str) and r.isdigit() and int(r) < flight.MAX_WORLD else None
+            if said is not None:
+                out.stacks[int(r)] = said
         if isinstance(doc.get("observer"), str):
             out.observer = clip(doc["observer"], 200)
         out.read.append({"path": path, "kind": "flight_recorder", "note": f"{len(out.unanswered)} rank(s) that did "
                                                                           "not answer ncclcheck watch"})
     elif isinstance(doc, dict) and isinstance(doc.get("communicators"), list):
-        out.ras.append((path, json.dumps(doc)))
+        out.ras.append((path, json.dumps(doc)))  # doc was cleaned when read (_json)
         out.read.append({"path": path, "kind": "ncclras", "note": ""})
     elif isinstance(doc, dict) and doc.get("schema") == "ncclcheck.report/1":
         out.reports.append((path, doc))
@@ -230,9 +227,10 @@ def _add_log(out: Inputs, scan: LogScan) -> None:
     out.read.append({"path": scan.path, "kind": kind, "note": "; ".join(x for x in (said, scan.note()) if x)})
 
 
-def _stream_log(out: Inputs, path: str, f, data: bytes, size: int, room: Room) -> int:
-    """A text log through LogScan, `data` (its start, already read) first; the bytes read."""
-    scan = LogScan(path, room)
+def _stream_log(out: Inputs, path: str, f, data: bytes, size: int, room: Room, source: str) -> int:
+    """A text log through LogScan, `data` (its start, already read) first; the bytes read. `path` is its name as
+    the report shows it, `source` the name it is read again under (postmortem/context.py)."""
+    scan = LogScan(path, room, source)
     scan.feed(data)
     got = len(data)
     skip_at = HEAD_BYTES if size > MAX_TEXT_BYTES else None
@@ -255,7 +253,7 @@ def _stream_log(out: Inputs, path: str, f, data: bytes, size: int, room: Room) -
 
 def _add_pickle(out: Inputs, path: str, data: bytes) -> None:
     try:
-        doc = loads_plain(data)
+        doc = clean_doc(loads_plain(data))
     except RefusedPickle as exc:
         out.refused.append({"path": path, "why": f"a pickle refused unread: {exc}"})
         return
@@ -274,9 +272,10 @@ def _json_lines(data: bytes) -> bool:
     return bool(nl) and _json(first.decode("utf-8", errors="replace")) is not None
 
 
-def _read_one(out: Inputs, path: str, f, size: int, room: Room) -> int:
+def _read_one(out: Inputs, path: str, f, size: int, room: Room, source: str) -> int:
     """One open file recognised and read; the bytes read. A pickle whole (up to MAX_DUMP_BYTES + 1, so a larger one
-    is named), a stacks file up to MAX_STACKS_BYTES, a JSON document up to MAX_JSON_BYTES, a log streamed."""
+    is named), a stacks file up to MAX_STACKS_BYTES, a JSON document up to MAX_JSON_BYTES, a log streamed. `path`:
+    its name as the report shows it (clean_name); `source`: its name on disk."""
     head = f.read(CHUNK)
     if not head:
         _empty(out, path)
@@ -303,13 +302,13 @@ def _read_one(out: Inputs, path: str, f, size: int, room: Room) -> int:
         return len(head)
     if ras_text_header(head):  # ncclras's text report: read whole (bounded like a JSON document), not as a log
         data = head + f.read(max(0, MAX_JSON_BYTES - len(head)))
-        text = data.decode("utf-8", errors="replace")
+        text = clean_log_text(data.decode("utf-8", errors="replace"))
         if looks_like_ras_text(text):
             out.ras.append((path, text))
             out.read.append({"path": path, "kind": "ncclras", "note": "text report"})
             return len(data)
         head = data
-    return _stream_log(out, path, f, head, size, room)
+    return _stream_log(out, path, f, head, size, room, source)
 
 
 def read_inputs(paths: list[str]) -> Inputs:
@@ -319,13 +318,14 @@ def read_inputs(paths: list[str]) -> Inputs:
     total = 0
     seen: dict = {}  # (device, inode) -> the name it was read under
     room = Room()  # what all the logs may keep together
-    for path in expand(paths):
+    for source in expand(paths):
+        path = clean_name(source)  # the name every line of the report shows; the file is opened by its own
         if total > MAX_TOTAL_BYTES:
             out.refused.append({"path": path, "why": f"not read: {MAX_TOTAL_BYTES >> 30} GiB were read already "
                                                      "(name the job's own directory)"})
             continue
         try:
-            fd = _open(path, os.path.normpath(path) in named)
+            fd = _open(source, os.path.normpath(source) in named)
         except NotRegular as exc:
             out.refused.append({"path": path, "why": str(exc)})
             continue
@@ -339,7 +339,7 @@ def read_inputs(paths: list[str]) -> Inputs:
                 _same_file(out, path, first)
                 continue
             try:
-                total += _read_one(out, path, f, st.st_size, room)
+                total += _read_one(out, path, f, st.st_size, room, source)
             except OSError as exc:
                 out.refused.append({"path": path, "why": f"cannot read it ({exc.strerror or exc})"})
     return out

@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..clean import clean_log_text
 from ..nccl import failures
 from ..nccl.debuglog import (
     PARSE_LITERALS,
@@ -58,6 +59,9 @@ MAX_HEAD = 200  # characters before " NCCL INFO " in a line the fast way reads
 # summary line. Its rows quote what it found ("No route to host" in a probe's detail): never a cause of the job's.
 _OWN_HEAD = re.compile(words.HEADER_LINE)
 _OWN_END = re.compile(r"^(?:PASS|WARN|FAIL|ERROR)\s+\d+ passed, \d+ warnings?, \d+ failed")
+# the guard's one-line report (render/console.one_line_verdict): its header and its verdict on one line, a whole
+# report: the lines after it are the job's (read as a report's start, it hid the job's tracebacks that followed)
+_OWN_ONE = re.compile(r": (?:PASS|WARN|FAIL|ERROR) \(\d+ passed, \d+ warnings?, \d+ skipped in ")
 _OWN_LINE = re.compile(r"^ncclcheck[ .:]")
 _OWN_TAIL = re.compile(r"^(?:root cause on node \d+:|fix: )")
 OWN_BLOCK_LINES = 5000  # a report longer than this is not one report: stop skipping
@@ -148,6 +152,8 @@ class OwnOutput:
                 return True
             self.tail = False
         if self.inside == 0 and _OWN_HEAD.match(line):
+            if _OWN_ONE.search(line):
+                return True
             self.inside = OWN_BLOCK_LINES
         if self.inside > 0:
             self.inside, self.tail = (0, True) if _OWN_END.match(line) else (self.inside - 1, False)
@@ -205,8 +211,9 @@ _OVER = ("x",)  # the source of lines past MAX_SOURCES: no rank
 class LogScan:
     """One text log, fed its bytes in order (feed, then close); then `ranks()`, `failures()`, `known`."""
 
-    def __init__(self, path: str, room: Optional[Room] = None):
-        self.path = path
+    def __init__(self, path: str, room: Optional[Room] = None, source: Optional[str] = None):
+        self.path = path  # its name as the report shows it (clean.clean_name)
+        self.source = path if source is None else source  # its name on disk: read again from there (context.py)
         self.room = room or Room()
         self.lines = 0  # lines read
         self.cut = 0  # lines cut at MAX_LINE_CHARS
@@ -235,18 +242,18 @@ class LogScan:
     # -- bytes to lines ---------------------------------------------------------------------------------------
 
     def feed(self, data: bytes) -> None:
-        self._text(self._decoder.decode(data))
+        self._text(clean_log_text(self._decoder.decode(data)))
 
     def gap(self, skipped: int) -> None:
         """`skipped` bytes were not read here (the middle of a file past MAX_TEXT_BYTES): the line before ends,
         the partial line after is dropped."""
-        self._text(self._decoder.decode(b"", True) + "\n")
+        self._text(clean_log_text(self._decoder.decode(b"", True)) + "\n")
         self._decoder.reset()
         self.skipped += skipped
         self._drop_partial = True
 
     def close(self) -> None:
-        self._text(self._decoder.decode(b"", True))
+        self._text(clean_log_text(self._decoder.decode(b"", True)))
         if (self._carry or self._over) and not self._drop_partial:
             self._run([self._first(self._carry)])
         self._carry, self._over = "", 0

@@ -119,6 +119,14 @@ def stamp_s(text) -> Optional[int]:
         return None
 
 
+# What a rank sees when a peer is gone: after the launcher's first observed failure, these lines on the other ranks
+# are its consequences (a reconnect refused, a store wait that timed out, NCCL's WARN about the closed socket, the
+# survivor's own exception wrapping the collective's error), not causes of their own. Lines that name a fault of the
+# rank itself (its socket interface, its GPU, its HCA) stay causes wherever they are.
+AFTER_A_DEATH = ("connection_refused", "no_route", "init_timeout", "nccl_warn", "exception",
+                  "unhandled_system_error")
+
+
 # -- deaths and the flight recorder ----------------------------------------------------------------------------------
 OWN_DEATHS = ("SIGKILL", "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE")  # nobody's consequence: a kill from outside, a crash
 

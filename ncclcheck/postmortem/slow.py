@@ -10,15 +10,22 @@ collective is its entry's `time_created_ns` (torch's CLOCK_REALTIME on its host)
   host's ranks entered #k+1 has a clock ahead by at least that); a host whose records contradict nothing keeps its
   clock: a rank is never blamed for an offset its records prove, and never excused by one they do not;
 - else the hosts' own clocks, said so.
-Steps are found in the job's own rhythm: a collective begins a step when the latest rank's arrival came after a gap
-of at least GAP_SHARE of the window's long gaps (the job computed in between); back-to-back collectives of one step
-(gradient buckets) share it. At each collective the latest unit (rank, or host with all its ranks) costs the job
+Steps are found in the job's own rhythm. Where the job repeats a pattern of collectives (DDP's buckets, a model's
+layers), a step begins at the place in the pattern where the ranks work outside collectives: measured, from the
+ranks' own record of when each collective ended (watch samples a few ranks' progress counters every
+Budget.live_phase_every_s for a moment, live/pace.py; with TORCH_NCCL_ENABLE_TIMING the GPU's own duration of each
+collective),
+never guessed from the gaps between calls alone: when a step's big all_reduce takes longer than its compute, the
+longest gap follows the all_reduce, not the compute. Without such a record (a dump of gloo ranks that watch did not
+sample), the longest median gap of the pattern, said so. Without a pattern, a collective begins a step when the
+latest rank's arrival came after a gap of at least GAP_SHARE of the window's long gaps (with GPU durations: of the
+work outside collectives). At each collective the latest unit (rank, or host with all its ranks) costs the job
 its lead over the next-latest unit (the collective could have begun that much earlier), less the clocks' error
 across two hosts. Per step a unit's share is its cost over the step's time; checks/slowness.judge names a unit whose
 share stays at or above slowness.FLOOR (the rule and its floors are stated there). A unit whose cost falls on
-collectives that follow another collective with no work between (it left the previous one late) is a
-"communication" suspect; one whose cost falls where every rank worked before calling is "compute". The job against
-its own best stretch (slowness.JOB_FLOOR) is reported, never named alone: an evaluation pass is slower too.
+collectives the ranks call with no work before them (it left the previous one late) is a "communication" suspect;
+one whose cost falls where the ranks work before calling is "compute". The job against its own best stretch
+(slowness.JOB_FLOOR) is reported, never named alone: an evaluation pass is slower too.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from typing import Optional
 from ..checks import slowness
 from ..model import CheckResult, failed, passed, skipped
 from ..render import slow as words
-from . import flight
+from . import flight, phase
 from .bound import MAX_REPORT_ROWS
 
 MAX_CELLS = 1 << 18  # ranks x collectives per group: the newest collectives kept (1,024 ranks: 256 of them)
@@ -39,6 +46,9 @@ GAP_SHARE = 0.5  # a step begins after a gap of at least half the 90th-percentil
 GAP_AROUND = 32  # ... among this many collectives each side
 MAX_PERIOD = 256  # collectives in one step's repeating pattern at most
 PERIOD_MATCH = 0.9  # ... repeated this often in the window (an evaluation pass breaks it: then the gaps)
+MIN_PHASE = 2  # measures of the work before each place of the pattern, at least: fewer, its gaps decide (said)
+MIN_WORK_NS = 1_000_000  # the longest work outside collectives in a step, at least, for a measure to place it: a job
+# that never leaves its collectives for 1 ms has no compute phase to find (its gaps decide)
 COMM_SHARE = 0.3  # a unit is a communication suspect when this share of its cost falls inside steps (where it
 # did no work: it left the collective before late); a compute straggler's cost falls where a step begins
 MAX_OFFSET_NS = 10**15  # a clock offset read from a dump: more than ~11 days is not one
@@ -156,27 +166,58 @@ def _period(sigs: list) -> int:
     return 0
 
 
-def _steps(latest: list, sigs: list) -> tuple[list, str]:
-    """(indices where a step begins, how they were found). A repeating pattern of collectives is a step, begun
-    at the place in the pattern with the longest median gap before it (where the job computes). Without one, a
-    step begins after a gap of the latest arrival of at least GAP_SHARE x the 90th-percentile gap around it
+def _work(phases: dict, name: str, ranks: list) -> dict:
+    """{seq: ns the sampled ranks of this group worked before calling it} (the median of the sampled ranks) from
+    watch's phase samples (postmortem/phase.py)."""
+    per: dict = {}
+    for r in ranks:
+        rows = (phases.get(r) or {}).get(name)
+        for q, w in (phase.outside_from_samples(rows) if rows else {}).items():
+            per.setdefault(q, []).append(w)
+    return {q: _median(ws) for q, ws in per.items()}
+
+
+def _steps(latest: list, sigs: list, seqs: list, work: dict, durations: Optional[list]) -> tuple[list, set, str]:
+    """(indices where a step begins, indices the ranks work before calling, how they were found). A repeating
+    pattern of collectives is a step, begun at the place in the pattern where the ranks work outside collectives the
+    longest (measured: `work`, {seq: ns}, watch's samples; `durations`, the work before each collective from the
+    GPU's durations); without a measure, at the place with the longest median gap before it. Without a pattern, a
+    step begins after a gap (of work, when measured) of at least GAP_SHARE x the 90th-percentile one around it
     (GAP_AROUND collectives each side: a job whose steps slow down mid-window keeps its short steps)."""
     k = len(latest)
     gaps = [0] + [latest[i] - latest[i - 1] for i in range(1, k)]
+    if durations is not None:
+        work = {seqs[i]: durations[i] for i in range(1, k)}
     p = _period(sigs)
     if p:
+        by: dict = {}
+        for q, w in work.items():
+            by.setdefault((q - seqs[0]) % p, []).append(w)
+        med = {j: _median(v) for j, v in by.items() if len(v) >= MIN_PHASE}
+        top = max(med.values(), default=0)
+        if len(med) == p and top >= MIN_WORK_NS:
+            at = max(range(p), key=lambda j: (med[j], -j))
+            busy = {j for j in range(p) if med[j] >= GAP_SHARE * top}
+            source = "the GPU's durations" if durations is not None else "sampled"
+            return (list(range(at if at else p, k, p)), {i for i in range(1, k) if i % p in busy},
+                    f"a pattern of {p} collectives, begun where the ranks work outside collectives ({source})")
         at = max(range(p), key=lambda j: _median(gaps[j + p if j == 0 else j::p]))
-        return list(range(at if at else p, k, p)), f"a pattern of {p} collectives"
+        starts = list(range(at if at else p, k, p))
+        return starts, set(starts), f"a pattern of {p} collectives, begun after its longest gap (not measured)"
+    series = [0.0] + [durations[i] for i in range(1, k)] if durations is not None else gaps
     out = []
     for i in range(1, k):
-        hi = _pct(gaps[max(1, i - GAP_AROUND):i + GAP_AROUND + 1], 0.9)
-        if hi > 0 and gaps[i] >= GAP_SHARE * hi:
+        hi = _pct(series[max(1, i - GAP_AROUND):i + GAP_AROUND + 1], 0.9)
+        if hi > 0 and series[i] >= GAP_SHARE * hi:
             out.append(i)
-    return out, "the job's compute gaps"
+    return out, set(out), ("the work between collectives (the GPU's durations)" if durations is not None else
+                           "the job's compute gaps")
 
 
-def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dict, off: dict, err: dict) -> dict:
-    """One group's window -> its steps, each unit's cost per step, the verdicts and the per-rank scores."""
+def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dict, off: dict, err: dict,
+           work: dict, colls: Optional[list]) -> dict:
+    """One group's window -> its steps, each unit's cost per step, the verdicts and the per-rank scores. work: {seq:
+    ns worked before calling it} from watch's samples; colls: [[each rank's entry] per collective] (GPU durations)."""
     ranks = sorted(arr)
     k = len(seqs)
     a = {r: [arr[r][i] - off.get(host_of.get(r), 0) for i in range(k)] for r in ranks}
@@ -195,10 +236,12 @@ def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dic
             other = next(((t, r) for t, r in col if host_of.get(r) != h1), None)
             lost_h = t1 - other[0] - err.get(h1, 0) - err.get(host_of.get(other[1]), 0) if other else 0
             cost_host.append((h1, max(0, lost_h)))
-    starts, how = _steps(latest, sigs)
+    durations = phase.outside_from_durations(colls, latest) if colls else None
+    starts, busy, how = _steps(latest, sigs, seqs, work, durations)
     out: dict = {"pg": name, "desc": desc, "ranks": len(ranks), "hosts": len(hosts), "collectives": k,
                  "first_seq": seqs[0] if seqs else None, "last_seq": seqs[-1] if seqs else None,
-                 "steps": max(0, len(starts) - 1), "steps_by": how, "found": [], "job": None, "scores": {}}
+                 "steps": max(0, len(starts) - 1), "steps_by": how, "found": [], "job": None, "scores": {},
+                 "last_slow": {}}
     if len(starts) - 1 < slowness.MIN_SAMPLES:
         out["why"] = (f"{max(0, len(starts) - 1)} steps in the window of {k} collectives: the rule needs "
                       f"{slowness.MIN_SAMPLES}")
@@ -209,7 +252,6 @@ def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dic
         for i in range(s, e):
             step_of[i] = j
     dur = [latest[e] - latest[s] for s, e in spans]
-    boundary = set(starts)
     out["step_us"] = round(_median(dur[-slowness.MIN_SAMPLES:]) / 1e3, 1)
     found = []
     for unit, costs in (("rank", cost_rank), ("host", cost_host)):
@@ -220,10 +262,15 @@ def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dic
             if j is None or c <= 0:
                 continue
             per.setdefault(u, [0] * len(spans))[j] += c
-            if i not in boundary:
+            if i not in busy:
                 inside.setdefault(u, [0] * len(spans))[j] += c
         for u, cs in per.items():
             shares = [c / d if d > 0 else 0.0 for c, d in zip(cs, dur)]
+            end = slowness.last_slow(shares)
+            if end is not None:  # its newest slowdown's last slow step, ended or not (watch --follow's end): the
+                # last call it made the others wait for there, when its slow work (or its late leaving) ended
+                at = max(i for i in range(*spans[end]) if costs[i][0] == u and costs[i][1] > 0)
+                out["last_slow"][f"{unit}:{u}"] = latest[at]
             v = slowness.judge(shares)
             if not v.slow:
                 continue
@@ -235,7 +282,9 @@ def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dic
                 "host": host_of.get(u) if unit == "rank" else u, "pg": name, "desc": desc,
                 "cost_us": round(_median(cs[v.since:]) / 1e3, 1), "share": round(v.share, 4),
                 "steps": v.samples, "consistent": round(v.consistent, 4), "step_us": out["step_us"],
-                "since_seq": seqs[s0], "since_ns": latest[s0], "before_window": v.since == 0,
+                # it began after the call before its first late one: its slow work (or its late leaving) then
+                "since_seq": seqs[s0], "since_ns": latest[s0 - 1] if s0 else latest[s0], "before_window": v.since == 0,
+                "last_ns": out["last_slow"].get(f"{unit}:{u}"),
                 "inside": round(sum((inside.get(u) or [0] * len(spans))[v.since:]) / total, 4) if total else 0.0,
             })
     for f in found:
@@ -279,10 +328,11 @@ def _explained(found: list) -> list:
     return sorted(keep, key=lambda f: -f["share"])
 
 
-def analyse(dumps: dict, hosts: dict, clocks: Optional[dict] = None) -> dict:
-    """The report's `slow` section from {rank: flight.RankDump}, {rank: host name} and the measured clock offsets
-    {rank: {"offset_ns", "err_ns"}} (watch; None: not measured)."""
-    clocks = clocks or {}
+def analyse(dumps: dict, hosts: dict, clocks: Optional[dict] = None, phases: Optional[dict] = None) -> dict:
+    """The report's `slow` section from {rank: flight.RankDump}, {rank: host name}, the measured clock offsets
+    {rank: {"offset_ns", "err_ns"}} (watch; None: not measured) and watch's phase samples {rank: {pg: rows}}
+    (postmortem/phase.py; None: not sampled)."""
+    clocks, phases = clocks or {}, phases or {}
     names = sorted({n for d in dumps.values() for n in d.groups}, key=lambda n: (n != flight.DEFAULT_PG, n))
     groups, found = [], []
     host_of = {r: (hosts.get(r) or f"rank {r}'s host") for r in dumps}
@@ -302,13 +352,19 @@ def analyse(dumps: dict, hosts: dict, clocks: Optional[dict] = None) -> dict:
         off, err, used = _clocks(arr, host_of, clocks, ops, backends.pop() if len(backends) == 1 else None)
         clock_used = clock_used or used
         sigs = [(ref.colls[q].get("profiling_name"), str(ref.colls[q].get("input_sizes"))[:200]) for q in seqs]
-        g = _group(name, ref.desc, arr, seqs, sigs, host_of, off, err)
+        timed = [[dumps[r].groups[name].colls[q] for r in ranks] for q in seqs] \
+            if all(dumps[r].timing for r in ranks) else None
+        g = _group(name, ref.desc, arr, seqs, sigs, host_of, off, err, _work(phases, name, ranks), timed)
         found.extend(g.pop("found"))
         groups.append(g)
     best: dict = {}
     for f in sorted(found, key=lambda f: -f["share"]):  # a unit named in several groups: its largest share
         best.setdefault((f["unit"], f["rank"] if f["unit"] == "rank" else f["host"]), f)
     named = sorted(best.values(), key=lambda f: -f["share"])
+    last_slow: dict = {}
+    for g in groups:
+        for k, ns in (g.pop("last_slow", None) or {}).items():
+            last_slow[k] = max(ns, last_slow.get(k, ns))
     main = next((g for g in groups if g.get("job")), None)
     ranks = []
     if main is not None:
@@ -317,6 +373,7 @@ def analyse(dumps: dict, hosts: dict, clocks: Optional[dict] = None) -> dict:
         g.pop("scores", None)
     return {"floor": slowness.FLOOR, "job_floor": slowness.JOB_FLOOR, "consistent": slowness.CONSISTENT,
             "min_steps": slowness.MIN_SAMPLES, "clock": clock_used, "groups": groups, "named": named,
+            "last_slow": dict(sorted(last_slow.items(), key=lambda kv: -kv[1])[:MAX_REPORT_ROWS]),
             "job": main["job"] if main else None, "pg": main["pg"] if main else None,
             "ranks": ranks[:MAX_REPORT_ROWS]}
 
@@ -329,10 +386,24 @@ FIX_COMMUNICATION = ("check {who}'s links: the NIC's negotiated speed (`ethtool 
                      "once the job stops")
 
 
+def fix_for(found: list) -> str:
+    """Each finding's fix, once per kind: the compute fix naming its units, the links fix naming its hosts."""
+    compute = [f for f in found if f.get("kind") != "communication" and f.get("unit") != "link"]
+    comm = [f for f in found if f not in compute]
+    parts = []
+    if compute:
+        parts.append(FIX_COMPUTE.format(who=", ".join(dict.fromkeys(f.get("who") or words.who(f) for f in compute))))
+    if comm:
+        hosts = sorted({h for f in comm for h in (f["host"] if isinstance(f.get("host"), list) else
+                                                  [f["host"]] if f.get("host") else f.get("hosts", []))})
+        parts.append(FIX_COMMUNICATION.format(who=", ".join(hosts) or "the named hosts"))
+    return "; and ".join(parts)
+
+
 def check(check_id: str, section: Optional[dict], also: tuple = (), node_of: Optional[dict] = None) -> CheckResult:
-    """`postmortem.slow` (diagnose) / `live.slow` (watch): fail naming each slow unit (and `also`: watch's links
-    findings), pass saying what was judged, skip when nothing could be. node_of: {host: node index} for the report's
-    nodes (evidence.nodes: the kubectl labels of the named hosts)."""
+    """`postmortem.slow` (diagnose) / `live.slow` (watch): fail naming every slow unit (and `also`: watch's links
+    findings), each a finding of its own; pass saying what was judged; skip when nothing could be. node_of: {host:
+    node index} for the report's nodes (evidence.nodes: the kubectl labels of the named hosts)."""
     if not section or not any(g.get("steps") for g in section.get("groups", [])):
         why = next((g["why"] for g in (section or {}).get("groups", []) if g.get("why")),
                    "no process group with call times from two ranks or more")
@@ -340,15 +411,13 @@ def check(check_id: str, section: Optional[dict], also: tuple = (), node_of: Opt
     found = [*section.get("named", []), *also]
     ev = {k: section.get(k) for k in ("floor", "job_floor", "consistent", "min_steps", "pg")}
     ev["clock"] = (section.get("clock") or {}).get("source")
-    detail = f"{words.floors(section)}; {words.clock(section)}"
+    detail = f"{words.floors(section)}; {words.clock(section)}; {words.steps(section)}"
     if found:
         texts = [words.link_finding(f) if f.get("unit") == "link" else words.finding(f) for f in found]
-        first = found[0]
         hosts = sorted({h for f in found for h in ([f["host"]] if f.get("host") else f.get("hosts", []))})
         ev.update(named=found, **({"nodes": sorted(node_of[h] for h in hosts if h in node_of)} if node_of else {}))
-        fix = (FIX_COMMUNICATION if first.get("kind") == "communication" or first.get("unit") == "link" else
-               FIX_COMPUTE).format(who=words.who(first) if first.get("unit") != "link" else ", ".join(hosts))
-        return failed(check_id, texts[0], detail="\n".join([*texts, detail]), fix=fix, evidence=ev)
+        return failed(check_id, texts[0], detail="\n".join([*texts, detail]), findings=tuple(texts),
+                      fix=fix_for(found), evidence=ev)
     g = next(g for g in section["groups"] if g.get("steps"))
     job = words.job(section.get("job"))
     return passed(check_id, f"no rank or host calls collectives late consistently ({g['steps']} steps of "

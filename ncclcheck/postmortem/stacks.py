@@ -16,11 +16,23 @@ from .bound import clip
 HEADER = "ncclcheck stacks:"  # the file's first words (the writer uses this constant too)
 NAME = "stacks_rank_"  # + rank + ".txt"
 TOLD_TO_STOP = "told to stop"  # the reason's first words when a SIGTERM made the rank write it (a launcher's stop)
+RAISED = "raised "  # ... when an exception ended the script: "raised RuntimeError: simulated bug"
+EXITED = "sys.exit("  # ... when the script asked for a failing exit code: "sys.exit(3)"
+AT = ("raised at: ", "exited at: ")  # the header line saying the script's own frame that raised or called sys.exit
+LAUNCHER = "launcher: "  # the header line naming who started the rank (live/pace.launcher_of)
 _HEAD = re.compile(r"ncclcheck stacks: rank (\d{1,7}) pid (\d{1,10})")
 _THREAD = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-f]{1,16}) \(most recent call first\):$")
 _FRAME = re.compile(r'^\s+File "(.{1,1000})", line (\d{1,9}) in (.{1,200})$')
+# a Python traceback's frame (", in": faulthandler writes " in"); a chained exception opens a traceback of its own
+_TB_FRAME = re.compile(r'^\s+File "(.{1,1000})", line \d{1,9}, in ')
+_TRACEBACK = "Traceback (most recent call last):"
+# where a collective raises: torch.distributed's Python (c10d, its wrappers), whatever the install's prefix
+_COLLECTIVE = re.compile(r"[/\\]torch[/\\]distributed[/\\]")
+_STAMP = re.compile(r" time (\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})")
+_LAUNCHER_NAME = re.compile(r"^[a-z]{1,16}$")
 _OWN = ("/ncclcheck/training/arm.py", "/threading.py")  # the dump's own frames: never where the rank was
 MAX_LINES = 20_000  # faulthandler writes at most 100 threads x 100 frames
+MAX_CHAINED = 8  # exceptions of one traceback read (Python chains one per `except` that raised again)
 # frames that are not the job's own code, wherever the job ran: the standard library and installed packages (under
 # lib/pythonX.Y/, site-packages, dist-packages), frozen and generated modules, torch from a source tree, ncclcheck's
 # own arming and responder
@@ -46,13 +58,19 @@ def is_stacks(text: str) -> bool:
 
 
 def parse(text: str, path: str) -> Optional[dict]:
-    """{"rank", "pid", "reason", "where", "path"} or None when the header is not one."""
+    """{"rank", "pid", "reason", "where", "path", "time", "launcher", "from_collective", "chain"} or None when the
+    header is not one. from_collective: an exception of the file's traceback (the one that ended the script, or one
+    it was raised while handling) came out of torch.distributed, as a peer's death or a timeout reaches a survivor;
+    chain: those exceptions' own lines."""
     lines = [ln[:MAX_LINE_CHARS] for ln in text.splitlines()[:MAX_LINES]]
     m = _HEAD.match(lines[0]) if lines else None
     if not m:
         return None
     reason = next((ln[len("reason: "):] for ln in lines[1:6] if ln.startswith("reason: ")), "")
-    raised_at = next((ln[len("raised at: "):] for ln in lines[1:6] if ln.startswith("raised at: ")), None)
+    raised_at = next((ln.split(": ", 1)[1] for ln in lines[1:6] if ln.startswith(AT)), None)
+    said = next((ln[len(LAUNCHER):].strip() for ln in lines[1:6] if ln.startswith(LAUNCHER)), "")
+    stamp = _STAMP.search(lines[0])
+    collective, chain = _traceback(lines) if reason.startswith(RAISED) else (False, [])
     main = None
     for ln in lines[1:8]:
         if ln.startswith("threads: "):
@@ -79,7 +97,63 @@ def parse(text: str, path: str) -> Optional[dict]:
     where = where_text(own, inner)
     where = raised_at or where  # an exception's own frame says more than the hook that was running
     return {"rank": int(m.group(1)), "pid": int(m.group(2)), "reason": clip(reason, 300),
-            "where": clip(where, 400) if where else None, "path": path}
+            "where": clip(where, 400) if where else None, "path": path,
+            "time": stamp.group(1) if stamp else None,
+            "launcher": said if _LAUNCHER_NAME.match(said) else None,
+            "from_collective": collective, "chain": chain}
+
+
+
+def _traceback(lines: list) -> tuple:
+    """(did any exception of the traceback come out of torch.distributed, the exceptions' own lines, at most
+    MAX_CHAINED): the file's text before the threads' stacks, where a chained exception ("During handling of the
+    above exception ...") has a traceback of its own; each one's innermost frame says where it was raised."""
+    inner, inside, collective, said = None, False, False, []
+    for ln in lines:
+        if _THREAD.match(ln):
+            break
+        if ln.startswith(_TRACEBACK):
+            inside, inner = True, None
+            continue
+        f = _TB_FRAME.match(ln) if inside else None
+        if f:
+            inner = f.group(1)
+        elif inside and ln and not ln[0].isspace():  # the exception's own line ends the block
+            collective = collective or (inner is not None and _COLLECTIVE.search(inner) is not None)
+            if len(said) < MAX_CHAINED:
+                said.append(clip(ln, 300))
+            inside = False
+    return collective, said
+
+
+# the fields of parse() a rank's word carries when it is not a file (watch: the end record a rank left in the job's
+# store, and what watch --dump keeps of it), each with its most characters
+FIELDS = {"reason": 300, "where": 400, "time": 32, "launcher": 16}
+
+
+def from_record(rank: int, v, path: str) -> Optional[dict]:
+    """parse()'s dict from a record of those fields (read from a store or a file: hostile), None when it is not one:
+    every field type-checked and bounded."""
+    if not isinstance(v, dict) or not isinstance(v.get("reason"), str) or type(v.get("from_collective")) is not bool:
+        return None
+    for k, n in FIELDS.items():
+        if v.get(k) is not None and (not isinstance(v[k], str) or len(v[k]) > n):
+            return None
+    chain = v.get("chain")
+    if not isinstance(chain, list) or len(chain) > MAX_CHAINED or \
+            not all(isinstance(x, str) and len(x) <= FIELDS["reason"] for x in chain):
+        return None
+    launcher = v.get("launcher")
+    return {"rank": rank, "pid": None, "reason": v["reason"], "where": v.get("where"), "path": path,
+            "time": v.get("time"), "launcher": launcher if launcher and _LAUNCHER_NAME.match(launcher) else None,
+            "from_collective": v["from_collective"], "chain": list(chain)}
+
+
+def to_record(said: dict) -> dict:
+    """The fields of parse()'s dict that from_record reads back, each cut to its bound."""
+    return {**{k: said[k][:n] if isinstance(said.get(k), str) else None for k, n in FIELDS.items()},
+            "chain": [x[:FIELDS["reason"]] for x in (said.get("chain") or [])[:MAX_CHAINED]],
+            "from_collective": bool(said.get("from_collective"))}
 
 
 def _same(a: str, b: str) -> bool:

@@ -26,15 +26,17 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import sys
 import time
 import uuid as _uuid
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from .. import hostranges
 from ..agent.launchers import Placement, store_host
 from ..agent.limits import spaced_collector
 from ..checks import CrossInput, run_cross_checks
-from ..checks.local import rejudge_one_host
+from ..checks.local import judged_among_joined, rejudge_one_host
 from ..config import CHECK_RANKS_DEFAULT, Config
 from ..facts import hostname_of, munge
 from ..facts.ports import port_holder
@@ -45,6 +47,7 @@ from ..rendezvous import trust as T
 from ..rendezvous.budget import Budget
 from ..rendezvous.journal import Journal
 from ..rendezvous.store import Guard, JsonStore, Limits, StoreLost, counter_cap, open_store, preload
+from ..rendezvous.waits import Waits
 from . import keys as K
 from . import probe, second_master, shared_dirs, wire
 from .decide import (
@@ -83,6 +86,7 @@ class ClusterOutcome:
     # agent) and the job's own init_process_group uses that port next: the members leave only once it is closed.
     _outlast_host: bool = False
     _endpoint: Optional[tuple] = None  # (address, port): the master's, for members; where it listens, for node 0
+    _waits: Optional[Waits] = None  # where the final agreement's wait is said (rendezvous/waits.py)
 
     def agree_exit_code(self, exit_code: int) -> int:
         """Node 0 publishes its exit code and waits (bounded) until every member read it; every other node leaves
@@ -101,8 +105,12 @@ class ClusterOutcome:
             if self._outlast_host and self._is_host and self._endpoint:
                 lifeline = probe.Lifeline(self._endpoint[0])
                 st.set(K.LIFELINE, {"port": lifeline.port})
-            code = agree.exit_code(st, K.FINAL, exit_code, self._is_host, self._members, self._budget,
-                                   outlast=self._outlast_host)
+            waits = self._waits or Waits(None, self._budget)
+            b = self._budget
+            with waits.wait("final", b.deadline(b.final_agreement_s), b.work_notice_s, decider=self._is_host,
+                            members=self._members - 1):
+                code = agree.exit_code(st, K.FINAL, exit_code, self._is_host, self._members, self._budget,
+                                       outlast=self._outlast_host)
             self._note_ignored(st)
             if self._session is not None:  # every member acknowledged: no challenge is left to answer
                 self._session.close()
@@ -153,6 +161,7 @@ def _world_info(config: Config, placement: Placement, nnodes: int) -> WorldInfo:
 
 _STATUSES = {s.value for s in Status}
 MAX_CHECKS = 4096  # node-local checks one node may upload (ncclcheck has a few dozen)
+MISSING_SAID = 64  # node ranks a join wait names as missing (then a count): a line, not thousands of ranks
 MAX_READERS = 1024  # processes of one node that read the verdict (its local ranks; --nproc-per-node is at most 1024)
 
 
@@ -231,6 +240,8 @@ class _Ctx:
     observer: Any = None  # progress on the deciding process's terminal (n of N nodes joined, mesh rows in)
     level: str = "none"  # the trust level this node expects (rendezvous/trust.py)
     session: Optional[T.Session] = None
+    waits: Optional[Waits] = None  # where each wait is said while it lasts (rendezvous/waits.py)
+    joining: Optional[_Joining] = None  # node 0's join wait, opened before it starts the store it hosts
 
     @property
     def timeout_s(self) -> float:
@@ -246,12 +257,16 @@ class _Ctx:
 
 
 def _alone(ctx: _Ctx, extra: list, nnodes: Optional[int] = None) -> ClusterOutcome:
-    """The world did not form: this node's own report, saying why from its side."""
+    """The world did not form: this node's own report, saying why from its side. Its checks whose verdict depends
+    on who joined are judged among the nodes that joined (checks.local.judged_among_joined): none outranks the node
+    that never joined."""
     p = ctx.placement
+    missing = [r for c in extra if c.id == "rendezvous.world" for r in (c.evidence or {}).get("missing") or []
+               if isinstance(r, int)]
     return ClusterOutcome(
         world=_world_info(ctx.config, p, nnodes or p.nnodes),
         nodes=[NodeInfo(p.node_rank, hostname_of(ctx.facts), ctx.facts)],
-        checks=list(ctx.results) + extra,
+        checks=judged_among_joined(list(ctx.results), ctx.facts, p.node_rank, missing) + extra,
         recommendations=[],
         formed=False,
         rejected=list(ctx.guard.rejected),
@@ -308,6 +323,11 @@ def _connect(ctx: _Ctx) -> tuple:
                 told = second_master.look(addr, port, _member(ctx), lambda: _join(ctx), b, probe_first=False)
                 problem = port_taken(port, bc.error, who, bc.to_json(), hostname_of(ctx.facts), told.to_json())
             return None, True, problem
+        ctx.joining = _Joining(ctx)
+        if "torch.distributed" not in sys.modules:
+            # Said now: starting the store imports torch first (seconds on a loaded host, while the nodes cannot join
+            # yet), and its libraries' loading holds the interpreter, so the pacing thread could speak only after it
+            ctx.joining.said.seen(True)
         try:
             st = open_store(store_host(p), port, True, b.join_s, p.prefix, ctx.guard, clients=p.nnodes)
         except ConnectionError as e:
@@ -325,17 +345,20 @@ def _connect(ctx: _Ctx) -> tuple:
         return None, decider, master_failed(m, addr, port)
     if m is None or m.status is Status.FAIL:
         preload()
-        pr = probe.probe_master(addr, port, b.deadline(b.master_probe_s), budget=b)
+        pr = probe.probe_master_said(addr, port, b.deadline(b.master_probe_s), b, ctx.waits)
         if not pr.ok:
             return None, decider, failed(
                 "rendezvous.world", f"could not join: master {p.master} {pr.status} after "
                 f"{pr.attempts} attempts in {pr.elapsed_s:.1f} s", evidence=pr.to_json(),
                 fix="See rendezvous.master_reachable: start node 0 first, check MASTER_ADDR/MASTER_PORT and the "
                     "firewall between the nodes.")
-    try:
-        st = open_store(addr, port, False, b.join_s, p.prefix, ctx.guard, b.member_connect_s(ctx.rdzv_deadline))
-    except ConnectionError as e:
-        return None, decider, _store_unjoined(ctx, str(e))
+    preload()  # torch's import is not a wait on node 0: the store connect's wait is said without it
+    with ctx.waits.wait("store", b.deadline(b.member_connect_s(ctx.rdzv_deadline)), b.work_notice_s, addr=addr,
+                        port=port):
+        try:
+            st = open_store(addr, port, False, b.join_s, p.prefix, ctx.guard, b.member_connect_s(ctx.rdzv_deadline))
+        except ConnectionError as e:
+            return None, decider, _store_unjoined(ctx, str(e))
     if decider:
         # torchrun's agent hosts this store and signs nothing, so the job's record of who runs it comes from the
         # decider (global rank 0), the first of the job's own processes in it: the others wait for that signed
@@ -351,8 +374,9 @@ def _connect(ctx: _Ctx) -> tuple:
             fix="Give every node the same NCCLCHECK_TOKEN / --token-file; if they have it, another process holds "
                 "MASTER_PORT on node 0's host (ss -ltnp there).")
     try:
-        ctx.session = T.accept(st, ctx.level, p.master_port, ctx.cap * MAX_READERS, ctx.rdzv_deadline, b,
-                               _shared_dir(ctx), ctx.config.world.token_source)
+        with ctx.waits.wait("store", ctx.rdzv_deadline, b.work_notice_s, addr=addr, port=port):
+            ctx.session = T.accept(st, ctx.level, p.master_port, ctx.cap * MAX_READERS, ctx.rdzv_deadline, b,
+                                   _shared_dir(ctx), ctx.config.world.token_source)
     except T.TrustError as e:
         return None, decider, failed(
             "rendezvous.world", f"the store at {p.master} is not one this node may believe (trust: {ctx.level}): "
@@ -422,7 +446,8 @@ def _host_decides(ctx: _Ctx, st: JsonStore) -> tuple:
     (second_master.Watch): finding another node rank 0 there ends the loop (this node is the duplicate)."""
     journal = Journal(st, K.JOIN, ctx.cap, _join_record)
     seen: dict = {}
-    tally = JoinTally(ctx.placement.nnodes)  # per arrival O(1); decide() (O(n)) once, at the end
+    joining = ctx.joining or _Joining(ctx)
+    tally = joining.tally  # per arrival O(1); decide() (O(n)) once, at the end
     complete_at = None
     shown = _Shown(ctx.observer, ctx.placement.nnodes, "nodes joined")
     b = ctx.budget
@@ -430,44 +455,76 @@ def _host_decides(ctx: _Ctx, st: JsonStore) -> tuple:
     watch = second_master.Watch(p.master_addr, p.master_port, _member(ctx), lambda: _join(ctx), b) \
         if _not_at_master(ctx) else None
     rival = None
+    said = joining.said
 
     def take() -> list:
         new = journal.read_since()
         for i, v in new:
             v["_key"], v["_index"] = K.JOIN_RECORD.format(i), i
             seen[i] = v
-            tally.add(v)
+            joining.add(v)
         return [v for _, v in new]
 
-    while True:
-        new = take()
-        if new:
-            shown.update(len(tally.ranks), f"node {new[-1].get('node_rank')} ({new[-1].get('hostname')})")
-        if tally.complete and complete_at is None:
-            complete_at = b.now()
-        end = ctx.rdzv_deadline if complete_at is None else min(ctx.rdzv_deadline,
-                                                                  b.deadline(ctx.join_grace_s, complete_at))
-        if new and complete_at is None:
-            b.pause(end, b.join_batch_s)  # joins are streaming in: let a batch gather before the next look
-        if watch is not None and any(v.get("uuid") != ctx.node_id for v in seen.values()):
-            watch = None  # another node joined this one: MASTER_ADDR leads here (a service address, NAT)
-        if watch is not None and watch.due():
-            rival = watch.look()
-        watching = watch is not None and not watch.done and rival is None  # each wait ends at the next look
-        # wait_next is False at the end, or once the counter reached its cap (nothing more can honestly arrive).
-        # Once every rank joined, the grace for a duplicate usually ends unanswered (and while watching, each wait
-        # ends at the next look): looks, not a blocking request
-        nxt = journal.wait_next if complete_at is None and not watching else journal.poll_next
-        until = min(end, watch.next) if watching else end
-        if rival is not None or b.passed(end) or (not nxt(until, b) and (until >= end or journal.done >= ctx.cap)):
-            take()
-            v = decide([seen[i] for i in sorted(seen)], ctx.placement.nnodes, final=True)
-            v["elapsed_s"] = b.since(ctx.start)
-            if ctx.guard.rejected:
-                v["rejected"] = list(ctx.guard.rejected)
-            shown.stop()
-            agree.publish(st, K.VERDICT, wire.compact_world(v, max(seen, default=0)))
-            return v, seen, journal, rival
+    try:
+        while True:
+            new = take()
+            if new:
+                shown.update(len(tally.ranks), f"node {new[-1].get('node_rank')} ({new[-1].get('hostname')})")
+            if tally.complete and complete_at is None:
+                complete_at = b.now()
+                said.end()  # the grace that follows listens for a duplicate: nothing to wait for, nothing to say
+            end = ctx.rdzv_deadline if complete_at is None else min(ctx.rdzv_deadline,
+                                                                      b.deadline(ctx.join_grace_s, complete_at))
+            if new and complete_at is None:
+                b.pause(end, b.join_batch_s)  # joins are streaming in: let a batch gather before the next look
+            if watch is not None and any(v.get("uuid") != ctx.node_id for v in seen.values()):
+                watch = None  # another node joined this one: MASTER_ADDR leads here (a service address, NAT)
+            if watch is not None and watch.due():
+                rival = watch.look()
+            watching = watch is not None and not watch.done and rival is None  # each wait ends at the next look
+            # wait_next is False at the end, or once the counter reached its cap (nothing more can honestly arrive).
+            # Once every rank joined, the grace for a duplicate usually ends unanswered (and while watching, each wait
+            # ends at the next look): looks, not a blocking request
+            nxt = journal.wait_next if complete_at is None and not watching else journal.poll_next
+            until = min(end, watch.next) if watching else end
+            if rival is not None or b.passed(end) or (not nxt(until, b) and (until >= end or journal.done >= ctx.cap)):
+                take()
+                v = decide([seen[i] for i in sorted(seen)], ctx.placement.nnodes, final=True)
+                v["elapsed_s"] = b.since(ctx.start)
+                if ctx.guard.rejected:
+                    v["rejected"] = list(ctx.guard.rejected)
+                shown.stop()
+                said.end()  # before the verdict is out: the members wait for it, node 0 no longer does
+                agree.publish(st, K.VERDICT, wire.compact_world(v, max(seen, default=0)))
+                return v, seen, journal, rival
+    finally:
+        said.end()  # a wait that ended on an error is not said any more
+
+
+class _Joining:
+    """Node 0's wait for the nodes to join, said from its start: the join bound counts from this node's start, the
+    store's start (torch's import) included, and the user waits for the other nodes from then on. This node counts
+    as joined from the start (it joins the store it hosts as soon as it listens)."""
+
+    def __init__(self, ctx: _Ctx) -> None:
+        p = ctx.placement
+        self.tally, self.nnodes = JoinTally(p.nnodes), p.nnodes
+        self.me = p.node_rank if p.node_leader else None
+        self.named: list = [(p.node_rank, hostname_of(ctx.facts))] if p.node_leader else []  # the first that joined
+        self.said = ctx.waits.wait("join", ctx.rdzv_deadline, facts=self.facts, since=ctx.start)
+
+    def add(self, join: dict) -> None:
+        self.tally.add(join)
+        r = join.get("node_rank")
+        if r != self.me and len(self.named) < hostranges.NAMED_ONE_BY_ONE:
+            self.named.append((r, join.get("hostname")))
+
+    def facts(self) -> dict:
+        """What the wait has seen; read by the waits' thread: membership tests and lengths only, never an iteration
+        over what the joining thread changes."""
+        missing = [r for r in range(self.nnodes) if r not in self.tally.ranks and r != self.me]
+        return {"nnodes": self.nnodes, "joined": self.nnodes - len(missing), "missing": missing[:MISSING_SAID],
+                "missing_n": len(missing), "hosts": self.named[:]}
 
 
 class _Shown:
@@ -559,7 +616,8 @@ def _mesh_start(ctx: _Ctx, st: JsonStore, n: int, leader: bool, decider: bool) -
     if me:
         ep["host"] = me
     st.set(K.MESH_EP.format(p.node_rank), ep)
-    eps = _peer_endpoints(st, n, p.node_rank, decider, end, b)
+    with ctx.waits.wait("mesh", end, b.work_notice_s, decider=decider, nodes=n):
+        eps = _peer_endpoints(st, n, p.node_rank, decider, end, b)
     own = {a for addrs_ in addrs.values() for a in addrs_}
     same = {r for r, e in eps.items() if me and wire.host_key(e.get("host")) == me}
     # what is left of the mesh phase's bound (T)
@@ -579,9 +637,10 @@ def _mesh_start(ctx: _Ctx, st: JsonStore, n: int, leader: bool, decider: bool) -
 ROWS_PER_REQUEST = 256  # mesh rows node 0 waits for in one request (the progress line moves a chunk at a time)
 
 
-def _mesh_collect(st: JsonStore, m: _Mesh, b: Budget, observer: Any = None) -> tuple:
+def _mesh_collect(st: JsonStore, m: _Mesh, b: Budget, observer: Any = None, said: Any = None) -> tuple:
     """Node 0: (matrix, attempts_by_rank) once every node published its row or the mesh phase ended. Blocks in
-    the store for each row in turn (one request each), all within the mesh phase's bound."""
+    the store for each row in turn (one request each), all within the mesh phase's bound; `said` (a Waits wait)
+    hears how many rows are in."""
     shown = _Shown(observer, m.n, "mesh probes")
     # Rows are waited for a chunk at a time (one request blocks until all of a chunk's rows exist): a request per row
     # cost node 0 16,384 round trips through its front at 16,384 nodes, most of them for rows already there.
@@ -590,6 +649,8 @@ def _mesh_collect(st: JsonStore, m: _Mesh, b: Budget, observer: Any = None) -> t
         if not st.wait([K.MESH_ROW.format(r) for r in range(lo, hi)], m.end, b):
             break
         shown.update(hi, f"{hi} of {m.n} nodes probed")
+        if said is not None:
+            said.seen(done=hi)
     shown.stop()
     eps, attempts = {}, {}
     for r, v in enumerate(st.get_present([K.MESH_EP.format(r) for r in range(m.n)], _dict)):
@@ -621,33 +682,40 @@ def run_cluster_preflight(
     budget: Budget,
     join_grace_s: Optional[float] = None,
     observer: Any = None,
+    waits: Optional[Waits] = None,
 ) -> ClusterOutcome:
     """Form the world (bounded), exchange facts as JSON, probe the mesh, run cross-node checks and rules.
 
     local_results are this node's node-local CheckResults (node=node_rank). Returns the aggregated outcome; every
     node of a formed world returns the same nodes/checks/recommendations. Never raises for network trouble: it
-    becomes a failed rendezvous.* check. Call `outcome.agree_exit_code(code)` once the report is built.
+    becomes a failed rendezvous.* check. Call `outcome.agree_exit_code(code)` once the report is built. `waits`:
+    where each wait for another node is said while it lasts (rendezvous/waits.py); the caller closes it.
     """
     guard = Guard(token=config.world.token, limits=Limits.for_nodes(placement.nnodes))
     ctx = _Ctx(config, placement, local_facts, list(local_results), _uuid.uuid4().hex[:16], budget, budget.now(),
-               guard, budget.join_grace_s if join_grace_s is None else join_grace_s, observer)
+               guard, budget.join_grace_s if join_grace_s is None else join_grace_s, observer,
+               waits=waits or Waits(None, budget))
     if not placement.master_addr or not placement.master_port:
         return _alone(ctx, [skipped("rendezvous.world", "single node: no world to form")])
     ctx.level = _trust_level(config, placement)
     if config.world.token_warning:
         log.warning("%s", config.world.token_warning)
-    st, decider, problem = _connect(ctx)
-    if problem is not None:
-        out = _alone(ctx, [problem])
-    else:
-        try:
-            with spaced_collector(placement.nnodes, decider):
-                out = _after_connect(ctx, st, decider)
-        except StoreLost as e:
-            who = "this node hosts it" if decider else "node 0 hosts it"
-            out = _alone(ctx, [failed("rendezvous.world", f"lost the rendezvous store ({who}): {e}",
-                                      fix="Look at node 0's report and log: it exited or crashed before the others "
-                                          "finished.")])
+    try:
+        st, decider, problem = _connect(ctx)
+        if problem is not None:
+            out = _alone(ctx, [problem])
+        else:
+            try:
+                with spaced_collector(placement.nnodes, decider):
+                    out = _after_connect(ctx, st, decider)
+            except StoreLost as e:
+                who = "this node hosts it" if decider else "node 0 hosts it"
+                out = _alone(ctx, [failed("rendezvous.world", f"lost the rendezvous store ({who}): {e}",
+                                          fix="Look at node 0's report and log: it exited or crashed before the "
+                                              "others finished.")])
+    finally:
+        if ctx.joining is not None:
+            ctx.joining.said.end()
     for r in guard.rejected:
         log.warning("ignored a store record: %s", r)
     out.rejected = list(guard.rejected)
@@ -659,6 +727,7 @@ def run_cluster_preflight(
         session.close()  # no agreement follows: node 0's answerer and key file end here
     else:
         out._session = session
+    out._waits = ctx.waits
     return out
 
 
@@ -703,13 +772,17 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
         verdict, joins, journal, rival = _host_decides(ctx, st)
         if not verdict.get("ok"):
             # Keep the store up until everyone who joined has read the verdict (bounded): a node must learn why.
-            _await_readers(st, ctx.cap * MAX_READERS, b)
+            with ctx.waits.wait("readers", b.deadline(b.final_agreement_s), b.work_notice_s):
+                _await_readers(st, ctx.cap * MAX_READERS, b)
         if rival is not None:
             return _alone(ctx, [second_master.duplicate_check(rival, hostname_of(ctx.facts), placement.master_addr,
                                                                placement.master_port)])
     else:
         # Node 0 was up when we connected, so it decides within its join bound (T) from now, plus the fixed grace.
-        verdict = T.wait_believed(st, K.VERDICT, b.deadline(b.verdict_wait_s), b, _verdict_record)
+        end = b.deadline(b.verdict_wait_s)
+        with ctx.waits.wait("verdict", end, b.verdict_notice_s, addr=placement.master_addr,
+                            port=placement.master_port):
+            verdict = T.wait_believed(st, K.VERDICT, end, b, _verdict_record)
         if not isinstance(verdict, dict):
             return _alone(ctx, [failed("rendezvous.world", "node 0 hosts the rendezvous but never published who "
                                        "joined (it may have crashed or been stopped)",
@@ -742,7 +815,8 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
     try:
         if decider:
             return _decide_result(ctx, st, verdict, joins, wcheck, mesh, shared, journal)
-        result = st.wait_get(K.RESULT, b.result_deadline(mesh.end), b, _result_record)
+        with ctx.waits.wait("result", b.result_deadline(mesh.end), b.work_notice_s):
+            result = st.wait_get(K.RESULT, b.result_deadline(mesh.end), b, _result_record)
     finally:
         if mesh.listener is not None:
             mesh.listener.close()
@@ -779,7 +853,8 @@ def _decide_result(ctx: _Ctx, st: JsonStore, verdict: dict, joins: dict, wcheck:
     A decision step that fails becomes a failed check in the report (and in what the others read), never a node 0
     without a report. Join records that arrived after the verdict (a node claiming a rank already taken: a second
     node rank 0 telling this one, a late duplicate) are read last, so rendezvous.world names them."""
-    matrix, attempts, load, groups = _mesh_collect(st, mesh, ctx.budget, ctx.observer)
+    with ctx.waits.wait("rows", mesh.end, ctx.budget.work_notice_s, nodes=mesh.n, done=0) as said:
+        matrix, attempts, load, groups = _mesh_collect(st, mesh, ctx.budget, ctx.observer, said)
     members = {m["node_rank"]: joins.get(_index(m.get("key"))) or {} for m in verdict["members"]}
     nodes = [(r, j.get("hostname") or "?", j.get("facts") or {}) for r, j in sorted(members.items())]
     local: list = []

@@ -8,18 +8,20 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ..checks import run_local_checks
-from ..checks.local import LocalInput
+from ..checks.local import LocalInput, judged_among_joined
 from ..config import CHECK_RANKS_DEFAULT, Config, WorldConfig, format_endpoint
 from ..errors import interruption
 from ..facts import hostname_of
 from ..model import NodeInfo, Report, WorldInfo, exit_code_for, failed, overall_status
 from ..recommend import NodeView, recommend_local
+from ..rendezvous.waits import Waits
 from ..steps import world as w
 from ..version import __version__
 
 
 def run(config: Config, observer=None, placement=None) -> Report:
-    """Node-local checks, then (multi-node) world formation and cross-node checks, then recommendations."""
+    """Node-local checks, then (multi-node) world formation and cross-node checks, then recommendations. Every
+    wait for another node is said on the observer while it lasts (rendezvous/waits.py)."""
     clock = w.Clock()
     command = config.command if config.command in ("preflight", "recommend") else "preflight"
     budget = w.budget(config)
@@ -33,10 +35,19 @@ def run(config: Config, observer=None, placement=None) -> Report:
         # before any socket: node 0 holds a store connection per node (a soft limit of 1,024 stops the world there)
         nofile = ensure_nofile(placement.nnodes, bool(placement.hosts_store))
     facts = w.collect(config, world.master_addr) if placement.node_leader else {}
+    waits = Waits(observer, budget, node_rank=world.node_rank, host=hostname_of(facts) if facts else None)
+    try:
+        return _run(config, command, clock, budget, golden, placement, world, nofile, facts, waits, observer)
+    finally:
+        waits.close()
+
+
+def _run(config: Config, command: str, clock: w.Clock, budget, golden, placement, world: WorldConfig,
+         nofile: Optional[dict], facts: dict, waits: Waits, observer) -> Report:
     master = None
     if placement.node_leader and (placement.multi_node or not placement.worker_mode):
         # Under a launcher too: rank 0 binds MASTER_PORT unless torchrun's agent store already holds it.
-        master = w.probe_master(world, budget, placement.hosts_store if placement.worker_mode else None)
+        master = w.probe_master(world, budget, placement.hosts_store if placement.worker_mode else None, waits)
     inp = LocalInput.of(facts, node_rank=world.node_rank, multi_node=placement.multi_node,
                         nproc_per_node=world.nproc_per_node, backend=world.backend, master=master, nofile=nofile)
     checks = run_local_checks(inp) if placement.node_leader else []
@@ -45,7 +56,8 @@ def run(config: Config, observer=None, placement=None) -> Report:
         from . import cluster
 
         try:
-            outcome = cluster.run_cluster_preflight(config, placement, facts, checks, budget, observer=observer)
+            outcome = cluster.run_cluster_preflight(config, placement, facts, checks, budget, observer=observer,
+                                                    waits=waits)
         except KeyboardInterrupt as exc:
             return _interrupted(config, command, clock, world, placement, facts, checks, interruption(exc))
         world_info, nodes, checks = outcome.world, outcome.nodes, list(outcome.checks)
@@ -65,9 +77,11 @@ def run(config: Config, observer=None, placement=None) -> Report:
         recs = list(recs) + recommend_postmortem(config.postmortem_dir, nodes)  # arm the job: diagnose can read it
     checks += _nccl_diagnostics(config, nodes, recs)
     if golden is not None:
+        from ..checks.counters import baseline_checks
         from ..checks.drift import drift_checks
 
         checks += drift_checks(nodes, golden, config.baseline.path)
+        checks += baseline_checks(nodes, golden, config.baseline.path)  # ib.counters since the saved run
     agreed = None
     if outcome is not None:
         # Every process leaves with the same code, so srun/CI fail as a whole (node 0 publishes the verdict).
@@ -89,7 +103,7 @@ def _interrupted(config: Config, command: str, clock: w.Clock, world: WorldConfi
         world=WorldInfo(nnodes=world.nnodes, world_size=placement.world_size, backend=world.backend,
                         master=format_endpoint(world.master_addr, world.master_port), launcher=placement.launcher),
         nodes=[NodeInfo(world.node_rank, hostname_of(facts), facts)] if facts else [],
-        checks=list(checks) + [failed(
+        checks=judged_among_joined(list(checks), facts, world.node_rank) + [failed(
             "rendezvous.world", f"interrupted ({by}) before the world formed and the cross-node checks ran: "
             "only this node's own checks are here", node=world.node_rank,
             fix="Run it again on every node; `--timeout` bounds each wait if a node is slow to join.")],
@@ -101,17 +115,9 @@ def _load_golden(config: Config) -> Optional[Any]:
     """The nodes of preflight --baseline's saved run, or None without one."""
     if not (config.baseline and config.baseline.path):
         return None
-    import json
+    from ..checks.drift import load_golden
 
-    from ..checks.drift import baseline_nodes
-    from ..errors import UsageError
-
-    path = config.baseline.path
-    try:
-        with open(path, encoding="utf-8") as f:
-            return baseline_nodes(json.load(f), f"--baseline {path}")
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"--baseline {path}: cannot read it as JSON ({exc})") from None
+    return load_golden(config.baseline.path)
 
 
 def _nccl_diagnostics(config: Config, nodes: list, recommendations: list) -> list:
@@ -119,23 +125,17 @@ def _nccl_diagnostics(config: Config, nodes: list, recommendations: list) -> lis
     diag = config.nccl_diag
     if diag is None or not (diag.ras or diag.debug):
         return []
-    from ..errors import UsageError
-
-    def read(flag: str, path: str) -> str:
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                return f.read()
-        except OSError as exc:
-            raise UsageError(f"{flag} {path}: cannot read it ({exc.strerror or exc})") from None
+    from ..clean import clean_log_text, clean_name
+    from ..infile import read_doc
 
     out: list = []
-    if diag.ras:
+    if diag.ras:  # a document, within infile.MAX_DOC_BYTES (options.py refused a larger one before the run)
         from ..checks.nccl_ras import ras_check_from_text
 
-        out.append(ras_check_from_text(read("--nccl-ras", diag.ras), diag.ras))
-    if diag.debug:
-        from ..steps.nccl_debug import checks_from_captures
+        text = clean_log_text(read_doc(diag.ras, f"--nccl-ras {diag.ras}").decode("utf-8", errors="replace"))
+        out.append(ras_check_from_text(text, clean_name(diag.ras)))
+    if diag.debug:  # logs, streamed line by line within their bounds
+        from ..steps.nccl_debug import checks_from_files
 
-        texts = {p: read("--nccl-debug", p) for p in diag.debug}
-        out.extend(checks_from_captures(texts, nodes, recommendations))
+        out.extend(checks_from_files(diag.debug, nodes, recommendations))
     return out

@@ -21,6 +21,7 @@ from typing import Callable, Optional
 from ..facts.net import is_local_address, resolve_host
 from ..nccl.reachability import DEADLINE, LATE, NO_ANSWER
 from ..rendezvous.budget import FIXED, Budget
+from ..rendezvous.waits import Waits
 from .wire import OWN_ADDRESS
 
 MAGIC = "NCCLCHECK-PROBE/1"
@@ -85,6 +86,7 @@ def probe_master(
     resolve: Callable[[str], list] = resolve_host,
     max_interval_s: Optional[float] = None,
     budget: Budget = FIXED,
+    on_try: Optional[Callable[[str, int, Optional[str]], None]] = None,
 ) -> MasterProbe:
     """Connect to addr:port, retrying until `deadline` (a time.monotonic() value): node 0 may start after us.
 
@@ -93,7 +95,8 @@ def probe_master(
     machine, a 1 s cap cost each node 12-15 refused connects, ~130 B each, on node 0's link before it listened).
     A name that still does not resolve after resolve_grace_s is given up early (a typo will not start resolving).
     The last failure's class is the verdict. `resolve` is injectable so tests never send a name query to the
-    machine's resolver.
+    machine's resolver. `on_try(status, attempts, error)` hears each failed try (rendezvous/waits.py says it while
+    the probe retries).
     """
     interval_s = budget.probe_retry_s if interval_s is None else interval_s
     connect_timeout_s = budget.connect_attempt_s if connect_timeout_s is None else connect_timeout_s
@@ -113,10 +116,29 @@ def probe_master(
             return MasterProbe(addr, port, "ok", attempts, budget.since(start), None, resolved, target)
         except OSError as e:
             status, last_error = classify(e), f"{type(e).__name__}: {e}"
+            if on_try is not None:
+                on_try(status, attempts, last_error)
         if budget.passed(deadline) or (status == "unresolvable" and not budget.within(start, resolve_grace_s)):
             return MasterProbe(addr, port, status, attempts, budget.since(start), last_error, resolved)
         time.sleep(min(interval_s, budget.remaining(deadline)))
         interval_s = budget.next_retry(interval_s, max_interval_s)
+
+
+FAULTS_AT_ONCE = ("unresolvable", "no_route")  # master probe outcomes no healthy start meets
+
+
+def probe_master_said(addr: str, port: int, deadline: float, budget: Budget, waits: Optional[Waits]) -> MasterProbe:
+    """probe_master, saying while it retries what it waits for and what the last try met (rendezvous/waits.py):
+    a refused master is known on the first connect, and the node says so instead of a silent --timeout."""
+    if waits is None or not waits.heard:
+        return probe_master(addr, port, deadline, budget=budget)
+    with waits.wait("master", deadline, budget.master_notice_s, addr=addr, port=port,
+                    give_up_s=budget.resolve_grace_s) as said:
+        # A name that does not resolve or a host with no route is a fault the first try proves: said at once. A
+        # refused connect is also what a healthy start meets while node 0 starts: said after the usual quiet.
+        return probe_master(addr, port, deadline, budget=budget,
+                            on_try=lambda status, tries, error: said.seen(status in FAULTS_AT_ONCE, status=status,
+                                                                          tries=tries, error=error))
 
 
 @dataclass(frozen=True)

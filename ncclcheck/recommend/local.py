@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..model import Recommendation
-from ..nccl import rules
+from ..nccl import pcipath, rules
 from ..units import format_mbps_link
 
 # Kind preference when no master route decides: IPoIB and real NICs before virtual ones.
@@ -91,7 +91,12 @@ def rule_ib(view: NodeView) -> list:
     reason = "ACTIVE ports only, exact form (a bare mlx5_1 also matches mlx5_10..19)"
     if skipped:
         reason += f"; leaves out {', '.join(skipped)} (not ACTIVE)"
-    out.append(Recommendation("NCCL_IB_HCA", rules.hca_value(active), reason, node=view.node))
+    no_v2 = rules.roce_without_v2_ipv4_gid(active)
+    if no_v2 and len(no_v2) < len(active):  # with none left, ib.devices says why; the list stays whole
+        active = [a for a in active if a not in no_v2]
+        reason += f"; leaves out {', '.join(f'{d}:{p}' for d, p, _ in no_v2)} (no RoCE v2 IPv4 GID)"
+    out.append(Recommendation("NCCL_IB_HCA", rules.hca_value(active), reason + _per_local_rank(view, active),
+                              node=view.node))
     roce = [x for _, _, x in active if (x.get("link_layer") or "").lower() == "ethernet"]
     if roce and view.nccl_version and not rules.dynamic_gid_index(view.nccl_version):
         idx = {x.get("roce_v2_gid_index") for x in roce} - {None}
@@ -101,6 +106,21 @@ def rule_ib(view: NodeView) -> list:
                                       f"RoCE v2 GID with an IPv4-mapped address is at index {i}; NCCL "
                                       f"{view.nccl_version} (< 2.21) defaults to 0", node=view.node))
     return out
+
+
+def _per_local_rank(view: NodeView, active: list) -> str:
+    """Each local rank's own NCCL_IB_HCA, its GPU's nearest of `active` by NCCL's PCI distance (nccl/pcipath.py), as
+    words for the reason: NCCL picks each GPU's nearest NIC of the node-wide list by itself, so this is for a launcher
+    that sets NCCL_IB_HCA per process (one NIC pinned per rank). Empty when it would say nothing (one NIC, or no PCI
+    placement)."""
+    if len(active) < 2:
+        return ""
+    per = [m for m in pcipath.gpu_nic_map(view.facts, pcipath.nic_places(view.rdma, active)) if m["nearest"]]
+    if not per:
+        return ""
+    said = ", ".join(f"local rank {m['local_rank']} {rules.assignment('NCCL_IB_HCA', '=' + ','.join(m['nearest']))}"
+                     f" ({m['distance']})" for m in per[:8]) + (f", +{len(per) - 8} more" if len(per) > 8 else "")
+    return "; per local rank (its GPU's nearest NIC by NCCL's PCI distance, to pin one per process): " + said
 
 
 def rule_socket_threads(view: NodeView) -> list:

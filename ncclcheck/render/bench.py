@@ -19,9 +19,15 @@ from .words import (
     ELEMENTS,
     GBPS,
     NO_FIGURE,
+    NOT_CHECKED,
+    NOT_CHECKED_NOTE,
+    ROUNDED_MARK,
+    ROUNDED_NOTE,
     SINGLE_FORM,
-    SINGLE_FORM_NOTE,
+    SINGLE_FORM_LEGEND,
     STATUS_WORD,
+    UNSTEADY_MARK,
+    UNSTEADY_NOTE,
     US,
     graph_timed,
     moves_no_data,
@@ -60,7 +66,7 @@ def eager_cell(row: BenchRow) -> str:
 
 def _wrong(row: BenchRow) -> Text:
     if row.wrong is None:
-        return Text("N/A", style="dim")
+        return Text(NOT_CHECKED, style="dim")
     return Text(str(row.wrong), style="bold red" if row.wrong else "green")
 
 
@@ -72,7 +78,7 @@ def _variation(row: BenchRow) -> tuple[str, Text]:
     cv = Text(f"{100 * st['cv']:.0f}%")
     if st.get("high_variation"):
         cv.stylize("bold yellow")
-        cv.append("!", style="bold yellow")
+        cv.append(UNSTEADY_MARK, style="bold yellow")
     return nccl_time(st["p99_us"]), cv
 
 
@@ -92,11 +98,31 @@ def has_bounds(rows: Iterable[BenchRow]) -> bool:
     return any("bound_gbps" in r.extra for r in rows)
 
 
-def bench_table(rows: Iterable[BenchRow], op: str, dtype: str) -> Table:
+def _unsteady(row: BenchRow) -> bool:
+    return bool((row.extra.get("iter_stats") or {}).get("high_variation"))
+
+
+def legend(rows: list, said: Optional[set] = None) -> list[str]:
+    """The lines under a table that say what its marks mean ('*' after a size, 'single', 'N/A', '!' after var) and
+    how its times were taken, each once: `said` holds what earlier tables of the same output already explained."""
+    said = set() if said is None else said
+    notes: list[str] = []
+    marks = ((ROUNDED_NOTE, any(r.extra.get("requested_bytes") is not None for r in rows)),
+             (SINGLE_FORM_LEGEND, any(placement(r) is SINGLE_FORM for r in rows)),
+             (NOT_CHECKED_NOTE, any(r.wrong is None for r in rows)),
+             (UNSTEADY_NOTE, any(_unsteady(r) for r in rows)))
+    for note in [text for text, shown in marks if shown] + table_notes(rows):
+        if note not in said:
+            said.add(note)
+            notes.append(note)
+    return notes
+
+
+def bench_table(rows: Iterable[BenchRow], op: str, dtype: str, said: Optional[set] = None) -> Table:
     """One op's sweep, one line per (size, placement), compact enough for an 80-column terminal: size, count,
     placement, mean time (the nccl-tests figure), p99 over iterations, coefficient of variation (flagged with '!'
     when high), algbw, busbw, #wrong. Numbers are never cut: on a terminal narrower than the table a cell folds
-    onto a second line instead of ending in an ellipsis."""
+    onto a second line instead of ending in an ellipsis. Under it, the legend of its marks (`said`: see legend())."""
     rows = sorted((r for r in rows if r.op == op and r.dtype == dtype), key=lambda r: (r.bytes, bool(r.in_place)))
     title = title_line(op, dtype, rows[0] if rows else None)
     t = Table(title=title, title_justify="left", show_edge=False, pad_edge=False, box=None, padding=(0, 1),
@@ -108,7 +134,7 @@ def bench_table(rows: Iterable[BenchRow], op: str, dtype: str) -> Table:
     for r in rows:
         size_cell = Text(str(r.bytes))
         if r.extra.get("requested_bytes") is not None:
-            size_cell.append("*", style="yellow")
+            size_cell.append(ROUNDED_MARK, style="yellow")
         p99, cv = _variation(r)
         cells = [size_cell, str(r.count), place_word(r), nccl_time(r.time_us), p99, cv, *bandwidth_cells(r), _wrong(r)]
         if eager:
@@ -116,17 +142,8 @@ def bench_table(rows: Iterable[BenchRow], op: str, dtype: str) -> Table:
         if bounded:
             cells.append(efficiency_text(r.extra.get("efficiency"), r.extra.get("bound_trusted")))
         t.add_row(*cells)
-    notes = []
-    if bounded:
-        notes += list(efficiency_captions(rows).values())
-    if any(r.extra.get("requested_bytes") is not None for r in rows):
-        notes.append("* rounded down from the requested size as nccl-tests does (per-rank chunks of 16 bytes)")
-    if any(placement(r) is SINGLE_FORM for r in rows):
-        notes.append(SINGLE_FORM_NOTE)
-    notes += table_notes(rows)
-    if any((r.extra.get("iter_stats") or {}).get("high_variation") for r in rows):
-        notes.append("! iteration times vary a lot: p99 is far from the mean; look for other jobs, CPU contention "
-                     "or a flapping link")
+    notes = list(efficiency_captions(rows).values()) if bounded else []
+    notes += legend(rows, said)
     if notes:
         t.caption = "\n".join(notes)
         t.caption_justify = "left"
@@ -161,31 +178,42 @@ def row_line(row: BenchRow, eager: Optional[bool] = None) -> str:
     the row was graph-timed)."""
     st = row.extra.get("iter_stats")
     p99 = nccl_time(st["p99_us"]) if isinstance(st, dict) else "-"
-    cv = (f"{100 * st['cv']:.0f}%" + ("!" if st.get("high_variation") else "")) if isinstance(st, dict) else "-"
-    size = f"{row.bytes}{'*' if row.extra.get('requested_bytes') is not None else ''}"
+    cv = (f"{100 * st['cv']:.0f}%" + (UNSTEADY_MARK if st.get("high_variation") else "")) if isinstance(st, dict) \
+        else "-"
+    size = f"{row.bytes}{ROUNDED_MARK if row.extra.get('requested_bytes') is not None else ''}"
     cells = (size, row.count, place_word(row), nccl_time(row.time_us), p99, cv, *bandwidth_cells(row),
-             "N/A" if row.wrong is None else row.wrong)
+             NOT_CHECKED if row.wrong is None else row.wrong)
     return _fixed(cells + ((eager_cell(row),) if (graph_timed(row) if eager is None else eager) else ()))
 
 
 class RowLines:
-    """Streamed bench rows as lines: a title and header whenever the (op, dtype) changes, then one line per row."""
+    """Streamed bench rows as lines: a title and header whenever the (op, dtype) changes, then one line per row; when
+    a table ends (the next begins, or close()), the legend of the marks its rows showed (legend(), each once)."""
 
     def __init__(self) -> None:
         self._key: Optional[tuple] = None
         self._eager = False  # whether this table's header has the eager column (its first row was graph-timed)
+        self._rows: list = []  # the current table's rows, for its legend
+        self._said: set = set()
         self.count = 0
 
     def lines(self, row: BenchRow) -> list[str]:
         out = []
         if (row.op, row.dtype) != self._key:
+            out += self.close()
             self._key = (row.op, row.dtype)
             self._eager = graph_timed(row)
             head = _LINE_HEAD if self._eager else tuple(h[:-1] for h in _LINE_HEAD)
             out += [title_line(row.op, row.dtype, row), *(_fixed(h) for h in head)]
         out.append(row_line(row, self._eager))
+        self._rows.append(row)
         self.count += 1
         return out
+
+    def close(self) -> list[str]:
+        """The legend of the table streamed last (nothing when it was said already)."""
+        rows, self._rows = self._rows, []
+        return legend(rows, self._said)
 
 
 def bench_tables(rows: Iterable[BenchRow]) -> RenderableType:
@@ -194,7 +222,8 @@ def bench_tables(rows: Iterable[BenchRow]) -> RenderableType:
     keys = list(dict.fromkeys((r.op, r.dtype) for r in rows))
     if not keys:
         return Text("no bench rows", style="dim")
-    return Group(*[bench_table(rows, op, dt) for op, dt in keys])
+    said: set = set()  # each mark explained under the first table that shows it
+    return Group(*[bench_table(rows, op, dt, said) for op, dt in keys])
 
 
 _STATUS_STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim"}

@@ -243,7 +243,8 @@ def group_row(group: CheckGroup, hosts: dict[int, str]) -> CheckResult:
     counts = {st.value: len(group.nodes_with(st)) for st in Status if group.nodes_with(st)}
     detail = "; ".join(one_line(c.detail) for c in group.cross if c.detail)
     return CheckResult(group.id, group.status, group_summary(group, hosts), detail=detail, fix=group.fix, node=None,
-                       evidence={"aggregated": True, "nodes": nodes, "counts": counts})
+                       evidence={"aggregated": True, "nodes": nodes, "counts": counts},
+                       findings=tuple(f for c in group.cross for f in c.more))
 
 
 def display_checks(report: Report, ordered: bool = True) -> list[CheckResult]:

@@ -10,11 +10,12 @@ from collections.abc import Mapping
 from typing import Optional, TextIO
 
 from rich.console import Console, Group
+from rich.padding import Padding
 from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from ..envnames import assignment, env_name_allowed
+from ..envnames import assignment
 from ..model import Report, Status, clean_text
 from ..units import format_bytes, format_mbps_link
 from .common import display_checks, hostnames, name_nodes, not_measured, one_line, trust_text
@@ -126,50 +127,81 @@ def checks_table(report: Report, show_passed: bool = True) -> Table:
     table.add_column("node", justify="right", no_wrap=True)
     table.add_column("result")
     rows = sorted(enumerate(display_checks(report, ordered=False)), key=lambda ic: (_ORDER[ic[1].status], ic[0]))
+    root = report.root_cause()
     for _, c in rows:
         if not show_passed and c.status in (Status.PASS, Status.SKIP):
             continue
         node = "all" if c.node is None else str(c.node)
         result = Text(c.summary)
-        if c.status in (Status.FAIL, Status.WARN) and c.fix:
+        for more in c.more:  # every finding of the check, not its first alone (a slow rank and a slow link)
+            result.append("\n  + ")
+            result.append(more)
+        if c.status in (Status.FAIL, Status.WARN) and c.fix and c is not root:  # the verdict below says its fix
             result.append("\n  fix: ", style="bold")
             result.append(c.fix)
         table.add_row(Text(MARK[c.status], style=STYLE[c.status]), c.id, node, result)
     return table
 
 
+# The block a person copies into a shell: `export` lines only, each on one line however long (a line rich wrapped
+# was two commands, or a comment whose second half was code: `syntax error near unexpected token ')'`), and no
+# comments (an interactive zsh reads a pasted `# ...` as a command unless interactive_comments is set). Why each
+# setting is there follows it, as prose.
+RECOMMENDED_HEAD = "Recommended environment (export lines to paste into bash or zsh; why: below)"
+WHY_HEAD = "why:"
+
+
+def paste_line(text: str, indent: str = "  ") -> Text:
+    """A line for a shell (an `export`, a command): never wrapped, never cut at the terminal's width (the CLI prints
+    with crop=False, print_parts()); a terminal too narrow shows it folded and copies it whole. Print it inside a
+    Group: Console.print joins the Texts it is handed directly into a new Text, which wraps. Its spaces are kept
+    (one_line() would collapse two inside a quoted value and change it); a newline or tab becomes a space."""
+    return Text(indent + clean_text(text).replace("\n", " ").replace("\t", " "), no_wrap=True, overflow="ignore")
+
+
 def recommendations_block(report: Report) -> Group:
-    """Heading + `export` lines; per-node values grouped under a comment naming the node."""
-    parts: list = [Text("Recommended environment", style="bold")]
-    common = [r for r in report.recommendations if r.node is None]
-    per_node = [r for r in report.recommendations if r.node is not None]
-    for r in common:
-        parts.append(Text(f"  # {one_line(r.reason)}", style="dim"))
-        parts.append(Text(_export(r.name, r.value)))
+    """The heading, the cluster-wide `export` lines, each group of nodes given the same per-node values under a
+    heading naming them, then why each is set. A setting that cannot be written (envfile.not_written) is named in
+    the why part and never exported."""
+    from .envfile import export_line, not_written
+
+    parts: list = [Text(RECOMMENDED_HEAD, style="bold")]
+    why = Table(box=None, show_header=False, pad_edge=False, padding=(0, 1))
+    why.add_column("name", overflow="fold", style="bold")
+    why.add_column("why", overflow="fold")
+
+    def add(recs: list, where: str = "") -> None:
+        for r in recs:
+            skip = not_written(r.name, r.value)
+            if skip is None:
+                parts.append(paste_line(export_line(r.name, r.value)))
+            label = one_line(r.name if isinstance(r.name, str) and skip is None else repr(r.name))[:80]
+            why.add_row(label + (f" ({where})" if where else ""),
+                        f"not written: {skip}" if skip else one_line(r.reason))
+
+    add([r for r in report.recommendations if r.node is None])
     by_node: dict = {}
-    for r in per_node:
-        by_node.setdefault(r.node, []).append((r.name, r.value, one_line(r.reason)))
+    for r in report.recommendations:
+        if r.node is not None:
+            by_node.setdefault(r.node, []).append(r)
     same: dict = {}  # nodes given the same settings share one block: at scale a block per node would be thousands
     for node in sorted(by_node):
-        same.setdefault(tuple(by_node[node]), []).append(node)
+        same.setdefault(tuple((r.name, r.value, r.reason) for r in by_node[node]), []).append(node)
     hosts = hostnames(report)
-    for settings, nodes in sorted(same.items(), key=lambda kv: kv[1][0]):
-        who = name_nodes(nodes, {k: one_line(v) for k, v in hosts.items() if k in set(nodes)})
-        parts.append(Text(f"  # {who or 'node ?'} only", style="dim"))
-        for name, value, reason in settings:
-            parts.append(Text(f"{_export(name, value)}    # {reason}"))
+    for nodes in sorted(same.values(), key=lambda ns: ns[0]):
+        who = name_nodes(nodes, {k: one_line(v) for k, v in hosts.items() if k in set(nodes)}) or "node ?"
+        parts.append(Text(f"{who} only (paste there):", style="bold"))
+        add(by_node[nodes[0]], name_nodes(nodes, {}))  # the hostnames are in the heading above
+    if why.row_count:
+        parts += [Text(WHY_HEAD, style="bold"), Padding(why, (0, 0, 0, 2))]
     return Group(*parts)
 
 
-def _export(name: str, value: str) -> str:
-    """One copyable line; a name ncclcheck may not recommend (nccl/rules.py) is shown as a comment, never set."""
-    if not env_name_allowed(name):
-        return f"  # skipped: {one_line(repr(name))} is not a variable ncclcheck may recommend"
-    from .envfile import MAX_VALUE_CHARS
-
-    if len(value) > MAX_VALUE_CHARS:  # the same bound as the env file: a shell that pastes it must still start
-        return f"  # skipped: {name}'s value is {len(value)} characters (the bound is {MAX_VALUE_CHARS})"
-    return f"  export {assignment(name, value)}"
+def print_parts(term: Console, parts: list) -> None:
+    """Print render_report()'s parts: uncropped, so that paste_line()s wider than the terminal stay whole (every
+    other part is laid out within the width already)."""
+    for part in parts:
+        term.print(part, crop=False)
 
 
 def verdict(report: Report) -> Text:
@@ -232,9 +264,10 @@ def render_report(report: Report, verbose: bool = True, rows_shown: bool = False
         out.append(table)
     from .slurm import slurm_lines
 
-    slurm = slurm_lines(report)
+    # Commands (scontrol ...) and hostlists (sbatch -w ...) are copied into shells: one line each, never wrapped.
+    slurm = [paste_line(line.strip(), indent="  " if line.startswith(" ") else "") for line in slurm_lines(report)]
     if slurm:
-        out.append(Text("\n".join(slurm)))
+        out.append(Group(*slurm))
     missing = not_measured(report)
     if missing:
         t = Text("Not measured:", style="bold yellow")
@@ -245,6 +278,12 @@ def render_report(report: Report, verbose: bool = True, rows_shown: bool = False
         out.append(recommendations_block(report))
     out.append(verdict(report))
     return out
+
+
+def _speed(mbps: object) -> str:
+    """A link speed, or 'unknown' where sysfs gives none (virtual and loopback interfaces): '?' read as a fault."""
+    text = format_mbps_link(mbps)
+    return "unknown" if text == "?" else text
 
 
 def render_env(report: Report) -> list:
@@ -285,19 +324,51 @@ def render_env(report: Report) -> list:
                 state = "running" if i.get("running") else ("up" if i.get("up") else "down")
                 addrs = [a["address"] for a in (i.get("ipv4") or []) + (i.get("ipv6") or [])]
                 it.add_row(i["name"], str(i.get("kind")), state, str(i.get("mtu") or "?"),
-                           format_mbps_link(i.get("speed_mbps")), ", ".join(addrs))
+                           _speed(i.get("speed_mbps")), ", ".join(addrs))
             out.append(it)
         rdma = f.get("rdma") or {}
         devs = rdma.get("devices") or []
         if devs:
             rt = Table(box=None, header_style="bold")
-            for col in ("hca:port", "state", "phys", "rate", "link layer", "RoCE v2 GID"):
+            for col in ("hca:port", "state", "phys", "rate", "link layer", "RoCE v2 GID", "fw", "board", "PCI",
+                        "NUMA", "errors since driver load"):
                 rt.add_column(col)
+            counters = ((f.get("counters") or {}).get("last") or {}).get("ports") or {}
             for d in devs:
+                pci = d.get("pci") or {}
                 for p in d.get("ports") or []:
+                    c = counters.get(f"{d['name']}/{p.get('port')}") or {}
+                    errs = {**(c.get("counters") or {}), **(c.get("hw_counters") or {})}
                     rt.add_row(f"{d['name']}:{p.get('port')}", str(p.get("state")), str(p.get("phys_state")),
-                               str(p.get("rate")), str(p.get("link_layer")), str(p.get("roce_v2_gid_index")))
+                               str(p.get("rate")), str(p.get("link_layer")), str(p.get("roce_v2_gid_index")),
+                               str(d.get("fw_ver") or "?"), str(d.get("board_id") or "?"),
+                               str(pci.get("bus_id") or "?"), str(d.get("numa_node") if d.get("numa_node") is not None
+                                                                 else "?"),
+                               ", ".join(f"{k} {v:,}" for k, v in errs.items() if v) or "none")
             out.append(rt)
+            if "mlx5_core_version" in rdma:
+                out.append(Text(f"mlx5_core (OFED): {rdma.get('mlx5_core_version') or 'inbox (no module version)'}",
+                                style="dim"))
+        gdr = f.get("gdr") or {}
+        if isinstance(gdr.get("peer_memory"), dict):
+            present = [n for n, x in gdr["peer_memory"].items() if isinstance(x, dict) and x.get("present")]
+            mod = gdr.get("nvidia_module") or {}
+            flavor = ("not loaded" if not mod.get("loaded") else "taint ?" if mod.get("taint") is None
+                      else f"taint {mod.get('taint') or '(none)'}")
+            out.append(Text(f"GPUDirect RDMA: peer memory {', '.join(present) or 'none'}; NVIDIA module "
+                            f"{mod.get('version') or ''} {flavor}; kernel {gdr.get('kernel') or '?'} (not readable "
+                            f"without CUDA: {'; '.join(gdr.get('not_read') or []) or '-'})", style="dim"))
+        gpus = (f.get("pci") or {}).get("gpus") or []
+        if gpus:
+            gt = Table(box=None, header_style="bold")
+            for col in ("GPU bus id", "root complex", "PCI path", "NUMA"):
+                gt.add_column(col)
+            for g in gpus:
+                numa = (g.get("numa") or [None])[-1]
+                gt.add_row(str(g.get("bus_id")), str(g.get("root") or "?"),
+                           " > ".join(g.get("path") or []) or str(g.get("unavailable") or "?"),
+                           "?" if numa is None else str(numa))
+            out.append(gt)
         env = (f.get("env") or {}).get("vars") or {}
         if env:
             out.append(Text("environment: " + " ".join(assignment(k, v) for k, v in sorted(env.items())), style="dim"))

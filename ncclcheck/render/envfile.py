@@ -6,14 +6,21 @@ NCCLCHECK_NODE_RANK (ours), NODE_RANK (Lightning and many launch scripts), GROUP
 workers), SLURM_NODEID (srun), JOB_COMPLETION_INDEX (Kubernetes indexed Job), PET_NODE_RANK (Kubeflow PyTorchJob).
 When none is set the short hostname is matched against the hostnames the report saw, so a plain ssh shell works too.
 A node the file does not know gets a warning on stderr and keeps the cluster-wide values only.
+
+This module is the one writer of `export` lines: the file, the copyable block of HTML and Markdown and the terminal's
+block (render/console.py) all take them from export_line(), and a value that cannot be one (not_written()) is named,
+never written. The file is for `source`/`.`/`eval` (every shell reads its `#` comments as comments); the terminal's
+block has no comments, because an interactive zsh reads a pasted `# ...` as a command unless the user set
+interactive_comments (an apostrophe in a reason left the paste waiting at `quote>`).
 """
 
 from __future__ import annotations
 
 import shlex
+from typing import Optional
 
 from ..envnames import assignment, env_name_allowed
-from ..model import Recommendation, Report
+from ..model import Recommendation, Report, clean_text
 from .common import one_line
 
 RANK_VARIABLES = ("NCCLCHECK_NODE_RANK", "NODE_RANK", "GROUP_RANK", "SLURM_NODEID", "JOB_COMPLETION_INDEX",
@@ -24,17 +31,37 @@ MAX_VALUE_CHARS = 4096  # a value read from a peer or a file longer than this is
 
 
 def _comment(text: str) -> str:
+    """One comment line, whatever the text: one_line() leaves no newline that would end the comment early."""
     return "# " + one_line(text) if text else "#"
 
 
-def _export_lines(rec: Recommendation, indent: str = "") -> list[str]:
-    if not env_name_allowed(rec.name):
+def not_written(name: object, value: object) -> Optional[str]:
+    """Why `export NAME=value` is not written, as a clause ("NCCL_X's value holds a control character ..."), or
+    None when it may be. Names and values come from other machines' reports and from files."""
+    if not env_name_allowed(name):
         # Names come from other machines' reports: only the allow-listed families may be set (nccl/rules.py).
-        return [f"{indent}# skipped: {one_line(repr(rec.name))} is not a variable ncclcheck may recommend"]
-    if len(rec.value) > MAX_VALUE_CHARS:  # 300,000 characters left the shell that sourced it unable to start programs
-        return [f"{indent}# skipped: {rec.name}'s value is {len(rec.value)} characters (the bound is "
-                f"{MAX_VALUE_CHARS}): not a value ncclcheck recommends"]
-    return [f"{indent}{_comment(rec.reason)}", f"{indent}export {assignment(rec.name, rec.value)}"]
+        return f"{one_line(repr(name))} is not a variable ncclcheck may recommend"
+    text = str(value)
+    if len(text) > MAX_VALUE_CHARS:  # 300,000 characters left the shell that sourced it unable to start programs
+        return (f"{name}'s value is {len(text)} characters (the bound is {MAX_VALUE_CHARS}): not a value "
+                "ncclcheck recommends")
+    if clean_text(text) != text or "\n" in text or "\t" in text:
+        # Quoted, a newline still splits the line a person copies, and a pasted tab completes file names.
+        return f"{name}'s value holds a control character (a newline, a tab, an escape): no NCCL setting has one"
+    return None
+
+
+def export_line(name: str, value: str) -> str:
+    """`export NAME=value`, the value quoted the shell's way (envnames.assignment); only for a pair not_written()
+    passed."""
+    return f"export {assignment(name, value)}"
+
+
+def _export_lines(rec: Recommendation, indent: str = "") -> list[str]:
+    why = not_written(rec.name, rec.value)
+    if why is not None:
+        return [f"{indent}# skipped: {why}"]
+    return [f"{indent}{_comment(rec.reason)}", f"{indent}{export_line(rec.name, rec.value)}"]
 
 
 def _rank_expr() -> str:

@@ -153,7 +153,9 @@ def write_atomic(path: str, data: Union[str, bytes], private: bool = True) -> Op
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            # text is cleaned where it enters (clean.clean_text); a character no UTF-8 can hold that got past it
+            # anyway (a lone surrogate) is written as "?", never an exception that loses the report
+            f.write(data.encode("utf-8", "replace") if isinstance(data, str) else data)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, mode)

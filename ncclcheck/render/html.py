@@ -201,7 +201,8 @@ def _checks(report: Report) -> str:
             out.append(
                 f'<tr class="check status-{c.status.value}" data-check="{e(c.id)}">'
                 f"<td>{_badge(c.status)}</td><td><code>{e(check_case_name(c))}</code></td>"
-                f"<td>{e(node_label(c.node, report))}</td><td>{e(c.summary)}{more}</td>"
+                f"<td>{e(node_label(c.node, report))}</td><td>{e(c.summary)}"
+                + "".join(f"<br>+ {e(m)}" for m in c.more) + f"{more}</td>"
                 f'<td class="fix">{e(c.fix)}</td></tr>'
             )
         out.append("</tbody></table>")

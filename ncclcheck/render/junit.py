@@ -35,7 +35,7 @@ def section_of(check: CheckResult) -> str:
 
 
 def _body(report: Report, c: CheckResult) -> str:
-    parts = [f"{c.id} on {node_label(c.node, report)}: {c.summary}"]
+    parts = [f"{c.id} on {node_label(c.node, report)}: {c.summary}", *(f"+ {m}" for m in c.more)]
     if c.detail:
         parts += ["", c.detail]
     if c.fix:
@@ -62,7 +62,8 @@ def _testcase(report: Report, c: CheckResult) -> tuple[ET.Element, str]:
     })
     if c.status is Status.FAIL or (c.status is Status.WARN and report.strict):
         kind = "fail" if c.status is Status.FAIL else "warn (strict)"
-        ET.SubElement(case, "failure", {"message": _x(c.summary), "type": kind}).text = _body(report, c)
+        more = f" (+{len(c.more)} more finding{'s' if len(c.more) > 1 else ''})" if c.more else ""
+        ET.SubElement(case, "failure", {"message": _x(c.summary + more), "type": kind}).text = _body(report, c)
         return case, "failure"
     if c.status is Status.SKIP:
         ET.SubElement(case, "skipped", {"message": _x(c.summary)})

@@ -76,7 +76,8 @@ def _checks(report: Report) -> list[str]:
         out.append(
             f"| {_ICON[c.status]} {STATUS_WORD[c.status]} | {md_code(check_case_name(c))}"
             f" | {md_text(node_label(c.node, report))} | {md_text(c.summary)}"
-            f" | {md_text(c.fix) if c.status in (Status.FAIL, Status.WARN) else ''} |"
+            + "".join(f"<br>+ {md_text(m)}" for m in c.more)
+            + f" | {md_text(c.fix) if c.status in (Status.FAIL, Status.WARN) else ''} |"
         )
     return out
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Optional
 
-from ..units import format_us
+from ..units import format_bytes, format_us
 
 
 def when(ns: Optional[int]) -> str:
@@ -44,20 +44,74 @@ def finding(f: dict) -> str:
             f"#{f.get('since_seq')} of {group(f)}{', the oldest recorded step' if f.get('before_window') else ''})")
     probe = f.get("probe")
     if f.get("kind") == "communication":
-        why = ("communication: its links measure slow: " + probe["said"]) if probe and probe.get("said") else \
+        why = ("communication: its links measure slow: " + probe["said"]) if probe and probe.get("said") and \
+            f.get("host") in (probe.get("hosts") or []) + [h for pr in probe.get("pairs") or [] for h in pr] else \
             ("communication: its lateness shows where no work separates two collectives (it left the one before "
-             "late)")
+             "late)" + (f"; its host's links measure like the others' ({probe['said']})" if probe and
+                        probe.get("said") else ""))
     else:
         why = "compute: it works longer than the others before each call"
-        if probe and probe.get("asked"):
-            why += "; its host's links measure like the others'"
-    return f"{text}: {why}"
+        slow = [*(probe.get("hosts") or []), *(f"{a} -> {b}" for a, b in probe.get("pairs") or [])] if probe else []
+        mine = f.get("host") in [*(probe or {}).get("hosts", []), *(h for pr in (probe or {}).get("pairs", [])
+                                                                     for h in pr)]
+        if probe and probe.get("rounds") and mine:
+            why += (f"; its host's transfers measure slow too ({probe['said']}), served by its ranks' own processes: "
+                    "the CPU they lack, not its link (its lateness falls where the ranks work, not inside their "
+                    "collectives)")
+        elif probe and probe.get("rounds"):
+            why += "; its host's links measure like the others'" + (
+                f"; {', '.join(slow)} measure{'s' if len(slow) == 1 else ''} slow: another finding" if slow else "")
+    return f"{text}: {why}{_explains(f.get('explains'))}"
+
+
+def _explains(units: Optional[list]) -> str:
+    """What a slow link explains: the units that leave collectives late elsewhere (its consequence), and why."""
+    if not units:
+        return ""
+    names = ", ".join(who(u) for u in units[:4]) + (f" and {len(units) - 4} more" if len(units) > 4 else "")
+    one = len(units) == 1
+    return (f"; it explains {names} leaving collectives late ({'its' if one else 'their'} own links measure like the "
+            f"others', {'its' if one else 'their'} lateness falls where no work separates two collectives: "
+            f"{'it waits' if one else 'they wait'} for data that crosses the slow link)")
 
 
 def link_finding(p: dict) -> str:
-    """The probe named a host or link while no rank was late: every rank on time, the transfers slower."""
-    return (f"the job's steps are {pct(p.get('job_share') or 0)} slower than its best stretch since "
-            f"{when(p.get('since_ns'))} with every rank calling in time: communication: {p['said']}")
+    """The probe named a host or link that no named rank sits on: communication, with what it measured, said beside
+    the ranks named (if any: each its own finding), with what it explains."""
+    hosts = [h for h in p.get("hosts") or [] if not any(h in pr for pr in p.get("pairs") or [])]
+    what = (f"host{'s' if len(hosts) > 1 else ''} {', '.join(hosts)}'s link{'s' if len(hosts) > 1 else ''} "
+            f"measure{'' if len(hosts) > 1 else 's'} slow" if hosts else
+            f"the link{'s' if len(p.get('pairs') or []) > 1 else ''} "
+            f"{'; '.join(f'{a} -> {b}' for a, b in (p.get('pairs') or [])[:4])} measure"
+            f"{'' if len(p.get('pairs') or []) > 1 else 's'} slow")
+    besides = p.get("besides") or []
+    text = f"{what} while the job runs: communication: {p['said']}"
+    if p.get("job_slower"):
+        text += (f"; the job's steps are {pct(p.get('job_share') or 0)} slower than its best stretch since "
+                 f"{when(p.get('since_ns'))}")
+    if besides:
+        text += f"; {', '.join(besides[:4])} late besides: another finding"
+    elif not p.get("explains"):
+        text += "; every rank calls collectives in time"
+    return text + _explains(p.get("explains"))
+
+
+def slowdown(s: dict) -> str:
+    """One slowdown --follow saw, with its start and end (the times of its first and last slow step)."""
+    end = f"to {when(s.get('end_ns'))}" if s.get("end_ns") else "still slow at the end"
+    return f"{s.get('who')} ({s.get('kind')}) from {when(s.get('start_ns'))} {end}: {s.get('text')}"
+
+
+def slowdown_end(s: dict, why: str = "") -> str:
+    """--follow's line when a slowdown ended: its last slow step's time (and why it is said now)."""
+    return (f"{when(s.get('end_ns'))} slowdown ends: {s.get('who')} (its last slow step; slow since "
+            f"{when(s.get('start_ns'))}{'; ' + why if why else ''})")
+
+
+def steps(section: dict) -> str:
+    """How the main group's steps were found (a measure of where the ranks work, or the gaps alone)."""
+    g = next((g for g in section.get("groups", []) if g.get("pg") == section.get("pg")), None)
+    return f"steps: {g['steps_by']}" if g and g.get("steps_by") else "steps: not found"
 
 
 def job(j: Optional[dict]) -> str:
@@ -89,20 +143,27 @@ def clock(section: dict) -> str:
 
 
 def probe(p: dict) -> str:
-    """What the TCP probe between the hosts measured: the slow host or link, or that they measure alike."""
+    """What the TCP probe between the hosts measured while the job ran: the slow host or link, or that they measure
+    alike; and what it cost (rounds, bytes, seconds)."""
+    cost = _cost(p)
     if p.get("hosts"):
         one = len(p["hosts"]) == 1
         return (f"host{'' if one else 's'} {', '.join(p['hosts'])} sen{'ds' if one else 'd'} at "
-                f"{_rate(p.get('slow_bps'))} against {_rate(p.get('ref_bps'))} between the other hosts (TCP probe "
-                f"of {p.get('bytes', 0) >> 10} KiB per pair)")
+                f"{_rate(p.get('slow_bps'))} against {_rate(p.get('ref_bps'))} between the other hosts ({cost})")
     if p.get("pairs"):
         shown = "; ".join(f"{a} -> {b}" for a, b in p["pairs"][:4])
         return (f"the link{'s' if len(p['pairs']) > 1 else ''} {shown} carr{'ies' if len(p['pairs']) == 1 else 'y'} "
-                f"{_rate(p.get('slow_bps'))} against {_rate(p.get('ref_bps'))} elsewhere (TCP probe)")
+                f"{_rate(p.get('slow_bps'))} against {_rate(p.get('ref_bps'))} elsewhere ({cost})")
     if p.get("unconfirmed"):
-        return (f"one look measured {', '.join(p['unconfirmed'][:4])} slow and a second did not: nothing named "
-                f"(TCP probe, {_rate(p.get('ref_bps'))})")
-    return f"every pair of the {p.get('n_hosts')} hosts measures alike (TCP probe, {_rate(p.get('ref_bps'))})"
+        return (f"{', '.join(p['unconfirmed'][:4])} measured slow in some rounds, not consistently: nothing named "
+                f"({_rate(p.get('ref_bps'))}; {cost})")
+    return f"every pair of the {p.get('n_hosts')} hosts measures alike ({_rate(p.get('ref_bps'))}; {cost})"
+
+
+def _cost(p: dict) -> str:
+    n = p.get("rounds") or 1
+    return (f"TCP probe while the job runs: {n} round{'s' if n != 1 else ''} of {format_bytes(p.get('bytes') or 0)} "
+            f"per direction, {format_bytes(p.get('moved') or 0)} in {p.get('took_s') or 0:.1f} s")
 
 
 def _rate(bps) -> str:

@@ -47,8 +47,9 @@ IN_PLACE = Placement("in", "in", "in-place")
 SINGLE_FORM = Placement("single", "single", "single form (in place)")
 PLACEMENTS = {p.key: p for p in (OUT_OF_PLACE, IN_PLACE, SINGLE_FORM)}
 
-SINGLE_FORM_NOTE = (f"{SINGLE_FORM.label}: torch has this op in one (in-place) form only, so --in-place adds no "
-                    "second row: two rows would be two timings of the same call")
+_SINGLE_FORM_WHY = ("torch has this op in one form only, in place (its result overwrites its input): one row, not "
+                    "two timings of the same call")
+SINGLE_FORM_NOTE = f"{SINGLE_FORM.label}: {_SINGLE_FORM_WHY}"
 
 
 def placement(row: Any) -> Placement:
@@ -132,6 +133,20 @@ COLUMN = {
     "eager": "eager",  # the eager figure beside a graph-timed time (bench/timing.py)
 }
 
+# The marks a bench table's cells may carry, each explained by one line under the table the first time it appears
+# (render/bench.py's legend): a new user met `74%!`, `single` and `N/A` with nothing saying what they meant.
+ROUNDED_MARK = "*"  # after a size
+UNSTEADY_MARK = "!"  # after a var figure
+NOT_CHECKED = "N/A"  # a #wrong cell of a row whose results were not checked (nccl-tests' word for it)
+ROUNDED_NOTE = (f"{ROUNDED_MARK} after a size: rounded down from the requested size as nccl-tests does (per-rank "
+                "chunks of 16 bytes)")
+UNSTEADY_NOTE = (f"{UNSTEADY_MARK} after var (the spread of the timed iterations, their standard deviation / mean): "
+                 "they vary so much that the mean time hides a slow tail (p99); look for other jobs, CPU contention or "
+                 "a flapping link")
+NOT_CHECKED_NOTE = (f"{NOT_CHECKED} under {COLUMN['wrong']}: results not checked; --check compares every element with "
+                    "the exact answer and counts the wrong ones")
+SINGLE_FORM_LEGEND = f"{SINGLE_FORM.word} under {COLUMN['placement_short']}: {_SINGLE_FORM_WHY}"
+
 # ---------------------------------------------------------------------------------------------------------------
 # Efficiency and bounds: an efficiency above 1 is a wrong bound, never a figure; an unknown bound is said, not "?".
 
@@ -177,15 +192,21 @@ def count(n: object, noun: str) -> str:
 
 
 LAUNCHED_BY = "launched by"
+NO_LAUNCHER = "no launcher named"  # the world's launcher "none" (JSON): unknown, or nothing launched it
 # A console report's first line as it appears in a job's output, in these words and in the ones before them ("1
 # node(s), 2 rank(s), torchrun"): diagnose skips ncclcheck's own reports by it (postmortem/analyze.py).
 HEADER_LINE = r"^ncclcheck \w+ (?:[\d,]+|\?) (?:nodes?|node\(s\)),"
 
 
 def world_phrase(world: Any) -> str:
-    """'2 nodes, 16 ranks, launched by slurm': the same words at the top of every format."""
+    """'2 nodes, 16 ranks, launched by slurm': the same words at the top of every format. A command that started
+    no ranks and was launched by nobody (env, health) reads '1 node, no ranks started'; "none" is no launcher's name,
+    so a run with ranks and no launcher named says so in words."""
+    who = world.launcher if world.launcher and world.launcher != "none" else None
+    if world.world_size == 0 and who is None:
+        return f"{count(world.nnodes, 'node')}, no ranks started"
     return (f"{count(world.nnodes, 'node')}, {count(world.world_size, 'rank')}, "
-            f"{LAUNCHED_BY} {world.launcher or 'an unknown launcher'}")
+            + (f"{LAUNCHED_BY} {who}" if who else NO_LAUNCHER))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -218,6 +239,42 @@ def stopped_after_silent(silent: int, n: int = 1) -> str:
     return (f" ({it} told to stop, mid-step, before the collective; rank {silent} left neither dump nor stacks, "
             f"which an armed rank writes on every end it can catch: it died first, of what it could not catch "
             f"(SIGKILL, the OOM killer, a crash, its host); stopped, not skipped)")
+
+
+def own_end(who: str, kind: str, what: str, at: Optional[str]) -> str:
+    """What a rank said of itself, the cause: 'rank 1 (host h, local rank 1) raised RuntimeError: boom at
+    train.py:12 in main'; 'rank 1 called sys.exit(3) at ...'; 'rank 1 was killed (SIGKILL: ...)'."""
+    if kind == "died":
+        how = (f"was killed ({what}: the OOM killer, an operator or the scheduler; nobody in the job sends it)"
+               if what == "SIGKILL" else f"crashed ({what})")
+        return f"{who} {how}"
+    return f"{who} {what}" + (f" at {at}" if at else "")
+
+
+def waited_for_it(ranks: str, coll: str) -> str:
+    """What the others' flight recorders show once the rank that ended on its own is named: they waited."""
+    return f"; {ranks} waited for it in {coll} (a consequence)"
+
+
+# an armed job's rank that left neither its flight recorder nor its stacks while its peers wrote theirs
+LEFT_NOTHING_ARMED = (" left neither its flight recorder nor its stacks, which an armed rank writes on every end it "
+                      "can catch: it was killed (SIGKILL: the OOM killer, an operator, the scheduler), crashed, or "
+                      "its host went down")
+
+
+def recorder_view(who: str, coll: str, what: str) -> str:
+    """The flight recorder's view of a rank that ended on its own: where it stopped, and why (its own word)."""
+    return f"{who} never entered {coll}, the collective the others waited in: it {what} first (the root cause)"
+
+
+OWN_END_FIX = {
+    "exception": "fix the exception at that line (its traceback is in {where}); the other ranks only waited for that "
+                 "rank",
+    "exited": "find why the script asked for a failing exit code there ({where}); the other ranks only waited for "
+              "that rank",
+    "died": "find why it died: `dmesg -T | grep -i -e oom -e killed` on its host (the OOM killer sends SIGKILL), the "
+            "scheduler's log (preemption, time limit), a core dump or its stderr for a crash",
+}
 
 
 def own_gpu_hang(who: str, coll: str, state: str, timed: bool) -> str:

@@ -45,6 +45,17 @@ class Budget:
     store_tries: float = 4.0
     store_connect_floor_s: float = 6.0  # a member's store connect past its join bound: node 0's port was found open
     # (rendezvous.master_reachable), and a listening store, even a loaded node 0's front, answers within seconds
+    # A wait for another node (a master that refuses, a node that has not joined) says what it waits for once it
+    # lasted this long (rendezvous/waits.py): a healthy wait ends sooner and adds no line, a stuck node says it
+    # within ~2 s of its start (its first wait begins 0.3-1 s after it: Python, the facts)
+    wait_notice_s: float = 1.0
+    # A master that refuses is said sooner: the wait begins 0.3-1 s after the process (Python, the facts), and a node
+    # must say within ~2 s of its start what it waits for; node 0 of a healthy start binds its port within this
+    master_notice_s: float = 0.5
+    wait_notice_every_s: float = 5.0  # ... then once per this while it lasts: one line per wait and node, at any scale
+    # A wait on work other nodes do once the world formed (node 0's decision, the mesh rows, the exit code's acks)
+    # says so after this: healthy, well under a second, seconds on a loaded host, where a line would be noise
+    work_notice_s: float = 5.0
     thread_join_s: float = 2.0  # a helper thread (listener, progress relay) told to stop has this long to end
     mesh_probe_floor_s: float = 1.0  # the mesh probes get this long even if the peers' endpoints came late
     # --- preflight's rendezvous
@@ -123,6 +134,10 @@ class Budget:
     scontrol_s: float = 8.0  # one scontrol call (show node, update)
     health_timeout_s: float = 20.0  # `health --timeout`'s default: the bound on its own checks (healthy: ~0.2 s)
     health_max_timeout_s: float = 40.0  # + 2 scontrol calls (16 s) stays under Slurm's 60 s kill
+    # --- fabric error counters (facts/counters.py): read twice, at least this far apart, inside one run of health,
+    # preflight or env (their collection usually takes longer: then no wait at all). A counter is judged on what
+    # changed in that window, never on its lifetime value; a longer window is --baseline's (a saved run's counters).
+    counter_window_s: float = 0.5
 
     # --- live (live/responder.py on each armed rank, live/watch.py in `ncclcheck watch`)
     live_request_s: float = 2.0  # a responder reads one request this long: a real watcher sends it at once
@@ -142,6 +157,9 @@ class Budget:
     # thread's: on loopback the receiver's TCP runs there too, and each MiB copied evicts the training loop's cache (a
     # flood of 1 MiB replies cost the loop ~4 % more than the responder's threads' own CPU): counted in its share
     live_queue_s: float = 5.0  # a request not started this long after it was read is answered "busy"
+    live_exit_s: float = 2.0  # a responder's process exits: its workers' calls into torch's flight recorder end first
+    # (a daemon thread still inside C++ when the interpreter finalizes is unwound by pthread_exit: the rank aborted,
+    # "terminate called without an active exception", when a watch's sampling met the job's end)
     live_answer_cache_s: float = 0.25  # one reply built serves every request of its kind this long (a flood of
     # "all" builds a few replies a second, not one each); well under live_confirm_s, so watch's second look is fresh
     live_retry_s: float = 0.05  # watch asks a responder that closed before answering (its slots busy) again after
@@ -151,6 +169,17 @@ class Budget:
     live_munge_ttl_s: float = 600.0  # watch's munge credential lives this long; --follow makes a new one at half of it
     live_rate_s: float = 2.0  # a slow job: one probe download (1 MiB) between two responders: ~10 ms on a LAN,
     # ~1 s on a link shaped to 1 MB/s; past it the rate of what arrived is the figure (live/pace.py)
+    live_guarded_credit_s: float = 0.25  # a reach, rate or blob runs while its responder's Spend is at most this far
+    # past empty (live/peers.py): one watcher's look (an "all" of 2,000 entries, ~0.13 s) must not keep its reach or
+    # rate probe out for the 13 s the share takes to refill it; a flood of them still costs the share over time
+    live_store_poll_s: float = 0.5  # no rank answers: watch reads the job's store this often to tell a job that ended
+    # (its launcher closed the store) from one whose ranks stopped answering
+    live_phase_every_s: float = 0.002  # a "phase" request samples the rank's progress counters this often (~5 us
+    # each): a compute phase of a few ms between two collectives is seen
+    live_phase_max_s: float = 3.0  # seconds one "phase" request samples at most (watch asks for its pause between
+    # two looks); a request asking for more is refused as malformed
+    live_asker_s: float = 30.0  # a responder remembers whether a connection's address is the rank it names this
+    # long (a blob goes only to ranks of the job: live/peers.py): a probe's downloads cost one store read, not one each
 
     @classmethod
     def of(cls, config: Any) -> Budget:
@@ -218,6 +247,12 @@ class Budget:
     def verdict_wait_s(self) -> float:
         """A node that joined waits for node 0's verdict: node 0's join bound (T) plus the fixed grace."""
         return self.timeout_s + self.verdict_grace_s
+
+    @property
+    def verdict_notice_s(self) -> float:
+        """A member waiting for node 0's verdict says so after this: node 0 listens join_grace_s for a duplicate
+        once every node joined, so a healthy world's verdict comes that much later than other work's."""
+        return self.join_grace_s + self.work_notice_s
 
     @property
     def munge_ttl_s(self) -> int:

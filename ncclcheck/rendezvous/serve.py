@@ -230,6 +230,15 @@ def serve_store(port: int, timeout: Any, on_event: Callable[[str], None], budget
 
     shards = front_shards(clients, nofile()["hard"])
     front = start_front(port, server_port, budget, on_event=on_event, shards=shards)
+    if shards > 1:  # one front binds without SO_REUSEPORT: a port anyone holds is refused at the bind
+        from ..facts.ports import other_listener
+
+        other = other_listener(front.port, [p.pid for p in front.procs])
+        if other is not None:
+            front.close()
+            raise ConnectionError(f"the master port {front.port} is also held by {other}, sharing it (SO_REUSEPORT) "
+                                  "with this node's fronts: part of the nodes would reach a store this node did not "
+                                  "create")
     # The master port is free again when node 0 lets go of its store, as it was with torch's server alone: the guard
     # drops it and waits for the port, which the training script's own TCPStore binds next.
     weakref.finalize(store, front.close)

@@ -14,10 +14,12 @@ import os
 from collections.abc import Iterable
 from typing import Any, Optional
 
+from ..clean import clean_name
 from ..facts import hostname
 from ..model import CheckResult, passed, skipped, warned
 from ..nccl import rules
-from ..nccl.debuglog import capture_host, parse_nccl_debug
+from ..nccl.debuglog import NcclDebugState, host_of_name, read_capture
+from ..nccl.linear import MAX_LINE_CHARS
 
 CHECK_ID = "nccl.transport"
 DEBUG_SUBSYS = "INIT,BOOTSTRAP,NET,ENV"
@@ -143,6 +145,7 @@ def compare_with_recommendation(parsed: dict, recommendations: Iterable[Any], *,
     what = _describe(parsed, used_ifs)
     if problems:
         return warned(CHECK_ID, problems[0], detail="\n".join(problems + [f"NCCL chose: {what}"]),
+                      findings=tuple(problems),
                       fix="; ".join(dict.fromkeys(fixes)), node=node, evidence=evidence)
     return passed(CHECK_ID, f"NCCL chose {what}", node=node, evidence=evidence)
 
@@ -179,21 +182,46 @@ def _describe(parsed: dict, used_ifs: list[str]) -> str:
     return "; ".join(bits) or "nothing it logged could be read"
 
 
-def checks_from_captures(captures: dict[str, str], nodes: Iterable[Any] = (),
+MAX_CAPTURE_BYTES = 256 << 20  # of a saved capture (--nccl-debug FILE), its first bytes read: NCCL's init lines,
+# where every fact the check reads is, come first (one process's INIT,NET output is a few MB)
+
+
+def checks_from_files(paths: Iterable[str], nodes: Iterable[Any] = (),
+                      recommendations: Iterable[Any] = ()) -> list[CheckResult]:
+    """checks_from_captures on saved captures (--nccl-debug FILE ...), each streamed within its bounds (infile.Lines:
+    its first MAX_CAPTURE_BYTES, lines cut at MAX_LINE_CHARS), what was not read as it is said in the check."""
+    from ..infile import Lines
+
+    return checks_from_captures({p: Lines(p, f"--nccl-debug {p}", MAX_CAPTURE_BYTES, MAX_LINE_CHARS)
+                                 for p in paths}, nodes, recommendations)
+
+
+def checks_from_captures(captures: dict[str, Any], nodes: Iterable[Any] = (),
                          recommendations: Iterable[Any] = ()) -> list[CheckResult]:
-    """nccl.transport for each saved capture (path -> text), on the node whose hostname it names when the report
-    has that node; captures of one host are read together (one file per process)."""
+    """nccl.transport for each saved capture (path -> its text, or its lines: infile.Lines), on the node whose
+    hostname it names when the report has that node; captures of one host are read together (one file per
+    process)."""
     ranks = {str(getattr(n, "hostname", "")).split(".")[0]: getattr(n, "node_rank", None) for n in nodes}
-    by_host: dict[str, list[str]] = {}
-    for path, text in captures.items():
-        by_host.setdefault(capture_host(path, text) or path, []).append(text)
+    by_host: dict[str, list] = {}
+    said: dict[str, list] = {}
+    at = 0
+    for path, capture in captures.items():
+        state, host, at = read_capture(capture.splitlines() if isinstance(capture, str) else capture, at)
+        host = host or host_of_name(path) or clean_name(path)
+        by_host.setdefault(host, []).append(state)
+        if getattr(capture, "said", None) and capture.said():
+            said.setdefault(host, []).append(capture.said())
     out = []
-    for host, texts in by_host.items():
+    for host, states in by_host.items():
         node = ranks.get(host.split(".")[0])
-        r = compare_with_recommendation(parse_nccl_debug("\n".join(texts)), recommendations, node=node)
+        r = compare_with_recommendation(NcclDebugState.result(states), recommendations, node=node)
         ev = dict(r.evidence, host=host)
+        detail = r.detail
+        if said.get(host):
+            ev["read"] = said[host]
+            detail = "\n".join(x for x in (detail, "read within bounds: " + "; ".join(said[host])) if x)
         out.append(CheckResult(r.id, r.status, r.summary if node is not None or host in r.summary
-                               else f"{host}: {r.summary}", r.detail, r.fix, r.node, ev))
+                               else f"{host}: {r.summary}", detail, r.fix, r.node, ev, r.findings))
     return out
 
 
@@ -241,9 +269,13 @@ def nccl_debug_job(ctx, payload: dict) -> dict:
                 base[f"{kind}_file"] = dump
     files = glob.glob(os.path.join(log_dir, f"nccl.*.{pid}"))
     path = files[0] if files else os.path.join(log_dir, f"nccl.{host}.{pid}")
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError:
+    from ..errors import UsageError
+    from ..infile import Lines
+
+    try:  # NCCL's file, in a directory others may write to: read within the same bounds as a saved capture
+        lines = Lines(path, path, MAX_CAPTURE_BYTES, MAX_LINE_CHARS)
+        state = read_capture(lines)[0]
+    except (UsageError, OSError):
         return {**base, "file": path, "note": (note + "; " if note else "") + "NCCL wrote no debug file"}
-    return {**base, "parsed": parse_nccl_debug(text), "file": path, "note": note}
+    note = "; ".join(x for x in (note, lines.said()) if x)
+    return {**base, "parsed": NcclDebugState.result([state]), "file": path, "note": note}

@@ -61,23 +61,26 @@ def collect(config: Config, master_addr: Optional[str] = None) -> dict:
     """This node's facts (facts/), read once by the node's leader."""
     from ..agent.context import load_torch
     from ..facts import collect_node_facts
+    from ..rendezvous.budget import FIXED
 
     return collect_node_facts(load_torch=load_torch, code_path=config.code_path, paths=config.paths,
                               master_addr=master_addr or config.world.master_addr, tool_version=__version__,
-                              shared_dirs=config.storage.dirs, need_bytes=config.storage.need_bytes)
+                              shared_dirs=config.storage.dirs, need_bytes=config.storage.need_bytes,
+                              counter_window_s=FIXED.counter_window_s)
 
 
-def probe_master(world: WorldConfig, budget, hosts_store: Optional[bool] = None) -> Optional[dict]:
+def probe_master(world: WorldConfig, budget, hosts_store: Optional[bool] = None, waits=None) -> Optional[dict]:
     """Single-node view of the master: the process that will host the store tests the port is bindable; others
-    connect (bounded by the budget's master-probe phase). hosts_store None: node 0 hosts it (launcher mode)."""
+    connect (bounded by the budget's master-probe phase), saying on `waits` (rendezvous/waits.py) what they wait
+    for while they retry. hosts_store None: node 0 hosts it (launcher mode)."""
     if world.master_addr is None:
         return None
     from ..preflight import probe
 
     if world.node_rank == 0 if hosts_store is None else hosts_store:
         return probe.bind_test(world.master_addr, world.master_port)
-    return probe.probe_master(world.master_addr, world.master_port, deadline=budget.deadline(budget.master_probe_s),
-                              budget=budget).to_json()
+    return probe.probe_master_said(world.master_addr, world.master_port, budget.deadline(budget.master_probe_s),
+                                   budget, waits).to_json()
 
 
 def log_path() -> Optional[str]:
@@ -102,11 +105,19 @@ def side_dir() -> Optional[str]:
     return side
 
 
-def job_world(config: Config, where, budget):
-    """(WorldConfig, Placement) for a job: worker mode takes the launcher's world; bounded master probe first."""
+def job_world(config: Config, where, budget, observer=None):
+    """(WorldConfig, Placement) for a job: worker mode takes the launcher's world; bounded master probe first, said
+    on the observer while it retries."""
     world = world_of(config, where)
     if where.multi_node and not where.worker_mode and world.node_rank != 0:
-        m = probe_master(world, budget)
+        from ..facts import hostname
+        from ..rendezvous.waits import Waits
+
+        waits = Waits(observer, budget, node_rank=world.node_rank, host=hostname())
+        try:
+            m = probe_master(world, budget, waits=waits)
+        finally:
+            waits.close()
         if not m.get("ok"):
             raise WorldError(f"cannot reach master {format_endpoint(world.master_addr, world.master_port)}: "
                              f"{m.get('error')}")

@@ -42,7 +42,7 @@ class PreflightFailed(RuntimeError):
 def guard(timeout: Optional[float] = None, paths: tuple = (), code_path: Optional[str] = None,
           json: Optional[str] = None, strict: bool = False, apply: bool = False,
           postmortem_dir: Optional[str] = None, quiet: bool = False, shared_dirs: tuple = (),
-          need: Optional[str] = None, live: bool = False) -> Any:
+          need: Optional[str] = None, live: Optional[bool] = None) -> Any:
     """Run the multi-node preflight in the launcher's world before the job touches it.
 
     timeout: T, each named wait's bound (--timeout); every rank ends within T + the fixed graces.
@@ -50,15 +50,19 @@ def guard(timeout: Optional[float] = None, paths: tuple = (), code_path: Optiona
     json: where global rank 0 writes the JSON report. strict: warnings fail too (--strict).
     apply: set the recommended NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME / NCCL_IB_HCA in os.environ where unset; under
     srun and mpirun also the world (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR...) where unset (world_exports).
-    quiet: rank 0 prints the report only when it fails.
+    quiet: rank 0 prints the report only when it fails, and no node says what it waits for (without it, each node's
+    first rank says on stderr what it waits for once a wait outlasts a healthy one: docs/troubleshooting.md).
     shared_dirs / need: directories that must be one writable filesystem on every node, with at least `need` free
     (--shared-dir, --need: the checkpoint directory).
     postmortem_dir: arm the job so a failure can be diagnosed (ncclcheck.arm, training/arm.py): the flight recorder's
     and NCCL's debug log's variables set in os.environ where unset, and every rank writes its flight recorder and
-    Python stacks there when it raises, times out, gets SIGTERM or SIGUSR1 (the only handlers the guard leaves).
-    live: also start this rank's responder (live/responder.py), so `ncclcheck watch --master-addr H --master-port P`
-    can fetch its flight recorder, stacks and progress while the job runs or hangs (docs/live.md); with a job token
-    it answers only requests sealed with it. The responder is on `report.extra["live_responder"]`'s address.
+    Python stacks there when it raises, times out, gets SIGTERM or SIGUSR1 (the only handlers the guard leaves); and,
+    as arm() does, registers the rank for `ncclcheck watch` (live): one step arms the job for both.
+    live: this rank's responder (live/responder.py), so `ncclcheck watch --master-addr H --master-port P` can fetch
+    its flight recorder, stacks and progress while the job runs or hangs (docs/live.md); with a job token it answers
+    only requests sealed with it. None (the default): on when postmortem_dir arms the job, off without it (a guard
+    that only checks opens no listening socket); False: never; True: also without postmortem_dir. The responder is on
+    `report.extra["live_responder"]`'s address.
     Returns the Report (None when NCCLCHECK_GUARD=0); raises PreflightFailed on every rank when it fails.
     """
     env = os.environ
@@ -77,7 +81,7 @@ def guard(timeout: Optional[float] = None, paths: tuple = (), code_path: Optiona
         output = OutputConfig(files={"json": json} if json else {}, strict=strict)
         config = Config(command="preflight", world=world, output=output,
                         code_path=code_path, paths=tuple(paths), storage=storage)
-        report = api.run_preflight(config, placement=placement)
+        report = api.run_preflight(config, placement=placement, observer=_waits_observer(placement, quiet))
     except UsageError as e:  # the launcher's variables do not describe a world: every rank says so alike
         raise PreflightFailed(f"ncclcheck.guard: {e}") from None
     speaks = placement.rank == 0
@@ -87,6 +91,7 @@ def guard(timeout: Optional[float] = None, paths: tuple = (), code_path: Optiona
             _emit(report, json, False)
         raise PreflightFailed(failure_message(report, placement.rank), report)
     notes = []
+    live = bool(postmortem_dir) if live is None else live  # arming for diagnose arms for watch: one step
     responder_args = {"token": world.token, "rank": placement.rank, "world_size": placement.world_size,
                       "local_rank": placement.local_rank, "master": (placement.master_addr, placement.master_port)}
     if postmortem_dir:
@@ -123,6 +128,16 @@ def guard(timeout: Optional[float] = None, paths: tuple = (), code_path: Optiona
     if speaks:
         _emit(report, json, quiet, tuple(notes))
     return report
+
+
+def _waits_observer(placement: Any, quiet: bool) -> Any:
+    """Each node's leader says on stderr what it waits for while a wait outlasts a healthy one (a node that never
+    joins, a master that refuses): a plain line each, in the job's log as on a terminal. quiet: nothing."""
+    if quiet or not placement.node_leader:
+        return None
+    from ..render.progress import WaitLines
+
+    return WaitLines(sys.stderr, command="guard")
 
 
 def guard_placement(placement: Any, env: Mapping[str, str]) -> Any:
@@ -211,7 +226,6 @@ def _emit(report: Any, json_path: Optional[str], quiet: bool, notes: tuple = ())
     if report.status is Status.PASS:
         term.print(view.one_line_verdict(report, notes), soft_wrap=True)
         return
-    for part in view.render_report(report, verbose=False):
-        term.print(part)
+    view.print_parts(term, view.render_report(report, verbose=False))
     for note in notes:
         term.print(note, markup=False, highlight=False, soft_wrap=True)

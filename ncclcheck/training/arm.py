@@ -39,9 +39,12 @@ import time
 from collections.abc import Iterable, MutableMapping
 from typing import Any, Optional
 
+from ..postmortem.stacks import AT as STACKS_AT
 from ..postmortem.stacks import HEADER as STACKS_HEADER  # the reader's constants: one format
+from ..postmortem.stacks import LAUNCHER as STACKS_LAUNCHER
 from ..postmortem.stacks import NAME as STACKS_NAME
-from ..postmortem.stacks import TOLD_TO_STOP, is_library
+from ..postmortem.stacks import RAISED, TOLD_TO_STOP, is_library
+from ..postmortem.stacks import parse as parse_stacks
 
 TRACEBACK_CHARS = 64 << 10  # the end of the exception's traceback kept above the stacks (its innermost frames)
 STACK_BYTES = 1 << 20  # one rank's stacks file: faulthandler's own caps (100 threads x 100 frames) fit in ~1 MiB
@@ -136,10 +139,12 @@ class _Evidence:
     """The hooks of one armed process and the one place that writes its files."""
 
     def __init__(self, directory: str, env: MutableMapping[str, str]) -> None:
+        from ..live.pace import launcher_of
         from ..rendezvous.budget import Budget
 
         self.directory = directory
         self.env = env
+        self.launcher = launcher_of(env)  # who started this rank, said in its stacks (diagnose's header)
         self.pid = os.getpid()
         self.bound_s = Budget().evidence_dump_s
         self.write_lock = threading.Lock()
@@ -147,6 +152,7 @@ class _Evidence:
         self.wakeup: Optional[tuple] = None  # (read fd, write fd) of the wake-up pipe
         self.done = threading.Event()  # set after each signal-driven write: the main thread's handler waits on it
         self.exit_code: Any = None  # what sys.exit was asked for
+        self.exit_at: Optional[str] = None  # ... and the script's own frame that asked for it
         self.dumped_on: Optional[str] = None
 
     # ---- installing
@@ -192,24 +198,25 @@ class _Evidence:
             import traceback
 
             frames = traceback.extract_tb(tb) if tb is not None else []
-            # the script's innermost frame says where: a timed-out collective raises inside torch's all_reduce, a
-            # DataLoader's timeout inside the standard library's queues
-            torch_dir = os.path.dirname(getattr(sys.modules.get("torch"), "__file__", None) or "")
-            own = [f for f in frames if not (torch_dir and f.filename.startswith(torch_dir + os.sep))
-                   and not is_library(f.filename)] or frames
-            at = f"{own[-1].filename}:{own[-1].lineno} in {own[-1].name}" if own else None
+            at = own_frame([(f.filename, f.lineno, f.name) for f in frames])
             text = "".join(traceback.format_exception(etype, value, tb))
-            self.bounded_write(f"raised {etype.__name__}: {value}", at, text[-TRACEBACK_CHARS:])
+            self.bounded_write(f"{RAISED}{etype.__name__}: {value}", at, text[-TRACEBACK_CHARS:])
         self.prev_excepthook(etype, value, tb)
 
     def _exit(self, code: Any = None) -> None:
         self.exit_code = code
+        if code not in (None, 0):  # the line that asked for it: at exit, the main thread's stack is gone
+            frames, f = [], sys._getframe(1)
+            while f is not None and len(frames) < _EXIT_FRAMES:
+                frames.append((f.f_code.co_filename, f.f_lineno, f.f_code.co_name))
+                f = f.f_back
+            self.exit_at = own_frame(frames[::-1])
         self.prev_exit(code)
 
     def _atexit(self) -> None:
         code = self.exit_code
         if self._mine() and code not in (None, 0) and not self.dumped_on:
-            self.bounded_write(f"sys.exit({code!r})")
+            self.bounded_write(f"sys.exit({code!r})", self.exit_at, at_label=STACKS_AT[1])
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         """The Python-level handler (main thread, once it is back in the interpreter)."""
@@ -249,18 +256,19 @@ class _Evidence:
         return os.getpid() == self.pid
 
     # ---- writing
-    def bounded_write(self, reason: str, at: Optional[str] = None, detail: str = "") -> dict:
+    def bounded_write(self, reason: str, at: Optional[str] = None, detail: str = "",
+                      at_label: str = STACKS_AT[0]) -> dict:
         """write() in a helper thread, waited for at most the Budget's evidence_dump_s."""
         out: dict = {}
-        t = threading.Thread(target=lambda: out.update(self.write(reason, at, detail)), name="ncclcheck-dump",
-                             daemon=True)
+        t = threading.Thread(target=lambda: out.update(self.write(reason, at, detail, at_label)),
+                             name="ncclcheck-dump", daemon=True)
         t.start()
         t.join(self.bound_s)
         if t.is_alive():
             _note_given_up(self.directory, reason, self.bound_s)
         return out
 
-    def write(self, reason: str, at: Optional[str] = None, detail: str = "") -> dict:
+    def write(self, reason: str, at: Optional[str] = None, detail: str = "", at_label: str = STACKS_AT[0]) -> dict:
         """This rank's flight recorder and stacks, each written to a temporary name and renamed (a rank killed
         mid-write leaves the previous whole file, or none)."""
         with self.write_lock:
@@ -272,7 +280,10 @@ class _Evidence:
             # thread; the stacks then showed the excepthook, not the user's loop)
             threads = threads_now()
             fr = self._flight_recorder(rank, notes)
-            stacks = self._stacks(rank, reason, notes, at, detail, threads)
+            text = stacks_text(rank, reason, notes, at, detail, threads, at_label, self.launcher)
+            stacks = _atomic(os.path.join(self.directory, f"{STACKS_NAME}{rank}.txt"), text)
+            if not reason.startswith(ASKED):  # an end: said to watch too, where the rank registered for it
+                _tell_watch(text, stacks or "")
             return {"flight_recorder": fr, "stacks": stacks, "notes": notes}
 
     def _flight_recorder(self, rank: int, notes: list) -> Optional[str]:
@@ -283,10 +294,17 @@ class _Evidence:
                                   self.env.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") or DEFAULT_PREFIX)
         return _atomic(os.path.join(self.directory, f"{prefix}{rank}.json"), text.encode())
 
-    def _stacks(self, rank: int, reason: str, notes: list, at: Optional[str], detail: str,
-                threads: Optional[tuple] = None) -> Optional[str]:
-        text = stacks_text(rank, reason, notes, at, detail, threads)
-        return _atomic(os.path.join(self.directory, f"{STACKS_NAME}{rank}.txt"), text)
+
+def _tell_watch(text: bytes, path: str) -> None:
+    """The stacks file's word on how this rank ended (the reader's fields: one format), left in the job's store by
+    this rank's responder: a rank that raised is gone when watch looks, its file on a disk watch does not read."""
+    responder = _STATE.get("responder")
+    said = parse_stacks(text.decode("utf-8", errors="replace"), path) if responder is not None else None
+    if said is not None:
+        try:
+            responder.say_end(said)
+        except Exception:  # noqa: BLE001 - telling watch is never the job's failure
+            pass
 
 
 # ---- the two readers, also for a live responder (issue 33 item 2): what a file would hold, as text, no file written
@@ -329,8 +347,9 @@ def threads_now() -> tuple:
 
 
 def stacks_text(rank: int, reason: str, notes: list, at: Optional[str] = None, detail: str = "",
-                threads: Optional[tuple] = None) -> bytes:
-    """The stacks file's bytes: the header (rank, pid, host, time, reason, where it raised, notes, thread names),
+                threads: Optional[tuple] = None, at_label: str = STACKS_AT[0], launcher: str = "none") -> bytes:
+    """The stacks file's bytes: the header (rank, pid, host, time, reason, where it raised or called sys.exit, who
+    launched it, notes, thread names),
     `detail` (an exception's traceback), then every thread's stack less ncclcheck's own (threads_now(), or the
     snapshot `threads` taken earlier), cut at STACK_BYTES."""
     import socket
@@ -339,7 +358,8 @@ def stacks_text(rank: int, reason: str, notes: list, at: Optional[str] = None, d
     head = [f"{STACKS_HEADER} rank {rank} pid {os.getpid()} host {socket.gethostname()} "
             f"time {time.strftime('%Y-%m-%dT%H:%M:%S%z')}",
             f"reason: {_clip(reason, 500)}",
-            *([f"raised at: {_clip(at, 500)}"] if at else []),
+            *([f"{at_label}{_clip(at, 500)}"] if at else []),
+            *([f"{STACKS_LAUNCHER}{launcher}"] if launcher != "none" else []),
             *(f"note: {_clip(n, 500)}" for n in notes),
             "threads: " + ", ".join(f"0x{i:016x} {n}" for i, n in names.items()
                                     if i is not None and not n.startswith(OWN_THREADS)), ""]
@@ -376,6 +396,19 @@ def cut_flight_recorder(text: str, notes: list) -> str:
     notes.append(said)
     doc["ncclcheck_cut"] = said
     return json.dumps(doc)
+
+
+_EXIT_FRAMES = 256  # frames walked out from sys.exit's caller (a recursion's depth is not walked whole)
+
+
+def own_frame(frames: list) -> Optional[str]:
+    """'train.py:12 in main': the script's innermost frame of (file, line, function) outermost first, leaving out
+    torch and the libraries (a timed-out collective raises inside torch's all_reduce, a DataLoader's timeout inside
+    the standard library's queues, argparse calls sys.exit); the innermost of all when none is the script's."""
+    torch_dir = os.path.dirname(getattr(sys.modules.get("torch"), "__file__", None) or "")
+    own = [f for f in frames if not (torch_dir and f[0].startswith(torch_dir + os.sep)) and not is_library(f[0])]
+    own = own or frames
+    return f"{own[-1][0]}:{own[-1][1]} in {own[-1][2]}" if own else None
 
 
 def current_rank(env: MutableMapping[str, str]) -> int:
@@ -432,9 +465,12 @@ def _note_given_up(directory: str, reason: str, bound_s: float) -> None:
                       f"dump took longer than {bound_s:g} s and was given up\n".encode())
 
 
+ASKED = "asked"  # the reason of an on-demand dump (SIGUSR1, dump_now): the job goes on, no end to tell
+
+
 def _signal_reason(signum: int) -> str:
     return f"{TOLD_TO_STOP} (SIGTERM)" if signum == signal.SIGTERM else \
-        f"asked ({signal.Signals(signum).name})"
+        f"{ASKED} ({signal.Signals(signum).name})"
 
 
 def _die_by(signum: int) -> None:

@@ -37,7 +37,7 @@ def test_a_1024_soft_limit_is_raised_for_8192_nodes_and_the_check_passes():
     out = ensure_nofile(8192, True, lim.get, lim.set)
     assert out["raised"] and out["soft_before"] == 1024 and out["soft"] == nofile_needed(8192, True)
     r = check_nofile(LocalInput.of(facts(), node_rank=0, multi_node=True, nofile=out))
-    assert r.status is Status.PASS and "raised from 1,024" in r.summary
+    assert r.status is Status.PASS and "raised it from 1,024" in r.summary
 
 
 def test_a_hard_limit_below_the_world_is_named_with_the_fixes():
@@ -90,3 +90,23 @@ def test_node_0_of_a_large_world_spaces_out_the_collector_and_puts_it_back():
         assert gc.get_threshold() == (700, 10, 10)
     finally:
         gc.set_threshold(*before)
+
+
+def test_the_message_says_what_is_counted_and_whether_it_is_enough():
+    """Issue 53: 'covers the 258 descriptors this node probes its mesh peers needs' left a new user guessing."""
+    lim = FakeLimit(20000, 20000)
+    host = check_nofile(LocalInput.of(facts(), node_rank=0, multi_node=True, nofile=ensure_nofile(2, True, lim.get,
+                                                                                                    lim.set)))
+    assert host.summary == (f"open-file limit (ulimit -n) 20,000 is enough: this node needs "
+                            f"{nofile_needed(2, True):,} open files (ncclcheck's own files plus one connection per "
+                            "node: this node hosts the rendezvous of 2 nodes)")
+    peer = check_nofile(LocalInput.of(facts(), node_rank=1, multi_node=True, nofile=ensure_nofile(2, False, lim.get,
+                                                                                                    lim.set)))
+    assert peer.summary.endswith(f"needs {BASE_FDS:,} open files (ncclcheck's own files and its probes of the other "
+                                 "nodes)")
+    low = FakeLimit(100, 100)
+    bad = check_nofile(LocalInput.of(facts(), node_rank=0, multi_node=True, nofile=ensure_nofile(2, True, low.get,
+                                                                                                   low.set)))
+    assert bad.status is Status.FAIL and "is too low: this node needs" in bad.summary
+    one = check_nofile(LocalInput.of(facts()))
+    assert "multi-node" in one.summary and "store" not in one.summary

@@ -36,7 +36,7 @@ _EPILOGUE = '\nprint("STATUSES=" + json.dumps(_seen))\n'
 _CLI = {"run_preflight": ["preflight"],
         "run_bench": ["bench", "--sizes", "1M-8M", "--ops", "all_reduce", "--iters", "5"],
         "run_links": ["links", "--size", "16M"], "run_env": ["env"], "run_recommend": ["recommend"],
-        "run_report": ["report", "run.json"]}
+        "run_report": ["report", "api-run.json"]}
 
 
 def _readme_block() -> str:
@@ -48,7 +48,10 @@ def _readme_block() -> str:
 
 
 def _mode(mode: str, workdir) -> subprocess.CompletedProcess:
+    """The block pasted in one mode, in a directory of its own (it writes the api-run.json it renders)."""
     code = _PRELUDE + _readme_block() + _EPILOGUE
+    workdir = workdir / mode
+    workdir.mkdir()
     if mode == "script":
         (workdir / "api_example.py").write_text(code)
         argv, stdin = [sys.executable, "api_example.py"], None
@@ -74,10 +77,10 @@ MODES = ("script", "heredoc", "repl")
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """The three pastes and the CLI's statuses, each run once, three at a time (most of each is a new Python and
-    torch's import, not CPU work). The CLI's preflight writes the run.json the block's run_report reads."""
+    torch's import, not CPU work). The CLI's report renders the CLI's preflight, as the block renders its own."""
     d = tmp_path_factory.mktemp("api_paste")
     cli = {"run_preflight": _cli("run_preflight", d)}
-    os.replace(d / "cli_run_preflight.json", d / "run.json")  # the block's run_report(run="run.json")
+    os.replace(d / "cli_run_preflight.json", d / "api-run.json")
     with ThreadPoolExecutor(3) as pool:
         modes = {m: pool.submit(_mode, m, d) for m in MODES}
         rest = {n: pool.submit(_cli, n, d) for n in _CLI if n != "run_preflight"}

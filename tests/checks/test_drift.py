@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from ncclcheck.checks.drift import CHECK_ID, baseline_nodes, differences, drift_checks
+from ncclcheck.checks.drift import CHECK_ID, baseline_nodes, compare, differences, drift_checks
 from ncclcheck.errors import UsageError
 from ncclcheck.links.baseline import compare_links
 from ncclcheck.model import NodeInfo, Status
@@ -97,3 +97,81 @@ def test_links_within_tolerance_pass_and_nothing_to_compare_warns():
     base = _links_doc([[None, 40.0], [40.0, None]])
     assert compare_links({"matrix_gbps": [[None, 37.0], [38.0, None]]}, [], base, 0.1).status is Status.PASS
     assert compare_links({"matrix_gbps": [[None]]}, [], base, 0.1).status is Status.WARN
+
+
+def _health_like(full: dict) -> dict:
+    """What `health --json` (no baseline) collects of the same node: no versions, no packages."""
+    return {k: v for k, v in copy.deepcopy(full).items() if k not in ("versions", "packages")}
+
+
+def test_a_fact_the_baseline_did_not_collect_is_counted_never_a_difference():
+    """Issue 53: a health report as the baseline read '68 differences from the baseline: python version (none) ->
+    3.11.7; ...'."""
+    now = _golden()
+    (r,) = drift_checks([NodeInfo(0, "h", now)], [NodeInfo(0, "h", _health_like(now))], "G.json")
+    assert r.status is Status.PASS and r.evidence["differences"] == []
+    skip = r.evidence["not_compared"]
+    assert skip["not_measured"] == {} and skip["not_in_baseline"]["packages"] == 2  # the list, not its hash too
+    assert set(skip["not_in_baseline"]) == {"python version", "torch version", "cuda version", "nccl version",
+                                            "driver version", "packages"}
+    assert r.summary == ("same as the baseline (h); not compared: 7 facts not in the baseline (python version, torch "
+                         "version, cuda version, nccl version, driver version, packages)")
+    # the other way round: what this run did not measure
+    (back,) = drift_checks([NodeInfo(0, "h", _health_like(now))], [NodeInfo(0, "h", now)])
+    assert back.status is Status.PASS and "7 facts not measured by this run" in back.summary
+
+
+def test_versions_only_torch_knows_are_skipped_when_health_has_no_torch():
+    golden = facts(versions={"cuda": "12.4", "nccl": "2.21.5"})
+    now = copy.deepcopy(golden)
+    now["versions"] = {k: v for k, v in now["versions"].items() if k not in ("cuda", "nccl")}
+    diffs, skip = compare(golden, now)
+    assert diffs == [] and skip["not_measured"] == {"cuda version": 1, "nccl version": 1}
+    now["versions"]["driver"] = "999.1"  # what both measured still differs
+    assert [d["what"] for d in compare(golden, now)[0]] == ["driver version"]
+
+
+def test_a_group_that_could_not_be_read_is_not_compared():
+    golden, now = facts(env={"NCCL_DEBUG": "INFO"}), facts()
+    now["env"] = {"unavailable": "PermissionError: ..."}
+    diffs, skip = compare(golden, now)
+    assert diffs == [] and skip["not_measured"] == {"NCCL/Gloo variables": 1}
+    # collected on both sides, an interface or a variable gone IS a difference
+    now = facts()
+    assert {d["what"] for d in differences(golden, now)} == {"$NCCL_DEBUG"}
+
+
+def test_a_baseline_of_another_command_is_refused_naming_it():
+    doc = {"schema": "ncclcheck.report/1", "command": "bench", "nodes": [{"node_rank": 0, "hostname": "h",
+                                                                          "facts": {}}]}
+    with pytest.raises(UsageError, match=r"a report of `ncclcheck bench` holds no node facts to compare; a baseline "
+                                         r"is a report of preflight, recommend, health or env"):
+        baseline_nodes(doc, "--baseline b.json")
+
+
+def test_links_measured_now_but_not_in_the_baseline_are_counted():
+    base = _links_doc([[None, 40.0], [40.0, None]], ["a", "b"])
+    now = {"matrix_gbps": [[None, 39.0, 30.0], [39.5, None, 30.0], [30.0, 30.0, None]], "hosts": ["a", "b", "c"]}
+    r = compare_links(now, [], base, 0.1)
+    assert r.status is Status.PASS and len(r.evidence["compared"]) == 2 and len(r.evidence["not_in_baseline"]) == 4
+    assert r.summary == "2 links within 10% of the baseline; 4 measured links not in the baseline, not compared"
+
+
+def test_a_large_reports_shared_facts_are_resolved_for_the_comparison(tmp_path):
+    """From 8 nodes a report writes a group shared by several nodes once (`$ref`s): the baseline reader resolves
+    them (it read the raw JSON, and every `$ref` group was 'absent')."""
+    from ncclcheck.checks.drift import load_golden
+    from ncclcheck.model import Report
+    from ncclcheck.render.json import render_json
+
+    g = _golden()
+    rep = Report(command="preflight", version="t", started="now", nodes=[NodeInfo(i, f"n{i}", copy.deepcopy(g))
+                                                                         for i in range(8)])
+    text = render_json(rep)
+    assert '"$ref"' in text
+    path = tmp_path / "big.json"
+    path.write_text(text)
+    base = load_golden(str(path))
+    assert len(base) == 8 and base[3].facts["versions"] == g["versions"]
+    (r,) = drift_checks([NodeInfo(3, "n3", g)], base)
+    assert r.status is Status.PASS and r.evidence["not_compared"] == {"not_in_baseline": {}, "not_measured": {}}

@@ -36,3 +36,16 @@ def test_own_best_and_the_nvrx_scores():
     sc = slowness.scores({0: [100.0] * 10, 1: [100.0] * 5 + [200.0] * 10})
     assert sc[0] == {"relative": 1.0, "individual": 1.0}
     assert sc[1] == {"relative": 0.5, "individual": 0.5}
+
+
+def test_the_last_slow_step_of_a_slowdown_that_ended_or_lasts():
+    """watch --follow says a slowdown ended at its last slow step (not the look that saw it end)."""
+    slow, ok = 0.2, 0.0
+    ended = [ok] * 5 + [slow] * 12 + [ok] * 10
+    assert slowness.last_slow(ended) == 16 and not slowness.judge(ended).slow
+    lasting = [ok] * 5 + [slow] * 12
+    assert slowness.last_slow(lasting) == 16 and slowness.judge(lasting).slow
+    assert slowness.last_slow([ok, slow] * 10) is None  # never 3 of every 4
+    assert slowness.last_slow([slow] * 7) is None  # too few samples
+    gap = [slow] * 9 + [ok] + [slow] * 2 + [ok] * 9  # a hole inside the stretch: still its last slow step
+    assert slowness.last_slow(gap) == 11

@@ -79,3 +79,32 @@ def test_no_ansi_codes_on_a_pipe_even_for_styled_text():
 def test_recommend_env_is_per_node_data_printed_by_every_node_leader():
     cfg = Config("recommend", recommend_format="env")
     assert seat_of(cfg, _p(2, 0, 1)).full and not seat_of(cfg, _p(3, 1, 1)).full
+
+
+def test_every_node_leader_says_what_it_waits_for_on_stderr_and_quiet_says_nothing(monkeypatch):
+    """Issue 53, item 3: node 1..N and a `--json -` rank 0 get an observer of wait lines alone (stderr); rank 0
+    printing the report gets its progress display with the wait lines beside it; --quiet and non-leaders: none."""
+    import sys
+
+    from ncclcheck.cli import _observer
+    from ncclcheck.render.progress import LineObserver, WaitLines
+    from ncclcheck.training import _waits_observer
+
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    monkeypatch.setattr(sys, "stdout", io.StringIO())  # a pipe: no live display
+    cfg = Config("preflight")
+    node1 = _observer(cfg, seat_of(cfg, _p(2, 0, 1)))
+    assert isinstance(node1, WaitLines) and node1.stream is err
+    rank0 = _observer(cfg, seat_of(cfg, _p(0, 0, 0)))
+    assert isinstance(rank0, LineObserver) and rank0.waits is not None and rank0.waits.stream is err
+    stdout_json = Config("preflight", output=OutputConfig(files={"json": "-"}))
+    assert isinstance(_observer(stdout_json, seat_of(stdout_json, _p(0, 0, 0))), WaitLines)
+    quiet = Config("preflight", output=OutputConfig(quiet=True))
+    assert _observer(quiet, seat_of(quiet, _p(2, 0, 1))) is None and _observer(quiet, seat_of(quiet, _p(0, 0, 0))) \
+        is None
+    assert _observer(cfg, seat_of(cfg, _p(3, 1, 1))) is None  # a node's other ranks: its leader speaks for it
+    assert _observer(Config("env"), seat_of(Config("env"), None)) is None  # no wait for another node there
+    # guard(): each node's leader, plain lines on stderr; quiet=True and the other ranks: nothing
+    assert isinstance(_waits_observer(_p(2, 0, 1), quiet=False), WaitLines)
+    assert _waits_observer(_p(2, 0, 1), quiet=True) is None and _waits_observer(_p(3, 1, 1), quiet=False) is None

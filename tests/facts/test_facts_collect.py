@@ -60,3 +60,14 @@ def test_cpu_node_does_not_import_torch_and_is_fast():
 
 def test_public_surface():
     assert facts.__all__ == ["collect_node_facts", "collect_health_facts", "GROUPS", "hostname", "hostname_of"]
+
+
+def test_health_knows_no_torch_only_version_and_says_so_by_leaving_it_out():
+    """health never imports torch: the CUDA and NCCL versions it was built with are unknown there, not none, so a
+    baseline's comparison skips them (checks/drift.py) instead of reading 'cuda version 12.4 -> (none)'."""
+    from ncclcheck.facts import collect_health_facts
+    from ncclcheck.facts.versions import TORCH_ONLY
+
+    got = collect_health_facts()
+    assert got["versions"]["python"] and not set(TORCH_ONLY) & set(got["versions"])
+    assert got["packages"]  # every health run is a whole baseline for the next (versions and packages in it)

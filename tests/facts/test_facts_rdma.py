@@ -41,7 +41,7 @@ def test_roce_v2_ipv4_mapped_gid_is_index_3(fs):
 
 def test_no_infiniband_class_is_no_devices_not_unavailable(fs):
     no_rdma(fs)
-    assert rdma.collect() == {"devices": []}
+    assert rdma.collect() == {"devices": [], "mlx5_core_version": None}
 
 
 def test_multi_port_function_splits_ipoib_netdevs_by_dev_port(fs):

@@ -93,7 +93,7 @@ def test_rdma_ports_down_or_slow_fail_with_an_expected_rate():
 def test_a_hung_fact_read_fails_in_time_naming_the_group():
     release = threading.Event()
 
-    def stuck(with_baseline, on_group):
+    def stuck(on_group):
         on_group("gpu")
         release.wait(30)
         return {}

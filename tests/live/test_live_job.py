@@ -37,7 +37,8 @@ def _alive(pid: int) -> bool:
 
 # sleep: armed by guard(live=True), one look; lock: a Python deadlock, a job token (signed records, sealed requests),
 # and --follow (it speaks once progress stopped for --timeout); chain: the wait followed across process groups;
-# loader: a deadlocked DataLoader is named at the user's loop line, not the selectors.py frame it waits in
+# loader: a deadlocked DataLoader is named at the user's loop line, not the selectors.py frame it waits in; chain is
+# armed as the README arms a job for diagnose, guard(postmortem_dir=DIR), and watch must find it (issue 53 item 5)
 @pytest.mark.parametrize("scenario,where,token", [pytest.param("sleep", "time.sleep(HANG_S)", None,
                                                                marks=pytest.mark.long),  # chain sleeps too
                                                   pytest.param("lock", "with lock:", "a-job-token",
@@ -50,7 +51,8 @@ def test_watch_names_the_hung_rank_while_the_job_runs(tmp_path, scenario, where,
     port, ready = _free_port(), tmp_path / "ready"
     ready.mkdir()
     secret = {"NCCLCHECK_TOKEN": token} if token else {}
-    env = cli_env({"TORCH_FR_BUFFER_SIZE": "2000", "HANG_S": "90", **secret})
+    env = cli_env({"TORCH_FR_BUFFER_SIZE": "2000", "HANG_S": "90", **secret,
+                   **({"ARM": "guard"} if scenario == "chain" else {})})
     job = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node",
                             str(NPROC), "--master-addr", "127.0.0.1", "--master-port", str(port), WORKER, scenario,
                             str(ready)], env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -73,6 +75,9 @@ def test_watch_names_the_hung_rank_while_the_job_runs(tmp_path, scenario, where,
         assert root["status"] == "fail" and root["evidence"]["ranks"] == [NPROC - 1]
         assert f"rank {NPROC - 1} (host {socket.gethostname()}" in root["summary"]
         assert where in root["summary"] and "never entered all_reduce #6 of " in root["summary"], root["summary"]
+        # said once: live.progress and the checks of one kind of finding refer to the root cause (issue 53 item 7)
+        said = next(c["text"] for c in doc["postmortem"]["causes"] if c["cause"])
+        assert not [c["id"] for c in doc["checks"] if c is not root and said in c["summary"]]
         if scenario == "chain":  # rank 2 waits in its pair's all_reduce for rank 3: behind it, never its cause
             assert not any(c.get("cause") and 2 in c["ranks"] for c in doc["postmortem"]["causes"]), doc["postmortem"]
         else:
@@ -85,6 +90,41 @@ def test_watch_names_the_hung_rank_while_the_job_runs(tmp_path, scenario, where,
                               str(TIMEOUT), "--json", "-", timeout=TIMEOUT + 60)
             assert keyless.returncode == 1  # a watcher without the token is answered by no rank, and told why
             assert "answers only with the job's key" in keyless.stdout
+        later = run_cli("diagnose", str(tmp_path / "dump"), "--json", "-", timeout=60)
+        assert json.loads(later.stdout)["postmortem"]["verdict"] == doc["postmortem"]["verdict"]
+    finally:
+        kill_job(job)
+
+
+def test_watch_names_a_rank_that_raised_from_its_own_word_in_the_store(tmp_path, validate_report):
+    """Rank 3 raised RuntimeError before all_reduce #6 while a thread of its own kept its process alive (the others
+    wait in #6; gloo sees no peer gone). What it said of itself (arm()'s stacks, left in the job's store by its
+    responder) outranks what the recorders imply: watch names it, the exception and its line, and the --dump it
+    wrote reads to the same answer (issue 53 item 1, watch's half)."""
+    port, ready = _free_port(), tmp_path / "ready"
+    ready.mkdir()
+    stacks = tmp_path / "postmortem" / f"stacks_rank_{NPROC - 1}.txt"  # arm()'s directory: beside READY
+    env = cli_env({"TORCH_FR_BUFFER_SIZE": "2000", "HANG_S": "90"})
+    job = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node",
+                            str(NPROC), "--master-addr", "127.0.0.1", "--master-port", str(port), WORKER, "raise",
+                            str(ready)], env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           start_new_session=True)
+    try:
+        end = time.monotonic() + 120
+        while not stacks.exists() and time.monotonic() < end and job.poll() is None:
+            time.sleep(0.2)
+        assert stacks.exists(), job.stdout.read().decode()[-2000:] if job.poll() is not None else ""
+        time.sleep(1)  # the store record follows the file
+        p = run_cli("watch", "--master-addr", "127.0.0.1", "--master-port", str(port), "--timeout", str(TIMEOUT),
+                    "--json", "-", "--dump", str(tmp_path / "dump"), timeout=TIMEOUT + 60)
+        doc = validate_report(p.stdout)
+        assert p.returncode == 1 and job.poll() is None, p.stderr
+        root = next(c for c in doc["checks"] if c["id"] == "postmortem.root_cause")
+        line = next(i for i, ln in enumerate(open(WORKER), 1) if ln.strip() == 'raise RuntimeError("simulated bug")')
+        assert root["evidence"]["ranks"] == [NPROC - 1] and root["evidence"]["kind"] == "exception", root
+        assert "raised RuntimeError: simulated bug" in root["summary"] and f"live_worker.py:{line} in main" in \
+            root["summary"], root["summary"]
+        assert doc["world"]["launcher"] == "torchrun"
         later = run_cli("diagnose", str(tmp_path / "dump"), "--json", "-", timeout=60)
         assert json.loads(later.stdout)["postmortem"]["verdict"] == doc["postmortem"]["verdict"]
     finally:

@@ -9,7 +9,8 @@ import pytest
 
 from ncclcheck.live import reach, wire
 from ncclcheck.live.fetch import ask
-from ncclcheck.live.responder import Responder, routable_peer
+from ncclcheck.live.peers import routable_peer
+from ncclcheck.live.responder import Responder
 from ncclcheck.live.watch import locate
 from ncclcheck.rendezvous.budget import Budget
 from ncclcheck.rendezvous.store import Guard, JsonStore

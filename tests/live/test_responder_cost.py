@@ -26,9 +26,10 @@ def test_responder_cost_small_size_fills_its_fields():
         assert row["steps_per_s"] > 0 and row["control"] == CONTROL[phase] and row["rounds"] == 1, (phase, row)
         if "+" in phase:
             assert row["flood"]["connects_per_s"] > 0, (phase, row)
-    flooded = rows["armed+requests"]["flood"]
-    assert flooded["replies_per_s"] == 0 and flooded["refusals_per_s"] > 0  # with a key: refused, never answered
+    for kind in ("requests", "blob", "rate"):  # with a key: refused, never answered (nor connected for)
+        flooded = rows[f"armed+{kind}"]["flood"]
+        assert flooded["replies_per_s"] == 0 and flooded["refusals_per_s"] > 0, (kind, flooded)
     assert rows["armed"]["watcher_asked"] == rows["armed"]["watcher_answered"] == 1, rows["armed"]
     text = render(res)
-    assert "armed+requests" in text and "vs unarmed+requests: ratio" in text
+    assert "armed+requests" in text and "vs unarmed+requests: ratio" in text and "vs unarmed+rate: ratio" in text
 

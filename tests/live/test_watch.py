@@ -83,6 +83,43 @@ def test_diagnose_reads_the_dump_to_the_same_answer(tmp_path):
     assert [c["text"] for c in later["causes"]] == [c["text"] for c in live["causes"]]
 
 
+def _end(rank: int, **over) -> dict:
+    from ncclcheck.live import wire
+
+    return {"v": wire.VERSION, "rank": rank, "job": "j", "run": "0" * wire.RUN_CHARS, "attempt": 0,
+            "reason": "raised RuntimeError: simulated bug", "where": "/w/train.py:12 in main", "time": None,
+            "launcher": "torchrun", "chain": ["RuntimeError: simulated bug"], "from_collective": False, **over}
+
+
+def test_a_rank_that_left_its_end_in_the_store_is_named_by_it_and_the_dump_keeps_it(tmp_path):
+    """A gone rank's word in the store (its stacks file's fields) outranks "did not answer": the rank, its exception,
+    its line; --dump keeps it, and diagnose of the dump says the same (issue 53 item 1)."""
+    from ncclcheck.live.watch import write_dump
+
+    first, records = _fetched()
+    first[3] = Answer(3, why="127.0.0.1:40003: Connection refused")
+    inp = build_inputs(first, records, {}, _docs(first, records), ends={3: _end(3)})
+    live = analyse(inp)
+    root = next(c for c in live["causes"] if c["cause"])
+    assert root["ranks"] == [3] and root["kind"] == "exception", root
+    assert "raised RuntimeError: simulated bug at /w/train.py:12 in main" in root["text"]
+    write_dump(str(tmp_path), _docs(first, records), inp)
+    later = diagnose([str(tmp_path)]).extra["postmortem"]
+    assert later["verdict"] == live["verdict"]
+
+
+def test_an_end_record_of_the_wrong_shape_is_refused():
+    from ncclcheck.live import wire
+
+    assert wire.end_problem(3, _end(3)) is None
+    for bad in (_end(2), _end(3, reason=7), _end(3, where="x" * 5000), _end(3, chain="RuntimeError"),
+                _end(3, chain=["x"] * 100), _end(3, from_collective="no"), _end(3, run="zz"), _end(3, v="other")):
+        assert wire.end_problem(3, bad) is not None, bad
+    first, records = _fetched()
+    inp = build_inputs(first, records, {}, _docs(first, records), ends={3: _end(3, reason=["not", "text"])})
+    assert 3 not in inp.stacks
+
+
 def test_usage_errors_are_one_line_exit_2(tmp_path):
     for args in (["watch"], ["watch", "--master-addr", "127.0.0.1", "--master-port", "x"],
                  ["watch", "--master-addr", "127.0.0.1", "--dump", str(tmp_path / "f")]):

@@ -114,3 +114,81 @@ def test_a_window_too_short_is_said_not_judged():
 def test_one_rank_late_by_a_tenth_of_the_step_among_1024():
     out = analyse(Job(world=1024, per_host=8, steps=24, slow={700: (0, 0.1)}, jitter=0.02))
     assert named(out) == [("rank", 700, "h88", "compute")]
+
+
+# --- issue 56: a step's compute measured where the ranks work outside collectives, whichever dominates ---
+def _sampled(job: Job, ranks=(0, 2, 4), seconds: float = 2.0) -> dict:
+    """What watch's "phase" sampling of a few ranks over the job's last `seconds` would give (slowsim.phase_rows)."""
+    from ncclcheck_lab.slowsim import phase_rows, timeline
+
+    _, calls, _ = timeline(job)
+    t1 = int(max(calls[0]))
+    return {r: phase_rows(job, r, t1 - int(seconds * 1e9), t1) for r in ranks}
+
+
+def _bound(**kw) -> Job:
+    """A communication-bound job: each step's big all_reduce takes 2x its compute (100 ms), then a small one."""
+    return Job(step_us=100_000, transfer_by=(200_000, 2_000), steps=80, **kw)
+
+
+def measured(job: Job, phases=None, timing: bool = False) -> dict:
+    dumps = {r: flight.normalise(d, r, f"rank{r}.json", "json") for r, d in docs(job, timing=timing).items()}
+    return slow.analyse(dumps, {r: job.host(r) for r in dumps}, None, phases)
+
+
+def test_a_compute_straggler_in_a_communication_bound_job_is_compute_where_the_ranks_were_sampled():
+    job = _bound(slow={5: (0, 0.5)}, jitter=0.02)
+    out = measured(job, _sampled(job))
+    assert named(out) == [("rank", 5, "h3", "compute")], out["named"]
+    assert "outside collectives (sampled)" in out["groups"][0]["steps_by"]
+    # cut at the longest gap (no samples: a dump watch did not sample), the step begins after the all_reduce and
+    # the same rank reads "communication": what the issue saw; the report says the steps were not measured
+    gaps = measured(job)
+    assert named(gaps) == [("rank", 5, "h3", "communication")] and "not measured" in gaps["groups"][0]["steps_by"]
+
+
+def test_with_the_gpus_durations_the_compute_straggler_is_compute_too():
+    out = measured(_bound(slow={5: (0, 0.5)}, jitter=0.02), timing=True)
+    assert named(out) == [("rank", 5, "h3", "compute")]
+    assert "the GPU's durations" in out["groups"][0]["steps_by"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_healthy_communication_bound_job_names_nobody(seed):
+    job = _bound(jitter=0.1, seed=seed)
+    assert named(measured(job, _sampled(job))) == []
+
+
+def test_a_rank_that_leaves_the_big_all_reduce_late_is_still_communication_when_measured():
+    job = _bound(leave_late={4: (0, 20_000)})
+    assert named(measured(job, _sampled(job, ranks=(0, 2)))) == [("rank", 4, "h3", "communication")]
+
+
+def test_a_slowdown_says_its_last_slow_step_whether_it_lasts_or_ended():
+    """watch --follow says a slowdown ended at the end of its last slow step, found in the look after it ended."""
+    from ncclcheck_lab.slowsim import timeline
+
+    lasting = analyse(Job(slow={3: (10, 0.5)}, steps=60))
+    f = lasting["named"][0]
+    assert (f["rank"], f["kind"]) == (3, "compute") and f["last_ns"] == lasting["last_slow"]["rank:3"] > f["since_ns"]
+    job = Job(slow={3: (10, 0.5)}, slow_until={3: 30}, steps=60)
+    gone = analyse(job)
+    assert named(gone) == []  # 30 normal steps since: nothing named now
+    _, calls, _ = timeline(job)
+    # its last slow step is step 29: its slow compute ended with its late call of #59 (index 58)
+    assert gone["last_slow"]["rank:3"] == pytest.approx(calls[3][58], abs=1e3)
+    first = analyse(Job(slow={3: (10, 0.5)}, steps=60))["named"][0]
+    assert first["since_seq"] == 21 and first["since_ns"] == pytest.approx(max(c[19] for c in calls.values()), abs=1e3)
+
+
+def test_phase_samples_read_from_a_dump_are_validated_and_bounded():
+    from ncclcheck.postmortem import phase
+
+    rows = [[1, 2, 3, 2], [2, 3, 4, 3], ["x", 1, 2, 3], [3, 4, 2, 2], [4, 3, 5, 5], [5, 6, 5, 6], [6, 9, 6, 6]]
+    got = phase.rows_of({"0": rows, 7: [[1, 2, 3, 3]], "1": "no", "2": [[1, 2, 3, 3]] * 2})
+    # out of order (enqueued going back, a sample before its own before), completed past enqueued: dropped
+    assert got == {"0": [[1, 2, 3, 2], [2, 3, 4, 3], [6, 9, 6, 6]], "2": [[1, 2, 3, 3]] * 2}
+    assert phase.rows_of([1, 2]) is None and phase.rows_of({"0": [[0, 1, 1, 1]]}) is None
+    assert phase.of_doc({"ncclcheck_live": {"rank": 4, "phase": {"0": rows[:2]}}}, 3, "ncclcheck_live") is None
+    # a collective called the sample after the one before it ended: the work between is the time between them
+    assert phase.outside_from_samples([[0, 10, 4, 3], [10, 20, 4, 4], [40, 50, 5, 4]]) == {5: 30.0}

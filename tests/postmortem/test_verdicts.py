@@ -150,6 +150,45 @@ def test_the_guards_report_in_this_versions_words_is_not_the_jobs_output():
     assert "ncclcheck" not in kept and "Recommended environment" not in kept and "export NCCL" not in kept
 
 
+def test_the_guards_one_line_report_hides_none_of_the_jobs_lines_after_it():
+    """The guard's passing report is one line (header and verdict): read as a report's first line, the job's lines
+    after it were taken for ncclcheck's own and dropped, rank 1's traceback with them (fixtures/raised_unretired)."""
+    with open(os.path.join(FIX, "raised_unretired", "launcher.log")) as f:
+        text = f.read()
+    kept = strip_own_output(text)
+    assert text.startswith("ncclcheck preflight") and "PASS (" in text.splitlines()[0]
+    assert not kept.splitlines()[0] and "[rank1]: RuntimeError: simulated bug" in kept
+
+
+def test_a_launcher_none_is_never_printed_as_a_launchers_name():
+    from ncclcheck.model import WorldInfo
+    from ncclcheck.render import words
+
+    assert "launched by" not in words.world_phrase(WorldInfo(nnodes=1, world_size=2, launcher="none"))
+    assert words.world_phrase(WorldInfo(nnodes=1, world_size=2, launcher="torchrun")).endswith("launched by torchrun")
+
+
+@pytest.mark.parametrize("fixture", ["raised_unretired", "kill_mid_stopped", "loader_hang"])
+def test_each_finding_is_said_once(fixture):
+    """The root cause is said by postmortem.root_cause's row and the closing verdict line (as every command's report
+    ends), its fix once: the checks of one kind of finding refer to it instead of saying it again (watch said one
+    sentence four times: the root cause, collectives, live.progress, the verdict; issue 53 item 7)."""
+    import io
+
+    from ncclcheck.render import console
+
+    rep, first, pm = verdict(os.path.join(FIX, fixture))
+    said = next(c["text"] for c in pm["causes"] if c["cause"])
+    for c in rep.checks[1:]:
+        assert said not in c.summary, (c.id, c.summary)
+    buf = io.StringIO()
+    term = console.make_console(buf, {}, width=100_000)  # one line per row: the sentence is found whole
+    for part in console.render_report(rep, verbose=True):
+        term.print(part, soft_wrap=True)
+    out = buf.getvalue()
+    assert out.count(first.summary) == 2 and out.count(first.fix) == 1, out
+
+
 def test_a_guarded_job_whose_rank_was_killed_names_the_kill():
     """Seen: the guard's c10d lines were the root cause, rank 2's SIGKILL demoted. A real guarded 4-rank job."""
     rep, first, pm = verdict(os.path.join(FIX, "guarded_kill"))
@@ -353,6 +392,52 @@ def test_ranks_torchrun_stopped_mid_step_did_not_skip_the_collective_the_killed_
     rep = diagnose([str(tmp_path)])
     assert rep.checks[0].evidence["ranks"] == [1] and rep.checks[0].evidence["kind"] == "no_dump"
 
+
+
+def test_a_rank_that_raised_is_the_cause_though_gloo_had_not_marked_its_last_collective_complete(tmp_path):
+    """A real 2-rank job armed with guard(postmortem_dir=) (armed_job.py raise): rank 1 raised RuntimeError before its
+    6th all_reduce, and gloo had not yet marked its 5th complete (its dump: #5 not retired, last completed #3). main
+    named "rank 1 never finished all_reduce #5: ... a NIC or a link" (issue 53 item 1, 2 runs in 9): what the rank
+    said of itself (its stacks: raised, at its line) outranks what the recorders imply, and the header names the
+    launcher from the stacks when the launcher's output is not there."""
+    fix = os.path.join(FIX, "raised_unretired")
+    for name in os.listdir(fix):
+        if name.startswith(("nccl_trace", "stacks_")):
+            shutil.copy(os.path.join(fix, name), tmp_path / name)
+    for where in (fix, str(tmp_path)):  # with the launcher's output, and the armed files alone
+        rep, first, pm = verdict(where)
+        assert rep.exit_code == 1 and first.evidence["ranks"] == [1] and first.evidence["kind"] == "exception"
+        assert first.summary.startswith("rank 1 ") and "RuntimeError: simulated bug" in first.summary
+        assert "armed_job.py:69 in <module>" in first.summary and "NIC" not in first.summary, first.summary
+        assert rep.world.launcher == "torchrun"
+        assert [c["ranks"] for c in pm["causes"] if c["cause"]] == [[1]]  # rank 0's "peer closed": a consequence
+        seen = [c for c in pm["causes"] if c["kind"] == "unfinished"]  # the recorder's view, no cause of its own
+        assert seen and not seen[0]["cause"] and "raised RuntimeError" in seen[0]["text"]
+
+
+def test_an_exception_out_of_a_collective_or_the_launchers_stop_is_no_ranks_own_end():
+    """A survivor's exception out of its collective (a peer gone, a timeout), one chained to the launcher's stop
+    reaching its DataLoader, or torch's wrapper of an NCCL error, is no end of its own: own.ends leaves it out; an
+    exception in its own code, and sys.exit(3), are."""
+    from ncclcheck.postmortem import own
+
+    def st(reason, chain=(), collective=False):
+        return {"reason": reason, "where": "train.py:9 in main", "path": "p", "time": "", "chain": list(chain),
+                "from_collective": collective}
+
+    stacks = {0: st("raised RuntimeError: Connection closed by peer [127.0.0.1]:1", collective=True),
+              1: st("raised RuntimeError: DataLoader worker (pid(s) 7) exited unexpectedly",
+                    ["RuntimeError: DataLoader worker (pid 7) is killed by signal: Terminated.",
+                     "RuntimeError: DataLoader worker (pid(s) 7) exited unexpectedly"]),
+              2: st("raised torch.distributed.DistBackendError: NCCL error in: x.cpp:1, unhandled system error",
+                    ["torch.distributed.DistBackendError: NCCL error in: x.cpp:1, unhandled system error"]),
+              3: st("raised ValueError: loss is NaN", ["ValueError: loss is NaN"]),
+              4: st("sys.exit(3)"), 5: st("sys.exit(0)"), 6: st("told to stop (SIGTERM)")}
+    got = own.ends(stacks, {}, [], [], None)
+    assert [(e["rank"], e["kind"]) for e in got] == [(3, "exception"), (4, "exited")]
+    # the launcher stopped rank 3 (its SIGTERM): what it raised meanwhile is its stop, not its own end
+    got = own.ends(stacks, {3: {"rank": 3, "signal": "SIGTERM", "exitcode": -15}}, [], [], None)
+    assert [e["rank"] for e in got] == [4]
 
 
 def test_a_hung_dataloader_names_the_users_line_not_selectors():

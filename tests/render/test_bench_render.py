@@ -7,6 +7,7 @@ from rich.console import Console
 from ncclcheck.bench.gates import correctness, summarize
 from ncclcheck.config import BenchConfig
 from ncclcheck.model import BenchRow
+from ncclcheck.render import words
 from ncclcheck.render.bench import bench_tables, nccl_time, summary_block
 from ncclcheck.render.progress import RichObserver
 
@@ -72,7 +73,8 @@ def test_p99_and_high_variation_are_shown_and_flagged():
                      {"iter_stats": _stats(210.0, 0.03)})]
     text = "\n".join(_lines80(bench_tables(rows)))
     assert "950.0" in text and "42%!" in text and "3%" in text and "3%!" not in text
-    assert "vary a lot" in text
+    legend = " ".join(text.split())
+    assert words.UNSTEADY_NOTE in legend and legend.count(words.UNSTEADY_MARK + " after var") == 1
 
 
 def test_rows_without_iteration_stats_render_dashes():

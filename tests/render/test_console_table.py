@@ -36,3 +36,36 @@ def test_the_one_line_verdict_is_one_line_with_its_notes():
     assert out.count("\n") == 1, out
     assert out.startswith("ncclcheck preflight 1 node, 2 ranks, launched by torchrun") and ": PASS (1 passed" in out
     assert out.rstrip().endswith("; armed the post-mortem under /x"), out
+
+
+def _two_findings() -> Report:
+    from ncclcheck.model import failed
+
+    rank = "rank 3 (host h2) calls collectives late: 52 ms per step: compute"
+    link = "host h3's link measures slow while the job runs: communication: host h3 sends at 6.8 MB/s"
+    return Report(command="watch", version="0", started="2026-01-01T00:00:00Z", duration_s=1.0,
+                  world=WorldInfo(nnodes=3, world_size=6, backend="gloo", master="h1:1", launcher="torchrun"),
+                  nodes=[NodeInfo(i, f"h{i + 1}", {}) for i in range(3)],
+                  checks=[failed("live.slow", rank, detail=f"{rank}\n{link}", findings=(rank, link), fix="f")],
+                  recommendations=[])
+
+
+def test_every_finding_of_a_check_is_shown_by_every_renderer_not_its_first_alone(validate_report):
+    """A slow rank and a slow link are two findings of live.slow: the console printed the summary (the first) and
+    the link was in the JSON alone (issue 56)."""
+    import json
+
+    from ncclcheck.model import Report as R
+    from ncclcheck.render.html import render_html
+    from ncclcheck.render.junit import render_junit
+    from ncclcheck.render.markdown import render_markdown
+
+    report = _two_findings()
+    for out in (" ".join(_text(console.render_report(report, verbose=False)).split()), render_markdown(report),
+                render_html(report), render_junit(report)):
+        assert "rank 3 (host h2) calls collectives late" in out and "host h3" in out and "6.8 MB/s" in out, out
+    doc = json.loads(report.to_json())
+    validate_report(doc)
+    assert doc["checks"][0]["findings"][1].startswith("host h3's link")
+    assert R.from_json(doc).checks[0].findings == report.checks[0].findings  # read back as written
+    assert "findings" not in json.loads(_passing().to_json())["checks"][0]  # a check of one finding: as before

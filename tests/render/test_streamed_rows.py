@@ -51,7 +51,7 @@ def test_links_pairs_stream_too():
     obs = LineObserver(out)
     obs.row("links_row", {"round": 0, "a": 0, "b": 1, "gbps_ab": 12.345, "gbps_ba": 11.5, "error": None})
     obs.row("links_row", {"round": 1, "a": 2, "b": 3, "gbps_ab": None, "gbps_ba": None, "error": "node 3 died"})
-    assert out.getvalue() == "round 1  0 <-> 1  12.35 / 11.50 GB/s\nround 2  2 <-> 3  node 3 died\n"
+    assert out.getvalue() == "round 1  0 -> 1 12.35 GB/s, 1 -> 0 11.50 GB/s\nround 2  2 <-> 3  node 3 died\n"
 
 
 def test_rows_travel_from_a_spawned_rank_0_through_the_store():

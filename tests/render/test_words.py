@@ -133,7 +133,8 @@ def test_the_single_form_reads_the_same_in_every_format():
     single = [r for r in report.bench if r.op == "all_reduce"]
     assert single and all(words.placement(r) is words.SINGLE_FORM for r in single)
     out = _every_format(report)
-    assert words.SINGLE_FORM_NOTE in " ".join(out["console"].split())
+    assert words.SINGLE_FORM_LEGEND in " ".join(out["console"].split())  # under the table: 'single under place: ...'
+    assert words.SINGLE_FORM.word in out["console"]
     assert md_text(words.SINGLE_FORM_NOTE) in out["markdown"]
     assert html.escape(words.SINGLE_FORM_NOTE) in out["html"]
     md_rows = [ln for ln in out["markdown"].splitlines() if ln.startswith("| all\\_reduce |")]
@@ -211,3 +212,13 @@ def test_status_words_are_the_tables_in_the_terminal_columns():
     assert words.efficiency_caption(None, "loopback") == "eff = busbw / bound; bound unknown (loopback)"
     assert words.efficiency_caption(25.0) == "eff = busbw / bound; bound 25 GB/s"
     assert words.efficiency_caption(0.025, "tbf") == "eff = busbw / bound; bound 0.025 GB/s (tbf)"
+
+
+def test_a_node_local_header_says_no_ranks_not_launched_by_none():
+    """Issue 53, item 7: `ncclcheck env` and `health` opened with '1 node, 0 ranks, launched by none'."""
+    from ncclcheck.model import WorldInfo
+
+    assert words.world_phrase(WorldInfo(nnodes=1, world_size=0, launcher="none")) == "1 node, no ranks started"
+    assert words.world_phrase(WorldInfo(nnodes=2, world_size=4, launcher="torchrun")) == (
+        "2 nodes, 4 ranks, launched by torchrun")
+    assert re.match(words.HEADER_LINE, "ncclcheck health 1 node, no ranks started [vm]")  # diagnose still skips it

@@ -5,7 +5,8 @@ threads; host names and addresses changed), and the nccl.transport verdicts buil
 from __future__ import annotations
 
 from ncclcheck.model import Recommendation, Status
-from ncclcheck.steps.nccl_debug import compare_with_recommendation, ifname_matches, nccl_debug_env, parse_nccl_debug
+from ncclcheck.nccl.debuglog import parse_nccl_debug
+from ncclcheck.steps.nccl_debug import compare_with_recommendation, ifname_matches, nccl_debug_env
 
 IB_MULTINODE = """\
 node-a:511:511 [0] NCCL INFO cudaDriverVersion 12040

@@ -11,8 +11,8 @@ import pytest
 
 from ncclcheck.checks.nccl_ras import parse_ras_json, ras_check, ras_check_from_text
 from ncclcheck.model import NodeInfo, Recommendation, Status
+from ncclcheck.nccl.debuglog import capture_host
 from ncclcheck.steps.nccl_debug import (
-    capture_host,
     captures_section,
     checks_from_captures,
     nccl_debug_env,

@@ -1,0 +1,27 @@
+"""Issue 55's attacks (ncclcheck_lab/trust_attacks.py, ROUND4; `python3 scripts/trust_attacks.py round4 [REPO]` prints
+them) against this checkout: each must be held. Each read "NOT HELD" on main at c34e729 (before the fix) when run
+as `round4 /path/to/that/checkout` (docs/trust.md quotes those lines): every request that makes a responder connect
+somewhere or send something large guarded as reach is, every string from outside cleaned where it enters, every file
+read within a bound, munge's unsigned records never followed as signed, a squatter on a sharded master port named.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ncclcheck_lab import trust_attacks
+
+pytestmark = pytest.mark.slow
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.mark.parametrize("name", list(trust_attacks.ROUND4))
+def test_each_attack_of_issue_55_is_held(name):
+    attack = trust_attacks.ROUND4[name]
+    got = attack(REPO, mib=96) if name == "unbounded-read" else attack(REPO)
+    if got["held"] is None:
+        pytest.skip(got["line"])
+    assert got["held"], got["line"]

@@ -294,19 +294,21 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
               "fetch": budget.since(phase)}
     answered = sorted(r for r, a in first.items() if a.doc is not None)
     phase = budget.now()
-    # Each rank is looked at again live_confirm_s after its own first answer, the hosts' clocks measured and a few
-    # ranks' phases sampled meanwhile: a rank that answered early does not wait for the last one (at 4,096 ranks the
-    # first look took seconds; then a pause and a second look as long made the answer ~13 s).
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="ncclcheck-watch") as ex:
+    # Each rank is looked at again live_confirm_s after its own first answer: a rank that answered early does not wait
+    # for the last one (at 4,096 ranks the first look took seconds; then a pause and a second look as long made the
+    # answer ~13 s). The hosts' clocks are measured first, while no look's requests compete with them (an exchange's
+    # error is half its round trip: measured beside the second look, on the shared machine of scripts/bench_live.py,
+    # the errors took a 100 ms late rank's cost below the rule's floor), a few ranks' phases sampled meanwhile.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ncclcheck-watch") as ex:
         sampling = ex.submit(straggle.sample_phases, records, answered, asker, budget, budget.live_confirm_s)
-        timing = ex.submit(straggle.measure_clocks, records, answered, asker, budget)
+        clocks = straggle.measure_clocks(records, answered, asker, budget)
+        phases["clocks"] = budget.since(phase)
         second = fetch_all({r: records[r] for r in answered}, "progress", asker, budget,
                            {r: (first[r].done_at or phase) + budget.live_confirm_s for r in answered})
-        phases["second_look"] = budget.since(phase)
-    # the pool's end waited for both: each is bounded inside (its own deadline, its threads' join)
-    clocks = timing.result() if timing.exception() is None else {}
+        phases["second_look"] = budget.since(phase) - phases["clocks"]
+    # the pool's end waited for the sampling: bounded inside (its own deadline, its threads' join)
     sampled = sampling.result() if sampling.exception() is None else {}
-    phases["clocks_and_phase_samples"] = budget.since(phase)
+    phases["phase_samples"] = budget.since(phase)
     phase = budget.now()
     went = moved(first, second)
     frozen = sorted(r for r in answered if r not in went and r in second and second[r].doc is not None)

@@ -7,17 +7,23 @@ ranks 0..n-2 are copies of its rank 0, the last rank is its rank 3, which never 
 group's ranks set to the whole world. Then the real `ncclcheck watch` (the api, in this process) looks at them.
 
     python scripts/bench_live.py [--ranks 8,64] [--procs 8] [--timeout 10]
-    python scripts/bench_live.py --slow --ranks 1024 --procs 8      # the slow case (issue 47)
+    python scripts/bench_live.py --ranks 4096                       # 512 simulated ranks a process
+    python scripts/bench_live.py --slow --ranks 4096                # the slow case
 
-One line per size: ranks, wall time of the whole watch (two looks 2 s apart, the analysis), the slowest rank's
-answer time, bytes fetched per rank, and whether the culprit (the last rank) was named.
+Run as the script, it re-runs itself in a private network namespace where it can (ncclcheck_lab/private_net.py).
+One line per size: ranks, wall time of the whole watch from its start to its answer (watch_wall_s; the slow case's
+named_s), whether the culprit (the last rank) was named (culprit_named=1/1 with watch's exit 1), and per rank: the
+bytes watch fetched (bytes_per_rank), the mean and slowest seconds of a rank's first answer, how many answered, and
+watch's phases in seconds (live.phases_s); then the simulation's own: sim_errors, the seconds its ranks took to
+register, the machine's load when watch started.
 
 --slow: a running job instead of a hung one (ncclcheck_lab/livesim.py: a simulated data-parallel job laid on the
 wall clock, 1 s of compute per step, 1 % jitter on every rank, 8 ranks per host; each rank keeps its newest 96
 collectives, torch keeps 2,000), run twice: once with the last
 rank late by 10 % of the step (`case=slow`: named=K/K when watch names that rank and nobody else, within
 `named_s` of watch starting) and once healthy (`case=healthy`: named_healthy=0). The same bytes and seconds.
-Exits 1 when a culprit was missed (culprit_named=False or watch's exit not 1; named=0/1; named_healthy above 0).
+Exits 1 when a culprit was missed (culprit_named=0/1 or watch's exit not 1; named=0/1; named_healthy above 0), 3
+when the simulation failed (sim_errors=1: ranks that never registered, a responder process that died: no figure).
 """
 
 from __future__ import annotations

@@ -7,28 +7,37 @@ ranks 0..n-2 are copies of its rank 0, the last rank is its rank 3, which never 
 group's ranks set to the whole world. Then the real `ncclcheck watch` (the api, in this process) looks at them.
 
     python scripts/bench_live.py [--ranks 8,64] [--procs 8] [--timeout 10]
-    python scripts/bench_live.py --slow --ranks 1024 --procs 8      # the slow case (issue 47)
+    python scripts/bench_live.py --ranks 4096                       # 512 simulated ranks a process
+    python scripts/bench_live.py --slow --ranks 4096                # the slow case
 
-One line per size: ranks, wall time of the whole watch (two looks 2 s apart, the analysis), the slowest rank's
-answer time, bytes fetched per rank, and whether the culprit (the last rank) was named.
+Run as the script, it re-runs itself in a private network namespace where it can (ncclcheck_lab/private_net.py).
+One line per size: ranks, wall time of the whole watch from its start to its answer (watch_wall_s; the slow case's
+named_s), whether the culprit (the last rank) was named (culprit_named=1/1 with watch's exit 1), and per rank: the
+bytes watch fetched (bytes_per_rank), the mean and slowest seconds of a rank's first answer, how many answered, and
+watch's phases in seconds (live.phases_s); then the simulation's own: sim_errors, the seconds its ranks took to
+register, the machine's load when watch started.
 
 --slow: a running job instead of a hung one (ncclcheck_lab/livesim.py: a simulated data-parallel job laid on the
 wall clock, 1 s of compute per step, 1 % jitter on every rank, 8 ranks per host; each rank keeps its newest 96
 collectives, torch keeps 2,000), run twice: once with the last
 rank late by 10 % of the step (`case=slow`: named=K/K when watch names that rank and nobody else, within
 `named_s` of watch starting) and once healthy (`case=healthy`: named_healthy=0). The same bytes and seconds.
-Exits 1 when a culprit was missed (culprit_named=False or watch's exit not 1; named=0/1; named_healthy above 0).
+Exits 1 when a culprit was missed (culprit_named=0/1 or watch's exit not 1; named=0/1; named_healthy above 0), 3
+when the simulation failed (sim_errors=1: ranks that never registered, a responder process that died: no figure).
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import multiprocessing as mp
 import os
+import queue
 import socket
+import sys
 import time
+
+from . import private_net
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -57,7 +66,7 @@ def _docs(n: int) -> dict:
     for r in (0, 3):
         with open(os.path.join(FIXTURE, f"ncclcheck_live_rank_{r}.json")) as f:
             d = json.load(f)
-        d.pop(flight.LIVE_KEY)
+        d["stacks"] = d.pop(flight.LIVE_KEY)["stacks"]  # what that rank's threads were doing
         d["pg_config"] = {"": {"desc": "", "name": "", "ranks": json.dumps(list(range(n)))}}
         base[r] = d
     return base
@@ -71,82 +80,141 @@ def _serve(ranks: list, n: int, port: int, ready, stop) -> None:
 
     class Sim(Sources):
         def __init__(self, rank: int) -> None:
-            self.doc = docs[3] if rank == n - 1 else docs[0]
+            doc = docs[3] if rank == n - 1 else docs[0]
+            self.doc = {k: v for k, v in doc.items() if k != "stacks"}
+            self.threads = doc["stacks"]
 
         def flight(self, entries: bool = True) -> dict:
-            d = copy.deepcopy(self.doc)
-            if not entries:
-                d["entries"] = []
-            return d
+            # a new top level, the rest shared: the responder never changes what its source gave it (it trims
+            # copies), and a deep copy per request was the simulator's own CPU, not the product's
+            return dict(self.doc) if entries else dict(self.doc, entries=[])
+
+        def stacks(self) -> list:
+            # the real rank's threads, as its responder sent them: this process's own are hundreds of responders'
+            # (each request walked them all: the simulator's CPU, ~4 ms a request at 512 responders a process)
+            return self.threads
 
     rs = [Responder(r, n, r % 8, ("127.0.0.1", port), Guard(), sources=Sim(r), bind="127.0.0.1").start()
           for r in ranks]
-    for r in rs:
-        r.registered.wait(120)
-    ready.put(len(rs))
+    _registered(rs, n, ready)
     stop.wait()
 
 
-def bench(n: int, procs: int, timeout: float) -> dict:
+class SimError(RuntimeError):
+    """The simulation failed (a responder process died, ranks never registered): no figure."""
+
+
+def _store() -> tuple:
+    """(the simulated job's store, its port): torch's TCPStore server, as torchrun's. Its socket
+    is IPv4 on 127.0.0.1, made here: torch's own listens on every IPv6 and IPv4 address, where a loopback client is
+    ::ffff:127.0.0.1, which no hosts file names, so each connection it accepted was a reverse lookup at the machine's
+    resolver, on the server's one thread (private_net); 127.0.0.1 is "localhost" in every hosts file. The store owns the
+    socket (closes it)."""
     import torch.distributed as dist
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    store = dist.TCPStore("127.0.0.1", port, None, True)
-    ctx = mp.get_context("spawn")
-    ready, stop = ctx.Queue(), ctx.Event()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(socket.SOMAXCONN)
+    port = sock.getsockname()[1]
+    return dist.TCPStore("127.0.0.1", port, None, True, wait_for_workers=False, master_listen_fd=sock.detach()), port
+
+
+SPAWN = mp.get_context("spawn")
+
+
+def _start(target, args_of, n: int, procs: int) -> tuple:
+    """Start the simulated ranks (round robin over `procs` processes, each running target(ranks, *args_of(ranks),
+    ready, stop)); wait until every one registered, bounded by what registering n ranks takes here. Returns
+    (processes, stop, seconds to register)."""
+    ready, stop = SPAWN.Queue(), SPAWN.Event()
     per = [list(range(n))[i::procs] for i in range(min(procs, n))]
-    ps = [ctx.Process(target=_serve, args=(ranks, n, port, ready, stop), daemon=True) for ranks in per]
+    ps = [SPAWN.Process(target=target, args=(ranks, *args_of(ranks), ready, stop), daemon=True) for ranks in per]
+    t0 = time.monotonic()
     for p in ps:
         p.start()
-    got = sum(ready.get(timeout=300) for _ in ps)
-    assert got == n
+    got, said, end = 0, 0, t0 + _register_s(n) + 30.0  # the processes' own bound, and their start
+    while said < len(ps) and time.monotonic() < end:
+        try:
+            got += ready.get(timeout=1.0)
+            said += 1
+        except queue.Empty:
+            if sum(p.is_alive() for p in ps) < len(ps) - said:  # one died before saying
+                break
+    if got != n:
+        stop.set()
+        dead = sum(p.exitcode not in (None, 0) for p in ps)
+        raise SimError(f"{got} of {n} simulated ranks registered in {time.monotonic() - t0:.0f} s ({dead} of "
+                       f"{len(ps)} responder processes died)")
+    return ps, stop, time.monotonic() - t0
+
+
+# Registering: a simulator process starts hundreds of responders at once on 2 shared cores (~20 s for 2,048 ranks)
+REGISTER_S = 60.0
+REGISTER_S_PER_RANK = 0.1
+
+
+def _register_s(n: int) -> float:
+    return REGISTER_S + REGISTER_S_PER_RANK * n
+
+
+def _registered(rs: list, n: int, ready) -> None:
+    """Say how many of this process's responders registered in the store, once all did or the bound passed."""
+    end = time.monotonic() + _register_s(n)
+    for r in rs:
+        r.registered.wait(max(0.0, end - time.monotonic()))
+    ready.put(sum(r.registered.is_set() for r in rs))
+
+
+def _figures(n: int, live: dict) -> dict:
+    """Bytes and seconds per rank of watch's first look (every rank asked at once)."""
+    rows = live.get("ranks", [])
+    answers = [r["answer_s"] for r in rows if r.get("answer_s") is not None]
+    return {"bytes_per_rank": round(sum(r["bytes"] for r in rows) / n),
+            "answer_s_mean": round(sum(answers) / len(answers), 3) if answers else None,
+            "slowest_answer_s": round(max(answers, default=0.0), 3),
+            "answered": len(live.get("answered", [])),
+            "phases": ",".join(f"{k}:{v:.2f}" for k, v in live.get("phases_s", {}).items())}
+
+
+def bench(n: int, procs: int, timeout: float) -> dict:
+    store, port = _store()
+    ps, stop, register_s = _start(_serve, lambda ranks: (n, port), n, procs)
+    load = os.getloadavg()[0]
     report, wall = _watch_then_stop(port, timeout, stop, ps)
     del store
     live = report.extra["live"]
     root = next((c for c in report.checks if c.id == "postmortem.root_cause"), None)
     named = bool(root and root.evidence.get("ranks") == [n - 1])
-    return {"ranks": n, "wall_s": round(wall, 2), "slowest_answer_s": max(r["answer_s"] or 0 for r in live["ranks"]),
-            "bytes_per_rank": round(sum(r["bytes"] for r in live["ranks"]) / n), "culprit_named": named,
-            "exit_code": report.exit_code}
+    return {"ranks": n, "wall_s": round(wall, 2), "culprit_named": named, "exit_code": report.exit_code,
+            "register_s": round(register_s, 1), "load": round(load, 1), **_figures(n, live)}
 
 
-def _serve_sim(ranks: list, job, port: int, epoch, ready, stop) -> None:
+def _serve_sim(ranks: list, job, port: int, epoch, arrived: tuple, ready, stop) -> None:
     from ncclcheck_lab import livesim
 
-    rs = livesim.start(job, ranks, port, epoch=lambda: epoch.value)
-    for r in rs:
-        r.registered.wait(120)
-    ready.put(len(rs))
+    rs = livesim.start(job, ranks, port, epoch=lambda: epoch.value, arrived=arrived)
+    _registered(rs, job.world, ready)
     stop.wait()
 
 
 def bench_slow(n: int, procs: int, timeout: float, late: float) -> dict:
     """The slow case: n simulated ranks of a running job, the last one late by `late` of the step (0: healthy)."""
-    import torch.distributed as dist
-
     from ncclcheck_lab import livesim
-    from ncclcheck_lab.slowsim import Job
+    from ncclcheck_lab.slowsim import Job, timeline
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    store = dist.TCPStore("127.0.0.1", port, None, True)
+    store, port = _store()
     # times from 0; laid on the wall clock once every simulated rank is up, with 60 steps recorded before watch
     # starts (the responders' buffer keeps the newest 48), 300 in all: the job runs on while watch looks. Steps of
     # ~1 s: fetching 1,024 ranks takes seconds, and each rank's window must overlap the others' by 8 steps or more
     job = Job(world=n, per_host=8, steps=300, step_us=1_000_000.0, jitter=0.01, seed=n,
               slow={n - 1: (0, late)} if late else {}, start_ns=0)
-    ctx = mp.get_context("spawn")
-    ready, stop, epoch = ctx.Queue(), ctx.Event(), ctx.Value("q", 0)
-    per = [list(range(n))[i::procs] for i in range(min(procs, n))]
-    ps = [ctx.Process(target=_serve_sim, args=(ranks, job, port, epoch, ready, stop), daemon=True) for ranks in per]
-    for p in ps:
-        p.start()
-    got = sum(ready.get(timeout=600) for _ in ps)
-    assert got == n
+    epoch = SPAWN.Value("q", 0)
+    names, calls, ends = timeline(job)  # once here, each process given its own ranks' times
+    ps, stop, register_s = _start(_serve_sim, lambda ranks: (job, port, epoch, (names, {r: calls[r] for r in ranks},
+                                                                                {r: ends[r] for r in ranks})), n, procs)
     epoch.value = time.time_ns() - 60 * livesim.step_ns(job)
+    load = os.getloadavg()[0]
     report, wall = _watch_then_stop(port, timeout, stop, ps)
     del store
     live = report.extra["live"]
@@ -155,8 +223,13 @@ def bench_slow(n: int, procs: int, timeout: float, late: float) -> dict:
     named = sorted({r for f in found for r in f.get("ranks", [])})
     return {"ranks": n, "case": "slow" if late else "healthy", "wall_s": round(wall, 2), "named": named,
             "slow_status": slow.status.value if slow else None, "summary": slow.summary if slow else "",
-            "bytes_per_rank": round(sum(r["bytes"] for r in live.get("ranks", [])) / n),
-            "slowest_answer_s": max((r["answer_s"] or 0 for r in live.get("ranks", [])), default=0)}
+            "register_s": round(register_s, 1), "load": round(load, 1), **_figures(n, live)}
+
+
+def _per_rank(r: dict) -> str:
+    return (f"bytes_per_rank={r['bytes_per_rank']} answer_s_mean={r['answer_s_mean']} "
+            f"slowest_answer_s={r['slowest_answer_s']:.3f} answered={r['answered']}/{r['ranks']} "
+            f"phases_s={r['phases']}")
 
 
 def main(argv=None) -> int:
@@ -167,26 +240,40 @@ def main(argv=None) -> int:
     ap.add_argument("--slow", action="store_true", help="the slow case: a running job, one rank late by --late")
     ap.add_argument("--late", type=float, default=0.1, help="the late rank's lateness, a share of the step")
     a = ap.parse_args(argv)
+    try:
+        sizes = [int(x) for x in a.ranks.split(",") if x.strip()]
+    except ValueError:
+        ap.error(f"--ranks takes comma-separated integers, not {a.ranks!r}")
+    if not sizes or min(sizes) < 2 or a.procs < 1:
+        ap.error("every size must be at least 2 ranks and --procs at least 1")
+    if argv is None:  # run as the script: c10d's lookups stay off the machine's resolver (private_net)
+        private_net.isolate("ncclcheck_lab.bench_live")
     misses = 0
-    if a.slow:
-        for n in (int(x) for x in a.ranks.split(",")):
-            for late in (a.late, 0.0):
-                r = bench_slow(n, a.procs, a.timeout, late)
-                ok = r["named"] == [n - 1] if late else not r["named"]
-                misses += not ok
-                field = f"named={int(ok)}/1" if late else f"named_healthy={len(r['named'])}"
-                print(f"ranks={n} case={r['case']} named_s={r['wall_s']} {field} named_ranks={r['named'][:8]} "
-                      f"bytes_per_rank={r['bytes_per_rank']} slowest_answer_s={r['slowest_answer_s']:.3f} "
-                      f"live_slow={r['slow_status']}", flush=True)
-        return 1 if misses else 0
-    for n in (int(x) for x in a.ranks.split(",")):
-        r = bench(n, a.procs, a.timeout)
-        print(f"ranks={r['ranks']} watch_wall_s={r['wall_s']} slowest_answer_s={r['slowest_answer_s']:.3f} "
-              f"bytes_per_rank={r['bytes_per_rank']} culprit_named={r['culprit_named']} exit={r['exit_code']}",
-              flush=True)
-        misses += not r["culprit_named"] or r["exit_code"] != 1
+    try:
+        if a.slow:
+            for n in sizes:
+                for late in (a.late, 0.0):
+                    r = bench_slow(n, a.procs, a.timeout, late)
+                    ok = r["named"] == [n - 1] if late else not r["named"]
+                    misses += not ok
+                    field = f"named={int(ok)}/1" if late else f"named_healthy={len(r['named'])}"
+                    print(f"ranks={n} case={r['case']} named_s={r['wall_s']} {field} named_ranks={r['named'][:8]} "
+                          f"{_per_rank(r)} live_slow={r['slow_status']} sim_errors=0 register_s={r['register_s']} "
+                          f"load={r['load']}", flush=True)
+                    if not ok:
+                        print(f"  live.slow said: {r['summary'][:300]}", flush=True)
+            return 1 if misses else 0
+        for n in sizes:
+            r = bench(n, a.procs, a.timeout)
+            ok = r["culprit_named"] and r["exit_code"] == 1
+            misses += not ok
+            print(f"ranks={n} watch_wall_s={r['wall_s']} culprit_named={int(ok)}/1 exit={r['exit_code']} "
+                  f"{_per_rank(r)} sim_errors=0 register_s={r['register_s']} load={r['load']}", flush=True)
+    except SimError as exc:
+        print(f"sim_errors=1 no figure: {exc}", flush=True)
+        return 3
     return 1 if misses else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

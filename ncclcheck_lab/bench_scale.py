@@ -69,6 +69,7 @@ from ncclcheck.model import Report
 from ncclcheck.nccl import reachability
 from ncclcheck.preflight import cluster, probe
 from ncclcheck.rendezvous.budget import Budget
+from ncclcheck_lab import private_net
 
 _tls = threading.local()
 # Simulation only: hundreds of virtual nodes share one worker process's descriptors (and 2 cores): this many of them
@@ -641,8 +642,8 @@ def validate(doc: str) -> str:
 
 
 # The master port, as a user's 29500 is, lies outside the ports the kernel hands out for bind(addr, 0) and connects
-# (isolate() gives those EPHEMERAL_LOW-65535): drawn from the same range, node 0's own store server or a probe could
-# take it between this pick and node 0's bind ("Address already in use" at 4,096 nodes, once).
+# (main's private namespace gives those EPHEMERAL_LOW-65535): drawn from the same range, node 0's own store server or a
+# probe could take it between this pick and node 0's bind ("Address already in use" at 4,096 nodes, once).
 EPHEMERAL_LOW = 10000
 
 
@@ -730,30 +731,15 @@ def run(n: int, base: dict, faults: dict, timeout: float, skip: set, dup_of, per
             "cpu_s": sum(m.get("cpu_s", 0.0) for m in msgs if m is not n0)}
 
 
-def isolate() -> None:
-    """Re-exec in a private network namespace with only loopback up (root only; otherwise run as is)."""
-    import shutil
-    import subprocess
-
-    if os.environ.get("NCCLCHECK_SCALE_NETNS") or os.geteuid() != 0 or not shutil.which("unshare"):
-        return
-    env = dict(os.environ, NCCLCHECK_SCALE_NETNS="1")
-    # A wider port range for bind(addr, 0): one kernel holds every virtual node's listeners (the same docker0
-    # address 16,384 times) and their probes' ephemeral ports, where a real node's kernel holds its own. With the
-    # default 28,232 ports, the kernel's search for a free one (inet_csk_get_port) was ~40 % of the machine's CPU in
-    # the mesh phase at 16,384 nodes (perf); 55,536 now, the master port below them (free_port). The namespace's own
-    # setting: the machine's stays as it is; where /proc/sys is read-only the run goes on with the default range.
-    cmd = ["unshare", "-n", "sh", "-c", f'ip link set lo up && {{ echo "{EPHEMERAL_LOW} 65535" 2>/dev/null '
-           '>/proc/sys/net/ipv4/ip_local_port_range || true; } && exec "$0" "$@"', sys.executable, "-m",
-           "ncclcheck_lab.bench_scale", *sys.argv[1:]]
-    sys.exit(subprocess.call(cmd, env=env))
-
-
 PHASES = (("join+verdict", "_host_decides"), ("mesh(own probes)", "_mesh_start"), ("rows+checks", "_mesh_collect"))
 
 
 def main() -> None:
-    isolate()
+    # A wider port range for bind(addr, 0): one kernel holds every virtual node's listeners (the same docker0
+    # address 16,384 times) and their probes' ephemeral ports, where a real node's kernel holds its own. With the
+    # default 28,232 ports, the kernel's search for a free one (inet_csk_get_port) was ~40 % of the machine's CPU in
+    # the mesh phase at 16,384 nodes (perf); 55,536 now, the master port below them (free_port).
+    private_net.isolate("ncclcheck_lab.bench_scale", EPHEMERAL_LOW)
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nodes", default="8,64,256,1024", help="comma-separated N values")
     ap.add_argument("--timeout", type=float, default=60.0, help="--timeout of the formed run")

@@ -14,7 +14,7 @@ from typing import Any, Optional
 from ncclcheck.live.responder import Responder, Sources
 from ncclcheck.rendezvous.store import Guard
 
-from .slowsim import Job, docs, timeline
+from .slowsim import Job, entry, header, host_times, timeline
 
 BUFFER = 96  # flight-recorder entries a simulated rank keeps (torch's default is 2,000; 48 steps of 2 here)
 
@@ -26,21 +26,24 @@ def laid(job: Job, past_steps: int) -> Job:
 
 
 class SimSources(Sources):
-    """One simulated rank's flight recorder: the entries of its job's document whose call time has passed. epoch:
-    when the job's time 0 is on the wall clock (ns), or a callable that says it (a job laid once every simulated rank
-    of several processes is up); the document's times are then relative to it."""
+    """One simulated rank's flight recorder: its collectives whose call time has passed, the newest `buffer` of them,
+    built when asked (a job of 4,096 ranks x 600 collectives held as entries was gigabytes). times: the rank's call
+    times (ns from the job's time 0, on its host's clock); names: each collective's profiling name; head: the rest of
+    its document (slowsim.header); exits: when each collective ended for it (its host clock). epoch: when the job's
+    time 0 is on the wall clock (ns), or a callable that says it (a job laid once every simulated rank of several
+    processes is up)."""
 
-    def __init__(self, doc: dict, buffer: int = BUFFER, epoch: Any = 0, exits: Optional[list] = None) -> None:
-        self.doc, self.buffer, self.epoch = doc, buffer, epoch
-        self.times = [e["time_created_ns"] for e in doc["entries"]]
+    def __init__(self, times: list, names: list, head: dict, buffer: int = BUFFER, epoch: Any = 0,
+                 exits: Optional[list] = None) -> None:
+        self.times, self.names, self.head, self.buffer, self.epoch = times, names, head, buffer, epoch
         self.exits = exits  # when each collective ended for this rank (its host clock), else: the newest still runs
 
     def flight(self, entries: bool = True) -> dict:
         base = self.epoch() if callable(self.epoch) else self.epoch
         k = bisect.bisect_right(self.times, time.time_ns() - base)
-        out = {key: v for key, v in self.doc.items() if key not in ("entries", "pg_status")}
-        out["entries"] = [dict(e, time_created_ns=e["time_created_ns"] + base)
-                          for e in self.doc["entries"][max(0, k - self.buffer):k]] if entries else []
+        out = dict(self.head)
+        out["entries"] = [entry(i, self.names[i], self.times[i] + base)
+                          for i in range(max(0, k - self.buffer), k)] if entries else []
         out["pg_status"] = {"0": {"last_enqueued_collective": str(k), "last_started_collective": "-1",
                                   "last_completed_collective": str(
                                       max(0, k - 1) if self.exits is None else
@@ -56,16 +59,18 @@ def step_ns(job: Job) -> int:
 
 
 def start(job: Job, ranks: list, port: int, buffer: int = BUFFER, token: Optional[bytes] = None,
-          epoch: Any = 0) -> list:
+          epoch: Any = 0, arrived: Optional[tuple] = None) -> list:
     """Responders for `ranks` of the job, registered in the store at 127.0.0.1:port, each calling itself by its
-    simulated host's name (Job.host); epoch: as SimSources'."""
-    all_docs = docs(job, ranks)
-    _, _, ends = timeline(job)
+    simulated host's name (Job.host); epoch: as SimSources'; arrived: slowsim.timeline(job) when the caller has it
+    (names, {rank: call times}, {rank: end times} of at least these ranks)."""
+    names, calls, ends = arrived or timeline(job)
+    head = header(job)
     out = []
     for r in ranks:
         off = int(job.clock_us.get(job.host(r), 0.0) * 1e3)
         resp = Responder(r, job.world, r % job.per_host, ("127.0.0.1", port), Guard(token=token),
-                         sources=SimSources(all_docs[r], buffer, epoch, [int(x) + off for x in ends[r]]),
+                         sources=SimSources(host_times(job, calls, r), names, head, buffer, epoch,
+                                            [int(x) + off for x in ends[r]]),
                          bind="127.0.0.1", launcher="torchrun")
         resp.host = job.host(r)
         out.append(resp.start())

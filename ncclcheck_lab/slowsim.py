@@ -83,6 +83,40 @@ def timeline(job: Job) -> tuple[list, dict, dict]:
     return names, calls, exits
 
 
+_ENTRY = {"record_id": 0, "pg_id": 0, "process_group": ["0", "default_pg"], "collective_seq_id": 0, "p2p_seq_id": 0,
+          "op_id": 0, "profiling_name": "", "input_sizes": None, "input_dtypes": ["Float"], "output_sizes": None,
+          "output_dtypes": ["Float"], "state": "scheduled", "retired": True, "timeout_ms": 600000, "is_p2p": False,
+          "time_created_ns": 0, "time_discovered_started_ns": 0, "time_discovered_completed_ns": 0}
+_SIZES = ([[64]], [[1024]])  # a step's two buckets; shared by every entry (nothing changes an entry it reads)
+
+
+def entry(i: int, name: str, t_ns: int) -> dict:
+    """The job's i-th collective as torch's JSON dump holds it (gloo), called at t_ns on its rank's host clock. A copy
+    of one template: a simulated rank builds its window's entries at each request."""
+    e = _ENTRY.copy()
+    e.update(record_id=i, collective_seq_id=i + 1, op_id=i + 1, profiling_name=name, input_sizes=_SIZES[i % 2],
+             output_sizes=_SIZES[i % 2], time_created_ns=t_ns)
+    return e
+
+
+def header(job: Job) -> dict:
+    """What every rank's dump holds beside its entries and pg_status."""
+    return {"version": "2.10", "comm_lib_version": "gloo",
+            "pg_config": {"": {"name": "", "desc": "", "ranks": json.dumps(list(range(job.world)))}}}
+
+
+def status(n: int) -> dict:
+    """pg_status of a rank that called n collectives (gloo's counters)."""
+    return {"0": {"last_enqueued_collective": str(n), "last_started_collective": "-1",
+                  "last_completed_collective": str(n)}}
+
+
+def host_times(job: Job, calls: dict, r: int) -> list:
+    """Rank r's call times on its host's clock (ns)."""
+    off = job.clock_us.get(job.host(r), 0.0) * 1e3
+    return [int(t + off) for t in calls[r]]
+
+
 def phase_rows(job: Job, rank: int, t0_ns: int, t1_ns: int, every_ns: int = 2_000_000) -> dict:
     """What the responder's "phase" sampling (live/pace.py) of `rank` between two true times would say: {"0": [[ns
     of the sample before, ns of this one, enqueued, completed] per change]}, on the rank's host clock."""
@@ -107,23 +141,13 @@ def docs(job: Job, ranks: Optional[list] = None, timing: bool = False) -> dict:
     names, calls, exits = timeline(job)
     out = {}
     for r in calls if ranks is None else ranks:
-        times = calls[r]
-        off = job.clock_us.get(job.host(r), 0.0) * 1e3
-        entries = [{"record_id": i, "pg_id": 0, "process_group": ["0", "default_pg"], "collective_seq_id": i + 1,
-                    "p2p_seq_id": 0, "op_id": i + 1, "profiling_name": names[i],
-                    "input_sizes": [[1024 if i % 2 else 64]], "input_dtypes": ["Float"],
-                    "output_sizes": [[1024 if i % 2 else 64]], "output_dtypes": ["Float"], "state": "scheduled",
-                    "retired": True, "timeout_ms": 600000, "is_p2p": False, "time_created_ns": int(t + off),
-                    "time_discovered_started_ns": 0, "time_discovered_completed_ns": 0}
-                   for i, t in enumerate(times)]
+        times = host_times(job, calls, r)
+        entries = [entry(i, names[i], t) for i, t in enumerate(times)]
         if timing:
+            off = int(job.clock_us.get(job.host(r), 0.0) * 1e3)
             for e, t, x in zip(entries, times, exits[r]):
                 e.update(profiling_name=e["profiling_name"].replace("gloo:", "nccl:"), state="completed",
-                         time_discovered_started_ns=int(t + off), time_discovered_completed_ns=int(x + off),
-                         duration_ms=(x - t) / 1e6)
-        n = len(entries)
-        out[r] = {"version": "2.10", "comm_lib_version": "gloo", "entries": entries,
-                  "pg_config": {"": {"name": "", "desc": "", "ranks": json.dumps(list(range(job.world)))}},
-                  "pg_status": {"0": {"last_enqueued_collective": str(n), "last_started_collective": "-1",
-                                      "last_completed_collective": str(n)}}}
+                         time_discovered_started_ns=t, time_discovered_completed_ns=int(x + off),
+                         duration_ms=(x + off - t) / 1e6)
+        out[r] = {**header(job), "entries": entries, "pg_status": status(len(entries))}
     return out

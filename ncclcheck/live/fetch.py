@@ -14,14 +14,18 @@ within bounds (a responder, or a stranger's listener a forged record points at, 
 
 from __future__ import annotations
 
+import collections
+import errno
+import os
 import re
+import selectors
 import socket
 import threading
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..agent.limits import BASE_FDS
+from ..facts.host import nofile
 from ..postmortem import flight
 from ..postmortem.analyze import GARBAGE, NO_ANSWER_IN_BOUND
 from ..rendezvous.budget import Budget
@@ -30,13 +34,26 @@ from . import wire
 from .auth import Session
 from .responder import MAX_FRAMES, MAX_THREADS
 
-MAX_WORKERS = 64  # ranks asked at once; the rest queue within the same bound
+# Ranks asked at once: n / RANKS_PER_ASK, between MIN_AT_ONCE and MAX_AT_ONCE, within half the descriptors this
+# process may open (one each); the rest wait their turn within the same bound. A fixed 64 at once (then a thread each)
+# took a look at 4,096 ranks past the default 10 s bound, where a real rank answers "all" in ~0.1-0.2 s (torch's dump
+# of 2,000 entries alone is ~0.13 s; its responder's threads wait behind the training loop for the GIL): n / 32 at
+# once keeps such a look near 5 s at any size up to MAX_AT_ONCE x 32 ranks. More at once waits less on a real
+# cluster and costs more where the answering ranks share CPUs: in scripts/bench_live.py (512 simulated ranks a
+# process, 2 cores) 512 at once took the first look at 4,096 ranks to 10 s, 64 to 256 at once to 4.1-4.5 s (issue 56).
+MIN_AT_ONCE = 64
+MAX_AT_ONCE = 512
+RANKS_PER_ASK = 32
 # One look's replies, all ranks together: the JSON read and the JSON values built from it. 2.5 M values are about
 # 200 MB of Python objects at their most compact ({} in a list), beside the ~220 MB of torch's import: watch stays
-# under 512 MB whatever responders send. An honest reply has ~10-30 bytes per value.
+# under 512 MB whatever responders send, up to LOOK_BYTES / wire.MIN_REPLY ranks (12,288); past that a look takes
+# each rank's least reply (Allowance.of). An honest reply has ~10-30 bytes per value.
 LOOK_BYTES = 48 << 20
 LOOK_ITEMS = 2_500_000
+PROGRESS_BYTES = 16 << 10  # what a "progress" reply is asked to fit in: a job's few hundred groups' counters
+PROGRESS_ITEMS = 8192
 SEAL_BYTES = 256  # a sealed reply's prefix (wire.seal): beyond the JSON asked for
+READ_CHUNK = 1 << 16
 MAX_GROUPS = 10_000  # process groups in one reply's status, config or progress (a large MoE job has hundreds)
 
 
@@ -48,6 +65,7 @@ class Answer:
     elapsed_s: Optional[float] = None  # how long its answer took (None: not asked)
     nbytes: int = 0
     garbage: bool = False  # it answered, and what it sent was refused (over bounds, not sealed, not JSON, not its)
+    done_at: Optional[float] = None  # when the asking ended (time.monotonic)
 
 
 class Allowance:
@@ -65,10 +83,18 @@ class Allowance:
             self.items -= items
             return True
 
-    def per_rank(self, n: int) -> tuple[int, int]:
-        """(max_bytes, max_items) each of n ranks is asked to keep its reply within: the look's share."""
-        nbytes = max(wire.MIN_REPLY, min(wire.MAX_REPLY, self.nbytes // max(1, n)))
-        return nbytes, max(wire.MIN_ITEMS, nbytes * self.items // max(1, self.nbytes))
+    @classmethod
+    def of(cls, n: int, nbytes: int, items: int) -> Allowance:
+        """The allowance of a look asking each of n ranks for at most `nbytes` and `items`: the fixed one, or n of
+        those replies where that is more (so every honest reply fits, whatever the number of ranks)."""
+        return cls(max(LOOK_BYTES, n * (nbytes + SEAL_BYTES)), max(LOOK_ITEMS, n * items))
+
+    @staticmethod
+    def per_rank(n: int) -> tuple[int, int]:
+        """(max_bytes, max_items) each of n ranks is asked to keep its reply within: the look's share, at least what a
+        responder takes (wire.MIN_REPLY, wire.MIN_ITEMS)."""
+        nbytes = max(wire.MIN_REPLY, min(wire.MAX_REPLY, LOOK_BYTES // max(1, n) - SEAL_BYTES))
+        return nbytes, max(wire.MIN_ITEMS, nbytes * LOOK_ITEMS // LOOK_BYTES)
 
 
 @dataclass
@@ -85,10 +111,9 @@ class Asker:
 
     def for_look(self, n: int, kind: str) -> Asker:
         """A copy with a fresh allowance for one look at n ranks (its per-rank share asked of each)."""
-        allowance = Allowance()
-        nbytes, items = allowance.per_rank(n) if kind in ("all", "flight", "stacks") else (wire.MIN_REPLY,
-                                                                                          wire.MIN_ITEMS * 8)
-        return Asker(self.session, self.job, self.run, nbytes, items, allowance)
+        nbytes, items = Allowance.per_rank(n) if kind in ("all", "flight", "stacks") else (PROGRESS_BYTES,
+                                                                                           PROGRESS_ITEMS)
+        return Asker(self.session, self.job, self.run, nbytes, items, Allowance.of(n, nbytes, items))
 
 
 @dataclass
@@ -170,65 +195,199 @@ def _hello_problem(hello: object, r: int, asker: Asker) -> tuple[Optional[str], 
 def ask(rec: dict, kind: str, asker: Asker, end: float, budget: Budget, args: Optional[dict] = None) -> Answer:
     """One rank's reply to one request (`args`: a "reach" request's ranks), every step bounded by `end`; asked again
     (within `end`) when the responder closed the connection before answering (its slots went to others)."""
-    pause = budget.live_retry_s
-    while True:
-        a, again = _ask_once(rec, kind, asker, end, budget, args)
-        if not again or budget.passed(end):
-            return a
-        budget.pause(end, pause)
-        pause = budget.next_retry(pause, budget.probe_retry_max_s)
+    return _fly({rec["rank"]: rec}, kind, asker, end, budget, {rec["rank"]: args or {}}, {}, 1)[rec["rank"]]
 
 
-def _ask_once(rec: dict, kind: str, asker: Asker, end: float, budget: Budget,
-              args: Optional[dict]) -> tuple[Answer, bool]:
-    r = rec["rank"]
-    t0 = budget.now()
-    where = f"{rec['addr']}:{rec['port']}"
-    family = socket.AF_INET6 if ":" in rec["addr"] else socket.AF_INET
-    said = False  # the hello came: a close after it is not the slots' doing
+HELLO, SEND, HEADER, BODY = "hello", "send", "header", "body"  # what an ask waits for, once connected
+
+
+class _Ask:
+    """One rank's request in flight: its socket (non-blocking), the stage it is at and what it read so far."""
+
+    __slots__ = ("rec", "rank", "where", "args", "sock", "stage", "buf", "need", "out", "ch", "t0", "pause",
+                 "connected")
+
+    def __init__(self, rec: dict, args: dict, pause: float) -> None:
+        self.rec, self.rank, self.args, self.pause = rec, rec["rank"], args, pause
+        self.where = f"{rec['addr']}:{rec['port']}"
+        self.sock: Optional[socket.socket] = None
+        self.stage, self.buf, self.out, self.ch = HELLO, bytearray(), b"", ""
+        self.need: Optional[int] = None  # the frame's length once its header came
+        self.t0, self.connected = 0.0, False
+
+
+def _fly(records: dict, kind: str, asker: Asker, end: float, budget: Budget, args: dict, due: dict,
+         at_once: int) -> dict:
+    """{rank: Answer}: every record asked, at most `at_once` connections open at a time, all on this thread (one
+    selector; no thread per rank: at 512 at once, threads took watch's CPU per rank from ~0.4 to ~0.8 ms), none
+    before its `due` time (time.monotonic), every step bounded by `end`; a rank whose responder closed before
+    answering (its slots went to others) asked again within `end`."""
+    sel = selectors.DefaultSelector()
+    todo = collections.deque(sorted(records, key=lambda r: due.get(r, 0.0)))
+    again: list = []  # (when, rank, its ask): asked again after a pause
+    out: dict = {}
+    open_: dict = {}  # socket -> _Ask
+
+    def start(a: _Ask) -> None:
+        a.t0, a.stage, a.buf, a.need, a.connected = budget.now(), HELLO, bytearray(), None, False
+        try:
+            a.sock = socket.socket(socket.AF_INET6 if ":" in a.rec["addr"] else socket.AF_INET, socket.SOCK_STREAM)
+            a.sock.setblocking(False)
+            err = a.sock.connect_ex((a.rec["addr"], a.rec["port"]))
+        except OSError as exc:
+            return finish(a, Answer(a.rank, why=f"{a.where}: {exc.strerror or exc}", elapsed_s=budget.since(a.t0)))
+        if err not in (0, errno.EINPROGRESS, errno.EAGAIN, errno.EWOULDBLOCK):
+            return finish(a, Answer(a.rank, why=f"{a.where}: {os.strerror(err)}", elapsed_s=budget.since(a.t0)))
+        open_[a.sock] = a
+        sel.register(a.sock, selectors.EVENT_WRITE, a)
+
+    def finish(a: _Ask, answer: Answer, retry: bool = False) -> None:
+        if a.sock is not None:
+            if a.sock in open_:
+                del open_[a.sock]
+                sel.unregister(a.sock)
+            a.sock.close()
+            a.sock = None
+        if retry and not budget.passed(end):
+            again.append((budget.now() + a.pause, a, answer))
+            a.pause = budget.next_retry(a.pause, budget.probe_retry_max_s)
+            return
+        answer.done_at = budget.now()
+        out[a.rank] = answer
+
+    def closed(a: _Ask, reset: bool = False) -> None:
+        """The responder closed (or reset) the connection partway through what the ask was reading."""
+        got, of = (len(a.buf), wire.HEADER.size) if a.need is None else (len(a.buf), a.need)
+        if (got == 0 or reset) and a.stage == HELLO:  # closed at once: its slots went to others
+            return finish(a, Answer(a.rank, why=f"{a.where}: closed before its hello", elapsed_s=budget.since(a.t0)),
+                          retry=True)
+        if (got == 0 or reset) and a.stage in (SEND, HEADER):  # the request unread, or none of the reply: the same
+            return finish(a, Answer(a.rank, why=f"{a.where}: closed before its reply", elapsed_s=budget.since(a.t0)),
+                          retry=True)
+        cut = f"the connection closed after {got} of {of} bytes"
+        if a.stage == HELLO:
+            return finish(a, _refused(a.rank, f"{a.where}: its hello: {cut}", a.t0, budget))
+        if a.stage == HEADER:
+            return finish(a, _refused(a.rank, f"its reply: {cut} (watch asked for at most {asker.max_bytes:,})",
+                                      a.t0, budget))
+        finish(a, _refused(a.rank, f"{a.where}: {cut}", a.t0, budget))
+
+    def length(a: _Ask, limit: int) -> bool:
+        """Has the frame's header come (its length within `limit`, else WireError)? Its bytes leave the buffer."""
+        if a.need is None and len(a.buf) >= wire.HEADER.size:
+            (n,) = wire.HEADER.unpack_from(a.buf)
+            if n > limit:
+                raise wire.WireError(f"a frame of {n:,} bytes, over the {limit:,}-byte limit")
+            a.need = n
+            del a.buf[:wire.HEADER.size]
+        return a.need is not None
+
+    def readable(a: _Ask) -> None:
+        try:
+            part = a.sock.recv(min(READ_CHUNK, max(1, (a.need or 0) - len(a.buf))) if a.stage == BODY else READ_CHUNK)
+        except (BlockingIOError, InterruptedError):
+            return
+        except ConnectionError:
+            return closed(a, reset=True)
+        except OSError as exc:
+            return finish(a, _refused(a.rank, f"{a.where}: {exc.strerror or exc}", a.t0, budget))
+        if not part:
+            return closed(a)
+        a.buf += part
+        try:
+            if a.stage == HELLO:
+                if length(a, wire.MAX_HELLO) and len(a.buf) >= a.need:
+                    hello(a, bytes(a.buf[:a.need]))
+                return
+            if a.stage == HEADER and length(a, asker.max_bytes + SEAL_BYTES):
+                if not asker.allowance.take(nbytes=a.need):  # what a look reads is taken before any of it
+                    return finish(a, _refused(a.rank, f"its reply of {a.need:,} bytes is past what watch reads in "
+                                                      "one look, all ranks together", a.t0, budget))
+                a.stage = BODY
+            if a.stage == BODY and len(a.buf) >= a.need:
+                body(a, bytes(a.buf[:a.need]))
+        except wire.WireError as exc:
+            if a.stage == HELLO:
+                return finish(a, _refused(a.rank, f"{a.where}: its hello: {exc}", a.t0, budget))
+            finish(a, _refused(a.rank, f"its reply: {exc} (watch asked for at most {asker.max_bytes:,})", a.t0,
+                               budget))
+
+    def hello(a: _Ask, data: bytes) -> None:
+        try:
+            said = wire.loads(data)
+        except wire.WireError as exc:
+            return finish(a, _refused(a.rank, f"{a.where}: its hello: {exc}", a.t0, budget))
+        bad, garbage = _hello_problem(said, a.rank, asker)
+        if bad:
+            return finish(a, _refused(a.rank, f"{a.where}: {bad}" if garbage else bad, a.t0, budget, garbage))
+        a.ch = said["challenge"]
+        doc = {"kind": kind, "job": asker.job, "run": asker.run, "max_bytes": asker.max_bytes,
+               "max_items": asker.max_items, **a.args}
+        a.out = wire.frame(asker.session.request(a.ch, doc))
+        a.stage, a.buf, a.need = SEND, bytearray(), None
+        sel.modify(a.sock, selectors.EVENT_WRITE, a)
+        writable(a)
+
+    def writable(a: _Ask) -> None:
+        if not a.connected:
+            err = a.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if err:
+                return finish(a, Answer(a.rank, why=f"{a.where}: {os.strerror(err)}", elapsed_s=budget.since(a.t0)))
+            a.connected = True
+            sel.modify(a.sock, selectors.EVENT_READ, a)
+            return
+        try:
+            k = a.sock.send(a.out)
+        except (BlockingIOError, InterruptedError):
+            return
+        except ConnectionError:
+            return closed(a, reset=True)
+        except OSError as exc:
+            return finish(a, _refused(a.rank, f"{a.where}: {exc.strerror or exc}", a.t0, budget))
+        a.out = a.out[k:]
+        if not a.out:
+            a.stage = HEADER
+            sel.modify(a.sock, selectors.EVENT_READ, a)
+
+    def body(a: _Ask, data: bytes) -> None:
+        items = wire.count_items(data)
+        if items > asker.max_items or not asker.allowance.take(items=items):
+            return finish(a, _refused(a.rank, f"its reply holds up to {items:,} JSON values; watch asked for at most "
+                                              f"{asker.max_items:,}", a.t0, budget))
+        answer, retry = _decoded(a.rank, data, a.ch, asker, a.t0, budget)
+        finish(a, answer, retry)
+
     try:
-        with socket.socket(family, socket.SOCK_STREAM) as s:
-            s.settimeout(budget.left(end))
-            s.connect((rec["addr"], rec["port"]))
-            try:
-                hello = wire.loads(wire.recv_frame(s, wire.MAX_HELLO, end, budget))
-            except (ConnectionError, wire.WireError) as exc:
-                if isinstance(exc, ConnectionError) or "closed after 0 of" in str(exc):  # closed at once: its slots
-                    return Answer(r, why=f"{where}: closed before its hello", elapsed_s=budget.since(t0)), True
-                return _refused(r, f"{where}: its hello: {exc}", t0, budget), False
-            said = True
-            bad, garbage = _hello_problem(hello, r, asker)
-            if bad:
-                return _refused(r, f"{where}: {bad}" if garbage else bad, t0, budget, garbage), False
-            ch = hello["challenge"]
-            doc = {"kind": kind, "job": asker.job, "run": asker.run, "max_bytes": asker.max_bytes,
-                   "max_items": asker.max_items, **(args or {})}
-            s.settimeout(budget.left(end))
-            try:
-                s.sendall(wire.frame(asker.session.request(ch, doc)))
-                n = wire.recv_header(s, asker.max_bytes + SEAL_BYTES, end, budget)
-            except (ConnectionError, wire.WireError) as exc:
-                if isinstance(exc, ConnectionError) or "closed after 0 of" in str(exc):
-                    # closed (or reset: the request unread) before a byte of the reply: its slot went to another
-                    return Answer(r, why=f"{where}: closed before its reply", elapsed_s=budget.since(t0)), True
-                return _refused(r, f"its reply: {exc} (watch asked for at most {asker.max_bytes:,})", t0,
-                                budget), False
-            if not asker.allowance.take(nbytes=n):
-                return _refused(r, f"its reply of {n:,} bytes is past what watch reads in one look, all ranks "
-                                   "together", t0, budget), False
-            data = wire.recv_body(s, n, end, budget)
-    except TimeoutError:
-        return Answer(r, why=f"no answer from {where} {NO_ANSWER_IN_BOUND}", elapsed_s=budget.since(t0)), False
-    except (OSError, wire.WireError) as exc:
-        what = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        if said:
-            return _refused(r, f"{where}: {what}", t0, budget), False
-        return Answer(r, why=f"{where}: {what}", elapsed_s=budget.since(t0)), False
-    items = wire.count_items(data)
-    if items > asker.max_items or not asker.allowance.take(items=items):
-        return _refused(r, f"its reply holds up to {items:,} JSON values; watch asked for at most "
-                           f"{asker.max_items:,}", t0, budget), False
-    return _decoded(r, data, ch, asker, t0, budget)
+        while (todo or again or open_) and not budget.passed(end):
+            now = budget.now()
+            while todo and len(open_) < at_once and due.get(todo[0], 0.0) <= now:
+                r = todo.popleft()
+                start(_Ask(records[r], args.get(r, {}), budget.live_retry_s))
+            for item in sorted((x for x in again if x[0] <= now), key=lambda x: x[0])[:max(0, at_once - len(open_))]:
+                again.remove(item)
+                start(item[1])
+            wake = [end, *(w for w, _, _ in again)]
+            if todo and len(open_) < at_once:
+                wake.append(due.get(todo[0], 0.0))
+            for key, mask in sel.select(budget.remaining(min(wake))):
+                a = key.data
+                if a.sock is None:  # finished by an event before this one
+                    continue
+                if mask & selectors.EVENT_WRITE:
+                    writable(a)
+                elif mask & selectors.EVENT_READ:
+                    readable(a)
+    finally:
+        for a in list(open_.values()):
+            finish(a, Answer(a.rank, why=f"no answer from {a.where} {NO_ANSWER_IN_BOUND}",
+                             elapsed_s=budget.since(a.t0)))
+        for _, a, last in again:  # closed before answering each time it was asked: what it did the last time
+            last.done_at = budget.now()
+            out[a.rank] = last
+        sel.close()
+    for r in todo:
+        out[r] = Answer(r, why="not asked before the bound passed (too many ranks did not answer before it)")
+    return out
 
 
 def _decoded(r: int, data: bytes, ch: str, asker: Asker, t0: float, budget: Budget) -> tuple[Answer, bool]:
@@ -275,21 +434,26 @@ def shape_problem(doc: dict) -> Optional[str]:
     return None
 
 
-def fetch_all(records: dict, kind: str, asker: Asker, budget: Budget) -> dict:
+def fan_out(n: int) -> int:
+    """How many of n ranks one look asks at once (see MIN_AT_ONCE)."""
+    soft = nofile()["soft"]
+    room = MAX_AT_ONCE if soft is None else max(1, (soft - BASE_FDS) // 2)
+    return max(1, min(n, max(MIN_AT_ONCE, n // RANKS_PER_ASK), MAX_AT_ONCE, room))
+
+
+def fetch_all(records: dict, kind: str, asker: Asker, budget: Budget, not_before: Optional[dict] = None) -> dict:
     """{rank: Answer} for every record, asked concurrently under ONE bound (Budget.live_fetch_s), within one look's
-    allowance."""
-    end = budget.deadline(budget.live_fetch_s)
+    allowance. not_before: {rank: time.monotonic()} before which that rank is not asked (those due first asked
+    first)."""
+    return fetch_each(records, kind, asker, budget, budget.live_fetch_s, {}, not_before)
+
+
+def fetch_each(records: dict, kind: str, asker: Asker, budget: Budget, bound_s: float, args: dict,
+               not_before: Optional[dict] = None) -> dict:
+    """fetch_all under a bound of bound_s, each rank's request saying args[rank] beside its kind (a "reach"
+    request's ranks)."""
+    end = budget.deadline(bound_s)
     if not records:
         return {}
-    look = asker.for_look(len(records), kind)
-    with ThreadPoolExecutor(max_workers=min(MAX_WORKERS, len(records)), thread_name_prefix="ncclcheck-watch") as ex:
-        futs = {ex.submit(ask, rec, kind, look, end, budget): r for r, rec in records.items()}
-        wait_futures(futs, timeout=budget.remaining(end) + budget.thread_join_s)
-        out = {}
-        for f, r in futs.items():
-            if f.done() and not f.cancelled() and f.exception() is None:
-                out[r] = f.result()
-            else:
-                f.cancel()
-                out[r] = Answer(r, why="not asked before the bound passed (too many ranks did not answer before it)")
-    return out
+    return _fly(records, kind, asker.for_look(len(records), kind), end, budget, args, not_before or {},
+                fan_out(len(records)))

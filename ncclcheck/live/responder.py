@@ -33,6 +33,7 @@ import traceback
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from ..postmortem.group_ranks import compact
 from ..postmortem.stacks import to_record
 from ..rendezvous.budget import FIXED, Budget
 from ..rendezvous.store import Guard
@@ -48,6 +49,7 @@ log = logging.getLogger(__name__)
 MAX_THREADS = 128  # stacks sent per reply
 MAX_FRAMES = 48  # innermost frames per thread
 CAPPED = 4  # sizes of one kind's reply kept built (watch asks every rank of one look for the same size)
+BUILT_DIGITS = 16  # what "built_s" may add to a reply's fresh part once its age is written in
 
 
 class Refused(Exception):
@@ -122,37 +124,79 @@ def _fits(text: bytes, limit: int, items: int) -> bool:
     return len(text) <= limit and wire.count_items(text) <= items
 
 
+def _dumps(doc: Any) -> bytes:
+    return json.dumps(doc, separators=(",", ":"), default=str).encode()
+
+
+def _newest_that_fit(entries: list, limit: int, items: int) -> dict:
+    """{index: its JSON} of the entries kept when only `limit` bytes and `items` JSON values are left for them: the
+    newest ones, taken from the newest back until the next would not fit, and the newest entry of every process group
+    (what the analysis reads) whatever its age. Each kept entry's JSON is made once and what is dropped is never
+    encoded (a reply of 2,000 entries was encoded whole, then again at every halving, to keep a few dozen: ~20 ms of
+    the rank's CPU)."""
+    last: dict = {}
+    for i, e in enumerate(entries):
+        last[e.get("pg_id") if isinstance(e, dict) else None] = i
+    kept = {i: _dumps(entries[i]) for i in last.values()}
+    limit -= sum(len(t) + 1 for t in kept.values())
+    items -= sum(wire.count_items(t) for t in kept.values())
+    for i in range(len(entries) - 1, -1, -1):
+        if i in kept:
+            continue
+        t = _dumps(entries[i])
+        b, k = len(t) + 1, wire.count_items(t)
+        if b > limit or k > items:
+            break
+        limit, items = limit - b, items - k
+        kept[i] = t
+    return kept
+
+
+def _with_entries(reply: dict, fr: dict, entries: list, limit: int, items: int) -> bytes:
+    """The reply's JSON with as many of the newest entries as fit (_newest_that_fit), joined into the JSON of the
+    rest, which is encoded without them; reply and fr (its copies) are left saying what was kept."""
+    mark = secrets.token_hex(8)  # where the entries go: a value nothing the rank holds can contain
+    fr["entries"] = mark
+    reply["flight_dropped"] = len(entries)  # its widest value: the room left is never overstated
+    rest = _dumps(reply)
+    # the mark's quotes are the list's brackets; a comma counted per entry is one more than it takes
+    kept = _newest_that_fit(entries, limit - len(rest) + len(mark), items - wire.count_items(rest))
+    if len(kept) < len(entries):
+        reply["flight_dropped"] = len(entries) - len(kept)
+    else:
+        del reply["flight_dropped"]
+    body = b"[" + b",".join(kept[i] for i in sorted(kept)) + b"]"
+    text = _dumps(reply).replace(f'"{mark}"'.encode(), body, 1)
+    fr["entries"] = [entries[i] for i in sorted(kept)]
+    return text
+
+
 def _cap(reply: dict, limit: int, items: int = 1 << 62) -> bytes:
     """The reply's JSON within what the asker takes (`limit` bytes, `items` JSON values): the oldest flight-recorder
-    entries dropped first, halving, the newest entry of every process group kept to the last (what the analysis
-    reads), then the stacks' outer frames and threads; what was dropped is said in the reply."""
-    def dumps() -> bytes:
-        return json.dumps(reply, separators=(",", ":"), default=str).encode()
-
+    entries dropped first, the newest entry of every process group kept to the last (what the analysis reads), then
+    the stacks' outer frames and threads; what was dropped is said in the reply."""
     reply = dict(reply)  # the answer may be cached: trim copies, never it
-    text = dumps()
     fr = reply.get("flight")
     if isinstance(fr, dict):
         reply["flight"] = fr = dict(fr)
     entries = fr.get("entries") if isinstance(fr, dict) else None
-    while not _fits(text, limit, items) and isinstance(entries, list) and entries:
-        last = {}
-        for i, e in enumerate(entries):
-            last[e.get("pg_id") if isinstance(e, dict) else None] = i
-        cut = len(entries) - len(entries) // 2
-        kept = [e for i, e in enumerate(entries) if i >= cut or i in set(last.values())]
-        if len(kept) == len(entries):  # only each group's newest is left
-            kept = []
-        reply["flight_dropped"] = reply.get("flight_dropped", 0) + len(entries) - len(kept)
-        fr["entries"] = entries = kept
-        text = dumps()
+    text = None
+    if isinstance(entries, list) and entries:
+        one = _dumps(entries[-1])  # the reply whole when its entries look like fitting, entry by entry else
+        if len(entries) * (len(one) + 1) < limit // 2 and len(entries) * wire.count_items(one) < items // 2:
+            text = _dumps(reply)
+        if text is None or not _fits(text, limit, items):
+            text = _with_entries(reply, fr, entries, limit, items)
+    else:
+        text = _dumps(reply)
     stacks = reply.get("stacks")
     for frames, threads in ((8, MAX_THREADS), (2, 16), (1, 1)):
         if _fits(text, limit, items) or not isinstance(stacks, list):
             break
         reply["stacks"] = stacks = [{**t, "frames": t["frames"][-frames:]} for t in stacks[:threads]]
         reply["stacks_trimmed"] = True
-        text = dumps()
+        text = _dumps(reply) if not (isinstance(entries, list) and entries) else \
+            _with_entries(reply, fr, entries, limit, items)  # the entries may take what the stacks left
     if not _fits(text, limit, items):
         text = json.dumps({k: reply[k] for k in ("rank", "pid", "host", "job", "run") if k in reply} |
                           {"error": f"the reply was over {limit:,} bytes or {items:,} values"}).encode()
@@ -411,11 +455,17 @@ class Responder:
         within the Spend: past it the last one built is served (`built_s` says how old), so a flood of requests
         costs sends, not builds. Busy when a reply of that size was never built and the Spend is empty."""
         now = self._now()
-        room = min(limit // 4, 64 << 10), min(items // 4, 4096)
+        # what the fresh part leaves the rest: its size rounded up (a little growth keeps the same body), at most a
+        # quarter of the reply (a quarter always was 150 of the 600 JSON values a rank's reply may hold at 4,096
+        # ranks: ~5 entries fewer)
         head = json.dumps({**now, "built_s": 0.0}, separators=(",", ":"), default=str).encode()
-        if len(head) > room[0] or wire.count_items(head) > room[1]:
-            head = json.dumps({"time": now["time"], "built_s": 0.0, "flight_error": "its progress was over "
-                               f"{room[0]:,} bytes"}).encode()
+        most = min(limit // 4, 64 << 10), min(items // 4, 4096)
+        size, values = len(head) + BUILT_DIGITS, wire.count_items(head)
+        room = min(most[0], -(-size // 256) * 256), min(most[1], -(-values // 16) * 16)
+        if size > room[0] or values > room[1]:
+            room = most
+            head = json.dumps({"time": now["time"], "built_s": 0.0,
+                               "flight_error": f"its progress was over {room[0]:,} bytes"}).encode()
         hit = self._cache.get(kind)  # only the answer worker's thread touches the cache
         if hit is None or not (self.budget.within(hit[0], self.budget.live_answer_cache_s) or not self.spend.allows()):
             t0 = time.thread_time()
@@ -425,7 +475,7 @@ class Responder:
             hit = self._cache[kind] = (time.monotonic(), body, {})
             self.spend.charge(time.thread_time() - t0)
         texts = hit[2]
-        text = texts.get((limit, items))
+        text = texts.get((limit, items, room))
         if text is None:
             if texts and not self.spend.allows():  # a size never asked before, past the share
                 raise Busy("busy: over its share of the CPU for building replies; ask again in a moment")
@@ -434,7 +484,7 @@ class Responder:
             self.spend.charge(time.thread_time() - t0)
             if len(texts) >= CAPPED:
                 texts.pop(next(iter(texts)))
-            texts[(limit, items)] = text
+            texts[(limit, items, room)] = text
         head = head.replace(b'"built_s":0.0', f'"built_s":{time.monotonic() - hit[0]:.3f}'.encode(), 1)
         return head[:-1] + b",", memoryview(text)[1:]
 
@@ -461,8 +511,8 @@ class Responder:
         try:
             fr = self.sources.flight(entries=kind in ("flight", "all"))
             out["progress"] = pace.progress_of(fr)
-            if kind in ("flight", "all"):
-                out["flight"] = fr
+            if kind in ("flight", "all"):  # a group's ranks as runs: n ranks x n replies was watch's share at scale
+                out["flight"] = {**fr, "pg_config": compact(fr["pg_config"])} if "pg_config" in fr else fr
         except Exception as exc:  # noqa: BLE001 - torch's recorder failing is evidence, said, never a crash
             out["flight_error"] = f"{type(exc).__name__}: {str(exc)[:MAX_LINE]}"
         if kind in ("stacks", "all"):

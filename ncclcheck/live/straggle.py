@@ -27,6 +27,7 @@ from ..postmortem import slow
 from ..render import slow as words
 from ..rendezvous.budget import Budget
 from . import pace
+from .fetch import fan_out
 
 CLOCK_TRIES = 4  # exchanges per host: the shortest round trip is kept
 CLOCK_REPLY_BYTES = 4096  # a clock reply is a few dozen bytes
@@ -72,7 +73,7 @@ def measure_clocks(records: dict, answered: list, asker: Any, budget: Budget) ->
                 best = (t - (sent + got) // 2, rtt)
         return None if best is None else {"offset_ns": best[0], "err_ns": best[1] // 2 + 1, "rank": rank}
 
-    with ThreadPoolExecutor(max_workers=min(THREADS, len(first)), thread_name_prefix="ncclcheck-watch") as ex:
+    with ThreadPoolExecutor(max_workers=fan_out(len(first)), thread_name_prefix="ncclcheck-watch") as ex:
         futs = {h: ex.submit(one, r) for h, r in first.items()}
         wait_futures(list(futs.values()), timeout=budget.remaining(end) + budget.thread_join_s)
         got = {h: f.result() for h, f in futs.items() if f.done() and f.exception() is None}

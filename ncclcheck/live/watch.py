@@ -20,7 +20,6 @@ import os
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import wait as wait_futures
 from typing import Any, Optional
 
 from ..checks.postmortem import PostmortemInput
@@ -37,7 +36,7 @@ from ..rendezvous.store import Guard, JsonStore, Limits, StoreLost
 from ..rendezvous.waits import Waits
 from . import pace, reach, straggle, wire
 from .auth import Session, choose
-from .fetch import MAX_WORKERS, Answer, Asker, ask, fetch_all, read_registry
+from .fetch import Answer, Asker, fetch_all, fetch_each, read_registry
 
 # what to do when no rank registered: the one step that arms a job for diagnose and watch, and what keeps a rank
 # from registering
@@ -188,13 +187,8 @@ def locate(group: dict, records: dict, asker: Asker, budget: Budget) -> Optional
     if len(hosts) < 2:
         return None
     plan = reach.pairs_to_ask(hosts)
-    end = budget.deadline(budget.live_reach_wait_s)
-    with ThreadPoolExecutor(max_workers=min(MAX_WORKERS, len(plan)), thread_name_prefix="ncclcheck-watch") as ex:
-        asker = asker.for_look(len(plan), "reach")
-        futs = {r: ex.submit(ask, records[r], "reach", asker, end, budget, {"ranks": to}) for r, to in plan.items()}
-        wait_futures(list(futs.values()), timeout=budget.remaining(end) + budget.thread_join_s)
-        answers = {r: f.result() if f.done() and f.exception() is None else Answer(r, why="no reach answer in time")
-                   for r, f in futs.items()}
+    answers = fetch_each({r: records[r] for r in plan}, "reach", asker, budget, budget.live_reach_wait_s,
+                         {r: {"ranks": to} for r, to in plan.items()})
     found = reach.cut_links(_reach_matrix(answers), {r: rec["host"] for r, rec in records.items()})
     found["unanswered"] = {records[r]["host"]: a.why or (a.doc or {}).get("error", "")
                            for r, a in answers.items() if a.doc is None or "reach" not in a.doc or a.doc.get("error")}
@@ -299,18 +293,24 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
     first = fetch_all(records, "all", asker, budget)
     phases = {"since_start": budget.since(t0) - budget.since(phase), "registry": registry_s,
               "fetch": budget.since(phase)}
-    pause = budget.deadline(budget.live_confirm_s)
     answered = sorted(r for r, a in first.items() if a.doc is not None)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ncclcheck-watch") as ex:  # within the pause too
+    phase = budget.now()
+    # Each rank is looked at again live_confirm_s after its own first answer: a rank that answered early does not wait
+    # for the last one (at 4,096 ranks the first look took seconds; then a pause and a second look as long made the
+    # answer ~13 s). The hosts' clocks are measured first, while no look's requests compete with them (an exchange's
+    # error is half its round trip: measured beside the second look, on the shared machine of scripts/bench_live.py,
+    # the errors took a 100 ms late rank's cost below the rule's floor), a few ranks' phases sampled meanwhile.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ncclcheck-watch") as ex:
         sampling = ex.submit(straggle.sample_phases, records, answered, asker, budget, budget.live_confirm_s)
-        clocks = straggle.measure_clocks(records, answered, asker, budget)  # within the pause between the two looks
-        phases["clocks"] = budget.since(phase) - phases["fetch"]
-        time.sleep(budget.remaining(pause))
-        phase = budget.now()
-        second = fetch_all({r: records[r] for r, a in first.items() if a.doc is not None}, "progress", asker, budget)
-        phases["second_look"] = budget.since(phase)
-        sampled = sampling.result()
+        clocks = straggle.measure_clocks(records, answered, asker, budget)
+        phases["clocks"] = budget.since(phase)
+        second = fetch_all({r: records[r] for r in answered}, "progress", asker, budget,
+                           {r: (first[r].done_at or phase) + budget.live_confirm_s for r in answered})
+        phases["second_look"] = budget.since(phase) - phases["clocks"]
+    # the pool's end waited for the sampling: bounded inside (its own deadline, its threads' join)
+    sampled = sampling.result() if sampling.exception() is None else {}
     phases["phase_samples"] = budget.since(phase)
+    phase = budget.now()
     went = moved(first, second)
     frozen = sorted(r for r in answered if r not in went and r in second and second[r].doc is not None)
     by_rank = straggle.rank_clocks(clocks, records)
@@ -361,11 +361,15 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
         live["slow"] = {**section, **(follow.section() if follow is not None else {})}
         return _report(config, t0, [prog, slow_check, ans_check], {"live": live}, n, hosts, _backend(docs), trust,
                        records)
-    analysis = analyse(inp)
+    analysis = analyse(inp)  # its phase from the second look's end: the documents read as diagnose reads them too
     checks = run_checks(POSTMORTEM, PostmortemInput(analysis))
     root = next(c for c in checks if c.id == "postmortem.root_cause")
+    phases["analysis"] = budget.since(phase)
     group = _stalled(analysis, frozen)
+    phase = budget.now()
     found = locate(group, records, asker, budget) if group is not None else None
+    phases["reach"] = budget.since(phase)
+    live["phases_s"] = {k: round(v, 3) for k, v in phases.items()}
     stalled = _stall_check(group, found) if group is not None else None
     if group is not None and _cut(found):  # the link, not the ranks that wait on it
         analysis = link_is_the_cause(analysis, group, found)

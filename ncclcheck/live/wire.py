@@ -48,8 +48,11 @@ MAX_REACH = 64  # ranks one "reach" request may name: a responder connects to at
 MAX_REQUEST = 4096  # bytes of one request frame: a request is a few dozen bytes of JSON (and a munge credential)
 MAX_HELLO = 4096  # bytes of the responder's hello
 MAX_REPLY = 64 << 20  # bytes of one reply: a flight recorder of 20,000 entries and every thread's stack fit
-MIN_REPLY = 16 << 10  # the least a watcher may ask for: a reply trimmed to less says little
-MIN_ITEMS = 1024  # ... and in JSON values
+# The least a watcher may ask for: a reply trimmed to less says little (its progress, its groups, each group's newest
+# entry and a few more still fit). A look shares its memory among the ranks: at 4,096 ranks the share is ~12 KiB,
+# and a floor above it (16 KiB, 1,024 values) made honest replies overflow the look (issue 56).
+MIN_REPLY = 4 << 10
+MIN_ITEMS = 256  # ... and in JSON values
 HEADER = struct.Struct("!I")
 CHALLENGE_CHARS = 32
 RUN_CHARS = 32

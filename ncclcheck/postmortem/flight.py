@@ -12,7 +12,6 @@ did not enter it; ranks that enqueued different ops, sizes or dtypes at one sequ
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -22,10 +21,10 @@ from .fields import MAX_ID
 from .fields import dtypes as _dtypes
 from .fields import op as _op
 from .fields import sizes as _sizes
+from .group_ranks import MAX_WORLD, ranks_of
 from .stacks import is_library
 
 MAX_ENTRIES = 100_000  # per dump; torch's default buffer is 2,000
-MAX_WORLD = 1_000_000  # ranks of one job (the largest run on ~100k GPUs): a rank number at or past it is not one
 _RANK_IN_NAME = re.compile(r"(\d+)(?:\.json|\.pkl|\.pickle)?$")
 DEFAULT_PG = "0"
 
@@ -152,23 +151,6 @@ def _done(e: dict) -> bool:
     return e.get("retired") is True or e.get("state") == "completed"
 
 
-def _group_ranks(cfg: Any) -> Optional[list]:
-    """The group's global ranks: a list of distinct ints in [0, MAX_WORLD), at most MAX_WORLD of them (NCCL writes
-    them as a string "[0, 1]"); None for anything else (a nested string, a rank past any job)."""
-    ranks = cfg.get("ranks") if isinstance(cfg, dict) else None
-    if isinstance(ranks, str):
-        if len(ranks) > 16 * MAX_WORLD:
-            return None
-        try:
-            ranks = json.loads(ranks)
-        except (ValueError, RecursionError):
-            return None
-    if type(ranks) is list and 0 < len(ranks) <= MAX_WORLD and all(type(r) is int and 0 <= r < MAX_WORLD
-                                                                   for r in ranks):
-        return list(dict.fromkeys(ranks))
-    return None
-
-
 P2P_OPS = ("send", "recv")  # profiling names "nccl:send 0->1", "nccl:recv 1<-0" (group ranks)
 _COUNTER_IN_OP_IDS = ("gloo", "c10d")  # their pg_status counts every op (op_id), not collectives (work->seq_)
 MAX_P2P = 100_000  # point-to-point entries kept per dump
@@ -267,7 +249,7 @@ def normalise(doc: dict, rank: int, source: str, form: str) -> RankDump:
         g.first_seq_partial = wrapped
     config = doc.get("pg_config")
     for key, cfg in (config.items() if isinstance(config, dict) else ()):
-        ranks = _group_ranks(cfg)
+        ranks = ranks_of(cfg)
         # gloo writes the default group's config under the empty name; NCCL under the group's name
         target = groups.get(key) or (groups.get(DEFAULT_PG) if key == "" else None)
         if target is not None and ranks:

@@ -1,7 +1,7 @@
 """scripts/bench_live.py run small (8 responders in one process): its own correctness fields, never its timings.
-The hung job: culprit_named=True (the rank that never entered the collective is the root cause) and exit=1 (watch's
+The hung job: culprit_named=1/1 (the rank that never entered the collective is the root cause) and exit=1 (watch's
 own exit code); the slow case (--slow): named=1/1 (the late rank and nobody else) and named_healthy=0 on the healthy
-run; the script's exit 0 in both."""
+run; in both every rank answered, bytes were fetched from each, sim_errors=0 and the script's exit 0."""
 
 from __future__ import annotations
 
@@ -23,12 +23,20 @@ def _run(*args: str) -> list:
             if ln.startswith("ranks=")]
 
 
+def _whole(row: dict) -> None:
+    assert row["sim_errors"] == "0" and row["answered"] == "8/8" and int(row["bytes_per_rank"]) > 0, row
+    assert float(row["slowest_answer_s"]) > 0 and "fetch:" in row["phases_s"], row
+
+
 def test_a_hung_job_of_eight_ranks_names_the_rank_that_never_entered():
     (row,) = _run()
-    assert row["ranks"] == "8" and row["culprit_named"] == "True" and row["exit"] == "1", row
+    assert row["ranks"] == "8" and row["culprit_named"] == "1/1" and row["exit"] == "1", row
+    _whole(row)
 
 
 def test_the_slow_case_names_the_late_rank_alone_and_nobody_when_healthy():
     slow, healthy = _run("--slow")
     assert slow["case"] == "slow" and slow["named"] == "1/1" and slow["live_slow"] == "fail", slow
     assert healthy["case"] == "healthy" and healthy["named_healthy"] == "0", healthy
+    _whole(slow)
+    _whole(healthy)

@@ -47,6 +47,8 @@ SKIPS = (
      "runs it)"),
     (r"scripts/bench_scale\.py", "a benchmark of minutes (thousands of simulated nodes); its small run is "
      "tests/scripts' and tests/preflight's"),
+    (r"scripts/bench_live\.py", "a benchmark of minutes (thousands of simulated ranks in a private network "
+     "namespace, as root); its small run is tests/scripts/test_bench_live.py"),
     (r"scripts/bench_vs_nccl_tests\.py", "needs an NVIDIA GPU, nvcc and an nccl-tests source tree (DIR); "
      "tests/bench/test_bench_vs_nccl_tests.py runs its parsers and refusals, docs/gpu.md its run on a lent H100"),
     (r"--master-addr (h1|10\.)|--rdzv-endpoint h1",

@@ -39,7 +39,7 @@ def test_a_healthy_guarded_job_gains_one_line_and_no_c10d_warning(unguarded):
     assert len(lines) <= len(_lines(unguarded)) + 1, why(p)
     ours = _ours(lines)
     assert len(ours) == 1 and re.match(r"ncclcheck preflight 1 node, 2 ranks, launched by torchrun, .*: PASS \(",
-                                       ours[0]), ours
+                                       ours[0]), (ours, why(p))
 
 
 def test_arming_the_post_mortem_stays_on_that_one_line(unguarded, tmp_path):

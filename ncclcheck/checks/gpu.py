@@ -7,7 +7,7 @@ they are used. A GPU that could not be read is never healthy: a check with nothi
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ..model import CheckResult, skipped
 from . import hwaction as hw
@@ -89,6 +89,16 @@ def _unread(cid: str, inp: LocalInput, gh: dict, what: str) -> CheckResult:
     src = gh.get("source") or "no NVML and no nvidia-smi"
     return skipped(cid, f"{what} could not be read on any GPU ({src}{'; ' + gh['reason'] if gh.get('reason') else ''})",
                    node=inp.node_rank)
+
+
+def _readings(inp: LocalInput, cid: str, has: Callable[[dict], bool], what: str) -> tuple:
+    """(the GPUs whose reading `has` accepts, None), or (None, a skip saying why there is nothing to judge: no GPU
+    health, or `what` read on no GPU)."""
+    gh, skip = _group(inp, cid)
+    if skip:
+        return None, skip
+    known = [g for g in _gpus(gh) if has(g)]
+    return (known, None) if known else (None, _unread(cid, inp, gh, what))
 
 
 def _with_unread(ok: str, unread: list) -> str:
@@ -430,12 +440,9 @@ def check_clocks(inp: LocalInput) -> CheckResult:
 def check_persistence(inp: LocalInput) -> CheckResult:
     """gpu.persistence: persistence mode (off: the driver tears the GPU down between jobs, and each start pays for
     its initialisation; DCGM warns). Read only: ncclcheck never turns it on."""
-    gh, skip = _group(inp, PERSISTENCE)
+    known, skip = _readings(inp, PERSISTENCE, lambda g: isinstance(g.get("persistence"), bool), "persistence mode")
     if skip:
         return skip
-    known = [g for g in _gpus(gh) if isinstance(g.get("persistence"), bool)]
-    if not known:
-        return _unread(PERSISTENCE, inp, gh, "persistence mode")
     findings = [_finding(g, "persistence mode off", "nvmlDeviceGetPersistenceMode", MONITOR, False)
                 for g in known if not g["persistence"]]
     return hw.result(PERSISTENCE, findings, inp.node_rank, f"persistence mode on for {len(known)} GPU(s)",
@@ -472,12 +479,9 @@ def check_processes(inp: LocalInput) -> CheckResult:
     """gpu.processes: compute processes already holding GPU memory (not this job's own ranks). In a Slurm Prolog any
     is a leftover of an earlier job (fail); before a job (preflight) it shares the GPU (warn); in a periodic health
     check jobs run, so they are listed only."""
-    gh, skip = _group(inp, PROCESSES)
+    known, skip = _readings(inp, PROCESSES, lambda g: isinstance(g.get("processes"), list), "the compute processes")
     if skip:
         return skip
-    known = [g for g in _gpus(gh) if isinstance(g.get("processes"), list)]
-    if not known:
-        return _unread(PROCESSES, inp, gh, "the compute processes")
     mode = inp.hw.processes if inp.hw else "warn"
     found = [(g, p) for g in known for p in g["processes"] if not p.get("own")]
     listed = [f"{hw.gpu_name(g)}: pid {p.get('pid')} {p.get('name') or '?'} "
@@ -555,12 +559,9 @@ def check_nouveau(inp: LocalInput) -> CheckResult:
 def check_vbios(inp: LocalInput) -> CheckResult:
     """gpu.vbios_consistent (node): every GPU of one model on this node runs the same VBIOS (as Azure's NHC requires);
     across nodes, the cross-node check names the odd node."""
-    gh, skip = _group(inp, VBIOS)
+    known, skip = _readings(inp, VBIOS, lambda g: bool(g.get("vbios")), "the VBIOS version")
     if skip:
         return skip
-    known = [g for g in _gpus(gh) if g.get("vbios")]
-    if not known:
-        return _unread(VBIOS, inp, gh, "the VBIOS version")
     findings = []
     for name in sorted({g.get("name") or "?" for g in known}):
         same = [g for g in known if (g.get("name") or "?") == name]

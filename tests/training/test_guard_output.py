@@ -16,7 +16,11 @@ C10D = re.compile(r"\[c10d\]|waitForInput|socket\.cpp")
 
 
 def _lines(p) -> list:
-    return [ln for ln in (p.stdout + p.stderr).splitlines() if ln.strip()]
+    """The job's lines. Two processes write the job's stderr: torchrun's own warning and a rank's line can land on
+    one line (CI saw 'Setting OMP_NUM_THREADS ...ncclcheck preflight ...: PASS'), so the guard's line is cut off
+    where it begins."""
+    text = re.sub(r"(?<!^)(?<!\n)(ncclcheck preflight \d+ node)", r"\n\1", p.stdout + p.stderr)
+    return [ln for ln in text.splitlines() if ln.strip()]
 
 
 def _ours(lines: list) -> list:

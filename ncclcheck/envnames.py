@@ -17,6 +17,10 @@ ENV_EXACT: tuple = ()
 ENV_LOADS_CODE = ("NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_PROFILER_PLUGIN", "NCCL_ENV_PLUGIN",
                   "FI_PROVIDER_PATH", "UCX_MODULE_DIR", "TORCH_EXTENSIONS_DIR")
 ENV_NAME_RX = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+# The variables a launcher gives every process of one job, alike: its id (the store's key prefix, %j in output
+# paths) and the mark that tells one job's processes on a node from another's (whose GPU memory is the job's own).
+JOB_ID_VARS = ("NCCLCHECK_RUN_ID", "SLURM_JOB_ID", "SLURM_JOBID", "TORCHELASTIC_RUN_ID", "OMPI_MCA_ess_base_jobid",
+               "PMIX_NAMESPACE")
 
 
 def env_name_allowed(name: object) -> bool:

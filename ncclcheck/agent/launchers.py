@@ -22,6 +22,7 @@ from ..config import (
     parse_int,
     parse_port,
 )
+from ..envnames import JOB_ID_VARS
 from ..errors import UsageError
 from ..model import LAUNCHERS  # the names, written once
 from ..rendezvous import roles
@@ -201,8 +202,7 @@ def speaks_for_node(env: Mapping[str, str]) -> bool:
 
 def job_id(env: Mapping[str, str]) -> str:
     """The launcher's id of this job (%j in output paths, the store's key prefix): the same on every process."""
-    for name in ("NCCLCHECK_RUN_ID", "SLURM_JOB_ID", "SLURM_JOBID", "TORCHELASTIC_RUN_ID", "OMPI_MCA_ess_base_jobid",
-                 "PMIX_NAMESPACE"):
+    for name in JOB_ID_VARS:
         v = str(env.get(name) or "").strip()
         if v and v != "none":  # torchrun's static rendezvous calls every run "none"
             return "".join(c if c.isalnum() or c in "._-" else "_" for c in v)

@@ -21,9 +21,10 @@ import shutil
 from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
+from ..envnames import JOB_ID_VARS
 from . import kernlog, links, pcitree
 from . import nvml as nv_
-from .roots import procfs, read_text, sysfs
+from .roots import procfs, read_bytes, read_text, sysfs
 from .util import listdir, run_cmd
 
 Runner = Callable[[Sequence[str], float], str]
@@ -324,18 +325,37 @@ def nouveau_loaded() -> bool:
 
 
 def _own_family() -> set:
-    """This process and its siblings (its launcher's other children: the other local ranks of a job starting with
-    it), whose GPU memory is the job's own, not a leftover."""
+    """This process and the siblings of its job (its launcher's other children: the other local ranks of a job
+    starting with it), whose GPU memory is the job's own, not a leftover. A sibling is of this job when it carries
+    the same job id (JOB_ID_VARS) or runs the same command line (the local ranks torchrun, srun and mpirun start);
+    a sibling that is neither (the user's other program started from the same shell, a process a Prolog's script
+    left running beside it) holds the GPU as any stranger does."""
     me, parent = os.getpid(), os.getppid()
     fam = {me}
+    mine = _cmdline(me)
+    ours = {k: v for k, v in os.environ.items() if k in JOB_ID_VARS and v.strip() and v != "none"}
     for pid in listdir(procfs(), 1 << 16):
-        if not pid.isdigit():
+        if not pid.isdigit() or int(pid) == me:
             continue
         stat = read_text(procfs(pid, "stat"), 4096) or ""
         tail = stat.rpartition(")")[2].split()
-        if len(tail) > 1 and tail[1].isdigit() and int(tail[1]) == parent:
+        if not (len(tail) > 1 and tail[1].isdigit() and int(tail[1]) == parent):
+            continue
+        if (mine and _cmdline(int(pid)) == mine) or (ours and ours.items() & _environ(int(pid)).items()):
             fam.add(int(pid))
     return fam
+
+
+def _cmdline(pid: int) -> bytes:
+    return (read_bytes(procfs(str(pid), "cmdline"), 1 << 16) or b"")
+
+
+def _environ(pid: int) -> dict:
+    """The job-id variables a process started with (another user's process reads as none)."""
+    raw = read_bytes(procfs(str(pid), "environ"), 1 << 20) or b""
+    pairs = (item.partition(b"=") for item in raw.split(b"\0"))
+    return {k.decode(errors="replace"): v.decode(errors="replace") for k, _s, v in pairs
+            if k.decode(errors="replace") in JOB_ID_VARS}
 
 
 def _name_processes(gpus: list) -> None:

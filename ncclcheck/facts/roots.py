@@ -31,12 +31,19 @@ def procfs(*parts: str) -> str:
     return os.path.join(procfs_root(), *parts)
 
 
-def read_text(path: str, limit: int = 65536):
-    """A small sysfs/procfs file as stripped text, or None when it is missing, unreadable or not text."""
+def read_bytes(path: str, limit: int = 65536):
+    """At most `limit` bytes of a sysfs/procfs file, or None when it is missing or unreadable."""
     try:
         with open(path, "rb") as f:
-            data = f.read(limit)
+            return f.read(limit)
     except (OSError, ValueError):
+        return None
+
+
+def read_text(path: str, limit: int = 65536):
+    """A small sysfs/procfs file as stripped text, or None when it is missing, unreadable or not text."""
+    data = read_bytes(path, limit)
+    if data is None:
         return None
     try:
         return data.decode("utf-8", "strict").strip()

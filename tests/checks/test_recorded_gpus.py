@@ -10,10 +10,12 @@ import re
 
 import pytest
 
+from ncclcheck.checks import gpu as hw
+from ncclcheck.facts import gpuhealth
 from ncclcheck.model import Status
 from ncclcheck_lab import fakehw
 
-from .hwnode import judge, read
+from .hwnode import _no_pynvml, judge, read
 from .test_gpu_checks import CHECKS
 
 REPO = pathlib.Path(__file__).parents[2]
@@ -89,3 +91,59 @@ def test_a_recorded_card_gives_no_finding(tmp_path, monkeypatch, card, smi):
     assert results["check_nvlink"].status is Status.SKIP
     if card is h100:
         assert results["check_pcie"].status is Status.PASS  # Gen5 x16 = its maximum, in NVML and sysfs
+
+
+# What the lent H100 answered to every question the checks ask (tests/data/nvml/README.md): the facts the real
+# collector read there, idle and under a bf16 matmul with pinned copies, and nvidia-smi's raw answers.
+NVML_DIR = REPO / "tests/data/nvml"
+
+
+def recorded(name: str) -> dict:
+    return json.loads((NVML_DIR / name).read_text())
+
+
+@pytest.mark.parametrize("record", ["h100-vm-1gpu-idle.json", "h100-vm-1gpu-load.json"])
+def test_what_the_real_collector_read_on_the_h100_gives_no_finding(record):
+    gh = recorded(record)["ncclcheck"]["gpu_health"]
+    assert gh["source"] == "nvml" and len(gh["gpus"]) == 1
+    results = {check.__name__: judge(check, gh, processes="leftover")[0] for check in CHECKS}
+    assert {k: r.summary for k, r in results.items() if r.status in (Status.WARN, Status.FAIL)} == {}
+    for passed in ("check_memory", "check_pcie", "check_clocks", "check_persistence", "check_mig", "check_vbios",
+                   "check_processes", "check_xid", "check_nouveau"):
+        assert results[passed].status is Status.PASS, (passed, results[passed].summary)
+    assert results["check_nvlink"].status is Status.SKIP  # the VM's NVML: no NVLink
+    assert results["check_fabric"].status is Status.SKIP  # no NVSwitch on its PCI bus
+    if "load" in record:  # the matmul ran (utilisation) and no clock-event reason was set
+        g = gh["gpus"][0]
+        assert g["utilization_gpu"] >= 90 and g["clock_event_reasons"] == 0
+        assert [p["own"] for p in g["processes"]] == [True]  # the probe's own memory is never a leftover
+
+
+def test_nvidia_smis_real_answers_read_as_nvml_did(monkeypatch):
+    answers = recorded("h100-vm-1gpu-smi.json")
+
+    def run(argv, _t):
+        key = " ".join(argv[1:])
+        if key not in answers:
+            raise RuntimeError(f"not recorded on the card: {key}")
+        return answers[key]
+
+    monkeypatch.setattr(gpuhealth.nv_, "import_nvml", _no_pynvml)
+    smi = gpuhealth.collect(run=run, which=lambda n: "/usr/bin/" + n if n == "nvidia-smi" else None)
+    nvml = recorded("h100-vm-1gpu-idle.json")["ncclcheck"]["gpu_health"]
+    assert smi["source"] == "nvidia-smi"
+    [s], [n] = smi["gpus"], nvml["gpus"]
+    for key in ("bus_id", "uuid", "name", "vbios", "persistence", "mig", "ecc_mode", "ecc_uncorrected_volatile",
+                "remapped_rows", "clock_event_reasons", "pcie_nvml", "processes"):
+        assert s[key] == n[key], key
+    results = {check.__name__: judge(check, smi, processes="leftover")[0] for check in CHECKS}
+    assert {k: r.summary for k, r in results.items() if r.status in (Status.WARN, Status.FAIL)} == {}
+
+
+@pytest.mark.parametrize("mode,status", [("leftover", Status.FAIL), ("warn", Status.WARN), ("allowed", Status.PASS)])
+def test_a_process_holding_the_real_h100_is_judged_by_where_health_runs(mode, status):
+    """`health --prolog` beside a torch process holding 4 GiB (started from the same shell: a sibling, not a rank)."""
+    gh = recorded("h100-vm-1gpu-holder.json")
+    [r] = judge(hw.check_processes, gh, processes=mode)
+    assert r.status is status, r.summary
+    assert "pid 474 python3" in r.summary and "4.5 GiB" in r.summary, r.summary

@@ -94,8 +94,9 @@ def gpu(nv, i: int) -> dict:
     return g
 
 
-def load_gpus(seconds: float) -> threading.Event:
-    """A bf16 matmul loop on every GPU for `seconds` (clock reasons and PCIe generation under load)."""
+def load_gpus(seconds: float) -> tuple:
+    """A bf16 matmul loop on every GPU for `seconds` (clock reasons and PCIe generation under load): the event set
+    once the loops run, and the threads (joined before exit: a CUDA thread alive at exit aborts the process)."""
     import torch
 
     started = threading.Event()
@@ -113,9 +114,10 @@ def load_gpus(seconds: float) -> threading.Event:
             buf.copy_(host, non_blocking=True)  # keep the PCIe link busy too
             torch.cuda.synchronize(dev)
 
-    for i in range(torch.cuda.device_count()):
-        threading.Thread(target=work, args=(i,), daemon=True).start()
-    return started
+    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(torch.cuda.device_count())]
+    for t in threads:
+        t.start()
+    return started, threads
 
 
 def smi() -> dict:
@@ -145,9 +147,11 @@ def main() -> None:
     if "--smi" in sys.argv:
         print(json.dumps(smi(), indent=1))
         return
+    threads: list = []
     if "--load" in sys.argv:
         seconds = float(sys.argv[sys.argv.index("--load") + 1])
-        load_gpus(seconds).wait(60)
+        started, threads = load_gpus(seconds)
+        started.wait(60)
         time.sleep(min(3.0, seconds / 2))  # let utilisation's sample period see the load
     try:
         import pynvml as nv
@@ -167,6 +171,8 @@ def main() -> None:
     out["ncclcheck"] = {"nvlink": facts_links.read_nvlink(), "pcie": facts_links.read_pcie_gpus(),
                         "gpu_health": gpuhealth.collect()}
     print(json.dumps(out, indent=1, default=str))
+    for t in threads:
+        t.join(seconds + 60)
 
 
 if __name__ == "__main__":

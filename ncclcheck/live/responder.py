@@ -33,6 +33,7 @@ import traceback
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from ..postmortem import callseries
 from ..postmortem.group_ranks import compact
 from ..postmortem.stacks import to_record
 from ..rendezvous.budget import FIXED, Budget
@@ -48,6 +49,7 @@ log = logging.getLogger(__name__)
 
 MAX_THREADS = 128  # stacks sent per reply
 MAX_FRAMES = 48  # innermost frames per thread
+SERIES_SHARE = 2  # a trimmed reply's call series takes at most 1/SERIES_SHARE of its room
 CAPPED = 4  # sizes of one kind's reply kept built (watch asks every rank of one look for the same size)
 BUILT_DIGITS = 16  # what "built_s" may add to a reply's fresh part once its age is written in
 
@@ -173,7 +175,8 @@ def _with_entries(reply: dict, fr: dict, entries: list, limit: int, items: int) 
 
 def _cap(reply: dict, limit: int, items: int = 1 << 62) -> bytes:
     """The reply's JSON within what the asker takes (`limit` bytes, `items` JSON values): the oldest flight-recorder
-    entries dropped first, the newest entry of every process group kept to the last (what the analysis reads), then
+    entries dropped first, the newest entry of every process group kept to the last (what the analysis reads), the
+    call times of the newest collectives kept as a series beside them (postmortem/callseries.py), then
     the stacks' outer frames and threads; what was dropped is said in the reply."""
     reply = dict(reply)  # the answer may be cached: trim copies, never it
     fr = reply.get("flight")
@@ -186,6 +189,8 @@ def _cap(reply: dict, limit: int, items: int = 1 << 62) -> bytes:
         if len(entries) * (len(one) + 1) < limit // 2 and len(entries) * wire.count_items(one) < items // 2:
             text = _dumps(reply)
         if text is None or not _fits(text, limit, items):
+            # what does not fit whole is still a call time: half the room keeps the series (a slow job's window)
+            reply["calls"] = callseries.fitting(entries, limit // SERIES_SHARE, items // SERIES_SHARE)
             text = _with_entries(reply, fr, entries, limit, items)
     else:
         text = _dumps(reply)

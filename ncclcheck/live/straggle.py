@@ -31,6 +31,10 @@ from .fetch import fan_out
 
 CLOCK_TRIES = 4  # exchanges per host: the shortest round trip is kept
 CLOCK_REPLY_BYTES = 4096  # a clock reply is a few dozen bytes
+CLOCK_AT_ONCE = 16  # hosts whose clocks are asked at once: an exchange's error is half its round trip, and the round
+# trip grows with the exchanges in flight (this process's threads, the answering processes' queues): 64 at once over
+# 512 simulated hosts (scripts/bench_live.py) measured errors of up to 13 ms, which cut a 100 ms late rank's cost
+# below the rule's floor in one run of two
 MAX_HISTORY = 64  # looks kept in --follow's history
 MAX_HISTORY_RANKS = 256  # ranks whose history is kept (the slowest relative to the best, when more)
 THREADS = 16
@@ -73,7 +77,8 @@ def measure_clocks(records: dict, answered: list, asker: Any, budget: Budget) ->
                 best = (t - (sent + got) // 2, rtt)
         return None if best is None else {"offset_ns": best[0], "err_ns": best[1] // 2 + 1, "rank": rank}
 
-    with ThreadPoolExecutor(max_workers=fan_out(len(first)), thread_name_prefix="ncclcheck-watch") as ex:
+    with ThreadPoolExecutor(max_workers=min(CLOCK_AT_ONCE, fan_out(len(first))),
+                            thread_name_prefix="ncclcheck-watch") as ex:
         futs = {h: ex.submit(one, r) for h, r in first.items()}
         wait_futures(list(futs.values()), timeout=budget.remaining(end) + budget.thread_join_s)
         got = {h: f.result() for h, f in futs.items() if f.done() and f.exception() is None}
@@ -310,7 +315,8 @@ def judge(inp: Any, records: dict, clocks: dict, asker: Any, budget: Budget, nod
     the measured clocks and, when something is suspect, the probe (--follow: probed again only when the suspects
     change). Every cause found is kept: a late rank and a slow link are two findings, each said with its kind."""
     hosts = {r: (inp.hosts.get(r) or {}).get("host") or records.get(r, {}).get("host") for r in inp.dumps}
-    section = slow.analyse(inp.dumps, hosts, rank_clocks(clocks, records), inp.phases)
+    section = slow.analyse(inp.dumps, hosts, rank_clocks(clocks, records), inp.phases,
+                           unjudged=set(records) | set(inp.unanswered))
     also: list = []
     job = section.get("job") or {}
     if section["named"] or job.get("slower"):

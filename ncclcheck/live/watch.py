@@ -74,6 +74,8 @@ def live_doc(a: Answer, rec: dict, clock: Optional[dict] = None, phase: Optional
     if not isinstance(fr, dict):
         return None
     me = {k: a.doc.get(k) for k in ("rank", "host", "local_rank", "pid", "time", "progress", "stacks")}
+    if a.doc.get("calls"):  # the call times of entries that did not fit whole (postmortem/callseries.py)
+        me["calls"] = a.doc["calls"]
     me["addr"] = f"{rec['addr']}:{rec['port']}"
     if clock:
         me["clock"] = {"offset_ns": clock["offset_ns"], "err_ns": clock["err_ns"]}

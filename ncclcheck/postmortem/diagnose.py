@@ -44,7 +44,7 @@ def diagnose(paths: list[str], preflight_path: Optional[str] = None, version: st
         checks.append(ras_check_from_text(text, path))
     # who slowed the job, from the same call times watch reads live (and the clocks and phases watch --dump kept)
     analysis["slow"] = analyse_slow(inp.dumps, {r["rank"]: r["host"] for r in analysis["ranks"] if r.get("host")},
-                                    inp.clocks, inp.phases)
+                                    inp.clocks, inp.phases, unjudged=[r["rank"] for r in analysis["ranks"]])
     checks.append(slow_check("postmortem.slow", analysis["slow"]))
     nodes = []
     hosts = {r["host"] for r in analysis["ranks"] if r.get("host")}

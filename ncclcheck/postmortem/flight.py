@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from . import callseries
 from .bound import clip
 from .fields import MAX_ID
 from .fields import dtypes as _dtypes
@@ -71,6 +72,9 @@ class GroupTrace:
     multi: dict = field(default_factory=dict)
     p2p: list = field(default_factory=list)  # point-to-point entries (send, recv, a batch's ops), in record order
     first_seq_partial: bool = False  # the ring buffer wrapped: this rank's lowest seq may have lost its first ops
+    # seq -> (time_created_ns, callseries.sig) of collectives a live reply sent as a call series, beside the entries
+    # it kept whole (postmortem/callseries.py): call times only, read by postmortem/slow.py, never by the hang analysis
+    calls: dict = field(default_factory=dict)
 
     @property
     def enqueued(self) -> int:
@@ -256,6 +260,11 @@ def normalise(doc: dict, rank: int, source: str, form: str) -> RankDump:
             target.ranks = ranks
     if entries and not groups and not unusable:
         _unusable(unusable, "no entry names a process group")
+    me = doc.get(LIVE_KEY)
+    if isinstance(me, dict) and me.get("rank") == rank and "calls" in me:
+        for key, calls in callseries.decode(me["calls"]).items():
+            if key in groups:  # the newest entry of every group is kept whole: its group is known
+                groups[key].calls = calls
     return RankDump(rank, source, form, _str(doc.get("version"), 20), backend, groups, last, len(entries),
                     timing and backend == "nccl", unusable, live_call(doc, rank))
 

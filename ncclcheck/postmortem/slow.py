@@ -31,12 +31,13 @@ one whose cost falls where the ranks work before calling is "compute". The job a
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable
 from typing import Optional
 
 from ..checks import slowness
-from ..model import CheckResult, failed, passed, skipped
+from ..model import CheckResult, failed, passed, skipped, warned
 from ..render import slow as words
-from . import flight, phase
+from . import callseries, flight, phase
 from .bound import MAX_REPORT_ROWS
 
 MAX_CELLS = 1 << 18  # ranks x collectives per group: the newest collectives kept (1,024 ranks: 256 of them)
@@ -66,14 +67,29 @@ def _pct(xs: list, q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))] if s else 0.0
 
 
+def _times(g: flight.GroupTrace) -> dict:
+    """{seq: time_created_ns} of a rank's collectives in a group: its whole entries' and, where a live reply sent
+    only their call times, its call series' (postmortem/callseries.py)."""
+    out = {q: c[0] for q, c in g.calls.items()}
+    for q, e in g.colls.items():
+        t = e.get("time_created_ns")
+        if type(t) is int and t > 0:
+            out[q] = t
+    return out
+
+
+def _sig(g: flight.GroupTrace, q: int) -> tuple:
+    return callseries.sig(g.colls[q]) if q in g.colls else g.calls[q][1]
+
+
 def _window(dumps: dict, name: str, ranks: list) -> tuple[list, list]:
     """(seqs, {rank: [time_created_ns per seq]}): the newest contiguous collectives every rank recorded with a call
     time, at most MAX_WINDOW and MAX_CELLS / ranks of them."""
     common = None
+    times = {}
     for r in ranks:
-        colls = dumps[r].groups[name].colls
-        mine = {q for q, e in colls.items() if type(e.get("time_created_ns")) is int and e["time_created_ns"] > 0}
-        common = mine if common is None else common & mine
+        times[r] = mine = _times(dumps[r].groups[name])
+        common = set(mine) if common is None else common & mine.keys()
         if not common:
             return [], {}
     seqs = sorted(common)
@@ -84,7 +100,7 @@ def _window(dumps: dict, name: str, ranks: list) -> tuple[list, list]:
             break
         run.append(q)
     run.reverse()
-    return run, {r: [dumps[r].groups[name].colls[q]["time_created_ns"] for q in run] for r in ranks}
+    return run, {r: [times[r][q] for q in run] for r in ranks}
 
 
 def _densest(values: list, width: float) -> float:
@@ -328,17 +344,20 @@ def _explained(found: list) -> list:
     return sorted(keep, key=lambda f: -f["share"])
 
 
-def analyse(dumps: dict, hosts: dict, clocks: Optional[dict] = None, phases: Optional[dict] = None) -> dict:
+def analyse(dumps: dict, hosts: dict, clocks: Optional[dict] = None, phases: Optional[dict] = None,
+            unjudged: Iterable = ()) -> dict:
     """The report's `slow` section from {rank: flight.RankDump}, {rank: host name}, the measured clock offsets
     {rank: {"offset_ns", "err_ns"}} (watch; None: not measured) and watch's phase samples {rank: {pg: rows}}
-    (postmortem/phase.py; None: not sampled)."""
+    (postmortem/phase.py; None: not sampled). unjudged: the job's ranks whose flight recorder could not be read (no
+    answer, no dump): a verdict on the others never speaks for them."""
     clocks, phases = clocks or {}, phases or {}
     names = sorted({n for d in dumps.values() for n in d.groups}, key=lambda n: (n != flight.DEFAULT_PG, n))
     groups, found = [], []
     host_of = {r: (hosts.get(r) or f"rank {r}'s host") for r in dumps}
     clock_used: dict = {}
     for name in names:
-        ranks = sorted(r for r, d in dumps.items() if name in d.groups and d.groups[name].colls)
+        ranks = sorted(r for r, d in dumps.items()
+                       if name in d.groups and (d.groups[name].colls or d.groups[name].calls))
         if len(ranks) < 2:
             continue
         seqs, arr = _window(dumps, name, ranks)
@@ -347,13 +366,13 @@ def analyse(dumps: dict, hosts: dict, clocks: Optional[dict] = None, phases: Opt
                            "why": f"{len(seqs)} collectives every rank recorded: the rule needs {MIN_WINDOW}"})
             continue
         ref = dumps[ranks[0]].groups[name]
-        ops = {flight._op(ref.colls[q].get("profiling_name"))[1] for q in seqs}
+        sigs = [_sig(ref, q) for q in seqs]
+        ops = {flight._op(k[0])[1] for k in sigs}
         backends = {dumps[r].backend for r in ranks}
         off, err, used = _clocks(arr, host_of, clocks, ops, backends.pop() if len(backends) == 1 else None)
         clock_used = clock_used or used
-        sigs = [(ref.colls[q].get("profiling_name"), str(ref.colls[q].get("input_sizes"))[:200]) for q in seqs]
         timed = [[dumps[r].groups[name].colls[q] for r in ranks] for q in seqs] \
-            if all(dumps[r].timing for r in ranks) else None
+            if all(dumps[r].timing and all(q in dumps[r].groups[name].colls for q in seqs) for r in ranks) else None
         g = _group(name, ref.desc, arr, seqs, sigs, host_of, off, err, _work(phases, name, ranks), timed)
         found.extend(g.pop("found"))
         groups.append(g)
@@ -375,7 +394,13 @@ def analyse(dumps: dict, hosts: dict, clocks: Optional[dict] = None, phases: Opt
             "min_steps": slowness.MIN_SAMPLES, "clock": clock_used, "groups": groups, "named": named,
             "last_slow": dict(sorted(last_slow.items(), key=lambda kv: -kv[1])[:MAX_REPORT_ROWS]),
             "job": main["job"] if main else None, "pg": main["pg"] if main else None,
-            "ranks": ranks[:MAX_REPORT_ROWS]}
+            "ranks": ranks[:MAX_REPORT_ROWS], "unjudged": _unjudged(unjudged, dumps)}
+
+
+def _unjudged(ranks: Iterable, dumps: dict) -> dict:
+    """{"count", "ranks" (the first MAX_REPORT_ROWS)} of the ranks not judged for want of their flight recorder."""
+    out = sorted({r for r in ranks if r not in dumps})
+    return {"count": len(out), "ranks": out[:MAX_REPORT_ROWS]}
 
 
 FIX_COMPUTE = ("find what {who} does before each collective that the others do not: CPU contention or a CPU quota "
@@ -416,12 +441,20 @@ def check(check_id: str, section: Optional[dict], also: tuple = (), node_of: Opt
         texts = [words.link_finding(f) if f.get("unit") == "link" else words.finding(f) for f in found]
         hosts = sorted({h for f in found for h in ([f["host"]] if f.get("host") else f.get("hosts", []))})
         ev.update(named=found, **({"nodes": sorted(node_of[h] for h in hosts if h in node_of)} if node_of else {}))
+        if (section.get("unjudged") or {}).get("count"):
+            ev["unjudged"] = section["unjudged"]
         return failed(check_id, texts[0], detail="\n".join([*texts, detail]), findings=tuple(texts),
                       fix=fix_for(found), evidence=ev)
     g = next(g for g in section["groups"] if g.get("steps"))
     job = words.job(section.get("job"))
-    return passed(check_id, f"no rank or host calls collectives late consistently ({g['steps']} steps of "
-                  f"{words.group(g)} judged{'; ' + job if job else ''})", detail=detail, evidence=ev)
+    said = (f"no rank or host calls collectives late consistently ({g['steps']} steps of {words.group(g)} "
+            f"judged{'; ' + job if job else ''})")
+    unjudged = section.get("unjudged") or {}
+    if unjudged.get("count"):  # unmeasured is never healthy: the ranks not read may be the slow ones
+        ev["unjudged"] = unjudged
+        return warned(check_id, f"{said}, among the {g['ranks']:,} ranks read; {words.unjudged(unjudged)}",
+                      detail=detail, evidence=ev)
+    return passed(check_id, said, detail=detail, evidence=ev)
 
 
 def clock_of(doc: dict, rank: int) -> Optional[dict]:

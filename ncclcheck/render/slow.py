@@ -170,3 +170,12 @@ def _rate(bps) -> str:
     if not isinstance(bps, (int, float)) or bps <= 0:
         return "?"
     return f"{bps / 1e6:.1f} MB/s" if bps < 1e9 else f"{bps / 1e9:.2f} GB/s"
+
+
+def unjudged(u: dict) -> str:
+    """The ranks a slow verdict could not speak for (no flight recorder read): "N rank(s) not judged: ranks a, b and
+    M more (no flight recorder read: no answer in time, or no dump)"."""
+    shown = u.get("ranks") or []
+    n = u.get("count") or len(shown)
+    listed = ", ".join(str(r) for r in shown[:6]) + (f" and {n - len(shown[:6]):,} more" if n > len(shown[:6]) else "")
+    return f"{n:,} rank(s) not judged: {listed} (no flight recorder read: no answer in time, or no dump)"

@@ -192,3 +192,16 @@ def test_phase_samples_read_from_a_dump_are_validated_and_bounded():
     assert phase.of_doc({"ncclcheck_live": {"rank": 4, "phase": {"0": rows[:2]}}}, 3, "ncclcheck_live") is None
     # a collective called the sample after the one before it ended: the work between is the time between them
     assert phase.outside_from_samples([[0, 10, 4, 3], [10, 20, 4, 4], [40, 50, 5, 4]]) == {5: 30.0}
+
+
+def test_a_healthy_verdict_never_speaks_for_ranks_whose_recorder_was_not_read():
+    """At 4,096 simulated ranks a look that ran out of time read 2,522: the slow rank among the others, the verdict
+    on those read passed. Unmeasured is never healthy: it warns, naming how many were not judged."""
+    job = Job(world=8, per_host=2, steps=30)
+    dumps = {r: flight.normalise(d, r, f"rank{r}.json", "json") for r, d in docs(job).items() if r < 6}
+    out = slow.analyse(dumps, {r: job.host(r) for r in dumps}, unjudged=range(8))
+    assert out["unjudged"] == {"count": 2, "ranks": [6, 7]}
+    c = slow.check("live.slow", out)
+    assert c.status.value == "warn" and "2 rank(s) not judged: 6, 7" in c.summary and "among the 6 ranks" in c.summary
+    out = slow.analyse(dumps, {r: job.host(r) for r in dumps}, unjudged=range(6))
+    assert slow.check("live.slow", out).status.value == "pass"

@@ -43,7 +43,7 @@ from ..postmortem.stacks import AT as STACKS_AT
 from ..postmortem.stacks import HEADER as STACKS_HEADER  # the reader's constants: one format
 from ..postmortem.stacks import LAUNCHER as STACKS_LAUNCHER
 from ..postmortem.stacks import NAME as STACKS_NAME
-from ..postmortem.stacks import RAISED, TOLD_TO_STOP, is_library
+from ..postmortem.stacks import RAISED, TOLD_TO_STOP, is_library, job_frame
 from ..postmortem.stacks import parse as parse_stacks
 
 TRACEBACK_CHARS = 64 << 10  # the end of the exception's traceback kept above the stacks (its innermost frames)
@@ -281,34 +281,37 @@ class _Evidence:
             # thread; the stacks then showed the excepthook, not the user's loop)
             threads = threads_now()
             fr = self._flight_recorder(rank, notes)
-            if at is None:  # after the snapshot: an end the script was in when the threads were read is known now
-                at, at_label = self._ending(notes) or (at, at_label)
             text = stacks_text(rank, reason, notes, at, detail, threads, at_label, self.launcher)
+            # the snapshot's main thread holds no frame of the job's (past the script's end: an excepthook reading
+            # sources through linecache, atexit): where the script ended, known by now, says where it was
+            if at is None and job_frame(text.decode("utf-8", errors="replace")) is None:
+                ending = self._ending(notes)
+                if ending is not None:
+                    text = stacks_text(rank, reason, notes, ending[0], detail, threads, ending[1], self.launcher)
             stacks = _atomic(os.path.join(self.directory, f"{STACKS_NAME}{rank}.txt"), text)
             if not reason.startswith(ASKED):  # an end: said to watch too, where the rank registered for it
                 _tell_watch(text, stacks or "")
             return {"flight_recorder": fr, "stacks": stacks, "notes": notes}
 
     def _ending(self, notes: list) -> Optional[tuple]:
-        """(the script's own frame, its label) when the script had already ended as a stop or an ask is written: an
+        """(the script's own frame, its label) when the script had ended as a stop or an ask is written: an
         exception reached the top (the excepthook, ours or the default one, may be reading source files through
-        linecache for seconds) or it called sys.exit for a failing code (atexit handlers running). Its frames are
-        gone from the main thread's stack then, and the innermost frame left is a library's; the end is said in
-        `notes`. None while the script still runs."""
-        # Python sets sys.last_value before it calls sys.excepthook, with no Python code in between: this holds
-        # from the moment the script's last frame is gone (the excepthook's own first line would be later)
+        linecache for seconds) or it called sys.exit for a failing code (atexit handlers running); the end is said
+        in `notes`. None while the script still runs."""
+        # Python sets sys.last_value before it calls sys.excepthook, with no Python code in between: read after the
+        # snapshot, this knows an end the snapshot's main thread was already in
         exc = getattr(sys, "last_value", None)
         if isinstance(exc, BaseException) and exc is not self.raised_before:
             try:
                 said = f"{type(exc).__name__}: {exc}"
             except Exception:  # noqa: BLE001 - an exception whose __str__ fails still has its type and frame
                 said = type(exc).__name__
-            notes.append(f"the script had {RAISED}{said}, and its frames were gone, when this was written")
+            notes.append(f"the script had {RAISED}{said}: its frames were gone from the main thread's stack")
             return raised_at(getattr(sys, "last_traceback", None) or exc.__traceback__), STACKS_AT[0]
         # a SystemExit the script caught is no end: past the script, Python has marked its main thread stopped
         if self.exit_code not in (None, 0) and self.exit_at and not threading.main_thread().is_alive():
-            notes.append(f"the script had called sys.exit({self.exit_code!r}), and its frames were gone, when this "
-                         f"was written")
+            notes.append(f"the script had called sys.exit({self.exit_code!r}): its frames were gone from the main "
+                         f"thread's stack")
             return self.exit_at, STACKS_AT[1]
         return None
 

@@ -485,7 +485,7 @@ def test_a_stop_written_while_the_rank_was_already_raising_still_names_the_users
         "reason: told to stop (SIGTERM)\n",
         "reason: told to stop (SIGTERM)\nraised at: /work/wt/h1-causes/tests/fixtures/armed_job.py:92 in <module>\n"
         "note: the script had raised RuntimeError: DataLoader worker (pid(s) 25130) is killed by signal: "
-        "Terminated., and its frames were gone, when this was written\n", 1)
+        "Terminated.: its frames were gone from the main thread's stack\n", 1)
     path.write_text(_main_thread_replaced(text, _IN_EXCEPTHOOK))
     rep, first, _ = verdict(str(tmp_path))
     assert rep.exit_code == 1 and first.evidence["kind"] == "never_entered" and first.evidence["ranks"] == [2]

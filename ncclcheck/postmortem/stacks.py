@@ -71,6 +71,25 @@ def parse(text: str, path: str) -> Optional[dict]:
     said = next((ln[len(LAUNCHER):].strip() for ln in lines[1:6] if ln.startswith(LAUNCHER)), "")
     stamp = _STAMP.search(lines[0])
     collective, chain = _traceback(lines) if reason.startswith(RAISED) else (False, [])
+    where = where_text(*_main_frames(lines))
+    where = raised_at or where  # an exception's own frame says more than the hook that was running
+    return {"rank": int(m.group(1)), "pid": int(m.group(2)), "reason": clip(reason, 300),
+            "where": clip(where, 400) if where else None, "path": path,
+            "time": stamp.group(1) if stamp else None,
+            "launcher": said if _LAUNCHER_NAME.match(said) else None,
+            "from_collective": collective, "chain": chain}
+
+
+
+def job_frame(text: str) -> Optional[str]:
+    """The main thread's innermost frame of the job's own code in a stacks text, None when it holds none (the script
+    was past its last line: an excepthook, atexit, or no Python frame at all)."""
+    return _main_frames([ln[:MAX_LINE_CHARS] for ln in text.splitlines()[:MAX_LINES]])[0]
+
+
+def _main_frames(lines: list) -> tuple:
+    """(the job's own innermost frame, the innermost frame) of the main thread (the first thread that has a frame
+    when the header names none), the dump's own frames left out."""
     main = None
     for ln in lines[1:8]:
         if ln.startswith("threads: "):
@@ -94,14 +113,7 @@ def parse(text: str, path: str) -> Optional[dict]:
         inner, inner_thread = inner or frame, current
         if not is_library(f.group(1)):
             own = frame
-    where = where_text(own, inner)
-    where = raised_at or where  # an exception's own frame says more than the hook that was running
-    return {"rank": int(m.group(1)), "pid": int(m.group(2)), "reason": clip(reason, 300),
-            "where": clip(where, 400) if where else None, "path": path,
-            "time": stamp.group(1) if stamp else None,
-            "launcher": said if _LAUNCHER_NAME.match(said) else None,
-            "from_collective": collective, "chain": chain}
-
+    return own, inner
 
 
 def _traceback(lines: list) -> tuple:

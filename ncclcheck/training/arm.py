@@ -43,7 +43,7 @@ from ..postmortem.stacks import AT as STACKS_AT
 from ..postmortem.stacks import HEADER as STACKS_HEADER  # the reader's constants: one format
 from ..postmortem.stacks import LAUNCHER as STACKS_LAUNCHER
 from ..postmortem.stacks import NAME as STACKS_NAME
-from ..postmortem.stacks import RAISED, TOLD_TO_STOP, is_library
+from ..postmortem.stacks import RAISED, TOLD_TO_STOP, is_library, job_frame
 from ..postmortem.stacks import parse as parse_stacks
 
 TRACEBACK_CHARS = 64 << 10  # the end of the exception's traceback kept above the stacks (its innermost frames)
@@ -154,6 +154,8 @@ class _Evidence:
         self.exit_code: Any = None  # what sys.exit was asked for
         self.exit_at: Optional[str] = None  # ... and the script's own frame that asked for it
         self.dumped_on: Optional[str] = None
+        # an uncaught exception Python already printed before arm() (an interactive session's): not this run's end
+        self.raised_before = getattr(sys, "last_value", None)
 
     # ---- installing
     def install(self, dump_signal: Optional[int], notes: list) -> tuple:
@@ -197,8 +199,7 @@ class _Evidence:
         if self._mine() and not issubclass(etype, SystemExit):
             import traceback
 
-            frames = traceback.extract_tb(tb) if tb is not None else []
-            at = own_frame([(f.filename, f.lineno, f.name) for f in frames])
+            at = raised_at(tb)
             text = "".join(traceback.format_exception(etype, value, tb))
             self.bounded_write(f"{RAISED}{etype.__name__}: {value}", at, text[-TRACEBACK_CHARS:])
         self.prev_excepthook(etype, value, tb)
@@ -281,10 +282,38 @@ class _Evidence:
             threads = threads_now()
             fr = self._flight_recorder(rank, notes)
             text = stacks_text(rank, reason, notes, at, detail, threads, at_label, self.launcher)
+            # the snapshot's main thread holds no frame of the job's (past the script's end: an excepthook reading
+            # sources through linecache, atexit): where the script ended, known by now, says where it was
+            if at is None and job_frame(text.decode("utf-8", errors="replace")) is None:
+                ending = self._ending(notes)
+                if ending is not None:
+                    text = stacks_text(rank, reason, notes, ending[0], detail, threads, ending[1], self.launcher)
             stacks = _atomic(os.path.join(self.directory, f"{STACKS_NAME}{rank}.txt"), text)
             if not reason.startswith(ASKED):  # an end: said to watch too, where the rank registered for it
                 _tell_watch(text, stacks or "")
             return {"flight_recorder": fr, "stacks": stacks, "notes": notes}
+
+    def _ending(self, notes: list) -> Optional[tuple]:
+        """(the script's own frame, its label) when the script had ended as a stop or an ask is written: an
+        exception reached the top (the excepthook, ours or the default one, may be reading source files through
+        linecache for seconds) or it called sys.exit for a failing code (atexit handlers running); the end is said
+        in `notes`. None while the script still runs."""
+        # Python sets sys.last_value before it calls sys.excepthook, with no Python code in between: read after the
+        # snapshot, this knows an end the snapshot's main thread was already in
+        exc = getattr(sys, "last_value", None)
+        if isinstance(exc, BaseException) and exc is not self.raised_before:
+            try:
+                said = f"{type(exc).__name__}: {exc}"
+            except Exception:  # noqa: BLE001 - an exception whose __str__ fails still has its type and frame
+                said = type(exc).__name__
+            notes.append(f"the script had {RAISED}{said}: its frames were gone from the main thread's stack")
+            return raised_at(getattr(sys, "last_traceback", None) or exc.__traceback__), STACKS_AT[0]
+        # a SystemExit the script caught is no end: past the script, Python has marked its main thread stopped
+        if self.exit_code not in (None, 0) and self.exit_at and not threading.main_thread().is_alive():
+            notes.append(f"the script had called sys.exit({self.exit_code!r}): its frames were gone from the main "
+                         f"thread's stack")
+            return self.exit_at, STACKS_AT[1]
+        return None
 
     def _flight_recorder(self, rank: int, notes: list) -> Optional[str]:
         text = flight_recorder_json(notes)
@@ -409,6 +438,13 @@ def own_frame(frames: list) -> Optional[str]:
     own = [f for f in frames if not (torch_dir and f[0].startswith(torch_dir + os.sep)) and not is_library(f[0])]
     own = own or frames
     return f"{own[-1][0]}:{own[-1][1]} in {own[-1][2]}" if own else None
+
+
+def raised_at(tb: Any) -> Optional[str]:
+    """own_frame() of a traceback, read off its frames (no source line is read: linecache may take seconds)."""
+    import traceback
+
+    return own_frame([(f.f_code.co_filename, line, f.f_code.co_name) for f, line in traceback.walk_tb(tb)])
 
 
 def current_rank(env: MutableMapping[str, str]) -> int:

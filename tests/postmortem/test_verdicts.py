@@ -449,6 +449,62 @@ def test_a_hung_dataloader_names_the_users_line_not_selectors():
     assert "armed_job.py:92 in <module> (inside selectors.py:415 in select)" in first.summary, first.summary
 
 
+# the main thread of a rank told to stop while Python's excepthook read source files (the DataLoader's worker, stopped
+# by the same killpg, made the rank raise a moment before): library frames only, the job's own gone from the stack
+_IN_EXCEPTHOOK = """Thread 0x00007f847142fb80 (most recent call first):
+  File "/root/.pyenv/versions/3.11.7/lib/python3.11/threading.py", line 331 in wait
+  File "/root/.pyenv/versions/3.11.7/lib/python3.11/threading.py", line 629 in wait
+  File "/work/wt/h1-causes/ncclcheck/training/arm.py", line 227 in _on_signal
+  File "/root/.pyenv/versions/3.11.7/lib/python3.11/linecache.py", line 136 in updatecache
+  File "/root/.pyenv/versions/3.11.7/lib/python3.11/linecache.py", line 46 in getlines
+  File "/root/.pyenv/versions/3.11.7/lib/python3.11/linecache.py", line 30 in getline
+  File "/root/.pyenv/versions/3.11.7/lib/python3.11/traceback.py", line 318 in line
+  File "/root/.pyenv/versions/3.11.7/lib/python3.11/traceback.py", line 74 in extract_tb
+  File "/work/wt/h1-causes/ncclcheck/training/arm.py", line 200 in _excepthook
+"""
+
+
+def _main_thread_replaced(text: str, section: str) -> str:
+    """The stacks file with its main thread's section (the last one of the fixture) replaced."""
+    head, _, _ = text.rpartition("Thread 0x00007f847142fb80 (most recent call first):")
+    return head + section
+
+
+def test_a_stop_written_while_the_rank_was_already_raising_still_names_the_users_line(tmp_path):
+    """diag-torchrun-loader, 1 run in the whole corpus: rank 2's stacks were read while its excepthook formatted the
+    DataLoader's error through linecache, so its innermost frame was `linecache.py:136 in updatecache` and no frame
+    of the job's was left. The writer now says where the script raised ("raised at:", from the exception's own
+    traceback) and the verdict names that line, the same never_entered of the same rank; the library frame alone is
+    never the answer while the job's own frame is known."""
+    fix = os.path.join(FIX, "loader_hang")
+    for name in os.listdir(fix):
+        if name != "HOW.md":
+            shutil.copy(os.path.join(fix, name), tmp_path / name)
+    path = tmp_path / "stacks_rank_2.txt"
+    text = path.read_text().replace(
+        "reason: told to stop (SIGTERM)\n",
+        "reason: told to stop (SIGTERM)\nraised at: /work/wt/h1-causes/tests/fixtures/armed_job.py:92 in <module>\n"
+        "note: the script had raised RuntimeError: DataLoader worker (pid(s) 25130) is killed by signal: "
+        "Terminated.: its frames were gone from the main thread's stack\n", 1)
+    path.write_text(_main_thread_replaced(text, _IN_EXCEPTHOOK))
+    rep, first, _ = verdict(str(tmp_path))
+    assert rep.exit_code == 1 and first.evidence["kind"] == "never_entered" and first.evidence["ranks"] == [2]
+    assert "armed_job.py:92 in <module>" in first.summary and "linecache" not in first.summary, first.summary
+
+
+def test_library_frames_inside_the_users_frame_name_the_users_frame():
+    """A stop that finds the main thread in linecache (a warning's or a traceback's source line being read) while
+    the job's frame is further out: the job's frame, with the library frame it was inside."""
+    from ncclcheck.postmortem import stacks
+
+    text = open(os.path.join(FIX, "loader_hang", "stacks_rank_2.txt")).read()
+    inner = _IN_EXCEPTHOOK.rsplit("  File", 1)[0]  # the excepthook frame out; the job's own frame below instead
+    job_frame = '  File "/work/wt/h1-causes/tests/fixtures/armed_job.py", line 92 in <module>\n'
+    got = stacks.parse(_main_thread_replaced(text, inner + job_frame), "s")
+    assert got["where"] == "/work/wt/h1-causes/tests/fixtures/armed_job.py:92 in <module> " \
+                           "(inside linecache.py:136 in updatecache)"
+
+
 def test_the_users_frame_is_the_innermost_outside_libraries():
     from ncclcheck.postmortem import flight, stacks
 

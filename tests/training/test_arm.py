@@ -186,3 +186,101 @@ def test_a_flight_recorder_past_diagnoses_bound_keeps_its_newest_entries_and_say
     assert "cut to its newest" in got["ncclcheck_cut"] and notes == [got["ncclcheck_cut"]]
     monkeypatch.setattr(inputs, "MAX_JSON_BYTES", len(text))
     assert armmod.cut_flight_recorder(text, []) == text  # within the bound: as torch wrote it
+
+
+def _fifo_reader_open(fifo: str) -> bool:
+    """A process has the FIFO open for reading (opening its write end without blocking succeeds): it waits there."""
+    try:
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        return True
+    except OSError:
+        return False
+
+
+# the script's end blocks reading a FIFO: a raise from a frame whose source file is the FIFO (Python's traceback
+# formatting, the excepthook's and the default hook's, reads it through linecache/tokenize, as it reads a job's sources
+# under load), or sys.exit(3) with an atexit handler of a library's reading it
+ENDINGS = {
+    "raise": """
+        fifo = os.environ['PM'] + '.fifo'
+        os.mkfifo(fifo)
+        job = "x = 1\\nraise RuntimeError('DataLoader worker (pid(s) 9) is killed by signal: Terminated.')\\n"
+        exec(compile(job, fifo, "exec"))
+    """,
+    "exit": """
+        import atexit, pathlib
+        fifo = os.environ['PM'] + '.fifo'
+        os.mkfifo(fifo)
+        atexit.register(pathlib.Path(fifo).read_text)  # a library's, after arm(): runs before arm's own atexit
+        sys.exit(3)
+    """}
+SAID = {"raise": ("{fifo}:2 in <module>", "note: the script had raised RuntimeError: DataLoader worker"),
+        "exit": ("{script}:9 in <module>", "note: the script had called sys.exit(3)")}
+
+
+@pytest.mark.parametrize("ending", sorted(ENDINGS))
+def test_sigterm_while_the_script_is_ending_says_where_it_ended(tmp_path, ending):
+    """A SIGTERM dump taken while the main thread is past the script (its excepthook formatting the traceback through
+    linecache, or its atexit handlers: the script's frames are gone from the stack) says the script's own frame that
+    raised or called sys.exit, not a library's innermost frame (diag-torchrun-loader once said
+    `linecache.py:136 in updatecache`)."""
+    pm = tmp_path / "pm"
+    script = _script(tmp_path, ENDINGS[ending])
+    p = subprocess.Popen([sys.executable, script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=_env(PM=str(pm)), cwd=REPO)
+    fifo = f"{pm}.fifo"
+    try:
+        end = time.monotonic() + 60
+        while not _fifo_reader_open(fifo) and p.poll() is None and time.monotonic() < end:
+            time.sleep(0.05)
+        assert p.poll() is None and _fifo_reader_open(fifo), p.communicate(timeout=10)
+        w = os.open(fifo, os.O_WRONLY)  # the reader's open returns; it now waits in its first read
+        try:
+            time.sleep(0.2)
+            p.send_signal(signal.SIGTERM)
+            _, err = p.communicate(timeout=30)
+        finally:
+            os.close(w)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate(timeout=10)
+    assert p.returncode == -signal.SIGTERM, err
+    text = (pm / "stacks_rank_3.txt").read_text()
+    assert "reason: told to stop (SIGTERM)" in text  # why it was written: the launcher's stop
+    where, note = SAID[ending]
+    assert stacks.parse(text, "s")["where"] == where.format(fifo=fifo, script=script), text  # the script's own frame
+    assert note in text
+
+
+def test_an_end_that_came_after_the_snapshot_leaves_the_stack_its_say(tmp_path, monkeypatch):
+    """The threads are read first, the end in flight after (the flight recorder's dump between): a snapshot whose
+    main thread still held the job's frame (the DataLoader wait a stop found) keeps it, with the library frame it was
+    inside, though the rank raised a moment later; one that held only library frames takes the line it raised at."""
+    import threading
+
+    try:
+        raise RuntimeError("DataLoader worker (pid(s) 9) is killed by signal: Terminated.")
+    except RuntimeError as e:
+        exc, line = e, e.__traceback__.tb_lineno
+    ev = armmod._Evidence(str(tmp_path), {"RANK": "3"})  # armed before it raised: an end of this run
+    monkeypatch.setattr(sys, "last_value", exc, raising=False)
+    monkeypatch.setattr(sys, "last_traceback", exc.__traceback__, raising=False)
+    main = threading.main_thread().ident
+    head = f"Thread 0x{main:016x} (most recent call first):\n"
+    select = '  File "/usr/lib/python3.11/selectors.py", line 415 in select\n'
+    running = head + select + '  File "/home/me/train.py", line 42 in main\n'
+    ended = head + '  File "/usr/lib/python3.11/linecache.py", line 136 in updatecache\n' \
+                   '  File "/usr/lib/python3.11/traceback.py", line 74 in extract_tb\n'
+    said = {running: "/home/me/train.py:42 in main (inside selectors.py:415 in select)",
+            ended: f"{__file__}:{line} in test_an_end_that_came_after_the_snapshot_leaves_the_stack_its_say"}
+    for body, where in said.items():
+        monkeypatch.setattr(armmod, "threads_now", lambda b=body: ({main: "MainThread"}, b.encode()))
+        got = ev.write("told to stop (SIGTERM)")
+        text = open(got["stacks"]).read()
+        assert stacks.parse(text, "s")["where"] == where, text
+        assert ("note: the script had raised RuntimeError" in text) == (body == ended)
+    # an exception Python printed before arm() (an interactive session's) is no end of this run: the stack as read
+    late = armmod._Evidence(str(tmp_path), {"RANK": "3"})
+    text = open(late.write("told to stop (SIGTERM)")["stacks"]).read()
+    assert stacks.parse(text, "s")["where"] == "/usr/lib/python3.11/linecache.py:136 in updatecache", text

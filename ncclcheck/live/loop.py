@@ -47,7 +47,7 @@ READ, WORK, SEND = "read", "work", "send"
 
 
 class Conn:
-    __slots__ = ("sock", "addr", "since", "deadline", "state", "inbuf", "need", "out", "challenge", "ctx")
+    __slots__ = ("sock", "addr", "since", "deadline", "state", "inbuf", "need", "out", "challenge", "ctx", "prepaid")
 
     def __init__(self, sock: socket.socket, addr: str, now: float, deadline: float, challenge: str) -> None:
         self.sock, self.addr, self.since, self.deadline = sock, addr, now, deadline
@@ -56,17 +56,20 @@ class Conn:
         self.need = 0  # the request frame's announced length, once its header came
         self.out: list = []  # memoryviews of the frame left to send
         self.challenge = challenge
+        self.prepaid = False  # what it sends was paid for by its owner (Outcome.prepaid): not the loop's share
         self.ctx: Any = None  # what the owner keeps for this connection's reply (its seal)
 
 
 class Outcome:
-    """What the owner made of a request: a refusal sent at once, or work for one of its Workers."""
+    """What the owner made of a request: a refusal sent at once, or work for one of its Workers. prepaid: the
+    owner charged sending the reply to its own Spend (a probe's blob: 1 MiB costs the whole of the loop's share of a
+    window, which then stopped accepting until the window ended: 0.5 s a download, a probe's turns made seconds)."""
 
-    __slots__ = ("refusal", "worker", "job")
+    __slots__ = ("refusal", "worker", "job", "prepaid")
 
     def __init__(self, refusal: Optional[str] = None, worker: Optional[str] = None,
-                 job: Optional[Callable[[], Any]] = None) -> None:
-        self.refusal, self.worker, self.job = refusal, worker, job
+                 job: Optional[Callable[[], Any]] = None, prepaid: bool = False) -> None:
+        self.refusal, self.worker, self.job, self.prepaid = refusal, worker, job, prepaid
 
 
 class Spend:
@@ -184,6 +187,7 @@ class Loop:
         self._window_end = 0.0
         self._window_cpu = 0.0
         self._sent = 0  # bytes sent in this turn of the loop
+        self._prepaid_cpu = 0.0  # ... and this turn's CPU of sends its owner paid for (Outcome.prepaid)
         self.evicted = 0
         self.throttled = 0  # windows in which the loop stopped reading the listening socket
 
@@ -225,8 +229,9 @@ class Loop:
                 self._expire(time.monotonic())
                 # what this turn cost this process's core: its own CPU, and the kernel's work for the bytes it sent
                 # (on loopback the receiving side's TCP runs on the sender's core, charged to whatever runs there)
-                self._account(time.thread_time() - t0 + self._sent / (1 << 20) * self.budget.live_send_cost_s)
-                self._sent = 0
+                self._account(time.thread_time() - t0 - self._prepaid_cpu
+                              + self._sent / (1 << 20) * self.budget.live_send_cost_s)
+                self._sent, self._prepaid_cpu = 0, 0.0
         finally:
             for c in list(self.conns.values()):
                 self._close(c)
@@ -370,7 +375,7 @@ class Loop:
             elif not self.workers[out.worker].submit(c, out.job):
                 self._refuse(c, f"busy: this address already has {WORK_PER_ADDRESS} requests waiting")
             else:
-                c.state = WORK
+                c.state, c.prepaid = WORK, out.prepaid
 
     def _refuse(self, c: Conn, why: str) -> None:
         self.owner.note(f"{c.addr}: {why}")
@@ -394,6 +399,7 @@ class Loop:
         self._send(c)
 
     def _send(self, c: Conn) -> None:
+        t0 = time.thread_time() if c.prepaid else 0.0
         try:
             n = c.sock.sendmsg(c.out[:8])
         except (BlockingIOError, InterruptedError):
@@ -401,7 +407,11 @@ class Loop:
         except OSError:
             self._close(c)
             return
-        self._sent += n
+        finally:
+            if c.prepaid:  # the kernel's copy runs on this thread: paid by the owner too
+                self._prepaid_cpu += time.thread_time() - t0
+        if not c.prepaid:
+            self._sent += n
         while n and c.out:
             k = min(n, len(c.out[0]))
             n -= k

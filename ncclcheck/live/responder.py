@@ -451,7 +451,7 @@ class Responder:
                     self.spend.charge(time.thread_time() - t0)
             self.served += 1
             return out
-        return Outcome(worker=wire.KINDS[kind], job=reply)
+        return Outcome(worker=wire.KINDS[kind], job=reply, prepaid=kind == "blob")
 
     def cached(self, kind: str, limit: int, items: int) -> tuple[bytes, memoryview]:
         """The reply to `kind` as the asker takes it. Its progress (and the time) is always fresh (built at most once
@@ -564,6 +564,8 @@ class Responder:
             self._blobs[key] = text
         if len(text) > limit:
             raise Refused(f"a blob of {len(text):,} bytes is over the {limit:,} the request takes")
+        # its send is paid here, from the Spend every guarded request draws on (the loop does not count it again)
+        self.spend.charge(len(text) / (1 << 20) * self.budget.live_send_cost_s)
         return text
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import statistics
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from typing import Any, NamedTuple, Optional
@@ -132,7 +133,8 @@ def plan(hosts: list, suspects: set) -> dict:
     return {h: t for h, t in out.items() if t}
 
 
-def probe(group_ranks: list, suspects: set, records: dict, asker: Any, budget: Budget) -> Optional[dict]:
+def probe(group_ranks: list, suspects: set, records: dict, asker: Any, budget: Budget,
+          stop: Optional[threading.Event] = None) -> Optional[dict]:
     """The transfer probe between the group's hosts, while the job runs: {"hosts": slow hosts, "pairs": [[from, to]]
     slow directions no slow host explains, "slow_bps", "ref_bps", "matrix_mbps" (each direction's median), "rounds",
     "n_hosts", "bytes", "moved", "took_s", "unconfirmed", "said"}; None with one host.
@@ -155,16 +157,18 @@ def probe(group_ranks: list, suspects: set, records: dict, asker: Any, budget: B
     t0 = budget.now()
     rounds: list = []
     moved = 0
-    while len(rounds) < PROBE_ROUNDS:
-        cells, got = _measure(by_host, suspects, records, asker, budget)
+    while len(rounds) < PROBE_ROUNDS and not (stop is not None and stop.is_set()):
+        cells, got = _measure(by_host, suspects, records, asker, budget, stop)
         rounds.append(cells)
         moved += got
-        verdict = _judge_rounds(rounds, sorted(by_host))
-        if not verdict["open"]:
+        if not _judge_rounds(rounds, sorted(by_host))["open"]:
             break
+    verdict = _judge_rounds(rounds, sorted(by_host))
     verdict.pop("open")
     out = {**verdict, "rounds": len(rounds), "n_hosts": len(by_host), "bytes": pace.RATE_BYTES, "moved": moved,
            "took_s": round(budget.since(t0), 3)}
+    if stop is not None and stop.is_set():
+        out["stopped"] = True  # cut short (the job turned out hung): never a verdict
     out["said"] = words.probe(out) if any(rounds) else None
     return out
 
@@ -286,12 +290,15 @@ def schedule(todo: dict) -> list:
     return turns
 
 
-def _measure(by_host: dict, suspects: set, records: dict, asker: Any, budget: Budget) -> tuple[dict, int]:
+def _measure(by_host: dict, suspects: set, records: dict, asker: Any, budget: Budget,
+             stop: Optional[threading.Event] = None) -> tuple[dict, int]:
     """One round: the planned downloads, turn by turn (schedule), every download of a turn at once -> ({(from host,
     to host): bytes/s}, the bytes moved)."""
     cells: dict = {}
     moved = 0
     for turn in schedule(plan(list(by_host), suspects & set(by_host))):
+        if stop is not None and stop.is_set():
+            break
         end = budget.deadline(budget.live_rate_wait_s(1))
         with ThreadPoolExecutor(max_workers=min(THREADS, len(turn)), thread_name_prefix="ncclcheck-watch") as ex:
             futs = {(p, t): ex.submit(pace.exchange, records[by_host[p]], {"kind": "rate", "ranks": [by_host[t]]},
@@ -309,25 +316,52 @@ def _measure(by_host: dict, suspects: set, records: dict, asker: Any, budget: Bu
     return cells, moved
 
 
+def _suspects(section: dict) -> Optional[set]:
+    """The hosts the probe looks at for this analysis (its named units'), None when nothing calls for a probe."""
+    job = section.get("job") or {}
+    if not (section["named"] or job.get("slower")):
+        return None
+    return {f["host"] for f in section["named"] if f.get("host")}
+
+
+def _group_ranks(inp: Any, section: dict) -> list:
+    return [r for r in inp.dumps if section.get("pg") in inp.dumps[r].groups]
+
+
+def early_probe(inp: Any, records: dict, clocks: dict, asker: Any, budget: Budget,
+                stop: Optional[threading.Event] = None) -> Optional[tuple]:
+    """(suspects, probe result) from the first look's recorders alone, started while watch's second look waits: at
+    4,096 ranks the probe took seconds after the analysis named a rank. judge() keeps it when its own analysis
+    suspects the same hosts; `stop` (set when the job turns out hung) ends it after the download in flight."""
+    hosts = {r: (inp.hosts.get(r) or {}).get("host") or records.get(r, {}).get("host") for r in inp.dumps}
+    section = slow.analyse(inp.dumps, hosts, rank_clocks(clocks, records))
+    suspects = _suspects(section)
+    if suspects is None:
+        return None
+    return suspects, probe(_group_ranks(inp, section), suspects, records, asker, budget, stop)
+
+
 def judge(inp: Any, records: dict, clocks: dict, asker: Any, budget: Budget, node_of: Optional[dict] = None,
-          follow: Optional[Follow] = None) -> tuple[dict, Any]:
+          follow: Optional[Follow] = None, probed: Optional[tuple] = None) -> tuple[dict, Any]:
     """(the report's live.slow section, the live.slow check) from the fetched flight recorders (diagnose's Inputs),
-    the measured clocks and, when something is suspect, the probe (--follow: probed again only when the suspects
-    change). Every cause found is kept: a late rank and a slow link are two findings, each said with its kind."""
+    the measured clocks and, when something is suspect, the probe (probed: (suspects, result) of a probe already
+    run, kept when the suspects are the same; --follow: probed again only when the suspects change). Every cause found
+    is kept: a late rank and a slow link are two findings, each said with its kind."""
     hosts = {r: (inp.hosts.get(r) or {}).get("host") or records.get(r, {}).get("host") for r in inp.dumps}
     section = slow.analyse(inp.dumps, hosts, rank_clocks(clocks, records), inp.phases,
                            unjudged=set(records) | set(inp.unanswered))
     also: list = []
     job = section.get("job") or {}
-    if section["named"] or job.get("slower"):
-        suspects = {f["host"] for f in section["named"] if f.get("host")}
-        group = [r for r in inp.dumps if section.get("pg") in inp.dumps[r].groups]
-        if follow is not None and follow.probed is not None and follow.probed[0] == suspects:
-            found = follow.probed[1]
+    suspects = _suspects(section)
+    if suspects is not None:
+        if follow is not None and follow.probed is not None:
+            probed = follow.probed
+        if probed is not None and probed[0] == suspects and not (probed[1] or {}).get("stopped"):
+            found = probed[1]
         else:
-            found = probe(group, suspects, records, asker, budget)
-            if follow is not None:
-                follow.probed = (suspects, found)
+            found = probe(_group_ranks(inp, section), suspects, records, asker, budget)
+        if follow is not None:
+            follow.probed = (suspects, found)
         section["probe"] = found
         section["named"], also = with_probe(section["named"], found, job, _measured_steps(section))
     section["links"] = also

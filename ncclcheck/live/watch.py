@@ -18,6 +18,7 @@ import datetime as _dt
 import json
 import os
 import socket
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
@@ -302,19 +303,27 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
     # answer ~13 s). The hosts' clocks are measured first, while no look's requests compete with them (an exchange's
     # error is half its round trip: measured beside the second look, on the shared machine of scripts/bench_live.py,
     # the errors took a 100 ms late rank's cost below the rule's floor), a few ranks' phases sampled meanwhile.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ncclcheck-watch") as ex:
+    # The transfer probe a slow rank calls for starts from the first look's recorders as soon as the clocks are
+    # known, beside the second look's wait (at 4,096 ranks it took seconds once the analysis had named a rank);
+    # judge() keeps it when its own analysis suspects the same hosts, and a job found hung stops it.
+    hung = threading.Event()
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="ncclcheck-watch") as ex:
         sampling = ex.submit(straggle.sample_phases, records, answered, asker, budget, budget.live_confirm_s)
         clocks = straggle.measure_clocks(records, answered, asker, budget)
         phases["clocks"] = budget.since(phase)
+        early = ex.submit(_early_probe, first, records, missing, clocks, asker, budget, hung)
         second = fetch_all({r: records[r] for r in answered}, "progress", asker, budget,
                            {r: (first[r].done_at or phase) + budget.live_confirm_s for r in answered})
         phases["second_look"] = budget.since(phase) - phases["clocks"]
-    # the pool's end waited for the sampling: bounded inside (its own deadline, its threads' join)
+        went = moved(first, second)
+        frozen = sorted(r for r in answered if r not in went and r in second and second[r].doc is not None)
+        if not went or frozen:
+            hung.set()
+    # the pool's end waited for the sampling and the probe: bounded inside (their deadlines, their threads' join)
     sampled = sampling.result() if sampling.exception() is None else {}
+    probed = early.result() if early.exception() is None else None
     phases["phase_samples"] = budget.since(phase)
     phase = budget.now()
-    went = moved(first, second)
-    frozen = sorted(r for r in answered if r not in went and r in second and second[r].doc is not None)
     by_rank = straggle.rank_clocks(clocks, records)
     docs = {r: d for r in answered if (d := live_doc(first[r], records[r], by_rank.get(r), sampled.get(r)))
             is not None and d.get("entries")}
@@ -355,7 +364,7 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
                       f"collectives between two looks {budget.live_confirm_s:g} s apart",
                       evidence={"moved": went})
         phase = budget.now()
-        section, slow_check = straggle.judge(inp, records, clocks, asker, budget, node_of, follow)
+        section, slow_check = straggle.judge(inp, records, clocks, asker, budget, node_of, follow, probed)
         phases["slow"] = budget.since(phase)
         live["phases_s"] = {k: round(v, 3) for k, v in phases.items()}
         if follow is not None:
@@ -398,6 +407,15 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
                         f"saw before: {len(follow.events)} events in live.slow)")]
     return _report(config, t0, [*checks, prog, *more, ans_check], {"live": live, "postmortem": analysis},
                    max(n, analysis["world_size"]), hosts, _backend(docs), trust, records)
+
+
+def _early_probe(first: dict, records: dict, missing: dict, clocks: dict, asker: Asker, budget: Budget,
+                 stop: threading.Event) -> Optional[tuple]:
+    """straggle.early_probe on the first look's recorders (with the measured clocks, before any phase sample)."""
+    by_rank = straggle.rank_clocks(clocks, records)
+    docs = {r: d for r, a in first.items() if a.doc is not None
+            and (d := live_doc(a, records[r], by_rank.get(r))) is not None and d.get("entries")}
+    return straggle.early_probe(build_inputs(first, records, missing, docs), records, clocks, asker, budget, stop)
 
 
 def _answered_text(unanswered: dict, garbage: list, n: int) -> str:

@@ -291,6 +291,8 @@ class _Evidence:
             self.dumped_on = reason
             rank = current_rank(self.env)
             notes: list = []
+            if then is None and reason.startswith(TOLD_TO_STOP):
+                notes.extend(_handling())
             # the threads first, as they are now: dumping the flight recorder takes a while, and meanwhile a rank
             # told to stop may leave where it was (a DataLoader whose worker the same killpg ended raises in the main
             # thread; the stacks then showed the excepthook, not the user's loop)
@@ -542,6 +544,26 @@ def _note_given_up(directory: str, reason: str, bound_s: float) -> None:
 
 
 ASKED = "asked"  # the reason of an on-demand dump (SIGUSR1, dump_now): the job goes on, no end to tell
+
+
+def _handling() -> list:
+    """[a note] when the main thread is handling an exception as a stop finds it (a `finally` or an `except` block
+    running after a raise, e.g. a slow process-group teardown): it had not reached the script's top, so it may yet
+    have been handled and is no end, but it is the rank's own word on what it was doing; [] otherwise."""
+    try:
+        got = sys._current_exceptions().get(threading.main_thread().ident)
+    except Exception:  # noqa: BLE001 - a Python without it: the stop alone
+        return []
+    exc = got[1] if isinstance(got, tuple) else got  # a 3-tuple before Python 3.12, the exception since
+    if not isinstance(exc, BaseException):
+        return []
+    try:
+        said = f"{type(exc).__name__}: {exc}"
+    except Exception:  # noqa: BLE001 - an exception whose __str__ fails still has its type
+        said = type(exc).__name__
+    at = raised_at(exc.__traceback__)
+    return [f"its main thread was handling {said}" + (f" (raised at {at})" if at else "") +
+            " when told to stop: a finally or except block was running after it"]
 
 
 def _exit_reason(code: Any) -> str:

@@ -389,3 +389,35 @@ def test_a_ranks_word_carries_what_came_after_its_end_and_bounds_it():
     assert stacks.from_record(1, {k: v for k, v in rec.items() if k != "then"}, "p")["then"] is None
     assert stacks.from_record(1, {**rec, "then": "x" * 65}, "p") is None
     assert stacks.from_record(1, {**rec, "then": 7}, "p") is None
+
+
+def test_a_stop_during_the_cleanup_after_a_raise_says_the_exception_in_a_note(tmp_path):
+    """A rank stopped in a `finally` that runs after a raise (a slow process-group teardown) had not ended: its
+    exception had not reached the top and might yet have been handled, so the stop stays the reason (the verdict as
+    for any rank stopped while it ran), and a note keeps the rank's own word on what it was doing."""
+    body = """
+        try:
+            raise RuntimeError("simulated bug")
+        finally:
+            open(os.environ['PM'] + '.ready', 'w').close()
+            time.sleep(60)
+    """
+    pm = tmp_path / "pm"
+    p = subprocess.Popen([sys.executable, _script(tmp_path, body)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=_env(PM=str(pm)), cwd=REPO)
+    try:
+        end = time.monotonic() + 60
+        while not os.path.exists(f"{pm}.ready") and p.poll() is None and time.monotonic() < end:
+            time.sleep(0.05)
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate(timeout=10)
+    assert p.returncode == -signal.SIGTERM, err
+    text = (pm / "stacks_rank_3.txt").read_text()
+    said = stacks.parse(text, "s")
+    assert (said["reason"], said["then"]) == ("told to stop (SIGTERM)", None), text
+    assert "note: its main thread was handling RuntimeError: simulated bug (raised at " in text, text
+    assert "armed.py:6 in <module>) when told to stop" in text, text

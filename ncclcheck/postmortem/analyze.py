@@ -298,7 +298,8 @@ def _fr_causes(groups: list, inp: Inputs, hosts: dict, by_rank: dict) -> list:
             if stuck[0] in inp.where:  # a live rank's stack: where it is now
                 text += f"; rank {stuck[0]}'s main thread is at {inp.where[stuck[0]]}"
             elif seen and seen["where"]:  # an armed rank's stacks file: where it was
-                text += f"; rank {stuck[0]}'s stack ({seen['reason']}) was at {seen['where']}"
+                why = seen["reason"] + (f", then {seen['then']}" if seen.get("then") else "")
+                text += f"; rank {stuck[0]}'s stack ({why}) was at {seen['where']}"
             causes.append({"kind": "never_entered", "cause": True, "pg": g["pg"], "seq": g["seq"], "ranks": stuck,
                            "text": text, "fix": "find why that rank stopped issuing collectives (its own log and "
                            "stack: a rank-dependent branch, an exception caught and ignored, a data loader that ran "

@@ -16,7 +16,10 @@ A rank's own end, from (per rank, the first that says one):
   class explains, when none of that rank's tracebacks is a consequence's;
 - the launcher's failure table: a signal of its own (SIGKILL, a crash), not the launcher's stop, for a rank that left
   no flight recorder (one that wrote its dump was alive to write it: a table saying it was killed too says a stop).
-A rank the launcher stopped (its SIGTERM, or the SIGKILL past its grace) has no end of its own. Several ranks that
+A rank the launcher stopped (its SIGTERM, or the SIGKILL past its grace) has no end of its own, unless its stacks say
+it had ended first: a rank that raised or asked sys.exit, still exiting (its exception handling, atexit handlers, a
+DataLoader's workers or the process group's teardown take a while) when the launcher stopped every rank after another
+failed, keeps its end, with the stop said as what came after (its stacks' `then`). Several ranks that
 ended on their own are each a cause, the launcher's first observed failure first, then by the time they wrote.
 Pure: the inputs' findings in, causes out; the words are render/words.py's.
 """
@@ -31,7 +34,7 @@ from typing import Optional
 from ..nccl import failures
 from ..render import words
 from .precedence import AFTER_A_DEATH, OWN_DEATHS
-from .stacks import EXITED, RAISED
+from .stacks import EXITED, RAISED, TOLD_TO_STOP
 
 # causes the named rank's own end restates (its exception line, "left no dump", its exit): left out
 RESTATED = ("exception", "exited", "died", "no_dump", "job_failed")
@@ -66,9 +69,11 @@ def _from_stacks(st: dict) -> Optional[dict]:
         chain = st.get("chain") or [reason[len(RAISED):]]
         if st.get("from_collective") or not _own_exception(chain):
             return None
-        return {"kind": "exception", "what": reason, "at": st.get("where"), "source": st.get("path")}
+        return {"kind": "exception", "what": reason, "at": st.get("where"), "source": st.get("path"),
+                "then": st.get("then")}
     if reason.startswith(EXITED) and reason not in (f"{EXITED}0)", f"{EXITED}None)", f"{EXITED}False)"):
-        return {"kind": "exited", "what": f"called {reason}", "at": st.get("where"), "source": st.get("path")}
+        return {"kind": "exited", "what": f"called {reason}", "at": st.get("where"), "source": st.get("path"),
+                "then": st.get("then")}
     return None
 
 
@@ -102,8 +107,8 @@ def ends(stacks: dict, by_rank: dict, events: list, error_files: list, first: Op
             _, line, source = seen[0]
             found[r] = {"kind": "exception", "what": f"{RAISED}{line}", "at": None, "source": source, "time": ""}
     for r, f in by_rank.items():
-        if _stopped(f):
-            found.pop(r, None)  # raised or exited while the launcher stopped it: its stop, not its own end
+        if _stopped(f) and not ((found.get(r) or {}).get("then") or "").startswith(TOLD_TO_STOP):
+            found.pop(r, None)  # raised or exited as the launcher stopped it: its stop, not its own end
         elif f.get("signal") in OWN_DEATHS and r not in found and r not in dumped:
             found[r] = {"kind": "died", "what": f["signal"], "at": None, "source": f.get("source") or "launcher",
                         "time": ""}
@@ -126,6 +131,8 @@ def first(causes: list, found: list, groups: list, who: Callable[[int], str], co
     for e in found:
         r = e["rank"]
         text = words.own_end(who(r), e["kind"], e["what"], e["at"])
+        if (e.get("then") or "").startswith(TOLD_TO_STOP):
+            text += words.stopped_after_its_end(e["then"][len(TOLD_TO_STOP):].strip())
         g = next((g for g in groups if r in g["not_entered"] or r in g["no_dump"]
                   or str(r) in (g.get("unfinished") or {})), None)
         waiting = [x for x in (g["entered"] if g else []) if x != r and x not in mine]

@@ -20,7 +20,7 @@ from typing import Optional
 
 from ..nccl import failures
 from ..render import words
-from .stacks import TOLD_TO_STOP
+from .stacks import told_to_stop
 
 # NCCL's line header anywhere in a line: not anchored, so a launcher's, a timestamp's or a log collector's prefix may
 # precede it; the host starts at a token boundary and every part is bounded (linear on a hostile line)
@@ -139,8 +139,7 @@ def stopped_by_launcher(rank: int, by_rank: dict, stacks: dict, first: Optional[
     f = by_rank.get(rank) or {}
     if f.get("first"):
         return False
-    said = (stacks.get(rank) or {}).get("reason") or ""
-    return f.get("signal") == "SIGTERM" or bool(f.get("stopped")) or said.startswith(TOLD_TO_STOP)
+    return f.get("signal") == "SIGTERM" or bool(f.get("stopped")) or told_to_stop(stacks.get(rank))
 
 
 def killed_first(by_rank: dict, first: Optional[int]) -> Optional[dict]:
@@ -150,10 +149,6 @@ def killed_first(by_rank: dict, first: Optional[int]) -> Optional[dict]:
     if not f or f.get("signal") not in OWN_DEATHS or f.get("stopped"):
         return None
     return f
-
-
-def _told_to_stop(rank: int, stacks: dict) -> bool:
-    return ((stacks.get(rank) or {}).get("reason") or "").startswith(TOLD_TO_STOP)
 
 
 def stopped_not_skipped(causes: list, by_rank: dict, stacks: dict, first: Optional[int], groups: list) -> list:
@@ -172,7 +167,7 @@ def stopped_not_skipped(causes: list, by_rank: dict, stacks: dict, first: Option
                     all(stopped_by_launcher(r, by_rank, stacks, first) for r in c["ranks"]):
                 c = dict(c, cause=False, fix="",
                          text=c["text"] + words.stopped_before_it(first, dead["signal"], len(c["ranks"])))
-            elif not by_rank and stacks and all(_told_to_stop(r, stacks) for r in c["ranks"]):
+            elif not by_rank and stacks and all(told_to_stop(stacks.get(r)) for r in c["ranks"]):
                 silent = [r for r in (by_pg.get(c["pg"]) or {}).get("no_dump", []) if r not in stacks]
                 if silent:
                     c = dict(c, cause=False, fix="",

@@ -19,6 +19,9 @@ TOLD_TO_STOP = "told to stop"  # the reason's first words when a SIGTERM made th
 RAISED = "raised "  # ... when an exception ended the script: "raised RuntimeError: simulated bug"
 EXITED = "sys.exit("  # ... when the script asked for a failing exit code: "sys.exit(3)"
 AT = ("raised at: ", "exited at: ")  # the header line saying the script's own frame that raised or called sys.exit
+# the header line saying what came after the script's own end (its reason stays that end): "then: told to stop
+# (SIGTERM)" when the launcher stopped a rank that had raised or asked sys.exit and was still exiting
+THEN = "then: "
 LAUNCHER = "launcher: "  # the header line naming who started the rank (live/pace.launcher_of)
 _HEAD = re.compile(r"ncclcheck stacks: rank (\d{1,7}) pid (\d{1,10})")
 _THREAD = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-f]{1,16}) \(most recent call first\):$")
@@ -32,6 +35,7 @@ _STAMP = re.compile(r" time (\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})")
 _LAUNCHER_NAME = re.compile(r"^[a-z]{1,16}$")
 _OWN = ("/ncclcheck/training/arm.py", "/threading.py")  # the dump's own frames: never where the rank was
 MAX_LINES = 20_000  # faulthandler writes at most 100 threads x 100 frames
+HEADER_LINES = 32  # a stacks file's header (up to its blank line) is read within these
 MAX_CHAINED = 8  # exceptions of one traceback read (Python chains one per `except` that raised again)
 # frames that are not the job's own code, wherever the job ran: the standard library and installed packages (under
 # lib/pythonX.Y/, site-packages, dist-packages), frozen and generated modules, torch from a source tree, ncclcheck's
@@ -58,8 +62,9 @@ def is_stacks(text: str) -> bool:
 
 
 def parse(text: str, path: str) -> Optional[dict]:
-    """{"rank", "pid", "reason", "where", "path", "time", "launcher", "from_collective", "chain"} or None when the
-    header is not one. from_collective: an exception of the file's traceback (the one that ended the script, or one
+    """{"rank", "pid", "reason", "where", "path", "time", "launcher", "from_collective", "chain", "then"} or None
+    when the header is not one. then: what came after the end the reason says (a stop), None when nothing did.
+    from_collective: an exception of the file's traceback (the one that ended the script, or one
     it was raised while handling) came out of torch.distributed, as a peer's death or a timeout reaches a survivor;
     chain: those exceptions' own lines."""
     lines = [ln[:MAX_LINE_CHARS] for ln in text.splitlines()[:MAX_LINES]]
@@ -69,6 +74,7 @@ def parse(text: str, path: str) -> Optional[dict]:
     reason = next((ln[len("reason: "):] for ln in lines[1:6] if ln.startswith("reason: ")), "")
     raised_at = next((ln.split(": ", 1)[1] for ln in lines[1:6] if ln.startswith(AT)), None)
     said = next((ln[len(LAUNCHER):].strip() for ln in lines[1:6] if ln.startswith(LAUNCHER)), "")
+    then = next((ln[len(THEN):].strip() for ln in lines[1:6] if ln.startswith(THEN)), "")
     stamp = _STAMP.search(lines[0])
     collective, chain = _traceback(lines) if reason.startswith(RAISED) else (False, [])
     where = where_text(*_main_frames(lines))
@@ -77,8 +83,13 @@ def parse(text: str, path: str) -> Optional[dict]:
             "where": clip(where, 400) if where else None, "path": path,
             "time": stamp.group(1) if stamp else None,
             "launcher": said if _LAUNCHER_NAME.match(said) else None,
-            "from_collective": collective, "chain": chain}
+            "from_collective": collective, "chain": chain, "then": clip(then, FIELDS["then"]) if then else None}
 
+
+def told_to_stop(said: Optional[dict]) -> bool:
+    """The rank's stacks say it was told to stop: the stop made it write them, or came after its own end."""
+    said = said or {}
+    return any((said.get(k) or "").startswith(TOLD_TO_STOP) for k in ("reason", "then"))
 
 
 def job_frame(text: str) -> Optional[str]:
@@ -91,7 +102,9 @@ def _main_frames(lines: list) -> tuple:
     """(the job's own innermost frame, the innermost frame) of the main thread (the first thread that has a frame
     when the header names none), the dump's own frames left out."""
     main = None
-    for ln in lines[1:8]:
+    for ln in lines[1:HEADER_LINES]:  # the header: reason, its lines (at, then, launcher), notes, threads
+        if not ln:
+            break
         if ln.startswith("threads: "):
             for part in ln[len("threads: "):].split(", "):
                 ident, _, name = part.partition(" ")
@@ -140,7 +153,7 @@ def _traceback(lines: list) -> tuple:
 
 # the fields of parse() a rank's word carries when it is not a file (watch: the end record a rank left in the job's
 # store, and what watch --dump keeps of it), each with its most characters
-FIELDS = {"reason": 300, "where": 400, "time": 32, "launcher": 16}
+FIELDS = {"reason": 300, "where": 400, "time": 32, "launcher": 16, "then": 64}
 
 
 def from_record(rank: int, v, path: str) -> Optional[dict]:
@@ -158,7 +171,7 @@ def from_record(rank: int, v, path: str) -> Optional[dict]:
     launcher = v.get("launcher")
     return {"rank": rank, "pid": None, "reason": v["reason"], "where": v.get("where"), "path": path,
             "time": v.get("time"), "launcher": launcher if launcher and _LAUNCHER_NAME.match(launcher) else None,
-            "from_collective": v["from_collective"], "chain": list(chain)}
+            "from_collective": v["from_collective"], "chain": list(chain), "then": v.get("then")}
 
 
 def to_record(said: dict) -> dict:

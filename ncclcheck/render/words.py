@@ -251,6 +251,13 @@ def own_end(who: str, kind: str, what: str, at: Optional[str]) -> str:
     return f"{who} {what}" + (f" at {at}" if at else "")
 
 
+def stopped_after_its_end(how: str) -> str:
+    """The stop that reached a rank after its own end (it was still exiting): what came after, never the cause.
+    how: '(SIGTERM)'."""
+    return f"; then, still exiting, it was told to stop {how}: the launcher stops every rank once one failed (a " \
+           "consequence)"
+
+
 def waited_for_it(ranks: str, coll: str) -> str:
     """What the others' flight recorders show once the rank that ended on its own is named: they waited."""
     return f"; {ranks} waited for it in {coll} (a consequence)"

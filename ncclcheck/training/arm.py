@@ -40,10 +40,11 @@ from collections.abc import Iterable, MutableMapping
 from typing import Any, Optional
 
 from ..postmortem.stacks import AT as STACKS_AT
+from ..postmortem.stacks import EXITED, MAX_CHAINED, RAISED, TOLD_TO_STOP, is_library, job_frame
 from ..postmortem.stacks import HEADER as STACKS_HEADER  # the reader's constants: one format
 from ..postmortem.stacks import LAUNCHER as STACKS_LAUNCHER
 from ..postmortem.stacks import NAME as STACKS_NAME
-from ..postmortem.stacks import RAISED, TOLD_TO_STOP, is_library, job_frame
+from ..postmortem.stacks import THEN as STACKS_THEN
 from ..postmortem.stacks import parse as parse_stacks
 
 TRACEBACK_CHARS = 64 << 10  # the end of the exception's traceback kept above the stacks (its innermost frames)
@@ -154,6 +155,7 @@ class _Evidence:
         self.exit_code: Any = None  # what sys.exit was asked for
         self.exit_at: Optional[str] = None  # ... and the script's own frame that asked for it
         self.dumped_on: Optional[str] = None
+        self.end: Optional[tuple] = None  # (reason, at, at label, traceback) of the script's own end, once written
         # an uncaught exception Python already printed before arm() (an interactive session's): not this run's end
         self.raised_before = getattr(sys, "last_value", None)
 
@@ -216,8 +218,10 @@ class _Evidence:
 
     def _atexit(self) -> None:
         code = self.exit_code
-        if self._mine() and code not in (None, 0) and not self.dumped_on:
-            self.bounded_write(f"sys.exit({code!r})", self.exit_at, at_label=STACKS_AT[1])
+        # unless a stop was written first (a script's SIGTERM handler that calls sys.exit: the stop's consequence)
+        # or the end already was; an earlier ask (SIGUSR1 while it ran) is no end
+        if self._mine() and code not in (None, 0) and (not self.dumped_on or self.dumped_on.startswith(ASKED)):
+            self.bounded_write(_exit_reason(code), self.exit_at, at_label=STACKS_AT[1])
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         """The Python-level handler (main thread, once it is back in the interpreter)."""
@@ -273,46 +277,60 @@ class _Evidence:
         """This rank's flight recorder and stacks, each written to a temporary name and renamed (a rank killed
         mid-write leaves the previous whole file, or none)."""
         with self.write_lock:
+            then = None
+            if reason.startswith((RAISED, EXITED)):
+                self.end = (reason, at, at_label, detail)
+            else:
+                # a stop (or an ask) that reached a rank whose script had already ended on its own, still exiting
+                # (its excepthook, atexit handlers, a DataLoader's workers or the process group's teardown take a
+                # while; torchrun stops every rank once one failed): its end stays the reason, the stop what came
+                # after; the stop would otherwise have erased the rank's own word on why it ended
+                end = self._script_end()
+                if end is not None:
+                    then, (reason, at, at_label, detail) = reason, end
             self.dumped_on = reason
             rank = current_rank(self.env)
             notes: list = []
+            if then is None and reason.startswith(TOLD_TO_STOP):
+                notes.extend(_handling())
             # the threads first, as they are now: dumping the flight recorder takes a while, and meanwhile a rank
             # told to stop may leave where it was (a DataLoader whose worker the same killpg ended raises in the main
             # thread; the stacks then showed the excepthook, not the user's loop)
             threads = threads_now()
             fr = self._flight_recorder(rank, notes)
-            text = stacks_text(rank, reason, notes, at, detail, threads, at_label, self.launcher)
-            # the snapshot's main thread holds no frame of the job's (past the script's end: an excepthook reading
-            # sources through linecache, atexit): where the script ended, known by now, says where it was
+            text = stacks_text(rank, reason, notes, at, detail, threads, at_label, self.launcher, then)
+            # the snapshot's main thread holds no frame of the job's (the script ended while this was written: an
+            # excepthook reading sources through linecache, atexit): where the script ended says where it was
             if at is None and job_frame(text.decode("utf-8", errors="replace")) is None:
-                ending = self._ending(notes)
+                ending = self._script_end()
                 if ending is not None:
-                    text = stacks_text(rank, reason, notes, ending[0], detail, threads, ending[1], self.launcher)
+                    said = ending[0] if ending[0].startswith(RAISED) else f"called {ending[0]}"
+                    notes.append(f"the script had {said}: its frames were gone from the main thread's stack")
+                    text = stacks_text(rank, reason, notes, ending[1], detail, threads, ending[2], self.launcher)
             stacks = _atomic(os.path.join(self.directory, f"{STACKS_NAME}{rank}.txt"), text)
             if not reason.startswith(ASKED):  # an end: said to watch too, where the rank registered for it
                 _tell_watch(text, stacks or "")
             return {"flight_recorder": fr, "stacks": stacks, "notes": notes}
 
-    def _ending(self, notes: list) -> Optional[tuple]:
-        """(the script's own frame, its label) when the script had ended as a stop or an ask is written: an
-        exception reached the top (the excepthook, ours or the default one, may be reading source files through
-        linecache for seconds) or it called sys.exit for a failing code (atexit handlers running); the end is said
-        in `notes`. None while the script still runs."""
-        # Python sets sys.last_value before it calls sys.excepthook, with no Python code in between: read after the
-        # snapshot, this knows an end the snapshot's main thread was already in
+    def _script_end(self) -> Optional[tuple]:
+        """(reason, the script's own frame, its label, the traceback's text) of the script's own end when it had
+        ended: written already (the excepthook's, atexit's), or in flight: an exception reached the top (the
+        excepthook, ours or the default one, may be reading source files through linecache for seconds) or it
+        called sys.exit for a failing code (atexit handlers running). None while the script still runs."""
+        if self.end is not None:
+            return self.end
+        # Python sets sys.last_value before it calls sys.excepthook, with no Python code in between
         exc = getattr(sys, "last_value", None)
-        if isinstance(exc, BaseException) and exc is not self.raised_before:
+        if isinstance(exc, BaseException) and exc is not self.raised_before and not isinstance(exc, SystemExit):
             try:
                 said = f"{type(exc).__name__}: {exc}"
             except Exception:  # noqa: BLE001 - an exception whose __str__ fails still has its type and frame
                 said = type(exc).__name__
-            notes.append(f"the script had {RAISED}{said}: its frames were gone from the main thread's stack")
-            return raised_at(getattr(sys, "last_traceback", None) or exc.__traceback__), STACKS_AT[0]
+            return (f"{RAISED}{said}", raised_at(getattr(sys, "last_traceback", None) or exc.__traceback__),
+                    STACKS_AT[0], chain_text(exc)[-TRACEBACK_CHARS:])
         # a SystemExit the script caught is no end: past the script, Python has marked its main thread stopped
         if self.exit_code not in (None, 0) and self.exit_at and not threading.main_thread().is_alive():
-            notes.append(f"the script had called sys.exit({self.exit_code!r}): its frames were gone from the main "
-                         f"thread's stack")
-            return self.exit_at, STACKS_AT[1]
+            return _exit_reason(self.exit_code), self.exit_at, STACKS_AT[1], ""
         return None
 
     def _flight_recorder(self, rank: int, notes: list) -> Optional[str]:
@@ -376,9 +394,10 @@ def threads_now() -> tuple:
 
 
 def stacks_text(rank: int, reason: str, notes: list, at: Optional[str] = None, detail: str = "",
-                threads: Optional[tuple] = None, at_label: str = STACKS_AT[0], launcher: str = "none") -> bytes:
-    """The stacks file's bytes: the header (rank, pid, host, time, reason, where it raised or called sys.exit, who
-    launched it, notes, thread names),
+                threads: Optional[tuple] = None, at_label: str = STACKS_AT[0], launcher: str = "none",
+                then: Optional[str] = None) -> bytes:
+    """The stacks file's bytes: the header (rank, pid, host, time, reason, where it raised or called sys.exit, what
+    came after that end (`then`: a stop), who launched it, notes, thread names),
     `detail` (an exception's traceback), then every thread's stack less ncclcheck's own (threads_now(), or the
     snapshot `threads` taken earlier), cut at STACK_BYTES."""
     import socket
@@ -388,6 +407,7 @@ def stacks_text(rank: int, reason: str, notes: list, at: Optional[str] = None, d
             f"time {time.strftime('%Y-%m-%dT%H:%M:%S%z')}",
             f"reason: {_clip(reason, 500)}",
             *([f"{at_label}{_clip(at, 500)}"] if at else []),
+            *([f"{STACKS_THEN}{_clip(then, 64)}"] if then else []),
             *([f"{STACKS_LAUNCHER}{launcher}"] if launcher != "none" else []),
             *(f"note: {_clip(n, 500)}" for n in notes),
             "threads: " + ", ".join(f"0x{i:016x} {n}" for i, n in names.items()
@@ -438,6 +458,28 @@ def own_frame(frames: list) -> Optional[str]:
     own = [f for f in frames if not (torch_dir and f[0].startswith(torch_dir + os.sep)) and not is_library(f[0])]
     own = own or frames
     return f"{own[-1][0]}:{own[-1][1]} in {own[-1][2]}" if own else None
+
+
+def chain_text(exc: BaseException) -> str:
+    """An exception's traceback as Python prints it (each exception of its chain, the innermost frame last, then its
+    own line), less the source lines: read off the frames with no file opened (linecache may take seconds, and a
+    stop's write must not), for the reader's from_collective and chain."""
+    import traceback
+
+    chain, seen = [], set()
+    while exc is not None and id(exc) not in seen and len(chain) < MAX_CHAINED:
+        seen.add(id(exc))
+        chain.append(exc)
+        exc = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    out = []
+    for i, e in enumerate(reversed(chain)):
+        if i:
+            out.append("\nDuring handling of the above exception, another exception occurred:\n")
+        out.append("Traceback (most recent call last):")
+        out += [f'  File "{f.f_code.co_filename}", line {line}, in {f.f_code.co_name}'
+                for f, line in traceback.walk_tb(e.__traceback__)]
+        out.append("".join(traceback.format_exception_only(type(e), e)).rstrip("\n"))
+    return "\n".join(out) + "\n"
 
 
 def raised_at(tb: Any) -> Optional[str]:
@@ -502,6 +544,30 @@ def _note_given_up(directory: str, reason: str, bound_s: float) -> None:
 
 
 ASKED = "asked"  # the reason of an on-demand dump (SIGUSR1, dump_now): the job goes on, no end to tell
+
+
+def _handling() -> list:
+    """[a note] when the main thread is handling an exception as a stop finds it (a `finally` or an `except` block
+    running after a raise, e.g. a slow process-group teardown): it had not reached the script's top, so it may yet
+    have been handled and is no end, but it is the rank's own word on what it was doing; [] otherwise."""
+    try:
+        got = sys._current_exceptions().get(threading.main_thread().ident)
+    except Exception:  # noqa: BLE001 - a Python without it: the stop alone
+        return []
+    exc = got[1] if isinstance(got, tuple) else got  # a 3-tuple before Python 3.12, the exception since
+    if not isinstance(exc, BaseException):
+        return []
+    try:
+        said = f"{type(exc).__name__}: {exc}"
+    except Exception:  # noqa: BLE001 - an exception whose __str__ fails still has its type
+        said = type(exc).__name__
+    at = raised_at(exc.__traceback__)
+    return [f"its main thread was handling {said}" + (f" (raised at {at})" if at else "") +
+            " when told to stop: a finally or except block was running after it"]
+
+
+def _exit_reason(code: Any) -> str:
+    return f"{EXITED}{code!r})"
 
 
 def _signal_reason(signum: int) -> str:

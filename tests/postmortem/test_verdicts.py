@@ -517,3 +517,54 @@ def test_the_users_frame_is_the_innermost_outside_libraries():
         {"file": "/usr/lib/python3.11/site-packages/torch/utils/data/dataloader.py", "line": 725, "func": "__next__"},
         {"file": "/usr/lib/python3.11/selectors.py", "line": 415, "func": "select"}]}]
     assert flight.where_of(live) == "train.py:42 in main: for batch in loader: (inside selectors.py:415 in select)"
+
+
+@pytest.mark.parametrize("fixture, what, line", [
+    ("raised_then_stopped", "raised RuntimeError: simulated bug", "armed_job.py:77 in <module>"),
+    ("exited_then_stopped", "called sys.exit(3)", "armed_job.py:79 in <module>")])
+def test_a_rank_that_ended_on_its_own_then_was_stopped_still_exiting_is_the_cause(tmp_path, fixture, what, line):
+    """A real 2-rank job (armed_job.py raise / exit, SLOW_EXIT_S=10): rank 1 raised (or asked sys.exit(3)), an atexit
+    handler kept it alive, rank 0 timed out waiting for it (torchrun's "first observed failure") and torchrun stopped
+    rank 1 with SIGTERM. Its stacks keep its own end as the reason and say the stop came after: the verdict names
+    rank 1, what it did and its line, and the stop as what came after, with the launcher's table (rank 1: SIGTERM,
+    rank 0 first) and with the armed files alone; nothing else is a cause."""
+    fix = os.path.join(FIX, fixture)
+    for name in os.listdir(fix):
+        if name.startswith(("nccl_trace", "stacks_")):
+            shutil.copy(os.path.join(fix, name), tmp_path / name)
+    for where in (fix, str(tmp_path)):
+        rep, first, pm = verdict(where)
+        assert rep.exit_code == 1 and first.evidence["ranks"] == [1], first.summary
+        assert first.summary.startswith(f"rank 1 {what} at ") or first.summary.startswith("rank 1 (host "), \
+            first.summary
+        assert what in first.summary and line in first.summary, first.summary
+        assert "then, still exiting, it was told to stop (SIGTERM)" in first.summary, first.summary
+        assert [c["ranks"] for c in pm["causes"] if c["cause"]] == [[1]], pm["causes"]
+        assert rep.world.launcher == "torchrun"
+
+
+def test_a_stop_after_a_ranks_own_end_keeps_it_a_stop_before_it_does_not():
+    """own.ends with the launcher's table saying SIGTERM: a rank whose stacks say it raised (or asked sys.exit) and
+    then was told to stop keeps its end; one that raised with no stop after it in its stacks (its exception may be
+    the stop's consequence: a script's handler raising, a DataLoader's worker killed by the same killpg), or whose
+    later word was an ask, is the launcher's stop, as before."""
+    from ncclcheck.postmortem import own
+
+    def st(reason, then=None, chain=()):
+        return {"reason": reason, "where": "train.py:9 in main", "path": "p", "time": "", "chain": list(chain),
+                "from_collective": False, "then": then}
+
+    stacks = {1: st("raised ValueError: loss is NaN", "told to stop (SIGTERM)", ["ValueError: loss is NaN"]),
+              2: st("sys.exit(3)", "told to stop (SIGTERM)"),
+              3: st("raised ValueError: loss is NaN", None, ["ValueError: loss is NaN"]),
+              4: st("raised ValueError: loss is NaN", "asked (SIGUSR1)", ["ValueError: loss is NaN"]),
+              5: st("raised RuntimeError: DataLoader worker (pid(s) 7) is killed by signal: Terminated.",
+                    "told to stop (SIGTERM)",
+                    ["RuntimeError: DataLoader worker (pid(s) 7) is killed by signal: Terminated."])}
+    table = {r: {"rank": r, "signal": "SIGTERM", "exitcode": -15} for r in stacks}
+    got = own.ends(stacks, table, [], [], None)
+    assert [(e["rank"], e["kind"], e["then"]) for e in got] == [(1, "exception", "told to stop (SIGTERM)"),
+                                                                 (2, "exited", "told to stop (SIGTERM)")]
+    # torchrun's SIGKILL past its grace (the agent's own stop) is the same stop
+    table = {r: {"rank": r, "signal": "SIGKILL", "exitcode": -9, "stopped": "SIGKILL"} for r in stacks}
+    assert [e["rank"] for e in own.ends(stacks, table, [], [], None)] == [1, 2]

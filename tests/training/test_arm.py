@@ -214,8 +214,8 @@ ENDINGS = {
         atexit.register(pathlib.Path(fifo).read_text)  # a library's, after arm(): runs before arm's own atexit
         sys.exit(3)
     """}
-SAID = {"raise": ("{fifo}:2 in <module>", "note: the script had raised RuntimeError: DataLoader worker"),
-        "exit": ("{script}:9 in <module>", "note: the script had called sys.exit(3)")}
+SAID = {"raise": ("{fifo}:2 in <module>", "reason: raised RuntimeError: DataLoader worker (pid(s) 9) is killed"),
+        "exit": ("{script}:9 in <module>", "reason: sys.exit(3)\n")}
 
 
 @pytest.mark.parametrize("ending", sorted(ENDINGS))
@@ -223,7 +223,8 @@ def test_sigterm_while_the_script_is_ending_says_where_it_ended(tmp_path, ending
     """A SIGTERM dump taken while the main thread is past the script (its excepthook formatting the traceback through
     linecache, or its atexit handlers: the script's frames are gone from the stack) says the script's own frame that
     raised or called sys.exit, not a library's innermost frame (diag-torchrun-loader once said
-    `linecache.py:136 in updatecache`)."""
+    `linecache.py:136 in updatecache`), and the script's end stays its reason, the stop what came after (a stop
+    erased the rank's own word: it read as "told to stop")."""
     pm = tmp_path / "pm"
     script = _script(tmp_path, ENDINGS[ending])
     p = subprocess.Popen([sys.executable, script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -247,10 +248,11 @@ def test_sigterm_while_the_script_is_ending_says_where_it_ended(tmp_path, ending
             p.communicate(timeout=10)
     assert p.returncode == -signal.SIGTERM, err
     text = (pm / "stacks_rank_3.txt").read_text()
-    assert "reason: told to stop (SIGTERM)" in text  # why it was written: the launcher's stop
-    where, note = SAID[ending]
-    assert stacks.parse(text, "s")["where"] == where.format(fifo=fifo, script=script), text  # the script's own frame
-    assert note in text
+    where, reason = SAID[ending]
+    said = stacks.parse(text, "s")
+    assert said["where"] == where.format(fifo=fifo, script=script), text  # the script's own frame
+    assert reason in text and said["then"] == "told to stop (SIGTERM)", text  # its end, then the launcher's stop
+    assert "note: the script had" not in text  # the reason says it: no note restating it
 
 
 def test_an_end_that_came_after_the_snapshot_leaves_the_stack_its_say(tmp_path, monkeypatch):
@@ -264,8 +266,13 @@ def test_an_end_that_came_after_the_snapshot_leaves_the_stack_its_say(tmp_path, 
     except RuntimeError as e:
         exc, line = e, e.__traceback__.tb_lineno
     ev = armmod._Evidence(str(tmp_path), {"RANK": "3"})  # armed before it raised: an end of this run
-    monkeypatch.setattr(sys, "last_value", exc, raising=False)
-    monkeypatch.setattr(sys, "last_traceback", exc.__traceback__, raising=False)
+    monkeypatch.setattr(sys, "last_value", None, raising=False)
+
+    def snapshot(body: str) -> tuple:  # the threads as they were, then the rank raised (the stop's consequence)
+        monkeypatch.setattr(sys, "last_value", exc, raising=False)
+        monkeypatch.setattr(sys, "last_traceback", exc.__traceback__, raising=False)
+        return {main: "MainThread"}, body.encode()
+
     main = threading.main_thread().ident
     head = f"Thread 0x{main:016x} (most recent call first):\n"
     select = '  File "/usr/lib/python3.11/selectors.py", line 415 in select\n'
@@ -275,12 +282,142 @@ def test_an_end_that_came_after_the_snapshot_leaves_the_stack_its_say(tmp_path, 
     said = {running: "/home/me/train.py:42 in main (inside selectors.py:415 in select)",
             ended: f"{__file__}:{line} in test_an_end_that_came_after_the_snapshot_leaves_the_stack_its_say"}
     for body, where in said.items():
-        monkeypatch.setattr(armmod, "threads_now", lambda b=body: ({main: "MainThread"}, b.encode()))
+        monkeypatch.setattr(sys, "last_value", None, raising=False)
+        monkeypatch.setattr(armmod, "threads_now", lambda b=body: snapshot(b))
         got = ev.write("told to stop (SIGTERM)")
         text = open(got["stacks"]).read()
-        assert stacks.parse(text, "s")["where"] == where, text
+        said = stacks.parse(text, "s")
+        assert said["where"] == where, text
+        assert said["reason"] == "told to stop (SIGTERM)" and said["then"] is None, text  # the stop came first
         assert ("note: the script had raised RuntimeError" in text) == (body == ended)
     # an exception Python printed before arm() (an interactive session's) is no end of this run: the stack as read
     late = armmod._Evidence(str(tmp_path), {"RANK": "3"})
     text = open(late.write("told to stop (SIGTERM)")["stacks"]).read()
     assert stacks.parse(text, "s")["where"] == "/usr/lib/python3.11/linecache.py:136 in updatecache", text
+
+
+def _raise_in(path: str, msg: str) -> BaseException:
+    """An exception raised from a frame whose file is `path` (a torch.distributed one: a collective that failed)."""
+    space: dict = {}
+    exec(compile(f"def collective():\n    raise RuntimeError({msg!r})\n", path, "exec"), space)
+    try:
+        space["collective"]()
+    except RuntimeError as e:
+        return e
+    raise AssertionError("did not raise")
+
+
+def test_a_stop_after_the_scripts_own_end_keeps_the_end_as_the_reason(tmp_path, monkeypatch):
+    """torchrun stops every rank once one failed; a rank that had raised, or asked sys.exit for a failing code, and
+    was still exiting (slow atexit handlers, a DataLoader's workers, the process group's teardown) got its stacks
+    rewritten as "told to stop", its own end gone. The end stays the reason (its line, its traceback), the stop is
+    said as what came after; an ask (SIGUSR1) after the end is said the same way. A stop before any end, and an end
+    after the stop, stay as they were: the stop the reason, the exception (the stop's consequence) never put first."""
+    monkeypatch.setattr(sys, "last_value", None, raising=False)
+    path = lambda got: open(got["stacks"]).read()  # noqa: E731
+
+    # the excepthook's own write, then the stop: the file keeps the exception, its line and its traceback
+    ev = armmod._Evidence(str(tmp_path / "a"), {"RANK": "3"})
+    os.makedirs(ev.directory)
+    ev.write("raised ValueError: loss is NaN", "train.py:12 in main", "Traceback (most recent call last):\n"
+             '  File "train.py", line 12, in main\nValueError: loss is NaN\n')
+    text = path(ev.write("told to stop (SIGTERM)"))
+    said = stacks.parse(text, "s")
+    assert (said["reason"], said["where"], said["then"]) == \
+           ("raised ValueError: loss is NaN", "train.py:12 in main", "told to stop (SIGTERM)"), text
+    assert said["chain"] == ["ValueError: loss is NaN"] and "note: the script had" not in text
+    said = stacks.parse(path(ev.write("asked (SIGUSR1)")), "s")
+    assert (said["reason"], said["then"]) == ("raised ValueError: loss is NaN", "asked (SIGUSR1)")
+
+    # the exception reached the top but the excepthook had not written yet (it reads sources through linecache):
+    # the stop writes the exception from sys.last_value, its chain read off the frames (no source file opened), so
+    # an exception out of torch.distributed is still known as a collective's (a peer gone: not the rank's own end)
+    ev = armmod._Evidence(str(tmp_path / "b"), {"RANK": "3"})  # armed before it raised: an end of this run
+    os.makedirs(ev.directory)
+    exc = _raise_in("/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", "peer gone")
+    monkeypatch.setattr(sys, "last_value", exc, raising=False)
+    monkeypatch.setattr(sys, "last_traceback", exc.__traceback__, raising=False)
+    text = path(ev.write("told to stop (SIGTERM)"))
+    said = stacks.parse(text, "s")
+    assert (said["reason"], said["then"]) == ("raised RuntimeError: peer gone", "told to stop (SIGTERM)"), text
+    assert said["from_collective"] and said["chain"] == ["RuntimeError: peer gone"], text
+    monkeypatch.setattr(sys, "last_value", None, raising=False)
+
+    # sys.exit(3) past the script (its own atexit handlers running before arm's): the exit, then the stop
+    ev = armmod._Evidence(str(tmp_path / "c"), {"RANK": "3"})
+    os.makedirs(ev.directory)
+    ev.exit_code, ev.exit_at = 3, "train.py:20 in main"
+    monkeypatch.setattr(armmod.threading, "main_thread", lambda: type("T", (), {"is_alive": lambda self: False})())
+    said = stacks.parse(path(ev.write("told to stop (SIGTERM)")), "s")
+    assert (said["reason"], said["where"], said["then"]) == ("sys.exit(3)", "train.py:20 in main",
+                                                               "told to stop (SIGTERM)")
+    monkeypatch.undo()
+    monkeypatch.setattr(sys, "last_value", None, raising=False)
+
+    # a stop before any end stays the reason; the excepthook's write after it (the stop's consequence) has no `then`
+    ev = armmod._Evidence(str(tmp_path / "d"), {"RANK": "3"})
+    os.makedirs(ev.directory)
+    said = stacks.parse(path(ev.write("told to stop (SIGTERM)")), "s")
+    assert (said["reason"], said["then"]) == ("told to stop (SIGTERM)", None)
+    said = stacks.parse(path(ev.write("raised KeyboardInterrupt", "train.py:5 in main")), "s")
+    assert (said["reason"], said["then"]) == ("raised KeyboardInterrupt", None)
+
+
+def test_a_failing_exit_after_an_ask_is_still_written(tmp_path):
+    """A rank asked for its evidence while it ran (SIGUSR1: kill -USR1, watch) that later calls sys.exit(3) leaves
+    the exit, not the ask: an ask is no end (a stop before it is: a script's own SIGTERM handler calling sys.exit)."""
+    body = """
+        os.kill(os.getpid(), signal.SIGUSR1)
+        time.sleep(1)
+        assert 'asked' in open(os.path.join(os.environ['PM'], 'stacks_rank_3.txt')).read()
+        sys.exit(3)
+    """
+    p, pm = _run(tmp_path, body)
+    assert p.returncode == 3, p.stderr
+    said = stacks.parse((pm / "stacks_rank_3.txt").read_text(), "s")
+    assert said["reason"] == "sys.exit(3)" and said["then"] is None, said
+    assert said["where"].endswith("armed.py:8 in <module>"), said
+
+
+def test_a_ranks_word_carries_what_came_after_its_end_and_bounds_it():
+    """The end record a rank leaves in the job's store (watch reads it) carries `then`, bounded like the rest; a
+    record of an older writer without it still reads."""
+    said = {"reason": "raised ValueError: x", "where": "t.py:1 in m", "time": None, "launcher": "torchrun",
+            "from_collective": False, "chain": ["ValueError: x"], "then": "told to stop (SIGTERM)"}
+    rec = stacks.to_record(said)
+    assert stacks.from_record(1, rec, "p")["then"] == "told to stop (SIGTERM)"
+    assert stacks.from_record(1, {k: v for k, v in rec.items() if k != "then"}, "p")["then"] is None
+    assert stacks.from_record(1, {**rec, "then": "x" * 65}, "p") is None
+    assert stacks.from_record(1, {**rec, "then": 7}, "p") is None
+
+
+def test_a_stop_during_the_cleanup_after_a_raise_says_the_exception_in_a_note(tmp_path):
+    """A rank stopped in a `finally` that runs after a raise (a slow process-group teardown) had not ended: its
+    exception had not reached the top and might yet have been handled, so the stop stays the reason (the verdict as
+    for any rank stopped while it ran), and a note keeps the rank's own word on what it was doing."""
+    body = """
+        try:
+            raise RuntimeError("simulated bug")
+        finally:
+            open(os.environ['PM'] + '.ready', 'w').close()
+            time.sleep(60)
+    """
+    pm = tmp_path / "pm"
+    p = subprocess.Popen([sys.executable, _script(tmp_path, body)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=_env(PM=str(pm)), cwd=REPO)
+    try:
+        end = time.monotonic() + 60
+        while not os.path.exists(f"{pm}.ready") and p.poll() is None and time.monotonic() < end:
+            time.sleep(0.05)
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate(timeout=10)
+    assert p.returncode == -signal.SIGTERM, err
+    text = (pm / "stacks_rank_3.txt").read_text()
+    said = stacks.parse(text, "s")
+    assert (said["reason"], said["then"]) == ("told to stop (SIGTERM)", None), text
+    assert "note: its main thread was handling RuntimeError: simulated bug (raised at " in text, text
+    assert "armed.py:6 in <module>) when told to stop" in text, text

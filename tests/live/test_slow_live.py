@@ -16,7 +16,7 @@ from ncclcheck.live import pace, straggle
 from ncclcheck.live.auth import Session
 from ncclcheck.live.watch import watch
 from ncclcheck.options import api_config
-from ncclcheck.postmortem import slow
+from ncclcheck.postmortem import flight, slow
 from ncclcheck.postmortem.diagnose import diagnose
 from ncclcheck.render.labels import render_labels
 from ncclcheck.render.prometheus import render_prometheus
@@ -352,3 +352,63 @@ def test_a_rank_that_ends_while_its_responder_works_for_a_watch_ends_normally(tm
     t.join(10)
     assert p.returncode == 0, (p.returncode, err[-3000:])
     assert asked and (kind == "phase" or any(asked)), asked  # asked, at least once, while it ran
+
+
+def test_a_probes_blobs_are_paid_from_the_spend_not_the_loops_share(store):
+    """A 1 MiB blob's send was 5 ms of CPU counted against the loop's 1 % share of a 0.5 s window (5 ms): the loop
+    stopped accepting after each, every download waited ~0.5 s, and a probe at 128 hosts took ~6 s. Its send is now
+    paid from the Spend that every guarded request draws on, and the loop does not count it again."""
+    from ncclcheck.live.auth import Session as _S
+    from ncclcheck.live.fetch import Asker, read_registry
+    from ncclcheck.rendezvous.store import Guard, open_store
+
+    job = Job(world=4, per_host=2, steps=300, step_us=1_000_000.0)
+    rs = livesim.start(livesim.laid(job, 40), list(range(4)), store)
+    try:
+        assert all(r.registered.wait(30) for r in rs)
+        reg = read_registry(open_store("127.0.0.1", store, False, 10, guard=Guard()))
+        out = straggle.probe([0, 1, 2, 3], {"h2"}, reg.records, Asker(_S("none", None, store, FIXED), reg.job,
+                                                                       reg.run), FIXED)
+        assert out["rounds"] >= 2 and out["moved"] >= 2 * 2 * pace.RATE_BYTES, out
+        served = {r.rank: r for r in rs if r.rank in (0, 2)}  # each host's first rank probes and serves
+        for r in served.values():
+            blobs = out["rounds"]  # one download from the other host a round
+            assert r.spend.spent >= blobs * FIXED.live_send_cost_s, (r.rank, r.spend.spent)
+            assert r.loop.cpu_used < blobs * FIXED.live_send_cost_s, (r.rank, r.loop.cpu_used)
+    finally:
+        for r in rs:
+            r.close()
+
+
+def test_a_probe_stopped_because_the_job_hung_is_never_a_verdict(monkeypatch):
+    import threading
+
+    records = {0: {"host": "h1"}, 1: {"host": "h1"}, 2: {"host": "h2"}, 4: {"host": "h3"}}
+    monkeypatch.setattr(pace, "exchange", _rates([0, 1, 2, 3], 1e7))
+    stop = threading.Event()
+    stop.set()
+    out = straggle.probe([0, 1, 2, 4], {"h2"}, records, None, FIXED, stop)
+    assert out["stopped"] and out["rounds"] == 0 and out["said"] is None
+
+
+def test_the_probe_started_beside_the_second_look_is_kept_when_the_suspects_are_the_same(monkeypatch):
+    """watch starts the probe from the first look (straggle.early_probe) while its second look waits; judge() keeps
+    it for the same suspects, probes again for others, and never keeps one cut short."""
+    from ncclcheck.postmortem.inputs import Inputs
+    from ncclcheck_lab.slowsim import docs
+
+    job = Job(world=6, per_host=2, slow={5: (0, 0.5)}, steps=40)
+    inp = Inputs()
+    for r, d in docs(job).items():
+        inp.dumps[r] = flight.normalise(d, r, f"r{r}", "json")
+    records = {r: {"host": job.host(r)} for r in range(6)}
+    asked = []
+    monkeypatch.setattr(straggle, "probe", lambda *a, **k: asked.append(a[1]) or {"hosts": [], "pairs": [],
+                                                                                     "said": None})
+    early = straggle.early_probe(inp, records, {}, None, FIXED)
+    assert early[0] == {"h3"} and asked == [{"h3"}]
+    straggle.judge(inp, records, {}, None, FIXED, probed=early)
+    assert asked == [{"h3"}]  # kept: no second probe
+    straggle.judge(inp, records, {}, None, FIXED, probed=({"h1"}, early[1]))
+    straggle.judge(inp, records, {}, None, FIXED, probed=({"h3"}, {"stopped": True}))
+    assert asked == [{"h3"}, {"h3"}, {"h3"}]

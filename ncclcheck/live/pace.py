@@ -45,6 +45,7 @@ RATE_BYTES = 1 << 20  # what a "rate" probe downloads per target: 1 MiB, ~10 ms 
 MAX_BLOB = RATE_BYTES  # bytes of one blob reply: what a probe downloads, no more (a 4 MiB one for any asker was a
 # stranger's amplifier: 43,000 times the bytes he sent)
 PHASE_SHARE = 0.01  # of one core for sampling, past the burst (Budget.live_work_burst_s: one 2 s sampling is ~0.01 s)
+PHASE_MARGIN = 1.25  # the sampling's pace keeps this much of the burst unspent (a sample's CPU varies)
 PHASE_MAX_ROWS = 4096  # changes of the counters one reply holds at most, per process group (the newest kept)
 MAX_RATE_TARGETS = 4  # targets one "rate" request may name (they are downloaded one after another)
 SEAL_BYTES = 256  # a sealed reply's prefix beyond the JSON asked for (as fetch.SEAL_BYTES)
@@ -137,11 +138,13 @@ def phase(me: Any, seconds: float) -> dict:
     sampling's CPU is charged to a Spend of its own (PHASE_SHARE of one core past a burst that covers one sampling:
     watch's "all" just spent the replies' own): a flood of "phase" requests samples less, never more."""
     b: Budget = me.budget
-    end = time.monotonic() + min(seconds, b.live_phase_max_s)
+    window = min(seconds, b.live_phase_max_s)
+    end = time.monotonic() + window
     rows: dict = {}
     last: dict = {}
     before = time.time_ns()
     t_cpu = time.thread_time()
+    cost = 0.0  # a sample's CPU, smoothed
     while time.monotonic() < end and not me.stopping() and me.phase_spend.allows():
         now = time.time_ns()
         for pg, st in progress_of(me.sources.flight(entries=False)).items():
@@ -154,8 +157,13 @@ def phase(me: Any, seconds: float) -> dict:
                 mine.pop(0)
             mine.append([before, now, v[0], v[1]])
         before = now
-        me.phase_spend.charge(time.thread_time() - t_cpu)
-        time.sleep(b.live_phase_every_s)
+        c = time.thread_time() - t_cpu
+        me.phase_spend.charge(c)
+        cost = c if cost == 0.0 else 0.8 * cost + 0.2 * c
+        # a sample's CPU sets the pace, so that the whole window fits one burst of the Spend: a real rank whose
+        # recorder cost ~0.12 ms a read (a lab job busy in a big all_reduce) ran dry after 0.8 s of the 2 s at 2 ms,
+        # leaving two steps sampled where the analysis needs two measures of each place (its steps unmeasured)
+        time.sleep(max(b.live_phase_every_s, cost * window / b.live_work_burst_s * PHASE_MARGIN))
         t_cpu = time.thread_time()
     return rows
 

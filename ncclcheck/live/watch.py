@@ -20,7 +20,8 @@ import os
 import socket
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from typing import Any, Optional
 
 from ..checks.postmortem import PostmortemInput
@@ -311,7 +312,7 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
         sampling = ex.submit(straggle.sample_phases, records, answered, asker, budget, budget.live_confirm_s)
         clocks = straggle.measure_clocks(records, answered, asker, budget)
         phases["clocks"] = budget.since(phase)
-        early = ex.submit(_early_probe, first, records, missing, clocks, asker, budget, hung)
+        early = ex.submit(_early_probe, first, records, missing, clocks, asker, budget, hung, sampling)
         second = fetch_all({r: records[r] for r in answered}, "progress", asker, budget,
                            {r: (first[r].done_at or phase) + budget.live_confirm_s for r in answered})
         phases["second_look"] = budget.since(phase) - phases["clocks"]
@@ -410,8 +411,12 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
 
 
 def _early_probe(first: dict, records: dict, missing: dict, clocks: dict, asker: Asker, budget: Budget,
-                 stop: threading.Event) -> Optional[tuple]:
-    """straggle.early_probe on the first look's recorders (with the measured clocks, before any phase sample)."""
+                 stop: threading.Event, sampling: Future) -> Optional[tuple]:
+    """straggle.early_probe on the first look's recorders (with the measured clocks), once the phase sampling is
+    over: the probe's downloads share the job's links and CPU, and beside the sampling of a communication-bound lab
+    job they left its steps unmeasured (its big all_reduce slowed while a rank sampled where it works)."""
+    wait_futures([sampling], timeout=budget.live_confirm_s + budget.live_request_s + budget.live_send_s
+                 + budget.thread_join_s)
     by_rank = straggle.rank_clocks(clocks, records)
     docs = {r: d for r, a in first.items() if a.doc is not None
             and (d := live_doc(a, records[r], by_rank.get(r))) is not None and d.get("entries")}

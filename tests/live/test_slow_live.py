@@ -412,3 +412,35 @@ def test_the_probe_started_beside_the_second_look_is_kept_when_the_suspects_are_
     straggle.judge(inp, records, {}, None, FIXED, probed=({"h1"}, early[1]))
     straggle.judge(inp, records, {}, None, FIXED, probed=({"h3"}, {"stopped": True}))
     assert asked == [{"h3"}, {"h3"}, {"h3"}]
+
+
+def test_a_sampling_whose_reads_cost_cpu_spans_its_whole_window_within_one_burst():
+    """A real rank's recorder read costs CPU (~0.12 ms in a lab job busy in a big all_reduce): at one read every 2 ms
+    the sampling's Spend ran dry after 0.8 s of 2, and the steps went unmeasured. The sampling paces itself so that
+    the window fits one burst; a flood of requests still samples less, never more (the Spend is unchanged)."""
+    import threading
+
+    from ncclcheck.live.loop import Spend
+
+    class Src:
+        def flight(self, entries=True):
+            t = time.thread_time() + 0.0004  # a read that costs 0.4 ms of this thread's CPU
+            while time.thread_time() < t:
+                pass
+            return {"pg_status": {"0": {"last_enqueued_collective": "1", "last_completed_collective": "1"}}}
+
+    class Me:
+        budget = FIXED
+        sources = Src()
+        phase_spend = Spend(FIXED, pace.PHASE_SHARE)
+        stopped = threading.Event()
+
+        def stopping(self):
+            return self.stopped.is_set()
+
+    me = Me()
+    t0 = time.monotonic()
+    pace.phase(me, 1.0)
+    took = time.monotonic() - t0
+    assert took >= 0.9, f"the sampling stopped after {took:.2f} s of its 1 s window"
+    assert me.phase_spend.spent <= FIXED.live_work_burst_s + 0.01  # within one burst (one more sample at most)

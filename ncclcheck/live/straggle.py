@@ -324,6 +324,11 @@ def _suspects(section: dict) -> Optional[set]:
     return {f["host"] for f in section["named"] if f.get("host")}
 
 
+def _hosts(inp: Any, records: dict) -> dict:
+    """{rank: its host} of every rank read: what the rank said, else its store record."""
+    return {r: (inp.hosts.get(r) or {}).get("host") or records.get(r, {}).get("host") for r in inp.dumps}
+
+
 def _group_ranks(inp: Any, section: dict) -> list:
     return [r for r in inp.dumps if section.get("pg") in inp.dumps[r].groups]
 
@@ -333,7 +338,7 @@ def early_probe(inp: Any, records: dict, clocks: dict, asker: Any, budget: Budge
     """(suspects, probe result) from the first look's recorders alone, started while watch's second look waits: at
     4,096 ranks the probe took seconds after the analysis named a rank. judge() keeps it when its own analysis
     suspects the same hosts; `stop` (set when the job turns out hung) ends it after the download in flight."""
-    hosts = {r: (inp.hosts.get(r) or {}).get("host") or records.get(r, {}).get("host") for r in inp.dumps}
+    hosts = _hosts(inp, records)
     section = slow.analyse(inp.dumps, hosts, rank_clocks(clocks, records))
     suspects = _suspects(section)
     if suspects is None:
@@ -347,7 +352,7 @@ def judge(inp: Any, records: dict, clocks: dict, asker: Any, budget: Budget, nod
     the measured clocks and, when something is suspect, the probe (probed: (suspects, result) of a probe already
     run, kept when the suspects are the same; --follow: probed again only when the suspects change). Every cause found
     is kept: a late rank and a slow link are two findings, each said with its kind."""
-    hosts = {r: (inp.hosts.get(r) or {}).get("host") or records.get(r, {}).get("host") for r in inp.dumps}
+    hosts = _hosts(inp, records)
     section = slow.analyse(inp.dumps, hosts, rank_clocks(clocks, records), inp.phases,
                            unjudged=set(records) | set(inp.unanswered))
     also: list = []

@@ -88,6 +88,15 @@ def live_doc(a: Answer, rec: dict, clock: Optional[dict] = None, phase: Optional
     return {**fr, flight.LIVE_KEY: me}
 
 
+def live_docs(answers: dict, records: dict, clocks: dict, sampled: Optional[dict] = None) -> dict:
+    """{rank: live_doc} of every answer with flight-recorder entries, each with its host's measured clock and, where
+    sampled, its phase."""
+    by_rank = straggle.rank_clocks(clocks, records)
+    sampled = sampled or {}
+    return {r: d for r, a in answers.items() if a.doc is not None
+            and (d := live_doc(a, records[r], by_rank.get(r), sampled.get(r))) is not None and d.get("entries")}
+
+
 def build_inputs(first: dict, records: dict, missing: dict, docs: dict, observer: Optional[str] = None,
                  ends: Optional[dict] = None) -> Inputs:
     """diagnose's Inputs from what was fetched: one flight-recorder document per answering rank. observer: the host
@@ -325,9 +334,7 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
     probed = early.result() if early.exception() is None else None
     phases["phase_samples"] = budget.since(phase)
     phase = budget.now()
-    by_rank = straggle.rank_clocks(clocks, records)
-    docs = {r: d for r in answered if (d := live_doc(first[r], records[r], by_rank.get(r), sampled.get(r)))
-            is not None and d.get("entries")}
+    docs = live_docs(first, records, clocks, sampled)
     inp = build_inputs(first, records, missing, docs, socket.gethostname(), reg.ends)
     for r, a in second.items():  # answered the first look, not the second: gone meanwhile
         if a.doc is None and r not in inp.unanswered:
@@ -417,9 +424,7 @@ def _early_probe(first: dict, records: dict, missing: dict, clocks: dict, asker:
     job they left its steps unmeasured (its big all_reduce slowed while a rank sampled where it works)."""
     wait_futures([sampling], timeout=budget.live_confirm_s + budget.live_request_s + budget.live_send_s
                  + budget.thread_join_s)
-    by_rank = straggle.rank_clocks(clocks, records)
-    docs = {r: d for r, a in first.items() if a.doc is not None
-            and (d := live_doc(a, records[r], by_rank.get(r))) is not None and d.get("entries")}
+    docs = live_docs(first, records, clocks)
     return straggle.early_probe(build_inputs(first, records, missing, docs), records, clocks, asker, budget, stop)
 
 
@@ -591,9 +596,7 @@ def _judge_follow(records: dict, missing: dict, now: dict, asker: Asker, budget:
     answered = sorted(r for r, a in now.items() if a.doc is not None)
     clocks = straggle.measure_clocks(records, answered, asker, budget)
     sampled = straggle.sample_phases(records, answered, asker, budget, budget.live_confirm_s)
-    by_rank = straggle.rank_clocks(clocks, records)
-    docs = {r: d for r in answered if (d := live_doc(now[r], records[r], by_rank.get(r), sampled.get(r)))
-            is not None and d.get("entries")}
+    docs = live_docs(now, records, clocks, sampled)
     inp = build_inputs(now, records, missing, docs)
     node_of = {h: i for i, h in enumerate(sorted({rec["host"] for rec in records.values()}))}
     section, _ = straggle.judge(inp, records, clocks, asker, budget, node_of, follow)

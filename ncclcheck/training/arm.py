@@ -322,11 +322,7 @@ class _Evidence:
         # Python sets sys.last_value before it calls sys.excepthook, with no Python code in between
         exc = getattr(sys, "last_value", None)
         if isinstance(exc, BaseException) and exc is not self.raised_before and not isinstance(exc, SystemExit):
-            try:
-                said = f"{type(exc).__name__}: {exc}"
-            except Exception:  # noqa: BLE001 - an exception whose __str__ fails still has its type and frame
-                said = type(exc).__name__
-            return (f"{RAISED}{said}", raised_at(getattr(sys, "last_traceback", None) or exc.__traceback__),
+            return (f"{RAISED}{_said(exc)}", raised_at(getattr(sys, "last_traceback", None) or exc.__traceback__),
                     STACKS_AT[0], chain_text(exc)[-TRACEBACK_CHARS:])
         # a SystemExit the script caught is no end: past the script, Python has marked its main thread stopped
         if self.exit_code not in (None, 0) and self.exit_at and not threading.main_thread().is_alive():
@@ -557,13 +553,17 @@ def _handling() -> list:
     exc = got[1] if isinstance(got, tuple) else got  # a 3-tuple before Python 3.12, the exception since
     if not isinstance(exc, BaseException):
         return []
-    try:
-        said = f"{type(exc).__name__}: {exc}"
-    except Exception:  # noqa: BLE001 - an exception whose __str__ fails still has its type
-        said = type(exc).__name__
     at = raised_at(exc.__traceback__)
-    return [f"its main thread was handling {said}" + (f" (raised at {at})" if at else "") +
+    return [f"its main thread was handling {_said(exc)}" + (f" (raised at {at})" if at else "") +
             " when told to stop: a finally or except block was running after it"]
+
+
+def _said(exc: BaseException) -> str:
+    """"Type: message" of an exception, its type alone when its __str__ fails (a stop's write must not)."""
+    try:
+        return f"{type(exc).__name__}: {exc}"
+    except Exception:  # noqa: BLE001 - an exception whose __str__ fails still has its type and frame
+        return type(exc).__name__
 
 
 def _exit_reason(code: Any) -> str:

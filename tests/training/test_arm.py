@@ -243,11 +243,8 @@ def test_sigterm_while_the_script_is_ending_says_where_it_ended(tmp_path, ending
         finally:
             os.close(w)
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.communicate(timeout=10)
-    assert p.returncode == -signal.SIGTERM, err
-    text = (pm / "stacks_rank_3.txt").read_text()
+        _reap(p)
+    text = _stopped_stacks(p, pm, err)
     where, reason = SAID[ending]
     said = stacks.parse(text, "s")
     assert said["where"] == where.format(fifo=fifo, script=script), text  # the script's own frame
@@ -412,12 +409,22 @@ def test_a_stop_during_the_cleanup_after_a_raise_says_the_exception_in_a_note(tm
         p.send_signal(signal.SIGTERM)
         _, err = p.communicate(timeout=30)
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.communicate(timeout=10)
-    assert p.returncode == -signal.SIGTERM, err
-    text = (pm / "stacks_rank_3.txt").read_text()
+        _reap(p)
+    text = _stopped_stacks(p, pm, err)
     said = stacks.parse(text, "s")
     assert (said["reason"], said["then"]) == ("told to stop (SIGTERM)", None), text
     assert "note: its main thread was handling RuntimeError: simulated bug (raised at " in text, text
     assert "armed.py:6 in <module>) when told to stop" in text, text
+
+
+def _reap(p) -> None:
+    """A script the test could not stop as planned is killed, never left running."""
+    if p.poll() is None:
+        p.kill()
+        p.communicate(timeout=10)
+
+
+def _stopped_stacks(p, pm, err: str) -> str:
+    """The stacks file of rank 3 of a script that SIGTERM ended (its own stop, not a crash)."""
+    assert p.returncode == -signal.SIGTERM, err
+    return (pm / "stacks_rank_3.txt").read_text()

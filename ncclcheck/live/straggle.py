@@ -333,28 +333,35 @@ def _group_ranks(inp: Any, section: dict) -> list:
     return [r for r in inp.dumps if section.get("pg") in inp.dumps[r].groups]
 
 
+def analysed(inp: Any, records: dict, clocks: dict) -> dict:
+    """The slow section of the fetched flight recorders (diagnose's Inputs, their phases with them) with the measured
+    clocks: postmortem/slow.py's analysis, which judge() says and early_probe() probes from."""
+    return slow.analyse(inp.dumps, _hosts(inp, records), rank_clocks(clocks, records), inp.phases,
+                        unjudged=set(records) | set(inp.unanswered))
+
+
 def early_probe(inp: Any, records: dict, clocks: dict, asker: Any, budget: Budget,
-                stop: Optional[threading.Event] = None) -> Optional[tuple]:
-    """(suspects, probe result) from the first look's recorders alone, started while watch's second look waits: at
-    4,096 ranks the probe took seconds after the analysis named a rank. judge() keeps it when its own analysis
-    suspects the same hosts; `stop` (set when the job turns out hung) ends it after the download in flight."""
-    hosts = _hosts(inp, records)
-    section = slow.analyse(inp.dumps, hosts, rank_clocks(clocks, records))
+                stop: Optional[threading.Event] = None) -> tuple[dict, Optional[tuple]]:
+    """(the analysis, (suspects, probe result) or None) from the first look's recorders alone, run while watch's
+    second look waits: at 4,096 ranks the analysis took ~1 s and the probe seconds once the second look was over.
+    judge() takes both: the analysis as its own (the second look adds no recorder), the probe when its suspects are
+    the same; `stop` (set when the job turns out hung) ends the probe after the download in flight."""
+    section = analysed(inp, records, clocks)
     suspects = _suspects(section)
     if suspects is None:
-        return None
-    return suspects, probe(_group_ranks(inp, section), suspects, records, asker, budget, stop)
+        return section, None
+    return section, (suspects, probe(_group_ranks(inp, section), suspects, records, asker, budget, stop))
 
 
 def judge(inp: Any, records: dict, clocks: dict, asker: Any, budget: Budget, node_of: Optional[dict] = None,
-          follow: Optional[Follow] = None, probed: Optional[tuple] = None) -> tuple[dict, Any]:
+          follow: Optional[Follow] = None, probed: Optional[tuple] = None,
+          section: Optional[dict] = None) -> tuple[dict, Any]:
     """(the report's live.slow section, the live.slow check) from the fetched flight recorders (diagnose's Inputs),
     the measured clocks and, when something is suspect, the probe (probed: (suspects, result) of a probe already
-    run, kept when the suspects are the same; --follow: probed again only when the suspects change). Every cause found
-    is kept: a late rank and a slow link are two findings, each said with its kind."""
-    hosts = _hosts(inp, records)
-    section = slow.analyse(inp.dumps, hosts, rank_clocks(clocks, records), inp.phases,
-                           unjudged=set(records) | set(inp.unanswered))
+    run, kept when the suspects are the same; --follow: probed again only when the suspects change). section: the
+    analysis of these recorders already made (early_probe's), else made here. Every cause found is kept: a late rank
+    and a slow link are two findings, each said with its kind."""
+    section = dict(section) if section is not None else analysed(inp, records, clocks)
     also: list = []
     job = section.get("job") or {}
     suspects = _suspects(section)

@@ -313,15 +313,16 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
     # answer ~13 s). The hosts' clocks are measured first, while no look's requests compete with them (an exchange's
     # error is half its round trip: measured beside the second look, on the shared machine of scripts/bench_live.py,
     # the errors took a 100 ms late rank's cost below the rule's floor), a few ranks' phases sampled meanwhile.
-    # The transfer probe a slow rank calls for starts from the first look's recorders as soon as the clocks are
-    # known, beside the second look's wait (at 4,096 ranks it took seconds once the analysis had named a rank);
-    # judge() keeps it when its own analysis suspects the same hosts, and a job found hung stops it.
+    # What the first look's recorders say is read beside the second look's wait, once the clocks are known and the
+    # phases sampled: the documents, the analysis of who slows the job and the transfer probe it calls for (at 4,096
+    # ranks the analysis took ~1 s and the probe seconds after the second look); the second look adds no recorder,
+    # so judge() takes the analysis as it is and the probe when its suspects are the same; a job found hung stops it.
     hung = threading.Event()
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="ncclcheck-watch") as ex:
         sampling = ex.submit(straggle.sample_phases, records, answered, asker, budget, budget.live_confirm_s)
         clocks = straggle.measure_clocks(records, answered, asker, budget)
         phases["clocks"] = budget.since(phase)
-        early = ex.submit(_early_probe, first, records, missing, clocks, asker, budget, hung, sampling)
+        early = ex.submit(_early, first, reg, clocks, asker, budget, hung, sampling)
         second = fetch_all({r: records[r] for r in answered}, "progress", asker, budget,
                            {r: (first[r].done_at or phase) + budget.live_confirm_s for r in answered})
         phases["second_look"] = budget.since(phase) - phases["clocks"]
@@ -330,12 +331,12 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
         if not went or frozen:
             hung.set()
     # the pool's end waited for the sampling and the probe: bounded inside (their deadlines, their threads' join)
-    sampled = sampling.result() if sampling.exception() is None else {}
-    probed = early.result() if early.exception() is None else None
     phases["phase_samples"] = budget.since(phase)
     phase = budget.now()
-    docs = live_docs(first, records, clocks, sampled)
-    inp = build_inputs(first, records, missing, docs, socket.gethostname(), reg.ends)
+    read = early.result() if early.exception() is None else None
+    if read is None:  # the early reading failed: made here (the sampling's result kept)
+        read = _read(first, reg, clocks, sampling.result() if sampling.exception() is None else {})
+    docs, inp, section, probed = read
     for r, a in second.items():  # answered the first look, not the second: gone meanwhile
         if a.doc is None and r not in inp.unanswered:
             inp.unanswered[r] = a.why if a.garbage else f"answered, then not {budget.live_confirm_s:g} s later " \
@@ -372,7 +373,8 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
                       f"collectives between two looks {budget.live_confirm_s:g} s apart",
                       evidence={"moved": went})
         phase = budget.now()
-        section, slow_check = straggle.judge(inp, records, clocks, asker, budget, node_of, follow, probed)
+        section, slow_check = straggle.judge(inp, records, clocks, asker, budget, node_of, follow, probed,
+                                             section)
         phases["slow"] = budget.since(phase)
         live["phases_s"] = {k: round(v, 3) for k, v in phases.items()}
         if follow is not None:
@@ -417,15 +419,27 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
                    max(n, analysis["world_size"]), hosts, _backend(docs), trust, records)
 
 
-def _early_probe(first: dict, records: dict, missing: dict, clocks: dict, asker: Asker, budget: Budget,
-                 stop: threading.Event, sampling: Future) -> Optional[tuple]:
-    """straggle.early_probe on the first look's recorders (with the measured clocks), once the phase sampling is
-    over: the probe's downloads share the job's links and CPU, and beside the sampling of a communication-bound lab
-    job they left its steps unmeasured (its big all_reduce slowed while a rank sampled where it works)."""
+def _read(first: dict, reg: Any, clocks: dict, sampled: dict, hung: Optional[threading.Event] = None,
+          asker: Optional[Asker] = None, budget: Optional[Budget] = None) -> tuple:
+    """(documents, diagnose's Inputs, the slow analysis, the probe or None) of the first look's recorders with the
+    measured clocks and sampled phases; the probe only with an asker (`hung`: set, it stops the probe)."""
+    docs = live_docs(first, reg.records, clocks, sampled)
+    inp = build_inputs(first, reg.records, reg.missing, docs, socket.gethostname(), reg.ends)
+    if asker is None or budget is None:
+        return docs, inp, None, None
+    section, probed = straggle.early_probe(inp, reg.records, clocks, asker, budget, hung)
+    return docs, inp, section, probed
+
+
+def _early(first: dict, reg: Any, clocks: dict, asker: Asker, budget: Budget, hung: threading.Event,
+           sampling: Future) -> tuple:
+    """_read once the phase sampling is over, with the analysis and the probe: the probe's downloads share the job's
+    links and CPU, and beside the sampling of a communication-bound lab job they left its steps unmeasured (its big
+    all_reduce slowed while a rank sampled where it works)."""
     wait_futures([sampling], timeout=budget.live_confirm_s + budget.live_request_s + budget.live_send_s
                  + budget.thread_join_s)
-    docs = live_docs(first, records, clocks)
-    return straggle.early_probe(build_inputs(first, records, missing, docs), records, clocks, asker, budget, stop)
+    sampled = sampling.result() if sampling.done() and sampling.exception() is None else {}
+    return _read(first, reg, clocks, sampled, hung, asker, budget)
 
 
 def _answered_text(unanswered: dict, garbage: list, n: int) -> str:

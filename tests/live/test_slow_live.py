@@ -122,6 +122,43 @@ def test_the_clock_phase_blob_and_rate_requests(store):
             r.close()
 
 
+
+def test_a_clock_is_read_when_its_request_is_read_even_while_the_answer_worker_is_busy(store):
+    """The responder's connection loop answers "clock" itself (wire.AT_ONCE): a clock read after the answer worker's
+    queue is later than the request by that wait, and the watcher's error (half the round trip) with it. Here the
+    worker is held inside the flight recorder (a torch dump under load) while the clock is asked."""
+    import threading
+
+    from ncclcheck.live.responder import Responder, Sources
+    from ncclcheck.rendezvous.store import Guard
+
+    held, inside = threading.Event(), threading.Event()
+
+    class Held(Sources):
+        def flight(self, entries=True):
+            if entries:
+                inside.set()
+                held.wait(20)
+            return {"entries": [], "pg_status": {}}
+
+        def stacks(self):
+            return []
+
+    r = Responder(0, 2, 0, ("127.0.0.1", store), Guard(), sources=Held(), bind="127.0.0.1").start()
+    try:
+        assert r.registered.wait(30)
+        rec, end = r.record(), FIXED.deadline(20)
+        me = pace.Caller(Session("none", None, store, FIXED), r.job, r.run)
+        t = threading.Thread(target=pace.exchange, args=(rec, {"kind": "all"}, me, end, FIXED), daemon=True)
+        t.start()
+        assert inside.wait(10)
+        doc, why, sent, got = pace.exchange(rec, {"kind": "clock"}, me, end, FIXED)
+        assert doc is not None and sent <= doc["time_ns"] <= got, why
+        assert not held.is_set() and got - sent < 5 * 10**9  # answered while the worker still waits
+    finally:
+        held.set()
+        r.close()
+
 def test_follow_says_when_a_slowdown_starts_and_ends_at_its_first_and_last_slow_step():
     said = []
     f = straggle.Follow(said.append)
@@ -392,8 +429,9 @@ def test_a_probe_stopped_because_the_job_hung_is_never_a_verdict(monkeypatch):
 
 
 def test_the_probe_started_beside_the_second_look_is_kept_when_the_suspects_are_the_same(monkeypatch):
-    """watch starts the probe from the first look (straggle.early_probe) while its second look waits; judge() keeps
-    it for the same suspects, probes again for others, and never keeps one cut short."""
+    """watch reads the first look's recorders (straggle.early_probe: the analysis and the probe it calls for) while its
+    second look waits; judge() takes that analysis without making it again, keeps the probe for the same suspects,
+    probes again for others, and never keeps one cut short."""
     from ncclcheck.postmortem.inputs import Inputs
     from ncclcheck_lab.slowsim import docs
 
@@ -405,13 +443,18 @@ def test_the_probe_started_beside_the_second_look_is_kept_when_the_suspects_are_
     asked = []
     monkeypatch.setattr(straggle, "probe", lambda *a, **k: asked.append(a[1]) or {"hosts": [], "pairs": [],
                                                                                      "said": None})
-    early = straggle.early_probe(inp, records, {}, None, FIXED)
+    section, early = straggle.early_probe(inp, records, {}, None, FIXED)
     assert early[0] == {"h3"} and asked == [{"h3"}]
-    straggle.judge(inp, records, {}, None, FIXED, probed=early)
-    assert asked == [{"h3"}]  # kept: no second probe
+    assert [f["rank"] for f in section["named"]] == [5]
+    made = []
+    analysed = straggle.analysed
+    monkeypatch.setattr(straggle, "analysed", lambda *a: made.append(1) or analysed(*a))
+    out, check = straggle.judge(inp, records, {}, None, FIXED, probed=early, section=section)
+    assert asked == [{"h3"}] and not made  # kept: no second probe, no second analysis
+    assert [f["rank"] for f in out["named"]] == [5] and check.status.value == "fail" and "probe" not in section
     straggle.judge(inp, records, {}, None, FIXED, probed=({"h1"}, early[1]))
     straggle.judge(inp, records, {}, None, FIXED, probed=({"h3"}, {"stopped": True}))
-    assert asked == [{"h3"}, {"h3"}, {"h3"}]
+    assert asked == [{"h3"}, {"h3"}, {"h3"}] and len(made) == 2
 
 
 def test_a_sampling_whose_reads_cost_cpu_spans_its_whole_window_within_one_burst():

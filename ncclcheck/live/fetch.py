@@ -29,7 +29,7 @@ from ..facts.host import nofile
 from ..postmortem import flight
 from ..postmortem.analyze import GARBAGE, NO_ANSWER_IN_BOUND
 from ..rendezvous.budget import Budget
-from ..rendezvous.store import JsonStore
+from ..rendezvous.store import JsonStore, StoreLost
 from . import wire
 from .auth import Session
 from .responder import MAX_FRAMES, MAX_THREADS
@@ -156,13 +156,21 @@ def read_registry(st: JsonStore, ends: bool = False) -> Registry:
             reg.ignored.append(f"{wire.rank_key(r)}: {bad}: ignored")
         else:
             reg.records[r] = v
-    if ends and reg.records:
+    if ends and reg.records and _ended_any(st):
         ranks = sorted(reg.records)
         for r, (there, v) in zip(ranks, st.read_present([wire.end_key(r) for r in ranks])):
             if there and v is not None and wire.end_problem(r, v) is None and \
                     wire.foreign(v, reg.job, reg.run) is None and v.get("attempt") == reg.records[r]["attempt"]:
                 reg.ends[r] = v
     return reg
+
+
+def _ended_any(st: JsonStore) -> bool:
+    """May any rank have left an end record? False only when the ranks' counter of them (wire.ENDS_KEY) reads 0."""
+    try:
+        return st.add(wire.ENDS_KEY, 0) != 0
+    except StoreLost:  # not a counter (a value someone set): every end key is read
+        return True
 
 
 def _refused(r: int, why: str, t0: float, budget: Budget, garbage: bool = True) -> Answer:

@@ -63,13 +63,15 @@ class Conn:
 class Outcome:
     """What the owner made of a request: a refusal sent at once, or work for one of its Workers. prepaid: the
     owner charged sending the reply to its own Spend (a probe's blob: 1 MiB costs the whole of the loop's share of a
-    window, which then stopped accepting until the window ended: 0.5 s a download, a probe's turns made seconds)."""
+    window, which then stopped accepting until the window ended: 0.5 s a download, a probe's turns made seconds).
+    now: the job is the loop's own, run at once on its thread (a reply as cheap as a hello, within the loop's share,
+    that a worker's queue would only make later: the wall clock)."""
 
-    __slots__ = ("refusal", "worker", "job", "prepaid")
+    __slots__ = ("refusal", "worker", "job", "prepaid", "now")
 
     def __init__(self, refusal: Optional[str] = None, worker: Optional[str] = None,
-                 job: Optional[Callable[[], Any]] = None, prepaid: bool = False) -> None:
-        self.refusal, self.worker, self.job, self.prepaid = refusal, worker, job, prepaid
+                 job: Optional[Callable[[], Any]] = None, prepaid: bool = False, now: bool = False) -> None:
+        self.refusal, self.worker, self.job, self.prepaid, self.now = refusal, worker, job, prepaid, now
 
 
 class Spend:
@@ -372,10 +374,20 @@ class Loop:
             c.inbuf = bytearray()
             if out.refusal is not None:
                 self._refuse(c, out.refusal)
+            elif out.now:
+                self._reply(c, self._run_now(out.job))
             elif not self.workers[out.worker].submit(c, out.job):
                 self._refuse(c, f"busy: this address already has {WORK_PER_ADDRESS} requests waiting")
             else:
                 c.state, c.prepaid = WORK, out.prepaid
+
+    @staticmethod
+    def _run_now(job: Callable[[], Any]) -> Any:
+        try:
+            return job()
+        except Exception as exc:  # noqa: BLE001 - as a worker's: a reply that could not be built closes its connection
+            log.debug("live: a reply failed: %s", exc)
+            return b""
 
     def _refuse(self, c: Conn, why: str) -> None:
         self.owner.note(f"{c.addr}: {why}")

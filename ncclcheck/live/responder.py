@@ -358,6 +358,7 @@ class Responder:
             socket.create_connection(self.master, timeout=b.left(end)).close()  # c10d prints frames on a refusal
             st = open_store(self.master[0], self.master[1], False, b.left(end), guard=self.guard)
             st.set(wire.end_key(self.rank), rec)
+            st.add(wire.ENDS_KEY, 1)  # after the record: a watch that counts one finds it
             return True
         except (OSError, StoreLost) as exc:
             log.debug("live: rank %d could not leave its end in the store: %s", self.rank, exc)
@@ -451,7 +452,7 @@ class Responder:
                     self.spend.charge(time.thread_time() - t0)
             self.served += 1
             return out
-        return Outcome(worker=wire.KINDS[kind], job=reply, prepaid=kind == "blob")
+        return Outcome(worker=wire.KINDS[kind], job=reply, prepaid=kind == "blob", now=kind in wire.AT_ONCE)
 
     def cached(self, kind: str, limit: int, items: int) -> tuple[bytes, memoryview]:
         """The reply to `kind` as the asker takes it. Its progress (and the time) is always fresh (built at most once

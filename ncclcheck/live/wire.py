@@ -44,6 +44,10 @@ KINDS = {"progress": "answer", "stacks": "answer", "flight": "answer", "all": "a
 # of them, live/peers.py (ranks of this job only, signed records where the level signs them, a hello-only answer at
 # the bound's end otherwise, a blob only to a rank of this job), each charged to the responder's Spend (loop.py).
 GUARDED = ("reach", "rate", "blob")
+# The kinds the responder's connection loop answers itself, the moment it read the request (no worker's queue
+# between: a clock read after one is later than the request by that queue's wait, on the shared 2-core machine of
+# scripts/bench_live.py a round trip of 6 ms at the median); a reply as cheap as a hello, within the loop's CPU share.
+AT_ONCE = ("clock",)
 MAX_REACH = 64  # ranks one "reach" request may name: a responder connects to at most this many others
 MAX_REQUEST = 4096  # bytes of one request frame: a request is a few dozen bytes of JSON (and a munge credential)
 MAX_HELLO = 4096  # bytes of the responder's hello
@@ -71,6 +75,13 @@ def end_key(r: int) -> str:
     """Where rank r leaves its word on how it ended (raised, sys.exit, told to stop): the stacks file's header, for a
     watch that finds the rank gone (training/arm.py writes it beside the file; watch reads it beside the records)."""
     return f"{PREFIX}end/{r}"
+
+
+# A counter each rank raises once its end record is written: a watch that reads 0 reads no end key (at 4,096 ranks,
+# finding thousands of absent keys absent cost ~2 store requests a rank: 0.35 s of its first 0.45 s). Anything but 0
+# (a stranger's value, a number no world reaches) reads every end key, as before; a stranger who sets it to 0 hides
+# the ends from watch, as one who deletes the keys does.
+ENDS_KEY = PREFIX + "ends"
 
 
 def end_problem(r: int, v: Any) -> Optional[str]:

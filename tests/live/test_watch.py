@@ -158,6 +158,41 @@ def test_with_a_token_a_forged_registration_is_refused_and_named():
     assert "refused" in reg.missing[1] and "not signed with the job token" in reg.missing[1]
 
 
+
+def test_the_registry_reads_end_records_only_when_the_ranks_counted_one():
+    """A rank raises wire.ENDS_KEY after writing its end record: watch reads no end key while the counter is 0
+    (thousands of absent keys were ~2 store requests a rank, 0.35 s at 4,096 ranks), every one otherwise, a counter
+    that is not one (a stranger's value) included."""
+    import torch.distributed as dist
+
+    from ncclcheck.live import wire
+    from ncclcheck.live.fetch import read_registry
+    from ncclcheck.rendezvous.store import JsonStore
+
+    raw = dist.HashStore()
+    st = JsonStore(raw)
+    n = 256
+    st.set(wire.WORLD_KEY, {"world_size": n, "attempt": 0, "job": "j", "run": "0" * wire.RUN_CHARS})
+    for r in range(n):
+        st.set(wire.rank_key(r), {"v": wire.VERSION, "rank": r, "world_size": n, "local_rank": r % 8,
+                                  "host": f"h{r // 8}", "addr": "127.0.0.1", "port": 4000 + r, "pid": 1 + r,
+                                  "auth": "none", "attempt": 0, "job": "j", "run": "0" * wire.RUN_CHARS})
+    calls = []
+
+    class Counted(JsonStore):
+        def _call(self, name, *args):
+            calls.append(name)
+            return super()._call(name, *args)
+
+    reg = read_registry(Counted(raw), ends=True)
+    assert len(reg.records) == n and reg.ends == {} and len(calls) < 20, calls  # 2 per 512 keys, and the counter
+    st.set(wire.end_key(5), _end(5))
+    assert read_registry(JsonStore(raw), ends=True).ends == {}  # not counted: not read
+    st.add(wire.ENDS_KEY, 1)
+    assert list(read_registry(JsonStore(raw), ends=True).ends) == [5]
+    raw.set(wire.ENDS_KEY, "not a number")
+    assert list(read_registry(JsonStore(raw), ends=True).ends) == [5]
+
 # A host's link dropped mid-collective (fixtures/dropped-h2, dropped-node0: watch --dump on lab host h1 of a real job,
 # HOW.md): its ranks cannot answer. The verdict names that host once, with its ranks, and the collective the others
 # wait in; node 0 cut off (h1, where watch ran) is h1 reaching no other host, not two other hosts each down.

@@ -17,6 +17,7 @@ from ncclcheck.rendezvous.store import Guard, JsonStore
 from tests.live.test_responder import RUN, Fake, asker
 
 B = Budget(timeout_s=5.0, live_request_s=1.0, live_reach_s=2.0)
+SLACK = Budget(timeout_s=10.0, live_request_s=2.0, live_reach_s=6.0)
 
 
 def _closed_port() -> int:
@@ -33,15 +34,16 @@ def job(request):
 
     import torch.distributed as dist
 
-    token = getattr(request, "param", None)
+    param = getattr(request, "param", None)
+    token, budget = param if isinstance(param, tuple) else (param, B)  # (token, the responders' budget)
     server = dist.TCPStore("127.0.0.1", 0, None, True, timeout=datetime.timedelta(seconds=5), wait_for_workers=False)
     master = ("127.0.0.1", server.port)
     st = JsonStore(server, guard=Guard(token=token))
     st.set(wire.WORLD_KEY, {"world_size": 6, "attempt": 0, "job": "nojob", "run": RUN})
     rs = []
     for rank, host in ((0, "h1"), (2, "h2")):
-        r = Responder(rank, 6, 0, master, Guard(token=token), B, Fake(), bind="127.0.0.1").start(register=False,
-                                                                                                 run=RUN)
+        r = Responder(rank, 6, 0, master, Guard(token=token), budget, Fake(), bind="127.0.0.1").start(
+            register=False, run=RUN)
         r.host = host
         st.set(f"{wire.PREFIX}rank/{rank}", r.record())
         rs.append(r)
@@ -83,9 +85,12 @@ def test_with_a_token_a_strangers_record_is_never_connected_to(job):
     assert got.doc["unknown"]["3"] == "refused"
 
 
+# each responder opens the job's store and connects to the others within its reach bound: 2 s was too short on the
+# 2-core machine running the suite two tests at a time (h1 -> h2 "unreached" in 2 runs of 3)
+@pytest.mark.parametrize("job", [(None, SLACK)], indirect=True)
 def test_watch_names_the_host_no_other_host_connects_to(job):
     st, (a, b), token = job
-    found = locate({"ranks": [0, 1, 2, 3, 4, 5]}, _records(st), asker(token, run=RUN), B)
+    found = locate({"ranks": [0, 1, 2, 3, 4, 5]}, _records(st), asker(token, run=RUN), SLACK)
     assert found["hosts"] == ["h3"] and found["pairs"] == [], found
     assert found["unanswered"] == {"h3": found["unanswered"]["h3"]}  # it could not be asked either
     assert "no connect between host h3 and the group's other hosts succeeded" in found["said"], found["said"]

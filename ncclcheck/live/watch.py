@@ -32,6 +32,7 @@ from ..model import CheckResult, NodeInfo, Report, Status, WorldInfo, failed, pa
 from ..postmortem import flight
 from ..postmortem.analyze import GARBAGE, analyse, ranks_text
 from ..postmortem.inputs import Inputs, _add_dump
+from ..postmortem.phase import of_doc as phase_of_doc
 from ..postmortem.stacks import from_record, to_record
 from ..rendezvous.budget import Budget
 from ..rendezvous.store import Guard, JsonStore, Limits, StoreLost
@@ -335,7 +336,7 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
     phase = budget.now()
     read = early.result() if early.exception() is None else None
     if read is None:  # the early reading failed: made here (the sampling's result kept)
-        read = _read(first, reg, clocks, sampling.result() if sampling.exception() is None else {})
+        read = (*_read(first, reg, clocks, sampling.result() if sampling.exception() is None else {}), None, None)
     docs, inp, section, probed = read
     for r, a in second.items():  # answered the first look, not the second: gone meanwhile
         if a.doc is None and r not in inp.unanswered:
@@ -419,27 +420,35 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
                    max(n, analysis["world_size"]), hosts, _backend(docs), trust, records)
 
 
-def _read(first: dict, reg: Any, clocks: dict, sampled: dict, hung: Optional[threading.Event] = None,
-          asker: Optional[Asker] = None, budget: Optional[Budget] = None) -> tuple:
-    """(documents, diagnose's Inputs, the slow analysis, the probe or None) of the first look's recorders with the
-    measured clocks and sampled phases; the probe only with an asker (`hung`: set, it stops the probe)."""
+def _read(first: dict, reg: Any, clocks: dict, sampled: dict) -> tuple[dict, Inputs]:
+    """(documents, diagnose's Inputs) of the first look's recorders with the measured clocks and sampled phases."""
     docs = live_docs(first, reg.records, clocks, sampled)
-    inp = build_inputs(first, reg.records, reg.missing, docs, socket.gethostname(), reg.ends)
-    if asker is None or budget is None:
-        return docs, inp, None, None
-    section, probed = straggle.early_probe(inp, reg.records, clocks, asker, budget, hung)
-    return docs, inp, section, probed
+    return docs, build_inputs(first, reg.records, reg.missing, docs, socket.gethostname(), reg.ends)
+
+
+def with_phases(docs: dict, inp: Inputs, sampled: dict) -> None:
+    """The sampled phases put in documents and Inputs made before the sampling ended, where live_doc and
+    build_inputs put them."""
+    for r, rows in sampled.items():
+        if r in docs and rows:
+            docs[r][flight.LIVE_KEY]["phase"] = rows
+            got = phase_of_doc(docs[r], r, flight.LIVE_KEY)
+            if got:
+                inp.phases[r] = got
 
 
 def _early(first: dict, reg: Any, clocks: dict, asker: Asker, budget: Budget, hung: threading.Event,
            sampling: Future) -> tuple:
-    """_read once the phase sampling is over, with the analysis and the probe: the probe's downloads share the job's
-    links and CPU, and beside the sampling of a communication-bound lab job they left its steps unmeasured (its big
-    all_reduce slowed while a rank sampled where it works)."""
+    """(documents, Inputs, the slow analysis, the probe or None) of the first look's recorders. The documents are
+    made while the phases are sampled (~0.3 s at 4,096 ranks), the analysis and the probe once the sampling is over:
+    the probe's downloads share the job's links and CPU, and beside the sampling of a communication-bound lab job
+    they left its steps unmeasured (its big all_reduce slowed while a rank sampled where it works)."""
+    docs, inp = _read(first, reg, clocks, {})
     wait_futures([sampling], timeout=budget.live_confirm_s + budget.live_request_s + budget.live_send_s
                  + budget.thread_join_s)
-    sampled = sampling.result() if sampling.done() and sampling.exception() is None else {}
-    return _read(first, reg, clocks, sampled, hung, asker, budget)
+    with_phases(docs, inp, sampling.result() if sampling.done() and sampling.exception() is None else {})
+    section, probed = straggle.early_probe(inp, reg.records, clocks, asker, budget, hung)
+    return docs, inp, section, probed
 
 
 def _answered_text(unanswered: dict, garbage: list, n: int) -> str:

@@ -35,6 +35,21 @@ def _docs(first, records):
     return {r: live_doc(a, records[r]) for r, a in first.items() if a.doc is not None}
 
 
+
+def test_phases_sampled_after_the_documents_were_made_land_where_live_doc_puts_them():
+    """watch makes the first look's documents while the phases are sampled and adds the phases after (with_phases):
+    the documents, and what diagnose's Inputs read of them, are those made with the phases at once."""
+    from ncclcheck.live.watch import live_docs, with_phases
+
+    first, records = _fetched()
+    sampled = {1: {"0": [[1, 2, 5, 4], [3, 4, 6, 5]]}, 7: {"0": [[1, 2, 3, 4]]}}  # rank 7: not fetched
+    at_once = live_docs(first, records, {}, sampled)
+    later = live_docs(first, records, {}, {})
+    inp = build_inputs(first, records, {}, later)
+    assert inp.phases == {}
+    with_phases(later, inp, sampled)
+    assert later == at_once and inp.phases == build_inputs(first, records, {}, at_once).phases == {1: sampled[1]}
+
 def test_names_the_sleeping_rank_its_host_the_collective_and_where_it_is():
     first, records = _fetched()
     a = analyse(build_inputs(first, records, {}, _docs(first, records)))

@@ -166,9 +166,10 @@ def read_registry(st: JsonStore, ends: bool = False) -> Registry:
 
 
 def _ended_any(st: JsonStore) -> bool:
-    """May any rank have left an end record? False only when the ranks' counter of them (wire.ENDS_KEY) reads 0."""
+    """May any rank have left an end record? False only when the ranks' counter of them (wire.ENDS_KEY) is absent or
+    reads 0 (looked at before it is read: reading a counter that is not there would write it in the job's store)."""
     try:
-        return st.add(wire.ENDS_KEY, 0) != 0
+        return st.has(wire.ENDS_KEY) and st.add(wire.ENDS_KEY, 0) != 0
     except StoreLost:  # not a counter (a value someone set): every end key is read
         return True
 

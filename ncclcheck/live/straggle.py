@@ -33,8 +33,8 @@ from .fetch import fan_out
 
 CLOCK_TRIES = 4  # exchanges per host at most: the shortest round trip is kept
 CLOCK_ENOUGH_NS = 1_000_000  # a round trip this short ends a host's tries: an error of 0.5 ms at most, a tenth of
-# the rule's floor (5 % of the step) at a 100 ms step; on a LAN the first exchange nearly always is (4 x 512 hosts'
-# exchanges were 2,048 connections at 4,096 ranks)
+# the rule's floor (5 % of the step) at a 100 ms step; on a LAN the first exchange nearly always is (4 a host are
+# 2,048 connections at 512 hosts)
 CLOCK_REPLY_BYTES = 4096  # a clock reply is a few dozen bytes
 CLOCK_AT_ONCE = 16  # hosts whose clocks are asked at once: an exchange's error is half its round trip, and the round
 # trip grows with the exchanges in flight (this process's threads, the answering processes' queues): 64 at once over

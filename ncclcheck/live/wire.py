@@ -77,10 +77,10 @@ def end_key(r: int) -> str:
     return f"{PREFIX}end/{r}"
 
 
-# A counter each rank raises once its end record is written: a watch that reads 0 reads no end key (at 4,096 ranks,
-# finding thousands of absent keys absent cost ~2 store requests a rank: 0.35 s of its first 0.45 s). Anything but 0
-# (a stranger's value, a number no world reaches) reads every end key, as before; a stranger who sets it to 0 hides
-# the ends from watch, as one who deletes the keys does.
+# A counter each rank raises once its end record is written: a watch that finds none (or 0) reads no end key (at 4,096
+# ranks, finding thousands of absent keys absent costs ~2 store requests a rank: 0.35 s). Anything else (a stranger's
+# value, a number no world reaches) reads every end key; a stranger who sets it to 0 hides the ends from watch, as
+# one who deletes the keys does.
 ENDS_KEY = PREFIX + "ends"
 
 

@@ -201,6 +201,7 @@ def test_the_registry_reads_end_records_only_when_the_ranks_counted_one():
 
     reg = read_registry(Counted(raw), ends=True)
     assert len(reg.records) == n and reg.ends == {} and len(calls) < 20, calls  # 2 per 512 keys, and the counter
+    assert not raw.check([wire.ENDS_KEY])  # looked for, never written by watch
     st.set(wire.end_key(5), _end(5))
     assert read_registry(JsonStore(raw), ends=True).ends == {}  # not counted: not read
     st.add(wire.ENDS_KEY, 1)

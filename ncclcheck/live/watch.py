@@ -420,10 +420,10 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
                    max(n, analysis["world_size"]), hosts, _backend(docs), trust, records)
 
 
-def _read(first: dict, reg: Any, clocks: dict, sampled: dict) -> tuple[dict, Inputs]:
-    """(documents, diagnose's Inputs) of the first look's recorders with the measured clocks and sampled phases."""
-    docs = live_docs(first, reg.records, clocks, sampled)
-    return docs, build_inputs(first, reg.records, reg.missing, docs, socket.gethostname(), reg.ends)
+def _read(answers: dict, reg: Any, clocks: dict, sampled: dict) -> tuple[dict, Inputs]:
+    """(documents, diagnose's Inputs) of a look's recorders with the measured clocks and sampled phases."""
+    docs = live_docs(answers, reg.records, clocks, sampled)
+    return docs, build_inputs(answers, reg.records, reg.missing, docs, socket.gethostname(), reg.ends)
 
 
 def with_phases(docs: dict, inp: Inputs, sampled: dict) -> None:
@@ -570,7 +570,7 @@ def _follow(config: Config, budget: Budget, st: JsonStore, session: Session,
             return _store_gone(st, budget) if follow.looks else None
         follow.world = (reg.n, reg.records)
         if not last or moved(last, now):
-            _judge_follow(reg.records, reg.missing, now, asker, budget, follow)
+            _judge_follow(reg, now, asker, budget, follow)
         if last and not moved(last, now):
             still_since = still_since or time.monotonic()
             if not budget.within(still_since, budget.live_stall_s):
@@ -613,16 +613,14 @@ def _store_gone(st: JsonStore, budget: Budget) -> Optional[str]:
     return None
 
 
-def _judge_follow(records: dict, missing: dict, now: dict, asker: Asker, budget: Budget,
-                  follow: straggle.Follow) -> None:
+def _judge_follow(reg: Any, now: dict, asker: Asker, budget: Budget, follow: straggle.Follow) -> None:
     """One --follow look at a progressing job: who slows it (a start or an end said through the observer)."""
     answered = sorted(r for r, a in now.items() if a.doc is not None)
-    clocks = straggle.measure_clocks(records, answered, asker, budget)
-    sampled = straggle.sample_phases(records, answered, asker, budget, budget.live_confirm_s)
-    docs = live_docs(now, records, clocks, sampled)
-    inp = build_inputs(now, records, missing, docs)
-    node_of = {h: i for i, h in enumerate(sorted({rec["host"] for rec in records.values()}))}
-    section, _ = straggle.judge(inp, records, clocks, asker, budget, node_of, follow)
+    clocks = straggle.measure_clocks(reg.records, answered, asker, budget)
+    sampled = straggle.sample_phases(reg.records, answered, asker, budget, budget.live_confirm_s)
+    docs, inp = _read(now, reg, clocks, sampled)
+    node_of = {h: i for i, h in enumerate(sorted({rec["host"] for rec in reg.records.values()}))}
+    section, _ = straggle.judge(inp, reg.records, clocks, asker, budget, node_of, follow)
     follow.backend = _backend(docs)
     follow.look(time.time_ns(), section)
 

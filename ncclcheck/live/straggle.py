@@ -48,13 +48,16 @@ PROBE_ROUNDS = 4  # rounds of the transfer probe at most (slowness.CONSISTENT of
 PROBE_FLOOR = 0.3  # the share of the others' rate a host's directions lose, per round, to be slow in it: a link at
 # half the others' rate loses 0.5; the lab's loaded healthy directions, measured together, stay within 0.3 of each
 # other in most rounds (one round's 3x is one round)
-CAPACITY_FLOOR = 0.4  # ... and its best round at most 0.6 of the others' best: a shaped link never measures faster
-# than its shaper, a healthy one measures its capacity in its best round whatever its other rounds were; a link at
-# half the others' rate lacks 0.5 (in a one-process simulation of 6 responders the healthy ones lacked up to 0.44
-# by rounds alone, with 3 of 4 rounds' shares over 0.3 now and then: the two rules together hold)
+CAPACITY_FLOOR = 0.4  # ... and its best round at most 0.6 of the others' typical (each direction's median round): a
+# shaped link never measures faster than its shaper, a busy CPU or the job's traffic only slow a transfer down; a link
+# at half the others' rate lacks 0.5 (the lab's: 0.47-0.55). Not the others' best: where transfers are CPU-bound,
+# that is one lucky round: healthy hosts lacked up to 0.65 of it, 7 probes of 60 named one (scripts/probe_noise.py:
+# against the typical, 0.29 at most, nothing named in 120 probes)
 PAIR_FLOOR, PAIR_CAPACITY_FLOOR = 0.5, 0.67  # one direction alone (not a host: the median of several) is one value
 # a round, noisier: on the lab's loaded 2-core machine a healthy h1 -> h3 read 0.40 of the others' best in every round
-# of one probe (a simulation's, 0.57): a slow path alone is named at a third of the others' rate (a shaped pair: 5x+)
+# of one probe, a CPU-bound simulated one lacked 0.58 of the others' typical: a slow path alone is named at a third
+# of the others' rate (a shaped pair: 5x+)
+MAX_LOST = 32  # units whose shares the probe's JSON keeps (`lost`): those slow in half their rounds or more
 PHASE_RANKS = 3  # ranks (on as many hosts) that sample their progress: where a step computes is the program's
 PHASE_REPLY_BYTES = 1 << 20  # a "phase" reply: at most pace.PHASE_MAX_ROWS rows of ~60 bytes per process group
 
@@ -143,14 +146,14 @@ def probe(group_ranks: list, suspects: set, records: dict, asker: Any, budget: B
           stop: Optional[threading.Event] = None) -> Optional[dict]:
     """The transfer probe between the group's hosts, while the job runs: {"hosts": slow hosts, "pairs": [[from, to]]
     slow directions no slow host explains, "slow_bps", "ref_bps", "matrix_mbps" (each direction's median), "rounds",
-    "n_hosts", "bytes", "moved", "took_s", "unconfirmed", "said"}; None with one host.
+    "n_hosts", "bytes", "moved", "took_s", "unconfirmed", "lost", "said"}; None with one host.
 
     One download a direction is one sample, and it competes with the job's own traffic and CPU: on the lab's loaded
     2-core machine a healthy direction read 3x slow once, and a link at half the others' rate read like them in one
     round. So it measures PROBE_ROUNDS rounds (each the planned downloads, in turns), and judges each
     host by the share its directions lose against the directions that do not touch it, per round, with the one
     slow-unit rule (checks/slowness.judge): a host (or a direction no slow host explains) whose share is at least
-    PROBE_FLOOR in 3 of the 4 rounds, and whose best round still lacks CAPACITY_FLOOR of the others' best, is slow; a
+    PROBE_FLOOR in 3 of the 4 rounds, and whose best round still lacks CAPACITY_FLOOR of the others' typical, is slow; a
     link at half the others' rate loses 0.5 in both. The downloads of a round go in turns where no host serves two
     at once (schedule). The rounds stop as soon as nothing can pass the rule any more (a healthy job's probe costs
     two rounds)."""
@@ -203,34 +206,36 @@ def _median_without(ordered: list, drop: list) -> Optional[float]:
     return statistics.median(rest) if rest else None
 
 
+def _own(r: _Round, mine: Any) -> list:
+    """The rates of a round's directions that touch `mine` (a host) or are it (a direction: both ways are dropped
+    from its reference, its own is the one)."""
+    if isinstance(mine, tuple):
+        return [r.cells[d] for d in (mine, mine[::-1]) if d in r.cells]
+    return r.by_host.get(mine, [])
+
+
+def _share(mine_in: _Round, ref: _Round, mine: Any) -> Optional[float]:
+    """1 - median(mine's rates in `mine_in`) / median(`ref`'s rates of the directions that do not touch it); None
+    without both."""
+    if isinstance(mine, tuple):
+        own = [mine_in.cells[mine]] if mine in mine_in.cells else []
+    else:
+        own = mine_in.by_host.get(mine, [])
+    other = _median_without(ref.ordered, _own(ref, mine)) if own else None
+    return 1.0 - statistics.median(own) / other if other else None
+
+
 def _shares(rounds: list, mine: Any) -> list:
     """Per round (_Round), the share of the rate a host (or a direction, a tuple) loses against the round's
-    directions that do not touch it: 1 - median(its directions) / median(the others); rounds without both are left
-    out."""
-    out = []
-    for r in rounds:
-        if isinstance(mine, tuple):
-            own = [r.cells[mine]] if mine in r.cells else []
-            drop = own + ([r.cells[mine[::-1]]] if mine[::-1] in r.cells else [])
-        else:
-            own = drop = r.by_host.get(mine, [])
-        other = _median_without(r.ordered, drop) if own else None
-        if other:
-            out.append(1.0 - statistics.median(own) / other)
-    return out
-
-
-def _capacity_share(best: _Round, mine: Any) -> float:
-    """The share of the others' capacity its directions lack: each direction's capacity is its best round (`best`:
-    a busy CPU, the job's own traffic or another download only ever slow a transfer down, a shaper never lets it go
-    faster), then as _shares. 0.0 when there is nothing to compare."""
-    got = _shares([best], mine)
-    return got[0] if got else 0.0
+    directions that do not touch it; rounds without both are left out."""
+    return [x for x in (_share(r, r, mine) for r in rounds) if x is not None]
 
 
 def _judge_rounds(rounds: list, names: list) -> dict:
-    """What the rounds so far name ({"hosts", "pairs", "unconfirmed", "slow_bps", "ref_bps", "matrix_mbps"}) and
-    whether another round could change it ("open": a unit not yet slow that could still be)."""
+    """What the rounds so far name ({"hosts", "pairs", "unconfirmed", "slow_bps", "ref_bps", "matrix_mbps", "lost":
+    {unit: {"rounds": the share it lost per round, "best": the share its best round lacks of the others' typical}} of
+    the units slow in half their rounds or more}) and whether another round could change it ("open": a unit not yet slow
+    that could still be)."""
     need = slowness.CONSISTENT * PROBE_ROUNDS
     left = PROBE_ROUNDS - len(rounds)
     dirs = sorted({d for cells in rounds for d in cells})
@@ -239,19 +244,26 @@ def _judge_rounds(rounds: list, names: list) -> dict:
     for cells in rounds:
         for d, v in cells.items():
             best_of[d] = max(v, best_of.get(d, 0.0))
-    best = _Round.of(best_of)
+    best = _Round.of(best_of)  # each direction's capacity: nothing lets a transfer go faster than its link
+    per_dir = {d: statistics.median([c[d] for c in rounds if d in c]) for d in dirs}
+    typical = _Round.of(per_dir)
     hosts, pairs, once, open_ = [], [], [], False
+    lost: list = []  # (best round's share, unit, its shares) of the units slow in half their rounds or more
     for unit in [*names, *dirs]:
         sh = _shares(indexed, unit)
         above = sum(1 for x in sh if x >= (PAIR_FLOOR if isinstance(unit, tuple) else PROBE_FLOOR))
         open_ = open_ or (above < need <= above + left)
         # rounds not measured count as not slow: the probe stops only once they could not change a verdict
         pair = isinstance(unit, tuple)
+        if above * 2 < max(1, len(sh)):
+            continue
+        kept = {"rounds": [round(x, 2) for x in sh], "best": round(_share(best, typical, unit) or 0.0, 2)}
+        lost.append((kept["best"], unit if not pair else f"{unit[0]} -> {unit[1]}", kept))
         if slowness.judge(sh + [0.0] * (PROBE_ROUNDS - len(sh)), floor=PAIR_FLOOR if pair else PROBE_FLOOR,
                           min_samples=PROBE_ROUNDS).slow \
-                and _capacity_share(best, unit) >= (PAIR_CAPACITY_FLOOR if pair else CAPACITY_FLOOR):
+                and kept["best"] >= (PAIR_CAPACITY_FLOOR if pair else CAPACITY_FLOOR):
             (pairs if pair else hosts).append(unit)
-        elif above * 2 >= max(1, len(sh)):  # slow in half its rounds or more: said, not named
+        else:  # slow in half its rounds or more: said, not named
             once.append(unit)
     pairs = [list(d) for d in pairs if d[0] not in hosts and d[1] not in hosts]
     named = set(hosts) | {tuple(d) for d in pairs}
@@ -262,7 +274,6 @@ def _judge_rounds(rounds: list, names: list) -> dict:
     maybe = {u for u in once if not isinstance(u, tuple)}
     once = [u if not isinstance(u, tuple) else f"{u[0]} -> {u[1]}" for u in once
             if not (isinstance(u, tuple) and (slow_dir(u) or u[0] in maybe or u[1] in maybe))]
-    per_dir = {d: statistics.median([c[d] for c in rounds if d in c]) for d in dirs}
     slow_d = [v for d, v in per_dir.items() if slow_dir(d)]
     ref_d = [v for d, v in per_dir.items() if not slow_dir(d)]
     matrix: dict = {}
@@ -270,7 +281,8 @@ def _judge_rounds(rounds: list, names: list) -> dict:
         matrix.setdefault(a, {})[b] = round(v / 1e6, 2)
     return {"hosts": hosts, "pairs": pairs, "unconfirmed": once, "open": open_ and left > 0,
             "slow_bps": round(statistics.median(slow_d)) if slow_d else None,
-            "ref_bps": round(statistics.median(ref_d)) if ref_d else None, "matrix_mbps": matrix}
+            "ref_bps": round(statistics.median(ref_d)) if ref_d else None, "matrix_mbps": matrix,
+            "lost": {u: k for _, u, k in sorted(lost, key=lambda x: -x[0])[:MAX_LOST]}}
 
 
 def schedule(todo: dict) -> list:

@@ -287,7 +287,8 @@ def test_a_compute_straggler_and_a_shaped_link_on_another_host_are_both_named(gu
         assert len(slow["findings"]) == len(named) >= 2, slow
         for text in slow["findings"]:  # every finding on the console, not the first alone
             assert text[:60] in " ".join(p.stdout.split()), (text, p.stdout[-4000:])
-        print(f"FIGURE slow two faults run {case[1]}: answered in {took:.1f} s: " + " | ".join(slow["findings"]))
+        print(f"FIGURE slow two faults run {case[1]}: answered in {took:.1f} s: " + " | ".join(slow["findings"])
+              + f"; h3's shares lost: {doc['live']['slow']['probe']['lost'].get('h3')}")
     finally:
         job.stop()
 
@@ -416,6 +417,7 @@ def test_a_link_at_half_the_others_rate_is_named_while_the_job_runs(guard_lab, c
         assert any("h3" in (f.get("hosts") or []) or f.get("host") == "h3" for f in named), named
         probe = doc["live"]["slow"]["probe"]
         assert probe["hosts"] == ["h3"], probe
-        print(f"FIGURE slow half-rate link run {case[1]}: answered in {took:.1f} s: {slow['summary']}")
+        print(f"FIGURE slow half-rate link run {case[1]}: answered in {took:.1f} s: {slow['summary']}; "
+              f"h3's shares lost: {probe['lost'].get('h3')}")
     finally:
         job.stop()

@@ -62,7 +62,7 @@ def test_watch_names_the_rank_that_calls_late_with_its_host_cost_and_since_when(
     f = slow.evidence["named"][0]
     assert (f["rank"], f["host"], f["kind"]) == (5, "h3", "compute")
     assert f["cost_us"] == pytest.approx(20_000, rel=0.25)
-    assert slow.evidence["nodes"] == [2]  # h3, the third of the report's nodes: its kubectl labels
+    assert slow.evidence["nodes"] == [2], slow.evidence["named"]  # h3, the third of the report's nodes: its labels
     assert report.world.launcher == "torchrun" and [n.hostname for n in report.nodes] == ["h1", "h2", "h3"]
     live = report.extra["live"]["slow"]
     assert live["clock"]["source"] == "measured" and live["probe"]["hosts"] == []  # loopback: links alike

@@ -490,13 +490,18 @@ def _connect(config: Config, budget: Budget, waits: Waits) -> tuple[Optional[Jso
     level = choose(w.token, os.environ)
     guard = Guard(token=w.token if level == "token" else None,
                   limits=Limits(max_value_bytes=64 << 10, max_total_bytes=256 << 20))
-    try:
-        st = open_store(w.master_addr, w.master_port, False, budget.left(budget.deadline(budget.timeout_s)),
-                        guard=guard)
-    except ConnectionError as exc:
-        return None, failed("rendezvous.master_reachable", f"the job's store at {w.master_addr}:{w.master_port}: "
-                            f"{exc}", evidence={}), None
-    return st, None, Session(level, w.token, int(w.master_port), budget)
+    # its port answered: a store that does not take the client within one try (a quarter of the bound: in a loaded
+    # process one once took longer) is tried again while the bound lasts; a refusal is final
+    end = budget.deadline(budget.timeout_s)
+    while True:
+        try:
+            st = open_store(w.master_addr, w.master_port, False, budget.timeout_s, guard=guard,
+                            connect_s=budget.left(end))
+            return st, None, Session(level, w.token, int(w.master_port), budget)
+        except ConnectionError as exc:
+            if "timed out" not in str(exc) or budget.remaining(end) < budget.connect_attempt_s:
+                return None, failed("rendezvous.master_reachable", f"the job's store at {w.master_addr}:"
+                                    f"{w.master_port}: {exc}", evidence={}), None
 
 
 def watch(config: Config, observer=None) -> Report:

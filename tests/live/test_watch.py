@@ -154,6 +154,41 @@ def test_no_job_at_the_master_is_exit_1_named(validate_report):
     assert doc["command"] == "watch" and doc["checks"][0]["id"] == "rendezvous.master_reachable"
 
 
+def test_a_store_that_takes_the_client_late_is_tried_again_within_the_bound_and_a_refusal_is_final(monkeypatch):
+    """The store's port answers but its first client connect times out (a store in a loaded process once took more
+    than the try, a quarter of --timeout): watch tries again while --timeout lasts, then looks; a refusal is final."""
+    import torch.distributed as dist
+
+    from ncclcheck.live.watch import watch
+    from ncclcheck.options import api_config
+    from ncclcheck.rendezvous import store as store_mod
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    st = dist.TCPStore("127.0.0.1", port, None, True)
+    calls = []
+    real = store_mod.STORE_CLIENT
+
+    def late_once(host, p, try_s, timeout_s, why="The client socket has timed out after 2500ms while trying to "
+                                                "connect"):
+        calls.append(try_s)
+        if len(calls) == 1:
+            raise RuntimeError(why)
+        return real(host, p, try_s, timeout_s)
+
+    config = api_config("watch", {"master_addr": "127.0.0.1", "master_port": str(port), "timeout": "8"}, "test")
+    monkeypatch.setattr(store_mod, "STORE_CLIENT", late_once)
+    checks = {c.id: c for c in watch(config).checks}
+    assert "rendezvous.master_reachable" not in checks and len(calls) == 2, checks
+    assert "no armed rank registered" in checks["live.answered"].summary, checks  # it read the store: nobody there
+    calls.clear()
+    monkeypatch.setattr(store_mod, "STORE_CLIENT", lambda *a: late_once(*a, why="Connection refused"))
+    checks = {c.id: c for c in watch(config).checks}
+    assert checks["rendezvous.master_reachable"].status.value == "fail" and len(calls) == 1, checks
+    del st
+
+
 def test_with_a_token_a_forged_registration_is_refused_and_named():
     import torch.distributed as dist
 

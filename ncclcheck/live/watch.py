@@ -473,7 +473,7 @@ def _connect(config: Config, budget: Budget, waits: Waits) -> tuple[Optional[Jso
     """The job's store, or why not. One look wants a running job (a connect's bound); --follow may be started with
     the job, so it retries a store that is not up yet until --timeout, saying what it met (rendezvous/waits.py)."""
     from ..preflight.probe import probe_master, probe_master_said
-    from ..rendezvous.store import open_store
+    from ..rendezvous.store import ConnectTimedOut, open_store
 
     w = config.world
     if config.watch.follow:
@@ -499,7 +499,7 @@ def _connect(config: Config, budget: Budget, waits: Waits) -> tuple[Optional[Jso
                             connect_s=budget.left(end))
             return st, None, Session(level, w.token, int(w.master_port), budget)
         except ConnectionError as exc:
-            if "timed out" not in str(exc) or budget.remaining(end) < budget.connect_attempt_s:
+            if not isinstance(exc, ConnectTimedOut) or budget.remaining(end) < budget.connect_attempt_s:
                 return None, failed("rendezvous.master_reachable", f"the job's store at {w.master_addr}:"
                                     f"{w.master_port}: {exc}", evidence={}), None
 

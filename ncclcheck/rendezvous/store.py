@@ -42,6 +42,11 @@ class StoreLost(ConnectionError):
     """The store stopped answering (its host exited or crashed). The message is one line."""
 
 
+class ConnectTimedOut(ConnectionError):
+    """A client's connect got no answer within its try (a refused or unreachable port reads the same to torch's
+    client: whether the store is there is the caller's to know, from a probe of its port). One line."""
+
+
 @dataclass
 class Limits:
     """How much a run reads from the store: per value, and in total (a stranger must not exhaust our memory)."""
@@ -433,7 +438,8 @@ def open_store(host: str, port: int, is_server: bool, timeout_s: float, prefix: 
     try:
         store = STORE_CLIENT(host, port, FIXED.store_try_s(bound), timeout_s)
     except Exception as exc:  # noqa: BLE001 - torch raises DistNetworkError/RuntimeError with C++ frames
-        raise ConnectionError(f"{first_line(exc)} (connect bounded by {bound:.1f} s)") from None
+        said = f"{first_line(exc)} (connect bounded by {bound:.1f} s)"
+        raise (ConnectTimedOut if "timed out" in str(exc).lower() else ConnectionError)(said) from None
     return JsonStore(store, prefix, server=is_server, guard=guard)
 
 

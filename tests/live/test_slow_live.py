@@ -251,6 +251,8 @@ def test_the_transfer_probe_names_what_most_rounds_measure_slow(monkeypatch, slo
     assert out["moved"] == rounds * 6 * pace.RATE_BYTES and f"{rounds} round" in out["said"]
     if named:
         assert f"h2 sends at {slow_bps / 1e6:.1f} MB/s against 1.00 GB/s" in out["said"], out["said"]
+        lost = out["lost"]["h2"]  # what the rule read, in the JSON: a share per round, its best against the typical
+        assert len(lost["rounds"]) == rounds and lost["best"] >= straggle.CAPACITY_FLOOR, lost
     elif len(slow_in) > 1:  # slow in most rounds but not in its best: said, not named
         assert out["unconfirmed"] == ["h2"] and "not consistently: nothing named" in out["said"], out["said"]
     else:  # slow in one round of three: noise, not said

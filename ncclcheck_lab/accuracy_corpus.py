@@ -260,7 +260,7 @@ GPU_CASES = {
     "net_plugin": ("net_plugin", [0], ("NCCL_NET=IB",), (WRAPPER,)),
     "no_socket_if": ("no_socket_interface", [0], (), (WRAPPER,)),
     "duplicate_gpu": ("duplicate_gpu", [0, 1], (), (WRAPPER,)),
-    "device_assert": ("cuda_error", [0], (), ()),
+    "device_assert": ("device_assert", [0], (), ()),
     "gpu_stuck": ("not_started", [0], ("all_reduce #6",), ()),
     "killed": ("died", [0], (), ()),
 }

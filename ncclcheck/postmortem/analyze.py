@@ -13,10 +13,10 @@ import re
 from collections.abc import Callable
 from typing import Optional
 
-from ..nccl import failures
+from ..nccl import failures, hypotheses
 from ..nccl.debuglog import nccl_header
 from ..render import words
-from . import context, flight, own, p2p, precedence
+from . import context, flight, launcher, own, p2p, precedence, watchlines
 from .bound import CUT, MAX_FIELD_CHARS, MAX_LISTED_RANKS, MAX_REPORT_ROWS, clip, clip_all
 from .inputs import Inputs
 from .logscan import RAISED as _RAISED
@@ -172,12 +172,12 @@ def _logs(inp: Inputs) -> tuple:
             raised = _exceptions(lines)
             last = precedence.after_last_error(lines)  # NCCL's words under torch's wrapper
             for i, line in enumerate(lines):
-                cls = failures.classify(line)
+                cls = None if launcher.record_line(line) else failures.classify(line)
                 if cls is None and i in raised:
                     cls = failures.GUARD_FAILED if "PreflightFailed" in line else failures.EXCEPTION
                 if cls is None and i in last:
                     cls = failures.BY_ID["nccl_warn"]
-                said = rank
+                said = rank if rank is not None else failures.said_rank(line)
                 if cls is failures.GUARD_FAILED:  # the guard's verdict: its first failing check is the next line
                     m = _GUARD_RANK.search(line)  # its message names the rank that raised it
                     said = rank if rank is not None or not m else int(m.group(1))
@@ -203,7 +203,12 @@ def _logs(inp: Inputs) -> tuple:
                            "source": e["path"], "order": (e["path"], 0), "host": None, "seq": None})
     precedence.tie_by_pid(events, inp.failures)
     _tie_aborts(events, inp.failures)
-    return events, per_rank, hosts
+    return precedence.not_restated(events, inp.failures), per_rank, hosts
+
+
+def _ranks_with_lines(inp: Inputs) -> set:
+    """The ranks whose own lines (a launcher's prefix) the logs hold."""
+    return {r for log in inp.logs for r in log.ranks() if isinstance(r, int)}
 
 
 def _who(rank: int, hosts: dict) -> str:
@@ -568,8 +573,6 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
             text = f"rank {r}'s dump is empty: killed while dumping? ({_who(r, hosts)}, {empty[r]})"
         elif kind == "exited":
             text = f"{_who(r, hosts)} {_exit_text(f)}"
-            if cause:
-                text = "the job failed, cause not identified: " + text
         elif r in inp.unanswered:  # live: a registered rank whose responder did not answer
             why = inp.unanswered[r]
             text = f"{_who(r, hosts)} {why}" if why.startswith(GARBAGE) else f"{_who(r, hosts)} did not answer ({why})"
@@ -591,10 +594,10 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
                "find why it died: `dmesg -T | grep -i -e oom -e killed` on its host (the OOM killer sends SIGKILL), "
                "the scheduler's log (preemption, time limit), its own stderr")
         # with nothing else found, the rank that left nothing is the suspect, signal or not
-        out.append({"kind": kind, "cause": cause,
-                    "pg": where["pg"] if where else None, "seq": where["seq"] if where else None, "ranks": [r],
-                    "text": text, "fix": "" if stopped else fix,
-                    "source": "launcher" if death else "flight recorder"})
+        c = {"kind": kind, "cause": cause, "pg": where["pg"] if where else None,
+             "seq": where["seq"] if where else None, "ranks": [r], "text": text, "fix": "" if stopped else fix,
+             "source": "launcher" if death else "flight recorder"}
+        out.append(not_in_text(c, ["exited"]) if kind == "exited" and cause else c)
     rest = ordered[MAX_RANK_CAUSES:]
     if rest:  # one small file naming rank 999,999 made a million causes (3.9 GB, a 600 MB report): one line for them
         out.append({"kind": "no_dump" if inp.dumps else "died", "cause": False, "pg": None, "seq": None,
@@ -685,6 +688,9 @@ def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> li
     first = first_failure(by_rank)
     after_first = first is not None and by_rank[first].get("signal") != "SIGTERM"
     wraps = precedence.wrappers(events)  # torch's wrapper text -> NCCL's own line about the same failure
+    # a line with no rank of a class some rank's own line has ("Assertion ... failed" above "[rank0]: ... device-side
+    # assert triggered"): the ranked line says the same fault, with its rank
+    ranked = {e["class"] for e in events if e["rank"] is not None}
     per_class: dict = {}  # class -> causes given a line of their own
     rest: dict = {}  # class -> [ranks past MAX_RANK_CAUSES], one line for them (one per rank was O(ranks) lines)
     for i, e in enumerate(events):
@@ -694,6 +700,8 @@ def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> li
         key = (e["class"], tuple(named) if named else e["rank"], i in wraps)
         if i in wraps and events[wraps[i]]["class"] == e["class"]:
             continue  # the wrapper's class is its NCCL line's: that line says it all
+        if e["rank"] is None and not named and e["class"] in ranked:
+            continue
         if key in seen:
             if seen[key].get("host") is None and e["host"]:
                 seen[key]["host"] = e["host"]  # NCCL's header of the same fault, read in another file
@@ -706,17 +714,18 @@ def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> li
         who = (_who_all(ranks, hosts) if ranks else
                f"host {e['host']}" if e["host"] else f"{e['source'].rsplit('/', 1)[-1]} (no rank on the line)")
         seq = f" (SeqNum {e['seq']})" if e.get("seq") is not None else ""
-        what = (f"{cls.what}: {failures.warn_text(e['line'])}" if cls.id == "nccl_warn" else
-                f"{cls.what}: {e['line']}" if cls.id in ("exception", "guard_failed") else
-                cls.what + words.nccl_said(failures.warn_text(e["line"])) if cls.cause and e.get("nccl") else
-                cls.what)
+        # the line's own words, quoted: what proves the cause (or, for a consequence, what the rank saw)
+        what = (f"{cls.what}: {e['line']}" if cls.id in ("exception", "guard_failed") else
+                cls.what + words.nccl_said(failures.warn_text(e["line"])) if e.get("nccl") else
+                cls.what + words.line_said(failures.telling(e["line"])))
         if CUT in e["line"] and CUT not in what:  # warn_text's own cut hid the mark: say it was cut
             what += f" ... {CUT}]"
         cause = cls.cause
-        if cause and i in wraps:
+        if i in wraps:
             said = events[wraps[i]]
             cause = False
-            what += words.wrapper_of(said["rank"], failures.BY_ID[said["class"]].what)
+            what = (cls.what if cls.cause else words.WRAPPER) + words.wrapper_of(said["rank"],
+                                                                               failures.BY_ID[said["class"]].what)
         elif cause and after_first and ranks and first not in ranks and cls.id in precedence.AFTER_A_DEATH:
             cause = False
             what += f" (after rank {first} {_exit_text(by_rank[first])}, the launcher's first observed failure)"
@@ -794,6 +803,9 @@ def analyse(inp: Inputs, preflight: Optional[dict] = None,
     by_rank = {f["rank"]: f for f in inp.failures if isinstance(f.get("rank"), int)}
     groups = flight.analyse_groups(inp.dumps, world)
     fr = _alone_causes(groups, inp, hosts, _fr_causes(groups, inp, hosts, by_rank))
+    if not inp.dumps:  # an unarmed job: where each rank stood, from its watchdog lines
+        seen = {e["rank"] for e in events if isinstance(e["rank"], int)} | _ranks_with_lines(inp)
+        fr += watchlines.causes(events, len(world), seen, lambda r: _who(r, hosts), ranks_text)
     # a rank the launcher stopped after a rank died of its own signal did not skip what it never reached
     fr = precedence.stopped_not_skipped(fr, by_rank, inp.stacks, first_failure(by_rank), groups)
     logs = _with_context(_log_causes(events, hosts, by_rank), inp, preflight, here)
@@ -884,30 +896,42 @@ def _alone_causes(groups: list, inp: Inputs, hosts: dict, causes: list) -> list:
 
 def _never_nothing(causes: list, by_rank: dict, hosts: dict) -> list:
     """A job that failed is never "nothing wrong": with no cause found, a rank the launcher saw fail, or a failure
-    message that is only a consequence (a watchdog timeout, a peer gone), becomes "the job failed, cause not
-    identified", the root. RAS's "unresponsive" alone is not a failure (the job may still run)."""
+    message that is only a consequence (a watchdog timeout, a peer gone, an NCCL warning no row knows), becomes "the
+    job failed; the cause is not in this text", the root: the failing lines quoted, and what to suspect, most likely
+    first, with how to test each (nccl/hypotheses.py). RAS's "unresponsive" alone is not a failure (the job may still
+    run)."""
     if any(c["cause"] for c in causes):
         return causes
     first = first_failure(by_rank)
     failed = sorted((f for f in by_rank.values() if _failed(f)),
                     key=lambda f: (f["rank"] != first, f.get("signal") == "SIGTERM", f["rank"]))
-    seen = [c for c in causes if c["kind"] != "ras_unresponsive"]
+    seen = sorted((c for c in causes if c["kind"] != "ras_unresponsive"), key=lambda c: _EVIDENCE.get(c["kind"], 99))
     if failed:
         f = failed[0]
-        text = f"the job failed, cause not identified: {_who(f['rank'], hosts)} {_exit_text(f)}"
-        ranks = [f["rank"]]
+        text, ranks = f"{_who(f['rank'], hosts)} {_exit_text(f)}", [f["rank"]]
+        if seen:
+            text += f"; then {len(seen)} consequence(s), the first: {seen[0]['text']}"
     elif seen:
-        text = f"the job failed, cause not identified: {seen[0]['text']}"
-        ranks = seen[0]["ranks"]
+        text, ranks = seen[0]["text"], seen[0]["ranks"]
     else:
         return causes
-    if seen:
-        text += f"; then {len(seen)} consequence(s), the first: {seen[0]['text']}" if failed else ""
-    root = {"kind": "job_failed", "cause": True, "pg": None, "seq": None, "ranks": ranks, "text": text,
-            "fix": "arm the next run so it leaves what names the cause (flight recorder with timing, NCCL's WARN "
-                   "lines): ncclcheck recommend --postmortem DIR --format env; keep each rank's output (torchrun "
-                   "--redirects 3 --log-dir DIR)", "source": "launcher" if failed else seen[0].get("source")}
+    kinds = (["died" if failed[0].get("signal") else "exited"] if failed else []) + [c["kind"] for c in seen]
+    root = not_in_text({"kind": "job_failed", "cause": True, "pg": None, "seq": None, "ranks": ranks, "text": text,
+                        "source": "launcher" if failed else seen[0].get("source")}, kinds)
     return [root, *causes]
+
+
+# what a text without a cause shows, the most telling first: a hang before a peer gone, before an exit code, before
+# words no row knows
+_EVIDENCE = {k: i for i, k in enumerate(hypotheses.BY_EVIDENCE)}
+
+
+def not_in_text(root: dict, kinds: list) -> dict:
+    """A root that says the job failed and the text does not say why: its words, and the suspects of what was seen,
+    most likely first, each with how to test it (also kept as `hypotheses` in the JSON)."""
+    found = hypotheses.suspects(kinds)
+    return {**root, "text": words.NOT_IN_TEXT + root["text"], "fix": words.suspects_fix(found),
+            "hypotheses": [{"id": s.id, "what": s.what, "test": s.test} for s in found]}
 
 
 def _verdict(causes: list, groups: list, hosts: dict, by_rank: dict) -> Optional[str]:

@@ -205,6 +205,14 @@ def is_table_row(line: str) -> bool:
             or _FIELD.match(line) is not None)
 
 
+def record_line(line: str) -> bool:
+    """Is this line (its launcher prefix removed) one a launcher's failure record is read from (torchrun's table,
+    srun's task report, mpirun's notice, the agent's stop)? Its words are that record's, not a log event of their own:
+    read as both, one SIGKILL was two causes."""
+    return (is_table_row(line) or _SRUN.search(line) is not None or _MPI_SIGNAL.search(line) is not None
+            or _CLOSING.search(line) is not None or _FORCED.search(line) is not None)
+
+
 def is_failure_table(text: str) -> bool:
     return (("Failures:" in text and "exitcode" in text) or ROOT_CAUSE in text or "srun: error:" in text
             or any(m in text for m in MPI_MARKS))

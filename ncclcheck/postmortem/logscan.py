@@ -403,7 +403,8 @@ class LogScan:
             self.launcher = launcher.own_line(raw)
         if not plain and n <= KNOWN_LINES and (" NCCL " in raw or "NCCL WARN" in raw or "NCCL INFO" in raw):
             self.nccl_seen = True
-        cls = None if plain else failures.classify(rest)  # without a prefix, rest is the raw line
+        # without a prefix, rest is the raw line; a launcher's record line is read by launcher.py, not classified
+        cls = None if plain or launcher.record_line(rest) else failures.classify(rest)
         if prank is not None or cls is not None:
             self._last_known = n
         self._table_line(raw, rest, plain)

@@ -67,7 +67,7 @@ def wrappers(events: list) -> dict:
     anyone = min(first_of.values()) if first_of else None
     out = {}
     for i, e in enumerate(events):
-        if not failures.is_wrapper(e["line"]) or not failures.BY_ID[e["class"]].cause:
+        if not (failures.is_wrapper(e["line"]) or e["class"] == failures.WRAPPER_CLASS):
             continue
         j = first_of.get(e["rank"], first_of.get(None)) if e["rank"] is not None else anyone
         if j is not None and j != i:
@@ -94,6 +94,24 @@ def tie_by_pid(events: list, records: list) -> None:
             same = [f for f in same if _short(f.get("host")) == _short(head["host"])]
         if len({f["rank"] for f in same}) == 1:
             e["rank"], e["tied"] = same[0]["rank"], words.TIED_BY_PID
+
+
+# the process a launcher's one-line report names ("failed (exitcode: -9) local_rank: 0 (pid: 4100) of binary: ...")
+_REPORTED_PID = re.compile(r"\(pid: (\d{1,10})\)")
+
+
+def not_restated(events: list, records: list) -> list:
+    """The events without the launcher's one-line reports of a process its failure table also lists (the same pid):
+    the table's record says it, with the rank."""
+    pids = {f["pid"] for f in records if isinstance(f.get("pid"), int)}
+    if not pids:
+        return events
+    out = []
+    for e in events:
+        m = _REPORTED_PID.search(e["line"]) if e["rank"] is None else None
+        if m is None or int(m.group(1)) not in pids:
+            out.append(e)
+    return out
 
 
 def _short(host: Optional[str]) -> str:

@@ -220,6 +220,52 @@ def nccl_said(text: str) -> str:
     return f' (NCCL: "{text}")'
 
 
+# -- what torch's watchdog lines say across ranks (postmortem/watchlines.py) --------------------------------------
+def diverged(parts: str, major: str, coll: str, group: str, both: bool) -> str:
+    """Ranks whose watchdogs fired in different collectives of one group."""
+    if both:
+        return f"the ranks diverged in {group}: {parts} (their watchdog lines: a collective mismatch)"
+    return (f"{parts}, where {major} wait in {coll} (their watchdog lines): the ranks diverged, a collective "
+            f"mismatch")
+
+
+def never_entered_by_lines(who: str, coll: str, waiting: str, why: str) -> str:
+    return f"{who} never entered {coll}: {waiting} timed out waiting in it (their watchdog lines); {why}"
+
+
+def enqueued_below(n: int) -> str:
+    return f"its own last enqueued work is #{n}"
+
+
+def no_timeout_of_its_own(alive: list) -> str:
+    if alive:
+        return "it reported no timeout, and its own lines go on: it was elsewhere, not in the collective"
+    return "it reported no timeout of its own"
+
+
+def all_entered_stalled(ranks: str, coll: str) -> str:
+    return (f"{ranks} all entered {coll} and none finished it (their watchdog lines): no rank skipped it; it "
+            f"stalled inside (the network, GPU peer-to-peer, a GPU)")
+
+
+# the middle verdict of diagnose: a failure shown, its cause not (postmortem/analyze.py not_in_text)
+NOT_IN_TEXT = "the job failed; the cause is not in this text: "
+
+
+def suspects_fix(found: list) -> str:
+    """What to suspect, most likely first, each with how to test it (nccl/hypotheses.py's Suspects)."""
+    return "most likely first: " + "; ".join(f"({i}) {s.what}: {s.test}" for i, s in enumerate(found, 1))
+
+
+def line_said(text: str) -> str:
+    """A line's own words quoted after its class's: ' ("Unable to find address for: ib0")'."""
+    return f' ("{text}")'
+
+
+# torch's wrapper of an NCCL error, when its own words name no class ("NCCL error in: ..., invalid usage")
+WRAPPER = "NCCL returned an error"
+
+
 def wrapper_of(rank: Optional[int], what: str) -> str:
     """A wrapper line demoted: what torch's text reports is said better by NCCL's own line."""
     whose = f"rank {rank}'s" if rank is not None else "NCCL's own"

@@ -1,9 +1,9 @@
 """Patterns on a job's text are linear in the line and mean what they meant (nccl/linear.py, issue 45 item 1).
 
 No `.*` inside a failure pattern (the regex that took 6.9 s on one 32 KiB line had one), every Then matches as the
-regex it stands for, the rewritten classes and parser patterns match as they did on 214d3a0 (the old patterns are
-kept here as the reference), and classify's prefilter never hides a class a line matches. Timings live in
-scripts/pattern_fuzz.py (tests/scripts/test_pattern_fuzz.py runs it small)."""
+regex it stands for, the rewritten classes still match what they did on 214d3a0 and the parser patterns match as
+they did (the old patterns are kept as the reference), and classify's prefilter never hides a class a line
+matches. Timings live in scripts/pattern_fuzz.py (tests/scripts/test_pattern_fuzz.py runs it small)."""
 
 from __future__ import annotations
 
@@ -75,12 +75,15 @@ def _all_lines():
 
 @FAST
 @given(_all_lines())
-def test_each_rewritten_class_matches_as_it_did(line):
+def test_each_rewritten_class_still_matches_what_it_did(line):
+    """A row may learn new wording (issue 61: the programs' other versions); it never loses a line it matched on
+    214d3a0, where its linear rewrite began."""
     for c in failures.TABLE:
         old = BEFORE.get(c.id)
-        if old:
-            assert bool(c.pattern.search(line)) == bool(re.search(old, line, re.IGNORECASE)), (c.id, line)
-    assert bool(failures.ROUTINE.search(line)) == bool(re.search(BEFORE["ROUTINE"], line, re.IGNORECASE))
+        if old and re.search(old, line, re.IGNORECASE):
+            assert c.pattern.search(line), (c.id, line)
+    if re.search(BEFORE["ROUTINE"], line, re.IGNORECASE):
+        assert failures.ROUTINE.search(line), line
 
 
 @FAST

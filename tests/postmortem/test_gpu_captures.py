@@ -56,7 +56,7 @@ FAILURES = {
     "net_plugin": ("net_plugin", [0], ("NCCL_NET=IB",)),
     "no_socket_if": ("no_socket_interface", [0], ("socket interface",)),
     "duplicate_gpu": ("duplicate_gpu", [0, 1], ("same GPU", "Duplicate GPU detected")),
-    "device_assert": ("cuda_error", [0], ("CUDA error",)),
+    "device_assert": ("device_assert", [0], ("device-side assert",)),
     "gpu_stuck": ("not_started", [0], ("called all_reduce #6", "its GPU never started it")),
     "killed": ("died", [0], ("SIGKILL",)),
 }

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from ncclcheck.nccl import failures
 from ncclcheck.nccl.debuglog import nccl_header, parse_nccl_debug, split_by_rank
-from ncclcheck.postmortem import analyze, logscan
+from ncclcheck.postmortem import analyze, launcher, logscan
 from ncclcheck.postmortem.inputs import Inputs, read_inputs
 from ncclcheck.postmortem.logscan import LogScan, Room, strip_own_output
 
@@ -78,10 +78,10 @@ def _reference(path: str, text: str) -> tuple:
     for rank, lns in split_by_rank(strip_own_output(text)).items():
         raised = analyze._exceptions(lns)
         for i, line in enumerate(lns):
-            cls = failures.classify(line)
+            cls = None if launcher.record_line(line) else failures.classify(line)
             if cls is None and i in raised:
                 cls = failures.GUARD_FAILED if "PreflightFailed" in line else failures.EXCEPTION
-            said = rank
+            said = rank if rank is not None else failures.said_rank(line)
             if cls is failures.GUARD_FAILED:
                 m = analyze._GUARD_RANK.search(line)
                 said = rank if rank is not None or not m else int(m.group(1))

@@ -45,7 +45,7 @@ def test_dupgpu_names_the_one_gpu_both_ranks_and_the_local_rank_fix():
     assert "LOCAL_RANK" in root["fix"] and "set_device" in root["fix"]
     assert "invalid usage" not in root["summary"]
     # torch's wrapper is listed, as the report of what NCCL said, never as a cause
-    wrapped = [c for c in doc["postmortem"]["causes"] if c["kind"] == "exception"]
+    wrapped = [c for c in doc["postmortem"]["causes"] if c["kind"] in ("exception", "nccl_error")]
     assert wrapped and not any(c["cause"] for c in wrapped)
     assert re.search(r"same gpu|duplicate gpu", console_root("dupgpu"), re.I)
 

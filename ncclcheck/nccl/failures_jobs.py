@@ -1,0 +1,87 @@
+"""What launchers, schedulers and the kernel print when they end a job's process, as rows of the failure table
+(nccl/failclass.py): torchrun's agent (torch/distributed/elastic/multiprocessing/api.py: "failed (exitcode: %d)
+local_rank: %d (pid: %d) of binary: %s", its death-signal handling), DeepSpeed's launcher (launcher/launch.py:
+"exits with return code = %d"), accelerate (subprocess.CalledProcessError "died with <Signals.SIGKILL: 9>"), Slurm's
+slurmstepd and srun, the kernel's OOM killer, Kubernetes' container states, Ray's worker deaths.
+
+An exit code is a signal when negative (Python's subprocess: -9) or above 128 (a shell's, Kubernetes': 137 = 128 + 9).
+SIGKILL with no error of the rank's own is most often the host's out-of-memory killer; SIGSEGV / SIGBUS a crash in
+native code. The launcher's own stop (its SIGTERM to the survivors) is a consequence.
+"""
+
+from __future__ import annotations
+
+from .failclass import CONSEQUENCE, GENERIC, SPECIFIC, cause, consequence, num, rx
+
+ROWS = (
+    # the OOM killer said by name: slurmstepd ("Detected %lu oom-kill event(s) in %ps. Some of your processes may
+    # have been killed by the cgroup out-of-memory handler."), the kernel, Kubernetes, Ray's memory monitor
+    cause("oom_killed", rx(r"Detected \d{1,9} oom-kill event|Out of memory: Killed process|Memory cgroup out of memory|"
+                           r"oom-kill:|OOMKilled|killed by the cgroup out-of-memory handler|"
+                           r"node running low on memory|possibly killed by the OOM killer|"
+                           r"Killed process \d{1,10} \(\S{1,64}\) total-vm"),
+          "the out-of-memory killer killed a process (host memory of the job or its cgroup, not GPU memory)",
+          "give the job more host memory (--mem, the container's limit) or use less: fewer data-loader workers, "
+          "smaller pinned buffers, a model loaded once per node; `dmesg -T | grep -i oom` on the host names the "
+          "process", level=SPECIFIC, source="slurmstepd; the kernel's oom_kill.c; kubelet; ray memory monitor"),
+    # SIGKILL as an exit code, the process's own end with no error of its own: the OOM killer first, else an operator
+    # or the scheduler (torchrun's own SIGKILL past its grace is its stop, read from its "forcefully exiting" line)
+    cause("killed", rx(r"\(exitcode: -" + num("9") + r"\)|exit code:? " + num("137") + r"|exits with return code = -"
+                       + num("9") + r"|died with <Signals\.SIGKILL: " + num("9") + r">|signal " + num("9")
+                       + r" \(Killed\)|Signals\.SIGKILL|is killed by signal: Killed|return code -" + num("9")
+                       + r"|exited on signal " + num("9") + r"|task \d{1,7}: Killed|"
+                       r"Killed\s{1,8}(?:python|torchrun|\S{0,200}\.py)"),
+          "a process was killed by SIGKILL with no error of its own: most often the host's out-of-memory killer (or "
+          "an operator, the scheduler, a watchdog of the cluster)",
+          "on its host `dmesg -T | grep -i -e oom -e killed` (the OOM killer names the process), the scheduler's log "
+          "(preemption, time limit); if it is memory: fewer data-loader workers, smaller buffers, more --mem",
+          source="torchrun agent; DeepSpeed launch.py; accelerate; srun; Kubernetes"),
+    cause("segfault", rx(r"Segmentation fault|SIGSEGV|\(exitcode: -" + num("11") + r"\)|exit code:? " + num("139")
+                         + r"|exits with return code = -" + num("11") + r"|died with <Signals\.SIGSEGV: " + num("11")
+                         + r">|signal " + num("11") + r"|Fatal Python error: (?:Segmentation fault|Bus error|Aborted)|"
+                         r"SIGBUS|Bus error"),
+          "a process crashed in native code (SIGSEGV/SIGBUS: a fault in a C/C++/CUDA library or an extension)",
+          "get the native stack: rerun with `python -X faulthandler` (or TORCH_SHOW_CPP_STACKTRACES=1) and "
+          "`ulimit -c unlimited` for a core; check library versions across nodes (`ncclcheck preflight` compares "
+          "packages); a DataLoader's bus error is /dev/shm", source="the kernel's signals; launchers' exit codes"),
+    # slurmstepd's "*** %s ON %s CANCELLED AT %s DUE TO TIME LIMIT ***" (also PREEMPTION, NODE FAILURE, JOB REQUEUE;
+    # none: scancel)
+    cause("scheduler_cancelled", rx(r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+|DUE TO TIME LIMIT|"
+                                    r"DUE TO PREEMPTION|DUE TO NODE FAILURE|Node failure on \S{1,64}"),
+          "the scheduler ended the job (its time limit, a preemption, a node failure, a requeue or scancel: the line "
+          "says which)",
+          "a time limit: raise --time or checkpoint more often; a preemption or requeue: run in a partition or QOS "
+          "that is not preempted; a node failure: `sinfo -R` names the node, drain it", source="slurmstepd"),
+    # torchrun's agent told to stop ("Received %s death signal, shutting down workers", SignalException "Process %d
+    # got signal: %d"), which reaches a rank's children too (the DataLoader's "killed by signal: Terminated");
+    # DeepSpeed's "Main process received SIGTERM"; srun's job-step abort after another task failed
+    consequence("launcher_stopped", rx(r"Received \d{1,3} death signal, shutting down workers|"
+                                       r"Received Signals\.SIG\w{2,8} death signal|"
+                                       r"SignalException: Process \d{1,10} got signal: \d{1,3}|"
+                                       r"is killed by signal: Terminated|Main process received SIGTERM|"
+                                       r"Job step aborted: Waiting up to|Sending process \d{1,10} closing signal|"
+                                       r"tasks? [\d,\-]{1,64}: Terminated|\(exitcode: -"
+                                       + num("15") + r"\)"),
+                "the launcher stopped its workers (after a failure elsewhere, or told to stop by the scheduler or an "
+                "operator)",
+                "find what happened before: the first rank that failed (the launcher's first observed failure), a hang "
+                "(NCCL's watchdog lines) or a time limit (the scheduler's log names who sent the signal)",
+                source="torch/distributed/elastic; DeepSpeed; srun"),
+    # a process that ended badly and said nothing more here: torchrun's one-line report of a worker, DeepSpeed's,
+    # accelerate's, srun's, mpirun's, a container's exit
+    consequence("rank_failed", rx(r"failed \(exitcode: -?\d{1,4}\) local_rank: \d{1,7} \(pid: \d{1,10}\)|"
+                                  r"exits with return code = -?\d{1,4}|returned non-zero exit status \d{1,4}|"
+                                  r"Exited with exit code \d{1,4}|exited with non-zero status|"
+                                  r"process returned a non-zero exit code|"
+                                  r"BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES|"
+                                  r"The actor died unexpectedly|worker process has died|RayTaskError|"
+                                  r"Worker exit type: \w{1,32}"),
+                "a rank's process ended with an error (the launcher's report: it says that, not why)",
+                "read that rank's own output before it ended (torchrun --redirects 3 --log-dir DIR keeps each rank's "
+                "apart); arm the next run so it leaves what names the cause: ncclcheck recommend --postmortem DIR "
+                "--format env", level=GENERIC, source="torchrun agent; DeepSpeed; accelerate; srun; mpirun; Ray"),
+)
+
+ROUTINE: tuple = ()
+
+__all__ = ["ROWS", "ROUTINE", "CONSEQUENCE", "SPECIFIC"]

@@ -1,0 +1,189 @@
+"""torch.distributed's, gloo's and CUDA's failure messages as rows of the failure table (nccl/failclass.py), from their
+own source: ProcessGroupNCCL's watchdog and wrapper (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, NCCLUtils),
+c10d's store and sockets (TCPStore*.cpp, socket.cpp), elastic's rendezvous, gloo's transport (gloo/transport/tcp/),
+the CUDA runtime's error strings (cudaGetErrorString, as NCCL's "Cuda failure '%s'" and torch's "CUDA error: %s" quote
+them), torch's allocator and DataLoader. Routine lines torch prints in healthy jobs are listed last.
+
+A CUDA error is read by its string first (level SPECIFIC): out of memory, a driver older than the runtime, a device
+assert, an invalid ordinal, a fabric not ready are each their own cause; the rest of the family is a fault of the GPU.
+"""
+
+from __future__ import annotations
+
+from .failclass import CONSEQUENCE, GENERIC, SPECIFIC, cause, consequence, num, rx
+from .linear import Either, Then
+
+_CUDA = r"(?:Cuda failure (?:\d{1,4} )?'|CUDA error: |cudaError\w{0,40}|CUDA driver error: )"
+
+ROWS = (
+    cause("cuda_oom", Either(rx(r"CUDA out of memory|OutOfMemoryError|cudaErrorMemoryAllocation|"
+                                r"Failed to CUDA calloc|cudaMalloc failed|CUBLAS_STATUS_ALLOC_FAILED"),
+                             Then(_CUDA, r"out of memory")),
+          "the GPU ran out of memory on that rank",
+          "lower that rank's memory: a smaller batch or sequence, activation checkpointing, sharding (FSDP/ZeRO); "
+          "check for another process on the same GPU (`nvidia-smi`), and that each rank uses its own GPU "
+          "(LOCAL_RANK); PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True helps fragmentation", level=SPECIFIC,
+          source="c10/cuda/CUDACachingAllocator.cpp; NCCL's CUDA calls"),
+    cause("cuda_driver", Either(rx(r"CUDA driver version is insufficient for CUDA runtime version|"
+                                   r"forward compatibility was attempted on non supported HW|"
+                                   r"system has unsupported display driver / cuda driver combination|"
+                                   r"cudaErrorInsufficientDriver|The NVIDIA driver on your system is too old|"
+                                   r"API call is not supported in the installed CUDA driver"),
+                                Then(_CUDA, r"driver version is insufficient")),
+          "the NVIDIA driver is older than the CUDA runtime the job was built with (or the two do not match)",
+          "install a driver that supports the job's CUDA version (`nvidia-smi` shows the driver's highest CUDA), or "
+          "use a torch/CUDA build the driver supports; in a container, the host's driver is the one that counts",
+          level=SPECIFIC, source="CUDA runtime error strings (cudaErrorInsufficientDriver, 35)"),
+    cause("device_assert", rx(r"device-side assert triggered|Assertion `[^`]{0,200}` failed|cudaErrorAssert"),
+          "a device-side assert fired in a kernel of that rank (an index out of range, a label out of bounds: a bug "
+          "of the job's code or data, not of the GPU)",
+          "rerun with CUDA_LAUNCH_BLOCKING=1 to name the kernel and the line; check the labels or indices the assert "
+          "names against their range", level=SPECIFIC, source="CUDA runtime (cudaErrorAssert, 710)"),
+    cause("invalid_device", Either(rx(r"invalid device ordinal|cudaErrorInvalidDevice\b"),
+                                   Then(_CUDA, r"invalid device ordinal")),
+          "a rank asked for a GPU that does not exist on its node (more ranks than GPUs, or a device index past "
+          "CUDA_VISIBLE_DEVICES)",
+          "match --nproc-per-node to the GPUs of each node (`nvidia-smi -L`), select the device by LOCAL_RANK, and "
+          "check CUDA_VISIBLE_DEVICES", level=SPECIFIC, source="CUDA runtime (cudaErrorInvalidDevice, 101)"),
+    cause("fabric_not_ready", rx(r"system not yet initialized|cudaErrorSystemNotReady|CUDA error " + num("802")),
+          "the GPUs' NVSwitch fabric was not ready (CUDA error 802: the fabric manager is not running or has not "
+          "finished on an NVSwitch node)",
+          "start and check the fabric manager (`systemctl status nvidia-fabricmanager`, `nvidia-smi -q` Fabric "
+          "state: Completed), then relaunch; `ncclcheck health` checks it", level=SPECIFIC,
+          source="CUDA runtime (cudaErrorSystemNotReady, 802)"),
+    cause("gpu_busy", rx(r"CUDA-capable device\(s\) is/are busy or unavailable|cudaErrorDevicesUnavailable"),
+          "the GPU was busy or unavailable to that rank (exclusive-process compute mode with another process on it, "
+          "or a GPU in a bad state)",
+          "check `nvidia-smi` on that host for other processes and the compute mode; a GPU in a bad state needs a "
+          "reset", level=SPECIFIC, source="CUDA runtime (cudaErrorDevicesUnavailable, 46)"),
+    cause("cuda_arch", rx(r"no kernel image is available for execution on the device|cudaErrorNoKernelImageForDevice"),
+          "the job's CUDA code was not built for this GPU's architecture",
+          "install a torch (and extensions) built for this GPU's compute capability (`torch.cuda.get_arch_list()` "
+          "against `nvidia-smi --query-gpu=compute_cap --format=csv`)", level=SPECIFIC,
+          source="CUDA runtime (cudaErrorNoKernelImageForDevice, 209)"),
+    cause("cuda_fault", Either(rx(r"an illegal memory access was encountered|unspecified launch failure|"
+                                  r"uncorrectable ECC error encountered|GPU has fallen off the bus|"
+                                  r"an illegal instruction was encountered|misaligned address|"
+                                  r"cudaErrorIllegalAddress|cudaErrorLaunchFailure|cudaErrorECCUncorrectable|"
+                                  r"unhandled cuda error|device-side error|CUDA error: unknown error|"
+                                  r"\bXid\b.{0,20}\b(?:48|63|64|74|79|92|94|95)\b"),
+                               Then(_CUDA, r"'")),
+          "a CUDA error on the rank's own GPU (a kernel fault, an ECC error, or a GPU in a bad state)",
+          "read the error string: an illegal access is usually a bug of a kernel (rerun with CUDA_LAUNCH_BLOCKING=1 to "
+          "name it); an ECC error, Xid 48/79/94 or a GPU fallen off the bus is the hardware: `nvidia-smi -q`, "
+          "`dmesg -T | grep -i xid` on its host, and drain the node (`ncclcheck health`)",
+          source="CUDA runtime error strings; NCCL's CUDACHECK"),
+    # c10d's own failures (never the routine poll and retry warnings, ROUTINE below)
+    cause("address_in_use", rx(r"Address already in use|errno: " + num("98") + r"|EADDRINUSE"),
+          "the master port was already taken on the master's host (another job, or a process of an earlier run "
+          "still alive)",
+          "pick a free MASTER_PORT (or `--rdzv-endpoint host:0`), or stop what holds the port (`ss -ltnp | grep "
+          "PORT` on that host)", level=SPECIFIC, source="torch/csrc/distributed/c10d/socket.cpp"),
+    cause("name_not_resolved", rx(r"Name or service not known|Temporary failure in name resolution|"
+                                  r"nodename nor servname provided|No address associated with hostname|"
+                                  r"gaierror|getaddrinfo (?:failed|error)|failed to resolve|Unknown host|"
+                                  r"Could not resolve host|hostname of the client socket cannot be retrieved"),
+          "a host name could not be resolved (a wrong MASTER_ADDR, or a node whose name DNS or /etc/hosts does not "
+          "know)",
+          "give an address or a name every node resolves (`getent hosts NAME` on each node); with torchrun's c10d "
+          "rendezvous the master's `hostname --fqdn` must resolve on the others", level=SPECIFIC,
+          source="torch/csrc/distributed/c10d/socket.cpp; Python socket.gaierror"),
+    # gloo's device.cc: "Unable to find address for: %s" (GLOO_SOCKET_IFNAME names no interface with an address here,
+    # or holds NCCL's "^" / prefix syntax, which gloo does not read)
+    cause("gloo_no_interface", rx(r"Unable to find (?:address|interface) for:? \S{0,64}|"
+                                  r"GLOO_SOCKET_IFNAME .{0,40}(?:not found|does not exist)"),
+          "gloo was told to use a network interface that does not exist here (GLOO_SOCKET_IFNAME takes exact names, "
+          "not NCCL's ^ or prefix forms)",
+          "set GLOO_SOCKET_IFNAME to the exact name of an interface that is up on every node (`ip -br addr`; "
+          "`ncclcheck recommend --format env` names it), or unset it", level=SPECIFIC,
+          source="gloo/transport/tcp/device.cc"),
+    cause("collective_mismatch", rx(r"Received data size doesn't match expected size|collective mismatch|"
+                                    r"Detected mismatch between collectives|DDP expects same model across all ranks|"
+                                    r"ranks? \d{1,7} .{0,40}different (?:collective|op)|CollectiveFingerPrint"),
+          "ranks called different collectives, or the same one with different sizes",
+          "make every rank of the group call the same collectives in the same order with the same shapes (a "
+          "rank-dependent branch, an uneven last batch, a skipped step); TORCH_DISTRIBUTED_DEBUG=DETAIL checks each "
+          "call", source="gloo/transport/tcp/pair.cc; torch c10d ProcessGroupWrapper"),
+    cause("ddp_unused_parameters", rx(r"Expected to have finished reduction in the prior iteration|"
+                                      r"find_unused_parameters=True"),
+          "DDP found parameters that received no gradient in a step (a part of the model the forward pass skipped)",
+          "pass find_unused_parameters=True to DistributedDataParallel, or make every rank use every parameter each "
+          "step (TORCH_DISTRIBUTED_DEBUG=INFO names the parameters)", source="torch/csrc/distributed/c10d/reducer.cpp"),
+    # TCPStore's failures as torch raises them, elastic's rendezvous, NCCL's bootstrap timing out
+    cause("init_timeout", Either(rx(r"Socket Timeout|DistStoreError|wait timeout after \d{1,12}\s*ms|"
+                                    r"client socket has timed out after|RendezvousTimeoutError|"
+                                    r"Timed out initializing process group|store based barrier"),
+                                 Then(r"Timed out (?:after|waiting) ", r"clients|workers|store|rendezvous|join"),
+                                 Then(r"bootstrap", r"time(?:d)? ?out")),
+          "the ranks did not all join in time (a rank never started, or could not reach the others)",
+          "find the rank that never joined (launcher output, `ncclcheck preflight` on the same nodes); check the "
+          "master address, port and firewall", source="c10d TCPStore.cpp, socket.cpp; elastic rendezvous"),
+    cause("connection_refused", rx(r"Connection refused|errno: " + num("111") + r"|ECONNREFUSED"),
+          "a connection was refused: nothing listened at the address (wrong address or port, a firewall, or the peer "
+          "had not started or had died)",
+          "check MASTER_ADDR/MASTER_PORT and the firewall between the nodes (`ncclcheck preflight` probes them); if "
+          "the peer died, its own log says why", source="c10d socket.cpp; NCCL src/misc/socket.cc; gloo"),
+    cause("no_route", rx(r"No route to host|Network is unreachable|errno: " + num("113") + r"|"
+                         r"Connect to \S{1,128} failed\s*:\s*Connection timed out|"
+                         r"connect\(\) .{0,80}(?:timed out|Connection timed out)"),
+          "a peer's address cannot be reached from this host (a firewall dropping packets, or NCCL using an "
+          "interface whose network does not reach the peer)",
+          "pin NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME to the interface every node routes over (`ncclcheck recommend`); "
+          "`ncclcheck preflight` probes every pair on every interface (net.peer_reachability)",
+          source="NCCL src/misc/socket.cc; c10d socket.cpp"),
+    consequence("watchdog_timeout", rx(r"Watchdog caught collective operation timeout|Timeout at NCCL work: \d|"
+                                       r"WorkNCCL\(SeqNum=\d|Some NCCL operations have failed or timed out|"
+                                       r"To avoid data inconsistency, we are taking the entire process down|"
+                                       r"Exception raised from ncclCommWatchdog|Heartbeat monitor timed out|"
+                                       r"Received a (?:global timeout|dump signal) from another rank|"
+                                       r"watchdog thread terminated with exception|"
+                                       r"Timeout waiting for the (?:first|last) collective"),
+                "NCCL's watchdog timed out in a collective (a hang: a rank did not enter it, or it stalled inside)",
+                "the flight-recorder dumps say which rank did not enter the collective (`ncclcheck diagnose` with the "
+                "dumps); `ncclcheck recommend --postmortem DIR` arms the next run",
+                source="torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp"),
+    # the watchdog's own thread stuck in a CUDA or NCCL call (ProcessGroupNCCL: "watchdog got stuck for %d seconds
+    # without making progress in monitoring enqueued collectives"): a call that does not return, usually the GPU's
+    consequence("watchdog_stuck", rx(r"watchdog got stuck for \d{1,9} seconds|"
+                                     r"Watchdog thread .{0,20}stuck"),
+                "torch's watchdog thread itself was stuck in a CUDA or NCCL call (it did not return: usually the GPU "
+                "or its driver, sometimes an NCCL call blocked on a peer)",
+                "look at that host's GPUs: `nvidia-smi` (a GPU that does not answer), `dmesg -T | grep -i xid`; a "
+                "`py-spy dump --native --pid` of the rank shows the call it is stuck in", level=SPECIFIC,
+                source="torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp"),
+    consequence("gloo_timeout", rx(r"Timed out waiting \d{1,12}\s*ms for (?:recv|send) operation"),
+                "a gloo collective timed out waiting for a peer (a hang: a rank did not enter it)",
+                "the flight-recorder dumps say which rank did not enter the collective", source="gloo/transport"),
+    # torch's wrapper of an NCCL error whose result no row above knows ("NCCL error in: <file>:<line>, <result>, NCCL
+    # version <v>"; the result strings: ncclGetErrorString): it says NCCL failed, NCCL's WARN (absent here) says why
+    consequence("nccl_error", Either(rx(r"\bNCCL error in: |ncclInternalError|ncclInvalidUsage|ncclInvalidArgument|"
+                                        r"ncclSystemError|ncclUnhandledCudaError|DistBackendError"),
+                                     Then(r"NCCL error", r"internal error|invalid usage|invalid argument")),
+                "NCCL returned an error (torch's report of it; NCCL's own WARN line, which says why, is not in this "
+                "text)",
+                "rerun with NCCL_DEBUG=WARN (or INFO) and NCCL_DEBUG_FILE=/tmp/nccl.%h.%p to keep NCCL's own line; "
+                "`ncclcheck recommend --postmortem DIR --format env` sets it", level=GENERIC,
+                source="torch/csrc/distributed/c10d/NCCLUtils.hpp C10D_NCCL_CHECK"),
+)
+
+# What torch prints in healthy jobs that holds a failure's words: never a failure.
+# - c10d's TCPStore client polls its socket with a short timeout and logs each poll that returned nothing
+#   (socket.cpp, SocketImpl::waitForInput); a wait that really failed raises DistStoreError / "Socket Timeout" /
+#   "wait timeout after", which the rows read. ncclcheck's guard waits on its store in 1 s polls.
+# - socket.cpp's retries while the master is not up yet ("[W socket.cpp] [c10d] The client socket has failed to
+#   connect to [host]:port (errno: 111 - Connection refused)."), and the IPv6 try on a host without it (errno 97).
+# - deprecation notices ("Environment variable TORCH_NCCL_TRACE_BUFFER_SIZE is deprecated; use TORCH_FR_BUFFER_SIZE
+#   instead"), the teardown notices of a process group not destroyed.
+ROUTINE = (
+    Then(r"\bwaitForInput: poll for socket ", r" returned 0, likely a timeout"),
+    Then(r"\bwaitForInput: socket ", r" timed out after \d+\s*ms"),
+    rx(r"Environment variable \w+ is deprecated; use \w+ instead|is deprecated(?:, |; )please use"),
+    Then(r"\[W socket\.cpp", r"client socket has failed to connect"),
+    Then(r"socket\.cpp:\d{1,6}\] \[c10d\] The client socket has failed to connect", r"errno"),
+    rx(r"errno: " + num("97") + r" - Address family not supported by protocol"),
+    rx(r"process group has NOT been destroyed before|destroy_process_group\(\) was not called|"
+       r"barrier\(\): using the device under current context|Guessing device ID based on global rank|"
+       r"Setting OMP_NUM_THREADS environment variable"),
+)
+
+__all__ = ["ROWS", "ROUTINE", "CONSEQUENCE", "GENERIC"]

@@ -1,0 +1,88 @@
+"""What to suspect, and how to test it, when a job failed and its text does not say why (the middle verdict of
+`diagnose`: "the job failed; the cause is not in this text"). Each kind of evidence a text can hold without a cause (a
+watchdog timeout, a peer gone, a rank's exit code, an NCCL warning no row knows, torch's wrapper without NCCL's line,
+a stop from outside) points at suspects in the order an expert tests them; each suspect says the command that tells.
+
+The orders follow NCCL's troubleshooting guide (docs/troubleshooting.html: "Networking issues", "PCI Access Control
+Services", "GPU Direct") and the maintainers' answers on hangs with no error (NVIDIA/nccl#1324: NCCL itself cannot name
+the hanging rank; the flight recorder or a stack of each rank can). Pure data and one function.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Suspect:
+    id: str
+    what: str  # the suspect, as a person reads it
+    test: str  # how to tell: a command to run, a variable to set and rerun with
+
+
+SKIPPED = Suspect("rank_skipped", "a rank never entered the collective the others wait in (a rank-dependent branch, an "
+                  "exception it caught, a data loader that ran out first)",
+                  "arm the next run so the flight recorder names that rank: `ncclcheck recommend --postmortem DIR "
+                  "--format env`; on a live hang, `ncclcheck watch` (or `py-spy dump --pid` of each rank)")
+NETWORK = Suspect("network", "the network between the nodes (NCCL on an interface that does not route to the peers, a "
+                  "firewall on the ephemeral ports NCCL uses after rendezvous, a link that is down)",
+                  "`ncclcheck preflight` on the same nodes probes every pair on every interface; rerun with "
+                  "NCCL_SOCKET_IFNAME set to the interface every node routes over, and with NCCL_IB_DISABLE=1 to take "
+                  "InfiniBand/RoCE out")
+P2P = Suspect("p2p", "GPU peer-to-peer inside a node (PCIe ACS on the switches, the IOMMU, a VM without P2P)",
+              "rerun with NCCL_P2P_DISABLE=1: if it then runs, disable ACS on the PCIe switches (`lspci -vvv | grep "
+              "ACSCtl`) and put the IOMMU in passthrough (iommu=pt)")
+GPU = Suspect("gpu", "a GPU that stopped (an Xid, a kernel that never ends)",
+              "on each host `dmesg -T | grep -i xid` and `nvidia-smi` (a GPU at 100 % with no progress); "
+              "`ncclcheck health`")
+PEER_DIED = Suspect("peer_died", "another rank died first (its own error, the out-of-memory killer, a crash); this "
+                    "rank only saw its connection close",
+                    "find the first rank that ended: the launcher's failure table (its \"first observed failure\"), "
+                    "each rank's own output (torchrun --redirects 3 --log-dir DIR keeps them apart), `dmesg -T | grep "
+                    "-i -e oom -e killed` on its host")
+OWN_OUTPUT = Suspect("own_output", "the rank's own error, printed where this text does not reach (another rank's "
+                     "output, a part cut off)",
+                     "read that rank's whole output: torchrun --redirects 3 --log-dir DIR (or srun --output=%t.out) "
+                     "keeps each rank's apart; its last lines name the error")
+NCCL_DETAIL = Suspect("nccl_detail", "what NCCL was doing when it warned (its INFO lines say which transport, "
+                      "interface and peer)",
+                      "rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET NCCL_DEBUG_FILE=/tmp/nccl.%h.%p and read "
+                      "the lines before the WARN, or pass those files to `ncclcheck diagnose`")
+NCCL_SILENT = Suspect("nccl_silent", "NCCL's own line, which says why it failed, was not printed (torch reports only "
+                      "NCCL's result)",
+                      "rerun with NCCL_DEBUG=WARN (torch then prints NCCL's reason under \"Last error:\") and "
+                      "NCCL_DEBUG_FILE=/tmp/nccl.%h.%p; `ncclcheck recommend --postmortem DIR --format env` sets both")
+STOPPED = Suspect("stopped_hung", "the job was stopped from outside while it made no progress (a hang after NCCL's "
+                  "init with no error of its own)",
+                  "rerun it armed (`ncclcheck recommend --postmortem DIR --format env`) and run `ncclcheck watch` "
+                  "while it hangs: it names the rank and the collective")
+
+# evidence (a failure class, or an end the launcher reported) -> its suspects, most likely first
+BY_EVIDENCE = {
+    "stalled_all": (NETWORK, P2P, GPU),
+    "watchdog_timeout": (SKIPPED, NETWORK, P2P, GPU),
+    "gloo_timeout": (SKIPPED, NETWORK),
+    "watchdog_stuck": (GPU, P2P, NETWORK),
+    "peer_closed": (PEER_DIED, NETWORK),
+    "comm_aborted": (PEER_DIED, SKIPPED),
+    "proxy_failed": (PEER_DIED, NETWORK),
+    "ib_flush": (PEER_DIED, NETWORK),
+    "rank_failed": (OWN_OUTPUT, PEER_DIED),
+    "exited": (OWN_OUTPUT, PEER_DIED),
+    "died": (PEER_DIED, OWN_OUTPUT),
+    "nccl_warn": (NCCL_DETAIL, NETWORK, P2P),
+    "nccl_error": (NCCL_SILENT, NETWORK, P2P),
+    "launcher_stopped": (STOPPED, SKIPPED, NETWORK, P2P),
+}
+MAX_SUSPECTS = 4
+
+
+def suspects(kinds: list) -> list:
+    """The suspects of the evidence kinds seen (in the order the evidence is ranked), each once, at most
+    MAX_SUSPECTS; a generic pair when no kind is known."""
+    out: list = []
+    for k in kinds:
+        for s in BY_EVIDENCE.get(k, ()):
+            if s not in out:
+                out.append(s)
+    return (out or [OWN_OUTPUT, NCCL_SILENT])[:MAX_SUSPECTS]

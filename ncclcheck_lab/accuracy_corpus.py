@@ -10,6 +10,7 @@ written a second time.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Optional
@@ -26,15 +27,19 @@ EFFICIENCY_WRONG_ABOVE = 1.2
 @dataclass(frozen=True)
 class Need:
     """One thing the verdict must name: an item whose id is `check` (or starts with it, when it ends with '.'),
-    with a status among `statuses`, whose text or detail names every one of `names` (word-bounded)."""
+    with a status among `statuses`, whose text or detail names every one of `names` and at least one of `one_of`
+    (word-bounded: a cause an expert accepts under more than one class)."""
 
     check: str
     names: tuple = ()
     statuses: tuple = ("fail",)
+    one_of: tuple = ()
 
     def describe(self) -> str:
         st = "" if self.statuses == ("fail",) else f" ({'/'.join(self.statuses)})"
-        return f"`{self.check}`{st} naming {', '.join(self.names)}" if self.names else f"`{self.check}`{st}"
+        said = [" or ".join(self.one_of)] if self.one_of else []
+        said += list(self.names)
+        return f"`{self.check}`{st} naming {', '.join(said)}" if said else f"`{self.check}`{st}"
 
 
 @dataclass(frozen=True)
@@ -101,8 +106,9 @@ def _matches(need: Need, item: Item) -> bool:
         idok = item.check.startswith(need.check)
     else:
         idok = item.check == need.check
-    return idok and item.status in need.statuses and all(names_in(n, item.text + " | " + item.detail)
-                                                         for n in need.names)
+    text = item.text + " | " + item.detail
+    return (idok and item.status in need.statuses and all(names_in(n, text) for n in need.names)
+            and (not need.one_of or any(names_in(n, text) for n in need.one_of)))
 
 
 def classify(exp: Expect, out: Outcome) -> tuple:
@@ -151,8 +157,11 @@ def classify(exp: Expect, out: Outcome) -> tuple:
 #   output and dumps were kept): real launchers, real torch, real bytes, the fault made on purpose;
 # - rendered: lines rendered from NCCL's and torch's format strings (tests/postmortem/fixtures/nccl_rendered): no
 #   process wrote them. No class of cause rests on these alone (tests/bench/test_accuracy_corpus.py checks it).
-REAL, LAB, RENDERED = "real capture", "lab-staged", "rendered"
-EVIDENCE = (REAL, LAB, RENDERED)
+# - public thread: a failure a real user posted in a public thread (an issue, a forum), its cause settled there (a
+#   maintainer's answer, the reporter's confirmed fix), rewritten in our own identifiers: real programs' output, of
+#   jobs and hardware this project never had.
+REAL, FIELD, LAB, RENDERED = "real capture", "public thread", "lab-staged", "rendered"
+EVIDENCE = (REAL, FIELD, LAB, RENDERED)
 
 
 @dataclass(frozen=True)
@@ -180,7 +189,7 @@ class Scenario:
 
     @property
     def needs_lab(self) -> bool:
-        return self.kind not in ("diag-fixture", "hostile")
+        return self.kind not in ("diag-fixture", "hostile", "diag-log")
 
     @property
     def needs_slurm(self) -> bool:
@@ -497,6 +506,84 @@ SCENARIOS = (
     _fix("live/pipeline-cycle", "p2p_cycle", [0, 1, 2, 3], neighbour="tests/live/test_pipeline_live.py"),
 )
 
+
+# -- the log corpus (issue 61): one log each, as users paste them, with no dump and no guard ------------------------
+# Each case is a file and a line of LOG_DIR/cases.jsonl (its fields: tests/postmortem/fixtures/pasted/README.md): the
+# tier says what made it (a real capture, a public thread, a job staged here, lines rendered from the programs' format
+# strings), `expect` the level of verdict a diligent expert gives from that text alone: the cause (its class, or one an
+# expert accepts as the same answer, and what it names), "failed" (the job failed; the cause is not in this text) or
+# "healthy" (nothing in it shows a failure).
+LOG_DIR = "tests/postmortem/fixtures/pasted"
+LOG_TIERS = {"capture": REAL, "thread": FIELD, "staged": LAB, "program": RENDERED}
+NOT_IN_TEXT = "the cause is not in this text"  # the words of the middle verdict (render/words.NOT_IN_TEXT)
+ROOT = "postmortem.root_cause"
+
+
+@dataclass(frozen=True)
+class LogCase:
+    name: str
+    tier: str
+    file: str  # from the repository's root
+    source: str  # the thread's address, or how it was made
+    expect: str  # cause | failed | healthy
+    cls: str = ""
+    also: tuple = ()
+    names: tuple = ()
+    proof: str = ""  # a piece of the one line that proves the cause (the baseline is right when its line holds it)
+    settled: str = ""
+
+
+def log_cases(root: str = ".") -> list:
+    """The log corpus, as LOG_DIR/cases.jsonl lists it (a file that is absent: none)."""
+    path = os.path.join(root, LOG_DIR, "cases.jsonl")
+    if not os.path.exists(path):
+        return []
+    out = []
+    with open(path) as f:
+        for line in f:
+            if line.strip():
+                d = json.loads(line)
+                out.append(LogCase(d["name"], d["tier"], d.get("file") or f"{LOG_DIR}/{d['name']}.log",
+                                   d.get("source", ""), d["expect"], d.get("class", ""), tuple(d.get("also", ())),
+                                   tuple(d.get("names", ())), d.get("proof", ""), d.get("settled", "")))
+    return out
+
+
+def log_expect(c: LogCase) -> Expect:
+    if c.expect == "healthy":
+        return Expect(0)
+    if c.expect == "failed":
+        return Expect(1, (Need(ROOT, (NOT_IN_TEXT, *c.names)),))
+    return Expect(1, (Need(ROOT, c.names, one_of=tuple(f"kind:{k}" for k in (c.cls, *c.also))),))
+
+
+def log_scenario(c: LogCase) -> Scenario:
+    return Scenario(f"log-{c.name}", "diag-log", log_expect(c), opts=(("file", c.file), ("tier", c.tier)),
+                    neighbour_of=c.source, evidence=LOG_TIERS[c.tier])
+
+
+LOG_SCENARIOS = tuple(log_scenario(c) for c in log_cases(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+SCENARIOS = SCENARIOS + LOG_SCENARIOS
+
+# The naive reading a diagnosis must beat: the last line that holds "NCCL WARN" or "Error", shown as the cause.
+_BASELINE = re.compile(r"NCCL WARN|Error")
+
+
+def baseline_line(text: str) -> Optional[str]:
+    """The line the baseline shows: the last one holding "NCCL WARN" or "Error" (None: it says nothing failed)."""
+    return next((ln for ln in reversed(text.splitlines()) if _BASELINE.search(ln)), None)
+
+
+def baseline_right(c: LogCase, text: str) -> bool:
+    """Is the baseline's line the answer? On a cause: it holds the line that proves it; on a job whose cause the
+    text does not hold: it shows a failure at all; on a healthy job: it shows none."""
+    line = baseline_line(text)
+    if c.expect == "healthy":
+        return line is None
+    if c.expect == "failed":
+        return line is not None
+    return line is not None and bool(c.proof) and c.proof in line
+
 HOSTILE_FILES = {
     "deep-json": "a JSON file nested 200,000 deep",
     "evil-pickle": "a pickle that calls os.system",
@@ -534,6 +621,8 @@ def describe(s: Scenario) -> str:
         return f"`srun -N {s.nnodes} ncclcheck sweep --drain --size 2M` on Slurm in the lab{faults}"
     if s.kind == "diag-fixture":
         return f"`diagnose {fixture_dir(opts['fixture'])}`"
+    if s.kind == "diag-log":
+        return f"`diagnose {opts['file']}` ({opts['tier']})"
     if s.kind == "diag-job":
         what = {"all": "dumps and launcher output", "logs": "the launcher output only"}[opts["read"]]
         made = "guard-healthy" if opts["job"] == "guard" else opts["job"]

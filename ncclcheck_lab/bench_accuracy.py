@@ -422,6 +422,32 @@ def run_diag_fixture(ctx: Context, s: ac.Scenario) -> ac.Outcome:
     return diagnose(REPO / ac.fixture_dir(s.opt("fixture")), d / "report.json", min(ctx.timeout, 120))
 
 
+def run_diag_log(ctx: Context, s: ac.Scenario) -> ac.Outcome:
+    d = ctx.dir(s.name)
+    return diagnose(REPO / s.opt("file"), d / "report.json", min(ctx.timeout, 120))
+
+
+def log_summary(results: list) -> list:
+    """The log corpus's lines: right per tier, the failed jobs called ended well and the healthy ones given a cause,
+    and the naive baseline (the last line holding "NCCL WARN" or "Error") scored on the same logs."""
+    cases = {f"log-{c.name}": c for c in ac.log_cases(str(REPO))}
+    mine = [r for r in results if r["name"] in cases]
+    if not mine:
+        return []
+    base = {r["name"]: ac.baseline_right(cases[r["name"]], (REPO / cases[r["name"]].file).read_text(errors="replace"))
+            for r in mine}
+    right = sum(r["class"] == ac.RIGHT for r in mine)
+    ended_well = sum(r["class"] == ac.FALSE_HEALTHY for r in mine if cases[r["name"]].expect != "healthy")
+    alarms = sum(r["class"] != ac.RIGHT for r in mine if cases[r["name"]].expect == "healthy")
+    held = [r for r in mine if cases[r["name"]].expect == "cause"]
+    ours, theirs = sum(r["class"] == ac.RIGHT for r in held), sum(base[r["name"]] for r in held)
+    ratio = f"{ours / theirs:.1f}x" if theirs else "inf"
+    return [f"logs: {right}/{len(mine)} right ({100 * right / len(mine):.0f} %; {ac.by_evidence(mine)}); "
+            f"failed jobs called ended well: {ended_well}; healthy jobs given a cause: {alarms}",
+            f"logs, baseline (the last line holding 'NCCL WARN' or 'Error'): {sum(base.values())}/{len(mine)} right; "
+            f"on the {len(held)} logs that hold the cause: ncclcheck {ours}, baseline {theirs} ({ratio})"]
+
+
 def job_capture(ctx: Context, job: str, launcher: str, worker: str = "fr") -> Path:
     """The output (and flight-recorder dumps) of a real job on the lab, made once per run of the benchmark."""
     d = ctx.scratch / f"capture-{job}-{launcher}"
@@ -541,7 +567,7 @@ def run_hostile(ctx: Context, s: ac.Scenario) -> ac.Outcome:
 
 RUNNERS = {"preflight": run_preflight, "launcher": run_launcher, "guard": run_guard, "links": run_links,
            "bench": run_bench, "sweep": run_sweep, "diag-fixture": run_diag_fixture, "diag-job": run_diag_job,
-           "hostile": run_hostile}
+           "hostile": run_hostile, "diag-log": run_diag_log}
 
 
 # -- main ------------------------------------------------------------------------------------------------------------
@@ -640,6 +666,8 @@ def main(argv: Optional[list] = None) -> int:
     errors = sum(r["class"] == "error" for r in results)
     if errors:
         print(f"{errors} scenario(s) could not be run (class error: see above)")
+    for line in log_summary(results):
+        print(line)
     print(f"by evidence: {ac.by_evidence(results)}")
     print(f"wall {time.monotonic() - start:.0f} s")
     print(f"scenarios={len(results)} right={counts['right']} false_healthy={counts['false_healthy']} "

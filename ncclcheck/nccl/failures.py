@@ -58,7 +58,25 @@ EXCEPTION = FailureClass("exception", rx(r"$^"), True, "raised an exception",
 GUARD_FAILED = FailureClass("guard_failed", rx(r"$^"), True, "ncclcheck's guard stopped the job before training",
                             "fix what the guard's first failing check names (its fix line; the full report is on "
                             "global rank 0's stderr), then relaunch")
-BY_ID = {c.id: c for c in (*TABLE, EXCEPTION, GUARD_FAILED)}
+# A connection to a peer that failed at a loopback address, in a job that spans hosts: the peers advertise 127.x,
+# which on another host is that host itself. Their hostname resolves to loopback (Debian and Ubuntu map it to
+# 127.0.1.1 in /etc/hosts), and gloo, c10d and NCCL's bootstrap bind to what the hostname resolves to. Read from a
+# connection failure's own words and the hosts the evidence shows (postmortem/analyze.py), never from a pattern alone:
+# on one host, a refusal at 127.0.0.1 is a peer that is not there.
+LOOPBACK = cause("loopback_address", rx(r"$^"),
+                 "a rank connected to a peer at a loopback address in a job that spans hosts: the hostname resolves to "
+                 "127.0.0.1 / 127.0.1.1, so each rank advertised an address only its own host can reach",
+                 "make the hostname resolve to a routable address on every node (/etc/hosts or DNS: `getent hosts "
+                 "$(hostname)` must not print 127.x), or pin GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME to the "
+                 "interface the nodes share (`ncclcheck recommend --format env`)")
+LOOPBACK_FROM = ("connection_refused", "no_route", "init_timeout", "peer_closed")
+_LOOPBACK_ADDRESS = re.compile(r"(?<![\w.])127\.\d{1,3}\.\d{1,3}\.\d{1,3}(?![\w.])|(?<![\w.])localhost(?![\w.])")
+BY_ID = {c.id: c for c in (*TABLE, EXCEPTION, GUARD_FAILED, LOOPBACK)}
+
+
+def loopback_peer(line: str) -> bool:
+    """Does a connection failure's line name a loopback address as the other end?"""
+    return _LOOPBACK_ADDRESS.search(line[:MAX_LINE_CHARS]) is not None
 # torch's wrapper of an NCCL error (C10D_NCCL_CHECK: "NCCL error in: <file>:<line>, <ncclGetErrorString>, NCCL version
 # <v>"; NCCL's own string for most results ends "(run with NCCL_DEBUG=INFO for details)"): it says that NCCL failed,
 # NCCL's WARN says why

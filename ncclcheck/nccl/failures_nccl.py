@@ -9,7 +9,7 @@ an NCCL INFO message alone when its header holds none of those starts).
 
 from __future__ import annotations
 
-from .failclass import CAUSE, CONSEQUENCE, GENERIC, SPECIFIC, cause, consequence, rx
+from .failclass import CAUSE, CONSEQUENCE, GENERIC, SPECIFIC, cause, consequence, num, rx
 from .linear import Either, Then
 
 _PREFLIGHT_NET = "`ncclcheck preflight` checks the interfaces, HCAs and limits NCCL needs"
@@ -143,10 +143,14 @@ ROWS = (
           "check the EFA setup on that host: `fi_info -p efa` lists the devices, the aws-ofi-nccl plugin matches the "
           "NCCL version, FI_PROVIDER=efa and FI_EFA_USE_DEVICE_RDMA=1 on p4d/p5, the security group allows all "
           "traffic between the nodes", source="aws-ofi-nccl src/nccl_ofi_net.c"),
-    cause("too_many_files", rx(r"Too many open files|\bEMFILE\b"),
-          "a process ran out of file descriptors (sockets: NCCL opens many per peer on large jobs)",
+    # torch's DataLoader passes tensors between processes as file descriptors: past the limit its receive gets none
+    # ("received 0 items of ancdata", torch/multiprocessing/reductions.py)
+    cause("too_many_files", rx(r"Too many open files|\bEMFILE\b|received " + num("0") + r" items of ancdata"),
+          "a process ran out of file descriptors (NCCL's sockets on a large job, or the DataLoader's tensors passed "
+          "between processes as descriptors)",
           "raise the open-files limit (`ulimit -n 1048576`; Slurm PropagateResourceLimits, the container's "
-          "--ulimit nofile)", level=SPECIFIC),
+          "--ulimit nofile); for the DataLoader, torch.multiprocessing.set_sharing_strategy('file_system')",
+          level=SPECIFIC),
     consequence("peer_closed", Either(rx(r"Connection closed by (?:remote )?peer|Connection reset by peer|"
                                          r"remote process exited or there was a network error|"
                                          r"ncclRemoteError|Broken pipe"),

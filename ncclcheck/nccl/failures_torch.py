@@ -103,7 +103,9 @@ ROWS = (
           "ranks called different collectives, or the same one with different sizes",
           "make every rank of the group call the same collectives in the same order with the same shapes (a "
           "rank-dependent branch, an uneven last batch, a skipped step); TORCH_DISTRIBUTED_DEBUG=DETAIL checks each "
-          "call", source="gloo/transport/tcp/pair.cc; torch c10d ProcessGroupWrapper"),
+          "call", source="gloo/transport/tcp/pair.cc; torch c10d ProcessGroupWrapper",
+          # ProcessGroupWrapper: "Rank %d is running collective: %s, but Rank %d is running collective: %s"
+          names_ranks=rx(r"Rank (\d{1,7}) is running collective: [^\n]{0,3000}?Rank (\d{1,7}) is running")),
     cause("ddp_unused_parameters", rx(r"Expected to have finished reduction in the prior iteration|"
                                       r"find_unused_parameters=True"),
           "DDP found parameters that received no gradient in a step (a part of the model the forward pass skipped)",
@@ -151,6 +153,11 @@ ROWS = (
                 "look at that host's GPUs: `nvidia-smi` (a GPU that does not answer), `dmesg -T | grep -i xid`; a "
                 "`py-spy dump --native --pid` of the rank shows the call it is stuck in", level=SPECIFIC,
                 source="torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp"),
+    # Python's own stop: the user (or a wrapper script) pressed Ctrl-C, most often on a job that made no progress
+    consequence("interrupted", rx(r"KeyboardInterrupt"),
+                "the job was interrupted by hand (Ctrl-C), most often because it made no progress",
+                "if it hung: rerun it armed (`ncclcheck recommend --postmortem DIR --format env`) and run `ncclcheck "
+                "watch` while it hangs", level=SPECIFIC, source="Python"),
     consequence("gloo_timeout", rx(r"Timed out waiting \d{1,12}\s*ms for (?:recv|send) operation"),
                 "a gloo collective timed out waiting for a peer (a hang: a rank did not enter it)",
                 "the flight-recorder dumps say which rank did not enter the collective", source="gloo/transport"),

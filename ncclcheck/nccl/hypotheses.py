@@ -73,6 +73,7 @@ BY_EVIDENCE = {
     "nccl_warn": (NCCL_DETAIL, NETWORK, P2P),
     "nccl_error": (NCCL_SILENT, NETWORK, P2P),
     "launcher_stopped": (STOPPED, SKIPPED, NETWORK, P2P),
+    "interrupted": (STOPPED, SKIPPED, NETWORK, P2P),
 }
 MAX_SUSPECTS = 4
 

@@ -20,7 +20,6 @@ from . import context, flight, launcher, own, p2p, precedence, watchlines
 from .bound import CUT, MAX_FIELD_CHARS, MAX_LISTED_RANKS, MAX_REPORT_ROWS, clip, clip_all
 from .inputs import Inputs
 from .logscan import RAISED as _RAISED
-from .logscan import TRACEBACK as _TRACEBACK
 from .logscan import strip_own_output  # noqa: F401 - read here by tests; the reader blanks ncclcheck's own lines
 
 SHOWN = 6  # ranks named in one sentence before "and N more"
@@ -147,16 +146,13 @@ def _tie_aborts(events: list, failures_: list) -> None:
 
 def _exceptions(lines: list) -> set:
     """Indices of the exception lines that end Python tracebacks ("RuntimeError: ..."): a process that printed one
-    ended in it. torchrun's own ChildFailedError is the launcher reporting a worker, not a failure of its own."""
+    ended in it; pasted without its "Traceback (most recent call last):" (an excerpt: "[rank11]: torch.OutOfMemoryError:
+    ..."), the line alone says the same. torchrun's own ChildFailedError is the launcher reporting a worker, not a
+    failure of its own."""
     out: set = set()
-    inside = False
     for i, line in enumerate(lines):
-        if _TRACEBACK.match(line):
-            inside = True
-        elif inside and (m := _RAISED.match(line)):
-            inside = False
-            if not m.group(1).endswith("ChildFailedError"):
-                out.add(i)
+        if (m := _RAISED.match(line)) and not m.group(1).endswith("ChildFailedError"):
+            out.add(i)
     return out
 
 
@@ -186,6 +182,7 @@ def _logs(inp: Inputs) -> tuple:
                     continue
                 head = nccl_header(line) or precedence.header_anywhere(line)
                 events.append({"rank": said, "class": cls.id, "cause": cls.cause, "line": clip(line.strip(), 400),
+                               "named": failures.ranks_named(cls, line),  # read whole: the line is cut below
                                "source": path, "order": (path, part.index[i]), "host": head["host"] if head else None,
                                "seq": failures.seq_of(line), "raised": i in raised,
                                "nccl": i in last or "NCCL WARN" in line})
@@ -693,9 +690,14 @@ def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> li
     ranked = {e["class"] for e in events if e["rank"] is not None}
     per_class: dict = {}  # class -> causes given a line of their own
     rest: dict = {}  # class -> [ranks past MAX_RANK_CAUSES], one line for them (one per rank was O(ranks) lines)
+    spans = len({_short(h.get("host")) for h in hosts.values() if h.get("host")} |
+                {_short(e["host"]) for e in events if e.get("host")}) >= 2
     for i, e in enumerate(events):
         cls = failures.BY_ID[e["class"]]
-        named = failures.ranks_named(cls, e["line"])  # "rank 0 and rank 1 both on ...": one fault of both
+        if spans and cls.id in failures.LOOPBACK_FROM and failures.loopback_peer(e["line"]):
+            cls = failures.LOOPBACK  # its own words name 127.x as the peer, across hosts
+            e = dict(e, **{"class": cls.id})
+        named = e.get("named") or []  # "rank 0 and rank 1 both on ...": one fault of both
         named = named if e["rank"] is None or e["rank"] in named else []
         key = (e["class"], tuple(named) if named else e["rank"], i in wraps)
         if i in wraps and events[wraps[i]]["class"] == e["class"]:

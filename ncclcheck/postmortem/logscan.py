@@ -437,7 +437,7 @@ class LogScan:
         opened = None
         if TRACEBACK.match(rest):
             src.tb = src.tb or (n, rest)
-        elif src.tb is not None and RAISED.match(rest):
+        elif RAISED.match(rest):  # it ends a traceback, or stands alone (an excerpt pasted without its header)
             opened, src.tb = src.tb, None
             what = what or "raised"
         if "PreflightFailed" in rest:

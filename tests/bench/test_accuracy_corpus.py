@@ -126,7 +126,7 @@ def test_only_matches_glob_substring_or_kind(pattern, expected):
 
 def _kinds(s) -> set:
     """The cause classes a scenario's verdict must name (its kind:K tokens)."""
-    return {n[len("kind:"):] for need in s.expect.needs for n in need.names if n.startswith("kind:")}
+    return {n[len("kind:"):] for need in s.expect.needs for n in (*need.names, *need.one_of) if n.startswith("kind:")}
 
 
 def test_every_scenario_says_its_evidence_and_no_class_rests_on_rendered_cases_alone():
@@ -141,7 +141,7 @@ def test_every_scenario_says_its_evidence_and_no_class_rests_on_rendered_cases_a
     rendered = set().union(*(_kinds(s) for s in ac.SCENARIOS if s.evidence == ac.RENDERED))
     made = set().union(*(_kinds(s) for s in ac.SCENARIOS if s.evidence != ac.RENDERED))
     assert rendered and rendered <= made, f"resting on rendered cases alone: {sorted(rendered - made)}"
-    real = {s.opt("fixture") for s in ac.SCENARIOS if s.evidence == ac.REAL}
+    real = {s.opt("fixture") for s in ac.SCENARIOS if s.evidence == ac.REAL and s.kind == "diag-fixture"}
     assert {f"nccl-h100/{d}" for d in ("dupgpu", "badif", "ibforced", "stuck")} | {"live/gpu-stuck-live"} <= real
     for card in ("gpu-h100", "gpu-h200"):  # every captured folder is scored
         assert {f[len(card) + 1:] for f in real if f.startswith(f"{card}/")} == {

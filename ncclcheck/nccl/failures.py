@@ -102,10 +102,22 @@ _LEADS = [leading(p) for p in (ROUTINE, *(c.pattern for c in TABLE))]
 LEADING = None if any(x is None for x in _LEADS) else tuple(sorted(frozenset().union(*_LEADS)))
 
 
+# NCCL before 2.3 wrote "host:pid:tid [dev] file.cu:line WARN msg", without the word NCCL: read as the later header
+_OLD_WARN = re.compile(r"^((?:\[[^\]\n]{0,64}\] ?)?[\w.-]{1,255}:\d{1,10}:\d{1,10} \[-?\d{1,4}\] "
+                       r"[^\s:]{1,200}:\d{1,6} )WARN ")
+
+
+def as_nccl_warn(line: str) -> str:
+    """The line with an old NCCL header's bare WARN read as "NCCL WARN" (other lines as they are)."""
+    if " WARN " not in line or "NCCL WARN" in line:
+        return line
+    return _OLD_WARN.sub(r"\1NCCL WARN ", line, count=1)
+
+
 def classify(line: str) -> Optional[FailureClass]:
     """The failure class of one log line, or None (also for a ROUTINE line). The line is cut at MAX_LINE_CHARS;
     only the classes whose literals it holds are tried."""
-    line = line[:MAX_LINE_CHARS]
+    line = as_nccl_warn(line[:MAX_LINE_CHARS])
     low = fold(line)
     found = _TABLE.candidates(line, low)
     if not found or (_ROUTINE.candidates(line, low) and ROUTINE.search(line)):
@@ -144,7 +156,7 @@ _WARN_TEXT = re.compile(r"NCCL WARN\s*(.*)")
 
 def warn_text(line: str) -> str:
     """What an NCCL WARN line says, without its header."""
-    m = _WARN_TEXT.search(line[:MAX_LINE_CHARS])
+    m = _WARN_TEXT.search(as_nccl_warn(line[:MAX_LINE_CHARS]))
     return m.group(1).strip()[:300] if m else line.strip()[:300]
 
 
@@ -161,7 +173,7 @@ def telling(line: str) -> str:
     """The words of a line that say what happened, to quote in a verdict: an NCCL WARN's text, else the line without
     the log header before it, at most TELLING_CHARS (from the message's start: the address, the path, the error
     string that tell are in its first words)."""
-    if "NCCL WARN" in line:
+    if "NCCL WARN" in as_nccl_warn(line):
         return warn_text(line)
     return _HEADERS.sub("", line[:MAX_LINE_CHARS].strip(), count=1)[:TELLING_CHARS]
 

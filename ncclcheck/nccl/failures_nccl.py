@@ -34,9 +34,12 @@ ROWS = (
           "install the same torch/NCCL build on every node (`ncclcheck preflight` compares versions across nodes: "
           "versions.consistent)", source="src/init.cc; src/ras/ras.cc",
           names_ranks=rx(r"detected : rank (\d{1,7}) version \d{1,9} rank (\d{1,7}) version")),
+    # 2.27 prints a setting that matches no interface as an address of no family ("connecting to address  with
+    # family 59936 is neither AF_INET(2) nor AF_INET6(10)"); with NCCL_COMM_ID, none in the root's subnet
     cause("no_socket_interface", rx(r"Bootstrap\s*:\s*no socket interface found|"
                                     r"NET/Socket\s*:\s*no (?:usable )?interface found|no socket interface found|"
-                                    r"No usable listening interface found"),
+                                    r"No usable listening interface found|is neither AF_INET\(|"
+                                    r"No interface found in the same subnet as remote address"),
           "NCCL found no usable socket interface (NCCL_SOCKET_IFNAME matches nothing on this host)",
           "set NCCL_SOCKET_IFNAME to an interface that is up on every node (`ncclcheck recommend --format env` names "
           "it); `ip -br addr` shows the names", source="src/bootstrap.cc; src/misc/socket.cc"),
@@ -113,10 +116,29 @@ ROWS = (
           "give the container a larger /dev/shm (docker --shm-size=1g or more, or --ipc=host; Kubernetes: an emptyDir "
           "of medium Memory at /dev/shm); with systemd, RemoveIPC=no; `ncclcheck preflight` checks it (host.shm)",
           source="src/misc/shmutils.cc"),
+    # a segment a local peer made that this rank cannot open ("Error while attaching to shared memory segment %s
+    # (size %ld), error: No such file or directory (2)"): the ranks of one node do not share /dev/shm (another container
+    # or IPC namespace), or systemd's RemoveIPC deleted it
+    cause("shm_not_shared", Then(r"attaching to shared memory segment", r"No such file|Permission denied|failed"),
+          "a rank could not open the shared-memory segment a rank of the same node made: the ranks of that node do "
+          "not share /dev/shm (separate containers or IPC namespaces), or the segment was removed (systemd RemoveIPC)",
+          "run the ranks of a node in one container or pod (or give them --ipc=host / a shared /dev/shm); set "
+          "RemoveIPC=no in logind.conf; to confirm, NCCL_SHM_DISABLE=1 makes NCCL avoid shared memory",
+          level=SPECIFIC, source="src/misc/shmutils.cc"),
+    # the HCA's own async events ("NET/IB : Got async event : %s", "%s:%d Got async event : %s", "async fatal event on
+    # QP (%p): %s", "Got async error event: %s"): a port that went down, a fatal error of the device
+    cause("ib_async_event", rx(r"NET/IB\w{0,8}\s*:\s*(?:\S{1,64} )?(?:Got (?:async|non-fatal async) (?:error )?event|"
+                               r"async fatal event)"),
+          "an InfiniBand/RoCE device reported an error event (a port that went down, a fatal error of the HCA, a QP "
+          "put in error: on RoCE often an MTU or GID the two ends do not share)",
+          "check that HCA's port (`ibstat`, the link's error counters, dmesg for mlx5), its cable and switch port; "
+          "on RoCE align the MTU of both ends; `ncclcheck health` reads the ports' counters",
+          source="src/transport/net_ib.cc"),
     # bootstrap.cc / socket.cc "Message truncated : received %d bytes instead of %d": a bootstrap message of another
     # size than expected: two jobs or two NCCL builds meeting at one address (a stale process, NCCL_COMM_ID shared,
     # different NCCL versions on the ranks)
-    cause("bootstrap_truncated", rx(r"Message truncated\s*:\s*received \d{1,12} bytes instead of"),
+    cause("bootstrap_truncated", rx(r"Message truncated\s*:\s*received \d{1,12}(?:,\d{1,12})? bytes instead of|"
+                                    r"Bootstrap Root\s*:\s*mismatch in rank count|has already checked in"),
           "NCCL's bootstrap received a message of another size than it expected: the ranks do not run the same NCCL "
           "(a different version on one node), or another job's process met this one at the same address",
           "run the same torch/NCCL build on every node (`ncclcheck preflight` compares versions across nodes); make "
@@ -124,18 +146,51 @@ ROWS = (
           "MASTER_PORT / NCCL_COMM_ID", source="src/bootstrap.cc; src/misc/socket.cc"),
     # NVLS (NVLink SHARP, NCCL 2.17+ on NVSwitch systems): its setup fails when the fabric manager or the driver
     # cannot give multicast memory (transport/nvls.cc's CUDA calls: "invalid argument", "operation not supported")
-    cause("nvls", Either(Then(r"transport/nvls\.cc", r"fail|error|WARN"), rx(r"NVLS .{0,40}(?:failed|error)")),
+    cause("nvls", Either(Then(r"transport/nvls\.cc", r"fail|error|WARN"),
+                         rx(r"NVLS .{0,40}(?:failed|error)|Failed to bind NVLink SHARP")),
           "NCCL's NVLink SHARP (NVLS) setup failed: the fabric manager or the driver could not give multicast memory",
           "set NCCL_NVLS_ENABLE=0 to run without NVLS; then check the fabric manager (`systemctl status "
           "nvidia-fabricmanager`, `nvidia-smi -q` Fabric state) and reset the GPUs or reboot the node",
           level=SPECIFIC, source="src/transport/nvls.cc"),
     cause("p2p_unsupported", rx(r"peer access is not supported between these two devices|"
-                                r"peer mapping resources exhausted"),
+                                r"peer mapping resources exhausted|failed to open CUDA IPC handle|"
+                                r"failed to peer with device"),
           "GPU peer-to-peer access is not available between two GPUs of a rank's node (a VM or a PCIe topology "
           "without P2P, ACS, the IOMMU), or its mappings ran out",
           "run with NCCL_P2P_DISABLE=1 to confirm (NCCL then copies through host memory); on bare metal disable ACS "
           "on the PCIe switches and put the IOMMU in passthrough; in a VM, P2P needs the hypervisor's support",
           level=SPECIFIC, source="src/transport/p2p.cc"),
+    cause("mnnvl", rx(r"MNNVL .{0,40}(?:not working|not supported)|IMEX channel"),
+          "multi-node NVLink (MNNVL) is present but does not work: the IMEX service or its channels are not set up",
+          "check the IMEX configuration (`nvidia-imex-ctl -N`, /dev/nvidia-caps-imex-channels in the container); set "
+          "NCCL_MNNVL_ENABLE=0 to run without it", source="src/transport/nvls.cc; src/init.cc"),
+    cause("nccl_config", rx(r"no algorithm/protocol available|Invalid NCCL_COMM_ID|"
+                            r"Invalid value .{0,64} for NCCL_|NCCL_\w{1,40} .{0,30}is invalid"),
+          "an NCCL setting leaves NCCL nothing it can use (NCCL_ALGO / NCCL_PROTO excluding every algorithm for a "
+          "collective, an invalid NCCL_COMM_ID or value)",
+          "unset the debugging switches (NCCL_ALGO, NCCL_PROTO) and fix the value the line names; `ncclcheck "
+          "preflight` lists the NCCL_ variables each node has (env.nccl)", source="src/enqueue.cc; src/misc/param.cc"),
+    cause("thread_limit", rx(r"pthread_create failed|Thread creation failed|Resource temporarily unavailable"),
+          "a process could not start a thread (the per-user process limit or the container's pids limit)",
+          "raise `ulimit -u` and the container's or cgroup's pids.max (Kubernetes pod pid limit, Slurm's)",
+          level=SPECIFIC, source="src/misc/socket.cc; src/proxy.cc SYSCHECK(pthread_create)"),
+    cause("host_memory", rx(r"Failed to malloc \d{1,20} bytes|malloc\(size=\d{1,20}\) returned null|"
+                            r"Failed to allocate memory for"),
+          "a host memory allocation failed (the host or the container is out of memory)",
+          "give the job more host memory (the container's limit, --mem) or use less (fewer data-loader workers, "
+          "smaller pinned buffers)", source="src/include/alloc.h"),
+    cause("nvml", rx(r"nvml\w{1,60}\(\) failed|Failed to open libnvidia-ml"),
+          "NCCL could not query the GPU through NVML (a driver and NVML of different versions, a GPU that does not "
+          "answer, or a container without the NVML library)",
+          "run `nvidia-smi` on that host (a driver/library mismatch or a GPU in a bad state shows there); in a "
+          "container, the NVIDIA runtime must mount libnvidia-ml", source="src/misc/nvmlwrap.cc"),
+    cause("nccl_usage", rx(r"allocated on device \d{1,4} mismatchs with NCCL device|Invalid rank requested|"
+                           r"rank \d{1,7} exceeds ndev|argument is NULL|invalid (?:reduction operation|data type|"
+                           r"type)\b|has already been destroyed"),
+          "the program called NCCL wrongly (a tensor on another GPU than its communicator's, a rank or a type NCCL "
+          "does not accept, a communicator used after it was destroyed)",
+          "put each rank's tensors on its own device (torch.cuda.set_device(LOCAL_RANK) before the first CUDA call, "
+          "tensors on torch.cuda.current_device()); read the line's argument name", source="src/enqueue.cc"),
     cause("efa_ofi", Either(Then(r"NET/OFI", r"fail|error|unable|couldn't|could not|not supported"),
                             rx(r"fi_getinfo (?:failed|returned)|OFI (?:call|request) .{0,60}failed|"
                                r"aws-ofi-nccl .{0,40}(?:failed|error)")),
@@ -159,7 +214,8 @@ ROWS = (
                 "look at the peer that died first: its exit signal in the launcher's failure table, its own log",
                 source="src/misc/socket.cc; src/transport/net_socket.cc"),
     consequence("proxy_failed", rx(r"\[Proxy Service \d{1,7}\] Failed to execute operation|"
-                                   r"proxy(?:State)?Progress.{0,40}failed|Proxy Call to rank \d{1,7} failed"),
+                                   r"proxy(?:State)?Progress.{0,40}failed|Proxy Call to rank \d{1,7} failed|"
+                                   r"Socket recv failed while polling for opId|\[Service thread\] Accept failed"),
                 "NCCL's proxy thread failed an operation for another rank (a symptom of a failure of that rank or "
                 "of the network between them)",
                 "find the first failure of the rank it names, or the transport error before it", source="src/proxy.cc"),

@@ -98,6 +98,7 @@ ROWS = (
           "`ncclcheck recommend --format env` names it), or unset it", level=SPECIFIC,
           source="gloo/transport/tcp/device.cc"),
     cause("collective_mismatch", rx(r"Received data size doesn't match expected size|collective mismatch|"
+                                    r"message truncated\s*:\s*receiving \d{1,12} bytes|"
                                     r"Detected mismatch between collectives|DDP expects same model across all ranks|"
                                     r"ranks? \d{1,7} .{0,40}different (?:collective|op)|CollectiveFingerPrint"),
           "ranks called different collectives, or the same one with different sizes",
@@ -126,7 +127,8 @@ ROWS = (
           "check MASTER_ADDR/MASTER_PORT and the firewall between the nodes (`ncclcheck preflight` probes them); if "
           "the peer died, its own log says why", source="c10d socket.cpp; NCCL src/misc/socket.cc; gloo"),
     cause("no_route", rx(r"No route to host|Network is unreachable|errno: " + num("113") + r"|"
-                         r"Connect to \S{1,128} failed\s*:\s*Connection timed out|"
+                         r"Connect to \S{1,128} (?:failed\s*:|returned)\s*Connection timed out|"
+                         r"connect failed\s*:\s*Connection timed out|"
                          r"connect\(\) .{0,80}(?:timed out|Connection timed out)"),
           "a peer's address cannot be reached from this host (a firewall dropping packets, or NCCL using an "
           "interface whose network does not reach the peer)",

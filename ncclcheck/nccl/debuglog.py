@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Optional
 
 from .linear import MAX_LINE_CHARS, Prefilter, Then
+from .prefixes import peel
 
 # Every pattern below runs on what a job printed: each is linear in the line (nccl/linear.py) and sees at most
 # MAX_LINE_CHARS of it. A name or an address inside NCCL's lists is short, so its run is bounded ({1,64}, {1,128}):
@@ -264,16 +265,8 @@ def host_of_name(path: str) -> Optional[str]:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# launchers' line prefixes: which rank wrote a line of a combined output
+# launchers' line prefixes: which rank wrote a line of a combined output (nccl/prefixes.py peels every layer)
 
-# torchrun's `[rank3]:` (torch's own per-rank prefix of a worker's stderr), mpirun --tag-output `[1,3]<stderr>:`
-# (job id, rank), srun --label `3: ` (Slurm pads the number: ` 3: ` with 10+ tasks). torchrun --tee's `[default3]:`
-# names a LOCAL rank (its role name + local rank), so it is not read as a global rank.
-_PREFIXES = (
-    re.compile(r"^\[rank(\d+)\]:\s?"),
-    re.compile(r"^\[\d+,(\d+)\]<(?:stdout|stderr)>:\s?"),
-    re.compile(r"^\s*(\d+): "),
-)
 # NCCL's own line header: "host:pid:tid [cudaDev] NCCL ..." (the device is the local GPU index), after the timestamp
 # NCCL puts before WARN lines by default (src/debug.cc: NCCL_DEBUG_TIMESTAMP_LEVELS defaults to WARN, the format
 # NCCL_DEBUG_TIMESTAMP_FORMAT to "[%F %T] ")
@@ -284,12 +277,8 @@ RANK_LITERALS = Prefilter([_INIT_RANK]).literals  # what an init line stating a 
 
 
 def split_prefix(line: str) -> tuple[Optional[int], str]:
-    """(rank the launcher's prefix names, the line without it); (None, line) when it has none."""
-    for pat in _PREFIXES:
-        m = pat.match(line)
-        if m:
-            return int(m.group(1)), line[m.end():]
-    return None, line
+    """(rank the launcher's prefix names, the line without its prefixes); (None, line) when it has none."""
+    return peel(line)
 
 
 def nccl_header(line: str) -> Optional[dict]:

@@ -23,8 +23,26 @@ FIX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
     ("12: node017:511:540 [0] NCCL INFO x", 12, "node017:511:540 [0] NCCL INFO x"),
     (" 3: hello", 3, "hello"),
     ("[1,5]<stderr>: NCCL WARN y", 5, "NCCL WARN y"),
-    ("[default3]:local rank output", None, "[default3]:local rank output"),
+    ("[default3]:local rank output", None, "local rank output"),  # torchrun --tee's LOCAL rank: no global one
     ("plain line", None, "plain line"),
+    ("RuntimeError: boom", None, "RuntimeError: boom"),
+    # Open MPI 5, PMIx's host form, a tag whose <stderr> a web page ate, MPICH, srun under a hetjob
+    ("[1,5]<stderr>: x", 5, "x"), ("[1,5][node-b:4242]<stdout>: x", 5, "x"), ("[1,5]: x", 5, "x"),
+    ("[5] x", 5, "x"), ("P1  5: x", 5, "x"),
+    # time stamps, journald, docker, kubectl, Ray, SkyPilot, Lightning, pdsh, lost colour codes: no rank of their own
+    ("2024-04-02T10:21:55.104331857Z stdout F [rank2]: RuntimeError: boom", 2, "RuntimeError: boom"),
+    ("Apr  2 10:21:54 gpu-node-02 kernel: Out of memory: Killed process 51232 (python)", None,
+     "Out of memory: Killed process 51232 (python)"),
+    ("[pod/job-worker-1/pytorch] [rank9]: x", 9, "x"),
+    ("(RayTrainWorker pid=4242, ip=198.18.0.7) [rank3]: x", 3, "x"),
+    ("[36m(RayTrainWorker pid=4242)[0m x", None, "x"),
+    ("(worker1, rank=1, pid=4242, ip=198.18.0.7) x", None, "x"),
+    ("[rank: 1] Seed set to 42", None, "Seed set to 42"),
+    ("node-b: [rank8]: Traceback (most recent call last):", 8, "Traceback (most recent call last):"),
+    ("trn-07: node-b:1:2 [0] NCCL INFO x", None, "node-b:1:2 [0] NCCL INFO x"),
+    ("3: [rank11]: x", 11, "x"),  # srun -l torchrun: srun's label is the node's task, torch's the global rank
+    ("[2024-04-02 10:21:55,104] [INFO] [launch.py:319:sigkill_handler] Killing subprocess 1", None,
+     "[INFO] [launch.py:319:sigkill_handler] Killing subprocess 1"),
 ])
 def test_launcher_prefixes(line, rank, rest):
     assert split_prefix(line) == (rank, rest)

@@ -511,8 +511,9 @@ SCENARIOS = (
 # Each case is a file and a line of LOG_DIR/cases.jsonl (its fields: tests/postmortem/fixtures/pasted/README.md): the
 # tier says what made it (a real capture, a public thread, a job staged here, lines rendered from the programs' format
 # strings), `expect` the level of verdict a diligent expert gives from that text alone: the cause (its class, or one an
-# expert accepts as the same answer, and what it names), "failed" (the job failed; the cause is not in this text) or
-# "healthy" (nothing in it shows a failure).
+# expert accepts as the same answer, and what it names), "failed" (the job failed; the cause is not in this text),
+# "stopped" (no line shows a failure, but the program's output stops before its end: a hang, or a paste cut short,
+# said as a warning with the suspects of a hang) or "healthy" (nothing in it shows a failure).
 LOG_DIR = "tests/postmortem/fixtures/pasted"
 LOG_TIERS = {"capture": REAL, "thread": FIELD, "staged": LAB, "program": RENDERED}
 NOT_IN_TEXT = "the cause is not in this text"  # the words of the middle verdict (render/words.NOT_IN_TEXT)
@@ -552,6 +553,8 @@ def log_cases(root: str = ".") -> list:
 def log_expect(c: LogCase) -> Expect:
     if c.expect == "healthy":
         return Expect(0)
+    if c.expect == "stopped":  # no failure shown, the text stops before the job ended: a warning with its suspects
+        return Expect(0, (Need(ROOT, c.names, ("warn",), tuple(f"kind:{k}" for k in (c.cls, *c.also))),))
     if c.expect == "failed":
         return Expect(1, (Need(ROOT, (NOT_IN_TEXT, *c.names)),))
     return Expect(1, (Need(ROOT, c.names, one_of=tuple(f"kind:{k}" for k in (c.cls, *c.also))),))
@@ -578,8 +581,8 @@ def baseline_right(c: LogCase, text: str) -> bool:
     """Is the baseline's line the answer? On a cause: it holds the line that proves it; on a job whose cause the
     text does not hold: it shows a failure at all; on a healthy job: it shows none."""
     line = baseline_line(text)
-    if c.expect == "healthy":
-        return line is None
+    if c.expect in ("healthy", "stopped"):  # no line shows a failure: the baseline shows none, and says nothing
+        return line is None and c.expect == "healthy"
     if c.expect == "failed":
         return line is not None
     return line is not None and bool(c.proof) and c.proof in line

@@ -239,7 +239,8 @@ class Context:
         return re.sub(r"\{(\w+)\}", lambda m: table.get(m.group(1), m.group(0)), text)
 
     def expect(self, e: ac.Expect) -> ac.Expect:
-        needs = tuple(ac.Need(n.check, tuple(self.subst(x) for x in n.names), n.statuses) for n in e.needs)
+        needs = tuple(ac.Need(n.check, tuple(self.subst(x) for x in n.names), n.statuses,
+                              tuple(self.subst(x) for x in n.one_of)) for n in e.needs)
         return ac.Expect(e.exit, needs, tuple(self.subst(x) for x in e.forbid))
 
     def stage(self, s: ac.Scenario) -> None:

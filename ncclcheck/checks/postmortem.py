@@ -58,6 +58,10 @@ def check_root_cause(inp: PostmortemInput) -> CheckResult:
     ev = {"causes": len(a.get("causes", [])), "world_size": a.get("world_size")}
     if root is None:
         conseq = [c for c in a.get("causes", [])]
+        if conseq and conseq[0].get("hypotheses"):  # no failure shown, and what the text does show has suspects
+            return warned("postmortem.root_cause", conseq[0]["text"],
+                          detail="\n".join(c["text"] for c in conseq[:SHOWN]), fix=conseq[0]["fix"],
+                          evidence={**ev, "kind": conseq[0]["kind"], "ranks": conseq[0]["ranks"]})
         if conseq:
             return warned("postmortem.root_cause", "no cause found, only consequences: " + conseq[0]["text"],
                           detail="\n".join(c["text"] for c in conseq[:SHOWN]),

@@ -69,9 +69,19 @@ LOOPBACK = cause("loopback_address", rx(r"$^"),
                  "make the hostname resolve to a routable address on every node (/etc/hosts or DNS: `getent hosts "
                  "$(hostname)` must not print 127.x), or pin GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME to the "
                  "interface the nodes share (`ncclcheck recommend --format env`)")
+# nccl-tests started (its header) and printed no result and no end: it hung, or was stopped, before its first
+# collective finished; read from its output's shape (postmortem/logscan.py), no line says it
+NO_PROGRESS = FailureClass("no_progress", rx(r"$^"), False,
+                           "nccl-tests started and printed no result and no end: it hung (or was stopped) before its "
+                           "first collective finished, with no error of its own",
+                           "see the suspects: a hang with no error after init is most often GPU peer-to-peer (ACS, the "
+                           "IOMMU)")
 LOOPBACK_FROM = ("connection_refused", "no_route", "init_timeout", "peer_closed")
 _LOOPBACK_ADDRESS = re.compile(r"(?<![\w.])127\.\d{1,3}\.\d{1,3}\.\d{1,3}(?![\w.])|(?<![\w.])localhost(?![\w.])")
-BY_ID = {c.id: c for c in (*TABLE, EXCEPTION, GUARD_FAILED, LOOPBACK)}
+# classes read from more than one line's pattern (an exception's end, the guard's report, loopback across hosts, a
+# program that stopped showing progress)
+READ_ELSEWHERE = (EXCEPTION, GUARD_FAILED, LOOPBACK, NO_PROGRESS)
+BY_ID = {c.id: c for c in (*TABLE, *READ_ELSEWHERE)}
 
 
 def loopback_peer(line: str) -> bool:
@@ -81,8 +91,9 @@ def loopback_peer(line: str) -> bool:
 # <v>"; NCCL's own string for most results ends "(run with NCCL_DEBUG=INFO for details)"): it says that NCCL failed,
 # NCCL's WARN says why
 _WRAPPER = re.compile(r"\bNCCL error in: |\(run with NCCL_DEBUG=\w{1,16} for details\)", re.IGNORECASE)
-# the class of torch's report of an NCCL error whose words name no cause (failures_torch.py): a wrapper, as _WRAPPER's
-WRAPPER_CLASS = "nccl_error"
+# the classes of a report of an NCCL error by its result alone (torch's "NCCL error in: ...", NCCL's own "unhandled
+# system error"): wrappers, as _WRAPPER's lines are, of the WARN that says why
+WRAPPER_CLASSES = ("nccl_error", "unhandled_system_error", "nccl_cuda_error")
 # torch prints NCCL's last WARN under its wrapper (ncclGetLastError): "Last error:" alone, the text on the next line
 LAST_ERROR = re.compile(r"^\s*Last error:\s*$")
 _SEQ = re.compile(r"SeqNum=(\d+)|Timeout at NCCL work: (\d+)", re.IGNORECASE)
@@ -136,13 +147,27 @@ def is_wrapper(line: str) -> bool:
 def ranks_named(cls: FailureClass, line: str) -> list:
     """The ranks a message names as involved, sorted ([] when the class names none or the line does not)."""
     m = cls.names_ranks.search(line) if cls.names_ranks is not None else None
-    return sorted({int(g) for g in m.groups()}) if m else []
+    return sorted({int(g) for g in m.groups() if g is not None}) if m else []
 
 
 def said_rank(line: str) -> Optional[int]:
     """The rank a torch c10d line states of itself inside its message ("[PG 0 Rank 3] ..."), or None."""
     m = _SAID_RANK.search(line[:MAX_LINE_CHARS]) if "Rank " in line else None
     return int(m.group(1)) if m else None
+
+
+# TCPStore's count of who joined ("Timed out after %d seconds waiting for clients. %d/%d clients joined.", "workers"
+# before 2.3): one joined is the store's host (rank 0) alone
+_JOINED = re.compile(r"\b(\d{1,7})/(\d{1,7}) (?:clients|workers) joined")
+MAX_MISSING_NAMED = 64
+
+
+def store_missing(line: str) -> list:
+    """The ranks a store's timeout shows never came: 1..N-1 when only its host joined ([] when it cannot tell)."""
+    m = _JOINED.search(line[:MAX_LINE_CHARS])
+    if not m or int(m.group(1)) != 1 or not 1 < int(m.group(2)) <= MAX_MISSING_NAMED + 1:
+        return []
+    return list(range(1, int(m.group(2))))
 
 
 def seq_of(line: str) -> Optional[int]:

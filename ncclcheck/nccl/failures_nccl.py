@@ -36,10 +36,18 @@ ROWS = (
           names_ranks=rx(r"detected : rank (\d{1,7}) version \d{1,9} rank (\d{1,7}) version")),
     # 2.27 prints a setting that matches no interface as an address of no family ("connecting to address  with
     # family 59936 is neither AF_INET(2) nor AF_INET6(10)"); with NCCL_COMM_ID, none in the root's subnet
+    # a socket of the interface's family the host cannot make (an IPv6 address inside a container without IPv6):
+    # "Socket creation failed : Address family not supported by protocol" (include/socket.h, 2.x)
+    cause("socket_family", Then(r"Socket creation failed", r"Address family not supported"),
+          "NCCL could not open a socket of the family of the interface it chose (an IPv6 address on a host or "
+          "container without IPv6)",
+          "pin NCCL_SOCKET_IFNAME to an interface with an IPv4 address every node shares (or NCCL_SOCKET_FAMILY="
+          "AF_INET); `ncclcheck recommend --format env` names one", level=SPECIFIC, source="src/include/socket.h"),
     cause("no_socket_interface", rx(r"Bootstrap\s*:\s*no socket interface found|"
                                     r"NET/Socket\s*:\s*no (?:usable )?interface found|no socket interface found|"
                                     r"No usable listening interface found|is neither AF_INET\(|"
-                                    r"No interface found in the same subnet as remote address"),
+                                    r"No interface found in the same subnet as remote address|"
+                                    r"Net : Unsupported address family type|unsupported IP family"),
           "NCCL found no usable socket interface (NCCL_SOCKET_IFNAME matches nothing on this host)",
           "set NCCL_SOCKET_IFNAME to an interface that is up on every node (`ncclcheck recommend --format env` names "
           "it); `ip -br addr` shows the names", source="src/bootstrap.cc; src/misc/socket.cc"),
@@ -134,6 +142,15 @@ ROWS = (
           "check that HCA's port (`ibstat`, the link's error counters, dmesg for mlx5), its cable and switch port; "
           "on RoCE align the MTU of both ends; `ncclcheck health` reads the ports' counters",
           source="src/transport/net_ib.cc"),
+    # a connection of another kind than expected reached NCCL's socket ("socketFinalizeAccept: wrong type %d != %d",
+    # 2.16-2.26): the two ends do not agree on the transport (IB usable on one node only, other NCCL builds), or
+    # another job reached this one's port
+    cause("transport_mismatch", rx(r"socketFinalizeAccept: wrong type"),
+          "a connection of another kind than expected reached NCCL's socket: the nodes do not agree on the transport "
+          "(InfiniBand usable on one node and not the other, different NCCL builds), or another job's process reached "
+          "this one's port",
+          "check InfiniBand on every node (`ncclcheck preflight` compares the active ports across nodes) and the "
+          "NCCL version; NCCL_IB_DISABLE=1 on every node confirms it is the IB side", source="src/misc/socket.cc"),
     # bootstrap.cc / socket.cc "Message truncated : received %d bytes instead of %d": a bootstrap message of another
     # size than expected: two jobs or two NCCL builds meeting at one address (a stale process, NCCL_COMM_ID shared,
     # different NCCL versions on the ranks)
@@ -206,9 +223,11 @@ ROWS = (
           "raise the open-files limit (`ulimit -n 1048576`; Slurm PropagateResourceLimits, the container's "
           "--ulimit nofile); for the DataLoader, torch.multiprocessing.set_sharing_strategy('file_system')",
           level=SPECIFIC),
+    # ECONNABORTED from NCCL's connect ("Software caused connection abort") is its error path's own artefact
+    # (NVIDIA/nccl#1515): the connection failed, and why is not in the line
     consequence("peer_closed", Either(rx(r"Connection closed by (?:remote )?peer|Connection reset by peer|"
                                          r"remote process exited or there was a network error|"
-                                         r"ncclRemoteError|Broken pipe"),
+                                         r"ncclRemoteError|Broken pipe|Software caused connection abort"),
                                       Then(r"socketProgress", r"closed")),
                 "a peer closed the connection (it died or was stopped)",
                 "look at the peer that died first: its exit signal in the launcher's failure table, its own log",

@@ -13,7 +13,8 @@ from __future__ import annotations
 from .failclass import CONSEQUENCE, GENERIC, SPECIFIC, cause, consequence, num, rx
 from .linear import Either, Then
 
-_CUDA = r"(?:Cuda failure (?:\d{1,4} )?'|CUDA error: |cudaError\w{0,40}|CUDA driver error: )"
+# NCCL's "Cuda failure '%s'" / "Cuda failure %d '%s'", nccl-tests' "Cuda failure common.cu:892 '%s'", torch's
+_CUDA = r"(?:Cuda failure (?:\d{1,4} |[\w./-]{1,64}:\d{1,6} )?'|CUDA error: |cudaError\w{0,40}|CUDA driver error: )"
 
 ROWS = (
     cause("cuda_oom", Either(rx(r"CUDA out of memory|OutOfMemoryError|cudaErrorMemoryAllocation|"
@@ -65,7 +66,7 @@ ROWS = (
                                   r"uncorrectable ECC error encountered|GPU has fallen off the bus|"
                                   r"an illegal instruction was encountered|misaligned address|"
                                   r"cudaErrorIllegalAddress|cudaErrorLaunchFailure|cudaErrorECCUncorrectable|"
-                                  r"unhandled cuda error|device-side error|CUDA error: unknown error|"
+                                  r"device-side error|CUDA error: unknown error|"
                                   r"\bXid\b.{0,20}\b(?:48|63|64|74|79|92|94|95)\b"),
                                Then(_CUDA, r"'")),
           "a CUDA error on the rank's own GPU (a kernel fault, an ECC error, or a GPU in a bad state)",
@@ -98,6 +99,7 @@ ROWS = (
           "`ncclcheck recommend --format env` names it), or unset it", level=SPECIFIC,
           source="gloo/transport/tcp/device.cc"),
     cause("collective_mismatch", rx(r"Received data size doesn't match expected size|collective mismatch|"
+                                    r"Mismatched collective detected|"
                                     r"message truncated\s*:\s*receiving \d{1,12} bytes|"
                                     r"Detected mismatch between collectives|DDP expects same model across all ranks|"
                                     r"ranks? \d{1,7} .{0,40}different (?:collective|op)|CollectiveFingerPrint"),
@@ -106,7 +108,10 @@ ROWS = (
           "rank-dependent branch, an uneven last batch, a skipped step); TORCH_DISTRIBUTED_DEBUG=DETAIL checks each "
           "call", source="gloo/transport/tcp/pair.cc; torch c10d ProcessGroupWrapper",
           # ProcessGroupWrapper: "Rank %d is running collective: %s, but Rank %d is running collective: %s"
-          names_ranks=rx(r"Rank (\d{1,7}) is running collective: [^\n]{0,3000}?Rank (\d{1,7}) is running")),
+          # NCCL 2.4-2.6 init.cc: "Mismatched collective detected, please check your collective calls at and around
+          # rank %d"
+          names_ranks=rx(r"Rank (\d{1,7}) is running collective: [^\n]{0,3000}?Rank (\d{1,7}) is running|"
+                         r"at and around rank (\d{1,7})")),
     cause("ddp_unused_parameters", rx(r"Expected to have finished reduction in the prior iteration|"
                                       r"find_unused_parameters=True"),
           "DDP found parameters that received no gradient in a step (a part of the model the forward pass skipped)",
@@ -163,10 +168,19 @@ ROWS = (
     consequence("gloo_timeout", rx(r"Timed out waiting \d{1,12}\s*ms for (?:recv|send) operation"),
                 "a gloo collective timed out waiting for a peer (a hang: a rank did not enter it)",
                 "the flight-recorder dumps say which rank did not enter the collective", source="gloo/transport"),
+    # NCCL's result for a CUDA call that failed (ncclUnhandledCudaError: "unhandled cuda error"), as torch's wrapper or
+    # nccl-tests report it: which call and which CUDA error is NCCL's own WARN ("Cuda failure '%s'")
+    consequence("nccl_cuda_error", rx(r"unhandled cuda error|ncclUnhandledCudaError"),
+                "NCCL reported a CUDA error; its own WARN line, which names the CUDA call and the error, is not in "
+                "this text", "rerun with NCCL_DEBUG=WARN to see NCCL's 'Cuda failure' line",
+                source="NCCL ncclGetErrorString(ncclUnhandledCudaError)"),
     # torch's wrapper of an NCCL error whose result no row above knows ("NCCL error in: <file>:<line>, <result>, NCCL
     # version <v>"; the result strings: ncclGetErrorString): it says NCCL failed, NCCL's WARN (absent here) says why
+    # ... and nccl-tests' own reports of a call that failed ("Test NCCL failure common.cu:1012 '%s'", "NCCL failure
+    # common.cu:874 '%s'", "Test failure common.cu:891")
     consequence("nccl_error", Either(rx(r"\bNCCL error in: |ncclInternalError|ncclInvalidUsage|ncclInvalidArgument|"
-                                        r"ncclSystemError|ncclUnhandledCudaError|DistBackendError"),
+                                        r"ncclSystemError|DistBackendError|"
+                                        r"NCCL failure [\w./-]{1,64}:\d{1,6} '|Test (?:NCCL |CUDA )?failure [\w./-]"),
                                      Then(r"NCCL error", r"internal error|invalid usage|invalid argument")),
                 "NCCL returned an error (torch's report of it; NCCL's own WARN line, which says why, is not in this "
                 "text)",

@@ -58,8 +58,24 @@ STOPPED = Suspect("stopped_hung", "the job was stopped from outside while it mad
                   "while it hangs: it names the rank and the collective")
 
 # evidence (a failure class, or an end the launcher reported) -> its suspects, most likely first
+BUILD = Suspect("build", "NCCL, the program and the CUDA driver built for different CUDA versions (a libnccl for "
+                "another CUDA, an old driver)",
+                "`nvidia-smi` (the driver's CUDA), `python -c 'import torch; print(torch.version.cuda, "
+                "torch.cuda.nccl.version())'`, `ldconfig -p | grep nccl` on each node; NCCL_DEBUG=WARN names the CUDA "
+                "call that failed")
+HUNG = Suspect("hung_init", "a hang with no error after NCCL's init: GPU peer-to-peer through PCIe ACS or an IOMMU "
+               "(the most common), then the network",
+               "rerun with NCCL_P2P_DISABLE=1: if it runs, disable ACS on the PCIe switches and boot with iommu=pt "
+               "(or intel_iommu=off); then NCCL_IB_DISABLE=1 / NCCL_SOCKET_IFNAME=<iface> for the network; "
+               "`ncclcheck preflight` and `ncclcheck health` check both")
+OWN_GPU = Suspect("own_gpu", "the rank's own GPU work queued before the collective never finished (a kernel that "
+                  "never ends, a GPU fault), or its peers, whose lines are not here, never came",
+                  "`nvidia-smi` on its host (its GPU at 100 % with no progress) and `dmesg -T | grep -i xid`; "
+                  "`py-spy dump --native --pid` of the rank; the other ranks' output, if the job had more")
+
 BY_EVIDENCE = {
     "stalled_all": (NETWORK, P2P, GPU),
+    "stalled_one": (OWN_GPU, SKIPPED, NETWORK),
     "watchdog_timeout": (SKIPPED, NETWORK, P2P, GPU),
     "gloo_timeout": (SKIPPED, NETWORK),
     "watchdog_stuck": (GPU, P2P, NETWORK),
@@ -72,6 +88,8 @@ BY_EVIDENCE = {
     "died": (PEER_DIED, OWN_OUTPUT),
     "nccl_warn": (NCCL_DETAIL, NETWORK, P2P),
     "nccl_error": (NCCL_SILENT, NETWORK, P2P),
+    "nccl_cuda_error": (NCCL_SILENT, BUILD, GPU),
+    "no_progress": (HUNG, NETWORK, GPU),
     "launcher_stopped": (STOPPED, SKIPPED, NETWORK, P2P),
     "interrupted": (STOPPED, SKIPPED, NETWORK, P2P),
 }

@@ -167,12 +167,18 @@ def _logs(inp: Inputs) -> tuple:
             lines = part.lines
             raised = _exceptions(lines)
             last = precedence.after_last_error(lines)  # NCCL's words under torch's wrapper
+            told: set = set()  # lines read as the rest of an exception's message above them
             for i, line in enumerate(lines):
+                if i in told:
+                    continue
                 cls = None if launcher.record_line(line) else failures.classify(line)
                 if cls is None and i in raised:
                     cls = failures.GUARD_FAILED if "PreflightFailed" in line else failures.EXCEPTION
                 if cls is None and i in last:
                     cls = failures.BY_ID["nccl_warn"]
+                if cls is failures.EXCEPTION and (more := _message_goes_on(lines, part.index, i)) is not None:
+                    cls, line = more[0], f"{line} {lines[i + 1].strip()}"  # its message's own words name it
+                    told.add(i + 1)
                 said = rank if rank is not None else failures.said_rank(line)
                 if cls is failures.GUARD_FAILED:  # the guard's verdict: its first failing check is the next line
                     m = _GUARD_RANK.search(line)  # its message names the rank that raised it
@@ -182,7 +188,9 @@ def _logs(inp: Inputs) -> tuple:
                     continue
                 head = nccl_header(line) or precedence.header_anywhere(line)
                 events.append({"rank": said, "class": cls.id, "cause": cls.cause, "line": clip(line.strip(), 400),
-                               "named": failures.ranks_named(cls, line),  # read whole: the line is cut below
+                               # read whole (the line is cut below): the ranks it names
+                               "named": failures.ranks_named(cls, line) or (
+                                   failures.store_missing(line) if cls.id == "init_timeout" else []),
                                "source": path, "order": (path, part.index[i]), "host": head["host"] if head else None,
                                "seq": failures.seq_of(line), "raised": i in raised,
                                "nccl": i in last or "NCCL WARN" in line})
@@ -198,6 +206,10 @@ def _logs(inp: Inputs) -> tuple:
         if cls is not None:
             events.append({"rank": e.get("rank"), "class": cls.id, "cause": cls.cause, "line": clip(e["message"], 400),
                            "source": e["path"], "order": (e["path"], 0), "host": None, "seq": None})
+    if not events:  # no line failed: a program that shows its progress and stopped showing it (said, with suspects)
+        events += [{"rank": None, "class": failures.NO_PROGRESS.id, "cause": False, "line": log.tests_stalled,
+                    "source": log.path, "order": (log.path, 0), "host": None, "seq": None, "named": [],
+                    "hypotheses": True} for log in inp.logs if log.tests_stalled]
     precedence.tie_by_pid(events, inp.failures)
     _tie_aborts(events, inp.failures)
     return precedence.not_restated(events, inp.failures), per_rank, hosts
@@ -206,6 +218,16 @@ def _logs(inp: Inputs) -> tuple:
 def _ranks_with_lines(inp: Inputs) -> set:
     """The ranks whose own lines (a launcher's prefix) the logs hold."""
     return {r for log in inp.logs for r in log.ranks() if isinstance(r, int)}
+
+
+def _message_goes_on(lines: list, index: list, i: int) -> Optional[tuple]:
+    """(class,) when the exception line i's message goes on, indented, on the very next line of the text and that line
+    names a cause ("RuntimeError: Gloo connectFullMesh failed with [...]" / "  timed out connecting: SO_ERROR:
+    Connection refused, remote=[127.0.0.1]"): an exception's message of several lines is one message."""
+    if i + 1 >= len(lines) or index[i + 1] != index[i] + 1 or not lines[i + 1][:1].isspace():
+        return None
+    cls = failures.classify(lines[i + 1])
+    return (cls,) if cls is not None and cls.cause else None
 
 
 def _who(rank: int, hosts: dict) -> str:
@@ -736,6 +758,8 @@ def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> li
              **({"host": e["host"]} if e["host"] else {})}
         if e.get("tied"):
             c["tied_by"] = e["tied"]
+        if e.get("hypotheses"):
+            c = suspected(c, [cls.id])
         seen[key] = c
         out.append(c)
     for cls_id, ranks in rest.items():
@@ -807,7 +831,9 @@ def analyse(inp: Inputs, preflight: Optional[dict] = None,
     fr = _alone_causes(groups, inp, hosts, _fr_causes(groups, inp, hosts, by_rank))
     if not inp.dumps:  # an unarmed job: where each rank stood, from its watchdog lines
         seen = {e["rank"] for e in events if isinstance(e["rank"], int)} | _ranks_with_lines(inp)
-        fr += watchlines.causes(events, len(world), seen, lambda r: _who(r, hosts), ranks_text)
+        stated = max((w for log in inp.logs for w in log.worlds), default=None)
+        fr += watchlines.causes(events, max(len(world), stated or 0), seen, lambda r: _who(r, hosts), ranks_text,
+                                stated)
     # a rank the launcher stopped after a rank died of its own signal did not skip what it never reached
     fr = precedence.stopped_not_skipped(fr, by_rank, inp.stacks, first_failure(by_rank), groups)
     logs = _with_context(_log_causes(events, hosts, by_rank), inp, preflight, here)
@@ -907,7 +933,7 @@ def _never_nothing(causes: list, by_rank: dict, hosts: dict) -> list:
     first = first_failure(by_rank)
     failed = sorted((f for f in by_rank.values() if _failed(f)),
                     key=lambda f: (f["rank"] != first, f.get("signal") == "SIGTERM", f["rank"]))
-    seen = sorted((c for c in causes if c["kind"] != "ras_unresponsive"), key=lambda c: _EVIDENCE.get(c["kind"], 99))
+    seen = sorted((c for c in causes if c["kind"] not in _NOT_A_FAILURE), key=lambda c: _EVIDENCE.get(c["kind"], 99))
     if failed:
         f = failed[0]
         text, ranks = f"{_who(f['rank'], hosts)} {_exit_text(f)}", [f["rank"]]
@@ -923,6 +949,9 @@ def _never_nothing(causes: list, by_rank: dict, hosts: dict) -> list:
     return [root, *causes]
 
 
+# findings that are no failure of their own: RAS cannot reach a rank (the job may still run); a program stopped showing
+# progress (the text may only be cut short): said, never the job's failure
+_NOT_A_FAILURE = ("ras_unresponsive", failures.NO_PROGRESS.id)
 # what a text without a cause shows, the most telling first: a hang before a peer gone, before an exit code, before
 # words no row knows
 _EVIDENCE = {k: i for i, k in enumerate(hypotheses.BY_EVIDENCE)}
@@ -931,8 +960,13 @@ _EVIDENCE = {k: i for i, k in enumerate(hypotheses.BY_EVIDENCE)}
 def not_in_text(root: dict, kinds: list) -> dict:
     """A root that says the job failed and the text does not say why: its words, and the suspects of what was seen,
     most likely first, each with how to test it (also kept as `hypotheses` in the JSON)."""
+    return suspected({**root, "text": words.NOT_IN_TEXT + root["text"]}, kinds)
+
+
+def suspected(c: dict, kinds: list) -> dict:
+    """A finding with the suspects of the evidence kinds seen, most likely first, as its fix and its `hypotheses`."""
     found = hypotheses.suspects(kinds)
-    return {**root, "text": words.NOT_IN_TEXT + root["text"], "fix": words.suspects_fix(found),
+    return {**c, "fix": words.suspects_fix(found),
             "hypotheses": [{"id": s.id, "what": s.what, "test": s.test} for s in found]}
 
 

@@ -205,6 +205,26 @@ def is_table_row(line: str) -> bool:
             or _FIELD.match(line) is not None)
 
 
+# A launch command pasted with the log states the job's size: torchrun's (and torch.distributed.run/launch's)
+# --nproc-per-node times --nnodes (1 when absent or --standalone), mpirun's -np
+_LAUNCH = re.compile(r"\b(?:torchrun|torch\.distributed\.run|torch\.distributed\.launch|mpirun|mpiexec|prterun)\b")
+_NPROC = re.compile(r"--nproc[-_]per[-_]node[= ](\d{1,5})\b")
+_NNODES = re.compile(r"--nnodes[= ](\d{1,6})(?![:\d])")
+_NP = re.compile(r"(?:^|\s)-(?:np|n) (\d{1,7})\b")
+STATES_WORLD = ("nproc", "-np ", "-n ")  # what a line stating the world holds (lower case)
+
+
+def world_stated(line: str) -> Optional[int]:
+    """The number of ranks a launch command on this line states, or None."""
+    if not _LAUNCH.search(line):
+        return None
+    if (p := _NPROC.search(line)) is not None:
+        n = _NNODES.search(line)
+        return int(p.group(1)) * (int(n.group(1)) if n and "--standalone" not in line else 1)
+    m = _NP.search(line) if re.search(r"\b(?:mpirun|mpiexec|prterun)\b", line) else None
+    return int(m.group(1)) if m else None
+
+
 def record_line(line: str) -> bool:
     """Is this line (its launcher prefix removed) one a launcher's failure record is read from (torchrun's table,
     srun's task report, mpirun's notice, the agent's stop)? Its words are that record's, not a log event of their own:

@@ -69,6 +69,8 @@ OWN_BLOCK_LINES = 5000  # a report longer than this is not one report: stop skip
 TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):")
 RAISED = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Failed|Interrupt))(?::|$)")
 
+# a row of nccl-tests' table: size, count, type, redop, root, then the figures
+_TESTS_ROW = re.compile(r"^\s{0,16}\d{1,14}\s{1,16}\d{1,14}\s{1,16}[a-z][a-z0-9_]{1,15}\s{1,16}\w{1,8}\s{1,16}-?\d")
 SEP = " NCCL INFO "
 _FAST_HEAD = re.compile(r"([\w.-]+):(\d+):(\d+) \[(\d+)\]")  # nccl_header's fields, no timestamp
 _MPI_FIRST = "The first process to do so was:"
@@ -88,7 +90,7 @@ FAST = not any(SEP.lower().strip() in lit or lit in SEP.lower() for lit in _HEAD
 # a line holding none of these is read only for where it starts: no class, parser or table reads it, and (with no
 # ":" and not starting like a launcher prefix or a table rule) it is not a traceback's, ncclcheck's or a table's
 _PLAIN = literal_rx({*_HEAD_LITERALS, "nccl", "traceback", "error", "exception", "failed", "interrupt",
-                     *launcher.OWN_LITERALS})
+                     *launcher.OWN_LITERALS, *launcher.STATES_WORLD})
 _PREFIX_STARTS = "[0123456789 \t\r\x0b\x0c\x1c\x1d\x1e\x1f"
 _HEAD_RX, _ANY, _STRICT_RX, _TABLE_RX, _RANK_RX, _PARSE_RX, _VIA_RX = (literal_rx(x) for x in (
     _HEAD_LITERALS, set(_HEAD_LITERALS) - set(VIA_LITERALS), _STRICT, failures.LITERALS, RANK_LITERALS,
@@ -238,6 +240,9 @@ class LogScan:
         self._none = False  # a line of no source was read the full way (the source None is known)
         self._failures: Optional[list] = None
         self.launcher: Optional[str] = None  # the launcher whose own output this is (launcher.own_line)
+        self.worlds: list = []  # the job sizes launch commands pasted in it state (launcher.world_stated)
+        self.tests_header: Optional[str] = None  # nccl-tests' first header line, when it ran ("# nThread ...")
+        self.tests_rows = self.tests_end = False  # ... a result row of its table, its closing "Avg bus bandwidth"
 
     # -- bytes to lines ---------------------------------------------------------------------------------------
 
@@ -401,6 +406,10 @@ class LogScan:
         prank, rest = split_prefix(raw)
         if self.launcher is None and prank is None and not plain:
             self.launcher = launcher.own_line(raw)
+        if not plain and len(self.worlds) < 16 and (w := launcher.world_stated(rest)):
+            self.worlds.append(w)
+        if rest.startswith("#") or self.tests_header is not None:
+            self._nccl_tests(rest)
         if not plain and n <= KNOWN_LINES and (" NCCL " in raw or "NCCL WARN" in raw or "NCCL INFO" in raw):
             self.nccl_seen = True
         # without a prefix, rest is the raw line; a launcher's record line is read by launcher.py, not classified
@@ -427,6 +436,22 @@ class LogScan:
             self._keep_if_read(src, cls, rest, n)
         self._none = self._none or src.key is None
         self._calm = FAST and not self._follow and not self._table_follow and self._own.idle
+
+    def _nccl_tests(self, rest: str) -> None:
+        """nccl-tests' progress: its header, a row of its table, its closing line (its output's own shape)."""
+        if self.tests_header is None:
+            if rest.startswith("# nThread "):
+                self.tests_header = clip(rest.strip(), 200)
+        elif not self.tests_rows and _TESTS_ROW.match(rest):
+            self.tests_rows = True
+        elif rest.startswith(("# Avg bus bandwidth", "# Out of bounds values")):
+            self.tests_end = True
+
+    @property
+    def tests_stalled(self) -> Optional[str]:
+        """nccl-tests' header line when it started and printed neither a result nor its end (it hung or was stopped
+        before its first collective finished), else None."""
+        return self.tests_header if self.tests_header and not self.tests_rows and not self.tests_end else None
 
     def _keep_if_read(self, src: _Source, cls, rest: str, n: int) -> None:
         """Keep the line when `_logs` reads it: classified, ending a traceback (with the line that opened it), a

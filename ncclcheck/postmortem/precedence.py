@@ -53,8 +53,8 @@ def after_last_error(lines: list) -> set:
 def _says_what(e: dict) -> bool:
     """An event that names what happened: a class of the table that is a cause, not torch's wrapper text."""
     cls = failures.BY_ID[e["class"]]
-    return cls.cause and cls.id not in (failures.EXCEPTION.id, failures.GUARD_FAILED.id) and \
-        not failures.is_wrapper(e["line"])
+    return cls.cause and cls.id not in (failures.EXCEPTION.id, failures.GUARD_FAILED.id, *failures.WRAPPER_CLASSES) \
+        and not failures.is_wrapper(e["line"])
 
 
 def wrappers(events: list) -> dict:
@@ -67,7 +67,7 @@ def wrappers(events: list) -> dict:
     anyone = min(first_of.values()) if first_of else None
     out = {}
     for i, e in enumerate(events):
-        if not (failures.is_wrapper(e["line"]) or e["class"] == failures.WRAPPER_CLASS):
+        if not (failures.is_wrapper(e["line"]) or e["class"] in failures.WRAPPER_CLASSES):
             continue
         j = first_of.get(e["rank"], first_of.get(None)) if e["rank"] is not None else anyone
         if j is not None and j != i:

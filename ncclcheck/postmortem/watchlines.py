@@ -87,9 +87,10 @@ def _name(pg: str, desc: str) -> str:
 
 
 def causes(events: list, world: int, seen: set, who: Callable[[int], str],
-           ranks_text: Callable[[list], str]) -> list:
-    """The causes (and the one consequence "all entered, it stalled") the watchdog lines of `events` show. world: the
-    job's size as the other evidence knows it (0: unknown); seen: the ranks with lines of their own in the logs."""
+           ranks_text: Callable[[list], str], stated: Optional[int] = None) -> list:
+    """The causes (and the consequences "all entered, it stalled") the watchdog lines of `events` show. world: the
+    job's size as the other evidence knows it (0: unknown); seen: the ranks with lines of their own in the logs;
+    stated: the size a pasted launch command states (a job of one rank can only wait on its own GPU)."""
     out: list = []
     for pg, reps in reports(events).items():
         timed = {r: rep for r, rep in reps.items() if rep.seq is not None}
@@ -121,9 +122,14 @@ def causes(events: list, world: int, seen: set, who: Callable[[int], str],
             out.append(_never(missing, coll, major, who, ranks_text,
                               words.no_timeout_of_its_own(sorted(set(missing) & seen))))
         elif not missing and len(major) == len(timed) and all(rep.enqueued in (None, seq) for rep in timed.values()):
-            out.append({"kind": "stalled_all", "cause": False, "pg": None, "seq": None, "ranks": major,
-                        "text": words.all_entered_stalled(ranks_text(major), coll), "fix": "",
-                        "source": "watchdog lines"})
+            if stated == 1 and major == [0]:  # no peer could hold it: its own GPU work did
+                out.append({"kind": "not_started", "cause": True, "pg": None, "seq": None, "ranks": major,
+                            "text": words.alone_stalled(who(0), coll), "fix": words.OWN_GPU_FIX,
+                            "source": "watchdog lines"})
+            else:  # one rank seen alone: its own GPU is suspected first
+                out.append({"kind": "stalled_one" if len(timed) == 1 else "stalled_all", "cause": False, "pg": None,
+                            "seq": None, "ranks": major, "text": words.all_entered_stalled(ranks_text(major), coll),
+                            "fix": "", "source": "watchdog lines"})
     return out
 
 

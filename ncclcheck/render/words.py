@@ -244,8 +244,16 @@ def no_timeout_of_its_own(alive: list) -> str:
 
 
 def all_entered_stalled(ranks: str, coll: str) -> str:
+    if ranks.startswith("rank "):  # one rank's lines: what stands beside it is not known
+        return (f"{ranks} timed out in {coll}, which it had enqueued, and no other rank's line is here (its "
+                f"watchdog lines)")
     return (f"{ranks} all entered {coll} and none finished it (their watchdog lines): no rank skipped it; it "
             f"stalled inside (the network, GPU peer-to-peer, a GPU)")
+
+
+def alone_stalled(who: str, coll: str) -> str:
+    return (f"{who} timed out in {coll} in a job of one rank (its launch command): no peer could hold it; its own "
+            f"GPU work queued before it never finished (a kernel that never ended)")
 
 
 # the middle verdict of diagnose: a failure shown, its cause not (postmortem/analyze.py not_in_text)

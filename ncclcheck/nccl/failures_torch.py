@@ -140,12 +140,17 @@ ROWS = (
           "pin NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME to the interface every node routes over (`ncclcheck recommend`); "
           "`ncclcheck preflight` probes every pair on every interface (net.peer_reachability)",
           source="NCCL src/misc/socket.cc; c10d socket.cpp"),
+    # the watchdog's lines over torch 1.13-2.15: where a rank stands ("Timeout at NCCL work: %d, last enqueued ..."
+    # 2.3-2.5, "Exception (either an error or timeout) detected by watchdog at work: %d, ..." 2.4-2.5, " failure
+    # detected by watchdog at work sequence id: %d PG status: ..." 2.6+), the dump signals, the teardown
     consequence("watchdog_timeout", rx(r"Watchdog caught collective operation timeout|Timeout at NCCL work: \d|"
                                        r"WorkNCCL\(SeqNum=\d|Some NCCL operations have failed or timed out|"
                                        r"To avoid data inconsistency, we are taking the entire process down|"
                                        r"Exception raised from ncclCommWatchdog|Heartbeat monitor timed out|"
-                                       r"Received a (?:global timeout|dump signal) from another rank|"
+                                       r"Received a (?:global )?(?:timeout|dump signal)|"
+                                       r"detected by watchdog at work|"
                                        r"watchdog thread terminated with exception|"
+                                       r"Terminating the process after attempting to dump debug info|"
                                        r"Timeout waiting for the (?:first|last) collective"),
                 "NCCL's watchdog timed out in a collective (a hang: a rank did not enter it, or it stalled inside)",
                 "the flight-recorder dumps say which rank did not enter the collective (`ncclcheck diagnose` with the "

@@ -206,16 +206,21 @@ def is_table_row(line: str) -> bool:
 
 
 # A launch command pasted with the log states the job's size: torchrun's (and torch.distributed.run/launch's)
-# --nproc-per-node times --nnodes (1 when absent or --standalone), mpirun's -np
+# --nproc-per-node times --nnodes (1 when absent or --standalone), mpirun's -np; so does ProcessGroupNCCL's echo of
+# its options at init ("ProcessGroupNCCL initialization options: size: %d, global rank: %d", torch 2.2+)
 _LAUNCH = re.compile(r"\b(?:torchrun|torch\.distributed\.run|torch\.distributed\.launch|mpirun|mpiexec|prterun)\b")
 _NPROC = re.compile(r"--nproc[-_]per[-_]node[= ](\d{1,5})\b")
 _NNODES = re.compile(r"--nnodes[= ](\d{1,6})(?![:\d])")
 _NP = re.compile(r"(?:^|\s)-(?:np|n) (\d{1,7})\b")
-STATES_WORLD = ("nproc", "-np ", "-n ")  # what a line stating the world holds (lower case)
+_PG_SIZE = re.compile(r"ProcessGroupNCCL initialization options: size: (\d{1,7}),")
+STATES_WORLD = ("nproc", "-np ", "-n ", "initialization options")  # what a line stating the world holds (lower case)
 
 
 def world_stated(line: str) -> Optional[int]:
-    """The number of ranks a launch command on this line states, or None."""
+    """The number of ranks a launch command or torch's init echo on this line states, or None."""
+    s = _PG_SIZE.search(line)
+    if s is not None and ("PG 0 " in line or "(default_pg)" in line):  # the default group's size is the job's
+        return int(s.group(1))
     if not _LAUNCH.search(line):
         return None
     if (p := _NPROC.search(line)) is not None:

@@ -34,8 +34,14 @@ from ..nccl.linear import MAX_LINE_CHARS
 from ..render import words
 
 _WORK = re.compile(r"WorkNCCL\(SeqNum=(\d{1,12}), OpType=(\w{1,40})")
-_AT = re.compile(r"Timeout at NCCL work: (\d{1,12}), last enqueued NCCL work: (-?\d{1,12}), last completed NCCL work: "
+# the rank's place: "Timeout at NCCL work: %d, last enqueued NCCL work: %d, last completed NCCL work: %d." (2.3-2.5),
+# "Exception (either an error or timeout) detected by watchdog at work: %d, ..." (2.4-2.5), " failure detected by
+# watchdog at work sequence id: %d PG status: last enqueued work: %d, last completed work: %d" (2.6+); a dump signal's
+# "Last enqueued NCCL work: %d, last completed NCCL work: %d." says the last two alone
+_AT = re.compile(r"(?:Timeout at NCCL work|detected by watchdog at work(?: sequence id)?): (\d{1,12}),? "
+                 r"(?:PG status: )?last enqueued (?:NCCL )?work: (-?\d{1,12}), last completed (?:NCCL )?work: "
                  r"(-?\d{1,12})")
+_LAST = re.compile(r"Last enqueued NCCL work: (-?\d{1,12}), last completed NCCL work: (-?\d{1,12})")
 # "[PG 0 Rank 3]", "[PG 1 (tp) Rank 3]", "[PG ID 1 PG GUID 3(tp) Rank 0]": the group's id and its description
 _PG = re.compile(r"\[PG (?:ID )?(\d{1,9})(?: PG GUID \w{0,40})? ?(?:\(([^)\]\n]{0,64})\))?")
 # c10d's OpType names as the recorder and the reports spell ops
@@ -79,6 +85,8 @@ def reports(events: list) -> dict:
         if (a := _AT.search(line)) is not None:
             rep.seq = rep.seq if rep.seq is not None else int(a.group(1))
             rep.enqueued, rep.completed = int(a.group(2)), int(a.group(3))
+        elif (b := _LAST.search(line)) is not None and rep.enqueued is None:
+            rep.enqueued, rep.completed = int(b.group(1)), int(b.group(2))
     return out
 
 
@@ -113,11 +121,13 @@ def causes(events: list, world: int, seen: set, who: Callable[[int], str],
                                                len(named) == len(timed)),
                         "fix": failures.BY_ID["collective_mismatch"].fix, "source": "watchdog lines"})
             continue
-        behind = sorted(r for r, rep in timed.items() if rep.enqueued is not None and rep.enqueued < seq)
+        # a rank whose own last enqueued work is below it (its timeout, or a dump signal it received, says so)
+        behind = sorted(r for r, rep in reps.items() if rep.enqueued is not None and rep.enqueued < seq)
         size = max(world, max([*seen, *reps]) + 1)
-        missing = [r for r in range(size) if r not in reps] if pg == "0" or name == "default_pg" else []
+        missing = ([r for r in range(size) if r not in timed and r not in behind]
+                   if pg == "0" or name == "default_pg" else [])
         if behind:
-            out.append(_never(behind, coll, major, who, ranks_text, words.enqueued_below(timed[behind[0]].enqueued)))
+            out.append(_never(behind, coll, major, who, ranks_text, words.enqueued_below(reps[behind[0]].enqueued)))
         elif missing and len(major) >= 2 and len(missing) < len(major):
             out.append(_never(missing, coll, major, who, ranks_text,
                               words.no_timeout_of_its_own(sorted(set(missing) & seen))))

@@ -17,7 +17,7 @@ from typing import Any, Optional
 from ..clean import clean_name
 from ..facts import hostname
 from ..model import CheckResult, passed, skipped, warned
-from ..nccl import rules
+from ..nccl import failures, rules
 from ..nccl.debuglog import NcclDebugState, host_of_name, read_capture
 from ..nccl.linear import MAX_LINE_CHARS
 
@@ -139,6 +139,11 @@ def compare_with_recommendation(parsed: dict, recommendations: Iterable[Any], *,
             problems.append(f"NCCL used HCA(s) {', '.join(off)} outside the recommended "
                             f"{rules.assignment('NCCL_IB_HCA', hca)}")
             fixes.append(rules.exports([("NCCL_IB_HCA", hca)]))
+    for text in parsed.get("warnings") or []:  # NCCL's WARN lines, read by the one failure table (as diagnose does)
+        cls = failures.classify(f"NCCL WARN {text}")
+        if cls is not None and cls.cause:
+            problems.append(f"NCCL warned: {cls.what} (NCCL: \"{text[:300]}\")")
+            fixes.append(cls.fix)
     evidence = {"used_interfaces": used_ifs, "net_transport": net, "transports": parsed.get("transports", {}),
                 "ib_devices": parsed.get("ib_devices", []), "version": parsed.get("version"),
                 "recommended": {k: v for k, v in rec.items() if k.startswith("NCCL_")}}

@@ -164,3 +164,17 @@ def test_gpu_run_results_are_linked_and_checked():
     (chk,) = transport_checks(results)
     assert chk.node == 0 and chk.status is Status.PASS and "eth0" in chk.summary
     assert transport_checks([results[2]])[0].status is Status.SKIP
+
+
+def test_an_nccl_warning_of_the_tiny_run_is_read_by_the_one_failure_table():
+    """preflight's --nccl-debug capture reads NCCL's WARN lines with the table diagnose uses (issue 61): the cause and
+    its fix, whichever command met the line."""
+    from ncclcheck.nccl.debuglog import parse_nccl_debug
+    from ncclcheck.steps.nccl_debug import compare_with_recommendation
+
+    text = ("gpu0001:4242:4242 [0] NCCL INFO NCCL version 2.28.9+cuda13.0\n"
+            "gpu0001:4242:4242 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
+            "[2026-11-23 10:00:00] gpu0001:4242:4259 [0] misc/shmutils.cc:85 NCCL WARN Error while creating shared "
+            "memory segment /dev/shm/nccl-AbC (size 9637888), error: No space left on device (28)\n")
+    r = compare_with_recommendation(parse_nccl_debug(text), [])
+    assert r.status.value == "warn" and "/dev/shm" in r.summary and "--shm-size" in r.fix

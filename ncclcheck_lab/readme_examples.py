@@ -76,6 +76,8 @@ class Expect(NamedTuple):
 # What a demo must show, and its commands that exit non-zero by design. Every other command must exit 0 (a shell
 # block's failing commands are reported by an ERR trap, so one that fails in the middle of a block is seen too).
 EXPECT = (
+    Expect(r"^cat > job\.log", 1, r"root cause: \[postmortem\.root_cause\] rank 2 never entered all_reduce #1204",
+           "diagnose names the rank missing from the watchdog lines of a pasted log", r"^ncclcheck diagnose job\.log"),
     Expect(r"^cat > train\.py", 0, r"ncclcheck preflight .*PASS", "the guard's one line on a healthy job"),
     Expect(r"^cat > fail\.py", 1, r"root cause: \[postmortem\.root_cause\] rank 1 .*RuntimeError: simulated bug",
            "diagnose exits 1 when it names a cause: rank 1 and its exception",

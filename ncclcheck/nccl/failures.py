@@ -64,8 +64,8 @@ GUARD_FAILED = FailureClass("guard_failed", rx(r"$^"), True, "ncclcheck's guard 
 # connection failure's own words and the hosts the evidence shows (postmortem/analyze.py), never from a pattern alone:
 # on one host, a refusal at 127.0.0.1 is a peer that is not there.
 LOOPBACK = cause("loopback_address", rx(r"$^"),
-                 "a rank connected to a peer at a loopback address in a job that spans hosts: the hostname resolves to "
-                 "127.0.0.1 / 127.0.1.1, so each rank advertised an address only its own host can reach",
+                 "a rank connected to a peer at a loopback address: the hostname resolves to 127.0.0.1 / 127.0.1.1, "
+                 "so each rank advertised an address only its own host can reach (across hosts nothing listens there)",
                  "make the hostname resolve to a routable address on every node (/etc/hosts or DNS: `getent hosts "
                  "$(hostname)` must not print 127.x), or pin GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME to the "
                  "interface the nodes share (`ncclcheck recommend --format env`)")
@@ -78,6 +78,9 @@ NO_PROGRESS = FailureClass("no_progress", rx(r"$^"), False,
                            "IOMMU)")
 LOOPBACK_FROM = ("connection_refused", "no_route", "init_timeout", "peer_closed")
 _LOOPBACK_ADDRESS = re.compile(r"(?<![\w.])127\.\d{1,3}\.\d{1,3}\.\d{1,3}(?![\w.])|(?<![\w.])localhost(?![\w.])")
+# 127.0.1.1 is no address a job picks: Debian's and Ubuntu's /etc/hosts give it to the host's own name, so a peer at
+# 127.0.1.1 is a peer whose hostname resolved there, whether or not the text shows the job's other hosts
+_HOSTNAME_LOOPBACK = re.compile(r"(?<![\w.])127\.0\.1\.1(?![\w.])")
 # classes read from more than one line's pattern (an exception's end, the guard's report, loopback across hosts, a
 # program that stopped showing progress)
 READ_ELSEWHERE = (EXCEPTION, GUARD_FAILED, LOOPBACK, NO_PROGRESS)
@@ -87,6 +90,11 @@ BY_ID = {c.id: c for c in (*TABLE, *READ_ELSEWHERE)}
 def loopback_peer(line: str) -> bool:
     """Does a connection failure's line name a loopback address as the other end?"""
     return _LOOPBACK_ADDRESS.search(line[:MAX_LINE_CHARS]) is not None
+
+
+def hostname_loopback(line: str) -> bool:
+    """Does it name 127.0.1.1, the address only a hostname mapped in /etc/hosts has?"""
+    return _HOSTNAME_LOOPBACK.search(line[:MAX_LINE_CHARS]) is not None
 # torch's wrapper of an NCCL error (C10D_NCCL_CHECK: "NCCL error in: <file>:<line>, <ncclGetErrorString>, NCCL version
 # <v>"; NCCL's own string for most results ends "(run with NCCL_DEBUG=INFO for details)"): it says that NCCL failed,
 # NCCL's WARN says why
@@ -94,8 +102,9 @@ _WRAPPER = re.compile(r"\bNCCL error in: |\(run with NCCL_DEBUG=\w{1,16} for det
 # the classes of a report of an NCCL error by its result alone (torch's "NCCL error in: ...", NCCL's own "unhandled
 # system error"): wrappers, as _WRAPPER's lines are, of the WARN that says why
 WRAPPER_CLASSES = ("nccl_error", "unhandled_system_error", "nccl_cuda_error")
-# torch prints NCCL's last WARN under its wrapper (ncclGetLastError): "Last error:" alone, the text on the next line
-LAST_ERROR = re.compile(r"^\s*Last error:\s*$")
+# torch prints NCCL's last WARN under its wrapper (ncclGetLastError): "Last error:" alone, the text on the next line;
+# behind whatever prefix a collector put before it ("2024-05-02 11:22:33 job-host | Last error:")
+LAST_ERROR = re.compile(r"(?:^|[\s|\]>:])\s{0,8}Last error:\s*$")
 _SEQ = re.compile(r"SeqNum=(\d+)|Timeout at NCCL work: (\d+)", re.IGNORECASE)
 # the rank torch's c10d lines state inside the message: "[Rank 3]" (torch <= 2.1), "[PG 0 Rank 3]", "[PG 0 (default_pg)
 # Rank 3]", "[PG ID 0 PG GUID 0(default_pg) Rank 3]" (2.4+); a launcher's prefix, where there is one, says it first

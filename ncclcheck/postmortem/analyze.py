@@ -716,8 +716,9 @@ def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> li
                 {_short(e["host"]) for e in events if e.get("host")}) >= 2
     for i, e in enumerate(events):
         cls = failures.BY_ID[e["class"]]
-        if spans and cls.id in failures.LOOPBACK_FROM and failures.loopback_peer(e["line"]):
-            cls = failures.LOOPBACK  # its own words name 127.x as the peer, across hosts
+        near = cls.id in failures.LOOPBACK_FROM and failures.loopback_peer(e["line"])
+        if near and (spans or failures.hostname_loopback(e["line"])):
+            cls = failures.LOOPBACK  # its own words name 127.x as the peer, across hosts (or the hostname's 127.0.1.1)
             e = dict(e, **{"class": cls.id})
         named = e.get("named") or []  # "rank 0 and rank 1 both on ...": one fault of both
         named = named if e["rank"] is None or e["rank"] in named else []
@@ -742,6 +743,8 @@ def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> li
         what = (f"{cls.what}: {e['line']}" if cls.id in ("exception", "guard_failed") else
                 cls.what + words.nccl_said(failures.warn_text(e["line"])) if e.get("nccl") else
                 cls.what + words.line_said(failures.telling(e["line"])))
+        if near and cls.id != failures.LOOPBACK.id:
+            what += words.LOOPBACK_PEER
         if CUT in e["line"] and CUT not in what:  # warn_text's own cut hid the mark: say it was cut
             what += f" ... {CUT}]"
         cause = cls.cause

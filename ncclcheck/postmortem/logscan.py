@@ -467,7 +467,7 @@ class LogScan:
             what = what or "raised"
         if "PreflightFailed" in rest:
             what = what or "guard"
-        if failures.LAST_ERROR.match(rest):  # torch's wrapper: NCCL's own words for it come on the next line
+        if failures.LAST_ERROR.search(rest):  # torch's wrapper: NCCL's own words for it come on the next line
             what = what or "last_error"
             self._follow = max(self._follow, 1)
         if what is None and not follower:

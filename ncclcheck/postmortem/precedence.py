@@ -43,7 +43,7 @@ def after_last_error(lines: list) -> set:
     cut): NCCL's own words for the failure its wrapper above reports."""
     out: set = set()
     for i, line in enumerate(lines[:-1]):
-        if failures.LAST_ERROR.match(line):
+        if failures.LAST_ERROR.search(line):
             nxt = lines[i + 1].strip()
             if nxt and not _C10D_LOG.match(nxt) and not nxt.startswith("Traceback"):
                 out.add(i + 1)

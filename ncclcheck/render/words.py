@@ -256,6 +256,12 @@ def alone_stalled(who: str, coll: str) -> str:
             f"GPU work queued before it never finished (a kernel that never ended)")
 
 
+# a connection failure at a loopback address, in a text that does not show the job's hosts
+LOOPBACK_PEER = ("; the peer's address is a loopback one: if the ranks run on more than one host, their hostname "
+                 "resolves to 127.x (/etc/hosts) and GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME must name the interface "
+                 "the hosts share")
+
+
 # the middle verdict of diagnose: a failure shown, its cause not (postmortem/analyze.py not_in_text)
 NOT_IN_TEXT = "the job failed; the cause is not in this text: "
 

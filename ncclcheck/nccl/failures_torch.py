@@ -14,7 +14,8 @@ from .failclass import CONSEQUENCE, GENERIC, SPECIFIC, cause, consequence, num, 
 from .linear import Either, Then
 
 # NCCL's "Cuda failure '%s'" / "Cuda failure %d '%s'", nccl-tests' "Cuda failure common.cu:892 '%s'", torch's
-_CUDA = r"(?:Cuda failure (?:\d{1,4} |[\w./-]{1,64}:\d{1,6} )?'|CUDA error: |cudaError\w{0,40}|CUDA driver error: )"
+# (no run of word characters after "cudaError": a Then's first part must end where its leftmost match ends)
+_CUDA = r"(?:Cuda failure (?:\d{1,4} |[\w./-]{1,64}:\d{1,6} )?'|CUDA error: |cudaError|CUDA driver error: )"
 
 ROWS = (
     cause("cuda_oom", Either(rx(r"CUDA out of memory|OutOfMemoryError|cudaErrorMemoryAllocation|"

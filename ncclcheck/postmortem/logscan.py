@@ -41,6 +41,7 @@ from ..nccl.debuglog import (
     split_prefix,
     via_of,
 )
+from ..nccl.failclass import GENERIC
 from ..nccl.linear import MAX_LINE_CHARS, fold, literal_rx
 from ..render import words
 from . import launcher
@@ -71,6 +72,35 @@ RAISED = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Failed|Interrupt))(?::
 
 # a row of nccl-tests' table: size, count, type, redop, root, then the figures
 _TESTS_ROW = re.compile(r"^\s{0,16}\d{1,14}\s{1,16}\d{1,14}\s{1,16}[a-z][a-z0-9_]{1,15}\s{1,16}\w{1,8}\s{1,16}-?\d")
+# a line a terminal or a web page wraps is at least this long; a line that starts a record of its own (an NCCL header,
+# a traceback, a frame, a launcher's table) is never the rest of one
+WRAP_MIN = 60
+_STARTS_ITS_OWN = re.compile(r"[\w.-]{1,255}:\d{1,10}:\d{1,10} \[\d|\s*(?:Traceback|File \"|frame #|During handling)|"
+                             r"[=-]{3}|\s*\[\d{1,7}\]:|[A-Za-z_][\w.]{0,200}(?:Error|Exception|Warning)\b|"
+                             r"\[[IWEF]\d{0,4}[ \]]|[IWEF]\d{4} |\S{1,40}: (?:error|warning)")
+
+
+def wraps(rest: str, raw: str, cls) -> bool:
+    """Could this line (`rest`: without its prefix) be the first part of a line a terminal or a web page wrapped? Long,
+    no class of its own, not a Python exception's line (its message's own next lines are read by postmortem/analyze.py),
+    not an NCCL INFO line (read the fast way, and holding no cause), not ending a sentence."""
+    return ((cls is None or cls.level >= GENERIC) and rest and len(raw) >= WRAP_MIN and SEP not in raw
+            and not raw.rstrip().endswith((".", ":", ")")) and not RAISED.match(rest))
+
+
+def unwrapped(first: tuple, raw: str, alone) -> tuple:
+    """(rank, line, class) of the line after a wrap's first part (`first`: its rank and text): when it carries no prefix
+    and starts no record of its own and the two read as one (cut mid-word, or at a space) name a class, that line;
+    else this line as it is (`alone`: its own class)."""
+    if raw.strip() and not _STARTS_ITS_OWN.match(raw):
+        prank, text = first
+        for joined in (f"{text} {raw.lstrip()}", text + raw):
+            cls = failures.classify(joined)
+            if cls is not None and cls.level < GENERIC:
+                return prank, joined, cls
+    return None, raw, alone
+
+
 SEP = " NCCL INFO "
 _FAST_HEAD = re.compile(r"([\w.-]+):(\d+):(\d+) \[(\d+)\]")  # nccl_header's fields, no timestamp
 _MPI_FIRST = "The first process to do so was:"
@@ -241,6 +271,7 @@ class LogScan:
         self._failures: Optional[list] = None
         self.launcher: Optional[str] = None  # the launcher whose own output this is (launcher.own_line)
         self.worlds: list = []  # the job sizes launch commands pasted in it state (launcher.world_stated)
+        self._wrap: Optional[tuple] = None  # (rank, line) of the last long line no class knew: a wrap's first part
         self.tests_header: Optional[str] = None  # nccl-tests' first header line, when it ran ("# nThread ...")
         self.tests_rows = self.tests_end = False  # ... a result row of its table, its closing "Avg bus bandwidth"
 
@@ -419,6 +450,11 @@ class LogScan:
         self._table_line(raw, rest, plain)
         if (not plain or not self._own.idle) and self._own.own(raw):  # idle, only a line naming ncclcheck is its own
             prank, rest, cls = None, "", None
+        wrap, self._wrap = self._wrap, None  # a wrapped line read as one (never ncclcheck's own lines)
+        if wrap is not None and wrap[0] == n - 1 and rest is raw:
+            prank, rest, cls = unwrapped(wrap[1:], raw, cls)
+        elif wraps(rest, raw, cls):
+            self._wrap = (n, prank, rest)
         head = nccl_header(rest)
         if head is not None:
             stated = rank_of_line(rest)

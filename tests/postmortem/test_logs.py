@@ -129,3 +129,21 @@ def test_the_saved_captures_name_the_unreachable_peer():
     assert first.status.value == "fail" and first.evidence["kind"] == "no_route" and "node-b" in first.summary
     transport = next(c for c in rep.checks if c.id == "postmortem.transport")
     assert transport.evidence["ranks"]["0"]["net"] == "IB" and transport.evidence["ranks"]["0"]["interfaces"] == ["eth0"]
+
+
+@pytest.mark.parametrize("first, second, kind", [
+    # a terminal's wrap mid-word: the watchdog's words split, the rank's prefix on the first part only
+    ("[rank3]:[E1120 10:11:02.423456789 ProcessGroupNCCL.cpp:632] [PG ID 0 PG GUID 0(default_pg) Rank 3] Watchdog "
+     "caught collective oper", "ation timeout: WorkNCCL(SeqNum=1204, OpType=ALLREDUCE, NumelIn=262144, "
+     "NumelOut=262144, Timeout(ms)=600000) ran for 600040 milliseconds before timing out.", "watchdog_timeout"),
+    # a web page's wrap at a space: the NCCL WARN's known words only whole across the two lines
+    ("gpu-node-03:2231:2290 [1] misc/shmutils.cc:85 NCCL WARN Error while creating shared memory",
+     "segment /dev/shm/nccl-AbC (size 9637888), error: No space left on device (28)", "shm_exhausted"),
+])
+def test_a_wrapped_line_is_read_as_one(tmp_path, first, second, kind):
+    (tmp_path / "job.log").write_text(f"{first}\n{second}\n")
+    rep = diagnose([str(tmp_path / "job.log")])
+    causes = rep.extra["postmortem"]["causes"]
+    mine = next(c for c in causes if c["kind"] == kind)
+    assert first.split("]")[-1].strip()[:20] in mine["line"] and second[:20] in mine["line"]
+    assert kind != "watchdog_timeout" or mine["ranks"] == [3]

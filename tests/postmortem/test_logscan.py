@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ncclcheck.nccl import failures
-from ncclcheck.nccl.debuglog import nccl_header, parse_nccl_debug, split_by_rank
+from ncclcheck.nccl.debuglog import nccl_header, parse_nccl_debug, split_by_rank, split_prefix
 from ncclcheck.postmortem import analyze, launcher, logscan
 from ncclcheck.postmortem.inputs import Inputs, read_inputs
 from ncclcheck.postmortem.logscan import LogScan, Room, strip_own_output
@@ -72,10 +72,28 @@ def lines(draw):
     return prefix + draw(st.sampled_from(PLAIN))
 
 
+def _unwrap(text: str) -> str:
+    """The whole text with each wrapped line read as one (logscan.wraps / unwrapped, the reader's rule), the joined
+    line where the second part was and an empty line where the first was (line numbers kept)."""
+    lines = strip_own_output(text).splitlines()
+    out = list(lines)
+    for i in range(1, len(lines)):
+        prank, rest = split_prefix(lines[i - 1])
+        if not logscan.wraps(rest, lines[i - 1], None if launcher.record_line(rest) else failures.classify(rest)):
+            continue
+        me, mine = split_prefix(lines[i])
+        if mine is not lines[i]:
+            continue
+        rank, joined, cls = logscan.unwrapped((prank, rest), lines[i], failures.classify(lines[i]))
+        if joined is not lines[i]:
+            out[i] = (f"[rank{rank}]:" if rank is not None else "") + joined
+    return "\n".join(out)
+
+
 def _reference(path: str, text: str) -> tuple:
     """analyze._logs's reading of one whole text, as it was before the reader streamed."""
     events, per_rank, hosts = [], {}, {}
-    for rank, lns in split_by_rank(strip_own_output(text)).items():
+    for rank, lns in split_by_rank(_unwrap(text)).items():
         raised = analyze._exceptions(lns)
         for i, line in enumerate(lns):
             cls = None if launcher.record_line(line) else failures.classify(line)

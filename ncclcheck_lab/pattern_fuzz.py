@@ -28,9 +28,9 @@ import time
 from hypothesis import HealthCheck, given, settings, target
 from hypothesis import strategies as st
 
-from ncclcheck.nccl import debuglog, failures
+from ncclcheck.nccl import debuglog, failures, prefixes
 from ncclcheck.nccl.linear import MAX_LINE_CHARS, Either, Then, _parse, _sre
-from ncclcheck.postmortem import analyze, flight, launcher, logscan, stacks
+from ncclcheck.postmortem import analyze, flight, launcher, logscan, stacks, watchlines
 from ncclcheck.postmortem.bound import clip
 
 MiB = 1 << 20
@@ -163,7 +163,8 @@ def entries() -> list:
                 "_VERSION", "_BOOTSTRAP", "_SOCKET_LINE", "_IF_ITEM", "_IB_LINE", "_IB_ITEM", "_OOB", "_VIA",
                 "_COLL_CHANNELS", "_ENV", "_WARN")]), lambda ln: state().feed(ln)),
             ("debuglog.env_of", debuglog._ENV, debuglog.env_of),
-            ("debuglog.split_prefix", Either(*debuglog._PREFIXES), debuglog.split_prefix),
+            ("prefixes.peel", Either(*(rx for _, rx in prefixes._RANKED), prefixes._PLAIN, prefixes._PDSH),
+             prefixes.peel),
             ("debuglog.nccl_header", debuglog._NCCL_HEADER, debuglog.nccl_header),
             ("debuglog.capture_host", debuglog._LINE_HOST, lambda ln: debuglog.capture_host("x", ln))]
     for name in ("_BLOCK", "_FIELD", "_RANK", "_EXIT", "_SRUN", "_MPI_SIGNAL", "_MPI_EXIT"):
@@ -182,7 +183,19 @@ def entries() -> list:
             ("logscan.literals", logscan._ANY, lambda ln: logscan._ANY.search(ln[:cut].lower())),
             ("analyze._GUARD_RANK", analyze._GUARD_RANK, lambda ln: analyze._GUARD_RANK.search(clip(ln, 400))),
             ("analyze._GLOO_ABORT", analyze._GLOO_ABORT, lambda ln: analyze._GLOO_ABORT.search(clip(ln, 400))),
-            ("flight._RANK_IN_NAME", flight._RANK_IN_NAME, lambda ln: flight._RANK_IN_NAME.search(ln[:255]))]
+            ("flight._RANK_IN_NAME", flight._RANK_IN_NAME, lambda ln: flight._RANK_IN_NAME.search(ln[:255])),
+            ("failures.said_rank", failures._SAID_RANK, failures.said_rank),
+            ("failures.telling", failures._HEADERS, failures.telling),
+            ("failures.as_nccl_warn", failures._OLD_WARN, failures.as_nccl_warn),
+            ("failures.store_missing", failures._JOINED, failures.store_missing),
+            ("failures.loopback_peer", failures._LOOPBACK_ADDRESS, failures.loopback_peer),
+            ("launcher.world_stated", Either(launcher._LAUNCH, launcher._NPROC, launcher._NNODES, launcher._NP,
+                                             launcher._PG_SIZE), launcher.world_stated),
+            ("watchlines.reports", Either(watchlines._WORK, watchlines._AT, watchlines._LAST, watchlines._PG),
+             lambda ln: watchlines.reports([{"class": "watchdog_timeout", "rank": 0, "line": ln}])),
+            ("logscan._TESTS_ROW", logscan._TESTS_ROW, lambda ln: logscan._TESTS_ROW.match(ln[:cut])),
+            ("logscan.unwrapped", logscan._STARTS_ITS_OWN,
+             lambda ln: logscan.unwrapped((None, ln[:cut]), ln[:cut], None))]
     return out
 
 

@@ -27,7 +27,7 @@ import re
 from typing import Optional
 
 from . import failures_jobs, failures_nccl, failures_torch
-from .failclass import FailureClass, cause, rx
+from .failclass import CONSEQUENCE, FailureClass, cause, rx
 from .linear import MAX_LINE_CHARS, Either, Prefilter, Then, fold, leading
 
 __all__ = ["FailureClass", "Either", "Then", "classify", "TABLE", "ROUTINE", "BY_ID"]
@@ -36,14 +36,13 @@ _PROGRAMS = (failures_nccl, failures_torch, failures_jobs)
 # Lines that are routine, not failures: checked before TABLE, so they never become a cause.
 ROUTINE = Either(*(p for m in _PROGRAMS for p in m.ROUTINE))
 
-# torch's wrapper of a failure NCCL reported as a system error (ncclSystemError: "unhandled system error"): a cause
-# only where NCCL's own WARN is absent (an external call failed: /dev/shm, systemd RemoveIPC, memlock, a socket)
-_SYSTEM_ERROR = cause("unhandled_system_error", rx(r"unhandled system error"),
-                      "a system call NCCL made failed (shared memory, memlock, a socket or a device)",
-                      "read the NCCL WARN lines just before it (NCCL_DEBUG=INFO): /dev/shm too small (docker "
-                      "--shm-size=1g or more), systemd RemoveIPC=no, `ulimit -l unlimited` for ibv_create_qp/"
-                      "ibv_reg_mr, a socket to a peer that went away",
-                      source="NCCL ncclGetErrorString(ncclSystemError)")
+# NCCL's result for a system call that failed (ncclSystemError: "unhandled system error"), as torch's wrapper and
+# nccl-tests report it: which call, and why, is NCCL's WARN (/dev/shm, memlock, a socket, systemd RemoveIPC)
+_SYSTEM_ERROR = FailureClass("unhandled_system_error", rx(r"unhandled system error"), False,
+                             "NCCL reported that a system call failed (its result: 'unhandled system error'); its own "
+                             "WARN line, which names the call, is not in this text",
+                             "rerun with NCCL_DEBUG=WARN (or INFO) to see which call failed",
+                             level=CONSEQUENCE, source="NCCL ncclGetErrorString(ncclSystemError)")
 
 # One table, the lower level first (the order of the programs' rows within a level): `classify` names the first row
 # that matches, which is the one the levels choose.
@@ -171,12 +170,34 @@ _JOINED = re.compile(r"\b(\d{1,7})/(\d{1,7}) (?:clients|workers) joined")
 MAX_MISSING_NAMED = 64
 
 
-def store_missing(line: str) -> list:
-    """The ranks a store's timeout shows never came: 1..N-1 when only its host joined ([] when it cannot tell)."""
+# the other end a closed or failed connection names: NCCL's "Connection closed by remote peer %s<%d>", gloo's
+# "Connection closed by peer [%s]:%d" / "Read error [%s]:%d" / "remote=[%s]:%d"
+_PEER = re.compile(r"(?:closed by (?:remote )?peer|Read error|remote=)\s{0,4}\[?([\w.:%-]{1,255}?)\]?"
+                   r"(?:<\d{1,5}>|:\d{1,5}\b)")
+
+
+def peer_of(line: str) -> Optional[str]:
+    """The peer a connection failure's line names, or None."""
+    m = _PEER.search(line[:MAX_LINE_CHARS])
+    return m.group(1) if m else None
+
+
+def store_joined(line: str) -> Optional[tuple]:
+    """(joined, expected) of a store's timeout line ("7/8 clients joined"), or None."""
     m = _JOINED.search(line[:MAX_LINE_CHARS])
-    if not m or int(m.group(1)) != 1 or not 1 < int(m.group(2)) <= MAX_MISSING_NAMED + 1:
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def store_missing(line: str, silent: Optional[set] = None) -> list:
+    """The ranks a store's timeout shows never came: 1..N-1 when only its host joined; else the ranks of 0..N-1 that
+    printed no line of their own (`silent`), when exactly as many as did not join ([] when it cannot tell)."""
+    got = store_joined(line)
+    if not got or not 1 <= got[0] < got[1] <= MAX_MISSING_NAMED + 1:
         return []
-    return list(range(1, int(m.group(2))))
+    if got[0] == 1:
+        return list(range(1, got[1]))
+    quiet = sorted(r for r in (silent or ()) if r < got[1])
+    return quiet if len(quiet) == got[1] - got[0] else []
 
 
 def seq_of(line: str) -> Optional[int]:

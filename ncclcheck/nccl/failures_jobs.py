@@ -16,7 +16,10 @@ from .failclass import CONSEQUENCE, GENERIC, SPECIFIC, cause, consequence, num, 
 ROWS = (
     # the OOM killer said by name: slurmstepd ("Detected %lu oom-kill event(s) in %ps. Some of your processes may
     # have been killed by the cgroup out-of-memory handler."), the kernel, Kubernetes, Ray's memory monitor
-    cause("oom_killed", rx(r"Detected \d{1,9} oom-kill event|Out of memory: Killed process|Memory cgroup out of memory|"
+    # Slurm < 23.02 "Detected %u oom-kill event(s) in %s", 23.02+ "Detected %u oom_kill event in StepId=%s"; srun's
+    # own "task %d: Out Of Memory"
+    cause("oom_killed", rx(r"Detected \d{1,9} oom[-_]kill event|Out of memory: Killed process|"
+                           r"Memory cgroup out of memory|tasks? [\d,\-]{1,64}: Out Of Memory|"
                            r"oom-kill:|OOMKilled|killed by the cgroup out-of-memory handler|"
                            r"node running low on memory|possibly killed by the OOM killer|"
                            r"Killed process \d{1,10} \(\S{1,64}\) total-vm"),
@@ -44,10 +47,17 @@ ROWS = (
           "get the native stack: rerun with `python -X faulthandler` (or TORCH_SHOW_CPP_STACKTRACES=1) and "
           "`ulimit -c unlimited` for a core; check library versions across nodes (`ncclcheck preflight` compares "
           "packages); a DataLoader's bus error is /dev/shm", source="the kernel's signals; launchers' exit codes"),
-    # slurmstepd's "*** %s ON %s CANCELLED AT %s DUE TO TIME LIMIT ***" (also PREEMPTION, NODE FAILURE, JOB REQUEUE;
-    # none: scancel)
-    cause("scheduler_cancelled", rx(r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+|DUE TO TIME LIMIT|"
-                                    r"DUE TO PREEMPTION|DUE TO NODE FAILURE|Node failure on \S{1,64}"),
+    # slurmstepd's "*** %s ON %s CANCELLED AT %s DUE TO TIME LIMIT ***" (also PREEMPTION, NODE FAILURE, JOB REQUEUE);
+    # a JOB cancelled with no reason is scancel's; a STEP with none is srun ending it after a task failed (below)
+    # srun names the node Slurm lost ("srun: error: Node failure on %s"); slurmstepd's "DUE TO NODE FAILURE" names
+    # only the node it runs on
+    cause("node_failure", rx(r"Node failure on \S{1,64}"),
+          "Slurm lost a node of the job (the node stopped answering its controller: a crash, a reboot, its network)",
+          "`sinfo -R` and `scontrol show node NAME` say why (slurmctld's log too); drain the node and check its "
+          "console and kernel log (`ncclcheck health` on it before it rejoins)", level=SPECIFIC, source="srun"),
+    cause("scheduler_cancelled", rx(r"CANCELLED AT \S{1,40} DUE TO|DUE TO TIME LIMIT|DUE TO PREEMPTION|"
+                                    r"DUE TO NODE FAILURE|"
+                                    r"\*\*\* JOB \S{1,64} ON \S{1,255} CANCELLED AT \S{1,40} \*\*\*"),
           "the scheduler ended the job (its time limit, a preemption, a node failure, a requeue or scancel: the line "
           "says which)",
           "a time limit: raise --time or checkpoint more often; a preemption or requeue: run in a partition or QOS "
@@ -60,6 +70,7 @@ ROWS = (
                                        r"SignalException: Process \d{1,10} got signal: \d{1,3}|"
                                        r"is killed by signal: Terminated|Main process received SIGTERM|"
                                        r"Job step aborted: Waiting up to|Sending process \d{1,10} closing signal|"
+                                       r"\*\*\* STEP \S{1,64} ON \S{1,255} CANCELLED AT \S{1,40} \*\*\*|"
                                        r"tasks? [\d,\-]{1,64}: Terminated|\(exitcode: -"
                                        + num("15") + r"\)"),
                 "the launcher stopped its workers (after a failure elsewhere, or told to stop by the scheduler or an "
@@ -67,6 +78,16 @@ ROWS = (
                 "find what happened before: the first rank that failed (the launcher's first observed failure), a hang "
                 "(NCCL's watchdog lines) or a time limit (the scheduler's log names who sent the signal)",
                 source="torch/distributed/elastic; DeepSpeed; srun"),
+    # Ray's worker death, with its list of what it may have been ("There are some potential root causes. (1) The
+    # process is killed by SIGKILL by OOM killer ... (3) The worker is crashed unexpectedly due to SIGSEGV"):
+    # possibilities, never evidence of one
+    consequence("worker_died", rx(r"A worker died or was killed while executing a task|"
+                                  r"Worker unexpectedly exits with a connection error code|"
+                                  r"There are some potential root causes"),
+                "a Ray worker process died; Ray lists what it may have been (the out-of-memory killer, a crash), this "
+                "text does not say which",
+                "`ray logs` of the dead worker (raylet.out, worker-*.err on its node) and `dmesg -T | grep -i -e oom "
+                "-e segfault` on that node name it", level=SPECIFIC, source="ray/_private/worker.py; raylet"),
     # a process that ended badly and said nothing more here: torchrun's one-line report of a worker, DeepSpeed's,
     # accelerate's, srun's, mpirun's, a container's exit
     consequence("rank_failed", rx(r"failed \(exitcode: -?\d{1,4}\) local_rank: \d{1,7} \(pid: \d{1,10}\)|"
@@ -75,7 +96,7 @@ ROWS = (
                                   r"process returned a non-zero exit code|"
                                   r"BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES|"
                                   r"The actor died unexpectedly|worker process has died|RayTaskError|"
-                                  r"Worker exit type: \w{1,32}"),
+                                  r"Worker exit type: \w{1,32}|TrainingFailedError|WorkerGroupError"),
                 "a rank's process ended with an error (the launcher's report: it says that, not why)",
                 "read that rank's own output before it ended (torchrun --redirects 3 --log-dir DIR keeps each rank's "
                 "apart); arm the next run so it leaves what names the cause: ncclcheck recommend --postmortem DIR "

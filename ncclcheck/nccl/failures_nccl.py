@@ -51,11 +51,13 @@ ROWS = (
           "NCCL found no usable socket interface (NCCL_SOCKET_IFNAME matches nothing on this host)",
           "set NCCL_SOCKET_IFNAME to an interface that is up on every node (`ncclcheck recommend --format env` names "
           "it); `ip -br addr` shows the names", source="src/bootstrap.cc; src/misc/socket.cc"),
-    cause("duplicate_gpu", rx(r"Duplicate GPU detected"), "two ranks use the same GPU",
+    # 2.30 replaced it: "Multiple Ranks are using the same GPU/Partition. Set NCCL_MULTI_RANK_GPU_ENABLE=1 ..."
+    cause("duplicate_gpu", rx(r"Duplicate GPU detected|Multiple Ranks are using the same GPU"),
+          "two ranks use the same GPU",
           "select each rank's GPU by its LOCAL_RANK: torch.cuda.set_device(int(os.environ['LOCAL_RANK'])) before "
           "init_process_group (not a fixed device such as set_device(0)), or give each rank its own "
           "CUDA_VISIBLE_DEVICES; check --nproc-per-node against the GPUs of the node",
-          source="src/init.cc (removed in 2.30)",
+          source="src/init.cc",
           names_ranks=rx(r"Duplicate GPU detected : rank (\d{1,7}) and rank (\d{1,7})")),
     # net_ib.cc's completion error, older "Got completion with error %d, opcode %d, len %d, vendor err %d", newer "Got
     # completion from peer %s with status=%d opcode=%d len=%d vendor err %d" (and "with error %d" in 2.12-2.18); the

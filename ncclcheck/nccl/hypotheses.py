@@ -68,6 +68,10 @@ HUNG = Suspect("hung_init", "a hang with no error after NCCL's init: GPU peer-to
                "rerun with NCCL_P2P_DISABLE=1: if it runs, disable ACS on the PCIe switches and boot with iommu=pt "
                "(or intel_iommu=off); then NCCL_IB_DISABLE=1 / NCCL_SOCKET_IFNAME=<iface> for the network; "
                "`ncclcheck preflight` and `ncclcheck health` check both")
+SYSCALL = Suspect("syscall", "a system call NCCL needs failed: /dev/shm too small (a container's 64 MiB), systemd "
+                  "RemoveIPC deleting shared memory, the memlock limit for RDMA, a socket to a peer that went away",
+                  "`df -h /dev/shm` and `ulimit -l` in the job's environment (`ncclcheck preflight` checks both: "
+                  "host.shm, host.memlock); rerun with NCCL_DEBUG=WARN to see the failing call")
 OWN_GPU = Suspect("own_gpu", "the rank's own GPU work queued before the collective never finished (a kernel that "
                   "never ends, a GPU fault), or its peers, whose lines are not here, never came",
                   "`nvidia-smi` on its host (its GPU at 100 % with no progress) and `dmesg -T | grep -i xid`; "
@@ -89,6 +93,8 @@ BY_EVIDENCE = {
     "nccl_warn": (NCCL_DETAIL, NETWORK, P2P),
     "nccl_error": (NCCL_SILENT, NETWORK, P2P),
     "nccl_cuda_error": (NCCL_SILENT, BUILD, GPU),
+    "unhandled_system_error": (NCCL_SILENT, SYSCALL, NETWORK),
+    "worker_died": (PEER_DIED, OWN_OUTPUT),
     "no_progress": (HUNG, NETWORK, GPU),
     "launcher_stopped": (STOPPED, SKIPPED, NETWORK, P2P),
     "interrupted": (STOPPED, SKIPPED, NETWORK, P2P),

@@ -75,10 +75,23 @@ _PDSH = re.compile(r"([A-Za-z0-9][\w.-]{0,63}): (?=\[rank\d|\[\d{1,10}[,\]]|\[de
 _NOT_A_HOST = ("Error", "Exception", "Warning", "Interrupt", "Failed", "Failure")
 
 
+# the host a layer names: pdsh's name, a pod's, Ray's or SkyPilot's ip, journald's host, Open MPI 5's [host:pid]
+_HOSTS = (re.compile(r"\[pod/([\w.-]{1,253})/"), re.compile(r"\(.{0,80}\bip=([\w.:]{1,64})\)"),
+          re.compile(r"\[\d{1,10},\d{1,7}\]\[([^\]:\s]{1,255}):\d{1,10}\]"),
+          re.compile(_MON + r" {1,2}\d{1,2} \d{2}:\d{2}:\d{2}(?:\.\d{1,9})? ([\w.-]{1,255}) "))
+
+
 def peel(line: str) -> tuple[Optional[int], str]:
     """(the global rank the line's prefixes say, or None; the line without them)."""
-    rank, believed, pos = None, 0, 0
+    rank, _, rest = peel_host(line)
+    return rank, rest
+
+
+def peel_host(line: str) -> tuple[Optional[int], Optional[str], str]:
+    """(the global rank the line's prefixes say, the host one of them names, each or None; the line without them)."""
+    rank, host, believed, pos = None, None, 0, 0
     for _ in range(MAX_LAYERS):
+        start = pos
         for weight, rx in _RANKED:
             m = rx.match(line, pos)
             if m:
@@ -92,5 +105,9 @@ def peel(line: str) -> tuple[Optional[int], str]:
                 m = _PDSH.match(line, pos)
                 if m is None or m.group(1).endswith(_NOT_A_HOST):
                     break
+                host = host or m.group(1)
             pos = m.end()
-    return rank, line[pos:] if pos else line
+        if host is None:
+            layer = line[start:pos]
+            host = next((h.group(1) for h in (rx.match(layer) or rx.search(layer) for rx in _HOSTS) if h), None)
+    return rank, host, line[pos:] if pos else line

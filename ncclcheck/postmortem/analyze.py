@@ -110,6 +110,12 @@ def _tie_aborts(events: list, failures_: list) -> None:
     ranked = [f for f in failures_ if isinstance(f.get("rank"), int)]
     if not ranked:
         return
+    oom = [f for f in ranked if f.get("oom")]  # srun's "Out Of Memory": the OOM killer's line is about that rank
+    if len(oom) == 1:
+        for e in events:
+            if e["rank"] is None and e["class"] == "oom_killed":
+                e["rank"], e["host"] = oom[0]["rank"], e["host"] or oom[0].get("host")
+                e["tied"] = "the launcher's failure records: the only rank it reports out of memory"
     by_dev: dict = {}  # (short host, local rank) -> failed ranks there
     aborted: dict = {}  # launcher output -> its ranks that died of SIGABRT
     exited: dict = {}  # launcher output -> its ranks that exited with a code
@@ -180,17 +186,20 @@ def _logs(inp: Inputs) -> tuple:
                     cls, line = more[0], f"{line} {lines[i + 1].strip()}"  # its message's own words name it
                     told.add(i + 1)
                 said = rank if rank is not None else failures.said_rank(line)
+                if said is None and log.ray and (pid := launcher.pid_named(line)) in log.ray:
+                    said = log.ray[pid][0]  # a Ray worker's pid in the line, as its worker table gives the rank
+                if line.startswith("slurmstepd:"):  # srun -l labels it with the node's first task: not its rank
+                    said = None
                 if cls is failures.GUARD_FAILED:  # the guard's verdict: its first failing check is the next line
                     m = _GUARD_RANK.search(line)  # its message names the rank that raised it
                     said = rank if rank is not None or not m else int(m.group(1))
                     line = next((ln.strip() for ln in lines[i + 1:i + 3] if ln.strip()), line)
                 if cls is None:
                     continue
-                head = nccl_header(line) or precedence.header_anywhere(line)
+                head = nccl_header(line) or precedence.header_anywhere(line) or (
+                    {"host": part.hosts[i]} if part.hosts[i] else None)  # NCCL's header, else the prefix's host
                 events.append({"rank": said, "class": cls.id, "cause": cls.cause, "line": clip(line.strip(), 400),
-                               # read whole (the line is cut below): the ranks it names
-                               "named": failures.ranks_named(cls, line) or (
-                                   failures.store_missing(line) if cls.id == "init_timeout" else []),
+                               "named": failures.ranks_named(cls, line),  # read whole: the line is cut below
                                "source": path, "order": (path, part.index[i]), "host": head["host"] if head else None,
                                "seq": failures.seq_of(line), "raised": i in raised,
                                "nccl": i in last or "NCCL WARN" in line})
@@ -199,8 +208,12 @@ def _logs(inp: Inputs) -> tuple:
             parsed = part.nccl  # NCCL's facts from all the rank's lines (None: no line of it holds "NCCL")
             if parsed and (parsed.get("version") or parsed.get("bootstrap") or parsed.get("transports")):
                 per_rank[rank] = parsed
-            if part.head:  # its first NCCL header
+            if part.head:  # its first NCCL header, else the host its lines' prefix named
                 hosts[rank] = part.head
+            elif part.host is not None:
+                hosts[rank] = {"host": part.host, "local_rank": None}
+        for r, ip in log.ray.values():  # Ray Train's table says each rank's node
+            hosts.setdefault(r, {"host": ip, "local_rank": None})
     for e in inp.error_files:
         cls = failures.classify(e["message"])
         if cls is not None:
@@ -210,6 +223,7 @@ def _logs(inp: Inputs) -> tuple:
         events += [{"rank": None, "class": failures.NO_PROGRESS.id, "cause": False, "line": log.tests_stalled,
                     "source": log.path, "order": (log.path, 0), "host": None, "seq": None, "named": [],
                     "hypotheses": True} for log in inp.logs if log.tests_stalled]
+    _store_missing(events, inp)
     precedence.tie_by_pid(events, inp.failures)
     _tie_aborts(events, inp.failures)
     return precedence.not_restated(events, inp.failures), per_rank, hosts
@@ -218,6 +232,17 @@ def _logs(inp: Inputs) -> tuple:
 def _ranks_with_lines(inp: Inputs) -> set:
     """The ranks whose own lines (a launcher's prefix) the logs hold."""
     return {r for log in inp.logs for r in log.ranks() if isinstance(r, int)}
+
+
+def _store_missing(events: list, inp: Inputs) -> None:
+    """A store's "7/8 clients joined" names the ranks that never came when exactly that many of its ranks printed no
+    line of their own (the launcher's records and the logs' prefixes say which did)."""
+    for e in events:
+        if e["class"] != "init_timeout" or not failures.store_joined(e["line"]):
+            continue
+        spoke = _ranks_with_lines(inp) | {x["rank"] for x in events if isinstance(x["rank"], int)}
+        total = failures.store_joined(e["line"])[1]
+        e["about"] = failures.store_missing(e["line"], set(range(total)) - spoke)
 
 
 def _message_goes_on(lines: list, index: list, i: int) -> Optional[tuple]:
@@ -239,10 +264,13 @@ def _who(rank: int, hosts: dict) -> str:
 
 
 def _who_all(ranks: list, hosts: dict) -> str:
-    """'rank 3 (host h2, local rank 1)'; 'ranks 0, 1 (host vm)' when every one of them is on one host."""
+    """'rank 3 (host h2, local rank 1)'; 'ranks 0, 1 (host vm)' when every one of them is on one host; 'rank 0 (host
+    a), rank 4 (host b)' when a few are on several."""
     if len(ranks) == 1:
         return _who(ranks[0], hosts)
     on = {(hosts.get(r) or {}).get("host") for r in ranks}
+    if len(ranks) <= SHOWN and len(on - {None}) > 1:
+        return ", ".join(_who(r, hosts) for r in sorted(ranks))
     one = on.pop() if len(on) == 1 else None
     return ranks_text(ranks) + (f" (host {one})" if one else "")
 
@@ -554,7 +582,7 @@ def _failed(f: dict) -> bool:
 
 
 def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: dict, have_cause: bool,
-                 covered: frozenset = frozenset()) -> list:
+                 covered: frozenset = frozenset(), watched: frozenset = frozenset()) -> list:
     out = []
     empty = empty_dumps(inp)
     no_dump = sorted(({r for g in groups for r in g["no_dump"]} |
@@ -586,7 +614,9 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
         # crash is nobody's: two at once are two causes. Any of them yields to a cause found elsewhere (have_cause).
         # torchrun's SIGKILL past its grace is its stop
         own = f.get("signal") in precedence.OWN_DEATHS and not f.get("stopped")
-        cause = not have_cause and not stopped and (first is None or r == first or own)
+        # NCCL's watchdog takes its process down with SIGABRT once a collective timed out: the timeout's consequence
+        aborted = f.get("signal") == "SIGABRT" and (r in watched or None in watched)
+        cause = not have_cause and not stopped and not aborted and (first is None or r == first or own)
         if r in empty:
             kind = "no_dump"
             text = f"rank {r}'s dump is empty: killed while dumping? ({_who(r, hosts)}, {empty[r]})"
@@ -607,6 +637,8 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
             text += f"; {death}"
         if stopped:
             text += f" (the launcher stopped it after rank {first} failed)"
+        elif aborted:
+            text += words.WATCHDOG_ABORT
         fix = ("read that rank's own output, the last lines before it exited (torchrun --redirects 3 --log-dir DIR "
                "keeps each rank's apart), and arm the next run so it leaves what names the cause: ncclcheck "
                "recommend --postmortem DIR --format env" if kind == "exited" else
@@ -712,6 +744,10 @@ def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> li
     ranked = {e["class"] for e in events if e["rank"] is not None}
     per_class: dict = {}  # class -> causes given a line of their own
     rest: dict = {}  # class -> [ranks past MAX_RANK_CAUSES], one line for them (one per rank was O(ranks) lines)
+    peers: dict = {}  # rank (None too) -> the first peer its closed connections name
+    for e in events:
+        if e["class"] == "peer_closed" and (p := failures.peer_of(e["line"])):
+            peers.setdefault(e["rank"], p)
     spans = len({_short(h.get("host")) for h in hosts.values() if h.get("host")} |
                 {_short(e["host"]) for e in events if e.get("host")}) >= 2
     for i, e in enumerate(events):
@@ -721,7 +757,7 @@ def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> li
             cls = failures.LOOPBACK  # its own words name 127.x as the peer, across hosts (or the hostname's 127.0.1.1)
             e = dict(e, **{"class": cls.id})
         named = e.get("named") or []  # "rank 0 and rank 1 both on ...": one fault of both
-        named = named if e["rank"] is None or e["rank"] in named else []
+        named = e.get("about") or (named if e["rank"] is None or e["rank"] in named else [])  # or those it is about
         key = (e["class"], tuple(named) if named else e["rank"], i in wraps)
         if i in wraps and events[wraps[i]]["class"] == e["class"]:
             continue  # the wrapper's class is its NCCL line's: that line says it all
@@ -745,6 +781,9 @@ def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> li
                 cls.what + words.line_said(failures.telling(e["line"])))
         if near and cls.id != failures.LOOPBACK.id:
             what += words.LOOPBACK_PEER
+        peer = peers.get(e["rank"], peers.get(None)) if cls.id == "peer_closed" else None
+        if peer and peer not in what:  # a wrapper's words name no peer; the rank's NCCL line does
+            what += words.the_peer(peer)
         if CUT in e["line"] and CUT not in what:  # warn_text's own cut hid the mark: say it was cut
             what += f" ... {CUT}]"
         cause = cls.cause
@@ -753,7 +792,8 @@ def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> li
             cause = False
             what = (cls.what if cls.cause else words.WRAPPER) + words.wrapper_of(said["rank"],
                                                                                failures.BY_ID[said["class"]].what)
-        elif cause and after_first and ranks and first not in ranks and cls.id in precedence.AFTER_A_DEATH:
+        elif (cause and after_first and ranks and first not in ranks and e["rank"] != first
+              and cls.id in precedence.AFTER_A_DEATH):
             cause = False
             what += f" (after rank {first} {_exit_text(by_rank[first])}, the launcher's first observed failure)"
         c = {"kind": e["class"], "cause": cause, "pg": None, "seq": e.get("seq"), "ranks": ranks,
@@ -844,7 +884,9 @@ def analyse(inp: Inputs, preflight: Optional[dict] = None,
     # line): known only here, once every source of causes was read
     have = any(c["cause"] and c["kind"] != "unusable_dump" for c in fr + logs + ras)
     silent, covered = _silent_hosts(groups, world, inp, hosts, have)
-    dead = silent + _dead_causes(groups, world, inp, hosts, by_rank, have or bool(silent), frozenset(covered))
+    watched = frozenset(e["rank"] for e in events if e["class"] == "watchdog_timeout")
+    dead = silent + _dead_causes(groups, world, inp, hosts, by_rank, have or bool(silent), frozenset(covered),
+                                 watched)
     if have or any(c["cause"] for c in dead):
         fr = [dict(c, cause=False) if c["kind"] == "unusable_dump" else c for c in fr]
     ordered = ([c for c in fr if c["cause"]] + [c for c in ras if c["cause"]] + [c for c in logs if c["cause"]] +
@@ -934,7 +976,9 @@ def _never_nothing(causes: list, by_rank: dict, hosts: dict) -> list:
     if any(c["cause"] for c in causes):
         return causes
     first = first_failure(by_rank)
-    failed = sorted((f for f in by_rank.values() if _failed(f)),
+    # a death by SIGABRT where a watchdog fired is the watchdog's abort: what the watchdog saw leads, not it
+    watched = any(c["kind"] in ("watchdog_timeout", "stalled_all", "stalled_one") for c in causes)
+    failed = sorted((f for f in by_rank.values() if _failed(f) and not (watched and f.get("signal") == "SIGABRT")),
                     key=lambda f: (f["rank"] != first, f.get("signal") == "SIGTERM", f["rank"]))
     seen = sorted((c for c in causes if c["kind"] not in _NOT_A_FAILURE), key=lambda c: _EVIDENCE.get(c["kind"], 99))
     if failed:
@@ -989,5 +1033,25 @@ def _verdict(causes: list, groups: list, hosts: dict, by_rank: dict) -> Optional
         if death and death not in text and not (said and said in text) and root["kind"] not in ("exited",
                                                                                               "job_failed"):
             text += f"; {death}"
+    text += _elsewhere(root, hosts, by_rank)
     return text
+
+
+def _elsewhere(root: dict, hosts: dict, by_rank: dict) -> str:
+    """The other hosts whose ranks the launcher reports ended badly of their own (not stopped by it): '; the launcher
+    reports ranks 8-15 on gpu-st-02 failed too (exit code 1)'."""
+    mine = {(hosts.get(r) or {}).get("host") for r in root["ranks"]}
+    by_host: dict = {}
+    for r, f in sorted(by_rank.items()):
+        if r in root["ranks"] or not _failed(f) or f.get("signal") == "SIGTERM" or f.get("stopped"):
+            continue
+        h = f.get("host") or (hosts.get(r) or {}).get("host")
+        if h and h not in mine:
+            by_host.setdefault(h, []).append(r)
+    if not by_host:
+        return ""
+    said = [f"{ranks_text(rs)} on {h}" for h, rs in list(by_host.items())[:4]]
+    return words.failed_elsewhere(", ".join(said) + (f" and {len(by_host) - 4} more hosts" if len(by_host) > 4
+                                                     else ""))
+
 

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Optional
 
-from ..nccl.debuglog import parse_nccl_debug
+from ..nccl.debuglog import nccl_header, parse_nccl_debug, split_prefix
 from ..nccl.linear import MAX_LINE_CHARS
 from ..render import words
 from .bound import clip
@@ -27,6 +27,10 @@ _NAME = r"[\w.:@-]{1,32}"
 # NCCL echoes the interface setting it read (src/misc/socket.cc: "NCCL_SOCKET_IFNAME set to %s"; others "%s set by
 # environment to %s")
 _IF_SET = re.compile(r"NCCL_SOCKET_IFNAME set (?:by environment )?to (\S{0,256})")
+# ... or the job's own lines set it: a pasted `export NCCL_SOCKET_IFNAME=...`, an env dump ("NCCL_SOCKET_IFNAME:  eth1")
+_IF_ASSIGNED = re.compile(r"\bNCCL_SOCKET_IFNAME\s{0,4}[=:]\s{0,8}[\"']?([^\s\"',;]{1,256})")
+IB_KINDS = ("ib_completion_error", "ib_flush", "ib_registration", "ib_gid", "ib_async_event", "ib_device", "memlock",
+            "dmabuf", "gdr")
 _SYS_NET = re.compile(r"/sys/class/net/(" + _NAME + r")/")
 _NET_PATH = re.compile(r"network path \(name = (" + _NAME + r")\)")
 # src/plugin/net.cc: "Failed to initialize NET plugin %s", "Initialized NET plugin %s"; the IB plugin's reason
@@ -42,7 +46,7 @@ def host_lines(logs: Iterable, host: str) -> list:
     for log in logs:
         for line in reread_lines(log.source):
             line = line[:MAX_LINE_CHARS]
-            head = header_anywhere(line)
+            head = nccl_header(split_prefix(line)[1]) or header_anywhere(line)
             if head and head["host"] == host:
                 out.append(line)
                 if len(out) >= MAX_HOST_LINES:
@@ -69,9 +73,10 @@ def _preflight_interfaces(preflight: Optional[dict], host: str) -> list:
 
 
 def socket_interface(host: str, lines: list, preflight: Optional[dict],
-                     here: Optional[Callable[[], Optional[dict]]]) -> dict:
-    """{"text", "fix", "setting", "interfaces", "from"} for "no socket interface found" on `host`."""
-    m = next((m for m in map(_IF_SET.search, lines) if m), None)
+                     here: Optional[Callable[[], Optional[dict]]], logs: Iterable = ()) -> dict:
+    """{"text", "fix", "setting", "interfaces", "from"} for "no socket interface found" on `host`: the setting as
+    NCCL echoed it on that host, else as the job's own lines assign it."""
+    m = next((m for m in map(_IF_SET.search, lines) if m), None) or _assigned(logs)
     setting = clip(m.group(1), 256) if m else None
     names, source = interfaces_in(lines), "nccl"
     if not names:
@@ -86,6 +91,22 @@ def socket_interface(host: str, lines: list, preflight: Optional[dict],
             "from": source if names else None}
 
 
+def _assigned(logs: Iterable) -> Optional[re.Match]:
+    """The first NCCL_SOCKET_IFNAME assignment any of the logs holds, or None."""
+    for log in logs:
+        for line in reread_lines(log.source):
+            m = _IF_ASSIGNED.search(line[:MAX_LINE_CHARS])
+            if m:
+                return m
+    return None
+
+
+def ib_ports(host: str, lines: list) -> dict:
+    """{"text"} naming the InfiniBand/RoCE ports NCCL said it used on `host` (its "NET/IB : Using" line)."""
+    ports = [f"{d['device']}:{d['port']}" for d in parse_nccl_debug("\n".join(lines)).get("ib_devices", [])]
+    return {"text": words.ib_ports_used(host, ports) if ports else ""}
+
+
 def net_plugins(lines: list) -> dict:
     """{"text", "tried": {plugin: why}, "loaded": [plugins]} from a host's NCCL lines."""
     why = {m.group(1): m.group(2).rstrip(".") for m in map(_PLUGIN_WHY.search, lines) if m}
@@ -98,10 +119,16 @@ def net_plugins(lines: list) -> dict:
 def explain(kind: str, host: Optional[str], logs: Iterable, preflight: Optional[dict],
             here: Optional[Callable[[], Optional[dict]]]) -> Optional[dict]:
     """What the evidence adds to a cause of class `kind` on NCCL's `host`, or None for a class that needs nothing."""
-    if host is None or kind not in ("no_socket_interface", "net_plugin"):
+    if host is None or kind not in ("no_socket_interface", "net_plugin", "socket_family", *IB_KINDS):
         return None
     lines = host_lines(logs, host)
     if kind == "no_socket_interface":
-        return socket_interface(host, lines, preflight, here)
+        return socket_interface(host, lines, preflight, here, logs)
+    if kind in IB_KINDS:
+        got = ib_ports(host, lines)
+        return got if got["text"] else None
+    if kind == "socket_family":
+        names = interfaces_in(lines)
+        return {"text": words.interfaces_chosen(host, names)} if names else None
     got = net_plugins(lines)
     return got if got["text"] else None

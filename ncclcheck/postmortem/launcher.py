@@ -86,10 +86,11 @@ def parse_failure_table(text: str) -> list[dict]:
 
 # srun's own report of a task that ended badly: "srun: error: h2: task 3: Killed", "...: tasks 0-1: Exited with exit
 # code 1" (Slurm's words for the signal: Killed = SIGKILL, Aborted = SIGABRT, Terminated = SIGTERM ...)
+# "Out Of Memory": the cgroup's OOM killer took the task (a SIGKILL the record marks as such)
 _SRUN = re.compile(r"srun: error: ([\w.-]+): tasks? ([\d,\-]+): (Killed|Aborted|Terminated|Segmentation fault|"
-                   r"Bus error|Exited with exit code (\d+))")
+                   r"Bus error|Out Of Memory|Exited with exit code (\d+))")
 _SRUN_SIGNAL = {"Killed": "SIGKILL", "Aborted": "SIGABRT", "Terminated": "SIGTERM", "Segmentation fault": "SIGSEGV",
-                "Bus error": "SIGBUS"}
+                "Bus error": "SIGBUS", "Out Of Memory": "SIGKILL"}
 
 
 def _task_ids(spec: str) -> list[int]:
@@ -110,7 +111,8 @@ def parse_srun_errors(text: str) -> list[dict]:
         for r in _task_ids(tasks):
             out.setdefault(r, {"rank": r, "local_rank": None, "host": clip(host, MAX_FIELD_CHARS), "signal": sig,
                                "exitcode": _int(int(code)) if code else (-signal.Signals[sig].value if sig else None),
-                               "first": not out, "launcher": "slurm"})
+                               "first": not out, "launcher": "slurm", **({"oom": True} if what == "Out Of Memory"
+                                                                         else {})})
     return [out[r] for r in sorted(out)]
 
 
@@ -227,6 +229,34 @@ def world_stated(line: str) -> Optional[int]:
         n = _NNODES.search(line)
         return int(p.group(1)) * (int(n.group(1)) if n and "--standalone" not in line else 1)
     m = _NP.search(line) if re.search(r"\b(?:mpirun|mpiexec|prterun)\b", line) else None
+    return int(m.group(1)) if m else None
+
+
+# Ray Train's table of its workers ("Started distributed worker processes:" then "- (node_id=.., ip=198.18.0.7,
+# pid=4410) world_rank=0, local_rank=0, node_rank=0"), and the pid a Ray prefix names ("(RayTrainWorker pid=4410)")
+_RAY_WORKER = re.compile(r"\bip=([\w.:]{1,64}), pid=(\d{1,10})\) world_rank=(\d{1,7})")
+_RAY_PID = re.compile(r"\((?:[\w.:-]{1,64} )?pid=(\d{1,10})[,)]")
+STATES_RAY = "world_rank="
+
+
+def ray_worker(line: str) -> Optional[tuple]:
+    """(pid, rank, ip) of a row of Ray Train's worker table, or None."""
+    m = _RAY_WORKER.search(line)
+    return (int(m.group(2)), int(m.group(3)), m.group(1)) if m and _rank(int(m.group(3))) is not None else None
+
+
+_PID_NAMED = re.compile(r"\bpid[=:] ?(\d{1,10})\b")
+
+
+def pid_named(line: str) -> Optional[int]:
+    """A pid a line names anywhere ("(pid=2406, ip=...)", "pid: 2406"), or None."""
+    m = _PID_NAMED.search(line)
+    return int(m.group(1)) if m else None
+
+
+def ray_pid(line: str) -> Optional[int]:
+    """The worker pid a Ray prefix at the line's start names, or None."""
+    m = _RAY_PID.match(line)
     return int(m.group(1)) if m else None
 
 

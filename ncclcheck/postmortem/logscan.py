@@ -43,6 +43,7 @@ from ..nccl.debuglog import (
 )
 from ..nccl.failclass import GENERIC
 from ..nccl.linear import MAX_LINE_CHARS, fold, literal_rx
+from ..nccl.prefixes import peel_host
 from ..render import words
 from . import launcher
 from .bound import clip
@@ -120,7 +121,7 @@ FAST = not any(SEP.lower().strip() in lit or lit in SEP.lower() for lit in _HEAD
 # a line holding none of these is read only for where it starts: no class, parser or table reads it, and (with no
 # ":" and not starting like a launcher prefix or a table rule) it is not a traceback's, ncclcheck's or a table's
 _PLAIN = literal_rx({*_HEAD_LITERALS, "nccl", "traceback", "error", "exception", "failed", "interrupt",
-                     *launcher.OWN_LITERALS, *launcher.STATES_WORLD})
+                     *launcher.OWN_LITERALS, *launcher.STATES_WORLD, launcher.STATES_RAY})
 _PREFIX_STARTS = "[0123456789 \t\r\x0b\x0c\x1c\x1d\x1e\x1f"
 _HEAD_RX, _ANY, _STRICT_RX, _TABLE_RX, _RANK_RX, _PARSE_RX, _VIA_RX = (literal_rx(x) for x in (
     _HEAD_LITERALS, set(_HEAD_LITERALS) - set(VIA_LITERALS), _STRICT, failures.LITERALS, RANK_LITERALS,
@@ -207,7 +208,7 @@ class Room:
 
 
 class _Source:
-    __slots__ = ("key", "first", "header", "nccl", "state", "tb", "counts", "follow")
+    __slots__ = ("key", "first", "header", "nccl", "state", "tb", "counts", "follow", "host")
 
     def __init__(self, key, first: int):
         self.key = key  # ("p", rank) a launcher prefix's, ("h", host, pid) an NCCL process's, None neither's
@@ -218,6 +219,7 @@ class _Source:
         self.tb: Optional[tuple] = None  # (line number, line) of the traceback it is inside, if any
         self.counts: dict = {}  # class -> lines kept
         self.follow = 0  # its next lines to keep (after a PreflightFailed line)
+        self.host: Optional[str] = None  # the first host its lines' prefixes named (pdsh, a pod, Ray's ip)
 
 
 class _Head:
@@ -233,6 +235,8 @@ class RankPart:
     line numbers, NCCL's facts from all its lines (None: no line of it holds "NCCL") and its first NCCL header."""
     lines: list = field(default_factory=list)
     index: list = field(default_factory=list)
+    hosts: list = field(default_factory=list)  # per kept line, the host its prefix named (pdsh, a pod, Ray ip), or None
+    host: Optional[str] = None  # the first host any of its lines' prefixes named
     nccl: Optional[dict] = None
     head: Optional[dict] = None
 
@@ -271,6 +275,7 @@ class LogScan:
         self._failures: Optional[list] = None
         self.launcher: Optional[str] = None  # the launcher whose own output this is (launcher.own_line)
         self.worlds: list = []  # the job sizes launch commands pasted in it state (launcher.world_stated)
+        self.ray: dict = {}  # pid -> (rank, ip) of Ray Train's worker table (its lines' prefixes name the pid)
         self._wrap: Optional[tuple] = None  # (rank, line) of the last long line no class knew: a wrap's first part
         self.tests_header: Optional[str] = None  # nccl-tests' first header line, when it ran ("# nThread ...")
         self.tests_rows = self.tests_end = False  # ... a result row of its table, its closing "Avg bus bandwidth"
@@ -367,12 +372,13 @@ class LogScan:
     def _head(self, head: str, n: int):
         """What a header says, remembered: its source, or False when its line must go the full way."""
         info = False
-        prank, rest = split_prefix(head)
+        prank, phost, rest = peel_host(head)
         m = _FAST_HEAD.fullmatch(rest) if head.isascii() else None
         if m and not _line_start_matters(rest) and not _HEAD_RX.search((head + SEP).lower()):
             src = self._source(("p", prank) if prank is not None else ("h", m.group(1), int(m.group(2))), n)
             self._saw_header(src, n, m.group(1), int(m.group(4)))
             src.nccl = self.has_text = True
+            src.host = src.host or phost
             self.nccl_seen = self.nccl_seen or n <= KNOWN_LINES
             info = _Head(src, prank is not None, (m.group(1), int(m.group(2))))
         if len(self._heads) >= MAX_MEMO:
@@ -434,7 +440,11 @@ class LogScan:
             self.has_text = True
         low = fold(raw)
         plain = low is not None and not _PLAIN.search(low)  # no literal anything reads: only where it starts matters
-        prank, rest = split_prefix(raw)
+        prank, phost, rest = peel_host(raw)
+        if self.ray and prank is None and (pid := launcher.ray_pid(raw)) in self.ray:
+            prank, phost = self.ray[pid]
+        elif launcher.STATES_RAY in raw and len(self.ray) < MAX_SOURCES and (w := launcher.ray_worker(raw)):
+            self.ray[w[0]] = (w[1], w[2])
         if self.launcher is None and prank is None and not plain:
             self.launcher = launcher.own_line(raw)
         if not plain and len(self.worlds) < 16 and (w := launcher.world_stated(rest)):
@@ -464,12 +474,13 @@ class LogScan:
                            n)
         if head is not None:
             self._saw_header(src, n, head["host"], head["cuda_dev"])
+        src.host = src.host or phost
         if "NCCL" in rest:
             src.nccl = True
         if rest and not plain:
             self._state(src).feed(rest, n)
         if not plain or self._follow or src.follow or src.tb:  # a plain line opens and ends no traceback
-            self._keep_if_read(src, cls, rest, n)
+            self._keep_if_read(src, cls, rest, n, phost)
         self._none = self._none or src.key is None
         self._calm = FAST and not self._follow and not self._table_follow and self._own.idle
 
@@ -489,7 +500,7 @@ class LogScan:
         before its first collective finished), else None."""
         return self.tests_header if self.tests_header and not self.tests_rows and not self.tests_end else None
 
-    def _keep_if_read(self, src: _Source, cls, rest: str, n: int) -> None:
+    def _keep_if_read(self, src: _Source, cls, rest: str, n: int, host: Optional[str] = None) -> None:
         """Keep the line when `_logs` reads it: classified, ending a traceback (with the line that opened it), a
         PreflightFailed line and the lines after it."""
         follower = self._follow > 0 or src.follow > 0
@@ -518,14 +529,14 @@ class LogScan:
             self._follow, src.follow = FOLLOW_LINES, 2
         if opened is not None:
             self._add(opened[0], src.key, opened[1])
-        self._add(n, src.key, rest)
+        self._add(n, src.key, rest, host)
 
-    def _add(self, n: int, key, line: str) -> None:
+    def _add(self, n: int, key, line: str, host: Optional[str] = None) -> None:
         if self.room.chars < len(line):
             self.dropped += 1
             return
         self.room.chars -= len(line)
-        self._kept.append((n, key, line))
+        self._kept.append((n, key, line, host))
 
     def _table_line(self, raw: str, rest: str, plain: bool) -> None:
         """Keep the lines a launcher's failure table, srun's or mpirun's report is read from (raw: with prefix)."""
@@ -572,16 +583,18 @@ class LogScan:
             srcs.setdefault(r, []).append(src)
         parts = {r: RankPart() for r in sorted(first, key=first.get)}
         seen: set = set()
-        for n, key, line in sorted(self._kept, key=lambda k: k[0]):
+        for n, key, line, host in sorted(self._kept, key=lambda k: k[0]):
             if n not in seen:
                 seen.add(n)
                 part = parts[self._rank(key)]
                 part.lines.append(line)
                 part.index.append(n)
+                part.hosts.append(host)
         for r, group in srcs.items():
             part = parts[r]
             if any(s.nccl for s in group):
                 part.nccl = NcclDebugState.result([s.state for s in group if s.state is not None])
+            part.host = next((s.host for s in sorted(group, key=lambda s: s.first) if s.host), None)
             heads = [s.header for s in group if s.header is not None]
             if heads:
                 part.head = dict(min(heads, key=lambda h: h[0])[1])

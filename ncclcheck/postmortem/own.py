@@ -110,8 +110,8 @@ def ends(stacks: dict, by_rank: dict, events: list, error_files: list, first: Op
         if _stopped(f) and not ((found.get(r) or {}).get("then") or "").startswith(TOLD_TO_STOP):
             found.pop(r, None)  # raised or exited as the launcher stopped it: its stop, not its own end
         elif f.get("signal") in OWN_DEATHS and r not in found and r not in dumped:
-            found[r] = {"kind": "died", "what": f["signal"], "at": None, "source": f.get("source") or "launcher",
-                        "time": ""}
+            found[r] = {"kind": "died", "what": words.OOM_KILL if f.get("oom") else f["signal"], "at": None,
+                        "source": f.get("source") or "launcher", "time": ""}
     order = {"exception": 0, "died": 1, "exited": 2}
     return heapq.nsmallest(MAX_ENDS, ({"rank": r, **e} for r, e in found.items()),
                            key=lambda e: (e["rank"] != first, e["time"] or "~", order[e["kind"]], e["rank"]))

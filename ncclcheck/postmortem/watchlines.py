@@ -33,7 +33,7 @@ from ..nccl import failures
 from ..nccl.linear import MAX_LINE_CHARS
 from ..render import words
 
-_WORK = re.compile(r"WorkNCCL\(SeqNum=(\d{1,12}), OpType=(\w{1,40})")
+_WORK = re.compile(r"WorkNCCL\(SeqNum=(\d{1,12}), OpType=(\w{1,40})(?:, NumelIn=(\d{1,15}), NumelOut=(\d{1,15}))?")
 # the rank's place: "Timeout at NCCL work: %d, last enqueued NCCL work: %d, last completed NCCL work: %d." (2.3-2.5),
 # "Exception (either an error or timeout) detected by watchdog at work: %d, ..." (2.4-2.5), " failure detected by
 # watchdog at work sequence id: %d PG status: last enqueued work: %d, last completed work: %d" (2.6+); a dump signal's
@@ -63,6 +63,7 @@ class Report:
     op: Optional[str] = None
     enqueued: Optional[int] = None
     completed: Optional[int] = None
+    numel: Optional[tuple] = None  # (NumelIn, NumelOut) of its timed-out work
 
 
 def _op(name: str) -> str:
@@ -82,6 +83,7 @@ def reports(events: list) -> dict:
         rep.desc = rep.desc or desc
         if (w := _WORK.search(line)) is not None:
             rep.seq, rep.op = int(w.group(1)), _op(w.group(2))
+            rep.numel = (int(w.group(3)), int(w.group(4))) if w.group(3) else None
         if (a := _AT.search(line)) is not None:
             rep.seq = rep.seq if rep.seq is not None else int(a.group(1))
             rep.enqueued, rep.completed = int(a.group(2)), int(a.group(3))
@@ -119,6 +121,20 @@ def causes(events: list, world: int, seen: set, who: Callable[[int], str],
             out.append({"kind": "collective_mismatch", "cause": True, "pg": None, "seq": None, "ranks": named,
                         "text": words.diverged("; ".join(parts), ranks_text(major), coll, name,
                                                len(named) == len(timed)),
+                        "fix": failures.BY_ID["collective_mismatch"].fix, "source": "watchdog lines"})
+            continue
+        sizes: dict = {}  # one collective of one op, called with other element counts: a size mismatch
+        for r in major:
+            if timed[r].numel is not None:
+                sizes.setdefault(timed[r].numel, []).append(r)
+        if len(sizes) > 1:
+            common = max(sizes, key=lambda k: (len(sizes[k]), -min(sizes[k])))
+            odd = sorted(r for k, rs in sizes.items() if k != common for r in rs)
+            named = odd if len(odd) < len(sizes[common]) else sorted(r for rs in sizes.values() for r in rs)
+            out.append({"kind": "collective_mismatch", "cause": True, "pg": None, "seq": None, "ranks": named,
+                        "text": words.sizes_differ(coll, "; ".join(f"{ranks_text(rs)} {k[0]} in, {k[1]} out"
+                                                                   for k, rs in sorted(sizes.items(),
+                                                                                       key=lambda kv: kv[1]))),
                         "fix": failures.BY_ID["collective_mismatch"].fix, "source": "watchdog lines"})
             continue
         # a rank whose own last enqueued work is below it (its timeout, or a dump signal it received, says so)

@@ -229,6 +229,10 @@ def diverged(parts: str, major: str, coll: str, group: str, both: bool) -> str:
             f"mismatch")
 
 
+def sizes_differ(coll: str, sizes: str) -> str:
+    return f"the ranks called {coll} with other element counts ({sizes}; their watchdog lines): a size mismatch"
+
+
 def never_entered_by_lines(who: str, coll: str, waiting: str, why: str) -> str:
     return f"{who} never entered {coll}: {waiting} timed out waiting in it (their watchdog lines); {why}"
 
@@ -256,10 +260,32 @@ def alone_stalled(who: str, coll: str) -> str:
             f"GPU work queued before it never finished (a kernel that never ended)")
 
 
+def the_peer(peer: str) -> str:
+    return f" (the peer: {peer})"
+
+
+def failed_elsewhere(where: str) -> str:
+    """Other hosts' ranks the launcher reports ended badly too (not its own stop)."""
+    return f"; the launcher reports {where} failed too"
+
+
+# a rank that died of SIGABRT after its watchdog fired
+WATCHDOG_ABORT = " (NCCL's watchdog takes the process down with SIGABRT once a collective timed out: a consequence)"
+
+
 # a connection failure at a loopback address, in a text that does not show the job's hosts
 LOOPBACK_PEER = ("; the peer's address is a loopback one: if the ranks run on more than one host, their hostname "
                  "resolves to 127.x (/etc/hosts) and GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME must name the interface "
                  "the hosts share")
+
+
+def interfaces_chosen(host: str, names: list) -> str:
+    return f"; NCCL on {host} chose {', '.join(names[:8])}"
+
+
+def ib_ports_used(host: str, ports: list) -> str:
+    """The ports an IB fault's host used, from its own NCCL lines."""
+    return f"; NCCL on {host} used {', '.join(ports[:8])}" + (f" and {len(ports) - 8} more" if len(ports) > 8 else "")
 
 
 # the middle verdict of diagnose: a failure shown, its cause not (postmortem/analyze.py not_in_text)
@@ -301,12 +327,16 @@ def stopped_after_silent(silent: int, n: int = 1) -> str:
             f"(SIGKILL, the OOM killer, a crash, its host); stopped, not skipped)")
 
 
+OOM_KILL = "SIGKILL (out of memory)"  # a death the launcher itself says the OOM killer dealt (srun's "Out Of Memory")
+
+
 def own_end(who: str, kind: str, what: str, at: Optional[str]) -> str:
     """What a rank said of itself, the cause: 'rank 1 (host h, local rank 1) raised RuntimeError: boom at
     train.py:12 in main'; 'rank 1 called sys.exit(3) at ...'; 'rank 1 was killed (SIGKILL: ...)'."""
     if kind == "died":
         how = (f"was killed ({what}: the OOM killer, an operator or the scheduler; nobody in the job sends it)"
-               if what == "SIGKILL" else f"crashed ({what})")
+               if what == "SIGKILL" else "was killed by the out-of-memory killer (SIGKILL; the launcher says: Out "
+               "Of Memory)" if what == OOM_KILL else f"crashed ({what})")
         return f"{who} {how}"
     return f"{who} {what}" + (f" at {at}" if at else "")
 

@@ -13,9 +13,10 @@ import tracemalloc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ncclcheck.nccl import failures
-from ncclcheck.nccl.debuglog import nccl_header, parse_nccl_debug, split_by_rank, split_prefix
-from ncclcheck.postmortem import analyze, launcher, logscan
+from ncclcheck.nccl import debuglog, failures
+from ncclcheck.nccl.debuglog import nccl_header, parse_nccl_debug, split_prefix
+from ncclcheck.nccl.prefixes import peel_host
+from ncclcheck.postmortem import analyze, launcher, logscan, precedence
 from ncclcheck.postmortem.inputs import Inputs, read_inputs
 from ncclcheck.postmortem.logscan import LogScan, Room, strip_own_output
 
@@ -51,7 +52,7 @@ PLAIN = ["Traceback (most recent call last):", '  File "train.py", line 3, in <m
          "[c10d] waitForInput: poll for socket x returned 0, likely a timeout", "Exception ignored in: <x>",
          "   ", "\x0cform feed", "caf\u00e9 failed shm no space left"]
 HOSTS = ["vm", "node-a", "shmhost", "fooError", "time", "ncclcheck", "---"]  # the last ones meet patterns themselves
-PREFIXES = ["", "", "", "[rank0]:", "[rank1]: ", "[1,2]<stderr>:", " 3: "]
+PREFIXES = ["", "", "", "[rank0]:", "[rank1]: ", "[1,2]<stderr>:", " 3: ", "node-b: [rank2]: ", "[pod/w-1/c] "]
 
 
 @st.composite
@@ -90,15 +91,40 @@ def _unwrap(text: str) -> str:
     return "\n".join(out)
 
 
+def _split(text: str) -> dict:
+    """split_by_rank's reading, each line with the host its prefix named: {rank: ([lines], [hosts])}."""
+    peeled = [peel_host(raw) for raw in text.splitlines()]
+    pid_rank: dict = {}
+    for rank, _, line in peeled:
+        head = nccl_header(line)
+        stated = debuglog.rank_of_line(line) if head else None
+        if head and stated is not None:
+            pid_rank.setdefault((head["host"], head["pid"]), stated if rank is None else rank)
+    out: dict = {}
+    for rank, host, line in peeled:
+        if rank is None and (head := nccl_header(line)):
+            rank = pid_rank.get((head["host"], head["pid"]))
+        lines, hosts = out.setdefault(rank, ([], []))
+        lines.append(line)
+        hosts.append(host)
+    return out
+
+
 def _reference(path: str, text: str) -> tuple:
     """analyze._logs's reading of one whole text, as it was before the reader streamed."""
     events, per_rank, hosts = [], {}, {}
-    for rank, lns in split_by_rank(_unwrap(text)).items():
+    for rank, (lns, named) in _split(_unwrap(text)).items():
         raised = analyze._exceptions(lns)
+        told = set()
         for i, line in enumerate(lns):
+            if i in told:
+                continue
             cls = None if launcher.record_line(line) else failures.classify(line)
             if cls is None and i in raised:
                 cls = failures.GUARD_FAILED if "PreflightFailed" in line else failures.EXCEPTION
+            if cls is failures.EXCEPTION and (more := analyze._message_goes_on(lns, list(range(len(lns))), i)):
+                cls, line = more[0], f"{line} {lns[i + 1].strip()}"
+                told.add(i + 1)
             said = rank if rank is not None else failures.said_rank(line)
             if cls is failures.GUARD_FAILED:
                 m = analyze._GUARD_RANK.search(line)
@@ -106,7 +132,7 @@ def _reference(path: str, text: str) -> tuple:
                 line = next((ln.strip() for ln in lns[i + 1:i + 3] if ln.strip()), line)
             if cls is None:
                 continue
-            head = nccl_header(line)
+            head = nccl_header(line) or precedence.header_anywhere(line) or ({"host": named[i]} if named[i] else None)
             events.append({"rank": said, "class": cls.id, "line": analyze.clip(line.strip(), 400),
                            "host": head["host"] if head else None, "seq": failures.seq_of(line), "raised": i in raised})
         if rank is None:
@@ -118,6 +144,8 @@ def _reference(path: str, text: str) -> tuple:
         head = next((h for h in map(nccl_header, lns) if h), None)
         if head:
             hosts[rank] = {"host": head["host"], "local_rank": head["cuda_dev"]}
+        elif any(named):
+            hosts[rank] = {"host": next(h for h in named if h), "local_rank": None}
     return events, per_rank, hosts
 
 

@@ -535,18 +535,20 @@ class LogCase:
 
 
 def log_cases(root: str = ".") -> list:
-    """The log corpus, as LOG_DIR/cases.jsonl lists it (a file that is absent: none)."""
-    path = os.path.join(root, LOG_DIR, "cases.jsonl")
-    if not os.path.exists(path):
-        return []
+    """The log corpus, as every cases.jsonl under LOG_DIR lists it (its own, and a maker's beside the logs it made:
+    staged/make_staged.py writes staged/cases.jsonl)."""
     out = []
-    with open(path) as f:
-        for line in f:
-            if line.strip():
-                d = json.loads(line)
-                out.append(LogCase(d["name"], d["tier"], d.get("file") or f"{LOG_DIR}/{d['name']}.log",
-                                   d.get("source", ""), d["expect"], d.get("class", ""), tuple(d.get("also", ())),
-                                   tuple(d.get("names", ())), d.get("proof", ""), d.get("settled", "")))
+    for here, dirs, files in sorted(os.walk(os.path.join(root, LOG_DIR))):
+        dirs.sort()
+        if "cases.jsonl" not in files:
+            continue
+        with open(os.path.join(here, "cases.jsonl")) as f:
+            for line in f:
+                if line.strip():
+                    d = json.loads(line)
+                    out.append(LogCase(d["name"], d["tier"], d.get("file") or f"{LOG_DIR}/{d['name']}.log",
+                                       d.get("source", ""), d["expect"], d.get("class", ""), tuple(d.get("also", ())),
+                                       tuple(d.get("names", ())), d.get("proof", ""), d.get("settled", "")))
     return out
 
 

@@ -43,6 +43,7 @@ class FailureClass:
     names_ranks: Optional[re.Pattern] = None  # the ranks the message names as involved (each group one rank number)
     level: int = CAUSE
     source: str = ""  # where the program prints it (the source file of its format string), for a reader of the table
+    about: Optional[re.Pattern] = None  # the ranks the message is about (not among its printers: "Rank 2 failed to ..")
 
 
 def num(digits: str) -> str:
@@ -56,8 +57,8 @@ def rx(text: str) -> re.Pattern:
 
 
 def cause(id: str, pattern, what: str, fix: str, level: int = CAUSE, source: str = "",
-          names_ranks: Optional[re.Pattern] = None) -> FailureClass:
-    return FailureClass(id, pattern, True, what, fix, names_ranks, level, source)
+          names_ranks: Optional[re.Pattern] = None, about: Optional[re.Pattern] = None) -> FailureClass:
+    return FailureClass(id, pattern, True, what, fix, names_ranks, level, source, about)
 
 
 def consequence(id: str, pattern, what: str, fix: str, level: int = CONSEQUENCE, source: str = "") -> FailureClass:

@@ -182,6 +182,13 @@ def peer_of(line: str) -> Optional[str]:
     return m.group(1) if m else None
 
 
+def ranks_about(cls: FailureClass, line: str) -> list:
+    """The ranks a message is about (torch's monitored barrier naming who never came), sorted ([] when none)."""
+    if cls.about is None:
+        return []
+    return sorted({int(m.group(1)) for m in cls.about.finditer(line[:MAX_LINE_CHARS])})
+
+
 def store_joined(line: str) -> Optional[tuple]:
     """(joined, expected) of a store's timeout line ("7/8 clients joined"), or None."""
     m = _JOINED.search(line[:MAX_LINE_CHARS])

@@ -39,6 +39,14 @@ ROWS = (
           "on its host `dmesg -T | grep -i -e oom -e killed` (the OOM killer names the process), the scheduler's log "
           "(preemption, time limit); if it is memory: fewer data-loader workers, smaller buffers, more --mem",
           source="torchrun agent; DeepSpeed launch.py; accelerate; srun; Kubernetes"),
+    # C++'s std::terminate with no exception in flight ("terminate called without an active exception"): a thread
+    # still running as the process exits, the teardown of some torch/gloo builds (seen on torch 2.13 CPU, about 1 run
+    # in 8 of a healthy gloo job, and after a rank's own sys.exit): what made it exit, if anything, is the cause
+    consequence("shutdown_crash", rx(r"terminate called without an active exception"),
+                "a process aborted as it exited (std::terminate with no exception in flight: a thread still running "
+                "at exit)",
+                "what made it exit is the cause; if its work had finished (its last lines), the results stand",
+                level=SPECIFIC, source="libstdc++ std::terminate"),
     cause("segfault", rx(r"Segmentation fault|SIGSEGV|\(exitcode: -" + num("11") + r"\)|exit code:? " + num("139")
                          + r"|exits with return code = -" + num("11") + r"|died with <Signals\.SIGSEGV: " + num("11")
                          + r">|signal " + num("11") + r"|Fatal Python error: (?:Segmentation fault|Bus error|Aborted)|"

@@ -84,7 +84,7 @@ ROWS = (
     cause("name_not_resolved", rx(r"Name or service not known|Temporary failure in name resolution|"
                                   r"nodename nor servname provided|No address associated with hostname|"
                                   r"gaierror|getaddrinfo (?:failed|error)|failed to resolve|Unknown host|"
-                                  r"Could not resolve host|hostname of the client socket cannot be retrieved"),
+                                  r"Could not resolve host"),
           "a host name could not be resolved (a wrong MASTER_ADDR, or a node whose name DNS or /etc/hosts does not "
           "know)",
           "give an address or a name every node resolves (`getent hosts NAME` on each node); with torchrun's c10d "
@@ -103,7 +103,7 @@ ROWS = (
                                     r"Mismatched collective detected|"
                                     r"message truncated\s*:\s*receiving \d{1,12} bytes|"
                                     r"Detected mismatch between collectives|DDP expects same model across all ranks|"
-                                    r"ranks? \d{1,7} .{0,40}different (?:collective|op)|CollectiveFingerPrint"),
+                                    r"ranks? \d{1,7} .{0,40}different (?:collective|op)"),
           "ranks called different collectives, or the same one with different sizes",
           "make every rank of the group call the same collectives in the same order with the same shapes (a "
           "rank-dependent branch, an uneven last batch, a skipped step); TORCH_DISTRIBUTED_DEBUG=DETAIL checks each "
@@ -113,6 +113,18 @@ ROWS = (
           # rank %d"
           names_ranks=rx(r"Rank (\d{1,7}) is running collective: [^\n]{0,3000}?Rank (\d{1,7}) is running|"
                          r"at and around rank (\d{1,7})")),
+    # torch's monitored barrier names who never came ("Rank %d failed to pass monitoredBarrier in %d ms")
+    cause("never_entered", rx(r"failed to pass monitoredBarrier|Ranks? [\d, ]{1,200} failed to pass"),
+          "a rank never reached the barrier the others waited in (torch's monitored barrier names it)",
+          "find why that rank stopped before the barrier (its own log: a rank-dependent branch, an exception caught, a "
+          "data loader that ran out first); on a live hang `py-spy dump --pid` of it shows where it is",
+          about=rx(r"Ranks? ([\d]{1,7}) failed to pass"), source="torch/csrc/distributed/c10d/ProcessGroupGloo.cpp"),
+    # the DataLoader re-raising a worker's error ("Caught %s in DataLoader worker process %d."): the worker's own
+    # error is the traceback it quotes below
+    consequence("dataloader_worker", rx(r"Caught \w{1,64} in DataLoader worker process"),
+                "the DataLoader re-raised an error of one of its workers (the worker's own error follows it)",
+                "read the worker's error in the \"Original Traceback\" below this line", level=SPECIFIC,
+                source="torch/utils/data/_utils/worker.py"),
     cause("ddp_unused_parameters", rx(r"Expected to have finished reduction in the prior iteration|"
                                       r"find_unused_parameters=True"),
           "DDP found parameters that received no gradient in a step (a part of the model the forward pass skipped)",
@@ -135,7 +147,7 @@ ROWS = (
     cause("no_route", rx(r"No route to host|Network is unreachable|errno: " + num("113") + r"|"
                          r"Connect to \S{1,128} (?:failed\s*:|returned)\s*Connection timed out|"
                          r"connect failed\s*:\s*Connection timed out|"
-                         r"connect\(\) .{0,80}(?:timed out|Connection timed out)"),
+                         r"connect\(\) .{0,80}(?:timed out|Connection timed out)|Connect timeout \["),
           "a peer's address cannot be reached from this host (a firewall dropping packets, or NCCL using an "
           "interface whose network does not reach the peer)",
           "pin NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME to the interface every node routes over (`ncclcheck recommend`); "
@@ -210,6 +222,12 @@ ROUTINE = (
     Then(r"\[W socket\.cpp", r"client socket has failed to connect"),
     Then(r"socket\.cpp:\d{1,6}\] \[c10d\] The client socket has failed to connect", r"errno"),
     rx(r"errno: " + num("97") + r" - Address family not supported by protocol"),
+    # c10d's reverse lookup of a peer's address, a warning in healthy multi-host runs
+    rx(r"hostname of the client socket cannot be retrieved"),
+    # the store client's connect attempts it retries (socket.cpp's log line, TCPStore's "retrying (try=%d"): a worker
+    # that started before its master; the failure, when the last try fails, is the exception raised after it
+    rx(r"socket\.cpp:\d{1,6}\] \[c10d(?: - trace)?\] The (?:client socket has timed out|server socket on)|"
+       r"- retrying \(try=|is not yet listening"),
     rx(r"process group has NOT been destroyed before|destroy_process_group\(\) was not called|"
        r"barrier\(\): using the device under current context|Guessing device ID based on global rank|"
        r"Setting OMP_NUM_THREADS environment variable"),

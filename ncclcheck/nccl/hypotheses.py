@@ -72,6 +72,10 @@ SYSCALL = Suspect("syscall", "a system call NCCL needs failed: /dev/shm too smal
                   "RemoveIPC deleting shared memory, the memlock limit for RDMA, a socket to a peer that went away",
                   "`df -h /dev/shm` and `ulimit -l` in the job's environment (`ncclcheck preflight` checks both: "
                   "host.shm, host.memlock); rerun with NCCL_DEBUG=WARN to see the failing call")
+TEARDOWN = Suspect("teardown", "a crash while the process exited (a thread still running at exit), after its work or "
+                   "after its own sys.exit",
+                   "read the rank's last lines: if its work had finished the results stand; call "
+                   "dist.destroy_process_group() before the script ends, and update torch")
 OWN_GPU = Suspect("own_gpu", "the rank's own GPU work queued before the collective never finished (a kernel that "
                   "never ends, a GPU fault), or its peers, whose lines are not here, never came",
                   "`nvidia-smi` on its host (its GPU at 100 % with no progress) and `dmesg -T | grep -i xid`; "
@@ -95,6 +99,7 @@ BY_EVIDENCE = {
     "nccl_cuda_error": (NCCL_SILENT, BUILD, GPU),
     "unhandled_system_error": (NCCL_SILENT, SYSCALL, NETWORK),
     "worker_died": (PEER_DIED, OWN_OUTPUT),
+    "shutdown_crash": (TEARDOWN, OWN_OUTPUT),
     "no_progress": (HUNG, NETWORK, GPU),
     "launcher_stopped": (STOPPED, SKIPPED, NETWORK, P2P),
     "interrupted": (STOPPED, SKIPPED, NETWORK, P2P),

@@ -200,6 +200,7 @@ def _logs(inp: Inputs) -> tuple:
                     {"host": part.hosts[i]} if part.hosts[i] else None)  # NCCL's header, else the prefix's host
                 events.append({"rank": said, "class": cls.id, "cause": cls.cause, "line": clip(line.strip(), 400),
                                "named": failures.ranks_named(cls, line),  # read whole: the line is cut below
+                               "about": failures.ranks_about(cls, line),
                                "source": path, "order": (path, part.index[i]), "host": head["host"] if head else None,
                                "seq": failures.seq_of(line), "raised": i in raised,
                                "nccl": i in last or "NCCL WARN" in line})
@@ -582,7 +583,7 @@ def _failed(f: dict) -> bool:
 
 
 def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: dict, have_cause: bool,
-                 covered: frozenset = frozenset(), watched: frozenset = frozenset()) -> list:
+                 covered: frozenset = frozenset(), watched: frozenset = frozenset(), at_exit: bool = False) -> list:
     out = []
     empty = empty_dumps(inp)
     no_dump = sorted(({r for g in groups for r in g["no_dump"]} |
@@ -639,6 +640,8 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
             text += f" (the launcher stopped it after rank {first} failed)"
         elif aborted:
             text += words.WATCHDOG_ABORT
+        elif f.get("signal") == "SIGABRT" and at_exit:
+            text += words.ABORTED_AT_EXIT
         fix = ("read that rank's own output, the last lines before it exited (torchrun --redirects 3 --log-dir DIR "
                "keeps each rank's apart), and arm the next run so it leaves what names the cause: ncclcheck "
                "recommend --postmortem DIR --format env" if kind == "exited" else
@@ -885,8 +888,9 @@ def analyse(inp: Inputs, preflight: Optional[dict] = None,
     have = any(c["cause"] and c["kind"] != "unusable_dump" for c in fr + logs + ras)
     silent, covered = _silent_hosts(groups, world, inp, hosts, have)
     watched = frozenset(e["rank"] for e in events if e["class"] == "watchdog_timeout")
+    at_exit = any(e["class"] == "shutdown_crash" for e in events)  # a SIGABRT as a process exited
     dead = silent + _dead_causes(groups, world, inp, hosts, by_rank, have or bool(silent), frozenset(covered),
-                                 watched)
+                                 watched, at_exit)
     if have or any(c["cause"] for c in dead):
         fr = [dict(c, cause=False) if c["kind"] == "unusable_dump" else c for c in fr]
     ordered = ([c for c in fr if c["cause"]] + [c for c in ras if c["cause"]] + [c for c in logs if c["cause"]] +

@@ -19,6 +19,8 @@ _FIELD = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s?(
 _RANK = re.compile(r"^(\d+)(?:\s*\(local_rank:\s*(\d+)\))?")
 _EXIT = re.compile(r"^(-?\d+)(?:\s*\(pid:\s*(\d+)\))?(?:\s*\((SIG\w+)\))?")
 ROOT_CAUSE = "Root Cause (first observed failure)"
+# an exception's line, as it ends a traceback (logscan.RAISED's shape)
+_RAISED = re.compile(r"^[A-Za-z_][\w.]{0,200}(?:Error|Exception|Failed|Interrupt)(?::|$)")
 MAX_EXITCODE = 1 << 31  # exit codes and pids are C ints: a larger number on the table is not one
 
 
@@ -63,7 +65,12 @@ def parse_failure_table(text: str) -> list[dict]:
             continue
         m = _FIELD.match(line) if cur is not None else None
         if not m:
+            # the traceback field's next lines: its last exception line is the rank's own end (its error file)
+            if cur is not None and cur.get("_tb") and "rank" in cur and (x := _RAISED.match(line.strip())):
+                out[cur["rank"]]["raised"] = clip(line.strip(), MAX_FIELD_CHARS)
             continue
+        if cur is not None:
+            cur["_tb"] = m.group(1) == "traceback"
         key, value = m.group(1), m.group(2).rstrip()
         if key == "rank" and (r := _RANK.match(value)) and _rank(int(r.group(1))) is not None:
             cur["rank"] = int(r.group(1))
@@ -79,7 +86,7 @@ def parse_failure_table(text: str) -> list[dict]:
             cur["error_file"] = None if value.strip() in ("<N/A>", "") else clip(value)
         if "rank" in cur:
             rec = out.setdefault(cur["rank"], {"rank": cur["rank"], "first": False})
-            rec.update({k: v for k, v in cur.items() if k != "first"})
+            rec.update({k: v for k, v in cur.items() if k not in ("first", "_tb")})
             rec["first"] = rec["first"] or cur["first"]
     return [out[r] for r in sorted(out)]
 

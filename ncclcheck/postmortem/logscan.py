@@ -51,6 +51,7 @@ from .bound import clip
 KEEP_PER_KEY = 16  # lines kept per source and class: `_logs` names the first of each (class, rank)
 FOLLOW_LINES = 16  # lines kept after a PreflightFailed line (the guard's first failing check is the next one)
 TABLE_FOLLOW = 4  # lines kept after mpirun's "The first process to do so was:" (its name and code follow)
+TABLE_TRACEBACK = 200  # lines kept after torchrun's table's "traceback :" (a rank's traceback from its error file)
 KNOWN_LINES = 20_000  # an NCCL line among the first of these, or a rank prefix among the last, makes a text a log
 MAX_MEMO = 1 << 16  # headers and messages remembered; past it the memo starts again
 MAX_KEPT_CHARS = 64 << 20  # characters of kept lines, all logs together
@@ -546,6 +547,8 @@ class LogScan:
             return
         if _MPI_FIRST in raw:
             self._table_follow = TABLE_FOLLOW
+        elif rest.lstrip().startswith("traceback") and launcher.is_table_row(rest):
+            self._table_follow = TABLE_TRACEBACK  # a failed rank's own traceback (its error file) follows
         if self.room.chars < len(raw):
             self.dropped += 1
             return

@@ -106,6 +106,10 @@ def ends(stacks: dict, by_rank: dict, events: list, error_files: list, first: Op
         if all(c == failures.EXCEPTION.id for c, _, _ in seen) and _own_exception([x[1] for x in seen]):
             _, line, source = seen[0]
             found[r] = {"kind": "exception", "what": f"{RAISED}{line}", "at": None, "source": source, "time": ""}
+    for r, f in by_rank.items():  # the launcher's table quoting the rank's own exception (its error file)
+        if r not in found and r not in stacks and f.get("raised") and _own_exception([f["raised"]]):
+            found[r] = {"kind": "exception", "what": f"{RAISED}{f['raised']}", "at": None,
+                        "source": f.get("source") or "launcher", "time": ""}
     for r, f in by_rank.items():
         if _stopped(f) and not ((found.get(r) or {}).get("then") or "").startswith(TOLD_TO_STOP):
             found.pop(r, None)  # raised or exited as the launcher stopped it: its stop, not its own end

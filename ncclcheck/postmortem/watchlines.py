@@ -51,6 +51,7 @@ _OPS = {"ALLREDUCE": "all_reduce", "ALLGATHER": "all_gather", "_ALLGATHER_BASE":
         "GATHER": "gather", "SCATTER": "scatter", "SEND": "send", "RECV": "recv", "COALESCED": "coalesced",
         "ALLREDUCE_COALESCED": "all_reduce_coalesced", "ALLGATHER_COALESCED": "all_gather_coalesced"}
 TIMEOUT_CLASSES = ("watchdog_timeout", "gloo_timeout")
+GLOO_UNNUMBERED = -1  # the sequence number a gloo timeout stands at (gloo's lines say none)
 
 
 @dataclass
@@ -84,6 +85,8 @@ def reports(events: list) -> dict:
         if (w := _WORK.search(line)) is not None:
             rep.seq, rep.op = int(w.group(1)), _op(w.group(2))
             rep.numel = (int(w.group(3)), int(w.group(4))) if w.group(3) else None
+        if e["class"] == "gloo_timeout" and rep.seq is None:  # gloo numbers nothing: the collective it waited in
+            rep.seq, rep.op = GLOO_UNNUMBERED, None
         if (a := _AT.search(line)) is not None:
             rep.seq = rep.seq if rep.seq is not None else int(a.group(1))
             rep.enqueued, rep.completed = int(a.group(2)), int(a.group(3))
@@ -112,7 +115,8 @@ def causes(events: list, world: int, seen: set, who: Callable[[int], str],
         for rep in timed.values():
             count[(rep.seq, rep.op)] = count.get((rep.seq, rep.op), 0) + 1
         (seq, op), _ = max(count.items(), key=lambda kv: (kv[1], -kv[0][0]))
-        coll = f"{op or 'collective'} #{seq} of {name}"
+        coll = (f"{op or 'collective'} #{seq} of {name}" if seq != GLOO_UNNUMBERED else
+                f"the gloo collective they timed out in (gloo numbers none) of {name}")
         major = sorted(r for r, rep in timed.items() if (rep.seq, rep.op) == (seq, op))
         odd = sorted(r for r in timed if r not in major)
         if odd:  # the minority named; as many on each side: both sides are

@@ -269,6 +269,11 @@ def failed_elsewhere(where: str) -> str:
     return f"; the launcher reports {where} failed too"
 
 
+# a rank that died of SIGABRT where the text shows a process aborting as it exited
+ABORTED_AT_EXIT = (" (it aborted as it exited: std::terminate with no exception in flight; if its work had finished, "
+                   "its results stand)")
+
+
 # a rank that died of SIGABRT after its watchdog fired
 WATCHDOG_ABORT = " (NCCL's watchdog takes the process down with SIGABRT once a collective timed out: a consequence)"
 

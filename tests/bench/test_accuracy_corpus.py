@@ -166,3 +166,19 @@ def test_the_context_keeps_every_part_of_a_need():
         ctx.close()
     wrong = out({"diagnose": 1}, ("postmortem.root_cause", "fail", "rank 0 stalled | kind:job_failed rank 0"))
     assert cls(ac.Expect(1, (need,)), wrong) == ac.FALSE_CAUSE
+
+
+def test_the_log_tier_prints_its_figures_beside_the_baseline():
+    """scripts/bench_accuracy.py --only diag-log's small run: three pasted logs (a real capture's cause, a public
+    thread's failed job whose cause its text does not hold, a healthy one) through the CLI; its lines say right per
+    kind of evidence, the failed jobs called ended well, the healthy ones given a cause, and the baseline on the same
+    logs (docs/accuracy.md has the whole run)."""
+    names = ("log-h100-dupgpu", "log-nccl-tests-internal-error-no-warn-2-18", "log-gpu-h100-healthy")
+    p = subprocess.run([sys.executable, SCRIPT, *(x for n in names for x in ("--only", n))], capture_output=True,
+                       text=True, timeout=300)
+    lines = p.stdout.splitlines()
+    assert p.returncode == 0 and lines[-1] == "scenarios=3 right=3 false_healthy=0 false_cause=0 false_alarm=0", p.stdout
+    logs = next(ln for ln in lines if ln.startswith("logs: "))
+    assert logs.startswith("logs: 3/3 right") and "ended well: 0" in logs and "given a cause: 0" in logs
+    base = next(ln for ln in lines if ln.startswith("logs, baseline"))
+    assert "1/3 right" in base and "on the 1 logs that hold the cause: ncclcheck 1, baseline 0" in base

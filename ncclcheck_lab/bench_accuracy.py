@@ -631,7 +631,7 @@ def main(argv: Optional[list] = None) -> int:
     a = ap.parse_args(argv)
     chosen = selected(a.only)
     if a.markdown:
-        sys.stdout.write(ac.markdown_table(chosen))
+        sys.stdout.write(ac.markdown_table([s for s in chosen if s.kind != "diag-log"]))
         return 0
     if a.list:
         for s in chosen:

@@ -75,14 +75,24 @@ NO_PROGRESS = FailureClass("no_progress", rx(r"$^"), False,
                            "first collective finished, with no error of its own",
                            "see the suspects: a hang with no error after init is most often GPU peer-to-peer (ACS, the "
                            "IOMMU)")
+# A rank that ended without error (exit code 0) while its peers still ran collectives: the ranks ran different numbers
+# of steps (uneven data shards, a rank-dependent return or break). Its exit prints nothing; what shows it is a
+# survivor's closed connection to a peer on its own host while the launcher that watches every rank of that host
+# lists no other failure (postmortem/precedence.py)
+EARLY_EXIT = cause("early_exit", rx(r"$^"),
+                   "a rank ended without error (exit code 0) while its peers still ran collectives: the ranks ran "
+                   "different numbers of steps or collectives (uneven data shards, a rank-dependent return or break)",
+                   "make every rank run the same collectives to the end: the same number of batches on each rank "
+                   "(DistributedSampler(drop_last=True), or torch.distributed.algorithms.Join for uneven inputs), no "
+                   "return, break or sys.exit(0) on one rank before the last collective")
 LOOPBACK_FROM = ("connection_refused", "no_route", "init_timeout", "peer_closed")
 _LOOPBACK_ADDRESS = re.compile(r"(?<![\w.])127\.\d{1,3}\.\d{1,3}\.\d{1,3}(?![\w.])|(?<![\w.])localhost(?![\w.])")
 # 127.0.1.1 is no address a job picks: Debian's and Ubuntu's /etc/hosts give it to the host's own name, so a peer at
 # 127.0.1.1 is a peer whose hostname resolved there, whether or not the text shows the job's other hosts
 _HOSTNAME_LOOPBACK = re.compile(r"(?<![\w.])127\.0\.1\.1(?![\w.])")
 # classes read from more than one line's pattern (an exception's end, the guard's report, loopback across hosts, a
-# program that stopped showing progress)
-READ_ELSEWHERE = (EXCEPTION, GUARD_FAILED, LOOPBACK, NO_PROGRESS)
+# program that stopped showing progress, a peer that ended cleanly)
+READ_ELSEWHERE = (EXCEPTION, GUARD_FAILED, LOOPBACK, NO_PROGRESS, EARLY_EXIT)
 BY_ID = {c.id: c for c in (*TABLE, *READ_ELSEWHERE)}
 
 
@@ -180,6 +190,23 @@ def peer_of(line: str) -> Optional[str]:
     """The peer a connection failure's line names, or None."""
     m = _PEER.search(line[:MAX_LINE_CHARS])
     return m.group(1) if m else None
+
+
+# srun's "Node failure on %s" names the node Slurm lost; slurmstepd's "*** STEP ... CANCELLED AT ... DUE TO NODE
+# FAILURE ..." is printed on the nodes that survived it: it names only where the step was cancelled
+_LOST_NODE = re.compile(r"Node failure on ([\w.-]{1,64})")
+_CANCELLED_FOR_A_NODE = re.compile(r"CANCELLED AT \S{1,40} DUE TO NODE FAILURE")
+
+
+def lost_node(line: str) -> Optional[str]:
+    """The node srun says Slurm lost, or None."""
+    m = _LOST_NODE.search(line[:MAX_LINE_CHARS])
+    return m.group(1) if m else None
+
+
+def cancelled_for_a_node(line: str) -> bool:
+    """slurmstepd's cancel of a step because a node of the job failed (a consequence where srun names the node)."""
+    return _CANCELLED_FOR_A_NODE.search(line[:MAX_LINE_CHARS]) is not None
 
 
 def ranks_about(cls: FailureClass, line: str) -> list:

@@ -37,7 +37,7 @@ def ranks_text(ranks: list, limit: int = SHOWN) -> str:
 
 def _world(inp: Inputs, preflight: Optional[dict], nranks: list) -> list:
     known = (set(inp.dumps) | {f["rank"] for f in inp.failures if isinstance(f.get("rank"), int)} |
-             set(empty_dumps(inp)) | set(inp.unanswered))
+             set(empty_dumps(inp)) | set(inp.unanswered) | _ranks_with_lines(inp))  # a rank that printed ran
     sizes = [len(g.ranks) for d in inp.dumps.values() for n, g in d.groups.items()
              if n == flight.DEFAULT_PG and g.ranks]
     sizes += nranks
@@ -748,9 +748,12 @@ def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> li
     per_class: dict = {}  # class -> causes given a line of their own
     rest: dict = {}  # class -> [ranks past MAX_RANK_CAUSES], one line for them (one per rank was O(ranks) lines)
     peers: dict = {}  # rank (None too) -> the first peer its closed connections name
+    lost = None  # the node srun says Slurm lost: the steps it cancelled elsewhere for it are its consequence
     for e in events:
         if e["class"] == "peer_closed" and (p := failures.peer_of(e["line"])):
             peers.setdefault(e["rank"], p)
+        if e["class"] == "node_failure" and lost is None:
+            lost = failures.lost_node(e["line"])
     spans = len({_short(h.get("host")) for h in hosts.values() if h.get("host")} |
                 {_short(e["host"]) for e in events if e.get("host")}) >= 2
     for i, e in enumerate(events):
@@ -759,6 +762,8 @@ def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> li
         if near and (spans or failures.hostname_loopback(e["line"])):
             cls = failures.LOOPBACK  # its own words name 127.x as the peer, across hosts (or the hostname's 127.0.1.1)
             e = dict(e, **{"class": cls.id})
+        if cls.id == "node_failure" and (node := failures.lost_node(e["line"])):
+            e = dict(e, host=node)  # srun's line is about the node it names, wherever srun ran
         named = e.get("named") or []  # "rank 0 and rank 1 both on ...": one fault of both
         named = e.get("about") or (named if e["rank"] is None or e["rank"] in named else [])  # or those it is about
         key = (e["class"], tuple(named) if named else e["rank"], i in wraps)
@@ -795,6 +800,9 @@ def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> li
             cause = False
             what = (cls.what if cls.cause else words.WRAPPER) + words.wrapper_of(said["rank"],
                                                                                failures.BY_ID[said["class"]].what)
+        elif cause and lost and cls.id == "scheduler_cancelled" and failures.cancelled_for_a_node(e["line"]):
+            cause = False
+            what += words.after_node_lost(lost)
         elif (cause and after_first and ranks and first not in ranks and e["rank"] != first
               and cls.id in precedence.AFTER_A_DEATH):
             cause = False
@@ -902,7 +910,7 @@ def analyse(inp: Inputs, preflight: Optional[dict] = None,
     # what a rank said of itself (it raised, exited, was killed) outranks what the others' recorders imply of it
     ends = own.ends(inp.stacks, by_rank, events, inp.error_files, first_failure(by_rank), frozenset(inp.dumps))
     ordered = own.first(ordered, ends, groups, lambda r: _who(r, hosts), _coll, ranks_text)
-    ordered = _never_nothing(ordered, by_rank, hosts)
+    ordered = _peer_ended(_never_nothing(ordered, by_rank, hosts), by_rank, hosts)
     verdict = _verdict(ordered, groups, hosts, by_rank)
     ranks = []
     for r in world:
@@ -1000,6 +1008,31 @@ def _never_nothing(causes: list, by_rank: dict, hosts: dict) -> list:
     return [root, *causes]
 
 
+def _peer_ended(causes: list, by_rank: dict, hosts: dict) -> list:
+    """A root that only says a rank failed (its exit, "the cause is not in this text") gives way to the peer that
+    ended cleanly before it, where the rank's closed connection and the launcher's table say so (precedence.py)."""
+    root = next((c for c in causes if c["cause"]), None)
+    if root is None or root["kind"] not in ("exited", "job_failed"):
+        return causes
+    closed = precedence.peer_ended_cleanly(causes, by_rank)
+    if closed is None:
+        return causes
+    f = next(f for f in by_rank.values() if _failed(f))
+    cls = failures.EARLY_EXIT
+    host = (hosts.get(f["rank"]) or {}).get("host") or f.get("host")
+    return [{"kind": cls.id, "cause": True, "pg": None, "seq": None, "ranks": [],
+             "text": words.peer_ended(_who(f["rank"], hosts)) + cls.what + words.line_said(
+                 failures.telling(closed["line"])), "fix": cls.fix, "source": closed["source"],
+             **({"host": host} if host else {})},
+            *(_consequence(c, cls.fix) if c is root else c for c in causes if c is not root or c["kind"] == "exited")]
+
+
+def _consequence(c: dict, fix: str) -> dict:
+    """A finding demoted below the cause found for it: no longer "the cause is not in this text", no suspects."""
+    out = {k: v for k, v in c.items() if k != "hypotheses"}
+    return {**out, "cause": False, "text": c["text"].removeprefix(words.NOT_IN_TEXT), "fix": fix}
+
+
 # findings that are no failure of their own: RAS cannot reach a rank (the job may still run); a program stopped showing
 # progress (the text may only be cut short): said, never the job's failure
 _NOT_A_FAILURE = ("ras_unresponsive", failures.NO_PROGRESS.id)
@@ -1044,7 +1077,7 @@ def _verdict(causes: list, groups: list, hosts: dict, by_rank: dict) -> Optional
 def _elsewhere(root: dict, hosts: dict, by_rank: dict) -> str:
     """The other hosts whose ranks the launcher reports ended badly of their own (not stopped by it): '; the launcher
     reports ranks 8-15 on gpu-st-02 failed too (exit code 1)'."""
-    mine = {(hosts.get(r) or {}).get("host") for r in root["ranks"]}
+    mine = {(hosts.get(r) or {}).get("host") for r in root["ranks"]} | {root.get("host")}
     by_host: dict = {}
     for r, f in sorted(by_rank.items()):
         if r in root["ranks"] or not _failed(f) or f.get("signal") == "SIGTERM" or f.get("stopped"):

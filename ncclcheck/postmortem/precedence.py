@@ -149,6 +149,18 @@ AFTER_A_DEATH = ("connection_refused", "no_route", "init_timeout", "nccl_warn", 
 OWN_DEATHS = ("SIGKILL", "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE")  # nobody's consequence: a kill from outside, a crash
 
 
+def peer_ended_cleanly(causes: list, by_rank: dict) -> Optional[dict]:
+    """The closed connection that says a peer ended without error, or None: a rank's connection to a peer on its own
+    host (a loopback address) was closed, and torchrun's failure table, which lists every worker of that host that
+    ended badly (its agent watches them all, and the peer ended before this rank's failure), lists this rank alone."""
+    failed = [f for f in by_rank.values() if f.get("signal") or f.get("exitcode")]
+    if len(failed) != 1 or failed[0].get("launcher", "torchrun") != "torchrun":
+        return None
+    r = failed[0]["rank"]
+    return next((c for c in causes if c["kind"] == "peer_closed" and c.get("ranks") in ([r], [])
+                 and failures.loopback_peer(failures.peer_of(c.get("line") or "") or "")), None)
+
+
 def stopped_by_launcher(rank: int, by_rank: dict, stacks: dict, first: Optional[int]) -> bool:
     """The launcher stopped `rank` after its first observed failure: the table says SIGTERM (torchrun's own stop),
     or the agent logged sending it its stop signal, or the rank's own stacks file says it was told to stop."""

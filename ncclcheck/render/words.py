@@ -311,6 +311,17 @@ def line_said(text: str) -> str:
 WRAPPER = "NCCL returned an error"
 
 
+def peer_ended(who: str) -> str:
+    """The lead of an early exit read from a survivor's closed connection and the launcher's table."""
+    return (f"{who} lost its connection to a peer on its own host and the launcher, which watches every rank there, "
+            "lists no other failure: ")
+
+
+def after_node_lost(node: str) -> str:
+    """A step Slurm cancelled on a node that survived, demoted: the node it lost is the cause."""
+    return f" (Slurm cancelled it because it lost node {node})"
+
+
 def wrapper_of(rank: Optional[int], what: str) -> str:
     """A wrapper line demoted: what torch's text reports is said better by NCCL's own line."""
     whose = f"rank {rank}'s" if rank is not None else "NCCL's own"

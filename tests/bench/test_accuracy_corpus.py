@@ -177,7 +177,8 @@ def test_the_log_tier_prints_its_figures_beside_the_baseline():
     p = subprocess.run([sys.executable, SCRIPT, *(x for n in names for x in ("--only", n))], capture_output=True,
                        text=True, timeout=300)
     lines = p.stdout.splitlines()
-    assert p.returncode == 0 and lines[-1] == "scenarios=3 right=3 false_healthy=0 false_cause=0 false_alarm=0", p.stdout
+    assert p.returncode == 0, p.stdout
+    assert lines[-1] == "scenarios=3 right=3 false_healthy=0 false_cause=0 false_alarm=0", p.stdout
     logs = next(ln for ln in lines if ln.startswith("logs: "))
     assert logs.startswith("logs: 3/3 right") and "ended well: 0" in logs and "given a cause: 0" in logs
     base = next(ln for ln in lines if ln.startswith("logs, baseline"))

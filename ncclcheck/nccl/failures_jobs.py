@@ -18,12 +18,23 @@ ROWS = (
     # have been killed by the cgroup out-of-memory handler."), the kernel, Kubernetes, Ray's memory monitor
     # Slurm < 23.02 "Detected %u oom-kill event(s) in %s", 23.02+ "Detected %u oom_kill event in StepId=%s"; srun's
     # own "task %d: Out Of Memory"
+    # ENOSPC with no path of shared memory on the line (Python's "OSError: [Errno 28] No space left on device", a
+    # write's strerror): some filesystem is full, the line does not say which
+    cause("no_space", rx(r"No space left on device|Errno " + num("28") + r"\b|ENOSPC"),
+          "a write failed because a filesystem is full (ENOSPC); the line does not say which: in a container most "
+          "often /dev/shm (64 MB by default: the DataLoader's workers, NCCL's SHM transport), else the disk a "
+          "checkpoint, a cache or /tmp is written to",
+          "`df -h /dev/shm /tmp .` where it failed (inside the container); /dev/shm: docker --shm-size=1g or "
+          "--ipc=host (Kubernetes: an emptyDir of medium Memory); a disk: free it or write elsewhere",
+          source="the kernel (ENOSPC); Python's OSError"),
     cause("oom_killed", rx(r"Detected \d{1,9} oom[-_]kill event|Out of memory: Killed process|"
                            r"Memory cgroup out of memory|tasks? [\d,\-]{1,64}: Out Of Memory|"
                            r"oom-kill:|OOMKilled|killed by the cgroup out-of-memory handler|"
                            r"node running low on memory|possibly killed by the OOM killer|"
+                           r"killed due to memory pressure \(OOM\)|The node was low on resource: memory|"
                            r"Killed process \d{1,10} \(\S{1,64}\) total-vm"),
-          "the out-of-memory killer killed a process (host memory of the job or its cgroup, not GPU memory)",
+          "the out-of-memory killer killed a process (host memory of the job or its cgroup, not GPU memory; the "
+          "kernel's, the cgroup's, Ray's memory monitor or the kubelet's eviction)",
           "give the job more host memory (--mem, the container's limit) or use less: fewer data-loader workers, "
           "smaller pinned buffers, a model loaded once per node; `dmesg -T | grep -i oom` on the host names the "
           "process", level=SPECIFIC, source="slurmstepd; the kernel's oom_kill.c; kubelet; ray memory monitor"),

@@ -119,7 +119,7 @@ ROWS = (
     # shared memory: NCCL 2.12+ "Error while creating shared memory segment %s (size %ld)", older "Error: failed to
     # extend %s to %ld bytes", shm_open / posix_fallocate / mmap failures; /dev/shm, shm_open: each holds "shm",
     # whose first match ends first (Then's condition)
-    cause("shm_exhausted", Either(rx(r"Error while creating shared memory segment|No space left on device|"
+    cause("shm_exhausted", Either(rx(r"Error while creating shared memory segment|"
                                      r"unable to allocate shared memory|insufficient shared memory"),
                                   Then(r"shm|posix_fallocate", r"No space left|failed|Cannot allocate")),
           "/dev/shm is too small or full (NCCL's SHM transport, or the DataLoader's worker buffers)",

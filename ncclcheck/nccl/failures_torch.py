@@ -17,6 +17,11 @@ from .linear import Either, Then
 # (no run of word characters after "cudaError": a Then's first part must end where its leftmost match ends)
 _CUDA = r"(?:Cuda failure (?:\d{1,4} |[\w./-]{1,64}:\d{1,6} )?'|CUDA error: |cudaError|CUDA driver error: )"
 
+# An IPv4 address no host has: multicast (224-239), reserved and broadcast (240-255; a netmask such as 255.255.0.0
+# given as the master's address lands here), plain or IPv4-mapped ("[::ffff:255.255.0.0]"). 0.0.0.0 is not among them:
+# Linux connects it to the host itself, which works on one node.
+NO_HOST = r"(?:::ffff:)?2(?:2[4-9]|[3-5]\d)\.\d{1,3}\.\d{1,3}\.\d{1,3}(?![\d.])"
+
 ROWS = (
     cause("cuda_oom", Either(rx(r"CUDA out of memory|OutOfMemoryError|cudaErrorMemoryAllocation|"
                                 r"Failed to CUDA calloc|cudaMalloc failed|CUBLAS_STATUS_ALLOC_FAILED"),
@@ -125,6 +130,14 @@ ROWS = (
                 "the DataLoader re-raised an error of one of its workers (the worker's own error follows it)",
                 "read the worker's error in the \"Original Traceback\" below this line", level=SPECIFIC,
                 source="torch/utils/data/_utils/worker.py"),
+    # init_process_group's backend check (distributed_c10d.py: "Distributed package doesn't have NCCL built in", and
+    # MPI, Gloo, UCC, XCCL): torch's Windows and macOS wheels and the CPU-only ones have no NCCL
+    cause("backend_unavailable", rx(r"Distributed package doesn't have \w{2,8} built in"),
+          "this build of torch has no such distributed backend (NCCL is not in torch's Windows, macOS or CPU-only "
+          "builds; MPI only in builds from source against an MPI)",
+          "use backend=\"gloo\" where NCCL is not built in, or install a CUDA build of torch on Linux (`python -c "
+          "\"import torch.distributed as d; print(d.is_nccl_available())\"` says which you have)", level=SPECIFIC,
+          source="torch/distributed/distributed_c10d.py"),
     cause("ddp_unused_parameters", rx(r"Expected to have finished reduction in the prior iteration|"
                                       r"find_unused_parameters=True"),
           "DDP found parameters that received no gradient in a step (a part of the model the forward pass skipped)",
@@ -139,6 +152,13 @@ ROWS = (
           "the ranks did not all join in time (a rank never started, or could not reach the others)",
           "find the rank that never joined (launcher output, `ncclcheck preflight` on the same nodes); check the "
           "master address, port and firewall", source="c10d TCPStore.cpp, socket.cpp; elastic rendezvous"),
+    # a connect to an address no host can have, which c10d retries until its timeout: the address given is wrong
+    cause("no_host_address", rx(r"(?:connect to \[|connect/validate to host |Connect to )" + NO_HOST),
+          "a rank tried to reach the master (or a peer) at an address no host has (a netmask, a broadcast, multicast "
+          "or reserved address): the address it was given is wrong",
+          "set MASTER_ADDR (torchrun --master-addr, --rdzv-endpoint) to an address of the master node the others "
+          "reach (`hostname -I` on it); `ncclcheck preflight` checks that every node reaches it", level=SPECIFIC,
+          source="torch/csrc/distributed/c10d/socket.cpp, TCPStore.cpp; NCCL src/misc/socket.cc"),
     cause("connection_refused", rx(r"Connection refused|errno: " + num("111") + r"|ECONNREFUSED"),
           "a connection was refused: nothing listened at the address (wrong address or port, a firewall, or the peer "
           "had not started or had died)",
@@ -219,15 +239,17 @@ ROUTINE = (
     Then(r"\bwaitForInput: poll for socket ", r" returned 0, likely a timeout"),
     Then(r"\bwaitForInput: socket ", r" timed out after \d+\s*ms"),
     rx(r"Environment variable \w+ is deprecated; use \w+ instead|is deprecated(?:, |; )please use"),
-    Then(r"\[W socket\.cpp", r"client socket has failed to connect"),
-    Then(r"socket\.cpp:\d{1,6}\] \[c10d\] The client socket has failed to connect", r"errno"),
+    Then(r"\[W socket\.cpp", r"client socket has failed to connect to \[(?!" + NO_HOST + ")"),
+    Then(r"socket\.cpp:\d{1,6}\] \[c10d\] The client socket has failed to connect to \[(?!" + NO_HOST + ")",
+         r"errno"),
     rx(r"errno: " + num("97") + r" - Address family not supported by protocol"),
     # c10d's reverse lookup of a peer's address, a warning in healthy multi-host runs
     rx(r"hostname of the client socket cannot be retrieved"),
     # the store client's connect attempts it retries (socket.cpp's log line, TCPStore's "retrying (try=%d"): a worker
     # that started before its master; the failure, when the last try fails, is the exception raised after it
     rx(r"socket\.cpp:\d{1,6}\] \[c10d(?: - trace)?\] The (?:client socket has timed out|server socket on)|"
-       r"- retrying \(try=|is not yet listening"),
+       r"is not yet listening"),
+    Then(r"failed to connect/validate to host (?!" + NO_HOST + ")", r"- retrying \(try="),
     rx(r"process group has NOT been destroyed before|destroy_process_group\(\) was not called|"
        r"barrier\(\): using the device under current context|Guessing device ID based on global rank|"
        r"Setting OMP_NUM_THREADS environment variable"),

@@ -617,7 +617,10 @@ def _dead_causes(groups: list, world: list, inp: Inputs, hosts: dict, by_rank: d
         own = f.get("signal") in precedence.OWN_DEATHS and not f.get("stopped")
         # NCCL's watchdog takes its process down with SIGABRT once a collective timed out: the timeout's consequence
         aborted = f.get("signal") == "SIGABRT" and (r in watched or None in watched)
-        cause = not have_cause and not stopped and not aborted and (first is None or r == first or own)
+        # SIGTERM is what a launcher, the scheduler or an operator sends to stop a process: whoever sent it had a
+        # reason this death does not say (a peer's failure, a time limit, scancel), so it is never the cause itself
+        told = f.get("signal") == "SIGTERM"
+        cause = not have_cause and not stopped and not aborted and not told and (first is None or r == first or own)
         if r in empty:
             kind = "no_dump"
             text = f"rank {r}'s dump is empty: killed while dumping? ({_who(r, hosts)}, {empty[r]})"
@@ -995,6 +998,7 @@ def _never_nothing(causes: list, by_rank: dict, hosts: dict) -> list:
     seen = sorted((c for c in causes if c["kind"] not in _NOT_A_FAILURE), key=lambda c: _EVIDENCE.get(c["kind"], 99))
     if failed:
         f = failed[0]
+        seen = [c for c in seen if not (c["kind"] in ("died", "exited") and c["ranks"] == [f["rank"]])]  # itself
         text, ranks = f"{_who(f['rank'], hosts)} {_exit_text(f)}", [f["rank"]]
         if seen:
             text += f"; then {len(seen)} consequence(s), the first: {seen[0]['text']}"
@@ -1070,6 +1074,10 @@ def _verdict(causes: list, groups: list, hosts: dict, by_rank: dict) -> Optional
         if death and death not in text and not (said and said in text) and root["kind"] not in ("exited",
                                                                                               "job_failed"):
             text += f"; {death}"
+    elif not root["ranks"] and not root.get("host"):  # a line of no rank: the launcher's own word on who failed
+        said = next((c for c in causes if c["kind"] == "rank_failed" and c.get("line")), None)
+        if said is not None:
+            text += words.launcher_said(failures.telling(said["line"]))
     text += _elsewhere(root, hosts, by_rank)
     return text
 

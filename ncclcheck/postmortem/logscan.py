@@ -93,7 +93,10 @@ def wraps(rest: str, raw: str, cls) -> bool:
 def unwrapped(first: tuple, raw: str, alone) -> tuple:
     """(rank, line, class) of the line after a wrap's first part (`first`: its rank and text): when it carries no prefix
     and starts no record of its own and the two read as one (cut mid-word, or at a space) name a class, that line;
-    else this line as it is (`alone`: its own class)."""
+    else this line as it is (`alone`: its own class). A line with a class of its own that starts as a sentence does
+    (a capital, at the margin: a progress bar's next redraw) is its own line, not the rest of the one before."""
+    if alone is not None and alone.level < GENERIC and raw[:1].isupper():
+        return None, raw, alone
     if raw.strip() and not _STARTS_ITS_OWN.match(raw):
         prank, text = first
         for joined in (f"{text} {raw.lstrip()}", text + raw):
@@ -103,6 +106,20 @@ def unwrapped(first: tuple, raw: str, alone) -> tuple:
     return None, raw, alone
 
 
+def goes_on(raw: str, before: int) -> bool:
+    """Does this part of a wrapped line look cut, so the next line may be its rest? Long, and not ending a sentence or
+    as wide as the part before it (`before`: its length; a fixed-width cut may fall after any character, "198.18.")."""
+    return len(raw) >= WRAP_MIN and (not raw.rstrip().endswith((".", ":", ")")) or len(raw) + 2 >= before)
+
+
+def continues(raw: str) -> bool:
+    """Can this line be the rest of a wrapped line (no record of its own starts here, no exception's line)?"""
+    return bool(raw.strip()) and not _STARTS_ITS_OWN.match(raw) and not RAISED.match(raw.strip())
+
+
+# the lines a wrap that was read as one may go on over (a fixed-width terminal or collector cut a long message into
+# several): the rest is appended to the line kept for it
+WRAP_MAX_LINES = 8
 SEP = " NCCL INFO "
 _FAST_HEAD = re.compile(r"([\w.-]+):(\d+):(\d+) \[(\d+)\]")  # nccl_header's fields, no timestamp
 _MPI_FIRST = "The first process to do so was:"
@@ -278,6 +295,8 @@ class LogScan:
         self.worlds: list = []  # the job sizes launch commands pasted in it state (launcher.world_stated)
         self.ray: dict = {}  # pid -> (rank, ip) of Ray Train's worker table (its lines' prefixes name the pid)
         self._wrap: Optional[tuple] = None  # (rank, line) of the last long line no class knew: a wrap's first part
+        self._cont: Optional[tuple] = None  # (line number, index in _kept, lines so far) of a wrap read as one
+        self._width = 0  # the length of the last line read the full way
         self.tests_header: Optional[str] = None  # nccl-tests' first header line, when it ran ("# nThread ...")
         self.tests_rows = self.tests_end = False  # ... a result row of its table, its closing "Avg bus bandwidth"
 
@@ -439,6 +458,18 @@ class LogScan:
             self.cut += 1
         if not self.has_text and raw.strip():
             self.has_text = True
+        cont, self._cont = self._cont, None
+        if cont is not None and cont[0] == n - 1 and continues(raw) and peel_host(raw)[2] is raw:
+            _, i, k = cont  # the rest of a wrapped line read as one: appended to the line kept for it
+            m, key, line, host = self._kept[i]
+            if self.room.chars >= len(raw):
+                self.room.chars -= len(raw)
+                self._kept[i] = (m, key, line + raw, host)
+                if goes_on(raw, self._width) and k + 1 < WRAP_MAX_LINES:
+                    self._cont = (n, i, k + 1)
+                self._width = len(raw)
+                self._calm = False
+                return
         low = fold(raw)
         plain = low is not None and not _PLAIN.search(low)  # no literal anything reads: only where it starts matters
         prank, phost, rest = peel_host(raw)
@@ -462,8 +493,11 @@ class LogScan:
         if (not plain or not self._own.idle) and self._own.own(raw):  # idle, only a line naming ncclcheck is its own
             prank, rest, cls = None, "", None
         wrap, self._wrap = self._wrap, None  # a wrapped line read as one (never ncclcheck's own lines)
+        joined = False
         if wrap is not None and wrap[0] == n - 1 and rest is raw:
             prank, rest, cls = unwrapped(wrap[1:], raw, cls)
+            joined = rest is not raw
+            plain = plain and not joined  # the two read as one hold what this part alone does not
         elif wraps(rest, raw, cls):
             self._wrap = (n, prank, rest)
         head = nccl_header(rest)
@@ -482,8 +516,12 @@ class LogScan:
             self._state(src).feed(rest, n)
         if not plain or self._follow or src.follow or src.tb:  # a plain line opens and ends no traceback
             self._keep_if_read(src, cls, rest, n, phost)
+        if joined and goes_on(raw, self._width) and self._kept and self._kept[-1][0] == n:
+            self._cont = (n, len(self._kept) - 1, 1)  # its second part looks cut too: the next line may go on
+        self._width = len(raw)  # what the next line's wrap is measured against
         self._none = self._none or src.key is None
-        self._calm = FAST and not self._follow and not self._table_follow and self._own.idle
+        self._calm = (FAST and not self._follow and not self._table_follow and self._own.idle and self._wrap is None
+                      and self._cont is None)
 
     def _nccl_tests(self, rest: str) -> None:
         """nccl-tests' progress: its header, a row of its table, its closing line (its output's own shape)."""

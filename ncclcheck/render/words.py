@@ -317,6 +317,11 @@ def peer_ended(who: str) -> str:
             "lists no other failure: ")
 
 
+def launcher_said(line: str) -> str:
+    """After a cause read from a line of no rank: the launcher's line on the process that failed."""
+    return f'; the launcher reports: "{line}"'
+
+
 def after_node_lost(node: str) -> str:
     """A step Slurm cancelled on a node that survived, demoted: the node it lost is the cause."""
     return f" (Slurm cancelled it because it lost node {node})"

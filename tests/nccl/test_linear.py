@@ -73,6 +73,11 @@ def _all_lines():
     return st.one_of(*[_lines(c.pattern) for c in failures.TABLE], _lines(failures.ROUTINE))
 
 
+# lines a row gave to a row that says them more exactly: ENOSPC with no shared memory on the line names no filesystem
+# (issue 61, round 3 of the public threads: a full disk read as /dev/shm)
+HANDED_ON = {"shm_exhausted": ("no_space",)}
+
+
 @FAST
 @given(_all_lines())
 def test_each_rewritten_class_still_matches_what_it_did(line):
@@ -81,7 +86,8 @@ def test_each_rewritten_class_still_matches_what_it_did(line):
     for c in failures.TABLE:
         old = BEFORE.get(c.id)
         if old and re.search(old, line, re.IGNORECASE):
-            assert c.pattern.search(line), (c.id, line)
+            assert c.pattern.search(line) or any(failures.BY_ID[k].pattern.search(line)
+                                                 for k in HANDED_ON.get(c.id, ())), (c.id, line)
     if re.search(BEFORE["ROUTINE"], line, re.IGNORECASE):
         assert failures.ROUTINE.search(line), line
 

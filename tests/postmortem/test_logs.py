@@ -148,3 +148,25 @@ def test_a_wrapped_line_is_read_as_one(tmp_path, first, second, kind):
     mine = next(c for c in causes if c["kind"] == kind)
     assert first.split("]")[-1].strip()[:20] in mine["line"] and second[:20] in mine["line"]
     assert kind != "watchdog_timeout" or mine["ranks"] == [3]
+
+
+def test_a_line_cut_into_several_at_a_fixed_width_is_read_whole(tmp_path):
+    """A log collector's fixed-width cut (Ray's memory monitor, 116 columns): the node's address is on the third line
+    of the message; the lines after the message are not part of it."""
+    msg = ("(raylet) node_manager.cc:3007: 2 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers "
+           "crashed due to other reasons at node (ID: 5c1e07a9d3f24b81e6b7730d4e9f1c0a2d85b3e6f41a07c9d2e5b184, IP: "
+           "198.18.3.26) over the last time period. To see more information about the Workers killed on this node, "
+           "use `ray logs raylet.out -ip 198.18.3.26`")
+    cut = [msg[i:i + 72] for i in range(0, len(msg), 72)]  # the first part alone names nothing
+    (tmp_path / "job.log").write_text("\n".join([*cut, "Traceback (most recent call last):", "done"]) + "\n")
+    causes = diagnose([str(tmp_path / "job.log")]).extra["postmortem"]["causes"]
+    mine = next(c for c in causes if c["kind"] == "oom_killed")
+    assert "IP: 198.18.3.26)" in mine["line"] and "Traceback" not in mine["line"]
+
+
+def test_a_progress_bars_redraw_is_not_the_rest_of_the_line_before(tmp_path):
+    bar = "Preparing test set...:  45%|####4     | 30/67 [27:15<23:13, 37.65s/it]"
+    stop = "slurmstepd: error: *** STEP 48211.0 ON gpu-node-07 CANCELLED AT 2024-04-23T12:18:08 DUE TO TIME LIMIT ***"
+    (tmp_path / "job.log").write_text(f"{bar}\n{stop}\n")
+    causes = diagnose([str(tmp_path / "job.log")]).extra["postmortem"]["causes"]
+    assert next(c for c in causes if c["cause"])["line"] == stop

@@ -89,7 +89,8 @@ def _unwrap(text: str) -> str:
         if joined is not lines[i]:
             out[i] = (f"[rank{rank}]:" if rank is not None else "") + joined
             j = i + 1  # the lines it goes on over, while each part before looks cut
-            while (j < len(lines) and j - i < logscan.WRAP_MAX_LINES and logscan.goes_on(lines[j - 1], len(lines[j - 2]))
+            while (j < len(lines) and j - i < logscan.WRAP_MAX_LINES
+                   and logscan.goes_on(lines[j - 1], len(lines[j - 2]))
                    and logscan.continues(lines[j]) and split_prefix(lines[j])[1] is lines[j]):
                 out[i], out[j] = out[i] + lines[j], ""
                 j += 1

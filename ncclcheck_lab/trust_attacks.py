@@ -674,6 +674,9 @@ def newline_name_attack(repo: str) -> dict:
     shutil.copytree(os.path.join(repo, "tests", "postmortem", "fixtures", "kill"), job)
     forged = "    FAIL   forged.check  all  everything is fine"
     os.rename(os.path.join(job, "launcher.log"), os.path.join(job, f"launcher.log\n{forged}"))
+    # a failure of no rank in it: the report names the file it came from (the kill job's own lines all have a rank)
+    with open(os.path.join(job, f"launcher.log\n{forged}"), "a") as f:
+        f.write("OSError: [Errno 28] No space left on device\n")
     out = _cli(repo, "diagnose", job, cwd=tmp).stdout
     split = any(line.lstrip().startswith(forged.lstrip()) for line in out.splitlines())  # a row of its own
     err = _cli(repo, "preflight", "--nccl-debug", f"missing.log\n{forged}", cwd=tmp).stderr  # a usage error

@@ -1018,10 +1018,11 @@ def _peer_ended(causes: list, by_rank: dict, hosts: dict) -> list:
     root = next((c for c in causes if c["cause"]), None)
     if root is None or root["kind"] not in ("exited", "job_failed"):
         return causes
-    closed = precedence.peer_ended_cleanly(causes, by_rank)
+    failed = [f for f in by_rank.values() if _failed(f)]
+    closed = precedence.peer_ended_cleanly(causes, failed)
     if closed is None:
         return causes
-    f = next(f for f in by_rank.values() if _failed(f))
+    f = failed[0]
     cls = failures.EARLY_EXIT
     host = (hosts.get(f["rank"]) or {}).get("host") or f.get("host")
     return [{"kind": cls.id, "cause": True, "pg": None, "seq": None, "ranks": [],

@@ -87,7 +87,11 @@ def wraps(rest: str, raw: str, cls) -> bool:
     no class of its own, not a Python exception's line (its message's own next lines are read by postmortem/analyze.py),
     not an NCCL INFO line (read the fast way, and holding no cause), not ending a sentence."""
     return ((cls is None or cls.level >= GENERIC) and rest and len(raw) >= WRAP_MIN and SEP not in raw
-            and not raw.rstrip().endswith((".", ":", ")")) and not RAISED.match(rest))
+            and not _ends_sentence(raw) and not RAISED.match(rest))
+
+
+def _ends_sentence(raw: str) -> bool:
+    return raw.rstrip().endswith((".", ":", ")"))
 
 
 def unwrapped(first: tuple, raw: str, alone) -> tuple:
@@ -109,7 +113,7 @@ def unwrapped(first: tuple, raw: str, alone) -> tuple:
 def goes_on(raw: str, before: int) -> bool:
     """Does this part of a wrapped line look cut, so the next line may be its rest? Long, and not ending a sentence or
     as wide as the part before it (`before`: its length; a fixed-width cut may fall after any character, "198.18.")."""
-    return len(raw) >= WRAP_MIN and (not raw.rstrip().endswith((".", ":", ")")) or len(raw) + 2 >= before)
+    return len(raw) >= WRAP_MIN and (not _ends_sentence(raw) or len(raw) + 2 >= before)
 
 
 def continues(raw: str) -> bool:

@@ -149,11 +149,11 @@ AFTER_A_DEATH = ("connection_refused", "no_route", "init_timeout", "nccl_warn", 
 OWN_DEATHS = ("SIGKILL", "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE")  # nobody's consequence: a kill from outside, a crash
 
 
-def peer_ended_cleanly(causes: list, by_rank: dict) -> Optional[dict]:
+def peer_ended_cleanly(causes: list, failed: list) -> Optional[dict]:
     """The closed connection that says a peer ended without error, or None: a rank's connection to a peer on its own
-    host (a loopback address) was closed, and torchrun's failure table, which lists every worker of that host that
-    ended badly (its agent watches them all, and the peer ended before this rank's failure), lists this rank alone."""
-    failed = [f for f in by_rank.values() if f.get("signal") or f.get("exitcode")]
+    host (a loopback address) was closed, and torchrun's failure table (`failed`: its records of ranks that ended
+    badly), which lists every worker of that host that did (its agent watches them all, and the peer ended before this
+    rank's failure), lists this rank alone."""
     if len(failed) != 1 or failed[0].get("launcher", "torchrun") != "torchrun":
         return None
     r = failed[0]["rank"]

@@ -66,7 +66,7 @@ def test_an_unknown_nccl_warn_is_a_symptom_the_job_failed_and_the_cause_is_not_i
     """An NCCL WARN no row knows is quoted as what the job said, never named its cause (issue 61 class 2): the job
     failed, the cause is not in this text, and the verdict says what to collect next."""
     # src/debug.cc's WARN header around a message no class knows (rendered, as NCCL formats it)
-    (tmp_path / "out.log").write_text("gpu0001.invalid:4242:4259 [0] transport/p2p.cc:275 NCCL WARN Cuda P2P "
+    (tmp_path / "out.log").write_text("gpu0001.lab:4242:4259 [0] transport/p2p.cc:275 NCCL WARN Cuda P2P "
                                       "something new happened\nrank 0 step 0 ok\n")
     rep = diagnose([str(tmp_path)])
     first = rep.checks[0]
@@ -374,8 +374,8 @@ def test_nccls_default_warn_timestamp_keeps_the_header_readable():
     "[%F %T] "); the host and device behind it still tie the line to its rank."""
     from ncclcheck.nccl.debuglog import nccl_header
 
-    line = "[2026-11-23 10:00:00] gpu0001.invalid:4242:4259 [3] plugin/net.cc:379 NCCL WARN Failed to initialize any"
-    assert nccl_header(line) == {"host": "gpu0001.invalid", "pid": 4242, "cuda_dev": 3}
+    line = "[2026-11-23 10:00:00] gpu0001.lab:4242:4259 [3] plugin/net.cc:379 NCCL WARN Failed to initialize any"
+    assert nccl_header(line) == {"host": "gpu0001.lab", "pid": 4242, "cuda_dev": 3}
 
 
 def test_ranks_torchrun_stopped_mid_step_did_not_skip_the_collective_the_killed_rank_is_the_cause(tmp_path):

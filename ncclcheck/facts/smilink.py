@@ -19,6 +19,7 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any, Callable, Optional
 
 from .links import MAX_ITEMS
+from .nvml import normal_bus_id
 
 Runner = Callable[[Sequence[str], float], str]
 
@@ -143,8 +144,6 @@ def _handle_error(line: str) -> Optional[dict]:
     m = _HANDLE.search(line)
     if not m:
         return None
-    from .nvml import normal_bus_id
-
     return {"index": None, "bus_id": normal_bus_id(m.group(1)), "name": None, "uuid": None, "link_count": None,
             "links": [], "state": ERROR, "reason": _clean(line.strip(), 160)}
 
@@ -153,13 +152,13 @@ def _finish(g: dict) -> dict:
     links = g["links"]
     if g.get("_overflow"):
         g["state"], g["reason"] = ERROR, f"more than {MAX_LINKS} links printed: not an answer a GPU gives"
-    elif links:
+    elif links:  # the links printed are the evidence: a stray "not supported" beside them does not hide them
         g["link_count"] = len(links)
         errs = [x for x in links if "error" in x]
         if errs and g["state"] != ERROR:
             g["state"], g["reason"] = ERROR, f"link {errs[0]['link']}: {errs[0]['error']}"
-        elif g["state"] is None:
-            g["state"] = LINKS
+        elif g["state"] != ERROR:
+            g["state"], g["reason"] = LINKS, None
     elif g["state"] is None:
         g["state"], g["reason"] = NO_NVLINK, "nvidia-smi prints no link for this GPU"
     if g["state"] == NO_NVLINK and not links:
@@ -272,12 +271,22 @@ def parse_errors(text: str) -> dict:
     return _parse_errors(text)[0]
 
 
-def _summary(g: dict) -> dict:
-    """One GPU as gpu_health's "nvlink" group holds it (facts/gpuhealth._nvlink_summary, the NVML path's shape),
-    with the UUID (nvidia-smi prints no bus id: the caller maps by index or UUID) and what nvidia-smi said."""
-    from .gpuhealth import _nvlink_summary  # here, not at the top: gpuhealth reads NVLink through this module
+def nvlink_summary(g: dict) -> dict:
+    """One GPU's NVLink as a verdict needs it, from either source's per-GPU dict (facts/links.nvlink_gpu's or
+    parse_status'): the link count, how many links are up, which are down, the up links' speed. The same rule as
+    facts/gpuhealth._nvlink_summary (test_smilink holds them equal), which this module may not import: gpuhealth
+    reading NVLink through this module would make an import cycle."""
+    ls = g.get("links") or []
+    speeds = sorted({x.get("speed_mbytes_per_s") for x in ls if x.get("up")} - {None})
+    return {"index": g.get("index"), "bus_id": normal_bus_id(g.get("bus_id")), "name": g.get("name"),
+            "link_count": g.get("link_count"), "up": sum(1 for x in ls if x.get("up")),
+            "down": [x["link"] for x in ls if not x.get("up")], "speed_mbytes_per_s": speeds[0] if speeds else None}
 
-    return {**_nvlink_summary(g), "uuid": g.get("uuid"), "state": g.get("state"), "reason": g.get("reason")}
+
+def _summary(g: dict) -> dict:
+    """nvlink_summary with the UUID (nvidia-smi prints no bus id: the caller maps by index or UUID) and what
+    nvidia-smi said of the GPU (state, reason)."""
+    return {**nvlink_summary(g), "uuid": g.get("uuid"), "state": g.get("state"), "reason": g.get("reason")}
 
 
 def _ask(run: Runner, argv: Sequence[str], timeout_s: float) -> tuple:
@@ -332,4 +341,5 @@ def read(run: Runner, timeout_s: float, clock: Callable[[], float] = time.monoto
 
 
 __all__ = ["ALL_INACTIVE", "ERROR", "ERRORS_ARGV", "ERROR_LABELS", "LINKS", "MAX_GPUS", "MAX_LINKS", "NO_NVLINK",
-           "STATUS_ARGV", "parse_errors", "parse_status", "read", "read_errors", "read_status", "speed_mbytes_per_s"]
+           "STATUS_ARGV", "nvlink_summary", "parse_errors", "parse_status", "read", "read_errors", "read_status",
+           "speed_mbytes_per_s"]

@@ -189,6 +189,19 @@ def test_nvidia_smi_and_nvml_read_the_same_links_alike():
     assert by_smi_summary[2]["down"] == [5, 11]
 
 
+@pytest.mark.parametrize("g", [
+    {"index": 0, "bus_id": "00000000:18:00.0", "name": "NVIDIA H100 80GB HBM3", "link_count": 3,
+     "links": [{"link": 0, "up": True, "speed_mbytes_per_s": 26562}, {"link": 1, "up": False,
+                                                                       "speed_mbytes_per_s": None},
+               {"link": 2, "up": True, "speed_mbytes_per_s": 25000}]},
+    {"index": 1, "bus_id": None, "name": None, "link_count": None, "links": []},
+    {"index": None, "bus_id": "0000:9a:00.0", "link_count": 0, "links": [{"link": 4, "up": False}]}])
+def test_the_summary_is_gpu_healths_rule(g):
+    """smilink.nvlink_summary and facts/gpuhealth._nvlink_summary are one rule (two copies until gpu_health reads
+    NVLink through this module: the summary cannot be imported from gpuhealth without an import cycle)."""
+    assert smilink.nvlink_summary(g) == gpuhealth._nvlink_summary(g)
+
+
 # ------------------------------------------------------------------------------------------------ nvlink -e
 def test_pre_blackwell_counters_per_link_with_blank_lines_between_links():
     """H100: `Link N: Replay Errors / Recovery Errors / CRC Errors`, a blank line between links
@@ -297,6 +310,12 @@ def test_a_hostile_answer_is_bounded():
     assert all(g["uuid"] is None and "\x07" not in (g["name"] or "") and g["state"] == "error" for g in gpus)
     huge = status_text("NVIDIA A100-SXM4-80GB", [["25 GB/s"] * 12] * 8) + "Link 0: 1 GB/s\n" * 2_000_000
     assert len(huge) > smilink.MAX_BYTES and len(smilink.parse_status(huge)) == 8
+
+
+def test_links_printed_are_judged_whatever_else_is_said_beside_them():
+    text = f"GPU 0: NVIDIA H100 80GB HBM3 (UUID: {uuid(0)})\n{TAB}Link 0: <inactive>\n{TAB}Feature Not Supported\n"
+    [g] = smilink.parse_status(text)
+    assert (g["state"], g["link_count"], g["links"][0]["up"]) == ("links", 1, False)
 
 
 def test_a_gpu_or_link_printed_twice_is_read_once():

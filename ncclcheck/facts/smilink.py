@@ -40,9 +40,10 @@ NO_NVLINK = "no_nvlink"  # "Not Supported", "Device does not have or support Nvl
 ALL_INACTIVE = "all_inactive"  # "NVML: Unable to retrieve NVLink information as all links are inActive"
 ERROR = "error"  # an NVML error in place of the links or of a link (Unknown Error, GPU requires reset, GPU is lost)
 
-# `nvidia-smi nvlink -e` labels (lower case) -> counter keys. The first four are NVML's data-link counters as
-# facts/links.NVLINK_COUNTERS names them; "CRC Errors" is the one CRC count pre-Blackwell drivers print (flit and
-# data together), kept as "crc". Blackwell (R570+) prints other counters and none of these: they keep their own keys.
+# `nvidia-smi nvlink -e` labels (lower case) -> counter keys. replay, recovery, crc_flit and crc_data are NVML's
+# data-link counters as facts/links.NVLINK_COUNTERS names them; "CRC Errors" is the one CRC count pre-Blackwell
+# drivers print (flit and data together), kept as "crc". Blackwell (R570+) prints none of these but counters of its
+# own, kept under their own keys.
 ERROR_LABELS = {
     "replay errors": "replay", "recovery errors": "recovery", "crc errors": "crc",
     "crc flit errors": "crc_flit", "crc data errors": "crc_data",

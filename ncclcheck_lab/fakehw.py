@@ -69,8 +69,16 @@ def node_spec(gpus: int = 8, nvswitches: int = 4, ib_ports: int = 8, hostname: s
 # ---------------------------------------------------------------------------------------------------- fake NVML
 class NVMLError(Exception):
     def __init__(self, value: int) -> None:
-        super().__init__({3: "Not Supported", 2: "Invalid Argument", 15: "GPU is lost"}.get(value, f"error {value}"))
+        super().__init__({3: "Not Supported", 2: "Invalid Argument", 15: "GPU is lost", 16: "GPU requires reset",
+                          999: "Unknown Error"}.get(value, f"error {value}"))
         self.value = value
+
+
+# A GPU's `state` in a spec: how NVML fails every question about it (its handle still given), and how nvidia-smi
+# prints each of its values; "lost": no handle at all (NVML_ERROR_GPU_IS_LOST), nvidia-smi's "Unable to determine
+# the device handle" line. `probe_failed`: on the PCI bus, never counted by the driver.
+STATE_CODES = {"requires reset": 16, "unknown error": 999}
+STATE_TEXT = {"requires reset": "[GPU requires reset]", "unknown error": "[Unknown Error]"}
 
 
 class _FieldValue:
@@ -105,8 +113,14 @@ class FakeNvml:
         self.inited = 0
 
     # -- plumbing
+    def _counted(self) -> list:
+        return [g for g in self.spec["gpus"] if not g.get("probe_failed")]
+
     def _g(self, h: int) -> dict:
-        return self.spec["gpus"][h]
+        g = self._counted()[h]
+        if g.get("state") in STATE_CODES:
+            raise NVMLError(STATE_CODES[g["state"]])
+        return g
 
     def _v(self, value: Any) -> Any:
         if value == NS or value is None:
@@ -128,16 +142,17 @@ class FakeNvml:
         self.inited -= 1
 
     def nvmlDeviceGetCount(self) -> int:
-        return len(self.spec["gpus"])
+        return len(self._counted())
 
     def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
-        if self._g(i).get("lost"):
+        g = self._counted()[i]
+        if g.get("lost") or g.get("state") == "lost":
             raise NVMLError(15)
         return i
 
     # -- identity
     def nvmlDeviceGetPciInfo(self, h: int) -> Any:
-        dom, rest = self._g(h)["bus_id"].split(":", 1)
+        dom, rest = self._counted()[h]["bus_id"].split(":", 1)
         return type("P", (), {"busId": f"0000{dom}:{rest}".upper().encode()})()
 
     def nvmlDeviceGetName(self, h: int) -> str:
@@ -196,6 +211,12 @@ class FakeNvml:
         info.state, info.status = f["state"], f["status"]
         return 0
 
+    def nvmlDeviceGetFieldValues(self, h: int, fields: list) -> list:
+        g = self._counted()[h]
+        if g.get("state") in STATE_CODES:
+            return [_FieldValue(STATE_CODES[g["state"]], 0) for _f in fields]
+        return self._field_values(h, fields)
+
     # -- PCIe
     def nvmlDeviceGetCurrPcieLinkGeneration(self, h: int) -> int:
         return self._v(self._g(h)["pcie"]["gen"])
@@ -213,7 +234,7 @@ class FakeNvml:
         return self._counter(("replay", h), self._g(h)["pcie"]["replay"])
 
     # -- fields and NVLink
-    def nvmlDeviceGetFieldValues(self, h: int, fields: list) -> list:
+    def _field_values(self, h: int, fields: list) -> list:
         out = []
         for f in fields:
             fid, scope = f if isinstance(f, tuple) else (f, None)
@@ -283,23 +304,175 @@ def _smi_value(g: dict, name: str) -> str:
     return _na(table[name])
 
 
+RECOVERY_TEXT = {0: "None", 1: "Reset", 2: "Reboot", 3: "Drain P2P", 4: "Drain and Reset", 5: "Recover IMEX Domain",
+                 6: "Bus Reset", 7: "System Reboot"}
+FABRIC_TEXT = {0: "N/A", 1: "Not Started", 2: "In Progress", 3: "Completed"}
+CLOCK_NAMES = (("Idle", 0x1), ("Applications Clocks Setting", 0x2), ("SW Power Cap", 0x4), ("HW Slowdown", 0x8),
+               ("HW Thermal Slowdown", 0x40), ("HW Power Brake Slowdown", 0x80), ("Sync Boost", 0x10),
+               ("SW Thermal Slowdown", 0x20), ("Display Clock Setting", 0x100))
+
+
+def _q_line(depth: int, key: str, value: Any = None) -> str:
+    pad = "    " * depth
+    if value is None:
+        return f"{pad}{key}\n"
+    return f"{pad}{key:<{55 - len(pad)}}: {value}\n"
+
+
+def _yes(v: Any, yes: str = "Yes", no: str = "No") -> str:
+    return "N/A" if v in (None, NS) else (yes if v else no)
+
+
+def _q_gpu(g: dict) -> str:
+    """One GPU's block of `nvidia-smi -q` as driver 580 prints it (tests/data/nvml/h100-vm-1gpu-smi.json), with the
+    values of the spec; a GPU in an error state prints its error in every value."""
+    bad = STATE_TEXT.get(g.get("state"))
+    v = (lambda x: bad) if bad else (lambda x: "N/A" if x in (None, NS) else x)  # noqa: E731
+    pcie, ecc, mig, rp, rr = g["pcie"], g["ecc_volatile"], g["mig"], g["retired_pages"], g["remapped_rows"]
+    f = g.get("fabric")
+    L = [f"GPU 0000{g['bus_id'].upper()}\n", _q_line(1, "Product Name", v(g["name"])),
+         _q_line(1, "Persistence Mode", v(_yes(g["persistence"], "Enabled", "Disabled"))), _q_line(1, "MIG Mode"),
+         _q_line(2, "Current", v("N/A" if mig == NS else _yes(mig[0], "Enabled", "Disabled"))),
+         _q_line(2, "Pending", v("N/A" if mig == NS else _yes(mig[1], "Enabled", "Disabled"))),
+         _q_line(1, "GPU UUID", v(g["uuid"])), _q_line(1, "VBIOS Version", v(g["vbios"])),
+         _q_line(1, "GPU Recovery Action", v(RECOVERY_TEXT.get(g.get("recovery_action"), "N/A"))),
+         _q_line(1, "PCI"), _q_line(2, "Bus Id", "0000" + g["bus_id"].upper()), _q_line(2, "GPU Link Info"),
+         _q_line(3, "PCIe Generation"), _q_line(4, "Max", v(pcie["max_gen"])), _q_line(4, "Current", v(pcie["gen"])),
+         _q_line(4, "Device Current", v(pcie["gen"])), _q_line(4, "Device Max", v(pcie["max_gen"])),
+         _q_line(4, "Host Max", "N/A"), _q_line(3, "Link Width"), _q_line(4, "Max", v(f"{pcie['max_width']}x")),
+         _q_line(4, "Current", v(f"{pcie['width']}x")), _q_line(2, "Replays Since Reset", v(0)),
+         _q_line(1, "Clocks Event Reasons")]
+    for name, bit in CLOCK_NAMES:
+        depth = 3 if name in ("HW Thermal Slowdown", "HW Power Brake Slowdown") else 2
+        state = "N/A" if g["clocks"] in (None, NS) else ("Active" if g["clocks"] & bit else "Not Active")
+        L.append(_q_line(depth, name, v(state)))
+    used = g["memory_used"]
+    L += [_q_line(1, "FB Memory Usage"), _q_line(2, "Total", v("81559 MiB")), _q_line(2, "Reserved", v("480 MiB")),
+          _q_line(2, "Used", v("N/A" if used in (None, NS) else f"{used >> 20} MiB")), _q_line(1, "Utilization"),
+          _q_line(2, "GPU", v("N/A" if g["utilization"] in (None, NS) else f"{g['utilization']} %")),
+          _q_line(1, "ECC Mode"), _q_line(2, "Current", v(_yes(g["ecc_mode"], "Enabled", "Disabled"))),
+          _q_line(2, "Pending", v(_yes(g["ecc_mode"], "Enabled", "Disabled"))), _q_line(1, "ECC Errors"),
+          _q_line(2, "Volatile")]
+    e = {} if ecc == NS else ecc
+    L += [_q_line(3, "SRAM Correctable", v(0 if e else "N/A")),
+          _q_line(3, "SRAM Uncorrectable Parity", v(0 if e else "N/A")),
+          _q_line(3, "SRAM Uncorrectable SEC-DED", v(e.get("sram", "N/A"))),
+          _q_line(3, "DRAM Correctable", v(0 if e else "N/A")),
+          _q_line(3, "DRAM Uncorrectable", v(e.get("dram", "N/A"))),
+          _q_line(1, "Retired Pages"),
+          _q_line(2, "Single Bit ECC", v("N/A" if rp == NS else rp["sbe"])),
+          _q_line(2, "Double Bit ECC", v("N/A" if rp == NS else rp["dbe"])),
+          _q_line(2, "Pending Page Blacklist", v("N/A" if rp == NS else _yes(rp["pending"])))]
+    if rr == NS:
+        L.append(_q_line(1, "Remapped Rows", v("N/A")))
+    else:
+        L += [_q_line(1, "Remapped Rows"), _q_line(2, "Correctable Error", v(rr[0])),
+              _q_line(2, "Uncorrectable Error", v(rr[1])), _q_line(2, "Pending", v(_yes(rr[2]))),
+              _q_line(2, "Remapping Failure Occurred", v(_yes(rr[3])))]
+    L += [_q_line(1, "Fabric"),
+          _q_line(2, "State", v("N/A" if f in (None, NS) else FABRIC_TEXT.get(f["state"], "N/A"))),
+          _q_line(2, "Status", v("N/A" if f in (None, NS) or f["state"] == 0 else
+                                 ("Success" if f["status"] == 0 else f"Failure ({f['status']})")))]
+    procs = g["processes"]
+    if procs in (None, NS) or bad:
+        L.append(_q_line(1, "Processes", v("N/A")))
+    elif not procs:
+        L.append(_q_line(1, "Processes", "None"))
+    else:
+        L.append(_q_line(1, "Processes"))
+        for p in procs:
+            used = p.get("used")
+            L += [_q_line(2, "GPU instance ID", "N/A"), _q_line(2, "Compute instance ID", "N/A"),
+                  _q_line(2, "Process ID", p["pid"]), _q_line(3, "Type", "C"), _q_line(3, "Name", "python3"),
+                  _q_line(3, "Used GPU Memory", "N/A" if used is None else f"{used >> 20} MiB")]
+    return "".join(L)
+
+
+def render_q(spec: dict) -> tuple:
+    """(text, exit code) of `nvidia-smi -q` on the node: every GPU the driver counts, a lost one as its own line
+    (and exit 15, as nvidia-smi exits for a GPU it cannot reach)."""
+    counted = [g for g in spec["gpus"] if not g.get("probe_failed")]
+    out = ["\n==============NVSMI LOG==============\n\n", _q_line(0, "Driver Version", DRIVER),
+           _q_line(0, "CUDA Version", "13.0"), "\n", _q_line(0, "Attached GPUs", len(counted))]
+    rc = 0
+    for g in counted:
+        if g.get("lost") or g.get("state") == "lost":
+            out.insert(1, f"Unable to determine the device handle for GPU 0000{g['bus_id'].upper()}: GPU is lost.  "
+                          "Reboot the system to recover this GPU\n")
+            rc = 15
+            continue
+        out.append(_q_gpu(g))
+    return "".join(out), rc
+
+
+def render_nvlink_status(spec: dict) -> str:
+    """`nvidia-smi nvlink -s`: per GPU its links' speed in GB/s, `<inactive>` for a link that is down."""
+    out = []
+    for i, g in enumerate(x for x in spec["gpus"] if not x.get("probe_failed") and not x.get("lost")):
+        nvl = g["nvlink"]
+        out.append(f"GPU {i}: {g['name']} (UUID: {g['uuid']})\n")
+        if nvl.get("count") in (None, NS) or g.get("state") in STATE_TEXT:
+            continue
+        for link in range(nvl["count"]):
+            speed = nvl.get("speed", H100_LINK_MBPS)
+            out.append(f"\t Link {link}: " + ("<inactive>" if link in nvl.get("down", []) else
+                                              f"{speed / 1000:.3f} GB/s") + "\n")
+    return "".join(out)
+
+
+# How often nvidia-smi was asked for each counter ({key: reads}): counters given as [base, step] grow by step a read,
+# as FakeNvml's do. A child nvidia-smi keeps them in a file beside the spec (_SMI loads and saves it).
+SMI_READS: dict = {}
+
+
+def _smi_counter(key: str, value: Any) -> int:
+    base, step = value if isinstance(value, (list, tuple)) else (value, 0)
+    n = SMI_READS.get(key, 0)
+    SMI_READS[key] = n + 1
+    return int(base + step * n)
+
+
+def render_nvlink_errors(spec: dict) -> str:
+    """`nvidia-smi nvlink -e` as drivers before Blackwell print it: per link its replay, recovery and CRC (flit and
+    data together) errors."""
+    out = []
+    for i, g in enumerate(x for x in spec["gpus"] if not x.get("probe_failed") and not x.get("lost")):
+        nvl = g["nvlink"]
+        out.append(f"GPU {i}: {g['name']} (UUID: {g['uuid']})\n")
+        if nvl.get("count") in (None, NS) or g.get("state") in STATE_TEXT:
+            continue
+        errs = nvl.get("errors", {})
+        for link in range(nvl["count"]):
+            e = {} if errs == NS else (errs.get(str(link)) or {})
+            val = {k: _smi_counter(f"{g['bus_id']}/{link}/{k}", e.get(k, 0))
+                   for k in ("replay", "recovery", "crc_flit", "crc_data")}
+            out.append(f"\t Link {link}: Replay Errors: {val['replay']}\n"
+                       f"\t Link {link}: Recovery Errors: {val['recovery']}\n"
+                       f"\t Link {link}: CRC Errors: {val['crc_flit'] + val['crc_data']}\n")
+    return "".join(out)
+
+
 def smi_answer(spec: dict, argv: list) -> str:
-    """What nvidia-smi prints for argv on this node; RuntimeError (run_cmd's failure) where it would exit non-zero."""
+    """What nvidia-smi prints for argv on this node; RuntimeError (run_cmd's failure) where it would exit non-zero,
+    CommandFailed with what it printed where it prints and exits non-zero (a lost GPU)."""
+    from ncclcheck.facts.util import CommandFailed
+
     args = list(argv[1:])
-    gpus = spec["gpus"]
+    raw = (spec.get("smi_text") or {}).get(" ".join(args))
+    if raw is not None:  # a recorded node (tests/data/hwnodes): its own text
+        return raw
+    gpus = [g for g in spec["gpus"] if not g.get("probe_failed")]
     if args[:1] == ["topo"]:
         return "\tGPU0\nGPU0\t X \n"
     if args == ["-q"]:
-        out = [f"==============NVSMI LOG==============\n\nDriver Version : {DRIVER}\n"]
-        for g in gpus:
-            f = g.get("fabric")
-            state = {0: "N/A", 1: "Not Started", 2: "In Progress", 3: "Completed"}.get(f["state"]) if f not in (
-                None, NS) else "N/A"
-            status = ("Success" if f["status"] == 0 else f"Error {f['status']}") if f not in (None, NS) else "N/A"
-            out.append(f"GPU 0000{g['bus_id'].upper()}\n    Product Name : {g['name']}\n    Fabric\n"
-                       f"        State : {state}\n        Status : {status}\n"
-                       f"    GPU Recovery Action : None\n")
-        return "\n".join(out)
+        text, rc = render_q(spec)
+        if rc:
+            raise CommandFailed(f"nvidia-smi exited {rc}", text, rc)
+        return text
+    if args == ["nvlink", "-s"]:
+        return render_nvlink_status(spec)
+    if args == ["nvlink", "-e"]:
+        return render_nvlink_errors(spec)
     query = next((a for a in args if a.startswith("--query-")), None)
     if query is None:
         raise RuntimeError("nvidia-smi exited 2: unsupported arguments in the fake")
@@ -312,21 +485,7 @@ def smi_answer(spec: dict, argv: list) -> str:
                 _smi_value(gpus[0], n)
             except KeyError:
                 raise RuntimeError(f'nvidia-smi exited 2: Field "{n}" is not a valid field to query.') from None
-        lines = [", ".join(_smi_value(g, n) for n in names) for g in gpus]
-    elif kind == "remapped-rows":
-        for g in gpus:
-            rr = g["remapped_rows"]
-            if rr == NS:
-                continue
-            lines.append(f"0000{g['bus_id'].upper()}, {rr[0]}, {rr[1]}, {'Yes' if rr[2] else 'No'}, "
-                         f"{'Yes' if rr[3] else 'No'}")
-    elif kind == "compute-apps":
-        for g in gpus:
-            for p in g["processes"] if g["processes"] != NS else []:
-                used = p.get("used")
-                row = {"gpu_bus_id": "0000" + g["bus_id"].upper(), "pid": p["pid"], "process_name": "python3",
-                       "used_memory": "[N/A]" if used is None else used >> 20}
-                lines.append(", ".join(str(row[n]) for n in names))
+        lines = [", ".join(_smi_value(g, n) for n in names) for g in gpus if not g.get("lost")]
     else:
         raise RuntimeError(f"nvidia-smi exited 2: --query-{kind} is not in the fake")
     return "".join(line + "\n" for line in lines)
@@ -511,6 +670,10 @@ def write_tree(root: Path, spec: dict) -> Path:
                            ("current_link_width", pcie["width"]), ("max_link_width", pcie["max_width"])):
             (d / name).write_text(f"{text}\n")
         write_aer(root, spec, idx)
+        if not g.get("probe_failed"):  # the nvidia driver bound it (a GPU that failed at probe has no driver)
+            drv = root / "sys/bus/pci/drivers/nvidia"
+            _link(root, f"sys/bus/pci/drivers/nvidia/{g['bus_id']}", os.path.relpath(d, drv))
+            _link(root, os.path.relpath(d / "driver", root), os.path.relpath(drv, d))
     for sw in spec["nvswitches"]:
         pci_function(root, [sw], bus_root="pci0000:00", numa_node=None, cls="0x068000")
     for i, dev in enumerate(spec["ib_ports"]):
@@ -559,14 +722,23 @@ def __getattr__(name):
 _SMI = '''#!{python}
 """A fake nvidia-smi (ncclcheck_lab/fakehw.py) answering from the node spec in $NCCLCHECK_FAKE_HW."""
 import json, os, sys
-from ncclcheck_lab.fakehw import smi_answer  # found through $PYTHONPATH (env_for)
+import time
+from ncclcheck_lab import fakehw  # found through $PYTHONPATH (env_for)
 with open(os.environ["NCCLCHECK_FAKE_HW"]) as f:
     spec = json.load(f)
+time.sleep(float(spec.get("smi_delay_s") or 0))  # a node without persistence mode answers each call slowly
+reads = os.environ["NCCLCHECK_FAKE_HW"] + ".reads"
+if os.path.exists(reads):
+    with open(reads) as f:
+        fakehw.SMI_READS.update(json.load(f))
 try:
-    sys.stdout.write(smi_answer(spec, sys.argv))
+    sys.stdout.write(fakehw.smi_answer(spec, sys.argv))
+    with open(reads, "w") as f:
+        json.dump(fakehw.SMI_READS, f)
 except RuntimeError as e:
+    sys.stdout.write(getattr(e, "stdout", "") or "")
     sys.stderr.write(str(e).split(": ", 1)[-1] + "\\n")
-    sys.exit(2)
+    sys.exit(getattr(e, "returncode", None) or 2)
 '''
 
 
@@ -605,6 +777,7 @@ def faulty(spec: dict, **changes: Any) -> dict:
     return out
 
 
-__all__ = ["NS", "ZERO_COUNTERS", "ZERO_HW_COUNTERS", "FakeNvml", "NVMLError", "env_for", "faulty", "gpu_spec",
-           "ib_counters", "ib_hca", "ib_port", "install", "kernel", "kmsg_line", "mlx5_core_version", "node_spec",
-           "nvidia_module", "pci_function", "peermem", "smi_answer", "write_aer", "write_tree", "xid_line"]
+__all__ = ["NS", "SMI_READS", "STATE_CODES", "ZERO_COUNTERS", "ZERO_HW_COUNTERS", "FakeNvml", "NVMLError", "env_for",
+           "faulty", "gpu_spec", "ib_counters", "ib_hca", "ib_port", "install", "kernel", "kmsg_line",
+           "mlx5_core_version", "node_spec", "nvidia_module", "pci_function", "peermem", "render_nvlink_errors",
+           "render_nvlink_status", "render_q", "smi_answer", "write_aer", "write_tree", "xid_line"]

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Optional
 
+from ..facts import nvml as nv_
+from ..facts.gpuhealth import READS, read_of
 from ..model import CheckResult, skipped
 from . import hwaction as hw
 from . import xid as xids
@@ -82,7 +84,9 @@ def _gpu_of(gh: dict, bus: Optional[str]) -> dict:
 
 def _finding(g: dict, what: str, read: str, action: str, value: Any = None, window: str = "now",
              device: str = "") -> Finding:
-    return Finding(device or hw.gpu_name(g), what, read, action, value, window, hw.gpu_ident(g))
+    """`read` is a key of facts/gpuhealth.py's READS (named by the source this GPU was read from) or a path."""
+    return Finding(device or hw.gpu_name(g), what, read_of(g, read) if read in READS else read, action, value, window,
+                   hw.gpu_ident(g))
 
 
 def _unread(cid: str, inp: LocalInput, gh: dict, what: str) -> CheckResult:
@@ -120,14 +124,14 @@ def _memory_findings(g: dict) -> tuple:
     if isinstance(rr, dict):
         read = True
         if rr.get("failure"):
-            out.append(_finding(g, "row remapping failed (no spare row left)", "nvmlDeviceGetRemappedRows",
+            out.append(_finding(g, "row remapping failed (no spare row left)", "remapped_rows",
                                 ISOLATE, rr))
         elif rr.get("pending"):
-            out.append(_finding(g, "row remap pending (applied at the next GPU reset)", "nvmlDeviceGetRemappedRows",
+            out.append(_finding(g, "row remap pending (applied at the next GPU reset)", "remapped_rows",
                                 RESET_GPU, rr))
         if isinstance(rr.get("uncorrectable"), int) and rr["uncorrectable"] >= DCGM_MAX_UNCORRECTABLE_ROW_REMAPS:
             out.append(_finding(g, f"{rr['uncorrectable']} rows remapped for uncorrectable errors (DCGM's limit "
-                                   f"{DCGM_MAX_UNCORRECTABLE_ROW_REMAPS})", "nvmlDeviceGetRemappedRows", ISOLATE, rr,
+                                   f"{DCGM_MAX_UNCORRECTABLE_ROW_REMAPS})", "remapped_rows", ISOLATE, rr,
                                 "lifetime of the GPU"))
     ecc = g.get("ecc_uncorrected_volatile") or {}
     if isinstance(ecc.get("total"), int):
@@ -135,31 +139,26 @@ def _memory_findings(g: dict) -> tuple:
         if ecc["total"] > 0:
             split = ", ".join(f"{k.upper()} {ecc[k]}" for k in ("sram", "dram") if isinstance(ecc.get(k), int))
             out.append(_finding(g, f"{ecc['total']} uncorrected ECC error(s)" + (f" ({split})" if split else ""),
-                                "nvmlDeviceGetTotalEccErrors(UNCORRECTED, VOLATILE)", RESET_GPU, ecc,
+                                "ecc_volatile", RESET_GPU, ecc,
                                 "since the driver loaded"))
     if g.get("ecc_mode") is False:
-        out.append(_finding(g, "ECC is off: memory errors go uncounted", "nvmlDeviceGetEccMode", MONITOR, False))
+        out.append(_finding(g, "ECC is off: memory errors go uncounted", "ecc_mode", MONITOR, False))
     rp = g.get("retired_pages")
     if isinstance(rp, dict):
         read = True
         total = sum(v for v in (rp.get("sbe"), rp.get("dbe")) if isinstance(v, int))
         if rp.get("pending"):
             out.append(_finding(g, "page retirement pending (applied at the next GPU reset)",
-                                "nvmlDeviceGetRetiredPagesPendingStatus", RESET_GPU, rp))
+                                "retired_pages_pending", RESET_GPU, rp))
         if total >= DCGM_MAX_RETIRED_PAGES:
             out.append(_finding(g, f"{total} pages retired (DCGM's limit {DCGM_MAX_RETIRED_PAGES})",
-                                "nvmlDeviceGetRetiredPages", ISOLATE, rp, "lifetime of the GPU"))
+                                "retired_pages", ISOLATE, rp, "lifetime of the GPU"))
     ra = g.get("recovery_action")
     if isinstance(ra, int):
         read = True
         if ra in RECOVERY_ACTIONS:
             act, what = RECOVERY_ACTIONS[ra]
-            out.append(_finding(g, f"NVML's recovery action: {what}", "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", act, ra))
-    elif g.get("recovery_text"):
-        act = xids.recovery_action(g["recovery_text"])
-        if act:
-            out.append(_finding(g, f"recovery action: {g['recovery_text']}", "nvidia-smi -q (GPU Recovery Action)",
-                                act, g["recovery_text"]))
+            out.append(_finding(g, f"the driver's recovery action: {what}", "recovery_action", act, ra))
     return out, read
 
 
@@ -295,7 +294,7 @@ def check_nvlink(inp: LocalInput) -> CheckResult:
         if up < want:
             findings.append(_finding(g, f"{up} of {want} NVLink links up (down: {', '.join(map(str, lg.get('down')))}"
                                         + ("" if expected_links(lg.get("name")) else ", the count NVML reports") + ")",
-                                     "nvmlDeviceGetNvLinkState", RESET_GPU, {"up": up, "expected": want,
+                                     "nvlink_state", RESET_GPU, {"up": up, "expected": want,
                                                                               "down": lg.get("down")}))
     links = (inp.facts.get("counters") or {}).get("gpu_links") or {}
     windows = _counter_windows(inp)
@@ -307,12 +306,12 @@ def check_nvlink(inp: LocalInput) -> CheckResult:
             where = "" if over_base else _links_named(links.get(bus) or {})
             if bad:
                 findings.append(_finding(g, ", ".join(f"{k} errors +{v}" for k, v in bad.items()) + where,
-                                         "nvmlDeviceGetNvLinkErrorCounter", RESET_GPU, bad, window))
+                                         "nvlink_errors", RESET_GPU, bad, window))
             if crc:
                 rate = crc / secs if secs else None
                 act = RESET_GPU if rate is not None and rate >= DCGM_MAX_NVLINK_CRC_PER_S else MONITOR
                 findings.append(_finding(g, f"CRC errors +{crc}" + (f" ({rate:.3g}/s)" if rate else "") + where,
-                                         "nvmlDeviceGetNvLinkErrorCounter", act, crc, window))
+                                         "nvlink_errors", act, crc, window))
     ok = f"{len(with_links)} GPU(s) with every NVLink link up, " + (
         f"no link error {windows[0][2]}" if windows else "link errors not read twice (no counter window)")
     return hw.result(NVLINK, findings, inp.node_rank, ok, {"gpus": lgpus},
@@ -348,7 +347,7 @@ def check_pcie(inp: LocalInput) -> CheckResult:
         else:
             n = g.get("pcie_nvml") or {}
             cur, top, gen, maxgen, read = n.get("width"), n.get("max_width"), n.get("gen"), n.get("max_gen"), \
-                "nvmlDeviceGetCurrPcieLink*"
+                "pcie"
             unit = ""
             if not isinstance(cur, int) or not isinstance(top, int):
                 continue
@@ -397,7 +396,7 @@ def _pcie_counter_findings(inp: LocalInput, gh: dict) -> list:
             for key, what, act, base_limit in PCIE_COUNTERS:
                 v = d.get(key)
                 if isinstance(v, int) and v > 0 and (not over_base or v >= base_limit):
-                    src = "nvmlDeviceGetPcieReplayCounter" if key == "pcie.replay" else \
+                    src = "pcie_replay" if key == "pcie.replay" else \
                         f"/sys/bus/pci/devices/{bus}/aer_dev_{key.rsplit('_', 1)[1]}"
                     out.append(_finding(g, f"{what} +{v}", src, act, v, window))
     return out
@@ -423,7 +422,7 @@ def check_clocks(inp: LocalInput) -> CheckResult:
         read += 1
         for bit, what in CLOCK_FAULTS:
             if mask & bit:
-                findings.append(_finding(g, f"clocks held down: {what}", "nvmlDeviceGetCurrentClocksEventReasons",
+                findings.append(_finding(g, f"clocks held down: {what}", "clock_event_reasons",
                                          ISOLATE, f"{mask:#x}"))
         if mask & SW_POWER_CAP:
             capped.append(hw.gpu_name(g))
@@ -443,7 +442,7 @@ def check_persistence(inp: LocalInput) -> CheckResult:
     known, skip = _readings(inp, PERSISTENCE, lambda g: isinstance(g.get("persistence"), bool), "persistence mode")
     if skip:
         return skip
-    findings = [_finding(g, "persistence mode off", "nvmlDeviceGetPersistenceMode", MONITOR, False)
+    findings = [_finding(g, "persistence mode off", "persistence", MONITOR, False)
                 for g in known if not g["persistence"]]
     return hw.result(PERSISTENCE, findings, inp.node_rank, f"persistence mode on for {len(known)} GPU(s)",
                      fix="Run nvidia-persistenced (systemctl enable --now nvidia-persistenced) on the node.")
@@ -464,10 +463,10 @@ def check_mig(inp: LocalInput) -> CheckResult:
         cur, pend = bool(g["mig"].get("current")), bool(g["mig"].get("pending"))
         if want is not None and cur != want:
             findings.append(_finding(g, f"MIG {'on' if cur else 'off'}, expected {'on' if want else 'off'}",
-                                     "nvmlDeviceGetMigMode", RESET_GPU, g["mig"]))
+                                     "mig", RESET_GPU, g["mig"]))
         elif cur != pend:
             findings.append(_finding(g, f"MIG change pending ({'on' if pend else 'off'} at the next reset)",
-                                     "nvmlDeviceGetMigMode", RESET_GPU, g["mig"]))
+                                     "mig", RESET_GPU, g["mig"]))
     said = "either" if want is None else ("on" if want else "off")
     return hw.result(MIG, findings, inp.node_rank, f"MIG {said} as expected on {len(known)} GPU(s)",
                      fix="`nvidia-smi -i N -mig 0|1` then a GPU reset, by the operator (ncclcheck changes nothing); or "
@@ -494,7 +493,7 @@ def check_processes(inp: LocalInput) -> CheckResult:
     act = RESET_GPU if mode == "leftover" else MONITOR
     what = "leftover process (in a Prolog any process is one)" if mode == "leftover" else "process already using it"
     findings = [_finding(g, f"{what}: pid {p.get('pid')} {p.get('name') or '?'} holds {_gib(p.get('used_bytes'))}",
-                         "nvmlDeviceGetComputeRunningProcesses", act, p) for g, p in found]
+                         "processes", act, p) for g, p in found]
     return hw.result(PROCESSES, findings, inp.node_rank, "", ev,
                      fix="Stop the process (kill PID; `nvidia-smi --query-compute-apps=pid,process_name,used_memory "
                          "--format=csv`), or wait for it; a GPU reset needs no process on it.")
@@ -506,38 +505,111 @@ def _gib(n: Any) -> str:
 
 # ------------------------------------------------------------------------------------------------ gpu.fabric
 def check_fabric(inp: LocalInput) -> CheckResult:
-    """gpu.fabric: on a node with NVSwitches (PCI class 0x0680, vendor 0x10de), every GPU trained into the fabric by
-    the fabric manager (NVML's fabric state COMPLETED with success); a node without NVSwitches needs no fabric
-    manager and is not judged."""
+    """gpu.fabric: every GPU that reports a fabric state (Hopper and later in an NVSwitch or multi-node NVLink
+    system, whether or not the switches are visible: a VM sees its GPUs' state, not the switches) trained into the
+    fabric by the fabric manager: COMPLETED with success. NOT_STARTED, IN_PROGRESS or an error fail: until training
+    completes every CUDA call fails with cudaErrorSystemNotReady (802). A GPU that reports none (pre-Hopper, a PCIe
+    card: nvidia-smi prints N/A) is not judged here: its NVLink is (gpu.nvlink)."""
     gh, skip = _group(inp, FABRIC)
     if skip:
         return skip
     switches = gh.get("nvswitches") or []
-    if not switches:
-        return skipped(FABRIC, "no NVSwitch on the PCI bus: no fabric manager needed", node=inp.node_rank)
-    known = [g for g in _gpus(gh) if isinstance(g.get("fabric"), dict) and g["fabric"].get("state") != "not_supported"]
+    known = [g for g in _gpus(gh) if isinstance(g.get("fabric"), dict)
+             and g["fabric"].get("state") not in (None, "not_supported", "n/a")]
     if not known:
-        return skipped(FABRIC, f"{len(switches)} NVSwitch(es), but no GPU reports a fabric state (NVML's fabric info "
-                               "is Hopper and later: judge NVLink instead)", node=inp.node_rank,
-                       evidence={"nvswitches": switches})
+        why = (f"{len(switches)} NVSwitch(es), but no GPU reports a fabric state (pre-Hopper GPUs do not: their "
+               "NVLink is judged in gpu.nvlink)") if switches else \
+            "no GPU reports a fabric state (not in an NVSwitch fabric, or pre-Hopper): nothing to judge"
+        return skipped(FABRIC, why, node=inp.node_rank, evidence={"nvswitches": switches})
     findings = []
     for g in known:
         st, status = g["fabric"].get("state"), g["fabric"].get("status")
         if st == "completed" and status in ("success", None):
             continue
         if st == "in_progress":
-            findings.append(_finding(g, "fabric training in progress (the fabric manager is still starting)",
-                                     "nvmlDeviceGetGpuFabricInfo", MONITOR, g["fabric"]))
+            what = "fabric training still in progress: CUDA calls fail (802, system not ready) until it completes"
         elif st == "completed":
-            findings.append(_finding(g, f"fabric training completed with an error ({status})",
-                                     "nvmlDeviceGetGpuFabricInfo", REBOOT, g["fabric"]))
+            what = f"fabric training completed with an error ({status})"
+        elif st == "not_started":
+            what = "not trained into the NVLink fabric (state Not Started): the fabric manager has not run for it"
         else:
-            findings.append(_finding(g, f"not in the NVSwitch fabric (state {st}): the fabric manager is not running",
-                                     "nvmlDeviceGetGpuFabricInfo", REBOOT, g["fabric"]))
-    return hw.result(FABRIC, findings, inp.node_rank, f"{len(known)} GPU(s) trained into the fabric of "
-                     f"{len(switches)} NVSwitch(es)", {"nvswitches": switches},
-                     fix="`systemctl status nvidia-fabricmanager` and its log (/var/log/fabricmanager.log); the "
-                         "GPUs join the fabric only after it runs, with the driver's exact version.")
+            what = f"fabric state {st}"
+        findings.append(_finding(g, what, "fabric", REBOOT, g["fabric"]))
+    where = f" of {len(switches)} NVSwitch(es)" if switches else ""
+    return hw.result(FABRIC, findings, inp.node_rank, f"{len(known)} GPU(s) trained into the fabric{where}",
+                     {"nvswitches": switches},
+                     fix="`systemctl status nvidia-fabricmanager` and its log (/var/log/fabricmanager.log) on the node "
+                         "(on a VM: the host's or the provider's); the GPUs join the fabric only after it runs, with "
+                         "the driver's exact version. A state that stays In Progress needs a reboot.")
+
+
+# ---------------------------------------------------------------------------------------------- gpu.readable
+READABLE = "gpu.readable"
+# An error on at least this share of a GPU's reads says the GPU, not one field, is broken (nvidia-smi's ERR!)
+UNKNOWN_ERROR_SHARE = 0.5
+_STATE_FINDINGS = {nv_.RESET_REQUIRED: ("the driver says this GPU requires a reset", RESET_GPU),
+                   nv_.GPU_LOST: ("the GPU is lost (it left the bus)", REBOOT),
+                   nv_.UNKNOWN_ERROR: ("the GPU answers Unknown Error (nvidia-smi: ERR!)", RESET_GPU)}
+# Drivers a GPU may be bound to that are not a fault of this node: a VM's (the host passes it through)
+PASSED_THROUGH = ("vfio-pci", "pci-stub")
+
+
+def _readable_findings(gh: dict) -> tuple:
+    """(findings, GPUs passed through to a VM) for the GPUs the driver cannot read."""
+    findings = []
+    for g in _gpus(gh):
+        errs = g.get("errors") if isinstance(g.get("errors"), dict) else {}
+        states = [v for v in errs.values() if v in nv_.FAULT_STATES]
+        if not states:
+            continue
+        asked = len(errs) + len(g.get("unsupported") or []) + sum(
+            1 for k in ("uuid", "name", "vbios", "persistence", "ecc_mode", "clock_event_reasons", "utilization_gpu")
+            if g.get(k) is not None)
+        worst_state = next(st for st in (nv_.GPU_LOST, nv_.RESET_REQUIRED, nv_.UNKNOWN_ERROR) if st in states)
+        what, act = _STATE_FINDINGS[worst_state]
+        share = len(states) / max(asked, 1)
+        if worst_state == nv_.UNKNOWN_ERROR and share < UNKNOWN_ERROR_SHARE:
+            what, act = f"{len(states)} of its reads answer Unknown Error ({', '.join(sorted(errs)[:4])})", MONITOR
+        else:
+            what += f" ({len(states)} of {asked} reads)"
+        findings.append(_finding(g, what, "handle", act, {"errors": errs}))
+    for u in gh.get("unreachable") or []:
+        if not isinstance(u, dict):
+            continue
+        state = u.get("state")
+        what, act = _STATE_FINDINGS.get(state, (f"no handle: {state}", REBOOT))
+        findings.append(_finding(u, f"{what}: the driver counts it but gives no handle", "handle", act, u))
+    vm = []
+    for a in gh.get("absent") or []:
+        if not isinstance(a, dict):
+            continue
+        drv = a.get("driver")
+        if drv in PASSED_THROUGH or drv == "nouveau":  # a VM's GPU; nouveau is gpu.nouveau's finding
+            vm.append(f"{a.get('bus_id')} ({drv})")
+            continue
+        why = "no driver bound" if not drv else f"bound to {drv}"
+        findings.append(Finding(f"GPU at {a.get('bus_id')}", f"on the PCI bus but the driver does not list it "
+                                f"({why}): it failed at probe", f"/sys/bus/pci/devices/{a.get('bus_id')}", REBOOT,
+                                a, "now", {"index": None, "bus_id": a.get("bus_id"), "uuid": None}))
+    return findings, vm
+
+
+def check_readable(inp: LocalInput) -> CheckResult:
+    """gpu.readable: every NVIDIA GPU on the PCI bus is listed by the driver and answers its reads: a GPU that failed
+    at probe (on the bus, not listed), one the driver counts but gives no handle for (GPU is lost), one whose reads say
+    it requires a reset, one that answers Unknown Error (nvidia-smi's ERR!) to most reads. Each is named by bus id."""
+    gh, skip = _group(inp, READABLE)
+    if skip:
+        return skip
+    findings, vm = _readable_findings(gh)
+    n = len(_gpus(gh))
+    ok = f"{n} GPU(s) listed by the driver and readable" + (f"; passed through to a VM: {', '.join(vm)}" if vm else "")
+    return hw.result(READABLE, findings, inp.node_rank, ok,
+                     {"unreachable": gh.get("unreachable"), "absent": gh.get("absent"), "passed_through": vm},
+                     fix="The kernel log names why (`journalctl -k | grep NVRM`: RmInitAdapter failed, probe routine "
+                         "failed, fallen off the bus, Xid); a reset (`nvidia-smi -r -i N` with no process on it) "
+                         "clears a GPU that requires one; a GPU that failed at probe or is lost needs a reboot, and "
+                         "its replacement when it recurs.")
 
 
 def check_nouveau(inp: LocalInput) -> CheckResult:
@@ -573,7 +645,7 @@ def check_vbios(inp: LocalInput) -> CheckResult:
             for v, gs in counts.items():
                 if v != majority:
                     findings += [_finding(g, f"VBIOS {v}, the node's other {name} run {majority}",
-                                          "nvmlDeviceGetVbiosVersion", MONITOR, v) for g in gs]
+                                          "vbios", MONITOR, v) for g in gs]
     versions = sorted({g["vbios"] for g in known})
     return hw.result(VBIOS, findings, inp.node_rank, f"VBIOS {', '.join(versions)} on {len(known)} GPU(s)",
                      {"vbios": {str(g.get("index")): g.get("vbios") for g in known}},
@@ -656,6 +728,6 @@ def vbios_of(facts: dict) -> Optional[dict]:
 
 
 __all__ = ["CLOCKS", "FABRIC", "HOST_COPY", "MEMORY", "MIG", "NOUVEAU", "NVLINK", "PCIE", "PERSISTENCE", "PROCESSES",
-           "VBIOS", "XID", "HwExpect", "check_clocks", "check_fabric", "check_host_copy", "check_memory", "check_mig",
-           "check_nouveau", "check_nvlink", "check_pcie", "check_persistence", "check_processes", "check_vbios",
-           "check_xid", "expected_links", "hw_expect", "pcie_bound_gbps", "vbios_of"]
+           "READABLE", "VBIOS", "XID", "HwExpect", "check_clocks", "check_fabric", "check_host_copy", "check_memory",
+           "check_mig", "check_nouveau", "check_nvlink", "check_pcie", "check_persistence", "check_processes",
+           "check_readable", "check_vbios", "check_xid", "expected_links", "hw_expect", "pcie_bound_gbps", "vbios_of"]

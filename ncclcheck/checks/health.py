@@ -49,24 +49,57 @@ def _unavailable(group) -> Optional[str]:
     return str(group["unavailable"]) if isinstance(group, dict) and "unavailable" in group else None
 
 
+def _unusable(facts: dict) -> tuple:
+    """(GPUs counted but not usable, GPUs on the PCI bus the driver does not list): [(bus id or "GPU i", why)] each,
+    from gpu_health (a GPU in ERR!, one that requires a reset, one lost; one that failed at probe)."""
+    from .gpu import PASSED_THROUGH
+
+    gh = facts.get("gpu_health")
+    if not isinstance(gh, dict) or "unavailable" in gh:
+        return [], []
+    broken = []
+    for g in gh.get("gpus") or []:
+        states = sorted({v for v in (g.get("errors") or {}).values() if v in ("requires reset", "GPU is lost")})
+        if isinstance(g, dict) and states:
+            broken.append((g.get("bus_id") or f"GPU {g.get('index')}", states[0]))
+    for u in gh.get("unreachable") or []:
+        if isinstance(u, dict):
+            broken.append((u.get("bus_id") or f"GPU {u.get('index')}", str(u.get("state") or "no handle")))
+    absent = [(a.get("bus_id"), "failed at probe" if not a.get("driver") or a.get("driver") == "nvidia"
+               else f"bound to {a.get('driver')}") for a in gh.get("absent") or []
+              if isinstance(a, dict) and a.get("driver") not in PASSED_THROUGH]
+    return broken, absent
+
+
 def check_gpus(facts: dict, expect: Expect) -> CheckResult:
-    """health.gpus: the GPUs nvidia-smi sees against --gpus or the node's Gres (fewer fails: a GPU fell off the bus)."""
+    """health.gpus: the usable GPUs against --gpus or the node's Gres (fewer fails, naming each missing GPU by bus id:
+    on the PCI bus but not listed by the driver, or listed but lost or in need of a reset)."""
     gpu = facts.get("gpu") or {}
     want = expect.gpus
     if want is None:
         return skipped(GPUS, "no expected GPU count (--gpus, or a gpu Gres on the Slurm node)")
     why = _unavailable(gpu)
-    have = gpu.get("count") if not why else None
-    ev = {"expected": want, "expected_from": expect.gpus_from, "visible": have, "source": gpu.get("source"),
-          "reason": why or gpu.get("reason")}
-    if not isinstance(have, int):
+    listed = gpu.get("count") if not why else None
+    broken, absent = _unusable(facts)
+    ev = {"expected": want, "expected_from": expect.gpus_from, "visible": listed, "source": gpu.get("source"),
+          "reason": why or gpu.get("reason"), "not_usable": [{"gpu": b, "why": w} for b, w in broken],
+          "not_listed": [{"bus_id": b, "why": w} for b, w in absent]}
+    if not isinstance(listed, int):
         return failed(GPUS, f"GPUs could not be counted ({why}); {want} expected", evidence=ev,
-                      fix="Check the driver: `nvidia-smi` on the node, `dmesg | grep -i -e nvrm -e xid`.")
+                      fix="Check the driver: `nvidia-smi` on the node, `journalctl -k | grep NVRM`.")
+    # A GPU the driver lists but cannot use (lost, requires reset) is not one a job can use
+    listed_broken = [b for b in broken if b[0] not in {a for a, _w in absent}]
+    have = max(0, listed - len(listed_broken))
+    named = [f"{b} ({w})" for b, w in listed_broken + absent]
     if have < want:
-        return failed(GPUS, f"{have} of {want} GPUs visible (expected from {expect.gpus_from})", evidence=ev,
-                      detail=f"nvidia-smi lists {have}; {gpu.get('reason') or ''}".strip(),
-                      fix="A GPU that fell off the bus or an Xid error: `nvidia-smi -q`, `dmesg | grep -i xid`; "
-                          "reset or replace it, then resume the node.")
+        gone = f": {', '.join(named)}" if named else ""
+        return failed(GPUS, f"{have} of {want} GPUs usable (expected from {expect.gpus_from}){gone}", evidence=ev,
+                      detail=f"The driver lists {listed}; {gpu.get('reason') or ''}".strip(),
+                      fix=("A GPU on the PCI bus that the driver does not list failed at probe: "
+                           "`journalctl -k | grep NVRM` shows why (RmInitAdapter failed, probe routine failed); "
+                           if absent else "") +
+                          "a lost GPU (Xid 79) or one that requires a reset: gpu.readable and gpu.xid name it; "
+                          "reset, reboot or replace it, then resume the node.")
     if have > want:
         return warned(GPUS, f"{have} GPUs visible, {want} expected (from {expect.gpus_from})", evidence=ev,
                       fix="Correct the expectation (--gpus, or Gres in slurm.conf / gres.conf).")
@@ -127,6 +160,22 @@ def check_nccl_interface(facts: dict, expect: Expect) -> CheckResult:
     return passed(IFACE, f"{names} up{extra} ({how})", evidence=ev)
 
 
+# The port's physical state (sysfs phys_state, ibstat's "Physical state") says why it is not ACTIVE
+PHYS_MEANING = {"polling": "no cable, or no partner port at the other end", "disabled": "disabled on this side",
+                "sleep": "asleep (the driver has not brought it up)",
+                "linkerrorrecovery": "recovering from link errors",
+                "portconfigurationtraining": "training with its partner", "phytest": "in a physical-layer test"}
+
+
+def _phys(port: dict) -> str:
+    raw = str(port.get("phys_state") or "")
+    name = raw.split(":", 1)[-1].strip()
+    key = name.lower().replace(" ", "")
+    if not name or key == "linkup":
+        return ""
+    return f" (physical state {name}: {PHYS_MEANING[key]})" if key in PHYS_MEANING else f" (physical state {name})"
+
+
 def check_ib_ports(facts: dict, expect: Expect) -> list:
     """health.ib_ports: RDMA ports ACTIVE (none active: NCCL falls back to sockets without a word) at the expected
     rate (--ib-rate: every port)."""
@@ -145,7 +194,7 @@ def check_ib_ports(facts: dict, expect: Expect) -> list:
                            fix="Check the HCA driver (`ls /sys/class/infiniband`, `dmesg | grep mlx`).")]
         return [skipped(IB, "no RDMA ports (NCCL uses TCP sockets)", evidence=ev)]
     active = {(d, p) for d, p, _ in rules.active_ib_ports(rdma)}
-    down = [f"{d}:{p} {x.get('state') or '?'}" for d, p, x in ports if (d, p) not in active]
+    down = [f"{d}:{p} {x.get('state') or '?'}{_phys(x)}" for d, p, x in ports if (d, p) not in active]
     slow = [f"{d}:{p} {x.get('rate_gbps')} Gb/s" for d, p, x in ports
             if (d, p) in active and want and not (isinstance(x.get("rate_gbps"), (int, float))
                                                   and x["rate_gbps"] >= want)]

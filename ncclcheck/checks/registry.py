@@ -58,6 +58,7 @@ REGISTRY: tuple = (
     # The GPUs' hardware (checks/gpu.py), the driver first: a GPU off the bus or a driver that cannot drive it
     # explains everything after it
     CheckSpec(hw.NOUVEAU, LOCAL, ("gpu_health",), hw.check_nouveau, NODE, hardware=True),
+    CheckSpec(hw.READABLE, LOCAL, ("gpu_health",), hw.check_readable, NODE, hardware=True),
     CheckSpec(hw.XID, LOCAL, ("gpu_health",), hw.check_xid, NODE, hardware=True),
     CheckSpec(hw.MEMORY, LOCAL, ("gpu_health",), hw.check_memory, NODE, hardware=True),
     CheckSpec(hw.PCIE, LOCAL, ("gpu_health",), hw.check_pcie, NODE, hardware=True),

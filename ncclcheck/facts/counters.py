@@ -15,21 +15,26 @@ or as its whole new value.
 
 from __future__ import annotations
 
+import shutil
 import time
 from typing import Any, Callable, Optional
 
-from . import host, links, net, rdma
+from . import host, links, net, rdma, smilink
 from . import nvml as nv_
 from .pcitree import nvidia_gpu_bus_ids
 from .roots import sysfs
+from .util import link_name, run_cmd
+
+SMI_TIMEOUT_S = 5.0
 
 MAX_GPUS = 64
 GPU_COUNTERS = ("pcie.replay", "pcie.aer_correctable", "pcie.aer_nonfatal", "pcie.aer_fatal",
                 *(f"nvlink.{k}" for k, _ in links.NVLINK_COUNTERS))
-_PRIVATE = ("mono", "nvml", "nvlinks")  # kept in this process only: a monotonic clock, the NVML session, per link
+# kept in this process only: a monotonic clock, the NVML session, per-link values, the injected runner
+_PRIVATE = ("mono", "nvml", "nvlinks", "run")
 
 
-def _gpu_counters(nv: Any) -> tuple:
+def _gpu_counters(nv: Any, run: Optional[Callable] = None) -> tuple:
     """({bus: {counter: total}}, {bus: {nvlink counter: {link: value}}}) now: AER for every GPU on the PCI bus (from
     sysfs, no driver call) and, through an open NVML session, each GPU's replay counter and its up links' errors."""
     totals: dict = {}
@@ -40,6 +45,7 @@ def _gpu_counters(nv: Any) -> tuple:
         if any(v is not None for v in vals.values()):
             totals[bus] = vals
     if nv is None:
+        _smi_nvlink_counters(totals, per_link, run)
         return _known(totals), per_link
     try:
         count = min(int(nv.nvmlDeviceGetCount()), MAX_GPUS)
@@ -65,6 +71,34 @@ def _gpu_counters(nv: Any) -> tuple:
     return _known(totals), per_link
 
 
+def _smi_nvlink_counters(totals: dict, per_link: dict, run: Optional[Callable] = None) -> None:
+    """Without NVML, each GPU's NVLink error counters from `nvidia-smi nvlink -e` (facts/smilink.py), which numbers
+    GPUs as NVML does: in PCI bus order among the GPUs the nvidia driver holds. Drivers before Blackwell print one
+    CRC count (flit and data together): it is kept as crc_flit, so the CRC rule counts it once; Blackwell's failed
+    recoveries are its recovery errors."""
+    if run is None and shutil.which("nvidia-smi") is None:
+        return
+    bound = [b for b in nvidia_gpu_bus_ids()[:MAX_GPUS]
+             if link_name(sysfs("bus", "pci", "devices", b, "driver")) == "nvidia"]
+    if not bound:
+        return
+    got = smilink.read_errors(run or run_cmd, SMI_TIMEOUT_S)
+    for index, by_link in (got.get("links") or {}).items():
+        if not isinstance(index, int) or not 0 <= index < len(bound):
+            continue
+        bus = bound[index]
+        for link, c in by_link.items():
+            vals = {"crc_flit": c.get("crc_flit") if c.get("crc_flit") is not None else c.get("crc"),
+                    "crc_data": c.get("crc_data"), "replay": c.get("replay"),
+                    "recovery": c.get("recovery") if c.get("recovery") is not None else c.get("recovery_failed")}
+            for k, v in vals.items():
+                if isinstance(v, int):
+                    per_link.setdefault(bus, {}).setdefault(f"nvlink.{k}", {})[str(link)] = v
+        t = totals.setdefault(bus, {})
+        for name, vals_by_link in per_link.get(bus, {}).items():
+            t[name] = sum(vals_by_link.values())
+
+
 def _up_links(nv: Any, h: Any) -> list:
     """The links NVML reports up (a down one is gpu.nvlink's finding; its counters do not move)."""
     return [link for link in range(min(links.link_count(nv, h) or 0, links.MAX_ITEMS)) if links.link_up(nv, h, link)]
@@ -76,37 +110,39 @@ def _known(totals: dict) -> dict:
             if any(v is not None for v in c.values())}
 
 
-def snapshot(clock: Callable[[], float] = time.monotonic, nvml: Any = None) -> dict:
+def snapshot(clock: Callable[[], float] = time.monotonic, nvml: Any = None, run: Optional[Callable] = None) -> dict:
     """One read of every counter: {"at" (epoch s), "ports", "netdevs", "gpus"} and, for this process only, "mono"
     (monotonic s, for this run's window), "nvml" (the NVML session the last read reuses) and "nvlinks" (per link).
-    `nvml` is for tests (a fake binding); by default the bindings are imported if installed."""
+    `nvml` and `run` are for tests (a fake binding, nvidia-smi's answers); by default the bindings are imported if
+    installed, else nvidia-smi is asked."""
     nv = None
     if nvidia_gpu_bus_ids() or nvml is not None:  # no GPU on the bus: no NVML to load (a CPU node pays nothing)
         nv, _why = nv_.load(nvml)
-    return _read(clock, nv)
+    return _read(clock, nv, run)
 
 
-def _read(clock: Callable[[], float], nv: Any) -> dict:
-    gpus, per_link = _gpu_counters(nv)
+def _read(clock: Callable[[], float], nv: Any, run: Optional[Callable] = None) -> dict:
+    gpus, per_link = _gpu_counters(nv, run)
     return {"at": time.time(), "mono": clock(), "ports": rdma.counter_snapshot(), "netdevs": net.carrier_snapshot(),
-            "gpus": gpus, "nvml": nv, "nvlinks": per_link}
+            "gpus": gpus, "nvml": nv, "nvlinks": per_link, "run": run}
 
 
 def window(first: Optional[dict], min_s: float = 0.0, sleep: Callable[[float], None] = time.sleep,
            clock: Callable[[], float] = time.monotonic) -> dict:
     """The `counters` fact group: {"boot_id", "interval_s", "first", "last", "gpu_links"} with the last read taken
     now, after waiting out what is left of min_s (the caller's FIXED.counter_window_s) since the first, through the
-    first read's NVML session (then closed). No counter, no wait. A first read that failed ({"unavailable"} or None)
-    leaves only this read: {"first": None} (nothing judged in-run). gpu_links: {bus: {nvlink counter: {link:
-    increase}}}, only the links that moved (a quiet node: {})."""
+    first read's NVML session (then closed). No GPU or RDMA counter, no wait. A first read that failed
+    ({"unavailable"} or None) leaves only this read: {"first": None} (nothing judged in-run). gpu_links: {bus:
+    {nvlink counter: {link: increase}}}, only the links that moved (a quiet node: {})."""
     ok = isinstance(first, dict) and "unavailable" not in first and "mono" in first
     nv = first.get("nvml") if ok else None
     try:
-        if ok and (first.get("ports") or first.get("netdevs") or first.get("gpus")):
+        # A node with no GPU and no RDMA port waits for nothing: its carrier counts are judged over the run itself
+        if ok and (first.get("ports") or first.get("gpus")):
             left = min_s - (clock() - first["mono"])
             if left > 0:
                 sleep(min(left, min_s))
-        last = _read(clock, nv)
+        last = _read(clock, nv, first.get("run") if ok else None)
     finally:
         if nv is not None:
             nv_.close(nv)

@@ -19,13 +19,14 @@ import ctypes
 import os
 import shutil
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional
 
 from ..envnames import JOB_ID_VARS
-from . import kernlog, links, pcitree
+from . import kernlog, links, pcitree, smilink, smiq
 from . import nvml as nv_
 from .roots import procfs, read_bytes, read_text, sysfs
-from .util import listdir, run_cmd
+from .util import link_name, listdir, run_cmd
 
 Runner = Callable[[Sequence[str], float], str]
 SMI_TIMEOUT_S = 5.0  # one nvidia-smi query on a node of 8 GPUs answers in ~0.1-1 s (persistence off: the slow end)
@@ -36,6 +37,35 @@ MAX_PROCESSES = 32  # per GPU
 # 0x10, display clock 0x100) are settings, not faults.
 GPU_IDLE, SW_POWER_CAP, HW_SLOWDOWN, SW_THERMAL, HW_THERMAL, HW_POWER_BRAKE = 0x1, 0x4, 0x8, 0x20, 0x40, 0x80
 FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
+
+
+# Where each fact is read, by source (a finding names the one its GPU was read from): (NVML, nvidia-smi)
+READS = {
+    "remapped_rows": ("nvmlDeviceGetRemappedRows", "nvidia-smi -q: Remapped Rows"),
+    "ecc_volatile": ("nvmlDeviceGetTotalEccErrors(UNCORRECTED, VOLATILE)", "nvidia-smi -q: ECC Errors / Volatile"),
+    "ecc_mode": ("nvmlDeviceGetEccMode", "nvidia-smi -q: ECC Mode"),
+    "retired_pages": ("nvmlDeviceGetRetiredPages", "nvidia-smi -q: Retired Pages"),
+    "retired_pages_pending": ("nvmlDeviceGetRetiredPagesPendingStatus",
+                              "nvidia-smi -q: Retired Pages / Pending Page Blacklist"),
+    "recovery_action": ("NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", "nvidia-smi -q: GPU Recovery Action"),
+    "clock_event_reasons": ("nvmlDeviceGetCurrentClocksEventReasons", "nvidia-smi -q: Clocks Event Reasons"),
+    "persistence": ("nvmlDeviceGetPersistenceMode", "nvidia-smi -q: Persistence Mode"),
+    "mig": ("nvmlDeviceGetMigMode", "nvidia-smi -q: MIG Mode"),
+    "processes": ("nvmlDeviceGetComputeRunningProcesses", "nvidia-smi -q: Processes"),
+    "fabric": ("nvmlDeviceGetGpuFabricInfo", "nvidia-smi -q: Fabric"),
+    "vbios": ("nvmlDeviceGetVbiosVersion", "nvidia-smi -q: VBIOS Version"),
+    "pcie": ("nvmlDeviceGetCurrPcieLink*", "nvidia-smi -q: GPU Link Info"),
+    "pcie_replay": ("nvmlDeviceGetPcieReplayCounter", "nvidia-smi -q: Replays Since Reset"),
+    "nvlink_state": ("nvmlDeviceGetNvLinkState", "nvidia-smi nvlink -s"),
+    "nvlink_errors": ("nvmlDeviceGetNvLinkErrorCounter", "nvidia-smi nvlink -e"),
+    "handle": ("nvmlDeviceGetHandleByIndex", "nvidia-smi -q"),
+}
+
+
+def read_of(g: Optional[dict], key: str) -> str:
+    """How a finding names where its fact was read: the NVML call, or nvidia-smi's query and section."""
+    nvml, smi = READS[key]
+    return smi if isinstance(g, dict) and g.get("source") == "nvidia-smi" else nvml
 
 
 def _bool(v: Any, enabled: int = 1) -> Optional[bool]:
@@ -96,12 +126,21 @@ def _nvml_gpu(nv: Any, h: Any, i: int) -> dict:
             g["retired_pages"] = {"sbe": len(sbe) if sbe is not None else None,
                                   "dbe": len(dbe) if dbe is not None else None,
                                   "pending": _bool(pend, c("NVML_FEATURE_ENABLED") or 1)}
-    g["recovery_action"] = nv_.field(nv, h, c("NVML_FI_DEV_GET_GPU_RECOVERY_ACTION"))
+    g["recovery_action"], why = nv_.field_read(nv, h, c("NVML_FI_DEV_GET_GPU_RECOVERY_ACTION"))
+    if why in nv_.FAULT_STATES:
+        ask.errors["recovery_action"] = why
+    elif why is not None:  # not supported, or a driver older than the field (R550)
+        ask.unsupported.append("recovery_action")
     g["clock_event_reasons"] = ask("clock_event_reasons", ("nvmlDeviceGetCurrentClocksEventReasons",
                                                            "nvmlDeviceGetCurrentClocksThrottleReasons"))
     util = ask("utilization", "nvmlDeviceGetUtilizationRates")
     g["utilization_gpu"] = getattr(util, "gpu", None)
-    mem = ask("memory", "nvmlDeviceGetMemoryInfo")
+    # nvmlMemory_v2's `used` leaves out what the driver reserves, as nvidia-smi's "FB Memory Usage / Used" does
+    v2 = getattr(nv, "nvmlMemory_v2", None)
+    mem = ask("memory", "nvmlDeviceGetMemoryInfo", v2) if v2 is not None else None
+    if mem is None:
+        ask.errors.pop("memory", None)
+        mem = ask("memory", "nvmlDeviceGetMemoryInfo")
     g["memory_used_bytes"] = getattr(mem, "used", None)
     procs = ask("processes", "nvmlDeviceGetComputeRunningProcesses")
     g["processes"] = None if procs is None else [
@@ -131,188 +170,41 @@ def _fabric(nv: Any, h: Any, ask: _Asker) -> Optional[dict]:
             "fabric" in ask.unsupported or "fabric" in ask.errors):
         return None
     state = FABRIC_STATES.get(int(getattr(info, "state", -1)), f"unknown ({getattr(info, 'state', None)})")
+    if state == "not_supported":  # pre-Hopper GPUs, and a GPU outside any NVSwitch fabric: nvidia-smi prints N/A
+        ask.unsupported.append("fabric")
+        return None
     status = int(getattr(info, "status", 0))
-    return {"state": state, "status": "success" if status == 0 else f"NVML error {status}"}
+    return {"state": state, "status": "success" if status == 0 else f"error: NVML error {status}"}
 
 
 # ------------------------------------------------------------------------------------------------ nvidia-smi
-# (key, the query names in order of preference: a newer driver's name first) for --query-gpu. A field this driver
-# does not know makes nvidia-smi refuse the whole query, so it is dropped (or the older name tried) and asked again.
-SMI_FIELDS = (
-    ("index", ("index",)), ("bus_id", ("gpu_bus_id",)), ("uuid", ("uuid",)), ("name", ("name",)),
-    ("vbios", ("vbios_version",)), ("persistence", ("persistence_mode",)),
-    ("mig_current", ("mig.mode.current",)), ("mig_pending", ("mig.mode.pending",)),
-    ("ecc_mode", ("ecc.mode.current",)), ("ecc_total", ("ecc.errors.uncorrected.volatile.total",)),
-    ("ecc_sram", ("ecc.errors.uncorrected.volatile.sram",)), ("ecc_dram", ("ecc.errors.uncorrected.volatile.dram",)),
-    ("retired_sbe", ("retired_pages.sbe",)), ("retired_dbe", ("retired_pages.dbe",)),
-    ("retired_pending", ("retired_pages.pending",)),
-    ("clocks", ("clocks_event_reasons.active", "clocks_throttle_reasons.active")),
-    ("utilization", ("utilization.gpu",)), ("memory_used", ("memory.used",)),
-    ("pcie_gen", ("pcie.link.gen.current",)), ("pcie_max_gen", ("pcie.link.gen.gpumax", "pcie.link.gen.max")),
-    ("pcie_width", ("pcie.link.width.current",)), ("pcie_max_width", ("pcie.link.width.max",)),
-)
-_NA = ("[n/a]", "n/a", "[not supported]", "not supported", "[unknown error]", "")
-
-
-def _cell(v: str) -> Optional[str]:
-    v = v.strip()
-    return None if v.lower() in _NA else v
-
-
-def _int(v: Optional[str]) -> Optional[int]:
-    if v is None:
-        return None
+def _smi_q(run: Runner, reasons: list) -> dict:
+    """`nvidia-smi -q` read into the NVML reader's facts (facts/smiq.py). nvidia-smi exits non-zero when one GPU
+    cannot be read and still prints the others: what it printed is read."""
     try:
-        return int(v, 0) if v.lower().startswith("0x") else int(float(v))
-    except ValueError:
-        return None
+        text = run(["nvidia-smi", "-q"], SMI_TIMEOUT_S * 2)
+    except Exception as e:  # noqa: BLE001 - run_cmd's CommandFailed keeps stdout
+        text = getattr(e, "stdout", None)
+        if not text:
+            reasons.append(f"nvidia-smi -q: {e}")
+            return {"gpus": [], "unreachable": [], "driver": None, "failed": str(e)[:200]}
+        reasons.append(f"nvidia-smi -q: {str(e)[:200]}")
+    return smiq.parse(text if isinstance(text, str) else text.decode("utf-8", "replace"))
 
 
-def _yes(v: Optional[str]) -> Optional[bool]:
-    if v is None:
-        return None
-    return v.strip().lower() in ("enabled", "yes", "1", "true", "on")
-
-
-def _smi_query(run: Runner, reasons: list) -> list:
-    """--query-gpu over SMI_FIELDS, dropping (or renaming) what this driver refuses; [{key: cell}] per GPU."""
-    choice = {k: 0 for k, _ in SMI_FIELDS}
-    for _try in range(len(SMI_FIELDS) + 4):
-        keys = [k for k, names in SMI_FIELDS if choice[k] < len(names)]
-        names = [dict(SMI_FIELDS)[k][choice[k]] for k in keys]
-        try:
-            out = run(["nvidia-smi", f"--query-gpu={','.join(names)}", "--format=csv,noheader,nounits"],
-                      SMI_TIMEOUT_S)
-        except Exception as e:  # noqa: BLE001 - "Field "x" is not a valid field to query."
-            bad = [k for k, n in zip(keys, names) if f'"{n}"' in str(e) or f"'{n}'" in str(e)]
-            if not bad:
-                reasons.append(f"nvidia-smi --query-gpu: {e}")
-                return []
-            for k in bad:
-                choice[k] += 1
-            continue
-        rows = []
-        for line in out.splitlines()[:MAX_GPUS]:
-            cells = [x for x in line.split(",")]
-            if len(cells) != len(keys):
-                continue
-            rows.append({k: _cell(v) for k, v in zip(keys, cells)})
-        dropped = [k for k in choice if choice[k] >= len(dict(SMI_FIELDS)[k])]
-        if dropped:
-            reasons.append(f"nvidia-smi of this driver does not know {', '.join(dropped)}")
-        return rows
-    reasons.append("nvidia-smi --query-gpu: gave up after dropping every unknown field")
-    return []
-
-
-def _smi_gpu(r: dict) -> dict:
-    ecc = _yes(r.get("ecc_mode"))
-    mig_cur = r.get("mig_current")
-    g: dict[str, Any] = {
-        "index": _int(r.get("index")), "bus_id": nv_.normal_bus_id(r.get("bus_id")), "uuid": r.get("uuid"),
-        "name": r.get("name"), "vbios": r.get("vbios"), "persistence": _yes(r.get("persistence")),
-        "mig": None if mig_cur is None else {"current": bool(_yes(mig_cur)),
-                                             "pending": bool(_yes(r.get("mig_pending")))},
-        "ecc_mode": ecc,
-        "ecc_uncorrected_volatile": {"total": _int(r.get("ecc_total")), "sram": _int(r.get("ecc_sram")),
-                                     "dram": _int(r.get("ecc_dram"))},
-        "remapped_rows": None, "retired_pages": None, "recovery_action": None,
-        "clock_event_reasons": _int(r.get("clocks")), "utilization_gpu": _int(r.get("utilization")),
-        "memory_used_bytes": None if _int(r.get("memory_used")) is None else _int(r.get("memory_used")) << 20,
-        "processes": None,
-        "pcie_nvml": {"gen": _int(r.get("pcie_gen")), "max_gen": _int(r.get("pcie_max_gen")),
-                      "width": _int(r.get("pcie_width")), "max_width": _int(r.get("pcie_max_width"))},
-        "fabric": None,
-        "unsupported": sorted(k for k in ("mig_current", "ecc_total", "clocks") if r.get(k) is None),
-    }
-    if r.get("retired_sbe") is not None or r.get("retired_dbe") is not None:
-        g["retired_pages"] = {"sbe": _int(r.get("retired_sbe")), "dbe": _int(r.get("retired_dbe")),
-                              "pending": _yes(r.get("retired_pending"))}
-    return g
-
-
-def _smi_csv(run: Runner, query: str, fields: str, reasons: list) -> Optional[list]:
-    try:
-        out = run(["nvidia-smi", f"--query-{query}={fields}", "--format=csv,noheader,nounits"], SMI_TIMEOUT_S)
-    except Exception as e:  # noqa: BLE001
-        reasons.append(f"nvidia-smi --query-{query}: {e}")
-        return None
-    n = fields.count(",") + 1
-    return [[_cell(c) for c in line.split(",")] for line in out.splitlines()[:MAX_GPUS * MAX_PROCESSES]
-            if line.count(",") + 1 == n]
-
-
-def _smi_fabric(run: Runner, reasons: list) -> dict:
-    """`nvidia-smi -q`'s Fabric section (State, Status) and GPU Recovery Action per GPU bus id."""
-    try:
-        out = run(["nvidia-smi", "-q"], SMI_TIMEOUT_S * 2)
-    except Exception as e:  # noqa: BLE001
-        reasons.append(f"nvidia-smi -q: {e}")
-        return {}
-    per: dict = {}
-    bus, section = None, None
-    for line in out.splitlines()[:200_000]:
-        s = line.strip()
-        if line.startswith("GPU ") and ":" in line:
-            bus = nv_.normal_bus_id(line[4:].strip())
-            per[bus] = {}
-            section = None
-            continue
-        if bus is None:
-            continue
-        if s == "Fabric":
-            section = "fabric"
-            continue
-        key, sep, val = s.partition(":")
-        if not sep:
-            section = None if line[:8].strip() else section
-            continue
-        key, val = key.strip(), val.strip()
-        if key == "GPU Recovery Action":
-            per[bus]["recovery_text"] = val
-        elif section == "fabric" and key == "State":
-            per[bus]["state"] = val.lower().replace(" ", "_")
-        elif section == "fabric" and key == "Status":
-            per[bus]["status"] = val.lower()
-    return per
-
-
-def _smi_gpus(run: Runner, nvswitch: bool, reasons: list) -> list:
-    gpus = [_smi_gpu(r) for r in _smi_query(run, reasons)]
-    by_bus = {g["bus_id"]: g for g in gpus if g.get("bus_id")}
-    rows = _smi_csv(run, "remapped-rows", "gpu_bus_id,remapped_rows.correctable,remapped_rows.uncorrectable,"
-                    "remapped_rows.pending,remapped_rows.failure", reasons) or []
-    for bus, corr, unc, pend, fail in rows:
-        g = by_bus.get(nv_.normal_bus_id(bus))
-        if g is not None and corr is not None:
-            g["remapped_rows"] = {"correctable": _int(corr), "uncorrectable": _int(unc), "pending": _yes(pend),
-                                  "failure": _yes(fail)}
-    apps = _smi_csv(run, "compute-apps", "gpu_bus_id,pid,used_memory", reasons)
-    if apps is not None:
-        for g in gpus:
-            g["processes"] = []
-        for bus, pid, used in apps:
-            g = by_bus.get(nv_.normal_bus_id(bus))
-            if g is not None and _int(pid) is not None and len(g["processes"]) < MAX_PROCESSES:
-                mib = _int(used)
-                g["processes"].append({"pid": _int(pid), "used_bytes": None if mib is None else mib << 20})
-    if nvswitch:
-        for bus, f in _smi_fabric(run, reasons).items():
-            g = by_bus.get(bus)
-            if g is not None and "state" in f:
-                g["fabric"] = {"state": f["state"], "status": f.get("status")}
-            if g is not None and "recovery_text" in f:
-                g["recovery_text"] = f["recovery_text"]
-    return gpus
-
-
-def _nvlink_summary(g: dict) -> dict:
-    """One GPU's NVLink as a verdict needs it: the link count NVML reports, which links are down, the up speed."""
-    ls = g.get("links") or []
-    speeds = sorted({x.get("speed_mbytes_per_s") for x in ls if x.get("up")} - {None})
-    return {"index": g.get("index"), "bus_id": nv_.normal_bus_id(g.get("bus_id")), "name": g.get("name"),
-            "link_count": g.get("link_count"), "up": sum(1 for x in ls if x.get("up")),
-            "down": [x["link"] for x in ls if not x.get("up")], "speed_mbytes_per_s": speeds[0] if speeds else None}
+def _match_nvlink(got: dict, gpus: list) -> dict:
+    """NVLink as `nvidia-smi nvlink -s` answered (facts/smilink.py), each GPU matched to -q's by UUID, else by index
+    (nvlink -s prints no bus id)."""
+    if "unavailable" in got or not got.get("gpus"):
+        return got
+    by_uuid = {g.get("uuid"): g for g in gpus if g.get("uuid")}
+    by_index = {g.get("index"): g for g in gpus}
+    out = []
+    for lg in got.get("gpus") or []:
+        g = by_uuid.get(lg.get("uuid")) or by_index.get(lg.get("index")) or {}
+        out.append({**lg, "index": g.get("index", lg.get("index")), "bus_id": g.get("bus_id") or lg.get("bus_id"),
+                    "name": lg.get("name") or g.get("name")})
+    return {"gpus": out}
 
 
 # ------------------------------------------------------------------------------------------------------ collect
@@ -368,56 +260,98 @@ def _name_processes(gpus: list) -> None:
             p["own"] = p.get("pid") in family
 
 
+def _nvml_read(nv: Any, out: dict, reasons: list) -> None:
+    """Every GPU NVML counts, and the ones whose handle fails kept with their state (index; bus id where the PCI bus
+    tells it), never dropped."""
+    try:
+        count = min(int(nv.nvmlDeviceGetCount()), MAX_GPUS)
+    except Exception as e:  # noqa: BLE001
+        count = 0
+        reasons.append(f"nvmlDeviceGetCount: {e}")
+    lgpus = []
+    for i in range(count):
+        try:
+            h = nv.nvmlDeviceGetHandleByIndex(i)
+        except Exception as e:  # noqa: BLE001 - a GPU the driver lost: named, the others read
+            out["unreachable"].append({"index": i, "bus_id": None,
+                                       "state": nv_.state_of_error(e) or f"{type(e).__name__}: {e}"[:120]})
+            continue
+        out["gpus"].append(_nvml_gpu(nv, h, i))
+        lgpus.append(smilink.nvlink_summary(links.nvlink_gpu(nv, h, i)))
+    out["nvlink"] = {"gpus": lgpus}
+    # NVML numbers GPUs in PCI bus order: a GPU without a handle sits at its index among the buses it counts
+    answered = {g["bus_id"] for g in out["gpus"] if g.get("bus_id")}
+    if not out["unreachable"]:
+        return
+    bound = [b for b in pcitree.nvidia_gpu_bus_ids() if _driver_of(b) == "nvidia"]
+    silent = [b for b in bound if b not in answered]
+    for k, u in enumerate(out["unreachable"]):
+        if len(bound) == count and u["index"] < len(bound) and bound[u["index"]] not in answered:
+            u["bus_id"] = bound[u["index"]]
+        elif len(silent) == len(out["unreachable"]):
+            u["bus_id"] = silent[k]
+
+
+def _driver_of(bus: str) -> Optional[str]:
+    return link_name(sysfs("bus", "pci", "devices", bus, "driver"))
+
+
+def _absent(out: dict) -> list:
+    """NVIDIA GPUs on the PCI bus that the driver answered nothing for (neither read nor counted): failed at probe
+    (no driver bound, or the nvidia driver bound and RmInitAdapter failed), or bound to another driver (vfio-pci: a
+    VM's; nouveau: gpu.nouveau's). [{"bus_id", "driver"}]."""
+    known = {g.get("bus_id") for g in out["gpus"]} | {u.get("bus_id") for u in out["unreachable"]}
+    return [{"bus_id": b, "driver": _driver_of(b)} for b in pcitree.nvidia_gpu_bus_ids() if b not in known]
+
+
 def collect(nvml: Any = None, run: Optional[Runner] = None, which: Optional[Callable[[str], Optional[str]]] = None,
             xid_window_s: Optional[float] = None, kmsg_path: Optional[str] = None) -> dict:
     """This node's GPU health (the `gpu_health` group). `nvml`, `run` and `which` are for tests: a fake binding,
-    nvidia-smi's answers and the PATH lookup."""
+    nvidia-smi's answers and the PATH lookup. One reading whichever source answers: NVML's bindings, else
+    `nvidia-smi -q` and `nvidia-smi nvlink -s`, read into the same facts; the kernel log is read beside them."""
     run = run or (lambda argv, t: run_cmd(argv, t))
     which = which or shutil.which
     reasons: list = []
-    out: dict[str, Any] = {"source": None, "reason": None, "gpus": [], "nouveau": nouveau_loaded(),
-                           "nvswitches": pcitree.nvswitch_bus_ids(), "pcie": links.read_pcie_gpus(with_upstream=True),
-                           "nvlink": None}
+    out: dict[str, Any] = {"source": None, "reason": None, "gpus": [], "unreachable": [], "absent": [],
+                           "nouveau": nouveau_loaded(), "nvswitches": pcitree.nvswitch_bus_ids(),
+                           "pcie": links.read_pcie_gpus(with_upstream=True), "nvlink": None}
     has_driver = os.path.exists(procfs("driver", "nvidia", "version"))
     if not out["pcie"] and nvml is None and not has_driver and which("nvidia-smi") is None:
         out["reason"] = "no NVIDIA GPU on the PCI bus and no NVIDIA driver"
         return out
-    out["kernel_log"] = kernlog.collect(xid_window_s, run=run, which=which, kmsg_path=kmsg_path)
-    nv, why = nv_.load(nvml)
+    pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="ncclcheck-gpuhealth")
     try:
-        if nv is not None:
-            out["source"] = "nvml"
-            try:
-                count = min(int(nv.nvmlDeviceGetCount()), MAX_GPUS)
-            except Exception as e:  # noqa: BLE001
-                count = 0
-                reasons.append(f"nvmlDeviceGetCount: {e}")
-            lgpus = []
-            for i in range(count):
-                try:
-                    h = nv.nvmlDeviceGetHandleByIndex(i)
-                except Exception as e:  # noqa: BLE001 - a GPU the driver lost: named, the others read
-                    reasons.append(f"GPU {i}: nvmlDeviceGetHandleByIndex: {e}")
-                    continue
-                g = _nvml_gpu(nv, h, i)
-                out["gpus"].append(g)
-                lgpus.append(_nvlink_summary(links.nvlink_gpu(nv, h, i)))
-            out["nvlink"] = {"gpus": lgpus}
-        elif which("nvidia-smi") is not None:
-            out["source"] = "nvidia-smi"
-            reasons.append(f"NVML bindings unusable ({why}): nvidia-smi answered, without NVLink and NVML's counters")
-            out["gpus"] = _smi_gpus(run, bool(out["nvswitches"]), reasons)
-            out["nvlink"] = {"unavailable": f"NVLink is read through NVML only: {why}"}
-        else:
-            reasons.append(f"no NVML ({why}) and no nvidia-smi")
-            out["nvlink"] = {"unavailable": why}
-        _name_processes(out["gpus"])
-        if not (out["gpus"] or out["pcie"]):
-            out["reason"] = "; ".join(reasons) or "no GPU answered"
-            return out
+        # The kernel log (a journal read) and the driver's answers (nvidia-smi: 0.1-1 s a call) overlap
+        klog = pool.submit(kernlog.collect, xid_window_s, run=run, which=which, kmsg_path=kmsg_path)
+        nv, why = nv_.load(nvml)
+        try:
+            if nv is not None:
+                out["source"] = "nvml"
+                _nvml_read(nv, out, reasons)
+            elif which("nvidia-smi") is not None:
+                out["source"] = "nvidia-smi"
+                reasons.append(f"NVML unusable ({why}): read through nvidia-smi")
+                links_f = pool.submit(smilink.read_status, run, SMI_TIMEOUT_S)
+                q = _smi_q(run, reasons)
+                out["gpus"], out["unreachable"] = q["gpus"], q["unreachable"]
+                out["nvlink"] = _match_nvlink(links_f.result(), out["gpus"])
+            else:
+                reasons.append(f"no NVML ({why}) and no nvidia-smi")
+                out["nvlink"] = {"unavailable": why}
+        finally:
+            if nv is not None:
+                nv_.close(nv)
+        out["kernel_log"] = klog.result()
     finally:
-        if nv is not None:
-            nv_.close(nv)
+        pool.shutdown(wait=False)
+    if out["source"] is not None:
+        out["absent"] = _absent(out)
+    for g in out["gpus"] + out["unreachable"] + (out["nvlink"] or {}).get("gpus", []):
+        g["source"] = out["source"]
+    _name_processes(out["gpus"])
+    if not (out["gpus"] or out["pcie"] or out["unreachable"]):
+        out["reason"] = "; ".join(reasons) or "no GPU answered"
+        return out
     out["reason"] = "; ".join(reasons) or None
     return out
 
@@ -427,5 +361,5 @@ def gpus_by_bus(gh: dict) -> dict:
     return {g["bus_id"]: g for g in (gh.get("gpus") or []) if isinstance(g, dict) and g.get("bus_id")}
 
 
-__all__ = ["FABRIC_STATES", "GPU_IDLE", "HW_POWER_BRAKE", "HW_SLOWDOWN",
-           "HW_THERMAL", "SW_POWER_CAP", "SW_THERMAL", "collect", "gpus_by_bus", "nouveau_loaded"]
+__all__ = ["FABRIC_STATES", "GPU_IDLE", "HW_POWER_BRAKE", "HW_SLOWDOWN", "HW_THERMAL", "READS", "SW_POWER_CAP",
+           "SW_THERMAL", "collect", "gpus_by_bus", "nouveau_loaded", "read_of"]

@@ -11,13 +11,21 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
+# What a read that gave no value means, whichever source asked (nvidia-smi prints the same errors in brackets):
+# NOT_SUPPORTED is an answer (this GPU or driver lacks the feature: a skip that says so); the others are the GPU's
+# own state and never a pass: it must be reset (RESET_REQUIRED), it has left the bus (GPU_LOST), or it answers
+# nothing sensible (UNKNOWN_ERROR, nvidia-smi's "ERR!").
 NOT_SUPPORTED = "not supported"
+RESET_REQUIRED, GPU_LOST, UNKNOWN_ERROR = "requires reset", "GPU is lost", "unknown error"
+FAULT_STATES = (RESET_REQUIRED, GPU_LOST, UNKNOWN_ERROR)
+# nvmlReturn_t codes (nvml.h) -> the state; looked up by value so an old binding without the names still reads them
+_STATE_OF_CODE = {3: NOT_SUPPORTED, 15: GPU_LOST, 16: RESET_REQUIRED, 999: UNKNOWN_ERROR}
 # nvmlFieldValue_t.valueType -> the union member holding the value (nvml.h's nvmlValueType_t)
 _VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal"}
 
 
 def import_nvml() -> Any:
-    import pynvml  # the optional extra `nvidia-ml-py` (pip install 'ncclcheck[nvml]')
+    import pynvml  # nvidia-ml-py, NVIDIA's binding: a dependency, it loads libnvidia-ml only here
 
     return pynvml
 
@@ -28,7 +36,7 @@ def load(nvml: Any = None, importer: Optional[Callable[[], Any]] = None) -> tupl
     try:
         nv = nvml if nvml is not None else (importer or import_nvml)()
     except ImportError:
-        return None, "nvidia-ml-py is not installed (pip install 'ncclcheck[nvml]')"
+        return None, "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
     try:
         nv.nvmlInit()
     except Exception as e:  # noqa: BLE001 - NVMLError_LibraryNotFound, DriverNotLoaded...
@@ -43,9 +51,12 @@ def close(nv: Any) -> None:
         pass
 
 
-def _not_supported(nv: Any, e: Exception) -> bool:
+def state_of_error(e: Exception) -> Optional[str]:
+    """The read state an NVMLError stands for (NOT_SUPPORTED, RESET_REQUIRED, GPU_LOST, UNKNOWN_ERROR), else None."""
     code = getattr(e, "value", None)
-    return (code is not None and code == getattr(nv, "NVML_ERROR_NOT_SUPPORTED", 3)) or "Not Supported" in str(e)
+    if isinstance(code, int) and code in _STATE_OF_CODE:
+        return _STATE_OF_CODE[code]
+    return NOT_SUPPORTED if "Not Supported" in str(e) else None
 
 
 def ask(nv: Any, call: str, *args: Any) -> tuple:
@@ -56,7 +67,7 @@ def ask(nv: Any, call: str, *args: Any) -> tuple:
     try:
         return fn(*args), None
     except Exception as e:  # noqa: BLE001 - every NVMLError is an answer about this GPU
-        return None, NOT_SUPPORTED if _not_supported(nv, e) else f"{type(e).__name__}: {e}"[:160]
+        return None, state_of_error(e) or f"{type(e).__name__}: {e}"[:160]
 
 
 def ask_first(nv: Any, calls: tuple, *args: Any) -> tuple:
@@ -76,18 +87,24 @@ def const(nv: Any, name: str) -> Optional[int]:
 
 def field(nv: Any, handle: Any, field_id: Optional[int], scope: Optional[int] = None) -> Optional[int]:
     """One field value (nvmlDeviceGetFieldValues), or None when NVML has no answer for it."""
+    return field_read(nv, handle, field_id, scope)[0]
+
+
+def field_read(nv: Any, handle: Any, field_id: Optional[int], scope: Optional[int] = None) -> tuple:
+    """(value, None) or (None, why) for one field, `why` a read state where the field's return code is one."""
     if field_id is None:
-        return None
+        return None, "field not in this nvidia-ml-py"
     try:
         vals = nv.nvmlDeviceGetFieldValues(handle, [field_id if scope is None else (field_id, scope)])
-    except Exception:  # noqa: BLE001 - an old driver without the field
-        return None
+    except Exception as e:  # noqa: BLE001 - an old driver without the field
+        return None, state_of_error(e) or f"{type(e).__name__}: {e}"[:160]
     v = vals[0]
-    if getattr(v, "nvmlReturn", 1) != getattr(nv, "NVML_SUCCESS", 0):
-        return None
+    ret = getattr(v, "nvmlReturn", 1)
+    if ret != getattr(nv, "NVML_SUCCESS", 0):
+        return None, _STATE_OF_CODE.get(ret, f"NVML error {ret}")
     member = _VALUE_MEMBER.get(getattr(v, "valueType", 1), "uiVal")
     raw = getattr(v.value, member, None)
-    return int(raw) if isinstance(raw, (int, float)) else None
+    return (int(raw), None) if isinstance(raw, (int, float)) else (None, "no value")
 
 
 def text(v: Any, limit: int = 96) -> Optional[str]:
@@ -124,5 +141,6 @@ def normal_bus_id(s: Optional[str]) -> Optional[str]:
         return None
 
 
-__all__ = ["NOT_SUPPORTED", "ask", "ask_first", "bus_id", "close", "const", "field", "import_nvml", "load",
-           "normal_bus_id", "text"]
+__all__ = ["FAULT_STATES", "GPU_LOST", "NOT_SUPPORTED", "RESET_REQUIRED", "UNKNOWN_ERROR", "ask", "ask_first",
+           "bus_id", "close", "const", "field", "field_read", "import_nvml", "load", "normal_bus_id", "state_of_error",
+           "text"]

@@ -9,6 +9,16 @@ from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
 
+class CommandFailed(RuntimeError):
+    """A command that exited non-zero: its one-line reason, with what it printed on stdout kept (nvidia-smi -q prints
+    every GPU it can read and exits non-zero for the one it cannot)."""
+
+    def __init__(self, message: str, stdout: Any = "", returncode: Optional[int] = None) -> None:
+        super().__init__(message)
+        self.stdout = stdout
+        self.returncode = returncode
+
+
 class Timeout(Exception):
     """A bounded call did not finish in time (its thread is left to finish on its own, as a daemon)."""
 
@@ -50,7 +60,9 @@ def run_cmd(argv: Sequence[str], timeout_s: float = 5.0, cwd: Optional[str] = No
         raise RuntimeError(f"{argv[0]}: {e.strerror or e}") from e
     if proc.returncode != 0:
         err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise RuntimeError(f"{argv[0]} exited {proc.returncode}" + (f": {err[0]}" if err else ""))
+        out = proc.stdout.decode("utf-8", "replace") if text else proc.stdout
+        raise CommandFailed(f"{argv[0]} exited {proc.returncode}" + (f": {err[0]}" if err else ""), out,
+                            proc.returncode)
     return proc.stdout.decode("utf-8", "replace") if text else proc.stdout
 
 

@@ -28,11 +28,17 @@ def read(tmp_path, monkeypatch, spec, smi=False, **kw) -> dict:
     return gpuhealth.collect(nvml=fakehw.FakeNvml(spec), run=run, which=lambda n: None, **kw)
 
 
-def read_counters(tmp_path, monkeypatch, spec, between=None, interval_s=None) -> dict:
+def read_counters(tmp_path, monkeypatch, spec, between=None, interval_s=None, smi=False) -> dict:
     """The node's `counters` group (facts/counters.py: every counter read, `between()` run, read again) with NVML's
-    counters from the fake binding; `interval_s` stands in for the window's length (the test waits none)."""
+    counters from the fake binding (with smi: nvidia-smi's `nvlink -e`, no binding); `interval_s` stands in for the
+    window's length (the test waits none)."""
     _tree(tmp_path, monkeypatch, spec)
-    first = counters.snapshot(nvml=fakehw.FakeNvml(spec))
+    if smi:
+        monkeypatch.setattr(counters.nv_, "import_nvml", _no_pynvml)
+        fakehw.SMI_READS.clear()
+        first = counters.snapshot(run=lambda argv, t: fakehw.smi_answer(spec, argv))
+    else:
+        first = counters.snapshot(nvml=fakehw.FakeNvml(spec))
     if between:
         between()
     c = counters.window(first, 0.0)

@@ -12,8 +12,8 @@ from ncclcheck_lab import fakehw
 
 from .hwnode import findings, one, read, read_counters
 
-CHECKS = (hw.check_nouveau, hw.check_xid, hw.check_memory, hw.check_pcie, hw.check_nvlink, hw.check_fabric,
-          hw.check_mig, hw.check_clocks, hw.check_persistence, hw.check_processes, hw.check_vbios)
+CHECKS = (hw.check_nouveau, hw.check_readable, hw.check_xid, hw.check_memory, hw.check_pcie, hw.check_nvlink,
+          hw.check_fabric, hw.check_mig, hw.check_clocks, hw.check_persistence, hw.check_processes, hw.check_vbios)
 
 
 def names_gpu(result, spec, i):
@@ -30,9 +30,6 @@ def test_a_healthy_hgx_node_passes_every_gpu_check(tmp_path, monkeypatch, smi):
     gh = read(tmp_path, monkeypatch, spec, smi=smi)
     for check in CHECKS:
         r = one(check, gh)
-        if smi and check is hw.check_nvlink:  # NVLink is read through NVML only
-            assert r.status is Status.SKIP and "NVML" in r.summary
-            continue
         assert r.status is Status.PASS, (check.__name__, r.summary)
 
 
@@ -51,7 +48,10 @@ def test_memory_faults_name_the_gpu_the_counter_and_the_action(tmp_path, monkeyp
     assert r.status is Status.FAIL and what in r.summary and r.summary.endswith(action), r.summary
     names_gpu(r, spec, 3)
     assert r.evidence["action"] == action
-    assert "nvmlDeviceGetRemappedRows" in r.summary or "nvmlDeviceGetTotalEccErrors" in r.summary
+    # the finding names the source it was read from
+    said = ("nvidia-smi -q: Remapped Rows", "nvidia-smi -q: ECC Errors") if smi else \
+        ("nvmlDeviceGetRemappedRows", "nvmlDeviceGetTotalEccErrors")
+    assert any(w in r.summary for w in said), r.summary
 
 
 def test_ecc_window_is_since_the_driver_loaded_and_511_uncorrectable_rows_are_below_dcgms_limit(tmp_path,
@@ -333,28 +333,39 @@ def test_this_jobs_own_processes_are_not_leftovers(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------- fabric, nouveau, VBIOS
-@pytest.mark.parametrize("fabric,status,action", [({"state": 1, "status": 0}, Status.FAIL, hwaction.REBOOT),
-                                                  ({"state": 3, "status": 22}, Status.FAIL, hwaction.REBOOT),
-                                                  ({"state": 2, "status": 0}, Status.WARN, hwaction.MONITOR)])
-def test_the_fabric_managers_state_on_an_nvswitch_node(tmp_path, monkeypatch, fabric, status, action):
+@pytest.mark.parametrize("smi", [False, True], ids=["nvml", "nvidia-smi"])
+@pytest.mark.parametrize("fabric,what", [({"state": 1, "status": 0}, "Not Started"),
+                                         ({"state": 3, "status": 22}, "completed with an error"),
+                                         ({"state": 2, "status": 0}, "still in progress")])
+def test_the_fabric_managers_state_on_an_nvswitch_node(tmp_path, monkeypatch, fabric, what, smi):
     spec = fakehw.faulty(fakehw.node_spec(), gpu=6, fabric=fabric)
-    r = one(hw.check_fabric, read(tmp_path, monkeypatch, spec))
-    assert r.status is status and r.evidence["action"] == action and "nvmlDeviceGetGpuFabricInfo" in r.summary
+    r = one(hw.check_fabric, read(tmp_path, monkeypatch, spec, smi=smi))
+    assert r.status is Status.FAIL and r.evidence["action"] == hwaction.REBOOT and what in r.summary, r.summary
+    assert ("nvidia-smi -q: Fabric" if smi else "nvmlDeviceGetGpuFabricInfo") in r.summary
     names_gpu(r, spec, 6)
 
 
-def test_a_node_without_nvswitches_needs_no_fabric_manager(tmp_path, monkeypatch):
+@pytest.mark.parametrize("smi", [False, True], ids=["nvml", "nvidia-smi"])
+def test_an_h100_vm_stuck_in_fabric_training_fails_though_no_nvswitch_is_visible(tmp_path, monkeypatch, smi):
+    """A VM sees its GPUs' fabric state but not the switches (the host keeps them): In Progress means every CUDA
+    call fails with 802 (system not ready)."""
     spec = fakehw.node_spec(nvswitches=0)
-    spec["gpus"][0]["fabric"] = {"state": 1, "status": 0}
-    r = one(hw.check_fabric, read(tmp_path, monkeypatch, spec))
-    assert r.status is Status.SKIP and "no NVSwitch on the PCI bus" in r.summary
+    for g in spec["gpus"]:
+        g["fabric"] = {"state": 2, "status": 0}
+    r = one(hw.check_fabric, read(tmp_path, monkeypatch, spec, smi=smi))
+    assert r.status is Status.FAIL and "802" in r.summary and r.evidence["action"] == hwaction.REBOOT
+    names_gpu(r, spec, 0)
 
 
-def test_fabric_state_through_nvidia_smi_q(tmp_path, monkeypatch):
-    spec = fakehw.faulty(fakehw.node_spec(), gpu=3, fabric={"state": 1, "status": 0})
-    r = one(hw.check_fabric, read(tmp_path, monkeypatch, spec, smi=True))
-    assert r.status is Status.FAIL and "state not_started" in r.summary
-    names_gpu(r, spec, 3)
+@pytest.mark.parametrize("smi", [False, True], ids=["nvml", "nvidia-smi"])
+def test_a_pre_hopper_hgx_node_reports_no_fabric_state_and_is_not_failed(tmp_path, monkeypatch, smi):
+    """An A100 HGX node: NVSwitches on the bus, NVML's fabric info NOT_SUPPORTED (nvidia-smi: State N/A), as every
+    pre-Hopper board answers. Never "the fabric manager is not running"."""
+    spec = fakehw.node_spec()
+    for g in spec["gpus"]:
+        g.update(name="NVIDIA A100-SXM4-80GB", fabric=fakehw.NS)
+    r = one(hw.check_fabric, read(tmp_path, monkeypatch, spec, smi=smi))
+    assert r.status is Status.SKIP and "pre-Hopper" in r.summary, r.summary
 
 
 def test_nouveau_loaded_is_a_reboot(tmp_path, monkeypatch):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from ncclcheck.facts import gpuhealth, links, smilink
+from ncclcheck.facts import links, smilink
 from ncclcheck_lab import fakehw
 
 TAB = "\t "  # what the driver prints before "Link"
@@ -183,23 +183,10 @@ def test_nvidia_smi_and_nvml_read_the_same_links_alike():
         by_nvml = links.nvlink_gpu(nv, nv.nvmlDeviceGetHandleByIndex(i), i)
         assert by_smi[i]["links"] == by_nvml["links"]
         assert by_smi[i]["link_count"] == by_nvml["link_count"] and by_smi[i]["name"] == by_nvml["name"]
-        nvml_summary = gpuhealth._nvlink_summary(by_nvml)
+        nvml_summary = smilink.nvlink_summary(by_nvml)
         assert {k: v for k, v in by_smi_summary[i].items() if k in nvml_summary and k != "bus_id"} == {
             k: v for k, v in nvml_summary.items() if k != "bus_id"}
     assert by_smi_summary[2]["down"] == [5, 11]
-
-
-@pytest.mark.parametrize("g", [
-    {"index": 0, "bus_id": "00000000:18:00.0", "name": "NVIDIA H100 80GB HBM3", "link_count": 3,
-     "links": [{"link": 0, "up": True, "speed_mbytes_per_s": 26562}, {"link": 1, "up": False,
-                                                                       "speed_mbytes_per_s": None},
-               {"link": 2, "up": True, "speed_mbytes_per_s": 25000}]},
-    {"index": 1, "bus_id": None, "name": None, "link_count": None, "links": []},
-    {"index": None, "bus_id": "0000:9a:00.0", "link_count": 0, "links": [{"link": 4, "up": False}]}])
-def test_the_summary_is_gpu_healths_rule(g):
-    """smilink.nvlink_summary and facts/gpuhealth._nvlink_summary are one rule (two copies until gpu_health reads
-    NVLink through this module: the summary cannot be imported from gpuhealth without an import cycle)."""
-    assert smilink.nvlink_summary(g) == gpuhealth._nvlink_summary(g)
 
 
 # ------------------------------------------------------------------------------------------------ nvlink -e

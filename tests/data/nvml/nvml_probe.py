@@ -121,18 +121,13 @@ def load_gpus(seconds: float) -> tuple:
 
 
 def smi() -> dict:
-    """nvidia-smi's raw answers to the queries the facts' fallback asks (facts/gpuhealth.py), each field alone too
-    (a driver refuses a whole query for one field it does not know)."""
+    """nvidia-smi's raw answers to what the facts' fallback asks (facts/gpuhealth.py: -q, nvlink -s and -e;
+    facts/gpu.py: the device list and topo -m)."""
     from ncclcheck.facts.util import run_cmd
 
-    names = [n for _k, alts in gpuhealth.SMI_FIELDS for n in alts]
-    queries = [["nvidia-smi", f"--query-gpu={','.join(n for _k, (n, *_r) in gpuhealth.SMI_FIELDS)}",
-                "--format=csv,noheader,nounits"]]
-    queries += [["nvidia-smi", f"--query-gpu={n}", "--format=csv,noheader,nounits"] for n in names]
-    queries += [["nvidia-smi", "--query-remapped-rows=gpu_bus_id,remapped_rows.correctable,remapped_rows.uncorrectable,"
-                 "remapped_rows.pending,remapped_rows.failure", "--format=csv,noheader,nounits"],
-                ["nvidia-smi", "--query-compute-apps=gpu_bus_id,pid,used_memory", "--format=csv,noheader,nounits"],
-                ["nvidia-smi", "-q"]]
+    queries = [["nvidia-smi", "-q"], ["nvidia-smi", "nvlink", "-s"], ["nvidia-smi", "nvlink", "-e"],
+               ["nvidia-smi", "topo", "-m"],
+               ["nvidia-smi", "--query-gpu=index,name,memory.total,uuid,pci.bus_id", "--format=csv,noheader,nounits"]]
     out = {}
     for argv in queries:
         try:

@@ -283,10 +283,18 @@ def check_nvlink(inp: LocalInput) -> CheckResult:
         return skipped(NVLINK, f"NVLink not readable: {nv['unavailable']}", node=inp.node_rank)
     lgpus = [g for g in nv.get("gpus") or [] if isinstance(g, dict)]
     with_links = [g for g in lgpus if isinstance(g.get("link_count"), int) and g["link_count"] > 0]
-    if not with_links:
-        return skipped(NVLINK, "no NVLink on this node's GPUs (NVML reports no link): nothing to judge",
-                       node=inp.node_rank, evidence={"gpus": lgpus})
     findings = []
+    # nvidia-smi says "all links are inActive" and lists none: a fault where the model has NVLink (an SXM board),
+    # nothing on a PCIe card without a bridge
+    for lg in lgpus:
+        want = expected_links(lg.get("name"))
+        if lg.get("state") == "all_inactive" and want:
+            findings.append(_finding(_gpu_of(gh, lg.get("bus_id")) if lg.get("bus_id") else lg,
+                                     f"0 of {want} NVLink links up (every link inactive)", "nvlink_state", RESET_GPU,
+                                     {"up": 0, "expected": want}))
+    if not with_links and not findings:
+        return skipped(NVLINK, "no NVLink on this node's GPUs (the driver reports no link): nothing to judge",
+                       node=inp.node_rank, evidence={"gpus": lgpus})
     for lg in with_links:
         g = _gpu_of(gh, lg.get("bus_id"))
         want = expected_links(lg.get("name")) or lg["link_count"]

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional
 
 from ..units import is_decimal
@@ -169,6 +170,12 @@ def collect(run: Optional[Runner] = None, which: Optional[Callable[[str], Option
     reasons: list = []
     have_smi = which("nvidia-smi") is not None
     smi_devices = None
+    # topo -m is asked beside the device list: each nvidia-smi call costs 0.1-1 s (persistence mode off: the slow end)
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ncclcheck-topo")
+    topo_reasons: list = []
+    topo = pool.submit(_smi_text, run, ["nvidia-smi", "topo", "-m"], "nvidia-smi topo -m failed", topo_reasons) \
+        if have_smi else None
+    pool.shutdown(wait=False)
     if have_smi:
         try:
             smi_devices = _select_visible(_smi_devices(run), visible)
@@ -189,9 +196,9 @@ def collect(run: Optional[Runner] = None, which: Optional[Callable[[str], Option
         lines = _smi_text(run, ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                           "driver version unavailable", reasons) or ""
         facts["driver"] = next((s.strip() for s in lines.splitlines() if s.strip()), None)
-    if have_smi:
-        facts["topology"] = (_smi_text(run, ["nvidia-smi", "topo", "-m"], "nvidia-smi topo -m failed", reasons)
-                             or "").strip() or None
+    if topo is not None:
+        facts["topology"] = (topo.result() or "").strip() or None
+        reasons += topo_reasons
     facts["reason"] = "; ".join(reasons) or None
     if reasons:
         log.info("gpu facts degraded: %s", facts["reason"])

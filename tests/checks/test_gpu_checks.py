@@ -158,13 +158,27 @@ def test_a_log_that_cannot_be_read_is_never_no_xid(tmp_path, monkeypatch):
 
 
 # -------------------------------------------------------------------------------------------------- NVLink
-def test_a_down_nvlink_link_names_the_gpu_and_the_link(tmp_path, monkeypatch):
+@pytest.mark.parametrize("smi", [False, True], ids=["nvml", "nvidia-smi"])
+def test_a_down_nvlink_link_names_the_gpu_and_the_link(tmp_path, monkeypatch, smi):
     spec = fakehw.node_spec()
     spec["gpus"][5]["nvlink"]["down"] = [7, 11]
-    r = one(hw.check_nvlink, read(tmp_path, monkeypatch, spec))
+    r = one(hw.check_nvlink, read(tmp_path, monkeypatch, spec, smi=smi))
     assert r.status is Status.FAIL and "16 of 18 NVLink links up (down: 7, 11)" in r.summary
     assert r.evidence["action"] == hwaction.RESET_GPU
+    assert ("nvidia-smi nvlink -s" if smi else "nvmlDeviceGetNvLinkState") in r.summary
     names_gpu(r, spec, 5)
+
+
+def test_an_sxm_gpu_whose_links_are_all_inactive_fails_through_nvidia_smi(tmp_path, monkeypatch):
+    """nvidia-smi prints "all links are inActive" and no link line; an SXM board has 18: every one is down."""
+    spec = fakehw.node_spec(gpus=2, nvswitches=0)
+    text = fakehw.render_nvlink_status(spec).split("GPU 1:")[0] + (
+        f"GPU 1: {spec['gpus'][1]['name']} (UUID: {spec['gpus'][1]['uuid']})\n"
+        "\t NVML: Unable to retrieve NVLink information as all links are inActive\n")
+    spec["smi_text"] = {"nvlink -s": text}
+    r = one(hw.check_nvlink, read(tmp_path, monkeypatch, spec, smi=True))
+    assert r.status is Status.FAIL and "0 of 18 NVLink links up" in r.summary, r.summary
+    names_gpu(r, spec, 1)
 
 
 def test_a_model_not_in_the_table_is_judged_on_nvmls_link_count(tmp_path, monkeypatch):
@@ -188,12 +202,14 @@ def test_a_gpu_without_nvlink_is_not_judged(tmp_path, monkeypatch):
     ({"3": {"replay": [0, 2]}}, "replay errors +2", hwaction.RESET_GPU),
     ({"3": {"recovery": [5, 1]}}, "recovery errors +1", hwaction.RESET_GPU),
 ])
-def test_nvlink_counters_are_judged_on_their_change_between_two_reads(tmp_path, monkeypatch, errors, what, action):
+@pytest.mark.parametrize("smi", [False, True], ids=["nvml", "nvidia-smi"])
+def test_nvlink_counters_are_judged_on_their_change_between_two_reads(tmp_path, monkeypatch, errors, what, action,
+                                                                       smi):
     spec = fakehw.node_spec()
     spec["gpus"][2]["nvlink"]["errors"] = errors
     spec["gpus"][6]["nvlink"]["errors"] = {"0": {"crc_flit": [9999, 0]}}  # a lifetime count that does not move
-    gh = read(tmp_path, monkeypatch, spec)
-    c = read_counters(tmp_path, monkeypatch, spec, interval_s=0.5)  # the run's window: at least 0.5 s
+    gh = read(tmp_path, monkeypatch, spec, smi=smi)
+    c = read_counters(tmp_path, monkeypatch, spec, interval_s=0.5, smi=smi)  # the run's window: at least 0.5 s
     r = one(hw.check_nvlink, gh, c)
     assert what in r.summary and "on link 3" in r.summary and r.evidence["action"] == action, r.summary
     names_gpu(r, spec, 2)

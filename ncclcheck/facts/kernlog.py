@@ -156,7 +156,7 @@ class _Events:
         self.by_key: dict = {}
         self.lines = 0
         self.dropped = 0
-        self._head: Optional[tuple] = None  # (bus id, t_s, lines left) of "NVRM: The NVIDIA GPU <bus>"
+        self._head: Optional[tuple] = None  # (bus id, t_s, lines left, line) of "NVRM: The NVIDIA GPU <bus>"
 
     def add(self, t_s: Optional[float], msg: str) -> None:
         if "NVRM" not in msg and "nvidia" not in msg:
@@ -169,15 +169,16 @@ class _Events:
         head, self._head = self._head, None
         m = _GPU_HEAD.search(msg)
         if m:
-            self._head = (normal_bus_id(m.group(1)), t_s, _HEAD_LINES - 1)
+            self._head = (normal_bus_id(m.group("bus")), t_s, _HEAD_LINES - 1, msg)
         elif head is not None and head[2] > 1:
-            self._head = (head[0], head[1], head[2] - 1)
+            self._head = (head[0], head[1], head[2] - 1, head[3])
         ev = match(msg)
         if ev is None:
             return
         if ev["kind"] == "NVRM" and ev["code"] == "fallen_off_bus_at_probe" and head is not None:
             ev["bus_id"] = ev["bus_id"] or head[0]
             t_s = head[1] if t_s is None else t_s
+            msg = f"{head[3].strip()} / {msg.strip()}"  # the example names the GPU, as the record does
         if t_s is not None and t_s < self.from_s:
             return
         key = (ev["kind"], ev["bus_id"], ev["code"])

@@ -192,6 +192,7 @@ def test_the_three_line_fallen_off_the_bus_record_names_its_gpu_in_kmsg(tmp_path
     got = kernlog.collect(which=lambda n: None)
     ev = {(e["code"], e["bus_id"]): e for e in got["events"]}
     assert ev[("fallen_off_bus_at_probe", BUS)]["first_s"] == 12.5
+    assert ev[("fallen_off_bus_at_probe", BUS)]["text"].startswith("NVRM: The NVIDIA GPU 0000:3b:00.0 / ")
     assert ev[("probe_failed", BUS)]["count"] == 1 and ev[("probe_failed", None)]["devices"] == 1
     assert len(got["events"]) == 3
 

@@ -201,10 +201,79 @@ def _window(kl: dict) -> str:
     return "since boot"
 
 
+def _xid_causes(ev: dict, xid_by_bus: dict) -> list:
+    """[(code, action, what)] of an Xid 45's causes: the Xids the driver names ("caused by previous Xid N"), judged as
+    that GPU's own event of the code where the window holds one; else (older drivers name none) the GPU's other
+    Xids in the window."""
+    own = xid_by_bus.get(ev.get("bus_id")) or {}
+    named = [int(c) for c in ev.get("caused_by") or [] if isinstance(c, int)]
+    codes = named or [c for c in own if c != xids.PREEMPTIVE_CLEANUP]
+    out = []
+    for code in codes:
+        e = own.get(code) or {}
+        act, what = xids.xid_action(code, int(e.get("count") or 1), e.get("last_text") or e.get("text") or "")
+        out.append((code, act, what))
+    return out
+
+
+def _said_by_another_line(ev: dict, others: list) -> bool:
+    """Whether another of the driver's lines already says this one's fault (checks/xid.py NVRM_SAME_AS_LINE): the
+    same GPU's line that says why, or, for a line naming no GPU, a line naming one."""
+    names = xids.NVRM_SAME_AS_LINE.get(str(ev.get("code")), ())
+    bus = ev.get("bus_id")
+    return any(o is not ev and o.get("kind") == "NVRM" and o.get("code") in names and o.get("bus_id")
+               and (bus is None or (o.get("bus_id") == bus and o.get("code") != ev.get("code"))) for o in others)
+
+
+def _event_finding(ev: dict, gh: dict, xid_by_bus: dict, others: list, source: str, window: str) -> tuple:
+    """(the Finding of one kernel-log event, whether it is only listed): an Xid by the catalogue (an Xid 45 by its
+    cause), an SXid by the severity its lines state, one of the driver's other fault lines by checks/xid.py's NVRM
+    table. Listed, never a finding: an Xid the catalogue ignores, and a driver line repeating an Xid or a line already
+    judged."""
+    kind, code = ev.get("kind"), ev.get("code")
+    count, text = int(ev.get("count") or 1), ev.get("last_text") or ev.get("text") or ""
+    value = {"code": code, "count": count, "first_s": ev.get("first_s"), "last_s": ev.get("last_s"), "line": text}
+    quiet = False
+    if kind == "SXid":
+        sev = ev.get("severity") or ("fatal" if ev.get("fatal") else None)  # "fatal": a saved report's older spelling
+        act, what = xids.sxid_action(sev, int(code or 0))
+        value["severity"] = sev or "not stated"
+        device, ident = f"NVSwitch {ev.get('bus_id')}", {"switch": ev.get("bus_id")}
+        label = f"SXid {code} x{count}"
+    else:
+        g = _gpu_of(gh, ev.get("bus_id")) if ev.get("bus_id") else {}
+        device = hw.gpu_name(g) if g else "the node (the line names no GPU)"
+        ident = hw.gpu_ident(g) if g else {}
+        if kind == "NVRM":
+            act, what = xids.nvrm_action(str(code))
+            if ev.get("devices"):
+                what = f"{ev['devices']} GPU(s): {what}"
+            same = xids.NVRM_SAME_AS_XID.get(str(code))
+            buses = [ev.get("bus_id")] if ev.get("bus_id") else list(xid_by_bus)
+            if same is not None and any(same in (xid_by_bus.get(b) or {}) for b in buses):
+                quiet, what = True, f"{what} (the same fault as the Xid {same} judged)"
+            elif _said_by_another_line(ev, others):
+                quiet, what = True, f"{what} (the same fault as the line naming the GPU)"
+            label = f"NVRM line x{count}"
+        elif code == xids.PREEMPTIVE_CLEANUP:
+            causes = _xid_causes(ev, xid_by_bus)
+            act, what = xids.xid45_action(causes)
+            value["caused_by"] = [c[0] for c in causes]
+            quiet = act == MONITOR and all(c in xids.XID for c in value["caused_by"])
+            label = f"Xid {code} x{count}"
+        else:
+            act, what = xids.xid_action(int(code or 0), count, text)
+            quiet = act == MONITOR and code in xids.XID  # the catalogue says to ignore it: it must not drain a node
+            label = f"Xid {code} x{count}"
+    return Finding(device, f"{label}: {what}", source, act, value, window, ident), quiet
+
+
 def check_xid(inp: LocalInput) -> CheckResult:
-    """gpu.xid: Xid and SXid lines of the kernel log within a window (since boot, or --xid-window HOURS), each code
-    mapped to an action from NVIDIA's Xid catalogue and to its GPU by bus id. A log that cannot be read is a skip that
-    says why, never "no Xid"."""
+    """gpu.xid: the kernel log's GPU faults within a window (since boot, or --xid-window HOURS): Xid and SXid lines,
+    each code mapped to an action from NVIDIA's Xid catalogue (an Xid 45 takes its cause's), and the driver's other
+    fault lines (a GPU fallen off the bus at probe, a failed probe or initialisation, "reset required", "GPU lost"),
+    each to its GPU by bus id where the line names one. A log that cannot be read is a skip that says why, never
+    "no Xid"."""
     gh, skip = _group(inp, XID)
     if skip:
         return skip
@@ -215,32 +284,24 @@ def check_xid(inp: LocalInput) -> CheckResult:
                        fix="Run as root (Slurm's HealthCheckProgram and Prolog do), or give the user the "
                            "systemd-journal group; `sysctl kernel.dmesg_restrict` says whether dmesg is restricted.")
     window = _window(kl)
+    events = [e for e in kl.get("events") or [] if isinstance(e, dict)]
+    xid_by_bus: dict = {}
+    for e in events:
+        if e.get("kind") == "Xid" and isinstance(e.get("code"), int):
+            xid_by_bus.setdefault(e.get("bus_id"), {})[e["code"]] = e
     findings, quiet = [], []
-    for ev in kl.get("events") or []:
-        count, text = int(ev.get("count") or 1), ev.get("last_text") or ev.get("text") or ""
-        if ev.get("kind") == "SXid":
-            act, what = xids.sxid_action(bool(ev.get("fatal")))
-            device = f"NVSwitch {ev.get('bus_id')}"
-            g = {"bus_id": ev.get("bus_id")}
-        else:
-            act, what = xids.xid_action(int(ev.get("code") or 0), count, text)
-            g = _gpu_of(gh, ev.get("bus_id"))
-            device = hw.gpu_name(g)
-        ident = hw.gpu_ident(g) if ev.get("kind") != "SXid" else {"switch": ev.get("bus_id")}
-        f = Finding(device, f"{ev.get('kind')} {ev.get('code')} x{count}: {what}", f"{kl.get('source')}", act,
-                    {"code": ev.get("code"), "count": count, "first_s": ev.get("first_s"), "last_s": ev.get("last_s"),
-                     "line": text}, window, ident)
-        # An Xid the catalogue says to ignore is listed, not a finding: it must not drain a node
-        (quiet if act == MONITOR and ev.get("kind") == "Xid" and ev.get("code") in xids.XID else findings).append(f)
+    for ev in events:
+        f, listed = _event_finding(ev, gh, xid_by_bus, events, f"{kl.get('source')}", window)
+        (quiet if listed else findings).append(f)
     ev_ = {"source": kl.get("source"), "window": window, "reason": kl.get("reason"), "events": kl.get("events"),
            "ignored": [f.to_json() for f in quiet]}
-    ok = f"no Xid or SXid in the kernel log {window} ({kl.get('source')})"
+    ok = f"no Xid, SXid or NVRM fault line in the kernel log {window} ({kl.get('source')})"
     if quiet:
         ok = (f"only Xids NVIDIA's catalogue says to ignore {window}: "
               + "; ".join(f"{f.device}: {f.what}" for f in quiet[:hw.SHOWN]))
     return hw.result(XID, findings, inp.node_rank, ok, ev_,
-                     fix="The lines are in `journalctl -k` / `dmesg -T | grep -i xid`; NVIDIA's Xid catalogue "
-                         "(docs.nvidia.com/deploy/xid-errors) has each code.")
+                     fix="The lines are in `journalctl -k` / `dmesg -T | grep -E 'NVRM|SXid|nvidia'`; NVIDIA's Xid "
+                         "catalogue (docs.nvidia.com/deploy/xid-errors) has each Xid code.")
 
 
 # ----------------------------------------------------------------------------------------------- gpu.nvlink

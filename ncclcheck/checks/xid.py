@@ -1,18 +1,19 @@
-"""What an operator does about each Xid (a GPU driver's error code in the kernel log) and SXid (an NVSwitch's): the
-immediate action of NVIDIA's Xid catalogue (docs.nvidia.com/deploy/xid-errors, "Resolution Bucket (Immediate
-Action)", Ampere and later), put in the action vocabulary of hwaction.py, checked against the AWS suite's table
-(HARDWARE-ANCHORS.md row 3). Pure data and one function.
+"""What an operator does about each Xid (a GPU driver's error code in the kernel log), SXid (an NVSwitch's) and the
+driver's other fault lines: the immediate action of NVIDIA's Xid catalogue (docs.nvidia.com/deploy/xid-errors,
+"Resolution Bucket (Immediate Action)", Ampere and later), put in the action vocabulary of hwaction.py, checked
+against the AWS suite's table (HARDWARE-ANCHORS.md row 3). Pure data and a few functions.
 
 Catalogue bucket -> action: IGNORE -> monitor; RESTART_APP -> restart the job; RESET_GPU and the XID_48 / NVLINK
 workflows (whose first step is a reset) -> reset the GPU; RESTART_BM / RESTART_VM -> reboot; CHECK_MECHANICALS
-(power cabling) -> isolate the node.
+(power cabling) -> isolate the node. WORKFLOW_XID_45: not solo, "follow the other Xid" (xid45_action); solo, the
+application it stopped restarts, which a node check has nothing to act on (monitor, listed).
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
-from .hwaction import ISOLATE, MONITOR, REBOOT, RESET_GPU, RESTART_JOB
+from .hwaction import ISOLATE, MONITOR, REBOOT, RESET_GPU, RESTART_JOB, rank
 
 XID: dict = {
     8: (RESTART_JOB, "GPU stopped processing (a channel timed out)"),
@@ -21,7 +22,7 @@ XID: dict = {
     32: (RESTART_JOB, "invalid or corrupted push buffer stream"),
     38: (RESET_GPU, "driver firmware error"),
     43: (MONITOR, "GPU stopped processing a faulting application (the GPU itself is fine)"),
-    45: (MONITOR, "preemptive cleanup after an earlier error"),
+    45: (MONITOR, "preemptive cleanup (no earlier error named)"),
     48: (RESET_GPU, "double-bit ECC error"),
     54: (ISOLATE, "auxiliary power is not connected to the GPU"),
     61: (RESET_GPU, "internal micro-controller breakpoint"),
@@ -78,10 +79,86 @@ def xid_action(code: int, count: int = 1, text: str = "") -> tuple:
     return act, what
 
 
-def sxid_action(fatal: bool) -> tuple:
-    """An NVSwitch's SXid: a fatal one leaves the fabric unusable until the node's NVSwitches are reset (a reboot on
-    HGX systems); a non-fatal one was corrected."""
-    return (REBOOT, "fatal NVSwitch error") if fatal else (MONITOR, "non-fatal NVSwitch error (corrected)")
+PREEMPTIVE_CLEANUP = 45
 
 
-__all__ = ["RECOVERY_XID", "XID", "recovery_action", "sxid_action", "xid_action"]
+def xid45_action(causes: list) -> tuple:
+    """(action, what) of an Xid 45 (the driver stopping a GPU's channels after an earlier error) from its causes:
+    [(code, action, what)] of the Xids the driver names as its cause ("caused by previous Xid N", driver 570.124.04
+    and later) or, where it names none (older drivers), of the GPU's other Xids in the window. It takes the worst
+    cause's action, never a quiet "monitor" hiding it; with no cause at all it is the catalogue's solo case."""
+    if not causes:
+        act, what = XID[PREEMPTIVE_CLEANUP]
+        return act, what
+    worst_code, act, what = max(causes, key=lambda c: rank(c[1]))
+    return act, f"preemptive cleanup after Xid {worst_code} ({what})"
+
+
+# The driver's fault lines beyond Xid (facts/kernlog.py NVRM_LINES matches them, citing the driver's format string):
+# name -> (action, what). A GPU that fails at probe or initialisation is absent from NVML and nvidia-smi; a reboot
+# retrains its link and reloads the driver, which clears a transient fault; the same GPU failing again after a
+# reboot is a hardware or firmware fault: isolate the node (said in `what`, since one boot's log cannot tell the
+# first failure from the tenth).
+NVRM: dict = {
+    "fallen_off_bus": (REBOOT, "GPU has fallen off the bus"),
+    "fallen_off_bus_at_probe": (REBOOT, "GPU has fallen off the bus: it does not answer the driver's probe (no Xid "
+                                        "is logged for it)"),
+    "probe_failed": (REBOOT, "the driver's probe failed (the GPU is not initialised); the same GPU failing again "
+                             "after a reboot: isolate the node"),
+    "init_failed": (REBOOT, "the driver could not initialise the GPU (RmInitAdapter failed); the same GPU failing "
+                            "again after a reboot: isolate the node"),
+    "reset_required": (RESET_GPU, "the driver answers \"reset required\" (NV_ERR_RESET_REQUIRED)"),
+    "gpu_lost": (REBOOT, "the driver lost a GPU from the bus (NV_ERR_GPU_IS_LOST)"),
+    "gsp_rpc_errors": (RESET_GPU, "GSP RPC errors: the driver says the GPU likely needs a reset"),
+}
+# The Xid a line reports again: where the same GPU (or, for a line naming no GPU, any GPU) has that Xid in the
+# window, the line is listed under it rather than counted as a second fault.
+NVRM_SAME_AS_XID = {"fallen_off_bus": 79, "fallen_off_bus_at_probe": 79, "gpu_lost": 79}
+# The lines a line reports again: a failed probe is listed under the line that says why for the same GPU, and the
+# driver's count of failed probes (no bus id) under the lines that name the GPUs.
+NVRM_SAME_AS_LINE = {"probe_failed": ("fallen_off_bus_at_probe", "probe_failed", "init_failed")}
+
+
+def nvrm_action(name: str) -> tuple:
+    """(action, what) of one of the driver's fault lines; a name the table lacks (a newer fact) is a warning."""
+    return NVRM.get(name, (MONITOR, f"driver fault line {name!r} (not in ncclcheck's table)"))
+
+
+# NVIDIA's Fabric Manager User Guide (DU-09883-001, appendix "NVSwitch SXid errors") lists SXids by severity; cross-
+# read with leptonai/gpud's transcription (components/accelerator/nvidia/sxid/sxid.go). Used only where an event's
+# own lines state no severity. Non-fatal: the switch corrected it or only one partition's traffic stalled. Fatal and
+# "always fatal": the fabric (or its partition) needs the NVSwitches reset, which on a bare-metal HGX node is a reboot.
+# Of the "other notable" ones, 10003 (unhandled interrupt) is fatal and 10004/10005 (thermal event start/end) are a
+# cooling warning; 10001, 10002 and 20009 carry no severity there.
+SXID_NONFATAL = frozenset({11004, 11012, 11021, 11022, 11023, 12021, 12023, 12028, 15008, 15011, 19049, 19055, 19057,
+                           19059, 19062, 19065, 19068, 19071, 19084, 20001, 20012, 22013, 24001, 24002, 24003, 10004,
+                           10005})
+SXID_FATAL = frozenset({11001, 11009, 11013, 11018, 11019, 11020, 12001, 12002, 12022, 12024, 12025, 12026, 12027,
+                        12030, 12031, 12032, 14017, 15001, 15006, 15009, 15010, 15012, 15013, 19047, 19048, 19054,
+                        19056, 19058, 19060, 19061, 19063, 19064, 19066, 19067, 19069, 19070, 20034, 22012, 24004,
+                        24005, 24006, 24007,
+                        12020, 22003, 22011, 23001, 23002, 23003, 23004, 23005, 23006, 23007, 23008, 23009, 23010,
+                        23011, 23012, 23013, 23014, 23015, 23016, 23017, 10003})
+
+
+def sxid_action(severity: Optional[str], code: int = 0) -> tuple:
+    """An NVSwitch's SXid, by the severity its own lines state ("fatal", "non-fatal", "correctable", None): a fatal
+    one leaves the fabric unusable until the node's NVSwitches are reset (a reboot on HGX systems); a non-fatal or
+    corrected one is watched. A severity no line states is NVIDIA's documented one for the code; a code NVIDIA lists
+    under no severity is taken as fatal: a missed fatal SXid hangs every NVLink job on the node, a needless reboot
+    costs one node a reboot."""
+    if severity == "fatal":
+        return REBOOT, "fatal NVSwitch error"
+    if severity == "non-fatal":
+        return MONITOR, "non-fatal NVSwitch error"
+    if severity == "correctable":
+        return MONITOR, "corrected NVSwitch error"
+    if code in SXID_NONFATAL:
+        return MONITOR, "NVSwitch error, severity not stated (NVIDIA's SXid list: non-fatal)"
+    if code in SXID_FATAL:
+        return REBOOT, "NVSwitch error, severity not stated (NVIDIA's SXid list: fatal)"
+    return REBOOT, "NVSwitch error, severity not stated and not in NVIDIA's SXid list: taken as fatal"
+
+
+__all__ = ["NVRM", "NVRM_SAME_AS_LINE", "NVRM_SAME_AS_XID", "PREEMPTIVE_CLEANUP", "RECOVERY_XID", "SXID_FATAL",
+           "SXID_NONFATAL", "XID", "nvrm_action", "recovery_action", "sxid_action", "xid45_action", "xid_action"]

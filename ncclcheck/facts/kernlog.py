@@ -1,11 +1,14 @@
-"""The kernel log's GPU errors: NVIDIA's Xid lines (a GPU's driver reporting a fault) and SXid lines (an NVSwitch's),
-within a window of this boot, read from /dev/kmsg or `journalctl -k`, bounded, never a lifetime count.
+"""The kernel log's GPU faults: NVIDIA's Xid lines (a GPU's driver reporting a fault), SXid lines (an NVSwitch's) and
+the driver's other fault lines (a GPU fallen off the bus at probe, a probe or an initialisation that failed, "reset
+required", "GPU lost"), within a window of this boot, read from /dev/kmsg or `journalctl -k`, bounded, never a
+lifetime count.
 
 Which window was read is part of the fact: since boot when the ring buffer still holds the boot's first message (or
 the journal has the whole boot), else from the oldest message it still holds; `window_s` narrows it to the last N
 seconds. When nothing can be read (dmesg_restrict without CAP_SYSLOG, no journal access) the fact says so and why,
 and the check says "could not read", never "no Xid". Lines are matched, counted per (kind, device, code) and the
-first and last time kept, so a flood of one Xid costs a few bytes in the facts.
+first and last time kept, so a flood of one Xid costs a few bytes in the facts. Which action each line calls for is
+the checks' (checks/xid.py); this module only says what a line is.
 """
 
 from __future__ import annotations
@@ -27,12 +30,65 @@ MAX_RECORDS = 400_000  # /dev/kmsg records read at most (a 16 MiB ring buffer ho
 MAX_BYTES = 64 << 20  # bytes read at most from /dev/kmsg (a fake file) or journalctl
 MAX_EVENTS = 64  # distinct (kind, device, code) kept
 MAX_TEXT = 240  # characters of a line kept as its example
+# Characters of a line that are matched: a kernel record is at most ~1 KiB (printk's line limit), so a longer line
+# is no driver line and the patterns never pay for its length.
+MAX_MATCH = 2048
+MAX_CAUSES = 8  # distinct "caused by previous Xid N" kept per Xid event
 
-# "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python3, GPU has fallen off the bus." (older drivers: no "PCI:")
-XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)\): (\d+)\b")
-# "nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 44 ..." / "..., Fatal, ..."
-SXID_RE = re.compile(r"(nvidia-nvswitch\d*): SXid \((?:PCI:)?([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}"
-                     r"(?:\.[0-7])?)\): (\d+)\b")
+_BUS = r"(?P<bus>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)"
+# "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python3, GPU has fallen off the bus." (older drivers: no "PCI:";
+# a MIG GPU instance adds " GPU-I:05" and " GPU-CI:01": kernel_rc.c XID_PRINT_WITH_ATTR, open-gpu-kernel-modules)
+XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?" + _BUS + r"(?: GPU-I:\d+)?(?: GPU-CI:\d+)?\): (\d+)\b")
+# Xid 45's root cause, from driver 570.124.04 on: kernel_rc.c appends " caused by previous Xid %d" when the GSP names
+# it (the Xid 45 lines an operator posted in NVIDIA/open-gpu-kernel-modules#1150 end so). Older drivers print none.
+CAUSE_RE = re.compile(r" caused by previous Xid (\d+)\b")
+# "nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 44 ..." (common_nvswitch.h NVSWITCH_PRINT_SXID:
+# "nvidia-%s: SXid (PCI:...): %05d, " then the report's own text)
+SXID_RE = re.compile(r"(nvidia-nvswitch\d*): SXid \((?:PCI:)?" + _BUS + r"\): (\d+)\b,? ?")
+# The first word of an SXid's text, where the driver states it (error_nvswitch.h / intr_nvswitch.h: "Fatal, ...",
+# "Non-fatal, ...", "Correctable, ..."); thermal, SOE and cable reports state none.
+SXID_SEVERITY = (("Fatal,", "fatal"), ("Non-fatal,", "non-fatal"), ("Correctable,", "correctable"))
+# One SXid event's follow-on lines (error_nvswitch.c _nvswitch_dump_error_entry: "Severity %d Engine instance %02d
+# Sub-engine instance %02d", then one or two "Data {0x..., ...}"): the same event, never counted again. Their
+# "Severity N" is a number whose meaning changed between drivers (0/1 in today's enum; operators' logs show 5), so it
+# is kept as a value and never read as fatal or non-fatal.
+SXID_FOLLOW = ("Severity ", "Data {")
+_SEVERITY_N = re.compile(r"Severity (\d+)")
+
+# The driver's fault lines beyond Xid, one row each: (name, pattern). The pattern is the driver's format string (cited
+# from NVIDIA/open-gpu-kernel-modules, or the kernel's for a failed probe); its group "bus", where it has one, is the
+# GPU's bus id. What each means and the action it calls for are checks/xid.py's NVRM table, keyed by the same names.
+NVRM_LINES = (
+    # osinit.c osHandleGpuLost: NV_DEV_PRINTF(..., "GPU has fallen off the bus.\n"), "NVRM: GPU %04x:%02x:%02x.%x: "
+    # first (os-interface.h NV_DEV_PRINTF); it follows the Xid 79 line of the same GPU
+    ("fallen_off_bus", re.compile(r"NVRM: GPU " + _BUS + r": GPU has fallen off the bus")),
+    # osapi.c, at probe, before any Xid: "NVRM: The NVIDIA GPU %04x:%02x:%02x.%x\n" "NVRM: (PCI ID: %04x:%04x)
+    # installed in this system has\n" "NVRM: fallen off the bus and is not responding to commands.\n": one record of
+    # three lines (NVIDIA/NVSentinel#155, leptonai/gpud#1209); its bus id is on the first (_GPU_HEAD)
+    ("fallen_off_bus_at_probe", re.compile(r"NVRM: fallen off the bus and is not responding to commands")),
+    # nv.c: "NVRM: The NVIDIA probe routine failed for %d device(s).\n" (no bus id: the node's)
+    ("probe_failed", re.compile(r"NVRM: The NVIDIA probe routine failed for (?P<devices>\d+) device")),
+    # the kernel's drivers/base/dd.c for the same failure, by bus id: dev_err "probe with driver %s failed with error
+    # %d" (newer kernels), pr_warn "%s: probe of %s failed with error %d" (older ones)
+    ("probe_failed", re.compile(r"\bnvidia " + _BUS + r": probe with driver nvidia failed with error")),
+    ("probe_failed", re.compile(r"\bnvidia: probe of " + _BUS + r" failed with error")),
+    # osinit.c RmInitAdapter: NV_DEV_PRINTF(..., "RmInitAdapter failed! (0x%x:0x%x:%d)\n") (R515 and later); older
+    # drivers print it with no bus id (operators' logs: NVIDIA/gpu-operator#1146 and #649, open-gpu-kernel-modules#789)
+    ("init_failed", re.compile(r"NVRM: (?:GPU " + _BUS + r": )?RmInitAdapter failed!")),
+    # nvassert.c "Assertion failed: %s (0x%08X) returned from ..." / "Check failed: %s ...", %s being nvstatus.c's
+    # "<text> [<NAME>]": "Reset required [NV_ERR_RESET_REQUIRED]", "GPU lost from the bus [NV_ERR_GPU_IS_LOST]". The
+    # brackets tell a returned status from an asserted expression naming the same code ("status == NV_ERR_...").
+    ("reset_required", re.compile(r"\[NV_ERR_RESET_REQUIRED\]")),
+    ("gpu_lost", re.compile(r"\[NV_ERR_GPU_IS_LOST\]")),
+    # kernel_gsp.c: "NVRM: Rate limiting GSP RPC error prints for GPU at PCI:%04x:%02x:%02x (printing 1 of every %d).
+    # The GPU likely needs to be reset."
+    ("gsp_rpc_errors", re.compile(r"NVRM: Rate limiting GSP RPC error prints for GPU at PCI:" + _BUS)),
+)
+# The first line of the three-line "fallen off the bus" record (osapi.c, above): "NVRM: The NVIDIA GPU 0000:b3:00.0"
+_GPU_HEAD = re.compile(r"NVRM: The NVIDIA GPU " + _BUS)
+_HEAD_LINES = 3  # a remembered first line names the GPU of the record's next lines only
+# A /dev/kmsg record escapes a newline inside it as "\x0a"; the journal prints each on its own line
+_SPLIT = re.compile(r"\\x0a|\n")
 # journalctl -o short-monotonic: "[  123.456789] host kernel: NVRM: ..."
 _MONO = re.compile(r"^\s*\[\s*(\d+(?:\.\d+)?)\]\s")
 
@@ -45,45 +101,112 @@ def uptime_s() -> Optional[float]:
         return None
 
 
+def _sxid(m: re.Match, msg: str) -> dict:
+    tail = msg[m.end():m.end() + 16]
+    sev = next((word for lead, word in SXID_SEVERITY if tail.startswith(lead)), None)
+    ev = {"kind": "SXid", "bus_id": normal_bus_id(m.group(2)), "code": int(m.group(3)), "switch": m.group(1),
+          "severity": sev}
+    if tail.startswith(SXID_FOLLOW):
+        ev["follow_on"] = True
+        n = _SEVERITY_N.match(tail)
+        if n:
+            ev["severity_field"] = int(n.group(1))
+    return ev
+
+
 def match(msg: str) -> Optional[dict]:
-    """An Xid or SXid line as {"kind", "bus_id", "code", "fatal"?}; None for any other line."""
+    """One line as {"kind", "bus_id", "code", ...}: an Xid ("caused_by" where the driver names Xid 45's cause), an
+    SXid ("severity" as the line states it, else None; "follow_on" for an event's Severity/Data lines) or one of the
+    driver's other fault lines (kind "NVRM", code a name of NVRM_LINES, bus_id None where the line names no GPU);
+    None for any other line."""
+    msg = msg[:MAX_MATCH]
     m = XID_RE.search(msg)
     if m:
-        return {"kind": "Xid", "bus_id": normal_bus_id(m.group(1)), "code": int(m.group(2))}
+        ev = {"kind": "Xid", "bus_id": normal_bus_id(m.group(1)), "code": int(m.group(2))}
+        cause = CAUSE_RE.search(msg, m.end())
+        if cause:
+            ev["caused_by"] = int(cause.group(1))
+        return ev
     m = SXID_RE.search(msg)
     if m:
-        tail = msg[m.end():m.end() + 40].lower()
-        return {"kind": "SXid", "bus_id": normal_bus_id(m.group(2)), "code": int(m.group(3)),
-                "switch": m.group(1), "fatal": "non-fatal" not in tail and "fatal" in tail}
+        return _sxid(m, msg)
+    if "NVRM" not in msg and "nvidia" not in msg:
+        return None
+    for name, pattern in NVRM_LINES:
+        m = pattern.search(msg)
+        if m:
+            got = m.groupdict()
+            ev = {"kind": "NVRM", "bus_id": normal_bus_id(got.get("bus")), "code": name}
+            if got.get("devices"):
+                ev["devices"] = int(got["devices"])
+            return ev
     return None
 
 
+_SEVERITY_RANK = {None: 0, "correctable": 1, "non-fatal": 2, "fatal": 3}
+
+
 class _Events:
-    """Matched lines counted per (kind, device, code), with the first and last time (seconds after boot)."""
+    """Matched lines counted per (kind, device, code), with the first and last time (seconds after boot). An SXid's
+    follow-on lines join its event; the first line of the driver's three-line "fallen off the bus" record is
+    remembered for the two lines after it, which name no GPU themselves."""
 
     def __init__(self, from_s: float) -> None:
         self.from_s = from_s
         self.by_key: dict = {}
         self.lines = 0
         self.dropped = 0
+        self._head: Optional[tuple] = None  # (bus id, t_s, lines left, line) of "NVRM: The NVIDIA GPU <bus>"
 
     def add(self, t_s: Optional[float], msg: str) -> None:
-        if "Xid" not in msg:
+        if "NVRM" not in msg and "nvidia" not in msg:
+            self._head = None
             return
+        for part in _SPLIT.split(msg[:MAX_MATCH]) if ("\\x0a" in msg or "\n" in msg) else (msg,):
+            self._add_line(t_s, part)
+
+    def _add_line(self, t_s: Optional[float], msg: str) -> None:
+        head, self._head = self._head, None
+        m = _GPU_HEAD.search(msg)
+        if m:
+            self._head = (normal_bus_id(m.group("bus")), t_s, _HEAD_LINES - 1, msg)
+        elif head is not None and head[2] > 1:
+            self._head = (head[0], head[1], head[2] - 1, head[3])
         ev = match(msg)
-        if ev is None or (t_s is not None and t_s < self.from_s):
+        if ev is None:
             return
-        self.lines += 1
+        if ev["kind"] == "NVRM" and ev["code"] == "fallen_off_bus_at_probe" and head is not None:
+            ev["bus_id"] = ev["bus_id"] or head[0]
+            t_s = head[1] if t_s is None else t_s
+            msg = f"{head[3].strip()} / {msg.strip()}"  # the example names the GPU, as the record does
+        if t_s is not None and t_s < self.from_s:
+            return
         key = (ev["kind"], ev["bus_id"], ev["code"])
         cur = self.by_key.get(key)
+        if ev.get("follow_on") and cur is not None:
+            # part of the event already counted: it adds what it says, never a count
+            if "severity_field" in ev:
+                cur["severity_field"] = ev["severity_field"]
+            return
+        self.lines += 1
         if cur is None:
             if len(self.by_key) >= MAX_EVENTS:
                 self.dropped += 1
                 return
+            ev.pop("follow_on", None)
             cur = self.by_key[key] = {**ev, "count": 0, "first_s": t_s, "last_s": t_s, "text": msg[:MAX_TEXT]}
+            cur.pop("caused_by", None)
         cur["count"] += 1
         cur["last_s"] = t_s
         cur["last_text"] = msg[:MAX_TEXT]
+        if ev["kind"] == "SXid" and _SEVERITY_RANK[ev.get("severity")] > _SEVERITY_RANK[cur.get("severity")]:
+            cur["severity"] = ev["severity"]  # the line that states it; the worst stated when lines differ
+        if "caused_by" in ev:
+            causes = cur.setdefault("caused_by", [])
+            if ev["caused_by"] not in causes and len(causes) < MAX_CAUSES:
+                causes.append(ev["caused_by"])
+        if "devices" in ev:
+            cur["devices"] = max(cur.get("devices") or 0, ev["devices"])
 
     def out(self) -> list:
         return list(self.by_key.values())
@@ -177,7 +300,8 @@ BOOT_MESSAGE_S = 60.0
 
 def collect(window_s: Optional[float] = None, run: Optional[Runner] = None,
             which: Optional[Callable[[str], Optional[str]]] = None, kmsg_path: Optional[str] = None) -> dict:
-    """This boot's Xid/SXid events within the window (None: since boot), and which window was actually read."""
+    """This boot's Xid, SXid and driver fault events within the window (None: since boot), and which window was
+    actually read."""
     run = run or (lambda argv, t: run_cmd(argv, t))
     which = which or shutil.which
     up = uptime_s()

@@ -125,6 +125,8 @@ class FakeNvml:
     def _v(self, value: Any) -> Any:
         if value == NS or value is None:
             raise NVMLError(3)
+        if isinstance(value, dict) and "nvml_error" in value:  # a read that fails with this NVML error
+            raise NVMLError(value["nvml_error"])
         return value
 
     def _counter(self, key: tuple, spec: Any) -> int:
@@ -173,7 +175,7 @@ class FakeNvml:
         return [on, on]
 
     def nvmlDeviceGetTotalEccErrors(self, h: int, etype: int, ctype: int) -> int:
-        return int(self._v(self._g(h)["ecc_volatile"])["total"])
+        return int(self._v(self._v(self._g(h)["ecc_volatile"])["total"]))
 
     def nvmlDeviceGetMemoryErrorCounter(self, h: int, etype: int, ctype: int, loc: int) -> int:
         where = {self.NVML_MEMORY_LOCATION_DRAM: "dram", self.NVML_MEMORY_LOCATION_SRAM: "sram"}[loc]

@@ -61,8 +61,10 @@ _SEVERITY_N = re.compile(r"Severity (\d+)")
 # and the action it calls for are checks/xid.py's NVRM table, keyed by the same names.
 NVRM_LINES = (
     # osinit.c osHandleGpuLost: NV_DEV_PRINTF(..., "GPU has fallen off the bus.\n"), "NVRM: GPU %04x:%02x:%02x.%x: "
-    # first (os-interface.h NV_DEV_PRINTF); it follows the Xid 79 line of the same GPU
-    ("fallen_off_bus", "has fallen off the bus", re.compile(r"NVRM: GPU " + _BUS + r": GPU has fallen off the bus")),
+    # first (os-interface.h NV_DEV_PRINTF); it follows the Xid 79 line of the same GPU. Drivers before R515 print
+    # "NVRM: GPU at 0000:01:00.0 has fallen off the bus." (operators' posted logs of those drivers)
+    ("fallen_off_bus", "has fallen off the bus",
+     re.compile(r"NVRM: GPU (?:at )?" + _BUS + r"(?:: GPU)? has fallen off the bus")),
     # osapi.c, at probe, before any Xid: "NVRM: The NVIDIA GPU %04x:%02x:%02x.%x\n" "NVRM: (PCI ID: %04x:%04x)
     # installed in this system has\n" "NVRM: fallen off the bus and is not responding to commands.\n": one record of
     # three lines (NVIDIA/NVSentinel#155, leptonai/gpud#1209); its bus id is on the first (_GPU_HEAD)

@@ -55,34 +55,41 @@ SXID_SEVERITY = (("Fatal,", "fatal"), ("Non-fatal,", "non-fatal"), ("Correctable
 SXID_FOLLOW = ("Severity ", "Data {")
 _SEVERITY_N = re.compile(r"Severity (\d+)")
 
-# The driver's fault lines beyond Xid, one row each: (name, pattern). The pattern is the driver's format string (cited
-# from NVIDIA/open-gpu-kernel-modules, or the kernel's for a failed probe); its group "bus", where it has one, is the
-# GPU's bus id. What each means and the action it calls for are checks/xid.py's NVRM table, keyed by the same names.
+# The driver's fault lines beyond Xid, one row each: (name, needle, pattern). The pattern is the driver's format string
+# (cited from NVIDIA/open-gpu-kernel-modules, or the kernel's for a failed probe); its group "bus", where it has one,
+# is the GPU's bus id; the needle, a plain substring of it, keeps the pattern off every other line. What each means
+# and the action it calls for are checks/xid.py's NVRM table, keyed by the same names.
 NVRM_LINES = (
     # osinit.c osHandleGpuLost: NV_DEV_PRINTF(..., "GPU has fallen off the bus.\n"), "NVRM: GPU %04x:%02x:%02x.%x: "
-    # first (os-interface.h NV_DEV_PRINTF); it follows the Xid 79 line of the same GPU
-    ("fallen_off_bus", re.compile(r"NVRM: GPU " + _BUS + r": GPU has fallen off the bus")),
+    # first (os-interface.h NV_DEV_PRINTF); it follows the Xid 79 line of the same GPU. Drivers before R515 print
+    # "NVRM: GPU at 0000:01:00.0 has fallen off the bus." (operators' posted logs of those drivers)
+    ("fallen_off_bus", "has fallen off the bus",
+     re.compile(r"NVRM: GPU (?:at )?" + _BUS + r"(?:: GPU)? has fallen off the bus")),
     # osapi.c, at probe, before any Xid: "NVRM: The NVIDIA GPU %04x:%02x:%02x.%x\n" "NVRM: (PCI ID: %04x:%04x)
     # installed in this system has\n" "NVRM: fallen off the bus and is not responding to commands.\n": one record of
     # three lines (NVIDIA/NVSentinel#155, leptonai/gpud#1209); its bus id is on the first (_GPU_HEAD)
-    ("fallen_off_bus_at_probe", re.compile(r"NVRM: fallen off the bus and is not responding to commands")),
+    ("fallen_off_bus_at_probe", "not responding to commands",
+     re.compile(r"NVRM: fallen off the bus and is not responding to commands")),
     # nv.c: "NVRM: The NVIDIA probe routine failed for %d device(s).\n" (no bus id: the node's)
-    ("probe_failed", re.compile(r"NVRM: The NVIDIA probe routine failed for (?P<devices>\d+) device")),
+    ("probe_failed", "probe routine failed", re.compile(r"NVRM: The NVIDIA probe routine failed for (?P<devices>\d+) "
+                                                        r"device")),
     # the kernel's drivers/base/dd.c for the same failure, by bus id: dev_err "probe with driver %s failed with error
     # %d" (newer kernels), pr_warn "%s: probe of %s failed with error %d" (older ones)
-    ("probe_failed", re.compile(r"\bnvidia " + _BUS + r": probe with driver nvidia failed with error")),
-    ("probe_failed", re.compile(r"\bnvidia: probe of " + _BUS + r" failed with error")),
+    ("probe_failed", "probe with driver nvidia failed",
+     re.compile(r"\bnvidia " + _BUS + r": probe with driver nvidia failed with error")),
+    ("probe_failed", "nvidia: probe of", re.compile(r"\bnvidia: probe of " + _BUS + r" failed with error")),
     # osinit.c RmInitAdapter: NV_DEV_PRINTF(..., "RmInitAdapter failed! (0x%x:0x%x:%d)\n") (R515 and later); older
     # drivers print it with no bus id (operators' logs: NVIDIA/gpu-operator#1146 and #649, open-gpu-kernel-modules#789)
-    ("init_failed", re.compile(r"NVRM: (?:GPU " + _BUS + r": )?RmInitAdapter failed!")),
+    ("init_failed", "RmInitAdapter failed!", re.compile(r"NVRM: (?:GPU " + _BUS + r": )?RmInitAdapter failed!")),
     # nvassert.c "Assertion failed: %s (0x%08X) returned from ..." / "Check failed: %s ...", %s being nvstatus.c's
     # "<text> [<NAME>]": "Reset required [NV_ERR_RESET_REQUIRED]", "GPU lost from the bus [NV_ERR_GPU_IS_LOST]". The
     # brackets tell a returned status from an asserted expression naming the same code ("status == NV_ERR_...").
-    ("reset_required", re.compile(r"\[NV_ERR_RESET_REQUIRED\]")),
-    ("gpu_lost", re.compile(r"\[NV_ERR_GPU_IS_LOST\]")),
+    ("reset_required", "[NV_ERR_RESET_REQUIRED]", re.compile(r"\[NV_ERR_RESET_REQUIRED\]")),
+    ("gpu_lost", "[NV_ERR_GPU_IS_LOST]", re.compile(r"\[NV_ERR_GPU_IS_LOST\]")),
     # kernel_gsp.c: "NVRM: Rate limiting GSP RPC error prints for GPU at PCI:%04x:%02x:%02x (printing 1 of every %d).
     # The GPU likely needs to be reset."
-    ("gsp_rpc_errors", re.compile(r"NVRM: Rate limiting GSP RPC error prints for GPU at PCI:" + _BUS)),
+    ("gsp_rpc_errors", "Rate limiting GSP RPC error prints",
+     re.compile(r"NVRM: Rate limiting GSP RPC error prints for GPU at PCI:" + _BUS)),
 )
 # The first line of the three-line "fallen off the bus" record (osapi.c, above): "NVRM: The NVIDIA GPU 0000:b3:00.0"
 _GPU_HEAD = re.compile(r"NVRM: The NVIDIA GPU " + _BUS)
@@ -120,20 +127,20 @@ def match(msg: str) -> Optional[dict]:
     driver's other fault lines (kind "NVRM", code a name of NVRM_LINES, bus_id None where the line names no GPU);
     None for any other line."""
     msg = msg[:MAX_MATCH]
-    m = XID_RE.search(msg)
+    m = XID_RE.search(msg) if "Xid (" in msg else None
     if m:
         ev = {"kind": "Xid", "bus_id": normal_bus_id(m.group(1)), "code": int(m.group(2))}
-        cause = CAUSE_RE.search(msg, m.end())
+        cause = CAUSE_RE.search(msg, m.end()) if ev["code"] == 45 else None  # kernel_rc.c adds it to Xid 45 only
         if cause:
             ev["caused_by"] = int(cause.group(1))
         return ev
-    m = SXID_RE.search(msg)
+    m = SXID_RE.search(msg) if "SXid (" in msg else None
     if m:
         return _sxid(m, msg)
     if "NVRM" not in msg and "nvidia" not in msg:
         return None
-    for name, pattern in NVRM_LINES:
-        m = pattern.search(msg)
+    for name, needle, pattern in NVRM_LINES:
+        m = pattern.search(msg) if needle in msg else None
         if m:
             got = m.groupdict()
             ev = {"kind": "NVRM", "bus_id": normal_bus_id(got.get("bus")), "code": name}
@@ -159,15 +166,16 @@ class _Events:
         self._head: Optional[tuple] = None  # (bus id, t_s, lines left, line) of "NVRM: The NVIDIA GPU <bus>"
 
     def add(self, t_s: Optional[float], msg: str) -> None:
+        msg = msg[:MAX_MATCH]  # every scan below is bounded by a record's length, however long the line
         if "NVRM" not in msg and "nvidia" not in msg:
             self._head = None
             return
-        for part in _SPLIT.split(msg[:MAX_MATCH]) if ("\\x0a" in msg or "\n" in msg) else (msg,):
+        for part in _SPLIT.split(msg) if ("\\x0a" in msg or "\n" in msg) else (msg,):
             self._add_line(t_s, part)
 
     def _add_line(self, t_s: Optional[float], msg: str) -> None:
         head, self._head = self._head, None
-        m = _GPU_HEAD.search(msg)
+        m = _GPU_HEAD.search(msg) if "The NVIDIA GPU" in msg else None
         if m:
             self._head = (normal_bus_id(m.group("bus")), t_s, _HEAD_LINES - 1, msg)
         elif head is not None and head[2] > 1:

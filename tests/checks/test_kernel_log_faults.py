@@ -33,7 +33,7 @@ def only(result) -> dict:
 
 def test_every_driver_line_name_has_an_action_and_every_action_a_line():
     """facts/kernlog.py matches the lines, checks/xid.py says what each calls for: the two halves name the same set."""
-    assert {name for name, _ in kernlog.NVRM_LINES} == set(xid.NVRM)
+    assert {name for name, _, _ in kernlog.NVRM_LINES} == set(xid.NVRM)
     assert set(xid.NVRM_SAME_AS_XID) <= set(xid.NVRM)
 
 

@@ -123,6 +123,7 @@ def test_a_flood_of_xids_is_bounded_in_the_facts(tmp_path, monkeypatch):
     ("NVRM: Xid (PCI:0000:3b:00 GPU-I:03 GPU-CI:01): 13, pid=2222, name=train, Graphics Exception", "Xid", 13, BUS),
     # the per-device line that follows Xid 79: NV_DEV_PRINTF's prefix "NVRM: GPU <domain:bus:dev.fn>: "
     ("NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.", "NVRM", "fallen_off_bus", BUS),
+    ("NVRM: GPU at 0000:3b:00.0 has fallen off the bus.", "NVRM", "fallen_off_bus", BUS),  # before R515
     # a probe that failed: the driver's count (no bus id), the kernel's per-device line in both wordings
     ("NVRM: The NVIDIA probe routine failed for 1 device(s).", "NVRM", "probe_failed", None),
     ("nvidia 0000:3b:00.0: probe with driver nvidia failed with error -1", "NVRM", "probe_failed", BUS),

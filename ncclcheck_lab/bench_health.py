@@ -46,7 +46,8 @@ def faults(spec: dict) -> list:
     n = len(spec["gpus"])
     staged = [("gpu.memory", "reset the GPU", {"remapped_rows": [0, 0, True, False]}),
               ("gpu.xid", "reboot", None),
-              ("gpu.nvlink", "reset the GPU", {"nvlink": {**fakehw.gpu_spec(0, "x")["nvlink"], "down": [4]}}),
+              ("gpu.nvlink", "reboot" if spec["nvswitches"] else "reset the GPU",
+               {"nvlink": {**fakehw.gpu_spec(0, "x")["nvlink"], "down": [4]}}),
               ("gpu.pcie", "isolate the node", None),
               ("gpu.clocks", "isolate the node", {"clocks": 0x41}),
               ("gpu.fabric", "reboot", {"fabric": {"state": 1, "status": 0}}),
@@ -108,9 +109,10 @@ def empty_spec() -> dict:
 
 
 def run_health(root: Path, spec: dict, json_out: Path, baseline: Optional[Path] = None,
-               env_vars: Optional[dict] = None) -> tuple:
-    """(seconds, exit code, report) of one `ncclcheck health` child on the node `spec` describes."""
-    env = fakehw.install(root, spec)
+               env_vars: Optional[dict] = None, with_pynvml: bool = True) -> tuple:
+    """(seconds, exit code, report) of one `ncclcheck health` child on the node `spec` describes (without the fake
+    binding: read through its nvidia-smi)."""
+    env = fakehw.install(root, spec, with_pynvml=with_pynvml)
     child = {k: v for k, v in os.environ.items() if not k.startswith(("NCCLCHECK_", "NCCL_"))}
     child.update({k: env[k] for k in KEYS}, **(env_vars or {}))
     argv = [sys.executable, "-m", "ncclcheck", "health", "--gpus", str(len(spec["gpus"])), "--dry-run", "--drain",

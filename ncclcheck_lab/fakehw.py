@@ -150,6 +150,8 @@ class FakeNvml:
         g = self._counted()[i]
         if g.get("lost") or g.get("state") == "lost":
             raise NVMLError(15)
+        if g.get("handle_error"):
+            raise NVMLError(g["handle_error"])
         return i
 
     # -- identity
@@ -725,10 +727,13 @@ _SMI = '''#!{python}
 """A fake nvidia-smi (ncclcheck_lab/fakehw.py) answering from the node spec in $NCCLCHECK_FAKE_HW."""
 import json, os, sys
 import time
+t0 = time.time()
 from ncclcheck_lab import fakehw  # found through $PYTHONPATH (env_for)
 with open(os.environ["NCCLCHECK_FAKE_HW"]) as f:
     spec = json.load(f)
 time.sleep(float(spec.get("smi_delay_s") or 0))  # a node without persistence mode answers each call slowly
+with open(os.environ["NCCLCHECK_FAKE_HW"] + ".calls", "a") as f:  # when each call ran (bench_hwnodes reads it)
+    f.write(json.dumps([sys.argv[1:], t0, time.time()]) + "\\n")
 reads = os.environ["NCCLCHECK_FAKE_HW"] + ".reads"
 if os.path.exists(reads):
     with open(reads) as f:

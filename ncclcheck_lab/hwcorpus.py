@@ -126,10 +126,16 @@ def _ib_from_ibstat(root: Path, text: str) -> None:
         state = attrs.get("state", "Down")
         phys = attrs.get("physical state", "Polling")
         rate = attrs.get("rate", "0")
+        layer = attrs.get("link layer", "InfiniBand")
+        # ibstat prints no GID: a RoCE port gets the table a configured one has (v1 and v2, link-local and IPv4)
+        gids = {0: ("fe80:0000:0000:0000:0000:00ff:fe00:0001", "IB/RoCE v1", "eth0"),
+                1: ("fe80:0000:0000:0000:0000:00ff:fe00:0001", "RoCE v2", "eth0"),
+                2: ("0000:0000:0000:0000:0000:ffff:c612:0001", "IB/RoCE v1", "eth0"),
+                3: ("0000:0000:0000:0000:0000:ffff:c612:0001", "RoCE v2", "eth0")} if layer == "Ethernet" else None
         fakehw.ib_hca(root, dev, numa_node=0)
         fakehw.ib_port(root, dev, port, state=f"{STATE.get(state.lower(), 1)}: {state.upper()}",
                        phys_state=f"{PHYS.get(phys.lower().replace(' ', ''), 0)}: {phys}",
-                       rate=f"{rate} Gb/sec", link_layer=attrs.get("link layer", "InfiniBand"))
+                       rate=f"{rate} Gb/sec", link_layer=layer, gids=gids)
         fakehw.ib_counters(root, dev, port, **fakehw.ZERO_COUNTERS)
 
     for line in text.splitlines():
@@ -238,8 +244,9 @@ def nvml_spec(node: dict) -> dict:
                        "errors": {}},
             **({"state": whole} if whole else {}),
         })
-    for u in parsed["unreachable"]:
-        gpus.append({**fakehw.gpu_spec(u.get("index") or 0, u["bus_id"]), "lost": True})
+    for u in parsed["unreachable"]:  # no handle: nvmlDeviceGetHandleByIndex fails with the error nvidia-smi printed
+        gpus.append({**fakehw.gpu_spec(u.get("index") or 0, u["bus_id"]),
+                     "handle_error": NVML_CODES.get(u.get("state"), 999)})
     gpus.sort(key=lambda x: x["bus_id"] or "")
     listed = {g["bus_id"] for g in gpus}
     for b in gpu_functions(node):  # on the bus, never counted: failed at probe
@@ -249,24 +256,84 @@ def nvml_spec(node: dict) -> dict:
 
 
 # -------------------------------------------------------------------------------------------------------- judge
+def staged_nodes() -> list:
+    """Nodes of fakehw's HGX H100 (its `nvidia-smi -q` in driver 580's layout, tests/data/nvml), healthy and with
+    one staged fault each: the classes the posted corpus holds few of, each with the finding it must give."""
+    def gpu(i: int) -> str:
+        return fakehw.node_spec()["gpus"][i]["bus_id"]
+
+    def f(check: str, i: Optional[int], action: str) -> dict:
+        return {"check": check, "gpu_index": i, "bus_id": gpu(i) if i is not None else None, "action": action}
+
+    x79 = fakehw.node_spec()
+    x79["kernel_log"].append((3600.0, fakehw.xid_line(gpu(0), 79, "GPU has fallen off the bus.")))
+    plan = [
+        ("healthy", fakehw.node_spec(), []),
+        ("row-remap-pending", fakehw.faulty(fakehw.node_spec(), gpu=3, remapped_rows=[0, 0, True, False]),
+         [f("gpu.memory", 3, "reset the GPU")]),
+        ("row-remap-failure", fakehw.faulty(fakehw.node_spec(), gpu=2, remapped_rows=[0, 3, False, True]),
+         [f("gpu.memory", 2, "isolate the node")]),
+        ("ecc-uncorrected", fakehw.faulty(fakehw.node_spec(), gpu=1, ecc_volatile={"total": 2, "sram": 0, "dram": 2}),
+         [f("gpu.memory", 1, "reset the GPU")]),
+        ("recovery-reboot", fakehw.faulty(fakehw.node_spec(), gpu=1, recovery_action=2),
+         [f("gpu.memory", 1, "reboot")]),
+        ("nvlink-down", fakehw.faulty(fakehw.node_spec(), gpu=5, nvlink={**fakehw.gpu_spec(5, "x")["nvlink"],
+                                                                          "down": [4, 9]}),
+         [f("gpu.nvlink", 5, "reboot")]),
+        ("pcie-x8", fakehw.faulty(fakehw.node_spec(), gpu=3, pcie={**fakehw.gpu_spec(3, "x")["pcie"], "width": 8}),
+         [f("gpu.pcie", 3, "isolate the node")]),
+        ("hw-thermal", fakehw.faulty(fakehw.node_spec(), gpu=4, clocks=0x41), [f("gpu.clocks", 4, "isolate the node")]),
+        ("fabric-not-started", fakehw.faulty(fakehw.node_spec(), gpu=6, fabric={"state": 1, "status": 0}),
+         [f("gpu.fabric", 6, "reboot")]),
+        ("mig-pending", fakehw.faulty(fakehw.node_spec(), gpu=0, mig=[0, 1]), [f("gpu.mig", 0, "reset the GPU")]),
+        ("requires-reset", fakehw.faulty(fakehw.node_spec(), gpu=2, state="requires reset"),
+         [f("gpu.readable", 2, "reset the GPU"), f("health.gpus", None, "reboot")]),
+        ("unknown-error", fakehw.faulty(fakehw.node_spec(), gpu=6, state="unknown error"),
+         [f("gpu.readable", 6, "reset the GPU")]),
+        ("gpu-lost", fakehw.faulty(fakehw.node_spec(), gpu=5, lost=True),
+         [f("gpu.readable", 5, "reboot"), f("health.gpus", None, "reboot")]),
+        ("probe-failed", fakehw.faulty(fakehw.node_spec(), gpu=7, probe_failed=True),
+         [f("gpu.readable", 7, "reboot"), f("health.gpus", None, "reboot")]),
+        ("xid79", x79, [f("gpu.xid", 0, "reboot")]),
+        ("persistence-off", fakehw.faulty(fakehw.node_spec(), gpu=2, persistence=False),
+         [f("gpu.persistence", 2, "monitor")]),
+    ]
+    out = []
+    for name, spec, expect in plan:
+        for e in expect:  # a GPU of the staged node is named by its bus id (an index shifts when one is not listed)
+            if e["check"] == "health.gpus":
+                e["bus_id"] = None
+        out.append({"name": f"staged-h100-hgx-r580-{name}", "spec": spec,
+                    "expect": {"healthy": not expect, "findings": expect}})
+    return out
+
+
 def judge(root: Path, node: dict, source: str) -> dict:
     """{"facts": {...}, "results": [CheckResult as JSON]}: the node's hardware checks and health's own GPU and IB
-    checks, with the GPUs read through `source` ("nvml" or "nvidia-smi")."""
+    checks, with the GPUs read through `source` ("nvml" or "nvidia-smi"). A posted node (load) replays its texts; a
+    staged one (staged_nodes) is fakehw's."""
     from ncclcheck.checks import gpu as hwc
     from ncclcheck.checks import health as hc
     from ncclcheck.checks.local import LocalInput
     from ncclcheck.facts import gpuhealth, nvml, rdma
 
-    env = write_tree(Path(root), node)
+    spec = node.get("spec")
+    if spec is not None:
+        fakehw.write_tree(Path(root), spec)
+        env = fakehw.env_for(Path(root))
+        run = (lambda argv, _t: fakehw.smi_answer(spec, argv))  # noqa: E731
+        nv_answers, expected = spec, len(spec["gpus"])
+    else:
+        env = write_tree(Path(root), node)
+        run, nv_answers, expected = smi_runner(node), nvml_spec(node), len(gpu_functions(node))
     keys = ("NCCLCHECK_SYSFS_ROOT", "NCCLCHECK_PROCFS_ROOT", "NCCLCHECK_DEVFS_ROOT")
     saved = {k: os.environ.get(k) for k in keys}
     saved_import = nvml.import_nvml
     os.environ.update({k: env[k] for k in keys})
     try:
-        run = smi_runner(node)
         which = (lambda n: "/usr/bin/" + n if n == "nvidia-smi" else None)  # noqa: E731
         if source == "nvml":
-            gh = gpuhealth.collect(nvml=fakehw.FakeNvml(nvml_spec(node)), run=run, which=lambda n: None)
+            gh = gpuhealth.collect(nvml=fakehw.FakeNvml(nv_answers), run=run, which=lambda n: None)
         else:
             nvml.import_nvml = _no_binding
             gh = gpuhealth.collect(run=run, which=which)
@@ -279,15 +346,15 @@ def judge(root: Path, node: dict, source: str) -> dict:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    inp = LocalInput.of(facts, multi_node=True, hw=hwc.HwExpect(mig=None, processes="allowed"))
+    inp = LocalInput.of(facts, multi_node=True, hw=hwc.HwExpect(processes="allowed"))  # health's defaults
     checks = [hwc.check_nouveau, hwc.check_readable, hwc.check_xid, hwc.check_memory, hwc.check_pcie,
               hwc.check_nvlink, hwc.check_fabric, hwc.check_mig, hwc.check_clocks, hwc.check_persistence,
               hwc.check_processes, hwc.check_vbios]
     results = [c(inp) for c in checks]
-    results.append(hc.check_gpus(facts, hc.Expect(gpus=len(gpu_functions(node)) or None, gpus_from="pci.txt")))
+    results.append(hc.check_gpus(facts, hc.Expect(gpus=expected or None, gpus_from="the GPUs on the PCI bus")))
     if node.get("ibstat"):
         results += hc.check_ib_ports(facts, hc.Expect())
-    return {"facts": facts, "results": [r.to_json() if hasattr(r, "to_json") else r for r in results]}
+    return {"facts": facts, "results": [r.to_json() for r in results]}
 
 
 def _no_binding():
@@ -332,4 +399,5 @@ def outcome(verdict: dict) -> dict:
     return {c["id"]: (c["status"], (c.get("evidence") or {}).get("action")) for c in verdict["results"]}
 
 
-__all__ = ["CORPUS", "judge", "load", "nodes", "nvml_spec", "outcome", "score", "smi_runner", "write_tree"]
+__all__ = ["CORPUS", "judge", "load", "nodes", "nvml_spec", "outcome", "score", "smi_runner", "staged_nodes",
+           "write_tree"]

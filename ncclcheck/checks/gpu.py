@@ -141,8 +141,6 @@ def _memory_findings(g: dict) -> tuple:
             out.append(_finding(g, f"{ecc['total']} uncorrected ECC error(s)" + (f" ({split})" if split else ""),
                                 "ecc_volatile", RESET_GPU, ecc,
                                 "since the driver loaded"))
-    if g.get("ecc_mode") is False:
-        out.append(_finding(g, "ECC is off: memory errors go uncounted", "ecc_mode", MONITOR, False))
     rp = g.get("retired_pages")
     if isinstance(rp, dict):
         read = True
@@ -177,12 +175,15 @@ def check_memory(inp: LocalInput) -> CheckResult:
             unread.append(hw.gpu_name(g))
     if not readn:
         return _unread(MEMORY, inp, gh, "row remapping, ECC and retired pages")
-    ev = {"gpus": [{**hw.gpu_ident(g), "remapped_rows": g.get("remapped_rows"),
+    # ECC off is a GeForce card's default (and a setting, not a fault): said, never a finding
+    ecc_off = [hw.gpu_name(g) for g in _gpus(gh) if g.get("ecc_mode") is False]
+    ev = {"ecc_off": ecc_off, "gpus": [{**hw.gpu_ident(g), "remapped_rows": g.get("remapped_rows"),
                     "ecc_uncorrected_volatile": g.get("ecc_uncorrected_volatile"),
                     "retired_pages": g.get("retired_pages"), "recovery_action": g.get("recovery_action")}
                    for g in _gpus(gh)], "not_read": unread}
     return hw.result(MEMORY, findings, inp.node_rank, _with_unread(
-        f"{readn} GPU(s): no row remap pending or failed, no uncorrected ECC error since the driver loaded", unread),
+        f"{readn} GPU(s): no row remap pending or failed, no uncorrected ECC error since the driver loaded", unread)
+        + (f"; ECC off (memory errors go uncounted) on {', '.join(ecc_off[:4])}" if ecc_off else ""),
         ev, fix="`nvidia-smi -q -d ROW_REMAPPER,ECC,PAGE_RETIREMENT` on the node shows the counts.")
 
 
@@ -225,6 +226,25 @@ def _said_by_another_line(ev: dict, others: list) -> bool:
                and (bus is None or (o.get("bus_id") == bus and o.get("code") != ev.get("code"))) for o in others)
 
 
+def in_fabric(gh: dict) -> bool:
+    """Whether the node's GPUs are joined by an NVSwitch fabric (switches on the bus, or a GPU that reports a fabric
+    state: a VM sees the state but not the switches)."""
+    return bool(gh.get("nvswitches")) or any(
+        isinstance(g.get("fabric"), dict) and g["fabric"].get("state") in ("completed", "in_progress", "not_started")
+        for g in _gpus(gh))
+
+
+def nvlink_action(gh: dict) -> str:
+    """What a link fault of one GPU calls for: a reset of that GPU retrains its links where the GPUs are wired to
+    each other (a DGX-1's cube mesh, a bridge); in an NVSwitch fabric the fabric manager trains the links of every
+    GPU and switch together, and a GPU that lost links there comes back with the node (the Xid catalogue's NVLink
+    workflow ends in a reboot; operators' threads settle on one)."""
+    return REBOOT if in_fabric(gh) else RESET_GPU
+
+
+NVLINK_XIDS = (74, 144, 145, 146, 147, 148, 149, 150)
+
+
 def _event_finding(ev: dict, gh: dict, xid_by_bus: dict, others: list, source: str, window: str) -> tuple:
     """(the Finding of one kernel-log event, whether it is only listed): an Xid by the catalogue (an Xid 45 by its
     cause), an SXid by the severity its lines state, one of the driver's other fault lines by checks/xid.py's NVRM
@@ -258,11 +278,15 @@ def _event_finding(ev: dict, gh: dict, xid_by_bus: dict, others: list, source: s
         elif code == xids.PREEMPTIVE_CLEANUP:
             causes = _xid_causes(ev, xid_by_bus)
             act, what = xids.xid45_action(causes)
+            if act == RESET_GPU and any(c[0] in NVLINK_XIDS for c in causes):
+                act = nvlink_action(gh)
             value["caused_by"] = [c[0] for c in causes]
             quiet = act == MONITOR and all(c in xids.XID for c in value["caused_by"])
             label = f"Xid {code} x{count}"
         else:
             act, what = xids.xid_action(int(code or 0), count, text)
+            if code in NVLINK_XIDS and act == RESET_GPU:
+                act = nvlink_action(gh)
             quiet = act == MONITOR and code in xids.XID  # the catalogue says to ignore it: it must not drain a node
             label = f"Xid {code} x{count}"
     return Finding(device, f"{label}: {what}", source, act, value, window, ident), quiet
@@ -351,7 +375,8 @@ def check_nvlink(inp: LocalInput) -> CheckResult:
         want = expected_links(lg.get("name"))
         if lg.get("state") == "all_inactive" and want:
             findings.append(_finding(_gpu_of(gh, lg.get("bus_id")) if lg.get("bus_id") else lg,
-                                     f"0 of {want} NVLink links up (every link inactive)", "nvlink_state", RESET_GPU,
+                                     f"0 of {want} NVLink links up (every link inactive)", "nvlink_state",
+                                     nvlink_action(gh),
                                      {"up": 0, "expected": want}))
     if not with_links and not findings:
         return skipped(NVLINK, "no NVLink on this node's GPUs (the driver reports no link): nothing to judge",
@@ -363,7 +388,7 @@ def check_nvlink(inp: LocalInput) -> CheckResult:
         if up < want:
             findings.append(_finding(g, f"{up} of {want} NVLink links up (down: {', '.join(map(str, lg.get('down')))}"
                                         + ("" if expected_links(lg.get("name")) else ", the count NVML reports") + ")",
-                                     "nvlink_state", RESET_GPU, {"up": up, "expected": want,
+                                     "nvlink_state", nvlink_action(gh), {"up": up, "expected": want,
                                                                               "down": lg.get("down")}))
     links = (inp.facts.get("counters") or {}).get("gpu_links") or {}
     windows = _counter_windows(inp)
@@ -375,10 +400,10 @@ def check_nvlink(inp: LocalInput) -> CheckResult:
             where = "" if over_base else _links_named(links.get(bus) or {})
             if bad:
                 findings.append(_finding(g, ", ".join(f"{k} errors +{v}" for k, v in bad.items()) + where,
-                                         "nvlink_errors", RESET_GPU, bad, window))
+                                         "nvlink_errors", nvlink_action(gh), bad, window))
             if crc:
                 rate = crc / secs if secs else None
-                act = RESET_GPU if rate is not None and rate >= DCGM_MAX_NVLINK_CRC_PER_S else MONITOR
+                act = nvlink_action(gh) if rate is not None and rate >= DCGM_MAX_NVLINK_CRC_PER_S else MONITOR
                 findings.append(_finding(g, f"CRC errors +{crc}" + (f" ({rate:.3g}/s)" if rate else "") + where,
                                          "nvlink_errors", act, crc, window))
     ok = f"{len(with_links)} GPU(s) with every NVLink link up, " + (
@@ -623,43 +648,57 @@ _STATE_FINDINGS = {nv_.RESET_REQUIRED: ("the driver says this GPU requires a res
 PASSED_THROUGH = ("vfio-pci", "pci-stub")
 
 
+# The reads a verdict is made of: Unknown Error on one of them leaves the GPU's health unknown (nvidia-smi's ERR!)
+HEALTH_READS = ("ecc_mode", "ecc_volatile", "ecc_volatile_sram", "ecc_volatile_dram", "remapped_rows",
+                "retired_pages", "retired_pages_pending", "recovery_action", "clock_event_reasons", "utilization",
+                "memory", "processes", "pcie", "fabric")
+
+
+def _fell_off(gh: dict, bus: Optional[str]) -> bool:
+    """Whether the kernel log says this GPU fell off the bus (Xid 79, or the driver's own words)."""
+    for e in (gh.get("kernel_log") or {}).get("events") or []:
+        if isinstance(e, dict) and e.get("bus_id") == bus and (e.get("code") == 79 or "fall" in str(e.get("code"))):
+            return True
+    return False
+
+
 def _readable_findings(gh: dict) -> tuple:
     """(findings, GPUs passed through to a VM) for the GPUs the driver cannot read."""
     findings = []
     for g in _gpus(gh):
         errs = g.get("errors") if isinstance(g.get("errors"), dict) else {}
-        states = [v for v in errs.values() if v in nv_.FAULT_STATES]
+        states = {v for v in errs.values() if v in nv_.FAULT_STATES}
         if not states:
             continue
-        asked = len(errs) + len(g.get("unsupported") or []) + sum(
-            1 for k in ("uuid", "name", "vbios", "persistence", "ecc_mode", "clock_event_reasons", "utilization_gpu")
-            if g.get(k) is not None)
-        worst_state = next(st for st in (nv_.GPU_LOST, nv_.RESET_REQUIRED, nv_.UNKNOWN_ERROR) if st in states)
-        what, act = _STATE_FINDINGS[worst_state]
-        share = len(states) / max(asked, 1)
-        if worst_state == nv_.UNKNOWN_ERROR and share < UNKNOWN_ERROR_SHARE:
-            what, act = f"{len(states)} of its reads answer Unknown Error ({', '.join(sorted(errs)[:4])})", MONITOR
+        bad = sorted(k for k, v in errs.items() if v in nv_.FAULT_STATES)
+        if nv_.GPU_LOST in states:
+            what, act = "the GPU is lost (it left the bus)", REBOOT
+        elif nv_.RESET_REQUIRED in states:
+            what, act = "the driver says this GPU requires a reset", RESET_GPU
+        elif set(bad) & set(HEALTH_READS):
+            what, act = "the GPU answers Unknown Error (nvidia-smi: ERR!) where its health is read", RESET_GPU
         else:
-            what += f" ({len(states)} of {asked} reads)"
-        findings.append(_finding(g, what, "handle", act, {"errors": errs}))
+            what, act = "some reads answer Unknown Error", MONITOR
+        findings.append(_finding(g, f"{what} ({', '.join(bad[:5])}{', ...' if len(bad) > 5 else ''})", "handle",
+                                 act, {"errors": errs}))
     for u in gh.get("unreachable") or []:
-        if not isinstance(u, dict):
-            continue
-        state = u.get("state")
-        what, act = _STATE_FINDINGS.get(state, (f"no handle: {state}", REBOOT))
-        findings.append(_finding(u, f"{what}: the driver counts it but gives no handle", "handle", act, u))
+        if isinstance(u, dict):  # counted, no handle: nothing short of a reboot gives one back
+            findings.append(_finding(u, f"the driver counts it but gives no handle ({u.get('state')})", "handle",
+                                     REBOOT, u))
     vm = []
     for a in gh.get("absent") or []:
         if not isinstance(a, dict):
             continue
-        drv = a.get("driver")
+        drv, bus = a.get("driver"), a.get("bus_id")
         if drv in PASSED_THROUGH or drv == "nouveau":  # a VM's GPU; nouveau is gpu.nouveau's finding
-            vm.append(f"{a.get('bus_id')} ({drv})")
+            vm.append(f"{bus} ({drv})")
             continue
-        why = "no driver bound" if not drv else f"bound to {drv}"
-        findings.append(Finding(f"GPU at {a.get('bus_id')}", f"on the PCI bus but the driver does not list it "
-                                f"({why}): it failed at probe", f"/sys/bus/pci/devices/{a.get('bus_id')}", REBOOT,
-                                a, "now", {"index": None, "bus_id": a.get("bus_id"), "uuid": None}))
+        how = "it fell off the bus (the kernel log says so)" if _fell_off(gh, bus) else \
+            "it failed at probe or fell off the bus (the kernel log's NVRM lines say which)"
+        findings.append(Finding(f"GPU at {bus}", f"on the PCI bus but not listed by the driver "
+                                f"({'no driver bound' if not drv else 'bound to ' + drv}): {how}",
+                                f"/sys/bus/pci/devices/{bus}", REBOOT, a, "now",
+                                {"index": None, "bus_id": bus, "uuid": None}))
     return findings, vm
 
 

@@ -61,10 +61,10 @@ def _unusable(facts: dict) -> tuple:
     for g in gh.get("gpus") or []:
         states = sorted({v for v in (g.get("errors") or {}).values() if v in ("requires reset", "GPU is lost")})
         if isinstance(g, dict) and states:
-            broken.append((g.get("bus_id") or f"GPU {g.get('index')}", states[0]))
+            broken.append((g.get("bus_id") or f"GPU {g.get('index')}", states[0], True))
     for u in gh.get("unreachable") or []:
         if isinstance(u, dict):
-            broken.append((u.get("bus_id") or f"GPU {u.get('index')}", str(u.get("state") or "no handle")))
+            broken.append((u.get("bus_id") or f"GPU {u.get('index')}", f"no handle: {u.get('state')}", False))
     absent = [(a.get("bus_id"), "failed at probe" if not a.get("driver") or a.get("driver") == "nvidia"
                else f"bound to {a.get('driver')}") for a in gh.get("absent") or []
               if isinstance(a, dict) and a.get("driver") not in PASSED_THROUGH]
@@ -82,15 +82,16 @@ def check_gpus(facts: dict, expect: Expect) -> CheckResult:
     listed = gpu.get("count") if not why else None
     broken, absent = _unusable(facts)
     ev = {"expected": want, "expected_from": expect.gpus_from, "visible": listed, "source": gpu.get("source"),
-          "reason": why or gpu.get("reason"), "not_usable": [{"gpu": b, "why": w} for b, w in broken],
+          "reason": why or gpu.get("reason"), "not_usable": [{"gpu": b, "why": w} for b, w, _l in broken],
           "not_listed": [{"bus_id": b, "why": w} for b, w in absent]}
     if not isinstance(listed, int):
         return failed(GPUS, f"GPUs could not be counted ({why}); {want} expected", evidence=ev,
                       fix="Check the driver: `nvidia-smi` on the node, `journalctl -k | grep NVRM`.")
-    # A GPU the driver lists but cannot use (lost, requires reset) is not one a job can use
-    listed_broken = [b for b in broken if b[0] not in {a for a, _w in absent}]
+    # A GPU the driver lists but cannot use (lost, requires reset) is not one a job can use; a GPU without a handle
+    # is not in the driver's list already
+    listed_broken = [(b, w) for b, w, listed_gpu in broken if listed_gpu]
     have = max(0, listed - len(listed_broken))
-    named = [f"{b} ({w})" for b, w in listed_broken + absent]
+    named = [f"{b} ({w})" for b, w, _l in broken] + [f"{b} ({w})" for b, w in absent]
     if have < want:
         gone = f": {', '.join(named)}" if named else ""
         return failed(GPUS, f"{have} of {want} GPUs usable (expected from {expect.gpus_from}){gone}", evidence=ev,

@@ -35,10 +35,26 @@ def collect_node_facts(code_path: Optional[str] = None, paths: Iterable[str] = (
     counter_window_s: every error counter (the fabric's and the GPUs': facts/counters.py) is read at the start and
     again at the end, at least this far apart: one window per run (the caller's FIXED.counter_window_s: the facts
     layer sets no bound of its own)."""
-    from . import code, counters, envvars, gdr, gpu, gpuhealth, host, net, packages, pcitree, rdma, storage, versions
+    from . import (
+        code,
+        counters,
+        envvars,
+        gdr,
+        gpu,
+        gpuhealth,
+        host,
+        net,
+        packages,
+        pcitree,
+        rdma,
+        smi,
+        storage,
+        versions,
+    )
     from . import paths as paths_mod
 
     facts: dict = {}
+    _safe("smi", smi.prefetch)  # every nvidia-smi question at once (facts/smi.py)
     first = _safe("counters", counters.snapshot)  # every counter, read again when the rest is read
     facts["host"] = _safe("host", host.collect)
     facts["interfaces"] = _safe("interfaces", net.read_interfaces)
@@ -55,6 +71,7 @@ def collect_node_facts(code_path: Optional[str] = None, paths: Iterable[str] = (
     facts["storage"] = _safe("storage", lambda: storage.collect(list(shared_dirs), need_bytes))
     facts["env"] = _safe("env", envvars.collect)
     facts["counters"] = _safe("counters", lambda: counters.window(first, counter_window_s))
+    smi.clear()
     facts["collected_at"] = time.time()
     return facts
 
@@ -66,10 +83,12 @@ def collect_health_facts(on_group: Optional[Callable[[str], None]] = None, count
     20 ms), so that a saved health run is a whole baseline for the next one, not a partial one.
     `on_group(name)` is called before each group, so a caller bounding the whole can name the group that hung.
     counter_window_s: as collect_node_facts's."""
-    from . import counters, envvars, gdr, gpu, gpuhealth, host, net, packages, pcitree, rdma, versions
+    from . import counters, envvars, gdr, gpu, gpuhealth, host, net, packages, pcitree, rdma, smi, versions
 
     step = on_group or (lambda _name: None)
     facts: dict = {}
+    step("smi")
+    _safe("smi", smi.prefetch)  # every nvidia-smi question at once (facts/smi.py)
     step("counters")
     first = _safe("counters", counters.snapshot)  # every counter, read again when the rest is read
     step("host")
@@ -97,6 +116,7 @@ def collect_health_facts(on_group: Optional[Callable[[str], None]] = None, count
     facts["packages"] = _safe("packages", packages.collect)
     step("counters")
     facts["counters"] = _safe("counters", lambda: counters.window(first, counter_window_s))
+    smi.clear()
     facts["collected_at"] = time.time()
     return facts
 

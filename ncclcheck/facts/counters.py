@@ -19,11 +19,11 @@ import shutil
 import time
 from typing import Any, Callable, Optional
 
-from . import host, links, net, rdma, smilink
+from . import host, links, net, rdma, smi, smilink
 from . import nvml as nv_
 from .pcitree import nvidia_gpu_bus_ids
 from .roots import sysfs
-from .util import link_name, run_cmd
+from .util import link_name
 
 SMI_TIMEOUT_S = 5.0
 
@@ -82,7 +82,7 @@ def _smi_nvlink_counters(totals: dict, per_link: dict, run: Optional[Callable] =
              if link_name(sysfs("bus", "pci", "devices", b, "driver")) == "nvidia"]
     if not bound:
         return
-    got = smilink.read_errors(run or run_cmd, SMI_TIMEOUT_S)
+    got = smilink.read_errors(run or smi.run, SMI_TIMEOUT_S)
     for index, by_link in (got.get("links") or {}).items():
         if not isinstance(index, int) or not 0 <= index < len(bound):
             continue

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional
 
 from ..units import is_decimal
+from . import smi
 from .roots import procfs, read_text
 from .util import run_cmd
 
@@ -25,7 +26,7 @@ _DRIVER_RE = re.compile(r"Kernel Module\s+(?:for\s+\S+\s+)?(\d+(?:\.\d+)+)")
 
 
 def _default_run(argv: Sequence[str], timeout_s: float) -> str:
-    return run_cmd(argv, timeout_s)
+    return smi.run(argv, timeout_s) if argv and argv[0] == "nvidia-smi" else run_cmd(argv, timeout_s)
 
 
 def _no_torch() -> Any:
@@ -69,8 +70,7 @@ def driver_from_procfs() -> Optional[str]:
 
 
 def _smi_devices(run: Runner) -> list:
-    out = run(["nvidia-smi", "--query-gpu=index,name,memory.total,uuid,pci.bus_id",
-               "--format=csv,noheader,nounits"], SMI_TIMEOUT_S)
+    out = run(list(smi.DEVICES), SMI_TIMEOUT_S)
     devices = []
     for line in out.splitlines():
         cols = [c.strip() for c in line.split(",")]
@@ -173,7 +173,7 @@ def collect(run: Optional[Runner] = None, which: Optional[Callable[[str], Option
     # topo -m is asked beside the device list: each nvidia-smi call costs 0.1-1 s (persistence mode off: the slow end)
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ncclcheck-topo")
     topo_reasons: list = []
-    topo = pool.submit(_smi_text, run, ["nvidia-smi", "topo", "-m"], "nvidia-smi topo -m failed", topo_reasons) \
+    topo = pool.submit(_smi_text, run, list(smi.TOPOLOGY), "nvidia-smi topo -m failed", topo_reasons) \
         if have_smi else None
     pool.shutdown(wait=False)
     if have_smi:

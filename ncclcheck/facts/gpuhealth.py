@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional
 
 from ..envnames import JOB_ID_VARS
-from . import kernlog, links, pcitree, smilink, smiq
+from . import kernlog, links, pcitree, smi, smilink, smiq
 from . import nvml as nv_
 from .roots import procfs, read_bytes, read_text, sysfs
 from .util import link_name, listdir, run_cmd
@@ -309,7 +309,7 @@ def collect(nvml: Any = None, run: Optional[Runner] = None, which: Optional[Call
     """This node's GPU health (the `gpu_health` group). `nvml`, `run` and `which` are for tests: a fake binding,
     nvidia-smi's answers and the PATH lookup. One reading whichever source answers: NVML's bindings, else
     `nvidia-smi -q` and `nvidia-smi nvlink -s`, read into the same facts; the kernel log is read beside them."""
-    run = run or (lambda argv, t: run_cmd(argv, t))
+    run = run or (lambda argv, t: smi.run(argv, t) if argv[0] == "nvidia-smi" else run_cmd(argv, t))
     which = which or shutil.which
     reasons: list = []
     out: dict[str, Any] = {"source": None, "reason": None, "gpus": [], "unreachable": [], "absent": [],

@@ -164,9 +164,22 @@ def test_a_down_nvlink_link_names_the_gpu_and_the_link(tmp_path, monkeypatch, sm
     spec["gpus"][5]["nvlink"]["down"] = [7, 11]
     r = one(hw.check_nvlink, read(tmp_path, monkeypatch, spec, smi=smi))
     assert r.status is Status.FAIL and "16 of 18 NVLink links up (down: 7, 11)" in r.summary
-    assert r.evidence["action"] == hwaction.RESET_GPU
+    assert r.evidence["action"] == hwaction.REBOOT  # an NVSwitch fabric retrains with the node
     assert ("nvidia-smi nvlink -s" if smi else "nvmlDeviceGetNvLinkState") in r.summary
     names_gpu(r, spec, 5)
+
+
+@pytest.mark.parametrize("smi", [False, True], ids=["nvml", "nvidia-smi"])
+def test_a_down_link_between_gpus_wired_to_each_other_is_a_reset_of_the_gpu(tmp_path, monkeypatch, smi):
+    """A DGX-1's V100s (a cube mesh, no NVSwitch, no fabric state): a reset of the GPU retrains its links."""
+    spec = fakehw.node_spec(nvswitches=0)
+    for g in spec["gpus"]:
+        g.update(name="Tesla V100-SXM2-32GB", fabric=fakehw.NS, nvlink={**g["nvlink"], "count": 6})
+    spec["gpus"][3]["nvlink"]["down"] = [5]
+    r = one(hw.check_nvlink, read(tmp_path, monkeypatch, spec, smi=smi))
+    assert r.status is Status.FAIL and "5 of 6 NVLink links up (down: 5)" in r.summary, r.summary
+    assert r.evidence["action"] == hwaction.RESET_GPU
+    names_gpu(r, spec, 3)
 
 
 def test_an_sxm_gpu_whose_links_are_all_inactive_fails_through_nvidia_smi(tmp_path, monkeypatch):
@@ -199,8 +212,8 @@ def test_a_gpu_without_nvlink_is_not_judged(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("errors,what,action", [
     ({"3": {"crc_flit": [100, 20]}}, "CRC errors +20", hwaction.MONITOR),
-    ({"3": {"replay": [0, 2]}}, "replay errors +2", hwaction.RESET_GPU),
-    ({"3": {"recovery": [5, 1]}}, "recovery errors +1", hwaction.RESET_GPU),
+    ({"3": {"replay": [0, 2]}}, "replay errors +2", hwaction.REBOOT),  # an NVSwitch node: the fabric's reboot
+    ({"3": {"recovery": [5, 1]}}, "recovery errors +1", hwaction.REBOOT),
 ])
 @pytest.mark.parametrize("smi", [False, True], ids=["nvml", "nvidia-smi"])
 def test_nvlink_counters_are_judged_on_their_change_between_two_reads(tmp_path, monkeypatch, errors, what, action,
@@ -217,7 +230,9 @@ def test_nvlink_counters_are_judged_on_their_change_between_two_reads(tmp_path, 
 
 
 def test_nvlink_crc_at_dcgms_rate_resets_the_gpu(tmp_path, monkeypatch):
-    spec = fakehw.node_spec()
+    spec = fakehw.node_spec(nvswitches=0)
+    for g in spec["gpus"]:
+        g["fabric"] = fakehw.NS  # GPUs wired to each other, no fabric: a reset of the GPU retrains its links
     spec["gpus"][1]["nvlink"]["errors"] = {"9": {"crc_data": [0, 80]}}
     gh = read(tmp_path, monkeypatch, spec)
     r = one(hw.check_nvlink, gh, read_counters(tmp_path, monkeypatch, spec, interval_s=0.5))  # 80 in 0.5 s: 160/s

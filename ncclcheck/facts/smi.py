@@ -1,0 +1,62 @@
+"""nvidia-smi asked once per collection, every question at once: each call costs 0.1-1 s (the slow end on a node
+without persistence mode, where the driver initialises the GPUs for every client), and the collectors ask five
+(facts/gpu.py's device list and topology, facts/gpuhealth.py's -q and nvlink -s, facts/counters.py's first nvlink
+-e). `prefetch` starts them together at the start of a collection; `run` hands a collector the answer started for
+it (once: the counters' last read of nvlink -e is a new call) or asks nvidia-smi itself; `clear` drops what no
+collector took. Nothing is started where no NVIDIA GPU is on the PCI bus or nvidia-smi is not installed, and the
+health questions only where NVML cannot answer them.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from . import nvml as nv_
+from .pcitree import nvidia_gpu_bus_ids
+from .util import run_cmd
+
+TIMEOUT_S = 10.0
+DEVICES = ("nvidia-smi", "--query-gpu=index,name,memory.total,uuid,pci.bus_id", "--format=csv,noheader,nounits")
+TOPOLOGY = ("nvidia-smi", "topo", "-m")
+HEALTH = (("nvidia-smi", "-q"), ("nvidia-smi", "nvlink", "-s"), ("nvidia-smi", "nvlink", "-e"))
+_started: dict = {}
+_lock = threading.Lock()
+
+
+def prefetch() -> None:
+    """Start this collection's nvidia-smi questions (a no-op without a GPU on the bus or without nvidia-smi)."""
+    if not nvidia_gpu_bus_ids() or shutil.which("nvidia-smi") is None:
+        return
+    asks = [DEVICES, TOPOLOGY]
+    nv, _why = nv_.load()
+    if nv is None:
+        asks += list(HEALTH)
+    else:
+        nv_.close(nv)
+    pool = ThreadPoolExecutor(max_workers=len(asks), thread_name_prefix="ncclcheck-smi")
+    with _lock:
+        for argv in asks:
+            _started[tuple(argv)] = pool.submit(run_cmd, list(argv), TIMEOUT_S)
+    pool.shutdown(wait=False)
+
+
+def run(argv: Sequence[str], timeout_s: float) -> Any:
+    """nvidia-smi's answer to argv: the one prefetched for it, else asked now (run_cmd's contract either way)."""
+    with _lock:
+        fut: Future = _started.pop(tuple(argv), None)
+    if fut is None:
+        return run_cmd(argv, timeout_s)
+    return fut.result(timeout=max(timeout_s, TIMEOUT_S) + 1.0)
+
+
+def clear() -> None:
+    """Forget what was started and not taken (its threads end with their commands' own bounds)."""
+    with _lock:
+        _started.clear()
+
+
+__all__ = ["clear", "prefetch", "run"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional
 
 from . import host, links, net, rdma, smi, smilink
@@ -26,15 +27,16 @@ from .roots import sysfs
 from .util import link_name
 
 SMI_TIMEOUT_S = 5.0
+_SMI_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ncclcheck-counters")
 
 MAX_GPUS = 64
 GPU_COUNTERS = ("pcie.replay", "pcie.aer_correctable", "pcie.aer_nonfatal", "pcie.aer_fatal",
                 *(f"nvlink.{k}" for k, _ in links.NVLINK_COUNTERS))
 # kept in this process only: a monotonic clock, the NVML session, per-link values, the injected runner
-_PRIVATE = ("mono", "nvml", "nvlinks", "run")
+_PRIVATE = ("mono", "nvml", "nvlinks", "run", "pending")
 
 
-def _gpu_counters(nv: Any, run: Optional[Callable] = None) -> tuple:
+def _gpu_counters(nv: Any, run: Optional[Callable] = None, pending: Optional[list] = None) -> tuple:
     """({bus: {counter: total}}, {bus: {nvlink counter: {link: value}}}) now: AER for every GPU on the PCI bus (from
     sysfs, no driver call) and, through an open NVML session, each GPU's replay counter and its up links' errors."""
     totals: dict = {}
@@ -45,7 +47,10 @@ def _gpu_counters(nv: Any, run: Optional[Callable] = None) -> tuple:
         if any(v is not None for v in vals.values()):
             totals[bus] = vals
     if nv is None:
-        _smi_nvlink_counters(totals, per_link, run)
+        if pending is not None:  # asked in the background: the caller merges it (window's first read)
+            pending.append(_SMI_POOL.submit(_smi_nvlink_read, run))
+        else:
+            _merge_nvlink(totals, per_link, _smi_nvlink_read(run))
         return _known(totals), per_link
     try:
         count = min(int(nv.nvmlDeviceGetCount()), MAX_GPUS)
@@ -71,22 +76,26 @@ def _gpu_counters(nv: Any, run: Optional[Callable] = None) -> tuple:
     return _known(totals), per_link
 
 
-def _smi_nvlink_counters(totals: dict, per_link: dict, run: Optional[Callable] = None) -> None:
-    """Without NVML, each GPU's NVLink error counters from `nvidia-smi nvlink -e` (facts/smilink.py), which numbers
-    GPUs as NVML does: in PCI bus order among the GPUs the nvidia driver holds. Drivers before Blackwell print one
-    CRC count (flit and data together): it is kept as crc_flit, so the CRC rule counts it once; Blackwell's failed
-    recoveries are its recovery errors."""
+def _smi_nvlink_read(run: Optional[Callable] = None) -> dict:
+    """Without NVML, each GPU's NVLink error counters from `nvidia-smi nvlink -e` (facts/smilink.py), by bus id:
+    {bus: {link: counters}}. nvidia-smi numbers GPUs as NVML does: in PCI bus order among the GPUs the nvidia driver
+    holds."""
     if run is None and shutil.which("nvidia-smi") is None:
-        return
+        return {}
     bound = [b for b in nvidia_gpu_bus_ids()[:MAX_GPUS]
              if link_name(sysfs("bus", "pci", "devices", b, "driver")) == "nvidia"]
     if not bound:
-        return
+        return {}
     got = smilink.read_errors(run or smi.run, SMI_TIMEOUT_S)
-    for index, by_link in (got.get("links") or {}).items():
-        if not isinstance(index, int) or not 0 <= index < len(bound):
-            continue
-        bus = bound[index]
+    return {bound[i]: by_link for i, by_link in (got.get("links") or {}).items()
+            if isinstance(i, int) and 0 <= i < len(bound)}
+
+
+def _merge_nvlink(totals: dict, per_link: dict, read: dict) -> None:
+    """nvidia-smi's per-link counters into a read's totals and per-link values. Drivers before Blackwell print one
+    CRC count (flit and data together): it is kept as crc_flit, so the CRC rule counts it once; Blackwell's failed
+    recoveries are its recovery errors."""
+    for bus, by_link in read.items():
         for link, c in by_link.items():
             vals = {"crc_flit": c.get("crc_flit") if c.get("crc_flit") is not None else c.get("crc"),
                     "crc_data": c.get("crc_data"), "replay": c.get("replay"),
@@ -118,13 +127,26 @@ def snapshot(clock: Callable[[], float] = time.monotonic, nvml: Any = None, run:
     nv = None
     if nvidia_gpu_bus_ids() or nvml is not None:  # no GPU on the bus: no NVML to load (a CPU node pays nothing)
         nv, _why = nv_.load(nvml)
-    return _read(clock, nv, run)
+    # nvidia-smi's first answer (0.1-1 s) is awaited by window(): the collection goes on meanwhile
+    return _read(clock, nv, run, pending=[])
 
 
-def _read(clock: Callable[[], float], nv: Any, run: Optional[Callable] = None) -> dict:
-    gpus, per_link = _gpu_counters(nv, run)
+def _read(clock: Callable[[], float], nv: Any, run: Optional[Callable] = None,
+          pending: Optional[list] = None) -> dict:
+    gpus, per_link = _gpu_counters(nv, run, pending)
     return {"at": time.time(), "mono": clock(), "ports": rdma.counter_snapshot(), "netdevs": net.carrier_snapshot(),
-            "gpus": gpus, "nvml": nv, "nvlinks": per_link, "run": run}
+            "gpus": gpus, "nvml": nv, "nvlinks": per_link, "run": run, "pending": pending or []}
+
+
+def _settle(snap: dict) -> None:
+    """Merge the background nvidia-smi read of a snapshot into it (nothing where it failed or outlived its bound)."""
+    for fut in snap.pop("pending", None) or []:
+        try:
+            read = fut.result(timeout=SMI_TIMEOUT_S + 1.0)
+        except Exception:  # noqa: BLE001,S112 - gpu_health says why nvidia-smi failed; the counters are not read
+            continue
+        gpus = snap.setdefault("gpus", {})
+        _merge_nvlink(gpus, snap.setdefault("nvlinks", {}), read)
 
 
 def window(first: Optional[dict], min_s: float = 0.0, sleep: Callable[[float], None] = time.sleep,
@@ -135,6 +157,8 @@ def window(first: Optional[dict], min_s: float = 0.0, sleep: Callable[[float], N
     ({"unavailable"} or None) leaves only this read: {"first": None} (nothing judged in-run). gpu_links: {bus:
     {nvlink counter: {link: increase}}}, only the links that moved (a quiet node: {})."""
     ok = isinstance(first, dict) and "unavailable" not in first and "mono" in first
+    if ok:
+        _settle(first)
     nv = first.get("nvml") if ok else None
     try:
         # A node with no GPU and no RDMA port waits for nothing: its carrier counts are judged over the run itself

@@ -289,7 +289,7 @@ def staged_nodes() -> list:
         ("requires-reset", fakehw.faulty(fakehw.node_spec(), gpu=2, state="requires reset"),
          [f("gpu.readable", 2, "reset the GPU"), f("health.gpus", None, "reboot")]),
         ("unknown-error", fakehw.faulty(fakehw.node_spec(), gpu=6, state="unknown error"),
-         [f("gpu.readable", 6, "reset the GPU")]),
+         [f("gpu.readable", 6, "reset the GPU"), f("health.gpus", None, "reboot")]),
         ("gpu-lost", fakehw.faulty(fakehw.node_spec(), gpu=5, lost=True),
          [f("gpu.readable", 5, "reboot"), f("health.gpus", None, "reboot")]),
         ("probe-failed", fakehw.faulty(fakehw.node_spec(), gpu=7, probe_failed=True),

@@ -662,6 +662,19 @@ def _fell_off(gh: dict, bus: Optional[str]) -> bool:
     return False
 
 
+def unusable_state(g: dict) -> Optional[str]:
+    """Why a GPU the driver lists is not one a job can use (its reads say it is lost, requires a reset, or answer
+    Unknown Error where its health is read: nvidia-smi's ERR!), or None."""
+    errs = g.get("errors") if isinstance(g.get("errors"), dict) else {}
+    states = {v for v in errs.values() if v in nv_.FAULT_STATES}
+    for st in (nv_.GPU_LOST, nv_.RESET_REQUIRED):
+        if st in states:
+            return st
+    if any(v == nv_.UNKNOWN_ERROR and k in HEALTH_READS for k, v in errs.items()):
+        return "ERR! (Unknown Error where its health is read)"
+    return None
+
+
 def _readable_findings(gh: dict) -> tuple:
     """(findings, GPUs passed through to a VM) for the GPUs the driver cannot read."""
     findings = []

@@ -52,16 +52,16 @@ def _unavailable(group) -> Optional[str]:
 def _unusable(facts: dict) -> tuple:
     """(GPUs counted but not usable, GPUs on the PCI bus the driver does not list): [(bus id or "GPU i", why)] each,
     from gpu_health (a GPU in ERR!, one that requires a reset, one lost; one that failed at probe)."""
-    from .gpu import PASSED_THROUGH
+    from .gpu import PASSED_THROUGH, unusable_state
 
     gh = facts.get("gpu_health")
     if not isinstance(gh, dict) or "unavailable" in gh:
         return [], []
     broken = []
     for g in gh.get("gpus") or []:
-        states = sorted({v for v in (g.get("errors") or {}).values() if v in ("requires reset", "GPU is lost")})
-        if isinstance(g, dict) and states:
-            broken.append((g.get("bus_id") or f"GPU {g.get('index')}", states[0], True))
+        state = unusable_state(g) if isinstance(g, dict) else None
+        if state:
+            broken.append((g.get("bus_id") or f"GPU {g.get('index')}", state, True))
     for u in gh.get("unreachable") or []:
         if isinstance(u, dict):
             broken.append((u.get("bus_id") or f"GPU {u.get('index')}", f"no handle: {u.get('state')}", False))

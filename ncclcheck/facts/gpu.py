@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 
 Runner = Callable[[Sequence[str], float], str]
 SMI_TIMEOUT_S = 5.0
+MAX_DEVICES = 64
 _DRIVER_RE = re.compile(r"Kernel Module\s+(?:for\s+\S+\s+)?(\d+(?:\.\d+)+)")
 
 
@@ -72,16 +73,16 @@ def driver_from_procfs() -> Optional[str]:
 def _smi_devices(run: Runner) -> list:
     out = run(list(smi.DEVICES), SMI_TIMEOUT_S)
     devices = []
-    for line in out.splitlines():
+    for line in out.splitlines()[:MAX_DEVICES]:
         cols = [c.strip() for c in line.split(",")]
-        if len(cols) < 5 or not is_decimal(cols[0]):
+        if len(cols) < 5 or not is_decimal(cols[0]) or len(cols[0]) > 4:
             continue
-        try:
-            mem = int(float(cols[2]) * (1 << 20))  # MiB
-        except ValueError:
-            mem = None
-        devices.append({"index": int(cols[0]), "name": cols[1], "memory_bytes": mem, "uuid": cols[3],
-                        "pci_bus_id": cols[4]})
+        # A name may hold commas (nvidia-smi does not quote it): the index leads, memory, UUID and bus id close
+        name = ", ".join(cols[1:-3])[:96]
+        mem_mib = cols[-3]
+        mem = int(mem_mib) << 20 if is_decimal(mem_mib) and len(mem_mib) <= 12 else None  # MiB; "inf", junk: unknown
+        devices.append({"index": int(cols[0]), "name": name, "memory_bytes": mem, "uuid": cols[-2][:96],
+                        "pci_bus_id": cols[-1][:32]})
     return devices
 
 

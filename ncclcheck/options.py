@@ -299,8 +299,8 @@ PROLOG_CONTEXT = ("SLURM_SCRIPT_CONTEXT", "prolog_slurmd")
 
 def _hardware_flags(p: argparse.ArgumentParser, command: str) -> None:
     g = p.add_argument_group("GPU hardware (docs/hardware.md)")
-    g.add_argument("--xid-window", metavar="HOURS", help="judge the kernel log's Xid/SXid lines of the last HOURS "
-                   "only (default: since boot)")
+    g.add_argument("--xid-window", metavar="HOURS", help="judge the kernel log's GPU fault lines (Xid, SXid, "
+                   "the driver's NVRM lines) of the last HOURS only (default: since boot)")
     if command == "env":
         return
     g.add_argument("--mig", choices=list(MIG_CHOICES), help="the MIG mode every GPU should have (default off: NCCL "

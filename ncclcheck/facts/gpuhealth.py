@@ -3,12 +3,15 @@
 Per GPU (index, bus id, UUID, name): VBIOS, persistence and MIG mode, ECC mode and its volatile uncorrected counts
 (total, SRAM, DRAM), row remapping (Ampere and later) or retired pages (earlier GPUs), NVML's recovery action, the
 clock-event reasons, utilisation, the compute processes holding memory, PCIe as NVML sees it, and the fabric state
-(NVSwitch systems). Asked through NVML's bindings when importable (facts/nvml.py), else through nvidia-smi's CSV
-queries; whatever a GPU does not support reads None and is listed, never guessed.
+(NVSwitch systems). Asked through NVML's bindings (facts/nvml.py), else read from `nvidia-smi -q` and `nvidia-smi
+nvlink -s` (facts/smiq.py, facts/smilink.py) into the same facts: one reading, two sources. Whatever a GPU does not
+support reads None and is listed as unsupported; a read that failed keeps its state (facts/nvml.py: requires reset,
+GPU is lost, unknown error); a GPU counted without a handle (`unreachable`) and one on the PCI bus the driver does
+not list (`absent`) are kept by bus id. Never guessed.
 
 Beside them, what the PCI tree and the kernel say: the GPUs' links in sysfs with the bridge above each
-(facts/links.py), the node's NVSwitches, nouveau loaded, NVLink state and the kernel log's Xid/SXid lines within a
-window (facts/kernlog.py). The GPUs' cumulative error counters (PCIe replay and AER, NVLink CRC/replay/recovery) are
+(facts/links.py), the node's NVSwitches, nouveau loaded, NVLink state and the kernel log's fault lines (Xid, SXid,
+the driver's NVRM lines) within a window (facts/kernlog.py). The GPUs' cumulative error counters (PCIe replay and AER, NVLink CRC/replay/recovery) are
 not here: they are read with every other counter of the node in the run's one counter window (facts/counters.py).
 Nothing here writes to a device: no persistence mode set, no clocks, no reset.
 """

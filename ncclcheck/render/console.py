@@ -323,7 +323,16 @@ def gpu_health_tables(gh: object) -> list:
     events = kl.get("events") or []
     lines = [f"source {gh.get('source') or 'none'}" + (f" ({gh['reason']})" if gh.get("reason") else ""),
              f"NVSwitches {len(gh.get('nvswitches') or [])}, nouveau {_yn(gh.get('nouveau'), 'loaded', 'not loaded')}",
-             ("kernel log: " + (f"{kl.get('source')}, {len(events)} Xid/SXid code(s) since "
+             *[f"GPU {u.get('index')} ({u.get('bus_id') or 'bus id unknown'}): counted by the driver, no handle "
+               f"({u.get('state')})" for u in gh.get("unreachable") or [] if isinstance(u, dict)],
+             *[f"GPU at {a.get('bus_id')}: on the PCI bus, not listed by the driver "
+               f"({'driver ' + a['driver'] if a.get('driver') else 'no driver bound'})"
+               for a in gh.get("absent") or [] if isinstance(a, dict)],
+             *[f"GPU {g.get('index')} ({g.get('bus_id')}): reads answer "
+               + ", ".join(sorted({str(v) for v in g['errors'].values()}))[:120]
+               for g in gh.get("gpus") or [] if isinstance(g, dict) and isinstance(g.get("errors"), dict)
+               and g["errors"]],
+             ("kernel log: " + (f"{kl.get('source')}, {len(events)} kernel-log event(s) since "
                                 f"{kl.get('covers_from_s') or 0:.0f} s after boot" if kl.get("readable")
                                 else f"not readable: {kl.get('reason')}"))]
     return [t, Text("\n".join(lines), style="dim")]

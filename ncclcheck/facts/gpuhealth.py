@@ -11,8 +11,9 @@ not list (`absent`) are kept by bus id. Never guessed.
 
 Beside them, what the PCI tree and the kernel say: the GPUs' links in sysfs with the bridge above each
 (facts/links.py), the node's NVSwitches, nouveau loaded, NVLink state and the kernel log's fault lines (Xid, SXid,
-the driver's NVRM lines) within a window (facts/kernlog.py). The GPUs' cumulative error counters (PCIe replay and AER, NVLink CRC/replay/recovery) are
-not here: they are read with every other counter of the node in the run's one counter window (facts/counters.py).
+the driver's NVRM lines) within a window (facts/kernlog.py). The GPUs' cumulative error counters (PCIe replay and
+AER, NVLink CRC/replay/recovery) are not here: they are read with every other counter of the node in the run's one
+counter window (facts/counters.py).
 Nothing here writes to a device: no persistence mode set, no clocks, no reset.
 """
 

@@ -94,7 +94,8 @@ def check_gpus(facts: dict, expect: Expect) -> CheckResult:
     named = [f"{b} ({w})" for b, w, _l in broken] + [f"{b} ({w})" for b, w in absent]
     if have < want:
         gone = f": {', '.join(named)}" if named else ""
-        return failed(GPUS, f"{have} of {want} GPUs usable (expected from {expect.gpus_from}){gone}", evidence=ev,
+        what = f"{have} of {want} GPUs usable ({listed} visible)" if listed_broken else f"{have} of {want} GPUs visible"
+        return failed(GPUS, f"{what} (expected from {expect.gpus_from}){gone}", evidence=ev,
                       detail=f"The driver lists {listed}; {gpu.get('reason') or ''}".strip(),
                       fix=("A GPU on the PCI bus that the driver does not list failed at probe: "
                            "`journalctl -k | grep NVRM` shows why (RmInitAdapter failed, probe routine failed); "

@@ -27,7 +27,6 @@ from .roots import sysfs
 from .util import link_name
 
 SMI_TIMEOUT_S = 5.0
-_SMI_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ncclcheck-counters")
 
 MAX_GPUS = 64
 GPU_COUNTERS = ("pcie.replay", "pcie.aer_correctable", "pcie.aer_nonfatal", "pcie.aer_fatal",
@@ -47,8 +46,10 @@ def _gpu_counters(nv: Any, run: Optional[Callable] = None, pending: Optional[lis
         if any(v is not None for v in vals.values()):
             totals[bus] = vals
     if nv is None:
-        if pending is not None:  # asked in the background: the caller merges it (window's first read)
-            pending.append(_SMI_POOL.submit(_smi_nvlink_read, run))
+        if pending is not None and (run is not None or _smi_asked()):  # in the background: window() merges it
+            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ncclcheck-counters")
+            pending.append(pool.submit(_smi_nvlink_read, run))
+            pool.shutdown(wait=False)  # its thread ends with the read
         else:
             _merge_nvlink(totals, per_link, _smi_nvlink_read(run))
         return _known(totals), per_link
@@ -74,6 +75,11 @@ def _gpu_counters(nv: Any, run: Optional[Callable] = None, pending: Optional[lis
             vals = [v for v in by_link.values() if isinstance(v, int)]
             t[name] = sum(vals) if vals else None
     return _known(totals), per_link
+
+
+def _smi_asked() -> bool:
+    """Whether nvidia-smi has GPUs to ask about here: installed, and a GPU on the bus (a CPU node asks nothing)."""
+    return bool(nvidia_gpu_bus_ids()) and shutil.which("nvidia-smi") is not None
 
 
 def _smi_nvlink_read(run: Optional[Callable] = None) -> dict:

@@ -55,7 +55,7 @@ def test_each_fault_is_named_with_its_gpu_and_action_through_both_sources(tmp_pa
 def test_the_probe_failed_gpu_is_named_by_bus_id_in_the_count(tmp_path):
     _node, vs = verdicts(tmp_path, "h100-ndv5-r580-probe-failed")
     c = failing(vs["nvidia-smi"])["health.gpus"]
-    assert "7 of 8 GPUs usable" in c["summary"] and "000a:00:00.0" in c["summary"]
+    assert "7 of 8 GPUs visible" in c["summary"] and "000a:00:00.0" in c["summary"]
     # where to look for a GPU that failed at probe: the driver's NVRM lines, not an Xid grep that finds nothing
     assert "grep NVRM" in c["fix"] and "grep -i xid" not in c["fix"]
 

@@ -15,6 +15,7 @@ or as its whole new value.
 
 from __future__ import annotations
 
+import contextvars
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -48,7 +49,7 @@ def _gpu_counters(nv: Any, run: Optional[Callable] = None, pending: Optional[lis
     if nv is None:
         if pending is not None and (run is not None or _smi_asked()):  # in the background: window() merges it
             pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ncclcheck-counters")
-            pending.append(pool.submit(_smi_nvlink_read, run))
+            pending.append(pool.submit(contextvars.copy_context().run, _smi_nvlink_read, run))
             pool.shutdown(wait=False)  # its thread ends with the read
         else:
             _merge_nvlink(totals, per_link, _smi_nvlink_read(run))
@@ -148,7 +149,7 @@ def _settle(snap: dict) -> None:
     """Merge the background nvidia-smi read of a snapshot into it (nothing where it failed or outlived its bound)."""
     for fut in snap.pop("pending", None) or []:
         try:
-            read = fut.result(timeout=SMI_TIMEOUT_S + 1.0)
+            read = fut.result(timeout=SMI_TIMEOUT_S)
         except Exception:  # noqa: BLE001,S112 - gpu_health says why nvidia-smi failed; the counters are not read
             continue
         gpus = snap.setdefault("gpus", {})

@@ -9,17 +9,19 @@ health questions only where NVML cannot answer them.
 
 from __future__ import annotations
 
+import contextvars
 import shutil
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from . import nvml as nv_
 from .pcitree import nvidia_gpu_bus_ids
 from .util import run_cmd
 
-TIMEOUT_S = 10.0
+TIMEOUT_S = 5.0  # as each collector's own nvidia-smi call (gpu.py, gpuhealth.py): 0.1-1 s on a healthy node
 DEVICES = ("nvidia-smi", "--query-gpu=index,name,memory.total,uuid,pci.bus_id", "--format=csv,noheader,nounits")
 TOPOLOGY = ("nvidia-smi", "topo", "-m")
 HEALTH = (("nvidia-smi", "-q"), ("nvidia-smi", "nvlink", "-s"), ("nvidia-smi", "nvlink", "-e"))
@@ -39,8 +41,8 @@ def prefetch() -> None:
         nv_.close(nv)
     pool = ThreadPoolExecutor(max_workers=len(asks), thread_name_prefix="ncclcheck-smi")
     with _lock:
-        for argv in asks:
-            _started[tuple(argv)] = pool.submit(run_cmd, list(argv), TIMEOUT_S)
+        for argv in asks:  # in the collection's context: its bound, and a tool that did not answer asked no more
+            _started[tuple(argv)] = pool.submit(contextvars.copy_context().run, run_cmd, list(argv), TIMEOUT_S)
     pool.shutdown(wait=False)
 
 
@@ -50,7 +52,10 @@ def run(argv: Sequence[str], timeout_s: float) -> Any:
         fut: Future = _started.pop(tuple(argv), None)
     if fut is None:
         return run_cmd(argv, timeout_s)
-    return fut.result(timeout=max(timeout_s, TIMEOUT_S) + 1.0)
+    try:
+        return fut.result(timeout=timeout_s)
+    except FutureTimeout:
+        raise RuntimeError(f"{argv[0]} did not answer in {timeout_s:g} s") from None
 
 
 def clear() -> None:

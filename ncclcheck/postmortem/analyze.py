@@ -83,6 +83,16 @@ def _hosts(inp: Inputs, preflight: Optional[dict], log_ranks: dict) -> dict:
         if isinstance(r, int):
             said = {k: f[k] for k in ("host", "local_rank") if f.get(k) is not None}
             out[r] = {**out.get(r, {}), **said, "from": "launcher"}
+    # What a rank said of itself names its host last, so a rank has one host name in every output: torchrun's table
+    # says `localhost` where the rank's stacks, watch and the preflight say the machine's name.
+    for r, said in inp.stacks.items():
+        if said.get("host"):
+            out[r] = {"local_rank": None, **out.get(r, {}), "host": said["host"], "from": "stacks"}
+    for r, h in inp.hosts.items():
+        if h.get("host"):
+            out[r] = {**out.get(r, {}), "host": h["host"], "from": "live"}
+            if h.get("local_rank") is not None:
+                out[r]["local_rank"] = h["local_rank"]
     return out
 
 
@@ -939,8 +949,27 @@ def analyse(inp: Inputs, preflight: Optional[dict] = None,
                      **({"failures_total": len(inp.failures)} if failed is not inp.failures else {})},
         "error_files": [{k: e[k] for k in ("path", "rank", "message")} for e in inp.error_files],
         "transport": _transport(per_rank, preflight),
-        "timeline": flight.timeline(inp.dumps) if len(inp.dumps) <= 256 else {},
+        "timeline": _timeline(inp.dumps, ordered) if len(inp.dumps) <= 256 else {},
     })
+
+
+# The kinds of finding whose (group, sequence id) is where the job stopped: a collective some rank of the group never
+# entered or that ended a rank, so it did not complete for the job, whatever a rank's recorder says of it
+_STOPPED_AT = ("exception", "exited", "died", "no_dump", "never_entered", "blocked", "op_mismatch", "size_mismatch",
+               "dtype_mismatch", "stalled", "not_started", "host_cut")
+
+
+def _timeline(dumps: dict, causes: list) -> dict:
+    """flight.timeline() with the verdict's knowledge: a collective the verdict names as where the job stopped is
+    `failed` on every rank that recorded it. gloo's recorder retires a failed entry too, so its `done` alone would draw
+    rank 0's failed all_reduce #6 as completed."""
+    stopped = {(c["pg"], c["seq"]) for c in causes if c["kind"] in _STOPPED_AT and c.get("seq") is not None}
+    out = flight.timeline(dumps)
+    for cells in out.values():
+        for c in cells:
+            if (c["pg"], c["seq"]) in stopped:
+                c["failed"] = True
+    return out
 
 
 MAX_EXPLAINED = 8  # causes given their host's context (each reads that host's NCCL lines again)

@@ -1,0 +1,80 @@
+"""A failed job's report says its root cause once, as the one FAIL row; what followed from it is a consequence,
+named as one, in every renderer; a rank has one host name everywhere; the HTML grid draws what the verdict says.
+The fixture is a real run of the README's fail.py shape: rank 1 raised before its 6th all_reduce, torchrun's table
+says `localhost`, the stacks files say the machine's name."""
+
+from __future__ import annotations
+
+import os
+import re
+from html.parser import HTMLParser
+
+from ncclcheck.postmortem.diagnose import diagnose
+from ncclcheck.render.html import render_html
+from ncclcheck.render.junit import render_junit
+from ncclcheck.render.markdown import render_markdown
+
+FIX = os.path.join(os.path.dirname(__file__), "fixtures")
+
+
+def _report(case: str):
+    d = os.path.join(FIX, case)
+    return diagnose([os.path.join(d, f) for f in sorted(os.listdir(d)) if not f.endswith(".md")])
+
+
+def test_one_fail_row_and_the_consequence_named_as_one():
+    rep = _report("raised_unretired")
+    assert rep.exit_code == 1
+    assert [c.id for c in rep.checks if c.status.value == "fail"] == ["postmortem.root_cause"]
+    root = rep.checks[0]
+    assert "rank 1 (host vm, local rank 1) raised RuntimeError: simulated bug at" in root.summary, root.summary
+    assert re.search(r"armed_job\.py:\d+ in <module>", root.summary)
+    warn = next(c for c in rep.checks if c.id == "postmortem.nccl_warnings")
+    assert warn.status.value == "warn"
+    assert warn.summary == ("rank 0 (host vm, local rank 0): a peer closed the connection (it died or was stopped), "
+                            "because rank 1 raised (postmortem.root_cause)"), warn.summary
+    junit = render_junit(rep)
+    assert junit.count("<failure") == 1, junit
+    md = render_markdown(rep)
+    assert "because rank 1 raised" in md
+
+
+def test_one_host_name_per_rank_in_every_output():
+    """torchrun's table says localhost; the ranks' own stacks say vm: every output says vm."""
+    rep = _report("raised_unretired")
+    pm = rep.extra["postmortem"]
+    said = [pm["verdict"], *(c["text"] for c in pm["causes"]), *(c.summary + c.detail for c in rep.checks),
+            render_markdown(rep), render_html(rep)]
+    assert not [s for s in said if "host localhost" in s or "· localhost" in s or "| localhost |" in s]
+    assert {r["host"] for r in pm["ranks"]} == {"vm"}  # (launcher.failures keeps torchrun's record as it said it)
+
+
+class _Cells(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.rows, self._cls, self._in = [], None, False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tr":
+            self.rows.append([])
+        if tag == "td" and self.rows:
+            self._cls, self._in = dict(attrs).get("class"), True
+
+    def handle_data(self, data):
+        if self._in and self.rows:
+            self.rows[-1].append((data.strip(), self._cls))
+            self._in = False
+
+
+def test_the_html_grid_draws_a_failed_collective_as_failed():
+    """gloo's recorder retires rank 0's failed all_reduce #6 as it retires a completed one: the grid follows the
+    verdict, never draws it green."""
+    html = render_html(_report("raised_unretired"))
+    grid = html[html.index("Last collectives per rank"):]
+    p = _Cells()
+    p.feed(grid[:grid.index("</table>")])
+    rows = {r[0][0]: dict(r[1:]) for r in p.rows if r}
+    rank0 = next(v for k, v in rows.items() if k.startswith("rank 0"))
+    assert rank0["all_reduce #6"] == "failed", rank0
+    assert rank0["all_reduce #4"] == "done"
+    assert all(k.startswith(("rank 0 · vm", "rank 1 · vm")) for k in rows), rows

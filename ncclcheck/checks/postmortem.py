@@ -38,6 +38,8 @@ def because(root: dict) -> str:
     ranks = root.get("ranks") or []
     who = (f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {', '.join(map(str, ranks))}") if ranks else ""
     did = _DID.get(root.get("kind", ""))
+    if did and did.startswith("called another ") and len(ranks) > 1:  # no side is the odd one: each called its own
+        did = did.replace("another ", "different ") + "s"
     return f"because {who} {did} ({ROOT})" if who and did else f"because of the root cause ({ROOT})"
 
 
@@ -71,6 +73,12 @@ def _result(check_id: str, found: list, ok: str, evidence: dict, root: Optional[
         said = [_as_consequence(c, root) for c in rest]
         more = len(said) - 1
         return warned(check_id, _as_consequence(rest[0], root, short=True) + (
+                          f"; and {more} more consequence(s) of it" if more else ""),
+                      detail="\n".join(said[:SHOWN]), evidence=evidence, findings=tuple(said[:SHOWN]))
+    if root is not None and not any(c["cause"] for c in found):  # what followed from the root cause, said as such
+        said = [_as_consequence(c, root) for c in found]
+        more = len(said) - 1
+        return warned(check_id, _as_consequence(found[0], root, short=True) + (
                           f"; and {more} more consequence(s) of it" if more else ""),
                       detail="\n".join(said[:SHOWN]), evidence=evidence, findings=tuple(said[:SHOWN]))
     fix = next((c["fix"] for c in found if c["fix"]), "")

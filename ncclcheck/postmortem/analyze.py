@@ -16,7 +16,7 @@ from typing import Optional
 from ..nccl import failures, hypotheses
 from ..nccl.debuglog import nccl_header
 from ..render import words
-from . import context, flight, launcher, own, p2p, precedence, watchlines
+from . import context, flight, launcher, own, p2p, precedence, stacks, watchlines
 from .bound import CUT, MAX_FIELD_CHARS, MAX_LISTED_RANKS, MAX_REPORT_ROWS, clip, clip_all
 from .inputs import Inputs
 from .logscan import RAISED as _RAISED
@@ -213,6 +213,7 @@ def _logs(inp: Inputs) -> tuple:
                                "about": failures.ranks_about(cls, line),
                                "source": path, "order": (path, part.index[i]), "host": head["host"] if head else None,
                                "seq": failures.seq_of(line), "raised": i in raised,
+                               **({"at": stacks.raised_at(lines, i)} if i in raised else {}),
                                "nccl": i in last or "NCCL WARN" in line})
             if rank is None:
                 continue
@@ -338,7 +339,7 @@ def _fr_causes(groups: list, inp: Inputs, hosts: dict, by_rank: dict) -> list:
     causes.extend(p2p_causes)
     for g in groups:
         if g["mismatch"]:
-            causes.append(_mismatch_cause(g, g["mismatch"], hosts))
+            causes.append(_mismatch_cause(g, g["mismatch"], hosts, _lines(inp)))
         inside = g.get("unfinished") or {}
         stuck = [r for r in g["not_entered"] if str(r) not in inside and r not in p2p_waits and
                  not _blocked_elsewhere(r, g["pg"], inp, by_name)]
@@ -391,7 +392,24 @@ def _fr_causes(groups: list, inp: Inputs, hosts: dict, by_rank: dict) -> list:
 _sig_of = _sig
 
 
-def _mismatch_cause(g: dict, mm: dict, hosts: dict) -> dict:
+def _lines(inp: Inputs) -> dict:
+    """rank -> the line of the job's own code it was at: a live rank's stack now (watch), else its stacks file."""
+    out = {r: s["where"] for r, s in inp.stacks.items() if s.get("where")}
+    out.update({r: w for r, w in inp.where.items() if w})
+    return out
+
+
+def _at(ranks: list, lines: dict) -> str:
+    """' at train.py:12 in main' when those ranks' stacks name one line; each rank's line when they differ."""
+    said = {r: lines[r] for r in ranks if lines.get(r)}
+    if not said:
+        return ""
+    if len(set(said.values())) == 1 and len(said) == len(ranks):
+        return f" at {next(iter(said.values()))}"
+    return " at " + "; ".join(f"{w} (rank {r})" for r, w in list(said.items())[:3])
+
+
+def _mismatch_cause(g: dict, mm: dict, hosts: dict, lines: Optional[dict] = None) -> dict:
     """One sequence id where ranks called different things (or the one thing they all called breaks its own
     rules), as torch's matcher names it: the op, which side (input / output), and where in a coalesced group."""
     major, odd = mm["variants"][0], mm["variants"][1:]
@@ -403,8 +421,10 @@ def _mismatch_cause(g: dict, mm: dict, hosts: dict) -> dict:
     why = f" ({mm['why']})" if mm.get("why") else ""
     out = mm.get("side") not in (None, "input")
 
-    def _sig(v: dict) -> str:
-        return _sig_of(v, out)
+    lines = lines or {}
+
+    def _sig(v: dict) -> str:  # what the ranks called, and where in their code (each side's file:line)
+        return _sig_of(v, out) + _at(v["ranks"], lines)
     if not odd:  # every rank called it alike, and it breaks its own collective's rules
         text = f"{what} mismatch at {where}: {ranks_text(major['ranks'])} called {_sig(major)}{why}"
     elif mm["culprits"]:

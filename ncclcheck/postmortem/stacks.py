@@ -153,6 +153,22 @@ def _traceback(lines: list) -> tuple:
     return collective, said
 
 
+TB_FRAME_LINE = re.compile(r'^\s*File "(.{1,1000})", line (\d{1,9}), in (.{1,200})$')
+TB_LOOKBACK = 200  # lines above an exception's line read for its traceback's frames
+
+
+def raised_at(lines: list, i: int) -> Optional[str]:
+    """'train.py:12 in main': the innermost frame of the job's own code in the Python traceback that ends at
+    lines[i] (a log's exception line), None when the traceback shows none (a library's frames only, or no frames)."""
+    for ln in reversed(lines[max(0, i - TB_LOOKBACK):i]):
+        if _TRACEBACK in ln:  # the top of this traceback: no frame of the job's own
+            return None
+        f = TB_FRAME_LINE.match(ln)
+        if f and not is_library(f.group(1)):
+            return f"{f.group(1)}:{f.group(2)} in {f.group(3)}"
+    return None
+
+
 # the fields of parse() a rank's word carries when it is not a file (watch: the end record a rank left in the job's
 # store, and what watch --dump keeps of it), each with its most characters
 FIELDS = {"reason": 300, "where": 400, "time": 32, "launcher": 16, "then": 64}

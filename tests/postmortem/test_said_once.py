@@ -78,3 +78,30 @@ def test_the_html_grid_draws_a_failed_collective_as_failed():
     assert rank0["all_reduce #6"] == "failed", rank0
     assert rank0["all_reduce #4"] == "done"
     assert all(k.startswith(("rank 0 · vm", "rank 1 · vm")) for k in rows), rows
+
+
+def test_an_op_mismatch_names_each_sides_line_and_its_timeouts_as_consequences():
+    """Both ranks entered sequence id 6, each its own op: the verdict gives each side's file:line from its stacks
+    file, and the gloo timeouts are its consequences, never "the dumps say which rank did not enter"."""
+    for case, odd in (("op_mismatch_gather", "all_gather(1024 Float) at /tmp/w64/mm.py:17 in <module>"),
+                      ("op_mismatch_barrier", "barrier() at /tmp/w64/mm2.py:14 in <module>")):
+        rep = _report(case)
+        assert [c.id for c in rep.checks if c.status.value == "fail"] == ["postmortem.root_cause"], case
+        root = rep.checks[0].summary
+        assert re.search(r"rank 0 all_reduce\(1024 Float\) at /tmp/w64/mm2?\.py:19 in <module> vs rank 1 ", root), root
+        assert root.endswith(odd), root
+        warn = next(c for c in rep.checks if c.id == "postmortem.nccl_warnings")
+        assert warn.status.value == "warn" and "because ranks 0, 1 called different ops" in warn.summary, warn.summary
+        assert not any("which rank did not enter the collective" in (c.fix or "") for c in rep.checks), case
+
+
+def test_the_launchers_log_alone_names_the_rank_that_raised_not_the_one_that_waited():
+    """torchrun's first observed failure is rank 0 (it timed out waiting); rank 1 raised before it and was stopped
+    while still exiting: its traceback, above rank 0's in the log, names it and its line."""
+    rep = diagnose([os.path.join(FIX, "raised_then_stopped", "launcher.log")])
+    root = rep.checks[0].summary
+    assert root.startswith("rank 1 ") and "raised RuntimeError: simulated bug at " in root, root
+    assert re.search(r"armed_job\.py:77 in <module>; then, still exiting, it was told to stop \(SIGTERM\)", root)
+    rep = diagnose([os.path.join(FIX, "raised_unretired", "launcher.log")])
+    assert re.search(r"^rank 1 .*raised RuntimeError: simulated bug at .*armed_job\.py:69 in <module>",
+                     rep.checks[0].summary), rep.checks[0].summary

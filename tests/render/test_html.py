@@ -50,7 +50,11 @@ def test_every_check_is_in_the_page(example):
     _, report = example
     page = Page(render_html(report))
     shown = [a["data-check"] for a in page.find("tr") if "data-check" in a]
-    assert sorted(shown) == sorted(c.id for c in report.checks)
+    assert set(shown) == {c.id for c in report.checks}
+    # every check once per node, but a skip that says the same thing on several nodes is one row (common.py)
+    skips = {(c.id, c.summary) for c in report.checks if c.status.value == "skip" and c.node is not None}
+    assert len(shown) == len(report.checks) - sum(
+        len([c for c in report.checks if (c.id, c.summary) == k and c.node is not None]) - 1 for k in skips)
     # failures first
     statuses = [a["class"].split()[1] for a in page.with_class("tr", "check")]
     order = {"status-fail": 0, "status-warn": 1, "status-pass": 2, "status-skip": 3}  # issue 24: PASS above SKIP

@@ -105,3 +105,18 @@ def test_the_launchers_log_alone_names_the_rank_that_raised_not_the_one_that_wai
     rep = diagnose([os.path.join(FIX, "raised_unretired", "launcher.log")])
     assert re.search(r"^rank 1 .*raised RuntimeError: simulated bug at .*armed_job\.py:69 in <module>",
                      rep.checks[0].summary), rep.checks[0].summary
+
+
+def test_each_side_of_a_mismatch_gets_its_ranks_line_live_or_from_their_stacks():
+    from ncclcheck.postmortem.analyze import _at, _lines
+    from ncclcheck.postmortem.inputs import Inputs
+
+    inp = Inputs()
+    inp.stacks = {0: {"where": "train.py:19 in <module>"}, 1: {"where": "train.py:17 in <module>"}}
+    inp.where = {1: "train.py:18 in <module>: dist.barrier()"}  # a live rank's stack now (watch) comes first
+    lines = _lines(inp)
+    assert _at([0], lines) == " at train.py:19 in <module>"
+    assert _at([1], lines) == " at train.py:18 in <module>: dist.barrier()"
+    both = " at train.py:19 in <module> (rank 0); train.py:18 in <module>: dist.barrier() (rank 1)"
+    assert _at([0, 1], lines) == both
+    assert _at([2], lines) == ""

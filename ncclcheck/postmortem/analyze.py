@@ -82,6 +82,8 @@ def _hosts(inp: Inputs, preflight: Optional[dict], log_ranks: dict) -> dict:
         r = f.get("rank")
         if isinstance(r, int):
             said = {k: f[k] for k in ("host", "local_rank") if f.get(k) is not None}
+            if _loopback_name(said.get("host")) and (out.get(r) or {}).get("host"):
+                said.pop("host")  # torchrun's standalone table says localhost: the name already known is the host's
             out[r] = {**out.get(r, {}), **said, "from": "launcher"}
     # What a rank said of itself names its host last, so a rank has one host name in every output: torchrun's table
     # says `localhost` where the rank's stacks, watch and the preflight say the machine's name.
@@ -94,6 +96,11 @@ def _hosts(inp: Inputs, preflight: Optional[dict], log_ranks: dict) -> dict:
             if h.get("local_rank") is not None:
                 out[r]["local_rank"] = h["local_rank"]
     return out
+
+
+def _loopback_name(host: Optional[str]) -> bool:
+    return isinstance(host, str) and (host.lower() in ("localhost", "localhost.localdomain", "ip6-localhost")
+                                      or host.startswith("127.") or host == "::1")
 
 
 _GUARD_RANK = re.compile(r"preflight failed \(rank (\d+)")

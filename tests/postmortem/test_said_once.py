@@ -120,3 +120,18 @@ def test_each_side_of_a_mismatch_gets_its_ranks_line_live_or_from_their_stacks()
     both = " at train.py:19 in <module> (rank 0); train.py:18 in <module>: dist.barrier() (rank 1)"
     assert _at([0, 1], lines) == both
     assert _at([2], lines) == ""
+
+
+def test_a_preflights_host_name_is_kept_over_the_launchers_localhost(tmp_path):
+    """With the launcher's log and the job's preflight report (no stacks), each rank has the preflight's host name,
+    never torchrun's standalone `localhost`."""
+    import json
+
+    log = os.path.join(FIX, "raised_then_stopped", "launcher.log")
+    assert "host localhost" in diagnose([log]).checks[0].summary  # alone, torchrun's table is all there is
+    pf = {"schema": "ncclcheck.report/1", "command": "preflight", "status": "pass", "exit_code": 0,
+          "world": {"nnodes": 1, "world_size": 2, "backend": "gloo"},
+          "nodes": [{"node_rank": 0, "hostname": "gpu07", "facts": {}}], "checks": [], "recommendations": []}
+    (tmp_path / "pf.json").write_text(json.dumps(pf))
+    rep = diagnose([log], preflight_path=str(tmp_path / "pf.json"))
+    assert rep.checks[0].summary.startswith("rank 1 (host gpu07, local rank 1) raised"), rep.checks[0].summary

@@ -31,6 +31,7 @@ class Command(NamedTuple):  # not a dataclass: `ncclcheck --help` reads this tab
     # leader writes its own output files, none is node 0's
     description: str = ""  # the subcommand's --help text (default: help)
     checks_as: str = ""  # its report holds the check ids of that command (recommend runs preflight's checks)
+    recommends: bool = False  # its report can hold recommended variables: --env-out is offered (render/formats.py)
 
     @property
     def api_name(self) -> str:
@@ -40,7 +41,7 @@ class Command(NamedTuple):  # not a dataclass: `ncclcheck --help` reads this tab
 COMMANDS: tuple = (
     Command("preflight", "checks before a job: node, network, world", "preflight",
             "ncclcheck.preflight.pipeline:run", ("world", "output", "facts", "preflight", "hardware"), world=True,
-            progress=True,
+            progress=True, recommends=True,
             description="Node-local checks, then (multi-node) world formation, cross-node checks and a full-mesh "
                         "probe, then recommended settings."),
     Command("bench", "collective bandwidth/latency sweeps (nccl-tests semantics)", "bench",
@@ -49,9 +50,9 @@ COMMANDS: tuple = (
             "ncclcheck.links.pipeline:run", ("world", "output", "links"), world=True, ranks=True, progress=True),
     Command("recommend", "print the recommended environment", "preflight (recommend runs preflight's checks)",
             "ncclcheck.preflight.pipeline:run", ("world", "output", "facts", "recommend"), world=True,
-            checks_as="preflight"),
+            checks_as="preflight", recommends=True),
     Command("report", "render a saved run: terminal, --html, --junit, --markdown, ...", "render",
-            "ncclcheck.render.validate:run", ("report", "output", "report_format"), node_local=True,
+            "ncclcheck.render.validate:run", ("report", "output", "report_format"), node_local=True, recommends=True,
             description="Render a saved run (RUN.json, written by --json) again, to the terminal and to any of the "
                         "output files."),
     Command("health", "node health for Slurm's HealthCheckProgram / Prolog: GPUs, NVLink, PCIe, GPUDirect "
@@ -65,7 +66,7 @@ COMMANDS: tuple = (
             ranks=True, progress=True,
             description="Run with one task per node: srun --ntasks-per-node=1 ncclcheck sweep --drain"),
     Command("diagnose", "what a failed or hung job left -> rank, host, collective, cause", "postmortem",
-            "ncclcheck.postmortem.diagnose:run", ("output", "diagnose"),
+            "ncclcheck.postmortem.diagnose:run", ("output", "diagnose"), recommends=True,
             description="Reads flight-recorder dumps, NCCL logs, the launcher's output and error files and ncclras "
                         "JSON (files, directories, globs; each recognised by its content) and names the root cause "
                         "first. Exit 0: nothing wrong found; 1: a cause named; 2: bad input."),

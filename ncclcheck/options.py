@@ -79,22 +79,30 @@ def _world_flags(p: argparse.ArgumentParser, command: str) -> None:
 
 
 def _output_flags(p: argparse.ArgumentParser, command: str) -> None:
-    """The one output table's flags (every command), plus the console flags of the commands that have them."""
+    """The output table's flags that this command honours (commands.py says what its report can hold and whether it
+    forms a world), plus the console flags of the commands that have them."""
+    from .commands import command as row
     from .render.formats import FORMATS, PATH_HELP
 
-    g = p.add_argument_group("output", PATH_HELP)
-    for fmt in FORMATS.values():
-        g.add_argument(fmt.flag, metavar="PATH" if fmt.stdout else "FILE", help=fmt.help)
+    me = row(command)
+    g = p.add_argument_group("output", PATH_HELP if me.world else PATH_HELP.split(". ")[0] + ".")
+    for fmt in FORMATS.values():  # accepted on every command (scripts pass them alike); listed where they do something
+        listed = me.recommends or not fmt.needs_recommendations
+        g.add_argument(fmt.flag, metavar="PATH" if fmt.stdout else "FILE",
+                       help=fmt.help if listed else argparse.SUPPRESS)
     if command == "env":
         return
     g.add_argument("--quiet", action="store_true",
-                   help="print only the verdict, on global rank 0 (the other processes print nothing)")
+                   help="print only the verdict, on global rank 0 (the other processes print nothing)" if me.world
+                   else "print only the verdict")
     if command == "report":
         return
-    g.add_argument("--print-all", action="store_true",
-                   help="every process prints its full report (default: global rank 0 prints it, every other node "
-                        "one line), and every node writes its own report files: beside node 0's when the path is "
-                        "the same on every node (run.json -> run.node1.json)")
+    # one process per rank or node: who prints and who writes is what --print-all changes (accepted everywhere,
+    # listed only there)
+    every = ("every process prints its full report (default: global rank 0 prints it, every other node one line), "
+             "and every node writes its own report files: beside node 0's when the path is the same on every node "
+             "(run.json -> run.node1.json)")
+    g.add_argument("--print-all", action="store_true", help=every if me.world else argparse.SUPPRESS)
     g.add_argument("--strict", action="store_true", help="warnings fail (exit 1)")
 
 
@@ -250,8 +258,10 @@ def build_parser(commands: Optional[tuple] = None) -> argparse.ArgumentParser:
     `commands`: the subcommands whose flags are built (default: all). The CLI builds only the one in its argv, so
     `ncclcheck --help` lists the commands without importing what their flags' defaults come from (config.py, the
     op tables, the Budget)."""
-    parser = _Parser(prog="ncclcheck", description="Can these nodes train together? Which node, interface or "
-                     "setting is wrong? Then: are the collectives' numbers normal?")
+    parser = _Parser(prog="ncclcheck", description="A multi-node PyTorch job's whole life. Before it: can these nodes "
+                     "train together, and which node, interface or setting is wrong? Are the collectives' numbers "
+                     "normal? While it runs: which rank, host or link hangs or slows it (watch)? After it failed: "
+                     "which rank, host and collective, and why (diagnose)?")
     parser.add_argument("--version", action="version", version=f"ncclcheck {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for row in TABLE:

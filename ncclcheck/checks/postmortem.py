@@ -25,23 +25,62 @@ def _by(analysis: dict, kinds: tuple) -> list:
 ROOT = "postmortem.root_cause"
 
 
+# What the root cause's rank did, in a consequence's words ("because rank 1 raised"); a kind not listed is referred
+# to by the check that says it.
+_DID = {"exception": "raised", "exited": "exited with a failing code", "died": "was killed", "no_dump": "left no dump",
+        "never_entered": "never entered the collective", "op_mismatch": "called another op",
+        "size_mismatch": "called another size", "dtype_mismatch": "called another dtype", "stalled": "stopped",
+        "not_started": "never started the collective on its GPU", "host_cut": "could not be reached"}
+
+
+def because(root: dict) -> str:
+    """The root cause in a consequence's words: `because rank 1 raised (postmortem.root_cause)`."""
+    ranks = root.get("ranks") or []
+    who = (f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {', '.join(map(str, ranks))}") if ranks else ""
+    did = _DID.get(root.get("kind", ""))
+    if did and did.startswith("called another ") and len(ranks) > 1:  # no side is the odd one: each called its own
+        did = did.replace("another ", "different ") + "s"
+    return f"because {who} {did} ({ROOT})" if who and did else f"because of the root cause ({ROOT})"
+
+
+def _as_consequence(c: dict, root: dict, short: bool = False) -> str:
+    """A consequence said as one: its own words when they already name the root cause, else with the reason.
+    short: without the line it quotes (a row's summary; the detail keeps the line)."""
+    text = c["text"]
+    if "root cause" in text:
+        return text
+    if short:
+        text = text.split(' ("', 1)[0]
+    return f"{text}, {because(root)}"
+
+
 def _result(check_id: str, found: list, ok: str, evidence: dict, root: Optional[dict] = None) -> CheckResult:
     """A check of one kind of finding. The root cause among them is referred to, not said again (postmortem.root_cause
-    says it, with its fix): a report that said one sentence four times (issue 53 item 7)."""
+    says it, with its fix, and is the one FAIL of that cause): what follows from it is a consequence, named as one
+    and warned, never a second failure."""
     if not found:
         return passed(check_id, ok, evidence=evidence)
     lines = [c["text"] for c in found[:SHOWN]] + ([f"... and {len(found) - SHOWN} more"] if len(found) > SHOWN else [])
     make = failed if any(c["cause"] for c in found) else warned
     rest = [c for c in found if c is not root]
-    if len(rest) < len(found):  # another cause is named; consequences only counted (in the detail), never headlined
+    if len(rest) < len(found):  # the root cause is among them: said once, by postmortem.root_cause
         also = next((c for c in rest if c["cause"]), None)
-        # Consequences are counted, their words kept in the detail: a failing row that quoted one ("invalid usage",
-        # torch's wrapper of the duplicate GPU) read as a second cause.
-        summary = f"the root cause ({ROOT})" + (
-            f"; also: {also['text']}" if also else
-            ("; and 1 consequence of it, not a cause of its own" if len(rest) == 1 else
-             f"; and {len(rest)} consequences of it, none a cause of its own") if rest else "")
-        return make(check_id, summary, detail="\n".join(lines), fix=also["fix"] if also else "", evidence=evidence)
+        if also:  # a cause of its own beside the root cause: its own failure
+            return failed(check_id, f"{also['text']} (besides the root cause, {ROOT})", detail="\n".join(lines),
+                          fix=also["fix"], evidence=evidence)
+        if not rest:
+            return warned(check_id, f"nothing but the root cause ({ROOT})", evidence=evidence)
+        said = [_as_consequence(c, root) for c in rest]
+        more = len(said) - 1
+        return warned(check_id, _as_consequence(rest[0], root, short=True) + (
+                          f"; and {more} more consequence(s) of it" if more else ""),
+                      detail="\n".join(said[:SHOWN]), evidence=evidence, findings=tuple(said[:SHOWN]))
+    if root is not None and not any(c["cause"] for c in found):  # what followed from the root cause, said as such
+        said = [_as_consequence(c, root) for c in found]
+        more = len(said) - 1
+        return warned(check_id, _as_consequence(found[0], root, short=True) + (
+                          f"; and {more} more consequence(s) of it" if more else ""),
+                      detail="\n".join(said[:SHOWN]), evidence=evidence, findings=tuple(said[:SHOWN]))
     fix = next((c["fix"] for c in found if c["fix"]), "")
     return make(check_id, found[0]["text"], detail="\n".join(lines), fix=fix, evidence=evidence,
                 findings=tuple(lines))

@@ -362,6 +362,8 @@ def _build(matrix: Matrix, size: int, relative: float, min_gbps: Optional[float]
     }
     if hosts:
         section["hosts"] = list(hosts)
+        if one_host:  # every rank on one host: its loopback, not a network link (said by the text renderer)
+            section["one_host"] = hosts[0]
     if extra:
         section.update(extra)
     return _View(matrix, c, section, slow_items, dead, errors, unmeasured, unit, relative, min_gbps, hosts, one_host)
@@ -492,10 +494,12 @@ def _slow_link_check(v: _View, item: dict) -> CheckResult:
 def _healthy_check(v: _View) -> CheckResult:
     c = v.c
     links = sum(m for _, m in c.raw_counts.values()) // 2
+    one = v.section.get("one_host")
     return passed(
         CHECK_SLOW,
         f"no slow {v.unit} or link: {links} links measured, median {_fmt(c.median_gbps)}, "
-        f"none below {_fmt(c.threshold_gbps)}",
+        f"none below {_fmt(c.threshold_gbps)}" + (f"; every rank on {one}: loopback between ranks of one host, no "
+                                                  "network link" if one else ""),
         evidence={"median_gbps": c.median_gbps, "threshold_gbps": c.threshold_gbps, "links": links},
     )
 

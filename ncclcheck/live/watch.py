@@ -37,6 +37,7 @@ from ..postmortem.stacks import from_record, to_record
 from ..rendezvous.budget import Budget
 from ..rendezvous.store import Guard, JsonStore, Limits, StoreLost
 from ..rendezvous.waits import Waits
+from ..units import format_duration
 from . import pace, reach, straggle, wire
 from .auth import Session, choose
 from .fetch import Answer, Asker, fetch_all, fetch_each, read_registry
@@ -403,9 +404,12 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
     elif stalled is not None:
         prog = stalled
     elif root.status is Status.FAIL:
-        # the cause is postmortem.root_cause's to say, once (it was said here again: four times in one report)
-        prog = failed("live.progress", f"no rank made progress in {budget.live_confirm_s:g} s: the job is hung "
-                      f"(its root cause: {root.id})", evidence={"frozen": frozen})
+        # the cause is postmortem.root_cause's to say, once, as the one failure: the hang is its consequence, with
+        # how long it has lasted
+        stuck = stuck_s(docs, second, frozen)
+        prog = warned("live.progress", f"no rank made progress in {budget.live_confirm_s:g} s: the job is hung"
+                      + (f", stuck for {format_duration(stuck)} since its last collective call" if stuck else "")
+                      + f", a consequence of its root cause ({root.id})", evidence={"frozen": frozen, "stuck_s": stuck})
     else:
         prog = warned("live.progress", f"no collective progress in {budget.live_confirm_s:g} s on "
                       f"{ranks_text(frozen) if frozen else 'any rank'}, and no rank waits in a collective another "
@@ -418,6 +422,23 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
                         f"saw before: {len(follow.events)} events in live.slow)")]
     return _report(config, t0, [*checks, prog, *more, ans_check], {"live": live, "postmortem": analysis},
                    max(n, analysis["world_size"]), hosts, _backend(docs), trust, records)
+
+
+def stuck_s(docs: dict, second: dict, ranks: list) -> Optional[float]:
+    """How long the job has been stuck: from the newest collective call any of `ranks` recorded to the time it
+    answered the second look, each on its own rank's clock (no offset between hosts enters). None when no rank says
+    both."""
+    out = []
+    for r in ranks:
+        doc = docs.get(r) or {}
+        ans = second.get(r)
+        mine = ans.doc if ans is not None and ans.doc else doc.get(flight.LIVE_KEY) or {}
+        now = mine.get("time")
+        made = [e["time_created_ns"] for e in (doc.get("entries") or [])[-8:]
+                if isinstance(e, dict) and type(e.get("time_created_ns")) is int]
+        if isinstance(now, (int, float)) and made:
+            out.append(now - max(made) / 1e9)
+    return round(max(0.0, min(out)), 1) if out else None
 
 
 def _read(answers: dict, reg: Any, clocks: dict, sampled: dict) -> tuple[dict, Inputs]:

@@ -185,9 +185,10 @@ ROWS = (
                                        r"watchdog thread terminated with exception|"
                                        r"Terminating the process after attempting to dump debug info|"
                                        r"Timeout waiting for the (?:first|last) collective"),
-                "NCCL's watchdog timed out in a collective (a hang: a rank did not enter it, or it stalled inside)",
-                "the flight-recorder dumps say which rank did not enter the collective (`ncclcheck diagnose` with the "
-                "dumps); `ncclcheck recommend --postmortem DIR` arms the next run",
+                "NCCL's watchdog timed out in a collective (a hang: a rank did not enter it, called another one, or "
+                "it stalled inside)",
+                "the flight-recorder dumps say which rank did not enter the collective or called another one "
+                "(`ncclcheck diagnose` with the dumps); `ncclcheck recommend --postmortem DIR` arms the next run",
                 source="torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp"),
     # the watchdog's own thread stuck in a CUDA or NCCL call (ProcessGroupNCCL: "watchdog got stuck for %d seconds
     # without making progress in monitoring enqueued collectives"): a call that does not return, usually the GPU's
@@ -204,8 +205,11 @@ ROWS = (
                 "if it hung: rerun it armed (`ncclcheck recommend --postmortem DIR --format env`) and run `ncclcheck "
                 "watch` while it hangs", level=SPECIFIC, source="Python"),
     consequence("gloo_timeout", rx(r"Timed out waiting \d{1,12}\s*ms for (?:recv|send) operation"),
-                "a gloo collective timed out waiting for a peer (a hang: a rank did not enter it)",
-                "the flight-recorder dumps say which rank did not enter the collective", source="gloo/transport"),
+                "a gloo collective timed out waiting for a peer (a hang: a rank did not enter it or called another "
+                "one)",
+                "the flight-recorder dumps say which rank did not enter the collective or called another one "
+                "(`ncclcheck diagnose` with the dumps); `ncclcheck recommend --postmortem DIR` arms the next run",
+                source="gloo/transport"),
     # NCCL's result for a CUDA call that failed (ncclUnhandledCudaError: "unhandled cuda error"), as torch's wrapper or
     # nccl-tests report it: which call and which CUDA error is NCCL's own WARN ("Cuda failure '%s'")
     consequence("nccl_cuda_error", rx(r"unhandled cuda error|ncclUnhandledCudaError"),

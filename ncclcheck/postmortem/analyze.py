@@ -16,7 +16,7 @@ from typing import Optional
 from ..nccl import failures, hypotheses
 from ..nccl.debuglog import nccl_header
 from ..render import words
-from . import context, flight, launcher, own, p2p, precedence, watchlines
+from . import context, flight, launcher, own, p2p, precedence, stacks, watchlines
 from .bound import CUT, MAX_FIELD_CHARS, MAX_LISTED_RANKS, MAX_REPORT_ROWS, clip, clip_all
 from .inputs import Inputs
 from .logscan import RAISED as _RAISED
@@ -82,8 +82,25 @@ def _hosts(inp: Inputs, preflight: Optional[dict], log_ranks: dict) -> dict:
         r = f.get("rank")
         if isinstance(r, int):
             said = {k: f[k] for k in ("host", "local_rank") if f.get(k) is not None}
+            if _loopback_name(said.get("host")) and (out.get(r) or {}).get("host"):
+                said.pop("host")  # torchrun's standalone table says localhost: the name already known is the host's
             out[r] = {**out.get(r, {}), **said, "from": "launcher"}
+    # What a rank said of itself names its host last, so a rank has one host name in every output: torchrun's table
+    # says `localhost` where the rank's stacks, watch and the preflight say the machine's name.
+    for r, said in inp.stacks.items():
+        if said.get("host"):
+            out[r] = {"local_rank": None, **out.get(r, {}), "host": said["host"], "from": "stacks"}
+    for r, h in inp.hosts.items():
+        if h.get("host"):
+            out[r] = {**out.get(r, {}), "host": h["host"], "from": "live"}
+            if h.get("local_rank") is not None:
+                out[r]["local_rank"] = h["local_rank"]
     return out
+
+
+def _loopback_name(host: Optional[str]) -> bool:
+    return isinstance(host, str) and (host.lower() in ("localhost", "localhost.localdomain", "ip6-localhost")
+                                      or host.startswith("127.") or host == "::1")
 
 
 _GUARD_RANK = re.compile(r"preflight failed \(rank (\d+)")
@@ -203,6 +220,7 @@ def _logs(inp: Inputs) -> tuple:
                                "about": failures.ranks_about(cls, line),
                                "source": path, "order": (path, part.index[i]), "host": head["host"] if head else None,
                                "seq": failures.seq_of(line), "raised": i in raised,
+                               **({"at": stacks.raised_at(lines, i)} if i in raised else {}),
                                "nccl": i in last or "NCCL WARN" in line})
             if rank is None:
                 continue
@@ -328,7 +346,7 @@ def _fr_causes(groups: list, inp: Inputs, hosts: dict, by_rank: dict) -> list:
     causes.extend(p2p_causes)
     for g in groups:
         if g["mismatch"]:
-            causes.append(_mismatch_cause(g, g["mismatch"], hosts))
+            causes.append(_mismatch_cause(g, g["mismatch"], hosts, _lines(inp)))
         inside = g.get("unfinished") or {}
         stuck = [r for r in g["not_entered"] if str(r) not in inside and r not in p2p_waits and
                  not _blocked_elsewhere(r, g["pg"], inp, by_name)]
@@ -381,7 +399,24 @@ def _fr_causes(groups: list, inp: Inputs, hosts: dict, by_rank: dict) -> list:
 _sig_of = _sig
 
 
-def _mismatch_cause(g: dict, mm: dict, hosts: dict) -> dict:
+def _lines(inp: Inputs) -> dict:
+    """rank -> the line of the job's own code it was at: a live rank's stack now (watch), else its stacks file."""
+    out = {r: s["where"] for r, s in inp.stacks.items() if s.get("where")}
+    out.update({r: w for r, w in inp.where.items() if w})
+    return out
+
+
+def _at(ranks: list, lines: dict) -> str:
+    """' at train.py:12 in main' when those ranks' stacks name one line; each rank's line when they differ."""
+    said = {r: lines[r] for r in ranks if lines.get(r)}
+    if not said:
+        return ""
+    if len(set(said.values())) == 1 and len(said) == len(ranks):
+        return f" at {next(iter(said.values()))}"
+    return " at " + "; ".join(f"{w} (rank {r})" for r, w in list(said.items())[:3])
+
+
+def _mismatch_cause(g: dict, mm: dict, hosts: dict, lines: Optional[dict] = None) -> dict:
     """One sequence id where ranks called different things (or the one thing they all called breaks its own
     rules), as torch's matcher names it: the op, which side (input / output), and where in a coalesced group."""
     major, odd = mm["variants"][0], mm["variants"][1:]
@@ -393,8 +428,10 @@ def _mismatch_cause(g: dict, mm: dict, hosts: dict) -> dict:
     why = f" ({mm['why']})" if mm.get("why") else ""
     out = mm.get("side") not in (None, "input")
 
-    def _sig(v: dict) -> str:
-        return _sig_of(v, out)
+    lines = lines or {}
+
+    def _sig(v: dict) -> str:  # what the ranks called, and where in their code (each side's file:line)
+        return _sig_of(v, out) + _at(v["ranks"], lines)
     if not odd:  # every rank called it alike, and it breaks its own collective's rules
         text = f"{what} mismatch at {where}: {ranks_text(major['ranks'])} called {_sig(major)}{why}"
     elif mm["culprits"]:
@@ -939,8 +976,27 @@ def analyse(inp: Inputs, preflight: Optional[dict] = None,
                      **({"failures_total": len(inp.failures)} if failed is not inp.failures else {})},
         "error_files": [{k: e[k] for k in ("path", "rank", "message")} for e in inp.error_files],
         "transport": _transport(per_rank, preflight),
-        "timeline": flight.timeline(inp.dumps) if len(inp.dumps) <= 256 else {},
+        "timeline": _timeline(inp.dumps, ordered) if len(inp.dumps) <= 256 else {},
     })
+
+
+# The kinds of finding whose (group, sequence id) is where the job stopped: a collective some rank of the group never
+# entered or that ended a rank, so it did not complete for the job, whatever a rank's recorder says of it
+_STOPPED_AT = ("exception", "exited", "died", "no_dump", "never_entered", "blocked", "op_mismatch", "size_mismatch",
+               "dtype_mismatch", "stalled", "not_started", "host_cut")
+
+
+def _timeline(dumps: dict, causes: list) -> dict:
+    """flight.timeline() with the verdict's knowledge: a collective the verdict names as where the job stopped is
+    `failed` on every rank that recorded it. gloo's recorder retires a failed entry too, so its `done` alone would draw
+    rank 0's failed all_reduce #6 as completed."""
+    stopped = {(c["pg"], c["seq"]) for c in causes if c["kind"] in _STOPPED_AT and c.get("seq") is not None}
+    out = flight.timeline(dumps)
+    for cells in out.values():
+        for c in cells:
+            if (c["pg"], c["seq"]) in stopped:
+                c["failed"] = True
+    return out
 
 
 MAX_EXPLAINED = 8  # causes given their host's context (each reads that host's NCCL lines again)

@@ -45,7 +45,7 @@ from ..nccl.failclass import GENERIC
 from ..nccl.linear import MAX_LINE_CHARS, fold, literal_rx
 from ..nccl.prefixes import peel_host
 from ..render import words
-from . import launcher
+from . import launcher, stacks
 from .bound import clip
 
 KEEP_PER_KEY = 16  # lines kept per source and class: `_logs` names the first of each (class, rank)
@@ -230,7 +230,7 @@ class Room:
 
 
 class _Source:
-    __slots__ = ("key", "first", "header", "nccl", "state", "tb", "counts", "follow", "host")
+    __slots__ = ("key", "first", "header", "nccl", "state", "tb", "frame", "counts", "follow", "host")
 
     def __init__(self, key, first: int):
         self.key = key  # ("p", rank) a launcher prefix's, ("h", host, pid) an NCCL process's, None neither's
@@ -239,6 +239,7 @@ class _Source:
         self.nccl = False  # a line of it holds "NCCL"
         self.state: Optional[NcclDebugState] = None
         self.tb: Optional[tuple] = None  # (line number, line) of the traceback it is inside, if any
+        self.frame: Optional[tuple] = None  # (line number, line) of that traceback's innermost frame of the job's own
         self.counts: dict = {}  # class -> lines kept
         self.follow = 0  # its next lines to keep (after a PreflightFailed line)
         self.host: Optional[str] = None  # the first host its lines' prefixes named (pdsh, a pod, Ray's ip)
@@ -551,7 +552,9 @@ class LogScan:
         what = cls.id if cls is not None else None
         opened = None
         if TRACEBACK.match(rest):
-            src.tb = src.tb or (n, rest)
+            src.tb, src.frame = src.tb or (n, rest), None
+        elif src.tb and (f := stacks.TB_FRAME_LINE.match(rest)) and not stacks.is_library(f.group(1)):
+            src.frame = (n, rest)  # outermost first: the last one before the exception is the innermost
         elif RAISED.match(rest):  # it ends a traceback, or stands alone (an excerpt pasted without its header)
             opened, src.tb = src.tb, None
             what = what or "raised"
@@ -572,6 +575,9 @@ class LogScan:
             self._follow, src.follow = FOLLOW_LINES, 2
         if opened is not None:
             self._add(opened[0], src.key, opened[1])
+            if src.frame is not None:  # the line the rank raised at: the verdict names it
+                self._add(src.frame[0], src.key, src.frame[1])
+        src.frame = None if opened is not None else src.frame
         self._add(n, src.key, rest, host)
 
     def _add(self, n: int, key, line: str, host: Optional[str] = None) -> None:

@@ -81,6 +81,15 @@ def _stopped(f: dict) -> bool:
     return f.get("signal") == "SIGTERM" or bool(f.get("stopped"))
 
 
+def _raised_before_the_stop(end: Optional[dict], first_said: Optional[tuple]) -> bool:
+    """A stopped rank's own exception, read in the launcher's output above every line of the launcher's first observed
+    failure: the launcher stops the ranks only once it saw that failure, so the exception came first (the rank was
+    still exiting when the stop reached it)."""
+    if not end or end.get("kind") != "exception" or not end.get("order") or not first_said:
+        return False
+    return end["order"][0] == first_said[0] and end["order"][1] < first_said[1]
+
+
 def ends(stacks: dict, by_rank: dict, events: list, error_files: list, first: Optional[int],
          dumped: frozenset = frozenset()) -> list:
     """Each rank's own end {"rank", "kind" (exception / exited / died), "what", "at", "source"}, the one to name
@@ -91,9 +100,14 @@ def ends(stacks: dict, by_rank: dict, events: list, error_files: list, first: Op
         if got is not None:
             found[r] = {**got, "time": st.get("time") or ""}
     raised: dict = {}  # rank -> [(class, line, source)] of its lines the logs classified (tracebacks' ends too)
+    at: dict = {}  # rank -> (its own frame, the line's place in its file) of the exception that ended it
+    said_first: dict = {}  # rank -> the place in its file of its first classified line
     for e in events:
         if isinstance(e.get("rank"), int):
             raised.setdefault(e["rank"], []).append((e["class"], e["line"], e["source"]))
+            said_first.setdefault(e["rank"], e.get("order"))
+            if e.get("raised") and e["rank"] not in at:
+                at[e["rank"]] = (e.get("at"), e.get("order"))
     for e in error_files:
         if isinstance(e.get("rank"), int) and isinstance(e.get("message"), str) and e["message"].strip():
             line = e["message"].strip().splitlines()[-1]
@@ -105,12 +119,15 @@ def ends(stacks: dict, by_rank: dict, events: list, error_files: list, first: Op
         # its exception alone: any other line of that rank the table knows (NCCL's, a peer gone) says more
         if all(c == failures.EXCEPTION.id for c, _, _ in seen) and _own_exception([x[1] for x in seen]):
             _, line, source = seen[0]
-            found[r] = {"kind": "exception", "what": f"{RAISED}{line}", "at": None, "source": source, "time": ""}
+            found[r] = {"kind": "exception", "what": f"{RAISED}{line}", "at": (at.get(r) or (None,))[0],
+                        "source": source, "time": "", "order": (at.get(r) or (None, None))[1]}
     for r, f in by_rank.items():  # the launcher's table quoting the rank's own exception (its error file)
         if r not in found and r not in stacks and f.get("raised") and _own_exception([f["raised"]]):
             found[r] = {"kind": "exception", "what": f"{RAISED}{f['raised']}", "at": None,
                         "source": f.get("source") or "launcher", "time": ""}
     for r, f in by_rank.items():
+        if _stopped(f) and _raised_before_the_stop(found.get(r), said_first.get(first)):
+            found[r]["then"] = f"{TOLD_TO_STOP} ({f.get('signal') or 'SIGTERM'})"
         if _stopped(f) and not ((found.get(r) or {}).get("then") or "").startswith(TOLD_TO_STOP):
             found.pop(r, None)  # raised or exited as the launcher stopped it: its stop, not its own end
         elif f.get("signal") in OWN_DEATHS and r not in found and r not in dumped:

@@ -24,6 +24,7 @@ AT = ("raised at: ", "exited at: ")  # the header line saying the script's own f
 THEN = "then: "
 LAUNCHER = "launcher: "  # the header line naming who started the rank (live/pace.launcher_of)
 _HEAD = re.compile(r"ncclcheck stacks: rank (\d{1,7}) pid (\d{1,10})")
+_HOST = re.compile(r" host ([A-Za-z0-9][A-Za-z0-9.\-_]{0,252})(?: |$)")
 _THREAD = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-f]{1,16}) \(most recent call first\):$")
 _FRAME = re.compile(r'^\s+File "(.{1,1000})", line (\d{1,9}) in (.{1,200})$')
 # a Python traceback's frame (", in": faulthandler writes " in"); a chained exception opens a traceback of its own
@@ -62,8 +63,8 @@ def is_stacks(text: str) -> bool:
 
 
 def parse(text: str, path: str) -> Optional[dict]:
-    """{"rank", "pid", "reason", "where", "path", "time", "launcher", "from_collective", "chain", "then"} or None
-    when the header is not one. then: what came after the end the reason says (a stop), None when nothing did.
+    """{"rank", "pid", "reason", "where", "path", "time", "host", "launcher", "from_collective", "chain", "then"} or
+    None when the header is not one. then: what came after the end the reason says (a stop), None when nothing did.
     from_collective: an exception of the file's traceback (the one that ended the script, or one
     it was raised while handling) came out of torch.distributed, as a peer's death or a timeout reaches a survivor;
     chain: those exceptions' own lines."""
@@ -76,12 +77,13 @@ def parse(text: str, path: str) -> Optional[dict]:
     said = next((ln[len(LAUNCHER):].strip() for ln in lines[1:6] if ln.startswith(LAUNCHER)), "")
     then = next((ln[len(THEN):].strip() for ln in lines[1:6] if ln.startswith(THEN)), "")
     stamp = _STAMP.search(lines[0])
+    host = _HOST.search(lines[0])
     collective, chain = _traceback(lines) if reason.startswith(RAISED) else (False, [])
     where = where_text(*_main_frames(lines))
     where = raised_at or where  # an exception's own frame says more than the hook that was running
     return {"rank": int(m.group(1)), "pid": int(m.group(2)), "reason": clip(reason, 300),
             "where": clip(where, 400) if where else None, "path": path,
-            "time": stamp.group(1) if stamp else None,
+            "time": stamp.group(1) if stamp else None, "host": host.group(1) if host else None,
             "launcher": said if _LAUNCHER_NAME.match(said) else None,
             "from_collective": collective, "chain": chain, "then": clip(then, FIELDS["then"]) if then else None}
 
@@ -149,6 +151,22 @@ def _traceback(lines: list) -> tuple:
                 said.append(clip(ln, 300))
             inside = False
     return collective, said
+
+
+TB_FRAME_LINE = re.compile(r'^\s*File "(.{1,1000})", line (\d{1,9}), in (.{1,200})$')
+TB_LOOKBACK = 200  # lines above an exception's line read for its traceback's frames
+
+
+def raised_at(lines: list, i: int) -> Optional[str]:
+    """'train.py:12 in main': the innermost frame of the job's own code in the Python traceback that ends at
+    lines[i] (a log's exception line), None when the traceback shows none (a library's frames only, or no frames)."""
+    for ln in reversed(lines[max(0, i - TB_LOOKBACK):i]):
+        if _TRACEBACK in ln:  # the top of this traceback: no frame of the job's own
+            return None
+        f = TB_FRAME_LINE.match(ln)
+        if f and not is_library(f.group(1)):
+            return f"{f.group(1)}:{f.group(2)} in {f.group(3)}"
+    return None
 
 
 # the fields of parse() a rank's word carries when it is not a file (watch: the end record a rank left in the job's

@@ -237,6 +237,8 @@ def summary_block(summary: dict, gates: Iterable[CheckResult] = (), stopped: Opt
     bounded = any("bound_gbps" in e for e in per_op)
     cols = [(_C["op"], "left"), (_C["dtype"], "left"), (_C["busbw"], "right"), ("at", "right"),
             (_C["latency"], "right"), ("at", "right")]
+    peak = any("peak_busbw_gbps" in e for e in per_op)
+    cols += [("best " + _C["busbw"], "right"), ("at", "right")] if peak else []
     eager = any("eager_latency_us" in e for e in per_op)
     cols += [(_C["eager"], "right")] if eager else []
     cols += [(_C["bound"], "right"), (_C["efficiency"], "right")] if bounded else []
@@ -247,6 +249,9 @@ def summary_block(summary: dict, gates: Iterable[CheckResult] = (), stopped: Opt
         busbw = NO_FIGURE if e.get("moves_data") is False else format_gbps(e["busbw_gbps"])
         cells = [e["op"], e["dtype"], busbw, format_bytes(e["largest_bytes"]),
                  format_us(e["latency_us"]), format_bytes(e["smallest_bytes"])]
+        if peak:
+            cells += ([format_gbps(e["peak_busbw_gbps"]), format_bytes(e["peak_bytes"])] if "peak_busbw_gbps" in e
+                      else ["(largest)", ""])
         if eager:
             cells.append(format_us(e.get("eager_latency_us")))
         if bounded:

@@ -6,6 +6,7 @@ Only ordering, grouping and wording live here. Every verdict (status, gate, slow
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
@@ -247,11 +248,39 @@ def group_row(group: CheckGroup, hosts: dict[int, str]) -> CheckResult:
                        findings=tuple(f for c in group.cross for f in c.more))
 
 
-def display_checks(report: Report, ordered: bool = True) -> list[CheckResult]:
+def same_skips_once(report: Report) -> list[CheckResult]:
+    """The report's checks with a skip that says the same thing on several nodes shown once, where its first one
+    was: node None ("all") when every node of the run said it, else its nodes named in the summary. A CPU run of
+    two nodes said "no NVIDIA GPU" once per node for each GPU check (the JSON keeps every node's)."""
+    nodes = sorted({n.node_rank for n in report.nodes} | {c.node for c in report.checks if c.node is not None})
+    said: dict = {}
+    for c in report.checks:
+        if c.status is Status.SKIP and c.node is not None:
+            said.setdefault((c.id, c.summary), []).append(c.node)
+    out, done = [], set()
+    for c in report.checks:
+        key = (c.id, c.summary)
+        on = said.get(key) if c.status is Status.SKIP and c.node is not None else None
+        if not on or len(on) < 2:
+            out.append(c)
+            continue
+        if key in done:
+            continue
+        done.add(key)
+        every = sorted(set(on)) == nodes
+        out.append(dataclasses.replace(c, node=None) if every else
+                   dataclasses.replace(c, summary=f"{c.summary} (nodes {', '.join(map(str, sorted(set(on))))})"))
+    return out
+
+
+def display_checks(report: Report, ordered: bool = True, same_skips: bool = True) -> list[CheckResult]:
     """The rows a renderer shows: every check on a small run; one row per check id from AGGREGATE_FROM_NODES
-    nodes (per-node detail stays in the JSON and the HTML node table). Failures first unless ordered is False."""
+    nodes (per-node detail stays in the JSON and the HTML node table). Failures first unless ordered is False.
+    same_skips: a skip that says the same thing on several nodes once (same_skips_once); JUnit keeps each node's
+    test case."""
     if not aggregated(report):
-        return checks_for_display(report) if ordered else list(report.checks)
+        shown = same_skips_once(report) if same_skips else list(report.checks)
+        return sorted(shown, key=lambda c: _DISPLAY_ORDER.get(c.status, 9)) if ordered else shown
     hosts = hostnames(report)
     groups = groups_for_display(report.checks) if ordered else group_checks(report.checks)
     return [group_row(g, hosts) for g in groups]

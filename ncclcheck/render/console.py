@@ -365,7 +365,10 @@ def render_env(report: Report) -> list:
             t.add_row("route to master", f"{route.get('target')} via {route['interface']} from {route.get('source')}")
         code = f.get("code") or {}
         if code.get("hash"):
-            t.add_row("code", f"{code.get('kind')} {code.get('path')} {str(code['hash'])[:19]}")
+            files = code.get("files") if code.get("kind") == "tree" else None  # a git tree is its HEAD and diff
+            said = (" (no files: the hash of nothing; --code PATH names the tree to compare)" if files == 0 else
+                    f" ({files:,} files)" if isinstance(files, int) else "")
+            t.add_row("code", f"{code.get('kind')} {code.get('path')} {str(code['hash'])[:19]}{said}")
         out.append(t)
         ifs = f.get("interfaces")
         if isinstance(ifs, list):
@@ -408,8 +411,9 @@ def render_env(report: Report) -> list:
             mod = gdr.get("nvidia_module") or {}
             flavor = ("not loaded" if not mod.get("loaded") else "taint ?" if mod.get("taint") is None
                       else f"taint {mod.get('taint') or '(none)'}")
+            module = "not loaded" if not mod.get("loaded") else f"{mod.get('version') or 'version ?'} {flavor}"
             out.append(Text(f"GPUDirect RDMA: peer memory {', '.join(present) or 'none'}; NVIDIA module "
-                            f"{mod.get('version') or ''} {flavor}; kernel {gdr.get('kernel') or '?'} (not readable "
+                            f"{module}; kernel {gdr.get('kernel') or '?'} (not readable "
                             f"without CUDA: {'; '.join(gdr.get('not_read') or []) or '-'})", style="dim"))
         gpus = (f.get("pci") or {}).get("gpus") or []
         if gpus:

@@ -23,6 +23,9 @@ class Format:
     # Created 0600: reports carry node facts and environment values. Prometheus' textfile collector reads its files
     # as another user, so those are created 0644 less the umask (render.files.write_atomic).
     private: bool = True
+    # Offered only by the commands whose report can hold what it writes (commands.Command.recommends): --env-out on a
+    # command that never recommends a variable would write a file that sets nothing, every time.
+    needs_recommendations: bool = False
 
     @property
     def dest(self) -> str:
@@ -43,7 +46,7 @@ FORMATS: dict[str, Format] = {
                        "write Markdown (e.g. $GITHUB_STEP_SUMMARY)"),
     "env_out": Format("--env-out", "envfile:render_envfile", False,
                       "write the recommended variables as a sourceable file (a run without recommendations writes "
-                      "one that sets nothing)", node_local=True),
+                      "one that sets nothing)", node_local=True, needs_recommendations=True),
     "prometheus": Format("--prometheus", "prometheus:render_prometheus", False,
                          "write Prometheus text metrics (ncclcheck_*) atomically, e.g. for node_exporter's textfile "
                          "collector", node_local=True, private=False),

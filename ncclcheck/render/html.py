@@ -269,10 +269,12 @@ def _bench(report: Report) -> str:
             if svg is None:
                 continue
             data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
+            drawn = plots.plot_marks(op_rows)  # the caption explains only the marks this plot draws
             out.append(f'<figure class="plot" data-op="{e(op)}"><img alt="{e(op)}: busbw and time vs message size" '
                        f'src="data:image/svg+xml;base64,{data}"><figcaption>{e(op)}: bus bandwidth and time per '
-                       "operation against message size (log2 axis); red circles mark sizes with wrong results"
-                       + ("; the dashed line is the bound of the links crossed" if bounded else "")
+                       "operation against message size (log2 axis)"
+                       + ("; red circles mark sizes with wrong results" if drawn["wrong"] else "")
+                       + ("; the dashed line is the bound of the links crossed" if drawn["bound"] else "")
                        + ".</figcaption></figure>")
     else:
         out.append('<p class="note" id="plots-missing">Plots need matplotlib: '

@@ -115,7 +115,8 @@ def _properties(report: Report) -> ET.Element:
 def render_junit(report: Report) -> str:
     """The JUnit XML document as a string (UTF-8 declared)."""
     by_section: dict[str, list[CheckResult]] = {}
-    for c in display_checks(report, ordered=False):  # one testcase per check on a large run, naming the nodes
+    # one testcase per check and node (on a large run per check, naming the nodes)
+    for c in display_checks(report, ordered=False, same_skips=False):
         by_section.setdefault(section_of(c), []).append(c)
     if not by_section:
         by_section["preflight"] = []

@@ -195,6 +195,9 @@ def render_links(links: Optional[Mapping], names: Optional[Mapping[int, str]] = 
     how = links_schedule(dict(links))
     if how:
         head.append("\n" + how, style="dim")
+    if links.get("one_host"):
+        head.append(f"\nevery rank ran on {links['one_host']}: these are loopback transfers between ranks of one host, "
+                    "not a network link (run one rank per node across nodes to measure links)")
     table = matrix_table(links, names) if n <= MATRIX_MAX_NODES else pairs_table(links, names)
     parts = [head, table, findings(links, names)]
     b = bounds_text(links, names)

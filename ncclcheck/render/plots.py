@@ -31,6 +31,18 @@ def _series(rows: list[BenchRow]) -> dict[str, list[BenchRow]]:
     return {k: sorted(v, key=lambda r: r.bytes) for k, v in out.items()}
 
 
+def plot_bound(rows: list[BenchRow]) -> Optional[float]:
+    """The bound the busbw panel draws as a dashed line: the first numeric bound of the op's rows, None: none drawn."""
+    bounds = [r.extra.get("bound_gbps") for r in rows]
+    return next((b for b in bounds if isinstance(b, (int, float)) and not isinstance(b, bool)), None)
+
+
+def plot_marks(rows: list[BenchRow]) -> dict:
+    """What a plot of these rows draws beside the lines, so that its caption explains only what is there:
+    {"wrong": red circles, "bound": the dashed line}."""
+    return {"wrong": any(r.wrong for r in rows if r.bytes > 0), "bound": plot_bound(rows) is not None}
+
+
 def bench_plot_svg(op: str, rows: list[BenchRow]) -> Optional[str]:
     """One SVG with two panels (busbw, time) against size on a log2 axis; None when matplotlib is missing.
 
@@ -74,8 +86,7 @@ def bench_plot_svg(op: str, rows: list[BenchRow]) -> Optional[str]:
         ax_t.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         ax_t.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: format_us(v)))
         ax_t.yaxis.set_minor_formatter(NullFormatter())
-        bounds = [r.extra.get("bound_gbps") for r in rows]
-        bound = next((b for b in bounds if isinstance(b, (int, float)) and not isinstance(b, bool)), None)
+        bound = plot_bound(rows)
         if bound is not None:
             by = next((str(r.extra["bound_by"]) for r in rows if r.extra.get("bound_by")), "")
             ax_bw.axhline(bound, color="#555555", linestyle="--", linewidth=1.2,

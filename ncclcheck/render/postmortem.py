@@ -13,7 +13,7 @@ CSS = """
 .tl{border-collapse:collapse;font:12px ui-monospace,monospace}
 .tl td{border:1px solid var(--line);padding:2px 6px;white-space:nowrap}
 .tl .done{background:#e8f5e9}.tl .open{background:#fff3e0;font-weight:bold}.tl .odd{background:#f3e5f5}
-.tl .gone{background:#ffebee;color:var(--fail)}
+.tl .gone{background:#ffebee;color:var(--fail)}.tl .failed{background:#ffcdd2;color:var(--fail);font-weight:bold}
 """
 
 
@@ -23,11 +23,13 @@ def _e(v: object) -> str:
 
 def _cell(c: dict, odd: set) -> str:
     key = (c["pg"], c["seq"])
-    cls = "odd" if key in odd else "done" if c["done"] else "open"
+    cls = "odd" if key in odd else "failed" if c.get("failed") else "done" if c["done"] else "open"
     shapes = ", ".join("x".join(str(n) for n in s) for s in c.get("input_sizes") or [])
     label = f"{c['op']} #{c['seq']}"
+    state = ("failed: the job stopped here (the verdict)" if c.get("failed") else
+             "completed" if c["done"] else "not completed")
     title = f"group {c['pg']} {c.get('desc') or ''}: {c['op']}({shapes}) {'/'.join(c.get('input_dtypes') or [])}" \
-            f" {'completed' if c['done'] else 'not completed'}"
+            f" {state}"
     return f'<td class="{cls}" title="{_e(title)}">{_e(label)}</td>'
 
 
@@ -47,7 +49,8 @@ def html_section(report: Report) -> str:
     odd = {(g["pg"], g["mismatch"]["seq"]) for g in pm.get("groups") or [] if g.get("mismatch")}
     if timeline or ranks:
         out.append("<h3>Last collectives per rank</h3><p><small>newest on the right; green: completed, orange: "
-                   "not completed, purple: where the ranks disagree, red: no dump</small></p><table class='tl'>")
+                   "not completed, red: failed (where the verdict says the job stopped) or no dump, purple: where "
+                   "the ranks disagree</small></p><table class='tl'>")
         for r in sorted(ranks)[:TIMELINE_RANKS]:
             info = ranks[r]
             who = f"rank {r}" + (f" · {info['host']}" if info.get("host") else "")

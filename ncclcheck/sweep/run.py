@@ -12,7 +12,7 @@ from ..config import Config, LinksConfig, SweepConfig
 from ..health import drain as drainmod
 from ..health.scontrol import Scontrol, ScontrolError
 from ..hostranges import collect as compress_hostlist
-from ..model import Report, failed, passed
+from ..model import Report, failed, passed, warned
 from .verdict import BAD, HEALTHY, NO_RESULTS, SUSPECT, UNKNOWN, node_verdicts
 
 SLURM_CHECK = "slurm.drain"
@@ -47,6 +47,8 @@ def run_sweep(config: Config, run_links: Callable, observer=None, scontrol: Opti
     section = measured.links or {}
     n = len(section.get("matrix_gbps") or []) or measured.world.nnodes
     names = node_names(sw.nodelist, list(section.get("hosts") or []), n)
+    if n > 1 and len(set(names)) < n:  # several ranks on one host: not an allocation of one task per node
+        return _not_nodes(measured, names)
     verdicts = node_verdicts(section, names)
     by = {s: [v.name for v in verdicts if v.status == s] for s in (HEALTHY, BAD, SUSPECT, NO_RESULTS, UNKNOWN)}
     sweep = {"nodes": [v.to_json() for v in verdicts], "good": compress_hostlist(by[HEALTHY]),
@@ -63,6 +65,20 @@ def run_sweep(config: Config, run_links: Callable, observer=None, scontrol: Opti
     if acts:
         _write_lists(sw, sweep)
     return dataclasses.replace(measured, command="sweep", checks=checks, extra=extra)
+
+
+def _not_nodes(measured: Report, names: list) -> Report:
+    """Ranks that share a host are not nodes: what links measured between them is loopback inside that host, so no
+    node is judged, listed or drained, and the run says where to run it instead."""
+    shared = sorted({h for h in names if names.count(h) > 1})
+    why = (f"{len(names)} ranks ran on {len(set(names))} host(s) ({', '.join(shared[:4])} holds several): sweep "
+           "measured loopback between ranks of one host, no link between nodes; no node judged, listed or drained")
+    check = warned(UNMEASURED_CHECK, why, evidence={"hosts": names},
+                   fix="Run it inside an allocation with one task per node: srun --ntasks-per-node=1 ncclcheck sweep "
+                       "(--drain to act)")
+    sweep = {"nodes": [], "good": "", "bad": "", "suspect": "", "no_results": "", "unknown": ""}
+    return dataclasses.replace(measured, command="sweep", checks=[*measured.checks, check],
+                               extra={**measured.extra, "sweep": sweep})
 
 
 def _unmeasured_check(verdicts: list) -> object:
@@ -91,7 +107,7 @@ def _act(sc: Scontrol, verdicts: list) -> list:
         states = sc.show_nodes()
     except ScontrolError as e:
         bad = [v.name for v in targets if v.status == BAD]
-        res = failed if bad else passed
+        res = failed if bad else warned  # as health says it: Slurm's state unread is never a pass
         return [res(SLURM_CHECK, f"could not read the nodes' Slurm state, nothing drained or resumed: {e}",
                     evidence={"error": str(e), "bad": bad},
                     fix="Run the sweep where scontrol reaches slurmctld (inside the allocation, as root or "
@@ -104,8 +120,9 @@ def _act(sc: Scontrol, verdicts: list) -> list:
         try:
             sc.apply(action)
         except ScontrolError as e:
-            out.append(failed(SLURM_CHECK, f"could not {action.kind} {v.name}: {e}", node=v.node,
-                              evidence=action.to_json(), fix="Check scontrol permissions (root or SlurmUser)."))
+            res = failed if v.status == BAD else warned  # a healthy node only could not be resumed
+            out.append(res(SLURM_CHECK, f"could not {action.kind} {v.name}: {e}", node=v.node,
+                           evidence=action.to_json(), fix="Check scontrol permissions (root or SlurmUser)."))
             continue
         verb = {"drain": "drained", "resume": "resumed", "none": "left"}[action.kind]
         if sc.dry_run and action.kind != "none":

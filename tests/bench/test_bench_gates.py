@@ -194,3 +194,14 @@ def test_summary_says_what_one_rank_measures():
                     algbw_gbps=1600.0, busbw_gbps=0.0, rank_time_us=[40.0])]
     assert "1 rank: nothing crosses a link, so busbw is 0" in summarize(one)["note"]
     assert "1 rank" not in summarize(ROWS)["note"]
+
+
+def test_the_summary_puts_the_best_size_beside_a_noisy_largest_one():
+    """On a loaded node the largest size's one row can be its noisiest: the best size's figure is said beside it
+    (the gates keep judging the largest), and nothing is added where the largest is the best."""
+    noisy = [row(size=M, busbw=5.0), row(size=16 * M, busbw=9.0), row(size=64 * M, busbw=3.0)]
+    [e] = summarize(noisy)["per_op"]
+    assert (e["busbw_gbps"], e["largest_bytes"]) == (3.0, 64 * M)
+    assert (e["peak_busbw_gbps"], e["peak_bytes"]) == (9.0, 16 * M)
+    [e] = summarize([row(size=M, busbw=5.0), row(size=64 * M, busbw=40.0)])["per_op"]
+    assert "peak_busbw_gbps" not in e

@@ -183,3 +183,35 @@ def test_a_node_measured_only_with_slow_nodes_is_not_proven_healthy():
     v = node_verdicts(sec, ["a", "b", "c", "d"])
     assert [x.status for x in v] == ["bad", "bad", "suspect", "suspect"], v
     assert "measured only with nodes found slow (a, b)" in v[3].message
+
+
+def test_with_the_controller_down_and_no_bad_node_the_drain_is_never_a_pass(fake, tmp_path, monkeypatch):
+    """scontrol failed: nothing could be read or resumed. health warns there (docs/slurm.md): so does sweep."""
+    monkeypatch.setenv("FAKE_SCONTROL_MODE", "down")
+
+    def run_links(cfg, observer=None, placement=None):
+        return links_report(slow=-1)
+
+    cfg = Config(command="sweep", links=LinksConfig(size=1 << 20),
+                 sweep=SweepConfig(nodelist="gpu[01-04]", slurm=SlurmActionConfig(drain=True)))
+    rep = run_sweep(cfg, run_links, scontrol=Scontrol(binary=str(fake.bin / "scontrol")))
+    [act] = [c for c in rep.checks if c.id == "slurm.drain"]
+    assert act.status.value == "warn" and "nothing drained or resumed" in act.summary, act
+
+
+def test_ranks_of_one_host_are_not_nodes(fake, tmp_path, validate_report):
+    """Outside an allocation the ranks ncclcheck starts share this host: loopback between them is not a node-to-node
+    link, so no node is judged, listed twice or drained, and the warning says where to run it."""
+    m = [[None, 0.3], [0.3, None]]
+    res = analyze(m, size=1 << 20, hosts=["vm", "vm"])
+    one = Report(command="links", version="0", started="", world=WorldInfo(nnodes=1), links=res.section,
+                 checks=res.checks)
+    cfg = Config(command="sweep", links=LinksConfig(size=1 << 20),
+                 sweep=SweepConfig(slurm=SlurmActionConfig(drain=True)))
+    rep = run_sweep(cfg, lambda c, observer=None, placement=None: one,
+                    scontrol=Scontrol(binary=str(fake.bin / "scontrol")))
+    [chk] = [c for c in rep.checks if c.id == "sweep.unmeasured"]
+    assert chk.status.value == "warn" and "loopback between ranks of one host" in chk.summary
+    assert "srun --ntasks-per-node=1" in chk.fix
+    assert rep.extra["sweep"]["nodes"] == [] and fake.calls() == [] and "vm | Healthy" not in slurm_lines(rep)
+    validate_report(rep.to_json())

@@ -88,12 +88,10 @@ def run_health(config: Config, version: str, collect: Optional[Callable] = None,
     else:
         checks = health_checks(facts, expect, hw_expect(hwc, facts, golden, golden_path))
         if golden is not None:
-            from ..checks.counters import baseline_checks
-            from ..checks.drift import drift_checks
+            from ..checks.registry import baseline_results
 
             me = [NodeInfo(0, (facts.get("host") or {}).get("hostname") or "?", facts)]
-            checks += drift_checks(me, golden, golden_path)
-            checks += baseline_checks(me, golden, golden_path)  # ib.counters since the saved run
+            checks += baseline_results(me, golden, golden_path)  # drift, and ib.counters since the saved run
     first = _first_failure(checks, config.output.strict)
     actions: list = []
     if hc.slurm.acts:

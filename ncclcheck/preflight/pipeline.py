@@ -83,11 +83,9 @@ def _run(config: Config, command: str, clock: w.Clock, budget, golden, placement
         recs = list(recs) + recommend_postmortem(config.postmortem_dir, nodes)  # arm the job: diagnose can read it
     checks += _nccl_diagnostics(config, nodes, recs)
     if golden is not None:
-        from ..checks.counters import baseline_checks
-        from ..checks.drift import drift_checks
+        from ..checks.registry import baseline_results
 
-        checks += drift_checks(nodes, golden, config.baseline.path)
-        checks += baseline_checks(nodes, golden, config.baseline.path)  # ib.counters since the saved run
+        checks += baseline_results(nodes, golden, config.baseline.path)  # drift, and ib.counters since the saved run
     agreed = None
     if outcome is not None:
         # Every process leaves with the same code, so srun/CI fail as a whole (node 0 publishes the verdict).

@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional
 
 from ..commands import BY_NAME
 from ..model import CheckResult, skipped
-from . import affinity, counters, cross, firmware, gdr, local, postmortem, storage
+from . import affinity, counters, cross, firmware, gdr, local, postmortem, sources, storage
 from . import gpu as hw
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,8 @@ class CheckSpec:
 
 REGISTRY: tuple = (
     CheckSpec("rendezvous.master_reachable", LOCAL, (), local.check_master_reachable),
+    # a source of the facts that did not answer (a wedged driver) explains every check that needed it
+    CheckSpec(sources.CID, LOCAL, ("sources",), sources.check_sources, NODE),
     CheckSpec("host.hostname_resolves", LOCAL, ("host",), local.check_hostname_resolves),
     CheckSpec("net.socket_ifname", LOCAL, ("interfaces", "env"), local.check_socket_ifname, NODE),
     CheckSpec("net.interfaces", LOCAL, ("interfaces",), local.check_interfaces),

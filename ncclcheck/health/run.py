@@ -75,7 +75,7 @@ def run_health(config: Config, version: str, collect: Optional[Callable] = None,
     hwc = config.hardware
     if collect is None:
         collect = functools.partial(collect_health_facts, counter_window_s=FIXED.counter_window_s,
-                                    xid_window_s=hwc.xid_window_s)
+                                    xid_window_s=hwc.xid_window_s, bound_s=bound_s)
     facts, stuck = _collect_bounded(collect, bound_s)
     if facts is None:
         checks = [failed(TIMEOUT_CHECK, f"the node's checks did not finish within {bound_s:g} s (stuck "

@@ -34,7 +34,7 @@ def run(config: Config, observer=None, placement=None) -> Report:
 
         # before any socket: node 0 holds a store connection per node (a soft limit of 1,024 stops the world there)
         nofile = ensure_nofile(placement.nnodes, bool(placement.hosts_store))
-    facts = w.collect(config, world.master_addr) if placement.node_leader else {}
+    facts = w.collect(config, world.master_addr, budget) if placement.node_leader else {}
     waits = Waits(observer, budget, node_rank=world.node_rank, host=hostname_of(facts) if facts else None)
     try:
         return _run(config, command, clock, budget, golden, placement, world, nofile, facts, waits, observer)

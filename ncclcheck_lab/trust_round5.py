@@ -306,6 +306,42 @@ def odd_values_attack(repo: str) -> dict:
             f"2 GPUs read, gpu.memory {mem.get('status')} \"{mem.get('summary', '')[:80]}\", exit {rc}"}
 
 
+# --------------------------------------------------------------------------------------------------- item 7
+CONTROLS = "\x1b]0;owned\x07\r\u202e"
+
+
+def local_controls_attack(repo: str) -> dict:
+    """Item 7: ESC, BEL, CR and U+202E in a GPU process's name (/proc/PID/comm: any user sets it) and in a GPU's
+    name as the driver gives it, through health --prolog (the process is a leftover, named): do any reach the
+    console, the JSON, the HTML or the Markdown? Held: none."""
+    from . import fakehw
+
+    spec = fakehw.node_spec(gpus=2, nvswitches=0, ib_ports=0)
+    spec["gpus"][0]["name"] = f"NVIDIA H100 80GB HBM3{CONTROLS}"
+    spec["gpus"][1]["processes"] = [{"pid": 4242, "used": 1 << 30}]
+    tmp = tempfile.mkdtemp(prefix="ncclcheck-r5-controls-")
+    env = _node(repo, tmp, spec)
+    comm = Path(tmp) / "node" / "proc" / "4242" / "comm"
+    comm.parent.mkdir(parents=True, exist_ok=True)
+    comm.write_text(f"train{CONTROLS}\n")
+    outs = {k: os.path.join(tmp, f"h.{k}") for k in ("html", "md")}
+    p = subprocess.run([sys.executable, "-m", "ncclcheck", *HEALTH, "--prolog", "--json", os.path.join(tmp, "h.json"),
+                        "--html", outs["html"], "--markdown", outs["md"]], env={**env, "FORCE_COLOR": "0"}, cwd=tmp,
+                       capture_output=True, text=True, timeout=300)
+    raw = {"console": p.stdout}
+    for k, path in outs.items():
+        raw[k] = open(path, encoding="utf-8", errors="replace").read() if os.path.exists(path) else ""
+    jpath = os.path.join(tmp, "h.json")
+    raw["json"] = json.dumps(json.load(open(jpath)), ensure_ascii=False) if os.path.exists(jpath) else ""
+    # the console's own colours are ESC sequences (FORCE_COLOR): there, an OSC (ESC ]) and the rest are counted
+    count = {k: sum(v.count(c) for c in ("\x1b]" if k == "console" else "\x1b", "\x07", "\r", "\u202e"))
+             for k, v in raw.items()}
+    named = "4242" in raw["json"]
+    return {"held": named and not any(count.values()), "line": f"ESC, BEL, CR and U+202E in a GPU process's name and "
+            f"a GPU's name -> characters reaching each output {count} (exit {p.returncode}, the process "
+            f"{'named' if named else 'NOT named'})"}
+
+
 # --------------------------------------------------------------------------------------------------- item 6
 def _hello_latency(addr: str, port: int, source: str = "") -> float:
     t0 = time.monotonic()
@@ -377,7 +413,7 @@ def responder_flood_attack(repo: str, seconds: float = 8.0, flooders: int = 6) -
 
 ROUND5 = {"baseline-shapes": baseline_shapes_attack, "wedged-driver": wedged_driver_attack,
           "tool-output": tool_output_attack, "read-nothing": read_nothing_attack, "odd-values": odd_values_attack,
-          "responder-flood": responder_flood_attack}
+          "responder-flood": responder_flood_attack, "local-controls": local_controls_attack}
 
 
 def round5(repo: str) -> int:

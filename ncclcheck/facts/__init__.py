@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterable
 from typing import Any, Callable, Optional
 
+from ..clean import clean_doc
 from .util import hostname  # written in util, below every collector (facts/links.py asks it too)
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,7 @@ def collect_node_facts(code_path: Optional[str] = None, paths: Iterable[str] = (
         facts["counters"] = safe("counters", lambda: counters.window(first, counter_window_s))
         facts["sources"] = c.said()
     facts["collected_at"] = time.time()
-    return facts
+    return clean_doc(facts)  # a GPU process's name (any user sets it), a tool's or a sysfs string: cleaned here
 
 
 def collect_health_facts(on_group: Optional[Callable[[str], None]] = None, counter_window_s: float = 0.0,
@@ -99,7 +100,7 @@ def collect_health_facts(on_group: Optional[Callable[[str], None]] = None, count
     with collection(bound_s) as c:
         facts = _health_facts(on_group or (lambda _name: None), counter_window_s, xid_window_s)
         facts["sources"] = c.said()
-    return facts
+    return clean_doc(facts)  # local text is cleaned where it enters, as every other node's is
 
 
 def _health_facts(step: Callable[[str], None], counter_window_s: float, xid_window_s: Optional[float]) -> dict:

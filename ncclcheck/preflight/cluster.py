@@ -161,6 +161,7 @@ def _world_info(config: Config, placement: Placement, nnodes: int) -> WorldInfo:
 
 _STATUSES = {s.value for s in Status}
 MAX_CHECKS = 4096  # node-local checks one node may upload (ncclcheck has a few dozen)
+MAX_HOSTNAME = 255  # characters of a join record's hostname (DNS names are at most 253, a UTS name 64)
 MISSING_SAID = 64  # node ranks a join wait names as missing (then a count): a line, not thousands of ranks
 MAX_READERS = 1024  # processes of one node that read the verdict (its local ranks; --nproc-per-node is at most 1024)
 
@@ -187,6 +188,8 @@ def _join_record(j: Any) -> Optional[str]:
             return f"a join record whose {k} is not {t.__name__}"
     if j["node_rank"] < 0 or j["nnodes"] < 1:
         return "a join record with a negative node rank or no nodes"
+    if len(j["hostname"]) > MAX_HOSTNAME:  # a 6 MB "hostname" was printed whole into the report
+        return f"a join record whose hostname is {len(j['hostname']):,} characters long (at most {MAX_HOSTNAME})"
     if len(j["checks"]) > MAX_CHECKS:
         return f"a join record with {len(j['checks']):,} checks"
     for c in j["checks"]:

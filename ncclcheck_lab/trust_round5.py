@@ -411,9 +411,62 @@ def responder_flood_attack(repo: str, seconds: float = 8.0, flooders: int = 6) -
             f"{max(quiet) * 1000:.0f} ms)"}
 
 
+_SILENT = """
+import os, sys, threading, time
+if os.environ.get("NCCLCHECK_R5_SILENT"):  # this member joins, then says nothing more (its mesh never starts)
+    def _patch():
+        for _ in range(4000):
+            m = sys.modules.get("ncclcheck.preflight.cluster")
+            if m is not None and hasattr(m, "_mesh_start"):
+                m._mesh_start = lambda *a, **k: time.sleep(10 ** 6)
+                return
+            time.sleep(0.005)
+    threading.Thread(target=_patch, daemon=True).start()
+"""
+
+
+def _two_nodes(repo: str, tmp: str, timeout_s: int, silent: bool) -> tuple:
+    """(node 0's exit code, its report, wall seconds from both nodes' start) of a 2-node preflight on loopback."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**_env(repo), "PYTHONPATH": os.pathsep.join([os.path.join(tmp, "py"), repo]),
+           "NCCLCHECK_LOG_DIR": os.path.join(tmp, "logs")}
+    common = ["--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port", str(port), "--timeout", str(timeout_s)]
+    t0 = time.monotonic()
+    member = subprocess.Popen([sys.executable, "-m", "ncclcheck", "preflight", "--node-rank", "1", *common],
+                              env={**env, "NCCLCHECK_R5_SILENT": "1" if silent else ""}, cwd=tmp,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        rc, doc, _err, _ = _run(env, tmp, "preflight", "--node-rank", "0", *common, timeout=timeout_s * 4)
+    finally:
+        member.kill()
+        member.wait()
+    return rc, doc, time.monotonic() - t0
+
+
+def silent_member_attack(repo: str, timeout_s: int = 15) -> dict:
+    """Item 7: a 2-node preflight on loopback whose node 1 joins and then goes silent (its mesh never starts),
+    against the same preflight with node 1 answering (the control: this machine's own start-up and facts). Held:
+    the silent member costs node 0 one wait, T, beyond the control (+5 s of slack), not two (the mesh's, then the
+    final agreement's 15 s for an acknowledgement that cannot come)."""
+    tmp = tempfile.mkdtemp(prefix="ncclcheck-r5-silent-")
+    os.makedirs(os.path.join(tmp, "py"))
+    with open(os.path.join(tmp, "py", "sitecustomize.py"), "w") as f:
+        f.write(_SILENT)
+    _crc, _cdoc, control = _two_nodes(repo, tmp, timeout_s, silent=False)
+    rc, doc, wall = _two_nodes(repo, tmp, timeout_s, silent=True)
+    joined = "never joined" not in json.dumps(doc.get("checks", []))
+    held = isinstance(rc, int) and wall - control <= timeout_s + 5
+    return {"held": held if joined else None, "line": f"a member that joins and goes silent, --timeout {timeout_s}: "
+            f"node 0 exit {rc} after {wall:.1f} s, {wall - control:+.1f} s over the same world with it answering "
+            f"(bound T + 5 s over it: {timeout_s + 5} s)" + ("" if joined else "; it never joined: not measured")}
+
+
 ROUND5 = {"baseline-shapes": baseline_shapes_attack, "wedged-driver": wedged_driver_attack,
           "tool-output": tool_output_attack, "read-nothing": read_nothing_attack, "odd-values": odd_values_attack,
-          "responder-flood": responder_flood_attack, "local-controls": local_controls_attack}
+          "responder-flood": responder_flood_attack, "local-controls": local_controls_attack,
+          "silent-member": silent_member_attack}
 
 
 def round5(repo: str) -> int:

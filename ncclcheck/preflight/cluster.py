@@ -891,7 +891,7 @@ def _decide_result(ctx: _Ctx, st: JsonStore, verdict: dict, joins: dict, wcheck:
         verdict=verdict,
         _store=st,
         _is_host=True,
-        _members=_expected_processes(ctx.placement, len(members)),
+        _members=_answering(ctx.placement, len(members), [r for r in members if r not in attempts]),
         _budget=ctx.budget,
         _outlast_host=ctx.placement.worker_mode and not ctx.placement.agent_store and ctx.placement.hosts_store,
         _endpoint=(store_host(ctx.placement), ctx.placement.master_port),
@@ -931,3 +931,12 @@ def _index(key: object) -> int:
 def _expected_processes(placement: Placement, nmembers: int) -> int:
     """How many processes read world/final: node leaders in launcher mode, every rank in worker mode."""
     return placement.world_size if placement.worker_mode else nmembers
+
+
+def _answering(placement: Placement, nmembers: int, silent: list) -> int:
+    """The processes node 0 waits for in the final agreement: every one expected, less those of a member that
+    joined and then went silent (its mesh row never came, after node 0 waited the mesh's bound for it): a silent
+    member costs node 0 one wait, not a second one of final_agreement_s for an acknowledgement that cannot come."""
+    expected = _expected_processes(placement, nmembers)
+    per_node = expected // nmembers if nmembers and expected % nmembers == 0 else 0
+    return max(1, expected - per_node * len(silent))

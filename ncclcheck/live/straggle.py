@@ -64,8 +64,10 @@ PHASE_RANKS = 3  # ranks (on as many hosts) that sample their progress: where a 
 PHASE_REPLY_BYTES = 1 << 20  # a "phase" reply: at most pace.PHASE_MAX_ROWS rows of ~60 bytes per process group
 
 
-def measure_clocks(records: dict, answered: list, asker: Any, budget: Budget) -> dict:
-    """{host: {"offset_ns", "err_ns", "rank"}} for each host with an answering rank, against this process's clock."""
+def measure_clocks(records: dict, answered: list, asker: Any, budget: Budget, silent: Optional[set] = None) -> dict:
+    """{host: {"offset_ns", "err_ns", "rank"}} for each host with an answering rank, against this process's clock.
+    `silent` gets the ranks that did not answer a clock exchange by its bound (a tarpit: it answered the first
+    look, then holds every connection open): the caller does not ask them again within the same look."""
     first: dict = {}
     for r in sorted(answered):
         if r in records:
@@ -80,6 +82,10 @@ def measure_clocks(records: dict, answered: list, asker: Any, budget: Budget) ->
             doc, _why, sent, got = pace.exchange(records[rank], {"kind": "clock"}, asker, end, budget,
                                                  limit=CLOCK_REPLY_BYTES)
             t = doc.get("time_ns") if doc else None
+            if doc is None and budget.passed(end):  # held until the bound: not asked again in this look
+                if silent is not None:
+                    silent.add(rank)
+                return best and {"offset_ns": best[0], "err_ns": best[1] // 2 + 1, "rank": rank}
             if type(t) is not int or not got >= sent > 0:
                 continue
             rtt = got - sent
@@ -94,6 +100,8 @@ def measure_clocks(records: dict, answered: list, asker: Any, budget: Budget) ->
         futs = {h: ex.submit(one, r) for h, r in first.items()}
         wait_futures(list(futs.values()), timeout=budget.remaining(end) + budget.thread_join_s)
         got = {h: f.result() for h, f in futs.items() if f.done() and f.exception() is None}
+    if silent is not None:
+        silent.update(r for h, r in first.items() if h not in got)  # still held when the pool gave up on it
     return {h: c for h, c in got.items() if c}
 
 

@@ -14,6 +14,7 @@ Every local tool (nvidia-smi, journalctl, git...) runs through `run_cmd` and eve
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import contextvars
 import logging
@@ -169,6 +170,21 @@ def call_bounded(source: str, fn: Callable[[], Any], timeout_s: float = TOOL_S, 
         raise Unanswered(why) from None
 
 
+_RUNNING: set = set()  # tools started and not yet reaped or stopped (a collector left behind may still wait on one)
+_RUNNING_LOCK = threading.Lock()
+
+
+@atexit.register
+def _stop_running() -> None:
+    """At exit, stop every tool still running: a collector left behind in a daemon thread dies with the process,
+    and its tool (in a session of its own) must not outlive it."""
+    with _RUNNING_LOCK:
+        left = list(_RUNNING)
+    for proc in left:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
 def _stop(proc: subprocess.Popen) -> None:
     """Kill a tool (its session: a wrapper's children too) and reap it if the kernel lets it go soon."""
     try:
@@ -227,6 +243,9 @@ def run_cmd(argv: Sequence[str], timeout_s: float = TOOL_S, cwd: Optional[str] =
     except (OSError, ValueError) as e:
         raise RuntimeError(f"{argv[0]}: {getattr(e, 'strerror', None) or e}") from e
     end = time.monotonic() + t
+    with _RUNNING_LOCK:
+        _RUNNING.add(proc)
+    finished, cut = False, 0
     try:
         out, err, cut, finished = _read(proc, end, limit)
         if finished and not cut:
@@ -238,8 +257,10 @@ def run_cmd(argv: Sequence[str], timeout_s: float = TOOL_S, cwd: Optional[str] =
         for f in (proc.stdout, proc.stderr):
             with contextlib.suppress(OSError):
                 f.close()
-    if not finished or cut:
-        _stop(proc)
+        if not finished or cut:  # at its bound, cut, or interrupted: stopped, never left running
+            _stop(proc)
+        with _RUNNING_LOCK:
+            _RUNNING.discard(proc)
     if not finished:
         why = unanswered_words(source, t)
         c.mark_unanswered(source, why)

@@ -75,3 +75,30 @@ def test_a_collector_whose_read_blocks_costs_its_group_only(monkeypatch):
     assert isinstance(got["interfaces"], list) and "unavailable" not in got["packages"]
     assert any("RDMA" in u["source"] for u in got["sources"]["unanswered"])
     assert time.monotonic() - t0 < 30
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie waits for its reaper: it runs nothing
+    except OSError:
+        return False
+
+
+def test_a_tool_whose_caller_was_left_behind_does_not_outlive_the_process(tmp_path):
+    """A collector left behind in a daemon thread dies with the process; its tool (a session of its own) must not
+    go on running after it (a wedged nvidia-smi's `sleep` outlived preflight by hours)."""
+    import subprocess
+
+    pidfile = tmp_path / "pid"
+    prog = ("import threading, time\nfrom ncclcheck.facts import util\n"
+            f"threading.Thread(target=util.run_cmd, args=(['sh', '-c', 'echo $$ > {pidfile}; exec sleep 600'], 60),"
+            " daemon=True).start()\n"
+            f"while not __import__('os').path.exists('{pidfile}'):\n    time.sleep(0.01)\n")
+    subprocess.run([sys.executable, "-c", prog], check=True, timeout=60)
+    pid = int(pidfile.read_text())
+    for _ in range(100):
+        if not _alive(pid):
+            break
+        time.sleep(0.05)
+    assert not _alive(pid)

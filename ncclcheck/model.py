@@ -106,14 +106,18 @@ SIG_DIGITS = 6  # every measured figure in the JSON keeps at least this many sig
 
 
 def load_saved_report(path: str, what: str, schema_problem: Optional[Callable[[Any], Optional[str]]] = None):
-    """A saved run's JSON (schema ncclcheck.report/1), for `report RUN.json`, --baseline and friends: the dict, or,
-    given the schema's validator (render.validate.schema_problem), the Report. A saved report may come from anywhere:
-    UsageError naming `what` (e.g. "--baseline run.json") and, where it can, the field, never a traceback, when the
-    file cannot be read, is not JSON, is nested too deep, holds NaN or Infinity, or has a field of the wrong type."""
+    """A saved run's JSON (schema ncclcheck.report/1), for `report RUN.json`, --baseline and friends: the dict (every
+    node's shared facts expanded, for the readers of a baseline), or, given a validator (render.validate's
+    schema_problem, for `report`), the Report. Every saved report is checked once, here, against the published schema
+    (ncclcheck/schema), which types the facts a baseline's readers use: whatever passes is safe for every reader. A
+    saved report may come from anywhere: UsageError naming `what` (e.g. "--baseline run.json") and, where it can, the
+    field, never a traceback, when the file cannot be read, is not JSON, is nested too deep, holds NaN or Infinity,
+    or has a field of the wrong type."""
     import json
 
     from .errors import UsageError
     from .infile import read_doc
+    from .schema import problem as schema_problem_of
 
     raw = read_doc(path, what)  # within infile.MAX_DOC_BYTES: a larger file is no report, and is not read whole
     try:
@@ -128,19 +132,22 @@ def load_saved_report(path: str, what: str, schema_problem: Optional[Callable[[A
     if schema_problem is None and (not isinstance(data, dict) or data.get("schema") != SCHEMA_ID):
         raise UsageError(f"{what}: not an ncclcheck report (expected schema {SCHEMA_ID})")
     problem = tree_problem(data)
-    if problem is None and schema_problem is not None:
-        problem = schema_problem(data)
+    expanded = data
+    if problem is None and isinstance(data, dict) and isinstance(data.get("nodes"), list):
+        try:  # the facts as the readers see them: each node's shared groups expanded, then checked as its own
+            table = shared_table(data.get("shared"))
+            expanded = {**data, "nodes": [
+                {**n, "facts": resolve_facts(n["facts"], table, f"nodes[{i}]")}
+                if isinstance(n, dict) and isinstance(n.get("facts"), dict) else n
+                for i, n in enumerate(data["nodes"])]}
+        except ValueError as exc:
+            problem = str(exc)
+    if problem is None:
+        problem = (schema_problem or schema_problem_of)(expanded)
     if problem:
         raise UsageError(f"{what}: not an ncclcheck report (schema {SCHEMA_ID}): {problem}")
     if schema_problem is None:
-        try:  # the readers of a raw saved report (drift, baselines) see every node's facts in full
-            table = shared_table(data.get("shared"))
-            for i, n in enumerate(data.get("nodes") or []):
-                if isinstance(n, dict) and isinstance(n.get("facts"), dict):
-                    n["facts"] = resolve_facts(n["facts"], table, f"nodes[{i}]")
-        except ValueError as exc:
-            raise UsageError(f"{what}: not an ncclcheck report (schema {SCHEMA_ID}): {exc}") from None
-        return data
+        return expanded  # the readers of a raw saved report (drift, baselines) see every node's facts in full
     try:
         return Report.from_json(data)
     except (ValueError, KeyError, TypeError) as exc:

@@ -9,6 +9,9 @@
     python3 scripts/trust_attacks.py round4 [REPO [NAME...]]   # issue 55: rate as a port scanner, blob floods, a lone
                                                  # surrogate, huge lines, control characters, a newline in a file
                                                  # name, munge's records, a squatter on a sharded master port
+    python3 scripts/trust_attacks.py round5 [REPO [NAME...]]   # issue 63: hostile baselines, a wedged driver, a
+                                                 # node's own tools' output, reads of nothing, nvidia-smi's odd
+                                                 # values, a stranger's flood of the responder (trust_round5.py)
 
 The store attacks (STORE_ATTACKS below: a name and a function of the master port) run a real 2-node preflight on
 127.0.0.1 (node 0 and node 1 as two `python -m ncclcheck preflight` processes) with a stranger on the master port
@@ -970,8 +973,15 @@ def round4(repo: str) -> int:
     return 0
 
 
+def round5(repo: str) -> int:
+    """Every attack of issue 63 (ncclcheck_lab/trust_round5.py) against REPO, one line each."""
+    from .trust_round5 import round5 as run
+
+    return run(repo)
+
+
 # Attacks by name (the first argument); without one, main()'s file-side attacks of issue 21.
-ATTACKS = {"replay": replay_attack, "drip": drip_attack, "live": live_attacks, "round4": round4}
+ATTACKS = {"replay": replay_attack, "drip": drip_attack, "live": live_attacks, "round4": round4, "round5": round5}
 
 
 if __name__ == "__main__":

@@ -81,6 +81,17 @@ def deltas(first: dict, last: dict) -> tuple[list, list]:
     return moved, reset
 
 
+def _unmeasured(first: object, last: object) -> dict:
+    """{port: {counter: what it read}} of the ports whose counters read as no number in either read."""
+    out: dict = {}
+    for read in (_obj(first), _obj(last)):
+        for where, v in _obj(read.get("ports")).items():
+            bad = _obj(_obj(v).get("unreadable"))
+            if bad:
+                out.setdefault(str(where), {}).update({str(k): str(x)[:24] for k, x in bad.items()})
+    return out
+
+
 def _flaps(moved: list) -> dict:
     """{where: flaps}: link_downed's delta, or a netdev's carrier downs (carrier_changes counts both edges)."""
     out: dict = {}
@@ -130,6 +141,17 @@ def judge(first: dict, last: dict, window_s: float, how: str, node: Optional[int
             findings.append(_finding(m, "", MONITOR, how))
     note = f" ({len(reset)} counter(s) reset in between: driver reloaded)" if reset else ""
     ok = f"no error counter moved on {watched[0]} RDMA port(s) and {watched[1]} netdev(s) {how}{note}"
+    blind = _unmeasured(first, last)
+    if blind:
+        ev["unreadable"] = blind
+        said = "; ".join(f"{w} ({', '.join(f'{k}: {v}' for k, v in list(b.items())[:3])})"
+                         for w, b in list(blind.items())[:3]) + (f"; +{len(blind) - 3} more" if len(blind) > 3 else "")
+        if not findings:  # nothing read as a number on them is not "nothing moved" (unmeasured is never healthy)
+            return skipped(CID, f"{len(blind)} RDMA port(s) gave error counters that read as no number: {said}; "
+                                "not judged", node=node, evidence=ev,
+                           fix="Read the port's counters by hand (`cat /sys/class/infiniband/<dev>/ports/<n>/counters/"
+                               "*`); an I/O error there is a port or firmware in trouble (`mlxlink`, `dmesg`).")
+        ok = f"{ok}; {len(blind)} port(s) read as no number: {said}"
     if flaps:
         return hwaction.result(CID, findings, node, ok, ev, fix=FIX_LINK,
                                detail="A link that drops takes every NCCL connection over it down with it (the job "

@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional
 
 from ..commands import BY_NAME
 from ..model import CheckResult, skipped
-from . import affinity, counters, cross, firmware, gdr, local, postmortem, storage
+from . import affinity, counters, cross, firmware, gdr, local, postmortem, sources, storage
 from . import gpu as hw
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,8 @@ class CheckSpec:
 
 REGISTRY: tuple = (
     CheckSpec("rendezvous.master_reachable", LOCAL, (), local.check_master_reachable),
+    # a source of the facts that did not answer (a wedged driver) explains every check that needed it
+    CheckSpec(sources.CID, LOCAL, ("sources",), sources.check_sources, NODE),
     CheckSpec("host.hostname_resolves", LOCAL, ("host",), local.check_hostname_resolves),
     CheckSpec("net.socket_ifname", LOCAL, ("interfaces", "env"), local.check_socket_ifname, NODE),
     CheckSpec("net.interfaces", LOCAL, ("interfaces",), local.check_interfaces),
@@ -184,11 +186,36 @@ def run_checks(scope: str, inp: Any, prefix: str = "", command: Optional[str] = 
         if missing:
             out.append(skipped(spec.id, f"not collected: {', '.join(missing)}", node=node))
             continue
-        try:
-            res = spec.fn(inp)
-        except Exception as exc:  # noqa: BLE001 - one broken check must not hide the others
-            log.exception("check %s crashed", spec.id)
-            res = skipped(spec.id, f"internal error in this check ({type(exc).__name__}: {exc}); see the log",
-                          node=node)
-        out.extend(res if isinstance(res, list) else [res])
+        out += guarded(spec.id, lambda spec=spec: spec.fn(inp), node)
+    return out
+
+
+def guarded(cid: str, fn: Callable[[], Any], node: Optional[int] = None) -> list:
+    """fn()'s results as a list, or, when it raises, one skip of `cid` naming the error: the one per-check guard,
+    so that one broken check (or one field it could not read) costs that check, never the run, the report or the
+    drain."""
+    try:
+        res = fn()
+    except Exception as exc:  # noqa: BLE001 - one broken check must not hide the others
+        log.exception("check %s crashed", cid)
+        res = skipped(cid, f"internal error in this check ({type(exc).__name__}: {str(exc)[:200]}); see the log",
+                      node=node)
+    return res if isinstance(res, list) else [res]
+
+
+def baseline_results(nodes: Iterable, golden: Iterable, source: str) -> list:
+    """baseline.drift and ib.counters since the saved run (--baseline), node by node, each under the per-check guard:
+    a field of one node's facts that a reader cannot use costs that node's one check."""
+    from .counters import baseline_checks
+    from .drift import drift_checks
+
+    golden = list(golden)
+    out: list = []
+    nodes = [n for n in nodes if n.facts]
+    for node in nodes:
+        out += guarded("baseline.drift", lambda node=node: drift_checks([node], golden, source), node.node_rank)
+    if not nodes:  # no node with facts on this process: drift_checks says so once
+        out += guarded("baseline.drift", lambda: drift_checks([], golden, source))
+    for node in nodes:
+        out += guarded(counters.CID, lambda node=node: baseline_checks([node], golden, source), node.node_rank)
     return out

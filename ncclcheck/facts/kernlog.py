@@ -28,6 +28,7 @@ Runner = Callable[[Sequence[str], float], str]
 JOURNAL_TIMEOUT_S = 5.0  # journalctl -k -b: a boot's kernel lines from the journal files, read locally
 MAX_RECORDS = 400_000  # /dev/kmsg records read at most (a 16 MiB ring buffer holds ~150,000)
 MAX_BYTES = 64 << 20  # bytes read at most from /dev/kmsg (a fake file) or journalctl
+MAX_RECORD_BYTES = 64 << 10  # of one /dev/kmsg line (the kernel writes records of at most ~8 KiB)
 MAX_EVENTS = 64  # distinct (kind, device, code) kept
 MAX_TEXT = 240  # characters of a line kept as its example
 # Characters of a line that are matched: a kernel record is at most ~1 KiB (printk's line limit), so a longer line
@@ -240,7 +241,7 @@ def read_kmsg(events: _Events, path: Optional[str] = None) -> dict:
         else:
             why = f"{path}: {why}"
         return {"readable": False, "reason": why}
-    oldest, first_seq, nread, nbytes, pending = None, None, 0, 0, b""
+    oldest, first_seq, nread, nbytes, pending, skipping = None, None, 0, 0, b"", False
     try:
         while nread < MAX_RECORDS and nbytes < MAX_BYTES:
             try:
@@ -256,9 +257,16 @@ def read_kmsg(events: _Events, path: Optional[str] = None) -> dict:
             if not chunk:
                 break  # end of a regular file
             nbytes += len(chunk)
+            if skipping:  # the rest of a line longer than any record: up to its end, not kept
+                nl = chunk.find(b"\n")
+                if nl < 0:
+                    continue
+                chunk, skipping = chunk[nl:], False
             data = pending + chunk
             lines = data.split(b"\n")
             pending = lines.pop()
+            if len(pending) > MAX_RECORD_BYTES:  # kept whole, a line without end made each read copy all of it
+                pending, skipping = pending[:MAX_RECORD_BYTES], True
             for raw in lines:
                 if not raw or raw[:1] == b" ":
                     continue  # a record's dictionary lines (" SUBSYSTEM=pci") follow it, indented
@@ -276,6 +284,9 @@ def read_kmsg(events: _Events, path: Optional[str] = None) -> dict:
                 events.add(t_s, msg.decode("utf-8", "replace"))
     finally:
         os.close(fd)
+    if first_seq is None:  # nothing read is not "no Xid": a container may link /dev/kmsg to /dev/null or a console
+        return {"readable": False, "reason": f"{path} gave no kernel log record (read {nbytes:,} bytes: not the "
+                                             "kernel's log, e.g. /dev/null or a console in a container)"}
     return {"readable": True, "reason": None, "oldest_s": oldest, "wrapped": bool(first_seq)}
 
 

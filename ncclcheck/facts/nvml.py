@@ -37,8 +37,12 @@ def load(nvml: Any = None, importer: Optional[Callable[[], Any]] = None) -> tupl
         nv = nvml if nvml is not None else (importer or import_nvml)()
     except ImportError:
         return None, "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
+    from .util import Unanswered, call_bounded
+
     try:
-        nv.nvmlInit()
+        call_bounded("NVML", nv.nvmlInit)  # a wedged driver blocks nvmlInit: named, never waited on (issue 63)
+    except Unanswered as e:
+        return None, str(e)
     except Exception as e:  # noqa: BLE001 - NVMLError_LibraryNotFound, DriverNotLoaded...
         return None, f"NVML: {e}"
     return nv, None

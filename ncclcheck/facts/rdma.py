@@ -104,22 +104,32 @@ def read_device(dev: str) -> dict:
     }
 
 
-def _read_counter_dir(path: str, names: tuple) -> dict:
+def _read_counter_dir(path: str, names: tuple, unreadable: Optional[dict] = None) -> dict:
     """{name: value} for the counters of `names` that exist and read as integers (a missing one is left out: not
-    every driver has every counter, and 0 would claim it was read)."""
+    every driver has every counter, and 0 would claim it was read). One that exists and reads as no number (`N/A`,
+    junk, an I/O error on a wedged port) goes into `unreadable` as {name: what it read}: unmeasured, never quiet."""
     out = {}
     for n in names:
-        v = read_int(os.path.join(path, n))
+        f = os.path.join(path, n)
+        v = read_int(f)
         if v is not None and v >= 0:
             out[n] = v
+        elif unreadable is not None and os.path.lexists(f):
+            text = read_text(f, 64)
+            unreadable[n] = "unreadable" if text is None else repr(text[:16]) if text else "empty"
     return out
 
 
 def read_port_counters(dev: str, port: int) -> dict:
-    """{"counters": {...}, "hw_counters": {...}} of one port, as they read now."""
+    """{"counters": {...}, "hw_counters": {...}} of one port, as they read now, and "unreadable": {name: what it
+    read} when a counter there reads as no number."""
     p = sysfs("class", "infiniband", dev, "ports", str(port))
-    return {"counters": _read_counter_dir(os.path.join(p, "counters"), PORT_COUNTERS),
-            "hw_counters": _read_counter_dir(os.path.join(p, "hw_counters"), HW_COUNTERS)}
+    bad: dict = {}
+    out = {"counters": _read_counter_dir(os.path.join(p, "counters"), PORT_COUNTERS, bad),
+           "hw_counters": _read_counter_dir(os.path.join(p, "hw_counters"), HW_COUNTERS, bad)}
+    if bad:
+        out["unreadable"] = bad
+    return out
 
 
 def counter_snapshot() -> dict:

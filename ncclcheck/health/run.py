@@ -75,7 +75,7 @@ def run_health(config: Config, version: str, collect: Optional[Callable] = None,
     hwc = config.hardware
     if collect is None:
         collect = functools.partial(collect_health_facts, counter_window_s=FIXED.counter_window_s,
-                                    xid_window_s=hwc.xid_window_s)
+                                    xid_window_s=hwc.xid_window_s, bound_s=bound_s)
     facts, stuck = _collect_bounded(collect, bound_s)
     if facts is None:
         checks = [failed(TIMEOUT_CHECK, f"the node's checks did not finish within {bound_s:g} s (stuck "
@@ -88,12 +88,10 @@ def run_health(config: Config, version: str, collect: Optional[Callable] = None,
     else:
         checks = health_checks(facts, expect, hw_expect(hwc, facts, golden, golden_path))
         if golden is not None:
-            from ..checks.counters import baseline_checks
-            from ..checks.drift import drift_checks
+            from ..checks.registry import baseline_results
 
             me = [NodeInfo(0, (facts.get("host") or {}).get("hostname") or "?", facts)]
-            checks += drift_checks(me, golden, golden_path)
-            checks += baseline_checks(me, golden, golden_path)  # ib.counters since the saved run
+            checks += baseline_results(me, golden, golden_path)  # drift, and ib.counters since the saved run
     first = _first_failure(checks, config.output.strict)
     actions: list = []
     if hc.slurm.acts:

@@ -68,6 +68,17 @@ def gres_gpus(gres: Optional[str]) -> Optional[int]:
 
 
 Runner = Callable[..., "subprocess.CompletedProcess"]
+# One node's name as Slurm spells it: scontrol reads `NodeName=gpu[01-99]` or `NodeName=a,b` as a hostlist, so a
+# hostname recorded from another node (a sweep's pairs, a join record) could widen a drain to the whole partition.
+_ONE_NODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
+
+
+def one_node(name: str) -> str:
+    """name when it names one node; ScontrolError otherwise (a hostlist expression, a list, spaces, '=', ALL)."""
+    if not isinstance(name, str) or not _ONE_NODE.fullmatch(name) or name.upper() == "ALL":
+        raise ScontrolError(f"{str(name)[:80]!r} is not one node's name (scontrol would read a hostlist expression "
+                            "or a list as several nodes): not passed to scontrol")
+    return name
 
 
 class Scontrol:
@@ -111,10 +122,10 @@ class Scontrol:
         return parse_show_nodes(self._call(["show", "node"], change=False))
 
     def drain(self, node: str, reason: str) -> None:
-        self._call(["update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"], change=True)
+        self._call(["update", f"NodeName={one_node(node)}", "State=DRAIN", f"Reason={reason}"], change=True)
 
     def resume(self, node: str) -> None:
-        self._call(["update", f"NodeName={node}", "State=RESUME"], change=True)
+        self._call(["update", f"NodeName={one_node(node)}", "State=RESUME"], change=True)
 
     def apply(self, action) -> None:
         """Carry out a drain.Action (none: nothing)."""

@@ -7,9 +7,13 @@ a flood of connections or requests; 8 idle reconnecting connections kept watch o
   connection that finds them full takes the slot of the oldest idle connection (its request not read yet), of its
   own address first, else of the address holding the most idle ones; a connection whose request was read and
   accepted (sealed, with a key) keeps its slot; a request is read within Budget.live_request_s;
-- the loop's own CPU (accepting, hellos, reading and checking requests, sending) is held to LOOP_SHARE of one core
-  over each Budget.live_share_window_s: past it the listening socket is not read until the window ends (the kernel
-  queues new connections, then drops them; a real client's connect retries);
+- the loop's own CPU (accepting, hellos, reading and checking requests, sending) is charged to the address it was
+  spent on, each held to LOOP_SHARE of one core over each Budget.live_share_window_s: past it that address's
+  connections are parked (accepted, not greeted or read) until the window ends, so a stranger's flood of refused
+  requests costs his own share and cannot starve the job's hosts (issue 63: one shared bucket was throttled in every
+  window of a flood, and watch's probe blamed the healthy host behind it); every address together is held to
+  LOOP_SHARE_ALL: past it the listening socket is not read until the window ends (the kernel queues new connections,
+  then drops them; a real client's connect retries);
 - work goes to Workers: a few requests per address waiting, the addresses served in turn (a flooding address waits
   its turn like anyone), a request not started within Budget.live_queue_s answered "busy"; building a reply is held
   to WORK_SHARE of one core by a Spend (a bucket of Budget.live_work_burst_s, so one watcher's look is built at
@@ -38,7 +42,8 @@ PER_ADDRESS = 16  # open at once from one address: one address cannot hold every
 # address with a stranger who keeps reconnecting idle sockets still has 15 of his arrivals to send its request
 ACCEPT_BATCH = 4  # connections accepted per wake: requests that came meanwhile are read first, and the CPU share
 # is looked at between batches
-LOOP_SHARE = 0.01  # of one core, for accepting, hellos, reading requests and sending replies under a flood
+LOOP_SHARE = 0.01  # of one core, per address, for accepting, hellos, reading requests and sending replies
+LOOP_SHARE_ALL = 0.03  # of one core, every address together: a flood from many addresses still costs at most this
 WORK_SHARE = 0.01  # of one core, for building replies under a flood (one watcher's requests fit the bucket)
 WORK_PER_ADDRESS = 4  # requests of one address waiting for a worker
 READ_CHUNK = 1 << 16
@@ -47,7 +52,8 @@ READ, WORK, SEND = "read", "work", "send"
 
 
 class Conn:
-    __slots__ = ("sock", "addr", "since", "deadline", "state", "inbuf", "need", "out", "challenge", "ctx", "prepaid")
+    __slots__ = ("sock", "addr", "since", "deadline", "state", "inbuf", "need", "out", "challenge", "ctx", "prepaid",
+                 "parked", "greeted")
 
     def __init__(self, sock: socket.socket, addr: str, now: float, deadline: float, challenge: str) -> None:
         self.sock, self.addr, self.since, self.deadline = sock, addr, now, deadline
@@ -58,6 +64,8 @@ class Conn:
         self.challenge = challenge
         self.prepaid = False  # what it sends was paid for by its owner (Outcome.prepaid): not the loop's share
         self.ctx: Any = None  # what the owner keeps for this connection's reply (its seal)
+        self.parked = False  # its address spent its share of this window: not read (or greeted) until the next
+        self.greeted = True  # its hello was sent (a connection parked as it was accepted gets it when unparked)
 
 
 class Outcome:
@@ -188,6 +196,9 @@ class Loop:
         self._listening = False
         self._window_end = 0.0
         self._window_cpu = 0.0
+        self._addr_cpu: dict = {}  # address -> the loop's CPU spent on it in this window
+        self._over: set = set()  # addresses past their share in this window: their connections parked
+        self.parked = 0  # connections parked (their address past its share), all windows together
         self._sent = 0  # bytes sent in this turn of the loop
         self._prepaid_cpu = 0.0  # ... and this turn's CPU of sends its owner paid for (Outcome.prepaid)
         self.evicted = 0
@@ -219,6 +230,7 @@ class Loop:
                 timeout = self._timeout(now)
                 events = self.sel.select(timeout)
                 t0 = time.thread_time()
+                self._roll(time.monotonic())
                 # requests first: a connection that spoke is read before a new one can take an idle slot
                 for key, mask in sorted(events, key=lambda e: e[0].data == "listen"):
                     if key.data == "listen":
@@ -226,7 +238,7 @@ class Loop:
                     elif key.data == "wake":
                         self._drain_wake()
                     else:
-                        self._event(key.data, mask)
+                        self._on(key.data, lambda c=key.data, mask=mask: self._event(c, mask))
                 self._take_done()
                 self._expire(time.monotonic())
                 # what this turn cost this process's core: its own CPU, and the kernel's work for the bytes it sent
@@ -246,10 +258,56 @@ class Loop:
             self._wake_w.close()
 
     def _timeout(self, now: float) -> Optional[float]:
-        ends = [c.deadline for c in self.conns.values() if c.state != WORK]
+        ends = [c.deadline for c in self.conns.values() if c.state != WORK]  # a parked one's: the window's end
         if not self._listening:
             ends.append(self._window_end)
         return None if not ends else max(0.0, min(ends) - now)
+
+    def _roll(self, now: float) -> None:
+        """A new window: every address's share afresh, the listening socket read again, parked connections read."""
+        if now < self._window_end:
+            return
+        self._window_end, self._window_cpu = now + self.budget.live_share_window_s, 0.0
+        self._addr_cpu.clear()
+        self._over.clear()
+        self._listen(True)
+        for c in [c for c in self.conns.values() if c.parked]:
+            self._on(c, lambda c=c: self._unpark(c, now))
+
+    def _on(self, c: Conn, fn: Callable[[], Any]) -> None:
+        """fn() on c's behalf: its CPU and the bytes it sent charged to c's address."""
+        t0, sent0 = time.thread_time(), self._sent
+        fn()
+        self._charge(c.addr, time.thread_time() - t0 + (self._sent - sent0) / (1 << 20) * self.budget.live_send_cost_s)
+
+    def _charge(self, addr: str, cpu: float) -> None:
+        spent = self._addr_cpu[addr] = self._addr_cpu.get(addr, 0.0) + cpu
+        if addr not in self._over and spent > LOOP_SHARE * self.budget.live_share_window_s:
+            self._over.add(addr)
+
+    def _park(self, c: Conn) -> None:
+        """Stop reading c until the window ends (its address spent its share): the kernel keeps what it sends."""
+        self.parked += 1
+        c.parked, c.deadline = True, self._window_end
+        try:
+            self.sel.unregister(c.sock)
+        except (KeyError, ValueError):
+            pass
+
+    def _unpark(self, c: Conn, now: float) -> None:
+        c.parked, c.deadline = False, now + self.budget.live_request_s
+        if not c.greeted:
+            hello, c.challenge = self.owner.hello()
+            try:
+                c.sock.send(wire.frame(hello))
+            except OSError:
+                self._close(c)
+                return
+            c.greeted = True
+        try:
+            self.sel.register(c.sock, selectors.EVENT_READ, c)
+        except (KeyError, ValueError):
+            self._close(c)
 
     def _listen(self, on: bool) -> None:
         if on and not self._listening:
@@ -259,20 +317,19 @@ class Loop:
         self._listening = on
 
     def _account(self, cpu: float) -> None:
-        """The loop's CPU in this window; past its share, stop reading the listening socket until the window ends."""
-        now = time.monotonic()
-        if now >= self._window_end:
-            self._window_end, self._window_cpu = now + self.budget.live_share_window_s, 0.0
-            self._listen(True)
+        """The loop's CPU in this window, every address together; past LOOP_SHARE_ALL, stop reading the listening
+        socket until the window ends."""
+        self._roll(time.monotonic())
         self._window_cpu += cpu
         self.cpu_used += cpu
-        if self._listening and self._window_cpu > LOOP_SHARE * self.budget.live_share_window_s:
+        if self._listening and self._window_cpu > LOOP_SHARE_ALL * self.budget.live_share_window_s:
             self.throttled += 1
             self._listen(False)
 
     # --- connections
     def _accept(self) -> None:
         for _ in range(ACCEPT_BATCH):
+            t0 = time.thread_time()
             try:
                 s, peer = self.sock.accept()
             except (BlockingIOError, InterruptedError):
@@ -281,21 +338,31 @@ class Loop:
                 self.owner.note(f"accept: {exc.strerror or exc}")
                 return
             addr = peer[0][7:] if peer[0].startswith("::ffff:") else peer[0]
-            if not self._admit(addr):
-                self.owner.note(f"{addr}: every slot is answering a request: connection closed")
-                s.close()
-                continue
-            s.setblocking(False)
-            now = time.monotonic()
-            hello, challenge = self.owner.hello()
-            c = Conn(s, addr, now, now + self.budget.live_request_s, challenge)
-            try:
-                s.send(wire.frame(hello))  # a few hundred bytes into an empty socket buffer: sent whole
-            except OSError:
-                s.close()
-                continue
+            self._admit_one(s, addr)
+            self._charge(addr, time.thread_time() - t0)
+
+    def _admit_one(self, s: socket.socket, addr: str) -> None:
+        if not self._admit(addr):
+            self.owner.note(f"{addr}: every slot is answering a request: connection closed")
+            s.close()
+            return
+        s.setblocking(False)
+        now = time.monotonic()
+        if addr in self._over:  # its address spent its share: greeted when the window ends, in its turn
+            c = Conn(s, addr, now, self._window_end, "")
+            c.greeted = False
             self.conns[s] = c
-            self.sel.register(s, selectors.EVENT_READ, c)
+            self._park(c)
+            return
+        hello, challenge = self.owner.hello()
+        c = Conn(s, addr, now, now + self.budget.live_request_s, challenge)
+        try:
+            s.send(wire.frame(hello))  # a few hundred bytes into an empty socket buffer: sent whole
+        except OSError:
+            s.close()
+            return
+        self.conns[s] = c
+        self.sel.register(s, selectors.EVENT_READ, c)
 
     def _admit(self, addr: str) -> bool:
         """Make room for a new connection from addr: False when every slot it could take is answering a request."""
@@ -334,6 +401,9 @@ class Loop:
 
     def _event(self, c: Conn, mask: int) -> None:
         if c.sock not in self.conns:
+            return
+        if c.state == READ and c.addr in self._over:  # its address spent its share: read in the next window
+            self._park(c)
             return
         if c.state == READ and mask & selectors.EVENT_READ:
             self._read(c)
@@ -449,12 +519,12 @@ class Loop:
         while self._done:
             c, data = self._done.popleft()
             if c.sock in self.conns:
-                self._reply(c, data)
+                self._on(c, lambda c=c, data=data: self._reply(c, data))
 
     def _expire(self, now: float) -> None:
-        for c in [c for c in self.conns.values() if c.state != WORK and now >= c.deadline]:
+        for c in [c for c in self.conns.values() if c.state != WORK and not c.parked and now >= c.deadline]:
             if c.state == READ:
-                self._refuse(c, "request: no complete frame within the bound")
+                self._on(c, lambda c=c: self._refuse(c, "request: no complete frame within the bound"))
                 if c.sock in self.conns and c.state == SEND:
                     c.deadline = now + self.budget.live_request_s  # the refusal itself gets a short bound
             else:

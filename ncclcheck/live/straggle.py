@@ -44,6 +44,8 @@ MAX_HISTORY = 64  # looks kept in --follow's history
 MAX_HISTORY_RANKS = 256  # ranks whose history is kept (the slowest relative to the best, when more)
 THREADS = 16
 MAX_EVENTS = 256  # --follow's start and end lines kept (the newest)
+MAX_SLOWDOWNS = 256  # --follow's slowdowns kept: every open one and the newest ended ones (issue 63: a job watched
+# for days whose slowdowns came and went grew the list, the report and watch's memory without end)
 PROBE_ROUNDS = 4  # rounds of the transfer probe at most (slowness.CONSISTENT of them must agree)
 PROBE_FLOOR = 0.3  # the share of the others' rate a host's directions lose, per round, to be slow in it: a link at
 # half the others' rate loses 0.5; the lab's loaded healthy directions, measured together, stay within 0.3 of each
@@ -62,8 +64,10 @@ PHASE_RANKS = 3  # ranks (on as many hosts) that sample their progress: where a 
 PHASE_REPLY_BYTES = 1 << 20  # a "phase" reply: at most pace.PHASE_MAX_ROWS rows of ~60 bytes per process group
 
 
-def measure_clocks(records: dict, answered: list, asker: Any, budget: Budget) -> dict:
-    """{host: {"offset_ns", "err_ns", "rank"}} for each host with an answering rank, against this process's clock."""
+def measure_clocks(records: dict, answered: list, asker: Any, budget: Budget, silent: Optional[set] = None) -> dict:
+    """{host: {"offset_ns", "err_ns", "rank"}} for each host with an answering rank, against this process's clock.
+    `silent` gets the ranks that did not answer a clock exchange by its bound (a tarpit: it answered the first
+    look, then holds every connection open): the caller does not ask them again within the same look."""
     first: dict = {}
     for r in sorted(answered):
         if r in records:
@@ -78,6 +82,10 @@ def measure_clocks(records: dict, answered: list, asker: Any, budget: Budget) ->
             doc, _why, sent, got = pace.exchange(records[rank], {"kind": "clock"}, asker, end, budget,
                                                  limit=CLOCK_REPLY_BYTES)
             t = doc.get("time_ns") if doc else None
+            if doc is None and budget.passed(end):  # held until the bound: not asked again in this look
+                if silent is not None:
+                    silent.add(rank)
+                return best and {"offset_ns": best[0], "err_ns": best[1] // 2 + 1, "rank": rank}
             if type(t) is not int or not got >= sent > 0:
                 continue
             rtt = got - sent
@@ -92,6 +100,8 @@ def measure_clocks(records: dict, answered: list, asker: Any, budget: Budget) ->
         futs = {h: ex.submit(one, r) for h, r in first.items()}
         wait_futures(list(futs.values()), timeout=budget.remaining(end) + budget.thread_join_s)
         got = {h: f.result() for h, f in futs.items() if f.done() and f.exception() is None}
+    if silent is not None:
+        silent.update(r for h, r in first.items() if h not in got)  # still held when the pool gave up on it
     return {h: c for h, c in got.items() if c}
 
 
@@ -451,6 +461,7 @@ class Follow:
         self.current: dict = {}  # key -> finding
         self.events: list = []
         self.slowdowns: list = []  # [{"key", "who", "kind", "text", "start_ns", "end_ns" (None: lasts), ...}]
+        self.slowdowns_dropped = 0  # the oldest ended slowdowns let go past MAX_SLOWDOWNS
         self.history: list = []  # [{"t_ns", "ranks": {rank: {relative, individual, share}}}]
         self.last: Optional[dict] = None
         self.looks = 0
@@ -505,6 +516,11 @@ class Follow:
         end = last if type(last) is int and last >= s["start_ns"] else s["last_ns"]
         s["end_ns"], s["ended_seen_ns"] = end, t_ns
         self._event(t_ns, "end", end, f, words.slowdown_end(s, why))
+        over = len(self.slowdowns) - MAX_SLOWDOWNS
+        if over > 0:  # the oldest ended ones go; an open one stays until it ends
+            gone = {id(x) for x in [x for x in self.slowdowns if x["end_ns"] is not None][:over]}
+            self.slowdowns = [x for x in self.slowdowns if id(x) not in gone]
+            self.slowdowns_dropped += len(gone)
 
     def _event(self, seen_ns: int, what: str, t_ns: int, f: dict, line: str) -> None:
         self.events.append({"t_ns": t_ns, "seen_ns": seen_ns, "event": what, "unit": f.get("unit"),
@@ -515,7 +531,8 @@ class Follow:
             self.say(line)
 
     def section(self) -> dict:
-        return {"history": self.history, "events": self.events, "slowdowns": self.slowdowns, "looks": self.looks}
+        return {"history": self.history, "events": self.events, "slowdowns": self.slowdowns, "looks": self.looks,
+                **({"slowdowns_dropped": self.slowdowns_dropped} if self.slowdowns_dropped else {})}
 
     def check(self, ended: str) -> Any:
         """live.slow once the job ended while --follow watched it: every slowdown it saw, with its start and end

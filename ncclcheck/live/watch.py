@@ -322,11 +322,13 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
     hung = threading.Event()
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="ncclcheck-watch") as ex:
         sampling = ex.submit(straggle.sample_phases, records, answered, asker, budget, budget.live_confirm_s)
-        clocks = straggle.measure_clocks(records, answered, asker, budget)
+        tarpit: set = set()  # answered the first look, then held the clock exchange to its bound: asked no more
+        clocks = straggle.measure_clocks(records, answered, asker, budget, silent=tarpit)
         phases["clocks"] = budget.since(phase)
         early = ex.submit(_early, first, reg, clocks, asker, budget, hung, sampling)
-        second = fetch_all({r: records[r] for r in answered}, "progress", asker, budget,
-                           {r: (first[r].done_at or phase) + budget.live_confirm_s for r in answered})
+        again = [r for r in answered if r not in tarpit]
+        second = fetch_all({r: records[r] for r in again}, "progress", asker, budget,
+                           {r: (first[r].done_at or phase) + budget.live_confirm_s for r in again})
         phases["second_look"] = budget.since(phase) - phases["clocks"]
         went = moved(first, second)
         frozen = sorted(r for r in answered if r not in went and r in second and second[r].doc is not None)
@@ -343,6 +345,10 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
         if a.doc is None and r not in inp.unanswered:
             inp.unanswered[r] = a.why if a.garbage else f"answered, then not {budget.live_confirm_s:g} s later " \
                                                         f"({a.why})"
+    for r in sorted(tarpit):
+        if r not in inp.unanswered:
+            inp.unanswered[r] = f"answered, then held its clock exchange open for {budget.live_fetch_s:g} s " \
+                                "without a reply: not asked again"
     garbage = sorted(r for r in inp.unanswered if inp.unanswered[r].startswith(GARBAGE))
     live.update({
         "answered": answered, "moved": went, "frozen": frozen,

@@ -161,6 +161,7 @@ def _world_info(config: Config, placement: Placement, nnodes: int) -> WorldInfo:
 
 _STATUSES = {s.value for s in Status}
 MAX_CHECKS = 4096  # node-local checks one node may upload (ncclcheck has a few dozen)
+MAX_HOSTNAME = 255  # characters of a join record's hostname (DNS names are at most 253, a UTS name 64)
 MISSING_SAID = 64  # node ranks a join wait names as missing (then a count): a line, not thousands of ranks
 MAX_READERS = 1024  # processes of one node that read the verdict (its local ranks; --nproc-per-node is at most 1024)
 
@@ -187,6 +188,8 @@ def _join_record(j: Any) -> Optional[str]:
             return f"a join record whose {k} is not {t.__name__}"
     if j["node_rank"] < 0 or j["nnodes"] < 1:
         return "a join record with a negative node rank or no nodes"
+    if len(j["hostname"]) > MAX_HOSTNAME:  # a 6 MB "hostname" was printed whole into the report
+        return f"a join record whose hostname is {len(j['hostname']):,} characters long (at most {MAX_HOSTNAME})"
     if len(j["checks"]) > MAX_CHECKS:
         return f"a join record with {len(j['checks']):,} checks"
     for c in j["checks"]:
@@ -888,7 +891,7 @@ def _decide_result(ctx: _Ctx, st: JsonStore, verdict: dict, joins: dict, wcheck:
         verdict=verdict,
         _store=st,
         _is_host=True,
-        _members=_expected_processes(ctx.placement, len(members)),
+        _members=_answering(ctx.placement, len(members), [r for r in members if r not in attempts]),
         _budget=ctx.budget,
         _outlast_host=ctx.placement.worker_mode and not ctx.placement.agent_store and ctx.placement.hosts_store,
         _endpoint=(store_host(ctx.placement), ctx.placement.master_port),
@@ -928,3 +931,12 @@ def _index(key: object) -> int:
 def _expected_processes(placement: Placement, nmembers: int) -> int:
     """How many processes read world/final: node leaders in launcher mode, every rank in worker mode."""
     return placement.world_size if placement.worker_mode else nmembers
+
+
+def _answering(placement: Placement, nmembers: int, silent: list) -> int:
+    """The processes node 0 waits for in the final agreement: every one expected, less those of a member that
+    joined and then went silent (its mesh row never came, after node 0 waited the mesh's bound for it): a silent
+    member costs node 0 one wait, not a second one of final_agreement_s for an acknowledgement that cannot come."""
+    expected = _expected_processes(placement, nmembers)
+    per_node = expected // nmembers if nmembers and expected % nmembers == 0 else 0
+    return max(1, expected - per_node * len(silent))

@@ -34,7 +34,7 @@ def run(config: Config, observer=None, placement=None) -> Report:
 
         # before any socket: node 0 holds a store connection per node (a soft limit of 1,024 stops the world there)
         nofile = ensure_nofile(placement.nnodes, bool(placement.hosts_store))
-    facts = w.collect(config, world.master_addr) if placement.node_leader else {}
+    facts = w.collect(config, world.master_addr, budget) if placement.node_leader else {}
     waits = Waits(observer, budget, node_rank=world.node_rank, host=hostname_of(facts) if facts else None)
     try:
         return _run(config, command, clock, budget, golden, placement, world, nofile, facts, waits, observer)
@@ -83,11 +83,9 @@ def _run(config: Config, command: str, clock: w.Clock, budget, golden, placement
         recs = list(recs) + recommend_postmortem(config.postmortem_dir, nodes)  # arm the job: diagnose can read it
     checks += _nccl_diagnostics(config, nodes, recs)
     if golden is not None:
-        from ..checks.counters import baseline_checks
-        from ..checks.drift import drift_checks
+        from ..checks.registry import baseline_results
 
-        checks += drift_checks(nodes, golden, config.baseline.path)
-        checks += baseline_checks(nodes, golden, config.baseline.path)  # ib.counters since the saved run
+        checks += baseline_results(nodes, golden, config.baseline.path)  # drift, and ib.counters since the saved run
     agreed = None
     if outcome is not None:
         # Every process leaves with the same code, so srun/CI fail as a whole (node 0 publishes the verdict).

@@ -14,7 +14,7 @@ from html import escape
 from typing import Any, Optional
 
 from ..hostranges import rank_ranges
-from ..model import BenchRow, Report, Status
+from ..model import BenchRow, Report, Status, clean_text
 from ..units import format_bytes, format_gbps, format_mbps_link, format_us
 from . import plots
 from .common import (
@@ -118,8 +118,9 @@ _JS = """
 
 
 def e(value: Any) -> str:
-    """Escape anything for HTML text or a quoted attribute."""
-    return escape("" if value is None else str(value), quote=True)
+    """Escape anything for HTML text or a quoted attribute (a control character is dropped: text is cleaned where
+    it enters, and every writer cleans again what reaches it)."""
+    return escape(clean_text("" if value is None else str(value)), quote=True)
 
 
 def _badge(status: Status) -> str:

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import json
-import os
-
 from ..model import Report
-
-SCHEMA_PATH = os.path.join(os.path.dirname(os.path.dirname(__file__)), "schema", "report-1.schema.json")
+from ..schema import SCHEMA_PATH, load
 
 
 def render_json(report: Report) -> str:
@@ -15,5 +11,7 @@ def render_json(report: Report) -> str:
 
 
 def load_schema() -> dict:
-    with open(SCHEMA_PATH, encoding="utf-8") as f:
-        return json.load(f)
+    return load()
+
+
+__all__ = ["SCHEMA_PATH", "load_schema", "render_json"]

@@ -13,7 +13,7 @@ import json
 import re
 import xml.etree.ElementTree as ET
 
-from ..model import CheckResult, Report, Status
+from ..model import CheckResult, Report, Status, clean_text
 from ..units import format_size_short
 from .common import check_case_name, display_checks, hostnames, node_label, trust_text
 from .words import IN_PLACE, STATUS_WORD, world_phrase
@@ -26,7 +26,7 @@ EVIDENCE_CHARS = 4000  # of a check's evidence in its testcase text; CI shows th
 
 
 def _x(text: object) -> str:
-    return _XML_ILLEGAL.sub("\ufffd", str(text))
+    return _XML_ILLEGAL.sub("\ufffd", clean_text(str(text)))
 
 
 def section_of(check: CheckResult) -> str:

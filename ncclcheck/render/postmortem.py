@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from html import escape
 
-from ..model import Report
+from ..model import Report, clean_text
 
 TIMELINE_RANKS = 256  # rows drawn; the JSON keeps every rank
 
@@ -18,7 +18,7 @@ CSS = """
 
 
 def _e(v: object) -> str:
-    return escape(str(v), quote=True)
+    return escape(clean_text(str(v)), quote=True)
 
 
 def _cell(c: dict, odd: set) -> str:

@@ -12,7 +12,7 @@ import datetime as _dt
 from collections.abc import Iterable
 from typing import Optional
 
-from ..model import Report, Status
+from ..model import Report, Status, clean_text
 from .common import hostnames as _hostnames
 from .words import COLUMN, IN_PLACE, OUT_OF_PLACE, SINGLE_FORM, graph_timed, moves_no_data
 
@@ -22,7 +22,7 @@ _GB = 1e9  # nccl-tests' GB/s
 
 
 def _escape(value: object) -> str:
-    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    return clean_text(str(value)).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
 def _labels(labels: dict) -> str:

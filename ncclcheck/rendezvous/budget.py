@@ -139,6 +139,10 @@ class Budget:
     # enough for a link that errs tens of times a second to show it (DCGM fails NVLink CRC at 100/s). A counter is
     # judged on what changed in that window, never on its lifetime value; a longer window is --baseline's.
     counter_window_s: float = 0.5
+    # --- a node's facts (preflight, env, guard): the whole collection is one wait, T, but never less than this (a
+    # healthy node reads them in ~0.3-1 s, torch's import included, ~3 s on a loaded host); each local tool and NVML's
+    # init within it has facts/util.py's own bound (5 s), and one that does not answer is named, never waited on
+    facts_floor_s: float = 10.0
 
     # --- live (live/responder.py on each armed rank, live/watch.py in `ncclcheck watch`)
     live_request_s: float = 2.0  # a responder reads one request this long: a real watcher sends it at once
@@ -189,6 +193,10 @@ class Budget:
         return cls() if t is None else cls(timeout_s=float(t))
 
     # --- the named waits: T each
+    @property
+    def facts_s(self) -> float:
+        return max(self.timeout_s, self.facts_floor_s)
+
     @property
     def master_probe_s(self) -> float:
         return self.timeout_s

@@ -57,16 +57,19 @@ def world_of(config: Config, placement) -> WorldConfig:
                        timeout_s=w.timeout_s, token=w.token, origin=w.origin)
 
 
-def collect(config: Config, master_addr: Optional[str] = None) -> dict:
-    """This node's facts (facts/), read once by the node's leader."""
+def collect(config: Config, master_addr: Optional[str] = None, budget=None) -> dict:
+    """This node's facts (facts/), read once by the node's leader within the Budget's facts_s: a source that does
+    not answer (a wedged driver, a read that blocks) is named in the facts, never waited on."""
     from ..agent.context import load_torch
     from ..facts import collect_node_facts
-    from ..rendezvous.budget import FIXED
+    from ..rendezvous.budget import FIXED, Budget
 
+    budget = budget or Budget.of(config)
     return collect_node_facts(load_torch=load_torch, code_path=config.code_path, paths=config.paths,
                               master_addr=master_addr or config.world.master_addr, tool_version=__version__,
                               shared_dirs=config.storage.dirs, need_bytes=config.storage.need_bytes,
-                              counter_window_s=FIXED.counter_window_s, xid_window_s=config.hardware.xid_window_s)
+                              counter_window_s=FIXED.counter_window_s, xid_window_s=config.hardware.xid_window_s,
+                              bound_s=budget.facts_s)
 
 
 def probe_master(world: WorldConfig, budget, hosts_store: Optional[bool] = None, waits=None) -> Optional[dict]:

@@ -121,3 +121,21 @@ def test_baseline_of_another_host_or_boot_says_nothing(fs):
     now["counters"]["boot_id"] = "1" * 8 + "-0000-0000-0000-" + "0" * 12
     (c,) = baseline_checks(node_infos(now), node_infos(golden), "g.json")
     assert c.status is Status.SKIP and "rebooted since g.json" in c.summary
+
+
+def test_counters_that_read_as_no_number_are_a_skip_saying_why_never_quiet(fs):
+    """Issue 63: N/A, junk or an empty file on every port gave "no error counter moved on 4 RDMA port(s)"."""
+    gpu_node(fs)
+    for i in range(4):
+        fs.ib_counters(f"mlx5_{i}", 1, symbol_error="N/A", link_downed="junk", port_rcv_errors="")
+    c = judge(node_facts())
+    assert c.status is Status.SKIP and "read as no number" in c.summary and "no error counter moved" not in c.summary
+    assert "symbol_error: 'N/A'" in c.summary or "link_downed: 'junk'" in c.summary
+    assert set(c.evidence["unreadable"]) == {f"mlx5_{i}/1" for i in range(4)}
+
+
+def test_a_counter_that_moved_is_judged_beside_ports_that_read_as_no_number(fs):
+    gpu_node(fs)
+    fs.ib_counters("mlx5_3", 1, symbol_error="N/A")
+    c = judge(node_facts(between=lambda: fs.ib_counters("mlx5_2", 1, link_downed=1)))
+    assert c.status is Status.FAIL and c.evidence["unreadable"] == {"mlx5_3/1": {"symbol_error": "'N/A'"}}

@@ -10,6 +10,15 @@ import pytest
 from tests.conftest import run_cli
 
 
+def _report(**fields) -> dict:
+    """The smallest report the published schema accepts (every saved report is checked against it), with `fields`."""
+    return {"schema": "ncclcheck.report/1", "command": "preflight", "version": "0", "status": "pass", "exit_code": 0,
+            "started": "2026-01-01T00:00:00+00:00", "duration_s": 0.0,
+            "world": {"nnodes": 1, "world_size": 1, "backend": "gloo", "master": None, "launcher": "ncclcheck"},
+            "nodes": [],
+            "checks": [], "recommendations": [], **fields}
+
+
 def _drift(doc: dict) -> list[dict]:
     return [c for c in doc["checks"] if c["id"] == "baseline.drift"]
 
@@ -41,7 +50,7 @@ def test_save_then_compare_then_drift(tmp_path, validate_report):
 @pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_bad_baseline_files_are_usage_errors(tmp_path):
     empty = tmp_path / "x.json"
-    empty.write_text(json.dumps({"schema": "ncclcheck.report/1", "nodes": []}))
+    empty.write_text(json.dumps(_report()))
     notjson = tmp_path / "y.json"
     notjson.write_text("{")
     for path in (empty, notjson, tmp_path / "missing.json"):
@@ -55,8 +64,8 @@ def test_bad_baseline_files_are_usage_errors(tmp_path):
 def test_links_against_a_baseline_no_real_link_can_match(tmp_path):
     """A baseline of 1e6 GB/s per link: every measured link is slower by far more than --tolerance."""
     base = tmp_path / "links-golden.json"
-    base.write_text(json.dumps({"schema": "ncclcheck.report/1", "command": "links", "nodes": [],
-                                "links": {"size": 1 << 20, "matrix_gbps": [[None, 1e6], [1e6, None]]}}))
+    base.write_text(json.dumps(_report(command="links", links={"size": 1 << 20, "slow": [], "slow_nodes": [],
+                                                               "matrix_gbps": [[None, 1e6], [1e6, None]]})))
     p = run_cli("links", "--size", "1M", "--baseline", str(base), "--tolerance", "0.2", "--json", "-", timeout=180)
     assert p.returncode == 1, p.stderr
     c = next(c for c in json.loads(p.stdout)["checks"] if c["id"] == "links.baseline")

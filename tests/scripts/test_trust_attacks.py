@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from ncclcheck_lab import trust_attacks
+from ncclcheck_lab import trust_attacks, trust_round5
 
 pytestmark = pytest.mark.slow
 
@@ -23,5 +23,20 @@ def test_each_attack_of_issue_55_is_held(name):
     attack = trust_attacks.ROUND4[name]
     got = attack(REPO, mib=96) if name == "unbounded-read" else attack(REPO)
     if got["held"] is None:
+        pytest.skip(got["line"])
+    assert got["held"], got["line"]
+
+
+# Issue 63's attacks (ncclcheck_lab/trust_round5.py; `python3 scripts/trust_attacks.py round5 [REPO]`): each read
+# "NOT HELD" on the tree before the fix (3e84259; docs/trust.md quotes the lines). odd-values is the nvidia-smi
+# reader's (issue 62): asserted here once that reader keeps every GPU whatever one value holds.
+ROUND5_HERE = [n for n in trust_round5.ROUND5 if n != "odd-values"]
+
+
+@pytest.mark.parametrize("name", ROUND5_HERE)
+def test_each_attack_of_issue_63_is_held(name):
+    attack = trust_round5.ROUND5[name]
+    got = attack(REPO, step=4) if name == "baseline-shapes" else attack(REPO)
+    if got["held"] is None:  # silent-member: node 1 did not join in time on a loaded machine, nothing measured
         pytest.skip(got["line"])
     assert got["held"], got["line"]

@@ -285,9 +285,10 @@ def read_nothing_attack(repo: str) -> dict:
 
 # --------------------------------------------------------------------------------------------------- item 5
 def odd_values_attack(repo: str) -> dict:
-    """Item 5 (the nvidia-smi reader, issue 62's): one `inf` and one 400-digit value in nvidia-smi's CSV, a comma in
-    a GPU's name, on a node whose GPU 0 has a row remap pending (no NVML: nvidia-smi is the source). Held: both
-    GPUs read and gpu.memory still fails naming the pending remap."""
+    """Item 5 (the nvidia-smi reader, facts/smiq.py and facts/gpu.py): one `inf` and one 400-digit value in
+    nvidia-smi's answers (`-q`, and the device list's CSV), a comma in a GPU's name, on a node whose GPU 0 has a row
+    remap pending (no NVML: nvidia-smi is the source). Held: both GPUs read and gpu.memory still fails naming the
+    pending remap."""
     from . import fakehw
 
     spec = fakehw.node_spec(gpus=2, nvswitches=0, ib_ports=0)
@@ -302,8 +303,8 @@ def odd_values_attack(repo: str) -> dict:
     mem = next((c for c in doc.get("checks", []) if c["id"] == "gpu.memory"), {})
     gpus = len(gh.get("gpus") or [])
     held = gpus == 2 and mem.get("status") == "fail" and rc == 1
-    return {"held": held, "line": f"inf, a 400-digit value and a comma in a GPU's name in nvidia-smi's CSV: {gpus} of "
-            f"2 GPUs read, gpu.memory {mem.get('status')} \"{mem.get('summary', '')[:80]}\", exit {rc}"}
+    return {"held": held, "line": f"inf, a 400-digit value and a comma in a GPU's name in nvidia-smi's answers: "
+            f"{gpus} of 2 GPUs read, gpu.memory {mem.get('status')} \"{mem.get('summary', '')[:80]}\", exit {rc}"}
 
 
 # --------------------------------------------------------------------------------------------------- item 7

@@ -25,7 +25,7 @@ from concurrent.futures import wait as wait_futures
 from typing import Any, NamedTuple, Optional
 
 from ..checks import slowness
-from ..postmortem import slow
+from ..postmortem import phase, slow
 from ..render import slow as words
 from ..rendezvous.budget import Budget
 from . import pace
@@ -59,7 +59,8 @@ PAIR_FLOOR, PAIR_CAPACITY_FLOOR = 0.5, 0.67  # one direction alone (not a host: 
 # of the others' rate (a shaped pair: 5x+)
 MAX_LOST = 32  # units whose shares the probe's JSON keeps (`lost`): those slow in half their rounds or more
 PHASE_RANKS = 3  # ranks (on as many hosts) that sample their progress: where a step computes is the program's
-PHASE_REPLY_BYTES = 1 << 20  # a "phase" reply: at most pace.PHASE_MAX_ROWS rows of ~60 bytes per process group
+PHASE_REPLY_BYTES = 4 << 20  # a "phase" reply at most: a 2 s window's rows (~1,000 of ~80 bytes) of ~48 process groups
+RATE_REPLY_BYTES = 64 << 10  # a "rate" reply: a few dozen values per target
 
 
 def measure_clocks(records: dict, answered: list, asker: Any, budget: Budget) -> dict:
@@ -95,25 +96,66 @@ def measure_clocks(records: dict, answered: list, asker: Any, budget: Budget) ->
     return {h: c for h, c in got.items() if c}
 
 
-def sample_phases(records: dict, answered: list, asker: Any, budget: Budget, seconds: float) -> dict:
-    """{rank: {pg: rows}}: PHASE_RANKS answering ranks, each on another host, sample their own progress for
-    `seconds` at once (live/pace.py's "phase"): where in a step the ranks work outside collectives
-    (postmortem/phase.py). Nothing for a rank that did not answer in time."""
-    from ..postmortem import phase
+class Sampled(NamedTuple):
+    """What sample_phases got: {rank: {pg: rows}} of the ranks whose samples arrived, and what each asked rank's
+    sampling was as a measure ({"rank", "host", "asked_bytes", "asked_items", "rows", "dropped", "error"}: every
+    refusal, timeout and trimmed reply kept, for the verdict to say)."""
 
+    rows: dict
+    asked: list
+
+
+def phase_ask(seconds: float, groups: int, budget: Budget) -> tuple[int, int]:
+    """(bytes, JSON values) a "phase" reply of `seconds` holds at most: one row per sample of each group at most
+    (every Budget.live_phase_every_s, whatever the job's step rate: a job stepping every 100 ms changes its counters
+    ~4 times a step, a 2 s window holds ~80 of them, 400 values), within pace.PHASE_MAX_ROWS a group, within
+    PHASE_REPLY_BYTES."""
+    rows = min(pace.PHASE_MAX_ROWS, int(min(seconds, budget.live_phase_max_s) / budget.live_phase_every_s) + 2)
+    nbytes, items = pace.phase_room(max(1, min(groups, phase.MAX_GROUPS)), rows)
+    return min(nbytes, PHASE_REPLY_BYTES), min(items, PHASE_REPLY_BYTES // pace.ITEM_BYTES)
+
+
+def groups_of(answers: dict) -> dict:
+    """{rank: the process groups its answer's progress names} (a look's fetch.Answer-s): what its phases hold."""
+    out = {}
+    for r, a in answers.items():
+        prog = (a.doc or {}).get("progress") if getattr(a, "doc", None) else None
+        out[r] = len(prog) if isinstance(prog, dict) else 0
+    return out
+
+
+def sample_phases(records: dict, answered: list, asker: Any, budget: Budget, seconds: float,
+                  groups: Optional[dict] = None) -> Sampled:
+    """PHASE_RANKS answering ranks, each on another host, sample their own progress for `seconds` at once
+    (live/pace.py's "phase"): where in a step the ranks work outside collectives (postmortem/phase.py). Each is asked
+    for what its window holds (phase_ask, from the groups its last answer named: `groups`, {rank: count}); what
+    did not arrive, was refused or was trimmed is kept in Sampled.asked, never dropped unsaid."""
     first: dict = {}
     for r in sorted(answered):
         if r in records and len(first) < PHASE_RANKS:
             first.setdefault(records[r]["host"], r)
     if not first or seconds <= 0:
-        return {}
+        return Sampled({}, [])
     end = budget.deadline(seconds + budget.live_request_s + budget.live_send_s)
+    ask = {r: phase_ask(seconds, (groups or {}).get(r) or 1, budget) for r in first.values()}
     with ThreadPoolExecutor(max_workers=len(first), thread_name_prefix="ncclcheck-watch") as ex:
         futs = {r: ex.submit(pace.exchange, records[r], {"kind": "phase", "s": round(seconds, 3)}, asker, end, budget,
-                             PHASE_REPLY_BYTES) for r in first.values()}
+                             *ask[r]) for r in first.values()}
         wait_futures(list(futs.values()), timeout=budget.remaining(end) + budget.thread_join_s)
-        got = {r: f.result()[0] for r, f in futs.items() if f.done() and f.exception() is None}
-    return {r: rows for r, doc in got.items() if doc and (rows := phase.rows_of(doc.get("phase")))}
+        got = {r: (f.result()[:2] if f.done() and f.exception() is None else
+                   (None, "no reply within its bound" if not f.done() else f"{type(f.exception()).__name__}"))
+               for r, f in futs.items()}
+    rows, asked = {}, []
+    for r, (doc, why) in sorted(got.items()):
+        mine = phase.rows_of(doc.get("phase")) if doc else None
+        d = doc.get("dropped") if doc else None
+        if mine:
+            rows[r] = mine
+        asked.append({"rank": r, "host": records[r]["host"], "asked_bytes": ask[r][0], "asked_items": ask[r][1],
+                      "rows": sum(len(v) for v in (mine or {}).values()),
+                      "dropped": d if type(d) is int and d > 0 else 0,
+                      "error": None if doc else (why or "no reply")[:200]})
+    return Sampled(rows, asked)
 
 
 def rank_clocks(clocks: dict, records: dict) -> dict:
@@ -320,7 +362,7 @@ def _measure(by_host: dict, suspects: set, records: dict, asker: Any, budget: Bu
         end = budget.deadline(budget.live_rate_wait_s(1))
         with ThreadPoolExecutor(max_workers=min(THREADS, len(turn)), thread_name_prefix="ncclcheck-watch") as ex:
             futs = {(p, t): ex.submit(pace.exchange, records[by_host[p]], {"kind": "rate", "ranks": [by_host[t]]},
-                                      asker, end, budget) for p, t in turn}
+                                      asker, end, budget, RATE_REPLY_BYTES) for p, t in turn}
             wait_futures(list(futs.values()), timeout=budget.remaining(end) + budget.thread_join_s)
             replies = {e: f.result()[0] for e, f in futs.items() if f.done() and f.exception() is None}
         for (prober, src), doc in replies.items():
@@ -355,7 +397,7 @@ def analysed(inp: Any, records: dict, clocks: dict) -> dict:
     """The slow section of the fetched flight recorders (diagnose's Inputs, their phases with them) with the measured
     clocks: postmortem/slow.py's analysis, which judge() says and early_probe() probes from."""
     return slow.analyse(inp.dumps, _hosts(inp, records), rank_clocks(clocks, records), inp.phases,
-                        unjudged=set(records) | set(inp.unanswered))
+                        unjudged=set(records) | set(inp.unanswered), sampling=inp.sampling)
 
 
 def early_probe(inp: Any, records: dict, clocks: dict, asker: Any, budget: Budget,
@@ -422,8 +464,8 @@ def with_probe(named: list, found: Optional[dict], job: dict, measured: bool) ->
     starved = {f.get("host") for f in named if measured and f["kind"] == "compute" and f.get("host") in slow_hosts}
     kept, explained = [], []
     for f in named:
-        if f.get("host") in starved:
-            kept.append(dict(f, probe=found))
+        if f.get("host") in starved or f["kind"] == slow.UNTOLD_KIND:  # a kind not told stays so: a host short of
+            kept.append(dict(f, probe=found))  # CPU serves the probe slowly too, its link would be a guess
         elif f.get("host") in slow_hosts:
             kept.append(dict(f, kind="communication", probe=found))
         elif f["kind"] == "compute" or not measured:

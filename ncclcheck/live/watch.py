@@ -320,7 +320,8 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
     # so judge() takes the analysis as it is and the probe when its suspects are the same; a job found hung stops it.
     hung = threading.Event()
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="ncclcheck-watch") as ex:
-        sampling = ex.submit(straggle.sample_phases, records, answered, asker, budget, budget.live_confirm_s)
+        sampling = ex.submit(straggle.sample_phases, records, answered, asker, budget, budget.live_confirm_s,
+                             straggle.groups_of(first))
         clocks = straggle.measure_clocks(records, answered, asker, budget)
         phases["clocks"] = budget.since(phase)
         early = ex.submit(_early, first, reg, clocks, asker, budget, hung, sampling)
@@ -336,7 +337,8 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
     phase = budget.now()
     read = early.result() if early.exception() is None else None
     if read is None:  # the early reading failed: made here (the sampling's result kept)
-        read = (*_read(first, reg, clocks, sampling.result() if sampling.exception() is None else {}), None, None)
+        read = (*_read(first, reg, clocks, sampling.result() if sampling.exception() is None else
+                       straggle.Sampled({}, [])), None, None)
     docs, inp, section, probed = read
     for r, a in second.items():  # answered the first look, not the second: gone meanwhile
         if a.doc is None and r not in inp.unanswered:
@@ -420,16 +422,19 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
                    max(n, analysis["world_size"]), hosts, _backend(docs), trust, records)
 
 
-def _read(answers: dict, reg: Any, clocks: dict, sampled: dict) -> tuple[dict, Inputs]:
+def _read(answers: dict, reg: Any, clocks: dict, sampled: straggle.Sampled) -> tuple[dict, Inputs]:
     """(documents, diagnose's Inputs) of a look's recorders with the measured clocks and sampled phases."""
-    docs = live_docs(answers, reg.records, clocks, sampled)
-    return docs, build_inputs(answers, reg.records, reg.missing, docs, socket.gethostname(), reg.ends)
+    docs = live_docs(answers, reg.records, clocks, sampled.rows)
+    inp = build_inputs(answers, reg.records, reg.missing, docs, socket.gethostname(), reg.ends)
+    inp.sampling = list(sampled.asked)
+    return docs, inp
 
 
-def with_phases(docs: dict, inp: Inputs, sampled: dict) -> None:
+def with_phases(docs: dict, inp: Inputs, sampled: straggle.Sampled) -> None:
     """The sampled phases put in documents and Inputs made before the sampling ended, where live_doc and
-    build_inputs put them."""
-    for r, rows in sampled.items():
+    build_inputs put them; what each sampled rank's sampling was as a measure in Inputs.sampling."""
+    inp.sampling = list(sampled.asked)
+    for r, rows in sampled.rows.items():
         if r in docs and rows:
             docs[r][flight.LIVE_KEY]["phase"] = rows
             got = phase_of_doc(docs[r], r, flight.LIVE_KEY)
@@ -443,10 +448,12 @@ def _early(first: dict, reg: Any, clocks: dict, asker: Asker, budget: Budget, hu
     made while the phases are sampled (~0.3 s at 4,096 ranks), the analysis and the probe once the sampling is over:
     the probe's downloads share the job's links and CPU, and beside the sampling of a communication-bound lab job
     they left its steps unmeasured (its big all_reduce slowed while a rank sampled where it works)."""
-    docs, inp = _read(first, reg, clocks, {})
+    docs, inp = _read(first, reg, clocks, straggle.Sampled({}, []))
     wait_futures([sampling], timeout=budget.live_confirm_s + budget.live_request_s + budget.live_send_s
                  + budget.thread_join_s)
-    with_phases(docs, inp, sampling.result() if sampling.done() and sampling.exception() is None else {})
+    with_phases(docs, inp, sampling.result() if sampling.done() and sampling.exception() is None else
+                straggle.Sampled({}, [{"rank": None, "host": None, "asked_bytes": 0, "asked_items": 0, "rows": 0,
+                                       "dropped": 0, "error": "the sampling did not end within its bound"}]))
     section, probed = straggle.early_probe(inp, reg.records, clocks, asker, budget, hung)
     return docs, inp, section, probed
 
@@ -622,7 +629,8 @@ def _judge_follow(reg: Any, now: dict, asker: Asker, budget: Budget, follow: str
     """One --follow look at a progressing job: who slows it (a start or an end said through the observer)."""
     answered = sorted(r for r, a in now.items() if a.doc is not None)
     clocks = straggle.measure_clocks(reg.records, answered, asker, budget)
-    sampled = straggle.sample_phases(reg.records, answered, asker, budget, budget.live_confirm_s)
+    sampled = straggle.sample_phases(reg.records, answered, asker, budget, budget.live_confirm_s,
+                                     straggle.groups_of(now))
     docs, inp = _read(now, reg, clocks, sampled)
     node_of = {h: i for i, h in enumerate(sorted({rec["host"] for rec in reg.records.values()}))}
     section, _ = straggle.judge(inp, reg.records, clocks, asker, budget, node_of, follow)

@@ -50,6 +50,10 @@ PERIOD_MATCH = 0.9  # ... repeated this often in the window (an evaluation pass 
 MIN_PHASE = 2  # measures of the work before each place of the pattern, at least: fewer, its gaps decide (said)
 MIN_WORK_NS = 1_000_000  # the longest work outside collectives in a step, at least, for a measure to place it: a job
 # that never leaves its collectives for 1 ms has no compute phase to find (its gaps decide)
+UNTOLD_KIND = "untold"  # a finding's kind when no measure of where the ranks work placed its group's steps
+# why (a finding's "untold"): "not sampled" (nothing measured where the ranks work: a gloo dump watch did not sample),
+# "too few" (sampled, but too few measures of each place of the pattern), "no pattern" (one collective a step: a rank
+# late at each call is late after its work either way; only the GPU's durations tell)
 COMM_SHARE = 0.3  # a unit is a communication suspect when this share of its cost falls inside steps (where it
 # did no work: it left the collective before late); a compute straggler's cost falls where a step begins
 MAX_OFFSET_NS = 10**15  # a clock offset read from a dump: more than ~11 days is not one
@@ -193,8 +197,10 @@ def _work(phases: dict, name: str, ranks: list) -> dict:
     return {q: _median(ws) for q, ws in per.items()}
 
 
-def _steps(latest: list, sigs: list, seqs: list, work: dict, durations: Optional[list]) -> tuple[list, set, str]:
-    """(indices where a step begins, indices the ranks work before calling, how they were found). A repeating
+def _steps(latest: list, sigs: list, seqs: list, work: dict,
+           durations: Optional[list]) -> tuple[list, set, str, Optional[str]]:
+    """(indices where a step begins, indices the ranks work before calling, how they were found, None when a measure
+    placed them, else why none did: UNTOLD's key). A repeating
     pattern of collectives is a step, begun at the place in the pattern where the ranks work outside collectives the
     longest (measured: `work`, {seq: ns}, watch's samples; `durations`, the work before each collective from the
     GPU's durations); without a measure, at the place with the longest median gap before it. Without a pattern, a
@@ -216,18 +222,21 @@ def _steps(latest: list, sigs: list, seqs: list, work: dict, durations: Optional
             busy = {j for j in range(p) if med[j] >= GAP_SHARE * top}
             source = "the GPU's durations" if durations is not None else "sampled"
             return (list(range(at if at else p, k, p)), {i for i in range(1, k) if i % p in busy},
-                    f"a pattern of {p} collectives, begun where the ranks work outside collectives ({source})")
+                    f"a pattern of {p} collectives, begun where the ranks work outside collectives ({source})", None)
         at = max(range(p), key=lambda j: _median(gaps[j + p if j == 0 else j::p]))
         starts = list(range(at if at else p, k, p))
-        return starts, set(starts), f"a pattern of {p} collectives, begun after its longest gap (not measured)"
+        return (starts, set(starts), f"a pattern of {p} collectives, begun after its longest gap (not measured)",
+                "too few" if work else "not sampled")
     series = [0.0] + [durations[i] for i in range(1, k)] if durations is not None else gaps
     out = []
     for i in range(1, k):
         hi = _pct(series[max(1, i - GAP_AROUND):i + GAP_AROUND + 1], 0.9)
         if hi > 0 and series[i] >= GAP_SHARE * hi:
             out.append(i)
+    # one collective a step (or no pattern): a rank late at every call is late after its work whether it worked
+    # longer or left the collective before late; only each collective's own time (the GPU's durations) tells them
     return out, set(out), ("the work between collectives (the GPU's durations)" if durations is not None else
-                           "the job's compute gaps")
+                           "the job's compute gaps"), None if durations is not None else "no pattern"
 
 
 def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dict, off: dict, err: dict,
@@ -253,11 +262,11 @@ def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dic
             lost_h = t1 - other[0] - err.get(h1, 0) - err.get(host_of.get(other[1]), 0) if other else 0
             cost_host.append((h1, max(0, lost_h)))
     durations = phase.outside_from_durations(colls, latest) if colls else None
-    starts, busy, how = _steps(latest, sigs, seqs, work, durations)
+    starts, busy, how, untold = _steps(latest, sigs, seqs, work, durations)
     out: dict = {"pg": name, "desc": desc, "ranks": len(ranks), "hosts": len(hosts), "collectives": k,
                  "first_seq": seqs[0] if seqs else None, "last_seq": seqs[-1] if seqs else None,
-                 "steps": max(0, len(starts) - 1), "steps_by": how, "found": [], "job": None, "scores": {},
-                 "last_slow": {}}
+                 "steps": max(0, len(starts) - 1), "steps_by": how, "untold": untold, "found": [], "job": None,
+                 "scores": {}, "last_slow": {}}
     if len(starts) - 1 < slowness.MIN_SAMPLES:
         out["why"] = (f"{max(0, len(starts) - 1)} steps in the window of {k} collectives: the rule needs "
                       f"{slowness.MIN_SAMPLES}")
@@ -303,8 +312,11 @@ def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dic
                 "last_ns": out["last_slow"].get(f"{unit}:{u}"),
                 "inside": round(sum((inside.get(u) or [0] * len(spans))[v.since:]) / total, 4) if total else 0.0,
             })
-    for f in found:
-        f["kind"] = "communication" if f["inside"] >= COMM_SHARE else "compute"
+    for f in found:  # told only where a measure placed the steps: the longest gap is a guess, reversed when a
+        # step's collectives outlast its compute (issue 65); then the finding says why it is not told
+        f["kind"] = ("communication" if f["inside"] >= COMM_SHARE else "compute") if untold is None else UNTOLD_KIND
+        if untold is not None:
+            f["untold"] = untold
     out["found"] = _explained(found)
     # the job against its own best, among steps of the newest step's kind (its collectives): an evaluation pass's
     # steps are other collectives, shorter or longer, and no reference for training's
@@ -345,11 +357,13 @@ def _explained(found: list) -> list:
 
 
 def analyse(dumps: dict, hosts: dict, clocks: Optional[dict] = None, phases: Optional[dict] = None,
-            unjudged: Iterable = ()) -> dict:
+            unjudged: Iterable = (), sampling: Optional[list] = None) -> dict:
     """The report's `slow` section from {rank: flight.RankDump}, {rank: host name}, the measured clock offsets
     {rank: {"offset_ns", "err_ns"}} (watch; None: not measured) and watch's phase samples {rank: {pg: rows}}
     (postmortem/phase.py; None: not sampled). unjudged: the job's ranks whose flight recorder could not be read (no
-    answer, no dump): a verdict on the others never speaks for them."""
+    answer, no dump): a verdict on the others never speaks for them. sampling: what each rank watch asked to sample
+    answered (live/straggle.Sampled.asked): a refused, unanswered or trimmed sampling is a finding about the measure
+    (`measure`), and it is why a finding's kind is not told when no samples arrived."""
     clocks, phases = clocks or {}, phases or {}
     names = sorted({n for d in dumps.values() for n in d.groups}, key=lambda n: (n != flight.DEFAULT_PG, n))
     groups, found = [], []
@@ -380,6 +394,10 @@ def analyse(dumps: dict, hosts: dict, clocks: Optional[dict] = None, phases: Opt
     for f in sorted(found, key=lambda f: -f["share"]):  # a unit named in several groups: its largest share
         best.setdefault((f["unit"], f["rank"] if f["unit"] == "rank" else f["host"]), f)
     named = sorted(best.values(), key=lambda f: -f["share"])
+    measure = [dict(a) for a in (sampling or []) if a.get("error") or a.get("dropped")][:MAX_REPORT_ROWS]
+    for f in named:
+        if f.get("untold") and measure:
+            f["sampling"] = measure[:4]  # the measure that failed it, said with its kind
     last_slow: dict = {}
     for g in groups:
         for k, ns in (g.pop("last_slow", None) or {}).items():
@@ -394,7 +412,7 @@ def analyse(dumps: dict, hosts: dict, clocks: Optional[dict] = None, phases: Opt
             "min_steps": slowness.MIN_SAMPLES, "clock": clock_used, "groups": groups, "named": named,
             "last_slow": dict(sorted(last_slow.items(), key=lambda kv: -kv[1])[:MAX_REPORT_ROWS]),
             "job": main["job"] if main else None, "pg": main["pg"] if main else None,
-            "ranks": ranks[:MAX_REPORT_ROWS], "unjudged": _unjudged(unjudged, dumps)}
+            "ranks": ranks[:MAX_REPORT_ROWS], "unjudged": _unjudged(unjudged, dumps), "measure": measure}
 
 
 def _unjudged(ranks: Iterable, dumps: dict) -> dict:
@@ -411,11 +429,20 @@ FIX_COMMUNICATION = ("check {who}'s links: the NIC's negotiated speed (`ethtool 
                      "once the job stops")
 
 
+FIX_UNTOLD = ("tell whether {who} computes or communicates late: `ncclcheck watch` while the job runs (it samples "
+              "where the ranks work), or NCCL with TORCH_NCCL_ENABLE_TIMING=1 (each collective's own time); then "
+              "this fix names its CPU, data loader or GPU, or its links")
+
+
 def fix_for(found: list) -> str:
-    """Each finding's fix, once per kind: the compute fix naming its units, the links fix naming its hosts."""
-    compute = [f for f in found if f.get("kind") != "communication" and f.get("unit") != "link"]
-    comm = [f for f in found if f not in compute]
+    """Each finding's fix, once per kind: the compute fix naming its units, the links fix naming its hosts, and for a
+    kind not told (UNTOLD_KIND) how to tell it, never one of the two guessed."""
+    untold = [f for f in found if f.get("kind") == UNTOLD_KIND]
+    compute = [f for f in found if f.get("kind") == "compute" and f.get("unit") != "link"]
+    comm = [f for f in found if f not in compute and f not in untold]
     parts = []
+    if untold:
+        parts.append(FIX_UNTOLD.format(who=", ".join(dict.fromkeys(f.get("who") or words.who(f) for f in untold))))
     if compute:
         parts.append(FIX_COMPUTE.format(who=", ".join(dict.fromkeys(f.get("who") or words.who(f) for f in compute))))
     if comm:
@@ -436,14 +463,17 @@ def check(check_id: str, section: Optional[dict], also: tuple = (), node_of: Opt
     found = [*section.get("named", []), *also]
     ev = {k: section.get(k) for k in ("floor", "job_floor", "consistent", "min_steps", "pg")}
     ev["clock"] = (section.get("clock") or {}).get("source")
-    detail = f"{words.floors(section)}; {words.clock(section)}; {words.steps(section)}"
+    measure = [words.measure(m) for m in section.get("measure") or []]
+    if measure:
+        ev["measure"] = section["measure"]
+    detail = "\n".join([f"{words.floors(section)}; {words.clock(section)}; {words.steps(section)}", *measure])
     if found:
-        texts = [words.link_finding(f) if f.get("unit") == "link" else words.finding(f) for f in found]
+        texts = [*(words.link_finding(f) if f.get("unit") == "link" else words.finding(f) for f in found), *measure]
         hosts = sorted({h for f in found for h in ([f["host"]] if f.get("host") else f.get("hosts", []))})
         ev.update(named=found, **({"nodes": sorted(node_of[h] for h in hosts if h in node_of)} if node_of else {}))
         if (section.get("unjudged") or {}).get("count"):
             ev["unjudged"] = section["unjudged"]
-        return failed(check_id, texts[0], detail="\n".join([*texts, detail]), findings=tuple(texts),
+        return failed(check_id, texts[0], detail="\n".join([*texts[:len(found)], detail]), findings=tuple(texts),
                       fix=fix_for(found), evidence=ev)
     g = next(g for g in section["groups"] if g.get("steps"))
     job = words.job(section.get("job"))
@@ -452,9 +482,10 @@ def check(check_id: str, section: Optional[dict], also: tuple = (), node_of: Opt
     unjudged = section.get("unjudged") or {}
     if unjudged.get("count"):  # unmeasured is never healthy: the ranks not read may be the slow ones
         ev["unjudged"] = unjudged
-        return warned(check_id, f"{said}, among the {g['ranks']:,} ranks read; {words.unjudged(unjudged)}",
-                      detail=detail, evidence=ev)
-    return passed(check_id, said, detail=detail, evidence=ev)
+        said = f"{said}, among the {g['ranks']:,} ranks read; {words.unjudged(unjudged)}"
+        return warned(check_id, said, detail=detail, evidence=ev, findings=(said, *measure) if measure else ())
+    # a measure refused or trimmed is said beside the verdict (on the console too), whatever the verdict
+    return passed(check_id, said, detail=detail, evidence=ev, findings=(said, *measure) if measure else ())
 
 
 def clock_of(doc: dict, rank: int) -> Optional[dict]:

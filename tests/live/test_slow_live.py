@@ -516,3 +516,84 @@ def test_a_sampling_whose_reads_cost_cpu_spans_its_whole_window_within_one_burst
     took = time.monotonic() - t0
     assert took >= 0.9, f"the sampling stopped after {took:.2f} s of its 1 s window"
     assert me.phase_spend.spent <= FIXED.live_work_burst_s + 0.01  # within one burst (one more sample at most)
+
+
+# --- issue 65: a job that steps every ~100 ms, its 16 MiB all_reduce outlasting its 20 ms of compute ---
+def _fast(**kw) -> Job:
+    """The issue's job, simulated: 3 hosts x 2 ranks, 20 ms of compute then a big all_reduce of 70 ms and a small
+    one: a step of ~95 ms, whose 2 s sampling window changes the counters ~80 times (400 JSON values: over the 256
+    a request took by default)."""
+    return Job(world=6, per_host=2, step_us=20_000, transfer_by=(70_000, 2_000), jitter=0.02, steps=600, **kw)
+
+
+def _sampled_ok(report) -> list:
+    """The sampling as a measure: every asked rank's rows arrived, none refused nor trimmed, more than 256 values."""
+    asked = report.extra["live"]["slow"].get("measure")
+    assert asked == [], asked
+    g = next(g for g in report.extra["live"]["slow"]["groups"] if g.get("steps"))
+    assert "outside collectives (sampled)" in g["steps_by"], g
+    return asked
+
+
+def test_a_fast_stepping_jobs_compute_straggler_is_compute_with_a_compute_fix(store):
+    report, checks = run(_fast(slow={5: (0, 0.5)}), store, past=60)
+    slow = checks["live.slow"]
+    assert slow.status.value == "fail" and report.exit_code == 1, slow
+    _sampled_ok(report)
+    assert [(f["unit"], f["rank"], f["kind"]) for f in slow.evidence["named"]] == [("rank", 5, "compute")], slow
+    assert "find what rank 5 (host h3) does before each collective" in slow.fix and "links" not in slow.fix, slow.fix
+
+
+def test_a_fast_stepping_jobs_slow_link_is_its_host_and_communication(store):
+    # the simulated slow link: both ranks of h3 leave every collective 15 ms late (what a slow link does to them)
+    report, checks = run(_fast(leave_late={4: (0, 15_000), 5: (0, 15_000)}), store, past=60)
+    slow = checks["live.slow"]
+    assert slow.status.value == "fail" and report.exit_code == 1, slow
+    _sampled_ok(report)
+    assert [(f.get("host"), f["kind"]) for f in slow.evidence["named"]] == [("h3", "communication")], slow
+    assert "check h3's links" in slow.fix and "find what" not in slow.fix, slow.fix
+
+
+def test_a_healthy_fast_stepping_job_names_nobody(store):
+    report, checks = run(_fast(), store, past=60)
+    assert checks["live.slow"].status.value == "pass" and report.exit_code == 0, checks["live.slow"]
+    _sampled_ok(report)
+
+
+def test_a_refused_sampling_is_said_and_the_kind_is_not_told(store, monkeypatch):
+    """Responders that refuse the sampling's reply (asked for 256 values, as every request asked by default, and not
+    trimming it): the verdict still names the rank, says its kind is not told and why (never "check h3's links"),
+    and each refusal is a finding about the measure of its own."""
+    monkeypatch.setattr(straggle, "phase_ask", lambda seconds, groups, budget: (1 << 20, 256))
+    monkeypatch.setattr(pace, "fit_rows", lambda rows, limit, items: (rows, 0))
+    report, checks = run(_fast(slow={5: (0, 0.5)}), store, past=60)
+    slow = checks["live.slow"]
+    assert slow.status.value == "fail", slow
+    measure = report.extra["live"]["slow"]["measure"]
+    assert len(measure) == 3 and all("256 values" in m["error"] for m in measure), measure
+    assert all("its sampling of where it works got no samples: refused" in t for t in slow.findings[1:]), slow
+    assert len(slow.findings) == 4 and "its sampling of where it works got no" in slow.findings[0], slow
+    f = slow.evidence["named"][0]
+    assert (f["rank"], f["kind"], f["untold"]) == (5, "untold", "not sampled"), f
+    assert "compute or communication not told" in slow.summary and "check h3's links" not in slow.fix, slow
+    assert "cpu.max" not in slow.fix and "TORCH_NCCL_ENABLE_TIMING" in slow.fix, slow.fix
+
+
+def test_a_trimmed_sampling_is_said_beside_the_verdict(store, monkeypatch):
+    """A reply trimmed to what was asked keeps the newest rows and says how many it dropped: said, kind measured."""
+    monkeypatch.setattr(straggle, "phase_ask", lambda seconds, groups, budget: (1 << 20, 256))
+    report, checks = run(_fast(), store, past=60)
+    measure = report.extra["live"]["slow"]["measure"]
+    assert measure and all(m["dropped"] > 0 and m["error"] is None for m in measure), measure
+    assert any("oldest rows" in t for t in checks["live.slow"].findings), checks["live.slow"]
+
+
+def test_a_phase_reply_over_its_ask_keeps_the_newest_rows_and_says_how_many_it_dropped():
+    rows = {"0": [[i, i + 1, i, i] for i in range(1, 401)], "1": [[i, i + 1, i, i] for i in range(1, 11)]}
+    room = pace.phase_room(2, 100)
+    kept, dropped = pace.fit_rows(rows, *room)
+    assert dropped == 210 and kept["0"] == rows["0"][-190:] and kept["1"] == rows["1"]  # the longest group's oldest
+    assert pace.fit_rows(rows, *pace.phase_room(2, 400)) == (rows, 0)
+    # what watch asks for holds its window whatever the job's step rate: one row per sample
+    nbytes, items = straggle.phase_ask(2.0, 1, FIXED)
+    assert items >= pace.PHASE_ROW_ITEMS * int(2.0 / FIXED.live_phase_every_s) > 256

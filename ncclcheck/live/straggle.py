@@ -27,7 +27,7 @@ from typing import Any, NamedTuple, Optional
 from ..checks import slowness
 from ..postmortem import phase, slow
 from ..render import slow as words
-from ..rendezvous.budget import Budget
+from ..rendezvous.budget import FIXED, Budget
 from . import pace
 from .fetch import fan_out
 
@@ -60,6 +60,9 @@ PAIR_FLOOR, PAIR_CAPACITY_FLOOR = 0.5, 0.67  # one direction alone (not a host: 
 MAX_LOST = 32  # units whose shares the probe's JSON keeps (`lost`): those slow in half their rounds or more
 PHASE_RANKS = 3  # ranks (on as many hosts) that sample their progress: where a step computes is the program's
 PHASE_REPLY_BYTES = 4 << 20  # a "phase" reply at most: a 2 s window's rows (~1,000 of ~80 bytes) of ~48 process groups
+MAX_STEP_ENTRIES = 256  # flight-recorder entries the job's step is estimated from
+PHASE_STEPS = 3  # steps a sampling window holds where it can: each place of the step measured twice
+FIXED_PHASE_MAX_S = FIXED.live_phase_max_s  # what a responder samples at most (it refuses a longer request)
 RATE_REPLY_BYTES = 64 << 10  # a "rate" reply: a few dozen values per target
 
 
@@ -113,6 +116,33 @@ def phase_ask(seconds: float, groups: int, budget: Budget) -> tuple[int, int]:
     rows = min(pace.PHASE_MAX_ROWS, int(min(seconds, budget.live_phase_max_s) / budget.live_phase_every_s) + 2)
     nbytes, items = pace.phase_room(max(1, min(groups, phase.MAX_GROUPS)), rows)
     return min(nbytes, PHASE_REPLY_BYTES), min(items, PHASE_REPLY_BYTES // pace.ITEM_BYTES)
+
+
+def phase_window(seconds: float, step_us: Optional[float]) -> float:
+    """Seconds to sample: `seconds` (watch's pause between its looks), longer for a job whose step is long, so that
+    the window holds PHASE_STEPS of its steps where it can (within Budget.live_phase_max_s)."""
+    if not step_us or step_us <= 0:
+        return seconds
+    return round(max(seconds, min(FIXED_PHASE_MAX_S, PHASE_STEPS * step_us / 1e6)), 3)
+
+
+def step_us_of(answers: dict) -> Optional[float]:
+    """The job's step (us) as the first look's flight recorders show it: the newest MAX_STEP_ENTRIES entries of the
+    first answer that has them, the median time between a call and the same place of the pattern one repeat later
+    (postmortem/slow.py's period), None without one."""
+    for r in sorted(answers):
+        doc = getattr(answers[r], "doc", None) or {}
+        fr = doc.get("flight") if isinstance(doc.get("flight"), dict) else {}
+        es = [e for e in (fr.get("entries") or [])[-MAX_STEP_ENTRIES:]
+              if isinstance(e, dict) and type(e.get("time_created_ns")) is int and not e.get("is_p2p")]
+        if len(es) < 4:
+            continue
+        ts = [e["time_created_ns"] for e in es]
+        p = max(1, slow.period([(str(e.get("profiling_name")), str(e.get("input_sizes")), str(e.get("pg_id")))
+                                for e in es]))
+        steps = [ts[i] - ts[i - p] for i in range(p, len(ts)) if ts[i] >= ts[i - p]]
+        return statistics.median(steps) / 1e3 if steps else None
+    return None
 
 
 def groups_of(answers: dict) -> dict:

@@ -320,7 +320,8 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
     # so judge() takes the analysis as it is and the probe when its suspects are the same; a job found hung stops it.
     hung = threading.Event()
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="ncclcheck-watch") as ex:
-        sampling = ex.submit(straggle.sample_phases, records, answered, asker, budget, budget.live_confirm_s,
+        sampling = ex.submit(straggle.sample_phases, records, answered, asker, budget,
+                             straggle.phase_window(budget.live_confirm_s, straggle.step_us_of(first)),
                              straggle.groups_of(first))
         clocks = straggle.measure_clocks(records, answered, asker, budget)
         phases["clocks"] = budget.since(phase)
@@ -449,7 +450,7 @@ def _early(first: dict, reg: Any, clocks: dict, asker: Asker, budget: Budget, hu
     the probe's downloads share the job's links and CPU, and beside the sampling of a communication-bound lab job
     they left its steps unmeasured (its big all_reduce slowed while a rank sampled where it works)."""
     docs, inp = _read(first, reg, clocks, straggle.Sampled({}, []))
-    wait_futures([sampling], timeout=budget.live_confirm_s + budget.live_request_s + budget.live_send_s
+    wait_futures([sampling], timeout=budget.live_phase_max_s + budget.live_request_s + budget.live_send_s
                  + budget.thread_join_s)
     with_phases(docs, inp, sampling.result() if sampling.done() and sampling.exception() is None else
                 straggle.Sampled({}, [{"rank": None, "host": None, "asked_bytes": 0, "asked_items": 0, "rows": 0,
@@ -629,7 +630,8 @@ def _judge_follow(reg: Any, now: dict, asker: Asker, budget: Budget, follow: str
     """One --follow look at a progressing job: who slows it (a start or an end said through the observer)."""
     answered = sorted(r for r, a in now.items() if a.doc is not None)
     clocks = straggle.measure_clocks(reg.records, answered, asker, budget)
-    sampled = straggle.sample_phases(reg.records, answered, asker, budget, budget.live_confirm_s,
+    sampled = straggle.sample_phases(reg.records, answered, asker, budget,
+                                     straggle.phase_window(budget.live_confirm_s, straggle.step_us_of(now)),
                                      straggle.groups_of(now))
     docs, inp = _read(now, reg, clocks, sampled)
     node_of = {h: i for i, h in enumerate(sorted({rec["host"] for rec in reg.records.values()}))}

@@ -54,6 +54,7 @@ UNTOLD_KIND = "untold"  # a finding's kind when no measure of where the ranks wo
 # why (a finding's "untold"): "not sampled" (nothing measured where the ranks work: a gloo dump watch did not sample),
 # "too few" (sampled, but too few measures of each place of the pattern), "no pattern" (one collective a step: a rank
 # late at each call is late after its work either way; only the GPU's durations tell)
+PASSES = 3  # judgements of a group at most: each sets the units named so far aside and judges the rest again
 COMM_SHARE = 0.3  # a unit is a communication suspect when this share of its cost falls inside steps (where it
 # did no work: it left the collective before late); a compute straggler's cost falls where a step begins
 MAX_OFFSET_NS = 10**15  # a clock offset read from a dump: more than ~11 days is not one
@@ -176,7 +177,7 @@ def _clocks(arr: dict, host_of: dict, clocks: dict, ops: set, backend: Optional[
     return {}, {}, {"source": "hosts' own clocks (not measured; a host whose clock is ahead looks late)"}
 
 
-def _period(sigs: list) -> int:
+def period(sigs: list) -> int:
     """The number of collectives in the job's repeating pattern (op and sizes) when there is one of 2 or more
     (DDP's buckets, a model's layers), else 0: PERIOD_MATCH of the window repeats p collectives later."""
     n = len(sigs)
@@ -210,7 +211,7 @@ def _steps(latest: list, sigs: list, seqs: list, work: dict,
     gaps = [0] + [latest[i] - latest[i - 1] for i in range(1, k)]
     if durations is not None:
         work = {seqs[i]: durations[i] for i in range(1, k)}
-    p = _period(sigs)
+    p = period(sigs)
     if p:
         by: dict = {}
         for q, w in work.items():
@@ -239,14 +240,10 @@ def _steps(latest: list, sigs: list, seqs: list, work: dict,
                            "the job's compute gaps"), None if durations is not None else "no pattern"
 
 
-def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dict, off: dict, err: dict,
-           work: dict, colls: Optional[list]) -> dict:
-    """One group's window -> its steps, each unit's cost per step, the verdicts and the per-rank scores. work: {seq:
-    ns worked before calling it} from watch's samples; colls: [[each rank's entry] per collective] (GPU durations)."""
-    ranks = sorted(arr)
-    k = len(seqs)
-    a = {r: [arr[r][i] - off.get(host_of.get(r), 0) for i in range(k)] for r in ranks}
-    hosts = sorted({host_of.get(r) for r in ranks}, key=str)
+def _costs(a: dict, ranks: list, host_of: dict, err: dict, k: int) -> tuple[list, list, list]:
+    """(the latest call of each collective, [(the latest rank, its lead over the next-latest)], [(the latest host, its
+    lead over the next host's latest)]) of `ranks` only, less the clocks' error across two hosts."""
+    hosts = {host_of.get(r) for r in ranks}
     latest, cost_rank, cost_host = [], [], []
     for i in range(k):
         col = [(a[r][i], r) for r in ranks]
@@ -261,6 +258,18 @@ def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dic
             other = next(((t, r) for t, r in col if host_of.get(r) != h1), None)
             lost_h = t1 - other[0] - err.get(h1, 0) - err.get(host_of.get(other[1]), 0) if other else 0
             cost_host.append((h1, max(0, lost_h)))
+    return latest, cost_rank, cost_host
+
+
+def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dict, off: dict, err: dict,
+           work: dict, colls: Optional[list]) -> dict:
+    """One group's window -> its steps, each unit's cost per step, the verdicts and the per-rank scores. work: {seq:
+    ns worked before calling it} from watch's samples; colls: [[each rank's entry] per collective] (GPU durations)."""
+    ranks = sorted(arr)
+    k = len(seqs)
+    a = {r: [arr[r][i] - off.get(host_of.get(r), 0) for i in range(k)] for r in ranks}
+    hosts = sorted({host_of.get(r) for r in ranks}, key=str)
+    latest, cost_rank, cost_host = _costs(a, ranks, host_of, err, k)
     durations = phase.outside_from_durations(colls, latest) if colls else None
     starts, busy, how, untold = _steps(latest, sigs, seqs, work, durations)
     out: dict = {"pg": name, "desc": desc, "ranks": len(ranks), "hosts": len(hosts), "collectives": k,
@@ -278,40 +287,62 @@ def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dic
             step_of[i] = j
     dur = [latest[e] - latest[s] for s, e in spans]
     out["step_us"] = round(_median(dur[-slowness.MIN_SAMPLES:]) / 1e3, 1)
-    found = []
-    for unit, costs in (("rank", cost_rank), ("host", cost_host)):
-        per: dict = {}
-        inside: dict = {}
-        for i, (u, c) in enumerate(costs):
-            j = step_of.get(i)
-            if j is None or c <= 0:
-                continue
-            per.setdefault(u, [0] * len(spans))[j] += c
-            if i not in busy:
-                inside.setdefault(u, [0] * len(spans))[j] += c
-        for u, cs in per.items():
-            shares = [c / d if d > 0 else 0.0 for c, d in zip(cs, dur)]
-            end = slowness.last_slow(shares)
-            if end is not None:  # its newest slowdown's last slow step, ended or not (watch --follow's end): the
-                # last call it made the others wait for there, when its slow work (or its late leaving) ended
-                at = max(i for i in range(*spans[end]) if costs[i][0] == u and costs[i][1] > 0)
-                out["last_slow"][f"{unit}:{u}"] = latest[at]
-            v = slowness.judge(shares)
-            if not v.slow:
-                continue
-            total = sum(cs[v.since:])
-            s0 = spans[v.since][0]
-            found.append({
-                "unit": unit, "rank": u if unit == "rank" else None,
-                "ranks": [u] if unit == "rank" else [r for r in ranks if host_of.get(r) == u],
-                "host": host_of.get(u) if unit == "rank" else u, "pg": name, "desc": desc,
-                "cost_us": round(_median(cs[v.since:]) / 1e3, 1), "share": round(v.share, 4),
-                "steps": v.samples, "consistent": round(v.consistent, 4), "step_us": out["step_us"],
-                # it began after the call before its first late one: its slow work (or its late leaving) then
-                "since_seq": seqs[s0], "since_ns": latest[s0 - 1] if s0 else latest[s0], "before_window": v.since == 0,
-                "last_ns": out["last_slow"].get(f"{unit}:{u}"),
-                "inside": round(sum((inside.get(u) or [0] * len(spans))[v.since:]) / total, 4) if total else 0.0,
-            })
+    def judged(cost_rank: list, cost_host: list, last_slow: dict) -> list:
+        """The units whose costs the rule names (each unit's newest slow step in last_slow)."""
+        found: list = []
+        for unit, costs in (("rank", cost_rank), ("host", cost_host)):
+            per: dict = {}
+            inside: dict = {}
+            for i, (u, c) in enumerate(costs):
+                j = step_of.get(i)
+                if j is None or c <= 0:
+                    continue
+                per.setdefault(u, [0] * len(spans))[j] += c
+                if i not in busy:
+                    inside.setdefault(u, [0] * len(spans))[j] += c
+            for u, cs in per.items():
+                shares = [c / d if d > 0 else 0.0 for c, d in zip(cs, dur)]
+                end = slowness.last_slow(shares)
+                if end is not None:  # its newest slowdown's last slow step, ended or not (watch --follow's end): the
+                    # last call it made the others wait for there, when its slow work (or its late leaving) ended
+                    at = max(i for i in range(*spans[end]) if costs[i][0] == u and costs[i][1] > 0)
+                    last_slow[f"{unit}:{u}"] = latest[at]
+                v = slowness.judge(shares)
+                if not v.slow:
+                    continue
+                total = sum(cs[v.since:])
+                s0 = spans[v.since][0]
+                found.append({
+                    "unit": unit, "rank": u if unit == "rank" else None,
+                    "ranks": [u] if unit == "rank" else [r for r in ranks if host_of.get(r) == u],
+                    "host": host_of.get(u) if unit == "rank" else u, "pg": name, "desc": desc,
+                    "cost_us": round(_median(cs[v.since:]) / 1e3, 1), "share": round(v.share, 4),
+                    "steps": v.samples, "consistent": round(v.consistent, 4), "step_us": out["step_us"],
+                    # it began after the call before its first late one: its slow work (or its late leaving) then
+                    "since_seq": seqs[s0], "since_ns": latest[s0 - 1] if s0 else latest[s0],
+                    "before_window": v.since == 0,
+                    "last_ns": last_slow.get(f"{unit}:{u}"),
+                    "inside": round(sum((inside.get(u) or [0] * len(spans))[v.since:]) / total, 4) if total else 0.0,
+                })
+        return found
+
+    # a unit late at the same collectives as another named one costs the job only its lead over it there (a compute
+    # straggler whose lateness a slow host's matches reads as nothing): the named units set aside, the others are
+    # judged again against the rest, up to PASSES times
+    found, aside = judged(cost_rank, cost_host, out["last_slow"]), set()
+    for _ in range(PASSES - 1):
+        aside |= {r for f in found for r in f["ranks"]}
+        rest = [r for r in ranks if r not in aside]
+        if not found or len(rest) < 2 or len(rest) == len(ranks):
+            break
+        again: dict = {}
+        new = [f for f in judged(*_costs(a, rest, host_of, err, k)[1:], again)
+               if not any(f["unit"] == g["unit"] and f["ranks"] == g["ranks"] for g in found)]
+        if not new:
+            break
+        out["last_slow"].update({key: ns for key, ns in again.items() if any(
+            key == f"{f['unit']}:{f['rank'] if f['unit'] == 'rank' else f['host']}" for f in new)})
+        found.extend(new)
     for f in found:  # told only where a measure placed the steps: the longest gap is a guess, reversed when a
         # step's collectives outlast its compute (issue 65); then the finding says why it is not told
         f["kind"] = ("communication" if f["inside"] >= COMM_SHARE else "compute") if untold is None else UNTOLD_KIND

@@ -508,9 +508,19 @@ def with_probe(named: list, found: Optional[dict], job: dict, measured: bool) ->
         return kept, []
     link = {"unit": "link", "kind": "communication", "hosts": sorted(links),
             "pairs": [p for p in found["pairs"] if not set(p) & starved], "said": found["said"],
-            "job_share": job.get("share") or 0, "job_slower": bool(job.get("slower")), "since_ns": job.get("since_ns"),
+            "job_share": job.get("share") or 0, "job_slower": bool(job.get("slower")),
+            "since_ns": _link_since(job, kept),
             "explains": explained, "besides": [words.who(f) for f in kept]}
     return kept, [link]
+
+
+def _link_since(job: dict, named: list) -> Optional[int]:
+    """When a slow link's slowdown began: the job's, when nothing else is named; beside named units, the start of the
+    slowdown they do not cost the job (postmortem/slow.py's job "rest"), never the straggler's start; None unknown."""
+    if not named:
+        return job.get("since_ns")
+    rest = job.get("rest") or {}
+    return rest.get("since_ns") if rest.get("slower") else None
 
 
 class Follow:
@@ -529,6 +539,7 @@ class Follow:
         self.world: tuple = (0, {})  # (world size, the ranks' store records) of the newest look
         self.backend = "none"
         self.probed: Optional[tuple] = None  # (the suspects' hosts, the probe's result) of the last probe
+        self.stepped_ns: Optional[int] = None  # when the job's progress was last seen to move (its last step seen)
 
     @staticmethod
     def key(f: dict) -> str:
@@ -554,10 +565,11 @@ class Follow:
                                                                                          "share")}
                                                  for r in ranks}}]
 
-    def finish(self, t_ns: int, why: str) -> None:
-        """The job ended while watched: every slowdown still open ends at its last slow step seen."""
+    def finish(self, t_ns: int, why: str, last_step_ns: Optional[int] = None) -> None:
+        """The job ended while watched: every slowdown still on at the last look ends with the job, at its last step
+        seen (last_step_ns: watch's reads of progress between looks), else at its last slow step seen."""
         for k, f in self.current.items():
-            self._end(t_ns, k, f, None, why)
+            self._end(t_ns, k, f, last_step_ns, why)
         self.current = {}
 
     def _open(self, k: str) -> dict:

@@ -51,6 +51,7 @@ NOT_ARMED_FIX = ("arm every rank before init_process_group, as for diagnose: ncc
                  "the rdzv endpoint); a token-signed job needs the same token here (docs/live.md)")
 DUMP_NAME = "ncclcheck_live_rank_{}.json"  # a name ending in the rank, as torch's own dumps are named
 UNANSWERED_NAME = "ncclcheck_live_unanswered.json"
+FOLLOW_TICK_S = 0.5  # --follow reads one rank's progress this often between its looks: the job's last step, dated
 
 
 def counters(doc: Optional[dict]) -> dict:
@@ -304,25 +305,30 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
                                             evidence={"rejected": list(st.rejected)})], {"live": live}, n,
                        trust=trust)
     phase = budget.now()
-    first = fetch_all(records, "all", asker, budget)
-    phases = {"since_start": budget.since(t0) - budget.since(phase), "registry": registry_s,
-              "fetch": budget.since(phase)}
-    answered = sorted(r for r, a in first.items() if a.doc is not None)
-    phase = budget.now()
-    # Each rank is looked at again live_confirm_s after its own first answer: a rank that answered early does not wait
-    # for the last one (at 4,096 ranks the first look took seconds; then a pause and a second look as long made the
-    # answer ~13 s). The hosts' clocks are measured first, while no look's requests compete with them (an exchange's
-    # error is half its round trip: measured beside the second look, on the shared machine of scripts/bench_live.py,
-    # the errors took a 100 ms late rank's cost below the rule's floor), a few ranks' phases sampled meanwhile.
-    # What the first look's recorders say is read beside the second look's wait, once the clocks are known and the
-    # phases sampled: the documents, the analysis of who slows the job and the transfer probe it calls for (at 4,096
-    # ranks the analysis took ~1 s and the probe seconds after the second look); the second look adds no recorder,
-    # so judge() takes the analysis as it is and the probe when its suspects are the same; a job found hung stops it.
+    # A few ranks' phases are sampled alongside the first look, not after it (at 4,096 ranks the first look takes
+    # seconds: the sampling is over by its end), for three of the job's steps where they are longer than the pause
+    # between the looks: one rank's recorder first says how long a step is and how many groups it has.
     hung = threading.Event()
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="ncclcheck-watch") as ex:
-        sampling = ex.submit(straggle.sample_phases, records, answered, asker, budget,
-                             straggle.phase_window(budget.live_confirm_s, straggle.step_us_of(first)),
-                             straggle.groups_of(first))
+        one = fetch_all({r: records[r] for r in sorted(records)[:1]}, "flight", asker, budget)
+        sampling = ex.submit(straggle.sample_phases, records, sorted(records), asker, budget,
+                             straggle.phase_window(budget.live_confirm_s, straggle.step_us_of(one)),
+                             {r: max(straggle.groups_of(one).values(), default=1) for r in records})
+        first = fetch_all(records, "all", asker, budget)
+        phases = {"since_start": budget.since(t0) - budget.since(phase), "registry": registry_s,
+                  "fetch": budget.since(phase)}
+        answered = sorted(r for r, a in first.items() if a.doc is not None)
+        phase = budget.now()
+        # Each rank is looked at again live_confirm_s after its own first answer: a rank that answered early does not
+        # wait for the last one (at 4,096 ranks the first look took seconds; then a pause and a second look as long
+        # made the answer ~13 s). The hosts' clocks are measured first, while no look's requests compete with them
+        # (an exchange's error is half its round trip: measured beside the second look, on the shared machine of
+        # scripts/bench_live.py, the errors took a 100 ms late rank's cost below the rule's floor).
+        # What the first look's recorders say is read beside the second look's wait, once the clocks are known and
+        # the phases sampled: the documents, the analysis of who slows the job and the transfer probe it calls for (at
+        # 4,096 ranks the analysis took ~1 s and the probe seconds after the second look); the second look adds no
+        # recorder, so judge() takes the analysis as it is and the probe when its suspects are the same; a job found
+        # hung stops it.
         clocks = straggle.measure_clocks(records, answered, asker, budget)
         phases["clocks"] = budget.since(phase)
         early = ex.submit(_early, first, reg, clocks, asker, budget, hung, sampling)
@@ -553,7 +559,7 @@ def _watch(config: Config, budget: Budget, t0: float, waits: Waits, observer: An
 def _ended(config: Config, t0: float, follow: straggle.Follow, why: str) -> Report:
     """--follow's report when the job ended while watched: a normal end (live.progress passes), and every slowdown
     its looks saw, each with its start and end (live.slow: fail when one was seen, pass when none was)."""
-    follow.finish(time.time_ns(), "the job ended")
+    follow.finish(time.time_ns(), "the job ended", follow.stepped_ns)
     n, records = follow.world
     prog = passed("live.progress", f"the job ended while watched ({why}) after {follow.looks} looks that saw it "
                   "make progress", evidence={"ended": why, "looks": follow.looks})
@@ -579,6 +585,7 @@ def _follow(config: Config, budget: Budget, st: JsonStore, session: Session,
             return f"its store went away ({str(exc)[:120]})" if follow.looks else None
         asker = Asker(session, reg.job, reg.run)
         now = fetch_all(reg.records, "flight", asker, budget)
+        fetched_ns = time.time_ns()
         if not any(a.doc is not None for a in now.values()):
             return _store_gone(st, budget) if follow.looks else None
         follow.world = (reg.n, reg.records)
@@ -590,8 +597,29 @@ def _follow(config: Config, budget: Budget, st: JsonStore, session: Session,
                 return None
         else:
             still_since = None
+            follow.stepped_ns = fetched_ns
         last = now
-        time.sleep(budget.live_follow_poll_s)
+        _tick(reg.records, now, asker, budget, follow)
+
+
+def _tick(records: dict, now: dict, asker: Asker, budget: Budget, follow: straggle.Follow) -> None:
+    """The pause between two --follow looks (live_follow_poll_s), one answering rank's progress read every
+    FOLLOW_TICK_S meanwhile: the last moment it moved is the job's last step seen (follow.stepped_ns), what a slowdown
+    still on when the job ends is stamped with (the look before the end was up to a pause earlier)."""
+    end = time.monotonic() + budget.live_follow_poll_s
+    r = next((r for r in sorted(now) if now[r].doc is not None and r in records), None)
+    seen = (now[r].doc or {}).get("progress") if r is not None else None
+    while time.monotonic() < end:
+        time.sleep(max(0.0, min(FOLLOW_TICK_S, end - time.monotonic())))
+        if r is None:
+            continue
+        got = fetch_all({r: records[r]}, "progress", asker, budget).get(r)
+        prog = got.doc.get("progress") if got is not None and got.doc is not None else None
+        if prog is None:
+            return  # no answer: the next look tells whether the job ended
+        if prog != seen:
+            follow.stepped_ns = time.time_ns()
+        seen = prog
 
 
 def _registered(st: JsonStore, budget: Budget, waits: Waits) -> bool:

@@ -323,6 +323,7 @@ def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dic
                     "before_window": v.since == 0,
                     "last_ns": last_slow.get(f"{unit}:{u}"),
                     "inside": round(sum((inside.get(u) or [0] * len(spans))[v.since:]) / total, 4) if total else 0.0,
+                    "per_step": cs,  # (dropped below) what it cost each step: the rest of the job's slowdown
                 })
         return found
 
@@ -359,6 +360,17 @@ def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dic
                   "step_us": out["step_us"], "share": round(jv.share, 4), "floor": slowness.JOB_FLOOR,
                   **({"since_seq": seqs[spans[alike[jv.since]][0]], "since_ns": latest[spans[alike[jv.since]][0]],
                       "steps": jv.samples} if jv.slow else {})}
+    # the job's slowdown that the named units do not cost it (a slow link's, which slows every rank alike), with its
+    # own start: a link found slow beside a straggler is dated by it, not by the straggler's start
+    costs = [sum(f["per_step"][j] for f in out["found"]) for j in range(len(spans))]
+    if any(costs):
+        _, rest = slowness.own_best_shares([dur[j] - costs[j] for j in alike])
+        rv = slowness.judge(rest, floor=slowness.JOB_FLOOR)
+        out["job"]["rest"] = {"slower": rv.slow, "share": round(rv.share, 4),
+                              **({"since_seq": seqs[spans[alike[rv.since]][0]],
+                                  "since_ns": latest[spans[alike[rv.since]][0]]} if rv.slow else {})}
+    for f in found:
+        f.pop("per_step", None)
     work = {}
     for r in ranks:
         waited = [0] * len(spans)

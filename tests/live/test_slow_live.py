@@ -14,7 +14,7 @@ import pytest
 
 from ncclcheck.live import pace, straggle
 from ncclcheck.live.auth import Session
-from ncclcheck.live.watch import watch
+from ncclcheck.live.watch import FOLLOW_TICK_S, watch
 from ncclcheck.options import api_config
 from ncclcheck.postmortem import flight, slow
 from ncclcheck.postmortem.diagnose import diagnose
@@ -23,6 +23,7 @@ from ncclcheck.render.prometheus import render_prometheus
 from ncclcheck.rendezvous.budget import FIXED
 from ncclcheck_lab import livesim
 from ncclcheck_lab.slowsim import Job
+from ncclcheck_lab.slowsim import docs as slowsim_docs
 
 pytestmark = pytest.mark.slow
 
@@ -288,7 +289,9 @@ def test_follow_ends_with_the_jobs_end_and_keeps_every_slowdown_it_saw():
         end = time.monotonic() + 60
         while not any("slowdown starts" in str(x) for x in said) and time.monotonic() < end:
             time.sleep(0.2)
+        time.sleep(3)  # the slowdown still on when the job ends
     finally:
+        ended = time.time_ns()
         for r in rs:
             r.close()
         del st  # the job ended: its ranks and then its store are gone
@@ -302,6 +305,28 @@ def test_follow_ends_with_the_jobs_end_and_keeps_every_slowdown_it_saw():
     (s,) = report.extra["live"]["slow"]["slowdowns"]
     assert s["rank"] == 5 and s["start_ns"] and s["end_ns"] >= s["start_ns"], s
     assert [e["event"] for e in report.extra["live"]["slow"]["events"]] == ["start", "end"]
+    # still on at the job's end: it ends with the job, at its last step seen (within a tick of progress reads and a
+    # step), not at the look before (up to live_follow_poll_s earlier)
+    assert ended - (FOLLOW_TICK_S + 0.5) * 1e9 <= s["end_ns"] <= ended, (s["end_ns"] - ended) / 1e9
+
+
+def test_a_slow_link_beside_a_straggler_is_dated_by_its_own_start():
+    """Rank 3 (h2) slow from the start, every transfer 3x slower from step 30 (the probe measures h3's link slow):
+    the link's finding starts where the slowdown the rank does not cost begins, not at the rank's start."""
+    from ncclcheck_lab.slowsim import timeline
+
+    job = Job(world=6, per_host=2, step_us=40_000, slow={3: (0, 0.5)}, transfer_from=(30, 3), transfer_us=10_000,
+              jitter=0.02, steps=60)
+    dumps = {r: flight.normalise(d, r, f"rank{r}.json", "json") for r, d in slowsim_docs(job).items()}
+    clocks = {r: {"offset_ns": 0, "err_ns": 50_000} for r in dumps}
+    section = slow.analyse(dumps, {r: job.host(r) for r in dumps}, clocks)
+    named, links = straggle.with_probe(section["named"], H3_SLOW, section["job"], False)
+    assert [f["rank"] for f in named] == [3] and links and links[0]["hosts"] == ["h3"], (named, links)
+    names, calls, _ = timeline(job)
+    step30 = calls[0][30 * job.colls]
+    assert abs(links[0]["since_ns"] - step30) <= 2 * (job.step_us + 3 * job.transfer_us * job.colls) * 1e3, \
+        (links[0]["since_ns"] - step30) / 1e9
+    assert named[0]["since_ns"] < step30 - 2 * 10**9  # the rank's own start: the window's first step, 30 steps before
 
 
 FIXTURES = Path(__file__).parent / "fixtures"

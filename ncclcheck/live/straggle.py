@@ -59,7 +59,10 @@ PAIR_FLOOR, PAIR_CAPACITY_FLOOR = 0.5, 0.67  # one direction alone (not a host: 
 # of the others' rate (a shaped pair: 5x+)
 MAX_LOST = 32  # units whose shares the probe's JSON keeps (`lost`): those slow in half their rounds or more
 PHASE_RANKS = 3  # ranks (on as many hosts) that sample their progress: where a step computes is the program's
-PHASE_REPLY_BYTES = 4 << 20  # a "phase" reply at most: a 2 s window's rows (~1,000 of ~80 bytes) of ~48 process groups
+PHASE_REPLY_BYTES = 1 << 20  # a "phase" reply at most: a 2 s window's rows (~1,000 of ~86 bytes) of 12 process groups
+PHASE_REPLY_ITEMS = 1 << 16  # ... and its JSON values (what watch builds of it: ~3 MB of objects a rank at most); a
+# window holding more is trimmed to its newest rows by the responder, and said
+GLANCE_BYTES, GLANCE_ITEMS = 256 << 10, 1 << 14  # the one recorder read before the first look: its newest entries
 MAX_STEP_ENTRIES = 256  # flight-recorder entries the job's step is estimated from
 PHASE_STEPS = 3  # steps a sampling window holds where it can: each place of the step measured twice
 FIXED_PHASE_MAX_S = FIXED.live_phase_max_s  # what a responder samples at most (it refuses a longer request)
@@ -112,10 +115,10 @@ def phase_ask(seconds: float, groups: int, budget: Budget) -> tuple[int, int]:
     """(bytes, JSON values) a "phase" reply of `seconds` holds at most: one row per sample of each group at most
     (every Budget.live_phase_every_s, whatever the job's step rate: a job stepping every 100 ms changes its counters
     ~4 times a step, a 2 s window holds ~80 of them, 400 values), within pace.PHASE_MAX_ROWS a group, within
-    PHASE_REPLY_BYTES."""
+    PHASE_REPLY_BYTES and PHASE_REPLY_ITEMS."""
     rows = min(pace.PHASE_MAX_ROWS, int(min(seconds, budget.live_phase_max_s) / budget.live_phase_every_s) + 2)
     nbytes, items = pace.phase_room(max(1, min(groups, phase.MAX_GROUPS)), rows)
-    return min(nbytes, PHASE_REPLY_BYTES), min(items, PHASE_REPLY_BYTES // pace.ITEM_BYTES)
+    return min(nbytes, PHASE_REPLY_BYTES), min(items, PHASE_REPLY_ITEMS)
 
 
 def phase_window(seconds: float, step_us: Optional[float]) -> float:
@@ -124,6 +127,23 @@ def phase_window(seconds: float, step_us: Optional[float]) -> float:
     if not step_us or step_us <= 0:
         return seconds
     return round(max(seconds, min(FIXED_PHASE_MAX_S, PHASE_STEPS * step_us / 1e6)), 3)
+
+
+def glance(records: dict, asker: Any, budget: Budget) -> tuple[Optional[float], int]:
+    """(the job's step in us or None, the process groups of its rank) from the newest entries of one rank's flight
+    recorder (the lowest rank's; at most GLANCE_BYTES: the responder keeps the newest that fit): what the phases are
+    sampled for, before the first look."""
+    r = min(records, default=None)
+    if r is None:
+        return None, 1
+    doc, _why, _, _ = pace.exchange(records[r], {"kind": "flight"}, asker, budget.deadline(budget.live_fetch_s),
+                                    budget, GLANCE_BYTES, GLANCE_ITEMS)
+    got = {r: _Doc(doc)} if doc else {}
+    return step_us_of(got), max(groups_of(got).values(), default=1) or 1
+
+
+class _Doc(NamedTuple):
+    doc: Optional[dict]
 
 
 def step_us_of(answers: dict) -> Optional[float]:

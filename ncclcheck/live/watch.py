@@ -310,10 +310,9 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
     # between the looks: one rank's recorder first says how long a step is and how many groups it has.
     hung = threading.Event()
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="ncclcheck-watch") as ex:
-        one = fetch_all({r: records[r] for r in sorted(records)[:1]}, "flight", asker, budget)
+        step_us, groups = straggle.glance(records, asker, budget)
         sampling = ex.submit(straggle.sample_phases, records, sorted(records), asker, budget,
-                             straggle.phase_window(budget.live_confirm_s, straggle.step_us_of(one)),
-                             {r: max(straggle.groups_of(one).values(), default=1) for r in records})
+                             straggle.phase_window(budget.live_confirm_s, step_us), dict.fromkeys(records, groups))
         first = fetch_all(records, "all", asker, budget)
         phases = {"since_start": budget.since(t0) - budget.since(phase), "registry": registry_s,
                   "fetch": budget.since(phase)}

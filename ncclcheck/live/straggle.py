@@ -258,16 +258,21 @@ def probe(group_ranks: list, suspects: set, records: dict, asker: Any, budget: B
     t0 = budget.now()
     rounds: list = []
     moved = 0
+    unmeasured: dict = {}  # (from, to) -> why its download gave no rate, in a round at least
     while len(rounds) < PROBE_ROUNDS and not (stop is not None and stop.is_set()):
-        cells, got = _measure(by_host, suspects, records, asker, budget, stop)
+        cells, got, failed = _measure(by_host, suspects, records, asker, budget, stop)
         rounds.append(cells)
         moved += got
+        for d, why in failed.items():
+            unmeasured.setdefault(d, why)
         if not _judge_rounds(rounds, sorted(by_host))["open"]:
             break
     verdict = _judge_rounds(rounds, sorted(by_host))
     verdict.pop("open")
     out = {**verdict, "rounds": len(rounds), "n_hosts": len(by_host), "bytes": pace.RATE_BYTES, "moved": moved,
-           "took_s": round(budget.since(t0), 3)}
+           "took_s": round(budget.since(t0), 3),
+           # a download refused or unanswered is no rate: said with the probe, never a direction silently left out
+           "unmeasured": [{"from": a, "to": b, "why": w} for (a, b), w in sorted(unmeasured.items())][:MAX_LOST]}
     if stop is not None and stop.is_set():
         out["stopped"] = True  # cut short (the job turned out hung): never a verdict
     out["said"] = words.probe(out) if any(rounds) else None
@@ -401,10 +406,11 @@ def schedule(todo: dict) -> list:
 
 
 def _measure(by_host: dict, suspects: set, records: dict, asker: Any, budget: Budget,
-             stop: Optional[threading.Event] = None) -> tuple[dict, int]:
+             stop: Optional[threading.Event] = None) -> tuple[dict, int, dict]:
     """One round: the planned downloads, turn by turn (schedule), every download of a turn at once -> ({(from host,
-    to host): bytes/s}, the bytes moved)."""
+    to host): bytes/s}, the bytes moved, {(from host, to host): why no rate})."""
     cells: dict = {}
+    failed: dict = {}
     moved = 0
     for turn in schedule(plan(list(by_host), suspects & set(by_host))):
         if stop is not None and stop.is_set():
@@ -414,8 +420,9 @@ def _measure(by_host: dict, suspects: set, records: dict, asker: Any, budget: Bu
             futs = {(p, t): ex.submit(pace.exchange, records[by_host[p]], {"kind": "rate", "ranks": [by_host[t]]},
                                       asker, end, budget, RATE_REPLY_BYTES) for p, t in turn}
             wait_futures(list(futs.values()), timeout=budget.remaining(end) + budget.thread_join_s)
-            replies = {e: f.result()[0] for e, f in futs.items() if f.done() and f.exception() is None}
-        for (prober, src), doc in replies.items():
+            replies = {e: f.result()[:2] if f.done() and f.exception() is None else (None, "no reply within its bound")
+                       for e, f in futs.items()}
+        for (prober, src), (doc, why) in replies.items():
             row = doc.get("rate") if isinstance(doc, dict) else None
             v = row.get(str(by_host[src])) if isinstance(row, dict) else None
             bps = v.get("bps") if isinstance(v, dict) else None
@@ -423,7 +430,10 @@ def _measure(by_host: dict, suspects: set, records: dict, asker: Any, budget: Bu
             moved += got if type(got) is int and 0 <= got <= 2 * pace.RATE_BYTES else 0
             if type(bps) in (int, float) and 0 < bps < 1e13 and v.get("ok"):
                 cells[(src, prober)] = float(bps)  # the direction src -> prober
-    return cells, moved
+            else:
+                failed[(src, prober)] = (why if doc is None else str((v or {}).get("kind") if isinstance(v, dict)
+                                                                      else doc.get("error") or "no rate"))[:120]
+    return cells, moved, failed
 
 
 def _suspects(section: dict) -> Optional[set]:

@@ -474,7 +474,7 @@ FIX_COMMUNICATION = ("check {who}'s links: the NIC's negotiated speed (`ethtool 
 
 FIX_UNTOLD = ("tell whether {who} computes or communicates late: `ncclcheck watch` while the job runs (it samples "
               "where the ranks work), or NCCL with TORCH_NCCL_ENABLE_TIMING=1 (each collective's own time); then "
-              "this fix names its CPU, data loader or GPU, or its links")
+              "the verdict's fix names its CPU, data loader or GPU, or its links")
 
 
 def fix_for(found: list) -> str:

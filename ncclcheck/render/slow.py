@@ -197,8 +197,11 @@ def probe(p: dict) -> str:
 
 def _cost(p: dict) -> str:
     n = p.get("rounds") or 1
+    gone = p.get("unmeasured") or []
     return (f"TCP probe while the job runs: {n} round{'s' if n != 1 else ''} of {format_bytes(p.get('bytes') or 0)} "
-            f"per direction, {format_bytes(p.get('moved') or 0)} in {p.get('took_s') or 0:.1f} s")
+            f"per direction, {format_bytes(p.get('moved') or 0)} in {p.get('took_s') or 0:.1f} s"
+            + (f"; {len(gone)} direction{'s' if len(gone) != 1 else ''} not measured in a round or more "
+               f"({gone[0]['from']} -> {gone[0]['to']}: {gone[0]['why']})" if gone else ""))
 
 
 def _rate(bps) -> str:

@@ -222,6 +222,25 @@ def _rates(slow_host_in: list, slow_bps: float = 1e7, loaded_in: tuple = (), per
     return exchange
 
 
+def test_a_probe_download_refused_is_said_with_the_probe_never_left_out(monkeypatch):
+    """A rate request refused (a responder over its share) gives no rate: the direction is named as not measured in
+    the probe's JSON and words, not silently missing from its matrix."""
+    records = {0: {"host": "h1"}, 2: {"host": "h2"}, 4: {"host": "h3"}}
+    rates = _rates([], per_round=6)
+
+    def exchange(rec, doc, asker, end, budget, limit=0):
+        if rec["host"] == "h1" and doc["ranks"] == [4]:
+            rates(rec, doc, asker, end, budget)
+            return None, "refused: busy: over its share of the CPU for rate requests", 0, 0
+        return rates(rec, doc, asker, end, budget)
+
+    monkeypatch.setattr(pace, "exchange", exchange)
+    out = straggle.probe([0, 2, 4], {"h2"}, records, None, FIXED)
+    assert out["unmeasured"] == [{"from": "h3", "to": "h1", "why": "refused: busy: over its share of the CPU for rate "
+                                                                   "requests"}], out["unmeasured"]
+    assert "1 direction not measured in a round or more (h3 -> h1: refused: busy" in out["said"], out["said"]
+
+
 def test_the_probe_turns_never_make_a_host_serve_two_downloads_at_once():
     hosts = [f"h{i}" for i in range(1, 8)]
     for todo in (straggle.plan(hosts[:3], set()), straggle.plan(hosts, {"h4"}), straggle.plan(hosts, set())):

@@ -176,7 +176,7 @@ def groups_of(answers: dict) -> dict:
 
 def sample_phases(records: dict, answered: list, asker: Any, budget: Budget, seconds: float,
                   groups: Optional[dict] = None) -> Sampled:
-    """PHASE_RANKS answering ranks, each on another host, sample their own progress for `seconds` at once
+    """PHASE_RANKS of the ranks given, each on another host, sample their own progress for `seconds` at once
     (live/pace.py's "phase"): where in a step the ranks work outside collectives (postmortem/phase.py). Each is asked
     for what its window holds (phase_ask, from the groups its last answer named: `groups`, {rank: count}); what
     did not arrive, was refused or was trimmed is kept in Sampled.asked, never dropped unsaid."""
@@ -204,7 +204,8 @@ def sample_phases(records: dict, answered: list, asker: Any, budget: Budget, sec
         asked.append({"rank": r, "host": records[r]["host"], "asked_bytes": ask[r][0], "asked_items": ask[r][1],
                       "rows": sum(len(v) for v in (mine or {}).values()),
                       "dropped": d if type(d) is int and d > 0 else 0,
-                      "error": None if doc else (why or "no reply")[:200]})
+                      "error": (why or "no reply")[:200] if not doc else
+                      None if mine else "no change of its progress counters was sampled"})
     return Sampled(rows, asked)
 
 

@@ -44,7 +44,8 @@ MAX_HISTORY = 64  # looks kept in --follow's history
 MAX_HISTORY_RANKS = 256  # ranks whose history is kept (the slowest relative to the best, when more)
 THREADS = 16
 MAX_EVENTS = 256  # --follow's start and end lines kept (the newest)
-PROBE_ROUNDS = 4  # rounds of the transfer probe at most (slowness.CONSISTENT of them must agree)
+PROBE_ROUNDS = 4  # rounds of the transfer probe measured at most (slowness.CONSISTENT of them must agree)
+PROBE_ATTEMPTS = 6  # ... and asked at most: a round whose downloads of a unit were refused measured nothing of it
 PROBE_FLOOR = 0.3  # the share of the others' rate a host's directions lose, per round, to be slow in it: a link at
 # half the others' rate loses 0.5; the lab's loaded healthy directions, measured together, stay within 0.3 of each
 # other in most rounds (one round's 3x is one round)
@@ -260,7 +261,7 @@ def probe(group_ranks: list, suspects: set, records: dict, asker: Any, budget: B
     rounds: list = []
     moved = 0
     unmeasured: dict = {}  # (from, to) -> why its download gave no rate, in a round at least
-    while len(rounds) < PROBE_ROUNDS and not (stop is not None and stop.is_set()):
+    while len(rounds) < PROBE_ATTEMPTS and not (stop is not None and stop.is_set()):
         cells, got, failed = _measure(by_host, suspects, records, asker, budget, stop)
         rounds.append(cells)
         moved += got
@@ -335,7 +336,7 @@ def _judge_rounds(rounds: list, names: list) -> dict:
     the units slow in half their rounds or more}) and whether another round could change it ("open": a unit not yet slow
     that could still be)."""
     need = slowness.CONSISTENT * PROBE_ROUNDS
-    left = PROBE_ROUNDS - len(rounds)
+    tries = PROBE_ATTEMPTS - len(rounds)
     dirs = sorted({d for cells in rounds for d in cells})
     indexed = [_Round.of(cells) for cells in rounds]
     best_of: dict = {}
@@ -350,8 +351,10 @@ def _judge_rounds(rounds: list, names: list) -> dict:
     for unit in [*names, *dirs]:
         sh = _shares(indexed, unit)
         above = sum(1 for x in sh if x >= (PAIR_FLOOR if isinstance(unit, tuple) else PROBE_FLOOR))
-        open_ = open_ or (above < need <= above + left)
-        # rounds not measured count as not slow: the probe stops only once they could not change a verdict
+        # a round where its downloads gave no rate (refused: a responder over its share, on a loaded host) measured
+        # nothing of it: another round is asked while one could still change its verdict (PROBE_ATTEMPTS at most);
+        # rounds never measured count as not slow
+        open_ = open_ or (above < need <= above + min(tries, max(0, PROBE_ROUNDS - len(sh))))
         pair = isinstance(unit, tuple)
         if above * 2 < max(1, len(sh)):
             continue
@@ -377,7 +380,7 @@ def _judge_rounds(rounds: list, names: list) -> dict:
     matrix: dict = {}
     for (a, b), v in per_dir.items():
         matrix.setdefault(a, {})[b] = round(v / 1e6, 2)
-    return {"hosts": hosts, "pairs": pairs, "unconfirmed": once, "open": open_ and left > 0,
+    return {"hosts": hosts, "pairs": pairs, "unconfirmed": once, "open": open_ and tries > 0,
             "slow_bps": round(statistics.median(slow_d)) if slow_d else None,
             "ref_bps": round(statistics.median(ref_d)) if ref_d else None, "matrix_mbps": matrix,
             "lost": {u: k for _, u, k in sorted(lost, key=lambda x: -x[0])[:MAX_LOST]}}

@@ -241,6 +241,27 @@ def test_a_probe_download_refused_is_said_with_the_probe_never_left_out(monkeypa
     assert "1 direction not measured in a round or more (h3 -> h1: refused: busy" in out["said"], out["said"]
 
 
+def test_rounds_whose_downloads_of_a_host_were_refused_are_asked_again_not_counted_fast(monkeypatch):
+    """h2 at half the others' rate, its downloads refused in the first two rounds (its responders over their share on
+    a loaded host): the probe asks more rounds until 3 of 4 measured ones can say it, and names h2."""
+    records = {0: {"host": "h1"}, 2: {"host": "h2"}, 4: {"host": "h3"}}
+    rates = _rates(list(range(straggle.PROBE_ATTEMPTS)), slow_bps=4e8)
+    calls = {"n": 0}
+
+    def exchange(rec, doc, asker, end, budget, limit=0):
+        at = calls["n"] // 6
+        calls["n"] += 1
+        got = rates(rec, doc, asker, end, budget)
+        if at < 2 and (rec["host"] == "h2" or doc["ranks"] == [2]):
+            return None, "refused: busy: over its share of the CPU for rate requests", 0, 0
+        return got
+
+    monkeypatch.setattr(pace, "exchange", exchange)
+    out = straggle.probe([0, 2, 4], {"h2"}, records, None, FIXED)
+    assert out["hosts"] == ["h2"] and out["rounds"] == 5, out
+    assert len(out["lost"]["h2"]["rounds"]) == 3 and out["unmeasured"], out
+
+
 def test_the_probe_turns_never_make_a_host_serve_two_downloads_at_once():
     hosts = [f"h{i}" for i in range(1, 8)]
     for todo in (straggle.plan(hosts[:3], set()), straggle.plan(hosts, {"h4"}), straggle.plan(hosts, set())):

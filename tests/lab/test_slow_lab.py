@@ -485,8 +485,9 @@ def test_a_job_that_steps_fast_has_its_straggler_kind_and_fix_right_in_every_wat
             lines.append(f"watch {i}: {'right' if ok else 'WRONG'} {'measured' if measured else 'UNMEASURED'} "
                          f"step {g.get('step_us', 0) / 1e3:.0f} ms, answered in {took:.1f} s: {said}; "
                          f"measure {section.get('measure')}; steps by {g.get('steps_by')}"
-                         + ("" if ok else f"; job {section.get('job')}; probe "
-                            f"{ {k: (section.get('probe') or {}).get(k) for k in ('hosts', 'unconfirmed', 'lost')} }"))
+                         + ("" if ok else f"; job {section.get('job')}; probe " + str(
+                             {k: (section.get("probe") or {}).get(k)
+                              for k in ("hosts", "unconfirmed", "lost", "rounds", "unmeasured")})))
         ratio = _big_over_compute(doc, float(FAST["STEP_S"]))  # from the last watch's dump
         print(f"FIGURE slow fast {fault} job {case[1]}: {fault} {right}/{FAST_WATCHES} (its all_reduce {ratio:.1f}x "
               f"the compute)\n  " + "\n  ".join(lines))

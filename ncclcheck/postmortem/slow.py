@@ -527,6 +527,12 @@ def check(check_id: str, section: Optional[dict], also: tuple = (), node_of: Opt
         ev["unjudged"] = unjudged
         said = f"{said}, among the {g['ranks']:,} ranks read; {words.unjudged(unjudged)}"
         return warned(check_id, said, detail=detail, evidence=ev, findings=(said, *measure) if measure else ())
+    probe = section.get("probe") or {}
+    if probe.get("unmeasured") and (section.get("job") or {}).get("slower"):
+        # the job runs slower than its best and the probe that would name a slow link could not measure all of
+        # them: unmeasured, never healthy
+        said = f"{said}; {words.probe_unmeasured(probe)}"
+        return warned(check_id, said, detail=detail, evidence=ev, findings=(said, *measure) if measure else ())
     # a measure refused or trimmed is said beside the verdict (on the console too), whatever the verdict
     return passed(check_id, said, detail=detail, evidence=ev, findings=(said, *measure) if measure else ())
 

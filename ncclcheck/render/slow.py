@@ -195,6 +195,14 @@ def probe(p: dict) -> str:
     return f"every pair of the {p.get('n_hosts')} hosts measures alike ({_rate(p.get('ref_bps'))}; {cost})"
 
 
+def probe_unmeasured(p: dict) -> str:
+    """A job slower than its best whose links the probe could not all measure: what was not, and why."""
+    gone = p.get("unmeasured") or []
+    return (f"the probe of its links could not measure {len(gone)} direction{'s' if len(gone) != 1 else ''} in a "
+            f"round or more ({gone[0]['from']} -> {gone[0]['to']}: {gone[0]['why']}): a slow link may be unnamed; "
+            "watch again in a minute (a responder refuses a probe past its CPU share)") if gone else ""
+
+
 def _cost(p: dict) -> str:
     n = p.get("rounds") or 1
     gone = p.get("unmeasured") or []

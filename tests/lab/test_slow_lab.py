@@ -429,6 +429,8 @@ def test_a_link_at_half_the_others_rate_is_named_while_the_job_runs(guard_lab, c
 # ~100 ms step here ---
 FAST = {"STEP_S": "0.02", "SIZE": str(2 << 20)}  # 2 Mi floats: 8 MiB
 FAST_JOBS, FAST_WATCHES = 2, 5  # each case: this many jobs, each watched this many times: 10 runs, right in all
+FAST_GAP_S = 15  # between two watches of a job: a responder's CPU share for replies and probes (1 % of a core) refills
+# (watches 6 s apart left the probe's downloads refused from the third on: "busy: over its share of the CPU")
 FAST_LINK = "h3"  # the slow link's host (the straggler's is h2: CULPRIT)
 FAST_RATE = os.environ.get("NCCLCHECK_LAB_FAST_RATE", "400mbit")  # its link in the slow-link case, both ways
 IN_CI_65 = ("straggler", 0)
@@ -475,6 +477,8 @@ def test_a_job_that_steps_fast_has_its_straggler_kind_and_fix_right_in_every_wat
         time.sleep(STEPS_S)
         right, lines = 0, []
         for i in range(FAST_WATCHES):
+            if i:
+                time.sleep(FAST_GAP_S)
             p, took, doc = wl.watch(guard_lab, "torchrun-static", tmp_path / f"dump{i}")
             _alive(ranks)
             section = (doc.get("live") or {}).get("slow") or {}

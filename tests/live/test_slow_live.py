@@ -239,6 +239,12 @@ def test_a_probe_download_refused_is_said_with_the_probe_never_left_out(monkeypa
     assert out["unmeasured"] == [{"from": "h3", "to": "h1", "why": "refused: busy: over its share of the CPU for rate "
                                                                    "requests"}], out["unmeasured"]
     assert "1 direction not measured in a round or more (h3 -> h1: refused: busy" in out["said"], out["said"]
+    # a job slower than its best, nobody named, its probe not whole: a warning, never a pass
+    section = {"groups": [{"pg": "0", "steps": 12, "ranks": 6}], "named": [], "probe": out,
+               "job": {"slower": True, "share": 0.4, "step_us": 300_000.0, "best_step_us": 80_000.0}}
+    check = slow.check("live.slow", section)
+    assert check.status.value == "warn" and "could not measure 1 direction" in check.summary, check
+    assert slow.check("live.slow", dict(section, probe=dict(out, unmeasured=[]))).status.value == "pass"
 
 
 def test_rounds_whose_downloads_of_a_host_were_refused_are_asked_again_not_counted_fast(monkeypatch):

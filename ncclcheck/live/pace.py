@@ -47,7 +47,12 @@ MAX_BLOB = RATE_BYTES  # bytes of one blob reply: what a probe downloads, no mor
 PHASE_SHARE = 0.01  # of one core for sampling, past the burst (Budget.live_work_burst_s: one 2 s sampling is ~0.01 s)
 PHASE_MARGIN = 1.25  # the sampling's pace keeps this much of the burst unspent (a sample's CPU varies)
 PHASE_MAX_ROWS = 4096  # changes of the counters one reply holds at most, per process group (the newest kept)
+PHASE_ROW_BYTES = 86  # one row's JSON at most: four integers of up to 19 digits, three commas, two brackets, a comma
+PHASE_ROW_ITEMS = 5  # ... and its JSON values (the list and its four integers)
+PHASE_HEAD_BYTES, PHASE_HEAD_ITEMS = 1024, 32  # the reply's own fields (rank, host, job, run, dropped)
+PHASE_GROUP_BYTES, PHASE_GROUP_ITEMS = 96, 2  # each process group's name and list
 MAX_RATE_TARGETS = 4  # targets one "rate" request may name (they are downloaded one after another)
+ITEM_BYTES = 2  # the fewest bytes a JSON value takes in a reply (a digit and a comma)
 SEAL_BYTES = 256  # a sealed reply's prefix beyond the JSON asked for (as fetch.SEAL_BYTES)
 LAUNCHERS = tuple(x for x in model.LAUNCHERS if x != "ncclcheck")  # ncclcheck starts no job's ranks
 
@@ -128,7 +133,8 @@ def answer(me: Any, kind: str, req: Any) -> dict:
     if kind == "clock":
         return {**mine, "host": me.host, "pid": os.getpid(), "time_ns": time.time_ns()}
     if kind == "phase":
-        return {**mine, "host": me.host, "phase": phase(me, phase_seconds(req) or 0.0)}
+        rows, dropped = fit_rows(phase(me, phase_seconds(req) or 0.0), *wire.reply_limit(req))
+        return {**mine, "host": me.host, "phase": rows, **({"dropped": dropped} if dropped else {})}
     return {**mine, **rate(me, wire.reach_ranks(req) or [])}
 
 
@@ -166,6 +172,35 @@ def phase(me: Any, seconds: float) -> dict:
         time.sleep(max(b.live_phase_every_s, cost * window / b.live_work_burst_s * PHASE_MARGIN))
         t_cpu = time.thread_time()
     return rows
+
+
+def phase_room(groups: int, rows: int) -> tuple[int, int]:
+    """(bytes, JSON values) a "phase" reply of `rows` rows in each of `groups` process groups takes at most: what
+    watch asks for (its window's samples) and what fit_rows keeps a reply within."""
+    return (PHASE_HEAD_BYTES + groups * (PHASE_GROUP_BYTES + rows * PHASE_ROW_BYTES),
+            PHASE_HEAD_ITEMS + groups * (PHASE_GROUP_ITEMS + rows * PHASE_ROW_ITEMS))
+
+
+def fit_rows(rows: dict, limit: int, items: int) -> tuple[dict, int]:
+    """(the rows within `limit` bytes and `items` JSON values, as phase_room counts them, the rows dropped): the
+    oldest rows of the longest group go first, so a reply too small for its window still holds each group's newest
+    steps, and says how many rows it lacks (watch says it where the verdict is made, never a silent refusal)."""
+    sizes = {pg: len(r) for pg, r in rows.items()}
+    dropped = 0
+    while sizes:
+        need = phase_room(0, 0)
+        need = (need[0] + sum(PHASE_GROUP_BYTES + n * PHASE_ROW_BYTES for n in sizes.values()),
+                need[1] + sum(PHASE_GROUP_ITEMS + n * PHASE_ROW_ITEMS for n in sizes.values()))
+        over = max(-(-(need[0] - limit) // PHASE_ROW_BYTES), -(-(need[1] - items) // PHASE_ROW_ITEMS))
+        if over <= 0:
+            break
+        pg = max(sizes, key=lambda g: sizes[g])
+        cut = min(over, sizes[pg])
+        sizes[pg] -= cut
+        dropped += cut
+        if sizes[pg] == 0:
+            del sizes[pg]
+    return {pg: rows[pg][len(rows[pg]) - n:] for pg, n in sizes.items()}, dropped
 
 
 def rate(me: Any, ranks: list) -> dict:
@@ -213,21 +248,27 @@ def _open(rec: dict, end: float, budget: Budget, caller: Caller,
 
 
 def _request(caller: Caller, ch: str, doc: dict, max_bytes: int, max_items: int = wire.MIN_ITEMS) -> bytes:
+    """The request frame: `max_bytes` and `max_items` are what the reply may hold (a reply over them is refused or
+    trimmed by the responder: ask for what the answer will hold)."""
     return wire.frame(caller.session.request(ch, {**doc, "job": caller.job, "run": caller.run,
                                                   "max_bytes": max_bytes, "max_items": max_items}))
 
 
 def exchange(rec: dict, doc: dict, caller: Caller, end: float, budget: Budget,
-             limit: int = wire.MAX_REPLY) -> tuple[Optional[dict], str, int, int]:
-    """One request to the responder of record `rec` -> (its reply or None, why not, ns before the request was sent,
-    ns after the reply was read: the watcher's wall clock)."""
+             limit: int = wire.MAX_REPLY, items: Optional[int] = None) -> tuple[Optional[dict], str, int, int]:
+    """One request to the responder of record `rec`, whose reply may hold `limit` bytes and `items` JSON values ->
+    (its reply or None, why not (the responder's own refusal when it refused), ns before the request was sent, ns
+    after the reply was read: the watcher's wall clock). Without `items`, as many values as `limit`'s bytes hold at
+    ITEM_BYTES each: the bytes bound the reply, never a count the caller did not think of (a "phase" reply of a job
+    that steps every 100 ms was refused at 256 values, issue 65)."""
+    items = max(wire.MIN_ITEMS, limit // ITEM_BYTES) if items is None else items
     sent = got = 0
     try:
         s, ch = _open(rec, end, budget, caller)
         with s:
             if ch is None:
                 return None, "not that rank's responder", 0, 0
-            data = _request(caller, ch, doc, limit)
+            data = _request(caller, ch, doc, limit, items)
             s.settimeout(budget.left(end))
             sent = time.time_ns()
             s.sendall(data)
@@ -236,7 +277,9 @@ def exchange(rec: dict, doc: dict, caller: Caller, end: float, budget: Budget,
     except (OSError, wire.WireError, TimeoutError) as exc:
         return None, str(exc)[:200] or type(exc).__name__, sent, got
     out, why = caller.session.open_reply(ch, reply)
-    if not isinstance(out, dict) or out.get("rank") != rec["rank"] or "error" in out:
+    if isinstance(out, dict) and isinstance(out.get("error"), str):
+        return None, f"refused: {out['error'][:160]}", sent, got
+    if not isinstance(out, dict) or out.get("rank") != rec["rank"]:
         return None, why or "not a reply of that rank", sent, got
     if bad := wire.foreign(out, caller.job, caller.run, "reply"):
         return None, bad, sent, got

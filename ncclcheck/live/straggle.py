@@ -25,9 +25,9 @@ from concurrent.futures import wait as wait_futures
 from typing import Any, NamedTuple, Optional
 
 from ..checks import slowness
-from ..postmortem import slow
+from ..postmortem import phase, slow
 from ..render import slow as words
-from ..rendezvous.budget import Budget
+from ..rendezvous.budget import FIXED, Budget
 from . import pace
 from .fetch import fan_out
 
@@ -46,7 +46,8 @@ THREADS = 16
 MAX_EVENTS = 256  # --follow's start and end lines kept (the newest)
 MAX_SLOWDOWNS = 256  # --follow's slowdowns kept: every open one and the newest ended ones (issue 63: a job watched
 # for days whose slowdowns came and went grew the list, the report and watch's memory without end)
-PROBE_ROUNDS = 4  # rounds of the transfer probe at most (slowness.CONSISTENT of them must agree)
+PROBE_ROUNDS = 4  # rounds of the transfer probe measured at most (slowness.CONSISTENT of them must agree)
+PROBE_ATTEMPTS = 6  # ... and asked at most: a round whose downloads of a unit were refused measured nothing of it
 PROBE_FLOOR = 0.3  # the share of the others' rate a host's directions lose, per round, to be slow in it: a link at
 # half the others' rate loses 0.5; the lab's loaded healthy directions, measured together, stay within 0.3 of each
 # other in most rounds (one round's 3x is one round)
@@ -61,7 +62,14 @@ PAIR_FLOOR, PAIR_CAPACITY_FLOOR = 0.5, 0.67  # one direction alone (not a host: 
 # of the others' rate (a shaped pair: 5x+)
 MAX_LOST = 32  # units whose shares the probe's JSON keeps (`lost`): those slow in half their rounds or more
 PHASE_RANKS = 3  # ranks (on as many hosts) that sample their progress: where a step computes is the program's
-PHASE_REPLY_BYTES = 1 << 20  # a "phase" reply: at most pace.PHASE_MAX_ROWS rows of ~60 bytes per process group
+PHASE_REPLY_BYTES = 1 << 20  # a "phase" reply at most: a 2 s window's rows (~1,000 of ~86 bytes) of 12 process groups
+PHASE_REPLY_ITEMS = 1 << 16  # ... and its JSON values (what watch builds of it: ~3 MB of objects a rank at most); a
+# window holding more is trimmed to its newest rows by the responder, and said
+GLANCE_BYTES, GLANCE_ITEMS = 256 << 10, 1 << 14  # the one recorder read before the first look: its newest entries
+MAX_STEP_ENTRIES = 256  # flight-recorder entries the job's step is estimated from
+PHASE_STEPS = 3  # steps a sampling window holds where it can: each place of the step measured twice
+FIXED_PHASE_MAX_S = FIXED.live_phase_max_s  # what a responder samples at most (it refuses a longer request)
+RATE_REPLY_BYTES = 64 << 10  # a "rate" reply: a few dozen values per target
 
 
 def measure_clocks(records: dict, answered: list, asker: Any, budget: Budget, silent: Optional[set] = None) -> dict:
@@ -105,25 +113,111 @@ def measure_clocks(records: dict, answered: list, asker: Any, budget: Budget, si
     return {h: c for h, c in got.items() if c}
 
 
-def sample_phases(records: dict, answered: list, asker: Any, budget: Budget, seconds: float) -> dict:
-    """{rank: {pg: rows}}: PHASE_RANKS answering ranks, each on another host, sample their own progress for
-    `seconds` at once (live/pace.py's "phase"): where in a step the ranks work outside collectives
-    (postmortem/phase.py). Nothing for a rank that did not answer in time."""
-    from ..postmortem import phase
+class Sampled(NamedTuple):
+    """What sample_phases got: {rank: {pg: rows}} of the ranks whose samples arrived, and what each asked rank's
+    sampling was as a measure ({"rank", "host", "asked_bytes", "asked_items", "rows", "dropped", "error"}: every
+    refusal, timeout and trimmed reply kept, for the verdict to say)."""
 
+    rows: dict
+    asked: list
+
+
+def phase_ask(seconds: float, groups: int, budget: Budget) -> tuple[int, int]:
+    """(bytes, JSON values) a "phase" reply of `seconds` holds at most: one row per sample of each group at most
+    (every Budget.live_phase_every_s, whatever the job's step rate: a job stepping every 100 ms changes its counters
+    ~4 times a step, a 2 s window holds ~80 of them, 400 values), within pace.PHASE_MAX_ROWS a group, within
+    PHASE_REPLY_BYTES and PHASE_REPLY_ITEMS."""
+    rows = min(pace.PHASE_MAX_ROWS, int(min(seconds, budget.live_phase_max_s) / budget.live_phase_every_s) + 2)
+    nbytes, items = pace.phase_room(max(1, min(groups, phase.MAX_GROUPS)), rows)
+    return min(nbytes, PHASE_REPLY_BYTES), min(items, PHASE_REPLY_ITEMS)
+
+
+def phase_window(seconds: float, step_us: Optional[float]) -> float:
+    """Seconds to sample: `seconds` (watch's pause between its looks), longer for a job whose step is long, so that
+    the window holds PHASE_STEPS of its steps where it can (within Budget.live_phase_max_s)."""
+    if not step_us or step_us <= 0:
+        return seconds
+    return round(max(seconds, min(FIXED_PHASE_MAX_S, PHASE_STEPS * step_us / 1e6)), 3)
+
+
+def glance(records: dict, asker: Any, budget: Budget) -> tuple[Optional[float], int]:
+    """(the job's step in us or None, the process groups of its rank) from the newest entries of one rank's flight
+    recorder (the lowest rank's; at most GLANCE_BYTES: the responder keeps the newest that fit): what the phases are
+    sampled for, before the first look."""
+    r = min(records, default=None)
+    if r is None:
+        return None, 1
+    doc, _why, _, _ = pace.exchange(records[r], {"kind": "flight"}, asker, budget.deadline(budget.live_fetch_s),
+                                    budget, GLANCE_BYTES, GLANCE_ITEMS)
+    got = {r: _Doc(doc)} if doc else {}
+    return step_us_of(got), max(groups_of(got).values(), default=1) or 1
+
+
+class _Doc(NamedTuple):
+    doc: Optional[dict]
+
+
+def step_us_of(answers: dict) -> Optional[float]:
+    """The job's step (us) as the first look's flight recorders show it: the newest MAX_STEP_ENTRIES entries of the
+    first answer that has them, the median time between a call and the same place of the pattern one repeat later
+    (postmortem/slow.py's period), None without one."""
+    for r in sorted(answers):
+        doc = getattr(answers[r], "doc", None) or {}
+        fr = doc.get("flight") if isinstance(doc.get("flight"), dict) else {}
+        es = [e for e in (fr.get("entries") or [])[-MAX_STEP_ENTRIES:]
+              if isinstance(e, dict) and type(e.get("time_created_ns")) is int and not e.get("is_p2p")]
+        if len(es) < 4:
+            continue
+        ts = [e["time_created_ns"] for e in es]
+        p = max(1, slow.period([(str(e.get("profiling_name")), str(e.get("input_sizes")), str(e.get("pg_id")))
+                                for e in es]))
+        steps = [ts[i] - ts[i - p] for i in range(p, len(ts)) if ts[i] >= ts[i - p]]
+        return statistics.median(steps) / 1e3 if steps else None
+    return None
+
+
+def groups_of(answers: dict) -> dict:
+    """{rank: the process groups its answer's progress names} (a look's fetch.Answer-s): what its phases hold."""
+    out = {}
+    for r, a in answers.items():
+        prog = (a.doc or {}).get("progress") if getattr(a, "doc", None) else None
+        out[r] = len(prog) if isinstance(prog, dict) else 0
+    return out
+
+
+def sample_phases(records: dict, answered: list, asker: Any, budget: Budget, seconds: float,
+                  groups: Optional[dict] = None) -> Sampled:
+    """PHASE_RANKS of the ranks given, each on another host, sample their own progress for `seconds` at once
+    (live/pace.py's "phase"): where in a step the ranks work outside collectives (postmortem/phase.py). Each is asked
+    for what its window holds (phase_ask, from the groups its last answer named: `groups`, {rank: count}); what
+    did not arrive, was refused or was trimmed is kept in Sampled.asked, never dropped unsaid."""
     first: dict = {}
     for r in sorted(answered):
         if r in records and len(first) < PHASE_RANKS:
             first.setdefault(records[r]["host"], r)
     if not first or seconds <= 0:
-        return {}
+        return Sampled({}, [])
     end = budget.deadline(seconds + budget.live_request_s + budget.live_send_s)
+    ask = {r: phase_ask(seconds, (groups or {}).get(r) or 1, budget) for r in first.values()}
     with ThreadPoolExecutor(max_workers=len(first), thread_name_prefix="ncclcheck-watch") as ex:
         futs = {r: ex.submit(pace.exchange, records[r], {"kind": "phase", "s": round(seconds, 3)}, asker, end, budget,
-                             PHASE_REPLY_BYTES) for r in first.values()}
+                             *ask[r]) for r in first.values()}
         wait_futures(list(futs.values()), timeout=budget.remaining(end) + budget.thread_join_s)
-        got = {r: f.result()[0] for r, f in futs.items() if f.done() and f.exception() is None}
-    return {r: rows for r, doc in got.items() if doc and (rows := phase.rows_of(doc.get("phase")))}
+        got = {r: (f.result()[:2] if f.done() and f.exception() is None else
+                   (None, "no reply within its bound" if not f.done() else f"{type(f.exception()).__name__}"))
+               for r, f in futs.items()}
+    rows, asked = {}, []
+    for r, (doc, why) in sorted(got.items()):
+        mine = phase.rows_of(doc.get("phase")) if doc else None
+        d = doc.get("dropped") if doc else None
+        if mine:
+            rows[r] = mine
+        asked.append({"rank": r, "host": records[r]["host"], "asked_bytes": ask[r][0], "asked_items": ask[r][1],
+                      "rows": sum(len(v) for v in (mine or {}).values()),
+                      "dropped": d if type(d) is int and d > 0 else 0,
+                      "error": (why or "no reply")[:200] if not doc else
+                      None if mine else "no change of its progress counters was sampled"})
+    return Sampled(rows, asked)
 
 
 def rank_clocks(clocks: dict, records: dict) -> dict:
@@ -176,16 +270,21 @@ def probe(group_ranks: list, suspects: set, records: dict, asker: Any, budget: B
     t0 = budget.now()
     rounds: list = []
     moved = 0
-    while len(rounds) < PROBE_ROUNDS and not (stop is not None and stop.is_set()):
-        cells, got = _measure(by_host, suspects, records, asker, budget, stop)
+    unmeasured: dict = {}  # (from, to) -> why its download gave no rate, in a round at least
+    while len(rounds) < PROBE_ATTEMPTS and not (stop is not None and stop.is_set()):
+        cells, got, failed = _measure(by_host, suspects, records, asker, budget, stop)
         rounds.append(cells)
         moved += got
+        for d, why in failed.items():
+            unmeasured.setdefault(d, why)
         if not _judge_rounds(rounds, sorted(by_host))["open"]:
             break
     verdict = _judge_rounds(rounds, sorted(by_host))
     verdict.pop("open")
     out = {**verdict, "rounds": len(rounds), "n_hosts": len(by_host), "bytes": pace.RATE_BYTES, "moved": moved,
-           "took_s": round(budget.since(t0), 3)}
+           "took_s": round(budget.since(t0), 3),
+           # a download refused or unanswered is no rate: said with the probe, never a direction silently left out
+           "unmeasured": [{"from": a, "to": b, "why": w} for (a, b), w in sorted(unmeasured.items())][:MAX_LOST]}
     if stop is not None and stop.is_set():
         out["stopped"] = True  # cut short (the job turned out hung): never a verdict
     out["said"] = words.probe(out) if any(rounds) else None
@@ -247,7 +346,7 @@ def _judge_rounds(rounds: list, names: list) -> dict:
     the units slow in half their rounds or more}) and whether another round could change it ("open": a unit not yet slow
     that could still be)."""
     need = slowness.CONSISTENT * PROBE_ROUNDS
-    left = PROBE_ROUNDS - len(rounds)
+    tries = PROBE_ATTEMPTS - len(rounds)
     dirs = sorted({d for cells in rounds for d in cells})
     indexed = [_Round.of(cells) for cells in rounds]
     best_of: dict = {}
@@ -262,8 +361,10 @@ def _judge_rounds(rounds: list, names: list) -> dict:
     for unit in [*names, *dirs]:
         sh = _shares(indexed, unit)
         above = sum(1 for x in sh if x >= (PAIR_FLOOR if isinstance(unit, tuple) else PROBE_FLOOR))
-        open_ = open_ or (above < need <= above + left)
-        # rounds not measured count as not slow: the probe stops only once they could not change a verdict
+        # a round where its downloads gave no rate (refused: a responder over its share, on a loaded host) measured
+        # nothing of it: another round is asked while one could still change its verdict (PROBE_ATTEMPTS at most);
+        # rounds never measured count as not slow
+        open_ = open_ or (above < need <= above + min(tries, max(0, PROBE_ROUNDS - len(sh))))
         pair = isinstance(unit, tuple)
         if above * 2 < max(1, len(sh)):
             continue
@@ -289,7 +390,7 @@ def _judge_rounds(rounds: list, names: list) -> dict:
     matrix: dict = {}
     for (a, b), v in per_dir.items():
         matrix.setdefault(a, {})[b] = round(v / 1e6, 2)
-    return {"hosts": hosts, "pairs": pairs, "unconfirmed": once, "open": open_ and left > 0,
+    return {"hosts": hosts, "pairs": pairs, "unconfirmed": once, "open": open_ and tries > 0,
             "slow_bps": round(statistics.median(slow_d)) if slow_d else None,
             "ref_bps": round(statistics.median(ref_d)) if ref_d else None, "matrix_mbps": matrix,
             "lost": {u: k for _, u, k in sorted(lost, key=lambda x: -x[0])[:MAX_LOST]}}
@@ -319,10 +420,11 @@ def schedule(todo: dict) -> list:
 
 
 def _measure(by_host: dict, suspects: set, records: dict, asker: Any, budget: Budget,
-             stop: Optional[threading.Event] = None) -> tuple[dict, int]:
+             stop: Optional[threading.Event] = None) -> tuple[dict, int, dict]:
     """One round: the planned downloads, turn by turn (schedule), every download of a turn at once -> ({(from host,
-    to host): bytes/s}, the bytes moved)."""
+    to host): bytes/s}, the bytes moved, {(from host, to host): why no rate})."""
     cells: dict = {}
+    failed: dict = {}
     moved = 0
     for turn in schedule(plan(list(by_host), suspects & set(by_host))):
         if stop is not None and stop.is_set():
@@ -330,10 +432,11 @@ def _measure(by_host: dict, suspects: set, records: dict, asker: Any, budget: Bu
         end = budget.deadline(budget.live_rate_wait_s(1))
         with ThreadPoolExecutor(max_workers=min(THREADS, len(turn)), thread_name_prefix="ncclcheck-watch") as ex:
             futs = {(p, t): ex.submit(pace.exchange, records[by_host[p]], {"kind": "rate", "ranks": [by_host[t]]},
-                                      asker, end, budget) for p, t in turn}
+                                      asker, end, budget, RATE_REPLY_BYTES) for p, t in turn}
             wait_futures(list(futs.values()), timeout=budget.remaining(end) + budget.thread_join_s)
-            replies = {e: f.result()[0] for e, f in futs.items() if f.done() and f.exception() is None}
-        for (prober, src), doc in replies.items():
+            replies = {e: f.result()[:2] if f.done() and f.exception() is None else (None, "no reply within its bound")
+                       for e, f in futs.items()}
+        for (prober, src), (doc, why) in replies.items():
             row = doc.get("rate") if isinstance(doc, dict) else None
             v = row.get(str(by_host[src])) if isinstance(row, dict) else None
             bps = v.get("bps") if isinstance(v, dict) else None
@@ -341,7 +444,10 @@ def _measure(by_host: dict, suspects: set, records: dict, asker: Any, budget: Bu
             moved += got if type(got) is int and 0 <= got <= 2 * pace.RATE_BYTES else 0
             if type(bps) in (int, float) and 0 < bps < 1e13 and v.get("ok"):
                 cells[(src, prober)] = float(bps)  # the direction src -> prober
-    return cells, moved
+            else:
+                failed[(src, prober)] = (why if doc is None else str((v or {}).get("kind") if isinstance(v, dict)
+                                                                      else doc.get("error") or "no rate"))[:120]
+    return cells, moved, failed
 
 
 def _suspects(section: dict) -> Optional[set]:
@@ -365,7 +471,7 @@ def analysed(inp: Any, records: dict, clocks: dict) -> dict:
     """The slow section of the fetched flight recorders (diagnose's Inputs, their phases with them) with the measured
     clocks: postmortem/slow.py's analysis, which judge() says and early_probe() probes from."""
     return slow.analyse(inp.dumps, _hosts(inp, records), rank_clocks(clocks, records), inp.phases,
-                        unjudged=set(records) | set(inp.unanswered))
+                        unjudged=set(records) | set(inp.unanswered), sampling=inp.sampling)
 
 
 def early_probe(inp: Any, records: dict, clocks: dict, asker: Any, budget: Budget,
@@ -432,8 +538,8 @@ def with_probe(named: list, found: Optional[dict], job: dict, measured: bool) ->
     starved = {f.get("host") for f in named if measured and f["kind"] == "compute" and f.get("host") in slow_hosts}
     kept, explained = [], []
     for f in named:
-        if f.get("host") in starved:
-            kept.append(dict(f, probe=found))
+        if f.get("host") in starved or f["kind"] == slow.UNTOLD_KIND:  # a kind not told stays so: a host short of
+            kept.append(dict(f, probe=found))  # CPU serves the probe slowly too, its link would be a guess
         elif f.get("host") in slow_hosts:
             kept.append(dict(f, kind="communication", probe=found))
         elif f["kind"] == "compute" or not measured:
@@ -446,9 +552,19 @@ def with_probe(named: list, found: Optional[dict], job: dict, measured: bool) ->
         return kept, []
     link = {"unit": "link", "kind": "communication", "hosts": sorted(links),
             "pairs": [p for p in found["pairs"] if not set(p) & starved], "said": found["said"],
-            "job_share": job.get("share") or 0, "job_slower": bool(job.get("slower")), "since_ns": job.get("since_ns"),
+            "job_share": job.get("share") or 0, "job_slower": bool(job.get("slower")),
+            "since_ns": _link_since(job, kept),
             "explains": explained, "besides": [words.who(f) for f in kept]}
     return kept, [link]
+
+
+def _link_since(job: dict, named: list) -> Optional[int]:
+    """When a slow link's slowdown began: the job's, when nothing else is named; beside named units, the start of the
+    slowdown they do not cost the job (postmortem/slow.py's job "rest"), never the straggler's start; None unknown."""
+    if not named:
+        return job.get("since_ns")
+    rest = job.get("rest") or {}
+    return rest.get("since_ns") if rest.get("slower") else None
 
 
 class Follow:
@@ -468,6 +584,7 @@ class Follow:
         self.world: tuple = (0, {})  # (world size, the ranks' store records) of the newest look
         self.backend = "none"
         self.probed: Optional[tuple] = None  # (the suspects' hosts, the probe's result) of the last probe
+        self.stepped_ns: Optional[int] = None  # when the job's progress was last seen to move (its last step seen)
 
     @staticmethod
     def key(f: dict) -> str:
@@ -493,10 +610,11 @@ class Follow:
                                                                                          "share")}
                                                  for r in ranks}}]
 
-    def finish(self, t_ns: int, why: str) -> None:
-        """The job ended while watched: every slowdown still open ends at its last slow step seen."""
+    def finish(self, t_ns: int, why: str, last_step_ns: Optional[int] = None) -> None:
+        """The job ended while watched: every slowdown still on at the last look ends with the job, at its last step
+        seen (last_step_ns: watch's reads of progress between looks), else at its last slow step seen."""
         for k, f in self.current.items():
-            self._end(t_ns, k, f, None, why)
+            self._end(t_ns, k, f, last_step_ns, why)
         self.current = {}
 
     def _open(self, k: str) -> dict:

@@ -52,6 +52,7 @@ NOT_ARMED_FIX = ("arm every rank before init_process_group, as for diagnose: ncc
                  "the rdzv endpoint); a token-signed job needs the same token here (docs/live.md)")
 DUMP_NAME = "ncclcheck_live_rank_{}.json"  # a name ending in the rank, as torch's own dumps are named
 UNANSWERED_NAME = "ncclcheck_live_unanswered.json"
+FOLLOW_TICK_S = 0.5  # --follow reads one rank's progress this often between its looks: the job's last step, dated
 
 
 def counters(doc: Optional[dict]) -> dict:
@@ -305,23 +306,29 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
                                             evidence={"rejected": list(st.rejected)})], {"live": live}, n,
                        trust=trust)
     phase = budget.now()
-    first = fetch_all(records, "all", asker, budget)
-    phases = {"since_start": budget.since(t0) - budget.since(phase), "registry": registry_s,
-              "fetch": budget.since(phase)}
-    answered = sorted(r for r, a in first.items() if a.doc is not None)
-    phase = budget.now()
-    # Each rank is looked at again live_confirm_s after its own first answer: a rank that answered early does not wait
-    # for the last one (at 4,096 ranks the first look took seconds; then a pause and a second look as long made the
-    # answer ~13 s). The hosts' clocks are measured first, while no look's requests compete with them (an exchange's
-    # error is half its round trip: measured beside the second look, on the shared machine of scripts/bench_live.py,
-    # the errors took a 100 ms late rank's cost below the rule's floor), a few ranks' phases sampled meanwhile.
-    # What the first look's recorders say is read beside the second look's wait, once the clocks are known and the
-    # phases sampled: the documents, the analysis of who slows the job and the transfer probe it calls for (at 4,096
-    # ranks the analysis took ~1 s and the probe seconds after the second look); the second look adds no recorder,
-    # so judge() takes the analysis as it is and the probe when its suspects are the same; a job found hung stops it.
+    # A few ranks' phases are sampled alongside the first look, not after it (at 4,096 ranks the first look takes
+    # seconds: the sampling is over by its end), for three of the job's steps where they are longer than the pause
+    # between the looks: one rank's recorder first says how long a step is and how many groups it has.
     hung = threading.Event()
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="ncclcheck-watch") as ex:
-        sampling = ex.submit(straggle.sample_phases, records, answered, asker, budget, budget.live_confirm_s)
+        step_us, groups = straggle.glance(records, asker, budget)
+        sampling = ex.submit(straggle.sample_phases, records, sorted(records), asker, budget,
+                             straggle.phase_window(budget.live_confirm_s, step_us), dict.fromkeys(records, groups))
+        first = fetch_all(records, "all", asker, budget)
+        phases = {"since_start": budget.since(t0) - budget.since(phase), "registry": registry_s,
+                  "fetch": budget.since(phase)}
+        answered = sorted(r for r, a in first.items() if a.doc is not None)
+        phase = budget.now()
+        # Each rank is looked at again live_confirm_s after its own first answer: a rank that answered early does not
+        # wait for the last one (at 4,096 ranks the first look took seconds; then a pause and a second look as long
+        # made the answer ~13 s). The hosts' clocks are measured first, while no look's requests compete with them
+        # (an exchange's error is half its round trip: measured beside the second look, on the shared machine of
+        # scripts/bench_live.py, the errors took a 100 ms late rank's cost below the rule's floor).
+        # What the first look's recorders say is read beside the second look's wait, once the clocks are known and
+        # the phases sampled: the documents, the analysis of who slows the job and the transfer probe it calls for (at
+        # 4,096 ranks the analysis took ~1 s and the probe seconds after the second look); the second look adds no
+        # recorder, so judge() takes the analysis as it is and the probe when its suspects are the same; a job found
+        # hung stops it.
         tarpit: set = set()  # answered the first look, then held the clock exchange to its bound: asked no more
         clocks = straggle.measure_clocks(records, answered, asker, budget, silent=tarpit)
         phases["clocks"] = budget.since(phase)
@@ -339,7 +346,8 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
     phase = budget.now()
     read = early.result() if early.exception() is None else None
     if read is None:  # the early reading failed: made here (the sampling's result kept)
-        read = (*_read(first, reg, clocks, sampling.result() if sampling.exception() is None else {}), None, None)
+        read = (*_read(first, reg, clocks, sampling.result() if sampling.exception() is None else
+                       straggle.Sampled({}, [])), None, None)
     docs, inp, section, probed = read
     for r, a in second.items():  # answered the first look, not the second: gone meanwhile
         if a.doc is None and r not in inp.unanswered:
@@ -447,16 +455,19 @@ def stuck_s(docs: dict, second: dict, ranks: list) -> Optional[float]:
     return round(max(0.0, min(out)), 1) if out else None
 
 
-def _read(answers: dict, reg: Any, clocks: dict, sampled: dict) -> tuple[dict, Inputs]:
+def _read(answers: dict, reg: Any, clocks: dict, sampled: straggle.Sampled) -> tuple[dict, Inputs]:
     """(documents, diagnose's Inputs) of a look's recorders with the measured clocks and sampled phases."""
-    docs = live_docs(answers, reg.records, clocks, sampled)
-    return docs, build_inputs(answers, reg.records, reg.missing, docs, socket.gethostname(), reg.ends)
+    docs = live_docs(answers, reg.records, clocks, sampled.rows)
+    inp = build_inputs(answers, reg.records, reg.missing, docs, socket.gethostname(), reg.ends)
+    inp.sampling = list(sampled.asked)
+    return docs, inp
 
 
-def with_phases(docs: dict, inp: Inputs, sampled: dict) -> None:
+def with_phases(docs: dict, inp: Inputs, sampled: straggle.Sampled) -> None:
     """The sampled phases put in documents and Inputs made before the sampling ended, where live_doc and
-    build_inputs put them."""
-    for r, rows in sampled.items():
+    build_inputs put them; what each sampled rank's sampling was as a measure in Inputs.sampling."""
+    inp.sampling = list(sampled.asked)
+    for r, rows in sampled.rows.items():
         if r in docs and rows:
             docs[r][flight.LIVE_KEY]["phase"] = rows
             got = phase_of_doc(docs[r], r, flight.LIVE_KEY)
@@ -470,10 +481,12 @@ def _early(first: dict, reg: Any, clocks: dict, asker: Asker, budget: Budget, hu
     made while the phases are sampled (~0.3 s at 4,096 ranks), the analysis and the probe once the sampling is over:
     the probe's downloads share the job's links and CPU, and beside the sampling of a communication-bound lab job
     they left its steps unmeasured (its big all_reduce slowed while a rank sampled where it works)."""
-    docs, inp = _read(first, reg, clocks, {})
-    wait_futures([sampling], timeout=budget.live_confirm_s + budget.live_request_s + budget.live_send_s
+    docs, inp = _read(first, reg, clocks, straggle.Sampled({}, []))
+    wait_futures([sampling], timeout=budget.live_phase_max_s + budget.live_request_s + budget.live_send_s
                  + budget.thread_join_s)
-    with_phases(docs, inp, sampling.result() if sampling.done() and sampling.exception() is None else {})
+    with_phases(docs, inp, sampling.result() if sampling.done() and sampling.exception() is None else
+                straggle.Sampled({}, [{"rank": None, "host": None, "asked_bytes": 0, "asked_items": 0, "rows": 0,
+                                       "dropped": 0, "error": "the sampling did not end within its bound"}]))
     section, probed = straggle.early_probe(inp, reg.records, clocks, asker, budget, hung)
     return docs, inp, section, probed
 
@@ -572,7 +585,7 @@ def _watch(config: Config, budget: Budget, t0: float, waits: Waits, observer: An
 def _ended(config: Config, t0: float, follow: straggle.Follow, why: str) -> Report:
     """--follow's report when the job ended while watched: a normal end (live.progress passes), and every slowdown
     its looks saw, each with its start and end (live.slow: fail when one was seen, pass when none was)."""
-    follow.finish(time.time_ns(), "the job ended")
+    follow.finish(time.time_ns(), "the job ended", follow.stepped_ns)
     n, records = follow.world
     prog = passed("live.progress", f"the job ended while watched ({why}) after {follow.looks} looks that saw it "
                   "make progress", evidence={"ended": why, "looks": follow.looks})
@@ -598,6 +611,7 @@ def _follow(config: Config, budget: Budget, st: JsonStore, session: Session,
             return f"its store went away ({str(exc)[:120]})" if follow.looks else None
         asker = Asker(session, reg.job, reg.run)
         now = fetch_all(reg.records, "flight", asker, budget)
+        fetched_ns = time.time_ns()
         if not any(a.doc is not None for a in now.values()):
             return _store_gone(st, budget) if follow.looks else None
         follow.world = (reg.n, reg.records)
@@ -609,8 +623,29 @@ def _follow(config: Config, budget: Budget, st: JsonStore, session: Session,
                 return None
         else:
             still_since = None
+            follow.stepped_ns = fetched_ns
         last = now
-        time.sleep(budget.live_follow_poll_s)
+        _tick(reg.records, now, asker, budget, follow)
+
+
+def _tick(records: dict, now: dict, asker: Asker, budget: Budget, follow: straggle.Follow) -> None:
+    """The pause between two --follow looks (live_follow_poll_s), one answering rank's progress read every
+    FOLLOW_TICK_S meanwhile: the last moment it moved is the job's last step seen (follow.stepped_ns), what a slowdown
+    still on when the job ends is stamped with (the look before the end was up to a pause earlier)."""
+    end = time.monotonic() + budget.live_follow_poll_s
+    r = next((r for r in sorted(now) if now[r].doc is not None and r in records), None)
+    seen = (now[r].doc or {}).get("progress") if r is not None else None
+    while time.monotonic() < end:
+        time.sleep(max(0.0, min(FOLLOW_TICK_S, end - time.monotonic())))
+        if r is None:
+            continue
+        got = fetch_all({r: records[r]}, "progress", asker, budget).get(r)
+        prog = got.doc.get("progress") if got is not None and got.doc is not None else None
+        if prog is None:
+            return  # no answer: the next look tells whether the job ended
+        if prog != seen:
+            follow.stepped_ns = time.time_ns()
+        seen = prog
 
 
 def _registered(st: JsonStore, budget: Budget, waits: Waits) -> bool:
@@ -649,7 +684,9 @@ def _judge_follow(reg: Any, now: dict, asker: Asker, budget: Budget, follow: str
     """One --follow look at a progressing job: who slows it (a start or an end said through the observer)."""
     answered = sorted(r for r, a in now.items() if a.doc is not None)
     clocks = straggle.measure_clocks(reg.records, answered, asker, budget)
-    sampled = straggle.sample_phases(reg.records, answered, asker, budget, budget.live_confirm_s)
+    sampled = straggle.sample_phases(reg.records, answered, asker, budget,
+                                     straggle.phase_window(budget.live_confirm_s, straggle.step_us_of(now)),
+                                     straggle.groups_of(now))
     docs, inp = _read(now, reg, clocks, sampled)
     node_of = {h: i for i, h in enumerate(sorted({rec["host"] for rec in reg.records.values()}))}
     section, _ = straggle.judge(inp, reg.records, clocks, asker, budget, node_of, follow)

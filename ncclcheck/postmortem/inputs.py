@@ -60,6 +60,7 @@ class Inputs:
     launchers: dict = field(default_factory=dict)  # path -> the launcher whose own output it is (launcher.own_line)
     clocks: dict = field(default_factory=dict)  # rank -> its host's clock offset watch measured (postmortem/slow.py)
     phases: dict = field(default_factory=dict)  # rank -> its progress as watch sampled it (postmortem/phase.py)
+    sampling: list = field(default_factory=list)  # what each rank watch asked to sample answered (refusals, trims)
 
     def recognised(self) -> int:
         return sum(1 for r in self.read if r["kind"] != "unrecognised")

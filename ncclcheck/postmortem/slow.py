@@ -50,6 +50,11 @@ PERIOD_MATCH = 0.9  # ... repeated this often in the window (an evaluation pass 
 MIN_PHASE = 2  # measures of the work before each place of the pattern, at least: fewer, its gaps decide (said)
 MIN_WORK_NS = 1_000_000  # the longest work outside collectives in a step, at least, for a measure to place it: a job
 # that never leaves its collectives for 1 ms has no compute phase to find (its gaps decide)
+UNTOLD_KIND = "untold"  # a finding's kind when no measure of where the ranks work placed its group's steps
+# why (a finding's "untold"): "not sampled" (nothing measured where the ranks work: a gloo dump watch did not sample),
+# "too few" (sampled, but too few measures of each place of the pattern), "no pattern" (one collective a step: a rank
+# late at each call is late after its work either way; only the GPU's durations tell)
+PASSES = 3  # judgements of a group at most: each sets the units named so far aside and judges the rest again
 COMM_SHARE = 0.3  # a unit is a communication suspect when this share of its cost falls inside steps (where it
 # did no work: it left the collective before late); a compute straggler's cost falls where a step begins
 MAX_OFFSET_NS = 10**15  # a clock offset read from a dump: more than ~11 days is not one
@@ -172,7 +177,7 @@ def _clocks(arr: dict, host_of: dict, clocks: dict, ops: set, backend: Optional[
     return {}, {}, {"source": "hosts' own clocks (not measured; a host whose clock is ahead looks late)"}
 
 
-def _period(sigs: list) -> int:
+def period(sigs: list) -> int:
     """The number of collectives in the job's repeating pattern (op and sizes) when there is one of 2 or more
     (DDP's buckets, a model's layers), else 0: PERIOD_MATCH of the window repeats p collectives later."""
     n = len(sigs)
@@ -193,8 +198,10 @@ def _work(phases: dict, name: str, ranks: list) -> dict:
     return {q: _median(ws) for q, ws in per.items()}
 
 
-def _steps(latest: list, sigs: list, seqs: list, work: dict, durations: Optional[list]) -> tuple[list, set, str]:
-    """(indices where a step begins, indices the ranks work before calling, how they were found). A repeating
+def _steps(latest: list, sigs: list, seqs: list, work: dict,
+           durations: Optional[list]) -> tuple[list, set, str, Optional[str]]:
+    """(indices where a step begins, indices the ranks work before calling, how they were found, None when a measure
+    placed them, else why none did: UNTOLD's key). A repeating
     pattern of collectives is a step, begun at the place in the pattern where the ranks work outside collectives the
     longest (measured: `work`, {seq: ns}, watch's samples; `durations`, the work before each collective from the
     GPU's durations); without a measure, at the place with the longest median gap before it. Without a pattern, a
@@ -204,7 +211,7 @@ def _steps(latest: list, sigs: list, seqs: list, work: dict, durations: Optional
     gaps = [0] + [latest[i] - latest[i - 1] for i in range(1, k)]
     if durations is not None:
         work = {seqs[i]: durations[i] for i in range(1, k)}
-    p = _period(sigs)
+    p = period(sigs)
     if p:
         by: dict = {}
         for q, w in work.items():
@@ -216,28 +223,27 @@ def _steps(latest: list, sigs: list, seqs: list, work: dict, durations: Optional
             busy = {j for j in range(p) if med[j] >= GAP_SHARE * top}
             source = "the GPU's durations" if durations is not None else "sampled"
             return (list(range(at if at else p, k, p)), {i for i in range(1, k) if i % p in busy},
-                    f"a pattern of {p} collectives, begun where the ranks work outside collectives ({source})")
+                    f"a pattern of {p} collectives, begun where the ranks work outside collectives ({source})", None)
         at = max(range(p), key=lambda j: _median(gaps[j + p if j == 0 else j::p]))
         starts = list(range(at if at else p, k, p))
-        return starts, set(starts), f"a pattern of {p} collectives, begun after its longest gap (not measured)"
+        return (starts, set(starts), f"a pattern of {p} collectives, begun after its longest gap (not measured)",
+                "too few" if work else "not sampled")
     series = [0.0] + [durations[i] for i in range(1, k)] if durations is not None else gaps
     out = []
     for i in range(1, k):
         hi = _pct(series[max(1, i - GAP_AROUND):i + GAP_AROUND + 1], 0.9)
         if hi > 0 and series[i] >= GAP_SHARE * hi:
             out.append(i)
+    # one collective a step (or no pattern): a rank late at every call is late after its work whether it worked
+    # longer or left the collective before late; only each collective's own time (the GPU's durations) tells them
     return out, set(out), ("the work between collectives (the GPU's durations)" if durations is not None else
-                           "the job's compute gaps")
+                           "the job's compute gaps"), None if durations is not None else "no pattern"
 
 
-def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dict, off: dict, err: dict,
-           work: dict, colls: Optional[list]) -> dict:
-    """One group's window -> its steps, each unit's cost per step, the verdicts and the per-rank scores. work: {seq:
-    ns worked before calling it} from watch's samples; colls: [[each rank's entry] per collective] (GPU durations)."""
-    ranks = sorted(arr)
-    k = len(seqs)
-    a = {r: [arr[r][i] - off.get(host_of.get(r), 0) for i in range(k)] for r in ranks}
-    hosts = sorted({host_of.get(r) for r in ranks}, key=str)
+def _costs(a: dict, ranks: list, host_of: dict, err: dict, k: int) -> tuple[list, list, list]:
+    """(the latest call of each collective, [(the latest rank, its lead over the next-latest)], [(the latest host, its
+    lead over the next host's latest)]) of `ranks` only, less the clocks' error across two hosts."""
+    hosts = {host_of.get(r) for r in ranks}
     latest, cost_rank, cost_host = [], [], []
     for i in range(k):
         col = [(a[r][i], r) for r in ranks]
@@ -252,12 +258,24 @@ def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dic
             other = next(((t, r) for t, r in col if host_of.get(r) != h1), None)
             lost_h = t1 - other[0] - err.get(h1, 0) - err.get(host_of.get(other[1]), 0) if other else 0
             cost_host.append((h1, max(0, lost_h)))
+    return latest, cost_rank, cost_host
+
+
+def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dict, off: dict, err: dict,
+           work: dict, colls: Optional[list]) -> dict:
+    """One group's window -> its steps, each unit's cost per step, the verdicts and the per-rank scores. work: {seq:
+    ns worked before calling it} from watch's samples; colls: [[each rank's entry] per collective] (GPU durations)."""
+    ranks = sorted(arr)
+    k = len(seqs)
+    a = {r: [arr[r][i] - off.get(host_of.get(r), 0) for i in range(k)] for r in ranks}
+    hosts = sorted({host_of.get(r) for r in ranks}, key=str)
+    latest, cost_rank, cost_host = _costs(a, ranks, host_of, err, k)
     durations = phase.outside_from_durations(colls, latest) if colls else None
-    starts, busy, how = _steps(latest, sigs, seqs, work, durations)
+    starts, busy, how, untold = _steps(latest, sigs, seqs, work, durations)
     out: dict = {"pg": name, "desc": desc, "ranks": len(ranks), "hosts": len(hosts), "collectives": k,
                  "first_seq": seqs[0] if seqs else None, "last_seq": seqs[-1] if seqs else None,
-                 "steps": max(0, len(starts) - 1), "steps_by": how, "found": [], "job": None, "scores": {},
-                 "last_slow": {}}
+                 "steps": max(0, len(starts) - 1), "steps_by": how, "untold": untold, "found": [], "job": None,
+                 "scores": {}, "last_slow": {}}
     if len(starts) - 1 < slowness.MIN_SAMPLES:
         out["why"] = (f"{max(0, len(starts) - 1)} steps in the window of {k} collectives: the rule needs "
                       f"{slowness.MIN_SAMPLES}")
@@ -269,42 +287,68 @@ def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dic
             step_of[i] = j
     dur = [latest[e] - latest[s] for s, e in spans]
     out["step_us"] = round(_median(dur[-slowness.MIN_SAMPLES:]) / 1e3, 1)
-    found = []
-    for unit, costs in (("rank", cost_rank), ("host", cost_host)):
-        per: dict = {}
-        inside: dict = {}
-        for i, (u, c) in enumerate(costs):
-            j = step_of.get(i)
-            if j is None or c <= 0:
-                continue
-            per.setdefault(u, [0] * len(spans))[j] += c
-            if i not in busy:
-                inside.setdefault(u, [0] * len(spans))[j] += c
-        for u, cs in per.items():
-            shares = [c / d if d > 0 else 0.0 for c, d in zip(cs, dur)]
-            end = slowness.last_slow(shares)
-            if end is not None:  # its newest slowdown's last slow step, ended or not (watch --follow's end): the
-                # last call it made the others wait for there, when its slow work (or its late leaving) ended
-                at = max(i for i in range(*spans[end]) if costs[i][0] == u and costs[i][1] > 0)
-                out["last_slow"][f"{unit}:{u}"] = latest[at]
-            v = slowness.judge(shares)
-            if not v.slow:
-                continue
-            total = sum(cs[v.since:])
-            s0 = spans[v.since][0]
-            found.append({
-                "unit": unit, "rank": u if unit == "rank" else None,
-                "ranks": [u] if unit == "rank" else [r for r in ranks if host_of.get(r) == u],
-                "host": host_of.get(u) if unit == "rank" else u, "pg": name, "desc": desc,
-                "cost_us": round(_median(cs[v.since:]) / 1e3, 1), "share": round(v.share, 4),
-                "steps": v.samples, "consistent": round(v.consistent, 4), "step_us": out["step_us"],
-                # it began after the call before its first late one: its slow work (or its late leaving) then
-                "since_seq": seqs[s0], "since_ns": latest[s0 - 1] if s0 else latest[s0], "before_window": v.since == 0,
-                "last_ns": out["last_slow"].get(f"{unit}:{u}"),
-                "inside": round(sum((inside.get(u) or [0] * len(spans))[v.since:]) / total, 4) if total else 0.0,
-            })
-    for f in found:
-        f["kind"] = "communication" if f["inside"] >= COMM_SHARE else "compute"
+    def judged(cost_rank: list, cost_host: list, last_slow: dict) -> list:
+        """The units whose costs the rule names (each unit's newest slow step in last_slow)."""
+        found: list = []
+        for unit, costs in (("rank", cost_rank), ("host", cost_host)):
+            per: dict = {}
+            inside: dict = {}
+            for i, (u, c) in enumerate(costs):
+                j = step_of.get(i)
+                if j is None or c <= 0:
+                    continue
+                per.setdefault(u, [0] * len(spans))[j] += c
+                if i not in busy:
+                    inside.setdefault(u, [0] * len(spans))[j] += c
+            for u, cs in per.items():
+                shares = [c / d if d > 0 else 0.0 for c, d in zip(cs, dur)]
+                end = slowness.last_slow(shares)
+                if end is not None:  # its newest slowdown's last slow step, ended or not (watch --follow's end): the
+                    # last call it made the others wait for there, when its slow work (or its late leaving) ended
+                    at = max(i for i in range(*spans[end]) if costs[i][0] == u and costs[i][1] > 0)
+                    last_slow[f"{unit}:{u}"] = latest[at]
+                v = slowness.judge(shares)
+                if not v.slow:
+                    continue
+                total = sum(cs[v.since:])
+                s0 = spans[v.since][0]
+                found.append({
+                    "unit": unit, "rank": u if unit == "rank" else None,
+                    "ranks": [u] if unit == "rank" else [r for r in ranks if host_of.get(r) == u],
+                    "host": host_of.get(u) if unit == "rank" else u, "pg": name, "desc": desc,
+                    "cost_us": round(_median(cs[v.since:]) / 1e3, 1), "share": round(v.share, 4),
+                    "steps": v.samples, "consistent": round(v.consistent, 4), "step_us": out["step_us"],
+                    # it began after the call before its first late one: its slow work (or its late leaving) then
+                    "since_seq": seqs[s0], "since_ns": latest[s0 - 1] if s0 else latest[s0],
+                    "before_window": v.since == 0,
+                    "last_ns": last_slow.get(f"{unit}:{u}"),
+                    "inside": round(sum((inside.get(u) or [0] * len(spans))[v.since:]) / total, 4) if total else 0.0,
+                    "per_step": cs,  # (dropped below) what it cost each step: the rest of the job's slowdown
+                })
+        return found
+
+    # a unit late at the same collectives as another named one costs the job only its lead over it there (a compute
+    # straggler whose lateness a slow host's matches reads as nothing): the named units set aside, the others are
+    # judged again against the rest, up to PASSES times
+    found, aside = judged(cost_rank, cost_host, out["last_slow"]), set()
+    for _ in range(PASSES - 1):
+        aside |= {r for f in found for r in f["ranks"]}
+        rest = [r for r in ranks if r not in aside]
+        if not found or len(rest) < 2 or len(rest) == len(ranks):
+            break
+        again: dict = {}
+        new = [f for f in judged(*_costs(a, rest, host_of, err, k)[1:], again)
+               if not any(f["unit"] == g["unit"] and f["ranks"] == g["ranks"] for g in found)]
+        if not new:
+            break
+        out["last_slow"].update({key: ns for key, ns in again.items() if any(
+            key == f"{f['unit']}:{f['rank'] if f['unit'] == 'rank' else f['host']}" for f in new)})
+        found.extend(new)
+    for f in found:  # told only where a measure placed the steps: the longest gap is a guess, reversed when a
+        # step's collectives outlast its compute (issue 65); then the finding says why it is not told
+        f["kind"] = ("communication" if f["inside"] >= COMM_SHARE else "compute") if untold is None else UNTOLD_KIND
+        if untold is not None:
+            f["untold"] = untold
     out["found"] = _explained(found)
     # the job against its own best, among steps of the newest step's kind (its collectives): an evaluation pass's
     # steps are other collectives, shorter or longer, and no reference for training's
@@ -316,6 +360,17 @@ def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dic
                   "step_us": out["step_us"], "share": round(jv.share, 4), "floor": slowness.JOB_FLOOR,
                   **({"since_seq": seqs[spans[alike[jv.since]][0]], "since_ns": latest[spans[alike[jv.since]][0]],
                       "steps": jv.samples} if jv.slow else {})}
+    # the job's slowdown that the named units do not cost it (a slow link's, which slows every rank alike), with its
+    # own start: a link found slow beside a straggler is dated by it, not by the straggler's start
+    costs = [sum(f["per_step"][j] for f in out["found"]) for j in range(len(spans))]
+    if any(costs):
+        _, rest = slowness.own_best_shares([dur[j] - costs[j] for j in alike])
+        rv = slowness.judge(rest, floor=slowness.JOB_FLOOR)
+        out["job"]["rest"] = {"slower": rv.slow, "share": round(rv.share, 4),
+                              **({"since_seq": seqs[spans[alike[rv.since]][0]],
+                                  "since_ns": latest[spans[alike[rv.since]][0]]} if rv.slow else {})}
+    for f in found:
+        f.pop("per_step", None)
     work = {}
     for r in ranks:
         waited = [0] * len(spans)
@@ -345,11 +400,13 @@ def _explained(found: list) -> list:
 
 
 def analyse(dumps: dict, hosts: dict, clocks: Optional[dict] = None, phases: Optional[dict] = None,
-            unjudged: Iterable = ()) -> dict:
+            unjudged: Iterable = (), sampling: Optional[list] = None) -> dict:
     """The report's `slow` section from {rank: flight.RankDump}, {rank: host name}, the measured clock offsets
     {rank: {"offset_ns", "err_ns"}} (watch; None: not measured) and watch's phase samples {rank: {pg: rows}}
     (postmortem/phase.py; None: not sampled). unjudged: the job's ranks whose flight recorder could not be read (no
-    answer, no dump): a verdict on the others never speaks for them."""
+    answer, no dump): a verdict on the others never speaks for them. sampling: what each rank watch asked to sample
+    answered (live/straggle.Sampled.asked): a refused, unanswered or trimmed sampling is a finding about the measure
+    (`measure`), and it is why a finding's kind is not told when no samples arrived."""
     clocks, phases = clocks or {}, phases or {}
     names = sorted({n for d in dumps.values() for n in d.groups}, key=lambda n: (n != flight.DEFAULT_PG, n))
     groups, found = [], []
@@ -380,6 +437,10 @@ def analyse(dumps: dict, hosts: dict, clocks: Optional[dict] = None, phases: Opt
     for f in sorted(found, key=lambda f: -f["share"]):  # a unit named in several groups: its largest share
         best.setdefault((f["unit"], f["rank"] if f["unit"] == "rank" else f["host"]), f)
     named = sorted(best.values(), key=lambda f: -f["share"])
+    measure = [dict(a) for a in (sampling or []) if a.get("error") or a.get("dropped")][:MAX_REPORT_ROWS]
+    for f in named:
+        if f.get("untold") and measure:
+            f["sampling"] = measure[:4]  # the measure that failed it, said with its kind
     last_slow: dict = {}
     for g in groups:
         for k, ns in (g.pop("last_slow", None) or {}).items():
@@ -394,7 +455,7 @@ def analyse(dumps: dict, hosts: dict, clocks: Optional[dict] = None, phases: Opt
             "min_steps": slowness.MIN_SAMPLES, "clock": clock_used, "groups": groups, "named": named,
             "last_slow": dict(sorted(last_slow.items(), key=lambda kv: -kv[1])[:MAX_REPORT_ROWS]),
             "job": main["job"] if main else None, "pg": main["pg"] if main else None,
-            "ranks": ranks[:MAX_REPORT_ROWS], "unjudged": _unjudged(unjudged, dumps)}
+            "ranks": ranks[:MAX_REPORT_ROWS], "unjudged": _unjudged(unjudged, dumps), "measure": measure}
 
 
 def _unjudged(ranks: Iterable, dumps: dict) -> dict:
@@ -411,11 +472,20 @@ FIX_COMMUNICATION = ("check {who}'s links: the NIC's negotiated speed (`ethtool 
                      "once the job stops")
 
 
+FIX_UNTOLD = ("tell whether {who} computes or communicates late: `ncclcheck watch` while the job runs (it samples "
+              "where the ranks work), or NCCL with TORCH_NCCL_ENABLE_TIMING=1 (each collective's own time); then "
+              "the verdict's fix names its CPU, data loader or GPU, or its links")
+
+
 def fix_for(found: list) -> str:
-    """Each finding's fix, once per kind: the compute fix naming its units, the links fix naming its hosts."""
-    compute = [f for f in found if f.get("kind") != "communication" and f.get("unit") != "link"]
-    comm = [f for f in found if f not in compute]
+    """Each finding's fix, once per kind: the compute fix naming its units, the links fix naming its hosts, and for a
+    kind not told (UNTOLD_KIND) how to tell it, never one of the two guessed."""
+    untold = [f for f in found if f.get("kind") == UNTOLD_KIND]
+    compute = [f for f in found if f.get("kind") == "compute" and f.get("unit") != "link"]
+    comm = [f for f in found if f not in compute and f not in untold]
     parts = []
+    if untold:
+        parts.append(FIX_UNTOLD.format(who=", ".join(dict.fromkeys(f.get("who") or words.who(f) for f in untold))))
     if compute:
         parts.append(FIX_COMPUTE.format(who=", ".join(dict.fromkeys(f.get("who") or words.who(f) for f in compute))))
     if comm:
@@ -436,14 +506,17 @@ def check(check_id: str, section: Optional[dict], also: tuple = (), node_of: Opt
     found = [*section.get("named", []), *also]
     ev = {k: section.get(k) for k in ("floor", "job_floor", "consistent", "min_steps", "pg")}
     ev["clock"] = (section.get("clock") or {}).get("source")
-    detail = f"{words.floors(section)}; {words.clock(section)}; {words.steps(section)}"
+    measure = [words.measure(m) for m in section.get("measure") or []]
+    if measure:
+        ev["measure"] = section["measure"]
+    detail = "\n".join([f"{words.floors(section)}; {words.clock(section)}; {words.steps(section)}", *measure])
     if found:
-        texts = [words.link_finding(f) if f.get("unit") == "link" else words.finding(f) for f in found]
+        texts = [*(words.link_finding(f) if f.get("unit") == "link" else words.finding(f) for f in found), *measure]
         hosts = sorted({h for f in found for h in ([f["host"]] if f.get("host") else f.get("hosts", []))})
         ev.update(named=found, **({"nodes": sorted(node_of[h] for h in hosts if h in node_of)} if node_of else {}))
         if (section.get("unjudged") or {}).get("count"):
             ev["unjudged"] = section["unjudged"]
-        return failed(check_id, texts[0], detail="\n".join([*texts, detail]), findings=tuple(texts),
+        return failed(check_id, texts[0], detail="\n".join([*texts[:len(found)], detail]), findings=tuple(texts),
                       fix=fix_for(found), evidence=ev)
     g = next(g for g in section["groups"] if g.get("steps"))
     job = words.job(section.get("job"))
@@ -452,9 +525,16 @@ def check(check_id: str, section: Optional[dict], also: tuple = (), node_of: Opt
     unjudged = section.get("unjudged") or {}
     if unjudged.get("count"):  # unmeasured is never healthy: the ranks not read may be the slow ones
         ev["unjudged"] = unjudged
-        return warned(check_id, f"{said}, among the {g['ranks']:,} ranks read; {words.unjudged(unjudged)}",
-                      detail=detail, evidence=ev)
-    return passed(check_id, said, detail=detail, evidence=ev)
+        said = f"{said}, among the {g['ranks']:,} ranks read; {words.unjudged(unjudged)}"
+        return warned(check_id, said, detail=detail, evidence=ev, findings=(said, *measure) if measure else ())
+    probe = section.get("probe") or {}
+    if probe.get("unmeasured") and (section.get("job") or {}).get("slower"):
+        # the job runs slower than its best and the probe that would name a slow link could not measure all of
+        # them: unmeasured, never healthy
+        said = f"{said}; {words.probe_unmeasured(probe)}"
+        return warned(check_id, said, detail=detail, evidence=ev, findings=(said, *measure) if measure else ())
+    # a measure refused or trimmed is said beside the verdict (on the console too), whatever the verdict
+    return passed(check_id, said, detail=detail, evidence=ev, findings=(said, *measure) if measure else ())
 
 
 def clock_of(doc: dict, rank: int) -> Optional[dict]:

@@ -43,7 +43,9 @@ def finding(f: dict) -> str:
             f"since {'at least ' if f.get('before_window') else ''}{when(f.get('since_ns'))} (collective "
             f"#{f.get('since_seq')} of {group(f)}{', the oldest recorded step' if f.get('before_window') else ''})")
     probe = f.get("probe")
-    if f.get("kind") == "communication":
+    if f.get("kind") == "untold":
+        why = untold(f)
+    elif f.get("kind") == "communication":
         why = ("communication: its links measure slow: " + probe["said"]) if probe and probe.get("said") and \
             f.get("host") in (probe.get("hosts") or []) + [h for pr in probe.get("pairs") or [] for h in pr] else \
             ("communication: its lateness shows where no work separates two collectives (it left the one before "
@@ -62,6 +64,39 @@ def finding(f: dict) -> str:
             why += "; its host's links measure like the others'" + (
                 f"; {', '.join(slow)} measure{'s' if len(slow) == 1 else ''} slow: another finding" if slow else "")
     return f"{text}: {why}{_explains(f.get('explains'))}"
+
+
+UNTOLD = {  # postmortem/slow.py's reasons a finding's kind is not told
+    "not sampled": "where the ranks work outside collectives was not measured",
+    "too few": "too few samples of where the ranks work outside collectives to place its steps",
+    "no pattern": "one collective a step: its lateness falls after its work whether it computes or left the "
+                  "collective before late, and no collective's own time was recorded",
+}
+
+
+def untold(f: dict) -> str:
+    """Why a finding's kind (compute or communication) is not told, with the measure that failed it."""
+    failed = "; ".join(measure(m) for m in (f.get("sampling") or [])[:2])
+    gap = "" if f.get("untold") == "no pattern" else (
+        "; its steps were cut at the longest gap between calls, which falls after the step's longest collective "
+        "when its communication outlasts its compute")
+    probe = f.get("probe") or {}
+    mine = f.get("host") in [*(probe.get("hosts") or []), *(h for pr in probe.get("pairs") or [] for h in pr)]
+    seen = (f"; its host's transfers measure slow ({probe['said']}): its link, or a CPU too short to serve them"
+            if mine and probe.get("said") else
+            f"; its host's links measure like the others' ({probe['said']})" if probe.get("said") else "")
+    return (f"compute or communication not told: {UNTOLD.get(f.get('untold'), 'not measured')}"
+            f"{' (' + failed + ')' if failed else ''}{gap}{seen}")
+
+
+def measure(m: dict) -> str:
+    """One sampled rank's measure of where it works that failed or was cut (live/straggle.Sampled.asked)."""
+    who_ = "watch" if m.get("rank") is None else f"rank {m['rank']}" + (f" (host {m['host']})" if m.get("host") else "")
+    asked = f"{format_bytes(m.get('asked_bytes') or 0)} or {m.get('asked_items') or 0:,} values asked"
+    if m.get("error"):
+        return f"{who_}: its sampling of where it works got no samples: {m['error']} ({asked})"
+    return (f"{who_}: its sampling of where it works lacks its {m.get('dropped'):,} oldest rows, over the "
+            f"{asked} ({m.get('rows') or 0:,} rows kept)")
 
 
 def _explains(units: Optional[list]) -> str:
@@ -160,10 +195,21 @@ def probe(p: dict) -> str:
     return f"every pair of the {p.get('n_hosts')} hosts measures alike ({_rate(p.get('ref_bps'))}; {cost})"
 
 
+def probe_unmeasured(p: dict) -> str:
+    """A job slower than its best whose links the probe could not all measure: what was not, and why."""
+    gone = p.get("unmeasured") or []
+    return (f"the probe of its links could not measure {len(gone)} direction{'s' if len(gone) != 1 else ''} in a "
+            f"round or more ({gone[0]['from']} -> {gone[0]['to']}: {gone[0]['why']}): a slow link may be unnamed; "
+            "watch again in a minute (a responder refuses a probe past its CPU share)") if gone else ""
+
+
 def _cost(p: dict) -> str:
     n = p.get("rounds") or 1
+    gone = p.get("unmeasured") or []
     return (f"TCP probe while the job runs: {n} round{'s' if n != 1 else ''} of {format_bytes(p.get('bytes') or 0)} "
-            f"per direction, {format_bytes(p.get('moved') or 0)} in {p.get('took_s') or 0:.1f} s")
+            f"per direction, {format_bytes(p.get('moved') or 0)} in {p.get('took_s') or 0:.1f} s"
+            + (f"; {len(gone)} direction{'s' if len(gone) != 1 else ''} not measured in a round or more "
+               f"({gone[0]['from']} -> {gone[0]['to']}: {gone[0]['why']})" if gone else ""))
 
 
 def _rate(bps) -> str:

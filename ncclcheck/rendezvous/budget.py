@@ -181,8 +181,9 @@ class Budget:
     # (its launcher closed the store) from one whose ranks stopped answering
     live_phase_every_s: float = 0.002  # a "phase" request samples the rank's progress counters this often (~5 us
     # each): a compute phase of a few ms between two collectives is seen
-    live_phase_max_s: float = 3.0  # seconds one "phase" request samples at most (watch asks for its pause between
-    # two looks); a request asking for more is refused as malformed
+    live_phase_max_s: float = 6.0  # seconds one "phase" request samples at most (watch asks for its pause between
+    # two looks, or for three of the job's steps when they are longer: a 2 s step's compute measured twice); a
+    # request asking for more is refused as malformed
     live_asker_s: float = 30.0  # a responder remembers whether a connection's address is the rank it names this
     # long (a blob goes only to ranks of the job: live/peers.py): a probe's downloads cost one store read, not one each
 

@@ -14,7 +14,7 @@ import pytest
 
 from ncclcheck.live import pace, straggle
 from ncclcheck.live.auth import Session
-from ncclcheck.live.watch import watch
+from ncclcheck.live.watch import FOLLOW_TICK_S, watch
 from ncclcheck.options import api_config
 from ncclcheck.postmortem import flight, slow
 from ncclcheck.postmortem.diagnose import diagnose
@@ -23,6 +23,7 @@ from ncclcheck.render.prometheus import render_prometheus
 from ncclcheck.rendezvous.budget import FIXED
 from ncclcheck_lab import livesim
 from ncclcheck_lab.slowsim import Job
+from ncclcheck_lab.slowsim import docs as slowsim_docs
 
 pytestmark = pytest.mark.slow
 
@@ -221,6 +222,52 @@ def _rates(slow_host_in: list, slow_bps: float = 1e7, loaded_in: tuple = (), per
     return exchange
 
 
+def test_a_probe_download_refused_is_said_with_the_probe_never_left_out(monkeypatch):
+    """A rate request refused (a responder over its share) gives no rate: the direction is named as not measured in
+    the probe's JSON and words, not silently missing from its matrix."""
+    records = {0: {"host": "h1"}, 2: {"host": "h2"}, 4: {"host": "h3"}}
+    rates = _rates([], per_round=6)
+
+    def exchange(rec, doc, asker, end, budget, limit=0):
+        if rec["host"] == "h1" and doc["ranks"] == [4]:
+            rates(rec, doc, asker, end, budget)
+            return None, "refused: busy: over its share of the CPU for rate requests", 0, 0
+        return rates(rec, doc, asker, end, budget)
+
+    monkeypatch.setattr(pace, "exchange", exchange)
+    out = straggle.probe([0, 2, 4], {"h2"}, records, None, FIXED)
+    assert out["unmeasured"] == [{"from": "h3", "to": "h1", "why": "refused: busy: over its share of the CPU for rate "
+                                                                   "requests"}], out["unmeasured"]
+    assert "1 direction not measured in a round or more (h3 -> h1: refused: busy" in out["said"], out["said"]
+    # a job slower than its best, nobody named, its probe not whole: a warning, never a pass
+    section = {"groups": [{"pg": "0", "steps": 12, "ranks": 6}], "named": [], "probe": out,
+               "job": {"slower": True, "share": 0.4, "step_us": 300_000.0, "best_step_us": 80_000.0}}
+    check = slow.check("live.slow", section)
+    assert check.status.value == "warn" and "could not measure 1 direction" in check.summary, check
+    assert slow.check("live.slow", dict(section, probe=dict(out, unmeasured=[]))).status.value == "pass"
+
+
+def test_rounds_whose_downloads_of_a_host_were_refused_are_asked_again_not_counted_fast(monkeypatch):
+    """h2 at half the others' rate, its downloads refused in the first two rounds (its responders over their share on
+    a loaded host): the probe asks more rounds until 3 of 4 measured ones can say it, and names h2."""
+    records = {0: {"host": "h1"}, 2: {"host": "h2"}, 4: {"host": "h3"}}
+    rates = _rates(list(range(straggle.PROBE_ATTEMPTS)), slow_bps=4e8)
+    calls = {"n": 0}
+
+    def exchange(rec, doc, asker, end, budget, limit=0):
+        at = calls["n"] // 6
+        calls["n"] += 1
+        got = rates(rec, doc, asker, end, budget)
+        if at < 2 and (rec["host"] == "h2" or doc["ranks"] == [2]):
+            return None, "refused: busy: over its share of the CPU for rate requests", 0, 0
+        return got
+
+    monkeypatch.setattr(pace, "exchange", exchange)
+    out = straggle.probe([0, 2, 4], {"h2"}, records, None, FIXED)
+    assert out["hosts"] == ["h2"] and out["rounds"] == 5, out
+    assert len(out["lost"]["h2"]["rounds"]) == 3 and out["unmeasured"], out
+
+
 def test_the_probe_turns_never_make_a_host_serve_two_downloads_at_once():
     hosts = [f"h{i}" for i in range(1, 8)]
     for todo in (straggle.plan(hosts[:3], set()), straggle.plan(hosts, {"h4"}), straggle.plan(hosts, set())):
@@ -288,7 +335,9 @@ def test_follow_ends_with_the_jobs_end_and_keeps_every_slowdown_it_saw():
         end = time.monotonic() + 60
         while not any("slowdown starts" in str(x) for x in said) and time.monotonic() < end:
             time.sleep(0.2)
+        time.sleep(3)  # the slowdown still on when the job ends
     finally:
+        ended = time.time_ns()
         for r in rs:
             r.close()
         del st  # the job ended: its ranks and then its store are gone
@@ -302,6 +351,28 @@ def test_follow_ends_with_the_jobs_end_and_keeps_every_slowdown_it_saw():
     (s,) = report.extra["live"]["slow"]["slowdowns"]
     assert s["rank"] == 5 and s["start_ns"] and s["end_ns"] >= s["start_ns"], s
     assert [e["event"] for e in report.extra["live"]["slow"]["events"]] == ["start", "end"]
+    # still on at the job's end: it ends with the job, at its last step seen (within a tick of progress reads and a
+    # step), not at the look before (up to live_follow_poll_s earlier)
+    assert ended - (FOLLOW_TICK_S + 0.5) * 1e9 <= s["end_ns"] <= ended, (s["end_ns"] - ended) / 1e9
+
+
+def test_a_slow_link_beside_a_straggler_is_dated_by_its_own_start():
+    """Rank 3 (h2) slow from the start, every transfer 3x slower from step 30 (the probe measures h3's link slow):
+    the link's finding starts where the slowdown the rank does not cost begins, not at the rank's start."""
+    from ncclcheck_lab.slowsim import timeline
+
+    job = Job(world=6, per_host=2, step_us=40_000, slow={3: (0, 0.5)}, transfer_from=(30, 3), transfer_us=10_000,
+              jitter=0.02, steps=60)
+    dumps = {r: flight.normalise(d, r, f"rank{r}.json", "json") for r, d in slowsim_docs(job).items()}
+    clocks = {r: {"offset_ns": 0, "err_ns": 50_000} for r in dumps}
+    section = slow.analyse(dumps, {r: job.host(r) for r in dumps}, clocks)
+    named, links = straggle.with_probe(section["named"], H3_SLOW, section["job"], False)
+    assert [f["rank"] for f in named] == [3] and links and links[0]["hosts"] == ["h3"], (named, links)
+    names, calls, _ = timeline(job)
+    step30 = calls[0][30 * job.colls]
+    assert abs(links[0]["since_ns"] - step30) <= 2 * (job.step_us + 3 * job.transfer_us * job.colls) * 1e3, \
+        (links[0]["since_ns"] - step30) / 1e9
+    assert named[0]["since_ns"] < step30 - 2 * 10**9  # the rank's own start: the window's first step, 30 steps before
 
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -319,7 +390,7 @@ def _without_phase(src: Path, dst: Path) -> Path:
 def test_a_real_communication_bound_job_s_straggler_is_compute_where_its_ranks_were_sampled(tmp_path):
     """A lab job's watch --dump (fixtures/comm-bound-straggler/HOW.md): its big all_reduce takes ~2.2x its compute.
     With the ranks' sampled progress the step begins where they compute and rank 3 is "compute"; cut at the longest
-    gap (the dump without its samples: what watch did before), the same rank read "communication"."""
+    gap (the dump without its samples), the same rank would read "communication": its kind is not told."""
     got = diagnose([str(FIXTURES / "comm-bound-straggler")])
     slow = next(c for c in got.checks if c.id == "postmortem.slow")
     assert [(f["rank"], f["kind"]) for f in slow.evidence["named"]] == [(3, "compute")], slow
@@ -327,7 +398,8 @@ def test_a_real_communication_bound_job_s_straggler_is_compute_where_its_ranks_w
     assert "outside collectives (sampled)" in g["steps_by"], g
     before = diagnose([str(_without_phase(FIXTURES / "comm-bound-straggler", tmp_path / "gaps"))])
     old = next(c for c in before.checks if c.id == "postmortem.slow")
-    assert [(f["rank"], f["kind"]) for f in old.evidence["named"]] == [(3, "communication")], old
+    assert [(f["rank"], f["kind"]) for f in old.evidence["named"]] == [(3, "untold")], old
+    assert "check h2's links" not in old.fix and "not told" in old.summary, old
     healthy = next(c for c in diagnose([str(FIXTURES / "comm-bound-healthy")]).checks if c.id == "postmortem.slow")
     assert healthy.status.value == "pass", healthy
 
@@ -377,8 +449,12 @@ def test_a_measured_compute_straggler_whose_host_transfers_slow_is_compute_starv
     assert [(f["rank"], f["kind"]) for f in named] == [(3, "compute")] and not links
     said = slow.check("live.slow", {"groups": [{"pg": "0", "steps": 12}], "named": named}).summary
     assert "its host's transfers measure slow too" in said and "the CPU they lack, not its link" in said, said
-    named, _ = straggle.with_probe([rank], h2, {}, False)  # steps cut at the gaps: the probe decides, as before
-    assert named[0]["kind"] == "communication"
+    # steps cut at the gaps: the kind is not told, and the probe does not tell it (a starved host serves it slowly)
+    named, links = straggle.with_probe([dict(rank, kind="untold", untold="not sampled")], h2, {}, False)
+    assert named[0]["kind"] == "untold" and not links
+    said = slow.check("live.slow", {"groups": [{"pg": "0", "steps": 12}], "named": named})
+    assert "its host's transfers measure slow" in said.summary and "not told" in said.summary, said
+    assert "check h2's links" not in said.fix
 
 
 @pytest.mark.parametrize("kind", ["phase", "all"])
@@ -511,3 +587,84 @@ def test_a_sampling_whose_reads_cost_cpu_spans_its_whole_window_within_one_burst
     took = time.monotonic() - t0
     assert took >= 0.9, f"the sampling stopped after {took:.2f} s of its 1 s window"
     assert me.phase_spend.spent <= FIXED.live_work_burst_s + 0.01  # within one burst (one more sample at most)
+
+
+# --- issue 65: a job that steps every ~100 ms, its 16 MiB all_reduce outlasting its 20 ms of compute ---
+def _fast(**kw) -> Job:
+    """The issue's job, simulated: 3 hosts x 2 ranks, 20 ms of compute then a big all_reduce of 70 ms and a small
+    one: a step of ~95 ms, whose 2 s sampling window changes the counters ~80 times (400 JSON values: over the 256
+    a request took by default)."""
+    return Job(world=6, per_host=2, step_us=20_000, transfer_by=(70_000, 2_000), jitter=0.02, steps=600, **kw)
+
+
+def _sampled_ok(report) -> list:
+    """The sampling as a measure: every asked rank's rows arrived, none refused nor trimmed, more than 256 values."""
+    asked = report.extra["live"]["slow"].get("measure")
+    assert asked == [], asked
+    g = next(g for g in report.extra["live"]["slow"]["groups"] if g.get("steps"))
+    assert "outside collectives (sampled)" in g["steps_by"], g
+    return asked
+
+
+def test_a_fast_stepping_jobs_compute_straggler_is_compute_with_a_compute_fix(store):
+    report, checks = run(_fast(slow={5: (0, 0.5)}), store, past=60)
+    slow = checks["live.slow"]
+    assert slow.status.value == "fail" and report.exit_code == 1, slow
+    _sampled_ok(report)
+    assert [(f["unit"], f["rank"], f["kind"]) for f in slow.evidence["named"]] == [("rank", 5, "compute")], slow
+    assert "find what rank 5 (host h3) does before each collective" in slow.fix and "links" not in slow.fix, slow.fix
+
+
+def test_a_fast_stepping_jobs_slow_link_is_its_host_and_communication(store):
+    # the simulated slow link: both ranks of h3 leave every collective 15 ms late (what a slow link does to them)
+    report, checks = run(_fast(leave_late={4: (0, 15_000), 5: (0, 15_000)}), store, past=60)
+    slow = checks["live.slow"]
+    assert slow.status.value == "fail" and report.exit_code == 1, slow
+    _sampled_ok(report)
+    assert [(f.get("host"), f["kind"]) for f in slow.evidence["named"]] == [("h3", "communication")], slow
+    assert "check h3's links" in slow.fix and "find what" not in slow.fix, slow.fix
+
+
+def test_a_healthy_fast_stepping_job_names_nobody(store):
+    report, checks = run(_fast(), store, past=60)
+    assert checks["live.slow"].status.value == "pass" and report.exit_code == 0, checks["live.slow"]
+    _sampled_ok(report)
+
+
+def test_a_refused_sampling_is_said_and_the_kind_is_not_told(store, monkeypatch):
+    """Responders that refuse the sampling's reply (asked for 256 values, as every request asked by default, and not
+    trimming it): the verdict still names the rank, says its kind is not told and why (never "check h3's links"),
+    and each refusal is a finding about the measure of its own."""
+    monkeypatch.setattr(straggle, "phase_ask", lambda seconds, groups, budget: (1 << 20, 256))
+    monkeypatch.setattr(pace, "fit_rows", lambda rows, limit, items: (rows, 0))
+    report, checks = run(_fast(slow={5: (0, 0.5)}), store, past=60)
+    slow = checks["live.slow"]
+    assert slow.status.value == "fail", slow
+    measure = report.extra["live"]["slow"]["measure"]
+    assert len(measure) == 3 and all("256 values" in m["error"] for m in measure), measure
+    assert all("its sampling of where it works got no samples: refused" in t for t in slow.findings[1:]), slow
+    assert len(slow.findings) == 4 and "its sampling of where it works got no" in slow.findings[0], slow
+    f = slow.evidence["named"][0]
+    assert (f["rank"], f["kind"], f["untold"]) == (5, "untold", "not sampled"), f
+    assert "compute or communication not told" in slow.summary and "check h3's links" not in slow.fix, slow
+    assert "cpu.max" not in slow.fix and "TORCH_NCCL_ENABLE_TIMING" in slow.fix, slow.fix
+
+
+def test_a_trimmed_sampling_is_said_beside_the_verdict(store, monkeypatch):
+    """A reply trimmed to what was asked keeps the newest rows and says how many it dropped: said, kind measured."""
+    monkeypatch.setattr(straggle, "phase_ask", lambda seconds, groups, budget: (1 << 20, 256))
+    report, checks = run(_fast(), store, past=60)
+    measure = report.extra["live"]["slow"]["measure"]
+    assert measure and all(m["dropped"] > 0 and m["error"] is None for m in measure), measure
+    assert any("oldest rows" in t for t in checks["live.slow"].findings), checks["live.slow"]
+
+
+def test_a_phase_reply_over_its_ask_keeps_the_newest_rows_and_says_how_many_it_dropped():
+    rows = {"0": [[i, i + 1, i, i] for i in range(1, 401)], "1": [[i, i + 1, i, i] for i in range(1, 11)]}
+    room = pace.phase_room(2, 100)
+    kept, dropped = pace.fit_rows(rows, *room)
+    assert dropped == 210 and kept["0"] == rows["0"][-190:] and kept["1"] == rows["1"]  # the longest group's oldest
+    assert pace.fit_rows(rows, *pace.phase_room(2, 400)) == (rows, 0)
+    # what watch asks for holds its window whatever the job's step rate: one row per sample
+    nbytes, items = straggle.phase_ask(2.0, 1, FIXED)
+    assert items >= pace.PHASE_ROW_ITEMS * int(2.0 / FIXED.live_phase_every_s) > 256

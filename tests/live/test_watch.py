@@ -39,6 +39,7 @@ def _docs(first, records):
 def test_phases_sampled_after_the_documents_were_made_land_where_live_doc_puts_them():
     """watch makes the first look's documents while the phases are sampled and adds the phases after (with_phases):
     the documents, and what diagnose's Inputs read of them, are those made with the phases at once."""
+    from ncclcheck.live.straggle import Sampled
     from ncclcheck.live.watch import live_docs, with_phases
 
     first, records = _fetched()
@@ -47,7 +48,10 @@ def test_phases_sampled_after_the_documents_were_made_land_where_live_doc_puts_t
     later = live_docs(first, records, {}, {})
     inp = build_inputs(first, records, {}, later)
     assert inp.phases == {}
-    with_phases(later, inp, sampled)
+    asked = [{"rank": 1, "host": "vm", "asked_bytes": 1 << 16, "asked_items": 4096, "rows": 2, "dropped": 0,
+              "error": None}]
+    with_phases(later, inp, Sampled(sampled, asked))
+    assert inp.sampling == asked
     assert later == at_once and inp.phases == build_inputs(first, records, {}, at_once).phases == {1: sampled[1]}
 
 def test_names_the_sleeping_rank_its_host_the_collective_and_where_it_is():

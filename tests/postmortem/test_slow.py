@@ -11,9 +11,11 @@ from ncclcheck.postmortem import flight, slow
 from ncclcheck_lab.slowsim import Job, docs
 
 
-def analyse(job: Job, clocks=None) -> dict:
+def analyse(job: Job, clocks=None, sampled: bool = True) -> dict:
+    """The analysis as watch makes it: two ranks of host h1 sampled where they work (what tells compute from
+    communication); sampled=False: a gloo dump nobody sampled."""
     dumps = {r: flight.normalise(d, r, f"rank{r}.json", "json") for r, d in docs(job).items()}
-    return slow.analyse(dumps, {r: job.host(r) for r in dumps}, clocks)
+    return slow.analyse(dumps, {r: job.host(r) for r in dumps}, clocks, _sampled(job, (0, 1)) if sampled else None)
 
 
 def named(out: dict) -> list:
@@ -141,10 +143,14 @@ def test_a_compute_straggler_in_a_communication_bound_job_is_compute_where_the_r
     out = measured(job, _sampled(job))
     assert named(out) == [("rank", 5, "h3", "compute")], out["named"]
     assert "outside collectives (sampled)" in out["groups"][0]["steps_by"]
-    # cut at the longest gap (no samples: a dump watch did not sample), the step begins after the all_reduce and
-    # the same rank reads "communication": what the issue saw; the report says the steps were not measured
+    # cut at the longest gap (no samples: a dump watch did not sample), the step begins after the all_reduce, where
+    # the same rank would read "communication" (issue 56): its kind is not told, and said why (issue 65)
     gaps = measured(job)
-    assert named(gaps) == [("rank", 5, "h3", "communication")] and "not measured" in gaps["groups"][0]["steps_by"]
+    assert named(gaps) == [("rank", 5, "h3", "untold")] and "not measured" in gaps["groups"][0]["steps_by"]
+    assert gaps["named"][0]["untold"] == "not sampled"
+    check = slow.check("postmortem.slow", gaps)
+    assert "compute or communication not told" in check.summary and "check h3's links" not in check.fix
+    assert "TORCH_NCCL_ENABLE_TIMING" in check.fix and "cpu.max" not in check.fix
 
 
 def test_with_the_gpus_durations_the_compute_straggler_is_compute_too():

@@ -24,6 +24,7 @@ def test_a_rank_that_holds_its_clock_exchange_is_not_asked_again(store, tmp_path
     _register(st, fakes, {0: _honest(0), 1: _tarpit(1), 2: _honest(2), 3: _honest(3), 4: _honest(4)})
     p, _peak, doc = _watch(port, tmp_path)
     kinds = [r["kind"] for r in fakes[1].asked]
-    assert kinds and kinds[0] == "all" and "progress" not in kinds, kinds
+    # its phases may be asked beside the first look (watch samples alongside it); never the second look's progress
+    assert "all" in kinds and "progress" not in kinds, kinds
     unanswered = doc["nodes"] and next(c for c in doc["checks"] if c["id"] == "live.answered")
     assert "held its clock exchange open" in unanswered["evidence"]["unanswered"]["1"], unanswered

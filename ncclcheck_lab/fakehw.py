@@ -734,14 +734,18 @@ with open(os.environ["NCCLCHECK_FAKE_HW"]) as f:
 time.sleep(float(spec.get("smi_delay_s") or 0))  # a node without persistence mode answers each call slowly
 with open(os.environ["NCCLCHECK_FAKE_HW"] + ".calls", "a") as f:  # when each call ran (bench_hwnodes reads it)
     f.write(json.dumps([sys.argv[1:], t0, time.time()]) + "\\n")
+# Only `nvlink -e` reads counters; the calls of one collection run at once, so the file is replaced whole
+counting = sys.argv[1:] == ["nvlink", "-e"]
 reads = os.environ["NCCLCHECK_FAKE_HW"] + ".reads"
-if os.path.exists(reads):
+if counting and os.path.exists(reads):
     with open(reads) as f:
         fakehw.SMI_READS.update(json.load(f))
 try:
     sys.stdout.write(fakehw.smi_answer(spec, sys.argv))
-    with open(reads, "w") as f:
-        json.dump(fakehw.SMI_READS, f)
+    if counting:
+        with open(reads + f".{os.getpid()}", "w") as f:
+            json.dump(fakehw.SMI_READS, f)
+        os.replace(reads + f".{os.getpid()}", reads)
 except RuntimeError as e:
     sys.stdout.write(getattr(e, "stdout", "") or "")
     sys.stderr.write(str(e).split(": ", 1)[-1] + "\\n")

@@ -52,7 +52,6 @@ NOT_ARMED_FIX = ("arm every rank before init_process_group, as for diagnose: ncc
                  "the rdzv endpoint); a token-signed job needs the same token here (docs/live.md)")
 DUMP_NAME = "ncclcheck_live_rank_{}.json"  # a name ending in the rank, as torch's own dumps are named
 UNANSWERED_NAME = "ncclcheck_live_unanswered.json"
-FOLLOW_TICK_S = 0.5  # --follow reads one rank's progress this often between its looks: the job's last step, dated
 
 
 def counters(doc: Optional[dict]) -> dict:
@@ -630,13 +629,15 @@ def _follow(config: Config, budget: Budget, st: JsonStore, session: Session,
 
 def _tick(records: dict, now: dict, asker: Asker, budget: Budget, follow: straggle.Follow) -> None:
     """The pause between two --follow looks (live_follow_poll_s), one answering rank's progress read every
-    FOLLOW_TICK_S meanwhile: the last moment it moved is the job's last step seen (follow.stepped_ns), what a slowdown
-    still on when the job ends is stamped with (the look before the end was up to a pause earlier)."""
+    live_follow_tick_s meanwhile: the last moment it moved is the job's last step seen (follow.stepped_ns), what a
+    slowdown still on when the job ends is stamped with (the look before the end was up to a pause earlier)."""
     end = time.monotonic() + budget.live_follow_poll_s
     r = next((r for r in sorted(now) if now[r].doc is not None and r in records), None)
     seen = (now[r].doc or {}).get("progress") if r is not None else None
     while time.monotonic() < end:
-        time.sleep(max(0.0, min(FOLLOW_TICK_S, end - time.monotonic())))
+        left = end - time.monotonic()
+        if left > 0:
+            time.sleep(min(budget.live_follow_tick_s, left))
         if r is None:
             continue
         got = fetch_all({r: records[r]}, "progress", asker, budget).get(r)

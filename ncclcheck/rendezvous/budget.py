@@ -181,6 +181,8 @@ class Budget:
     # (its launcher closed the store) from one whose ranks stopped answering
     live_phase_every_s: float = 0.002  # a "phase" request samples the rank's progress counters this often (~5 us
     # each): a compute phase of a few ms between two collectives is seen
+    live_follow_tick_s: float = 0.5  # --follow reads one rank's progress this often between its looks: the job's last
+    # step is dated within it (a slowdown still on when the job ends ends there)
     live_phase_max_s: float = 6.0  # seconds one "phase" request samples at most (watch asks for its pause between
     # two looks, or for three of the job's steps when they are longer: a 2 s step's compute measured twice); a
     # request asking for more is refused as malformed

@@ -87,14 +87,15 @@ def _alive(pid: int) -> bool:
 
 def test_a_tool_whose_caller_was_left_behind_does_not_outlive_the_process(tmp_path):
     """A collector left behind in a daemon thread dies with the process; its tool (a session of its own) must not
-    go on running after it (a wedged nvidia-smi's `sleep` outlived preflight by hours)."""
+    go on running after it (a wedged nvidia-smi's `sleep` outlived preflight by hours). The program exits once the
+    tool is running and the runner holds it (the pid file alone can come first on a loaded machine)."""
     import subprocess
 
     pidfile = tmp_path / "pid"
     prog = ("import threading, time\nfrom ncclcheck.facts import util\n"
             f"threading.Thread(target=util.run_cmd, args=(['sh', '-c', 'echo $$ > {pidfile}; exec sleep 600'], 60),"
             " daemon=True).start()\n"
-            f"while not __import__('os').path.exists('{pidfile}'):\n    time.sleep(0.01)\n")
+            f"while not __import__('os').path.exists('{pidfile}') or not util._RUNNING:\n    time.sleep(0.01)\n")
     subprocess.run([sys.executable, "-c", prog], check=True, timeout=60)
     pid = int(pidfile.read_text())
     for _ in range(100):

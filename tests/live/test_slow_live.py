@@ -14,7 +14,7 @@ import pytest
 
 from ncclcheck.live import pace, straggle
 from ncclcheck.live.auth import Session
-from ncclcheck.live.watch import FOLLOW_TICK_S, watch
+from ncclcheck.live.watch import watch
 from ncclcheck.options import api_config
 from ncclcheck.postmortem import flight, slow
 from ncclcheck.postmortem.diagnose import diagnose
@@ -353,7 +353,7 @@ def test_follow_ends_with_the_jobs_end_and_keeps_every_slowdown_it_saw():
     assert [e["event"] for e in report.extra["live"]["slow"]["events"]] == ["start", "end"]
     # still on at the job's end: it ends with the job, at its last step seen (within a tick of progress reads and a
     # step), not at the look before (up to live_follow_poll_s earlier)
-    assert ended - (FOLLOW_TICK_S + 0.5) * 1e9 <= s["end_ns"] <= ended, (s["end_ns"] - ended) / 1e9
+    assert ended - (FIXED.live_follow_tick_s + 0.5) * 1e9 <= s["end_ns"] <= ended, (s["end_ns"] - ended) / 1e9
 
 
 def test_a_slow_link_beside_a_straggler_is_dated_by_its_own_start():

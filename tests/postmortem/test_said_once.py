@@ -126,12 +126,15 @@ def test_a_preflights_host_name_is_kept_over_the_launchers_localhost(tmp_path):
     """With the launcher's log and the job's preflight report (no stacks), each rank has the preflight's host name,
     never torchrun's standalone `localhost`."""
     import json
+    import pathlib
 
     log = os.path.join(FIX, "raised_then_stopped", "launcher.log")
     assert "host localhost" in diagnose([log]).checks[0].summary  # alone, torchrun's table is all there is
-    pf = {"schema": "ncclcheck.report/1", "command": "preflight", "status": "pass", "exit_code": 0,
-          "world": {"nnodes": 1, "world_size": 2, "backend": "gloo"},
-          "nodes": [{"node_rank": 0, "hostname": "gpu07", "facts": {}}], "checks": [], "recommendations": []}
+    # a real preflight report (its schema is checked at intake), its one node on host gpu07
+    example = pathlib.Path(__file__).parents[1] / "render" / "examples" / "preflight-pass-2node.json"
+    pf = json.loads(example.read_text())
+    pf["nodes"] = [dict(pf["nodes"][0], node_rank=0, hostname="gpu07")]
+    pf["world"] = dict(pf["world"], nnodes=1, world_size=2)
     (tmp_path / "pf.json").write_text(json.dumps(pf))
     rep = diagnose([log], preflight_path=str(tmp_path / "pf.json"))
     assert rep.checks[0].summary.startswith("rank 1 (host gpu07, local rank 1) raised"), rep.checks[0].summary

@@ -43,6 +43,7 @@ PER_ADDRESS = 16  # open at once from one address: one address cannot hold every
 ACCEPT_BATCH = 4  # connections accepted per wake: requests that came meanwhile are read first, and the CPU share
 # is looked at between batches
 LOOP_SHARE = 0.01  # of one core, per address, for accepting, hellos, reading requests and sending replies
+MAX_ACCEPTED = 4096  # addresses remembered as the job's (one a host: more hosts than this share the loop's whole)
 LOOP_SHARE_ALL = 0.03  # of one core, every address together: a flood from many addresses still costs at most this
 WORK_SHARE = 0.01  # of one core, for building replies under a flood (one watcher's requests fit the bucket)
 WORK_PER_ADDRESS = 4  # requests of one address waiting for a worker
@@ -197,6 +198,10 @@ class Loop:
         self._window_end = 0.0
         self._window_cpu = 0.0
         self._addr_cpu: dict = {}  # address -> the loop's CPU spent on it in this window
+        # addresses a request was accepted from (the job's own hosts: with a token, sealed): held only to the loop's
+        # whole share, never parked by their own, as a host whose ranks download the probe's blobs would otherwise be
+        # (its transfers held to the next window, the probe blamed it)
+        self._accepted: set = set()
         self._over: set = set()  # addresses past their share in this window: their connections parked
         self.parked = 0  # connections parked (their address past its share), all windows together
         self._sent = 0  # bytes sent in this turn of the loop
@@ -281,6 +286,8 @@ class Loop:
         self._charge(c.addr, time.thread_time() - t0 + (self._sent - sent0) / (1 << 20) * self.budget.live_send_cost_s)
 
     def _charge(self, addr: str, cpu: float) -> None:
+        if addr in self._accepted:
+            return
         spent = self._addr_cpu[addr] = self._addr_cpu.get(addr, 0.0) + cpu
         if addr not in self._over and spent > LOOP_SHARE * self.budget.live_share_window_s:
             self._over.add(addr)
@@ -442,6 +449,9 @@ class Loop:
                 return
             out: Outcome = self.owner.request(c, bytes(c.inbuf[wire.HEADER.size:]))
             c.inbuf = bytearray()
+            if out.refusal is None and len(self._accepted) < MAX_ACCEPTED:
+                self._accepted.add(c.addr)
+                self._over.discard(c.addr)
             if out.refusal is not None:
                 self._refuse(c, out.refusal)
             elif out.now:

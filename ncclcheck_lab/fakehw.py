@@ -409,13 +409,21 @@ def render_q(spec: dict) -> tuple:
     return "".join(out), rc
 
 
+def _nvlink_blocks(spec: dict):
+    """(the `GPU i: name (UUID: ...)` line, the GPU, its NVLink spec or None where it prints no link) for each GPU
+    nvidia-smi's nvlink commands list: the ones the driver counts and gives a handle for."""
+    for i, g in enumerate(x for x in spec["gpus"] if not x.get("probe_failed") and not x.get("lost")):
+        nvl = g["nvlink"]
+        quiet = nvl.get("count") in (None, NS) or g.get("state") in STATE_TEXT
+        yield f"GPU {i}: {g['name']} (UUID: {g['uuid']})\n", g, None if quiet else nvl
+
+
 def render_nvlink_status(spec: dict) -> str:
     """`nvidia-smi nvlink -s`: per GPU its links' speed in GB/s, `<inactive>` for a link that is down."""
     out = []
-    for i, g in enumerate(x for x in spec["gpus"] if not x.get("probe_failed") and not x.get("lost")):
-        nvl = g["nvlink"]
-        out.append(f"GPU {i}: {g['name']} (UUID: {g['uuid']})\n")
-        if nvl.get("count") in (None, NS) or g.get("state") in STATE_TEXT:
+    for head, _g, nvl in _nvlink_blocks(spec):
+        out.append(head)
+        if nvl is None:
             continue
         for link in range(nvl["count"]):
             speed = nvl.get("speed", H100_LINK_MBPS)
@@ -440,10 +448,9 @@ def render_nvlink_errors(spec: dict) -> str:
     """`nvidia-smi nvlink -e` as drivers before Blackwell print it: per link its replay, recovery and CRC (flit and
     data together) errors."""
     out = []
-    for i, g in enumerate(x for x in spec["gpus"] if not x.get("probe_failed") and not x.get("lost")):
-        nvl = g["nvlink"]
-        out.append(f"GPU {i}: {g['name']} (UUID: {g['uuid']})\n")
-        if nvl.get("count") in (None, NS) or g.get("state") in STATE_TEXT:
+    for head, g, nvl in _nvlink_blocks(spec):
+        out.append(head)
+        if nvl is None:
             continue
         errs = nvl.get("errors", {})
         for link in range(nvl["count"]):
@@ -743,9 +750,10 @@ if counting and os.path.exists(reads):
 try:
     sys.stdout.write(fakehw.smi_answer(spec, sys.argv))
     if counting:
-        with open(reads + f".{os.getpid()}", "w") as f:
+        mine = reads + "." + str(os.getpid())  # (no braces: this text is a str.format template)
+        with open(mine, "w") as f:
             json.dump(fakehw.SMI_READS, f)
-        os.replace(reads + f".{os.getpid()}", reads)
+        os.replace(mine, reads)
 except RuntimeError as e:
     sys.stdout.write(getattr(e, "stdout", "") or "")
     sys.stderr.write(str(e).split(": ", 1)[-1] + "\\n")

@@ -961,10 +961,11 @@ ROUND4 = {"rate-scan": rate_scan_attack, "blob-flood": blob_flood_attack, "surro
           "munge-rate": munge_rate_attack, "squat": squat_attack}
 
 
-def round4(repo: str) -> int:
-    """Every attack of issue 55 against REPO, one line each, HELD or NOT HELD first."""
+def run_round(attacks: dict, repo: str) -> int:
+    """Every attack of a round against REPO (the names after it on the command line: those alone), one line each,
+    HELD, NOT HELD or skipped first."""
     only = sys.argv[3:]
-    for name, attack in ROUND4.items():
+    for name, attack in attacks.items():
         if only and name not in only:
             continue
         got = attack(repo)
@@ -973,11 +974,16 @@ def round4(repo: str) -> int:
     return 0
 
 
-def round5(repo: str) -> int:
-    """Every attack of issue 63 (ncclcheck_lab/trust_round5.py) against REPO, one line each."""
-    from .trust_round5 import round5 as run
+def round4(repo: str) -> int:
+    """Every attack of issue 55 against REPO."""
+    return run_round(ROUND4, repo)
 
-    return run(repo)
+
+def round5(repo: str) -> int:
+    """Every attack of issue 63 (ncclcheck_lab/trust_round5.py) against REPO."""
+    from .trust_round5 import ROUND5
+
+    return run_round(ROUND5, repo)
 
 
 # Attacks by name (the first argument); without one, main()'s file-side attacks of issue 21.

@@ -470,16 +470,4 @@ ROUND5 = {"baseline-shapes": baseline_shapes_attack, "wedged-driver": wedged_dri
           "silent-member": silent_member_attack}
 
 
-def round5(repo: str) -> int:
-    """Every attack of issue 63 against REPO, one line each, HELD or NOT HELD first."""
-    only = sys.argv[3:]
-    for name, attack in ROUND5.items():
-        if only and name not in only:
-            continue
-        got = attack(repo)
-        mark = "skipped" if got["held"] is None else "HELD" if got["held"] else "NOT HELD"
-        print(f"{mark:8s} {name}: {got['line']}", flush=True)
-    return 0
-
-
-__all__ = ["ROUND5", "round5"]
+__all__ = ["ROUND5"]

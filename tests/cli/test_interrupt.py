@@ -147,7 +147,8 @@ def test_sigterm_to_torchrun_gives_every_rank_a_partial_report_and_exit_143(tmp_
             if sum(1 for k in kids if "ncclcheck" in " ".join(k.cmdline())) >= 2:
                 break
             time.sleep(0.2)
-        time.sleep(4.0)  # the ranks import torch, form their group and sweep
+        time.sleep(8.0)  # the ranks import torch, form their group and sweep (a loaded 2-core machine: 4 s was short
+        # once, a rank still importing torch when SIGTERM came; the sweep of 1K-64M x 400 lasts minutes)
         os.kill(p.pid, signal.SIGTERM)
         stdout, stderr = p.communicate(timeout=90)
     finally:

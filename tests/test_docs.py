@@ -99,7 +99,7 @@ def dead_links(page: Path, text: str) -> list:
     tokens = _parser().parse(text)
     out = []
     for line, href in _links(tokens):
-        if re.match(r"^[a-z][a-z0-9+.-]*:", href, re.I):  # http:, https:, mailto:: not checked from here
+        if re.match(r"^[a-z][a-z0-9+.-]*:", href, re.I):  # http:, https:, mailto: never fetched (no network)
             continue
         path, _, frag = href.partition("#")
         target = (page.parent / path).resolve() if path else page
@@ -154,7 +154,7 @@ def test_the_checks_catch_what_they_exist_for(tmp_path):
     page = tmp_path / "a.md"
     page.write_text("x")
     good = ("[1](b.md) [2](b.md#a-heading-with-code-and-more) [3](b.md#a-heading-with-code-and-more-1) "
-            "[4](#here) [5](https://example.org/x.md)\n\n## Here\n")
+            "[4](#here) [5](https://docs.invalid/x.md)\n\n## Here\n")
     assert dead_links(page, good) == []
     bad = "[1](c.md) [2](b.md#a-heading) [3](#nowhere)\n"
     assert [d.split(" ")[1] for d in dead_links(page, bad)] == ["c.md", "b.md#a-heading", "#nowhere"]

@@ -23,9 +23,8 @@ from typing import Any, Callable, Optional
 
 from . import host, links, net, rdma, smi, smilink
 from . import nvml as nv_
-from .pcitree import nvidia_gpu_bus_ids
+from .pcitree import nvidia_bound_gpu_bus_ids, nvidia_gpu_bus_ids
 from .roots import sysfs
-from .util import link_name
 
 SMI_TIMEOUT_S = 5.0
 
@@ -89,8 +88,7 @@ def _smi_nvlink_read(run: Optional[Callable] = None) -> dict:
     holds."""
     if run is None and shutil.which("nvidia-smi") is None:
         return {}
-    bound = [b for b in nvidia_gpu_bus_ids()[:MAX_GPUS]
-             if link_name(sysfs("bus", "pci", "devices", b, "driver")) == "nvidia"]
+    bound = nvidia_bound_gpu_bus_ids()[:MAX_GPUS]
     if not bound:
         return {}
     got = smilink.read_errors(run or smi.run, SMI_TIMEOUT_S)

@@ -30,7 +30,7 @@ from ..envnames import JOB_ID_VARS
 from . import kernlog, links, pcitree, smi, smilink, smiq
 from . import nvml as nv_
 from .roots import procfs, read_bytes, read_text, sysfs
-from .util import link_name, listdir, run_cmd
+from .util import listdir, run_cmd
 
 Runner = Callable[[Sequence[str], float], str]
 SMI_TIMEOUT_S = 5.0  # one nvidia-smi query on a node of 8 GPUs answers in ~0.1-1 s (persistence off: the slow end)
@@ -287,7 +287,7 @@ def _nvml_read(nv: Any, out: dict, reasons: list) -> None:
     answered = {g["bus_id"] for g in out["gpus"] if g.get("bus_id")}
     if not out["unreachable"]:
         return
-    bound = [b for b in pcitree.nvidia_gpu_bus_ids() if _driver_of(b) == "nvidia"]
+    bound = pcitree.nvidia_bound_gpu_bus_ids()
     silent = [b for b in bound if b not in answered]
     for k, u in enumerate(out["unreachable"]):
         if len(bound) == count and u["index"] < len(bound) and bound[u["index"]] not in answered:
@@ -296,16 +296,12 @@ def _nvml_read(nv: Any, out: dict, reasons: list) -> None:
             u["bus_id"] = silent[k]
 
 
-def _driver_of(bus: str) -> Optional[str]:
-    return link_name(sysfs("bus", "pci", "devices", bus, "driver"))
-
-
 def _absent(out: dict) -> list:
     """NVIDIA GPUs on the PCI bus that the driver answered nothing for (neither read nor counted): failed at probe
     (no driver bound, or the nvidia driver bound and RmInitAdapter failed), or bound to another driver (vfio-pci: a
     VM's; nouveau: gpu.nouveau's). [{"bus_id", "driver"}]."""
     known = {g.get("bus_id") for g in out["gpus"]} | {u.get("bus_id") for u in out["unreachable"]}
-    return [{"bus_id": b, "driver": _driver_of(b)} for b in pcitree.nvidia_gpu_bus_ids() if b not in known]
+    return [{"bus_id": b, "driver": pcitree.driver_of(b)} for b in pcitree.nvidia_gpu_bus_ids() if b not in known]
 
 
 def collect(nvml: Any = None, run: Optional[Runner] = None, which: Optional[Callable[[str], Optional[str]]] = None,

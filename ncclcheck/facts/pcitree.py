@@ -14,7 +14,7 @@ import re
 from typing import Optional
 
 from .roots import read_int, read_text, sysfs, sysfs_root
-from .util import listdir
+from .util import link_name, listdir
 
 PCI_VENDOR_NVIDIA = "0x10de"
 PCI_CLASS_GPU = ("0x0300", "0x0302")  # VGA controller, 3D controller
@@ -44,6 +44,16 @@ def nvidia_functions(classes: tuple, limit: int = MAX_GPUS) -> list:
 def nvidia_gpu_bus_ids() -> list:
     """NVIDIA GPUs on the PCI bus (vendor 0x10de, display class), by bus id: the order nvidia-smi numbers them."""
     return nvidia_functions(PCI_CLASS_GPU)
+
+
+def driver_of(bdf: str) -> Optional[str]:
+    """The driver a PCI function is bound to (its `driver` link: "nvidia", "vfio-pci"), None when none is."""
+    return link_name(sysfs("bus", "pci", "devices", bdf, "driver"))
+
+
+def nvidia_bound_gpu_bus_ids() -> list:
+    """The GPUs the nvidia driver holds, by bus id: the ones NVML and nvidia-smi count and number, in this order."""
+    return [b for b in nvidia_gpu_bus_ids() if driver_of(b) == "nvidia"]
 
 
 def nvswitch_bus_ids() -> list:

@@ -654,10 +654,14 @@ HEALTH_READS = ("ecc_mode", "ecc_volatile", "ecc_volatile_sram", "ecc_volatile_d
                 "memory", "processes", "pcie", "fabric")
 
 
+# The kernel-log events that say a GPU left the bus: Xid 79, and the driver's own lines (facts/kernlog.py NVRM_LINES)
+FELL_OFF = (79, "fallen_off_bus", "fallen_off_bus_at_probe")
+
+
 def _fell_off(gh: dict, bus: Optional[str]) -> bool:
     """Whether the kernel log says this GPU fell off the bus (Xid 79, or the driver's own words)."""
     for e in (gh.get("kernel_log") or {}).get("events") or []:
-        if isinstance(e, dict) and e.get("bus_id") == bus and (e.get("code") == 79 or "fall" in str(e.get("code"))):
+        if isinstance(e, dict) and e.get("bus_id") == bus and e.get("code") in FELL_OFF:
             return True
     return False
 

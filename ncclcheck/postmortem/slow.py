@@ -324,6 +324,7 @@ def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dic
                     "last_ns": last_slow.get(f"{unit}:{u}"),
                     "inside": round(sum((inside.get(u) or [0] * len(spans))[v.since:]) / total, 4) if total else 0.0,
                     "per_step": cs,  # (dropped below) what it cost each step: the rest of the job's slowdown
+                    "since_step": v.since,  # (dropped below) its first slow step
                 })
         return found
 
@@ -344,6 +345,11 @@ def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dic
         out["last_slow"].update({key: ns for key, ns in again.items() if any(
             key == f"{f['unit']}:{f['rank'] if f['unit'] == 'rank' else f['host']}" for f in new)})
         found.extend(new)
+    found = [_own_rank(f, a, host_of, step_of, spans, dur) if f["unit"] == "host" and not any(
+        g["unit"] == "rank" and g["host"] == f["host"] for g in found) else f for f in found]
+    for f in found:  # --follow dates its end by the unit's newest slow step: the host's, now the rank's
+        if f.get("over_host") and f"host:{f['host']}" in out["last_slow"]:
+            out["last_slow"][f"rank:{f['rank']}"] = out["last_slow"][f"host:{f['host']}"]
     for f in found:  # told only where a measure placed the steps: the longest gap is a guess, reversed when a
         # step's collectives outlast its compute (issue 65); then the finding says why it is not told
         f["kind"] = ("communication" if f["inside"] >= COMM_SHARE else "compute") if untold is None else UNTOLD_KIND
@@ -371,6 +377,7 @@ def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dic
                                   "since_ns": latest[spans[alike[rv.since]][0]]} if rv.slow else {})}
     for f in found:
         f.pop("per_step", None)
+        f.pop("since_step", None)
     work = {}
     for r in ranks:
         waited = [0] * len(spans)
@@ -387,6 +394,28 @@ def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dic
     out["scores"] = {r: {**sc.get(r, {}), "share": round(mine.get(r, 0) / span_ns, 4) if span_ns > 0 else 0.0}
                      for r in ranks}
     return out
+
+
+def _own_rank(f: dict, a: dict, host_of: dict, step_of: dict, spans: list, dur: list) -> dict:
+    """A host named with none of its ranks is its one rank's finding when that rank alone makes the host late: it
+    arrives after its own host's other ranks by the floor's share of a step, consistently (the rule), over the host's
+    slow steps. The lead is read on one clock (no error between two hosts), and a cause the host's ranks share (a CPU
+    quota, a slow link) makes them late together, so it leads over none of them consistently. A rank whose lead over
+    the next-latest rank of the job dips under the floor in a few steps (the others' jitter), while its host's lead
+    over the other hosts does not, is that rank, never "host h2 (ranks 2, 3)" (issue 65: its host-mate was on time)."""
+    mates = f["ranks"]
+    if len(mates) < 2:
+        return f
+    lead: dict = {r: [0] * len(spans) for r in mates}
+    for i in range(spans[0][0], spans[-1][1]):
+        col = sorted(((a[r][i], r) for r in mates), reverse=True)
+        lead[col[0][1]][step_of[i]] += col[0][0] - col[1][0]
+    since = f["since_step"]
+    own = [r for r in mates if slowness.judge([c / d if d > 0 else 0.0 for c, d in
+                                               zip(lead[r][since:], dur[since:])]).slow]
+    if len(own) != 1:
+        return f
+    return {**f, "unit": "rank", "rank": own[0], "ranks": own, "over_host": True}
 
 
 def _explained(found: list) -> list:

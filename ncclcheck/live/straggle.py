@@ -590,7 +590,9 @@ class Follow:
     def key(f: dict) -> str:
         return f"{f.get('unit')}:{f.get('rank') if f.get('unit') == 'rank' else f.get('host') or f.get('hosts')}"
 
-    def look(self, t_ns: int, section: dict) -> None:
+    def look(self, t_ns: int, section: dict, took_s: Optional[float] = None) -> None:
+        """One look's section at t_ns (took_s: the look's own seconds, kept in the history: a line is said within a
+        pause plus a look of its event)."""
         self.last = section
         self.looks += 1
         now = {self.key(f): f for f in [*section.get("named", []), *section.get("links", [])]}
@@ -605,10 +607,9 @@ class Follow:
                 self._end(t_ns, k, f, last_slow.get(k))
         self.current = now
         ranks = sorted(section.get("ranks", []), key=lambda r: r.get("relative", 1.0))[:MAX_HISTORY_RANKS]
+        scores = {str(r["rank"]): {k: r.get(k) for k in ("relative", "individual", "share")} for r in ranks}
         self.history = [*self.history[-(MAX_HISTORY - 1):],
-                        {"t_ns": t_ns, "ranks": {str(r["rank"]): {k: r.get(k) for k in ("relative", "individual",
-                                                                                         "share")}
-                                                 for r in ranks}}]
+                        {"t_ns": t_ns, **({"took_s": round(took_s, 3)} if took_s is not None else {}), "ranks": scores}]
 
     def finish(self, t_ns: int, why: str, last_step_ns: Optional[int] = None) -> None:
         """The job ended while watched: every slowdown still on at the last look ends with the job, at its last step

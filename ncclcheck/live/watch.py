@@ -604,18 +604,23 @@ def _follow(config: Config, budget: Budget, st: JsonStore, session: Session,
     if not _registered(st, budget, waits):
         return None  # the full look names what it found: no armed rank
     while True:
+        began = time.monotonic()  # looks begin every live_follow_poll_s, however long each took (issue 65)
         try:
             reg = read_registry(st)
         except StoreLost as exc:
             return f"its store went away ({str(exc)[:120]})" if follow.looks else None
         asker = Asker(session, reg.job, reg.run)
+        # A job seen stepping has its phases sampled before its recorders are read, not after: the look then judges
+        # the steps up to its own moment, and a slowdown that began during the sampling is in this look, not the next
+        # (sampled after the read, a look judged records a sampling window old: each line came a look later)
+        sampled = _sample(reg.records, last, asker, budget) if last else None
         now = fetch_all(reg.records, "flight", asker, budget)
         fetched_ns = time.time_ns()
         if not any(a.doc is not None for a in now.values()):
             return _store_gone(st, budget) if follow.looks else None
         follow.world = (reg.n, reg.records)
         if not last or moved(last, now):
-            _judge_follow(reg, now, asker, budget, follow)
+            _judge_follow(reg, now, asker, budget, follow, sampled, began)
         if last and not moved(last, now):
             still_since = still_since or time.monotonic()
             if not budget.within(still_since, budget.live_stall_s):
@@ -624,14 +629,23 @@ def _follow(config: Config, budget: Budget, st: JsonStore, session: Session,
             still_since = None
             follow.stepped_ns = fetched_ns
         last = now
-        _tick(reg.records, now, asker, budget, follow)
+        _tick(reg.records, now, asker, budget, follow, began + budget.live_follow_poll_s)
 
 
-def _tick(records: dict, now: dict, asker: Asker, budget: Budget, follow: straggle.Follow) -> None:
-    """The pause between two --follow looks (live_follow_poll_s), one answering rank's progress read every
-    live_follow_tick_s meanwhile: the last moment it moved is the job's last step seen (follow.stepped_ns), what a
-    slowdown still on when the job ends is stamped with (the look before the end was up to a pause earlier)."""
-    end = time.monotonic() + budget.live_follow_poll_s
+def _sample(records: dict, last: dict, asker: Asker, budget: Budget) -> straggle.Sampled:
+    """The phases of a few ranks that answered the last look, over the window its recorders' step asks for."""
+    answered = sorted(r for r, a in last.items() if a.doc is not None and r in records)
+    return straggle.sample_phases(records, answered, asker, budget,
+                                  straggle.phase_window(budget.live_confirm_s, straggle.step_us_of(last)),
+                                  straggle.groups_of(last))
+
+
+def _tick(records: dict, now: dict, asker: Asker, budget: Budget, follow: straggle.Follow, until: float) -> None:
+    """The pause until the next --follow look (`until`: live_follow_poll_s after this look began; none when the look
+    took longer), one answering rank's progress read every live_follow_tick_s meanwhile: the last moment it moved is
+    the job's last step seen (follow.stepped_ns), what a slowdown still on when the job ends is stamped with (the look
+    before the end was up to a pause earlier)."""
+    end = until
     r = next((r for r in sorted(now) if now[r].doc is not None and r in records), None)
     seen = (now[r].doc or {}).get("progress") if r is not None else None
     while time.monotonic() < end:
@@ -681,18 +695,20 @@ def _store_gone(st: JsonStore, budget: Budget) -> Optional[str]:
     return None
 
 
-def _judge_follow(reg: Any, now: dict, asker: Asker, budget: Budget, follow: straggle.Follow) -> None:
-    """One --follow look at a progressing job: who slows it (a start or an end said through the observer)."""
+def _judge_follow(reg: Any, now: dict, asker: Asker, budget: Budget, follow: straggle.Follow,
+                  sampled: Optional[straggle.Sampled], began: float) -> None:
+    """One --follow look at a progressing job: who slows it (a start or an end said through the observer). sampled:
+    the phases sampled before its recorders were read (None on the first look: sampled now); began: the look's start
+    (time.monotonic), its duration kept in the history."""
     answered = sorted(r for r, a in now.items() if a.doc is not None)
     clocks = straggle.measure_clocks(reg.records, answered, asker, budget)
-    sampled = straggle.sample_phases(reg.records, answered, asker, budget,
-                                     straggle.phase_window(budget.live_confirm_s, straggle.step_us_of(now)),
-                                     straggle.groups_of(now))
+    if sampled is None:
+        sampled = _sample(reg.records, now, asker, budget)
     docs, inp = _read(now, reg, clocks, sampled)
     node_of = {h: i for i, h in enumerate(sorted({rec["host"] for rec in reg.records.values()}))}
     section, _ = straggle.judge(inp, reg.records, clocks, asker, budget, node_of, follow)
     follow.backend = _backend(docs)
-    follow.look(time.time_ns(), section)
+    follow.look(time.time_ns(), section, time.monotonic() - began)
 
 
 def run(config: Config, observer=None, placement=None) -> Report:

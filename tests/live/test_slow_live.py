@@ -668,3 +668,62 @@ def test_a_phase_reply_over_its_ask_keeps_the_newest_rows_and_says_how_many_it_d
     # what watch asks for holds its window whatever the job's step rate: one row per sample
     nbytes, items = straggle.phase_ask(2.0, 1, FIXED)
     assert items >= pace.PHASE_ROW_ITEMS * int(2.0 / FIXED.live_phase_every_s) > 256
+
+
+def test_follow_says_each_start_and_end_within_the_rules_steps_and_one_look_of_it():
+    """Issue 65: a slowdown that begins and ends while --follow watches is said within the steps the rule needs
+    (slowness.MIN_SAMPLES of them: never from one) plus one look (the pause between two looks' starts, and the look's
+    own time) of its event, each line dated within a step of the truth. Rank 5 computes 1.5x from a step ~5 s after
+    the watch begins, for 100 steps (~15 s)."""
+    import threading
+
+    import torch.distributed as dist
+
+    from ncclcheck.checks import slowness
+    from ncclcheck_lab.slowsim import timeline
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    st = dist.TCPStore("127.0.0.1", port, None, True)
+    past, begin, end = 40, 50, 150  # steps: before the watch, then the slowdown's first and its end
+    job = Job(world=6, per_host=2, step_us=100_000, slow={5: (past + begin, 0.5)},
+              slow_until={5: past + end}, jitter=0.02, steps=past + end + 400)
+    rs = livesim.start(livesim.laid(job, past), list(range(job.world)), port)
+    _, calls, _ = timeline(job)
+    first = calls[5][(past + begin) * job.colls - 1]  # the call before its first late one: where a start is dated
+    last = calls[5][(past + end - 1) * job.colls]  # its last slow step's late call: where an end is dated
+    said: list = []
+    out: dict = {}
+    try:
+        assert all(r.registered.wait(30) for r in rs)
+        config = api_config("watch", {"master_addr": "127.0.0.1", "master_port": str(port), "timeout": "10",
+                                      "follow": True}, "test")
+
+        class Said:
+            def row(self, kind, data):
+                said.append((time.time_ns(), str(data)))
+
+        t = threading.Thread(target=lambda: out.update(report=watch(config, Said())))
+        t.start()
+        while time.time_ns() < last + 15 * 10**9 and t.is_alive():
+            time.sleep(0.2)
+    finally:
+        for r in rs:
+            r.close()
+        del st
+    t.join(90)
+    section = out["report"].extra["live"]["slow"]
+    events = [e for e in section["events"] if e.get("rank") == 5]
+    assert [e["event"] for e in events] == ["start", "end"], section["events"]
+    slow_step = (job.step_us * 1.5 + job.transfer_us * job.colls) * 1e3
+    took = max(h.get("took_s", 0) for h in section["history"])
+    bound = (slowness.MIN_SAMPLES + 1) * slow_step + (FIXED.live_follow_poll_s + took) * 1e9
+    lines = []
+    for e, truth in zip(events, (first, last)):
+        at = next(ns for ns, text in said if ("slowdown starts" if e["event"] == "start" else "slowdown ends") in text)
+        lines.append(f"{e['event']}: dated {(e['t_ns'] - truth) / 1e6:+.0f} ms from the truth, said "
+                     f"{(at - truth) / 1e9:.1f} s after it (bound {bound / 1e9:.1f} s)")
+        assert abs(e["t_ns"] - truth) <= slow_step, lines
+        assert at - truth <= bound, lines
+    print("FIGURE follow latency (simulated, 6 ranks, 150 ms steps): " + "; ".join(lines))

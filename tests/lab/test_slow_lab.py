@@ -33,6 +33,8 @@ from pathlib import Path
 
 import pytest
 
+from ncclcheck.checks import slowness
+from ncclcheck.rendezvous.budget import FIXED
 from ncclcheck_lab.netlab.harness import REPO_ROOT
 from tests.lab import test_watch_lab as wl
 
@@ -360,9 +362,17 @@ def test_follow_keeps_a_slowdown_that_started_and_ended_through_the_jobs_normal_
         assert [e["event"] for e in slow["events"] if e.get("rank") == CULPRIT] == ["start", "end"], slow["events"]
         assert "slowdown starts" in stdout and "slowdown ends" in stdout, stdout[-3000:]
         _ = ranks
+        # each line said within the rule's steps (slowness.MIN_SAMPLES) and one look (the pause between two looks'
+        # starts, and the look's own time) of its event (issue 65)
+        took = max(h.get("took_s", 0) for h in slow["history"])
+        bound = (slowness.MIN_SAMPLES + 1) * step + (FIXED.live_follow_poll_s + took) * 1e9
+        late = {e["event"]: e["seen_ns"] - truth["time_ns"] for e, truth in
+                zip([e for e in slow["events"] if e.get("rank") == CULPRIT], (began, back))}
         print(f"FIGURE slow follow: start {(s['start_ns'] - began['time_ns']) / 1e6:+.0f} ms, end "
-              f"{(s['end_ns'] - back['time_ns']) / 1e6:+.0f} ms from the truth (a step: {step / 1e6:.0f} ms); exit "
-              f"{w.returncode}: {wl._check(doc, 'live.slow')['summary']}")
+              f"{(s['end_ns'] - back['time_ns']) / 1e6:+.0f} ms from the truth (a step: {step / 1e6:.0f} ms), said "
+              f"{late['start'] / 1e9:.1f} s and {late['end'] / 1e9:.1f} s after them (bound {bound / 1e9:.1f} s: the "
+              f"longest look took {took:.1f} s); exit {w.returncode}: {wl._check(doc, 'live.slow')['summary']}")
+        assert all(v <= bound for v in late.values()), late
     finally:
         job.stop()
 

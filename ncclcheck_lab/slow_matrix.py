@@ -12,6 +12,14 @@ the job's step, each reply fitted to what watch asks for: live/pace.fit_rows wit
 host's clock as watch measures it (its true offset, within CLOCK_ERR_NS: without a measure, a host whose ranks are
 all late by the same time reads like a host whose clock is ahead), then straggle.with_probe and the fix.
 
+    python3 scripts/slow_matrix.py --lab --steps-ms 100 --ratios 1   # real jobs in the lab (root): one cell
+    python3 scripts/slow_matrix.py --lab                # the whole matrix on real jobs (an hour or more)
+
+--lab runs the same matrix on real jobs: tests/lab/test_slow_lab.py's matrix test, one torchrun job of 3 lab hosts x
+2 gloo ranks per (step, ratio), every host's link shaped and the big gradient sized so its all_reduce takes the
+step's communication, the four faults in turn on the running job (none first), each watched --runs times by the real
+`ncclcheck watch`; the same line per cell, and the ratio the job's own records show.
+
 Faults: "compute", rank 3 (h2) computes 1.5x longer; "link", both ranks of h3 leave each collective late by
 LINK_LATE of the step's communication (what a slow link does to its ranks); each at least FAULT_SHARE of the step;
 "both", the two at once; "none", +-5 % jitter on every rank. A cell is right when every run names exactly the
@@ -131,23 +139,72 @@ def _floats(text: str) -> tuple:
         raise argparse.ArgumentTypeError(f"not a list of numbers: {text!r}") from None
 
 
+LAB_TEST = "tests/lab/test_slow_lab.py"
+LAB_CELL_S = 900  # one lab cell (a job and its four faults' watches) at most, whatever its step
+
+
+def lab_matrix(steps_ms: tuple, ratios: tuple, runs: int) -> tuple[list, str]:
+    """The cells on real lab jobs: (their results as the lab test wrote them, the test run's tail when a cell gave
+    none). Each cell is its own pytest run of the lab test (one job per cell), so one that breaks leaves the rest."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    rows, tails = [], []
+    for step in steps_ms:
+        for ratio in ratios:
+            with tempfile.NamedTemporaryFile("r", suffix=".jsonl") as out:
+                env = {**os.environ, "NCCLCHECK_LAB_MATRIX_RUNS": str(runs), "NCCLCHECK_LAB_MATRIX_OUT": out.name}
+                argv = [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-p", "no:xdist",
+                        "-m", "lab or long", LAB_TEST, "-k", f"matrix_on_real_jobs and step{step:g}ms-ratio{ratio:g}]"]
+                try:
+                    p = subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True, timeout=LAB_CELL_S)
+                    tail = (p.stdout + p.stderr)[-1500:]
+                except subprocess.TimeoutExpired:
+                    tail = f"the cell's run passed its bound of {LAB_CELL_S} s"
+                got = [json.loads(line) for line in out.read().splitlines() if line.strip()]
+            if not got:
+                tails.append(f"step={step:g}ms ratio={ratio:g}: no result: {tail}")
+            rows += got
+    return rows, "\n".join(tails)
+
+
 def main(argv: Optional[list] = None) -> int:
     ap = argparse.ArgumentParser(prog="slow_matrix.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps-ms", type=_floats, default=STEPS_MS, help="step times, ms (default: 10,100,500,2000)")
     ap.add_argument("--ratios", type=_floats, default=RATIOS, help="compute/communication ratios (default: 0.2,1,5)")
     ap.add_argument("--faults", default=",".join(FAULTS), help="of compute, link, both, none (default: all)")
     ap.add_argument("--runs", type=int, default=RUNS, help="runs (seeds) per cell (default: 3)")
+    ap.add_argument("--lab", action="store_true", help="on real jobs in the network-namespace lab (root; every "
+                    f"fault on each job; steps of {','.join(f'{x:g}' for x in STEPS_MS)} ms, ratios of "
+                    f"{','.join(f'{x:g}' for x in RATIOS)})")
     a = ap.parse_args(argv)
     faults = tuple(a.faults.split(","))
     if not set(faults) <= set(FAULTS) or a.runs < 1 or any(x <= 0 for x in (*a.steps_ms, *a.ratios)):
         ap.error(f"--faults: of {', '.join(FAULTS)}; --runs, --steps-ms and --ratios: above 0")
+    if a.lab and (not set(a.steps_ms) <= set(STEPS_MS) or not set(a.ratios) <= set(RATIOS) or faults != FAULTS):
+        ap.error("--lab: its jobs' cells only (--steps-ms of 10,100,500,2000, --ratios of 0.2,1,5), every fault")
     t0 = time.monotonic()
-    rows = matrix(a.steps_ms, a.ratios, faults, a.runs)
+    missing = ""
+    if a.lab:
+        rows, missing = lab_matrix(a.steps_ms, a.ratios, a.runs)
+        for c in rows:
+            c["wrong"] = None if c["right"] == c["runs"] else {
+                "named": next(x for x in c["said"] if not x.startswith("right")), "steps_by": None}
+    else:
+        rows = matrix(a.steps_ms, a.ratios, faults, a.runs)
     for c in rows:
         print(f"step={c['step_ms']:g}ms ratio={c['ratio']:g} fault={c['fault']} right={c['right']}/{c['runs']}"
               + (f" wrong: named={c['wrong']['named']} steps_by={c['wrong']['steps_by']!r}" if c["wrong"] else ""),
               flush=True)
     good = sum(1 for c in rows if c["right"] == c["runs"])
-    print(f"cells_right={good}/{len(rows)} runs_right={sum(c['right'] for c in rows)}/{sum(c['runs'] for c in rows)} "
-          f"sim_errors=0 took_s={time.monotonic() - t0:.1f}")
-    return 0 if good == len(rows) else 1
+    want = len(a.steps_ms) * len(a.ratios) * len(faults)
+    if missing:
+        print(missing)
+    print(f"cells_right={good}/{want} runs_right={sum(c['right'] for c in rows)}/{sum(c['runs'] for c in rows)} "
+          + (f"lab=1 cells_missing={want - len(rows)}" if a.lab else "sim_errors=0")
+          + f" took_s={time.monotonic() - t0:.1f}")
+    return 3 if len(rows) < want else 0 if good == want else 1

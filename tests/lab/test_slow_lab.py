@@ -509,3 +509,102 @@ def test_a_job_that_steps_fast_has_its_straggler_kind_and_fix_right_in_every_wat
         assert ratio > 1.0, f"the all_reduce took {ratio:.1f}x the compute: not the issue's job"
     finally:
         job.stop()
+
+
+# --- issue 65: the slow-job matrix on the lab's real jobs: step time x compute/communication ratio x fault. One job a
+# (step, ratio) cell, every host's link shaped to MATRIX_BASE and the big gradient sized (COMM_MS) so that its
+# all_reduce takes the step's communication there; its faults in turn on the running job (none first: the job's own
+# best unslowed), each watched MATRIX_RUNS times once the fault has lasted MATRIX_SETTLE steps. Each fault costs at
+# least FAULT_SHARE of the step, as in the simulated matrix (ncclcheck_lab/slow_matrix.py, the same faults' shapes):
+# the straggler (rank CULPRIT, on h2) computes 1.5x or more, h3's link drops to MATRIX_SLOW. `python3
+# scripts/slow_matrix.py --lab` runs the cells asked for and prints right K/N per cell and fault ---
+MATRIX_STEPS_MS = (10, 100, 500, 2000)
+MATRIX_RATIOS = (0.2, 1.0, 5.0)
+MATRIX_FAULTS = ("none", "compute", "link", "both")
+MATRIX_RUNS = int(os.environ.get("NCCLCHECK_LAB_MATRIX_RUNS", "3"))
+MATRIX_GAP_S = 10  # between two watches of one fault: the responders' CPU share for replies and probes refills
+MATRIX_SETTLE = 24  # steps a fault lasts (or has been gone) before its first watch: three of the rule's stretches
+MATRIX_SETTLE_S = 8  # ... and at least this long (a 10 ms step's 24 steps are a blink)
+MATRIX_BASE, MATRIX_SLOW = "200mbit", "40mbit"
+MATRIX_OUT = os.environ.get("NCCLCHECK_LAB_MATRIX_OUT")  # a JSON-lines file each cell's results are appended to
+IN_CI_MATRIX = None  # every cell is long (a job and 4 faults x MATRIX_RUNS watches: 3-8 minutes); the script's small
+# run (tests/lab/test_slow_matrix_lab_small.py) is one cell, long too: past the lab lane's budget for one test
+MATRIX = [(s, r) for s in MATRIX_STEPS_MS for r in MATRIX_RATIOS]
+
+
+def _matrix_right(fault: str, doc: dict) -> tuple[bool, str]:
+    """(the fault's units, each with its kind, and each kind's fix and no other; what watch said)."""
+    slow = wl._check(doc, "live.slow")
+    named = (slow.get("evidence") or {}).get("named") or []
+    fix = slow.get("fix") or ""
+    said = f"{slow.get('status')}: " + " | ".join(
+        f"{f.get('unit')} {f.get('rank') if f.get('unit') == 'rank' else f.get('host') or f.get('hosts')} "
+        f"{f.get('kind')}" for f in named)
+    comp = [f for f in named if f.get("kind") == "compute"]
+    comm = [f for f in named if f.get("kind") == "communication"]
+    comp_ok = [(f.get("unit"), f.get("rank")) for f in comp] == [("rank", CULPRIT)]
+    comm_hosts = {h for f in comm for h in ([f["host"]] if isinstance(f.get("host"), str) else
+                                            f.get("hosts") or f.get("host") or [])}
+    comm_ok = bool(comm) and comm_hosts == {FAST_LINK}
+    compute_fix, link_fix = f"find what rank {CULPRIT}" in fix, f"check {FAST_LINK}'s links" in fix
+    if fault == "none":
+        return slow.get("status") == "pass" and not named, said
+    if len(comp) + len(comm) != len(named):  # an untold kind is not the fault's
+        return False, said
+    want = {"compute": (True, False), "link": (False, True), "both": (True, True)}[fault]
+    got = (comp_ok, comm_ok) if fault == "both" else (bool(comp) and comp_ok, bool(comm) and comm_ok)
+    return got == want and (compute_fix, link_fix) == want, said
+
+
+@pytest.mark.parametrize("shape", [pytest.param(c, marks=() if c == IN_CI_MATRIX else (pytest.mark.long,))
+                                   for c in MATRIX], ids=[f"step{s:g}ms-ratio{r:g}" for s, r in MATRIX])
+def test_the_slow_job_matrix_on_real_jobs(guard_lab, shape, tmp_path):
+    wl.need("torchrun-static")
+    from ncclcheck_lab.slow_matrix import FAULT_SHARE
+
+    lab = guard_lab["lab"]
+    step_ms, ratio = shape
+    comm_ms = step_ms / (1 + ratio)
+    compute_ms = step_ms - comm_ms
+    extra = max(0.5, FAULT_SHARE * step_ms / compute_ms)
+    _shape_every_host(lab, MATRIX_BASE)
+    job = SlowJob(guard_lab, "torchrun-static", "switch",
+                  job_env(STEP_S=f"{compute_ms / 1e3:.4f}", COMM_MS=f"{comm_ms:.2f}", EXTRA=f"{extra:.3f}"))
+    slow_file = Path(job.ready) / "slow"
+    cells, lines = [], []
+    try:
+        ranks = job.wait_ready()
+        for fault in MATRIX_FAULTS:
+            if fault in ("compute", "both"):
+                slow_file.touch()
+            else:
+                slow_file.unlink(missing_ok=True)
+            lab.scenario("slow-link", FAST_LINK, MATRIX_SLOW if fault in ("link", "both") else MATRIX_BASE, "both")
+            time.sleep(max(MATRIX_SETTLE_S, MATRIX_SETTLE * step_ms * (1 + extra) / 1e3))
+            right, said = 0, []
+            for i in range(MATRIX_RUNS):
+                if i:
+                    time.sleep(MATRIX_GAP_S)
+                p, took, doc = wl.watch(guard_lab, "torchrun-static", tmp_path / f"{fault}{i}")
+                _alive(ranks)
+                ok, text = _matrix_right(fault, doc)
+                g = next((g for g in ((doc.get("live") or {}).get("slow") or {}).get("groups", [])
+                          if g.get("steps")), {})
+                right += ok
+                said.append(f"{'right' if ok else 'WRONG'} ({took:.1f} s, step {g.get('step_us', 0) / 1e3:.0f} ms"
+                            f", steps by {g.get('steps_by')}): {text}")
+            ratio_seen = _big_over_compute(doc, compute_ms / 1e3) if fault == "none" else None
+            cells.append({"step_ms": step_ms, "ratio": ratio, "fault": fault, "right": right, "runs": MATRIX_RUNS,
+                          "said": said, **({"comm_over_compute": round(ratio_seen, 2)} if ratio_seen else {})})
+            lines.append(f"step={step_ms:g}ms ratio={ratio:g} fault={fault} right={right}/{MATRIX_RUNS}"
+                         + (f" (its all_reduce {ratio_seen:.2f}x the compute: ratio {1 / ratio_seen:.2f})"
+                            if ratio_seen else "") + "".join(f"\n    {s}" for s in said))
+    finally:
+        slow_file.unlink(missing_ok=True)
+        job.stop()
+        if MATRIX_OUT and cells:
+            with open(MATRIX_OUT, "a") as f:
+                for c in cells:
+                    f.write(json.dumps(c) + "\n")
+        print("FIGURE slow matrix (lab)\n" + "\n".join(lines))
+    assert len(cells) == len(MATRIX_FAULTS) and all(c["right"] == c["runs"] for c in cells), "\n".join(lines)

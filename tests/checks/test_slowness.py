@@ -49,3 +49,18 @@ def test_the_last_slow_step_of_a_slowdown_that_ended_or_lasts():
     assert slowness.last_slow([slow] * 7) is None  # too few samples
     gap = [slow] * 9 + [ok] + [slow] * 2 + [ok] * 9  # a hole inside the stretch: still its last slow step
     assert slowness.last_slow(gap) == 11
+
+
+def test_a_newest_stretch_that_dips_is_not_an_end_when_the_newest_two_hold():
+    """Issue 65: a unit above the floor in ~7 steps of 8 for 40 steps whose newest 8 hold only 5 is still slow (the
+    newest 16 hold 13: 81 %), from the start of its slowdown; an end is still an end: the newest 8 all under the floor
+    (16 hold 8), or 16 that hold 11 (69 %)."""
+    hi, lo = 0.09, 0.03
+    slow_for = [hi, hi, hi, lo, hi, hi, hi, hi] * 5
+    dipped = [0.0] * 10 + slow_for + [hi, lo, hi, lo, hi, lo, hi, hi]
+    v = slowness.judge(dipped)
+    assert v.slow and v.since == 10 and v.samples == len(dipped) - 10, v
+    assert not slowness.judge([0.0] * 10 + slow_for + [lo] * 8).slow  # ended
+    assert not slowness.judge([0.0] * 10 + slow_for[:-8] + [hi, lo, hi, lo, hi, hi, lo, hi]
+                              + [lo, hi, lo, hi, lo, hi, lo, hi]).slow  # 16 that hold 11: not consistent
+    assert not slowness.judge([hi, lo] * 20).slow  # half the steps, never consistent

@@ -22,12 +22,14 @@ def cli_env(extra=None, drop=("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "MASTE
     """The environment of a process a test starts: this checkout first on PYTHONPATH, no launcher or NCCL variable
     of the shell, and a CPU world: CUDA_VISIBLE_DEVICES="" (torch and nvidia-smi's list show no GPU, so ranks are
     CPU ranks over gloo and a test's expectations do not depend on the GPUs of the machine it runs on). A gpu-marked
-    test's processes see the machine's GPUs; `extra` may set CUDA_VISIBLE_DEVICES itself."""
+    test's processes see the machine's GPUs, and a fake node's (`extra` from ncclcheck_lab/fakehw.py's env_for) its
+    own, which CUDA_VISIBLE_DEVICES would hide from nvidia-smi's list; `extra` may set CUDA_VISIBLE_DEVICES itself."""
+    extra = extra or {}
     env = {k: v for k, v in os.environ.items() if k not in drop and not k.startswith(("NCCLCHECK_", "NCCL_"))}
     env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
-    if not _GPU_TEST["on"]:
+    if not _GPU_TEST["on"] and "NCCLCHECK_FAKE_HW" not in extra:
         env["CUDA_VISIBLE_DEVICES"] = ""
-    env.update(extra or {})
+    env.update(extra)
     return env
 
 

@@ -33,6 +33,13 @@ def cli_env(extra=None, drop=("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "MASTE
     return env
 
 
+@pytest.fixture
+def cpu_world(monkeypatch):
+    """The CPU world of cli_env() for this test's own in-process product calls and the ranks they spawn:
+    CUDA_VISIBLE_DEVICES="" (torch counts GPUs through NVML, honouring it, until CUDA is initialised here)."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+
+
 @pytest.fixture(autouse=True)
 def _gpu_world(request):
     """cli_env's world for this test: the machine's GPUs for a gpu-marked test, none for every other."""

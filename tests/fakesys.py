@@ -87,7 +87,7 @@ def psutil_addrs(spec: dict) -> dict:
 
 
 # The machine's own nvidia-smi, found before any test changes PATH: no fake node may read it.
-_MACHINE_SMI = shutil.which("nvidia-smi")
+_MACHINE_SMI = tuple(p for p in [shutil.which("nvidia-smi")] if p)
 
 
 def hide_machine_gpus(monkeypatch) -> None:
@@ -100,13 +100,13 @@ def hide_machine_gpus(monkeypatch) -> None:
         raise ImportError("No module named 'pynvml' (a fake node: the machine's NVML is not read)")
 
     monkeypatch.setattr(nv_, "import_nvml", no_binding)
-    if _MACHINE_SMI is None:
+    if not _MACHINE_SMI:
         return
-    machine, real = os.path.realpath(_MACHINE_SMI), shutil.which
+    machine, real = {os.path.realpath(p) for p in _MACHINE_SMI}, shutil.which
 
     def which(cmd, mode=os.F_OK | os.X_OK, path=None):
         found = real(cmd, mode, path)
-        return None if found and os.path.realpath(found) == machine else found
+        return None if found and os.path.realpath(found) in machine else found
 
     monkeypatch.setattr(shutil, "which", which)
 

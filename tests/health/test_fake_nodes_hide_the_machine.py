@@ -41,7 +41,7 @@ def machine(tmp_path) -> tuple:
 def test_an_in_process_fake_node_finds_neither_the_machines_nvidia_smi_nor_its_nvml(tmp_path, monkeypatch):
     bindir, _site = machine(tmp_path)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr(fakesys, "_MACHINE_SMI", str(bindir / "nvidia-smi"))
+    monkeypatch.setattr(fakesys, "_MACHINE_SMI", (*fakesys._MACHINE_SMI, str(bindir / "nvidia-smi")))
     assert [d["pci_bus_id"] for d in gpu.collect()["devices"]] == [MACHINE_BUS]  # the staged machine, unfaked
     fs = fakesys.gpu_node(fakesys.FakeSys(tmp_path / "node", monkeypatch))
     assert gpu.collect()["devices"] == []  # the fake's GPUs are on its PCI tree, none of the machine's

@@ -113,7 +113,9 @@ def run_health(root: Path, spec: dict, json_out: Path, baseline: Optional[Path] 
     """(seconds, exit code, report) of one `ncclcheck health` child on the node `spec` describes (without the fake
     binding: read through its nvidia-smi)."""
     env = fakehw.install(root, spec, with_pynvml=with_pynvml)
-    child = {k: v for k, v in os.environ.items() if not k.startswith(("NCCLCHECK_", "NCCL_"))}
+    # the node's GPUs are the spec's: CUDA_VISIBLE_DEVICES names the machine's (a test's CPU world sets it empty)
+    child = {k: v for k, v in os.environ.items() if not k.startswith(("NCCLCHECK_", "NCCL_"))
+             and k != "CUDA_VISIBLE_DEVICES"}
     child.update({k: env[k] for k in KEYS}, **(env_vars or {}))
     argv = [sys.executable, "-m", "ncclcheck", "health", "--gpus", str(len(spec["gpus"])), "--dry-run", "--drain",
             "--node", "bench", "--json", str(json_out)] + (["--baseline", str(baseline)] if baseline else [])

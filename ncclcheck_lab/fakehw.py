@@ -730,6 +730,11 @@ with open(os.environ["NCCLCHECK_FAKE_HW"]) as _f:
 def __getattr__(name):
     return getattr(_FAKE, name)
 '''
+# A node without NVML's binding (no GPU, or read through nvidia-smi): this pynvml.py, first on the child's path, keeps
+# the machine's own binding (and through it the machine's GPUs) out of the fake node.
+_NO_PYNVML = '''"""No NVML binding on this fake node (ncclcheck_lab/fakehw.py): the machine's own is never read."""
+raise ImportError("No module named 'pynvml'")
+'''
 _SMI = '''#!{python}
 """A fake nvidia-smi (ncclcheck_lab/fakehw.py) answering from the node spec in $NCCLCHECK_FAKE_HW."""
 import json, os, sys
@@ -761,19 +766,42 @@ except RuntimeError as e:
 '''
 
 
-def install(root: Path, spec: dict, with_pynvml: bool = True) -> dict:
+def install(root: Path, spec: dict, with_pynvml: bool = True, base: Optional[dict] = None) -> dict:
     """Write the spec, a pynvml.py (unless not wanted: the nvidia-smi path) and an nvidia-smi under <root>/bin; the
-    environment (env_for) that makes a child ncclcheck read the fake tree through them."""
+    environment (env_for, over `base` or this process's) that makes a child ncclcheck read the fake tree through
+    them and nothing of the machine's GPUs: no NVML binding but the fake's, no nvidia-smi but the fake's."""
     root = Path(root)
     write_tree(root, spec)
     _write(root, "spec.json", json.dumps(spec))
     (root / "bin").mkdir(exist_ok=True)
-    if spec["gpus"]:  # a node without a GPU has no driver, no binding that works and no nvidia-smi
-        if with_pynvml:
-            _write(root, "py/pynvml.py", _PYNVML)
+    # a node without a GPU has no driver, no binding that works and no nvidia-smi: the machine's are hidden (a GPU
+    # machine running the tests must not lend its own GPUs to the fake)
+    _write(root, "py/pynvml.py", _PYNVML if spec["gpus"] and with_pynvml else _NO_PYNVML)
+    env = env_for(root, base)
+    if spec["gpus"]:
         smi = _write(root, "bin/nvidia-smi", _SMI.format(python=sys.executable))
         smi.chmod(0o755)
-    return env_for(root)
+    else:
+        env["PATH"] = _path_without_nvidia_smi(root, env["PATH"])
+    return env
+
+
+def _path_without_nvidia_smi(root: Path, path: str) -> str:
+    """PATH with each directory holding an nvidia-smi (the machine's) replaced by a copy of it, under root, of links
+    to everything else it holds: a fake node without GPUs finds no nvidia-smi, and every other tool as before."""
+    out = []
+    for i, d in enumerate(p for p in path.split(os.pathsep) if p):
+        if not os.path.isfile(os.path.join(d, "nvidia-smi")):
+            out.append(d)
+            continue
+        copy_dir = root / "hostbin" / str(i)
+        copy_dir.mkdir(parents=True, exist_ok=True)
+        for name in os.listdir(d):
+            link = copy_dir / name
+            if name != "nvidia-smi" and not os.path.lexists(link):
+                os.symlink(os.path.join(d, name), link)
+        out.append(str(copy_dir))
+    return os.pathsep.join(out)
 
 
 def env_for(root: Path, base: Optional[dict] = None) -> dict:

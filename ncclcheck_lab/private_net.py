@@ -21,8 +21,9 @@ FLAG = "NCCLCHECK_PRIVATE_NETNS"  # set inside: a bench started there (or a chil
 
 
 def available() -> bool:
-    """Can this process make a private network namespace (root, unshare installed, and the kernel lets it)?"""
-    if os.environ.get(FLAG) or os.geteuid() != 0 or not shutil.which("unshare"):
+    """Can this process make a private network namespace (root, unshare and ip installed, and the kernel lets it)?
+    Without `ip` the namespace's loopback cannot be brought up (a lent GPU machine had unshare and no iproute2)."""
+    if os.environ.get(FLAG) or os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("ip"):
         return False
     return subprocess.call(["unshare", "-n", "true"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0
 

@@ -12,12 +12,40 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+# Whether the running test is gpu-marked (set per test by _gpu_world below): only such a test's processes see the
+# machine's GPUs.
+_GPU_TEST = {"on": False}
+
+
 def cli_env(extra=None, drop=("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "MASTER_ADDR", "MASTER_PORT", "RANK",
                               "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK")):
+    """The environment of a process a test starts: this checkout first on PYTHONPATH, no launcher or NCCL variable
+    of the shell, and a CPU world: CUDA_VISIBLE_DEVICES="" (torch and nvidia-smi's list show no GPU, so ranks are
+    CPU ranks over gloo and a test's expectations do not depend on the GPUs of the machine it runs on). A gpu-marked
+    test's processes see the machine's GPUs, and a fake node's (`extra` from ncclcheck_lab/fakehw.py's env_for) its
+    own, which CUDA_VISIBLE_DEVICES would hide from nvidia-smi's list; `extra` may set CUDA_VISIBLE_DEVICES itself."""
+    extra = extra or {}
     env = {k: v for k, v in os.environ.items() if k not in drop and not k.startswith(("NCCLCHECK_", "NCCL_"))}
     env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
-    env.update(extra or {})
+    if not _GPU_TEST["on"] and "NCCLCHECK_FAKE_HW" not in extra:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    env.update(extra)
     return env
+
+
+@pytest.fixture
+def cpu_world(monkeypatch):
+    """The CPU world of cli_env() for this test's own in-process product calls and the ranks they spawn:
+    CUDA_VISIBLE_DEVICES="" (torch counts GPUs through NVML, honouring it, until CUDA is initialised here)."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+
+
+@pytest.fixture(autouse=True)
+def _gpu_world(request):
+    """cli_env's world for this test: the machine's GPUs for a gpu-marked test, none for every other."""
+    _GPU_TEST["on"] = request.node.get_closest_marker("gpu") is not None
+    yield
+    _GPU_TEST["on"] = False
 
 
 def run_cli(*args, env=None, timeout=120, cwd=None):

@@ -3,7 +3,8 @@
 API (everything writes under a tmp directory and never needs root):
 
     fs = FakeSys(tmp_path, monkeypatch)      # creates <tmp>/sys and <tmp>/proc, sets NCCLCHECK_SYSFS_ROOT/PROCFS_ROOT
-                                             # (and NCCLCHECK_DEVFS_ROOT=<tmp>/dev: fs.write("dev/kmsg", ...))
+                                             # (and NCCLCHECK_DEVFS_ROOT=<tmp>/dev: fs.write("dev/kmsg", ...)); the
+                                             # machine's NVML and nvidia-smi are hidden (hide_machine_gpus)
     fs.write("sys/class/net/eth0/mtu", "9000\\n")  # any file, str or bytes, relative to tmp_path; returns its Path
     fs.net(name, kind="physical", *, up=True, running=None, speed=None, mtu=1500, addrs=(), driver=None,
            numa_node=0, mac=None)            # one /sys/class/net/<name> shaped like a real interface of that kind:
@@ -55,6 +56,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import shutil
 import socket
 from collections import namedtuple
 from collections.abc import Sequence
@@ -84,6 +86,31 @@ def psutil_addrs(spec: dict) -> dict:
     return out
 
 
+# The machine's own nvidia-smi, found before any test changes PATH: no fake node may read it.
+_MACHINE_SMI = tuple(p for p in [shutil.which("nvidia-smi")] if p)
+
+
+def hide_machine_gpus(monkeypatch) -> None:
+    """A fake node's GPUs are its own or none, never the machine's (a GPU machine running the tests): NVML's binding
+    does not import (a test that fakes NVML passes its FakeNvml, or patches import_nvml after this), and
+    shutil.which finds no nvidia-smi of the machine's (a fake one a test puts on PATH is found)."""
+    from ncclcheck.facts import nvml as nv_
+
+    def no_binding():
+        raise ImportError("No module named 'pynvml' (a fake node: the machine's NVML is not read)")
+
+    monkeypatch.setattr(nv_, "import_nvml", no_binding)
+    if not _MACHINE_SMI:
+        return
+    machine, real = {os.path.realpath(p) for p in _MACHINE_SMI}, shutil.which
+
+    def which(cmd, mode=os.F_OK | os.X_OK, path=None):
+        found = real(cmd, mode, path)
+        return None if found and os.path.realpath(found) in machine else found
+
+    monkeypatch.setattr(shutil, "which", which)
+
+
 class FakeSys:
     def __init__(self, root: Union[str, Path], monkeypatch=None):
         self.root = Path(root)
@@ -97,6 +124,7 @@ class FakeSys:
             monkeypatch.setenv("NCCLCHECK_SYSFS_ROOT", str(self.sysfs))
             monkeypatch.setenv("NCCLCHECK_PROCFS_ROOT", str(self.procfs))
             monkeypatch.setenv("NCCLCHECK_DEVFS_ROOT", str(self.root / "dev"))  # /dev/kmsg: none unless written
+            hide_machine_gpus(monkeypatch)  # its GPUs are those written here (gpu_at), never the machine's
 
     # -- generic --------------------------------------------------------------------------------------------
     def write(self, rel: str, content: Union[str, bytes]) -> Path:

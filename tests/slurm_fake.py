@@ -36,6 +36,8 @@ class FakeSlurm:
         return [c for c in self.calls() if c and c[0] == "update"]
 
     def env(self, **extra: str) -> dict:
-        return {**os.environ, "PATH": f"{self.bin}{os.pathsep}{os.environ.get('PATH', '')}",
+        """Its own variables only (PATH with the fake scontrol first): run_cli's cli_env() adds the rest of the
+        environment, without the shell's NCCL_* variables (an image's NCCL_VERSION read as drift) and GPUs."""
+        return {"PATH": f"{self.bin}{os.pathsep}{os.environ.get('PATH', '')}",
                 "FAKE_SCONTROL_STATE": str(self.state), "FAKE_SCONTROL_LOG": str(self.log),
                 "FAKE_SCONTROL_MODE": self.mode, **extra}

@@ -10,6 +10,7 @@ from ncclcheck.agent.launchers import detect_placement
 from ncclcheck.agent.runner import resolve_backend, run_job
 from ncclcheck.config import Config, WorldConfig
 from ncclcheck.rendezvous.budget import Budget
+from tests.conftest import cli_env
 from tests.jobs_for_tests import allreduce_job, crash_or_hang_job, steps_job
 
 pytestmark = pytest.mark.slow  # real worlds of spawned processes: the slow tier (a marker, not a folder)
@@ -67,9 +68,9 @@ def test_worker_mode_runs_in_process_as_that_rank(tmp_path):
             "print(json.dumps({'r': {str(k): v for k, v in o.results.items()}, 'f': o.failures}))")
     procs = []
     for rank in (1, 0):
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMPI_", "TORCHELASTIC"))}
+        env = {k: v for k, v in cli_env().items() if not k.startswith(("SLURM_", "OMPI_", "TORCHELASTIC"))}
         env.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="2", GROUP_RANK="0",
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), PYTHONPATH=repo)
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))  # cli_env: this checkout first, no GPU
         procs.append(subprocess.Popen([sys.executable, "-c", code], cwd=repo, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))
     outs = []

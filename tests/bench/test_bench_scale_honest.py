@@ -51,8 +51,8 @@ def test_eight_nodes_every_fault_named_no_simulator_error():
 def _healthy(nodes: str, last_n: int):
     """A healthy run of the given sizes: exit 0, the documented last line with every fault named, no false finding."""
     p = _run(["--nodes", nodes, "--per-worker", "16"])
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]  # before the last line: a failed start prints none
     last = p.stdout.strip().splitlines()[-1]
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     assert re.fullmatch(rf"nodes={last_n} wall_s=[\d.]+ node0_bytes_per_node=\d+ faults_named=5/5 sim_errors=0 "
                         r"node0_rss_mb=\d+", last), last
     assert "false findings: 0" in p.stdout, p.stdout[-3000:]

@@ -1,6 +1,7 @@
-"""What real cards answered, replayed: the one-GPU H100 VM's NVML and sysfs answers (tests/data/nvml) and the H100 and
-H200 VMs' nvidia-smi (docs/gpu-record) give no hardware finding. What was not recorded is answered "not supported",
-so each check either passes on what was recorded or says it could not judge; none warns or fails."""
+"""What real cards answered, replayed: the one-GPU H100 and H200 VMs' NVML and sysfs answers and nvidia-smi's
+(tests/data/nvml, docs/gpu-record) give no hardware finding, and both sources read the same facts. What was not
+recorded is answered "not supported", so each check either passes on what was recorded or says it could not judge;
+none warns or fails."""
 
 from __future__ import annotations
 
@@ -67,13 +68,15 @@ def h100() -> dict:
 
 
 def h200() -> dict:
-    return recorded_spec(smi_record(REPO / "docs/gpu-record/2026-11-25-h200/smi.log"))
+    nv = json.loads((REPO / "tests/data/nvml/h200-vm-1gpu-idle.json").read_text())
+    return recorded_spec(smi_record(REPO / "docs/gpu-record/2026-11-27-h200/smi.log"), nv["nvml"][0], nv["sysfs"])
 
 
 def test_the_records_say_what_the_specs_replay():
-    assert smi_record(REPO / "docs/gpu-record/2026-11-25-h200/smi.log") == {
-        "name": "NVIDIA H200", "persistence": True, "bus": "00000000:00:06.0", "ecc": 0, "memory_used_mib": 0,
-        "mig": True, "processes": True}
+    for day in ("2026-11-25-h200", "2026-11-27-h200"):
+        assert smi_record(REPO / "docs/gpu-record" / day / "smi.log") == {
+            "name": "NVIDIA H200", "persistence": True, "bus": "00000000:00:06.0", "ecc": 0, "memory_used_mib": 0,
+            "mig": True, "processes": True}
     assert smi_record(REPO / "docs/gpu-record/smi.log")["name"] == "NVIDIA H100 80GB HBM3"
 
 
@@ -89,23 +92,29 @@ def test_a_recorded_card_gives_no_finding(tmp_path, monkeypatch, card, smi):
     assert results["check_persistence"].status is Status.PASS
     assert results["check_xid"].status is Status.SKIP and "could not be read" in results["check_xid"].summary
     assert results["check_nvlink"].status is Status.SKIP
-    if card is h100:
-        assert results["check_pcie"].status is Status.PASS  # Gen5 x16 = its maximum, in NVML and sysfs
+    assert results["check_pcie"].status is Status.PASS  # Gen5 x16 = its maximum, in NVML and sysfs
 
 
-# What the lent H100 answered to every question the checks ask (tests/data/nvml/README.md): the facts the real
-# collector read there, idle and under a bf16 matmul with pinned copies, and nvidia-smi's raw answers.
+# What the lent cards answered to every question the checks ask (tests/data/nvml/README.md): the facts the real
+# collector read there, idle and under a bf16 matmul with pinned copies, and nvidia-smi's raw answers. The H100 VM of
+# 2026-11-26 and the H200 VM of 2026-11-27 (docs/gpu.md).
 NVML_DIR = REPO / "tests/data/nvml"
+CARDS = ("h100-vm-1gpu", "h200-vm-1gpu")
+IDLE = 0x1  # nvmlClocksEventReasonGpuIdle: no slowdown
 
 
 def recorded(name: str) -> dict:
     return json.loads((NVML_DIR / name).read_text())
 
 
-@pytest.mark.parametrize("record", ["h100-vm-1gpu-idle.json", "h100-vm-1gpu-load.json"])
-def test_what_the_real_collector_read_on_the_h100_gives_no_finding(record):
-    gh = recorded(record)["ncclcheck"]["gpu_health"]
+@pytest.mark.parametrize("load", ["idle", "load"])
+@pytest.mark.parametrize("card", CARDS)
+def test_what_the_real_collector_read_on_a_lent_card_gives_no_finding(card, load):
+    rec = recorded(f"{card}-{load}.json")
+    gh = rec["ncclcheck"]["gpu_health"]
     assert gh["source"] == "nvml" and len(gh["gpus"]) == 1
+    assert gh["gpus"][0]["name"] == rec["nvml"][0]["name"]
+    assert rec["argv"] == (["--load", "10"] if load == "load" else [])
     results = {check.__name__: judge(check, gh, processes="leftover")[0] for check in CHECKS}
     assert {k: r.summary for k, r in results.items() if r.status in (Status.WARN, Status.FAIL)} == {}
     for passed in ("check_memory", "check_pcie", "check_clocks", "check_persistence", "check_mig", "check_vbios",
@@ -113,14 +122,17 @@ def test_what_the_real_collector_read_on_the_h100_gives_no_finding(record):
         assert results[passed].status is Status.PASS, (passed, results[passed].summary)
     assert results["check_nvlink"].status is Status.SKIP  # the VM's NVML: no NVLink
     assert results["check_fabric"].status is Status.SKIP  # no NVSwitch on its PCI bus
-    if "load" in record:  # the matmul ran (utilisation) and no clock-event reason was set
-        g = gh["gpus"][0]
+    g = gh["gpus"][0]
+    if load == "load":  # the matmul ran (utilisation) and no clock-event reason was set
         assert g["utilization_gpu"] >= 90 and g["clock_event_reasons"] == 0
         assert [p["own"] for p in g["processes"]] == [True]  # the probe's own memory is never a leftover
+    else:  # idle: no reason, or GPU idle alone, which is no slowdown
+        assert g["clock_event_reasons"] in (0, IDLE) and g["processes"] == []
 
 
-def test_nvidia_smis_real_answers_read_as_nvml_did(monkeypatch):
-    answers = recorded("h100-vm-1gpu-smi.json")
+@pytest.mark.parametrize("card", CARDS)
+def test_nvidia_smis_real_answers_read_as_nvml_did(monkeypatch, card):
+    answers = recorded(f"{card}-smi.json")
 
     def run(argv, _t):
         key = " ".join(argv[1:])
@@ -130,14 +142,36 @@ def test_nvidia_smis_real_answers_read_as_nvml_did(monkeypatch):
 
     monkeypatch.setattr(gpuhealth.nv_, "import_nvml", _no_pynvml)
     smi = gpuhealth.collect(run=run, which=lambda n: "/usr/bin/" + n if n == "nvidia-smi" else None)
-    nvml = recorded("h100-vm-1gpu-idle.json")["ncclcheck"]["gpu_health"]
+    nvml = recorded(f"{card}-idle.json")["ncclcheck"]["gpu_health"]
     assert smi["source"] == "nvidia-smi"
     [s], [n] = smi["gpus"], nvml["gpus"]
     for key in ("bus_id", "uuid", "name", "vbios", "persistence", "mig", "ecc_mode", "ecc_uncorrected_volatile",
-                "remapped_rows", "clock_event_reasons", "pcie_nvml", "processes"):
+                "remapped_rows", "pcie_nvml", "processes"):
         assert s[key] == n[key], key
+    assert s["clock_event_reasons"] & ~IDLE == n["clock_event_reasons"] & ~IDLE
     results = {check.__name__: judge(check, smi, processes="leftover")[0] for check in CHECKS}
     assert {k: r.summary for k, r in results.items() if r.status in (Status.WARN, Status.FAIL)} == {}
+
+
+def test_the_h200s_two_sources_read_every_fact_alike(monkeypatch):
+    """The H200 VM's `nvidia-smi -q`, `nvlink -s` and `nvlink -e` (recorded with every query the fallback asks) read
+    into the very facts NVML gave a few seconds before: each GPU's facts but their source, and no NVLink.
+    The clock-event mask may differ by the idle bit alone: NVML's probe found the GPU idle (0x1), nvidia-smi's own
+    query woke it ("Idle: Not Active")."""
+    answers = recorded("h200-vm-1gpu-smi.json")
+    monkeypatch.setattr(gpuhealth.nv_, "import_nvml", _no_pynvml)
+    smi = gpuhealth.collect(run=lambda argv, _t: answers[" ".join(argv[1:])],
+                            which=lambda n: "/usr/bin/" + n if n == "nvidia-smi" else None)
+    nvml = recorded("h200-vm-1gpu-idle.json")["ncclcheck"]["gpu_health"]
+    [s], [n] = smi["gpus"], nvml["gpus"]
+    assert (s.pop("source"), n.pop("source")) == ("nvidia-smi", "nvml")
+    assert (s.pop("clock_event_reasons"), n.pop("clock_event_reasons")) in ((0, 0), (0, IDLE), (IDLE, 0), (IDLE, IDLE))
+    assert s == n
+    for key in ("unreachable", "absent", "nouveau", "nvswitches"):
+        assert smi[key] == nvml[key], key
+    # no NVLink, each source in its own words: NVML lists the GPU with no link count, `nvlink -s` prints nothing
+    assert [(g["link_count"], g["up"], g["down"]) for g in nvml["nvlink"]["gpus"]] == [(None, 0, [])]
+    assert smi["nvlink"]["gpus"] == [] and "no GPU here has NVLink" in smi["nvlink"]["reason"]
 
 
 @pytest.mark.parametrize("mode,status", [("leftover", Status.FAIL), ("warn", Status.WARN), ("allowed", Status.PASS)])
@@ -147,3 +181,27 @@ def test_a_process_holding_the_real_h100_is_judged_by_where_health_runs(mode, st
     [r] = judge(hw.check_processes, gh, processes=mode)
     assert r.status is status, r.summary
     assert "pid 474 python3" in r.summary and "4.5 GiB" in r.summary, r.summary
+
+
+def h200_boot_lines() -> list:
+    """The lent H200 VM's kernel log since boot (docs/gpu-record/2026-11-27-h200/kernel_log.log: `dmesg | grep -i -e
+    xid -e nvrm`, read as root): the driver's load line, its FBHUB poison interrupt cleared at boot and the note that
+    persistence mode is deprecated, as (seconds, text)."""
+    text = (REPO / "docs/gpu-record/2026-11-27-h200/kernel_log.log").read_text()
+    stamped = re.compile(r"^\[\s*(\d+\.\d+)\] (NVRM: .*)$")
+    lines = [(float(m.group(1)), m.group(2).rstrip()) for m in map(stamped.match, text.splitlines()) if m]
+    assert [m.split(":", 2)[1].split()[0] for _, m in lines] == [
+        "loading", "gpuClearFbhubPoisonIntrForBug2924523_GA100", "Persistence"]
+    return lines
+
+
+@pytest.mark.parametrize("smi", [False, True], ids=["nvml", "nvidia-smi"])
+def test_the_h200s_boot_lines_are_no_fault(tmp_path, monkeypatch, smi):
+    """None of the H200's boot lines is a fault: read through /dev/kmsg, no event, and gpu.xid passes."""
+    spec = h200()
+    spec["kmsg_readable"] = True
+    spec["kernel_log"] = h200_boot_lines()
+    gh = read(tmp_path, monkeypatch, spec, smi=smi)
+    assert gh["kernel_log"]["readable"] and gh["kernel_log"]["events"] == []
+    [r] = judge(hw.check_xid, gh)
+    assert r.status is Status.PASS and "no Xid, SXid or NVRM fault line" in r.summary, r.summary

@@ -101,7 +101,7 @@ def test_through_the_cli_health_after_health_and_a_refusal(reports, tmp_path):
 
 
 @pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
-def test_bench_compares_the_rows_both_runs_measured_and_counts_the_rest(reports):
+def test_bench_compares_the_rows_both_runs_measured_and_counts_the_rest(reports, cpu_world):
     """The saved bench measured all_reduce at 64K; this run 64K and 128K: one row compared, one not in the baseline
     (counted), and a tolerance no CPU noise can miss."""
     rep = ncclcheck.run_bench(sizes="64K-128K", ops="all_reduce", iters=2, warmup=1, baseline=reports["bench"],
@@ -113,7 +113,7 @@ def test_bench_compares_the_rows_both_runs_measured_and_counts_the_rest(reports)
 
 @pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 @pytest.mark.parametrize("producer", sorted(LEGAL["links"]))
-def test_links_compares_with_a_links_or_sweep_report(reports, producer):
+def test_links_compares_with_a_links_or_sweep_report(reports, producer, cpu_world):
     rep = ncclcheck.run_links(size="64K", baseline=reports[producer], tolerance="0.99")
     (gate,) = [c for c in rep.checks if c.id == "links.baseline"]
     assert gate.status.value == "pass" and gate.evidence["compared"], gate.summary

@@ -82,7 +82,7 @@ def test_expected_gpus_come_from_the_nodes_gres(fake_slurm):
     p = health(fake_slurm, *HEALTHY, "--drain", "--json", "-")
     doc = json.loads(p.stdout)
     gpus = next(c for c in doc["checks"] if c["id"] == "health.gpus")
-    assert gpus["status"] == "fail" and gpus["evidence"]["expected"] == 8, gpus  # this machine has no GPU
+    assert gpus["status"] == "fail" and gpus["evidence"]["expected"] == 8, gpus  # cli_env: a world with no GPU
     assert fake_slurm.updates()[0][-1].startswith("Reason=ncclcheck: health.gpus: 0 of 8 GPUs visible")
 
 

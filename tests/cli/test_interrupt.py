@@ -23,7 +23,15 @@ def _ranks_started(pid: int) -> bool:
         kids = psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:
         return False
-    return sum(1 for k in kids if "spawn" in " ".join(k.cmdline())) >= 2
+    return sum(1 for k in kids if "spawn" in " ".join(_cmdline(k))) >= 2
+
+
+def _cmdline(proc) -> list:
+    """A child's command line, or none once it is gone (a rank that exited and is not reaped yet: a zombie)."""
+    try:
+        return proc.cmdline()
+    except psutil.Error:
+        return []
 
 
 def _sigint_as_on_a_terminal() -> None:

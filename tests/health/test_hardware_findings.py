@@ -15,6 +15,7 @@ from ncclcheck.checks.registry import HEALTH, hardware_ids, specs
 from ncclcheck.facts import collect_health_facts
 from ncclcheck.facts import nvml as nv_
 from ncclcheck_lab import bench_health, fakehw
+from tests.fakesys import hide_machine_gpus
 
 
 def _health(tmp_path, monkeypatch, spec, env=None) -> list:
@@ -23,6 +24,7 @@ def _health(tmp_path, monkeypatch, spec, env=None) -> list:
     for k, v in fakehw.env_for(root, {}).items():
         if k.startswith("NCCLCHECK_"):
             monkeypatch.setenv(k, v)
+    hide_machine_gpus(monkeypatch)  # its GPUs: the spec's through the fake NVML, the PCI tree's; none of the machine's
     monkeypatch.setattr(nv_, "import_nvml", functools.partial(fakehw.FakeNvml, spec))
     for k, v in (env or {}).items():
         monkeypatch.setenv(k, v)

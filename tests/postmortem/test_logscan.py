@@ -20,7 +20,7 @@ from ncclcheck.postmortem import analyze, launcher, logscan, precedence
 from ncclcheck.postmortem.inputs import Inputs, read_inputs
 from ncclcheck.postmortem.logscan import LogScan, Room, strip_own_output
 
-H100 = "/work/shared/nccl-h100"
+H100 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "nccl-h100")  # in the checkout
 REAL_INFO = [
     "NCCL INFO ENV/Plugin: Could not find: libnccl-env.so", "NCCL INFO cudaDriverVersion 13000",
     "NCCL INFO NCCL version 2.28.9+cuda13.0", "NCCL INFO NET/IB : No device found.",

@@ -462,7 +462,6 @@ def test_a_rank_that_ends_while_its_responder_works_for_a_watch_ends_normally(tm
     """A watch's sampling (or fetch) met the job's normal end: the responder's daemon thread was inside torch's
     flight recorder (C++) as the interpreter finalized, was unwound by pthread_exit, and the rank aborted
     ("terminate called without an active exception", SIGABRT) in the lab. The responder stops its work at exit."""
-    import os
     import subprocess
     import sys
     import threading
@@ -470,8 +469,11 @@ def test_a_rank_that_ends_while_its_responder_works_for_a_watch_ends_normally(tm
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(port), "EXIT_AFTER_S": "1.0"}
+    from tests.conftest import cli_env
+
+    # the checkout first on its path (an uninstalled checkout's worker imported nothing: the lent H200's run)
+    env = cli_env({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                   "MASTER_PORT": str(port), "EXIT_AFTER_S": "1.0"})
     p = subprocess.Popen([sys.executable, str(FIXTURES / "exit_worker.py")], env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     rec = json.loads(p.stdout.readline())

@@ -131,6 +131,19 @@ def _watch(port: int, tmp_path) -> tuple[subprocess.CompletedProcess, int, dict]
     return p, peak or 0, json.loads(out.read_text()) if out.exists() else {}
 
 
+GROWTH = 300 << 20  # watch's own memory over its imports' (torch.distributed's, for the store client) at most
+
+
+def _imports_peak(tmp_path) -> int:
+    """The peak RSS of an interpreter that imports what watch imports before it reads anything (the CLI and
+    torch.distributed), measured by the same launcher: ~220 MiB with a CPU torch, ~600 MiB with a CUDA build (its
+    libraries load at import: the lent H200's watch peaked at 626-628 MiB whatever its fakes sent)."""
+    p, peak = peak_rss.run([sys.executable, "-c", "import ncclcheck.cli, torch.distributed"],
+                           str(tmp_path / "imports.rss"), timeout=120, env=cli_env(), capture_output=True)
+    assert p.returncode == 0 and peak, p.stderr[-1000:]
+    return peak
+
+
 def _answered(doc: dict) -> dict:
     return next(c for c in doc["checks"] if c["id"] == "live.answered")
 
@@ -145,20 +158,25 @@ def test_the_reviews_63_mib_reply_is_refused_unread_and_named_garbage(store, tmp
     assert "over the" in c["summary"] and "byte limit" in c["summary"], c
     assert fakes[1].sent < (8 << 20), f"watch read {fakes[1].sent:,} bytes of the 63 MiB reply"  # refused unread
     assert fakes[1].asked and fakes[1].asked[0]["max_bytes"] < len(ISSUE_REPLY)
-    print(f"FIGURE watch's peak RSS, one rank replying 63 MiB of {{}}: {peak / (1 << 20):,.0f} MiB")
+    base = _imports_peak(tmp_path)
+    print(f"FIGURE watch's peak RSS, one rank replying 63 MiB of {{}}: {peak / (1 << 20):,.0f} MiB, its imports "
+          f"alone {base / (1 << 20):,.0f} MiB")
     assert doc["live"]["garbage"] == [1]
-    assert peak < 512 << 20, f"watch peaked at {peak / (1 << 20):,.0f} MiB"
+    assert peak - base < GROWTH, f"watch peaked at {peak / (1 << 20):,.0f} MiB, {base / (1 << 20):,.0f} its imports"
 
 
 @pytest.mark.slow
-def test_four_fake_ranks_sending_the_most_they_may_leave_watch_under_512_mb(store, tmp_path):
+def test_four_fake_ranks_sending_the_most_they_may_leave_watch_within_300_mib_of_its_imports(store, tmp_path):
     """Every rank a stranger's, four sending as many JSON values as watch lets them, of the shape that costs it the
-    most memory, and one more sending 63 MiB: watch's peak RSS stays under 512 MB, and it answers."""
+    most memory, and one more sending 63 MiB: watch's peak RSS stays within GROWTH of its imports' (under 512 MB in
+    all with a CPU torch), and it answers."""
     port, st, fakes = store
     _register(st, fakes, {0: _most(0), 1: _most(1), 2: _most(2), 3: _most(3), 4: lambda req: ISSUE_REPLY})
     p, peak, doc = _watch(port, tmp_path)
     assert doc, p.stderr[-2000:]
-    print(f"FIGURE watch's peak RSS, 4 ranks sending the most they may and one 63 MiB: {peak / (1 << 20):,.0f} MiB")
-    assert peak < 512 << 20, f"watch peaked at {peak / (1 << 20):,.0f} MiB"
+    base = _imports_peak(tmp_path)
+    print(f"FIGURE watch's peak RSS, 4 ranks sending the most they may and one 63 MiB: {peak / (1 << 20):,.0f} MiB, "
+          f"its imports alone {base / (1 << 20):,.0f} MiB")
+    assert peak - base < GROWTH, f"watch peaked at {peak / (1 << 20):,.0f} MiB, {base / (1 << 20):,.0f} its imports"
     assert all(len(f.asked) >= 2 for f in fakes[:4]), doc["live"]  # both looks, each rank: every reply taken
     assert doc["live"]["garbage"] == [4] and doc["live"]["answered"] == [0, 1, 2, 3], doc["live"]

@@ -71,6 +71,15 @@ def _unusable(facts: dict) -> tuple:
     return broken, absent
 
 
+def _node_gpus(facts: dict) -> Optional[int]:
+    """The GPUs the driver lists on the node (gpu_health, from NVML or nvidia-smi -q: all of them, whatever
+    CUDA_VISIBLE_DEVICES says), None where it was not read."""
+    gh = facts.get("gpu_health")
+    if not isinstance(gh, dict) or "unavailable" in gh or gh.get("source") not in ("nvml", "nvidia-smi"):
+        return None
+    return len(gh.get("gpus") or [])
+
+
 def check_gpus(facts: dict, expect: Expect) -> CheckResult:
     """health.gpus: the usable GPUs against --gpus or the node's Gres (fewer fails, naming each missing GPU by bus id:
     on the PCI bus but not listed by the driver, or listed but lost or in need of a reset)."""
@@ -84,6 +93,13 @@ def check_gpus(facts: dict, expect: Expect) -> CheckResult:
     ev = {"expected": want, "expected_from": expect.gpus_from, "visible": listed, "source": gpu.get("source"),
           "reason": why or gpu.get("reason"), "not_usable": [{"gpu": b, "why": w} for b, w, _l in broken],
           "not_listed": [{"bus_id": b, "why": w} for b, w in absent]}
+    node = _node_gpus(facts)
+    if node is not None and gpu.get("visible_devices") is not None:
+        # CUDA_VISIBLE_DEVICES names this process's GPUs (a Prolog's: the job's share of the node), the expectation
+        # the node's (its Gres): the node's are the driver's list, which ignores it
+        listed = ev["visible"] = node
+        ev["visible_devices"] = gpu.get("visible_devices")
+        ev["source"] = f"{facts['gpu_health']['source']} (the node's GPUs, CUDA_VISIBLE_DEVICES not applied)"
     if not isinstance(listed, int):
         return failed(GPUS, f"GPUs could not be counted ({why}); {want} expected", evidence=ev,
                       fix="Check the driver: `nvidia-smi` on the node, `journalctl -k | grep NVRM`.")

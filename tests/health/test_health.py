@@ -47,6 +47,22 @@ def test_a_missing_gpu_fails_against_the_expected_count():
     assert r.status.value == "fail" and "7 of 8" in r.summary and "Gres=gpu:8" in r.summary
 
 
+def test_a_prologs_cuda_visible_devices_is_the_jobs_share_not_the_nodes_gpus():
+    """Slurm gives a Prolog the job's GPUs in CUDA_VISIBLE_DEVICES (2 of 8); the node's Gres says 8: the node's GPUs
+    are the driver's list (NVML and nvidia-smi ignore the variable), all 8 there, so the node is healthy, never
+    "2 of 8 GPUs visible" and drained. A GPU missing from the driver's list still fails."""
+    gh = {"source": "nvml", "gpus": [{"index": i, "bus_id": f"0000:{i:02x}:00.0"} for i in range(8)]}
+    gpu = {"count": 2, "source": "nvidia-smi", "reason": None, "visible_devices": "0,1"}
+    r = by_id(health_checks(facts(gpu=gpu, gpu_health=gh), Expect(gpus=8, gpus_from="Gres=gpu:8")), "health.gpus")
+    assert r.status.value == "pass" and r.evidence["visible"] == 8 and r.evidence["visible_devices"] == "0,1", r
+    gh7 = dict(gh, gpus=gh["gpus"][:7])
+    r = by_id(health_checks(facts(gpu=gpu, gpu_health=gh7), Expect(gpus=8, gpus_from="Gres=gpu:8")), "health.gpus")
+    assert r.status.value == "fail" and "7 of 8" in r.summary, r
+    # without the variable the count is the process's, as it always was
+    r = by_id(health_checks(facts(gpu=dict(gpu, visible_devices=None), gpu_health=gh), Expect(gpus=8)), "health.gpus")
+    assert r.status.value == "fail" and "2 of 8" in r.summary, r
+
+
 def test_gpus_not_counted_fail_when_gpus_are_expected():
     r = by_id(health_checks(facts(gpu={"unavailable": "nvidia-smi hung"}), Expect(gpus=8)), "health.gpus")
     assert r.status.value == "fail" and "nvidia-smi hung" in r.summary

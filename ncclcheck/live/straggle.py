@@ -40,6 +40,8 @@ CLOCK_AT_ONCE = 16  # hosts whose clocks are asked at once: an exchange's error 
 # trip grows with the exchanges in flight (this process's threads, the answering processes' queues): 64 at once over
 # 512 simulated hosts (scripts/bench_live.py) measured errors of up to 13 ms, which cut a 100 ms late rank's cost
 # below the rule's floor in one run of two
+STALE_S = FIXED.live_confirm_s  # a recorder reply built longer ago than watch's pause between its looks is stale
+MAX_STALE_ROWS = 64  # stale ranks the slow section lists (the rest counted among the unjudged)
 MAX_HISTORY = 64  # looks kept in --follow's history
 MAX_HISTORY_RANKS = 256  # ranks whose history is kept (the slowest relative to the best, when more)
 THREADS = 16
@@ -467,11 +469,30 @@ def _group_ranks(inp: Any, section: dict) -> list:
     return [r for r in inp.dumps if section.get("pg") in inp.dumps[r].groups]
 
 
+def stale_of(answers: dict) -> dict:
+    """{rank: seconds} of the answers whose recorder part was built more than STALE_S before it was sent (a responder
+    past its CPU share serves the last one built, saying how old in `built_s`)."""
+    out = {}
+    for r, a in answers.items():
+        age = (a.doc or {}).get("built_s") if isinstance(a.doc, dict) else None
+        if isinstance(age, (int, float)) and not isinstance(age, bool) and STALE_S < age < 1e9:
+            out[r] = round(float(age), 3)
+    return out
+
+
 def analysed(inp: Any, records: dict, clocks: dict) -> dict:
     """The slow section of the fetched flight recorders (diagnose's Inputs, their phases with them) with the measured
-    clocks: postmortem/slow.py's analysis, which judge() says and early_probe() probes from."""
-    return slow.analyse(inp.dumps, _hosts(inp, records), rank_clocks(clocks, records), inp.phases,
-                        unjudged=set(records) | set(inp.unanswered), sampling=inp.sampling)
+    clocks: postmortem/slow.py's analysis, which judge() says and early_probe() probes from. A rank whose recorder
+    came stale (inp.stale) is not judged: the rule reads the collectives every rank recorded, so one old recorder
+    would end the window where it ends, and the verdict would be about the job as it was then (the lab's matrix: a
+    slow link's look judged 12 s back, before the link slowed)."""
+    stale = getattr(inp, "stale", None) or {}
+    dumps = {r: d for r, d in inp.dumps.items() if r not in stale} if stale else inp.dumps
+    section = slow.analyse(dumps, _hosts(inp, records), rank_clocks(clocks, records), inp.phases,
+                           unjudged=set(records) | set(inp.unanswered), sampling=inp.sampling)
+    if stale:
+        section["stale"] = [{"rank": r, "built_s": s} for r, s in sorted(stale.items())][:MAX_STALE_ROWS]
+    return section
 
 
 def early_probe(inp: Any, records: dict, clocks: dict, asker: Any, budget: Budget,

@@ -459,6 +459,7 @@ def _read(answers: dict, reg: Any, clocks: dict, sampled: straggle.Sampled) -> t
     docs = live_docs(answers, reg.records, clocks, sampled.rows)
     inp = build_inputs(answers, reg.records, reg.missing, docs, socket.gethostname(), reg.ends)
     inp.sampling = list(sampled.asked)
+    inp.stale = straggle.stale_of(answers)
     return docs, inp
 
 

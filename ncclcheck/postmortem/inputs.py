@@ -61,6 +61,8 @@ class Inputs:
     clocks: dict = field(default_factory=dict)  # rank -> its host's clock offset watch measured (postmortem/slow.py)
     phases: dict = field(default_factory=dict)  # rank -> its progress as watch sampled it (postmortem/phase.py)
     sampling: list = field(default_factory=list)  # what each rank watch asked to sample answered (refusals, trims)
+    stale: dict = field(default_factory=dict)  # rank -> seconds its recorder's reply was old (its responder past its
+    # CPU share served the last one built): its newest collectives are not in it, so the slow rule does not judge it
 
     def recognised(self) -> int:
         return sum(1 for r in self.read if r["kind"] != "unrecognised")

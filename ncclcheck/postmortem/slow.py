@@ -535,6 +535,8 @@ def check(check_id: str, section: Optional[dict], also: tuple = (), node_of: Opt
     found = [*section.get("named", []), *also]
     ev = {k: section.get(k) for k in ("floor", "job_floor", "consistent", "min_steps", "pg")}
     ev["clock"] = (section.get("clock") or {}).get("source")
+    if section.get("stale"):
+        ev["stale"] = section["stale"]
     measure = [words.measure(m) for m in section.get("measure") or []]
     if measure:
         ev["measure"] = section["measure"]
@@ -554,7 +556,7 @@ def check(check_id: str, section: Optional[dict], also: tuple = (), node_of: Opt
     unjudged = section.get("unjudged") or {}
     if unjudged.get("count"):  # unmeasured is never healthy: the ranks not read may be the slow ones
         ev["unjudged"] = unjudged
-        said = f"{said}, among the {g['ranks']:,} ranks read; {words.unjudged(unjudged)}"
+        said = f"{said}, among the {g['ranks']:,} ranks read; {words.unjudged(unjudged, section.get('stale'))}"
         return warned(check_id, said, detail=detail, evidence=ev, findings=(said, *measure) if measure else ())
     probe = section.get("probe") or {}
     if probe.get("unmeasured") and (section.get("job") or {}).get("slower"):

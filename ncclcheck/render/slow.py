@@ -218,10 +218,16 @@ def _rate(bps) -> str:
     return f"{bps / 1e6:.1f} MB/s" if bps < 1e9 else f"{bps / 1e9:.2f} GB/s"
 
 
-def unjudged(u: dict) -> str:
-    """The ranks a slow verdict could not speak for (no flight recorder read): "N rank(s) not judged: ranks a, b and
-    M more (no flight recorder read: no answer in time, or no dump)"."""
+def unjudged(u: dict, stale: Optional[list] = None) -> str:
+    """The ranks a slow verdict could not speak for (no flight recorder read, or one read stale): "N rank(s) not
+    judged: ranks a, b and M more (no flight recorder read: no answer in time, or no dump; rank 0's was 12.3 s
+    old: its responder, past its CPU share, sent the last one it built)"."""
     shown = u.get("ranks") or []
     n = u.get("count") or len(shown)
     listed = ", ".join(str(r) for r in shown[:6]) + (f" and {n - len(shown[:6]):,} more" if n > len(shown[:6]) else "")
-    return f"{n:,} rank(s) not judged: {listed} (no flight recorder read: no answer in time, or no dump)"
+    why = "no flight recorder read: no answer in time, or no dump"
+    if stale:
+        olds = ", ".join(f"rank {s['rank']}'s {s['built_s']:.1f} s" for s in stale[:4])
+        why += (f"; recorders sent old ({olds}{' and more' if len(stale) > 4 else ''}): a responder past its CPU "
+                "share sends the last one it built; ask again in a few seconds")
+    return f"{n:,} rank(s) not judged: {listed} ({why})"

@@ -731,3 +731,32 @@ def test_follow_says_each_start_and_end_within_the_rules_steps_and_one_look_of_i
         assert abs(e["t_ns"] - truth) <= slow_step, lines
         assert at - truth <= bound, lines
     print("FIGURE follow latency (simulated, 6 ranks, 150 ms steps): " + "; ".join(lines))
+
+
+def test_a_recorder_sent_stale_is_not_judged_and_never_ends_the_window_where_it_ends():
+    """The lab's matrix (issue 65): a responder past its CPU share sent the recorder it built 12 s before (its reply's
+    `built_s`). Read as it is, the collectives every rank recorded end where the stale one ends, before rank 5 slowed:
+    nobody named. Not judged, said with its age, the others' window holds rank 5's slowdown: named, and the ranks not
+    judged are said beside it."""
+    from ncclcheck.live.fetch import Answer
+    from ncclcheck.postmortem.inputs import Inputs
+
+    job = Job(world=6, per_host=2, step_us=100_000, slow={5: (40, 0.5)}, steps=70)
+    raw = slowsim_docs(job)
+    raw[0] = dict(raw[0], entries=raw[0]["entries"][:60])  # rank 0's recorder as built 40 steps before the others'
+    records = {r: {"host": job.host(r), "rank": r} for r in raw}
+    answers = {r: Answer(r, doc={"built_s": 12.0 if r == 0 else 0.1}) for r in raw}
+    inp = Inputs(dumps={r: flight.normalise(d, r, f"rank{r}.json", "json") for r, d in raw.items()})
+    before = straggle.analysed(inp, records, {})
+    assert before["named"] == [], before["named"]  # read as it is: the window ends at rank 0's newest, nobody named
+    inp.stale = straggle.stale_of(answers)
+    assert inp.stale == {0: 12.0}
+    section = straggle.analysed(inp, records, {})
+    assert [(f["unit"], f["rank"]) for f in section["named"]] == [("rank", 5)], section["named"]
+    assert section["stale"] == [{"rank": 0, "built_s": 12.0}] and section["unjudged"]["ranks"] == [0]
+    check = slow.check("live.slow", section)
+    assert check.status.value == "fail" and check.evidence["stale"] == section["stale"], check
+    section_healthy = straggle.analysed(Inputs(dumps={r: inp.dumps[r] for r in inp.dumps if r != 5}, stale={0: 12.0}),
+                                        records, {})
+    said = slow.check("live.slow", section_healthy)
+    assert said.status.value == "warn" and "rank 0's 12.0 s" in said.summary and "past its CPU share" in said.summary

@@ -225,7 +225,7 @@ def rate(me: Any, ranks: list) -> dict:
         got.pop("answered", None)
         out["rate"][str(r)] = got
     # what receiving cost this host's core beyond this thread (the kernel's copy), as the loop counts its sends
-    me.spend.charge(received / (1 << 20) * b.live_send_cost_s)
+    me.guarded_spend.charge(received / (1 << 20) * b.live_send_cost_s)
     return out
 
 

@@ -232,7 +232,12 @@ class Responder:
         self.refused: list = []  # ["why"], the last few: what it would not answer (tests and the log read it)
         self.served = 0  # replies sent (refusals not counted)
         self._cache: dict = {}  # kind -> (built at, reply dict, {(limit, items): its JSON}): serves a flood of it
-        self.spend = Spend(budget)
+        self.spend = Spend(budget)  # building replies: the recorder, the stacks, the progress
+        # what connects somewhere or sends a lot (reach, rate, blob: the transfer probe's work) has a bucket of its
+        # own: drawn from the builds' bucket, a probe's 1 MiB blobs (with their credit past empty) left it 25 s short
+        # and the recorder a watch 15 s later asked for was the one built before (the lab's healthy fast job: rank 0
+        # on watch's host served its first look's recorder to four more watches)
+        self.guarded_spend = Spend(budget)
         self.phase_spend = Spend(budget, pace.PHASE_SHARE)  # "phase" samples its progress: a bucket of its own
         self._fresh: Optional[tuple] = None  # (built at, {"time", "progress"}): every reply's fresh part
         self._stop = threading.Event()
@@ -439,7 +444,7 @@ class Responder:
             try:
                 # what makes this responder connect somewhere or send something large is done within its Spend,
                 # as building replies is (live/peers.py): past it, refused before any work
-                if kind in wire.GUARDED and not self.spend.allows(self.budget.live_guarded_credit_s):
+                if kind in wire.GUARDED and not self.guarded_spend.allows(self.budget.live_guarded_credit_s):
                     raise Busy(f"busy: over its share of the CPU for {kind} requests; ask again in a moment")
                 got = text()
                 # unsealed, the parts go out as they are (a flood of cached replies costs no copy); sealed, joined
@@ -449,7 +454,7 @@ class Responder:
                 return self.refusal(str(exc))
             finally:
                 if kind in wire.GUARDED:
-                    self.spend.charge(time.thread_time() - t0)
+                    self.guarded_spend.charge(time.thread_time() - t0)
             self.served += 1
             return out
         return Outcome(worker=wire.KINDS[kind], job=reply, prepaid=kind == "blob", now=kind in wire.AT_ONCE)
@@ -566,7 +571,7 @@ class Responder:
         if len(text) > limit:
             raise Refused(f"a blob of {len(text):,} bytes is over the {limit:,} the request takes")
         # its send is paid here, from the Spend every guarded request draws on (the loop does not count it again)
-        self.spend.charge(len(text) / (1 << 20) * self.budget.live_send_cost_s)
+        self.guarded_spend.charge(len(text) / (1 << 20) * self.budget.live_send_cost_s)
         return text
 
 

@@ -512,7 +512,8 @@ def test_a_probes_blobs_are_paid_from_the_spend_not_the_loops_share(store):
         served = {r.rank: r for r in rs if r.rank in (0, 2)}  # each host's first rank probes and serves
         for r in served.values():
             blobs = out["rounds"]  # one download from the other host a round
-            assert r.spend.spent >= blobs * FIXED.live_send_cost_s, (r.rank, r.spend.spent)
+            assert r.guarded_spend.spent >= blobs * FIXED.live_send_cost_s, (r.rank, r.guarded_spend.spent)
+            assert r.spend.spent < blobs * FIXED.live_send_cost_s, (r.rank, r.spend.spent)  # builds: untouched
             assert r.loop.cpu_used < blobs * FIXED.live_send_cost_s, (r.rank, r.loop.cpu_used)
     finally:
         for r in rs:

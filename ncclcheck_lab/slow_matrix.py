@@ -197,7 +197,9 @@ def main(argv: Optional[list] = None) -> int:
     else:
         rows = matrix(a.steps_ms, a.ratios, faults, a.runs)
     for c in rows:
+        seen = c.get("comm_over_compute")  # the lab job's own records: its all_reduce over its compute
         print(f"step={c['step_ms']:g}ms ratio={c['ratio']:g} fault={c['fault']} right={c['right']}/{c['runs']}"
+              + (f" (its all_reduce {seen:g}x the compute: ratio {1 / seen:.2f})" if seen else "")
               + (f" wrong: named={c['wrong']['named']} steps_by={c['wrong']['steps_by']!r}" if c["wrong"] else ""),
               flush=True)
     good = sum(1 for c in rows if c["right"] == c["runs"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 
 import pytest
 
@@ -211,6 +212,26 @@ def test_one_request_at_a_time_per_address_and_a_flood_of_one_kind_builds_few_re
     got = [ask(_rec(responder), "all", asker(), B.deadline(5), B) for _ in range(20)]
     assert all(a.why == "" for a in got)
     assert len(calls) < 20, f"{len(calls)} flight-recorder reads for 20 requests"
+
+
+def test_past_its_spend_a_reply_older_than_the_rebuild_age_is_built_again_once(responder, monkeypatch):
+    """Issue 65: past the Spend the last reply built is served, but never older than STALE_REBUILD_S (watch does not
+    judge a recorder older than its pause between looks): built again then, once, and served again after."""
+    from ncclcheck.live import responder as mod
+
+    calls = []  # the recorder's entries read: one per build (its status alone is read for every reply's fresh part)
+    real = responder.sources.flight
+    responder.sources.flight = lambda entries=True: (entries and calls.append(1)) or real(entries)
+    first = ask(_rec(responder), "all", asker(), B.deadline(5), B)
+    assert first.why == "" and len(calls) == 1
+    monkeypatch.setattr(responder.spend, "allows", lambda credit=0.0: False)  # the Spend empty from now on
+    monkeypatch.setattr(mod, "STALE_REBUILD_S", 0.6)
+    time.sleep(0.3)  # past the 0.25 s cache, within the rebuild age: the last one served, its age said
+    kept = ask(_rec(responder), "all", asker(), B.deadline(5), B)
+    assert len(calls) == 1 and kept.doc["built_s"] >= 0.25, kept.doc.get("built_s")
+    time.sleep(0.4)  # past the rebuild age: built once more, whatever the Spend says
+    again = [ask(_rec(responder), "all", asker(), B.deadline(5), B) for _ in range(5)]
+    assert len(calls) == 2 and all(a.doc["built_s"] < 0.6 for a in again), [a.doc["built_s"] for a in again]
 
 
 from tests.rendezvous.test_trust import munged  # noqa: E402,F401 - the private munged fixture

@@ -52,10 +52,6 @@ MAX_FRAMES = 48  # innermost frames per thread
 SERIES_SHARE = 2  # a trimmed reply's call series takes at most 1/SERIES_SHARE of its room
 CAPPED = 4  # sizes of one kind's reply kept built (watch asks every rank of one look for the same size)
 BUILT_DIGITS = 16  # what "built_s" may add to a reply's fresh part once its age is written in
-STALE_REBUILD_S = 1.5  # a reply built longer ago is built again even past the Spend, once per this long at most:
-# watch does not judge a recorder older than its pause between looks (2 s: live/straggle.STALE_S), and the lab's rank
-# 0 (asked for its recorder twice a look: the step's glance, then the look) served one built three watches before;
-# a flood of requests then costs one build per 1.5 s, not one per request
 
 
 class Refused(Exception):
@@ -467,9 +463,9 @@ class Responder:
         """The reply to `kind` as the asker takes it. Its progress (and the time) is always fresh (built at most once
         per Budget.live_answer_cache_s: cheap, the flight recorder's status only), so watch's two looks compare what
         is; the rest (the flight recorder's entries, the stacks) is built at most once per that time too, and only
-        within the Spend: past it the last one built is served (`built_s` says how old) until it is STALE_REBUILD_S
-        old, so a flood of requests costs sends and one build per STALE_REBUILD_S, not a build each. Busy when a
-        reply of that size was never built and the Spend is empty."""
+        within the Spend: past it the last one built is served (`built_s` says how old) until it is
+        Budget.live_stale_rebuild_s old, so a flood of requests costs sends and one build per that time, not one
+        each. Busy when a reply of that size was never built and the Spend is empty."""
         now = self._now()
         # what the fresh part leaves the rest: its size rounded up (a little growth keeps the same body), at most a
         # quarter of the reply (a quarter always was 150 of the 600 JSON values a rank's reply may hold at 4,096
@@ -483,8 +479,9 @@ class Responder:
             head = json.dumps({"time": now["time"], "built_s": 0.0,
                                "flight_error": f"its progress was over {room[0]:,} bytes"}).encode()
         hit = self._cache.get(kind)  # only the answer worker's thread touches the cache
-        if hit is None or not (self.budget.within(hit[0], self.budget.live_answer_cache_s) or
-                               (not self.spend.allows() and self.budget.within(hit[0], STALE_REBUILD_S))):
+        b = self.budget
+        if hit is None or not (b.within(hit[0], b.live_answer_cache_s) or
+                               (not self.spend.allows() and b.within(hit[0], b.live_stale_rebuild_s))):
             t0 = time.thread_time()
             body = self.header() if kind == "progress" else self.answer(kind)
             for k in ("time", "progress"):

@@ -167,6 +167,8 @@ class Budget:
     # "terminate called without an active exception", when a watch's sampling met the job's end)
     live_answer_cache_s: float = 0.25  # one reply built serves every request of its kind this long (a flood of
     # "all" builds a few replies a second, not one each); well under live_confirm_s, so watch's second look is fresh
+    live_stale_rebuild_s: float = 1.5  # a reply built longer ago is built again even past the responder's Spend, once
+    # per this long at most: watch judges no recorder older than its pause between looks (live_confirm_s)
     live_retry_s: float = 0.05  # watch asks a responder that closed before answering (its slots busy) again after
     # this, growing to probe_retry_max_s, within the same bound
     live_munge_every_s: float = 0.5  # a responder decodes a new munge credential this often past its first few (an

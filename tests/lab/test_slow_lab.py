@@ -444,6 +444,7 @@ FAST_GAP_S = 15  # between two watches of a job: a responder's CPU share for rep
 FAST_LINK = "h3"  # the slow link's host (the straggler's is h2: CULPRIT)
 FAST_RATE = os.environ.get("NCCLCHECK_LAB_FAST_RATE", "400mbit")  # its link in the slow-link case, both ways
 IN_CI_65 = ("straggler", 0)
+CI_WATCHES = 2  # the default suite's job is watched this many times (its lab lane's budget); the others FAST_WATCHES
 FAST_CASES = [(f, j) for f in ("straggler", "slow-link", "healthy") for j in range(FAST_JOBS)]
 
 
@@ -486,7 +487,8 @@ def test_a_job_that_steps_fast_has_its_straggler_kind_and_fix_right_in_every_wat
                 lab.scenario("slow-link", FAST_LINK, FAST_RATE, "both")
         time.sleep(STEPS_S)
         right, lines = 0, []
-        for i in range(FAST_WATCHES):
+        watches = CI_WATCHES if case == IN_CI_65 else FAST_WATCHES
+        for i in range(watches):
             if i:
                 time.sleep(FAST_GAP_S)
             p, took, doc = wl.watch(guard_lab, "torchrun-static", tmp_path / f"dump{i}")
@@ -503,9 +505,9 @@ def test_a_job_that_steps_fast_has_its_straggler_kind_and_fix_right_in_every_wat
                              {k: (section.get("probe") or {}).get(k)
                               for k in ("hosts", "unconfirmed", "lost", "rounds", "unmeasured")})))
         ratio = _big_over_compute(doc, float(FAST["STEP_S"]))  # from the last watch's dump
-        print(f"FIGURE slow fast {fault} job {case[1]}: {fault} {right}/{FAST_WATCHES} (its all_reduce {ratio:.1f}x "
+        print(f"FIGURE slow fast {fault} job {case[1]}: {fault} {right}/{watches} (its all_reduce {ratio:.1f}x "
               f"the compute)\n  " + "\n  ".join(lines))
-        assert right == FAST_WATCHES, "\n".join(lines)
+        assert right == watches, "\n".join(lines)
         assert ratio > 1.0, f"the all_reduce took {ratio:.1f}x the compute: not the issue's job"
     finally:
         job.stop()

@@ -215,9 +215,9 @@ def test_one_request_at_a_time_per_address_and_a_flood_of_one_kind_builds_few_re
 
 
 def test_past_its_spend_a_reply_older_than_the_rebuild_age_is_built_again_once(responder, monkeypatch):
-    """Issue 65: past the Spend the last reply built is served, but never older than STALE_REBUILD_S (watch does not
-    judge a recorder older than its pause between looks): built again then, once, and served again after."""
-    from ncclcheck.live import responder as mod
+    """Issue 65: past the Spend the last reply built is served, but never older than Budget.live_stale_rebuild_s
+    (watch judges no recorder older than its pause between looks): built again then, once, and served after."""
+    import dataclasses
 
     calls = []  # the recorder's entries read: one per build (its status alone is read for every reply's fresh part)
     real = responder.sources.flight
@@ -225,7 +225,7 @@ def test_past_its_spend_a_reply_older_than_the_rebuild_age_is_built_again_once(r
     first = ask(_rec(responder), "all", asker(), B.deadline(5), B)
     assert first.why == "" and len(calls) == 1
     monkeypatch.setattr(responder.spend, "allows", lambda credit=0.0: False)  # the Spend empty from now on
-    monkeypatch.setattr(mod, "STALE_REBUILD_S", 0.6)
+    monkeypatch.setattr(responder, "budget", dataclasses.replace(responder.budget, live_stale_rebuild_s=0.6))
     time.sleep(0.3)  # past the 0.25 s cache, within the rebuild age: the last one served, its age said
     kept = ask(_rec(responder), "all", asker(), B.deadline(5), B)
     assert len(calls) == 1 and kept.doc["built_s"] >= 0.25, kept.doc.get("built_s")

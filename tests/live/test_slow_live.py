@@ -9,6 +9,7 @@ import json
 import socket
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -306,11 +307,27 @@ def test_the_transfer_probe_names_what_most_rounds_measure_slow(monkeypatch, slo
         assert "every pair of the 3 hosts measures alike" in out["said"], out["said"]
 
 
+def _follow(port: int, said: list, out: dict) -> Any:
+    """`watch --follow` on the simulated job's store at `port`, in a thread (returned, started): each line it says
+    appended to `said` as (when, its text), its report put in out["report"] when it ends."""
+    import threading
+
+    config = api_config("watch", {"master_addr": "127.0.0.1", "master_port": str(port), "timeout": "10",
+                                  "follow": True}, "test")
+
+    class Said:
+        def row(self, kind, data):
+            said.append((time.time_ns(), str(data)))
+
+    t = threading.Thread(target=lambda: out.update(report=watch(config, Said())))
+    t.start()
+    return t
+
+
 def test_follow_ends_with_the_jobs_end_and_keeps_every_slowdown_it_saw():
     """The job ends normally while --follow watches (its ranks stop answering, its store goes away): a normal end,
     exit by what was seen (a slowdown: 1), the slowdown kept with its start and end, not "the job's store went
     away"."""
-    import threading
 
     import torch.distributed as dist
 
@@ -324,16 +341,9 @@ def test_follow_ends_with_the_jobs_end_and_keeps_every_slowdown_it_saw():
     out: dict = {}
     try:
         assert all(r.registered.wait(30) for r in rs)
-        config = api_config("watch", {"master_addr": "127.0.0.1", "master_port": str(port), "timeout": "10",
-                                      "follow": True}, "test")
-        class Said:
-            def row(self, kind, data):
-                said.append(data)
-
-        t = threading.Thread(target=lambda: out.update(report=watch(config, Said())))
-        t.start()
+        t = _follow(port, said, out)
         end = time.monotonic() + 60
-        while not any("slowdown starts" in str(x) for x in said) and time.monotonic() < end:
+        while not any("slowdown starts" in text for _, text in said) and time.monotonic() < end:
             time.sleep(0.2)
         time.sleep(3)  # the slowdown still on when the job ends
     finally:
@@ -678,7 +688,6 @@ def test_follow_says_each_start_and_end_within_the_rules_steps_and_one_look_of_i
     (slowness.MIN_SAMPLES of them: never from one) plus one look (the pause between two looks' starts, and the look's
     own time) of its event, each line dated within a step of the truth. Rank 5 computes 1.5x from a step ~3 s after
     the watch begins, for 60 steps (~9 s)."""
-    import threading
 
     import torch.distributed as dist
 
@@ -701,15 +710,7 @@ def test_follow_says_each_start_and_end_within_the_rules_steps_and_one_look_of_i
     out: dict = {}
     try:
         assert all(r.registered.wait(30) for r in rs)
-        config = api_config("watch", {"master_addr": "127.0.0.1", "master_port": str(port), "timeout": "10",
-                                      "follow": True}, "test")
-
-        class Said:
-            def row(self, kind, data):
-                said.append((time.time_ns(), str(data)))
-
-        t = threading.Thread(target=lambda: out.update(report=watch(config, Said())))
-        t.start()
+        t = _follow(port, said, out)
         while time.time_ns() < last + 20 * 10**9 and t.is_alive() and not any(
                 "slowdown ends" in text for _, text in said):
             time.sleep(0.2)

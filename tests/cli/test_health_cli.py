@@ -142,3 +142,25 @@ def test_drift_from_a_golden_run_warns_and_drains_only_with_strict(fake_slurm, t
     assert p.returncode == 1
     assert fake_slurm.updates()[0][-1].startswith("Reason=ncclcheck: baseline.drift: 1 difference from the "
                                                   "baseline: torch version 1.0.0 -> "), fake_slurm.updates()
+
+
+def test_a_prolog_with_the_jobs_cuda_visible_devices_counts_the_nodes_gpus(tmp_path, fake_slurm):
+    """Through the CLI, as Slurm runs a Prolog: an 8-GPU node (a fake one: its own nvidia-smi and NVML) whose Gres
+    says 8, running a job given GPUs 0 and 1 (CUDA_VISIBLE_DEVICES=0,1 in the Prolog's environment). The node's GPUs
+    are the driver's list: healthy, not "2 of 8 GPUs visible", and not drained."""
+    import os
+
+    from ncclcheck_lab import fakehw
+
+    env = fakehw.install(tmp_path / "node", fakehw.node_spec(ib_ports=0))
+    fake_slurm.nodes(gpu07=("IDLE", None, "gpu:h100:8(S:0-1)"))
+    e = {**env, **fake_slurm.env(SLURMD_NODENAME="gpu07", SLURM_SCRIPT_CONTEXT="prolog_slurmd",
+                                 CUDA_VISIBLE_DEVICES="0,1", COLUMNS="200")}
+    e["PATH"] = fake_slurm.env()["PATH"].split(os.pathsep)[0] + os.pathsep + env["PATH"]
+    p = run_cli("health", "--drain", "--json", "-", env=e, timeout=120)
+    doc = json.loads(p.stdout)
+    gpus = next(c for c in doc["checks"] if c["id"] == "health.gpus")
+    assert gpus["status"] == "pass" and gpus["evidence"]["visible"] == 8, gpus
+    assert gpus["evidence"]["visible_devices"] == "0,1"
+    assert not any(u[-1].startswith("Reason=ncclcheck: health.gpus") for u in fake_slurm.updates()), \
+        fake_slurm.updates()

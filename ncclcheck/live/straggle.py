@@ -170,9 +170,10 @@ def step_us_of(answers: dict) -> Optional[float]:
               if isinstance(e, dict) and type(e.get("time_created_ns")) is int and not e.get("is_p2p")]
         if len(es) < 4:
             continue
-        ts = [e["time_created_ns"] for e in es]
-        p = max(1, slow.period([(str(e.get("profiling_name")), str(e.get("input_sizes")), str(e.get("pg_id")))
-                                for e in es]))
+        p, cut = slow.pattern([(str(e.get("profiling_name")), str(e.get("input_sizes")), str(e.get("pg_id")))
+                               for e in es])
+        ts = [e["time_created_ns"] for e in es[cut:]]
+        p = max(1, p)
         steps = [ts[i] - ts[i - p] for i in range(p, len(ts)) if ts[i] >= ts[i - p]]
         return statistics.median(steps) / 1e3 if steps else None
     return None

@@ -11,10 +11,10 @@ collective is its entry's `time_created_ns` (torch's CLOCK_REALTIME on its host)
   clock: a rank is never blamed for an offset its records prove, and never excused by one they do not;
 - else the hosts' own clocks, said so.
 Steps are found in the job's own rhythm. Where the job repeats a pattern of collectives (DDP's buckets, a model's
-layers), a step begins at the place in the pattern where the ranks work outside collectives: measured, from the
-ranks' own record of when each collective ended (watch samples a few ranks' progress counters every
-Budget.live_phase_every_s for a moment, live/pace.py; with TORCH_NCCL_ENABLE_TIMING the GPU's own duration of each
-collective),
+layers; in a young job's window, after its start, which repeats nothing: `pattern`), a step begins at the place
+in the pattern where the ranks work outside collectives: measured, from the ranks' own record of when each
+collective ended (watch samples a few ranks' progress counters every Budget.live_phase_every_s for a moment,
+live/pace.py; with TORCH_NCCL_ENABLE_TIMING the GPU's own duration of each collective),
 never guessed from the gaps between calls alone: when a step's big all_reduce takes longer than its compute, the
 longest gap follows the all_reduce, not the compute. Without such a record (a dump of gloo ranks that watch did not
 sample), the longest median gap of the pattern, said so. Without a pattern, a collective begins a step when the
@@ -47,6 +47,7 @@ GAP_SHARE = 0.5  # a step begins after a gap of at least half the 90th-percentil
 GAP_AROUND = 32  # ... among this many collectives each side
 MAX_PERIOD = 256  # collectives in one step's repeating pattern at most
 PERIOD_MATCH = 0.9  # ... repeated this often in the window (an evaluation pass breaks it: then the gaps)
+HEAD_CUTS = 16  # no pattern across the window: sought in its newest 15/16, 14/16, ... (at least MIN_WINDOW)
 MIN_PHASE = 2  # measures of the work before each place of the pattern, at least: fewer, its gaps decide (said)
 MIN_WORK_NS = 1_000_000  # the longest work outside collectives in a step, at least, for a measure to place it: a job
 # that never leaves its collectives for 1 ms has no compute phase to find (its gaps decide)
@@ -185,6 +186,28 @@ def period(sigs: list) -> int:
         if sum(1 for i in range(n - p) if sigs[i] == sigs[i + p]) >= PERIOD_MATCH * (n - p):
             return p if p > 1 else 0
     return 0
+
+
+def pattern(sigs: list) -> tuple[int, int]:
+    """(period, the index where it begins): the window's pattern from its first collective when one holds across
+    it, else the newest part's that holds one (the window cut at HEAD_CUTS-ths, oldest cut first). A young job's
+    window holds its start (DDP's broadcast of the model, a launcher's barriers, a warm-up that sizes its buffers),
+    which repeats nothing: its steps are the newest part's, never the gaps' guess (issue 65's 500 ms lab job, watched
+    200 steps in, was "untold" so). (0, 0) without one: one collective a step, or none repeats."""
+    n = len(sigs)
+    p = period(sigs)
+    if p or n < 2 * MIN_WINDOW:
+        return p, 0
+    for c in range(1, HEAD_CUTS):
+        cut = n * c // HEAD_CUTS
+        if n - cut < MIN_WINDOW:
+            break
+        p = period(sigs[cut:])
+        if p:  # the start's last collectives the cut kept (PERIOD_MATCH forgives a tenth): set aside too, up to
+            # the last break of the pattern in the oldest quarter of what the cut kept
+            odd = [i for i in range(cut, cut + (n - cut) // 4) if sigs[i] != sigs[i + p]]
+            return p, odd[-1] + 1 if odd else cut
+    return 0, 0
 
 
 def _work(phases: dict, name: str, ranks: list) -> dict:
@@ -453,6 +476,8 @@ def analyse(dumps: dict, hosts: dict, clocks: Optional[dict] = None, phases: Opt
             continue
         ref = dumps[ranks[0]].groups[name]
         sigs = [_sig(ref, q) for q in seqs]
+        cut = pattern(sigs)[1]  # the job's start before its pattern: set aside (the group's "set_aside")
+        seqs, sigs, arr = seqs[cut:], sigs[cut:], {r: ts[cut:] for r, ts in arr.items()}
         ops = {flight._op(k[0])[1] for k in sigs}
         backends = {dumps[r].backend for r in ranks}
         off, err, used = _clocks(arr, host_of, clocks, ops, backends.pop() if len(backends) == 1 else None)
@@ -460,6 +485,8 @@ def analyse(dumps: dict, hosts: dict, clocks: Optional[dict] = None, phases: Opt
         timed = [[dumps[r].groups[name].colls[q] for r in ranks] for q in seqs] \
             if all(dumps[r].timing and all(q in dumps[r].groups[name].colls for q in seqs) for r in ranks) else None
         g = _group(name, ref.desc, arr, seqs, sigs, host_of, off, err, _work(phases, name, ranks), timed)
+        if cut:
+            g["set_aside"] = cut  # the oldest collectives of the window, before the job's pattern began
         found.extend(g.pop("found"))
         groups.append(g)
     best: dict = {}

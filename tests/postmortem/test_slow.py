@@ -171,6 +171,41 @@ def test_a_compute_straggler_in_a_communication_bound_job_is_compute_where_the_r
     assert "TORCH_NCCL_ENABLE_TIMING" in check.fix and "cpu.max" not in check.fix
 
 
+def _young(job: Job, head: int) -> dict:
+    """{rank: dump document} as a young job's recorder holds it: its first `head` collectives are its start, a
+    warm-up sizing its buffers (4 calls a size, doubling), no step's pattern."""
+    out = docs(job)
+    for d in out.values():
+        for i, e in enumerate(d["entries"][:head]):
+            e.update(input_sizes=[[1024 << (i // 4)]], output_sizes=[[1024 << (i // 4)]])
+    return out
+
+
+class _Answer:
+    def __init__(self, doc: dict) -> None:
+        self.doc = {"flight": doc}
+
+
+def test_a_young_jobs_start_is_set_aside_and_its_steps_placed_by_the_measure():
+    """Issue 65's 500 ms lab job, watched ~200 steps in: its window began with the job's start (a warm-up of 50
+    collectives, 12 % of it), no pattern held across the window, and the compute straggler was "untold" by the gaps.
+    The newest part's pattern places the steps; the start is set aside and said."""
+    from ncclcheck.live import straggle
+
+    for job, want in ((_bound(slow={5: (0, 0.5)}, jitter=0.02), [("rank", 5, "h3", "compute")]),
+                      (_bound(jitter=0.02), [])):
+        raw = _young(job, 32)  # 20 % of the window's 160 collectives
+        dumps = {r: flight.normalise(d, r, f"rank{r}.json", "json") for r, d in raw.items()}
+        out = slow.analyse(dumps, {r: job.host(r) for r in dumps}, None, _sampled(job))
+        assert named(out) == want, out["named"]
+        g = out["groups"][0]
+        assert "outside collectives (sampled)" in g["steps_by"] and 28 <= g["set_aside"] <= 34
+        # the job's step as watch's first look estimates it (its sampling window is sized by it): the step, not
+        # the time between two collectives
+        step = job.step_us * (1 + (job.slow.get(5) or (0, 0))[1]) + sum(job.transfer_by) + job.gap_us
+        assert straggle.step_us_of({0: _Answer(raw[0])}) == pytest.approx(step, rel=0.03)
+
+
 def test_with_the_gpus_durations_the_compute_straggler_is_compute_too():
     out = measured(_bound(slow={5: (0, 0.5)}, jitter=0.02), timing=True)
     assert named(out) == [("rank", 5, "h3", "compute")]

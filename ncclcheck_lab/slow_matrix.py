@@ -140,7 +140,7 @@ def _floats(text: str) -> tuple:
 
 
 LAB_TEST = "tests/lab/test_slow_lab.py"
-LAB_CELL_S = 900  # one lab cell (a job and its four faults' watches) at most, whatever its step
+LAB_CELL_S = 1800  # one lab cell (a job and its four faults' watches) at most, whatever its step (2 s: ~12 min)
 
 
 def lab_matrix(steps_ms: tuple, ratios: tuple, runs: int) -> tuple[list, str]:
@@ -199,6 +199,7 @@ def main(argv: Optional[list] = None) -> int:
     for c in rows:
         seen = c.get("comm_over_compute")  # the lab job's own records: its all_reduce over its compute
         print(f"step={c['step_ms']:g}ms ratio={c['ratio']:g} fault={c['fault']} right={c['right']}/{c['runs']}"
+              + (f" stepped={c['stepped_ms']:g}ms" if c.get("stepped_ms") else "")
               + (f" (its all_reduce {seen:g}x the compute: ratio {1 / seen:.2f})" if seen else "")
               + (f" wrong: named={c['wrong']['named']} steps_by={c['wrong']['steps_by']!r}" if c["wrong"] else ""),
               flush=True)

@@ -534,6 +534,14 @@ IN_CI_MATRIX = None  # every cell is long (a job and 4 faults x MATRIX_RUNS watc
 MATRIX = [(s, r) for s in MATRIX_STEPS_MS for r in MATRIX_RATIOS]
 
 
+def _matrix_run_s(step_ms: float) -> int:
+    """Seconds a cell's job trains, past its last watch: its four faults, each settled and watched MATRIX_RUNS times
+    (a watch of a 2 s step samples 6 s), on steps up to 3x the asked one (a straggler in a slow link's job), with
+    the calibration's minute before them."""
+    per_fault = max(MATRIX_SETTLE_S, MATRIX_SETTLE * 3 * step_ms / 1e3) + MATRIX_RUNS * (MATRIX_GAP_S + 30)
+    return int(len(MATRIX_FAULTS) * per_fault + 120)
+
+
 def _matrix_right(fault: str, doc: dict) -> tuple[bool, str]:
     """(the fault's units, each with its kind, and each kind's fix and no other; what watch said)."""
     slow = wl._check(doc, "live.slow")
@@ -568,24 +576,29 @@ def test_the_slow_job_matrix_on_real_jobs(guard_lab, shape, tmp_path):
     step_ms, ratio = shape
     comm_ms = step_ms / (1 + ratio)
     compute_ms = step_ms - comm_ms
-    # the straggler's extra compute: half its compute, and at least FAULT_SHARE of the step both faults make (h3's
-    # link doubles the communication): a fault under the rule's floor in the step it is judged in is not one
-    extra = max(0.5, FAULT_SHARE * (compute_ms + 2 * comm_ms) / (1 - FAULT_SHARE) / compute_ms)
     _shape_every_host(lab, MATRIX_BASE)
     job = SlowJob(guard_lab, "torchrun-static", "switch",
-                  job_env(STEP_S=f"{compute_ms / 1e3:.4f}", COMM_MS=f"{comm_ms:.2f}", EXTRA=f"{extra:.3f}"))
+                  job_env(STEP_S=f"{compute_ms / 1e3:.4f}", COMM_MS=f"{comm_ms:.2f}",
+                          RUN_S=str(_matrix_run_s(step_ms))))
     slow_file = Path(job.ready) / "slow"
     cells, lines = [], []
+    stepped: dict = {}  # {fault: the step its watches measured, us}: what the next faults are sized by
     try:
         ranks = job.wait_ready()
         for fault in MATRIX_FAULTS:
+            # the straggler computes half its compute longer, and at least FAULT_SHARE of the step it is judged in:
+            # the step the job measured unslowed (with h3's slow link for "both"), not the step asked (the lab's
+            # fastest jobs step slower than asked: gloo's collectives among 6 ranks on 2 shared cores); a fault
+            # under the rule's floor in its own step is not one
+            base_us = stepped.get("link" if fault == "both" else "none") or step_ms * 1e3
+            extra_s = max(0.5 * compute_ms / 1e3, FAULT_SHARE * base_us / 1e6 / (1 - FAULT_SHARE))
             if fault in ("compute", "both"):
-                slow_file.touch()
+                slow_file.write_text(f"{extra_s:.4f}")
             else:
                 slow_file.unlink(missing_ok=True)
             lab.scenario("slow-link", FAST_LINK, MATRIX_SLOW if fault in ("link", "both") else MATRIX_BASE, "both")
-            time.sleep(max(MATRIX_SETTLE_S, MATRIX_SETTLE * step_ms * (1 + extra) / 1e3))
-            right, said = 0, []
+            time.sleep(max(MATRIX_SETTLE_S, MATRIX_SETTLE * (base_us / 1e6 + extra_s)))
+            right, said, steps_us = 0, [], []
             for i in range(MATRIX_RUNS):
                 if i:
                     time.sleep(MATRIX_GAP_S)
@@ -595,14 +608,20 @@ def test_the_slow_job_matrix_on_real_jobs(guard_lab, shape, tmp_path):
                 g = next((g for g in ((doc.get("live") or {}).get("slow") or {}).get("groups", [])
                           if g.get("steps")), {})
                 right += ok
+                if g.get("step_us"):
+                    steps_us.append(g["step_us"])
                 said.append(f"{'right' if ok else 'WRONG'} ({took:.1f} s, step {g.get('step_us', 0) / 1e3:.0f} ms"
                             f", steps by {g.get('steps_by')}): {text}")
+            if steps_us:
+                stepped[fault] = statistics.median(steps_us)
             ratio_seen = _big_over_compute(doc, compute_ms / 1e3) if fault == "none" else None
             cells.append({"step_ms": step_ms, "ratio": ratio, "fault": fault, "right": right, "runs": MATRIX_RUNS,
-                          "said": said, **({"comm_over_compute": round(ratio_seen, 2)} if ratio_seen else {})})
+                          "said": said, "stepped_ms": round(stepped.get(fault, 0) / 1e3, 1),
+                          **({"comm_over_compute": round(ratio_seen, 2)} if ratio_seen else {})})
             lines.append(f"step={step_ms:g}ms ratio={ratio:g} fault={fault} right={right}/{MATRIX_RUNS}"
-                         + (f" (its all_reduce {ratio_seen:.2f}x the compute: ratio {1 / ratio_seen:.2f})"
-                            if ratio_seen else "") + "".join(f"\n    {s}" for s in said))
+                         f" (stepped {stepped.get(fault, 0) / 1e3:.0f} ms"
+                         + (f", its all_reduce {ratio_seen:.2f}x the compute: ratio {1 / ratio_seen:.2f}"
+                            if ratio_seen else "") + ")" + "".join(f"\n    {s}" for s in said))
     finally:
         slow_file.unlink(missing_ok=True)
         job.stop()

@@ -47,7 +47,7 @@ WORKER = str(REPO_ROOT / "tests" / "live" / "fixtures" / "slow_worker.py")
 CULPRIT = 3  # on h2, not node 0
 STEPS_S = 15  # after the slowdown: ~80 steps of 0.18 s, ten stretches of the rule's 8 (25 s was ~140)
 WATCHES = 3  # a healthy job is watched this many times: nothing named on any
-DEADLINE = wl.START_S + 300  # the job's launchers are killed by then whatever happens
+DEADLINE = wl.START_S + 300  # the job's launchers are killed by then whatever happens (a matrix cell: its own)
 # CI: a rank slow from some step under torchrun; the shaped NIC, the cgroup quota, healthy jitter and a random
 # slow rank (several runs each) and the other launchers in scripts/long_tests.py (the suite stays under 20 minutes)
 IN_CI = {("torchrun-static", "slow-from")}  # comm and cpu: long (each a 50 s 3-host job)
@@ -56,7 +56,7 @@ IN_CI = {("torchrun-static", "slow-from")}  # comm and cpu: long (each a 50 s 3-
 class SlowJob(wl.Job):
     """tests/lab/test_watch_lab.py's Job running slow_worker.py."""
 
-    def __init__(self, state: dict, name: str, scenario: str, env: dict) -> None:
+    def __init__(self, state: dict, name: str, scenario: str, env: dict, deadline: float = 0.0) -> None:
         self.shared, self.name, self.lab = state, name, state["lab"]
         self.ready = self.lab.tmp / f"ready-{name}-{scenario}-{time.monotonic_ns()}"
         self.ready.mkdir()
@@ -64,7 +64,8 @@ class SlowJob(wl.Job):
         self.t0 = time.monotonic()
         self._before = len(self.lab._procs)
         self._thread = threading.Thread(target=lambda: self.runs.update(
-            wl.run(state, name, {}, env=env, deadline=DEADLINE, script=[WORKER, scenario, str(self.ready)])),
+            wl.run(state, name, {}, env=env, deadline=deadline or DEADLINE,
+                   script=[WORKER, scenario, str(self.ready)])),
             daemon=True)
         self._thread.start()
 
@@ -579,7 +580,7 @@ def test_the_slow_job_matrix_on_real_jobs(guard_lab, shape, tmp_path):
     _shape_every_host(lab, MATRIX_BASE)
     job = SlowJob(guard_lab, "torchrun-static", "switch",
                   job_env(STEP_S=f"{compute_ms / 1e3:.4f}", COMM_MS=f"{comm_ms:.2f}",
-                          RUN_S=str(_matrix_run_s(step_ms))))
+                          RUN_S=str(_matrix_run_s(step_ms))), deadline=wl.START_S + _matrix_run_s(step_ms) + 60)
     slow_file = Path(job.ready) / "slow"
     cells, lines = [], []
     stepped: dict = {}  # {fault: the step its watches measured, us}: what the next faults are sized by
@@ -622,6 +623,12 @@ def test_the_slow_job_matrix_on_real_jobs(guard_lab, shape, tmp_path):
                          f" (stepped {stepped.get(fault, 0) / 1e3:.0f} ms"
                          + (f", its all_reduce {ratio_seen:.2f}x the compute: ratio {1 / ratio_seen:.2f}"
                             if ratio_seen else "") + ")" + "".join(f"\n    {s}" for s in said))
+    except BaseException as e:  # the fault it broke in is a cell too (wrong), with why: the script prints it
+        broke = next((f for f in MATRIX_FAULTS if f not in {c["fault"] for c in cells}), "none")
+        cells.append({"step_ms": step_ms, "ratio": ratio, "fault": broke, "right": 0, "runs": MATRIX_RUNS,
+                      "said": [f"broke: {type(e).__name__}: {str(e)[:600]}"]})
+        lines.append(f"step={step_ms:g}ms ratio={ratio:g} fault={broke} broke: {e!r}"[:800])
+        raise
     finally:
         slow_file.unlink(missing_ok=True)
         job.stop()

@@ -143,9 +143,10 @@ LAB_TEST = "tests/lab/test_slow_lab.py"
 LAB_CELL_S = 1800  # one lab cell (a job and its four faults' watches) at most, whatever its step (2 s: ~12 min)
 
 
-def lab_matrix(steps_ms: tuple, ratios: tuple, runs: int) -> tuple[list, str]:
+def lab_matrix(steps_ms: tuple, ratios: tuple, runs: int, on_cell=None) -> tuple[list, str]:
     """The cells on real lab jobs: (their results as the lab test wrote them, the test run's tail when a cell gave
-    none). Each cell is its own pytest run of the lab test (one job per cell), so one that breaks leaves the rest."""
+    none). Each cell is its own pytest run of the lab test (one job per cell), so one that breaks leaves the rest;
+    on_cell(row) as each arrives (an hour's run shows each job's cells when it ends)."""
     import json
     import os
     import subprocess
@@ -168,8 +169,22 @@ def lab_matrix(steps_ms: tuple, ratios: tuple, runs: int) -> tuple[list, str]:
                 got = [json.loads(line) for line in out.read().splitlines() if line.strip()]
             if not got:
                 tails.append(f"step={step:g}ms ratio={ratio:g}: no result: {tail}")
+            for c in got:
+                c["wrong"] = None if c["right"] == c["runs"] else {
+                    "named": next(x for x in c["said"] if not x.startswith("right")), "steps_by": None}
+                if on_cell:
+                    on_cell(c)
             rows += got
     return rows, "\n".join(tails)
+
+
+def _print_cell(c: dict) -> None:
+    seen = c.get("comm_over_compute")  # the lab job's own records: its all_reduce over its compute
+    print(f"step={c['step_ms']:g}ms ratio={c['ratio']:g} fault={c['fault']} right={c['right']}/{c['runs']}"
+          + (f" stepped={c['stepped_ms']:g}ms" if c.get("stepped_ms") else "")
+          + (f" (its all_reduce {seen:g}x the compute: ratio {1 / seen:.2f})" if seen else "")
+          + (f" wrong: named={c['wrong']['named']} steps_by={c['wrong']['steps_by']!r}" if c["wrong"] else ""),
+          flush=True)
 
 
 def main(argv: Optional[list] = None) -> int:
@@ -190,19 +205,11 @@ def main(argv: Optional[list] = None) -> int:
     t0 = time.monotonic()
     missing = ""
     if a.lab:
-        rows, missing = lab_matrix(a.steps_ms, a.ratios, a.runs)
-        for c in rows:
-            c["wrong"] = None if c["right"] == c["runs"] else {
-                "named": next(x for x in c["said"] if not x.startswith("right")), "steps_by": None}
+        rows, missing = lab_matrix(a.steps_ms, a.ratios, a.runs, _print_cell)
     else:
         rows = matrix(a.steps_ms, a.ratios, faults, a.runs)
-    for c in rows:
-        seen = c.get("comm_over_compute")  # the lab job's own records: its all_reduce over its compute
-        print(f"step={c['step_ms']:g}ms ratio={c['ratio']:g} fault={c['fault']} right={c['right']}/{c['runs']}"
-              + (f" stepped={c['stepped_ms']:g}ms" if c.get("stepped_ms") else "")
-              + (f" (its all_reduce {seen:g}x the compute: ratio {1 / seen:.2f})" if seen else "")
-              + (f" wrong: named={c['wrong']['named']} steps_by={c['wrong']['steps_by']!r}" if c["wrong"] else ""),
-              flush=True)
+        for c in rows:
+            _print_cell(c)
     good = sum(1 for c in rows if c["right"] == c["runs"])
     want = len(a.steps_ms) * len(a.ratios) * len(faults)
     if missing:

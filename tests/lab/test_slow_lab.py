@@ -35,7 +35,9 @@ import pytest
 
 from ncclcheck.checks import slowness
 from ncclcheck.rendezvous.budget import FIXED
+from ncclcheck_lab.netlab.core import rate_bits
 from ncclcheck_lab.netlab.harness import REPO_ROOT
+from ncclcheck_lab.slow_matrix import FAULT_SHARE
 from tests.lab import test_watch_lab as wl
 
 shared = wl.shared
@@ -517,17 +519,22 @@ def test_a_job_that_steps_fast_has_its_straggler_kind_and_fix_right_in_every_wat
 # --- issue 65: the slow-job matrix on the lab's real jobs: step time x compute/communication ratio x fault. One job a
 # (step, ratio) cell, every host's link shaped to MATRIX_BASE and the big gradient sized (COMM_MS) so that its
 # all_reduce takes the step's communication there; its faults in turn on the running job (none first: the job's own
-# best unslowed), each watched MATRIX_RUNS times once the fault has lasted MATRIX_SETTLE steps. Each fault costs at
+# best unslowed), each begun after MATRIX_HEAL steps of the job's own pace and watched MATRIX_RUNS times once it
+# has lasted MATRIX_SETTLE steps, begun again where its start would leave the watch's window. Each fault costs at
 # least FAULT_SHARE of the step it is judged in, as in the simulated matrix (ncclcheck_lab/slow_matrix.py): the
-# straggler (rank CULPRIT, on h2) computes 1.5x or more, h3's link drops to MATRIX_SLOW (half the others'). `python3
-# scripts/slow_matrix.py --lab` runs the cells asked for and prints right K/N per cell and fault ---
+# straggler (rank CULPRIT, on h2) computes 1.5x or more, h3's link drops to MATRIX_SLOW (half the others') or lower
+# (_link_rate). `python3 scripts/slow_matrix.py --lab` runs the cells asked for and prints right K/N per cell ---
 MATRIX_STEPS_MS = (10, 100, 500, 2000)
 MATRIX_RATIOS = (0.2, 1.0, 5.0)
 MATRIX_FAULTS = ("none", "compute", "link", "both")
 MATRIX_RUNS = int(os.environ.get("NCCLCHECK_LAB_MATRIX_RUNS", "3"))
 MATRIX_GAP_S = 15  # between two watches: the responders' CPU share for replies and probes refills (FAST_GAP_S)
-MATRIX_SETTLE = 24  # steps a fault lasts (or has been gone) before its first watch: three of the rule's stretches
-MATRIX_SETTLE_S = 15  # ... and at least this long (a 10 ms step's 24 steps are a blink; the last watch's share refills)
+MATRIX_SETTLE = 24  # steps a fault lasts before its first watch: three of the rule's stretches
+MATRIX_FAULT_MIN_S = 2  # ... and at least this long (a 10 ms step's 24 steps are a blink)
+MATRIX_HEAL = 16  # steps of the job's own pace before a fault starts (two of the rule's stretches: its best), at
+# least MATRIX_GAP_S (the last watch's CPU share refills meanwhile)
+MATRIX_WINDOW_STEPS = 512  # steps a watch's window holds at most (slow.MAX_WINDOW collectives, two a step), fewer
+# where the none watches measured fewer
 MATRIX_BASE, MATRIX_SLOW = "200mbit", "100mbit"  # h3 at half the others' rate: its transfers take twice as long
 MATRIX_OUT = os.environ.get("NCCLCHECK_LAB_MATRIX_OUT")  # a JSON-lines file each cell's results are appended to
 IN_CI_MATRIX = None  # every cell is long (a job and 4 faults x MATRIX_RUNS watches: 3-8 minutes); the script's small
@@ -535,11 +542,35 @@ IN_CI_MATRIX = None  # every cell is long (a job and 4 faults x MATRIX_RUNS watc
 MATRIX = [(s, r) for s in MATRIX_STEPS_MS for r in MATRIX_RATIOS]
 
 
+def _link_rate(ready: Path, step_us: float) -> str:
+    """h3's rate in the link fault: MATRIX_SLOW (half the others'), lower where the bytes a step moves through h3's
+    link (gloo's ring all_reduce: each link carries 2 (n-1)/n of the gradients, 4 bytes a float; the job's size in
+    READY/size) would not cost the step it measured FAULT_SHARE at it (like the straggler's fault). The lab's fastest
+    jobs' all_reduce is small and bound by latency, not rate: a tbf passes TBF_BURST at once and refills between
+    steps, so a 4 KiB all_reduce took no longer at half the rate; below TBF_BURST a step's bytes are made to bind it
+    (the step then lasts their time at the rate), above it their extra time at the rate is the fault's share."""
+    try:
+        nbytes = 2 * 5 / 6 * 4 * int(json.loads((ready / "size").read_text())["floats"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return MATRIX_SLOW
+    extra_s = FAULT_SHARE / (1 - FAULT_SHARE) * step_us / 1e6
+    if nbytes <= TBF_BURST:
+        bits = nbytes * 8 / (step_us / 1e6 + extra_s)
+    else:
+        bits = nbytes * 8 / (nbytes * 8 / rate_bits(MATRIX_BASE) + extra_s)
+    return f"{int(min(rate_bits(MATRIX_SLOW), bits) / 1e3)}kbit"
+
+
+TBF_BURST = 64 * 1024  # a lab link's token bucket at these rates (netlab/scenarios.py's _tbf)
+
+
 def _matrix_run_s(step_ms: float) -> int:
     """Seconds a cell's job trains, past its last watch: its four faults, each settled and watched MATRIX_RUNS times
     (a watch of a 2 s step samples 6 s), on steps up to 3x the asked one (a straggler in a slow link's job), with
     the calibration's minute before them."""
-    per_fault = max(MATRIX_SETTLE_S, MATRIX_SETTLE * 3 * step_ms / 1e3) + MATRIX_RUNS * (MATRIX_GAP_S + 30)
+    step_s = 3 * step_ms / 1e3
+    per_fault = MATRIX_RUNS * (max(MATRIX_GAP_S, MATRIX_HEAL * step_s) + max(MATRIX_FAULT_MIN_S,
+                                                                           MATRIX_SETTLE * step_s) + 30)
     return int(len(MATRIX_FAULTS) * per_fault + 120)
 
 
@@ -571,8 +602,6 @@ def _matrix_right(fault: str, doc: dict) -> tuple[bool, str]:
                                    for c in MATRIX], ids=[f"step{s:g}ms-ratio{r:g}" for s, r in MATRIX])
 def test_the_slow_job_matrix_on_real_jobs(guard_lab, shape, tmp_path):
     wl.need("torchrun-static")
-    from ncclcheck_lab.slow_matrix import FAULT_SHARE
-
     lab = guard_lab["lab"]
     step_ms, ratio = shape
     comm_ms = step_ms / (1 + ratio)
@@ -584,24 +613,43 @@ def test_the_slow_job_matrix_on_real_jobs(guard_lab, shape, tmp_path):
     slow_file = Path(job.ready) / "slow"
     cells, lines = [], []
     stepped: dict = {}  # {fault: the step its watches measured, us}: what the next faults are sized by
+    window = {"steps": MATRIX_WINDOW_STEPS}  # the steps a watch's window holds (the none watches' measure)
+
+    def stage(fault: str) -> tuple[float, str]:
+        """The fault on the running job, and (seconds it lasts at least before its watch, h3's rate)."""
+        base_us = stepped.get("link" if fault == "both" else "none") or step_ms * 1e3
+        # the straggler computes half its compute longer, and at least FAULT_SHARE of the step it is judged in: the
+        # step the job measured unslowed (with h3's slow link for "both"), not the step asked (the lab's fastest
+        # jobs step slower than asked: gloo's collectives among 6 ranks on 2 shared cores); a fault under the
+        # rule's floor in its own step is not one
+        extra_s = max(0.5 * compute_ms / 1e3, FAULT_SHARE * base_us / 1e6 / (1 - FAULT_SHARE))
+        if fault in ("compute", "both"):
+            slow_file.write_text(f"{extra_s:.4f}")
+        else:
+            slow_file.unlink(missing_ok=True)
+        rate = _link_rate(Path(job.ready), stepped.get("none") or step_ms * 1e3) if fault in ("link", "both") \
+            else MATRIX_BASE
+        lab.scenario("slow-link", FAST_LINK, rate, "both")
+        return max(MATRIX_FAULT_MIN_S, MATRIX_SETTLE * (base_us / 1e6 + extra_s)), rate
+
     try:
         ranks = job.wait_ready()
         for fault in MATRIX_FAULTS:
-            # the straggler computes half its compute longer, and at least FAULT_SHARE of the step it is judged in:
-            # the step the job measured unslowed (with h3's slow link for "both"), not the step asked (the lab's
-            # fastest jobs step slower than asked: gloo's collectives among 6 ranks on 2 shared cores); a fault
-            # under the rule's floor in its own step is not one
-            base_us = stepped.get("link" if fault == "both" else "none") or step_ms * 1e3
-            extra_s = max(0.5 * compute_ms / 1e3, FAULT_SHARE * base_us / 1e6 / (1 - FAULT_SHARE))
-            if fault in ("compute", "both"):
-                slow_file.write_text(f"{extra_s:.4f}")
-            else:
-                slow_file.unlink(missing_ok=True)
-            lab.scenario("slow-link", FAST_LINK, MATRIX_SLOW if fault in ("link", "both") else MATRIX_BASE, "both")
-            time.sleep(max(MATRIX_SETTLE_S, MATRIX_SETTLE * (base_us / 1e6 + extra_s)))
-            right, said, steps_us = 0, [], []
+            right, said, steps_us, began, rate = 0, [], [], None, MATRIX_BASE
             for i in range(MATRIX_RUNS):
-                if i:
+                # each watch sees the fault begin inside its window, after the job's own pace (a slow link slows
+                # every rank alike: only against the job's best is it seen, and a link slow since before the window
+                # is the job's pace there; the fault before, a straggler costing more, is no best either): the job
+                # heals and the fault starts again where its start would leave the window before this watch
+                step_s = (stepped.get("none") or step_ms * 1e3) / 1e6
+                heal_s = max(MATRIX_GAP_S, MATRIX_HEAL * step_s)
+                if began is None or time.monotonic() - began + MATRIX_GAP_S > window["steps"] * step_s - heal_s:
+                    stage("none")
+                    time.sleep(heal_s)  # the job's own pace again, and the last watch's CPU share refilled
+                    settle_s, rate = stage(fault)
+                    began = time.monotonic()
+                    time.sleep(settle_s)
+                else:
                     time.sleep(MATRIX_GAP_S)
                 p, took, doc = wl.watch(guard_lab, "torchrun-static", tmp_path / f"{fault}{i}")
                 _alive(ranks)
@@ -611,16 +659,18 @@ def test_the_slow_job_matrix_on_real_jobs(guard_lab, shape, tmp_path):
                 right += ok
                 if g.get("step_us"):
                     steps_us.append(g["step_us"])
+                    if fault == "none" and g.get("collectives"):
+                        window["steps"] = min(window["steps"], g["collectives"] // 2)
                 said.append(f"{'right' if ok else 'WRONG'} ({took:.1f} s, step {g.get('step_us', 0) / 1e3:.0f} ms"
                             f", steps by {g.get('steps_by')}): {text}")
             if steps_us:
                 stepped[fault] = statistics.median(steps_us)
             ratio_seen = _big_over_compute(doc, compute_ms / 1e3) if fault == "none" else None
             cells.append({"step_ms": step_ms, "ratio": ratio, "fault": fault, "right": right, "runs": MATRIX_RUNS,
-                          "said": said, "stepped_ms": round(stepped.get(fault, 0) / 1e3, 1),
+                          "said": said, "stepped_ms": round(stepped.get(fault, 0) / 1e3, 1), "h3_rate": rate,
                           **({"comm_over_compute": round(ratio_seen, 2)} if ratio_seen else {})})
             lines.append(f"step={step_ms:g}ms ratio={ratio:g} fault={fault} right={right}/{MATRIX_RUNS}"
-                         f" (stepped {stepped.get(fault, 0) / 1e3:.0f} ms"
+                         f" (stepped {stepped.get(fault, 0) / 1e3:.0f} ms, h3 at {rate}"
                          + (f", its all_reduce {ratio_seen:.2f}x the compute: ratio {1 / ratio_seen:.2f}"
                             if ratio_seen else "") + ")" + "".join(f"\n    {s}" for s in said))
     except BaseException as e:  # the fault it broke in is a cell too (wrong), with why: the script prints it

@@ -29,6 +29,8 @@ class Job:
     slow_until: dict = field(default_factory=dict)  # rank -> the step its slowdown ends at (default: never)
     random_slow: float = 0.0  # one random rank per step computes this share longer
     leave_late: dict = field(default_factory=dict)  # rank -> (from step, extra us): leaves each collective late
+    late_at: tuple = ()  # ... only the step's collectives of these indices (default: every one): the last to arrive
+    # at gloo's ring all_reduce leaves that one late, not the small one after it
     transfer_from: Optional[tuple] = None  # (from step, factor): every transfer slower from then on
     warmup: tuple = (0, 0.0)  # (steps, extra share): the first steps slower on every rank
     checkpoint: Optional[tuple] = None  # (step, us): every rank saves (rank 0 longest) before that step's calls
@@ -77,7 +79,8 @@ def timeline(job: Job) -> tuple[list, dict, dict]:
             for r in range(job.world):
                 calls[r].append(arr[r])
                 frm, extra = job.leave_late.get(r, (None, 0.0))
-                t[r] = end + (extra * 1e3 if frm is not None and s >= frm else 0.0)
+                late = frm is not None and s >= frm and (not job.late_at or c in job.late_at)
+                t[r] = end + (extra * 1e3 if late else 0.0)
                 exits[r].append(t[r])
             names.append("gloo:all_reduce" if not evaluating else "gloo:all_gather")
     return names, calls, exits

@@ -206,6 +206,19 @@ def test_a_young_jobs_start_is_set_aside_and_its_steps_placed_by_the_measure():
         assert straggle.step_us_of({0: _Answer(raw[0])}) == pytest.approx(step, rel=0.03)
 
 
+def test_a_compute_straggler_that_also_leaves_its_collectives_a_little_late_is_compute():
+    """The lab's compute straggler in a job whose all_reduce is 5x its compute (issue 65's matrix): the last to arrive
+    at gloo's ring all_reduce leaves it late too (by ~40 % of its extra compute there: 29-33 % of its cost inside its
+    steps), and it read "communication" at the old share of 0.3. A rank late mostly after working is compute; one
+    that leaves collectives late by more than it works longer is communication."""
+    for late_us, kind in ((22_000, "compute"), (60_000, "communication")):
+        job = _bound(slow={3: (0, 0.5)}, leave_late={3: (0, late_us)}, late_at=(0,), jitter=0.02)
+        out = measured(job, _sampled(job))
+        assert [(u, r, k) for u, r, _h, k in named(out)] == [("rank", 3, kind)], (late_us, out["named"])
+        inside = out["named"][0]["inside"]
+        assert (0.3 <= inside < 0.45) if kind == "compute" else inside >= 0.45, inside
+
+
 def test_with_the_gpus_durations_the_compute_straggler_is_compute_too():
     out = measured(_bound(slow={5: (0, 0.5)}, jitter=0.02), timing=True)
     assert named(out) == [("rank", 5, "h3", "compute")]

@@ -17,8 +17,9 @@ all late by the same time reads like a host whose clock is ahead), then straggle
 
 --lab runs the same matrix on real jobs: tests/lab/test_slow_lab.py's matrix test, one torchrun job of 3 lab hosts x
 2 gloo ranks per (step, ratio), every host's link shaped and the big gradient sized so its all_reduce takes the
-step's communication, the four faults in turn on the running job (none first), each watched --runs times by the real
-`ncclcheck watch`; the same line per cell, and the ratio the job's own records show.
+step's communication, the four faults in turn on the running job (none first), each sized by the step the job
+measured and begun inside the window of each of its --runs watches by the real `ncclcheck watch`; the same line per
+cell, the step the job measured and the ratio its own records show (docs/live.md says how each fault is sized).
 
 Faults: "compute", rank 3 (h2) computes 1.5x longer; "link", both ranks of h3 leave each collective late by
 LINK_LATE of the step's communication (what a slow link does to its ranks); each at least FAULT_SHARE of the step;

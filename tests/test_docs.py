@@ -11,6 +11,21 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
+
+@pytest.fixture(autouse=True)
+def _no_network(monkeypatch):
+    """The pages name hosts outside the lab (their links, a .invalid one in a test): no test of this file may look a
+    name up or connect anywhere; any lookup or connect raises."""
+    import socket
+
+    def no_network(*a, **k):
+        raise AssertionError(f"the docs check reached for the network: {a[:2]}")
+
+    for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "create_connection"):
+        monkeypatch.setattr(socket, name, no_network)
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.setattr(socket.socket, "connect_ex", no_network)
+
 REPO = Path(__file__).resolve().parent.parent
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
@@ -143,18 +158,9 @@ def test_every_page_says_what_is_true_now(page):
     assert found == [], f"{page.name}:\n" + "\n".join(found)
 
 
-def test_the_checks_catch_what_they_exist_for(tmp_path, monkeypatch):
-    """Each check fails on the mistake it names, and passes its corrected form. Nothing resolves or connects: an
-    outside link (a .invalid host, which never resolves) is skipped by its scheme, and any lookup or connect here
-    would raise."""
-    import socket
-
-    def no_network(*a, **k):
-        raise AssertionError(f"the docs check reached for the network: {a[:2]}")
-
-    monkeypatch.setattr(socket, "getaddrinfo", no_network)
-    monkeypatch.setattr(socket, "create_connection", no_network)
-    monkeypatch.setattr(socket.socket, "connect", no_network)
+def test_the_checks_catch_what_they_exist_for(tmp_path):
+    """Each check fails on the mistake it names, and passes its corrected form. An outside link (a .invalid host,
+    which never resolves) is skipped by its scheme; nothing in this file resolves or connects (_no_network)."""
     glued = "- a bullet\n| `a.b` | fail | words |\n| `a.c` | warn | more |\n"
     assert stray_table_rows(glued) == [2, 3]
     assert stray_table_rows("text\n\n| id | what |\n|---|---|\n| `a.b` | words |\n") == []

@@ -224,16 +224,19 @@ def _load_nft(state: LabState, host: str) -> None:
     sh(["ip", "netns", "exec", state.ns(host), "nft", "-f", "-"], input=nft_ruleset(state, host))
 
 
+TBF_BURST_MIN = 64 * 1024  # a shaped link's burst at least: a whole GSO segment passes at once
+
+
 def _tbf(rate: str) -> list[str]:
     bps = rate_bits(rate)
-    # burst must cover one timer tick at this rate; 64 KiB also lets a whole GSO segment through at once.
-    burst = max(64 * 1024, int(bps / 8 / 250))
+    # burst must cover one timer tick at this rate; TBF_BURST_MIN also lets a whole GSO segment through at once.
+    burst = max(TBF_BURST_MIN, int(bps / 8 / 250))
     return ["tbf", "rate", rate, "burst", str(burst), "latency", "50ms"]
 
 
 def _htb_class(tc: list[str], parent: str, classid: str, rate: str) -> list[str]:
     bps = rate_bits(rate)
-    burst = max(64 * 1024, int(bps / 8 / 250))
+    burst = max(TBF_BURST_MIN, int(bps / 8 / 250))
     quantum = min(200_000, max(1514, int(bps / 8 / 10)))
     return [*tc, "class", "add", "dev", "eth0", "parent", parent, "classid", classid,
             "htb", "rate", rate, "ceil", rate, "burst", str(burst), "cburst", str(burst), "quantum", str(quantum)]

@@ -37,6 +37,7 @@ from ncclcheck.checks import slowness
 from ncclcheck.rendezvous.budget import FIXED
 from ncclcheck_lab.netlab.core import rate_bits
 from ncclcheck_lab.netlab.harness import REPO_ROOT
+from ncclcheck_lab.netlab.scenarios import TBF_BURST_MIN
 from ncclcheck_lab.slow_matrix import FAULT_SHARE
 from tests.lab import test_watch_lab as wl
 
@@ -546,22 +547,19 @@ def _link_rate(ready: Path, step_us: float) -> str:
     """h3's rate in the link fault: MATRIX_SLOW (half the others'), lower where the bytes a step moves through h3's
     link (gloo's ring all_reduce: each link carries 2 (n-1)/n of the gradients, 4 bytes a float; the job's size in
     READY/size) would not cost the step it measured FAULT_SHARE at it (like the straggler's fault). The lab's fastest
-    jobs' all_reduce is small and bound by latency, not rate: a tbf passes TBF_BURST at once and refills between
-    steps, so a 4 KiB all_reduce took no longer at half the rate; below TBF_BURST a step's bytes are made to bind it
+    jobs' all_reduce is small and bound by latency, not rate: a tbf passes TBF_BURST_MIN at once and refills between
+    steps, so a 4 KiB all_reduce took no longer at half the rate; below TBF_BURST_MIN a step's bytes are made to bind it
     (the step then lasts their time at the rate), above it their extra time at the rate is the fault's share."""
     try:
         nbytes = 2 * 5 / 6 * 4 * int(json.loads((ready / "size").read_text())["floats"])
     except (OSError, ValueError, KeyError, TypeError):
         return MATRIX_SLOW
     extra_s = FAULT_SHARE / (1 - FAULT_SHARE) * step_us / 1e6
-    if nbytes <= TBF_BURST:
+    if nbytes <= TBF_BURST_MIN:
         bits = nbytes * 8 / (step_us / 1e6 + extra_s)
     else:
         bits = nbytes * 8 / (nbytes * 8 / rate_bits(MATRIX_BASE) + extra_s)
     return f"{int(min(rate_bits(MATRIX_SLOW), bits) / 1e3)}kbit"
-
-
-TBF_BURST = 64 * 1024  # a lab link's token bucket at these rates (netlab/scenarios.py's _tbf)
 
 
 def _matrix_run_s(step_ms: float) -> int:

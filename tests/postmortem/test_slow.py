@@ -206,6 +206,23 @@ def test_a_young_jobs_start_is_set_aside_and_its_steps_placed_by_the_measure():
         assert straggle.step_us_of({0: _Answer(raw[0])}) == pytest.approx(step, rel=0.03)
 
 
+def test_diagnose_sets_a_young_jobs_start_aside_through_the_cli(tmp_path):
+    """The same young job's dumps given to `ncclcheck diagnose`: its start set aside (`set_aside` in the JSON) and
+    its straggler named; the dumps hold no samples, so its kind is not told, and said so."""
+    import json
+
+    from tests.conftest import run_cli
+
+    job = _bound(slow={5: (0, 0.5)}, jitter=0.02)
+    for r, doc in _young(job, 32).items():
+        (tmp_path / f"rank{r}.json").write_text(json.dumps(doc))
+    p = run_cli("diagnose", str(tmp_path), "--json", "-")
+    section = json.loads(p.stdout)["postmortem"]["slow"]
+    assert p.returncode == 1, p.stderr[-2000:]
+    assert [g.get("set_aside") for g in section["groups"]] == [32], section["groups"]
+    assert [(f["unit"], f["rank"], f["kind"]) for f in section["named"]] == [("rank", 5, "untold")]
+
+
 def test_a_compute_straggler_that_also_leaves_its_collectives_a_little_late_is_compute():
     """The lab's compute straggler in a job whose all_reduce is 5x its compute (issue 65's matrix): the last to arrive
     at gloo's ring all_reduce leaves it late too (by ~40 % of its extra compute there: 29-33 % of its cost inside its

@@ -54,6 +54,8 @@ FAULT_SHARE = 0.15  # each fault costs at least this share of the step: three ti
 # 5 % of each step, the step the faults make), so that each is named whatever the other adds to the step (up to half
 # of it: a 1.5x compute where compute is most of the step); a fault at the floor is the rule's own tests'
 # (tests/postmortem/test_slow.py)
+SAMPLE_COST_S = 120e-6  # a sample's CPU on a real rank (one read of its recorder's progress): ~0.12 ms in the lab's
+# ranks busy in a big all_reduce; it sets the sampling's pace as the responder's does (live/pace.phase_pace)
 LINK_LATE = 0.25  # of a step's communication, the slow link's ranks leave each of its two collectives late: the
 # link costs the step half its communication (a straggler computing 1.5x longer costs half its compute)
 
@@ -79,7 +81,7 @@ def sampled(job: Job, seconds: float) -> tuple[dict, list]:
     t1 = int(max(calls[0]))
     rows, asked = {}, []
     for r in SAMPLED:
-        got = phase_rows(job, r, t1 - int(seconds * 1e9), t1, int(FIXED.live_phase_every_s * 1e9))
+        got = phase_rows(job, r, t1 - int(seconds * 1e9), t1, int(pace.phase_pace(SAMPLE_COST_S, seconds, FIXED) * 1e9))
         ask = straggle.phase_ask(seconds, len(got), FIXED)
         kept, dropped = pace.fit_rows(got, *ask)
         rows[r] = kept

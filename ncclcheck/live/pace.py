@@ -169,9 +169,17 @@ def phase(me: Any, seconds: float) -> dict:
         # a sample's CPU sets the pace, so that the whole window fits one burst of the Spend: a real rank whose
         # recorder cost ~0.12 ms a read (a lab job busy in a big all_reduce) ran dry after 0.8 s of the 2 s at 2 ms,
         # leaving two steps sampled where the analysis needs two measures of each place (its steps unmeasured)
-        time.sleep(max(b.live_phase_every_s, cost * window / b.live_work_burst_s * PHASE_MARGIN))
+        time.sleep(phase_pace(cost, window, b))
         t_cpu = time.thread_time()
     return rows
+
+
+def phase_pace(cost_s: float, window_s: float, budget: Budget) -> float:
+    """Seconds between two samples of a "phase" window: Budget.live_phase_every_s, longer where a sample's CPU
+    (`cost_s`) would spend more than one burst of the sampling's Spend over the window (PHASE_MARGIN kept). A short
+    window samples densely for the same CPU: why watch samples a fast job over a few dozen of its steps, not its whole
+    pause (straggle.phase_window)."""
+    return max(budget.live_phase_every_s, cost_s * window_s / budget.live_work_burst_s * PHASE_MARGIN)
 
 
 def phase_room(groups: int, rows: int) -> tuple[int, int]:
@@ -251,7 +259,8 @@ def _request(caller: Caller, ch: str, doc: dict, max_bytes: int, max_items: int 
     """The request frame: `max_bytes` and `max_items` are what the reply may hold (a reply over them is refused or
     trimmed by the responder: ask for what the answer will hold)."""
     return wire.frame(caller.session.request(ch, {**doc, "job": caller.job, "run": caller.run,
-                                                  "max_bytes": max_bytes, "max_items": max_items}))
+                                                  "max_bytes": max_bytes, "max_items": max_items,
+                                                  "pack": wire.PACK}))
 
 
 def exchange(rec: dict, doc: dict, caller: Caller, end: float, budget: Budget,
@@ -276,7 +285,7 @@ def exchange(rec: dict, doc: dict, caller: Caller, end: float, budget: Budget,
             got = time.time_ns()
     except (OSError, wire.WireError, TimeoutError) as exc:
         return None, str(exc)[:200] or type(exc).__name__, sent, got
-    out, why = caller.session.open_reply(ch, reply)
+    out, why = caller.session.open_reply(ch, reply, limit + SEAL_BYTES)
     if isinstance(out, dict) and isinstance(out.get("error"), str):
         return None, f"refused: {out['error'][:160]}", sent, got
     if not isinstance(out, dict) or out.get("rank") != rec["rank"]:

@@ -70,6 +70,11 @@ PHASE_REPLY_ITEMS = 1 << 16  # ... and its JSON values (what watch builds of it:
 GLANCE_BYTES, GLANCE_ITEMS = 256 << 10, 1 << 14  # the one recorder read before the first look: its newest entries
 MAX_STEP_ENTRIES = 256  # flight-recorder entries the job's step is estimated from
 PHASE_STEPS = 3  # steps a sampling window holds where it can: each place of the step measured twice
+PHASE_FAST_STEPS = 20  # steps a fast job's window holds, not the whole pause: the sampling spends the same CPU a
+# window (live/pace.phase_pace), so a shorter one samples densely. The lab's 25 ms job sampled over 2 s was sampled
+# every ~4.5 ms (a read of its recorder ~0.09 ms): its 4 ms compute fell between two samples in half the steps, read
+# 0, and its median placed no step ("too few"); over 20 steps (0.5 s) the pace is ~1.1 ms
+PHASE_MIN_S = 0.2  # ... and at least this long: a request's own round trip and first sample are a few ms
 FIXED_PHASE_MAX_S = FIXED.live_phase_max_s  # what a responder samples at most (it refuses a longer request)
 RATE_REPLY_BYTES = 64 << 10  # a "rate" reply: a few dozen values per target
 
@@ -135,11 +140,15 @@ def phase_ask(seconds: float, groups: int, budget: Budget) -> tuple[int, int]:
 
 
 def phase_window(seconds: float, step_us: Optional[float]) -> float:
-    """Seconds to sample: `seconds` (watch's pause between its looks), longer for a job whose step is long, so that
-    the window holds PHASE_STEPS of its steps where it can (within Budget.live_phase_max_s)."""
+    """Seconds to sample: `seconds` (watch's pause between its looks) where the job's step is unknown; else
+    PHASE_FAST_STEPS of its steps within that pause (at least PHASE_MIN_S: a fast job is sampled densely, over fewer
+    of its steps), longer for a job whose step is long, so that the window holds PHASE_STEPS of its steps where it can
+    (within Budget.live_phase_max_s)."""
     if not step_us or step_us <= 0:
         return seconds
-    return round(max(seconds, min(FIXED_PHASE_MAX_S, PHASE_STEPS * step_us / 1e6)), 3)
+    step_s = step_us / 1e6
+    fast = min(seconds, max(PHASE_MIN_S, PHASE_FAST_STEPS * step_s))
+    return round(max(fast, min(FIXED_PHASE_MAX_S, PHASE_STEPS * step_s)), 3)
 
 
 def glance(records: dict, asker: Any, budget: Budget) -> tuple[Optional[float], int]:

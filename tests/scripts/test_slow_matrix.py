@@ -32,3 +32,28 @@ def test_a_bad_flag_is_a_usage_error():
     p = subprocess.run([sys.executable, "scripts/slow_matrix.py", "--faults", "gremlins"], capture_output=True,
                        text=True, timeout=60, cwd=REPO, env=cli_env())
     assert p.returncode == 2 and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) <= 3, p.stderr
+
+
+def test_a_fast_jobs_short_compute_is_placed_where_its_sampling_paces_by_its_cpu(monkeypatch):
+    """Issue 65's lab job stepping every ~25 ms with a 4 ms compute: its ranks' recorder reads cost ~0.1 ms, so a 2 s
+    sampling window paced itself to ~4.5 ms a sample (the window within one burst of its Spend); the compute fell
+    between two samples in half the steps, its median read 0 and the straggler's kind went untold. The simulated job
+    is sampled at the pace the responder takes for that CPU (slow_matrix.SAMPLE_COST_S): over PHASE_FAST_STEPS of its
+    steps its compute straggler is "compute"; over the whole 2 s pause (the old window) it is not told."""
+    from ncclcheck.live import straggle
+
+    job = slow_matrix.job_of(10, 0.2, "compute", 0)
+    assert slow_matrix.verdict(job)["named"] == [("rank", slow_matrix.CULPRIT, "compute")]
+    monkeypatch.setattr(straggle, "phase_window", lambda seconds, step_us: seconds)
+    assert slow_matrix.verdict(job)["named"] == [("rank", slow_matrix.CULPRIT, "untold")]
+
+
+def test_the_sampling_window_holds_a_few_dozen_steps_of_a_fast_job_and_three_of_a_slow_one():
+    from ncclcheck.live import straggle
+
+    assert straggle.phase_window(2.0, None) == 2.0  # step unknown: the pause
+    assert straggle.phase_window(2.0, 25_000) == round(straggle.PHASE_FAST_STEPS * 0.025, 3)
+    assert straggle.phase_window(2.0, 1_000) == straggle.PHASE_MIN_S
+    assert straggle.phase_window(2.0, 100_000) == 2.0  # 20 steps fill the pause
+    assert straggle.phase_window(2.0, 1_000_000) == 3.0  # three steps
+    assert straggle.phase_window(2.0, 10_000_000) == straggle.FIXED_PHASE_MAX_S

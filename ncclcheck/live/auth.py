@@ -78,7 +78,12 @@ class Session:
             doc = {**doc, "cred": self.cred()}
         return wire.seal(self.guard, wire.request_key(challenge), doc)
 
-    def open_reply(self, challenge: str, data: bytes) -> tuple[Optional[object], str]:
+    def open_reply(self, challenge: str, data: bytes, limit: int = wire.MAX_REPLY) -> tuple[Optional[object], str]:
+        """(the reply, "") or (None, why): inflated within `limit` bytes when it came packed, then opened."""
+        try:
+            data = wire.unpack(data, limit)
+        except wire.WireError as exc:
+            return None, str(exc)
         return wire.open_sealed(self.guard, wire.reply_key(challenge), data)
 
 

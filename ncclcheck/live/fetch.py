@@ -331,7 +331,7 @@ def _fly(records: dict, kind: str, asker: Asker, end: float, budget: Budget, arg
             return finish(a, _refused(a.rank, f"{a.where}: {bad}" if garbage else bad, a.t0, budget, garbage))
         a.ch = said["challenge"]
         doc = {"kind": kind, "job": asker.job, "run": asker.run, "max_bytes": asker.max_bytes,
-               "max_items": asker.max_items, **a.args}
+               "max_items": asker.max_items, "pack": wire.PACK, **a.args}
         a.out = wire.frame(asker.session.request(a.ch, doc))
         a.stage, a.buf, a.need = SEND, bytearray(), None
         sel.modify(a.sock, selectors.EVENT_WRITE, a)
@@ -400,7 +400,7 @@ def _fly(records: dict, kind: str, asker: Asker, end: float, budget: Budget, arg
 
 
 def _decoded(r: int, data: bytes, ch: str, asker: Asker, t0: float, budget: Budget) -> tuple[Answer, bool]:
-    doc, why = asker.session.open_reply(ch, data)
+    doc, why = asker.session.open_reply(ch, data, asker.max_bytes + SEAL_BYTES)
     if isinstance(doc, dict) and "error" in doc and "rank" not in doc:
         doc, why = None, ""
     if doc is None:

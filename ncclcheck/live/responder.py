@@ -438,6 +438,7 @@ class Responder:
         else:
             text = lambda: self.cached(kind, limit, items)  # noqa: E731
         key = wire.reply_key(conn.challenge)
+        packed = wire.wants_packed(req, kind)
 
         def reply() -> Any:
             t0 = time.thread_time()
@@ -449,6 +450,10 @@ class Responder:
                 got = text()
                 # unsealed, the parts go out as they are (a flood of cached replies costs no copy); sealed, joined
                 out = got if seal.token is None else seal.seal(key, b"".join(got) if isinstance(got, tuple) else got)
+                if packed and self.spend.allows():  # past the share, a flood costs sends only, as it did
+                    t1 = time.thread_time()
+                    out = wire.pack(out) or out
+                    self.spend.charge(time.thread_time() - t1)
             except Refused as exc:
                 self.note(f"{conn.addr}: {exc}")
                 return self.refusal(str(exc))

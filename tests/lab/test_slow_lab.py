@@ -657,6 +657,7 @@ def test_the_slow_job_matrix_on_real_jobs(guard_lab, shape, tmp_path):
                 else:
                     time.sleep(MATRIX_GAP_S)
                 p, took, doc = wl.watch(guard_lab, "torchrun-static", tmp_path / f"{fault}{i}")
+                (tmp_path / f"{fault}{i}.json").write_text(p.stdout)  # the report, kept beside its dump (--basetemp)
                 _alive(ranks)
                 ok, text = _matrix_right(fault, doc)
                 g = next((g for g in ((doc.get("live") or {}).get("slow") or {}).get("groups", [])

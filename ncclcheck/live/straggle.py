@@ -62,6 +62,8 @@ PAIR_FLOOR, PAIR_CAPACITY_FLOOR = 0.5, 0.67  # one direction alone (not a host: 
 # a round, noisier: on the lab's loaded 2-core machine a healthy h1 -> h3 read 0.40 of the others' best in every round
 # of one probe, a CPU-bound simulated one lacked 0.58 of the others' typical: a slow path alone is named at a third
 # of the others' rate (a shaped pair: 5x+)
+COMM_BOUND = 0.5  # a job whose ranks work outside collectives under this share of its step is probed though nobody
+# is named (_suspects): its step is mostly communication, where a link slow all along hides
 MAX_LOST = 32  # units whose shares the probe's JSON keeps (`lost`): those slow in half their rounds or more
 PHASE_RANKS = 3  # ranks (on as many hosts) that sample their progress: where a step computes is the program's
 PHASE_REPLY_BYTES = 1 << 20  # a "phase" reply at most: a 2 s window's rows (~1,000 of ~86 bytes) of 12 process groups
@@ -463,10 +465,16 @@ def _measure(by_host: dict, suspects: set, records: dict, asker: Any, budget: Bu
 
 
 def _suspects(section: dict) -> Optional[set]:
-    """The hosts the probe looks at for this analysis (its named units'), None when nothing calls for a probe."""
+    """The hosts the probe looks at for this analysis (its named units'), None when nothing calls for a probe: a
+    job whose ranks all call in time, no slower than its own best, and that works outside collectives at least
+    COMM_BOUND of its step (measured). One that waits inside them most of its step is probed with no suspect (every
+    host and its ring neighbours): a link slow since before the recorder's window slows every rank alike and is the
+    job's own pace there, so only a transfer tells it (the lab's 10 ms job with h3 slow from its start: a pass)."""
     job = section.get("job") or {}
     if not (section["named"] or job.get("slower")):
-        return None
+        g = next((g for g in section.get("groups", []) if g.get("pg") == section.get("pg")), {})
+        share = g.get("work_share")
+        return set() if share is not None and share < COMM_BOUND else None
     return {f["host"] for f in section["named"] if f.get("host")}
 
 
@@ -583,7 +591,7 @@ def with_probe(named: list, found: Optional[dict], job: dict, measured: bool) ->
         return kept, []
     link = {"unit": "link", "kind": "communication", "hosts": sorted(links),
             "pairs": [p for p in found["pairs"] if not set(p) & starved], "said": found["said"],
-            "job_share": job.get("share") or 0, "job_slower": bool(job.get("slower")),
+            "job_share": job.get("share") or 0, "job_slower": bool(job.get("slower")), "step_us": job.get("step_us"),
             "since_ns": _link_since(job, kept),
             "explains": explained, "besides": [words.who(f) for f in kept]}
     return kept, [link]

@@ -226,9 +226,10 @@ def _work(phases: dict, name: str, ranks: list) -> dict:
 
 
 def _steps(latest: list, sigs: list, seqs: list, work: dict,
-           durations: Optional[list]) -> tuple[list, set, str, Optional[str]]:
+           durations: Optional[list]) -> tuple[list, set, str, Optional[str], Optional[float]]:
     """(indices where a step begins, indices the ranks work before calling, how they were found, None when a measure
-    placed them, else why none did: UNTOLD's key). A repeating
+    placed them, else why none did: UNTOLD's key, the ns a step's ranks work outside collectives where measured). A
+    repeating
     pattern of collectives is a step, begun at the place in the pattern where the ranks work outside collectives the
     longest (measured: `work`, {seq: ns}, watch's samples; `durations`, the work before each collective from the
     GPU's durations); without a measure, at the place with the longest median gap before it. Without a pattern, a
@@ -250,11 +251,12 @@ def _steps(latest: list, sigs: list, seqs: list, work: dict,
             busy = {j for j in range(p) if med[j] >= GAP_SHARE * top}
             source = "the GPU's durations" if durations is not None else "sampled"
             return (list(range(at if at else p, k, p)), {i for i in range(1, k) if i % p in busy},
-                    f"a pattern of {p} collectives, begun where the ranks work outside collectives ({source})", None)
+                    f"a pattern of {p} collectives, begun where the ranks work outside collectives ({source})", None,
+                    float(sum(med.values())))
         at = max(range(p), key=lambda j: _median(gaps[j + p if j == 0 else j::p]))
         starts = list(range(at if at else p, k, p))
         return (starts, set(starts), f"a pattern of {p} collectives, begun after its longest gap (not measured)",
-                "too few" if work else "not sampled")
+                "too few" if work else "not sampled", None)
     series = [0.0] + [durations[i] for i in range(1, k)] if durations is not None else gaps
     out = []
     for i in range(1, k):
@@ -264,7 +266,7 @@ def _steps(latest: list, sigs: list, seqs: list, work: dict,
     # one collective a step (or no pattern): a rank late at every call is late after its work whether it worked
     # longer or left the collective before late; only each collective's own time (the GPU's durations) tells them
     return out, set(out), ("the work between collectives (the GPU's durations)" if durations is not None else
-                           "the job's compute gaps"), None if durations is not None else "no pattern"
+                           "the job's compute gaps"), None if durations is not None else "no pattern", None
 
 
 def _costs(a: dict, ranks: list, host_of: dict, err: dict, k: int) -> tuple[list, list, list]:
@@ -298,7 +300,7 @@ def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dic
     hosts = sorted({host_of.get(r) for r in ranks}, key=str)
     latest, cost_rank, cost_host = _costs(a, ranks, host_of, err, k)
     durations = phase.outside_from_durations(colls, latest) if colls else None
-    starts, busy, how, untold = _steps(latest, sigs, seqs, work, durations)
+    starts, busy, how, untold, work_ns = _steps(latest, sigs, seqs, work, durations)
     out: dict = {"pg": name, "desc": desc, "ranks": len(ranks), "hosts": len(hosts), "collectives": k,
                  "first_seq": seqs[0] if seqs else None, "last_seq": seqs[-1] if seqs else None,
                  "steps": max(0, len(starts) - 1), "steps_by": how, "untold": untold, "found": [], "job": None,
@@ -314,6 +316,9 @@ def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dic
             step_of[i] = j
     dur = [latest[e] - latest[s] for s, e in spans]
     out["step_us"] = round(_median(dur[-slowness.MIN_SAMPLES:]) / 1e3, 1)
+    # the share of a step its ranks work outside collectives, where measured: under COMM_BOUND, a link slow since
+    # before the window hides in the job's pace (no rank late, no faster stretch) and only watch's probe finds it
+    out["work_share"] = round(min(1.0, work_ns / _median(dur)), 3) if work_ns is not None and _median(dur) else None
     def judged(cost_rank: list, cost_host: list, last_slow: dict) -> list:
         """The units whose costs the rule names (each unit's newest slow step in last_slow)."""
         found: list = []

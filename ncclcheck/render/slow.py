@@ -124,6 +124,9 @@ def link_finding(p: dict) -> str:
     if p.get("job_slower"):
         text += (f"; the job's steps are {pct(p.get('job_share') or 0)} slower than its best stretch since "
                  f"{when(p.get('since_ns'))}")
+    elif p.get("step_us"):  # probed with nobody named: a communication-bound job's pace (live/straggle._suspects)
+        text += (f"; the job steps in {format_us(p['step_us'])} across the recorder's whole window, no stretch of it "
+                 f"faster: slow since before the window, or from the job's start")
     if besides:
         text += f"; {', '.join(besides[:4])} late besides: another finding"
     elif not p.get("explains"):

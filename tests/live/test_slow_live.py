@@ -762,3 +762,34 @@ def test_a_recorder_sent_stale_is_not_judged_and_never_ends_the_window_where_it_
                                         records, {})
     said = slow.check("live.slow", section_healthy)
     assert said.status.value == "warn" and "rank 0's 12.0 s" in said.summary and "past its CPU share" in said.summary
+
+
+@pytest.mark.parametrize("ratio", [0.2, 5.0])
+def test_a_job_waiting_in_collectives_most_of_its_step_is_probed_with_nobody_named(monkeypatch, ratio):
+    """A link slow since before the recorder's window slows every rank alike, and the job steps at that pace all
+    through the window: no rank is late, no stretch is faster, and watch passed it (a false healthy, found on the
+    lab's matrix). A job whose ranks work outside collectives under straggle.COMM_BOUND of a step (measured) is
+    probed with no suspect; the probe naming h3 is a link finding, "communication", its fix h3's links, dated as
+    older than the window. A compute-bound job (ratio 5) naming nobody is not probed."""
+    from ncclcheck.postmortem.inputs import Inputs
+    from ncclcheck_lab import slow_matrix
+
+    job = slow_matrix.job_of(100, ratio, "none", 0)
+    inp = Inputs()
+    for r, d in slowsim_docs(job).items():
+        inp.dumps[r] = flight.normalise(d, r, f"r{r}", "json")
+    inp.phases, inp.sampling = slow_matrix.sampled(job, straggle.phase_window(FIXED.live_confirm_s,
+                                                                               job.step_us + sum(job.transfer_by)))
+    records = {r: {"host": job.host(r)} for r in range(6)}
+    asked = []
+    said = "host h3 sends at 1.1 MB/s against 24.0 MB/s between the other hosts"
+    monkeypatch.setattr(straggle, "probe", lambda *a, **k: asked.append(a[1]) or {
+        "hosts": ["h3"], "pairs": [], "said": said, "rounds": 3})
+    section, check = straggle.judge(inp, records, {}, None, FIXED)
+    g = next(g for g in section["groups"] if g.get("pg") == section["pg"])
+    if ratio == 5.0:
+        assert g["work_share"] > straggle.COMM_BOUND and asked == [] and check.status.value == "pass"
+        return
+    assert g["work_share"] < straggle.COMM_BOUND and asked == [set()]
+    assert check.status.value == "fail" and [f["hosts"] for f in section["links"]] == [["h3"]]
+    assert "check h3's links" in (check.fix or "") and "since before the window" in check.summary, check.summary

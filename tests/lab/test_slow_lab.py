@@ -694,3 +694,46 @@ def test_the_slow_job_matrix_on_real_jobs(guard_lab, shape, tmp_path):
                     f.write(json.dumps(c) + "\n")
         print("FIGURE slow matrix (lab)\n" + "\n".join(lines))
     assert len(cells) == len(MATRIX_FAULTS) and all(c["right"] == c["runs"] for c in cells), "\n".join(lines)
+
+
+ALL_ALONG_STEPS = 4 * MATRIX_WINDOW_STEPS  # steps of the job's own pace waited after h3 slows: its watches' window
+# (MATRIX_WINDOW_STEPS at most) then holds no step from before, whatever the slowed step (the 10 ms row's: 3-4x)
+
+
+@pytest.mark.long
+def test_a_link_slow_since_before_the_window_is_named_and_the_healthy_fast_job_is_not(guard_lab, tmp_path):
+    """A link slow since before the recorder's window slows every rank alike and is the job's own pace there: no
+    rank late, no stretch faster, and watch passed it (a false healthy). The lab's fastest job waits inside its
+    collectives most of its step, so watch probes its links with nobody named: healthy, nobody named in every watch
+    (the probe finds nothing); h3's link slowed long before the window, h3 named in every watch, "communication", its
+    fix h3's links, and the job not slower than its own best (what makes it this case)."""
+    wl.need("torchrun-static")
+    lab = guard_lab["lab"]
+    _shape_every_host(lab, MATRIX_BASE)
+    job = SlowJob(guard_lab, "torchrun-static", "switch", job_env(STEP_S="0.0050", COMM_MS="5.00", RUN_S="600"),
+                  deadline=wl.START_S + 660)
+    said, steps_us = [], []
+    try:
+        ranks = job.wait_ready()
+        for fault in ("none", "link"):
+            if fault == "link":
+                lab.scenario("slow-link", FAST_LINK, _link_rate(Path(job.ready), statistics.median(steps_us)), "both")
+                time.sleep(ALL_ALONG_STEPS * statistics.median(steps_us) / 1e6)
+            for i in range(MATRIX_RUNS):
+                time.sleep(MATRIX_GAP_S)
+                p, took, doc = wl.watch(guard_lab, "torchrun-static", tmp_path / f"{fault}{i}")
+                (tmp_path / f"{fault}{i}.json").write_text(p.stdout)
+                _alive(ranks)
+                ok, text = _matrix_right(fault, doc)
+                sec = (doc.get("live") or {}).get("slow") or {}
+                g = next((g for g in sec.get("groups", []) if g.get("pg") == sec.get("pg")), {})
+                if fault == "none" and g.get("step_us"):
+                    steps_us.append(g["step_us"])
+                slower = bool((sec.get("job") or {}).get("slower"))
+                said.append(f"{fault}: {'right' if ok and not slower else 'WRONG'} ({took:.1f} s, step "
+                            f"{g.get('step_us', 0) / 1e3:.0f} ms, work_share {g.get('work_share')}, probed "
+                            f"{'probe' in sec}, job slower {slower}): {text}")
+    finally:
+        job.stop()
+        print("FIGURE a link slow all along (lab)\n" + "\n".join(said))
+    assert len(said) == 2 * MATRIX_RUNS and all(": right" in s for s in said), "\n".join(said)

@@ -7,10 +7,11 @@ several times (seeds); one line per cell, right K/N, and the total.
 
 Simulated (ncclcheck_lab/slowsim.py): 3 hosts x 2 ranks, each step its compute then a big all_reduce and a small one
 (the communication split between them), the analysis watch makes of them (postmortem/slow.py) with three ranks'
-phases sampled as watch samples them (one rank a host, every Budget.live_phase_every_s over straggle.phase_window of
-the job's step, each reply fitted to what watch asks for: live/pace.fit_rows within live/straggle.phase_ask), each
-host's clock as watch measures it (its true offset, within CLOCK_ERR_NS: without a measure, a host whose ranks are
-all late by the same time reads like a host whose clock is ahead), then straggle.with_probe and the fix.
+phases sampled as watch samples them (one rank a host, over straggle.phase_window of the job's step at the pace a
+sample's CPU sets, live/pace.phase_pace of SAMPLE_COST_S, each reply fitted to what watch asks for:
+live/pace.fit_rows within live/straggle.phase_ask), each host's clock as watch measures it (its true offset, within
+CLOCK_ERR_NS: without a measure, a host whose ranks are all late by the same time reads like a host whose clock is
+ahead), then straggle.with_probe and the fix.
 
     python3 scripts/slow_matrix.py --lab --steps-ms 100 --ratios 1   # real jobs in the lab (root): one cell
     python3 scripts/slow_matrix.py --lab                # the whole matrix on real jobs (an hour or more)

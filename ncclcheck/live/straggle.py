@@ -523,7 +523,15 @@ def early_probe(inp: Any, records: dict, clocks: dict, asker: Any, budget: Budge
     suspects = _suspects(section)
     if suspects is None:
         return section, None
-    return section, (suspects, probe(_group_ranks(inp, section), suspects, records, asker, budget, stop))
+    return section, (_probe_key(section, suspects), probe(_group_ranks(inp, section), suspects, records, asker,
+                                                          budget, stop))
+
+
+def _probe_key(section: dict, suspects: set) -> tuple:
+    """What a probe was made for: its suspects, and whether the job ran slower than its own best. A probe of a
+    communication-bound job that looked healthy says nothing of a slowdown begun since (--follow keeps a probe for
+    the same key): one made for no suspect then is not one made for no suspect now."""
+    return frozenset(suspects), bool((section.get("job") or {}).get("slower"))
 
 
 def judge(inp: Any, records: dict, clocks: dict, asker: Any, budget: Budget, node_of: Optional[dict] = None,
@@ -541,12 +549,13 @@ def judge(inp: Any, records: dict, clocks: dict, asker: Any, budget: Budget, nod
     if suspects is not None:
         if follow is not None and follow.probed is not None:
             probed = follow.probed
-        if probed is not None and probed[0] == suspects and not (probed[1] or {}).get("stopped"):
+        key = _probe_key(section, suspects)
+        if probed is not None and probed[0] == key and not (probed[1] or {}).get("stopped"):
             found = probed[1]
         else:
             found = probe(_group_ranks(inp, section), suspects, records, asker, budget)
         if follow is not None:
-            follow.probed = (suspects, found)
+            follow.probed = (key, found)
         section["probe"] = found
         section["named"], also = with_probe(section["named"], found, job, _measured_steps(section))
     section["links"] = also
@@ -622,7 +631,7 @@ class Follow:
         self.looks = 0
         self.world: tuple = (0, {})  # (world size, the ranks' store records) of the newest look
         self.backend = "none"
-        self.probed: Optional[tuple] = None  # (the suspects' hosts, the probe's result) of the last probe
+        self.probed: Optional[tuple] = None  # (what it was made for: _probe_key, the probe's result) of the last probe
         self.stepped_ns: Optional[int] = None  # when the job's progress was last seen to move (its last step seen)
 
     @staticmethod

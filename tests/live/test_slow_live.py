@@ -557,7 +557,7 @@ def test_the_probe_started_beside_the_second_look_is_kept_when_the_suspects_are_
     monkeypatch.setattr(straggle, "probe", lambda *a, **k: asked.append(a[1]) or {"hosts": [], "pairs": [],
                                                                                      "said": None})
     section, early = straggle.early_probe(inp, records, {}, None, FIXED)
-    assert early[0] == {"h3"} and asked == [{"h3"}]
+    assert early[0] == (frozenset({"h3"}), False) and asked == [{"h3"}]
     assert [f["rank"] for f in section["named"]] == [5]
     made = []
     analysed = straggle.analysed
@@ -793,3 +793,32 @@ def test_a_job_waiting_in_collectives_most_of_its_step_is_probed_with_nobody_nam
     assert g["work_share"] < straggle.COMM_BOUND and asked == [set()]
     assert check.status.value == "fail" and [f["hosts"] for f in section["links"]] == [["h3"]]
     assert "check h3's links" in (check.fix or "") and "since before the window" in check.summary, check.summary
+
+
+def test_follow_probes_again_when_a_job_probed_healthy_turns_slower_with_nobody_named(monkeypatch):
+    """--follow keeps a probe while what it was made for holds. A communication-bound job probed with no suspect
+    while it looked healthy, then slowed by a link (every transfer 3x from step 30: nobody late, the job slower than
+    its best), is probed again: the healthy probe says nothing of the slowdown begun since."""
+    from ncclcheck.postmortem.inputs import Inputs
+
+    def inputs(job):
+        inp = Inputs()
+        for r, d in slowsim_docs(job).items():
+            inp.dumps[r] = flight.normalise(d, r, f"r{r}", "json")
+        return inp
+
+    healthy = Job(world=6, per_host=2, step_us=5_000, transfer_us=30_000, jitter=0.02, steps=80)
+    slowed = Job(world=6, per_host=2, step_us=5_000, transfer_us=30_000, transfer_from=(40, 3), jitter=0.02, steps=80)
+    records = {r: {"host": healthy.host(r)} for r in range(6)}
+    asked = []
+    monkeypatch.setattr(straggle, "probe", lambda *a, **k: asked.append(a[1]) or {"hosts": [], "pairs": [],
+                                                                                     "said": None})
+    # the phases as watch samples them: the ranks compute 5 ms of each 35 ms step (work_share ~0.14)
+    monkeypatch.setattr(slow, "_work", lambda phases, name, ranks: {q: 5_000_000 for q in range(1, 10_000)})
+    follow = straggle.Follow()
+    sec, check = straggle.judge(inputs(healthy), records, {}, None, FIXED, follow=follow)
+    assert asked == [set()] and check.status.value == "pass" and not sec["job"]["slower"]
+    straggle.judge(inputs(healthy), records, {}, None, FIXED, follow=follow)
+    assert asked == [set()]  # the same: kept
+    sec, _ = straggle.judge(inputs(slowed), records, {}, None, FIXED, follow=follow)
+    assert sec["job"]["slower"] and not sec["named"] and asked == [set(), set()]

@@ -75,7 +75,8 @@ PHASE_STEPS = 3  # steps a sampling window holds where it can: each place of the
 PHASE_FAST_STEPS = 20  # steps a fast job's window holds, not the whole pause: the sampling spends the same CPU a
 # window (live/pace.phase_pace), so a shorter one samples densely. The lab's 25 ms job sampled over 2 s was sampled
 # every ~4.5 ms (a read of its recorder ~0.09 ms): its 4 ms compute fell between two samples in half the steps, read
-# 0, and its median placed no step ("too few"); over 20 steps (0.5 s) the pace is ~1.1 ms
+# 0, and its median placed no step ("too few"); over 20 steps (0.5 s) it is sampled every ~2.2 ms (the floor,
+# Budget.live_phase_every_s: its CPU allows ~1.1 ms) and its compute is "compute" in every watch (issue 65)
 PHASE_MIN_S = 0.2  # ... and at least this long: a request's own round trip and first sample are a few ms
 FIXED_PHASE_MAX_S = FIXED.live_phase_max_s  # what a responder samples at most (it refuses a longer request)
 RATE_REPLY_BYTES = 64 << 10  # a "rate" reply: a few dozen values per target

@@ -258,9 +258,9 @@ def _open(rec: dict, end: float, budget: Budget, caller: Caller,
 def _request(caller: Caller, ch: str, doc: dict, max_bytes: int, max_items: int = wire.MIN_ITEMS) -> bytes:
     """The request frame: `max_bytes` and `max_items` are what the reply may hold (a reply over them is refused or
     trimmed by the responder: ask for what the answer will hold)."""
+    packed = {} if doc.get("kind") in wire.NEVER_PACKED else {"pack": wire.PACK}
     return wire.frame(caller.session.request(ch, {**doc, "job": caller.job, "run": caller.run,
-                                                  "max_bytes": max_bytes, "max_items": max_items,
-                                                  "pack": wire.PACK}))
+                                                  "max_bytes": max_bytes, "max_items": max_items, **packed}))
 
 
 def exchange(rec: dict, doc: dict, caller: Caller, end: float, budget: Budget,
@@ -349,7 +349,8 @@ def download(rec: dict, caller: Caller, nbytes: int, end: float, budget: Budget,
                 got += len(part)
                 body += part
             if got == want:  # whole: it must open as rank r's blob, sealed with the asker's key where it has one
-                doc, why = caller.session.open_reply(ch, bytes(body))
+                doc, why = caller.session.open_reply(ch, bytes(body), nbytes + SEAL_BYTES + 4096)  # a blob is
+                # never packed: one that came packed inflates no further than a blob
                 if not isinstance(doc, dict) or doc.get("rank") != rec["rank"] or not isinstance(doc.get("pad"), str):
                     return {"ok": False, "bytes": got, "bps": None, "ms": None,
                             "kind": f"not rank {rec['rank']}'s blob ({why or 'not one'})"[:120], "answered": True}

@@ -104,3 +104,14 @@ def test_a_reply_is_packed_even_when_its_own_build_emptied_the_spend(busy):
     r.spend.charge(10.0)
     assert not r.spend.allows()
     assert _frame(r, token, {"kind": "flight", "pack": wire.PACK}).startswith(wire.GZIP_MAGIC)
+
+
+def test_a_rate_probes_blob_and_a_clock_are_asked_as_they_are():
+    """A blob's bytes are what a rate probe times (packed padding would time nothing), and a clock's reply is a few
+    dozen bytes: their requests ask nothing packed; a phase's does."""
+    from ncclcheck.live import pace
+
+    caller = pace.Caller(_session(), "nojob", RUN)
+    for kind, packed in (("blob", False), ("clock", False), ("phase", True)):
+        doc = json.loads(pace._request(caller, "c" * wire.CHALLENGE_CHARS, {"kind": kind}, 1 << 20)[4:])
+        assert ("pack" in doc) is packed, kind

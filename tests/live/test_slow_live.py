@@ -822,3 +822,29 @@ def test_follow_probes_again_when_a_job_probed_healthy_turns_slower_with_nobody_
     assert asked == [set()]  # the same: kept
     sec, _ = straggle.judge(inputs(slowed), records, {}, None, FIXED, follow=follow)
     assert sec["job"]["slower"] and not sec["named"] and asked == [set(), set()]
+
+
+def test_a_host_slow_in_every_round_is_named_though_a_burst_let_two_directions_through_once(monkeypatch):
+    """The lab's 500 ms job with h3's link at half rate, 47 % slower than its best: h3 lost 0.56-0.89 of the others'
+    rate in each of 4 rounds, but a shaper's full bucket let two of its directions through near the others' rate
+    once each, its best (each direction's fastest round) lacked only 0.34 (< CAPACITY_FLOOR) and watch passed the
+    job. A host that lacks the capacity floor in every one of PROBE_ROUNDS rounds is named."""
+    records = {0: {"host": "h1"}, 2: {"host": "h2"}, 4: {"host": "h3"}}
+    calls = {"n": 0}
+    burst = {0: ("h2", "h1"), 1: ("h1", "h2")}  # (from, to) let through at the others' rate in that round
+
+    def exchange(rec, doc, asker, end, budget, limit=0):
+        at = calls["n"] // 6
+        calls["n"] += 1
+        rate = {}
+        for r in doc["ranks"]:
+            d = (records[r]["host"], rec["host"])
+            slow = "h2" in d and burst.get(at) != d
+            rate[str(r)] = {"ok": True, "bytes": pace.RATE_BYTES, "bps": 4e8 if slow else 1e9}
+        return {"rate": rate}, "", 0, 0
+
+    monkeypatch.setattr(pace, "exchange", exchange)
+    out = straggle.probe([0, 2, 4], {"h2"}, records, None, FIXED)
+    lost = out["lost"]["h2"]
+    assert lost["best"] < straggle.CAPACITY_FLOOR <= min(lost["rounds"]), lost
+    assert out["hosts"] == ["h2"], out

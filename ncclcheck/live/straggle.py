@@ -62,8 +62,8 @@ PAIR_FLOOR, PAIR_CAPACITY_FLOOR = 0.5, 0.67  # one direction alone (not a host: 
 # a round, noisier: on the lab's loaded 2-core machine a healthy h1 -> h3 read 0.40 of the others' best in every round
 # of one probe, a CPU-bound simulated one lacked 0.58 of the others' typical: a slow path alone is named at a third
 # of the others' rate (a shaped pair: 5x+)
-COMM_BOUND = 0.5  # a job whose ranks work outside collectives under this share of its step is probed though nobody
-# is named (_suspects): its step is mostly communication, where a link slow all along hides
+PROBE_WORK_SHARE = 0.5  # a job whose ranks work outside collectives under this share of its step is probed though
+# nobody is named (_suspects): its step is mostly communication, where a link slow all along hides
 MAX_LOST = 32  # units whose shares the probe's JSON keeps (`lost`): those slow in half their rounds or more
 PHASE_RANKS = 3  # ranks (on as many hosts) that sample their progress: where a step computes is the program's
 PHASE_REPLY_BYTES = 1 << 20  # a "phase" reply at most: a 2 s window's rows (~1,000 of ~86 bytes) of 12 process groups
@@ -77,8 +77,8 @@ PHASE_FAST_STEPS = 20  # steps a fast job's window holds, not the whole pause: t
 # every ~4.5 ms (a read of its recorder ~0.09 ms): its 4 ms compute fell between two samples in half the steps, read
 # 0, and its median placed no step ("too few"); over 20 steps (0.5 s) it is sampled every ~2.2 ms (the floor,
 # Budget.live_phase_every_s: its CPU allows ~1.1 ms) and its compute is "compute" in every watch (issue 65)
-PHASE_MIN_S = 0.2  # ... and at least this long: a request's own round trip and first sample are a few ms
 FIXED_PHASE_MAX_S = FIXED.live_phase_max_s  # what a responder samples at most (it refuses a longer request)
+PHASE_MIN_S = FIXED.live_phase_min_s  # a fast job's window at least
 RATE_REPLY_BYTES = 64 << 10  # a "rate" reply: a few dozen values per target
 
 
@@ -149,9 +149,9 @@ def phase_window(seconds: float, step_us: Optional[float]) -> float:
     (within Budget.live_phase_max_s)."""
     if not step_us or step_us <= 0:
         return seconds
-    step_s = step_us / 1e6
-    fast = min(seconds, max(PHASE_MIN_S, PHASE_FAST_STEPS * step_s))
-    return round(max(fast, min(FIXED_PHASE_MAX_S, PHASE_STEPS * step_s)), 3)
+    step = step_us / 1e6
+    fast = min(seconds, max(PHASE_MIN_S, PHASE_FAST_STEPS * step))
+    return round(max(fast, min(FIXED_PHASE_MAX_S, PHASE_STEPS * step)), 3)
 
 
 def glance(records: dict, asker: Any, budget: Budget) -> tuple[Optional[float], int]:
@@ -474,14 +474,15 @@ def _measure(by_host: dict, suspects: set, records: dict, asker: Any, budget: Bu
 def _suspects(section: dict) -> Optional[set]:
     """The hosts the probe looks at for this analysis (its named units'), None when nothing calls for a probe: a
     job whose ranks all call in time, no slower than its own best, and that works outside collectives at least
-    COMM_BOUND of its step (measured). One that waits inside them most of its step is probed with no suspect (every
-    host and its ring neighbours): a link slow since before the recorder's window slows every rank alike and is the
-    job's own pace there, so only a transfer tells it (the lab's 10 ms job with h3 slow from its start: a pass)."""
+    PROBE_WORK_SHARE of its step (measured). One that waits inside them most of its step is probed with no suspect
+    (every host and its ring neighbours): a link slow since before the recorder's window slows every rank alike and
+    is the job's own pace there, so only a transfer tells it (the lab's 10 ms job with h3 slow from its start: a
+    pass)."""
     job = section.get("job") or {}
     if not (section["named"] or job.get("slower")):
         g = next((g for g in section.get("groups", []) if g.get("pg") == section.get("pg")), {})
         share = g.get("work_share")
-        return set() if share is not None and share < COMM_BOUND else None
+        return set() if share is not None and share < PROBE_WORK_SHARE else None
     return {f["host"] for f in section["named"] if f.get("host")}
 
 

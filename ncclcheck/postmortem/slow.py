@@ -316,7 +316,7 @@ def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dic
             step_of[i] = j
     dur = [latest[e] - latest[s] for s, e in spans]
     out["step_us"] = round(_median(dur[-slowness.MIN_SAMPLES:]) / 1e3, 1)
-    # the share of a step its ranks work outside collectives, where measured: under COMM_BOUND, a link slow since
+    # the share of a step its ranks work outside collectives, where measured: under PROBE_WORK_SHARE, a link slow since
     # before the window hides in the job's pace (no rank late, no faster stretch) and only watch's probe finds it
     out["work_share"] = round(min(1.0, work_ns / _median(dur)), 3) if work_ns is not None and _median(dur) else None
     def judged(cost_rank: list, cost_host: list, last_slow: dict) -> list:

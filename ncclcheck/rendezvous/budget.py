@@ -185,6 +185,8 @@ class Budget:
     # each): a compute phase of a few ms between two collectives is seen
     live_follow_tick_s: float = 0.5  # --follow reads one rank's progress this often between its looks: the job's last
     # step is dated within it (a slowdown still on when the job ends ends there)
+    live_phase_min_s: float = 0.2  # ... and at least this long, a fast job's window (live/straggle.phase_window: 20
+    # of its steps): a request's own round trip and first sample are a few ms
     live_phase_max_s: float = 6.0  # seconds one "phase" request samples at most (watch asks for its pause between
     # two looks, or for three of the job's steps when they are longer: a 2 s step's compute measured twice); a
     # request asking for more is refused as malformed

@@ -768,7 +768,7 @@ def test_a_recorder_sent_stale_is_not_judged_and_never_ends_the_window_where_it_
 def test_a_job_waiting_in_collectives_most_of_its_step_is_probed_with_nobody_named(monkeypatch, ratio):
     """A link slow since before the recorder's window slows every rank alike, and the job steps at that pace all
     through the window: no rank is late, no stretch is faster, and watch passed it (a false healthy, found on the
-    lab's matrix). A job whose ranks work outside collectives under straggle.COMM_BOUND of a step (measured) is
+    lab's matrix). A job whose ranks work outside collectives under straggle.PROBE_WORK_SHARE of a step (measured) is
     probed with no suspect; the probe naming h3 is a link finding, "communication", its fix h3's links, dated as
     older than the window. A compute-bound job (ratio 5) naming nobody is not probed."""
     from ncclcheck.postmortem.inputs import Inputs
@@ -788,9 +788,9 @@ def test_a_job_waiting_in_collectives_most_of_its_step_is_probed_with_nobody_nam
     section, check = straggle.judge(inp, records, {}, None, FIXED)
     g = next(g for g in section["groups"] if g.get("pg") == section["pg"])
     if ratio == 5.0:
-        assert g["work_share"] > straggle.COMM_BOUND and asked == [] and check.status.value == "pass"
+        assert g["work_share"] > straggle.PROBE_WORK_SHARE and asked == [] and check.status.value == "pass"
         return
-    assert g["work_share"] < straggle.COMM_BOUND and asked == [set()]
+    assert g["work_share"] < straggle.PROBE_WORK_SHARE and asked == [set()]
     assert check.status.value == "fail" and [f["hosts"] for f in section["links"]] == [["h3"]]
     assert "check h3's links" in (check.fix or "") and "since before the window" in check.summary, check.summary
 

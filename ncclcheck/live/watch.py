@@ -38,9 +38,10 @@ from ..rendezvous.budget import Budget
 from ..rendezvous.store import Guard, JsonStore, Limits, StoreLost
 from ..rendezvous.waits import Waits
 from ..units import format_duration
-from . import pace, reach, straggle, wire
+from . import outlast, pace, reach, straggle, wire
 from .auth import Session, choose
 from .fetch import Answer, Asker, fetch_all, fetch_each, read_registry
+from .outlast import moved
 
 # what to do when no rank registered: the one step that arms a job for diagnose and watch, and what keeps a rank
 # from registering
@@ -52,22 +53,6 @@ NOT_ARMED_FIX = ("arm every rank before init_process_group, as for diagnose: ncc
                  "the rdzv endpoint); a token-signed job needs the same token here (docs/live.md)")
 DUMP_NAME = "ncclcheck_live_rank_{}.json"  # a name ending in the rank, as torch's own dumps are named
 UNANSWERED_NAME = "ncclcheck_live_unanswered.json"
-
-
-def counters(doc: Optional[dict]) -> dict:
-    """{pg: (enqueued, completed)} of a reply's progress."""
-    prog = doc.get("progress") if isinstance(doc, dict) else None
-    out = {}
-    for pg, v in (prog.items() if isinstance(prog, dict) else ()):
-        if isinstance(v, dict):
-            out[str(pg)] = tuple(x if type(x) is int else -1 for x in (v.get("enqueued"), v.get("completed")))
-    return out
-
-
-def moved(first: dict, second: dict) -> list:
-    """The ranks whose counters changed between two looks."""
-    return sorted(r for r, a in second.items() if a.doc is not None and r in first and first[r].doc is not None
-                  and counters(a.doc) != counters(first[r].doc))
 
 
 def live_doc(a: Answer, rec: dict, clock: Optional[dict] = None, phase: Optional[dict] = None) -> Optional[dict]:
@@ -336,8 +321,11 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
         second = fetch_all({r: records[r] for r in again}, "progress", asker, budget,
                            {r: (first[r].done_at or phase) + budget.live_confirm_s for r in again})
         phases["second_look"] = budget.since(phase) - phases["clocks"]
+        # a rank that did not move is looked at again until the job's own step says it is late (live/outlast.py)
+        second, past = outlast.look_until(records, first, second, asker, budget)
         went = moved(first, second)
         frozen = sorted(r for r in answered if r not in went and r in second and second[r].doc is not None)
+        span = budget.live_confirm_s + past  # between the two looks a rank's progress is judged over
         if not went or frozen:
             hung.set()
     # the pool's end waited for the sampling and the probe: bounded inside (their deadlines, their threads' join)
@@ -360,7 +348,7 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
     live.update({
         "answered": answered, "moved": went, "frozen": frozen,
         "unanswered": {str(r): w_ for r, w_ in sorted(inp.unanswered.items())}, "garbage": garbage,
-        "confirm_s": budget.live_confirm_s,
+        "confirm_s": budget.live_confirm_s, "outlast_s": round(past, 3),
         "ranks": [{"rank": r, "host": records[r]["host"], "addr": f"{records[r]['addr']}:{records[r]['port']}",
                    "pid": (first[r].doc or {}).get("pid") if r in first else None,
                    "answer_s": round(first[r].elapsed_s, 4) if r in first and first[r].elapsed_s is not None else None,
@@ -385,7 +373,7 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
     node_of = {h: i for i, h in enumerate(sorted({rec["host"] for rec in records.values()}))}
     if progressing:
         prog = passed("live.progress", f"the job is making progress: {ranks_text(went)} completed or enqueued "
-                      f"collectives between two looks {budget.live_confirm_s:g} s apart",
+                      f"collectives between two looks {span:.3g} s apart",
                       evidence={"moved": went})
         phase = budget.now()
         section, slow_check = straggle.judge(inp, records, clocks, asker, budget, node_of, follow, probed,
@@ -413,18 +401,18 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
         root = next(c for c in checks if c.id == "postmortem.root_cause")
     if went:
         prog = warned("live.progress", f"{ranks_text(went)} made progress, {ranks_text(frozen)} did not, in "
-                      f"{budget.live_confirm_s:g} s", evidence={"moved": went, "frozen": frozen})
+                      f"{span:.3g} s", evidence={"moved": went, "frozen": frozen})
     elif stalled is not None:
         prog = stalled
     elif root.status is Status.FAIL:
         # the cause is postmortem.root_cause's to say, once, as the one failure: the hang is its consequence, with
         # how long it has lasted
         stuck = stuck_s(docs, second, frozen)
-        prog = warned("live.progress", f"no rank made progress in {budget.live_confirm_s:g} s: the job is hung"
+        prog = warned("live.progress", f"no rank made progress in {span:.3g} s: the job is hung"
                       + (f", stuck for {format_duration(stuck)} since its last collective call" if stuck else "")
                       + f", a consequence of its root cause ({root.id})", evidence={"frozen": frozen, "stuck_s": stuck})
     else:
-        prog = warned("live.progress", f"no collective progress in {budget.live_confirm_s:g} s on "
+        prog = warned("live.progress", f"no collective progress in {span:.3g} s on "
                       f"{ranks_text(frozen) if frozen else 'any rank'}, and no rank waits in a collective another "
                       "has not entered: a long compute step, data loading, or a hang outside collectives (the stacks "
                       "in the report's live.ranks say where each rank is)", evidence={"frozen": frozen})

@@ -148,6 +148,8 @@ class Budget:
     live_request_s: float = 2.0  # a responder reads one request this long: a real watcher sends it at once
     live_send_s: float = 10.0  # a responder sends one reply this long (a flight recorder of a few MiB over a LAN)
     live_confirm_s: float = 2.0  # watch's second look at every rank's progress, this long after the first
+    live_outlast_s: float = 30.0  # ... and at most this long again, at ranks that did not move while their own gaps
+    # between calls say they are not late yet (live/outlast.py: a collective of a job stepping every 4 s outlasts 2 s)
     live_register_s: float = 600.0  # a responder tries this long to register in the job's store: under env:// the
     # store is the script's own, bound by init_process_group after the responder started
     live_follow_poll_s: float = 5.0  # watch --follow: one look at every rank's progress this often
@@ -187,8 +189,9 @@ class Budget:
     # step is dated within it (a slowdown still on when the job ends ends there)
     live_phase_min_s: float = 0.2  # ... and at least this long, a fast job's window (live/straggle.phase_window: 20
     # of its steps): a request's own round trip and first sample are a few ms
-    live_phase_max_s: float = 6.0  # seconds one "phase" request samples at most (watch asks for its pause between
-    # two looks, or for three of the job's steps when they are longer: a 2 s step's compute measured twice); a
+    live_phase_max_s: float = 15.0  # seconds one "phase" request samples at most (watch asks for its pause between
+    # two looks, or for three of the job's steps when they are longer: a step of up to 5 s measured at each place
+    # twice; at 6 s the lab's 2 s job slowed to a 3.5-4.5 s step held one measure of each place, "too few"); a
     # request asking for more is refused as malformed
     live_asker_s: float = 30.0  # a responder remembers whether a connection's address is the rank it names this
     # long (a blob goes only to ranks of the job: live/peers.py): a probe's downloads cost one store read, not one each

@@ -150,3 +150,31 @@ def test_watch_says_a_healthy_job_makes_progress(tmp_path, validate_report):
         assert next(c for c in doc["checks"] if c["id"] == "live.progress")["status"] == "pass"
     finally:
         kill_job(job)
+
+
+def test_a_straggler_whose_step_outlasts_the_pause_between_looks_is_not_a_hang(tmp_path, validate_report):
+    """Rank 3 computes 3 s each step, the others wait in its all_reduce meanwhile: no rank moves in watch's 2 s pause,
+    and before live/outlast.py watch named rank 3 as a hang ("never entered all_reduce") of a job stepping every 3 s.
+    watch looks again until two of the job's steps have passed since the newest call: the job makes progress."""
+    port, ready = _free_port(), tmp_path / "ready"
+    ready.mkdir()
+    env = cli_env({"TORCH_FR_BUFFER_SIZE": "2000", "HANG_S": "90", "SLOW_STEP_S": "3"})
+    job = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node",
+                            str(NPROC), "--master-addr", "127.0.0.1", "--master-port", str(port), WORKER, "healthy",
+                            str(ready)], env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)
+    try:
+        end = time.monotonic() + 120
+        while len(os.listdir(ready)) < NPROC and time.monotonic() < end and job.poll() is None:
+            time.sleep(0.2)
+        assert len(os.listdir(ready)) == NPROC
+        time.sleep(10)  # three of its steps in the recorders: the step watch reads
+        p = run_cli("watch", "--master-addr", "127.0.0.1", "--master-port", str(port), "--timeout", str(TIMEOUT),
+                    "--json", "-", timeout=TIMEOUT + 90)
+        doc = validate_report(p.stdout)
+        prog = next(c for c in doc["checks"] if c["id"] == "live.progress")
+        assert prog["status"] == "pass", (prog, p.stdout[-3000:])
+        assert not [c for c in doc["checks"] if c["id"] == "postmortem.root_cause"]
+        assert doc["live"]["outlast_s"] > 0, doc["live"]
+    finally:
+        kill_job(job)

@@ -71,6 +71,7 @@ PHASE_REPLY_ITEMS = 1 << 16  # ... and its JSON values (what watch builds of it:
 # window holding more is trimmed to its newest rows by the responder, and said
 GLANCE_BYTES, GLANCE_ITEMS = 256 << 10, 1 << 14  # the one recorder read before the first look: its newest entries
 MAX_STEP_ENTRIES = 256  # flight-recorder entries the job's step is estimated from
+YOUNG_MIN = 8  # entries of a young window's newest part whose pattern gives its step (4 steps of 2 collectives)
 PHASE_STEPS = 3  # steps a sampling window holds where it can: each place of the step measured twice
 PHASE_FAST_STEPS = 20  # steps a fast job's window holds, not the whole pause: the sampling spends the same CPU a
 # window (live/pace.phase_pace), so a shorter one samples densely. The lab's 25 ms job sampled over 2 s was sampled
@@ -182,8 +183,13 @@ def step_us_of(answers: dict) -> Optional[float]:
               if isinstance(e, dict) and type(e.get("time_created_ns")) is int and not e.get("is_p2p")]
         if len(es) < 4:
             continue
-        p, cut = slow.pattern([(str(e.get("profiling_name")), str(e.get("input_sizes")), str(e.get("pg_id")))
-                               for e in es])
+        sigs = [(str(e.get("profiling_name")), str(e.get("input_sizes")), str(e.get("pg_id"))) for e in es]
+        p, cut = slow.pattern(sigs)
+        if not p and len(set(sigs)) > 1:  # a window too young for the analysis's cuts (slow.MIN_WINDOW): its start
+            # breaks the pattern, and the time between two calls is no step (a job of two all_reduces a 3 s step
+            # read 15 ms, and its phases were sampled for 0.3 s). The newest half's, or quarter's, pattern is.
+            p, cut = next(((q, c) for c in (len(sigs) // 2, len(sigs) * 3 // 4) if len(sigs) - c >= YOUNG_MIN
+                           for q in (slow.period(sigs[c:]),) if q), (0, 0))
         ts = [e["time_created_ns"] for e in es[cut:]]
         p = max(1, p)
         steps = [ts[i] - ts[i - p] for i in range(p, len(ts)) if ts[i] >= ts[i - p]]

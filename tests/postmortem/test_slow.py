@@ -294,3 +294,21 @@ def test_a_healthy_verdict_never_speaks_for_ranks_whose_recorder_was_not_read():
     assert c.status.value == "warn" and "2 rank(s) not judged: 6, 7" in c.summary and "among the 6 ranks" in c.summary
     out = slow.analyse(dumps, {r: job.host(r) for r in dumps}, unjudged=range(6))
     assert slow.check("live.slow", out).status.value == "pass"
+
+
+def test_a_window_too_young_for_the_cuts_gives_its_newest_parts_step_not_the_time_between_two_calls():
+    """A job of two all_reduces a 3 s step, watched 7 steps in (the loopback job of tests/live/test_live_job.py's
+    outlast test): 19 entries, 5 of them its warm-up, too few for the analysis's cuts. The time between two calls
+    (~10 ms) was read as its step and its phases were sampled for 0.3 s; the newest half's pattern gives 3 s."""
+    from ncclcheck.live import straggle
+
+    def entry(t_s: float, size: list) -> dict:
+        return {"profiling_name": "gloo:all_reduce", "input_sizes": [size], "pg_id": 0,
+                "time_created_ns": int(t_s * 1e9)}
+
+    warm = [entry(10 + 0.003 * i, [1024]) for i in range(5)]
+    steps = [entry(12 + 3 * s + d, size) for s in range(7) for d, size in ((0, [1, 64]), (0.01, [1]))]
+    assert straggle.step_us_of({0: _Answer({"entries": warm + steps})}) == pytest.approx(3e6, rel=1e-3)
+    # one collective a step repeats as one: the time between two calls is its step
+    one = [entry(10 + 0.5 * i, [1024]) for i in range(12)]
+    assert straggle.step_us_of({0: _Answer({"entries": one})}) == pytest.approx(5e5, rel=1e-3)

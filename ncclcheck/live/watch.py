@@ -323,6 +323,8 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
         phases["second_look"] = budget.since(phase) - phases["clocks"]
         # a rank that did not move is looked at again until the job's own step says it is late (live/outlast.py)
         second, past = outlast.look_until(records, first, second, asker, budget)
+        if past:
+            phases["outlast"] = past
         went = moved(first, second)
         frozen = sorted(r for r in answered if r not in went and r in second and second[r].doc is not None)
         span = budget.live_confirm_s + past  # between the two looks a rank's progress is judged over

@@ -21,7 +21,8 @@ def _no_network(monkeypatch):
     def no_network(*a, **k):
         raise AssertionError(f"the docs check reached for the network: {a[:2]}")
 
-    for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "create_connection"):
+    for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr", "getnameinfo",
+                 "create_connection"):
         monkeypatch.setattr(socket, name, no_network)
     for name in ("connect", "connect_ex", "sendto", "sendmsg"):  # a datagram (a DNS query by hand) too
         monkeypatch.setattr(socket.socket, name, no_network)
@@ -180,3 +181,19 @@ def test_the_checks_catch_what_they_exist_for(tmp_path):
     assert len(narration("\n\n".join(said))) == len(said)
     assert narration("The key is used to sign values.\nBefore the join, each node probes.\nIt names Z instead.\n"
                      "A link that was fine last week is slow now.\n\n```\nbefore this\n```\n") == []
+
+
+def test_nothing_here_can_resolve_or_reach_a_host():
+    """The guard itself (_no_network): a lookup, either way, a connect and a datagram to a page's host each raise
+    before anything leaves the machine."""
+    import socket
+
+    for call in (lambda: socket.getaddrinfo("docs.invalid", 443), lambda: socket.gethostbyname("docs.invalid"),
+                 lambda: socket.gethostbyaddr("192.0.2.1"), lambda: socket.getnameinfo(("192.0.2.1", 443), 0),
+                 lambda: socket.create_connection(("docs.invalid", 443), timeout=0.1)):
+        with pytest.raises(AssertionError, match="reached for the network"):
+            call()
+    for kind, call in ((socket.SOCK_STREAM, lambda s: s.connect(("192.0.2.1", 443))),
+                       (socket.SOCK_DGRAM, lambda s: s.sendto(b"x", ("192.0.2.1", 53)))):
+        with socket.socket(socket.AF_INET, kind) as s, pytest.raises(AssertionError, match="reached for the"):
+            call(s)

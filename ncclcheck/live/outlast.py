@@ -40,13 +40,17 @@ def moved(first: dict, second: dict) -> list:
                   and counters(a.doc) != counters(first[r].doc))
 
 
-def calls_s(doc: Optional[dict]) -> list:
-    """The newest GAP_ENTRIES collective calls' times (s, the rank's wall clock) of a first look's answer, oldest
-    first."""
-    fr = doc.get("flight") if isinstance(doc, dict) else None
-    es = fr.get("entries") if isinstance(fr, dict) else None
-    return sorted(e["time_created_ns"] / 1e9 for e in (es if isinstance(es, list) else [])[-GAP_ENTRIES:]
+def calls_s(entries: object, newest: int = GAP_ENTRIES) -> list:
+    """The times (s, the rank's wall clock) of the `newest` collective calls of a flight recorder's entries, oldest
+    first: what a rank's gaps and how long it has been stuck (watch.stuck_s) are read from."""
+    return sorted(e["time_created_ns"] / 1e9 for e in (entries if isinstance(entries, list) else [])[-newest:]
                   if isinstance(e, dict) and type(e.get("time_created_ns")) is int)
+
+
+def _entries(doc: Optional[dict]) -> object:
+    """A first look's answer's flight-recorder entries."""
+    fr = doc.get("flight") if isinstance(doc, dict) else None
+    return fr.get("entries") if isinstance(fr, dict) else None
 
 
 def due_in(first: dict, second: dict, ranks: list) -> float:
@@ -57,7 +61,7 @@ def due_in(first: dict, second: dict, ranks: list) -> float:
     left = 0.0
     for r in ranks:
         a, b = first.get(r), second.get(r)
-        made = calls_s(a.doc) if a is not None else []
+        made = calls_s(_entries(a.doc)) if a is not None else []
         now = (b.doc or {}).get("time") if b is not None and b.doc else None
         if len(made) < 2 or type(now) not in (int, float):
             continue

@@ -191,8 +191,10 @@ def step_us_of(answers: dict) -> Optional[float]:
         if not p and len(set(sigs)) > 1:  # a window too young for the analysis's cuts (slow.MIN_WINDOW): its start
             # breaks the pattern, and the time between two calls is no step (a job of two all_reduces a 3 s step
             # read 15 ms, and its phases were sampled for 0.3 s). The newest half's, or quarter's, pattern is.
-            p, cut = next(((q, c) for c in (len(sigs) // 2, len(sigs) * 3 // 4) if len(sigs) - c >= YOUNG_MIN
-                           for q in (slow.period(sigs[c:]),) if q), (0, 0))
+            for c in (len(sigs) // 2, len(sigs) * 3 // 4):
+                if len(sigs) - c >= YOUNG_MIN and slow.period(sigs[c:]):
+                    p, cut = slow.period(sigs[c:]), c
+                    break
         ts = [e["time_created_ns"] for e in es[cut:]]
         p = max(1, p)
         steps = [ts[i] - ts[i - p] for i in range(p, len(ts)) if ts[i] >= ts[i - p]]

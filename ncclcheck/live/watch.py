@@ -41,7 +41,6 @@ from ..units import format_duration
 from . import outlast, pace, reach, straggle, wire
 from .auth import Session, choose
 from .fetch import Answer, Asker, fetch_all, fetch_each, read_registry
-from .outlast import moved
 
 # what to do when no rank registered: the one step that arms a job for diagnose and watch, and what keeps a rank
 # from registering
@@ -325,7 +324,7 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
         second, past = outlast.look_until(records, first, second, asker, budget)
         if past:
             phases["outlast"] = past
-        went = moved(first, second)
+        went = outlast.moved(first, second)
         frozen = sorted(r for r in answered if r not in went and r in second and second[r].doc is not None)
         span = budget.live_confirm_s + past  # between the two looks a rank's progress is judged over
         if not went or frozen:
@@ -437,10 +436,9 @@ def stuck_s(docs: dict, second: dict, ranks: list) -> Optional[float]:
         ans = second.get(r)
         mine = ans.doc if ans is not None and ans.doc else doc.get(flight.LIVE_KEY) or {}
         now = mine.get("time")
-        made = [e["time_created_ns"] for e in (doc.get("entries") or [])[-8:]
-                if isinstance(e, dict) and type(e.get("time_created_ns")) is int]
+        made = outlast.calls_s(doc.get("entries"), 8)
         if isinstance(now, (int, float)) and made:
-            out.append(now - max(made) / 1e9)
+            out.append(now - made[-1])
     return round(max(0.0, min(out)), 1) if out else None
 
 
@@ -610,9 +608,9 @@ def _follow(config: Config, budget: Budget, st: JsonStore, session: Session,
         if not any(a.doc is not None for a in now.values()):
             return _store_gone(st, budget) if follow.looks else None
         follow.world = (reg.n, reg.records)
-        if not last or moved(last, now):
+        if not last or outlast.moved(last, now):
             _judge_follow(reg, now, asker, budget, follow, sampled, began)
-        if last and not moved(last, now):
+        if last and not outlast.moved(last, now):
             still_since = still_since or time.monotonic()
             if not budget.within(still_since, budget.live_stall_s):
                 return None

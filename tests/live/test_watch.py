@@ -7,7 +7,8 @@ import json
 import os
 import socket
 
-from ncclcheck.live.watch import Answer, build_inputs, moved
+from ncclcheck.live.outlast import moved
+from ncclcheck.live.watch import Answer, build_inputs
 from ncclcheck.postmortem import flight
 from ncclcheck.postmortem.analyze import analyse
 from ncclcheck.postmortem.diagnose import diagnose

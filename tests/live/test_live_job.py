@@ -131,18 +131,24 @@ def test_watch_names_a_rank_that_raised_from_its_own_word_in_the_store(tmp_path,
         kill_job(job)
 
 
-def test_watch_says_a_healthy_job_makes_progress(tmp_path, validate_report):
+def _healthy_job(tmp_path, **env: str) -> tuple:
+    """(the job, its master port, its READY folder) of live_worker's healthy training job under torchrun, once every
+    rank wrote READY (or 120 s passed, or the job ended)."""
     port, ready = _free_port(), tmp_path / "ready"
     ready.mkdir()
-    env = cli_env({"TORCH_FR_BUFFER_SIZE": "2000", "HANG_S": "60"})
     job = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node",
                             str(NPROC), "--master-addr", "127.0.0.1", "--master-port", str(port), WORKER, "healthy",
-                            str(ready)], env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           start_new_session=True)
+                            str(ready)], env=cli_env({"TORCH_FR_BUFFER_SIZE": "2000", **env}), cwd=REPO,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    end = time.monotonic() + 120
+    while len(os.listdir(ready)) < NPROC and time.monotonic() < end and job.poll() is None:
+        time.sleep(0.2)
+    return job, port, ready
+
+
+def test_watch_says_a_healthy_job_makes_progress(tmp_path, validate_report):
+    job, port, _ready = _healthy_job(tmp_path, HANG_S="60")
     try:
-        end = time.monotonic() + 120
-        while len(os.listdir(ready)) < NPROC and time.monotonic() < end and job.poll() is None:
-            time.sleep(0.2)
         p = run_cli("watch", "--master-addr", "127.0.0.1", "--master-port", str(port), "--timeout", str(TIMEOUT),
                     "--json", "-", timeout=TIMEOUT + 60)
         doc = validate_report(p.stdout)
@@ -156,17 +162,8 @@ def test_a_straggler_whose_step_outlasts_the_pause_between_looks_is_not_a_hang(t
     """Rank 3 computes 3 s each step, the others wait in its all_reduce meanwhile: no rank moves in watch's 2 s pause,
     and before live/outlast.py watch named rank 3 as a hang ("never entered all_reduce") of a job stepping every 3 s.
     watch looks again until two of the job's steps have passed since the newest call: the job makes progress."""
-    port, ready = _free_port(), tmp_path / "ready"
-    ready.mkdir()
-    env = cli_env({"TORCH_FR_BUFFER_SIZE": "2000", "HANG_S": "90", "SLOW_STEP_S": "3"})
-    job = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node",
-                            str(NPROC), "--master-addr", "127.0.0.1", "--master-port", str(port), WORKER, "healthy",
-                            str(ready)], env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           start_new_session=True)
+    job, port, ready = _healthy_job(tmp_path, HANG_S="90", SLOW_STEP_S="3")
     try:
-        end = time.monotonic() + 120
-        while len(os.listdir(ready)) < NPROC and time.monotonic() < end and job.poll() is None:
-            time.sleep(0.2)
         assert len(os.listdir(ready)) == NPROC
         time.sleep(10)  # three of its steps in the recorders: the step watch reads
         p = run_cli("watch", "--master-addr", "127.0.0.1", "--master-port", str(port), "--timeout", str(TIMEOUT),

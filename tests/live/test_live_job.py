@@ -159,19 +159,43 @@ def test_watch_says_a_healthy_job_makes_progress(tmp_path, validate_report):
 
 
 def test_a_straggler_whose_step_outlasts_the_pause_between_looks_is_not_a_hang(tmp_path, validate_report):
-    """Rank 3 computes 3 s each step, the others wait in its all_reduce meanwhile: no rank moves in watch's 2 s pause,
-    and before live/outlast.py watch named rank 3 as a hang ("never entered all_reduce") of a job stepping every 3 s.
-    watch looks again until two of the job's steps have passed since the newest call: the job makes progress."""
-    job, port, ready = _healthy_job(tmp_path, HANG_S="90", SLOW_STEP_S="3")
+    """Rank 3 computes 10 s each step, the others wait in its all_reduce meanwhile: no rank moves in watch's 2 s pause,
+    and before live/outlast.py watch named rank 3 as a hang ("never entered all_reduce") of a job stepping every 10 s.
+    watch looks again until two of the job's steps have passed since the newest call: the job makes progress.
+    watch starts as rank 3's compute begins (its STEP_MARK), so that its two looks fall inside one step (measured on
+    this 2-core machine with three such jobs and a busy loop beside it, the first look came up to ~6 s after the
+    start); a start late enough that the pause saw the step end is no test of the look past it, and is tried again at
+    the next step."""
+    mark = tmp_path / "step"
+    job, port, ready = _healthy_job(tmp_path, HANG_S="150", SLOW_STEP_S="10", STEP_MARK=str(mark))
+
+    def marked() -> int:
+        got = mark.read_text() if mark.exists() else ""
+        return int(got) if got.isdigit() else 0
+
+    def step_after(n: int) -> int:  # the culprit's count of steps once it passed n (0 when the job ended or stalled)
+        end = time.monotonic() + 30
+        while time.monotonic() < end and job.poll() is None:
+            if marked() > n:
+                return marked()
+            time.sleep(0.05)
+        return 0
+
     try:
         assert len(os.listdir(ready)) == NPROC
-        time.sleep(10)  # three of its steps in the recorders: the step watch reads
-        p = run_cli("watch", "--master-addr", "127.0.0.1", "--master-port", str(port), "--timeout", str(TIMEOUT),
-                    "--json", "-", timeout=TIMEOUT + 90)
-        doc = validate_report(p.stdout)
-        prog = next(c for c in doc["checks"] if c["id"] == "live.progress")
-        assert prog["status"] == "pass", (prog, p.stdout[-3000:])
-        assert not [c for c in doc["checks"] if c["id"] == "postmortem.root_cause"]
-        assert doc["live"]["outlast_s"] > 0, doc["live"]
+        # from step 2 on, the recorders' newest calls span one of the job's 10 s steps: the gap watch reads
+        step, looked = max(marked(), 1), []
+        while len(looked) < 3 and not any(looked):
+            step = step_after(step)
+            assert step, "the job stopped stepping"
+            p = run_cli("watch", "--master-addr", "127.0.0.1", "--master-port", str(port), "--timeout",
+                        str(TIMEOUT), "--json", "-", timeout=TIMEOUT + 90)
+            doc = validate_report(p.stdout)
+            prog = next(c for c in doc["checks"] if c["id"] == "live.progress")
+            assert prog["status"] == "pass", (prog, p.stdout[-3000:])
+            assert not [c for c in doc["checks"] if c["id"] == "postmortem.root_cause"]
+            looked.append(doc["live"]["outlast_s"])
+            step = marked()
+        assert any(looked), looked  # at least one watch's pause fell inside the step, and it looked past it
     finally:
         kill_job(job)

@@ -184,16 +184,28 @@ def test_the_checks_catch_what_they_exist_for(tmp_path):
 
 
 def test_nothing_here_can_resolve_or_reach_a_host():
-    """The guard itself (_no_network): a lookup, either way, a connect and a datagram to a page's host each raise
-    before anything leaves the machine."""
+    """The guard itself (_no_network): a lookup, either way, a connect and a datagram each raise. Every target is
+    loopback, asked numerically where the call allows it, so that were the guard to fail, nothing would leave the
+    machine or reach its resolver: a closed loopback port refuses, "localhost" is /etc/hosts'."""
     import socket
 
-    for call in (lambda: socket.getaddrinfo("docs.invalid", 443), lambda: socket.gethostbyname("docs.invalid"),
-                 lambda: socket.gethostbyaddr("192.0.2.1"), lambda: socket.getnameinfo(("192.0.2.1", 443), 0),
-                 lambda: socket.create_connection(("docs.invalid", 443), timeout=0.1)):
+    loop = ("127.0.0.1", _closed_port())
+    numeric = socket.NI_NUMERICHOST | socket.NI_NUMERICSERV
+    for call in (lambda: socket.getaddrinfo("localhost", loop[1]), lambda: socket.gethostbyname("localhost"),
+                 lambda: socket.gethostbyaddr(loop[0]), lambda: socket.getnameinfo(loop, numeric),
+                 lambda: socket.create_connection(loop, timeout=0.1)):
         with pytest.raises(AssertionError, match="reached for the network"):
             call()
-    for kind, call in ((socket.SOCK_STREAM, lambda s: s.connect(("192.0.2.1", 443))),
-                       (socket.SOCK_DGRAM, lambda s: s.sendto(b"x", ("192.0.2.1", 53)))):
+    for kind, call in ((socket.SOCK_STREAM, lambda s: s.connect(loop)),
+                       (socket.SOCK_DGRAM, lambda s: s.sendto(b"x", loop))):
         with socket.socket(socket.AF_INET, kind) as s, pytest.raises(AssertionError, match="reached for the"):
             call(s)
+
+
+def _closed_port() -> int:
+    """A loopback TCP port nothing listens on (bound, then closed: the kernel does not hand it out again at once)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

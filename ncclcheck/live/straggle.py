@@ -192,8 +192,9 @@ def step_us_of(answers: dict) -> Optional[float]:
             # breaks the pattern, and the time between two calls is no step (a job of two all_reduces a 3 s step
             # read 15 ms, and its phases were sampled for 0.3 s). The newest half's, or quarter's, pattern is.
             for c in (len(sigs) // 2, len(sigs) * 3 // 4):
-                if len(sigs) - c >= YOUNG_MIN and slow.period(sigs[c:]):
-                    p, cut = slow.period(sigs[c:]), c
+                q = slow.period(sigs[c:]) if len(sigs) - c >= YOUNG_MIN else 0
+                if q:
+                    p, cut = q, c
                     break
         ts = [e["time_created_ns"] for e in es[cut:]]
         p = max(1, p)

@@ -75,6 +75,9 @@ PHASE_REPLY_ITEMS = 1 << 16  # ... and its JSON values (what watch builds of it:
 GLANCE_BYTES, GLANCE_ITEMS = 256 << 10, 1 << 14  # the one recorder read before the first look: its newest entries
 MAX_STEP_ENTRIES = 256  # flight-recorder entries the job's step is estimated from
 YOUNG_MIN = 8  # entries of a young window's newest part whose pattern gives its step (4 steps of 2 collectives)
+RECENT_STEPS = 8  # the job's newest steps whose median is its step now: what the sampling that follows will see. The
+# whole window's median was the pace before a slowdown that began fewer than half its steps ago (issue 65's 2 s lab
+# job, a straggler 24 steps in: 2.0 s read, 2.85 s stepped; 6 s of sampling held one measure of its compute, "untold")
 PHASE_STEPS = 3  # steps a sampling window holds where it can: each place of the step measured twice
 PHASE_FAST_STEPS = 20  # steps a fast job's window holds, not the whole pause: the sampling spends the same CPU a
 # window (live/pace.phase_pace), so a shorter one samples densely. The lab's 25 ms job sampled over 2 s was sampled
@@ -176,9 +179,9 @@ class _Doc(NamedTuple):
 
 
 def step_us_of(answers: dict) -> Optional[float]:
-    """The job's step (us) as the first look's flight recorders show it: the newest MAX_STEP_ENTRIES entries of the
-    first answer that has them, the median time between a call and the same place of the pattern one repeat later
-    (postmortem/slow.py's period), None without one."""
+    """The job's step now (us) as the first look's flight recorders show it: from the newest MAX_STEP_ENTRIES entries
+    of the first answer that has them, the median time between a call and the same place of the pattern one repeat
+    later (postmortem/slow.py's period) over its newest RECENT_STEPS steps, None without one."""
     for r in sorted(answers):
         doc = getattr(answers[r], "doc", None) or {}
         fr = doc.get("flight") if isinstance(doc.get("flight"), dict) else {}
@@ -198,7 +201,7 @@ def step_us_of(answers: dict) -> Optional[float]:
                     break
         ts = [e["time_created_ns"] for e in es[cut:]]
         p = max(1, p)
-        steps = [ts[i] - ts[i - p] for i in range(p, len(ts)) if ts[i] >= ts[i - p]]
+        steps = [ts[i] - ts[i - p] for i in range(max(p, len(ts) - RECENT_STEPS * p), len(ts)) if ts[i] >= ts[i - p]]
         return statistics.median(steps) / 1e3 if steps else None
     return None
 

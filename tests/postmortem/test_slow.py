@@ -312,3 +312,24 @@ def test_a_window_too_young_for_the_cuts_gives_its_newest_parts_step_not_the_tim
     # one collective a step repeats as one: the time between two calls is its step
     one = [entry(10 + 0.5 * i, [1024]) for i in range(12)]
     assert straggle.step_us_of({0: _Answer({"entries": one})}) == pytest.approx(5e5, rel=1e-3)
+
+
+def test_the_step_a_sampling_is_sized_by_is_the_jobs_step_now_not_before_its_slowdown():
+    """Issue 65's 2 s lab job (ratio 5) with a compute straggler 24 steps old: the recorder's 256 entries held ~100
+    steps of the job's own 2.0 s and 24 of its 2.85 s. Their median, 2.0 s, sized the sampling at 6 s: one measure of
+    the straggler's compute and its kind "untold" in 2 watches of 3. The newest steps give 2.85 s."""
+    from ncclcheck.live import straggle
+
+    def entry(t_s: float, size: list) -> dict:
+        return {"profiling_name": "gloo:all_reduce", "input_sizes": [size], "pg_id": 0,
+                "time_created_ns": int(t_s * 1e9)}
+
+    starts = [2.0 * s for s in range(104)]
+    starts += [starts[-1] + 2.85 * (s + 1) for s in range(24)]
+    es = [entry(t + d, size) for t in starts for d, size in ((1.67, [1, 64]), (1.99, [1]))]
+    assert len(es) == 256
+    assert straggle.step_us_of({0: _Answer({"entries": es})}) == pytest.approx(2.85e6, rel=1e-3)
+    # and once it heals, its own pace again
+    healed = es + [entry(starts[-1] + 2.0 * (s + 1) + d, size) for s in range(12)
+                   for d, size in ((1.67, [1, 64]), (1.99, [1]))]
+    assert straggle.step_us_of({0: _Answer({"entries": healed})}) == pytest.approx(2e6, rel=1e-3)

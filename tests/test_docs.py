@@ -14,8 +14,8 @@ from markdown_it import MarkdownIt
 
 @pytest.fixture(autouse=True)
 def _no_network(monkeypatch):
-    """The pages name hosts outside the lab (their links, a .invalid one in a test): no test of this file may look a
-    name up or connect anywhere; any lookup or connect raises."""
+    """The pages name hosts outside the lab (their links): no test of this file may look a name up or connect
+    anywhere; any lookup or connect raises."""
     import socket
 
     def no_network(*a, **k):
@@ -160,8 +160,8 @@ def test_every_page_says_what_is_true_now(page):
 
 
 def test_the_checks_catch_what_they_exist_for(tmp_path):
-    """Each check fails on the mistake it names, and passes its corrected form. An outside link (a .invalid host,
-    which never resolves) is skipped by its scheme; nothing in this file resolves or connects (_no_network)."""
+    """Each check fails on the mistake it names, and passes its corrected form. A link with a scheme (here to
+    loopback) is skipped by its scheme, never fetched; nothing in this file resolves or connects (_no_network)."""
     glued = "- a bullet\n| `a.b` | fail | words |\n| `a.c` | warn | more |\n"
     assert stray_table_rows(glued) == [2, 3]
     assert stray_table_rows("text\n\n| id | what |\n|---|---|\n| `a.b` | words |\n") == []
@@ -171,7 +171,7 @@ def test_the_checks_catch_what_they_exist_for(tmp_path):
     page = tmp_path / "a.md"
     page.write_text("x")
     good = ("[1](b.md) [2](b.md#a-heading-with-code-and-more) [3](b.md#a-heading-with-code-and-more-1) "
-            "[4](#here) [5](https://docs.invalid/x.md)\n\n## Here\n")
+            "[4](#here) [5](https://127.0.0.1/x.md)\n\n## Here\n")
     assert dead_links(page, good) == []
     bad = "[1](c.md) [2](b.md#a-heading) [3](#nowhere)\n"
     assert [d.split(" ")[1] for d in dead_links(page, bad)] == ["c.md", "b.md#a-heading", "#nowhere"]

@@ -24,6 +24,10 @@ from .util import run_cmd
 TIMEOUT_S = 5.0  # as each collector's own nvidia-smi call (gpu.py, gpuhealth.py): 0.1-1 s on a healthy node
 DEVICES = ("nvidia-smi", "--query-gpu=index,name,memory.total,uuid,pci.bus_id", "--format=csv,noheader,nounits")
 TOPOLOGY = ("nvidia-smi", "topo", "-m")
+# Of one nvidia-smi answer: -q of an 8-GPU B300 node is 111 KB (tests/data/hwnodes), ~14 KB a GPU, so this is
+# ~150 GPUs' worth. util.OUTPUT_BYTES (16 MiB, sized for kernel logs) would let the five calls asked at once hold
+# ~5 x 4 copies of 16 MiB while a broken nvidia-smi prints without end (issue 63's tool-output attack).
+OUTPUT_BYTES = 2 << 20
 HEALTH = (("nvidia-smi", "-q"), ("nvidia-smi", "nvlink", "-s"), ("nvidia-smi", "nvlink", "-e"))
 _started: dict = {}
 _lock = threading.Lock()
@@ -42,7 +46,8 @@ def prefetch() -> None:
     pool = ThreadPoolExecutor(max_workers=len(asks), thread_name_prefix="ncclcheck-smi")
     with _lock:
         for argv in asks:  # in the collection's context: its bound, and a tool that did not answer asked no more
-            _started[tuple(argv)] = pool.submit(contextvars.copy_context().run, run_cmd, list(argv), TIMEOUT_S)
+            _started[tuple(argv)] = pool.submit(contextvars.copy_context().run, run_cmd, list(argv), TIMEOUT_S,
+                                                limit=OUTPUT_BYTES)
     pool.shutdown(wait=False)
 
 
@@ -51,7 +56,7 @@ def run(argv: Sequence[str], timeout_s: float) -> Any:
     with _lock:
         fut: Future = _started.pop(tuple(argv), None)
     if fut is None:
-        return run_cmd(argv, timeout_s)
+        return run_cmd(argv, timeout_s, limit=OUTPUT_BYTES)
     try:
         return fut.result(timeout=timeout_s)
     except FutureTimeout:

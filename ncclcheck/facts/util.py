@@ -209,8 +209,9 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def _read(proc: subprocess.Popen, end: float, limit: int) -> tuple:
-    """(stdout bytes, stderr bytes, bytes of stdout cut, finished in time) reading both pipes until they close,
-    the deadline passes, or stdout passes `limit` (then the tool is stopped: it would print without end)."""
+    """(stdout bytearray, stderr bytearray, bytes of stdout cut, finished in time) reading both pipes until they
+    close, the deadline passes, or stdout passes `limit` (then the tool is stopped: it would print without end). Not
+    copied to bytes: a tool at its limit is held once less."""
     out, err = bytearray(), bytearray()
     cut = 0
     sel = selectors.DefaultSelector()
@@ -221,7 +222,7 @@ def _read(proc: subprocess.Popen, end: float, limit: int) -> tuple:
         while sel.get_map():
             left = end - time.monotonic()
             if left <= 0:
-                return bytes(out), bytes(err), cut, False
+                return out, err, cut, False
             for key, _ in sel.select(left):
                 data = os.read(key.fd, CHUNK)
                 if not data:
@@ -232,10 +233,10 @@ def _read(proc: subprocess.Popen, end: float, limit: int) -> tuple:
                 buf += data[:max(0, room)]
                 if buf is out and len(data) > room:
                     cut += len(data) - max(0, room)
-                    return bytes(out), bytes(err), cut, True
+                    return out, err, cut, True
     finally:
         sel.close()
-    return bytes(out), bytes(err), cut, True
+    return out, err, cut, True
 
 
 def run_cmd(argv: Sequence[str], timeout_s: float = TOOL_S, cwd: Optional[str] = None, env: Optional[dict] = None,
@@ -280,11 +281,11 @@ def run_cmd(argv: Sequence[str], timeout_s: float = TOOL_S, cwd: Optional[str] =
                            "rest cut and the tool stopped")
     elif proc.returncode != 0:
         line = first_line(err.decode("utf-8", "replace"))
-        kept = out if not text else Output(out.decode("utf-8", "replace"))
+        kept = bytes(out) if not text else Output(out.decode("utf-8", "replace"))
         raise CommandFailed(f"{argv[0]} exited {proc.returncode}" + (f": {line}" if line else ""), kept,
                             proc.returncode)
     if not text:
-        return out
+        return bytes(out)
     res = Output(out.decode("utf-8", "replace"))
     res.cut = cut
     return res

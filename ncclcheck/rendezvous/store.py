@@ -25,7 +25,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from ..clean import clean_doc
+from ..clean import clean_json
 from ..errors import first_line
 from .budget import FIXED, Budget
 
@@ -229,8 +229,9 @@ class JsonStore:
             self.guard.reject(key, why)
             return None
         try:
-            # cleaned where it enters (clean.clean_doc): another node's strings reach reports, logs and terminals
-            value = clean_doc(json.loads(text.decode("utf-8"), parse_constant=_no_constant))
+            # cleaned where it enters (clean.clean_json): another node's strings reach reports, logs and terminals
+            plain = text.decode("utf-8")
+            value = clean_json(json.loads(plain, parse_constant=_no_constant), plain)
         except (ValueError, UnicodeDecodeError, RecursionError):
             self.guard.reject(key, "not JSON")
             return None

@@ -218,3 +218,36 @@ def test_an_env_value_too_long_for_a_shell_is_skipped_and_named():
 def test_absurd_flags_are_one_line_usage_errors(args):
     res = run_cli(*args, timeout=60)
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, (res.returncode, res.stderr[-500:])
+
+
+def test_a_json_text_cleaned_by_its_text_alone_is_cleaned_as_its_walk_would_be():
+    """clean.clean_json skips the walk of a document whose JSON text can hold no dirty string: for every text, dirty
+    or not (escaped controls, a raw DEL, C1 and bidirectional characters raw or escaped, lone surrogates, an escaped
+    backslash before a letter), it gives what clean_doc gives, and the walk is skipped for a plain ASCII text."""
+    import random
+
+    from ncclcheck import clean
+
+    pieces = ["ok", "h1", "\x1b]0;x\x07", "\r", "\b", "\f", "\x7f", "\x85", "\x9b", "\u202e", "\u2066", "\ud800",
+              "\udfff", "\\u", "\\r", "é", "\t", "\n", "\u00e9t\u00e9", "\\"]
+    rng = random.Random(7)
+    for i in range(3000):
+        def s() -> str:
+            return "".join(rng.choice(pieces) for _ in range(rng.randint(0, 4)))
+        doc = {s(): [s(), {s(): s(), "n": i}, 1.5, None, True], "k": s()}
+        for text in (json.dumps(doc), json.dumps(doc, ensure_ascii=False)):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:  # a raw lone surrogate is not UTF-8: no reply or record carries one
+                continue
+            assert clean.clean_json(json.loads(text), text) == clean.clean_doc(json.loads(text)), text
+    plain = json.dumps({"a": ["b", {"c": "d\\u0041"}], "e": "f\nline\tx"}).replace("\\\\u0041", "")
+    walked = []
+    real = clean.clean_doc
+    try:
+        clean.clean_doc = lambda v: walked.append(v) or real(v)
+        assert clean.clean_json(json.loads(plain), plain) == json.loads(plain) and walked == []
+        dirty = json.dumps({"a": "\x1b[31m"})
+        assert clean.clean_json(json.loads(dirty), dirty) == {"a": "[31m"} and len(walked) == 1
+    finally:
+        clean.clean_doc = real

@@ -4,13 +4,14 @@ HTML, JSON, Prometheus, Markdown, JUnit) ever meets one, and none has to clean o
 
 Where each applies: `clean_text` to a string (Report/CheckResult/Recommendation from JSON, model.py), `clean_tree` to
 a JSON value nested at most MAX_DEPTH deep, `clean_doc` to a loaded document (a flight-recorder dump: built anew only
-when dirty), `clean_json` to one loaded from JSON text (a store record, a responder's reply: the text says when no
-walk is needed), `clean_log_text` to a text before it is split into lines (a log, a saved capture), `clean_name` to
-a file's name as a report shows it (one line).
+when dirty), `clean_json` to one loaded from JSON text (the text says when no walk is needed), `load_json` to JSON
+text itself (a store record, a responder's reply), `clean_log_text` to a text before it is split into lines (a log, a
+saved capture), `clean_name` to a file's name as a report shows it (one line).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -106,6 +107,17 @@ def clean_json(value: Any, text: str) -> Any:
     if text.isascii() and _JSON_DIRT.search(text) is None:
         return value
     return clean_doc(value)
+
+
+def load_json(text: str) -> Any:
+    """The JSON document in `text` (another node's store record, a responder's reply), every string in it clean:
+    NaN and Infinity refused (not JSON: never fed to a plot or a comparison) with ValueError, as json.loads' own
+    errors; RecursionError where it nests past the C parser's depth."""
+    return clean_json(json.loads(text, parse_constant=_no_constant), text)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def _cleaned(value: Any, depth: int = 0) -> Any:

@@ -31,7 +31,7 @@ import struct
 import zlib
 from typing import Any, Optional
 
-from ..clean import clean_json
+from ..clean import load_json
 from ..postmortem.stacks import from_record
 from ..rendezvous.budget import Budget
 from ..rendezvous.store import Guard
@@ -263,16 +263,11 @@ def unpack(data: bytes, limit: int) -> bytes:
 
 def loads(data: bytes) -> Any:
     """JSON only: NaN/Infinity and deep nesting refused (what arrives may be hostile); every string cleaned where it
-    enters (clean.clean_json: no control character, bidirectional override or lone surrogate reaches a report)."""
+    enters (clean.load_json: no control character, bidirectional override or lone surrogate reaches a report)."""
     try:
-        text = data.decode("utf-8")
-        return clean_json(json.loads(text, parse_constant=_no_constant), text)
+        return load_json(data.decode("utf-8"))
     except (ValueError, UnicodeDecodeError, RecursionError):
         raise WireError("not JSON") from None
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(name)
 
 
 def seal(guard: Guard, key: str, doc: Any) -> bytes:

@@ -25,7 +25,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from ..clean import clean_json
+from ..clean import load_json
 from ..errors import first_line
 from .budget import FIXED, Budget
 
@@ -229,9 +229,8 @@ class JsonStore:
             self.guard.reject(key, why)
             return None
         try:
-            # cleaned where it enters (clean.clean_json): another node's strings reach reports, logs and terminals
-            plain = text.decode("utf-8")
-            value = clean_json(json.loads(plain, parse_constant=_no_constant), plain)
+            # cleaned where it enters (clean.load_json): another node's strings reach reports, logs and terminals
+            value = load_json(text.decode("utf-8"))
         except (ValueError, UnicodeDecodeError, RecursionError):
             self.guard.reject(key, "not JSON")
             return None
@@ -390,11 +389,6 @@ def _blocking_wait(client: Any, full: list[str], deadline: float, budget: Budget
 
 GET_CHUNK = 512  # keys per multi-get: a reply of a few hundred KiB of mesh rows, not the whole world's at once
 BISECT_MIN = 8  # read_present reads a part of at most this many keys with a missing one key by key
-
-
-def _no_constant(name: str) -> Any:
-    """NaN and Infinity are not JSON: a value carrying them is refused, never fed to a plot or a comparison."""
-    raise ValueError(f"{name} is not JSON")
 
 
 def preload() -> None:

@@ -25,8 +25,8 @@ TIMEOUT_S = 5.0  # as each collector's own nvidia-smi call (gpu.py, gpuhealth.py
 DEVICES = ("nvidia-smi", "--query-gpu=index,name,memory.total,uuid,pci.bus_id", "--format=csv,noheader,nounits")
 TOPOLOGY = ("nvidia-smi", "topo", "-m")
 # Of one nvidia-smi answer: -q of an 8-GPU B300 node is 111 KB (tests/data/hwnodes), ~14 KB a GPU, so this is
-# ~150 GPUs' worth. util.OUTPUT_BYTES (16 MiB, sized for kernel logs) would let the five calls asked at once hold
-# ~5 x 4 copies of 16 MiB while a broken nvidia-smi prints without end (issue 63's tool-output attack).
+# ~150 GPUs' worth. util.OUTPUT_BYTES (16 MiB, sized for kernel logs) let the five calls asked at once hold a few
+# copies of 16 MiB each while a broken nvidia-smi printed without end (issue 63's tool-output attack: +262 MiB).
 OUTPUT_BYTES = 2 << 20
 HEALTH = (("nvidia-smi", "-q"), ("nvidia-smi", "nvlink", "-s"), ("nvidia-smi", "nvlink", "-e"))
 _started: dict = {}

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..model import CheckResult, failed, passed, skipped, warned
-from ..nccl import rules
+from ..nccl import endings, rules
+from ..render import words
 
 SHOWN = 8
 
@@ -107,10 +108,10 @@ def check_root_cause(inp: PostmortemInput) -> CheckResult:
                           fix="arm the next run so it leaves what names the cause: ncclcheck recommend --postmortem "
                               "DIR --format env", evidence=ev)
         logs = [r for r in a.get("inputs", []) if r["kind"] in ("launcher_output", "nccl_log", "log")]
-        if logs:  # a job's output that ends without a failure table, a traceback's failure or a WARN ended well
-            return passed("postmortem.root_cause", f"the job ended well: no rank failed, no failure message and no "
-                          f"NCCL WARN in {len(logs)} log(s)" + (" and the flight recorder's collectives match"
-                                                               if a.get("groups") else ""), evidence=ev)
+        end = a.get("ended")
+        if logs and end:  # a job's output with no failure that shows its end: the line that shows it
+            return passed("postmortem.root_cause", words.ended(endings.BY_ID[end["sign"]].what, end["line"]),
+                          evidence={**ev, "ended": end["sign"]})
         return passed("postmortem.root_cause", "nothing wrong found in what the job left", evidence=ev)
     others = [c["text"] for c in a["causes"] if c is not root][:SHOWN]
     detail = "\n".join(["then (consequences and other findings):", *others]) if others else ""

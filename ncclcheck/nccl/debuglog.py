@@ -37,10 +37,11 @@ _WARN = re.compile(r"NCCL WARN (.*)")
 # "rank (\d+) nranks (\d+) .*Init COMPLETE": the first "rank N nranks M " followed on its line by Init COMPLETE
 _INIT_COMPLETE = Then(r"rank (\d+) nranks (\d+) ", r"Init COMPLETE")
 _INIT_HEAD = re.compile(r"rank (\d+) nranks (\d+) ", re.IGNORECASE)
+_DESTROYED = re.compile(r"- Destroy COMPLETE")  # init.cc: "comm %p rank %d nranks %d ... - Destroy COMPLETE"
 MAX_WARNINGS = 20
 # what a line must hold for the parser to read anything from it (lower case): the log reader passes over the rest
 PARSE_LITERALS = Prefilter([_VERSION, _BOOTSTRAP, _SOCKET_LINE, _IB_LINE, _IB_NONE, _NETWORK, _COLL_CHANNELS, _ENV,
-                            _WARN, _INIT_COMPLETE]).literals
+                            _WARN, _INIT_COMPLETE, _DESTROYED]).literals
 VIA_LITERALS = Prefilter([_VIA]).literals
 
 
@@ -76,7 +77,7 @@ class NcclDebugState:
     several sources (its launcher-prefixed lines, its NCCL process's own) give what reading them in order gives."""
 
     __slots__ = ("version", "bootstrap", "sock", "ib", "ib_oob", "ib_no_device", "network", "via", "channels",
-                 "coll_channels", "env", "warnings", "nranks")
+                 "coll_channels", "env", "warnings", "nranks", "destroyed")
 
     def __init__(self) -> None:
         self.version: Optional[tuple] = None  # (at, version, cuda): the first
@@ -92,6 +93,7 @@ class NcclDebugState:
         self.env: dict = {}  # NCCL_X -> (at of the first, at of the last, the last value)
         self.warnings: list = []  # [(at, text)]: the first MAX_WARNINGS
         self.nranks: Optional[tuple] = None  # (at, nranks): the last
+        self.destroyed = False  # a communicator of it was destroyed (the job's teardown)
 
     def add_via(self, channel: int, via: str, at) -> None:
         self.channels.add(channel)
@@ -139,6 +141,8 @@ class NcclDebugState:
             self.env[e[0]] = (self.env.get(e[0], (at,))[0], at, e[1].rstrip("."))
         if "NCCL WARN " in line and len(self.warnings) < MAX_WARNINGS and (m := _WARN.search(line)):
             self.warnings.append((at, m.group(1).strip()))
+        if "Destroy COMPLETE" in line and _DESTROYED.search(line):
+            self.destroyed = True
         if _INIT_COMPLETE.search(line):
             self.nranks = (at, int(_INIT_HEAD.search(line).group(2)))
 

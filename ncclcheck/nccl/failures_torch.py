@@ -23,7 +23,7 @@ _CUDA = r"(?:Cuda failure (?:\d{1,4} |[\w./-]{1,64}:\d{1,6} )?'|CUDA error: |cud
 NO_HOST = r"(?:::ffff:)?2(?:2[4-9]|[3-5]\d)\.\d{1,3}\.\d{1,3}\.\d{1,3}(?![\d.])"
 
 ROWS = (
-    cause("cuda_oom", Either(rx(r"CUDA out of memory|OutOfMemoryError|cudaErrorMemoryAllocation|"
+    cause("cuda_oom", Either(rx(r"CUDA out of memory|torch\.(?:cuda\.)?OutOfMemoryError|cudaErrorMemoryAllocation|"
                                 r"Failed to CUDA calloc|cudaMalloc failed|CUBLAS_STATUS_ALLOC_FAILED"),
                              Then(_CUDA, r"out of memory")),
           "the GPU ran out of memory on that rank",

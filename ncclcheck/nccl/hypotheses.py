@@ -81,7 +81,24 @@ OWN_GPU = Suspect("own_gpu", "the rank's own GPU work queued before the collecti
                   "`nvidia-smi` on its host (its GPU at 100 % with no progress) and `dmesg -T | grep -i xid`; "
                   "`py-spy dump --native --pid` of the rank; the other ranks' output, if the job had more")
 
+CUT = Suspect("cut_short", "the text was cut before the job's end (a paste, an excerpt, a log still being written): "
+              "nothing may be wrong", "read the rest of the output, or the launcher's exit status (`echo $?`, "
+              "`sacct -j JOB -o JobID,State,ExitCode`): a job that ended well says so at its end")
+JOIN = Suspect("join", "a rank or node never joined (never started, a wrong MASTER_ADDR or port, a firewall on the "
+               "master port): the others wait for it", "`ncclcheck preflight` with the same world flags names the node "
+               "that does not join and why; `ss -tlnp` on the master shows its port")
+EXIT_HANG = Suspect("exit_hang", "a hang at exit: a rank still inside a collective or destroy_process_group while its "
+                    "peers left", "`py-spy dump --pid` of the process that does not exit; call "
+                    "dist.barrier() then dist.destroy_process_group() on every rank before the script ends")
+
 BY_EVIDENCE = {
+    # no line shows a failure and none the job's end: where the text stops says what to suspect (nccl/endings.py)
+    "stopped_launched": (JOIN, CUT),
+    "stopped_rendezvous": (JOIN, NETWORK, CUT),
+    "stopped_nccl_init": (NETWORK, JOIN, HUNG, CUT),
+    "stopped_init_complete": (HUNG, NETWORK, SKIPPED, CUT),
+    "stopped_steps": (SKIPPED, GPU, NETWORK, CUT),
+    "stopped_teardown": (EXIT_HANG, CUT),
     "stalled_all": (NETWORK, P2P, GPU),
     "stalled_one": (OWN_GPU, SKIPPED, NETWORK),
     "watchdog_timeout": (SKIPPED, NETWORK, P2P, GPU),

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from typing import Optional
 
-from ..nccl import failures, hypotheses
+from ..nccl import endings, failures, hypotheses
 from ..nccl.debuglog import nccl_header
 from ..render import words
 from . import context, flight, launcher, own, p2p, precedence, stacks, watchlines
@@ -951,6 +951,10 @@ def analyse(inp: Inputs, preflight: Optional[dict] = None,
     ends = own.ends(inp.stacks, by_rank, events, inp.error_files, first_failure(by_rank), frozenset(inp.dumps))
     ordered = own.first(ordered, ends, groups, lambda r: _who(r, hosts), _coll, ranks_text)
     ordered = _peer_ended(_never_nothing(ordered, by_rank, hosts), by_rank, hosts)
+    ended = next((log.end for log in inp.logs if log.end), None)
+    phases = _phases(inp)
+    if not ordered and inp.logs and not inp.dumps and ended is None:  # nothing failed, and nothing ended either
+        ordered = _stopped(phases, inp.logs[0].path)
     verdict = _verdict(ordered, groups, hosts, by_rank)
     ranks = []
     for r in world:
@@ -976,6 +980,9 @@ def analyse(inp: Inputs, preflight: Optional[dict] = None,
                      **({"failures_total": len(inp.failures)} if failed is not inp.failures else {})},
         "error_files": [{k: e[k] for k in ("path", "rank", "message")} for e in inp.error_files],
         "transport": _transport(per_rank, preflight),
+        "ended": {"sign": ended[1], "line": ended[2]} if ended else None,
+        "phases": {("none" if r is None else str(r)): endings.PHASE_IDS[p]
+                   for r, p in list(phases.items())[:MAX_REPORT_ROWS]},
         "timeline": _timeline(inp.dumps, ordered) if len(inp.dumps) <= 256 else {},
     })
 
@@ -1066,6 +1073,33 @@ def _never_nothing(causes: list, by_rank: dict, hosts: dict) -> list:
     root = not_in_text({"kind": "job_failed", "cause": True, "pg": None, "seq": None, "ranks": ranks, "text": text,
                         "source": "launcher" if failed else seen[0].get("source")}, kinds)
     return [root, *causes]
+
+
+def _phases(inp: Inputs) -> dict:
+    """rank (None: lines of no rank) -> the latest phase its lines show (nccl/endings.py), every log together."""
+    out: dict = {}
+    for log in inp.logs:
+        for r, part in log.ranks().items():
+            out[r] = max(out.get(r, 0), part.phase)
+        if log.steps_at or log.tests_rows:  # a loop's own prints, nccl-tests' rows: no rank of their own
+            out[None] = max(out.get(None, 0), endings.STEPS)
+    if len(out) > 1 and out.get(None) == endings.LAUNCHED:
+        del out[None]  # lines of no rank that show nothing (a banner, a shell's echo) place no rank
+    return out
+
+
+def _stopped(phases: dict, source: str) -> list:
+    """No line shows a failure and none shows the job ending: where each rank was when the text stops (a hang there, or
+    a text cut short), with what stops a job in that phase, as a warning (never "nothing wrong", never a cause)."""
+    behind = min(phases.values(), default=endings.LAUNCHED)
+    at: dict = {}
+    for r, p in phases.items():
+        at.setdefault(p, []).append(r)
+    said = [(endings.PHASE_NAMES[p], sorted(r for r in rs if r is not None)) for p, rs in sorted(at.items())]
+    c = {"kind": "stopped", "cause": False, "pg": None, "seq": None,
+         "ranks": sorted(r for r in at.get(behind, []) if r is not None), "text": words.stopped(said, ranks_text),
+         "source": source, "phase": endings.PHASE_IDS[behind]}
+    return [suspected(c, [f"stopped_{endings.PHASE_IDS[behind]}"])]
 
 
 def _peer_ended(causes: list, by_rank: dict, hosts: dict) -> list:

@@ -14,7 +14,7 @@ from ..errors import UsageError
 from ..model import LAUNCHERS, NodeInfo, Recommendation, Report, WorldInfo, clean_text
 from ..render.common import one_line
 from .analyze import analyse, empty_dumps
-from .inputs import load_preflight, read_inputs
+from .inputs import NOT_A_JOB_LOG, load_preflight, read_inputs
 from .slow import analyse as analyse_slow
 from .slow import check as slow_check
 
@@ -37,6 +37,9 @@ def diagnose(paths: list[str], preflight_path: Optional[str] = None, version: st
             more = f" (and {len(inp.refused) - 1} more refused)" if len(inp.refused) > 1 else ""
             raise UsageError(one_line(clean_text(f"nothing under {' '.join(paths)} could be read: {first['path']}: "
                                       f"{first['why']}{more}")))
+        said = next((r for r in inp.read if r.get("note") == NOT_A_JOB_LOG), None)
+        if said is not None:
+            raise UsageError(one_line(clean_text(f"{said['path']}: {NOT_A_JOB_LOG}")))
         raise UsageError(f"nothing under {' '.join(paths)} is one of: {', '.join(KINDS)}")
     analysis = analyse(inp, preflight, here=_this_host)
     checks = run_checks(POSTMORTEM, PostmortemInput(analysis))

@@ -210,10 +210,13 @@ def _classify_json(out: Inputs, path: str, doc) -> bool:
     return True
 
 
+NOT_A_JOB_LOG = "not a job's log: no line of torch, NCCL, gloo, CUDA, a launcher or a scheduler"
+
+
 def _add_log(out: Inputs, scan: LogScan) -> None:
-    """A text read: a log when it holds an NCCL line, a launcher's table, a rank prefix or a failure; a job's plain
-    output otherwise (what it does not say is a failure, which is what a healthy job's output looks like: diagnose
-    reads it as a log so that it can say so); nothing but white space is not recognised."""
+    """A text read: a log when it holds a line of torch, NCCL, gloo, CUDA, a launcher or a scheduler in that
+    program's own shape (nccl/endings.PROGRAM), a launcher's table or a rank prefix; any other text (an installer's
+    log, another program's error) is not a job's log, and neither is nothing but white space."""
     table = scan.failures()
     out.failures.extend(dict(r, source=scan.path) for r in table)
     if scan.launcher:  # torchrun's output without its table (the agent itself was stopped)
@@ -222,9 +225,8 @@ def _add_log(out: Inputs, scan: LogScan) -> None:
         out.logs.append(scan)
         kind = "launcher_output" if table or scan.launcher else "nccl_log" if scan.nccl_seen else "log"
         said = f"{len(table)} failed rank(s) in its table" if table else ""
-    elif scan.has_text:
-        out.logs.append(scan)
-        kind, said = "log", "plain output: no launcher, torch or NCCL line"
+    elif scan.has_text:  # a pip log, a Java heap error: no line of the programs a job's log is made of
+        kind, said = "unrecognised", NOT_A_JOB_LOG
     else:
         kind, said = "unrecognised", ""
     out.read.append({"path": scan.path, "kind": kind, "note": "; ".join(x for x in (said, scan.note()) if x)})

@@ -41,6 +41,7 @@ from ..nccl.debuglog import (
     split_prefix,
     via_of,
 )
+from ..nccl import endings
 from ..nccl.failclass import GENERIC
 from ..nccl.linear import MAX_LINE_CHARS, fold, literal_rx
 from ..nccl.prefixes import peel_host
@@ -144,6 +145,8 @@ FAST = not any(SEP.lower().strip() in lit or lit in SEP.lower() for lit in _HEAD
 # ":" and not starting like a launcher prefix or a table rule) it is not a traceback's, ncclcheck's or a table's
 _PLAIN = literal_rx({*_HEAD_LITERALS, "nccl", "traceback", "error", "exception", "failed", "interrupt",
                      *launcher.OWN_LITERALS, *launcher.STATES_WORLD, launcher.STATES_RAY})
+# a line holding one of these may show where the job got to (nccl/endings.py): read for that, never classified
+_SIGNS_RX = literal_rx(endings.LITERALS)
 _PREFIX_STARTS = "[0123456789 \t\r\x0b\x0c\x1c\x1d\x1e\x1f"
 _HEAD_RX, _ANY, _STRICT_RX, _TABLE_RX, _RANK_RX, _PARSE_RX, _VIA_RX = (literal_rx(x) for x in (
     _HEAD_LITERALS, set(_HEAD_LITERALS) - set(VIA_LITERALS), _STRICT, failures.LITERALS, RANK_LITERALS,
@@ -179,7 +182,7 @@ def _parse_effect(msg: str) -> tuple:
     st = NcclDebugState()
     st.feed(msg)
     more = bool(st.version or st.bootstrap or st.sock or st.ib or st.ib_oob or st.ib_no_device or st.network
-                or st.coll_channels is not None or st.env or st.warnings or st.nranks)
+                or st.coll_channels is not None or st.env or st.warnings or st.nranks or st.destroyed)
     return more, (via_of(msg) if st.via and not more else None)
 
 
@@ -230,7 +233,7 @@ class Room:
 
 
 class _Source:
-    __slots__ = ("key", "first", "header", "nccl", "state", "tb", "frame", "counts", "follow", "host")
+    __slots__ = ("key", "first", "header", "nccl", "state", "tb", "frame", "counts", "follow", "host", "phase")
 
     def __init__(self, key, first: int):
         self.key = key  # ("p", rank) a launcher prefix's, ("h", host, pid) an NCCL process's, None neither's
@@ -243,6 +246,7 @@ class _Source:
         self.counts: dict = {}  # class -> lines kept
         self.follow = 0  # its next lines to keep (after a PreflightFailed line)
         self.host: Optional[str] = None  # the first host its lines' prefixes named (pdsh, a pod, Ray's ip)
+        self.phase = endings.LAUNCHED  # the latest phase its lines show (nccl/endings.py)
 
 
 class _Head:
@@ -262,9 +266,18 @@ class RankPart:
     host: Optional[str] = None  # the first host any of its lines' prefixes named
     nccl: Optional[dict] = None
     head: Optional[dict] = None
+    phase: int = 0  # the latest phase its lines show (nccl/endings.py PHASE_NAMES)
 
 
 _OVER = ("x",)  # the source of lines past MAX_SOURCES: no rank
+
+
+def _phase_of(src: _Source) -> int:
+    """The latest phase a source's lines show: its signs, and NCCL's own lines (any: init; Init COMPLETE: done)."""
+    st = src.state
+    nccl = (endings.TEARDOWN if st is not None and st.destroyed else
+            endings.INIT_COMPLETE if st is not None and st.nranks else endings.NCCL_INIT if src.nccl else 0)
+    return max(src.phase, nccl)
 
 
 class LogScan:
@@ -280,7 +293,10 @@ class LogScan:
         self.nccl_seen = False  # an NCCL line among the first KNOWN_LINES
         self.has_text = False
         self.skipped = 0  # bytes of the middle of a file past MAX_TEXT_BYTES not read
-        self._last_known = 0  # the last line with a rank prefix or a failure class
+        self._last_known = 0  # the last line with a rank prefix
+        self.program_seen = False  # a line from torch, NCCL, gloo, CUDA, a launcher or a scheduler (endings.PROGRAM)
+        self.ended: Optional[tuple] = None  # (line number, sign id, line) of the first line showing the job ended well
+        self.steps_at = 0  # the last line of a training step with no source (a loop's own print)
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._carry, self._over, self._cr, self._drop_partial = "", 0, False, False
         self._own = OwnOutput()
@@ -364,7 +380,7 @@ class LogScan:
                 continue
             if (self._none and self._calm and raw and ":" not in raw and raw[0] not in _PREFIX_STARTS
                     and len(raw) <= MAX_LINE_CHARS and raw.isascii() and not raw.startswith(("===", "---"))
-                    and not _PLAIN.search(raw.lower())):
+                    and not _PLAIN.search(low := raw.lower()) and not _SIGNS_RX.search(low)):
                 self.has_text = True  # a plain line of no rank, read before: what it says is nothing to read
                 continue
             if self._calm:
@@ -492,8 +508,11 @@ class LogScan:
             self.nccl_seen = True
         # without a prefix, rest is the raw line; a launcher's record line is read by launcher.py, not classified
         cls = None if plain or launcher.record_line(rest) else failures.classify(rest)
-        if prank is not None or cls is not None:
+        if prank is not None:
             self._last_known = n
+        # a failure row is a program's own message (torch's "The server socket has failed to listen ...")
+        if not self.program_seen and (self.nccl_seen or cls is not None or endings.from_a_program(rest)):
+            self.program_seen = True
         self._table_line(raw, rest, plain)
         if (not plain or not self._own.idle) and self._own.own(raw):  # idle, only a line naming ncclcheck is its own
             prank, rest, cls = None, "", None
@@ -519,6 +538,8 @@ class LogScan:
             src.nccl = True
         if rest and not plain:
             self._state(src).feed(rest, n)
+        if rest and (low is None or _SIGNS_RX.search(low)) and (sign := endings.sign(rest)) is not None:
+            self._signed(src, sign, rest, n)
         if not plain or self._follow or src.follow or src.tb:  # a plain line opens and ends no traceback
             self._keep_if_read(src, cls, rest, n, phost)
         if joined and goes_on(raw, self._width) and self._kept and self._kept[-1][0] == n:
@@ -527,6 +548,14 @@ class LogScan:
         self._none = self._none or src.key is None
         self._calm = (FAST and not self._follow and not self._table_follow and self._own.idle and self._wrap is None
                       and self._cont is None)
+
+    def _signed(self, src: _Source, sign, rest: str, n: int) -> None:
+        """A line that shows where the job got to: its source's phase, and the job's end."""
+        src.phase = max(src.phase, sign.phase)
+        if sign.phase == endings.STEPS and src.key is None:
+            self.steps_at = n
+        if sign.end and self.ended is None:
+            self.ended = (n, sign.id, clip(rest.strip(), 400))
 
     def _nccl_tests(self, rest: str) -> None:
         """nccl-tests' progress: its header, a row of its table, its closing line (its output's own shape)."""
@@ -609,7 +638,7 @@ class LogScan:
     def known(self) -> bool:
         """An NCCL line among the first KNOWN_LINES, a launcher's table, or a rank prefix or a failure among the
         last KNOWN_LINES lines: a log (else plain output)."""
-        return (self.nccl_seen or bool(self.failures()) or self.launcher is not None
+        return (self.nccl_seen or self.program_seen or bool(self.failures()) or self.launcher is not None
                 or (self._last_known > 0 and self._last_known > self.lines - KNOWN_LINES))
 
     def failures(self) -> list:
@@ -646,10 +675,16 @@ class LogScan:
             if any(s.nccl for s in group):
                 part.nccl = NcclDebugState.result([s.state for s in group if s.state is not None])
             part.host = next((s.host for s in sorted(group, key=lambda s: s.first) if s.host), None)
+            part.phase = max(_phase_of(s) for s in group)
             heads = [s.header for s in group if s.header is not None]
             if heads:
                 part.head = dict(min(heads, key=lambda h: h[0])[1])
         return parts
+
+    @property
+    def end(self) -> Optional[tuple]:
+        """(line number, sign id, line) of the first line that shows the job ended well, or None."""
+        return self.ended
 
     def note(self) -> str:
         """What the reading bounded, said in the report ("" when nothing)."""

@@ -443,3 +443,19 @@ def net_plugins_tried(tried: dict, loaded: list) -> str:
     forced = (f": NCCL_NET={next(iter(tried))} (or NCCL_NET_PLUGIN) forced it on a host without it, so the socket "
               "transport was never tried" if "Socket" not in tried else "")
     return f"; NCCL tried {only}{parts} and loaded none{forced}"
+
+
+STOPPED = "no line shows a failure and none shows the job's end: "
+
+
+def stopped(said: list, ranks_text) -> str:
+    """Where a text that neither fails nor ends leaves each rank: [(phase, ranks)], the earliest phase first."""
+    parts = [f"{ranks_text(rs)} at {phase}" if rs else phase for phase, rs in said]
+    return (STOPPED + "the text stops with " + (" and ".join(parts) if len(parts) < 3 else
+                                                 ", ".join(parts[:-1]) + " and " + parts[-1]) +
+            " (a hang there, or a text cut short)")
+
+
+def ended(what: str, line: str) -> str:
+    """A text that shows the job ending well, and no failure."""
+    return f"the job ended well: {what} (\"{line}\"); no rank failed and no failure message"

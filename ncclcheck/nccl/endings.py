@@ -84,7 +84,8 @@ SIGNS = (
          "a communicator was destroyed"),
     # a training loop's own lines: a step with its loss, a tqdm bar's rate, nccl-tests' rows are read apart
     Sign("step", Either(Then(r"\b(?i:step|iter|iteration|epoch)\b", r"\b(?i:loss)\b"),
-                        _rx(r"\b(?i:loss)\s{0,2}[=:]\s{0,2}-?\d"), _rx(r"\d(?:it/s|s/it)\]")), STEPS,
+                        _rx(r"\b(?i:loss)\s{0,2}[=:]\s{0,2}-?\d"), _rx(r"\d(?:it/s|s/it)\]"),
+                        _rx(r"\b(?i:step|iter|iteration)\s{0,2}#?\d{1,9}\b")), STEPS,
          "a training step"),
     # NCCL's "rank %d nranks %d ... Init COMPLETE"; torch's store barrier; Lightning's "All distributed processes
     # registered. Starting with %d processes"

@@ -26,8 +26,8 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from . import failures_jobs, failures_nccl, failures_torch
-from .failclass import CONSEQUENCE, FailureClass, cause, rx
+from . import failures_jobs, failures_nccl, failures_torch, subsystems
+from .failclass import CONSEQUENCE, GENERIC, FailureClass, cause, rx
 from .linear import MAX_LINE_CHARS, Either, Prefilter, Then, fold, leading
 
 __all__ = ["FailureClass", "Either", "Then", "classify", "TABLE", "ROUTINE", "BY_ID"]
@@ -92,7 +92,7 @@ _LOOPBACK_ADDRESS = re.compile(r"(?<![\w.])127\.\d{1,3}\.\d{1,3}\.\d{1,3}(?![\w.
 _HOSTNAME_LOOPBACK = re.compile(r"(?<![\w.])127\.0\.1\.1(?![\w.])")
 # classes read from more than one line's pattern (an exception's end, the guard's report, loopback across hosts, a
 # program that stopped showing progress, a peer that ended cleanly)
-READ_ELSEWHERE = (EXCEPTION, GUARD_FAILED, LOOPBACK, NO_PROGRESS, EARLY_EXIT)
+READ_ELSEWHERE = (EXCEPTION, GUARD_FAILED, LOOPBACK, NO_PROGRESS, EARLY_EXIT, *subsystems.PLACED)
 BY_ID = {c.id: c for c in (*TABLE, *READ_ELSEWHERE)}
 
 
@@ -146,13 +146,18 @@ def as_nccl_warn(line: str) -> str:
 def classify(line: str) -> Optional[FailureClass]:
     """The failure class of one log line, or None (also for a ROUTINE line). The line is cut at MAX_LINE_CHARS;
     only the classes whose literals it holds are tried."""
-    line = as_nccl_warn(line[:MAX_LINE_CHARS])
+    whole = as_nccl_warn(line[:MAX_LINE_CHARS])
+    line = subsystems.without_location(whole)  # a row reads NCCL's message, never the file it was printed in
     low = fold(line)
     found = _TABLE.candidates(line, low)
     if not found or (_ROUTINE.candidates(line, low) and ROUTINE.search(line)):
         return None
+    if line is not whole and (owner := subsystems.place(whole, BY_ID, owned=True)) is not None:
+        return owner
     for i in found:
         if TABLE[i].pattern.search(line):
+            if TABLE[i].level == GENERIC and TABLE[i].id == "nccl_warn":  # no row knows it: where it was printed
+                return subsystems.place(whole, BY_ID) or TABLE[i]
             return TABLE[i]
     return None
 

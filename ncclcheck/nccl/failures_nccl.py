@@ -120,7 +120,8 @@ ROWS = (
     # extend %s to %ld bytes", shm_open / posix_fallocate / mmap failures; /dev/shm, shm_open: each holds "shm",
     # whose first match ends first (Then's condition)
     cause("shm_exhausted", Either(rx(r"Error while creating shared memory segment|"
-                                     r"unable to allocate shared memory|insufficient shared memory"),
+                                     r"unable to allocate shared memory|insufficient shared memory|"
+                                     r"failed to extend /dev/shm"),
                                   Then(r"shm|posix_fallocate", r"No space left|failed|Cannot allocate")),
           "/dev/shm is too small or full (NCCL's SHM transport, or the DataLoader's worker buffers)",
           "give the container a larger /dev/shm (docker --shm-size=1g or more, or --ipc=host; Kubernetes: an emptyDir "
@@ -189,7 +190,12 @@ ROWS = (
           "collective, an invalid NCCL_COMM_ID or value)",
           "unset the debugging switches (NCCL_ALGO, NCCL_PROTO) and fix the value the line names; `ncclcheck "
           "preflight` lists the NCCL_ variables each node has (env.nccl)", source="src/enqueue.cc; src/misc/param.cc"),
-    cause("thread_limit", rx(r"pthread_create failed|Thread creation failed|Resource temporarily unavailable"),
+    # EAGAIN's words alone ("Resource temporarily unavailable") are any non-blocking call's: NCCL's service thread
+    # prints them at a clean teardown ("[Service thread] Accept failed Resource temporarily unavailable"); only a
+    # thread or process that could not be made is this class
+    cause("thread_limit", Either(rx(r"pthread_create failed|Thread creation failed|can't start new thread|"
+                                    r"fork: retry: Resource temporarily unavailable"),
+                                 Then(r"pthread_create|\bclone\b", r"Resource temporarily unavailable")),
           "a process could not start a thread (the per-user process limit or the container's pids limit)",
           "raise `ulimit -u` and the container's or cgroup's pids.max (Kubernetes pod pid limit, Slurm's)",
           level=SPECIFIC, source="src/misc/socket.cc; src/proxy.cc SYSCHECK(pthread_create)"),

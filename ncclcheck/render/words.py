@@ -450,7 +450,9 @@ STOPPED = "no line shows a failure and none shows the job's end: "
 
 def stopped(said: list, ranks_text) -> str:
     """Where a text that neither fails nor ends leaves each rank: [(phase, ranks)], the earliest phase first."""
-    parts = [f"{ranks_text(rs)} at {phase}" if rs else phase for phase, rs in said]
+    if len(said) == 1 and not said[0][1]:
+        return STOPPED + f"the text stops at {said[0][0]} (a hang there, or a text cut short)"
+    parts = [f"{ranks_text(rs) if rs else 'lines of no rank'} at {phase}" for phase, rs in said]
     return (STOPPED + "the text stops with " + (" and ".join(parts) if len(parts) < 3 else
                                                  ", ".join(parts[:-1]) + " and " + parts[-1]) +
             " (a hang there, or a text cut short)")

@@ -5,6 +5,7 @@ which source line)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -125,9 +126,11 @@ def test_a_healthy_jobs_output_is_no_failure_and_says_where_it_stops(name):
     in time' from c10d's waitForInput poll lines (exit 1). Both are real 4-rank torchrun jobs. Their output stops at
     their last step: no line shows the end (torchrun prints none for a job that succeeded), so the verdict is a
     warning that says where each rank was, never a failure and never "ended well"."""
-    p = run_cli("diagnose", *job(os.path.join(FIX, name)))
+    p = run_cli("diagnose", *job(os.path.join(FIX, name)), "--json", "-")
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "none shows the job's end" in p.stdout and "at steps" in p.stdout and "ended well" not in p.stdout
+    root = next(c for c in json.loads(p.stdout)["checks"] if c["id"] == "postmortem.root_cause")
+    assert root["status"] == "warn" and root["evidence"]["kind"] == "stopped"
+    assert "none shows the job's end" in root["summary"] and "at steps" in root["summary"]
 
 
 def test_the_same_output_with_its_end_line_ended_well(tmp_path):
@@ -137,9 +140,10 @@ def test_the_same_output_with_its_end_line_ended_well(tmp_path):
     end = ("[2026-11-28 05:00:00,000] torch.distributed.elastic.agent.server.api: [INFO] [default] worker group "
            "successfully finished. Waiting 300 seconds for other agents to finish.\n")
     (tmp_path / "launcher.log").write_text(text + end)
-    p = run_cli("diagnose", str(tmp_path / "launcher.log"))
+    p = run_cli("diagnose", str(tmp_path / "launcher.log"), "--json", "-")
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "the job ended well: torchrun's agent" in p.stdout
+    root = next(c for c in json.loads(p.stdout)["checks"] if c["id"] == "postmortem.root_cause")
+    assert root["status"] == "pass" and root["summary"].startswith("the job ended well: torchrun's agent")
 
 
 # --- ncclcheck's own and routine lines are never a cause -------------------------------------------------------

@@ -92,7 +92,15 @@ _LOOPBACK_ADDRESS = re.compile(r"(?<![\w.])127\.\d{1,3}\.\d{1,3}\.\d{1,3}(?![\w.
 _HOSTNAME_LOOPBACK = re.compile(r"(?<![\w.])127\.0\.1\.1(?![\w.])")
 # classes read from more than one line's pattern (an exception's end, the guard's report, loopback across hosts, a
 # program that stopped showing progress, a peer that ended cleanly)
-READ_ELSEWHERE = (EXCEPTION, GUARD_FAILED, LOOPBACK, NO_PROGRESS, EARLY_EXIT, *subsystems.PLACED)
+# read from what NCCL listed on each host (postmortem/inventory.py), beside a failure to connect
+VIRTUAL_INTERFACE = cause("virtual_interface", rx(r"$^"),
+                          "NCCL bootstrapped or sent over a container bridge or virtual interface (docker0, br-*, "
+                          "veth*) whose address the other hosts cannot reach",
+                          "set NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) to the host's real interface on every node, "
+                          "e.g. =eth0 or ^docker,br-,veth,lo to exclude the bridges; `ncclcheck recommend --format env` "
+                          "names the interface every node reaches", source="NCCL's 'NET/Socket : Using' and "
+                          "'Bootstrap : Using' lines")
+READ_ELSEWHERE = (EXCEPTION, GUARD_FAILED, LOOPBACK, NO_PROGRESS, EARLY_EXIT, VIRTUAL_INTERFACE, *subsystems.PLACED)
 BY_ID = {c.id: c for c in (*TABLE, *READ_ELSEWHERE)}
 
 

@@ -81,6 +81,27 @@ ROWS = (
           "says which)",
           "a time limit: raise --time or checkpoint more often; a preemption or requeue: run in a partition or QOS "
           "that is not preempted; a node failure: `sinfo -R` names the node, drain it", source="slurmstepd"),
+    # the signal torchrun's agent itself received says who stopped the job (torch/distributed/elastic/multiprocessing/
+    # api.py: SignalException "Process %d got signal: %d"; agent/server/api.py "Received %s death signal, shutting
+    # down workers", the signal as a number or as Signals.SIGHUP): SIGHUP is the terminal or ssh session that started
+    # it going away (nohup without setsid, a closed laptop); SIGTERM a scheduler (time limit, preemption, scancel) or
+    # an operator (kill, kubectl delete); SIGINT Ctrl-C (the interrupted row)
+    cause("hangup", rx(r"got signal: " + num("1") + r"(?!\d)|Received " + num("1") + r" death signal|"
+                       r"Received Signals\.SIGHUP death signal|signal=Signals\.SIGHUP|SIGHUP received"),
+          "the launcher was sent SIGHUP: the terminal or ssh session that started it went away, and the job went "
+          "with it (nothing failed in the job itself)",
+          "run the launcher where a closed terminal cannot stop it: tmux or screen, `sbatch`, or `setsid nohup ... &` "
+          "(plain nohup is not enough when the shell sends SIGHUP to its job group)", level=SPECIFIC,
+          source="torch/distributed/elastic/multiprocessing/api.py _terminate_process_handler"),
+    consequence("stopped_from_outside", rx(r"got signal: " + num("15") + r"(?!\d)|Received " + num("15")
+                                           + r" death signal|Received Signals\.SIGTERM death signal|"
+                                           r"signal=Signals\.SIGTERM|Main process received SIGTERM"),
+                "the launcher itself was sent SIGTERM: a scheduler (a time limit, a preemption, scancel) or an "
+                "operator (kill, kubectl delete) stopped the job",
+                "ask who sent it: `sacct -j JOB -o JobID,State,ExitCode,Elapsed,Timelimit` (TIMEOUT, PREEMPTED, "
+                "CANCELLED by a user id), the pod's events (`kubectl describe pod`); if the job was hung when it was "
+                "stopped, its last lines say where", level=SPECIFIC,
+                source="torch/distributed/elastic; DeepSpeed's launcher"),
     # torchrun's agent told to stop ("Received %s death signal, shutting down workers", SignalException "Process %d
     # got signal: %d"), which reaches a rank's children too (the DataLoader's "killed by signal: Terminated");
     # DeepSpeed's "Main process received SIGTERM"; srun's job-step abort after another task failed

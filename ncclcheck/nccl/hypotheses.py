@@ -57,6 +57,10 @@ STOPPED = Suspect("stopped_hung", "the job was stopped from outside while it mad
                   "rerun it armed (`ncclcheck recommend --postmortem DIR --format env`) and run `ncclcheck watch` "
                   "while it hangs: it names the rank and the collective")
 
+SCHEDULER = Suspect("scheduler", "the scheduler or an operator stopped it: a time limit, a preemption, scancel, a "
+                    "kill or kubectl delete", "`sacct -j JOB -o JobID,State,ExitCode,Elapsed,Timelimit` (TIMEOUT, "
+                    "PREEMPTED, CANCELLED by whom), `kubectl describe pod` for a pod's events")
+
 # evidence (a failure class, or an end the launcher reported) -> its suspects, most likely first
 BUILD = Suspect("build", "NCCL, the program and the CUDA driver built for different CUDA versions (a libnccl for "
                 "another CUDA, an old driver)",
@@ -128,6 +132,7 @@ BY_EVIDENCE = {
     "shutdown_crash": (TEARDOWN, OWN_OUTPUT),
     "no_progress": (HUNG, NETWORK, GPU),
     "launcher_stopped": (STOPPED, SKIPPED, NETWORK, P2P),
+    "stopped_from_outside": (SCHEDULER, STOPPED, SKIPPED),
     "interrupted": (STOPPED, SKIPPED, NETWORK, P2P),
 }
 MAX_SUSPECTS = 4

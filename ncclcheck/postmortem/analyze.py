@@ -16,7 +16,7 @@ from typing import Optional
 from ..nccl import endings, failures, hypotheses
 from ..nccl.debuglog import nccl_header
 from ..render import words
-from . import context, flight, launcher, own, p2p, precedence, stacks, watchlines
+from . import context, flight, inventory, launcher, own, p2p, precedence, stacks, watchlines
 from .bound import CUT, MAX_FIELD_CHARS, MAX_LISTED_RANKS, MAX_REPORT_ROWS, clip, clip_all
 from .inputs import Inputs
 from .logscan import RAISED as _RAISED
@@ -930,7 +930,7 @@ def analyse(inp: Inputs, preflight: Optional[dict] = None,
                                 stated)
     # a rank the launcher stopped after a rank died of its own signal did not skip what it never reached
     fr = precedence.stopped_not_skipped(fr, by_rank, inp.stacks, first_failure(by_rank), groups)
-    logs = _with_context(_log_causes(events, hosts, by_rank), inp, preflight, here)
+    logs = inventory.causes(_with_context(_log_causes(events, hosts, by_rank), inp, preflight, here), inp)
     # a dump read but unusable is the cause only when nothing else explains the failure (a launcher's death, a log
     # line): known only here, once every source of causes was read
     have = any(c["cause"] and c["kind"] != "unusable_dump" for c in fr + logs + ras)

@@ -681,6 +681,16 @@ class LogScan:
                 part.head = dict(min(heads, key=lambda h: h[0])[1])
         return parts
 
+    def nccl_by_host(self) -> dict:
+        """host -> NCCL's facts from that host's own lines (each NCCL process apart, not merged by rank: two hosts
+        whose ranks are unknown still say what each chose)."""
+        out: dict = {}
+        for src in self._sources.values():
+            host = src.header[1]["host"] if src.header else src.host
+            if src.state is not None and host is not None:
+                out.setdefault(host, []).append(src.state)
+        return {h: NcclDebugState.result(states) for h, states in out.items()}
+
     @property
     def end(self) -> Optional[tuple]:
         """(line number, sign id, line) of the first line that shows the job ended well, or None."""

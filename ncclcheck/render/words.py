@@ -461,3 +461,13 @@ def stopped(said: list, ranks_text) -> str:
 def ended(what: str, line: str) -> str:
     """A text that shows the job ending well, and no failure."""
     return f"the job ended well: {what} (\"{line}\"); no rank failed and no failure message"
+
+
+def hosts_differ(what: str, said: str, failure: str) -> str:
+    """The hosts' inventory differs in something that decides whether they can talk, beside the failure it explains."""
+    return f"the hosts run different {what}s ({said}): ranks of different {what}s cannot connect; then: {failure}"
+
+
+def virtual_interface(said: str, failure: str) -> str:
+    return (f"NCCL used a container bridge or virtual interface ({said}), which the other hosts cannot reach; "
+            f"then: {failure}")

@@ -98,6 +98,11 @@ def check_root_cause(inp: PostmortemInput) -> CheckResult:
     ev = {"causes": len(a.get("causes", [])), "world_size": a.get("world_size")}
     if root is None:
         conseq = [c for c in a.get("causes", [])]
+        end = a.get("ended")
+        if end and conseq and all(c.get("survived") for c in conseq):  # lines the job went on past, to its end
+            return passed(ROOT, words.ended(endings.BY_ID[end["sign"]].what, end["line"]) + words.survived(
+                len(conseq), conseq[0]["text"]), detail="\n".join(c["text"] for c in conseq[:SHOWN]),
+                          evidence={**ev, "ended": end["sign"], "survived": len(conseq)})
         if conseq and conseq[0].get("hypotheses"):  # no failure shown, and what the text does show has suspects
             return warned("postmortem.root_cause", conseq[0]["text"],
                           detail="\n".join(c["text"] for c in conseq[:SHOWN]), fix=conseq[0]["fix"],

@@ -62,9 +62,12 @@ SIGNS = (
     # ready to roll!": a server that came up has passed every collective set-up it needs
     Sign("server_up", _rx(r"Application startup complete\.|The server is fired up and ready to roll"), TEARDOWN,
          "the server came up and serves", end=True),
-    # the job's own last words, as training scripts print them ("training done", "Training finished.", "Done!")
+    # the job's own last words, as training scripts print them ("training done", "Training finished.", "Done!"): the
+    # weakest end (WORDS_ONLY), never one a failure line before it is survived by
     Sign("done", Either(_rx(r"\b(?i:training|train|job|run|benchmark|fine-tuning|finetuning|test)\s{1,3}(?i:is\s)?"
-                            r"(?i:done|finished|complete|completed)\b(?!\s{0,3}(?:with|in)\s{0,3}(?i:error|fail))"),
+                            r"(?i:done|finished|complete|completed)\b"
+                            r"(?![^\n]{0,40}\b(?i:errors?|fail|failed|failure|aborted|cancell?ed|killed|timeout|"
+                            r"timed out|exception)\b)"),
                         _rx(r"^\s{0,8}(?i:all done|done|finished)[.!]{0,3}\s{0,8}$"),
                         _rx(r"\b(?i:finished|completed)\s{1,3}(?i:training|fine-tuning|finetuning)\b"),
                         _rx(r"\b(?i:rank)\s?\d{1,7}\]?:?\s{1,3}(?i:done|finished)\b|"
@@ -100,6 +103,7 @@ SIGNS = (
          "rendezvous"),
 )
 BY_ID = {s.id: s for s in SIGNS}
+WORDS_ONLY = "done"  # the sign whose words any program (or person) may print
 _PREFILTER = Prefilter([s.pattern for s in SIGNS])
 LITERALS = tuple(sorted(set(_PREFILTER.literals)))
 

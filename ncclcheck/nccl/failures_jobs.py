@@ -136,7 +136,11 @@ ROWS = (
                                   r"process returned a non-zero exit code|"
                                   r"BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES|"
                                   r"The actor died unexpectedly|worker process has died|RayTaskError|"
-                                  r"Worker exit type: \w{1,32}|TrainingFailedError|WorkerGroupError"),
+                                  r"Worker exit type: \w{1,32}|TrainingFailedError|WorkerGroupError|"
+                                  # Ray Tune's summary of a failed trial (ray/tune: TuneError("Trials did not
+                                  # complete", ...), "Trial %s errored after %d iterations"): its error file says why
+                                  r"Trials did not complete|Trial \S{1,200} errored after \d{1,10} iterations|"
+                                  r"Number of errored trials: [1-9]"),
                 "a rank's process ended with an error (the launcher's report: it says that, not why)",
                 "read that rank's own output before it ended (torchrun --redirects 3 --log-dir DIR keeps each rank's "
                 "apart); arm the next run so it leaves what names the cause: ncclcheck recommend --postmortem DIR "

@@ -950,8 +950,11 @@ def analyse(inp: Inputs, preflight: Optional[dict] = None,
     # what a rank said of itself (it raised, exited, was killed) outranks what the others' recorders imply of it
     ends = own.ends(inp.stacks, by_rank, events, inp.error_files, first_failure(by_rank), frozenset(inp.dumps))
     ordered = own.first(ordered, ends, groups, lambda r: _who(r, hosts), _coll, ranks_text)
-    ordered = _peer_ended(_never_nothing(ordered, by_rank, hosts), by_rank, hosts)
     ended = next((log.end for log in inp.logs if log.end), None)
+    if _survived(events, inp, by_rank):  # every failure line came before the job's own end: it went on past them
+        ordered = [dict(c, cause=False, survived=True) for c in ordered]
+    else:
+        ordered = _peer_ended(_never_nothing(ordered, by_rank, hosts), by_rank, hosts)
     phases = _phases(inp)
     if not ordered and inp.logs and not inp.dumps and ended is None:  # nothing failed, and nothing ended either
         ordered = _stopped(phases, inp.logs[0].path)
@@ -1073,6 +1076,17 @@ def _never_nothing(causes: list, by_rank: dict, hosts: dict) -> list:
     root = not_in_text({"kind": "job_failed", "cause": True, "pg": None, "seq": None, "ranks": ranks, "text": text,
                         "source": "launcher" if failed else seen[0].get("source")}, kinds)
     return [root, *causes]
+
+
+def _survived(events: list, inp: Inputs, by_rank: dict) -> bool:
+    """Did the job go on past every failure line to its own end (nccl-tests' OK, torchrun's SUCCEEDED, exit 0)? A
+    WARN the job survived (a plugin that failed before NCCL fell back, NCCL's service thread at teardown) is no
+    failure: no rank failed (no launcher record, no dump), each line is an NCCL WARN and came before an end a program
+    printed (not a script's own "done"), in the log that ends."""
+    ends = {log.path: log.end[0] for log in inp.logs if log.end and log.end[1] != endings.WORDS_ONLY}
+    return bool(ends and events and not inp.dumps and not any(_failed(f) for f in by_rank.values())
+                and all(e["source"] in ends and e["order"][1] < ends[e["source"]] and not e.get("raised")
+                        and e.get("nccl") for e in events))  # NCCL's own WARNs: what NCCL falls back from
 
 
 def _phases(inp: Inputs) -> dict:

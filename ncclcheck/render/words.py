@@ -471,3 +471,8 @@ def hosts_differ(what: str, said: str, failure: str) -> str:
 def virtual_interface(said: str, failure: str) -> str:
     return (f"NCCL used a container bridge or virtual interface ({said}), which the other hosts cannot reach; "
             f"then: {failure}")
+
+
+def survived(n: int, first: str) -> str:
+    """Failure lines a job went on past, to its own end."""
+    return f"; {n} line(s) before its end look like failures and did not stop it, the first: {first}"

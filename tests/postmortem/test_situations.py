@@ -1,0 +1,183 @@
+"""Issue 74: read the situation a log describes, not one message. One test per class of miss the issue found on logs
+nobody here had seen, each on text in the shape the programs print (their format strings, cited beside each)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ncclcheck.postmortem.diagnose import diagnose
+from tests.conftest import run_cli
+
+H = "node-a:2001:2090 [0]"
+B = "node-b:3001:3090 [0]"
+
+
+def root_of(tmp_path, text: str, name: str = "job.log") -> tuple:
+    """(exit code, root_cause check as JSON) of diagnose on one pasted text."""
+    (tmp_path / name).write_text(text)
+    rep = diagnose([str(tmp_path / name)])
+    root = next(c for c in rep.checks if c.id == "postmortem.root_cause")
+    return rep.exit_code, root
+
+
+# --- 1. one message is not one fixed story: what else the log says decides ------------------------------------------
+
+def test_an_address_of_no_family_beside_two_nccl_versions_is_the_versions(tmp_path):
+    """src/misc/socket.cc "ncclSocketInit: connecting to address %s with family %d is neither AF_INET(2) nor
+    AF_INET6(10)" reads as a setting that matches no interface; the hosts' "NCCL version" lines say otherwise."""
+    text = "\n".join([f"{H} NCCL INFO Bootstrap : Using eth0:198.18.1.1<0>", f"{H} NCCL INFO NCCL version 2.18.1+cuda12.1",
+                      f"{B} NCCL INFO Bootstrap : Using eth0:198.18.1.2<0>", f"{B} NCCL INFO NCCL version 2.21.5+cuda12.4",
+                      f"{H} misc/socket.cc:47 NCCL WARN ncclSocketInit: connecting to address  with family 59936 is "
+                      f"neither AF_INET(2) nor AF_INET6(10)"]) + "\n"
+    rc, root = root_of(tmp_path, text)
+    assert rc == 1 and root.evidence["kind"] == "version_mismatch"
+    assert "2.18.1 on node-a" in root.summary and "2.21.5 on node-b" in root.summary
+
+
+def test_the_same_warn_with_one_version_stays_an_interface_setting(tmp_path):
+    text = (f"{H} NCCL INFO NCCL version 2.27.3+cuda12.9\n{H} misc/socket.cc:47 NCCL WARN ncclSocketInit: connecting to "
+            f"address  with family 59936 is neither AF_INET(2) nor AF_INET6(10)\n")
+    rc, root = root_of(tmp_path, text)
+    assert rc == 1 and root.evidence["kind"] == "no_socket_interface"
+
+
+def test_eagain_at_teardown_is_no_thread_limit(tmp_path):
+    """misc/socket.cc's service thread prints EAGAIN's words as it shuts down; "raise ulimit -u" was the old answer.
+    Before nccl-tests' closing OK line, it is a WARN the job went past."""
+    text = "\n".join([f"{H} NCCL INFO comm 0x55 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE",
+                      "#       size         count      type   redop    root     time   algbw   busbw #wrong",
+                      "     8388608       2097152     float     sum      -1    120.1   69.85  104.78      0",
+                      f"{H} misc/socket.cc:730 NCCL WARN [Service thread] Accept failed Resource temporarily unavailable",
+                      "# Out of bounds values : 0 OK", "# Avg bus bandwidth    : 104.78"]) + "\n"
+    rc, root = root_of(tmp_path, text)
+    assert rc == 0 and root.status.value == "pass" and "did not stop it" in root.summary
+    assert "ulimit" not in root.summary
+
+
+def test_a_net_plugin_warn_the_job_went_past_is_no_cause(tmp_path):
+    text = "\n".join([f"{H} NCCL INFO NET/OFI Initializing aws-ofi-nccl 1.7.4",
+                      f"{H} nccl_net_ofi_rdma_init:7734 NCCL WARN NET/OFI OFI fi_getinfo() call failed: No data available",
+                      f"{H} NCCL INFO Using network IB", "# Out of bounds values : 0 OK"]) + "\n"
+    rc, root = root_of(tmp_path, text)
+    assert rc == 0 and root.status.value == "pass"
+
+
+def test_the_same_warn_before_a_failure_is_still_read(tmp_path):
+    text = (f"{H} nccl_net_ofi_rdma_init:7734 NCCL WARN NET/OFI OFI fi_getinfo() call failed: No data available\n"
+            f"{H} NCCL INFO Using network IB\n[rank0]: torch.distributed.DistBackendError: NCCL error in: "
+            f"ProcessGroupNCCL.cpp:1970, unhandled system error\n")
+    rc, root = root_of(tmp_path, text)
+    assert rc == 1
+
+
+# --- 2. the log's own inventory ---------------------------------------------------------------------------------------
+
+def test_nccl_on_a_docker_bridge_beside_no_route_is_the_bridge(tmp_path):
+    text = "\n".join([f"{H} NCCL INFO Bootstrap : Using br-3f2a91c0d1:172.18.0.1<0>",
+                      f"{H} NCCL INFO NET/Socket : Using [0]br-3f2a91c0d1:172.18.0.1<0> [1]veth12ab:fe80::1%veth12ab<0> "
+                      f"[2]eth0:198.18.1.1<0>",
+                      f"{H} misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 172.18.0.1<45321> failed : No "
+                      f"route to host"]) + "\n"
+    rc, root = root_of(tmp_path, text)
+    assert rc == 1 and root.evidence["kind"] == "virtual_interface" and "br-3f2a91c0d1" in root.summary
+
+
+# --- 3. the location is evidence, never words ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("line, kind", [
+    ("misc/shmutils.cc:93 NCCL WARN Call to open failed : No such file or directory", "shm_not_shared"),
+    ("graph/xml.h:85 NCCL WARN Attribute arch of node cpu not found", "topology_xml"),
+    ("transport/nvls.cc:598 NCCL WARN Cuda failure 1 'invalid argument'", "nvls"),
+    ("transport/p2p.cc:310 NCCL WARN Something new about IPC handles", "nccl_warn_p2p"),
+    ("graph/search.cc:1132 NCCL WARN Could not find a path for pattern 4, falling back to simple order",
+     "nccl_warn_topology"),
+])
+def test_a_warn_is_placed_by_the_file_it_was_printed_in(tmp_path, line, kind):
+    (tmp_path / "job.log").write_text(f"{H} {line}\n")
+    rep = diagnose([str(tmp_path / "job.log")])
+    assert rep.exit_code == 1
+    assert kind in [c["kind"] for c in rep.extra["postmortem"]["causes"]], rep.checks[0].summary
+
+
+def test_the_word_shm_in_a_file_name_is_not_a_full_dev_shm(tmp_path):
+    rc, root = root_of(tmp_path, f"{H} misc/shmutils.cc:93 NCCL WARN Call to open failed : No such file or directory\n")
+    assert "too small or full" not in root.summary
+
+
+# --- 4. where the log stops ---------------------------------------------------------------------------------------------
+
+PHASES = {
+    "launched": "[rank0]: starting the script\n",
+    "rendezvous": "[rank0]: [I torch/distributed/elastic] Rendezvous'ing worker group\n",
+    "NCCL init": f"{H} NCCL INFO Bootstrap : Using eth0:198.18.1.1<0>\n",
+    "init complete": f"{H} NCCL INFO comm 0x55 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE\n",
+    "steps": f"{H} NCCL INFO comm 0x55 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE\n"
+             "[rank0]: step 120 loss 2.314\n",
+    "teardown": "[rank0]: step 120 loss 2.314\n[rank0]: calling destroy_process_group\n",
+}
+
+
+@pytest.mark.parametrize("phase", list(PHASES))
+def test_a_log_that_stops_without_failing_says_where_it_stopped(tmp_path, phase):
+    rc, root = root_of(tmp_path, PHASES[phase])
+    assert rc == 0 and root.status.value == "warn" and root.evidence["kind"] == "stopped", root.summary
+    assert f"at {phase}" in root.summary and "ended well" not in root.summary
+    assert root.fix  # what stops a job there, most likely first
+
+
+def test_the_same_log_with_an_end_ended_well(tmp_path):
+    rc, root = root_of(tmp_path, PHASES["steps"] + "[rank0]: step 121 loss 2.301\n"
+                       "[I torch/distributed/elastic/agent/server/api.py] [default] worker group successfully finished. "
+                       "Waiting 300 seconds for other agents to finish.\n")
+    assert rc == 0 and root.status.value == "pass" and root.summary.startswith("the job ended well")
+
+
+# --- 5. wrappers ------------------------------------------------------------------------------------------------------
+
+def test_ray_tunes_summary_is_the_wrappers_report_not_the_cause(tmp_path):
+    """ray/tune: "Trial %s errored after %d iterations", TuneError("Trials did not complete", ...)."""
+    text = "\n".join([
+        "2024-05-01 10:05:00,000\tERROR tune_controller.py:1331 -- Trial task failed for trial TorchTrainer_a1b2c_00000",
+        "Trial TorchTrainer_a1b2c_00000 errored after 0 iterations at 2024-05-01 10:05:00. Total running time: 5min 0s",
+        "Error file: /tmp/ray/session/artifacts/TorchTrainer_a1b2c_00000/error.txt",
+        "ray.tune.error.TuneError: ('Trials did not complete', [TorchTrainer_a1b2c_00000])"]) + "\n"
+    rc, root = root_of(tmp_path, text)
+    assert rc == 1 and root.evidence["kind"] == "job_failed" and "the cause is not in this text" in root.summary
+    assert "raised an exception" not in root.summary
+
+
+# --- 6. signals named ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("sig, kind, word", [("1", "hangup", "terminal"), ("15", "job_failed", "scheduler")])
+def test_the_signal_the_launcher_got_says_who_stopped_it(tmp_path, sig, kind, word):
+    """torch/distributed/elastic/multiprocessing/api.py: SignalException(f"Process {os.getpid()} got signal: ...")."""
+    text = ("torch.distributed.elastic.multiprocessing.api.SignalException: Process 4123 got signal: " + sig + "\n")
+    rc, root = root_of(tmp_path, text)
+    assert rc == 1 and root.evidence["kind"] == kind and word in root.summary, root.summary
+
+
+def test_a_rank_killed_by_signal_9_names_the_oom_killer(tmp_path):
+    text = ("E0501 10:00:00.000000 140 torch/distributed/elastic/multiprocessing/api.py:881] failed (exitcode: -9) "
+            "local_rank: 1 (pid: 24517) of binary: /usr/bin/python3\n")
+    rc, root = root_of(tmp_path, text)
+    assert rc == 1 and "out-of-memory killer" in root.summary + root.fix
+
+
+# --- 8. text from another program is not a job's log ------------------------------------------------------------------
+
+@pytest.mark.parametrize("text", [
+    "Collecting torch==2.3.0\n  Downloading torch-2.3.0-cp310-cp310-manylinux1_x86_64.whl (779.1 MB)\n"
+    "Collecting nvidia-nccl-cu12==2.20.5\nSuccessfully installed nvidia-nccl-cu12-2.20.5 torch-2.3.0\n",
+    'Exception in thread "main" java.lang.OutOfMemoryError: Java heap space\n'
+    "\tat java.util.Arrays.copyOf(Arrays.java:3332)\n",
+])
+def test_another_programs_text_is_not_a_jobs_log(tmp_path, text):
+    (tmp_path / "x.log").write_text(text)
+    p = run_cli("diagnose", str(tmp_path / "x.log"))
+    assert p.returncode == 2 and "not a job's log" in p.stderr and "Traceback" not in p.stderr, p.stdout + p.stderr
+
+
+def test_a_java_heap_error_inside_a_jobs_log_is_no_gpu_oom(tmp_path):
+    rc, root = root_of(tmp_path, f"{H} NCCL INFO Bootstrap : Using eth0:198.18.1.1<0>\n"
+                                 'Exception in thread "main" java.lang.OutOfMemoryError: Java heap space\n')
+    assert "GPU ran out of memory" not in root.summary

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..model import CheckResult, failed, passed, skipped, warned
-from ..nccl import endings, rules
-from ..render import words
+from ..nccl import rules
 
 SHOWN = 8
 
@@ -100,8 +99,7 @@ def check_root_cause(inp: PostmortemInput) -> CheckResult:
         conseq = [c for c in a.get("causes", [])]
         end = a.get("ended")
         if end and conseq and all(c.get("survived") for c in conseq):  # lines the job went on past, to its end
-            return passed(ROOT, words.ended(endings.BY_ID[end["sign"]].what, end["line"]) + words.survived(
-                len(conseq), conseq[0]["text"]), detail="\n".join(c["text"] for c in conseq[:SHOWN]),
+            return passed(ROOT, end["text"], detail="\n".join(c["text"] for c in conseq[:SHOWN]),
                           evidence={**ev, "ended": end["sign"], "survived": len(conseq)})
         if conseq and conseq[0].get("hypotheses"):  # no failure shown, and what the text does show has suspects
             return warned("postmortem.root_cause", conseq[0]["text"],
@@ -115,8 +113,7 @@ def check_root_cause(inp: PostmortemInput) -> CheckResult:
         logs = [r for r in a.get("inputs", []) if r["kind"] in ("launcher_output", "nccl_log", "log")]
         end = a.get("ended")
         if logs and end:  # a job's output with no failure that shows its end: the line that shows it
-            return passed("postmortem.root_cause", words.ended(endings.BY_ID[end["sign"]].what, end["line"]),
-                          evidence={**ev, "ended": end["sign"]})
+            return passed("postmortem.root_cause", end["text"], evidence={**ev, "ended": end["sign"]})
         return passed("postmortem.root_cause", "nothing wrong found in what the job left", evidence=ev)
     others = [c["text"] for c in a["causes"] if c is not root][:SHOWN]
     detail = "\n".join(["then (consequences and other findings):", *others]) if others else ""

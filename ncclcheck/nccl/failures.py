@@ -97,8 +97,8 @@ VIRTUAL_INTERFACE = cause("virtual_interface", rx(r"$^"),
                           "NCCL bootstrapped or sent over a container bridge or virtual interface (docker0, br-*, "
                           "veth*) whose address the other hosts cannot reach",
                           "set NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) to the host's real interface on every node, "
-                          "e.g. =eth0 or ^docker,br-,veth,lo to exclude the bridges; `ncclcheck recommend --format env` "
-                          "names the interface every node reaches", source="NCCL's 'NET/Socket : Using' and "
+                          "e.g. =eth0 or ^docker,br-,veth,lo to exclude the bridges; `ncclcheck recommend --format "
+                          "env` names the interface every node reaches", source="NCCL's 'NET/Socket : Using' and "
                           "'Bootstrap : Using' lines")
 READ_ELSEWHERE = (EXCEPTION, GUARD_FAILED, LOOPBACK, NO_PROGRESS, EARLY_EXIT, VIRTUAL_INTERFACE, *subsystems.PLACED)
 BY_ID = {c.id: c for c in (*TABLE, *READ_ELSEWHERE)}

@@ -983,7 +983,7 @@ def analyse(inp: Inputs, preflight: Optional[dict] = None,
                      **({"failures_total": len(inp.failures)} if failed is not inp.failures else {})},
         "error_files": [{k: e[k] for k in ("path", "rank", "message")} for e in inp.error_files],
         "transport": _transport(per_rank, preflight),
-        "ended": {"sign": ended[1], "line": ended[2]} if ended else None,
+        "ended": _ended(ended, ordered),
         "phases": {("none" if r is None else str(r)): endings.PHASE_IDS[p]
                    for r, p in list(phases.items())[:MAX_REPORT_ROWS]},
         "timeline": _timeline(inp.dumps, ordered) if len(inp.dumps) <= 256 else {},
@@ -1076,6 +1076,17 @@ def _never_nothing(causes: list, by_rank: dict, hosts: dict) -> list:
     root = not_in_text({"kind": "job_failed", "cause": True, "pg": None, "seq": None, "ranks": ranks, "text": text,
                         "source": "launcher" if failed else seen[0].get("source")}, kinds)
     return [root, *causes]
+
+
+def _ended(ended: Optional[tuple], causes: list) -> Optional[dict]:
+    """The line that shows the job's end, and the verdict's words for it (with the failure lines it went past)."""
+    if ended is None:
+        return None
+    text = words.ended(endings.BY_ID[ended[1]].what, ended[2])
+    past = [c for c in causes if c.get("survived")]
+    if past:
+        text += words.survived(len(past), past[0]["text"])
+    return {"sign": ended[1], "line": ended[2], "text": text}
 
 
 def _survived(events: list, inp: Inputs, by_rank: dict) -> bool:

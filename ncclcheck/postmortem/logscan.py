@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..clean import clean_log_text
-from ..nccl import failures
+from ..nccl import endings, failures
 from ..nccl.debuglog import (
     PARSE_LITERALS,
     RANK_LITERALS,
@@ -41,7 +41,6 @@ from ..nccl.debuglog import (
     split_prefix,
     via_of,
 )
-from ..nccl import endings
 from ..nccl.failclass import GENERIC
 from ..nccl.linear import MAX_LINE_CHARS, fold, literal_rx
 from ..nccl.prefixes import peel_host

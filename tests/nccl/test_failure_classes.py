@@ -93,8 +93,6 @@ CASES = {
     "nccl_warn_topology": [f"{H} graph/search.cc:1132 NCCL WARN Could not find a path for pattern 4, falling back to simple order"],
     "topology_xml": [f"{H} graph/xml.h:85 NCCL WARN Attribute arch of node cpu not found"],
     "nccl_warn_socket": [f"{H} bootstrap.cc:120 NCCL WARN Bootstrap state unexpected for peer 4"],
-    "proxy_failed": [f"{H} misc/socket.cc:730 NCCL WARN [Service thread] Accept failed Resource temporarily unavailable"],
-    "shm_not_shared": [f"{H} misc/shmutils.cc:93 NCCL WARN Call to open failed : No such file or directory"],
     "net_plugin": [f"[2025-01-10 10:00:00] {H} plugin/net.cc:379 NCCL WARN Failed to initialize any NET plugin",
                    f"{H} init.cc:1130 NCCL WARN Error: network IB not found."],
     "never_entered": ["RuntimeError: [Rank 0]: Rank 2 failed to pass monitoredBarrier in 30000 ms"],
@@ -122,7 +120,9 @@ CASES = {
     "peer_closed": [f"{H} misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer gpu-node-08<50412>",
                     f"{H} misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 198.18.0.9<47527> failed : Software caused connection abort",
                     "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer [198.18.0.2]:23456"],
-    "proxy_failed": [f"{H} proxy.cc:1452 NCCL WARN [Proxy Service 3] Failed to execute operation Connect from rank 3, retcode 3"],
+    "proxy_failed": [f"{H} proxy.cc:1452 NCCL WARN [Proxy Service 3] Failed to execute operation Connect from rank 3, retcode 3",
+                     # EAGAIN's words at teardown: NCCL's service thread, not a thread limit
+                     f"{H} misc/socket.cc:730 NCCL WARN [Service thread] Accept failed Resource temporarily unavailable"],
     "rank_failed": ["ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 (pid: 4100) of binary: /usr/bin/python3",
                     "ray.train.base_trainer.TrainingFailedError: The Ray Train run failed."],
     "scheduler_cancelled": ["slurmstepd: error: *** STEP 4242.0 ON node07 CANCELLED AT 2026-11-23T10:00:00 DUE TO TIME LIMIT ***",
@@ -132,7 +132,9 @@ CASES = {
                       f"{H} misc/shmutils.cc:59 NCCL WARN Error: failed to extend /dev/shm/nccl-AbC to 9637888 bytes, error: No space left on device (28)",  # 2.22+
                       f"{H} include/shm.h:48 NCCL WARN Call to posix_fallocate failed : No space left on device",  # 2.4-2.11
                       "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm)."],
-    "shm_not_shared": [f"{H} misc/shmutils.cc:85 NCCL WARN Error while attaching to shared memory segment /dev/shm/nccl-AbC (size 9637888), error: No such file or directory (2)"],
+    "shm_not_shared": [f"{H} misc/shmutils.cc:85 NCCL WARN Error while attaching to shared memory segment /dev/shm/nccl-AbC (size 9637888), error: No such file or directory (2)",
+                       # placed by its file: shmutils' open of a segment that is not there
+                       f"{H} misc/shmutils.cc:93 NCCL WARN Call to open failed : No such file or directory"],
     "shutdown_crash": ["terminate called without an active exception"],
     "socket_family": [f"{H} include/socket.h:311 NCCL WARN Socket creation failed : Address family not supported by protocol"],
     "thread_limit": [f"{H} proxy.cc:1590 NCCL WARN Call to pthread_create failed: Resource temporarily unavailable"],

@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (a log line stays one line, as the program prints it)
 """Issue 74: read the situation a log describes, not one message. One test per class of miss the issue found on logs
 nobody here had seen, each on text in the shape the programs print (their format strings, cited beside each)."""
 

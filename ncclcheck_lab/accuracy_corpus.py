@@ -515,6 +515,11 @@ SCENARIOS = (
 # "stopped" (no line shows a failure, but the program's output stops before its end: a hang, or a paste cut short,
 # said as a warning with the suspects of a hang) or "healthy" (nothing in it shows a failure).
 LOG_DIR = "tests/postmortem/fixtures/pasted"
+# Fresh batches of public threads (issue 74), one folder each; FIRST_SCORES keeps each batch's score as ncclcheck gave
+# it the first time it read them, before anything was changed for them (the figure a user should expect on a log
+# nobody here has seen), written once by `bench_accuracy.py --only diag-log --first-score BATCH`
+BATCH_DIR = f"{LOG_DIR}/batches"
+FIRST_SCORES = f"{BATCH_DIR}/first_scores.json"
 LOG_TIERS = {"capture": REAL, "thread": FIELD, "staged": LAB, "program": RENDERED}
 NOT_IN_TEXT = "the cause is not in this text"  # the words of the middle verdict (render/words.NOT_IN_TEXT)
 ROOT = "postmortem.root_cause"
@@ -532,6 +537,8 @@ class LogCase:
     names: tuple = ()
     proof: str = ""  # a piece of the one line that proves the cause (the baseline is right when its line holds it)
     settled: str = ""
+    batch: str = ""  # the fresh batch of public threads it came in (BATCH_DIR/<batch>), scored once before any fix
+    open: str = ""  # why ncclcheck still misses it (a known miss, said where the corpus is scored; never hidden)
 
 
 def log_cases(root: str = ".") -> list:
@@ -546,9 +553,11 @@ def log_cases(root: str = ".") -> list:
             for line in f:
                 if line.strip():
                     d = json.loads(line)
-                    out.append(LogCase(d["name"], d["tier"], d.get("file") or f"{LOG_DIR}/{d['name']}.log",
+                    beside = os.path.relpath(os.path.join(here, f"{d['name']}.log"), root)  # the log beside it
+                    out.append(LogCase(d["name"], d["tier"], d.get("file") or beside,
                                        d.get("source", ""), d["expect"], d.get("class", ""), tuple(d.get("also", ())),
-                                       tuple(d.get("names", ())), d.get("proof", ""), d.get("settled", "")))
+                                       tuple(d.get("names", ())), d.get("proof", ""), d.get("settled", ""),
+                                       d.get("batch", ""), d.get("open", "")))
     return out
 
 

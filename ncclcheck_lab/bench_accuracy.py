@@ -428,25 +428,72 @@ def run_diag_log(ctx: Context, s: ac.Scenario) -> ac.Outcome:
     return diagnose(REPO / s.opt("file"), d / "report.json", min(ctx.timeout, 120))
 
 
+def log_score(mine: list, cases: dict) -> dict:
+    """One set of log cases' figures: right, failed jobs called ended well, healthy jobs given a cause (or any
+    failure), and on the logs that hold the cause, ncclcheck's right answers beside the naive baseline's."""
+    base = {r["name"]: ac.baseline_right(cases[r["name"]], (REPO / cases[r["name"]].file).read_text(errors="replace"))
+            for r in mine}
+    held = [r for r in mine if cases[r["name"]].expect == "cause"]
+    return {"right": sum(r["class"] == ac.RIGHT for r in mine), "of": len(mine),
+            "ended_well": sum(r["class"] == ac.FALSE_HEALTHY for r in mine if cases[r["name"]].expect != "healthy"),
+            "given_cause": sum(r["class"] != ac.RIGHT for r in mine if cases[r["name"]].expect == "healthy"),
+            "baseline": sum(base.values()), "held": len(held), "held_ours": sum(r["class"] == ac.RIGHT for r in held),
+            "held_baseline": sum(base[r["name"]] for r in held),
+            "missed": sorted(r["name"].removeprefix("log-") for r in mine if r["class"] != ac.RIGHT)}
+
+
+def _ratio(ours: int, theirs: int) -> str:
+    return f"{ours / theirs:.1f}x" if theirs else "inf"
+
+
+def first_scores() -> dict:
+    """Each batch's first score, as recorded (FIRST_SCORES): {batch: score}."""
+    path = REPO / ac.FIRST_SCORES
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def record_first_score(batch: str, results: list) -> str:
+    """Write the batch's first score once; a batch already scored keeps its first score (exit 2 otherwise)."""
+    scores = first_scores()
+    if batch in scores:
+        raise SystemExit(f"batch {batch} was first scored on {scores[batch]['date']}: a first score is kept, "
+                         f"never replaced")
+    cases = {f"log-{c.name}": c for c in ac.log_cases(str(REPO)) if c.batch == batch}
+    mine = [r for r in results if r["name"] in cases]
+    if not mine or len(mine) != len(cases):
+        raise SystemExit(f"batch {batch}: {len(mine)} of its {len(cases)} cases were run (run them all: --only "
+                         f"diag-log)")
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    scores[batch] = {**log_score(mine, cases), "date": time.strftime("%Y-%m-%d"),
+                     "code": head.stdout.strip() or "?"}
+    (REPO / ac.FIRST_SCORES).parent.mkdir(parents=True, exist_ok=True)
+    (REPO / ac.FIRST_SCORES).write_text(json.dumps(scores, indent=1, sort_keys=True) + "\n")
+    return f"batch {batch}: first score recorded in {ac.FIRST_SCORES}"
+
+
 def log_summary(results: list) -> list:
     """The log corpus's lines: right per tier, the failed jobs called ended well and the healthy ones given a cause,
-    and the naive baseline (the last line holding "NCCL WARN" or "Error") scored on the same logs."""
+    and the naive baseline (the last line holding "NCCL WARN" or "Error") scored on the same logs; then each fresh
+    batch's first score (on logs nobody here had seen) beside its score now."""
     cases = {f"log-{c.name}": c for c in ac.log_cases(str(REPO))}
     mine = [r for r in results if r["name"] in cases]
     if not mine:
         return []
-    base = {r["name"]: ac.baseline_right(cases[r["name"]], (REPO / cases[r["name"]].file).read_text(errors="replace"))
-            for r in mine}
-    right = sum(r["class"] == ac.RIGHT for r in mine)
-    ended_well = sum(r["class"] == ac.FALSE_HEALTHY for r in mine if cases[r["name"]].expect != "healthy")
-    alarms = sum(r["class"] != ac.RIGHT for r in mine if cases[r["name"]].expect == "healthy")
-    held = [r for r in mine if cases[r["name"]].expect == "cause"]
-    ours, theirs = sum(r["class"] == ac.RIGHT for r in held), sum(base[r["name"]] for r in held)
-    ratio = f"{ours / theirs:.1f}x" if theirs else "inf"
-    return [f"logs: {right}/{len(mine)} right ({100 * right / len(mine):.0f} %; {ac.by_evidence(mine)}); "
-            f"failed jobs called ended well: {ended_well}; healthy jobs given a cause: {alarms}",
-            f"logs, baseline (the last line holding 'NCCL WARN' or 'Error'): {sum(base.values())}/{len(mine)} right; "
-            f"on the {len(held)} logs that hold the cause: ncclcheck {ours}, baseline {theirs} ({ratio})"]
+    sc = log_score(mine, cases)
+    out = [f"logs: {sc['right']}/{sc['of']} right ({100 * sc['right'] / sc['of']:.0f} %; {ac.by_evidence(mine)}); "
+           f"failed jobs called ended well: {sc['ended_well']}; healthy jobs given a cause: {sc['given_cause']}",
+           f"logs, baseline (the last line holding 'NCCL WARN' or 'Error'): {sc['baseline']}/{sc['of']} right; "
+           f"on the {sc['held']} logs that hold the cause: ncclcheck {sc['held_ours']}, baseline "
+           f"{sc['held_baseline']} ({_ratio(sc['held_ours'], sc['held_baseline'])})"]
+    for batch, first in sorted(first_scores().items()):
+        now = [r for r in mine if cases[r["name"]].batch == batch]
+        n = log_score(now, cases) if now else None
+        out.append(f"batch {batch}: first score {first['right']}/{first['of']} "
+                   f"({100 * first['right'] / max(1, first['of']):.0f} %) on {first['code']} ({first['date']}), "
+                   f"ended well {first['ended_well']}, given a cause {first['given_cause']}, on the "
+                   f"{first['held']} that hold the cause {first['held_ours']} vs the baseline's "
+                   f"{first['held_baseline']}" + (f"; now {n['right']}/{n['of']}" if n else ""))
+    return out
 
 
 def job_capture(ctx: Context, job: str, launcher: str, worker: str = "fr") -> Path:
@@ -575,7 +622,9 @@ RUNNERS = {"preflight": run_preflight, "launcher": run_launcher, "guard": run_gu
 def selected(patterns: Optional[list]) -> list:
     if not patterns:
         return list(ac.SCENARIOS)
+    batch = {f"log-{c.name}": c.batch for c in ac.log_cases(str(REPO))}  # "batch:A": a fresh batch's cases
     return [s for s in ac.SCENARIOS if any(fnmatch.fnmatch(s.name, p) or p in s.name or p == s.kind
+                                           or (p.startswith("batch:") and batch.get(s.name) == p[6:])
                                            for p in patterns)]
 
 
@@ -628,6 +677,9 @@ def main(argv: Optional[list] = None) -> int:
     ap.add_argument("--timeout", type=float, default=300.0,
                     help="longest any one scenario's processes may run before they are killed (default 300 s)")
     ap.add_argument("--keep", action="store_true", help="keep every scenario's outputs (printed where)")
+    ap.add_argument("--first-score", metavar="BATCH",
+                    help="record the fresh batch's score as its first score (once, before anything is changed for "
+                         "it; refused when it has one)")
     a = ap.parse_args(argv)
     chosen = selected(a.only)
     if a.markdown:
@@ -667,6 +719,8 @@ def main(argv: Optional[list] = None) -> int:
     errors = sum(r["class"] == "error" for r in results)
     if errors:
         print(f"{errors} scenario(s) could not be run (class error: see above)")
+    if a.first_score:
+        print(record_first_score(a.first_score, results))
     for line in log_summary(results):
         print(line)
     print(f"by evidence: {ac.by_evidence(results)}")

@@ -24,7 +24,12 @@ def _verdict(case: ac.LogCase) -> tuple:
     return ac.classify(ac.log_expect(case), ac.Outcome({"diagnose": rep.exit_code}, items, wrong)), rep
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def _param(c: ac.LogCase):
+    """A case ncclcheck still misses is said so where it is scored (its `open`: why), strict: fixed, it must pass."""
+    return pytest.param(c, id=c.name, marks=[pytest.mark.xfail(strict=True, reason=c.open)] if c.open else [])
+
+
+@pytest.mark.parametrize("case", [_param(c) for c in CASES])
 def test_each_pasted_log_gets_the_experts_verdict(case):
     (cls, why), rep = _verdict(case)
     assert cls == ac.RIGHT, f"{case.name}: {cls}: {why}; root: {rep.checks[0].summary[:300]}"
@@ -50,3 +55,15 @@ def test_the_baseline_is_scored_as_the_issue_defines_it():
     assert ac.baseline_right(cause, text.splitlines()[0])
     healthy = ac.LogCase("y", "program", "y.log", "", "healthy")
     assert ac.baseline_right(healthy, "step 1 loss 0.3\n") and not ac.baseline_right(healthy, "val Error 0.1\n")
+
+
+def test_every_fresh_batch_has_its_first_score_kept():
+    """A batch of public threads enters the corpus with the score ncclcheck gave it before anything was changed for it
+    (issue 74: the figure a user should expect); its cases are the ones it was scored on."""
+    scores = ba.first_scores()
+    batches = {c.batch for c in CASES if c.batch}
+    assert batches <= set(scores), sorted(batches - set(scores))
+    for b in batches:
+        mine = [c for c in CASES if c.batch == b]
+        assert scores[b]["of"] == len(mine) and set(scores[b]["missed"]) <= {c.name for c in mine}, b
+        assert all(c.tier == "thread" and c.source.startswith("https://") for c in mine), b

@@ -68,10 +68,10 @@ SIGNS = (
                             r"(?i:done|finished|complete|completed)\b"
                             r"(?![^\n]{0,40}\b(?i:errors?|fail|failed|failure|aborted|cancell?ed|killed|timeout|"
                             r"timed out|exception)\b)"),
-                        _rx(r"^\s{0,8}(?i:all done|done|finished)[.!]{0,3}\s{0,8}$"),
+                        _rx(r"^\s{0,8}(?:\[?(?i:rank)\s?\d{1,7}\]?:?\s{1,3})?(?i:all done|done|finished)[.!]{0,3}"
+                            r"\s{0,8}$"),
                         _rx(r"\b(?i:finished|completed)\s{1,3}(?i:training|fine-tuning|finetuning)\b"),
-                        _rx(r"\b(?i:rank)\s?\d{1,7}\]?:?\s{1,3}(?i:done|finished)\b|"
-                            r"destroy_process_group\(\)\s{0,3}(?i:done|finished|complete|returned)")), TEARDOWN,
+                        _rx(r"destroy_process_group\(\)\s{0,3}(?i:done|finished|complete|returned)")), TEARDOWN,
          "the job's own last words", end=True),
     # a process's own exit status, as shells, IDEs, launchers and schedulers print it
     Sign("exit_zero", Either(_rx(r"(?i:exit(?:ed)?(?: with)? (?:code|status)|exitcode|return code|exit_code)"
@@ -103,16 +103,20 @@ SIGNS = (
          "rendezvous"),
 )
 BY_ID = {s.id: s for s in SIGNS}
+STEP = BY_ID["step"]
 WORDS_ONLY = "done"  # the sign whose words any program (or person) may print
 _PREFILTER = Prefilter([s.pattern for s in SIGNS])
 LITERALS = tuple(sorted(set(_PREFILTER.literals)))
+# a training loop prints a step line thousands of times: once a source is past its first, only the other signs matter
+STEP_LITERALS = tuple(sorted(set(Prefilter([STEP.pattern]).literals)))
+OTHER_LITERALS = tuple(sorted(set(Prefilter([x.pattern for x in SIGNS if x is not STEP]).literals)))
 
 
-def sign(line: str) -> Optional[Sign]:
-    """The first sign the line shows (an end before a phase), or None."""
+def sign(line: str, steps: bool = True) -> Optional[Sign]:
+    """The first sign the line shows (an end before a phase), or None. steps=False: not a training step's."""
     low = line.lower() if line.isascii() else None
     for i in _PREFILTER.candidates(line, low):
-        if SIGNS[i].pattern.search(line):
+        if (steps or SIGNS[i] is not STEP) and SIGNS[i].pattern.search(line):
             return SIGNS[i]
     return None
 

@@ -144,8 +144,10 @@ FAST = not any(SEP.lower().strip() in lit or lit in SEP.lower() for lit in _HEAD
 # ":" and not starting like a launcher prefix or a table rule) it is not a traceback's, ncclcheck's or a table's
 _PLAIN = literal_rx({*_HEAD_LITERALS, "nccl", "traceback", "error", "exception", "failed", "interrupt",
                      *launcher.OWN_LITERALS, *launcher.STATES_WORLD, launcher.STATES_RAY})
-# a line holding one of these may show where the job got to (nccl/endings.py): read for that, never classified
-_SIGNS_RX = literal_rx(endings.LITERALS)
+# a line holding one of these may show where the job got to (nccl/endings.py): read for that, never classified; a
+# training step's words (_STEP_RX) only until its source's first step
+_SIGNS_RX, _OTHER_SIGNS_RX, _STEP_RX = (literal_rx(x) for x in (endings.LITERALS, endings.OTHER_LITERALS,
+                                                                  endings.STEP_LITERALS))
 _PREFIX_STARTS = "[0123456789 \t\r\x0b\x0c\x1c\x1d\x1e\x1f"
 _HEAD_RX, _ANY, _STRICT_RX, _TABLE_RX, _RANK_RX, _PARSE_RX, _VIA_RX = (literal_rx(x) for x in (
     _HEAD_LITERALS, set(_HEAD_LITERALS) - set(VIA_LITERALS), _STRICT, failures.LITERALS, RANK_LITERALS,
@@ -510,7 +512,9 @@ class LogScan:
         if prank is not None:
             self._last_known = n
         # a failure row is a program's own message (torch's "The server socket has failed to listen ...")
-        if not self.program_seen and (self.nccl_seen or cls is not None or endings.from_a_program(rest)):
+        # a launcher's rank prefix ("[rank3]:", "[default0]:") is that launcher's own shape
+        if not self.program_seen and (self.nccl_seen or cls is not None or prank is not None
+                                      or endings.from_a_program(rest)):
             self.program_seen = True
         self._table_line(raw, rest, plain)
         if (not plain or not self._own.idle) and self._own.own(raw):  # idle, only a line naming ncclcheck is its own
@@ -537,8 +541,12 @@ class LogScan:
             src.nccl = True
         if rest and not plain:
             self._state(src).feed(rest, n)
-        if rest and (low is None or _SIGNS_RX.search(low)) and (sign := endings.sign(rest)) is not None:
-            self._signed(src, sign, rest, n)
+        if rest:
+            steps = src.phase < endings.STEPS and not (src.key is None and self.steps_at)
+            rlow = low if rest is raw else fold(rest)  # the rank's words, its prefix ("[rank3]:") taken off
+            if ((rlow is None or _OTHER_SIGNS_RX.search(rlow) or (steps and _STEP_RX.search(rlow)))
+                    and (sign := endings.sign(rest, steps)) is not None):
+                self._signed(src, sign, rest, n)
         if not plain or self._follow or src.follow or src.tb:  # a plain line opens and ends no traceback
             self._keep_if_read(src, cls, rest, n, phost)
         if joined and goes_on(raw, self._width) and self._kept and self._kept[-1][0] == n:

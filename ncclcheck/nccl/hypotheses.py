@@ -11,6 +11,7 @@ the hanging rank; the flight recorder or a stack of each rank can). Pure data an
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,26 @@ EXIT_HANG = Suspect("exit_hang", "a hang at exit: a rank still inside a collecti
                     "peers left", "`py-spy dump --pid` of the process that does not exit; call "
                     "dist.barrier() then dist.destroy_process_group() on every rank before the script ends")
 
+# a cause named from one line that several situations print (the whole paste is that line): what else it may be
+OOM_HOST = Suspect("oom_host", "the host's out-of-memory killer (the job's, or its container's or cgroup's, memory)",
+                   "`dmesg -T | grep -i -e oom -e 'killed process'` on that host; `sacct -j JOB -o JobID,MaxRSS,State`")
+TIME_KILL = Suspect("time_kill", "a time limit or a preemption that ended in SIGKILL, or an operator's kill -9 / a pod "
+                    "eviction", "`sacct -j JOB -o JobID,State,Elapsed,Timelimit` (TIMEOUT, PREEMPTED), `kubectl "
+                    "describe pod` (Evicted, OOMKilled)")
+NOT_LISTENING = Suspect("not_listening", "the peer was not listening yet, or any more (it starts later than this rank, "
+                        "or it had already died)", "start rank 0 (the master) first, or raise the rendezvous timeout; "
+                        "the peer's own output says whether it was up; `ss -tlnp` on its host shows its port")
+CODE_BUG = Suspect("code_bug", "a bug in a kernel of the job's own code or of a library (an index out of range, a "
+                   "tensor on the wrong device)", "rerun with CUDA_LAUNCH_BLOCKING=1 (the traceback then names the "
+                   "kernel) or under compute-sanitizer")
+ONE_LINE = {
+    "killed": (OOM_HOST, TIME_KILL),
+    "connection_refused": (NOT_LISTENING, JOIN, NETWORK),
+    "no_route": (NETWORK, NOT_LISTENING),
+    "init_timeout": (JOIN, NETWORK),
+    "cuda_fault": (CODE_BUG, GPU),
+}
+
 BY_EVIDENCE = {
     # no line shows a failure and none the job's end: where the text stops says what to suspect (nccl/endings.py)
     "stopped_launched": (JOIN, CUT),
@@ -138,12 +159,12 @@ BY_EVIDENCE = {
 MAX_SUSPECTS = 4
 
 
-def suspects(kinds: list) -> list:
+def suspects(kinds: list, table: Optional[dict] = None) -> list:
     """The suspects of the evidence kinds seen (in the order the evidence is ranked), each once, at most
     MAX_SUSPECTS; a generic pair when no kind is known."""
     out: list = []
     for k in kinds:
-        for s in BY_EVIDENCE.get(k, ()):
+        for s in (BY_EVIDENCE if table is None else table).get(k, ()):
             if s not in out:
                 out.append(s)
     return (out or [OWN_OUTPUT, NCCL_SILENT])[:MAX_SUSPECTS]

@@ -958,6 +958,7 @@ def analyse(inp: Inputs, preflight: Optional[dict] = None,
     phases = _phases(inp)
     if not ordered and inp.logs and not inp.dumps and ended is None:  # nothing failed, and nothing ended either
         ordered = _stopped(phases, inp.logs[0].path)
+    ordered = _one_line(ordered, events, inp)
     verdict = _verdict(ordered, groups, hosts, by_rank)
     ranks = []
     for r in world:
@@ -1087,6 +1088,22 @@ def _ended(ended: Optional[tuple], causes: list) -> Optional[dict]:
     if past:
         text += words.survived(len(past), past[0]["text"])
     return {"sign": ended[1], "line": ended[2], "text": text}
+
+
+ONE_LINE_TEXT = 3  # a paste of at most this many lines with one failure line in it: that line is all there is
+
+
+def _one_line(causes: list, events: list, inp: Inputs) -> list:
+    """A cause named from the one line a paste holds, a line several situations print ("exitcode: -9", "Connection
+    refused"): still named, with what else it may be and how to tell, most likely first, as its `hypotheses`."""
+    root = next((c for c in causes if c["cause"]), None)
+    if (root is None or len(events) != 1 or inp.dumps or sum(log.lines for log in inp.logs) > ONE_LINE_TEXT
+            or root["kind"] not in hypotheses.ONE_LINE):
+        return causes
+    found = hypotheses.suspects([root["kind"]], hypotheses.ONE_LINE)
+    said = dict(root, fix=root["fix"] + words.else_suspects(found),
+                hypotheses=[{"id": s.id, "what": s.what, "test": s.test} for s in found])
+    return [said if c is root else c for c in causes]
 
 
 def _survived(events: list, inp: Inputs, by_rank: dict) -> bool:

@@ -476,3 +476,9 @@ def virtual_interface(said: str, failure: str) -> str:
 def survived(n: int, first: str) -> str:
     """Failure lines a job went on past, to its own end."""
     return f"; {n} line(s) before its end look like failures and did not stop it, the first: {first}"
+
+
+def else_suspects(found: list) -> str:
+    """What a lone line may also be (nccl/hypotheses.ONE_LINE), after the class's own fix."""
+    return "; this one line is printed in other situations too, so test: " + "; ".join(
+        f"({i}) {s.what}: {s.test}" for i, s in enumerate(found, 1))

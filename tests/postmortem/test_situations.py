@@ -182,3 +182,26 @@ def test_a_java_heap_error_inside_a_jobs_log_is_no_gpu_oom(tmp_path):
     rc, root = root_of(tmp_path, f"{H} NCCL INFO Bootstrap : Using eth0:198.18.1.1<0>\n"
                                  'Exception in thread "main" java.lang.OutOfMemoryError: Java heap space\n')
     assert "GPU ran out of memory" not in root.summary
+
+
+# --- 7. confidence with grounds ---------------------------------------------------------------------------------------
+
+def test_a_lone_line_several_situations_print_names_its_class_and_what_else_to_test(tmp_path):
+    """The whole paste is torchrun's "failed (exitcode: -9)": the out-of-memory killer most often, a time limit's or an
+    operator's kill otherwise; the verdict names the class and how to tell them apart."""
+    (tmp_path / "job.log").write_text(
+        "E0501 10:00:00.000000 140 torch/distributed/elastic/multiprocessing/api.py:881] failed (exitcode: -9) "
+        "local_rank: 1 (pid: 24517) of binary: /usr/bin/python3\n")
+    rep = diagnose([str(tmp_path / "job.log")])
+    root = next(c for c in rep.extra["postmortem"]["causes"] if c["cause"])
+    assert root["kind"] == "killed" and [h["id"] for h in root["hypotheses"]] == ["oom_host", "time_kill"]
+    assert "sacct" in rep.checks[0].fix
+
+
+def test_the_same_line_among_others_is_named_without_the_list(tmp_path):
+    lines = [f"[rank1]:step {i} loss 0.5" for i in range(5)]
+    (tmp_path / "job.log").write_text("\n".join(lines) + "\nE0501 10:00:00.000000 140 torch/distributed/elastic/"
+                                      "multiprocessing/api.py:881] failed (exitcode: -9) local_rank: 1 (pid: 24517) of "
+                                      "binary: /usr/bin/python3\n")
+    root = next(c for c in diagnose([str(tmp_path / "job.log")]).extra["postmortem"]["causes"] if c["cause"])
+    assert root["kind"] == "killed" and "hypotheses" not in root

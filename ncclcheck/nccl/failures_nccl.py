@@ -23,6 +23,21 @@ ROWS = (
           "unset NCCL_NET (NCCL then picks IB when a port is ACTIVE, else sockets) or repair the IB stack: "
           "`ncclcheck preflight` lists the HCAs and their port states; check NCCL_NET_PLUGIN / libnccl-net.so when a "
           "plugin is meant to load", source="src/plugin/net.cc ncclNetInit; init.cc (<2.19)"),
+    # graph/topo.cc (xml.cc before 2.x): "Could not find real path of %s" for a GPU's /sys/class/pci_bus path
+    # (ncclSystemError: init stops); the IB plugin's own "Could not find real path of %s (%s)" is only a warning
+    cause("sysfs_pci_path", rx(r"Could not find real path of /sys/class/pci_bus/"),
+          "NCCL could not find the GPU's PCI device in sysfs (/sys/class/pci_bus): a VM, WSL2 or a container that "
+          "does not show the host's PCI tree, so NCCL cannot build its topology",
+          "run where /sys shows the GPU's PCI device (`ls -l /sys/class/pci_bus/`, `lspci | grep -i nvidia`); in a "
+          "container, mount the host's /sys; under WSL2 or a VM without the PCI tree, NCCL's topology detection cannot "
+          "work (give NCCL_TOPO_FILE a topology, or run on the host)", source="src/graph/topo.cc getPciPath"),
+    # graph/topo.h ncclTopoIdToIndex: "Could not find %s with id %lx": the topology NCCL built lacks a device a later
+    # step asked for (NCCL 2.25/2.26 with some NICs, fixed later; or a topology file that does not match the machine)
+    cause("nccl_topology_device", rx(r"Could not find (?:NET|GPU|NIC|CPU|PCI|NVS) with id "),
+          "NCCL's topology of this machine lacks a device a later step of its init asked for (an NCCL bug of some "
+          "versions, or a topology file or net plugin that does not match the machine)",
+          "update NCCL (the container's, or pip's nvidia-nccl-cu12); unset NCCL_TOPO_FILE, or check the net plugin "
+          "(NCCL_NET_PLUGIN) matches this NCCL", source="src/graph/topo.h ncclTopoIdToIndex"),
     cause("ib_device", rx(r"NET/IB\w{0,8}\s*:\s*(?:Unable to (?:open|query) (?:device|port_num)|"
                           r"No IP interface found)|ibv_open_device failed|Call to ibv_open_device failed"),
           "NCCL could not open or query an InfiniBand/RoCE device (driver, permissions, or a device that vanished)",

@@ -18,9 +18,10 @@ from typing import Optional
 
 from .failclass import GENERIC, FailureClass, cause, consequence, rx
 
-# NCCL's header before "NCCL WARN": "... [dev] file.cc:line NCCL WARN" (debug.cc's "%s:%d NCCL WARN"); older ones
-# wrote "file.cu:line WARN", which failures.as_nccl_warn reads as the newer form first
-LOCATION = re.compile(r"(?<=\] )([\w./+-]{1,200}\.(?:cc|cu|cpp|c|h|hpp|cuh)):(\d{1,6}) (?=NCCL WARN )")
+# NCCL's header before "NCCL WARN": "... [dev] file.cc:line NCCL WARN" (debug.cc's "%s:%d NCCL WARN"), or the
+# location alone where a paste dropped the header; older ones wrote "file.cu:line WARN", which failures.as_nccl_warn
+# reads as the newer form first
+LOCATION = re.compile(r"(?:(?<=\] )|^\s{0,8})([\w./+-]{1,200}\.(?:cc|cu|cpp|c|h|hpp|cuh)):(\d{1,6}) (?=NCCL WARN )")
 
 _SEEN = "rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH and read the lines before the WARN"
 
@@ -50,7 +51,8 @@ TOPOLOGY_XML = cause("topology_xml", rx(r"$^"),
                      "machine type and NCCL version", source="src/graph/xml.cc, src/graph/xml.h")
 
 PLACES = (
-    Place(re.compile(r"(?:^|/)graph/xml\.(?:h|cc)$"), TOPOLOGY_XML, owns=True),
+    # xml.h is the XML parser alone; xml.cc also reads sysfs (a GPU's PCI path, a row of its own): by its message
+    Place(re.compile(r"(?:^|/)graph/xml\.h$"), TOPOLOGY_XML, owns=True),
     Place(re.compile(r"(?:^|/)transport/nvls\.cc$"), "nvls", owns=True),  # every WARN of NVLS's set-up: the nvls row
     Place(re.compile(r"(?:^|/)misc/shmutils\.cc$|(?:^|/)transport/shm\.cc$"),
           _warned("nccl_warn_shm", "shared-memory", "misc/shmutils.cc, transport/shm.cc: the segments ranks of one "
@@ -62,7 +64,8 @@ PLACES = (
           _warned("nccl_warn_topology", "topology", "graph/: the GPUs, NICs and links it detected and the rings and "
                   "trees it searched over them", "compare `nvidia-smi topo -m` with what NCCL detected "
                   "(NCCL_TOPO_DUMP_FILE); NCCL_P2P_DISABLE=1 and an unset NCCL_TOPO_FILE tell P2P and a topology file "
-                  "apart; " + _SEEN)),
+                  "apart; " + _SEEN),
+          ((re.compile(r"\bAttribute\b|\bXML\b|topology file", re.I), "topology_xml"),)),
     Place(re.compile(r"(?:^|/)(?:transport/net_ib|misc/ibvwrap|transport/net_ib/\w{1,40})\.cc$|/net_ib/"),
           _warned("nccl_warn_ib", "InfiniBand/RoCE", "transport/net_ib, misc/ibvwrap: the HCAs, their ports and "
                   "queue pairs", "check the HCAs on that host (`ibv_devinfo`, port state ACTIVE, `ncclcheck "

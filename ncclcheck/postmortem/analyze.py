@@ -23,6 +23,7 @@ from .logscan import RAISED as _RAISED
 from .logscan import strip_own_output  # noqa: F401 - read here by tests; the reader blanks ncclcheck's own lines
 
 SHOWN = 6  # ranks named in one sentence before "and N more"
+GPUS_PER_NODE = 8  # the GPUs of the largest common node (HGX/DGX): a rank numbered past them runs on another host
 MAX_RANK_CAUSES = 256  # ranks given a cause line each; the rest share one (the report stays readable and bounded)
 MAX_NPROC_PER_NODE = 1024  # the most ranks a node runs (config's --nproc-per-node bound): bounds a file's world_size
 
@@ -794,8 +795,10 @@ def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> li
             peers.setdefault(e["rank"], p)
         if e["class"] == "node_failure" and lost is None:
             lost = failures.lost_node(e["line"])
-    spans = len({_short(h.get("host")) for h in hosts.values() if h.get("host")} |
-                {_short(e["host"]) for e in events if e.get("host")}) >= 2
+    # the job spans hosts: two hosts named, or more ranks than the largest common node has GPUs
+    spans = (len({_short(h.get("host")) for h in hosts.values() if h.get("host")} |
+                 {_short(e["host"]) for e in events if e.get("host")}) >= 2
+             or max((e["rank"] for e in events if isinstance(e["rank"], int)), default=0) >= GPUS_PER_NODE)
     for i, e in enumerate(events):
         cls = failures.BY_ID[e["class"]]
         near = cls.id in failures.LOOPBACK_FROM and failures.loopback_peer(e["line"])

@@ -6,6 +6,7 @@ Two findings read these facts, each only beside a failure it explains (a healthy
 - hosts that printed different NCCL versions, beside a failure of the connection between ranks (an address NCCL
   could not parse, a bootstrap message of another size, a socket closed mid-init): the versions are the cause, the
   failure their consequence (NCCL's wire format is not kept across versions);
+- hosts whose NCCL chose different networks (IB on one, sockets or a plugin on another), beside the same failures;
 - NCCL bootstrapping or sending over a container bridge or virtual interface (docker0, br-*, veth*, virbr*, cni*,
   flannel*, cali*), beside a connection failure: another host cannot reach that address.
 Plain dicts in, cause dicts out; the words are render/words.py's.
@@ -38,7 +39,10 @@ def facts(inp) -> dict:
         for host, p in log.nccl_by_host().items():
             if host not in out and len(out) >= MAX_HOSTS:
                 continue
-            me = out.setdefault(host, {"versions": [], "interfaces": []})
+            me = out.setdefault(host, {"versions": [], "interfaces": [], "networks": []})
+            net = p.get("network")
+            if net and net not in me["networks"]:
+                me["networks"].append(net)
             if p.get("version") and p["version"] not in me["versions"]:
                 me["versions"].append(p["version"])
             for i in p.get("bootstrap", []) + p.get("socket_interfaces", []):
@@ -59,6 +63,23 @@ def _version_cause(hosts: dict, explained: list) -> Optional[dict]:
                      for v, hs in sorted(by_version.items()))
     return {"kind": cls.id, "cause": True, "pg": None, "seq": None, "ranks": [],
             "text": words.hosts_differ("NCCL version", said, explained[0]["text"]), "fix": cls.fix,
+            "source": explained[0].get("source"), "line": explained[0].get("line", "")}
+
+
+def _network_cause(hosts: dict, explained: list) -> Optional[dict]:
+    """Hosts whose NCCL chose different networks ("Using network IB" on one, "Socket" or a plugin on another): their
+    ranks cannot connect, whatever the failure line says."""
+    by_net: dict = {}
+    for h, f in hosts.items():
+        if len(f["networks"]) == 1:  # a host that switched networks between communicators says nothing here
+            by_net.setdefault(f["networks"][0], []).append(h)
+    if len(by_net) < 2:
+        return None
+    cls = failures.BY_ID["transport_mismatch"]
+    said = "; ".join(f"{n} on {', '.join(hs[:4])}{' and more' if len(hs) > 4 else ''}"
+                     for n, hs in sorted(by_net.items()))
+    return {"kind": cls.id, "cause": True, "pg": None, "seq": None, "ranks": [],
+            "text": words.hosts_differ("network", said, explained[0]["text"]), "fix": cls.fix,
             "source": explained[0].get("source"), "line": explained[0].get("line", "")}
 
 
@@ -84,7 +105,7 @@ def causes(found: list, inp) -> list:
     strong = [c for c in found if c["cause"] and c["kind"] not in CONNECTION]
     if strong:  # a cause of another kind (a GPU, memory, a rank's own error): the inventory is not why
         return found
-    for kinds, make in ((CONNECTION, _version_cause), (REACH, _bridge_cause)):
+    for kinds, make in ((CONNECTION, _version_cause), (CONNECTION, _network_cause), (REACH, _bridge_cause)):
         explained = [c for c in found if c["kind"] in kinds]
         if not explained:
             continue

@@ -205,3 +205,13 @@ def test_the_same_line_among_others_is_named_without_the_list(tmp_path):
                                       "binary: /usr/bin/python3\n")
     root = next(c for c in diagnose([str(tmp_path / "job.log")]).extra["postmortem"]["causes"] if c["cause"])
     assert root["kind"] == "killed" and "hypotheses" not in root
+
+
+def test_hosts_on_different_networks_beside_a_connection_failure_is_the_networks(tmp_path):
+    """NCCL's "Using network IB" on one host and "Using network Socket" on the other (init.cc)."""
+    text = "\n".join([f"{H} NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:198.18.1.1<0>",
+                      f"{H} NCCL INFO Using network IB", f"{B} NCCL INFO NET/IB : No device found.",
+                      f"{B} NCCL INFO NET/Socket : Using [0]eth0:198.18.1.2<0>", f"{B} NCCL INFO Using network Socket",
+                      f"{H} misc/socket.cc:540 NCCL WARN Net : Connection closed by remote peer 198.18.1.2<51234>"]) + "\n"
+    rc, root = root_of(tmp_path, text)
+    assert rc == 1 and root.evidence["kind"] == "transport_mismatch" and "IB on node-a" in root.summary

@@ -29,6 +29,9 @@ REACH = ("no_route", "connection_refused", "init_timeout", "peer_closed", "nccl_
          "unhandled_system_error", "watchdog_timeout", "job_failed", "proxy_failed", "socket_family")
 VIRTUAL = re.compile(r"^(?:docker\d{0,3}|br-[0-9a-f]{1,16}|veth\w{0,16}|virbr\d{0,3}|cni\d{0,3}|flannel\S{0,16}|"
                      r"cali\w{0,16}|lxcbr\d{0,3}|podman\d{0,3}|kube-bridge|weave|vxlan\S{0,12})$")
+# a failure that names no address it could not reach: two networks are its cause (an unreachable address is its own)
+MIXED = tuple(k for k in CONNECTION if k not in ("no_route", "connection_refused", "no_socket_interface",
+                                                  "socket_family"))
 MAX_HOSTS = 4096
 
 
@@ -105,7 +108,7 @@ def causes(found: list, inp) -> list:
     strong = [c for c in found if c["cause"] and c["kind"] not in CONNECTION]
     if strong:  # a cause of another kind (a GPU, memory, a rank's own error): the inventory is not why
         return found
-    for kinds, make in ((CONNECTION, _version_cause), (CONNECTION, _network_cause), (REACH, _bridge_cause)):
+    for kinds, make in ((CONNECTION, _version_cause), (MIXED, _network_cause), (REACH, _bridge_cause)):
         explained = [c for c in found if c["kind"] in kinds]
         if not explained:
             continue

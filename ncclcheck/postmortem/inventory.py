@@ -54,36 +54,32 @@ def facts(inp) -> dict:
     return out
 
 
-def _version_cause(hosts: dict, explained: list) -> Optional[dict]:
-    by_version: dict = {}
+def _differ(hosts: dict, key: str, what: str, cls_id: str, explained: list) -> Optional[dict]:
+    """The hosts grouped by one fact NCCL printed (`key`: its version, the network it chose), a cause of class
+    `cls_id` when they hold two values or more. A host that printed two values (it switched networks between
+    communicators) says nothing here."""
+    by_value: dict = {}
     for h, f in hosts.items():
-        for v in f["versions"]:
-            by_version.setdefault(v, []).append(h)
-    if len(by_version) < 2:
+        if len(f[key]) == 1:
+            by_value.setdefault(f[key][0], []).append(h)
+    if len(by_value) < 2:
         return None
-    cls = failures.BY_ID["version_mismatch"]
+    cls = failures.BY_ID[cls_id]
     said = "; ".join(f"{v} on {', '.join(hs[:4])}{' and more' if len(hs) > 4 else ''}"
-                     for v, hs in sorted(by_version.items()))
+                     for v, hs in sorted(by_value.items()))
     return {"kind": cls.id, "cause": True, "pg": None, "seq": None, "ranks": [],
-            "text": words.hosts_differ("NCCL version", said, explained[0]["text"]), "fix": cls.fix,
+            "text": words.hosts_differ(what, said, explained[0]["text"]), "fix": cls.fix,
             "source": explained[0].get("source"), "line": explained[0].get("line", "")}
+
+
+def _version_cause(hosts: dict, explained: list) -> Optional[dict]:
+    return _differ(hosts, "versions", "NCCL version", "version_mismatch", explained)
 
 
 def _network_cause(hosts: dict, explained: list) -> Optional[dict]:
     """Hosts whose NCCL chose different networks ("Using network IB" on one, "Socket" or a plugin on another): their
     ranks cannot connect, whatever the failure line says."""
-    by_net: dict = {}
-    for h, f in hosts.items():
-        if len(f["networks"]) == 1:  # a host that switched networks between communicators says nothing here
-            by_net.setdefault(f["networks"][0], []).append(h)
-    if len(by_net) < 2:
-        return None
-    cls = failures.BY_ID["transport_mismatch"]
-    said = "; ".join(f"{n} on {', '.join(hs[:4])}{' and more' if len(hs) > 4 else ''}"
-                     for n, hs in sorted(by_net.items()))
-    return {"kind": cls.id, "cause": True, "pg": None, "seq": None, "ranks": [],
-            "text": words.hosts_differ("network", said, explained[0]["text"]), "fix": cls.fix,
-            "source": explained[0].get("source"), "line": explained[0].get("line", "")}
+    return _differ(hosts, "networks", "network", "transport_mismatch", explained)
 
 
 def _bridge_cause(hosts: dict, explained: list) -> Optional[dict]:

@@ -44,7 +44,7 @@ SIGNS = (
                                    r"WorkerState\.SUCCEEDED"), TEARDOWN, "torchrun's agent: the worker group finished",
          end=True),
     # nccl-tests' common.cu: "# Out of bounds values : %d %s" (OK when 0) closes a run
-    Sign("nccl_tests_ok", _rx(r"# Out of bounds values : 0 OK"), TEARDOWN, "nccl-tests: its run ended, no wrong value",
+    Sign("nccl_tests_ok", _rx(r"Out of bounds values : 0 OK"), TEARDOWN, "nccl-tests: its run ended, no wrong value",
          end=True),
     # DeepSpeed's launcher/launch.py: "Process %d exits successfully."
     Sign("deepspeed_ok", _rx(r"Process \d{1,10} exits successfully"), TEARDOWN, "DeepSpeed's launcher: a rank exited 0",
@@ -68,11 +68,15 @@ SIGNS = (
                             r"(?i:done|finished|complete|completed)\b"
                             r"(?![^\n]{0,40}\b(?i:errors?|fail|failed|failure|aborted|cancell?ed|killed|timeout|"
                             r"timed out|exception)\b)"),
-                        _rx(r"^\s{0,8}(?:\[?(?i:rank)\s?\d{1,7}\]?:?\s{1,3})?(?i:all done|done|finished)[.!]{0,3}"
-                            r"\s{0,8}$"),
+                        # a rank's own "rank 0 done"; a bare "Done!" is any step's (torchvision's download prints it)
+                        _rx(r"^\s{0,8}\[?(?i:rank)\s?\d{1,7}\]?:?\s{1,3}(?i:all done|done|finished)[.!]{0,3}\s{0,8}$"),
                         _rx(r"\b(?i:finished|completed)\s{1,3}(?i:training|fine-tuning|finetuning)\b"),
                         _rx(r"destroy_process_group\(\)\s{0,3}(?i:done|finished|complete|returned)")), TEARDOWN,
          "the job's own last words", end=True),
+    # a bare "done" / "Done!": a rank's own last words only on a line its launcher prefixed ("0: done"); unprefixed,
+    # any step prints it (torchvision's dataset download: "Processing... Done!")
+    Sign(RANK_ONLY := "rank_done", _rx(r"^\s{0,8}(?i:all done|done|finished)[.!]{0,3}\s{0,8}$"), TEARDOWN,
+         "a rank's own last words", end=True),
     # a process's own exit status, as shells, IDEs, launchers and schedulers print it
     Sign("exit_zero", Either(_rx(r"(?i:exit(?:ed)?(?: with)? (?:code|status)|exitcode|return code|exit_code)"
                                  r"\s{0,2}[:=]?\s{0,2}0(?![\d.])(?!\s{0,2}\((?:pid|local_rank))"),
@@ -104,7 +108,7 @@ SIGNS = (
 )
 BY_ID = {s.id: s for s in SIGNS}
 STEP = BY_ID["step"]
-WORDS_ONLY = "done"  # the sign whose words any program (or person) may print
+WORDS_ONLY = ("done", RANK_ONLY)  # the signs whose words any program (or person) may print
 _PREFILTER = Prefilter([s.pattern for s in SIGNS])
 LITERALS = tuple(sorted(set(_PREFILTER.literals)))
 # a training loop prints a step line thousands of times: once a source is past its first, only the other signs matter
@@ -140,6 +144,12 @@ PROGRAM = Either(
         r"Setting OMP_NUM_THREADS environment variable for each process|Initializing distributed: GLOBAL_RANK|"
         r"All distributed processes registered|\bdistributed_backend=|^libibverbs: |^mlx5: |\bNVSHMEM\b"),
     _rx(r"Traceback \(most recent call last\)"),
+    # nccl-tests' own output (common.cu: "# nThread %d nGpus %d ...", "#  Rank %2d Group %2d Pid %6d on %10s device",
+    # NCCL 1.x's "Rank %d uses device", the table's algbw/busbw header, its closing lines); a script announcing its
+    # distributed backend ("Using distributed PyTorch with nccl backend", "backend=nccl")
+    _rx(r"^# nThread \d|^#?\s{0,8}Rank\s{1,4}\d{1,7} (?:Group|Pid|uses device)|"
+        r"\balgbw\s{1,8}busbw\b|^#?\s{0,4}Avg bus bandwidth|^#?\s{0,4}Out of bounds values|"
+        r"\b(?:NCCL|nccl|Gloo|gloo) backend\b|\bbackend[=: ]{1,3}['\"]?(?:nccl|gloo)\b"),
 )
 _PROGRAM_FILTER = Prefilter([PROGRAM])
 

@@ -231,6 +231,16 @@ ROWS = (
                 source="torch/csrc/distributed/c10d/NCCLUtils.hpp C10D_NCCL_CHECK"),
 )
 
+# nccl-tests' own check of the results (common.cu: "# Out of bounds values : %d %s", FAILED when some were wrong): the
+# collective returned wrong data; the line does not say why (an NCCL bug at that size or version, or corruption)
+ROWS = ROWS + (
+    consequence("wrong_results", rx(r"Out of bounds values : [1-9]\d{0,18} FAILED"),
+                "nccl-tests found wrong values in a collective's results (its own check): the text does not say why",
+                "rerun that size with a newer NCCL (a bug at a size or an algorithm is fixed by a release: try "
+                "NCCL_ALGO=Ring / NCCL_PROTO=Simple to find which); then `ncclcheck health` for GPU memory (ECC, "
+                "row remapping) and NVLink/PCIe errors on each host", source="nccl-tests src/common.cu"),
+)
+
 # What torch prints in healthy jobs that holds a failure's words: never a failure.
 # - c10d's TCPStore client polls its socket with a short timeout and logs each poll that returned nothing
 #   (socket.cpp, SocketImpl::waitForInput); a wait that really failed raises DistStoreError / "Socket Timeout" /

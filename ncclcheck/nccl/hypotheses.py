@@ -62,6 +62,10 @@ SCHEDULER = Suspect("scheduler", "the scheduler or an operator stopped it: a tim
                     "kill or kubectl delete", "`sacct -j JOB -o JobID,State,ExitCode,Elapsed,Timelimit` (TIMEOUT, "
                     "PREEMPTED, CANCELLED by whom), `kubectl describe pod` for a pod's events")
 
+NCCL_VERSION_BUG = Suspect("nccl_bug", "a bug of this NCCL version at that size, op or algorithm",
+                           "rerun the same size with a newer NCCL, and with NCCL_ALGO=Ring or NCCL_PROTO=Simple: the "
+                           "setting that makes it right names the algorithm at fault")
+
 # evidence (a failure class, or an end the launcher reported) -> its suspects, most likely first
 BUILD = Suspect("build", "NCCL, the program and the CUDA driver built for different CUDA versions (a libnccl for "
                 "another CUDA, an old driver)",
@@ -153,6 +157,7 @@ BY_EVIDENCE = {
     "shutdown_crash": (TEARDOWN, OWN_OUTPUT),
     "no_progress": (HUNG, NETWORK, GPU),
     "launcher_stopped": (STOPPED, SKIPPED, NETWORK, P2P),
+    "wrong_results": (NCCL_VERSION_BUG, GPU),
     "stopped_from_outside": (SCHEDULER, STOPPED, SKIPPED),
     "interrupted": (STOPPED, SKIPPED, NETWORK, P2P),
 }

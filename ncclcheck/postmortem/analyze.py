@@ -1114,7 +1114,7 @@ def _survived(events: list, inp: Inputs, by_rank: dict) -> bool:
     WARN the job survived (a plugin that failed before NCCL fell back, NCCL's service thread at teardown) is no
     failure: no rank failed (no launcher record, no dump), each line is an NCCL WARN and came before an end a program
     printed (not a script's own "done"), in the log that ends."""
-    ends = {log.path: log.end[0] for log in inp.logs if log.end and log.end[1] != endings.WORDS_ONLY}
+    ends = {log.path: log.end[0] for log in inp.logs if log.end and log.end[1] not in endings.WORDS_ONLY}
     return bool(ends and events and not inp.dumps and not any(_failed(f) for f in by_rank.values())
                 and all(e["source"] in ends and e["order"][1] < ends[e["source"]] and not e.get("raised")
                         and e.get("nccl") for e in events))  # NCCL's own WARNs: what NCCL falls back from

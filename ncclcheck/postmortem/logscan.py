@@ -558,6 +558,8 @@ class LogScan:
 
     def _signed(self, src: _Source, sign, rest: str, n: int) -> None:
         """A line that shows where the job got to: its source's phase, and the job's end."""
+        if sign.id == endings.RANK_ONLY and (src.key is None or src.key[0] != "p"):
+            return  # a bare "Done!" of no rank's prefix: any step's word
         src.phase = max(src.phase, sign.phase)
         if sign.phase == endings.STEPS and src.key is None:
             self.steps_at = n

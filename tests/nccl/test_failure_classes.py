@@ -91,6 +91,7 @@ CASES = {
     "nccl_warn": [f"{H} collectives.cc:12 NCCL WARN Something no row and no subsystem knows"],
     # a WARN no row knows is placed by the NCCL source file it was printed in (nccl/subsystems.py)
     "nccl_warn_topology": [f"{H} graph/search.cc:1132 NCCL WARN Could not find a path for pattern 4, falling back to simple order"],
+    "wrong_results": ["# Out of bounds values : 2 FAILED", " Out of bounds values : 16 FAILED"],
     "sysfs_pci_path": [f"{H} graph/xml.cc:332 NCCL WARN Could not find real path of /sys/class/pci_bus/0000:01/../../0000:01:00.0"],
     "nccl_topology_device": [f"{H} graph/topo.h:230 NCCL WARN Could not find NET with id 0",
                              "graph/topo.h:230 NCCL WARN Could not find GPU with id 1b000"],  # a paste without its header

@@ -215,3 +215,28 @@ def test_hosts_on_different_networks_beside_a_connection_failure_is_the_networks
                       f"{H} misc/socket.cc:540 NCCL WARN Net : Connection closed by remote peer 198.18.1.2<51234>"]) + "\n"
     rc, root = root_of(tmp_path, text)
     assert rc == 1 and root.evidence["kind"] == "transport_mismatch" and "IB on node-a" in root.summary
+
+
+# --- batch B's classes: nccl-tests' own output is a job's log; its FAILED check is a failure; "Done!" ends nothing -----
+
+def test_nccl_tests_output_alone_is_a_jobs_log_and_its_ok_line_ends_it(tmp_path):
+    text = "\n".join(["# nThread 1 nGpus 1 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5 iters: 20",
+                      "#  Rank  0 Group  0 Pid  36216 on     node-a device  0 [0x10] NVIDIA A100-SXM4-40GB",
+                      "   134217728      33554432     float     sum      -1   2644.1   50.76   95.17      0",
+                      "# Out of bounds values : 0 OK", "# Avg bus bandwidth    : 95.17"]) + "\n"
+    rc, root = root_of(tmp_path, text)
+    assert rc == 0 and root.status.value == "pass" and "nccl-tests" in root.summary
+
+
+def test_nccl_tests_wrong_values_are_a_failure_whose_cause_is_not_in_the_text(tmp_path):
+    text = ("       size         count    type     time   algbw   busbw  error\n"
+            "  4294967296     134217728   float    29122  129.05  129.05  1e+00\n"
+            " Out of bounds values : 2 FAILED\n Avg bus bandwidth    : 128.942\n")
+    rc, root = root_of(tmp_path, text)
+    assert rc == 1 and root.evidence["kind"] == "job_failed" and "wrong values" in root.summary
+
+
+def test_a_dataset_downloads_done_is_no_end_of_the_job(tmp_path):
+    text = "Using distributed PyTorch with nccl backend\nDownloading http://example.invalid/train.gz\nProcessing...\nDone!\n"
+    rc, root = root_of(tmp_path, text)
+    assert rc == 0 and root.status.value == "warn" and root.evidence["kind"] == "stopped"

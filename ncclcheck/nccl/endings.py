@@ -40,8 +40,10 @@ def _rx(text: str) -> re.Pattern:
 SIGNS = (
     # torch/distributed/elastic/agent/server/api.py: "[%s] worker group successfully finished. Waiting %s seconds for
     # other agents to finish." and the exit barrier's "Done waiting for other agents. Elapsed: %s seconds"
+    # torchelastic's event records (events/__init__.py: {"name": "torchelastic.worker.status.SUCCEEDED", ...})
     Sign("torchrun_succeeded", _rx(r"worker group successfully finished|Done waiting for other agents|"
-                                   r"WorkerState\.SUCCEEDED"), TEARDOWN, "torchrun's agent: the worker group finished",
+                                   r"WorkerState\.SUCCEEDED|torchelastic\.worker\.status\.SUCCEEDED"), TEARDOWN,
+         "torchrun's agent: the worker group finished",
          end=True),
     # nccl-tests' common.cu: "# Out of bounds values : %d %s" (OK when 0) closes a run
     Sign("nccl_tests_ok", _rx(r"Out of bounds values : 0 OK"), TEARDOWN, "nccl-tests: its run ended, no wrong value",
@@ -149,7 +151,8 @@ PROGRAM = Either(
     # distributed backend ("Using distributed PyTorch with nccl backend", "backend=nccl")
     _rx(r"^# nThread \d|^#?\s{0,8}Rank\s{1,4}\d{1,7} (?:Group|Pid|uses device)|"
         r"\balgbw\s{1,8}busbw\b|^#?\s{0,4}Avg bus bandwidth|^#?\s{0,4}Out of bounds values|"
-        r"\b(?:NCCL|nccl|Gloo|gloo) backend\b|\bbackend[=: ]{1,3}['\"]?(?:nccl|gloo)\b"),
+        r"\btorchelastic\.(?:worker|agent)\.status\.|\b(?:NCCL|nccl|Gloo|gloo) backend\b|"
+        r"\bbackend[=: ]{1,3}['\"]?(?:nccl|gloo)\b"),
 )
 _PROGRAM_FILTER = Prefilter([PROGRAM])
 

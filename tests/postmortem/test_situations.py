@@ -240,3 +240,11 @@ def test_a_dataset_downloads_done_is_no_end_of_the_job(tmp_path):
     text = "Using distributed PyTorch with nccl backend\nDownloading http://example.invalid/train.gz\nProcessing...\nDone!\n"
     rc, root = root_of(tmp_path, text)
     assert rc == 0 and root.status.value == "warn" and root.evidence["kind"] == "stopped"
+
+
+def test_torchelastics_succeeded_events_end_the_job(tmp_path):
+    """torch/distributed/elastic/events: each worker's {"name": "torchelastic.worker.status.SUCCEEDED", ...} record."""
+    rec = ('{"name": "torchelastic.worker.status.SUCCEEDED", "source": "WORKER", "timestamp": 0, "metadata": '
+           '{"run_id": "none", "global_rank": %d, "state": "SUCCEEDED"}}')
+    rc, root = root_of(tmp_path, "\n".join(rec % r for r in range(2)) + "\n")
+    assert rc == 0 and root.status.value == "pass" and "torchrun" in root.summary

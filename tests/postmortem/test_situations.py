@@ -1,6 +1,10 @@
 # ruff: noqa: E501  (a log line stays one line, as the program prints it)
 """Issue 74: read the situation a log describes, not one message. One test per class of miss the issue found on logs
-nobody here had seen, each on text in the shape the programs print (their format strings, cited beside each)."""
+nobody here had seen, each on text in the shape the programs print (their format strings, cited beside each).
+
+The texts name hosts (node-a, node-b, pod-a) and addresses of 198.18.0.0/15 only as words of a log: diagnose reads
+them and never looks a name up or connects anywhere (tests/conftest.py's guards hold every in-process test to that,
+and test_reading_a_log_never_reaches_for_the_network holds the CLI to it)."""
 
 from __future__ import annotations
 
@@ -237,7 +241,7 @@ def test_nccl_tests_wrong_values_are_a_failure_whose_cause_is_not_in_the_text(tm
 
 
 def test_a_dataset_downloads_done_is_no_end_of_the_job(tmp_path):
-    text = "Using distributed PyTorch with nccl backend\nDownloading http://example.invalid/train.gz\nProcessing...\nDone!\n"
+    text = "Using distributed PyTorch with nccl backend\nDownloading train-images-idx3-ubyte.gz\nProcessing...\nDone!\n"
     rc, root = root_of(tmp_path, text)
     assert rc == 0 and root.status.value == "warn" and root.evidence["kind"] == "stopped"
 
@@ -248,3 +252,26 @@ def test_torchelastics_succeeded_events_end_the_job(tmp_path):
            '{"run_id": "none", "global_rank": %d, "state": "SUCCEEDED"}}')
     rc, root = root_of(tmp_path, "\n".join(rec % r for r in range(2)) + "\n")
     assert rc == 0 and root.status.value == "pass" and "torchrun" in root.summary
+
+
+def test_reading_a_log_never_reaches_for_the_network(tmp_path):
+    """The CLI itself, in a process of its own, with every lookup and connect made to raise before it runs: a log full
+    of host names and addresses is read without resolving or reaching any of them."""
+    import subprocess
+    import sys
+
+    text = "\n".join([f"{H} NCCL INFO Bootstrap : Using eth0:198.18.1.1<0>", f"{H} NCCL INFO NCCL version 2.18.1+cuda12.1",
+                      f"{B} NCCL INFO NCCL version 2.21.5+cuda12.4",
+                      "INFO 2020-01-17 00:55:01,702 Rank 1 will connect to TCPStore server at pod-a:47279",
+                      f"{H} misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 198.18.0.9<45321> failed : "
+                      f"No route to host"]) + "\n"
+    (tmp_path / "job.log").write_text(text)
+    guard = ("import socket, sys\n"
+             "def no(*a, **k): raise SystemExit(f'reached for the network: {a[:2]}')\n"
+             "for n in ('getaddrinfo', 'gethostbyname', 'gethostbyname_ex', 'gethostbyaddr', 'getnameinfo', "
+             "'create_connection'): setattr(socket, n, no)\n"
+             "for n in ('connect', 'connect_ex', 'sendto', 'sendmsg'): setattr(socket.socket, n, no)\n"
+             "from ncclcheck.cli import main\nsys.exit(main(['diagnose', sys.argv[1]]))\n")
+    p = subprocess.run([sys.executable, "-c", guard, str(tmp_path / "job.log")], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 1 and "reached for the network" not in p.stdout + p.stderr, p.stdout + p.stderr

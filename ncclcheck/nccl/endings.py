@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from .linear import Either, Prefilter, Then
+from .linear import Either, Prefilter, Then, fold
 
 # -- phases, in the order a job goes through them (a rank's phase is the latest one its lines show) -----------------
 LAUNCHED, RENDEZVOUS, NCCL_INIT, INIT_COMPLETE, STEPS, TEARDOWN = range(6)
@@ -120,7 +120,7 @@ OTHER_LITERALS = tuple(sorted(set(Prefilter([x.pattern for x in SIGNS if x is no
 
 def sign(line: str, steps: bool = True) -> Optional[Sign]:
     """The first sign the line shows (an end before a phase), or None. steps=False: not a training step's."""
-    low = line.lower() if line.isascii() else None
+    low = fold(line)
     for i in _PREFILTER.candidates(line, low):
         if (steps or SIGNS[i] is not STEP) and SIGNS[i].pattern.search(line):
             return SIGNS[i]
@@ -159,5 +159,5 @@ _PROGRAM_FILTER = Prefilter([PROGRAM])
 
 def from_a_program(line: str) -> bool:
     """Does the line come from torch, NCCL, gloo, CUDA, a launcher, a scheduler (or a Python traceback)?"""
-    low = line.lower() if line.isascii() else None
+    low = fold(line)
     return bool(_PROGRAM_FILTER.candidates(line, low)) and PROGRAM.search(line) is not None

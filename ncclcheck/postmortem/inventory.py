@@ -64,12 +64,17 @@ def _differ(hosts: dict, key: str, what: str, cls_id: str, explained: list) -> O
             by_value.setdefault(f[key][0], []).append(h)
     if len(by_value) < 2:
         return None
-    cls = failures.BY_ID[cls_id]
     said = "; ".join(f"{v} on {', '.join(hs[:4])}{' and more' if len(hs) > 4 else ''}"
                      for v, hs in sorted(by_value.items()))
-    return {"kind": cls.id, "cause": True, "pg": None, "seq": None, "ranks": [],
-            "text": words.hosts_differ(what, said, explained[0]["text"]), "fix": cls.fix,
-            "source": explained[0].get("source"), "line": explained[0].get("line", "")}
+    return _root(cls_id, words.hosts_differ(what, said, explained[0]["text"]), explained)
+
+
+def _root(cls_id: str, text: str, explained: list, **more) -> dict:
+    """The cause the inventory names, in the shape of a log cause, its source and line those of the first failure it
+    explains."""
+    cls = failures.BY_ID[cls_id]
+    return {"kind": cls.id, "cause": True, "pg": None, "seq": None, "ranks": [], **more, "text": text,
+            "fix": cls.fix, "source": explained[0].get("source"), "line": explained[0].get("line", "")}
 
 
 def _version_cause(hosts: dict, explained: list) -> Optional[dict]:
@@ -87,12 +92,9 @@ def _bridge_cause(hosts: dict, explained: list) -> Optional[dict]:
     used = {h: i for h, i in used.items() if i}
     if not used:
         return None
-    cls = failures.BY_ID["virtual_interface"]
     said = "; ".join(f"{h}: {', '.join(i[:6])}" for h, i in list(used.items())[:4])
-    host = next(iter(used))
-    return {"kind": cls.id, "cause": True, "pg": None, "seq": None, "ranks": [], "host": host,
-            "text": words.virtual_interface(said, explained[0]["text"]), "fix": cls.fix,
-            "source": explained[0].get("source"), "line": explained[0].get("line", "")}
+    return _root("virtual_interface", words.virtual_interface(said, explained[0]["text"]), explained,
+                 host=next(iter(used)))
 
 
 def causes(found: list, inp) -> list:

@@ -4,6 +4,7 @@ No lab: the benchmark itself runs the corpus (scripts/, not the test suite)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -183,3 +184,29 @@ def test_the_log_tier_prints_its_figures_beside_the_baseline():
     assert logs.startswith("logs: 3/3 right") and "ended well: 0" in logs and "given a cause: 0" in logs
     base = next(ln for ln in lines if ln.startswith("logs, baseline"))
     assert "1/3 right" in base and "on the 1 logs that hold the cause: ncclcheck 1, baseline 0" in base
+
+
+def test_a_batchs_first_score_is_written_once_and_never_replaced(tmp_path, monkeypatch):
+    """`bench_accuracy.py --first-score BATCH`: the batch's figures as it was first scored, kept; asked again, it refuses
+    (exit with a message), and a run of only some of its cases is no first score."""
+    here = tmp_path / ac.BATCH_DIR / "Z"
+    here.mkdir(parents=True)
+    (here / "one.log").write_text("x:1:2 [0] misc/socket.cc:1 NCCL WARN Duplicate GPU detected\n")
+    (here / "two.log").write_text("step 1 loss 0.3\n")
+    (here / "cases.jsonl").write_text(
+        json.dumps({"name": "one", "tier": "thread", "source": "a thread (no address: never read here)", "expect": "cause",
+                    "class": "duplicate_gpu", "proof": "Duplicate GPU detected", "batch": "Z"}) + "\n" +
+        json.dumps({"name": "two", "tier": "thread", "source": "another thread", "expect": "healthy",
+                    "batch": "Z"}) + "\n")
+    monkeypatch.setattr(ba, "REPO", tmp_path)
+    results = [{"name": "log-one", "class": ac.RIGHT}, {"name": "log-two", "class": ac.FALSE_ALARM}]
+    with pytest.raises(SystemExit, match="1 of its 2 cases"):
+        ba.record_first_score("Z", results[:1])
+    ba.record_first_score("Z", results)
+    first = ba.first_scores()["Z"]
+    assert (first["right"], first["of"], first["given_cause"], first["held"], first["held_ours"],
+            first["held_baseline"], first["missed"]) == (1, 2, 1, 1, 1, 1, ["two"])
+    with pytest.raises(SystemExit, match="never replaced"):
+        ba.record_first_score("Z", [{"name": "log-one", "class": ac.RIGHT}, {"name": "log-two", "class": ac.RIGHT}])
+    assert ba.first_scores()["Z"] == first
+    assert any(line.startswith("batch Z: first score 1/2 (50 %)") for line in ba.log_summary(results))

@@ -187,15 +187,14 @@ def test_the_log_tier_prints_its_figures_beside_the_baseline():
 
 
 def test_a_batchs_first_score_is_written_once_and_never_replaced(tmp_path, monkeypatch):
-    """`bench_accuracy.py --first-score BATCH`: the batch's figures as it was first scored, kept; asked again, it refuses
-    (exit with a message), and a run of only some of its cases is no first score."""
+    """`bench_accuracy.py --first-score BATCH`: the batch's figures as it was first scored, kept; asked again, it
+    refuses (exit with a message), and a run of only some of its cases is no first score."""
     here = tmp_path / ac.BATCH_DIR / "Z"
     here.mkdir(parents=True)
     (here / "one.log").write_text("x:1:2 [0] misc/socket.cc:1 NCCL WARN Duplicate GPU detected\n")
     (here / "two.log").write_text("step 1 loss 0.3\n")
     (here / "cases.jsonl").write_text(
-        json.dumps({"name": "one", "tier": "thread", "source": "a thread (no address: never read here)", "expect": "cause",
-                    "class": "duplicate_gpu", "proof": "Duplicate GPU detected", "batch": "Z"}) + "\n" +
+        json.dumps({"name": "one", "tier": "thread", "source": "a thread", "expect": "cause", "class": "duplicate_gpu", "proof": "Duplicate GPU detected", "batch": "Z"}) + "\n" +
         json.dumps({"name": "two", "tier": "thread", "source": "another thread", "expect": "healthy",
                     "batch": "Z"}) + "\n")
     monkeypatch.setattr(ba, "REPO", tmp_path)

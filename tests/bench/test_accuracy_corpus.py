@@ -194,7 +194,8 @@ def test_a_batchs_first_score_is_written_once_and_never_replaced(tmp_path, monke
     (here / "one.log").write_text("x:1:2 [0] misc/socket.cc:1 NCCL WARN Duplicate GPU detected\n")
     (here / "two.log").write_text("step 1 loss 0.3\n")
     (here / "cases.jsonl").write_text(
-        json.dumps({"name": "one", "tier": "thread", "source": "a thread", "expect": "cause", "class": "duplicate_gpu", "proof": "Duplicate GPU detected", "batch": "Z"}) + "\n" +
+        json.dumps({"name": "one", "tier": "thread", "source": "a thread", "expect": "cause", "class": "duplicate_gpu",
+                    "proof": "Duplicate GPU detected", "batch": "Z"}) + "\n" +
         json.dumps({"name": "two", "tier": "thread", "source": "another thread", "expect": "healthy",
                     "batch": "Z"}) + "\n")
     monkeypatch.setattr(ba, "REPO", tmp_path)

@@ -89,6 +89,15 @@ def peel(line: str) -> tuple[Optional[int], str]:
 
 def peel_host(line: str) -> tuple[Optional[int], Optional[str], str]:
     """(the global rank the line's prefixes say, the host one of them names, each or None; the line without them)."""
+    rank, host, pos = peel_spans(line)
+    return (int(line[rank[0]:rank[1]]) if rank else None, line[host[0]:host[1]] if host else None,
+            line[pos:] if pos else line)
+
+
+def peel_spans(line: str) -> tuple[Optional[tuple], Optional[tuple], int]:
+    """Where peel_host finds them: (the (start, end) of the rank's digits or None, of the host's name or None, where
+    the rest starts). Every layer reads a digit as any digit (no pattern holds a digit of its own), so two lines
+    equal but for their digits peel the same: postmortem/logscan.py reads a line's prefix from another's spans."""
     rank, host, believed, pos = None, None, 0, 0
     for _ in range(MAX_LAYERS):
         start = pos
@@ -96,7 +105,7 @@ def peel_host(line: str) -> tuple[Optional[int], Optional[str], str]:
             m = rx.match(line, pos)
             if m:
                 if weight >= believed:
-                    rank, believed = int(m.group(1)), weight
+                    rank, believed = m.span(1), weight
                 pos = m.end()
                 break
         else:
@@ -105,9 +114,10 @@ def peel_host(line: str) -> tuple[Optional[int], Optional[str], str]:
                 m = _PDSH.match(line, pos)
                 if m is None or m.group(1).endswith(_NOT_A_HOST):
                     break
-                host = host or m.group(1)
+                host = host or m.span(1)
             pos = m.end()
         if host is None:
             layer = line[start:pos]
-            host = next((h.group(1) for h in (rx.match(layer) or rx.search(layer) for rx in _HOSTS) if h), None)
-    return rank, host, line[pos:] if pos else line
+            h = next((h for h in (rx.match(layer) or rx.search(layer) for rx in _HOSTS) if h), None)
+            host = (start + h.start(1), start + h.end(1)) if h else None
+    return rank, host, pos

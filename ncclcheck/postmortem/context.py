@@ -46,6 +46,8 @@ def host_lines(logs: Iterable, host: str) -> list:
     for log in logs:
         for line in reread_lines(log.source):
             line = line[:MAX_LINE_CHARS]
+            if host not in line:  # a header naming the host holds its name: the rest of a job's log is passed over
+                continue
             head = nccl_header(split_prefix(line)[1]) or header_anywhere(line)
             if head and head["host"] == host:
                 out.append(line)

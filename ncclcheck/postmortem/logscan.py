@@ -43,7 +43,7 @@ from ..nccl.debuglog import (
 )
 from ..nccl.failclass import GENERIC
 from ..nccl.linear import MAX_LINE_CHARS, fold, literal_rx
-from ..nccl.prefixes import peel_host
+from ..nccl.prefixes import peel_host, peel_spans
 from ..render import words
 from . import launcher, stacks
 from .bound import clip
@@ -148,7 +148,9 @@ _PLAIN = literal_rx({*_HEAD_LITERALS, "nccl", "traceback", "error", "exception",
 # training step's words (_STEP_RX) only until its source's first step
 _SIGNS_RX, _OTHER_SIGNS_RX, _STEP_RX = (literal_rx(x) for x in (endings.LITERALS, endings.OTHER_LITERALS,
                                                                   endings.STEP_LITERALS))
-_PREFIX_STARTS = "[0123456789 \t\r\x0b\x0c\x1c\x1d\x1e\x1f"
+# a line starting so may carry a prefix naming a rank or a host (Ray's and SkyPilot's "(... ip=198.18.0.2) " hold no
+# colon)
+_PREFIX_STARTS = "[(0123456789 \t\r\x0b\x0c\x1c\x1d\x1e\x1f"
 _HEAD_RX, _ANY, _STRICT_RX, _TABLE_RX, _RANK_RX, _PARSE_RX, _VIA_RX = (literal_rx(x) for x in (
     _HEAD_LITERALS, set(_HEAD_LITERALS) - set(VIA_LITERALS), _STRICT, failures.LITERALS, RANK_LITERALS,
     PARSE_LITERALS, VIA_LITERALS))
@@ -158,6 +160,63 @@ SLOW = (True, False, False, None)
 
 
 _ZEROS = bytes.maketrans(b"0123456789", b"0000000000")
+
+
+def _without_digits(literals) -> set:
+    """Of each literal, its longest run without a digit: a line holding the literal holds that run whatever digits
+    it has ("out of bounds values : 0 ok": "out of bounds values : ")."""
+    return {max(re.split(r"\d+", lit), key=len) for lit in literals}
+
+
+# A line's shape is the line with its digits read as 0; every pattern the full way reads a plain line with (its
+# prefixes, a table row, a traceback's start, a program's shape) reads a digit as any digit, and every literal
+# below holds none (tests/postmortem/test_logscan.py), so a line's shape decides what the full way does with it, but
+# for the values its digits spell (a rank, a host name)
+_SHAPE_SIGNS_RX = literal_rx(_without_digits(endings.OTHER_LITERALS))
+_DIGIT_FREE = not any(c.isdigit() for lit in (*_HEAD_LITERALS, *endings.STEP_LITERALS, *launcher.OWN_LITERALS,
+                                              *launcher.STATES_WORLD, launcher.STATES_RAY) for c in lit)
+
+
+class _Template:
+    """What the full way does with every line of one shape (the line with its digits read as 0) that holds nothing
+    any pattern reads: it names its source (the rank and host its prefix spells, at these spans) and nothing else.
+    Lines of a training loop ("[rank3]:[2026-11-28 10:00:01,123] step 1234 | loss 2.3456") are nearly all such: a
+    whole job's log is read at a dict lookup per line, each shape once the full way."""
+    __slots__ = ("rank", "host", "pos", "step", "wraps", "ray", "text", "program", "state")
+
+    def __init__(self, rank, host, pos: int, step: bool, wraps: bool, ray: bool, text: bool, program: bool,
+                 state: bool):
+        self.rank, self.host, self.pos = rank, host, pos  # spans of the rank's digits and the host's name, the rest
+        self.step = step  # holds a training step's words: read the full way until its source's first step
+        self.wraps = wraps  # long and not ending a sentence: the next line may be its rest (a wrap's first part)
+        self.ray = ray  # starts with a Ray worker's prefix: its rank is Ray's table's, read the full way
+        self.text = text  # holds more than white space
+        self.program = program  # in a program's own shape (endings.from_a_program): read the full way until one is
+        self.state = state  # the full way gives its source NCCL's parser state (empty: its words hold nothing)
+
+
+def _template(raw: str):
+    """The line's _Template, or False when the full way may do more with a line of its shape (a pattern's literal in
+    the rank's words, an end or phase sign, the start of a traceback, a table row, ncclcheck's own line, an NCCL
+    header, nccl-tests' output, a line too long or not ASCII). A literal in the prefix alone ("rank" of "[rank3]:")
+    makes the full way feed the rank's words to NCCL's parser, which finds nothing in them: `state` says so."""
+    if len(raw) > MAX_LINE_CHARS or not raw.isascii():
+        return False
+    rank, host, pos = peel_spans(raw)
+    rest = raw[pos:]
+    low, rlow = raw.lower(), rest.lower()
+    if _PLAIN.search(rlow) or _SHAPE_SIGNS_RX.search(rlow):
+        return False
+    state = bool(rest) and _PLAIN.search(low) is not None
+    if state and (rank is None or "nccl" in low or any(m in raw for m in _TABLE_MARKS)
+                  or launcher.world_stated(rest) or failures.classify(rest) is not None):
+        return False
+    if (rest.startswith("#") or _line_start_matters(rest) or launcher.record_line(rest) or nccl_header(rest)
+            or failures.LAST_ERROR.search(rest)):
+        return False
+    return _Template(rank, host, pos, bool(_STEP_RX.search(rlow)), wraps(rest, raw, None),
+                     rank is None and launcher.ray_pid(raw) is not None, bool(raw.strip()),
+                     endings.from_a_program(rest), state)
 
 
 def _shape(msg: str) -> tuple:
@@ -321,6 +380,8 @@ class LogScan:
         self._width = 0  # the length of the last line read the full way
         self.tests_header: Optional[str] = None  # nccl-tests' first header line, when it ran ("# nThread ...")
         self.tests_rows = self.tests_end = False  # ... a result row of its table, its closing "Avg bus bandwidth"
+        self._templates: dict = {}  # a line's shape (its digits read as 0) -> its _Template, or False
+        self._templates_on = True  # off: every line the full way (tests hold the two ways to the same reading)
 
     # -- bytes to lines ---------------------------------------------------------------------------------------
 
@@ -338,7 +399,7 @@ class LogScan:
     def close(self) -> None:
         self._text(clean_log_text(self._decoder.decode(b"", True)))
         if (self._carry or self._over) and not self._drop_partial:
-            self._run([self._first(self._carry)])
+            self._run([self._first(self._carry)], [None])
         self._carry, self._over = "", 0
         self._heads, self._msgs, self._shapes = {}, {}, {}
 
@@ -356,27 +417,44 @@ class LogScan:
             return
         self._cr = text.endswith("\r")
         lines = text.splitlines()
+        # each line's shape, its digits read as 0 (one pass over the chunk; a digit is no line end, so the two split
+        # alike): the first line, completing the carried one, has none
+        shapes = (text.encode("utf-8", "surrogatepass").translate(_ZEROS).decode("utf-8", "surrogatepass").splitlines()
+                  if _DIGIT_FREE and len(lines) > 1 else [None] * len(lines))
+        shapes[0] = None
         partial = text[-1] not in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
         lines[0] = self._carry + lines[0]
         carry = lines.pop() if partial else ""
+        if partial:
+            shapes.pop()
         if lines:
             lines[0] = self._first(lines[0])
             if self._drop_partial:
-                lines, self._drop_partial = lines[1:], False
+                lines, shapes, self._drop_partial = lines[1:], shapes[1:], False
         if len(carry) > MAX_LINE_CHARS:  # one line longer than a chunk: keep its start, count the rest
             self._over += len(carry) - MAX_LINE_CHARS - 1
             carry = carry[:MAX_LINE_CHARS + 1]
         self._carry = carry
         if lines:
-            self._run(lines)
+            self._run(lines, shapes)
 
     # -- lines ------------------------------------------------------------------------------------------------
 
-    def _run(self, lines: list) -> None:
-        """Each line: the fast way when it is an NCCL INFO line whose header and message were seen before."""
-        heads, msgs, n, stated = self._heads, self._msgs, self.lines, self._pid_rank
-        for raw in lines:
+    def _run(self, lines: list, shapes: list) -> None:
+        """Each line: the fast way when it is an NCCL INFO line whose header and message were seen before, or a line
+        of a shape that holds nothing to read (_Template) while nothing is pending."""
+        heads, msgs, n, stated, templates = self._heads, self._msgs, self.lines, self._pid_rank, self._templates
+        for raw, shape in zip(lines, shapes):
             n += 1
+            if shape is not None and self._calm_but_wrap:
+                t = templates.get(shape)
+                if t is None:
+                    t = _template(raw)
+                    if len(templates) >= MAX_MEMO:
+                        templates.clear()
+                    templates[shape] = t
+                if t and self._plain_line(t, raw, n):
+                    continue
             if not raw and self._none and self._calm:  # an empty line, once a line of no source was read: nothing new
                 continue
             if (self._none and self._calm and raw and ":" not in raw and raw[0] not in _PREFIX_STARTS
@@ -410,6 +488,39 @@ class LogScan:
             self.lines = n
             self._slow(raw, n)
         self.lines = n
+
+    def _plain_line(self, t: _Template, raw: str, n: int) -> bool:
+        """What the full way does with a line of a shape that holds nothing to read, done here; False when this line
+        needs the full way after all (a pending wrap its unprefixed line may complete, an open traceback of its
+        source, a step before its source's first, a Ray prefix, no program's line seen yet, nccl-tests' output)."""
+        if ((self._wrap is not None and not t.pos) or (t.ray and self.ray) or (t.program and not self.program_seen)
+                or self.tests_header is not None):
+            return False
+        prank = int(raw[t.rank[0]:t.rank[1]]) if t.rank else None
+        src = self._sources.get(("p", prank) if prank is not None else None)
+        if src is None:
+            return False  # a source's first line goes the full way (it makes the source)
+        if src.tb or src.follow or (t.step and src.phase < endings.STEPS and not (src.key is None and self.steps_at)):
+            return False
+        if src.host is None and t.host:
+            src.host = raw[t.host[0]:t.host[1]]
+        if t.state and src.state is None:
+            src.state = NcclDebugState()
+        if prank is not None:
+            self._last_known = n
+        if t.text:
+            self.has_text = True
+        self._none = self._none or src.key is None
+        self._width = len(raw)
+        self._wrap = (n, prank, raw[t.pos:]) if t.wraps else None
+        self._calm = FAST and self._wrap is None
+        return True
+
+    @property
+    def _calm_but_wrap(self) -> bool:
+        """Nothing pending but, perhaps, a wrap's first part (its line's rest read as one with it)."""
+        return (not self._follow and not self._table_follow and self._own.idle and self._cont is None
+                and self._templates_on)
 
     def _head(self, head: str, n: int):
         """What a header says, remembered: its source, or False when its line must go the full way."""

@@ -31,6 +31,7 @@ import os
 import random
 import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -159,6 +160,105 @@ def write_job(root: str, mib: int, seed: int = 1) -> dict:
             "links": 8}
 
 
+# A training job's own output, as its launcher collects it (torch's "[rankN]:" prefix on every line a rank prints):
+# NCCL's init lines, then the loop's prints, then a failure at the end. Its words vary as a job's do (numbers, file
+# names, a warning now and then); the failure is the real line of an InfiniBand completion error (NCCL's
+# src/transport/net_ib.cc format) on rank 5 and torch's exception for it, the others' watchdog timeouts after it.
+TRAIN_RANKS = 16
+_TRAIN = (
+    "[{ts}] [INFO] [trainer.py:412] step {s} | loss {loss:.4f} | lr {lr:.3e} | tokens/s {tps} | grad_norm {g:.3f} | "
+    "mem {mem:.1f} GiB",
+    "[{ts}] [INFO] [trainer.py:430] step {s} | data {d:.1f} ms | fwd {f:.1f} ms | bwd {b:.1f} ms | opt {o:.1f} ms",
+)
+_EVERY = (
+    (50, "[{ts}] [INFO] [eval.py:88] eval at step {s}: val_loss {loss:.4f} ppl {ppl:.2f} on shard val-{shard:05d}.bin"),
+    (200, "[{ts}] [INFO] [checkpoint.py:57] saving checkpoint to /ckpt/run-{run}/step_{s:07d}/model_{r:02d}.pt"),
+    (333, "/opt/venv/lib/python3.11/site-packages/torch/optim/lr_scheduler.py:143: UserWarning: Detected call of "
+          "`lr_scheduler.step()` before `optimizer.step()`."),
+)
+_END = (
+    (5, "{host}:{pid}:{tid} [5] NCCL WARN NET/IB : Got completion from peer 10.0.0.13<43122> with status=12 opcode=0 "
+        "len=0 vendor err 129 (Recv) localGid ::ffff:10.0.0.15 remoteGids::ffff:10.0.0.13 hca mlx5_0"),
+    (5, "Traceback (most recent call last):"),
+    (5, '  File "/work/train.py", line 212, in <module>'),
+    (5, "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, "
+        "remote process exited or there was a network error, NCCL version 2.21.5"),
+)
+
+
+def write_training(root: str, mib: int, seed: int = 2) -> dict:
+    """One file, root/train/job.log: a 16-rank job's output, about `mib` MiB, failing at its end on rank 5."""
+    rng = random.Random(seed)
+    logs = os.path.join(root, "train")
+    os.makedirs(logs)
+    path = os.path.join(logs, "job.log")
+    written = lines = 0
+    with open(path, "w") as f:
+        head = []
+        for r in range(TRAIN_RANKS):
+            head += [f"[rank{r}]:{line}" for line in _process(r, TRAIN_RANKS, f"node{r // 8:05d}", 20000 + r, rng)]
+        text = "\n".join(head) + "\n"
+        f.write(text)
+        written, lines = len(text), len(head)
+        s, run = 0, rng.getrandbits(32)
+        while written < mib << 20:
+            s += 1
+            ts = f"2026-11-28 {10 + s // 3600 % 12:02d}:{s // 60 % 60:02d}:{s % 60:02d},{rng.randrange(1000):03d}"
+            batch = []
+            for r in range(TRAIN_RANKS):
+                v = dict(ts=ts, s=s, r=r, run=run, loss=rng.uniform(1.5, 3), lr=3e-4 * rng.random(),
+                         tps=rng.randrange(80_000, 120_000), g=rng.random() * 2, mem=rng.uniform(40, 70),
+                         d=rng.uniform(1, 9), f=rng.uniform(50, 90), b=rng.uniform(100, 180), o=rng.uniform(5, 20),
+                         ppl=rng.uniform(5, 20), shard=rng.randrange(4096))
+                batch += [f"[rank{r}]:" + t.format(**v) for t in _TRAIN]
+                batch += [f"[rank{r}]:" + t.format(**v) for every, t in _EVERY if s % every == 0 and r % 8 == 0]
+            text = "\n".join(batch) + "\n"
+            f.write(text)
+            written += len(text)
+            lines += len(batch)
+        end = [f"[rank{r}]:" + t.format(host="node00000", pid=20000 + r, tid=20000 + r + 21) for r, t in _END]
+        end += [f"[rank{r}]:[{ts}] [E] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={s}, "
+                f"OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, Timeout(ms)=600000) ran for 600012 "
+                f"milliseconds before timing out." for r in range(TRAIN_RANKS) if r != 5]
+        text = "\n".join(end) + "\n"
+        f.write(text)
+    return {"dir": logs, "path": path, "bytes": written + len(text), "lines": lines + len(end),
+            "ranks": TRAIN_RANKS, "planted": [{"class": "ib_completion_error", "ranks": [5], "host": "node00000"}]}
+
+
+def grep_speed(path: str, cpus: int) -> float:
+    """grep -E 'NCCL WARN|Error' over the file (what a user runs first), pinned alike: MiB/s, the best of two."""
+    best = None
+    for _ in range(2):
+        t0 = time.monotonic()
+        subprocess.run(["grep", "-E", "-c", "NCCL WARN|Error", path], stdout=subprocess.DEVNULL, preexec_fn=_pin(cpus),
+                       check=False)
+        took = time.monotonic() - t0
+        best = took if best is None else min(best, took)
+    return os.path.getsize(path) / (1 << 20) / max(best, 1e-6)
+
+
+def check_training(job: dict, got: dict) -> dict:
+    pm = got["report"]["postmortem"]
+    root = next((c for c in pm["causes"] if c["cause"]), None)
+    named = int(bool(root and root["kind"] == "ib_completion_error" and root["ranks"] == [5]
+                     and "node00000" in root["text"]))
+    return {"failure_named": named, "world": (pm["world_size"], job["ranks"]), "exit": got["exit"]}
+
+
+def ok_training(fields: dict) -> bool:
+    return fields["failure_named"] == 1 and fields["world"][0] == fields["world"][1] and fields["exit"] == 1
+
+
+def line_training(job: dict, got: dict, fields: dict, grep: float, cpus: int) -> str:
+    mib = job["bytes"] / (1 << 20)
+    rate = mib / got["seconds"]
+    words = " ".join(f"{k}={v[0]}/{v[1]}" if isinstance(v, tuple) else f"{k}={v}" for k, v in fields.items())
+    return (f"bench_logs: {mib:,.0f} MiB of a training job's output ({job['lines'] / 1e6:.1f} M lines, "
+            f"{job['ranks']} ranks): {got['seconds']:.1f} s ({rate:.1f} MiB/s) on {cpus} CPUs, grep {grep:,.0f} MiB/s, "
+            f"ratio 1/{grep / rate:.1f} of grep's speed, peak RSS {got['rss'] / 1e6:,.0f} MB; {words}")
+
+
 def _pin(cpus: int):
     def pin() -> None:
         have = sorted(os.sched_getaffinity(0))
@@ -227,16 +327,29 @@ def main(argv=None) -> int:
     ap.add_argument("--cpus", type=int, default=2, help="CPUs diagnose is pinned to")
     ap.add_argument("--timeout", type=float, default=600, help="seconds diagnose may take before it counts as hung")
     ap.add_argument("--keep", metavar="DIR", help="write the logs here and keep them")
+    ap.add_argument("--training-mib", type=int, default=1024,
+                    help="size of the training job's output written beside them (MiB; 0: none)")
     args = ap.parse_args(argv)
     root = args.keep or tempfile.mkdtemp(prefix="bench_logs.")
     try:
-        job = write_job(os.path.join(root, "job"), args.mib)
-        got = measure(job, args.cpus, args.timeout)
-        fields = check(job, got)
-        print(line(job, got, fields, args.cpus), flush=True)
-        if not ok(fields):
-            print(got["stderr"], file=sys.stderr)
-        return 0 if ok(fields) else 1
+        good = True
+        if args.mib:
+            job = write_job(os.path.join(root, "job"), args.mib)
+            got = measure(job, args.cpus, args.timeout)
+            fields = check(job, got)
+            print(line(job, got, fields, args.cpus), flush=True)
+            if not ok(fields):
+                print(got["stderr"], file=sys.stderr)
+            good = ok(fields)
+        if args.training_mib:
+            job = write_training(os.path.join(root, "job"), args.training_mib)
+            got = measure(job, args.cpus, args.timeout)
+            fields = check_training(job, got)
+            print(line_training(job, got, fields, grep_speed(job["path"], args.cpus), args.cpus), flush=True)
+            if not ok_training(fields):
+                print(got["stderr"], file=sys.stderr)
+            good = good and ok_training(fields)
+        return 0 if good else 1
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)

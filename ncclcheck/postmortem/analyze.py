@@ -944,6 +944,7 @@ def analyse(inp: Inputs, preflight: Optional[dict] = None,
                                  watched, at_exit)
     if have or any(c["cause"] for c in dead):
         fr = [dict(c, cause=False) if c["kind"] == "unusable_dump" else c for c in fr]
+    fr = own.said_by_lines(fr, logs)  # a rank's own cause outranks what the others imply of it
     ordered = ([c for c in fr if c["cause"]] + [c for c in ras if c["cause"]] + [c for c in logs if c["cause"]] +
                [c for c in dead if c["cause"]] + [c for c in fr + ras + dead + logs if not c["cause"]])
     if not any(c["cause"] for c in ordered):  # nothing else explains ranks stuck inside a collective others finished

@@ -52,6 +52,15 @@ MAX_ENDS = 64  # ranks given a cause of their own end each (a whole world raisin
 _COMM_TYPE = re.compile(r"^(?:torch\.distributed\.[\w.]{1,200}|Dist\w{0,40}Error)(?::|$)")
 
 
+def said_by_lines(implied: list, logs: list) -> list:
+    """`implied` (what the others' recorders or watchdog lines imply of ranks: "never entered all_reduce #3634") with
+    those about ranks whose own lines name a cause of theirs (rank 5's NCCL WARN of a failed InfiniBand completion:
+    `logs`, the log's causes) made their consequence: the rank had failed, which is why it never entered."""
+    said = {r for c in logs if c["cause"] for r in c.get("ranks") or ()}
+    return [dict(c, cause=False) if c["cause"] and c["kind"] in SEEN_BY_RECORDER and c.get("ranks")
+            and set(c["ranks"]) <= said else c for c in implied]
+
+
 def _own_exception(lines: list) -> bool:
     """A rank's exceptions (the one that ended it and those it was raised while handling) are its own: none is
     torch.distributed's, torch's wrapper of an NCCL error, or a consequence class of the failure table (a peer gone,

@@ -177,6 +177,22 @@ _DIGIT_FREE = not any(c.isdigit() for lit in (*_HEAD_LITERALS, *endings.STEP_LIT
                                               *launcher.STATES_WORLD, launcher.STATES_RAY) for c in lit)
 
 
+_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # what str.splitlines ends a line at, but for "\n"
+
+
+def _shapes(text: str, count: int) -> list:
+    """Each line's shape (its bytes, every digit read as 0), in the order text.splitlines() gives the lines: split
+    at "\n" where no other line end is in the text (a digit is no line end, and UTF-8 holds no "\n" inside a
+    character), else as str.splitlines splits. A bytearray translates several times faster than bytes."""
+    data = bytes(bytearray(text.encode("utf-8", "surrogatepass")).translate(_ZEROS))
+    if any(c in text for c in _BREAKS):
+        return data.decode("utf-8", "surrogatepass").splitlines()
+    shapes = data.split(b"\n")
+    if len(shapes) > count:  # the empty piece after a last "\n"
+        shapes.pop()
+    return shapes
+
+
 class _Template:
     """What the full way does with every line of one shape (the line with its digits read as 0) that holds nothing
     any pattern reads: it names its source (the rank and host its prefix spells, at these spans) and nothing else.
@@ -191,8 +207,23 @@ class _Template:
         self.wraps = wraps  # long and not ending a sentence: the next line may be its rest (a wrap's first part)
         self.ray = ray  # starts with a Ray worker's prefix: its rank is Ray's table's, read the full way
         self.text = text  # holds more than white space
-        self.program = program  # in a program's own shape (endings.from_a_program): read the full way until one is
+        self.program = program  # in a program's own shape (endings.from_a_program): the log is a program's
         self.state = state  # the full way gives its source NCCL's parser state (empty: its words hold nothing)
+
+
+RUN_KEY = 16  # characters of a line's start its run key keeps as they are ("[rank12345]:", "[1,1234]<stderr>:")
+MIN_RUN = 64  # a chunk of fewer lines is read one line at a time
+
+
+class _Run:
+    """A line's start and shape seen as a prefixed line that holds nothing to read: its source, its rank or None,
+    whether it may be a wrap's first part, where its rest starts."""
+    __slots__ = ("src", "rank", "ranked", "text", "wraps", "pos", "program")
+
+    def __init__(self, src, rank: Optional[int], t: _Template):
+        self.src, self.rank, self.ranked, self.text, self.wraps, self.pos = (src, rank, rank is not None, t.text,
+                                                                              t.wraps, t.pos)
+        self.program = t.program
 
 
 def _template(raw: str):
@@ -382,6 +413,10 @@ class LogScan:
         self.tests_rows = self.tests_end = False  # ... a result row of its table, its closing "Avg bus bandwidth"
         self._templates: dict = {}  # a line's shape (its digits read as 0) -> its _Template, or False
         self._templates_on = True  # off: every line the full way (tests hold the two ways to the same reading)
+        self._fast: dict = {}  # (a line's first RUN_KEY characters, its shape) -> _Run
+        self._last_src: Optional[_Source] = None  # the source of the last line read the full way
+        self._open: set = set()  # sources that had a traceback open or lines to follow (some may no longer)
+        self._fast_none = False  # a _Run of no source's
 
     # -- bytes to lines ---------------------------------------------------------------------------------------
 
@@ -419,8 +454,7 @@ class LogScan:
         lines = text.splitlines()
         # each line's shape, its digits read as 0 (one pass over the chunk; a digit is no line end, so the two split
         # alike): the first line, completing the carried one, has none
-        shapes = (text.encode("utf-8", "surrogatepass").translate(_ZEROS).decode("utf-8", "surrogatepass").splitlines()
-                  if _DIGIT_FREE and len(lines) > 1 else [None] * len(lines))
+        shapes = _shapes(text, len(lines)) if _DIGIT_FREE and len(lines) > 1 else [None] * len(lines)
         shapes[0] = None
         partial = text[-1] not in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
         lines[0] = self._carry + lines[0]
@@ -441,6 +475,62 @@ class LogScan:
     # -- lines ------------------------------------------------------------------------------------------------
 
     def _run(self, lines: list, shapes: list) -> None:
+        """A chunk's lines: each run of lines whose start and shape were seen before as a prefixed line that holds
+        nothing to read (_Run) at once, while nothing is pending; every other line one at a time (_lines)."""
+        if len(lines) < MIN_RUN or not self._templates_on or shapes[-1] is None:
+            self._lines(lines, shapes)
+            return
+        keys = list(zip([raw[:RUN_KEY] for raw in lines], shapes))
+        fast = self._fast
+        flags = self._flags(keys, 0)
+        i, end = 0, len(lines)
+        while i < end:
+            if flags[i] and self._calm_but_wrap and self.tests_header is None:
+                try:
+                    j = flags.index(False, i)
+                except ValueError:
+                    j = end
+                self._passed(lines, keys, i, j, fast)
+                i = j
+                continue
+            self._last_src = None
+            self._lines(lines[i:i + 1], shapes[i:i + 1])
+            src = self._last_src
+            if src is not None and (src.tb or src.follow):  # a traceback opened: its source's lines are read again
+                flags[i + 1:] = self._flags(keys, i + 1)
+            i += 1
+
+    def _flags(self, keys: list, start: int) -> list:
+        """Which of keys[start:] name a _Run whose source has no traceback open and no line to follow."""
+        fast = self._fast
+        self._open = {src for src in self._open if src.tb or src.follow}
+        flags = list(map(fast.__contains__, keys[start:] if start else keys))
+        if self._open:
+            hot = {k for k in set(keys[start:]) if k in fast and fast[k].src in self._open}
+            flags = [f and k not in hot for f, k in zip(flags, keys[start:])]
+        return flags
+
+    def _passed(self, lines: list, keys: list, i: int, j: int, fast: dict) -> None:
+        """lines[i:j], each of a _Run: what the full way does with them, at once (what a line sets once, only until
+        it is set; the last prefixed line with a rank, from the end)."""
+        first = self.lines
+        last = fast[keys[j - 1]]
+        self.lines = first + (j - i)
+        at = next((k for k in range(j - 1, i - 1, -1) if fast[keys[k]].ranked), None)
+        if at is not None:
+            self._last_known = first + (at - i) + 1
+        if not self.has_text:
+            self.has_text = any(fast[k].text for k in keys[i:j])
+        if not self.program_seen:
+            self.program_seen = self.nccl_seen or any(fast[k].ranked or fast[k].program for k in keys[i:j])
+        if not self._none and self._fast_none:
+            self._none = any(fast[k].src.key is None for k in keys[i:j])
+        raw = lines[j - 1]
+        self._width = len(raw)
+        self._wrap = (self.lines, last.rank, raw[last.pos:]) if last.wraps else None
+        self._calm = FAST and self._wrap is None
+
+    def _lines(self, lines: list, shapes: list) -> None:
         """Each line: the fast way when it is an NCCL INFO line whose header and message were seen before, or a line
         of a shape that holds nothing to read (_Template) while nothing is pending."""
         heads, msgs, n, stated, templates = self._heads, self._msgs, self.lines, self._pid_rank, self._templates
@@ -453,7 +543,7 @@ class LogScan:
                     if len(templates) >= MAX_MEMO:
                         templates.clear()
                     templates[shape] = t
-                if t and self._plain_line(t, raw, n):
+                if t and self._plain_line(t, raw, n, shape):
                     continue
             if not raw and self._none and self._calm:  # an empty line, once a line of no source was read: nothing new
                 continue
@@ -489,12 +579,11 @@ class LogScan:
             self._slow(raw, n)
         self.lines = n
 
-    def _plain_line(self, t: _Template, raw: str, n: int) -> bool:
+    def _plain_line(self, t: _Template, raw: str, n: int, shape: str) -> bool:
         """What the full way does with a line of a shape that holds nothing to read, done here; False when this line
         needs the full way after all (a pending wrap its unprefixed line may complete, an open traceback of its
         source, a step before its source's first, a Ray prefix, no program's line seen yet, nccl-tests' output)."""
-        if ((self._wrap is not None and not t.pos) or (t.ray and self.ray) or (t.program and not self.program_seen)
-                or self.tests_header is not None):
+        if (self._wrap is not None and not t.pos) or (t.ray and self.ray) or self.tests_header is not None:
             return False
         prank = int(raw[t.rank[0]:t.rank[1]]) if t.rank else None
         src = self._sources.get(("p", prank) if prank is not None else None)
@@ -508,12 +597,22 @@ class LogScan:
             src.state = NcclDebugState()
         if prank is not None:
             self._last_known = n
+        if not self.program_seen and (self.nccl_seen or prank is not None or t.program):
+            self.program_seen = True
         if t.text:
             self.has_text = True
         self._none = self._none or src.key is None
         self._width = len(raw)
         self._wrap = (n, prank, raw[t.pos:]) if t.wraps else None
         self._calm = FAST and self._wrap is None
+        # a prefixed line whose start spells its rank, whose source has its host (and its first step: phases only
+        # go up), of no Ray worker: every line of its start and shape does the same; read so in a run (_passed)
+        if (t.pos and (t.rank is None or t.rank[1] <= RUN_KEY) and (t.host is None or src.host is not None)
+                and not t.ray):  # a step's words: its source is past them
+            if len(self._fast) >= MAX_MEMO:
+                self._fast.clear()
+            self._fast[(raw[:RUN_KEY], shape)] = _Run(src, prank, t)
+            self._fast_none = self._fast_none or src.key is None
         return True
 
     @property
@@ -527,7 +626,10 @@ class LogScan:
         info = False
         prank, phost, rest = peel_host(head)
         m = _FAST_HEAD.fullmatch(rest) if head.isascii() else None
-        if m and not _line_start_matters(rest) and not _HEAD_RX.search((head + SEP).lower()):
+        # the rank's words are read without its prefix: a literal there ("rank" of "[rank3]:") is no match's start;
+        # with no rank in it, a prefix may be a launcher's own line, which the full way reads whole
+        read = rest if prank is not None and not any(k in head for k in _TABLE_MARKS) else head
+        if m and not _line_start_matters(rest) and not _HEAD_RX.search((read + SEP).lower()):
             src = self._source(("p", prank) if prank is not None else ("h", m.group(1), int(m.group(2))), n)
             self._saw_header(src, n, m.group(1), int(m.group(4)))
             src.nccl = self.has_text = True
@@ -647,6 +749,7 @@ class LogScan:
                            n)
         if head is not None:
             self._saw_header(src, n, head["host"], head["cuda_dev"])
+        self._last_src = src
         src.host = src.host or phost
         if "NCCL" in rest:
             src.nccl = True
@@ -702,6 +805,7 @@ class LogScan:
         opened = None
         if TRACEBACK.match(rest):
             src.tb, src.frame = src.tb or (n, rest), None
+            self._open.add(src)
         elif src.tb and (f := stacks.TB_FRAME_LINE.match(rest)) and not stacks.is_library(f.group(1)):
             src.frame = (n, rest)  # outermost first: the last one before the exception is the innermost
         elif RAISED.match(rest):  # it ends a traceback, or stands alone (an excerpt pasted without its header)
@@ -722,6 +826,7 @@ class LogScan:
             src.counts[what] = count + 1
         if "PreflightFailed" in rest:
             self._follow, src.follow = FOLLOW_LINES, 2
+            self._open.add(src)
         if opened is not None:
             self._add(opened[0], src.key, opened[1])
             if src.frame is not None:  # the line the rank raised at: the verdict names it

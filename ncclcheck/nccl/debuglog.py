@@ -39,9 +39,13 @@ _INIT_COMPLETE = Then(r"rank (\d+) nranks (\d+) ", r"Init COMPLETE")
 _INIT_HEAD = re.compile(r"rank (\d+) nranks (\d+) ", re.IGNORECASE)
 _DESTROYED = re.compile(r"- Destroy COMPLETE")  # init.cc: "comm %p rank %d nranks %d ... - Destroy COMPLETE"
 MAX_WARNINGS = 20
+# NCCL's error trace (src/include/checks.h NCCLCHECK: "%s:%d -> %d", group.cc adding " [Async thread]"): printed at
+# each frame a failed call's error goes up through, never for success nor ncclInProgress
+_ERROR_RETURN = re.compile(r"(?<![\w./+-])([\w./+-]{1,200}\.(?:cc|cu|cpp|h|hpp|cuh):\d{1,6}) -> (\d{1,2})"
+                           r"(?: \[Async thread\])?\s{0,4}$")
 # what a line must hold for the parser to read anything from it (lower case): the log reader passes over the rest
 PARSE_LITERALS = Prefilter([_VERSION, _BOOTSTRAP, _SOCKET_LINE, _IB_LINE, _IB_NONE, _NETWORK, _COLL_CHANNELS, _ENV,
-                            _WARN, _INIT_COMPLETE, _DESTROYED]).literals
+                            _WARN, _INIT_COMPLETE, _DESTROYED, _ERROR_RETURN]).literals
 VIA_LITERALS = Prefilter([_VIA]).literals
 
 
@@ -77,7 +81,7 @@ class NcclDebugState:
     several sources (its launcher-prefixed lines, its NCCL process's own) give what reading them in order gives."""
 
     __slots__ = ("version", "bootstrap", "sock", "ib", "ib_oob", "ib_no_device", "network", "via", "channels",
-                 "coll_channels", "env", "warnings", "nranks", "destroyed")
+                 "coll_channels", "env", "warnings", "nranks", "destroyed", "error_return")
 
     def __init__(self) -> None:
         self.version: Optional[tuple] = None  # (at, version, cuda): the first
@@ -94,6 +98,7 @@ class NcclDebugState:
         self.warnings: list = []  # [(at, text)]: the first MAX_WARNINGS
         self.nranks: Optional[tuple] = None  # (at, nranks): the last
         self.destroyed = False  # a communicator of it was destroyed (the job's teardown)
+        self.error_return: Optional[tuple] = None  # (at, "file:line -> code"): the first error trace line
 
     def add_via(self, channel: int, via: str, at) -> None:
         self.channels.add(channel)
@@ -145,6 +150,8 @@ class NcclDebugState:
             self.destroyed = True
         if _INIT_COMPLETE.search(line):
             self.nranks = (at, int(_INIT_HEAD.search(line).group(2)))
+        if " -> " in line and self.error_return is None and (m := _ERROR_RETURN.search(line)):
+            self.error_return = (at, f"{m.group(1)} -> {m.group(2)}")
 
     @staticmethod
     def result(states: list) -> dict:
@@ -208,6 +215,8 @@ class NcclDebugState:
         out["warnings"] = out["warnings"][:MAX_WARNINGS]
         n = last("nranks")
         out["nranks"] = n[1] if n else None
+        e = first("error_return")
+        out["error_return"] = e[1] if e else None
         nets = [k for k in out["transports"] if k.startswith("NET/")]
         if nets:
             kinds_ = [k.split("/", 1)[1] for k in nets]
@@ -220,6 +229,7 @@ def _empty_parse() -> dict:
         "version": None, "cuda": None, "bootstrap": [], "socket_interfaces": [], "ib_devices": [], "ib_oob": None,
         "ib_no_device": False, "network": None, "transports": {}, "via": {}, "gdrdma": False,
         "net_transport": None, "channels": None, "coll_channels": None, "env": {}, "warnings": [], "nranks": None,
+        "error_return": None,
     }
 
 

@@ -75,6 +75,15 @@ NO_PROGRESS = FailureClass("no_progress", rx(r"$^"), False,
                            "first collective finished, with no error of its own",
                            "see the suspects: a hang with no error after init is most often GPU peer-to-peer (ACS, the "
                            "IOMMU)")
+# NCCL's trace of an error going up its calls ("misc/socket.cc:567 -> 2", nccl/debuglog.py reads it among NCCL's
+# facts): a rank whose lines show no failure of their own but this failed inside NCCL, which printed no WARN here
+NCCL_ERROR_RETURN = FailureClass("nccl_error_return", rx(r"$^"), False,
+                                 "NCCL returned an error (its trace 'file:line -> code' as the error went up its "
+                                 "calls); the WARN that says why is not in this text",
+                                 "the trace's first file names the part that failed (misc/socket.cc, bootstrap.cc: a "
+                                 "connection between ranks; transport/: a transport; misc/shmutils.cc: /dev/shm); "
+                                 "rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET for the WARN line before it",
+                                 level=CONSEQUENCE, source="src/include/checks.h NCCLCHECK")
 # A rank that ended without error (exit code 0) while its peers still ran collectives: the ranks ran different numbers
 # of steps (uneven data shards, a rank-dependent return or break). Its exit prints nothing; what shows it is a
 # survivor's closed connection to a peer on its own host while the launcher that watches every rank of that host
@@ -100,7 +109,8 @@ VIRTUAL_INTERFACE = cause("virtual_interface", rx(r"$^"),
                           "e.g. =eth0 or ^docker,br-,veth,lo to exclude the bridges; `ncclcheck recommend --format "
                           "env` names the interface every node reaches", source="NCCL's 'NET/Socket : Using' and "
                           "'Bootstrap : Using' lines")
-READ_ELSEWHERE = (EXCEPTION, GUARD_FAILED, LOOPBACK, NO_PROGRESS, EARLY_EXIT, VIRTUAL_INTERFACE, *subsystems.PLACED)
+READ_ELSEWHERE = (EXCEPTION, GUARD_FAILED, LOOPBACK, NO_PROGRESS, NCCL_ERROR_RETURN, EARLY_EXIT, VIRTUAL_INTERFACE,
+                  *subsystems.PLACED)
 BY_ID = {c.id: c for c in (*TABLE, *READ_ELSEWHERE)}
 
 

@@ -142,6 +142,14 @@ ROWS = (
           "give the container a larger /dev/shm (docker --shm-size=1g or more, or --ipc=host; Kubernetes: an emptyDir "
           "of medium Memory at /dev/shm); with systemd, RemoveIPC=no; `ncclcheck preflight` checks it (host.shm)",
           source="src/misc/shmutils.cc"),
+    # shm_open of a new segment refused (NCCL <= 2.11 include/shm.h "Call to shm_open failed : %s"): /dev/shm is not
+    # writable by the job's user (its mode, a read-only mount), not full; NVIDIA/nccl#328, pytorch#37004
+    cause("shm_permission", Then(r"shm_open|/dev/shm", r"Permission denied|EACCES"),
+          "NCCL may not create its shared-memory segment: /dev/shm is not writable by the job's user (its mode or "
+          "owner, a read-only mount)",
+          "make /dev/shm writable (`ls -ld /dev/shm` should show drwxrwxrwt; `chmod 1777 /dev/shm`), or give the "
+          "container its own (--ipc=host, --shm-size); NCCL_SHM_DISABLE=1 confirms", level=SPECIFIC,
+          source="src/include/shm.h (NCCL <= 2.11), src/misc/shmutils.cc"),
     # a segment a local peer made that this rank cannot open ("Error while attaching to shared memory segment %s
     # (size %ld), error: No such file or directory (2)"): the ranks of one node do not share /dev/shm (another container
     # or IPC namespace), or systemd's RemoveIPC deleted it

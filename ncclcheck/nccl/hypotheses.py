@@ -151,6 +151,7 @@ BY_EVIDENCE = {
     "nccl_warn_cuda": (BUILD, GPU, NCCL_DETAIL),
     "nccl_warn_ras": (PEER_DIED, OWN_OUTPUT),
     "nccl_error": (NCCL_SILENT, NETWORK, P2P),
+    "nccl_error_return": (NCCL_SILENT, NETWORK, P2P),
     "nccl_cuda_error": (NCCL_SILENT, BUILD, GPU),
     "unhandled_system_error": (NCCL_SILENT, SYSCALL, NETWORK),
     "worker_died": (PEER_DIED, OWN_OUTPUT),

@@ -189,6 +189,7 @@ def _logs(inp: Inputs) -> tuple:
         path = log.path
         for rank, part in log.ranks().items():
             lines = part.lines
+            had = len(events)
             raised = _exceptions(lines)
             last = precedence.after_last_error(lines)  # NCCL's words under torch's wrapper
             told: set = set()  # lines read as the rest of an exception's message above them
@@ -223,6 +224,12 @@ def _logs(inp: Inputs) -> tuple:
                                "seq": failures.seq_of(line), "raised": i in raised,
                                **({"at": stacks.raised_at(lines, i)} if i in raised else {}),
                                "nccl": i in last or "NCCL WARN" in line})
+            if len(events) == had and part.nccl and part.nccl.get("error_return"):  # failed inside NCCL, no WARN
+                head = part.head or ({"host": part.host} if part.host else None)
+                events.append({"rank": rank, "class": failures.NCCL_ERROR_RETURN.id, "cause": False,
+                               "line": part.nccl["error_return"], "named": [], "about": [], "source": path,
+                               "order": (path, part.index[0] if part.index else 0),
+                               "host": head["host"] if head else None, "seq": None, "raised": False, "nccl": True})
             if rank is None:
                 continue
             parsed = part.nccl  # NCCL's facts from all the rank's lines (None: no line of it holds "NCCL")

@@ -273,7 +273,8 @@ def _parse_effect(msg: str) -> tuple:
     st = NcclDebugState()
     st.feed(msg)
     more = bool(st.version or st.bootstrap or st.sock or st.ib or st.ib_oob or st.ib_no_device or st.network
-                or st.coll_channels is not None or st.env or st.warnings or st.nranks or st.destroyed)
+                or st.coll_channels is not None or st.env or st.warnings or st.nranks or st.destroyed
+                or st.error_return)
     return more, (via_of(msg) if st.via and not more else None)
 
 

@@ -136,6 +136,7 @@ CASES = {
                       f"{H} misc/shmutils.cc:59 NCCL WARN Error: failed to extend /dev/shm/nccl-AbC to 9637888 bytes, error: No space left on device (28)",  # 2.22+
                       f"{H} include/shm.h:48 NCCL WARN Call to posix_fallocate failed : No space left on device",  # 2.4-2.11
                       "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm)."],
+    "shm_permission": [f"{H} include/shm.h:27 NCCL WARN Call to shm_open failed : Permission denied"],  # 2.4-2.11
     "shm_not_shared": [f"{H} misc/shmutils.cc:85 NCCL WARN Error while attaching to shared memory segment /dev/shm/nccl-AbC (size 9637888), error: No such file or directory (2)",
                        # placed by its file: shmutils' open of a segment that is not there
                        f"{H} misc/shmutils.cc:93 NCCL WARN Call to open failed : No such file or directory"],

@@ -122,6 +122,7 @@ def _reference(path: str, text: str) -> tuple:
     events, per_rank, hosts = [], {}, {}
     for rank, (lns, named) in _split(_unwrap(text)).items():
         raised = analyze._exceptions(lns)
+        had = len(events)
         told = set()
         for i, line in enumerate(lns):
             if i in told:
@@ -142,6 +143,12 @@ def _reference(path: str, text: str) -> tuple:
             head = nccl_header(line) or precedence.header_anywhere(line) or ({"host": named[i]} if named[i] else None)
             events.append({"rank": said, "class": cls.id, "line": analyze.clip(line.strip(), 400),
                            "host": head["host"] if head else None, "seq": failures.seq_of(line), "raised": i in raised})
+        trace = parse_nccl_debug("\n".join(lns))["error_return"] if any("NCCL" in ln for ln in lns) else None
+        if len(events) == had and trace:  # failed inside NCCL, its trace alone: the rank's one failure
+            head = next((h for h in map(nccl_header, lns) if h), None)
+            host = head["host"] if head else next((h for h in named if h), None)
+            events.append({"rank": rank, "class": "nccl_error_return", "line": trace, "host": host, "seq": None,
+                           "raised": False})
         if rank is None:
             continue
         if any("NCCL" in ln for ln in lns):

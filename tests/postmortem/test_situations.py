@@ -275,3 +275,32 @@ def test_reading_a_log_never_reaches_for_the_network(tmp_path):
     p = subprocess.run([sys.executable, "-c", guard, str(tmp_path / "job.log")], capture_output=True, text=True,
                        timeout=120)
     assert p.returncode == 1 and "reached for the network" not in p.stdout + p.stderr, p.stdout + p.stderr
+
+
+
+def test_nccl_error_trace_alone_is_a_failure_whose_cause_is_not_in_the_text(tmp_path):
+    # NCCLCHECK's trace ("%s:%d -> %d", src/include/checks.h) is printed only for an error: a text holding it and no
+    # WARN failed inside NCCL (NVIDIA/nccl#1000: bootstrap over an IPoIB interface the containers could not use)
+    text = "".join(f"node-a:2330:2658 [2] NCCL INFO {t}\n" for t in (
+        "NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB ibp75s0:198.18.0.103<0>", "Using network IB",
+        "misc/socket.cc:567 -> 2", "misc/socket.cc:618 -> 2", "bootstrap.cc:270 -> 2"))
+    rc, root = root_of(tmp_path, text)
+    assert rc == 1 and root.evidence["kind"] == "job_failed" and "misc/socket.cc:567 -> 2" in root.summary
+
+
+def test_nccl_error_trace_of_a_run_that_went_on_to_its_end_is_no_failure(tmp_path):
+    text = ("node-a:1:1 [0] NCCL INFO transport/p2p.cc:300 -> 1\n"
+            "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 12.5\n")
+    rc, root = root_of(tmp_path, text)
+    assert rc == 0
+
+
+def test_shm_open_refused_is_a_dev_shm_permission_not_a_full_dev_shm(tmp_path):
+    # NCCL <= 2.11 include/shm.h (NVIDIA/nccl#328): EACCES from shm_open is /dev/shm's mode, not its size
+    text = ("node-a:27106:27302 [0] include/shm.h:27 NCCL WARN Call to shm_open failed : Permission denied\n"
+            "node-a:27106:27302 [0] NCCL INFO include/shm.h:41 -> 2\n"
+            "node-a:27106:27302 [0] include/shm.h:48 NCCL WARN Error while creating shared memory segment "
+            "nccl-shm-recv-0 (size 4460544)\n"
+            "RuntimeError: NCCL error in ProcessGroupNCCL.cpp:290, unhandled system error\n")
+    rc, root = root_of(tmp_path, text)
+    assert rc == 1 and root.evidence["kind"] == "shm_permission"

@@ -19,7 +19,10 @@ from typing import Any
 # BEL, ESC...), DEL, C1 controls (U+0080-U+009F: CSI and OSC have one-character forms there), and the bidirectional
 # overrides that make text read differently from what it is. Another node's hostname, a saved report's summary or a
 # store record may carry them; a window-title escape in a hostname must never reach a terminal or a shell file.
-_CONTROL_CHARS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069"
+# Invisible characters go too: zero-width ones (U+200B-U+200D, U+2060, U+FEFF) and the Arabic letter mark (U+061C)
+# hide or split a word in a quoted line, as the overrides reorder it.
+_INVISIBLE = "\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
+_CONTROL_CHARS = "\x00-\x08\x0b-\x1f\x7f-\x9f" + _INVISIBLE
 _CONTROLS = re.compile(f"[{_CONTROL_CHARS}]")
 # A lone surrogate (U+D800-U+DFFF) is valid JSON ("\ud800") and what Python makes of a file name's undecodable bytes
 # (surrogateescape), but no UTF-8 writer can encode it: one in a dump's host name made every output of diagnose exit
@@ -28,13 +31,13 @@ _SURROGATES = re.compile("[\ud800-\udfff]")
 _DIRTY = re.compile(f"[{_CONTROL_CHARS}\ud800-\udfff]")
 # The same, but keeping every character Python's str.splitlines() ends a line at (CR, VT, FF, FS, GS, RS, NEL): a log
 # is cleaned before it is split into lines, so its lines are the ones its writer made.
-_DIRTY_INLINE = re.compile("[\x00-\x08\x0e-\x1b\x1f\x7f-\x84\x86-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069"
-                           "\ud800-\udfff]")
+_DIRTY_INLINE = re.compile("[\x00-\x08\x0e-\x1b\x1f\x7f-\x84\x86-\x9f" + _INVISIBLE + "\ud800-\udfff]")
+_INLINE_RUNS = re.compile("[\x00-\x08\x0e-\x1b\x1f\x7f-\x84\x86-\x9f" + _INVISIBLE + "]+")
 # The ASCII characters each cleaning drops: a text that is all ASCII (the usual case, a log of gigabytes) is checked by
 # looking for each of them (a memchr each, no copy: ~0.25 ms a MiB; the regular expression takes ~4 ms)
 _ASCII_DIRT = "".join(chr(c) for c in (*range(0x09), *range(0x0b, 0x20), 0x7f))  # clean_text's
 _ASCII_LOG_DIRT = "".join(c for c in _ASCII_DIRT if c not in "\x0b\x0c\r\x1c\x1d\x1e")  # clean_log_text's
-_NAME_DIRT = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff]")
+_NAME_DIRT = re.compile("[\x00-\x1f\x7f-\x9f" + _INVISIBLE + "\u2028\u2029\ud800-\udfff]")
 # JSON text cannot hold a raw control character inside a string (json.loads refuses one): a loaded string gets one
 # only from an escape (\b \f \r \uXXXX; \n and \t are kept anyway), a raw DEL or a raw non-ASCII character. So an
 # ASCII text with none of them loads to a clean document (a JSON dumper escapes non-ASCII by default, so the usual
@@ -58,7 +61,8 @@ def clean_log_text(text: str) -> str:
     kept, so splitting it afterwards gives the lines its writer made, each clean."""
     if not _dirty(text, _ASCII_LOG_DIRT, _DIRTY_INLINE):
         return text
-    return _DIRTY_INLINE.sub(lambda m: "\ufffd" if "\ud800" <= m.group() <= "\udfff" else "", text)
+    # runs at a time: a log may hold a hole of a gigabyte of NULs (logrotate's copytruncate)
+    return _SURROGATES.sub("\ufffd", _INLINE_RUNS.sub("", text))
 
 
 def _dirty(text: str, ascii_dirt: str, rx: re.Pattern) -> bool:

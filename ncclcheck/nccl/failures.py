@@ -28,7 +28,7 @@ from typing import Optional
 
 from . import failures_jobs, failures_nccl, failures_torch, subsystems
 from .failclass import CONSEQUENCE, GENERIC, FailureClass, cause, rx
-from .linear import MAX_LINE_CHARS, Either, Prefilter, Then, fold, leading
+from .linear import MAX_LINE_CHARS, Either, Prefilter, Then, fold, leading, start_of
 
 __all__ = ["FailureClass", "Either", "Then", "classify", "TABLE", "ROUTINE", "BY_ID"]
 
@@ -161,6 +161,42 @@ def as_nccl_warn(line: str) -> str:
     return _OLD_WARN.sub(r"\1NCCL WARN ", line, count=1)
 
 
+# Classes whose words a rank's own text often holds (a data sample, a model's generated text, a forum post a script
+# prints): their message counts only where a program's message starts (after the launcher's prefix: nothing but a
+# program's own lead before it, message_starts), never in the middle of what a rank printed
+AT_A_MESSAGE_START = ("cuda_oom", "cuda_fault", "device_assert")
+# what a program puts before such a message: NCCL's header and its WARN/INFO word (cut at the last one), the words of
+# NCCL's and torch's own formats; then each whitespace-separated word must be a program's lead (below)
+_LEAD_PHRASES = re.compile(r"Cuda failure(?: [\w./-]{1,200}:\d{1,6}| -?\d{1,6})? '|"
+                           r"(?i:cuda (?:runtime |driver )?error)(?: \(-?\d{1,6}\))?\s?: |what\(\):\s|"
+                           r"terminate called after throwing an instance of '[^'\n]{0,200}'|"
+                           r"Exception raised from |\bfailed with ")
+_LEAD_WORD = re.compile(r"[\w.()<>/@\[\]'\":-]{1,160}:|[\d:.,TZ+/-]{1,40}|['\"]|(?:ERROR|WARNING|WARN|INFO|CRITICAL|"
+                        r"FATAL|DEBUG|E|W|I|F)\]?")
+
+
+def message_starts(before: str) -> bool:
+    """Can a program's own message start after `before` (a line's text before a match, its launcher prefix off)? Its
+    words are a program's lead: names and tags ending in a colon ("RuntimeError:", "torch.OutOfMemoryError:",
+    "NVRM:", a host's label), time stamps and levels, bracketed fields ("[E1128 10:00:00.123 ProcessGroupNCCL.cpp:12]"),
+    NCCL's header; a word of prose ("sample", "said") is a rank's own text. Linear: a split and one bounded match a
+    word."""
+    for mark in ("NCCL WARN ", "NCCL INFO "):
+        k = before.rfind(mark)
+        if k >= 0:
+            before = before[k + len(mark):]
+    words = _LEAD_PHRASES.sub(" ", before).split()
+    depth = 0
+    for w in words:
+        if depth or w.startswith(("[", "(")):  # a bracketed field, whatever its words
+            depth += w.count("[") + w.count("(") - w.count("]") - w.count(")")
+            depth = max(depth, 0)
+            continue
+        if not _LEAD_WORD.fullmatch(w):
+            return False
+    return True
+
+
 def classify(line: str) -> Optional[FailureClass]:
     """The failure class of one log line, or None (also for a ROUTINE line). The line is cut at MAX_LINE_CHARS;
     only the classes whose literals it holds are tried."""
@@ -174,6 +210,8 @@ def classify(line: str) -> Optional[FailureClass]:
         return owner
     for i in found:
         if TABLE[i].pattern.search(line):
+            if TABLE[i].id in AT_A_MESSAGE_START and not message_starts(line[:start_of(TABLE[i].pattern, line)]):
+                continue  # the words inside what a rank printed, not a program's message
             if TABLE[i].level == GENERIC and TABLE[i].id == "nccl_warn":  # no row knows it: where it was printed
                 return subsystems.place(whole, BY_ID) or TABLE[i]
             return TABLE[i]

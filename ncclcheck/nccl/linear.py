@@ -68,6 +68,18 @@ class Either:
         return min(hits, key=lambda m: m.start()) if hits else None
 
 
+def start_of(pattern, text: str) -> Optional[int]:
+    """Where the whole match of `pattern` (a regex, a Then or an Either) starts in text, or None: a Then's match is
+    its `then` part, its whole one starts where its `first` did."""
+    if isinstance(pattern, Then):
+        return pattern.first.search(text).start() if pattern.search(text) is not None else None
+    if isinstance(pattern, Either):
+        got = [k for k in (start_of(a, text) for a in pattern.alternatives) if k is not None]
+        return min(got) if got else None
+    m = pattern.search(text)
+    return m.start() if m else None
+
+
 def fold(line: str) -> Optional[str]:
     """The line as the prefilter compares it (lower case), or None when it is not ASCII: case-insensitive matching
     folds some non-ASCII characters onto ASCII letters (the Kelvin sign onto k), so such a line skips the

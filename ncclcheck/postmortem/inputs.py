@@ -94,6 +94,23 @@ def _open(path: str, named: bool) -> int:
     return open_regular(path, named)
 
 
+BINARY_SAMPLE = 1 << 16  # bytes of a file's start (its NULs left out) that say whether it is text
+_NOT_TEXT = bytes(c for c in range(32) if c not in b"\t\n\r\x0b\x0c\x1b")  # ESC: a colour code is text
+
+
+def _binary(head: bytes) -> bool:
+    """Is most of the file's start something other than text? NUL runs are gaps, not a verdict: logrotate's
+    copytruncate leaves a hole of NULs at a log's start, and a rank may print one; a start of NULs alone says nothing
+    (read as text: the NULs are dropped). Binary when, NULs left out, a tenth of its first BINARY_SAMPLE bytes are
+    control bytes or bytes UTF-8 cannot decode (random bytes: about half)."""
+    body = head[:BINARY_SAMPLE * 4].replace(b"\x00", b"")[:BINARY_SAMPLE]
+    if not body:
+        return False
+    odd = len(body) - len(body.translate(None, _NOT_TEXT))
+    odd += body.decode("utf-8", "replace").count("\ufffd") - body.count("\ufffd".encode())
+    return odd * 10 > len(body)
+
+
 def reread_lines(path: str, max_bytes: int = HEAD_BYTES):
     """The lines of a log read before, again, from its start and at most max_bytes of it (a cause that needs more
     of its host's lines than the one reading kept: postmortem/context.py); nothing when it is gone or not a file."""
@@ -302,7 +319,7 @@ def _read_one(out: Inputs, path: str, f, size: int, room: Room, source: str) -> 
         if doc is not None and _classify_json(out, path, doc):
             return len(data)
         head = data  # not one of those documents: a log that starts with "{"
-    if b"\x00" in head[:4096]:
+    if _binary(head):
         out.read.append({"path": path, "kind": "unrecognised", "note": "binary"})
         return len(head)
     if ras_text_header(head):  # ncclras's text report: read whole (bounded like a JSON document), not as a log

@@ -66,7 +66,12 @@ _OWN_END = re.compile(r"^(?:PASS|WARN|FAIL|ERROR)\s+\d+ passed, \d+ warnings?, \
 # report: the lines after it are the job's (read as a report's start, it hid the job's tracebacks that followed)
 _OWN_ONE = re.compile(r": (?:PASS|WARN|FAIL|ERROR) \(\d+ passed, \d+ warnings?, \d+ skipped in ")
 _OWN_LINE = re.compile(r"^ncclcheck[ .:]")
-_OWN_TAIL = re.compile(r"^(?:root cause on node \d+:|fix: )")
+_OWN_TAIL = re.compile(r"^(?:root cause on node \d+:|root cause: |fix: )")
+_OWN_TABLE = re.compile(r"^status\s{2,}check\s")  # render/console.py's table header
+# a row ("FAIL    postmortem.root_cause  all  ..."), a row's continuation or a section's line (indented), an empty line,
+# a section's title
+_OWN_ROW = re.compile(r"^(?:(?:pass|warn|fail|skip|error|info|PASS|WARN|FAIL|ERROR)\s{2,}\S|\s|$|"
+                      r"Recommended environment|why:)")
 OWN_BLOCK_LINES = 5000  # a report longer than this is not one report: stop skipping
 # a Python traceback: its first line, and the exception line that ends it (analyze.py's _exceptions reads them)
 TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):")
@@ -284,30 +289,51 @@ def _line_start_matters(rest: str) -> bool:
                 or TRACEBACK.match(rest) or RAISED.match(rest) or launcher.is_table_row(rest))
 
 
+def _never_own(line: str) -> bool:
+    """A line no report of ncclcheck's holds: an NCCL line, a traceback's start or an exception's line (a rank's own
+    failure after text that looked like a report)."""
+    return bool(nccl_header(line) or "NCCL WARN" in line or TRACEBACK.match(line) or RAISED.match(line))
+
+
 class OwnOutput:
-    """ncclcheck's own lines, found one line at a time: its console reports (header line to summary line, then
-    "root cause on node N:" / "fix:" lines) and its one-line messages ("ncclcheck.guard armed ...")."""
+    """ncclcheck's own lines, found one line at a time: its console reports and its one-line messages ("ncclcheck.guard
+    armed ..."). A report is its header line, then its table's header ("status  check ..."), then rows, their indented
+    continuations and its sections ("Recommended environment", "why:"), the rest of a long line a terminal wrapped, to
+    its summary line and the "root cause:" / "fix:" lines after it, all from one source (one launcher prefix). A header
+    not followed by the table's, or a line of its source in no shape a report prints (an NCCL line, a traceback, an
+    exception), ends the block there: a rank printing a report's first line (a copy of
+    an earlier report) hides nothing, and no other rank's line is ever skipped."""
 
     def __init__(self) -> None:
-        self.inside, self.tail = 0, False
+        self.inside, self.tail, self.src, self.fresh, self.wide = 0, False, None, False, False
 
     @property
     def idle(self) -> bool:
         return self.inside == 0 and not self.tail
 
     def own(self, raw: str) -> bool:
-        line = split_prefix(raw)[1].lstrip()
+        prank, rest = split_prefix(raw)
+        line = rest.lstrip()
         if self.tail:  # the report's closing "root cause on node N: ..." / "fix: ..." lines
-            if _OWN_TAIL.match(line):
+            if prank == self.src and _OWN_TAIL.match(line):
                 return True
             self.tail = False
         if self.inside == 0 and _OWN_HEAD.match(line):
             if _OWN_ONE.search(line):
                 return True
-            self.inside = OWN_BLOCK_LINES
-        if self.inside > 0:
-            self.inside, self.tail = (0, True) if _OWN_END.match(line) else (self.inside - 1, False)
+            self.inside, self.src, self.fresh = OWN_BLOCK_LINES, prank, True
             return True
+        if self.inside > 0 and prank == self.src:
+            fresh, self.fresh = self.fresh, False
+            wide, self.wide = self.wide, len(rest) >= WRAP_MIN
+            if _OWN_END.match(line):
+                self.inside, self.tail = 0, True
+                return True
+            if (_OWN_TABLE.match(line) if fresh else
+                    (_OWN_ROW.match(rest) or (wide and not _never_own(line)))):  # a row, or a wrapped one's rest
+                self.inside -= 1
+                return True
+            self.inside = 0  # not a report's line: the block was no report, this line is the job's
         return bool(_OWN_LINE.match(line)) and "PreflightFailed" not in line
 
 

@@ -44,7 +44,7 @@ def host_lines(logs: Iterable, host: str) -> list:
     start, which the one reading did not keep: only causes of these two classes need it), at most MAX_HOST_LINES."""
     out: list = []
     for log in logs:
-        for line in reread_lines(log.source):
+        for line in reread_lines(log.source, holding=host):
             line = line[:MAX_LINE_CHARS]
             if host not in line:  # a header naming the host holds its name: the rest of a job's log is passed over
                 continue

@@ -111,9 +111,10 @@ def _binary(head: bytes) -> bool:
     return odd * 10 > len(body)
 
 
-def reread_lines(path: str, max_bytes: int = HEAD_BYTES):
+def reread_lines(path: str, max_bytes: int = HEAD_BYTES, holding: str = ""):
     """The lines of a log read before, again, from its start and at most max_bytes of it (a cause that needs more
-    of its host's lines than the one reading kept: postmortem/context.py); nothing when it is gone or not a file."""
+    of its host's lines than the one reading kept: postmortem/context.py); nothing when it is gone or not a file.
+    With `holding`, only lines that may hold it: a chunk without it is passed over unsplit."""
     import codecs
 
     try:
@@ -127,7 +128,11 @@ def reread_lines(path: str, max_bytes: int = HEAD_BYTES):
             if not chunk:
                 break
             got += len(chunk)
-            lines = (carry + clean_log_text(decoder.decode(chunk))).split("\n")
+            text = carry + clean_log_text(decoder.decode(chunk))
+            if holding and holding not in text:
+                carry = text[text.rfind("\n") + 1:][:CHUNK]
+                continue
+            lines = text.split("\n")
             carry = lines.pop()[:CHUNK]
             yield from lines
     if carry:

@@ -218,6 +218,7 @@ class _Template:
 
 RUN_KEY = 16  # characters of a line's start its run key keeps as they are ("[rank12345]:", "[1,1234]<stderr>:")
 MIN_RUN = 64  # a chunk of fewer lines is read one line at a time
+BYTES_MIN = 1 << 14  # characters of a read from which its whole lines are split as bytes
 
 
 class _Run:
@@ -440,8 +441,7 @@ class LogScan:
         self.tests_rows = self.tests_end = False  # ... a result row of its table, its closing "Avg bus bandwidth"
         self._templates: dict = {}  # a line's shape (its digits read as 0) -> its _Template, or False
         self._templates_on = True  # off: every line the full way (tests hold the two ways to the same reading)
-        self._fast: dict = {}  # (a line's first RUN_KEY characters, its shape) -> _Run
-        self._last_src: Optional[_Source] = None  # the source of the last line read the full way
+        self._fast: dict = {}  # (a line's first RUN_KEY bytes, its shape) -> _Run
         self._open: set = set()  # sources that had a traceback open or lines to follow (some may no longer)
         self._fast_none = False  # a _Run of no source's
 
@@ -477,6 +477,27 @@ class LogScan:
             text = text[1:]
         if not text:
             return
+        if (self._templates_on and _DIGIT_FREE and not self._drop_partial and len(text) >= BYTES_MIN
+                and not any(c in text for c in _BREAKS)):
+            first, last = text.find("\n"), text.rfind("\n")
+            if 0 <= first < last:  # the carried line's end, the whole lines as bytes, the next line's start
+                self._text_lines(text[:first + 1])
+                self._bytes_run(text[first + 1:last + 1].encode("utf-8", "surrogatepass"))
+                self._cr, text = False, text[last + 1:]
+                if not text:
+                    return
+        self._text_lines(text)
+
+    def _bytes_run(self, data: bytes) -> None:
+        """Whole lines (UTF-8, each ending in "\n", no other line end): _run's reading, split as bytes (faster than
+        str.splitlines) and decoded only where a line is read one at a time or ends a run."""
+        lines = data.split(b"\n")
+        lines.pop()
+        shapes = bytes(bytearray(data).translate(_ZEROS)).split(b"\n")
+        shapes.pop()
+        self._run(lines, shapes, [raw[:RUN_KEY] for raw in lines])
+
+    def _text_lines(self, text: str) -> None:
         self._cr = text.endswith("\r")
         lines = text.splitlines()
         # each line's shape, its digits read as 0 (one pass over the chunk; a digit is no line end, so the two split
@@ -501,13 +522,17 @@ class LogScan:
 
     # -- lines ------------------------------------------------------------------------------------------------
 
-    def _run(self, lines: list, shapes: list) -> None:
-        """A chunk's lines: each run of lines whose start and shape were seen before as a prefixed line that holds
-        nothing to read (_Run) at once, while nothing is pending; every other line one at a time (_lines)."""
+    def _run(self, lines: list, shapes: list, heads: Optional[list] = None) -> None:
+        """A chunk's lines (str, or bytes with their `heads`): each run of lines whose start and shape were seen before
+        as a prefixed line that holds nothing to read (_Run) at once, while nothing is pending; every other line one
+        at a time (_lines)."""
+        raw_bytes = heads is not None
         if len(lines) < MIN_RUN or not self._templates_on or shapes[-1] is None:
-            self._lines(lines, shapes)
+            self._lines([raw.decode("utf-8", "surrogatepass") for raw in lines] if raw_bytes else lines, shapes)
             return
-        keys = list(zip([raw[:RUN_KEY] for raw in lines], shapes))
+        if heads is None:
+            heads = [raw[:RUN_KEY].encode("utf-8", "surrogatepass") for raw in lines]
+        keys = list(zip(heads, shapes))
         fast = self._fast
         flags = self._flags(keys, 0)
         i, end = 0, len(lines)
@@ -520,12 +545,16 @@ class LogScan:
                 self._passed(lines, keys, i, j, fast)
                 i = j
                 continue
-            self._last_src = None
-            self._lines(lines[i:i + 1], shapes[i:i + 1])
-            src = self._last_src
-            if src is not None and (src.tb or src.follow):  # a traceback opened: its source's lines are read again
-                flags[i + 1:] = self._flags(keys, i + 1)
-            i += 1
+            try:  # the lines up to the next of a _Run, one at a time
+                j = flags.index(True, i + 1)
+            except ValueError:
+                j = end
+            opened = len(self._open)
+            self._lines([raw.decode("utf-8", "surrogatepass") for raw in lines[i:j]] if raw_bytes else lines[i:j],
+                        shapes[i:j])
+            if len(self._open) != opened:  # a traceback opened: its source's lines are read one at a time
+                flags[j:] = self._flags(keys, j)
+            i = j
 
     def _flags(self, keys: list, start: int) -> list:
         """Which of keys[start:] name a _Run whose source has no traceback open and no line to follow."""
@@ -553,6 +582,7 @@ class LogScan:
         if not self._none and self._fast_none:
             self._none = any(fast[k].src.key is None for k in keys[i:j])
         raw = lines[j - 1]
+        raw = raw.decode("utf-8", "surrogatepass") if isinstance(raw, bytes) else raw
         self._width = len(raw)
         self._wrap = (self.lines, last.rank, raw[last.pos:]) if last.wraps else None
         self._calm = FAST and self._wrap is None
@@ -563,7 +593,7 @@ class LogScan:
         heads, msgs, n, stated, templates = self._heads, self._msgs, self.lines, self._pid_rank, self._templates
         for raw, shape in zip(lines, shapes):
             n += 1
-            if shape is not None and self._calm_but_wrap:
+            if shape is not None and self._calm_but_wrap and raw.find(SEP, 0, MAX_HEAD) < 0:  # NCCL's: below
                 t = templates.get(shape)
                 if t is None:
                     t = _template(raw)
@@ -638,7 +668,7 @@ class LogScan:
                 and not t.ray):  # a step's words: its source is past them
             if len(self._fast) >= MAX_MEMO:
                 self._fast.clear()
-            self._fast[(raw[:RUN_KEY], shape)] = _Run(src, prank, t)
+            self._fast[(raw[:RUN_KEY].encode(), shape)] = _Run(src, prank, t)  # an ASCII line: as many bytes
             self._fast_none = self._fast_none or src.key is None
         return True
 
@@ -776,7 +806,6 @@ class LogScan:
                            n)
         if head is not None:
             self._saw_header(src, n, head["host"], head["cuda_dev"])
-        self._last_src = src
         src.host = src.host or phost
         if "NCCL" in rest:
             src.nccl = True

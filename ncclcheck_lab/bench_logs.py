@@ -1,4 +1,5 @@
-"""How fast diagnose reads a large NCCL_DEBUG=INFO log, and in how much memory (issue 45, item 7).
+"""How fast diagnose reads a large NCCL_DEBUG=INFO log and a training job's whole output, and in how much memory
+(issue 45, item 7; issue 75).
 
 Writes a job's logs, one file per node (its 8 processes' NCCL lines interleaved, as on a node's stderr), made of the
 lines NCCL 2.28.9 printed on an H100 (the captures in /work/shared/nccl-h100, copied below) for every process of a
@@ -8,7 +9,7 @@ processes print the real WARN lines of those captures (a duplicate GPU, no socke
 hard links to the first node's file sit beside it. Then `ncclcheck diagnose DIR --json` runs in a child pinned to
 two CPUs, and its time, throughput and peak RSS are printed with the correctness fields:
 
-    python3 scripts/bench_logs.py [--mib 1024] [--cpus 2] [--keep DIR]
+    python3 scripts/bench_logs.py [--mib 1024] [--training-mib 1024] [--cpus 2] [--keep DIR]
 
     planted_named=3/3   each planted WARN is a cause, on the rank and host that printed it (both ranks of the
                         duplicate GPU line)
@@ -20,6 +21,18 @@ two CPUs, and its time, throughput and peak RSS are printed with the correctness
     exit=1             diagnose's exit code (a cause named)
 
 Target (issue 45): 1 GiB in < 60 s on 2 cores with RSS < 500 MB.
+
+Then (--training-mib, 1024 by default; 0: none) a 16-rank training job's own output, as its launcher collects it:
+NCCL's init lines, the loop's prints (step, loss, timings, an eval and a checkpoint line now and then, a warning), and
+rank 5's InfiniBand completion error and torch's exception for it at the end, the others' watchdog timeouts after it.
+diagnose reads it pinned as above, and `grep -E 'NCCL WARN|Error'` (what a user runs first) reads the same file pinned
+alike, the better of two runs; printed: diagnose's MiB/s, grep's, their ratio, and
+
+    failure_named=1    the root cause is rank 5's ib_completion_error on node00000
+    world=16/16        every rank read
+    exit=1
+
+Target (issue 75): 1/10 of grep's speed or better, the failure named.
 """
 
 from __future__ import annotations

@@ -143,6 +143,15 @@ def _per_mib(run, line: str, repeat: int = 3) -> float:
     return best * MiB / max(1, len(line.encode()))
 
 
+def _own_report(line: str) -> None:
+    """The line as each line of a report after its header and table (rows, wraps, sections)."""
+    own = logscan.OwnOutput()
+    own.own("ncclcheck diagnose 2 nodes, 4 ranks, torchrun")
+    own.own("status  check  node  result")
+    own.own(line)
+    own.own(line)
+
+
 def entries() -> list:
     """(name, pattern for its pieces, how diagnose runs it on a line): every pattern on a job's text."""
     cut = MAX_LINE_CHARS
@@ -175,8 +184,11 @@ def entries() -> list:
              lambda ln: launcher.parse_launcher_failures("Failures:\n[0]:\n" + ln + "\n" + ln)),
             ("stacks.parse", Either(stacks._HEAD, stacks._THREAD, stacks._FRAME),
              lambda ln: stacks.parse(f"{stacks.HEADER} rank 1 pid 2\n{ln}\n{ln}", "x")),
-            ("logscan.own_output", Either(logscan._OWN_HEAD, logscan._OWN_END, logscan._OWN_LINE, logscan._OWN_TAIL),
-             lambda ln: logscan.OwnOutput().own(ln)),
+            ("logscan.own_output", Either(logscan._OWN_HEAD, logscan._OWN_END, logscan._OWN_LINE, logscan._OWN_TAIL,
+                                          logscan._OWN_TABLE, logscan._OWN_ROW), _own_report),
+            ("failures.message_starts", Either(failures._LEAD_PHRASES, failures._LEAD_WORD),
+             lambda ln: failures.message_starts(ln[:cut])),
+            ("debuglog._ERROR_RETURN", debuglog._ERROR_RETURN, lambda ln: debuglog._ERROR_RETURN.search(ln[:cut])),
             ("logscan.TRACEBACK", logscan.TRACEBACK, lambda ln: logscan.TRACEBACK.match(ln[:cut])),
             ("logscan.RAISED", logscan.RAISED, lambda ln: logscan.RAISED.match(ln[:cut])),
             ("logscan._FAST_HEAD", logscan._FAST_HEAD, lambda ln: logscan._FAST_HEAD.fullmatch(ln[:logscan.MAX_HEAD])),
@@ -224,10 +236,7 @@ def prefilter_misses(lines: list) -> int:
     """Lines classify names otherwise than trying ROUTINE then every class on the cut line would."""
     misses = 0
     for line in lines:
-        cut = line[:MAX_LINE_CHARS]
-        want = None if failures.ROUTINE.search(cut) else next((c for c in failures.TABLE if c.pattern.search(cut)),
-                                                              None)
-        misses += failures.classify(line) is not want
+        misses += failures.classify(line) is not failures.classify_every_row(line)
     return misses
 
 

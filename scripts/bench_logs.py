@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""How fast diagnose reads a large NCCL_DEBUG=INFO log, and in how much memory: ncclcheck_lab/bench_logs.py.
+"""How fast diagnose reads NCCL INFO logs and a training job's output (beside grep): ncclcheck_lab/bench_logs.py.
 
-    python3 scripts/bench_logs.py [--mib 1024] [--cpus 2] [--keep DIR]
+    python3 scripts/bench_logs.py [--mib 1024] [--training-mib 1024] [--cpus 2] [--keep DIR]
 """
 
 from _entry import run

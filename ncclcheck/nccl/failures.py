@@ -218,6 +218,17 @@ def classify(line: str) -> Optional[FailureClass]:
     return None
 
 
+def classify_every_row(line: str) -> Optional[FailureClass]:
+    """What classify must name, without its prefilter: ROUTINE, then every row in order on the cut line (a row whose
+    words a rank's own text holds only where a program's message starts). Tests and scripts/pattern_fuzz.py hold
+    classify to it."""
+    cut = line[:MAX_LINE_CHARS]
+    if ROUTINE.search(cut):
+        return None
+    return next((c for c in TABLE if c.pattern.search(cut) and (
+        c.id not in AT_A_MESSAGE_START or message_starts(cut[:start_of(c.pattern, cut)]))), None)
+
+
 def is_wrapper(line: str) -> bool:
     """torch's wrapper text of an NCCL error: a consequence of the NCCL line that says what happened."""
     return _WRAPPER.search(line) is not None

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ncclcheck.nccl import debuglog, failures
-from ncclcheck.nccl.linear import MAX_LINE_CHARS, Either, Then, _parse, _sre, leading, necessary, start_of
+from ncclcheck.nccl.linear import MAX_LINE_CHARS, Either, Then, _parse, _sre, leading, necessary
 from ncclcheck_lab.pattern_fuzz import BEFORE, BEFORE_PARSER, pieces
 
 FAST = settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
@@ -109,12 +109,7 @@ def test_the_prefilter_never_hides_a_class(line, pad):
     every class on the cut line names: Unicode that folds onto ASCII (the Kelvin sign, the long s) included."""
     line = " " * pad + line
     cut = line[:MAX_LINE_CHARS]
-    # a class whose words a rank's own text holds counts only where a program's message starts (failures.py)
-    want = None if failures.ROUTINE.search(cut) else next(
-        (c for c in failures.TABLE if c.pattern.search(cut) and (
-            c.id not in failures.AT_A_MESSAGE_START or failures.message_starts(cut[:start_of(c.pattern, cut)]))),
-        None)
-    assert failures.classify(line) is want
+    assert failures.classify(line) is failures.classify_every_row(cut)
 
 
 def _parser_lines():

@@ -163,14 +163,22 @@ def _reference(path: str, text: str) -> tuple:
     return events, per_rank, hosts
 
 
-def _streamed(path: str, data: bytes, cuts: list) -> tuple:
+def fed(path: str, data: bytes, cuts=(), shapes: bool = True) -> LogScan:
+    """A LogScan fed `data` in reads of the sizes `cuts` (then the rest), closed; `shapes` off: every line the full
+    way (postmortem/logscan.py's reading by shape, held to it in tests/postmortem/test_logscan_shapes.py)."""
     scan = LogScan(path)
+    scan._templates_on = shapes
     at = 0
     for n in cuts:
         scan.feed(data[at:at + n])
         at += n
     scan.feed(data[at:])
     scan.close()
+    return scan
+
+
+def _streamed(path: str, data: bytes, cuts: list) -> tuple:
+    scan = fed(path, data, cuts)
     events, per_rank, hosts = analyze._logs(Inputs(logs=[scan]))
     keep = ("rank", "class", "line", "host", "seq", "raised")
     return [{k: e.get(k) for k in keep} for e in events], per_rank, hosts

@@ -14,19 +14,13 @@ from hypothesis import strategies as st
 from ncclcheck.nccl import endings
 from ncclcheck.postmortem import launcher, logscan
 from ncclcheck.postmortem.logscan import LogScan
+from tests.postmortem.test_logscan import fed
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _reading(data: bytes, shapes: bool, cuts=()) -> dict:
-    scan = LogScan("job.log")
-    scan._templates_on = shapes
-    at = 0
-    for n in cuts:
-        scan.feed(data[at:at + n])
-        at += n
-    scan.feed(data[at:])
-    scan.close()
+    scan = fed("job.log", data, cuts, shapes)
     parts = {r: (p.lines, p.index, p.hosts, p.host, p.nccl, p.head, p.phase) for r, p in scan.ranks().items()}
     return {"ranks": parts, "order": list(parts), "by_host": scan.nccl_by_host(), "failures": scan.failures(),
             "known": scan.known, "ended": scan.ended, "text": scan.has_text, "lines": scan.lines,

@@ -103,9 +103,11 @@ SIGNS = (
     # NCCL's first lines of a communicator; torch's ProcessGroupNCCL options
     Sign("nccl_init", _rx(r"NCCL version \d|NCCL INFO Bootstrap|ProcessGroupNCCL initialization options|"
                           r"NCCL INFO comm 0x"), NCCL_INIT, "NCCL init"),
-    # torch's rendezvous and store; Lightning's "Initializing distributed: GLOBAL_RANK: %d, MEMBER: %d/%d"
+    # torch's rendezvous and store; Lightning's "Initializing distributed: GLOBAL_RANK: %d, MEMBER: %d/%d" (1.x's
+    # DDP plugin: "initializing ddp: GLOBAL_RANK: ...")
     Sign("rendezvous", _rx(r"Rendezvous'ing worker group|rendezvous|Waiting in store based barrier|"
-                           r"Added key: store_based_barrier_key|Initializing distributed: GLOBAL_RANK"), RENDEZVOUS,
+                           r"Added key: store_based_barrier_key|(?i:initializing (?:distributed|ddp)): GLOBAL_RANK"),
+         RENDEZVOUS,
          "rendezvous"),
 )
 BY_ID = {s.id: s for s in SIGNS}
@@ -142,8 +144,10 @@ PROGRAM = Either(
     _rx(r"^srun: |\bslurmstepd\b|\bsbatch: |\bsalloc: |\bmpirun\b|\bprterun\b|\bORTE\b|\bPMIx?\b|\bpdsh@|"
         r"\[launch\.py:\d|deepspeed\b|DeepSpeed|\baccelerate\b|\bRayTrainWorker\b|\bray\.exceptions\b|"
         r"\(raylet\)|\bTrainer\.fit\b|\blightning\b|\bLightning\b|\bkubelet\b|torch_xla|\bhorovod\b|"
-        # torchrun's own warning; Lightning's and Fabric's set-up lines; the RDMA stack's libraries
-        r"Setting OMP_NUM_THREADS environment variable for each process|Initializing distributed: GLOBAL_RANK|"
+        # torchrun's own warning; Lightning's and Fabric's set-up lines (the Trainer's "GPU available: %s, used: %s",
+        # 2.x adding the accelerator: "GPU available: True (cuda), used: True"); the RDMA stack's libraries
+        r"Setting OMP_NUM_THREADS environment variable for each process|"
+        r"(?i:initializing (?:distributed|ddp)): GLOBAL_RANK|^GPU available: (?:True|False)(?: \(\w{1,8}\))?, used:|"
         r"All distributed processes registered|\bdistributed_backend=|^libibverbs: |^mlx5: |\bNVSHMEM\b"),
     _rx(r"Traceback \(most recent call last\)"),
     # nccl-tests' own output (common.cu: "# nThread %d nGpus %d ...", "#  Rank %2d Group %2d Pid %6d on %10s device",

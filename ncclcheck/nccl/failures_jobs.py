@@ -40,7 +40,9 @@ ROWS = (
           "process", level=SPECIFIC, source="slurmstepd; the kernel's oom_kill.c; kubelet; ray memory monitor"),
     # SIGKILL as an exit code, the process's own end with no error of its own: the OOM killer first, else an operator
     # or the scheduler (torchrun's own SIGKILL past its grace is its stop, read from its "forcefully exiting" line)
-    cause("killed", rx(r"\(exitcode: -" + num("9") + r"\)|exit code:? " + num("137") + r"|exits with return code = -"
+    # bash's report of a child a signal ended: "%s: line %d: " then the job's "%5ld %-22s %s" (pid, strsignal, command)
+    cause("killed", rx(r"\(exitcode: -" + num("9") + r"\)|(?:exit|exited with(?: error)?)[ _]code:? " + num("137")
+                       + r"|line \d{1,9}:\s{1,12}\d{1,10} Killed\s{1,40}\S|exits with return code = -"
                        + num("9") + r"|died with <Signals\.SIGKILL: " + num("9") + r">|signal " + num("9")
                        + r" \(Killed\)|Signals\.SIGKILL|is killed by signal: Killed|return code -" + num("9")
                        + r"|exited on signal " + num("9") + r"|task \d{1,7}: Killed|"

@@ -754,7 +754,9 @@ class LogScan:
         if cont is not None and cont[0] == n - 1 and continues(raw) and peel_host(raw)[2] is raw:
             _, i, k = cont  # the rest of a wrapped line read as one: appended to the line kept for it
             m, key, line, host = self._kept[i]
-            if self.room.chars >= len(raw):
+            # a rest never takes away the class its line had ("... Exit code: 137" and the next record's "137 | ...")
+            had = failures.classify(line)
+            if self.room.chars >= len(raw) and (had is None or failures.classify(line + raw) is had):
                 self.room.chars -= len(raw)
                 self._kept[i] = (m, key, line + raw, host)
                 if goes_on(raw, self._width) and k + 1 < WRAP_MAX_LINES:

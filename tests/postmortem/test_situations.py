@@ -304,3 +304,36 @@ def test_shm_open_refused_is_a_dev_shm_permission_not_a_full_dev_shm(tmp_path):
             "RuntimeError: NCCL error in ProcessGroupNCCL.cpp:290, unhandled system error\n")
     rc, root = root_of(tmp_path, text)
     assert rc == 1 and root.evidence["kind"] == "shm_permission"
+
+
+@pytest.mark.parametrize("tail", ["", "Job exited with error code 137\n"])
+def test_bashs_report_of_a_child_sigkill_ended_is_a_kill(tmp_path, tail):
+    # bash's jobs.c, for a script's child a signal ended: "%s: line %d: " then "%5ld %-22s %s" (pid, strsignal,
+    # command); a log viewer's "N | ms |" columns before each record (IBM/FfDL#127: a pod's memory limit)
+    text = ("135 | 1534166953116 | I tensorflow/core/common_runtime/gpu/gpu_device.cc:1195] Creating TensorFlow device "
+            "(/device:GPU:0) -> (device: 0, name: Tesla M40 24GB, pci bus id: 0000:00:06.0, compute capability: 5.2)\n"
+            "136 | 1534166953117 | /opt/run/train.sh: line 18:    36 Killed                  python3 train.py "
+            "--data ${DATA_DIR}/train.gz --lr 0.001 --iters 2000 --out ${RESULT_DIR}/model --log ${LOG_DIR}/x 2>&1\n"
+            "137 | 1534166953118 | Training process finished. Exit code: 137\n"
+            + "".join(f"138 | 1534166953119 | {t}" for t in [tail] if t))
+    rc, root = root_of(tmp_path, text)
+    assert rc == 1 and root.evidence["kind"] == "killed", root.summary
+
+
+def test_a_wraps_rest_never_takes_away_the_class_its_line_had(tmp_path):
+    # the next record appended as the rest of a cut line made "code: 137" "code: 137137"
+    text = ("136 | 1534166953117 | + python3 train.py --data ${DATA_DIR}/train.gz --lr 0.001 --iters 2000 --out "
+            "${RESULT_DIR}/model --log ${LOG_DIR}/train 2>&1\n"
+            "137 | 1534166953118 | Training process finished. Exit code: 137\n"
+            "138 | 1534166953119 | Job exited with an error\n")
+    rc, root = root_of(tmp_path, text)
+    assert rc == 1 and root.evidence["kind"] == "killed", root.summary
+
+
+def test_lightning_1x_ddp_lines_are_a_jobs_log_that_stops_at_rendezvous(tmp_path):
+    # pytorch_lightning 1.x: the Trainer's "GPU available: %s, used: %s" and its DDP plugin's "initializing ddp:
+    # GLOBAL_RANK: %d, MEMBER: %d/%d" (Lightning-AI/pytorch-lightning#6206: a Slurm layout two processes per rank)
+    text = ("GPU available: True, used: True\nTPU available: None, using: 0 TPU cores\n"
+            "initializing ddp: GLOBAL_RANK: 1, MEMBER: 2/4\ninitializing ddp: GLOBAL_RANK: 0, MEMBER: 1/4\n")
+    rc, root = root_of(tmp_path, text)
+    assert rc == 0 and root.evidence["kind"] == "stopped" and "at rendezvous" in root.summary

@@ -27,6 +27,7 @@ from __future__ import annotations
 import codecs
 import re
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Optional
 
 from ..clean import clean_log_text
@@ -183,13 +184,17 @@ _DIGIT_FREE = not any(c.isdigit() for lit in (*_HEAD_LITERALS, *endings.STEP_LIT
 
 
 _BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # what str.splitlines ends a line at, but for "\n"
+# A shape's translation that also reads as NUL each ASCII byte that makes a read go the way of text: what clean_log_text
+# drops and what str.splitlines ends a line at, but for "\n"
+_SHAPE_OR_STOP = bytes(0 if c in (*range(0x09), *range(0x0b, 0x20), 0x7f) else 0x30 if 0x30 <= c <= 0x39 else c
+                       for c in range(256))
 
 
 def _shapes(text: str, count: int) -> list:
     """Each line's shape (its bytes, every digit read as 0), in the order text.splitlines() gives the lines: split
     at "\n" where no other line end is in the text (a digit is no line end, and UTF-8 holds no "\n" inside a
-    character), else as str.splitlines splits. A bytearray translates several times faster than bytes."""
-    data = bytes(bytearray(text.encode("utf-8", "surrogatepass")).translate(_ZEROS))
+    character), else as str.splitlines splits."""
+    data = text.encode("utf-8", "surrogatepass").translate(_ZEROS)
     if any(c in text for c in _BREAKS):
         return data.decode("utf-8", "surrogatepass").splitlines()
     shapes = data.split(b"\n")
@@ -218,6 +223,8 @@ class _Template:
 
 RUN_KEY = 16  # characters of a line's start its run key keeps as they are ("[rank12345]:", "[1,1234]<stderr>:")
 MIN_RUN = 64  # a chunk of fewer lines is read one line at a time
+_RUN_HEAD = itemgetter(slice(RUN_KEY))  # a line's run key's start (a map of it is faster than a comprehension)
+RUN_WINDOW = 1024  # lines of a chunk whose runs are looked up at once
 BYTES_MIN = 1 << 14  # characters of a read from which its whole lines are split as bytes
 
 
@@ -448,6 +455,20 @@ class LogScan:
     # -- bytes to lines ---------------------------------------------------------------------------------------
 
     def feed(self, data: bytes) -> None:
+        if (self._templates_on and _DIGIT_FREE and not self._drop_partial and not self._cr and len(data) >= BYTES_MIN
+                and data.isascii() and not self._decoder.getstate()[0]):
+            # ASCII with nothing cleaning drops and no line end but "\n" (the usual read of a large log): its whole
+            # lines go to _bytes_run as they are, without the decode, clean and encode of _text, their shapes made
+            # by the translation that finds such a byte (one pass, where a search for each took as long again)
+            shaped = data.translate(_SHAPE_OR_STOP)
+            first, last = data.find(b"\n"), data.rfind(b"\n")
+            if 0 <= first < last and b"\0" not in shaped:
+                self._text_lines(data[:first + 1].decode("ascii"))
+                self._bytes_run(data[first + 1:last + 1], shaped[first + 1:last + 1])
+                self._cr = False
+                if last + 1 < len(data):
+                    self._text_lines(data[last + 1:].decode("ascii"))
+                return
         self._text(clean_log_text(self._decoder.decode(data)))
 
     def gap(self, skipped: int) -> None:
@@ -488,14 +509,15 @@ class LogScan:
                     return
         self._text_lines(text)
 
-    def _bytes_run(self, data: bytes) -> None:
-        """Whole lines (UTF-8, each ending in "\n", no other line end): _run's reading, split as bytes (faster than
-        str.splitlines) and decoded only where a line is read one at a time or ends a run."""
+    def _bytes_run(self, data: bytes, shaped: Optional[bytes] = None) -> None:
+        """Whole lines (UTF-8, each ending in "\n", no other line end; `shaped`: their shapes, when made): _run's
+        reading, split as bytes (faster than str.splitlines) and decoded only where a line is read one at a time or
+        ends a run."""
         lines = data.split(b"\n")
         lines.pop()
-        shapes = bytes(bytearray(data).translate(_ZEROS)).split(b"\n")
+        shapes = (data.translate(_ZEROS) if shaped is None else shaped).split(b"\n")
         shapes.pop()
-        self._run(lines, shapes, [raw[:RUN_KEY] for raw in lines])
+        self._run(lines, shapes, list(map(_RUN_HEAD, lines)))
 
     def _text_lines(self, text: str) -> None:
         self._cr = text.endswith("\r")
@@ -532,7 +554,14 @@ class LogScan:
             return
         if heads is None:
             heads = [raw[:RUN_KEY].encode("utf-8", "surrogatepass") for raw in lines]
-        keys = list(zip(heads, shapes))
+        # a window at a time: the runs a window's lines teach (a step's width grew: every rank's lines have new
+        # shapes) are read as runs in the next, not one line at a time to the chunk's end
+        end = len(lines)
+        for a in range(0, end, RUN_WINDOW):
+            b = min(end, a + RUN_WINDOW)
+            self._window(lines[a:b], shapes[a:b], list(zip(heads[a:b], shapes[a:b])), raw_bytes)
+
+    def _window(self, lines: list, shapes: list, keys: list, raw_bytes: bool) -> None:
         fast = self._fast
         flags = self._flags(keys, 0)
         i, end = 0, len(lines)

@@ -74,16 +74,19 @@ WORDS = ["step 12 | loss 2.3456 | lr 3.0e-04", "epoch 3 iter 45/1000 loss=0.123"
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True,
           database=None)
 @given(st.lists(st.tuples(st.sampled_from(PREFIXES), st.sampled_from(WORDS), st.integers(0, 99)), min_size=1,
-                max_size=150), st.lists(st.integers(1, 400), max_size=20), st.sampled_from([1, 2, 64]))
-def test_generated_job_output_reads_alike_by_shape(body, cuts, min_run):
-    # runs of lines are read at once from chunks of min_run lines (64: as the reader does; 1: every chunk)
+                max_size=150), st.lists(st.integers(1, 400), max_size=20), st.sampled_from([1, 2, 64]),
+       st.sampled_from([(1 << 14, 1024), (1, 1024), (1, 5), (64, 3)]))
+def test_generated_job_output_reads_alike_by_shape(body, cuts, min_run, bytes_window):
+    # runs of lines are read at once from chunks of min_run lines (64: as the reader does; 1: every chunk); a read of
+    # BYTES_MIN or more goes as bytes (1: every read), its runs looked up RUN_WINDOW lines at a time
     text = "\n".join(p + re.sub(r"\d+", lambda m, k=k: str(int(m.group()) + k), w) for p, w, k in body) + "\n"
     data = text.encode()
-    at, logscan.MIN_RUN = logscan.MIN_RUN, min_run
+    was = logscan.MIN_RUN, logscan.BYTES_MIN, logscan.RUN_WINDOW
+    logscan.MIN_RUN, (logscan.BYTES_MIN, logscan.RUN_WINDOW) = min_run, bytes_window
     try:
         assert _reading(data, True, cuts) == _reading(data, False, cuts)
     finally:
-        logscan.MIN_RUN = at
+        logscan.MIN_RUN, logscan.BYTES_MIN, logscan.RUN_WINDOW = was
 
 
 def test_a_ray_table_and_its_workers_lines_read_alike():

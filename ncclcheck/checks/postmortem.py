@@ -128,8 +128,14 @@ def check_inputs(inp: PostmortemInput) -> CheckResult:
     kinds: dict = {}
     for r in a.get("inputs", []):
         kinds[r["kind"]] = kinds.get(r["kind"], 0) + 1
-    ev = {"kinds": kinds, "refused": a.get("refused", [])}
+    # what reading a file bounded (its middle skipped for its size or the time, lines cut) is said with it
+    partly = [{"path": r["path"], "note": r["note"]} for r in a.get("inputs", [])
+              if r.get("note") and r["kind"] in ("launcher_output", "nccl_log", "log")]
+    ev = {"kinds": kinds, "refused": a.get("refused", []), "partly": partly}
     said = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in sorted(kinds.items()))
+    if partly:
+        said += "; " + "; ".join(f"{r['path']}: {r['note']}" for r in partly[:SHOWN]) + (
+            f"; and {len(partly) - SHOWN} more" if len(partly) > SHOWN else "")
     if a.get("refused"):
         bad = a["refused"]
         return warned("postmortem.inputs", f"{len(bad)} file(s) not read: {bad[0]['path']}: {bad[0]['why']}",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -34,6 +35,12 @@ MAX_FILES = 200_000  # a directory walk stops here (a 16k-rank job leaves a few 
 # and its last (1 GiB - 64 MiB), the failure being at the end; the middle is skipped and the report says so.
 MAX_TEXT_BYTES = 1 << 30
 HEAD_BYTES = 64 << 20
+# ... and within a time: past its head, a log whose rest would not be read by READ_SECONDS after the reading of the
+# inputs began (at the rate this file was read so far) has more of its middle skipped, so that what is left fits; at
+# least its last MIN_TAIL_BYTES are read whatever the time (the failure is at the end). A text of lines that are all
+# different reads at ~20 k lines/s: 1 GiB of them would take minutes.
+READ_SECONDS = 40.0
+MIN_TAIL_BYTES = 16 << 20
 MAX_JSON_BYTES = 64 << 20  # a JSON dump, error file or report larger than this is not one
 MAX_STACKS_BYTES = 8 << 20  # an armed rank's stacks file (faulthandler: 100 threads x 100 frames) is far below
 MAX_TOTAL_BYTES = 4 << 30  # read in all; the files past it are listed as not read (name the job's own directory)
@@ -254,10 +261,14 @@ def _add_log(out: Inputs, scan: LogScan) -> None:
     out.read.append({"path": scan.path, "kind": kind, "note": "; ".join(x for x in (said, scan.note()) if x)})
 
 
-def _stream_log(out: Inputs, path: str, f, data: bytes, size: int, room: Room, source: str) -> int:
+def _stream_log(out: Inputs, path: str, f, data: bytes, size: int, room: Room, source: str,
+                deadline: Optional[float] = None) -> int:
     """A text log through LogScan, `data` (its start, already read) first; the bytes read. `path` is its name as
-    the report shows it, `source` the name it is read again under (postmortem/context.py)."""
+    the report shows it, `source` the name it is read again under (postmortem/context.py). Past HEAD_BYTES, the
+    middle is skipped where the file is larger than MAX_TEXT_BYTES, or where its rest would not be read by
+    `deadline` (time.monotonic()) at the rate it was read so far."""
     scan = LogScan(path, room, source)
+    began = time.monotonic()
     scan.feed(data)
     got = len(data)
     skip_at = HEAD_BYTES if size > MAX_TEXT_BYTES else None
@@ -268,6 +279,8 @@ def _stream_log(out: Inputs, path: str, f, data: bytes, size: int, room: Room, s
                 scan.gap(tail - f.tell())
                 f.seek(tail)
             skip_at = None
+        elif deadline is not None and got >= HEAD_BYTES:
+            _skip_for_time(scan, f, size, got, time.monotonic() - began, deadline)
         chunk = f.read(min(CHUNK, MAX_TEXT_BYTES - got))
         if not chunk:
             break
@@ -276,6 +289,19 @@ def _stream_log(out: Inputs, path: str, f, data: bytes, size: int, room: Room, s
     scan.close()
     _add_log(out, scan)
     return got
+
+
+def _skip_for_time(scan: LogScan, f, size: int, got: int, took: float, deadline: float) -> None:
+    """The rest of a log that would not be read by the deadline, at the rate of its `got` bytes in `took` s: the
+    start of it skipped, leaving what fits (at least MIN_TAIL_BYTES)."""
+    left = size - f.tell()
+    if left <= MIN_TAIL_BYTES:
+        return
+    can = max(MIN_TAIL_BYTES, int(got / max(took, 1e-6) * (deadline - time.monotonic())))
+    if can < left:
+        scan.timed = True
+        scan.gap(left - can)
+        f.seek(size - can)
 
 
 def _add_pickle(out: Inputs, path: str, data: bytes) -> None:
@@ -299,7 +325,8 @@ def _json_lines(data: bytes) -> bool:
     return bool(nl) and _json(first.decode("utf-8", errors="replace")) is not None
 
 
-def _read_one(out: Inputs, path: str, f, size: int, room: Room, source: str) -> int:
+def _read_one(out: Inputs, path: str, f, size: int, room: Room, source: str,
+              deadline: Optional[float] = None) -> int:
     """One open file recognised and read; the bytes read. A pickle whole (up to MAX_DUMP_BYTES + 1, so a larger one
     is named), a stacks file up to MAX_STACKS_BYTES, a JSON document up to MAX_JSON_BYTES, a log streamed. `path`:
     its name as the report shows it (clean_name); `source`: its name on disk."""
@@ -335,7 +362,7 @@ def _read_one(out: Inputs, path: str, f, size: int, room: Room, source: str) -> 
             out.read.append({"path": path, "kind": "ncclras", "note": "text report"})
             return len(data)
         head = data
-    return _stream_log(out, path, f, head, size, room, source)
+    return _stream_log(out, path, f, head, size, room, source, deadline)
 
 
 def read_inputs(paths: list[str]) -> Inputs:
@@ -345,6 +372,7 @@ def read_inputs(paths: list[str]) -> Inputs:
     total = 0
     seen: dict = {}  # (device, inode) -> the name it was read under
     room = Room()  # what all the logs may keep together
+    deadline = time.monotonic() + READ_SECONDS
     for source in expand(paths):
         path = clean_name(source)  # the name every line of the report shows; the file is opened by its own
         if total > MAX_TOTAL_BYTES:
@@ -366,7 +394,7 @@ def read_inputs(paths: list[str]) -> Inputs:
                 _same_file(out, path, first)
                 continue
             try:
-                total += _read_one(out, path, f, st.st_size, room, source)
+                total += _read_one(out, path, f, st.st_size, room, source, deadline)
             except OSError as exc:
                 out.refused.append({"path": path, "why": f"cannot read it ({exc.strerror or exc})"})
     return out

@@ -418,7 +418,8 @@ class LogScan:
         self.dropped = 0  # lines that mattered but were not kept (KEEP_PER_KEY, the room)
         self.nccl_seen = False  # an NCCL line among the first KNOWN_LINES
         self.has_text = False
-        self.skipped = 0  # bytes of the middle of a file past MAX_TEXT_BYTES not read
+        self.skipped = 0  # bytes of the middle of a file past MAX_TEXT_BYTES, or past the reading's time, not read
+        self.timed = False  # some of them for the time (inputs.READ_SECONDS)
         self._last_known = 0  # the last line with a rank prefix
         self.program_seen = False  # a line from torch, NCCL, gloo, CUDA, a launcher or a scheduler (endings.PROGRAM)
         self.ended: Optional[tuple] = None  # (line number, sign id, line) of the first line showing the job ended well
@@ -1016,5 +1017,6 @@ class LogScan:
         if self.dropped:
             bits.append(f"{self.dropped:,} repeated line(s) not kept")
         if self.skipped:
-            bits.append(f"the middle {self.skipped:,} bytes not read")
+            bits.append(f"the middle {self.skipped:,} bytes not read" + (" (the time to read logs was spent)"
+                                                                          if self.timed else ""))
         return "; ".join(bits)

@@ -135,13 +135,16 @@ def sign(line: str, steps: bool = True) -> Optional[Sign]:
 # launchers' and the schedulers' own lines.
 PROGRAM = Either(
     _rx(r"\bNCCL (?:INFO|WARN|version|error)\b|\bnccl(?:Unhandled|System|Internal|Invalid|Remote)\w{0,20}Error"),
-    _rx(r"\[rank\d{1,7}\]:|torch\.distributed|torch/distributed|torch/csrc|ProcessGroup(?:NCCL|Gloo|MPI)|\bc10d\b|"
-        r"site-packages/torch/|dist-packages/torch/|torch\.(?:cuda\.)?OutOfMemoryError|\bc10::|torch\._C\b|"
+    # (a Windows traceback's paths hold "\\": site-packages\\torch\\distributed)
+    _rx(r"\[rank\d{1,7}\]:|torch\.distributed|torch[/\\]distributed|torch[/\\]csrc|ProcessGroup(?:NCCL|Gloo|MPI)|\bc10d\b|"
+        r"site-packages[/\\]torch[/\\]|dist-packages[/\\]torch[/\\]|torch\.(?:cuda\.)?OutOfMemoryError|\bc10::|torch\._C\b|"
         r"torch\.multiprocessing|torchrun\b|\bDistBackendError|\bDistNetworkError|ChildFailedError"),
     _rx(r"\bgloo::|third_party/gloo|\[Gloo\]|Gloo connectFullMesh"),
     _rx(r"\bCUDA (?:error|out of memory|driver|runtime|kernel errors)|\bcuda(?:Error|Malloc)\w{0,40}|"
         r"CUBLAS_STATUS_|CUDNN_STATUS_|\bNVRM: Xid\b|\bnvidia-smi\b|NVIDIA-SMI"),
+    # Open MPI's signal handler (opal/util/stacktrace.c: "[%s:%05d] *** Process received signal ***")
     _rx(r"^srun: |\bslurmstepd\b|\bsbatch: |\bsalloc: |\bmpirun\b|\bprterun\b|\bORTE\b|\bPMIx?\b|\bpdsh@|"
+        r"\*\*\* Process received signal \*\*\*|"
         r"\[launch\.py:\d|deepspeed\b|DeepSpeed|\baccelerate\b|\bRayTrainWorker\b|\bray\.exceptions\b|"
         r"\(raylet\)|\bTrainer\.fit\b|\blightning\b|\bLightning\b|\bkubelet\b|torch_xla|\bhorovod\b|"
         # torchrun's own warning; Lightning's and Fabric's set-up lines (the Trainer's "GPU available: %s, used: %s",

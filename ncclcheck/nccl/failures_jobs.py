@@ -60,6 +60,19 @@ ROWS = (
                 "at exit)",
                 "what made it exit is the cause; if its work had finished (its last lines), the results stand",
                 level=SPECIFIC, source="libstdc++ std::terminate"),
+    # glibc's malloc_printerr ("free(): corrupted unsorted chunks", "double free or corruption (out)", "malloc():
+    # corrupted top size", "corrupted size vs. prev_size"; before 2.26 inside "*** Error in `python': ... ***"), then
+    # abort(); Open MPI's handler reports it ("[host:pid] Signal: Aborted (6)"): a native library wrote past its memory,
+    # which one the text does not say (NVIDIA/nccl#1611: an NCCL too old for the GPU)
+    consequence("native_abort", rx(r"\b(?:free|malloc|realloc|munmap_chunk|malloc_consolidate|_int_free|_int_malloc)"
+                                   r"\(\): (?:corrupted|invalid|unaligned)|double free or corruption|"
+                                   r"corrupted size vs\. prev_size|\] Signal: Aborted \(" + num("6") + r"\)"),
+                "a process aborted in native code (glibc found its heap corrupted, or abort() was called): a native "
+                "library (NCCL, CUDA, an extension) went wrong; the text does not say which",
+                "get its native stack: rerun with `python -X faulthandler` and `ulimit -c unlimited` (a core), or "
+                "under `gdb -ex run --args`; check that the NCCL, CUDA and driver versions support this GPU "
+                "(`ncclcheck preflight` compares them across nodes)", level=GENERIC,
+                source="glibc malloc_printerr; Open MPI opal stacktrace"),
     cause("segfault", rx(r"Segmentation fault|SIGSEGV|\(exitcode: -" + num("11") + r"\)|exit code:? " + num("139")
                          + r"|exits with return code = -" + num("11") + r"|died with <Signals\.SIGSEGV: " + num("11")
                          + r">|signal " + num("11") + r"|Fatal Python error: (?:Segmentation fault|Bus error|Aborted)|"

@@ -138,6 +138,14 @@ ROWS = (
           "use backend=\"gloo\" where NCCL is not built in, or install a CUDA build of torch on Linux (`python -c "
           "\"import torch.distributed as d; print(d.is_nccl_available())\"` says which you have)", level=SPECIFIC,
           source="torch/distributed/distributed_c10d.py"),
+    # TCPStore's constructor (torch/csrc/distributed/c10d/TCPStore.cpp, torch 2.4+ asks for libuv by default):
+    # TORCH_CHECK(..., "use_libuv was requested but PyTorch was build without libuv support"): Windows wheels lack it
+    cause("tcpstore_no_libuv", rx(r"use_libuv was requested but PyTorch was build without libuv"),
+          "the rendezvous store asked for its libuv backend, which this build of torch lacks (torch's Windows wheels "
+          "are built without libuv; torch 2.4+ asks for it by default)",
+          "set USE_LIBUV=0 in the environment of the launcher and every rank (or add ?use_libuv=0 to an init URL "
+          "of tcp://), so TCPStore uses its socket backend", level=SPECIFIC,
+          source="torch/csrc/distributed/c10d/TCPStore.cpp"),
     cause("ddp_unused_parameters", rx(r"Expected to have finished reduction in the prior iteration|"
                                       r"find_unused_parameters=True"),
           "DDP found parameters that received no gradient in a step (a part of the model the forward pass skipped)",
@@ -219,13 +227,17 @@ ROWS = (
     # torch's wrapper of an NCCL error whose result no row above knows ("NCCL error in: <file>:<line>, <result>, NCCL
     # version <v>"; the result strings: ncclGetErrorString): it says NCCL failed, NCCL's WARN (absent here) says why
     # ... and nccl-tests' own reports of a call that failed ("Test NCCL failure common.cu:1012 '%s'", "NCCL failure
-    # common.cu:874 '%s'", "Test failure common.cu:891")
+    # common.cu:874 '%s'", "Test failure common.cu:891"); other wrappers name the call and its result string (Horovod's
+    # "ncclCommInitRank failed: invalid usage")
     consequence("nccl_error", Either(rx(r"\bNCCL error in: |ncclInternalError|ncclInvalidUsage|ncclInvalidArgument|"
                                         r"ncclSystemError|DistBackendError|"
                                         r"NCCL failure [\w./-]{1,64}:\d{1,6} '|Test (?:NCCL |CUDA )?failure [\w./-]"),
-                                     Then(r"NCCL error", r"internal error|invalid usage|invalid argument")),
-                "NCCL returned an error (torch's report of it; NCCL's own WARN line, which says why, is not in this "
-                "text)",
+                                     Then(r"NCCL error", r"internal error|invalid usage|invalid argument"),
+                                     # its start is the result's (a match starting at "nccl" would start inside
+                                     # NCCL's own header); "invalid usage" is NCCL's string alone
+                                     rx(r"invalid usage(?<= failed: invalid usage)")),
+                "NCCL returned an error (its caller's report of it: torch's, Horovod's, nccl-tests'; NCCL's own WARN "
+                "line, which says why, is not in this text)",
                 "rerun with NCCL_DEBUG=WARN (or INFO) and NCCL_DEBUG_FILE=/tmp/nccl.%h.%p to keep NCCL's own line; "
                 "`ncclcheck recommend --postmortem DIR --format env` sets it", level=GENERIC,
                 source="torch/csrc/distributed/c10d/NCCLUtils.hpp C10D_NCCL_CHECK"),

@@ -34,6 +34,11 @@ from ..nccl.linear import MAX_LINE_CHARS
 from ..render import words
 
 _WORK = re.compile(r"WorkNCCL\(SeqNum=(\d{1,12}), OpType=(\w{1,40})(?:, NumelIn=(\d{1,15}), NumelOut=(\d{1,15}))?")
+_TIMEOUT = re.compile(r"Timeout\(ms\)=(\d{1,12})\)")
+# A process group's timeout under this is the setting, not a hang: torch's default is 10 minutes (NCCL), a first
+# collective alone sets up its connections for seconds, and a timeout of 60 s is a choice some codebases make (their
+# rank 0 validating while the others wait is a hang the text does not explain)
+TOO_SHORT_MS = 10_000
 # the rank's place: "Timeout at NCCL work: %d, last enqueued NCCL work: %d, last completed NCCL work: %d." (2.3-2.5),
 # "Exception (either an error or timeout) detected by watchdog at work: %d, ..." (2.4-2.5), " failure detected by
 # watchdog at work sequence id: %d PG status: last enqueued work: %d, last completed work: %d" (2.6+); a dump signal's
@@ -65,6 +70,7 @@ class Report:
     enqueued: Optional[int] = None
     completed: Optional[int] = None
     numel: Optional[tuple] = None  # (NumelIn, NumelOut) of its timed-out work
+    timeout_ms: Optional[int] = None  # the Timeout(ms) its work had
 
 
 def _op(name: str) -> str:
@@ -85,6 +91,8 @@ def reports(events: list) -> dict:
         if (w := _WORK.search(line)) is not None:
             rep.seq, rep.op = int(w.group(1)), _op(w.group(2))
             rep.numel = (int(w.group(3)), int(w.group(4))) if w.group(3) else None
+            if (t := _TIMEOUT.search(line, w.end())) is not None:
+                rep.timeout_ms = int(t.group(1))
         if e["class"] == "gloo_timeout" and rep.seq is None:  # gloo numbers nothing: the collective it waited in
             rep.seq, rep.op = GLOO_UNNUMBERED, None
         if (a := _AT.search(line)) is not None:
@@ -118,6 +126,12 @@ def causes(events: list, world: int, seen: set, who: Callable[[int], str],
         coll = (f"{op or 'collective'} #{seq} of {name}" if seq != GLOO_UNNUMBERED else
                 f"the gloo collective they timed out in (gloo numbers none) of {name}")
         major = sorted(r for r, rep in timed.items() if (rep.seq, rep.op) == (seq, op))
+        short = sorted({timed[r].timeout_ms for r in major if timed[r].timeout_ms is not None})
+        if short and short[-1] < TOO_SHORT_MS:  # what every other reading below would blame is the setting's
+            out.append({"kind": "pg_timeout_too_short", "cause": True, "pg": None, "seq": None, "ranks": major,
+                        "text": words.timeout_too_short(ranks_text(major), coll, short[-1]),
+                        "fix": words.TIMEOUT_TOO_SHORT_FIX, "source": "watchdog lines"})
+            continue
         odd = sorted(r for r in timed if r not in major)
         if odd:  # the minority named; as many on each side: both sides are
             named = odd if len(odd) < len(major) else sorted(timed)

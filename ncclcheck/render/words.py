@@ -247,6 +247,17 @@ def no_timeout_of_its_own(alive: list) -> str:
     return "it reported no timeout of its own"
 
 
+def timeout_too_short(ranks: str, coll: str, ms: int) -> str:
+    return (f"{ranks} timed out in {coll} after the process group's timeout of {ms:,} ms (the watchdog lines): a "
+            f"timeout that short fires before a collective can finish; the setting is the cause, not a hang")
+
+
+TIMEOUT_TOO_SHORT_FIX = ("set the process group's timeout to minutes: init_process_group(timeout=timedelta("
+                         "minutes=10)) (torch's default for NCCL), or the framework's own setting of it (accelerate's "
+                         "InitProcessGroupKwargs, Lightning's DDPStrategy(timeout=...), DeepSpeed's timeout); an "
+                         "environment or config value given in seconds where milliseconds were meant does this")
+
+
 def all_entered_stalled(ranks: str, coll: str) -> str:
     if ranks.startswith("rank "):  # one rank's lines: what stands beside it is not known
         return (f"{ranks} timed out in {coll}, which it had enqueued, and no other rank's line is here (its "

@@ -34,6 +34,9 @@ CASES = {
                  "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of 79.15 GiB of which 1.02 GiB is free.",
                  "Cuda failure common.cu:892 'out of memory'"],  # nccl-tests' own report
     "dataloader_worker": ["RuntimeError: Caught RuntimeError in DataLoader worker process 0."],
+    "tcpstore_no_libuv": ["RuntimeError: use_libuv was requested but PyTorch was build without libuv support"],
+    "native_abort": ["free(): corrupted unsorted chunks", "double free or corruption (out)",
+                     "[gpu-07:186363] Signal: Aborted (6)", "malloc(): corrupted top size"],
     "backend_unavailable": ["RuntimeError: Distributed package doesn't have NCCL built in",
                             "RuntimeError: Distributed package doesn't have MPI built in. MPI is only included if you build PyTorch from source on a host that has MPI installed."],
     "ddp_unused_parameters": ["RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one. This error indicates that your module has parameters that were not used in producing loss."],

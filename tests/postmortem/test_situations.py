@@ -337,3 +337,42 @@ def test_lightning_1x_ddp_lines_are_a_jobs_log_that_stops_at_rendezvous(tmp_path
             "initializing ddp: GLOBAL_RANK: 1, MEMBER: 2/4\ninitializing ddp: GLOBAL_RANK: 0, MEMBER: 1/4\n")
     rc, root = root_of(tmp_path, text)
     assert rc == 0 and root.evidence["kind"] == "stopped" and "at rendezvous" in root.summary
+
+
+@pytest.mark.parametrize("ms,kind", [(1, "pg_timeout_too_short"), (600000, "stalled_one")])
+def test_a_watchdog_timeout_shorter_than_a_collective_is_the_setting(tmp_path, ms, kind):
+    # ProcessGroupNCCL.cpp's "WorkNCCL(SeqNum=%d, OpType=%s, NumelIn=%d, NumelOut=%d, Timeout(ms)=%d) ran for %d
+    # milliseconds before timing out." (instructlab/training#520: a timeout of 1 ms set on purpose)
+    text = (f"[rank3]:[E1 ProcessGroupNCCL.cpp:632] [PG ID 0 PG GUID 0(default_pg) Rank 3] Watchdog caught collective "
+            f"operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)={ms}) ran "
+            f"for {ms + 89} milliseconds before timing out.\n")
+    rc, root = root_of(tmp_path, text)
+    got = root.evidence.get("kind")
+    assert rc == 1 and (got == kind if kind == "pg_timeout_too_short" else got != "pg_timeout_too_short"), root.summary
+
+
+def test_a_wrappers_report_of_nccls_result_is_a_failure_whose_cause_is_not_in_the_text(tmp_path):
+    # Horovod's NCCL_CHECK: "<call> failed: <ncclGetErrorString>" (horovod/horovod#3929: it was out of memory)
+    text = ("[1,1]<stderr>:Traceback (most recent call last):\n"
+            '[1,1]<stderr>:  File "/usr/local/lib/python3.8/dist-packages/horovod/torch/mpi_ops.py", line 1290, in '
+            "synchronize\n[1,1]<stderr>:    raise HorovodInternalError(e)\n"
+            "[1,1]<stderr>:horovod.common.exceptions.HorovodInternalError: ncclCommInitRank failed: invalid usage\n")
+    rc, root = root_of(tmp_path, text)
+    assert rc == 1 and root.evidence["kind"] == "job_failed" and "ncclCommInitRank failed" in root.summary
+
+
+def test_a_windows_traceback_is_torchs_and_a_store_without_libuv_is_named(tmp_path):
+    # TCPStore.cpp's TORCH_CHECK; a Windows traceback's paths hold backslashes (pytorch/pytorch#139990)
+    text = ('  File "C:\\hostedtoolcache\\windows\\Python\\3.12.7\\x64\\Lib\\site-packages\\torch\\distributed\\'
+            'rendezvous.py", line 189, in _create_c10d_store\n    return TCPStore(\n'
+            "RuntimeError: use_libuv was requested but PyTorch was build without libuv support\n")
+    rc, root = root_of(tmp_path, text)
+    assert rc == 1 and root.evidence["kind"] == "tcpstore_no_libuv" and "USE_LIBUV=0" in root.fix
+
+
+def test_a_heap_corruption_abort_under_open_mpi_is_a_failure_whose_cause_is_not_in_the_text(tmp_path):
+    # glibc's malloc_printerr, then Open MPI's handler (opal/util/stacktrace.c) (NVIDIA/nccl#1611)
+    text = ("free(): corrupted unsorted chunks\n[gpu-07:186363] *** Process received signal ***\n"
+            "[gpu-07:186363] Signal: Aborted (6)\n[gpu-07:186363] Signal code:  (-6)\n")
+    rc, root = root_of(tmp_path, text)
+    assert rc == 1 and root.evidence["kind"] == "job_failed" and "heap corrupted" in root.summary

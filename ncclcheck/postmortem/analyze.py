@@ -180,6 +180,15 @@ def _exceptions(lines: list) -> set:
     return out
 
 
+
+def _target(cls, part, i: int, line: str) -> dict:
+    """A name that did not resolve, on a line that names none: the address the rank's lines last said they would
+    connect to before it ({"target": "host:port"}), else nothing."""
+    t = part.target
+    if cls.id != "name_not_resolved" or t is None or t[0] > part.index[i] or t[1].rsplit(":", 1)[0] in line:
+        return {}
+    return {"target": t[1]}
+
 def _logs(inp: Inputs) -> tuple:
     """(events, per-rank NCCL facts, rank -> host info): every classified line with its rank, in file order."""
     events: list = []
@@ -223,7 +232,8 @@ def _logs(inp: Inputs) -> tuple:
                                "source": path, "order": (path, part.index[i]), "host": head["host"] if head else None,
                                "seq": failures.seq_of(line), "raised": i in raised,
                                **({"at": stacks.raised_at(lines, i)} if i in raised else {}),
-                               "nccl": i in last or "NCCL WARN" in line})
+                               "nccl": i in last or "NCCL WARN" in line,
+                               **_target(cls, part, i, line)})
             if len(events) == had and part.nccl and part.nccl.get("error_return"):  # failed inside NCCL, no WARN
                 head = part.head or ({"host": part.host} if part.host else None)
                 events.append({"rank": rank, "class": failures.NCCL_ERROR_RETURN.id, "cause": False,
@@ -842,6 +852,8 @@ def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> li
         peer = peers.get(e["rank"], peers.get(None)) if cls.id == "peer_closed" else None
         if peer and peer not in what:  # a wrapper's words name no peer; the rank's NCCL line does
             what += words.the_peer(peer)
+        if e.get("target"):
+            what += words.last_target(e["target"])
         if CUT in e["line"] and CUT not in what:  # warn_text's own cut hid the mark: say it was cut
             what += f" ... {CUT}]"
         cause = cls.cause

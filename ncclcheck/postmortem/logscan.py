@@ -148,7 +148,11 @@ _SPANS = tuple(lit[k:] for lit in _HEAD_LITERALS for k in range(1, len(lit)) if 
 FAST = not any(SEP.lower().strip() in lit or lit in SEP.lower() for lit in _HEAD_LITERALS)
 # a line holding none of these is read only for where it starts: no class, parser or table reads it, and (with no
 # ":" and not starting like a launcher prefix or a table rule) it is not a traceback's, ncclcheck's or a table's
-_PLAIN = literal_rx({*_HEAD_LITERALS, "nccl", "traceback", "error", "exception", "failed", "interrupt",
+# where a rank says it will connect: a name resolution failing after it names no host, this line does (torchelastic's
+# etcd rendezvous: "Rank %d will conenct to TCPStore server at %s:%d", its own spelling; c10d's "connect to [%s]:%d")
+_TARGET = re.compile(r"\b(?:connect|conenct)(?:ing)? to (?:the )?(?:TCPStore server at |host |server at |master at )?"
+                     r"\[?([A-Za-z][\w.-]{0,252})\]?:(\d{1,5})\b", re.IGNORECASE)
+_PLAIN = literal_rx({*_HEAD_LITERALS, "nccl", "traceback", "error", "exception", "failed", "interrupt", "conenct to",
                      *launcher.OWN_LITERALS, *launcher.STATES_WORLD, launcher.STATES_RAY})
 # a line holding one of these may show where the job got to (nccl/endings.py): read for that, never classified; a
 # training step's words (_STEP_RX) only until its source's first step
@@ -359,7 +363,8 @@ class Room:
 
 
 class _Source:
-    __slots__ = ("key", "first", "header", "nccl", "state", "tb", "frame", "counts", "follow", "host", "phase")
+    __slots__ = ("key", "first", "header", "nccl", "state", "tb", "frame", "counts", "follow", "host", "phase",
+                 "target")
 
     def __init__(self, key, first: int):
         self.key = key  # ("p", rank) a launcher prefix's, ("h", host, pid) an NCCL process's, None neither's
@@ -373,6 +378,7 @@ class _Source:
         self.follow = 0  # its next lines to keep (after a PreflightFailed line)
         self.host: Optional[str] = None  # the first host its lines' prefixes named (pdsh, a pod, Ray's ip)
         self.phase = endings.LAUNCHED  # the latest phase its lines show (nccl/endings.py)
+        self.target: Optional[tuple] = None  # (line number, "host:port") of the last address it said it connects to
 
 
 class _Head:
@@ -393,6 +399,7 @@ class RankPart:
     nccl: Optional[dict] = None
     head: Optional[dict] = None
     phase: int = 0  # the latest phase its lines show (nccl/endings.py PHASE_NAMES)
+    target: Optional[tuple] = None  # (line number, "host:port") of the last address its lines said they connect to
 
 
 _OVER = ("x",)  # the source of lines past MAX_SOURCES: no rank
@@ -841,6 +848,8 @@ class LogScan:
         src.host = src.host or phost
         if "NCCL" in rest:
             src.nccl = True
+        if ("onnect" in rest or "onenct" in rest) and (m := _TARGET.search(rest)) is not None:
+            src.target = (n, f"{m.group(1)}:{m.group(2)}")
         if rest and not plain:
             self._state(src).feed(rest, n)
         if rest:
@@ -989,6 +998,7 @@ class LogScan:
                 part.nccl = NcclDebugState.result([s.state for s in group if s.state is not None])
             part.host = next((s.host for s in sorted(group, key=lambda s: s.first) if s.host), None)
             part.phase = max(_phase_of(s) for s in group)
+            part.target = max((s.target for s in group if s.target is not None), default=None)
             heads = [s.header for s in group if s.header is not None]
             if heads:
                 part.head = dict(min(heads, key=lambda h: h[0])[1])

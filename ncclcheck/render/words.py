@@ -247,6 +247,10 @@ def no_timeout_of_its_own(alive: list) -> str:
     return "it reported no timeout of its own"
 
 
+def last_target(target: str) -> str:
+    return f" (the address its lines last said they would connect to: {target})"
+
+
 def timeout_too_short(ranks: str, coll: str, ms: int) -> str:
     return (f"{ranks} timed out in {coll} after the process group's timeout of {ms:,} ms (the watchdog lines): a "
             f"timeout that short fires before a collective can finish; the setting is the cause, not a hang")

@@ -376,3 +376,17 @@ def test_a_heap_corruption_abort_under_open_mpi_is_a_failure_whose_cause_is_not_
             "[gpu-07:186363] Signal: Aborted (6)\n[gpu-07:186363] Signal code:  (-6)\n")
     rc, root = root_of(tmp_path, text)
     assert rc == 1 and root.evidence["kind"] == "job_failed" and "heap corrupted" in root.summary
+
+
+def test_a_name_that_did_not_resolve_is_the_one_the_rank_last_said_it_would_connect_to(tmp_path):
+    # torchelastic's etcd rendezvous ("Rank %d will conenct to TCPStore server at %s:%d", its own spelling), then a
+    # resolution failure whose message names no host (pytorch/elastic#54's pod name)
+    text = ("INFO 2020-01-17 00:55:01,694 Using TCPStore for c10d::Store implementation\n"
+            "INFO 2020-01-17 00:55:01,702 Rank 1 will conenct to TCPStore server at pod-a:47279\n"
+            "Error: Rank -1 received an Exception. Detailed message: host not found: Name or service not known\n")
+    rc, root = root_of(tmp_path, text)
+    assert rc == 1 and root.evidence["kind"] == "name_not_resolved" and "pod-a:47279" in root.summary
+    # an address said only after the failure is not the one it tried
+    lines = text.splitlines(keepends=True)
+    rc, root = root_of(tmp_path, lines[0] + lines[2] + lines[1])
+    assert root.evidence["kind"] == "name_not_resolved" and "pod-a" not in root.summary

@@ -35,6 +35,7 @@ __all__ = ["FailureClass", "Either", "Then", "classify", "TABLE", "ROUTINE", "BY
 _PROGRAMS = (failures_nccl, failures_torch, failures_jobs)
 # Lines that are routine, not failures: checked before TABLE, so they never become a cause.
 ROUTINE = Either(*(p for m in _PROGRAMS for p in m.ROUTINE))
+CONNECT_RETRY = failures_nccl.CONNECT_RETRY  # NCCL's retried connect: routine, but a text may end inside them
 
 # NCCL's result for a system call that failed (ncclSystemError: "unhandled system error"), as torch's wrapper and
 # nccl-tests report it: which call, and why, is NCCL's WARN (/dev/shm, memlock, a socket, systemd RemoveIPC)

@@ -290,8 +290,8 @@ ROUTINE = (
        r"Failed to find ncclNetPlugin|Loaded net plugin)|Could not find: libnccl-\w{1,16}\.so|"
        r"Could not get speed from /sys/class/net|dlvsym failed on|Unable to load libnccl-net"),
     rx(r"Failed to initialize NET plugin IB|NET/IB\s*:\s*No device found"),
-    Then(r"Call to connect returned ", r"retrying"),
+    CONNECT_RETRY := Then(r"Call to connect returned ", r"retrying"),
     Then(r"socketPollConnect", r"retrying"),
 )
 
-__all__ = ["ROWS", "ROUTINE", "CAUSE", "CONSEQUENCE"]
+__all__ = ["ROWS", "ROUTINE", "CONNECT_RETRY", "CAUSE", "CONSEQUENCE"]

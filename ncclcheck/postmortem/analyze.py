@@ -249,6 +249,16 @@ def _logs(inp: Inputs) -> tuple:
                 hosts[rank] = part.head
             elif part.host is not None:
                 hosts[rank] = {"host": part.host, "local_rank": None}
+        if (retrying := log.ends_retrying) is not None:  # the text stops inside NCCL's retries of one connect
+            count, line = retrying
+            cls = failures.classify(line.replace(", retrying", ""))  # what the connect got: refused, unreachable
+            head = nccl_header(line)
+            if cls is not None:
+                # what refused it, or why nothing listens, the text does not say: a failure, not its cause
+                events.append({"rank": None, "class": cls.id, "cause": False, "line": line, "named": [],
+                               "about": [], "source": log.path, "order": (log.path, log.retries[0]),
+                               "host": head["host"] if head else None, "seq": None, "raised": False, "nccl": False,
+                               "retries": count})
         for r, ip in log.ray.values():  # Ray Train's table says each rank's node
             hosts.setdefault(r, {"host": ip, "local_rank": None})
     for e in inp.error_files:
@@ -854,9 +864,11 @@ def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> li
             what += words.the_peer(peer)
         if e.get("target"):
             what += words.last_target(e["target"])
+        if e.get("retries"):
+            what += words.ends_retrying(e["retries"])
         if CUT in e["line"] and CUT not in what:  # warn_text's own cut hid the mark: say it was cut
             what += f" ... {CUT}]"
-        cause = cls.cause
+        cause = cls.cause and not e.get("retries")  # a connect retried to the text's end: why, it does not say
         if i in wraps:
             said = events[wraps[i]]
             cause = False

@@ -297,7 +297,10 @@ def _skip_for_time(scan: LogScan, f, size: int, got: int, took: float, deadline:
     left = size - f.tell()
     if left <= MIN_TAIL_BYTES:
         return
-    can = max(MIN_TAIL_BYTES, int(got / max(took, 1e-6) * (deadline - time.monotonic())))
+    spare = deadline - time.monotonic()
+    if took <= 0 or got <= 0:
+        return  # no rate measured yet
+    can = max(MIN_TAIL_BYTES, min(left, int(got / took * spare))) if spare > 0 else MIN_TAIL_BYTES
     if can < left:
         scan.timed = True
         scan.gap(left - can)

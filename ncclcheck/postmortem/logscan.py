@@ -225,6 +225,8 @@ class _Template:
         self.state = state  # the full way gives its source NCCL's parser state (empty: its words hold nothing)
 
 
+RETRIES_AT_END = 3  # NCCL's connect retries a text must end inside to stop there (one or two are routine)
+RETRY_GAP = 2  # lines of other ranks (or blank) a run of retries may have between two of its lines
 RUN_KEY = 16  # characters of a line's start its run key keeps as they are ("[rank12345]:", "[1,1234]<stderr>:")
 MIN_RUN = 64  # a chunk of fewer lines is read one line at a time
 _RUN_HEAD = itemgetter(slice(RUN_KEY))  # a line's run key's start (a map of it is faster than a comprehension)
@@ -430,6 +432,9 @@ class LogScan:
         self._last_known = 0  # the last line with a rank prefix
         self.program_seen = False  # a line from torch, NCCL, gloo, CUDA, a launcher or a scheduler (endings.PROGRAM)
         self.ended: Optional[tuple] = None  # (line number, sign id, line) of the first line showing the job ended well
+        # (first line number, last, count, line) of the last run of NCCL's connect retries ("Call to connect returned
+        # Connection refused, retrying"): routine where the text goes on, the stop where it ends inside them
+        self.retries: Optional[tuple] = None
         self.steps_at = 0  # the last line of a training step with no source (a loop's own print)
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._carry, self._over, self._cr, self._drop_partial = "", 0, False, False
@@ -747,8 +752,8 @@ class LogScan:
                 self._shapes.clear()
             self._shapes[key] = shape
         slow, table, rank, feed, via = shape
-        if slow or (table and failures.classify(msg)):
-            out = SLOW
+        if slow or (table and failures.classify(msg)) or ("retrying" in msg and failures.CONNECT_RETRY.search(msg)):
+            out = SLOW  # a connect retry too: where the text ends inside them, they are its stop (ends_retrying)
         else:
             via = via_of(msg) if via else None
             out = (False, rank, feed, via) if rank or feed or via else QUIET
@@ -818,6 +823,10 @@ class LogScan:
             self.nccl_seen = True
         # without a prefix, rest is the raw line; a launcher's record line is read by launcher.py, not classified
         cls = None if plain or launcher.record_line(rest) else failures.classify(rest)
+        if cls is None and "retrying" in rest and failures.CONNECT_RETRY.search(rest):
+            r = self.retries
+            self.retries = ((r[0], n, r[2] + 1, r[3]) if r is not None and r[1] >= n - RETRY_GAP else
+                            (n, n, 1, clip(rest.strip(), 400)))
         if prank is not None:
             self._last_known = n
         # a failure row is a program's own message (torch's "The server socket has failed to listen ...")
@@ -1018,6 +1027,15 @@ class LogScan:
     def end(self) -> Optional[tuple]:
         """(line number, sign id, line) of the first line that shows the job ended well, or None."""
         return self.ended
+
+    @property
+    def ends_retrying(self) -> Optional[tuple]:
+        """(count, line) when the text ends inside a run of NCCL's connect retries (at least RETRIES_AT_END of them, the
+        text's last line one) and shows no end: the stop is at that connect (any line after may be its success)."""
+        r = self.retries
+        if r is None or r[2] < RETRIES_AT_END or r[1] != self.lines or self.ended is not None:
+            return None
+        return r[2], r[3]
 
     def note(self) -> str:
         """What the reading bounded, said in the report ("" when nothing)."""

@@ -247,6 +247,10 @@ def no_timeout_of_its_own(alive: list) -> str:
     return "it reported no timeout of its own"
 
 
+def ends_retrying(count: int) -> str:
+    return f", retried {count} times where the text ends: the connect never succeeded"
+
+
 def last_target(target: str) -> str:
     return f" (the address its lines last said they would connect to: {target})"
 

@@ -46,7 +46,8 @@ ROWS = (
                        + num("9") + r"|died with <Signals\.SIGKILL: " + num("9") + r">|signal " + num("9")
                        + r" \(Killed\)|Signals\.SIGKILL|is killed by signal: Killed|return code -" + num("9")
                        + r"|exited on signal " + num("9") + r"|task \d{1,7}: Killed|"
-                       r"Killed\s{1,8}(?:python|torchrun|\S{0,200}\.py)"),
+                       # torch.multiprocessing.spawn's ProcessExitedException: "process %d terminated with signal %s"
+                       r"terminated with signal SIGKILL\b|Killed\s{1,8}(?:python|torchrun|\S{0,200}\.py)"),
           "a process was killed by SIGKILL with no error of its own: most often the host's out-of-memory killer (or "
           "an operator, the scheduler, a watchdog of the cluster)",
           "on its host `dmesg -T | grep -i -e oom -e killed` (the OOM killer names the process), the scheduler's log "
@@ -101,8 +102,11 @@ ROWS = (
     # down workers", the signal as a number or as Signals.SIGHUP): SIGHUP is the terminal or ssh session that started
     # it going away (nohup without setsid, a closed laptop); SIGTERM a scheduler (time limit, preemption, scancel) or
     # an operator (kill, kubectl delete); SIGINT Ctrl-C (the interrupted row)
+    # torchrun's agent passes the signal it received on to its workers ("Sending process %s closing signal %s"): SIGHUP
+    # there is the one it got
     cause("hangup", rx(r"got signal: " + num("1") + r"(?!\d)|Received " + num("1") + r" death signal|"
-                       r"Received Signals\.SIGHUP death signal|signal=Signals\.SIGHUP|SIGHUP received"),
+                       r"Received Signals\.SIGHUP death signal|signal=Signals\.SIGHUP|SIGHUP received|"
+                       r"closing signal SIGHUP\b"),
           "the launcher was sent SIGHUP: the terminal or ssh session that started it went away, and the job went "
           "with it (nothing failed in the job itself)",
           "run the launcher where a closed terminal cannot stop it: tmux or screen, `sbatch`, or `setsid nohup ... &` "

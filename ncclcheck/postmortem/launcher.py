@@ -270,9 +270,11 @@ def ray_pid(line: str) -> Optional[int]:
 def record_line(line: str) -> bool:
     """Is this line (its launcher prefix removed) one a launcher's failure record is read from (torchrun's table,
     srun's task report, mpirun's notice, the agent's stop)? Its words are that record's, not a log event of their own:
-    read as both, one SIGKILL was two causes."""
+    read as both, one SIGKILL was two causes. The agent's SIGHUP to its workers is also its own word that it got one
+    (it passes on the signal it received): that line is classified too (nccl/failures_jobs.py "hangup")."""
+    closing = _CLOSING.search(line)
     return (is_table_row(line) or _SRUN.search(line) is not None or _MPI_SIGNAL.search(line) is not None
-            or _CLOSING.search(line) is not None or _FORCED.search(line) is not None)
+            or (closing is not None and closing.group(2) != "SIGHUP") or _FORCED.search(line) is not None)
 
 
 def is_failure_table(text: str) -> bool:

@@ -85,7 +85,9 @@ _TESTS_ROW = re.compile(r"^\s{0,16}\d{1,14}\s{1,16}\d{1,14}\s{1,16}[a-z][a-z0-9_
 WRAP_MIN = 60
 _STARTS_ITS_OWN = re.compile(r"[\w.-]{1,255}:\d{1,10}:\d{1,10} \[\d|\s*(?:Traceback|File \"|frame #|During handling)|"
                              r"[=-]{3}|\s*\[\d{1,7}\]:|[A-Za-z_][\w.]{0,200}(?:Error|Exception|Warning)\b|"
-                             r"\[[IWEF]\d{0,4}[ \]]|[IWEF]\d{4} |\S{1,40}: (?:error|warning)")
+                             r"\[[IWEF]\d{0,4}[ \]]|[IWEF]\d{4} |\S{1,40}: (?:error|warning)|"
+                             # Python logging's default format ("WARNING:torch.distributed.elastic...:message")
+                             r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]{1,200}:")
 
 
 def wraps(rest: str, raw: str, cls) -> bool:

@@ -409,3 +409,23 @@ def test_a_text_that_ends_inside_nccls_connect_retries_stops_at_that_connect(tmp
         assert root.evidence["kind"] == kind and rc == (1 if kind == "job_failed" else 0), root.summary
     if kind == "job_failed":
         assert "retried 5 times where the text ends" in root.summary
+
+
+def test_a_spawned_process_sigkill_ended_is_a_kill(tmp_path):
+    # torch/multiprocessing/spawn.py: ProcessExitedException("process %d terminated with signal %s") (YOLOX#76)
+    text = ("Traceback (most recent call last):\n  File \"tools/train.py\", line 113, in <module>\n    launch(\n"
+            "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal SIGKILL\n")
+    rc, root = root_of(tmp_path, text)
+    assert rc == 1 and root.evidence["kind"] == "killed", root.summary
+
+
+def test_the_agent_passing_on_sighup_says_it_got_one(tmp_path):
+    # torch/distributed/elastic/multiprocessing/api.py: "Sending process %s closing signal %s" with the signal the
+    # agent received; Python logging's default "LEVEL:logger:message" starts a record of its own, never a wrap's rest
+    # (ultralytics#918: a tqdm bar's line before it)
+    bar = "     39/100      13.9G      2.252      3.897      2.851      1.791         48        768:  43%| 496/1155 [05:07<06:48,  1.61it/s]"
+    text = (f"Epoch    GPU_mem   box_loss   seg_loss   cls_loss   dfl_loss  Instances       Size\n{bar}\n"
+            + "".join(f"WARNING:torch.distributed.elastic.multiprocessing.api:Sending process {p} closing signal SIGHUP\n"
+                      for p in (4193, 4194)))
+    rc, root = root_of(tmp_path, text)
+    assert rc == 1 and root.evidence["kind"] == "hangup", root.summary

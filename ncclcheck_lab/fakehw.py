@@ -45,9 +45,40 @@ def gpu_spec(i: int, bus: str) -> dict:
         "utilization": 0, "memory_used": 0, "processes": [],
         "pcie": {"gen": 5, "max_gen": 5, "width": 16, "max_width": 16, "replay": [0, 0],
                  "sysfs_speed": "32.0 GT/s PCIe", "sysfs_max_speed": "32.0 GT/s PCIe", "aer": [0, 0, 0]},
-        "fabric": {"state": 3, "status": 0},
+        "fabric": healthy_fabric(),
         "nvlink": {"count": 18, "down": [], "speed": H100_LINK_MBPS, "errors": {}},
     }
+
+
+# A trained fabric's health as a healthy HGX on R580 reports it (tests/data/hwnodes/h200-hgx-r580-healthy: Summary
+# Healthy, Bandwidth Full, the route and timeout flags False, Incorrect Configuration None, Partition Assigned N/A)
+HEALTHY_ITEMS = {"bandwidth": "full", "route_recovery_in_progress": False, "route_unhealthy": False,
+                 "access_timeout_recovery": False, "incorrect_configuration": "none", "partition_assigned": None}
+ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+
+
+def health_mask(**items: Any) -> int:
+    """NVML's healthMask for fabric health items (facts/fabrichealth.py's facts, HEALTHY_ITEMS by default)."""
+    from ncclcheck.facts.fabrichealth import ITEMS
+
+    want = {**HEALTHY_ITEMS, **items}
+    mask = 0
+    for key, shift, _width, values, _label in ITEMS:
+        code = next((c for c, v in values.items() if v == want.get(key)), 0)
+        mask |= code << shift
+    return mask
+
+
+def healthy_fabric(clique_id: int = 0, cluster_uuid: str = ZERO_UUID, **items: Any) -> dict:
+    """A GPU trained into its fabric (state Completed, status Success), its health Healthy unless items say
+    otherwise: a single HGX node is clique 0 of the all-zero cluster (h200-hgx-r580-healthy); a multi-node NVLink
+    tray names its clique and cluster (b200-hgx-r580-healthy: 32766 and a cluster UUID). `summary` 1 Healthy, 2
+    Unhealthy, 3 Limited Capacity (NVML_GPU_FABRIC_HEALTH_SUMMARY_*); `api` the newest struct the driver knows (3:
+    nvmlDeviceGetGpuFabricInfoV with health summary, 2: with the mask only, 1: the legacy call only)."""
+    summary = items.pop("summary", 1)
+    api = items.pop("api", 3)
+    return {"state": 3, "status": 0, "clique_id": clique_id, "cluster_uuid": cluster_uuid,
+            "health_mask": health_mask(**items), "health_summary": summary, "api": api}
 
 
 def node_spec(gpus: int = 8, nvswitches: int = 4, ib_ports: int = 8, hostname: str = "gpu-node-1") -> dict:
@@ -69,14 +100,16 @@ def node_spec(gpus: int = 8, nvswitches: int = 4, ib_ports: int = 8, hostname: s
 # ---------------------------------------------------------------------------------------------------- fake NVML
 class NVMLError(Exception):
     def __init__(self, value: int) -> None:
-        super().__init__({3: "Not Supported", 2: "Invalid Argument", 15: "GPU is lost", 16: "GPU requires reset",
+        super().__init__({3: "Not Supported", 2: "Invalid Argument", 13: "Function Not Found",
+                          25: "Argument Version Mismatch", 15: "GPU is lost", 16: "GPU requires reset",
                           999: "Unknown Error"}.get(value, f"error {value}"))
         self.value = value
 
 
 # A GPU's `state` in a spec: how NVML fails every question about it (its handle still given), and how nvidia-smi
 # prints each of its values; "lost": no handle at all (NVML_ERROR_GPU_IS_LOST), nvidia-smi's "Unable to determine
-# the device handle" line. `probe_failed`: on the PCI bus, never counted by the driver.
+# the device handle" line. `probe_failed`: on the PCI bus, never counted by the driver; with `bound` the nvidia
+# driver is bound to it all the same (its probe passed, its initialisation failed: "RmInitAdapter failed!").
 STATE_CODES = {"requires reset": 16, "unknown error": 999}
 STATE_TEXT = {"requires reset": "[GPU requires reset]", "unknown error": "[Unknown Error]"}
 
@@ -88,8 +121,27 @@ class _FieldValue:
         self.value = type("V", (), {"uiVal": val, "ullVal": val})()
 
 
-class _FabricInfo(ctypes.Structure):
-    _fields_ = [("state", ctypes.c_uint), ("status", ctypes.c_uint)]
+class _FabricInfo(ctypes.Structure):  # pynvml's c_nvmlGpuFabricInfo_t, for nvmlDeviceGetGpuFabricInfo
+    _fields_ = [("clusterUuid", ctypes.c_uint8 * 16), ("status", ctypes.c_uint), ("cliqueId", ctypes.c_uint32),
+                ("state", ctypes.c_uint)]
+
+
+_FABRIC_V2 = [("version", ctypes.c_uint), ("clusterUuid", ctypes.c_uint8 * 16), ("status", ctypes.c_uint),
+              ("cliqueId", ctypes.c_uint32), ("state", ctypes.c_uint), ("healthMask", ctypes.c_uint32)]
+
+
+class _FabricInfoV2(ctypes.Structure):  # pynvml's c_nvmlGpuFabricInfo_v2_t (= c_nvmlGpuFabricInfoV_t)
+    _fields_ = _FABRIC_V2
+
+    def __init__(self) -> None:
+        super().__init__(version=0x02000024)  # nvmlGpuFabricInfo_v2
+
+
+class _FabricInfoV3(ctypes.Structure):  # pynvml's c_nvmlGpuFabricInfo_v3_t
+    _fields_ = _FABRIC_V2 + [("healthSummary", ctypes.c_uint8)]
+
+    def __init__(self) -> None:
+        super().__init__(version=0x3000028)  # nvmlGpuFabricInfo_v3
 
 
 class FakeNvml:
@@ -106,6 +158,8 @@ class FakeNvml:
     NVML_NVLINK_ERROR_DL_CRC_FLIT, NVML_NVLINK_ERROR_DL_CRC_DATA = 2, 3
     NVMLError = NVMLError
     c_nvmlGpuFabricInfo_t = _FabricInfo
+    c_nvmlGpuFabricInfo_v2_t = c_nvmlGpuFabricInfoV_t = _FabricInfoV2
+    c_nvmlGpuFabricInfo_v3_t = _FabricInfoV3
 
     def __init__(self, spec: dict) -> None:
         self.spec = spec
@@ -213,6 +267,26 @@ class FakeNvml:
         f = self._v(self._g(h)["fabric"])
         info = ref._obj
         info.state, info.status = f["state"], f["status"]
+        info.cliqueId = f.get("clique_id") or 0
+        info.clusterUuid[:] = list(bytes.fromhex((f.get("cluster_uuid") or ZERO_UUID).replace("-", "")))
+        return 0
+
+    def nvmlDeviceGetGpuFabricInfoV(self, h: int, ref: Any) -> int:
+        """The versioned call: NVML_ERROR_FUNCTION_NOT_FOUND from a driver without it, ARGUMENT_VERSION_MISMATCH for
+        a struct newer than the driver knows (the spec's `api`)."""
+        f = self._v(self._g(h)["fabric"])
+        info = ref._obj
+        api = f.get("api", 3)
+        if api < 2:
+            raise NVMLError(13)
+        if info.version >> 24 > api:
+            raise NVMLError(25)
+        info.state, info.status = f["state"], f["status"]
+        info.cliqueId = f.get("clique_id") or 0
+        info.clusterUuid[:] = list(bytes.fromhex((f.get("cluster_uuid") or ZERO_UUID).replace("-", "")))
+        info.healthMask = f.get("health_mask") or 0
+        if hasattr(info, "healthSummary"):
+            info.healthSummary = f.get("health_summary") or 0
         return 0
 
     def nvmlDeviceGetFieldValues(self, h: int, fields: list) -> list:
@@ -311,6 +385,29 @@ def _smi_value(g: dict, name: str) -> str:
 RECOVERY_TEXT = {0: "None", 1: "Reset", 2: "Reboot", 3: "Drain P2P", 4: "Drain and Reset", 5: "Recover IMEX Domain",
                  6: "Bus Reset", 7: "System Reboot"}
 FABRIC_TEXT = {0: "N/A", 1: "Not Started", 2: "In Progress", 3: "Completed"}
+# How R570+/R580 print the fabric health (tests/data/hwnodes/FORMATS.md); an incorrect configuration's printed words
+# were not seen: NVML's constant names (facts/fabrichealth.py) stand in, and the reader keeps any word but None.
+HEALTH_SUMMARY_TEXT = {0: "N/A", 1: "Healthy", 2: "Unhealthy", 3: "Limited Capacity"}
+
+
+def _health_lines(f: Any, v: Any) -> list:
+    """The Fabric block's CliqueId, ClusterUUID and Health lines for the spec's fabric (N/A where not reported)."""
+    from ncclcheck.facts.fabrichealth import ITEMS
+
+    done = isinstance(f, dict) and f.get("state") == 3
+    known = isinstance(f, dict) and f.get("api", 3) >= 2
+    mask = (f.get("health_mask") or 0) if known else 0
+    summary = (f.get("health_summary") or 0) if known and f.get("api", 3) >= 3 else 0
+    L = [_q_line(2, "CliqueId", v(f.get("clique_id", 0) if done else "N/A")),
+         _q_line(2, "ClusterUUID", v(f.get("cluster_uuid") or ZERO_UUID if done else "N/A")), _q_line(2, "Health"),
+         _q_line(3, "Summary", v(HEALTH_SUMMARY_TEXT.get(summary, "N/A")))]
+    for key, shift, width, values, label in ITEMS:
+        got = values.get((mask >> shift) & width)
+        text = ("N/A" if got is None else str(got) if isinstance(got, bool) else
+                "None" if got == "none" else got.title() if key == "bandwidth" else got)
+        L.append(_q_line(3, {"route recovery in progress": "Route Recovery in progress"}.get(label, label.title()),
+                         v(text)))
+    return L
 CLOCK_NAMES = (("Idle", 0x1), ("Applications Clocks Setting", 0x2), ("SW Power Cap", 0x4), ("HW Slowdown", 0x8),
                ("HW Thermal Slowdown", 0x40), ("HW Power Brake Slowdown", 0x80), ("Sync Boost", 0x10),
                ("SW Thermal Slowdown", 0x20), ("Display Clock Setting", 0x100))
@@ -377,6 +474,7 @@ def _q_gpu(g: dict) -> str:
           _q_line(2, "State", v("N/A" if f in (None, NS) else FABRIC_TEXT.get(f["state"], "N/A"))),
           _q_line(2, "Status", v("N/A" if f in (None, NS) or f["state"] == 0 else
                                  ("Success" if f["status"] == 0 else f"Failure ({f['status']})")))]
+    L += _health_lines(f if isinstance(f, dict) else {}, v)
     procs = g["processes"]
     if procs in (None, NS) or bad:
         L.append(_q_line(1, "Processes", v("N/A")))
@@ -407,6 +505,25 @@ def render_q(spec: dict) -> tuple:
             continue
         out.append(_q_gpu(g))
     return "".join(out), rc
+
+
+def render_q_one(spec: dict, ident: str) -> tuple:
+    """(text, exit code) of `nvidia-smi -q -i ident` (an index or a PCI bus id): the same header, this GPU's block;
+    a lost one's line and exit 15; exit 6 (nvidia-smi(1): "A query to find an object was unsuccessful") for a GPU the
+    driver does not count."""
+    from ncclcheck.facts.nvml import normal_bus_id
+
+    counted = [g for g in spec["gpus"] if not g.get("probe_failed")]
+    bus = normal_bus_id(ident)
+    g = next((x for k, x in enumerate(counted) if (bus and x["bus_id"] == bus) or ident == str(k)), None)
+    if g is None:
+        return "", 6
+    head = ["\n==============NVSMI LOG==============\n\n", _q_line(0, "Driver Version", DRIVER),
+            _q_line(0, "CUDA Version", "13.0"), "\n", _q_line(0, "Attached GPUs", len(counted))]
+    if g.get("lost") or g.get("state") == "lost":
+        return (f"Unable to determine the device handle for GPU 0000{g['bus_id'].upper()}: GPU is lost.  "
+                "Reboot the system to recover this GPU\n"), 15
+    return "".join(head) + _q_gpu(g), 0
 
 
 def _nvlink_blocks(spec: dict):
@@ -479,6 +596,11 @@ def smi_answer(spec: dict, argv: list) -> str:
         text, rc = render_q(spec)
         if rc:
             raise CommandFailed(f"nvidia-smi exited {rc}", text, rc)
+        return text
+    if args[:2] == ["-q", "-i"] and len(args) == 3:
+        text, rc = render_q_one(spec, args[2])
+        if rc:
+            raise CommandFailed(f"nvidia-smi exited {rc}" + ("" if text else ": No devices were found"), text, rc)
         return text
     if args == ["nvlink", "-s"]:
         return render_nvlink_status(spec)
@@ -681,7 +803,7 @@ def write_tree(root: Path, spec: dict) -> Path:
                            ("current_link_width", pcie["width"]), ("max_link_width", pcie["max_width"])):
             (d / name).write_text(f"{text}\n")
         write_aer(root, spec, idx)
-        if not g.get("probe_failed"):  # the nvidia driver bound it (a GPU that failed at probe has no driver)
+        if not g.get("probe_failed") or g.get("bound"):  # the nvidia driver bound it (one failed at probe has none)
             drv = root / "sys/bus/pci/drivers/nvidia"
             _link(root, f"sys/bus/pci/drivers/nvidia/{g['bus_id']}", os.path.relpath(d, drv))
             _link(root, os.path.relpath(d / "driver", root), os.path.relpath(drv, d))
@@ -827,4 +949,4 @@ def faulty(spec: dict, **changes: Any) -> dict:
 __all__ = ["NS", "SMI_READS", "STATE_CODES", "ZERO_COUNTERS", "ZERO_HW_COUNTERS", "FakeNvml", "NVMLError", "env_for",
            "faulty", "gpu_spec", "ib_counters", "ib_hca", "ib_port", "install", "kernel", "kmsg_line",
            "mlx5_core_version", "node_spec", "nvidia_module", "pci_function", "peermem", "render_nvlink_errors",
-           "render_nvlink_status", "render_q", "smi_answer", "write_aer", "write_tree", "xid_line"]
+           "render_nvlink_status", "render_q", "render_q_one", "smi_answer", "write_aer", "write_tree", "xid_line"]

@@ -194,6 +194,24 @@ def _nvml_value(g: dict, key: str, value: Any) -> Any:
     return fakehw.NS if value is None else value
 
 
+# NVML_GPU_FABRIC_HEALTH_SUMMARY_* by the fact's word; a printed summary NVML has no code for is not an answer it gives
+SUMMARY_CODES = {"healthy": 1, "unhealthy": 2, "limited_capacity": 3}
+
+
+def _nvml_fabric(fab: dict) -> dict:
+    """The fabric's answer as nvmlDeviceGetGpuFabricInfoV gives it: state, status, clique, cluster and the health
+    mask and summary of the printed Health block (none printed: a driver that answers the legacy call only)."""
+    h = fab.get("health")
+    out = {"state": FABRIC_CODES.get(fab["state"], 0), "status": 0 if fab.get("status") == "success" else 1,
+           "clique_id": fab.get("clique_id") or 0, "cluster_uuid": fab.get("cluster_uuid") or fakehw.ZERO_UUID,
+           "api": 1}
+    if isinstance(h, dict):
+        items = {k: h.get(k) for k in fakehw.HEALTHY_ITEMS}
+        out.update(health_mask=fakehw.health_mask(**items), health_summary=SUMMARY_CODES.get(h.get("summary"), 0),
+                   api=3)
+    return out
+
+
 def nvml_spec(node: dict) -> dict:
     """The node as NVML answers it (fakehw's spec), written from its nvidia-smi texts by NVML's conventions."""
     from ncclcheck.facts import smilink, smiq
@@ -238,8 +256,7 @@ def nvml_spec(node: dict) -> dict:
                                      [{"pid": p["pid"], "used": p.get("used_bytes")} for p in g["processes"]]),
             "pcie": {**{k: _nvml_value(g, "pcie", v) for k, v in g["pcie_nvml"].items()}, "replay": [0, 0],
                      "aer": [0, 0, 0], "sysfs_speed": "", "sysfs_max_speed": ""},
-            "fabric": _nvml_value(g, "fabric", None if fab is None else {
-                "state": FABRIC_CODES.get(fab["state"], 0), "status": 0 if fab.get("status") == "success" else 1}),
+            "fabric": _nvml_value(g, "fabric", None if fab is None else _nvml_fabric(fab)),
             "nvlink": {"count": count, "down": down, "speed": speeds[0] if speeds else fakehw.H100_LINK_MBPS,
                        "errors": {}},
             **({"state": whole} if whole else {}),
@@ -256,6 +273,34 @@ def nvml_spec(node: dict) -> dict:
 
 
 # -------------------------------------------------------------------------------------------------------- judge
+PROCESSES_PAST_THE_CAP = 2000  # a GPU's processes listed: 8 GPUs print 5.7 MiB of -q (fakehw's 6 lines each)
+
+
+def many_processes(spec: dict, gpus, n: int = PROCESSES_PAST_THE_CAP) -> dict:
+    """The node with n compute processes listed on each of `gpus` (GPUs time-sliced between many pods): its
+    `nvidia-smi -q` passes the cap on one answer."""
+    for i in gpus:
+        spec["gpus"][i]["processes"] = [{"pid": 100000 + i * n + k, "used": 64 << 20} for k in range(n)]
+    return spec
+
+
+def capped(run):
+    """nvidia-smi's answers cut at their cap as facts/util.run_cmd cuts them (an Output whose `cut` says so)."""
+    from ncclcheck.facts import smi
+    from ncclcheck.facts.util import Output
+
+    def ask(argv, timeout_s):
+        text = run(argv, timeout_s)
+        limit = smi.limit_of(argv)
+        if len(text) <= limit:
+            return text
+        out = Output(text[:limit])
+        out.cut = len(text) - limit
+        return out
+
+    return ask
+
+
 def staged_nodes() -> list:
     """Nodes of fakehw's HGX H100 (its `nvidia-smi -q` in driver 580's layout, tests/data/nvml), healthy and with
     one staged fault each: the classes the posted corpus holds few of, each with the finding it must give."""
@@ -267,6 +312,11 @@ def staged_nodes() -> list:
 
     x79 = fakehw.node_spec()
     x79["kernel_log"].append((3600.0, fakehw.xid_line(gpu(0), 79, "GPU has fallen off the bus.")))
+    # bound by the nvidia driver (its probe passed), then "RmInitAdapter failed!" (osinit.c, the line of
+    # NVIDIA/nvtrust#124), not counted: failed initialisation, not "failed at probe" (issue 76)
+    rminit = fakehw.faulty(fakehw.node_spec(), gpu=6, probe_failed=True, bound=True)
+    rminit["kernel_log"] += [(38.2, "NVRM: RmInitAdapter: osInitNvMapping failed, bailing out of RmInitAdapter"),
+                             (38.3, f"NVRM: GPU {gpu(6)}: RmInitAdapter failed! (0x22:0x3f:744)")]
     plan = [
         ("healthy", fakehw.node_spec(), []),
         ("row-remap-pending", fakehw.faulty(fakehw.node_spec(), gpu=3, remapped_rows=[0, 0, True, False]),
@@ -295,8 +345,14 @@ def staged_nodes() -> list:
         ("probe-failed", fakehw.faulty(fakehw.node_spec(), gpu=7, probe_failed=True),
          [f("gpu.readable", 7, "reboot"), f("health.gpus", None, "reboot")]),
         ("xid79", x79, [f("gpu.xid", 0, "reboot")]),
+        ("rminit-failed", rminit,
+         [f("gpu.readable", 6, "reboot"), f("gpu.xid", 6, "reboot"), f("health.gpus", None, "reboot")]),
         ("persistence-off", fakehw.faulty(fakehw.node_spec(), gpu=2, persistence=False),
          [f("gpu.persistence", 2, "monitor")]),
+        # nvidia-smi -q past its cap (facts/smi.py Q_OUTPUT_BYTES): the GPUs after the cut read one by one
+        ("q-cut-many-processes", many_processes(fakehw.node_spec(), range(8)), []),
+        ("q-cut-probe-failed", fakehw.faulty(many_processes(fakehw.node_spec(), range(7)), gpu=7, probe_failed=True),
+         [f("gpu.readable", 7, "reboot"), f("health.gpus", None, "reboot")]),
     ]
     out = []
     for name, spec, expect in plan:
@@ -305,7 +361,45 @@ def staged_nodes() -> list:
                 e["bus_id"] = None
         out.append({"name": f"staged-h100-hgx-r580-{name}", "spec": spec,
                     "expect": {"healthy": not expect, "findings": expect}})
-    return out
+    return out + gb200_staged()
+
+
+GB200_CLUSTER = "1a7e4d52-5013-4c1b-9e8f-5acb7d444ec0"  # a cluster UUID in the layout R580 prints (b200 captures)
+
+
+def gb200_tray(gpus: int = 4) -> dict:
+    """A GB200 NVL72 compute tray as fakehw stages it: 4 GPUs, no NVSwitch on its PCI bus (the switches are in the
+    rack's switch trays), each GPU trained into clique 32766 of one cluster, fabric health Healthy."""
+    spec = fakehw.node_spec(gpus=gpus, nvswitches=0, ib_ports=gpus, hostname="gb200-tray-1")
+    for g in spec["gpus"]:
+        g["name"] = "NVIDIA GB200"
+        g["fabric"] = fakehw.healthy_fabric(32766, GB200_CLUSTER)
+    return spec
+
+
+def gb200_fabric(gpu: int, **health) -> dict:
+    """The tray with one GPU's fabric Completed / Success and its health as given (facts/fabrichealth.py's items,
+    `summary` NVML's code, `api` the newest fabric struct its driver knows)."""
+    return fakehw.faulty(gb200_tray(), gpu=gpu, fabric=fakehw.healthy_fabric(32766, GB200_CLUSTER, **health))
+
+
+def gb200_staged() -> list:
+    """GB200 trays whose fabric is trained (Completed, Success) and whose health says otherwise (issue 76): through
+    NVML's versioned fabric call and `nvidia-smi -q`'s Fabric / Health block each."""
+    def f(i: int, action: str) -> dict:
+        return {"check": "gpu.fabric", "gpu_index": i, "bus_id": gb200_tray()["gpus"][i]["bus_id"], "action": action}
+
+    plan = [("healthy", gb200_tray(), []),
+            ("fabric-unhealthy-route", gb200_fabric(2, summary=2, route_unhealthy=True), [f(2, "reboot")]),
+            ("fabric-unhealthy-config", gb200_fabric(1, summary=2, incorrect_configuration="insufficient NVLinks"),
+             [f(1, "isolate the node")]),
+            ("fabric-limited-capacity", gb200_fabric(3, summary=3, bandwidth="degraded"), [f(3, "monitor")]),
+            ("fabric-mask-only-route-unhealthy", gb200_fabric(0, summary=0, api=2, route_unhealthy=True),
+             [f(0, "reboot")]),
+            ("fabric-legacy-call-healthy", gb200_fabric(0, api=1), [])]
+    return [{"name": f"staged-gb200-tray-r580-{name}", "spec": spec,
+             "expect": {"healthy": not expect or all(e["action"] == "monitor" for e in expect), "findings": expect}}
+            for name, spec, expect in plan]
 
 
 def judge(root: Path, node: dict, source: str) -> dict:
@@ -321,7 +415,7 @@ def judge(root: Path, node: dict, source: str) -> dict:
     if spec is not None:
         fakehw.write_tree(Path(root), spec)
         env = fakehw.env_for(Path(root))
-        run = (lambda argv, _t: fakehw.smi_answer(spec, argv))  # noqa: E731
+        run = capped(lambda argv, _t: fakehw.smi_answer(spec, argv))
         nv_answers, expected = spec, len(spec["gpus"])
     else:
         env = write_tree(Path(root), node)
@@ -399,5 +493,5 @@ def outcome(verdict: dict) -> dict:
     return {c["id"]: (c["status"], (c.get("evidence") or {}).get("action")) for c in verdict["results"]}
 
 
-__all__ = ["CORPUS", "judge", "load", "nodes", "nvml_spec", "outcome", "score", "smi_runner", "staged_nodes",
-           "write_tree"]
+__all__ = ["CORPUS", "gb200_fabric", "gb200_staged", "gb200_tray", "judge", "load", "nodes", "nvml_spec", "outcome",
+           "score", "smi_runner", "staged_nodes", "write_tree"]

@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional
 
 from ..facts import nvml as nv_
 from ..facts.gpuhealth import READS, read_of
-from ..model import CheckResult, skipped
+from ..model import CheckResult, skipped, warned
 from . import hwaction as hw
 from . import xid as xids
 from .hwaction import ISOLATE, MONITOR, REBOOT, RESET_GPU, Finding, HwExpect
@@ -212,7 +212,8 @@ def _xid_causes(ev: dict, xid_by_bus: dict) -> list:
     out = []
     for code in codes:
         e = own.get(code) or {}
-        act, what = xids.xid_action(code, int(e.get("count") or 1), e.get("last_text") or e.get("text") or "")
+        act, what = xids.xid_action(code, int(e.get("count") or 1), e.get("last_text") or e.get("text") or "",
+                                    e.get("severity"))
         out.append((code, act, what))
     return out
 
@@ -243,6 +244,22 @@ def nvlink_action(gh: dict) -> str:
 
 
 NVLINK_XIDS = (74, 144, 145, 146, 147, 148, 149, 150)
+
+
+def _xid_stated(ev: dict, value: dict) -> str:
+    """' (RLW_RXPIPE Nonfatal, NVLink link 13)': what an Xid's lines state of themselves, in the driver's words (the
+    severity per line where they differ), kept in the finding's value too; '' where they state nothing."""
+    if not ev.get("severity"):
+        return ""
+    by = ev.get("by_severity") if isinstance(ev.get("by_severity"), dict) else {}
+    links = [x for x in ev.get("links") or [] if isinstance(x, int)]
+    value.update({"severity": ev["severity"], "unit": ev.get("unit"), "links": links,
+                  "line": ev.get("severity_text") or value.get("line")})
+    worst_first = sorted(by.items(), key=lambda wn: xids.stated_severity(wn[0]) != "fatal")
+    words = ", ".join(f"{w} x{n}" for w, n in worst_first) if len(by) > 1 else \
+        " ".join(str(w) for w in (ev.get("unit"), ev["severity"]) if w)
+    where = f", NVLink link{'s' if len(links) > 1 else ''} {', '.join(map(str, links))}" if links else ""
+    return f" ({words}{where})"
 
 
 def _event_finding(ev: dict, gh: dict, xid_by_bus: dict, others: list, source: str, window: str) -> tuple:
@@ -284,11 +301,13 @@ def _event_finding(ev: dict, gh: dict, xid_by_bus: dict, others: list, source: s
             quiet = act == MONITOR and all(c in xids.XID for c in value["caused_by"])
             label = f"Xid {code} x{count}"
         else:
-            act, what = xids.xid_action(int(code or 0), count, text)
+            act, what = xids.xid_action(int(code or 0), count, text, ev.get("severity"))
             if code in NVLINK_XIDS and act == RESET_GPU:
                 act = nvlink_action(gh)
-            quiet = act == MONITOR and code in xids.XID  # the catalogue says to ignore it: it must not drain a node
-            label = f"Xid {code} x{count}"
+            nonfatal = xids.stated_severity(ev.get("severity")) == "nonfatal"
+            # the catalogue, or the line's own "Nonfatal", says to ignore it: it must not drain a node
+            quiet = act == MONITOR and (code in xids.XID or nonfatal)
+            label = f"Xid {code} x{count}{_xid_stated(ev, value)}"
     return Finding(device, f"{label}: {what}", source, act, value, window, ident), quiet
 
 
@@ -323,7 +342,13 @@ def check_xid(inp: LocalInput) -> CheckResult:
     if quiet:
         ok = (f"only Xids NVIDIA's catalogue says to ignore {window}: "
               + "; ".join(f"{f.device}: {f.what}" for f in quiet[:hw.SHOWN]))
-    return hw.result(XID, findings, inp.node_rank, ok, ev_,
+    # beside a fault, the lines judged harmless are still said (two Xid 43s of a VM's GPU are what an operator greps
+    # for next): a driver line that repeats a judged fault is not
+    ignored = [f for f in quiet if f.action == MONITOR]
+    also = ("in the log, lines NVIDIA's catalogue (or the line itself) says to ignore: "
+            + "; ".join(f"{f.device}: {f.what}" for f in ignored[:hw.SHOWN])
+            + (f"; +{len(ignored) - hw.SHOWN} more" if len(ignored) > hw.SHOWN else "")) if ignored else ""
+    return hw.result(XID, findings, inp.node_rank, ok, ev_, also=also,
                      fix="The lines are in `journalctl -k` / `dmesg -T | grep -E 'NVRM|SXid|nvidia'`; NVIDIA's Xid "
                          "catalogue (docs.nvidia.com/deploy/xid-errors) has each Xid code.")
 
@@ -598,6 +623,47 @@ def _gib(n: Any) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ gpu.fabric
+# The fabric health items a GPU's driver flags (facts/fabrichealth.py), in the words an operator reads them in
+# `nvidia-smi -q`'s Fabric / Health block; each with the action it calls for when the items decide alone (a driver
+# that reports the mask but no summary: NVML's v2 struct, nvidia-smi R555-R560). A configuration the fabric manager
+# rejects (wrong system GUID, chassis serial number, location, GPU firmware, too few NVLinks) is not fixed by a
+# reboot: the node waits for a person. A route the fabric calls unhealthy comes back with the tray's retraining. A
+# recovery in progress, or bandwidth degraded, leaves the fabric working: the node keeps running jobs.
+_FABRIC_ITEMS = (("route_unhealthy", True, "Route Unhealthy", REBOOT),
+                 ("bandwidth", "degraded", "Bandwidth Degraded", MONITOR),
+                 ("route_recovery_in_progress", True, "Route Recovery in progress", MONITOR),
+                 ("access_timeout_recovery", True, "Access Timeout Recovery", MONITOR),
+                 ("partition_assigned", False, "Partition Assigned False", None))
+
+
+def fabric_health(h: Optional[dict]) -> Optional[tuple]:
+    """(what, action) for a GPU whose fabric is trained but whose driver says its health is not Healthy, else None.
+    The summary is the driver's verdict and sets the level (Unhealthy fails, Limited Capacity warns); the items say
+    why. Without a summary the items decide. Nothing reported is nothing judged: the state and status are."""
+    if not isinstance(h, dict):
+        return None
+    summary = h.get("summary")
+    bad_config = h.get("incorrect_configuration") not in (None, "none")
+    flagged = [(label, act) for key, value, label, act in _FABRIC_ITEMS if h.get(key) == value]
+    flagged += [(f"Incorrect Configuration {h['incorrect_configuration']}", ISOLATE)] if bad_config else []
+    flagged += [(f"{key} {h[key]}", MONITOR) for key, *_x in _FABRIC_ITEMS if str(h.get(key)).startswith("unknown")]
+    items = ", ".join(label for label, _a in flagged)
+    if summary == "healthy":
+        return None
+    if summary == "unhealthy":
+        act = ISOLATE if bad_config else REBOOT
+        return (f"fabric health Unhealthy ({items or 'no health item says which'}), though trained (Completed, "
+                "Success)", act)
+    if summary == "limited_capacity":
+        return (f"fabric health Limited Capacity ({items or 'no health item says which'}): the fabric works, below "
+                "its full capacity", MONITOR)
+    if summary is not None:
+        return f"fabric health summary {summary!r}, a value this tool does not know ({items or 'no item flagged'})", \
+            MONITOR
+    acts = [a for _l, a in flagged if a is not None]
+    return None if not acts else (f"fabric health: {items} (the driver reports no summary)", hw.worst(acts))
+
+
 def check_fabric(inp: LocalInput) -> CheckResult:
     """gpu.fabric: every GPU that reports a fabric state (Hopper and later in an NVSwitch or multi-node NVLink
     system, whether or not the switches are visible: a VM sees its GPUs' state, not the switches) trained into the
@@ -619,6 +685,9 @@ def check_fabric(inp: LocalInput) -> CheckResult:
     for g in known:
         st, status = g["fabric"].get("state"), g["fabric"].get("status")
         if st == "completed" and status in ("success", None):
+            said = fabric_health(g["fabric"].get("health"))
+            if said is not None:
+                findings.append(_finding(g, said[0], "fabric_health", said[1], g["fabric"]))
             continue
         if st == "in_progress":
             what = "fabric training still in progress: CUDA calls fail (802, system not ready) until it completes"
@@ -630,11 +699,21 @@ def check_fabric(inp: LocalInput) -> CheckResult:
             what = f"fabric state {st}"
         findings.append(_finding(g, what, "fabric", REBOOT, g["fabric"]))
     where = f" of {len(switches)} NVSwitch(es)" if switches else ""
-    return hw.result(FABRIC, findings, inp.node_rank, f"{len(known)} GPU(s) trained into the fabric{where}",
-                     {"nvswitches": switches},
+    healthy = sum(1 for g in known if (g["fabric"].get("health") or {}).get("summary") == "healthy")
+    cliques = sorted({(g["fabric"].get("clique_id"), g["fabric"].get("cluster_uuid")) for g in known
+                      if g["fabric"].get("clique_id") is not None}, key=str)
+    ok = (f"{len(known)} GPU(s) trained into the fabric{where}" + (f", fabric health Healthy on {healthy}" if healthy
+                                                                   else "")
+          + (f"; clique {cliques[0][0]} of cluster {cliques[0][1]}" if len(cliques) == 1 else
+             f"; {len(cliques)} cliques" if cliques else ""))
+    return hw.result(FABRIC, findings, inp.node_rank, ok, {"nvswitches": switches, "cliques": [
+                         {"clique_id": c, "cluster_uuid": u} for c, u in cliques]},
                      fix="`systemctl status nvidia-fabricmanager` and its log (/var/log/fabricmanager.log) on the node "
                          "(on a VM: the host's or the provider's); the GPUs join the fabric only after it runs, with "
-                         "the driver's exact version. A state that stays In Progress needs a reboot.")
+                         "the driver's exact version. A state that stays In Progress needs a reboot. A fabric health "
+                         "other than Healthy is the fabric manager's own word: `nvidia-smi -q` prints each item under "
+                         "Fabric / Health; on a multi-node NVLink rack (GB200/GB300 NVL72) its log says which tray, "
+                         "link or partition.")
 
 
 # ---------------------------------------------------------------------------------------------- gpu.readable
@@ -664,6 +743,38 @@ def _fell_off(gh: dict, bus: Optional[str]) -> bool:
         if isinstance(e, dict) and e.get("bus_id") == bus and e.get("code") in FELL_OFF:
             return True
     return False
+
+
+def kernel_codes(gh: dict, bus: Optional[str]) -> set:
+    """The codes of the kernel log's events naming this GPU (Xid numbers, facts/kernlog.py NVRM_LINES names)."""
+    return {e.get("code") for e in (gh.get("kernel_log") or {}).get("events") or []
+            if isinstance(e, dict) and bus and e.get("bus_id") == bus}
+
+
+def not_listed_why(gh: dict, bus: Optional[str], driver: Optional[str]) -> tuple:
+    """(in a few words, in a sentence) why a GPU on the PCI bus is not listed by the driver, from the driver bound to
+    it (sysfs) and the kernel log's lines: the nvidia driver bound means its probe passed, so a GPU that then failed
+    RmInitAdapter failed to initialise, not at probe (NVIDIA's driver prints "RmInitAdapter failed!" when it opens
+    the GPU, osinit.c); no driver bound is a failed probe."""
+    codes = kernel_codes(gh, bus)
+    events = (gh.get("kernel_log") or {}).get("events") or []
+    if _fell_off(gh, bus):
+        return "fell off the bus", "it fell off the bus (the kernel log says so)"
+    init = "init_failed" in codes or (driver == "nvidia" and any(
+        isinstance(e, dict) and e.get("code") == "init_failed" and not e.get("bus_id") for e in events))
+    if init:
+        named = "" if "init_failed" in codes else ", on a line that names no GPU"
+        return ("failed to initialise: RmInitAdapter failed",
+                f"the driver bound it (its probe passed) and could not initialise it (the kernel log: RmInitAdapter "
+                f"failed{named})")
+    if "probe_failed" in codes or not driver:
+        return "failed at probe", ("it failed at probe (the kernel log says so)" if "probe_failed" in codes else
+                                   "no driver bound: it failed at probe (the kernel log's NVRM lines say why)")
+    if driver == "nvidia":
+        return ("bound to nvidia, not initialised",
+                "the driver bound it (its probe passed) but does not list it: it failed to initialise or fell off "
+                "the bus (the kernel log's NVRM lines say which)")
+    return f"bound to {driver}", "it failed at probe or fell off the bus (the kernel log's NVRM lines say which)"
 
 
 def unusable_state(g: dict) -> Optional[str]:
@@ -700,8 +811,10 @@ def _readable_findings(gh: dict) -> tuple:
                                  act, {"errors": errs}))
     for u in gh.get("unreachable") or []:
         if isinstance(u, dict):  # counted, no handle: nothing short of a reboot gives one back
-            findings.append(_finding(u, f"the driver counts it but gives no handle ({u.get('state')})", "handle",
-                                     REBOOT, u))
+            init = ": it failed to initialise (the kernel log: RmInitAdapter failed)" if "init_failed" in kernel_codes(
+                gh, u.get("bus_id")) else ""
+            findings.append(_finding(u, f"the driver counts it but gives no handle ({u.get('state')}){init}",
+                                     "handle", REBOOT, u))
     vm = []
     for a in gh.get("absent") or []:
         if not isinstance(a, dict):
@@ -710,8 +823,7 @@ def _readable_findings(gh: dict) -> tuple:
         if drv in PASSED_THROUGH or drv == "nouveau":  # a VM's GPU; nouveau is gpu.nouveau's finding
             vm.append(f"{bus} ({drv})")
             continue
-        how = "it fell off the bus (the kernel log says so)" if _fell_off(gh, bus) else \
-            "it failed at probe or fell off the bus (the kernel log's NVRM lines say which)"
+        how = not_listed_why(gh, bus, drv)[1]
         findings.append(Finding(f"GPU at {bus}", f"on the PCI bus but not listed by the driver "
                                 f"({'no driver bound' if not drv else 'bound to ' + drv}): {how}",
                                 f"/sys/bus/pci/devices/{bus}", REBOOT, a, "now",
@@ -728,13 +840,47 @@ def check_readable(inp: LocalInput) -> CheckResult:
         return skip
     findings, vm = _readable_findings(gh)
     n = len(_gpus(gh))
+    unread = unread_of(gh)
+    ev = {"unreachable": gh.get("unreachable"), "absent": gh.get("absent"), "passed_through": vm, "unread": unread}
     ok = f"{n} GPU(s) listed by the driver and readable" + (f"; passed through to a VM: {', '.join(vm)}" if vm else "")
-    return hw.result(READABLE, findings, inp.node_rank, ok,
-                     {"unreachable": gh.get("unreachable"), "absent": gh.get("absent"), "passed_through": vm},
+    if unread and not findings:  # what no answer reached is unmeasured: never a fault, never healthy
+        said = "not measured: " + unread_summary(unread)
+        if not n:
+            return skipped(READABLE, f"no GPU measured; {said}", node=inp.node_rank, evidence=ev)
+        return warned(READABLE, f"{ok}; {said}", node=inp.node_rank, evidence=ev, fix=UNREAD_FIX)
+    return hw.result(READABLE, findings, inp.node_rank, ok, ev,
+                     detail=f"Not measured: {unread_summary(unread, len(unread))}" if unread else "",
                      fix="The kernel log names why (`journalctl -k | grep NVRM`: RmInitAdapter failed, probe routine "
                          "failed, fallen off the bus, Xid); a reset (`nvidia-smi -r -i N` with no process on it) "
-                         "clears a GPU that requires one; a GPU that failed at probe or is lost needs a reboot, and "
-                         "its replacement when it recurs.")
+                         "clears a GPU that requires one; a GPU that failed at probe or to initialise, or is lost, "
+                         "needs a reboot, and its replacement when it recurs.")
+
+
+UNREAD_FIX = ("Run `nvidia-smi -q -i <bus id>` on the node for each GPU named; an answer of many MiB is the Processes "
+              "section (`nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv` lists them).")
+
+
+def unread_of(gh: dict) -> list:
+    """The GPUs of a gpu_health group that no answer reached (facts/smiread.py): unmeasured, not missing."""
+    return [u for u in gh.get("unread") or [] if isinstance(u, dict)]
+
+
+def unread_words(u: dict) -> str:
+    """'GPU 2 (0000:38:00.0): `nvidia-smi -q -i 0000:38:00.0` passed its 4 MiB cap': one GPU no answer reached."""
+    read, cause = u.get("read") or "nvidia-smi -q", u.get("cause")
+    if cause == "cut":
+        cap = u.get("limit_bytes")
+        why = f"`{read}` passed its {cap >> 20} MiB cap" if isinstance(cap, int) else f"`{read}` was cut"
+    elif cause == "unanswered":
+        why = f"`{read}` did not answer" + (f" ({u['error']})" if u.get("error") else "")
+    else:
+        why = f"`{read}` failed" + (f": {u['error']}" if u.get("error") else "")
+    return f"{hw.gpu_name(u)}: {why}"
+
+
+def unread_summary(unread: list, shown: int = hw.SHOWN) -> str:
+    more = f"; +{len(unread) - shown} more" if len(unread) > shown else ""
+    return "; ".join(unread_words(u) for u in unread[:shown]) + more
 
 
 def check_nouveau(inp: LocalInput) -> CheckResult:
@@ -855,4 +1001,6 @@ def vbios_of(facts: dict) -> Optional[dict]:
 __all__ = ["CLOCKS", "FABRIC", "HOST_COPY", "MEMORY", "MIG", "NOUVEAU", "NVLINK", "PCIE", "PERSISTENCE", "PROCESSES",
            "READABLE", "VBIOS", "XID", "HwExpect", "check_clocks", "check_fabric", "check_host_copy", "check_memory",
            "check_mig", "check_nouveau", "check_nvlink", "check_pcie", "check_persistence", "check_processes",
-           "check_readable", "check_vbios", "check_xid", "expected_links", "hw_expect", "pcie_bound_gbps", "vbios_of"]
+           "check_readable", "check_vbios", "check_xid", "expected_links", "hw_expect", "kernel_codes",
+           "not_listed_why", "pcie_bound_gbps", "unread_of", "unread_summary",
+           "unread_words", "vbios_of"]

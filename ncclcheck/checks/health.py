@@ -52,7 +52,7 @@ def _unavailable(group) -> Optional[str]:
 def _unusable(facts: dict) -> tuple:
     """(GPUs counted but not usable, GPUs on the PCI bus the driver does not list): [(bus id or "GPU i", why)] each,
     from gpu_health (a GPU in ERR!, one that requires a reset, one lost; one that failed at probe)."""
-    from .gpu import PASSED_THROUGH, unusable_state
+    from .gpu import PASSED_THROUGH, kernel_codes, not_listed_why, unusable_state
 
     gh = facts.get("gpu_health")
     if not isinstance(gh, dict) or "unavailable" in gh:
@@ -64,11 +64,20 @@ def _unusable(facts: dict) -> tuple:
             broken.append((g.get("bus_id") or f"GPU {g.get('index')}", state, True))
     for u in gh.get("unreachable") or []:
         if isinstance(u, dict):
-            broken.append((u.get("bus_id") or f"GPU {u.get('index')}", f"no handle: {u.get('state')}", False))
-    absent = [(a.get("bus_id"), "failed at probe" if not a.get("driver") or a.get("driver") == "nvidia"
-               else f"bound to {a.get('driver')}") for a in gh.get("absent") or []
-              if isinstance(a, dict) and a.get("driver") not in PASSED_THROUGH]
+            init = "; RmInitAdapter failed" if "init_failed" in kernel_codes(gh, u.get("bus_id")) else ""
+            broken.append((u.get("bus_id") or f"GPU {u.get('index')}", f"no handle: {u.get('state')}{init}", False))
+    # the driver bound and the kernel log's lines say which: failed at probe, failed to initialise, fell off the bus
+    absent = [(a.get("bus_id"), not_listed_why(gh, a.get("bus_id"), a.get("driver"))[0])
+              for a in gh.get("absent") or [] if isinstance(a, dict) and a.get("driver") not in PASSED_THROUGH]
     return broken, absent
+
+
+def _unread(facts: dict) -> list:
+    """The GPUs no nvidia-smi answer reached (gpu_health's `unread`, facts/smiread.py)."""
+    from .gpu import unread_of
+
+    gh = facts.get("gpu_health")
+    return unread_of(gh) if isinstance(gh, dict) and "unavailable" not in gh else []
 
 
 def _node_gpus(facts: dict) -> Optional[int]:
@@ -108,13 +117,24 @@ def check_gpus(facts: dict, expect: Expect) -> CheckResult:
     listed_broken = [(b, w) for b, w, listed_gpu in broken if listed_gpu]
     have = max(0, listed - len(listed_broken))
     named = [f"{b} ({w})" for b, w, _l in broken] + [f"{b} ({w})" for b, w in absent]
+    unread = _unread(facts)
+    if unread:
+        ev["not_measured"] = unread
+    if have < want <= have + len(unread) and not named:
+        # the GPUs short are ones no answer reached (a cut nvidia-smi -q): unmeasured, not missing
+        from .gpu import unread_summary
+
+        return warned(GPUS, f"{have} of {want} GPUs measured (expected from {expect.gpus_from}); not measured: "
+                            f"{unread_summary(unread)}", evidence=ev,
+                      fix="gpu.readable names why each was not measured; run `nvidia-smi -q -i <bus id>` for it.")
     if have < want:
         gone = f": {', '.join(named)}" if named else ""
         what = f"{have} of {want} GPUs usable ({listed} visible)" if listed_broken else f"{have} of {want} GPUs visible"
         return failed(GPUS, f"{what} (expected from {expect.gpus_from}){gone}", evidence=ev,
                       detail=f"The driver lists {listed}; {gpu.get('reason') or ''}".strip(),
-                      fix=("A GPU on the PCI bus that the driver does not list failed at probe: "
-                           "`journalctl -k | grep NVRM` shows why (RmInitAdapter failed, probe routine failed); "
+                      fix=("A GPU on the PCI bus that the driver does not list failed at probe (no driver bound), "
+                           "failed to initialise (bound; RmInitAdapter failed) or fell off the bus: "
+                           "`journalctl -k | grep NVRM` shows why; "
                            if absent else "") +
                           "a lost GPU (Xid 79) or one that requires a reset: gpu.readable and gpu.xid name it; "
                           "reset, reboot or replace it, then resume the node.")

@@ -102,9 +102,10 @@ SHOWN = 4  # findings spelled out in a summary; the detail and the evidence hold
 
 
 def result(cid: str, findings: list, node: Optional[int], ok: str, evidence: Optional[dict] = None,
-           fix: str = "", detail: str = "") -> CheckResult:
+           fix: str = "", detail: str = "", also: str = "") -> CheckResult:
     """One check's result from its findings: pass (saying `ok`) when there are none; otherwise the status of the
-    worst action, every finding in the detail and the evidence, and the action's meaning in the fix."""
+    worst action, every finding in the detail and the evidence, and the action's meaning in the fix. `also`: what
+    was read and judged harmless beside the findings, said after them (an operator checks it by hand otherwise)."""
     ev = dict(evidence or {})
     if not findings:
         return passed(cid, ok, node=node, evidence=ev)
@@ -113,8 +114,8 @@ def result(cid: str, findings: list, node: Optional[int], ok: str, evidence: Opt
     ev["findings"] = [f.to_json() for f in ordered]
     ev["action"] = act
     more = f"; +{len(ordered) - SHOWN} more" if len(ordered) > SHOWN else ""
-    summary = "; ".join(f.text() for f in ordered[:SHOWN]) + more
-    lines = "\n".join(f.text() for f in ordered)
+    summary = "; ".join(f.text() for f in ordered[:SHOWN]) + more + (f"; also {also}" if also else "")
+    lines = "\n".join(f.text() for f in ordered) + (f"\nAlso {also}" if also else "")
     make = failed if STATUS[act] is Status.FAIL else warned
     return make(cid, summary, node=node, evidence=ev, detail=(detail + "\n" if detail else "") + lines,
                 fix=f"Action: {act}: {MEANING[act]}." + (f" {fix}" if fix else ""))

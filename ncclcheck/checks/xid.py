@@ -68,12 +68,35 @@ def recovery_action(text: str) -> Optional[str]:
     return None
 
 
-def xid_action(code: int, count: int = 1, text: str = "") -> tuple:
-    """(action, what) for an Xid code seen `count` times; a code the table lacks is "monitor", said as unknown."""
+# An Xid whose line states its severity (facts/kernlog.py XID_STATED_RE: Blackwell's NVLink5 Xids 144-150 print
+# "RLW_RXPIPE Nonfatal XC0 i0 Link 13 (...)") is judged by that word, as an SXid is. NVIDIA's Xid catalogue gives
+# these Xids no single action (WORKFLOW_NVLINK5_ERR); its sheet "XID 144-150 Decode" gives one per unit and error
+# status, with the row's severity (transcribed in leptonai/gpud, components/accelerator/nvidia/xid/
+# catalog_generated.go): every Non-fatal row's immediate action is IGNORE, or XID_154_EVAL (the driver logs an Xid 154
+# when the GPU's recovery action changes, judged as its own event), or IGNORE first with RESET_GPU only if it
+# persists (RLW_RXPIPE's "Non-fatal*"); the Fatal and Link Fatal rows' is RESET_GPU, all but two. So a nonfatal line is
+# watched, whatever the node (an NVSwitch fabric included), and a fatal one is at least a reset.
+NONFATAL_WORDS = ("nonfatal", "non-fatal")
+
+
+def stated_severity(word: Optional[str]) -> Optional[str]:
+    """The driver's severity word for an Xid ("Nonfatal", "Non-fatal", "Fatal") as "nonfatal" / "fatal"; None else."""
+    low = (word or "").strip().lower()
+    return "nonfatal" if low in NONFATAL_WORDS else "fatal" if low == "fatal" else None
+
+
+def xid_action(code: int, count: int = 1, text: str = "", severity: Optional[str] = None) -> tuple:
+    """(action, what) for an Xid code seen `count` times, by the severity its lines state where they state one
+    (`severity`: the driver's word); a code the table lacks is "monitor", said as unknown."""
     if code == RECOVERY_XID:
         act = recovery_action(text)
         return (act or MONITOR), "GPU recovery action changed" + ("" if act else " (to none)")
     act, what = XID.get(code, (MONITOR, "not in ncclcheck's table: see NVIDIA's Xid catalogue"))
+    sev = stated_severity(severity)
+    if sev == "nonfatal":
+        return MONITOR, f"{what}; non-fatal as its line says (NVIDIA's Xid catalogue: ignore, or follow the Xid 154)"
+    if sev == "fatal":
+        return (act if rank(act) >= rank(RESET_GPU) else RESET_GPU), f"{what}; fatal as its line says"
     if code in REPEATED_APP_XIDS and count >= REPEATED_AT:
         return RESET_GPU, f"{what}, {count} times: no longer one application's fault"
     return act, what
@@ -161,4 +184,5 @@ def sxid_action(severity: Optional[str], code: int = 0) -> tuple:
 
 
 __all__ = ["NVRM", "NVRM_SAME_AS_LINE", "NVRM_SAME_AS_XID", "PREEMPTIVE_CLEANUP", "RECOVERY_XID", "SXID_FATAL",
-           "SXID_NONFATAL", "XID", "nvrm_action", "recovery_action", "sxid_action", "xid45_action", "xid_action"]
+           "SXID_NONFATAL", "XID", "nvrm_action", "recovery_action", "stated_severity", "sxid_action", "xid45_action",
+           "xid_action"]

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional
 
 from ..envnames import JOB_ID_VARS
-from . import kernlog, links, pcitree, smi, smilink, smiq
+from . import fabrichealth, kernlog, links, pcitree, smi, smilink, smiread
 from . import nvml as nv_
 from .roots import procfs, read_bytes, read_text, sysfs
 from .util import listdir, run_cmd
@@ -41,6 +41,8 @@ MAX_PROCESSES = 32  # per GPU
 # 0x10, display clock 0x100) are settings, not faults.
 GPU_IDLE, SW_POWER_CAP, HW_SLOWDOWN, SW_THERMAL, HW_THERMAL, HW_POWER_BRAKE = 0x1, 0x4, 0x8, 0x20, 0x40, 0x80
 FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
+# nvmlReturn_t (nvml.h): a binding's call the driver's library lacks, and a struct version the driver does not know
+FUNCTION_NOT_FOUND, VERSION_MISMATCH = 13, 25
 
 
 # Where each fact is read, by source (a finding names the one its GPU was read from): (NVML, nvidia-smi)
@@ -57,6 +59,7 @@ READS = {
     "mig": ("nvmlDeviceGetMigMode", "nvidia-smi -q: MIG Mode"),
     "processes": ("nvmlDeviceGetComputeRunningProcesses", "nvidia-smi -q: Processes"),
     "fabric": ("nvmlDeviceGetGpuFabricInfo", "nvidia-smi -q: Fabric"),
+    "fabric_health": ("nvmlDeviceGetGpuFabricInfoV: healthSummary / healthMask", "nvidia-smi -q: Fabric / Health"),
     "vbios": ("nvmlDeviceGetVbiosVersion", "nvidia-smi -q: VBIOS Version"),
     "pcie": ("nvmlDeviceGetCurrPcieLink*", "nvidia-smi -q: GPU Link Info"),
     "pcie_replay": ("nvmlDeviceGetPcieReplayCounter", "nvidia-smi -q: Replays Since Reset"),
@@ -163,37 +166,58 @@ def _nvml_gpu(nv: Any, h: Any, i: int) -> dict:
 
 
 def _fabric(nv: Any, h: Any, ask: _Asker) -> Optional[dict]:
-    """nvmlDeviceGetGpuFabricInfo (Hopper and later): the fabric manager's training of this GPU into the NVSwitch
-    fabric. The binding fills a struct it is handed (by reference)."""
-    cls = getattr(nv, "c_nvmlGpuFabricInfo_t", None)
-    if cls is None:
-        ask.errors["fabric"] = "nvmlDeviceGetGpuFabricInfo: not in this nvidia-ml-py"
-        return None
-    info = cls()
-    if ask("fabric", "nvmlDeviceGetGpuFabricInfo", ctypes.byref(info)) is None and (
-            "fabric" in ask.unsupported or "fabric" in ask.errors):
-        return None
+    """The fabric manager's training of this GPU into its NVLink fabric (Hopper and later), and from R570 the fabric's
+    own health (facts/fabrichealth.py), the clique and the cluster (multi-node NVLink: GB200/GB300). Asked through
+    nvmlDeviceGetGpuFabricInfoV with the newest struct the binding has (v3: health mask and summary; v2: the mask),
+    each older struct where the driver answers that it does not know the version, else the legacy
+    nvmlDeviceGetGpuFabricInfo (state and status only). The binding fills a struct it is handed (by reference)."""
+    info, health = None, None
+    for name in ("c_nvmlGpuFabricInfo_v3_t", "c_nvmlGpuFabricInfo_v2_t"):
+        cls = getattr(nv, name, None)
+        if cls is None or getattr(nv, "nvmlDeviceGetGpuFabricInfoV", None) is None:
+            continue
+        got = cls()
+        try:
+            nv.nvmlDeviceGetGpuFabricInfoV(h, ctypes.byref(got))
+        except Exception as e:  # noqa: BLE001 - every NVMLError is an answer about this GPU or this driver
+            if getattr(e, "value", None) in (FUNCTION_NOT_FOUND, VERSION_MISMATCH):
+                continue  # a driver older than the struct (or the call): ask it the way it knows
+            why = nv_.state_of_error(e) or f"{type(e).__name__}: {e}"[:160]
+            if why == nv_.NOT_SUPPORTED:
+                ask.unsupported.append("fabric")
+            else:
+                ask.errors["fabric"] = why
+            return None
+        info = got
+        health = fabrichealth.from_nvml(getattr(got, "healthMask", None), getattr(got, "healthSummary", None))
+        break
+    if info is None:
+        cls = getattr(nv, "c_nvmlGpuFabricInfo_t", None)
+        if cls is None:
+            ask.errors["fabric"] = "nvmlDeviceGetGpuFabricInfo: not in this nvidia-ml-py"
+            return None
+        info = cls()
+        if ask("fabric", "nvmlDeviceGetGpuFabricInfo", ctypes.byref(info)) is None and (
+                "fabric" in ask.unsupported or "fabric" in ask.errors):
+            return None
     state = FABRIC_STATES.get(int(getattr(info, "state", -1)), f"unknown ({getattr(info, 'state', None)})")
     if state == "not_supported":  # pre-Hopper GPUs, and a GPU outside any NVSwitch fabric: nvidia-smi prints N/A
         ask.unsupported.append("fabric")
         return None
     status = int(getattr(info, "status", 0))
-    return {"state": state, "status": "success" if status == 0 else f"error: NVML error {status}"}
+    clique = getattr(info, "cliqueId", None)
+    return {"state": state, "status": "success" if status == 0 else f"error: NVML error {status}",
+            "clique_id": int(clique) if isinstance(clique, int) and state == "completed" else None,
+            "cluster_uuid": fabrichealth.uuid_text(getattr(info, "clusterUuid", None)) if state == "completed"
+            else None, "health": health}
 
 
 # ------------------------------------------------------------------------------------------------ nvidia-smi
 def _smi_q(run: Runner, reasons: list) -> dict:
     """`nvidia-smi -q` read into the NVML reader's facts (facts/smiq.py). nvidia-smi exits non-zero when one GPU
-    cannot be read and still prints the others: what it printed is read."""
-    try:
-        text = run(["nvidia-smi", "-q"], SMI_TIMEOUT_S * 2)
-    except Exception as e:  # noqa: BLE001 - run_cmd's CommandFailed keeps stdout
-        text = getattr(e, "stdout", None)
-        if not text:
-            reasons.append(f"nvidia-smi -q: {e}")
-            return {"gpus": [], "unreachable": [], "driver": None, "failed": str(e)[:200]}
-        reasons.append(f"nvidia-smi -q: {str(e)[:200]}")
-    return smiq.parse(text if isinstance(text, str) else text.decode("utf-8", "replace"))
+    cannot be read and still prints the others: what it printed is read. An answer cut at its cap is asked again
+    per GPU, and a GPU no answer reached is `unread`, not absent (facts/smiread.py)."""
+    return smiread.read(run, SMI_TIMEOUT_S * 2, reasons)
 
 
 def _match_nvlink(got: dict, gpus: list) -> dict:
@@ -297,10 +321,12 @@ def _nvml_read(nv: Any, out: dict, reasons: list) -> None:
 
 
 def _absent(out: dict) -> list:
-    """NVIDIA GPUs on the PCI bus that the driver answered nothing for (neither read nor counted): failed at probe
-    (no driver bound, or the nvidia driver bound and RmInitAdapter failed), or bound to another driver (vfio-pci: a
-    VM's; nouveau: gpu.nouveau's). [{"bus_id", "driver"}]."""
-    known = {g.get("bus_id") for g in out["gpus"]} | {u.get("bus_id") for u in out["unreachable"]}
+    """NVIDIA GPUs on the PCI bus that the driver answered nothing for (neither read nor counted): failed at probe (no
+    driver bound), failed to initialise (the nvidia driver bound: its probe passed, then RmInitAdapter failed) or
+    fell off the bus (the kernel log's lines say which: checks/gpu.py not_listed_why), or bound to another driver
+    (vfio-pci: a VM's; nouveau: gpu.nouveau's). [{"bus_id", "driver"}]."""
+    known = {g.get("bus_id") for g in out["gpus"]} | {u.get("bus_id") for u in out["unreachable"]} | {
+        u.get("bus_id") for u in out.get("unread") or []}  # no answer reached it: unmeasured, not missing
     return [{"bus_id": b, "driver": pcitree.driver_of(b)} for b in pcitree.nvidia_gpu_bus_ids() if b not in known]
 
 
@@ -312,7 +338,7 @@ def collect(nvml: Any = None, run: Optional[Runner] = None, which: Optional[Call
     run = run or (lambda argv, t: smi.run(argv, t) if argv[0] == "nvidia-smi" else run_cmd(argv, t))
     which = which or shutil.which
     reasons: list = []
-    out: dict[str, Any] = {"source": None, "reason": None, "gpus": [], "unreachable": [], "absent": [],
+    out: dict[str, Any] = {"source": None, "reason": None, "gpus": [], "unreachable": [], "unread": [], "absent": [],
                            "nouveau": nouveau_loaded(), "nvswitches": pcitree.nvswitch_bus_ids(),
                            "pcie": links.read_pcie_gpus(with_upstream=True), "nvlink": None}
     has_driver = os.path.exists(procfs("driver", "nvidia", "version"))
@@ -333,7 +359,7 @@ def collect(nvml: Any = None, run: Optional[Runner] = None, which: Optional[Call
                 reasons.append(f"NVML unusable ({why}): read through nvidia-smi")
                 links_f = pool.submit(smilink.read_status, run, SMI_TIMEOUT_S)
                 q = _smi_q(run, reasons)
-                out["gpus"], out["unreachable"] = q["gpus"], q["unreachable"]
+                out["gpus"], out["unreachable"], out["unread"] = q["gpus"], q["unreachable"], q.get("unread") or []
                 out["nvlink"] = _match_nvlink(links_f.result(), out["gpus"])
             else:
                 reasons.append(f"no NVML ({why}) and no nvidia-smi")
@@ -346,7 +372,7 @@ def collect(nvml: Any = None, run: Optional[Runner] = None, which: Optional[Call
         pool.shutdown(wait=False)
     if out["source"] is not None:
         out["absent"] = _absent(out)
-    for g in out["gpus"] + out["unreachable"] + (out["nvlink"] or {}).get("gpus", []):
+    for g in out["gpus"] + out["unreachable"] + out["unread"] + (out["nvlink"] or {}).get("gpus", []):
         g["source"] = out["source"]
     _name_processes(out["gpus"])
     if not (out["gpus"] or out["pcie"] or out["unreachable"]):

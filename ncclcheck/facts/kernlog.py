@@ -43,6 +43,15 @@ XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?" + _BUS + r"(?: GPU-I:\d+)?(?: GPU-C
 # Xid 45's root cause, from driver 570.124.04 on: kernel_rc.c appends " caused by previous Xid %d" when the GSP names
 # it (the Xid 45 lines an operator posted in NVIDIA/open-gpu-kernel-modules#1150 end so). Older drivers print none.
 CAUSE_RE = re.compile(r" caused by previous Xid (\d+)\b")
+# Blackwell's NVLink5 Xids (144-150) state the unit, the severity and the link in the line itself, right after the
+# code: "NVRM: Xid (PCI:0018:01:00): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 0x00000008 ...)" (operators'
+# lines in leptonai/gpud#1174 and NVIDIA/nccl#2241), "149, NETIR_LINK_EVT Fatal XC0 i0 Link 00 (...)" (gpud#1160),
+# "149, NETIR Fatal XC0 i0 Link -1 (...)" (gpud#1174: -1 names no one link). The word is the severity of the row of
+# NVIDIA's Xid catalogue ("XID 144-150 Decode") the event fell in, so the line says which action it calls for.
+XID_STATED_RE = re.compile(r",\s*(?P<unit>[A-Z][A-Z0-9_/]*) (?P<sev>Nonfatal|Non-fatal|Fatal)\b(?: XC\d+ i\d+)?"
+                           r"(?: Link (?P<link>-?\d+))?")
+_XID_SEVERITY_RANK = {None: 0, "nonfatal": 1, "non-fatal": 1, "fatal": 2}
+MAX_LINKS = 18  # distinct NVLink links kept per event (a Blackwell GPU has 18)
 # "nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 44 ..." (common_nvswitch.h NVSWITCH_PRINT_SXID:
 # "nvidia-%s: SXid (PCI:...): %05d, " then the report's own text)
 SXID_RE = re.compile(r"(nvidia-nvswitch\d*): SXid \((?:PCI:)?" + _BUS + r"\): (\d+)\b,? ?")
@@ -123,7 +132,8 @@ def _sxid(m: re.Match, msg: str) -> dict:
 
 
 def match(msg: str) -> Optional[dict]:
-    """One line as {"kind", "bus_id", "code", ...}: an Xid ("caused_by" where the driver names Xid 45's cause), an
+    """One line as {"kind", "bus_id", "code", ...}: an Xid ("caused_by" where the driver names Xid 45's cause;
+    "severity", "unit" and "link" where the line states them, as Blackwell's NVLink Xids do), an
     SXid ("severity" as the line states it, else None; "follow_on" for an event's Severity/Data lines) or one of the
     driver's other fault lines (kind "NVRM", code a name of NVRM_LINES, bus_id None where the line names no GPU);
     None for any other line."""
@@ -134,6 +144,11 @@ def match(msg: str) -> Optional[dict]:
         cause = CAUSE_RE.search(msg, m.end()) if ev["code"] == 45 else None  # kernel_rc.c adds it to Xid 45 only
         if cause:
             ev["caused_by"] = int(cause.group(1))
+        stated = XID_STATED_RE.match(msg, m.end())
+        if stated:
+            ev["severity"], ev["unit"] = stated.group("sev"), stated.group("unit")  # the driver's words, as printed
+            if stated.group("link") is not None and int(stated.group("link")) >= 0:
+                ev["link"] = int(stated.group("link"))
         return ev
     m = SXID_RE.search(msg) if "SXid (" in msg else None
     if m:
@@ -205,17 +220,38 @@ class _Events:
             ev.pop("follow_on", None)
             cur = self.by_key[key] = {**ev, "count": 0, "first_s": t_s, "last_s": t_s, "text": msg[:MAX_TEXT]}
             cur.pop("caused_by", None)
+            if ev["kind"] == "Xid":  # what its lines state is gathered over them below
+                for k in ("link", "severity", "unit"):
+                    cur.pop(k, None)
         cur["count"] += 1
         cur["last_s"] = t_s
         cur["last_text"] = msg[:MAX_TEXT]
         if ev["kind"] == "SXid" and _SEVERITY_RANK[ev.get("severity")] > _SEVERITY_RANK[cur.get("severity")]:
             cur["severity"] = ev["severity"]  # the line that states it; the worst stated when lines differ
+        if ev["kind"] == "Xid" and ev.get("severity"):
+            self._xid_stated(cur, ev, msg)
         if "caused_by" in ev:
             causes = cur.setdefault("caused_by", [])
             if ev["caused_by"] not in causes and len(causes) < MAX_CAUSES:
                 causes.append(ev["caused_by"])
         if "devices" in ev:
             cur["devices"] = max(cur.get("devices") or 0, ev["devices"])
+
+    @staticmethod
+    def _xid_stated(cur: dict, ev: dict, msg: str) -> None:
+        """What an Xid line states of itself (severity, unit, link), gathered over the event: the lines per severity
+        word, the worst word with the line that said it (so a fatal line among nonfatal ones is the one shown), the
+        distinct links."""
+        sev = ev["severity"]
+        by = cur.setdefault("by_severity", {})
+        by[sev] = by.get(sev, 0) + 1
+        rank = _XID_SEVERITY_RANK.get
+        if rank(sev.lower(), 0) > rank((cur.get("severity") or "").lower() or None, 0):
+            cur["severity"], cur["unit"], cur["severity_text"] = sev, ev.get("unit"), msg[:MAX_TEXT]
+        if "link" in ev:
+            links = cur.setdefault("links", [])
+            if ev["link"] not in links and len(links) < MAX_LINKS:
+                links.append(ev["link"])
 
     def out(self) -> list:
         return list(self.by_key.values())

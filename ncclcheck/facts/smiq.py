@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
+from . import fabrichealth
 from . import nvml as nv_
 
 MAX_LINES = 400_000  # a node of 64 GPUs prints ~250 lines each
@@ -270,9 +271,28 @@ def _fabric(r: _Reader) -> Optional[dict]:
     if state is None:
         return None
     status = r.raw("fabric_status", ("fabric",), ("status",))
-    return {"state": state.strip().lower().replace(" ", "_"),
-            "status": "success" if (status or "").strip().lower() == "success" else
-            (None if status is None else f"error: {status[:80]}")}
+    st = state.strip().lower().replace(" ", "_")
+    clique = _fabric_line(r, "cliqueid")
+    uuid = _fabric_line(r, "clusteruuid")
+    return {"state": st, "status": "success" if (status or "").strip().lower() == "success" else
+            (None if status is None else f"error: {status[:80]}"),
+            "clique_id": int(clique) if clique is not None and clique.isdigit() and len(clique) <= MAX_DIGITS
+            and st == "completed" else None,
+            "cluster_uuid": uuid.lower()[:64] if uuid is not None and st == "completed" else None,
+            "health": fabrichealth.from_smi({"summary": _fabric_line(r, "summary"),
+                                             **{item[0]: _fabric_line(r, item[-1]) for item in fabrichealth.ITEMS}})}
+
+
+def _fabric_line(r: _Reader, label: str) -> Optional[str]:
+    """One value under Fabric (R555+: CliqueId, ClusterUUID, the Health block; facts/fabrichealth.py), None where
+    this driver prints no such line or N/A; a read that failed is kept as the fabric health's error."""
+    value, found = r.b.get(("fabric",), (label,))
+    if not found:
+        return None
+    st = state_of(value)
+    if st is not None and st != nv_.NOT_SUPPORTED:
+        r.errors["fabric_health"] = st
+    return None if st is not None else value.strip()
 
 
 def _gpu(i: int, bus: Optional[str], block: _Block) -> dict:
@@ -310,9 +330,12 @@ def _gpu(i: int, bus: Optional[str], block: _Block) -> dict:
 
 
 def parse(text: str) -> dict:
-    """{"driver", "gpus": [per-GPU facts as gpuhealth's NVML reader gives], "unreachable": [{"bus_id", "state"}]}."""
-    lines = (text or "").splitlines()[:MAX_LINES]
-    driver = None
+    """{"driver", "gpus": [per-GPU facts as gpuhealth's NVML reader gives], "unreachable": [{"bus_id", "state"}],
+    "attached": the GPU count the answer announces ("Attached GPUs : 8"; a complete answer prints that many GPUs,
+    a block each or a line each for one without a handle), "lines_cut": lines past MAX_LINES were not read}."""
+    every = (text or "").splitlines()
+    lines = every[:MAX_LINES]
+    driver = attached = None
     blocks: list = []  # [(bus, [lines])]
     unreachable: list = []
     for line in lines:
@@ -331,6 +354,8 @@ def parse(text: str) -> dict:
             blocks[-1][1].append(line)
         elif not blocks and line.lower().startswith("driver version"):
             driver = line.partition(":")[2].strip()[:32] or None
+        elif not blocks and line.lower().startswith("attached gpus"):
+            attached = _int(line.partition(":")[2])
     gpus = [_gpu(0, bus, _Block(_entries(body))) for bus, body in blocks]
     # NVML numbers the GPUs it counts in PCI bus order, a GPU without a handle included: so does this
     order = sorted({g["bus_id"] for g in gpus if g["bus_id"]} | {u["bus_id"] for u in unreachable if u["bus_id"]})
@@ -338,7 +363,8 @@ def parse(text: str) -> dict:
         g["index"] = order.index(g["bus_id"]) if g["bus_id"] in order else i
     for u in unreachable:
         u["index"] = order.index(u["bus_id"]) if u["bus_id"] in order else None
-    return {"driver": driver, "gpus": gpus, "unreachable": unreachable}
+    return {"driver": driver, "gpus": gpus, "unreachable": unreachable, "attached": attached,
+            "lines_cut": len(every) > MAX_LINES}
 
 
 __all__ = ["CLOCK_BITS", "RECOVERY_WORDS", "parse", "state_of"]

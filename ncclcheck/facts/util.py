@@ -107,6 +107,11 @@ class Collection:
             self.cut.setdefault(source, note)
         log.warning("%s", note)
 
+    def forget_cut(self, source: str) -> None:
+        """A cut its reader recovered from (facts/smiread.py: the GPUs past nvidia-smi -q's cap asked one by one)."""
+        with self._lock:
+            self.cut.pop(source, None)
+
     def said(self) -> dict:
         """The facts' `sources` entry: {"unanswered": [{"source", "why"}], "cut": [{"source", "why"}]}."""
         with self._lock:

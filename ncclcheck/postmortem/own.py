@@ -173,7 +173,8 @@ def first(causes: list, found: list, groups: list, who: Callable[[int], str], co
                     "died") if e["kind"] == "died" else e["kind"]
         own.append({"kind": kind, "cause": True, "pg": g["pg"] if g else None, "seq": g["seq"] if g else None,
                     "ranks": [r], "text": text,
-                    "fix": words.OWN_END_FIX[e["kind"]].format(where=e["source"] or "its output"),
+                    "fix": (words.CRASH_FIX.get(e["what"]) if e["kind"] == "died" else None)
+                    or words.OWN_END_FIX[e["kind"]].format(where=e["source"] or "its output"),
                     "source": e["source"] or "launcher", **({"line": e["at"]} if e["at"] else {})})
     rest = []
     for c in causes:

@@ -376,7 +376,7 @@ def own_end(who: str, kind: str, what: str, at: Optional[str]) -> str:
     if kind == "died":
         how = (f"was killed ({what}: the OOM killer, an operator or the scheduler; nobody in the job sends it)"
                if what == "SIGKILL" else "was killed by the out-of-memory killer (SIGKILL; the launcher says: Out "
-               "Of Memory)" if what == OOM_KILL else f"crashed ({what})")
+               "Of Memory)" if what == OOM_KILL else f"crashed ({what}{CRASH_SAYS.get(what, '')})")
         return f"{who} {how}"
     return f"{who} {what}" + (f" at {at}" if at else "")
 
@@ -402,6 +402,16 @@ LEFT_NOTHING_ARMED = (" left neither its flight recorder nor its stacks, which a
 def recorder_view(who: str, coll: str, what: str) -> str:
     """The flight recorder's view of a rank that ended on its own: where it stopped, and why (its own word)."""
     return f"{who} never entered {coll}, the collective the others waited in: it {what} first (the root cause)"
+
+
+# what a crash signal most often is, said beside it (the kernel's: a bus error on a mapped file past its end, which
+# /dev/shm's segments are when it is full: the DataLoader's workers, NCCL's SHM transport)
+CRASH_SAYS = {"SIGBUS": ": a bus error; in a container most often /dev/shm too small, 64 MB by default",
+              "SIGSEGV": ": a fault in native code"}
+CRASH_FIX = {"SIGBUS": "`df -h /dev/shm` where it ran: in a container give it room (docker --shm-size=8g or "
+                       "--ipc=host; Kubernetes: an emptyDir of medium Memory at /dev/shm), or fewer DataLoader workers",
+             "SIGSEGV": "get its native stack: rerun with `python -X faulthandler` and `ulimit -c unlimited`; check "
+                        "that the library versions agree across nodes (`ncclcheck preflight` compares packages)"}
 
 
 OWN_END_FIX = {

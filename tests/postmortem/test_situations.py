@@ -429,3 +429,13 @@ def test_the_agent_passing_on_sighup_says_it_got_one(tmp_path):
                       for p in (4193, 4194)))
     rc, root = root_of(tmp_path, text)
     assert rc == 1 and root.evidence["kind"] == "hangup", root.summary
+
+
+def test_a_rank_that_died_of_sigbus_names_dev_shm_first(tmp_path):
+    # torchrun's failure table ("exitcode  : -7", "Signal 7 (SIGBUS) received by PID") (tloen/alpaca-lora#338)
+    text = ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \nfinetune.py FAILED\n"
+            "Failures:\n  <NO_OTHER_FAILURES>\nRoot Cause (first observed failure):\n[0]:\n"
+            "  time      : 2023-04-14_06:35:35\n  host      : node-a\n  rank      : 0 (local_rank: 0)\n"
+            "  exitcode  : -7 (pid: 3111)\n  error_file: <N/A>\n  traceback : Signal 7 (SIGBUS) received by PID 3111\n")
+    rc, root = root_of(tmp_path, text)
+    assert rc == 1 and "/dev/shm" in root.summary and "/dev/shm" in root.fix, (root.summary, root.fix)

@@ -73,6 +73,7 @@ def main() -> None:
     with open(a.out, "w") as fh:
         json.dump({"formed": out.formed, "exit_code": code, "world": out.world.to_json(),
                    "nodes": [n.node_rank for n in out.nodes], "hosts": [n.hostname for n in out.nodes],
+                   "facts": {str(n.node_rank): n.facts for n in out.nodes},
                    "checks": [c.to_json() for c in out.checks],
                    "recommendations": [x.to_json() for x in out.recommendations], "progress": progress}, fh)
     sys.exit(code)

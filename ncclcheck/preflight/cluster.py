@@ -7,8 +7,10 @@ cross-node checks on node 0, one compact verdict, and one agreed exit code.
 
 Protocol (all values JSON, keys under "ncclcheck/<run>/"), sized so node 0's store carries O(n) bytes and every other
 node O(1): node 0 hosts the store at MASTER_ADDR:MASTER_PORT (a plain socket probe runs first so a blocked port is
-named in seconds); every node leader uploads its join record once (`join/count` counter + `join/<i>` = {node_rank,
-nnodes, hostname, pid, uuid, facts, checks}); node 0 alone reads them, decides when the world is complete (every rank
+named in seconds); node 0 publishes `world/ref` (a digest of each of its own facts groups and checks) and every node
+leader uploads its join record once (`join/count` counter + `join/<i>` = {node_rank, nnodes, hostname, pid, uuid,
+facts, checks}), sending whole only the groups and checks that differ from node 0's (preflight/joinref.py; ~3 KB of
+~13 KB on a healthy node); node 0 alone reads them, decides when the world is complete (every rank
 0..N-1 joined, then a short grace for duplicates) or the deadline passed, and publishes a compact `world/verdict`
 (no per-node lists). Then each node publishes `mesh/ep/<rank>` and reads the endpoints of the peers it probes:
 up to nccl.reachability.FULL_MESH_MAX nodes everyone, from the one packed `mesh/dir` node 0 publishes once every
@@ -30,7 +32,7 @@ import sys
 import time
 import uuid as _uuid
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from .. import hostranges
 from ..agent.launchers import Placement, store_host
@@ -48,8 +50,8 @@ from ..rendezvous.budget import Budget
 from ..rendezvous.journal import Journal
 from ..rendezvous.store import Guard, JsonStore, Limits, StoreLost, counter_cap, open_store, preload
 from ..rendezvous.waits import Waits
+from . import joinref, probe, second_master, shared_dirs, wire
 from . import keys as K
-from . import probe, second_master, shared_dirs, wire
 from .decide import (
     JoinTally,
     decide,
@@ -192,7 +194,10 @@ def _join_record(j: Any) -> Optional[str]:
         return f"a join record whose hostname is {len(j['hostname']):,} characters long (at most {MAX_HOSTNAME})"
     if len(j["checks"]) > MAX_CHECKS:
         return f"a join record with {len(j['checks']):,} checks"
+    named = "same" in j  # compacted: a check id stands for node 0's own check (joinref)
     for c in j["checks"]:
+        if named and isinstance(c, str):
+            continue
         if why := _bad_check(c, j["node_rank"]):
             return why
     return None
@@ -245,6 +250,7 @@ class _Ctx:
     session: Optional[T.Session] = None
     waits: Optional[Waits] = None  # where each wait is said while it lasts (rendezvous/waits.py)
     joining: Optional[_Joining] = None  # node 0's join wait, opened before it starts the store it hosts
+    ref: Optional[joinref.Reference] = None  # what the deciding node's own join records are compacted against
 
     @property
     def timeout_s(self) -> float:
@@ -288,12 +294,33 @@ def _host_record(v: Any) -> Optional[str]:
     return None
 
 
-def _join(ctx: _Ctx) -> dict:
-    """This node's join record (its leader appends it once to the world it joins)."""
+def _join(ctx: _Ctx, ref: Optional[dict] = None) -> dict:
+    """This node's join record (its leader appends it once to the world it joins), compacted against node 0's
+    reference when it read one."""
     p = ctx.placement
-    return {"node_rank": p.node_rank, "nnodes": p.nnodes, "hostname": hostname_of(ctx.facts), "pid": os.getpid(),
-            "uuid": ctx.node_id, "launcher": p.launcher, "facts": ctx.facts,
-            "checks": [c.to_json() for c in ctx.results]}
+    return joinref.compact(
+        {"node_rank": p.node_rank, "nnodes": p.nnodes, "hostname": hostname_of(ctx.facts), "pid": os.getpid(),
+         "uuid": ctx.node_id, "launcher": p.launcher, "facts": ctx.facts, "checks": [c.to_json() for c in ctx.results]},
+        ref)
+
+
+def _join_checked(ctx: _Ctx) -> Callable[[Any], Optional[str]]:
+    """Node 0's check of a join record read back: its shape, then node 0's own values put back where it names them
+    (joinref.Reference.expand), so every reader of the record sees it whole."""
+    def check(j: Any) -> Optional[str]:
+        why = _join_record(j)
+        if why is None and ctx.ref is not None:
+            why = ctx.ref.expand(j)
+        elif why is None and "same" in j:
+            why = "a join record compacted against a reference, in a world without one"
+        return why
+    return check
+
+
+def _reference(ctx: _Ctx, st: JsonStore) -> Optional[dict]:
+    """The reference node 0 published (a member's look, never a wait: without one it sends its whole record)."""
+    (exists, v), = st.read_present([K.REF], joinref.read_reference)
+    return v if exists else None
 
 
 def _member(ctx: _Ctx) -> second_master.Member:
@@ -447,7 +474,7 @@ def _host_decides(ctx: _Ctx, st: JsonStore) -> tuple:
     record once, as it arrives, and blocks in the store for the next one; the loop ends at the join bound or a grace
     after the last rank joined. A node 0 not at MASTER_ADDR looks there meanwhile while nobody else joined it
     (second_master.Watch): finding another node rank 0 there ends the loop (this node is the duplicate)."""
-    journal = Journal(st, K.JOIN, ctx.cap, _join_record)
+    journal = Journal(st, K.JOIN, ctx.cap, _join_checked(ctx))
     seen: dict = {}
     joining = ctx.joining or _Joining(ctx)
     tally = joining.tally  # per arrival O(1); decide() (O(n)) once, at the end
@@ -766,9 +793,13 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
     placement, b = ctx.placement, ctx.budget
     leader = placement.node_leader
     st.add(K.READERS, 1)  # before anything is read: node 0 keeps a failed world's store up for every reader
+    if decider:  # before its own join record: every record after it may name node 0's own values
+        ctx.ref = joinref.Reference.of(ctx.facts, ctx.results)
+        st.set(K.REF, ctx.ref.record)
     my_join = 0
     if leader:
-        my_join = Journal(st, K.JOIN, ctx.cap).append(_join(ctx))
+        ref = ctx.ref.record if ctx.ref is not None else _reference(ctx, st)
+        my_join = Journal(st, K.JOIN, ctx.cap).append(_join(ctx, ref))
     joins: dict = {}
     journal = None
     if decider:
@@ -862,7 +893,7 @@ def _decide_result(ctx: _Ctx, st: JsonStore, verdict: dict, joins: dict, wcheck:
     nodes = [(r, j.get("hostname") or "?", j.get("facts") or {}) for r, j in sorted(members.items())]
     local: list = []
     for _, j in sorted(members.items()):
-        local.extend(CheckResult.from_json(c) for c in j.get("checks") or [])
+        local.extend(joinref.checks_of(j))
     hosts = {r: h for r, h, _ in nodes}
     if reachability.one_host([r for r, _, _ in nodes], groups):
         # Every node is on this host: the checks that assumed other hosts must reach each node judge again.

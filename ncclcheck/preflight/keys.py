@@ -5,6 +5,7 @@ prefix (rendezvous.roles.run_prefix); `{}` is a node rank or a join index."""
 from __future__ import annotations
 
 HOST = "host"  # node 0's identity, set right after it starts the store (under torchrun's agent store: by global rank 0)
+REF = "world/ref"  # the decider: digests of its own facts groups and checks (joinref.py), before any join is read
 JOIN = "join"  # the join journal (rendezvous/journal.py): counter JOIN/count, records JOIN/<i> from 1
 JOIN_COUNT = JOIN + "/count"  # counter: each node leader's append gives its join index i
 JOIN_RECORD = JOIN + "/{}"  # join record i: node_rank, nnodes, hostname, pid, uuid, launcher, facts, checks

@@ -90,6 +90,9 @@ def test_three_nodes_form_the_same_report(tmp_path):
     assert ["start", 3, "mesh probes"] in prog and sum(1 for c in prog if c[0] == "advance") == 6, prog
     assert docs[0]["progress"] == docs[1]["progress"] == [], docs[0]["progress"]
     assert ("host.shm", 2) in checks  # every node's local results travel with it
+    # ... compacted against node 0's own (preflight/joinref.py) and put back whole: each member's facts as it has them
+    mine = {r: d["facts"][r] for d, r in ((docs[0], "2"), (docs[1], "1"))}
+    assert mine["1"]["host"]["hostname"] == "host1" and {r: full["facts"][r] for r in mine} == mine
     recs = {(r["name"], r["node"]): r["value"] for r in docs[0]["recommendations"]}
     assert recs[("NCCL_SOCKET_IFNAME", None)] == "=eth0"  # the exact form, as standalone (issue 24)
     assert [rc for rc, _ in res] == [0, 0, 0]

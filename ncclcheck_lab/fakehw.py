@@ -26,6 +26,7 @@ import copy
 import ctypes
 import json
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -840,7 +841,46 @@ def write_tree(root: Path, spec: dict) -> Path:
         lines.append(kmsg_line(k + 2, t_s, msg))
     if spec.get("kmsg_readable", True):  # unreadable: absent (a test as root cannot make a file it cannot open)
         _write(root, "dev/kmsg", "".join(lines))
+    write_imex(root, spec.get("imex"))
     return root
+
+
+IMEX_MAJOR = 234  # the major /proc/devices gives nvidia-caps-imex-channels in the posted setups
+
+
+def imex_domain(addrs: list, states: Optional[list] = None, links: Optional[dict] = None,
+                domain: str = "UP") -> str:
+    """`nvidia-imex-ctl -N` of a domain as the IMEX guide's tool prints it (facts/imex.py): the legend, the nodes
+    (READY unless `states` says), the From/To matrix (C unless `links` {(from, to): letter} says), the state."""
+    states = states or ["READY"] * len(addrs)
+    links = links or {}
+    out = ["Connectivity Table Legend:", "I - Invalid - Node wasn't reachable, no connection status available",
+           "N - Never Connected", "R - Recovering - Connection was lost, but clean up has not yet been triggered.",
+           "D - Disconnected - Connection was lost, and clean up has been triggered.",
+           "A - Authenticating - If GSSAPI enabled, client has initiated mutual authentication.",
+           "C - Connected - Ready for operation", "", "11/28/2026 10:39:43.659", "Nodes:"]
+    out += [f"Node #{i:<3} - {a:<15} - {st}" for i, (a, st) in enumerate(zip(addrs, states))]
+    n = len(addrs)
+    out += ["", " Nodes From\\To  " + "   ".join(str(i) for i in range(n))]
+    out += [f"{i:>8}        " + "   ".join(links.get((i, j), "C") for j in range(n)) for i in range(n)]
+    out.append(f"Domain State: {domain}")
+    return "\n".join(out) + "\n"
+
+
+def write_imex(root: Path, imex: Optional[dict]) -> None:
+    """The IMEX channels (character devices, as the driver makes them) and the driver's /proc/devices line of a spec's
+    "imex": {"channels": [names], "major": bool, "ctl": nvidia-imex-ctl -N's text or None, "ctl_rc": its exit}."""
+    if not imex:
+        return
+    if imex.get("channels") is not None:
+        d = Path(root) / "dev" / "nvidia-caps-imex-channels"
+        d.mkdir(parents=True, exist_ok=True)
+        for i, name in enumerate(imex["channels"]):
+            os.mknod(d / name, 0o666 | stat.S_IFCHR, os.makedev(IMEX_MAJOR, i))
+    devices = ["Character devices:", "195 nvidia-frontend", "510 nvidia-uvm"]
+    if imex.get("major", True):
+        devices.append(f"{IMEX_MAJOR} nvidia-caps-imex-channels")
+    _write(root, "proc/devices", "\n".join(devices) + "\n")
 
 
 # ------------------------------------------------------------------- fake drivers for a child process (the bench)
@@ -905,6 +945,12 @@ def install(root: Path, spec: dict, with_pynvml: bool = True, base: Optional[dic
         smi.chmod(0o755)
     else:
         env["PATH"] = _path_without_nvidia_smi(root, env["PATH"])
+    imex = spec.get("imex") or {}
+    if imex.get("ctl") is not None:
+        _write(root, "imex-ctl.txt", imex["ctl"])
+        ctl = _write(root, "bin/nvidia-imex-ctl",
+                     f"#!/bin/sh\ncat '{root / 'imex-ctl.txt'}'\nexit {int(imex.get('ctl_rc', 0))}\n")
+        ctl.chmod(0o755)
     return env
 
 

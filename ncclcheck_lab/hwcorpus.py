@@ -364,6 +364,7 @@ def staged_nodes() -> list:
     return out + gb200_staged()
 
 
+GB200_TRAY_ADDRS = [f"198.18.7.{i}" for i in range(1, 19)]  # an NVL72 rack's 18 compute trays, as IMEX lists them
 GB200_CLUSTER = "1a7e4d52-5013-4c1b-9e8f-5acb7d444ec0"  # a cluster UUID in the layout R580 prints (b200 captures)
 
 
@@ -374,6 +375,8 @@ def gb200_tray(gpus: int = 4) -> dict:
     for g in spec["gpus"]:
         g["name"] = "NVIDIA GB200"
         g["fabric"] = fakehw.healthy_fabric(32766, GB200_CLUSTER)
+    # its IMEX as a job across the rack's 18 trays needs it: channel0, the daemon's domain UP
+    spec["imex"] = {"channels": ["channel0"], "major": True, "ctl": fakehw.imex_domain(GB200_TRAY_ADDRS)}
     return spec
 
 

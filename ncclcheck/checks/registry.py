@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional
 
 from ..commands import BY_NAME
 from ..model import CheckResult, skipped
-from . import affinity, counters, cross, firmware, gdr, local, postmortem, sources, storage
+from . import affinity, counters, cross, firmware, gdr, imex, local, postmortem, sources, storage
 from . import gpu as hw
 
 log = logging.getLogger(__name__)
@@ -66,6 +66,8 @@ REGISTRY: tuple = (
     CheckSpec(hw.PCIE, LOCAL, ("gpu_health",), hw.check_pcie, NODE, hardware=True),
     CheckSpec(hw.NVLINK, LOCAL, ("gpu_health",), hw.check_nvlink, NODE, hardware=True),
     CheckSpec(hw.FABRIC, LOCAL, ("gpu_health",), hw.check_fabric, NODE, hardware=True),
+    # the service a job spanning trays of a multi-node NVLink domain needs beside a trained fabric
+    CheckSpec(imex.CID, LOCAL, ("gpu_health", "env"), imex.check_imex, NODE),
     CheckSpec(hw.MIG, LOCAL, ("gpu_health",), hw.check_mig, NODE, hardware=True),
     CheckSpec(hw.CLOCKS, LOCAL, ("gpu_health",), hw.check_clocks, NODE, hardware=True),
     CheckSpec(hw.PERSISTENCE, LOCAL, ("gpu_health",), hw.check_persistence, NODE, hardware=True),

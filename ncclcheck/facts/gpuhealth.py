@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional
 
 from ..envnames import JOB_ID_VARS
-from . import fabrichealth, kernlog, links, pcitree, smi, smilink, smiread
+from . import fabrichealth, imex, kernlog, links, pcitree, smi, smilink, smiread
 from . import nvml as nv_
 from .roots import procfs, read_bytes, read_text, sysfs
 from .util import listdir, run_cmd
@@ -375,6 +375,8 @@ def collect(nvml: Any = None, run: Optional[Runner] = None, which: Optional[Call
     for g in out["gpus"] + out["unreachable"] + out["unread"] + (out["nvlink"] or {}).get("gpus", []):
         g["source"] = out["source"]
     _name_processes(out["gpus"])
+    if imex.domains(out["gpus"]):  # a tray of a multi-node NVLink domain: its jobs share memory across trays
+        out["imex"] = imex.collect(run, which)
     if not (out["gpus"] or out["pcie"] or out["unreachable"]):
         out["reason"] = "; ".join(reasons) or "no GPU answered"
         return out

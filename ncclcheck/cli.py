@@ -385,7 +385,7 @@ def _emit(config: Config, report, log_path: str, seat: Optional[Seat] = None, gi
         if not out.quiet:
             term.print(f"wrote {', '.join(written)}", markup=False, highlight=False, soft_wrap=True)
         return
-    view.print_parts(term, view.render_report(report, rows_shown=rows_shown))
+    view.print_parts(term, view.render_report(report, verbose=out.verbose, rows_shown=rows_shown))
 
 
 @contextlib.contextmanager

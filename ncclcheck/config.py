@@ -55,6 +55,7 @@ class OutputConfig:
     files: Mapping[str, str] = field(default_factory=dict, hash=False)
     quiet: bool = False
     print_all: bool = False  # every process prints its full report (default: global rank 0 only, others one line)
+    verbose: bool = False  # every check's row on the console (default: passes counted, skips one row per reason)
     strict: bool = False
     format: str = "text"  # report --format: text | labels (kubectl commands for node labels and taints)
 

@@ -95,6 +95,10 @@ def _output_flags(p: argparse.ArgumentParser, command: str) -> None:
     g.add_argument("--quiet", action="store_true",
                    help="print only the verdict, on global rank 0 (the other processes print nothing)" if me.world
                    else "print only the verdict")
+    # every command with a report on the console (not env: it prints facts, not checks)
+    g.add_argument("--verbose", action="store_true",
+                   help="every check's row (default: failures and warnings each a row, passes counted by kind, "
+                        "skips one row per reason)")
     if command == "report":
         return
     # one process per rank or node: who prints and who writes is what --print-all changes (accepted everywhere,
@@ -463,10 +467,13 @@ def config_from_args(args: argparse.Namespace, env=None) -> Config:
     if getattr(args, "quiet", False) and getattr(args, "print_all", False):
         raise UsageError("--quiet (only rank 0's verdict) and --print-all (every process's full report) contradict "
                          "each other: give one")
+    if getattr(args, "quiet", False) and getattr(args, "verbose", False):
+        raise UsageError("--quiet (only the verdict) and --verbose (every check's row) contradict each other: give one")
     output = OutputConfig(  # every command has the flags it accepts; getattr covers those it does not
         files=files,
         quiet=bool(getattr(args, "quiet", False)),
         print_all=bool(getattr(args, "print_all", False)),
+        verbose=bool(getattr(args, "verbose", False)),
         strict=bool(getattr(args, "strict", False)),
     )
     _check_paths(files, [(f"--{d.replace('_', '-')}", getattr(args, d, None))

@@ -286,6 +286,86 @@ def display_checks(report: Report, ordered: bool = True, same_skips: bool = True
     return [group_row(g, hosts) for g in groups]
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# The first screen: passes counted by kind, skips one row per reason (the full table is --verbose / a click away)
+
+FOLDED_SKIPS = 12  # skip reasons listed on the first screen before "and N more"
+
+
+def check_kind(check_id: str) -> str:
+    """'gpu' for gpu.xid: the family a check belongs to, what the passes are counted by."""
+    return check_id.split(".", 1)[0]
+
+
+def passes_by_kind(report: Report) -> list[tuple[str, int]]:
+    """(kind, passing results) in the order each kind first appears: every node's result counts, so the counts add
+    up to the verdict's 'N passed'."""
+    out: dict[str, int] = {}
+    for c in report.checks:
+        if c.status is Status.PASS:
+            out[check_kind(c.id)] = out.get(check_kind(c.id), 0) + 1
+    return list(out.items())
+
+
+@dataclass(frozen=True)
+class SkipFold:
+    """Every check that skipped for the same reason on the same nodes: one row on the first screen."""
+
+    reason: str
+    ids: tuple  # check ids, in report order
+    nodes: tuple  # node ranks that said it; () when every node did (or the checks are cross-node)
+    results: int  # results folded in (one per node per check)
+
+
+def skips_by_reason(report: Report) -> list[SkipFold]:
+    """Skips folded by what they say: 11 GPU checks skipped on both nodes of a CPU run for "no NVIDIA GPU" are one
+    row. Rows with the most checks first, then in report order."""
+    every = {n.node_rank for n in report.nodes} | {c.node for c in report.checks if c.node is not None}
+    per: dict[tuple, set] = {}
+    results: dict[tuple, int] = {}
+    for c in report.checks:
+        if c.status is Status.SKIP:
+            key = (c.id, one_line(c.summary))
+            per.setdefault(key, set()).add(c.node)
+            results[key] = results.get(key, 0) + 1
+    rows: dict[tuple, list] = {}
+    for (cid, reason), nodes in per.items():
+        where = () if None in nodes or nodes >= every else tuple(sorted(nodes))
+        rows.setdefault((reason, where), []).append((cid, results[(cid, reason)]))
+    folds = [SkipFold(reason, tuple(dict.fromkeys(i for i, _ in ids)), where, sum(n for _, n in ids))
+             for (reason, where), ids in rows.items()]
+    first = {f: i for i, f in enumerate(folds)}
+    return sorted(folds, key=lambda f: (-len(f.ids), first[f]))
+
+
+def checks_phrase(ids: tuple) -> str:
+    """'gdr.support', 'gdr.support and ib.firmware', '11 gpu checks', '5 checks (gpu 3, gdr 2)'."""
+    if len(ids) == 1:
+        return ids[0]
+    if len(ids) == 2:
+        return f"{ids[0]} and {ids[1]}"
+    kinds: dict[str, int] = {}
+    for i in ids:
+        kinds[check_kind(i)] = kinds.get(check_kind(i), 0) + 1
+    if len(kinds) == 1:
+        return f"{len(ids)} {next(iter(kinds))} checks"
+    return f"{len(ids)} checks ({', '.join(f'{k} {n}' for k, n in kinds.items())})"
+
+
+def skip_fold_text(fold: SkipFold, hosts: dict[int, str]) -> str:
+    """'11 gpu checks: no NVIDIA GPU on the PCI bus and no NVIDIA driver', '... (node 1 (h2))' when not every node
+    said it."""
+    where = f" (on {name_nodes(list(fold.nodes), hosts)})" if fold.nodes else ""
+    return f"{checks_phrase(fold.ids)}{where}: {fold.reason}"
+
+
+def passes_text(report: Report) -> str:
+    """'32 passed: rendezvous 3, host 8, net 7' ('' when nothing passed)."""
+    kinds = passes_by_kind(report)
+    total = sum(n for _, n in kinds)
+    return f"{total:,} passed: " + ", ".join(f"{k} {n:,}" for k, n in kinds) if kinds else ""
+
+
 _LINKS_MODE = {
     "full": "each pair in turn",
     "quick": "a few random pairings, then re-tests of slow pairs against nodes that passed",

@@ -16,10 +16,22 @@ from rich.table import Table
 from rich.text import Text
 
 from ..envnames import assignment
+from ..hostranges import rank_ranges
 from ..model import Report, Status, clean_text
 from ..units import format_bytes, format_mbps_link
-from .common import display_checks, hostnames, name_nodes, not_measured, one_line, trust_text
-from .words import STATUS_WORD, status_mark, world_phrase
+from .common import (
+    FOLDED_SKIPS,
+    checks_phrase,
+    display_checks,
+    hostnames,
+    name_nodes,
+    not_measured,
+    one_line,
+    passes_by_kind,
+    skips_by_reason,
+    trust_text,
+)
+from .words import FOLDED_NOTE, STATUS_WORD, count, status_mark, world_phrase
 
 STYLE = {Status.FAIL: "bold red", Status.WARN: "yellow", Status.PASS: "green", Status.SKIP: "dim"}
 MARK = {s: status_mark(s) for s in Status}  # words.py's words, quiet ones in lower case
@@ -121,6 +133,9 @@ def header(report: Report) -> Text:
 
 
 def checks_table(report: Report, show_passed: bool = True) -> Table:
+    """The checks, failures first. show_passed False (the first screen): failures and warnings each a row, then the
+    passes as one row counted by kind and the skips one row per reason (common.skips_by_reason); True (--verbose):
+    every row."""
     table = Table(show_header=True, header_style="bold", expand=False, box=None, pad_edge=False)
     table.add_column("status", no_wrap=True)
     table.add_column("check", no_wrap=True)
@@ -136,11 +151,37 @@ def checks_table(report: Report, show_passed: bool = True) -> Table:
         for more in c.more:  # every finding of the check, not its first alone (a slow rank and a slow link)
             result.append("\n  + ")
             result.append(more)
-        if c.status in (Status.FAIL, Status.WARN) and c.fix and c is not root:  # the verdict below says its fix
+        if c.status in (Status.FAIL, Status.WARN) and c.fix and c is not root:  # the verdict above says its fix
             result.append("\n  fix: ", style="bold")
             result.append(c.fix)
         table.add_row(Text(MARK[c.status], style=STYLE[c.status]), c.id, node, result)
+    if not show_passed:
+        _folded_rows(table, report)
     return table
+
+
+def _folded_rows(table: Table, report: Report) -> None:
+    """The passes as one row ('25 results: rendezvous 3, host 8, ...'), the skips one row per reason; the counts are
+    every node's results, as the verdict counts them."""
+    kinds = passes_by_kind(report)
+    if kinds:
+        table.add_row(Text(MARK[Status.PASS], style=STYLE[Status.PASS]), count(sum(n for _, n in kinds), "result"),
+                      "", ", ".join(f"{k} {n:,}" for k, n in kinds))
+    folds = skips_by_reason(report)
+    for f in folds[:FOLDED_SKIPS]:
+        table.add_row(Text(MARK[Status.SKIP], style=STYLE[Status.SKIP]), checks_phrase(f.ids),
+                      rank_ranges(f.nodes) if f.nodes else "all", f.reason)
+    if len(folds) > FOLDED_SKIPS:
+        left = folds[FOLDED_SKIPS:]
+        table.add_row(Text(MARK[Status.SKIP], style=STYLE[Status.SKIP]),
+                      count(sum(len(f.ids) for f in left), "more check"), "", count(len(left), "other reason"))
+
+
+def folded_note(report: Report) -> Optional[Text]:
+    """The line under a first-screen table that folded passes or skips: where every row is."""
+    if not any(c.status in (Status.PASS, Status.SKIP) for c in report.checks):
+        return None
+    return Text(FOLDED_NOTE, style="dim")
 
 
 # The block a person copies into a shell: `export` lines only, each on one line however long (a line rich wrapped
@@ -243,40 +284,45 @@ def one_line_verdict(report: Report, notes: tuple = ()) -> Text:
     return t
 
 
-def render_report(report: Report, verbose: bool = True, rows_shown: bool = False) -> list:
-    """Everything for the terminal, in order. The CLI prints these; bench/links add their own sections.
-    rows_shown: the bench rows were printed as they were measured (render/progress.py), so not again here."""
-    out: list = [header(report)]
-    if report.bench is not None:
-        from .bench import bench_tables, summary_block
-
-        if not rows_shown:
-            out.append(bench_tables(report.bench))
-        if report.extra.get("bench_summary"):
-            # The gates' verdicts are rows of the checks table below: each check is printed once (issue 24).
-            out.append(summary_block(report.extra["bench_summary"], (), report.extra.get("bench_stopped")))
-    if report.links is not None:
-        from .links import render_links
-
-        out.extend(render_links(report.links, {n.node_rank: n.hostname for n in report.nodes}))
+def render_report(report: Report, verbose: bool = True, rows_shown: bool = False,
+                  folded_hint: bool = True) -> list:
+    """Everything for the terminal, in order: the answer first (verdict, root cause and fix, what to set, what
+    failed or warned), then the passes and skips folded (verbose: every row), then bench's and links' own sections.
+    rows_shown: the bench rows were printed as they were measured (render/progress.py), so not again here.
+    folded_hint: say under the table that --verbose shows every row (a caller without that flag says False)."""
+    out: list = [header(report), verdict(report)]
+    if report.recommendations:
+        out.append(recommendations_block(report))
     table = checks_table(report, show_passed=verbose)
     if table.row_count:  # a header over no rows read as if the checks were lost
         out.append(table)
-    from .slurm import slurm_lines
-
-    # Commands (scontrol ...) and hostlists (sbatch -w ...) are copied into shells: one line each, never wrapped.
-    slurm = [paste_line(line.strip(), indent="  " if line.startswith(" ") else "") for line in slurm_lines(report)]
-    if slurm:
-        out.append(Group(*slurm))
+        note = folded_note(report) if folded_hint and not verbose else None
+        if note is not None:
+            out.append(note)
     missing = not_measured(report)
     if missing:
         t = Text("Not measured:", style="bold yellow")
         for line in missing:
             t.append("\n  " + line, style="yellow")
         out.append(t)
-    if report.recommendations:
-        out.append(recommendations_block(report))
-    out.append(verdict(report))
+    from .slurm import slurm_lines
+
+    # Commands (scontrol ...) and hostlists (sbatch -w ...) are copied into shells: one line each, never wrapped.
+    slurm = [paste_line(line.strip(), indent="  " if line.startswith(" ") else "") for line in slurm_lines(report)]
+    if slurm:
+        out.append(Group(*slurm))
+    if report.bench is not None:
+        from .bench import bench_tables, summary_block
+
+        if not rows_shown:
+            out.append(bench_tables(report.bench))
+        if report.extra.get("bench_summary"):
+            # The gates' verdicts are rows of the checks table above: each check is printed once (issue 24).
+            out.append(summary_block(report.extra["bench_summary"], (), report.extra.get("bench_stopped")))
+    if report.links is not None:
+        from .links import render_links
+
+        out.extend(render_links(report.links, {n.node_rank: n.hostname for n in report.nodes}))
     return out
 
 

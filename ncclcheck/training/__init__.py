@@ -226,6 +226,6 @@ def _emit(report: Any, json_path: Optional[str], quiet: bool, notes: tuple = ())
     if report.status is Status.PASS:
         term.print(view.one_line_verdict(report, notes), soft_wrap=True)
         return
-    view.print_parts(term, view.render_report(report, verbose=False))
+    view.print_parts(term, view.render_report(report, verbose=False, folded_hint=False))  # the guard has no --verbose
     for note in notes:
         term.print(note, markup=False, highlight=False, soft_wrap=True)

@@ -25,9 +25,15 @@ def _text(parts: list, soft_wrap: bool = False) -> str:
 
 
 def test_a_report_with_nothing_to_show_prints_no_table_header():
-    out = _text(console.render_report(_passing(), verbose=False))
+    import dataclasses
+
+    out = _text(console.render_report(dataclasses.replace(_passing(), checks=[]), verbose=False))
     assert "status" not in out and "PASS" in out, out
     assert "status  check" in _text(console.render_report(_passing(), verbose=True))
+    # the first screen folds the passes and skips into rows of their own, under the same header
+    folded = _text(console.render_report(_passing(), verbose=False))
+    assert "status  check" in folded and "1 result" in folded and "host 1" in folded, folded
+    assert "host.shm" not in folded and "--verbose" in folded, folded
 
 
 def test_the_one_line_verdict_is_one_line_with_its_notes():

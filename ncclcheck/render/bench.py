@@ -3,6 +3,7 @@ never print; they format numbers and compute nothing (the summary comes from ben
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterable
 from typing import Optional
 
@@ -186,11 +187,22 @@ def row_line(row: BenchRow, eager: Optional[bool] = None) -> str:
     return _fixed(cells + ((eager_cell(row),) if (graph_timed(row) if eager is None else eager) else ()))
 
 
+def wrap_note(note: str, width: Optional[int]) -> list[str]:
+    """A legend line as lines of at most `width` columns, broken between words (a terminal's own wrap splits them),
+    its continuations indented under its mark; one line when `width` is None."""
+    if width is None or len(note) <= width:
+        return [note]
+    return textwrap.wrap(note, width=max(20, width), subsequent_indent="  ", break_long_words=False,
+                         break_on_hyphens=False)
+
+
 class RowLines:
     """Streamed bench rows as lines: a title and header whenever the (op, dtype) changes, then one line per row; when
-    a table ends (the next begins, or close()), the legend of the marks its rows showed (legend(), each once)."""
+    a table ends (the next begins, or close()), the legend of the marks its rows showed (legend(), each once),
+    wrapped to `width` columns (None: one line each). The rows themselves are fixed-width and never wrapped."""
 
-    def __init__(self) -> None:
+    def __init__(self, width: Optional[int] = None) -> None:
+        self.width = width  # the observer sets it to its console's width before each call (a terminal resizes)
         self._key: Optional[tuple] = None
         self._eager = False  # whether this table's header has the eager column (its first row was graph-timed)
         self._rows: list = []  # the current table's rows, for its legend
@@ -213,7 +225,7 @@ class RowLines:
     def close(self) -> list[str]:
         """The legend of the table streamed last (nothing when it was said already)."""
         rows, self._rows = self._rows, []
-        return legend(rows, self._said)
+        return [line for note in legend(rows, self._said) for line in wrap_note(note, self.width)]
 
 
 def bench_tables(rows: Iterable[BenchRow]) -> RenderableType:

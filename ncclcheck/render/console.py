@@ -95,10 +95,15 @@ def make_console(stream: TextIO, env: Mapping[str, str], launcher: str = "ncclch
     if not tty:
         stream = _TrimmedLines(stream)
         if width is None:
-            cols = (env.get("COLUMNS") or "").strip()
-            width = int(cols) if cols.isdigit() and int(cols) > 0 else PIPE_WIDTH
+            width = pipe_width(env)
     return _TextConsole(file=stream, force_terminal=color, no_color=not color, highlight=False, width=width,
                         force_interactive=color and tty)
+
+
+def pipe_width(env: Mapping[str, str]) -> int:
+    """The columns of output off a terminal: $COLUMNS, else PIPE_WIDTH."""
+    cols = (env.get("COLUMNS") or "").strip()
+    return int(cols) if cols.isdigit() and int(cols) > 0 else PIPE_WIDTH
 
 
 class _TextConsole(Console):

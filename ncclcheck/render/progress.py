@@ -20,10 +20,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 class RowText:
     """Measured rows as plain lines: bench rows under a title and header per (op, dtype), links pairs one each."""
 
-    def __init__(self) -> None:
+    def __init__(self, width: Optional[int] = None) -> None:
         from .bench import RowLines
 
-        self.bench = RowLines()
+        self.bench = RowLines(width)  # legend lines wrapped to this many columns (render/bench.py's wrap_note)
         self.count = 0
 
     def lines(self, kind: str, data: dict) -> list[str]:
@@ -102,11 +102,12 @@ class WaitLines:
 class LineObserver:
     """Where there is no live display (a pipe, a file, a job log): each measured row as a line, and one line per
     phase when it ends ("nodes joined: 3 of 3"); every line flushed at once. What the process waits for goes to
-    `waits` (stderr), so a `--json -` or a `> report.txt` holds the report only."""
+    `waits` (stderr), so a `--json -` or a `> report.txt` holds the report only. `width`: the columns legend lines
+    are wrapped to (the report console's, so a job log reads the same above and below)."""
 
-    def __init__(self, stream: TextIO, waits: Optional[WaitLines] = None) -> None:
+    def __init__(self, stream: TextIO, waits: Optional[WaitLines] = None, width: Optional[int] = None) -> None:
         self.stream = stream
-        self.text = RowText()
+        self.text = RowText(width)
         self._phase: Optional[tuple] = None  # (label, total, done)
         self.waits = waits
 
@@ -159,8 +160,12 @@ class RichObserver:
     def streamed(self) -> int:
         return self.text.count
 
+    def _width(self) -> None:
+        self.text.bench.width = self.console.width  # read at each print: a terminal pane can be resized mid-sweep
+
     def row(self, kind: str, data: dict) -> None:
         """Above the bar (rich keeps a live display below what is printed through its console)."""
+        self._width()
         for line in self.text.lines(kind, data):
             self.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
@@ -188,6 +193,7 @@ class RichObserver:
         self._progress.update(self._task, advance=1, description=label)
 
     def stop(self) -> None:
+        self._width()
         for line in self.text.close():  # above the bar, under the rows it explains
             self.console.print(line, markup=False, highlight=False, soft_wrap=True)
         if self._progress is not None:
@@ -210,8 +216,10 @@ def make_observer(stream: TextIO, env: Mapping[str, str], launcher: str = "ncclc
         tty = stream.isatty()
     except (AttributeError, ValueError):
         tty = False
+    from .console import make_console, pipe_width
+
     if not live_progress(tty, env, launcher):
-        return LineObserver(stream, WaitLines(waits, command=command) if waits is not None else None)
-    from .console import make_console
+        return LineObserver(stream, WaitLines(waits, command=command) if waits is not None else None,
+                            width=pipe_width(env))
 
     return RichObserver(make_console(stream, env, launcher), transient=True, command=command)

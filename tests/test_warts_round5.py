@@ -1,0 +1,103 @@
+"""Issue 77, item 5: the warts a new user met in the first hour, each through the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ncclcheck.render import words
+from tests.conftest import REPO, cli_env, run_cli
+
+LEGEND = (words.SINGLE_FORM_LEGEND, words.NOT_CHECKED_NOTE)  # a sweep of all_reduce without --check shows both
+BENCH = ("bench", "--sizes", "64K", "--ops", "all_reduce", "--iters", "3", "--warmup", "1")
+_ESCAPE = re.compile(r"\x1b(\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-Z\\-_])")
+
+
+def _legend_lines(text: str, width: int) -> None:
+    """Each legend note is in the text whole once its lines are joined, and no line is wider than `width`."""
+    lines = [line.rstrip() for line in text.splitlines()]
+    assert all(len(line) <= width for line in lines), [line for line in lines if len(line) > width]
+    flat = " ".join(text.split())
+    for note in LEGEND:
+        assert flat.count(note) == 1, note
+
+
+def test_bench_legend_is_wrapped_between_words_to_columns_in_a_pipe():
+    res = run_cli(*BENCH, env={"COLUMNS": "100"}, timeout=180)
+    assert res.returncode == 0, res.stderr[-2000:]
+    head = res.stdout[:res.stdout.index("bench: ")]  # the streamed table and its legend, before the phase line
+    _legend_lines(head, 100)
+    assert any(line.startswith("  ") and line.strip()[0].isalpha() for line in head.splitlines())  # a continuation
+
+
+def _on_a_terminal(args: tuple, cols: int, bound_s: float = 180) -> tuple[int, str]:
+    """The CLI with stdout on a pseudo-terminal `cols` wide (no COLUMNS: the terminal's own size): (rc, what the
+    terminal got, escapes removed, carriage-return overdraws resolved to their last text)."""
+    import fcntl
+    import struct
+    import termios
+
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, cols, 0, 0))
+    env = {k: v for k, v in cli_env({"TERM": "xterm"}).items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}
+    proc = subprocess.Popen([sys.executable, "-m", "ncclcheck", *args], stdin=subprocess.DEVNULL, stdout=slave,
+                            stderr=subprocess.DEVNULL, env=env, cwd=REPO)
+    os.close(slave)
+    out, end = b"", time.monotonic() + bound_s
+    try:
+        while time.monotonic() < end:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: the child and every holder of the terminal are gone
+                    break
+                if not chunk:
+                    break
+                out += chunk
+            elif proc.poll() is not None:
+                break
+        rc = proc.wait(timeout=max(1.0, end - time.monotonic()))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    text = _ESCAPE.sub("", out.decode(errors="replace"))
+    return rc, "\n".join(line.rstrip("\r").split("\r")[-1] for line in text.split("\n"))  # the tty's \r\n
+
+
+def test_bench_legend_is_wrapped_between_words_to_a_100_column_terminal():
+    rc, text = _on_a_terminal(BENCH, 100)
+    assert rc == 0, text[-2000:]
+    assert "all_reduce  type float32" in text
+    _legend_lines(text[:text.index("bench summary")], 100)
+
+
+def _phases(out: str) -> list[tuple[str, int, int]]:
+    return [(m[1], int(m[2]), int(m[3])) for m in re.finditer(r"(?m)^(links[a-z -]*): (\d+) of (\d+)$", out)]
+
+
+@pytest.mark.slow  # 5 ranks on loopback, one of them 0.4 s late per send
+def test_links_progress_counts_the_rounds_it_said_it_would_and_says_the_retests_apart(tmp_path):
+    # Rank 1 sends 0.4 s late (tests/links_faults.py), so quick mode's 3 rounds are followed by re-test rounds that
+    # the first phase's total could not know of: each phase's total is its own rounds, done never past it.
+    code = ("import sys; import ncclcheck.links.job as j, tests.links_faults as f; "
+            "j.links_job = f.links_job_slow_rank_1; from ncclcheck.cli import main; sys.exit(main(sys.argv[1:]))")
+    report = tmp_path / "links.json"
+    res = subprocess.run([sys.executable, "-c", code, "links", "--nproc-per-node", "5", "--rounds", "quick",
+                          "--size", "64K", "--iters", "2", "--min-time", "0", "--json", str(report)],
+                         capture_output=True, text=True, env=cli_env(), cwd=REPO, timeout=240)
+    assert res.returncode in (0, 1), res.stderr[-2000:]
+    phases = _phases(res.stdout)
+    rounds = json.loads(report.read_text())["links"]["rounds"]
+    assert phases[0] == ("links", 3, 3) and all(done == total for _, done, total in phases), phases
+    assert len(rounds) > 3 and [name for name, _, _ in phases[1:]] == ["links re-test"] * (len(phases) - 1)
+    assert sum(total for _, _, total in phases) == len(rounds), (phases, rounds)

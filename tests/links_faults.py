@@ -83,3 +83,9 @@ def links_job_with_faults(ctx, payload: dict) -> dict:
     st = job._job_store(ctx)
     ctx = dataclasses.replace(ctx, store=_faulty_store(ctx, f)(st.raw, st.prefix, st.server, st.guard))
     return job.links_job(ctx, payload, transport=_faulty_channel(ctx, f))
+
+
+def links_job_slow_rank_1(ctx, payload: dict) -> dict:
+    """links_job with rank 1 sending 0.4 s late: put in place of ncclcheck.links.job.links_job by a test that runs
+    the CLI (a rank imports a job by its name, so this one reaches every rank)."""
+    return links_job_with_faults(ctx, {**payload, "faults": {"slow_rank": 1, "delay_s": 0.4}})

@@ -454,11 +454,17 @@ class _Coordinator:
         if self.unit == "node":
             self._await_link_facts()
             self._plan_limits()
-        ctx.observer.start(len(plan.rounds), "links")
+        # A phase counts rounds against the rounds it knows of: the schedule first, then each stage of re-tests
+        # the plan adds once it has read the matrix (a phase of its own; one total for both said "5 of 3").
+        planned = len(plan.rounds)
+        ctx.observer.start(planned, "links")
         t_start = time.monotonic()
         r = 0
         try:
             while (pairs := plan.next_round(self.matrix, self.dead, self._floors())) is not None:
+                if len(plan.rounds) > planned:
+                    ctx.observer.start(len(plan.rounds) - planned, "links re-test")  # ends the phase before it
+                    planned = len(plan.rounds)
                 self._round(r, pairs)
                 ctx.observer.advance(f"round {r + 1}")
                 r += 1

@@ -89,13 +89,17 @@ def own_path(path: Optional[str], template: Optional[str], *, rank: int, node_ra
 
 
 def check_writable(path: str) -> None:
-    """Raise UsageError (one line) when `path` cannot be written: missing directory, a directory, no permission."""
+    """Raise UsageError (one line) when `path` cannot be written: missing directory, a directory, no permission, or
+    a path write_atomic refuses (refusal())."""
     if not path or not str(path).strip():
         raise UsageError("output path is empty")
     path = os.path.abspath(os.path.expanduser(str(path)))
     parent = os.path.dirname(path) or "."
     if os.path.isdir(path):
         raise UsageError(f"cannot write {path}: it is a directory")
+    why = refusal(path)
+    if why:
+        raise UsageError(f"cannot write {path}: {why}")
     if not os.path.isdir(parent):
         raise UsageError(f"cannot write {path}: directory {parent} does not exist")
     if os.path.exists(path) and not os.access(path, os.W_OK):
@@ -110,47 +114,72 @@ def check_writable(path: str) -> None:
     os.unlink(probe)
 
 
-# Never set on a file ncclcheck creates, whatever mode the old file had: group/world write (anyone could append to
-# an env file before root sources it) and setuid/setgid/sticky (a report is not a program).
-_NEVER = stat.S_IWGRP | stat.S_IWOTH | stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
+_SPECIAL = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+            (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
 
-def write_atomic(path: str, data: Union[str, bytes], private: bool = True) -> Optional[str]:
+def refusal(path: str, st: Optional[os.stat_result] = None) -> Optional[str]:
+    """Why ncclcheck will not put a report at `path`, or None. `st` is the path's lstat when the caller has it.
+
+    A FIFO, socket or device is never replaced and never opened: opening a FIFO for writing blocks until someone
+    reads it, and a report is a regular file (`--json -` is the way to a pipe). A path owned by another user in a
+    sticky directory (/tmp) is someone else's to keep: the kernel's fs.protected_regular refuses `tee` there too,
+    and a file planted for root's report (made readable to its planter, or watched by them) must not receive it."""
+    if st is None:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None
+    for test, what in _SPECIAL:
+        if test(st.st_mode):
+            return f"it is {what}, not a regular file (a report is never written into one)"
+    if st.st_uid != os.geteuid():
+        parent = os.path.dirname(path) or "."
+        try:
+            sticky = bool(os.stat(parent).st_mode & stat.S_ISVTX)
+        except OSError:
+            sticky = False
+        if sticky:
+            return (f"it belongs to {_user(st.st_uid)} and {parent} is a sticky directory (another user's file "
+                    "there is theirs: remove it or write elsewhere)")
+    return None
+
+
+def _user(uid: int) -> str:
+    try:
+        import pwd
+
+        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
+    except (KeyError, ImportError):
+        return f"uid {uid}"
+
+
+def write_atomic(path: str, data: Union[str, bytes]) -> Optional[str]:
     """Write data to path through a temp file in the same directory and a rename; returns a one-line note when the
-    path was a symbolic link (or not a regular file), else None.
+    path was a symbolic link, else None. Raises UsageError when refusal() refuses the path.
 
-    An existing regular file keeps its read bits (a report someone made 0644 for a dashboard stays readable), never
-    its group/world write or setuid bits. A path that is a symbolic link is never followed for its mode (a planted
-    `nccl.env -> /dev/null` would give 0666, a link to a setuid binary 04755): the link itself is replaced by the new
-    file and the note says so. A new file is 0600 when `private` (reports carry node facts and environment values:
-    JSON, HTML, Markdown, JUnit, env files), else 0644 less the umask (Prometheus' textfile collector reads its files
-    as another user)."""
+    The file gets the mode `tee` or a shell's `>` would give a new one: 0666 less the umask (and the directory's
+    default ACL), whatever an existing file had, so `umask 022` shares a report and `umask 077` keeps it private;
+    root never inherits the mode of a file someone planted. The kernel applies the umask as the temp file is
+    created (O_CREAT 0666), as it does for tee: no umask() call, which would race other threads. A path that is a
+    symbolic link is never followed, for its mode or for writing: the link itself is replaced by the new file and
+    the note says so."""
     path = os.path.abspath(os.path.expanduser(path))
     parent = os.path.dirname(path) or "."
-    fresh = 0o600 if private else 0o644 & ~_umask()
-    note = None
     try:
         st = os.lstat(path)
     except OSError:
         st = None
-    if st is None:
-        mode = fresh
-    elif stat.S_ISREG(st.st_mode):
-        mode = stat.S_IMODE(st.st_mode) & ~_NEVER
-    else:
-        mode = fresh
-        if stat.S_ISLNK(st.st_mode):
-            try:
-                target = os.readlink(path)
-            except OSError:
-                target = "?"
-            what = f"a symbolic link (to {target[:200]})"
-        else:
-            what = "not a regular file"
-        # the link's target was planted by someone else: no escape sequence of theirs reaches a terminal
-        note = clean_text(f"{path} was {what}: replaced it with a new file (mode {mode:04o}), not written "
-                          "through it").replace("\n", " ")
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=parent)
+    why = refusal(path, st)
+    if why:
+        raise UsageError(f"cannot write {path}: {why}")
+    target = None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = "?"
+    fd, tmp = _create_temp(parent, os.path.basename(path))
     try:
         with os.fdopen(fd, "wb") as f:
             # text is cleaned where it enters (clean.clean_text); a character no UTF-8 can hold that got past it
@@ -158,7 +187,8 @@ def write_atomic(path: str, data: Union[str, bytes], private: bool = True) -> Op
             f.write(data.encode("utf-8", "replace") if isinstance(data, str) else data)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, mode)
+            mode = stat.S_IMODE(os.fstat(f.fileno()).st_mode)
+        # a rename never opens what it replaces: a FIFO planted after refusal() looked is unlinked, not written to
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -166,13 +196,26 @@ def write_atomic(path: str, data: Union[str, bytes], private: bool = True) -> Op
         except OSError:
             pass
         raise
-    return note
+    if target is None:
+        return None
+    # the link's target was planted by someone else: no escape sequence of theirs reaches a terminal
+    return clean_text(f"{path} was a symbolic link (to {target[:200]}): replaced it with a new file (mode "
+                      f"{mode:04o}), not written through it").replace("\n", " ")
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def _create_temp(parent: str, name: str) -> tuple[int, str]:
+    """A new file beside the report, created O_EXCL|O_NOFOLLOW with mode 0666 for the kernel to apply the umask to
+    (tempfile.mkstemp creates 0600, and a chmod after it would need the umask read)."""
+    import secrets
+
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = os.path.join(parent, f".{name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {name} in {parent}")
 
 
 def write_outputs(report: Report, on_note: Optional[Callable[[str], None]] = None, **paths: Optional[str]) -> list[str]:
@@ -193,7 +236,7 @@ def write_outputs(report: Report, on_note: Optional[Callable[[str], None]] = Non
             continue
         text = FORMATS[kind].render(report)
         try:
-            note = write_atomic(path, text, private=FORMATS[kind].private)
+            note = write_atomic(path, text)
         except OSError as err:
             raise UsageError(f"cannot write {path}: {err.strerror or err}") from None
         if note and on_note is not None:

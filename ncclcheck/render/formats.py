@@ -1,5 +1,4 @@
-"""The one table of output formats: name -> (flag, renderer, may it go to stdout, help, read on its own node, created
-private).
+"""The one table of output formats: name -> (flag, renderer, may it go to stdout, help, read on its own node).
 Every subcommand's output flags (`report` and `env` included), the CLI's path checks, %-expansion and who writes
 which file, and render.files.write_outputs read it, so a new format is a row here plus its renderer module."""
 
@@ -20,9 +19,6 @@ class Format:
     # Read on the node that wrote it (a container sources its nccl.env; node_exporter reads a local directory): every
     # node's first rank writes it, whatever the path. The others are the job's report, written once per job.
     node_local: bool = False
-    # Created 0600: reports carry node facts and environment values. Prometheus' textfile collector reads its files
-    # as another user, so those are created 0644 less the umask (render.files.write_atomic).
-    private: bool = True
     # Offered only by the commands whose report can hold what it writes (commands.Command.recommends): --env-out on a
     # command that never recommends a variable would write a file that sets nothing, every time.
     needs_recommendations: bool = False
@@ -49,7 +45,7 @@ FORMATS: dict[str, Format] = {
                       "one that sets nothing)", node_local=True, needs_recommendations=True),
     "prometheus": Format("--prometheus", "prometheus:render_prometheus", False,
                          "write Prometheus text metrics (ncclcheck_*) atomically, e.g. for node_exporter's textfile "
-                         "collector", node_local=True, private=False),
+                         "collector", node_local=True),
 }
 
 PATH_HELP = ("Paths expand %j (job id), %n (node rank), %h (hostname), %r (rank: every rank writes). One report per "

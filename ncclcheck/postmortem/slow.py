@@ -319,6 +319,8 @@ def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dic
     # the share of a step its ranks work outside collectives, where measured: under PROBE_WORK_SHARE, a link slow since
     # before the window hides in the job's pace (no rank late, no faster stretch) and only watch's probe finds it
     out["work_share"] = round(min(1.0, work_ns / _median(dur)), 3) if work_ns is not None and _median(dur) else None
+    under: list = []  # units late consistently under the floor (slowness.under_floor), from the first pass only
+
     def judged(cost_rank: list, cost_host: list, last_slow: dict) -> list:
         """The units whose costs the rule names (each unit's newest slow step in last_slow)."""
         found: list = []
@@ -341,6 +343,14 @@ def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dic
                     last_slow[f"{unit}:{u}"] = latest[at]
                 v = slowness.judge(shares)
                 if not v.slow:
+                    lean = slowness.under_floor(shares)
+                    if lean is not None:
+                        under.append({"unit": unit, "rank": u if unit == "rank" else None, "pg": name, "desc": desc,
+                                      "ranks": [u] if unit == "rank" else [r for r in ranks if host_of.get(r) == u],
+                                      "host": host_of.get(u) if unit == "rank" else u, "share": round(lean.share, 4),
+                                      "steps": lean.samples, "consistent": round(lean.consistent, 4),
+                                      "step_us": out["step_us"], "floor": slowness.FLOOR,
+                                      "under_floor": round(slowness.FLOOR * slowness.UNDER_FLOOR, 4)})
                     continue
                 total = sum(cs[v.since:])
                 s0 = spans[v.since][0]
@@ -364,6 +374,7 @@ def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dic
     # straggler whose lateness a slow host's matches reads as nothing): the named units set aside, the others are
     # judged again against the rest, up to PASSES times
     found, aside = judged(cost_rank, cost_host, out["last_slow"]), set()
+    out["under_floor"] = list(under)
     for _ in range(PASSES - 1):
         aside |= {r for f in found for r in f["ranks"]}
         rest = [r for r in ranks if r not in aside]
@@ -470,7 +481,7 @@ def analyse(dumps: dict, hosts: dict, clocks: Optional[dict] = None, phases: Opt
     (`measure`), and it is why a finding's kind is not told when no samples arrived."""
     clocks, phases = clocks or {}, phases or {}
     names = sorted({n for d in dumps.values() for n in d.groups}, key=lambda n: (n != flight.DEFAULT_PG, n))
-    groups, found = [], []
+    groups, found, under = [], [], []
     host_of = {r: (hosts.get(r) or f"rank {r}'s host") for r in dumps}
     clock_used: dict = {}
     for name in names:
@@ -497,6 +508,7 @@ def analyse(dumps: dict, hosts: dict, clocks: Optional[dict] = None, phases: Opt
         if cut:
             g["set_aside"] = cut  # the oldest collectives of the window, before the job's pattern began
         found.extend(g.pop("found"))
+        under.extend(g.pop("under_floor", None) or [])
         groups.append(g)
     best: dict = {}
     for f in sorted(found, key=lambda f: -f["share"]):  # a unit named in several groups: its largest share
@@ -516,8 +528,16 @@ def analyse(dumps: dict, hosts: dict, clocks: Optional[dict] = None, phases: Opt
         ranks = [{"rank": r, "host": hosts.get(r), **s} for r, s in sorted(main.pop("scores").items())]
     for g in groups:
         g.pop("scores", None)
+    # a unit late under the floor that is not also named (in another group, or as its host): said only when nothing is
+    named_units = {u for f in named for u in [(f["unit"], f["rank"] if f["unit"] == "rank" else f["host"]),
+                                                *(("rank", r) for r in f.get("ranks") or [])]}
+    lean_hosts = {f["host"] for f in under if f["unit"] == "rank"}  # a host late through its late rank: that rank
+    leaning = sorted((f for f in under if (f["unit"], f["rank"] if f["unit"] == "rank" else f["host"])
+                      not in named_units and not (f["unit"] == "host" and f["host"] in lean_hosts)),
+                     key=lambda f: -f["share"])[:MAX_REPORT_ROWS]
     return {"floor": slowness.FLOOR, "job_floor": slowness.JOB_FLOOR, "consistent": slowness.CONSISTENT,
             "min_steps": slowness.MIN_SAMPLES, "clock": clock_used, "groups": groups, "named": named,
+            "under_floor": leaning,
             "last_slow": dict(sorted(last_slow.items(), key=lambda kv: -kv[1])[:MAX_REPORT_ROWS]),
             "job": main["job"] if main else None, "pg": main["pg"] if main else None,
             "ranks": ranks[:MAX_REPORT_ROWS], "unjudged": _unjudged(unjudged, dumps), "measure": measure}
@@ -594,6 +614,12 @@ def check(check_id: str, section: Optional[dict], also: tuple = (), node_of: Opt
         ev["unjudged"] = unjudged
         said = f"{said}, among the {g['ranks']:,} ranks read; {words.unjudged(unjudged, section.get('stale'))}"
         return warned(check_id, said, detail=detail, evidence=ev, findings=(said, *measure) if measure else ())
+    lean = section.get("under_floor") or []
+    if lean:  # late step after step, under the floor that names a unit: said with its share, never a silent pass
+        texts = [words.under_floor(f) for f in lean]
+        ev["under_floor"] = lean
+        return warned(check_id, texts[0], detail="\n".join([*texts, said, detail]), findings=(*texts, *measure),
+                      fix=words.UNDER_FLOOR_FIX.format(who=", ".join(words.who(f) for f in lean)), evidence=ev)
     probe = section.get("probe") or {}
     if probe.get("unmeasured") and (section.get("job") or {}).get("slower"):
         # the job runs slower than its best and the probe that would name a slow link could not measure all of

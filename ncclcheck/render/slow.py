@@ -66,6 +66,22 @@ def finding(f: dict) -> str:
     return f"{text}: {why}{_explains(f.get('explains'))}"
 
 
+def under_floor(f: dict) -> str:
+    """A unit late consistently under the floor that names one (checks/slowness.under_floor)."""
+    share, floor = f.get('share') or 0, f.get('floor') or 0
+    cost = pct(share) if pct(share) != pct(floor) else f"{100 * share:.2f} %"  # 4.98 % is not the 5.0 % floor
+    return (f"{who(f)} calls collectives late step after step, under the floor: it costs the job "
+            f"{cost} of its {format_us(f.get('step_us') or 0)} step (median), at least "
+            f"{pct(f.get('under_floor') or 0)} in {pct(f.get('consistent') or 0)} of the newest {f.get('steps')} steps "
+            f"of {group(f)}; a rank or host is named slow from {pct(floor)}, and jitter makes a rank "
+            "this late in few steps, not most")
+
+
+UNDER_FLOOR_FIX = ("confirm it on {who}: `ncclcheck watch --follow` looks every few seconds and names it once it "
+                   "costs the floor; NCCL with TORCH_NCCL_ENABLE_TIMING=1 gives each collective's own time, and "
+                   "`py-spy dump --pid <pid>` on that rank shows what it does before its calls")
+
+
 UNTOLD = {  # postmortem/slow.py's reasons a finding's kind is not told
     "not sampled": "where the ranks work outside collectives was not measured",
     "too few": "too few samples of where the ranks work outside collectives to place its steps",

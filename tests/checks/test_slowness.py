@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ncclcheck.checks import slowness
 
 
@@ -64,3 +66,12 @@ def test_a_newest_stretch_that_dips_is_not_an_end_when_the_newest_two_hold():
     assert not slowness.judge([0.0] * 10 + slow_for[:-8] + [hi, lo, hi, lo, hi, hi, lo, hi]
                               + [lo, hi, lo, hi, lo, hi, lo, hi]).slow  # 16 that hold 11: not consistent
     assert not slowness.judge([hi, lo] * 20).slow  # half the steps, never consistent
+
+
+def test_under_the_floor_is_the_rule_at_half_the_floor_over_the_newest_steps():
+    late = [0.045, 0.06, 0.03, 0.055, 0.04, 0.06, 0.035, 0.05] * 2  # 4.5 % typical, under 5 % in 1 step of 2
+    assert not slowness.judge(late).slow
+    v = slowness.under_floor(late)
+    assert v is not None and v.slow and v.samples == 16 and v.share == pytest.approx(0.0475)
+    assert slowness.under_floor([0.08] * 16) is None  # named by the rule: not said again
+    assert slowness.under_floor([0.03, 0.0, 0.0, 0.01, 0.0, 0.0, 0.02, 0.0] * 2) is None  # jitter: late in few steps

@@ -21,11 +21,14 @@ def test_the_matrix_script_prints_every_cell_right_small():
 
 
 def test_a_cell_is_wrong_when_the_kind_or_the_fix_is():
-    v = {"named": [("rank", slow_matrix.CULPRIT, "compute")], "fix": "find what rank 3 (host h2) does"}
+    v = {"named": [("rank", slow_matrix.CULPRIT, "compute")], "fix": "find what rank 3 (host h2) does",
+         "under_floor": []}
     assert slow_matrix.right("compute", v)
     assert not slow_matrix.right("compute", {**v, "named": [("rank", 3, "communication")]})
     assert not slow_matrix.right("compute", {**v, "fix": v["fix"] + "; and check h3's links"})
-    assert not slow_matrix.right("none", v) and slow_matrix.right("none", {"named": [], "fix": ""})
+    assert not slow_matrix.right("none", v) and slow_matrix.right("none", {"named": [], "fix": "", "under_floor": []})
+    # a healthy job's rank said late under the floor is a wrong cell too
+    assert not slow_matrix.right("none", {"named": [], "fix": "", "under_floor": [("rank", 0)]})
 
 
 def test_a_bad_flag_is_a_usage_error():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 
@@ -32,19 +33,61 @@ def _default(which: str) -> Any:
     return {"bench": BenchConfig, "links": LinksConfig, "base": BaselineConfig}[which]()
 
 
+def _closest(word: str, choices) -> Optional[str]:
+    """The choice a typo most likely meant (difflib's ratio, 0.6 and up), or None."""
+    import difflib
+
+    found = difflib.get_close_matches(word, list(choices), n=1)
+    return found[0] if found else None
+
+
+def _did_you_mean(message: str) -> str:
+    """argparse's 'invalid choice' message (a command, --rounds ...) with the choice a typo most likely meant."""
+    m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+    if m is None or "did you mean" in message:  # newer Pythons suggest on their own
+        return message
+    near = _closest(m[1], re.findall(r"'([^']*)'", m[2]) or [c.strip() for c in m[2].split(",")])
+    return f"{message[:m.end(1) + 1]}; did you mean '{near}'? {message[m.end(1) + 2:]}" if near else message
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that raises UsageError (one line, exit 2) instead of printing usage and exiting itself; the hint
-    names the subcommand's own --help."""
+    names the subcommand's own --help, and a typo the flag or choice it most likely meant. No abbreviations: a
+    prefix of a flag is a typo, not that flag (`--nnode 2` ran as --nnodes 2, and a flag added later would have
+    made an abbreviation in a job script ambiguous)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # noqa: D401 - argparse API
-        raise UsageError(f"{message} (see '{self.prog} --help')")
+        raise UsageError(f"{_did_you_mean(message)} (see '{self.prog} --help')")
 
     def parse_args(self, args=None, namespace=None):  # noqa: D401 - argparse API
         ns, extras = self.parse_known_args(args, namespace)
         if extras:  # argparse reports these from the top parser: point at the subcommand's help instead
-            prog = f"{self.prog} {ns.command}" if getattr(ns, "command", None) else self.prog
-            raise UsageError(f"unrecognized arguments: {' '.join(extras)} (see '{prog} --help')")
+            command = getattr(ns, "command", None)
+            prog = f"{self.prog} {command}" if command else self.prog
+            raise UsageError(f"{unrecognized(extras, subparser(self, command) if command else self)} "
+                             f"(see '{prog} --help')")
         return ns
+
+
+def unrecognized(extras: list, parser: argparse.ArgumentParser) -> str:
+    """'unrecognized argument --nnode; did you mean --nnodes?': the flags argparse did not know, each with the
+    option of `parser` it most likely meant; their values are left out (they belong to the mistyped flag). Extras
+    with no flag among them are named as they are."""
+    flags = [e.split("=", 1)[0] for e in extras if e.startswith("-") and e != "-"]
+    if not flags:
+        return f"unrecognized arguments: {' '.join(extras)}"
+    text = f"unrecognized argument{'s' if len(flags) > 1 else ''} {' '.join(flags)}"
+    options = [o for o in parser._option_string_actions if o.startswith("--")]
+    near = {f: m for f in flags if (m := _closest(f, options))}
+    if len(near) == 1 and len(flags) == 1:
+        return f"{text}; did you mean {near[flags[0]]}?"
+    if near:
+        return f"{text}; did you mean " + ", ".join(f"{m} (for {f})" for f, m in near.items()) + "?"
+    return text
 
 
 def nproc_help(command: str) -> str:

@@ -101,3 +101,24 @@ def test_links_progress_counts_the_rounds_it_said_it_would_and_says_the_retests_
     assert phases[0] == ("links", 3, 3) and all(done == total for _, done, total in phases), phases
     assert len(rounds) > 3 and [name for name, _, _ in phases[1:]] == ["links re-test"] * (len(phases) - 1)
     assert sum(total for _, _, total in phases) == len(rounds), (phases, rounds)
+
+
+@pytest.mark.parametrize("argv, said", [
+    (("preflight", "--nnode", "2"), "unrecognized argument --nnode; did you mean --nnodes?"),
+    (("bench", "--size=1M"), "unrecognized argument --size; did you mean --sizes?"),
+    (("preflite",), "invalid choice: 'preflite'; did you mean 'preflight'?"),
+    (("links", "--rounds", "quik"), "invalid choice: 'quik'; did you mean 'quick'?"),
+])
+def test_a_typo_is_one_line_naming_what_was_meant(argv, said):
+    res = run_cli(*argv)
+    assert res.returncode == 2 and res.stdout == "", res.stderr
+    [line] = res.stderr.strip().splitlines()
+    assert said in line and "Traceback" not in res.stderr
+    if said.startswith("unrecognized"):  # the flag's value is not named apart: it belongs to the mistyped flag
+        assert " 2 " not in line and "1M" not in line
+
+
+def test_a_flag_nothing_resembles_is_named_without_a_guess():
+    res = run_cli("preflight", "--zzzqqq")
+    assert res.returncode == 2 and "unrecognized argument --zzzqqq (see 'ncclcheck preflight --help')" in res.stderr
+    assert "did you mean" not in res.stderr

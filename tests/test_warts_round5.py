@@ -122,3 +122,23 @@ def test_a_flag_nothing_resembles_is_named_without_a_guess():
     res = run_cli("preflight", "--zzzqqq")
     assert res.returncode == 2 and "unrecognized argument --zzzqqq (see 'ncclcheck preflight --help')" in res.stderr
     assert "did you mean" not in res.stderr
+
+
+def test_env_of_an_empty_code_folder_says_so_instead_of_a_digest(tmp_path):
+    empty = tmp_path / "job"
+    empty.mkdir()
+    html = tmp_path / "env.html"
+    res = run_cli("env", "--code", str(empty), "--html", str(html), "--json", str(tmp_path / "env.json"),
+                  env={"COLUMNS": "200"})
+    assert res.returncode == 0, res.stderr[-2000:]
+    [line] = [ln.strip() for ln in res.stdout.splitlines() if ln.strip().startswith("code ")]
+    assert f"tree {empty}: no files to hash" in line and "sha256" not in line
+    page = html.read_text()
+    row = page[page.index("<th>code</th>"):].split("</tr>")[0]  # the versions table's (the page's JSON keeps all)
+    assert f"{empty} (tree): no files to hash" in row and "sha256" not in row
+    code = json.loads((tmp_path / "env.json").read_text())["nodes"][0]["facts"]["code"]
+    assert code["files"] == 0  # the JSON keeps the fact as read
+    (empty / "train.py").write_text("print('step')\n")
+    res = run_cli("env", "--code", str(empty), env={"COLUMNS": "200"})
+    [line] = [ln.strip() for ln in res.stdout.splitlines() if ln.strip().startswith("code ")]
+    assert "sha256:" in line and "(1 file)" in line

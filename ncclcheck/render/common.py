@@ -13,7 +13,7 @@ from typing import Optional
 from .. import hostranges
 from ..model import ABOVE_LIMIT_NOISE, LARGE_FROM_NODES, CheckResult, Report, Status, clean_text
 from ..units import format_gbps
-from .words import BOUND_WRONG, IN_PLACE, NO_FIGURE, STATUS_WORD, UNKNOWN, efficiency_caption, placement
+from .words import BOUND_WRONG, IN_PLACE, NO_FIGURE, STATUS_WORD, UNKNOWN, count, efficiency_caption, placement
 
 # Failures first, then warnings, passes, skips (what did not run, least to act on): the order people read a report
 # in, and the console's, so the terminal, HTML, Markdown and JUnit agree.
@@ -61,6 +61,20 @@ def check_case_name(check: CheckResult) -> str:
 def placement_label(row) -> str:
     """How a bench row was placed, where there is room: the label of words.placement(row)."""
     return placement(row).label
+
+
+NO_CODE_FILES = "no files to hash (an empty folder, or only job outputs and folders the hash skips)"
+
+
+def code_text(code: dict) -> str:
+    """The code a job would run as the env table says it: 'tree PATH sha256:... (12 files)', git's HEAD hash, or,
+    for a tree with no file the hash covers, that and no digest (sha256 of nothing is the same for every empty
+    folder: no identity of any code)."""
+    files = code.get("files") if code.get("kind") == "tree" else None  # a git tree is its HEAD and diff
+    if files == 0:
+        return f"{code.get('kind')} {code.get('path')}: {NO_CODE_FILES}; --code PATH names the tree to compare"
+    said = f" ({count(files, 'file')})" if isinstance(files, int) else ""
+    return f"{code.get('kind')} {code.get('path')} {str(code.get('hash'))[:19]}{said}"
 
 
 def one_line(text: object) -> str:

@@ -22,6 +22,7 @@ from ..units import format_bytes, format_mbps_link
 from .common import (
     FOLDED_SKIPS,
     checks_phrase,
+    code_text,
     display_checks,
     hostnames,
     name_nodes,
@@ -416,10 +417,7 @@ def render_env(report: Report) -> list:
             t.add_row("route to master", f"{route.get('target')} via {route['interface']} from {route.get('source')}")
         code = f.get("code") or {}
         if code.get("hash"):
-            files = code.get("files") if code.get("kind") == "tree" else None  # a git tree is its HEAD and diff
-            said = (" (no files: the hash of nothing; --code PATH names the tree to compare)" if files == 0 else
-                    f" ({files:,} files)" if isinstance(files, int) else "")
-            t.add_row("code", f"{code.get('kind')} {code.get('path')} {str(code['hash'])[:19]}{said}")
+            t.add_row("code", code_text(code))
         out.append(t)
         ifs = f.get("interfaces")
         if isinstance(ifs, list):

@@ -19,6 +19,7 @@ from ..units import format_bytes, format_gbps, format_mbps_link, format_us
 from . import plots
 from .common import (
     NAMED_NODES,
+    NO_CODE_FILES,
     STATUS_WORD,
     aggregated,
     bound_gbps_text,
@@ -577,7 +578,9 @@ def _versions(facts: dict) -> str:
         desc = f"{code.get('path', '?')} ({code.get('kind', '?')})"
         if code.get("git_head"):
             desc += f" at {code['git_head']}" + (" + local changes" if code.get("dirty") else "")
-        pairs.append(("code", e(desc + (f", {code['hash']}" if code.get("hash") else ""))))
+        said = (f": {NO_CODE_FILES}" if code.get("kind") == "tree" and code.get("files") == 0 else
+                f", {code['hash']}" if code.get("hash") else "")  # sha256 of nothing identifies no code
+        pairs.append(("code", e(desc + said)))
     return _kv_table(pairs) or _unavailable(facts.get("versions")) or ""
 
 

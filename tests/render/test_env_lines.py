@@ -1,5 +1,5 @@
 """`ncclcheck env` says what it read: an NVIDIA module that is not loaded is said so (no blank version), and a
-code hash over no files says it is the hash of nothing."""
+code tree with no files says so instead of a digest (sha256 of nothing identifies no code)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def test_a_module_not_loaded_and_a_hash_of_nothing_are_said():
     empty = {"path": "/tmp/x", "kind": "tree", "hash": "sha256:e3b0c44298fc1c149afb", "files": 0, "bytes": 0}
     text = _shown({"gdr": gdr, "code": empty})
     assert "NVIDIA module not loaded;" in text and "module  not" not in text
-    assert "(no files: the hash of nothing" in text
+    assert "tree /tmp/x: no files to hash (an empty folder" in text and "sha256" not in text
     gdr["nvidia_module"] = {"loaded": True, "version": "580.1", "taint": ""}
     tree = {**empty, "files": 12}
     text = _shown({"gdr": gdr, "code": tree})

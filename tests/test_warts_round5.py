@@ -6,6 +6,7 @@ import json
 import os
 import re
 import select
+import shutil
 import subprocess
 import sys
 import time
@@ -142,3 +143,38 @@ def test_env_of_an_empty_code_folder_says_so_instead_of_a_digest(tmp_path):
     res = run_cli("env", "--code", str(empty), env={"COLUMNS": "200"})
     [line] = [ln.strip() for ln in res.stdout.splitlines() if ln.strip().startswith("code ")]
     assert "sha256:" in line and "(1 file)" in line
+
+
+_SETPRIV = shutil.which("setpriv")
+_NOBODY = 65534
+
+
+def _as_nobody(*args: str) -> subprocess.CompletedProcess:
+    """scripts/netlab ARGS as an unprivileged user (uid/gid 65534, no groups), this checkout on PYTHONPATH."""
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONPATH": REPO, "HOME": "/tmp", "LANG": "C.UTF-8"}
+    return subprocess.run([_SETPRIV, "--reuid", str(_NOBODY), "--regid", str(_NOBODY), "--clear-groups",
+                           sys.executable, os.path.join(REPO, "scripts", "netlab"), "--name", "wartsnb", *args],
+                          capture_output=True, text=True, env=env, cwd="/", timeout=60)
+
+
+@pytest.mark.skipif(not (_SETPRIV and os.geteuid() == 0), reason="needs root to drop to an unprivileged user")
+@pytest.mark.parametrize("args", [("up", "2"), ("down",), ("scenario", "blocked-port", "h1", "29500"), ("gc",)])
+def test_netlab_without_root_says_it_needs_root_before_touching_anything(args):
+    if subprocess.run([_SETPRIV, "--reuid", str(_NOBODY), "--regid", str(_NOBODY), "--clear-groups",
+                       sys.executable, "-c", "import ncclcheck_lab"], env={"PYTHONPATH": REPO},
+                      capture_output=True, cwd="/").returncode:
+        pytest.skip("this Python or checkout is not readable by an unprivileged user")
+    res = _as_nobody(*args)
+    assert res.returncode == 2 and res.stdout == "", (res.stdout, res.stderr)
+    [line] = res.stderr.splitlines()
+    assert line.startswith(f"netlab {args[0]}: needs root (") and "Traceback" not in res.stderr
+    assert _as_nobody("status").returncode == 0  # reading what labs exist needs nothing
+
+
+def test_netlab_root_check_names_the_command_and_lets_root_and_status_through():
+    from ncclcheck_lab.netlab.cli import NEEDS_ROOT, parser, root_needed
+
+    commands = set(parser()._subparsers._group_actions[0].choices)
+    assert NEEDS_ROOT == commands - {"status"}  # a new command is decided here, not forgotten
+    assert root_needed("up", euid=0) is None and root_needed("status", euid=1000) is None
+    assert root_needed("exec", euid=1000).startswith("netlab exec: needs root (")

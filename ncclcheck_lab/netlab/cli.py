@@ -42,8 +42,26 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+# Every command but status makes, changes or enters network namespaces (ip netns, veth, tc, nft, bind mounts under
+# /run/netns, the lock files under /run/netlab): root's alone. Asked first, so that a user without it reads what it
+# needs instead of a PermissionError from whichever of these came first.
+NEEDS_ROOT = frozenset({"up", "down", "exec", "scenario", "gc", "slurm", "mpi-agent"})
+
+
+def root_needed(cmd: str, euid: int | None = None) -> str | None:
+    """The one line to print when `cmd` needs root and this process (`euid`, default its own) is not root."""
+    if cmd not in NEEDS_ROOT or (os.geteuid() if euid is None else euid) == 0:
+        return None
+    return (f"netlab {cmd}: needs root (it makes and enters network namespaces, veth links, tc and nft rules, "
+            f"mounts under /run/netns): run it as root, e.g. sudo scripts/netlab {cmd} ...")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    why = root_needed(args.cmd)
+    if why:
+        print(why, file=sys.stderr)
+        return 2
     listing = args.cmd == "status" and args.name is None
     args.name = args.name or nl.DEFAULT_NAME
     try:

@@ -133,6 +133,18 @@ def refusal(path: str, st: Optional[os.stat_result] = None) -> Optional[str]:
     for test, what in _SPECIAL:
         if test(st.st_mode):
             return f"it is {what}, not a regular file (a report is never written into one)"
+    if stat.S_ISLNK(st.st_mode):
+        # A link to a pipe, a terminal or a device is a way to one (/dev/stdout -> /proc/self/fd/1): replacing it
+        # would remove that link for everyone (root writing `--json /dev/stdout` would delete /dev/stdout), and
+        # following it would write into the device: neither. `-` writes a report to stdout.
+        try:
+            target = os.stat(path)
+        except OSError:
+            target = None
+        for test, what in _SPECIAL if target is not None else ():
+            if test(target.st_mode):
+                return (f"it is a symbolic link to {what} ({os.readlink(path)}), not a file a report can replace "
+                        "(`-` writes it to stdout)")
     if st.st_uid != os.geteuid():
         parent = os.path.dirname(path) or "."
         try:

@@ -208,3 +208,12 @@ def test_the_log_folder_stays_private_whatever_the_umask(tmp_path, monkeypatch, 
     assert files and all(_mode(f) == 0o600 for f in files), [oct(_mode(f)) for f in files]
     assert "a log may hold" in files[0].read_text()
     assert _mode(out) == 0o666 & ~mask  # the report beside it follows the umask
+
+
+def test_a_link_to_a_device_like_dev_stdout_is_refused_never_replaced(tmp_path):
+    """`--json /dev/stdout` as root would have replaced the link /dev/stdout itself (for every process after it)."""
+    link = tmp_path / "stdout"
+    link.symlink_to("/dev/null")  # the shape of /dev/stdout -> /proc/self/fd/1: a link to a device
+    res = _report("--json", str(link))
+    _refused_in_one_line(res, "--json", str(link), "it is a symbolic link to a character device (/dev/null)")
+    assert link.is_symlink() and os.readlink(link) == "/dev/null"

@@ -136,25 +136,27 @@ def test_a_link_planted_at_an_output_path_is_replaced_not_followed_for_its_mode(
     """Issue 36 hole 2: `nccl.env -> /dev/null` in a world-writable directory gave root's env file mode 0666 (anyone
     could append to it before root sourced it); a link to a setuid binary gave 04755."""
     os.chmod(tmp_path, 0o1777)
-    (tmp_path / "nccl.env").symlink_to("/dev/null")
     setuid = tmp_path / "prog"
     setuid.write_text("#!/bin/sh\n")
     setuid.chmod(0o4755)
     (tmp_path / "r.json").symlink_to(setuid)
     old = os.umask(0o077)
     try:
-        res = run_cli("recommend", "--env-out", str(tmp_path / "nccl.env"), "--json", str(tmp_path / "r.json"))
+        res = run_cli("recommend", "--json", str(tmp_path / "r.json"))
+        # a link to a device is refused whole: replacing it would remove a link like /dev/stdout for everyone
+        (tmp_path / "nccl.env").symlink_to("/dev/null")
+        dev = run_cli("recommend", "--env-out", str(tmp_path / "nccl.env"))
     finally:
         os.umask(old)
     assert res.returncode in (0, 1), res.stderr
-    for name in ("nccl.env", "r.json"):
-        p = tmp_path / name
-        assert not p.is_symlink() and p.is_file()
-        assert _mode(p) == 0o600, oct(_mode(p))  # the umask's mode (tests/render/test_report_files_modes.py)
-    assert "nccl.env was a symbolic link (to /dev/null): replaced it" in res.stderr
+    p = tmp_path / "r.json"
+    assert not p.is_symlink() and p.is_file()
+    assert _mode(p) == 0o600, oct(_mode(p))  # the umask's mode (tests/render/test_report_files_modes.py)
     assert f"r.json was a symbolic link (to {setuid})" in res.stderr
     assert _mode(setuid) == 0o4755 and setuid.read_text() == "#!/bin/sh\n"  # the target is untouched
-    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    assert dev.returncode == 2 and "Traceback" not in dev.stderr and len(dev.stderr.strip().splitlines()) == 1
+    assert "it is a symbolic link to a character device (/dev/null)" in dev.stderr, dev.stderr
+    assert (tmp_path / "nccl.env").is_symlink() and stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
 
 def test_an_existing_file_never_keeps_its_mode(tmp_path):

@@ -1,5 +1,6 @@
-"""One self-contained HTML page for a Report: status and root cause, checks, the environment to copy, per-node
-facts, bench tables and plots, and the links heatmap.
+"""One self-contained HTML page for a Report. Its first screen is the answer: status and root cause with its fix,
+the environment to copy, the checks that failed or warned; then the passes counted by kind and the skips one row per
+reason, every check's row in a closed block, per-node facts, bench tables and plots, and the links heatmap.
 
 Self-contained means inline CSS and JS and plots as data: URIs: the page opens from a CI artifact or an e-mail with
 no network. Everything shown comes from other machines (summaries, hostnames, env values), so every string goes
@@ -25,6 +26,7 @@ from .common import (
     bound_gbps_text,
     bound_groups,
     check_case_name,
+    checks_phrase,
     display_checks,
     efficiency_captions,
     efficiency_span,
@@ -37,6 +39,8 @@ from .common import (
     node_label,
     nodes_text,
     not_measured,
+    passes_by_kind,
+    skips_by_reason,
     status_headline,
     trust_text,
     wrong_bound_text,
@@ -182,32 +186,66 @@ def _header(report: Report) -> str:
 EVIDENCE_CHARS = 16_000  # of one check's evidence drawn in the page (cross-node checks hold a value per node)
 
 
+def _check_row(c, report: Report, cls: str = "check", attr: str = "data-check") -> str:
+    more = ""
+    if c.detail or c.evidence:
+        body = e(c.detail)
+        if c.evidence:
+            ev = json.dumps(c.evidence, indent=1, sort_keys=True, default=str)
+            if len(ev) > EVIDENCE_CHARS:  # a value per node: 3 MB of the page at 4,096 nodes
+                ev = ev[:EVIDENCE_CHARS] + f"\n... {len(ev) - EVIDENCE_CHARS:,} more characters: the JSON " \
+                                           "report has every value"
+            body += ("\n\n" if c.detail else "") + e(ev)
+        more = f"<details><summary>details</summary><pre>{body}</pre></details>"
+    return (f'<tr class="{cls} status-{c.status.value}" {attr}="{e(c.id)}">'
+            f"<td>{_badge(c.status)}</td><td><code>{e(check_case_name(c))}</code></td>"
+            f"<td>{e(node_label(c.node, report))}</td><td>{e(c.summary)}"
+            + "".join(f"<br>+ {e(m)}" for m in c.more) + f"{more}</td>"
+            f'<td class="fix">{e(c.fix)}</td></tr>')
+
+
+_CHECKS_HEAD = ("<thead><tr><th>status</th><th>check</th><th>node</th><th>summary</th><th>fix</th></tr></thead>")
+
+
+def _folded(report: Report) -> str:
+    """The passes as one row counted by kind, the skips one row per reason (common.skips_by_reason): what the
+    first screen says of everything that needs no action."""
+    rows = []
+    kinds = passes_by_kind(report)
+    if kinds:
+        rows.append(f'<tr class="folded status-pass"><td>{_badge(Status.PASS)}</td>'
+                    f"<td>{e(count(sum(n for _, n in kinds), 'result'))}</td><td>all nodes</td>"
+                    f"<td>{e(', '.join(f'{k} {n:,}' for k, n in kinds))}</td></tr>")
+    hosts = hostnames(report)
+    for f in skips_by_reason(report):  # every reason: the page has room, and the rows are few
+        rows.append(f'<tr class="folded status-skip" data-skipped="{e(" ".join(f.ids))}">'
+                    f"<td>{_badge(Status.SKIP)}</td><td>{e(checks_phrase(f.ids))}</td>"
+                    f"<td>{e(name_nodes(list(f.nodes), hosts) if f.nodes else 'all nodes')}</td>"
+                    f"<td>{e(f.reason)}</td></tr>")
+    if not rows:
+        return ""
+    return ('<table class="checks folded"><thead><tr><th>status</th><th>checks</th><th>node</th><th>result</th>'
+            f"</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+
+
 def _checks(report: Report) -> str:
+    """Failures and warnings each a row with its fix, the passes and skips folded, and every row (each check on
+    each node) in a closed block a click away."""
     counts = {s: sum(1 for c in report.checks if c.status is s) for s in Status}
     tally = ", ".join(f"{n} {STATUS_WORD[s].lower()}" for s, n in counts.items() if n)
     out = ['<section id="checks">', f"<h2>Checks</h2><p class=\"meta\">{e(tally) or 'no checks ran'}</p>"]
     if report.checks:
-        out.append('<table class="checks"><thead><tr><th>status</th><th>check</th><th>node</th><th>summary</th>'
-                   "<th>fix</th></tr></thead><tbody>")
-        for c in display_checks(report):
-            more = ""
-            if c.detail or c.evidence:
-                body = e(c.detail)
-                if c.evidence:
-                    ev = json.dumps(c.evidence, indent=1, sort_keys=True, default=str)
-                    if len(ev) > EVIDENCE_CHARS:  # a value per node: 3 MB of the page at 4,096 nodes
-                        ev = ev[:EVIDENCE_CHARS] + f"\n... {len(ev) - EVIDENCE_CHARS:,} more characters: the JSON " \
-                                                   "report has every value"
-                    body += ("\n\n" if c.detail else "") + e(ev)
-                more = f"<details><summary>details</summary><pre>{body}</pre></details>"
-            out.append(
-                f'<tr class="check status-{c.status.value}" data-check="{e(c.id)}">'
-                f"<td>{_badge(c.status)}</td><td><code>{e(check_case_name(c))}</code></td>"
-                f"<td>{e(node_label(c.node, report))}</td><td>{e(c.summary)}"
-                + "".join(f"<br>+ {e(m)}" for m in c.more) + f"{more}</td>"
-                f'<td class="fix">{e(c.fix)}</td></tr>'
-            )
-        out.append("</tbody></table>")
+        shown = display_checks(report)
+        problems = [c for c in shown if c.status in (Status.FAIL, Status.WARN)]
+        if problems:
+            out.append(f'<table class="checks problems">{_CHECKS_HEAD}<tbody>'
+                       + "".join(_check_row(c, report, "problem", "data-problem") for c in problems)
+                       + "</tbody></table>")
+        out.append(_folded(report))
+        out.append(f'<details class="all-checks" id="all-checks"><summary>Every check: {count(len(shown), "row")}'
+                   " (each check on each node; the same skip on several nodes is one row)</summary>"
+                   f'<table class="checks">{_CHECKS_HEAD}<tbody>'
+                   + "".join(_check_row(c, report) for c in shown) + "</tbody></table></details>")
     out.append("</section>")
     return "\n".join(out)
 
@@ -230,8 +268,10 @@ def _recommendations(report: Report) -> str:
         '<p>Source this before launching training (per-node values are chosen by node rank or hostname). '
         '<button class="copy" id="copy-env" type="button">Copy</button></p>'
         f'<pre class="env" id="env-block">{e(render_envfile(report))}</pre>'
+        # the block above says each reason as a comment: the table is a click away, the failures stay on screen
+        '<details class="why"><summary>Each setting: its value, nodes and reason</summary>'
         "<table><thead><tr><th>name</th><th>value</th><th>node</th><th>reason</th></tr></thead>"
-        f"<tbody>{rows}</tbody></table></section>"
+        f"<tbody>{rows}</tbody></table></details></section>"
     )
 
 
@@ -728,10 +768,13 @@ def render_html(report: Report) -> str:
     from .postmortem import CSS as PM_CSS
     from .postmortem import html_section
 
-    sections = [_header(report), html_section(report), _checks(report)]
+    # The first screen is the answer: the verdict and root cause (header), what to set, then what failed or
+    # warned; the passes and skips folded, every row a click away (_checks).
+    sections = [_header(report), html_section(report)]
     css = _CSS + (PM_CSS if report.command == "diagnose" else "")
     if report.recommendations or report.command in ("preflight", "recommend"):
         sections.append(_recommendations(report))
+    sections.append(_checks(report))
     if report.bench:
         sections.append(_bench(report))
     if report.links is not None:

@@ -178,3 +178,31 @@ def test_netlab_root_check_names_the_command_and_lets_root_and_status_through():
     assert NEEDS_ROOT == commands - {"status"}  # a new command is decided here, not forgotten
     assert root_needed("up", euid=0) is None and root_needed("status", euid=1000) is None
     assert root_needed("exec", euid=1000).startswith("netlab exec: needs root (")
+
+
+def _shaped(rate_bits: float) -> dict:
+    """One node's link facts as facts/links.py reads them: eth0 at 10 Gb/s under a root tbf of `rate_bits`."""
+    return {"netdevs": [{"name": "eth0", "speed_mbps": 10000, "speed_unknown": None, "virtual": None,
+                         "shaper": {"qdiscs": [{"kind": "tbf", "root": True, "rate_bytes_per_s": rate_bits / 8}]}}],
+            "default_interface": "eth0", "ib_ports": [], "env": {}, "nvlink": None, "pcie_gpus": []}
+
+
+def test_links_shows_each_bound_in_the_unit_of_its_figures(tmp_path):
+    # A lab run of 3 hosts, h2 shaped to 200 Mb/s (tests/data/bounds), its bounds worked out again by this tree from
+    # the same shapers: figures and bounds alike in GB/s, what sets a bound named without a figure of its own.
+    from ncclcheck.links import efficiency
+
+    with open(os.path.join(REPO, "tests", "data", "bounds", "links_3_hosts_h2_at_200mbit.json")) as f:
+        doc = json.load(f)
+    sec = doc["links"]
+    by_node = {0: _shaped(1e9), 1: _shaped(200e6), 2: _shaped(1e9)}
+    fields, _ = efficiency.evaluate(sec["matrix_gbps"], by_node, "gloo", "node", sec["hosts"], None,
+                                    sec["slow_nodes"])
+    sec.update(fields)
+    saved = tmp_path / "links.json"
+    saved.write_text(json.dumps(doc))
+    res = run_cli("report", str(saved), env={"COLUMNS": "250"})
+    assert res.returncode in (0, 1), res.stderr[-2000:]
+    out = res.stdout[res.stdout.index("Links  GB/s"):]
+    assert "node 1 (h2): 0.025 GB/s (node 1 eth0: tbf)" in out and "0.125 GB/s (node 0 eth0: tbf)" in out
+    assert not re.search(r"\d ?[MG]b/s", out), out  # no rate in bits beside the GB/s figures

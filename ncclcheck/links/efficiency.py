@@ -221,7 +221,8 @@ def explain_slow(check: CheckResult, nb: Any, slow_nodes: list, hosts: Optional[
     if check.status.value != "pass" or not slow_nodes or len(known) < 2:
         return check
     top = max(known)
-    why = [f"node {x}" + (f" ({hosts[x]})" if hosts and x < len(hosts) and hosts[x] else "") + f": {nb[x].by}"
+    why = [f"node {x}" + (f" ({hosts[x]})" if hosts and x < len(hosts) and hosts[x] else "")
+           + f": {nb[x].gbps:.3g} GB/s, {nb[x].by}"
            for x in slow_nodes if 0 <= x < len(nb) and nb[x].gbps is not None and nb[x].gbps < 0.75 * top]
     if len(why) != len(slow_nodes):
         return check

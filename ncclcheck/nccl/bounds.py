@@ -73,8 +73,12 @@ def _num(x: Any) -> Optional[float]:
     return float(x) if x >= 0 else None
 
 
+# A Bound's `by` names what sets it (an interface's tbf, its line rate, IB ports) and never its figure: the figure is
+# `gbps`, which every renderer shows in the unit of the figures beside it (render/common.py's bound_gbps_text); a
+# "200 Mb/s" in the words read beside a GB/s figure as two different rates.
 def _gbit(gbps: float) -> str:
-    """GB/s -> the link-rate wording people use ("100 Mb/s", "10 Gb/s", "400 Gb/s")."""
+    """GB/s -> the link-rate wording people use ("100 Mb/s", "10 Gb/s"): only for a device's speed that is not a
+    bound (a veth's fixed figure)."""
     bits = gbps * 8e9
     if bits >= 1e9:
         return f"{bits / 1e9:.3g} Gb/s"
@@ -115,13 +119,13 @@ def shaper_bound(shaper: Any) -> tuple:
     for q in shaper.get("qdiscs") or []:
         if q.get("kind") == "tbf" and q.get("root") and _num(q.get("rate_bytes_per_s")):
             g = _num(q["rate_bytes_per_s"]) / 1e9
-            return g, f"tbf {_gbit(g)}", None
+            return g, "tbf", None
     rate, cls_or_why = htb_default_ceil(shaper)
     if rate:
         g = rate / 1e9
         note = ("htb classes reached through filters (per-destination limits) are not attributed to pairs"
                 if len(shaper.get("classes") or []) > 1 else None)
-        return g, f"htb class {cls_or_why} {_gbit(g)}", note
+        return g, f"htb class {cls_or_why}", note
     return None, None, cls_or_why
 
 
@@ -148,7 +152,7 @@ def netdev_bound(dev: dict) -> Bound:
         return Bound(None, f"{name}: unknown (veth/virtual: {_gbit(line)} is the kernel's fixed figure, not a line "
                            "rate)", "socket", True, tuple(notes))
     if line is not None:
-        return Bound(line, f"{name}: {_gbit(line)} line rate", "socket", False, tuple(notes))
+        return Bound(line, f"{name}: line rate", "socket", False, tuple(notes))
     why = dev.get("speed_unknown") or "speed unknown"
     notes.append(f"NCCL's socket transport assumes {NCCL_UNKNOWN_SPEED_GBIT} Gb/s here (net_socket.cc)")
     return Bound(None, f"{name}: {why}", "socket", False, tuple(notes))
@@ -167,7 +171,7 @@ def ingress_limit(dev: dict) -> tuple:
     for rate in ing.get("police_bytes_per_s") or []:
         if _num(rate):
             g = _num(rate) / 1e9
-            found.append((g, f"ingress police {_gbit(g)}"))
+            found.append((g, "ingress police"))
     note = None
     if ing.get("police_rate_unknown"):
         note = "an ingress policer whose rate tc did not print: what this host receives may be lower"
@@ -205,7 +209,7 @@ def netdev_ingress_bound(dev: dict) -> Bound:
         return Bound(None, f"{name}: unknown (veth/virtual: {_gbit(line)} is the kernel's fixed figure, not a line "
                            "rate)", "socket", True, tuple(notes))
     if line is not None:
-        return Bound(line, f"{name}: {_gbit(line)} line rate", "socket", False, tuple(notes))
+        return Bound(line, f"{name}: line rate", "socket", False, tuple(notes))
     why = dev.get("speed_unknown") or "speed unknown"
     return Bound(None, f"{name}: {why}", "socket", False, tuple(notes))
 
@@ -268,9 +272,9 @@ def nic_path_of(links: Optional[dict], backend: str, node: Any = None, side: str
             gbps = sum(p["rate_gbps"] for p in ports) / 8
             kind = "roce" if (ports[0].get("link_layer") or "").lower() == "ethernet" else "ib"
             names = ", ".join(f"{p['device']}:{p['port']}" for p in ports)
-            what = f"{len(ports)} x {ports[0]['rate_gbps']:g} Gb/s" if len(ports) > 1 else \
-                f"{ports[0]['rate_gbps']:g} Gb/s"
-            return Bound(gbps, f"{where}{names}: {what} {'RoCE' if kind == 'roce' else 'IB'}", kind)
+            what = f"{len(ports)} {'RoCE' if kind == 'roce' else 'IB'} ports" if len(ports) > 1 else \
+                f"{'RoCE' if kind == 'roce' else 'IB'} port"
+            return Bound(gbps, f"{where}{names}: {what}", kind)
     names, how = _socket_names(links, backend)
     loop = [n for n in names if n in (links.get("loopback_interfaces") or ["lo"])]
     if names and loop == names:

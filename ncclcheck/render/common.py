@@ -13,7 +13,7 @@ from typing import Optional
 from .. import hostranges
 from ..model import ABOVE_LIMIT_NOISE, LARGE_FROM_NODES, CheckResult, Report, Status, clean_text
 from ..units import format_gbps
-from .words import BOUND_WRONG, IN_PLACE, NO_FIGURE, STATUS_WORD, UNKNOWN, count, efficiency_caption, placement
+from .words import BOUND_WRONG, GBPS, IN_PLACE, NO_FIGURE, STATUS_WORD, UNKNOWN, count, efficiency_caption, placement
 
 # Failures first, then warnings, passes, skips (what did not run, least to act on): the order people read a report
 # in, and the console's, so the terminal, HTML, Markdown and JUnit agree.
@@ -493,8 +493,12 @@ def wrong_bound_text(w: dict, label=lambda x: f"node {x}") -> str:
 
 
 def bound_gbps_text(gbps: object) -> str:
-    """A bound with its unit, 'unknown' when there is none."""
-    return format_gbps(gbps) if isinstance(gbps, (int, float)) and not isinstance(gbps, bool) else UNKNOWN
+    """A bound with its unit, 'unknown' when there is none: every renderer's one way to show a bound, in GB/s as the
+    figures beside it, to 3 significant digits (a 200 Mb/s shaper is 0.025 GB/s, not '0.03 GB/s'). What sets it
+    (bound_by) names no figure of its own (nccl/bounds.py)."""
+    if not isinstance(gbps, (int, float)) or isinstance(gbps, bool):
+        return UNKNOWN
+    return format_gbps(gbps) if gbps >= 1 else f"{gbps:.3g} {GBPS}"
 
 
 def efficiency_captions(rows) -> dict:

@@ -61,7 +61,7 @@ def test_links_bound_is_each_directions_sender_shaper_and_the_slow_host_is_named
     b, m, e, by = sec["bound_gbps"], sec["matrix_gbps"], sec["efficiency"], sec["bound_by"]
     for x in (0, 1):
         assert b[x][2] == b[x][1 - x] == pytest.approx(gbps(FAST)), json.dumps(sec)
-        assert b[2][x] == pytest.approx(gbps(SLOW)) and by[2][x] == "node 2 eth0: tbf 200 Mb/s (sender)", by
+        assert b[2][x] == pytest.approx(gbps(SLOW)) and by[2][x] == "node 2 eth0: tbf (sender)", by
     for a in range(3):
         for c in range(3):
             if a != c:
@@ -81,7 +81,7 @@ def test_links_a_slow_sender_on_node_0_and_an_ingress_limit_are_bounded_per_dire
     _, sec = links_section(lab3)
     b, by = sec["bound_gbps"], sec["bound_by"]
     for x in (1, 2):
-        assert b[0][x] == pytest.approx(gbps("100mbit")) and by[0][x].startswith("node 0 eth0: tbf 100 Mb/s"), by
+        assert b[0][x] == pytest.approx(gbps("100mbit")) and by[0][x].startswith("node 0 eth0: tbf"), by
         assert b[x][0] == pytest.approx(gbps(FAST)), json.dumps(sec)  # into node 0: the sender's 1 Gb/s
     assert_never_above_bound(sec)
     assert sec["wrong_bounds"] == [], sec["wrong_bounds"]
@@ -95,7 +95,7 @@ def test_links_a_slow_sender_on_node_0_and_an_ingress_limit_are_bounded_per_dire
     b, e, by = sec["bound_gbps"], sec["efficiency"], sec["bound_by"]
     for x in (0, 1):
         assert b[x][2] == pytest.approx(gbps("100mbit")), json.dumps(sec)
-        assert by[x][2] == "node 2 eth0: ingress via ifb0: tbf 100 Mb/s (receiver)", by
+        assert by[x][2] == "node 2 eth0: ingress via ifb0: tbf (receiver)", by
         assert 0.5 < e[x][2] <= 1.05, json.dumps(sec)
     assert_never_above_bound(sec)
     print("ingress on node 2:", json.dumps({k: sec[k] for k in ("matrix_gbps", "efficiency", "wrong_bounds")}))
@@ -108,7 +108,7 @@ def test_bench_bound_is_the_slowest_hosts_shaper(lab):
     assert rep["exit_code"] == 0, json.dumps(rep["checks"], indent=1)
     for r in rep["bench"]:
         assert r["bound_gbps"] == pytest.approx(gbps(SLOW)), r
-        assert r["bound_by"].startswith("node 2 eth0: tbf 200 Mb/s"), r
+        assert r["bound_by"].startswith("node 2 eth0: tbf"), r
         assert r["efficiency"] == pytest.approx(r["busbw_gbps"] / r["bound_gbps"], rel=1e-4)
     effs = [c for c in rep["checks"] if c["id"] == "bench.efficiency"]
     assert {c["evidence"]["op"] for c in effs} == {"all_reduce", "all_gather"}

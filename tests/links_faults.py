@@ -85,7 +85,9 @@ def links_job_with_faults(ctx, payload: dict) -> dict:
     return job.links_job(ctx, payload, transport=_faulty_channel(ctx, f))
 
 
-def links_job_slow_rank_1(ctx, payload: dict) -> dict:
-    """links_job with rank 1 sending 0.4 s late: put in place of ncclcheck.links.job.links_job by a test that runs
-    the CLI (a rank imports a job by its name, so this one reaches every rank)."""
-    return links_job_with_faults(ctx, {**payload, "faults": {"slow_rank": 1, "delay_s": 0.4}})
+def links_job_one_round_slow_rank_1(ctx, payload: dict) -> dict:
+    """links_job in quick mode's single random round (quick_rounds 1, which the CLI does not offer) with rank 1 sending
+    0.4 s late: its pair is slow and neither member was measured with anyone else, so both are re-tested against
+    nodes that passed. Put in place of ncclcheck.links.job.links_job by a test that runs the CLI (a rank imports a job
+    by its name, so this one reaches every rank)."""
+    return links_job_with_faults(ctx, {**payload, "quick_rounds": 1, "faults": {"slow_rank": 1, "delay_s": 0.4}})

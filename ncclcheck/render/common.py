@@ -306,17 +306,27 @@ def display_checks(report: Report, ordered: bool = True, same_skips: bool = True
 FOLDED_SKIPS = 12  # skip reasons listed on the first screen before "and N more"
 
 
+# Checks whose passing row says what the run did to the cluster (drained or resumed a node, or would under --dry-run):
+# part of the answer, so never folded into the pass count.
+ACTION_CHECKS = frozenset({"slurm.drain"})
+
+
+def on_first_screen(check: CheckResult) -> bool:
+    """A row of its own on the first screen: a failure, a warning, or what the run did (ACTION_CHECKS)."""
+    return check.status in (Status.FAIL, Status.WARN) or check.id in ACTION_CHECKS
+
+
 def check_kind(check_id: str) -> str:
     """'gpu' for gpu.xid: the family a check belongs to, what the passes are counted by."""
     return check_id.split(".", 1)[0]
 
 
 def passes_by_kind(report: Report) -> list[tuple[str, int]]:
-    """(kind, passing results) in the order each kind first appears: every node's result counts, so the counts add
-    up to the verdict's 'N passed'."""
+    """(kind, passing results) in the order each kind first appears: every node's result counts, so with the rows
+    on_first_screen() keeps they add up to the verdict's 'N passed'."""
     out: dict[str, int] = {}
     for c in report.checks:
-        if c.status is Status.PASS:
+        if c.status is Status.PASS and not on_first_screen(c):
             out[check_kind(c.id)] = out.get(check_kind(c.id), 0) + 1
     return list(out.items())
 

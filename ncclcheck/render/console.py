@@ -27,6 +27,7 @@ from .common import (
     hostnames,
     name_nodes,
     not_measured,
+    on_first_screen,
     one_line,
     passes_by_kind,
     skips_by_reason,
@@ -150,7 +151,7 @@ def checks_table(report: Report, show_passed: bool = True) -> Table:
     rows = sorted(enumerate(display_checks(report, ordered=False)), key=lambda ic: (_ORDER[ic[1].status], ic[0]))
     root = report.root_cause()
     for _, c in rows:
-        if not show_passed and c.status in (Status.PASS, Status.SKIP):
+        if not show_passed and not on_first_screen(c):
             continue
         node = "all" if c.node is None else str(c.node)
         result = Text(c.summary)
@@ -180,7 +181,7 @@ def _folded_rows(table: Table, report: Report) -> None:
     if len(folds) > FOLDED_SKIPS:
         left = folds[FOLDED_SKIPS:]
         table.add_row(Text(MARK[Status.SKIP], style=STYLE[Status.SKIP]),
-                      count(sum(len(f.ids) for f in left), "more check"), "", count(len(left), "other reason"))
+                      count(sum(f.results for f in left), "more result"), "", count(len(left), "other reason"))
 
 
 def folded_note(report: Report) -> Optional[Text]:

@@ -39,6 +39,7 @@ from .common import (
     node_label,
     nodes_text,
     not_measured,
+    on_first_screen,
     passes_by_kind,
     skips_by_reason,
     status_headline,
@@ -207,6 +208,9 @@ def _check_row(c, report: Report, cls: str = "check", attr: str = "data-check") 
 _CHECKS_HEAD = ("<thead><tr><th>status</th><th>check</th><th>node</th><th>summary</th><th>fix</th></tr></thead>")
 
 
+FOLDED_REASONS = 64  # skip reasons listed in the page before the rest are counted (every row is in the block below)
+
+
 def _folded(report: Report) -> str:
     """The passes as one row counted by kind, the skips one row per reason (common.skips_by_reason): what the
     first screen says of everything that needs no action."""
@@ -217,11 +221,17 @@ def _folded(report: Report) -> str:
                     f"<td>{e(count(sum(n for _, n in kinds), 'result'))}</td><td>all nodes</td>"
                     f"<td>{e(', '.join(f'{k} {n:,}' for k, n in kinds))}</td></tr>")
     hosts = hostnames(report)
-    for f in skips_by_reason(report):  # every reason: the page has room, and the rows are few
+    folds = skips_by_reason(report)
+    for f in folds[:FOLDED_REASONS]:  # a reason per node (a hostname in it) at 8,192 nodes: the rest counted
         rows.append(f'<tr class="folded status-skip" data-skipped="{e(" ".join(f.ids))}">'
                     f"<td>{_badge(Status.SKIP)}</td><td>{e(checks_phrase(f.ids))}</td>"
                     f"<td>{e(name_nodes(list(f.nodes), hosts) if f.nodes else 'all nodes')}</td>"
                     f"<td>{e(f.reason)}</td></tr>")
+    if len(folds) > FOLDED_REASONS:
+        left = folds[FOLDED_REASONS:]
+        rows.append(f'<tr class="folded status-skip"><td>{_badge(Status.SKIP)}</td>'
+                    f"<td>{e(count(sum(f.results for f in left), 'more result'))}</td><td></td>"
+                    f"<td>{e(count(len(left), 'other reason'))}: every row below</td></tr>")
     if not rows:
         return ""
     return ('<table class="checks folded"><thead><tr><th>status</th><th>checks</th><th>node</th><th>result</th>'
@@ -236,7 +246,7 @@ def _checks(report: Report) -> str:
     out = ['<section id="checks">', f"<h2>Checks</h2><p class=\"meta\">{e(tally) or 'no checks ran'}</p>"]
     if report.checks:
         shown = display_checks(report)
-        problems = [c for c in shown if c.status in (Status.FAIL, Status.WARN)]
+        problems = [c for c in shown if on_first_screen(c)]
         if problems:
             out.append(f'<table class="checks problems">{_CHECKS_HEAD}<tbody>'
                        + "".join(_check_row(c, report, "problem", "data-problem") for c in problems)

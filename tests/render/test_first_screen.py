@@ -190,3 +190,32 @@ def test_the_html_first_screen_holds_the_verdict_the_settings_and_the_failures(t
     for row in ("NCCL_SOCKET_IFNAME=eth1 matches no interface on cpu-b01", "docker0 has the same address"):
         assert row in text, (row, text)
     assert load_example("preflight-fail-3node").status.value == "fail"
+
+
+def test_skips_fold_by_reason_and_nodes_and_a_flood_of_reasons_is_counted():
+    import dataclasses
+    import io
+
+    from ncclcheck.model import NodeInfo, Report, skipped
+    from ncclcheck.render import console
+    from ncclcheck.render import html as html_mod
+    from ncclcheck.render.common import FOLDED_SKIPS, skips_by_reason
+
+    nodes = [NodeInfo(i, f"h{i}", {}) for i in range(3)]
+    checks = [skipped(cid, "no NVIDIA GPU", node=n) for cid in ("gpu.xid", "gpu.mig", "gpu.pcie") for n in range(3)]
+    checks += [skipped("ib.devices", "no RDMA devices", node=n) for n in (0, 2)]  # not every node: named
+    checks += [skipped("gdr.support", "no RDMA devices", node=1)]  # the same words on another node: its own row
+    report = Report(command="preflight", version="t", started="now", duration_s=0.0, checks=checks, nodes=nodes)
+    folds = [(f.ids, f.nodes, f.results) for f in skips_by_reason(report)]
+    assert folds == [(("gpu.xid", "gpu.mig", "gpu.pcie"), (), 9), (("ib.devices",), (0, 2), 2),
+                     (("gdr.support",), (1,), 1)], folds
+
+    many = dataclasses.replace(report, checks=checks + [skipped("paths.exist", f"no file on h{i}", node=i % 3)
+                                                        for i in range(300)])
+    buf = io.StringIO()
+    console.print_parts(console.make_console(buf, {}), console.render_report(many, verbose=False))
+    rows = [ln for ln in buf.getvalue().splitlines() if ln.startswith("skip ")]
+    assert len(rows) == FOLDED_SKIPS + 1 and "291 more results" in rows[-1] and "291 other reasons" in rows[-1], rows
+    page = html_mod.render_html(many)
+    assert page.count('class="folded status-skip"') == html_mod.FOLDED_REASONS + 1, page.count("folded")
+    assert page.count('data-check="paths.exist"') == 300  # every row still in the closed block

@@ -10,12 +10,13 @@ group's ranks set to the whole world. Then the real `ncclcheck watch` (the api, 
     python scripts/bench_live.py --ranks 4096                       # 512 simulated ranks a process
     python scripts/bench_live.py --slow --ranks 4096                # the slow case
 
-Run as the script, it re-runs itself in a private network namespace where it can (ncclcheck_lab/private_net.py).
-One line per size: ranks, wall time of the whole watch from its start to its answer (watch_wall_s; the slow case's
+Run as the script, it re-runs itself in a private network namespace where it can (ncclcheck_lab/private_net.py). One
+line per size: ranks, wall time of the whole watch from its start to its answer (watch_wall_s; the slow case's
 named_s), whether the culprit (the last rank) was named (culprit_named=1/1 with watch's exit 1), and per rank: the
-bytes watch fetched (bytes_per_rank), the mean and slowest seconds of a rank's first answer, how many answered, and
-watch's phases in seconds (live.phases_s); then the simulation's own: sim_errors, the seconds its ranks took to
-register, the machine's load when watch started.
+bytes watch fetched (bytes_per_rank), watch's CPU seconds per 1,000 ranks (its process: every thread of the watch,
+and the job's store this process hosts for the simulated ranks; work, not wall time), the mean and slowest seconds
+of a rank's first answer, how many answered, and watch's phases in seconds (live.phases_s); then the simulation's
+own: sim_errors, the seconds its ranks took to register, the machine's load when watch started.
 
 --slow: a running job instead of a hung one (ncclcheck_lab/livesim.py: a simulated data-parallel job laid on the
 wall clock, 1 s of compute per step, 1 % jitter on every rank, 8 ranks per host; each rank keeps its newest 96
@@ -49,13 +50,14 @@ def _watch_then_stop(port: int, timeout: float, stop, ps: list) -> tuple:
     from ncclcheck.live.watch import watch  # torch under it: imported when the simulation runs
     from ncclcheck.options import api_config
 
-    t0 = time.monotonic()
+    t0, c0 = time.monotonic(), time.process_time()
     report = watch(api_config("watch", {"master_addr": "127.0.0.1", "master_port": str(port),
                                         "timeout": str(timeout)}, "bench_live"))
-    wall = time.monotonic() - t0
+    wall, cpu = time.monotonic() - t0, time.process_time() - c0
     stop.set()
     for p in ps:
         p.join(10)
+    report.extra.setdefault("bench", {})["watch_cpu_s"] = cpu
     return report, wall
 
 
@@ -170,7 +172,9 @@ def _figures(n: int, live: dict) -> dict:
     """Bytes and seconds per rank of watch's first look (every rank asked at once)."""
     rows = live.get("ranks", [])
     answers = [r["answer_s"] for r in rows if r.get("answer_s") is not None]
+    cpu = (live.get("_bench") or {}).get("watch_cpu_s")
     return {"bytes_per_rank": round(sum(r["bytes"] for r in rows) / n),
+            "cpu_s_per_1k": round(1000 * cpu / n, 3) if cpu is not None else None,
             "answer_s_mean": round(sum(answers) / len(answers), 3) if answers else None,
             "slowest_answer_s": round(max(answers, default=0.0), 3),
             "answered": len(live.get("answered", [])),
@@ -183,7 +187,7 @@ def bench(n: int, procs: int, timeout: float) -> dict:
     load = os.getloadavg()[0]
     report, wall = _watch_then_stop(port, timeout, stop, ps)
     del store
-    live = report.extra["live"]
+    live = {**report.extra["live"], "_bench": report.extra.get("bench")}
     root = next((c for c in report.checks if c.id == "postmortem.root_cause"), None)
     named = bool(root and root.evidence.get("ranks") == [n - 1])
     return {"ranks": n, "wall_s": round(wall, 2), "culprit_named": named, "exit_code": report.exit_code,
@@ -217,7 +221,7 @@ def bench_slow(n: int, procs: int, timeout: float, late: float) -> dict:
     load = os.getloadavg()[0]
     report, wall = _watch_then_stop(port, timeout, stop, ps)
     del store
-    live = report.extra["live"]
+    live = {**report.extra["live"], "_bench": report.extra.get("bench")}
     slow = next((c for c in report.checks if c.id == "live.slow"), None)
     found = (slow.evidence.get("named") or []) if slow is not None else []
     named = sorted({r for f in found for r in f.get("ranks", [])})
@@ -227,7 +231,8 @@ def bench_slow(n: int, procs: int, timeout: float, late: float) -> dict:
 
 
 def _per_rank(r: dict) -> str:
-    return (f"bytes_per_rank={r['bytes_per_rank']} answer_s_mean={r['answer_s_mean']} "
+    return (f"bytes_per_rank={r['bytes_per_rank']} watch_cpu_s_per_1k_ranks={r['cpu_s_per_1k']} "
+            f"answer_s_mean={r['answer_s_mean']} "
             f"slowest_answer_s={r['slowest_answer_s']:.3f} answered={r['answered']}/{r['ranks']} "
             f"phases_s={r['phases']}")
 

@@ -25,6 +25,7 @@ def _run(*args: str) -> list:
 
 def _whole(row: dict) -> None:
     assert row["sim_errors"] == "0" and row["answered"] == "8/8" and int(row["bytes_per_rank"]) > 0, row
+    assert 0 < float(row["watch_cpu_s_per_1k_ranks"]), row  # watch's own work, printed beside the wall figures
     assert float(row["slowest_answer_s"]) > 0 and "fetch:" in row["phases_s"], row
 
 

@@ -582,7 +582,8 @@ def judge(inp: Any, records: dict, clocks: dict, asker: Any, budget: Budget, nod
         section["probe"] = found
         section["named"], also = with_probe(section["named"], found, job, _measured_steps(section))
     section["links"] = also
-    return section, slow.check("live.slow", section, tuple(also), node_of)
+    return section, slow.check("live.slow", section, tuple(also), node_of,
+                                "watch" if follow is None else "watch --follow")
 
 
 def _measured_steps(section: dict) -> bool:
@@ -698,7 +699,9 @@ class Follow:
         self.slowdowns.append({"key": k, "unit": f.get("unit"), "rank": f.get("rank"), "kind": f.get("kind"),
                                "host": f.get("host") or f.get("hosts"), "who": _who(f), "text": text,
                                "start_ns": start, "end_ns": None, "last_ns": f.get("last_ns") or t_ns,
-                               "seen_ns": t_ns})
+                               "seen_ns": t_ns,
+                               # a kind not told: why, and on what backend (what would tell it: the fix)
+                               **({"untold": f["untold"], "backend": f.get("backend")} if f.get("untold") else {})})
         self._event(t_ns, "start", start, f, f"{words.when(start)} slowdown starts: {text}")
 
     def _end(self, t_ns: int, k: str, f: dict, last: Optional[int], why: str = "") -> None:
@@ -735,7 +738,7 @@ class Follow:
                           f"while the job ran ({ended})", evidence=ev)
         texts = [words.slowdown(s) for s in self.slowdowns]
         return failed("live.slow", texts[0], detail="\n".join(texts), findings=tuple(texts),
-                      fix=slow.fix_for(self.slowdowns), evidence=ev)
+                      fix=slow.fix_for(self.slowdowns, "watch --follow"), evidence=ev)
 
 
 def _who(f: dict) -> str:

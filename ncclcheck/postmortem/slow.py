@@ -500,13 +500,17 @@ def analyse(dumps: dict, hosts: dict, clocks: Optional[dict] = None, phases: Opt
         seqs, sigs, arr = seqs[cut:], sigs[cut:], {r: ts[cut:] for r, ts in arr.items()}
         ops = {flight._op(k[0])[1] for k in sigs}
         backends = {dumps[r].backend for r in ranks}
-        off, err, used = _clocks(arr, host_of, clocks, ops, backends.pop() if len(backends) == 1 else None)
+        backend = backends.pop() if len(backends) == 1 else None
+        off, err, used = _clocks(arr, host_of, clocks, ops, backend)
         clock_used = clock_used or used
         timed = [[dumps[r].groups[name].colls[q] for r in ranks] for q in seqs] \
             if all(dumps[r].timing and all(q in dumps[r].groups[name].colls for q in seqs) for r in ranks) else None
         g = _group(name, ref.desc, arr, seqs, sigs, host_of, off, err, _work(phases, name, ranks), timed)
         if cut:
             g["set_aside"] = cut  # the oldest collectives of the window, before the job's pattern began
+        for f in g["found"]:
+            if f.get("untold"):  # what would tell its kind depends on it: gloo records no collective's own time
+                f["backend"] = backend
         found.extend(g.pop("found"))
         under.extend(g.pop("under_floor", None) or [])
         groups.append(g)
@@ -557,20 +561,20 @@ FIX_COMMUNICATION = ("check {who}'s links: the NIC's negotiated speed (`ethtool 
                      "once the job stops")
 
 
-FIX_UNTOLD = ("tell whether {who} computes or communicates late: `ncclcheck watch` while the job runs (it samples "
-              "where the ranks work), or NCCL with TORCH_NCCL_ENABLE_TIMING=1 (each collective's own time); then "
-              "the verdict's fix names its CPU, data loader or GPU, or its links")
-
-
-def fix_for(found: list) -> str:
+def fix_for(found: list, look: str = "diagnose") -> str:
     """Each finding's fix, once per kind: the compute fix naming its units, the links fix naming its hosts, and for a
-    kind not told (UNTOLD_KIND) how to tell it, never one of the two guessed."""
+    kind not told (UNTOLD_KIND) why this look could not tell it and what would (render/slow.untold_fix: from the
+    finding's "untold", its group's backend and `look`, the look that made the report), never one of the two
+    guessed."""
     untold = [f for f in found if f.get("kind") == UNTOLD_KIND]
     compute = [f for f in found if f.get("kind") == "compute" and f.get("unit") != "link"]
     comm = [f for f in found if f not in compute and f not in untold]
     parts = []
-    if untold:
-        parts.append(FIX_UNTOLD.format(who=", ".join(dict.fromkeys(f.get("who") or words.who(f) for f in untold))))
+    alike: dict = {}  # findings untold for the same reason on the same backend: one fix naming them all
+    for f in untold:
+        alike.setdefault((f.get("untold"), f.get("backend")), []).append(f.get("who") or words.who(f))
+    for (why, backend), who in alike.items():
+        parts.append(words.untold_fix(", ".join(dict.fromkeys(who)), why, backend, look))
     if compute:
         parts.append(FIX_COMPUTE.format(who=", ".join(dict.fromkeys(f.get("who") or words.who(f) for f in compute))))
     if comm:
@@ -580,10 +584,14 @@ def fix_for(found: list) -> str:
     return "; and ".join(parts)
 
 
-def check(check_id: str, section: Optional[dict], also: tuple = (), node_of: Optional[dict] = None) -> CheckResult:
+def check(check_id: str, section: Optional[dict], also: tuple = (), node_of: Optional[dict] = None,
+          look: Optional[str] = None) -> CheckResult:
     """`postmortem.slow` (diagnose) / `live.slow` (watch): fail naming every slow unit (and `also`: watch's links
     findings), each a finding of its own; pass saying what was judged; skip when nothing could be. node_of: {host:
-    node index} for the report's nodes (evidence.nodes: the kubectl labels of the named hosts)."""
+    node index} for the report's nodes (evidence.nodes: the kubectl labels of the named hosts). look: what read the
+    recorders (render/slow.LOOKS: "diagnose", "watch", "watch --follow"; default by check_id), so that a fix never
+    tells the user to run what just ran."""
+    look = look or ("watch" if check_id == "live.slow" else "diagnose")
     if not section or not any(g.get("steps") for g in section.get("groups", [])):
         why = next((g["why"] for g in (section or {}).get("groups", []) if g.get("why")),
                    "no process group with call times from two ranks or more")
@@ -604,7 +612,7 @@ def check(check_id: str, section: Optional[dict], also: tuple = (), node_of: Opt
         if (section.get("unjudged") or {}).get("count"):
             ev["unjudged"] = section["unjudged"]
         return failed(check_id, texts[0], detail="\n".join([*texts[:len(found)], detail]), findings=tuple(texts),
-                      fix=fix_for(found), evidence=ev)
+                      fix=fix_for(found, look), evidence=ev)
     g = next(g for g in section["groups"] if g.get("steps"))
     job = words.job(section.get("job"))
     said = (f"no rank or host calls collectives late consistently ({g['steps']} steps of {words.group(g)} "

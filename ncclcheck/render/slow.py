@@ -105,6 +105,46 @@ def untold(f: dict) -> str:
             f"{' (' + failed + ')' if failed else ''}{gap}{seen}")
 
 
+LOOKS = ("diagnose", "watch", "watch --follow")  # what read the recorders a verdict comes from (slow.check's look)
+
+UNTOLD_LOOK = {  # why this look could not tell a late unit's kind, by its finding's "untold" (None: the look's own)
+    "no pattern": "this look saw one collective a step, and a rank late at every call is late after its work "
+                  "whether it computed longer or left the collective before late",
+    "too few": "this look sampled too few of the ranks' steps to place where in a step they work",
+    ("not sampled", "diagnose"): "these recorders hold no samples of where the ranks work (watch samples them "
+                                 "while the job runs; a dump the job wrote has none)",
+    "not sampled": "this look's sampling of where the ranks work got no samples (said beside the verdict)",
+}
+
+
+def untold_fix(who_: str, why: Optional[str], backend: Optional[str], look: str) -> str:
+    """The fix of a unit whose kind (compute or communication) is not told, from what the look measured: why it
+    could not tell (the finding's "untold"; gloo records no collective's own time) and what would: each
+    collective's own GPU time (NCCL with TORCH_NCCL_ENABLE_TIMING=1), py-spy on the late rank, and a longer look
+    where samples were missing (never the look that just ran)."""
+    said = UNTOLD_LOOK.get((why, look)) or UNTOLD_LOOK.get(why) or "this look measured nothing of where the ranks work"
+    if backend == "gloo":
+        said += "; gloo records no collective's own time"
+        timing = "the same job on NCCL with TORCH_NCCL_ENABLE_TIMING=1 (the flight recorder then holds each " \
+                 "collective's own GPU time)"
+    elif backend == "nccl":
+        said += "; the job's NCCL recorder holds no collective's own time without TORCH_NCCL_ENABLE_TIMING=1"
+        timing = "TORCH_NCCL_ENABLE_TIMING=1 in the job's environment (each collective's own GPU time)"
+    else:
+        timing = "NCCL with TORCH_NCCL_ENABLE_TIMING=1 (each collective's own GPU time)"
+    would = [timing, f"`py-spy dump --pid PID` on {who_}, a few times (in its own code, or waiting inside the "
+                     "collective)"]
+    if why != "no pattern":  # samples of where the ranks work place a repeating step; one collective a step, never
+        if look == "diagnose":
+            would.append("`ncclcheck watch --follow` while the job runs (it samples where the ranks work, every "
+                          "look)")
+        elif look == "watch":
+            would.append("a longer look: `ncclcheck watch --follow` samples again at every look")
+    listed = "; ".join(would[:-1]) + f"; or {would[-1]}" if len(would) > 1 else would[0]
+    return (f"tell whether {who_} computes or communicates late: {said}. What tells them apart: {listed}; then the "
+            "verdict's fix names its CPU, data loader or GPU, or its links")
+
+
 def measure(m: dict) -> str:
     """One sampled rank's measure of where it works that failed or was cut (live/straggle.Sampled.asked)."""
     who_ = "watch" if m.get("rank") is None else f"rank {m['rank']}" + (f" (host {m['host']})" if m.get("host") else "")

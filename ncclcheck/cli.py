@@ -283,19 +283,23 @@ def _observer(config: Config, seat: Seat):
 
 def _one_line(config: Config, report, seat: Seat, given: tuple = ()) -> str:
     """The line a non-zero node prints: who it is, its verdict and exit code, where the full report is; `given`:
-    the files asked for that node 0 writes and this process does not."""
+    the files asked for that node 0 writes and this process does not. Node 0's console and files are named only
+    when node 0's word reached this process (Report.node_0_reported): a wrong master address leaves no node 0 that
+    ran, and this line is then all the report there is."""
     from .facts import hostname
 
     me = next((n.hostname for n in report.nodes if n.node_rank == seat.node_rank), None) or hostname()
     first = next((n.hostname for n in report.nodes if n.node_rank == 0), None)
-    where = "global rank 0's console" + (f" (node 0, {first})" if first else " (node 0)")
+    where = ("full report on global rank 0's console" + (f" (node 0, {first})" if first else " (node 0)")
+             if report.node_0_reported else "this line is the whole report: no word from node 0 reached this node")
     text = (f"ncclcheck {report.command}: node {seat.node_rank} ({me}) rank {seat.rank}: {report.status.value.upper()}"
-            f", exit {report.exit_code}; full report on {where}")
+            f", exit {report.exit_code}; {where}")
     if config.output.json_path and config.output.json_path != "-":
         text += f"; JSON in {config.output.json_path}"
     if given:  # one report per job: say where it is and how to get this node's own
-        text += (f"; node 0 writes {', '.join(given)} (this node writes its own with %n or %h in the path, or with "
-                 "--print-all)")
+        files = ", ".join(given)
+        text += (f"; {f'node 0 writes {files}' if report.node_0_reported else f'{files} not written: node 0 writes it'}"
+                 " (this node writes its own with %n or %h in the path, or with --print-all)")
     root = report.root_cause() if report.status.value == "fail" else None
     if root is not None:  # a world that did not form has no shared report: say here what went wrong from this side
         text += f"; root cause{'' if root.node is None else f' on node {root.node}'}: [{root.id}] {root.summary}"

@@ -380,6 +380,10 @@ class Report:
     interrupted: bool = False  # Ctrl-C or SIGTERM: the partial report is still written, the process exits 130/143
     interrupted_by: str = "Ctrl-C"  # or "SIGTERM" (errors.interruption)
     interrupt_code: int = 130  # the CLI sets 143 for SIGTERM: the report's exit_code is the process's
+    # Node 0's word reached this process (a formed world's verdict or outcome, or node 0 saying why the world did not
+    # form): node 0's console holds the job's full report. False: none did (the master was never reached, nothing
+    # joined), and this process's report is all there is: a node's one line never points at a report nobody wrote.
+    node_0_reported: bool = False
     # How far this process could trust what other nodes wrote (rendezvous/trust.py): {"level": token | munge |
     # shared-file | none, "source", "ignored": ["key: why"], "warning"}; None where no store was crossed.
     trust: Optional[dict] = None

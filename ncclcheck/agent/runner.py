@@ -58,6 +58,7 @@ class JobOutcome:
     failures: list = field(default_factory=list)  # [{"rank", "reason"}]
     interrupted: bool = False  # Ctrl-C reached the agent: its ranks were stopped; `emitted` holds what they made
     interrupted_by: str = "Ctrl-C"  # or "SIGTERM" (errors.interruption)
+    decided: bool = False  # the decider (node 0) published its outcome: this process is the decider or read it
 
     @property
     def ok(self) -> bool:
@@ -210,16 +211,18 @@ def agree(st: JsonStore, out: JobOutcome, decider: bool, budget: Budget) -> JobO
                 "world_size": out.world_size, "backend": out.backend, "emitted": out.emitted,
                 "results": [[r, v] for r, v in sorted(out.results.items())], "failures": out.failures,
                 "interrupted": out.interrupted})
+            out.decided = True
             return out
         v = _agree.adopt(st, "job/outcome", budget.deadline(budget.final_agreement_s), budget, _outcome_record)
     except StoreLost:
         return out
     if v is None or (out.failures and not v.get("failures")) or v["world_size"] != out.world_size:
+        out.decided = v is not None and v["world_size"] == out.world_size  # read (node 0 ran), not adopted
         return out
     return JobOutcome(world_size=out.world_size, backend=str(v.get("backend") or out.backend),
                       results={r: x for r, x in v["results"] if 0 <= r < out.world_size},
                       emitted=list(v.get("emitted") or []), failures=list(v.get("failures") or []),
-                      interrupted=bool(v.get("interrupted")) or out.interrupted)
+                      interrupted=bool(v.get("interrupted")) or out.interrupted, decided=True)
 
 
 def _watch(procs: dict, st: JsonStore, stall_s: float, node: int, start_s: float,

@@ -89,6 +89,12 @@ class ClusterOutcome:
     _outlast_host: bool = False
     _endpoint: Optional[tuple] = None  # (address, port): the master's, for members; where it listens, for node 0
     _waits: Optional[Waits] = None  # where the final agreement's wait is said (rendezvous/waits.py)
+    heard_node_0: bool = False  # a world that did not form: node 0 published why (its console says it too)
+
+    @property
+    def node_0_reported(self) -> bool:
+        """Node 0 printed the job's report: the world formed, or node 0 decided and said why it did not."""
+        return self.formed or self.heard_node_0
 
     def agree_exit_code(self, exit_code: int) -> int:
         """Node 0 publishes its exit code and waits (bounded) until every member read it; every other node leaves
@@ -840,7 +846,9 @@ def _after_connect(ctx: _Ctx, st: JsonStore, decider: bool) -> ClusterOutcome:
             wcheck = failed("rendezvous.world", f"node rank {placement.node_rank} was already taken when this node "
                             "joined; the world formed without it", evidence={"verdict": verdict},
                             fix="give every node a distinct --node-rank (0..N-1)")
-        return _alone(ctx, [wcheck], verdict.get("nnodes"))
+        out = _alone(ctx, [wcheck], verdict.get("nnodes"))
+        out.heard_node_0 = True  # node 0 decided: its report names who joined and why the world did not form
+        return out
     n = min(int(verdict.get("nnodes") or len(verdict.get("members") or [])), ctx.cap)
     # --shared-dir: every node leader proves the directories are one filesystem (preflight/shared_dirs.py)
     shared = shared_dirs.exchange(st.scoped(K.SHARED), placement.node_rank, n, ctx.config.storage.dirs,

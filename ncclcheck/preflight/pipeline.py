@@ -93,6 +93,7 @@ def _run(config: Config, command: str, clock: w.Clock, budget, golden, placement
     report = Report(command=command, version=__version__, started=clock.started, duration_s=clock.elapsed(),
                     world=world_info, nodes=nodes, checks=checks, recommendations=recs, strict=config.output.strict,
                     prints=placement.node_leader if outcome is not None else True, agreed_exit_code=agreed,
+                    node_0_reported=outcome is not None and outcome.node_0_reported,
                     trust=outcome.trust if outcome is not None and outcome.trust else None)
     w.save_baseline(config.baseline.save if config.baseline else None, report)
     return report

@@ -204,7 +204,7 @@ def job_report(command: str, config: Config, clock: Clock, world: WorldConfig, p
                                   master=format_endpoint(world.master_addr, world.master_port),
                                   launcher=placement.launcher),
                   nodes=job_nodes(placement, hosts), strict=config.output.strict,
-                  interrupted=out.interrupted, interrupted_by=out.interrupted_by,
+                  interrupted=out.interrupted, interrupted_by=out.interrupted_by, node_0_reported=out.decided,
                   trust=job_trust(world) if placement.multi_node else None, **fields)
 
 

@@ -12,6 +12,7 @@ from typing import Optional
 
 from ..config import BenchConfig
 from ..model import BenchRow, CheckResult, failed, passed, warned
+from ..render import words
 from ..units import format_size_short
 
 
@@ -66,9 +67,14 @@ def coverage_check(cfg: BenchConfig, rows: list[BenchRow], skips: Iterable[dict]
     # code (130/143) says, so that its JSON never reads healthier than the process ended.
     interrupted = (stopped or {}).get("reason") == "interrupted"
     res = failed if gate_lost or interrupted else warned
+    detail = (stopped or {}).get("detail") or ""
+    if interrupted:  # the user stopped it: what it measured and how to finish, never a hang's cause and fix
+        by = (stopped or {}).get("by") or "Ctrl-C"
+        return failed("bench.coverage", words.interrupted_run(by, ev["measured"], total),
+                      detail="\n".join(([detail] if detail else []) + lines), evidence=ev,
+                      fix=words.interrupted_fix(by) + ("; the gate could not be evaluated" if gate_lost else ""))
     summary = f"{len(cut)} of {total} requested measurements not made ({lines[0]}" + (
         f"; +{len(cut) - 1} more)" if len(cut) > 1 else ")")
-    detail = (stopped or {}).get("detail") or ""
     return res("bench.coverage", summary, detail="\n".join(([detail] if detail else []) + lines), evidence=ev,
                fix="The cause is named above (a hang names the op, size and the ranks that did not arrive); fix it "
                    "and run again" + ("; the gate could not be evaluated" if gate_lost else ""))

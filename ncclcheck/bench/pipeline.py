@@ -72,7 +72,8 @@ def _rows(out) -> tuple[list, list, object]:
     stopped = {"reason": "world broke", "detail": "; ".join(f"rank {f['rank']}: {f['reason']}" for f in out.failures)}
     hang = next((e["data"] for e in out.emitted if e.get("kind") == "bench_stopped"), None)
     if out.interrupted:
-        stopped = {"reason": "interrupted", "detail": f"interrupted ({out.interrupted_by}) before the sweep ended"}
+        stopped = {"reason": "interrupted", "by": out.interrupted_by,
+                   "detail": f"interrupted ({out.interrupted_by}) before the sweep ended"}
     elif isinstance(hang, dict):
         stopped = hang
     return rows, [], stopped

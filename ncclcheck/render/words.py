@@ -515,3 +515,17 @@ def else_suspects(found: list) -> str:
     """What a lone line may also be (nccl/hypotheses.ONE_LINE), after the class's own fix."""
     return "; this one line is printed in other situations too, so test: " + "; ".join(
         f"({i}) {s.what}: {s.test}" for i, s in enumerate(found, 1))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A run stopped by Ctrl-C or SIGTERM: what it measured, never a hang's words
+
+
+def interrupted_run(by: str, measured: int, total: int, noun: str = "row") -> str:
+    """'interrupted (Ctrl-C): 3 rows measured of 22 requested; rerun to finish'."""
+    return f"interrupted ({by}): {count(measured, noun)} measured of {total:,} requested; rerun to finish"
+
+
+def interrupted_fix(by: str) -> str:
+    return (f"Nothing failed: the run was stopped ({by}) before it finished; run the same command again to measure "
+            "what is listed as not measured")

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Optional
 
 import psutil
 import pytest
@@ -40,11 +41,12 @@ def _sigint_as_on_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _interrupted_run(tmp_path, args: list, out, ready=_ranks_started, sig=signal.SIGINT, group=True) -> dict:
+def _interrupted_run(tmp_path, args: list, out, ready=_ranks_started, sig=signal.SIGINT, group=True,
+                     shown: Optional[list] = None) -> dict:
     """Start `ncclcheck ARGS --json OUT`, send `sig` to its process group (or, group=False, to the agent alone, as
     Kubernetes signals a container's first process) once `ready(pid)` (default: its ranks run), and check what a
     user must see: exit 130 (143 for SIGTERM), no traceback from any rank, and a partial report that is not PASS and
-    carries that exit code."""
+    carries that exit code. shown: the console's stdout is appended to it."""
     p = subprocess.Popen([sys.executable, "-m", "ncclcheck", *args, "--json", str(out)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
                          env=cli_env({"NCCLCHECK_LOG_DIR": str(tmp_path)}), start_new_session=True,
@@ -63,19 +65,33 @@ def _interrupted_run(tmp_path, args: list, out, ready=_ranks_started, sig=signal
     code = 143 if sig == signal.SIGTERM else 130
     assert p.returncode == code, (p.returncode, stdout, stderr)
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr and "Terminated" not in stderr, stderr
+    if shown is not None:
+        shown.append(stdout)
     doc = json.loads(out.read_text())
     assert doc["partial"] is True and doc["status"] == "fail", doc["status"]
     assert doc["exit_code"] == code
     return doc
 
 
+def _said_interrupted(cov: dict, by: str) -> None:
+    """bench.coverage of an interrupted sweep says what was measured and to rerun, never a hang's cause or fix."""
+    ev = cov["evidence"]
+    assert cov["summary"] == (f"interrupted ({by}): {ev['measured']:,} row{'' if ev['measured'] == 1 else 's'} "
+                              f"measured of {ev['requested']:,} requested; rerun to finish"), cov
+    assert "hang" not in cov["fix"] and "run the same command again" in cov["fix"], cov["fix"]
+
+
 def test_ctrl_c_writes_partial_json_and_exits_130(tmp_path):
     # Enough work that the sweep is still running when the signal arrives.
+    shown: list = []
     doc = _interrupted_run(tmp_path, ["bench", "--sizes", "1K-64M", "--iters", "400", "--ops", "all_reduce,all_gather"],
-                           tmp_path / "run.json")
+                           tmp_path / "run.json", shown=shown)
     cov = [c for c in doc["checks"] if c["id"] == "bench.coverage"][0]
     assert cov["evidence"]["not_measured"], cov
     assert all("interrupted" in m["reason"] for m in cov["evidence"]["not_measured"]), cov
+    _said_interrupted(cov, "Ctrl-C")
+    console = " ".join(shown[0].split())
+    assert f"root cause: [bench.coverage] {cov['summary']}" in console and "PASS" not in console, shown[0][-3000:]
 
 
 def test_ctrl_c_during_links_writes_partial_json_and_exits_130(tmp_path):
@@ -121,6 +137,7 @@ def test_sigterm_mid_bench_writes_partial_json_and_exits_143(tmp_path, group):
     cov = [c for c in doc["checks"] if c["id"] == "bench.coverage"][0]
     assert cov["evidence"]["not_measured"], cov
     assert all("SIGTERM" in m["reason"] or "interrupted" in m["reason"] for m in cov["evidence"]["not_measured"])
+    _said_interrupted(cov, "SIGTERM")
 
 
 def test_sigterm_while_preflight_waits_for_nodes_writes_partial_json_and_exits_143(tmp_path):

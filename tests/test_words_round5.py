@@ -92,3 +92,55 @@ def test_a_node_that_read_node_0s_verdict_points_at_node_0s_console(tmp_path):
     line = next(ln for ln in (p.stdout + p.stderr).splitlines() if "ncclcheck preflight: node 1 (" in ln
                 and "exit 1" in ln)
     assert "full report on global rank 0's console (node 0" in line and "whole report" not in line, line
+
+
+def _readme_job_log() -> str:
+    """The job.log the README pastes for `ncclcheck diagnose job.log`, as the README holds it."""
+    import re
+
+    from tests.conftest import REPO
+
+    with open(f"{REPO}/README.md", encoding="utf-8") as fh:
+        readme = fh.read()
+    return re.search(r"cat > job\.log <<'EOF'\n(.*?)\nEOF\n", readme, flags=re.S).group(1) + "\n"
+
+
+def test_the_readme_job_logs_consequence_rows_name_only_other_ranks_each_line_as_what_it_is(tmp_path):
+    """The README's job.log: rank 2 never entered all_reduce #1204; ranks 0, 1, 3 timed out in it; rank 2 received a
+    dump signal. The consequence row lists ranks 0, 1 and 3 (never rank 2 as a consequence of itself), and rank 2's
+    line, said with the root cause, is a dump signal, not a timeout it did not have."""
+    (tmp_path / "job.log").write_text(_readme_job_log())
+    p = run_cli("diagnose", str(tmp_path / "job.log"), "--json", "-", timeout=60)
+    assert p.returncode == 1, p.stderr[-2000:]
+    checks = {c["id"]: c for c in json.loads(p.stdout)["checks"]}
+    root = checks["postmortem.root_cause"]
+    assert root["summary"].startswith("rank 2 never entered all_reduce #1204 of default_pg"), root
+    warn = checks["postmortem.nccl_warnings"]
+    assert warn["status"] == "warn" and warn["summary"].endswith("; and 2 more consequence(s) of it"), warn
+    said = warn["findings"]
+    assert [s.split(":", 1)[0] for s in said] == ["rank 0", "rank 1", "rank 3"], said
+    assert all("NCCL's watchdog timed out" in s and "because rank 2 never entered" in s for s in said), said
+    assert "rank 2:" not in warn["detail"], warn["detail"]
+    own = next(ln for ln in root["detail"].splitlines() if ln.startswith("rank 2:"))
+    assert own.startswith("rank 2: received a dump signal: another rank's watchdog timed out"), own
+    assert "NCCL's watchdog timed out in a collective" not in own, own
+    assert not [c for c in checks.values() if "nothing but the root cause" in c["summary"]]
+
+
+def test_a_row_whose_only_finding_is_the_root_cause_passes_saying_so_and_is_folded():
+    """The README's fail.py remains (rank 1 raised): postmortem.collectives holds only rank 1's own "never entered"
+    line, the root cause said again; it passes saying nothing else was found, and the console folds it."""
+    import os
+
+    from tests.conftest import REPO
+
+    case = os.path.join(REPO, "tests", "postmortem", "fixtures", "raised_unretired")
+    files = [os.path.join(case, f) for f in sorted(os.listdir(case)) if not f.endswith(".md")]
+    p = run_cli("diagnose", *files, "--json", "-", timeout=60)
+    assert p.returncode == 1, p.stderr[-2000:]
+    coll = next(c for c in json.loads(p.stdout)["checks"] if c["id"] == "postmortem.collectives")
+    assert coll["status"] == "pass", coll
+    assert coll["summary"] == ("nothing besides the root cause (postmortem.root_cause) and 1 line(s) of its own "
+                               "rank(s), said with it"), coll
+    shown = run_cli("diagnose", *files, timeout=60).stdout
+    assert "postmortem.collectives" not in shown and "nothing but the root cause" not in shown, shown

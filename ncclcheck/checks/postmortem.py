@@ -54,12 +54,32 @@ def _as_consequence(c: dict, root: dict, short: bool = False) -> str:
     return f"{text}, {because(root)}"
 
 
+# A root cause between ranks (each side called what the other did not): a line of one side follows from the other's
+# call, a consequence, never the side's own evidence
+_BETWEEN = ("op_mismatch", "size_mismatch", "dtype_mismatch", "state_mismatch")
+
+
+def _own(c: dict, root: Optional[dict]) -> bool:
+    """A line of the root cause's own ranks that is no cause of its own (rank 2's dump signal beside "rank 2 never
+    entered"): the root cause's evidence, said with it (its detail), never a consequence of itself."""
+    ranks = set(c.get("ranks") or [])
+    if root is None or c is root or c["cause"] or not ranks or root.get("kind") in _BETWEEN:
+        return False
+    return ranks <= set(root.get("ranks") or [])
+
+
 def _result(check_id: str, found: list, ok: str, evidence: dict, root: Optional[dict] = None) -> CheckResult:
     """A check of one kind of finding. The root cause among them is referred to, not said again (postmortem.root_cause
-    says it, with its fix, and is the one FAIL of that cause): what follows from it is a consequence, named as one
-    and warned, never a second failure."""
+    says it, with its fix, and is the one FAIL of that cause): what follows from it on other ranks is a consequence,
+    named as one and warned, never a second failure. A check that holds nothing else passes saying so: a row that
+    restates the root cause tells the user nothing."""
     if not found:
         return passed(check_id, ok, evidence=evidence)
+    mine = [c for c in found if _own(c, root)]
+    found = [c for c in found if not _own(c, root)]
+    if all(c is root for c in found):
+        return passed(check_id, f"nothing besides the root cause ({ROOT})" + (
+            f" and {len(mine)} line(s) of its own rank(s), said with it" if mine else ""), evidence=evidence)
     lines = [c["text"] for c in found[:SHOWN]] + ([f"... and {len(found) - SHOWN} more"] if len(found) > SHOWN else [])
     make = failed if any(c["cause"] for c in found) else warned
     rest = [c for c in found if c is not root]
@@ -68,8 +88,6 @@ def _result(check_id: str, found: list, ok: str, evidence: dict, root: Optional[
         if also:  # a cause of its own beside the root cause: its own failure
             return failed(check_id, f"{also['text']} (besides the root cause, {ROOT})", detail="\n".join(lines),
                           fix=also["fix"], evidence=evidence)
-        if not rest:
-            return warned(check_id, f"nothing but the root cause ({ROOT})", evidence=evidence)
         said = [_as_consequence(c, root) for c in rest]
         more = len(said) - 1
         return warned(check_id, _as_consequence(rest[0], root, short=True) + (

@@ -44,6 +44,10 @@ class FailureClass:
     level: int = CAUSE
     source: str = ""  # where the program prints it (the source file of its format string), for a reader of the table
     about: Optional[re.Pattern] = None  # the ranks the message is about (not among its printers: "Rank 2 failed to ..")
+    # lines of the class that say something narrower than `what`, each with its own words ((pattern, what), first
+    # match wins): a line is described as what it is wherever it is quoted; the class (and every verdict read from
+    # it) stays the row's
+    variants: tuple = ()
 
 
 def num(digits: str) -> str:
@@ -61,5 +65,11 @@ def cause(id: str, pattern, what: str, fix: str, level: int = CAUSE, source: str
     return FailureClass(id, pattern, True, what, fix, names_ranks, level, source, about)
 
 
-def consequence(id: str, pattern, what: str, fix: str, level: int = CONSEQUENCE, source: str = "") -> FailureClass:
-    return FailureClass(id, pattern, False, what, fix, None, level, source)
+def consequence(id: str, pattern, what: str, fix: str, level: int = CONSEQUENCE, source: str = "",
+                variants: tuple = ()) -> FailureClass:
+    return FailureClass(id, pattern, False, what, fix, None, level, source, variants=variants)
+
+
+def what_of(cls: FailureClass, line: str) -> str:
+    """What this line of the class says, in a person's words: its variant's when one matches, else the class's."""
+    return next((what for pattern, what in cls.variants if pattern.search(line)), cls.what)

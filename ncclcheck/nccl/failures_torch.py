@@ -197,7 +197,13 @@ ROWS = (
                 "it stalled inside)",
                 "the flight-recorder dumps say which rank did not enter the collective or called another one "
                 "(`ncclcheck diagnose` with the dumps); `ncclcheck recommend --postmortem DIR` arms the next run",
-                source="torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp"),
+                source="torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp",
+                # ProcessGroupNCCL's "Received a dump signal due to a collective timeout from rank %d and we will try
+                # our best to dump the debug info" (and "a global timeout from another rank"): this rank was told to
+                # dump by another rank's watchdog, it did not time out itself
+                variants=((rx(r"Received a (?:global )?(?:timeout|dump signal)"),
+                           "received a dump signal: another rank's watchdog timed out and asked every rank for its "
+                           "flight recorder (not a timeout of this rank's own)"),)),
     # the watchdog's own thread stuck in a CUDA or NCCL call (ProcessGroupNCCL: "watchdog got stuck for %d seconds
     # without making progress in monitoring enqueued collectives"): a call that does not return, usually the GPU's
     consequence("watchdog_stuck", rx(r"watchdog got stuck for \d{1,9} seconds|"

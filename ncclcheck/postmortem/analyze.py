@@ -15,6 +15,7 @@ from typing import Optional
 
 from ..nccl import endings, failures, hypotheses
 from ..nccl.debuglog import nccl_header
+from ..nccl.failclass import what_of
 from ..render import words
 from . import context, flight, inventory, launcher, own, p2p, precedence, stacks, watchlines
 from .bound import CUT, MAX_FIELD_CHARS, MAX_LISTED_RANKS, MAX_REPORT_ROWS, clip, clip_all
@@ -853,10 +854,12 @@ def _log_causes(events: list, hosts: dict, by_rank: Optional[dict] = None) -> li
         who = (_who_all(ranks, hosts) if ranks else
                f"host {e['host']}" if e["host"] else f"{e['source'].rsplit('/', 1)[-1]} (no rank on the line)")
         seq = f" (SeqNum {e['seq']})" if e.get("seq") is not None else ""
-        # the line's own words, quoted: what proves the cause (or, for a consequence, what the rank saw)
-        what = (f"{cls.what}: {e['line']}" if cls.id in ("exception", "guard_failed") else
-                cls.what + words.nccl_said(failures.warn_text(e["line"])) if e.get("nccl") else
-                cls.what + words.line_said(failures.telling(e["line"])))
+        # the line's own words, quoted: what proves the cause (or, for a consequence, what the rank saw), described
+        # as what it is (a dump signal in the watchdog's family is a dump signal, not a timeout of its own)
+        said_as = what_of(cls, e["line"])
+        what = (f"{said_as}: {e['line']}" if cls.id in ("exception", "guard_failed") else
+                said_as + words.nccl_said(failures.warn_text(e["line"])) if e.get("nccl") else
+                said_as + words.line_said(failures.telling(e["line"])))
         if near and cls.id != failures.LOOPBACK.id:
             what += words.LOOPBACK_PEER
         peer = peers.get(e["rank"], peers.get(None)) if cls.id == "peer_closed" else None

@@ -86,7 +86,8 @@ EXPECT = (
            "watch names rank 1 and the all_reduce the other rank waits in (the block ends by stopping the job)",
            r"^ncclcheck watch|^kill "),
     Expect(r"^ncclcheck preflight --nnodes 2 --node-rank 1 --master-addr 127\.0\.0\.1", 0,
-           r"rendezvous\.world +all +all 2 node ranks joined", "two nodes on one machine form a world"),
+           r"ncclcheck preflight 2 nodes, 2 ranks.*\nPASS ", "two nodes on one machine form a world: the first "
+           "screen's header and verdict"),
 )
 SHELL_LANGS = ("bash", "sh", "shell", "console")
 COMMAND = re.compile(r"^(ncclcheck( |$)|python3? |torchrun |srun |mpirun |fabric |sudo |pip |source |import ncclcheck)")

@@ -29,10 +29,10 @@ import stat
 from typing import Callable, Optional
 
 from .roots import devfs, procfs, read_bytes
+from .util import TOOL_S
 
 CHANNEL_DIR = "nvidia-caps-imex-channels"
 CTL = "nvidia-imex-ctl"
-CTL_TIMEOUT_S = 5.0  # one query of the local daemon's command service: answered in milliseconds when it serves
 MAX_CHANNELS = 64  # names kept (the driver creates up to 2,048; a job uses channel0)
 MAX_NODES = 1024  # node lines kept (an NVL72 domain has 18 trays; NVL576 144)
 MAX_NOT_CONNECTED = 64  # matrix cells other than C kept (then counted)
@@ -107,7 +107,7 @@ def collect(run: Callable, which: Callable[[str], Optional[str]]) -> dict:
         out["daemon"] = {"unavailable": f"{CTL} is not installed (or not on PATH)"}
         return out
     try:
-        text = run([CTL, "-N"], CTL_TIMEOUT_S)
+        text = run([CTL, "-N"], TOOL_S)  # one query of the local daemon's command service: milliseconds when it serves
     except RuntimeError as e:
         out["daemon"] = {"unavailable": str(e)[:300]}
         return out

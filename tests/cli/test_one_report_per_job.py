@@ -59,7 +59,7 @@ def test_the_other_nodes_say_in_one_line_that_node_0_writes_the_file():
     cfg = Config("preflight", output=OutputConfig(files={"json": "run.json"}))
     node1 = _p(2, 0, 1)
     mine, _ = own_outputs(cfg, node1, {})
-    report = Report("preflight", "0", "", nodes=[NodeInfo(1, "h2")])
+    report = Report("preflight", "0", "", nodes=[NodeInfo(1, "h2")], node_0_reported=True)  # node 0 ran and said so
     line = _one_line(mine, report, seat_of(mine, node1), _not_mine(cfg, mine))
     assert "\n" not in line and "JSON in" not in line
     assert "node 0 writes run.json" in line and "%n" in line and "--print-all" in line

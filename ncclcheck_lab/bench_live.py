@@ -46,7 +46,8 @@ FIXTURE = os.path.join(REPO, "tests", "live", "fixtures", "sleep")
 
 
 def _watch_then_stop(port: int, timeout: float, stop, ps: list) -> tuple:
-    """The real watch on the simulated job (its report and wall seconds), then the simulator's processes stopped."""
+    """The real watch on the simulated job (its report, wall and CPU seconds), then the simulator's processes
+    stopped."""
     from ncclcheck.live.watch import watch  # torch under it: imported when the simulation runs
     from ncclcheck.options import api_config
 
@@ -57,8 +58,7 @@ def _watch_then_stop(port: int, timeout: float, stop, ps: list) -> tuple:
     stop.set()
     for p in ps:
         p.join(10)
-    report.extra.setdefault("bench", {})["watch_cpu_s"] = cpu
-    return report, wall
+    return report, wall, cpu
 
 
 def _docs(n: int) -> dict:
@@ -168,13 +168,12 @@ def _registered(rs: list, n: int, ready) -> None:
     ready.put(sum(r.registered.is_set() for r in rs))
 
 
-def _figures(n: int, live: dict) -> dict:
+def _figures(n: int, live: dict, cpu: float) -> dict:
     """Bytes and seconds per rank of watch's first look (every rank asked at once)."""
     rows = live.get("ranks", [])
     answers = [r["answer_s"] for r in rows if r.get("answer_s") is not None]
-    cpu = (live.get("_bench") or {}).get("watch_cpu_s")
     return {"bytes_per_rank": round(sum(r["bytes"] for r in rows) / n),
-            "cpu_s_per_1k": round(1000 * cpu / n, 3) if cpu is not None else None,
+            "cpu_s_per_1k": round(1000 * cpu / n, 3),
             "answer_s_mean": round(sum(answers) / len(answers), 3) if answers else None,
             "slowest_answer_s": round(max(answers, default=0.0), 3),
             "answered": len(live.get("answered", [])),
@@ -185,13 +184,13 @@ def bench(n: int, procs: int, timeout: float) -> dict:
     store, port = _store()
     ps, stop, register_s = _start(_serve, lambda ranks: (n, port), n, procs)
     load = os.getloadavg()[0]
-    report, wall = _watch_then_stop(port, timeout, stop, ps)
+    report, wall, cpu = _watch_then_stop(port, timeout, stop, ps)
     del store
-    live = {**report.extra["live"], "_bench": report.extra.get("bench")}
+    live = report.extra["live"]
     root = next((c for c in report.checks if c.id == "postmortem.root_cause"), None)
     named = bool(root and root.evidence.get("ranks") == [n - 1])
     return {"ranks": n, "wall_s": round(wall, 2), "culprit_named": named, "exit_code": report.exit_code,
-            "register_s": round(register_s, 1), "load": round(load, 1), **_figures(n, live)}
+            "register_s": round(register_s, 1), "load": round(load, 1), **_figures(n, live, cpu)}
 
 
 def _serve_sim(ranks: list, job, port: int, epoch, arrived: tuple, ready, stop) -> None:
@@ -219,15 +218,15 @@ def bench_slow(n: int, procs: int, timeout: float, late: float) -> dict:
                                                                                 {r: ends[r] for r in ranks})), n, procs)
     epoch.value = time.time_ns() - 60 * livesim.step_ns(job)
     load = os.getloadavg()[0]
-    report, wall = _watch_then_stop(port, timeout, stop, ps)
+    report, wall, cpu = _watch_then_stop(port, timeout, stop, ps)
     del store
-    live = {**report.extra["live"], "_bench": report.extra.get("bench")}
+    live = report.extra["live"]
     slow = next((c for c in report.checks if c.id == "live.slow"), None)
     found = (slow.evidence.get("named") or []) if slow is not None else []
     named = sorted({r for f in found for r in f.get("ranks", [])})
     return {"ranks": n, "case": "slow" if late else "healthy", "wall_s": round(wall, 2), "named": named,
             "slow_status": slow.status.value if slow else None, "summary": slow.summary if slow else "",
-            "register_s": round(register_s, 1), "load": round(load, 1), **_figures(n, live)}
+            "register_s": round(register_s, 1), "load": round(load, 1), **_figures(n, live, cpu)}
 
 
 def _per_rank(r: dict) -> str:

@@ -185,8 +185,7 @@ def check_mismatch(inp: PostmortemInput) -> CheckResult:
     a = inp.analysis
     if not a.get("groups"):
         return skipped("postmortem.mismatch", "no flight-recorder dumps among the inputs")
-    return _result("postmortem.mismatch", _by(a, ("op_mismatch", "size_mismatch", "dtype_mismatch",
-                                                  "state_mismatch")),
+    return _result("postmortem.mismatch", _by(a, _BETWEEN),
                    "the ranks called the same op, sizes and dtypes at every sequence id they share", {}, _root(a))
 
 

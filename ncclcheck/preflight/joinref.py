@@ -14,6 +14,7 @@ it is refused and named, like any malformed record. A member that found no refer
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 import json
@@ -45,13 +46,8 @@ class Reference:
     @classmethod
     def of(cls, facts: dict, checks: list) -> Reference:
         wire_facts = json.loads(json.dumps(facts, default=str))
-        wire_checks: dict = {}
-        for c in checks:
-            if c.id not in wire_checks:  # a check id reported twice on one node is sent in full
-                wire_checks[c.id] = json.loads(json.dumps(c.to_json(), default=str))
-            else:
-                wire_checks[c.id] = None
-        wire_checks = {k: v for k, v in wire_checks.items() if v is not None}
+        ids = collections.Counter(c.id for c in checks)  # a check id reported twice on one node is sent in full
+        wire_checks = {c.id: json.loads(json.dumps(c.to_json(), default=str)) for c in checks if ids[c.id] == 1}
         body = {"facts": {k: digest(v) for k, v in wire_facts.items()},
                 "checks": {k: _check_digest(v) for k, v in wire_checks.items()}}
         return cls(facts=wire_facts, checks={k: CheckResult.from_json(v) for k, v in wire_checks.items()},

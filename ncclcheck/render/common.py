@@ -376,20 +376,6 @@ def checks_phrase(ids: tuple) -> str:
     return f"{len(ids)} checks ({', '.join(f'{k} {n}' for k, n in kinds.items())})"
 
 
-def skip_fold_text(fold: SkipFold, hosts: dict[int, str]) -> str:
-    """'11 gpu checks: no NVIDIA GPU on the PCI bus and no NVIDIA driver', '... (node 1 (h2))' when not every node
-    said it."""
-    where = f" (on {name_nodes(list(fold.nodes), hosts)})" if fold.nodes else ""
-    return f"{checks_phrase(fold.ids)}{where}: {fold.reason}"
-
-
-def passes_text(report: Report) -> str:
-    """'32 passed: rendezvous 3, host 8, net 7' ('' when nothing passed)."""
-    kinds = passes_by_kind(report)
-    total = sum(n for _, n in kinds)
-    return f"{total:,} passed: " + ", ".join(f"{k} {n:,}" for k, n in kinds) if kinds else ""
-
-
 _LINKS_MODE = {
     "full": "each pair in turn",
     "quick": "a few random pairings, then re-tests of slow pairs against nodes that passed",

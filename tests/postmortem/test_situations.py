@@ -25,6 +25,12 @@ def root_of(tmp_path, text: str, name: str = "job.log") -> tuple:
     return rep.exit_code, root
 
 
+def failed_as(tmp_path, text: str, kind: str) -> None:
+    """diagnose on one pasted text fails (exit 1) with a root cause of this kind."""
+    rc, root = root_of(tmp_path, text)
+    assert rc == 1 and root.evidence["kind"] == kind, root.summary
+
+
 # --- 1. one message is not one fixed story: what else the log says decides ------------------------------------------
 
 def test_an_address_of_no_family_beside_two_nccl_versions_is_the_versions(tmp_path):
@@ -316,8 +322,7 @@ def test_bashs_report_of_a_child_sigkill_ended_is_a_kill(tmp_path, tail):
             "--data ${DATA_DIR}/train.gz --lr 0.001 --iters 2000 --out ${RESULT_DIR}/model --log ${LOG_DIR}/x 2>&1\n"
             "137 | 1534166953118 | Training process finished. Exit code: 137\n"
             + "".join(f"138 | 1534166953119 | {t}" for t in [tail] if t))
-    rc, root = root_of(tmp_path, text)
-    assert rc == 1 and root.evidence["kind"] == "killed", root.summary
+    failed_as(tmp_path, text, "killed")
 
 
 def test_a_wraps_rest_never_takes_away_the_class_its_line_had(tmp_path):
@@ -326,8 +331,7 @@ def test_a_wraps_rest_never_takes_away_the_class_its_line_had(tmp_path):
             "${RESULT_DIR}/model --log ${LOG_DIR}/train 2>&1\n"
             "137 | 1534166953118 | Training process finished. Exit code: 137\n"
             "138 | 1534166953119 | Job exited with an error\n")
-    rc, root = root_of(tmp_path, text)
-    assert rc == 1 and root.evidence["kind"] == "killed", root.summary
+    failed_as(tmp_path, text, "killed")
 
 
 def test_lightning_1x_ddp_lines_are_a_jobs_log_that_stops_at_rendezvous(tmp_path):
@@ -415,8 +419,7 @@ def test_a_spawned_process_sigkill_ended_is_a_kill(tmp_path):
     # torch/multiprocessing/spawn.py: ProcessExitedException("process %d terminated with signal %s") (YOLOX#76)
     text = ("Traceback (most recent call last):\n  File \"tools/train.py\", line 113, in <module>\n    launch(\n"
             "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal SIGKILL\n")
-    rc, root = root_of(tmp_path, text)
-    assert rc == 1 and root.evidence["kind"] == "killed", root.summary
+    failed_as(tmp_path, text, "killed")
 
 
 def test_the_agent_passing_on_sighup_says_it_got_one(tmp_path):
@@ -427,8 +430,7 @@ def test_the_agent_passing_on_sighup_says_it_got_one(tmp_path):
     text = (f"Epoch    GPU_mem   box_loss   seg_loss   cls_loss   dfl_loss  Instances       Size\n{bar}\n"
             + "".join(f"WARNING:torch.distributed.elastic.multiprocessing.api:Sending process {p} closing signal SIGHUP\n"
                       for p in (4193, 4194)))
-    rc, root = root_of(tmp_path, text)
-    assert rc == 1 and root.evidence["kind"] == "hangup", root.summary
+    failed_as(tmp_path, text, "hangup")
 
 
 def test_a_rank_that_died_of_sigbus_names_dev_shm_first(tmp_path):

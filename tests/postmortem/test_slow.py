@@ -364,3 +364,20 @@ def test_jitter_and_a_different_rank_slow_each_step_are_never_under_the_floor(se
 def test_a_named_rank_is_not_said_again_under_the_floor():
     out = analyse(Job(slow={5: (0, 0.5)}, jitter=0.02))
     assert named(out) == [("rank", 5, "h3", "compute")] and out["under_floor"] == []
+
+
+def test_diagnose_says_a_rank_under_the_floor_through_the_cli(tmp_path):
+    """The under-floor rank's dumps given to `ncclcheck diagnose`: postmortem.slow warns naming it (its share in the
+    JSON's slow.under_floor), never a pass."""
+    import json
+
+    from tests.conftest import run_cli
+
+    for r, doc in docs(Job(slow={5: (0, 0.065)}, jitter=0.02, steps=80)).items():
+        (tmp_path / f"rank{r}.json").write_text(json.dumps(doc))
+    p = run_cli("diagnose", str(tmp_path), "--json", "-")
+    doc = json.loads(p.stdout)
+    [chk] = [c for c in doc["checks"] if c["id"] == "postmortem.slow"]
+    assert chk["status"] == "warn" and chk["summary"].startswith("rank 5 (host "), chk["summary"]  # dumps: no hosts
+    assert "calls collectives late step after step, under the floor" in chk["summary"]
+    assert [(f["unit"], f["rank"]) for f in doc["postmortem"]["slow"]["under_floor"]] == [("rank", 5)]

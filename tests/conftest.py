@@ -48,6 +48,32 @@ def _gpu_world(request):
     _GPU_TEST["on"] = False
 
 
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing holds, for a process the test starts to bind later. Drawn below the kernel's ephemeral range:
+    a port the kernel hands out for a bind to 0 is also the next outgoing connection's, and in a two-lane run another
+    test's client took one such port between the draw and the child's bind (CI: "Address already in use")."""
+    import random
+    import socket
+
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    top = max(low, 12000)
+    for _ in range(500):
+        port = random.randrange(10000, top)
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # every draw held: the kernel's choice, racy as it is
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
 def run_cli(*args, env=None, timeout=120, cwd=None):
     """`python -m ncclcheck ARGS` from this checkout; returns CompletedProcess (text)."""
     return subprocess.run([sys.executable, "-m", "ncclcheck", *args], capture_output=True, text=True,

@@ -5,17 +5,10 @@ consequence rows that name only other ranks' lines."""
 from __future__ import annotations
 
 import json
-import socket
 
 import pytest
 
-from tests.conftest import run_cli
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.conftest import free_port, run_cli
 
 
 @pytest.mark.slow
@@ -30,7 +23,7 @@ def test_watch_fix_for_an_untold_rank_says_why_this_look_could_not_tell_and_neve
 
     # every step's collective the same one: the simulated job's two bucket sizes made one
     monkeypatch.setattr(slowsim, "_SIZES", ([[1024]], [[1024]]))
-    port = _free_port()
+    port = free_port()
     store = dist.TCPStore("127.0.0.1", port, None, True)
     job = slowsim.Job(world=6, per_host=2, step_us=40_000, colls=1, slow={5: (0, 0.5)}, jitter=0.02, steps=400)
     ranks = livesim.start(livesim.laid(job, 40), list(range(job.world)), port)
@@ -61,7 +54,7 @@ def test_a_node_that_never_reached_node_0_says_its_line_is_the_whole_report(comm
     "global rank 0's console" nor say that node 0 writes the JSON asked for."""
     out = tmp_path / "pf.json"
     p = run_cli(command, "--nnodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1", "--master-port",
-                str(_free_port()), "--timeout", "2", "--json", str(out), timeout=120)
+                str(free_port()), "--timeout", "2", "--json", str(out), timeout=120)
     assert p.returncode == 1, p.stdout[-2000:] + p.stderr[-2000:]
     line = next(ln for ln in (p.stdout + p.stderr).splitlines() if f"ncclcheck {command}: node 1 (" in ln
                 and "exit 1" in ln)
@@ -80,7 +73,7 @@ def test_a_node_that_read_node_0s_verdict_points_at_node_0s_console(tmp_path):
 
     from tests.conftest import REPO, cli_env
 
-    port = str(_free_port())
+    port = str(free_port())
     world = ("--nnodes", "3", "--master-addr", "127.0.0.1", "--master-port", port, "--timeout", "8")
     node0 = subprocess.Popen([sys.executable, "-m", "ncclcheck", "preflight", *world, "--node-rank", "0"],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=cli_env(), cwd=REPO)

@@ -14,7 +14,7 @@ from typing import Optional
 import psutil
 import pytest
 
-from tests.conftest import REPO, cli_env
+from tests.conftest import REPO, cli_env, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -117,11 +117,8 @@ def _listening(pid: int, port: int) -> bool:
 
 def test_ctrl_c_while_preflight_waits_for_nodes_writes_partial_json_and_exits_130(tmp_path):
     # Node 0 of a 2-node world whose node 1 never comes: it hosts the store and waits for the join.
-    import socket
 
-    with socket.socket() as s:  # a free port on loopback
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     doc = _interrupted_run(tmp_path, ["preflight", "--nnodes", "2", "--node-rank", "0", "--master-addr", "127.0.0.1",
                                       "--master-port", str(port), "--timeout", "60"], tmp_path / "pf.json",
                            ready=lambda pid: _listening(pid, port))
@@ -141,11 +138,8 @@ def test_sigterm_mid_bench_writes_partial_json_and_exits_143(tmp_path, group):
 
 
 def test_sigterm_while_preflight_waits_for_nodes_writes_partial_json_and_exits_143(tmp_path):
-    import socket
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     doc = _interrupted_run(tmp_path, ["preflight", "--nnodes", "2", "--node-rank", "0", "--master-addr", "127.0.0.1",
                                       "--master-port", str(port), "--timeout", "60"], tmp_path / "pf.json",
                            ready=lambda pid: _listening(pid, port), sig=signal.SIGTERM)
@@ -156,11 +150,8 @@ def test_sigterm_while_preflight_waits_for_nodes_writes_partial_json_and_exits_1
 def test_sigterm_to_torchrun_gives_every_rank_a_partial_report_and_exit_143(tmp_path):
     # torchrun forwards SIGTERM to its workers (scancel/time limit reach it first): each rank, in worker mode,
     # stops and writes its own partial JSON (%r) saying exit 143.
-    import socket
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     p = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
                           str(port), "-m", "ncclcheck", "bench", "--sizes", "1K-64M", "--iters", "400", "--json",
                           str(tmp_path / "run.%r.json")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -18,7 +18,7 @@ import pytest
 
 from ncclcheck.model import Report, Status
 from ncclcheck.rendezvous.budget import FIXED
-from tests.conftest import REPO, cli_env
+from tests.conftest import REPO, cli_env, free_port
 
 pytestmark = pytest.mark.slow  # two real preflight processes waiting out a small --timeout
 
@@ -29,9 +29,7 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 def _two_free_ports() -> int:
     """P with P and P+1 both free (node 0 hosts P; node 1 is sent to P+1, where nothing listens)."""
     for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()
         if port >= 65535:
             continue
         with socket.socket() as s:

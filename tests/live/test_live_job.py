@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.conftest import REPO, cli_env, kill_job, run_cli
+from tests.conftest import REPO, cli_env, free_port, kill_job, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -21,10 +21,6 @@ NPROC = 4
 TIMEOUT = 10
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _alive(pid: int) -> bool:
@@ -48,7 +44,7 @@ def _alive(pid: int) -> bool:
                                                              "DataLoader(Batches(), num_workers=1): (inside "
                                                              "selectors.py:", None)])
 def test_watch_names_the_hung_rank_while_the_job_runs(tmp_path, scenario, where, token, validate_report):
-    port, ready = _free_port(), tmp_path / "ready"
+    port, ready = free_port(), tmp_path / "ready"
     ready.mkdir()
     secret = {"NCCLCHECK_TOKEN": token} if token else {}
     env = cli_env({"TORCH_FR_BUFFER_SIZE": "2000", "HANG_S": "90", **secret,
@@ -101,7 +97,7 @@ def test_watch_names_a_rank_that_raised_from_its_own_word_in_the_store(tmp_path,
     wait in #6; gloo sees no peer gone). What it said of itself (arm()'s stacks, left in the job's store by its
     responder) outranks what the recorders imply: watch names it, the exception and its line, and the --dump it
     wrote reads to the same answer (issue 53 item 1, watch's half)."""
-    port, ready = _free_port(), tmp_path / "ready"
+    port, ready = free_port(), tmp_path / "ready"
     ready.mkdir()
     stacks = tmp_path / "postmortem" / f"stacks_rank_{NPROC - 1}.txt"  # arm()'s directory: beside READY
     env = cli_env({"TORCH_FR_BUFFER_SIZE": "2000", "HANG_S": "90"})
@@ -134,7 +130,7 @@ def test_watch_names_a_rank_that_raised_from_its_own_word_in_the_store(tmp_path,
 def _healthy_job(tmp_path, **env: str) -> tuple:
     """(the job, its master port, its READY folder) of live_worker's healthy training job under torchrun, once every
     rank wrote READY (or 120 s passed, or the job ended)."""
-    port, ready = _free_port(), tmp_path / "ready"
+    port, ready = free_port(), tmp_path / "ready"
     ready.mkdir()
     job = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node",
                             str(NPROC), "--master-addr", "127.0.0.1", "--master-port", str(port), WORKER, "healthy",
@@ -158,6 +154,7 @@ def test_watch_says_a_healthy_job_makes_progress(tmp_path, validate_report):
         kill_job(job)
 
 
+@pytest.mark.long  # a 35 s job; the rule itself is tests/live/test_outlast.py's
 def test_a_straggler_whose_step_outlasts_the_pause_between_looks_is_not_a_hang(tmp_path, validate_report):
     """Rank 3 computes 10 s each step, the others wait in its all_reduce meanwhile: no rank moves in watch's 2 s pause,
     and before live/outlast.py watch named rank 3 as a hang ("never entered all_reduce") of a job stepping every 10 s.

@@ -15,8 +15,7 @@ import time
 
 import pytest
 
-from tests.conftest import REPO, cli_env, kill_job, run_cli
-from tests.live.test_live_job import _free_port
+from tests.conftest import REPO, cli_env, free_port, kill_job, run_cli
 
 WORKER = os.path.join(os.path.dirname(__file__), "fixtures", "pipe_worker.py")
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
@@ -45,7 +44,7 @@ def _check(doc: dict, scenario: str) -> None:
 @pytest.mark.parametrize("scenario", [pytest.param(s, marks=pytest.mark.long) if s == "cycle" else s
                                       for s in sorted(EXPECT)])
 def test_watch_names_the_send_that_waits_and_the_stage_that_never_received(tmp_path, scenario, validate_report):
-    port, ready = _free_port(), tmp_path / "ready"
+    port, ready = free_port(), tmp_path / "ready"
     ready.mkdir()
     env = cli_env({"TORCH_FR_BUFFER_SIZE": "2000", "HANG_S": "90"})
     job = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node",

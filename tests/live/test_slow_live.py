@@ -6,7 +6,6 @@ header names the launcher; --follow's start and end lines; diagnose reads watch'
 from __future__ import annotations
 
 import json
-import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from ncclcheck.rendezvous.budget import FIXED
 from ncclcheck_lab import livesim
 from ncclcheck_lab.slowsim import Job
 from ncclcheck_lab.slowsim import docs as slowsim_docs
+from tests.conftest import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -33,9 +33,7 @@ pytestmark = pytest.mark.slow
 def store():
     import torch.distributed as dist
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     st = dist.TCPStore("127.0.0.1", port, None, True)
     yield port
     del st
@@ -331,9 +329,7 @@ def test_follow_ends_with_the_jobs_end_and_keeps_every_slowdown_it_saw():
 
     import torch.distributed as dist
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     st = dist.TCPStore("127.0.0.1", port, None, True)
     job = Job(world=6, per_host=2, step_us=40_000, slow={5: (0, 0.5)}, jitter=0.02, steps=2000)
     rs = livesim.start(livesim.laid(job, 40), list(range(job.world)), port)
@@ -476,9 +472,7 @@ def test_a_rank_that_ends_while_its_responder_works_for_a_watch_ends_normally(tm
     import sys
     import threading
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     from tests.conftest import cli_env
 
     # the checkout first on its path (an uninstalled checkout's worker imported nothing: the lent H200's run)
@@ -694,9 +688,7 @@ def test_follow_says_each_start_and_end_within_the_rules_steps_and_one_look_of_i
     from ncclcheck.checks import slowness
     from ncclcheck_lab.slowsim import timeline
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     st = dist.TCPStore("127.0.0.1", port, None, True)
     past, begin, end = 40, 30, 90  # steps: before the watch, then the slowdown's first (~3 s in) and its end (~9 s on)
     job = Job(world=6, per_host=2, step_us=100_000, slow={5: (past + begin, 0.5)},

@@ -12,7 +12,7 @@ from ncclcheck.live.watch import Answer, build_inputs
 from ncclcheck.postmortem import flight
 from ncclcheck.postmortem.analyze import analyse
 from ncclcheck.postmortem.diagnose import diagnose
-from tests.conftest import run_cli
+from tests.conftest import free_port, run_cli
 
 HERE = os.path.join(os.path.dirname(__file__), "fixtures", "sleep")
 
@@ -168,9 +168,7 @@ def test_a_store_that_takes_the_client_late_is_tried_again_within_the_bound_and_
     from ncclcheck.options import api_config
     from ncclcheck.rendezvous import store as store_mod
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     st = dist.TCPStore("127.0.0.1", port, None, True)
     calls = []
     real = store_mod.STORE_CLIENT

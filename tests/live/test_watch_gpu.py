@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from tests.conftest import REPO, cli_env, kill_job, run_cli
-from tests.live.test_live_job import _alive, _free_port
+from tests.conftest import REPO, cli_env, free_port, kill_job, run_cli
+from tests.live.test_live_job import _alive
 
 torch = pytest.importorskip("torch")
 
@@ -27,7 +27,7 @@ TIMEOUT = 10
 
 
 def test_watch_names_the_rank_whose_gpu_never_started_the_collective(tmp_path):
-    port, armed = _free_port(), tmp_path / "armed"
+    port, armed = free_port(), tmp_path / "armed"
     armed.mkdir()
     # the watchdog's bound is far past the test's, so the job is alive and stuck when watch looks
     env = cli_env({"CAPTURE_DIR": str(armed), "CAPTURE_PG_TIMEOUT_S": "600"})

@@ -7,18 +7,11 @@ from __future__ import annotations
 
 import datetime
 import json
-import socket
 import subprocess
 import sys
 import time
 
-from tests.conftest import cli_env
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.conftest import cli_env, free_port
 
 
 def _watch(port: int, *extra: str) -> subprocess.Popen:
@@ -30,7 +23,7 @@ def _watch(port: int, *extra: str) -> subprocess.Popen:
 def test_follow_started_before_the_job_waits_for_its_store_and_its_ranks_saying_so():
     import torch.distributed as dist
 
-    port = _free_port()
+    port = free_port()
     p = _watch(port, "--follow")
     time.sleep(2.0)  # watch meets a refused master first
     store = dist.TCPStore("127.0.0.1", port, None, True, timeout=datetime.timedelta(seconds=30),
@@ -49,7 +42,7 @@ def test_follow_started_before_the_job_waits_for_its_store_and_its_ranks_saying_
 
 
 def test_one_look_at_a_port_where_nothing_listens_says_so_within_a_connect():
-    port = _free_port()
+    port = free_port()
     t0 = time.monotonic()
     p = _watch(port)
     out, err = p.communicate(timeout=60)

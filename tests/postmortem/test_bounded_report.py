@@ -52,7 +52,8 @@ def plain():
     return _report(KILL)
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.long) if c == "srun-million-tasks" else c
+                                  for c in sorted(CASES)])  # a million tasks' table: ~20 s, long
 def test_a_long_or_absurd_line_beside_a_real_fixture_keeps_the_report_small(tmp_path, plain, case):
     name, text = CASES[case]
     d = tmp_path / "in"

@@ -13,16 +13,13 @@ import pytest
 
 from ncclcheck.preflight.decide import decide, world_check
 from tests import forked
+from tests.conftest import free_port
 
 pytestmark = pytest.mark.slow  # real worlds of spawned processes: the slow tier (a marker, not a folder)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
 
 
 def _env():
@@ -58,7 +55,7 @@ def _by_id(doc):
 
 
 def test_three_nodes_form_the_same_report(tmp_path):
-    port = _free_port()
+    port = free_port()
     procs = [_start(tmp_path, f"n{r}", "--nnodes", 3, "--node-rank", r, "--port", port, "--timeout", 20)
              for r in (2, 1, 0)]  # node 0 last: the others wait for it
     t = time.monotonic()
@@ -102,7 +99,7 @@ def test_three_nodes_form_the_same_report(tmp_path):
 def test_missing_node_is_named_within_the_timeout(tmp_path):
     # Node 0 waits out its window (--timeout) for node 2, and node 1 must join within it to read the verdict: 15 s,
     # as in the lab's test_node_that_never_starts_is_named_missing, where 8 s was shorter than a loaded start once.
-    port = _free_port()
+    port = free_port()
     procs = [_start(tmp_path, f"n{r}", "--nnodes", 3, "--node-rank", r, "--port", port, "--timeout", 15)
              for r in (0, 1)]
     t = time.monotonic()
@@ -122,7 +119,7 @@ def test_every_local_rank_of_node_0_reads_why_the_world_did_not_form(tmp_path):
     # s and 10 s they gave up first: "master refused after 10 attempts"); as forks of a server that imported torch
     # (tests/forked.py) it listens within a second, so 8 s is room. What is tested is what they read once joined,
     # not a race with rank 0's start; the pass waits out node 0's bound for node 1.
-    port = _free_port()
+    port = free_port()
     procs = [_start(tmp_path, f"l{lr}", "--nnodes", 2, "--node-rank", 0, "--port", port, "--timeout", 8,
                     "--local-rank", lr, "--local-size", 3) for lr in (0, 1, 2)]
     for rc, doc in _finish(procs, 60):
@@ -132,7 +129,7 @@ def test_every_local_rank_of_node_0_reads_why_the_world_did_not_form(tmp_path):
 
 
 def test_duplicate_node_rank_names_both_hosts(tmp_path):
-    port = _free_port()
+    port = free_port()
     # The duplicates start first (they wait for node 0), so both have joined by the time node 0 decides. Their
     # --timeout 60 outlasts node 0's start on a loaded machine (its store's front is a second process to start): at
     # the default they gave up after 10 connect attempts in 10 s under the full suite's load, and at 20 one of them
@@ -165,7 +162,7 @@ def _listening(port: int, limit: float) -> None:
 def test_a_second_node_rank_0_on_node_0s_host_is_named_by_node_0(tmp_path):
     """The second finds MASTER_PORT held by ncclcheck's front, tells the node 0 there (a join record claiming rank 0),
     and fails; node 0 and node 1 fail naming it instead of forming a world that passes (pf-duplicate-rank-0)."""
-    port = _free_port()
+    port = free_port()
     # node 0's join bound outlasts the second one's whole run on a loaded machine (it ends once node 1 joined)
     real = _start(tmp_path, "n0", "--nnodes", 2, "--node-rank", 0, "--port", port, "--timeout", 60)
     _listening(port, 30)
@@ -184,7 +181,7 @@ def test_a_second_node_rank_0_on_node_0s_host_is_named_by_node_0(tmp_path):
 
 
 def test_different_nnodes_is_named(tmp_path):
-    port = _free_port()
+    port = free_port()
     procs = [_start(tmp_path, "n0", "--nnodes", 2, "--node-rank", 0, "--port", port, "--timeout", 8),
              _start(tmp_path, "n1", "--nnodes", 3, "--node-rank", 1, "--port", port, "--timeout", 8,
                     "--hostname", "odd")]
@@ -195,7 +192,7 @@ def test_different_nnodes_is_named(tmp_path):
 
 
 def test_master_unreachable_is_named_fast_and_without_torch_noise(tmp_path):
-    port = _free_port()
+    port = free_port()
     t = time.monotonic()
     (rc, doc), = _finish([_start(tmp_path, "n1", "--nnodes", 2, "--node-rank", 1, "--port", port,
                                  "--timeout", 2)], 30)
@@ -205,7 +202,7 @@ def test_master_unreachable_is_named_fast_and_without_torch_noise(tmp_path):
 
 
 def test_code_differs_on_one_node_in_a_formed_world(tmp_path):
-    port = _free_port()
+    port = free_port()
     procs = [_start(tmp_path, f"n{r}", "--nnodes", 2, "--node-rank", r, "--port", port, "--timeout", 15,
                     *(["--code", "sha256:other"] if r == 1 else [])) for r in (0, 1)]
     res = _finish(procs, 40)
@@ -219,7 +216,7 @@ def test_shared_dir_names_the_node_on_another_filesystem_and_is_left_empty(tmp_p
     shared, local = tmp_path / "shared", tmp_path / "local"
     shared.mkdir()
     local.mkdir()
-    port = _free_port()
+    port = free_port()
     # --timeout bounds the join (three forks: tests/forked.py) and node 2's wait for the nonce, which it waits out
     procs = [_start(tmp_path, f"n{r}", "--nnodes", 3, "--node-rank", r, "--port", port, "--timeout", 8,
                     "--shared-dir", local if r == 2 else shared) for r in range(3)]
@@ -284,7 +281,7 @@ def test_a_member_that_comes_after_node_0_closed_is_told_so_within_its_connect_b
     from ncclcheck.preflight import cluster
     from ncclcheck.rendezvous.budget import Budget
 
-    port = _free_port()  # nothing listens: node 0 is gone
+    port = free_port()  # nothing listens: node 0 is gone
     cfg = Config(command="preflight", world=WorldConfig(nnodes=2, node_rank=1, master_addr="127.0.0.1",
                                                         master_port=port, timeout_s=0.01))
     b = Budget.of(cfg)

@@ -11,12 +11,7 @@ import pytest
 
 from ncclcheck.nccl.reachability import build_matrix, candidate_addresses, usable_everywhere
 from ncclcheck.preflight.probe import MeshListener, bind_test, check_bind, probe_master, probe_peers
-
-
-def _free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+from tests.conftest import free_port
 
 
 @contextlib.contextmanager
@@ -54,7 +49,7 @@ def test_master_ok_when_listening():
 @pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_master_refused_is_retried_until_the_deadline():
     t = time.monotonic()
-    r = probe_master("127.0.0.1", _free_port(), time.monotonic() + 1.0, interval_s=0.2)
+    r = probe_master("127.0.0.1", free_port(), time.monotonic() + 1.0, interval_s=0.2)
     assert r.status == "refused" and r.attempts >= 3
     assert 0.9 < time.monotonic() - t < 3
     assert "refused" in r.last_error.lower()
@@ -62,7 +57,7 @@ def test_master_refused_is_retried_until_the_deadline():
 
 @pytest.mark.slow  # spawns processes or waits out real deadlines: not for the fast tier
 def test_master_that_starts_late_is_found():
-    port = _free_port()
+    port = free_port()
     import threading
 
     srv = socket.socket()
@@ -113,7 +108,7 @@ def test_check_bind_names_a_port_in_use():
         port = srv.getsockname()[1]
         b = check_bind(port)
     assert not b.bindable and b.in_use
-    assert check_bind(_free_port()).bindable
+    assert check_bind(free_port()).bindable
 
 
 def test_bind_test_feeds_the_master_check():
@@ -127,9 +122,9 @@ def test_bind_test_feeds_the_master_check():
         d = bind_test("127.0.0.1", port)
         res = check_master_reachable(LocalInput.of(facts(), node_rank=0, multi_node=True, master=d))
     assert res.status.value == "fail" and "already in use" in res.summary
-    ok = bind_test("127.0.0.1", _free_port())
+    ok = bind_test("127.0.0.1", free_port())
     assert ok["ok"] and ok["local"] is True
-    refused = probe_master("127.0.0.1", _free_port(), time.monotonic() + 0.3).to_json()
+    refused = probe_master("127.0.0.1", free_port(), time.monotonic() + 0.3).to_json()
     res = check_master_reachable(LocalInput.of(facts(), node_rank=1, multi_node=True, master=refused))
     assert res.status.value == "fail" and "start node 0 first" in res.fix
 
@@ -172,7 +167,7 @@ def test_mesh_all_reachable():
 def test_mesh_one_address_unreachable():
     def close_node2_eth1(published):
         # node 2's eth1 endpoint points at a port nobody listens on (a firewalled NIC answers nothing)
-        published[2]["endpoints"]["eth1"] = [["127.0.0.3", _free_port("127.0.0.3")]]
+        published[2]["endpoints"]["eth1"] = [["127.0.0.3", free_port("127.0.0.3")]]
 
     m, _ = _mesh(
         {0: {"eth0": ["127.0.0.1"], "eth1": ["127.0.1.1"]}, 1: {"eth0": ["127.0.0.2"], "eth1": ["127.0.1.2"]},

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 
@@ -22,7 +21,7 @@ from ncclcheck.nccl.reachability import build_matrix, host_groups, one_host
 from ncclcheck.preflight import wire
 from ncclcheck.preflight.decide import recommendations
 from ncclcheck.preflight.probe import MeshListener, local_peers, probe_peers
-from tests.conftest import REPO, cli_env
+from tests.conftest import REPO, cli_env, free_port
 from tests.fakefacts import facts, iface
 
 KEY_A = "d65b70f3-7bde-4c1d-8705-62aedb66058c/4026531833"
@@ -173,14 +172,10 @@ def test_one_host_with_a_node_cut_off_on_it_still_names_the_node(out, into):
 
 # --- real runs on this machine (loopback only)
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _two_nodes(tmp_path, env=None, tag="a"):
-    port = _free_port()
+    port = free_port()
     procs = [subprocess.Popen([sys.executable, "-m", "ncclcheck", "preflight", "--nnodes", "2", "--node-rank", str(r),
                                "--master-addr", "127.0.0.1", "--master-port", str(port), "--timeout", "20",
                                "--json", str(tmp_path / f"{tag}%n.json")],
@@ -208,7 +203,7 @@ def test_preflight_twice_on_one_machine_passes_and_so_does_its_own_advice(tmp_pa
 
 @pytest.mark.slow  # two real torchrun agents, one rank each
 def test_the_guard_passes_two_torchrun_nodes_on_one_machine():
-    port = _free_port()
+    port = free_port()
     procs = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(r),
                                "--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--master-port", str(port),
                                os.path.join(REPO, "tests", "fixtures", "train_ddp.py")],

@@ -6,7 +6,6 @@ on node 0's own host is test_cluster_preflight.py::test_a_second_node_rank_0_on_
 
 from __future__ import annotations
 
-import socket
 from types import SimpleNamespace
 
 import pytest
@@ -18,6 +17,7 @@ from ncclcheck.preflight.decide import decide, world_check
 from ncclcheck.rendezvous.budget import Budget
 from ncclcheck.rendezvous.journal import Journal
 from ncclcheck.rendezvous.store import Guard, JsonStore, open_store
+from tests.conftest import free_port
 
 B = Budget(timeout_s=5)
 QUICK = Budget(timeout_s=5, second_master_tell_s=1.0)  # a store without node 0's record is waited on this long
@@ -79,10 +79,6 @@ def test_a_late_record_that_is_not_a_join_is_dropped_not_believed(hash_store):
     assert _late_joins(CTX, journal, verdict, joins, ok) is ok and journal.pending == {5}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _member(node_id: str) -> sm.Member:
@@ -90,13 +86,13 @@ def _member(node_id: str) -> sm.Member:
 
 
 def test_nothing_listening_is_nothing():
-    port = _free_port()
+    port = free_port()
     got = sm.look("127.0.0.1", port, _member("b"), lambda: _j(0, "h2", 2, "b"), B)
     assert got.status == sm.NOTHING and not got.told
 
 
 def test_a_rival_node_0_is_told_and_this_nodes_own_store_is_not_a_rival():
-    port = _free_port()
+    port = free_port()
     real = open_store("127.0.0.1", port, True, 5, "p/", Guard())
     try:
         real.set(K.HOST, {"hostname": "h1", "pid": 1, "uuid": "a"})
@@ -117,7 +113,7 @@ def test_a_rival_node_0_is_told_and_this_nodes_own_store_is_not_a_rival():
 
 
 def test_a_store_without_node_0s_record_is_not_taken_for_a_rival():
-    port = _free_port()
+    port = free_port()
     other = open_store("127.0.0.1", port, True, 5, "p/", Guard())
     try:
         got = sm.look("127.0.0.1", port, _member("b"), lambda: _j(0, "h2", 2, "b"), QUICK)

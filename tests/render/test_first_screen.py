@@ -11,11 +11,12 @@ import html
 import json
 import pathlib
 import re
-import socket
 import subprocess
 import sys
 
 import pytest
+
+from tests.conftest import free_port
 
 from ..conftest import REPO, cli_env, run_cli
 from .conftest import load_example
@@ -95,15 +96,11 @@ def test_failures_and_their_fixes_come_before_the_folded_rows():
     assert "fix: Pin NCCL_SOCKET_IFNAME" in res.stdout and at["skip "] < FIRST
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.slow  # two real preflight processes on loopback, ~10 s
 def test_a_real_two_node_preflight_answers_in_its_first_25_lines(tmp_path):
-    port = _free_port()
+    port = free_port()
     procs = [subprocess.Popen([sys.executable, "-m", "ncclcheck", "preflight", "--nnodes", "2", "--node-rank", str(r),
                                "--master-addr", "127.0.0.1", "--master-port", str(port), "--timeout", "20",
                                "--json", str(tmp_path / "pf%n.json")],

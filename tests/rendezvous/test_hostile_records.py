@@ -16,12 +16,7 @@ from ncclcheck.config import Config, WorldConfig
 from ncclcheck.model import passed
 from ncclcheck.preflight import cluster
 from ncclcheck.rendezvous.budget import Budget
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.conftest import free_port
 
 
 def _join(**kw):
@@ -55,7 +50,7 @@ def _node0(port: int, timeout_s: float):
 def test_a_stranger_writing_garbage_and_a_huge_counter_neither_crashes_nor_holds_node_0():
     import torch.distributed as dist
 
-    port = _free_port()
+    port = free_port()
     cfg, placement = _node0(port, 4.0)
     out = {}
 
@@ -108,7 +103,7 @@ def _node(port: int, rank: int, token: bytes, timeout_s: float = 3.0):
 
 
 def test_with_a_token_a_store_signed_by_someone_else_fails_the_node_that_joins_it():
-    port = _free_port()
+    port = free_port()
     cfg0, p0 = _node(port, 0, b"the-job")
     out = {}
     t = threading.Thread(target=lambda: out.setdefault("n0", cluster.run_cluster_preflight(
@@ -125,7 +120,7 @@ def test_with_a_token_a_store_signed_by_someone_else_fails_the_node_that_joins_i
 
 
 def test_with_the_same_token_two_nodes_form_the_world():
-    port = _free_port()
+    port = free_port()
     cfg0, p0 = _node(port, 0, b"the-job", 10.0)
     out = {}
 
@@ -153,7 +148,7 @@ def test_a_member_of_a_squatted_store_does_not_wait_its_mesh_bound_for_a_directo
     from ncclcheck.preflight import keys as K
     from ncclcheck.rendezvous.roles import run_prefix
 
-    port = _free_port()
+    port = free_port()
     squatter = dist.TCPStore("127.0.0.1", port, None, True, timeout=dt.timedelta(seconds=5), wait_for_workers=False)
     ok = {"id": "rendezvous.world", "status": "pass", "node": None, "summary": "all 2 nodes joined", "detail": "",
           "fix": "", "evidence": {}}

@@ -20,15 +20,12 @@ from ncclcheck.preflight import cluster
 from ncclcheck.preflight import keys as K
 from ncclcheck.rendezvous.budget import Budget
 from ncclcheck.rendezvous.store import Guard, JsonStore
+from tests.conftest import free_port
 
 TOKEN = b"one-token-for-the-whole-pool"
 REPLAYED = (K.VERDICT, K.RESULT, K.FINAL)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _budget(cfg) -> Budget:
@@ -131,14 +128,14 @@ class _Replayer(threading.Thread):
 
 def test_records_signed_in_another_run_of_the_same_token_are_ignored_and_named():
     captured: dict = {}
-    port_a = _free_port()
+    port_a = free_port()
     _, code0_a, o1_a, code1_a = _run(port_a, [passed("host.shm", "fine", node=0)], captured)
     assert o1_a.formed and (code0_a, code1_a) == (0, 0), [c.summary for c in o1_a.checks if c.status.value == "fail"]
     prefix = "ncclcheck/preflight/"
     records = {prefix + k: captured[prefix + k] for k in REPLAYED}
     assert all(v.startswith(b"ncclcheck-hmac") for v in records.values())  # really A's signed records
 
-    port_b = _free_port()
+    port_b = free_port()
     replayer = _Replayer(port_b, records)
     fault = failed("host.shm", "/dev/shm is 64 MiB", node=0)
     try:

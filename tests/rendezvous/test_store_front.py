@@ -19,18 +19,13 @@ import pytest
 from ncclcheck.rendezvous import front as fr
 from ncclcheck.rendezvous.budget import Budget
 from ncclcheck.rendezvous.store import Guard, JsonStore, open_store
+from tests.conftest import free_port
 
 MAGIC = 0x3C85F7CE
 VALUE = 4 << 20
 GETS = 400  # x 4 MiB = 1.6 GiB of replies if the server queues them
 
 
-def _free_port() -> int:
-    s = socket.socket()
-    s.bind(("", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def _rss(pid: int) -> int:
@@ -53,7 +48,7 @@ def _s(b: bytes) -> bytes:
 
 @pytest.fixture
 def served():
-    st = open_store("127.0.0.1", _free_port(), True, 10, guard=Guard())
+    st = open_store("127.0.0.1", free_port(), True, 10, guard=Guard())
     yield st
     if getattr(st, "front", None) is not None:
         st.front.close()
@@ -115,7 +110,7 @@ def test_idle_connections_are_named_with_their_address():
     from ncclcheck.rendezvous.serve import serve_store
 
     named: list = []
-    store, front = serve_store(_free_port(), dt.timedelta(seconds=10), named.append,
+    store, front = serve_store(free_port(), dt.timedelta(seconds=10), named.append,
                                Budget(front_stall_s=0.2, front_tick_s=0.05))
     try:
         idle = [socket.create_connection(("127.0.0.1", front.port)) for _ in range(40)]
@@ -186,7 +181,7 @@ def test_the_master_port_is_free_once_node0_lets_go_of_its_store():
 
     from ncclcheck.preflight import probe
 
-    port = _free_port()
+    port = free_port()
     st = open_store("127.0.0.1", port, True, 10, guard=Guard())
     assert not probe.check_bind(port).bindable
     del st
@@ -215,7 +210,7 @@ def test_the_stores_loopback_server_never_takes_the_master_port(monkeypatch):
     the master port; the server takes the third, and the master port is bound by nobody afterwards."""
     from ncclcheck.rendezvous.serve import _loopback_listener
 
-    master = _free_port()
+    master = free_port()
     real = socket.socket
     picks = []
 
@@ -297,6 +292,7 @@ _NODE0 = """
 import datetime as dt, resource, sys
 resource.setrlimit(resource.RLIMIT_NOFILE, (512, 512))  # a hard limit 300 clients need more than half of at a front
 from ncclcheck.rendezvous.serve import serve_store
+from tests.conftest import free_port
 store, front = serve_store(0, dt.timedelta(seconds=30), lambda why: None, clients=int(sys.argv[1]))
 print(front.port, len(front.procs), flush=True)
 sys.stdin.read()

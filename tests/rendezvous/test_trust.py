@@ -24,7 +24,7 @@ from ncclcheck.preflight import cluster
 from ncclcheck.preflight import keys as K
 from ncclcheck.rendezvous import trust as T
 from ncclcheck.rendezvous.budget import Budget
-from tests.conftest import run_cli
+from tests.conftest import free_port, run_cli
 
 # --- the token (hole 7)
 
@@ -89,10 +89,6 @@ def test_the_level_is_the_nodes_own_configuration():
 # --- two nodes on loopback, no token
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _forger(port: int, stop: threading.Event, wrote: list) -> threading.Thread:
@@ -157,7 +153,7 @@ def _assert_forgery_ignored(out: dict, level: str) -> None:
 
 
 def test_with_a_shared_directory_a_per_run_key_file_signs_the_run(tmp_path):
-    port = _free_port()
+    port = free_port()
     out = _world(port, StorageConfig(dirs=(str(tmp_path),)))
     _assert_forgery_ignored(out, "shared-file")
     assert not [p for p in os.listdir(tmp_path) if p.startswith(T.FILE_PREFIX)]  # node 0 removed it
@@ -213,4 +209,4 @@ def test_munge_round_trip_checks_the_user_and_names_a_stuck_or_missing_munged(mu
 
 
 def test_under_slurm_with_munge_a_per_run_key_signs_the_run_without_a_token(munged):
-    _assert_forgery_ignored(_world(_free_port()), "munge")
+    _assert_forgery_ignored(_world(free_port()), "munge")

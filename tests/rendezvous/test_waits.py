@@ -9,6 +9,7 @@ import time
 from ncclcheck.preflight.probe import probe_master_said
 from ncclcheck.rendezvous.budget import Budget
 from ncclcheck.rendezvous.waits import SILENT, Waits
+from tests.conftest import free_port
 
 FAST = Budget(wait_notice_s=0.2, wait_notice_every_s=0.3)
 
@@ -113,11 +114,8 @@ def test_what_a_wait_has_seen_is_read_when_it_is_said_and_a_broken_reader_stops_
 
 
 def test_the_master_probe_says_each_refused_try_while_it_retries():
-    import socket
 
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     heard = Heard()
     waits = Waits(heard, Budget(wait_notice_s=0.2, wait_notice_every_s=5.0, probe_retry_s=0.05))
     try:

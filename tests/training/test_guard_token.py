@@ -6,13 +6,12 @@ torchrun's agent hosts it, stands in for the agent's store; two ranks of one nod
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 
 import pytest
 
-from tests.conftest import REPO, cli_env
+from tests.conftest import REPO, cli_env, free_port
 
 pytestmark = pytest.mark.slow  # real processes importing ncclcheck's preflight
 
@@ -28,9 +27,7 @@ def _agent_store():
     """A TCPStore server on a free loopback port, as torchrun's agent keeps one for its workers."""
     from torch.distributed import TCPStore
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     return TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False), port
 
 

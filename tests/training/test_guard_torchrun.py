@@ -7,27 +7,22 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 
 import pytest
 
-from tests.conftest import REPO, cli_env
+from tests.conftest import REPO, cli_env, free_port
 
 pytestmark = pytest.mark.slow  # torchrun worlds of real processes
 
 FIX = os.path.join(REPO, "tests", "fixtures")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def torchrun(script: str, env: dict, c10d: bool = False, nproc: int = 2) -> subprocess.CompletedProcess:
-    port = _free_port()
+    port = free_port()
     world = (["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "guardtest"] if c10d
              else ["--master-addr", "127.0.0.1", "--master-port", str(port)])
     argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(nproc), *world,
@@ -78,7 +73,7 @@ def test_off_switch_runs_the_script_unguarded():
 def test_fabric_run_script_trains_after_the_guard():
     if shutil.which("fabric") is None:
         pytest.skip("needs lightning's `fabric` (pip install lightning)")
-    port = _free_port()
+    port = free_port()
     argv = ["fabric", "run", "--accelerator", "cpu", "--devices", "2", "--num-nodes", "1", "--main-port", str(port),
             os.path.join(FIX, "train_fabric.py")]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=180, cwd=REPO,
@@ -98,7 +93,7 @@ def test_plain_python_runs_the_node_checks_alone():
 def test_env_static_init_after_the_guard_hosted_the_store_on_the_master_port():
     """No launcher agent (what srun/mpirun scripts do: RANK, WORLD_SIZE, MASTER_* set, env:// init): rank 0's guard
     hosts the store on MASTER_PORT and closes it; then the script's rank 0 binds the same port for its own store."""
-    port = _free_port()
+    port = free_port()
     env = {"WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
     procs = [subprocess.Popen([sys.executable, os.path.join(FIX, "guard_leftovers.py")], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, cwd=REPO,

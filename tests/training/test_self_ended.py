@@ -112,7 +112,7 @@ def _unretired(pm) -> bool:
 
 
 @pytest.mark.slow  # torchrun worlds of real processes, the guard's preflight in each
-@pytest.mark.parametrize("scenario", sorted(set(CASES) - {"exit_slow"}))  # exit_slow: the long tier's (CI's time)
+@pytest.mark.parametrize("scenario", sorted(set(CASES) - {"exit_slow", "raise_slow"}))  # the slowed exits: long
 def test_a_rank_that_ended_on_its_own_is_named_with_what_it_did_and_its_line(tmp_path, scenario):
     rc, pm, log = run_job(tmp_path, scenario, "guard" if scenario in ("raise", "raise_slow") else "1")
     assert rc == 1, log.read_text()[-3000:]

@@ -11,8 +11,13 @@ what a block must show is checked (EXPECT: the verdict a failure demo must print
 block that matches no skip rule and exits otherwise, or prints a traceback, fails the script (exit 1). Each block's
 processes are stopped when it ends (its own session), so a demo that starts a job in the background leaves nothing.
 
+Each page of docs/ opens with the task and its examples (`--openings`): the shell and Python blocks above its first
+`## ` heading. The openings run the same way, one directory for all of them; one that is a README block word for word
+is the README's run.
+
     python3 scripts/readme_examples.py            # run them; a table of ok / SKIP / FAIL
     python3 scripts/readme_examples.py --list     # what would run and what is skipped, and why
+    python3 scripts/readme_examples.py --openings # every docs page's opening example
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import NamedTuple, Optional
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
+DOCS = REPO / "docs"
 TIMEOUT_S = 300  # one block: a demo job under torchrun on a loaded 2-core machine is the longest
 
 # (pattern, reason): the first that matches a line of an example skips the whole example. Each reason says why it
@@ -88,6 +94,15 @@ EXPECT = (
     Expect(r"^ncclcheck preflight --nnodes 2 --node-rank 1 --master-addr 127\.0\.0\.1", 0,
            r"ncclcheck preflight 2 nodes, 2 ranks.*\nPASS ", "two nodes on one machine form a world: the first "
            "screen's header and verdict"),
+    # docs/'s openings
+    Expect(r"^cat > slow\.py", 0, r"root cause: \[live\.slow\] rank 1 \(host [^)]*\) calls collectives late",
+           "watch names rank 1 as the one that slows every step (the block ends by stopping the job)",
+           r"^ncclcheck watch|^kill "),
+    Expect(r"^python3 -c 'import secrets", 0, r"trust: token.*\nPASS ", "two nodes with a token pass, and the report "
+           "says its trust level"),
+    Expect(r"^ncclcheck preflight --nnodes 2 --node-rank 0 --master-addr 127\.0\.0\.1 --master-port 29516", 1,
+           r"root cause: \[rendezvous\.world\] .*node rank\(s\) 1", "node 0 of two alone names the node that never "
+           "joined as its root cause", r"^ncclcheck preflight"),
 )
 SHELL_LANGS = ("bash", "sh", "shell", "console")
 COMMAND = re.compile(r"^(ncclcheck( |$)|python3? |torchrun |srun |mpirun |fabric |sudo |pip |source |import ncclcheck)")
@@ -111,6 +126,11 @@ class Example:
             if any(re.search(pattern, ln) for ln in code):
                 return reason
         return None
+
+    @property
+    def in_checkout(self) -> bool:
+        """A block of the developers' commands (scripts/, lint-imports) runs where they are: in the checkout."""
+        return any(re.search(r"(^|\s)(python3? scripts/|lint-imports\b)", _code(ln)) for ln in self.text.splitlines())
 
     @property
     def expect(self) -> Optional[Expect]:
@@ -163,6 +183,18 @@ def examples(readme: str) -> list[Example]:
     return sorted(unique, key=lambda e: e.line)
 
 
+def opening(text: str) -> list:
+    """A page's opening examples: its shell and Python blocks above its first `## ` heading."""
+    head = text.split("\n## ", 1)[0]
+    lines = head.splitlines()
+    return [e for e in examples(head) if 1 < e.line <= len(lines) + 1 and lines[e.line - 2].lstrip().startswith("```")]
+
+
+def openings() -> list:
+    """(page name, its opening examples) of every docs page, in name order."""
+    return [(page.name, opening(page.read_text(encoding="utf-8"))) for page in sorted(DOCS.glob("*.md"))]
+
+
 def _shim(bindir: Path) -> None:
     """`ncclcheck` on PATH runs this checkout (not an installed copy), whatever the working directory."""
     exe = bindir / "ncclcheck"
@@ -194,7 +226,8 @@ def run_one(e: Example, work: Path, env: dict) -> tuple:
     """(exit status or "timeout", output) of one example run in `work`."""
     argv = [sys.executable, "-"] if e.lang == "python" else ["bash", "-s"]
     script = e.text if e.lang == "python" else TRAP + e.text
-    p = subprocess.Popen(argv, cwd=work, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    p = subprocess.Popen(argv, cwd=REPO if e.in_checkout else work, env=env, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         out, _ = p.communicate(script, timeout=TIMEOUT_S)
@@ -221,7 +254,9 @@ def verdict(e: Example, rc, out: str) -> Optional[str]:
     return None
 
 
-def run(selected: list[Example], keep: bool = False) -> int:
+def run(selected: list, keep: bool = False, where: str = "README") -> int:
+    """Run each example (an Example of `where`, or a (page, Example) pair) in one temporary directory."""
+    items = [(where, e) if isinstance(e, Example) else e for e in selected]
     work = Path(tempfile.mkdtemp(prefix="ncclcheck-readme-"))
     bindir = work / ".bin"
     bindir.mkdir()
@@ -232,27 +267,27 @@ def run(selected: list[Example], keep: bool = False) -> int:
                NCCLCHECK_LOG_DIR=str(work / ".logs"), COLUMNS="120")
     failed = 0
     try:
-        for e in selected:
+        for at, e in items:
             head = e.first if len(e.text.splitlines()) == 1 else f"{e.first}  [{len(e.text.splitlines())} lines]"
             if e.skip:
-                print(f"SKIP  README:{e.line:<4} {head}\n      {e.skip}")
+                print(f"SKIP  {at}:{e.line:<4} {head}\n      {e.skip}")
                 continue
             t0 = time.monotonic()
             rc, out = run_one(e, work, env)
             took = time.monotonic() - t0
             why = verdict(e, rc, out)
             if why is None:
-                print(f"ok    README:{e.line:<4} {head}  ({took:.1f} s)")
+                print(f"ok    {at}:{e.line:<4} {head}  ({took:.1f} s)")
             else:
                 failed += 1
                 tail = "\n".join("      | " + ln for ln in out.splitlines()[-25:])
-                print(f"FAIL  README:{e.line:<4} {head}  ({why}, {took:.1f} s)\n{tail}")
+                print(f"FAIL  {at}:{e.line:<4} {head}  ({why}, {took:.1f} s)\n{tail}")
     finally:
         if keep:
             print(f"kept {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
-    ran = sum(1 for e in selected if not e.skip)
+    ran = sum(1 for _, e in items if not e.skip)
     print(f"{ran - failed} of {ran} examples ran ok, {failed} failed, {len(selected) - ran} skipped (reasons above)")
     return 1 if failed else 0
 
@@ -262,7 +297,19 @@ def main(argv: Optional[list] = None) -> int:
     ap.add_argument("--list", action="store_true", help="list the examples and the skip reasons; run nothing")
     ap.add_argument("--only", metavar="REGEX", help="only the examples matching this (the others are not listed)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory (its path is printed)")
+    ap.add_argument("--openings", action="store_true", help="every docs page's opening example instead (one that is "
+                    "a README block word for word is the README's run)")
     args = ap.parse_args(argv)
+    if args.openings:
+        readme = {e.text for e in examples(README.read_text(encoding="utf-8"))}
+        pages = [(f"docs/{name}", e) for name, es in openings() for e in es if e.text not in readme
+                 and (not args.only or re.search(args.only, e.text))]
+        if args.list:
+            for at, e in pages:
+                print(f"{'SKIP' if e.skip else 'run '}  {at}:{e.line:<4} {e.first}" + (f"\n      {e.skip}" if e.skip
+                                                                                     else ""))
+            return 0
+        return run(pages, args.keep)
     selected = [e for e in examples(README.read_text(encoding="utf-8"))
                 if not args.only or re.search(args.only, e.text)]
     if args.list:

@@ -209,3 +209,34 @@ def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+# The pages whose opening is not an example, and why: the rest open with the task and an example that runs
+# (ncclcheck_lab/readme_examples.py's openings: the shell and Python blocks above a page's first `## ` heading)
+NO_OPENING = {"gpu.md": "the record of what ran on a lent GPU, each step with its command (scripts/gpu_record.sh)",
+              "development.md": "its first block is the test suite itself (its commands are each a test tier)"}
+
+
+def test_every_docs_page_opens_with_an_example():
+    from ncclcheck_lab import readme_examples as rx
+
+    pages = dict(rx.openings())
+    assert set(NO_OPENING) <= set(pages)
+    missing = [name for name, found in pages.items() if not found and name not in NO_OPENING]
+    assert not missing, f"these pages open with no example above their first '## ' heading: {missing}"
+    # an opening that cannot run here says why (needs root and a lab: tests/lab runs it instead)
+    assert all(e.skip is None or len(e.skip) > 20 for found in pages.values() for e in found)
+    assert sum(1 for found in pages.values() for e in found if e.skip is None) >= 12
+
+
+@pytest.mark.slow  # every page's opening, run as pasted in one directory: ~70 s (a slow job watched, two-node worlds)
+def test_every_docs_pages_opening_runs_as_pasted():
+    import subprocess
+    import sys
+
+    from tests.conftest import cli_env
+
+    p = subprocess.run([sys.executable, str(REPO / "scripts" / "readme_examples.py"), "--openings"],
+                       capture_output=True, text=True, env=cli_env(), timeout=900)
+    assert p.returncode == 0 and ", 0 failed," in p.stdout, p.stdout[-6000:] + p.stderr[-2000:]
+    assert "ok    docs/live.md:" in p.stdout and "ok    docs/trust.md:" in p.stdout, p.stdout[-3000:]

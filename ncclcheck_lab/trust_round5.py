@@ -412,6 +412,92 @@ def responder_flood_attack(repo: str, seconds: float = 8.0, flooders: int = 6) -
             f"{max(quiet) * 1000:.0f} ms)"}
 
 
+_PROBE_FLOOD = r"""
+import json, socket, statistics, struct, sys, threading, time
+import torch.distributed as dist
+from ncclcheck.live import straggle
+from ncclcheck.live.auth import Session
+from ncclcheck.live.fetch import Asker, read_registry
+from ncclcheck.rendezvous.budget import FIXED
+from ncclcheck.rendezvous.store import Guard, open_store
+from ncclcheck_lab import livesim
+from ncclcheck_lab.slowsim import Job
+
+TOKEN, probes = b"round-five-token", int(sys.argv[1])
+pause = FIXED.live_follow_poll_s  # the probes begin as --follow's looks do
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+st = dist.TCPStore("127.0.0.1", port, None, True)
+rs = livesim.start(livesim.laid(Job(world=6, per_host=2, steps=600, step_us=1_000_000.0), 40), list(range(6)), port,
+                   token=TOKEN)
+assert all(r.registered.wait(30) for r in rs)
+reg = read_registry(open_store("127.0.0.1", port, False, 10, guard=Guard(token=TOKEN)))
+h2 = reg.records[2]
+stop, sent = threading.Event(), [0]
+
+def flood():
+    body = json.dumps({"kind": "progress"}).encode()
+    while not stop.is_set():
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.2", 0)); s.settimeout(2); s.connect((h2["addr"], h2["port"]))
+                (n,) = struct.unpack("!I", s.recv(4, socket.MSG_WAITALL)); s.recv(n, socket.MSG_WAITALL)
+                s.sendall(struct.pack("!I", len(body)) + body); s.recv(4096); sent[0] += 1
+        except OSError:
+            time.sleep(0.01)
+
+for _ in range(4):
+    threading.Thread(target=flood, daemon=True).start()
+time.sleep(0.3)
+asker = Asker(Session("token", TOKEN, port, FIXED), reg.job, reg.run)
+turns = len(straggle.schedule(straggle.plan(["h1", "h2", "h3"], set())))
+bound = straggle.PROBE_ATTEMPTS * turns * (FIXED.live_rate_wait_s(1) + FIXED.thread_join_s)
+out = {"named": 0, "took": [], "bound": bound, "loss": [], "unmeasured": 0}
+for i in range(probes):
+    if i:
+        time.sleep(pause)
+    t0 = time.monotonic()
+    p = straggle.probe([0, 2, 4], set(), reg.records, asker, FIXED)
+    out["took"].append(time.monotonic() - t0)
+    out["named"] += "h2" in p["hosts"] or any("h2" in pr for pr in p["pairs"])
+    out["unmeasured"] += "h2" in p.get("unmeasured_hosts", [])
+    m = p["matrix_mbps"]
+    mine = [v for a, row in m.items() for b, v in row.items() if "h2" in (a, b)]
+    rest = [v for a, row in m.items() for b, v in row.items() if "h2" not in (a, b)]
+    shared = [v for d, v in p.get("contended_mbps", {}).items() if "h2" in d.split(" -> ")]
+    if (mine or shared) and rest:  # what h2's transfers read, judged or not, against the others'
+        out["loss"].append(1 - statistics.median(mine + shared) / statistics.median(rest))
+stop.set()
+out["sent"] = sent[0]
+print("PROBE-FLOOD " + json.dumps(out))
+for r in rs:
+    r.close()
+"""
+
+
+def probe_flood_attack(repo: str, probes: int = 12) -> dict:
+    """Issue 78: with a token, a stranger at 127.0.0.2 floods one healthy host's responder (h2's, 6 simulated ranks
+    on 3 hosts) with unsealed requests during `probes` transfer probes of the job's links, REPO's probe code against
+    this checkout's simulated job, the probes begun as --follow's looks are. Held: no probe names h2, and each ends
+    within its bound (PROBE_ATTEMPTS rounds of its turns, each within one rate wait); the figure is the worst loss of
+    h2's transfers (those the stranger's traffic shared too) against the others'."""
+    env = {**_env(repo), "PYTHONPATH": os.pathsep.join([repo, THIS])}
+    p = subprocess.run([sys.executable, "-c", _PROBE_FLOOD, str(probes)], env=env, capture_output=True, text=True,
+                       timeout=60 + probes * 300)  # a probe's bound on three hosts is ~234 s (printed)
+    line = next((ln for ln in p.stdout.splitlines() if ln.startswith("PROBE-FLOOD ")), None)
+    if line is None:
+        return {"held": False, "line": f"probe flood: no result (exit {p.returncode}): {p.stderr.strip()[-300:]}"}
+    got = json.loads(line.split(" ", 1)[1])
+    late = [t for t in got["took"] if t > got["bound"]]
+    held = got["named"] == 0 and not late
+    worst = f"{100 * max(got['loss']):.0f} %" if got["loss"] else "none read"
+    return {"held": held, "line": f"h2's responder flooded without the token ({got['sent']:,} requests refused) "
+            f"during {probes} probes: h2 named in {got['named']}, left unmeasured in {got['unmeasured']}; each "
+            f"probe {min(got['took']):.1f}-{max(got['took']):.1f} s (bound {got['bound']:.0f} s, {len(late)} past "
+            f"it); the worst loss of h2's transfers against the others' {worst}"}
+
+
 _SILENT = """
 import os, sys, threading, time
 if os.environ.get("NCCLCHECK_R5_SILENT"):  # this member joins, then says nothing more (its mesh never starts)
@@ -467,7 +553,7 @@ def silent_member_attack(repo: str, timeout_s: int = 15) -> dict:
 ROUND5 = {"baseline-shapes": baseline_shapes_attack, "wedged-driver": wedged_driver_attack,
           "tool-output": tool_output_attack, "read-nothing": read_nothing_attack, "odd-values": odd_values_attack,
           "responder-flood": responder_flood_attack, "local-controls": local_controls_attack,
-          "silent-member": silent_member_attack}
+          "silent-member": silent_member_attack, "probe-flood": probe_flood_attack}
 
 
 __all__ = ["ROUND5"]

@@ -208,6 +208,17 @@ class Loop:
         self._prepaid_cpu = 0.0  # ... and this turn's CPU of sends its owner paid for (Outcome.prepaid)
         self.evicted = 0
         self.throttled = 0  # windows in which the loop stopped reading the listening socket
+        # when this loop last turned a stranger away (a request refused from an address none of whose requests was
+        # accepted, a connection parked or evicted, the listening socket throttled): a transfer it served or made
+        # near then shared the host with that traffic, and the probe does not judge the host's link by it
+        self.stranger_at: Optional[float] = None
+
+    def quiet_s(self) -> Optional[float]:
+        """Seconds since this loop last turned a stranger away; None: never."""
+        return None if self.stranger_at is None else max(0.0, time.monotonic() - self.stranger_at)
+
+    def _stranger(self) -> None:
+        self.stranger_at = time.monotonic()
 
     # --- the thread
     def start(self) -> Loop:
@@ -295,6 +306,7 @@ class Loop:
     def _park(self, c: Conn) -> None:
         """Stop reading c until the window ends (its address spent its share): the kernel keeps what it sends."""
         self.parked += 1
+        self._stranger()
         c.parked, c.deadline = True, self._window_end
         try:
             self.sel.unregister(c.sock)
@@ -331,6 +343,7 @@ class Loop:
         self.cpu_used += cpu
         if self._listening and self._window_cpu > LOOP_SHARE_ALL * self.budget.live_share_window_s:
             self.throttled += 1
+            self._stranger()
             self._listen(False)
 
     # --- connections
@@ -390,6 +403,7 @@ class Loop:
 
     def _evict(self, c: Conn) -> None:
         self.evicted += 1
+        self._stranger()
         self.owner.note(f"{c.addr}: an idle connection (no request in {time.monotonic() - c.since:.2f} s) closed "
                         "for a new one")
         self._close(c)
@@ -470,6 +484,8 @@ class Loop:
             return b""
 
     def _refuse(self, c: Conn, why: str) -> None:
+        if c.addr not in self._accepted:
+            self._stranger()
         self.owner.note(f"{c.addr}: {why}")
         self._reply(c, self.owner.refusal(why))
 

@@ -51,6 +51,7 @@ PHASE_ROW_BYTES = 86  # one row's JSON at most: four integers of up to 19 digits
 PHASE_ROW_ITEMS = 5  # ... and its JSON values (the list and its four integers)
 PHASE_HEAD_BYTES, PHASE_HEAD_ITEMS = 1024, 32  # the reply's own fields (rank, host, job, run, dropped)
 PHASE_GROUP_BYTES, PHASE_GROUP_ITEMS = 96, 2  # each process group's name and list
+CLOCK_REPLY_BYTES = 4096  # a clock reply is a few dozen bytes
 MAX_RATE_TARGETS = 4  # targets one "rate" request may name (they are downloaded one after another)
 ITEM_BYTES = 2  # the fewest bytes a JSON value takes in a reply (a digit and a comma)
 SEAL_BYTES = 256  # a sealed reply's prefix beyond the JSON asked for (as fetch.SEAL_BYTES)
@@ -131,7 +132,9 @@ def answer(me: Any, kind: str, req: Any) -> dict:
     master, guard, budget, caller); "blob" is the responder's own (Responder.blob: built once)."""
     mine = {"v": wire.VERSION, "rank": me.rank, "job": me.job, "run": me.run}
     if kind == "clock":
-        return {**mine, "host": me.host, "pid": os.getpid(), "time_ns": time.time_ns()}
+        quiet = me.loop.quiet_s() if getattr(me, "loop", None) is not None else None
+        return {**mine, "host": me.host, "pid": os.getpid(), "time_ns": time.time_ns(),
+                **({"quiet_s": round(quiet, 3)} if quiet is not None else {})}
     if kind == "phase":
         rows, dropped = fit_rows(phase(me, phase_seconds(req) or 0.0), *wire.reply_limit(req))
         return {**mine, "host": me.host, "phase": rows, **({"dropped": dropped} if dropped else {})}
@@ -231,10 +234,33 @@ def rate(me: Any, ranks: list) -> dict:
             got = dict(peers.UNREACHED)
             peers.settle(me, end)
         got.pop("answered", None)
+        if got.get("ok") and (ends := contended(me, rec, got, b)):
+            got["contended"] = ends
         out["rate"][str(r)] = got
     # what receiving cost this host's core beyond this thread (the kernel's copy), as the loop counts its sends
     me.guarded_spend.charge(received / (1 << 20) * b.live_send_cost_s)
     return out
+
+
+def contended(me: Any, rec: dict, got: dict, budget: Budget) -> list:
+    """Which ends of a download ("prober", "source") turned a stranger away while it ran (loop.Loop.stranger_at): a
+    token-protected job's responder refuses a stranger's requests before any work, but the refusals, the connections
+    it parks and the kernel's part of them still share that host's cores with the transfer (the lab: a healthy host
+    flooded without the token lost half its probe rate in two rounds of four). Such a rate is not its link's: the
+    probe leaves it out (live/straggle.py). A stranger's connection is parked to the end of the loop's window, so the
+    window counts as the transfer's too."""
+    took = (got.get("ms") or 0.0) / 1e3 + budget.live_share_window_s
+    ends = []
+    loop = getattr(me, "loop", None)
+    mine = loop.quiet_s() if loop is not None else None
+    if mine is not None and mine <= took:
+        ends.append("prober")
+    doc, _why, _sent, _got = exchange(rec, {"kind": "clock"}, me.caller(), budget.deadline(budget.live_quiet_ask_s),
+                                      budget, CLOCK_REPLY_BYTES)
+    quiet = doc.get("quiet_s") if isinstance(doc, dict) else None
+    if type(quiet) in (int, float) and 0 <= quiet <= took:
+        ends.append("source")
+    return ends
 
 
 def _open(rec: dict, end: float, budget: Budget, caller: Caller,
@@ -286,6 +312,8 @@ def exchange(rec: dict, doc: dict, caller: Caller, end: float, budget: Budget,
     except (OSError, wire.WireError, TimeoutError) as exc:
         return None, str(exc)[:200] or type(exc).__name__, sent, got
     out, why = caller.session.open_reply(ch, reply, limit + SEAL_BYTES)
+    if out is None and (said := _refused(reply)):  # a refusal is never sealed: said as one, never as a forgery
+        return None, f"refused: {said}", sent, got
     if isinstance(out, dict) and isinstance(out.get("error"), str):
         return None, f"refused: {out['error'][:160]}", sent, got
     if not isinstance(out, dict) or out.get("rank") != rec["rank"]:
@@ -305,6 +333,15 @@ def _challenge(hello: bytes, rank: int, caller: Caller) -> Optional[str]:
     ok = isinstance(ch, str) and re.fullmatch(f"[0-9a-f]{{{wire.CHALLENGE_CHARS}}}", ch) and h.get("rank") == rank \
         and h.get("v") == wire.VERSION and h.get("job") == caller.job and h.get("run") == caller.run
     return ch if ok else None
+
+
+def _refused(data: bytes) -> str:
+    """A responder's refusal's words ({"error": why}, never sealed), or "" for anything else."""
+    try:
+        doc = wire.loads(data)
+    except wire.WireError:
+        return ""
+    return doc["error"][:160] if isinstance(doc, dict) and isinstance(doc.get("error"), str) else ""
 
 
 def _refusal(data: bytes) -> str:

@@ -35,7 +35,6 @@ CLOCK_TRIES = 4  # exchanges per host at most: the shortest round trip is kept
 CLOCK_ENOUGH_NS = 1_000_000  # a round trip this short ends a host's tries: an error of 0.5 ms at most, a tenth of
 # the rule's floor (5 % of the step) at a 100 ms step; on a LAN the first exchange nearly always is (4 a host are
 # 2,048 connections at 512 hosts)
-CLOCK_REPLY_BYTES = 4096  # a clock reply is a few dozen bytes
 CLOCK_AT_ONCE = 16  # hosts whose clocks are asked at once: an exchange's error is half its round trip, and the round
 # trip grows with the exchanges in flight (this process's threads, the answering processes' queues): 64 at once over
 # 512 simulated hosts (scripts/bench_live.py) measured errors of up to 13 ms, which cut a 100 ms late rank's cost
@@ -105,7 +104,7 @@ def measure_clocks(records: dict, answered: list, asker: Any, budget: Budget, si
         best = None
         for _ in range(CLOCK_TRIES):
             doc, _why, sent, got = pace.exchange(records[rank], {"kind": "clock"}, asker, end, budget,
-                                                 limit=CLOCK_REPLY_BYTES)
+                                                 limit=pace.CLOCK_REPLY_BYTES)
             t = doc.get("time_ns") if doc else None
             if doc is None and budget.passed(end):  # held until the bound: not asked again in this look
                 if silent is not None:
@@ -301,8 +300,11 @@ def probe(group_ranks: list, suspects: set, records: dict, asker: Any, budget: B
     rounds: list = []
     moved = 0
     unmeasured: dict = {}  # (from, to) -> why its download gave no rate, in a round at least
+    shared: dict = {}  # (from, to) -> the rates of its downloads an end's stranger traffic shared, never judged
     while len(rounds) < PROBE_ATTEMPTS and not (stop is not None and stop.is_set()):
-        cells, got, failed = _measure(by_host, suspects, records, asker, budget, stop)
+        cells, got, failed, contended = _measure(by_host, suspects, records, asker, budget, stop)
+        for d, v in contended.items():
+            shared.setdefault(d, []).append(v)
         rounds.append(cells)
         moved += got
         for d, why in failed.items():
@@ -315,6 +317,12 @@ def probe(group_ranks: list, suspects: set, records: dict, asker: Any, budget: B
            "took_s": round(budget.since(t0), 3),
            # a download refused or unanswered is no rate: said with the probe, never a direction silently left out
            "unmeasured": [{"from": a, "to": b, "why": w} for (a, b), w in sorted(unmeasured.items())][:MAX_LOST]}
+    if shared:  # what the transfers a stranger's traffic shared read: said beside the verdict, never judged
+        out["contended_mbps"] = {f"{a} -> {b}": round(statistics.median(v) / 1e6, 2)
+                                 for (a, b), v in sorted(shared.items())[:MAX_LOST]}
+    touched = {h for cells in rounds for d in cells for h in d}
+    # a host none of whose directions gave a rate in any round: its links are unknown, never "like the others'"
+    out["unmeasured_hosts"] = sorted(h for h in by_host if h not in touched and any(h in d for d in unmeasured))
     if stop is not None and stop.is_set():
         out["stopped"] = True  # cut short (the job turned out hung): never a verdict
     out["said"] = words.probe(out) if any(rounds) else None
@@ -456,11 +464,13 @@ def schedule(todo: dict) -> list:
 
 
 def _measure(by_host: dict, suspects: set, records: dict, asker: Any, budget: Budget,
-             stop: Optional[threading.Event] = None) -> tuple[dict, int, dict]:
+             stop: Optional[threading.Event] = None) -> tuple[dict, int, dict, dict]:
     """One round: the planned downloads, turn by turn (schedule), every download of a turn at once -> ({(from host,
-    to host): bytes/s}, the bytes moved, {(from host, to host): why no rate})."""
+    to host): bytes/s}, the bytes moved, {(from host, to host): why no rate}, {(from host, to host): bytes/s of a
+    download an end's stranger traffic shared})."""
     cells: dict = {}
     failed: dict = {}
+    contended: dict = {}
     moved = 0
     for turn in schedule(plan(list(by_host), suspects & set(by_host))):
         if stop is not None and stop.is_set():
@@ -478,12 +488,20 @@ def _measure(by_host: dict, suspects: set, records: dict, asker: Any, budget: Bu
             bps = v.get("bps") if isinstance(v, dict) else None
             got = v.get("bytes") if isinstance(v, dict) else None
             moved += got if type(got) is int and 0 <= got <= 2 * pace.RATE_BYTES else 0
-            if type(bps) in (int, float) and 0 < bps < 1e13 and v.get("ok"):
+            ends = v.get("contended") if isinstance(v, dict) else None
+            if type(bps) in (int, float) and 0 < bps < 1e13 and v.get("ok") and isinstance(ends, list) and ends:
+                # an end turned a stranger away while it ran (pace.contended): not the link's rate; another round
+                # is asked while one could change the verdict, and the direction is said unmeasured with this why
+                who = [h for e, h in (("source", src), ("prober", prober)) if e in ends]
+                failed[(src, prober)] = f"contended: {' and '.join(who) or 'an end'} turned a stranger's requests " \
+                                        "away during it"
+                contended[(src, prober)] = float(bps)
+            elif type(bps) in (int, float) and 0 < bps < 1e13 and v.get("ok"):
                 cells[(src, prober)] = float(bps)  # the direction src -> prober
             else:
                 failed[(src, prober)] = (why if doc is None else str((v or {}).get("kind") if isinstance(v, dict)
                                                                       else doc.get("error") or "no rate"))[:120]
-    return cells, moved, failed
+    return cells, moved, failed, contended
 
 
 def _suspects(section: dict) -> Optional[set]:

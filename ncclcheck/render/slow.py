@@ -49,7 +49,7 @@ def finding(f: dict) -> str:
         why = ("communication: its links measure slow: " + probe["said"]) if probe and probe.get("said") and \
             f.get("host") in (probe.get("hosts") or []) + [h for pr in probe.get("pairs") or [] for h in pr] else \
             ("communication: its lateness shows where no work separates two collectives (it left the one before "
-             "late)" + (f"; its host's links measure like the others' ({probe['said']})" if probe and
+             "late)" + (f"; {links_seen(probe, f.get('host'))} ({probe['said']})" if probe and
                         probe.get("said") else ""))
     else:
         why = "compute: it works longer than the others before each call"
@@ -61,7 +61,7 @@ def finding(f: dict) -> str:
                     "the CPU they lack, not its link (its lateness falls where the ranks work, not inside their "
                     "collectives)")
         elif probe and probe.get("rounds"):
-            why += "; its host's links measure like the others'" + (
+            why += f"; {links_seen(probe, f.get('host'))}" + (
                 f"; {', '.join(slow)} measure{'s' if len(slow) == 1 else ''} slow: another finding" if slow else "")
     return f"{text}: {why}{_explains(f.get('explains'))}"
 
@@ -100,7 +100,7 @@ def untold(f: dict) -> str:
     mine = f.get("host") in [*(probe.get("hosts") or []), *(h for pr in probe.get("pairs") or [] for h in pr)]
     seen = (f"; its host's transfers measure slow ({probe['said']}): its link, or a CPU too short to serve them"
             if mine and probe.get("said") else
-            f"; its host's links measure like the others' ({probe['said']})" if probe.get("said") else "")
+            f"; {links_seen(probe, f.get('host'))} ({probe['said']})" if probe.get("said") else "")
     return (f"compute or communication not told: {UNTOLD.get(f.get('untold'), 'not measured')}"
             f"{' (' + failed + ')' if failed else ''}{gap}{seen}")
 
@@ -236,6 +236,13 @@ def clock(section: dict) -> str:
     return src
 
 
+def links_seen(probe: dict, host) -> str:
+    """What the probe says of a host it did not name slow: measured like the others, or not measured at all."""
+    if host in (probe.get("unmeasured_hosts") or []):
+        return "its host's links were not measured (no transfer of it gave its link's rate)"
+    return "its host's links measure like the others'"
+
+
 def probe(p: dict) -> str:
     """What the TCP probe between the hosts measured while the job ran: the slow host or link, or that they measure
     alike; and what it cost (rounds, bytes, seconds)."""
@@ -251,6 +258,12 @@ def probe(p: dict) -> str:
     if p.get("unconfirmed"):
         return (f"{', '.join(p['unconfirmed'][:4])} measured slow in some rounds, not consistently: nothing named "
                 f"({_rate(p.get('ref_bps'))}; {cost})")
+    gone = p.get("unmeasured_hosts") or []
+    if gone:
+        n = (p.get("n_hosts") or 0) - len(gone)
+        return (f"host{'s' if len(gone) > 1 else ''} {', '.join(gone[:4])} not measured: none of "
+                f"{'their' if len(gone) > 1 else 'its'} transfers gave a link's rate; the other {n} "
+                f"host{'s' if n != 1 else ''} measure alike ({_rate(p.get('ref_bps'))}; {cost})")
     return f"every pair of the {p.get('n_hosts')} hosts measures alike ({_rate(p.get('ref_bps'))}; {cost})"
 
 

@@ -178,6 +178,8 @@ class Budget:
     live_munge_ttl_s: float = 600.0  # watch's munge credential lives this long; --follow makes a new one at half of it
     live_rate_s: float = 2.0  # a slow job: one probe download (1 MiB) between two responders: ~10 ms on a LAN,
     # ~1 s on a link shaped to 1 MB/s; past it the rate of what arrived is the figure (live/pace.py)
+    live_quiet_ask_s: float = 0.5  # after each probe download, its source is asked ("clock") how long since it last
+    # turned a stranger away (live/pace.contended): a few ms on a LAN
     live_guarded_credit_s: float = 0.25  # a reach, rate or blob runs while its responder's Spend is at most this far
     # past empty (live/peers.py): one watcher's look (an "all" of 2,000 entries, ~0.13 s) must not keep its reach or
     # rate probe out for the 13 s the share takes to refill it; a flood of them still costs the share over time
@@ -246,7 +248,8 @@ class Budget:
     def live_rate_wait_s(self, targets: int) -> float:
         """watch: one "rate" probe, every prober at once, each downloading from `targets` others one after another:
         its store read, the downloads, the request and the reply."""
-        return self.live_reach_s + max(1, targets) * self.live_rate_s + self.live_request_s + self.live_send_s
+        return (self.live_reach_s + max(1, targets) * (self.live_rate_s + self.live_quiet_ask_s) + self.live_request_s
+                + self.live_send_s)
 
     @property
     def live_stall_s(self) -> float:

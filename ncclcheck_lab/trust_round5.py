@@ -419,7 +419,7 @@ from ncclcheck.live import straggle
 from ncclcheck.live.auth import Session
 from ncclcheck.live.fetch import Asker, read_registry
 from ncclcheck.rendezvous.budget import FIXED
-from ncclcheck.rendezvous.store import Guard, open_store
+from ncclcheck.rendezvous.store import Guard, JsonStore
 from ncclcheck_lab import livesim
 from ncclcheck_lab.slowsim import Job
 
@@ -432,7 +432,7 @@ st = dist.TCPStore("127.0.0.1", port, None, True)
 rs = livesim.start(livesim.laid(Job(world=6, per_host=2, steps=600, step_us=1_000_000.0), 40), list(range(6)), port,
                    token=TOKEN)
 assert all(r.registered.wait(30) for r in rs)
-reg = read_registry(open_store("127.0.0.1", port, False, 10, guard=Guard(token=TOKEN)))
+reg = read_registry(JsonStore(st, guard=Guard(token=TOKEN)))
 h2 = reg.records[2]
 stop, sent = threading.Event(), [0]
 

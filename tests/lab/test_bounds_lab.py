@@ -134,6 +134,7 @@ def test_unshaped_veth_gives_no_bound_and_says_why(lab):
     assert not sec["wrong_bounds"] and rep["exit_code"] == 0, rep["exit_code"]
 
 
+@pytest.mark.long  # the gate on a far-below pair: links' bound test below is CI's
 def test_a_pair_far_below_its_bound_is_named_and_the_gate_fails(lab):
     # Every host's link is 1 Gb/s (htb default class 1:10 where a pair class exists); h2 -> h3 alone is held to
     # 50 Mb/s by an htb class behind a u32 filter. The bound of that pair is still 1 Gb/s (the default class: a

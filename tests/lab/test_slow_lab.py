@@ -54,7 +54,8 @@ WATCHES = 3  # a healthy job is watched this many times: nothing named on any
 DEADLINE = wl.START_S + 300  # the job's launchers are killed by then whatever happens (a matrix cell: its own)
 # CI: a rank slow from some step under torchrun; the shaped NIC, the cgroup quota, healthy jitter and a random
 # slow rank (several runs each) and the other launchers in scripts/long_tests.py (the suite stays under 20 minutes)
-IN_CI = {("torchrun-static", "slow-from")}  # comm and cpu: long (each a 50 s 3-host job)
+IN_CI: set = set()  # each a 40-50 s 3-host job: long; CI keeps the two-fault job (IN_CI_56: a compute straggler
+# and a shaped link at once), and the rule itself runs on simulated jobs (tests/live/test_slow_live.py)
 
 
 class SlowJob(wl.Job):
@@ -448,7 +449,7 @@ FAST_GAP_S = 15  # between two watches of a job: a responder's CPU share for rep
 # (watches 6 s apart left the probe's downloads refused from the third on: "busy: over its share of the CPU")
 FAST_LINK = "h3"  # the slow link's host (the straggler's is h2: CULPRIT)
 FAST_RATE = os.environ.get("NCCLCHECK_LAB_FAST_RATE", "400mbit")  # its link in the slow-link case, both ways
-IN_CI_65 = None  # CI names a lab straggler's compute in slow-from and the two-fault job; the fast-stepping jobs: long
+IN_CI_65 = None  # CI names a lab straggler's compute in the two-fault job; the fast-stepping jobs: long
 CI_WATCHES = 2  # the default suite's job is watched this many times (its lab lane's budget); the others FAST_WATCHES
 FAST_CASES = [(f, j) for f in ("straggler", "slow-link", "healthy") for j in range(FAST_JOBS)]
 

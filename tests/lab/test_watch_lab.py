@@ -53,7 +53,8 @@ WHERE = {"sleep": "time.sleep(HANG_S)", "lock": "with lock:", "branch": "dist.al
 LAUNCHERS = ["torchrun-static", "fabric-run", "srun"]
 # CI: each fault under one launcher, each launcher meets a fault, one healthy run; the rest: scripts/long_tests.py
 # srun with the sleep fault: the munge case below runs it in CI (a forged rank besides)
-IN_CI = {("torchrun-static", "branch"), ("torchrun-static", "link")}  # a lock under fabric run: long (CI's time)
+IN_CI = {("torchrun-static", "branch")}  # a lock under fabric run, a dropped host: long (CI's time); the host
+# down is also tests/live/test_watch.py's, on the dump of such a run (dropped-h2-ring-ahead)
 # long: the rest of launchers x faults, node 0's link under torchrun alone (the analysis of node 0 cut off is also
 # tests/live/test_watch.py's, on data captured from this test)
 SKIP = {("fabric-run", "link-node0"), ("srun", "link-node0")}

@@ -38,7 +38,7 @@ ROUND5_HERE = [pytest.param(n, marks=pytest.mark.long) if n in ROUND5_LONG else 
 @pytest.mark.parametrize("name", ROUND5_HERE)
 def test_each_attack_of_issue_63_is_held(name):
     attack = trust_round5.ROUND5[name]
-    got = (attack(REPO, step=4) if name == "baseline-shapes" else attack(REPO, probes=2) if name == "probe-flood"
+    got = (attack(REPO, step=8) if name == "baseline-shapes" else attack(REPO, probes=2) if name == "probe-flood"
            else attack(REPO))
     if got["held"] is None:  # silent-member: node 1 did not join in time on a loaded machine, nothing measured
         pytest.skip(got["line"])

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The long tier of the test suite: the tests marked `long` (16- and 12-host labs, a killed node's full bound, the
-whole product of launchers x faults under the guard), kept out of CI's run so that it stays under 25 minutes on 2
+whole product of launchers x faults under the guard), kept out of CI's run so that it stays near 20 minutes on 2
 cores (pyproject.toml's `-m 'not long'`). They are ordinary pytest tests; this runs them and prints each one's
 seconds and the total, slowest first.
 

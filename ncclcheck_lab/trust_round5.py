@@ -356,6 +356,28 @@ def _hello_latency(addr: str, port: int, source: str = "") -> float:
     return time.monotonic() - t0
 
 
+STRANGER = "127.0.0.2"  # the flooding stranger's address: on loopback, not the job's
+
+
+def flood_responder(addr: str, port: int, stop: threading.Event, sent: list) -> None:
+    """A stranger without the job's token: unsealed requests from STRANGER to a responder, one a connection, as fast as
+    it answers them (each refused before any work), until `stop`; sent[0] counts the answered ones."""
+    body = json.dumps({"kind": "progress"}).encode()
+    while not stop.is_set():
+        try:
+            with socket.socket() as s:
+                s.bind((STRANGER, 0))
+                s.settimeout(2)
+                s.connect((addr, port))
+                (n,) = struct.unpack("!I", s.recv(4, socket.MSG_WAITALL))
+                s.recv(n, socket.MSG_WAITALL)
+                s.sendall(struct.pack("!I", len(body)) + body)
+                s.recv(4096)
+                sent[0] += 1
+        except (OSError, struct.error):
+            time.sleep(0.01)
+
+
 def responder_flood_attack(repo: str, seconds: float = 8.0, flooders: int = 6) -> dict:
     """Item 6: with a token, a stranger at 127.0.0.2 floods an armed rank's responder with unsealed requests (each
     refused before any work); meanwhile the job's host (127.0.0.1) connects every 0.2 s and times the responder's
@@ -368,25 +390,10 @@ def responder_flood_attack(repo: str, seconds: float = 8.0, flooders: int = 6) -
     stop = threading.Event()
     sent = [0]
 
-    def flood() -> None:
-        body = json.dumps({"kind": "status"}).encode()
-        while not stop.is_set():
-            try:
-                with socket.socket() as s:
-                    s.bind(("127.0.0.2", 0))
-                    s.settimeout(2)
-                    s.connect((addr, port))
-                    (n,) = struct.unpack("!I", s.recv(4, socket.MSG_WAITALL))
-                    s.recv(n, socket.MSG_WAITALL)
-                    s.sendall(struct.pack("!I", len(body)) + body)
-                    s.recv(4096)
-                    sent[0] += 1
-            except OSError:
-                pass
-
     try:
         quiet = [_hello_latency(addr, port) for _ in range(10)]
-        threads = [threading.Thread(target=flood, daemon=True) for _ in range(flooders)]
+        threads = [threading.Thread(target=flood_responder, args=(addr, port, stop, sent), daemon=True)
+                   for _ in range(flooders)]
         for t in threads:
             t.start()
         time.sleep(1.0)
@@ -422,6 +429,7 @@ from ncclcheck.rendezvous.budget import FIXED
 from ncclcheck.rendezvous.store import Guard, JsonStore
 from ncclcheck_lab import livesim
 from ncclcheck_lab.slowsim import Job
+from ncclcheck_lab.trust_round5 import flood_responder
 
 TOKEN, probes = b"round-five-token", int(sys.argv[1])
 pause = FIXED.live_follow_poll_s  # the probes begin as --follow's looks do
@@ -435,20 +443,8 @@ assert all(r.registered.wait(30) for r in rs)
 reg = read_registry(JsonStore(st, guard=Guard(token=TOKEN)))
 h2 = reg.records[2]
 stop, sent = threading.Event(), [0]
-
-def flood():
-    body = json.dumps({"kind": "progress"}).encode()
-    while not stop.is_set():
-        try:
-            with socket.socket() as s:
-                s.bind(("127.0.0.2", 0)); s.settimeout(2); s.connect((h2["addr"], h2["port"]))
-                (n,) = struct.unpack("!I", s.recv(4, socket.MSG_WAITALL)); s.recv(n, socket.MSG_WAITALL)
-                s.sendall(struct.pack("!I", len(body)) + body); s.recv(4096); sent[0] += 1
-        except OSError:
-            time.sleep(0.01)
-
 for _ in range(4):
-    threading.Thread(target=flood, daemon=True).start()
+    threading.Thread(target=flood_responder, args=(h2["addr"], h2["port"], stop, sent), daemon=True).start()
 time.sleep(0.3)
 asker = Asker(Session("token", TOKEN, port, FIXED), reg.job, reg.run)
 turns = len(straggle.schedule(straggle.plan(["h1", "h2", "h3"], set())))

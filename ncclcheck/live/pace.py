@@ -344,14 +344,6 @@ def _refused(data: bytes) -> str:
     return doc["error"][:160] if isinstance(doc, dict) and isinstance(doc.get("error"), str) else ""
 
 
-def _refusal(data: bytes) -> str:
-    try:
-        doc = wire.loads(data)
-    except wire.WireError:
-        return "not JSON"
-    return str(doc.get("error") if isinstance(doc, dict) else "")[:100]
-
-
 def download(rec: dict, caller: Caller, nbytes: int, end: float, budget: Budget, source: Optional[str] = None,
              asker: Optional[int] = None) -> dict:
     """{"ok", "bytes", "bps", "ms", "kind", "answered"}: one blob of `nbytes` from the responder of `rec`, asked as
@@ -373,7 +365,7 @@ def download(rec: dict, caller: Caller, nbytes: int, end: float, budget: Budget,
             n = wire.recv_header(s, nbytes + SEAL_BYTES + 4096, end, budget)
             got = wire.HEADER.size
             if n < nbytes:  # not a blob: a refusal (busy, not a rank of the job), never read as a slow link
-                why = _refusal(wire.recv_body(s, n, end, budget))
+                why = _refused(wire.recv_body(s, n, end, budget)) or "not a refusal (JSON with its reason)"
                 return {"ok": False, "bytes": 0, "bps": None, "ms": None, "kind": f"refused: {why}"[:120],
                         "answered": True}
             want = n + wire.HEADER.size

@@ -7,9 +7,6 @@ its bound (live/pace.contended, live/straggle._measure)."""
 
 from __future__ import annotations
 
-import json
-import socket
-import struct
 import threading
 import time
 
@@ -22,12 +19,12 @@ from ncclcheck.rendezvous.budget import FIXED
 from ncclcheck.rendezvous.store import Guard, JsonStore
 from ncclcheck_lab import livesim
 from ncclcheck_lab.slowsim import Job
+from ncclcheck_lab.trust_round5 import flood_responder
 from tests.conftest import free_port
 
 pytestmark = pytest.mark.slow  # six simulated responders, a probe of up to six rounds
 
 TOKEN = b"the-jobs-own-token"
-STRANGER = "127.0.0.2"
 
 
 @pytest.fixture
@@ -38,24 +35,6 @@ def store():
     st = dist.TCPStore("127.0.0.1", port, None, True)
     yield port, st
     del st
-
-
-def _flood(addr: str, port: int, stop: threading.Event, sent: list) -> None:
-    """Unsealed requests from another address, one a connection, as fast as the responder answers them."""
-    body = json.dumps({"kind": "progress"}).encode()
-    while not stop.is_set():
-        try:
-            with socket.socket() as s:
-                s.bind((STRANGER, 0))
-                s.settimeout(2)
-                s.connect((addr, port))
-                (n,) = struct.unpack("!I", s.recv(4, socket.MSG_WAITALL))
-                s.recv(n, socket.MSG_WAITALL)
-                s.sendall(struct.pack("!I", len(body)) + body)
-                s.recv(4096)
-                sent[0] += 1
-        except OSError:
-            time.sleep(0.01)
 
 
 def _probe(store: tuple, flood: bool) -> tuple:
@@ -70,7 +49,7 @@ def _probe(store: tuple, flood: bool) -> tuple:
         reg = read_registry(JsonStore(server, guard=Guard(token=TOKEN)))
         h2 = reg.records[2]  # host h2's first rank: it probes and serves h2's transfers
         assert h2["host"] == "h2"
-        threads = [threading.Thread(target=_flood, args=(h2["addr"], h2["port"], stop, sent), daemon=True)
+        threads = [threading.Thread(target=flood_responder, args=(h2["addr"], h2["port"], stop, sent), daemon=True)
                    for _ in range(4 if flood else 0)]
         for t in threads:
             t.start()

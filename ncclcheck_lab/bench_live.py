@@ -43,6 +43,7 @@ from . import private_net
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 FIXTURE = os.path.join(REPO, "tests", "live", "fixtures", "sleep")
+PROFILE: list = [None]  # --profile: where the last watch's CPU profile goes
 
 
 def _watch_then_stop(port: int, timeout: float, stop, ps: list) -> tuple:
@@ -51,10 +52,20 @@ def _watch_then_stop(port: int, timeout: float, stop, ps: list) -> tuple:
     from ncclcheck.live.watch import watch  # torch under it: imported when the simulation runs
     from ncclcheck.options import api_config
 
+    prof = None
+    if PROFILE[0]:
+        import cProfile
+
+        prof = cProfile.Profile(time.process_time)  # watch's own CPU: its fetch and probe run in this thread
     t0, c0 = time.monotonic(), time.process_time()
+    if prof is not None:
+        prof.enable()
     report = watch(api_config("watch", {"master_addr": "127.0.0.1", "master_port": str(port),
                                         "timeout": str(timeout)}, "bench_live"))
     wall, cpu = time.monotonic() - t0, time.process_time() - c0
+    if prof is not None:
+        prof.disable()
+        prof.dump_stats(PROFILE[0])
     stop.set()
     for p in ps:
         p.join(10)
@@ -243,7 +254,9 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=10.0)
     ap.add_argument("--slow", action="store_true", help="the slow case: a running job, one rank late by --late")
     ap.add_argument("--late", type=float, default=0.1, help="the late rank's lateness, a share of the step")
+    ap.add_argument("--profile", help="cProfile (CPU time) the last watch run; stats to this file")
     a = ap.parse_args(argv)
+    PROFILE[0] = a.profile
     try:
         sizes = [int(x) for x in a.ranks.split(",") if x.strip()]
     except ValueError:

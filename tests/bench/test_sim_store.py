@@ -41,6 +41,16 @@ def test_values_counters_and_checks_match_torchs_own_client(server):
     assert server.get("c") == b"three"
 
 
+def test_a_virtual_nodes_client_connects_from_its_own_address(server):
+    # bench_scale gives each virtual node a loopback address of its own; the port is the connect's to choose
+    a, b = (sim_store.WireStore("127.0.0.1", server.port, dt.timedelta(seconds=10), source="127.0.0.5")
+            for _ in range(2))
+    a.set("from-a", b"1")
+    assert server.get("from-a") == b"1"
+    (ha, pa), (hb, pb) = a._sock.getsockname(), b._sock.getsockname()
+    assert ha == hb == "127.0.0.5" and pa != pb and pa > 0
+
+
 def test_a_wait_ends_when_another_client_sets_the_key(server):
     c = _client(server)
     threading.Timer(0.3, lambda: server.set("late", b"x")).start()

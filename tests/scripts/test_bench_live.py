@@ -29,10 +29,15 @@ def _whole(row: dict) -> None:
     assert float(row["slowest_answer_s"]) > 0 and "fetch:" in row["phases_s"], row
 
 
-def test_a_hung_job_of_eight_ranks_names_the_rank_that_never_entered():
-    (row,) = _run()
+def test_a_hung_job_of_eight_ranks_names_the_rank_that_never_entered(tmp_path):
+    import pstats
+
+    (row,) = _run("--profile", str(tmp_path / "watch.prof"))
     assert row["ranks"] == "8" and row["culprit_named"] == "1/1" and row["exit"] == "1", row
     _whole(row)
+    # --profile: watch's own calls, as a profile of its CPU
+    funcs = {f"{path}:{name}" for path, _, name in pstats.Stats(str(tmp_path / "watch.prof")).stats}
+    assert any(f.endswith("live/watch.py:watch") for f in funcs), sorted(funcs)[:20]
 
 
 def test_the_slow_case_names_the_late_rank_alone_and_nobody_when_healthy():

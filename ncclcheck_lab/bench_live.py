@@ -204,16 +204,22 @@ def bench(n: int, procs: int, timeout: float) -> dict:
             "register_s": round(register_s, 1), "load": round(load, 1), **_figures(n, live, cpu)}
 
 
-def _serve_sim(ranks: list, job, port: int, epoch, arrived: tuple, ready, stop) -> None:
+def _serve_sim(ranks: list, job, port: int, epoch, arrived: tuple, silent: frozenset, ready, stop) -> None:
     from ncclcheck_lab import livesim
 
-    rs = livesim.start(job, ranks, port, epoch=lambda: epoch.value, arrived=arrived)
+    rs = livesim.start(job, ranks, port, epoch=lambda: epoch.value, arrived=arrived, silent=silent)
     _registered(rs, job.world, ready)
     stop.wait()
 
 
-def bench_slow(n: int, procs: int, timeout: float, late: float) -> dict:
-    """The slow case: n simulated ranks of a running job, the last one late by `late` of the step (0: healthy)."""
+def silent_ranks(n: int, k: int) -> frozenset:
+    """k ranks spread over the job, never the late one (the last): those that do not answer watch in --silent."""
+    return frozenset(sorted({(i * (n - 1)) // max(1, k) for i in range(k)})[:k]) if k else frozenset()
+
+
+def bench_slow(n: int, procs: int, timeout: float, late: float, silent: frozenset = frozenset()) -> dict:
+    """The slow case: n simulated ranks of a running job, the last one late by `late` of the step (0: healthy);
+    `silent` ranks registered but never answering."""
     from ncclcheck_lab import livesim
     from ncclcheck_lab.slowsim import Job, timeline
 
@@ -226,7 +232,8 @@ def bench_slow(n: int, procs: int, timeout: float, late: float) -> dict:
     epoch = SPAWN.Value("q", 0)
     names, calls, ends = timeline(job)  # once here, each process given its own ranks' times
     ps, stop, register_s = _start(_serve_sim, lambda ranks: (job, port, epoch, (names, {r: calls[r] for r in ranks},
-                                                                                {r: ends[r] for r in ranks})), n, procs)
+                                                                                {r: ends[r] for r in ranks}),
+                                                             silent & set(ranks)), n, procs)
     epoch.value = time.time_ns() - 60 * livesim.step_ns(job)
     load = os.getloadavg()[0]
     report, wall, cpu = _watch_then_stop(port, timeout, stop, ps)
@@ -235,7 +242,9 @@ def bench_slow(n: int, procs: int, timeout: float, late: float) -> dict:
     slow = next((c for c in report.checks if c.id == "live.slow"), None)
     found = (slow.evidence.get("named") or []) if slow is not None else []
     named = sorted({r for f in found for r in f.get("ranks", [])})
+    unjudged = (slow.evidence.get("unjudged") or {}) if slow is not None else {}
     return {"ranks": n, "case": "slow" if late else "healthy", "wall_s": round(wall, 2), "named": named,
+            "unjudged": unjudged,
             "slow_status": slow.status.value if slow else None, "summary": slow.summary if slow else "",
             "register_s": round(register_s, 1), "load": round(load, 1), **_figures(n, live, cpu)}
 
@@ -254,6 +263,8 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=10.0)
     ap.add_argument("--slow", action="store_true", help="the slow case: a running job, one rank late by --late")
     ap.add_argument("--late", type=float, default=0.1, help="the late rank's lateness, a share of the step")
+    ap.add_argument("--silent", type=int, default=0, help="the slow case: this many ranks (spread, never the late "
+                    "one) registered but never answering; the late rank must still be named and they said unjudged")
     ap.add_argument("--profile", help="cProfile (CPU time) the last watch run; stats to this file")
     a = ap.parse_args(argv)
     PROFILE[0] = a.profile
@@ -269,11 +280,17 @@ def main(argv=None) -> int:
     try:
         if a.slow:
             for n in sizes:
+                silent = silent_ranks(n, min(a.silent, n - 1))
                 for late in (a.late, 0.0):
-                    r = bench_slow(n, a.procs, a.timeout, late)
+                    r = bench_slow(n, a.procs, a.timeout, late, silent)
                     ok = r["named"] == [n - 1] if late else not r["named"]
-                    misses += not ok
+                    # a rank that never answered is said not judged, each one, never left out nor judged healthy
+                    told = (r["unjudged"].get("count") == len(silent)
+                            and set(r["unjudged"].get("ranks") or []) <= silent) if silent else not r["unjudged"]
+                    misses += not (ok and told)
                     field = f"named={int(ok)}/1" if late else f"named_healthy={len(r['named'])}"
+                    if silent:
+                        field += f" silent={len(silent)} said_unjudged={int(told)}/1"
                     print(f"ranks={n} case={r['case']} named_s={r['wall_s']} {field} named_ranks={r['named'][:8]} "
                           f"{_per_rank(r)} live_slow={r['slow_status']} sim_errors=0 register_s={r['register_s']} "
                           f"load={r['load']}", flush=True)

@@ -8,6 +8,7 @@ in the test's process) and scripts/bench_live.py's slow case (1,024 ranks over s
 from __future__ import annotations
 
 import bisect
+import threading
 import time
 from typing import Any, Optional
 
@@ -17,6 +18,7 @@ from ncclcheck.rendezvous.store import Guard
 from .slowsim import Job, entry, header, host_times, timeline
 
 BUFFER = 96  # flight-recorder entries a simulated rank keeps (torch's default is 2,000; 48 steps of 2 here)
+SILENT_S = 3600.0  # how long a silent rank's recorder takes to read: past any watch's bound (its process ends first)
 
 
 def laid(job: Job, past_steps: int) -> Job:
@@ -34,11 +36,14 @@ class SimSources(Sources):
     processes is up)."""
 
     def __init__(self, times: list, names: list, head: dict, buffer: int = BUFFER, epoch: Any = 0,
-                 exits: Optional[list] = None) -> None:
+                 exits: Optional[list] = None, silent: bool = False) -> None:
         self.times, self.names, self.head, self.buffer, self.epoch = times, names, head, buffer, epoch
         self.exits = exits  # when each collective ended for this rank (its host clock), else: the newest still runs
+        self.silent = silent  # registered and accepting, but reading its recorder never ends: no answer in any bound
 
     def flight(self, entries: bool = True) -> dict:
+        if self.silent:
+            threading.Event().wait(SILENT_S)
         base = self.epoch() if callable(self.epoch) else self.epoch
         k = bisect.bisect_right(self.times, time.time_ns() - base)
         out = dict(self.head)
@@ -59,10 +64,11 @@ def step_ns(job: Job) -> int:
 
 
 def start(job: Job, ranks: list, port: int, buffer: int = BUFFER, token: Optional[bytes] = None,
-          epoch: Any = 0, arrived: Optional[tuple] = None) -> list:
+          epoch: Any = 0, arrived: Optional[tuple] = None, silent: frozenset = frozenset()) -> list:
     """Responders for `ranks` of the job, registered in the store at 127.0.0.1:port, each calling itself by its
     simulated host's name (Job.host); epoch: as SimSources'; arrived: slowsim.timeline(job) when the caller has it
-    (names, {rank: call times}, {rank: end times} of at least these ranks)."""
+    (names, {rank: call times}, {rank: end times} of at least these ranks); silent: ranks that never answer (a rank
+    whose process holds its recorder's reader, as one stuck holding the GIL does)."""
     names, calls, ends = arrived or timeline(job)
     head = header(job)
     out = []
@@ -70,7 +76,7 @@ def start(job: Job, ranks: list, port: int, buffer: int = BUFFER, token: Optiona
         off = int(job.clock_us.get(job.host(r), 0.0) * 1e3)
         resp = Responder(r, job.world, r % job.per_host, ("127.0.0.1", port), Guard(token=token),
                          sources=SimSources(host_times(job, calls, r), names, head, buffer, epoch,
-                                            [int(x) + off for x in ends[r]]),
+                                            [int(x) + off for x in ends[r]], silent=r in silent),
                          bind="127.0.0.1", launcher="torchrun")
         resp.host = job.host(r)
         out.append(resp.start())

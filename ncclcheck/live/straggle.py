@@ -18,6 +18,7 @@ postmortem/slow.py on the fetched flight recorders, a transfer probe between the
 from __future__ import annotations
 
 import bisect
+import queue
 import statistics
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -71,6 +72,7 @@ PHASE_RANKS = 3  # ranks (on as many hosts) that sample their progress: where a 
 PHASE_REPLY_BYTES = 1 << 20  # a "phase" reply at most: a 2 s window's rows (~1,000 of ~86 bytes) of 12 process groups
 PHASE_REPLY_ITEMS = 1 << 16  # ... and its JSON values (what watch builds of it: ~3 MB of objects a rank at most); a
 # window holding more is trimmed to its newest rows by the responder, and said
+GLANCE_RANKS = 3  # ranks asked at once for the glance: the first to answer with a step is read
 GLANCE_BYTES, GLANCE_ITEMS = 256 << 10, 1 << 14  # the one recorder read before the first look: its newest entries
 MAX_STEP_ENTRIES = 256  # flight-recorder entries the job's step is estimated from
 YOUNG_MIN = 8  # entries of a young window's newest part whose pattern gives its step (4 steps of 2 collectives)
@@ -161,15 +163,38 @@ def phase_window(seconds: float, step_us: Optional[float]) -> float:
 
 
 def glance(records: dict, asker: Any, budget: Budget) -> tuple[Optional[float], int]:
-    """(the job's step in us or None, the process groups of its rank) from the newest entries of one rank's flight
-    recorder (the lowest rank's; at most GLANCE_BYTES: the responder keeps the newest that fit): what the phases are
-    sampled for, before the first look."""
-    r = min(records, default=None)
-    if r is None:
+    """(the job's step in us or None, the process groups of its rank) from the newest entries of a flight recorder (at
+    most GLANCE_BYTES: the responder keeps the newest that fit), what the phases are sampled for, before the first
+    look: the first of GLANCE_RANKS ranks spread over the job (the lowest, the middle, the highest) to answer with a
+    step. One rank alone cost the whole watch its bound T before the first look whenever that rank did not answer
+    (a silent rank 0: a watch of --timeout 20 answered in 40 s)."""
+    rs = sorted(records)
+    if not rs:
         return None, 1
-    doc, _why, _, _ = pace.exchange(records[r], {"kind": "flight"}, asker, budget.deadline(budget.live_fetch_s),
-                                    budget, GLANCE_BYTES, GLANCE_ITEMS)
-    got = {r: _Doc(doc)} if doc else {}
+    picks = sorted({rs[0], rs[len(rs) // 2], rs[-1]})[:GLANCE_RANKS]
+    end = budget.deadline(budget.live_fetch_s)
+    answers: queue.SimpleQueue = queue.SimpleQueue()
+
+    def one(r: int) -> None:
+        try:
+            answers.put((r, pace.exchange(records[r], {"kind": "flight"}, asker, end, budget, GLANCE_BYTES,
+                                          GLANCE_ITEMS)[0]))
+        except Exception:  # a failed glance is a rank without a step, never the watch's end
+            answers.put((r, None))
+
+    for r in picks:  # daemon threads: each exchange ends by `end`; nobody waits for a silent one, nor does the exit
+        threading.Thread(target=one, args=(r,), name="ncclcheck-watch-glance", daemon=True).start()
+    got: dict = {}
+    for _ in picks:
+        try:
+            r, doc = answers.get(timeout=max(0.0, budget.remaining(end)))
+        except queue.Empty:
+            break
+        if doc:
+            got[r] = _Doc(doc)
+            if step_us_of({r: got[r]}) is not None:
+                got = {r: got[r]}
+                break
     return step_us_of(got), max(groups_of(got).values(), default=1) or 1
 
 
@@ -226,7 +251,10 @@ def sample_phases(records: dict, answered: list, asker: Any, budget: Budget, sec
             first.setdefault(records[r]["host"], r)
     if not first or seconds <= 0:
         return Sampled({}, [])
-    end = budget.deadline(seconds + budget.live_request_s + budget.live_send_s)
+    # Within the look's one bound T where the window and a request fit in it: a sampled rank that never answers (a
+    # silent rank 0, the lowest of its host) held the watch past T by a reply's send allowance (T 8 s: 14 s).
+    end = budget.deadline(max(seconds + budget.live_request_s,
+                              min(seconds + budget.live_request_s + budget.live_send_s, budget.live_fetch_s)))
     ask = {r: phase_ask(seconds, (groups or {}).get(r) or 1, budget) for r in first.values()}
     with ThreadPoolExecutor(max_workers=len(first), thread_name_prefix="ncclcheck-watch") as ex:
         futs = {r: ex.submit(pace.exchange, records[r], {"kind": "phase", "s": round(seconds, 3)}, asker, end, budget,

@@ -20,7 +20,7 @@ from ncclcheck.postmortem import flight, slow
 from ncclcheck.postmortem.diagnose import diagnose
 from ncclcheck.render.labels import render_labels
 from ncclcheck.render.prometheus import render_prometheus
-from ncclcheck.rendezvous.budget import FIXED
+from ncclcheck.rendezvous.budget import FIXED, Budget
 from ncclcheck_lab import livesim
 from ncclcheck_lab.slowsim import Job
 from ncclcheck_lab.slowsim import docs as slowsim_docs
@@ -39,8 +39,8 @@ def store():
     del st
 
 
-def run(job: Job, port: int, past: int = 40, **flags) -> tuple:
-    rs = livesim.start(livesim.laid(job, past), list(range(job.world)), port)
+def run(job: Job, port: int, past: int = 40, silent: frozenset = frozenset(), **flags) -> tuple:
+    rs = livesim.start(livesim.laid(job, past), list(range(job.world)), port, silent=silent)
     try:
         assert all(r.registered.wait(30) for r in rs)
         report = watch(api_config("watch", {"master_addr": "127.0.0.1", "master_port": str(port), "timeout": "10",
@@ -80,6 +80,44 @@ def test_watch_names_the_rank_that_calls_late_with_its_host_cost_and_since_when(
     assert same.status.value == "fail" and same.evidence["named"][0]["rank"] == 5
     assert again.extra["postmortem"]["slow"]["clock"]["source"] == "measured"
     validate_report(json.loads(again.to_json()))
+
+
+def test_ranks_that_never_answer_cost_one_bound_and_the_slow_rank_among_the_others_is_named(store):
+    """Rank 0 (the glance's first choice) and rank 3 registered and never answer: watch answers within its one bound
+    T (10 s), not T for the glance and T again for the look; the late rank 5 is named from the ranks that answered,
+    and the two silent ones are said not judged."""
+    job = Job(world=6, per_host=2, step_us=40_000, slow={5: (0, 0.5)}, jitter=0.02, steps=400)
+    t0 = time.monotonic()
+    report, checks = run(job, store, silent=frozenset({0, 3}))
+    took = time.monotonic() - t0
+    slow = checks["live.slow"]
+    assert [(f["unit"], f["rank"]) for f in slow.evidence["named"]] == [("rank", 5)], slow
+    assert slow.evidence["unjudged"] == {"count": 2, "ranks": [0, 3]}, slow.evidence
+    assert sorted(report.extra["live"]["answered"]) == [1, 2, 4, 5]
+    assert took < 2 * 10, f"watch took {took:.1f} s with two silent ranks: its bound T twice (the glance's, the look's)"
+
+
+def test_the_phase_sampling_of_a_silent_rank_ends_within_the_looks_bound(monkeypatch):
+    """A sampled rank that never answers is waited for until the window and a request have passed, or the look's
+    bound T where that is later, never T plus a reply's whole send allowance (a watch of --timeout 8 answered in
+    14 s)."""
+    budget = Budget(timeout_s=8.0)
+    ends: list = []
+
+    def exchange(rec, req, asker, end, budget_, *a):
+        ends.append(end - budget_.now())
+        return None, "no reply", 0, 0
+
+    monkeypatch.setattr(pace, "exchange", exchange)
+    records = {r: {"rank": r, "host": f"h{r // 2}", "addr": "127.0.0.1", "port": 1} for r in range(4)}
+    for seconds in (0.8, 2.0):
+        ends.clear()
+        straggle.sample_phases(records, sorted(records), None, budget, seconds)
+        assert ends and max(ends) <= max(seconds + budget.live_request_s, budget.live_fetch_s) + 0.5, ends
+    short = Budget(timeout_s=1.0)  # a bound shorter than the window: the window and a request still fit
+    ends.clear()
+    straggle.sample_phases(records, sorted(records), None, short, 2.0)
+    assert min(ends) >= 2.0 + short.live_request_s - 0.5, ends
 
 
 def test_a_healthy_job_with_jitter_names_nobody(store):

@@ -1,7 +1,8 @@
 """scripts/bench_live.py run small (8 responders in one process): its own correctness fields, never its timings.
 The hung job: culprit_named=1/1 (the rank that never entered the collective is the root cause) and exit=1 (watch's
 own exit code); the slow case (--slow): named=1/1 (the late rank and nobody else) and named_healthy=0 on the healthy
-run; in both every rank answered, bytes were fetched from each, sim_errors=0 and the script's exit 0."""
+run; in both every rank answered, bytes were fetched from each, sim_errors=0 and the script's exit 0. With --silent 1
+(a rank that never answers): the late rank still named, the silent one said not judged, the healthy run a warning."""
 
 from __future__ import annotations
 
@@ -46,3 +47,16 @@ def test_the_slow_case_names_the_late_rank_alone_and_nobody_when_healthy():
     assert healthy["case"] == "healthy" and healthy["named_healthy"] == "0", healthy
     _whole(slow)
     _whole(healthy)
+
+
+def test_the_slow_case_with_a_silent_rank_names_the_late_rank_and_says_the_silent_one_unjudged():
+    p = subprocess.run([sys.executable, "scripts/bench_live.py", "--ranks", "8", "--procs", "1", "--timeout", "8",
+                        "--slow", "--silent", "1"], capture_output=True, text=True, cwd=REPO, env=cli_env(),
+                       timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    slow, healthy = [dict(kv.split("=", 1) for kv in ln.split() if "=" in kv) for ln in p.stdout.splitlines()
+                     if ln.startswith("ranks=")]
+    assert slow["named"] == "1/1" and slow["silent"] == "1" and slow["said_unjudged"] == "1/1", slow
+    assert healthy["named_healthy"] == "0" and healthy["said_unjudged"] == "1/1", healthy
+    assert slow["answered"] == healthy["answered"] == "7/8", (slow, healthy)
+    assert healthy["live_slow"] == "warn", healthy  # a rank not read: never "nothing slow"

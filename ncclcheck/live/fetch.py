@@ -214,7 +214,7 @@ class _Ask:
     """One rank's request in flight: its socket (non-blocking), the stage it is at and what it read so far."""
 
     __slots__ = ("rec", "rank", "where", "args", "sock", "stage", "buf", "need", "out", "ch", "t0", "pause",
-                 "connected")
+                 "connected", "parked")
 
     def __init__(self, rec: dict, args: dict, pause: float) -> None:
         self.rec, self.rank, self.args, self.pause = rec, rec["rank"], args, pause
@@ -223,6 +223,7 @@ class _Ask:
         self.stage, self.buf, self.out, self.ch = HELLO, bytearray(), b"", ""
         self.need: Optional[int] = None  # the frame's length once its header came
         self.t0, self.connected = 0.0, False
+        self.parked = False  # its reply not begun within Budget.live_park_s: open, but no longer holding a slot
 
 
 def _fly(records: dict, kind: str, asker: Asker, end: float, budget: Budget, args: dict, due: dict,
@@ -236,9 +237,25 @@ def _fly(records: dict, kind: str, asker: Asker, end: float, budget: Budget, arg
     again: list = []  # (when, rank, its ask): asked again after a pause
     out: dict = {}
     open_: dict = {}  # socket -> _Ask
+    started: collections.deque = collections.deque()  # (t0, ask) in the order asked: the oldest park first
+    parked = [0]  # asks open whose reply has not begun within live_park_s: they hold no slot
+    room = max(at_once, open_room())  # asks open at once, parked ones included: the descriptors this process has
+
+    def slots() -> int:
+        """Asks that may start now: at_once less those holding a slot, within the descriptors' room."""
+        return max(0, min(at_once - (len(open_) - parked[0]), room - len(open_)))
+
+    def park(now: float) -> None:
+        while started and started[0][0] + budget.live_park_s <= now:
+            t0, a = started.popleft()
+            if a.sock is not None and a.t0 == t0 and not a.parked and a.stage != BODY:
+                a.parked = True
+                parked[0] += 1
 
     def start(a: _Ask) -> None:
         a.t0, a.stage, a.buf, a.need, a.connected = budget.now(), HELLO, bytearray(), None, False
+        a.parked = False
+        started.append((a.t0, a))
         try:
             a.sock = socket.socket(socket.AF_INET6 if ":" in a.rec["addr"] else socket.AF_INET, socket.SOCK_STREAM)
             a.sock.setblocking(False)
@@ -251,6 +268,9 @@ def _fly(records: dict, kind: str, asker: Asker, end: float, budget: Budget, arg
         sel.register(a.sock, selectors.EVENT_WRITE, a)
 
     def finish(a: _Ask, answer: Answer, retry: bool = False) -> None:
+        if a.parked:
+            a.parked = False
+            parked[0] -= 1
         if a.sock is not None:
             if a.sock in open_:
                 del open_[a.sock]
@@ -369,15 +389,18 @@ def _fly(records: dict, kind: str, asker: Asker, end: float, budget: Budget, arg
     try:
         while (todo or again or open_) and not budget.passed(end):
             now = budget.now()
-            while todo and len(open_) < at_once and due.get(todo[0], 0.0) <= now:
+            park(now)
+            while todo and slots() > 0 and due.get(todo[0], 0.0) <= now:
                 r = todo.popleft()
                 start(_Ask(records[r], args.get(r, {}), budget.live_retry_s))
-            for item in sorted((x for x in again if x[0] <= now), key=lambda x: x[0])[:max(0, at_once - len(open_))]:
+            for item in sorted((x for x in again if x[0] <= now), key=lambda x: x[0])[:slots()]:
                 again.remove(item)
                 start(item[1])
             wake = [end, *(w for w, _, _ in again)]
-            if todo and len(open_) < at_once:
+            if todo and slots() > 0:
                 wake.append(due.get(todo[0], 0.0))
+            if (todo or again) and started:
+                wake.append(started[0][0] + budget.live_park_s)  # a slot frees when the oldest ask parks
             for key, mask in sel.select(budget.remaining(min(wake))):
                 a = key.data
                 if a.sock is None:  # finished by an event before this one
@@ -443,11 +466,15 @@ def shape_problem(doc: dict) -> Optional[str]:
     return None
 
 
+def open_room() -> int:
+    """How many asks this process may hold open at once: half the descriptors it may open (MAX_AT_ONCE unknown)."""
+    soft = nofile()["soft"]
+    return MAX_AT_ONCE if soft is None else max(1, (soft - BASE_FDS) // 2)
+
+
 def fan_out(n: int) -> int:
     """How many of n ranks one look asks at once (see MIN_AT_ONCE)."""
-    soft = nofile()["soft"]
-    room = MAX_AT_ONCE if soft is None else max(1, (soft - BASE_FDS) // 2)
-    return max(1, min(n, max(MIN_AT_ONCE, n // RANKS_PER_ASK), MAX_AT_ONCE, room))
+    return max(1, min(n, max(MIN_AT_ONCE, n // RANKS_PER_ASK), MAX_AT_ONCE, open_room()))
 
 
 def fetch_all(records: dict, kind: str, asker: Asker, budget: Budget, not_before: Optional[dict] = None) -> dict:

@@ -187,7 +187,7 @@ def glance(records: dict, asker: Any, budget: Budget) -> tuple[Optional[float], 
     got: dict = {}
     for _ in picks:
         try:
-            r, doc = answers.get(timeout=max(0.0, budget.remaining(end)))
+            r, doc = answers.get(timeout=budget.remaining(end))
         except queue.Empty:
             break
         if doc:

@@ -171,6 +171,10 @@ class Budget:
     # "all" builds a few replies a second, not one each); well under live_confirm_s, so watch's second look is fresh
     live_stale_rebuild_s: float = 1.5  # a reply built longer ago is built again even past the responder's Spend, once
     # per this long at most: watch judges no recorder older than its pause between looks (live_confirm_s)
+    live_park_s: float = 2.0  # watch: an ask whose reply has not begun this long after it started stops holding one
+    # of the look's slots (it stays open within the bound and the descriptors): a real rank answers in ~0.1-0.2 s, a
+    # loaded simulated one within ~1.3 s; 81 silent ranks of 4,096 held 81 of 128 slots for the whole bound and left
+    # 366 ranks unread, the late one among them (scripts/bench_live.py --silent)
     live_retry_s: float = 0.05  # watch asks a responder that closed before answering (its slots busy) again after
     # this, growing to probe_retry_max_s, within the same bound
     live_munge_every_s: float = 0.5  # a responder decodes a new munge credential this often past its first few (an

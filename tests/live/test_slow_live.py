@@ -97,6 +97,21 @@ def test_ranks_that_never_answer_cost_one_bound_and_the_slow_rank_among_the_othe
     assert took < 2 * 10, f"watch took {took:.1f} s with two silent ranks: its bound T twice (the glance's, the look's)"
 
 
+def test_ranks_that_never_answer_hold_no_slot_of_the_look_past_the_park_bound(store, monkeypatch):
+    """Two ranks at once (a look of 4,096 asks 128): the two silent ranks, asked first, held both slots for the whole
+    bound and no other rank was asked (at 4,096 ranks, 81 silent ones left 366 unread, the late rank among them).
+    Parked after Budget.live_park_s, they hold none: every other rank is read and the late one named."""
+    from ncclcheck.live import fetch
+
+    monkeypatch.setattr(fetch, "fan_out", lambda n: min(n, 2))
+    job = Job(world=6, per_host=2, step_us=40_000, slow={5: (0, 0.5)}, jitter=0.02, steps=400)
+    report, checks = run(job, store, silent=frozenset({0, 1}))
+    assert sorted(report.extra["live"]["answered"]) == [2, 3, 4, 5]
+    slow = checks["live.slow"]
+    assert [(f["unit"], f["rank"]) for f in slow.evidence["named"]] == [("rank", 5)], slow
+    assert slow.evidence["unjudged"] == {"count": 2, "ranks": [0, 1]}, slow.evidence
+
+
 def test_the_phase_sampling_of_a_silent_rank_ends_within_the_looks_bound(monkeypatch):
     """A sampled rank that never answers is waited for until the window and a request have passed, or the look's
     bound T where that is later, never T plus a reply's whole send allowance (a watch of --timeout 8 answered in

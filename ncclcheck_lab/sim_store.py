@@ -47,31 +47,6 @@ def _key(k: str) -> bytes:
     return _s((KEY_PREFIX + k).encode())
 
 
-# Linux's IP_BIND_ADDRESS_NO_PORT (24): bind the source address now, its port at connect. A bind(addr, 0) searches
-# the whole ephemeral range for a port no bound socket holds; with 16,384 virtual nodes' listeners and connections in
-# one kernel the range is nearly full, and the search cost ~1 ms of kernel CPU a bind (perf: inet_csk_get_port, 6 % of
-# the machine at 16,384 nodes). At connect the kernel needs only a port whose 4-tuple is free.
-_IP_BIND_ADDRESS_NO_PORT = getattr(socket, "IP_BIND_ADDRESS_NO_PORT", 24)
-
-
-def _connect(addr: tuple, timeout: float, src: Optional[tuple]) -> socket.socket:
-    if src is None:
-        return socket.create_connection(addr, timeout=timeout)
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        try:
-            s.setsockopt(socket.IPPROTO_IP, _IP_BIND_ADDRESS_NO_PORT, 1)
-        except OSError:
-            pass  # a kernel without it: the bind searches for a port, as create_connection's does
-        s.settimeout(timeout)
-        s.bind(src)
-        s.connect(addr)
-    except BaseException:
-        s.close()
-        raise
-    return s
-
-
 class WireStore:
     """The subset of torch.distributed.TCPStore that rendezvous.store.JsonStore uses, as a client only."""
 
@@ -83,7 +58,8 @@ class WireStore:
         end = time.monotonic() + (timeout.total_seconds() if connect_s is None else connect_s)
         while True:
             try:
-                self._sock = _connect((host, port), max(0.05, end - time.monotonic()), src)
+                self._sock = socket.create_connection((host, port), timeout=max(0.05, end - time.monotonic()),
+                                                      source_address=src)
                 break
             except (ConnectionRefusedError, socket.timeout) as e:
                 if time.monotonic() >= end:

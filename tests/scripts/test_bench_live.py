@@ -42,7 +42,7 @@ def test_a_hung_job_of_eight_ranks_names_the_rank_that_never_entered(tmp_path):
 
 
 def test_the_slow_case_with_a_silent_rank_names_the_late_rank_and_says_the_silent_one_unjudged():
-    p = subprocess.run([sys.executable, "scripts/bench_live.py", "--ranks", "8", "--procs", "1", "--timeout", "8",
+    p = subprocess.run([sys.executable, "scripts/bench_live.py", "--ranks", "8", "--procs", "1", "--timeout", "5",
                         "--slow", "--silent", "1"], capture_output=True, text=True, cwd=REPO, env=cli_env(),
                        timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr

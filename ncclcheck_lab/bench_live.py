@@ -36,6 +36,7 @@ import os
 import queue
 import socket
 import sys
+import threading
 import time
 
 from . import private_net
@@ -52,24 +53,61 @@ def _watch_then_stop(port: int, timeout: float, stop, ps: list) -> tuple:
     from ncclcheck.live.watch import watch  # torch under it: imported when the simulation runs
     from ncclcheck.options import api_config
 
-    prof = None
+    profs: list = []
     if PROFILE[0]:
-        import cProfile
-
-        prof = cProfile.Profile(time.process_time)  # watch's own CPU: its fetch and probe run in this thread
+        _profile_threads(profs)
     t0, c0 = time.monotonic(), time.process_time()
-    if prof is not None:
-        prof.enable()
-    report = watch(api_config("watch", {"master_addr": "127.0.0.1", "master_port": str(port),
-                                        "timeout": str(timeout)}, "bench_live"))
-    wall, cpu = time.monotonic() - t0, time.process_time() - c0
-    if prof is not None:
-        prof.disable()
-        prof.dump_stats(PROFILE[0])
+    try:
+        report = watch(api_config("watch", {"master_addr": "127.0.0.1", "master_port": str(port),
+                                            "timeout": str(timeout)}, "bench_live"))
+    finally:
+        wall, cpu = time.monotonic() - t0, time.process_time() - c0
+        if profs:
+            _dump_profiles(profs, PROFILE[0])
     stop.set()
     for p in ps:
         p.join(10)
     return report, wall, cpu
+
+
+def _profile_threads(profs: list) -> None:
+    """Profile this thread and every thread started from now on, each by its own CPU time (time.thread_time): watch's
+    reading and analysis run on threads of its own, which one profile of the process's CPU time charged to whatever
+    the main thread was doing meanwhile."""
+    import cProfile
+
+    run = threading.Thread.run
+
+    def profiled(self: threading.Thread) -> None:
+        p = cProfile.Profile(time.thread_time)
+        profs.append(p)
+        p.enable()
+        try:
+            run(self)
+        finally:
+            p.disable()
+
+    _THREAD_RUN[:] = [run]  # put back by _dump_profiles
+    profs.append(cProfile.Profile(time.thread_time))
+    profs[0].enable()
+    threading.Thread.run = profiled  # type: ignore[method-assign]
+
+
+_THREAD_RUN: list = []  # threading.Thread.run while every thread is profiled
+
+
+def _dump_profiles(profs: list, path: str) -> None:
+    import pstats
+
+    threading.Thread.run = _THREAD_RUN.pop()  # type: ignore[method-assign]
+    profs[0].disable()
+    stats = pstats.Stats(profs[0])
+    for p in profs[1:]:
+        try:
+            stats.add(p)
+        except (TypeError, ValueError):  # a thread still running past the look: its profile is left out
+            pass
+    stats.dump_stats(path)
 
 
 def _docs(n: int) -> dict:
@@ -265,7 +303,8 @@ def main(argv=None) -> int:
     ap.add_argument("--late", type=float, default=0.1, help="the late rank's lateness, a share of the step")
     ap.add_argument("--silent", type=int, default=0, help="the slow case: this many ranks (spread, never the late "
                     "one) registered but never answering; the late rank must still be named and they said unjudged")
-    ap.add_argument("--profile", help="cProfile (CPU time) the last watch run; stats to this file")
+    ap.add_argument("--profile", help="cProfile the last watch, every thread of it by its own CPU time; stats to "
+                    "this file")
     a = ap.parse_args(argv)
     PROFILE[0] = a.profile
     try:

@@ -39,6 +39,8 @@ def test_a_hung_job_of_eight_ranks_names_the_rank_that_never_entered(tmp_path):
     # --profile: watch's own calls, as a profile of its CPU
     funcs = {f"{path}:{name}" for path, _, name in pstats.Stats(str(tmp_path / "watch.prof")).stats}
     assert any(f.endswith("live/watch.py:watch") for f in funcs), sorted(funcs)[:20]
+    # ... and its threads' (the phase sampling runs on one of watch's pool threads)
+    assert any(f.endswith("live/straggle.py:sample_phases") for f in funcs), sorted(f for f in funcs if "live/" in f)
 
 
 def test_the_slow_case_with_a_silent_rank_names_the_late_rank_and_says_the_silent_one_unjudged():

@@ -162,7 +162,9 @@ def test_scale_mode_does_not_blame_a_link_for_a_passing_hiccup():
     run = run_world(FAULTY, {**SCALE, "faults": faults}, 6, timeout_s=20)
     sec = _rank0(run)["links"]
     assert sec["slow_nodes"] == [] and sec["slow"] == [], sec
-    assert len(sec["rounds"]) == 4 and sec["rounds"][-1] == [[a, b]]
+    # the hiccup's pair is confirmed in a last round; on a loaded machine another pair that read slow in round 1 may
+    # be confirmed beside it (CI once: [[0, 2], [3, 5]]), and neither is named
+    assert len(sec["rounds"]) == 4 and [a, b] in sec["rounds"][-1], sec["rounds"]
 
 
 def test_scale_mode_measures_the_node_that_sat_out_the_pairing():

@@ -8,7 +8,6 @@ in the test's process) and scripts/bench_live.py's slow case (1,024 ranks over s
 from __future__ import annotations
 
 import bisect
-import threading
 import time
 from typing import Any, Optional
 
@@ -43,7 +42,7 @@ class SimSources(Sources):
 
     def flight(self, entries: bool = True) -> dict:
         if self.silent:
-            threading.Event().wait(SILENT_S)
+            time.sleep(SILENT_S)
         base = self.epoch() if callable(self.epoch) else self.epoch
         k = bisect.bisect_right(self.times, time.time_ns() - base)
         out = dict(self.head)

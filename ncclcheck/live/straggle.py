@@ -72,7 +72,6 @@ PHASE_RANKS = 3  # ranks (on as many hosts) that sample their progress: where a 
 PHASE_REPLY_BYTES = 1 << 20  # a "phase" reply at most: a 2 s window's rows (~1,000 of ~86 bytes) of 12 process groups
 PHASE_REPLY_ITEMS = 1 << 16  # ... and its JSON values (what watch builds of it: ~3 MB of objects a rank at most); a
 # window holding more is trimmed to its newest rows by the responder, and said
-GLANCE_RANKS = 3  # ranks asked at once for the glance: the first to answer with a step is read
 GLANCE_BYTES, GLANCE_ITEMS = 256 << 10, 1 << 14  # the one recorder read before the first look: its newest entries
 MAX_STEP_ENTRIES = 256  # flight-recorder entries the job's step is estimated from
 YOUNG_MIN = 8  # entries of a young window's newest part whose pattern gives its step (4 steps of 2 collectives)
@@ -165,13 +164,13 @@ def phase_window(seconds: float, step_us: Optional[float]) -> float:
 def glance(records: dict, asker: Any, budget: Budget) -> tuple[Optional[float], int]:
     """(the job's step in us or None, the process groups of its rank) from the newest entries of a flight recorder (at
     most GLANCE_BYTES: the responder keeps the newest that fit), what the phases are sampled for, before the first
-    look: the first of GLANCE_RANKS ranks spread over the job (the lowest, the middle, the highest) to answer with a
+    look: the first of three ranks spread over the job (the lowest, the middle, the highest) to answer with a
     step. One rank alone cost the whole watch its bound T before the first look whenever that rank did not answer
     (a silent rank 0: a watch of --timeout 20 answered in 40 s)."""
     rs = sorted(records)
     if not rs:
         return None, 1
-    picks = sorted({rs[0], rs[len(rs) // 2], rs[-1]})[:GLANCE_RANKS]
+    picks = sorted({rs[0], rs[len(rs) // 2], rs[-1]})
     end = budget.deadline(budget.live_fetch_s)
     answers: queue.SimpleQueue = queue.SimpleQueue()
 

@@ -495,6 +495,15 @@ def _watch_many(guard_lab: dict, job: SlowJob, ranks: dict, watches: int, right_
     return right, lines, doc
 
 
+def _figure(what: str, right: int, watches: int, lines: list, doc: dict, env: dict, min_ratio: float) -> None:
+    """Print the watches' figure and hold them to it: every watch right, and the job the issue's (its all_reduce over
+    min_ratio times its compute, from the last watch's dump)."""
+    ratio = _big_over_compute(doc, float(env["STEP_S"]))
+    print(f"FIGURE slow {what} {right}/{watches} (its all_reduce {ratio:.1f}x the compute)\n  " + "\n  ".join(lines))
+    assert right == watches, "\n".join(lines)
+    assert ratio > min_ratio, f"the all_reduce took {ratio:.1f}x the compute: not the issue's job"
+
+
 @pytest.mark.parametrize("case", [pytest.param(c, marks=() if c == IN_CI_65 else (pytest.mark.long,))
                                   for c in FAST_CASES], ids=[f"{f}-job{j}" for f, j in FAST_CASES])
 def test_a_job_that_steps_fast_has_its_straggler_kind_and_fix_right_in_every_watch(guard_lab, case, tmp_path):
@@ -518,11 +527,7 @@ def test_a_job_that_steps_fast_has_its_straggler_kind_and_fix_right_in_every_wat
         watches = CI_WATCHES if case == IN_CI_65 else FAST_WATCHES
         right, lines, doc = _watch_many(guard_lab, job, ranks, watches, lambda d: _fast_right(fault, d, ranks),
                                         tmp_path)
-        ratio = _big_over_compute(doc, float(FAST["STEP_S"]))  # from the last watch's dump
-        print(f"FIGURE slow fast {fault} job {case[1]}: {fault} {right}/{watches} (its all_reduce {ratio:.1f}x "
-              f"the compute)\n  " + "\n  ".join(lines))
-        assert right == watches, "\n".join(lines)
-        assert ratio > 1.0, f"the all_reduce took {ratio:.1f}x the compute: not the issue's job"
+        _figure(f"fast {fault} job {case[1]}: {fault}", right, watches, lines, doc, FAST, 1.0)
     finally:
         job.stop()
 
@@ -560,11 +565,8 @@ def test_a_compute_straggler_at_the_floor_of_a_communication_bound_step_is_never
         _truth(job, "slowed")
         time.sleep(STEPS_S)
         right, lines, doc = _watch_many(guard_lab, job, ranks, FAST_WATCHES, _floor_right, tmp_path)
-        ratio = _big_over_compute(doc, float(FLOOR_JOB["STEP_S"]))
-        print(f"FIGURE slow floor straggler job {job_i}: {right}/{FAST_WATCHES} compute named or under-floor WARN "
-              f"(its all_reduce {ratio:.1f}x the compute)\n  " + "\n  ".join(lines))
-        assert right == FAST_WATCHES, "\n".join(lines)
-        assert ratio > 2.0, f"the all_reduce took {ratio:.1f}x the compute: not the issue's communication-bound job"
+        _figure(f"floor straggler job {job_i}: compute named or under-floor WARN", right, FAST_WATCHES, lines, doc,
+                FLOOR_JOB, 2.0)
     finally:
         job.stop()
 

@@ -42,8 +42,9 @@ _NAME_DIRT = re.compile("[\x00-\x1f\x7f-\x9f" + _INVISIBLE + "\u2028\u2029\ud800
 # only from an escape (\b \f \r \uXXXX; \n and \t are kept anyway), a raw DEL or a raw non-ASCII character. So an
 # ASCII text with none of them loads to a clean document (a JSON dumper escapes non-ASCII by default, so the usual
 # reply is such a text): a search of the text, not a walk of the document, which was the largest share of watch's
-# CPU at 4,096 ranks (~0.3 ms a reply).
-_JSON_DIRT = re.compile(r"\\[bfru]|\x7f")
+# CPU at 4,096 ranks (~0.3 ms a reply). Searched for as substrings: a regular expression of the same alternatives tries
+# each of the text's positions (~6 ns a character: 23 us of a 3.9 KB reply, a quarter of its json.loads).
+_JSON_ESCAPES = ("\\u", "\\r", "\\b", "\\f")
 MAX_DEPTH = 64  # nesting a report or a store record may have; facts are a few levels deep, 64 is far beyond them
 
 
@@ -108,7 +109,7 @@ def clean_doc(value: Any) -> Any:
 def clean_json(value: Any, text: str) -> Any:
     """clean_doc(value), where value is what json.loads (strict, the default) made of `text`: when the text says no
     string in it can be dirty, the value as it is, unwalked."""
-    if text.isascii() and _JSON_DIRT.search(text) is None:
+    if text.isascii() and "\x7f" not in text and ("\\" not in text or not any(x in text for x in _JSON_ESCAPES)):
         return value
     return clean_doc(value)
 

@@ -103,6 +103,34 @@ def test_ranks_that_never_answer_cost_one_bound_hold_no_slot_and_the_late_rank_a
     assert took < 2 * 10, f"watch took {took:.1f} s with two silent ranks: its bound T twice (the glance's, the look's)"
 
 
+def test_the_watch_command_names_the_late_rank_beside_ranks_that_never_answer(store, validate_report):
+    """The same silence through `ncclcheck watch` as a user runs it (a process of its own, its JSON on stdout): ranks 0
+    and 1 registered and never answer, rank 5 is late. The command answers within one bound T, exit 1, naming rank 5
+    from the ranks that answered and saying 0 and 1 were not judged and did not answer."""
+    from tests.conftest import run_cli
+
+    job = Job(world=6, per_host=2, step_us=40_000, slow={5: (0, 0.5)}, jitter=0.02, steps=400)
+    rs = livesim.start(livesim.laid(job, 40), list(range(job.world)), store, silent=frozenset({0, 1}))
+    try:
+        assert all(r.registered.wait(30) for r in rs)
+        t0 = time.monotonic()
+        p = run_cli("watch", "--master-addr", "127.0.0.1", "--master-port", str(store), "--timeout", "10",
+                    "--json", "-", timeout=120)
+        took = time.monotonic() - t0
+    finally:
+        for r in rs:
+            r.close()
+    doc = validate_report(p.stdout)
+    checks = {c["id"]: c for c in doc["checks"]}
+    assert p.returncode == 1, (p.returncode, p.stderr[-2000:])
+    slow = checks["live.slow"]
+    assert slow["status"] == "fail" and [(f["unit"], f["rank"]) for f in slow["evidence"]["named"]] == [("rank", 5)]
+    assert slow["evidence"]["unjudged"] == {"count": 2, "ranks": [0, 1]}, slow["evidence"]
+    assert sorted(doc["live"]["answered"]) == [2, 3, 4, 5]
+    assert checks["live.answered"]["status"] == "warn" and sorted(doc["live"]["unanswered"]) == ["0", "1"]
+    assert took < 2 * 10 + 10, f"watch took {took:.1f} s with two silent ranks (T = 10 s, and the command's start)"
+
+
 def test_the_phase_sampling_of_a_silent_rank_ends_within_the_looks_bound(monkeypatch):
     """A sampled rank that never answers is waited for until the window and a request have passed, or the look's
     bound T where that is later, never T plus a reply's whole send allowance (a watch of --timeout 8 answered in

@@ -22,10 +22,11 @@ from ..facts.host import nofile
 BASE_FDS = 256
 # Node 0 hosts the TCPStore: one accepted connection per node (each node's leader keeps one client open).
 STORE_FDS_PER_NODE = 1
-# Node 0 of a large world holds every node's facts, probe rows and checks (1.3 GB at 16,384 nodes). At Python's
-# default thresholds (a pass every 700 net allocations, the oldest generation every hundredth) the cycle collector
-# walked that heap over and over: a sixth of node 0's CPU at 16,384 nodes (perf on scripts/bench_scale.py). From this
-# many nodes on, node 0 lets the youngest generation wait for COLLECTOR_GEN0 allocations while it hosts the world.
+# Node 0 of a large world holds every node's facts, probe rows and checks (1.3 GB at 16,384 nodes), and a look of
+# watch every rank's decoded recorder (millions of objects at 4,096 ranks). At Python's default thresholds (a pass
+# every 700 net allocations, the oldest generation every hundredth) the cycle collector walked that heap over and over:
+# a sixth of node 0's CPU at 16,384 nodes (perf on scripts/bench_scale.py), a tenth of watch's at 4,096 ranks. From
+# this many nodes (or ranks) on, the youngest generation waits for COLLECTOR_GEN0 allocations while the world is held.
 COLLECTOR_NODES = 256
 COLLECTOR_GEN0 = 100_000
 
@@ -61,10 +62,11 @@ def ensure_nofile(nnodes: int, hosts_store: bool, getrlimit: Optional[Callable] 
 
 
 @contextmanager
-def spaced_collector(nnodes: int, hosts_store: bool) -> Iterator[None]:
-    """While node 0 hosts a world of COLLECTOR_NODES or more, the cycle collector runs COLLECTOR_GEN0 / 700 times less
-    often; its thresholds are put back after, whatever ran the preflight (guard() runs inside the user's process)."""
-    if not hosts_store or nnodes < COLLECTOR_NODES:
+def spaced_collector(nnodes: int, holds_world: bool = True) -> Iterator[None]:
+    """While this process holds a world of COLLECTOR_NODES or more (node 0 hosting it, watch looking at its ranks), the
+    cycle collector runs COLLECTOR_GEN0 / 700 times less often; its thresholds are put back after, whatever ran it
+    (guard() and the API's watch() run inside the user's process)."""
+    if not holds_world or nnodes < COLLECTOR_NODES:
         yield
         return
     before = gc.get_threshold()

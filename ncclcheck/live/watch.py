@@ -24,6 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from typing import Any, Optional
 
+from ..agent.limits import spaced_collector
 from ..checks.postmortem import PostmortemInput
 from ..checks.registry import POSTMORTEM, run_checks
 from ..config import Config
@@ -271,11 +272,17 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
          follow: Optional[straggle.Follow] = None) -> Report:
     """One watch: fetch everything, look at progress again, analyse when it did not move; when it moved, who slows
     it (live.slow). `follow`: --follow's history, kept in the report."""
-    w = config.world
-    where = f"{w.master_addr}:{w.master_port}"
     phase = budget.now()
     reg = read_registry(st, ends=True)
-    registry_s = budget.since(phase)
+    with spaced_collector(len(reg.records)):  # every rank's recorder decoded and analysed: millions of objects
+        return _look(config, budget, st, session, t0, follow, reg, budget.since(phase))
+
+
+def _look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: float,
+          follow: Optional[straggle.Follow], reg: Any, registry_s: float) -> Report:
+    """look() once the registry is read (`reg`, in `registry_s`)."""
+    w = config.world
+    where = f"{w.master_addr}:{w.master_port}"
     n, records, missing = reg.n, reg.records, reg.missing
     asker = Asker(session, reg.job, reg.run)
     trust = _trust(session, st, reg.ignored)

@@ -75,15 +75,15 @@ def test_node_0_of_a_large_world_spaces_out_the_collector_and_puts_it_back():
     before = gc.get_threshold()
     try:
         gc.set_threshold(700, 10, 10)
-        with spaced_collector(COLLECTOR_NODES, hosts_store=True):
+        with spaced_collector(COLLECTOR_NODES, holds_world=True):
             assert gc.get_threshold() == (COLLECTOR_GEN0, 10, 10)
         assert gc.get_threshold() == (700, 10, 10)
-        with spaced_collector(COLLECTOR_NODES - 1, hosts_store=True):  # a small world: as it was
+        with spaced_collector(COLLECTOR_NODES - 1, holds_world=True):  # a small world: as it was
             assert gc.get_threshold() == (700, 10, 10)
-        with spaced_collector(16384, hosts_store=False):  # a member holds its own node only
+        with spaced_collector(16384, holds_world=False):  # a member holds its own node only
             assert gc.get_threshold() == (700, 10, 10)
         try:  # put back when the preflight raises too (guard() runs inside the user's process)
-            with spaced_collector(16384, hosts_store=True):
+            with spaced_collector(16384, holds_world=True):
                 raise KeyboardInterrupt
         except KeyboardInterrupt:
             pass

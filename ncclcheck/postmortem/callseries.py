@@ -95,6 +95,14 @@ def encode(entries: list, keep: int, names: Optional[list] = None) -> dict:
             for name, s in out.items()}
 
 
+def _whole(xs: list, lo: int, hi: int) -> bool:
+    """Is every one of xs (not empty) an int (not a bool) in [lo, hi]?"""
+    return set(map(type, xs)) == _INT and lo <= min(xs) and max(xs) <= hi
+
+
+_INT = {int}
+
+
 def decode(series: Any) -> dict:
     """{group name: {seq: (time_created_ns, sig)}} from a series as sent, every value checked; what is malformed is
     left out (never raises)."""
@@ -111,9 +119,14 @@ def decode(series: Any) -> dict:
         table = [(x[0], x[1]) if isinstance(x, list) and len(x) == 2 and all(isinstance(y, str) and len(y) <= SIG_CHARS
                                                                               for y in x) else None for x in sigs]
         first = last - len(t) + 1
-        calls = {first + i: (ti, table[k]) for i, (ti, k) in enumerate(zip(t, ix))
-                 if first + i > 0 and type(ti) is int and 0 < ti <= MAX_ID and type(k) is int and 0 <= k < len(table)
-                 and table[k] is not None}
+        if t and first > 0 and _whole(t, 1, MAX_ID) and _whole(ix, 0, len(table) - 1) and None not in table:
+            # every value good (a series with no hole, the usual one): checked and paired in bulk, at C speed (per
+            # value, the checks were a fifth of watch's reading of a slow job's 4,096 recorders)
+            calls = dict(zip(range(first, first + len(t)), zip(t, map(table.__getitem__, ix))))
+        else:
+            calls = {first + i: (ti, table[k]) for i, (ti, k) in enumerate(zip(t, ix))
+                     if first + i > 0 and type(ti) is int and 0 < ti <= MAX_ID and type(k) is int
+                     and 0 <= k < len(table) and table[k] is not None}
         if calls:
             out[name[:SIG_CHARS]] = calls
     return out

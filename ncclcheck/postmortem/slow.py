@@ -296,7 +296,7 @@ def _group(name: str, desc: str, arr: dict, seqs: list, sigs: list, host_of: dic
     ns worked before calling it} from watch's samples; colls: [[each rank's entry] per collective] (GPU durations)."""
     ranks = sorted(arr)
     k = len(seqs)
-    a = {r: [arr[r][i] - off.get(host_of.get(r), 0) for i in range(k)] for r in ranks}
+    a = {r: [t - o for t in arr[r][:k]] for r in ranks for o in (off.get(host_of.get(r), 0),)}
     hosts = sorted({host_of.get(r) for r in ranks}, key=str)
     latest, cost_rank, cost_host = _costs(a, ranks, host_of, err, k)
     durations = phase.outside_from_durations(colls, latest) if colls else None

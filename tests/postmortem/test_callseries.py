@@ -48,6 +48,42 @@ def test_a_hostile_series_is_left_out_never_raised(bad):
     assert callseries.decode(bad) == {}
 
 
+def test_a_series_decoded_in_bulk_is_what_each_value_checked_alone_gives():
+    """decode pairs a series whose every value is good in bulk; for any series, good, with holes, or with bad values
+    among good ones (a bool, a float, a time past MAX_ID, an index past the table, a bad signature), the result is
+    what checking each value alone gives."""
+    import random
+
+    from ncclcheck.postmortem.fields import MAX_ID
+
+    def alone(s: dict) -> dict:
+        table = [tuple(x) if isinstance(x, list) and len(x) == 2 and all(isinstance(y, str) and len(y) <= 200
+                                                                          for y in x) else None for x in s["sigs"]]
+        first = s["last"] - len(s["t"]) + 1
+        return {first + i: (ti, table[k]) for i, (ti, k) in enumerate(zip(s["t"], s["sig"]))
+                if first + i > 0 and type(ti) is int and 0 < ti <= MAX_ID and type(k) is int and 0 <= k < len(table)
+                and table[k] is not None}
+
+    rng = random.Random(5)
+    odd = [None, True, 1.5, 0, -3, MAX_ID + 1, "7"]
+    for _ in range(3000):
+        n, nsigs = rng.randint(1, 12), rng.randint(1, 3)
+        t = [rng.randint(1, 10**18) for _ in range(n)]
+        ix = [rng.randrange(nsigs) for _ in range(n)]
+        sigs = [["all_reduce", f"[[{i}]]"] for i in range(nsigs)]
+        for _ in range(rng.choice((0, 0, 1, 2))):  # most series good, some with a bad value
+            which = rng.choice(("t", "ix", "sig"))
+            if which == "t":
+                t[rng.randrange(n)] = rng.choice(odd)
+            elif which == "ix":
+                ix[rng.randrange(n)] = rng.choice((*odd, nsigs, -1))
+            else:
+                sigs[rng.randrange(nsigs)] = ["a" * 300, "b"]
+        s = {"last": rng.randint(1, 30), "t": t, "sig": ix, "sigs": sigs}
+        want = alone(s)
+        assert callseries.decode({"0": s}) == ({"0": want} if want else {}), s
+
+
 def _trimmed(job: Job, behind: dict, drop_series: bool = False) -> dict:
     """Each rank's reply as a look at 4,096 ranks gets it (capped to one rank's share), rank r asked `behind[r]`
     collectives before the newest: read back as watch keeps it (the series with the rank's own word)."""

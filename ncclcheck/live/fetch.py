@@ -214,7 +214,7 @@ class _Ask:
     """One rank's request in flight: its socket (non-blocking), the stage it is at and what it read so far."""
 
     __slots__ = ("rec", "rank", "where", "args", "sock", "stage", "buf", "need", "out", "ch", "t0", "pause",
-                 "connected", "parked")
+                 "connected", "parked", "reused")
 
     def __init__(self, rec: dict, args: dict, pause: float) -> None:
         self.rec, self.rank, self.args, self.pause = rec, rec["rank"], args, pause
@@ -224,14 +224,53 @@ class _Ask:
         self.need: Optional[int] = None  # the frame's length once its header came
         self.t0, self.connected = 0.0, False
         self.parked = False  # its reply not begun within Budget.live_park_s: open, but no longer holding a slot
+        self.reused = False  # its socket is a connection an earlier look kept (Kept)
+
+
+class Kept:
+    """Connections a look's answers left open for the next look, rank -> socket (wire: a request that says "keep"
+    is greeted again after its reply): watch's second look and its re-asks reuse them instead of connecting again
+    (at 4,096 ranks a second look of fresh connections was ~1 s of watch's CPU: connect, hello, close). At most
+    `limit`, within the descriptors a look leaves free; closed by whoever made it, once its looks are done."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.socks: dict = {}
+
+    @classmethod
+    def for_look(cls, n: int) -> Kept:
+        """Room for a look at n ranks: the descriptors open_room gives asks, less the asks one look holds at once."""
+        return cls(max(0, open_room() - fan_out(n)))
+
+    def put(self, rank: int, sock: socket.socket) -> bool:
+        if len(self.socks) >= self.limit or rank in self.socks:
+            return False
+        self.socks[rank] = sock
+        return True
+
+    def take(self, rank: int) -> Optional[socket.socket]:
+        return self.socks.pop(rank, None)
+
+    def close(self) -> None:
+        for sock in self.socks.values():
+            sock.close()
+        self.socks.clear()
+
+    def __enter__(self) -> Kept:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _fly(records: dict, kind: str, asker: Asker, end: float, budget: Budget, args: dict, due: dict,
-         at_once: int) -> dict:
+         at_once: int, kept: Optional[Kept] = None) -> dict:
     """{rank: Answer}: every record asked, at most `at_once` connections open at a time, all on this thread (one
     selector; no thread per rank: at 512 at once, threads took watch's CPU per rank from ~0.4 to ~0.8 ms), none
     before its `due` time (time.monotonic), every step bounded by `end`; a rank whose responder closed before
-    answering (its slots went to others) asked again within `end`."""
+    answering (its slots went to others) asked again within `end`. kept: a rank's connection kept by an earlier look
+    is asked on first (one that closed before its hello: connected again at once), and each answered connection is
+    kept for the next."""
     sel = selectors.DefaultSelector()
     todo = collections.deque(sorted(records, key=lambda r: due.get(r, 0.0)))
     again: list = []  # (when, rank, its ask): asked again after a pause
@@ -256,6 +295,12 @@ def _fly(records: dict, kind: str, asker: Asker, end: float, budget: Budget, arg
         a.t0, a.stage, a.buf, a.need, a.connected = budget.now(), HELLO, bytearray(), None, False
         a.parked = False
         started.append((a.t0, a))
+        a.sock = kept.take(a.rank) if kept is not None else None
+        a.reused = a.connected = a.sock is not None
+        if a.reused:  # its responder greeted it again after the last reply: the hello is there or on its way
+            open_[a.sock] = a
+            sel.register(a.sock, selectors.EVENT_READ, a)
+            return
         try:
             a.sock = socket.socket(socket.AF_INET6 if ":" in a.rec["addr"] else socket.AF_INET, socket.SOCK_STREAM)
             a.sock.setblocking(False)
@@ -270,7 +315,8 @@ def _fly(records: dict, kind: str, asker: Asker, end: float, budget: Budget, arg
         # are nothing but this exchange: ~1 s of watch's CPU at 4,096 ranks)
         sel.register(a.sock, selectors.EVENT_READ, a)
 
-    def finish(a: _Ask, answer: Answer, retry: bool = False) -> None:
+    def drop(a: _Ask, keep: bool = False) -> None:
+        """The ask's socket off the selector and its slot freed: closed, or (keep) kept for the next look."""
         if a.parked:
             a.parked = False
             parked[0] -= 1
@@ -278,8 +324,13 @@ def _fly(records: dict, kind: str, asker: Asker, end: float, budget: Budget, arg
             if a.sock in open_:
                 del open_[a.sock]
                 sel.unregister(a.sock)
-            a.sock.close()
+            if not keep:
+                a.sock.close()
             a.sock = None
+
+    def finish(a: _Ask, answer: Answer, retry: bool = False) -> None:
+        drop(a, kept is not None and answer.doc is not None and not retry and a.sock is not None
+             and kept.put(a.rank, a.sock))
         if retry and not budget.passed(end):
             again.append((budget.now() + a.pause, a, answer))
             a.pause = budget.next_retry(a.pause, budget.probe_retry_max_s)
@@ -290,6 +341,11 @@ def _fly(records: dict, kind: str, asker: Asker, end: float, budget: Budget, arg
     def closed(a: _Ask, reset: bool = False) -> None:
         """The responder closed (or reset) the connection partway through what the ask was reading."""
         got, of = (len(a.buf), wire.HEADER.size) if a.need is None else (len(a.buf), a.need)
+        if a.reused and a.stage == HELLO and (got == 0 or reset):
+            # a kept connection its responder closed (its bound passed, its slot given to a new one, a responder that
+            # does not keep): no sign of busy slots, so a fresh connection at once, not a retry after a pause
+            drop(a)
+            return start(a)
         if (got == 0 or reset) and a.stage == HELLO:  # closed at once: its slots went to others
             return finish(a, Answer(a.rank, why=f"{a.where}: closed before its hello", elapsed_s=budget.since(a.t0)),
                           retry=True)
@@ -317,34 +373,41 @@ def _fly(records: dict, kind: str, asker: Asker, end: float, budget: Budget, arg
     def readable(a: _Ask) -> None:
         if not a.connected and not connected(a):
             return
-        try:
-            part = a.sock.recv(min(READ_CHUNK, max(1, (a.need or 0) - len(a.buf))) if a.stage == BODY else READ_CHUNK)
-        except (BlockingIOError, InterruptedError):
-            return
-        except ConnectionError:
-            return closed(a, reset=True)
-        except OSError as exc:
-            return finish(a, _refused(a.rank, f"{a.where}: {exc.strerror or exc}", a.t0, budget))
-        if not part:
-            return closed(a)
-        a.buf += part
-        try:
-            if a.stage == HELLO:
-                if length(a, wire.MAX_HELLO) and len(a.buf) >= a.need:
-                    hello(a, bytes(a.buf[:a.need]))
+        # a reply is read to its frame's end and no further: what follows it on a kept connection is the responder's
+        # next hello (sent as the reply's last byte leaves, often in the same segment), the next look's to read
+        while a.sock is not None:
+            want = READ_CHUNK if a.stage == HELLO else wire.HEADER.size - len(a.buf) if a.need is None else \
+                max(1, a.need - len(a.buf))
+            try:
+                part = a.sock.recv(min(READ_CHUNK, want))
+            except (BlockingIOError, InterruptedError):
                 return
-            if a.stage == HEADER and length(a, asker.max_bytes + SEAL_BYTES):
-                if not asker.allowance.take(nbytes=a.need):  # what a look reads is taken before any of it
-                    return finish(a, _refused(a.rank, f"its reply of {a.need:,} bytes is past what watch reads in "
-                                                      "one look, all ranks together", a.t0, budget))
-                a.stage = BODY
-            if a.stage == BODY and len(a.buf) >= a.need:
-                body(a, bytes(a.buf[:a.need]))
-        except wire.WireError as exc:
-            if a.stage == HELLO:
-                return finish(a, _refused(a.rank, f"{a.where}: its hello: {exc}", a.t0, budget))
-            finish(a, _refused(a.rank, f"its reply: {exc} (watch asked for at most {asker.max_bytes:,})", a.t0,
-                               budget))
+            except ConnectionError:
+                return closed(a, reset=True)
+            except OSError as exc:
+                return finish(a, _refused(a.rank, f"{a.where}: {exc.strerror or exc}", a.t0, budget))
+            if not part:
+                return closed(a)
+            a.buf += part
+            try:
+                if a.stage == HELLO:
+                    if length(a, wire.MAX_HELLO) and len(a.buf) >= a.need:
+                        hello(a, bytes(a.buf[:a.need]))
+                    return
+                if a.stage == HEADER and length(a, asker.max_bytes + SEAL_BYTES):
+                    if not asker.allowance.take(nbytes=a.need):  # what a look reads is taken before any of it
+                        return finish(a, _refused(a.rank, f"its reply of {a.need:,} bytes is past what watch reads "
+                                                          "in one look, all ranks together", a.t0, budget))
+                    a.stage = BODY
+                    continue  # its body is most often there already: read now, not at the selector's next turn
+                if a.stage == BODY and len(a.buf) >= a.need:
+                    body(a, bytes(a.buf[:a.need]))
+                return
+            except wire.WireError as exc:
+                if a.stage == HELLO:
+                    return finish(a, _refused(a.rank, f"{a.where}: its hello: {exc}", a.t0, budget))
+                return finish(a, _refused(a.rank, f"its reply: {exc} (watch asked for at most {asker.max_bytes:,})",
+                                          a.t0, budget))
 
     def hello(a: _Ask, data: bytes) -> None:
         try:
@@ -356,7 +419,8 @@ def _fly(records: dict, kind: str, asker: Asker, end: float, budget: Budget, arg
             return finish(a, _refused(a.rank, f"{a.where}: {bad}" if garbage else bad, a.t0, budget, garbage))
         a.ch = said["challenge"]
         doc = {"kind": kind, "job": asker.job, "run": asker.run, "max_bytes": asker.max_bytes,
-               "max_items": asker.max_items, "pack": wire.PACK, **a.args}
+               "max_items": asker.max_items, "pack": wire.PACK, **({"keep": True} if kept is not None else {}),
+               **a.args}
         a.out = wire.frame(asker.session.request(a.ch, doc))
         a.stage, a.buf, a.need = SEND, bytearray(), None
         writable(a)  # a request of a few hundred bytes fits the socket's buffer: sent now, no wait to write
@@ -486,19 +550,20 @@ def fan_out(n: int) -> int:
     return max(1, min(n, max(MIN_AT_ONCE, n // RANKS_PER_ASK), MAX_AT_ONCE, open_room()))
 
 
-def fetch_all(records: dict, kind: str, asker: Asker, budget: Budget, not_before: Optional[dict] = None) -> dict:
+def fetch_all(records: dict, kind: str, asker: Asker, budget: Budget, not_before: Optional[dict] = None,
+              kept: Optional[Kept] = None) -> dict:
     """{rank: Answer} for every record, asked concurrently under ONE bound (Budget.live_fetch_s), within one look's
     allowance. not_before: {rank: time.monotonic()} before which that rank is not asked (those due first asked
-    first)."""
-    return fetch_each(records, kind, asker, budget, budget.live_fetch_s, {}, not_before)
+    first). kept: connections kept between looks (Kept), used and refilled."""
+    return fetch_each(records, kind, asker, budget, budget.live_fetch_s, {}, not_before, kept)
 
 
 def fetch_each(records: dict, kind: str, asker: Asker, budget: Budget, bound_s: float, args: dict,
-               not_before: Optional[dict] = None) -> dict:
+               not_before: Optional[dict] = None, kept: Optional[Kept] = None) -> dict:
     """fetch_all under a bound of bound_s, each rank's request saying args[rank] beside its kind (a "reach"
     request's ranks)."""
     end = budget.deadline(bound_s)
     if not records:
         return {}
     return _fly(records, kind, asker.for_look(len(records), kind), end, budget, args, not_before or {},
-                fan_out(len(records)))
+                fan_out(len(records)), kept)

@@ -54,7 +54,7 @@ READ, WORK, SEND = "read", "work", "send"
 
 class Conn:
     __slots__ = ("sock", "addr", "since", "deadline", "state", "inbuf", "need", "out", "challenge", "ctx", "prepaid",
-                 "parked", "greeted")
+                 "parked", "greeted", "keep", "kept")
 
     def __init__(self, sock: socket.socket, addr: str, now: float, deadline: float, challenge: str) -> None:
         self.sock, self.addr, self.since, self.deadline = sock, addr, now, deadline
@@ -67,6 +67,8 @@ class Conn:
         self.ctx: Any = None  # what the owner keeps for this connection's reply (its seal)
         self.parked = False  # its address spent its share of this window: not read (or greeted) until the next
         self.greeted = True  # its hello was sent (a connection parked as it was accepted gets it when unparked)
+        self.keep = False  # its accepted request asked to keep the connection: greeted again after the reply
+        self.kept = False  # greeted again after a reply: idle until the asker's next request, within live_keep_s
 
 
 class Outcome:
@@ -76,11 +78,13 @@ class Outcome:
     now: the job is the loop's own, run at once on its thread (a reply as cheap as a hello, within the loop's share,
     that a worker's queue would only make later: the wall clock)."""
 
-    __slots__ = ("refusal", "worker", "job", "prepaid", "now")
+    __slots__ = ("refusal", "worker", "job", "prepaid", "now", "keep")
 
     def __init__(self, refusal: Optional[str] = None, worker: Optional[str] = None,
-                 job: Optional[Callable[[], Any]] = None, prepaid: bool = False, now: bool = False) -> None:
+                 job: Optional[Callable[[], Any]] = None, prepaid: bool = False, now: bool = False,
+                 keep: bool = False) -> None:
         self.refusal, self.worker, self.job, self.prepaid, self.now = refusal, worker, job, prepaid, now
+        self.keep = keep  # the request asked to keep the connection (wire: "keep"): greeted again after the reply
 
 
 class Spend:
@@ -450,6 +454,8 @@ class Loop:
             self.owner.note(f"{c.addr}: closed before its request")
             self._close(c)
             return
+        if c.kept and not c.inbuf:  # the asker's next request begins: read within the usual bound
+            c.deadline = time.monotonic() + self.budget.live_request_s
         c.inbuf += data
         if not c.need and len(c.inbuf) >= wire.HEADER.size:
             (c.need,) = wire.HEADER.unpack_from(c.inbuf)
@@ -466,6 +472,7 @@ class Loop:
             if out.refusal is None and len(self._accepted) < MAX_ACCEPTED:
                 self._accepted.add(c.addr)
                 self._over.discard(c.addr)
+            c.keep = out.refusal is None and out.keep
             if out.refusal is not None:
                 self._refuse(c, out.refusal)
             elif out.now:
@@ -527,6 +534,24 @@ class Loop:
             if not len(c.out[0]):
                 c.out.pop(0)
         if not c.out:
+            if c.keep and not self._stop.is_set():
+                self._again(c)
+            else:
+                self._close(c)
+
+    def _again(self, c: Conn) -> None:
+        """The reply to a request that asked to keep its connection is sent: a fresh hello (a new challenge: every
+        request is sealed for its own), then the connection waits idle for the asker's next request within
+        Budget.live_keep_s. Idle, it is the first a new connection's admission evicts, as any idle one."""
+        hello, challenge = self.owner.hello()
+        now = time.monotonic()
+        c.state, c.inbuf, c.need, c.out, c.ctx, c.prepaid = READ, bytearray(), 0, [], None, False
+        c.challenge, c.keep, c.kept = challenge, False, True
+        c.since, c.deadline = now, now + self.budget.live_keep_s
+        try:
+            c.sock.send(wire.frame(hello))  # a few hundred bytes into a socket whose buffer just emptied: sent whole
+            self.sel.modify(c.sock, selectors.EVENT_READ, c)
+        except (OSError, KeyError, ValueError):
             self._close(c)
 
     def _finished(self, c: Conn, data: Any) -> None:
@@ -549,7 +574,9 @@ class Loop:
 
     def _expire(self, now: float) -> None:
         for c in [c for c in self.conns.values() if c.state != WORK and not c.parked and now >= c.deadline]:
-            if c.state == READ:
+            if c.state == READ and c.kept and not c.inbuf:  # the asker did not come back: closed, nothing said
+                self._close(c)
+            elif c.state == READ:
                 self._on(c, lambda c=c: self._refuse(c, "request: no complete frame within the bound"))
                 if c.sock in self.conns and c.state == SEND:
                     c.deadline = now + self.budget.live_request_s  # the refusal itself gets a short bound

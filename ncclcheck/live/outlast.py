@@ -17,7 +17,7 @@ import time
 from typing import Optional
 
 from ..rendezvous.budget import Budget
-from .fetch import Asker, fetch_all
+from .fetch import Asker, Kept, fetch_all
 
 OUTLAST_GAPS = 2.0  # a rank is overdue once this many of its longest gaps between calls passed since its newest one:
 # one slower step (a straggler's, a link's, begun inside the window) stays under two
@@ -70,7 +70,8 @@ def due_in(first: dict, second: dict, ranks: list) -> float:
     return left
 
 
-def look_until(records: dict, first: dict, second: dict, asker: Asker, budget: Budget) -> tuple[dict, float]:
+def look_until(records: dict, first: dict, second: dict, asker: Asker, budget: Budget,
+               kept: Optional[Kept] = None) -> tuple[dict, float]:
     """(the latest progress answer of each rank, seconds looked past the pause): the ranks that did not move between
     the two looks are asked again every live_confirm_s until they moved or are overdue (due_in), within
     live_outlast_s. Only a rank's newer answer replaces its second one: one that did not answer keeps what it said."""
@@ -84,7 +85,7 @@ def look_until(records: dict, first: dict, second: dict, asker: Asker, budget: B
     end = budget.deadline(wait)
     while still and budget.remaining(end) > 0:
         time.sleep(min(budget.live_confirm_s, budget.remaining(end)))
-        got = fetch_all({r: records[r] for r in still}, "progress", asker, budget)
+        got = fetch_all({r: records[r] for r in still}, "progress", asker, budget, kept=kept)
         latest.update({r: a for r, a in got.items() if a.doc is not None})
         went = set(moved(first, latest))
         still = [r for r in still if r not in went]

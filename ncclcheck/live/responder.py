@@ -464,7 +464,8 @@ class Responder:
                     self.guarded_spend.charge(time.thread_time() - t0)
             self.served += 1
             return out
-        return Outcome(worker=wire.KINDS[kind], job=reply, prepaid=kind == "blob", now=kind in wire.AT_ONCE)
+        return Outcome(worker=wire.KINDS[kind], job=reply, prepaid=kind == "blob", now=kind in wire.AT_ONCE,
+                       keep=req.get("keep") is True)
 
     def cached(self, kind: str, limit: int, items: int) -> tuple[bytes, memoryview]:
         """The reply to `kind` as the asker takes it. Its progress (and the time) is always fresh (built at most once

@@ -41,7 +41,7 @@ from ..rendezvous.waits import Waits
 from ..units import format_duration
 from . import outlast, pace, reach, straggle, wire
 from .auth import Session, choose
-from .fetch import Answer, Asker, fetch_all, fetch_each, read_registry
+from .fetch import Answer, Asker, Kept, fetch_all, fetch_each, read_registry
 
 # what to do when no rank registered: the one step that arms a job for diagnose and watch, and what keeps a rank
 # from registering
@@ -300,11 +300,13 @@ def _look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: f
     # seconds: the sampling is over by its end), for three of the job's steps where they are longer than the pause
     # between the looks: one rank's recorder first says how long a step is and how many groups it has.
     hung = threading.Event()
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="ncclcheck-watch") as ex:
+    # each rank's first answer leaves its connection open for the second look and the re-asks (wire: "keep")
+    with Kept.for_look(len(records)) as kept, \
+            ThreadPoolExecutor(max_workers=2, thread_name_prefix="ncclcheck-watch") as ex:
         step_us, groups = straggle.glance(records, asker, budget)
         sampling = ex.submit(straggle.sample_phases, records, sorted(records), asker, budget,
                              straggle.phase_window(budget.live_confirm_s, step_us), dict.fromkeys(records, groups))
-        first = fetch_all(records, "all", asker, budget)
+        first = fetch_all(records, "all", asker, budget, kept=kept)
         phases = {"since_start": budget.since(t0) - budget.since(phase), "registry": registry_s,
                   "fetch": budget.since(phase)}
         answered = sorted(r for r, a in first.items() if a.doc is not None)
@@ -325,10 +327,10 @@ def _look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: f
         early = ex.submit(_early, first, reg, clocks, asker, budget, hung, sampling)
         again = [r for r in answered if r not in tarpit]
         second = fetch_all({r: records[r] for r in again}, "progress", asker, budget,
-                           {r: (first[r].done_at or phase) + budget.live_confirm_s for r in again})
+                           {r: (first[r].done_at or phase) + budget.live_confirm_s for r in again}, kept)
         phases["second_look"] = budget.since(phase) - phases["clocks"]
         # a rank that did not move is looked at again until the job's own step says it is late (live/outlast.py)
-        second, past = outlast.look_until(records, first, second, asker, budget)
+        second, past = outlast.look_until(records, first, second, asker, budget, kept)
         if past:
             phases["outlast"] = past
         went = outlast.moved(first, second)

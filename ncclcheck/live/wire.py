@@ -1,8 +1,12 @@
 """The live protocol between an armed rank's responder and `ncclcheck watch`: frames, requests, records, authentication.
 
-One TCP connection carries one request. The responder speaks first: a hello frame with a fresh random challenge,
-how it authenticates (`auth`: "token", "munge" or "none"), and the job and run it belongs to. The watcher sends one
-request frame; the responder sends one reply frame and closes. A frame is a 4-byte big-endian length and that many
+One TCP connection carries one request at a time. The responder speaks first: a hello frame with a fresh random
+challenge, how it authenticates (`auth`: "token", "munge" or "none"), and the job and run it belongs to. The watcher
+sends one request frame; the responder sends one reply frame and closes, or, when the request it accepted says
+`"keep": true`, greets again with a new challenge and waits idle for the next request within Budget.live_keep_s (the
+first idle connection a new one's admission evicts): watch's second look and its re-asks reuse the first look's
+connections. A responder that does not know `keep` closes, and the watcher connects again at once. A frame is a
+4-byte big-endian length and that many
 bytes of JSON; a request that says `"pack": "gzip"` takes its reply gzipped where that is smaller (the flight
 recorder's JSON shrinks ~20x: a look does not fill the slow link it is there to find, issue 65), the sealed bytes
 packed whole, and the asker inflates them within what it asked for before the seal is checked. With a job key

@@ -148,6 +148,9 @@ class Budget:
     live_request_s: float = 2.0  # a responder reads one request this long: a real watcher sends it at once
     live_send_s: float = 10.0  # a responder sends one reply this long (a flight recorder of a few MiB over a LAN)
     live_confirm_s: float = 2.0  # watch's second look at every rank's progress, this long after the first
+    live_keep_s: float = 10.0  # a responder holds a connection whose request asked to keep it this long after its
+    # reply, for the asker's next request: watch asks again live_confirm_s after a rank's first answer, once its
+    # clocks are measured and the ranks before it asked
     live_outlast_s: float = 30.0  # ... and at most this long again, at ranks that did not move while their own gaps
     # between calls say they are not late yet (live/outlast.py: a collective of a job stepping every 4 s outlasts 2 s)
     live_register_s: float = 600.0  # a responder tries this long to register in the job's store: under env:// the

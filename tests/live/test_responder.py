@@ -275,3 +275,71 @@ def test_under_munge_only_a_credential_of_the_jobs_user_for_this_master_port_is_
         assert r.served == 3
     finally:
         r.close()
+
+
+@pytest.mark.parametrize("responder", [b"the-job-token"], indirect=True)
+def test_a_request_that_asks_to_keep_its_connection_is_greeted_again_and_the_next_one_answered(responder):
+    """wire's "keep": after the reply, a fresh hello (a new challenge: a request sealed for the first is refused on
+    the second), the next sealed request answered on the same connection; without "keep" the reply ends it; a kept
+    connection nobody speaks on is closed at Budget.live_keep_s with nothing sent (a refusal there would be read as
+    the next hello)."""
+    token = b"the-job-token"
+    me = asker(token)
+
+    def request(s: socket.socket, kind: str, keep: bool) -> tuple:
+        hello = json.loads(wire.recv_frame(s, wire.MAX_HELLO, B.deadline(5), B))
+        doc = {"kind": kind, "job": "nojob", "run": RUN, **({"keep": True} if keep else {})}
+        s.sendall(wire.frame(me.session.request(hello["challenge"], doc)))
+        reply = wire.recv_frame(s, wire.MAX_REPLY, B.deadline(5), B)
+        got, why = me.session.open_reply(hello["challenge"], reply)
+        return hello["challenge"], got, why
+
+    with socket.create_connection((responder.addr, responder.port), timeout=5) as s:
+        ch1, got, why = request(s, "progress", keep=True)
+        assert got and got["progress"], why
+        ch2, got, why = request(s, "progress", keep=False)
+        assert ch2 != ch1 and got and got["rank"] == responder.rank, why
+        s.settimeout(5)
+        assert s.recv(1) == b""  # no "keep": closed after the reply
+    quick = Budget(timeout_s=5.0, live_request_s=1.0, live_keep_s=0.5)
+    responder.loop.budget = quick
+    with socket.create_connection((responder.addr, responder.port), timeout=5) as s:
+        request(s, "progress", keep=True)
+        wire.recv_frame(s, wire.MAX_HELLO, B.deadline(5), B)  # greeted again
+        t0 = time.monotonic()
+        s.settimeout(5)
+        assert s.recv(1) == b"" and time.monotonic() - t0 < 3  # closed at live_keep_s, nothing said
+
+
+@pytest.mark.parametrize("keeps", [True, False])
+def test_a_second_look_asks_on_the_first_looks_connections(monkeypatch, keeps):
+    """fetch_all with a Kept: the first look's answers leave their connections open and the second look asks on
+    them, connecting to no one; against responders that close after each reply (one that does not know "keep"), the
+    second look connects again at once and every rank still answers, none said closed or retried."""
+    from ncclcheck.live import fetch
+    from ncclcheck.live.loop import Loop
+
+    if not keeps:
+        monkeypatch.setattr(Loop, "_again", lambda self, c: self._close(c))
+    connects = []
+
+    class Counting(socket.socket):
+        def connect_ex(self, address):
+            connects.append(address)
+            return super().connect_ex(address)
+
+    rs = [Responder(r, 6, r, ("127.0.0.1", 1), Guard(), B, Fake(), bind="127.0.0.1").start(register=False, run=RUN)
+          for r in range(6)]
+    try:
+        records = {r.rank: _rec(r) for r in rs}
+        monkeypatch.setattr(fetch.socket, "socket", Counting)
+        with fetch.Kept(64) as kept:
+            first = fetch.fetch_all(records, "all", asker(), B, kept=kept)
+            assert all(a.doc for a in first.values()) and len(connects) == 6
+            assert len(kept.socks) == 6
+            second = fetch.fetch_all(records, "progress", asker(), B, kept=kept)
+        assert all(a.doc and a.doc["progress"] for a in second.values()), {r: a.why for r, a in second.items()}
+        assert len(connects) == (6 if keeps else 12), connects
+    finally:
+        for r in rs:
+            r.close()

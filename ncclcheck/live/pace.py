@@ -290,27 +290,46 @@ def _request(caller: Caller, ch: str, doc: dict, max_bytes: int, max_items: int 
 
 
 def exchange(rec: dict, doc: dict, caller: Caller, end: float, budget: Budget,
-             limit: int = wire.MAX_REPLY, items: Optional[int] = None) -> tuple[Optional[dict], str, int, int]:
+             limit: int = wire.MAX_REPLY, items: Optional[int] = None,
+             conn: Optional[dict] = None) -> tuple[Optional[dict], str, int, int]:
     """One request to the responder of record `rec`, whose reply may hold `limit` bytes and `items` JSON values ->
     (its reply or None, why not (the responder's own refusal when it refused), ns before the request was sent, ns
     after the reply was read: the watcher's wall clock). Without `items`, as many values as `limit`'s bytes hold at
     ITEM_BYTES each: the bytes bound the reply, never a count the caller did not think of (a "phase" reply of a job
-    that steps every 100 ms was refused at 256 values, issue 65)."""
+    that steps every 100 ms was refused at 256 values, issue 65). conn: a dict the caller keeps for several
+    exchanges with one rank (and closes with close_kept): the request says "keep", the connection is left in it, and
+    the next exchange reads its responder's next hello there and asks on it (one that closed meanwhile: connected
+    again; one that holds its hello holds the exchange to `end`, as a fresh connection's would)."""
     items = max(wire.MIN_ITEMS, limit // ITEM_BYTES) if items is None else items
     sent = got = 0
+    s, ch = (conn.pop("sock", None) if conn is not None else None), None
     try:
-        s, ch = _open(rec, end, budget, caller)
-        with s:
-            if ch is None:
-                return None, "not that rank's responder", 0, 0
-            data = _request(caller, ch, doc, limit, items)
-            s.settimeout(budget.left(end))
-            sent = time.time_ns()
-            s.sendall(data)
-            reply = wire.recv_frame(s, limit + SEAL_BYTES, end, budget)
-            got = time.time_ns()
+        if s is not None:  # kept by the last exchange: its responder's next hello is there, or it closed meanwhile
+            try:
+                s.settimeout(budget.left(end))
+                ch = _challenge(wire.recv_frame(s, wire.MAX_HELLO, end, budget), rec["rank"], caller)
+            except (OSError, wire.WireError, TimeoutError):
+                s.close()
+                s = None
+        if s is None:
+            s, ch = _open(rec, end, budget, caller)
+        if ch is None:
+            s.close()
+            return None, "not that rank's responder", 0, 0
+        data = _request(caller, ch, {**doc, "keep": True} if conn is not None else doc, limit, items)
+        s.settimeout(budget.left(end))
+        sent = time.time_ns()
+        s.sendall(data)
+        reply = wire.recv_frame(s, limit + SEAL_BYTES, end, budget)
+        got = time.time_ns()
     except (OSError, wire.WireError, TimeoutError) as exc:
+        if s is not None:
+            s.close()
         return None, str(exc)[:200] or type(exc).__name__, sent, got
+    if conn is None:
+        s.close()
+    else:
+        conn["sock"] = s
     out, why = caller.session.open_reply(ch, reply, limit + SEAL_BYTES)
     if out is None and (said := _refused(reply)):  # a refusal is never sealed: said as one, never as a forgery
         return None, f"refused: {said}", sent, got
@@ -321,6 +340,13 @@ def exchange(rec: dict, doc: dict, caller: Caller, end: float, budget: Budget,
     if bad := wire.foreign(out, caller.job, caller.run, "reply"):
         return None, bad, sent, got
     return out, "", sent, got
+
+
+def close_kept(conn: dict) -> None:
+    """The connection exchange() kept in `conn`, closed."""
+    s = conn.pop("sock", None)
+    if s is not None:
+        s.close()
 
 
 def _challenge(hello: bytes, rank: int, caller: Caller) -> Optional[str]:

@@ -102,10 +102,17 @@ def measure_clocks(records: dict, answered: list, asker: Any, budget: Budget, si
     end = budget.deadline(budget.live_fetch_s)
 
     def one(rank: int) -> Optional[dict]:
+        conn: dict = {}  # the tries ask on one connection (wire: "keep"), not a connection each
+        try:
+            return tries(rank, conn)
+        finally:
+            pace.close_kept(conn)
+
+    def tries(rank: int, conn: dict) -> Optional[dict]:
         best = None
         for _ in range(CLOCK_TRIES):
             doc, _why, sent, got = pace.exchange(records[rank], {"kind": "clock"}, asker, end, budget,
-                                                 limit=pace.CLOCK_REPLY_BYTES)
+                                                 limit=pace.CLOCK_REPLY_BYTES, conn=conn)
             t = doc.get("time_ns") if doc else None
             if doc is None and budget.passed(end):  # held until the bound: not asked again in this look
                 if silent is not None:

@@ -343,3 +343,29 @@ def test_a_second_look_asks_on_the_first_looks_connections(monkeypatch, keeps):
     finally:
         for r in rs:
             r.close()
+
+
+def test_a_hosts_clock_tries_ask_on_one_connection(monkeypatch):
+    """measure_clocks asks each host's rank up to CLOCK_TRIES times: on one kept connection, not one each (the
+    clocks of 512 hosts were ~2,000 connections)."""
+    from ncclcheck.live import pace, straggle
+
+    monkeypatch.setattr(straggle, "CLOCK_ENOUGH_NS", -1)  # no round trip is short enough: every try is made
+    connects = []
+
+    class Counting(socket.socket):
+        def connect(self, address):
+            connects.append(address)
+            return super().connect(address)
+
+    rs = [Responder(r, 2, 0, ("127.0.0.1", 1), Guard(), B, Fake(), bind="127.0.0.1").start(register=False, run=RUN)
+          for r in range(2)]
+    try:
+        records = {r.rank: {**_rec(r), "host": f"h{r.rank}"} for r in rs}
+        monkeypatch.setattr(pace.socket, "socket", Counting)
+        clocks = straggle.measure_clocks(records, [0, 1], asker(), B)
+    finally:
+        for r in rs:
+            r.close()
+    assert set(clocks) == {"h0", "h1"} and all(c["err_ns"] > 0 for c in clocks.values()), clocks
+    assert len(connects) == 2, connects

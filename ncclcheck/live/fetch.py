@@ -32,6 +32,7 @@ from ..rendezvous.budget import Budget
 from ..rendezvous.store import JsonStore, StoreLost
 from . import wire
 from .auth import Session
+from .kept import Kept
 from .responder import MAX_FRAMES, MAX_THREADS
 
 # Ranks asked at once: n / RANKS_PER_ASK, between MIN_AT_ONCE and MAX_AT_ONCE, within half the descriptors this
@@ -225,42 +226,6 @@ class _Ask:
         self.t0, self.connected = 0.0, False
         self.parked = False  # its reply not begun within Budget.live_park_s: open, but no longer holding a slot
         self.reused = False  # its socket is a connection an earlier look kept (Kept)
-
-
-class Kept:
-    """Connections a look's answers left open for the next look, rank -> socket (wire: a request that says "keep"
-    is greeted again after its reply): watch's second look and its re-asks reuse them instead of connecting again
-    (at 4,096 ranks a second look of fresh connections was ~1 s of watch's CPU: connect, hello, close). At most
-    `limit`, within the descriptors a look leaves free; closed by whoever made it, once its looks are done."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.socks: dict = {}
-
-    @classmethod
-    def for_look(cls, n: int) -> Kept:
-        """Room for a look at n ranks: the descriptors open_room gives asks, less the asks one look holds at once."""
-        return cls(max(0, open_room() - fan_out(n)))
-
-    def put(self, rank: int, sock: socket.socket) -> bool:
-        if len(self.socks) >= self.limit or rank in self.socks:
-            return False
-        self.socks[rank] = sock
-        return True
-
-    def take(self, rank: int) -> Optional[socket.socket]:
-        return self.socks.pop(rank, None)
-
-    def close(self) -> None:
-        for sock in self.socks.values():
-            sock.close()
-        self.socks.clear()
-
-    def __enter__(self) -> Kept:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _fly(records: dict, kind: str, asker: Asker, end: float, budget: Budget, args: dict, due: dict,
@@ -543,6 +508,12 @@ def open_room() -> int:
     """How many asks this process may hold open at once: half the descriptors it may open (MAX_AT_ONCE unknown)."""
     soft = nofile()["soft"]
     return MAX_AT_ONCE if soft is None else max(1, (soft - BASE_FDS) // 2)
+
+
+def keep_room(n: int) -> int:
+    """Connections a look at n ranks may keep for the next (Kept): the descriptors open_room gives asks, less the asks
+    one look holds at once."""
+    return max(0, open_room() - fan_out(n))
 
 
 def fan_out(n: int) -> int:

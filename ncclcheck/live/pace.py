@@ -39,6 +39,7 @@ from typing import Any, NamedTuple, Optional
 from .. import model
 from ..rendezvous.budget import FIXED, Budget
 from . import peers, wire
+from .kept import Kept
 
 KINDS = ("clock", "phase", "blob", "rate")
 RATE_BYTES = 1 << 20  # what a "rate" probe downloads per target: 1 MiB, ~10 ms on a healthy 1 Gb/s link
@@ -291,18 +292,18 @@ def _request(caller: Caller, ch: str, doc: dict, max_bytes: int, max_items: int 
 
 def exchange(rec: dict, doc: dict, caller: Caller, end: float, budget: Budget,
              limit: int = wire.MAX_REPLY, items: Optional[int] = None,
-             conn: Optional[dict] = None) -> tuple[Optional[dict], str, int, int]:
+             kept: Optional[Kept] = None) -> tuple[Optional[dict], str, int, int]:
     """One request to the responder of record `rec`, whose reply may hold `limit` bytes and `items` JSON values ->
     (its reply or None, why not (the responder's own refusal when it refused), ns before the request was sent, ns
     after the reply was read: the watcher's wall clock). Without `items`, as many values as `limit`'s bytes hold at
     ITEM_BYTES each: the bytes bound the reply, never a count the caller did not think of (a "phase" reply of a job
-    that steps every 100 ms was refused at 256 values, issue 65). conn: a dict the caller keeps for several
-    exchanges with one rank (and closes with close_kept): the request says "keep", the connection is left in it, and
-    the next exchange reads its responder's next hello there and asks on it (one that closed meanwhile: connected
-    again; one that holds its hello holds the exchange to `end`, as a fresh connection's would)."""
+    that steps every 100 ms was refused at 256 values, issue 65). kept: connections kept for the caller's next
+    exchanges: the request says "keep", the connection is kept there, and the next exchange with that rank reads its
+    responder's next hello on it and asks there (one that closed meanwhile: connected again; one that holds its hello
+    holds the exchange to `end`, as a fresh connection's would)."""
     items = max(wire.MIN_ITEMS, limit // ITEM_BYTES) if items is None else items
     sent = got = 0
-    s, ch = (conn.pop("sock", None) if conn is not None else None), None
+    s, ch = (kept.take(rec["rank"]) if kept is not None else None), None
     try:
         if s is not None:  # kept by the last exchange: its responder's next hello is there, or it closed meanwhile
             try:
@@ -316,7 +317,7 @@ def exchange(rec: dict, doc: dict, caller: Caller, end: float, budget: Budget,
         if ch is None:
             s.close()
             return None, "not that rank's responder", 0, 0
-        data = _request(caller, ch, {**doc, "keep": True} if conn is not None else doc, limit, items)
+        data = _request(caller, ch, {**doc, "keep": True} if kept is not None else doc, limit, items)
         s.settimeout(budget.left(end))
         sent = time.time_ns()
         s.sendall(data)
@@ -326,10 +327,8 @@ def exchange(rec: dict, doc: dict, caller: Caller, end: float, budget: Budget,
         if s is not None:
             s.close()
         return None, str(exc)[:200] or type(exc).__name__, sent, got
-    if conn is None:
+    if kept is None or not kept.put(rec["rank"], s):
         s.close()
-    else:
-        conn["sock"] = s
     out, why = caller.session.open_reply(ch, reply, limit + SEAL_BYTES)
     if out is None and (said := _refused(reply)):  # a refusal is never sealed: said as one, never as a forgery
         return None, f"refused: {said}", sent, got
@@ -340,13 +339,6 @@ def exchange(rec: dict, doc: dict, caller: Caller, end: float, budget: Budget,
     if bad := wire.foreign(out, caller.job, caller.run, "reply"):
         return None, bad, sent, got
     return out, "", sent, got
-
-
-def close_kept(conn: dict) -> None:
-    """The connection exchange() kept in `conn`, closed."""
-    s = conn.pop("sock", None)
-    if s is not None:
-        s.close()
 
 
 def _challenge(hello: bytes, rank: int, caller: Caller) -> Optional[str]:

@@ -31,6 +31,7 @@ from ..render import slow as words
 from ..rendezvous.budget import FIXED, Budget
 from . import pace
 from .fetch import fan_out
+from .kept import Kept
 
 CLOCK_TRIES = 4  # exchanges per host at most: the shortest round trip is kept
 CLOCK_ENOUGH_NS = 1_000_000  # a round trip this short ends a host's tries: an error of 0.5 ms at most, a tenth of
@@ -102,17 +103,14 @@ def measure_clocks(records: dict, answered: list, asker: Any, budget: Budget, si
     end = budget.deadline(budget.live_fetch_s)
 
     def one(rank: int) -> Optional[dict]:
-        conn: dict = {}  # the tries ask on one connection (wire: "keep"), not a connection each
-        try:
-            return tries(rank, conn)
-        finally:
-            pace.close_kept(conn)
+        with Kept(1) as kept:  # the tries ask on one connection (wire: "keep"), not a connection each
+            return tries(rank, kept)
 
-    def tries(rank: int, conn: dict) -> Optional[dict]:
+    def tries(rank: int, kept: Kept) -> Optional[dict]:
         best = None
         for _ in range(CLOCK_TRIES):
             doc, _why, sent, got = pace.exchange(records[rank], {"kind": "clock"}, asker, end, budget,
-                                                 limit=pace.CLOCK_REPLY_BYTES, conn=conn)
+                                                 limit=pace.CLOCK_REPLY_BYTES, kept=kept)
             t = doc.get("time_ns") if doc else None
             if doc is None and budget.passed(end):  # held until the bound: not asked again in this look
                 if silent is not None:

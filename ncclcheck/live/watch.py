@@ -41,7 +41,7 @@ from ..rendezvous.waits import Waits
 from ..units import format_duration
 from . import outlast, pace, reach, straggle, wire
 from .auth import Session, choose
-from .fetch import Answer, Asker, Kept, fetch_all, fetch_each, read_registry
+from .fetch import Answer, Asker, Kept, fetch_all, fetch_each, keep_room, read_registry
 
 # what to do when no rank registered: the one step that arms a job for diagnose and watch, and what keeps a rank
 # from registering
@@ -301,7 +301,7 @@ def _look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: f
     # between the looks: one rank's recorder first says how long a step is and how many groups it has.
     hung = threading.Event()
     # each rank's first answer leaves its connection open for the second look and the re-asks (wire: "keep")
-    with Kept.for_look(len(records)) as kept, \
+    with Kept(keep_room(len(records))) as kept, \
             ThreadPoolExecutor(max_workers=2, thread_name_prefix="ncclcheck-watch") as ex:
         step_us, groups = straggle.glance(records, asker, budget)
         sampling = ex.submit(straggle.sample_phases, records, sorted(records), asker, budget,

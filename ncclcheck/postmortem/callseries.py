@@ -95,12 +95,12 @@ def encode(entries: list, keep: int, names: Optional[list] = None) -> dict:
             for name, s in out.items()}
 
 
+_INT = {int}
+
+
 def _whole(xs: list, lo: int, hi: int) -> bool:
     """Is every one of xs (not empty) an int (not a bool) in [lo, hi]?"""
     return set(map(type, xs)) == _INT and lo <= min(xs) and max(xs) <= hi
-
-
-_INT = {int}
 
 
 def decode(series: Any) -> dict:

@@ -240,7 +240,7 @@ def test_a_hosts_clock_is_asked_until_one_round_trip_is_short_enough(monkeypatch
     rtts = {0: [300_000], 1: [5_000_000, 2_000_000, 800_000, 100], 2: [9_000_000, 4_000_000, 3_000_000, 2_500_000]}
     asked: dict = {}
 
-    def exchange(rec, doc, caller, end, budget, limit=0, conn=None):
+    def exchange(rec, doc, caller, end, budget, limit=0, kept=None):
         r = rec["rank"]
         rtt = rtts[r][len(asked.setdefault(r, []))]
         asked[r].append(rtt)

@@ -143,7 +143,11 @@ def _healthy_job(tmp_path, **env: str) -> tuple:
 
 
 def test_watch_says_a_healthy_job_makes_progress(tmp_path, validate_report):
-    job, port, _ready = _healthy_job(tmp_path, HANG_S="60")
+    # steps of ~110 ms, as a real job's: with the worker's default 10 ms pause a step is ~19 ms, and on CI's loaded
+    # 2-core machine a rank's wakeup came up to 7 ms late (measured under three busy loops: the latest rank's median
+    # share 2-36 % of a step over 8 watches), so a rank the scheduler held back 6 steps of 8 was a real straggler of
+    # a job that was meant healthy, and CI named it; at 100 ms the top share was under 1 % in 8 watches of 8
+    job, port, _ready = _healthy_job(tmp_path, HANG_S="60", STEP_PAUSE_S="0.1")
     try:
         p = run_cli("watch", "--master-addr", "127.0.0.1", "--master-port", str(port), "--timeout", str(TIMEOUT),
                     "--json", "-", timeout=TIMEOUT + 60)

@@ -4,7 +4,14 @@ rank: what fetch's looks and pace's exchanges ask on before they connect again."
 from __future__ import annotations
 
 import socket
+import threading
 from typing import Optional
+
+# Kept connections closed on the caller's thread at most: more are closed on a thread of their own. A close on loopback
+# runs the peer's side of the FIN in the closing thread (~40 us each): at 4,096 ranks, 0.16 s between watch's second
+# look and its answer, which nothing waits for.
+CLOSE_INLINE = 64
+CLOSER = "ncclcheck-watch-close"
 
 
 class Kept:
@@ -28,12 +35,21 @@ class Kept:
         return self.socks.pop(rank, None)
 
     def close(self) -> None:
-        for sock in self.socks.values():
-            sock.close()
+        """Every kept connection closed, past CLOSE_INLINE of them on a daemon thread (the caller does not wait)."""
+        socks = list(self.socks.values())
         self.socks.clear()
+        if len(socks) <= CLOSE_INLINE:
+            _close(socks)
+        else:
+            threading.Thread(target=_close, args=(socks,), name=CLOSER, daemon=True).start()
 
     def __enter__(self) -> Kept:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _close(socks: list) -> None:
+    for sock in socks:
+        sock.close()

@@ -548,8 +548,12 @@ class Loop:
         c.state, c.inbuf, c.need, c.out, c.ctx, c.prepaid = READ, bytearray(), 0, [], None, False
         c.challenge, c.keep, c.kept = challenge, False, True
         c.since, c.deadline = now, now + self.budget.live_keep_s
+        frame = wire.frame(hello)
         try:
-            c.sock.send(wire.frame(hello))  # a few hundred bytes into a socket whose buffer just emptied: sent whole
+            # a few hundred bytes into a socket whose buffer just emptied: sent whole, or the connection ends (a cut
+            # hello would hold the asker's next request to its bound)
+            if c.sock.send(frame) < len(frame):
+                return self._close(c)
             self.sel.modify(c.sock, selectors.EVENT_READ, c)
         except (OSError, KeyError, ValueError):
             self._close(c)

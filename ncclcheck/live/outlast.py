@@ -17,7 +17,8 @@ import time
 from typing import Optional
 
 from ..rendezvous.budget import Budget
-from .fetch import Asker, Kept, fetch_all
+from .fetch import Asker, fetch_all
+from .kept import Kept
 
 OUTLAST_GAPS = 2.0  # a rank is overdue once this many of its longest gaps between calls passed since its newest one:
 # one slower step (a straggler's, a link's, begun inside the window) stays under two

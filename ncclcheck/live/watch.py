@@ -41,7 +41,8 @@ from ..rendezvous.waits import Waits
 from ..units import format_duration
 from . import outlast, pace, reach, straggle, wire
 from .auth import Session, choose
-from .fetch import Answer, Asker, Kept, fetch_all, fetch_each, keep_room, read_registry
+from .fetch import Answer, Asker, fetch_all, fetch_each, keep_room, read_registry
+from .kept import Kept
 
 # what to do when no rank registered: the one step that arms a job for diagnose and watch, and what keeps a rank
 # from registering

@@ -11,6 +11,7 @@ import pytest
 from ncclcheck.live import wire
 from ncclcheck.live.auth import Session
 from ncclcheck.live.fetch import Asker, ask
+from ncclcheck.live.kept import Kept
 from ncclcheck.live.responder import Responder, Sources, thread_stacks
 from ncclcheck.rendezvous.budget import Budget
 from ncclcheck.rendezvous.store import Guard
@@ -333,7 +334,7 @@ def test_a_second_look_asks_on_the_first_looks_connections(monkeypatch, keeps):
     try:
         records = {r.rank: _rec(r) for r in rs}
         monkeypatch.setattr(fetch.socket, "socket", Counting)
-        with fetch.Kept(64) as kept:
+        with Kept(64) as kept:
             first = fetch.fetch_all(records, "all", asker(), B, kept=kept)
             assert all(a.doc for a in first.values()) and len(connects) == 6
             assert len(kept.socks) == 6

@@ -184,8 +184,15 @@ def test_a_passing_stall_on_short_transfers_is_not_a_slow_link():
     median is the link, and nothing is slow."""
     noisy = {"size": 1 << 20, "iters": 3, "stat": "median", "relative": 0.05}
     faults = {"slow_link": [1, 3], "delay_s": 0.1, "hiccups": 3}
-    short = _rank0(run_world(FAULTY, {**noisy, "min_time_s": 0, "faults": faults}, 4, timeout_s=10))["links"]
-    assert (1, 3) in [(s["a"], s["b"]) for s in short["slow"]], short  # what the floor removes is real without it
+    # what the floor removes is real without it: link 1-3 slow (or node 1 or 3, where the machine's load slowed its
+    # other directions too). A precondition, not the claim: asked up to 3 times, since CI once read nothing slow at
+    # all (another direction's stall on the loaded machine raised the reference)
+    for _ in range(3):
+        short = _rank0(run_world(FAULTY, {**noisy, "min_time_s": 0, "faults": faults}, 4, timeout_s=10))["links"]
+        if (1, 3) in [(s["a"], s["b"]) for s in short["slow"]] or {1, 3} & set(short["slow_nodes"]):
+            break
+    else:
+        raise AssertionError({k: short.get(k) for k in ("slow", "slow_nodes", "tx_us", "rounds")})
     timed = _rank0(run_world(FAULTY, {**noisy, "faults": faults}, 4, timeout_s=10))["links"]
     assert timed["slow"] == [] and timed["slow_nodes"] == [], timed
     assert 3 < len(timed["tx_us"]["1->3"]) <= 256  # more than --iters transfers, at most the cap

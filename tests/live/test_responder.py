@@ -194,14 +194,17 @@ def test_idle_reconnecting_connections_do_not_keep_watch_out(responder, idlers):
 
 @pytest.mark.parametrize("responder", [b"the-job-token"], indirect=True)
 def test_with_a_token_nothing_is_worked_on_before_a_sealed_request(responder):
-    """An unsealed request of every kind is refused by the connection loop itself: no worker runs, no reply is
-    built (the flight recorder is never read for a stranger)."""
+    """An unsealed request of every kind is refused by the connection loop itself: no worker is given work, none is
+    started for it (the answer worker waits from the start), no reply is built (the flight recorder is never read for
+    a stranger)."""
     calls = []
     responder.sources.flight = lambda entries=True: calls.append(entries) or FR
     for kind in wire.KINDS:
         out = _raw(responder, json.dumps({"kind": kind, "job": "nojob", "run": RUN, "ranks": [0]}).encode())
         assert "not authenticated" in out["error"], out
-    assert calls == [] and responder.served == 0 and all(w._thread is None for w in responder.loop.workers.values())
+    workers = responder.loop.workers
+    assert calls == [] and responder.served == 0 and all(w.served == 0 and w.cpu_used == 0 for w in workers.values())
+    assert [name for name, w in workers.items() if w._thread is not None] == ["answer"]
 
 
 def test_one_request_at_a_time_per_address_and_a_flood_of_one_kind_builds_few_replies(responder):

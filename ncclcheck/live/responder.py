@@ -31,7 +31,6 @@ import threading
 import time
 import traceback
 from collections.abc import Mapping
-from itertools import repeat
 from typing import Any, Optional
 
 from ..postmortem import callseries
@@ -137,10 +136,9 @@ def _newest_that_fit(entries: list, limit: int, items: int) -> dict:
     (what the analysis reads) whatever its age. Each kept entry's JSON is made once and what is dropped is never
     encoded (a reply of 2,000 entries was encoded whole, then again at every halving, to keep a few dozen: ~20 ms of
     the rank's CPU)."""
-    try:  # each group's newest index: the last one zip keeps (the scan in C: a loop was ~0.1 ms of 2,000 entries)
-        last = dict(zip(map(dict.get, entries, repeat("pg_id")), range(len(entries))))
-    except TypeError:  # an entry that is not a dict
-        last = dict(zip((e.get("pg_id") if isinstance(e, dict) else None for e in entries), range(len(entries))))
+    last: dict = {}
+    for i, e in enumerate(entries):
+        last[e.get("pg_id") if isinstance(e, dict) else None] = i
     kept = {i: _dumps(entries[i]) for i in last.values()}
     limit -= sum(len(t) + 1 for t in kept.values())
     items -= sum(wire.count_items(t) for t in kept.values())

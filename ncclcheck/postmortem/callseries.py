@@ -47,7 +47,7 @@ def group_of(e: dict) -> str:
 def fitting(entries: list, nbytes: int, items: int) -> dict:
     """The series of the entries (encode) within `nbytes` and `items` JSON values: each group an equal part. The
     groups are those among the newest entries the room could hold at all (counting every entry's group cost a rank
-    0.4 ms of its 2,000-entry recorder per reply, where the series holds ~150 calls): one that called nothing since
+    0.3 ms of its 2,000-entry recorder per reply, where the series holds ~150 calls): one that called nothing since
     holds only calls older than every one kept."""
     cap = max(0, min(nbytes // CALL_BYTES, items // 2))
     window = [group_of(e) if type(e) is dict else None for e in entries[len(entries) - cap:]] if cap else []
@@ -73,7 +73,7 @@ def encode(entries: list, keep: int, names: Optional[list] = None, groups: int =
     coalesced group's ops share one seq: its closing (last) entry stands for it, as flight.normalise keeps it. The
     newest entries are read back only until every group seen is full: a group seen first past that point holds only
     collectives older than every other group's window, and is left out. Its cost is in the rank's reply, so it is a
-    plain loop over locals."""
+    plain loop."""
     keep = max(0, min(keep, MAX_CALLS))
     groups = min(groups, MAX_GROUPS)
     out: dict = {}

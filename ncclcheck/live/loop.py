@@ -114,9 +114,9 @@ class Spend:
 
 
 class Workers:
-    """One thread per kind of work, started when first needed (the first of the owner's WORKERS with the loop): at
-    most WORK_PER_ADDRESS requests of one address waiting, the addresses served in turn (a flooding address waits its
-    turn like anyone), a request that waited past Budget.live_queue_s answered "busy"."""
+    """One thread per kind of work, started when first needed (the one a look's "all" goes to, wire.KINDS: with the
+    loop): at most WORK_PER_ADDRESS requests of one address waiting, the addresses served in turn (a flooding address
+    waits its turn like anyone), a request that waited past Budget.live_queue_s answered "busy"."""
 
     def __init__(self, name: str, budget: Budget, done: Callable[[Conn, bytes], None],
                  busy: Callable[[Conn], bytes]) -> None:
@@ -237,7 +237,7 @@ class Loop:
         # the worker every look asks is waiting before the first look: started by that look's request, it was a
         # thread start inside a busy process on the way to the rank's first reply (at 4,096 simulated ranks the
         # first look took 3.6-4.2 s, against 3.9-4.3 s)
-        self.workers[self.owner.WORKERS[0]].start()
+        self.workers[wire.KINDS["all"]].start()
         return self
 
     def close(self) -> None:

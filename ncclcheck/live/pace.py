@@ -370,7 +370,7 @@ def download(rec: dict, caller: Caller, nbytes: int, end: float, budget: Budget,
     its hello there (what an unsigned record's target may be said to have done)."""
     from ..preflight.probe import classify
 
-    got, t0 = 0, None
+    got, t0, t1 = 0, None, None
     try:
         s, ch = _open(rec, end, budget, caller, source)
         with s:
@@ -395,6 +395,7 @@ def download(rec: dict, caller: Caller, nbytes: int, end: float, budget: Budget,
                     break
                 got += len(part)
                 body += part
+            t1 = budget.now()  # the last byte: opening the blob (a MiB of JSON, its seal) is this side's CPU
             if got == want:  # whole: it must open as rank r's blob, sealed with the asker's key where it has one
                 doc, why = caller.session.open_reply(ch, bytes(body), nbytes + SEAL_BYTES + 4096)  # a blob is
                 # never packed: one that came packed inflates no further than a blob
@@ -411,6 +412,6 @@ def download(rec: dict, caller: Caller, nbytes: int, end: float, budget: Budget,
                     "answered": t0 is not None}
     if t0 is None:
         return {"ok": False, "bytes": 0, "bps": None, "ms": None, "kind": "timeout", "answered": False}
-    took = max(budget.since(t0), 1e-6)
+    took = max((t1 if t1 is not None else budget.now()) - t0, 1e-6)
     return {"ok": got > 0, "bytes": got, "bps": round(got / took), "ms": round(took * 1e3, 2),
             "kind": "ok" if got >= nbytes else "partial", "answered": True}

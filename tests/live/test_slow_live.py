@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ncclcheck.live import pace, straggle
+from ncclcheck.live import pace, straggle, wire
 from ncclcheck.live.auth import Session
 from ncclcheck.live.watch import watch
 from ncclcheck.options import api_config
@@ -194,6 +194,34 @@ def test_the_clock_phase_blob_and_rate_requests(store):
         for r in rs:
             r.close()
 
+
+
+def test_a_download_is_timed_to_its_last_byte_not_through_the_opening_of_the_blob(store, monkeypatch):
+    """A rate is the link's: opening the MiB that came (its JSON, its seal) is the prober's CPU, which a loaded prober
+    spends late, and it read as a slower link."""
+    job = livesim.laid(Job(world=2, per_host=1), 10)
+    rs = livesim.start(job, [0, 1], store)
+    try:
+        assert all(r.registered.wait(30) for r in rs)
+        recs = {r.rank: r.record() for r in rs}
+        me = pace.Caller(Session("none", None, store, FIXED), rs[0].job, rs[0].run)
+        opened = Session.open_reply
+        late = 1.0
+
+        def slow_open(self, challenge, data, limit=wire.MAX_REPLY):
+            if len(data) >= pace.RATE_BYTES:
+                time.sleep(late)
+            return opened(self, challenge, data, limit)
+
+        monkeypatch.setattr(Session, "open_reply", slow_open)
+        t0 = time.monotonic()
+        blob = pace.download(recs[1], me, pace.RATE_BYTES, FIXED.deadline(10), FIXED, source="127.0.0.1", asker=0)
+        wall = time.monotonic() - t0
+        assert blob["ok"] and blob["kind"] == "ok", blob
+        assert blob["ms"] / 1e3 <= wall - late, (blob, wall)
+    finally:
+        for r in rs:
+            r.close()
 
 
 def test_a_clock_is_read_when_its_request_is_read_even_while_the_answer_worker_is_busy(store):

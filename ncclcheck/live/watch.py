@@ -275,7 +275,8 @@ def look(config: Config, budget: Budget, st: JsonStore, session: Session, t0: fl
     it (live.slow). `follow`: --follow's history, kept in the report."""
     phase = budget.now()
     reg = read_registry(st, ends=True)
-    with spaced_collector(len(reg.records)):  # every rank's recorder decoded and analysed: millions of objects
+    # every rank's recorder decoded and analysed: millions of objects, for as long as the look's bound at most
+    with spaced_collector(len(reg.records), bounded=True):
         return _look(config, budget, st, session, t0, follow, reg, budget.since(phase))
 
 

@@ -92,6 +92,35 @@ def test_node_0_of_a_large_world_spaces_out_the_collector_and_puts_it_back():
         gc.set_threshold(*before)
 
 
+def test_a_bounded_hold_of_a_large_world_pauses_the_collector_and_puts_it_back_as_it_was():
+    """watch's look holds every rank's decoded recorder for at most its bound: the collector does not run in it; after
+    it, the collector is enabled again only where it was before (the API's watch() runs in the user's process)."""
+    import gc
+
+    from ncclcheck.agent.limits import COLLECTOR_NODES, spaced_collector
+
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        with spaced_collector(COLLECTOR_NODES, bounded=True):
+            assert not gc.isenabled()
+        assert gc.isenabled()
+        with spaced_collector(COLLECTOR_NODES - 1, bounded=True):  # a small look: as it was
+            assert gc.isenabled()
+        try:
+            with spaced_collector(COLLECTOR_NODES, bounded=True):
+                raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            pass
+        assert gc.isenabled()
+        gc.disable()  # the user's own choice stays
+        with spaced_collector(COLLECTOR_NODES, bounded=True):
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()
+
+
 def test_the_message_says_what_is_counted_and_whether_it_is_enough():
     """Issue 53: 'covers the 258 descriptors this node probes its mesh peers needs' left a new user guessing."""
     lim = FakeLimit(20000, 20000)

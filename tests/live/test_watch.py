@@ -365,25 +365,25 @@ def test_a_host_whose_ranks_refuse_is_not_called_cut_off():
     assert not any(c["kind"] == "host_cut" for c in a["causes"]), a["causes"]
 
 
-def test_a_look_at_a_large_world_spaces_out_the_cycle_collector_and_puts_it_back(monkeypatch):
-    """A look decodes every rank's recorder (millions of objects at 4,096 ranks): while it holds them the collector
-    runs as node 0's does (agent/limits.spaced_collector), at a small job's look as it was, and after either as it was
-    (the API's watch() runs inside the user's process)."""
+def test_a_look_at_a_large_world_pauses_the_cycle_collector_and_puts_it_back(monkeypatch):
+    """A look decodes every rank's recorder (millions of objects at 4,096 ranks) within its bound: while it holds them
+    the collector does not run (agent/limits.spaced_collector, bounded), at a small job's look it runs as it was, and
+    after either it is as it was (the API's watch() runs inside the user's process)."""
     import gc
 
-    from ncclcheck.agent.limits import COLLECTOR_GEN0, COLLECTOR_NODES
+    from ncclcheck.agent.limits import COLLECTOR_NODES
     from ncclcheck.live import watch as w
     from ncclcheck.live.fetch import Registry
 
     seen = []
-    monkeypatch.setattr(w, "_look", lambda *a: seen.append(gc.get_threshold()[0]))
-    before = gc.get_threshold()
+    monkeypatch.setattr(w, "_look", lambda *a: seen.append(gc.isenabled()))
+    was = gc.isenabled()
     try:
-        gc.set_threshold(700, 10, 10)
+        gc.enable()
         for n in (COLLECTOR_NODES, COLLECTOR_NODES - 1):
             monkeypatch.setattr(w, "read_registry", lambda st, ends=False, n=n: Registry(n, dict.fromkeys(range(n))))
             w.look(None, w.Budget(), None, None, 0.0)
-            assert gc.get_threshold() == (700, 10, 10)
+            assert gc.isenabled()
     finally:
-        gc.set_threshold(*before)
-    assert seen == [COLLECTOR_GEN0, 700]
+        (gc.enable if was else gc.disable)()
+    assert seen == [False, True]

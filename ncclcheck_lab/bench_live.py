@@ -35,12 +35,12 @@ import json
 import multiprocessing as mp
 import os
 import queue
-import socket
 import sys
 import threading
 import time
 
 from . import private_net
+from .loopstore import loopback_store
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -157,19 +157,9 @@ class SimError(RuntimeError):
 
 
 def _store() -> tuple:
-    """(the simulated job's store, its port): torch's TCPStore server, as torchrun's. Its socket
-    is IPv4 on 127.0.0.1, made here: torch's own listens on every IPv6 and IPv4 address, where a loopback client is
-    ::ffff:127.0.0.1, which no hosts file names, so each connection it accepted was a reverse lookup at the machine's
-    resolver, on the server's one thread (private_net); 127.0.0.1 is "localhost" in every hosts file. The store owns the
-    socket (closes it)."""
-    import torch.distributed as dist
-
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(socket.SOMAXCONN)
-    port = sock.getsockname()[1]
-    return dist.TCPStore("127.0.0.1", port, None, True, wait_for_workers=False, master_listen_fd=sock.detach()), port
+    """(the simulated job's store, its port): torch's TCPStore server, as torchrun's, on 127.0.0.1 (loopstore.py)."""
+    store = loopback_store()
+    return store, store.port
 
 
 SPAWN = mp.get_context("spawn")

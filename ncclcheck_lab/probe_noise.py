@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from ncclcheck.live.auth import Session
 from ncclcheck.rendezvous.budget import FIXED
 
 from . import livesim
+from .loopstore import loopback_store
 from .slowsim import Job
 
 WORLD, PER_HOST = 6, 2
@@ -39,12 +39,8 @@ SPIN = "while True: pass"
 def one_probe() -> Optional[dict]:
     """One probe of a fresh simulated job (its suspect: h3, as watch's when a rank there is late) -> its result, or
     None when the responders did not register."""
-    import torch.distributed as dist
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    store = dist.TCPStore("127.0.0.1", port, None, True)
+    store = loopback_store()
+    port = store.port
     rs = livesim.start(livesim.laid(Job(world=WORLD, per_host=PER_HOST, step_us=40_000, steps=100_000), 40),
                        list(range(WORLD)), port)
     try:

@@ -42,6 +42,7 @@ import time
 from typing import Optional
 
 from . import peak_rss
+from .loopstore import loopback_store
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -434,12 +435,7 @@ class _LiveJob:
     """A job's store (a TCPStore server here) and `ranks` armed ranks, each a process running REPO's responder."""
 
     def __init__(self, repo: str, ranks: int, token: str = "", extra: Optional[dict] = None) -> None:
-        import datetime as dt
-
-        import torch.distributed as dist
-
-        self.server = dist.TCPStore("127.0.0.1", 0, None, True, timeout=dt.timedelta(seconds=30),
-                                    wait_for_workers=False)
+        self.server = loopback_store(timeout_s=30)
         self.port = self.server.port
         self.env = {**os.environ, "PYTHONPATH": repo, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(self.port),
                     "WORLD_SIZE": str(ranks), "TORCH_FR_BUFFER_SIZE": "100"}

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Optional
 
+from ncclcheck_lab.loopstore import loopback_store
 from tests import forked
 
 
@@ -91,10 +92,9 @@ def run_world(job_ref: str, payload: dict, world_size: int = 4, nproc_per_node: 
               timeout_s: float = 5.0, bound_s: float = 90.0,
               backend: str = "gloo", env: Optional[dict] = None, log_dir: Optional[str] = None) -> WorldRun:
     """Run the job on every rank; ranks that die, raise or hang are recorded, not raised."""
-    import torch.distributed as dist
 
     ctx = forked.context()  # each rank a fork of a server that imported torch once (tests/forked.py)
-    store = dist.TCPStore("127.0.0.1", 0, world_size, True, timeout=timedelta(seconds=30), wait_for_workers=False)
+    store = loopback_store(world_size=world_size, timeout_s=30)
     q = ctx.Queue()
     procs = [ctx.Process(target=_child, args=(job_ref, payload, r, world_size, nproc_per_node, store.port,
                                               timeout_s, backend, env or {}, log_dir, q),

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from ncclcheck_lab.loopstore import loopback_store
 from tests.conftest import free_port, run_cli
 
 
@@ -17,14 +18,13 @@ def test_watch_fix_for_an_untold_rank_says_why_this_look_could_not_tell_and_neve
     rank 5 and cannot tell compute from communication (its lateness falls after its work either way, and gloo records
     no collective's own time). Its fix says so and what would tell (NCCL with TORCH_NCCL_ENABLE_TIMING=1, py-spy on
     that rank), never "run `ncclcheck watch`", which is what just ran, nor a longer look, which would not help."""
-    import torch.distributed as dist
 
     from ncclcheck_lab import livesim, slowsim
 
     # every step's collective the same one: the simulated job's two bucket sizes made one
     monkeypatch.setattr(slowsim, "_SIZES", ([[1024]], [[1024]]))
     port = free_port()
-    store = dist.TCPStore("127.0.0.1", port, None, True)
+    store = loopback_store(port)
     job = slowsim.Job(world=6, per_host=2, step_us=40_000, colls=1, slow={5: (0, 0.5)}, jitter=0.02, steps=400)
     ranks = livesim.start(livesim.laid(job, 40), list(range(job.world)), port)
     try:

@@ -16,11 +16,12 @@ dist = pytest.importorskip("torch.distributed")
 from ncclcheck.rendezvous.budget import Budget  # noqa: E402
 from ncclcheck.rendezvous.store import JsonStore, StoreLost  # noqa: E402
 from ncclcheck_lab import sim_store  # noqa: E402
+from ncclcheck_lab.loopstore import loopback_store  # noqa: E402
 
 
 @pytest.fixture()
 def server():
-    s = dist.TCPStore("127.0.0.1", 0, None, True, wait_for_workers=False, timeout=dt.timedelta(seconds=10))
+    s = loopback_store(timeout_s=10)
     yield s
 
 
@@ -68,7 +69,7 @@ def test_a_wait_past_its_bound_is_a_timeout_to_the_json_store_and_the_connection
 
 
 def test_a_store_that_went_away_is_a_lost_store():
-    s = dist.TCPStore("127.0.0.1", 0, None, True, wait_for_workers=False, timeout=dt.timedelta(seconds=10))
+    s = loopback_store(timeout_s=10)
     c = sim_store.WireStore("127.0.0.1", s.port, dt.timedelta(seconds=10))
     del s
     js = JsonStore(c)

@@ -4,7 +4,6 @@ signed records copied from job A's store into job B's must not point B's watch a
 
 from __future__ import annotations
 
-import datetime
 import json
 import socket
 
@@ -15,6 +14,7 @@ from ncclcheck.live.fetch import ask, read_registry
 from ncclcheck.live.responder import Responder
 from ncclcheck.rendezvous.budget import Budget
 from ncclcheck.rendezvous.store import Guard, JsonStore
+from ncclcheck_lab.loopstore import loopback_store
 from tests.conftest import run_cli
 from tests.live.test_responder import Fake, asker
 
@@ -27,10 +27,7 @@ class Job:
     rendezvous calls every run "none", so both jobs are "nojob" and only the run tells them apart)."""
 
     def __init__(self) -> None:
-        import torch.distributed as dist
-
-        self.server = dist.TCPStore("127.0.0.1", 0, None, True, timeout=datetime.timedelta(seconds=10),
-                                    wait_for_workers=False)
+        self.server = loopback_store(timeout_s=10)
         self.port = self.server.port
         self.st = JsonStore(self.server, guard=Guard(token=TOKEN))
         self.ranks = [Responder(r, 2, r, ("127.0.0.1", self.port), Guard(token=TOKEN), B, Fake(),

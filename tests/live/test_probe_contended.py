@@ -18,6 +18,7 @@ from ncclcheck.live.fetch import Asker, read_registry
 from ncclcheck.rendezvous.budget import FIXED
 from ncclcheck.rendezvous.store import Guard, JsonStore
 from ncclcheck_lab import livesim
+from ncclcheck_lab.loopstore import loopback_store
 from ncclcheck_lab.slowsim import Job
 from ncclcheck_lab.trust_round5 import flood_responder
 from tests.conftest import free_port
@@ -29,10 +30,8 @@ TOKEN = b"the-jobs-own-token"
 
 @pytest.fixture
 def store():
-    import torch.distributed as dist
-
     port = free_port()
-    st = dist.TCPStore("127.0.0.1", port, None, True)
+    st = loopback_store(port)
     yield port, st
     del st
 

@@ -14,6 +14,7 @@ from ncclcheck.live.responder import Responder
 from ncclcheck.live.watch import locate
 from ncclcheck.rendezvous.budget import Budget
 from ncclcheck.rendezvous.store import Guard, JsonStore
+from ncclcheck_lab.loopstore import loopback_store
 from tests.live.test_responder import RUN, Fake, asker
 
 B = Budget(timeout_s=5.0, live_request_s=1.0, live_reach_s=2.0)
@@ -30,13 +31,10 @@ def _closed_port() -> int:
 def job(request):
     """A job's store (a real TCPStore server on loopback) and two armed ranks on 'hosts' h1 and h2, registered the
     way responders register; rank 4 ('h3') is registered at a port nothing listens on (its host's link is gone)."""
-    import datetime
-
-    import torch.distributed as dist
 
     param = getattr(request, "param", None)
     token, budget = param if isinstance(param, tuple) else (param, B)  # (token, the responders' budget)
-    server = dist.TCPStore("127.0.0.1", 0, None, True, timeout=datetime.timedelta(seconds=5), wait_for_workers=False)
+    server = loopback_store(timeout_s=5)
     master = ("127.0.0.1", server.port)
     st = JsonStore(server, guard=Guard(token=token))
     st.set(wire.WORLD_KEY, {"world_size": 6, "attempt": 0, "job": "nojob", "run": RUN})

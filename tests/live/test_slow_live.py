@@ -22,6 +22,7 @@ from ncclcheck.render.labels import render_labels
 from ncclcheck.render.prometheus import render_prometheus
 from ncclcheck.rendezvous.budget import FIXED, Budget
 from ncclcheck_lab import livesim
+from ncclcheck_lab.loopstore import loopback_store
 from ncclcheck_lab.slowsim import Job
 from ncclcheck_lab.slowsim import docs as slowsim_docs
 from tests.conftest import free_port
@@ -31,10 +32,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def store():
-    import torch.distributed as dist
-
     port = free_port()
-    st = dist.TCPStore("127.0.0.1", port, None, True)
+    st = loopback_store(port)
     yield port
     del st
 
@@ -427,10 +426,8 @@ def test_follow_ends_with_the_jobs_end_and_keeps_every_slowdown_it_saw():
     exit by what was seen (a slowdown: 1), the slowdown kept with its start and end, not "the job's store went
     away"."""
 
-    import torch.distributed as dist
-
     port = free_port()
-    st = dist.TCPStore("127.0.0.1", port, None, True)
+    st = loopback_store(port)
     job = Job(world=6, per_host=2, step_us=40_000, slow={5: (0, 0.5)}, jitter=0.02, steps=2000)
     rs = livesim.start(livesim.laid(job, 40), list(range(job.world)), port)
     said: list = []
@@ -787,13 +784,11 @@ def test_follow_says_each_start_and_end_within_the_rules_steps_and_one_look_of_i
     own time) of its event, each line dated within a step of the truth. Rank 5 computes 1.5x from a step ~3 s after
     the watch begins, for 60 steps (~9 s)."""
 
-    import torch.distributed as dist
-
     from ncclcheck.checks import slowness
     from ncclcheck_lab.slowsim import timeline
 
     port = free_port()
-    st = dist.TCPStore("127.0.0.1", port, None, True)
+    st = loopback_store(port)
     past, begin, end = 40, 30, 90  # steps: before the watch, then the slowdown's first (~3 s in) and its end (~9 s on)
     job = Job(world=6, per_host=2, step_us=100_000, slow={5: (past + begin, 0.5)},
               slow_until={5: past + end}, jitter=0.02, steps=past + end + 400)

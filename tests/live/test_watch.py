@@ -12,6 +12,7 @@ from ncclcheck.live.watch import Answer, build_inputs
 from ncclcheck.postmortem import flight
 from ncclcheck.postmortem.analyze import analyse
 from ncclcheck.postmortem.diagnose import diagnose
+from ncclcheck_lab.loopstore import loopback_store
 from tests.conftest import free_port, run_cli
 
 HERE = os.path.join(os.path.dirname(__file__), "fixtures", "sleep")
@@ -162,14 +163,13 @@ def test_no_job_at_the_master_is_exit_1_named(validate_report):
 def test_a_store_that_takes_the_client_late_is_tried_again_within_the_bound_and_a_refusal_is_final(monkeypatch):
     """The store's port answers but its first client connect times out (a store in a loaded process once took more
     than the try, a quarter of --timeout): watch tries again while --timeout lasts, then looks; a refusal is final."""
-    import torch.distributed as dist
 
     from ncclcheck.live.watch import watch
     from ncclcheck.options import api_config
     from ncclcheck.rendezvous import store as store_mod
 
     port = free_port()
-    st = dist.TCPStore("127.0.0.1", port, None, True)
+    st = loopback_store(port)
     calls = []
     real = store_mod.STORE_CLIENT
 

@@ -6,7 +6,6 @@ decoded, and names that rank as answering with garbage, never as not answering."
 
 from __future__ import annotations
 
-import datetime
 import json
 import socket
 import subprocess
@@ -18,6 +17,7 @@ import pytest
 from ncclcheck.live import wire
 from ncclcheck.rendezvous.store import Guard, JsonStore
 from ncclcheck_lab import peak_rss
+from ncclcheck_lab.loopstore import loopback_store
 from tests.conftest import cli_env
 
 RUN = "cd" * 16
@@ -98,9 +98,7 @@ def _most(rank: int):
 
 @pytest.fixture
 def store():
-    import torch.distributed as dist
-
-    server = dist.TCPStore("127.0.0.1", 0, None, True, timeout=datetime.timedelta(seconds=10), wait_for_workers=False)
+    server = loopback_store(timeout_s=10)
     st = JsonStore(server, guard=Guard())
     st.set(wire.WORLD_KEY, {"world_size": 5, "attempt": 0, "job": "nojob", "run": RUN})
     fakes: list = []

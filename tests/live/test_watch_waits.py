@@ -5,12 +5,12 @@ wants a running job and says at once that nothing answers."""
 
 from __future__ import annotations
 
-import datetime
 import json
 import subprocess
 import sys
 import time
 
+from ncclcheck_lab.loopstore import loopback_store
 from tests.conftest import cli_env, free_port
 
 
@@ -21,13 +21,10 @@ def _watch(port: int, *extra: str) -> subprocess.Popen:
 
 
 def test_follow_started_before_the_job_waits_for_its_store_and_its_ranks_saying_so():
-    import torch.distributed as dist
-
     port = free_port()
     p = _watch(port, "--follow")
     time.sleep(2.0)  # watch meets a refused master first
-    store = dist.TCPStore("127.0.0.1", port, None, True, timeout=datetime.timedelta(seconds=30),
-                          wait_for_workers=False)
+    store = loopback_store(port, timeout_s=30)
     try:
         out, err = p.communicate(timeout=60)
     finally:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import datetime as dt
-
 import pytest
+
+from ncclcheck_lab.loopstore import loopback_store
 
 
 @pytest.fixture
@@ -16,8 +16,6 @@ def hash_store():
 
 @pytest.fixture
 def tcp_store():
-    import torch.distributed as dist
-
-    server = dist.TCPStore("127.0.0.1", 0, None, True, wait_for_workers=False, timeout=dt.timedelta(seconds=30))
+    server = loopback_store(timeout_s=30)
     yield server
     del server

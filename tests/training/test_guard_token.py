@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from ncclcheck_lab.loopstore import loopback_store
 from tests.conftest import REPO, cli_env, free_port
 
 pytestmark = pytest.mark.slow  # real processes importing ncclcheck's preflight
@@ -25,10 +26,9 @@ CODE = ("import json, ncclcheck, sys\n"
 
 def _agent_store():
     """A TCPStore server on a free loopback port, as torchrun's agent keeps one for its workers."""
-    from torch.distributed import TCPStore
 
     port = free_port()
-    return TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False), port
+    return loopback_store(port), port
 
 
 # A rank that refuses the store waits the guard's whole bound for a record it can verify, so that test keeps it short.
